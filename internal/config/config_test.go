@@ -1,0 +1,203 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+const goodSecret = "0123456789abcdef0123456789abcdef"
+
+func valid() Config {
+	c := Default()
+	c.JWT.Secret = goodSecret
+	return c
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "paymentd.toml")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestExampleFileDocumentsEveryDefault(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../../koanf.example.toml", nil)
+	require.NoError(t, err)
+	want := Default()
+	want.JWT.Secret = PlaceholderJWTSecret
+	require.Equal(t, want, c, "koanf.example.toml must show every key with its default")
+
+	// Every key of the struct appears in the file, so a new key cannot go undocumented.
+	raw, err := os.ReadFile("../../koanf.example.toml")
+	require.NoError(t, err)
+	for _, key := range []string{"max_request_bytes", "shutdown_timeout", "test_before_acquire", "cookie_same_site", "key_prefix", "max_attempts", "scan_interval", "reconcile_after", "migration_wait", "format",
+		"trusted_proxies", "pprof", "endpoint", "protocol", "insecure", "sample_ratio", "service_name"} {
+		require.Contains(t, string(raw), "\n"+key+" = ", key)
+	}
+}
+
+func TestExampleFileIsRefusedBecauseOfThePlaceholderSecret(t *testing.T) {
+	t.Parallel()
+	c, err := Load("../../koanf.example.toml", nil)
+	require.NoError(t, err)
+	err = c.Validate()
+	require.ErrorContains(t, err, "[jwt].secret is the placeholder")
+}
+
+func TestDefaultsWithASecretAreValid(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, valid().Validate())
+}
+
+func TestEnvironmentOverridesFileAndDefaults(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `
+[server]
+port = 6000
+[db]
+url = "postgres://from-file@127.0.0.1/x"
+[jwt]
+secret = "`+goodSecret+`"
+`)
+	c, err := Load(p, []string{
+		"PAYMENTD_SERVER__PORT=7000",
+		"PAYMENTD_SERVER__MAX_CONCURRENCY=3",
+		"PAYMENTD_BILLING__CURRENCIES=EUR,USD",
+		"PAYMENTD_SESSION__COOKIE_SECURE=true",
+		"PAYMENTD_EVENTS__POLL_INTERVAL=250ms",
+		"HOME=/root", // not ours: ignored
+	})
+	require.NoError(t, err)
+	require.Equal(t, 7000, c.Server.Port)
+	require.Equal(t, 3, c.Server.MaxConcurrency)
+	require.Equal(t, "postgres://from-file@127.0.0.1/x", c.DB.URL)
+	require.Equal(t, []string{"EUR", "USD"}, c.Billing.Currencies)
+	require.True(t, c.Session.CookieSecure)
+	require.Equal(t, 250*time.Millisecond, c.Events.PollInterval)
+	require.Equal(t, "127.0.0.1", c.Server.Host, "untouched keys keep their default")
+	require.NoError(t, c.Validate())
+}
+
+func TestUnknownKeysAreErrors(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, "[server]\nprot = 1\n")
+	_, err := Load(p, nil)
+	require.ErrorContains(t, err, "prot")
+
+	_, err = Load("", []string{"PAYMENTD_DB__URLL=postgres://x"})
+	require.ErrorContains(t, err, "url")
+}
+
+func TestMissingExplicitFileIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := Load(filepath.Join(t.TempDir(), "nope.toml"), nil)
+	require.Error(t, err)
+}
+
+func TestMalformedValuesNameTheKey(t *testing.T) {
+	t.Parallel()
+	_, err := Load("", []string{"PAYMENTD_SERVER__PORT=eighty"})
+	require.ErrorContains(t, err, "port")
+	_, err = Load("", []string{"PAYMENTD_EVENTS__POLL_INTERVAL=often"})
+	require.ErrorContains(t, err, "poll_interval")
+}
+
+func TestValidateNamesTheKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		mutate func(*Config)
+		want   string
+	}{
+		{"empty jwt secret", func(c *Config) { c.JWT.Secret = "" }, "[jwt].secret is required"},
+		{"five character jwt secret", func(c *Config) { c.JWT.Secret = "abcde" }, "[jwt].secret must be at least 32 characters, got 5"},
+		{"31 character jwt secret", func(c *Config) { c.JWT.Secret = strings.Repeat("x", 31) }, "[jwt].secret must be at least 32"},
+		{"placeholder jwt secret", func(c *Config) { c.JWT.Secret = PlaceholderJWTSecret }, "[jwt].secret is the placeholder"},
+		{"zero jwt expiry", func(c *Config) { c.JWT.ExpiryHours = 0 }, "[jwt].expiry_hours"},
+		{"port out of range", func(c *Config) { c.Server.Port = 70000 }, "[server].port"},
+		{"no concurrency", func(c *Config) { c.Server.MaxConcurrency = 0 }, "[server].max_concurrency"},
+		{"admin path without slash", func(c *Config) { c.Server.AdminPath = "admin" }, "[server].admin_path"},
+		{"admin path root", func(c *Config) { c.Server.AdminPath = "/" }, "[server].admin_path"},
+		{"relative public url", func(c *Config) { c.Server.PublicURL = "example.com" }, "[server].public_url"},
+		{"cert without key", func(c *Config) { c.Server.TLSCertFile = "c.pem" }, "[server].tls_cert_file"},
+		{"mysql url", func(c *Config) { c.DB.URL = "mysql://x" }, "[db].url"},
+		{"min above max connections", func(c *Config) { c.DB.MinConnections = 50 }, "[db].min_connections"},
+		{"zero acquire timeout", func(c *Config) { c.DB.AcquireTimeoutSecs = 0 }, "[db].acquire_timeout_secs"},
+		{"bad same site", func(c *Config) { c.Session.CookieSameSite = "lax" }, "[session].cookie_same_site"},
+		{"same site none without secure", func(c *Config) { c.Session.CookieSameSite = "None" }, "[session].cookie_same_site None requires"},
+		{"cookie name with space", func(c *Config) { c.Session.CookieName = "a b" }, "[session].cookie_name"},
+		{"short bootstrap password", func(c *Config) { c.Bootstrap.AdminPassword = "short" }, "[bootstrap].admin_password"},
+		{"zero login rate", func(c *Config) { c.RateLimit.LoginPerSec = 0 }, "[rate_limit].login_per_sec"},
+		{"redis http url", func(c *Config) { c.Redis.Enabled = true; c.Redis.URL = "http://x" }, "[redis].url"},
+		{"lowercase currency", func(c *Config) { c.Billing.Currencies = []string{"usd"} }, "[billing].currencies"},
+		{"no currencies", func(c *Config) { c.Billing.Currencies = nil }, "[billing].currencies"},
+		{"renew not below ttl", func(c *Config) { c.Cluster.LeaseRenew = c.Cluster.LeaseTTL }, "[cluster].lease_renew"},
+		{"bad log level", func(c *Config) { c.Log.Level = "loud" }, "[log].level"},
+		{"trusted proxy not an address", func(c *Config) { c.Server.TrustedProxies = []string{"lb.internal"} }, "[server].trusted_proxies"},
+		{"metrics on the public port", func(c *Config) { c.Metrics.Port = c.Server.Port }, "[metrics].port must differ from [server].port"},
+		{"metrics port out of range", func(c *Config) { c.Metrics.Port = -1 }, "[metrics].port"},
+		{"metrics without host", func(c *Config) { c.Metrics.Host = "" }, "[metrics].host"},
+		{"pprof without metrics", func(c *Config) { c.Metrics.Enabled = false; c.Metrics.Pprof = true }, "[metrics].pprof"},
+		{"tracing endpoint without port", func(c *Config) { c.Tracing.Enabled = true; c.Tracing.Endpoint = "collector" }, "[tracing].endpoint"},
+		{"tracing endpoint as a URL", func(c *Config) { c.Tracing.Enabled = true; c.Tracing.Endpoint = "http://collector:4318/v1/traces" }, "[tracing].endpoint"},
+		{"tracing protocol", func(c *Config) { c.Tracing.Protocol = "zipkin" }, "[tracing].protocol"},
+		{"sample ratio above one", func(c *Config) { c.Tracing.SampleRatio = 1.5 }, "[tracing].sample_ratio"},
+		{"tracing without service name", func(c *Config) { c.Tracing.Enabled = true; c.Tracing.ServiceName = "" }, "[tracing].service_name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tt.mutate(&c)
+			require.ErrorContains(t, c.Validate(), tt.want)
+		})
+	}
+}
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.JWT.Secret = "abcde"
+	c.Server.Port = 0
+	err := c.Validate()
+	require.ErrorContains(t, err, "[jwt].secret")
+	require.ErrorContains(t, err, "[server].port")
+}
+
+func TestMaskedHidesSecrets(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Bootstrap.AdminPassword = "hunter22hunter22"
+	c.DB.URL = "postgres://app:s3cret@db:5432/pay"
+	m := c.Masked()
+	require.NotContains(t, m.JWT.Secret, goodSecret)
+	require.NotContains(t, m.Bootstrap.AdminPassword, "hunter")
+	require.NotContains(t, m.DB.URL, "s3cret")
+	require.Contains(t, m.DB.URL, "app:")
+	require.Equal(t, goodSecret, c.JWT.Secret, "the original is untouched")
+}
+
+func TestServerAddr(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "127.0.0.1:50051", Default().Server.Addr())
+	require.Equal(t, "[::1]:8080", Server{Host: "::1", Port: 8080}.Addr())
+}
+
+func TestTrustedProxiesTakeAddressesAndPrefixes(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Server.TrustedProxies = []string{"10.0.0.0/8", "192.0.2.7", "2001:db8::/32"}
+	require.NoError(t, c.Validate())
+	got := c.Server.TrustedProxyPrefixes()
+	require.Len(t, got, 3)
+	require.Equal(t, "192.0.2.7/32", got[1].String())
+	p, err := Load("", []string{"PAYMENTD_SERVER__TRUSTED_PROXIES=10.0.0.0/8,172.16.0.0/12"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"10.0.0.0/8", "172.16.0.0/12"}, p.Server.TrustedProxies)
+}

@@ -1,0 +1,132 @@
+package migrate_test
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rustbill/paymentd/internal/migrate"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
+
+func open(t *testing.T, url string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func appliedVersions(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	st, err := migrate.Status(context.Background(), db)
+	require.NoError(t, err)
+	n := 0
+	for _, s := range st {
+		if !s.AppliedAt.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+func TestThereAreNineNumberedMigrations(t *testing.T) {
+	t.Parallel()
+	db := open(t, testdb.EmptyURL(t))
+	st, err := migrate.Status(context.Background(), db)
+	require.NoError(t, err)
+	require.Len(t, st, 9, "the specification counts 9 migrations")
+	for i, s := range st {
+		require.EqualValues(t, i+1, s.Source.Version)
+	}
+}
+
+func TestUpDownUpOnARealDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t, testdb.EmptyURL(t))
+	require.NoError(t, migrate.Up(ctx, db))
+	require.Equal(t, 9, appliedVersions(t, db))
+	require.NoError(t, migrate.Up(ctx, db), "a second run has nothing to do")
+
+	require.NoError(t, migrate.Down(ctx, db))
+	require.Equal(t, 8, appliedVersions(t, db))
+	require.NoError(t, migrate.DownTo(ctx, db, 0))
+	require.Equal(t, 0, appliedVersions(t, db))
+
+	var tables int
+	require.NoError(t, db.QueryRowContext(ctx,
+		`SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name <> 'goose_db_version'`).Scan(&tables))
+	require.Zero(t, tables, "down to zero leaves only goose's own table")
+
+	require.NoError(t, migrate.Up(ctx, db))
+	require.Equal(t, 9, appliedVersions(t, db))
+}
+
+func TestConcurrentInstancesMigrateOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.EmptyURL(t)
+	const instances = 3
+	var wg sync.WaitGroup
+	errs := make([]error, instances)
+	for i := range instances {
+		wg.Go(func() {
+			db, err := sql.Open("pgx", url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			errs[i] = migrate.Up(ctx, db)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	db := open(t, url)
+	var rows int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&rows))
+	require.Equal(t, 9, rows, "each migration applied exactly once")
+}
+
+func TestWaiterGivesUpWhenTheMigrationRoleStaysTaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := testdb.EmptyURL(t)
+
+	// Another "instance" holds the migration role and never finishes.
+	holder, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holder.Close(ctx)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrate.LockID)
+	require.NoError(t, err)
+
+	db := open(t, url)
+	start := time.Now()
+	err = migrate.UpWith(ctx, db, migrate.Options{Wait: 2 * time.Second})
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 10*time.Second)
+	require.Equal(t, 0, appliedVersions(t, db), "nothing applied while another instance holds the role")
+
+	// Once the holder is gone, the waiter's next attempt migrates.
+	require.NoError(t, holder.Close(ctx))
+	require.NoError(t, migrate.UpWith(ctx, db, migrate.Options{Wait: 5 * time.Second}))
+	require.Equal(t, 9, appliedVersions(t, db))
+}
+
+func TestFingerprintIsStable(t *testing.T) {
+	t.Parallel()
+	require.Len(t, migrate.Fingerprint(), 64)
+	require.Equal(t, migrate.Fingerprint(), migrate.Fingerprint())
+}

@@ -1,0 +1,251 @@
+// Package server is the transport edge: one HTTP listener serving HTTP/1.1 and
+// HTTP/2 (cleartext or TLS) on the same port, the Connect handlers (gRPC,
+// gRPC-Web and Connect JSON), gRPC server reflection, and the platform routes.
+//
+//	request ─▶ Options.Observe (request id, span, access line: every request)
+//	        ─▶ /health (answered here, before every other layer)
+//	        ─▶ [server].admin_path/* (the embedded admin console, before every layer)
+//	        ─▶ middleware layers (concurrency limit, rate limit, credentials)
+//	        ─▶ mux ─┬─ /billing.payment.PaymentService/*
+//	                ├─ /grpc.reflection.v1.ServerReflection/*, v1alpha
+//	                └─ /ready
+//
+// The console's files are public, static and held in memory: they need no
+// credential, so they skip the credential layers (which would look a session
+// cookie up in the database for every script and stylesheet) and the
+// concurrency limit that protects the API. Its API calls are ordinary Connect
+// requests and pass every layer.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+
+	"github.com/rustbill/paymentd/internal/config"
+)
+
+// Pinger is what readiness needs of the database pool.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Service is one Connect service to mount: its name (for reflection) and the
+// path and handler that the generated New<Service>Handler returns.
+type Service struct {
+	Name    string
+	Path    string
+	Handler http.Handler
+}
+
+// Middleware wraps the mux; layers are applied so that the first in the list
+// sees the request first.
+type Middleware func(http.Handler) http.Handler
+
+// Options are the parts a Server is built from.
+type Options struct {
+	Config     config.Server
+	DB         Pinger
+	Logger     *slog.Logger
+	Services   []Service
+	Middleware []Middleware
+	// AdminUI is the built admin console (adminui.Dist()), served under
+	// Config.AdminPath; nil serves none.
+	AdminUI fs.FS
+	// Observe, when set, wraps everything, /health and the console
+	// included: request ids, traces and access lines cover every request.
+	Observe Middleware
+}
+
+// Server is the HTTP listener and its handler tree.
+type Server struct {
+	cfg     config.Server
+	log     *slog.Logger
+	handler http.Handler
+	http    *http.Server
+}
+
+// HandlerOptions returns the Connect options every service handler is built
+// with: request validation and the request size limit.
+func HandlerOptions(cfg config.Server, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
+	validate, err := NewValidateInterceptor()
+	if err != nil {
+		return nil, err
+	}
+	interceptors := append(append([]connect.Interceptor(nil), extra...), validate)
+	return []connect.HandlerOption{
+		connect.WithInterceptors(interceptors...),
+		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+	}, nil
+}
+
+// New builds the handler tree. It does not listen: call Serve.
+func New(opts Options) *Server {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	names := make([]string, 0, len(opts.Services))
+	for _, svc := range opts.Services {
+		mux.Handle(svc.Path, svc.Handler)
+		names = append(names, svc.Name)
+	}
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle("GET /ready", readyHandler(opts.DB, log))
+
+	var h http.Handler = mux
+	for i := len(opts.Middleware) - 1; i >= 0; i-- {
+		h = opts.Middleware[i](h)
+	}
+	if opts.AdminUI != nil {
+		h = withAdminUI(opts.AdminUI, opts.Config.AdminPath, log, h)
+	}
+	h = withHealth(h)
+	if opts.Observe != nil {
+		h = opts.Observe(h)
+	}
+
+	s := &Server{cfg: opts.Config, log: log, handler: h}
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetHTTP2(true)
+	protocols.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Handler is the complete handler tree, for tests that use httptest.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen opens the configured address.
+func (s *Server) Listen() (net.Listener, error) {
+	ln, err := net.Listen("tcp", s.cfg.Addr())
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s ([server].host and [server].port): %w", s.cfg.Addr(), err)
+	}
+	return ln, nil
+}
+
+// Serve answers requests on ln until ctx is cancelled, then shuts down
+// gracefully: the listener closes at once and requests in flight get up to
+// [server].shutdown_timeout to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	tlsOn := s.cfg.TLSCertFile != ""
+	if tlsOn {
+		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("[server].tls_cert_file/tls_key_file: %w", err)
+		}
+		s.http.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if tlsOn {
+			err = s.http.ServeTLS(ln, "", "")
+		} else {
+			err = s.http.Serve(ln)
+		}
+		errc <- err
+	}()
+	s.log.Info("listening", "addr", ln.Addr().String(), "tls", tlsOn)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := s.http.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		s.log.Warn("shutdown timed out; closing remaining connections")
+		err = s.http.Close()
+	}
+	return err
+}
+
+// withHealth answers GET /health with 200 and an empty body before any other
+// layer runs: a liveness probe must not queue behind the concurrency limit or
+// touch the database.
+func withHealth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withAdminUI answers the console's paths before the middleware layers (see
+// the package comment). A bundle that cannot be served is a build defect:
+// it is logged and the console's paths answer 503, while the API keeps
+// working.
+func withAdminUI(dist fs.FS, prefix string, log *slog.Logger, next http.Handler) http.Handler {
+	var ui http.Handler
+	admin, err := newAdminUI(dist, prefix)
+	if err != nil {
+		log.Error("admin console not served", "err", err, "admin_path", prefix)
+		ui = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "the admin console is not available in this build", http.StatusServiceUnavailable)
+		})
+	} else {
+		ui = admin
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == prefix || strings.HasPrefix(r.URL.Path, prefix+"/") {
+			ui.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// readyTimeout bounds one readiness check, so a hung database answers 503
+// quickly instead of holding the probe.
+const readyTimeout = 2 * time.Second
+
+func readyHandler(db Pinger, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if db == nil {
+			http.Error(w, "no database", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		defer cancel()
+		if err := db.Ping(ctx); err != nil {
+			log.WarnContext(r.Context(), "readiness check failed", "err", err)
+			http.Error(w, "database unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}

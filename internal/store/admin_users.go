@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// CountAdmins returns the number of admin users.
+func CountAdmins(ctx context.Context, db DB) (int64, error) {
+	n, err := dbsqlc.New(db).CountAdmins(ctx)
+	return n, MapError(err)
+}
+
+// CreateFirstAdmin creates an admin named username when admin_users is empty,
+// and reports whether it did. Instances starting at once are serialised by a
+// table lock, so exactly one creates it. hash is called only when the admin is
+// really created (password hashing is deliberately slow).
+func CreateFirstAdmin(ctx context.Context, db DB, username string, hash func() (string, error)) (created bool, err error) {
+	err = WithTx(ctx, db, func(tx pgx.Tx) error {
+		q := dbsqlc.New(tx)
+		if err := q.LockAdminUsers(ctx); err != nil {
+			return MapError(err)
+		}
+		n, err := q.CountAdmins(ctx)
+		if err != nil {
+			return MapError(err)
+		}
+		if n > 0 {
+			return nil
+		}
+		h, err := hash()
+		if err != nil {
+			return err
+		}
+		if _, err := q.CreateAdmin(ctx, dbsqlc.CreateAdminParams{Username: username, PasswordHash: h, DisplayName: username}); err != nil {
+			return MapError(err)
+		}
+		created = true
+		return nil
+	})
+	return created, err
+}
+
+// CreateAdmin adds an admin (`paymentd admin create-admin`); a taken
+// username is ErrConflict.
+func CreateAdmin(ctx context.Context, db DB, username, passwordHash, displayName string) (Admin, error) {
+	return adminResult(dbsqlc.New(db).CreateAdmin(ctx, dbsqlc.CreateAdminParams{
+		Username: username, PasswordHash: passwordHash, DisplayName: displayName,
+	}))
+}
+
+// SetAdminPassword replaces an admin's password hash; ErrNotFound when
+// there is no such admin.
+func SetAdminPassword(ctx context.Context, db DB, username, passwordHash string) (Admin, error) {
+	return adminResult(dbsqlc.New(db).SetAdminPassword(ctx, dbsqlc.SetAdminPasswordParams{
+		Username: username, PasswordHash: passwordHash,
+	}))
+}
+
+// DeleteAdminSessions logs an admin out everywhere and returns how many
+// sessions it ended.
+func DeleteAdminSessions(ctx context.Context, db DB, adminID uuid.UUID) (int64, error) {
+	n, err := dbsqlc.New(db).DeleteAdminSessions(ctx, adminID)
+	return n, MapError(err)
+}

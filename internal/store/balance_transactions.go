@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Balance transaction types (balance_transactions_type_check).
+const (
+	BalanceRecharge     = "recharge"
+	BalancePayment      = "payment"
+	BalanceRefund       = "refund"
+	BalanceManualAdjust = "manual_adjust"
+)
+
+// BalanceTransaction is a row of the append-only balance ledger.
+type BalanceTransaction struct {
+	ID            uuid.UUID
+	CustomerID    uuid.UUID
+	Type          string
+	Amount        money.Amount
+	BalanceBefore money.Amount
+	BalanceAfter  money.Amount
+	PaymentID     *uuid.UUID
+	RefundID      *uuid.UUID
+	CreatedBy     *uuid.UUID
+	Description   string
+	CreatedAt     time.Time
+}
+
+// InsertBalanceTransaction appends t (its ID is ignored) to the ledger. It
+// belongs in the transaction that changed the balance, with the customer row
+// locked; the CHECKs refuse a zero amount, a wrong sign for the type and
+// balance_after ≠ balance_before + amount (ErrCheckViolation).
+func InsertBalanceTransaction(ctx context.Context, db DB, t BalanceTransaction) (BalanceTransaction, error) {
+	r, err := dbsqlc.New(db).InsertBalanceTransaction(ctx, dbsqlc.InsertBalanceTransactionParams{
+		CustomerID:    t.CustomerID,
+		Type:          t.Type,
+		Amount:        t.Amount,
+		BalanceBefore: t.BalanceBefore,
+		BalanceAfter:  t.BalanceAfter,
+		PaymentID:     t.PaymentID,
+		RefundID:      t.RefundID,
+		CreatedBy:     t.CreatedBy,
+		Description:   t.Description,
+		CreatedAt:     t.CreatedAt,
+	})
+	if err != nil {
+		return BalanceTransaction{}, MapError(err)
+	}
+	return BalanceTransaction(r), nil
+}
+
+// ListCustomerBalanceTransactions returns one page of the customer's ledger,
+// newest first.
+func ListCustomerBalanceTransactions(ctx context.Context, db DB, customerID uuid.UUID, page Page) ([]BalanceTransaction, error) {
+	rows, err := dbsqlc.New(db).ListCustomerBalanceTransactions(ctx, dbsqlc.ListCustomerBalanceTransactionsParams{
+		CustomerID: customerID, RowLimit: page.Limit, RowOffset: page.Offset,
+	})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]BalanceTransaction, len(rows))
+	for i, r := range rows {
+		out[i] = BalanceTransaction(r)
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Customer is a row of customers.
+type Customer struct {
+	ID           uuid.UUID
+	Email        string
+	PasswordHash string
+	Name         string
+	Currency     string
+	Balance      money.Amount
+	CreditLimit  money.Amount
+	// CanCreateAPIKeys allows the customer to create, and to use, API keys.
+	CanCreateAPIKeys bool
+	DisabledAt       *time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+func customerFrom(c dbsqlc.Customer) Customer {
+	return Customer{
+		ID:               c.ID,
+		Email:            c.Email,
+		PasswordHash:     c.PasswordHash,
+		Name:             c.Name,
+		Currency:         c.Currency,
+		Balance:          c.Balance,
+		CreditLimit:      c.CreditLimit,
+		CanCreateAPIKeys: c.CanCreateApiKeys,
+		DisabledAt:       c.DisabledAt,
+		CreatedAt:        c.CreatedAt,
+		UpdatedAt:        c.UpdatedAt,
+	}
+}
+
+func customerResult(c dbsqlc.Customer, err error) (Customer, error) {
+	if err != nil {
+		return Customer{}, MapError(err)
+	}
+	return customerFrom(c), nil
+}
+
+// NewCustomer is what InsertCustomer needs.
+type NewCustomer struct {
+	Email        string
+	PasswordHash string
+	Name         string
+	Currency     string
+}
+
+// InsertCustomer creates a customer. An e-mail address taken in any letter
+// case is ErrConflict (constraint customers_email_lower_key).
+func InsertCustomer(ctx context.Context, db DB, c NewCustomer) (Customer, error) {
+	return customerResult(dbsqlc.New(db).InsertCustomer(ctx, dbsqlc.InsertCustomerParams{
+		Email: c.Email, PasswordHash: c.PasswordHash, Name: c.Name, Currency: c.Currency,
+	}))
+}
+
+// GetCustomer reads a customer; ErrNotFound when there is none.
+func GetCustomer(ctx context.Context, db DB, id uuid.UUID) (Customer, error) {
+	return customerResult(dbsqlc.New(db).GetCustomer(ctx, id))
+}
+
+// GetCustomerForUpdate reads a customer and locks the row until db's
+// transaction ends; db must be a pgx.Tx.
+func GetCustomerForUpdate(ctx context.Context, db DB, id uuid.UUID) (Customer, error) {
+	return customerResult(dbsqlc.New(db).GetCustomerForUpdate(ctx, id))
+}
+
+// GetCustomerByEmail finds a customer by e-mail address in any letter case.
+func GetCustomerByEmail(ctx context.Context, db DB, email string) (Customer, error) {
+	return customerResult(dbsqlc.New(db).GetCustomerByEmail(ctx, email))
+}
+
+// CustomerFilter selects customers for ListCustomers.
+type CustomerFilter struct {
+	// EmailContains keeps customers whose e-mail address contains it, in any
+	// letter case; empty for all.
+	EmailContains string
+}
+
+// ListCustomers returns one page of customers, newest first, and the number
+// of customers matching the filter.
+func ListCustomers(ctx context.Context, db DB, f CustomerFilter, page Page) ([]Customer, int64, error) {
+	var pattern *string
+	if f.EmailContains != "" {
+		p := "%" + EscapeLike(strings.ToLower(f.EmailContains)) + "%"
+		pattern = &p
+	}
+	q := dbsqlc.New(db)
+	total, err := q.CountCustomers(ctx, pattern)
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	rows, err := q.ListCustomers(ctx, dbsqlc.ListCustomersParams{EmailPattern: pattern, RowLimit: page.Limit, RowOffset: page.Offset})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	out := make([]Customer, len(rows))
+	for i, r := range rows {
+		out[i] = customerFrom(r)
+	}
+	return out, total, nil
+}
+
+// SetCustomerCanCreateAPIKeys sets the API key permission.
+func SetCustomerCanCreateAPIKeys(ctx context.Context, db DB, id uuid.UUID, allowed bool, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).SetCustomerCanCreateApiKeys(ctx, dbsqlc.SetCustomerCanCreateApiKeysParams{
+		ID: id, CanCreateApiKeys: allowed, UpdatedAt: now,
+	}))
+}
+
+// SetCustomerBalance writes a new balance. Call it only with the row locked
+// (GetCustomerForUpdate) and together with InsertBalanceTransaction.
+func SetCustomerBalance(ctx context.Context, db DB, id uuid.UUID, balance money.Amount, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).SetCustomerBalance(ctx, dbsqlc.SetCustomerBalanceParams{
+		ID: id, Balance: balance, UpdatedAt: now,
+	}))
+}
+
+// SetCustomerCreditLimit writes a new credit limit; ErrCheckViolation when
+// the balance is below -limit or the limit is negative.
+func SetCustomerCreditLimit(ctx context.Context, db DB, id uuid.UUID, limit money.Amount, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).SetCustomerCreditLimit(ctx, dbsqlc.SetCustomerCreditLimitParams{
+		ID: id, CreditLimit: limit, UpdatedAt: now,
+	}))
+}

@@ -1,0 +1,24 @@
+// Package store is the only door to PostgreSQL.
+//
+// The SQL lives in sql/: the goose migrations (sql/migrations, the schema) and
+// the sqlc queries (sql/queries), from which sqlc generates the subpackage
+// dbsqlc. Only this package and its subpackages import dbsqlc; everything
+// above calls store.
+//
+// Three rules make the layer safe for money:
+//
+//  1. Every store function takes its executor (a DB: the pool or a pgx.Tx) as
+//     an argument, so a business write and the event it queues share one
+//     transaction.
+//  2. WithTx owns begin, commit and rollback. The rollback runs even when the
+//     request's context is already cancelled, and a transaction whose context
+//     was cancelled is rolled back rather than committed.
+//  3. Errors are translated here, once: MapError turns pgx.ErrNoRows into
+//     ErrNotFound and constraint violations into ErrConflict,
+//     ErrCheckViolation, ... wrapped in an *Error that names the constraint.
+//     No SQL text and no row values ever reach an error message.
+//
+// Money columns are NUMERIC(12,2), which rounds a value with more decimals
+// instead of rejecting it; money.Amount never carries more than two, which is
+// why amounts cross this layer only as money.Amount.
+package store

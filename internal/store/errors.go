@@ -1,0 +1,127 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Domain errors of the store. Test with errors.Is; the edge maps them to
+// connect codes. A constraint violation comes wrapped in an *Error that names
+// the constraint, for callers that must tell constraints apart (e.g.
+// ErrConflict on payments_one_pending_key means "return the pending payment").
+var (
+	// ErrNotFound: the row does not exist (pgx.ErrNoRows).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique or exclusion constraint refused a duplicate.
+	ErrConflict = errors.New("conflict with an existing row")
+	// ErrCheckViolation: a CHECK constraint (or an append-only or
+	// final-state trigger, which report as one) refused the row.
+	ErrCheckViolation = errors.New("check constraint violated")
+	// ErrForeignKeyViolation: a referenced row is missing, or a row still
+	// referenced (ON DELETE RESTRICT) was to be deleted.
+	ErrForeignKeyViolation = errors.New("foreign key violated")
+	// ErrNotNullViolation: a required column was NULL.
+	ErrNotNullViolation = errors.New("required value missing")
+	// ErrInvalidValue: PostgreSQL refused a value (SQLSTATE class 22: bad
+	// text representation, numeric out of the NUMERIC(12,2) range, ...).
+	ErrInvalidValue = errors.New("invalid value")
+	// ErrRetryable: a serialization failure or deadlock; the whole
+	// transaction may be retried.
+	ErrRetryable = errors.New("transaction conflict, retry")
+	// ErrLockNotAvailable: a NOWAIT lock or lock_timeout gave up.
+	ErrLockNotAvailable = errors.New("lock not available")
+)
+
+// Error is a database error translated by MapError. Its message names the
+// kind and the constraint, never SQL text or row values (the PostgreSQL
+// detail, which carries key values, is dropped).
+type Error struct {
+	// Kind is one of the Err* values of this package; errors.Is matches it.
+	Kind error
+	// Code is the SQLSTATE, e.g. "23505".
+	Code string
+	// Constraint, Table and Column are as reported by PostgreSQL; any may be empty.
+	Constraint string
+	Table      string
+	Column     string
+}
+
+func (e *Error) Error() string {
+	msg := "store: " + e.Kind.Error()
+	switch {
+	case e.Constraint != "":
+		msg += fmt.Sprintf(" (constraint %s)", e.Constraint)
+	case e.Table != "" && e.Column != "":
+		msg += fmt.Sprintf(" (column %s.%s)", e.Table, e.Column)
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Kind }
+
+// MapError translates a pgx error into the store's domain errors:
+// pgx.ErrNoRows becomes ErrNotFound; a PostgreSQL error with a known SQLSTATE
+// becomes an *Error wrapping ErrConflict, ErrCheckViolation,
+// ErrForeignKeyViolation, ErrNotNullViolation, ErrInvalidValue, ErrRetryable
+// or ErrLockNotAvailable. nil, already translated errors and every other error
+// (context cancellation, network failures) are returned unchanged.
+func MapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	kind := kindOf(pgErr.Code)
+	if kind == nil {
+		return err
+	}
+	return &Error{
+		Kind:       kind,
+		Code:       pgErr.Code,
+		Constraint: pgErr.ConstraintName,
+		Table:      pgErr.TableName,
+		Column:     pgErr.ColumnName,
+	}
+}
+
+// kindOf maps a SQLSTATE to a domain error, nil when the store has none for it.
+func kindOf(code string) error {
+	switch code {
+	case "23505", // unique_violation
+		"23P01": // exclusion_violation
+		return ErrConflict
+	case "23514": // check_violation
+		return ErrCheckViolation
+	case "23503": // foreign_key_violation
+		return ErrForeignKeyViolation
+	case "23502": // not_null_violation
+		return ErrNotNullViolation
+	case "40001", // serialization_failure
+		"40P01": // deadlock_detected
+		return ErrRetryable
+	case "55P03": // lock_not_available
+		return ErrLockNotAvailable
+	}
+	if len(code) == 5 && code[:2] == "22" { // data_exception class
+		return ErrInvalidValue
+	}
+	return nil
+}
+
+// ConstraintOf returns the name of the constraint behind err, "" when err is
+// not a constraint violation translated by MapError.
+func ConstraintOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Constraint
+	}
+	return ""
+}

@@ -1,0 +1,128 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// GatewayInterface is a gateway_interfaces row. Config holds merchant
+// secrets: it goes to the plugin, and anywhere else only masked.
+type GatewayInterface = dbsqlc.GatewayInterface
+
+// GatewayInterfaceView is an interface with its plugin's scanner status.
+type GatewayInterfaceView struct {
+	GatewayInterface
+	PluginStatus string
+}
+
+// PaymentMethod is an interface a customer may pay with.
+type PaymentMethod = dbsqlc.ListPaymentMethodsRow
+
+// GatewayInterfaceFilter selects interfaces; nil fields do not filter.
+type GatewayInterfaceFilter struct {
+	PluginName *string
+	Enabled    *bool
+}
+
+// NewGatewayInterface is an interface to create (disabled).
+type NewGatewayInterface struct {
+	PluginName   string
+	DisplayName  string
+	Config       []byte
+	ConfigSchema []byte
+	At           time.Time
+}
+
+// InsertGatewayInterface creates a disabled interface.
+func InsertGatewayInterface(ctx context.Context, db DB, n NewGatewayInterface) (GatewayInterface, error) {
+	row, err := dbsqlc.New(db).InsertGatewayInterface(ctx, dbsqlc.InsertGatewayInterfaceParams{
+		PluginName: n.PluginName, DisplayName: n.DisplayName,
+		Config: jsonOrEmpty(n.Config), ConfigSchema: jsonOrEmpty(n.ConfigSchema), Now: n.At,
+	})
+	return row, MapError(err)
+}
+
+// GetGatewayInterface reads one interface; ErrNotFound when there is none.
+func GetGatewayInterface(ctx context.Context, db DB, id uuid.UUID) (GatewayInterface, error) {
+	row, err := dbsqlc.New(db).GetGatewayInterface(ctx, id)
+	return row, MapError(err)
+}
+
+// GetGatewayInterfaceView reads one interface with its plugin's status.
+func GetGatewayInterfaceView(ctx context.Context, db DB, id uuid.UUID) (GatewayInterfaceView, error) {
+	row, err := dbsqlc.New(db).GetGatewayInterfaceView(ctx, id)
+	return GatewayInterfaceView{GatewayInterface: row.GatewayInterface, PluginStatus: row.PluginStatus}, MapError(err)
+}
+
+// LockGatewayInterface reads one interface FOR NO KEY UPDATE.
+func LockGatewayInterface(ctx context.Context, db DB, id uuid.UUID) (GatewayInterface, error) {
+	row, err := dbsqlc.New(db).LockGatewayInterface(ctx, id)
+	return row, MapError(err)
+}
+
+// UpdateGatewayInterface sets the display name and the config.
+func UpdateGatewayInterface(ctx context.Context, db DB, id uuid.UUID, displayName string, config []byte, at time.Time) (GatewayInterface, error) {
+	row, err := dbsqlc.New(db).UpdateGatewayInterface(ctx, dbsqlc.UpdateGatewayInterfaceParams{
+		DisplayName: displayName, Config: jsonOrEmpty(config), Now: at, ID: id,
+	})
+	return row, MapError(err)
+}
+
+// SetGatewayInterfaceEnabled enables or disables an interface.
+func SetGatewayInterfaceEnabled(ctx context.Context, db DB, id uuid.UUID, enabled bool, at time.Time) (GatewayInterface, error) {
+	row, err := dbsqlc.New(db).SetGatewayInterfaceEnabled(ctx, dbsqlc.SetGatewayInterfaceEnabledParams{
+		Enabled: enabled, Now: at, ID: id,
+	})
+	return row, MapError(err)
+}
+
+// ListGatewayInterfaces returns one page of interfaces, newest first, and the
+// number matching f.
+func ListGatewayInterfaces(ctx context.Context, db DB, f GatewayInterfaceFilter, limit, offset int64) ([]GatewayInterfaceView, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountGatewayInterfaces(ctx, dbsqlc.CountGatewayInterfacesParams{PluginName: f.PluginName, Enabled: f.Enabled})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListGatewayInterfaceViews(ctx, dbsqlc.ListGatewayInterfaceViewsParams{
+		PluginName: f.PluginName, Enabled: f.Enabled, RowLimit: limit, RowOffset: offset,
+	})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	out := make([]GatewayInterfaceView, len(rows))
+	for i, r := range rows {
+		out[i] = GatewayInterfaceView{GatewayInterface: r.GatewayInterface, PluginStatus: r.PluginStatus}
+	}
+	return out, total, nil
+}
+
+// ListGatewayInterfacesOfPlugin returns every interface of a plugin, oldest
+// first.
+func ListGatewayInterfacesOfPlugin(ctx context.Context, db DB, plugin string) ([]GatewayInterface, error) {
+	rows, err := dbsqlc.New(db).ListGatewayInterfacesOfPlugin(ctx, plugin)
+	return rows, MapError(err)
+}
+
+// SetPluginInterfaceSchemas gives every interface of plugin the config schema
+// and returns how many it changed.
+func SetPluginInterfaceSchemas(ctx context.Context, db DB, plugin string, schema []byte, at time.Time) (int64, error) {
+	n, err := dbsqlc.New(db).SetPluginInterfaceSchemas(ctx, dbsqlc.SetPluginInterfaceSchemasParams{
+		ConfigSchema: jsonOrEmpty(schema), Now: at, PluginName: plugin,
+	})
+	return n, MapError(err)
+}
+
+// ListPaymentMethods returns the enabled interfaces of loaded gateway
+// plugins, by display name.
+func ListPaymentMethods(ctx context.Context, db DB) ([]PaymentMethod, error) {
+	rows, err := dbsqlc.New(db).ListPaymentMethods(ctx)
+	return rows, MapError(err)
+}

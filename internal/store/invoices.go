@@ -1,0 +1,114 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Invoice is an invoices row.
+type Invoice = dbsqlc.Invoice
+
+// NewInvoice is what InsertInvoice writes.
+type NewInvoice struct {
+	// ID is chosen by the caller, which derives the invoice number from it.
+	ID         uuid.UUID
+	CustomerID uuid.UUID
+	// OrderID, when set, must name an order of CustomerID in Currency
+	// (invoices_order_fkey: ErrForeignKeyViolation otherwise).
+	OrderID     *uuid.UUID
+	Number      string
+	Status      string
+	Amount      money.Amount
+	Currency    string
+	Description string
+	IssuedAt    *time.Time
+	DueAt       *time.Time
+	CreatedAt   time.Time
+}
+
+// InvoiceFilter selects invoices; nil fields do not filter.
+type InvoiceFilter struct {
+	// CustomerID scopes the list to one customer (set for every customer caller).
+	CustomerID *uuid.UUID
+	OrderID    *uuid.UUID
+	Status     *string
+}
+
+// InsertInvoice creates an invoice. A duplicate number fails with ErrConflict
+// (constraint invoices_number_key).
+func InsertInvoice(ctx context.Context, db DB, in NewInvoice) (Invoice, error) {
+	var number *string
+	if in.Number != "" {
+		number = &in.Number
+	}
+	row, err := dbsqlc.New(db).InsertInvoice(ctx, dbsqlc.InsertInvoiceParams{
+		ID:          in.ID,
+		CustomerID:  in.CustomerID,
+		OrderID:     in.OrderID,
+		Number:      number,
+		Status:      in.Status,
+		Amount:      in.Amount,
+		Currency:    in.Currency,
+		Description: in.Description,
+		IssuedAt:    in.IssuedAt,
+		DueAt:       in.DueAt,
+		CreatedAt:   in.CreatedAt,
+	})
+	return row, MapError(err)
+}
+
+// GetInvoice reads one invoice; ErrNotFound when there is none.
+func GetInvoice(ctx context.Context, db DB, id uuid.UUID) (Invoice, error) {
+	inv, err := dbsqlc.New(db).GetInvoice(ctx, id)
+	return inv, MapError(err)
+}
+
+// GetInvoiceForUpdate reads one invoice and locks its row until db's
+// transaction ends; ErrNotFound when there is none.
+func GetInvoiceForUpdate(ctx context.Context, db DB, id uuid.UUID) (Invoice, error) {
+	inv, err := dbsqlc.New(db).GetInvoiceForUpdate(ctx, id)
+	return inv, MapError(err)
+}
+
+// ListInvoices returns one page of invoices, newest first (created_at DESC,
+// id DESC), and the number of invoices matching f.
+func ListInvoices(ctx context.Context, db DB, f InvoiceFilter, limit, offset int64) ([]Invoice, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountInvoices(ctx, dbsqlc.CountInvoicesParams{
+		CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
+	})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListInvoices(ctx, dbsqlc.ListInvoicesParams{
+		CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
+		RowLimit: limit, RowOffset: offset,
+	})
+	return rows, total, MapError(err)
+}
+
+// SetInvoiceStatus moves an invoice from status from to status to.
+// ErrNotFound when it does not exist or is no longer in from.
+func SetInvoiceStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, at time.Time) (Invoice, error) {
+	inv, err := dbsqlc.New(db).SetInvoiceStatus(ctx, dbsqlc.SetInvoiceStatusParams{
+		ID: id, FromStatus: from, ToStatus: to, UpdatedAt: at,
+	})
+	return inv, MapError(err)
+}
+
+// FailPendingInvoicePayments moves every pending payment of an invoice to
+// failed with reason, and returns them. Call it with the invoice row locked.
+func FailPendingInvoicePayments(ctx context.Context, db DB, invoiceID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
+	rows, err := dbsqlc.New(db).FailPendingInvoicePayments(ctx, dbsqlc.FailPendingInvoicePaymentsParams{
+		InvoiceID: &invoiceID, FailureReason: reason, UpdatedAt: at,
+	})
+	return rows, MapError(err)
+}

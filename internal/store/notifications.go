@@ -1,0 +1,108 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Notification is a notifications row.
+type Notification = dbsqlc.Notification
+
+// Notification statuses (notifications_status_check).
+const (
+	NotificationPending = "pending"
+	NotificationSent    = "sent"
+	NotificationFailed  = "failed"
+)
+
+// NewNotification is one notification to queue.
+type NewNotification struct {
+	// EventID is the event whose handling queued it; nil for none.
+	EventID   *uuid.UUID
+	Recipient string
+	Channel   string
+	Subject   string
+	Body      string
+}
+
+// InsertNotifications queues ns and wakes the senders at commit (NOTIFY
+// paymentd_notifications). A notification of the same event, channel and
+// recipient that already exists is skipped, so a retried event handler
+// queues nothing twice. It returns how many were inserted.
+func InsertNotifications(ctx context.Context, db DB, ns []NewNotification) (int, error) {
+	q := dbsqlc.New(db)
+	inserted := 0
+	for _, n := range ns {
+		c, err := q.InsertNotification(ctx, dbsqlc.InsertNotificationParams{
+			EventID: n.EventID, Recipient: n.Recipient, Channel: n.Channel, Subject: n.Subject, Body: n.Body,
+		})
+		if err != nil {
+			return inserted, MapError(err)
+		}
+		inserted += int(c)
+	}
+	if inserted > 0 {
+		if err := q.NotifyNotificationsQueued(ctx); err != nil {
+			return inserted, MapError(err)
+		}
+	}
+	return inserted, nil
+}
+
+// ClaimNotifications claims up to limit due pending notifications: one
+// attempt more each, and not due again before lease has passed.
+func ClaimNotifications(ctx context.Context, db DB, limit int, lease time.Duration) ([]Notification, error) {
+	rows, err := dbsqlc.New(db).ClaimNotifications(ctx, dbsqlc.ClaimNotificationsParams{MaxRows: int32(limit), Lease: lease})
+	return rows, MapError(err)
+}
+
+// MarkNotificationSent records the successful delivery of the claimed
+// attempt; ErrNotFound when the claim was lost.
+func MarkNotificationSent(ctx context.Context, db DB, id uuid.UUID, attempts int32) error {
+	n, err := dbsqlc.New(db).MarkNotificationSent(ctx, dbsqlc.MarkNotificationSentParams{ID: id, Attempts: attempts})
+	if err != nil {
+		return MapError(err)
+	}
+	if n == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// MarkNotificationAttemptFailed records a failed delivery: pending again
+// after backoff, or failed when giveUp or after maxAttempts. It returns the
+// new status; ErrNotFound when the claim was lost.
+func MarkNotificationAttemptFailed(ctx context.Context, db DB, id uuid.UUID, attempts int32, giveUp bool, maxAttempts int, backoff time.Duration, lastError string) (string, error) {
+	st, err := dbsqlc.New(db).MarkNotificationAttemptFailed(ctx, dbsqlc.MarkNotificationAttemptFailedParams{
+		ID: id, Attempts: attempts, GiveUp: giveUp, MaxAttempts: int32(maxAttempts), Backoff: backoff, LastError: lastError,
+	})
+	return st, MapError(err)
+}
+
+// NotificationFilter selects notifications; nil fields do not filter.
+type NotificationFilter struct {
+	Status  *string
+	Channel *string
+	EventID *uuid.UUID
+}
+
+// ListNotifications returns one page of notifications, newest first, and
+// the number matching f.
+func ListNotifications(ctx context.Context, db DB, f NotificationFilter, p Page) ([]Notification, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountNotifications(ctx, dbsqlc.CountNotificationsParams{Status: f.Status, Channel: f.Channel, EventID: f.EventID})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || p.Offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListNotifications(ctx, dbsqlc.ListNotificationsParams{
+		Status: f.Status, Channel: f.Channel, EventID: f.EventID, RowLimit: p.Limit, RowOffset: p.Offset,
+	})
+	return rows, total, MapError(err)
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Order is an orders row.
+type Order = dbsqlc.Order
+
+// NewOrder is what InsertOrder writes; the order starts pending.
+type NewOrder struct {
+	CustomerID  uuid.UUID
+	ProductID   *uuid.UUID
+	TotalAmount money.Amount
+	Currency    string
+	Description string
+	// Item is the JSON snapshot of what was bought; nil writes {}.
+	Item      []byte
+	CreatedAt time.Time
+}
+
+// OrderFilter selects orders; nil fields do not filter.
+type OrderFilter struct {
+	// CustomerID scopes the list to one customer (set for every customer caller).
+	CustomerID *uuid.UUID
+	Status     *string
+}
+
+// InsertOrder creates a pending order.
+func InsertOrder(ctx context.Context, db DB, o NewOrder) (Order, error) {
+	item := o.Item
+	if item == nil {
+		item = []byte("{}")
+	}
+	row, err := dbsqlc.New(db).InsertOrder(ctx, dbsqlc.InsertOrderParams{
+		CustomerID:  o.CustomerID,
+		ProductID:   o.ProductID,
+		TotalAmount: o.TotalAmount,
+		Currency:    o.Currency,
+		Description: o.Description,
+		Item:        item,
+		CreatedAt:   o.CreatedAt,
+	})
+	return row, MapError(err)
+}
+
+// GetOrder reads one order; ErrNotFound when there is none.
+func GetOrder(ctx context.Context, db DB, id uuid.UUID) (Order, error) {
+	o, err := dbsqlc.New(db).GetOrder(ctx, id)
+	return o, MapError(err)
+}
+
+// GetOrderForUpdate reads one order and locks its row until db's transaction
+// ends; ErrNotFound when there is none.
+func GetOrderForUpdate(ctx context.Context, db DB, id uuid.UUID) (Order, error) {
+	o, err := dbsqlc.New(db).GetOrderForUpdate(ctx, id)
+	return o, MapError(err)
+}
+
+// ListOrders returns one page of orders, newest first (created_at DESC, id
+// DESC), and the number of orders matching f.
+func ListOrders(ctx context.Context, db DB, f OrderFilter, limit, offset int64) ([]Order, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountOrders(ctx, dbsqlc.CountOrdersParams{CustomerID: f.CustomerID, Status: f.Status})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListOrders(ctx, dbsqlc.ListOrdersParams{
+		CustomerID: f.CustomerID, Status: f.Status, RowLimit: limit, RowOffset: offset,
+	})
+	return rows, total, MapError(err)
+}
+
+// SetOrderStatus moves an order from status from to status to, setting
+// paid_at when paidAt is not nil. ErrNotFound when the order does not exist
+// or is no longer in from: a transition decided on a stale read is never
+// applied.
+func SetOrderStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, paidAt *time.Time, at time.Time) (Order, error) {
+	o, err := dbsqlc.New(db).SetOrderStatus(ctx, dbsqlc.SetOrderStatusParams{
+		ID: id, FromStatus: from, ToStatus: to, PaidAt: paidAt, UpdatedAt: at,
+	})
+	return o, MapError(err)
+}
+
+// CancelOrder moves an order from status from to cancelled with reason
+// (timeout, provisioning_failed, customer or admin). ErrNotFound when the
+// order does not exist or is no longer in from.
+func CancelOrder(ctx context.Context, db DB, id uuid.UUID, from, reason string, at time.Time) (Order, error) {
+	o, err := dbsqlc.New(db).CancelOrder(ctx, dbsqlc.CancelOrderParams{
+		ID: id, FromStatus: from, CancelReason: reason, CancelledAt: &at,
+	})
+	return o, MapError(err)
+}
+
+// FailPendingOrderPayments moves every pending payment of an order to failed
+// with reason, and returns them. Call it with the order row locked.
+func FailPendingOrderPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
+	rows, err := dbsqlc.New(db).FailPendingOrderPayments(ctx, dbsqlc.FailPendingOrderPaymentsParams{
+		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
+	})
+	return rows, MapError(err)
+}

@@ -1,0 +1,321 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// at is a fixed clock reading at PostgreSQL's precision.
+var at = time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)
+
+func TestSetOrderStatusMovesOnlyFromTheExpectedStatusAndStampsUpdatedAt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	o, err := store.SetOrderStatus(ctx, b.pool, b.orderID, "pending", "provisioning", &at, at)
+	require.NoError(t, err)
+	require.Equal(t, "provisioning", o.Status)
+	require.True(t, at.Equal(*o.PaidAt))
+	require.True(t, at.Equal(o.UpdatedAt))
+
+	_, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "pending", "paid", nil, at)
+	require.ErrorIs(t, err, store.ErrNotFound, "a transition decided on a stale status is not applied")
+
+	later := at.Add(time.Hour)
+	o, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "provisioning", "active", nil, later)
+	require.NoError(t, err)
+	require.True(t, at.Equal(*o.PaidAt), "paid_at kept")
+	require.True(t, later.Equal(o.UpdatedAt))
+
+	_, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "active", "lost", nil, at)
+	require.ErrorIs(t, err, store.ErrCheckViolation)
+	_, err = store.SetOrderStatus(ctx, b.pool, uuid.New(), "pending", "paid", nil, at)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestCancelOrderRecordsReasonAndTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	err := b.rolledBack(t, func(tx pgx.Tx) error {
+		_, err := store.CancelOrder(ctx, tx, b.orderID, "pending", "bored", at)
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrCheckViolation, "orders_cancel_reason_check")
+
+	o, err := store.CancelOrder(ctx, b.pool, b.orderID, "pending", "customer", at)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", o.Status)
+	require.Equal(t, "customer", o.CancelReason)
+	require.True(t, at.Equal(*o.CancelledAt))
+	require.True(t, at.Equal(o.UpdatedAt))
+
+	_, err = store.CancelOrder(ctx, b.pool, b.orderID, "pending", "admin", at)
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestInsertAndListOrders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var ids []uuid.UUID
+	for i := range 3 {
+		o, err := store.InsertOrder(ctx, b.pool, store.NewOrder{
+			CustomerID: b.otherID, TotalAmount: money.MustParse("1.50"), Currency: "CNY",
+			Description: "x", CreatedAt: at.Add(time.Duration(i) * time.Minute),
+		})
+		require.NoError(t, err)
+		require.Equal(t, "pending", o.Status)
+		require.JSONEq(t, `{}`, string(o.Item))
+		ids = append(ids, o.ID)
+	}
+	rows, total, err := store.ListOrders(ctx, b.pool, store.OrderFilter{CustomerID: &b.otherID}, 2, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, total)
+	require.Equal(t, []uuid.UUID{ids[2], ids[1]}, []uuid.UUID{rows[0].ID, rows[1].ID})
+
+	pending := "pending"
+	_, total, err = store.ListOrders(ctx, b.pool, store.OrderFilter{Status: &pending}, 10, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, total, "the fixture's order too")
+	rows, total, err = store.ListOrders(ctx, b.pool, store.OrderFilter{}, 10, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, total)
+	require.Empty(t, rows)
+
+	_, err = store.InsertOrder(ctx, b.pool, store.NewOrder{CustomerID: uuid.New(), TotalAmount: money.Zero(), Currency: "CNY", CreatedAt: at})
+	require.ErrorIs(t, err, store.ErrForeignKeyViolation)
+}
+
+func TestChargeBalanceRequiresTheBalanceItWasDecidedOnAndTheCreditLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `UPDATE customers SET credit_limit = 10, balance = 5 WHERE id = $1`, b.customerID)
+	require.NoError(t, err)
+
+	acct, err := store.LockBalanceAccount(ctx, b.pool, b.customerID)
+	require.NoError(t, err)
+	require.Equal(t, "5.00", acct.Balance.String())
+	require.Equal(t, "10.00", acct.CreditLimit.String())
+	require.Equal(t, "CNY", acct.Currency)
+
+	err = store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("6.00"), money.MustParse("1.00"), at)
+	require.ErrorIs(t, err, store.ErrNotFound, "the balance is not 6.00")
+
+	err = store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("5.00"), money.MustParse("-10.01"), at)
+	require.ErrorIs(t, err, store.ErrCheckViolation, "below -credit_limit")
+	require.Equal(t, "customers_balance_check", store.ConstraintOf(err))
+
+	require.NoError(t, store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("5.00"), money.MustParse("-10.00"), at))
+	acct, err = store.GetBalanceAccount(ctx, b.pool, b.customerID)
+	require.NoError(t, err)
+	require.Equal(t, "-10.00", acct.Balance.String())
+	var updated time.Time
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT updated_at FROM customers WHERE id = $1`, b.customerID).Scan(&updated))
+	require.True(t, at.Equal(updated))
+
+	_, err = store.LockBalanceAccount(ctx, b.pool, uuid.New())
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestBalancePaymentAndItsLedgerRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	err := b.rolledBack(t, func(tx pgx.Tx) error {
+		_, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
+			OrderID: b.orderID, CustomerID: b.customerID, Amount: money.MustParse("100.00"), Currency: "USD", PaidAt: at,
+		})
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrForeignKeyViolation, "the payment's currency is the order's")
+	err = b.rolledBack(t, func(tx pgx.Tx) error {
+		_, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
+			OrderID: b.orderID, CustomerID: b.customerID, Amount: money.Zero(), Currency: "CNY", PaidAt: at,
+		})
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrCheckViolation, "payments_amount_check: a payment of 0.00 cannot exist")
+
+	pay, err := store.InsertBalancePayment(ctx, b.pool, store.NewBalancePayment{
+		OrderID: b.orderID, CustomerID: b.customerID, Amount: money.MustParse("100.00"), Currency: "CNY", PaidAt: at,
+	})
+	require.NoError(t, err)
+	require.Equal(t, "balance", pay.Method)
+	require.Equal(t, "success", pay.Status)
+	require.Nil(t, pay.GatewayInterfaceID)
+	require.True(t, at.Equal(*pay.PaidAt))
+
+	entry := store.BalancePaymentEntry{
+		CustomerID: b.customerID, PaymentID: pay.ID, Amount: money.MustParse("-100.00"),
+		BalanceBefore: money.MustParse("150.00"), BalanceAfter: money.MustParse("50.00"), CreatedAt: at,
+	}
+	for name, bad := range map[string]func(e *store.BalancePaymentEntry){
+		"AfterIsNotBeforePlusAmount": func(e *store.BalancePaymentEntry) { e.BalanceAfter = money.MustParse("49.99") },
+		"PositivePayment": func(e *store.BalancePaymentEntry) {
+			e.Amount, e.BalanceAfter = money.MustParse("100.00"), money.MustParse("250.00")
+		},
+	} {
+		e := entry
+		bad(&e)
+		err := b.rolledBack(t, func(tx pgx.Tx) error { _, err := store.InsertBalancePaymentEntry(ctx, tx, e); return err })
+		require.ErrorIs(t, err, store.ErrCheckViolation, name)
+	}
+	row, err := store.InsertBalancePaymentEntry(ctx, b.pool, entry)
+	require.NoError(t, err)
+	require.Equal(t, "payment", row.Type)
+	require.Equal(t, pay.ID, *row.PaymentID)
+	_, err = store.InsertBalancePaymentEntry(ctx, b.pool, entry)
+	require.ErrorIs(t, err, store.ErrConflict, "a payment moves the balance once")
+	require.Equal(t, "balance_transactions_payment_id_key", store.ConstraintOf(err))
+}
+
+func TestFailPendingPaymentsTouchOnlyPendingOnesOfTheirOrderOrInvoice(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := b.pendingPayment()
+	pending, err := b.q.InsertPayment(ctx, p)
+	require.NoError(t, err)
+	p.GatewayInterfaceID, p.Status, p.PaidAt = &b.gatewayB, "success", &at
+	paid, err := b.q.InsertPayment(ctx, p)
+	require.NoError(t, err)
+	p = b.pendingPayment()
+	p.InvoiceID = &b.invoiceID
+	ofInvoice, err := b.q.InsertPayment(ctx, p)
+	require.NoError(t, err)
+
+	failed, err := store.FailPendingInvoicePayments(ctx, b.pool, b.invoiceID, "invoice cancelled", at)
+	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	require.Equal(t, ofInvoice.ID, failed[0].ID)
+
+	failed, err = store.FailPendingOrderPayments(ctx, b.pool, b.orderID, "order cancelled", at)
+	require.NoError(t, err)
+	require.Len(t, failed, 1)
+	require.Equal(t, pending.ID, failed[0].ID)
+	require.Equal(t, "failed", failed[0].Status)
+	require.Equal(t, "order cancelled", failed[0].FailureReason)
+	require.True(t, at.Equal(failed[0].UpdatedAt))
+	require.Nil(t, failed[0].NextReconcileAt)
+
+	still, err := store.GetPayment(ctx, b.pool, paid.ID)
+	require.NoError(t, err)
+	require.Equal(t, "success", still.Status)
+}
+
+func TestInvoiceRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	in := store.NewInvoice{
+		ID: uuid.New(), CustomerID: b.customerID, OrderID: &b.orderID, Number: "INV-1", Status: "issued",
+		Amount: money.MustParse("5.00"), Currency: "CNY", IssuedAt: &at, DueAt: &at, CreatedAt: at,
+	}
+	inv, err := store.InsertInvoice(ctx, b.pool, in)
+	require.NoError(t, err)
+	require.Equal(t, "INV-1", *inv.Number)
+
+	dup := in
+	dup.ID = uuid.New()
+	_, err = store.InsertInvoice(ctx, b.pool, dup)
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, "invoices_number_key", store.ConstraintOf(err))
+
+	usd := in
+	usd.ID, usd.Number, usd.Currency = uuid.New(), "INV-2", "USD"
+	_, err = store.InsertInvoice(ctx, b.pool, usd)
+	require.ErrorIs(t, err, store.ErrForeignKeyViolation, "an order's invoice has the order's currency")
+
+	later := at.Add(time.Hour)
+	c, err := store.SetInvoiceStatus(ctx, b.pool, inv.ID, "issued", "cancelled", later)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", c.Status)
+	require.True(t, later.Equal(c.UpdatedAt))
+	_, err = store.SetInvoiceStatus(ctx, b.pool, inv.ID, "issued", "cancelled", later)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	locked, err := store.GetInvoiceForUpdate(ctx, b.pool, inv.ID)
+	require.NoError(t, err)
+	require.Equal(t, c, locked)
+
+	cancelled := "cancelled"
+	rows, total, err := store.ListInvoices(ctx, b.pool, store.InvoiceFilter{CustomerID: &b.customerID, Status: &cancelled}, 10, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, total)
+	require.Equal(t, inv.ID, rows[0].ID)
+	_, total, err = store.ListInvoices(ctx, b.pool, store.InvoiceFilter{OrderID: &b.orderID}, 10, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, total, "the fixture's invoice too")
+}
+
+func TestProductRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	missing := "nope"
+	_, err := store.InsertProduct(ctx, b.pool, store.NewProduct{Name: "x", Price: money.Zero(), Currency: "CNY", ProviderPlugin: &missing, CreatedAt: at})
+	require.ErrorIs(t, err, store.ErrForeignKeyViolation)
+
+	typ, err := store.PluginType(ctx, b.pool, "epay")
+	require.NoError(t, err)
+	require.Equal(t, "gateway", typ)
+	_, err = store.PluginType(ctx, b.pool, missing)
+	require.ErrorIs(t, err, store.ErrNotFound)
+
+	p, err := store.InsertProduct(ctx, b.pool, store.NewProduct{Name: "x", Price: money.MustParse("3.00"), Currency: "CNY", CreatedAt: at})
+	require.NoError(t, err)
+	require.True(t, p.Enabled)
+	got, err := store.GetProduct(ctx, b.pool, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, p, got)
+	_, err = b.pool.Exec(ctx, `UPDATE products SET enabled = false WHERE id = $1`, p.ID)
+	require.NoError(t, err)
+	yes := true
+	_, total, err := store.ListProducts(ctx, b.pool, &yes, 10, 0)
+	require.NoError(t, err)
+	require.Zero(t, total)
+	_, total, err = store.ListProducts(ctx, b.pool, nil, 10, 0)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, total)
+}
+
+func TestEventsAndAuditRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	e, err := store.InsertEvent(ctx, b.pool, "order_paid", b.orderID, []byte(`{"order_id":"x"}`))
+	require.NoError(t, err)
+	require.Equal(t, "pending", e.Status)
+	_, err = store.InsertEvent(ctx, b.pool, "order_lost", b.orderID, []byte(`{}`))
+	require.ErrorIs(t, err, store.ErrCheckViolation)
+	events, err := store.ListOrderEvents(ctx, b.pool, b.orderID)
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	require.JSONEq(t, `{"order_id":"x"}`, string(events[0].Payload))
+
+	require.NoError(t, store.AppendAudit(ctx, b.pool, store.AuditRecord{
+		ActorKind: "admin", ActorID: "a", Action: "order.cancel", EntityType: "order", EntityID: b.orderID.String(),
+		Before: []byte(`{"status":"pending"}`), After: []byte(`{"status":"cancelled"}`), At: at,
+	}))
+	require.NoError(t, store.AppendAudit(ctx, b.pool, store.AuditRecord{
+		ActorKind: "customer", ActorID: "c", Action: "order.create", EntityType: "order", EntityID: "o", At: at,
+	}), "before and after may be absent")
+	err = store.AppendAudit(ctx, b.pool, store.AuditRecord{ActorKind: "robot", Action: "x", EntityType: "order", EntityID: "o", At: at})
+	require.ErrorIs(t, err, store.ErrCheckViolation)
+	var nullBefore bool
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT before IS NULL FROM audit_log WHERE entity_id = 'o'`).Scan(&nullBefore))
+	require.True(t, nullBefore)
+}

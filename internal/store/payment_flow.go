@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// NewGatewayPayment is a pending gateway payment to record once the gateway
+// plugin has created its side of it.
+type NewGatewayPayment struct {
+	// ID is the id the plugin was given (the gateway's order number).
+	ID                 uuid.UUID
+	OrderID            *uuid.UUID
+	InvoiceID          *uuid.UUID
+	CustomerID         uuid.UUID
+	GatewayInterfaceID uuid.UUID
+	Amount             money.Amount
+	Currency           string
+	PaymentURL         string
+	QRCode             string
+	Instructions       string
+	ReturnURL          string
+	NextReconcileAt    time.Time
+	CreatedAt          time.Time
+}
+
+// InsertGatewayPayment records a pending gateway payment. A second pending
+// payment for the same (order, invoice, interface) fails with ErrConflict on
+// constraint payments_one_pending_key.
+func InsertGatewayPayment(ctx context.Context, db DB, p NewGatewayPayment) (Payment, error) {
+	row, err := dbsqlc.New(db).InsertGatewayPayment(ctx, dbsqlc.InsertGatewayPaymentParams{
+		ID:                 p.ID,
+		OrderID:            p.OrderID,
+		InvoiceID:          p.InvoiceID,
+		CustomerID:         p.CustomerID,
+		GatewayInterfaceID: &p.GatewayInterfaceID,
+		Amount:             p.Amount,
+		Currency:           p.Currency,
+		PaymentUrl:         p.PaymentURL,
+		QrCode:             p.QRCode,
+		Instructions:       p.Instructions,
+		ReturnUrl:          p.ReturnURL,
+		NextReconcileAt:    &p.NextReconcileAt,
+		CreatedAt:          p.CreatedAt,
+	})
+	return row, MapError(err)
+}
+
+// GetPendingGatewayPayment returns the pending payment of (order, invoice,
+// interface); nil order or invoice match NULL. ErrNotFound when there is none.
+func GetPendingGatewayPayment(ctx context.Context, db DB, orderID, invoiceID *uuid.UUID, interfaceID uuid.UUID) (Payment, error) {
+	row, err := dbsqlc.New(db).GetPendingGatewayPayment(ctx, dbsqlc.GetPendingGatewayPaymentParams{
+		OrderID: orderID, InvoiceID: invoiceID, GatewayInterfaceID: &interfaceID,
+	})
+	return row, MapError(err)
+}
+
+// GetPaymentForUpdate reads one payment and locks its row until db's
+// transaction ends; ErrNotFound when there is none.
+func GetPaymentForUpdate(ctx context.Context, db DB, id uuid.UUID) (Payment, error) {
+	row, err := dbsqlc.New(db).GetPaymentForUpdate(ctx, id)
+	return row, MapError(err)
+}
+
+// PaymentSuccess is what a settled payment records.
+type PaymentSuccess struct {
+	GatewayPaymentID string
+	GatewayTxID      string
+	PaidAt           time.Time
+	At               time.Time
+}
+
+// MarkPaymentSucceeded moves a payment pending → success. ErrNotFound when
+// it is no longer pending (the optimistic lock); ErrConflict on
+// payments_gateway_payment_id_key when another payment of the interface
+// carries the gateway payment id.
+func MarkPaymentSucceeded(ctx context.Context, db DB, id uuid.UUID, s PaymentSuccess) (Payment, error) {
+	row, err := dbsqlc.New(db).MarkPaymentSucceeded(ctx, dbsqlc.MarkPaymentSucceededParams{
+		ID: id, GatewayPaymentID: s.GatewayPaymentID, GatewayTxID: s.GatewayTxID,
+		PaidAt: &s.PaidAt, UpdatedAt: s.At,
+	})
+	return row, MapError(err)
+}
+
+// MarkPaymentFailed moves a payment pending → failed with reason.
+// ErrNotFound when it is no longer pending.
+func MarkPaymentFailed(ctx context.Context, db DB, id uuid.UUID, reason string, at time.Time) (Payment, error) {
+	row, err := dbsqlc.New(db).MarkPaymentFailed(ctx, dbsqlc.MarkPaymentFailedParams{
+		ID: id, FailureReason: reason, UpdatedAt: at,
+	})
+	return row, MapError(err)
+}
+
+// PaymentWithGatewayID returns another payment of the interface (not
+// exceptID) that carries gatewayPaymentID; ErrNotFound when there is none.
+func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gatewayPaymentID string, exceptID uuid.UUID) (uuid.UUID, error) {
+	id, err := dbsqlc.New(db).PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
+		GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: exceptID,
+	})
+	return id, MapError(err)
+}
+
+// FailPendingOrderOnlyPayments fails the pending payments of an order that
+// pay the order itself (no invoice), and returns them. Call it with the
+// order row locked.
+func FailPendingOrderOnlyPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
+	rows, err := dbsqlc.New(db).FailPendingOrderOnlyPayments(ctx, dbsqlc.FailPendingOrderOnlyPaymentsParams{
+		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
+	})
+	return rows, MapError(err)
+}
+
+// AddInvoicePayment adds amount to an issued or overdue invoice's paid
+// amount, marking it paid at paidAt when it is paid in full. ErrNotFound
+// when the invoice is in another status or would be paid beyond its amount.
+func AddInvoicePayment(ctx context.Context, db DB, id uuid.UUID, amount money.Amount, paidAt, at time.Time) (Invoice, error) {
+	row, err := dbsqlc.New(db).AddInvoicePayment(ctx, dbsqlc.AddInvoicePaymentParams{
+		ID: id, Amount: amount, PaidAt: &paidAt, UpdatedAt: at,
+	})
+	return row, MapError(err)
+}
+
+// ReconcileClaim is how many due payments to claim and how to reschedule
+// them.
+type ReconcileClaim struct {
+	Now         time.Time
+	BatchSize   int32
+	BaseBackoff time.Duration
+	MaxBackoff  time.Duration
+}
+
+// ClaimDuePayments claims up to c.BatchSize pending gateway payments due at
+// c.Now, skipping rows another transaction holds, and reschedules them in
+// the same statement (attempts + 1, next at Now + min(BaseBackoff ·
+// 2^attempts, MaxBackoff)). Run it in its own short transaction.
+func ClaimDuePayments(ctx context.Context, db DB, c ReconcileClaim) ([]Payment, error) {
+	rows, err := dbsqlc.New(db).ClaimDuePayments(ctx, dbsqlc.ClaimDuePaymentsParams{
+		Now: c.Now, BatchSize: c.BatchSize, BaseBackoff: c.BaseBackoff, MaxBackoff: c.MaxBackoff,
+	})
+	return rows, MapError(err)
+}
+
+// MarkOverdueInvoices moves every issued invoice due by now to overdue, with
+// an audit row each (actor system, actorID), and returns how many moved.
+func MarkOverdueInvoices(ctx context.Context, db DB, now time.Time, actorID string) (int64, error) {
+	n, err := dbsqlc.New(db).MarkOverdueInvoices(ctx, dbsqlc.MarkOverdueInvoicesParams{Now: now, ActorID: actorID})
+	return n, MapError(err)
+}
+
+// PaymentAuditExists reports whether the payment has an audit row of action
+// whose after->>'fingerprint' is fingerprint.
+func PaymentAuditExists(ctx context.Context, db DB, paymentID uuid.UUID, action, fingerprint string) (bool, error) {
+	ok, err := dbsqlc.New(db).PaymentAuditExists(ctx, dbsqlc.PaymentAuditExistsParams{
+		PaymentID: paymentID.String(), Action: action, Fingerprint: fingerprint,
+	})
+	return ok, MapError(err)
+}

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Payment is a payments row.
+type Payment = dbsqlc.Payment
+
+// PaymentFilter selects payments; nil fields do not filter.
+type PaymentFilter struct {
+	// CustomerID scopes the list to one customer (set for every customer caller).
+	CustomerID         *uuid.UUID
+	OrderID            *uuid.UUID
+	InvoiceID          *uuid.UUID
+	GatewayInterfaceID *uuid.UUID
+	Status             *string
+}
+
+// GetPayment reads one payment; ErrNotFound when there is none.
+func GetPayment(ctx context.Context, db DB, id uuid.UUID) (Payment, error) {
+	p, err := dbsqlc.New(db).GetPayment(ctx, id)
+	return p, MapError(err)
+}
+
+// ListPayments returns one page of payments, newest first (created_at DESC,
+// id DESC), and the number of payments matching f.
+func ListPayments(ctx context.Context, db DB, f PaymentFilter, limit, offset int64) ([]Payment, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountPayments(ctx, dbsqlc.CountPaymentsParams{
+		CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
+		GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+	})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListPayments(ctx, dbsqlc.ListPaymentsParams{
+		CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
+		GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+		RowLimit: limit, RowOffset: offset,
+	})
+	return rows, total, MapError(err)
+}

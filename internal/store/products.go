@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Product is a products row.
+type Product = dbsqlc.Product
+
+// NewProduct is what InsertProduct writes; a new product is enabled.
+type NewProduct struct {
+	Name           string
+	Description    string
+	Price          money.Amount
+	Currency       string
+	ProviderPlugin *string
+	CreatedAt      time.Time
+}
+
+// InsertProduct adds a product to the catalogue. A provider plugin that does
+// not exist fails with ErrForeignKeyViolation.
+func InsertProduct(ctx context.Context, db DB, p NewProduct) (Product, error) {
+	row, err := dbsqlc.New(db).InsertProduct(ctx, dbsqlc.InsertProductParams{
+		Name:           p.Name,
+		Description:    p.Description,
+		Price:          p.Price,
+		Currency:       p.Currency,
+		ProviderPlugin: p.ProviderPlugin,
+		CreatedAt:      p.CreatedAt,
+	})
+	return row, MapError(err)
+}
+
+// GetProduct reads one product; ErrNotFound when there is none.
+func GetProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
+	p, err := dbsqlc.New(db).GetProduct(ctx, id)
+	return p, MapError(err)
+}
+
+// ListProducts returns one page of products, newest first, and the number of
+// products matching; enabled nil lists enabled and disabled ones.
+func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64) ([]Product, int64, error) {
+	q := dbsqlc.New(db)
+	total, err := q.CountProducts(ctx, enabled)
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
+	return rows, total, MapError(err)
+}
+
+// PluginType returns the type of plugin name (gateway, notifier,
+// first_party_provider, upstream_provider); ErrNotFound when there is none.
+func PluginType(ctx context.Context, db DB, name string) (string, error) {
+	t, err := dbsqlc.New(db).GetProductPluginType(ctx, name)
+	return t, MapError(err)
+}

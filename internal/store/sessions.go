@@ -1,0 +1,132 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Admin is a row of admin_users.
+type Admin struct {
+	ID           uuid.UUID
+	Username     string
+	PasswordHash string
+	DisplayName  string
+	DisabledAt   *time.Time
+	LastLoginAt  *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func adminResult(a dbsqlc.AdminUser, err error) (Admin, error) {
+	if err != nil {
+		return Admin{}, MapError(err)
+	}
+	return Admin{
+		ID:           a.ID,
+		Username:     a.Username,
+		PasswordHash: a.PasswordHash,
+		DisplayName:  a.DisplayName,
+		DisabledAt:   a.DisabledAt,
+		LastLoginAt:  a.LastLoginAt,
+		CreatedAt:    a.CreatedAt,
+		UpdatedAt:    a.UpdatedAt,
+	}, nil
+}
+
+// GetAdminByUsername finds an admin by login name; ErrNotFound when there is none.
+func GetAdminByUsername(ctx context.Context, db DB, username string) (Admin, error) {
+	return adminResult(dbsqlc.New(db).GetAdminByUsername(ctx, username))
+}
+
+// GetAdmin reads an admin; ErrNotFound when there is none.
+func GetAdmin(ctx context.Context, db DB, id uuid.UUID) (Admin, error) {
+	return adminResult(dbsqlc.New(db).GetAdminByID(ctx, id))
+}
+
+// SetAdminLastLogin records a successful login.
+func SetAdminLastLogin(ctx context.Context, db DB, id uuid.UUID, at time.Time) error {
+	return MapError(dbsqlc.New(db).SetAdminLastLogin(ctx, dbsqlc.SetAdminLastLoginParams{ID: id, LastLoginAt: &at}))
+}
+
+// Session is a row of sessions. ID is SHA-256 of the session token.
+type Session struct {
+	ID                []byte
+	AdminID           uuid.UUID
+	UserAgent         string
+	RemoteAddr        string
+	CreatedAt         time.Time
+	LastSeenAt        time.Time
+	AbsoluteExpiresAt time.Time
+}
+
+// SessionWithAdmin is a session and the state of its admin.
+type SessionWithAdmin struct {
+	Session
+	AdminUsername   string
+	AdminDisabledAt *time.Time
+}
+
+// InsertSession stores a new session; every time in s is written as given.
+func InsertSession(ctx context.Context, db DB, s Session) (Session, error) {
+	r, err := dbsqlc.New(db).InsertSession(ctx, dbsqlc.InsertSessionParams{
+		ID:                s.ID,
+		AdminID:           s.AdminID,
+		UserAgent:         s.UserAgent,
+		RemoteAddr:        s.RemoteAddr,
+		CreatedAt:         s.CreatedAt,
+		LastSeenAt:        s.LastSeenAt,
+		AbsoluteExpiresAt: s.AbsoluteExpiresAt,
+	})
+	if err != nil {
+		return Session{}, MapError(err)
+	}
+	return Session(r), nil
+}
+
+// GetSession reads a session with its admin's state; ErrNotFound when there
+// is none.
+func GetSession(ctx context.Context, db DB, id []byte) (SessionWithAdmin, error) {
+	r, err := dbsqlc.New(db).GetSessionWithAdmin(ctx, id)
+	if err != nil {
+		return SessionWithAdmin{}, MapError(err)
+	}
+	return SessionWithAdmin{
+		Session: Session{
+			ID:                r.ID,
+			AdminID:           r.AdminID,
+			UserAgent:         r.UserAgent,
+			RemoteAddr:        r.RemoteAddr,
+			CreatedAt:         r.CreatedAt,
+			LastSeenAt:        r.LastSeenAt,
+			AbsoluteExpiresAt: r.AbsoluteExpiresAt,
+		},
+		AdminUsername:   r.AdminUsername,
+		AdminDisabledAt: r.AdminDisabledAt,
+	}, nil
+}
+
+// TouchSession moves last_seen_at forward to at (never back) and reports
+// whether the session still exists and was moved.
+func TouchSession(ctx context.Context, db DB, id []byte, at time.Time) (bool, error) {
+	n, err := dbsqlc.New(db).TouchSession(ctx, dbsqlc.TouchSessionParams{ID: id, LastSeenAt: at})
+	return n > 0, MapError(err)
+}
+
+// DeleteSession removes a session and reports whether it existed.
+func DeleteSession(ctx context.Context, db DB, id []byte) (bool, error) {
+	n, err := dbsqlc.New(db).DeleteSession(ctx, id)
+	return n > 0, MapError(err)
+}
+
+// DeleteExpiredAdminSessions removes the admin's sessions created before
+// absolute expiry passed now, or last seen at or before idleBefore.
+func DeleteExpiredAdminSessions(ctx context.Context, db DB, adminID uuid.UUID, now, idleBefore time.Time) (int64, error) {
+	n, err := dbsqlc.New(db).DeleteExpiredAdminSessions(ctx, dbsqlc.DeleteExpiredAdminSessionsParams{
+		AdminID: adminID, Now: now, IdleBefore: idleBefore,
+	})
+	return n, MapError(err)
+}

@@ -1,0 +1,94 @@
+-- Identity: admin users, customers, admin sessions and customer API keys.
+--
+-- Conventions used by every migration of paymentd:
+--   * ids are uuid PRIMARY KEY DEFAULT gen_random_uuid() (built in since PG 13);
+--   * timestamps are timestamptz NOT NULL DEFAULT now(), nullable only where
+--     NULL means "has not happened" (paid_at, revoked_at, ...);
+--   * money is NUMERIC(12,2). NUMERIC(12,2) ROUNDS a value with more than two
+--     decimals (1.005 is stored as 1.01) before any CHECK sees it, so no
+--     constraint can reject it: internal/money must refuse such values before
+--     they reach SQL;
+--   * status columns are text with a CHECK listing the whole vocabulary;
+--   * money rows are never cascaded away (ON DELETE RESTRICT).
+
+-- +goose Up
+CREATE TABLE admin_users (
+    id            uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    username      text        NOT NULL,
+    -- Encoded password hash (algorithm and parameters included), never the password.
+    password_hash text        NOT NULL,
+    display_name  text        NOT NULL DEFAULT '',
+    disabled_at   timestamptz,
+    last_login_at timestamptz,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT admin_users_username_key UNIQUE (username),
+    CONSTRAINT admin_users_username_check CHECK (username <> ''),
+    CONSTRAINT admin_users_password_hash_check CHECK (password_hash <> '')
+);
+
+CREATE TABLE customers (
+    id                  uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
+    email               text          NOT NULL,
+    password_hash       text          NOT NULL,
+    name                text          NOT NULL DEFAULT '',
+    -- Currency of the prepaid balance. No default on purpose: registration
+    -- must choose it (the first of [billing].currencies).
+    currency            text          NOT NULL,
+    balance             NUMERIC(12,2) NOT NULL DEFAULT 0,
+    credit_limit        NUMERIC(12,2) NOT NULL DEFAULT 0,
+    can_create_api_keys boolean       NOT NULL DEFAULT false,
+    disabled_at         timestamptz,
+    created_at          timestamptz   NOT NULL DEFAULT now(),
+    updated_at          timestamptz   NOT NULL DEFAULT now(),
+    CONSTRAINT customers_email_check CHECK (email <> ''),
+    CONSTRAINT customers_password_hash_check CHECK (password_hash <> ''),
+    CONSTRAINT customers_currency_check CHECK (currency ~ '^[A-Z]{3}$'),
+    CONSTRAINT customers_credit_limit_check CHECK (credit_limit >= 0),
+    -- The balance may go negative only down to the credit limit.
+    CONSTRAINT customers_balance_check CHECK (balance >= -credit_limit)
+);
+
+-- E-mail addresses are unique regardless of case; look them up with lower(email).
+CREATE UNIQUE INDEX customers_email_lower_key ON customers (lower(email));
+
+COMMENT ON COLUMN customers.balance IS 'Prepaid balance, NUMERIC(12,2), in customers.currency; changed only together with a balance_transactions row.';
+COMMENT ON COLUMN customers.credit_limit IS 'How far below zero the balance may go, NUMERIC(12,2), >= 0.';
+
+CREATE TABLE sessions (
+    -- SHA-256 of the random session token; the token itself is never stored.
+    id                  bytea       PRIMARY KEY,
+    admin_id            uuid        NOT NULL REFERENCES admin_users (id) ON DELETE CASCADE,
+    user_agent          text        NOT NULL DEFAULT '',
+    remote_addr         text        NOT NULL DEFAULT '',
+    created_at          timestamptz NOT NULL DEFAULT now(),
+    -- Idle expiry is last_seen_at + [session].idle_timeout_minutes.
+    last_seen_at        timestamptz NOT NULL DEFAULT now(),
+    -- created_at + [session].absolute_timeout_hours, regardless of activity.
+    absolute_expires_at timestamptz NOT NULL,
+    CONSTRAINT sessions_id_check CHECK (octet_length(id) = 32)
+);
+
+CREATE INDEX sessions_admin_id_idx ON sessions (admin_id);
+CREATE INDEX sessions_absolute_expires_at_idx ON sessions (absolute_expires_at);
+
+CREATE TABLE api_keys (
+    -- The <id> part of a key "pk_<id>_<secret>".
+    id           uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    customer_id  uuid        NOT NULL REFERENCES customers (id) ON DELETE CASCADE,
+    name         text        NOT NULL DEFAULT '',
+    -- SHA-256 of the secret part; the key is shown once and never stored.
+    secret_hash  bytea       NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    revoked_at   timestamptz,
+    CONSTRAINT api_keys_secret_hash_check CHECK (octet_length(secret_hash) = 32)
+);
+
+CREATE INDEX api_keys_customer_id_idx ON api_keys (customer_id, created_at DESC, id DESC);
+
+-- +goose Down
+DROP TABLE api_keys;
+DROP TABLE sessions;
+DROP TABLE customers;
+DROP TABLE admin_users;

@@ -1,0 +1,64 @@
+-- Catalog and orders.
+
+-- +goose Up
+CREATE TABLE products (
+    id              uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
+    name            text          NOT NULL,
+    description     text          NOT NULL DEFAULT '',
+    price           NUMERIC(12,2) NOT NULL,
+    currency        text          NOT NULL,
+    -- Provider plugin that provisions this product; NULL means nothing to
+    -- provision. The foreign key to plugins is added by migration 00004.
+    provider_plugin text,
+    -- Product-specific input for the provider plugin (plan, region, ...).
+    provider_config jsonb         NOT NULL DEFAULT '{}',
+    enabled         boolean       NOT NULL DEFAULT true,
+    created_at      timestamptz   NOT NULL DEFAULT now(),
+    updated_at      timestamptz   NOT NULL DEFAULT now(),
+    CONSTRAINT products_name_check CHECK (name <> ''),
+    CONSTRAINT products_price_check CHECK (price >= 0),
+    CONSTRAINT products_currency_check CHECK (currency ~ '^[A-Z]{3}$')
+);
+
+COMMENT ON COLUMN products.price IS 'List price, NUMERIC(12,2), in products.currency.';
+
+CREATE TABLE orders (
+    id            uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
+    customer_id   uuid          NOT NULL REFERENCES customers (id) ON DELETE RESTRICT,
+    product_id    uuid          REFERENCES products (id) ON DELETE RESTRICT,
+    status        text          NOT NULL DEFAULT 'pending',
+    total_amount  NUMERIC(12,2) NOT NULL,
+    currency      text          NOT NULL,
+    description   text          NOT NULL DEFAULT '',
+    -- What was bought, frozen at order time (product name, price, options),
+    -- so later catalog edits never change an order.
+    item          jsonb         NOT NULL DEFAULT '{}',
+    paid_at       timestamptz,
+    cancelled_at  timestamptz,
+    cancel_reason text          NOT NULL DEFAULT '',
+    created_at    timestamptz   NOT NULL DEFAULT now(),
+    updated_at    timestamptz   NOT NULL DEFAULT now(),
+    CONSTRAINT orders_status_check CHECK (status IN (
+        'pending', 'paid', 'provisioning', 'active', 'cancelled',
+        'suspended', 'refunded', 'completed', 'terminated')),
+    CONSTRAINT orders_total_amount_check CHECK (total_amount >= 0),
+    CONSTRAINT orders_currency_check CHECK (currency ~ '^[A-Z]{3}$'),
+    CONSTRAINT orders_cancel_reason_check CHECK (cancel_reason IN (
+        '', 'timeout', 'provisioning_failed', 'customer', 'admin')),
+    -- Target of the composite foreign keys of invoices and payments, which
+    -- make a payment's customer and currency those of its order.
+    CONSTRAINT orders_id_customer_currency_key UNIQUE (id, customer_id, currency)
+);
+
+CREATE INDEX orders_created_at_idx ON orders (created_at DESC, id DESC);
+CREATE INDEX orders_customer_id_idx ON orders (customer_id, created_at DESC, id DESC);
+CREATE INDEX orders_product_id_idx ON orders (product_id);
+-- The event worker's 24-hour payment timeout scan.
+CREATE INDEX orders_pending_created_at_idx ON orders (created_at) WHERE status = 'pending';
+
+COMMENT ON COLUMN orders.status IS 'pending | paid | provisioning | active | cancelled | suspended | refunded | completed | terminated; transitions are decided by internal/order.';
+COMMENT ON COLUMN orders.total_amount IS 'Amount due for the order, NUMERIC(12,2), in orders.currency.';
+
+-- +goose Down
+DROP TABLE orders;
+DROP TABLE products;

@@ -1,0 +1,161 @@
+-- The event worker's side of the queue (events.sql inserts): claim, finish,
+-- retry, reclaim, the admin views, and the payment timeout scan. Queue times
+-- (run_at, locked_until) are the database's now(); only the worker that holds
+-- the event_worker role runs these, but every statement is safe under
+-- concurrency anyway.
+--
+-- A claim is identified by (id, locked_by, attempts): every statement that
+-- ends an attempt names all three, so a worker whose claim expired and was
+-- taken over can no longer change the event.
+
+-- name: ClaimEvents :many
+-- Claims up to max_events due pending events, oldest first, and marks them
+-- processing for node until now() + lease. An event is never claimed while
+-- its order has another event processing or an older event still pending
+-- (older: created_at, then id): the events of one order run one at a time
+-- and in order, and one batch never holds two events of one order.
+-- FOR UPDATE SKIP LOCKED: two claimers never take the same row and never
+-- wait for each other.
+--
+-- "Oldest first" is by due time, then creation: (run_at, created_at).
+-- A new event is due when it is created (run_at = created_at), so this is
+-- creation order until an attempt fails; a retried event then queues by
+-- the time its backoff ends. The order is events_pending_idx's, so the
+-- claim walks the pending events in that index and stops after max_events
+-- eligible ones, and OFFSET 0 keeps the NOT EXISTS a per-row index probe
+-- (events_order_id_idx) that the planner cannot turn into a join over
+-- every pending and processing event: with a backlog of thousands, each
+-- claim used to read and sort all of them (milliseconds per event), and
+-- ordering by created_at alone walked every done event ever written.
+-- store.ClaimEvents runs it with sorting switched off, so that statistics
+-- that do not know the backlog yet cannot choose a sort either.
+WITH due AS (
+    SELECT e.id
+    FROM events AS e
+    WHERE e.status = 'pending'
+      AND e.run_at <= now()
+      AND NOT EXISTS (
+          SELECT 1
+          FROM events AS o
+          WHERE o.order_id = e.order_id
+            AND o.id <> e.id
+            AND (o.status = 'processing'
+                 OR (o.status = 'pending' AND (o.created_at, o.id) < (e.created_at, e.id)))
+          OFFSET 0
+      )
+    ORDER BY e.run_at, e.created_at
+    LIMIT @max_events::integer
+    FOR UPDATE OF e SKIP LOCKED
+)
+UPDATE events AS ev
+SET status = 'processing',
+    locked_by = @node::text,
+    locked_until = now() + @lease::interval,
+    attempts = ev.attempts + 1,
+    updated_at = now()
+FROM due
+WHERE ev.id = due.id
+RETURNING ev.*;
+
+-- name: ReclaimExpiredEvents :many
+-- Processing events whose claim expired (their worker died or hung): back
+-- to pending, due at once, or to failed when that attempt was the last.
+-- The attempt counts as made: a poison event that kills its worker cannot
+-- loop forever.
+UPDATE events
+SET status = CASE WHEN attempts >= @max_attempts::integer THEN 'failed' ELSE 'pending' END,
+    run_at = now(),
+    last_error = 'claim of ' || coalesce(locked_by, '?') || ' expired during attempt ' || attempts::text,
+    locked_by = NULL,
+    locked_until = NULL,
+    updated_at = now()
+WHERE status = 'processing'
+  AND locked_until <= now()
+RETURNING id, order_id, event_type, status, attempts, last_error;
+
+-- name: CompleteEvent :execrows
+-- The attempt succeeded. No row: the claim was lost (see the file comment).
+UPDATE events
+SET status = 'done',
+    locked_by = NULL,
+    locked_until = NULL,
+    updated_at = now()
+WHERE id = @id
+  AND status = 'processing'
+  AND locked_by = @node::text
+  AND attempts = @attempts;
+
+-- name: FailEventAttempt :one
+-- The attempt failed: back to pending, due after backoff, or failed when
+-- it was the max_attempts-th. Returns the new status; no row when the claim
+-- was lost.
+UPDATE events
+SET status = CASE WHEN attempts >= @max_attempts::integer THEN 'failed' ELSE 'pending' END,
+    run_at = CASE WHEN attempts >= @max_attempts::integer THEN run_at ELSE now() + @backoff::interval END,
+    last_error = @last_error,
+    locked_by = NULL,
+    locked_until = NULL,
+    updated_at = now()
+WHERE id = @id
+  AND status = 'processing'
+  AND locked_by = @node::text
+  AND attempts = @attempts
+RETURNING status;
+
+-- name: ReleaseEvent :execrows
+-- The worker stopped (shutdown, lost leadership) while the attempt ran: the
+-- event goes back to pending, due at once, and the attempt is not counted.
+UPDATE events
+SET status = 'pending',
+    attempts = attempts - 1,
+    run_at = now(),
+    locked_by = NULL,
+    locked_until = NULL,
+    updated_at = now()
+WHERE id = @id
+  AND status = 'processing'
+  AND locked_by = @node::text
+  AND attempts = @attempts;
+
+-- name: GetEvent :one
+SELECT * FROM events
+WHERE id = @id;
+
+-- name: ListEvents :many
+-- Admin list; every filter optional (NULL: no filter), newest first.
+SELECT * FROM events
+WHERE (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+  AND (sqlc.narg('event_type')::text IS NULL OR event_type = sqlc.narg('event_type'))
+  AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
+ORDER BY created_at DESC, id DESC
+LIMIT @row_limit::bigint
+OFFSET @row_offset::bigint;
+
+-- name: CountEvents :one
+-- Same filters as ListEvents.
+SELECT count(*) FROM events
+WHERE (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+  AND (sqlc.narg('event_type')::text IS NULL OR event_type = sqlc.narg('event_type'))
+  AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'));
+
+-- name: RetryFailedEvent :one
+-- An admin's retry of a failed event: pending, due at once, with a fresh
+-- set of attempts (last_error stays until the next attempt overwrites it).
+-- No row when the event is not failed.
+UPDATE events
+SET status = 'pending',
+    attempts = 0,
+    run_at = now(),
+    updated_at = now()
+WHERE id = @id
+  AND status = 'failed'
+RETURNING *;
+
+-- name: ListPendingOrdersCreatedBefore :many
+-- The payment timeout scan: pending orders created before cutoff, oldest
+-- first (orders_pending_created_at_idx).
+SELECT id FROM orders
+WHERE status = 'pending'
+  AND created_at < @cutoff
+ORDER BY created_at, id
+LIMIT @row_limit::integer;

@@ -1,0 +1,12 @@
+-- name: InsertEvent :one
+-- Call it with the transaction that made the business change (spec, Events 1).
+-- The insert trigger sends NOTIFY paymentd_events at commit.
+INSERT INTO events (event_type, payload, order_id)
+VALUES (@event_type, @payload, @order_id)
+RETURNING *;
+
+-- name: ListOrderEvents :many
+-- An order's events, oldest first (events_order_id_idx).
+SELECT * FROM events
+WHERE order_id = @order_id
+ORDER BY created_at, id;

@@ -1,0 +1,59 @@
+-- Fulfilment of paid orders by the event handlers: the instance an order
+-- provisions, and the marker of an automatic refund.
+
+-- name: EnsureOrderInstance :one
+-- The order's instance, created in status provisioning on the first call;
+-- a retried order_paid finds the one it made (instances_order_id_key) and
+-- never provisions a second.
+INSERT INTO instances (customer_id, order_id, product_id, provider_plugin, name, created_at, updated_at)
+VALUES (@customer_id, @order_id, sqlc.narg('product_id'), sqlc.narg('provider_plugin'), @name, @at, @at)
+ON CONFLICT (order_id) DO UPDATE
+    SET updated_at = instances.updated_at
+RETURNING *;
+
+-- name: GetOrderInstance :one
+SELECT * FROM instances
+WHERE order_id = @order_id;
+
+-- name: MarkInstanceProvisioned :one
+-- provisioning → status (running) with what the provider answered. No row
+-- when the instance is no longer provisioning.
+UPDATE instances
+SET external_id = @external_id,
+    status = @status,
+    details = @details,
+    last_error = '',
+    updated_at = @at
+WHERE id = @id
+  AND status = 'provisioning'
+RETURNING *;
+
+-- name: MarkInstanceFailed :one
+-- provisioning → error: provisioning failed for good.
+UPDATE instances
+SET status = 'error',
+    last_error = @last_error,
+    updated_at = @at
+WHERE id = @id
+  AND status = 'provisioning'
+RETURNING *;
+
+-- name: SetInstanceLastError :exec
+-- Records why an attempt to provision failed while it will be retried.
+UPDATE instances
+SET last_error = @last_error,
+    updated_at = @at
+WHERE id = @id
+  AND status = 'provisioning';
+
+-- name: AuditEntryExists :one
+-- Whether the audit log holds an entry of action on an entity whose
+-- after.event_id is event_id: the durable marker that an event's one-time
+-- side effect (an automatic refund) is done.
+SELECT EXISTS (
+    SELECT 1 FROM audit_log
+    WHERE entity_type = @entity_type
+      AND entity_id = @entity_id
+      AND action = @action
+      AND after ->> 'event_id' = @event_id::text
+)::boolean;

@@ -1,0 +1,24 @@
+-- name: EventQueueStats :many
+-- For the Prometheus collector (internal/metrics), run on scrape with a
+-- short timeout and cached briefly, never in a request.
+-- Events not yet done, by type and status, with the age of the oldest on
+-- the database clock. Done events are left out: they are history, not a
+-- queue.
+SELECT event_type,
+       status,
+       count(*)::bigint AS events,
+       extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_seconds
+FROM events
+WHERE status IN ('pending', 'processing', 'failed')
+GROUP BY event_type, status;
+
+-- name: NotificationQueueStats :many
+-- Notifications not yet sent, by channel and status, with the age of the
+-- oldest.
+SELECT channel,
+       status,
+       count(*)::bigint AS notifications,
+       extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_seconds
+FROM notifications
+WHERE status IN ('pending', 'failed')
+GROUP BY channel, status;

@@ -1,0 +1,56 @@
+-- name: GetOrder :one
+SELECT * FROM orders
+WHERE id = @id;
+
+-- name: GetOrderForUpdate :one
+-- Locks the order row until the transaction ends, so that its status is
+-- decided by one transaction at a time.
+SELECT * FROM orders
+WHERE id = @id
+FOR UPDATE;
+
+-- name: InsertOrder :one
+-- A new order is always pending (the column default). item freezes what was
+-- bought, so later catalogue edits never change the order.
+INSERT INTO orders (customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
+VALUES (@customer_id, sqlc.narg('product_id'), @total_amount, @currency, @description, @item, @created_at, @created_at)
+RETURNING *;
+
+-- name: ListOrders :many
+-- Every filter is optional (NULL: no filter); customer_id is set for every
+-- customer caller. Uses orders_customer_id_idx or orders_created_at_idx.
+SELECT * FROM orders
+WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+ORDER BY created_at DESC, id DESC
+LIMIT @row_limit::bigint
+OFFSET @row_offset::bigint;
+
+-- name: CountOrders :one
+-- Same filters as ListOrders.
+SELECT count(*) FROM orders
+WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'));
+
+-- name: SetOrderStatus :one
+-- Moves the order from from_status to to_status; no row (store.ErrNotFound)
+-- when the order is no longer in from_status, so a transition decided on a
+-- stale read is never applied. paid_at is kept when NULL is passed.
+UPDATE orders
+SET status = @to_status,
+    paid_at = coalesce(sqlc.narg('paid_at'), paid_at),
+    updated_at = @updated_at
+WHERE id = @id
+  AND status = @from_status
+RETURNING *;
+
+-- name: CancelOrder :one
+-- Like SetOrderStatus, to cancelled, with the reason and the time.
+UPDATE orders
+SET status = 'cancelled',
+    cancel_reason = @cancel_reason,
+    cancelled_at = @cancelled_at,
+    updated_at = @cancelled_at
+WHERE id = @id
+  AND status = @from_status
+RETURNING *;

@@ -1,0 +1,198 @@
+-- The life of a gateway payment: creation, settlement by a callback, a
+-- status query, an admin confirmation or the reconciler, and what settling
+-- does to the invoice. Every query here serves internal/payment.
+--
+-- Lock order (internal/order's, extended): customer, then order, then
+-- invoice, then payment. The settling transaction reads the payment without
+-- a lock to learn its order and invoice (which never change), then locks
+-- them in that order.
+
+-- name: InsertGatewayPayment :one
+-- A pending gateway payment, written after the gateway plugin's
+-- create_payment has answered, with the id the plugin was given (the
+-- gateway's out_trade_no). A second pending payment for the same (order,
+-- invoice, gateway interface) fails on payments_one_pending_key
+-- (store.ErrConflict); the caller returns the existing one.
+INSERT INTO payments (
+    id,
+    order_id,
+    invoice_id,
+    customer_id,
+    method,
+    gateway_interface_id,
+    amount,
+    currency,
+    status,
+    payment_url,
+    qr_code,
+    instructions,
+    return_url,
+    next_reconcile_at,
+    created_at,
+    updated_at
+) VALUES (
+    @id,
+    sqlc.narg('order_id'),
+    sqlc.narg('invoice_id'),
+    @customer_id,
+    'gateway',
+    @gateway_interface_id,
+    @amount,
+    @currency,
+    'pending',
+    @payment_url,
+    @qr_code,
+    @instructions,
+    @return_url,
+    @next_reconcile_at,
+    @created_at,
+    @created_at
+)
+RETURNING *;
+
+-- name: GetPendingGatewayPayment :one
+-- The pending payment of (order, invoice, gateway interface), if any: the
+-- one payments_one_pending_key allows. NULL order or invoice match NULL.
+-- IS NOT DISTINCT FROM cannot use an index, so the equality on whichever
+-- of the two is given (a payment always names one) finds the candidates
+-- through payments_order_id_idx or payments_invoice_id_idx; without it
+-- every CreatePayment read the whole payments table.
+SELECT * FROM payments
+WHERE order_id IS NOT DISTINCT FROM sqlc.narg('order_id')::uuid
+  AND invoice_id IS NOT DISTINCT FROM sqlc.narg('invoice_id')::uuid
+  AND (order_id = sqlc.narg('order_id') OR invoice_id = sqlc.narg('invoice_id'))
+  AND gateway_interface_id = @gateway_interface_id
+  AND status = 'pending';
+
+-- name: MarkPaymentSucceeded :one
+-- pending -> success with the gateway's ids and the payment time. The
+-- optimistic lock on the expected status: no row (store.ErrNotFound) when the
+-- payment is no longer pending, so a settlement is applied at most once.
+-- payments_gateway_payment_id_key refuses a gateway id that another payment
+-- of the interface already carries (store.ErrConflict).
+UPDATE payments
+SET status = 'success',
+    gateway_payment_id = @gateway_payment_id,
+    gateway_tx_id = @gateway_tx_id,
+    paid_at = @paid_at,
+    next_reconcile_at = NULL,
+    updated_at = @updated_at
+WHERE id = @id
+  AND status = 'pending'
+RETURNING *;
+
+-- name: MarkPaymentFailed :one
+-- pending -> failed with the reason; no row (store.ErrNotFound) when the
+-- payment is no longer pending.
+UPDATE payments
+SET status = 'failed',
+    failure_reason = @failure_reason,
+    next_reconcile_at = NULL,
+    updated_at = @updated_at
+WHERE id = @id
+  AND status = 'pending'
+RETURNING *;
+
+-- name: PaymentWithGatewayID :one
+-- Another payment of the interface that already carries this gateway
+-- payment id (uses payments_gateway_payment_id_key).
+SELECT id FROM payments
+WHERE gateway_interface_id = @gateway_interface_id
+  AND gateway_payment_id = @gateway_payment_id
+  AND gateway_payment_id <> ''
+  AND id <> @id
+LIMIT 1;
+
+-- name: FailPendingOrderOnlyPayments :many
+-- pending -> failed for the pending payments that pay the order itself (no
+-- invoice), once the order has been paid another way. Payments of the
+-- order's invoices are left alone: an invoice may bill extras. Call it with
+-- the order row locked.
+UPDATE payments
+SET status = 'failed',
+    failure_reason = @failure_reason,
+    next_reconcile_at = NULL,
+    updated_at = @updated_at
+WHERE order_id = @order_id
+  AND invoice_id IS NULL
+  AND status = 'pending'
+RETURNING *;
+
+-- name: AddInvoicePayment :one
+-- Adds a settled payment to an issued or overdue invoice, and marks it paid
+-- (with paid_at) when the paid amount reaches the invoiced amount. No row
+-- (store.ErrNotFound) when the invoice cannot take the amount: not issued or
+-- overdue, or it would be paid beyond its amount. Call it with the invoice
+-- row locked.
+UPDATE invoices
+SET paid_amount = paid_amount + @amount,
+    status = CASE WHEN paid_amount + @amount = amount THEN 'paid' ELSE status END,
+    paid_at = CASE WHEN paid_amount + @amount = amount THEN @paid_at ELSE paid_at END,
+    updated_at = @updated_at
+WHERE id = @id
+  AND status IN ('issued', 'overdue')
+  AND paid_amount + @amount <= amount
+RETURNING *;
+
+-- name: ClaimDuePayments :many
+-- The reconciler's claim: up to batch_size pending gateway payments whose
+-- next_reconcile_at has come, locked with SKIP LOCKED so that concurrent
+-- reconcilers (and a callback holding the row) never get the same payment,
+-- and rescheduled in the same statement: attempts + 1, next time by
+-- exponential backoff (base_backoff * 2^attempts, at most max_backoff): so
+-- a claimed payment is not due again for anyone until then, even after
+-- this transaction commits. Uses payments_reconcile_idx.
+WITH due AS (
+    SELECT id FROM payments
+    WHERE payments.status = 'pending'
+      AND payments.method = 'gateway'
+      AND payments.next_reconcile_at <= sqlc.arg('now')::timestamptz
+    ORDER BY payments.next_reconcile_at, payments.id
+    LIMIT sqlc.arg('batch_size')::integer
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payments p
+SET reconcile_attempts = p.reconcile_attempts + 1,
+    next_reconcile_at = sqlc.arg('now')::timestamptz + least(
+        sqlc.arg('base_backoff')::interval * power(2, least(p.reconcile_attempts, 30)),
+        sqlc.arg('max_backoff')::interval)
+FROM due
+WHERE p.id = due.id
+RETURNING p.*;
+
+-- name: MarkOverdueInvoices :execrows
+-- issued -> overdue for every invoice past its due time, with one audit_log
+-- row each, in one statement. Idempotent: an overdue invoice is no longer
+-- issued. Uses invoices_issued_due_at_idx.
+WITH overdue AS (
+    UPDATE invoices
+    SET status = 'overdue',
+        updated_at = @now
+    WHERE status = 'issued'
+      AND due_at <= @now
+    RETURNING id, customer_id, order_id, number, amount, paid_amount, currency, due_at
+)
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, created_at)
+SELECT 'system',
+       @actor_id,
+       'invoice.overdue',
+       'invoice',
+       o.id::text,
+       jsonb_build_object('id', o.id, 'status', 'issued'),
+       jsonb_build_object('id', o.id, 'status', 'overdue', 'customer_id', o.customer_id,
+           'order_id', o.order_id, 'number', o.number, 'amount', o.amount::text,
+           'paid_amount', o.paid_amount::text, 'currency', o.currency, 'due_at', o.due_at),
+       @now
+FROM overdue o;
+
+-- name: PaymentAuditExists :one
+-- Whether the payment already has an audit row of this action whose
+-- after->>'fingerprint' is fingerprint: an anomaly reported again by every
+-- retry of a gateway is recorded once. Uses audit_log_entity_idx.
+SELECT EXISTS (
+    SELECT 1 FROM audit_log
+    WHERE entity_type = 'payment'
+      AND entity_id = @payment_id::text
+      AND action = @action
+      AND after->>'fingerprint' = @fingerprint::text
+);

@@ -1,0 +1,29 @@
+-- The product catalogue.
+
+-- name: InsertProduct :one
+INSERT INTO products (name, description, price, currency, provider_plugin, created_at, updated_at)
+VALUES (@name, @description, @price, @currency, sqlc.narg('provider_plugin'), @created_at, @created_at)
+RETURNING *;
+
+-- name: GetProduct :one
+SELECT * FROM products
+WHERE id = @id;
+
+-- name: ListProducts :many
+-- enabled NULL: every product (admins); customers always pass true.
+SELECT * FROM products
+WHERE (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'))
+ORDER BY created_at DESC, id DESC
+LIMIT @row_limit::bigint
+OFFSET @row_offset::bigint;
+
+-- name: CountProducts :one
+-- Same filter as ListProducts.
+SELECT count(*) FROM products
+WHERE (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'));
+
+-- name: GetProductPluginType :one
+-- The type of the plugin a product names as its provider; no row when there
+-- is no such plugin.
+SELECT type FROM plugins
+WHERE name = @name;
