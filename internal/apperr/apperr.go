@@ -1,0 +1,87 @@
+// Package apperr is the domain's error vocabulary. Domain code returns an
+// *Error with a Kind and a message meant for the caller; the transport edge
+// (internal/rpc) turns the Kind into a Connect code. The domain never imports
+// transport types, and a message given here is the only text a client sees.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind classifies a domain error. Each maps to exactly one gRPC code.
+type Kind int
+
+const (
+	// Internal is a bug or an unexpected failure; the client sees a generic message.
+	Internal Kind = iota
+	// InvalidArgument: the request is wrong (bad value, wrong state for it).
+	InvalidArgument
+	// NotFound: the named thing does not exist (or the caller may not know it does).
+	NotFound
+	// AlreadyExists: a duplicate (e.g. a callback applied before).
+	AlreadyExists
+	// PermissionDenied: authenticated, but not allowed.
+	PermissionDenied
+	// Unauthenticated: no valid credential.
+	Unauthenticated
+	// FailedPrecondition: the system is not in a state that allows the operation.
+	FailedPrecondition
+	// ResourceExhausted: a rate or size limit.
+	ResourceExhausted
+	// Unavailable: a dependency is down (circuit open, database unreachable); retry later.
+	Unavailable
+)
+
+var kindNames = [...]string{"internal", "invalid_argument", "not_found", "already_exists", "permission_denied", "unauthenticated", "failed_precondition", "resource_exhausted", "unavailable"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Error is a domain error: a kind, a message safe to show the caller, and an
+// optional cause kept for logs only.
+type Error struct {
+	Kind    Kind
+	Message string
+	Cause   error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return e.Message + ": " + e.Cause.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// New returns an error of kind with a caller-facing message.
+func New(kind Kind, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns an error of kind with a caller-facing message and a cause that
+// is logged but never shown.
+func Wrap(kind Kind, cause error, format string, args ...any) *Error {
+	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Cause: cause}
+}
+
+// KindOf returns the kind of the first *Error in err's chain, and false when
+// there is none.
+func KindOf(err error) (Kind, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind, true
+	}
+	return Internal, false
+}
+
+// Is reports whether err carries a domain error of kind.
+func Is(err error, kind Kind) bool {
+	k, ok := KindOf(err)
+	return ok && k == kind
+}

@@ -1,0 +1,118 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+)
+
+// Access is who may call a procedure.
+type Access int
+
+const (
+	// Public needs no credential (gateway callbacks, login, registration).
+	Public Access = iota + 1
+	// Authenticated needs any valid principal; the operation itself scopes
+	// customers to their own data.
+	Authenticated
+	// CustomerOnly needs a customer (e.g. creating one's own API key).
+	CustomerOnly
+	// AdminOnly needs an admin.
+	AdminOnly
+)
+
+func (a Access) String() string {
+	switch a {
+	case Public:
+		return "public"
+	case Authenticated:
+		return "authenticated"
+	case CustomerOnly:
+		return "customer"
+	case AdminOnly:
+		return "admin"
+	}
+	return fmt.Sprintf("access(%d)", int(a))
+}
+
+// Policy maps every procedure ("/billing.payment.PaymentService/GetPayment")
+// to who may call it. A procedure missing from the table is refused: a new
+// operation is closed until someone decides who may call it.
+type Policy map[string]Access
+
+// Check answers whether the caller in ctx may call a procedure of access.
+func Check(ctx context.Context, access Access) error {
+	if access == Public {
+		return nil
+	}
+	p, ok := FromContext(ctx)
+	if !ok {
+		if kind, reason, rejected := Rejected(ctx); rejected && reason == reasonUnchecked {
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the %s credential could not be checked; retry", kind))
+		}
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("authentication required"))
+	}
+	switch access {
+	case AdminOnly:
+		if !p.IsAdmin() {
+			return connect.NewError(connect.CodePermissionDenied, errors.New("admin only"))
+		}
+	case CustomerOnly:
+		if p.Role != RoleCustomer {
+			return connect.NewError(connect.CodePermissionDenied, errors.New("customers only"))
+		}
+	case Authenticated:
+	default:
+		return connect.NewError(connect.CodePermissionDenied, errors.New("access not configured"))
+	}
+	return nil
+}
+
+// NewInterceptor enforces policy on every unary call before the handler runs.
+func NewInterceptor(policy Policy) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			access, ok := policy[req.Spec().Procedure]
+			if !ok {
+				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("access not configured"))
+			}
+			if err := Check(ctx, access); err != nil {
+				return nil, err
+			}
+			return next(ctx, req)
+		}
+	})
+}
+
+// Require returns the caller, or an Unauthenticated domain error.
+func Require(ctx context.Context) (Principal, error) {
+	p, ok := FromContext(ctx)
+	if !ok {
+		return Principal{}, apperr.New(apperr.Unauthenticated, "authentication required")
+	}
+	return p, nil
+}
+
+// CanAccessCustomer allows admins everything and customers their own data:
+// a customer reading another customer's record gets PermissionDenied.
+func CanAccessCustomer(p Principal, customerID uuid.UUID) error {
+	if p.IsAdmin() || (p.Role == RoleCustomer && p.ID == customerID) {
+		return nil
+	}
+	return apperr.New(apperr.PermissionDenied, "not yours")
+}
+
+// CustomerScope is the customer a list must be limited to: the caller's own
+// id for a customer, nil (everything) for an admin.
+func CustomerScope(p Principal) *uuid.UUID {
+	if p.IsAdmin() {
+		return nil
+	}
+	id := p.ID
+	return &id
+}

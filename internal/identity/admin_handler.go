@@ -1,0 +1,93 @@
+package identity
+
+import (
+	"context"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/rpc"
+)
+
+// AdminHandler serves billing.identity.CustomerAdminService.
+type AdminHandler struct {
+	svc *Service
+	log *slog.Logger
+}
+
+var _ identitypbconnect.CustomerAdminServiceHandler = (*AdminHandler)(nil)
+
+// NewAdminHandler returns the CustomerAdminService handler.
+func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &AdminHandler{svc: svc, log: log}
+}
+
+// ListCustomers pages through customers.
+func (h *AdminHandler) ListCustomers(ctx context.Context, req *connect.Request[identitypb.ListCustomersRequest]) (*connect.Response[identitypb.ListCustomersResponse], error) {
+	cs, meta, err := h.svc.ListCustomers(ctx, req.Msg.GetEmailContains(), pageFromProto(req.Msg.GetPagination()))
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := make([]*identitypb.Customer, len(cs))
+	for i, c := range cs {
+		out[i] = customerToProto(c)
+	}
+	return connect.NewResponse(&identitypb.ListCustomersResponse{Customers: out, Meta: metaToProto(meta)}), nil
+}
+
+// GetCustomer reads one customer.
+func (h *AdminHandler) GetCustomer(ctx context.Context, req *connect.Request[identitypb.GetCustomerRequest]) (*connect.Response[identitypb.GetCustomerResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	c, err := h.svc.GetCustomer(ctx, id)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.GetCustomerResponse{Customer: customerToProto(c)}), nil
+}
+
+// SetCanCreateApiKeys allows or forbids a customer API keys.
+func (h *AdminHandler) SetCanCreateApiKeys(ctx context.Context, req *connect.Request[identitypb.SetCanCreateApiKeysRequest]) (*connect.Response[identitypb.SetCanCreateApiKeysResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	c, err := h.svc.SetCanCreateAPIKeys(ctx, id, req.Msg.GetAllowed())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.SetCanCreateApiKeysResponse{Customer: customerToProto(c)}), nil
+}
+
+// AdjustBalance changes a customer's balance by a signed amount.
+func (h *AdminHandler) AdjustBalance(ctx context.Context, req *connect.Request[identitypb.AdjustBalanceRequest]) (*connect.Response[identitypb.AdjustBalanceResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	c, t, err := h.svc.AdjustBalance(ctx, id, req.Msg.GetAmount(), req.Msg.GetNote())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.AdjustBalanceResponse{Customer: customerToProto(c), Transaction: balanceTransactionToProto(t)}), nil
+}
+
+// SetCreditLimit sets a customer's credit limit.
+func (h *AdminHandler) SetCreditLimit(ctx context.Context, req *connect.Request[identitypb.SetCreditLimitRequest]) (*connect.Response[identitypb.SetCreditLimitResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	c, err := h.svc.SetCreditLimit(ctx, id, req.Msg.GetCreditLimit())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.SetCreditLimitResponse{Customer: customerToProto(c)}), nil
+}

@@ -1,0 +1,230 @@
+package identity
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// APIKeyHeader carries an API key (gRPC metadata or HTTP header).
+const APIKeyHeader = "X-Api-Key"
+
+// An API key reads "pk_<id>_<secret>": id is the api_keys row id as 32
+// lower-case hex digits (a UUID without hyphens), secret 32 random bytes in
+// unpadded base64url (43 characters, which may themselves hold '_' or '-').
+// The id is not secret: it finds the row, whose secret_hash is compared with
+// SHA-256 of the secret in constant time.
+const (
+	apiKeyPrefix = "pk_"
+	apiKeyIDLen  = 32
+	apiKeyLen    = len(apiKeyPrefix) + apiKeyIDLen + 1 + tokenLen
+	// maxActiveAPIKeys bounds a customer's unrevoked keys.
+	maxActiveAPIKeys = 20
+)
+
+var errAPIKeysManagedByKey = apperr.New(apperr.PermissionDenied, "an API key cannot create or revoke API keys; log in with a password")
+
+func hexID(id uuid.UUID) string { return hex.EncodeToString(id[:]) }
+
+func formatAPIKey(id uuid.UUID, secret string) string {
+	return apiKeyPrefix + hexID(id) + "_" + secret
+}
+
+// parseAPIKey splits a key into its id and the SHA-256 of its secret.
+func parseAPIKey(key string) (uuid.UUID, []byte, bool) {
+	if len(key) != apiKeyLen || !strings.HasPrefix(key, apiKeyPrefix) || key[len(apiKeyPrefix)+apiKeyIDLen] != '_' {
+		return uuid.Nil, nil, false
+	}
+	rawID := key[len(apiKeyPrefix) : len(apiKeyPrefix)+apiKeyIDLen]
+	if strings.ToLower(rawID) != rawID {
+		return uuid.Nil, nil, false
+	}
+	b, err := hex.DecodeString(rawID)
+	if err != nil {
+		return uuid.Nil, nil, false
+	}
+	id, err := uuid.FromBytes(b)
+	if err != nil {
+		return uuid.Nil, nil, false
+	}
+	sum, ok := hashSecret(key[len(apiKeyPrefix)+apiKeyIDLen+1:])
+	if !ok {
+		return uuid.Nil, nil, false
+	}
+	return id, sum, true
+}
+
+// APIKeyAuthenticator checks the x-api-key header against api_keys on every
+// request: validity is never cached, so a revoked key is refused from the
+// very next request.
+type APIKeyAuthenticator struct{ svc *Service }
+
+var _ auth.Authenticator = (*APIKeyAuthenticator)(nil)
+
+// Kind is auth.KindAPIKey.
+func (*APIKeyAuthenticator) Kind() auth.Kind { return auth.KindAPIKey }
+
+// Authenticate returns the customer of a valid key; ErrNoCredential without
+// the header; *auth.Invalid for a malformed, unknown, wrong, revoked key, and
+// for a key of a customer who is disabled or no longer allowed API keys.
+func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, r *http.Request) (auth.Principal, error) {
+	values := r.Header.Values(APIKeyHeader)
+	if len(values) == 0 {
+		return auth.Principal{}, auth.ErrNoCredential
+	}
+	if len(values) > 1 {
+		return auth.Principal{}, &auth.Invalid{Reason: "more than one API key"}
+	}
+	id, sum, ok := parseAPIKey(strings.TrimSpace(values[0]))
+	if !ok {
+		return auth.Principal{}, &auth.Invalid{Reason: "malformed API key"}
+	}
+	k, err := store.GetAPIKey(ctx, a.svc.db, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Principal{}, &auth.Invalid{Reason: "unknown API key " + id.String()}
+	}
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	switch {
+	case subtle.ConstantTimeCompare(sum, k.SecretHash) != 1:
+		return auth.Principal{}, &auth.Invalid{Reason: "wrong secret for API key " + id.String()}
+	case k.RevokedAt != nil:
+		return auth.Principal{}, &auth.Invalid{Reason: "API key " + id.String() + " is revoked"}
+	case k.CustomerDisabledAt != nil:
+		return auth.Principal{}, &auth.Invalid{Reason: "customer of API key " + id.String() + " is disabled"}
+	case !k.CustomerCanCreateAPIKeys:
+		return auth.Principal{}, &auth.Invalid{Reason: "customer of API key " + id.String() + " may not use API keys"}
+	}
+	now := a.svc.now()
+	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= touchEvery {
+		if err := store.TouchAPIKey(ctx, a.svc.db, id, now); err != nil {
+			a.svc.log.WarnContext(ctx, "api key last_used_at not refreshed", "api_key", id.String(), "err", err)
+		}
+	}
+	return auth.Principal{Role: auth.RoleCustomer, ID: k.CustomerID, Kind: auth.KindAPIKey, CredentialID: id.String()}, nil
+}
+
+// requireKeyManager returns the calling customer when they may manage API
+// keys: a customer logged in with a password (JWT), never an API key, so a
+// leaked key cannot mint or revoke keys.
+func requireKeyManager(ctx context.Context) (auth.Principal, error) {
+	p, err := requireCustomer(ctx)
+	if err != nil {
+		return p, err
+	}
+	if p.Kind == auth.KindAPIKey {
+		return p, errAPIKeysManagedByKey
+	}
+	return p, nil
+}
+
+// CreateAPIKey creates a key for the calling customer and returns it in full,
+// the only time it exists outside the caller: only SHA-256 of its secret is
+// stored. The customer must be allowed API keys (PermissionDenied otherwise).
+func (s *Service) CreateAPIKey(ctx context.Context, name string) (APIKey, string, error) {
+	p, err := requireKeyManager(ctx)
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return APIKey{}, "", apperr.New(apperr.InvalidArgument, "name is required")
+	}
+	secret, hash, err := newSecret()
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	var k store.APIKey
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		// The lock serialises key creation per customer, so the count holds.
+		c, err := store.GetCustomerForUpdate(ctx, tx, p.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return apperr.New(apperr.Unauthenticated, "account not found")
+		}
+		if err != nil {
+			return err
+		}
+		if c.DisabledAt != nil || !c.CanCreateAPIKeys {
+			return apperr.New(apperr.PermissionDenied, "this account may not create API keys")
+		}
+		n, err := store.CountActiveCustomerAPIKeys(ctx, tx, p.ID)
+		if err != nil {
+			return err
+		}
+		if n >= maxActiveAPIKeys {
+			return apperr.New(apperr.FailedPrecondition, "at most %d active API keys; revoke one first", maxActiveAPIKeys)
+		}
+		if k, err = store.InsertAPIKey(ctx, tx, p.ID, name, hash, s.now()); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "api_key.created", "api_key", k.ID, nil, apiKeyOf(k))
+	})
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	return apiKeyOf(k), formatAPIKey(k.ID, secret), nil
+}
+
+// ListAPIKeys pages through the calling customer's keys, newest first.
+func (s *Service) ListAPIKeys(ctx context.Context, pr PageRequest) ([]APIKey, PageMeta, error) {
+	p, err := requireCustomer(ctx)
+	if err != nil {
+		return nil, PageMeta{}, err
+	}
+	page, pr, err := pr.resolve()
+	if err != nil {
+		return nil, PageMeta{}, err
+	}
+	rows, total, err := store.ListCustomerAPIKeys(ctx, s.db, p.ID, page)
+	if err != nil {
+		return nil, PageMeta{}, err
+	}
+	out := make([]APIKey, len(rows))
+	for i, r := range rows {
+		out[i] = apiKeyOf(r)
+	}
+	return out, pr.meta(total), nil
+}
+
+// RevokeAPIKey revokes one of the calling customer's keys. Another
+// customer's key is NotFound; a revoked key is returned unchanged.
+func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error) {
+	p, err := requireKeyManager(ctx)
+	if err != nil {
+		return APIKey{}, err
+	}
+	var k store.APIKey
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		before, err := store.GetCustomerAPIKey(ctx, tx, p.ID, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return apperr.New(apperr.NotFound, "API key not found")
+		}
+		if err != nil {
+			return err
+		}
+		k, err = store.RevokeAPIKey(ctx, tx, p.ID, id, s.now())
+		if errors.Is(err, store.ErrNotFound) { // revoked already, maybe just now
+			k, err = store.GetCustomerAPIKey(ctx, tx, p.ID, id)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, "api_key.revoked", "api_key", k.ID, apiKeyOf(before), apiKeyOf(k))
+	})
+	if err != nil {
+		return APIKey{}, err
+	}
+	return apiKeyOf(k), nil
+}

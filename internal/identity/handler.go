@@ -1,0 +1,220 @@
+package identity
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/rpc"
+)
+
+// Handler serves billing.identity.IdentityService: decode, call the
+// Service, encode. Tokens and keys leave only in responses, never in logs.
+type Handler struct {
+	svc *Service
+	log *slog.Logger
+}
+
+var _ identitypbconnect.IdentityServiceHandler = (*Handler)(nil)
+
+// NewHandler returns the IdentityService handler.
+func NewHandler(svc *Service, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{svc: svc, log: log}
+}
+
+// Register creates a customer and returns an access token.
+func (h *Handler) Register(ctx context.Context, req *connect.Request[identitypb.RegisterRequest]) (*connect.Response[identitypb.RegisterResponse], error) {
+	c, tok, err := h.svc.Register(ctx, req.Msg.GetEmail(), req.Msg.GetPassword(), req.Msg.GetName())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return noStore(connect.NewResponse(&identitypb.RegisterResponse{
+		Customer:    customerToProto(c),
+		AccessToken: tok.Token,
+		ExpiresAt:   timestamp(tok.ExpiresAt),
+	})), nil
+}
+
+// Login returns an access token for a customer's e-mail and password.
+func (h *Handler) Login(ctx context.Context, req *connect.Request[identitypb.LoginRequest]) (*connect.Response[identitypb.LoginResponse], error) {
+	c, tok, err := h.svc.Login(ctx, req.Msg.GetEmail(), req.Msg.GetPassword())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return noStore(connect.NewResponse(&identitypb.LoginResponse{
+		AccessToken: tok.Token,
+		ExpiresAt:   timestamp(tok.ExpiresAt),
+		Customer:    customerToProto(c),
+	})), nil
+}
+
+// AdminLogin starts an admin session and sets its cookie.
+func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identitypb.AdminLoginRequest]) (*connect.Response[identitypb.AdminLoginResponse], error) {
+	previous, _ := h.svc.SessionToken(req.Header())
+	s, err := h.svc.AdminLogin(ctx, AdminLoginInput{
+		Username:      req.Msg.GetUsername(),
+		Password:      req.Msg.GetPassword(),
+		UserAgent:     req.Header().Get("User-Agent"),
+		RemoteAddr:    req.Peer().Addr,
+		PreviousToken: previous,
+	})
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	res := noStore(connect.NewResponse(&identitypb.AdminLoginResponse{
+		Admin:     adminToProto(s.Admin),
+		ExpiresAt: timestamp(s.ExpiresAt),
+	}))
+	res.Header().Add("Set-Cookie", h.svc.SessionCookie(s.Token).String())
+	return res, nil
+}
+
+// Logout ends the caller's admin session and clears its cookie.
+func (h *Handler) Logout(ctx context.Context, req *connect.Request[identitypb.LogoutRequest]) (*connect.Response[identitypb.LogoutResponse], error) {
+	token, _ := h.svc.SessionToken(req.Header())
+	if err := h.svc.Logout(ctx, token); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	res := connect.NewResponse(&identitypb.LogoutResponse{})
+	res.Header().Add("Set-Cookie", h.svc.ClearSessionCookie().String())
+	return res, nil
+}
+
+// GetMe describes the caller.
+func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMeRequest]) (*connect.Response[identitypb.GetMeResponse], error) {
+	me, err := h.svc.Me(ctx)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.GetMeResponse{
+		Role:             string(me.Role),
+		Id:               me.ID.String(),
+		Username:         me.Username,
+		Email:            me.Email,
+		CanCreateApiKeys: me.CanCreateAPIKeys,
+		Credential:       string(me.Credential),
+	}), nil
+}
+
+// CreateApiKey creates an API key and returns it in full, once.
+func (h *Handler) CreateApiKey(ctx context.Context, req *connect.Request[identitypb.CreateApiKeyRequest]) (*connect.Response[identitypb.CreateApiKeyResponse], error) {
+	k, key, err := h.svc.CreateAPIKey(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return noStore(connect.NewResponse(&identitypb.CreateApiKeyResponse{Key: key, ApiKey: apiKeyToProto(k)})), nil
+}
+
+// ListApiKeys pages through the caller's API keys.
+func (h *Handler) ListApiKeys(ctx context.Context, req *connect.Request[identitypb.ListApiKeysRequest]) (*connect.Response[identitypb.ListApiKeysResponse], error) {
+	keys, meta, err := h.svc.ListAPIKeys(ctx, pageFromProto(req.Msg.GetPagination()))
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := make([]*identitypb.ApiKey, len(keys))
+	for i, k := range keys {
+		out[i] = apiKeyToProto(k)
+	}
+	return connect.NewResponse(&identitypb.ListApiKeysResponse{ApiKeys: out, Meta: metaToProto(meta)}), nil
+}
+
+// RevokeApiKey revokes one of the caller's API keys.
+func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identitypb.RevokeApiKeyRequest]) (*connect.Response[identitypb.RevokeApiKeyResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	k, err := h.svc.RevokeAPIKey(ctx, id)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&identitypb.RevokeApiKeyResponse{ApiKey: apiKeyToProto(k)}), nil
+}
+
+// noStore keeps responses that carry a credential out of HTTP caches.
+func noStore[T any](res *connect.Response[T]) *connect.Response[T] {
+	res.Header().Set("Cache-Control", "no-store")
+	return res
+}
+
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func optionalTimestamp(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return timestamp(*t)
+}
+
+func customerToProto(c Customer) *identitypb.Customer {
+	return &identitypb.Customer{
+		Id:               c.ID.String(),
+		Email:            c.Email,
+		Name:             c.Name,
+		Currency:         c.Currency,
+		Balance:          c.Balance.String(),
+		CreditLimit:      c.CreditLimit.String(),
+		CanCreateApiKeys: c.CanCreateAPIKeys,
+		DisabledAt:       optionalTimestamp(c.DisabledAt),
+		CreatedAt:        timestamp(c.CreatedAt),
+		UpdatedAt:        timestamp(c.UpdatedAt),
+	}
+}
+
+func adminToProto(a Admin) *identitypb.Admin {
+	return &identitypb.Admin{
+		Id:          a.ID.String(),
+		Username:    a.Username,
+		DisplayName: a.DisplayName,
+		LastLoginAt: optionalTimestamp(a.LastLoginAt),
+		CreatedAt:   timestamp(a.CreatedAt),
+	}
+}
+
+func apiKeyToProto(k APIKey) *identitypb.ApiKey {
+	return &identitypb.ApiKey{
+		Id:         k.ID.String(),
+		Name:       k.Name,
+		Prefix:     k.Prefix(),
+		CreatedAt:  timestamp(k.CreatedAt),
+		LastUsedAt: optionalTimestamp(k.LastUsedAt),
+		RevokedAt:  optionalTimestamp(k.RevokedAt),
+	}
+}
+
+func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransaction {
+	out := &identitypb.BalanceTransaction{
+		Id:            t.ID.String(),
+		CustomerId:    t.CustomerID.String(),
+		Type:          t.Type,
+		Amount:        t.Amount.String(),
+		BalanceBefore: t.BalanceBefore.String(),
+		BalanceAfter:  t.BalanceAfter.String(),
+		Description:   t.Description,
+		CreatedAt:     timestamp(t.CreatedAt),
+	}
+	if t.CreatedBy != nil {
+		out.CreatedBy = t.CreatedBy.String()
+	}
+	return out
+}
+
+func pageFromProto(p *identitypb.PageRequest) PageRequest {
+	return PageRequest{Page: p.GetPage(), PageSize: p.GetPageSize()}
+}
+
+func metaToProto(m PageMeta) *identitypb.PageMeta {
+	return &identitypb.PageMeta{Total: m.Total, Page: m.Page, PageSize: m.PageSize, TotalPages: m.TotalPages}
+}

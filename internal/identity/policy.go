@@ -1,0 +1,31 @@
+package identity
+
+import (
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
+)
+
+// Policy is who may call each IdentityService procedure. CreateApiKey and
+// RevokeApiKey are refused (PermissionDenied) to a customer authenticated by
+// an API key as well; the operations check that themselves, since the table
+// knows roles, not credential kinds.
+var Policy = auth.Policy{
+	identitypbconnect.IdentityServiceRegisterProcedure:     auth.Public,
+	identitypbconnect.IdentityServiceLoginProcedure:        auth.Public,
+	identitypbconnect.IdentityServiceAdminLoginProcedure:   auth.Public,
+	identitypbconnect.IdentityServiceLogoutProcedure:       auth.AdminOnly,
+	identitypbconnect.IdentityServiceGetMeProcedure:        auth.Authenticated,
+	identitypbconnect.IdentityServiceCreateApiKeyProcedure: auth.CustomerOnly,
+	identitypbconnect.IdentityServiceListApiKeysProcedure:  auth.CustomerOnly,
+	identitypbconnect.IdentityServiceRevokeApiKeyProcedure: auth.CustomerOnly,
+}
+
+// CustomerAdminPolicy is who may call each CustomerAdminService procedure:
+// admins only.
+var CustomerAdminPolicy = auth.Policy{
+	identitypbconnect.CustomerAdminServiceListCustomersProcedure:       auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceGetCustomerProcedure:         auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceSetCanCreateApiKeysProcedure: auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceAdjustBalanceProcedure:       auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceSetCreditLimitProcedure:      auth.AdminOnly,
+}

@@ -1,0 +1,225 @@
+package identity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Options are what a Service is built from.
+type Options struct {
+	// DB is the system of record (the pool).
+	DB store.DB
+	// JWT signs and verifies customer access tokens.
+	JWT config.JWT
+	// Session configures the admin session cookie and its timeouts.
+	Session config.Session
+	// Currencies is [billing].currencies; a new customer's balance is in the
+	// first.
+	Currencies []string
+	// Clock is the time every timeout is measured on; nil means time.Now.
+	Clock func() time.Time
+	// Cache is an optional read-through cache of admin sessions; nil for none.
+	Cache SessionCache
+	// Log receives warnings (a cache that failed, a write that failed); nil
+	// means slog.Default().
+	Log *slog.Logger
+}
+
+// Service is the identity domain.
+type Service struct {
+	db         store.DB
+	clock      func() time.Time
+	cache      SessionCache
+	log        *slog.Logger
+	jwtKey     []byte
+	jwtTTL     time.Duration
+	session    config.Session
+	idle       time.Duration
+	absolute   time.Duration
+	currency   string
+	dummyHash  string
+	hashSlots  chan struct{}
+	sessions   *SessionAuthenticator
+	tokens     *JWTAuthenticator
+	apiKeys    *APIKeyAuthenticator
+	cookieName string
+	// verified are access tokens verified before (token_cache.go).
+	verified *verifiedTokens
+}
+
+// NewService builds the identity domain.
+func NewService(o Options) (*Service, error) {
+	if o.DB == nil {
+		return nil, errors.New("identity: no database")
+	}
+	if len(o.JWT.Secret) < 32 {
+		return nil, errors.New("identity: [jwt].secret must be at least 32 characters")
+	}
+	if o.JWT.ExpiryHours < 1 || o.Session.IdleTimeoutMinutes < 1 || o.Session.AbsoluteTimeoutHours < 1 || o.Session.CookieName == "" {
+		return nil, errors.New("identity: [jwt] and [session] settings are not valid (validate the configuration first)")
+	}
+	if len(o.Currencies) == 0 {
+		return nil, errors.New("identity: [billing].currencies is empty")
+	}
+	s := &Service{
+		db:         o.DB,
+		clock:      o.Clock,
+		cache:      o.Cache,
+		log:        o.Log,
+		jwtKey:     []byte(o.JWT.Secret),
+		jwtTTL:     time.Duration(o.JWT.ExpiryHours) * time.Hour,
+		session:    o.Session,
+		idle:       time.Duration(o.Session.IdleTimeoutMinutes) * time.Minute,
+		absolute:   time.Duration(o.Session.AbsoluteTimeoutHours) * time.Hour,
+		currency:   o.Currencies[0],
+		dummyHash:  dummyHash,
+		hashSlots:  make(chan struct{}, runtime.GOMAXPROCS(0)),
+		cookieName: o.Session.CookieName,
+		verified:   newVerifiedTokens(tokenCacheSize),
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	s.sessions = &SessionAuthenticator{svc: s}
+	s.tokens = &JWTAuthenticator{svc: s}
+	s.apiKeys = &APIKeyAuthenticator{svc: s}
+	return s, nil
+}
+
+// SessionAuthenticator is the admin session cookie layer's authenticator.
+func (s *Service) SessionAuthenticator() *SessionAuthenticator { return s.sessions }
+
+// JWTAuthenticator is the customer access token layer's authenticator.
+func (s *Service) JWTAuthenticator() *JWTAuthenticator { return s.tokens }
+
+// APIKeyAuthenticator is the API key layer's authenticator.
+func (s *Service) APIKeyAuthenticator() *APIKeyAuthenticator { return s.apiKeys }
+
+// now is the injected clock in UTC, at the microsecond precision PostgreSQL
+// stores, so that a time written and read back compares equal.
+func (s *Service) now() time.Time {
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// dummyHash is the hash a login for an unknown user is verified against: an
+// argon2id hash of a random password nobody kept, with the parameters
+// HashPassword uses, so that verifying against it costs what a real login
+// costs. A match is never accepted (checkPassword), so it need not be
+// secret. It is a constant rather than hashed at start: hashing it there
+// took 64 MiB of memory and a tenth of a second of every start.
+const dummyHash = "$argon2id$v=19$m=65536,t=3,p=2$NbKL4j3OcDmSS+mllMcVCw$rva4/i5OxYfgexHEcGhNBxNMTyJlJSL72j/iHdKEPPY"
+
+// errBad*Credentials answer every failed login: a wrong password, an unknown
+// user and a disabled account read the same.
+var (
+	errBadCustomerCredentials = apperr.New(apperr.Unauthenticated, "invalid email or password")
+	errBadAdminCredentials    = apperr.New(apperr.Unauthenticated, "invalid username or password")
+)
+
+// checkPassword verifies password against hash, or against the dummy hash
+// when the user was not found (hash == ""), so both take one argon2id run.
+// It reports whether the password matched; a malformed stored hash is logged
+// and counts as a mismatch. The error is ctx's, when it ended while waiting
+// for a hashing slot.
+func (s *Service) checkPassword(ctx context.Context, hash, password string) (bool, error) {
+	release, err := s.acquireHashSlot(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer release()
+	if hash == "" {
+		_ = VerifyPassword(s.dummyHash, password)
+		return false, nil
+	}
+	err = VerifyPassword(hash, password)
+	if err != nil && !errors.Is(err, ErrPasswordMismatch) {
+		s.log.ErrorContext(ctx, "stored password hash cannot be verified", "err", err)
+	}
+	return err == nil, nil
+}
+
+// hashPassword is HashPassword within the hashing bound.
+func (s *Service) hashPassword(ctx context.Context, password string) (string, error) {
+	release, err := s.acquireHashSlot(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
+	return HashPassword(password)
+}
+
+// acquireHashSlot bounds the argon2id runs in flight to one per CPU: each
+// takes 64 MiB, so a burst of logins queues here instead of exhausting
+// memory. It waits until ctx is done.
+func (s *Service) acquireHashSlot(ctx context.Context) (func(), error) {
+	select {
+	case s.hashSlots <- struct{}{}:
+		return func() { <-s.hashSlots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// requireAdmin returns the calling admin.
+func requireAdmin(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
+// requireCustomer returns the calling customer.
+func requireCustomer(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if p.Role != auth.RoleCustomer {
+		return p, apperr.New(apperr.PermissionDenied, "customers only")
+	}
+	return p, nil
+}
+
+// audit appends one audit_log row on db (the transaction of the change).
+// before and after are marshalled to JSON; nil writes SQL NULL.
+func audit(ctx context.Context, db store.DB, p auth.Principal, action, entityType string, entityID uuid.UUID, before, after any) error {
+	e := store.AuditEntry{Action: action, EntityType: entityType, EntityID: entityID.String()}
+	switch {
+	case p.Kind == auth.KindAPIKey:
+		e.ActorKind, e.ActorID = store.ActorAPIKey, p.CredentialID
+	case p.IsAdmin():
+		e.ActorKind, e.ActorID = store.ActorAdmin, p.ID.String()
+	default:
+		e.ActorKind, e.ActorID = store.ActorCustomer, p.ID.String()
+	}
+	var err error
+	if before != nil {
+		if e.Before, err = json.Marshal(before); err != nil {
+			return err
+		}
+	}
+	if after != nil {
+		if e.After, err = json.Marshal(after); err != nil {
+			return err
+		}
+	}
+	return store.InsertAudit(ctx, db, e)
+}

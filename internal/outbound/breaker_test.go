@@ -1,0 +1,252 @@
+package outbound
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Cool-down tests keep Timeout below Cooldown, as production must.
+const (
+	testCooldown = 500 * time.Millisecond
+	testTimeout  = 400 * time.Millisecond
+)
+
+func TestBreakerOpensAfterFiveFailuresAndFailsFastWithoutReachingTheHost(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	srv := newServer(t, statuses(http.StatusInternalServerError))
+
+	b.openBreaker(t, srv)
+	require.EqualValues(t, 5, srv.hits.Load())
+
+	for range 10 {
+		before := time.Now()
+		resp, err := b.post(t, srv.URL)
+		require.Nil(t, resp)
+		require.ErrorIs(t, err, ErrCircuitOpen)
+		var open *CircuitOpenError
+		require.ErrorAs(t, err, &open)
+		require.Equal(t, srv.host, open.Host)
+		require.Contains(t, err.Error(), srv.host)
+		require.WithinDuration(t, before.Add(DefaultCooldown), open.RetryAt, 2*time.Second)
+	}
+	require.EqualValues(t, 5, srv.hits.Load(), "no call may reach the host while its breaker is open")
+	require.Equal(t, 1, strings.Count(b.logs.String(), "from=closed to=open"), b.logs.String())
+	require.Contains(t, b.logs.String(), "host="+srv.host)
+}
+
+func TestEveryRetryAttemptCountsAgainstTheBreaker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	srv := newServer(t, statuses(http.StatusBadGateway))
+
+	resp, err := b.get(t, srv.URL)
+	require.NoError(t, err, "the last answer is returned when the retries run out")
+	require.Equal(t, http.StatusBadGateway, resp.Status)
+	require.EqualValues(t, 3, srv.hits.Load())
+	st := b.status(t, srv.host)
+	require.Equal(t, StateClosed, st.State)
+	require.Equal(t, 3, st.RecentFailures)
+
+	// Attempts 4 and 5 open the breaker; the third attempt of this call is
+	// refused without being sent.
+	_, err = b.get(t, srv.URL)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	require.EqualValues(t, 5, srv.hits.Load())
+}
+
+func TestAfterTheCooldownExactlyOneProbeGoesThroughAndItsSuccessClosesTheBreaker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Cooldown: testCooldown, Timeout: testTimeout})
+	var (
+		mu      sync.Mutex
+		healthy bool
+	)
+	probeArrived := make(chan struct{})
+	releaseProbe := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, hit int64) {
+		mu.Lock()
+		ok := healthy
+		mu.Unlock()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		if hit == 6 { // the probe: hold it so that others call meanwhile
+			close(probeArrived)
+			select {
+			case <-releaseProbe:
+			case <-r.Context().Done():
+			}
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+
+	b.openBreaker(t, srv)
+	mu.Lock()
+	healthy = true
+	mu.Unlock()
+	b.waitForProbe(t, srv.host)
+
+	type result struct {
+		resp *Response
+		err  error
+	}
+	probe := make(chan result, 1)
+	go func() {
+		resp, err := b.do(t.Context(), http.MethodPost, srv.URL, "amount=12.30", false)
+		probe <- result{resp, err}
+	}()
+	select {
+	case <-probeArrived:
+	case <-time.After(testTimeout):
+		require.FailNow(t, "the probe did not reach the host")
+	}
+	require.Equal(t, StateHalfOpen, b.status(t, srv.host).State)
+
+	// While the probe is in flight every other caller fails fast, retryable
+	// or not.
+	errs := make(chan error, 20)
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			_, err := b.do(t.Context(), http.MethodGet, srv.URL, "", true)
+			errs <- err
+		})
+		wg.Go(func() {
+			_, err := b.do(t.Context(), http.MethodPost, srv.URL, "amount=12.30", false)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.ErrorIs(t, err, ErrCircuitOpen)
+	}
+	require.EqualValues(t, 6, srv.hits.Load(), "only the probe reached the host")
+
+	close(releaseProbe)
+	got := <-probe
+	require.NoError(t, got.err)
+	require.Equal(t, http.StatusOK, got.resp.Status)
+	st := b.status(t, srv.host)
+	require.Equal(t, StateClosed, st.State)
+	require.True(t, st.OpenedAt.IsZero())
+	require.True(t, st.NextProbe.IsZero())
+
+	resp, err := b.get(t, srv.URL)
+	require.NoError(t, err)
+	require.Equal(t, "ok", string(resp.Body))
+	require.EqualValues(t, 7, srv.hits.Load())
+
+	logs := b.logs.String()
+	for _, change := range []string{"from=closed to=open", "from=open to=half_open", "from=half_open to=closed"} {
+		require.Equal(t, 1, strings.Count(logs, change), "%s in\n%s", change, logs)
+	}
+}
+
+func TestAFailedProbeReopensTheBreaker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Cooldown: testCooldown, Timeout: testTimeout})
+	srv := newServer(t, statuses(http.StatusServiceUnavailable))
+
+	b.openBreaker(t, srv)
+	first := b.status(t, srv.host)
+	b.waitForProbe(t, srv.host)
+
+	// The probe is a GET: its 503 reopens the breaker, and its own retry is
+	// refused like any other call.
+	_, err := b.get(t, srv.URL)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	require.EqualValues(t, 6, srv.hits.Load())
+
+	st := b.status(t, srv.host)
+	require.Equal(t, StateOpen, st.State)
+	require.True(t, st.OpenedAt.After(first.OpenedAt), "reopening starts a new cool-down")
+	require.WithinDuration(t, st.OpenedAt.Add(testCooldown), st.NextProbe, 100*time.Millisecond)
+
+	_, err = b.post(t, srv.URL)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+	require.EqualValues(t, 6, srv.hits.Load())
+	require.Equal(t, 1, strings.Count(b.logs.String(), "from=half_open to=open"), b.logs.String())
+}
+
+func TestAnOpenBreakerLeavesOtherHostsAlone(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	down := newServer(t, statuses(http.StatusInternalServerError))
+	up := newServer(t, statuses(http.StatusOK))
+
+	b.openBreaker(t, down)
+	for range 10 {
+		resp, err := b.post(t, up.URL)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.Status)
+	}
+	_, err := b.post(t, down.URL)
+	require.ErrorIs(t, err, ErrCircuitOpen)
+
+	require.EqualValues(t, 10, up.hits.Load())
+	require.Equal(t, StateOpen, b.status(t, down.host).State)
+	require.Equal(t, StateClosed, b.status(t, up.host).State)
+}
+
+func TestBreakersReportsStateFailuresOpenedAtAndNextProbe(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Cooldown: 2 * time.Second, Timeout: time.Second})
+	down := newServer(t, statuses(http.StatusInternalServerError))
+	flaky := newServer(t, statuses(http.StatusInternalServerError, http.StatusInternalServerError, http.StatusOK))
+	up := newServer(t, statuses(http.StatusOK))
+
+	require.Empty(t, b.client.Breakers(), "breakers are created on first use")
+
+	_, err := b.get(t, up.URL)
+	require.NoError(t, err)
+	_, err = b.get(t, flaky.URL) // two failures, then a success
+	require.NoError(t, err)
+	before := time.Now()
+	b.openBreaker(t, down)
+	after := time.Now()
+
+	got := b.client.Breakers()
+	require.Len(t, got, 3)
+	require.IsIncreasing(t, []string{got[0].Host, got[1].Host, got[2].Host}, "sorted by host")
+
+	st := b.status(t, down.host)
+	require.Equal(t, StateOpen, st.State)
+	require.Equal(t, 5, st.RecentFailures)
+	require.False(t, st.OpenedAt.Before(before))
+	require.False(t, st.OpenedAt.After(after))
+	require.WithinDuration(t, st.OpenedAt.Add(2*time.Second), st.NextProbe, 100*time.Millisecond)
+
+	require.Equal(t, BreakerStatus{Host: flaky.host, State: StateClosed, RecentFailures: 2}, b.status(t, flaky.host))
+	require.Equal(t, BreakerStatus{Host: up.host, State: StateClosed}, b.status(t, up.host))
+}
+
+func TestHostKeyNamesHostAndPort(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ url, want string }{
+		{"https://Pay.Example.com/mapi.php?key=secret", "pay.example.com:443"},
+		{"https://pay.example.com:443/", "pay.example.com:443"},
+		{"http://pay.example.com/", "pay.example.com:80"},
+		{"http://127.0.0.1:8080/x", "127.0.0.1:8080"},
+		{"https://[::1]:8443/", "[::1]:8443"},
+	} {
+		req, err := http.NewRequest(http.MethodGet, tc.url, nil)
+		require.NoError(t, err)
+		got, err := hostKey(req.URL)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, got, tc.url)
+	}
+
+	b := setup(t, Options{})
+	_, err := b.get(t, "ftp://pay.example.com/")
+	require.ErrorContains(t, err, "unsupported URL scheme")
+	require.Empty(t, b.client.Breakers(), "a request that cannot be sent touches no breaker")
+}

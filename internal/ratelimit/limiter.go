@@ -1,0 +1,108 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rustbill/paymentd/internal/config"
+)
+
+// Limiter decides whether one more request under key fits perSec.
+type Limiter interface {
+	// Allow counts one request. When it is refused, retryAfter is how long
+	// until one would be allowed. An error means the limiter could not
+	// decide; the request has not been counted.
+	Allow(ctx context.Context, key string, perSec int) (allowed bool, retryAfter time.Duration, err error)
+}
+
+// The procedures the specification rate-limits.
+const (
+	LoginProcedure      = "/billing.identity.IdentityService/Login"
+	AdminLoginProcedure = "/billing.identity.IdentityService/AdminLogin"
+	RegisterProcedure   = "/billing.identity.IdentityService/Register"
+)
+
+// Rules maps the rate-limited procedures to their per-second limits from
+// cfg; nil when [rate_limit].enabled is false, which makes Middleware a
+// no-op. Login and admin login share the login limit but not a counter.
+func Rules(cfg config.RateLimit) map[string]int {
+	if !cfg.Enabled {
+		return nil
+	}
+	return map[string]int{
+		LoginProcedure:      cfg.LoginPerSec,
+		AdminLoginProcedure: cfg.LoginPerSec,
+		RegisterProcedure:   cfg.RegisterPerSec,
+	}
+}
+
+// errPerSec is returned for a limit below 1, which config.Validate rejects.
+var errPerSec = errors.New("ratelimit: perSec must be at least 1")
+
+// gcra decides one request at now for a key whose theoretical arrival time
+// is tat (zero when the key is unknown). It returns the TAT to store when
+// the request is allowed, or how long to wait when it is not.
+func gcra(now, tat time.Time, perSec int) (allowed bool, newTAT time.Time, retryAfter time.Duration) {
+	interval, window := intervals(perSec)
+	if tat.Before(now) {
+		tat = now
+	}
+	newTAT = tat.Add(interval)
+	if allowAt := newTAT.Add(-window); now.Before(allowAt) {
+		return false, time.Time{}, allowAt.Sub(now)
+	}
+	return true, newTAT, 0
+}
+
+// intervals is the emission interval and the burst window for perSec. The
+// window is interval × perSec rather than a second so that the two agree
+// when a second does not divide evenly (perSec = 3).
+func intervals(perSec int) (interval, window time.Duration) {
+	interval = time.Second / time.Duration(perSec)
+	return interval, interval * time.Duration(perSec)
+}
+
+// maxWindow bounds every key's window: a TAT is never more than this ahead
+// of the last allowed request, so state untouched for longer is forgettable.
+const maxWindow = time.Second
+
+// Option configures Memory, Redis and Fallback.
+type Option func(*options)
+
+type options struct {
+	now     func() time.Time
+	maxKeys int
+}
+
+// WithClock replaces time.Now (tests). For Redis it also replaces the Redis
+// server's clock, which is used otherwise so that instances whose clocks
+// drift still agree.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithMaxKeys bounds Memory's keys per generation (DefaultMaxKeys).
+func WithMaxKeys(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxKeys = n
+		}
+	}
+}
+
+func buildOptions(opts []Option) options {
+	o := options{maxKeys: DefaultMaxKeys}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
+func checkPerSec(perSec int) error {
+	if perSec < 1 {
+		return fmt.Errorf("%w, got %d", errPerSec, perSec)
+	}
+	return nil
+}

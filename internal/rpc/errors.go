@@ -1,0 +1,70 @@
+// Package rpc is the transport edge shared by every Connect handler: the one
+// place where domain and store errors become Connect codes.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+var codes = map[apperr.Kind]connect.Code{
+	apperr.Internal:           connect.CodeInternal,
+	apperr.InvalidArgument:    connect.CodeInvalidArgument,
+	apperr.NotFound:           connect.CodeNotFound,
+	apperr.AlreadyExists:      connect.CodeAlreadyExists,
+	apperr.PermissionDenied:   connect.CodePermissionDenied,
+	apperr.Unauthenticated:    connect.CodeUnauthenticated,
+	apperr.FailedPrecondition: connect.CodeFailedPrecondition,
+	apperr.ResourceExhausted:  connect.CodeResourceExhausted,
+	apperr.Unavailable:        connect.CodeUnavailable,
+}
+
+// Error turns err into a *connect.Error for the client. Domain errors keep
+// their message; store errors get a generic message of their kind; anything
+// else is Internal with "internal error", and is logged with its cause, so no
+// SQL text, stack or secret reaches a client and nothing answers Unknown.
+func Error(ctx context.Context, log *slog.Logger, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		code := codes[ae.Kind]
+		if ae.Kind == apperr.Internal {
+			logError(ctx, log, err)
+			return connect.NewError(code, errors.New("internal error"))
+		}
+		return connect.NewError(code, errors.New(ae.Message))
+	}
+	switch {
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	case errors.Is(err, store.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
+	case errors.Is(err, store.ErrConflict):
+		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists"))
+	case errors.Is(err, store.ErrRetryable), errors.Is(err, store.ErrLockNotAvailable):
+		return connect.NewError(connect.CodeAborted, errors.New("concurrent update, retry"))
+	}
+	logError(ctx, log, err)
+	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+func logError(ctx context.Context, log *slog.Logger, err error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	log.ErrorContext(ctx, "request failed", "err", err)
+}

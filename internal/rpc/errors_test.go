@@ -1,0 +1,51 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+func TestErrorMapsEveryKindToOneCode(t *testing.T) {
+	t.Parallel()
+	for kind, code := range codes {
+		err := Error(context.Background(), slog.New(slog.DiscardHandler), apperr.New(kind, "why %d", 1))
+		require.Equal(t, code, connect.CodeOf(err), kind.String())
+	}
+}
+
+func TestDomainMessagesReachTheClientButCausesDoNot(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	err := Error(context.Background(), log, apperr.Wrap(apperr.InvalidArgument, errors.New("SELECT secret"), "amount exceeds the payment"))
+	require.Equal(t, "invalid_argument: amount exceeds the payment", err.Error())
+
+	err = Error(context.Background(), log, fmt.Errorf("query: %w", errors.New(`relation "payments" does not exist`)))
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(err))
+	require.NotContains(t, err.Error(), "relation")
+	require.Contains(t, logs.String(), "relation", "the cause is logged for operators")
+}
+
+func TestStoreAndContextErrorsMap(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(Error(ctx, log, fmt.Errorf("x: %w", store.ErrNotFound))))
+	require.Equal(t, connect.CodeAlreadyExists, connect.CodeOf(Error(ctx, log, store.ErrConflict)))
+	require.Equal(t, connect.CodeAborted, connect.CodeOf(Error(ctx, log, store.ErrRetryable)))
+	require.Equal(t, connect.CodeCanceled, connect.CodeOf(Error(ctx, log, context.Canceled)))
+	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(Error(ctx, log, context.DeadlineExceeded)))
+	require.NoError(t, Error(ctx, log, nil))
+	ce := connect.NewError(connect.CodeUnavailable, errors.New("circuit open for gw.example"))
+	require.Same(t, ce, Error(ctx, log, ce))
+}
