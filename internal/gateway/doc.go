@@ -1,0 +1,94 @@
+// Package gateway is the plugin registry and the gateway-interface domain:
+// the scanner that keeps the plugins table and the loaded Lua plugins in
+// line with [plugins].dir, the lookup the payment domain calls
+// (payment.Gateways), the admin operations on plugins and gateway
+// interfaces (billing.gateway.GatewayAdminService) and the customers' list
+// of payment methods (billing.gateway.PaymentMethodService).
+//
+// # Scanning
+//
+// The directory holds <folder>/<name>.lua: the folder is the type
+// (gateway/, notifier/, provider/ — a provider whose info().type says
+// upstream_provider is one), the file name is the plugin's name. Registry
+// scans it at Start, every [plugins].scan_interval, and when an admin asks
+// (ReloadPlugins). Each file is compiled once (plugin.Compile, the contract
+// checked), loaded into a pool of states (plugin.Runtime) and dry-run:
+// info() and config_schema() must answer JSON objects and the schema must
+// compile. Memory keeps the loaded plugins in one map that a scan replaces
+// with a single atomic swap; a file whose bytes memory already runs is not
+// compiled again.
+//
+// Each plugin is decided in its own transaction holding its row lock, so a
+// broken or vanished file, or a database error about one plugin, touches
+// that plugin alone. The plugin status is the scanner's view of the file
+// ("fails": does not compile, breaks its type's contract, answers info or
+// config_schema badly, or would change the plugin's kind):
+//
+//	from              event                   to        change reported
+//	(no row)          file loads              loaded    added
+//	(no row)          file fails              error     error (version "")
+//	loaded            other bytes that load   loaded    upgraded | source_updated
+//	loaded, missing   file fails              error     error
+//	error, missing    file loads              loaded    upgraded | source_updated | recovered
+//	loaded, error     file deleted            missing   missing
+//
+//	               ┌────────── file fails ──────────┐
+//	  (new) ──▶ loaded                                 error ◀── (new)
+//	               └◀───────── file loads ───────────┘
+//	      file deleted │  ▲ file back               ▲ │ file deleted
+//	                   ▼  │ and loads    file back  │ ▼
+//	                   missing ───────── and fails ─┘
+//
+// Only loaded plugins are in memory; error and missing ones are disabled:
+// Get hands out no plugin for them, and customers do not see their
+// interfaces. last_error says why; for a loaded plugin it holds the last
+// failed call (written at most every 10 s). A plugin first seen broken is
+// stored with an empty version: it has no definition yet, and the first file
+// of it that loads defines it whatever version it declares.
+//
+// # The version rule (spec, Versioning 3)
+//
+// For a file that loads, compared with the stored version (semver
+// precedence, plugin.CompareVersions):
+//
+//	greater         the definition is replaced: type, version, info,
+//	                config_schema, source, sha256, path; and the new
+//	                config_schema is pushed to every gateway interface of the
+//	                plugin, in the same transaction. Interfaces whose config
+//	                no longer satisfies it are reported as warnings (the
+//	                reload's answer and the log); Enable refuses them until
+//	                an admin updates the config.
+//	equal or lower  only source, sha256 (and path, status loaded, last error
+//	                cleared) are stored. version, info, config_schema and
+//	                every interface's config_schema stay.
+//
+// In both cases memory runs the file's code. After an equal-or-lower scan
+// the stored source is the file's, so memory, the stored source and the
+// disk agree, and a restart would load the same bytes anyway; running the
+// previous code instead would make an instance run code that exists nowhere
+// but in its memory. What the rule protects is the definition: interface
+// configs stay validated against the schema of the greatest version seen.
+// GetPlugin shows both: version (the definition) and loaded_version (the
+// code running on the answering instance).
+//
+// A plugin's kind never changes (gateway, notifier, provider): its
+// interfaces or products would lose their plugin. A provider may become an
+// upstream provider (or back) with a greater version only.
+//
+// With several instances, each scans its own directory; the row lock makes
+// them decide one after the other. Instances whose directories differ (a
+// rolling deploy) may move the stored source back and forth, but never the
+// definition backwards.
+//
+// # Gateway interfaces and secrets
+//
+// An interface's config is validated against its config_schema (JSON
+// Schema, draft 2020-12 by default, no external references: nothing is
+// ever loaded from a file or the network), with every problem named by its
+// key ("config.pid: is required"). Properties marked "x-secret": true are
+// write-only: every read shows "********" for a non-empty value, audit rows
+// hold the masked form, and an update that omits the key or sends the mask
+// keeps the stored value. The unmasked config goes only to the plugin
+// (Registry.Get). New interfaces start disabled; enabling one needs a
+// loaded gateway plugin and a config that satisfies its schema.
+package gateway

@@ -1,0 +1,105 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rustbill/paymentd/internal/gateway"
+)
+
+// FuzzConfigSchema feeds arbitrary JSON as a plugin's config_schema() answer
+// and an arbitrary config: parsing refuses or compiles, never panics, never
+// loads anything from outside; and with a schema that compiles, a secret's
+// value never survives masking — not in the masked config, not in a
+// validation problem.
+func FuzzConfigSchema(f *testing.F) {
+	f.Add(`{"type":"object","required":["key"],"properties":{"pid":{"type":"string"},"key":{"type":"string","x-secret":true}}}`, `{"pid":"1001","key":"s3cret-value"}`)
+	f.Add(`{"type":"object","properties":{"auth":{"type":"object","properties":{"token":{"type":"string","x-secret":true,"minLength":40}}}}}`, `{"auth":{"token":"short-secret"}}`)
+	f.Add(`{"type":"object","properties":{"key":{"type":"string","x-secret":true,"enum":["a"]}}}`, `{"key":"not-in-enum-secret"}`)
+	f.Add(`{"type":"object","properties":{"key":{"type":"string","x-secret":true,"pattern":"^[0-9]+$"}}}`, `{"key":"letters-secret"}`)
+	f.Add(`{"$ref":"http://example.com/schema.json"}`, `{}`)
+	f.Add(`{"$ref":"file:///etc/passwd"}`, `{}`)
+	f.Add(`{"type":"object","items":{"x-secret":true}}`, `{}`)
+	f.Add(`{"properties":{"a":{"$ref":"#/properties/a"}}}`, `{"a":1}`)
+	f.Add(`[]`, `[]`)
+	f.Add(`{"type":"object","properties":{"k":{"type":"string","format":"uri","x-secret":true}}}`, `{"k":"::not a uri secret"}`)
+	f.Fuzz(func(t *testing.T, schema, config string) {
+		s, err := gateway.ParseConfigSchema([]byte(schema))
+		if err != nil {
+			return
+		}
+		var cfg map[string]any
+		if json.Unmarshal([]byte(config), &cfg) != nil || cfg == nil {
+			return
+		}
+		problems := s.Problems(cfg)
+		masked := s.Mask(cfg)
+		_ = s.Merge(cfg, masked)
+		_ = s.MaskSent(cfg)
+		out, _ := json.Marshal(masked)
+		for _, name := range s.Secrets() {
+			v, ok := dig(cfg, strings.Split(name, "."))
+			str, isString := v.(string)
+			if !ok || !isString || len(str) < 6 || str == gateway.Mask {
+				continue
+			}
+			if strings.Contains(string(out), str) && !appearsElsewhere(cfg, name, str) {
+				t.Fatalf("secret %s survives masking: %s", name, out)
+			}
+			for _, p := range problems {
+				if strings.Contains(p, str) && !appearsElsewhere(cfg, name, str) {
+					t.Fatalf("a problem quotes secret %s: %q", name, p)
+				}
+			}
+		}
+	})
+}
+
+func dig(m map[string]any, path []string) (any, bool) {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// appearsElsewhere reports whether value is also found outside the secret
+// (the fuzzer may put the same text in a public field or a key name).
+func appearsElsewhere(cfg map[string]any, secret, value string) bool {
+	var walk func(prefix string, v any) bool
+	walk = func(prefix string, v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, vv := range x {
+				if strings.Contains(k, value) {
+					return true
+				}
+				name := k
+				if prefix != "" {
+					name = prefix + "." + k
+				}
+				if walk(name, vv) {
+					return true
+				}
+			}
+		case []any:
+			for i, vv := range x {
+				if walk(fmt.Sprintf("%s[%d]", prefix, i), vv) {
+					return true
+				}
+			}
+		default:
+			return prefix != secret && strings.Contains(fmt.Sprint(x), value)
+		}
+		return false
+	}
+	return walk("", cfg)
+}

@@ -1,0 +1,358 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Policy is who may call each procedure of GatewayAdminService (admins
+// only, every one of them) and PaymentMethodService (any authenticated
+// caller).
+var Policy = auth.Policy{
+	gatewaypbconnect.GatewayAdminServiceListPluginsProcedure:             auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceGetPluginProcedure:               auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceReloadPluginsProcedure:           auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceGetPluginAdminPageProcedure:      auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceCreateGatewayInterfaceProcedure:  auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceUpdateGatewayInterfaceProcedure:  auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceEnableGatewayInterfaceProcedure:  auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceDisableGatewayInterfaceProcedure: auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceListGatewayInterfacesProcedure:   auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceGetGatewayInterfaceProcedure:     auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceTestGatewayInterfaceProcedure:    auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceConfirmBankTransferProcedure:     auth.AdminOnly,
+	gatewaypbconnect.PaymentMethodServiceListPaymentMethodsProcedure:     auth.Authenticated,
+}
+
+// BankTransferConfirmer applies an admin's confirmation of a bank transfer:
+// the payment domain's success path (row lock, status check, order paid,
+// order_paid event, audit) in one transaction. *payment.Service implements
+// it.
+type BankTransferConfirmer interface {
+	ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, reference string) (store.Payment, error)
+}
+
+// Handler serves billing.gateway.GatewayAdminService: decode, call the
+// domain, encode.
+type Handler struct {
+	gatewaypbconnect.UnimplementedGatewayAdminServiceHandler
+	svc     *Service
+	confirm BankTransferConfirmer
+	log     *slog.Logger
+}
+
+// NewHandler returns the GatewayAdminService handler. confirm may be nil
+// while the payment domain does not offer it: ConfirmBankTransfer then
+// answers Unimplemented.
+func NewHandler(svc *Service, confirm BankTransferConfirmer, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{svc: svc, confirm: confirm, log: log}
+}
+
+var _ gatewaypbconnect.GatewayAdminServiceHandler = (*Handler)(nil)
+
+func (h *Handler) fail(ctx context.Context, err error) error { return rpc.Error(ctx, h.log, err) }
+
+// ListPlugins implements GatewayAdminService.ListPlugins.
+func (h *Handler) ListPlugins(ctx context.Context, req *connect.Request[gatewaypb.ListPluginsRequest]) (*connect.Response[gatewaypb.ListPluginsResponse], error) {
+	rows, err := h.svc.ListPlugins(ctx, store.PluginFilter{Type: req.Msg.Type, Status: req.Msg.Status})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &gatewaypb.ListPluginsResponse{Plugins: make([]*gatewaypb.Plugin, 0, len(rows))}
+	for _, p := range rows {
+		m, err := pluginRecord(p)
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		out.Plugins = append(out.Plugins, m)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetPlugin implements GatewayAdminService.GetPlugin.
+func (h *Handler) GetPlugin(ctx context.Context, req *connect.Request[gatewaypb.GetPluginRequest]) (*connect.Response[gatewaypb.GetPluginResponse], error) {
+	p, err := h.svc.GetPlugin(ctx, req.Msg.GetName())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	m, err := pluginRecord(p)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.GetPluginResponse{Plugin: m}), nil
+}
+
+// ReloadPlugins implements GatewayAdminService.ReloadPlugins.
+func (h *Handler) ReloadPlugins(ctx context.Context, _ *connect.Request[gatewaypb.ReloadPluginsRequest]) (*connect.Response[gatewaypb.ReloadPluginsResponse], error) {
+	rep, err := h.svc.Reload(ctx)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &gatewaypb.ReloadPluginsResponse{Files: uint32(rep.Files), Warnings: rep.Warnings, Changes: make([]*gatewaypb.PluginChange, 0, len(rep.Changes))}
+	for _, c := range rep.Changes {
+		out.Changes = append(out.Changes, &gatewaypb.PluginChange{
+			Name: c.Name, Change: c.Kind, PreviousVersion: c.PreviousVersion, FileVersion: c.FileVersion,
+			Error: c.Error, InterfacesUpdated: uint32(c.InterfacesUpdated),
+		})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetPluginAdminPage implements GatewayAdminService.GetPluginAdminPage.
+func (h *Handler) GetPluginAdminPage(ctx context.Context, req *connect.Request[gatewaypb.GetPluginAdminPageRequest]) (*connect.Response[gatewaypb.GetPluginAdminPageResponse], error) {
+	id, err := rpc.OptionalID(req.Msg.GatewayInterfaceId, "gateway_interface_id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	text, err := h.svc.AdminPage(ctx, req.Msg.GetName(), id)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.GetPluginAdminPageResponse{Content: text}), nil
+}
+
+// CreateGatewayInterface implements GatewayAdminService.CreateGatewayInterface.
+func (h *Handler) CreateGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.CreateGatewayInterfaceRequest]) (*connect.Response[gatewaypb.CreateGatewayInterfaceResponse], error) {
+	m := req.Msg
+	v, err := h.svc.CreateInterface(ctx, NewInterface{PluginName: m.GetPluginName(), DisplayName: m.GetDisplayName(), Config: structMap(m.GetConfig())})
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	gi, err := interfaceRecord(v)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.CreateGatewayInterfaceResponse{GatewayInterface: gi}), nil
+}
+
+// UpdateGatewayInterface implements GatewayAdminService.UpdateGatewayInterface.
+func (h *Handler) UpdateGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.UpdateGatewayInterfaceRequest]) (*connect.Response[gatewaypb.UpdateGatewayInterfaceResponse], error) {
+	m := req.Msg
+	id, err := rpc.ParseID(m.GetId(), "id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	u := InterfaceUpdate{DisplayName: m.DisplayName}
+	if m.Config != nil {
+		u.Config = structMap(m.Config)
+	}
+	v, err := h.svc.UpdateInterface(ctx, id, u)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	gi, err := interfaceRecord(v)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.UpdateGatewayInterfaceResponse{GatewayInterface: gi}), nil
+}
+
+// EnableGatewayInterface implements GatewayAdminService.EnableGatewayInterface.
+func (h *Handler) EnableGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.EnableGatewayInterfaceRequest]) (*connect.Response[gatewaypb.EnableGatewayInterfaceResponse], error) {
+	gi, err := h.setEnabled(ctx, req.Msg.GetId(), true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewaypb.EnableGatewayInterfaceResponse{GatewayInterface: gi}), nil
+}
+
+// DisableGatewayInterface implements GatewayAdminService.DisableGatewayInterface.
+func (h *Handler) DisableGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.DisableGatewayInterfaceRequest]) (*connect.Response[gatewaypb.DisableGatewayInterfaceResponse], error) {
+	gi, err := h.setEnabled(ctx, req.Msg.GetId(), false)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewaypb.DisableGatewayInterfaceResponse{GatewayInterface: gi}), nil
+}
+
+func (h *Handler) setEnabled(ctx context.Context, rawID string, enabled bool) (*gatewaypb.GatewayInterface, error) {
+	id, err := rpc.ParseID(rawID, "id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	v, err := h.svc.SetInterfaceEnabled(ctx, id, enabled)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	gi, err := interfaceRecord(v)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return gi, nil
+}
+
+// ListGatewayInterfaces implements GatewayAdminService.ListGatewayInterfaces.
+func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Request[gatewaypb.ListGatewayInterfacesRequest]) (*connect.Response[gatewaypb.ListGatewayInterfacesResponse], error) {
+	m := req.Msg
+	rows, page, err := h.svc.ListInterfaces(ctx, store.GatewayInterfaceFilter{PluginName: m.PluginName, Enabled: m.Enabled},
+		m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	out := &gatewaypb.ListGatewayInterfacesResponse{
+		GatewayInterfaces: make([]*gatewaypb.GatewayInterface, 0, len(rows)),
+		Meta:              &paymentpb.PageMeta{Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages()},
+	}
+	for _, v := range rows {
+		gi, err := interfaceRecord(v)
+		if err != nil {
+			return nil, h.fail(ctx, err)
+		}
+		out.GatewayInterfaces = append(out.GatewayInterfaces, gi)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetGatewayInterface implements GatewayAdminService.GetGatewayInterface.
+func (h *Handler) GetGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.GetGatewayInterfaceRequest]) (*connect.Response[gatewaypb.GetGatewayInterfaceResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	v, err := h.svc.GetInterface(ctx, id)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	gi, err := interfaceRecord(v)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.GetGatewayInterfaceResponse{GatewayInterface: gi}), nil
+}
+
+// TestGatewayInterface implements GatewayAdminService.TestGatewayInterface.
+func (h *Handler) TestGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.TestGatewayInterfaceRequest]) (*connect.Response[gatewaypb.TestGatewayInterfaceResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	res, err := h.svc.TestInterface(ctx, id)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.TestGatewayInterfaceResponse{Ok: res.OK, Message: res.Message}), nil
+}
+
+// ConfirmBankTransfer implements GatewayAdminService.ConfirmBankTransfer by
+// handing the confirmation to the payment domain.
+func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[gatewaypb.ConfirmBankTransferRequest]) (*connect.Response[gatewaypb.ConfirmBankTransferResponse], error) {
+	if h.confirm == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bank transfer confirmation is not available yet"))
+	}
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	p, err := h.confirm.ConfirmBankTransfer(ctx, id, req.Msg.GetReference())
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&gatewaypb.ConfirmBankTransferResponse{Payment: payment.Record(p)}), nil
+}
+
+// MethodsHandler serves billing.gateway.PaymentMethodService.
+type MethodsHandler struct {
+	gatewaypbconnect.UnimplementedPaymentMethodServiceHandler
+	svc *Service
+	log *slog.Logger
+}
+
+// NewMethodsHandler returns the PaymentMethodService handler.
+func NewMethodsHandler(svc *Service, log *slog.Logger) *MethodsHandler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &MethodsHandler{svc: svc, log: log}
+}
+
+var _ gatewaypbconnect.PaymentMethodServiceHandler = (*MethodsHandler)(nil)
+
+// ListPaymentMethods implements PaymentMethodService.ListPaymentMethods.
+func (h *MethodsHandler) ListPaymentMethods(ctx context.Context, _ *connect.Request[gatewaypb.ListPaymentMethodsRequest]) (*connect.Response[gatewaypb.ListPaymentMethodsResponse], error) {
+	rows, err := h.svc.PaymentMethods(ctx)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := &gatewaypb.ListPaymentMethodsResponse{PaymentMethods: make([]*gatewaypb.PaymentMethod, 0, len(rows))}
+	for _, m := range rows {
+		out.PaymentMethods = append(out.PaymentMethods, &gatewaypb.PaymentMethod{Id: m.ID.String(), DisplayName: m.DisplayName, PluginName: m.PluginName})
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ---- encoding ----
+
+func pluginRecord(p PluginView) (*gatewaypb.Plugin, error) {
+	info, err := toStruct(p.Info)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := toStruct(p.ConfigSchema)
+	if err != nil {
+		return nil, err
+	}
+	m := &gatewaypb.Plugin{
+		Name: p.Name, Type: p.Type, Version: p.Version, Status: p.Status, LastError: p.LastError,
+		Sha256: p.Sha256, Path: p.Path, Enabled: p.Enabled, Info: info, ConfigSchema: schema,
+		CreatedAt: rpc.Time(p.CreatedAt), UpdatedAt: rpc.Time(p.UpdatedAt),
+	}
+	if l := p.Loaded; l != nil {
+		m.HasAdminPage, m.LoadedVersion, m.LoadedSha256 = l.HasAdminPage, l.Version, l.SHA256
+	}
+	return m, nil
+}
+
+func interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
+	cfg, err := toStruct(v.Config)
+	if err != nil {
+		return nil, err
+	}
+	schema, err := toStruct(v.ConfigSchema)
+	if err != nil {
+		return nil, err
+	}
+	return &gatewaypb.GatewayInterface{
+		Id: v.ID.String(), PluginName: v.PluginName, DisplayName: v.DisplayName,
+		Config: cfg, ConfigSchema: schema, Enabled: v.Enabled, PluginStatus: v.PluginStatus,
+		CreatedAt: rpc.Time(v.CreatedAt), UpdatedAt: rpc.Time(v.UpdatedAt),
+	}, nil
+}
+
+func toStruct(m map[string]any) (*structpb.Struct, error) {
+	if m == nil {
+		m = map[string]any{}
+	}
+	s, err := structpb.NewStruct(m)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "cannot encode a stored JSON document")
+	}
+	return s, nil
+}
+
+// structMap is the JSON object a Struct carries; nil for nil.
+func structMap(s *structpb.Struct) map[string]any {
+	if s == nil {
+		return nil
+	}
+	return s.AsMap()
+}

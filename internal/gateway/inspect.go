@@ -1,0 +1,187 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/rustbill/paymentd/internal/plugin"
+)
+
+// Folders of the plugin directory and the type their scripts are compiled
+// as. A provider declares upstream_provider through info().type.
+var folderTypes = map[string]plugin.Type{
+	"gateway":  plugin.Gateway,
+	"notifier": plugin.Notifier,
+	"provider": plugin.FirstPartyProvider,
+}
+
+// FolderType is the plugin type of a folder of the plugin directory
+// (gateway/, notifier/, provider/), false for any other folder.
+func FolderType(folder string) (plugin.Type, bool) {
+	t, ok := folderTypes[folder]
+	return t, ok
+}
+
+// family groups the types a plugin may move between: a provider may become
+// an upstream provider with a new version, a gateway never becomes a
+// notifier (its interfaces would lose their plugin).
+func family(t plugin.Type) string {
+	switch t {
+	case plugin.FirstPartyProvider, plugin.UpstreamProvider:
+		return "provider"
+	}
+	return string(t)
+}
+
+// validName is what a plugin's file name (without .lua) may be: it is a
+// primary key, shown in URLs and logs.
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
+
+// inspectTimeout bounds the dry run of info and config_schema, which should
+// answer at once: they take no input and must not call out.
+const inspectTimeout = 5 * time.Second
+
+// Inspected is a script that compiled, keeps the contract of its type and
+// answered info and config_schema with what the contract says.
+type Inspected struct {
+	Name   string
+	Type   plugin.Type
+	Script *plugin.Script
+	// Plugin is the script loaded into the runtime Inspect was given (the
+	// dry run used another one, without HTTP); the caller keeps it or
+	// closes it.
+	Plugin *plugin.Plugin
+	// Info and ConfigSchema are the compact JSON objects the functions
+	// returned.
+	Info         []byte
+	ConfigSchema []byte
+	Schema       *ConfigSchema
+}
+
+// InspectError is why a script cannot be loaded: a compile error (with its
+// line), a contract violation, or a bad answer of info or config_schema.
+type InspectError struct {
+	Plugin string
+	// Line is the script line the error names, 0 when none.
+	Line int
+	Msg  string
+}
+
+func (e *InspectError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("plugin %s: line %d: %s", e.Plugin, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("plugin %s: %s", e.Plugin, e.Msg)
+}
+
+// Inspect compiles source as the plugin name of folder's type, dry-runs
+// info and config_schema with empty arguments (without HTTP) and loads the
+// script into rt. Both the scanner and `paymentd plugin check` use it, so a
+// file that passes the check loads.
+func Inspect(ctx context.Context, rt *plugin.Runtime, name, folder string, source []byte) (*Inspected, error) {
+	fail := func(line int, format string, args ...any) error {
+		return &InspectError{Plugin: name, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	if !validName.MatchString(name) {
+		return nil, fail(0, "the file name must be 1-100 letters, digits, '_', '.' or '-', starting with a letter or digit")
+	}
+	typ, ok := FolderType(folder)
+	if !ok {
+		return nil, fail(0, "folder %q is not a plugin type (gateway, notifier, provider)", folder)
+	}
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+
+	in, err := inspectAs(ctx, rt, name, typ, source)
+	if err != nil {
+		return nil, err
+	}
+	if typ == plugin.FirstPartyProvider {
+		var info struct {
+			Type *string `json:"type"`
+		}
+		_ = json.Unmarshal(in.Info, &info)
+		switch {
+		case info.Type == nil || *info.Type == "" || *info.Type == string(plugin.FirstPartyProvider):
+		case *info.Type == string(plugin.UpstreamProvider):
+			in.Plugin.Close()
+			if in, err = inspectAs(ctx, rt, name, plugin.UpstreamProvider, source); err != nil {
+				return nil, err
+			}
+		default:
+			in.Plugin.Close()
+			return nil, fail(0, "info().type is %q; a provider is first_party_provider or upstream_provider", *info.Type)
+		}
+	}
+	return in, nil
+}
+
+func inspectAs(ctx context.Context, rt *plugin.Runtime, name string, typ plugin.Type, source []byte) (*Inspected, error) {
+	sc, err := plugin.Compile(name, typ, source)
+	if err != nil {
+		var ce *plugin.CompileError
+		if errors.As(err, &ce) {
+			return nil, &InspectError{Plugin: name, Line: ce.Line, Msg: ce.Message}
+		}
+		return nil, &InspectError{Plugin: name, Msg: err.Error()}
+	}
+	// The dry run has no HTTP: info and config_schema describe the plugin
+	// and must not call out, least of all on every scan.
+	dry := dryRuntime.Load(sc)
+	defer dry.Close()
+	in := &Inspected{Name: name, Type: typ, Script: sc}
+	if in.Info, err = callObject(ctx, dry, "info"); err != nil {
+		return nil, err
+	}
+	if in.ConfigSchema, err = callObject(ctx, dry, "config_schema"); err != nil {
+		return nil, err
+	}
+	if in.Schema, err = ParseConfigSchema(in.ConfigSchema); err != nil {
+		return nil, &InspectError{Plugin: name, Msg: "config_schema(): " + err.Error()}
+	}
+	in.Plugin = rt.Load(sc)
+	return in, nil
+}
+
+// dryRuntime runs the dry runs: no HTTP, logs discarded.
+var dryRuntime = plugin.NewRuntime(plugin.Options{Logger: slog.New(slog.DiscardHandler)})
+
+// callObject calls fn("{}", "{}") and returns its answer, which must be a
+// JSON object, compacted.
+func callObject(ctx context.Context, p *plugin.Plugin, fn string) ([]byte, error) {
+	name := p.Script().Name()
+	out, err := p.Call(ctx, fn, "{}", "{}")
+	if err != nil {
+		var ce *plugin.CallError
+		if errors.As(err, &ce) {
+			return nil, &InspectError{Plugin: name, Line: scriptLine(name, ce.Message), Msg: fmt.Sprintf("%s() failed (%s): %s", fn, ce.Kind, ce.Message)}
+		}
+		return nil, &InspectError{Plugin: name, Msg: fmt.Sprintf("%s() failed: %v", fn, err)}
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &obj); err != nil || obj == nil {
+		return nil, &InspectError{Plugin: name, Msg: fmt.Sprintf("%s() must return a JSON object", fn)}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, []byte(out)); err != nil {
+		return nil, &InspectError{Plugin: name, Msg: fmt.Sprintf("%s(): %v", fn, err)}
+	}
+	return buf.Bytes(), nil
+}
+
+// scriptLine finds N in a Lua runtime error "name:N: message".
+func scriptLine(name, msg string) int {
+	m := regexp.MustCompile(`(?:^|\s)` + regexp.QuoteMeta(name) + `:(\d+):`).FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	var n int
+	_, _ = fmt.Sscanf(m[1], "%d", &n)
+	return n
+}

@@ -1,0 +1,481 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Changes a scan reports, one per plugin whose row it changed.
+const (
+	ChangeAdded         = "added"          // a new plugin (loaded or not: see Error)
+	ChangeUpgraded      = "upgraded"       // greater version: definition and interface schemas replaced
+	ChangeSourceUpdated = "source_updated" // equal or lower version: source and hash only
+	ChangeRecovered     = "recovered"      // loaded again with the stored code (after error or missing)
+	ChangeError         = "error"          // does not compile or breaks the contract: disabled
+	ChangeMissing       = "missing"        // the file is gone: disabled
+)
+
+// Change is what a scan changed about one plugin.
+type Change struct {
+	Name            string
+	Kind            string
+	PreviousVersion string
+	FileVersion     string
+	Error           string
+	// InterfacesUpdated counts the interfaces whose config schema an
+	// upgrade replaced.
+	InterfacesUpdated int64
+}
+
+// Report is the outcome of one scan.
+type Report struct {
+	Files   int
+	Changes []Change
+	// Warnings are for admins: an interface whose config does not satisfy
+	// its plugin's new schema, a plugin row whose update failed.
+	Warnings []string
+}
+
+// RegistryOptions configure a Registry.
+type RegistryOptions struct {
+	DB store.DB
+	// Dir is [plugins].dir; ScanInterval [plugins].scan_interval.
+	Dir          string
+	ScanInterval time.Duration
+	// Runtime loads the scripts; its HTTP goes through the outbound client.
+	Runtime *plugin.Runtime
+	// Clock stamps rows and audit entries; nil means time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+	// Observer, when set, watches every call of a loaded plugin (metrics,
+	// tracing).
+	Observer CallObserver
+}
+
+// CallObserver watches the calls of loaded plugins. StartCall is called
+// before fn of plugin runs and returns the context the call runs with (a
+// span's) and a function to call with the call's outcome.
+type CallObserver interface {
+	StartCall(ctx context.Context, plugin, fn string) (context.Context, func(err error))
+}
+
+// callErrorEvery bounds how often a plugin's failed calls are written to
+// its row: during a gateway outage every payment fails, and one write per
+// failure would add load exactly when the database is needed most.
+const callErrorEvery = 10 * time.Second
+
+// Registry is the plugin scanner and the set of plugins loaded in this
+// process. It implements payment.Gateways. See doc.go.
+type Registry struct {
+	db       store.DB
+	dir      string
+	interval time.Duration
+	rt       *plugin.Runtime
+	clock    func() time.Time
+	log      *slog.Logger
+	observer CallObserver
+
+	loaded atomic.Pointer[map[string]*loaded]
+	scanMu sync.Mutex // one scan at a time
+
+	runMu  sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// loaded is one compiled plugin in memory. It is immutable once published,
+// apart from the time its last failure was written.
+type loaded struct {
+	name   string
+	folder string
+	typ    plugin.Type
+	script *plugin.Script
+	plugin *plugin.Plugin
+	caller *recordingCaller
+	// What info() and config_schema() answered, compact JSON.
+	info       []byte
+	schemaJSON []byte
+	schema     *ConfigSchema
+	// lastRecorded is when a failed call was last written (unix nanos).
+	lastRecorded atomic.Int64
+}
+
+var _ payment.Gateways = (*Registry)(nil)
+
+// NewRegistry returns a stopped registry with nothing loaded.
+func NewRegistry(o RegistryOptions) *Registry {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Runtime == nil {
+		o.Runtime = plugin.NewRuntime(plugin.Options{Logger: o.Logger})
+	}
+	r := &Registry{
+		db: o.DB, dir: o.Dir, interval: o.ScanInterval, rt: o.Runtime,
+		clock: o.Clock, log: o.Logger.With("component", "plugin_scanner"), observer: o.Observer,
+	}
+	empty := map[string]*loaded{}
+	r.loaded.Store(&empty)
+	return r
+}
+
+// Dir is the plugin directory.
+func (r *Registry) Dir() string { return r.dir }
+
+// Start scans the directory once and then every ScanInterval until Stop.
+// An unreadable directory is logged and leaves nothing loaded; a database
+// failure is returned.
+func (r *Registry) Start(ctx context.Context) error {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	if r.done != nil {
+		return errors.New("plugin scanner already started")
+	}
+	if r.interval <= 0 {
+		return errors.New("[plugins].scan_interval must be positive")
+	}
+	if _, err := r.Scan(ctx); err != nil && !errors.Is(err, ErrPluginDir) {
+		return fmt.Errorf("plugin scan: %w", err)
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel, r.done = cancel, make(chan struct{})
+	go r.loop(loopCtx, r.interval, r.done)
+	r.log.Info("plugin scanner started", "dir", r.dir, "interval", r.interval.String())
+	return nil
+}
+
+// Stop ends the periodic scan and waits for a scan in progress. The loaded
+// plugins stay usable.
+func (r *Registry) Stop() {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	if r.done == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+	r.cancel, r.done = nil, nil
+	r.log.Info("plugin scanner stopped")
+}
+
+func (r *Registry) loop(ctx context.Context, every time.Duration, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := r.Scan(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("plugin scan failed", "err", err)
+			}
+		}
+	}
+}
+
+func (r *Registry) now() time.Time { return r.clock().UTC().Truncate(time.Microsecond) }
+
+func (r *Registry) current() map[string]*loaded { return *r.loaded.Load() }
+
+// lookup returns the plugin loaded under name, nil when none is.
+func (r *Registry) lookup(name string) *loaded { return r.current()[name] }
+
+// Get implements payment.Gateways: one read of the interface row, and the
+// plugin from memory (nil unless a gateway plugin of that name is loaded).
+func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gateway, error) {
+	gi, err := store.GetGatewayInterface(ctx, r.db, interfaceID)
+	if errors.Is(err, store.ErrNotFound) {
+		return payment.Gateway{}, apperr.New(apperr.NotFound, "gateway interface %s not found", interfaceID)
+	}
+	if err != nil {
+		return payment.Gateway{}, err
+	}
+	g := payment.Gateway{
+		InterfaceID: gi.ID,
+		PluginName:  gi.PluginName,
+		DisplayName: gi.DisplayName,
+		Enabled:     gi.Enabled,
+		ConfigJSON:  string(gi.Config),
+	}
+	if l := r.lookup(gi.PluginName); l != nil && l.typ == plugin.Gateway {
+		g.Plugin = l.caller
+	}
+	return g, nil
+}
+
+// LoadedPlugin describes the code of a plugin loaded in this process.
+type LoadedPlugin struct {
+	Type         plugin.Type
+	Version      string
+	SHA256       string
+	HasAdminPage bool
+}
+
+// Loaded reports what this process runs for the plugin name.
+func (r *Registry) Loaded(name string) (LoadedPlugin, bool) {
+	l := r.lookup(name)
+	if l == nil {
+		return LoadedPlugin{}, false
+	}
+	return LoadedPlugin{Type: l.typ, Version: l.script.Version(), SHA256: l.script.SHA256(), HasAdminPage: l.script.HasAdminPage()}, true
+}
+
+// Scan reads the plugin directory and brings the plugins table and the
+// loaded plugins in line with it, plugin by plugin (doc.go has the rules),
+// recording the changes under the system actor "plugin-scanner". A plugin
+// that fails is disabled alone; a database error for one plugin leaves it
+// as it was, the scan goes on, and the errors are returned joined. Only an
+// unreadable directory (ErrPluginDir) stops the scan before it changes
+// anything.
+func (r *Registry) Scan(ctx context.Context) (Report, error) {
+	return r.scan(ctx, scannerActor)
+}
+
+// scan is Scan on behalf of by (an admin's reload), for the audit log.
+func (r *Registry) scan(ctx context.Context, by actor) (Report, error) {
+	r.scanMu.Lock()
+	defer r.scanMu.Unlock()
+
+	files, err := readPluginDir(r.dir)
+	if err != nil {
+		r.log.Error("plugin directory cannot be read; nothing changed", "err", err)
+		return Report{}, err
+	}
+	rows, err := store.ListPlugins(ctx, r.db, store.PluginFilter{})
+	if err != nil {
+		return Report{}, err
+	}
+	stored := make(map[string]store.Plugin, len(rows))
+	for _, p := range rows {
+		stored[p.Name] = p
+	}
+
+	cur := r.current()
+	next := maps.Clone(cur)
+	rep := Report{Files: len(files)}
+	var errs []error
+	for _, name := range sortedNames(files, stored) {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		f := files[name]
+		if f == nil && stored[name].Status == store.PluginMissing && cur[name] == nil {
+			continue // gone before, still gone
+		}
+		out, err := r.scanOne(ctx, by, name, f, cur[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("plugin %s: %w", name, err))
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("plugin %s: not updated: the database refused the change; see the logs", name))
+			continue
+		}
+		if out.change != nil {
+			rep.Changes = append(rep.Changes, *out.change)
+		}
+		rep.Warnings = append(rep.Warnings, out.warnings...)
+		if out.load != nil {
+			next[name] = out.load
+		} else {
+			delete(next, name)
+		}
+	}
+	// One swap for the whole scan: a Get sees the old set or the new one.
+	// Replaced plugins are not closed: a Gateway handed out just before may
+	// still call it; its idle states are plain Go memory, collected with it.
+	r.loaded.Store(&next)
+	return rep, errors.Join(errs...)
+}
+
+// outcome is what scanning one plugin decided.
+type outcome struct {
+	change   *Change
+	warnings []string
+	// load is what memory holds for the plugin afterwards; nil: nothing.
+	load *loaded
+}
+
+func (r *Registry) scanOne(ctx context.Context, by actor, name string, f *pluginFile, cur *loaded) (outcome, error) {
+	cand, candErr := r.prepare(ctx, f, cur)
+	fresh := cand != nil && cand != cur // compiled now, not yet published
+
+	var out outcome
+	var upgradedSchema *ConfigSchema
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		d := decision{r: r, ctx: ctx, tx: tx, by: by, at: r.now(), name: name, file: f, cand: cand, candErr: candErr}
+		var err error
+		out, upgradedSchema, err = d.apply()
+		return err
+	})
+	if err != nil {
+		if fresh {
+			cand.plugin.Close()
+		}
+		r.log.Error("plugin scan: cannot record the plugin; memory left as it was", "plugin", name, "err", err)
+		return outcome{}, err
+	}
+	if fresh && out.load != cand {
+		cand.plugin.Close()
+	}
+	r.logOutcome(name, f, cur, out)
+	if upgradedSchema != nil {
+		out.warnings = append(out.warnings, r.checkInterfaces(ctx, name, upgradedSchema)...)
+	}
+	return out, nil
+}
+
+// prepare compiles f unless memory already runs the same bytes of the same
+// folder. It returns (nil, nil) when there is no file.
+func (r *Registry) prepare(ctx context.Context, f *pluginFile, cur *loaded) (*loaded, error) {
+	if f == nil {
+		return nil, nil
+	}
+	if f.problem != "" {
+		return nil, &InspectError{Plugin: f.name, Msg: f.problem}
+	}
+	if cur != nil && cur.folder == f.folder && cur.script.SHA256() == f.sha256 {
+		return cur, nil
+	}
+	in, err := Inspect(ctx, r.rt, f.name, f.folder, f.source)
+	if err != nil {
+		return nil, err
+	}
+	l := &loaded{name: f.name, folder: f.folder, typ: in.Type, script: in.Script, plugin: in.Plugin}
+	l.caller = &recordingCaller{r: r, l: l}
+	l.info, l.schemaJSON, l.schema = in.Info, in.ConfigSchema, in.Schema
+	return l, nil
+}
+
+func (r *Registry) logOutcome(name string, f *pluginFile, cur *loaded, out outcome) {
+	if c := out.change; c != nil {
+		attrs := []any{"plugin", name, "change", c.Kind, "stored_version", c.PreviousVersion, "file_version", c.FileVersion}
+		switch c.Kind {
+		case ChangeError:
+			r.log.Error("plugin disabled: "+c.Error, attrs...)
+		case ChangeMissing:
+			r.log.Warn("plugin disabled: its file is gone", attrs...)
+		case ChangeUpgraded:
+			r.log.Info("plugin upgraded", append(attrs, "interfaces_updated", c.InterfacesUpdated)...)
+		default:
+			r.log.Info("plugin "+c.Kind, attrs...)
+		}
+	}
+	switch {
+	case out.load != nil && out.load != cur:
+		r.log.Info("plugin loaded", "plugin", name, "type", string(out.load.typ), "version", out.load.script.Version(),
+			"sha256", out.load.script.SHA256(), "path", f.rel)
+	case out.load == nil && cur != nil:
+		r.log.Warn("plugin unloaded", "plugin", name)
+	}
+}
+
+// checkInterfaces validates the config of every interface of an upgraded
+// plugin against its new schema. The upgrade stands either way (the spec
+// says the schema is pushed); an admin has to fix what no longer fits, and
+// EnableGatewayInterface refuses it until then.
+func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *ConfigSchema) []string {
+	gis, err := store.ListGatewayInterfacesOfPlugin(ctx, r.db, name)
+	if err != nil {
+		r.log.Warn("cannot check the interfaces of an upgraded plugin", "plugin", name, "err", err)
+		return nil
+	}
+	var warnings []string
+	for _, gi := range gis {
+		cfg, err := decodeConfig(gi.Config)
+		if err != nil {
+			continue
+		}
+		if problems := schema.Problems(cfg); len(problems) > 0 {
+			msg := fmt.Sprintf("gateway interface %s (%s): config does not satisfy the new schema of plugin %s: %s",
+				gi.ID, gi.DisplayName, name, joinProblems(problems))
+			r.log.Warn("gateway interface config does not satisfy its plugin's new schema",
+				"plugin", name, "gateway_interface_id", gi.ID, "problems", joinProblems(problems))
+			warnings = append(warnings, msg)
+		}
+	}
+	return warnings
+}
+
+// recordingCaller is the payment.Caller of a loaded plugin: a failed call is
+// logged and, at most every callErrorEvery, stored as the plugin's last
+// error for admins.
+type recordingCaller struct {
+	r *Registry
+	l *loaded
+}
+
+func (c *recordingCaller) Call(ctx context.Context, fn, configJSON, inputJSON string) (string, error) {
+	if o := c.r.observer; o != nil {
+		var done func(error)
+		ctx, done = o.StartCall(ctx, c.l.name, fn)
+		out, err := c.call(ctx, fn, configJSON, inputJSON)
+		done(err)
+		return out, err
+	}
+	return c.call(ctx, fn, configJSON, inputJSON)
+}
+
+func (c *recordingCaller) call(ctx context.Context, fn, configJSON, inputJSON string) (string, error) {
+	out, err := c.l.plugin.Call(ctx, fn, configJSON, inputJSON)
+	if err != nil {
+		c.r.callFailed(ctx, c.l, fn, err)
+	}
+	return out, err
+}
+
+func (r *Registry) callFailed(ctx context.Context, l *loaded, fn string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return // the caller gave up: nothing wrong with the plugin
+	}
+	msg := err.Error()
+	r.log.WarnContext(ctx, "plugin call failed", "plugin", l.name, "function", fn, "err", msg)
+	now := r.clock()
+	last := l.lastRecorded.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < callErrorEvery {
+		return
+	}
+	if !l.lastRecorded.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if _, err := store.SetPluginCallError(wctx, r.db, l.name, l.script.SHA256(), truncate(msg, 2000), r.now()); err != nil {
+		r.log.Warn("cannot record a plugin's failed call", "plugin", l.name, "err", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// Plugin hands out the loaded plugin of any type by name, for the notifier
+// and provider lookups (plugin.Plugins via plugin.PluginsFunc). The registry
+// keeps no per-plugin configuration for those types, so configJSON is "":
+// notifiers are configured in [notify], providers per product.
+func (r *Registry) Plugin(name string) (plugin.Caller, string, bool) {
+	l := r.lookup(name)
+	if l == nil || l.caller == nil {
+		return nil, "", false
+	}
+	return l.caller, "", true
+}

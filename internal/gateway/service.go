@@ -1,0 +1,607 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// maxAdminPageBytes bounds what admin_page may answer.
+const maxAdminPageBytes = 1 << 20
+
+// Service is the admin side of plugins and gateway interfaces, and the
+// customers' list of payment methods.
+type Service struct {
+	db    store.DB
+	reg   *Registry
+	clock func() time.Time
+	log   *slog.Logger
+}
+
+// NewService returns the gateway domain over db and the registry; clock is
+// the time source (nil: time.Now).
+func NewService(db store.DB, reg *Registry, clock func() time.Time, log *slog.Logger) *Service {
+	if clock == nil {
+		clock = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{db: db, reg: reg, clock: clock, log: log}
+}
+
+func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+func requireAdmin(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
+// ---- plugins ----
+
+// PluginView is a plugin row and what this process runs of it.
+type PluginView struct {
+	store.Plugin
+	Info         map[string]any
+	ConfigSchema map[string]any
+	// Loaded is nil when this process runs no code of the plugin.
+	Loaded *LoadedPlugin
+}
+
+func (s *Service) pluginView(p store.Plugin) PluginView {
+	v := PluginView{Plugin: p}
+	v.Info, _ = decodeConfig(p.Info)
+	v.ConfigSchema, _ = decodeConfig(p.ConfigSchema)
+	if l, ok := s.reg.Loaded(p.Name); ok {
+		v.Loaded = &l
+	}
+	return v
+}
+
+// ListPlugins lists plugins by name (admin).
+func (s *Service) ListPlugins(ctx context.Context, f store.PluginFilter) ([]PluginView, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := store.ListPlugins(ctx, s.db, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PluginView, len(rows))
+	for i, p := range rows {
+		out[i] = s.pluginView(p)
+	}
+	return out, nil
+}
+
+// GetPlugin reads one plugin (admin).
+func (s *Service) GetPlugin(ctx context.Context, name string) (PluginView, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return PluginView{}, err
+	}
+	p, err := s.plugin(ctx, s.db, name)
+	if err != nil {
+		return PluginView{}, err
+	}
+	return s.pluginView(p), nil
+}
+
+func (s *Service) plugin(ctx context.Context, db store.DB, name string) (store.Plugin, error) {
+	p, err := store.GetPlugin(ctx, db, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return p, apperr.New(apperr.NotFound, "plugin %q not found", name)
+	}
+	return p, err
+}
+
+// Reload scans the plugin directory now (admin) and records that it was
+// asked for; the scan records each plugin it changes.
+func (s *Service) Reload(ctx context.Context) (Report, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return Report{}, err
+	}
+	by := actorOf(p)
+	rep, scanErr := s.reg.scan(ctx, by)
+	if errors.Is(scanErr, ErrPluginDir) {
+		return Report{}, apperr.Wrap(apperr.FailedPrecondition, scanErr, "the plugin directory [plugins].dir cannot be read; nothing changed")
+	}
+	state := reloadState{Files: rep.Files, Changes: []string{}, Warnings: len(rep.Warnings)}
+	for _, c := range rep.Changes {
+		state.Changes = append(state.Changes, c.Name+": "+c.Kind)
+	}
+	if err := writeAudit(ctx, s.db, by, s.now(), ActionPluginReload, entityPluginDir, s.reg.Dir(), nil, state); err != nil {
+		return Report{}, err
+	}
+	if scanErr != nil {
+		// Some plugins could not be recorded; the report says which.
+		s.log.ErrorContext(ctx, "plugin reload finished with errors", "err", scanErr)
+	}
+	return rep, nil
+}
+
+// AdminPage runs the plugin's admin_page with the config of interfaceID
+// (nil: an empty config) and returns its text (admin).
+func (s *Service) AdminPage(ctx context.Context, name string, interfaceID *uuid.UUID) (string, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return "", err
+	}
+	row, err := s.plugin(ctx, s.db, name)
+	if err != nil {
+		return "", err
+	}
+	l := s.reg.lookup(name)
+	if l == nil {
+		return "", notLoaded(row)
+	}
+	if !l.script.HasAdminPage() {
+		return "", apperr.New(apperr.NotFound, "plugin %q has no admin page", name)
+	}
+	config, input := "{}", "{}"
+	if interfaceID != nil {
+		gi, err := s.iface(ctx, s.db, *interfaceID)
+		if err != nil {
+			return "", err
+		}
+		if gi.PluginName != name {
+			return "", apperr.New(apperr.InvalidArgument, "gateway interface %s belongs to plugin %q, not %q", gi.ID, gi.PluginName, name)
+		}
+		config = string(gi.Config)
+		in, _ := json.Marshal(map[string]string{"gateway_interface_id": gi.ID.String()})
+		input = string(in)
+	}
+	out, err := l.caller.Call(ctx, plugin.AdminPage, config, input)
+	if err != nil {
+		return "", callFailure(err, name, plugin.AdminPage)
+	}
+	if len(out) > maxAdminPageBytes {
+		return "", apperr.New(apperr.Internal, "admin_page of plugin %q answered more than %d bytes", name, maxAdminPageBytes)
+	}
+	if !utf8.ValidString(out) {
+		return "", apperr.New(apperr.Internal, "admin_page of plugin %q answered text that is not UTF-8", name)
+	}
+	return out, nil
+}
+
+func notLoaded(p store.Plugin) error {
+	if p.LastError != "" && p.Status != store.PluginLoaded {
+		return apperr.New(apperr.FailedPrecondition, "plugin %q is not loaded (status %s: %s)", p.Name, p.Status, p.LastError)
+	}
+	return apperr.New(apperr.FailedPrecondition, "plugin %q is not loaded (status %s)", p.Name, p.Status)
+}
+
+// callFailure maps a failed plugin call: an open circuit is Unavailable
+// naming the host (docs/decisions.md), a caller that went away keeps its
+// context error, anything else is Internal with the cause in the logs.
+func callFailure(err error, pluginName, fn string) error {
+	var open *outbound.CircuitOpenError
+	switch {
+	case errors.As(err, &open):
+		return apperr.Wrap(apperr.Unavailable, err, "circuit open for host %s; retry after %s", open.Host, open.RetryAt.UTC().Format(time.RFC3339))
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return apperr.Wrap(apperr.Internal, err, "plugin %q: %s failed", pluginName, fn)
+}
+
+// ---- gateway interfaces ----
+
+// InterfaceView is a gateway interface as admins see it: secrets masked.
+type InterfaceView struct {
+	ID           uuid.UUID
+	PluginName   string
+	DisplayName  string
+	Config       map[string]any
+	ConfigSchema map[string]any
+	Enabled      bool
+	PluginStatus string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// view masks gi's config with gi's own schema. A schema that no longer
+// parses masks every value: a secret must never show because a schema broke.
+func (s *Service) view(gi store.GatewayInterface, pluginStatus string) (InterfaceView, error) {
+	cfg, err := decodeConfig(gi.Config)
+	if err != nil {
+		return InterfaceView{}, apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
+	}
+	schemaMap, _ := decodeConfig(gi.ConfigSchema)
+	return InterfaceView{
+		ID: gi.ID, PluginName: gi.PluginName, DisplayName: gi.DisplayName,
+		Config: s.masked(gi, cfg), ConfigSchema: schemaMap, Enabled: gi.Enabled,
+		PluginStatus: pluginStatus, CreatedAt: gi.CreatedAt, UpdatedAt: gi.UpdatedAt,
+	}, nil
+}
+
+func (s *Service) masked(gi store.GatewayInterface, cfg map[string]any) map[string]any {
+	schema, err := cachedSchema(gi.ConfigSchema)
+	if err != nil {
+		s.log.Error("gateway interface has a config schema that does not parse; every config value is masked", "gateway_interface_id", gi.ID, "err", err)
+		out := make(map[string]any, len(cfg))
+		for k := range cfg {
+			out[k] = Mask
+		}
+		return out
+	}
+	return schema.Mask(cfg)
+}
+
+func (s *Service) iface(ctx context.Context, db store.DB, id uuid.UUID) (store.GatewayInterface, error) {
+	gi, err := store.GetGatewayInterface(ctx, db, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return gi, apperr.New(apperr.NotFound, "gateway interface %s not found", id)
+	}
+	return gi, err
+}
+
+// NewInterface is a gateway interface to create.
+type NewInterface struct {
+	PluginName  string
+	DisplayName string
+	// Config is the interface's configuration; nil means {}.
+	Config map[string]any
+}
+
+// CreateInterface configures a new, disabled interface of a loaded gateway
+// plugin; the config must satisfy the plugin's config schema, which the
+// interface keeps (admin).
+func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (InterfaceView, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return InterfaceView{}, err
+	}
+	display, err := displayName(in.DisplayName)
+	if err != nil {
+		return InterfaceView{}, err
+	}
+	cfg := in.Config
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	var out InterfaceView
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		// Locked so that an upgrade cannot slip between reading the schema
+		// and the insert and leave this interface with the old schema.
+		pl, err := store.LockPlugin(ctx, tx, in.PluginName)
+		if errors.Is(err, store.ErrNotFound) {
+			return apperr.New(apperr.NotFound, "plugin %q not found", in.PluginName)
+		}
+		if err != nil {
+			return err
+		}
+		if pl.Type != string(plugin.Gateway) {
+			return apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin; only gateway plugins back a gateway interface", pl.Name, pl.Type)
+		}
+		if pl.Status != store.PluginLoaded || !pl.Enabled {
+			return notLoaded(pl)
+		}
+		schema, err := cachedSchema(pl.ConfigSchema)
+		if err != nil {
+			return apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
+		}
+		if problems := append(schema.MaskSent(cfg), schema.Problems(cfg)...); len(problems) > 0 {
+			return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
+		}
+		raw, err := json.Marshal(cfg)
+		if err != nil {
+			return apperr.Wrap(apperr.InvalidArgument, err, "config: not representable as JSON")
+		}
+		gi, err := store.InsertGatewayInterface(ctx, tx, store.NewGatewayInterface{
+			PluginName: pl.Name, DisplayName: display, Config: raw, ConfigSchema: pl.ConfigSchema, At: s.now(),
+		})
+		if err != nil {
+			return err
+		}
+		if out, err = s.view(gi, pl.Status); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, actorOf(p), gi.CreatedAt, ActionInterfaceCreate, entityInterface, gi.ID.String(), nil, snapshotOf(out))
+	})
+	return out, err
+}
+
+// InterfaceUpdate is what UpdateInterface changes; nil fields stay.
+type InterfaceUpdate struct {
+	DisplayName *string
+	// Config replaces the config. A secret it omits or sends as Mask keeps
+	// the stored value.
+	Config map[string]any
+}
+
+// UpdateInterface renames an interface or replaces its config, which must
+// satisfy the interface's schema (admin).
+func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u InterfaceUpdate) (InterfaceView, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return InterfaceView{}, err
+	}
+	var out InterfaceView
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		gi, err := s.lockIface(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		pl, err := store.GetPlugin(ctx, tx, gi.PluginName)
+		if err != nil {
+			return err
+		}
+		before, err := s.view(gi, pl.Status)
+		if err != nil {
+			return err
+		}
+		display := gi.DisplayName
+		if u.DisplayName != nil {
+			if display, err = displayName(*u.DisplayName); err != nil {
+				return err
+			}
+		}
+		raw := gi.Config
+		if u.Config != nil {
+			schema, err := cachedSchema(gi.ConfigSchema)
+			if err != nil {
+				return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse; reload the plugin", id)
+			}
+			stored, err := decodeConfig(gi.Config)
+			if err != nil {
+				return apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", id)
+			}
+			merged := schema.Merge(stored, u.Config)
+			if problems := schema.Problems(merged); len(problems) > 0 {
+				return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
+			}
+			if raw, err = json.Marshal(merged); err != nil {
+				return apperr.Wrap(apperr.InvalidArgument, err, "config: not representable as JSON")
+			}
+		}
+		updated, err := store.UpdateGatewayInterface(ctx, tx, id, display, raw, s.now())
+		if err != nil {
+			return err
+		}
+		if out, err = s.view(updated, pl.Status); err != nil {
+			return err
+		}
+		return writeAudit(ctx, tx, actorOf(p), updated.UpdatedAt, ActionInterfaceUpdate, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
+	})
+	return out, err
+}
+
+// SetInterfaceEnabled enables or disables an interface (admin). Enabling
+// needs a loaded plugin and a config that satisfies the interface's schema
+// (an upgrade may have made it stale). Repeating the current state changes
+// nothing.
+func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled bool) (InterfaceView, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return InterfaceView{}, err
+	}
+	var out InterfaceView
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		gi, err := s.lockIface(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		pl, err := store.GetPlugin(ctx, tx, gi.PluginName)
+		if err != nil {
+			return err
+		}
+		before, err := s.view(gi, pl.Status)
+		if err != nil {
+			return err
+		}
+		if gi.Enabled == enabled {
+			out = before
+			return nil
+		}
+		if enabled {
+			if pl.Status != store.PluginLoaded || !pl.Enabled {
+				return notLoaded(pl)
+			}
+			if pl.Type != string(plugin.Gateway) {
+				return apperr.New(apperr.FailedPrecondition, "plugin %q is a %s plugin, not a gateway", pl.Name, pl.Type)
+			}
+			if err := configSatisfiesSchema(gi); err != nil {
+				return err
+			}
+		}
+		updated, err := store.SetGatewayInterfaceEnabled(ctx, tx, id, enabled, s.now())
+		if err != nil {
+			return err
+		}
+		if out, err = s.view(updated, pl.Status); err != nil {
+			return err
+		}
+		action := ActionInterfaceDisable
+		if enabled {
+			action = ActionInterfaceEnable
+		}
+		return writeAudit(ctx, tx, actorOf(p), updated.UpdatedAt, action, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
+	})
+	return out, err
+}
+
+func configSatisfiesSchema(gi store.GatewayInterface) error {
+	schema, err := cachedSchema(gi.ConfigSchema)
+	if err != nil {
+		return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse", gi.ID)
+	}
+	cfg, err := decodeConfig(gi.Config)
+	if err != nil {
+		return apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
+	}
+	if problems := schema.Problems(cfg); len(problems) > 0 {
+		return apperr.New(apperr.FailedPrecondition, "the config does not satisfy the interface's schema; update it first: %s", joinProblems(problems))
+	}
+	return nil
+}
+
+func (s *Service) lockIface(ctx context.Context, tx pgx.Tx, id uuid.UUID) (store.GatewayInterface, error) {
+	gi, err := store.LockGatewayInterface(ctx, tx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return gi, apperr.New(apperr.NotFound, "gateway interface %s not found", id)
+	}
+	return gi, err
+}
+
+// GetInterface reads one interface, secrets masked (admin).
+func (s *Service) GetInterface(ctx context.Context, id uuid.UUID) (InterfaceView, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return InterfaceView{}, err
+	}
+	v, err := store.GetGatewayInterfaceView(ctx, s.db, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return InterfaceView{}, apperr.New(apperr.NotFound, "gateway interface %s not found", id)
+	}
+	if err != nil {
+		return InterfaceView{}, err
+	}
+	return s.view(v.GatewayInterface, v.PluginStatus)
+}
+
+// ListInterfaces pages through interfaces, newest first (admin).
+func (s *Service) ListInterfaces(ctx context.Context, f store.GatewayInterfaceFilter, page, size uint32) ([]InterfaceView, payment.Page, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, payment.Page{}, err
+	}
+	page, size, err := payment.NormalizePage(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	rows, total, err := store.ListGatewayInterfaces(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	out := make([]InterfaceView, 0, len(rows))
+	for _, r := range rows {
+		v, err := s.view(r.GatewayInterface, r.PluginStatus)
+		if err != nil {
+			return nil, payment.Page{}, err
+		}
+		out = append(out, v)
+	}
+	return out, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+}
+
+// TestResult is what test_config answered.
+type TestResult struct {
+	OK      bool
+	Message string
+}
+
+// TestInterface runs the plugin's test_config with the interface's config
+// (admin). A failing script is a failed test, with the plugin's message for
+// the admin; an open circuit is Unavailable.
+func (s *Service) TestInterface(ctx context.Context, id uuid.UUID) (TestResult, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return TestResult{}, err
+	}
+	gw, err := s.reg.Get(ctx, id)
+	if err != nil {
+		return TestResult{}, err
+	}
+	if gw.Plugin == nil {
+		pl, err := s.plugin(ctx, s.db, gw.PluginName)
+		if err != nil {
+			return TestResult{}, err
+		}
+		return TestResult{}, notLoaded(pl)
+	}
+	out, err := gw.Plugin.Call(ctx, "test_config", gw.ConfigJSON, "{}")
+	if err != nil {
+		var ce *plugin.CallError
+		if errors.As(err, &ce) && !errors.Is(err, outbound.ErrCircuitOpen) && !errors.Is(err, context.Canceled) {
+			return TestResult{OK: false, Message: fmt.Sprintf("test_config failed (%s): %s", ce.Kind, truncate(ce.Message, 500))}, nil
+		}
+		return TestResult{}, callFailure(err, gw.PluginName, "test_config")
+	}
+	var res struct {
+		OK      *bool  `json:"ok"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OK == nil {
+		return TestResult{OK: false, Message: "test_config did not answer {\"ok\": bool, \"message\"}"}, nil
+	}
+	return TestResult{OK: *res.OK, Message: res.Message}, nil
+}
+
+// ---- payment methods ----
+
+// PaymentMethod is a gateway interface a customer may pay with.
+type PaymentMethod struct {
+	ID          uuid.UUID
+	DisplayName string
+	PluginName  string
+}
+
+// PaymentMethods lists the enabled interfaces of loaded gateway plugins
+// (any authenticated caller).
+func (s *Service) PaymentMethods(ctx context.Context) ([]PaymentMethod, error) {
+	if _, err := auth.Require(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := store.ListPaymentMethods(ctx, s.db)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PaymentMethod, len(rows))
+	for i, r := range rows {
+		out[i] = PaymentMethod{ID: r.ID, DisplayName: r.DisplayName, PluginName: r.PluginName}
+	}
+	return out, nil
+}
+
+// ---- helpers ----
+
+func displayName(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "", apperr.New(apperr.InvalidArgument, "display_name must not be empty")
+	}
+	if utf8.RuneCountInString(s) > 200 {
+		return "", apperr.New(apperr.InvalidArgument, "display_name must be at most 200 characters")
+	}
+	return s, nil
+}
+
+// decodeConfig decodes a JSON object (a config, a schema, info). Numbers
+// stay json.Number, so a stored config is written back digit for digit.
+func decodeConfig(raw []byte) (map[string]any, error) {
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return m, nil
+}
+
+func joinProblems(p []string) string { return strings.Join(p, "; ") }
+
+func snapshotOf(v InterfaceView) interfaceState {
+	return interfaceState{ID: v.ID, PluginName: v.PluginName, DisplayName: v.DisplayName, Enabled: v.Enabled, Config: v.Config}
+}

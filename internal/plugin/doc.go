@@ -1,0 +1,140 @@
+// Package plugin runs the Lua scripts — gateways, notifiers, providers — that
+// are the one place where code written outside this repository touches
+// money. The runtime is meant to be safe, fast and boring: a script can
+// compute, sign, encode and call out over HTTP through the host functions
+// of docs/plugins.md, and nothing else; a broken or hostile script fails its
+// own call with a typed error and leaves the process, the other calls and
+// the other plugins alone.
+//
+// # Compile, load, call
+//
+// Compile parses a script once (yuin/gopher-lua, Lua 5.1), rewrites it (see
+// "Strings" below), compiles it to a function prototype, runs it in a fresh
+// sandbox and checks its contract: every function of its type exists and
+// declares exactly two parameters, admin_page (optional) too, version()
+// returns a semantic version ("0.0.0" when absent). The error names the
+// function or the line. A Script is immutable.
+//
+// Runtime.Load makes a Plugin: a pool of sandboxed states, each built from
+// the script's prototype (never recompiled) when a call finds no idle one.
+// Plugin.Call borrows a state, so concurrent calls never share one:
+//
+//	Call ──▶ idle state? ──no──▶ new state: sandbox + run the prototype + snapshot _G
+//	           │ yes                    │
+//	           ▼                        ▼
+//	        fn(config_json, input_json) under the budget
+//	           │
+//	           ├── failed (error, timeout, budget, memory, bad result) ──▶ discarded
+//	           ├── created a global ──────────────────────────────────▶ discarded
+//	           └── clean ──▶ _G restored from the snapshot ──▶ idle (up to PoolSize, else discarded)
+//
+// A call's error is a *CallError of kind script_error, timeout, budget,
+// memory or bad_result. Its Message goes to logs and the plugin's last error,
+// never to a customer. When an HTTP host function failed during the call,
+// the CallError wraps that error, so errors.Is(err, outbound.ErrCircuitOpen)
+// tells an open circuit (Unavailable) from a script failure (Internal).
+//
+// # The sandbox
+//
+// Libraries are opened one by one (SkipOpenLibs), never all: base, string,
+// table and math. Not opened: os, io, debug, package (require, module),
+// coroutine, channel. Removed from base: dofile, loadfile, load, loadstring
+// (no code but the compiled script runs), collectgarbage, getfenv and
+// setfenv (no swapping another function's environment), newproxy,
+// _printregs; print logs instead of writing to stdout. Removed from string:
+// dump, gfind; math.randomseed is gone (it reseeds the whole process).
+//
+// Nothing of one call may be visible to the next call on the same state:
+//
+//   - The string metatable is a table of its own whose __metatable is false:
+//     getmetatable("") answers false, so getmetatable("").__index (the table
+//     every ("x"):method() call reads) can be neither reached nor rewritten.
+//   - string, table and math are empty read-only proxies over the real
+//     libraries: assigning string.rep raises an error, and so do rawset,
+//     table.insert and table.remove on them; their metatables are hidden.
+//   - setmetatable takes tables only (gopher-lua's would set the metatable
+//     shared by every number or boolean of the state).
+//   - _G is snapshotted after loading. After a clean call every global is
+//     compared with the snapshot and reset where it differs (md5 = nil, a
+//     replaced json_encode). A call that created a global (noticed by _G's
+//     hidden __newindex, and by rawset, table.insert… on _G) loses its
+//     state: gopher-lua tables never forget a key, so cleaning in place
+//     would let the state grow with every call.
+//   - Not reset: values the script itself keeps in module-level locals
+//     (upvalues) and the contents of its own tables. A script can keep a
+//     cache on purpose, as in any Lua host; the contract says a function's
+//     answer depends on its two arguments, and the shipped plugins keep no
+//     state. Re-running the prototype per call would reset those too, at the
+//     price of every closure and table of the script on every call.
+//
+// # What is bounded, and how
+//
+// gopher-lua has neither an instruction hook nor an allocator hook. What it
+// has is LState.SetContext: with a context set, its VM calls ctx.Done()
+// before every instruction. Each state's context is a budget (budget.go)
+// whose Done counts instructions, looks at the clock every 1024 steps and
+// returns a closed channel once a limit has tripped. A tripped limit is
+// sticky — every later instruction raises again — so pcall cannot swallow
+// it. Per call (Limits):
+//
+//   - Time: CallTimeout (default 10 s), or the caller's earlier deadline,
+//     host HTTP included: requests carry the caller's context with the
+//     call's deadline (and options_json's timeout_ms). Cancelling the
+//     caller's context stops the VM at the next instruction.
+//   - Instructions: Limits.Instructions VM instructions (default 10 million,
+//     about 0.1 s of tight loop). Go-side work that a single instruction can
+//     start is charged to the same budget: each character the pattern
+//     matcher tries, each JSON value, elements moved by table.insert/remove
+//     at a position and by table.sort.
+//   - Strings: Limits.MemoryBytes (default 64 MiB) is a per-call allowance
+//     for the bytes of strings the script builds and of HTTP bodies it
+//     receives, counted cumulatively and asked for before the string is
+//     built — string.rep("x", 2^30) or `s = s .. s` fail with kind memory
+//     having allocated almost nothing. Every builder goes through it: the
+//     `..` operator (rewritten at compile time into a call of a hidden local,
+//     since the VM concatenates without a hook), string.rep, format, gsub,
+//     upper, lower, reverse, char, table.concat, json_encode/json_decode,
+//     base64, urlencode, the hash functions and the HTTP functions. Go's own
+//     buffers may briefly hold up to twice the allowance.
+//   - Pattern matching is this package's own (pattern.go, Lua 5.1
+//     semantics): recursion per pattern item, at most 200 deep; gmatch and
+//     gsub produce matches one at a time. gopher-lua's matcher recursed once
+//     per subject character, could backtrack for hours inside one
+//     instruction, and collected every match ahead.
+//   - Stacks: 200 Lua frames; 65,536 value-stack slots (unpack of a huge
+//     table or string.byte(s, 1, -1) fail cleanly); JSON nesting 200.
+//   - Logging: 100 lines per call, 2 KiB per line.
+//   - Source: 1 MiB per script.
+//
+// Not bounded by MemoryBytes: tables, closures and the other values the
+// VM allocates itself. They are bounded only indirectly, by the instruction
+// budget and the deadline — an instruction adds at most one table or slot
+// (around a hundred bytes), so a hostile loop can still hold hundreds of
+// megabytes before its budget ends. One trick is closed: gopher-lua stores
+// t[k] in a Go slice for k below its MaxArrayIndex and fills the gap before
+// k with nils, so t[60000000] = 1 allocated a gigabyte in one instruction.
+// This package lowers MaxArrayIndex (process-wide, once, in init: it is the
+// only user of gopher-lua in paymentd) to 2^20, so one assignment fills at
+// most 16 MiB; larger keys go to the hash part, where # does not see them,
+// and json_decode refuses arrays that long. Plugins are code an
+// administrator installs, not customer input: the sandbox keeps them off the
+// machine and keeps mistakes (endless loops, runaway strings, deep
+// recursion) from hurting the service; it is not a memory jail, and the
+// process memory limit (GOMEMLIMIT, cgroup) stays the backstop.
+//
+// # Host functions and HTTP
+//
+// Host functions take at most five arguments, strings or nil (json_encode
+// takes any value); a wrong count or type raises a Lua error naming the
+// function and the argument. HTTP goes through Options.HTTP, an HTTPDoer
+// that the outbound client satisfies through a small adapter (see Response):
+// idempotent is true for GET and for a POST whose options_json says
+// "retry": true, and false otherwise — a payment creation or a refund is
+// never sent twice blindly. http_mtls does not use it: the shared client has
+// one transport and no client certificate, so each mTLS request gets a
+// one-off transport with the certificate from request_json, one attempt, no
+// redirects, the call's deadline, 10 s dial and handshake timeouts, 64 KiB
+// of headers and a body bounded by the memory allowance; there is no
+// circuit breaker on that path. HTTP functions are refused while a script
+// loads.
+package plugin

@@ -1,0 +1,260 @@
+package plugin
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// maxHostParams is the contract's bound on a host function's parameters.
+const maxHostParams = 5
+
+// Log lines per call and bytes per line: a script looping over log() must not
+// flood the service's logs.
+const (
+	maxLogLines = 100
+	maxLogBytes = 2048
+)
+
+// hostFunc is one function the service offers to scripts. Every argument is
+// a string or nil (json_encode excepted, which takes any value); a call with
+// more arguments than params, or an argument of another type, raises an error
+// naming the function and the argument.
+type hostFunc struct {
+	name   string
+	params []string
+	fn     func(s *state, L *lua.LState, a args) int
+}
+
+// hostFunctions is the list of docs/plugins.md.
+var hostFunctions = []hostFunc{
+	{"log", []string{"level", "message"}, hostLog},
+	{"http_get", []string{"url", "headers_json"}, hostHTTPGet},
+	{"http_post", []string{"url", "body", "content_type", "options_json"}, hostHTTPPost},
+	{"http_post_headers", []string{"url", "body", "headers_json", "options_json"}, hostHTTPPostHeaders},
+	{"http_post_binary", []string{"url", "body_base64", "content_type", "headers_json", "options_json"}, hostHTTPPostBinary},
+	{"http_mtls", []string{"method", "url", "body", "request_json", "options_json"}, hostHTTPMTLS},
+	{"md5", []string{"s"}, hostMD5},
+	{"sha256", []string{"s"}, hostSHA256},
+	{"hmac_sha256", []string{"key", "message"}, hostHMACSHA256},
+	{"base64_encode", []string{"s"}, hostBase64Encode},
+	{"base64_decode", []string{"s"}, hostBase64Decode},
+	{"urlencode", []string{"s"}, hostURLEncode},
+	{"urldecode", []string{"s"}, hostURLDecode},
+	{"json_encode", []string{"value"}, hostJSONEncode},
+	{"json_decode", []string{"s"}, hostJSONDecode},
+	{"parse_query", []string{"s"}, hostParseQuery},
+	{"now", nil, hostNow},
+}
+
+func init() {
+	for _, h := range hostFunctions {
+		if len(h.params) > maxHostParams {
+			panic("plugin: host function " + h.name + " has more than 5 parameters")
+		}
+	}
+}
+
+// args reads the arguments of one host call.
+type args struct {
+	h *hostFunc
+	L *lua.LState
+}
+
+// str returns argument i (1-based) as a string; nil is an error.
+func (a args) str(i int) string {
+	v, ok := a.opt(i)
+	if !ok {
+		a.L.RaiseError("%s: argument %d (%s) is required", a.h.name, i, a.h.params[i-1])
+	}
+	return v
+}
+
+// opt returns argument i, or "" and false when it is nil or absent.
+func (a args) opt(i int) (string, bool) {
+	switch v := a.L.Get(i).(type) {
+	case lua.LString:
+		return string(v), true
+	case *lua.LNilType:
+		return "", false
+	default:
+		a.L.RaiseError("%s: argument %d (%s) must be a string, got %s", a.h.name, i, a.h.params[i-1], v.Type())
+		return "", false
+	}
+}
+
+func (s *state) hostFunction(h hostFunc) lua.LGFunction {
+	return func(L *lua.LState) int {
+		if n := L.GetTop(); n > len(h.params) {
+			L.RaiseError("%s: takes at most %d %s, got %d", h.name, len(h.params), plural(len(h.params), "argument"), n)
+		}
+		return h.fn(s, L, args{h: &h, L: L})
+	}
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// pushString returns a host function's string result, charged to the budget.
+func (s *state) pushString(L *lua.LState, str string) int {
+	s.budget.alloc(L, int64(len(str)))
+	L.Push(lua.LString(str))
+	return 1
+}
+
+var logLevels = map[string]slog.Level{
+	"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError,
+}
+
+func hostLog(s *state, L *lua.LState, a args) int {
+	level, ok := logLevels[a.str(1)]
+	if !ok {
+		L.RaiseError("log: argument 1 (level) must be debug, info, warn or error")
+	}
+	s.log(level, a.str(2))
+	return 0
+}
+
+// luaPrint replaces print: its arguments, tab-separated, logged at info.
+func (s *state) luaPrint(L *lua.LState) int {
+	var sb strings.Builder
+	for i := 1; i <= L.GetTop(); i++ {
+		if i > 1 {
+			sb.WriteByte('\t')
+		}
+		sb.WriteString(L.ToStringMeta(L.Get(i)).String())
+		if sb.Len() > maxLogBytes {
+			break
+		}
+	}
+	s.log(slog.LevelInfo, sb.String())
+	return 0
+}
+
+func (s *state) log(level slog.Level, msg string) {
+	s.logs++
+	if s.logs > maxLogLines {
+		return
+	}
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if !s.env.logger.Enabled(ctx, level) {
+		return
+	}
+	if s.logs == maxLogLines {
+		msg = "log line limit reached, further lines of this call are dropped"
+		level = slog.LevelWarn
+	}
+	s.env.logger.Log(ctx, level, truncate(msg, maxLogBytes),
+		slog.String("plugin", s.script.name), slog.String("function", s.fn))
+}
+
+func hostMD5(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	s.budget.charge(L, int64(len(in)/64))
+	sum := md5.Sum([]byte(in))
+	return s.pushString(L, hex.EncodeToString(sum[:]))
+}
+
+func hostSHA256(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	s.budget.charge(L, int64(len(in)/64))
+	sum := sha256.Sum256([]byte(in))
+	return s.pushString(L, hex.EncodeToString(sum[:]))
+}
+
+func hostHMACSHA256(s *state, L *lua.LState, a args) int {
+	key, msg := a.str(1), a.str(2)
+	s.budget.charge(L, int64(len(msg)/64))
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(msg))
+	var sum [sha256.Size]byte
+	return s.pushString(L, hex.EncodeToString(m.Sum(sum[:0])))
+}
+
+func hostBase64Encode(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	s.budget.alloc(L, int64(base64.StdEncoding.EncodedLen(len(in))))
+	L.Push(lua.LString(base64.StdEncoding.EncodeToString([]byte(in))))
+	return 1
+}
+
+func hostBase64Decode(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	out, err := base64.StdEncoding.DecodeString(in)
+	if err != nil {
+		L.RaiseError("base64_decode: %s", err.Error())
+	}
+	return s.pushString(L, string(out))
+}
+
+// urlencode and urldecode use form encoding (space ↔ "+"), as the
+// application/x-www-form-urlencoded bodies and query strings gateways sign.
+func hostURLEncode(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	s.budget.alloc(L, int64(3*len(in))) // the worst case, before building
+	L.Push(lua.LString(url.QueryEscape(in)))
+	return 1
+}
+
+func hostURLDecode(s *state, L *lua.LState, a args) int {
+	out, err := url.QueryUnescape(a.str(1))
+	if err != nil {
+		L.RaiseError("urldecode: %s", err.Error())
+	}
+	return s.pushString(L, out)
+}
+
+func hostJSONEncode(s *state, L *lua.LState, _ args) int {
+	L.Push(lua.LString(s.json.encode(L, L.Get(1))))
+	return 1
+}
+
+func hostJSONDecode(s *state, L *lua.LState, a args) int {
+	L.Push(s.jsonDecode(L, a.str(1)))
+	return 1
+}
+
+// hostParseQuery splits a query string or form body into a table of the
+// first value of each key, both exactly as received: no percent-decoding, no
+// "+" to space. A gateway signs the values it sent, and any re-encoding can
+// break the comparison; urldecode is there when a decoded value is wanted.
+func hostParseQuery(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	t := L.NewTable()
+	n := 0
+	for part := range strings.SplitSeq(in, "&") {
+		if part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		if k == "" || t.RawGetString(k) != lua.LNil {
+			continue // the first of repeated keys wins
+		}
+		t.RawSetString(k, lua.LString(v))
+		n++
+	}
+	s.budget.charge(L, int64(n))
+	s.budget.alloc(L, int64(jsonTableCost+n*jsonValueCost))
+	L.Push(t)
+	return 1
+}
+
+func hostNow(s *state, L *lua.LState, _ args) int {
+	return s.pushString(L, s.env.now().UTC().Format(time.RFC3339))
+}

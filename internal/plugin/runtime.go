@@ -1,0 +1,313 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+)
+
+// Limits bound one contract call. Zero fields take the defaults of
+// DefaultLimits.
+type Limits struct {
+	// CallTimeout is the deadline of one call, host HTTP time included; the
+	// caller's context deadline wins when it is earlier.
+	CallTimeout time.Duration
+	// Instructions is the budget of Lua VM instructions per call. Pattern
+	// matching and JSON encoding and decoding are charged to it as well (one
+	// step per character tried, per value).
+	Instructions int64
+	// MemoryBytes bounds the bytes of strings one call builds (concatenation,
+	// string library, table.concat, host functions) and of HTTP bodies it
+	// receives, counted cumulatively. Tables are not counted: see doc.go.
+	MemoryBytes int64
+	// PoolSize is how many idle states a plugin keeps for reuse.
+	PoolSize int
+}
+
+// DefaultLimits are the limits used for zero fields.
+func DefaultLimits() Limits {
+	return Limits{
+		CallTimeout:  10 * time.Second,
+		Instructions: 10_000_000,
+		MemoryBytes:  64 << 20,
+		PoolSize:     8,
+	}
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	if l.CallTimeout <= 0 {
+		l.CallTimeout = d.CallTimeout
+	}
+	if l.Instructions <= 0 {
+		l.Instructions = d.Instructions
+	}
+	if l.MemoryBytes <= 0 {
+		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.PoolSize <= 0 {
+		l.PoolSize = d.PoolSize
+	}
+	return l
+}
+
+// Response is an HTTP answer as the host functions need it: the body already
+// read (and bounded) by the client. It mirrors outbound.Response, which this
+// package does not import: the plugin runtime sits above the outbound client
+// and must not depend on its internals, so the wiring adapts one to the other:
+//
+//	plugin.HTTPDoerFunc(func(r *http.Request, idem bool) (*plugin.Response, error) {
+//		resp, err := client.Do(r, idem)
+//		if err != nil {
+//			return nil, err // keep it: errors.Is(err, outbound.ErrCircuitOpen) must still work
+//		}
+//		return &plugin.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
+//	})
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// HTTPDoer sends the requests of the http_* host functions (all but
+// http_mtls). The request carries the call's context; idempotent is true for
+// GET and for a POST whose options_json says "retry": true, and tells the
+// client whether it may send the request more than once.
+type HTTPDoer interface {
+	Do(req *http.Request, idempotent bool) (*Response, error)
+}
+
+// HTTPDoerFunc adapts a function to HTTPDoer.
+type HTTPDoerFunc func(req *http.Request, idempotent bool) (*Response, error)
+
+func (f HTTPDoerFunc) Do(req *http.Request, idempotent bool) (*Response, error) {
+	return f(req, idempotent)
+}
+
+// Options configure a Runtime.
+type Options struct {
+	// HTTP sends the host functions' requests; without it they raise an error.
+	HTTP HTTPDoer
+	// Logger receives log() and print() lines; nil discards them.
+	Logger *slog.Logger
+	Limits Limits
+	// Now is the clock behind now(); nil means time.Now.
+	Now func() time.Time
+}
+
+// Runtime loads compiled scripts into pools of sandboxed states.
+type Runtime struct {
+	env *env
+}
+
+func NewRuntime(o Options) *Runtime {
+	return &Runtime{env: newEnv(o)}
+}
+
+// Load makes a Plugin of a compiled Script. States are created from the
+// script's compiled function prototype (never recompiled) when a call needs
+// one and no idle state is left; up to Limits.PoolSize idle states are kept.
+func (r *Runtime) Load(s *Script) *Plugin {
+	return &Plugin{env: r.env, script: s}
+}
+
+// Plugin runs the contract functions of one script. It is safe for
+// concurrent use: each call has a state of its own.
+type Plugin struct {
+	env    *env
+	script *Script
+
+	mu     sync.Mutex
+	idle   []*state
+	closed bool
+}
+
+// Script returns the compiled script the plugin runs.
+func (p *Plugin) Script() *Script { return p.script }
+
+// ErrorKind classifies a failed call.
+type ErrorKind string
+
+const (
+	KindScriptError ErrorKind = "script_error" // error(), a runtime error, a host function failure
+	KindTimeout     ErrorKind = "timeout"      // the call's deadline passed or its context was cancelled
+	KindBudget      ErrorKind = "budget"       // the instruction budget ran out
+	KindMemory      ErrorKind = "memory"       // the memory bound would have been exceeded
+	KindBadResult   ErrorKind = "bad_result"   // the function did not return one JSON string
+)
+
+// CallError is the error of a failed call. Message is for logs and the
+// plugin's last error, never for customers as-is. Err, when set, is the cause
+// (context.DeadlineExceeded, ErrBudgetExhausted, ErrMemoryExceeded, or the
+// error an HTTP host function received — so errors.Is(err,
+// outbound.ErrCircuitOpen) holds for a call that failed on an open circuit).
+type CallError struct {
+	Plugin   string
+	Function string
+	Kind     ErrorKind
+	Message  string
+	Err      error
+}
+
+func (e *CallError) Error() string {
+	return fmt.Sprintf("plugin %s: %s: %s: %s", e.Plugin, e.Function, e.Kind, e.Message)
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+var (
+	// ErrUnknownFunction: Call was asked for a function outside the contract.
+	ErrUnknownFunction = errors.New("not a contract function of this plugin")
+	// ErrClosed: Call after Close.
+	ErrClosed = errors.New("plugin closed")
+)
+
+// Call runs fn(configJSON, inputJSON) and returns the string it returns. The
+// call's deadline is the earlier of ctx's and Limits.CallTimeout; it runs
+// under the instruction and memory limits on a state no other call uses. A
+// state whose call failed in any way is discarded, never reused.
+func (p *Plugin) Call(ctx context.Context, fn string, configJSON, inputJSON string) (string, error) {
+	if !p.script.params[fn] {
+		return "", p.fail(fn, KindScriptError, ErrUnknownFunction.Error(), ErrUnknownFunction)
+	}
+	if err := ctx.Err(); err != nil {
+		return "", p.fail(fn, KindTimeout, err.Error(), err)
+	}
+	s, err := p.get()
+	if err != nil { // closed, or the script failed to load into a new state
+		return "", p.fail(fn, KindScriptError, err.Error(), err)
+	}
+	out, cerr := s.call(ctx, fn, configJSON, inputJSON)
+	if cerr != nil {
+		s.close()
+		return "", cerr
+	}
+	p.put(s)
+	return out, nil
+}
+
+// Close discards the idle states; calls in flight finish and discard theirs.
+func (p *Plugin) Close() {
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.closed = true
+	p.mu.Unlock()
+	for _, s := range idle {
+		s.close()
+	}
+}
+
+func (p *Plugin) fail(fn string, kind ErrorKind, msg string, err error) *CallError {
+	return &CallError{Plugin: p.script.name, Function: fn, Kind: kind, Message: msg, Err: err}
+}
+
+func (p *Plugin) get() (*state, error) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		s := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return s, nil
+	}
+	p.mu.Unlock()
+	return newState(p.env, p.script)
+}
+
+func (p *Plugin) put(s *state) {
+	if s.restore() {
+		p.mu.Lock()
+		if !p.closed && len(p.idle) < p.env.limits.PoolSize {
+			p.idle = append(p.idle, s)
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+	}
+	s.close()
+}
+
+// call runs one contract function on s.
+func (s *state) call(ctx context.Context, fn, configJSON, inputJSON string) (string, *CallError) {
+	lim := s.env.limits
+	deadline := time.Now().Add(lim.CallTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	s.ctx, s.fn, s.deadline = ctx, fn, deadline
+	s.globalsDirty, s.hostErr, s.logs = false, nil, 0
+	s.budget.begin(ctx, deadline, lim.Instructions, lim.MemoryBytes)
+	defer s.endCall()
+
+	L := s.L
+	L.SetTop(0)
+	L.Push(s.fns[fn])
+	L.Push(lua.LString(configJSON))
+	L.Push(lua.LString(inputJSON))
+	err := L.PCall(2, lua.MultRet, nil)
+
+	fail := func(kind ErrorKind, msg string, cause error) (string, *CallError) {
+		return "", &CallError{Plugin: s.script.name, Function: fn, Kind: kind, Message: msg, Err: cause}
+	}
+	if berr := s.budget.err; berr != nil {
+		switch {
+		case errors.Is(berr, ErrBudgetExhausted):
+			return fail(KindBudget, fmt.Sprintf("%s (%d instructions)", berr, lim.Instructions), berr)
+		case errors.Is(berr, ErrMemoryExceeded):
+			return fail(KindMemory, fmt.Sprintf("%s (%d bytes)", berr, lim.MemoryBytes), berr)
+		default:
+			return fail(KindTimeout, "call deadline passed", berr)
+		}
+	}
+	if err != nil {
+		msg := luaErrorMessage(err)
+		if cerr := ctx.Err(); cerr != nil {
+			return fail(KindTimeout, cerr.Error(), cerr)
+		}
+		if !time.Now().Before(deadline) {
+			return fail(KindTimeout, "call deadline passed: "+msg, context.DeadlineExceeded)
+		}
+		return fail(KindScriptError, msg, s.hostErr)
+	}
+
+	if n := L.GetTop(); n != 1 {
+		return fail(KindBadResult, fmt.Sprintf("returned %d values, want one JSON string", n), nil)
+	}
+	ret := L.Get(1)
+	// Raise the top over the slots a call normally uses and drop it again:
+	// gopher-lua nils the slots in between, so an idle state does not keep
+	// the last call's arguments (config secrets), decoded input or strings
+	// alive. Deeper slots are overwritten by the next call.
+	L.SetTop(clearSlots)
+	L.SetTop(0)
+	out, ok := ret.(lua.LString)
+	if !ok {
+		return fail(KindBadResult, fmt.Sprintf("returned a %s, want a JSON string", ret.Type()), nil)
+	}
+	// admin_page may return plain text; every contract function returns JSON.
+	if fn != AdminPage && !validJSON(string(out)) {
+		return fail(KindBadResult, "returned a string that is not JSON: "+truncate(string(out), 80), nil)
+	}
+	return string(out), nil
+}
+
+func (s *state) endCall() {
+	if s.httpCancel != nil {
+		s.httpCancel()
+		s.httpCancel, s.httpCtx = nil, nil
+	}
+	s.budget.end()
+	s.ctx = nil
+	s.hostErr = nil
+	s.json.release()
+}

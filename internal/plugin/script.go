@@ -1,0 +1,350 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Type is a plugin type; its contract is the list Functions returns.
+type Type string
+
+const (
+	Gateway            Type = "gateway"
+	Notifier           Type = "notifier"
+	FirstPartyProvider Type = "first_party_provider"
+	UpstreamProvider   Type = "upstream_provider"
+)
+
+var (
+	gatewayFunctions  = []string{"info", "config_schema", "create_payment", "query_payment", "parse_callback", "refund", "test_config"}
+	notifierFunctions = []string{"info", "config_schema", "validate_config", "render", "send", "test_config"}
+	providerFunctions = []string{"info", "config_schema", "test_config", "provision", "status", "start", "stop", "reboot", "suspend", "unsuspend", "terminate", "usage"}
+	upstreamFunctions = append(append([]string(nil), providerFunctions...), "list_plans", "get_balance", "renew")
+)
+
+// Functions returns the contract of t (docs/plugins.md): gateway 7, notifier
+// 6, first_party_provider 12, upstream_provider 15; nil for an unknown type.
+// The slice is the caller's to keep.
+func Functions(t Type) []string {
+	var fns []string
+	switch t {
+	case Gateway:
+		fns = gatewayFunctions
+	case Notifier:
+		fns = notifierFunctions
+	case FirstPartyProvider:
+		fns = providerFunctions
+	case UpstreamProvider:
+		fns = upstreamFunctions
+	default:
+		return nil
+	}
+	return append([]string(nil), fns...)
+}
+
+// Valid reports whether t is one of the four plugin types.
+func (t Type) Valid() bool { return Functions(t) != nil }
+
+// AdminPage is the optional function a script may declare beside its contract.
+const AdminPage = "admin_page"
+
+// MaxSourceBytes bounds a script's source. A plugin is a few hundred lines;
+// the bound keeps a stray file from costing the parser gigabytes.
+const MaxSourceBytes = 1 << 20
+
+// concatName is the hidden local holding the guarded concatenation function.
+// Parentheses cannot appear in a Lua identifier, so no script can name it —
+// the same trick gopher-lua uses for "(for index)".
+const concatName = "(concat)"
+
+// Script is a compiled plugin: parsed, checked against its contract, ready to
+// be loaded into any number of states. It is immutable and safe to share.
+type Script struct {
+	name         string
+	typ          Type
+	version      string
+	sha256       string
+	hasAdminPage bool
+	proto        *lua.FunctionProto
+	params       map[string]bool // contract functions (and admin_page)
+}
+
+func (s *Script) Name() string       { return s.name }
+func (s *Script) Type() Type         { return s.typ }
+func (s *Script) Version() string    { return s.version }
+func (s *Script) SHA256() string     { return s.sha256 }
+func (s *Script) HasAdminPage() bool { return s.hasAdminPage }
+
+// CompileError is why a script was refused. Line is 0 when the problem is not
+// tied to a line (a missing function, a bad version).
+type CompileError struct {
+	Plugin  string
+	Line    int
+	Message string
+}
+
+func (e *CompileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("plugin %s: line %d: %s", e.Plugin, e.Line, e.Message)
+	}
+	return fmt.Sprintf("plugin %s: %s", e.Plugin, e.Message)
+}
+
+// Compile parses source once, runs it in a fresh sandboxed state to collect
+// its globals and checks the contract of typ: every function exists and
+// declares exactly two parameters, admin_page (optional) too, and version()
+// (optional, "0.0.0" when missing) returns a semantic version. The error is a
+// *CompileError naming the line or the function.
+func Compile(name string, typ Type, source []byte) (*Script, error) {
+	if !typ.Valid() {
+		return nil, &CompileError{Plugin: name, Message: fmt.Sprintf("unknown plugin type %q", typ)}
+	}
+	if len(source) > MaxSourceBytes {
+		return nil, &CompileError{Plugin: name, Message: fmt.Sprintf("source is %d bytes, the limit is %d", len(source), MaxSourceBytes)}
+	}
+	chunk, err := parse.Parse(bytes.NewReader(source), name)
+	if err != nil {
+		return nil, parseError(name, err)
+	}
+	chunk = rewriteChunk(chunk)
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		var ce *lua.CompileError
+		if errors.As(err, &ce) {
+			return nil, &CompileError{Plugin: name, Line: ce.Line, Message: ce.Message}
+		}
+		return nil, &CompileError{Plugin: name, Message: err.Error()}
+	}
+	sum := sha256.Sum256(source)
+	sc := &Script{name: name, typ: typ, sha256: hex.EncodeToString(sum[:]), proto: proto}
+
+	// Loading runs the script's top level, which may loop or build strings:
+	// it gets the same limits as a call.
+	env := newEnv(Options{})
+	st, err := newState(env, sc)
+	if err != nil {
+		return nil, err
+	}
+	defer st.close()
+
+	var problems []string
+	sc.params = make(map[string]bool, len(Functions(typ))+1)
+	for _, fn := range Functions(typ) {
+		if p := checkFunction(st.globals.RawGetString(fn), fmt.Sprintf("%s function %q", typ, fn)); p != "" {
+			problems = append(problems, p)
+			continue
+		}
+		sc.params[fn] = true
+	}
+	if v := st.globals.RawGetString(AdminPage); v != lua.LNil {
+		if p := checkFunction(v, fmt.Sprintf("function %q", AdminPage)); p != "" {
+			problems = append(problems, p)
+		} else {
+			sc.hasAdminPage = true
+			sc.params[AdminPage] = true
+		}
+	}
+	version, err := st.version()
+	if err != nil {
+		problems = append(problems, err.Error())
+	}
+	if len(problems) > 0 {
+		return nil, &CompileError{Plugin: name, Message: strings.Join(problems, "; ")}
+	}
+	sc.version = version
+	return sc, nil
+}
+
+// checkFunction returns what is wrong with v as a contract function, or "".
+func checkFunction(v lua.LValue, what string) string {
+	if v == lua.LNil {
+		return what + " is missing"
+	}
+	fn, ok := v.(*lua.LFunction)
+	if !ok {
+		return fmt.Sprintf("%s is a %s, not a function", what, v.Type())
+	}
+	if fn.IsG || fn.Proto == nil {
+		return what + " is not defined by the script"
+	}
+	if fn.Proto.IsVarArg != 0 {
+		return what + " takes a variable number of parameters, the contract says 2"
+	}
+	if n := fn.Proto.NumParameters; n != 2 {
+		return fmt.Sprintf("%s takes %d parameters, the contract says 2", what, n)
+	}
+	return ""
+}
+
+// version calls the script's version() and validates the answer.
+func (s *state) version() (string, error) {
+	v := s.globals.RawGetString("version")
+	if v == lua.LNil {
+		return "0.0.0", nil
+	}
+	fn, ok := v.(*lua.LFunction)
+	if !ok {
+		return "", fmt.Errorf("version is a %s, not a function", v.Type())
+	}
+	s.budget.begin(context.Background(), time.Now().Add(s.env.limits.CallTimeout), s.env.limits.Instructions, s.env.limits.MemoryBytes)
+	defer s.budget.end()
+	s.L.Push(fn)
+	if err := s.L.PCall(0, 1, nil); err != nil {
+		return "", fmt.Errorf("version() failed: %s", luaErrorMessage(err))
+	}
+	ret := s.L.Get(-1)
+	s.L.Pop(1)
+	str, ok := ret.(lua.LString)
+	if !ok {
+		return "", fmt.Errorf("version() returned a %s, want a semantic version string", ret.Type())
+	}
+	if !ValidVersion(string(str)) {
+		return "", fmt.Errorf("version() returned %q, which is not a semantic version (like 1.2.0)", truncate(string(str), 64))
+	}
+	return string(str), nil
+}
+
+func parseError(name string, err error) *CompileError {
+	var pe *parse.Error
+	if errors.As(err, &pe) {
+		msg := strings.TrimSpace(pe.Message)
+		if pe.Token != "" {
+			msg = fmt.Sprintf("%s near '%s'", msg, pe.Token)
+		}
+		if pe.Pos.Line > 0 {
+			return &CompileError{Plugin: name, Line: pe.Pos.Line, Message: msg}
+		}
+		return &CompileError{Plugin: name, Message: msg + " at end of file"}
+	}
+	return &CompileError{Plugin: name, Message: strings.TrimSpace(err.Error())}
+}
+
+// runtimeLine extracts N from a Lua error message "name:N: ...".
+func runtimeLine(name, msg string) int {
+	rest, ok := strings.CutPrefix(msg, name+":")
+	if !ok {
+		return 0
+	}
+	digits, _, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// luaErrorMessage is the error value of a failed PCall without gopher-lua's
+// stack traceback.
+func luaErrorMessage(err error) string {
+	var ae *lua.ApiError
+	if errors.As(err, &ae) && ae.Object != nil {
+		return ae.Object.String()
+	}
+	return err.Error()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// semver is the grammar of semver.org 2.0.0.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)` +
+	`(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?` +
+	`(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
+
+// ValidVersion reports whether v is a semantic version (semver.org 2.0.0,
+// without a leading "v").
+func ValidVersion(v string) bool { return semver.MatchString(v) }
+
+// CompareVersions orders two semantic versions by semver precedence: -1 when
+// a < b, 0 when equal (build metadata is ignored), +1 when a > b. The plugin
+// scanner uses it to decide whether a file updates the plugin's definition.
+func CompareVersions(a, b string) (int, error) {
+	ma, mb := semver.FindStringSubmatch(a), semver.FindStringSubmatch(b)
+	if ma == nil {
+		return 0, fmt.Errorf("%q is not a semantic version", a)
+	}
+	if mb == nil {
+		return 0, fmt.Errorf("%q is not a semantic version", b)
+	}
+	for i := 1; i <= 3; i++ {
+		if c := compareNumeric(ma[i], mb[i]); c != 0 {
+			return c, nil
+		}
+	}
+	pa, pb := ma[4], mb[4]
+	switch {
+	case pa == pb:
+		return 0, nil
+	case pa == "":
+		return 1, nil // a release ranks above its pre-releases
+	case pb == "":
+		return -1, nil
+	}
+	ia, ib := strings.Split(pa, "."), strings.Split(pb, ".")
+	for i := 0; i < len(ia) && i < len(ib); i++ {
+		na, nb := isNumeric(ia[i]), isNumeric(ib[i])
+		var c int
+		switch {
+		case na && nb:
+			c = compareNumeric(ia[i], ib[i])
+		case na:
+			c = -1
+		case nb:
+			c = 1
+		default:
+			c = strings.Compare(ia[i], ib[i])
+		}
+		if c != 0 {
+			return c, nil
+		}
+	}
+	switch {
+	case len(ia) < len(ib):
+		return -1, nil
+	case len(ia) > len(ib):
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// compareNumeric compares decimal strings without leading zeros, of any length.
+func compareNumeric(a, b string) int {
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+func isNumeric(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// discardLogger is used where no logger was given (Compile).
+var discardLogger = slog.New(slog.DiscardHandler)

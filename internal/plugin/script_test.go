@@ -1,0 +1,183 @@
+package plugin
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestFunctionsListsEachContract(t *testing.T) {
+	t.Parallel()
+	require.Len(t, Functions(Gateway), 7)
+	require.Len(t, Functions(Notifier), 6)
+	require.Len(t, Functions(FirstPartyProvider), 12)
+	require.Len(t, Functions(UpstreamProvider), 15)
+	require.Nil(t, Functions("printer"))
+	require.Equal(t, []string{"info", "config_schema", "create_payment", "query_payment", "parse_callback", "refund", "test_config"}, Functions(Gateway))
+	require.Subset(t, Functions(UpstreamProvider), Functions(FirstPartyProvider))
+
+	// The slice is a copy: editing it does not change the contract.
+	fns := Functions(Gateway)
+	fns[0] = "changed"
+	require.Equal(t, "info", Functions(Gateway)[0])
+}
+
+func TestCompileAcceptsACompleteGateway(t *testing.T) {
+	t.Parallel()
+	src := readTestdata(t, "gateway.lua")
+	sc, err := Compile("test_gw", Gateway, src)
+	require.NoError(t, err)
+	sum := sha256.Sum256(src)
+	require.Equal(t, "test_gw", sc.Name())
+	require.Equal(t, Gateway, sc.Type())
+	require.Equal(t, "1.2.3", sc.Version())
+	require.Equal(t, hex.EncodeToString(sum[:]), sc.SHA256())
+	require.True(t, sc.HasAdminPage())
+}
+
+func TestCompileRefusesAGatewayWithSixFunctionsNamingTheMissingOne(t *testing.T) {
+	t.Parallel()
+	_, err := Compile("six", Gateway, readTestdata(t, "gateway_missing_refund.lua"))
+	var ce *CompileError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "six", ce.Plugin)
+	require.Contains(t, err.Error(), `gateway function "refund" is missing`)
+}
+
+func TestCompileRefusesAFunctionWithThreeParametersNamingIt(t *testing.T) {
+	t.Parallel()
+	_, err := Compile("three", Gateway, readTestdata(t, "gateway_three_params.lua"))
+	require.ErrorContains(t, err, `function "parse_callback" takes 3 parameters, the contract says 2`)
+}
+
+func TestCompileRefusesOtherShapesOfContractFunction(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		extra, want string
+	}{
+		{"function refund(c) return '{}' end", `function "refund" takes 1 parameters, the contract says 2`},
+		{"function refund(c, i, ...) return '{}' end", `function "refund" takes a variable number of parameters`},
+		{"refund = 42", `function "refund" is a number, not a function`},
+		{"refund = md5", `function "refund" is not defined by the script`},
+		{"function admin_page(c) return '' end", `function "admin_page" takes 1 parameters, the contract says 2`},
+	} {
+		_, err := Compile("shape", Gateway, gatewaySource(tc.extra))
+		require.ErrorContains(t, err, tc.want, tc.extra)
+	}
+}
+
+func TestCompileNamesEveryMissingFunction(t *testing.T) {
+	t.Parallel()
+	_, err := Compile("empty", Notifier, []byte("-- nothing here\n"))
+	require.Error(t, err)
+	for _, fn := range Functions(Notifier) {
+		require.Contains(t, err.Error(), fmt.Sprintf("notifier function %q is missing", fn))
+	}
+}
+
+func TestCompileChecksTheContractOfEachType(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []Type{Gateway, Notifier, FirstPartyProvider, UpstreamProvider} {
+		var src strings.Builder
+		for _, fn := range Functions(typ) {
+			fmt.Fprintf(&src, "function %s(config_json, input_json) return '{}' end\n", fn)
+		}
+		sc, err := Compile(string(typ), typ, []byte(src.String()))
+		require.NoError(t, err, typ)
+		require.False(t, sc.HasAdminPage())
+
+		// The first-party contract is not enough for an upstream provider.
+		if typ == FirstPartyProvider {
+			_, err := Compile("up", UpstreamProvider, []byte(src.String()))
+			require.ErrorContains(t, err, `upstream_provider function "list_plans" is missing`)
+		}
+	}
+	_, err := Compile("x", "printer", []byte(""))
+	require.ErrorContains(t, err, `unknown plugin type "printer"`)
+}
+
+func TestCompileSyntaxErrorCarriesTheLine(t *testing.T) {
+	t.Parallel()
+	_, err := Compile("broken", Gateway, readTestdata(t, "syntax_error.lua"))
+	var ce *CompileError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, 7, ce.Line, ce.Error())
+	require.Contains(t, err.Error(), "plugin broken: line 7:")
+}
+
+func TestCompileRuntimeErrorAtLoadCarriesTheLine(t *testing.T) {
+	t.Parallel()
+	src := gatewaySource("\nlocal x = nil\nlocal y = x.field\n")
+	line := strings.Count(string(src[:strings.Index(string(src), "x.field")]), "\n") + 1
+	_, err := Compile("loadfail", Gateway, src)
+	var ce *CompileError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, line, ce.Line, ce.Error())
+	require.Equal(t, fmt.Sprintf("plugin loadfail: line %d: attempt to index a non-table object(nil) with key 'field'", line), ce.Error())
+}
+
+func TestCompileTopLevelEndlessLoopIsStopped(t *testing.T) {
+	t.Parallel()
+	_, err := Compile("loop", Gateway, gatewaySource("while true do end"))
+	require.ErrorContains(t, err, "instruction budget exhausted")
+}
+
+func TestCompileReadsTheVersion(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		code, version, err string
+	}{
+		{"", "0.0.0", ""},
+		{`function version() return "1.2.3" end`, "1.2.3", ""},
+		{`function version() return "2.0.0-rc.1+build.5" end`, "2.0.0-rc.1+build.5", ""},
+		{`function version() return "banana" end`, "", `version() returned "banana", which is not a semantic version`},
+		{`function version() return "v1.2.3" end`, "", "not a semantic version"},
+		{`function version() return "1.2" end`, "", "not a semantic version"},
+		{`function version() return 3 end`, "", "version() returned a number"},
+		{`function version() error("no") end`, "", "version() failed"},
+		{`version = "1.2.3"`, "", "version is a string, not a function"},
+	} {
+		sc, err := Compile("v", Gateway, gatewaySource(tc.code))
+		if tc.err != "" {
+			require.ErrorContains(t, err, tc.err, tc.code)
+			continue
+		}
+		require.NoError(t, err, tc.code)
+		require.Equal(t, tc.version, sc.Version())
+	}
+}
+
+func TestCompileRefusesAnOversizedSource(t *testing.T) {
+	t.Parallel()
+	src := append(gatewaySource(""), []byte("-- "+strings.Repeat("x", MaxSourceBytes))...)
+	_, err := Compile("big", Gateway, src)
+	require.ErrorContains(t, err, "the limit is")
+}
+
+func TestCompareVersionsFollowsSemverPrecedence(t *testing.T) {
+	t.Parallel()
+	ordered := []string{"0.0.0", "0.9.0", "1.0.0-alpha", "1.0.0-alpha.1", "1.0.0-alpha.beta", "1.0.0-beta",
+		"1.0.0-beta.2", "1.0.0-beta.11", "1.0.0-rc.1", "1.0.0", "1.0.1", "1.2.0", "1.10.0", "10.0.0"}
+	for i := range ordered {
+		for j := range ordered {
+			c, err := CompareVersions(ordered[i], ordered[j])
+			require.NoError(t, err)
+			want := 0
+			if i < j {
+				want = -1
+			} else if i > j {
+				want = 1
+			}
+			require.Equal(t, want, c, "%s vs %s", ordered[i], ordered[j])
+		}
+	}
+	c, err := CompareVersions("1.0.0+build.1", "1.0.0+build.2")
+	require.NoError(t, err)
+	require.Zero(t, c)
+	_, err = CompareVersions("1.0", "1.0.0")
+	require.Error(t, err)
+}

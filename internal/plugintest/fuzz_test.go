@@ -1,0 +1,102 @@
+package plugintest_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/plugintest"
+)
+
+// FuzzEpayParseCallback feeds arbitrary notifications to the shipped
+// epay.lua's parse_callback, through the real plugin runtime. The answer is
+// always a well-formed verdict (or a plugin error, never a panic), and a
+// notification is only ever found valid when it carries the merchant's
+// signature over exactly what it reports: the payment, the amount and the
+// gateway ids it names are those of the signed parameters, checked here
+// independently with the fake gateway's own signing code.
+func FuzzEpayParseCallback(f *testing.F) {
+	signed := func(v url.Values) string {
+		v.Set("sign", epay.Sign(v, epay.DefaultKey))
+		v.Set("sign_type", "MD5")
+		return v.Encode()
+	}
+	genuine := url.Values{
+		"pid": {epay.DefaultPID}, "trade_no": {"2026112203000001"}, "out_trade_no": {"7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"},
+		"type": {"alipay"}, "name": {"VPS 1个月"}, "money": {"12.30"}, "trade_status": {"TRADE_SUCCESS"},
+	}
+	f.Add("GET", "", signed(genuine))
+	f.Add("POST", "application/x-www-form-urlencoded; charset=utf-8", signed(genuine))
+	f.Add("POST", "application/json", signed(genuine))
+	tampered, _ := url.ParseQuery(signed(genuine))
+	tampered.Set("money", "0.01")
+	f.Add("GET", "", tampered.Encode())
+	f.Add("GET", "", strings.Replace(signed(genuine), "money=12.30", "money=12.30&money=0.01", 1))
+	f.Add("GET", "", signed(url.Values{"pid": {epay.DefaultPID}, "out_trade_no": {"x"}, "money": {"1"}, "trade_status": {"WAIT"}}))
+	f.Add("GET", "", "%zz=%&sign=&sign_type=RSA")
+	f.Add("GET", "", "pid=1001&sign=00000000000000000000000000000000")
+	f.Add("POST", "", strings.Repeat("a=b&", 2000))
+	f.Add("GET", "", "")
+
+	p := plugintest.Load(f, "gateway/epay.lua", plugin.Options{})
+	config := map[string]any{"api_url": "http://127.0.0.1:1/", "pid": epay.DefaultPID, "key": epay.DefaultKey}
+	f.Fuzz(func(t *testing.T, method, contentType, payload string) {
+		out, err := plugintest.CallErr(p, "parse_callback", config, map[string]any{
+			"method": method, "content_type": contentType, "payload": payload,
+		})
+		if err != nil {
+			var ce *plugin.CallError
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a plugin error: %v", err)
+			}
+			return
+		}
+		var v struct {
+			Valid            bool   `json:"valid"`
+			Reason           string `json:"reason"`
+			PaymentID        string `json:"payment_id"`
+			Amount           string `json:"amount"`
+			Status           string `json:"status"`
+			GatewayPaymentID string `json:"gateway_payment_id"`
+			Ack              string `json:"ack"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("parse_callback answered %q: %v", out, err)
+		}
+		if !v.Valid {
+			if v.Reason == "" {
+				t.Fatalf("refused without a reason: %s", out)
+			}
+			return
+		}
+		// Found valid: the signature must really be the merchant's.
+		params, err := url.ParseQuery(payload)
+		if err != nil {
+			t.Fatalf("valid, but the payload is not a query string Go can read: %q (%v)", payload, err)
+		}
+		// An empty name is no parameter (PHP drops it, so does parse_query).
+		delete(params, "")
+		for k, vals := range params {
+			if len(vals) > 1 {
+				t.Fatalf("valid with parameter %q repeated: %q", k, payload)
+			}
+		}
+		if got, want := strings.ToLower(params.Get("sign")), epay.Sign(params, epay.DefaultKey); got != want {
+			t.Fatalf("valid without the merchant's signature: %q", payload)
+		}
+		if v.PaymentID != params.Get("out_trade_no") || v.Amount != params.Get("money") || v.GatewayPaymentID != params.Get("trade_no") {
+			t.Fatalf("reports %+v for signed parameters %v", v, params)
+		}
+		if v.Status == "success" && params.Get("trade_status") != "TRADE_SUCCESS" {
+			t.Fatalf("success for trade_status %q", params.Get("trade_status"))
+		}
+		if _, err := money.Parse(v.Amount); err != nil && v.Status == "success" {
+			t.Logf("a signed success with an unreadable amount %q: the service refuses it (InvalidArgument)", v.Amount)
+		}
+	})
+}

@@ -1,0 +1,46 @@
+package plugintest_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/plugintest"
+)
+
+func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
+	t.Parallel()
+	for rel, want := range map[string]struct {
+		typ     plugin.Type
+		version string
+	}{
+		// 1.0.1: repeated parameters in a notification are refused.
+		"gateway/epay.lua":           {plugin.Gateway, "1.0.1"},
+		"gateway/bank_transfer.lua":  {plugin.Gateway, "1.0.0"},
+		"notifier/webhook.lua":       {plugin.Notifier, "1.0.0"},
+		"provider/http_provider.lua": {plugin.FirstPartyProvider, "1.0.0"},
+	} {
+		sc := plugintest.Compile(t, rel)
+		require.Equal(t, want.typ, sc.Type(), rel)
+		require.Equal(t, want.version, sc.Version(), rel)
+		require.False(t, sc.HasAdminPage(), rel)
+	}
+}
+
+// Every secret in a config schema is write-only for the admin console.
+func TestSecretsAreMarkedInTheConfigSchemas(t *testing.T) {
+	t.Parallel()
+	for rel, secret := range map[string]string{
+		"gateway/epay.lua":           "key",
+		"notifier/webhook.lua":       "secret",
+		"provider/http_provider.lua": "token",
+	} {
+		p := plugintest.Load(t, rel, plugin.Options{})
+		schema := plugintest.Call(t, p, "config_schema", nil, nil)
+		require.Equal(t, "https://json-schema.org/draft/2020-12/schema", schema["$schema"], rel)
+		props := schema["properties"].(map[string]any)
+		require.Equal(t, true, props[secret].(map[string]any)["x-secret"], rel)
+		require.Contains(t, schema["required"], secret, rel)
+	}
+}

@@ -1,0 +1,446 @@
+-- epay v1 ("易支付") gateway.
+--
+-- Protocol (what a deployment of epay v1 speaks):
+--   sign  = md5(k1=v1&k2=v2...&kN=vN .. key), lowercase hex, over every
+--           parameter except `sign`, `sign_type` and empty values, names in
+--           ascending order, values raw (never re-formatted: "1" stays "1").
+--   create  POST {api_url}/mapi.php (form)  → {"code":1,"trade_no","payurl"|"qrcode"|"urlscheme"}
+--   query   GET  {api_url}/api.php?act=order&pid&key&out_trade_no → {"code":1,"status":1|0,...}
+--   refund  POST {api_url}/api.php?act=refund (form pid,key,out_trade_no,money) → code 1 or 0 = ok
+--   notify  GET (or POST) to notify_url with the signed result; we answer "success".
+--
+-- Money is passed through as the strings given and received; this script
+-- never does arithmetic on it. The payment id is epay's out_trade_no.
+
+function version()
+  return "1.0.1"
+end
+
+-- helpers -------------------------------------------------------------------
+
+local function decode(s)
+  if s == nil or s == "" then
+    return {}
+  end
+  local ok, v = pcall(json_decode, s)
+  if not ok or type(v) ~= "table" then
+    return {}
+  end
+  return v
+end
+
+-- str turns a JSON scalar into a string; nil and JSON null become "".
+local function str(v)
+  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
+    return ""
+  end
+  if type(v) == "number" then
+    if v == math.floor(v) then
+      return string.format("%d", v)
+    end
+    return tostring(v)
+  end
+  return tostring(v)
+end
+
+local function base_url(cfg)
+  local u = str(cfg.api_url)
+  return (string.gsub(u, "/+$", ""))
+end
+
+-- sign is the epay v1 MD5 signature of params (a table of strings).
+local function sign(params, key)
+  local keys = {}
+  for k, v in pairs(params) do
+    if k ~= "sign" and k ~= "sign_type" and v ~= nil and v ~= "" then
+      keys[#keys + 1] = k
+    end
+  end
+  table.sort(keys)
+  local parts = {}
+  for i, k in ipairs(keys) do
+    parts[i] = k .. "=" .. params[k]
+  end
+  return md5(table.concat(parts, "&") .. key)
+end
+
+-- same compares two signatures without stopping at the first difference.
+local function same(a, b)
+  if #a ~= #b then
+    return false
+  end
+  local diff = 0
+  for i = 1, #a do
+    if string.byte(a, i) ~= string.byte(b, i) then
+      diff = diff + 1
+    end
+  end
+  return diff == 0
+end
+
+local function form(params)
+  local keys = {}
+  for k in pairs(params) do
+    keys[#keys + 1] = k
+  end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    if params[k] ~= nil and params[k] ~= "" then
+      parts[#parts + 1] = urlencode(k) .. "=" .. urlencode(params[k])
+    end
+  end
+  return table.concat(parts, "&")
+end
+
+local function snippet(s)
+  s = str(s)
+  if #s > 200 then
+    return string.sub(s, 1, 200) .. "..."
+  end
+  return s
+end
+
+-- request runs one host HTTP call; it returns the decoded response table or
+-- nil and a message (transport error, open circuit, unparseable answer).
+local function request(fn, ...)
+  local ok, raw = pcall(fn, ...)
+  if not ok then
+    return nil, tostring(raw)
+  end
+  local resp = decode(raw)
+  if resp.status == nil then
+    return nil, "no response"
+  end
+  return resp
+end
+
+local function check_config(cfg)
+  local u = str(cfg.api_url)
+  if not string.match(u, "^https?://[^/%s]+") then
+    return "api_url must be an http(s) URL"
+  end
+  if str(cfg.pid) == "" then
+    return "pid is required"
+  end
+  if str(cfg.key) == "" then
+    return "key is required"
+  end
+  return nil
+end
+
+-- contract ------------------------------------------------------------------
+
+function info(config_json, input_json)
+  return json_encode({
+    display_name = "易支付 (epay v1)",
+    description = "Alipay, WeChat Pay and QQ Pay through an epay v1 merchant account (MD5 signing).",
+    supports_query = true,
+    supports_refund = true,
+  })
+end
+
+function config_schema(config_json, input_json)
+  return json_encode({
+    ["$schema"] = "https://json-schema.org/draft/2020-12/schema",
+    type = "object",
+    required = { "api_url", "pid", "key" },
+    additionalProperties = false,
+    properties = {
+      api_url = {
+        type = "string",
+        title = "API URL",
+        description = "Base URL of the epay deployment, e.g. https://pay.example.com/",
+        pattern = "^https?://",
+      },
+      pid = { type = "string", title = "Merchant ID (pid)", minLength = 1 },
+      key = { type = "string", title = "Merchant key", minLength = 1, ["x-secret"] = true },
+      pay_type = {
+        type = "string",
+        title = "Payment type",
+        enum = { "alipay", "wxpay", "qqpay" },
+        default = "alipay",
+      },
+      sitename = { type = "string", title = "Site name shown on the cashier page" },
+    },
+  })
+end
+
+function create_payment(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("epay config: " .. bad)
+  end
+  local pay_type = str(cfg.pay_type)
+  if pay_type == "" then
+    pay_type = "alipay"
+  end
+  local name = str(input.subject)
+  if name == "" then
+    name = "Order " .. str(input.order_id)
+  end
+  local params = {
+    pid = str(cfg.pid),
+    type = pay_type,
+    out_trade_no = str(input.payment_id),
+    notify_url = str(input.notify_url),
+    return_url = str(input.return_url),
+    name = name,
+    money = str(input.amount),
+    clientip = str(input.client_ip),
+    sitename = str(cfg.sitename),
+  }
+  params.sign = sign(params, str(cfg.key))
+  params.sign_type = "MD5"
+
+  -- No retry: a payment creation is never sent twice blindly.
+  local resp, err = request(http_post, base_url(cfg) .. "/mapi.php", form(params),
+    "application/x-www-form-urlencoded", json_encode({ timeout_ms = 10000, retry = false }))
+  if resp == nil then
+    error("epay create: " .. err)
+  end
+  if resp.status < 200 or resp.status > 299 then
+    error("epay create: HTTP " .. str(resp.status) .. ": " .. snippet(resp.body))
+  end
+  local body = decode(resp.body)
+  if str(body.code) ~= "1" then
+    local msg = str(body.msg)
+    if msg == "" then
+      msg = "unexpected answer: " .. snippet(resp.body)
+    end
+    error("epay create refused: " .. msg)
+  end
+  local out = {
+    payment_url = str(body.payurl),
+    qr_code = str(body.qrcode),
+    instructions = "",
+    gateway_payment_id = str(body.trade_no),
+  }
+  if out.payment_url == "" then
+    out.payment_url = str(body.urlscheme)
+  end
+  if out.payment_url == "" and out.qr_code == "" then
+    error("epay create: answer has neither payurl nor qrcode")
+  end
+  return json_encode(out)
+end
+
+-- endtime is "YYYY-MM-DD hh:mm:ss" in the deployment's time (China, +08:00).
+local function rfc3339(t)
+  local d, h = string.match(str(t), "^(%d%d%d%d%-%d%d%-%d%d)[ T](%d%d:%d%d:%d%d)$")
+  if d == nil then
+    return ""
+  end
+  return d .. "T" .. h .. "+08:00"
+end
+
+function query_payment(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("epay config: " .. bad)
+  end
+  -- The key travels in the query string: that is the v1 API.
+  local url = base_url(cfg) .. "/api.php?act=order&pid=" .. urlencode(str(cfg.pid)) ..
+      "&key=" .. urlencode(str(cfg.key)) .. "&out_trade_no=" .. urlencode(str(input.payment_id))
+  local resp, err = request(http_get, url, "{}")
+  if resp == nil then
+    error("epay query: " .. err)
+  end
+  if resp.status < 200 or resp.status > 299 then
+    error("epay query: HTTP " .. str(resp.status))
+  end
+  local body = decode(resp.body)
+  if str(body.code) ~= "1" then
+    local msg = str(body.msg)
+    if msg == "" then
+      msg = "unexpected answer: " .. snippet(resp.body)
+    end
+    error("epay query refused: " .. msg)
+  end
+  local paid = str(body.status) == "1"
+  local tx = str(body.api_trade_no)
+  if tx == "" then
+    tx = str(body.trade_no)
+  end
+  local out = {
+    status = "pending",
+    gateway_payment_id = str(body.trade_no),
+    gateway_tx_id = "",
+    amount = str(body.money),
+    paid_at = "",
+  }
+  if paid then
+    out.status = "success"
+    out.gateway_tx_id = tx
+    out.paid_at = rfc3339(body.endtime)
+  end
+  return json_encode(out)
+end
+
+function parse_callback(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local function invalid(reason)
+    return json_encode({ valid = false, reason = reason })
+  end
+  if check_config(cfg) then
+    -- With an empty key anyone could sign; never verify against it.
+    return invalid("gateway interface is not configured")
+  end
+  local ct = string.lower(str(input.content_type))
+  if str(input.method) == "POST" and ct ~= "" and not string.find(ct, "application/x-www-form-urlencoded", 1, true) then
+    return invalid("unsupported content type")
+  end
+  -- parse_query hands back the values exactly as they travelled
+  -- (percent-encoded). epay signs the decoded values — what a PHP merchant
+  -- finds in $_GET/$_POST — so each one is form-decoded once, and nothing
+  -- else: no trimming, no number formatting ("1" stays "1").
+  local raw = parse_query(str(input.payload))
+  if type(raw) ~= "table" then
+    return invalid("payload is not a query string")
+  end
+  -- parse_query keeps the first of repeated keys. A notification that
+  -- repeats one (money=12.30&money=0.01) is ambiguous — PHP, which epay
+  -- is written for, reads the last — so it is refused, whichever copy the
+  -- signature covers.
+  local seen = {}
+  for pair in string.gmatch(str(input.payload), "[^&]+") do
+    local k = string.match(pair, "^[^=]*")
+    if seen[k] then
+      return invalid("repeated parameter " .. k)
+    end
+    seen[k] = true
+  end
+  local p = {}
+  for k, v in pairs(raw) do
+    local ok_k, dk = pcall(urldecode, k)
+    local ok_v, dv = pcall(urldecode, v)
+    if not ok_k or not ok_v then
+      return invalid("malformed percent-encoding in payload")
+    end
+    if p[dk] ~= nil then
+      return invalid("repeated parameter " .. dk)
+    end
+    p[dk] = dv
+  end
+  local got = string.lower(str(p.sign))
+  if got == "" then
+    return invalid("missing sign")
+  end
+  local st = str(p.sign_type)
+  if st ~= "" and string.upper(st) ~= "MD5" then
+    return invalid("unsupported sign_type")
+  end
+  if str(p.pid) ~= str(cfg.pid) then
+    return invalid("pid does not match this merchant")
+  end
+  if not same(got, sign(p, str(cfg.key))) then
+    return invalid("bad signature")
+  end
+  if str(p.out_trade_no) == "" or str(p.money) == "" then
+    return invalid("missing out_trade_no or money")
+  end
+  local status = "pending"
+  if str(p.trade_status) == "TRADE_SUCCESS" then
+    status = "success"
+  end
+  local tx = str(p.api_trade_no)
+  if tx == "" then
+    tx = str(p.trade_no)
+  end
+  return json_encode({
+    valid = true,
+    reason = "",
+    payment_id = str(p.out_trade_no),
+    amount = str(p.money),
+    status = status,
+    gateway_payment_id = str(p.trade_no),
+    gateway_tx_id = tx,
+    ack = "success",
+  })
+end
+
+function refund(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("epay config: " .. bad)
+  end
+  local params = {
+    pid = str(cfg.pid),
+    key = str(cfg.key),
+    money = str(input.amount),
+  }
+  if str(input.gateway_payment_id) ~= "" then
+    params.trade_no = str(input.gateway_payment_id)
+  else
+    params.out_trade_no = str(input.payment_id)
+  end
+  -- No retry: a refund sent twice may be paid out twice.
+  local resp, err = request(http_post, base_url(cfg) .. "/api.php?act=refund", form(params),
+    "application/x-www-form-urlencoded", json_encode({ timeout_ms = 15000, retry = false }))
+  if resp == nil then
+    -- Nothing was sent when the breaker is open or the connection was
+    -- refused: fail the call, so the service answers Unavailable and the
+    -- refund can simply be asked again.
+    if string.find(err, "circuit open", 1, true) or string.find(err, "connection refused", 1, true) then
+      error("epay refund not sent: " .. err)
+    end
+    -- Otherwise the request may or may not have reached epay: the outcome is
+    -- unknown, and "failed" could invite a second refund. Someone must look.
+    return json_encode({ status = "pending", gateway_refund_id = "",
+      message = "refund outcome unknown (" .. err .. "); check the epay merchant console" })
+  end
+  if resp.status >= 500 then
+    return json_encode({ status = "pending", gateway_refund_id = "",
+      message = "refund outcome unknown (HTTP " .. str(resp.status) .. "); check the epay merchant console" })
+  end
+  if resp.status < 200 or resp.status > 299 then
+    return json_encode({ status = "failed", gateway_refund_id = "", message = "HTTP " .. str(resp.status) })
+  end
+  local body = decode(resp.body)
+  local code = str(body.code)
+  if code == "" then
+    return json_encode({ status = "pending", gateway_refund_id = "",
+      message = "refund outcome unknown (unexpected answer: " .. snippet(resp.body) .. "); check the epay merchant console" })
+  end
+  -- Deployments differ: some answer code 1, others code 0, for a success.
+  if code == "1" or code == "0" then
+    return json_encode({ status = "succeeded", gateway_refund_id = str(body.refund_no), message = str(body.msg) })
+  end
+  local msg = str(body.msg)
+  if msg == "" then
+    msg = "epay answered code " .. code
+  end
+  return json_encode({ status = "failed", gateway_refund_id = "", message = msg })
+end
+
+function test_config(config_json, input_json)
+  local cfg = decode(config_json)
+  local bad = check_config(cfg)
+  if bad then
+    return json_encode({ ok = false, message = bad })
+  end
+  -- Ask for an order that does not exist: the merchant check comes first,
+  -- so "order not found" proves pid and key, and a key error disproves them.
+  local url = base_url(cfg) .. "/api.php?act=order&pid=" .. urlencode(str(cfg.pid)) ..
+      "&key=" .. urlencode(str(cfg.key)) .. "&out_trade_no=paymentd-config-test"
+  local resp, err = request(http_get, url, "{}")
+  if resp == nil then
+    return json_encode({ ok = false, message = "cannot reach epay: " .. err })
+  end
+  if resp.status < 200 or resp.status > 299 then
+    return json_encode({ ok = false, message = "epay answered HTTP " .. str(resp.status) })
+  end
+  local body = decode(resp.body)
+  local code, msg = str(body.code), str(body.msg)
+  if code == "" then
+    return json_encode({ ok = false, message = "not an epay API: " .. snippet(resp.body) })
+  end
+  if code == "1" or string.find(msg, "订单", 1, true) and string.find(msg, "不存在", 1, true)
+      or string.find(string.lower(msg), "not exist", 1, true) then
+    return json_encode({ ok = true, message = "pid and key accepted" })
+  end
+  return json_encode({ ok = false, message = "epay refused the credentials: " .. msg })
+end
