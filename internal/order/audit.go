@@ -1,0 +1,175 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Audit actions written by this package (audit_log.action).
+const (
+	ActionProductCreate = "product.create"
+	ActionOrderCreate   = "order.create"
+	ActionOrderCancel   = "order.cancel"
+	ActionOrderPay      = "order.pay_with_balance"
+	ActionBalanceCharge = "balance.charge"
+	ActionPaymentCreate = "payment.create"
+	ActionPaymentFail   = "payment.fail"
+	ActionInvoiceCreate = "invoice.create"
+	ActionInvoiceCancel = "invoice.cancel"
+)
+
+// Entity types (audit_log.entity_type).
+const (
+	entityOrder    = "order"
+	entityProduct  = "product"
+	entityInvoice  = "invoice"
+	entityPayment  = "payment"
+	entityCustomer = "customer"
+)
+
+// Failure reasons of the pending payments an operation fails
+// (payments.failure_reason).
+const (
+	failedByOrderCancel   = "order cancelled"
+	failedByBalancePay    = "order paid with balance"
+	failedByInvoiceCancel = "invoice cancelled"
+)
+
+// actorOf names the principal in the audit log: an admin by its id, a
+// customer by its id, or the API key it called with.
+func actorOf(p auth.Principal) (kind, id string) {
+	switch {
+	case p.IsAdmin():
+		return "admin", p.ID.String()
+	case p.Kind == auth.KindAPIKey && p.CredentialID != "":
+		return "api_key", p.CredentialID
+	default:
+		return "customer", p.ID.String()
+	}
+}
+
+// audit writes one audit_log row; before and after are marshalled to JSON
+// (nil: none). They are the snapshots below, which hold no secret.
+func audit(ctx context.Context, db store.DB, p auth.Principal, at time.Time, action, entityType, entityID string, before, after any) error {
+	kind, id := actorOf(p)
+	b, err := jsonOrNil(before)
+	if err != nil {
+		return err
+	}
+	a, err := jsonOrNil(after)
+	if err != nil {
+		return err
+	}
+	return store.AppendAudit(ctx, db, store.AuditRecord{
+		ActorKind: kind, ActorID: id, Action: action,
+		EntityType: entityType, EntityID: entityID,
+		Before: b, After: a, At: at,
+	})
+}
+
+func jsonOrNil(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// The audit snapshots: the fields of an entity that an operation can change,
+// with snake_case names.
+
+type orderState struct {
+	ID           uuid.UUID    `json:"id"`
+	CustomerID   uuid.UUID    `json:"customer_id"`
+	Status       string       `json:"status"`
+	TotalAmount  money.Amount `json:"total_amount"`
+	Currency     string       `json:"currency"`
+	PaidAt       *time.Time   `json:"paid_at,omitempty"`
+	CancelledAt  *time.Time   `json:"cancelled_at,omitempty"`
+	CancelReason string       `json:"cancel_reason,omitempty"`
+}
+
+func orderSnapshot(o store.Order) orderState {
+	return orderState{
+		ID: o.ID, CustomerID: o.CustomerID, Status: o.Status, TotalAmount: o.TotalAmount,
+		Currency: o.Currency, PaidAt: o.PaidAt, CancelledAt: o.CancelledAt, CancelReason: o.CancelReason,
+	}
+}
+
+type balanceState struct {
+	CustomerID  uuid.UUID    `json:"customer_id"`
+	Balance     money.Amount `json:"balance"`
+	CreditLimit money.Amount `json:"credit_limit"`
+	Currency    string       `json:"currency"`
+}
+
+type paymentState struct {
+	ID            uuid.UUID    `json:"id"`
+	OrderID       *uuid.UUID   `json:"order_id,omitempty"`
+	InvoiceID     *uuid.UUID   `json:"invoice_id,omitempty"`
+	CustomerID    uuid.UUID    `json:"customer_id"`
+	Method        string       `json:"method"`
+	Amount        money.Amount `json:"amount"`
+	Currency      string       `json:"currency"`
+	Status        string       `json:"status"`
+	PaidAt        *time.Time   `json:"paid_at,omitempty"`
+	FailureReason string       `json:"failure_reason,omitempty"`
+}
+
+func paymentSnapshot(p store.Payment) paymentState {
+	return paymentState{
+		ID: p.ID, OrderID: p.OrderID, InvoiceID: p.InvoiceID, CustomerID: p.CustomerID,
+		Method: p.Method, Amount: p.Amount, Currency: p.Currency, Status: p.Status,
+		PaidAt: p.PaidAt, FailureReason: p.FailureReason,
+	}
+}
+
+type productState struct {
+	ID             uuid.UUID    `json:"id"`
+	Name           string       `json:"name"`
+	Price          money.Amount `json:"price"`
+	Currency       string       `json:"currency"`
+	ProviderPlugin *string      `json:"provider_plugin,omitempty"`
+	Enabled        bool         `json:"enabled"`
+}
+
+func productSnapshot(p store.Product) productState {
+	return productState{ID: p.ID, Name: p.Name, Price: p.Price, Currency: p.Currency, ProviderPlugin: p.ProviderPlugin, Enabled: p.Enabled}
+}
+
+type invoiceState struct {
+	ID         uuid.UUID    `json:"id"`
+	CustomerID uuid.UUID    `json:"customer_id"`
+	OrderID    *uuid.UUID   `json:"order_id,omitempty"`
+	Number     *string      `json:"number,omitempty"`
+	Status     string       `json:"status"`
+	Amount     money.Amount `json:"amount"`
+	PaidAmount money.Amount `json:"paid_amount"`
+	Currency   string       `json:"currency"`
+	DueAt      *time.Time   `json:"due_at,omitempty"`
+}
+
+func invoiceSnapshot(i store.Invoice) invoiceState {
+	return invoiceState{
+		ID: i.ID, CustomerID: i.CustomerID, OrderID: i.OrderID, Number: i.Number, Status: i.Status,
+		Amount: i.Amount, PaidAmount: i.PaidAmount, Currency: i.Currency, DueAt: i.DueAt,
+	}
+}
+
+// auditFailedPayments records pending → failed for each payment in failed.
+func auditFailedPayments(ctx context.Context, db store.DB, p auth.Principal, at time.Time, failed []store.Payment) error {
+	for _, pay := range failed {
+		before := paymentSnapshot(pay)
+		before.Status, before.FailureReason = "pending", ""
+		if err := audit(ctx, db, p, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

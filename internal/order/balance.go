@@ -1,0 +1,172 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// BalancePayment is the outcome of PayWithBalance.
+type BalancePayment struct {
+	// Order is the order after the payment (provisioning).
+	Order store.Order
+	// Payment is the balance payment; nil for an order of amount 0.00, which
+	// is paid without a payment record (payments.amount must be > 0).
+	Payment *store.Payment
+	// Ledger is the balance transaction; nil when Payment is nil.
+	Ledger *store.LedgerEntry
+	// Balance is the customer's balance afterwards.
+	Balance money.Amount
+}
+
+// PayWithBalance pays a pending order from its customer's prepaid balance.
+// The customer pays their own orders, an admin anyone's.
+//
+// Everything happens in one transaction, with the customer row and then the
+// order row locked:
+//
+//  1. the order must be pending and in the balance's currency;
+//  2. the balance goes down by the order's total, never below
+//     −credit_limit ("insufficient balance" otherwise, and nothing changes);
+//  3. a ledger row (type payment, negative amount, balance before and
+//     after), a successful payment record (method balance), and the order
+//     moves pending → provisioning with paid_at;
+//  4. the order's pending gateway payments fail (the order is paid);
+//  5. an order_paid event is queued, and audit_log rows record the balance
+//     change, the payment and the order.
+//
+// Concurrent calls for one customer are serialised on the customer row, so
+// they are decided one after the other on the current balance and can
+// never overspend; concurrent calls for one order see it pending only once.
+//
+// An order of amount 0.00 has no payment record (payments.amount > 0): it
+// moves to provisioning with the balance untouched, and order_paid carries
+// payment_id null and amount "0.00".
+func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (BalancePayment, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return BalancePayment{}, err
+	}
+	var out BalancePayment
+	var voided []store.Payment
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		// An unlocked read to learn the customer (an order's customer never
+		// changes): locks are taken customer first, then order, the same
+		// order every balance change of the customer uses.
+		o, err := store.GetOrder(ctx, tx, orderID)
+		if err != nil {
+			return notFound(err, "order", orderID)
+		}
+		if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
+			return apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", orderID)
+		}
+		acct, err := store.LockBalanceAccount(ctx, tx, o.CustomerID)
+		if err != nil {
+			return bug(err, "lock customer of order") // it exists: foreign key
+		}
+		if o, err = store.GetOrderForUpdate(ctx, tx, orderID); err != nil {
+			return bug(err, "lock order")
+		}
+		if err := payable(o); err != nil {
+			return err
+		}
+		if o.Currency != acct.Currency {
+			return apperr.New(apperr.InvalidArgument, "order %s is in %s but the balance is in %s", orderID, o.Currency, acct.Currency)
+		}
+
+		now := s.now()
+		out.Balance = acct.Balance
+		var paymentID *uuid.UUID
+		if !o.TotalAmount.IsZero() {
+			after, err := acct.Balance.Sub(o.TotalAmount)
+			if err != nil || after.Cmp(acct.CreditLimit.Neg()) < 0 {
+				return apperr.New(apperr.InvalidArgument, "insufficient balance")
+			}
+			pay, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
+				OrderID: o.ID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency, PaidAt: now,
+			})
+			if err != nil {
+				return err
+			}
+			if err := store.ChargeBalance(ctx, tx, o.CustomerID, acct.Balance, after, now); err != nil {
+				return bug(err, "charge balance") // the row is locked at acct.Balance
+			}
+			entry, err := store.InsertBalancePaymentEntry(ctx, tx, store.BalancePaymentEntry{
+				CustomerID: o.CustomerID, PaymentID: pay.ID, Amount: o.TotalAmount.Neg(),
+				BalanceBefore: acct.Balance, BalanceAfter: after,
+				Description: "order " + o.ID.String(), CreatedAt: now,
+			})
+			if err != nil {
+				return err
+			}
+			before := balanceState{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
+			afterState := before
+			afterState.Balance = after
+			if err := audit(ctx, tx, p, now, ActionBalanceCharge, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
+				return err
+			}
+			if err := audit(ctx, tx, p, now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
+				return err
+			}
+			out.Payment, out.Ledger, out.Balance = &pay, &entry, after
+			paymentID = &pay.ID
+		}
+
+		if voided, err = store.FailPendingOrderPayments(ctx, tx, o.ID, failedByBalancePay, now); err != nil {
+			return err
+		}
+		if err := auditFailedPayments(ctx, tx, p, now, voided); err != nil {
+			return err
+		}
+		paid, err := store.SetOrderStatus(ctx, tx, o.ID, string(StatusPending), string(StatusProvisioning), &now, now)
+		if err != nil {
+			return bug(err, "move order to provisioning") // the row is locked and pending
+		}
+		if err := audit(ctx, tx, p, now, ActionOrderPay, entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(paid)); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(OrderPaidPayload{
+			OrderID: o.ID, PaymentID: paymentID, Amount: o.TotalAmount, Currency: o.Currency, Method: MethodBalance,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := store.InsertEvent(ctx, tx, EventOrderPaid, o.ID, payload); err != nil {
+			return err
+		}
+		out.Order = paid
+		return nil
+	})
+	if err != nil {
+		return BalancePayment{}, err
+	}
+	attrs := []any{"order_id", orderID, "amount", out.Order.TotalAmount.String(), "currency", out.Order.Currency,
+		"balance_after", out.Balance.String(), "voided_payments", len(voided), "principal", p.String()}
+	if out.Payment != nil {
+		attrs = append(attrs, "payment_id", out.Payment.ID)
+	}
+	s.log.InfoContext(ctx, "order paid with balance", attrs...)
+	return out, nil
+}
+
+// payable refuses an order that is not pending, naming why.
+func payable(o store.Order) error {
+	st := Status(o.Status)
+	switch {
+	case st == StatusPending && CanTransition(st, StatusProvisioning):
+		return nil
+	case st == StatusCancelled:
+		return apperr.New(apperr.InvalidArgument, "order %s is cancelled", o.ID)
+	case o.PaidAt != nil || st == StatusPaid || st == StatusProvisioning || st == StatusActive:
+		return apperr.New(apperr.InvalidArgument, "order %s is already paid", o.ID)
+	default:
+		return apperr.New(apperr.InvalidArgument, "order %s is %s; only a pending order can be paid", o.ID, o.Status)
+	}
+}

@@ -1,0 +1,182 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testfixture"
+)
+
+var currencies = []string{"CNY", "USD"}
+
+// bundle is a database of one's own, the service over it, two CNY customers
+// and principals to call as.
+type bundle struct {
+	pool      *pgxpool.Pool
+	svc       *order.Service
+	alice     uuid.UUID
+	bob       uuid.UUID
+	adminID   uuid.UUID
+	asAlice   context.Context
+	asBob     context.Context
+	asAdmin   context.Context
+	anonymous context.Context
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	return setupWithPool(t, testdb.Pool(t))
+}
+
+func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
+	t.Helper()
+	b := &bundle{pool: pool, svc: order.NewService(pool, currencies, nil, slog.New(slog.DiscardHandler))}
+	b.alice = testfixture.Customer(t, pool)
+	b.bob = testfixture.Customer(t, pool)
+	b.adminID = uuid.New()
+	bg := context.Background()
+	b.asAlice = asCustomer(b.alice)
+	b.asBob = asCustomer(b.bob)
+	b.asAdmin = auth.WithPrincipal(bg, auth.Principal{Role: auth.RoleAdmin, ID: b.adminID, Kind: auth.KindSession})
+	b.anonymous = bg
+	return b
+}
+
+func asCustomer(id uuid.UUID) context.Context {
+	return auth.WithPrincipal(context.Background(), auth.Principal{Role: auth.RoleCustomer, ID: id, Kind: auth.KindJWT})
+}
+
+// bigPool is a pool with room for n concurrent transactions.
+func bigPool(t *testing.T, n int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns = n
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := b.pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func (b *bundle) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, b.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// setAccount sets a customer's balance and credit limit directly.
+func (b *bundle) setAccount(t *testing.T, customer uuid.UUID, balance, credit string) {
+	t.Helper()
+	b.exec(t, `UPDATE customers SET credit_limit = $2, balance = $3 WHERE id = $1`,
+		customer, money.MustParse(credit), money.MustParse(balance))
+}
+
+func (b *bundle) account(t *testing.T, customer uuid.UUID) store.BalanceAccount {
+	t.Helper()
+	a, err := store.GetBalanceAccount(context.Background(), b.pool, customer)
+	require.NoError(t, err)
+	return a
+}
+
+// product creates an enabled product through the service.
+func (b *bundle) product(t *testing.T, price, currency string) store.Product {
+	t.Helper()
+	p, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS " + price, Price: money.MustParse(price), Currency: currency})
+	require.NoError(t, err)
+	return p
+}
+
+// order creates a pending order of price (CNY) for the customer of ctx.
+func (b *bundle) order(t *testing.T, ctx context.Context, price string) store.Order {
+	t.Helper()
+	return b.orderIn(t, ctx, price, "CNY")
+}
+
+func (b *bundle) orderIn(t *testing.T, ctx context.Context, price, currency string) store.Order {
+	t.Helper()
+	o, err := b.svc.CreateOrder(ctx, b.product(t, price, currency).ID)
+	require.NoError(t, err)
+	return o
+}
+
+func (b *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
+	t.Helper()
+	o, err := store.GetOrder(context.Background(), b.pool, id)
+	require.NoError(t, err)
+	return o
+}
+
+func (b *bundle) events(t *testing.T, orderID uuid.UUID) []store.Event {
+	t.Helper()
+	ev, err := store.ListOrderEvents(context.Background(), b.pool, orderID)
+	require.NoError(t, err)
+	return ev
+}
+
+// auditRow is one audit_log row as the tests read it.
+type auditRow struct {
+	ActorKind, ActorID, Action, EntityType, EntityID string
+	Before, After                                    map[string]any
+}
+
+func (b *bundle) audits(t *testing.T, entityType, entityID string) []auditRow {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT actor_kind, actor_id, action, entity_type, entity_id, before, after
+		FROM audit_log WHERE entity_type = $1 AND entity_id = $2 ORDER BY id`, entityType, entityID)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []auditRow
+	for rows.Next() {
+		var r auditRow
+		var before, after []byte
+		require.NoError(t, rows.Scan(&r.ActorKind, &r.ActorID, &r.Action, &r.EntityType, &r.EntityID, &before, &after))
+		if before != nil {
+			require.NoError(t, json.Unmarshal(before, &r.Before))
+		}
+		if after != nil {
+			require.NoError(t, json.Unmarshal(after, &r.After))
+		}
+		out = append(out, r)
+	}
+	require.NoError(t, rows.Err())
+	return out
+}
+
+// failEventInserts makes every insert into events fail in this test's
+// database, to show that a change and its event commit together or not at all.
+func (b *bundle) failEventInserts(t *testing.T) {
+	t.Helper()
+	b.exec(t, `CREATE FUNCTION test_fail_event() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'event queue unavailable'; END; $$`)
+	b.exec(t, `CREATE TRIGGER test_fail_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_event()`)
+}
+
+func requireKind(t *testing.T, err error, kind apperr.Kind, msgAndArgs ...any) {
+	t.Helper()
+	require.Error(t, err, msgAndArgs...)
+	k, ok := apperr.KindOf(err)
+	require.True(t, ok, "not a domain error: %v", err)
+	require.Equal(t, kind.String(), k.String(), "%v", err)
+}
+
+func future() time.Time { return time.Now().Add(30 * 24 * time.Hour) }

@@ -1,0 +1,205 @@
+package order
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// NewInvoice is an invoice to issue: exactly one of OrderID and CustomerID.
+type NewInvoice struct {
+	// OrderID bills an order: the invoice takes its customer and currency.
+	OrderID *uuid.UUID
+	// CustomerID bills a customer for no order.
+	CustomerID *uuid.UUID
+	// Amount must be greater than 0. It need not match what is unpaid of
+	// the order: an invoice may bill extras or a part.
+	Amount money.Amount
+	// Currency empty takes the order's currency, or the customer's balance
+	// currency; it must be one of [billing].currencies, and for an order's
+	// invoice the order's currency.
+	Currency    string
+	Description string
+	// DueAt must be in the future.
+	DueAt time.Time
+}
+
+// CreateInvoice issues an invoice (admin): status issued, issued now, with
+// a number INV-<yyyymmdd>-<12 hex digits of its id>. An order's invoice may
+// not be created for a cancelled or refunded order.
+func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoice, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	if (in.OrderID == nil) == (in.CustomerID == nil) {
+		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "exactly one of order_id and customer_id is required")
+	}
+	if in.Amount.Sign() <= 0 {
+		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "amount must be greater than 0")
+	}
+	now := s.now()
+	if !in.DueAt.After(now) {
+		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "due_at must be in the future")
+	}
+	id := uuid.New()
+	due := in.DueAt.UTC().Truncate(time.Microsecond)
+	var out store.Invoice
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		customerID, currency, err := s.invoiceTarget(ctx, tx, in)
+		if err != nil {
+			return err
+		}
+		inv, err := store.InsertInvoice(ctx, tx, store.NewInvoice{
+			ID: id, CustomerID: customerID, OrderID: in.OrderID, Number: invoiceNumber(id, now),
+			Status: string(InvoiceIssued), Amount: in.Amount, Currency: currency,
+			Description: in.Description, IssuedAt: &now, DueAt: &due, CreatedAt: now,
+		})
+		if err != nil {
+			return err
+		}
+		out = inv
+		return audit(ctx, tx, p, now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, invoiceSnapshot(inv))
+	})
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	s.log.InfoContext(ctx, "invoice issued", "invoice_id", out.ID, "customer_id", out.CustomerID,
+		"amount", out.Amount.String(), "currency", out.Currency, "principal", p.String())
+	return out, nil
+}
+
+// invoiceTarget decides whom an invoice bills and in which currency. An
+// order is locked, so it cannot be cancelled between the check and the
+// insert.
+func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (uuid.UUID, string, error) {
+	var customerID uuid.UUID
+	var currency string
+	if in.OrderID != nil {
+		o, err := store.GetOrderForUpdate(ctx, tx, *in.OrderID)
+		if err != nil {
+			return uuid.Nil, "", notFound(err, "order", *in.OrderID)
+		}
+		if st := Status(o.Status); st == StatusCancelled || st == StatusRefunded {
+			return uuid.Nil, "", apperr.New(apperr.InvalidArgument, "order %s is %s", o.ID, o.Status)
+		}
+		if in.Currency != "" && in.Currency != o.Currency {
+			return uuid.Nil, "", apperr.New(apperr.InvalidArgument, "an invoice of order %s must be in the order's currency %s", o.ID, o.Currency)
+		}
+		customerID, currency = o.CustomerID, o.Currency
+	} else {
+		acct, err := store.GetBalanceAccount(ctx, tx, *in.CustomerID)
+		if err != nil {
+			return uuid.Nil, "", notFound(err, "customer", *in.CustomerID)
+		}
+		customerID, currency = acct.CustomerID, acct.Currency
+		if in.Currency != "" {
+			currency = in.Currency
+		}
+	}
+	return customerID, currency, s.checkCurrency(currency)
+}
+
+// invoiceNumber is INV-<issue date>-<the first 12 hex digits of the id>:
+// readable, and unique in practice (48 random bits a day); the unique
+// constraint catches the rest.
+func invoiceNumber(id uuid.UUID, issued time.Time) string {
+	hex := strings.ToUpper(strings.ReplaceAll(id.String(), "-", ""))
+	return "INV-" + issued.Format("20060102") + "-" + hex[:12]
+}
+
+// GetInvoice returns one invoice: admins any, customers their own.
+func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	inv, err := store.GetInvoice(ctx, s.db, id)
+	if err != nil {
+		return store.Invoice{}, notFound(err, "invoice", id)
+	}
+	if err := auth.CanAccessCustomer(p, inv.CustomerID); err != nil {
+		return store.Invoice{}, apperr.New(apperr.PermissionDenied, "invoice %s belongs to another customer", id)
+	}
+	return inv, nil
+}
+
+// ListInvoices returns a page of invoices, newest first. Customers see only
+// their own.
+func (s *Service) ListInvoices(ctx context.Context, f store.InvoiceFilter, page, size uint32) ([]store.Invoice, payment.Page, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	page, size, err = payment.NormalizePage(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	if f.CustomerID, err = scope(p, f.CustomerID); err != nil {
+		return nil, payment.Page{}, err
+	}
+	rows, total, err := store.ListInvoices(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+}
+
+// CancelInvoice cancels an invoice nothing has been paid on (admin), and
+// fails its pending payments, in one transaction. A paid, partly paid or
+// already cancelled invoice is InvalidArgument.
+func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	var out store.Invoice
+	var failed []store.Payment
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		inv, err := store.GetInvoiceForUpdate(ctx, tx, id)
+		if err != nil {
+			return notFound(err, "invoice", id)
+		}
+		from := InvoiceStatus(inv.Status)
+		switch {
+		case from == InvoicePaid:
+			return apperr.New(apperr.InvalidArgument, "invoice %s is paid and cannot be cancelled", id)
+		case from == InvoiceCancelled:
+			return apperr.New(apperr.InvalidArgument, "invoice %s is already cancelled", id)
+		case !inv.PaidAmount.IsZero():
+			return apperr.New(apperr.InvalidArgument, "invoice %s is partly paid (%s); refund it first", id, inv.PaidAmount)
+		case !CanTransitionInvoice(from, InvoiceCancelled):
+			return apperr.New(apperr.InvalidArgument, "invoice %s is %s and cannot be cancelled", id, inv.Status)
+		}
+		now := s.now()
+		c, err := store.SetInvoiceStatus(ctx, tx, id, inv.Status, string(InvoiceCancelled), now)
+		if err != nil {
+			return bug(err, "cancel invoice") // the row is locked
+		}
+		if failed, err = store.FailPendingInvoicePayments(ctx, tx, id, failedByInvoiceCancel, now); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, p, now, ActionInvoiceCancel, entityInvoice, id.String(), invoiceSnapshot(inv), invoiceSnapshot(c)); err != nil {
+			return err
+		}
+		if err := auditFailedPayments(ctx, tx, p, now, failed); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	s.log.InfoContext(ctx, "invoice cancelled", "invoice_id", id, "failed_payments", len(failed), "principal", p.String())
+	return out, nil
+}

@@ -1,0 +1,365 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Service is the order domain: catalogue, orders, balance payment, invoices.
+type Service struct {
+	db         store.DB
+	currencies []string
+	clock      func() time.Time
+	log        *slog.Logger
+}
+
+// NewService returns the order domain over db. currencies is
+// [billing].currencies, the set every product, order and invoice currency
+// must belong to; clock is the time source (nil: time.Now).
+func NewService(db store.DB, currencies []string, clock func() time.Time, log *slog.Logger) *Service {
+	if clock == nil {
+		clock = time.Now
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{db: db, currencies: slices.Clone(currencies), clock: clock, log: log}
+}
+
+// now is the clock in UTC at PostgreSQL's precision, so a time written and
+// read back compares equal.
+func (s *Service) now() time.Time {
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// checkCurrency refuses a currency outside [billing].currencies.
+func (s *Service) checkCurrency(c string) error {
+	if !slices.Contains(s.currencies, c) {
+		return apperr.New(apperr.InvalidArgument, "currency %q is not accepted (accepted: %s)", c, strings.Join(s.currencies, ", "))
+	}
+	return nil
+}
+
+func requireAdmin(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
+// scope limits a list to the caller's own rows: a customer gets its own id
+// (asking for another customer's rows is PermissionDenied), an admin what
+// it asked for.
+func scope(p auth.Principal, asked *uuid.UUID) (*uuid.UUID, error) {
+	own := auth.CustomerScope(p)
+	if own == nil {
+		return asked, nil
+	}
+	if asked != nil && *asked != *own {
+		return nil, apperr.New(apperr.PermissionDenied, "customers may list only their own")
+	}
+	return own, nil
+}
+
+// notFound turns store.ErrNotFound into a NotFound domain error naming what.
+func notFound(err error, what string, id uuid.UUID) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "%s %s not found", what, id)
+	}
+	return err
+}
+
+// bug turns a store.ErrNotFound that the locks held make impossible (a row
+// that must exist, a guarded update that must match) into Internal, so that
+// it never reaches the caller as NotFound. Other errors (cancellation, a
+// lost connection) pass unchanged.
+func bug(err error, doing string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.Wrap(apperr.Internal, err, "%s", doing)
+	}
+	return err
+}
+
+// ---- products ----
+
+// NewProduct is a product to add to the catalogue.
+type NewProduct struct {
+	Name        string
+	Description string
+	Price       money.Amount
+	Currency    string
+	// ProviderPlugin names the provider plugin that provisions it; nil: none.
+	ProviderPlugin *string
+}
+
+// CreateProduct adds an enabled product (admin).
+func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Product, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Product{}, err
+	}
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" {
+		return store.Product{}, apperr.New(apperr.InvalidArgument, "name is required")
+	}
+	if in.Price.Sign() < 0 {
+		return store.Product{}, apperr.New(apperr.InvalidArgument, "price must not be negative")
+	}
+	if err := s.checkCurrency(in.Currency); err != nil {
+		return store.Product{}, err
+	}
+	if in.ProviderPlugin != nil {
+		typ, err := store.PluginType(ctx, s.db, *in.ProviderPlugin)
+		if errors.Is(err, store.ErrNotFound) {
+			return store.Product{}, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *in.ProviderPlugin)
+		}
+		if err != nil {
+			return store.Product{}, err
+		}
+		if typ != "first_party_provider" && typ != "upstream_provider" {
+			return store.Product{}, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", *in.ProviderPlugin, typ)
+		}
+	}
+	var out store.Product
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		now := s.now()
+		prod, err := store.InsertProduct(ctx, tx, store.NewProduct{
+			Name: in.Name, Description: in.Description, Price: in.Price, Currency: in.Currency,
+			ProviderPlugin: in.ProviderPlugin, CreatedAt: now,
+		})
+		if errors.Is(err, store.ErrForeignKeyViolation) { // the plugin went away since the check
+			return apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *in.ProviderPlugin)
+		}
+		if err != nil {
+			return err
+		}
+		out = prod
+		return audit(ctx, tx, p, now, ActionProductCreate, entityProduct, prod.ID.String(), nil, productSnapshot(prod))
+	})
+	if err != nil {
+		return store.Product{}, err
+	}
+	s.log.InfoContext(ctx, "product created", "product_id", out.ID, "price", out.Price.String(), "currency", out.Currency, "principal", p.String())
+	return out, nil
+}
+
+// ListProducts returns a page of products, newest first. Admins see every
+// product (enabled filters when set); customers see enabled products only,
+// so asking for disabled ones gives an empty page.
+func (s *Service) ListProducts(ctx context.Context, enabled *bool, page, size uint32) ([]store.Product, payment.Page, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	page, size, err = payment.NormalizePage(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	if !p.IsAdmin() {
+		if enabled != nil && !*enabled {
+			return nil, payment.Page{Number: page, Size: size}, nil
+		}
+		yes := true
+		enabled = &yes
+	}
+	rows, total, err := store.ListProducts(ctx, s.db, enabled, int64(size), int64(page-1)*int64(size))
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+}
+
+// ---- orders ----
+
+// orderItem is the frozen copy of the product in orders.item.
+type orderItem struct {
+	ProductID      uuid.UUID       `json:"product_id"`
+	Name           string          `json:"name"`
+	Description    string          `json:"description"`
+	Price          money.Amount    `json:"price"`
+	Currency       string          `json:"currency"`
+	ProviderPlugin *string         `json:"provider_plugin"`
+	ProviderConfig json.RawMessage `json:"provider_config"`
+}
+
+// CreateOrder orders one product for the calling customer: a pending order
+// of the product's price, in the product's currency.
+func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.Order, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return store.Order{}, err
+	}
+	if p.Role != auth.RoleCustomer {
+		return store.Order{}, apperr.New(apperr.PermissionDenied, "orders are placed by customers")
+	}
+	prod, err := store.GetProduct(ctx, s.db, productID)
+	if err != nil {
+		return store.Order{}, notFound(err, "product", productID)
+	}
+	if !prod.Enabled {
+		return store.Order{}, apperr.New(apperr.InvalidArgument, "product %s is not available", productID)
+	}
+	if err := s.checkCurrency(prod.Currency); err != nil {
+		return store.Order{}, err
+	}
+	acct, err := store.GetBalanceAccount(ctx, s.db, p.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Order{}, apperr.New(apperr.PermissionDenied, "customer account not found")
+	}
+	if err != nil {
+		return store.Order{}, err
+	}
+	if acct.DisabledAt != nil {
+		return store.Order{}, apperr.New(apperr.PermissionDenied, "customer account is disabled")
+	}
+	config := json.RawMessage(prod.ProviderConfig)
+	if len(config) == 0 {
+		config = json.RawMessage("{}")
+	}
+	item, err := json.Marshal(orderItem{
+		ProductID: prod.ID, Name: prod.Name, Description: prod.Description, Price: prod.Price,
+		Currency: prod.Currency, ProviderPlugin: prod.ProviderPlugin, ProviderConfig: config,
+	})
+	if err != nil {
+		return store.Order{}, err
+	}
+	var out store.Order
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		now := s.now()
+		o, err := store.InsertOrder(ctx, tx, store.NewOrder{
+			CustomerID: p.ID, ProductID: &prod.ID, TotalAmount: prod.Price, Currency: prod.Currency,
+			Description: prod.Name, Item: item, CreatedAt: now,
+		})
+		if err != nil {
+			return err
+		}
+		out = o
+		return audit(ctx, tx, p, now, ActionOrderCreate, entityOrder, o.ID.String(), nil, orderSnapshot(o))
+	})
+	if err != nil {
+		return store.Order{}, err
+	}
+	s.log.InfoContext(ctx, "order created", "order_id", out.ID, "product_id", prod.ID,
+		"amount", out.TotalAmount.String(), "currency", out.Currency, "principal", p.String())
+	return out, nil
+}
+
+// GetOrder returns one order: admins any, customers their own (another
+// customer's order is PermissionDenied).
+func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (store.Order, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return store.Order{}, err
+	}
+	o, err := store.GetOrder(ctx, s.db, id)
+	if err != nil {
+		return store.Order{}, notFound(err, "order", id)
+	}
+	if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
+		return store.Order{}, apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", id)
+	}
+	return o, nil
+}
+
+// ListOrders returns a page of orders, newest first. Customers see only
+// their own.
+func (s *Service) ListOrders(ctx context.Context, f store.OrderFilter, page, size uint32) ([]store.Order, payment.Page, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	page, size, err = payment.NormalizePage(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	if f.CustomerID, err = scope(p, f.CustomerID); err != nil {
+		return nil, payment.Page{}, err
+	}
+	if f.Status != nil && !slices.Contains(Statuses, Status(*f.Status)) {
+		return nil, payment.Page{}, apperr.New(apperr.InvalidArgument, "unknown order status %q", *f.Status)
+	}
+	rows, total, err := store.ListOrders(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+}
+
+// CancelOrder cancels a pending order: the customer its own, an admin any.
+// In one transaction the order becomes cancelled (reason customer or
+// admin), its pending payments fail, and an order_cancelled event is queued
+// with refund_due false (nothing was paid).
+func (s *Service) CancelOrder(ctx context.Context, id uuid.UUID) (store.Order, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return store.Order{}, err
+	}
+	reason := CancelReasonCustomer
+	if p.IsAdmin() {
+		reason = CancelReasonAdmin
+	}
+	var out store.Order
+	var failed []store.Payment
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		if err != nil {
+			return notFound(err, "order", id)
+		}
+		if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
+			return apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", id)
+		}
+		// The table also allows provisioning → cancelled, but that is the
+		// worker's move when provisioning fails; callers cancel only
+		// orders nobody has paid for.
+		if Status(o.Status) != StatusPending {
+			return apperr.New(apperr.InvalidArgument, "order %s is %s; only a pending order can be cancelled", id, o.Status)
+		}
+		now := s.now()
+		c, err := store.CancelOrder(ctx, tx, id, string(StatusPending), reason, now)
+		if err != nil {
+			return bug(err, "cancel order") // the row is locked and pending
+		}
+		if failed, err = store.FailPendingOrderPayments(ctx, tx, id, failedByOrderCancel, now); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(OrderCancelledPayload{OrderID: id, Reason: reason, RefundDue: false})
+		if err != nil {
+			return err
+		}
+		if _, err := store.InsertEvent(ctx, tx, EventOrderCancelled, id, payload); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, p, now, ActionOrderCancel, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(c)); err != nil {
+			return err
+		}
+		if err := auditFailedPayments(ctx, tx, p, now, failed); err != nil {
+			return err
+		}
+		out = c
+		return nil
+	})
+	if err != nil {
+		return store.Order{}, err
+	}
+	s.log.InfoContext(ctx, "order cancelled", "order_id", id, "reason", reason,
+		"failed_payments", len(failed), "principal", p.String())
+	return out, nil
+}

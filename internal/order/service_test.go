@@ -1,0 +1,355 @@
+package order_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testfixture"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestCreateProductIsAdminOnlyAndChecksCurrencyAndProviderPlugin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	in := order.NewProduct{Name: "VPS small", Description: "1 vCPU", Price: money.MustParse("12.30"), Currency: "USD"}
+
+	p, err := b.svc.CreateProduct(b.asAdmin, in)
+	require.NoError(t, err)
+	require.Equal(t, "VPS small", p.Name)
+	require.Equal(t, "12.30", p.Price.String())
+	require.Equal(t, "USD", p.Currency)
+	require.True(t, p.Enabled)
+	audits := b.audits(t, "product", p.ID.String())
+	require.Len(t, audits, 1)
+	require.Equal(t, "admin", audits[0].ActorKind)
+	require.Equal(t, b.adminID.String(), audits[0].ActorID)
+	require.Equal(t, order.ActionProductCreate, audits[0].Action)
+
+	free := in
+	free.Price = money.Zero()
+	_, err = b.svc.CreateProduct(b.asAdmin, free)
+	require.NoError(t, err, "a free product is allowed")
+
+	_, err = b.svc.CreateProduct(b.asAlice, in)
+	requireKind(t, err, apperr.PermissionDenied)
+	_, err = b.svc.CreateProduct(b.anonymous, in)
+	requireKind(t, err, apperr.Unauthenticated)
+
+	eur := in
+	eur.Currency = "EUR"
+	_, err = b.svc.CreateProduct(b.asAdmin, eur)
+	requireKind(t, err, apperr.InvalidArgument, "EUR is not in [billing].currencies")
+
+	negative := in
+	negative.Price = money.MustParse("-1.00")
+	_, err = b.svc.CreateProduct(b.asAdmin, negative)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	blank := in
+	blank.Name = "  "
+	_, err = b.svc.CreateProduct(b.asAdmin, blank)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	missing := in
+	missing.ProviderPlugin = ptr("nope")
+	_, err = b.svc.CreateProduct(b.asAdmin, missing)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	testfixture.GatewayInterface(t, b.pool, "epay") // a gateway plugin, not a provider
+	gateway := in
+	gateway.ProviderPlugin = ptr("epay")
+	_, err = b.svc.CreateProduct(b.asAdmin, gateway)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	b.exec(t, `INSERT INTO plugins (name, type, source, sha256) VALUES ('cloud', 'upstream_provider', '--', repeat('b', 64))`)
+	provider := in
+	provider.ProviderPlugin = ptr("cloud")
+	p, err = b.svc.CreateProduct(b.asAdmin, provider)
+	require.NoError(t, err)
+	require.Equal(t, "cloud", *p.ProviderPlugin)
+}
+
+func TestListProductsShowsCustomersEnabledProductsOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	on := b.product(t, "1.00", "CNY")
+	off := b.product(t, "2.00", "CNY")
+	b.exec(t, `UPDATE products SET enabled = false WHERE id = $1`, off.ID)
+
+	rows, page, err := b.svc.ListProducts(b.asAlice, nil, 0, 0)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), page.Total)
+	require.Equal(t, on.ID, rows[0].ID)
+
+	rows, _, err = b.svc.ListProducts(b.asAlice, ptr(false), 1, 10)
+	require.NoError(t, err)
+	require.Empty(t, rows, "customers cannot see disabled products by asking")
+
+	rows, page, err = b.svc.ListProducts(b.asAdmin, nil, 1, 10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), page.Total)
+	require.Equal(t, []uuid.UUID{off.ID, on.ID}, []uuid.UUID{rows[0].ID, rows[1].ID}, "newest first")
+
+	rows, _, err = b.svc.ListProducts(b.asAdmin, ptr(false), 1, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, off.ID, rows[0].ID)
+
+	_, _, err = b.svc.ListProducts(b.anonymous, nil, 1, 10)
+	requireKind(t, err, apperr.Unauthenticated)
+	_, _, err = b.svc.ListProducts(b.asAdmin, nil, 1, 101)
+	requireKind(t, err, apperr.InvalidArgument)
+}
+
+func TestCreateOrderIsPendingWithThePriceAndCurrencyOfTheProduct(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.product(t, "12.30", "USD")
+
+	o, err := b.svc.CreateOrder(b.asAlice, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, string(order.StatusPending), o.Status)
+	require.Equal(t, b.alice, o.CustomerID)
+	require.Equal(t, p.ID, *o.ProductID)
+	require.Equal(t, "12.30", o.TotalAmount.String())
+	require.Equal(t, "USD", o.Currency, "the product's currency, not the customer's CNY")
+	require.Equal(t, p.Name, o.Description)
+	require.Nil(t, o.PaidAt)
+
+	var item map[string]any
+	require.NoError(t, json.Unmarshal(o.Item, &item))
+	require.Equal(t, "12.30", item["price"])
+	require.Equal(t, p.Name, item["name"])
+
+	audits := b.audits(t, "order", o.ID.String())
+	require.Len(t, audits, 1)
+	require.Equal(t, order.ActionOrderCreate, audits[0].Action)
+	require.Equal(t, "customer", audits[0].ActorKind)
+	require.Equal(t, b.alice.String(), audits[0].ActorID)
+	require.Nil(t, audits[0].Before)
+	require.Equal(t, "pending", audits[0].After["status"])
+}
+
+func TestCreateOrderRefusesUnknownDisabledAndUnacceptedProducts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.product(t, "5.00", "CNY")
+
+	_, err := b.svc.CreateOrder(b.asAlice, uuid.New())
+	requireKind(t, err, apperr.NotFound)
+
+	_, err = b.svc.CreateOrder(b.asAdmin, p.ID)
+	requireKind(t, err, apperr.PermissionDenied, "orders are placed by customers")
+	_, err = b.svc.CreateOrder(b.anonymous, p.ID)
+	requireKind(t, err, apperr.Unauthenticated)
+
+	b.exec(t, `UPDATE products SET enabled = false WHERE id = $1`, p.ID)
+	_, err = b.svc.CreateOrder(b.asAlice, p.ID)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	// A product whose currency was dropped from [billing].currencies.
+	var eur uuid.UUID
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`INSERT INTO products (name, price, currency) VALUES ('euro', 1, 'EUR') RETURNING id`).Scan(&eur))
+	_, err = b.svc.CreateOrder(b.asAlice, eur)
+	requireKind(t, err, apperr.InvalidArgument)
+
+	b.exec(t, `UPDATE customers SET disabled_at = now() WHERE id = $1`, b.bob)
+	b.exec(t, `UPDATE products SET enabled = true WHERE id = $1`, p.ID)
+	_, err = b.svc.CreateOrder(b.asBob, p.ID)
+	requireKind(t, err, apperr.PermissionDenied, "a disabled customer cannot order")
+	require.Zero(t, b.count(t, `SELECT count(*) FROM orders`))
+}
+
+func TestGetOrderIsScopedToItsCustomer(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.order(t, b.asAlice, "10.00")
+
+	got, err := b.svc.GetOrder(b.asAlice, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, o, got)
+
+	_, err = b.svc.GetOrder(b.asAdmin, o.ID)
+	require.NoError(t, err, "admins see every order")
+
+	_, err = b.svc.GetOrder(b.asBob, o.ID)
+	requireKind(t, err, apperr.PermissionDenied)
+
+	_, err = b.svc.GetOrder(b.asAlice, uuid.New())
+	requireKind(t, err, apperr.NotFound)
+
+	_, err = b.svc.GetOrder(b.anonymous, o.ID)
+	requireKind(t, err, apperr.Unauthenticated)
+}
+
+func TestListOrdersScopesCustomersPagesNewestFirstAndFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var alices []uuid.UUID
+	for range 3 {
+		alices = append(alices, b.order(t, b.asAlice, "1.00").ID)
+	}
+	bobs := b.order(t, b.asBob, "2.00")
+	_, err := b.svc.CancelOrder(b.asAlice, alices[0])
+	require.NoError(t, err)
+
+	rows, page, err := b.svc.ListOrders(b.asAlice, store.OrderFilter{}, 1, 2)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), page.Total)
+	require.Equal(t, uint32(2), page.TotalPages())
+	require.Equal(t, []uuid.UUID{alices[2], alices[1]}, []uuid.UUID{rows[0].ID, rows[1].ID})
+	rows, _, err = b.svc.ListOrders(b.asAlice, store.OrderFilter{}, 2, 2)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, alices[0], rows[0].ID)
+
+	_, page, err = b.svc.ListOrders(b.asAlice, store.OrderFilter{CustomerID: &b.alice}, 1, 10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), page.Total, "naming oneself is fine")
+
+	_, _, err = b.svc.ListOrders(b.asAlice, store.OrderFilter{CustomerID: &b.bob}, 1, 10)
+	requireKind(t, err, apperr.PermissionDenied, "a customer cannot list another's orders")
+
+	_, page, err = b.svc.ListOrders(b.asAdmin, store.OrderFilter{}, 1, 10)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4), page.Total, "admins see all")
+
+	rows, _, err = b.svc.ListOrders(b.asAdmin, store.OrderFilter{CustomerID: &b.bob}, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, bobs.ID, rows[0].ID)
+
+	rows, _, err = b.svc.ListOrders(b.asAdmin, store.OrderFilter{Status: ptr("cancelled")}, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, alices[0], rows[0].ID)
+
+	_, _, err = b.svc.ListOrders(b.asAdmin, store.OrderFilter{Status: ptr("bogus")}, 1, 10)
+	requireKind(t, err, apperr.InvalidArgument)
+	_, _, err = b.svc.ListOrders(b.asAdmin, store.OrderFilter{}, 1, 101)
+	requireKind(t, err, apperr.InvalidArgument)
+	_, _, err = b.svc.ListOrders(b.anonymous, store.OrderFilter{}, 1, 10)
+	requireKind(t, err, apperr.Unauthenticated)
+}
+
+func TestCancelOrderCancelsFailsPendingPaymentsAndQueuesTheEvent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.order(t, b.asAlice, "10.00")
+	gw := testfixture.GatewayInterface(t, b.pool, "epay")
+	pending := testfixture.InsertPayment(t, b.pool, testfixture.Payment{Customer: b.alice, Order: o.ID, Gateway: gw, Amount: "10.00"})
+
+	c, err := b.svc.CancelOrder(b.asAlice, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, "cancelled", c.Status)
+	require.Equal(t, order.CancelReasonCustomer, c.CancelReason)
+	require.NotNil(t, c.CancelledAt)
+	require.Equal(t, c, b.getOrder(t, o.ID))
+
+	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	require.NoError(t, err)
+	require.Equal(t, "failed", pay.Status)
+	require.Equal(t, "order cancelled", pay.FailureReason)
+
+	events := b.events(t, o.ID)
+	require.Len(t, events, 1)
+	require.Equal(t, order.EventOrderCancelled, events[0].EventType)
+	require.Equal(t, "pending", events[0].Status)
+	require.JSONEq(t, `{"order_id":"`+o.ID.String()+`","reason":"customer","refund_due":false}`, string(events[0].Payload))
+
+	orderAudits := b.audits(t, "order", o.ID.String())
+	require.Len(t, orderAudits, 2) // create, cancel
+	require.Equal(t, order.ActionOrderCancel, orderAudits[1].Action)
+	require.Equal(t, "pending", orderAudits[1].Before["status"])
+	require.Equal(t, "cancelled", orderAudits[1].After["status"])
+	payAudits := b.audits(t, "payment", pending.String())
+	require.Len(t, payAudits, 1)
+	require.Equal(t, order.ActionPaymentFail, payAudits[0].Action)
+	require.Equal(t, "failed", payAudits[0].After["status"])
+}
+
+func TestCancelOrderByAnAdminRecordsReasonAdmin(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.order(t, b.asAlice, "10.00")
+	c, err := b.svc.CancelOrder(b.asAdmin, o.ID)
+	require.NoError(t, err)
+	require.Equal(t, order.CancelReasonAdmin, c.CancelReason)
+	require.JSONEq(t, `{"order_id":"`+o.ID.String()+`","reason":"admin","refund_due":false}`, string(b.events(t, o.ID)[0].Payload))
+}
+
+func TestCancelOrderRefusesOrdersThatAreNotPendingOrNotTheCallers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.order(t, b.asAlice, "10.00")
+
+	_, err := b.svc.CancelOrder(b.asBob, o.ID)
+	requireKind(t, err, apperr.PermissionDenied)
+	_, err = b.svc.CancelOrder(b.asAlice, uuid.New())
+	requireKind(t, err, apperr.NotFound)
+	_, err = b.svc.CancelOrder(b.anonymous, o.ID)
+	requireKind(t, err, apperr.Unauthenticated)
+
+	_, err = b.svc.CancelOrder(b.asAlice, o.ID)
+	require.NoError(t, err)
+	_, err = b.svc.CancelOrder(b.asAlice, o.ID)
+	requireKind(t, err, apperr.InvalidArgument, "already cancelled")
+
+	paid := b.order(t, b.asAlice, "0.00")
+	_, err = b.svc.PayWithBalance(b.asAlice, paid.ID)
+	require.NoError(t, err)
+	for _, ctx := range []context.Context{b.asAlice, b.asAdmin} {
+		_, err = b.svc.CancelOrder(ctx, paid.ID)
+		requireKind(t, err, apperr.InvalidArgument, "a provisioning order is not cancelled by callers")
+	}
+	for _, st := range []order.Status{order.StatusPaid, order.StatusActive, order.StatusSuspended} {
+		b.exec(t, `UPDATE orders SET status = $2 WHERE id = $1`, paid.ID, st)
+		_, err = b.svc.CancelOrder(b.asAdmin, paid.ID)
+		requireKind(t, err, apperr.InvalidArgument, st)
+	}
+	require.Len(t, b.events(t, o.ID), 1, "only the one successful cancel queued an event")
+}
+
+func TestCancelOrderAndItsEventCommitTogetherOrNotAtAll(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	o := b.order(t, b.asAlice, "10.00")
+	gw := testfixture.GatewayInterface(t, b.pool, "epay")
+	pending := testfixture.InsertPayment(t, b.pool, testfixture.Payment{Customer: b.alice, Order: o.ID, Gateway: gw, Amount: "10.00"})
+	b.failEventInserts(t)
+
+	_, err := b.svc.CancelOrder(b.asAlice, o.ID)
+	require.Error(t, err)
+	require.Equal(t, o, b.getOrder(t, o.ID), "the order is untouched when its event cannot be queued")
+	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	require.NoError(t, err)
+	require.Equal(t, "pending", pay.Status)
+	require.Len(t, b.audits(t, "order", o.ID.String()), 1, "only the create")
+	require.Empty(t, b.audits(t, "payment", pending.String()))
+}
+
+func TestAuditNamesTheAPIKeyACustomerCalledWith(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.product(t, "1.00", "CNY")
+	ctx := auth.WithPrincipal(context.Background(), auth.Principal{
+		Role: auth.RoleCustomer, ID: b.alice, Kind: auth.KindAPIKey, CredentialID: "key-123",
+	})
+	o, err := b.svc.CreateOrder(ctx, p.ID)
+	require.NoError(t, err)
+	audits := b.audits(t, "order", o.ID.String())
+	require.Len(t, audits, 1)
+	require.Equal(t, "api_key", audits[0].ActorKind)
+	require.Equal(t, "key-123", audits[0].ActorID)
+}

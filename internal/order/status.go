@@ -1,0 +1,92 @@
+package order
+
+// Status is an order's status (orders.status).
+type Status string
+
+// The order statuses: the spec's eight and DESIGN.md's terminated.
+const (
+	StatusPending      Status = "pending"
+	StatusPaid         Status = "paid"
+	StatusProvisioning Status = "provisioning"
+	StatusActive       Status = "active"
+	StatusCancelled    Status = "cancelled"
+	StatusSuspended    Status = "suspended"
+	StatusRefunded     Status = "refunded"
+	StatusCompleted    Status = "completed"
+	StatusTerminated   Status = "terminated"
+)
+
+// Statuses lists every order status, in life-cycle order.
+var Statuses = []Status{
+	StatusPending, StatusPaid, StatusProvisioning, StatusActive, StatusSuspended,
+	StatusCompleted, StatusTerminated, StatusCancelled, StatusRefunded,
+}
+
+// transitions is the order state machine of DESIGN.md ("order
+// transitions"); a pair not listed is refused. The trigger of each move is
+// noted; the operations that make them check the rest.
+var transitions = map[Status]map[Status]bool{
+	StatusPending: {
+		StatusPaid:         true, // gateway callback, bank transfer confirmation
+		StatusProvisioning: true, // balance payment
+		StatusCancelled:    true, // 24 h timeout, customer or admin cancel
+	},
+	StatusPaid: {
+		StatusProvisioning: true, // the event worker takes order_paid
+		StatusRefunded:     true, // admin full refund
+	},
+	StatusProvisioning: {
+		StatusActive:    true, // provisioned
+		StatusCancelled: true, // provisioning failed, automatic refund
+	},
+	StatusActive: {
+		StatusSuspended:  true,
+		StatusCompleted:  true,
+		StatusTerminated: true,
+		StatusRefunded:   true, // admin full refund
+	},
+	StatusSuspended: {
+		StatusActive:     true,
+		StatusTerminated: true,
+	},
+	// cancelled, refunded, completed and terminated are final.
+}
+
+// CanTransition reports whether an order may move from one status to
+// another. Staying in the same status is not a transition.
+func CanTransition(from, to Status) bool {
+	return transitions[from][to]
+}
+
+// IsFinal reports whether no transition leaves s.
+func (s Status) IsFinal() bool { return len(transitions[s]) == 0 }
+
+// InvoiceStatus is an invoice's status (invoices.status).
+type InvoiceStatus string
+
+// The invoice statuses of the spec.
+const (
+	InvoiceDraft     InvoiceStatus = "draft"
+	InvoiceIssued    InvoiceStatus = "issued"
+	InvoicePaid      InvoiceStatus = "paid"
+	InvoiceOverdue   InvoiceStatus = "overdue"
+	InvoiceCancelled InvoiceStatus = "cancelled"
+)
+
+// InvoiceStatuses lists every invoice status.
+var InvoiceStatuses = []InvoiceStatus{InvoiceDraft, InvoiceIssued, InvoicePaid, InvoiceOverdue, InvoiceCancelled}
+
+// invoiceTransitions: the spec says draft, issued, then paid, overdue or
+// cancelled; an overdue invoice can still be paid or cancelled. paid and
+// cancelled are final.
+var invoiceTransitions = map[InvoiceStatus]map[InvoiceStatus]bool{
+	InvoiceDraft:   {InvoiceIssued: true, InvoiceCancelled: true},
+	InvoiceIssued:  {InvoicePaid: true, InvoiceOverdue: true, InvoiceCancelled: true},
+	InvoiceOverdue: {InvoicePaid: true, InvoiceCancelled: true},
+}
+
+// CanTransitionInvoice reports whether an invoice may move from one status
+// to another.
+func CanTransitionInvoice(from, to InvoiceStatus) bool {
+	return invoiceTransitions[from][to]
+}

@@ -1,0 +1,108 @@
+package payment
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+
+	"connectrpc.com/connect"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// AdminPolicy is who may call each PaymentAdminService procedure: the
+// console's reads of refunds and the audit log are for admins alone.
+var AdminPolicy = auth.Policy{
+	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.AdminOnly,
+}
+
+// AdminHandler serves billing.payment.PaymentAdminService: decode, call the
+// domain, encode.
+type AdminHandler struct {
+	paymentpbconnect.UnimplementedPaymentAdminServiceHandler
+	svc *Service
+	log *slog.Logger
+}
+
+// NewAdminHandler returns the PaymentAdminService handler over svc.
+func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &AdminHandler{svc: svc, log: log}
+}
+
+var _ paymentpbconnect.PaymentAdminServiceHandler = (*AdminHandler)(nil)
+
+// ListRefunds lists a payment's refunds, newest first.
+func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[paymentpb.ListRefundsRequest]) (*connect.Response[paymentpb.ListRefundsResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	rows, err := h.svc.Refunds(ctx, id)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := &paymentpb.ListRefundsResponse{Refunds: make([]*paymentpb.Refund, 0, len(rows))}
+	for _, r := range rows {
+		out.Refunds = append(out.Refunds, refundRecord(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListAuditEntries pages through one entity's audit log, newest first.
+func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Request[paymentpb.ListAuditEntriesRequest]) (*connect.Response[paymentpb.ListAuditEntriesResponse], error) {
+	m := req.Msg
+	rows, page, err := h.svc.AuditTrail(ctx, m.GetEntityType(), m.GetEntityId(), m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := &paymentpb.ListAuditEntriesResponse{
+		Entries: make([]*paymentpb.AuditEntry, 0, len(rows)),
+		Meta: &paymentpb.PageMeta{
+			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
+		},
+	}
+	for _, e := range rows {
+		out.Entries = append(out.Entries, auditRecord(e))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func refundRecord(r store.Refund) *paymentpb.Refund {
+	return &paymentpb.Refund{
+		Id:              r.ID.String(),
+		PaymentId:       r.PaymentID.String(),
+		Amount:          r.Amount.String(),
+		Status:          r.Status,
+		GatewayRefundId: r.GatewayRefundID,
+		Reason:          r.Reason,
+		Error:           r.Error,
+		RequestedBy:     rpc.IDString(r.RequestedBy),
+		CreatedAt:       rpc.Time(r.CreatedAt),
+		UpdatedAt:       rpc.Time(r.UpdatedAt),
+	}
+}
+
+// auditRecord is the wire form of an audit row. Before and After are the
+// JSON the writers stored, already without secrets; request_id stays in the
+// database (it leads to log lines, not to the console).
+func auditRecord(e store.AuditLogRow) *paymentpb.AuditEntry {
+	return &paymentpb.AuditEntry{
+		Id:         strconv.FormatInt(e.ID, 10),
+		ActorKind:  e.ActorKind,
+		ActorId:    e.ActorID,
+		Action:     e.Action,
+		EntityType: e.EntityType,
+		EntityId:   e.EntityID,
+		Before:     string(e.Before),
+		After:      string(e.After),
+		CreatedAt:  rpc.Time(e.CreatedAt),
+	}
+}

@@ -1,0 +1,213 @@
+package payment
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Audit actions written by this package (audit_log.action).
+const (
+	ActionPaymentCreate  = "payment.create"
+	ActionPaymentSuccess = "payment.success"
+	ActionPaymentConfirm = "payment.confirm_bank_transfer"
+	ActionPaymentFail    = "payment.fail"
+	ActionPaymentAnomaly = "payment.anomaly"
+	ActionPaymentRefund  = "payment.refund"
+	ActionInvoicePay     = "invoice.pay"
+	ActionOrderPaid      = "order.paid"
+	ActionOrderRefund    = "order.refund"
+	ActionRefundRequest  = "refund.request"
+	ActionRefundSucceed  = "refund.succeed"
+	ActionRefundFail     = "refund.fail"
+	ActionRefundUnknown  = "refund.outcome_unknown"
+	ActionBalanceRefund  = "balance.refund"
+)
+
+// Entity types (audit_log.entity_type).
+const (
+	entityPayment  = "payment"
+	entityOrder    = "order"
+	entityInvoice  = "invoice"
+	entityRefund   = "refund"
+	entityCustomer = "customer"
+)
+
+// actor is who an audit row names: an admin, a customer, an API key, a
+// gateway interface (callbacks) or the system (the reconciler).
+type actor struct {
+	kind string
+	id   string
+}
+
+// actorOf names a principal: an admin or customer by id, or the API key it
+// called with.
+func actorOf(p auth.Principal) actor {
+	switch {
+	case p.IsAdmin():
+		return actor{store.ActorAdmin, p.ID.String()}
+	case p.Kind == auth.KindAPIKey && p.CredentialID != "":
+		return actor{store.ActorAPIKey, p.CredentialID}
+	default:
+		return actor{store.ActorCustomer, p.ID.String()}
+	}
+}
+
+func gatewayActor(interfaceID uuid.UUID) actor {
+	return actor{store.ActorGateway, interfaceID.String()}
+}
+
+// audit writes one audit_log row in db's transaction; before and after are
+// marshalled to JSON (nil: none). They are the snapshots below, which hold
+// no secret.
+func audit(ctx context.Context, db store.DB, a actor, at time.Time, action, entityType, entityID string, before, after any) error {
+	b, err := jsonOrNil(before)
+	if err != nil {
+		return err
+	}
+	af, err := jsonOrNil(after)
+	if err != nil {
+		return err
+	}
+	return store.AppendAudit(ctx, db, store.AuditRecord{
+		ActorKind: a.kind, ActorID: a.id, Action: action,
+		EntityType: entityType, EntityID: entityID,
+		Before: b, After: af, At: at,
+	})
+}
+
+func jsonOrNil(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	return json.Marshal(v)
+}
+
+// The audit snapshots: what an operation of this package can change, with
+// snake_case names.
+
+type paymentState struct {
+	ID               uuid.UUID    `json:"id"`
+	OrderID          *uuid.UUID   `json:"order_id,omitempty"`
+	InvoiceID        *uuid.UUID   `json:"invoice_id,omitempty"`
+	CustomerID       uuid.UUID    `json:"customer_id"`
+	Method           string       `json:"method"`
+	GatewayInterface *uuid.UUID   `json:"gateway_interface_id,omitempty"`
+	Amount           money.Amount `json:"amount"`
+	RefundedAmount   money.Amount `json:"refunded_amount"`
+	Currency         string       `json:"currency"`
+	Status           string       `json:"status"`
+	GatewayPaymentID string       `json:"gateway_payment_id,omitempty"`
+	GatewayTxID      string       `json:"gateway_tx_id,omitempty"`
+	PaidAt           *time.Time   `json:"paid_at,omitempty"`
+	FailureReason    string       `json:"failure_reason,omitempty"`
+}
+
+func paymentSnapshot(p store.Payment) paymentState {
+	return paymentState{
+		ID: p.ID, OrderID: p.OrderID, InvoiceID: p.InvoiceID, CustomerID: p.CustomerID,
+		Method: p.Method, GatewayInterface: p.GatewayInterfaceID, Amount: p.Amount,
+		RefundedAmount: p.RefundedAmount, Currency: p.Currency, Status: p.Status,
+		GatewayPaymentID: p.GatewayPaymentID, GatewayTxID: p.GatewayTxID,
+		PaidAt: p.PaidAt, FailureReason: p.FailureReason,
+	}
+}
+
+type orderState struct {
+	ID          uuid.UUID    `json:"id"`
+	CustomerID  uuid.UUID    `json:"customer_id"`
+	Status      string       `json:"status"`
+	TotalAmount money.Amount `json:"total_amount"`
+	Currency    string       `json:"currency"`
+	PaidAt      *time.Time   `json:"paid_at,omitempty"`
+}
+
+func orderSnapshot(o store.Order) orderState {
+	return orderState{ID: o.ID, CustomerID: o.CustomerID, Status: o.Status, TotalAmount: o.TotalAmount, Currency: o.Currency, PaidAt: o.PaidAt}
+}
+
+type invoiceState struct {
+	ID         uuid.UUID    `json:"id"`
+	CustomerID uuid.UUID    `json:"customer_id"`
+	OrderID    *uuid.UUID   `json:"order_id,omitempty"`
+	Status     string       `json:"status"`
+	Amount     money.Amount `json:"amount"`
+	PaidAmount money.Amount `json:"paid_amount"`
+	Currency   string       `json:"currency"`
+	PaidAt     *time.Time   `json:"paid_at,omitempty"`
+}
+
+func invoiceSnapshot(i store.Invoice) invoiceState {
+	return invoiceState{ID: i.ID, CustomerID: i.CustomerID, OrderID: i.OrderID, Status: i.Status, Amount: i.Amount, PaidAmount: i.PaidAmount, Currency: i.Currency, PaidAt: i.PaidAt}
+}
+
+type refundState struct {
+	ID              uuid.UUID    `json:"id"`
+	PaymentID       uuid.UUID    `json:"payment_id"`
+	Amount          money.Amount `json:"amount"`
+	Status          string       `json:"status"`
+	GatewayRefundID string       `json:"gateway_refund_id,omitempty"`
+	Reason          string       `json:"reason,omitempty"`
+	RequestedBy     *uuid.UUID   `json:"requested_by,omitempty"`
+	Error           string       `json:"error,omitempty"`
+}
+
+func refundSnapshot(r store.Refund) refundState {
+	return refundState{ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, GatewayRefundID: r.GatewayRefundID, Reason: r.Reason, RequestedBy: r.RequestedBy, Error: r.Error}
+}
+
+type balanceState struct {
+	CustomerID uuid.UUID    `json:"customer_id"`
+	Balance    money.Amount `json:"balance"`
+	Currency   string       `json:"currency"`
+}
+
+// auditFailedPayments records pending → failed for each payment in failed.
+func auditFailedPayments(ctx context.Context, db store.DB, a actor, at time.Time, failed []store.Payment) error {
+	for _, pay := range failed {
+		before := paymentSnapshot(pay)
+		before.Status, before.FailureReason = "pending", ""
+		if err := audit(ctx, db, a, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// anomaly is something a gateway (or an admin) reported that this service
+// will not apply, but that may mean money moved: a success for a failed
+// payment, for a cancelled order, of another amount, under another gateway
+// order number. It is kept in audit_log (action payment.anomaly) for an
+// admin, once per distinct report: a gateway that retries its callback
+// does not fill the log.
+type anomaly struct {
+	Kind             string `json:"kind"`
+	Message          string `json:"message"`
+	Source           string `json:"source"`
+	GatewayPaymentID string `json:"gateway_payment_id,omitempty"`
+	GatewayTxID      string `json:"gateway_tx_id,omitempty"`
+	Amount           string `json:"amount,omitempty"`
+	Fingerprint      string `json:"fingerprint"`
+}
+
+// recordAnomaly writes a once in db's transaction (with the payment row
+// locked, so two deliveries of one report cannot both write it) and logs it.
+func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a actor, at time.Time, pay store.Payment, an anomaly) error {
+	sum := sha256.Sum256([]byte(an.Kind + "\x00" + an.GatewayPaymentID + "\x00" + an.GatewayTxID + "\x00" + an.Amount))
+	an.Fingerprint = hex.EncodeToString(sum[:16])
+	s.log.ErrorContext(ctx, "payment anomaly: recorded for an admin", "payment_id", pay.ID, "kind", an.Kind,
+		"source", an.Source, "message", an.Message, "gateway_payment_id", an.GatewayPaymentID, "amount", an.Amount)
+	seen, err := store.PaymentAuditExists(ctx, db, pay.ID, ActionPaymentAnomaly, an.Fingerprint)
+	if err != nil || seen {
+		return err
+	}
+	return audit(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
+}

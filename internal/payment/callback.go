@@ -1,0 +1,251 @@
+package payment
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Callback is a gateway's asynchronous notification as it arrived.
+type Callback struct {
+	GatewayInterfaceID uuid.UUID
+	// Method is GET or POST; ContentType the request's Content-Type.
+	Method      string
+	ContentType string
+	// Payload is the raw query string (GET) or body (POST).
+	Payload string
+}
+
+// CallbackResult is the outcome of a callback that was accepted.
+type CallbackResult struct {
+	Payment store.Payment
+	// Ack is the body the gateway expects when the callback was taken
+	// (epay: "success").
+	Ack string
+	// Duplicate: the callback repeats one already applied. The gRPC
+	// HandleCallback answers AlreadyExists; the /callbacks route
+	// acknowledges it again so the gateway stops retrying.
+	Duplicate bool
+	// Applied: this callback settled the payment.
+	Applied bool
+}
+
+// HandleCallback verifies a gateway callback with the interface's plugin
+// (parse_callback) and applies it exactly once:
+//
+//   - a bad signature (valid=false) is InvalidArgument "signature
+//     verification failed: …", nothing changed;
+//   - an unknown payment is NotFound;
+//   - a success is settled (see settle): pending → success, order paid,
+//     order_paid queued, in one transaction under the row locks; a repeat of
+//     the applied callback comes back with Duplicate set; an interface,
+//     amount or order-number mismatch is InvalidArgument and is recorded;
+//   - another status (pending, failed) changes nothing and answers the
+//     record as it is: a payment fails only on the gateway's answer to a
+//     status query, never on a notification.
+//
+// No credential is needed: the signature is the protection. A disabled
+// interface still takes callbacks, since money paid through it must land.
+func (s *Service) HandleCallback(ctx context.Context, cb Callback) (CallbackResult, error) {
+	gateway := gatewayUnknown
+	res, err := s.handleCallback(ctx, cb, &gateway)
+	s.metrics.CallbackOutcome(gateway, callbackOutcome(res, err))
+	return res, err
+}
+
+// handleCallback is HandleCallback; it sets *gateway to the interface's
+// plugin name once it is known.
+func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *string) (CallbackResult, error) {
+	if s.gateways == nil {
+		return CallbackResult{}, apperr.New(apperr.Unavailable, "payment gateways are not available")
+	}
+	gw, err := s.gateways.Get(ctx, cb.GatewayInterfaceID)
+	if apperr.Is(err, apperr.NotFound) {
+		return CallbackResult{}, apperr.New(apperr.NotFound, "gateway interface %s not found", cb.GatewayInterfaceID)
+	}
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	*gateway = gw.PluginName
+	if gw.Plugin == nil {
+		return CallbackResult{}, apperr.New(apperr.Unavailable, "the plugin of gateway interface %s is not loaded", cb.GatewayInterfaceID)
+	}
+	var res parseCallbackOutput
+	if err := callPlugin(ctx, gw, "parse_callback", parseCallbackInput{
+		Method: cb.Method, ContentType: cb.ContentType, Payload: cb.Payload,
+	}, &res); err != nil {
+		return CallbackResult{}, err
+	}
+	if !res.Valid {
+		reason := clip(strings.TrimSpace(res.Reason), 120)
+		if reason == "" {
+			reason = "rejected by the gateway plugin"
+		}
+		s.log.WarnContext(ctx, "gateway callback rejected", "gateway_interface_id", cb.GatewayInterfaceID, "reason", reason)
+		return CallbackResult{}, apperr.Wrap(apperr.InvalidArgument, errBadSignature, "signature verification failed: %s", reason)
+	}
+	paymentID, err := uuid.Parse(res.PaymentID)
+	if err != nil {
+		return CallbackResult{}, apperr.New(apperr.NotFound, "payment %q not found", clip(res.PaymentID, 64))
+	}
+	amount, err := money.Parse(res.Amount)
+	if err != nil {
+		return CallbackResult{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", clip(res.Amount, 40))
+	}
+
+	if res.Status != gatewaySuccess {
+		// Nothing to apply; answer the record as it is, after the same
+		// identity checks a success gets.
+		pay, err := store.GetPayment(ctx, s.db, paymentID)
+		if err != nil {
+			return CallbackResult{}, paymentNotFound(err, paymentID)
+		}
+		if pay.GatewayInterfaceID == nil || *pay.GatewayInterfaceID != cb.GatewayInterfaceID {
+			return CallbackResult{}, apperr.New(apperr.InvalidArgument, "payment %s does not belong to gateway interface %s", paymentID, cb.GatewayInterfaceID)
+		}
+		s.log.InfoContext(ctx, "gateway callback without success", "payment_id", paymentID, "gateway_status", clip(res.Status, 20))
+		return CallbackResult{Payment: pay, Ack: res.Ack}, nil
+	}
+
+	st, err := s.settle(ctx, fromCallback, gatewayActor(cb.GatewayInterfaceID), paymentID, cb.GatewayInterfaceID, report{
+		Status: gatewaySuccess, GatewayPaymentID: res.GatewayPaymentID, GatewayTxID: res.GatewayTxID,
+		Amount: &amount, RawAmount: res.Amount, Gateway: gw.PluginName,
+	})
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	return CallbackResult{Payment: st.Payment, Ack: res.Ack, Duplicate: st.Duplicate, Applied: st.Applied}, nil
+}
+
+// QueryPaymentStatus asks the gateway for a payment's status and
+// synchronises the record (admin): success is settled like a callback (an
+// already settled payment is simply returned), failed fails a pending
+// payment, pending changes nothing. A payment that is no longer pending is
+// returned as it is. A failed query is Internal; an open circuit breaker
+// Unavailable.
+func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.Payment, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Payment{}, err
+	}
+	pay, err := store.GetPayment(ctx, s.db, id)
+	if err != nil {
+		return store.Payment{}, paymentNotFound(err, id)
+	}
+	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance; there is no gateway to ask", id)
+	}
+	if pay.Status != "pending" {
+		return pay, nil
+	}
+	return s.syncWithGateway(ctx, pay, fromQuery, actorOf(p))
+}
+
+// syncWithGateway asks pay's gateway (query_payment, outside any
+// transaction) and applies the answer through settle.
+func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src string, who actor) (store.Payment, error) {
+	gw, err := s.gateway(ctx, *pay.GatewayInterfaceID)
+	if err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return store.Payment{}, apperr.Wrap(apperr.Internal, err, "gateway interface of payment %s not found", pay.ID)
+		}
+		return store.Payment{}, err
+	}
+	var out queryPaymentOutput
+	if err := callPlugin(ctx, gw, "query_payment", queryPaymentInput{
+		PaymentID: pay.ID.String(), GatewayPaymentID: pay.GatewayPaymentID, Amount: pay.Amount, Currency: pay.Currency,
+	}, &out); err != nil {
+		return store.Payment{}, err
+	}
+	rep := report{
+		Status: out.Status, GatewayPaymentID: out.GatewayPaymentID, GatewayTxID: out.GatewayTxID,
+		RawAmount: out.Amount, Reason: "the gateway reports the payment failed", Gateway: gw.PluginName,
+	}
+	switch out.Status {
+	case gatewayPending:
+		return pay, nil
+	case gatewaySuccess, gatewayFailed:
+	default:
+		return store.Payment{}, apperr.New(apperr.Internal, "gateway plugin %s: query_payment answered unknown status %q", gw.PluginName, clip(out.Status, 20))
+	}
+	if out.Amount != "" {
+		a, err := money.Parse(out.Amount)
+		if err != nil {
+			return store.Payment{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", clip(out.Amount, 40))
+		}
+		rep.Amount = &a
+	}
+	if t, err := time.Parse(time.RFC3339, out.PaidAt); err == nil {
+		rep.PaidAt = t
+	}
+	st, err := s.settle(ctx, src, who, pay.ID, *pay.GatewayInterfaceID, rep)
+	if err != nil {
+		return store.Payment{}, err
+	}
+	return st.Payment, nil
+}
+
+// BankTransferPlugin is the plugin whose payments an admin confirms.
+const BankTransferPlugin = "bank_transfer"
+
+// ConfirmBankTransfer records that a bank transfer arrived (admin): the
+// same success path as a callback (row locks, status check, order paid,
+// order_paid queued, one transaction), with reference — the statement's
+// reference — as the gateway payment and transaction id, and the admin as
+// the actor in audit_log. Only payments of a bank_transfer interface can be
+// confirmed (else InvalidArgument). Confirming again with the same
+// reference is AlreadyExists; with another, InvalidArgument.
+func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, reference string) (store.Payment, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Payment{}, err
+	}
+	reference = strings.TrimSpace(reference)
+	if reference == "" {
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "reference is required")
+	}
+	if len(reference) > 128 {
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "reference must be at most 128 bytes")
+	}
+	pay, err := store.GetPayment(ctx, s.db, paymentID)
+	if err != nil {
+		return store.Payment{}, paymentNotFound(err, paymentID)
+	}
+	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not by bank transfer", paymentID)
+	}
+	if s.gateways == nil {
+		return store.Payment{}, apperr.New(apperr.Unavailable, "payment gateways are not available")
+	}
+	gw, err := s.gateways.Get(ctx, *pay.GatewayInterfaceID)
+	if err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s is not a bank transfer", paymentID)
+		}
+		return store.Payment{}, err
+	}
+	if gw.PluginName != BankTransferPlugin {
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s is paid through %s, not by bank transfer", paymentID, gw.PluginName)
+	}
+	st, err := s.settle(ctx, fromConfirm, actorOf(p), pay.ID, *pay.GatewayInterfaceID, report{
+		Status: gatewaySuccess, GatewayPaymentID: reference, GatewayTxID: reference, Gateway: gw.PluginName,
+	})
+	if err != nil {
+		return store.Payment{}, err
+	}
+	if st.Duplicate {
+		return st.Payment, apperr.New(apperr.AlreadyExists, "payment %s was already confirmed with reference %q", paymentID, reference)
+	}
+	return st.Payment, nil
+}
+
+// errDuplicateCallback is the gRPC answer to a repeated callback.
+func errDuplicateCallback(p store.Payment) error {
+	return apperr.New(apperr.AlreadyExists, "duplicate callback: payment %s is already %s", p.ID, p.Status)
+}

@@ -1,0 +1,139 @@
+package payment
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/logging"
+)
+
+// MaxCallbackBytes bounds a callback's query string or body, as the gRPC
+// HandleCallback bounds its payload.
+const MaxCallbackBytes = 64 << 10
+
+// CallbackHandler serves GET and POST /callbacks/{gateway_interface_id}:
+// the address real gateways notify (notify_url). It hands the raw query
+// string (GET) or body (POST), with the content type, to HandleCallback and
+// answers in the terms a gateway understands:
+//
+//	applied, repeated, or not a success   200, the plugin's ack (epay: "success"), so the gateway stops
+//	bad signature, mismatch               400, a short reason, no ack
+//	unknown payment or interface          404
+//	plugin not loaded, circuit open       503 (the gateway retries)
+//	anything else                         500 (the gateway retries)
+//
+// It needs no credential (the signature is the protection) and must sit
+// behind the concurrency limit like every request.
+type CallbackHandler struct {
+	svc *Service
+	log *slog.Logger
+}
+
+// NewCallbackHandler returns the /callbacks route over svc.
+func NewCallbackHandler(svc *Service, log *slog.Logger) *CallbackHandler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &CallbackHandler{svc: svc, log: log}
+}
+
+// Middleware mounts h at CallbackPath in front of next: requests under it
+// are answered here, all others go on. Place it after the concurrency and
+// rate limits and before the credential layers, which a gateway's
+// notification has nothing for.
+func (h *CallbackHandler) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, CallbackPath) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rest, ok := strings.CutPrefix(r.URL.Path, CallbackPath)
+	id, err := uuid.Parse(rest)
+	if !ok || err != nil || len(rest) != 36 {
+		plain(w, http.StatusNotFound, "not found")
+		return
+	}
+	logging.Add(ctx, slog.String("gateway_interface_id", id.String()))
+	cb := Callback{GatewayInterfaceID: id, Method: r.Method}
+	switch r.Method {
+	case http.MethodGet:
+		if len(r.URL.RawQuery) > MaxCallbackBytes {
+			plain(w, http.StatusRequestEntityTooLarge, "callback too large")
+			return
+		}
+		cb.Payload = r.URL.RawQuery
+	case http.MethodPost:
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			plain(w, http.StatusRequestEntityTooLarge, "callback too large")
+			return
+		}
+		if err != nil {
+			plain(w, http.StatusBadRequest, "cannot read body")
+			return
+		}
+		cb.Payload = string(body)
+		cb.ContentType = r.Header.Get("Content-Type")
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		plain(w, http.StatusMethodNotAllowed, "method not allowed")
+		return
+	}
+
+	res, err := h.svc.HandleCallback(ctx, cb)
+	if err != nil {
+		status, msg := http.StatusInternalServerError, "internal error"
+		kind, _ := apperr.KindOf(err)
+		switch kind {
+		case apperr.InvalidArgument:
+			status, msg = http.StatusBadRequest, shortReason(err)
+		case apperr.NotFound:
+			status, msg = http.StatusNotFound, "not found"
+		case apperr.Unavailable:
+			status, msg = http.StatusServiceUnavailable, "unavailable"
+		}
+		level := slog.LevelWarn
+		if status >= 500 {
+			level = slog.LevelError
+		}
+		h.log.Log(ctx, level, "gateway callback refused", "gateway_interface_id", id, "method", r.Method, "status", status, "err", err)
+		plain(w, status, msg)
+		return
+	}
+	logging.Add(ctx, slog.String("payment_id", res.Payment.ID.String()))
+	if res.Payment.OrderID != nil {
+		logging.Add(ctx, slog.String("order_id", res.Payment.OrderID.String()))
+	}
+	h.log.InfoContext(ctx, "gateway callback answered", "gateway_interface_id", id, "payment_id", res.Payment.ID,
+		"payment_status", res.Payment.Status, "applied", res.Applied, "duplicate", res.Duplicate)
+	plain(w, http.StatusOK, res.Ack)
+}
+
+// shortReason is the caller-facing message of a domain error, bounded.
+func shortReason(err error) string {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return clip(ae.Message, 200)
+	}
+	return "bad request"
+}
+
+func plain(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}

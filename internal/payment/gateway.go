@@ -1,0 +1,32 @@
+package payment
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+)
+
+// Caller runs one contract function of a loaded plugin: fn(configJSON,
+// inputJSON) → a JSON string (docs/plugins.md). *plugin.Plugin satisfies it.
+type Caller interface {
+	Call(ctx context.Context, fn, configJSON, inputJSON string) (string, error)
+}
+
+// Gateway is one gateway interface, ready to call.
+type Gateway struct {
+	InterfaceID uuid.UUID
+	PluginName  string
+	DisplayName string
+	Enabled     bool
+	// ConfigJSON is the interface's full configuration, secrets included: it
+	// goes to the plugin and nowhere else.
+	ConfigJSON string
+	// Plugin is nil when the plugin is disabled or failed to load.
+	Plugin Caller
+}
+
+// Gateways looks gateway interfaces up. The plugin registry implements it;
+// Get answers an apperr NotFound error for an unknown interface id.
+type Gateways interface {
+	Get(ctx context.Context, interfaceID uuid.UUID) (Gateway, error)
+}

@@ -1,0 +1,200 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/plugin"
+)
+
+// The inputs and outputs of the gateway contract (docs/plugins.md). Money
+// goes to a plugin as a string with two decimals (money.Amount marshals so)
+// and comes back as whatever string the gateway sent; it is parsed strictly
+// and compared as a decimal, never as a string ("1" equals "1.00").
+
+type createPaymentInput struct {
+	PaymentID string       `json:"payment_id"`
+	OrderID   string       `json:"order_id"`
+	InvoiceID string       `json:"invoice_id"`
+	Amount    money.Amount `json:"amount"`
+	Currency  string       `json:"currency"`
+	Subject   string       `json:"subject"`
+	ReturnURL string       `json:"return_url"`
+	NotifyURL string       `json:"notify_url"`
+	ClientIP  string       `json:"client_ip"`
+}
+
+type createPaymentOutput struct {
+	PaymentURL       string `json:"payment_url"`
+	QRCode           string `json:"qr_code"`
+	Instructions     string `json:"instructions"`
+	GatewayPaymentID string `json:"gateway_payment_id"`
+}
+
+type queryPaymentInput struct {
+	PaymentID        string       `json:"payment_id"`
+	GatewayPaymentID string       `json:"gateway_payment_id"`
+	Amount           money.Amount `json:"amount"`
+	Currency         string       `json:"currency"`
+}
+
+type queryPaymentOutput struct {
+	Status           string `json:"status"`
+	GatewayPaymentID string `json:"gateway_payment_id"`
+	GatewayTxID      string `json:"gateway_tx_id"`
+	Amount           string `json:"amount"`
+	PaidAt           string `json:"paid_at"`
+}
+
+type parseCallbackInput struct {
+	Method      string `json:"method"`
+	ContentType string `json:"content_type"`
+	Payload     string `json:"payload"`
+}
+
+type parseCallbackOutput struct {
+	Valid            bool   `json:"valid"`
+	Reason           string `json:"reason"`
+	PaymentID        string `json:"payment_id"`
+	Amount           string `json:"amount"`
+	Status           string `json:"status"`
+	GatewayPaymentID string `json:"gateway_payment_id"`
+	GatewayTxID      string `json:"gateway_tx_id"`
+	Ack              string `json:"ack"`
+}
+
+type refundInput struct {
+	PaymentID        string       `json:"payment_id"`
+	RefundID         string       `json:"refund_id"`
+	GatewayPaymentID string       `json:"gateway_payment_id"`
+	GatewayTxID      string       `json:"gateway_tx_id"`
+	Amount           money.Amount `json:"amount"`
+	PaymentAmount    money.Amount `json:"payment_amount"`
+	Currency         string       `json:"currency"`
+	Reason           string       `json:"reason"`
+}
+
+type refundOutput struct {
+	Status          string `json:"status"`
+	GatewayRefundID string `json:"gateway_refund_id"`
+	Message         string `json:"message"`
+}
+
+// Statuses in plugin answers.
+const (
+	gatewaySuccess = "success"
+	gatewayFailed  = "failed"
+	gatewayPending = "pending"
+
+	refundSucceeded = "succeeded"
+	refundFailed    = "failed"
+	refundPending   = "pending"
+)
+
+// gateway looks up a gateway interface for an operation on an existing
+// payment: the interface must be known and its plugin loaded (a disabled
+// interface still settles and refunds the payments made through it).
+func (s *Service) gateway(ctx context.Context, id uuid.UUID) (Gateway, error) {
+	if s.gateways == nil {
+		return Gateway{}, apperr.New(apperr.Unavailable, "payment gateways are not available")
+	}
+	gw, err := s.gateways.Get(ctx, id)
+	if err != nil {
+		return Gateway{}, err
+	}
+	if gw.Plugin == nil {
+		return Gateway{}, apperr.New(apperr.Unavailable, "the plugin of gateway interface %s is not loaded", id)
+	}
+	return gw, nil
+}
+
+// callPlugin runs fn of gw's plugin with input marshalled to JSON and
+// decodes its answer into out. A failure is Internal ("gateway plugin … failed",
+// the cause logged, never shown), an open circuit Unavailable naming the host.
+func callPlugin(ctx context.Context, gw Gateway, fn string, input, out any) error {
+	raw, err := rawCall(ctx, gw, fn, input)
+	if err != nil {
+		return pluginError(gw, fn, err)
+	}
+	return decodeAnswer(gw, fn, raw, out)
+}
+
+func rawCall(ctx context.Context, gw Gateway, fn string, input any) (string, error) {
+	in, err := json.Marshal(input)
+	if err != nil {
+		return "", err
+	}
+	return gw.Plugin.Call(ctx, fn, gw.ConfigJSON, string(in))
+}
+
+func decodeAnswer(gw Gateway, fn, raw string, out any) error {
+	if err := json.Unmarshal([]byte(raw), out); err != nil {
+		return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s returned a malformed answer", gw.PluginName, fn)
+	}
+	return nil
+}
+
+// pluginError maps a failed plugin call: an open circuit breaker is
+// Unavailable ("gateway <host> unavailable"); anything else is Internal.
+func pluginError(gw Gateway, fn string, err error) error {
+	if host, ok := circuitOpen(err); ok {
+		return apperr.Wrap(apperr.Unavailable, err, "gateway %s unavailable", host)
+	}
+	return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s failed", gw.PluginName, fn)
+}
+
+// circuitOpen reports whether err is (or wraps) an open circuit breaker, and
+// the host it names.
+func circuitOpen(err error) (string, bool) {
+	var coe *outbound.CircuitOpenError
+	if errors.As(err, &coe) {
+		return coe.Host, true
+	}
+	if errors.Is(err, outbound.ErrCircuitOpen) {
+		return "host", true
+	}
+	return "", false
+}
+
+// pluginKind is the kind of a failed plugin call, "" when err is not a
+// *plugin.CallError.
+func pluginKind(err error) plugin.ErrorKind {
+	var ce *plugin.CallError
+	if errors.As(err, &ce) {
+		return ce.Kind
+	}
+	return ""
+}
+
+// pluginMessage is the plugin's own message of a failed call (for admins
+// and logs; never for customers), bounded.
+func pluginMessage(err error) string {
+	var ce *plugin.CallError
+	if errors.As(err, &ce) {
+		return clip(ce.Message, 300)
+	}
+	return clip(err.Error(), 300)
+}
+
+// clip bounds a text that came from outside (a plugin, a gateway) before it
+// goes into an error message or a row.
+func clip(s string, n int) string {
+	s = strings.ToValidUTF8(s, "?")
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,202 @@
+package payment
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Policy is who may call each PaymentService procedure (the spec's
+// permission table). Customers are scoped to their own payments by the
+// operations themselves.
+var Policy = auth.Policy{
+	paymentpbconnect.PaymentServiceCreatePaymentProcedure:      auth.Authenticated,
+	paymentpbconnect.PaymentServiceListPaymentsProcedure:       auth.Authenticated,
+	paymentpbconnect.PaymentServiceGetPaymentProcedure:         auth.Authenticated,
+	paymentpbconnect.PaymentServiceQueryPaymentStatusProcedure: auth.AdminOnly,
+	paymentpbconnect.PaymentServiceHandleCallbackProcedure:     auth.Public,
+	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.AdminOnly,
+}
+
+// Handler serves billing.payment.PaymentService: decode, call the domain,
+// encode.
+type Handler struct {
+	paymentpbconnect.UnimplementedPaymentServiceHandler
+	svc *Service
+	log *slog.Logger
+}
+
+// NewHandler returns the PaymentService handler over svc.
+func NewHandler(svc *Service, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{svc: svc, log: log}
+}
+
+var _ paymentpbconnect.PaymentServiceHandler = (*Handler)(nil)
+
+// GetPayment implements the spec's GetPayment.
+func (h *Handler) GetPayment(ctx context.Context, req *connect.Request[paymentpb.GetPaymentRequest]) (*connect.Response[paymentpb.GetPaymentResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	p, err := h.svc.Get(ctx, id)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&paymentpb.GetPaymentResponse{Payment: Record(p)}), nil
+}
+
+// ListPayments implements the spec's ListPayments.
+func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[paymentpb.ListPaymentsRequest]) (*connect.Response[paymentpb.ListPaymentsResponse], error) {
+	m := req.Msg
+	var f store.PaymentFilter
+	var err error
+	if f.OrderID, err = rpc.OptionalID(m.OrderId, "order_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	if f.InvoiceID, err = rpc.OptionalID(m.InvoiceId, "invoice_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	if f.GatewayInterfaceID, err = rpc.OptionalID(m.GatewayInterfaceId, "gateway_interface_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	f.Status = m.Status
+	rows, page, err := h.svc.List(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := &paymentpb.ListPaymentsResponse{
+		Payments: make([]*paymentpb.PaymentRecord, 0, len(rows)),
+		Meta: &paymentpb.PageMeta{
+			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
+		},
+	}
+	for _, p := range rows {
+		out.Payments = append(out.Payments, Record(p))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// CreatePayment implements the spec's CreatePayment. An empty order_id or
+// invoice_id means "not given".
+func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymentpb.CreatePaymentRequest]) (*connect.Response[paymentpb.CreatePaymentResponse], error) {
+	m := req.Msg
+	var in NewPayment
+	var err error
+	if in.OrderID, err = idOrNil(m.GetOrderId(), "order_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	if in.InvoiceID, err = idOrNil(m.GetInvoiceId(), "invoice_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	if in.GatewayInterfaceID, err = rpc.ParseID(m.GetGatewayInterfaceId(), "gateway_interface_id"); err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	in.ReturnURL = m.GetReturnUrl()
+	in.ClientIP = peerHost(req.Peer().Addr)
+	p, err := h.svc.CreatePayment(ctx, in)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&paymentpb.CreatePaymentResponse{
+		Payment: Record(p), PaymentUrl: p.PaymentUrl, QrCode: p.QrCode, Instructions: p.Instructions,
+	}), nil
+}
+
+// QueryPaymentStatus implements the spec's QueryPaymentStatus.
+func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[paymentpb.QueryPaymentStatusRequest]) (*connect.Response[paymentpb.QueryPaymentStatusResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	p, err := h.svc.QueryPaymentStatus(ctx, id)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&paymentpb.QueryPaymentStatusResponse{Payment: Record(p)}), nil
+}
+
+// HandleCallback implements the spec's HandleCallback: the payload is the
+// raw notification, handed to the plugin as a POST without a content type.
+// A repeat of an applied callback is AlreadyExists.
+func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[paymentpb.PaymentCallbackRequest]) (*connect.Response[paymentpb.PaymentCallbackResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetGatewayInterfaceId(), "gateway_interface_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	res, err := h.svc.HandleCallback(ctx, Callback{GatewayInterfaceID: id, Method: http.MethodPost, Payload: req.Msg.GetPayload()})
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	if res.Duplicate {
+		return nil, rpc.Error(ctx, h.log, errDuplicateCallback(res.Payment))
+	}
+	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: Record(res.Payment)}), nil
+}
+
+// RefundPayment implements the spec's RefundPayment; an empty amount
+// refunds everything not yet refunded.
+func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymentpb.RefundPaymentRequest]) (*connect.Response[paymentpb.RefundPaymentResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	p, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), "")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(p)}), nil
+}
+
+// Record is the wire form of a payment: money with two decimals, RFC 3339
+// UTC timestamps, empty strings for what is not set (paid_at while unpaid).
+func Record(p store.Payment) *paymentpb.PaymentRecord {
+	return &paymentpb.PaymentRecord{
+		Id:                 p.ID.String(),
+		OrderId:            rpc.IDString(p.OrderID),
+		InvoiceId:          rpc.IDString(p.InvoiceID),
+		Amount:             p.Amount.String(),
+		Currency:           p.Currency,
+		GatewayInterfaceId: rpc.IDString(p.GatewayInterfaceID),
+		GatewayPaymentId:   p.GatewayPaymentID,
+		GatewayTxId:        p.GatewayTxID,
+		Status:             p.Status,
+		PaidAt:             rpc.TimePtr(p.PaidAt),
+		CreatedAt:          rpc.TimePtr(&p.CreatedAt),
+		UpdatedAt:          rpc.TimePtr(&p.UpdatedAt),
+		RefundedAmount:     p.RefundedAmount.String(),
+	}
+}
+
+// idOrNil parses an optional UUID where the empty string means "not given".
+func idOrNil(s, field string) (*uuid.UUID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	id, err := rpc.ParseID(s, field)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// peerHost is the host part of a peer address ("192.0.2.7:5123").
+func peerHost(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
+}

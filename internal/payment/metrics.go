@@ -1,0 +1,82 @@
+package payment
+
+import (
+	"errors"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+)
+
+// Metrics counts what the payment domain does, for monitoring
+// (internal/metrics implements it). Calls happen after the transaction
+// that made the change committed; they must be cheap and safe for
+// concurrent use. gateway is the interface's plugin name ("epay",
+// "bank_transfer"), "balance" for a balance payment, "unknown" when a
+// callback names no known interface.
+type Metrics interface {
+	// PaymentTransition: a payment was created (pending) or moved to
+	// success, failed or refunded.
+	PaymentTransition(gateway, status string, amount money.Amount, currency string)
+	// CallbackOutcome: a gateway callback was answered (one of the
+	// Callback* outcomes).
+	CallbackOutcome(gateway, outcome string)
+	// RefundOutcome: a refund ended succeeded, failed or unknown.
+	RefundOutcome(gateway, outcome string, amount money.Amount, currency string)
+}
+
+// WithMetrics sets where the domain's counts go (default: nowhere).
+func WithMetrics(m Metrics) Option { return func(s *Service) { s.metrics = m } }
+
+type noMetrics struct{}
+
+func (noMetrics) PaymentTransition(string, string, money.Amount, string) {}
+func (noMetrics) CallbackOutcome(string, string)                         {}
+func (noMetrics) RefundOutcome(string, string, money.Amount, string)     {}
+
+// The outcomes of a gateway callback.
+const (
+	CallbackAccepted     = "accepted"      // applied: the payment settled
+	CallbackDuplicate    = "duplicate"     // a repeat of an applied callback
+	CallbackIgnored      = "ignored"       // valid, but not a success: nothing to apply
+	CallbackBadSignature = "bad_signature" // the plugin refused it (signature, foreign merchant)
+	CallbackMismatch     = "mismatch"      // interface, amount or order number does not match; late success
+	CallbackNotFound     = "not_found"     // unknown payment or interface
+	CallbackUnavailable  = "unavailable"   // plugin not loaded, circuit open
+	CallbackError        = "error"         // anything else (the gateway retries)
+)
+
+// Gateway names for the metrics of payments without a known interface.
+const (
+	gatewayBalance = "balance"
+	gatewayUnknown = "unknown"
+)
+
+// errBadSignature marks a callback the plugin refused (valid=false).
+var errBadSignature = errors.New("bad signature")
+
+// callbackOutcome classifies a callback's answer.
+func callbackOutcome(res CallbackResult, err error) string {
+	if err == nil {
+		switch {
+		case res.Applied:
+			return CallbackAccepted
+		case res.Duplicate:
+			return CallbackDuplicate
+		default:
+			return CallbackIgnored
+		}
+	}
+	if errors.Is(err, errBadSignature) {
+		return CallbackBadSignature
+	}
+	kind, _ := apperr.KindOf(err)
+	switch kind {
+	case apperr.NotFound:
+		return CallbackNotFound
+	case apperr.InvalidArgument:
+		return CallbackMismatch
+	case apperr.Unavailable:
+		return CallbackUnavailable
+	}
+	return CallbackError
+}

@@ -1,0 +1,220 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// ReconcilerOptions configure a Reconciler; zero fields take the defaults.
+type ReconcilerOptions struct {
+	// Interval is the time between rounds (default 30 s).
+	Interval time.Duration
+	// BatchSize is how many due payments one round claims (default 10).
+	BatchSize int
+	// BaseBackoff is the wait after the first check of a payment; each
+	// further check waits twice as long (default: the service's
+	// reconcile_after).
+	BaseBackoff time.Duration
+	// MaxBackoff caps the wait between two checks of one payment (default 1 h).
+	MaxBackoff time.Duration
+	// Clock is the time due payments are compared with (default: the
+	// service's clock).
+	Clock func() time.Time
+	// NodeID names this instance in audit rows and logs.
+	NodeID string
+	// Active, when set, is asked before every round, which runs only when
+	// it answers true. TODO(billing leader role): pass the `billing`
+	// leader's "do I hold the lease" check once the elector exists. Until
+	// then every instance reconciles; the claim (FOR UPDATE SKIP LOCKED plus
+	// rescheduling in the same statement) already keeps two instances from
+	// asking a gateway about the same payment at once.
+	Active func() bool
+	Logger *slog.Logger
+}
+
+// Defaults of ReconcilerOptions.
+const (
+	DefaultReconcileInterval   = 30 * time.Second
+	DefaultReconcileBatchSize  = 10
+	DefaultReconcileMaxBackoff = time.Hour
+)
+
+// Reconciler is the background service that repairs lost callbacks: it
+// claims pending gateway payments whose next_reconcile_at has come, asks
+// their gateway (query_payment, outside any transaction), and applies the
+// answer through the same settlement code as a callback. It also moves
+// issued invoices past their due time to overdue.
+//
+//	stopped ──Start──▶ running ──Stop──▶ stopped
+//	                     │ every Interval (and once at start):
+//	                     ▼
+//	      claim ≤ BatchSize due payments (SKIP LOCKED; attempts+1 and
+//	      next_reconcile_at = now + min(BaseBackoff·2^attempts, MaxBackoff)
+//	      in the same statement) ──▶ query each gateway ──▶ settle
+//	      mark overdue invoices (one statement)
+type Reconciler struct {
+	svc  *Service
+	opts ReconcilerOptions
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// Round is what one reconciliation round did.
+type Round struct {
+	Claimed int
+	Settled int
+	Failed  int
+	Errors  int
+	Overdue int64
+}
+
+// NewReconciler returns a stopped Reconciler over s.
+func (s *Service) NewReconciler(o ReconcilerOptions) *Reconciler {
+	if o.Interval <= 0 {
+		o.Interval = DefaultReconcileInterval
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultReconcileBatchSize
+	}
+	if o.BaseBackoff <= 0 {
+		o.BaseBackoff = s.reconcileAfter
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = DefaultReconcileMaxBackoff
+	}
+	if o.MaxBackoff < o.BaseBackoff {
+		o.MaxBackoff = o.BaseBackoff
+	}
+	if o.Clock == nil {
+		o.Clock = s.clock
+	}
+	log := o.Logger
+	if log == nil {
+		log = s.log
+	}
+	return &Reconciler{svc: s, opts: o, log: log.With("service", "reconciler")}
+}
+
+// Start runs rounds in the background until ctx ends or Stop is called.
+func (r *Reconciler) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return errors.New("reconciler already started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.cancel, r.done = cancel, make(chan struct{})
+	r.log.Info("reconciler started", "interval", r.opts.Interval.String(), "batch_size", r.opts.BatchSize,
+		"base_backoff", r.opts.BaseBackoff.String(), "max_backoff", r.opts.MaxBackoff.String())
+	go r.loop(ctx, r.done)
+	return nil
+}
+
+// Stop ends the background rounds and waits for the one in progress.
+func (r *Reconciler) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.cancel, r.done = nil, nil
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	r.log.Info("reconciler stopped")
+}
+
+func (r *Reconciler) loop(ctx context.Context, done chan struct{}) {
+	defer close(done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	active := true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := r.opts.Active == nil || r.opts.Active()
+		if now != active {
+			active = now
+			r.log.Info("reconciler activity changed", "active", active)
+		}
+		if active {
+			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.Error("reconciliation round failed", "err", err)
+			}
+		}
+		t.Reset(r.opts.Interval)
+	}
+}
+
+// RunOnce runs one round now: claim due payments, reconcile each, mark
+// overdue invoices.
+func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
+	var round Round
+	now := r.opts.Clock().UTC().Truncate(time.Microsecond)
+	var claimed []store.Payment
+	err := store.WithTx(ctx, r.svc.db, func(tx pgx.Tx) error {
+		var err error
+		claimed, err = store.ClaimDuePayments(ctx, tx, store.ReconcileClaim{
+			Now: now, BatchSize: int32(r.opts.BatchSize), BaseBackoff: r.opts.BaseBackoff, MaxBackoff: r.opts.MaxBackoff,
+		})
+		return err
+	})
+	if err != nil {
+		return round, err
+	}
+	round.Claimed = len(claimed)
+
+	// The claimed payments are rescheduled already: each is asked about
+	// once here, concurrently, and a failure simply waits for its next turn.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, pay := range claimed {
+		wg.Go(func() {
+			after, err := r.svc.syncWithGateway(ctx, pay, fromReconcile, actor{store.ActorSystem, r.opts.NodeID})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				round.Errors++
+				level := slog.LevelWarn
+				if apperr.Is(err, apperr.Internal) {
+					level = slog.LevelError
+				}
+				r.log.Log(ctx, level, "payment not reconciled", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts, "err", err)
+			case after.Status == "success":
+				round.Settled++
+				r.log.Info("payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
+			case after.Status == "failed":
+				round.Failed++
+				r.log.Info("payment failed by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
+			}
+		})
+	}
+	wg.Wait()
+
+	round.Overdue, err = store.MarkOverdueInvoices(ctx, r.svc.db, now, r.opts.NodeID)
+	if err != nil {
+		return round, err
+	}
+	if round.Overdue > 0 {
+		r.log.Info("invoices overdue", "count", round.Overdue)
+	}
+	if round.Claimed > 0 {
+		r.log.Info("reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "errors", round.Errors)
+	}
+	return round, nil
+}

@@ -1,0 +1,465 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// refundCallTimeout bounds the gateway refund call, which runs detached
+// from the caller: once a refund is reserved its outcome must be recorded
+// even when the admin's request is gone. The plugin's own deadline
+// (plugin.Limits.CallTimeout) is usually shorter.
+const refundCallTimeout = 60 * time.Second
+
+// RefundPayment refunds a payment in full (amount "") or in part (admin).
+//
+// Only a successful payment can be refunded (refunded: "already fully
+// refunded"; anything else InvalidArgument). The sum of its succeeded and
+// pending refunds never exceeds its amount; an empty amount means all that
+// is neither refunded nor being refunded. Each refund is its own row.
+//
+// A gateway payment's refund takes three steps:
+//
+//  1. reserve: in a short transaction with the payment row locked, the
+//     amount is checked against the refunds so far and a pending refund row
+//     is inserted — so concurrent refunds are decided one at a time and can
+//     never exceed the amount together;
+//  2. the plugin's refund is called outside any transaction (and detached
+//     from the caller's cancellation);
+//  3. the outcome is written in a second transaction: succeeded →
+//     refunded_amount grows, the payment becomes refunded when it reaches
+//     the amount and the order refunded when it was paid or active; failed
+//     → the refund row fails with the message, the payment is unchanged and
+//     the answer is Internal ("gateway refund failed: …"); unknown (the
+//     plugin says pending, or the call broke off after it may have been
+//     sent) → the refund stays pending, still reserving its amount, and the
+//     answer is FailedPrecondition ("refund outcome unknown, check the
+//     gateway"): it is never retried automatically, since a refund sent
+//     twice may be paid out twice. An open circuit breaker means nothing was
+//     sent: the refund fails and the answer is Unavailable.
+//
+// A balance payment's refund is one transaction: the customer's balance is
+// credited with a refund ledger row, no plugin involved.
+//
+// Every step writes audit_log rows with the admin as the actor.
+func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason string) (store.Payment, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Payment{}, err
+	}
+	var requested *money.Amount
+	if strings.TrimSpace(amount) != "" {
+		a, err := money.ParsePositive(amount)
+		if err != nil {
+			return store.Payment{}, apperr.New(apperr.InvalidArgument, "amount must be a positive amount with at most two decimals")
+		}
+		requested = &a
+	}
+	reason = clip(strings.TrimSpace(reason), 500)
+	pay, err := store.GetPayment(ctx, s.db, paymentID)
+	if err != nil {
+		return store.Payment{}, paymentNotFound(err, paymentID)
+	}
+	return s.refund(ctx, actorOf(p), &p.ID, pay, requested, reason)
+}
+
+// RefundOrder gives back everything paid for an order — every successful
+// payment of it, gateway or balance, in full — for the event worker's
+// automatic refund of a cancelled order (fulfillment.Refunder). The system
+// is the actor and requested_by is NULL. It is idempotent: what is already
+// refunded is not refunded again, and a second call after a complete
+// refund does nothing and returns nil. A refund whose outcome is unknown
+// is never sent again: while one is pending the call answers
+// FailedPrecondition, until an admin has checked the gateway.
+func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason string) error {
+	success := "success"
+	pays, _, err := store.ListPayments(ctx, s.db, store.PaymentFilter{OrderID: &orderID, Status: &success}, 1000, 0)
+	if err != nil {
+		return err
+	}
+	who := actor{store.ActorSystem, "refund_order"}
+	reason = clip(strings.TrimSpace(reason), 500)
+	var unknown []string
+	for _, pay := range pays {
+		_, err := s.refund(ctx, who, nil, pay, nil, reason)
+		switch {
+		case err == nil:
+		case errors.Is(err, errNothingLeft):
+			rs, err := store.ListPaymentRefunds(ctx, s.db, pay.ID)
+			if err != nil {
+				return err
+			}
+			for _, r := range rs {
+				if r.Status == store.RefundPending {
+					unknown = append(unknown, r.ID.String())
+				}
+			}
+		default:
+			return err
+		}
+	}
+	if len(unknown) > 0 {
+		return apperr.New(apperr.FailedPrecondition, "order %s: refund outcome unknown for refunds %s, check the gateway", orderID, strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// refund refunds requested (nil: all that is left) of pay, as who, for
+// RefundPayment and RefundOrder.
+func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (store.Payment, error) {
+	paymentID := pay.ID
+	if pay.Method == methodBalance {
+		return s.refundToBalance(ctx, who, requestedBy, pay, requested, reason)
+	}
+	if err := refundableStatus(pay); err != nil {
+		return store.Payment{}, err
+	}
+	gw, err := s.gateway(ctx, *pay.GatewayInterfaceID)
+	if err != nil {
+		return store.Payment{}, err
+	}
+
+	var ref store.Refund
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		locked, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
+		if err != nil {
+			return bug(err, "lock payment")
+		}
+		reserved, err := store.ReservedRefundAmount(ctx, tx, paymentID)
+		if err != nil {
+			return err
+		}
+		amt, err := decideRefund(locked, reserved, requested)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
+			PaymentID: paymentID, Amount: amt, Status: store.RefundPending, Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
+		})
+		if err != nil {
+			return err
+		}
+		pay = locked
+		return audit(ctx, tx, who, now, ActionRefundRequest, entityRefund, ref.ID.String(), nil, refundSnapshot(ref))
+	})
+	if err != nil {
+		return store.Payment{}, err
+	}
+	s.log.InfoContext(ctx, "refund reserved", "refund_id", ref.ID, "payment_id", paymentID, "amount", ref.Amount.String(), "actor", who.kind+":"+who.id)
+
+	detached := context.WithoutCancel(ctx)
+	cctx, cancel := context.WithTimeout(detached, refundCallTimeout)
+	raw, callErr := rawCall(cctx, gw, "refund", refundInput{
+		PaymentID: pay.ID.String(), RefundID: ref.ID.String(), GatewayPaymentID: pay.GatewayPaymentID,
+		GatewayTxID: pay.GatewayTxID, Amount: ref.Amount, PaymentAmount: pay.Amount, Currency: pay.Currency, Reason: reason,
+	})
+	cancel()
+	out := classifyRefund(gw, raw, callErr)
+
+	rctx, cancel := context.WithTimeout(detached, recordTimeout)
+	defer cancel()
+	after, err := s.finishRefund(rctx, who, pay, ref, out)
+	s.countRefund(gw.PluginName, pay, ref.Amount, out.status, after, err)
+	if err != nil {
+		s.log.ErrorContext(ctx, "refund outcome not recorded; the refund stays pending for an admin", "refund_id", ref.ID,
+			"payment_id", paymentID, "outcome", out.status, "gateway_refund_id", out.gatewayRefundID, "message", out.message, "err", err)
+		return store.Payment{}, apperr.Wrap(apperr.Internal, err, "refund %s: outcome %s could not be recorded", ref.ID, out.status)
+	}
+	s.log.InfoContext(ctx, "refund finished", "refund_id", ref.ID, "payment_id", paymentID, "outcome", out.status,
+		"amount", ref.Amount.String(), "payment_status", after.Status, "refunded_amount", after.RefundedAmount.String(),
+		"message", out.message)
+	if out.status != store.RefundSucceeded {
+		return store.Payment{}, out.answer
+	}
+	return after, nil
+}
+
+// refundOutcome is what the gateway's refund call came to.
+type refundOutcome struct {
+	// status is store.RefundSucceeded, store.RefundFailed or "unknown".
+	status          string
+	gatewayRefundID string
+	message         string
+	// answer is the caller's error for a refund that did not succeed.
+	answer error
+}
+
+const refundUnknown = "unknown"
+
+// classifyRefund reads the plugin's answer. An error the plugin raised
+// itself (script_error: the contract's "error() means failed") before any
+// request could have reached the gateway, or an open circuit (nothing
+// sent), is a failure; a call cut off by its deadline or a limit, an
+// error() after a host HTTP error other than "could not connect", a
+// malformed answer, "pending" or an unknown status leaves the outcome
+// unknown, because the request may have reached the gateway.
+func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
+	unknown := func(msg string) refundOutcome {
+		return refundOutcome{status: refundUnknown, message: clip("outcome unknown: "+msg, 500),
+			answer: apperr.New(apperr.FailedPrecondition, "refund outcome unknown, check the gateway: %s", clip(msg, 200))}
+	}
+	failed := func(msg string, answer error) refundOutcome {
+		return refundOutcome{status: store.RefundFailed, message: clip(msg, 500), answer: answer}
+	}
+	if err != nil {
+		if host, ok := circuitOpen(err); ok {
+			return failed("not sent: circuit open for "+host, apperr.Wrap(apperr.Unavailable, err, "gateway %s unavailable", host))
+		}
+		msg := pluginMessage(err)
+		if pluginKind(err) == plugin.KindScriptError && !maybeSent(err) {
+			return failed(msg, apperr.Wrap(apperr.Internal, err, "gateway refund failed: %s", msg))
+		}
+		return unknown(fmt.Sprintf("%s: %s", pluginKind(err), msg))
+	}
+	var out refundOutput
+	if derr := decodeAnswer(gw, "refund", raw, &out); derr != nil {
+		return unknown("malformed answer from the plugin")
+	}
+	msg := clip(out.Message, 300)
+	switch out.Status {
+	case refundSucceeded:
+		return refundOutcome{status: store.RefundSucceeded, gatewayRefundID: clip(out.GatewayRefundID, 200), message: msg}
+	case refundFailed:
+		if msg == "" {
+			msg = "refused by the gateway"
+		}
+		return failed(msg, apperr.New(apperr.Internal, "gateway refund failed: %s", msg))
+	case refundPending:
+		o := unknown(msg)
+		o.gatewayRefundID = clip(out.GatewayRefundID, 200)
+		return o
+	default:
+		return unknown(fmt.Sprintf("status %q: %s", clip(out.Status, 20), msg))
+	}
+}
+
+// maybeSent reports whether a failed plugin call may have delivered an
+// HTTP request: it carries a host HTTP error other than "could not
+// connect" (a reset, a timeout, a cut-off answer). A script that raised
+// error() after such an error cannot know whether the gateway acted.
+func maybeSent(err error) bool {
+	var ce *plugin.CallError
+	if !errors.As(err, &ce) || ce.Err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(ce.Err, &op) && op.Op == "dial" {
+		return false
+	}
+	return true
+}
+
+// finishRefund records a refund's outcome (the second transaction), with
+// the order (if any) and then the payment locked.
+func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (store.Payment, error) {
+	var result store.Payment
+	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var ord *store.Order
+		if pay.OrderID != nil {
+			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
+			if err != nil {
+				return bug(err, "lock order of payment")
+			}
+			ord = &o
+		}
+		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
+		if err != nil {
+			return bug(err, "lock payment")
+		}
+		now := s.now()
+		result = locked
+		switch out.status {
+		case store.RefundSucceeded:
+			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundSucceeded, out.gatewayRefundID, "", now)
+			if err != nil {
+				return bug(err, "finish refund")
+			}
+			if err := audit(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done)); err != nil {
+				return err
+			}
+			result, err = s.addRefund(ctx, tx, who, now, ord, locked, ref.Amount)
+			return err
+		case store.RefundFailed:
+			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundFailed, "", out.message, now)
+			if err != nil {
+				return bug(err, "fail refund")
+			}
+			return audit(ctx, tx, who, now, ActionRefundFail, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done))
+		default:
+			noted, err := store.NoteRefund(ctx, tx, ref.ID, out.gatewayRefundID, out.message, now)
+			if err != nil {
+				return bug(err, "note refund")
+			}
+			return audit(ctx, tx, who, now, ActionRefundUnknown, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(noted))
+		}
+	})
+	return result, err
+}
+
+// addRefund adds a succeeded refund to the locked payment, and refunds its
+// locked order (if it was paid or active) once the payment is refunded in
+// full.
+func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who actor, now time.Time, ord *store.Order, pay store.Payment, amt money.Amount) (store.Payment, error) {
+	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, amt, now)
+	if err != nil {
+		// Impossible while refunds are reserved under the payment lock.
+		return store.Payment{}, bug(err, "add refund to payment")
+	}
+	if err := audit(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
+		return store.Payment{}, err
+	}
+	if after.Status == "refunded" && ord != nil && orderMayMove(ord.Status, orderRefunded) {
+		moved, err := store.SetOrderStatus(ctx, tx, ord.ID, ord.Status, orderRefunded, nil, now)
+		if err != nil {
+			return store.Payment{}, bug(err, "refund order") // locked
+		}
+		if err := audit(ctx, tx, who, now, ActionOrderRefund, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
+			return store.Payment{}, err
+		}
+	}
+	return after, nil
+}
+
+// refundToBalance refunds a balance payment to the customer's balance in
+// one transaction: customer, order, payment locked in that order; a
+// succeeded refund row; the balance credited with a refund ledger row.
+func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (store.Payment, error) {
+	var out store.Payment
+	var ref store.Refund
+	var balanceAfter money.Amount
+	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		acct, err := store.LockBalanceAccount(ctx, tx, pay.CustomerID)
+		if err != nil {
+			return bug(err, "lock customer of payment")
+		}
+		var ord *store.Order
+		if pay.OrderID != nil {
+			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
+			if err != nil {
+				return bug(err, "lock order of payment")
+			}
+			ord = &o
+		}
+		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
+		if err != nil {
+			return bug(err, "lock payment")
+		}
+		reserved, err := store.ReservedRefundAmount(ctx, tx, pay.ID)
+		if err != nil {
+			return err
+		}
+		amt, err := decideRefund(locked, reserved, requested)
+		if err != nil {
+			return err
+		}
+		if acct.Currency != locked.Currency {
+			return apperr.New(apperr.InvalidArgument, "the customer's balance is in %s but payment %s is in %s", acct.Currency, locked.ID, locked.Currency)
+		}
+		after, err := acct.Balance.Add(amt)
+		if err != nil {
+			return apperr.Wrap(apperr.Internal, err, "credit balance")
+		}
+		now := s.now()
+		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
+			PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
+		})
+		if err != nil {
+			return err
+		}
+		if err := store.ChargeBalance(ctx, tx, acct.CustomerID, acct.Balance, after, now); err != nil {
+			return bug(err, "credit balance") // locked at acct.Balance
+		}
+		if _, err := store.InsertBalanceTransaction(ctx, tx, store.BalanceTransaction{
+			CustomerID: acct.CustomerID, Type: store.BalanceRefund, Amount: amt,
+			BalanceBefore: acct.Balance, BalanceAfter: after, PaymentID: &locked.ID, RefundID: &ref.ID,
+			CreatedBy: requestedBy, Description: "refund of payment " + locked.ID.String(), CreatedAt: now,
+		}); err != nil {
+			return err
+		}
+		if err := audit(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
+			return err
+		}
+		before := balanceState{CustomerID: acct.CustomerID, Balance: acct.Balance, Currency: acct.Currency}
+		afterState := before
+		afterState.Balance = after
+		if err := audit(ctx, tx, who, now, ActionBalanceRefund, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
+			return err
+		}
+		out, err = s.addRefund(ctx, tx, who, now, ord, locked, amt)
+		balanceAfter = after
+		return err
+	})
+	if err != nil {
+		return store.Payment{}, err
+	}
+	s.countRefund(gatewayBalance, pay, ref.Amount, store.RefundSucceeded, out, nil)
+	s.log.InfoContext(ctx, "payment refunded to the balance", "refund_id", ref.ID, "payment_id", pay.ID,
+		"amount", ref.Amount.String(), "balance_after", balanceAfter.String(), "payment_status", out.Status, "actor", who.kind+":"+who.id)
+	return out, nil
+}
+
+// countRefund feeds the metrics with a refund's outcome (an outcome that
+// could not be recorded stays pending: unknown) and the payment's move to
+// refunded.
+func (s *Service) countRefund(gateway string, pay store.Payment, amount money.Amount, outcome string, after store.Payment, recordErr error) {
+	if recordErr != nil {
+		outcome = refundUnknown
+	}
+	s.metrics.RefundOutcome(gateway, outcome, amount, pay.Currency)
+	if recordErr == nil && after.Status == "refunded" {
+		s.metrics.PaymentTransition(gateway, after.Status, after.Amount, after.Currency)
+	}
+}
+
+// errNothingLeft: every cent of the payment is refunded or reserved by a
+// pending refund.
+var errNothingLeft = errors.New("nothing left to refund")
+
+// refundableStatus refuses a payment that is not success.
+func refundableStatus(p store.Payment) error {
+	switch p.Status {
+	case "success":
+		return nil
+	case "refunded":
+		return apperr.New(apperr.InvalidArgument, "payment %s is already fully refunded", p.ID)
+	default:
+		return apperr.New(apperr.InvalidArgument, "payment %s is %s; only a successful payment can be refunded", p.ID, p.Status)
+	}
+}
+
+// decideRefund is how much to refund of p now, given what is already
+// refunded or reserved: requested, or all that is left when nil.
+func decideRefund(p store.Payment, reserved money.Amount, requested *money.Amount) (money.Amount, error) {
+	if err := refundableStatus(p); err != nil {
+		return money.Amount{}, err
+	}
+	left, err := p.Amount.Sub(reserved)
+	if err != nil {
+		return money.Amount{}, err
+	}
+	if left.Sign() <= 0 {
+		return money.Amount{}, apperr.Wrap(apperr.InvalidArgument, errNothingLeft, "nothing left to refund: %s of %s %s is refunded or being refunded",
+			reserved, p.Amount, p.Currency)
+	}
+	if requested == nil {
+		return left, nil
+	}
+	if requested.Cmp(left) > 0 {
+		return money.Amount{}, apperr.New(apperr.InvalidArgument, "refund amount %s exceeds what is left to refund (%s of %s %s)",
+			requested, left, p.Amount, p.Currency)
+	}
+	return *requested, nil
+}

@@ -1,0 +1,186 @@
+package payment
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Page bounds (docs/decisions.md): page is 1-based with 0 meaning 1; a page
+// size of 0 means DefaultPageSize; more than MaxPageSize is refused.
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// Service is the payment domain.
+type Service struct {
+	db             store.DB
+	log            *slog.Logger
+	gateways       Gateways
+	publicURL      string
+	reconcileAfter time.Duration
+	clock          func() time.Time
+	metrics        Metrics
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithGateways sets the gateway interfaces (the plugin registry). Without
+// it, every operation that needs a gateway answers Unavailable.
+func WithGateways(g Gateways) Option { return func(s *Service) { s.gateways = g } }
+
+// WithPublicURL sets [server].public_url, the base of the notify URL given
+// to gateways (public_url + "/callbacks/{gateway_interface_id}").
+func WithPublicURL(u string) Option {
+	return func(s *Service) { s.publicURL = strings.TrimRight(u, "/") }
+}
+
+// WithReconcileAfter sets [billing].reconcile_after: a pending gateway
+// payment is first checked with its gateway this long after its creation.
+func WithReconcileAfter(d time.Duration) Option {
+	return func(s *Service) { s.reconcileAfter = d }
+}
+
+// WithClock sets the time source (default time.Now).
+func WithClock(clock func() time.Time) Option { return func(s *Service) { s.clock = clock } }
+
+// Defaults of the options.
+const (
+	DefaultPublicURL      = "http://127.0.0.1:50051"
+	DefaultReconcileAfter = 10 * time.Minute
+)
+
+// NewService returns the payment domain over db.
+func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Service{db: db, log: log, publicURL: DefaultPublicURL, reconcileAfter: DefaultReconcileAfter, clock: time.Now, metrics: noMetrics{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	if s.reconcileAfter <= 0 {
+		s.reconcileAfter = DefaultReconcileAfter
+	}
+	return s
+}
+
+// now is the clock in UTC at PostgreSQL's precision, so a time written and
+// read back compares equal.
+func (s *Service) now() time.Time {
+	return s.clock().UTC().Truncate(time.Microsecond)
+}
+
+// requireAdmin returns the caller when it is an admin.
+func requireAdmin(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
+// paymentNotFound turns store.ErrNotFound into a NotFound domain error.
+func paymentNotFound(err error, id uuid.UUID) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.New(apperr.NotFound, "payment %s not found", id)
+	}
+	return err
+}
+
+// bug turns a store.ErrNotFound that the locks held make impossible (a row
+// that must exist, a guarded update that must match) into Internal, so it
+// never reaches a caller as NotFound.
+func bug(err error, doing string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.Wrap(apperr.Internal, err, "%s", doing)
+	}
+	return err
+}
+
+// Get returns one payment: admins any, customers their own (another
+// customer's payment is PermissionDenied, as the spec says).
+func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.Payment, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return store.Payment{}, err
+	}
+	pay, err := store.GetPayment(ctx, s.db, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Payment{}, apperr.New(apperr.NotFound, "payment %s not found", id)
+	}
+	if err != nil {
+		return store.Payment{}, err
+	}
+	if err := auth.CanAccessCustomer(p, pay.CustomerID); err != nil {
+		return store.Payment{}, apperr.New(apperr.PermissionDenied, "payment %s belongs to another customer", id)
+	}
+	return pay, nil
+}
+
+// Page is one page of a list.
+type Page struct {
+	Number uint32
+	Size   uint32
+	Total  uint64
+}
+
+// TotalPages is ceil(Total / Size).
+func (p Page) TotalPages() uint32 {
+	if p.Size == 0 {
+		return 0
+	}
+	return uint32((p.Total + uint64(p.Size) - 1) / uint64(p.Size))
+}
+
+// NormalizePage applies the paging defaults and bounds.
+func NormalizePage(page, size uint32) (uint32, uint32, error) {
+	if page == 0 {
+		page = 1
+	}
+	if size == 0 {
+		size = DefaultPageSize
+	}
+	if size > MaxPageSize {
+		return 0, 0, apperr.New(apperr.InvalidArgument, "page_size must be at most %d", MaxPageSize)
+	}
+	return page, size, nil
+}
+
+// List returns a page of payments, newest first. A customer sees only their
+// own payments whatever the filter says.
+func (s *Service) List(ctx context.Context, f store.PaymentFilter, page, size uint32) ([]store.Payment, Page, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return nil, Page{}, err
+	}
+	page, size, err = NormalizePage(page, size)
+	if err != nil {
+		return nil, Page{}, err
+	}
+	f.CustomerID = auth.CustomerScope(p)
+	rows, total, err := store.ListPayments(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	if err != nil {
+		return nil, Page{}, err
+	}
+	return rows, Page{Number: page, Size: size, Total: uint64(total)}, nil
+}

@@ -1,0 +1,334 @@
+package payment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Where a gateway's word about a payment came from.
+const (
+	fromCallback  = "callback"
+	fromQuery     = "query"
+	fromReconcile = "reconcile"
+	fromConfirm   = "confirm"
+)
+
+// report is what a gateway (or an admin confirming a bank transfer) says
+// about a payment.
+type report struct {
+	// Status is gatewaySuccess, gatewayFailed or gatewayPending.
+	Status           string
+	GatewayPaymentID string
+	GatewayTxID      string
+	// Amount is the amount the gateway received; nil when it did not say.
+	Amount *money.Amount
+	// RawAmount is the amount exactly as the gateway sent it (for the
+	// anomaly record).
+	RawAmount string
+	// PaidAt is the gateway's payment time; zero means now.
+	PaidAt time.Time
+	// Reason is why a payment failed.
+	Reason string
+	// Gateway is the interface's plugin name, for the metrics.
+	Gateway string
+}
+
+// Settlement is the outcome of applying a report.
+type Settlement struct {
+	// Payment is the payment afterwards.
+	Payment store.Payment
+	// Applied: this call moved the payment (pending → success or failed).
+	Applied bool
+	// Duplicate: the payment was already in the reported state with the
+	// same gateway ids; nothing changed.
+	Duplicate bool
+	// OrderPaid: the order moved pending → paid and order_paid was queued.
+	OrderPaid bool
+}
+
+// settle applies a gateway's report about a payment: the one transition
+// code behind callbacks, status queries, the reconciler and bank transfer
+// confirmations.
+//
+// In one transaction it locks the order (if any), then the invoice (if
+// any), then the payment, and decides on the locked rows:
+//
+//   - the payment must belong to interfaceID, and a reported amount must
+//     equal the payment's (as decimals) — else InvalidArgument, recorded as
+//     an anomaly, nothing changed;
+//   - success, payment pending → success with the gateway ids and paid_at
+//     (UPDATE … WHERE status = 'pending': the optimistic lock); the
+//     invoice's paid_amount grows (paid when full); the order pending →
+//     paid (directly, or when its invoice is paid in full) with its other
+//     pending order payments failed and order_paid queued; audit rows;
+//   - success, payment already success/refunded with the same gateway ids →
+//     Duplicate; with other ids → InvalidArgument (order number mismatch),
+//     recorded;
+//   - success, payment failed → InvalidArgument, recorded: a final state is
+//     never left (DESIGN.md: a late success for a failed payment);
+//   - success, payment pending but its order or invoice can no longer be
+//     paid (cancelled, paid otherwise) → the payment fails, InvalidArgument,
+//     recorded: the money sits at the gateway and an admin must return it;
+//   - failed, payment pending → failed (query and reconciler only);
+//   - pending → nothing (the caller does not get here).
+//
+// Concurrent reports of one payment queue on the row locks; exactly one
+// applies, the others see the result.
+func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
+	// Unlocked: the order and invoice of a payment never change, and they
+	// must be locked before the payment (customer → order → invoice →
+	// payment, the order every writer of these rows uses).
+	pay, err := store.GetPayment(ctx, s.db, paymentID)
+	if err != nil {
+		return Settlement{}, paymentNotFound(err, paymentID)
+	}
+	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
+		return Settlement{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
+	}
+
+	var out Settlement
+	var rejected error
+	var failedOthers []store.Payment
+	var moved bool // the payment changed status in the transaction
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		out, rejected, failedOthers, moved = Settlement{}, nil, nil, false
+		var ord *store.Order
+		if pay.OrderID != nil {
+			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
+			if err != nil {
+				return bug(err, "lock order of payment")
+			}
+			ord = &o
+		}
+		var inv *store.Invoice
+		if pay.InvoiceID != nil {
+			i, err := store.GetInvoiceForUpdate(ctx, tx, *pay.InvoiceID)
+			if err != nil {
+				return bug(err, "lock invoice of payment")
+			}
+			inv = &i
+		}
+		p, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
+		if err != nil {
+			return bug(err, "lock payment")
+		}
+		now := s.now()
+		out.Payment = p
+
+		// reject records an anomaly, commits it (and whatever was done
+		// before it), and answers InvalidArgument with msg.
+		reject := func(kind, msg string) error {
+			rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
+			return s.recordAnomaly(ctx, tx, who, now, p, anomaly{
+				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
+				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount,
+			})
+		}
+
+		if *p.GatewayInterfaceID != interfaceID {
+			return reject("interface_mismatch", fmt.Sprintf("payment %s does not belong to gateway interface %s", p.ID, interfaceID))
+		}
+		if rep.Amount != nil && !rep.Amount.Equal(p.Amount) {
+			return reject("amount_mismatch", fmt.Sprintf("amount mismatch: the gateway reports %s for payment %s of %s %s",
+				clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
+		}
+
+		switch p.Status {
+		case "success", "refunded":
+			if rep.Status == gatewaySuccess && sameGatewayIDs(p, rep) {
+				out.Duplicate = true
+				return nil
+			}
+			if rep.Status == gatewayFailed {
+				return reject("failed_after_success", fmt.Sprintf("the gateway reports payment %s failed, but it is %s here", p.ID, p.Status))
+			}
+			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
+				p.ID, p.GatewayPaymentID, clip(rep.GatewayPaymentID, 80)))
+		case "failed":
+			if rep.Status == gatewayFailed {
+				out.Duplicate = true
+				return nil
+			}
+			return reject("late_success", fmt.Sprintf("payment %s is failed (%s); a late success is not applied and was recorded for an admin to look at",
+				p.ID, p.FailureReason))
+		case "pending":
+		default:
+			return apperr.New(apperr.Internal, "payment %s has unknown status %q", p.ID, p.Status)
+		}
+
+		if rep.Status == gatewayFailed {
+			reason := rep.Reason
+			if reason == "" {
+				reason = "the gateway reports the payment failed"
+			}
+			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, clip(reason, 200), now)
+			if err != nil {
+				return bug(err, "fail payment") // locked and pending
+			}
+			out.Payment, out.Applied, moved = failed, true, true
+			return audit(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
+		}
+		if rep.Status != gatewaySuccess {
+			return nil // pending: nothing to apply
+		}
+
+		// Can the order or invoice still take this money?
+		if problem := notPayable(ord, inv, p); problem != "" {
+			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, clip(problem+"; paid at the gateway, to be returned", 200), now)
+			if err != nil {
+				return bug(err, "fail payment")
+			}
+			moved = true
+			if err := audit(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed)); err != nil {
+				return err
+			}
+			out.Payment = failed
+			p = failed
+			return reject("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded for an admin to return the money", p.ID, problem))
+		}
+		if rep.GatewayPaymentID != "" {
+			other, err := store.PaymentWithGatewayID(ctx, tx, interfaceID, rep.GatewayPaymentID, p.ID)
+			switch {
+			case err == nil:
+				return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
+					clip(rep.GatewayPaymentID, 80), other))
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+		}
+
+		paidAt := rep.PaidAt
+		if paidAt.IsZero() || paidAt.After(now) {
+			paidAt = now
+		}
+		paidAt = paidAt.UTC().Truncate(time.Microsecond)
+		paid, err := store.MarkPaymentSucceeded(ctx, tx, p.ID, store.PaymentSuccess{
+			GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: now,
+		})
+		if err != nil {
+			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
+		}
+		action := ActionPaymentSuccess
+		if src == fromConfirm {
+			action = ActionPaymentConfirm
+		}
+		if err := audit(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+			return err
+		}
+		out.Payment, out.Applied, moved = paid, true, true
+
+		invoiceSettled := false
+		if inv != nil {
+			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, paid.Amount, paidAt, now)
+			if err != nil {
+				return bug(err, "add payment to invoice") // checked payable under its lock
+			}
+			if err := audit(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
+				return err
+			}
+			if after.Status == invoicePaid {
+				invoiceSettled = true
+				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+paid.ID.String(), now)
+				if err != nil {
+					return err
+				}
+				failedOthers = append(failedOthers, others...)
+			}
+		}
+		if ord != nil && ord.Status == orderPending && (inv == nil || invoiceSettled) && orderMayMove(ord.Status, orderPaid) {
+			moved, err := store.SetOrderStatus(ctx, tx, ord.ID, orderPending, orderPaid, &paidAt, now)
+			if err != nil {
+				return bug(err, "mark order paid") // locked and pending
+			}
+			if err := audit(ctx, tx, who, now, ActionOrderPaid, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
+				return err
+			}
+			others, err := store.FailPendingOrderOnlyPayments(ctx, tx, ord.ID, "order paid by payment "+paid.ID.String(), now)
+			if err != nil {
+				return err
+			}
+			failedOthers = append(failedOthers, others...)
+			payload, err := json.Marshal(orderPaidPayload{
+				OrderID: ord.ID, PaymentID: &paid.ID, Amount: paid.Amount, Currency: paid.Currency, Method: methodGateway,
+			})
+			if err != nil {
+				return err
+			}
+			if _, err := store.InsertEvent(ctx, tx, eventOrderPaid, ord.ID, payload); err != nil {
+				return err
+			}
+			out.OrderPaid = true
+		}
+		return auditFailedPayments(ctx, tx, who, now, failedOthers)
+	})
+	if err != nil {
+		return Settlement{}, err
+	}
+	if moved {
+		s.metrics.PaymentTransition(rep.Gateway, out.Payment.Status, out.Payment.Amount, out.Payment.Currency)
+	}
+	if rejected != nil {
+		return Settlement{Payment: out.Payment}, rejected
+	}
+	if out.Applied {
+		s.log.InfoContext(ctx, "payment settled", "payment_id", paymentID, "status", out.Payment.Status,
+			"source", src, "actor", who.kind+":"+who.id, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
+			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers))
+	}
+	return out, nil
+}
+
+// settledState is the audit "after" of a settlement: the payment and what
+// settled it (callback, query, reconcile, confirm).
+type settledState struct {
+	paymentState
+	Source string `json:"source"`
+}
+
+// sameGatewayIDs reports whether a report names the gateway order (and
+// transaction, when both sides know one) a settled payment already carries:
+// the repeat of an applied callback.
+func sameGatewayIDs(p store.Payment, rep report) bool {
+	if p.GatewayPaymentID != rep.GatewayPaymentID {
+		return false
+	}
+	return p.GatewayTxID == "" || rep.GatewayTxID == "" || p.GatewayTxID == rep.GatewayTxID
+}
+
+// notPayable says why a pending payment's order or invoice can no longer
+// take it ("" when they can): the invoice must be issued or overdue with
+// room for the amount; an order paid without an invoice must be pending.
+func notPayable(ord *store.Order, inv *store.Invoice, p store.Payment) string {
+	if inv != nil {
+		if !invoiceMayBePaid(inv.Status) {
+			return fmt.Sprintf("invoice %s is %s", inv.ID, inv.Status)
+		}
+		total, err := inv.PaidAmount.Add(p.Amount)
+		if err != nil || total.Cmp(inv.Amount) > 0 {
+			return fmt.Sprintf("invoice %s has only %s left to pay", inv.ID, mustSub(inv.Amount, inv.PaidAmount))
+		}
+		return ""
+	}
+	if ord != nil && !orderMayMove(ord.Status, orderPaid) {
+		return fmt.Sprintf("order %s is %s", ord.ID, ord.Status)
+	}
+	return ""
+}
+
+func mustSub(a, b money.Amount) money.Amount {
+	d, err := a.Sub(b)
+	if err != nil {
+		return money.Zero()
+	}
+	return d
+}
