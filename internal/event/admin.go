@@ -1,0 +1,180 @@
+package event
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// ActionEventRetry is the audit action of an admin's RetryEvent.
+const ActionEventRetry = "event.retry"
+
+// AdminOptions configure Admin.
+type AdminOptions struct {
+	// MaxAttempts is [events].max_attempts, shown with every event.
+	MaxAttempts int
+	// NodeLostAfter is [cluster].node_lost_after.
+	NodeLostAfter time.Duration
+	// Clock stamps audit rows; nil: time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Admin is the admin view of the queue and the cluster
+// (billing.event.EventAdminService). Every operation is admin only.
+type Admin struct {
+	db   store.DB
+	opts AdminOptions
+	log  *slog.Logger
+}
+
+// NewAdmin returns the admin service over db.
+func NewAdmin(db store.DB, opts AdminOptions) *Admin {
+	if opts.MaxAttempts <= 0 {
+		opts.MaxAttempts = 8
+	}
+	if opts.NodeLostAfter <= 0 {
+		opts.NodeLostAfter = 30 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Admin{db: db, opts: opts, log: opts.Logger}
+}
+
+// MaxAttempts is the configured number of attempts per event.
+func (a *Admin) MaxAttempts() int { return a.opts.MaxAttempts }
+
+func requireAdmin(ctx context.Context) (auth.Principal, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
+func pageOf(page, size uint32) (store.Page, payment.Page, error) {
+	page, size, err := payment.NormalizePage(page, size)
+	if err != nil {
+		return store.Page{}, payment.Page{}, err
+	}
+	return store.Page{Limit: int64(size), Offset: int64(page-1) * int64(size)}, payment.Page{Number: page, Size: size}, nil
+}
+
+// ListEvents returns a page of events, newest first.
+func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size uint32) ([]store.Event, payment.Page, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, payment.Page{}, err
+	}
+	sp, pg, err := pageOf(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	rows, total, err := store.ListEvents(ctx, a.db, f, sp)
+	pg.Total = uint64(total)
+	return rows, pg, err
+}
+
+// GetEvent returns one event.
+func (a *Admin) GetEvent(ctx context.Context, id uuid.UUID) (store.Event, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return store.Event{}, err
+	}
+	e, err := store.GetEvent(ctx, a.db, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Event{}, apperr.New(apperr.NotFound, "event %s not found", id)
+	}
+	return e, err
+}
+
+// RetryEvent puts a failed event back to pending, due at once, with its
+// attempts reset: the admin asks for a full new set of attempts, since a
+// single one more would fail it again at the first error. last_error is
+// kept until the next attempt replaces it. Any status but failed is
+// InvalidArgument. The change is audited.
+func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Event{}, err
+	}
+	var out store.Event
+	err = store.WithTx(ctx, a.db, func(tx pgx.Tx) error {
+		e, err := store.RetryFailedEvent(ctx, tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			cur, gerr := store.GetEvent(ctx, tx, id)
+			if errors.Is(gerr, store.ErrNotFound) {
+				return apperr.New(apperr.NotFound, "event %s not found", id)
+			}
+			if gerr != nil {
+				return gerr
+			}
+			return apperr.New(apperr.InvalidArgument, "event %s is %s; only a failed event can be retried", id, cur.Status)
+		}
+		if err != nil {
+			return err
+		}
+		before, _ := json.Marshal(map[string]any{"status": store.EventFailed, "last_error": e.LastError})
+		after, _ := json.Marshal(map[string]any{"status": e.Status, "attempts": e.Attempts})
+		if err := store.AppendAudit(ctx, tx, store.AuditRecord{
+			ActorKind: store.ActorAdmin, ActorID: p.ID.String(), Action: ActionEventRetry,
+			EntityType: "event", EntityID: id.String(), Before: before, After: after,
+			At: a.opts.Clock().UTC().Truncate(time.Microsecond),
+		}); err != nil {
+			return err
+		}
+		out = e
+		return nil
+	})
+	if err != nil {
+		return store.Event{}, err
+	}
+	a.log.InfoContext(ctx, "failed event queued again by an admin", "event_id", id, "order_id", out.OrderID,
+		"event_type", out.EventType, "principal", p.String())
+	return out, nil
+}
+
+// ListNodes returns every node with its heartbeat age and whether it is lost.
+func (a *Admin) ListNodes(ctx context.Context) ([]store.NodeState, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return store.ListNodes(ctx, a.db, a.opts.NodeLostAfter)
+}
+
+// ListLeaders returns the held leader roles.
+func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return store.ListLeases(ctx, a.db)
+}
+
+// ListNotifications returns a page of notifications, newest first.
+func (a *Admin) ListNotifications(ctx context.Context, f store.NotificationFilter, page, size uint32) ([]store.Notification, payment.Page, error) {
+	if _, err := requireAdmin(ctx); err != nil {
+		return nil, payment.Page{}, err
+	}
+	sp, pg, err := pageOf(page, size)
+	if err != nil {
+		return nil, payment.Page{}, err
+	}
+	rows, total, err := store.ListNotifications(ctx, a.db, f, sp)
+	pg.Total = uint64(total)
+	return rows, pg, err
+}

@@ -1,0 +1,58 @@
+// Package event consumes the transactional event queue (the events table)
+// and administers it (billing.event.EventAdminService).
+//
+// A business change and its event are written in one transaction
+// (store.InsertEvent); the insert trigger sends NOTIFY paymentd_events at
+// commit. The Worker consumes only while this instance holds the
+// event_worker leader role (internal/cluster): it claims on every wake-up
+// (NOTIFY, a finished event, a free slot) and at least every
+// [events].poll_interval.
+//
+//	           claim (FOR UPDATE SKIP LOCKED): due, oldest first,
+//	           no other event of its order processing or older pending
+//	┌─────────┐ ─────────────────────────────────────▶ ┌────────────┐ ── success ──▶ done
+//	│ pending │                                         │ processing │
+//	└─────────┘ ◀─ failed attempt (error, panic,     ── └────────────┘
+//	  ▲    ▲       timeout): run_at = now + backoff        │     │
+//	  │    └──── worker stopped (shutdown, lost            │     │ failed last attempt,
+//	  │          leadership): handed back, not counted ────┘     │ or a Permanent error
+//	  │                                                          ▼
+//	  └────────────────── admin RetryEvent (attempts reset) ── failed
+//
+// A processing event whose claim (locked_until = claim + HandlerTimeout +
+// LockGrace) has passed belonged to a worker that died: it is reclaimed —
+// pending again, or failed when that was its last attempt. Every statement
+// that ends an attempt names the claim (id, locked_by, attempts), so a
+// worker whose claim expired can no longer change the event.
+//
+// # Order of events
+//
+// The claim never takes an event whose order has another event processing,
+// or an older one (created_at, id) still pending. Events of one order thus
+// run strictly one at a time and in order; a failed event no longer holds
+// its order back. Different orders run side by side, up to
+// [events].concurrency at once, at most [events].batch_size claimed per
+// round.
+//
+// # Handlers and the idempotency rule
+//
+// A Handler is registered per event type. It runs at least once per event
+// — a retry after a failure, a reclaim after a crash, an admin's retry —
+// so every handler is written to be idempotent by design:
+//
+//	A handler first reads the current state of what it acts on (the
+//	order, under its row lock) and does nothing when the work is already
+//	done. Every write it makes is either guarded by the state it expects
+//	(UPDATE … WHERE status = 'paid') or unique (one instance per order,
+//	one notification per event, channel and recipient); a side effect
+//	outside the database (a provider call, a refund) is idempotent at its
+//	destination or leaves a durable mark that it happened.
+//
+// A handler must return when its context ends (HandlerTimeout, shutdown).
+// An error, a panic or the timeout fail the attempt; Permanent fails the
+// event at once. Periodic tasks (the payment timeout scan) run on the
+// leader as well (Worker.Every).
+//
+// Retries back off exponentially (Backoff: base doubled per attempt,
+// capped, with jitter).
+package event

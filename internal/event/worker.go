@@ -1,0 +1,462 @@
+package event
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rustbill/paymentd/internal/cluster"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Leadership tells the worker whether this instance holds the event_worker
+// role (*cluster.Elector implements it).
+type Leadership interface {
+	// Subscribe delivers the latest leadership state, at once and on
+	// every change.
+	Subscribe() (changes <-chan bool, unsubscribe func())
+	// IsLeader is checked right before every claim.
+	IsLeader() bool
+}
+
+// WorkerOptions configure a Worker. Zero values take the defaults noted.
+type WorkerOptions struct {
+	// Node is this instance's node id: events.locked_by of its claims.
+	Node string
+	// PollInterval: how often the queue is looked at without a wake-up
+	// ([events].poll_interval, 5 s).
+	PollInterval time.Duration
+	// BatchSize: at most this many events per claim ([events].batch_size, 10).
+	BatchSize int
+	// MaxAttempts: attempts before an event is failed ([events].max_attempts, 8).
+	MaxAttempts int
+	// Concurrency: events handled at the same time ([events].concurrency,
+	// 16 by default; 4 when left zero).
+	Concurrency int
+	// HandlerTimeout bounds one attempt (default 1 min); past it the
+	// handler's context is cancelled and the attempt fails.
+	HandlerTimeout time.Duration
+	// LockGrace is added to HandlerTimeout to make the claim's lease
+	// (events.locked_until): the time after which an event whose worker
+	// vanished is reclaimed (default 30 s).
+	LockGrace time.Duration
+	// RetryBase and RetryMax shape the backoff between attempts (defaults
+	// 10 s and 30 min; see Backoff).
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// DrainTimeout: how long Stop lets running handlers finish before it
+	// cancels them (default 10 s).
+	DrainTimeout time.Duration
+	// Waker wakes the worker on NOTIFY paymentd_events; nil: poll only.
+	Waker cluster.Waker
+	// Jitter returns a number in [0, 1) for the backoff; default random.
+	Jitter func() float64
+	Logger *slog.Logger
+}
+
+func (o *WorkerOptions) defaults() error {
+	if o.Node == "" {
+		return errors.New("event: worker needs the node id")
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	def(&o.PollInterval, 5*time.Second)
+	defInt(&o.BatchSize, 10)
+	defInt(&o.MaxAttempts, 8)
+	defInt(&o.Concurrency, 4)
+	def(&o.HandlerTimeout, time.Minute)
+	def(&o.LockGrace, 30*time.Second)
+	def(&o.RetryBase, 10*time.Second)
+	def(&o.RetryMax, 30*time.Minute)
+	def(&o.DrainTimeout, 10*time.Second)
+	if o.RetryMax < o.RetryBase {
+		o.RetryMax = o.RetryBase
+	}
+	if o.Jitter == nil {
+		o.Jitter = randomJitter
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Periodic is a task the worker runs while it leads: at once when it gains
+// the role and then every Every (the payment timeout scan).
+type Periodic struct {
+	Name  string
+	Every time.Duration
+	Run   func(ctx context.Context) error
+}
+
+// Worker consumes the event queue while this instance holds the
+// event_worker role. See the package doc.
+type Worker struct {
+	db       store.DB
+	leader   Leadership
+	opts     WorkerOptions
+	log      *slog.Logger
+	handlers map[string]Handler
+	periodic []Periodic
+
+	runMu    sync.Mutex
+	cancel   context.CancelFunc
+	stopping chan struct{}
+	done     chan struct{}
+}
+
+// NewWorker returns a worker over db that consumes while leader says so.
+// Register handlers (Handle) and periodic tasks before Start.
+func NewWorker(db store.DB, leader Leadership, opts WorkerOptions) (*Worker, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		db: db, leader: leader, opts: opts, handlers: map[string]Handler{},
+		log: opts.Logger.With("node", opts.Node, "component", "event_worker"),
+	}, nil
+}
+
+// Handle registers h for events of eventType. Call it before Start.
+func (w *Worker) Handle(eventType string, h Handler) {
+	w.handlers[eventType] = h
+}
+
+// Every registers a periodic task. Call it before Start.
+func (w *Worker) Every(p Periodic) {
+	w.periodic = append(w.periodic, p)
+}
+
+// Start runs the worker in the background until Stop or ctx's cancellation.
+// Stop drains (running handlers get DrainTimeout to finish); cancelling ctx
+// cancels running handlers at once and hands their events back.
+func (w *Worker) Start(ctx context.Context) error {
+	w.runMu.Lock()
+	defer w.runMu.Unlock()
+	if w.done != nil {
+		return errors.New("event: worker already started")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w.cancel, w.stopping, w.done = cancel, make(chan struct{}), make(chan struct{})
+	go func(done chan struct{}) {
+		defer close(done)
+		w.run(ctx, w.stopping)
+	}(w.done)
+	return nil
+}
+
+// Stop stops claiming, lets running handlers finish for up to
+// DrainTimeout, cancels the rest (their events go back to pending without
+// counting the attempt), and returns when nothing runs any more.
+func (w *Worker) Stop() {
+	w.runMu.Lock()
+	cancel, stopping, done := w.cancel, w.stopping, w.done
+	w.runMu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-stopping:
+	default:
+		close(stopping)
+	}
+	<-done
+	cancel()
+}
+
+func (w *Worker) run(ctx context.Context, stopping <-chan struct{}) {
+	changes, unsubscribe := w.leader.Subscribe()
+	defer unsubscribe()
+	var wake <-chan struct{}
+	if w.opts.Waker != nil {
+		var unsubscribeWake func()
+		wake, unsubscribeWake = w.opts.Waker.Subscribe(cluster.ChannelEvents)
+		defer unsubscribeWake()
+	}
+	var s *session
+	for {
+		select {
+		case <-stopping:
+			if s != nil {
+				s.stop(true)
+				w.log.Info("event worker stopped")
+			}
+			return
+		case <-ctx.Done():
+			if s != nil {
+				s.stop(false)
+				w.log.Info("event worker stopped (context cancelled)")
+			}
+			return
+		case leading := <-changes:
+			switch {
+			case leading && s == nil:
+				s = w.lead(ctx, wake)
+				w.log.Info("event worker consuming", "poll_interval", w.opts.PollInterval.String(),
+					"batch_size", w.opts.BatchSize, "concurrency", w.opts.Concurrency)
+			case !leading && s != nil:
+				s.stop(false)
+				s = nil
+				w.log.Warn("event worker paused: not the event_worker leader any more")
+			}
+		}
+	}
+}
+
+// session is one stretch of leadership: a claim loop and the handlers it
+// started.
+type session struct {
+	w          *Worker
+	loopCancel context.CancelFunc
+	loopDone   chan struct{}
+	// handlers' context: cancelled when the session ends, not before.
+	hctx     context.Context
+	hcancel  context.CancelFunc
+	slots    chan struct{}
+	inflight sync.WaitGroup
+	kick     chan struct{}
+	running  atomic.Int64
+	// lastReclaim: expired claims are looked for once per poll interval,
+	// not on every wake-up (they only appear after a lease has run out).
+	lastReclaim time.Time
+}
+
+func (w *Worker) lead(parent context.Context, wake <-chan struct{}) *session {
+	loopCtx, loopCancel := context.WithCancel(parent)
+	hctx, hcancel := context.WithCancel(context.WithoutCancel(parent))
+	s := &session{
+		w: w, loopCancel: loopCancel, loopDone: make(chan struct{}),
+		hctx: hctx, hcancel: hcancel,
+		slots: make(chan struct{}, w.opts.Concurrency),
+		kick:  make(chan struct{}, 1),
+	}
+	go s.loop(loopCtx, wake)
+	for _, p := range w.periodic {
+		s.inflight.Add(1)
+		go func() {
+			defer s.inflight.Done()
+			s.every(loopCtx, p)
+		}()
+	}
+	return s
+}
+
+// stop ends the session: no more claims; with drain, running handlers get
+// DrainTimeout to finish before they are cancelled.
+func (s *session) stop(drain bool) {
+	s.loopCancel()
+	<-s.loopDone
+	if drain {
+		finished := make(chan struct{})
+		go func() { s.inflight.Wait(); close(finished) }()
+		t := time.NewTimer(s.w.opts.DrainTimeout)
+		select {
+		case <-finished:
+		case <-t.C:
+			s.w.log.Warn("handlers still running after the drain timeout; cancelling them",
+				"running", s.running.Load(), "drain_timeout", s.w.opts.DrainTimeout.String())
+		}
+		t.Stop()
+	}
+	s.hcancel()
+	s.inflight.Wait()
+}
+
+func (s *session) loop(ctx context.Context, wake <-chan struct{}) {
+	defer close(s.loopDone)
+	poll := time.NewTicker(s.w.opts.PollInterval)
+	defer poll.Stop()
+	failing := false
+	for {
+		err := s.round(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			failing = true
+			s.w.log.Error("claiming events failed; retrying at the next poll", "err", err)
+		case err == nil && failing:
+			failing = false
+			s.w.log.Info("claiming events works again")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		case <-wake:
+		case <-s.kick:
+		}
+	}
+}
+
+// round reclaims expired claims and claims what the free slots can take.
+func (s *session) round(ctx context.Context) error {
+	w := s.w
+	if !w.leader.IsLeader() {
+		return nil // the trust window closed; the elector will tell us
+	}
+	if time.Since(s.lastReclaim) >= w.opts.PollInterval {
+		reclaimed, err := store.ReclaimExpiredEvents(ctx, w.db, w.opts.MaxAttempts)
+		if err != nil {
+			return fmt.Errorf("reclaim expired claims: %w", err)
+		}
+		s.lastReclaim = time.Now()
+		for _, r := range reclaimed {
+			w.log.Warn("reclaimed an event whose worker vanished", "event_id", r.ID, "order_id", r.OrderID,
+				"event_type", r.EventType, "status", r.Status, "attempts", r.Attempts)
+		}
+	}
+	free := cap(s.slots) - len(s.slots)
+	if free <= 0 {
+		return nil // a finishing handler kicks the loop
+	}
+	limit := min(w.opts.BatchSize, free)
+	lease := w.opts.HandlerTimeout + w.opts.LockGrace
+	claimed, err := store.ClaimEvents(ctx, w.db, w.opts.Node, limit, lease)
+	if err != nil {
+		return fmt.Errorf("claim events: %w", err)
+	}
+	for _, row := range claimed {
+		s.slots <- struct{}{} // never blocks: at most free were claimed
+		s.inflight.Add(1)
+		s.running.Add(1)
+		go func() {
+			defer func() {
+				s.running.Add(-1)
+				<-s.slots
+				s.inflight.Done()
+				s.poke() // a slot is free, and the order's next event may be due
+			}()
+			s.handle(row)
+		}()
+	}
+	if len(claimed) == limit {
+		s.poke() // there may be more
+	}
+	return nil
+}
+
+func (s *session) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// handle runs one attempt and records its outcome.
+func (s *session) handle(row store.Event) {
+	w := s.w
+	e := fromRow(row, w.opts.MaxAttempts)
+	claim := store.ClaimOf(row)
+	log := w.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
+
+	ctx, cancel := context.WithTimeout(s.hctx, w.opts.HandlerTimeout)
+	start := time.Now()
+	err := w.call(ctx, e)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	cancel()
+	took := time.Since(start).Round(time.Millisecond).String()
+
+	// The outcome is written even while stopping: a context of its own.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(s.hctx), 10*time.Second)
+	defer rcancel()
+	switch {
+	case err == nil:
+		if rerr := store.CompleteEvent(rctx, w.db, claim); rerr != nil {
+			log.Error("event handled but its claim was lost; it will run again", "err", rerr)
+			return
+		}
+		log.Info("event done", "took", took)
+	case s.hctx.Err() != nil && !timedOut:
+		// Stopped under the handler's feet: not the event's fault.
+		if rerr := store.ReleaseEvent(rctx, w.db, claim); rerr != nil {
+			log.Warn("could not hand the event back; its claim expires", "err", rerr)
+			return
+		}
+		log.Info("event handed back: the worker is stopping", "err", err)
+	default:
+		if timedOut {
+			err = fmt.Errorf("handler timed out after %s: %w", w.opts.HandlerTimeout, err)
+		}
+		maxAttempts := w.opts.MaxAttempts
+		if IsPermanent(err) {
+			maxAttempts = e.Attempt // fail now
+		}
+		backoff := Backoff(e.Attempt, w.opts.RetryBase, w.opts.RetryMax, w.opts.Jitter())
+		status, rerr := store.FailEventAttempt(rctx, w.db, claim, maxAttempts, backoff, truncate(err.Error(), 2000))
+		switch {
+		case rerr != nil:
+			log.Error("event attempt failed and its outcome could not be recorded; its claim expires", "err", err, "record_err", rerr)
+		case status == store.EventFailed:
+			log.Error("event failed for good; an admin can retry it", "err", err, "took", took)
+		default:
+			log.Warn("event attempt failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String(), "took", took)
+		}
+	}
+}
+
+// call runs the handler of e, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, e Event) (err error) {
+	h, ok := w.handlers[e.Type]
+	if !ok {
+		return fmt.Errorf("no handler registered for event type %q", e.Type)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.Error("event handler panicked", "event_id", e.ID, "event_type", e.Type, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h.Handle(ctx, e)
+}
+
+// every runs a periodic task while the session lasts.
+func (s *session) every(ctx context.Context, p Periodic) {
+	every := p.Every
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	failing := false
+	for {
+		if s.w.leader.IsLeader() {
+			err := p.Run(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil && !failing:
+				failing = true
+				s.w.log.Error("periodic task failed", "task", p.Name, "err", err)
+			case err == nil && failing:
+				failing = false
+				s.w.log.Info("periodic task works again", "task", p.Name)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

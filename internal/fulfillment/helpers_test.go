@@ -1,0 +1,290 @@
+package fulfillment_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/cluster"
+	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/fakes/provider"
+	"github.com/rustbill/paymentd/internal/fulfillment"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/notify"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/plugintest"
+	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testfixture"
+)
+
+const webhookSecret = "whsec-0123456789abcdef"
+
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// refunder counts refunds per order, like an idempotent payment domain.
+type refunder struct {
+	mu      sync.Mutex
+	calls   map[uuid.UUID]int
+	reasons map[uuid.UUID]string
+	failFor atomic.Int32 // the next n calls fail
+}
+
+func (r *refunder) RefundOrder(_ context.Context, orderID uuid.UUID, reason string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[orderID]++
+	if r.failFor.Load() > 0 {
+		r.failFor.Add(-1)
+		return errors.New("gateway refund failed")
+	}
+	r.reasons[orderID] = reason
+	return nil
+}
+
+func (r *refunder) count(orderID uuid.UUID) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[orderID]
+}
+
+// flakyNotifier fails the first n Enqueue calls, then passes them on.
+type flakyNotifier struct {
+	next  fulfillment.Notifier
+	fails atomic.Int32
+}
+
+func (f *flakyNotifier) Enqueue(ctx context.Context, db store.DB, n notify.Notice) (int, error) {
+	if f.fails.Load() > 0 {
+		f.fails.Add(-1)
+		return 0, errors.New("notifications table unavailable")
+	}
+	return f.next.Enqueue(ctx, db, n)
+}
+
+type rigOptions struct {
+	maxAttempts int
+	clock       func() time.Time
+	provisioner fulfillment.Provisioner
+	wrapNotify  func(fulfillment.Notifier) fulfillment.Notifier
+}
+
+// rig is one paymentd instance doing fulfilment against the fake provider
+// over HTTP (through plugins/provider/http_provider.lua), with the webhook
+// notifier and an SMTP server as the channels.
+type rig struct {
+	pool     *pgxpool.Pool
+	api      *provider.Server
+	hook     *notifytest.Webhook
+	smtp     *notifytest.SMTPServer
+	refunds  *refunder
+	customer store.Customer
+	product  uuid.UUID
+}
+
+func setup(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	if o.maxAttempts == 0 {
+		o.maxAttempts = 3
+	}
+	pool := testdb.Pool(t)
+	r := &rig{pool: pool, refunds: &refunder{calls: map[uuid.UUID]int{}, reasons: map[uuid.UUID]string{}}}
+	r.api = provider.New(provider.Options{})
+	require.NoError(t, r.api.Start())
+	t.Cleanup(r.api.Close)
+	r.hook = notifytest.StartWebhook(t, webhookSecret)
+	r.smtp = notifytest.StartSMTP(t, "mailer", "mail-pass")
+
+	providerPlugin := plugintest.Load(t, "provider/http_provider.lua", plugin.Options{})
+	webhookPlugin := plugintest.Load(t, "notifier/webhook.lua", plugin.Options{})
+	providerConfig := `{"api_url":"` + r.api.URL() + `/","token":"` + r.api.Token() + `"}`
+	plugins := plugin.PluginsFunc(func(name string) (plugin.Caller, string, bool) {
+		switch name {
+		case "http_provider":
+			return providerPlugin, providerConfig, true
+		case "webhook":
+			return webhookPlugin, "", true
+		}
+		return nil, "", false
+	})
+
+	ctx := context.Background()
+	custID := testfixture.Customer(t, pool)
+	var err error
+	r.customer, err = store.GetCustomer(ctx, pool, custID)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256) VALUES ('http_provider', 'first_party_provider', '-- test', repeat('a', 64))`)
+	require.NoError(t, err)
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, provider_plugin, provider_config)
+		VALUES ('VPS 1G', 12.30, 'CNY', 'http_provider', '{"plan":"vps-1g"}') RETURNING id`).Scan(&r.product))
+
+	node := cluster.NewNodeID()
+	lctx, cancel := context.WithCancel(ctx)
+	listener := cluster.NewListener(cluster.ConnectLike(pool, node), cluster.ListenerOptions{Logger: quietLog(), MinBackoff: 20 * time.Millisecond})
+	elector, err := cluster.NewElector(pool, cluster.ElectorOptions{
+		Role: cluster.RoleEventWorker, Holder: node, TTL: 2 * time.Second, RenewInterval: 300 * time.Millisecond,
+		Waker: listener, Logger: quietLog(),
+	})
+	require.NoError(t, err)
+	worker, err := event.NewWorker(pool, elector, event.WorkerOptions{
+		Node: node, PollInterval: 200 * time.Millisecond, MaxAttempts: o.maxAttempts,
+		RetryBase: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond, HandlerTimeout: 10 * time.Second,
+		Waker: listener, Logger: quietLog(),
+	})
+	require.NoError(t, err)
+	notifier, err := notify.New(pool, plugins, notify.Options{
+		PollInterval: 100 * time.Millisecond, RetryBase: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		AdminEmails: []string{"ops@example.com"},
+		Webhooks:    []notify.Webhook{{Name: "ops-hook", URL: r.hook.URL, Secret: webhookSecret}},
+		SMTP:        r.smtp.SMTP("Billing <billing@example.com>"),
+	}, listener, quietLog())
+	require.NoError(t, err)
+	var n fulfillment.Notifier = notifier
+	if o.wrapNotify != nil {
+		n = o.wrapNotify(n)
+	}
+	prov := o.provisioner
+	if prov == nil {
+		prov = fulfillment.NewPluginProvisioner(plugins)
+	}
+	svc := fulfillment.New(pool, prov, r.refunds, n, fulfillment.Options{
+		Node: node, PaymentTimeout: 24 * time.Hour, TimeoutScanInterval: 100 * time.Millisecond, Clock: o.clock, Logger: quietLog(),
+	})
+	svc.Register(worker)
+
+	require.NoError(t, listener.Start(lctx))
+	require.NoError(t, elector.Start(lctx))
+	require.NoError(t, worker.Start(lctx))
+	require.NoError(t, notifier.Start(lctx))
+	t.Cleanup(func() {
+		worker.Stop()
+		notifier.Stop()
+		elector.Stop()
+		listener.Stop()
+		cancel()
+	})
+	return r
+}
+
+// order inserts a pending order of the rig's customer for product (nil:
+// none) created at createdAt (zero: now).
+func (r *rig) order(t *testing.T, product *uuid.UUID, createdAt time.Time) uuid.UUID {
+	t.Helper()
+	if createdAt.IsZero() {
+		createdAt = time.Now()
+	}
+	o, err := store.InsertOrder(context.Background(), r.pool, store.NewOrder{
+		CustomerID: r.customer.ID, ProductID: product, TotalAmount: money.MustParse("12.30"), Currency: "CNY",
+		Description: "VPS 1G", CreatedAt: createdAt.UTC().Truncate(time.Microsecond),
+	})
+	require.NoError(t, err)
+	return o.ID
+}
+
+// pay moves a pending order to paid and queues order_paid in one
+// transaction, as a gateway callback does.
+func (r *rig) pay(t *testing.T, orderID uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		if _, err := store.SetOrderStatus(ctx, tx, orderID, "pending", "paid", &now, now); err != nil {
+			return err
+		}
+		payload, err := json.Marshal(order.OrderPaidPayload{OrderID: orderID, Amount: money.MustParse("12.30"), Currency: "CNY", Method: order.MethodGateway})
+		if err != nil {
+			return err
+		}
+		_, err = store.InsertEvent(ctx, tx, order.EventOrderPaid, orderID, payload)
+		return err
+	}))
+}
+
+func (r *rig) getOrder(t *testing.T, id uuid.UUID) store.Order {
+	t.Helper()
+	o, err := store.GetOrder(context.Background(), r.pool, id)
+	require.NoError(t, err)
+	return o
+}
+
+func (r *rig) waitOrder(t *testing.T, id uuid.UUID, status string) store.Order {
+	t.Helper()
+	var o store.Order
+	require.Eventually(t, func() bool {
+		o = r.getOrder(t, id)
+		return o.Status == status
+	}, 20*time.Second, 10*time.Millisecond, "order %s did not become %s", id, status)
+	return o
+}
+
+func (r *rig) events(t *testing.T, id uuid.UUID) []store.Event {
+	t.Helper()
+	es, err := store.ListOrderEvents(context.Background(), r.pool, id)
+	require.NoError(t, err)
+	return es
+}
+
+// waitEventsDone waits until the order has n events, all done.
+func (r *rig) waitEventsDone(t *testing.T, id uuid.UUID, n int) []store.Event {
+	t.Helper()
+	var es []store.Event
+	require.Eventually(t, func() bool {
+		es = r.events(t, id)
+		if len(es) != n {
+			return false
+		}
+		for _, e := range es {
+			if e.Status != store.EventDone {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	return es
+}
+
+func (r *rig) notifications(t *testing.T, eventID uuid.UUID) []store.Notification {
+	t.Helper()
+	rows, _, err := store.ListNotifications(context.Background(), r.pool, store.NotificationFilter{EventID: &eventID}, store.Page{Limit: 100})
+	require.NoError(t, err)
+	return rows
+}
+
+func (r *rig) waitNotificationsSent(t *testing.T, eventID uuid.UUID, n int) []store.Notification {
+	t.Helper()
+	var rows []store.Notification
+	require.Eventually(t, func() bool {
+		rows = r.notifications(t, eventID)
+		if len(rows) != n {
+			return false
+		}
+		for _, row := range rows {
+			if row.Status != store.NotificationSent {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 10*time.Millisecond)
+	return rows
+}
+
+func (r *rig) auditActions(t *testing.T, entityType, entityID string) []string {
+	t.Helper()
+	rows, err := r.pool.Query(context.Background(), `SELECT action FROM audit_log WHERE entity_type = $1 AND entity_id = $2 ORDER BY id`, entityType, entityID)
+	require.NoError(t, err)
+	actions, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return actions
+}

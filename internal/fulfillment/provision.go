@@ -1,0 +1,116 @@
+package fulfillment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// ProvisionRequest is what a provider needs to set up an order's service.
+type ProvisionRequest struct {
+	Order   store.Order
+	Product store.Product
+	// Instance is the order's instance row (status provisioning); its id
+	// is ours, the provider answers with its own (the external id).
+	Instance store.Instance
+}
+
+// Provisioner sets up the service an order bought. It is called at least
+// once per order and must be idempotent on the order (a retry after a lost
+// answer must find the machine the first call made, not make a second).
+type Provisioner interface {
+	Provision(ctx context.Context, req ProvisionRequest) (externalID string, details json.RawMessage, err error)
+}
+
+// ErrRefused marks a provisioning failure the provider reported as final:
+// the order is cancelled at once instead of after the last attempt.
+var ErrRefused = errors.New("provisioning refused by the provider")
+
+// PluginProvisioner provisions through the product's provider plugin
+// (products.provider_plugin), called as provision(config_json, input_json):
+//
+//	config_json  the plugin's configuration from the registry (API URL,
+//	             token); when the registry keeps none, the product's
+//	             provider_config
+//	input_json   {"order_id", "instance_id", "customer_id",
+//	              "product": provider_config + {"id", "name"}}
+//
+// An answer with status provisioning or running is success (the instance
+// then runs: the order is paid for and the provider has it). Any other
+// status is ErrRefused. A failed call (script error, timeout, open circuit,
+// plugin not loaded) is an ordinary error: the event is retried, and the
+// last attempt cancels the order.
+type PluginProvisioner struct {
+	plugins plugin.Plugins
+}
+
+// NewPluginProvisioner returns a provisioner over the plugin registry.
+func NewPluginProvisioner(plugins plugin.Plugins) *PluginProvisioner {
+	return &PluginProvisioner{plugins: plugins}
+}
+
+type provisionAnswer struct {
+	ExternalID string          `json:"external_id"`
+	Status     string          `json:"status"`
+	Details    json.RawMessage `json:"details"`
+	Message    string          `json:"message"`
+}
+
+// Provision implements Provisioner.
+func (p *PluginProvisioner) Provision(ctx context.Context, req ProvisionRequest) (string, json.RawMessage, error) {
+	if req.Product.ProviderPlugin == nil {
+		return "", nil, errors.New("the product has no provider plugin")
+	}
+	name := *req.Product.ProviderPlugin
+	c, config, ok := p.plugins.Get(name)
+	if !ok {
+		return "", nil, fmt.Errorf("provider plugin %q is not loaded", name)
+	}
+	if config == "" {
+		config = string(req.Product.ProviderConfig)
+	}
+	product := map[string]any{}
+	if len(req.Product.ProviderConfig) > 0 {
+		_ = json.Unmarshal(req.Product.ProviderConfig, &product) // not an object: no extra fields
+	}
+	product["id"] = req.Product.ID.String()
+	product["name"] = req.Product.Name
+	in, err := json.Marshal(map[string]any{
+		"order_id":    req.Order.ID.String(),
+		"instance_id": req.Instance.ID.String(),
+		"customer_id": req.Order.CustomerID.String(),
+		"product":     product,
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := c.Call(ctx, "provision", config, string(in))
+	if err != nil {
+		return "", nil, fmt.Errorf("provider plugin %s: %w", name, err)
+	}
+	var a provisionAnswer
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		return "", nil, fmt.Errorf("provider plugin %s answered no JSON: %w", name, err)
+	}
+	switch a.Status {
+	case store.InstanceProvisioning, store.InstanceRunning:
+	default:
+		msg := a.Message
+		if msg == "" {
+			msg = "status " + a.Status
+		}
+		return "", nil, fmt.Errorf("%w: %s: %s", ErrRefused, name, msg)
+	}
+	if a.ExternalID == "" {
+		return "", nil, fmt.Errorf("provider plugin %s answered no external_id", name)
+	}
+	details := a.Details
+	if len(details) == 0 || string(details) == "null" {
+		details = json.RawMessage("{}")
+	}
+	return a.ExternalID, details, nil
+}

@@ -1,0 +1,501 @@
+package fulfillment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/notify"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Refunder gives the money of a cancelled order back. It must be
+// idempotent: called again for an order it has refunded, it refunds
+// nothing more and returns nil. The payment domain implements it.
+type Refunder interface {
+	RefundOrder(ctx context.Context, orderID uuid.UUID, reason string) error
+}
+
+// Notifier queues notifications inside the caller's transaction
+// (*notify.Notifier implements it).
+type Notifier interface {
+	Enqueue(ctx context.Context, db store.DB, n notify.Notice) (int, error)
+}
+
+// Audit actions written by this package (audit_log.action).
+const (
+	ActionOrderProvisioning = "order.provisioning"
+	ActionOrderActivate     = "order.activate"
+	ActionInstanceCreate    = "instance.create"
+	ActionInstanceReady     = "instance.provisioned"
+	ActionInstanceFailed    = "instance.failed"
+	// ActionAutoRefund marks that the automatic refund of an
+	// order_cancelled event was done (after.event_id names the event).
+	ActionAutoRefund = "order.auto_refund"
+)
+
+// Failure reasons of the pending payments the timeout scan and a failed
+// provisioning fail (payments.failure_reason).
+const (
+	failedByTimeout      = "payment timeout"
+	failedByProvisioning = "order cancelled: provisioning failed"
+)
+
+// Options configure the Service.
+type Options struct {
+	// Node is this instance's node id, the actor of the audit rows.
+	Node string
+	// PaymentTimeout: pending orders older than this are cancelled
+	// ([billing].payment_timeout, 24 h).
+	PaymentTimeout time.Duration
+	// TimeoutScanInterval: how often the worker looks for them (1 min).
+	TimeoutScanInterval time.Duration
+	// Clock is the business clock (order and audit times, the timeout
+	// cutoff); nil: time.Now.
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Service is the fulfilment of orders: the handlers of order_paid,
+// order_provisioned and order_cancelled, and the payment timeout scan.
+type Service struct {
+	db       store.DB
+	prov     Provisioner
+	refunder Refunder
+	notifier Notifier
+	opts     Options
+	log      *slog.Logger
+}
+
+// New returns the fulfilment service. refunder and notifier may be nil (no
+// refunds: an order_cancelled event with refund_due fails until one is
+// wired; no notifications).
+func New(db store.DB, prov Provisioner, refunder Refunder, notifier Notifier, opts Options) *Service {
+	if opts.PaymentTimeout <= 0 {
+		opts.PaymentTimeout = 24 * time.Hour
+	}
+	if opts.TimeoutScanInterval <= 0 {
+		opts.TimeoutScanInterval = time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Node == "" {
+		opts.Node = "paymentd"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Service{db: db, prov: prov, refunder: refunder, notifier: notifier, opts: opts,
+		log: opts.Logger.With("component", "fulfillment")}
+}
+
+// Register installs the handlers and the payment timeout scan on w.
+func (s *Service) Register(w *event.Worker) {
+	w.Handle(order.EventOrderPaid, event.HandlerFunc(s.HandleOrderPaid))
+	w.Handle(order.EventOrderProvisioned, event.HandlerFunc(s.HandleOrderProvisioned))
+	w.Handle(order.EventOrderCancelled, event.HandlerFunc(s.HandleOrderCancelled))
+	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Run: func(ctx context.Context) error {
+		_, err := s.CancelExpiredOrders(ctx)
+		return err
+	}})
+}
+
+func (s *Service) now() time.Time { return s.opts.Clock().UTC().Truncate(time.Microsecond) }
+
+// audit writes an audit_log row with this node as the system actor.
+func (s *Service) audit(ctx context.Context, db store.DB, at time.Time, action, entityType, entityID string, before, after any) error {
+	var b, a []byte
+	var err error
+	if before != nil {
+		if b, err = json.Marshal(before); err != nil {
+			return err
+		}
+	}
+	if after != nil {
+		if a, err = json.Marshal(after); err != nil {
+			return err
+		}
+	}
+	return store.AppendAudit(ctx, db, store.AuditRecord{
+		ActorKind: store.ActorSystem, ActorID: s.opts.Node, Action: action,
+		EntityType: entityType, EntityID: entityID, Before: b, After: a, At: at,
+	})
+}
+
+type orderState struct {
+	Status       string     `json:"status"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
+	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
+}
+
+func stateOf(o store.Order) orderState {
+	return orderState{Status: o.Status, CancelReason: o.CancelReason, CancelledAt: o.CancelledAt}
+}
+
+// ---- order_paid ----
+
+// HandleOrderPaid provisions a paid order:
+//
+//  1. one transaction: order paid → provisioning (provisioning stays), the
+//     order's instance row created (provisioning) or found;
+//  2. the provider is called outside any transaction;
+//  3. success, one transaction: instance → running with the provider's id
+//     and details, order → active, order_provisioned {order_id,
+//     instance_id};
+//  4. failure: retried by the queue; when the provider refused for good
+//     (ErrRefused) or this was the last attempt, one transaction: instance
+//     → error, order → cancelled (provisioning_failed), its pending
+//     payments failed, order_cancelled {order_id, provisioning_failed,
+//     refund_due: true}.
+//
+// An order that is neither paid nor provisioning has been dealt with: the
+// event is done without doing anything. A product without provider plugin
+// has nothing to provision: the order becomes active at once, with an
+// order_provisioned whose instance_id is null.
+func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
+	var p order.OrderPaidPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("order_paid payload: %w", err))
+	}
+	log := s.log.With("event_id", e.ID, "order_id", e.OrderID, "attempt", e.Attempt)
+
+	var req ProvisionRequest
+	done := false
+	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		if errors.Is(err, store.ErrNotFound) {
+			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
+		}
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		switch order.Status(o.Status) {
+		case order.StatusPaid:
+			moved, err := store.SetOrderStatus(ctx, tx, o.ID, string(order.StatusPaid), string(order.StatusProvisioning), nil, now)
+			if err != nil {
+				return err
+			}
+			if err := s.audit(ctx, tx, now, ActionOrderProvisioning, "order", o.ID.String(), stateOf(o), stateOf(moved)); err != nil {
+				return err
+			}
+			o = moved
+		case order.StatusProvisioning:
+		default:
+			log.Info("order_paid: nothing to do", "order_status", o.Status)
+			done = true
+			return nil
+		}
+		var product *store.Product
+		if o.ProductID != nil {
+			pr, err := store.GetProduct(ctx, tx, *o.ProductID)
+			if err != nil {
+				return err
+			}
+			product = &pr
+		}
+		if product == nil || product.ProviderPlugin == nil {
+			done = true
+			return s.activate(ctx, tx, o, nil, now)
+		}
+		// The order row is locked: nobody creates its instance meanwhile.
+		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			inst, err = store.EnsureOrderInstance(ctx, tx, store.NewInstance{
+				CustomerID: o.CustomerID, OrderID: o.ID, ProductID: &product.ID,
+				ProviderPlugin: product.ProviderPlugin, Name: product.Name, At: now,
+			})
+			if err != nil {
+				return err
+			}
+			err = s.audit(ctx, tx, now, ActionInstanceCreate, "instance", inst.ID.String(), nil,
+				map[string]any{"order_id": o.ID, "status": inst.Status, "provider_plugin": product.ProviderPlugin})
+		}
+		if err != nil {
+			return err
+		}
+		if inst.Status != store.InstanceProvisioning {
+			return event.Permanent(fmt.Errorf("order %s is provisioning but its instance %s is %s", o.ID, inst.ID, inst.Status))
+		}
+		req = ProvisionRequest{Order: o, Product: *product, Instance: inst}
+		return nil
+	})
+	if err != nil || done {
+		return err
+	}
+
+	externalID, details, perr := s.prov.Provision(ctx, req)
+	if perr == nil {
+		return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+			o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+			if err != nil {
+				return err
+			}
+			if order.Status(o.Status) != order.StatusProvisioning {
+				log.Info("order_paid: order changed while provisioning; nothing to record", "order_status", o.Status)
+				return nil
+			}
+			now := s.now()
+			inst, err := store.MarkInstanceProvisioned(ctx, tx, req.Instance.ID, externalID, store.InstanceRunning, details, now)
+			if err != nil {
+				return err
+			}
+			if err := s.audit(ctx, tx, now, ActionInstanceReady, "instance", inst.ID.String(),
+				map[string]any{"status": store.InstanceProvisioning},
+				map[string]any{"status": inst.Status, "external_id": inst.ExternalID}); err != nil {
+				return err
+			}
+			if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
+				return err
+			}
+			log.Info("order provisioned", "instance_id", inst.ID, "external_id", externalID)
+			return nil
+		})
+	}
+
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return perr // the worker is stopping: hand the event back
+	}
+	final := errors.Is(perr, ErrRefused) || e.LastAttempt()
+	// The attempt's context may have run out (a provider slower than the
+	// handler timeout): the bookkeeping below gets a few seconds of its own.
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if !final {
+		if err := store.SetInstanceLastError(bctx, s.db, req.Instance.ID, truncate(perr.Error(), 1000), s.now()); err != nil {
+			log.Warn("could not record the provisioning error on the instance", "err", err)
+		}
+		return perr
+	}
+	log.Warn("provisioning failed for good; cancelling the order", "err", perr)
+	return store.WithTx(bctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(bctx, tx, e.OrderID)
+		if err != nil {
+			return err
+		}
+		if order.Status(o.Status) != order.StatusProvisioning {
+			return nil
+		}
+		now := s.now()
+		inst, err := store.MarkInstanceFailed(bctx, tx, req.Instance.ID, truncate(perr.Error(), 1000), now)
+		if err != nil {
+			return err
+		}
+		if err := s.audit(bctx, tx, now, ActionInstanceFailed, "instance", inst.ID.String(),
+			map[string]any{"status": store.InstanceProvisioning},
+			map[string]any{"status": inst.Status, "last_error": inst.LastError}); err != nil {
+			return err
+		}
+		return s.cancel(bctx, tx, o, order.StatusProvisioning, order.CancelReasonProvisioningFailed, true, failedByProvisioning, now)
+	})
+}
+
+// activate moves a provisioning order to active and queues
+// order_provisioned, in tx.
+func (s *Service) activate(ctx context.Context, tx pgx.Tx, o store.Order, instanceID *uuid.UUID, now time.Time) error {
+	active, err := store.SetOrderStatus(ctx, tx, o.ID, string(order.StatusProvisioning), string(order.StatusActive), nil, now)
+	if err != nil {
+		return err
+	}
+	if err := s.audit(ctx, tx, now, ActionOrderActivate, "order", o.ID.String(), stateOf(o), stateOf(active)); err != nil {
+		return err
+	}
+	payload, err := json.Marshal(order.OrderProvisionedPayload{OrderID: o.ID, InstanceID: instanceID})
+	if err != nil {
+		return err
+	}
+	_, err = store.InsertEvent(ctx, tx, order.EventOrderProvisioned, o.ID, payload)
+	return err
+}
+
+// cancel moves o from `from` to cancelled with reason, fails its pending
+// payments and queues order_cancelled, all in tx, with audit rows.
+func (s *Service) cancel(ctx context.Context, tx pgx.Tx, o store.Order, from order.Status, reason string, refundDue bool, paymentReason string, now time.Time) error {
+	cancelled, err := store.CancelOrder(ctx, tx, o.ID, string(from), reason, now)
+	if err != nil {
+		return err
+	}
+	failed, err := store.FailPendingOrderPayments(ctx, tx, o.ID, paymentReason, now)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(order.OrderCancelledPayload{OrderID: o.ID, Reason: reason, RefundDue: refundDue})
+	if err != nil {
+		return err
+	}
+	if _, err := store.InsertEvent(ctx, tx, order.EventOrderCancelled, o.ID, payload); err != nil {
+		return err
+	}
+	if err := s.audit(ctx, tx, now, order.ActionOrderCancel, "order", o.ID.String(), stateOf(o), stateOf(cancelled)); err != nil {
+		return err
+	}
+	for _, p := range failed {
+		if err := s.audit(ctx, tx, now, order.ActionPaymentFail, "payment", p.ID.String(),
+			map[string]any{"status": "pending"},
+			map[string]any{"status": p.Status, "failure_reason": p.FailureReason}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- order_provisioned ----
+
+// HandleOrderProvisioned queues the notifications to the customer and the
+// admins. Queuing twice queues nothing twice (one row per event, channel
+// and recipient).
+func (s *Service) HandleOrderProvisioned(ctx context.Context, e event.Event) error {
+	var p order.OrderProvisionedPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("order_provisioned payload: %w", err))
+	}
+	data := map[string]string{}
+	if p.InstanceID != nil {
+		data["instance_id"] = p.InstanceID.String()
+	}
+	return s.notify(ctx, e, data)
+}
+
+// ---- order_cancelled ----
+
+// HandleOrderCancelled refunds the order when the payload says a refund is
+// due, then queues the notifications.
+//
+// The refund happens once per event even when the event is retried: as
+// soon as Refunder.RefundOrder has returned, an audit row is committed
+// (order.auto_refund, after.event_id = the event), and a retry that finds
+// it does not call the Refunder again. Only a crash between the refund and
+// that commit calls it twice, which is why RefundOrder must be idempotent
+// itself.
+func (s *Service) HandleOrderCancelled(ctx context.Context, e event.Event) error {
+	var p order.OrderCancelledPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("order_cancelled payload: %w", err))
+	}
+	if p.RefundDue {
+		done, err := store.AuditedForEvent(ctx, s.db, "order", e.OrderID.String(), ActionAutoRefund, e.ID)
+		if err != nil {
+			return err
+		}
+		if !done {
+			if s.refunder == nil {
+				return errors.New("a refund is due but no refunder is configured")
+			}
+			if err := s.refunder.RefundOrder(ctx, e.OrderID, p.Reason); err != nil {
+				return fmt.Errorf("refund: %w", err)
+			}
+			// Recorded even if the attempt's context ends right now: the
+			// money has moved.
+			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			err := s.audit(mctx, s.db, s.now(), ActionAutoRefund, "order", e.OrderID.String(), nil,
+				map[string]any{"event_id": e.ID, "reason": p.Reason})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("order refunded, but recording it failed (a retry asks the refunder again): %w", err)
+			}
+			s.log.Info("order refunded", "event_id", e.ID, "order_id", e.OrderID, "reason", p.Reason)
+		}
+	}
+	return s.notify(ctx, e, map[string]string{"reason": p.Reason, "refund_due": strconv.FormatBool(p.RefundDue)})
+}
+
+// notify queues the notices of e in one transaction.
+func (s *Service) notify(ctx context.Context, e event.Event, data map[string]string) error {
+	if s.notifier == nil {
+		return nil
+	}
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrder(ctx, tx, e.OrderID)
+		if err != nil {
+			return err
+		}
+		c, err := store.GetCustomer(ctx, tx, o.CustomerID)
+		if err != nil {
+			return err
+		}
+		data["order_id"] = o.ID.String()
+		data["customer_id"] = o.CustomerID.String()
+		data["description"] = o.Description
+		data["amount"] = o.TotalAmount.String()
+		data["currency"] = o.Currency
+		n, err := s.notifier.Enqueue(ctx, tx, notify.Notice{
+			EventID: e.ID, EventType: e.Type, CustomerEmail: c.Email, CustomerName: c.Name, Data: data,
+		})
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			s.log.Info("notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
+		}
+		return nil
+	})
+}
+
+// ---- payment timeout ----
+
+// CancelExpiredOrders cancels every order still pending PaymentTimeout
+// after it was created (by the business clock): one transaction per order
+// with the order row locked and its status checked again (a payment that
+// arrived meanwhile wins), the order cancelled (reason timeout), its
+// pending payments failed, and order_cancelled {timeout, refund_due:
+// false} queued. It returns how many it cancelled.
+func (s *Service) CancelExpiredOrders(ctx context.Context) (int, error) {
+	cutoff := s.now().Add(-s.opts.PaymentTimeout)
+	const batch = 100
+	total := 0
+	for {
+		ids, err := store.PendingOrdersCreatedBefore(ctx, s.db, cutoff, batch)
+		if err != nil {
+			return total, err
+		}
+		for _, id := range ids {
+			ok, err := s.cancelExpired(ctx, id, cutoff)
+			if err != nil {
+				return total, fmt.Errorf("cancel expired order %s: %w", id, err)
+			}
+			if ok {
+				total++
+				s.log.Info("order cancelled: payment timeout", "order_id", id, "timeout", s.opts.PaymentTimeout.String())
+			}
+		}
+		if len(ids) < batch {
+			return total, nil
+		}
+	}
+}
+
+func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.Time) (bool, error) {
+	cancelled := false
+	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if order.Status(o.Status) != order.StatusPending || !o.CreatedAt.Before(cutoff) {
+			return nil
+		}
+		if err := s.cancel(ctx, tx, o, order.StatusPending, order.CancelReasonTimeout, false, failedByTimeout, s.now()); err != nil {
+			return err
+		}
+		cancelled = true
+		return nil
+	})
+	return cancelled, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

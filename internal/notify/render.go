@@ -1,0 +1,116 @@
+package notify
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// What a notice says, per event type and audience. Data keys: order_id,
+// description, customer_id, instance_id, reason, refund_due, amount,
+// currency. The webhook plugin's render produces the webhook text; these
+// are the e-mails, and the webhook text when the plugin cannot render.
+
+var webhookSubjects = map[string]string{
+	"order_provisioned": "Order {order_id} is ready",
+	"order_cancelled":   "Order {order_id} was cancelled",
+}
+
+var reasons = map[string]string{
+	"timeout":             "it was not paid in time",
+	"provisioning_failed": "we could not set up the service",
+	"customer":            "you cancelled it",
+	"admin":               "it was cancelled by our staff",
+}
+
+func fill(tmpl string, data map[string]string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(tmpl, '{')
+		if i < 0 {
+			b.WriteString(tmpl)
+			return b.String()
+		}
+		j := strings.IndexByte(tmpl[i:], '}')
+		if j < 0 {
+			b.WriteString(tmpl)
+			return b.String()
+		}
+		b.WriteString(tmpl[:i])
+		v := data[tmpl[i+1:i+j]]
+		if v == "" {
+			v = "?"
+		}
+		b.WriteString(v)
+		tmpl = tmpl[i+j+1:]
+	}
+}
+
+func orderName(data map[string]string) string {
+	if d := data["description"]; d != "" {
+		return fmt.Sprintf("%q (%s)", d, data["order_id"])
+	}
+	return data["order_id"]
+}
+
+// customerText is the e-mail to the customer.
+func customerText(eventType, name string, data map[string]string) (subject, body string) {
+	greeting := "Hello,"
+	if name != "" {
+		greeting = "Hello " + name + ","
+	}
+	order := orderName(data)
+	switch eventType {
+	case "order_provisioned":
+		subject = "Your order is ready"
+		body = fmt.Sprintf("%s\n\nyour order %s has been set up and is active now.\n", greeting, order)
+		if id := data["instance_id"]; id != "" {
+			body += "Instance: " + id + "\n"
+		}
+	case "order_cancelled":
+		subject = "Your order was cancelled"
+		why := reasons[data["reason"]]
+		if why == "" {
+			why = "it was cancelled"
+		}
+		body = fmt.Sprintf("%s\n\nyour order %s was cancelled: %s.\n", greeting, order, why)
+		if data["refund_due"] == "true" {
+			body += "\nThe amount you paid will be refunded in full.\n"
+		}
+	default:
+		subject = "About your order"
+		body = fmt.Sprintf("%s\n\nthere is news about your order %s (%s).\n", greeting, order, eventType)
+	}
+	return subject, body
+}
+
+// adminText is the e-mail to the admins: every fact, one per line.
+func adminText(eventType string, data map[string]string) (subject, body string) {
+	subject = "[paymentd] " + fill(webhookSubjects[eventType], data)
+	if _, ok := webhookSubjects[eventType]; !ok {
+		subject = "[paymentd] event " + eventType + " for order " + data["order_id"]
+	}
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "event: %s\n", eventType)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s: %s\n", k, data[k])
+	}
+	return subject, b.String()
+}
+
+// webhookText is what webhook.lua's render answers: a subject and a JSON
+// body {event_type, recipient, data}.
+func webhookText(eventType, recipient string, data map[string]string) (subject, body string) {
+	subject = "Event " + eventType
+	if t, ok := webhookSubjects[eventType]; ok {
+		subject = fill(t, data)
+	}
+	b, _ := json.Marshal(map[string]any{"event_type": eventType, "recipient": recipient, "data": data})
+	return subject, string(b)
+}
