@@ -1,0 +1,260 @@
+package metrics
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, labels, nil)
+}
+
+// collectorFunc is a prometheus.Collector from its descriptions and a
+// function that reads the current values at scrape time.
+type collectorFunc struct {
+	descs   []*prometheus.Desc
+	collect func(chan<- prometheus.Metric)
+}
+
+func (c collectorFunc) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c collectorFunc) Collect(ch chan<- prometheus.Metric) { c.collect(ch) }
+
+// RegisterPool exposes the pgx pool's statistics (pool.Stat() at scrape).
+func (m *Metrics) RegisterPool(pool *pgxpool.Pool) error {
+	conns := desc("db_pool_connections", "Connections of the database pool, by state: acquired (in use), idle, constructing.", "state")
+	maxConns := desc("db_pool_max_connections", "The pool's [db].max_connections.")
+	acquires := desc("db_pool_acquires_total", "Connections handed out by the pool.")
+	empty := desc("db_pool_empty_acquires_total", "Acquires that had to wait because no idle connection was left: a pool too small for the load.")
+	canceled := desc("db_pool_canceled_acquires_total", "Acquires given up (the request's context ended) while waiting for a connection.")
+	wait := desc("db_pool_acquire_wait_seconds_total", "Total time spent acquiring connections.")
+	created := desc("db_pool_new_connections_total", "Connections opened.")
+	destroyed := desc("db_pool_closed_connections_total", "Connections closed by the pool, by reason: max_lifetime, max_idle.", "reason")
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{conns, maxConns, acquires, empty, canceled, wait, created, destroyed},
+		collect: func(ch chan<- prometheus.Metric) {
+			s := pool.Stat()
+			gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+			}
+			counter := func(d *prometheus.Desc, v float64, labels ...string) {
+				ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+			}
+			gauge(conns, float64(s.AcquiredConns()), "acquired")
+			gauge(conns, float64(s.IdleConns()), "idle")
+			gauge(conns, float64(s.ConstructingConns()), "constructing")
+			gauge(maxConns, float64(s.MaxConns()))
+			counter(acquires, float64(s.AcquireCount()))
+			counter(empty, float64(s.EmptyAcquireCount()))
+			counter(canceled, float64(s.CanceledAcquireCount()))
+			counter(wait, s.AcquireDuration().Seconds())
+			counter(created, float64(s.NewConnsCount()))
+			counter(destroyed, float64(s.MaxLifetimeDestroyCount()), "max_lifetime")
+			counter(destroyed, float64(s.MaxIdleDestroyCount()), "max_idle")
+		},
+	})
+}
+
+// Limiter is what the concurrency limiter reports.
+type Limiter interface {
+	Max() int
+	InFlight() int
+	Waiting() int
+}
+
+// RegisterLimiter exposes the FIFO concurrency limit of the request path.
+func (m *Metrics) RegisterLimiter(l Limiter) error {
+	inFlight := desc("concurrency_in_flight", "Requests being handled now (at most [server].max_concurrency).")
+	waiting := desc("concurrency_waiting", "Requests queued for a slot of the concurrency limit.")
+	limit := desc("concurrency_limit", "[server].max_concurrency.")
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{inFlight, waiting, limit},
+		collect: func(ch chan<- prometheus.Metric) {
+			ch <- prometheus.MustNewConstMetric(inFlight, prometheus.GaugeValue, float64(l.InFlight()))
+			ch <- prometheus.MustNewConstMetric(waiting, prometheus.GaugeValue, float64(l.Waiting()))
+			ch <- prometheus.MustNewConstMetric(limit, prometheus.GaugeValue, float64(l.Max()))
+		},
+	})
+}
+
+// RegisterBreakers exposes the outbound client's circuit breakers, one per
+// downstream host:port used since the start.
+func (m *Metrics) RegisterBreakers(breakers func() []outbound.BreakerStatus) error {
+	state := desc("outbound_breaker_state", "Circuit breaker per downstream host: 1 for its current state (closed, open, half_open), 0 for the others.", "host", "state")
+	failures := desc("outbound_breaker_recent_failures", "Failures in the breaker's current window, per downstream host.", "host")
+	states := []string{outbound.StateClosed, outbound.StateOpen, outbound.StateHalfOpen}
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{state, failures},
+		collect: func(ch chan<- prometheus.Metric) {
+			for _, b := range breakers() {
+				for _, s := range states {
+					v := 0.0
+					if b.State == s {
+						v = 1
+					}
+					ch <- prometheus.MustNewConstMetric(state, prometheus.GaugeValue, v, b.Host, s)
+				}
+				ch <- prometheus.MustNewConstMetric(failures, prometheus.GaugeValue, float64(b.RecentFailures), b.Host)
+			}
+		},
+	})
+}
+
+// RegisterLeaders exposes the leader roles this instance holds: 1 while it
+// is the leader of the role, else 0.
+func (m *Metrics) RegisterLeaders(roles map[string]func() bool) error {
+	leader := desc("leader", "1 while this instance holds the leader role (billing, event_worker), else 0.", "role")
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{leader},
+		collect: func(ch chan<- prometheus.Metric) {
+			for role, is := range roles {
+				v := 0.0
+				if is() {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(leader, prometheus.GaugeValue, v, role)
+			}
+		},
+	})
+}
+
+// QueueOptions tune RegisterQueues.
+type QueueOptions struct {
+	// Timeout bounds the queries of one scrape (default 2 s).
+	Timeout time.Duration
+	// MaxAge is how long an answer is reused, so that several Prometheus
+	// servers, or a scrape interval shorter than this, do not multiply the
+	// queries (default 10 s).
+	MaxAge time.Duration
+	Logger *slog.Logger
+}
+
+// Every type and status the queues can hold: they are exposed as 0 when
+// empty, so an alert on them sees a value rather than nothing.
+var (
+	eventTypes           = []string{"order_paid", "order_provisioned", "order_cancelled"}
+	eventStatuses        = []string{"pending", "processing", "failed"}
+	notificationChannels = []string{"webhook", "email"}
+	notificationStatuses = []string{"pending", "failed"}
+)
+
+// RegisterQueues exposes the depth and the age of the oldest entry of the
+// event queue (by type and status) and of the notification queue (by
+// channel and status), read from the database at scrape time.
+func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Second
+	}
+	if o.MaxAge <= 0 {
+		o.MaxAge = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	q := &queueCollector{
+		db: db, opts: o,
+		eventDepth:  desc("event_queue_depth", "Events not done, by type and status (pending includes events waiting for a retry).", "type", "status"),
+		eventAge:    desc("event_queue_oldest_age_seconds", "Age of the oldest event not done, by type and status; 0 when there is none.", "type", "status"),
+		notifyDepth: desc("notification_queue_depth", "Notifications not sent, by channel and status.", "channel", "status"),
+		notifyAge:   desc("notification_queue_oldest_age_seconds", "Age of the oldest notification not sent, by channel and status; 0 when there is none.", "channel", "status"),
+		up:          desc("queue_stats_up", "1 when the last read of the queue statistics from the database succeeded, else 0."),
+	}
+	return m.reg.Register(q)
+}
+
+type queueCollector struct {
+	db   store.DB
+	opts QueueOptions
+
+	eventDepth, eventAge, notifyDepth, notifyAge, up *prometheus.Desc
+
+	mu     sync.Mutex
+	at     time.Time
+	events []store.QueueStat
+	notes  []store.QueueStat
+	ok     bool
+	// failing: the last read failed (logged once per outage).
+	failing bool
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- q.eventDepth
+	ch <- q.eventAge
+	ch <- q.notifyDepth
+	ch <- q.notifyAge
+	ch <- q.up
+}
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.at.IsZero() || time.Since(q.at) >= q.opts.MaxAge {
+		q.refresh()
+	}
+	up := 0.0
+	if q.ok {
+		up = 1
+		emitQueue(ch, q.eventDepth, q.eventAge, eventTypes, eventStatuses, q.events)
+		emitQueue(ch, q.notifyDepth, q.notifyAge, notificationChannels, notificationStatuses, q.notes)
+	}
+	ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, up)
+}
+
+func (q *queueCollector) refresh() {
+	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
+	defer cancel()
+	q.at = time.Now()
+	events, err := store.EventQueueStats(ctx, q.db)
+	if err == nil {
+		var notes []store.QueueStat
+		notes, err = store.NotificationQueueStats(ctx, q.db)
+		q.events, q.notes = events, notes
+	}
+	if err != nil {
+		if !q.failing {
+			q.opts.Logger.Warn("metrics: cannot read the queue statistics", "err", err)
+		}
+		q.ok, q.failing = false, true
+		return
+	}
+	if q.failing {
+		q.opts.Logger.Info("metrics: queue statistics readable again")
+	}
+	q.ok, q.failing = true, false
+}
+
+// emitQueue writes depth and age for every known (kind, status), 0 for the
+// empty ones, plus any the database knows that the lists do not.
+func emitQueue(ch chan<- prometheus.Metric, depth, age *prometheus.Desc, kinds, statuses []string, rows []store.QueueStat) {
+	type key struct{ kind, status string }
+	got := make(map[key]store.QueueStat, len(rows))
+	for _, r := range rows {
+		got[key{r.Kind, r.Status}] = r
+	}
+	emit := func(k key) {
+		r := got[k]
+		ch <- prometheus.MustNewConstMetric(depth, prometheus.GaugeValue, float64(r.Count), k.kind, k.status)
+		ch <- prometheus.MustNewConstMetric(age, prometheus.GaugeValue, r.OldestAge.Seconds(), k.kind, k.status)
+		delete(got, k)
+	}
+	for _, kind := range kinds {
+		for _, status := range statuses {
+			emit(key{kind, status})
+		}
+	}
+	for k := range got {
+		emit(k)
+	}
+}
