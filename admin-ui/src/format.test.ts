@@ -1,0 +1,58 @@
+import { describe, expect, it } from "vitest";
+
+import { dateTime, fromCents, money, rate, refundable, startOfToday, toCents } from "./format";
+
+describe("money on integer cents", () => {
+  it.each([
+    ["12.30", 1230n],
+    ["12.3", 1230n],
+    ["12", 1200n],
+    ["0.05", 5n],
+    ["-20.50", -2050n],
+    [" 7.1 ", 710n],
+    ["9999999999.99", 999999999999n],
+  ])("parses %s", (s, want) => {
+    expect(toCents(s)).toBe(want);
+  });
+
+  it.each(["", "abc", "1.234", "1,5", "1e3", "--1", ".5", "1."])("refuses %s", (s) => {
+    expect(toCents(s)).toBeNull();
+  });
+
+  it("formats with two decimals and a sign", () => {
+    expect(fromCents(1230n)).toBe("12.30");
+    expect(fromCents(5n)).toBe("0.05");
+    expect(fromCents(-2050n)).toBe("-20.50");
+    expect(fromCents(0n)).toBe("0.00");
+  });
+
+  it("shows an amount that does not parse as it came", () => {
+    expect(money("12.3", "CNY")).toBe("12.30 CNY");
+    expect(money("n/a")).toBe("n/a");
+  });
+
+  it("never offers more than is left to refund", () => {
+    expect(refundable("99.00", "10.00")).toBe(8900n);
+    expect(refundable("99.00", "")).toBe(9900n);
+    expect(refundable("99.00", "99.00")).toBe(0n);
+    expect(refundable("10.00", "12.00")).toBe(0n);
+  });
+});
+
+describe("other formats", () => {
+  it("rates only decided payments", () => {
+    expect(rate(0, 0)).toBe("—");
+    expect(rate(3, 4)).toBe("75.0 %");
+  });
+
+  it("shows an empty time as a dash and a bad one as it came", () => {
+    expect(dateTime("")).toBe("—");
+    expect(dateTime("yesterday")).toBe("yesterday");
+    expect(dateTime("2026-01-02T03:04:05Z")).toMatch(/^2026-01-0[12] \d\d:04:05$/);
+  });
+
+  it("starts today at local midnight", () => {
+    const d = startOfToday(new Date(2026, 4, 17, 15, 30));
+    expect([d.getFullYear(), d.getMonth(), d.getDate(), d.getHours(), d.getMinutes()]).toEqual([2026, 4, 17, 0, 0]);
+  });
+});

@@ -1,0 +1,83 @@
+// Formatting of the service's values. Money arrives as a decimal string with
+// two fractional digits ("12.30") and is never turned into a float: sums and
+// comparisons are done on integer cents (bigint).
+
+const moneyPattern = /^(-)?(\d{1,12})(?:\.(\d{1,2}))?$/;
+
+/** Parses "12.3" or "-0.05" into cents; null when it is not a decimal with at most two fractional digits. */
+export function toCents(s: string): bigint | null {
+  const m = moneyPattern.exec(s.trim());
+  if (!m) {
+    return null;
+  }
+  const units = BigInt(m[2] ?? "0");
+  const frac = BigInt((m[3] ?? "").padEnd(2, "0"));
+  const cents = units * 100n + frac;
+  return m[1] ? -cents : cents;
+}
+
+/** Formats cents as "12.30". */
+export function fromCents(c: bigint): string {
+  const neg = c < 0n;
+  const abs = neg ? -c : c;
+  const units = abs / 100n;
+  const frac = (abs % 100n).toString().padStart(2, "0");
+  return `${neg ? "-" : ""}${units}.${frac}`;
+}
+
+/** "12.30 CNY"; an amount that does not parse is shown as it came. */
+export function money(amount: string, currency?: string): string {
+  const c = toCents(amount);
+  const text = c === null ? amount : fromCents(c);
+  return currency ? `${text} ${currency}` : text;
+}
+
+/** Amount still refundable: amount − refunded, never below zero. */
+export function refundable(amount: string, refunded: string): bigint {
+  const a = toCents(amount) ?? 0n;
+  const r = toCents(refunded || "0") ?? 0n;
+  return a > r ? a - r : 0n;
+}
+
+function pad(n: number): string {
+  return n.toString().padStart(2, "0");
+}
+
+/** An RFC 3339 time as local "YYYY-MM-DD HH:MM:SS"; "—" when empty. */
+export function dateTime(rfc3339: string): string {
+  if (!rfc3339) {
+    return "—";
+  }
+  const d = new Date(rfc3339);
+  if (Number.isNaN(d.getTime())) {
+    return rfc3339;
+  }
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+/** The first 8 characters of a UUID, for tables; the full id goes in a title. */
+export function shortId(id: string): string {
+  return id ? id.slice(0, 8) : "—";
+}
+
+/** A success rate in percent with one decimal, or "—" when nothing was decided. */
+export function rate(success: number, decided: number): string {
+  if (decided === 0) {
+    return "—";
+  }
+  return `${((success * 100) / decided).toFixed(1)} %`;
+}
+
+/** Start of the local day containing now. */
+export function startOfToday(now: Date = new Date()): Date {
+  return new Date(now.getFullYear(), now.getMonth(), now.getDate());
+}
+
+/** Pretty-prints a JSON text; returns it unchanged when it is not JSON. */
+export function prettyJSON(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}

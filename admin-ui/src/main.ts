@@ -1,0 +1,158 @@
+// The paymentd admin console: a login screen, then a shell with the sections'
+// navigation and one screen at a time in <main>. See README.md in this folder.
+
+import "./style.css";
+
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import { errorMessage, identity, isAbort, onSessionEnded } from "./api";
+import { h, replace } from "./dom";
+import { currentRelative, match, onNavigate, start, type Route } from "./router";
+import { announce, errorBox, link, pageTitle, statusRegionElement } from "./ui";
+import { loginView } from "./views/login";
+import { routes, sections } from "./routes";
+
+const root = document.getElementById("app")!;
+
+interface Session {
+  username: string;
+}
+
+let session: Session | null = null;
+let current: AbortController | null = null;
+let shell: { main: HTMLElement; nav: HTMLElement } | null = null;
+
+function notFound(): Route {
+  return {
+    pattern: "*",
+    section: "",
+    render: () => h("section", null, pageTitle("Page not found"), h("p", null, "No screen lives at this address. ", link("", "Go to the dashboard"), ".")),
+  };
+}
+
+function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
+  const nav = h(
+    "nav",
+    { class: "sections", "aria-label": "Sections" },
+    h(
+      "ul",
+      null,
+      sections.map((sec) => h("li", null, link(sec.path, sec.label, { "data-section": sec.path }))),
+    ),
+  );
+  const logout = h("button", { type: "button", class: "link-button" }, "Log out");
+  logout.addEventListener("click", async () => {
+    logout.disabled = true;
+    try {
+      await identity.logout({});
+    } catch (err) {
+      // The session may already be gone; the console logs out either way.
+      console.warn("logout:", errorMessage(err));
+    }
+    session = null;
+    showLogin("You are logged out.");
+  });
+  const main = h("main", { id: "main", tabindex: -1 });
+  replace(
+    root,
+    h("a", { class: "skip-link", href: "#main" }, "Skip to content"),
+    h(
+      "header",
+      { class: "topbar" },
+      link("", "paymentd admin", { class: "brand" }),
+      h("span", { class: "who" }, "Signed in as ", h("strong", { "data-testid": "admin-name" }, s.username)),
+      logout,
+    ),
+    h("div", { class: "layout" }, nav, main),
+    statusRegionElement(),
+  );
+  return { main, nav };
+}
+
+async function render(): Promise<void> {
+  if (!session) {
+    return;
+  }
+  if (!shell) {
+    shell = buildShell(session);
+  }
+  current?.abort();
+  const ctl = new AbortController();
+  current = ctl;
+
+  const rel = currentRelative();
+  const m = match(routes, rel);
+  const route = m?.route ?? notFound();
+  for (const a of shell.nav.querySelectorAll<HTMLAnchorElement>("a[data-section]")) {
+    if (a.dataset.section === route.section) {
+      a.setAttribute("aria-current", "page");
+    } else {
+      a.removeAttribute("aria-current");
+    }
+  }
+  const main = shell.main;
+  main.setAttribute("aria-busy", "true");
+  try {
+    const view = await route.render({ params: m?.params ?? {}, query: new URLSearchParams(window.location.search), signal: ctl.signal });
+    if (ctl.signal.aborted) return;
+    replace(main, view);
+  } catch (err) {
+    if (ctl.signal.aborted || isAbort(err)) return;
+    replace(main, pageTitle("Something went wrong"), errorBox(err));
+  } finally {
+    if (!ctl.signal.aborted) main.setAttribute("aria-busy", "false");
+  }
+  const title = main.querySelector<HTMLElement>("h1");
+  document.title = `${title?.textContent ?? "paymentd"} · paymentd admin`;
+  // Move focus to the new heading on navigation (not on the first load,
+  // where the browser's own focus handling is what users expect).
+  if (document.activeElement && document.activeElement !== document.body) {
+    title?.focus({ preventScroll: true });
+  }
+  window.scrollTo(0, 0);
+}
+
+function showLogin(message?: string): void {
+  shell = null;
+  current?.abort();
+  replace(
+    root,
+    loginView({
+      message,
+      onLoggedIn: (username) => {
+        session = { username };
+        void render();
+      },
+    }),
+    statusRegionElement(),
+  );
+  document.title = "Log in · paymentd admin";
+}
+
+onSessionEnded(() => {
+  if (session) {
+    session = null;
+    showLogin("Your session has ended. Please log in again.");
+    announce("Your session has ended.");
+  }
+});
+
+async function boot(): Promise<void> {
+  start();
+  onNavigate(() => void render());
+  try {
+    const me = await identity.getMe({});
+    if (me.role === "admin") {
+      session = { username: me.username };
+      await render();
+      return;
+    }
+    showLogin("This console is for admins. Log in with an admin account.");
+  } catch (err) {
+    // Unauthenticated is the normal "no session yet"; anything else (the
+    // service is down, say) is worth saying above the form.
+    showLogin(ConnectError.from(err).code === Code.Unauthenticated ? undefined : errorMessage(err));
+  }
+}
+
+void boot();

@@ -1,0 +1,43 @@
+// The console's screens, relative to the base path.
+
+import type { Route } from "./router";
+import { customerDetailView, customersView } from "./views/customers";
+import { dashboardView } from "./views/dashboard";
+import { orderDetailView, ordersView } from "./views/orders";
+import { paymentDetailView, paymentsView } from "./views/payments";
+import { eventDetailView, eventsView, notificationsView } from "./views/events";
+import { gatewayDetailView, gatewaysView } from "./views/gateways";
+import { pluginDetailView, pluginsView } from "./views/plugins";
+
+export interface Section {
+  path: string;
+  label: string;
+}
+
+export const sections: Section[] = [
+  { path: "", label: "Dashboard" },
+  { path: "payments", label: "Payments" },
+  { path: "orders", label: "Orders" },
+  { path: "customers", label: "Customers" },
+  { path: "gateways", label: "Gateway interfaces" },
+  { path: "plugins", label: "Plugins" },
+  { path: "events", label: "Events" },
+  { path: "notifications", label: "Notifications" },
+];
+
+export const routes: Route[] = [
+  { pattern: "", section: "", render: dashboardView },
+  { pattern: "payments", section: "payments", render: paymentsView },
+  { pattern: "payments/:id", section: "payments", render: paymentDetailView },
+  { pattern: "orders", section: "orders", render: ordersView },
+  { pattern: "orders/:id", section: "orders", render: orderDetailView },
+  { pattern: "customers", section: "customers", render: customersView },
+  { pattern: "customers/:id", section: "customers", render: customerDetailView },
+  { pattern: "gateways", section: "gateways", render: gatewaysView },
+  { pattern: "gateways/:id", section: "gateways", render: gatewayDetailView },
+  { pattern: "plugins", section: "plugins", render: pluginsView },
+  { pattern: "plugins/:name", section: "plugins", render: pluginDetailView },
+  { pattern: "events", section: "events", render: eventsView },
+  { pattern: "events/:id", section: "events", render: eventDetailView },
+  { pattern: "notifications", section: "notifications", render: notificationsView },
+];

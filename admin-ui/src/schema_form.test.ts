@@ -1,0 +1,49 @@
+import { describe, expect, it } from "vitest";
+
+import { fieldsOf, isSecret } from "./schema_form";
+
+// The epay plugin's config schema (plugins/gateway/epay.lua).
+const epay = {
+  type: "object",
+  required: ["api_url", "pid", "key"],
+  properties: {
+    api_url: { type: "string", title: "API URL", pattern: "^https?://" },
+    pid: { type: "string", title: "Merchant ID (pid)", minLength: 1 },
+    key: { type: "string", title: "Merchant key", minLength: 1, "x-secret": true },
+    pay_type: { type: "string", title: "Payment type", enum: ["alipay", "wxpay", "qqpay"], default: "alipay" },
+    sitename: { type: "string" },
+    retries: { type: "integer", minimum: 0 },
+    sandbox: { type: "boolean" },
+    extra: { type: "object" },
+  },
+};
+
+describe("fieldsOf", () => {
+  it("reads every property in order with its kind and whether it is required", () => {
+    const fields = fieldsOf(epay);
+    expect(fields.map((f) => [f.key, f.kind, f.required])).toEqual([
+      ["api_url", "string", true],
+      ["pid", "string", true],
+      ["key", "secret", true],
+      ["pay_type", "enum", false],
+      ["sitename", "string", false],
+      ["retries", "integer", false],
+      ["sandbox", "boolean", false],
+      ["extra", "json", false],
+    ]);
+    expect(fields[0]!.label).toBe("API URL");
+    expect(fields[4]!.label).toBe("sitename");
+  });
+
+  it("treats x-secret, writeOnly and password fields as secrets", () => {
+    expect(isSecret({ "x-secret": true })).toBe(true);
+    expect(isSecret({ writeOnly: true })).toBe(true);
+    expect(isSecret({ format: "password" })).toBe(true);
+    expect(isSecret({ type: "string" })).toBe(false);
+  });
+
+  it("has no fields for a schema without properties", () => {
+    expect(fieldsOf(undefined)).toEqual([]);
+    expect(fieldsOf({ type: "object" })).toEqual([]);
+  });
+});

@@ -1,0 +1,215 @@
+import { customers, orders } from "../api";
+import { h, replace } from "../dom";
+import { dateTime, fromCents, money, toCents } from "../format";
+import type { Customer } from "../gen/billing/identity/identity_pb";
+import { setQuery, type RouteContext } from "../router";
+import {
+  alertSlot,
+  announce,
+  badge,
+  busy,
+  confirmDialog,
+  empty,
+  facts,
+  field,
+  idLink,
+  loadBlock,
+  pager,
+  pageTitle,
+  table,
+  type Column,
+} from "../ui";
+import { orderColumns } from "./orders";
+
+const columns: Column<Customer>[] = [
+  { header: "Customer", cell: (c) => idLink(`customers/${c.id}`, c.id) },
+  { header: "E-mail", cell: (c) => c.email },
+  { header: "Name", cell: (c) => c.name || "—" },
+  { header: "Balance", numeric: true, cell: (c) => money(c.balance, c.currency) },
+  { header: "Credit limit", numeric: true, cell: (c) => money(c.creditLimit, c.currency) },
+  { header: "API keys", cell: (c) => (c.canCreateApiKeys ? "allowed" : "not allowed") },
+  { header: "Status", cell: (c) => badge(c.disabledAt ? "disabled" : "active") },
+  { header: "Created", cell: (c) => dateTime(c.createdAt) },
+];
+
+function pageOf(q: URLSearchParams): number {
+  const n = Number.parseInt(q.get("page") ?? "1", 10);
+  return Number.isFinite(n) && n > 0 ? n : 1;
+}
+
+export function customersView({ query, signal }: RouteContext): HTMLElement {
+  const email = h("input", { name: "email", type: "search", value: query.get("email") ?? "", maxlength: 254, size: 30 });
+  const form = h(
+    "form",
+    { class: "filters", role: "search", "aria-label": "Find customers" },
+    field("E-mail contains", email),
+    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Search"), h("button", { type: "reset" }, "Clear")),
+  );
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setQuery({ email: email.value.trim(), page: undefined });
+  });
+  form.addEventListener("reset", (ev) => {
+    ev.preventDefault();
+    setQuery({ email: undefined, page: undefined });
+  });
+  const list = loadBlock("customers", async () => {
+    const res = await customers.listCustomers(
+      { pagination: { page: pageOf(query), pageSize: 20 }, emailContains: query.get("email") || undefined },
+      { signal },
+    );
+    if (res.customers.length === 0) {
+      return empty(query.get("email") ? "No customer's e-mail contains this text." : "No customers yet.");
+    }
+    return [table("Customers", columns, res.customers), pager(res.meta, (p) => setQuery({ page: String(p) }))];
+  });
+  return h("section", null, pageTitle("Customers"), form, list);
+}
+
+export function customerDetailView({ params, signal }: RouteContext): HTMLElement {
+  const id = params.id!;
+  const body = h("div");
+  const load = () =>
+    replace(
+      body,
+      loadBlock("customer", async () => {
+        const { customer } = await customers.getCustomer({ id }, { signal });
+        const c = customer!;
+        return h(
+          "div",
+          { class: "detail" },
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "customer-facts" },
+            h("h2", { id: "customer-facts" }, "Details"),
+            facts([
+              ["E-mail", c.email],
+              ["Name", c.name],
+              ["Balance", h("span", { "data-testid": "balance" }, money(c.balance, c.currency))],
+              ["Credit limit", money(c.creditLimit, c.currency)],
+              ["Disabled", dateTime(c.disabledAt)],
+              ["Created", dateTime(c.createdAt)],
+              ["Updated", dateTime(c.updatedAt)],
+            ]),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "customer-actions" },
+            h("h2", { id: "customer-actions" }, "Actions"),
+            apiKeyToggle(c, load),
+            adjustBalanceForm(c, load),
+            creditLimitForm(c, load),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "customer-orders" },
+            h("h2", { id: "customer-orders" }, "Orders"),
+            loadBlock("orders", async () => {
+              const res = await orders.listOrders({ pagination: { page: 1, pageSize: 20 }, customerId: c.id }, { signal });
+              return res.orders.length ? table("Orders of this customer", orderColumns, res.orders) : empty("No orders yet.");
+            }),
+          ),
+        );
+      }),
+    );
+  load();
+  return h("section", null, pageTitle("Customer", h("p", { class: "subtitle" }, h("code", null, id))), body);
+}
+
+/** CustomerAdminService.SetCanCreateApiKeys as a switch (a button with aria-pressed). */
+function apiKeyToggle(c: Customer, reload: () => void): HTMLElement {
+  const btn = h(
+    "button",
+    { type: "button", class: "switch", role: "switch", "aria-checked": c.canCreateApiKeys ? "true" : "false", "aria-describedby": "api-key-hint" },
+    h("span", { class: "switch-track", "aria-hidden": "true" }),
+    "May create and use API keys",
+  );
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    const allowed = !c.canCreateApiKeys;
+    const ok = await busy(btn, errors, async () => {
+      await customers.setCanCreateApiKeys({ customerId: c.id, allowed });
+    });
+    if (ok) {
+      announce(allowed ? "The customer may now create API keys." : "The customer may no longer create or use API keys.");
+      reload();
+    }
+  });
+  return h(
+    "div",
+    { class: "action-form" },
+    h("h3", null, "API keys"),
+    btn,
+    h("small", { id: "api-key-hint", class: "hint" }, "While off, the customer's existing keys are refused too."),
+    errors,
+  );
+}
+
+function adjustBalanceForm(c: Customer, reload: () => void): HTMLElement {
+  const amount = h("input", { name: "amount", inputmode: "decimal", autocomplete: "off", required: true, size: 12 });
+  const note = h("input", { name: "note", required: true, maxlength: 500, size: 40 });
+  const submit = h("button", { type: "submit", class: "primary" }, "Adjust balance…");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Adjust balance" },
+    h("h3", null, "Adjust balance"),
+    field("Amount", amount, "Signed: 50 adds, -20.50 deducts."),
+    field("Note", note, "Why; kept with the transaction and in the audit log."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const cents = toCents(amount.value);
+    if (cents === null || cents === 0n) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Enter a signed amount other than zero, such as 50 or -20.50."));
+      amount.focus();
+      return;
+    }
+    if (!note.value.trim()) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Say why in the note."));
+      note.focus();
+      return;
+    }
+    const after = (toCents(c.balance) ?? 0n) + cents;
+    const yes = await confirmDialog({
+      title: "Adjust the balance?",
+      body: h("p", null, `${cents > 0n ? "Add" : "Deduct"} ${money(fromCents(cents < 0n ? -cents : cents), c.currency)}: the balance goes from ${money(c.balance, c.currency)} to ${money(fromCents(after), c.currency)}.`),
+      confirm: "Adjust balance",
+    });
+    if (!yes) return;
+    const ok = await busy(submit, errors, async () => {
+      await customers.adjustBalance({ customerId: c.id, amount: fromCents(cents), note: note.value.trim() });
+    });
+    if (ok) {
+      announce("Balance adjusted.");
+      reload();
+    }
+  });
+  return form;
+}
+
+function creditLimitForm(c: Customer, reload: () => void): HTMLElement {
+  const limit = h("input", { name: "credit_limit", inputmode: "decimal", autocomplete: "off", required: true, value: c.creditLimit, size: 12 });
+  const submit = h("button", { type: "submit" }, "Set credit limit");
+  const errors = alertSlot();
+  const form = h("form", { class: "action-form", "aria-label": "Credit limit" }, h("h3", null, "Credit limit"), field("Credit limit", limit, "How far below zero the balance may go."), errors, submit);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const cents = toCents(limit.value);
+    if (cents === null || cents < 0n) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Enter an amount of at least 0, such as 100 or 250.50."));
+      limit.focus();
+      return;
+    }
+    const ok = await busy(submit, errors, async () => {
+      await customers.setCreditLimit({ customerId: c.id, creditLimit: fromCents(cents) });
+    });
+    if (ok) {
+      announce("Credit limit set.");
+      reload();
+    }
+  });
+  return form;
+}

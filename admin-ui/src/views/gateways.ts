@@ -1,0 +1,261 @@
+import { gateways, payments } from "../api";
+import { h, replace } from "../dom";
+import { dateTime } from "../format";
+import type { GatewayInterface } from "../gen/billing/gateway/gateway_pb";
+import { navigate, setQuery, type RouteContext } from "../router";
+import { FieldError, schemaForm } from "../schema_form";
+import {
+  alertSlot,
+  announce,
+  badge,
+  busy,
+  confirmDialog,
+  empty,
+  facts,
+  field,
+  link,
+  loadBlock,
+  pager,
+  pageTitle,
+  table,
+  type Column,
+} from "../ui";
+import { forgetInterfaceNames, interfaceNames, paymentColumns } from "./payments";
+import { adminPageBlock } from "./plugins";
+
+const columns: Column<GatewayInterface>[] = [
+  { header: "Interface", cell: (g) => link(`gateways/${g.id}`, g.displayName || g.id) },
+  { header: "Plugin", cell: (g) => link(`plugins/${encodeURIComponent(g.pluginName)}`, g.pluginName) },
+  { header: "Plugin status", cell: (g) => badge(g.pluginStatus) },
+  { header: "Enabled", cell: (g) => badge(g.enabled ? "enabled" : "disabled") },
+  { header: "Id", cell: (g) => h("code", { title: g.id }, g.id.slice(0, 8)) },
+  { header: "Updated", cell: (g) => dateTime(g.updatedAt) },
+];
+
+function pageOf(q: URLSearchParams): number {
+  const n = Number.parseInt(q.get("page") ?? "1", 10);
+  return Number.isFinite(n) && n > 0 ? n : 1;
+}
+
+export function gatewaysView({ query, signal }: RouteContext): HTMLElement {
+  const enabled = h(
+    "select",
+    { name: "enabled" },
+    h("option", { value: "" }, "Any"),
+    h("option", { value: "true", selected: query.get("enabled") === "true" }, "enabled"),
+    h("option", { value: "false", selected: query.get("enabled") === "false" }, "disabled"),
+  );
+  const plugin = h("input", { name: "plugin", value: query.get("plugin") ?? "", maxlength: 100, size: 20 });
+  const form = h(
+    "form",
+    { class: "filters", role: "search", "aria-label": "Filter gateway interfaces" },
+    field("Plugin", plugin),
+    field("Enabled", enabled),
+    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
+  );
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setQuery({ plugin: plugin.value.trim(), enabled: enabled.value, page: undefined });
+  });
+  form.addEventListener("reset", (ev) => {
+    ev.preventDefault();
+    setQuery({ plugin: undefined, enabled: undefined, page: undefined });
+  });
+  const en = query.get("enabled");
+  const list = loadBlock("gateway interfaces", async () => {
+    const res = await gateways.listGatewayInterfaces(
+      {
+        pagination: { page: pageOf(query), pageSize: 20 },
+        pluginName: query.get("plugin") || undefined,
+        enabled: en === "true" ? true : en === "false" ? false : undefined,
+      },
+      { signal },
+    );
+    if (res.gatewayInterfaces.length === 0) {
+      return empty(query.toString() ? "No gateway interfaces match these filters." : "No gateway interfaces yet: create one below.");
+    }
+    return [table("Gateway interfaces", columns, res.gatewayInterfaces), pager(res.meta, (p) => setQuery({ page: String(p) }))];
+  });
+  return h("section", null, pageTitle("Gateway interfaces"), form, list, createBlock(signal));
+}
+
+/** A new interface: pick a gateway plugin, name it, fill its config form. */
+function createBlock(signal: AbortSignal): HTMLElement {
+  const box = h("section", { class: "card create", "aria-labelledby": "new-interface" }, h("h2", { id: "new-interface" }, "New gateway interface"));
+  box.append(
+    loadBlock("gateway plugins", async () => {
+      const { plugins } = await gateways.listPlugins({ type: "gateway" }, { signal });
+      const usable = plugins.filter((p) => p.status === "loaded");
+      if (usable.length === 0) {
+        return empty("No loaded gateway plugin: put one in the plugin directory and reload plugins.");
+      }
+      const pluginSel = h(
+        "select",
+        { name: "plugin", required: true },
+        usable.map((p) => h("option", { value: p.name }, `${p.name} ${p.version}`)),
+      );
+      const name = h("input", { name: "display_name", required: true, maxlength: 200, size: 30 });
+      const cfgSlot = h("div");
+      let cfg = schemaForm(usable[0]!.configSchema);
+      replace(cfgSlot, cfg.element);
+      pluginSel.addEventListener("change", () => {
+        const p = usable.find((x) => x.name === pluginSel.value);
+        cfg = schemaForm(p?.configSchema);
+        replace(cfgSlot, cfg.element);
+      });
+      const submit = h("button", { type: "submit", class: "primary" }, "Create interface");
+      const errors = alertSlot();
+      const form = h("form", { class: "action-form", "aria-label": "New gateway interface" }, field("Plugin", pluginSel), field("Display name", name, "Shown to customers."), cfgSlot, errors, submit);
+      form.addEventListener("submit", async (ev) => {
+        ev.preventDefault();
+        if (!name.value.trim()) {
+          replace(errors, h("div", { class: "error", role: "alert" }, "Display name: is required."));
+          name.focus();
+          return;
+        }
+        let config;
+        try {
+          config = cfg.value();
+        } catch (err) {
+          if (err instanceof FieldError) {
+            replace(errors, h("div", { class: "error", role: "alert" }, err.message));
+            return;
+          }
+          throw err;
+        }
+        let createdId = "";
+        const ok = await busy(submit, errors, async () => {
+          const res = await gateways.createGatewayInterface({ pluginName: pluginSel.value, displayName: name.value.trim(), config });
+          createdId = res.gatewayInterface?.id ?? "";
+        });
+        if (ok) {
+          forgetInterfaceNames();
+          announce("Gateway interface created (disabled).");
+          navigate(`gateways/${createdId}`);
+        }
+      });
+      return form;
+    }),
+  );
+  return box;
+}
+
+export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement {
+  const id = params.id!;
+  const body = h("div");
+  const load = () =>
+    replace(
+      body,
+      loadBlock("gateway interface", async () => {
+        const { gatewayInterface } = await gateways.getGatewayInterface({ id }, { signal });
+        const g = gatewayInterface!;
+        return h(
+          "div",
+          { class: "detail" },
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "gi-facts" },
+            h("h2", { id: "gi-facts" }, "Details"),
+            facts([
+              ["Display name", g.displayName],
+              ["Plugin", link(`plugins/${encodeURIComponent(g.pluginName)}`, g.pluginName)],
+              ["Plugin status", badge(g.pluginStatus)],
+              ["Enabled", h("span", { "data-testid": "interface-enabled" }, badge(g.enabled ? "enabled" : "disabled"))],
+              ["Created", dateTime(g.createdAt)],
+              ["Updated", dateTime(g.updatedAt)],
+            ]),
+            h("div", { class: "inline-actions" }, enableButton(g, load), testButton(g)),
+          ),
+          editBlock(g, load),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "gi-admin-page" },
+            h("h2", { id: "gi-admin-page" }, "Plugin page"),
+            adminPageBlock(g.pluginName, signal, g.id),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "gi-payments" },
+            h("h2", { id: "gi-payments" }, "Recent payments"),
+            loadBlock("payments", async () => {
+              const res = await payments.listPayments({ pagination: { page: 1, pageSize: 20 }, gatewayInterfaceId: g.id }, { signal });
+              return res.payments.length
+                ? [table("Recent payments through this interface", paymentColumns(await interfaceNames()), res.payments), link(`payments?interface=${g.id}`, "All payments through this interface")]
+                : empty("No payments through this interface yet.");
+            }),
+          ),
+        );
+      }),
+    );
+  load();
+  return h("section", null, pageTitle("Gateway interface", h("p", { class: "subtitle" }, h("code", null, id))), body);
+}
+
+function enableButton(g: GatewayInterface, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button", class: g.enabled ? "danger" : "primary" }, g.enabled ? "Disable…" : "Enable");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    if (g.enabled) {
+      const yes = await confirmDialog({
+        title: "Disable this interface?",
+        body: h("p", null, `Customers can no longer start payments through ${g.displayName}. Pending payments are not affected.`),
+        confirm: "Disable",
+        danger: true,
+      });
+      if (!yes) return;
+    }
+    const ok = await busy(btn, errors, async () => {
+      if (g.enabled) await gateways.disableGatewayInterface({ id: g.id });
+      else await gateways.enableGatewayInterface({ id: g.id });
+    });
+    if (ok) {
+      announce(g.enabled ? "Interface disabled." : "Interface enabled.");
+      reload();
+    }
+  });
+  return h("div", null, btn, errors);
+}
+
+function testButton(g: GatewayInterface): HTMLElement {
+  const btn = h("button", { type: "button" }, "Test configuration");
+  const result = h("div", { role: "status" });
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    replace(result);
+    await busy(btn, errors, async () => {
+      const res = await gateways.testGatewayInterface({ id: g.id });
+      replace(result, h("p", { class: res.ok ? "notice" : "error" }, res.ok ? "Test passed" : "Test failed", res.message ? `: ${res.message}` : "."));
+    });
+  });
+  return h("div", null, btn, result, errors);
+}
+
+function editBlock(g: GatewayInterface, reload: () => void): HTMLElement {
+  const name = h("input", { name: "display_name", required: true, maxlength: 200, value: g.displayName, size: 30 });
+  const cfg = schemaForm(g.configSchema, g.config ?? {});
+  const submit = h("button", { type: "submit", class: "primary" }, "Save");
+  const errors = alertSlot();
+  const form = h("form", { class: "action-form", "aria-label": "Edit gateway interface" }, field("Display name", name), cfg.element, errors, submit);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    let config;
+    try {
+      config = cfg.value();
+    } catch (err) {
+      if (err instanceof FieldError) {
+        replace(errors, h("div", { class: "error", role: "alert" }, err.message));
+        return;
+      }
+      throw err;
+    }
+    const ok = await busy(submit, errors, async () => {
+      await gateways.updateGatewayInterface({ id: g.id, displayName: name.value.trim() || undefined, config });
+    });
+    if (ok) {
+      forgetInterfaceNames();
+      announce("Interface saved.");
+      reload();
+    }
+  });
+  return h("section", { class: "card", "aria-labelledby": "gi-edit" }, h("h2", { id: "gi-edit" }, "Settings"), form);
+}

@@ -1,0 +1,180 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+
+import { gateways } from "../api";
+import { h, replace } from "../dom";
+import { dateTime, prettyJSON } from "../format";
+import type { Plugin, ReloadPluginsResponse } from "../gen/billing/gateway/gateway_pb";
+import { setQuery, type RouteContext } from "../router";
+import { alertSlot, announce, badge, busy, empty, facts, failure, field, link, loadBlock, notAvailable, pageTitle, table, type Column } from "../ui";
+
+const pluginTypes = ["gateway", "notifier", "first_party_provider", "upstream_provider"] as const;
+const pluginStatuses = ["loaded", "error", "missing"] as const;
+
+function versionText(p: Plugin): string {
+  if (p.loadedVersion && p.loadedVersion !== p.version) {
+    return `${p.version} (running ${p.loadedVersion})`;
+  }
+  return p.version || "0.0.0";
+}
+
+const columns: Column<Plugin>[] = [
+  { header: "Plugin", cell: (p) => link(`plugins/${encodeURIComponent(p.name)}`, p.name) },
+  { header: "Type", cell: (p) => p.type },
+  { header: "Version", cell: versionText },
+  { header: "Status", cell: (p) => badge(p.status) },
+  { header: "Enabled", cell: (p) => (p.enabled ? "yes" : "no") },
+  { header: "Load error", cell: (p) => (p.lastError ? h("span", { class: "load-error" }, p.lastError) : "—") },
+  { header: "Path", cell: (p) => h("code", null, p.path || "—") },
+];
+
+export function pluginsView({ query, signal }: RouteContext): HTMLElement {
+  const type = h(
+    "select",
+    { name: "type" },
+    h("option", { value: "" }, "Any"),
+    pluginTypes.map((t) => h("option", { value: t, selected: query.get("type") === t }, t)),
+  );
+  const status = h(
+    "select",
+    { name: "status" },
+    h("option", { value: "" }, "Any"),
+    pluginStatuses.map((s) => h("option", { value: s, selected: query.get("status") === s }, s)),
+  );
+  const form = h(
+    "form",
+    { class: "filters", role: "search", "aria-label": "Filter plugins" },
+    field("Type", type),
+    field("Status", status),
+    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
+  );
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    setQuery({ type: type.value, status: status.value });
+  });
+  form.addEventListener("reset", (ev) => {
+    ev.preventDefault();
+    setQuery({ type: undefined, status: undefined });
+  });
+
+  const list = h("div");
+  const loadList = () =>
+    replace(
+      list,
+      loadBlock("plugins", async () => {
+        const res = await gateways.listPlugins({ type: query.get("type") || undefined, status: query.get("status") || undefined }, { signal });
+        return res.plugins.length ? table("Plugins", columns, res.plugins) : empty(query.toString() ? "No plugins match these filters." : "No plugins found in the plugin directory.");
+      }),
+    );
+  loadList();
+
+  const reload = h("button", { type: "button", class: "primary" }, "Reload plugins");
+  const reloadResult = h("div");
+  const errors = alertSlot();
+  reload.addEventListener("click", async () => {
+    replace(reloadResult);
+    await busy(reload, errors, async () => {
+      const res = await gateways.reloadPlugins({});
+      replace(reloadResult, reloadSummary(res));
+      announce(`Scanned ${res.files} plugin files: ${res.changes.length} changed.`);
+      loadList();
+    });
+  });
+  return h(
+    "section",
+    null,
+    pageTitle("Plugins"),
+    h("div", { class: "inline-actions" }, reload),
+    errors,
+    reloadResult,
+    form,
+    list,
+  );
+}
+
+function reloadSummary(res: ReloadPluginsResponse): HTMLElement {
+  return h(
+    "section",
+    { class: "card", "aria-label": "Reload result" },
+    h("h2", null, `Reload: ${res.files} files, ${res.changes.length} changed`),
+    res.changes.length
+      ? table(
+          "What the reload changed",
+          [
+            { header: "Plugin", cell: (c) => c.name },
+            { header: "Change", cell: (c) => badge(c.change) },
+            { header: "Version", cell: (c) => (c.previousVersion ? `${c.previousVersion} → ${c.fileVersion || "?"}` : c.fileVersion || "—") },
+            { header: "Interfaces updated", numeric: true, cell: (c) => c.interfacesUpdated },
+            { header: "Error", cell: (c) => c.error || "—" },
+          ],
+          res.changes,
+        )
+      : empty("Nothing changed."),
+    res.warnings.length ? h("ul", { class: "warnings" }, res.warnings.map((w) => h("li", null, w))) : null,
+  );
+}
+
+export function pluginDetailView({ params, signal }: RouteContext): HTMLElement {
+  const name = params.name!;
+  const body = loadBlock("plugin", async () => {
+    const { plugin } = await gateways.getPlugin({ name }, { signal });
+    const p = plugin!;
+    return h(
+      "div",
+      { class: "detail" },
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "plugin-facts" },
+        h("h2", { id: "plugin-facts" }, "Details"),
+        facts([
+          ["Type", p.type],
+          ["Version", versionText(p)],
+          ["Status", badge(p.status)],
+          ["Load error", p.lastError ? h("pre", { class: "plugin-page" }, p.lastError) : ""],
+          ["Enabled", p.enabled ? "yes" : "no"],
+          ["Path", h("code", null, p.path)],
+          ["SHA-256", h("code", null, p.sha256)],
+          ["Running SHA-256", p.loadedSha256 ? h("code", null, p.loadedSha256) : "not loaded"],
+          ["First seen", dateTime(p.createdAt)],
+          ["Updated", dateTime(p.updatedAt)],
+        ]),
+        notAvailable("Enable or disable", "This server has no operation to enable or disable a plugin; disable its gateway interfaces instead, or remove the file and reload."),
+      ),
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "plugin-info" },
+        h("h2", { id: "plugin-info" }, "info()"),
+        h("pre", { class: "json" }, JSON.stringify(p.info ?? {}, null, 2)),
+      ),
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "plugin-schema" },
+        h("h2", { id: "plugin-schema" }, "Config schema"),
+        h("pre", { class: "json" }, JSON.stringify(p.configSchema ?? {}, null, 2)),
+      ),
+      h(
+        "section",
+        { class: "card", "aria-labelledby": "plugin-page" },
+        h("h2", { id: "plugin-page" }, "Plugin page"),
+        p.hasAdminPage ? adminPageBlock(p.name, signal) : empty("This plugin has no admin_page()."),
+      ),
+    );
+  });
+  return h("section", null, pageTitle(`Plugin ${name}`), body);
+}
+
+/** The plugin's admin_page() output, shown as text: it is never parsed as
+ * HTML, so a plugin cannot put markup or script into the console. */
+export function adminPageBlock(plugin: string, signal: AbortSignal, interfaceId?: string): HTMLElement {
+  const box = h("div", { class: "async" }, h("p", { class: "loading", role: "status" }, "Loading the plugin page…"));
+  gateways
+    .getPluginAdminPage({ name: plugin, gatewayInterfaceId: interfaceId }, { signal })
+    .then((res) => {
+      replace(box, res.content ? h("pre", { class: "plugin-page", "data-testid": "plugin-page" }, prettyJSON(res.content)) : empty("The plugin page is empty."));
+    })
+    .catch((err: unknown) => {
+      const ce = ConnectError.from(err);
+      if (ce.code === Code.Canceled) return;
+      replace(box, ce.code === Code.NotFound ? empty("This plugin has no admin_page().") : failure("Plugin page", err));
+    });
+  return box;
+}
