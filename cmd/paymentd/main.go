@@ -1,0 +1,154 @@
+// Command paymentd is the payment service and its operator's tools.
+//
+//	paymentd serve   [--config FILE]           run the service
+//	paymentd dev     [--config FILE]           run it on a local database with a dev config
+//	paymentd migrate [--config FILE] up|down|status
+//	paymentd config check [--config FILE]      validate, print the effective configuration
+//	paymentd admin create-admin|reset-password --username U [--password-file F]
+//	paymentd verify  [--config FILE]           the ledger check
+//	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]
+//	paymentd plugin check FILE
+//	paymentd version
+//
+// Exit status: 0 success, 1 failure (including a check that found a
+// problem), 2 a bad command line or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// exitUsage is the exit code for a bad command line or configuration.
+const exitUsage = 2
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `paymentd is the payment core of the billing platform.
+
+Usage:
+  paymentd serve   [--config FILE]            run the service
+  paymentd dev     [--config FILE]            run the service on a local PostgreSQL
+                                              (started in .data/postgres when [db].url
+                                              is empty) with a generated dev config
+  paymentd migrate [--config FILE] up|down|status
+                                              apply, roll back one, or list migrations
+  paymentd config check [--config FILE]       validate the configuration and print it as
+                                              TOML with secrets masked
+  paymentd admin create-admin --username U [--password-file F] [--config FILE]
+  paymentd admin reset-password --username U [--password-file F] [--config FILE]
+                                              add an admin, or set an admin's password and
+                                              end their sessions (password from the file
+                                              or standard input)
+  paymentd verify  [--config FILE]            check that payments, refunds, orders,
+                                              invoices, events and balances add up;
+                                              exit 1 when they do not
+  paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL] [--pid ID] [--key KEY]
+                                              run a fake epay gateway for demos until Ctrl-C,
+                                              printing the merchant account to configure
+  paymentd plugin check [--type FOLDER] FILE  compile a plugin script, check its contract and
+                                              version, dry-run info and config_schema;
+                                              exit 1 naming the line when it fails
+  paymentd version                            print the version
+  paymentd help                               print this help
+
+Every command takes --help. Exit status: 0 success, 1 failure (a check that found a
+problem included), 2 a bad command line or configuration.
+
+Configuration: --config FILE, else ./paymentd.toml when present; every key can be
+overridden by PAYMENTD_<SECTION>__<KEY> environment variables (koanf.example.toml).
+docs/operations.md describes running paymentd in production.
+`
+
+// usageError marks errors that should exit with exitUsage.
+type usageError struct{ error }
+
+// Unwrap lets errors.Is see flag.ErrHelp through it.
+func (e usageError) Unwrap() error { return e.error }
+
+// newFlags returns a sub-command's flag set: on --help and on a bad flag it
+// prints the command's usage text, then its flags.
+func newFlags(name, usageText string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageText)
+		fmt.Fprintln(fs.Output(), "\nFlags:")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args: --help is flag.ErrHelp (exit 0, the usage was
+// printed), any other problem a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	return nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "dev":
+		err = cmdDev(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "plugin":
+		err = cmdPlugin(ctx, args[1:], stdout, stderr)
+	case "config":
+		err = cmdConfig(ctx, args[1:], stdout, stderr)
+	case "admin":
+		err = cmdAdmin(ctx, args[1:], stdout, stderr)
+	case "verify":
+		err = cmdVerify(ctx, args[1:], stdout, stderr)
+	case "version":
+		if len(args) > 1 {
+			if args[1] == "-h" || args[1] == "--help" {
+				fmt.Fprint(stdout, "Usage:\n  paymentd version\n\nPrints the module version, the VCS revision and time it was built from, and the Go version.\n")
+				return 0
+			}
+			fmt.Fprintf(stderr, "paymentd: version takes no arguments\n")
+			return exitUsage
+		}
+		fmt.Fprintln(stdout, versionString())
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "paymentd: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	fmt.Fprintln(stderr, "paymentd:", err)
+	var ue usageError
+	if errors.As(err, &ue) {
+		return exitUsage
+	}
+	return 1
+}

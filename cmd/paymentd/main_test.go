@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// These tests set environment variables, so they do not run in parallel.
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestServeRefusesAShortJWTSecretNamingTheKey(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("PAYMENTD_JWT__SECRET", "abcde")
+	t.Setenv("PAYMENTD_DB__URL", "postgres://postgres@127.0.0.1:1/none")
+	code, _, stderr := runCLI(t, "serve")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "[jwt].secret must be at least 32 characters, got 5")
+}
+
+func TestServeRefusesTheExampleConfigAsIs(t *testing.T) {
+	example := exampleFile(t)
+	t.Chdir(t.TempDir())
+	code, _, stderr := runCLI(t, "serve", "--config", example)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "[jwt].secret is the placeholder")
+}
+
+func exampleFile(t *testing.T) string {
+	t.Helper()
+	// Tests start in the package directory.
+	p, err := filepath.Abs(filepath.Join("..", "..", "koanf.example.toml"))
+	require.NoError(t, err)
+	return p
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	code, _, stderr := runCLI(t, "serv")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, `unknown command "serv"`)
+}
+
+func TestNoArgumentsPrintsUsage(t *testing.T) {
+	code, _, stderr := runCLI(t)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "Usage:")
+}
+
+func TestVersionPrintsTheModuleVersion(t *testing.T) {
+	code, stdout, _ := runCLI(t, "version")
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(stdout, "paymentd "), stdout)
+}
+
+func TestMigrateNeedsAnAction(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("PAYMENTD_JWT__SECRET", strings.Repeat("s", 32))
+	code, _, stderr := runCLI(t, "migrate")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "up, down, status")
+}
+
+func TestDevConfigIsGeneratedOnceAndKept(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".data", "dev.toml")
+	pw, err := ensureDevConfig(path)
+	require.NoError(t, err)
+	require.Len(t, pw, 16)
+	again, err := ensureDevConfig(path)
+	require.NoError(t, err)
+	require.Equal(t, pw, again, "the second run reuses the generated password")
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(body), "[jwt]\nsecret = ")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the dev secrets are private to the user")
+}

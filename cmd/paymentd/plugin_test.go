@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPluginCheckAcceptsTheShippedPlugins(t *testing.T) {
+	t.Parallel()
+	for _, rel := range []string{"gateway/epay.lua", "gateway/bank_transfer.lua", "notifier/webhook.lua", "provider/http_provider.lua"} {
+		code, stdout, stderr := runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", rel))
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, ": ok")
+		require.Regexp(t, `(?m)^  version:     \d+\.\d+\.\d+$`, stdout, "the version() of the file")
+	}
+	_, stdout, _ := runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
+	require.Contains(t, stdout, "type:        gateway (7 functions")
+	require.Contains(t, stdout, "secret keys: key")
+}
+
+func TestPluginCheckFailsNamingTheLine(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "gateway")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	bad := filepath.Join(dir, "bad.lua")
+	require.NoError(t, os.WriteFile(bad, []byte("function version()\n  return \"1.0.0\"\nend\nfunction info(a, b\n  return \"{}\"\nend\n"), 0o644))
+	code, _, stderr := runCLI(t, "plugin", "check", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "line 5")
+
+	// A runtime error of the dry run names its line too.
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "bank_transfer.lua"))
+	require.NoError(t, err)
+	broken := regexp.MustCompile(`(?m)^function config_schema\(config_json, input_json\)\n`).ReplaceAll(src, []byte("function config_schema(config_json, input_json)\n  error(\"no schema today\")\n"))
+	require.NoError(t, os.WriteFile(bad, broken, 0o644))
+	code, _, stderr = runCLI(t, "plugin", "check", bad)
+	require.Equal(t, 1, code)
+	require.Regexp(t, `line \d+: config_schema\(\) failed`, stderr)
+	require.Contains(t, stderr, "no schema today")
+
+	code, _, stderr = runCLI(t, "plugin", "check")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, stderr, "exactly one FILE")
+	code, _, _ = runCLI(t, "plugin", "check", filepath.Join(t.TempDir(), "gateway", "none.lua"))
+	require.Equal(t, 1, code)
+}
+
+// lockedBuffer is written by the command and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestDevFakeEpayServesUntilCancelledAndPrintsTheMerchant(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- cmdDev(ctx, []string{"fake-epay", "--addr", "127.0.0.1:0", "--pid", "2002", "--key", "demo-key"}, &stdout, &stderr)
+	}()
+
+	apiURL := regexp.MustCompile(`api_url: (\S+)`)
+	require.Eventually(t, func() bool { return apiURL.MatchString(stdout.String()) }, 5*time.Second, 10*time.Millisecond)
+	out := stdout.String()
+	require.Contains(t, out, "pid:     2002")
+	require.Contains(t, out, "key:     demo-key")
+	require.Contains(t, out, `"pid":"2002"`)
+
+	// The merchant API answers (an unknown order of a known merchant).
+	u := apiURL.FindStringSubmatch(out)[1] + "api.php?act=order&pid=2002&key=demo-key&out_trade_no=none"
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	http.DefaultClient.CloseIdleConnections()
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("fake-epay did not stop on cancel")
+	}
+}

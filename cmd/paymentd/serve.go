@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/logging"
+)
+
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", "", "configuration file (default ./paymentd.toml when present)")
+}
+
+// loadConfig loads and validates the configuration, turning every problem
+// into a usage error that names the key.
+func loadConfig(path string) (config.Config, error) {
+	cfg, err := config.Load(config.ResolvePath(path), os.Environ())
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+	}
+	return cfg, nil
+}
+
+const serveUsage = `Usage:
+  paymentd serve [--config FILE]
+
+Runs the service: applies pending migrations (under the migration role), creates the
+bootstrap admin on a database without admins, and serves gRPC, gRPC-Web and Connect
+on [server].host:port and metrics on [metrics].host:port until SIGINT or SIGTERM,
+then drains and stops. docs/operations.md describes running it in production.
+`
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlags("serve", serveUsage, stderr)
+	cfgPath := configFlag(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	cfg, err := loadConfig(*cfgPath)
+	if err != nil {
+		return err
+	}
+	return serve(ctx, cfg, stderr)
+}
+
+func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	log := logging.New(cfg.Log, stderr)
+	log.Info("starting paymentd", "version", versionString())
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func versionString() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "paymentd (unknown version)"
+	}
+	v := bi.Main.Version
+	var rev, at string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		}
+	}
+	out := "paymentd " + v
+	if rev != "" {
+		out += " " + rev
+	}
+	if at != "" {
+		out += " " + at
+	}
+	return out + " " + bi.GoVersion
+}

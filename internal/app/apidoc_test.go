@@ -1,0 +1,812 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	_ "github.com/rustbill/paymentd/gen/billing/event"
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
+	_ "github.com/rustbill/paymentd/gen/billing/identity"
+	_ "github.com/rustbill/paymentd/gen/billing/integration"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+// docExample is one ```sh api-example block of docs/api.md and the
+// ```json api-answer block after it.
+type docExample struct {
+	line      int    // of the opening fence, for messages
+	procedure string // /package.Service/Method
+	buf       string // the three commands as written
+	grpcurl   string
+	curl      string
+	// Info-string options: once (the buf curl form is not run again:
+	// repeating the call would change its answer), sets=VAR:json.path,…,
+	// cookie=VAR (the Set-Cookie pair, from curl -i), headers (curl -i
+	// prints headers before the body), after=Method (run once that method's
+	// example ran), invalidates=VAR (run the example that set VAR again
+	// afterwards).
+	once        bool
+	sets        [][2]string
+	cookie      string
+	headers     bool
+	after       string
+	invalidates string
+
+	answer           string // the documented answer
+	answerFrom       int    // byte offsets of the answer's content in the file
+	answerTo         int
+	ran              bool
+	recorded, isJSON bool
+}
+
+var fenceRE = regexp.MustCompile("(?m)^```([^\\n]*)\\n")
+
+// parseAPIDoc reads docs/api.md's examples in order.
+func parseAPIDoc(t *testing.T, doc string) []*docExample {
+	t.Helper()
+	var out []*docExample
+	pos := 0
+	for {
+		loc := fenceRE.FindStringSubmatchIndex(doc[pos:])
+		if loc == nil {
+			break
+		}
+		info := doc[pos+loc[2] : pos+loc[3]]
+		start := pos + loc[1]
+		end := strings.Index(doc[start:], "\n```")
+		require.GreaterOrEqual(t, end, 0, "unclosed fence at byte %d", start)
+		body := doc[start : start+end+1]
+		pos = start + end + len("\n```")
+		fields := strings.Fields(info)
+		if len(fields) >= 2 && fields[1] == "api-answer" {
+			require.NotEmpty(t, out, "an api-answer block before any example")
+			last := out[len(out)-1]
+			require.Empty(t, last.answer, "example at line %d has two answers", last.line)
+			last.answer, last.answerFrom, last.answerTo = body, start, start+len(body)
+			continue
+		}
+		if len(fields) < 2 || fields[1] != "api-example" {
+			continue
+		}
+		ex := &docExample{line: strings.Count(doc[:start], "\n")}
+		for _, f := range fields[2:] {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "once":
+				ex.once = true
+			case "headers":
+				ex.headers = true
+			case "cookie":
+				ex.cookie = v
+			case "after":
+				ex.after = v
+			case "invalidates":
+				ex.invalidates = v
+			case "sets":
+				for _, pair := range strings.Split(v, ",") {
+					name, path, ok := strings.Cut(pair, ":")
+					require.True(t, ok, "line %d: sets=%s", ex.line, v)
+					ex.sets = append(ex.sets, [2]string{name, path})
+				}
+			default:
+				t.Fatalf("line %d: unknown option %q", ex.line, f)
+			}
+		}
+		for _, c := range splitCommands(body) {
+			switch {
+			case strings.HasPrefix(c, "buf curl "):
+				require.Empty(t, ex.buf, "line %d: two buf curl commands", ex.line)
+				ex.buf = c
+			case strings.HasPrefix(c, "grpcurl "):
+				require.Empty(t, ex.grpcurl, "line %d: two grpcurl commands", ex.line)
+				ex.grpcurl = c
+			case strings.HasPrefix(c, "curl "):
+				require.Empty(t, ex.curl, "line %d: two curl commands", ex.line)
+				ex.curl = c
+			default:
+				t.Fatalf("line %d: a command that is neither buf curl, grpcurl nor curl: %q", ex.line, c)
+			}
+		}
+		require.NotEmpty(t, ex.buf, "line %d: no buf curl form", ex.line)
+		require.NotEmpty(t, ex.grpcurl, "line %d: no grpcurl form", ex.line)
+		require.NotEmpty(t, ex.curl, "line %d: no curl form", ex.line)
+		out = append(out, ex)
+	}
+	for _, ex := range out {
+		require.NotEmpty(t, ex.answer, "example at line %d has no ```json api-answer block", ex.line)
+	}
+	return out
+}
+
+// splitCommands cuts a block into commands: a command runs on over lines
+// ending in a backslash, and through its here-document.
+func splitCommands(body string) []string {
+	var out []string
+	lines := strings.Split(strings.TrimRight(body, "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) == "" || strings.HasPrefix(lines[i], "#") {
+			continue
+		}
+		cmd := []string{lines[i]}
+		for strings.HasSuffix(lines[i], "\\") && i+1 < len(lines) {
+			i++
+			cmd = append(cmd, lines[i])
+		}
+		if m := regexp.MustCompile(`<<'?(\w+)'?`).FindStringSubmatch(lines[i]); m != nil {
+			for i+1 < len(lines) {
+				i++
+				cmd = append(cmd, lines[i])
+				if lines[i] == m[1] {
+					break
+				}
+			}
+		}
+		out = append(out, strings.Join(cmd, "\n"))
+	}
+	return out
+}
+
+var varRE = regexp.MustCompile(`\$\{?([A-Z][A-Z0-9_]*)\}?`)
+
+// vars are the shell variables a command uses.
+func vars(cmd string) []string {
+	var out []string
+	for _, m := range varRE.FindAllStringSubmatch(cmd, -1) {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// invocation is what bash hands a command: its arguments and its stdin.
+type invocation struct {
+	args  []string
+	stdin string
+}
+
+// parseWithBash lets bash expand cmd (quotes, variables, here-documents)
+// with the command replaced by a function that prints what it got.
+func parseWithBash(t *testing.T, env []string, cmd string) invocation {
+	t.Helper()
+	name := strings.Fields(cmd)[0]
+	script := name + "() { printf '%s\\0' \"$@\"; printf '\\001\\0'; cat; }\n" + cmd
+	c := exec.Command("bash", "-c", script)
+	c.Env = env
+	c.Stdin = strings.NewReader("")
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s\n%s", cmd, out)
+	parts := strings.SplitN(string(out), "\001\x00", 2)
+	require.Len(t, parts, 2, "%s", out)
+	args := strings.Split(strings.TrimSuffix(parts[0], "\x00"), "\x00")
+	return invocation{args: args, stdin: parts[1]}
+}
+
+// request is what a command asks for, whichever tool it is.
+type request struct {
+	procedure string
+	headers   map[string]string // lower-case name → value
+	body      string
+}
+
+func (inv invocation) request(t *testing.T, tool, api, grpcAddr string) request {
+	t.Helper()
+	r := request{headers: map[string]string{}}
+	var targets []string
+	for i := 0; i < len(inv.args); i++ {
+		a := inv.args[i]
+		next := func() string {
+			i++
+			require.Less(t, i, len(inv.args), "%s: %s needs a value", tool, a)
+			return inv.args[i]
+		}
+		switch a {
+		case "curl", "-s", "-i", "-plaintext", "--http2-prior-knowledge":
+		case "--protocol":
+			require.Equal(t, "grpc", next())
+		case "-H":
+			k, v, ok := strings.Cut(next(), ":")
+			require.True(t, ok)
+			r.headers[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		case "-d":
+			d := next()
+			if d == "@-" || d == "@" {
+				d = inv.stdin
+			}
+			r.body = d
+		default:
+			require.False(t, strings.HasPrefix(a, "-"), "%s: unexpected flag %s", tool, a)
+			targets = append(targets, a)
+		}
+	}
+	switch tool {
+	case "grpcurl":
+		require.Equal(t, []string{grpcAddr, strings.TrimPrefix(targets[1], "/")}, []string{targets[0], targets[1]}, "grpcurl host and method")
+		require.Len(t, targets, 2)
+		r.procedure = "/" + targets[1]
+	default:
+		require.Len(t, targets, 1, "%s: one URL", tool)
+		require.True(t, strings.HasPrefix(targets[0], api+"/"), "%s: %s is not under $API", tool, targets[0])
+		r.procedure = strings.TrimPrefix(targets[0], api)
+	}
+	delete(r.headers, "content-type")
+	return r
+}
+
+// method finds a procedure in the generated descriptors.
+func method(t *testing.T, procedure string) protoreflect.MethodDescriptor {
+	t.Helper()
+	svc, m, ok := strings.Cut(strings.TrimPrefix(procedure, "/"), "/")
+	require.True(t, ok, procedure)
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	require.NoError(t, err, "service of %s", procedure)
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	require.True(t, ok, procedure)
+	md := sd.Methods().ByName(protoreflect.Name(m))
+	require.NotNil(t, md, "no method %s", procedure)
+	return md
+}
+
+// docEnv is the shell environment the examples run in.
+type docEnv struct {
+	vars map[string]string
+}
+
+func (e *docEnv) environ() []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LC_ALL=C.UTF-8"}
+	for k, v := range e.vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func (e *docEnv) has(names ...string) bool {
+	for _, n := range names {
+		if _, ok := e.vars[n]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// splitHTTP separates curl -i's headers from the body.
+func splitHTTP(t *testing.T, out string) (http.Header, string) {
+	t.Helper()
+	out = strings.ReplaceAll(out, "\r\n", "\n")
+	head, body, ok := strings.Cut(out, "\n\n")
+	require.True(t, ok, "no header block in %q", out)
+	h := http.Header{}
+	for _, l := range strings.Split(head, "\n")[1:] {
+		k, v, _ := strings.Cut(l, ":")
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return h, body
+}
+
+// jsonPath reads a.b.0.c out of a decoded JSON value.
+func jsonPath(v any, path string) (string, bool) {
+	for _, p := range strings.Split(path, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i >= len(x) {
+				return "", false
+			}
+			v = x[i]
+		default:
+			return "", false
+		}
+	}
+	s, ok := v.(string)
+	return s, ok && s != ""
+}
+
+// checkShape compares an answer with the documented one: every key the
+// documentation shows (unless its value is a zero value, which Connect
+// JSON leaves out) is in the answer with a value of the same JSON type,
+// recursively (the first element of lists); and the answer has no
+// top-level key the documentation does not show.
+func checkShape(doc, got any, path string, top bool) error {
+	switch d := doc.(type) {
+	case map[string]any:
+		g, ok := got.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: documented an object, got %T", path, got)
+		}
+		for k, dv := range d {
+			gv, ok := g[k]
+			if !ok {
+				if isZeroJSON(dv) {
+					continue
+				}
+				return fmt.Errorf("%s.%s: documented, missing from the answer", path, k)
+			}
+			if err := checkShape(dv, gv, path+"."+k, false); err != nil {
+				return err
+			}
+		}
+		if top {
+			for k := range g {
+				if _, ok := d[k]; !ok {
+					return fmt.Errorf("%s.%s: in the answer, not documented", path, k)
+				}
+			}
+		}
+	case []any:
+		g, ok := got.([]any)
+		if !ok {
+			return fmt.Errorf("%s: documented a list, got %T", path, got)
+		}
+		if len(d) > 0 && len(g) > 0 {
+			return checkShape(d[0], g[0], path+"[0]", false)
+		}
+	default:
+		if fmt.Sprintf("%T", doc) != fmt.Sprintf("%T", got) {
+			return fmt.Errorf("%s: documented %T, got %T", path, doc, got)
+		}
+	}
+	return nil
+}
+
+func isZeroJSON(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case bool:
+		return !x
+	case float64:
+		return x == 0
+	case []any:
+		return len(x) == 0
+	case map[string]any:
+		return len(x) == 0
+	}
+	return false
+}
+
+// errorCode is the Connect code a documented answer expects, "" for a
+// success.
+func errorCode(doc map[string]any) string {
+	code, _ := doc["code"].(string)
+	if code == "" {
+		return ""
+	}
+	for k := range doc {
+		if k != "code" && k != "message" && k != "details" {
+			return ""
+		}
+	}
+	return code
+}
+
+// abridge shortens an answer for the documentation: lists keep their
+// first two elements, and config schemas (shown in full by GetPlugin) their
+// type and required keys.
+func abridge(v any, schemas bool) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if s, ok := e.(map[string]any); ok && k == "configSchema" && schemas {
+				e = map[string]any{"type": s["type"], "required": s["required"]}
+			}
+			x[k] = abridge(e, schemas)
+		}
+	case []any:
+		if len(x) > 2 {
+			x = x[:2]
+		}
+		for i, e := range x {
+			x[i] = abridge(e, schemas)
+		}
+		return x
+	}
+	return v
+}
+
+// The examples of docs/api.md are run, in document order, against a live
+// service: every curl command, and every buf curl command whose call may
+// be repeated; every grpcurl command (grpcurl is not installed) is
+// expanded by bash and its method and request body checked against the
+// descriptors. An example that needs a variable another example sets (or
+// declares after=Method) waits until that example ran.
+//
+// PAYMENTD_UPDATE_API_DOC=1 writes the answers the service gave into the
+// document's api-answer blocks instead of comparing them.
+func TestAPIDocExamplesRunAgainstALiveServer(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "the API examples need %s on the PATH", tool)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	docPath := filepath.Join(root, "docs", "api.md")
+	raw, err := os.ReadFile(docPath)
+	require.NoError(t, err)
+	doc := string(raw)
+	examples := parseAPIDoc(t, doc)
+	update := os.Getenv("PAYMENTD_UPDATE_API_DOC") != ""
+
+	// The buf the README's alias runs, built (or found in the build cache)
+	// by the go command from tools/go.mod.
+	goTool := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", "buf")
+	goTool.Dir = root
+	bufPath, err := goTool.Output()
+	require.NoError(t, err, "locating buf with go tool -n")
+
+	for _, ex := range examples {
+		inv := parseWithBash(t, (&docEnv{vars: placeholderVars()}).environ(), ex.curl)
+		ex.procedure = inv.request(t, "curl", "http://api.test", "grpc.test:443").procedure
+	}
+
+	// The service, the fake gateway, and what the examples cannot create
+	// for themselves.
+	fake := epay.New(epay.Options{})
+	require.NoError(t, fake.Start())
+	t.Cleanup(fake.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hook := notifytest.StartWebhook(t, "webhook-secret-0123456789")
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Plugins.Dir = pluginDir(t)
+	src, err := os.ReadFile(filepath.Join(root, "plugins", "notifier", "webhook.lua"))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(cfg.Plugins.Dir, "notifier"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
+	cfg.Notify.PollInterval = 100 * time.Millisecond
+	cfg.Server.PublicURL = "http://" + ln.Addr().String()
+	r := startOn(t, cfg, ln)
+	env := &docEnv{vars: map[string]string{
+		"API": r.baseURL, "GRPC": ln.Addr().String(), "ADMIN_PASSWORD": cfg.Bootstrap.AdminPassword,
+		"EPAY_URL": fake.URL() + "/", "EPAY_PID": epay.DefaultPID, "EPAY_KEY": epay.DefaultKey,
+		"PAYMENTD_DOC_BUF": strings.TrimSpace(string(bufPath)),
+	}}
+	fixtures := docFixtures(t, r, fake, env)
+
+	// Every method of every service the server offers (as its reflection
+	// lists them) is shown exactly once.
+	shown := map[string]int{}
+	for _, ex := range examples {
+		shown[ex.procedure]++
+	}
+	for _, svc := range servedServices(t, r.baseURL) {
+		d, err := protoregistry.GlobalFiles.FindDescriptorByName(svc)
+		require.NoError(t, err, "%s is served but its descriptor is not linked into the test", svc)
+		ms := d.(protoreflect.ServiceDescriptor).Methods()
+		for i := range ms.Len() {
+			p := "/" + string(svc) + "/" + string(ms.Get(i).Name())
+			require.Equal(t, 1, shown[p], "docs/api.md must show %s exactly once", p)
+			delete(shown, p)
+		}
+	}
+	require.Empty(t, shown, "docs/api.md shows procedures the server does not offer")
+
+	byName := map[string]*docExample{}
+	for _, ex := range examples {
+		byName[ex.procedure[strings.LastIndexByte(ex.procedure, '/')+1:]] = ex
+	}
+	ready := func(ex *docExample) bool {
+		if ex.after != "" && !byName[ex.after].ran {
+			return false
+		}
+		return env.has(vars(ex.buf + ex.grpcurl + ex.curl)...)
+	}
+	var run func(ex *docExample)
+	run = func(ex *docExample) {
+		t.Run(strings.TrimPrefix(ex.procedure, "/"), func(t *testing.T) {
+			runDocExample(t, ex, env, update)
+		})
+		ex.ran = true
+		if ex.invalidates != "" {
+			for _, other := range examples {
+				if other != ex && (other.cookie == ex.invalidates || slices.ContainsFunc(other.sets, func(s [2]string) bool { return s[0] == ex.invalidates })) {
+					delete(env.vars, ex.invalidates)
+					runDocExample(t, other, env, false)
+				}
+			}
+		}
+		fixtures()
+	}
+	pending := slices.Clone(examples)
+	for len(pending) > 0 {
+		i := slices.IndexFunc(pending, ready)
+		if i < 0 {
+			var waiting []string
+			for _, ex := range pending {
+				var missing []string
+				for _, v := range vars(ex.buf + ex.grpcurl + ex.curl) {
+					if !env.has(v) {
+						missing = append(missing, "$"+v)
+					}
+				}
+				waiting = append(waiting, fmt.Sprintf("%s (line %d) waits for %s %s", ex.procedure, ex.line, strings.Join(missing, " "), ex.after))
+			}
+			t.Fatalf("examples that can never run:\n%s", strings.Join(waiting, "\n"))
+		}
+		ex := pending[i]
+		pending = slices.Delete(pending, i, i+1)
+		run(ex)
+	}
+
+	if update {
+		var b strings.Builder
+		last := 0
+		for _, ex := range examples {
+			b.WriteString(doc[last:ex.answerFrom])
+			b.WriteString(ex.answer)
+			last = ex.answerTo
+		}
+		b.WriteString(doc[last:])
+		require.NoError(t, os.WriteFile(docPath, []byte(b.String()), 0o644))
+		t.Log("docs/api.md: answers updated")
+	}
+}
+
+// servedServices asks the server's gRPC reflection which services it
+// offers (reflection itself left out).
+func servedServices(t *testing.T, baseURL string) []protoreflect.FullName {
+	t.Helper()
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	defer h2c.CloseIdleConnections()
+	stream := grpcreflect.NewClient(h2c, baseURL, connect.WithGRPC()).NewStream(context.Background())
+	names, err := stream.ListServices()
+	require.NoError(t, err)
+	_, _ = stream.Close()
+	var out []protoreflect.FullName
+	for _, n := range names {
+		if !strings.HasPrefix(string(n), "grpc.reflection.") {
+			out = append(out, n)
+		}
+	}
+	require.NotEmpty(t, out)
+	return out
+}
+
+// placeholderVars stand in for every variable when only the shape of a
+// command is looked at.
+func placeholderVars() map[string]string {
+	return map[string]string{"API": "http://api.test", "GRPC": "grpc.test:443"}
+}
+
+// runDocExample runs one example's curl (and buf curl) command and checks
+// the answers; grpcurl's command is checked against the descriptors.
+func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool) {
+	api, grpcAddr := env.vars["API"], env.vars["GRPC"]
+	// The three forms ask for the same thing.
+	reqs := map[string]request{}
+	for tool, cmd := range map[string]string{"buf": ex.buf, "grpcurl": ex.grpcurl, "curl": ex.curl} {
+		reqs[tool] = parseWithBash(t, env.environ(), cmd).request(t, tool, api, grpcAddr)
+	}
+	require.Equal(t, ex.procedure, reqs["buf"].procedure, "line %d: buf curl calls another procedure", ex.line)
+	require.Equal(t, ex.procedure, reqs["grpcurl"].procedure, "line %d: grpcurl calls another procedure", ex.line)
+	for _, tool := range []string{"buf", "grpcurl"} {
+		require.Equal(t, reqs["curl"].headers, reqs[tool].headers, "line %d: %s sends other credentials than curl", ex.line, tool)
+		require.JSONEq(t, reqs["curl"].body, reqs[tool].body, "line %d: %s sends another body than curl", ex.line, tool)
+	}
+	md := method(t, ex.procedure)
+	in := dynamicpb.NewMessage(md.Input())
+	require.NoError(t, protojson.Unmarshal([]byte(reqs["curl"].body), in), "line %d: the request body does not fit %s", ex.line, md.Input().FullName())
+
+	// curl, for real.
+	c := exec.Command("bash", "-c", ex.curl)
+	c.Env = env.environ()
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.curl, stderr.String())
+	body := string(out)
+	var header http.Header
+	if ex.headers {
+		header, body = splitHTTP(t, body)
+	}
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &got), "line %d: not JSON: %q", ex.line, body)
+
+	if update {
+		if code, ok := got["code"].(string); ok && len(got) <= 3 {
+			ex.answer = mustIndent(t, map[string]any{"code": code, "message": got["message"]})
+		} else {
+			ex.answer = mustIndent(t, abridge(copyJSON(t, got), !strings.HasSuffix(ex.procedure, "/GetPlugin")))
+		}
+	}
+	var want map[string]any
+	require.NoError(t, json.Unmarshal([]byte(ex.answer), &want), "line %d: the documented answer is not JSON", ex.line)
+	if code := errorCode(want); code != "" {
+		require.Equal(t, code, got["code"], "line %d: %s answered %v", ex.line, ex.procedure, got)
+	} else {
+		require.NotContains(t, got, "code", "line %d: %s failed: %v", ex.line, ex.procedure, got)
+		require.NoError(t, checkShape(want, got, "answer", true), "line %d: %s answered %s", ex.line, ex.procedure, body)
+	}
+	for _, s := range ex.sets {
+		v, ok := jsonPath(got, s[1])
+		require.True(t, ok, "line %d: no %s in %s", ex.line, s[1], body)
+		env.vars[s[0]] = v
+	}
+	if ex.cookie != "" {
+		sc := header.Get("Set-Cookie")
+		require.NotEmpty(t, sc, "line %d: no Set-Cookie", ex.line)
+		env.vars[ex.cookie] = strings.SplitN(sc, ";", 2)[0]
+	}
+
+	// buf curl, for real, when the call can be repeated.
+	if ex.once {
+		return
+	}
+	c = exec.Command("bash", "-c", "buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+ex.buf)
+	c.Env = env.environ()
+	stderr.Reset()
+	c.Stderr = &stderr
+	bufOut, err := c.Output()
+	if code := errorCode(want); code != "" {
+		require.Error(t, err, "line %d: buf curl succeeded: %s", ex.line, bufOut)
+		require.Contains(t, stderr.String(), `"code": "`+code+`"`, "line %d", ex.line)
+		return
+	}
+	require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.buf, stderr.String())
+	var bufGot map[string]any
+	require.NoError(t, json.Unmarshal(bufOut, &bufGot), "line %d: buf curl printed %q", ex.line, bufOut)
+	require.NoError(t, checkShape(want, bufGot, "buf answer", true), "line %d: buf curl answered %s", ex.line, bufOut)
+}
+
+func copyJSON(t *testing.T, v any) any {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	var out any
+	require.NoError(t, json.Unmarshal(b, &out))
+	return out
+}
+
+func mustIndent(t *testing.T, v any) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	require.NoError(t, enc.Encode(v))
+	return b.String()
+}
+
+// docFixtures returns the function run after every example that provides
+// what the examples name but do not create themselves: two more pending
+// orders, a pending bank-transfer payment, the gateway's signed
+// notification of the epay payment, and a failed event.
+func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func() {
+	ctx := context.Background()
+	orders := orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL)
+	payments := paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL)
+	admin := gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL)
+	customer := func() credential { return bearer(env.vars["TOKEN"]) }
+	adminCookie := func() credential { return cookie(env.vars["ADMIN_COOKIE"]) }
+	newOrder := func() string {
+		o, err := orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: env.vars["PRODUCT_ID"]}, customer()))
+		require.NoError(t, err)
+		return o.Msg.GetOrder().GetId()
+	}
+	return func() {
+		if env.has("PRODUCT_ID", "TOKEN") && !env.has("ORDER2_ID") {
+			env.vars["ORDER2_ID"], env.vars["ORDER3_ID"] = newOrder(), newOrder()
+		}
+		if env.has("PRODUCT_ID", "TOKEN", "ADMIN_COOKIE") && !env.has("BANK_PAYMENT_ID") {
+			gw, err := admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+				PluginName: "bank_transfer", DisplayName: "Bank transfer",
+				Config: mustStruct(t, map[string]any{"bank_name": "Example Bank", "account_name": "Example Hosting Ltd", "account_number": "DE02120300000000202051"}),
+			}, adminCookie()))
+			require.NoError(t, err)
+			_, err = admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: gw.Msg.GetGatewayInterface().GetId()}, adminCookie()))
+			require.NoError(t, err)
+			p, err := payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+				OrderId: newOrder(), GatewayInterfaceId: gw.Msg.GetGatewayInterface().GetId(), ReturnUrl: "https://shop.example/orders/done",
+			}, customer()))
+			require.NoError(t, err)
+			env.vars["BANK_PAYMENT_ID"] = p.Msg.GetPayment().GetId()
+		}
+		if env.has("PAYMENT_ID") && !env.has("CALLBACK_PAYLOAD") {
+			// The payer pays at the gateway, whose notification is what
+			// HandleCallback's example delivers (the fake's own is dropped).
+			fake.DropNotify(true)
+			require.NoError(t, fake.Pay(env.vars["PAYMENT_ID"]))
+			fo, ok := fake.Order(env.vars["PAYMENT_ID"])
+			require.True(t, ok, "the fake gateway knows the payment")
+			env.vars["CALLBACK_PAYLOAD"] = signedNotify(env.vars["PAYMENT_ID"], fo.TradeNo, "12.30")
+		}
+		if env.has("EVENT_ID", "ORDER2_ID") && !env.has("FAILED_EVENT_ID") {
+			// An event whose handler gave up: the order_paid of the order
+			// paid from the balance, once its worker is done with it (its
+			// handler finds the work done when it is retried).
+			var id string
+			require.Eventually(t, func() bool {
+				err := r.app.Pool().QueryRow(ctx, `UPDATE events SET status = 'failed', last_error = 'provider unreachable: connection refused', attempts = 8
+					WHERE order_id = $1 AND event_type = 'order_paid' AND status = 'done' RETURNING id`, env.vars["ORDER2_ID"]).Scan(&id)
+				return err == nil
+			}, 10*time.Second, 20*time.Millisecond)
+			env.vars["FAILED_EVENT_ID"] = id
+		}
+	}
+}
+
+// The README's quick start, its ```sh quickstart blocks joined into one
+// script, runs against a live service and a fake epay gateway: the
+// default addresses are replaced by the test's, and .data/dev.toml holds
+// the admin password as `task run` writes it.
+func TestREADMEQuickStartRuns(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "jq", "sed"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "the quick start needs %s on the PATH", tool)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	var script strings.Builder
+	for _, m := range regexp.MustCompile("(?s)```sh quickstart\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		script.WriteString(m[1])
+	}
+	require.NotEmpty(t, script.String(), "README.md has no quickstart blocks")
+
+	fake := epay.New(epay.Options{NotifyScale: 0.0001})
+	require.NoError(t, fake.Start())
+	t.Cleanup(fake.Close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Plugins.Dir = pluginDir(t)
+	cfg.Server.PublicURL = "http://" + ln.Addr().String()
+	cfg.Events.PollInterval = 100 * time.Millisecond
+	r := startOn(t, cfg, ln)
+
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".data"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".data", "dev.toml"),
+		[]byte("[bootstrap]\nadmin_username = \"admin\"\nadmin_password = \""+cfg.Bootstrap.AdminPassword+"\"\n"), 0o600))
+	goTool := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", "buf")
+	goTool.Dir = root
+	bufPath, err := goTool.Output()
+	require.NoError(t, err)
+
+	body := strings.NewReplacer("http://127.0.0.1:50051", r.baseURL, "http://127.0.0.1:8090", fake.URL()).Replace(script.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\nbuf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+body)
+	c.Dir = dir
+	c.Env = append((&docEnv{}).environ(), "PAYMENTD_DOC_BUF="+strings.TrimSpace(string(bufPath)))
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), `"status": "success"`)
+	require.Regexp(t, `order [0-9a-f-]{36} is paid and active`, string(out))
+}

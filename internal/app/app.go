@@ -1,0 +1,354 @@
+// Package app wires paymentd together: the database pool, migrations under
+// the migration role, the bootstrap admin, and the server with every service.
+// cmd/paymentd and the end-to-end tests both start the service through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	adminui "github.com/rustbill/paymentd/admin-ui"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/cache"
+	"github.com/rustbill/paymentd/internal/concurrency"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/integration"
+	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/migrate"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/server"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// App is a started paymentd: pool open, schema migrated, admin bootstrapped.
+type App struct {
+	cfg    config.Config
+	log    *slog.Logger
+	opts   options
+	pool   *pgxpool.Pool
+	cache  *cache.Cache
+	bg     *background
+	server *server.Server
+	// outbound is the process's one HTTP client; registry the plugin
+	// scanner and the loaded plugins (plugins.go).
+	outbound *outbound.Client
+	registry *gateway.Registry
+	// reconciler repairs lost gateway callbacks while Serve runs.
+	reconciler *payment.Reconciler
+	// tel is metrics, tracing and the request observer (telemetry.go).
+	tel telemetry
+}
+
+// Option adjusts how New builds the App.
+type Option func(*options)
+
+type options struct {
+	clock        func() time.Time
+	sessionCache identity.SessionCache
+	// spanExporter replaces the OTLP exporter when tracing is on (tests).
+	spanExporter sdktrace.SpanExporter
+	wrapPayments func(paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler
+}
+
+// WithClock makes every timeout (sessions, access tokens, API key use) run
+// on clock instead of time.Now; tests use it to move time.
+func WithClock(clock func() time.Time) Option {
+	return func(o *options) { o.clock = clock }
+}
+
+// WithSpanExporter sends the spans to exp instead of [tracing]'s OTLP
+// collector; [tracing].enabled still decides whether there are any. Tests
+// use it to look at the spans.
+func WithSpanExporter(exp sdktrace.SpanExporter) Option {
+	return func(o *options) { o.spanExporter = exp }
+}
+
+// WithSessionCache puts a shared read-through cache (Redis) in front of the
+// sessions table; the database stays the system of record.
+func WithSessionCache(c identity.SessionCache) Option {
+	return func(o *options) { o.sessionCache = c }
+}
+
+// WithPaymentHandler wraps the PaymentService handler before it is mounted
+// behind the server's middleware and interceptors. The benchmark harness uses
+// it to serve an empty GetPayment on the exact server stack, the ceiling of
+// what the transport costs; the service itself never sets it.
+func WithPaymentHandler(wrap func(paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler) Option {
+	return func(o *options) { o.wrapPayments = wrap }
+}
+
+// ErrNoDatabaseURL is returned when [db].url is empty.
+var ErrNoDatabaseURL = errors.New("[db].url is required (the run command starts a local database when it is empty)")
+
+// OpenPool opens the PostgreSQL pool with the [db] settings and checks that it
+// answers.
+func OpenPool(ctx context.Context, c config.DB) (*pgxpool.Pool, error) {
+	if c.URL == "" {
+		return nil, ErrNoDatabaseURL
+	}
+	pc, err := pgxpool.ParseConfig(c.URL)
+	if err != nil {
+		// The parser's message may quote the URL, password included.
+		return nil, errors.New("[db].url: cannot parse the connection URL")
+	}
+	pc.MaxConns = int32(c.MaxConnections)
+	pc.MinConns = int32(c.MinConnections)
+	pc.MaxConnIdleTime = time.Duration(c.IdleTimeoutSecs) * time.Second
+	pc.MaxConnLifetime = time.Duration(c.MaxLifetimeSecs) * time.Second
+	pc.MaxConnLifetimeJitter = pc.MaxConnLifetime / 10
+	pc.ConnConfig.ConnectTimeout = time.Duration(c.AcquireTimeoutSecs) * time.Second
+	pc.AfterConnect = store.RegisterTypes
+	if c.TestBeforeAcquire {
+		// A connection idle for over a second is pinged before use; one in
+		// continuous use has just proven itself, and pinging it would add a
+		// round trip to every query.
+		pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > time.Second }
+	} else {
+		pc.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Duration(c.AcquireTimeoutSecs)*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database ([db].url): %w", err)
+	}
+	return pool, nil
+}
+
+// New opens the pool, applies migrations (waiting for another instance's run
+// up to [cluster].migration_wait), creates the bootstrap admin when the
+// database has none, and builds the server.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*App, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.clock == nil {
+		o.clock = time.Now
+	}
+	pool, err := OpenPool(ctx, cfg.DB)
+	if err != nil {
+		return nil, err
+	}
+	// Request-scoped lines carry the request id, procedure, principal and
+	// trace id whatever logger the caller built.
+	log = logging.Contextual(log)
+	a := &App{cfg: cfg, log: log, opts: o, pool: pool}
+	if err := a.init(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) init(ctx context.Context) error {
+	start := time.Now()
+	db := stdlib.OpenDBFromPool(a.pool)
+	err := migrate.UpWith(ctx, db, migrate.Options{Logger: a.log, Wait: a.cfg.Cluster.MigrationWait})
+	_ = db.Close()
+	if err != nil {
+		return err
+	}
+	a.log.Info("schema migrated", "took", time.Since(start).Round(time.Millisecond).String())
+
+	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap, a.log); err != nil {
+		return err
+	}
+
+	a.cache, err = cache.New(a.cfg.Redis, a.log)
+	if err != nil {
+		return err
+	}
+	if a.opts.sessionCache == nil {
+		a.opts.sessionCache = identity.NewRedisSessionCache(a.cache, a.opts.clock)
+	}
+
+	ids, err := identity.NewService(identity.Options{
+		DB:         a.pool,
+		JWT:        a.cfg.JWT,
+		Session:    a.cfg.Session,
+		Currencies: a.cfg.Billing.Currencies,
+		Clock:      a.opts.clock,
+		Cache:      a.opts.sessionCache,
+		Log:        a.log,
+	})
+	if err != nil {
+		return err
+	}
+
+	if err := a.startTelemetry(ctx); err != nil {
+		return err
+	}
+	if err := a.startPlugins(ctx); err != nil {
+		return err
+	}
+
+	policy, err := MergePolicies(payment.Policy, payment.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
+		gateway.Policy, integration.Policy, event.Policy)
+	if err != nil {
+		return err
+	}
+	interceptors, err := a.interceptors()
+	if err != nil {
+		return err
+	}
+	opts, err := server.HandlerOptions(a.cfg.Server, append(interceptors, auth.NewInterceptor(policy))...)
+	if err != nil {
+		return err
+	}
+	paySvc := payment.NewService(a.pool, a.log,
+		payment.WithGateways(a.Gateways()),
+		payment.WithPublicURL(a.cfg.Server.PublicURL),
+		payment.WithReconcileAfter(a.cfg.Billing.ReconcileAfter),
+		payment.WithClock(a.opts.clock),
+		payment.WithMetrics(a.tel.metrics))
+	a.bg, err = a.buildBackground(paySvc)
+	if err != nil {
+		return err
+	}
+	a.reconciler = paySvc.NewReconciler(payment.ReconcilerOptions{
+		// Poll at least as often as a payment becomes due.
+		Interval: min(payment.DefaultReconcileInterval, a.cfg.Billing.ReconcileAfter),
+		NodeID:   a.bg.node,
+		// Only the billing leader reconciles; the SKIP LOCKED claim would
+		// keep several from asking about one payment at once anyway.
+		Active: a.bg.billing.IsLeader,
+	})
+	callbacks := payment.NewCallbackHandler(paySvc, a.log)
+	var payHandler paymentpbconnect.PaymentServiceHandler = payment.NewHandler(paySvc, a.log)
+	if a.opts.wrapPayments != nil {
+		payHandler = a.opts.wrapPayments(payHandler)
+	}
+	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
+	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(payment.NewAdminHandler(paySvc, a.log), opts...)
+	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids, a.log), opts...)
+	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids, a.log), opts...)
+	orderSvc := order.NewService(a.pool, a.cfg.Billing.Currencies, a.opts.clock, a.log)
+	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc, a.log), opts...)
+	limiter := concurrency.New(a.cfg.Server.MaxConcurrency)
+	if err := a.registerCollectors(limiter); err != nil {
+		return err
+	}
+	a.server = server.New(server.Options{
+		Config: a.cfg.Server,
+		DB:     a.pool,
+		Logger: a.log,
+		Services: append([]server.Service{
+			{Name: paymentpbconnect.PaymentServiceName, Path: paymentPath, Handler: paymentHandler},
+			{Name: paymentpbconnect.PaymentAdminServiceName, Path: paymentAdminPath, Handler: paymentAdminHandler},
+			{Name: identitypbconnect.IdentityServiceName, Path: identityPath, Handler: identityHandler},
+			{Name: identitypbconnect.CustomerAdminServiceName, Path: customerAdminPath, Handler: customerAdminHandler},
+			{Name: orderpbconnect.OrderServiceName, Path: orderPath, Handler: orderHandler},
+			a.bg.eventService(opts, a),
+		}, a.gatewayServices(opts, paySvc)...),
+		// The spec's order: the concurrency limit first (FIFO, nothing
+		// rejected), then the per-IP rate limit, then session, JWT and API
+		// key. Each credential layer handles only its own kind; the first
+		// that finds one decides, and an invalid credential never falls
+		// through to a later layer.
+		Middleware: []server.Middleware{
+			limiter.Middleware(),
+			ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
+			// GET/POST /callbacks/{gateway_interface_id}: gateways' plain
+			// HTTP notifications. Behind the limits, in front of the
+			// credential layers (a gateway has none; the signature is the
+			// protection). A middleware rather than a Services entry, which
+			// would list a non-service in gRPC reflection.
+			callbacks.Middleware,
+			auth.Layer(ids.SessionAuthenticator(), a.log),
+			auth.Layer(ids.JWTAuthenticator(), a.log),
+			auth.Layer(ids.APIKeyAuthenticator(), a.log),
+		},
+		AdminUI: adminui.Dist(),
+		// Outermost, before /health and the console: request id, span,
+		// access line.
+		Observe: a.tel.observer.Middleware,
+	})
+	return nil
+}
+
+// MergePolicies joins the permission tables of the mounted services into the
+// one table the policy interceptor checks. A procedure listed twice is an
+// error, so no table silently overrides another's decision.
+func MergePolicies(policies ...auth.Policy) (auth.Policy, error) {
+	merged := auth.Policy{}
+	for _, p := range policies {
+		for proc, access := range p {
+			if _, dup := merged[proc]; dup {
+				return nil, fmt.Errorf("permission table: %s is listed twice", proc)
+			}
+			merged[proc] = access
+		}
+	}
+	return merged, nil
+}
+
+// Pool is the database pool.
+func (a *App) Pool() *pgxpool.Pool { return a.pool }
+
+// Server is the HTTP server.
+func (a *App) Server() *server.Server { return a.server }
+
+// Run listens on the configured address, and on the metrics address when
+// [metrics].enabled, and serves until ctx is cancelled.
+func (a *App) Run(ctx context.Context) error {
+	ln, err := a.server.Listen()
+	if err != nil {
+		return err
+	}
+	mln, err := a.ListenMetrics()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	return a.ServeWithMetrics(ctx, ln, mln)
+}
+
+// Serve serves on ln until ctx is cancelled, with the payment reconciler
+// running meanwhile.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	// The background services outlive a cancelled ctx only as long as their
+	// graceful stop takes: they are stopped (leases resigned) on the way out.
+	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if err := a.bg.start(bgCtx); err != nil {
+		return err
+	}
+	defer a.bg.stop()
+	if err := a.reconciler.Start(bgCtx); err != nil {
+		return err
+	}
+	defer a.reconciler.Stop()
+	return a.server.Serve(ctx, ln)
+}
+
+// Close stops the plugin scanner and releases the pool and the cache.
+func (a *App) Close() {
+	a.stopPlugins()
+	a.closeTelemetry()
+	if a.cache != nil {
+		_ = a.cache.Close()
+	}
+	a.pool.Close()
+}

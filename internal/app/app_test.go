@@ -1,0 +1,190 @@
+package app_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
+
+func testConfig(dbURL string) config.Config {
+	c := config.Default()
+	c.DB.URL = dbURL
+	c.JWT.Secret = "test-secret-test-secret-test-secret!"
+	c.Bootstrap.AdminPassword = "bootstrap-password"
+	c.Server.ShutdownTimeout = 5 * time.Second
+	// Every test client comes from 127.0.0.1; TestLoginIsRateLimitedPerIP
+	// turns the limit back on.
+	c.RateLimit.Enabled = false
+	return c
+}
+
+func logger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+type running struct {
+	app     *app.App
+	baseURL string
+}
+
+func start(t *testing.T, cfg config.Config) *running {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg, logger(t))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		require.NoError(t, <-done)
+		a.Close()
+	})
+	return &running{app: a, baseURL: "http://" + ln.Addr().String()}
+}
+
+func status(t *testing.T, u string) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestStartMigratesBootstrapsAndServes(t *testing.T) {
+	t.Parallel()
+	r := start(t, testConfig(testdb.EmptyURL(t)))
+	ctx := context.Background()
+
+	var migrations int
+	require.NoError(t, r.app.Pool().QueryRow(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&migrations))
+	require.Equal(t, 9, migrations)
+
+	var username, hash string
+	require.NoError(t, r.app.Pool().QueryRow(ctx, `SELECT username, password_hash FROM admin_users`).Scan(&username, &hash))
+	require.Equal(t, "admin", username)
+	require.NoError(t, identity.VerifyPassword(hash, "bootstrap-password"), "stored hashed, verifiable")
+	require.NotContains(t, hash, "bootstrap-password")
+
+	require.Equal(t, http.StatusOK, status(t, r.baseURL+"/health"))
+	require.Equal(t, http.StatusOK, status(t, r.baseURL+"/ready"))
+
+	client := paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL)
+	_, err := client.GetPayment(ctx, connect.NewRequest(&paymentpb.GetPaymentRequest{Id: "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+}
+
+func TestRefusesToStartWithoutBootstrapPasswordOnADatabaseWithoutAdmins(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Bootstrap.AdminPassword = ""
+	_, err := app.New(context.Background(), cfg, logger(t))
+	require.ErrorIs(t, err, identity.ErrBootstrapPasswordRequired)
+	require.ErrorContains(t, err, "[bootstrap].admin_password")
+}
+
+func TestBootstrapPasswordIsNotNeededOnceAnAdminExists(t *testing.T) {
+	t.Parallel()
+	url := testdb.EmptyURL(t)
+	first, err := app.New(context.Background(), testConfig(url), logger(t))
+	require.NoError(t, err)
+	first.Close()
+
+	cfg := testConfig(url)
+	cfg.Bootstrap.AdminPassword = ""
+	second, err := app.New(context.Background(), cfg, logger(t))
+	require.NoError(t, err)
+	second.Close()
+
+	// A changed bootstrap password never overwrites the existing admin.
+	cfg.Bootstrap.AdminPassword = "another-password"
+	third, err := app.New(context.Background(), cfg, logger(t))
+	require.NoError(t, err)
+	defer third.Close()
+	var hash string
+	require.NoError(t, third.Pool().QueryRow(context.Background(), `SELECT password_hash FROM admin_users`).Scan(&hash))
+	require.NoError(t, identity.VerifyPassword(hash, "bootstrap-password"))
+}
+
+func TestConcurrentFirstStartsCreateOneAdmin(t *testing.T) {
+	t.Parallel()
+	url := testdb.EmptyURL(t)
+	var wg sync.WaitGroup
+	apps := make([]*app.App, 3)
+	errs := make([]error, 3)
+	for i := range apps {
+		wg.Go(func() { apps[i], errs[i] = app.New(context.Background(), testConfig(url), logger(t)) })
+	}
+	wg.Wait()
+	for i := range apps {
+		require.NoError(t, errs[i])
+		defer apps[i].Close()
+	}
+	var admins int
+	require.NoError(t, apps[0].Pool().QueryRow(context.Background(), `SELECT count(*) FROM admin_users`).Scan(&admins))
+	require.Equal(t, 1, admins)
+}
+
+func TestReadyAnswers503OnceTheDatabaseIsDroppedWhileHealthStays200(t *testing.T) {
+	t.Parallel()
+	dbURL := testdb.EmptyURL(t)
+	r := start(t, testConfig(dbURL))
+	require.Equal(t, http.StatusOK, status(t, r.baseURL+"/ready"))
+
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	name := strings.TrimPrefix(u.Path, "/")
+	ctx := context.Background()
+	base, err := testdb.BaseURL(ctx)
+	require.NoError(t, err)
+	admin, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	require.NoError(t, err)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for status(t, r.baseURL+"/ready") != http.StatusServiceUnavailable {
+		require.True(t, time.Now().Before(deadline), "/ready still 200 five seconds after the database was dropped")
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusOK, status(t, r.baseURL+"/health"))
+}
+
+func TestUnreachableDatabaseFailsStartNamingTheKey(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg.DB.AcquireTimeoutSecs = 2
+	_, err = app.New(context.Background(), cfg, logger(t))
+	require.ErrorContains(t, err, "[db].url")
+
+	cfg.DB.URL = ""
+	_, err = app.New(context.Background(), cfg, logger(t))
+	require.ErrorIs(t, err, app.ErrNoDatabaseURL)
+}

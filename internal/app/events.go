@@ -1,0 +1,145 @@
+package app
+
+import (
+	"context"
+	"runtime/debug"
+
+	"connectrpc.com/connect"
+
+	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
+	"github.com/rustbill/paymentd/internal/cluster"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/fulfillment"
+	"github.com/rustbill/paymentd/internal/notify"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/server"
+)
+
+// background is the cluster side of an instance: the LISTEN connection,
+// the heartbeat, the billing and event_worker leader roles, the event worker
+// with its fulfilment handlers, and the notification sender. Started in
+// order, stopped in reverse (gracefully: leases are resigned).
+type background struct {
+	node      string
+	listener  *cluster.Listener
+	heartbeat *cluster.Heartbeat
+	billing   *cluster.Elector
+	eventLead *cluster.Elector
+	worker    *event.Worker
+	notifier  *notify.Notifier
+	admin     *event.Admin
+}
+
+// notifyOptions maps [notify] onto the notification package's options.
+func notifyOptions(c config.Notify) notify.Options {
+	customer := c.CustomerEmail
+	o := notify.Options{
+		PollInterval: c.PollInterval, BatchSize: c.BatchSize, Concurrency: c.Concurrency,
+		MaxAttempts: c.MaxAttempts, RetryBase: c.RetryBase, RetryMax: c.RetryMax, SendTimeout: c.SendTimeout,
+		CustomerEmail: &customer, AdminEmails: c.AdminEmails, WebhookPlugin: c.WebhookPlugin,
+		SMTP: notify.SMTP{
+			Host: c.SMTP.Host, Port: c.SMTP.Port, From: c.SMTP.From, TLSPolicy: c.SMTP.TLSPolicy,
+			ImplicitTLS: c.SMTP.ImplicitTLS, Auth: c.SMTP.Auth, Username: c.SMTP.Username,
+			Password: c.SMTP.Password, HELO: c.SMTP.HELO, Timeout: c.SMTP.Timeout,
+		},
+	}
+	for _, w := range c.Webhooks {
+		o.Webhooks = append(o.Webhooks, notify.Webhook{Name: w.Name, URL: w.URL, Secret: w.Secret, Headers: w.Headers})
+	}
+	return o
+}
+
+func (a *App) buildBackground(pay *payment.Service) (*background, error) {
+	c := a.cfg
+	b := &background{node: cluster.NewNodeID()}
+	b.listener = cluster.NewListener(cluster.ConnectLike(a.pool, "paymentd-"+b.node), cluster.ListenerOptions{Logger: a.log})
+	var err error
+	b.heartbeat, err = cluster.NewHeartbeat(a.pool, cluster.HeartbeatOptions{
+		Node:     cluster.NodeInfo{ID: b.node, Hostname: cluster.Hostname(), Version: buildVersion()},
+		Interval: c.Cluster.HeartbeatInterval, LostAfter: c.Cluster.NodeLostAfter, Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	elector := func(role string) (*cluster.Elector, error) {
+		return cluster.NewElector(a.pool, cluster.ElectorOptions{
+			Role: role, Holder: b.node, TTL: c.Cluster.LeaseTTL, RenewInterval: c.Cluster.LeaseRenew,
+			Waker: b.listener, Logger: a.log,
+		})
+	}
+	if b.billing, err = elector(cluster.RoleBilling); err != nil {
+		return nil, err
+	}
+	if b.eventLead, err = elector(cluster.RoleEventWorker); err != nil {
+		return nil, err
+	}
+	b.worker, err = event.NewWorker(a.pool, b.eventLead, event.WorkerOptions{
+		Node: b.node, PollInterval: c.Events.PollInterval, BatchSize: c.Events.BatchSize,
+		MaxAttempts: c.Events.MaxAttempts, Concurrency: c.Events.Concurrency,
+		HandlerTimeout: c.Events.HandlerTimeout, LockGrace: c.Events.LockGrace,
+		RetryBase: c.Events.RetryBase, RetryMax: c.Events.RetryMax, DrainTimeout: c.Events.DrainTimeout,
+		Waker: b.listener, Logger: a.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	plugins := plugin.PluginsFunc(a.registry.Plugin)
+	nopts := notifyOptions(c.Notify)
+	if err := nopts.Validate(); err != nil {
+		return nil, err
+	}
+	b.notifier, err = notify.New(a.pool, plugins, nopts, b.listener, a.log)
+	if err != nil {
+		return nil, err
+	}
+	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins), pay, b.notifier, fulfillment.Options{
+		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
+		Clock: a.opts.clock, Logger: a.log,
+	}).Register(b.worker)
+	b.admin = event.NewAdmin(a.pool, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
+	return b, nil
+}
+
+// eventService mounts EventAdminService.
+func (b *background) eventService(opts []connect.HandlerOption, a *App) server.Service {
+	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin, a.log), opts...)
+	return server.Service{Name: eventpbconnect.EventAdminServiceName, Path: path, Handler: h}
+}
+
+// start brings the cluster side up; on an error what started is stopped.
+func (b *background) start(ctx context.Context) error {
+	starters := []interface {
+		Start(context.Context) error
+		Stop()
+	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier}
+	for i, s := range starters {
+		if err := s.Start(ctx); err != nil {
+			for j := i - 1; j >= 0; j-- {
+				starters[j].Stop()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// stop is the graceful path: drain the worker and the sender, resign the
+// leases so another instance takes over at once, then stop beating.
+func (b *background) stop() {
+	b.worker.Stop()
+	b.notifier.Stop()
+	b.eventLead.Stop()
+	b.billing.Stop()
+	b.heartbeat.Stop()
+	b.listener.Stop()
+}
+
+// buildVersion is the module version the binary was built from.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return "unknown"
+}

@@ -1,0 +1,578 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+// moneyState is a digest of every row that holds or moves money or drives
+// an order: payments, refunds, orders, invoices, events, balances. The
+// audit log is left out on purpose: a refused callback that may mean money
+// moved is recorded there for an admin.
+func moneyState(t *testing.T, e *payEnv) string {
+	t.Helper()
+	var digest string
+	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT md5(concat_ws('|',
+		(SELECT string_agg(row(id, status, amount, refunded_amount, gateway_payment_id, gateway_tx_id, paid_at, failure_reason)::text, ',' ORDER BY id) FROM payments),
+		(SELECT string_agg(row(id, status, amount)::text, ',' ORDER BY id) FROM refunds),
+		(SELECT string_agg(row(id, status, paid_at, cancel_reason)::text, ',' ORDER BY id) FROM orders),
+		(SELECT string_agg(row(id, status, paid_amount)::text, ',' ORDER BY id) FROM invoices),
+		(SELECT string_agg(row(id, event_type, payload)::text, ',' ORDER BY id) FROM events),
+		(SELECT string_agg(row(id, balance)::text, ',' ORDER BY id) FROM customers),
+		(SELECT count(*) FROM balance_transactions)))`).Scan(&digest))
+	return digest
+}
+
+func requireLedgerClean(t *testing.T, e *payEnv) {
+	t.Helper()
+	r, err := ledger.Verify(context.Background(), e.r.app.Pool())
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%s", r)
+}
+
+// notifyOf is the fake gateway's signed notification for a paid payment.
+func notifyOf(t *testing.T, e *payEnv, paymentID string) url.Values {
+	t.Helper()
+	o, ok := e.fake.Order(paymentID)
+	require.True(t, ok)
+	v, err := url.ParseQuery(signedNotify(paymentID, o.TradeNo, o.Money))
+	require.NoError(t, err)
+	return v
+}
+
+func resign(v url.Values) string {
+	q := url.Values{}
+	for k, vals := range v {
+		if k != "sign" && k != "sign_type" {
+			q[k] = vals
+		}
+	}
+	q.Set("sign", epay.Sign(q, epay.DefaultKey))
+	q.Set("sign_type", "MD5")
+	return q.Encode()
+}
+
+func (e *payEnv) callbackTo(gw, payload string) error {
+	_, err := e.payments.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: gw, Payload: payload,
+	}))
+	return err
+}
+
+// A gateway notification replayed, reordered, with a changed amount, sent
+// to another interface, or carrying a valid signature for another payment:
+// every one is refused, and no payment, order, event or balance changes.
+func TestHostileCallbacksAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	e.fake.DropNotify(true) // the test delivers every notification itself
+	ctx := context.Background()
+
+	// Payment A is paid and settled by its genuine notification.
+	a := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(a))
+	genuine := notifyOf(t, e, a)
+	require.NoError(t, e.callback(genuine.Encode()))
+	require.Equal(t, "success", e.getPayment(t, a).GetStatus())
+	e.waitOrderStatus(t, e.getPayment(t, a).GetOrderId(), "active") // the event worker is done with it
+	// Payment B stays pending; its order is paid by nothing.
+	b := e.createPayment(t, e.order(t)).GetPayment().GetId()
+
+	// A second interface of the same plugin and merchant account.
+	gw2, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "epay", DisplayName: "Alipay 2",
+		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	other := gw2.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: other}, e.c.admin))
+	require.NoError(t, err)
+
+	set := func(v url.Values, k, val string) url.Values {
+		c := url.Values{}
+		for key, vals := range v {
+			c[key] = append([]string(nil), vals...)
+		}
+		c.Set(k, val)
+		return c
+	}
+	before := moneyState(t, e)
+	for _, tc := range []struct {
+		name    string
+		gateway string
+		payload string
+		want    connect.Code
+	}{
+		{"replayed", e.epayGW, genuine.Encode(), connect.CodeAlreadyExists},
+		{"amount changed and signed again", e.epayGW, resign(set(genuine, "money", "12.31")), connect.CodeInvalidArgument},
+		{"amount changed, old signature", e.epayGW, set(genuine, "money", "0.01").Encode(), connect.CodeInvalidArgument},
+		{"amount with three decimals", e.epayGW, resign(set(genuine, "money", "12.300")), connect.CodeInvalidArgument},
+		{"another interface of the same account", other, genuine.Encode(), connect.CodeInvalidArgument},
+		{"an interface that does not exist", uuid.NewString(), genuine.Encode(), connect.CodeNotFound},
+		{"A's signature pointed at B", e.epayGW, set(genuine, "out_trade_no", b).Encode(), connect.CodeInvalidArgument},
+		{"a valid signature for B with A's gateway order", e.epayGW, resign(set(genuine, "out_trade_no", b)), connect.CodeInvalidArgument},
+		{"a payment that does not exist", e.epayGW, resign(set(genuine, "out_trade_no", uuid.NewString())), connect.CodeNotFound},
+		{"not a payment id at all", e.epayGW, resign(set(genuine, "out_trade_no", "1' OR '1'='1")), connect.CodeNotFound},
+		{"another merchant", e.epayGW, resign(set(genuine, "pid", "9999")), connect.CodeInvalidArgument},
+		{"no signature", e.epayGW, set(genuine, "sign", "").Encode(), connect.CodeInvalidArgument},
+		{"garbage", e.epayGW, "\x00%%%&&==\u202e", connect.CodeInvalidArgument},
+	} {
+		err := e.callbackTo(tc.gateway, tc.payload)
+		require.Equal(t, tc.want, connect.CodeOf(err), "%s: %v", tc.name, err)
+		require.Equal(t, before, moneyState(t, e), "%s changed money state", tc.name)
+	}
+	require.Equal(t, "pending", e.getPayment(t, b).GetStatus())
+
+	// Reordered: C's order is cancelled (its payment fails), then C's
+	// success arrives. A final state is never left; it is recorded instead.
+	cOrder := e.order(t)
+	c := e.createPayment(t, cOrder).GetPayment().GetId()
+	_, err = e.orders.CancelOrder(ctx, with(&orderpb.CancelOrderRequest{OrderId: cOrder}, e.c.customer))
+	require.NoError(t, err)
+	require.Equal(t, "failed", e.getPayment(t, c).GetStatus())
+	require.NoError(t, e.fake.Pay(c))
+	before = moneyState(t, e)
+	err = e.callback(notifyOf(t, e, c).Encode())
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.Equal(t, before, moneyState(t, e))
+	require.Equal(t, "cancelled", e.orderStatus(t, cOrder))
+	require.Positive(t, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, c),
+		"the money paid after the cancellation is recorded for an admin")
+
+	// Over the plain HTTP route the same answers in the gateway's terms.
+	post := func(gw, body string) (int, string) {
+		resp, err := http.Post(e.r.baseURL+"/callbacks/"+gw, "application/x-www-form-urlencoded", strings.NewReader(body))
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := post(e.epayGW, genuine.Encode())
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "success", body, "a replay is acknowledged again, so the gateway stops")
+	code, _ = post(e.epayGW, resign(set(genuine, "money", "99.00")))
+	require.Equal(t, http.StatusBadRequest, code)
+	code, _ = post("not-a-uuid", genuine.Encode())
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = post(e.epayGW, strings.Repeat("a", 65<<10))
+	require.Equal(t, http.StatusRequestEntityTooLarge, code)
+	require.Equal(t, before, moneyState(t, e))
+
+	requireLedgerClean(t, e)
+}
+
+// Requests beyond the limits are refused before any handler: a body over
+// [server].max_request_bytes (1 MiB) is ResourceExhausted, headers over
+// 64 KiB are 431, and an id that is not a UUID never reaches SQL.
+func TestOversizedAndMalformedRequestsAreRefusedAtTheEdge(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+
+	// 1 MiB + 1 KiB of payload, over Connect and gRPC alike.
+	_, err := e.payments.HandleCallback(ctx, connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: e.epayGW, Payload: strings.Repeat("a", 1<<20+1<<10),
+	}))
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err), "%v", err)
+	// Under the limit but over the field's own bound (64 KiB): InvalidArgument.
+	_, err = e.payments.HandleCallback(ctx, connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: e.epayGW, Payload: strings.Repeat("a", 65<<10),
+	}))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+
+	// Headers over 64 KiB: 431 from the listener, before every layer (on a
+	// connection of its own).
+	fresh := &http.Client{Transport: &http.Transport{}}
+	defer fresh.CloseIdleConnections()
+	for _, path := range []string{"/health", "/billing.payment.PaymentService/GetPayment"} {
+		req, err := http.NewRequest(http.MethodPost, e.r.baseURL+path, strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Padding", strings.Repeat("x", 70<<10))
+		resp, err := fresh.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode, path)
+	}
+
+	// Not a UUID: refused by validation, naming the field.
+	for _, id := range []string{"1 OR 1=1", "'; DROP TABLE payments; --", strings.Repeat("7", 36), "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f\x00"} {
+		_, err := e.payments.GetPayment(ctx, with(&paymentpb.GetPaymentRequest{Id: id}, e.c.admin))
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%q: %v", id, err)
+		require.ErrorContains(t, err, "id")
+	}
+	_, err = e.payments.ListPayments(ctx, with(&paymentpb.ListPaymentsRequest{
+		Pagination: &paymentpb.PageRequest{}, OrderId: ptr("x' OR 'a'='a"),
+	}, e.c.customer))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: uuid.NewString(), Amount: "1e3"}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// jwtWith signs claims with alg and key ("" for none) the way a forger would.
+func jwtWith(t *testing.T, alg string, key []byte, claims map[string]any) string {
+	t.Helper()
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	unsigned := enc(map[string]string{"alg": alg, "typ": "JWT"}) + "." + enc(claims)
+	if key == nil {
+		return unsigned + "."
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(unsigned))
+	return unsigned + "." + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Forged and stale credentials of every kind are Unauthenticated, and a
+// credential that fails never falls through to a weaker layer.
+func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
+	t.Parallel()
+	r := start(t, testConfig(testdb.EmptyURL(t)))
+	c := login(t, r)
+	ctx := context.Background()
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
+	me := func(cr credential) error {
+		_, err := ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, cr))
+		return err
+	}
+	random := func(n int) string {
+		b := make([]byte, n)
+		_, _ = rand.Read(b)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	claims := map[string]any{
+		"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Unix(),
+		"exp": time.Now().Add(time.Hour).Unix(), "jti": uuid.NewString(),
+	}
+	secret := []byte(testConfig("").JWT.Secret)
+
+	// The genuine ones work (the test would prove nothing otherwise).
+	require.NoError(t, me(c.customer))
+	require.NoError(t, me(c.admin))
+	require.NoError(t, me(c.key))
+	require.NoError(t, me(bearer(jwtWith(t, "HS256", secret, claims))), "a token signed with the right key is accepted")
+
+	keyRes, err := ids.CreateApiKey(ctx, with(&identitypb.CreateApiKeyRequest{Name: "to revoke"}, c.customer))
+	require.NoError(t, err)
+	_, err = ids.RevokeApiKey(ctx, with(&identitypb.RevokeApiKeyRequest{Id: keyRes.Msg.GetApiKey().GetId()}, c.customer))
+	require.NoError(t, err)
+	realKey := keyRes.Msg.GetKey()
+
+	for name, cr := range map[string]credential{
+		"forged session cookie":           cookie("paymentd_session=" + random(32)),
+		"session cookie of another shape": cookie("paymentd_session=" + strings.Repeat("A", 4000)),
+		"JWT signed with another key":     bearer(jwtWith(t, "HS256", []byte("another-secret-another-secret-!!"), claims)),
+		"JWT with alg none":               bearer(jwtWith(t, "none", nil, claims)),
+		"JWT with alg HS512":              bearer(jwtWith(t, "HS512", secret, claims)),
+		"JWT expired":                     bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(), "jti": "x"})),
+		"JWT of another issuer":           bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "evil", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "jti": "x"})),
+		"JWT truncated":                   bearer(jwtWith(t, "HS256", secret, claims)[:40]),
+		"revoked API key":                 apiKey(realKey),
+		"guessed API key":                 apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
+		"real key id, guessed secret":     apiKey(realKey[:36] + random(32)),
+		"not an API key":                  apiKey("' OR 1=1 --"),
+	} {
+		err := me(cr)
+		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
+	}
+	// A bad credential next to a good one of a later layer: refused, never
+	// passed on to the weaker layer.
+	both := func(h http.Header) { cookie("paymentd_session=" + random(32))(h); c.key(h) }
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(me(both)))
+}
+
+// hostileGateway is a gateway plugin that tries, per return_url, to read a
+// file, run a command, load code, loop forever or answer garbage.
+const hostileGateway = `
+function version() return "6.6.6" end
+function info(c, i) return json_encode({display_name = "Hostile"}) end
+function config_schema(c, i) return json_encode({type = "object", properties = {}}) end
+function test_config(c, i) return json_encode({ok = true, message = ""}) end
+function query_payment(c, i) return json_encode({status = "pending"}) end
+function parse_callback(c, i) return json_encode({valid = false, reason = "no"}) end
+function refund(c, i) return json_encode({status = "failed", message = "no"}) end
+function create_payment(c, i)
+  local input = json_decode(i)
+  local what = string.match(input.return_url, "/([a-z_]+)$")
+  if what == "read" then
+    local f = io.open("/etc/passwd")
+    return json_encode({payment_url = f:read("*a")})
+  elseif what == "exec" then
+    os.execute("touch /tmp/pwned-by-plugin")
+  elseif what == "require" then
+    local io2 = require("io")
+    return json_encode({payment_url = io2.open("/etc/passwd"):read("*a")})
+  elseif what == "dofile" then
+    dofile("/etc/passwd")
+  elseif what == "load" then
+    loadstring("return 1")()
+  elseif what == "loop" then
+    while true do end
+  elseif what == "recurse" then
+    local function f(n) return f(n + 1) + 1 end
+    return f(1)
+  elseif what == "memory" then
+    local s = "x"
+    while true do s = s .. s end
+  elseif what == "garbage" then
+    return "this is not json"
+  elseif what == "wrong_types" then
+    return json_encode({payment_url = {1, 2, 3}, qr_code = true})
+  end
+  return json_encode({payment_url = "https://pay.example/ok"})
+end
+`
+
+// A gateway plugin cannot read files, run commands, load code or hang the
+// service: each attempt fails its own call (Internal, nothing leaked), and
+// the service and the plugin keep working.
+func TestHostilePluginCannotReadFilesOrHangTheService(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t, func(c *config.Config) {
+		require.NoError(t, os.WriteFile(filepath.Join(c.Plugins.Dir, "gateway", "hostile.lua"), []byte(hostileGateway), 0o644))
+	})
+	ctx := context.Background()
+	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "hostile", DisplayName: "Hostile", Config: mustStruct(t, map[string]any{}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	hostile := gw.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: hostile}, e.c.admin))
+	require.NoError(t, err)
+
+	create := func(what string) (*paymentpb.CreatePaymentResponse, error) {
+		res, err := e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+			OrderId: e.order(t), GatewayInterfaceId: hostile, ReturnUrl: "https://shop.example/" + what,
+		}, e.c.customer))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	_ = os.Remove("/tmp/pwned-by-plugin")
+	for _, what := range []string{"read", "exec", "require", "dofile", "load", "loop", "recurse", "memory", "garbage", "wrong_types"} {
+		start := time.Now()
+		_, err := create(what)
+		took := time.Since(start)
+		require.Equal(t, connect.CodeInternal, connect.CodeOf(err), "%s: %v", what, err)
+		require.NotContains(t, err.Error(), "root:", "%s leaked a file", what)
+		require.Less(t, took, 15*time.Second, "%s is stopped by the plugin's budget", what)
+		t.Logf("%s: %v after %s", what, err, took.Round(time.Millisecond))
+	}
+	_, statErr := os.Stat("/tmp/pwned-by-plugin")
+	require.True(t, os.IsNotExist(statErr), "the plugin ran a command")
+
+	// The plugin and the service still work.
+	res, err := create("fine")
+	require.NoError(t, err)
+	require.Equal(t, "https://pay.example/ok", res.GetPaymentUrl())
+	require.Equal(t, "pending", e.createPayment(t, e.order(t)).GetPayment().GetStatus())
+	requireLedgerClean(t, e)
+}
+
+// logSink is a log sink safe for the app's goroutines.
+type logSink struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *logSink) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *logSink) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// No secret — passwords, the JWT secret, session cookies, access tokens,
+// API keys, a gateway's merchant key, the SMTP password, a webhook secret —
+// appears in any log line or in any error a caller receives, even when the
+// calls that carry them fail.
+func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
+	t.Parallel()
+	const (
+		merchantKey   = "merchant-key-Zq8sV1xK"
+		smtpPassword  = "smtp-password-Yt7wQ2"
+		webhookSecret = "webhook-secret-Hd9e3Lq0pX"
+		customerPass  = "customer-password-Kv5rT8"
+	)
+	logs := &logSink{}
+	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
+	require.NoError(t, fake.Start())
+	t.Cleanup(fake.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Plugins.Dir = pluginDir(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(cfg.Plugins.Dir, "notifier"), 0o755))
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(cfg.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+	cfg.Server.PublicURL = "http://" + ln.Addr().String()
+	cfg.Log.Level = "debug"
+	cfg.Notify.SMTP = config.NotifySMTP{Host: "127.0.0.1", Port: closedPort(t), From: "billing@example.com", TLSPolicy: "none",
+		Auth: "plain", Username: "billing", Password: smtpPassword, Timeout: time.Second}
+	cfg.Notify.RetryBase, cfg.Notify.RetryMax, cfg.Notify.PollInterval = 100*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: "http://127.0.0.1:" + fmt.Sprint(closedPort(t)) + "/hook", Secret: webhookSecret}}
+	cfg.Events.PollInterval = 100 * time.Millisecond
+	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	a, err := app.New(context.Background(), cfg, log)
+	require.NoError(t, err)
+	serveCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(serveCtx, ln) }()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		require.NoError(t, <-done)
+		a.Close()
+	})
+	r := &running{app: a, baseURL: "http://" + ln.Addr().String()}
+	c := login(t, r)
+	e := &payEnv{r: r, c: c, fake: fake}
+	e.payments, e.orders, e.admin = paymentClients(r.baseURL)
+	ctx := context.Background()
+	var errs []string
+	note := func(err error) {
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+
+	// A customer with a password of their own, logging in right and wrong.
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
+	reg, err := ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{Email: "carol@example.com", Password: customerPass, Name: "Carol"}))
+	require.NoError(t, err)
+	_, err = ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "carol@example.com", Password: customerPass + "x"}))
+	note(err)
+	_, err = ids.AdminLogin(ctx, connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: "bootstrap-password-wrong"}))
+	note(err)
+	key, err := ids.CreateApiKey(ctx, with(&identitypb.CreateApiKeyRequest{Name: "ci"}, c.customer))
+	require.NoError(t, err)
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(key.Msg.GetKey()[:len(key.Msg.GetKey())-2]+"zz")))
+	note(err)
+
+	// A gateway with a merchant key: payments created, paid, notified,
+	// refunded; then the gateway fails and its errors are logged.
+	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "epay", DisplayName: "Alipay",
+		Config: mustStruct(t, map[string]any{"api_url": fake.URL() + "/", "pid": "2002", "key": merchantKey}),
+	}, c.admin))
+	require.NoError(t, err)
+	e.epayGW = gw.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: e.epayGW}, c.admin))
+	require.NoError(t, err)
+	got, err := e.admin.GetGatewayInterface(ctx, with(&gatewaypb.GetGatewayInterfaceRequest{Id: e.epayGW}, c.admin))
+	require.NoError(t, err)
+	require.NotContains(t, got.Msg.String(), merchantKey, "the config's secret is write-only")
+	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS", Price: "12.30", Currency: "CNY"}, c.admin))
+	require.NoError(t, err)
+	e.product = prod.Msg.GetProduct().GetId()
+	pay := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	require.NoError(t, fake.Pay(pay))
+	e.waitSettled(t, pay)
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: pay, Amount: "1.00"}, c.admin))
+	require.NoError(t, err)
+	fake.InjectFault(epay.Fault{Status: 500})
+	_, err = e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+		OrderId: e.order(t), GatewayInterfaceId: e.epayGW, ReturnUrl: "https://shop.example/done",
+	}, c.customer))
+	note(err)
+	_, err = e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: pay}, c.admin))
+	note(err)
+	fake.ClearFaults()
+	// Notifications fail against the closed SMTP and webhook ports.
+	require.Eventually(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM notifications WHERE attempts >= 1 AND last_error <> ''`) >= 2
+	}, 20*time.Second, 100*time.Millisecond)
+
+	cookieValue := ""
+	h := http.Header{}
+	c.admin(h)
+	cookieValue = strings.TrimPrefix(h.Get("Cookie"), "paymentd_session=")
+	secrets := map[string]string{
+		"customer password":  customerPass,
+		"bootstrap password": "bootstrap-password",
+		"JWT secret":         cfg.JWT.Secret,
+		"merchant key":       merchantKey,
+		"SMTP password":      smtpPassword,
+		"webhook secret":     webhookSecret,
+		"API key":            key.Msg.GetKey(),
+		"API key secret":     key.Msg.GetKey()[36:],
+		"session cookie":     cookieValue,
+		"access token":       reg.Msg.GetAccessToken(),
+		"token signature":    reg.Msg.GetAccessToken()[strings.LastIndex(reg.Msg.GetAccessToken(), ".")+1:],
+	}
+	captured := logs.String()
+	require.Contains(t, captured, "gateway plugin epay", "the failures were logged")
+	for name, s := range secrets {
+		require.NotEmpty(t, s, name)
+		require.NotContains(t, captured, s, "the %s is in the logs", name)
+		for _, msg := range errs {
+			require.NotContains(t, msg, s, "the %s is in an error message", name)
+		}
+	}
+	var stored int
+	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, merchantKey).Scan(&stored))
+	require.Zero(t, stored, "the merchant key is not in the audit log")
+}
+
+func closedPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	return port
+}
+
+func paymentClients(base string) (paymentpbconnect.PaymentServiceClient, orderpbconnect.OrderServiceClient, gatewaypbconnect.GatewayAdminServiceClient) {
+	return paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, base),
+		orderpbconnect.NewOrderServiceClient(http.DefaultClient, base),
+		gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, base)
+}

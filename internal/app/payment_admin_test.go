@@ -1,0 +1,144 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+)
+
+func TestPaymentAdminServiceShowsRefundsAndTheirAuditEntriesToAdminsOnly(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	client := paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)
+
+	// A settled 12.30 payment refunded in two steps: 5.00, then the rest.
+	orderID := e.order(t)
+	id := e.createPayment(t, orderID).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(id))
+	e.waitSettled(t, id)
+	for _, amount := range []string{"5.00", ""} {
+		_, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: amount}, e.c.admin))
+		require.NoError(t, err)
+	}
+
+	listRefunds := func(paymentID string, cr credential) (*paymentpb.ListRefundsResponse, error) {
+		res, err := client.ListRefunds(ctx, with(&paymentpb.ListRefundsRequest{PaymentId: paymentID}, cr))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	listAudit := func(entityType, entityID string, page *paymentpb.PageRequest, cr credential) (*paymentpb.ListAuditEntriesResponse, error) {
+		res, err := client.ListAuditEntries(ctx, with(&paymentpb.ListAuditEntriesRequest{EntityType: entityType, EntityId: entityID, Pagination: page}, cr))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+
+	t.Run("OnlyAdminsMayCall", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			cr   credential
+			want connect.Code
+		}{
+			{"anonymous", nobody, connect.CodeUnauthenticated},
+			{"customer", e.c.customer, connect.CodePermissionDenied},
+			{"api key", e.c.key, connect.CodePermissionDenied},
+		} {
+			_, err := listRefunds(id, tc.cr)
+			require.Equal(t, tc.want, connect.CodeOf(err), "ListRefunds as %s: %v", tc.name, err)
+			_, err = listAudit("payment", id, &paymentpb.PageRequest{}, tc.cr)
+			require.Equal(t, tc.want, connect.CodeOf(err), "ListAuditEntries as %s: %v", tc.name, err)
+		}
+	})
+
+	t.Run("RefundsNewestFirst", func(t *testing.T) {
+		res, err := listRefunds(id, e.c.admin)
+		require.NoError(t, err)
+		require.Len(t, res.GetRefunds(), 2)
+		rest, first := res.GetRefunds()[0], res.GetRefunds()[1]
+		require.Equal(t, "7.30", rest.GetAmount())
+		require.Equal(t, "5.00", first.GetAmount())
+		for _, r := range res.GetRefunds() {
+			require.Equal(t, id, r.GetPaymentId())
+			require.Equal(t, "succeeded", r.GetStatus())
+			require.NotEmpty(t, r.GetRequestedBy(), "an admin asked for it")
+			require.NotEmpty(t, r.GetCreatedAt())
+			require.NotEmpty(t, r.GetUpdatedAt())
+			require.NoError(t, uuid.Validate(r.GetId()))
+		}
+		require.GreaterOrEqual(t, rest.GetCreatedAt(), first.GetCreatedAt())
+	})
+
+	t.Run("RefundAuditEntriesOfThePaymentAndTheRefund", func(t *testing.T) {
+		res, err := listAudit("payment", id, &paymentpb.PageRequest{}, e.c.admin)
+		require.NoError(t, err)
+		var refunds []*paymentpb.AuditEntry
+		for _, a := range res.GetEntries() {
+			require.Equal(t, "payment", a.GetEntityType())
+			require.Equal(t, id, a.GetEntityId())
+			if a.GetAction() == "payment.refund" {
+				refunds = append(refunds, a)
+			}
+		}
+		require.Len(t, refunds, 2)
+		// Newest first: the full refund left the payment refunded.
+		last := refunds[0]
+		require.Equal(t, "admin", last.GetActorKind())
+		require.NotEmpty(t, last.GetActorId())
+		var after map[string]any
+		require.NoError(t, json.Unmarshal([]byte(last.GetAfter()), &after))
+		require.True(t, json.Valid([]byte(last.GetBefore())))
+		require.Equal(t, res.GetEntries()[0].GetId(), last.GetId(), "the last refund is the payment's newest entry")
+		require.Equal(t, uint64(len(res.GetEntries())), res.GetMeta().GetTotal())
+		require.Equal(t, uint32(20), res.GetMeta().GetPageSize())
+
+		// A page of one is the newest entry; the refund rows have their own.
+		one, err := listAudit("payment", id, &paymentpb.PageRequest{Page: 1, PageSize: 1}, e.c.admin)
+		require.NoError(t, err)
+		require.Len(t, one.GetEntries(), 1)
+		require.Equal(t, last.GetId(), one.GetEntries()[0].GetId())
+		require.Equal(t, res.GetMeta().GetTotal(), uint64(one.GetMeta().GetTotalPages()))
+
+		refundRows, err := listRefunds(id, e.c.admin)
+		require.NoError(t, err)
+		ref, err := listAudit("refund", refundRows.GetRefunds()[0].GetId(), &paymentpb.PageRequest{}, e.c.admin)
+		require.NoError(t, err)
+		var actions []string
+		for _, a := range ref.GetEntries() {
+			actions = append(actions, a.GetAction())
+		}
+		require.Equal(t, []string{"refund.succeed", "refund.request"}, actions)
+
+		// The order's trail holds its refund too.
+		ord, err := listAudit("order", orderID, &paymentpb.PageRequest{}, e.c.admin)
+		require.NoError(t, err)
+		require.NotEmpty(t, ord.GetEntries())
+	})
+
+	t.Run("BadRequests", func(t *testing.T) {
+		_, err := listRefunds(uuid.NewString(), e.c.admin)
+		require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+		_, err = listRefunds("not-a-uuid", e.c.admin)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		_, err = listAudit("Payment; drop", id, &paymentpb.PageRequest{}, e.c.admin)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		_, err = listAudit("payment", id, nil, e.c.admin)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		_, err = listAudit("payment", id, &paymentpb.PageRequest{PageSize: 101}, e.c.admin)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		empty, err := listAudit("payment", uuid.NewString(), &paymentpb.PageRequest{}, e.c.admin)
+		require.NoError(t, err)
+		require.Empty(t, empty.GetEntries())
+	})
+}

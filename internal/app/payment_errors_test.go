@@ -1,0 +1,111 @@
+package app_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/testfixture"
+)
+
+// Every row of the spec's error table (Errors), provoked over the wire
+// through the whole stack: real plugins, the fake epay gateway, real
+// credentials.
+func TestSpecErrorTableOverTheWire(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+
+	// A payment paid at the gateway and settled by its notify.
+	settledOrder := e.order(t)
+	settled := e.createPayment(t, settledOrder).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(settled))
+	e.waitSettled(t, settled)
+	fo, _ := e.fake.Order(settled)
+	// A pending one, and one the gateway never heard of.
+	pending := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	gw := uuid.MustParse(e.epayGW)
+	unknownAtGateway := testfixture.InsertPayment(t, pool, testfixture.Payment{Customer: e.c.customerID, Gateway: gw, Amount: "5.00"}).String()
+	missing := uuid.NewString()
+
+	create := func(orderID string, cr credential) error {
+		_, err := e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+			OrderId: orderID, GatewayInterfaceId: e.epayGW, ReturnUrl: "https://shop.example/done",
+		}, cr))
+		return err
+	}
+	get := func(id string, cr credential) error {
+		_, err := e.payments.GetPayment(ctx, with(&paymentpb.GetPaymentRequest{Id: id}, cr))
+		return err
+	}
+	query := func(id string, cr credential) error {
+		_, err := e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: id}, cr))
+		return err
+	}
+	refund := func(id, amount string, cr credential) error {
+		_, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: amount}, cr))
+		return err
+	}
+
+	rows := []struct {
+		op, condition string
+		want          connect.Code
+		call          func() error
+	}{
+		{"CreatePayment", "order does not exist", connect.CodeInvalidArgument, func() error { return create(missing, e.c.customer) }},
+		{"CreatePayment", "order already paid", connect.CodeInvalidArgument, func() error { return create(settledOrder, e.c.customer) }},
+		{"CreatePayment", "gateway plugin execution failed", connect.CodeInternal, func() error {
+			e.fake.InjectFault(epay.Fault{Path: "/mapi.php", Status: http.StatusBadRequest, Times: 1})
+			return create(e.order(t), e.c.customer)
+		}},
+		{"CreatePayment", "caller not logged in", connect.CodeUnauthenticated, func() error { return create(e.order(t), nobody) }},
+
+		{"GetPayment", "payment does not exist", connect.CodeNotFound, func() error { return get(missing, e.c.admin) }},
+		{"GetPayment", "customer reads another user's payment", connect.CodePermissionDenied, func() error { return get(settled, e.c.other) }},
+
+		{"QueryPaymentStatus", "payment does not exist", connect.CodeNotFound, func() error { return query(missing, e.c.admin) }},
+		{"QueryPaymentStatus", "gateway query failed", connect.CodeInternal, func() error { return query(unknownAtGateway, e.c.admin) }},
+		{"QueryPaymentStatus", "caller is not admin", connect.CodePermissionDenied, func() error { return query(pending, e.c.customer) }},
+
+		{"HandleCallback", "signature verification failed", connect.CodeInvalidArgument, func() error {
+			return e.callback(strings.Replace(signedNotify(pending, "T1", "12.30"), "money=12.30", "money=0.01", 1))
+		}},
+		{"HandleCallback", "order number does not match", connect.CodeInvalidArgument, func() error {
+			return e.callback(signedNotify(settled, "ANOTHER-GATEWAY-ORDER", "12.30"))
+		}},
+		{"HandleCallback", "payment does not exist", connect.CodeNotFound, func() error {
+			return e.callback(signedNotify(missing, "T1", "12.30"))
+		}},
+		{"HandleCallback", "duplicate callback", connect.CodeAlreadyExists, func() error {
+			return e.callback(signedNotify(settled, fo.TradeNo, fo.Money))
+		}},
+
+		{"RefundPayment", "payment does not exist", connect.CodeNotFound, func() error { return refund(missing, "", e.c.admin) }},
+		{"RefundPayment", "amount exceeds the payment amount", connect.CodeInvalidArgument, func() error { return refund(settled, "12.31", e.c.admin) }},
+		{"RefundPayment", "status does not allow a refund", connect.CodeInvalidArgument, func() error { return refund(pending, "", e.c.admin) }},
+		{"RefundPayment", "gateway refund failed", connect.CodeInternal, func() error {
+			e.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadRequest, Times: 1})
+			return refund(settled, "1.00", e.c.admin)
+		}},
+		{"RefundPayment", "caller is not admin", connect.CodePermissionDenied, func() error { return refund(settled, "", e.c.customer) }},
+	}
+	for _, row := range rows {
+		err := row.call()
+		require.Equal(t, row.want, connect.CodeOf(err), "%s / %s: %v", row.op, row.condition, err)
+	}
+
+	// Nothing the refusals touched moved money.
+	require.Equal(t, "success", e.getPayment(t, settled).GetStatus())
+	require.Equal(t, "0.00", e.getPayment(t, settled).GetRefundedAmount())
+	require.Equal(t, "pending", e.getPayment(t, pending).GetStatus())
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM refunds WHERE status = 'failed'`))
+	testfixture.CheckMoneyInvariants(t, pool)
+}

@@ -1,0 +1,167 @@
+package app_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+// payEnv is a running paymentd whose [server].public_url is its own
+// address, with the shipped gateway plugins, an enabled epay interface
+// talking to a fake epay gateway, a product, and logged-in callers.
+type payEnv struct {
+	r        *running
+	c        callers
+	fake     *epay.Server
+	epayGW   string
+	product  string
+	payments paymentpbconnect.PaymentServiceClient
+	orders   orderpbconnect.OrderServiceClient
+	admin    gatewaypbconnect.GatewayAdminServiceClient
+}
+
+// startOn is start with a listener chosen by the caller.
+func startOn(t *testing.T, cfg config.Config, ln net.Listener) *running {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg, logger(t))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		cancel()
+		require.NoError(t, <-done)
+		a.Close()
+	})
+	return &running{app: a, baseURL: "http://" + ln.Addr().String()}
+}
+
+func startPayments(t *testing.T, mutate ...func(*config.Config)) *payEnv {
+	t.Helper()
+	fake := epay.New(epay.Options{NotifyScale: 0.0001})
+	require.NoError(t, fake.Start())
+	t.Cleanup(fake.Close)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Plugins.Dir = pluginDir(t)
+	cfg.Server.PublicURL = "http://" + ln.Addr().String()
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	r := startOn(t, cfg, ln)
+	e := &payEnv{
+		r: r, c: login(t, r), fake: fake,
+		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
+		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
+		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),
+	}
+	ctx := context.Background()
+	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "epay", DisplayName: "Alipay",
+		Config: mustStruct(t, map[string]any{"api_url": fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	e.epayGW = gw.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: e.epayGW}, e.c.admin))
+	require.NoError(t, err)
+	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS 1个月", Price: "12.30", Currency: "CNY"}, e.c.admin))
+	require.NoError(t, err)
+	e.product = prod.Msg.GetProduct().GetId()
+	return e
+}
+
+// order places a pending order of the product as alice.
+func (e *payEnv) order(t *testing.T) string {
+	t.Helper()
+	o, err := e.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: e.product}, e.c.customer))
+	require.NoError(t, err)
+	return o.Msg.GetOrder().GetId()
+}
+
+// createPayment pays an order through the epay interface as alice.
+func (e *payEnv) createPayment(t *testing.T, orderID string) *paymentpb.CreatePaymentResponse {
+	t.Helper()
+	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
+		OrderId: orderID, GatewayInterfaceId: e.epayGW, ReturnUrl: "https://shop.example/done",
+	}, e.c.customer))
+	require.NoError(t, err)
+	return res.Msg
+}
+
+func (e *payEnv) getPayment(t *testing.T, id string) *paymentpb.PaymentRecord {
+	t.Helper()
+	res, err := e.payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	return res.Msg.GetPayment()
+}
+
+func (e *payEnv) orderStatus(t *testing.T, id string) string {
+	t.Helper()
+	o, err := e.orders.GetOrder(context.Background(), with(&orderpb.GetOrderRequest{Id: id}, e.c.customer))
+	require.NoError(t, err)
+	return o.Msg.GetOrder().GetStatus()
+}
+
+// waitOrderStatus waits for the order to reach status (the event worker
+// moves a paid order on asynchronously).
+func (e *payEnv) waitOrderStatus(t *testing.T, id, status string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return e.orderStatus(t, id) == status }, 10*time.Second, 20*time.Millisecond,
+		"order %s never reached %s (now %s)", id, status, e.orderStatus(t, id))
+}
+
+func (e *payEnv) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
+	return n
+}
+
+// waitSettled waits until a payment is success.
+func (e *payEnv) waitSettled(t *testing.T, id string) *paymentpb.PaymentRecord {
+	t.Helper()
+	require.Eventually(t, func() bool { return e.getPayment(t, id).GetStatus() == "success" }, 15*time.Second, 20*time.Millisecond)
+	return e.getPayment(t, id)
+}
+
+// signedNotify is an epay notification signed with the merchant key.
+func signedNotify(paymentID, tradeNo, money string) string {
+	v := url.Values{}
+	v.Set("pid", epay.DefaultPID)
+	v.Set("trade_no", tradeNo)
+	v.Set("out_trade_no", paymentID)
+	v.Set("type", "alipay")
+	v.Set("name", "VPS")
+	v.Set("money", money)
+	v.Set("trade_status", "TRADE_SUCCESS")
+	v.Set("sign", epay.Sign(v, epay.DefaultKey))
+	v.Set("sign_type", "MD5")
+	return v.Encode()
+}
+
+func (e *payEnv) callback(payload string) error {
+	_, err := e.payments.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: e.epayGW, Payload: payload,
+	}))
+	return err
+}

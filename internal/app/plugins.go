@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
+
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
+	"github.com/rustbill/paymentd/gen/billing/integration/integrationpbconnect"
+	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/integration"
+	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/server"
+)
+
+// pluginHTTP adapts the outbound client to the plugin runtime's HTTPDoer.
+// The runtime does not import the client (it sits above it); errors pass
+// unchanged, so errors.Is(err, outbound.ErrCircuitOpen) still holds for a
+// plugin call that failed on an open circuit.
+func pluginHTTP(c *outbound.Client) plugin.HTTPDoer {
+	return plugin.HTTPDoerFunc(func(r *http.Request, idempotent bool) (*plugin.Response, error) {
+		resp, err := c.Do(r, idempotent)
+		if err != nil {
+			return nil, err
+		}
+		return &plugin.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
+	})
+}
+
+// startPlugins builds the process's one outbound client, the plugin runtime
+// whose HTTP goes through it, and the plugin registry, and starts the
+// scanner (a first scan now, then every [plugins].scan_interval).
+func (a *App) startPlugins(ctx context.Context) error {
+	oo := outbound.Options{
+		Logger:           a.log,
+		FailureThreshold: a.cfg.Outbound.FailureThreshold,
+		Cooldown:         a.cfg.Outbound.Cooldown,
+		Attempts:         a.cfg.Outbound.Attempts,
+		Timeout:          a.cfg.Outbound.Timeout,
+	}
+	if a.tel.tracing.Enabled() {
+		oo.Tracer, oo.Propagator = a.tel.tracing.Tracer(), a.tel.tracing.Propagator()
+	}
+	a.outbound = outbound.New(oo)
+	rt := plugin.NewRuntime(plugin.Options{
+		HTTP:   pluginHTTP(a.outbound),
+		Logger: a.log.With("component", "plugin"),
+		Now:    a.opts.clock,
+	})
+	a.registry = gateway.NewRegistry(gateway.RegistryOptions{
+		DB:           a.pool,
+		Dir:          a.cfg.Plugins.Dir,
+		ScanInterval: a.cfg.Plugins.ScanInterval,
+		Runtime:      rt,
+		Clock:        a.opts.clock,
+		Logger:       a.log,
+		Observer:     a.tel.observer,
+	})
+	return a.registry.Start(ctx)
+}
+
+// stopPlugins stops the scanner and drops the client's idle connections.
+func (a *App) stopPlugins() {
+	if a.registry != nil {
+		a.registry.Stop()
+	}
+	if a.outbound != nil {
+		a.outbound.CloseIdleConnections()
+	}
+}
+
+// gatewayServices mounts GatewayAdminService, PaymentMethodService and
+// IntegrationService. ConfirmBankTransfer goes to the payment domain when
+// it offers it (pay implements gateway.BankTransferConfirmer).
+func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Service {
+	svc := gateway.NewService(a.pool, a.registry, a.opts.clock, a.log)
+	confirm, _ := pay.(gateway.BankTransferConfirmer)
+	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm, a.log), opts...)
+	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, a.log), opts...)
+	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound, a.log), opts...)
+	return []server.Service{
+		{Name: gatewaypbconnect.GatewayAdminServiceName, Path: adminPath, Handler: adminHandler},
+		{Name: gatewaypbconnect.PaymentMethodServiceName, Path: methodsPath, Handler: methodsHandler},
+		{Name: integrationpbconnect.IntegrationServiceName, Path: integrationPath, Handler: integrationHandler},
+	}
+}
+
+// Gateways looks gateway interfaces up for the payment domain: the plugin
+// registry (one read of the interface row, the plugin from memory).
+func (a *App) Gateways() payment.Gateways { return a.registry }
+
+// Outbound is the process's one HTTP client (gateways, providers,
+// notifiers), with a circuit breaker per downstream host.
+func (a *App) Outbound() *outbound.Client { return a.outbound }

@@ -1,0 +1,189 @@
+package clustertest_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/rustbill/paymentd/internal/clustertest"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	code := testdb.Main(m).Run()
+	clustertest.RemoveBuilt()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// bundle is a started cluster with its world.
+type bundle struct {
+	c    *clustertest.Cluster
+	w    *clustertest.World
+	fake *epay.Server
+}
+
+// setup builds the binary, starts a fake gateway and nodes paymentd
+// processes on one empty database, and sets up the world. On failure the
+// nodes' last log lines are printed.
+func setup(t *testing.T, nodes int, dbURL string, env ...string) *bundle {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := clustertest.Build(ctx)
+	require.NoError(t, err)
+	if dbURL == "" {
+		dbURL = testdb.EmptyURL(t)
+	}
+	fake := epay.New(epay.Options{NotifyScale: 0.01})
+	require.NoError(t, fake.Start())
+	t.Cleanup(fake.Close)
+	c, err := clustertest.Start(ctx, clustertest.Options{
+		Binary: bin, Nodes: nodes, DatabaseURL: dbURL, Dir: t.TempDir(), Env: env, Logf: t.Logf,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Tails(60))
+		}
+		require.NoError(t, c.Close())
+	})
+	w, err := clustertest.Setup(ctx, c, fake)
+	require.NoError(t, err)
+	t.Cleanup(w.Close)
+	return &bundle{c: c, w: w, fake: fake}
+}
+
+// requireClean settles the run and checks it: nothing lost, nothing
+// doubled, a clean ledger.
+func (b *bundle) requireClean(t *testing.T, settle time.Duration) clustertest.Result {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, b.w.Settle(ctx, settle))
+	res, err := b.w.Check(ctx)
+	require.NoError(t, err)
+	t.Log(res.String())
+	require.True(t, res.OK(), "%s", res)
+	require.Zero(t, res.Lost)
+	require.Zero(t, res.Doubled)
+	return res
+}
+
+func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 3, "")
+	ctx := context.Background()
+
+	// Migrations ran exactly once: all nine applied by one instance, the
+	// others waited for the migration role and found nothing to do.
+	var applied, distinct int
+	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT version_id) FROM goose_db_version WHERE version_id > 0`).Scan(&applied, &distinct))
+	require.Equal(t, 9, applied)
+	require.Equal(t, 9, distinct)
+	var migrators int
+	total := 0
+	for _, n := range b.c.Nodes {
+		if m := n.Logged("migration applied"); m > 0 {
+			migrators++
+			total += m
+		}
+	}
+	require.Equal(t, 1, migrators, "one instance applied the migrations")
+	require.Equal(t, 9, total)
+
+	// One leader per role, and it is one of ours.
+	worker, err := b.c.WaitLeader(ctx, "event_worker", nil)
+	require.NoError(t, err)
+	_, err = b.c.WaitLeader(ctx, "billing", nil)
+	require.NoError(t, err)
+
+	// Load on every node: orders, payments, duplicate and hostile callbacks.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
+	go func() {
+		defer close(loadDone)
+		b.w.Run(loadCtx, clustertest.LoadOptions{Workers: 4, Duplicates: 0.7, Hostile: 0.3})
+	}()
+	defer func() { stopLoad(); <-loadDone }()
+
+	// Sample the lease table while the load runs: one row per role (its
+	// key), held by one of the nodes, and how long a role went unheld.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan map[string]time.Duration, 1)
+	go func() {
+		gaps, unheldSince := map[string]time.Duration{}, map[string]time.Time{}
+		for sampleCtx.Err() == nil {
+			leases, err := b.c.Leases(sampleCtx)
+			now := time.Now()
+			for _, role := range []string{"event_worker", "billing"} {
+				l, ok := leases[role]
+				held := err == nil && ok && l.Valid && b.c.NodeOf(l.Holder) != nil
+				switch {
+				case held:
+					if since, was := unheldSince[role]; was {
+						gaps[role] = max(gaps[role], now.Sub(since))
+						delete(unheldSince, role)
+					}
+				case err == nil:
+					if _, was := unheldSince[role]; !was {
+						unheldSince[role] = now
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		sampled <- gaps
+	}()
+	time.Sleep(3 * time.Second)
+
+	// Crash the event_worker leader mid-load: no resignation, no handed
+	// back events. Another instance must take over within one TTL of the
+	// last renewal (the lease's remaining time at the kill), plus a renew
+	// interval for the follower to notice.
+	leases, err := b.c.Leases(ctx)
+	require.NoError(t, err)
+	remaining := leases["event_worker"].ExpiresIn
+	killedAt, err := worker.Kill()
+	require.NoError(t, err)
+	next, err := b.c.WaitLeader(ctx, "event_worker", worker)
+	require.NoError(t, err)
+	takeover := time.Since(killedAt)
+	ttl := 3 * time.Second
+	t.Logf("event_worker: %s killed with %s of its lease left; %s took over after %s", worker.Name, remaining.Round(time.Millisecond), next.Name, takeover.Round(time.Millisecond))
+	require.Less(t, takeover, ttl+ttl/4+time.Second, "takeover within one TTL")
+
+	// Keep the load on the two survivors for a while, then stop it.
+	time.Sleep(4 * time.Second)
+	stopLoad()
+	<-loadDone
+	stopSampling()
+	gaps := <-sampled
+	t.Logf("longest time a role had no valid lease: %v", gaps)
+	require.Less(t, gaps["billing"], time.Second, "the billing leader was not killed: its role never lapsed")
+
+	// Every paid order has exactly one order_paid event, every event is done
+	// or visibly failed, no order provisioned twice, nothing lost or doubled.
+	res := b.requireClean(t, 60*time.Second)
+	require.Greater(t, res.Ledger.Totals.SettledPayments, int64(10), "the load did something")
+	var paidOrders, orderPaid, active int
+	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM orders WHERE paid_at IS NOT NULL),
+		(SELECT count(*) FROM events WHERE event_type = 'order_paid'),
+		(SELECT count(*) FROM orders WHERE status = 'active')`).Scan(&paidOrders, &orderPaid, &active))
+	require.Equal(t, paidOrders, orderPaid)
+	require.Equal(t, paidOrders, active)
+
+	// At no moment did two instances act as leader of a role.
+	require.NoError(t, b.c.CheckLeadership("event_worker"))
+	require.NoError(t, b.c.CheckLeadership("billing"))
+}

@@ -1,0 +1,95 @@
+package testfixture
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// moneyColumns are every money column of the schema (spec, PaymentRecord
+// rule 1, plus refunds).
+var moneyColumns = []struct{ table, column string }{
+	{"products", "price"},
+	{"orders", "total_amount"},
+	{"invoices", "amount"},
+	{"invoices", "paid_amount"},
+	{"payments", "amount"},
+	{"payments", "refunded_amount"},
+	{"refunds", "amount"},
+	{"customers", "balance"},
+	{"customers", "credit_limit"},
+	{"balance_transactions", "amount"},
+	{"balance_transactions", "balance_before"},
+	{"balance_transactions", "balance_after"},
+}
+
+// violations runs a query that lists rows breaking a rule, one text per
+// row, and fails the test naming the rule and the rows.
+func violations(t testing.TB, db store.DB, rule, sql string) {
+	t.Helper()
+	rows, err := db.Query(context.Background(), sql)
+	require.NoError(t, err, rule)
+	defer rows.Close()
+	var bad []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		bad = append(bad, s)
+	}
+	require.NoError(t, rows.Err(), rule)
+	require.Empty(t, bad, "money invariant broken: %s", rule)
+}
+
+// CheckMoneyInvariants checks, over the whole database, that no money was
+// created, lost or rounded away:
+//
+//   - no amount has more than two decimals;
+//   - every balance transaction has balance_after = balance_before + amount;
+//   - per payment, the succeeded refunds sum to refunded_amount, and the
+//     succeeded and pending ones together never exceed the amount;
+//   - a payment is refunded exactly when refunded_amount = amount, and has
+//     paid_at exactly when it was paid;
+//   - an invoice's paid_amount is the sum of its settled payments, never
+//     above its amount;
+//   - no order has more than one order_paid event, and a paid order's
+//     settled payments (without invoice) cover its total exactly once.
+func CheckMoneyInvariants(t testing.TB, db store.DB) {
+	t.Helper()
+	for _, c := range moneyColumns {
+		violations(t, db, c.table+"."+c.column+" has at most two decimals",
+			`SELECT id::text || ': ' || `+c.column+`::text FROM `+c.table+
+				` WHERE `+c.column+` <> round(`+c.column+`, 2) OR scale(`+c.column+`) > 2`)
+	}
+	violations(t, db, "balance_after = balance_before + amount",
+		`SELECT id::text FROM balance_transactions WHERE balance_after <> balance_before + amount`)
+	violations(t, db, "succeeded refunds = refunded_amount <= amount",
+		`SELECT p.id::text || ': refunded ' || p.refunded_amount::text || ', succeeded ' || coalesce(r.ok, 0)::text
+		   || ', reserved ' || coalesce(r.reserved, 0)::text || ' of ' || p.amount::text
+		 FROM payments p
+		 LEFT JOIN (SELECT payment_id,
+		                   sum(amount) FILTER (WHERE status = 'succeeded') AS ok,
+		                   sum(amount) FILTER (WHERE status IN ('succeeded', 'pending')) AS reserved
+		            FROM refunds GROUP BY payment_id) r ON r.payment_id = p.id
+		 WHERE coalesce(r.ok, 0) <> p.refunded_amount
+		    OR coalesce(r.ok, 0) > p.amount
+		    OR coalesce(r.reserved, 0) > p.amount`)
+	violations(t, db, "status refunded exactly when refunded_amount = amount; paid_at exactly when paid",
+		`SELECT id::text FROM payments
+		 WHERE (status = 'refunded') <> (refunded_amount = amount)
+		    OR (status IN ('success', 'refunded')) <> (paid_at IS NOT NULL)`)
+	violations(t, db, "invoice paid_amount = sum of its settled payments",
+		`SELECT i.id::text || ': paid ' || i.paid_amount::text || ', payments ' || coalesce(s.total, 0)::text
+		 FROM invoices i
+		 LEFT JOIN (SELECT invoice_id, sum(amount) AS total FROM payments
+		            WHERE status IN ('success', 'refunded') GROUP BY invoice_id) s ON s.invoice_id = i.id
+		 WHERE i.paid_amount <> coalesce(s.total, 0) OR i.paid_amount > i.amount`)
+	violations(t, db, "at most one order_paid event per order",
+		`SELECT order_id::text FROM events WHERE event_type = 'order_paid' GROUP BY order_id HAVING count(*) > 1`)
+	violations(t, db, "an order is paid by at most one settled payment of its own",
+		`SELECT order_id::text FROM payments
+		 WHERE invoice_id IS NULL AND order_id IS NOT NULL AND status IN ('success', 'refunded')
+		 GROUP BY order_id HAVING count(*) > 1`)
+}
