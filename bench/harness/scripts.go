@@ -1,0 +1,84 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The ceilings' pgbench scripts. pgbench runs them with prepared
+// statements (-M prepared), as pgx runs the service's, 8 clients.
+//
+// callbackScript is the SQL paymentd sends for one HandleCallback that
+// settles a pending payment of an order (internal/payment.settle, the
+// queries of sql/queries/payment_flow.sql, payments.sql, orders.sql,
+// audit_log.sql and events.sql), statement for statement and round trip for
+// round trip: the gateway interface and the payment read outside the
+// transaction, then the order and the payment locked, the gateway id
+// checked free, the conditional update, its audit row, the order paid, its
+// audit row, the order's other pending payments failed, order_paid queued,
+// commit. `SELECT *` and `RETURNING *` stand for sqlc's column lists (the
+// same columns). Each client settles its own pending payments: row
+// n = base + client_id + (k − 1)·nclients, the k-th transaction of the
+// client. Keep it in step with settle: a change of the callback's SQL is a
+// change of its ceiling (docs/performance.md).
+var callbackScript = strings.NewReplacer(
+	"{oid}", sqlID(kindOrder, ":n::bigint"),
+	"{pid}", sqlID(kindPayment, ":n::bigint"),
+).Replace(`
+\set k :k + 1
+\set n :base + :client_id + (:k - 1) * :nclients
+SELECT * FROM gateway_interfaces WHERE id = :gw::uuid;
+SELECT * FROM payments WHERE id = {pid};
+BEGIN;
+SELECT * FROM orders WHERE id = {oid} FOR UPDATE;
+SELECT * FROM payments WHERE id = {pid} FOR UPDATE;
+SELECT id FROM payments WHERE gateway_interface_id = :gw::uuid AND gateway_payment_id = 'PGB' || :n AND gateway_payment_id <> '' AND id <> {pid} LIMIT 1;
+UPDATE payments SET status = 'success', gateway_payment_id = 'PGB' || :n, gateway_tx_id = 'PGB' || :n, paid_at = now(), next_reconcile_at = NULL, updated_at = now() WHERE id = {pid} AND status = 'pending' RETURNING *;
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'payment.success', 'payment', {pid}::text, :paybefore, :payafter, :reqid, now());
+UPDATE orders SET status = 'paid', paid_at = coalesce(now(), paid_at), updated_at = now() WHERE id = {oid} AND status = 'pending' RETURNING *;
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'order.paid', 'order', {oid}::text, :orderbefore, :orderafter, :reqid, now());
+UPDATE payments SET status = 'failed', failure_reason = 'order paid by payment ' || {pid}::text, next_reconcile_at = NULL, updated_at = now() WHERE order_id = {oid} AND invoice_id IS NULL AND status = 'pending' RETURNING *;
+INSERT INTO events (event_type, payload, order_id) VALUES ('order_paid', jsonb_build_object('amount', '12.30', 'method', 'gateway', 'currency', 'CNY', 'order_id', {oid}, 'payment_id', {pid}), {oid}) RETURNING *;
+END;
+`)
+
+// callbackVars are the script's constants: the interface, and audit rows
+// of the size the service writes.
+func callbackVars(w *World, base int64) map[string]string {
+	const (
+		id = "20000000-0000-4000-8000-000000000001"
+		o  = "10000000-0000-4000-8000-000000000001"
+		c  = "30000000-0000-4000-8000-000000000001"
+	)
+	gw := w.GatewayID.String()
+	pay := fmt.Sprintf(`{"id": %q, "amount": "12.30", "method": "gateway", "status": "pending", "currency": "CNY", "order_id": %q, "customer_id": %q, "refunded_amount": "0.00", "gateway_interface_id": %q}`, id, o, c, gw)
+	return map[string]string{
+		"k": "0", "base": fmt.Sprint(base), "nclients": fmt.Sprint(ceilingClients), "gw": gw,
+		"reqid":     "69e07f8c0c535cabc4eac5f701c03599",
+		"paybefore": pay,
+		"payafter": fmt.Sprintf(`{"id": %q, "amount": "12.30", "method": "gateway", "source": "callback", "status": "success", "paid_at": "2026-11-22T03:37:25.813212Z", "currency": "CNY", "order_id": %q, "customer_id": %q, "gateway_tx_id": "PGB1", "refunded_amount": "0.00", "gateway_payment_id": "PGB1", "gateway_interface_id": %q}`,
+			id, o, c, gw),
+		"orderbefore": fmt.Sprintf(`{"id": %q, "status": "pending", "currency": "CNY", "customer_id": %q, "total_amount": "12.30"}`, o, c),
+		"orderafter":  fmt.Sprintf(`{"id": %q, "status": "paid", "paid_at": "2026-11-22T03:37:25.813212Z", "currency": "CNY", "customer_id": %q, "total_amount": "12.30"}`, o, c),
+	}
+}
+
+// readScript is GetPayment's one statement, a point read by primary key,
+// of the payments the GetPayment workload reads.
+var readScript = `
+\set n random(:from, :to)
+SELECT * FROM payments WHERE id = ` + sqlID(kindPayment, ":n::bigint") + `;
+`
+
+// pipelinedCallbackScript is callbackScript in three round trips instead
+// of thirteen: the two reads, then BEGIN with the locks and the check, then
+// the writes with COMMIT, each group one pipeline (\startpipeline). It is
+// not what paymentd sends: it is what the callback would cost the database
+// if settle sent its statements in batches (--extra-ceilings;
+// docs/performance.md).
+var pipelinedCallbackScript = strings.NewReplacer(
+	"SELECT * FROM gateway_interfaces", "\\startpipeline\nSELECT * FROM gateway_interfaces",
+	"BEGIN;", "\\endpipeline\n\\startpipeline\nBEGIN;",
+	"UPDATE payments SET status = 'success'", "\\endpipeline\n\\startpipeline\nUPDATE payments SET status = 'success'",
+	"END;", "END;\n\\endpipeline",
+).Replace(callbackScript)
