@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,12 +45,7 @@ func TestProvisioningFailureRefundsThroughEpayExactlyOnce(t *testing.T) {
 		c.Events.RetryMax = 50 * time.Millisecond
 	})
 	require.NotEmpty(t, pluginDir)
-	ctx := context.Background()
-	provCfg, err := json.Marshal(map[string]string{"api_url": prov.URL(), "token": prov.Token(), "plan": "vps-1"})
-	require.NoError(t, err)
-	_, err = e.r.app.Pool().Exec(ctx, `UPDATE products SET provider_plugin = 'http_provider', provider_config = $2 WHERE id = $1`,
-		e.product, provCfg)
-	require.NoError(t, err)
+	e.provisionWith(t, prov, "vps-1")
 
 	orderID := e.order(t)
 	prov.FailProvision(orderID, 0, "no capacity")
@@ -70,7 +64,7 @@ func TestProvisioningFailureRefundsThroughEpayExactlyOnce(t *testing.T) {
 
 	// Deliver order_cancelled again, as after a worker crash between the
 	// refund and marking the event done: nothing is refunded twice.
-	_, err = e.r.app.Pool().Exec(ctx, `UPDATE events SET status = 'pending', run_at = now(), locked_by = NULL, locked_until = NULL
+	_, err := e.r.app.Pool().Exec(context.Background(), `UPDATE events SET status = 'pending', run_at = now(), locked_by = NULL, locked_until = NULL
 		WHERE order_id = $1 AND event_type = 'order_cancelled'`, orderID)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -101,12 +95,7 @@ func TestCallbackToActiveOrderWithASignedWebhookNotification(t *testing.T) {
 		c.Notify.PollInterval = 100 * time.Millisecond
 		c.Events.PollInterval = 100 * time.Millisecond
 	})
-	ctx := context.Background()
-	provCfg, err := json.Marshal(map[string]string{"api_url": prov.URL(), "token": prov.Token()})
-	require.NoError(t, err)
-	_, err = e.r.app.Pool().Exec(ctx, `UPDATE products SET provider_plugin = 'http_provider', provider_config = $2 WHERE id = $1`,
-		e.product, provCfg)
-	require.NoError(t, err)
+	e.provisionWith(t, prov, "")
 
 	orderID := e.order(t)
 	p := e.createPayment(t, orderID).GetPayment()

@@ -90,6 +90,28 @@ func startPayments(t *testing.T, mutate ...func(*config.Config)) *payEnv {
 	return e
 }
 
+// provisionWith makes the env's product one that http_provider provisions
+// at prov (plan plan, when not empty), created through the API as an admin
+// would, and returns its id.
+func (e *payEnv) provisionWith(t *testing.T, prov interface {
+	URL() string
+	Token() string
+}, plan string) string {
+	t.Helper()
+	cfg := map[string]any{"api_url": prov.URL(), "token": prov.Token()}
+	if plan != "" {
+		cfg["plan"] = plan
+	}
+	plugin := "http_provider"
+	prod, err := e.orders.CreateProduct(context.Background(), with(&orderpb.CreateProductRequest{
+		Name: "VPS 1G", Price: "12.30", Currency: "CNY", ProviderPlugin: &plugin, ProviderConfig: mustStruct(t, cfg),
+	}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, plugin, prod.Msg.GetProduct().GetProviderPlugin())
+	e.product = prod.Msg.GetProduct().GetId()
+	return e.product
+}
+
 // order places a pending order of the product as alice.
 func (e *payEnv) order(t *testing.T) string {
 	t.Helper()

@@ -192,6 +192,23 @@ func (s *ConfigSchema) Secrets() []string {
 // ("config.pid: missing", …), at most maxProblems of them, sorted; nil when
 // the config is valid. A problem of a secret key never quotes its value.
 func (s *ConfigSchema) Problems(config map[string]any) []string {
+	return s.problems(config, false)
+}
+
+// ProblemsBesideOwnKeys is Problems for a config that carries keys of its
+// own beside the plugin's settings: a product's provider_config holds the
+// provider's settings (api_url, token) and the product's attributes (plan),
+// which the plugin's schema does not declare. A top-level key the schema
+// does not allow is therefore not a problem; everything else is.
+func (s *ConfigSchema) ProblemsBesideOwnKeys(config map[string]any) []string {
+	return s.problems(config, true)
+}
+
+// SchemaOf compiles a stored config schema, through the cache of compiled
+// schemas.
+func SchemaOf(raw []byte) (*ConfigSchema, error) { return cachedSchema(raw) }
+
+func (s *ConfigSchema) problems(config map[string]any, ownKeys bool) []string {
 	raw, err := json.Marshal(config)
 	if err != nil {
 		return []string{"config: " + err.Error()}
@@ -235,6 +252,9 @@ func (s *ConfigSchema) Problems(config map[string]any) []string {
 				add(append(slices.Clone(loc), m), "is required")
 			}
 		case *kind.AdditionalProperties:
+			if ownKeys && len(loc) == 0 {
+				return
+			}
 			for _, p := range k.Properties {
 				add(append(slices.Clone(loc), p), "is not allowed")
 			}

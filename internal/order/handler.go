@@ -63,6 +63,7 @@ func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderp
 	p, err := h.svc.CreateProduct(ctx, NewProduct{
 		Name: m.GetName(), Description: m.GetDescription(), Price: price,
 		Currency: m.GetCurrency(), ProviderPlugin: m.ProviderPlugin,
+		ProviderConfig: m.GetProviderConfig().AsMap(),
 	})
 	if err != nil {
 		return nil, h.fail(ctx, err)

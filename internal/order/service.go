@@ -14,8 +14,10 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -108,6 +110,11 @@ type NewProduct struct {
 	Currency    string
 	// ProviderPlugin names the provider plugin that provisions it; nil: none.
 	ProviderPlugin *string
+	// ProviderConfig is what the provider plugin gets for the product: its
+	// settings (checked against the plugin's config schema) and the
+	// product's own attributes (plan). nil: an empty object. Only with
+	// ProviderPlugin.
+	ProviderConfig map[string]any
 }
 
 // CreateProduct adds an enabled product (admin).
@@ -126,24 +133,16 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	if err := s.checkCurrency(in.Currency); err != nil {
 		return store.Product{}, err
 	}
-	if in.ProviderPlugin != nil {
-		typ, err := store.PluginType(ctx, s.db, *in.ProviderPlugin)
-		if errors.Is(err, store.ErrNotFound) {
-			return store.Product{}, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *in.ProviderPlugin)
-		}
-		if err != nil {
-			return store.Product{}, err
-		}
-		if typ != "first_party_provider" && typ != "upstream_provider" {
-			return store.Product{}, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", *in.ProviderPlugin, typ)
-		}
+	providerConfig, err := s.checkProvider(ctx, in.ProviderPlugin, in.ProviderConfig)
+	if err != nil {
+		return store.Product{}, err
 	}
 	var out store.Product
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		now := s.now()
 		prod, err := store.InsertProduct(ctx, tx, store.NewProduct{
 			Name: in.Name, Description: in.Description, Price: in.Price, Currency: in.Currency,
-			ProviderPlugin: in.ProviderPlugin, CreatedAt: now,
+			ProviderPlugin: in.ProviderPlugin, ProviderConfig: providerConfig, CreatedAt: now,
 		})
 		if errors.Is(err, store.ErrForeignKeyViolation) { // the plugin went away since the check
 			return apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *in.ProviderPlugin)
@@ -159,6 +158,47 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	}
 	s.log.InfoContext(ctx, "product created", "product_id", out.ID, "price", out.Price.String(), "currency", out.Currency, "principal", p.String())
 	return out, nil
+}
+
+// checkProvider checks a product's provider plugin and its provider_config
+// and returns the config as JSON (nil when there is no plugin). The plugin
+// must exist and be a provider; the config must satisfy the plugin's config
+// schema, keys of the product's own (plan) aside.
+func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[string]any) ([]byte, error) {
+	if name == nil {
+		if len(cfg) > 0 {
+			return nil, apperr.New(apperr.InvalidArgument, "provider_config needs a provider_plugin")
+		}
+		return nil, nil
+	}
+	pl, err := store.GetPlugin(ctx, s.db, *name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pl.Type != string(plugin.FirstPartyProvider) && pl.Type != string(plugin.UpstreamProvider) {
+		return nil, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", *name, pl.Type)
+	}
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	schema, err := gateway.SchemaOf(pl.ConfigSchema)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
+	}
+	if problems := append(schema.MaskSent(cfg), schema.ProblemsBesideOwnKeys(cfg)...); len(problems) > 0 {
+		for i, p := range problems {
+			problems[i] = "provider_" + p // config.token → provider_config.token
+		}
+		return nil, apperr.New(apperr.InvalidArgument, "%s", strings.Join(problems, "; "))
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.InvalidArgument, err, "provider_config: not representable as JSON")
+	}
+	return raw, nil
 }
 
 // ListProducts returns a page of products, newest first. Admins see every

@@ -79,6 +79,67 @@ func TestCreateProductIsAdminOnlyAndChecksCurrencyAndProviderPlugin(t *testing.T
 	require.Equal(t, "cloud", *p.ProviderPlugin)
 }
 
+// A product's provider_config carries the provider's settings, checked
+// against the plugin's config schema, beside the product's own attributes;
+// a refused one creates nothing, and its secret is never echoed.
+func TestCreateProductChecksProviderConfigAgainstThePluginSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// http_provider's schema: api_url and a secret token, nothing else.
+	b.exec(t, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64), $1)`,
+		`{"type":"object","required":["api_url","token"],"additionalProperties":false,
+		  "properties":{"api_url":{"type":"string","pattern":"^https?://"},"token":{"type":"string","minLength":1,"x-secret":true}}}`)
+	in := order.NewProduct{Name: "VPS 1G", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps")}
+	products := func() int { return b.count(t, `SELECT count(*) FROM products`) }
+
+	for _, tc := range []struct {
+		name   string
+		plugin *string
+		cfg    map[string]any
+		want   []string
+	}{
+		{"none", ptr("vps"), nil, []string{"provider_config.api_url: is required", "provider_config.token: is required"}},
+		{"bad url", ptr("vps"), map[string]any{"api_url": "ftp://x", "token": "s3cr3t-t0ken"}, []string{"provider_config.api_url"}},
+		{"bad token", ptr("vps"), map[string]any{"api_url": "https://p.example", "token": 42.0}, []string{"provider_config.token", "secret value not shown"}},
+		{"mask", ptr("vps"), map[string]any{"api_url": "https://p.example", "token": "********"}, []string{"is the mask, not a value"}},
+		{"no plugin", nil, map[string]any{"plan": "vps-1g"}, []string{"provider_config needs a provider_plugin"}},
+	} {
+		bad := in
+		bad.ProviderPlugin, bad.ProviderConfig = tc.plugin, tc.cfg
+		before := products()
+		_, err := b.svc.CreateProduct(b.asAdmin, bad)
+		requireKind(t, err, apperr.InvalidArgument, tc.name)
+		for _, w := range tc.want {
+			require.ErrorContains(t, err, w, tc.name)
+		}
+		require.NotContains(t, err.Error(), "s3cr3t", tc.name)
+		require.Equal(t, before, products(), "%s: nothing created", tc.name)
+	}
+
+	good := in
+	good.ProviderConfig = map[string]any{"api_url": "https://p.example", "token": "s3cr3t-t0ken", "plan": "vps-1g"}
+	p, err := b.svc.CreateProduct(b.asAdmin, good)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"api_url":"https://p.example","token":"s3cr3t-t0ken","plan":"vps-1g"}`, string(p.ProviderConfig))
+	audits := b.audits(t, "product", p.ID.String())
+	require.Len(t, audits, 1)
+	raw, err := json.Marshal(audits[0].After)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), "s3cr3t", "the audit trail never holds the token")
+
+	// An order freezes the product with its provider_config: what the
+	// fulfilment hands the plugin.
+	o, err := b.svc.CreateOrder(b.asAlice, p.ID)
+	require.NoError(t, err)
+	var item struct {
+		ProviderPlugin string         `json:"provider_plugin"`
+		ProviderConfig map[string]any `json:"provider_config"`
+	}
+	require.NoError(t, json.Unmarshal(o.Item, &item))
+	require.Equal(t, "vps", item.ProviderPlugin)
+	require.Equal(t, "vps-1g", item.ProviderConfig["plan"])
+}
+
 func TestListProductsShowsCustomersEnabledProductsOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -20,18 +20,25 @@ type NewProduct struct {
 	Price          money.Amount
 	Currency       string
 	ProviderPlugin *string
+	// ProviderConfig is a JSON object; nil: {}.
+	ProviderConfig []byte
 	CreatedAt      time.Time
 }
 
 // InsertProduct adds a product to the catalogue. A provider plugin that does
 // not exist fails with ErrForeignKeyViolation.
 func InsertProduct(ctx context.Context, db DB, p NewProduct) (Product, error) {
+	cfg := p.ProviderConfig
+	if cfg == nil {
+		cfg = []byte("{}")
+	}
 	row, err := dbsqlc.New(db).InsertProduct(ctx, dbsqlc.InsertProductParams{
 		Name:           p.Name,
 		Description:    p.Description,
 		Price:          p.Price,
 		Currency:       p.Currency,
 		ProviderPlugin: p.ProviderPlugin,
+		ProviderConfig: cfg,
 		CreatedAt:      p.CreatedAt,
 	})
 	return row, MapError(err)
@@ -56,11 +63,4 @@ func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64
 	}
 	rows, err := q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
 	return rows, total, MapError(err)
-}
-
-// PluginType returns the type of plugin name (gateway, notifier,
-// first_party_provider, upstream_provider); ErrNotFound when there is none.
-func PluginType(ctx context.Context, db DB, name string) (string, error) {
-	t, err := dbsqlc.New(db).GetProductPluginType(ctx, name)
-	return t, MapError(err)
 }

@@ -1,8 +1,8 @@
 -- The product catalogue.
 
 -- name: InsertProduct :one
-INSERT INTO products (name, description, price, currency, provider_plugin, created_at, updated_at)
-VALUES (@name, @description, @price, @currency, sqlc.narg('provider_plugin'), @created_at, @created_at)
+INSERT INTO products (name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
+VALUES (@name, @description, @price, @currency, sqlc.narg('provider_plugin'), @provider_config, @created_at, @created_at)
 RETURNING *;
 
 -- name: GetProduct :one
@@ -21,9 +21,3 @@ OFFSET @row_offset::bigint;
 -- Same filter as ListProducts.
 SELECT count(*) FROM products
 WHERE (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'));
-
--- name: GetProductPluginType :one
--- The type of the plugin a product names as its provider; no row when there
--- is no such plugin.
-SELECT type FROM plugins
-WHERE name = @name;

@@ -18,6 +18,7 @@ import (
 	payment "github.com/rustbill/paymentd/gen/billing/payment"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -469,6 +470,12 @@ type CreateProductRequest struct {
 	Currency string `protobuf:"bytes,4,opt,name=currency,proto3" json:"currency,omitempty"`
 	// Provider plugin that provisions the product; absent when nothing is provisioned.
 	ProviderPlugin *string `protobuf:"bytes,5,opt,name=provider_plugin,json=providerPlugin,proto3,oneof" json:"provider_plugin,omitempty"`
+	// What the provider plugin gets for this product: its connection settings,
+	// checked against the plugin's config schema (e.g. http_provider's api_url
+	// and token), and attributes of the product itself, such as `plan`. Only
+	// with provider_plugin. Secret settings are never shown again: neither in
+	// Product nor in the audit trail. Absent: an empty object.
+	ProviderConfig *structpb.Struct `protobuf:"bytes,6,opt,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -536,6 +543,13 @@ func (x *CreateProductRequest) GetProviderPlugin() string {
 		return *x.ProviderPlugin
 	}
 	return ""
+}
+
+func (x *CreateProductRequest) GetProviderConfig() *structpb.Struct {
+	if x != nil {
+		return x.ProviderConfig
+	}
+	return nil
 }
 
 type CreateProductResponse struct {
@@ -1668,7 +1682,7 @@ var File_billing_order_order_proto protoreflect.FileDescriptor
 
 const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
-	"\x19billing/order/order.proto\x12\rbilling.order\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\"\x82\x02\n" +
+	"\x19billing/order/order.proto\x12\rbilling.order\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x82\x02\n" +
 	"\aProduct\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1718,14 +1732,15 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\tR\tupdatedAt\"\xa0\x02\n" +
+	"updated_at\x18\x0e \x01(\tR\tupdatedAt\"\xe2\x02\n" +
 	"\x14CreateProductRequest\x12\x1f\n" +
 	"\x04name\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\vdescription\x12<\n" +
 	"\x05price\x18\x03 \x01(\tB&\xbaH#\xc8\x01\x01r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$R\x05price\x120\n" +
 	"\bcurrency\x18\x04 \x01(\tB\x14\xbaH\x11\xc8\x01\x01r\f2\n" +
 	"^[A-Z]{3}$R\bcurrency\x127\n" +
-	"\x0fprovider_plugin\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dH\x00R\x0eproviderPlugin\x88\x01\x01B\x12\n" +
+	"\x0fprovider_plugin\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dH\x00R\x0eproviderPlugin\x88\x01\x01\x12@\n" +
+	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfigB\x12\n" +
 	"\x10_provider_plugin\"I\n" +
 	"\x15CreateProductResponse\x120\n" +
 	"\aproduct\x18\x01 \x01(\v2\x16.billing.order.ProductR\aproduct\"\x86\x01\n" +
@@ -1860,56 +1875,58 @@ var file_billing_order_order_proto_goTypes = []any{
 	(*ListInvoicesResponse)(nil),   // 22: billing.order.ListInvoicesResponse
 	(*CancelInvoiceRequest)(nil),   // 23: billing.order.CancelInvoiceRequest
 	(*CancelInvoiceResponse)(nil),  // 24: billing.order.CancelInvoiceResponse
-	(*payment.PageRequest)(nil),    // 25: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),       // 26: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),  // 27: billing.payment.PaymentRecord
+	(*structpb.Struct)(nil),        // 25: google.protobuf.Struct
+	(*payment.PageRequest)(nil),    // 26: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),       // 27: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),  // 28: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	0,  // 0: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	25, // 1: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
-	0,  // 2: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	26, // 3: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 4: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
-	1,  // 5: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
-	25, // 6: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
-	1,  // 7: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	26, // 8: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 9: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
-	1,  // 10: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	27, // 11: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
-	2,  // 12: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	2,  // 13: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	25, // 14: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
-	2,  // 15: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	26, // 16: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
-	2,  // 17: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	3,  // 18: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	5,  // 19: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	7,  // 20: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	9,  // 21: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	11, // 22: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	13, // 23: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	15, // 24: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	17, // 25: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	19, // 26: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	21, // 27: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	23, // 28: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	4,  // 29: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	6,  // 30: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	8,  // 31: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	10, // 32: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	12, // 33: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	14, // 34: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	16, // 35: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	18, // 36: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	20, // 37: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	22, // 38: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	24, // 39: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	25, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 1: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
+	26, // 2: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 3: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
+	27, // 4: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 5: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
+	1,  // 6: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
+	26, // 7: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	1,  // 8: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
+	27, // 9: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 10: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
+	1,  // 11: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
+	28, // 12: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	2,  // 13: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	2,  // 14: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	26, // 15: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	2,  // 16: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
+	27, // 17: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	2,  // 18: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	3,  // 19: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	5,  // 20: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	7,  // 21: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	9,  // 22: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	11, // 23: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	13, // 24: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	15, // 25: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	17, // 26: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	19, // 27: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	21, // 28: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	23, // 29: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	4,  // 30: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	6,  // 31: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	8,  // 32: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	10, // 33: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	12, // 34: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	14, // 35: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	16, // 36: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	18, // 37: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	20, // 38: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	22, // 39: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	24, // 40: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	30, // [30:41] is the sub-list for method output_type
+	19, // [19:30] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }

@@ -49,24 +49,10 @@ func (q *Queries) GetProduct(ctx context.Context, id uuid.UUID) (Product, error)
 	return i, err
 }
 
-const getProductPluginType = `-- name: GetProductPluginType :one
-SELECT type FROM plugins
-WHERE name = $1
-`
-
-// The type of the plugin a product names as its provider; no row when there
-// is no such plugin.
-func (q *Queries) GetProductPluginType(ctx context.Context, name string) (string, error) {
-	row := q.db.QueryRow(ctx, getProductPluginType, name)
-	var type_ string
-	err := row.Scan(&type_)
-	return type_, err
-}
-
 const insertProduct = `-- name: InsertProduct :one
 
-INSERT INTO products (name, description, price, currency, provider_plugin, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $6)
+INSERT INTO products (name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
 RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at
 `
 
@@ -76,6 +62,7 @@ type InsertProductParams struct {
 	Price          money.Amount
 	Currency       string
 	ProviderPlugin *string
+	ProviderConfig []byte
 	CreatedAt      time.Time
 }
 
@@ -87,6 +74,7 @@ func (q *Queries) InsertProduct(ctx context.Context, arg InsertProductParams) (P
 		arg.Price,
 		arg.Currency,
 		arg.ProviderPlugin,
+		arg.ProviderConfig,
 		arg.CreatedAt,
 	)
 	var i Product
