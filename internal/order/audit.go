@@ -3,6 +3,8 @@ package order
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,6 +17,7 @@ import (
 // Audit actions written by this package (audit_log.action).
 const (
 	ActionProductCreate = "product.create"
+	ActionProductUpdate = "product.update"
 	ActionOrderCreate   = "order.create"
 	ActionOrderCancel   = "order.cancel"
 	ActionOrderPay      = "order.pay_with_balance"
@@ -136,11 +139,17 @@ type productState struct {
 	Price          money.Amount `json:"price"`
 	Currency       string       `json:"currency"`
 	ProviderPlugin *string      `json:"provider_plugin,omitempty"`
-	Enabled        bool         `json:"enabled"`
+	// ProviderConfigKeys names the keys of provider_config, never their
+	// values: it holds the provider's token.
+	ProviderConfigKeys []string `json:"provider_config_keys,omitempty"`
+	Enabled            bool     `json:"enabled"`
 }
 
 func productSnapshot(p store.Product) productState {
-	return productState{ID: p.ID, Name: p.Name, Price: p.Price, Currency: p.Currency, ProviderPlugin: p.ProviderPlugin, Enabled: p.Enabled}
+	var cfg map[string]json.RawMessage
+	_ = json.Unmarshal(p.ProviderConfig, &cfg) // not an object: no keys
+	return productState{ID: p.ID, Name: p.Name, Price: p.Price, Currency: p.Currency, ProviderPlugin: p.ProviderPlugin,
+		ProviderConfigKeys: slices.Sorted(maps.Keys(cfg)), Enabled: p.Enabled}
 }
 
 type invoiceState struct {

@@ -23,6 +23,7 @@ import (
 var Policy = auth.Policy{
 	orderpbconnect.OrderServiceCreateProductProcedure:  auth.AdminOnly,
 	orderpbconnect.OrderServiceListProductsProcedure:   auth.Authenticated,
+	orderpbconnect.OrderServiceUpdateProductProcedure:  auth.AdminOnly,
 	orderpbconnect.OrderServiceCreateOrderProcedure:    auth.CustomerOnly,
 	orderpbconnect.OrderServiceGetOrderProcedure:       auth.Authenticated,
 	orderpbconnect.OrderServiceListOrdersProcedure:     auth.Authenticated,
@@ -69,6 +70,31 @@ func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderp
 		return nil, h.fail(ctx, err)
 	}
 	return connect.NewResponse(&orderpb.CreateProductResponse{Product: ProductRecord(p)}), nil
+}
+
+// UpdateProduct implements OrderService.UpdateProduct.
+func (h *Handler) UpdateProduct(ctx context.Context, req *connect.Request[orderpb.UpdateProductRequest]) (*connect.Response[orderpb.UpdateProductResponse], error) {
+	m := req.Msg
+	id, err := rpc.ParseID(m.GetId(), "id")
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	u := ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled}
+	if m.Price != nil {
+		price, err := money.ParseNonNegative(m.GetPrice())
+		if err != nil {
+			return nil, h.fail(ctx, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals"))
+		}
+		u.Price = &price
+	}
+	if m.ProviderConfig != nil {
+		u.ProviderConfig = m.GetProviderConfig().AsMap()
+	}
+	p, err := h.svc.UpdateProduct(ctx, id, u)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return connect.NewResponse(&orderpb.UpdateProductResponse{Product: ProductRecord(p)}), nil
 }
 
 // ListProducts implements OrderService.ListProducts.

@@ -171,24 +171,39 @@ func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[strin
 		}
 		return nil, nil
 	}
-	pl, err := store.GetPlugin(ctx, s.db, *name)
+	schema, err := s.providerSchema(ctx, s.db, *name)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	return providerConfigJSON(schema, cfg, schema.MaskSent(cfg))
+}
+
+// providerSchema is the config schema of provider plugin name.
+func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) (*gateway.ConfigSchema, error) {
+	pl, err := store.GetPlugin(ctx, db, name)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *name)
+		return nil, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", name)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if pl.Type != string(plugin.FirstPartyProvider) && pl.Type != string(plugin.UpstreamProvider) {
-		return nil, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", *name, pl.Type)
-	}
-	if cfg == nil {
-		cfg = map[string]any{}
+		return nil, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", name, pl.Type)
 	}
 	schema, err := gateway.SchemaOf(pl.ConfigSchema)
 	if err != nil {
 		return nil, apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
 	}
-	if problems := append(schema.MaskSent(cfg), schema.ProblemsBesideOwnKeys(cfg)...); len(problems) > 0 {
+	return schema, nil
+}
+
+// providerConfigJSON checks cfg against schema (the product's own keys
+// aside) and encodes it; problems are found beforehand.
+func providerConfigJSON(schema *gateway.ConfigSchema, cfg map[string]any, problems []string) ([]byte, error) {
+	if problems = append(problems, schema.ProblemsBesideOwnKeys(cfg)...); len(problems) > 0 {
 		for i, p := range problems {
 			problems[i] = "provider_" + p // config.token → provider_config.token
 		}
@@ -199,6 +214,80 @@ func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[strin
 		return nil, apperr.Wrap(apperr.InvalidArgument, err, "provider_config: not representable as JSON")
 	}
 	return raw, nil
+}
+
+// ProductUpdate is what UpdateProduct changes; nil fields stay.
+type ProductUpdate struct {
+	Name        *string
+	Description *string
+	Price       *money.Amount
+	Enabled     *bool
+	// ProviderConfig replaces the provider_config; a secret it omits or
+	// sends as the mask keeps the stored value.
+	ProviderConfig map[string]any
+}
+
+// UpdateProduct changes a product (admin). Orders already placed keep the
+// copy of the product they froze.
+func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpdate) (store.Product, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return store.Product{}, err
+	}
+	var out store.Product
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		before, err := store.LockProduct(ctx, tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return apperr.New(apperr.NotFound, "product %s not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		next := before
+		if u.Name != nil {
+			if next.Name = strings.TrimSpace(*u.Name); next.Name == "" {
+				return apperr.New(apperr.InvalidArgument, "name must not be blank")
+			}
+		}
+		if u.Description != nil {
+			next.Description = *u.Description
+		}
+		if u.Price != nil {
+			if u.Price.Sign() < 0 {
+				return apperr.New(apperr.InvalidArgument, "price must not be negative")
+			}
+			next.Price = *u.Price
+		}
+		if u.Enabled != nil {
+			next.Enabled = *u.Enabled
+		}
+		if u.ProviderConfig != nil {
+			if before.ProviderPlugin == nil {
+				return apperr.New(apperr.InvalidArgument, "provider_config needs a provider_plugin; product %s has none", id)
+			}
+			schema, err := s.providerSchema(ctx, tx, *before.ProviderPlugin)
+			if err != nil {
+				return err
+			}
+			var stored map[string]any
+			if err := json.Unmarshal(before.ProviderConfig, &stored); err != nil {
+				return apperr.Wrap(apperr.Internal, err, "product %s: stored provider_config is not a JSON object", id)
+			}
+			if next.ProviderConfig, err = providerConfigJSON(schema, schema.Merge(stored, u.ProviderConfig), nil); err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		if out, err = store.UpdateProduct(ctx, tx, next, now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, p, now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out))
+	})
+	if err != nil {
+		return store.Product{}, err
+	}
+	s.log.InfoContext(ctx, "product updated", "product_id", out.ID, "price", out.Price.String(), "enabled", out.Enabled, "principal", p.String())
+	return out, nil
 }
 
 // ListProducts returns a page of products, newest first. Admins see every

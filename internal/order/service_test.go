@@ -140,6 +140,95 @@ func TestCreateProductChecksProviderConfigAgainstThePluginSchema(t *testing.T) {
 	require.Equal(t, "vps-1g", item.ProviderConfig["plan"])
 }
 
+// An update changes the product for orders placed from then on; the
+// orders already placed keep the copy they froze.
+func TestUpdateProductChangesFutureOrdersOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	prod := b.product(t, "10.00", "CNY")
+	placed, err := b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.NoError(t, err)
+
+	_, err = b.svc.UpdateProduct(b.asAlice, prod.ID, order.ProductUpdate{Enabled: ptr(false)})
+	requireKind(t, err, apperr.PermissionDenied)
+	_, err = b.svc.UpdateProduct(b.asAdmin, uuid.New(), order.ProductUpdate{Enabled: ptr(false)})
+	requireKind(t, err, apperr.NotFound)
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{Name: ptr(" "), Price: ptr(money.MustParse("1.00"))})
+	requireKind(t, err, apperr.InvalidArgument)
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{Price: ptr(money.MustParse("-0.01"))})
+	requireKind(t, err, apperr.InvalidArgument)
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"plan": "x"}})
+	requireKind(t, err, apperr.InvalidArgument, "no provider plugin, no provider config")
+	got, err := store.GetProduct(context.Background(), b.pool, prod.ID)
+	require.NoError(t, err)
+	require.Equal(t, prod, got, "refused updates change nothing")
+
+	up, err := b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{Name: ptr("VPS L"), Price: ptr(money.MustParse("15.50"))})
+	require.NoError(t, err)
+	require.Equal(t, "VPS L", up.Name)
+	require.Equal(t, "15.50", up.Price.String())
+	require.Equal(t, prod.Description, up.Description, "absent fields stay")
+	require.True(t, up.Enabled)
+	require.Equal(t, "10.00", b.getOrder(t, placed.ID).TotalAmount.String(), "a placed order keeps its price")
+	next, err := b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.NoError(t, err)
+	require.Equal(t, "15.50", next.TotalAmount.String())
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{Enabled: ptr(false)})
+	require.NoError(t, err)
+	_, err = b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.Error(t, err, "a disabled product cannot be ordered")
+
+	audits := b.audits(t, "product", prod.ID.String())
+	require.Len(t, audits, 3)
+	require.Equal(t, order.ActionProductUpdate, audits[1].Action)
+	require.Equal(t, "10.00", audits[1].Before["price"])
+	require.Equal(t, "15.50", audits[1].After["price"])
+	require.Equal(t, false, audits[2].After["enabled"])
+}
+
+// A provider_config update replaces the config; a secret it leaves out or
+// masks keeps its stored value, so rotating the API URL need not repeat the
+// token.
+func TestUpdateProductProviderConfigKeepsUnsaidSecrets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64), $1)`,
+		`{"type":"object","required":["api_url","token"],"additionalProperties":false,
+		  "properties":{"api_url":{"type":"string","pattern":"^https?://"},"token":{"type":"string","minLength":1,"x-secret":true}}}`)
+	prod, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
+		ProviderConfig: map[string]any{"api_url": "https://a.example", "token": "s3cr3t-0ne", "plan": "vps-1g"}})
+	require.NoError(t, err)
+	config := func() string {
+		p, err := store.GetProduct(context.Background(), b.pool, prod.ID)
+		require.NoError(t, err)
+		return string(p.ProviderConfig)
+	}
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "gopher://b", "plan": "vps-2g"}})
+	requireKind(t, err, apperr.InvalidArgument)
+	require.ErrorContains(t, err, "provider_config.api_url")
+	require.JSONEq(t, `{"api_url":"https://a.example","token":"s3cr3t-0ne","plan":"vps-1g"}`, config(), "a refused update changes nothing")
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://b.example", "plan": "vps-2g"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"api_url":"https://b.example","token":"s3cr3t-0ne","plan":"vps-2g"}`, config(), "the token left out stays")
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://b.example", "token": "********"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"api_url":"https://b.example","token":"s3cr3t-0ne"}`, config(), "the masked token stays; plan, left out, is gone")
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://b.example", "token": "s3cr3t-tw0"}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"api_url":"https://b.example","token":"s3cr3t-tw0"}`, config(), "a new token replaces the old")
+
+	for _, a := range b.audits(t, "product", prod.ID.String()) {
+		raw, err := json.Marshal(a)
+		require.NoError(t, err)
+		require.NotContains(t, string(raw), "s3cr3t", "the audit trail never holds the token")
+	}
+}
+
 func TestListProductsShowsCustomersEnabledProductsOnly(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -64,3 +64,19 @@ func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64
 	rows, err := q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
 	return rows, total, MapError(err)
 }
+
+// LockProduct reads one product FOR UPDATE; ErrNotFound when there is none.
+func LockProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
+	p, err := dbsqlc.New(db).LockProduct(ctx, id)
+	return p, MapError(err)
+}
+
+// UpdateProduct writes p's name, description, price, enabled and
+// provider_config, stamped at.
+func UpdateProduct(ctx context.Context, db DB, p Product, at time.Time) (Product, error) {
+	row, err := dbsqlc.New(db).UpdateProduct(ctx, dbsqlc.UpdateProductParams{
+		ID: p.ID, Name: p.Name, Description: p.Description, Price: p.Price, Enabled: p.Enabled,
+		ProviderConfig: p.ProviderConfig, UpdatedAt: at,
+	})
+	return row, MapError(err)
+}

@@ -21,3 +21,16 @@ OFFSET @row_offset::bigint;
 -- Same filter as ListProducts.
 SELECT count(*) FROM products
 WHERE (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'));
+
+-- name: LockProduct :one
+-- The product an update changes, locked until the transaction ends.
+SELECT * FROM products
+WHERE id = @id
+FOR UPDATE;
+
+-- name: UpdateProduct :one
+UPDATE products
+SET name = @name, description = @description, price = @price, enabled = @enabled,
+    provider_config = @provider_config, updated_at = @updated_at
+WHERE id = @id
+RETURNING *;

@@ -597,6 +597,143 @@ func (x *CreateProductResponse) GetProduct() *Product {
 	return nil
 }
 
+type UpdateProductRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Product to change.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// New display name; absent keeps it.
+	Name *string `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	// New description; absent keeps it.
+	Description *string `protobuf:"bytes,3,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	// New list price for orders placed from now on; absent keeps it.
+	Price *string `protobuf:"bytes,4,opt,name=price,proto3,oneof" json:"price,omitempty"`
+	// Whether customers can see and order it; absent keeps it.
+	Enabled *bool `protobuf:"varint,5,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
+	// Replaces the provider_config of a product with a provider plugin,
+	// checked as in CreateProduct; a secret it omits or sends as "********"
+	// keeps its stored value (so a token can stay unsaid). Absent keeps it.
+	ProviderConfig *structpb.Struct `protobuf:"bytes,6,opt,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *UpdateProductRequest) Reset() {
+	*x = UpdateProductRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProductRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProductRequest) ProtoMessage() {}
+
+func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProductRequest.ProtoReflect.Descriptor instead.
+func (*UpdateProductRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UpdateProductRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateProductRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *UpdateProductRequest) GetDescription() string {
+	if x != nil && x.Description != nil {
+		return *x.Description
+	}
+	return ""
+}
+
+func (x *UpdateProductRequest) GetPrice() string {
+	if x != nil && x.Price != nil {
+		return *x.Price
+	}
+	return ""
+}
+
+func (x *UpdateProductRequest) GetEnabled() bool {
+	if x != nil && x.Enabled != nil {
+		return *x.Enabled
+	}
+	return false
+}
+
+func (x *UpdateProductRequest) GetProviderConfig() *structpb.Struct {
+	if x != nil {
+		return x.ProviderConfig
+	}
+	return nil
+}
+
+type UpdateProductResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The product as it now is.
+	Product       *Product `protobuf:"bytes,1,opt,name=product,proto3" json:"product,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateProductResponse) Reset() {
+	*x = UpdateProductResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateProductResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateProductResponse) ProtoMessage() {}
+
+func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateProductResponse.ProtoReflect.Descriptor instead.
+func (*UpdateProductResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateProductResponse) GetProduct() *Product {
+	if x != nil {
+		return x.Product
+	}
+	return nil
+}
+
 type ListProductsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Paging parameters.
@@ -610,7 +747,7 @@ type ListProductsRequest struct {
 
 func (x *ListProductsRequest) Reset() {
 	*x = ListProductsRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +759,7 @@ func (x *ListProductsRequest) String() string {
 func (*ListProductsRequest) ProtoMessage() {}
 
 func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +772,7 @@ func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsRequest.ProtoReflect.Descriptor instead.
 func (*ListProductsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListProductsRequest) GetPagination() *payment.PageRequest {
@@ -664,7 +801,7 @@ type ListProductsResponse struct {
 
 func (x *ListProductsResponse) Reset() {
 	*x = ListProductsResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +813,7 @@ func (x *ListProductsResponse) String() string {
 func (*ListProductsResponse) ProtoMessage() {}
 
 func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +826,7 @@ func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsResponse.ProtoReflect.Descriptor instead.
 func (*ListProductsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListProductsResponse) GetProducts() []*Product {
@@ -716,7 +853,7 @@ type CreateOrderRequest struct {
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +865,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +878,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateOrderRequest) GetProductId() string {
@@ -761,7 +898,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +910,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +923,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -806,7 +943,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +955,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +968,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetOrderRequest) GetId() string {
@@ -851,7 +988,7 @@ type GetOrderResponse struct {
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1000,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1013,7 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
@@ -900,7 +1037,7 @@ type ListOrdersRequest struct {
 
 func (x *ListOrdersRequest) Reset() {
 	*x = ListOrdersRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1049,7 @@ func (x *ListOrdersRequest) String() string {
 func (*ListOrdersRequest) ProtoMessage() {}
 
 func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1062,7 @@ func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersRequest.ProtoReflect.Descriptor instead.
 func (*ListOrdersRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListOrdersRequest) GetPagination() *payment.PageRequest {
@@ -961,7 +1098,7 @@ type ListOrdersResponse struct {
 
 func (x *ListOrdersResponse) Reset() {
 	*x = ListOrdersResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1110,7 @@ func (x *ListOrdersResponse) String() string {
 func (*ListOrdersResponse) ProtoMessage() {}
 
 func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1123,7 @@ func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersResponse.ProtoReflect.Descriptor instead.
 func (*ListOrdersResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOrdersResponse) GetOrders() []*Order {
@@ -1013,7 +1150,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1162,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1175,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1058,7 +1195,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1207,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1220,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1103,7 +1240,7 @@ type PayWithBalanceRequest struct {
 
 func (x *PayWithBalanceRequest) Reset() {
 	*x = PayWithBalanceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1252,7 @@ func (x *PayWithBalanceRequest) String() string {
 func (*PayWithBalanceRequest) ProtoMessage() {}
 
 func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1265,7 @@ func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceRequest.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PayWithBalanceRequest) GetOrderId() string {
@@ -1154,7 +1291,7 @@ type PayWithBalanceResponse struct {
 
 func (x *PayWithBalanceResponse) Reset() {
 	*x = PayWithBalanceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1166,7 +1303,7 @@ func (x *PayWithBalanceResponse) String() string {
 func (*PayWithBalanceResponse) ProtoMessage() {}
 
 func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1179,7 +1316,7 @@ func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceResponse.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PayWithBalanceResponse) GetOrder() *Order {
@@ -1228,7 +1365,7 @@ type CreateInvoiceRequest struct {
 
 func (x *CreateInvoiceRequest) Reset() {
 	*x = CreateInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1377,7 @@ func (x *CreateInvoiceRequest) String() string {
 func (*CreateInvoiceRequest) ProtoMessage() {}
 
 func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1390,7 @@ func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateInvoiceRequest) GetTarget() isCreateInvoiceRequest_Target {
@@ -1337,7 +1474,7 @@ type CreateInvoiceResponse struct {
 
 func (x *CreateInvoiceResponse) Reset() {
 	*x = CreateInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1486,7 @@ func (x *CreateInvoiceResponse) String() string {
 func (*CreateInvoiceResponse) ProtoMessage() {}
 
 func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1499,7 @@ func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateInvoiceResponse) GetInvoice() *Invoice {
@@ -1382,7 +1519,7 @@ type GetInvoiceRequest struct {
 
 func (x *GetInvoiceRequest) Reset() {
 	*x = GetInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1531,7 @@ func (x *GetInvoiceRequest) String() string {
 func (*GetInvoiceRequest) ProtoMessage() {}
 
 func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1544,7 @@ func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*GetInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetInvoiceRequest) GetId() string {
@@ -1427,7 +1564,7 @@ type GetInvoiceResponse struct {
 
 func (x *GetInvoiceResponse) Reset() {
 	*x = GetInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1576,7 @@ func (x *GetInvoiceResponse) String() string {
 func (*GetInvoiceResponse) ProtoMessage() {}
 
 func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1589,7 @@ func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*GetInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetInvoiceResponse) GetInvoice() *Invoice {
@@ -1478,7 +1615,7 @@ type ListInvoicesRequest struct {
 
 func (x *ListInvoicesRequest) Reset() {
 	*x = ListInvoicesRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1627,7 @@ func (x *ListInvoicesRequest) String() string {
 func (*ListInvoicesRequest) ProtoMessage() {}
 
 func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1640,7 @@ func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListInvoicesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListInvoicesRequest) GetPagination() *payment.PageRequest {
@@ -1546,7 +1683,7 @@ type ListInvoicesResponse struct {
 
 func (x *ListInvoicesResponse) Reset() {
 	*x = ListInvoicesResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1695,7 @@ func (x *ListInvoicesResponse) String() string {
 func (*ListInvoicesResponse) ProtoMessage() {}
 
 func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1708,7 @@ func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListInvoicesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListInvoicesResponse) GetInvoices() []*Invoice {
@@ -1598,7 +1735,7 @@ type CancelInvoiceRequest struct {
 
 func (x *CancelInvoiceRequest) Reset() {
 	*x = CancelInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1747,7 @@ func (x *CancelInvoiceRequest) String() string {
 func (*CancelInvoiceRequest) ProtoMessage() {}
 
 func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1760,7 @@ func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelInvoiceRequest) GetInvoiceId() string {
@@ -1643,7 +1780,7 @@ type CancelInvoiceResponse struct {
 
 func (x *CancelInvoiceResponse) Reset() {
 	*x = CancelInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1792,7 @@ func (x *CancelInvoiceResponse) String() string {
 func (*CancelInvoiceResponse) ProtoMessage() {}
 
 func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1805,7 @@ func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelInvoiceResponse) GetInvoice() *Invoice {
@@ -1743,6 +1880,21 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfigB\x12\n" +
 	"\x10_provider_plugin\"I\n" +
 	"\x15CreateProductResponse\x120\n" +
+	"\aproduct\x18\x01 \x01(\v2\x16.billing.order.ProductR\aproduct\"\xd9\x02\n" +
+	"\x14UpdateProductRequest\x12\x1b\n" +
+	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\x12#\n" +
+	"\x04name\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12/\n" +
+	"\vdescription\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fH\x01R\vdescription\x88\x01\x01\x12>\n" +
+	"\x05price\x18\x04 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$H\x02R\x05price\x88\x01\x01\x12\x1d\n" +
+	"\aenabled\x18\x05 \x01(\bH\x03R\aenabled\x88\x01\x01\x12@\n" +
+	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfigB\a\n" +
+	"\x05_nameB\x0e\n" +
+	"\f_descriptionB\b\n" +
+	"\x06_priceB\n" +
+	"\n" +
+	"\b_enabled\"I\n" +
+	"\x15UpdateProductResponse\x120\n" +
 	"\aproduct\x18\x01 \x01(\v2\x16.billing.order.ProductR\aproduct\"\x86\x01\n" +
 	"\x13ListProductsRequest\x12D\n" +
 	"\n" +
@@ -1820,10 +1972,11 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"invoice_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tinvoiceId\"I\n" +
 	"\x15CancelInvoiceResponse\x120\n" +
-	"\ainvoice\x18\x01 \x01(\v2\x16.billing.order.InvoiceR\ainvoice2\xeb\a\n" +
+	"\ainvoice\x18\x01 \x01(\v2\x16.billing.order.InvoiceR\ainvoice2\xc7\b\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
-	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12T\n" +
+	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
+	"\rUpdateProduct\x12#.billing.order.UpdateProductRequest\x1a$.billing.order.UpdateProductResponse\x12T\n" +
 	"\vCreateOrder\x12!.billing.order.CreateOrderRequest\x1a\".billing.order.CreateOrderResponse\x12P\n" +
 	"\bGetOrder\x12\x1e.billing.order.GetOrderRequest\x1a\x1f.billing.order.GetOrderResponse\"\x03\x90\x02\x01\x12V\n" +
 	"\n" +
@@ -1848,85 +2001,91 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                // 0: billing.order.Product
 	(*Order)(nil),                  // 1: billing.order.Order
 	(*Invoice)(nil),                // 2: billing.order.Invoice
 	(*CreateProductRequest)(nil),   // 3: billing.order.CreateProductRequest
 	(*CreateProductResponse)(nil),  // 4: billing.order.CreateProductResponse
-	(*ListProductsRequest)(nil),    // 5: billing.order.ListProductsRequest
-	(*ListProductsResponse)(nil),   // 6: billing.order.ListProductsResponse
-	(*CreateOrderRequest)(nil),     // 7: billing.order.CreateOrderRequest
-	(*CreateOrderResponse)(nil),    // 8: billing.order.CreateOrderResponse
-	(*GetOrderRequest)(nil),        // 9: billing.order.GetOrderRequest
-	(*GetOrderResponse)(nil),       // 10: billing.order.GetOrderResponse
-	(*ListOrdersRequest)(nil),      // 11: billing.order.ListOrdersRequest
-	(*ListOrdersResponse)(nil),     // 12: billing.order.ListOrdersResponse
-	(*CancelOrderRequest)(nil),     // 13: billing.order.CancelOrderRequest
-	(*CancelOrderResponse)(nil),    // 14: billing.order.CancelOrderResponse
-	(*PayWithBalanceRequest)(nil),  // 15: billing.order.PayWithBalanceRequest
-	(*PayWithBalanceResponse)(nil), // 16: billing.order.PayWithBalanceResponse
-	(*CreateInvoiceRequest)(nil),   // 17: billing.order.CreateInvoiceRequest
-	(*CreateInvoiceResponse)(nil),  // 18: billing.order.CreateInvoiceResponse
-	(*GetInvoiceRequest)(nil),      // 19: billing.order.GetInvoiceRequest
-	(*GetInvoiceResponse)(nil),     // 20: billing.order.GetInvoiceResponse
-	(*ListInvoicesRequest)(nil),    // 21: billing.order.ListInvoicesRequest
-	(*ListInvoicesResponse)(nil),   // 22: billing.order.ListInvoicesResponse
-	(*CancelInvoiceRequest)(nil),   // 23: billing.order.CancelInvoiceRequest
-	(*CancelInvoiceResponse)(nil),  // 24: billing.order.CancelInvoiceResponse
-	(*structpb.Struct)(nil),        // 25: google.protobuf.Struct
-	(*payment.PageRequest)(nil),    // 26: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),       // 27: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),  // 28: billing.payment.PaymentRecord
+	(*UpdateProductRequest)(nil),   // 5: billing.order.UpdateProductRequest
+	(*UpdateProductResponse)(nil),  // 6: billing.order.UpdateProductResponse
+	(*ListProductsRequest)(nil),    // 7: billing.order.ListProductsRequest
+	(*ListProductsResponse)(nil),   // 8: billing.order.ListProductsResponse
+	(*CreateOrderRequest)(nil),     // 9: billing.order.CreateOrderRequest
+	(*CreateOrderResponse)(nil),    // 10: billing.order.CreateOrderResponse
+	(*GetOrderRequest)(nil),        // 11: billing.order.GetOrderRequest
+	(*GetOrderResponse)(nil),       // 12: billing.order.GetOrderResponse
+	(*ListOrdersRequest)(nil),      // 13: billing.order.ListOrdersRequest
+	(*ListOrdersResponse)(nil),     // 14: billing.order.ListOrdersResponse
+	(*CancelOrderRequest)(nil),     // 15: billing.order.CancelOrderRequest
+	(*CancelOrderResponse)(nil),    // 16: billing.order.CancelOrderResponse
+	(*PayWithBalanceRequest)(nil),  // 17: billing.order.PayWithBalanceRequest
+	(*PayWithBalanceResponse)(nil), // 18: billing.order.PayWithBalanceResponse
+	(*CreateInvoiceRequest)(nil),   // 19: billing.order.CreateInvoiceRequest
+	(*CreateInvoiceResponse)(nil),  // 20: billing.order.CreateInvoiceResponse
+	(*GetInvoiceRequest)(nil),      // 21: billing.order.GetInvoiceRequest
+	(*GetInvoiceResponse)(nil),     // 22: billing.order.GetInvoiceResponse
+	(*ListInvoicesRequest)(nil),    // 23: billing.order.ListInvoicesRequest
+	(*ListInvoicesResponse)(nil),   // 24: billing.order.ListInvoicesResponse
+	(*CancelInvoiceRequest)(nil),   // 25: billing.order.CancelInvoiceRequest
+	(*CancelInvoiceResponse)(nil),  // 26: billing.order.CancelInvoiceResponse
+	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
+	(*payment.PageRequest)(nil),    // 28: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),       // 29: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),  // 30: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	25, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	27, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 1: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	26, // 2: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
-	0,  // 3: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	27, // 4: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 5: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
-	1,  // 6: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
-	26, // 7: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
-	1,  // 8: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	27, // 9: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 10: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
-	1,  // 11: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	28, // 12: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
-	2,  // 13: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	2,  // 14: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	26, // 15: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
-	2,  // 16: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	27, // 17: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
-	2,  // 18: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	3,  // 19: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	5,  // 20: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	7,  // 21: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	9,  // 22: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	11, // 23: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	13, // 24: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	15, // 25: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	17, // 26: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	19, // 27: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	21, // 28: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	23, // 29: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	4,  // 30: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	6,  // 31: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	8,  // 32: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	10, // 33: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	12, // 34: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	14, // 35: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	16, // 36: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	18, // 37: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	20, // 38: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	22, // 39: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	24, // 40: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	30, // [30:41] is the sub-list for method output_type
-	19, // [19:30] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	27, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 3: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
+	28, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 5: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
+	29, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 7: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
+	1,  // 8: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
+	28, // 9: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	1,  // 10: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
+	29, // 11: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 12: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
+	1,  // 13: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
+	30, // 14: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	2,  // 15: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	2,  // 16: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	28, // 17: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	2,  // 18: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
+	29, // 19: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	2,  // 20: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	3,  // 21: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	7,  // 22: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	5,  // 23: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	9,  // 24: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	11, // 25: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	13, // 26: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	15, // 27: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	17, // 28: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	19, // 29: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	21, // 30: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	23, // 31: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	25, // 32: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	4,  // 33: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	8,  // 34: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	6,  // 35: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	10, // 36: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	12, // 37: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	14, // 38: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	16, // 39: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	18, // 40: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	20, // 41: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	22, // 42: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	24, // 43: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	26, // 44: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -1936,19 +2095,20 @@ func file_billing_order_order_proto_init() {
 	}
 	file_billing_order_order_proto_msgTypes[3].OneofWrappers = []any{}
 	file_billing_order_order_proto_msgTypes[5].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[11].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[17].OneofWrappers = []any{
+	file_billing_order_order_proto_msgTypes[7].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[13].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[19].OneofWrappers = []any{
 		(*CreateInvoiceRequest_OrderId)(nil),
 		(*CreateInvoiceRequest_CustomerId)(nil),
 	}
-	file_billing_order_order_proto_msgTypes[21].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -138,3 +138,72 @@ func (q *Queries) ListProducts(ctx context.Context, arg ListProductsParams) ([]P
 	}
 	return items, nil
 }
+
+const lockProduct = `-- name: LockProduct :one
+SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at FROM products
+WHERE id = $1
+FOR UPDATE
+`
+
+// The product an update changes, locked until the transaction ends.
+func (q *Queries) LockProduct(ctx context.Context, id uuid.UUID) (Product, error) {
+	row := q.db.QueryRow(ctx, lockProduct, id)
+	var i Product
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.Price,
+		&i.Currency,
+		&i.ProviderPlugin,
+		&i.ProviderConfig,
+		&i.Enabled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const updateProduct = `-- name: UpdateProduct :one
+UPDATE products
+SET name = $1, description = $2, price = $3, enabled = $4,
+    provider_config = $5, updated_at = $6
+WHERE id = $7
+RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at
+`
+
+type UpdateProductParams struct {
+	Name           string
+	Description    string
+	Price          money.Amount
+	Enabled        bool
+	ProviderConfig []byte
+	UpdatedAt      time.Time
+	ID             uuid.UUID
+}
+
+func (q *Queries) UpdateProduct(ctx context.Context, arg UpdateProductParams) (Product, error) {
+	row := q.db.QueryRow(ctx, updateProduct,
+		arg.Name,
+		arg.Description,
+		arg.Price,
+		arg.Enabled,
+		arg.ProviderConfig,
+		arg.UpdatedAt,
+		arg.ID,
+	)
+	var i Product
+	err := row.Scan(
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.Price,
+		&i.Currency,
+		&i.ProviderPlugin,
+		&i.ProviderConfig,
+		&i.Enabled,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}

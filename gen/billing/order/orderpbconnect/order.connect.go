@@ -46,6 +46,9 @@ const (
 	// OrderServiceListProductsProcedure is the fully-qualified name of the OrderService's ListProducts
 	// RPC.
 	OrderServiceListProductsProcedure = "/billing.order.OrderService/ListProducts"
+	// OrderServiceUpdateProductProcedure is the fully-qualified name of the OrderService's
+	// UpdateProduct RPC.
+	OrderServiceUpdateProductProcedure = "/billing.order.OrderService/UpdateProduct"
 	// OrderServiceCreateOrderProcedure is the fully-qualified name of the OrderService's CreateOrder
 	// RPC.
 	OrderServiceCreateOrderProcedure = "/billing.order.OrderService/CreateOrder"
@@ -81,6 +84,10 @@ type OrderServiceClient interface {
 	// ListProducts pages through the catalogue, newest first. Customers see
 	// enabled products only.
 	ListProducts(context.Context, *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error)
+	// UpdateProduct changes a product (admin): name, description, price,
+	// whether customers can order it, and its provider_config. Orders already
+	// placed keep the copy of the product they were placed with.
+	UpdateProduct(context.Context, *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error)
 	// CreateOrder orders one product for the calling customer: a `pending`
 	// order whose total is the product's price, in the product's currency.
 	CreateOrder(context.Context, *connect.Request[order.CreateOrderRequest]) (*connect.Response[order.CreateOrderResponse], error)
@@ -136,6 +143,12 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			baseURL+OrderServiceListProductsProcedure,
 			connect.WithSchema(orderServiceMethods.ByName("ListProducts")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateProduct: connect.NewClient[order.UpdateProductRequest, order.UpdateProductResponse](
+			httpClient,
+			baseURL+OrderServiceUpdateProductProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("UpdateProduct")),
 			connect.WithClientOptions(opts...),
 		),
 		createOrder: connect.NewClient[order.CreateOrderRequest, order.CreateOrderResponse](
@@ -203,6 +216,7 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type orderServiceClient struct {
 	createProduct  *connect.Client[order.CreateProductRequest, order.CreateProductResponse]
 	listProducts   *connect.Client[order.ListProductsRequest, order.ListProductsResponse]
+	updateProduct  *connect.Client[order.UpdateProductRequest, order.UpdateProductResponse]
 	createOrder    *connect.Client[order.CreateOrderRequest, order.CreateOrderResponse]
 	getOrder       *connect.Client[order.GetOrderRequest, order.GetOrderResponse]
 	listOrders     *connect.Client[order.ListOrdersRequest, order.ListOrdersResponse]
@@ -222,6 +236,11 @@ func (c *orderServiceClient) CreateProduct(ctx context.Context, req *connect.Req
 // ListProducts calls billing.order.OrderService.ListProducts.
 func (c *orderServiceClient) ListProducts(ctx context.Context, req *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error) {
 	return c.listProducts.CallUnary(ctx, req)
+}
+
+// UpdateProduct calls billing.order.OrderService.UpdateProduct.
+func (c *orderServiceClient) UpdateProduct(ctx context.Context, req *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error) {
+	return c.updateProduct.CallUnary(ctx, req)
 }
 
 // CreateOrder calls billing.order.OrderService.CreateOrder.
@@ -278,6 +297,10 @@ type OrderServiceHandler interface {
 	// ListProducts pages through the catalogue, newest first. Customers see
 	// enabled products only.
 	ListProducts(context.Context, *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error)
+	// UpdateProduct changes a product (admin): name, description, price,
+	// whether customers can order it, and its provider_config. Orders already
+	// placed keep the copy of the product they were placed with.
+	UpdateProduct(context.Context, *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error)
 	// CreateOrder orders one product for the calling customer: a `pending`
 	// order whose total is the product's price, in the product's currency.
 	CreateOrder(context.Context, *connect.Request[order.CreateOrderRequest]) (*connect.Response[order.CreateOrderResponse], error)
@@ -329,6 +352,12 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 		svc.ListProducts,
 		connect.WithSchema(orderServiceMethods.ByName("ListProducts")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceUpdateProductHandler := connect.NewUnaryHandler(
+		OrderServiceUpdateProductProcedure,
+		svc.UpdateProduct,
+		connect.WithSchema(orderServiceMethods.ByName("UpdateProduct")),
 		connect.WithHandlerOptions(opts...),
 	)
 	orderServiceCreateOrderHandler := connect.NewUnaryHandler(
@@ -395,6 +424,8 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 			orderServiceCreateProductHandler.ServeHTTP(w, r)
 		case OrderServiceListProductsProcedure:
 			orderServiceListProductsHandler.ServeHTTP(w, r)
+		case OrderServiceUpdateProductProcedure:
+			orderServiceUpdateProductHandler.ServeHTTP(w, r)
 		case OrderServiceCreateOrderProcedure:
 			orderServiceCreateOrderHandler.ServeHTTP(w, r)
 		case OrderServiceGetOrderProcedure:
@@ -428,6 +459,10 @@ func (UnimplementedOrderServiceHandler) CreateProduct(context.Context, *connect.
 
 func (UnimplementedOrderServiceHandler) ListProducts(context.Context, *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.ListProducts is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) UpdateProduct(context.Context, *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.UpdateProduct is not implemented"))
 }
 
 func (UnimplementedOrderServiceHandler) CreateOrder(context.Context, *connect.Request[order.CreateOrderRequest]) (*connect.Response[order.CreateOrderResponse], error) {

@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file billing/order/order.proto.
  */
 export const file_billing_order_order: GenFile = /*@__PURE__*/
-  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIqsBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJIu8BCgVPcmRlchIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRISCgpwcm9kdWN0X2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIUCgx0b3RhbF9hbW91bnQYBSABKAkSEAoIY3VycmVuY3kYBiABKAkSEwoLZGVzY3JpcHRpb24YByABKAkSDwoHcGFpZF9hdBgIIAEoCRIUCgxjYW5jZWxsZWRfYXQYCSABKAkSFQoNY2FuY2VsX3JlYXNvbhgKIAEoCRISCgpjcmVhdGVkX2F0GAsgASgJEhIKCnVwZGF0ZWRfYXQYDCABKAkihAIKB0ludm9pY2USCgoCaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSDgoGbnVtYmVyGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZhbW91bnQYBiABKAkSEwoLcGFpZF9hbW91bnQYByABKAkSEAoIY3VycmVuY3kYCCABKAkSEwoLZGVzY3JpcHRpb24YCSABKAkSEQoJaXNzdWVkX2F0GAogASgJEg4KBmR1ZV9hdBgLIAEoCRIPCgdwYWlkX2F0GAwgASgJEhIKCmNyZWF0ZWRfYXQYDSABKAkSEgoKdXBkYXRlZF9hdBgOIAEoCSK+AQoUQ3JlYXRlUHJvZHVjdFJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRINCgVwcmljZRgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRIcCg9wcm92aWRlcl9wbHVnaW4YBSABKAlIAIgBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QhIKEF9wcm92aWRlcl9wbHVnaW4iQAoVQ3JlYXRlUHJvZHVjdFJlc3BvbnNlEicKB3Byb2R1Y3QYASABKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3QiaQoTTGlzdFByb2R1Y3RzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhQKB2VuYWJsZWQYAiABKAhIAIgBAUIKCghfZW5hYmxlZCJpChRMaXN0UHJvZHVjdHNSZXNwb25zZRIoCghwcm9kdWN0cxgBIAMoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIigKEkNyZWF0ZU9yZGVyUmVxdWVzdBISCgpwcm9kdWN0X2lkGAEgASgJIjoKE0NyZWF0ZU9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIh0KD0dldE9yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSI3ChBHZXRPcmRlclJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlciKPAQoRTGlzdE9yZGVyc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhMKBnN0YXR1cxgDIAEoCUgBiAEBQg4KDF9jdXN0b21lcl9pZEIJCgdfc3RhdHVzImMKEkxpc3RPcmRlcnNSZXNwb25zZRIkCgZvcmRlcnMYASADKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJgoSQ2FuY2VsT3JkZXJSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIjoKE0NhbmNlbE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIikKFVBheVdpdGhCYWxhbmNlUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCSJ/ChZQYXlXaXRoQmFsYW5jZVJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSDwoHYmFsYW5jZRgDIAEoCSKSAQoUQ3JlYXRlSW52b2ljZVJlcXVlc3QSEgoIb3JkZXJfaWQYASABKAlIABIVCgtjdXN0b21lcl9pZBgCIAEoCUgAEg4KBmFtb3VudBgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIOCgZkdWVfYXQYBiABKAlCCAoGdGFyZ2V0IkAKFUNyZWF0ZUludm9pY2VSZXNwb25zZRInCgdpbnZvaWNlGAEgASgLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlIh8KEUdldEludm9pY2VSZXF1ZXN0EgoKAmlkGAEgASgJIj0KEkdldEludm9pY2VSZXNwb25zZRInCgdpbnZvaWNlGAEgASgLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlIrUBChNMaXN0SW52b2ljZXNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSGAoLY3VzdG9tZXJfaWQYAiABKAlIAIgBARIVCghvcmRlcl9pZBgDIAEoCUgBiAEBEhMKBnN0YXR1cxgEIAEoCUgCiAEBQg4KDF9jdXN0b21lcl9pZEILCglfb3JkZXJfaWRCCQoHX3N0YXR1cyJpChRMaXN0SW52b2ljZXNSZXNwb25zZRIoCghpbnZvaWNlcxgBIAMoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZRInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIioKFENhbmNlbEludm9pY2VSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiQAoVQ2FuY2VsSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2Uy6wcKDE9yZGVyU2VydmljZRJaCg1DcmVhdGVQcm9kdWN0EiMuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlUHJvZHVjdFJlc3BvbnNlElwKDExpc3RQcm9kdWN0cxIiLmJpbGxpbmcub3JkZXIuTGlzdFByb2R1Y3RzUmVxdWVzdBojLmJpbGxpbmcub3JkZXIuTGlzdFByb2R1Y3RzUmVzcG9uc2UiA5ACARJUCgtDcmVhdGVPcmRlchIhLmJpbGxpbmcub3JkZXIuQ3JlYXRlT3JkZXJSZXF1ZXN0GiIuYmlsbGluZy5vcmRlci5DcmVhdGVPcmRlclJlc3BvbnNlElAKCEdldE9yZGVyEh4uYmlsbGluZy5vcmRlci5HZXRPcmRlclJlcXVlc3QaHy5iaWxsaW5nLm9yZGVyLkdldE9yZGVyUmVzcG9uc2UiA5ACARJWCgpMaXN0T3JkZXJzEiAuYmlsbGluZy5vcmRlci5MaXN0T3JkZXJzUmVxdWVzdBohLmJpbGxpbmcub3JkZXIuTGlzdE9yZGVyc1Jlc3BvbnNlIgOQAgESVAoLQ2FuY2VsT3JkZXISIS5iaWxsaW5nLm9yZGVyLkNhbmNlbE9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuQ2FuY2VsT3JkZXJSZXNwb25zZRJdCg5QYXlXaXRoQmFsYW5jZRIkLmJpbGxpbmcub3JkZXIuUGF5V2l0aEJhbGFuY2VSZXF1ZXN0GiUuYmlsbGluZy5vcmRlci5QYXlXaXRoQmFsYW5jZVJlc3BvbnNlEloKDUNyZWF0ZUludm9pY2USIy5iaWxsaW5nLm9yZGVyLkNyZWF0ZUludm9pY2VSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DcmVhdGVJbnZvaWNlUmVzcG9uc2USVgoKR2V0SW52b2ljZRIgLmJpbGxpbmcub3JkZXIuR2V0SW52b2ljZVJlcXVlc3QaIS5iaWxsaW5nLm9yZGVyLkdldEludm9pY2VSZXNwb25zZSIDkAIBElwKDExpc3RJbnZvaWNlcxIiLmJpbGxpbmcub3JkZXIuTGlzdEludm9pY2VzUmVxdWVzdBojLmJpbGxpbmcub3JkZXIuTGlzdEludm9pY2VzUmVzcG9uc2UiA5ACARJaCg1DYW5jZWxJbnZvaWNlEiMuYmlsbGluZy5vcmRlci5DYW5jZWxJbnZvaWNlUmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ2FuY2VsSW52b2ljZVJlc3BvbnNlQjhaNmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvb3JkZXI7b3JkZXJwYmIGcHJvdG8z", [file_billing_payment_payment, file_google_protobuf_struct]);
+  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIqsBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJIu8BCgVPcmRlchIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRISCgpwcm9kdWN0X2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIUCgx0b3RhbF9hbW91bnQYBSABKAkSEAoIY3VycmVuY3kYBiABKAkSEwoLZGVzY3JpcHRpb24YByABKAkSDwoHcGFpZF9hdBgIIAEoCRIUCgxjYW5jZWxsZWRfYXQYCSABKAkSFQoNY2FuY2VsX3JlYXNvbhgKIAEoCRISCgpjcmVhdGVkX2F0GAsgASgJEhIKCnVwZGF0ZWRfYXQYDCABKAkihAIKB0ludm9pY2USCgoCaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSDgoGbnVtYmVyGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZhbW91bnQYBiABKAkSEwoLcGFpZF9hbW91bnQYByABKAkSEAoIY3VycmVuY3kYCCABKAkSEwoLZGVzY3JpcHRpb24YCSABKAkSEQoJaXNzdWVkX2F0GAogASgJEg4KBmR1ZV9hdBgLIAEoCRIPCgdwYWlkX2F0GAwgASgJEhIKCmNyZWF0ZWRfYXQYDSABKAkSEgoKdXBkYXRlZF9hdBgOIAEoCSK+AQoUQ3JlYXRlUHJvZHVjdFJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRINCgVwcmljZRgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRIcCg9wcm92aWRlcl9wbHVnaW4YBSABKAlIAIgBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QhIKEF9wcm92aWRlcl9wbHVnaW4iQAoVQ3JlYXRlUHJvZHVjdFJlc3BvbnNlEicKB3Byb2R1Y3QYASABKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3Qi2gEKFFVwZGF0ZVByb2R1Y3RSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgDIAEoCUgBiAEBEhIKBXByaWNlGAQgASgJSAKIAQESFAoHZW5hYmxlZBgFIAEoCEgDiAEBEjAKD3Byb3ZpZGVyX2NvbmZpZxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQggKBl9wcmljZUIKCghfZW5hYmxlZCJAChVVcGRhdGVQcm9kdWN0UmVzcG9uc2USJwoHcHJvZHVjdBgBIAEoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdCJpChNMaXN0UHJvZHVjdHNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSFAoHZW5hYmxlZBgCIAEoCEgAiAEBQgoKCF9lbmFibGVkImkKFExpc3RQcm9kdWN0c1Jlc3BvbnNlEigKCHByb2R1Y3RzGAEgAygLMhYuYmlsbGluZy5vcmRlci5Qcm9kdWN0EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKAoSQ3JlYXRlT3JkZXJSZXF1ZXN0EhIKCnByb2R1Y3RfaWQYASABKAkiOgoTQ3JlYXRlT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiHQoPR2V0T3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJIjcKEEdldE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIo8BChFMaXN0T3JkZXJzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhgKC2N1c3RvbWVyX2lkGAIgASgJSACIAQESEwoGc3RhdHVzGAMgASgJSAGIAQFCDgoMX2N1c3RvbWVyX2lkQgkKB19zdGF0dXMiYwoSTGlzdE9yZGVyc1Jlc3BvbnNlEiQKBm9yZGVycxgBIAMoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSImChJDYW5jZWxPcmRlclJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkiOgoTQ2FuY2VsT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiKQoVUGF5V2l0aEJhbGFuY2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIn8KFlBheVdpdGhCYWxhbmNlUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEi8KB3BheW1lbnQYAiABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBIPCgdiYWxhbmNlGAMgASgJIpIBChRDcmVhdGVJbnZvaWNlUmVxdWVzdBISCghvcmRlcl9pZBgBIAEoCUgAEhUKC2N1c3RvbWVyX2lkGAIgASgJSAASDgoGYW1vdW50GAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEg4KBmR1ZV9hdBgGIAEoCUIICgZ0YXJnZXQiQAoVQ3JlYXRlSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UiHwoRR2V0SW52b2ljZVJlcXVlc3QSCgoCaWQYASABKAkiPQoSR2V0SW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UitQEKE0xpc3RJbnZvaWNlc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhUKCG9yZGVyX2lkGAMgASgJSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQFCDgoMX2N1c3RvbWVyX2lkQgsKCV9vcmRlcl9pZEIJCgdfc3RhdHVzImkKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEigKCGludm9pY2VzGAEgAygLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKgoUQ2FuY2VsSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSJAChVDYW5jZWxJbnZvaWNlUmVzcG9uc2USJwoHaW52b2ljZRgBIAEoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZTLHCAoMT3JkZXJTZXJ2aWNlEloKDUNyZWF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLkNyZWF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVzcG9uc2USXAoMTGlzdFByb2R1Y3RzEiIuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXNwb25zZSIDkAIBEloKDVVwZGF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLlVwZGF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5VcGRhdGVQcm9kdWN0UmVzcG9uc2USVAoLQ3JlYXRlT3JkZXISIS5iaWxsaW5nLm9yZGVyLkNyZWF0ZU9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuQ3JlYXRlT3JkZXJSZXNwb25zZRJQCghHZXRPcmRlchIeLmJpbGxpbmcub3JkZXIuR2V0T3JkZXJSZXF1ZXN0Gh8uYmlsbGluZy5vcmRlci5HZXRPcmRlclJlc3BvbnNlIgOQAgESVgoKTGlzdE9yZGVycxIgLmJpbGxpbmcub3JkZXIuTGlzdE9yZGVyc1JlcXVlc3QaIS5iaWxsaW5nLm9yZGVyLkxpc3RPcmRlcnNSZXNwb25zZSIDkAIBElQKC0NhbmNlbE9yZGVyEiEuYmlsbGluZy5vcmRlci5DYW5jZWxPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLkNhbmNlbE9yZGVyUmVzcG9uc2USXQoOUGF5V2l0aEJhbGFuY2USJC5iaWxsaW5nLm9yZGVyLlBheVdpdGhCYWxhbmNlUmVxdWVzdBolLmJpbGxpbmcub3JkZXIuUGF5V2l0aEJhbGFuY2VSZXNwb25zZRJaCg1DcmVhdGVJbnZvaWNlEiMuYmlsbGluZy5vcmRlci5DcmVhdGVJbnZvaWNlUmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlSW52b2ljZVJlc3BvbnNlElYKCkdldEludm9pY2USIC5iaWxsaW5nLm9yZGVyLkdldEludm9pY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5HZXRJbnZvaWNlUmVzcG9uc2UiA5ACARJcCgxMaXN0SW52b2ljZXMSIi5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1JlcXVlc3QaIy5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1Jlc3BvbnNlIgOQAgESWgoNQ2FuY2VsSW52b2ljZRIjLmJpbGxpbmcub3JkZXIuQ2FuY2VsSW52b2ljZVJlcXVlc3QaJC5iaWxsaW5nLm9yZGVyLkNhbmNlbEludm9pY2VSZXNwb25zZUI4WjZnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL29yZGVyO29yZGVycGJiBnByb3RvMw", [file_billing_payment_payment, file_google_protobuf_struct]);
 
 /**
  * Product is one entry of the catalogue.
@@ -388,6 +388,81 @@ export const CreateProductResponseSchema: GenMessage<CreateProductResponse> = /*
   messageDesc(file_billing_order_order, 4);
 
 /**
+ * @generated from message billing.order.UpdateProductRequest
+ */
+export type UpdateProductRequest = Message<"billing.order.UpdateProductRequest"> & {
+  /**
+   * Product to change.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * New display name; absent keeps it.
+   *
+   * @generated from field: optional string name = 2;
+   */
+  name?: string | undefined;
+
+  /**
+   * New description; absent keeps it.
+   *
+   * @generated from field: optional string description = 3;
+   */
+  description?: string | undefined;
+
+  /**
+   * New list price for orders placed from now on; absent keeps it.
+   *
+   * @generated from field: optional string price = 4;
+   */
+  price?: string | undefined;
+
+  /**
+   * Whether customers can see and order it; absent keeps it.
+   *
+   * @generated from field: optional bool enabled = 5;
+   */
+  enabled?: boolean | undefined;
+
+  /**
+   * Replaces the provider_config of a product with a provider plugin,
+   * checked as in CreateProduct; a secret it omits or sends as "********"
+   * keeps its stored value (so a token can stay unsaid). Absent keeps it.
+   *
+   * @generated from field: google.protobuf.Struct provider_config = 6;
+   */
+  providerConfig?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message billing.order.UpdateProductRequest.
+ * Use `create(UpdateProductRequestSchema)` to create a new message.
+ */
+export const UpdateProductRequestSchema: GenMessage<UpdateProductRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 5);
+
+/**
+ * @generated from message billing.order.UpdateProductResponse
+ */
+export type UpdateProductResponse = Message<"billing.order.UpdateProductResponse"> & {
+  /**
+   * The product as it now is.
+   *
+   * @generated from field: billing.order.Product product = 1;
+   */
+  product?: Product | undefined;
+};
+
+/**
+ * Describes the message billing.order.UpdateProductResponse.
+ * Use `create(UpdateProductResponseSchema)` to create a new message.
+ */
+export const UpdateProductResponseSchema: GenMessage<UpdateProductResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 6);
+
+/**
  * @generated from message billing.order.ListProductsRequest
  */
 export type ListProductsRequest = Message<"billing.order.ListProductsRequest"> & {
@@ -412,7 +487,7 @@ export type ListProductsRequest = Message<"billing.order.ListProductsRequest"> &
  * Use `create(ListProductsRequestSchema)` to create a new message.
  */
 export const ListProductsRequestSchema: GenMessage<ListProductsRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 5);
+  messageDesc(file_billing_order_order, 7);
 
 /**
  * @generated from message billing.order.ListProductsResponse
@@ -438,7 +513,7 @@ export type ListProductsResponse = Message<"billing.order.ListProductsResponse">
  * Use `create(ListProductsResponseSchema)` to create a new message.
  */
 export const ListProductsResponseSchema: GenMessage<ListProductsResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 6);
+  messageDesc(file_billing_order_order, 8);
 
 /**
  * @generated from message billing.order.CreateOrderRequest
@@ -457,7 +532,7 @@ export type CreateOrderRequest = Message<"billing.order.CreateOrderRequest"> & {
  * Use `create(CreateOrderRequestSchema)` to create a new message.
  */
 export const CreateOrderRequestSchema: GenMessage<CreateOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 7);
+  messageDesc(file_billing_order_order, 9);
 
 /**
  * @generated from message billing.order.CreateOrderResponse
@@ -476,7 +551,7 @@ export type CreateOrderResponse = Message<"billing.order.CreateOrderResponse"> &
  * Use `create(CreateOrderResponseSchema)` to create a new message.
  */
 export const CreateOrderResponseSchema: GenMessage<CreateOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 8);
+  messageDesc(file_billing_order_order, 10);
 
 /**
  * @generated from message billing.order.GetOrderRequest
@@ -495,7 +570,7 @@ export type GetOrderRequest = Message<"billing.order.GetOrderRequest"> & {
  * Use `create(GetOrderRequestSchema)` to create a new message.
  */
 export const GetOrderRequestSchema: GenMessage<GetOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 9);
+  messageDesc(file_billing_order_order, 11);
 
 /**
  * @generated from message billing.order.GetOrderResponse
@@ -514,7 +589,7 @@ export type GetOrderResponse = Message<"billing.order.GetOrderResponse"> & {
  * Use `create(GetOrderResponseSchema)` to create a new message.
  */
 export const GetOrderResponseSchema: GenMessage<GetOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 10);
+  messageDesc(file_billing_order_order, 12);
 
 /**
  * @generated from message billing.order.ListOrdersRequest
@@ -547,7 +622,7 @@ export type ListOrdersRequest = Message<"billing.order.ListOrdersRequest"> & {
  * Use `create(ListOrdersRequestSchema)` to create a new message.
  */
 export const ListOrdersRequestSchema: GenMessage<ListOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 11);
+  messageDesc(file_billing_order_order, 13);
 
 /**
  * @generated from message billing.order.ListOrdersResponse
@@ -573,7 +648,7 @@ export type ListOrdersResponse = Message<"billing.order.ListOrdersResponse"> & {
  * Use `create(ListOrdersResponseSchema)` to create a new message.
  */
 export const ListOrdersResponseSchema: GenMessage<ListOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 12);
+  messageDesc(file_billing_order_order, 14);
 
 /**
  * @generated from message billing.order.CancelOrderRequest
@@ -592,7 +667,7 @@ export type CancelOrderRequest = Message<"billing.order.CancelOrderRequest"> & {
  * Use `create(CancelOrderRequestSchema)` to create a new message.
  */
 export const CancelOrderRequestSchema: GenMessage<CancelOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 13);
+  messageDesc(file_billing_order_order, 15);
 
 /**
  * @generated from message billing.order.CancelOrderResponse
@@ -611,7 +686,7 @@ export type CancelOrderResponse = Message<"billing.order.CancelOrderResponse"> &
  * Use `create(CancelOrderResponseSchema)` to create a new message.
  */
 export const CancelOrderResponseSchema: GenMessage<CancelOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 14);
+  messageDesc(file_billing_order_order, 16);
 
 /**
  * @generated from message billing.order.PayWithBalanceRequest
@@ -630,7 +705,7 @@ export type PayWithBalanceRequest = Message<"billing.order.PayWithBalanceRequest
  * Use `create(PayWithBalanceRequestSchema)` to create a new message.
  */
 export const PayWithBalanceRequestSchema: GenMessage<PayWithBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 15);
+  messageDesc(file_billing_order_order, 17);
 
 /**
  * @generated from message billing.order.PayWithBalanceResponse
@@ -665,7 +740,7 @@ export type PayWithBalanceResponse = Message<"billing.order.PayWithBalanceRespon
  * Use `create(PayWithBalanceResponseSchema)` to create a new message.
  */
 export const PayWithBalanceResponseSchema: GenMessage<PayWithBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 16);
+  messageDesc(file_billing_order_order, 18);
 
 /**
  * @generated from message billing.order.CreateInvoiceRequest
@@ -730,7 +805,7 @@ export type CreateInvoiceRequest = Message<"billing.order.CreateInvoiceRequest">
  * Use `create(CreateInvoiceRequestSchema)` to create a new message.
  */
 export const CreateInvoiceRequestSchema: GenMessage<CreateInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 17);
+  messageDesc(file_billing_order_order, 19);
 
 /**
  * @generated from message billing.order.CreateInvoiceResponse
@@ -749,7 +824,7 @@ export type CreateInvoiceResponse = Message<"billing.order.CreateInvoiceResponse
  * Use `create(CreateInvoiceResponseSchema)` to create a new message.
  */
 export const CreateInvoiceResponseSchema: GenMessage<CreateInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 18);
+  messageDesc(file_billing_order_order, 20);
 
 /**
  * @generated from message billing.order.GetInvoiceRequest
@@ -768,7 +843,7 @@ export type GetInvoiceRequest = Message<"billing.order.GetInvoiceRequest"> & {
  * Use `create(GetInvoiceRequestSchema)` to create a new message.
  */
 export const GetInvoiceRequestSchema: GenMessage<GetInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 19);
+  messageDesc(file_billing_order_order, 21);
 
 /**
  * @generated from message billing.order.GetInvoiceResponse
@@ -787,7 +862,7 @@ export type GetInvoiceResponse = Message<"billing.order.GetInvoiceResponse"> & {
  * Use `create(GetInvoiceResponseSchema)` to create a new message.
  */
 export const GetInvoiceResponseSchema: GenMessage<GetInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 20);
+  messageDesc(file_billing_order_order, 22);
 
 /**
  * @generated from message billing.order.ListInvoicesRequest
@@ -827,7 +902,7 @@ export type ListInvoicesRequest = Message<"billing.order.ListInvoicesRequest"> &
  * Use `create(ListInvoicesRequestSchema)` to create a new message.
  */
 export const ListInvoicesRequestSchema: GenMessage<ListInvoicesRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 21);
+  messageDesc(file_billing_order_order, 23);
 
 /**
  * @generated from message billing.order.ListInvoicesResponse
@@ -853,7 +928,7 @@ export type ListInvoicesResponse = Message<"billing.order.ListInvoicesResponse">
  * Use `create(ListInvoicesResponseSchema)` to create a new message.
  */
 export const ListInvoicesResponseSchema: GenMessage<ListInvoicesResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 22);
+  messageDesc(file_billing_order_order, 24);
 
 /**
  * @generated from message billing.order.CancelInvoiceRequest
@@ -872,7 +947,7 @@ export type CancelInvoiceRequest = Message<"billing.order.CancelInvoiceRequest">
  * Use `create(CancelInvoiceRequestSchema)` to create a new message.
  */
 export const CancelInvoiceRequestSchema: GenMessage<CancelInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 23);
+  messageDesc(file_billing_order_order, 25);
 
 /**
  * @generated from message billing.order.CancelInvoiceResponse
@@ -891,7 +966,7 @@ export type CancelInvoiceResponse = Message<"billing.order.CancelInvoiceResponse
  * Use `create(CancelInvoiceResponseSchema)` to create a new message.
  */
 export const CancelInvoiceResponseSchema: GenMessage<CancelInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 24);
+  messageDesc(file_billing_order_order, 26);
 
 /**
  * OrderService sells products: the catalogue, orders, balance payment and
@@ -926,6 +1001,18 @@ export const OrderService: GenService<{
     methodKind: "unary";
     input: typeof ListProductsRequestSchema;
     output: typeof ListProductsResponseSchema;
+  },
+  /**
+   * UpdateProduct changes a product (admin): name, description, price,
+   * whether customers can order it, and its provider_config. Orders already
+   * placed keep the copy of the product they were placed with.
+   *
+   * @generated from rpc billing.order.OrderService.UpdateProduct
+   */
+  updateProduct: {
+    methodKind: "unary";
+    input: typeof UpdateProductRequestSchema;
+    output: typeof UpdateProductResponseSchema;
   },
   /**
    * CreateOrder orders one product for the calling customer: a `pending`
