@@ -67,7 +67,7 @@ func envKeys(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, config.EnvPrefix) {
+		if config.IsConfigEnv(k) {
 			out = append(out, k)
 		}
 	}

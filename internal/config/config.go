@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/toml/v2"
@@ -348,9 +349,23 @@ func LoadFiles(paths []string, environ []string) (Config, error) {
 
 // envKey maps PAYMENTD_DB__URL to "db.url": a double underscore separates the
 // section from the key, since keys themselves contain single underscores.
+// A PAYMENTD_ variable without a double underscore (PAYMENTD_TEST_DATABASE_URL,
+// PAYMENTD_BENCH_DATABASE_URL: the tests' and tools' own settings) is not
+// configuration and is left out; a misspelt key within a section is still
+// refused as unknown.
 func envKey(k, v string) (string, any) {
+	if !IsConfigEnv(k) {
+		return "", nil
+	}
 	k = strings.ToLower(strings.TrimPrefix(k, EnvPrefix))
 	return strings.ReplaceAll(k, "__", "."), v
+}
+
+// IsConfigEnv reports whether an environment variable's name is a
+// configuration key: PAYMENTD_<SECTION>__<KEY>.
+func IsConfigEnv(name string) bool {
+	rest, ok := strings.CutPrefix(name, EnvPrefix)
+	return ok && strings.Contains(rest, "__")
 }
 
 // ResolvePath picks the file to load: the flag when given, else DefaultFile
@@ -431,8 +446,8 @@ func (c Config) Validate() error {
 		bad("[jwt].secret", "is required (at least 32 characters)")
 	case c.JWT.Secret == PlaceholderJWTSecret:
 		bad("[jwt].secret", "is the placeholder of koanf.example.toml: set a random secret of at least 32 characters")
-	case len(c.JWT.Secret) < 32:
-		bad("[jwt].secret", "must be at least 32 characters, got %d", len(c.JWT.Secret))
+	case utf8.RuneCountInString(c.JWT.Secret) < 32:
+		bad("[jwt].secret", "must be at least 32 characters, got %d", utf8.RuneCountInString(c.JWT.Secret))
 	}
 	if c.JWT.ExpiryHours < 1 {
 		bad("[jwt].expiry_hours", "must be at least 1, got %d", c.JWT.ExpiryHours)

@@ -72,6 +72,12 @@ secret = "`+goodSecret+`"
 		"PAYMENTD_SESSION__COOKIE_SECURE=true",
 		"PAYMENTD_EVENTS__POLL_INTERVAL=250ms",
 		"HOME=/root", // not ours: ignored
+		// The tests' and tools' own PAYMENTD_ settings (no section) are
+		// not configuration: a server started with them in its
+		// environment must not refuse them as unknown keys.
+		"PAYMENTD_TEST_DATABASE_URL=postgres://tests@127.0.0.1/test",
+		"PAYMENTD_BENCH_DATABASE_URL=postgres://bench@127.0.0.1/bench",
+		"PAYMENTD_E2E_DOCS_SCREENSHOT=1",
 	})
 	require.NoError(t, err)
 	require.Equal(t, 7000, c.Server.Port)
@@ -92,6 +98,18 @@ func TestUnknownKeysAreErrors(t *testing.T) {
 
 	_, err = Load("", []string{"PAYMENTD_DB__URLL=postgres://x"})
 	require.ErrorContains(t, err, "url")
+
+	_, err = Load("", []string{"PAYMENTD_NOSUCHSECTION__KEY=1"})
+	require.ErrorContains(t, err, "nosuchsection", "a variable shaped as configuration is checked like a file's key")
+}
+
+func TestJWTSecretLengthCountsCharactersNotBytes(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.JWT.Secret = strings.Repeat("é", 31) // 62 bytes, 31 characters
+	require.ErrorContains(t, c.Validate(), "[jwt].secret must be at least 32 characters, got 31")
+	c.JWT.Secret = strings.Repeat("é", 32)
+	require.NoError(t, c.Validate())
 }
 
 func TestMissingExplicitFileIsAnError(t *testing.T) {
