@@ -57,7 +57,8 @@ Usage:
   paymentd plugin check [--type FOLDER] FILE  compile a plugin script, check its contract and
                                               version, dry-run info and config_schema;
                                               exit 1 naming the line when it fails
-  paymentd version                            print the version
+  paymentd version                            print the module version, commit, commit
+                                              time and Go version
   paymentd help                               print this help
 
 Every command takes --help. Exit status: 0 success, 1 failure (a check that found a
@@ -126,13 +127,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "--help" {
-				fmt.Fprint(stdout, "Usage:\n  paymentd version\n\nPrints the module version, the VCS revision and time it was built from, and the Go version.\n")
+				fmt.Fprint(stdout, versionUsage)
 				return 0
 			}
 			fmt.Fprintf(stderr, "paymentd: version takes no arguments\n")
 			return exitUsage
 		}
-		fmt.Fprintln(stdout, versionString())
+		fmt.Fprint(stdout, readVersion())
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 	default:

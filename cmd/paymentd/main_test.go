@@ -56,12 +56,6 @@ func TestNoArgumentsPrintsUsage(t *testing.T) {
 	require.Contains(t, stderr, "Usage:")
 }
 
-func TestVersionPrintsTheModuleVersion(t *testing.T) {
-	code, stdout, _ := runCLI(t, "version")
-	require.Equal(t, 0, code)
-	require.True(t, strings.HasPrefix(stdout, "paymentd "), stdout)
-}
-
 func TestMigrateNeedsAnAction(t *testing.T) {
 	t.Chdir(t.TempDir())
 	t.Setenv("PAYMENTD_JWT__SECRET", strings.Repeat("s", 32))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
@@ -57,7 +56,8 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log := logging.New(cfg.Log, stderr)
-	log.Info("starting paymentd", "version", versionString())
+	v := readVersion()
+	log.Info("starting paymentd", "version", v.Version, "commit", v.Commit, "commit_time", v.CommitTime, "modified", v.Modified)
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -68,29 +68,4 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	log.Info("stopped")
 	return nil
-}
-
-func versionString() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "paymentd (unknown version)"
-	}
-	v := bi.Main.Version
-	var rev, at string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.time":
-			at = s.Value
-		}
-	}
-	out := "paymentd " + v
-	if rev != "" {
-		out += " " + rev
-	}
-	if at != "" {
-		out += " " + at
-	}
-	return out + " " + bi.GoVersion
 }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestVersionPrintsModuleCommitAndCommitTimeFromBuildInfo(t *testing.T) {
+	t.Parallel()
+	bi := &debug.BuildInfo{
+		GoVersion: "go1.26.7",
+		Main:      debug.Module{Path: "github.com/rustbill/paymentd", Version: "v1.4.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "-buildmode", Value: "exe"},
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0123456789abcdef0123456789abcdef01234567"},
+			{Key: "vcs.time", Value: "2026-11-22T04:08:59Z"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	}
+	require.Equal(t, "paymentd v1.4.0\n"+
+		"module:      github.com/rustbill/paymentd\n"+
+		"commit:      0123456789abcdef0123456789abcdef01234567 (with uncommitted changes)\n"+
+		"commit time: 2026-11-22T04:08:59Z\n"+
+		"go:          go1.26.7\n", versionOf(bi, true).String())
+
+	// Built without VCS information (go run, -buildvcs=false, a test binary):
+	// the commit fields say they are unknown instead of being left out.
+	bi.Settings = bi.Settings[:1]
+	bi.Main.Version = "(devel)"
+	out := versionOf(bi, true).String()
+	require.Contains(t, out, "paymentd (devel)\n")
+	require.Contains(t, out, "commit:      unknown\n")
+	require.Contains(t, out, "commit time: unknown\n")
+	require.Equal(t, "unknown", versionOf(nil, false).Commit)
+}
+
+func TestVersionOfABinaryBuiltFromACheckoutNamesItsCommit(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	git := func(args ...string) string {
+		c := exec.Command("git", args...)
+		c.Dir = root
+		out, err := c.Output()
+		if err != nil {
+			t.Skipf("not a git checkout (git %s: %v): no VCS information to stamp", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	head := git("rev-parse", "HEAD")
+	dirtyBefore := git("status", "--porcelain") != ""
+	bin := filepath.Join(t.TempDir(), "paymentd")
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", bin, "./cmd/paymentd")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	dirtyAfter := git("status", "--porcelain") != ""
+	commitTime, err := time.Parse(time.RFC3339, git("log", "-1", "--format=%cI", "HEAD"))
+	require.NoError(t, err)
+
+	out, err = exec.Command(bin, "version").Output()
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	require.Len(t, lines, 5, "%s", out)
+	version := strings.TrimPrefix(lines[0], "paymentd ")
+	require.Regexp(t, `^v\d+\.\d+\.\d+(-\S+)?$`, version, "a module version from the checkout (tag or pseudo-version)")
+	if strings.Count(version, "-") >= 2 {
+		require.Contains(t, version, head[:12], "a pseudo-version names the commit")
+	}
+	require.Equal(t, "module:      github.com/rustbill/paymentd", lines[1])
+	require.Regexp(t, "^commit:      "+head+`( \(with uncommitted changes\))?$`, lines[2])
+	if dirtyBefore == dirtyAfter { // the tree did not change under the build
+		require.Equal(t, dirtyBefore, strings.HasSuffix(lines[2], "(with uncommitted changes)"), lines[2])
+	}
+	require.Equal(t, "commit time: "+commitTime.UTC().Format(time.RFC3339), lines[3], "vcs.time is the commit's time")
+	require.Regexp(t, regexp.MustCompile(`^go:          go1\.\d+`), lines[4])
+}
