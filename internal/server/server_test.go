@@ -17,8 +17,10 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 	"github.com/stretchr/testify/require"
+	reflectv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
@@ -268,24 +270,56 @@ func TestConnectJSONOverHTTP1(t *testing.T) {
 func TestReflectionListsThePaymentService(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, v1alpha := range []bool{false, true} {
-		var opts []connect.ClientOption
-		opts = append(opts, connect.WithGRPC())
-		client := grpcreflect.NewClient(b.h2c, b.baseURL, opts...)
-		if v1alpha {
-			// The v1alpha endpoint answers the same; older grpcurl builds use it.
-			resp, err := b.h2c.Post(b.baseURL+"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", "application/grpc", http.NoBody)
-			require.NoError(t, err)
-			resp.Body.Close()
-			require.NotEqual(t, http.StatusNotFound, resp.StatusCode)
-			continue
-		}
-		stream := client.NewStream(context.Background())
-		names, err := stream.ListServices()
+	stream := grpcreflect.NewClient(b.h2c, b.baseURL, connect.WithGRPC()).NewStream(context.Background())
+	names, err := stream.ListServices()
+	require.NoError(t, err)
+	_, _ = stream.Close()
+	require.Contains(t, names, protoreflect.FullName(paymentpbconnect.PaymentServiceName))
+}
+
+// Older grpcurl and grpc clients speak only grpc.reflection.v1alpha: a client
+// of that service lists the same services, and resolves one.
+func TestReflectionV1AlphaListsThePaymentService(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	client := connect.NewClient[reflectv1alpha.ServerReflectionRequest, reflectv1alpha.ServerReflectionResponse](
+		b.h2c, b.baseURL+"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", connect.WithGRPC())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := client.CallBidiStream(ctx)
+	ask := func(req *reflectv1alpha.ServerReflectionRequest) *reflectv1alpha.ServerReflectionResponse {
+		t.Helper()
+		require.NoError(t, stream.Send(req))
+		res, err := stream.Receive()
 		require.NoError(t, err)
-		_, _ = stream.Close()
-		require.Contains(t, names, protoreflect.FullName(paymentpbconnect.PaymentServiceName))
+		require.Nil(t, res.GetErrorResponse(), "%v", res.GetErrorResponse())
+		return res
 	}
+	listed := ask(&reflectv1alpha.ServerReflectionRequest{
+		MessageRequest: &reflectv1alpha.ServerReflectionRequest_ListServices{ListServices: "*"},
+	})
+	var names []string
+	for _, s := range listed.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	require.Contains(t, names, paymentpbconnect.PaymentServiceName)
+
+	files := ask(&reflectv1alpha.ServerReflectionRequest{
+		MessageRequest: &reflectv1alpha.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: paymentpbconnect.PaymentServiceName},
+	})
+	var found bool
+	for _, raw := range files.GetFileDescriptorResponse().GetFileDescriptorProto() {
+		var fd descriptorpb.FileDescriptorProto
+		require.NoError(t, proto.Unmarshal(raw, &fd))
+		for _, svc := range fd.GetService() {
+			if fd.GetPackage()+"."+svc.GetName() == paymentpbconnect.PaymentServiceName {
+				found = true
+			}
+		}
+	}
+	require.True(t, found, "the descriptor of %s", paymentpbconnect.PaymentServiceName)
+	require.NoError(t, stream.CloseRequest())
+	require.NoError(t, stream.CloseResponse())
 }
 
 func TestOversizedRequestIsResourceExhausted(t *testing.T) {
