@@ -84,6 +84,15 @@ func TestGatewayAdminServiceIsForAdminsOnlyAndPaymentMethodsForEveryone(t *testi
 			_, err := cl.admin.GetPluginAdminPage(ctx, with(&gatewaypb.GetPluginAdminPageRequest{Name: "epay"}, cr))
 			return err
 		},
+		"EnablePlugin": func(cr credential) error {
+			_, err := cl.admin.EnablePlugin(ctx, with(&gatewaypb.EnablePluginRequest{Name: "epay"}, cr))
+			return err
+		},
+		"DisablePlugin": func(cr credential) error {
+			// A plugin that does not exist: the test's other calls need epay.
+			_, err := cl.admin.DisablePlugin(ctx, with(&gatewaypb.DisablePluginRequest{Name: "no-such-plugin"}, cr))
+			return err
+		},
 		"CreateGatewayInterface": func(cr credential) error {
 			_, err := cl.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{PluginName: "bank_transfer", DisplayName: "x"}, cr))
 			return err

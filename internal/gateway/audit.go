@@ -18,6 +18,8 @@ const (
 	ActionInterfaceEnable  = "gateway_interface.enable"
 	ActionInterfaceDisable = "gateway_interface.disable"
 	ActionPluginReload     = "plugin.reload"
+	ActionPluginEnable     = "plugin.enable"
+	ActionPluginDisable    = "plugin.disable"
 	ActionPluginAdd        = "plugin.add"
 	ActionPluginUpgrade    = "plugin.upgrade"
 	ActionPluginSource     = "plugin.source_update"
@@ -99,11 +101,12 @@ type pluginState struct {
 	Path      string `json:"path"`
 	SHA256    string `json:"sha256"`
 	Status    string `json:"status"`
+	Enabled   bool   `json:"enabled"`
 	LastError string `json:"last_error,omitempty"`
 }
 
 func pluginSnapshot(p store.Plugin) pluginState {
-	return pluginState{Name: p.Name, Type: p.Type, Version: p.Version, Path: p.Path, SHA256: p.Sha256, Status: p.Status, LastError: p.LastError}
+	return pluginState{Name: p.Name, Type: p.Type, Version: p.Version, Path: p.Path, SHA256: p.Sha256, Status: p.Status, Enabled: p.Enabled, LastError: p.LastError}
 }
 
 type interfaceState struct {

@@ -80,6 +80,27 @@
 // rolling deploy) may move the stored source back and forth, but never the
 // definition backwards.
 //
+// # A plugin an admin disabled
+//
+// plugins.enabled is an admin's choice (EnablePlugin, DisablePlugin), kept
+// apart from the status, which is the scanner's view of the file: no
+// scanner query writes enabled, so the choice survives rescans, upgrades,
+// a broken or vanished file and restarts, and a plugin that recovers from
+// an error stays disabled if an admin disabled it. Only gateway plugins
+// can be disabled (a provider's products are disabled one by one, a
+// notifier in [notify]); enabling works for any plugin.
+//
+// A disabled gateway plugin stays loaded. Its interfaces keep their own
+// enabled flags, but customers no longer see them (ListPaymentMethods) and
+// CreatePayment through them is refused like a disabled interface
+// (Registry.Get hands them out with PluginDisabled); no interface of it can
+// be created or enabled. Callbacks, status queries, the reconciler,
+// bank-transfer confirmations and refunds of the payments already made
+// through them keep working: that money has moved at the gateway and must
+// still be settled or returned. Enabling the plugin again offers its
+// enabled interfaces again. Both changes are audit-logged (plugin.enable,
+// plugin.disable, entity plugin/<name>).
+//
 // # Gateway interfaces and secrets
 //
 // An interface's config is validated against its config_schema (JSON

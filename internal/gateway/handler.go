@@ -27,6 +27,8 @@ var Policy = auth.Policy{
 	gatewaypbconnect.GatewayAdminServiceGetPluginProcedure:               auth.AdminOnly,
 	gatewaypbconnect.GatewayAdminServiceReloadPluginsProcedure:           auth.AdminOnly,
 	gatewaypbconnect.GatewayAdminServiceGetPluginAdminPageProcedure:      auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceEnablePluginProcedure:            auth.AdminOnly,
+	gatewaypbconnect.GatewayAdminServiceDisablePluginProcedure:           auth.AdminOnly,
 	gatewaypbconnect.GatewayAdminServiceCreateGatewayInterfaceProcedure:  auth.AdminOnly,
 	gatewaypbconnect.GatewayAdminServiceUpdateGatewayInterfaceProcedure:  auth.AdminOnly,
 	gatewaypbconnect.GatewayAdminServiceEnableGatewayInterfaceProcedure:  auth.AdminOnly,
@@ -126,6 +128,36 @@ func (h *Handler) GetPluginAdminPage(ctx context.Context, req *connect.Request[g
 		return nil, h.fail(ctx, err)
 	}
 	return connect.NewResponse(&gatewaypb.GetPluginAdminPageResponse{Content: text}), nil
+}
+
+// EnablePlugin implements GatewayAdminService.EnablePlugin.
+func (h *Handler) EnablePlugin(ctx context.Context, req *connect.Request[gatewaypb.EnablePluginRequest]) (*connect.Response[gatewaypb.EnablePluginResponse], error) {
+	p, err := h.setPluginEnabled(ctx, req.Msg.GetName(), true)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewaypb.EnablePluginResponse{Plugin: p}), nil
+}
+
+// DisablePlugin implements GatewayAdminService.DisablePlugin.
+func (h *Handler) DisablePlugin(ctx context.Context, req *connect.Request[gatewaypb.DisablePluginRequest]) (*connect.Response[gatewaypb.DisablePluginResponse], error) {
+	p, err := h.setPluginEnabled(ctx, req.Msg.GetName(), false)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&gatewaypb.DisablePluginResponse{Plugin: p}), nil
+}
+
+func (h *Handler) setPluginEnabled(ctx context.Context, name string, enabled bool) (*gatewaypb.Plugin, error) {
+	v, err := h.svc.SetPluginEnabled(ctx, name, enabled)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	m, err := pluginRecord(v)
+	if err != nil {
+		return nil, h.fail(ctx, err)
+	}
+	return m, nil
 }
 
 // CreateGatewayInterface implements GatewayAdminService.CreateGatewayInterface.
@@ -333,7 +365,7 @@ func interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
 	}
 	return &gatewaypb.GatewayInterface{
 		Id: v.ID.String(), PluginName: v.PluginName, DisplayName: v.DisplayName,
-		Config: cfg, ConfigSchema: schema, Enabled: v.Enabled, PluginStatus: v.PluginStatus,
+		Config: cfg, ConfigSchema: schema, Enabled: v.Enabled, PluginStatus: v.PluginStatus, PluginEnabled: v.PluginEnabled,
 		CreatedAt: rpc.Time(v.CreatedAt), UpdatedAt: rpc.Time(v.UpdatedAt),
 	}, nil
 }

@@ -198,22 +198,27 @@ func (r *Registry) current() map[string]*loaded { return *r.loaded.Load() }
 // lookup returns the plugin loaded under name, nil when none is.
 func (r *Registry) lookup(name string) *loaded { return r.current()[name] }
 
-// Get implements payment.Gateways: one read of the interface row, and the
-// plugin from memory (nil unless a gateway plugin of that name is loaded).
+// Get implements payment.Gateways: one read of the interface row (with its
+// plugin's enabled flag), and the plugin from memory (nil unless a gateway
+// plugin of that name is loaded). A plugin an admin disabled stays loaded
+// and is handed out with PluginDisabled set: the payment domain refuses new
+// payments through it but still settles and refunds the old ones.
 func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gateway, error) {
-	gi, err := store.GetGatewayInterface(ctx, r.db, interfaceID)
+	v, err := store.GetGatewayInterfaceView(ctx, r.db, interfaceID)
 	if errors.Is(err, store.ErrNotFound) {
 		return payment.Gateway{}, apperr.New(apperr.NotFound, "gateway interface %s not found", interfaceID)
 	}
 	if err != nil {
 		return payment.Gateway{}, err
 	}
+	gi := v.GatewayInterface
 	g := payment.Gateway{
-		InterfaceID: gi.ID,
-		PluginName:  gi.PluginName,
-		DisplayName: gi.DisplayName,
-		Enabled:     gi.Enabled,
-		ConfigJSON:  string(gi.Config),
+		InterfaceID:    gi.ID,
+		PluginName:     gi.PluginName,
+		DisplayName:    gi.DisplayName,
+		Enabled:        gi.Enabled,
+		PluginDisabled: !v.PluginEnabled,
+		ConfigJSON:     string(gi.Config),
 	}
 	if l := r.lookup(gi.PluginName); l != nil && l.typ == plugin.Gateway {
 		g.Plugin = l.caller

@@ -81,7 +81,7 @@ func (d *decision) insert() (outcome, bool, error) {
 		return outcome{}, false, err
 	}
 	out := outcome{change: &ch}
-	if d.cand != nil && row.Enabled {
+	if d.cand != nil {
 		out.load = d.cand
 	}
 	return out, true, nil
@@ -139,7 +139,7 @@ func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
 		if err := d.audit(actionOf(ch.Kind), &row, after); err != nil {
 			return outcome{}, nil, err
 		}
-		return outcome{change: &ch, load: d.loadIf(after)}, c.schema, nil
+		return outcome{change: &ch, load: c}, c.schema, nil
 	}
 
 	// Equal or lower version: the stored definition (version, info, config
@@ -147,7 +147,7 @@ func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
 	// and hash become the file's, and memory runs the file's code — see
 	// doc.go for why.
 	if row.Sha256 == f.sha256 && row.Status == store.PluginLoaded && row.Path == f.rel {
-		return outcome{load: d.loadIf(row)}, nil, nil
+		return outcome{load: c}, nil, nil
 	}
 	after, err := store.UpdatePluginSource(d.ctx, d.tx, d.name, f.rel, string(f.source), f.sha256, d.at)
 	if err != nil {
@@ -161,7 +161,7 @@ func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
 	if err := d.audit(actionOf(kind), &row, after); err != nil {
 		return outcome{}, nil, err
 	}
-	return outcome{change: &ch, load: d.loadIf(after)}, nil, nil
+	return outcome{change: &ch, load: c}, nil, nil
 }
 
 // fail disables the plugin: status error with msg, the stored definition and
@@ -176,14 +176,6 @@ func (d *decision) fail(row store.Plugin, fileVersion, msg string) (outcome, *Co
 	}
 	ch := Change{Name: d.name, Kind: ChangeError, PreviousVersion: row.Version, FileVersion: fileVersion, Error: msg}
 	return outcome{change: &ch}, nil, d.audit(actionOf(ch.Kind), &row, after)
-}
-
-// loadIf is the candidate, unless an admin has switched the plugin off.
-func (d *decision) loadIf(row store.Plugin) *loaded {
-	if !row.Enabled {
-		return nil
-	}
-	return d.cand
 }
 
 func (d *decision) audit(action string, before *store.Plugin, after store.Plugin) error {

@@ -185,6 +185,71 @@ func (s *Service) AdminPage(ctx context.Context, name string, interfaceID *uuid.
 	return out, nil
 }
 
+// SetPluginEnabled records an admin's choice to enable or disable a plugin
+// (admin), with an audit row. Only gateway plugins can be disabled: a
+// notifier is switched off in [notify] and a provider's products are
+// disabled one by one (UpdateProduct), since a disabled provider would
+// refund every order paid for it. Disabling keeps the plugin loaded and
+// its interfaces' own enabled flags untouched (see doc.go). Repeating the
+// current state changes nothing and writes no audit row.
+func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled bool) (PluginView, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return PluginView{}, err
+	}
+	var out store.Plugin
+	var changed bool
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		changed = false
+		// The row lock orders this after a scan deciding about the plugin
+		// (and a scan after it); scans never write enabled.
+		pl, err := store.LockPlugin(ctx, tx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return apperr.New(apperr.NotFound, "plugin %q not found", name)
+		}
+		if err != nil {
+			return err
+		}
+		if pl.Enabled == enabled {
+			out = pl
+			return nil
+		}
+		if !enabled && pl.Type != string(plugin.Gateway) {
+			return apperr.New(apperr.FailedPrecondition,
+				"plugin %q is a %s plugin; only gateway plugins can be disabled (disable a provider's products with UpdateProduct, a notifier in [notify])", pl.Name, pl.Type)
+		}
+		if out, err = store.SetPluginEnabled(ctx, tx, name, enabled, s.now()); err != nil {
+			return err
+		}
+		changed = true
+		action := ActionPluginDisable
+		if enabled {
+			action = ActionPluginEnable
+		}
+		return writeAudit(ctx, tx, actorOf(p), out.UpdatedAt, action, entityPlugin, name, pluginSnapshot(pl), pluginSnapshot(out))
+	})
+	if err != nil {
+		return PluginView{}, err
+	}
+	if changed {
+		msg := "plugin disabled by an admin: its interfaces take no new payments"
+		if enabled {
+			msg = "plugin enabled by an admin"
+		}
+		s.log.InfoContext(ctx, msg, "plugin", name, "principal", p.String())
+	}
+	return s.pluginView(out), nil
+}
+
+// notUsable explains why plugin p cannot back a new or re-enabled gateway
+// interface: an admin disabled it, or the scanner did not load it.
+func notUsable(p store.Plugin) error {
+	if !p.Enabled {
+		return apperr.New(apperr.FailedPrecondition, "plugin %q is disabled; enable the plugin first", p.Name)
+	}
+	return notLoaded(p)
+}
+
 func notLoaded(p store.Plugin) error {
 	if p.LastError != "" && p.Status != store.PluginLoaded {
 		return apperr.New(apperr.FailedPrecondition, "plugin %q is not loaded (status %s: %s)", p.Name, p.Status, p.LastError)
@@ -217,13 +282,15 @@ type InterfaceView struct {
 	ConfigSchema map[string]any
 	Enabled      bool
 	PluginStatus string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// PluginEnabled is false when an admin disabled the plugin.
+	PluginEnabled bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 }
 
 // view masks gi's config with gi's own schema. A schema that no longer
 // parses masks every value: a secret must never show because a schema broke.
-func (s *Service) view(gi store.GatewayInterface, pluginStatus string) (InterfaceView, error) {
+func (s *Service) view(gi store.GatewayInterface, pluginStatus string, pluginEnabled bool) (InterfaceView, error) {
 	cfg, err := decodeConfig(gi.Config)
 	if err != nil {
 		return InterfaceView{}, apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
@@ -232,7 +299,7 @@ func (s *Service) view(gi store.GatewayInterface, pluginStatus string) (Interfac
 	return InterfaceView{
 		ID: gi.ID, PluginName: gi.PluginName, DisplayName: gi.DisplayName,
 		Config: s.masked(gi, cfg), ConfigSchema: schemaMap, Enabled: gi.Enabled,
-		PluginStatus: pluginStatus, CreatedAt: gi.CreatedAt, UpdatedAt: gi.UpdatedAt,
+		PluginStatus: pluginStatus, PluginEnabled: pluginEnabled, CreatedAt: gi.CreatedAt, UpdatedAt: gi.UpdatedAt,
 	}, nil
 }
 
@@ -296,7 +363,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 			return apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin; only gateway plugins back a gateway interface", pl.Name, pl.Type)
 		}
 		if pl.Status != store.PluginLoaded || !pl.Enabled {
-			return notLoaded(pl)
+			return notUsable(pl)
 		}
 		schema, err := cachedSchema(pl.ConfigSchema)
 		if err != nil {
@@ -315,7 +382,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		if err != nil {
 			return err
 		}
-		if out, err = s.view(gi, pl.Status); err != nil {
+		if out, err = s.view(gi, pl.Status, pl.Enabled); err != nil {
 			return err
 		}
 		return writeAudit(ctx, tx, actorOf(p), gi.CreatedAt, ActionInterfaceCreate, entityInterface, gi.ID.String(), nil, snapshotOf(out))
@@ -348,7 +415,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		if err != nil {
 			return err
 		}
-		before, err := s.view(gi, pl.Status)
+		before, err := s.view(gi, pl.Status, pl.Enabled)
 		if err != nil {
 			return err
 		}
@@ -380,7 +447,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		if err != nil {
 			return err
 		}
-		if out, err = s.view(updated, pl.Status); err != nil {
+		if out, err = s.view(updated, pl.Status, pl.Enabled); err != nil {
 			return err
 		}
 		return writeAudit(ctx, tx, actorOf(p), updated.UpdatedAt, ActionInterfaceUpdate, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
@@ -407,7 +474,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 		if err != nil {
 			return err
 		}
-		before, err := s.view(gi, pl.Status)
+		before, err := s.view(gi, pl.Status, pl.Enabled)
 		if err != nil {
 			return err
 		}
@@ -417,7 +484,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 		}
 		if enabled {
 			if pl.Status != store.PluginLoaded || !pl.Enabled {
-				return notLoaded(pl)
+				return notUsable(pl)
 			}
 			if pl.Type != string(plugin.Gateway) {
 				return apperr.New(apperr.FailedPrecondition, "plugin %q is a %s plugin, not a gateway", pl.Name, pl.Type)
@@ -430,7 +497,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 		if err != nil {
 			return err
 		}
-		if out, err = s.view(updated, pl.Status); err != nil {
+		if out, err = s.view(updated, pl.Status, pl.Enabled); err != nil {
 			return err
 		}
 		action := ActionInterfaceDisable
@@ -477,7 +544,7 @@ func (s *Service) GetInterface(ctx context.Context, id uuid.UUID) (InterfaceView
 	if err != nil {
 		return InterfaceView{}, err
 	}
-	return s.view(v.GatewayInterface, v.PluginStatus)
+	return s.view(v.GatewayInterface, v.PluginStatus, v.PluginEnabled)
 }
 
 // ListInterfaces pages through interfaces, newest first (admin).
@@ -495,7 +562,7 @@ func (s *Service) ListInterfaces(ctx context.Context, f store.GatewayInterfaceFi
 	}
 	out := make([]InterfaceView, 0, len(rows))
 	for _, r := range rows {
-		v, err := s.view(r.GatewayInterface, r.PluginStatus)
+		v, err := s.view(r.GatewayInterface, r.PluginStatus, r.PluginEnabled)
 		if err != nil {
 			return nil, payment.Page{}, err
 		}
@@ -555,8 +622,8 @@ type PaymentMethod struct {
 	PluginName  string
 }
 
-// PaymentMethods lists the enabled interfaces of loaded gateway plugins
-// (any authenticated caller).
+// PaymentMethods lists the enabled interfaces of enabled, loaded gateway
+// plugins (any authenticated caller).
 func (s *Service) PaymentMethods(ctx context.Context) ([]PaymentMethod, error) {
 	if _, err := auth.Require(ctx); err != nil {
 		return nil, err

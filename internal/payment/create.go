@@ -146,7 +146,8 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 }
 
 // gatewayForNewPayment looks up the interface a new payment goes through:
-// it must exist, be enabled and have a loaded plugin (else InvalidArgument).
+// it must exist, be enabled and have a loaded plugin that an admin has not
+// disabled (else InvalidArgument).
 func (s *Service) gatewayForNewPayment(ctx context.Context, id uuid.UUID) (Gateway, error) {
 	if s.gateways == nil {
 		return Gateway{}, apperr.New(apperr.Unavailable, "payment gateways are not available")
@@ -161,6 +162,8 @@ func (s *Service) gatewayForNewPayment(ctx context.Context, id uuid.UUID) (Gatew
 	switch {
 	case !gw.Enabled:
 		return Gateway{}, apperr.New(apperr.InvalidArgument, "gateway interface %s is disabled", id)
+	case gw.PluginDisabled:
+		return Gateway{}, apperr.New(apperr.InvalidArgument, "gateway interface %s is disabled: its plugin %q is disabled", id, gw.PluginName)
 	case gw.Plugin == nil:
 		return Gateway{}, apperr.New(apperr.InvalidArgument, "gateway interface %s has no loaded plugin", id)
 	}

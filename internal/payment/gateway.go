@@ -18,6 +18,10 @@ type Gateway struct {
 	PluginName  string
 	DisplayName string
 	Enabled     bool
+	// PluginDisabled is an admin's DisablePlugin of the interface's plugin:
+	// like a disabled interface, it takes no new payments, but it settles
+	// and refunds the payments already made through it.
+	PluginDisabled bool
 	// ConfigJSON is the interface's full configuration, secrets included: it
 	// goes to the plugin and nowhere else.
 	ConfigJSON string

@@ -13,10 +13,12 @@ import (
 // secrets: it goes to the plugin, and anywhere else only masked.
 type GatewayInterface = dbsqlc.GatewayInterface
 
-// GatewayInterfaceView is an interface with its plugin's scanner status.
+// GatewayInterfaceView is an interface with its plugin's scanner status and
+// whether an admin left the plugin enabled.
 type GatewayInterfaceView struct {
 	GatewayInterface
-	PluginStatus string
+	PluginStatus  string
+	PluginEnabled bool
 }
 
 // PaymentMethod is an interface a customer may pay with.
@@ -52,10 +54,11 @@ func GetGatewayInterface(ctx context.Context, db DB, id uuid.UUID) (GatewayInter
 	return row, MapError(err)
 }
 
-// GetGatewayInterfaceView reads one interface with its plugin's status.
+// GetGatewayInterfaceView reads one interface with its plugin's status and
+// enabled flag.
 func GetGatewayInterfaceView(ctx context.Context, db DB, id uuid.UUID) (GatewayInterfaceView, error) {
 	row, err := dbsqlc.New(db).GetGatewayInterfaceView(ctx, id)
-	return GatewayInterfaceView{GatewayInterface: row.GatewayInterface, PluginStatus: row.PluginStatus}, MapError(err)
+	return GatewayInterfaceView{GatewayInterface: row.GatewayInterface, PluginStatus: row.PluginStatus, PluginEnabled: row.PluginEnabled}, MapError(err)
 }
 
 // LockGatewayInterface reads one interface FOR NO KEY UPDATE.
@@ -99,7 +102,7 @@ func ListGatewayInterfaces(ctx context.Context, db DB, f GatewayInterfaceFilter,
 	}
 	out := make([]GatewayInterfaceView, len(rows))
 	for i, r := range rows {
-		out[i] = GatewayInterfaceView{GatewayInterface: r.GatewayInterface, PluginStatus: r.PluginStatus}
+		out[i] = GatewayInterfaceView{GatewayInterface: r.GatewayInterface, PluginStatus: r.PluginStatus, PluginEnabled: r.PluginEnabled}
 	}
 	return out, total, nil
 }
@@ -120,8 +123,8 @@ func SetPluginInterfaceSchemas(ctx context.Context, db DB, plugin string, schema
 	return n, MapError(err)
 }
 
-// ListPaymentMethods returns the enabled interfaces of loaded gateway
-// plugins, by display name.
+// ListPaymentMethods returns the enabled interfaces of enabled, loaded
+// gateway plugins, by display name.
 func ListPaymentMethods(ctx context.Context, db DB) ([]PaymentMethod, error) {
 	rows, err := dbsqlc.New(db).ListPaymentMethods(ctx)
 	return rows, MapError(err)

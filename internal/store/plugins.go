@@ -107,6 +107,15 @@ func SetPluginStatus(ctx context.Context, db DB, name, status, lastError string,
 	return row, MapError(err)
 }
 
+// SetPluginEnabled records an admin's choice to enable or disable a plugin;
+// ErrNotFound when there is no such plugin.
+func SetPluginEnabled(ctx context.Context, db DB, name string, enabled bool, at time.Time) (Plugin, error) {
+	row, err := dbsqlc.New(db).SetPluginEnabled(ctx, dbsqlc.SetPluginEnabledParams{
+		Enabled: enabled, Now: at, Name: name,
+	})
+	return row, MapError(err)
+}
+
 // SetPluginCallError records the last failed call of a loaded plugin whose
 // stored hash is sha256; false when the row describes other code by now.
 func SetPluginCallError(ctx context.Context, db DB, name, sha256, lastError string, at time.Time) (bool, error) {

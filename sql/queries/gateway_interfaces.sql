@@ -14,8 +14,11 @@ SELECT * FROM gateway_interfaces
 WHERE id = @id;
 
 -- name: GetGatewayInterfaceView :one
--- The interface with its plugin's scanner status, for admins.
-SELECT sqlc.embed(gateway_interfaces), plugins.status AS plugin_status
+-- The interface with its plugin's scanner status and the admin's choice
+-- about the plugin: for admins, and for the registry handing the interface
+-- to the payment domain.
+SELECT sqlc.embed(gateway_interfaces), plugins.status AS plugin_status,
+       plugins.enabled AS plugin_enabled
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE gateway_interfaces.id = @id;
@@ -41,7 +44,8 @@ RETURNING *;
 
 -- name: ListGatewayInterfaceViews :many
 -- plugin_name and enabled NULL: no filter. Newest first, stable.
-SELECT sqlc.embed(gateway_interfaces), plugins.status AS plugin_status
+SELECT sqlc.embed(gateway_interfaces), plugins.status AS plugin_status,
+       plugins.enabled AS plugin_enabled
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE (sqlc.narg('plugin_name')::text IS NULL OR gateway_interfaces.plugin_name = sqlc.narg('plugin_name'))

@@ -61,3 +61,11 @@ RETURNING *;
 UPDATE plugins
 SET last_error = @last_error, updated_at = @now
 WHERE name = @name AND sha256 = @sha256 AND status = 'loaded';
+
+-- name: SetPluginEnabled :one
+-- An admin's choice (EnablePlugin, DisablePlugin). No scanner query writes
+-- enabled, so the choice survives rescans, upgrades and restarts.
+UPDATE plugins
+SET enabled = @enabled, updated_at = @now
+WHERE name = @name
+RETURNING *;

@@ -51,7 +51,9 @@ type Plugin struct {
 	Sha256 string `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	// Path of the file below the plugin directory.
 	Path string `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`
-	// Whether the plugin may be used at all.
+	// The admin's choice (EnablePlugin, DisablePlugin), independent of
+	// status: a disabled gateway plugin takes no new payments, but settles
+	// and refunds the payments already made through it.
 	Enabled bool `protobuf:"varint,8,opt,name=enabled,proto3" json:"enabled,omitempty"`
 	// Whether the code loaded on the answering instance declares admin_page.
 	HasAdminPage bool `protobuf:"varint,9,opt,name=has_admin_page,json=hasAdminPage,proto3" json:"has_admin_page,omitempty"`
@@ -691,6 +693,186 @@ func (x *GetPluginAdminPageResponse) GetContent() string {
 	return ""
 }
 
+type EnablePluginRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plugin name.
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnablePluginRequest) Reset() {
+	*x = EnablePluginRequest{}
+	mi := &file_billing_gateway_gateway_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnablePluginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnablePluginRequest) ProtoMessage() {}
+
+func (x *EnablePluginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_gateway_gateway_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnablePluginRequest.ProtoReflect.Descriptor instead.
+func (*EnablePluginRequest) Descriptor() ([]byte, []int) {
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *EnablePluginRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type EnablePluginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin, enabled.
+	Plugin        *Plugin `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnablePluginResponse) Reset() {
+	*x = EnablePluginResponse{}
+	mi := &file_billing_gateway_gateway_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnablePluginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnablePluginResponse) ProtoMessage() {}
+
+func (x *EnablePluginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_gateway_gateway_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnablePluginResponse.ProtoReflect.Descriptor instead.
+func (*EnablePluginResponse) Descriptor() ([]byte, []int) {
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EnablePluginResponse) GetPlugin() *Plugin {
+	if x != nil {
+		return x.Plugin
+	}
+	return nil
+}
+
+type DisablePluginRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plugin name (a gateway plugin).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisablePluginRequest) Reset() {
+	*x = DisablePluginRequest{}
+	mi := &file_billing_gateway_gateway_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisablePluginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisablePluginRequest) ProtoMessage() {}
+
+func (x *DisablePluginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_gateway_gateway_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisablePluginRequest.ProtoReflect.Descriptor instead.
+func (*DisablePluginRequest) Descriptor() ([]byte, []int) {
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DisablePluginRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DisablePluginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The plugin, disabled.
+	Plugin        *Plugin `protobuf:"bytes,1,opt,name=plugin,proto3" json:"plugin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisablePluginResponse) Reset() {
+	*x = DisablePluginResponse{}
+	mi := &file_billing_gateway_gateway_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisablePluginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisablePluginResponse) ProtoMessage() {}
+
+func (x *DisablePluginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_gateway_gateway_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisablePluginResponse.ProtoReflect.Descriptor instead.
+func (*DisablePluginResponse) Descriptor() ([]byte, []int) {
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DisablePluginResponse) GetPlugin() *Plugin {
+	if x != nil {
+		return x.Plugin
+	}
+	return nil
+}
+
 // GatewayInterface is one configured instance of a gateway plugin.
 type GatewayInterface struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -713,14 +895,17 @@ type GatewayInterface struct {
 	// Creation time, RFC 3339.
 	CreatedAt string `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Whether an admin left the plugin enabled (DisablePlugin). New payments
+	// need it, as they need enabled and plugin_status loaded.
+	PluginEnabled bool `protobuf:"varint,10,opt,name=plugin_enabled,json=pluginEnabled,proto3" json:"plugin_enabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GatewayInterface) Reset() {
 	*x = GatewayInterface{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[10]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +917,7 @@ func (x *GatewayInterface) String() string {
 func (*GatewayInterface) ProtoMessage() {}
 
 func (x *GatewayInterface) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[10]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +930,7 @@ func (x *GatewayInterface) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayInterface.ProtoReflect.Descriptor instead.
 func (*GatewayInterface) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{10}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GatewayInterface) GetId() string {
@@ -811,6 +996,13 @@ func (x *GatewayInterface) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *GatewayInterface) GetPluginEnabled() bool {
+	if x != nil {
+		return x.PluginEnabled
+	}
+	return false
+}
+
 type CreateGatewayInterfaceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A gateway plugin.
@@ -826,7 +1018,7 @@ type CreateGatewayInterfaceRequest struct {
 
 func (x *CreateGatewayInterfaceRequest) Reset() {
 	*x = CreateGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[11]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -838,7 +1030,7 @@ func (x *CreateGatewayInterfaceRequest) String() string {
 func (*CreateGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *CreateGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[11]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -851,7 +1043,7 @@ func (x *CreateGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*CreateGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{11}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CreateGatewayInterfaceRequest) GetPluginName() string {
@@ -885,7 +1077,7 @@ type CreateGatewayInterfaceResponse struct {
 
 func (x *CreateGatewayInterfaceResponse) Reset() {
 	*x = CreateGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[12]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -897,7 +1089,7 @@ func (x *CreateGatewayInterfaceResponse) String() string {
 func (*CreateGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *CreateGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[12]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -910,7 +1102,7 @@ func (x *CreateGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*CreateGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{12}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateGatewayInterfaceResponse) GetGatewayInterface() *GatewayInterface {
@@ -935,7 +1127,7 @@ type UpdateGatewayInterfaceRequest struct {
 
 func (x *UpdateGatewayInterfaceRequest) Reset() {
 	*x = UpdateGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[13]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1139,7 @@ func (x *UpdateGatewayInterfaceRequest) String() string {
 func (*UpdateGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *UpdateGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[13]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1152,7 @@ func (x *UpdateGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*UpdateGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{13}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateGatewayInterfaceRequest) GetId() string {
@@ -994,7 +1186,7 @@ type UpdateGatewayInterfaceResponse struct {
 
 func (x *UpdateGatewayInterfaceResponse) Reset() {
 	*x = UpdateGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[14]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1198,7 @@ func (x *UpdateGatewayInterfaceResponse) String() string {
 func (*UpdateGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *UpdateGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[14]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1211,7 @@ func (x *UpdateGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*UpdateGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{14}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateGatewayInterfaceResponse) GetGatewayInterface() *GatewayInterface {
@@ -1039,7 +1231,7 @@ type EnableGatewayInterfaceRequest struct {
 
 func (x *EnableGatewayInterfaceRequest) Reset() {
 	*x = EnableGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[15]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1243,7 @@ func (x *EnableGatewayInterfaceRequest) String() string {
 func (*EnableGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *EnableGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[15]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1256,7 @@ func (x *EnableGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*EnableGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{15}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EnableGatewayInterfaceRequest) GetId() string {
@@ -1084,7 +1276,7 @@ type EnableGatewayInterfaceResponse struct {
 
 func (x *EnableGatewayInterfaceResponse) Reset() {
 	*x = EnableGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[16]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1288,7 @@ func (x *EnableGatewayInterfaceResponse) String() string {
 func (*EnableGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *EnableGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[16]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1301,7 @@ func (x *EnableGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnableGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*EnableGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{16}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *EnableGatewayInterfaceResponse) GetGatewayInterface() *GatewayInterface {
@@ -1129,7 +1321,7 @@ type DisableGatewayInterfaceRequest struct {
 
 func (x *DisableGatewayInterfaceRequest) Reset() {
 	*x = DisableGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[17]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1141,7 +1333,7 @@ func (x *DisableGatewayInterfaceRequest) String() string {
 func (*DisableGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *DisableGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[17]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1154,7 +1346,7 @@ func (x *DisableGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*DisableGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{17}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DisableGatewayInterfaceRequest) GetId() string {
@@ -1174,7 +1366,7 @@ type DisableGatewayInterfaceResponse struct {
 
 func (x *DisableGatewayInterfaceResponse) Reset() {
 	*x = DisableGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[18]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1378,7 @@ func (x *DisableGatewayInterfaceResponse) String() string {
 func (*DisableGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *DisableGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[18]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1391,7 @@ func (x *DisableGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisableGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*DisableGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{18}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DisableGatewayInterfaceResponse) GetGatewayInterface() *GatewayInterface {
@@ -1223,7 +1415,7 @@ type ListGatewayInterfacesRequest struct {
 
 func (x *ListGatewayInterfacesRequest) Reset() {
 	*x = ListGatewayInterfacesRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[19]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1427,7 @@ func (x *ListGatewayInterfacesRequest) String() string {
 func (*ListGatewayInterfacesRequest) ProtoMessage() {}
 
 func (x *ListGatewayInterfacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[19]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1440,7 @@ func (x *ListGatewayInterfacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGatewayInterfacesRequest.ProtoReflect.Descriptor instead.
 func (*ListGatewayInterfacesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{19}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListGatewayInterfacesRequest) GetPagination() *payment.PageRequest {
@@ -1284,7 +1476,7 @@ type ListGatewayInterfacesResponse struct {
 
 func (x *ListGatewayInterfacesResponse) Reset() {
 	*x = ListGatewayInterfacesResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[20]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1488,7 @@ func (x *ListGatewayInterfacesResponse) String() string {
 func (*ListGatewayInterfacesResponse) ProtoMessage() {}
 
 func (x *ListGatewayInterfacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[20]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1501,7 @@ func (x *ListGatewayInterfacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGatewayInterfacesResponse.ProtoReflect.Descriptor instead.
 func (*ListGatewayInterfacesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{20}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListGatewayInterfacesResponse) GetGatewayInterfaces() []*GatewayInterface {
@@ -1336,7 +1528,7 @@ type GetGatewayInterfaceRequest struct {
 
 func (x *GetGatewayInterfaceRequest) Reset() {
 	*x = GetGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[21]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1540,7 @@ func (x *GetGatewayInterfaceRequest) String() string {
 func (*GetGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *GetGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[21]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1553,7 @@ func (x *GetGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*GetGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{21}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetGatewayInterfaceRequest) GetId() string {
@@ -1381,7 +1573,7 @@ type GetGatewayInterfaceResponse struct {
 
 func (x *GetGatewayInterfaceResponse) Reset() {
 	*x = GetGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[22]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1585,7 @@ func (x *GetGatewayInterfaceResponse) String() string {
 func (*GetGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *GetGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[22]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1598,7 @@ func (x *GetGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*GetGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{22}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetGatewayInterfaceResponse) GetGatewayInterface() *GatewayInterface {
@@ -1426,7 +1618,7 @@ type TestGatewayInterfaceRequest struct {
 
 func (x *TestGatewayInterfaceRequest) Reset() {
 	*x = TestGatewayInterfaceRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[23]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1630,7 @@ func (x *TestGatewayInterfaceRequest) String() string {
 func (*TestGatewayInterfaceRequest) ProtoMessage() {}
 
 func (x *TestGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[23]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1643,7 @@ func (x *TestGatewayInterfaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestGatewayInterfaceRequest.ProtoReflect.Descriptor instead.
 func (*TestGatewayInterfaceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{23}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TestGatewayInterfaceRequest) GetId() string {
@@ -1473,7 +1665,7 @@ type TestGatewayInterfaceResponse struct {
 
 func (x *TestGatewayInterfaceResponse) Reset() {
 	*x = TestGatewayInterfaceResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[24]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1485,7 +1677,7 @@ func (x *TestGatewayInterfaceResponse) String() string {
 func (*TestGatewayInterfaceResponse) ProtoMessage() {}
 
 func (x *TestGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[24]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1498,7 +1690,7 @@ func (x *TestGatewayInterfaceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TestGatewayInterfaceResponse.ProtoReflect.Descriptor instead.
 func (*TestGatewayInterfaceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{24}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TestGatewayInterfaceResponse) GetOk() bool {
@@ -1527,7 +1719,7 @@ type ConfirmBankTransferRequest struct {
 
 func (x *ConfirmBankTransferRequest) Reset() {
 	*x = ConfirmBankTransferRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[25]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1539,7 +1731,7 @@ func (x *ConfirmBankTransferRequest) String() string {
 func (*ConfirmBankTransferRequest) ProtoMessage() {}
 
 func (x *ConfirmBankTransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[25]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1552,7 +1744,7 @@ func (x *ConfirmBankTransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmBankTransferRequest.ProtoReflect.Descriptor instead.
 func (*ConfirmBankTransferRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{25}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConfirmBankTransferRequest) GetPaymentId() string {
@@ -1579,7 +1771,7 @@ type ConfirmBankTransferResponse struct {
 
 func (x *ConfirmBankTransferResponse) Reset() {
 	*x = ConfirmBankTransferResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[26]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1783,7 @@ func (x *ConfirmBankTransferResponse) String() string {
 func (*ConfirmBankTransferResponse) ProtoMessage() {}
 
 func (x *ConfirmBankTransferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[26]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1796,7 @@ func (x *ConfirmBankTransferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfirmBankTransferResponse.ProtoReflect.Descriptor instead.
 func (*ConfirmBankTransferResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{26}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConfirmBankTransferResponse) GetPayment() *payment.PaymentRecord {
@@ -1629,7 +1821,7 @@ type PaymentMethod struct {
 
 func (x *PaymentMethod) Reset() {
 	*x = PaymentMethod{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[27]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1641,7 +1833,7 @@ func (x *PaymentMethod) String() string {
 func (*PaymentMethod) ProtoMessage() {}
 
 func (x *PaymentMethod) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[27]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1654,7 +1846,7 @@ func (x *PaymentMethod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentMethod.ProtoReflect.Descriptor instead.
 func (*PaymentMethod) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{27}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PaymentMethod) GetId() string {
@@ -1686,7 +1878,7 @@ type ListPaymentMethodsRequest struct {
 
 func (x *ListPaymentMethodsRequest) Reset() {
 	*x = ListPaymentMethodsRequest{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[28]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1890,7 @@ func (x *ListPaymentMethodsRequest) String() string {
 func (*ListPaymentMethodsRequest) ProtoMessage() {}
 
 func (x *ListPaymentMethodsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[28]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1903,7 @@ func (x *ListPaymentMethodsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPaymentMethodsRequest.ProtoReflect.Descriptor instead.
 func (*ListPaymentMethodsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{28}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{32}
 }
 
 type ListPaymentMethodsResponse struct {
@@ -1724,7 +1916,7 @@ type ListPaymentMethodsResponse struct {
 
 func (x *ListPaymentMethodsResponse) Reset() {
 	*x = ListPaymentMethodsResponse{}
-	mi := &file_billing_gateway_gateway_proto_msgTypes[29]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1928,7 @@ func (x *ListPaymentMethodsResponse) String() string {
 func (*ListPaymentMethodsResponse) ProtoMessage() {}
 
 func (x *ListPaymentMethodsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_gateway_gateway_proto_msgTypes[29]
+	mi := &file_billing_gateway_gateway_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1941,7 @@ func (x *ListPaymentMethodsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPaymentMethodsResponse.ProtoReflect.Descriptor instead.
 func (*ListPaymentMethodsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{29}
+	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListPaymentMethodsResponse) GetPaymentMethods() []*PaymentMethod {
@@ -1814,7 +2006,17 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"\x14gateway_interface_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x00R\x12gatewayInterfaceId\x88\x01\x01B\x17\n" +
 	"\x15_gateway_interface_id\"6\n" +
 	"\x1aGetPluginAdminPageResponse\x12\x18\n" +
-	"\acontent\x18\x01 \x01(\tR\acontent\"\xd2\x02\n" +
+	"\acontent\x18\x01 \x01(\tR\acontent\"5\n" +
+	"\x13EnablePluginRequest\x12\x1e\n" +
+	"\x04name\x18\x01 \x01(\tB\n" +
+	"\xbaH\a\xc8\x01\x01r\x02\x18dR\x04name\"G\n" +
+	"\x14EnablePluginResponse\x12/\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x17.billing.gateway.PluginR\x06plugin\"6\n" +
+	"\x14DisablePluginRequest\x12\x1e\n" +
+	"\x04name\x18\x01 \x01(\tB\n" +
+	"\xbaH\a\xc8\x01\x01r\x02\x18dR\x04name\"H\n" +
+	"\x15DisablePluginResponse\x12/\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x17.billing.gateway.PluginR\x06plugin\"\xf9\x02\n" +
 	"\x10GatewayInterface\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vplugin_name\x18\x02 \x01(\tR\n" +
@@ -1827,7 +2029,9 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\b \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\t \x01(\tR\tupdatedAt\"\xad\x01\n" +
+	"updated_at\x18\t \x01(\tR\tupdatedAt\x12%\n" +
+	"\x0eplugin_enabled\x18\n" +
+	" \x01(\bR\rpluginEnabled\"\xad\x01\n" +
 	"\x1dCreateGatewayInterfaceRequest\x12+\n" +
 	"\vplugin_name\x18\x01 \x01(\tB\n" +
 	"\xbaH\a\xc8\x01\x01r\x02\x18dR\n" +
@@ -1887,13 +2091,14 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"pluginName\"\x1b\n" +
 	"\x19ListPaymentMethodsRequest\"e\n" +
 	"\x1aListPaymentMethodsResponse\x12G\n" +
-	"\x0fpayment_methods\x18\x01 \x03(\v2\x1e.billing.gateway.PaymentMethodR\x0epaymentMethods2\xe6\n" +
-	"\n" +
+	"\x0fpayment_methods\x18\x01 \x03(\v2\x1e.billing.gateway.PaymentMethodR\x0epaymentMethods2\xa3\f\n" +
 	"\x13GatewayAdminService\x12]\n" +
 	"\vListPlugins\x12#.billing.gateway.ListPluginsRequest\x1a$.billing.gateway.ListPluginsResponse\"\x03\x90\x02\x01\x12W\n" +
 	"\tGetPlugin\x12!.billing.gateway.GetPluginRequest\x1a\".billing.gateway.GetPluginResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\rReloadPlugins\x12%.billing.gateway.ReloadPluginsRequest\x1a&.billing.gateway.ReloadPluginsResponse\x12m\n" +
-	"\x12GetPluginAdminPage\x12*.billing.gateway.GetPluginAdminPageRequest\x1a+.billing.gateway.GetPluginAdminPageResponse\x12y\n" +
+	"\x12GetPluginAdminPage\x12*.billing.gateway.GetPluginAdminPageRequest\x1a+.billing.gateway.GetPluginAdminPageResponse\x12[\n" +
+	"\fEnablePlugin\x12$.billing.gateway.EnablePluginRequest\x1a%.billing.gateway.EnablePluginResponse\x12^\n" +
+	"\rDisablePlugin\x12%.billing.gateway.DisablePluginRequest\x1a&.billing.gateway.DisablePluginResponse\x12y\n" +
 	"\x16CreateGatewayInterface\x12..billing.gateway.CreateGatewayInterfaceRequest\x1a/.billing.gateway.CreateGatewayInterfaceResponse\x12y\n" +
 	"\x16UpdateGatewayInterface\x12..billing.gateway.UpdateGatewayInterfaceRequest\x1a/.billing.gateway.UpdateGatewayInterfaceResponse\x12y\n" +
 	"\x16EnableGatewayInterface\x12..billing.gateway.EnableGatewayInterfaceRequest\x1a/.billing.gateway.EnableGatewayInterfaceResponse\x12|\n" +
@@ -1917,7 +2122,7 @@ func file_billing_gateway_gateway_proto_rawDescGZIP() []byte {
 	return file_billing_gateway_gateway_proto_rawDescData
 }
 
-var file_billing_gateway_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_billing_gateway_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_billing_gateway_gateway_proto_goTypes = []any{
 	(*Plugin)(nil),                          // 0: billing.gateway.Plugin
 	(*ListPluginsRequest)(nil),              // 1: billing.gateway.ListPluginsRequest
@@ -1929,82 +2134,92 @@ var file_billing_gateway_gateway_proto_goTypes = []any{
 	(*ReloadPluginsResponse)(nil),           // 7: billing.gateway.ReloadPluginsResponse
 	(*GetPluginAdminPageRequest)(nil),       // 8: billing.gateway.GetPluginAdminPageRequest
 	(*GetPluginAdminPageResponse)(nil),      // 9: billing.gateway.GetPluginAdminPageResponse
-	(*GatewayInterface)(nil),                // 10: billing.gateway.GatewayInterface
-	(*CreateGatewayInterfaceRequest)(nil),   // 11: billing.gateway.CreateGatewayInterfaceRequest
-	(*CreateGatewayInterfaceResponse)(nil),  // 12: billing.gateway.CreateGatewayInterfaceResponse
-	(*UpdateGatewayInterfaceRequest)(nil),   // 13: billing.gateway.UpdateGatewayInterfaceRequest
-	(*UpdateGatewayInterfaceResponse)(nil),  // 14: billing.gateway.UpdateGatewayInterfaceResponse
-	(*EnableGatewayInterfaceRequest)(nil),   // 15: billing.gateway.EnableGatewayInterfaceRequest
-	(*EnableGatewayInterfaceResponse)(nil),  // 16: billing.gateway.EnableGatewayInterfaceResponse
-	(*DisableGatewayInterfaceRequest)(nil),  // 17: billing.gateway.DisableGatewayInterfaceRequest
-	(*DisableGatewayInterfaceResponse)(nil), // 18: billing.gateway.DisableGatewayInterfaceResponse
-	(*ListGatewayInterfacesRequest)(nil),    // 19: billing.gateway.ListGatewayInterfacesRequest
-	(*ListGatewayInterfacesResponse)(nil),   // 20: billing.gateway.ListGatewayInterfacesResponse
-	(*GetGatewayInterfaceRequest)(nil),      // 21: billing.gateway.GetGatewayInterfaceRequest
-	(*GetGatewayInterfaceResponse)(nil),     // 22: billing.gateway.GetGatewayInterfaceResponse
-	(*TestGatewayInterfaceRequest)(nil),     // 23: billing.gateway.TestGatewayInterfaceRequest
-	(*TestGatewayInterfaceResponse)(nil),    // 24: billing.gateway.TestGatewayInterfaceResponse
-	(*ConfirmBankTransferRequest)(nil),      // 25: billing.gateway.ConfirmBankTransferRequest
-	(*ConfirmBankTransferResponse)(nil),     // 26: billing.gateway.ConfirmBankTransferResponse
-	(*PaymentMethod)(nil),                   // 27: billing.gateway.PaymentMethod
-	(*ListPaymentMethodsRequest)(nil),       // 28: billing.gateway.ListPaymentMethodsRequest
-	(*ListPaymentMethodsResponse)(nil),      // 29: billing.gateway.ListPaymentMethodsResponse
-	(*structpb.Struct)(nil),                 // 30: google.protobuf.Struct
-	(*payment.PageRequest)(nil),             // 31: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),                // 32: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),           // 33: billing.payment.PaymentRecord
+	(*EnablePluginRequest)(nil),             // 10: billing.gateway.EnablePluginRequest
+	(*EnablePluginResponse)(nil),            // 11: billing.gateway.EnablePluginResponse
+	(*DisablePluginRequest)(nil),            // 12: billing.gateway.DisablePluginRequest
+	(*DisablePluginResponse)(nil),           // 13: billing.gateway.DisablePluginResponse
+	(*GatewayInterface)(nil),                // 14: billing.gateway.GatewayInterface
+	(*CreateGatewayInterfaceRequest)(nil),   // 15: billing.gateway.CreateGatewayInterfaceRequest
+	(*CreateGatewayInterfaceResponse)(nil),  // 16: billing.gateway.CreateGatewayInterfaceResponse
+	(*UpdateGatewayInterfaceRequest)(nil),   // 17: billing.gateway.UpdateGatewayInterfaceRequest
+	(*UpdateGatewayInterfaceResponse)(nil),  // 18: billing.gateway.UpdateGatewayInterfaceResponse
+	(*EnableGatewayInterfaceRequest)(nil),   // 19: billing.gateway.EnableGatewayInterfaceRequest
+	(*EnableGatewayInterfaceResponse)(nil),  // 20: billing.gateway.EnableGatewayInterfaceResponse
+	(*DisableGatewayInterfaceRequest)(nil),  // 21: billing.gateway.DisableGatewayInterfaceRequest
+	(*DisableGatewayInterfaceResponse)(nil), // 22: billing.gateway.DisableGatewayInterfaceResponse
+	(*ListGatewayInterfacesRequest)(nil),    // 23: billing.gateway.ListGatewayInterfacesRequest
+	(*ListGatewayInterfacesResponse)(nil),   // 24: billing.gateway.ListGatewayInterfacesResponse
+	(*GetGatewayInterfaceRequest)(nil),      // 25: billing.gateway.GetGatewayInterfaceRequest
+	(*GetGatewayInterfaceResponse)(nil),     // 26: billing.gateway.GetGatewayInterfaceResponse
+	(*TestGatewayInterfaceRequest)(nil),     // 27: billing.gateway.TestGatewayInterfaceRequest
+	(*TestGatewayInterfaceResponse)(nil),    // 28: billing.gateway.TestGatewayInterfaceResponse
+	(*ConfirmBankTransferRequest)(nil),      // 29: billing.gateway.ConfirmBankTransferRequest
+	(*ConfirmBankTransferResponse)(nil),     // 30: billing.gateway.ConfirmBankTransferResponse
+	(*PaymentMethod)(nil),                   // 31: billing.gateway.PaymentMethod
+	(*ListPaymentMethodsRequest)(nil),       // 32: billing.gateway.ListPaymentMethodsRequest
+	(*ListPaymentMethodsResponse)(nil),      // 33: billing.gateway.ListPaymentMethodsResponse
+	(*structpb.Struct)(nil),                 // 34: google.protobuf.Struct
+	(*payment.PageRequest)(nil),             // 35: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),                // 36: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),           // 37: billing.payment.PaymentRecord
 }
 var file_billing_gateway_gateway_proto_depIdxs = []int32{
-	30, // 0: billing.gateway.Plugin.info:type_name -> google.protobuf.Struct
-	30, // 1: billing.gateway.Plugin.config_schema:type_name -> google.protobuf.Struct
+	34, // 0: billing.gateway.Plugin.info:type_name -> google.protobuf.Struct
+	34, // 1: billing.gateway.Plugin.config_schema:type_name -> google.protobuf.Struct
 	0,  // 2: billing.gateway.ListPluginsResponse.plugins:type_name -> billing.gateway.Plugin
 	0,  // 3: billing.gateway.GetPluginResponse.plugin:type_name -> billing.gateway.Plugin
 	6,  // 4: billing.gateway.ReloadPluginsResponse.changes:type_name -> billing.gateway.PluginChange
-	30, // 5: billing.gateway.GatewayInterface.config:type_name -> google.protobuf.Struct
-	30, // 6: billing.gateway.GatewayInterface.config_schema:type_name -> google.protobuf.Struct
-	30, // 7: billing.gateway.CreateGatewayInterfaceRequest.config:type_name -> google.protobuf.Struct
-	10, // 8: billing.gateway.CreateGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
-	30, // 9: billing.gateway.UpdateGatewayInterfaceRequest.config:type_name -> google.protobuf.Struct
-	10, // 10: billing.gateway.UpdateGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
-	10, // 11: billing.gateway.EnableGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
-	10, // 12: billing.gateway.DisableGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
-	31, // 13: billing.gateway.ListGatewayInterfacesRequest.pagination:type_name -> billing.payment.PageRequest
-	10, // 14: billing.gateway.ListGatewayInterfacesResponse.gateway_interfaces:type_name -> billing.gateway.GatewayInterface
-	32, // 15: billing.gateway.ListGatewayInterfacesResponse.meta:type_name -> billing.payment.PageMeta
-	10, // 16: billing.gateway.GetGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
-	33, // 17: billing.gateway.ConfirmBankTransferResponse.payment:type_name -> billing.payment.PaymentRecord
-	27, // 18: billing.gateway.ListPaymentMethodsResponse.payment_methods:type_name -> billing.gateway.PaymentMethod
-	1,  // 19: billing.gateway.GatewayAdminService.ListPlugins:input_type -> billing.gateway.ListPluginsRequest
-	3,  // 20: billing.gateway.GatewayAdminService.GetPlugin:input_type -> billing.gateway.GetPluginRequest
-	5,  // 21: billing.gateway.GatewayAdminService.ReloadPlugins:input_type -> billing.gateway.ReloadPluginsRequest
-	8,  // 22: billing.gateway.GatewayAdminService.GetPluginAdminPage:input_type -> billing.gateway.GetPluginAdminPageRequest
-	11, // 23: billing.gateway.GatewayAdminService.CreateGatewayInterface:input_type -> billing.gateway.CreateGatewayInterfaceRequest
-	13, // 24: billing.gateway.GatewayAdminService.UpdateGatewayInterface:input_type -> billing.gateway.UpdateGatewayInterfaceRequest
-	15, // 25: billing.gateway.GatewayAdminService.EnableGatewayInterface:input_type -> billing.gateway.EnableGatewayInterfaceRequest
-	17, // 26: billing.gateway.GatewayAdminService.DisableGatewayInterface:input_type -> billing.gateway.DisableGatewayInterfaceRequest
-	19, // 27: billing.gateway.GatewayAdminService.ListGatewayInterfaces:input_type -> billing.gateway.ListGatewayInterfacesRequest
-	21, // 28: billing.gateway.GatewayAdminService.GetGatewayInterface:input_type -> billing.gateway.GetGatewayInterfaceRequest
-	23, // 29: billing.gateway.GatewayAdminService.TestGatewayInterface:input_type -> billing.gateway.TestGatewayInterfaceRequest
-	25, // 30: billing.gateway.GatewayAdminService.ConfirmBankTransfer:input_type -> billing.gateway.ConfirmBankTransferRequest
-	28, // 31: billing.gateway.PaymentMethodService.ListPaymentMethods:input_type -> billing.gateway.ListPaymentMethodsRequest
-	2,  // 32: billing.gateway.GatewayAdminService.ListPlugins:output_type -> billing.gateway.ListPluginsResponse
-	4,  // 33: billing.gateway.GatewayAdminService.GetPlugin:output_type -> billing.gateway.GetPluginResponse
-	7,  // 34: billing.gateway.GatewayAdminService.ReloadPlugins:output_type -> billing.gateway.ReloadPluginsResponse
-	9,  // 35: billing.gateway.GatewayAdminService.GetPluginAdminPage:output_type -> billing.gateway.GetPluginAdminPageResponse
-	12, // 36: billing.gateway.GatewayAdminService.CreateGatewayInterface:output_type -> billing.gateway.CreateGatewayInterfaceResponse
-	14, // 37: billing.gateway.GatewayAdminService.UpdateGatewayInterface:output_type -> billing.gateway.UpdateGatewayInterfaceResponse
-	16, // 38: billing.gateway.GatewayAdminService.EnableGatewayInterface:output_type -> billing.gateway.EnableGatewayInterfaceResponse
-	18, // 39: billing.gateway.GatewayAdminService.DisableGatewayInterface:output_type -> billing.gateway.DisableGatewayInterfaceResponse
-	20, // 40: billing.gateway.GatewayAdminService.ListGatewayInterfaces:output_type -> billing.gateway.ListGatewayInterfacesResponse
-	22, // 41: billing.gateway.GatewayAdminService.GetGatewayInterface:output_type -> billing.gateway.GetGatewayInterfaceResponse
-	24, // 42: billing.gateway.GatewayAdminService.TestGatewayInterface:output_type -> billing.gateway.TestGatewayInterfaceResponse
-	26, // 43: billing.gateway.GatewayAdminService.ConfirmBankTransfer:output_type -> billing.gateway.ConfirmBankTransferResponse
-	29, // 44: billing.gateway.PaymentMethodService.ListPaymentMethods:output_type -> billing.gateway.ListPaymentMethodsResponse
-	32, // [32:45] is the sub-list for method output_type
-	19, // [19:32] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	0,  // 5: billing.gateway.EnablePluginResponse.plugin:type_name -> billing.gateway.Plugin
+	0,  // 6: billing.gateway.DisablePluginResponse.plugin:type_name -> billing.gateway.Plugin
+	34, // 7: billing.gateway.GatewayInterface.config:type_name -> google.protobuf.Struct
+	34, // 8: billing.gateway.GatewayInterface.config_schema:type_name -> google.protobuf.Struct
+	34, // 9: billing.gateway.CreateGatewayInterfaceRequest.config:type_name -> google.protobuf.Struct
+	14, // 10: billing.gateway.CreateGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
+	34, // 11: billing.gateway.UpdateGatewayInterfaceRequest.config:type_name -> google.protobuf.Struct
+	14, // 12: billing.gateway.UpdateGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
+	14, // 13: billing.gateway.EnableGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
+	14, // 14: billing.gateway.DisableGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
+	35, // 15: billing.gateway.ListGatewayInterfacesRequest.pagination:type_name -> billing.payment.PageRequest
+	14, // 16: billing.gateway.ListGatewayInterfacesResponse.gateway_interfaces:type_name -> billing.gateway.GatewayInterface
+	36, // 17: billing.gateway.ListGatewayInterfacesResponse.meta:type_name -> billing.payment.PageMeta
+	14, // 18: billing.gateway.GetGatewayInterfaceResponse.gateway_interface:type_name -> billing.gateway.GatewayInterface
+	37, // 19: billing.gateway.ConfirmBankTransferResponse.payment:type_name -> billing.payment.PaymentRecord
+	31, // 20: billing.gateway.ListPaymentMethodsResponse.payment_methods:type_name -> billing.gateway.PaymentMethod
+	1,  // 21: billing.gateway.GatewayAdminService.ListPlugins:input_type -> billing.gateway.ListPluginsRequest
+	3,  // 22: billing.gateway.GatewayAdminService.GetPlugin:input_type -> billing.gateway.GetPluginRequest
+	5,  // 23: billing.gateway.GatewayAdminService.ReloadPlugins:input_type -> billing.gateway.ReloadPluginsRequest
+	8,  // 24: billing.gateway.GatewayAdminService.GetPluginAdminPage:input_type -> billing.gateway.GetPluginAdminPageRequest
+	10, // 25: billing.gateway.GatewayAdminService.EnablePlugin:input_type -> billing.gateway.EnablePluginRequest
+	12, // 26: billing.gateway.GatewayAdminService.DisablePlugin:input_type -> billing.gateway.DisablePluginRequest
+	15, // 27: billing.gateway.GatewayAdminService.CreateGatewayInterface:input_type -> billing.gateway.CreateGatewayInterfaceRequest
+	17, // 28: billing.gateway.GatewayAdminService.UpdateGatewayInterface:input_type -> billing.gateway.UpdateGatewayInterfaceRequest
+	19, // 29: billing.gateway.GatewayAdminService.EnableGatewayInterface:input_type -> billing.gateway.EnableGatewayInterfaceRequest
+	21, // 30: billing.gateway.GatewayAdminService.DisableGatewayInterface:input_type -> billing.gateway.DisableGatewayInterfaceRequest
+	23, // 31: billing.gateway.GatewayAdminService.ListGatewayInterfaces:input_type -> billing.gateway.ListGatewayInterfacesRequest
+	25, // 32: billing.gateway.GatewayAdminService.GetGatewayInterface:input_type -> billing.gateway.GetGatewayInterfaceRequest
+	27, // 33: billing.gateway.GatewayAdminService.TestGatewayInterface:input_type -> billing.gateway.TestGatewayInterfaceRequest
+	29, // 34: billing.gateway.GatewayAdminService.ConfirmBankTransfer:input_type -> billing.gateway.ConfirmBankTransferRequest
+	32, // 35: billing.gateway.PaymentMethodService.ListPaymentMethods:input_type -> billing.gateway.ListPaymentMethodsRequest
+	2,  // 36: billing.gateway.GatewayAdminService.ListPlugins:output_type -> billing.gateway.ListPluginsResponse
+	4,  // 37: billing.gateway.GatewayAdminService.GetPlugin:output_type -> billing.gateway.GetPluginResponse
+	7,  // 38: billing.gateway.GatewayAdminService.ReloadPlugins:output_type -> billing.gateway.ReloadPluginsResponse
+	9,  // 39: billing.gateway.GatewayAdminService.GetPluginAdminPage:output_type -> billing.gateway.GetPluginAdminPageResponse
+	11, // 40: billing.gateway.GatewayAdminService.EnablePlugin:output_type -> billing.gateway.EnablePluginResponse
+	13, // 41: billing.gateway.GatewayAdminService.DisablePlugin:output_type -> billing.gateway.DisablePluginResponse
+	16, // 42: billing.gateway.GatewayAdminService.CreateGatewayInterface:output_type -> billing.gateway.CreateGatewayInterfaceResponse
+	18, // 43: billing.gateway.GatewayAdminService.UpdateGatewayInterface:output_type -> billing.gateway.UpdateGatewayInterfaceResponse
+	20, // 44: billing.gateway.GatewayAdminService.EnableGatewayInterface:output_type -> billing.gateway.EnableGatewayInterfaceResponse
+	22, // 45: billing.gateway.GatewayAdminService.DisableGatewayInterface:output_type -> billing.gateway.DisableGatewayInterfaceResponse
+	24, // 46: billing.gateway.GatewayAdminService.ListGatewayInterfaces:output_type -> billing.gateway.ListGatewayInterfacesResponse
+	26, // 47: billing.gateway.GatewayAdminService.GetGatewayInterface:output_type -> billing.gateway.GetGatewayInterfaceResponse
+	28, // 48: billing.gateway.GatewayAdminService.TestGatewayInterface:output_type -> billing.gateway.TestGatewayInterfaceResponse
+	30, // 49: billing.gateway.GatewayAdminService.ConfirmBankTransfer:output_type -> billing.gateway.ConfirmBankTransferResponse
+	33, // 50: billing.gateway.PaymentMethodService.ListPaymentMethods:output_type -> billing.gateway.ListPaymentMethodsResponse
+	36, // [36:51] is the sub-list for method output_type
+	21, // [21:36] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_billing_gateway_gateway_proto_init() }
@@ -2014,15 +2229,15 @@ func file_billing_gateway_gateway_proto_init() {
 	}
 	file_billing_gateway_gateway_proto_msgTypes[1].OneofWrappers = []any{}
 	file_billing_gateway_gateway_proto_msgTypes[8].OneofWrappers = []any{}
-	file_billing_gateway_gateway_proto_msgTypes[13].OneofWrappers = []any{}
-	file_billing_gateway_gateway_proto_msgTypes[19].OneofWrappers = []any{}
+	file_billing_gateway_gateway_proto_msgTypes[17].OneofWrappers = []any{}
+	file_billing_gateway_gateway_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_gateway_gateway_proto_rawDesc), len(file_billing_gateway_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   30,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -53,7 +53,8 @@ func (q *Queries) GetGatewayInterface(ctx context.Context, id uuid.UUID) (Gatewa
 }
 
 const getGatewayInterfaceView = `-- name: GetGatewayInterfaceView :one
-SELECT gateway_interfaces.id, gateway_interfaces.plugin_name, gateway_interfaces.display_name, gateway_interfaces.config, gateway_interfaces.config_schema, gateway_interfaces.enabled, gateway_interfaces.created_at, gateway_interfaces.updated_at, plugins.status AS plugin_status
+SELECT gateway_interfaces.id, gateway_interfaces.plugin_name, gateway_interfaces.display_name, gateway_interfaces.config, gateway_interfaces.config_schema, gateway_interfaces.enabled, gateway_interfaces.created_at, gateway_interfaces.updated_at, plugins.status AS plugin_status,
+       plugins.enabled AS plugin_enabled
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE gateway_interfaces.id = $1
@@ -62,9 +63,12 @@ WHERE gateway_interfaces.id = $1
 type GetGatewayInterfaceViewRow struct {
 	GatewayInterface GatewayInterface
 	PluginStatus     string
+	PluginEnabled    bool
 }
 
-// The interface with its plugin's scanner status, for admins.
+// The interface with its plugin's scanner status and the admin's choice
+// about the plugin: for admins, and for the registry handing the interface
+// to the payment domain.
 func (q *Queries) GetGatewayInterfaceView(ctx context.Context, id uuid.UUID) (GetGatewayInterfaceViewRow, error) {
 	row := q.db.QueryRow(ctx, getGatewayInterfaceView, id)
 	var i GetGatewayInterfaceViewRow
@@ -78,6 +82,7 @@ func (q *Queries) GetGatewayInterfaceView(ctx context.Context, id uuid.UUID) (Ge
 		&i.GatewayInterface.CreatedAt,
 		&i.GatewayInterface.UpdatedAt,
 		&i.PluginStatus,
+		&i.PluginEnabled,
 	)
 	return i, err
 }
@@ -125,7 +130,8 @@ func (q *Queries) InsertGatewayInterface(ctx context.Context, arg InsertGatewayI
 }
 
 const listGatewayInterfaceViews = `-- name: ListGatewayInterfaceViews :many
-SELECT gateway_interfaces.id, gateway_interfaces.plugin_name, gateway_interfaces.display_name, gateway_interfaces.config, gateway_interfaces.config_schema, gateway_interfaces.enabled, gateway_interfaces.created_at, gateway_interfaces.updated_at, plugins.status AS plugin_status
+SELECT gateway_interfaces.id, gateway_interfaces.plugin_name, gateway_interfaces.display_name, gateway_interfaces.config, gateway_interfaces.config_schema, gateway_interfaces.enabled, gateway_interfaces.created_at, gateway_interfaces.updated_at, plugins.status AS plugin_status,
+       plugins.enabled AS plugin_enabled
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE ($1::text IS NULL OR gateway_interfaces.plugin_name = $1)
@@ -145,6 +151,7 @@ type ListGatewayInterfaceViewsParams struct {
 type ListGatewayInterfaceViewsRow struct {
 	GatewayInterface GatewayInterface
 	PluginStatus     string
+	PluginEnabled    bool
 }
 
 // plugin_name and enabled NULL: no filter. Newest first, stable.
@@ -172,6 +179,7 @@ func (q *Queries) ListGatewayInterfaceViews(ctx context.Context, arg ListGateway
 			&i.GatewayInterface.CreatedAt,
 			&i.GatewayInterface.UpdatedAt,
 			&i.PluginStatus,
+			&i.PluginEnabled,
 		); err != nil {
 			return nil, err
 		}

@@ -200,6 +200,42 @@ func (q *Queries) SetPluginCallError(ctx context.Context, arg SetPluginCallError
 	return result.RowsAffected(), nil
 }
 
+const setPluginEnabled = `-- name: SetPluginEnabled :one
+UPDATE plugins
+SET enabled = $1, updated_at = $2
+WHERE name = $3
+RETURNING name, type, version, path, source, sha256, enabled, status, last_error, info, config_schema, created_at, updated_at
+`
+
+type SetPluginEnabledParams struct {
+	Enabled bool
+	Now     time.Time
+	Name    string
+}
+
+// An admin's choice (EnablePlugin, DisablePlugin). No scanner query writes
+// enabled, so the choice survives rescans, upgrades and restarts.
+func (q *Queries) SetPluginEnabled(ctx context.Context, arg SetPluginEnabledParams) (Plugin, error) {
+	row := q.db.QueryRow(ctx, setPluginEnabled, arg.Enabled, arg.Now, arg.Name)
+	var i Plugin
+	err := row.Scan(
+		&i.Name,
+		&i.Type,
+		&i.Version,
+		&i.Path,
+		&i.Source,
+		&i.Sha256,
+		&i.Enabled,
+		&i.Status,
+		&i.LastError,
+		&i.Info,
+		&i.ConfigSchema,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const setPluginStatus = `-- name: SetPluginStatus :one
 UPDATE plugins
 SET status = $1, last_error = $2, updated_at = $3

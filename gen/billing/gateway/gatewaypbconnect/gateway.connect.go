@@ -56,6 +56,12 @@ const (
 	// GatewayAdminServiceGetPluginAdminPageProcedure is the fully-qualified name of the
 	// GatewayAdminService's GetPluginAdminPage RPC.
 	GatewayAdminServiceGetPluginAdminPageProcedure = "/billing.gateway.GatewayAdminService/GetPluginAdminPage"
+	// GatewayAdminServiceEnablePluginProcedure is the fully-qualified name of the GatewayAdminService's
+	// EnablePlugin RPC.
+	GatewayAdminServiceEnablePluginProcedure = "/billing.gateway.GatewayAdminService/EnablePlugin"
+	// GatewayAdminServiceDisablePluginProcedure is the fully-qualified name of the
+	// GatewayAdminService's DisablePlugin RPC.
+	GatewayAdminServiceDisablePluginProcedure = "/billing.gateway.GatewayAdminService/DisablePlugin"
 	// GatewayAdminServiceCreateGatewayInterfaceProcedure is the fully-qualified name of the
 	// GatewayAdminService's CreateGatewayInterface RPC.
 	GatewayAdminServiceCreateGatewayInterfaceProcedure = "/billing.gateway.GatewayAdminService/CreateGatewayInterface"
@@ -97,6 +103,19 @@ type GatewayAdminServiceClient interface {
 	// returns its text, which the admin console shows escaped, never as HTML.
 	// A plugin without admin_page answers NotFound.
 	GetPluginAdminPage(context.Context, *connect.Request[gateway.GetPluginAdminPageRequest]) (*connect.Response[gateway.GetPluginAdminPageResponse], error)
+	// EnablePlugin lets a plugin an admin disabled be used again: the enabled
+	// interfaces of a gateway plugin are offered to customers again (while
+	// the plugin is loaded). Enabling an enabled plugin changes nothing.
+	EnablePlugin(context.Context, *connect.Request[gateway.EnablePluginRequest]) (*connect.Response[gateway.EnablePluginResponse], error)
+	// DisablePlugin stops new payments through every interface of a gateway
+	// plugin and takes them out of ListPaymentMethods, without touching the
+	// interfaces' own enabled flags. Callbacks, status queries, bank-transfer
+	// confirmations and refunds of payments already made through them keep
+	// working. The choice survives rescans and restarts; it is kept apart
+	// from the scanner's status. Only gateway plugins can be disabled
+	// (FailedPrecondition otherwise). Disabling a disabled plugin changes
+	// nothing.
+	DisablePlugin(context.Context, *connect.Request[gateway.DisablePluginRequest]) (*connect.Response[gateway.DisablePluginResponse], error)
 	// CreateGatewayInterface configures a new, disabled interface of a gateway
 	// plugin. The config is validated against the plugin's config schema.
 	CreateGatewayInterface(context.Context, *connect.Request[gateway.CreateGatewayInterfaceRequest]) (*connect.Response[gateway.CreateGatewayInterfaceResponse], error)
@@ -155,6 +174,18 @@ func NewGatewayAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 			httpClient,
 			baseURL+GatewayAdminServiceGetPluginAdminPageProcedure,
 			connect.WithSchema(gatewayAdminServiceMethods.ByName("GetPluginAdminPage")),
+			connect.WithClientOptions(opts...),
+		),
+		enablePlugin: connect.NewClient[gateway.EnablePluginRequest, gateway.EnablePluginResponse](
+			httpClient,
+			baseURL+GatewayAdminServiceEnablePluginProcedure,
+			connect.WithSchema(gatewayAdminServiceMethods.ByName("EnablePlugin")),
+			connect.WithClientOptions(opts...),
+		),
+		disablePlugin: connect.NewClient[gateway.DisablePluginRequest, gateway.DisablePluginResponse](
+			httpClient,
+			baseURL+GatewayAdminServiceDisablePluginProcedure,
+			connect.WithSchema(gatewayAdminServiceMethods.ByName("DisablePlugin")),
 			connect.WithClientOptions(opts...),
 		),
 		createGatewayInterface: connect.NewClient[gateway.CreateGatewayInterfaceRequest, gateway.CreateGatewayInterfaceResponse](
@@ -216,6 +247,8 @@ type gatewayAdminServiceClient struct {
 	getPlugin               *connect.Client[gateway.GetPluginRequest, gateway.GetPluginResponse]
 	reloadPlugins           *connect.Client[gateway.ReloadPluginsRequest, gateway.ReloadPluginsResponse]
 	getPluginAdminPage      *connect.Client[gateway.GetPluginAdminPageRequest, gateway.GetPluginAdminPageResponse]
+	enablePlugin            *connect.Client[gateway.EnablePluginRequest, gateway.EnablePluginResponse]
+	disablePlugin           *connect.Client[gateway.DisablePluginRequest, gateway.DisablePluginResponse]
 	createGatewayInterface  *connect.Client[gateway.CreateGatewayInterfaceRequest, gateway.CreateGatewayInterfaceResponse]
 	updateGatewayInterface  *connect.Client[gateway.UpdateGatewayInterfaceRequest, gateway.UpdateGatewayInterfaceResponse]
 	enableGatewayInterface  *connect.Client[gateway.EnableGatewayInterfaceRequest, gateway.EnableGatewayInterfaceResponse]
@@ -244,6 +277,16 @@ func (c *gatewayAdminServiceClient) ReloadPlugins(ctx context.Context, req *conn
 // GetPluginAdminPage calls billing.gateway.GatewayAdminService.GetPluginAdminPage.
 func (c *gatewayAdminServiceClient) GetPluginAdminPage(ctx context.Context, req *connect.Request[gateway.GetPluginAdminPageRequest]) (*connect.Response[gateway.GetPluginAdminPageResponse], error) {
 	return c.getPluginAdminPage.CallUnary(ctx, req)
+}
+
+// EnablePlugin calls billing.gateway.GatewayAdminService.EnablePlugin.
+func (c *gatewayAdminServiceClient) EnablePlugin(ctx context.Context, req *connect.Request[gateway.EnablePluginRequest]) (*connect.Response[gateway.EnablePluginResponse], error) {
+	return c.enablePlugin.CallUnary(ctx, req)
+}
+
+// DisablePlugin calls billing.gateway.GatewayAdminService.DisablePlugin.
+func (c *gatewayAdminServiceClient) DisablePlugin(ctx context.Context, req *connect.Request[gateway.DisablePluginRequest]) (*connect.Response[gateway.DisablePluginResponse], error) {
+	return c.disablePlugin.CallUnary(ctx, req)
 }
 
 // CreateGatewayInterface calls billing.gateway.GatewayAdminService.CreateGatewayInterface.
@@ -299,6 +342,19 @@ type GatewayAdminServiceHandler interface {
 	// returns its text, which the admin console shows escaped, never as HTML.
 	// A plugin without admin_page answers NotFound.
 	GetPluginAdminPage(context.Context, *connect.Request[gateway.GetPluginAdminPageRequest]) (*connect.Response[gateway.GetPluginAdminPageResponse], error)
+	// EnablePlugin lets a plugin an admin disabled be used again: the enabled
+	// interfaces of a gateway plugin are offered to customers again (while
+	// the plugin is loaded). Enabling an enabled plugin changes nothing.
+	EnablePlugin(context.Context, *connect.Request[gateway.EnablePluginRequest]) (*connect.Response[gateway.EnablePluginResponse], error)
+	// DisablePlugin stops new payments through every interface of a gateway
+	// plugin and takes them out of ListPaymentMethods, without touching the
+	// interfaces' own enabled flags. Callbacks, status queries, bank-transfer
+	// confirmations and refunds of payments already made through them keep
+	// working. The choice survives rescans and restarts; it is kept apart
+	// from the scanner's status. Only gateway plugins can be disabled
+	// (FailedPrecondition otherwise). Disabling a disabled plugin changes
+	// nothing.
+	DisablePlugin(context.Context, *connect.Request[gateway.DisablePluginRequest]) (*connect.Response[gateway.DisablePluginResponse], error)
 	// CreateGatewayInterface configures a new, disabled interface of a gateway
 	// plugin. The config is validated against the plugin's config schema.
 	CreateGatewayInterface(context.Context, *connect.Request[gateway.CreateGatewayInterfaceRequest]) (*connect.Response[gateway.CreateGatewayInterfaceResponse], error)
@@ -353,6 +409,18 @@ func NewGatewayAdminServiceHandler(svc GatewayAdminServiceHandler, opts ...conne
 		GatewayAdminServiceGetPluginAdminPageProcedure,
 		svc.GetPluginAdminPage,
 		connect.WithSchema(gatewayAdminServiceMethods.ByName("GetPluginAdminPage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayAdminServiceEnablePluginHandler := connect.NewUnaryHandler(
+		GatewayAdminServiceEnablePluginProcedure,
+		svc.EnablePlugin,
+		connect.WithSchema(gatewayAdminServiceMethods.ByName("EnablePlugin")),
+		connect.WithHandlerOptions(opts...),
+	)
+	gatewayAdminServiceDisablePluginHandler := connect.NewUnaryHandler(
+		GatewayAdminServiceDisablePluginProcedure,
+		svc.DisablePlugin,
+		connect.WithSchema(gatewayAdminServiceMethods.ByName("DisablePlugin")),
 		connect.WithHandlerOptions(opts...),
 	)
 	gatewayAdminServiceCreateGatewayInterfaceHandler := connect.NewUnaryHandler(
@@ -415,6 +483,10 @@ func NewGatewayAdminServiceHandler(svc GatewayAdminServiceHandler, opts ...conne
 			gatewayAdminServiceReloadPluginsHandler.ServeHTTP(w, r)
 		case GatewayAdminServiceGetPluginAdminPageProcedure:
 			gatewayAdminServiceGetPluginAdminPageHandler.ServeHTTP(w, r)
+		case GatewayAdminServiceEnablePluginProcedure:
+			gatewayAdminServiceEnablePluginHandler.ServeHTTP(w, r)
+		case GatewayAdminServiceDisablePluginProcedure:
+			gatewayAdminServiceDisablePluginHandler.ServeHTTP(w, r)
 		case GatewayAdminServiceCreateGatewayInterfaceProcedure:
 			gatewayAdminServiceCreateGatewayInterfaceHandler.ServeHTTP(w, r)
 		case GatewayAdminServiceUpdateGatewayInterfaceProcedure:
@@ -456,6 +528,14 @@ func (UnimplementedGatewayAdminServiceHandler) GetPluginAdminPage(context.Contex
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.gateway.GatewayAdminService.GetPluginAdminPage is not implemented"))
 }
 
+func (UnimplementedGatewayAdminServiceHandler) EnablePlugin(context.Context, *connect.Request[gateway.EnablePluginRequest]) (*connect.Response[gateway.EnablePluginResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.gateway.GatewayAdminService.EnablePlugin is not implemented"))
+}
+
+func (UnimplementedGatewayAdminServiceHandler) DisablePlugin(context.Context, *connect.Request[gateway.DisablePluginRequest]) (*connect.Response[gateway.DisablePluginResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.gateway.GatewayAdminService.DisablePlugin is not implemented"))
+}
+
 func (UnimplementedGatewayAdminServiceHandler) CreateGatewayInterface(context.Context, *connect.Request[gateway.CreateGatewayInterfaceRequest]) (*connect.Response[gateway.CreateGatewayInterfaceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.gateway.GatewayAdminService.CreateGatewayInterface is not implemented"))
 }
@@ -491,7 +571,8 @@ func (UnimplementedGatewayAdminServiceHandler) ConfirmBankTransfer(context.Conte
 // PaymentMethodServiceClient is a client for the billing.gateway.PaymentMethodService service.
 type PaymentMethodServiceClient interface {
 	// ListPaymentMethods lists the enabled gateway interfaces whose plugin is
-	// loaded, by display name (authenticated). No configuration is shown.
+	// loaded and enabled, by display name (authenticated). No configuration
+	// is shown.
 	ListPaymentMethods(context.Context, *connect.Request[gateway.ListPaymentMethodsRequest]) (*connect.Response[gateway.ListPaymentMethodsResponse], error)
 }
 
@@ -530,7 +611,8 @@ func (c *paymentMethodServiceClient) ListPaymentMethods(ctx context.Context, req
 // service.
 type PaymentMethodServiceHandler interface {
 	// ListPaymentMethods lists the enabled gateway interfaces whose plugin is
-	// loaded, by display name (authenticated). No configuration is shown.
+	// loaded and enabled, by display name (authenticated). No configuration
+	// is shown.
 	ListPaymentMethods(context.Context, *connect.Request[gateway.ListPaymentMethodsRequest]) (*connect.Response[gateway.ListPaymentMethodsResponse], error)
 }
 

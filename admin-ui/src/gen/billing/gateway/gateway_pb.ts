@@ -22,7 +22,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file billing/gateway/gateway.proto.
  */
 export const file_billing_gateway_gateway: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL2dhdGV3YXkvZ2F0ZXdheS5wcm90bxIPYmlsbGluZy5nYXRld2F5Is4CCgZQbHVnaW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDgoGc3RhdHVzGAQgASgJEhIKCmxhc3RfZXJyb3IYBSABKAkSDgoGc2hhMjU2GAYgASgJEgwKBHBhdGgYByABKAkSDwoHZW5hYmxlZBgIIAEoCBIWCg5oYXNfYWRtaW5fcGFnZRgJIAEoCBIWCg5sb2FkZWRfdmVyc2lvbhgKIAEoCRIVCg1sb2FkZWRfc2hhMjU2GAsgASgJEiUKBGluZm8YDCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDWNvbmZpZ19zY2hlbWEYDSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmNyZWF0ZWRfYXQYDiABKAkSEgoKdXBkYXRlZF9hdBgPIAEoCSJQChJMaXN0UGx1Z2luc1JlcXVlc3QSEQoEdHlwZRgBIAEoCUgAiAEBEhMKBnN0YXR1cxgCIAEoCUgBiAEBQgcKBV90eXBlQgkKB19zdGF0dXMiPwoTTGlzdFBsdWdpbnNSZXNwb25zZRIoCgdwbHVnaW5zGAEgAygLMhcuYmlsbGluZy5nYXRld2F5LlBsdWdpbiIgChBHZXRQbHVnaW5SZXF1ZXN0EgwKBG5hbWUYASABKAkiPAoRR2V0UGx1Z2luUmVzcG9uc2USJwoGcGx1Z2luGAEgASgLMhcuYmlsbGluZy5nYXRld2F5LlBsdWdpbiIWChRSZWxvYWRQbHVnaW5zUmVxdWVzdCKHAQoMUGx1Z2luQ2hhbmdlEgwKBG5hbWUYASABKAkSDgoGY2hhbmdlGAIgASgJEhgKEHByZXZpb3VzX3ZlcnNpb24YAyABKAkSFAoMZmlsZV92ZXJzaW9uGAQgASgJEg0KBWVycm9yGAUgASgJEhoKEmludGVyZmFjZXNfdXBkYXRlZBgGIAEoDSJoChVSZWxvYWRQbHVnaW5zUmVzcG9uc2USLgoHY2hhbmdlcxgBIAMoCzIdLmJpbGxpbmcuZ2F0ZXdheS5QbHVnaW5DaGFuZ2USEAoId2FybmluZ3MYAiADKAkSDQoFZmlsZXMYAyABKA0iZQoZR2V0UGx1Z2luQWRtaW5QYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEiEKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAIgASgJSACIAQFCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkIi0KGkdldFBsdWdpbkFkbWluUGFnZVJlc3BvbnNlEg8KB2NvbnRlbnQYASABKAki8gEKEEdhdGV3YXlJbnRlcmZhY2USCgoCaWQYASABKAkSEwoLcGx1Z2luX25hbWUYAiABKAkSFAoMZGlzcGxheV9uYW1lGAMgASgJEicKBmNvbmZpZxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSLgoNY29uZmlnX3NjaGVtYRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSDwoHZW5hYmxlZBgGIAEoCBIVCg1wbHVnaW5fc3RhdHVzGAcgASgJEhIKCmNyZWF0ZWRfYXQYCCABKAkSEgoKdXBkYXRlZF9hdBgJIAEoCSJzCh1DcmVhdGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBITCgtwbHVnaW5fbmFtZRgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSJwoGY29uZmlnGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCJeCh5DcmVhdGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USPAoRZ2F0ZXdheV9pbnRlcmZhY2UYASABKAsyIS5iaWxsaW5nLmdhdGV3YXkuR2F0ZXdheUludGVyZmFjZSKAAQodVXBkYXRlR2F0ZXdheUludGVyZmFjZVJlcXVlc3QSCgoCaWQYASABKAkSGQoMZGlzcGxheV9uYW1lGAIgASgJSACIAQESJwoGY29uZmlnGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdEIPCg1fZGlzcGxheV9uYW1lIl4KHlVwZGF0ZUdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZRI8ChFnYXRld2F5X2ludGVyZmFjZRgBIAEoCzIhLmJpbGxpbmcuZ2F0ZXdheS5HYXRld2F5SW50ZXJmYWNlIisKHUVuYWJsZUdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0EgoKAmlkGAEgASgJIl4KHkVuYWJsZUdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZRI8ChFnYXRld2F5X2ludGVyZmFjZRgBIAEoCzIhLmJpbGxpbmcuZ2F0ZXdheS5HYXRld2F5SW50ZXJmYWNlIiwKHkRpc2FibGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBIKCgJpZBgBIAEoCSJfCh9EaXNhYmxlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEjwKEWdhdGV3YXlfaW50ZXJmYWNlGAEgASgLMiEuYmlsbGluZy5nYXRld2F5LkdhdGV3YXlJbnRlcmZhY2UinAEKHExpc3RHYXRld2F5SW50ZXJmYWNlc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtwbHVnaW5fbmFtZRgCIAEoCUgAiAEBEhQKB2VuYWJsZWQYAyABKAhIAYgBAUIOCgxfcGx1Z2luX25hbWVCCgoIX2VuYWJsZWQihwEKHUxpc3RHYXRld2F5SW50ZXJmYWNlc1Jlc3BvbnNlEj0KEmdhdGV3YXlfaW50ZXJmYWNlcxgBIAMoCzIhLmJpbGxpbmcuZ2F0ZXdheS5HYXRld2F5SW50ZXJmYWNlEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKAoaR2V0R2F0ZXdheUludGVyZmFjZVJlcXVlc3QSCgoCaWQYASABKAkiWwobR2V0R2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEjwKEWdhdGV3YXlfaW50ZXJmYWNlGAEgASgLMiEuYmlsbGluZy5nYXRld2F5LkdhdGV3YXlJbnRlcmZhY2UiKQobVGVzdEdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0EgoKAmlkGAEgASgJIjsKHFRlc3RHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USCgoCb2sYASABKAgSDwoHbWVzc2FnZRgCIAEoCSJDChpDb25maXJtQmFua1RyYW5zZmVyUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhEKCXJlZmVyZW5jZRgCIAEoCSJOChtDb25maXJtQmFua1RyYW5zZmVyUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIkYKDVBheW1lbnRNZXRob2QSCgoCaWQYASABKAkSFAoMZGlzcGxheV9uYW1lGAIgASgJEhMKC3BsdWdpbl9uYW1lGAMgASgJIhsKGUxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QiVQoaTGlzdFBheW1lbnRNZXRob2RzUmVzcG9uc2USNwoPcGF5bWVudF9tZXRob2RzGAEgAygLMh4uYmlsbGluZy5nYXRld2F5LlBheW1lbnRNZXRob2Qy5goKE0dhdGV3YXlBZG1pblNlcnZpY2USXQoLTGlzdFBsdWdpbnMSIy5iaWxsaW5nLmdhdGV3YXkuTGlzdFBsdWdpbnNSZXF1ZXN0GiQuYmlsbGluZy5nYXRld2F5Lkxpc3RQbHVnaW5zUmVzcG9uc2UiA5ACARJXCglHZXRQbHVnaW4SIS5iaWxsaW5nLmdhdGV3YXkuR2V0UGx1Z2luUmVxdWVzdBoiLmJpbGxpbmcuZ2F0ZXdheS5HZXRQbHVnaW5SZXNwb25zZSIDkAIBEl4KDVJlbG9hZFBsdWdpbnMSJS5iaWxsaW5nLmdhdGV3YXkuUmVsb2FkUGx1Z2luc1JlcXVlc3QaJi5iaWxsaW5nLmdhdGV3YXkuUmVsb2FkUGx1Z2luc1Jlc3BvbnNlEm0KEkdldFBsdWdpbkFkbWluUGFnZRIqLmJpbGxpbmcuZ2F0ZXdheS5HZXRQbHVnaW5BZG1pblBhZ2VSZXF1ZXN0GisuYmlsbGluZy5nYXRld2F5LkdldFBsdWdpbkFkbWluUGFnZVJlc3BvbnNlEnkKFkNyZWF0ZUdhdGV3YXlJbnRlcmZhY2USLi5iaWxsaW5nLmdhdGV3YXkuQ3JlYXRlR2F0ZXdheUludGVyZmFjZVJlcXVlc3QaLy5iaWxsaW5nLmdhdGV3YXkuQ3JlYXRlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEnkKFlVwZGF0ZUdhdGV3YXlJbnRlcmZhY2USLi5iaWxsaW5nLmdhdGV3YXkuVXBkYXRlR2F0ZXdheUludGVyZmFjZVJlcXVlc3QaLy5iaWxsaW5nLmdhdGV3YXkuVXBkYXRlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEnkKFkVuYWJsZUdhdGV3YXlJbnRlcmZhY2USLi5iaWxsaW5nLmdhdGV3YXkuRW5hYmxlR2F0ZXdheUludGVyZmFjZVJlcXVlc3QaLy5iaWxsaW5nLmdhdGV3YXkuRW5hYmxlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEnwKF0Rpc2FibGVHYXRld2F5SW50ZXJmYWNlEi8uYmlsbGluZy5nYXRld2F5LkRpc2FibGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBowLmJpbGxpbmcuZ2F0ZXdheS5EaXNhYmxlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEnsKFUxpc3RHYXRld2F5SW50ZXJmYWNlcxItLmJpbGxpbmcuZ2F0ZXdheS5MaXN0R2F0ZXdheUludGVyZmFjZXNSZXF1ZXN0Gi4uYmlsbGluZy5nYXRld2F5Lkxpc3RHYXRld2F5SW50ZXJmYWNlc1Jlc3BvbnNlIgOQAgESdQoTR2V0R2F0ZXdheUludGVyZmFjZRIrLmJpbGxpbmcuZ2F0ZXdheS5HZXRHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBosLmJpbGxpbmcuZ2F0ZXdheS5HZXRHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2UiA5ACARJzChRUZXN0R2F0ZXdheUludGVyZmFjZRIsLmJpbGxpbmcuZ2F0ZXdheS5UZXN0R2F0ZXdheUludGVyZmFjZVJlcXVlc3QaLS5iaWxsaW5nLmdhdGV3YXkuVGVzdEdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZRJwChNDb25maXJtQmFua1RyYW5zZmVyEisuYmlsbGluZy5nYXRld2F5LkNvbmZpcm1CYW5rVHJhbnNmZXJSZXF1ZXN0GiwuYmlsbGluZy5nYXRld2F5LkNvbmZpcm1CYW5rVHJhbnNmZXJSZXNwb25zZTKKAQoUUGF5bWVudE1ldGhvZFNlcnZpY2UScgoSTGlzdFBheW1lbnRNZXRob2RzEiouYmlsbGluZy5nYXRld2F5Lkxpc3RQYXltZW50TWV0aG9kc1JlcXVlc3QaKy5iaWxsaW5nLmdhdGV3YXkuTGlzdFBheW1lbnRNZXRob2RzUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL2dhdGV3YXk7Z2F0ZXdheXBiYgZwcm90bzM", [file_billing_payment_payment, file_google_protobuf_struct]);
+  fileDesc("Ch1iaWxsaW5nL2dhdGV3YXkvZ2F0ZXdheS5wcm90bxIPYmlsbGluZy5nYXRld2F5Is4CCgZQbHVnaW4SDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEg8KB3ZlcnNpb24YAyABKAkSDgoGc3RhdHVzGAQgASgJEhIKCmxhc3RfZXJyb3IYBSABKAkSDgoGc2hhMjU2GAYgASgJEgwKBHBhdGgYByABKAkSDwoHZW5hYmxlZBgIIAEoCBIWCg5oYXNfYWRtaW5fcGFnZRgJIAEoCBIWCg5sb2FkZWRfdmVyc2lvbhgKIAEoCRIVCg1sb2FkZWRfc2hhMjU2GAsgASgJEiUKBGluZm8YDCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KDWNvbmZpZ19zY2hlbWEYDSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhIKCmNyZWF0ZWRfYXQYDiABKAkSEgoKdXBkYXRlZF9hdBgPIAEoCSJQChJMaXN0UGx1Z2luc1JlcXVlc3QSEQoEdHlwZRgBIAEoCUgAiAEBEhMKBnN0YXR1cxgCIAEoCUgBiAEBQgcKBV90eXBlQgkKB19zdGF0dXMiPwoTTGlzdFBsdWdpbnNSZXNwb25zZRIoCgdwbHVnaW5zGAEgAygLMhcuYmlsbGluZy5nYXRld2F5LlBsdWdpbiIgChBHZXRQbHVnaW5SZXF1ZXN0EgwKBG5hbWUYASABKAkiPAoRR2V0UGx1Z2luUmVzcG9uc2USJwoGcGx1Z2luGAEgASgLMhcuYmlsbGluZy5nYXRld2F5LlBsdWdpbiIWChRSZWxvYWRQbHVnaW5zUmVxdWVzdCKHAQoMUGx1Z2luQ2hhbmdlEgwKBG5hbWUYASABKAkSDgoGY2hhbmdlGAIgASgJEhgKEHByZXZpb3VzX3ZlcnNpb24YAyABKAkSFAoMZmlsZV92ZXJzaW9uGAQgASgJEg0KBWVycm9yGAUgASgJEhoKEmludGVyZmFjZXNfdXBkYXRlZBgGIAEoDSJoChVSZWxvYWRQbHVnaW5zUmVzcG9uc2USLgoHY2hhbmdlcxgBIAMoCzIdLmJpbGxpbmcuZ2F0ZXdheS5QbHVnaW5DaGFuZ2USEAoId2FybmluZ3MYAiADKAkSDQoFZmlsZXMYAyABKA0iZQoZR2V0UGx1Z2luQWRtaW5QYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEiEKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAIgASgJSACIAQFCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkIi0KGkdldFBsdWdpbkFkbWluUGFnZVJlc3BvbnNlEg8KB2NvbnRlbnQYASABKAkiIwoTRW5hYmxlUGx1Z2luUmVxdWVzdBIMCgRuYW1lGAEgASgJIj8KFEVuYWJsZVBsdWdpblJlc3BvbnNlEicKBnBsdWdpbhgBIAEoCzIXLmJpbGxpbmcuZ2F0ZXdheS5QbHVnaW4iJAoURGlzYWJsZVBsdWdpblJlcXVlc3QSDAoEbmFtZRgBIAEoCSJAChVEaXNhYmxlUGx1Z2luUmVzcG9uc2USJwoGcGx1Z2luGAEgASgLMhcuYmlsbGluZy5nYXRld2F5LlBsdWdpbiKKAgoQR2F0ZXdheUludGVyZmFjZRIKCgJpZBgBIAEoCRITCgtwbHVnaW5fbmFtZRgCIAEoCRIUCgxkaXNwbGF5X25hbWUYAyABKAkSJwoGY29uZmlnGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCg1jb25maWdfc2NoZW1hGAUgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIPCgdlbmFibGVkGAYgASgIEhUKDXBsdWdpbl9zdGF0dXMYByABKAkSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJEhYKDnBsdWdpbl9lbmFibGVkGAogASgIInMKHUNyZWF0ZUdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0EhMKC3BsdWdpbl9uYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRInCgZjb25maWcYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Il4KHkNyZWF0ZUdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZRI8ChFnYXRld2F5X2ludGVyZmFjZRgBIAEoCzIhLmJpbGxpbmcuZ2F0ZXdheS5HYXRld2F5SW50ZXJmYWNlIoABCh1VcGRhdGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBIKCgJpZBgBIAEoCRIZCgxkaXNwbGF5X25hbWUYAiABKAlIAIgBARInCgZjb25maWcYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Qg8KDV9kaXNwbGF5X25hbWUiXgoeVXBkYXRlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEjwKEWdhdGV3YXlfaW50ZXJmYWNlGAEgASgLMiEuYmlsbGluZy5nYXRld2F5LkdhdGV3YXlJbnRlcmZhY2UiKwodRW5hYmxlR2F0ZXdheUludGVyZmFjZVJlcXVlc3QSCgoCaWQYASABKAkiXgoeRW5hYmxlR2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEjwKEWdhdGV3YXlfaW50ZXJmYWNlGAEgASgLMiEuYmlsbGluZy5nYXRld2F5LkdhdGV3YXlJbnRlcmZhY2UiLAoeRGlzYWJsZUdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0EgoKAmlkGAEgASgJIl8KH0Rpc2FibGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USPAoRZ2F0ZXdheV9pbnRlcmZhY2UYASABKAsyIS5iaWxsaW5nLmdhdGV3YXkuR2F0ZXdheUludGVyZmFjZSKcAQocTGlzdEdhdGV3YXlJbnRlcmZhY2VzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhgKC3BsdWdpbl9uYW1lGAIgASgJSACIAQESFAoHZW5hYmxlZBgDIAEoCEgBiAEBQg4KDF9wbHVnaW5fbmFtZUIKCghfZW5hYmxlZCKHAQodTGlzdEdhdGV3YXlJbnRlcmZhY2VzUmVzcG9uc2USPQoSZ2F0ZXdheV9pbnRlcmZhY2VzGAEgAygLMiEuYmlsbGluZy5nYXRld2F5LkdhdGV3YXlJbnRlcmZhY2USJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSIoChpHZXRHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBIKCgJpZBgBIAEoCSJbChtHZXRHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USPAoRZ2F0ZXdheV9pbnRlcmZhY2UYASABKAsyIS5iaWxsaW5nLmdhdGV3YXkuR2F0ZXdheUludGVyZmFjZSIpChtUZXN0R2F0ZXdheUludGVyZmFjZVJlcXVlc3QSCgoCaWQYASABKAkiOwocVGVzdEdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZRIKCgJvaxgBIAEoCBIPCgdtZXNzYWdlGAIgASgJIkMKGkNvbmZpcm1CYW5rVHJhbnNmZXJSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEQoJcmVmZXJlbmNlGAIgASgJIk4KG0NvbmZpcm1CYW5rVHJhbnNmZXJSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiRgoNUGF5bWVudE1ldGhvZBIKCgJpZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSEwoLcGx1Z2luX25hbWUYAyABKAkiGwoZTGlzdFBheW1lbnRNZXRob2RzUmVxdWVzdCJVChpMaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZRI3Cg9wYXltZW50X21ldGhvZHMYASADKAsyHi5iaWxsaW5nLmdhdGV3YXkuUGF5bWVudE1ldGhvZDKjDAoTR2F0ZXdheUFkbWluU2VydmljZRJdCgtMaXN0UGx1Z2lucxIjLmJpbGxpbmcuZ2F0ZXdheS5MaXN0UGx1Z2luc1JlcXVlc3QaJC5iaWxsaW5nLmdhdGV3YXkuTGlzdFBsdWdpbnNSZXNwb25zZSIDkAIBElcKCUdldFBsdWdpbhIhLmJpbGxpbmcuZ2F0ZXdheS5HZXRQbHVnaW5SZXF1ZXN0GiIuYmlsbGluZy5nYXRld2F5LkdldFBsdWdpblJlc3BvbnNlIgOQAgESXgoNUmVsb2FkUGx1Z2lucxIlLmJpbGxpbmcuZ2F0ZXdheS5SZWxvYWRQbHVnaW5zUmVxdWVzdBomLmJpbGxpbmcuZ2F0ZXdheS5SZWxvYWRQbHVnaW5zUmVzcG9uc2USbQoSR2V0UGx1Z2luQWRtaW5QYWdlEiouYmlsbGluZy5nYXRld2F5LkdldFBsdWdpbkFkbWluUGFnZVJlcXVlc3QaKy5iaWxsaW5nLmdhdGV3YXkuR2V0UGx1Z2luQWRtaW5QYWdlUmVzcG9uc2USWwoMRW5hYmxlUGx1Z2luEiQuYmlsbGluZy5nYXRld2F5LkVuYWJsZVBsdWdpblJlcXVlc3QaJS5iaWxsaW5nLmdhdGV3YXkuRW5hYmxlUGx1Z2luUmVzcG9uc2USXgoNRGlzYWJsZVBsdWdpbhIlLmJpbGxpbmcuZ2F0ZXdheS5EaXNhYmxlUGx1Z2luUmVxdWVzdBomLmJpbGxpbmcuZ2F0ZXdheS5EaXNhYmxlUGx1Z2luUmVzcG9uc2USeQoWQ3JlYXRlR2F0ZXdheUludGVyZmFjZRIuLmJpbGxpbmcuZ2F0ZXdheS5DcmVhdGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBovLmJpbGxpbmcuZ2F0ZXdheS5DcmVhdGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USeQoWVXBkYXRlR2F0ZXdheUludGVyZmFjZRIuLmJpbGxpbmcuZ2F0ZXdheS5VcGRhdGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBovLmJpbGxpbmcuZ2F0ZXdheS5VcGRhdGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USeQoWRW5hYmxlR2F0ZXdheUludGVyZmFjZRIuLmJpbGxpbmcuZ2F0ZXdheS5FbmFibGVHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBovLmJpbGxpbmcuZ2F0ZXdheS5FbmFibGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USfAoXRGlzYWJsZUdhdGV3YXlJbnRlcmZhY2USLy5iaWxsaW5nLmdhdGV3YXkuRGlzYWJsZUdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0GjAuYmlsbGluZy5nYXRld2F5LkRpc2FibGVHYXRld2F5SW50ZXJmYWNlUmVzcG9uc2USewoVTGlzdEdhdGV3YXlJbnRlcmZhY2VzEi0uYmlsbGluZy5nYXRld2F5Lkxpc3RHYXRld2F5SW50ZXJmYWNlc1JlcXVlc3QaLi5iaWxsaW5nLmdhdGV3YXkuTGlzdEdhdGV3YXlJbnRlcmZhY2VzUmVzcG9uc2UiA5ACARJ1ChNHZXRHYXRld2F5SW50ZXJmYWNlEisuYmlsbGluZy5nYXRld2F5LkdldEdhdGV3YXlJbnRlcmZhY2VSZXF1ZXN0GiwuYmlsbGluZy5nYXRld2F5LkdldEdhdGV3YXlJbnRlcmZhY2VSZXNwb25zZSIDkAIBEnMKFFRlc3RHYXRld2F5SW50ZXJmYWNlEiwuYmlsbGluZy5nYXRld2F5LlRlc3RHYXRld2F5SW50ZXJmYWNlUmVxdWVzdBotLmJpbGxpbmcuZ2F0ZXdheS5UZXN0R2F0ZXdheUludGVyZmFjZVJlc3BvbnNlEnAKE0NvbmZpcm1CYW5rVHJhbnNmZXISKy5iaWxsaW5nLmdhdGV3YXkuQ29uZmlybUJhbmtUcmFuc2ZlclJlcXVlc3QaLC5iaWxsaW5nLmdhdGV3YXkuQ29uZmlybUJhbmtUcmFuc2ZlclJlc3BvbnNlMooBChRQYXltZW50TWV0aG9kU2VydmljZRJyChJMaXN0UGF5bWVudE1ldGhvZHMSKi5iaWxsaW5nLmdhdGV3YXkuTGlzdFBheW1lbnRNZXRob2RzUmVxdWVzdBorLmJpbGxpbmcuZ2F0ZXdheS5MaXN0UGF5bWVudE1ldGhvZHNSZXNwb25zZSIDkAIBQjxaOmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvZ2F0ZXdheTtnYXRld2F5cGJiBnByb3RvMw", [file_billing_payment_payment, file_google_protobuf_struct]);
 
 /**
  * Plugin is one script as the scanner found it.
@@ -81,7 +81,9 @@ export type Plugin = Message<"billing.gateway.Plugin"> & {
   path: string;
 
   /**
-   * Whether the plugin may be used at all.
+   * The admin's choice (EnablePlugin, DisablePlugin), independent of
+   * status: a disabled gateway plugin takes no new payments, but settles
+   * and refunds the payments already made through it.
    *
    * @generated from field: bool enabled = 8;
    */
@@ -382,6 +384,82 @@ export const GetPluginAdminPageResponseSchema: GenMessage<GetPluginAdminPageResp
   messageDesc(file_billing_gateway_gateway, 9);
 
 /**
+ * @generated from message billing.gateway.EnablePluginRequest
+ */
+export type EnablePluginRequest = Message<"billing.gateway.EnablePluginRequest"> & {
+  /**
+   * Plugin name.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message billing.gateway.EnablePluginRequest.
+ * Use `create(EnablePluginRequestSchema)` to create a new message.
+ */
+export const EnablePluginRequestSchema: GenMessage<EnablePluginRequest> = /*@__PURE__*/
+  messageDesc(file_billing_gateway_gateway, 10);
+
+/**
+ * @generated from message billing.gateway.EnablePluginResponse
+ */
+export type EnablePluginResponse = Message<"billing.gateway.EnablePluginResponse"> & {
+  /**
+   * The plugin, enabled.
+   *
+   * @generated from field: billing.gateway.Plugin plugin = 1;
+   */
+  plugin?: Plugin | undefined;
+};
+
+/**
+ * Describes the message billing.gateway.EnablePluginResponse.
+ * Use `create(EnablePluginResponseSchema)` to create a new message.
+ */
+export const EnablePluginResponseSchema: GenMessage<EnablePluginResponse> = /*@__PURE__*/
+  messageDesc(file_billing_gateway_gateway, 11);
+
+/**
+ * @generated from message billing.gateway.DisablePluginRequest
+ */
+export type DisablePluginRequest = Message<"billing.gateway.DisablePluginRequest"> & {
+  /**
+   * Plugin name (a gateway plugin).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+};
+
+/**
+ * Describes the message billing.gateway.DisablePluginRequest.
+ * Use `create(DisablePluginRequestSchema)` to create a new message.
+ */
+export const DisablePluginRequestSchema: GenMessage<DisablePluginRequest> = /*@__PURE__*/
+  messageDesc(file_billing_gateway_gateway, 12);
+
+/**
+ * @generated from message billing.gateway.DisablePluginResponse
+ */
+export type DisablePluginResponse = Message<"billing.gateway.DisablePluginResponse"> & {
+  /**
+   * The plugin, disabled.
+   *
+   * @generated from field: billing.gateway.Plugin plugin = 1;
+   */
+  plugin?: Plugin | undefined;
+};
+
+/**
+ * Describes the message billing.gateway.DisablePluginResponse.
+ * Use `create(DisablePluginResponseSchema)` to create a new message.
+ */
+export const DisablePluginResponseSchema: GenMessage<DisablePluginResponse> = /*@__PURE__*/
+  messageDesc(file_billing_gateway_gateway, 13);
+
+/**
  * GatewayInterface is one configured instance of a gateway plugin.
  *
  * @generated from message billing.gateway.GatewayInterface
@@ -451,6 +529,14 @@ export type GatewayInterface = Message<"billing.gateway.GatewayInterface"> & {
    * @generated from field: string updated_at = 9;
    */
   updatedAt: string;
+
+  /**
+   * Whether an admin left the plugin enabled (DisablePlugin). New payments
+   * need it, as they need enabled and plugin_status loaded.
+   *
+   * @generated from field: bool plugin_enabled = 10;
+   */
+  pluginEnabled: boolean;
 };
 
 /**
@@ -458,7 +544,7 @@ export type GatewayInterface = Message<"billing.gateway.GatewayInterface"> & {
  * Use `create(GatewayInterfaceSchema)` to create a new message.
  */
 export const GatewayInterfaceSchema: GenMessage<GatewayInterface> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 10);
+  messageDesc(file_billing_gateway_gateway, 14);
 
 /**
  * @generated from message billing.gateway.CreateGatewayInterfaceRequest
@@ -492,7 +578,7 @@ export type CreateGatewayInterfaceRequest = Message<"billing.gateway.CreateGatew
  * Use `create(CreateGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const CreateGatewayInterfaceRequestSchema: GenMessage<CreateGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 11);
+  messageDesc(file_billing_gateway_gateway, 15);
 
 /**
  * @generated from message billing.gateway.CreateGatewayInterfaceResponse
@@ -511,7 +597,7 @@ export type CreateGatewayInterfaceResponse = Message<"billing.gateway.CreateGate
  * Use `create(CreateGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const CreateGatewayInterfaceResponseSchema: GenMessage<CreateGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 12);
+  messageDesc(file_billing_gateway_gateway, 16);
 
 /**
  * @generated from message billing.gateway.UpdateGatewayInterfaceRequest
@@ -545,7 +631,7 @@ export type UpdateGatewayInterfaceRequest = Message<"billing.gateway.UpdateGatew
  * Use `create(UpdateGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const UpdateGatewayInterfaceRequestSchema: GenMessage<UpdateGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 13);
+  messageDesc(file_billing_gateway_gateway, 17);
 
 /**
  * @generated from message billing.gateway.UpdateGatewayInterfaceResponse
@@ -564,7 +650,7 @@ export type UpdateGatewayInterfaceResponse = Message<"billing.gateway.UpdateGate
  * Use `create(UpdateGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const UpdateGatewayInterfaceResponseSchema: GenMessage<UpdateGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 14);
+  messageDesc(file_billing_gateway_gateway, 18);
 
 /**
  * @generated from message billing.gateway.EnableGatewayInterfaceRequest
@@ -583,7 +669,7 @@ export type EnableGatewayInterfaceRequest = Message<"billing.gateway.EnableGatew
  * Use `create(EnableGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const EnableGatewayInterfaceRequestSchema: GenMessage<EnableGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 15);
+  messageDesc(file_billing_gateway_gateway, 19);
 
 /**
  * @generated from message billing.gateway.EnableGatewayInterfaceResponse
@@ -602,7 +688,7 @@ export type EnableGatewayInterfaceResponse = Message<"billing.gateway.EnableGate
  * Use `create(EnableGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const EnableGatewayInterfaceResponseSchema: GenMessage<EnableGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 16);
+  messageDesc(file_billing_gateway_gateway, 20);
 
 /**
  * @generated from message billing.gateway.DisableGatewayInterfaceRequest
@@ -621,7 +707,7 @@ export type DisableGatewayInterfaceRequest = Message<"billing.gateway.DisableGat
  * Use `create(DisableGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const DisableGatewayInterfaceRequestSchema: GenMessage<DisableGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 17);
+  messageDesc(file_billing_gateway_gateway, 21);
 
 /**
  * @generated from message billing.gateway.DisableGatewayInterfaceResponse
@@ -640,7 +726,7 @@ export type DisableGatewayInterfaceResponse = Message<"billing.gateway.DisableGa
  * Use `create(DisableGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const DisableGatewayInterfaceResponseSchema: GenMessage<DisableGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 18);
+  messageDesc(file_billing_gateway_gateway, 22);
 
 /**
  * @generated from message billing.gateway.ListGatewayInterfacesRequest
@@ -673,7 +759,7 @@ export type ListGatewayInterfacesRequest = Message<"billing.gateway.ListGatewayI
  * Use `create(ListGatewayInterfacesRequestSchema)` to create a new message.
  */
 export const ListGatewayInterfacesRequestSchema: GenMessage<ListGatewayInterfacesRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 19);
+  messageDesc(file_billing_gateway_gateway, 23);
 
 /**
  * @generated from message billing.gateway.ListGatewayInterfacesResponse
@@ -699,7 +785,7 @@ export type ListGatewayInterfacesResponse = Message<"billing.gateway.ListGateway
  * Use `create(ListGatewayInterfacesResponseSchema)` to create a new message.
  */
 export const ListGatewayInterfacesResponseSchema: GenMessage<ListGatewayInterfacesResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 20);
+  messageDesc(file_billing_gateway_gateway, 24);
 
 /**
  * @generated from message billing.gateway.GetGatewayInterfaceRequest
@@ -718,7 +804,7 @@ export type GetGatewayInterfaceRequest = Message<"billing.gateway.GetGatewayInte
  * Use `create(GetGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const GetGatewayInterfaceRequestSchema: GenMessage<GetGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 21);
+  messageDesc(file_billing_gateway_gateway, 25);
 
 /**
  * @generated from message billing.gateway.GetGatewayInterfaceResponse
@@ -737,7 +823,7 @@ export type GetGatewayInterfaceResponse = Message<"billing.gateway.GetGatewayInt
  * Use `create(GetGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const GetGatewayInterfaceResponseSchema: GenMessage<GetGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 22);
+  messageDesc(file_billing_gateway_gateway, 26);
 
 /**
  * @generated from message billing.gateway.TestGatewayInterfaceRequest
@@ -756,7 +842,7 @@ export type TestGatewayInterfaceRequest = Message<"billing.gateway.TestGatewayIn
  * Use `create(TestGatewayInterfaceRequestSchema)` to create a new message.
  */
 export const TestGatewayInterfaceRequestSchema: GenMessage<TestGatewayInterfaceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 23);
+  messageDesc(file_billing_gateway_gateway, 27);
 
 /**
  * @generated from message billing.gateway.TestGatewayInterfaceResponse
@@ -782,7 +868,7 @@ export type TestGatewayInterfaceResponse = Message<"billing.gateway.TestGatewayI
  * Use `create(TestGatewayInterfaceResponseSchema)` to create a new message.
  */
 export const TestGatewayInterfaceResponseSchema: GenMessage<TestGatewayInterfaceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 24);
+  messageDesc(file_billing_gateway_gateway, 28);
 
 /**
  * @generated from message billing.gateway.ConfirmBankTransferRequest
@@ -808,7 +894,7 @@ export type ConfirmBankTransferRequest = Message<"billing.gateway.ConfirmBankTra
  * Use `create(ConfirmBankTransferRequestSchema)` to create a new message.
  */
 export const ConfirmBankTransferRequestSchema: GenMessage<ConfirmBankTransferRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 25);
+  messageDesc(file_billing_gateway_gateway, 29);
 
 /**
  * @generated from message billing.gateway.ConfirmBankTransferResponse
@@ -827,7 +913,7 @@ export type ConfirmBankTransferResponse = Message<"billing.gateway.ConfirmBankTr
  * Use `create(ConfirmBankTransferResponseSchema)` to create a new message.
  */
 export const ConfirmBankTransferResponseSchema: GenMessage<ConfirmBankTransferResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 26);
+  messageDesc(file_billing_gateway_gateway, 30);
 
 /**
  * PaymentMethod is a gateway interface a customer may choose.
@@ -862,7 +948,7 @@ export type PaymentMethod = Message<"billing.gateway.PaymentMethod"> & {
  * Use `create(PaymentMethodSchema)` to create a new message.
  */
 export const PaymentMethodSchema: GenMessage<PaymentMethod> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 27);
+  messageDesc(file_billing_gateway_gateway, 31);
 
 /**
  * @generated from message billing.gateway.ListPaymentMethodsRequest
@@ -875,7 +961,7 @@ export type ListPaymentMethodsRequest = Message<"billing.gateway.ListPaymentMeth
  * Use `create(ListPaymentMethodsRequestSchema)` to create a new message.
  */
 export const ListPaymentMethodsRequestSchema: GenMessage<ListPaymentMethodsRequest> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 28);
+  messageDesc(file_billing_gateway_gateway, 32);
 
 /**
  * @generated from message billing.gateway.ListPaymentMethodsResponse
@@ -894,7 +980,7 @@ export type ListPaymentMethodsResponse = Message<"billing.gateway.ListPaymentMet
  * Use `create(ListPaymentMethodsResponseSchema)` to create a new message.
  */
 export const ListPaymentMethodsResponseSchema: GenMessage<ListPaymentMethodsResponse> = /*@__PURE__*/
-  messageDesc(file_billing_gateway_gateway, 29);
+  messageDesc(file_billing_gateway_gateway, 33);
 
 /**
  * GatewayAdminService manages plugins and gateway interfaces, and confirms
@@ -944,6 +1030,35 @@ export const GatewayAdminService: GenService<{
     methodKind: "unary";
     input: typeof GetPluginAdminPageRequestSchema;
     output: typeof GetPluginAdminPageResponseSchema;
+  },
+  /**
+   * EnablePlugin lets a plugin an admin disabled be used again: the enabled
+   * interfaces of a gateway plugin are offered to customers again (while
+   * the plugin is loaded). Enabling an enabled plugin changes nothing.
+   *
+   * @generated from rpc billing.gateway.GatewayAdminService.EnablePlugin
+   */
+  enablePlugin: {
+    methodKind: "unary";
+    input: typeof EnablePluginRequestSchema;
+    output: typeof EnablePluginResponseSchema;
+  },
+  /**
+   * DisablePlugin stops new payments through every interface of a gateway
+   * plugin and takes them out of ListPaymentMethods, without touching the
+   * interfaces' own enabled flags. Callbacks, status queries, bank-transfer
+   * confirmations and refunds of payments already made through them keep
+   * working. The choice survives rescans and restarts; it is kept apart
+   * from the scanner's status. Only gateway plugins can be disabled
+   * (FailedPrecondition otherwise). Disabling a disabled plugin changes
+   * nothing.
+   *
+   * @generated from rpc billing.gateway.GatewayAdminService.DisablePlugin
+   */
+  disablePlugin: {
+    methodKind: "unary";
+    input: typeof DisablePluginRequestSchema;
+    output: typeof DisablePluginResponseSchema;
   },
   /**
    * CreateGatewayInterface configures a new, disabled interface of a gateway
@@ -1041,7 +1156,8 @@ export const GatewayAdminService: GenService<{
 export const PaymentMethodService: GenService<{
   /**
    * ListPaymentMethods lists the enabled gateway interfaces whose plugin is
-   * loaded, by display name (authenticated). No configuration is shown.
+   * loaded and enabled, by display name (authenticated). No configuration
+   * is shown.
    *
    * @generated from rpc billing.gateway.PaymentMethodService.ListPaymentMethods
    */
