@@ -703,8 +703,9 @@ func mustIndent(t *testing.T, v any) string {
 
 // docFixtures returns the function run after every example that provides
 // what the examples name but do not create themselves: two more pending
-// orders, a pending bank-transfer payment, the gateway's signed
-// notification of the epay payment, and a failed event.
+// orders, a pending bank-transfer payment (and, once it is confirmed, a
+// pending refund of it), the gateway's signed notification of the epay
+// payment, and a failed event.
 func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func() {
 	ctx := context.Background()
 	orders := orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL)
@@ -734,6 +735,21 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func(
 			}, customer()))
 			require.NoError(t, err)
 			env.vars["BANK_PAYMENT_ID"] = p.Msg.GetPayment().GetId()
+		}
+		if env.has("BANK_PAYMENT_ID", "ADMIN_COOKIE") && !env.has("PENDING_REFUND_ID") {
+			// A refund waiting for an admin: the bank transfer, once
+			// ConfirmBankTransfer's example settled it, refunded (by hand,
+			// so the refund stays pending).
+			got, err := payments.GetPayment(ctx, with(&paymentpb.GetPaymentRequest{Id: env.vars["BANK_PAYMENT_ID"]}, adminCookie()))
+			require.NoError(t, err)
+			if got.Msg.GetPayment().GetStatus() == "success" {
+				r, err := payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{
+					PaymentId: env.vars["BANK_PAYMENT_ID"], Reason: "the customer withdrew",
+				}, adminCookie()))
+				require.NoError(t, err)
+				require.Equal(t, "pending", r.Msg.GetRefund().GetStatus())
+				env.vars["PENDING_REFUND_ID"] = r.Msg.GetRefund().GetId()
+			}
 		}
 		if env.has("PAYMENT_ID") && !env.has("CALLBACK_PAYLOAD") {
 			// The payer pays at the gateway, whose notification is what

@@ -231,6 +231,10 @@ func TestMetricsListenerShowsEveryDocumentedFamily(t *testing.T) {
 	_, err := o.payments.RefundPayment(context.Background(), with(&paymentpb.RefundPaymentRequest{PaymentId: p.GetId(), Amount: "1.00"}, o.c.admin))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, status(t, o.r.baseURL+"/ready"))
+	// A refund an admin must still record, reserved an hour ago.
+	_, err = o.r.app.Pool().Exec(context.Background(), `INSERT INTO refunds (payment_id, amount, status, created_at, updated_at)
+		VALUES ($1, 2.00, 'pending', now() - interval '1 hour', now() - interval '1 hour')`, p.GetId())
+	require.NoError(t, err)
 
 	m := o.scrape(t)
 	families := map[string]bool{}
@@ -261,6 +265,8 @@ func TestMetricsListenerShowsEveryDocumentedFamily(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "the only instance leads both roles")
 	require.Equal(t, 1.0, m[`paymentd_queue_stats_up`])
 	require.Contains(t, m, `paymentd_event_queue_depth{status="pending",type="order_paid"}`)
+	require.Equal(t, 1.0, m[`paymentd_refunds_pending`])
+	require.GreaterOrEqual(t, m[`paymentd_refunds_pending_oldest_age_seconds`], 3600.0)
 	require.Equal(t, 30.0, m[`paymentd_concurrency_limit`])
 	require.Contains(t, m, `paymentd_outbound_breaker_state{host="`+strings.TrimPrefix(o.fake.URL(), "http://")+`",state="closed"}`)
 	require.Positive(t, m[`paymentd_plugin_call_duration_seconds_count{function="create_payment",plugin="epay"}`])

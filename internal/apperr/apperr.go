@@ -48,6 +48,18 @@ type Error struct {
 	Kind    Kind
 	Message string
 	Cause   error
+	// Shown: an Internal error whose message was written for the caller
+	// ("gateway refund failed: <the gateway's reason>") and reaches them;
+	// any other Internal error answers a generic message. Errors of every
+	// other kind always show their message.
+	Shown bool
+}
+
+// Show marks an Internal error's message as meant for the caller (see
+// Error.Shown) and returns e.
+func (e *Error) Show() *Error {
+	e.Shown = true
+	return e
 }
 
 func (e *Error) Error() string {

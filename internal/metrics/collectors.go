@@ -151,8 +151,9 @@ var (
 )
 
 // RegisterQueues exposes the depth and the age of the oldest entry of the
-// event queue (by type and status) and of the notification queue (by
-// channel and status), read from the database at scrape time.
+// event queue (by type and status), of the notification queue (by channel
+// and status) and of the pending refunds, read from the database at scrape
+// time.
 func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Second
@@ -169,6 +170,8 @@ func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
 		eventAge:    desc("event_queue_oldest_age_seconds", "Age of the oldest event not done, by type and status; 0 when there is none.", "type", "status"),
 		notifyDepth: desc("notification_queue_depth", "Notifications not sent, by channel and status.", "channel", "status"),
 		notifyAge:   desc("notification_queue_oldest_age_seconds", "Age of the oldest notification not sent, by channel and status; 0 when there is none.", "channel", "status"),
+		refundDepth: desc("refunds_pending", "Refunds waiting for the gateway to complete them or for an admin to record their outcome (ResolveRefund); their amounts stay reserved."),
+		refundAge:   desc("refunds_pending_oldest_age_seconds", "Age of the oldest pending refund; 0 when there is none."),
 		up:          desc("queue_stats_up", "1 when the last read of the queue statistics from the database succeeded, else 0."),
 	}
 	return m.reg.Register(q)
@@ -178,13 +181,14 @@ type queueCollector struct {
 	db   store.DB
 	opts QueueOptions
 
-	eventDepth, eventAge, notifyDepth, notifyAge, up *prometheus.Desc
+	eventDepth, eventAge, notifyDepth, notifyAge, refundDepth, refundAge, up *prometheus.Desc
 
-	mu     sync.Mutex
-	at     time.Time
-	events []store.QueueStat
-	notes  []store.QueueStat
-	ok     bool
+	mu      sync.Mutex
+	at      time.Time
+	events  []store.QueueStat
+	notes   []store.QueueStat
+	refunds store.QueueStat
+	ok      bool
 	// failing: the last read failed (logged once per outage).
 	failing bool
 }
@@ -194,6 +198,8 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- q.eventAge
 	ch <- q.notifyDepth
 	ch <- q.notifyAge
+	ch <- q.refundDepth
+	ch <- q.refundAge
 	ch <- q.up
 }
 
@@ -208,6 +214,8 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		up = 1
 		emitQueue(ch, q.eventDepth, q.eventAge, eventTypes, eventStatuses, q.events)
 		emitQueue(ch, q.notifyDepth, q.notifyAge, notificationChannels, notificationStatuses, q.notes)
+		ch <- prometheus.MustNewConstMetric(q.refundDepth, prometheus.GaugeValue, float64(q.refunds.Count))
+		ch <- prometheus.MustNewConstMetric(q.refundAge, prometheus.GaugeValue, q.refunds.OldestAge.Seconds())
 	}
 	ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, up)
 }
@@ -219,8 +227,12 @@ func (q *queueCollector) refresh() {
 	events, err := store.EventQueueStats(ctx, q.db)
 	if err == nil {
 		var notes []store.QueueStat
+		var refunds store.QueueStat
 		notes, err = store.NotificationQueueStats(ctx, q.db)
-		q.events, q.notes = events, notes
+		if err == nil {
+			refunds, err = store.PendingRefundStats(ctx, q.db)
+		}
+		q.events, q.notes, q.refunds = events, notes, refunds
 	}
 	if err != nil {
 		if !q.failing {

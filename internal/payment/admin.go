@@ -2,8 +2,14 @@ package payment
 
 import (
 	"context"
+	"errors"
+	"strings"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
 
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -37,4 +43,91 @@ func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, p
 		return nil, Page{}, err
 	}
 	return rows, Page{Number: page, Size: size, Total: uint64(total)}, nil
+}
+
+// refundInFlight is how long after its reservation a refund without any
+// recorded answer may still have its gateway call running (the call's and
+// the recording's deadlines): ResolveRefund refuses it until then, so an
+// admin's word can never cross the gateway's answer.
+const refundInFlight = refundCallTimeout + recordTimeout
+
+// ResolveRefund records what an admin found at the gateway for a pending
+// refund (admin): succeeded adds it to the payment — refunded in full, the
+// payment becomes refunded and its order refunded when paid or active —
+// and failed releases its reserved amount, so it can be refunded again.
+// NotFound when the refund does not exist; FailedPrecondition when its
+// outcome is already recorded, or when its gateway call may still be
+// running. The note (what was checked) is required and goes into the
+// audit log.
+func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome, gatewayRefundID, note string) (Refunded, error) {
+	p, err := requireAdmin(ctx)
+	if err != nil {
+		return Refunded{}, err
+	}
+	if outcome != store.RefundSucceeded && outcome != store.RefundFailed {
+		return Refunded{}, apperr.New(apperr.InvalidArgument, "outcome must be succeeded or failed, got %q", clip(outcome, 20))
+	}
+	note = clip(strings.TrimSpace(note), 500)
+	if note == "" {
+		return Refunded{}, apperr.New(apperr.InvalidArgument, "note is required: say what was checked at the gateway")
+	}
+	ref, err := store.GetRefund(ctx, s.db, refundID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Refunded{}, apperr.New(apperr.NotFound, "refund %s not found", refundID)
+	}
+	if err != nil {
+		return Refunded{}, err
+	}
+	if ref.Status != store.RefundPending {
+		return Refunded{}, apperr.Wrap(apperr.FailedPrecondition, errRefundNotPending, "refund %s is already %s", ref.ID, ref.Status)
+	}
+	// Every recorded answer (accepted, unknown) leaves a message on the row;
+	// a row without one was reserved and its call has not come back.
+	answered := ref.Error != "" || ref.GatewayRefundID != ""
+	if until := ref.CreatedAt.Add(refundInFlight); !answered && s.now().Before(until) {
+		return Refunded{}, apperr.New(apperr.FailedPrecondition, "refund %s has no answer from the gateway yet and its call may still be running: resolve it after %s",
+			ref.ID, until.UTC().Format(time.RFC3339))
+	}
+	pay, err := store.GetPayment(ctx, s.db, ref.PaymentID)
+	if err != nil {
+		return Refunded{}, bug(err, "payment of refund")
+	}
+	out := refundOutcome{status: outcome, gatewayRefundID: ref.GatewayRefundID}
+	if id := clip(strings.TrimSpace(gatewayRefundID), 200); id != "" {
+		out.gatewayRefundID = id
+	}
+	if outcome == store.RefundFailed {
+		out.message = "failed at the gateway (checked by an admin)"
+	}
+	who := actorOf(p)
+	var res Refunded
+	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		if res, err = s.recordRefundOutcome(ctx, tx, who, pay, ref, out); err != nil {
+			return err
+		}
+		return audit(ctx, tx, who, s.now(), ActionRefundResolve, entityRefund, ref.ID.String(), refundSnapshot(ref),
+			resolvedState{refundSnapshot(res.Refund), note})
+	})
+	gateway := "unknown"
+	if pay.GatewayInterfaceID != nil && s.gateways != nil {
+		if gw, gerr := s.gateways.Get(ctx, *pay.GatewayInterfaceID); gerr == nil {
+			gateway = gw.PluginName
+		}
+	}
+	s.countRefund(gateway, pay, ref.Amount, outcome, res.Payment, err)
+	if err != nil {
+		return Refunded{}, err
+	}
+	s.log.InfoContext(ctx, "refund resolved by an admin", "refund_id", ref.ID, "payment_id", pay.ID, "outcome", outcome,
+		"amount", ref.Amount.String(), "payment_status", res.Payment.Status, "refunded_amount", res.Payment.RefundedAmount.String(),
+		"actor", who.kind+":"+who.id)
+	return res, nil
+}
+
+// resolvedState is the audit "after" of ResolveRefund: the refund and what
+// the admin checked.
+type resolvedState struct {
+	refundState
+	Note string `json:"note"`
 }

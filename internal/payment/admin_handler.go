@@ -19,6 +19,8 @@ import (
 var AdminPolicy = auth.Policy{
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:  auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.AdminOnly,
 }
 
 // AdminHandler serves billing.payment.PaymentAdminService: decode, call the
@@ -73,6 +75,20 @@ func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Reques
 		out.Entries = append(out.Entries, auditRecord(e))
 	}
 	return connect.NewResponse(out), nil
+}
+
+// ResolveRefund records an admin's finding for a pending refund.
+func (h *AdminHandler) ResolveRefund(ctx context.Context, req *connect.Request[paymentpb.ResolveRefundRequest]) (*connect.Response[paymentpb.ResolveRefundResponse], error) {
+	m := req.Msg
+	id, err := rpc.ParseID(m.GetRefundId(), "refund_id")
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	r, err := h.svc.ResolveRefund(ctx, id, m.GetOutcome(), m.GetGatewayRefundId(), m.GetNote())
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund), Payment: Record(r.Payment)}), nil
 }
 
 func refundRecord(r store.Refund) *paymentpb.Refund {

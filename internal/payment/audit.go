@@ -29,6 +29,8 @@ const (
 	ActionRefundSucceed  = "refund.succeed"
 	ActionRefundFail     = "refund.fail"
 	ActionRefundUnknown  = "refund.outcome_unknown"
+	ActionRefundAccepted = "refund.accepted"
+	ActionRefundResolve  = "refund.resolve"
 	ActionBalanceRefund  = "balance.refund"
 )
 

@@ -96,6 +96,7 @@ const (
 	refundSucceeded = "succeeded"
 	refundFailed    = "failed"
 	refundPending   = "pending"
+	refundUnknownAt = "unknown"
 )
 
 // gateway looks up a gateway interface for an operation on an existing
@@ -136,18 +137,21 @@ func rawCall(ctx context.Context, gw Gateway, fn string, input any) (string, err
 
 func decodeAnswer(gw Gateway, fn, raw string, out any) error {
 	if err := json.Unmarshal([]byte(raw), out); err != nil {
-		return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s returned a malformed answer", gw.PluginName, fn)
+		return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s returned a malformed answer", gw.PluginName, fn).Show()
 	}
 	return nil
 }
 
 // pluginError maps a failed plugin call: an open circuit breaker is
-// Unavailable ("gateway <host> unavailable"); anything else is Internal.
+// Unavailable ("gateway <host> unavailable"); anything else is Internal,
+// answering "gateway plugin <name>: <function> failed" (the spec's "gateway
+// plugin execution failed", which tells a caller more than "internal
+// error" and nothing of the cause, which is only logged).
 func pluginError(gw Gateway, fn string, err error) error {
 	if host, ok := circuitOpen(err); ok {
 		return apperr.Wrap(apperr.Unavailable, err, "gateway %s unavailable", host)
 	}
-	return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s failed", gw.PluginName, fn)
+	return apperr.Wrap(apperr.Internal, err, "gateway plugin %s: %s failed", gw.PluginName, fn).Show()
 }
 
 // circuitOpen reports whether err is (or wraps) an open circuit breaker, and

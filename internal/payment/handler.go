@@ -154,11 +154,11 @@ func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymen
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	p, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), "")
+	r, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), req.Msg.GetReason())
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(p)}), nil
+	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(r.Payment), Refund: refundRecord(r.Refund)}), nil
 }
 
 // Record is the wire form of a payment: money with two decimals, RFC 3339

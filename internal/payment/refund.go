@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"time"
@@ -42,37 +43,49 @@ const refundCallTimeout = 60 * time.Second
 //     refunded_amount grows, the payment becomes refunded when it reaches
 //     the amount and the order refunded when it was paid or active; failed
 //     → the refund row fails with the message, the payment is unchanged and
-//     the answer is Internal ("gateway refund failed: …"); unknown (the
-//     plugin says pending, or the call broke off after it may have been
-//     sent) → the refund stays pending, still reserving its amount, and the
-//     answer is FailedPrecondition ("refund outcome unknown, check the
-//     gateway"): it is never retried automatically, since a refund sent
-//     twice may be paid out twice. An open circuit breaker means nothing was
+//     the answer is Internal ("gateway refund failed: …", the spec's code);
+//     accepted (the plugin answers pending: the gateway completes it later,
+//     or an admin sends a bank transfer back by hand) → the refund stays
+//     pending, reserving its amount, and the call succeeds with it;
+//     unknown (the call broke off after the request may have been sent, or
+//     a malformed answer) → the refund stays pending and reserved too, and
+//     the answer is Internal ("gateway refund failed: the outcome is
+//     unknown …"). A pending refund is never sent again automatically, since
+//     a refund sent twice may be paid out twice: an admin records its
+//     outcome with ResolveRefund. An open circuit breaker means nothing was
 //     sent: the refund fails and the answer is Unavailable.
 //
 // A balance payment's refund is one transaction: the customer's balance is
 // credited with a refund ledger row, no plugin involved.
 //
 // Every step writes audit_log rows with the admin as the actor.
-func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason string) (store.Payment, error) {
+func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason string) (Refunded, error) {
 	p, err := requireAdmin(ctx)
 	if err != nil {
-		return store.Payment{}, err
+		return Refunded{}, err
 	}
 	var requested *money.Amount
 	if strings.TrimSpace(amount) != "" {
 		a, err := money.ParsePositive(amount)
 		if err != nil {
-			return store.Payment{}, apperr.New(apperr.InvalidArgument, "amount must be a positive amount with at most two decimals")
+			return Refunded{}, apperr.New(apperr.InvalidArgument, "amount must be a positive amount with at most two decimals")
 		}
 		requested = &a
 	}
 	reason = clip(strings.TrimSpace(reason), 500)
 	pay, err := store.GetPayment(ctx, s.db, paymentID)
 	if err != nil {
-		return store.Payment{}, paymentNotFound(err, paymentID)
+		return Refunded{}, paymentNotFound(err, paymentID)
 	}
 	return s.refund(ctx, actorOf(p), &p.ID, pay, requested, reason)
+}
+
+// Refunded is what a refund call did: the payment afterwards and the
+// refund row it made (succeeded, or pending when the gateway completes it
+// later).
+type Refunded struct {
+	Payment store.Payment
+	Refund  store.Refund
 }
 
 // RefundOrder gives back everything paid for an order — every successful
@@ -80,9 +93,11 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 // automatic refund of a cancelled order (fulfillment.Refunder). The system
 // is the actor and requested_by is NULL. It is idempotent: what is already
 // refunded is not refunded again, and a second call after a complete
-// refund does nothing and returns nil. A refund whose outcome is unknown
-// is never sent again: while one is pending the call answers
-// FailedPrecondition, until an admin has checked the gateway.
+// refund does nothing and returns nil. A pending refund (the gateway
+// completes it later, or its outcome is unknown) is never sent again:
+// while one of the order's refunds is pending the call answers
+// FailedPrecondition, so the event is retried and, when nobody records the
+// refund's outcome (ResolveRefund) in time, ends failed for an admin.
 func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason string) error {
 	success := "success"
 	pays, _, err := store.ListPayments(ctx, s.db, store.PaymentFilter{OrderID: &orderID, Status: &success}, 1000, 0)
@@ -91,44 +106,42 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 	}
 	who := actor{store.ActorSystem, "refund_order"}
 	reason = clip(strings.TrimSpace(reason), 500)
-	var unknown []string
+	var pending []string
 	for _, pay := range pays {
 		_, err := s.refund(ctx, who, nil, pay, nil, reason)
-		switch {
-		case err == nil:
-		case errors.Is(err, errNothingLeft):
-			rs, err := store.ListPaymentRefunds(ctx, s.db, pay.ID)
-			if err != nil {
-				return err
-			}
-			for _, r := range rs {
-				if r.Status == store.RefundPending {
-					unknown = append(unknown, r.ID.String())
-				}
-			}
-		default:
+		if err != nil && !errors.Is(err, errNothingLeft) && !errors.Is(err, errOutcomeUnknown) {
 			return err
 		}
+		rs, err := store.ListPaymentRefunds(ctx, s.db, pay.ID)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			if r.Status == store.RefundPending {
+				pending = append(pending, r.ID.String())
+			}
+		}
 	}
-	if len(unknown) > 0 {
-		return apperr.New(apperr.FailedPrecondition, "order %s: refund outcome unknown for refunds %s, check the gateway", orderID, strings.Join(unknown, ", "))
+	if len(pending) > 0 {
+		return apperr.New(apperr.FailedPrecondition, "order %s: refunds %s are pending (the gateway has not completed them or their outcome is unknown): check the gateway and record each outcome with ResolveRefund",
+			orderID, strings.Join(pending, ", "))
 	}
 	return nil
 }
 
 // refund refunds requested (nil: all that is left) of pay, as who, for
 // RefundPayment and RefundOrder.
-func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (store.Payment, error) {
+func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	paymentID := pay.ID
 	if pay.Method == methodBalance {
 		return s.refundToBalance(ctx, who, requestedBy, pay, requested, reason)
 	}
 	if err := refundableStatus(pay); err != nil {
-		return store.Payment{}, err
+		return Refunded{}, err
 	}
 	gw, err := s.gateway(ctx, *pay.GatewayInterfaceID)
 	if err != nil {
-		return store.Payment{}, err
+		return Refunded{}, err
 	}
 
 	var ref store.Refund
@@ -156,7 +169,7 @@ func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID,
 		return audit(ctx, tx, who, now, ActionRefundRequest, entityRefund, ref.ID.String(), nil, refundSnapshot(ref))
 	})
 	if err != nil {
-		return store.Payment{}, err
+		return Refunded{}, err
 	}
 	s.log.InfoContext(ctx, "refund reserved", "refund_id", ref.ID, "payment_id", paymentID, "amount", ref.Amount.String(), "actor", who.kind+":"+who.id)
 
@@ -172,44 +185,71 @@ func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID,
 	rctx, cancel := context.WithTimeout(detached, recordTimeout)
 	defer cancel()
 	after, err := s.finishRefund(rctx, who, pay, ref, out)
-	s.countRefund(gw.PluginName, pay, ref.Amount, out.status, after, err)
+	s.countRefund(gw.PluginName, pay, ref.Amount, out.status, after.Payment, err)
 	if err != nil {
 		s.log.ErrorContext(ctx, "refund outcome not recorded; the refund stays pending for an admin", "refund_id", ref.ID,
 			"payment_id", paymentID, "outcome", out.status, "gateway_refund_id", out.gatewayRefundID, "message", out.message, "err", err)
-		return store.Payment{}, apperr.Wrap(apperr.Internal, err, "refund %s: outcome %s could not be recorded", ref.ID, out.status)
+		return Refunded{}, apperr.Wrap(apperr.Internal, err, "refund %s: the gateway's answer (%s) could not be recorded; the refund stays pending: check it, then record the outcome with ResolveRefund",
+			ref.ID, out.status).Show()
 	}
-	s.log.InfoContext(ctx, "refund finished", "refund_id", ref.ID, "payment_id", paymentID, "outcome", out.status,
-		"amount", ref.Amount.String(), "payment_status", after.Status, "refunded_amount", after.RefundedAmount.String(),
+	level := slog.LevelInfo
+	if out.status == refundUnknown {
+		level = slog.LevelWarn
+	}
+	s.log.Log(ctx, level, "refund finished", "refund_id", ref.ID, "payment_id", paymentID, "outcome", out.status,
+		"amount", ref.Amount.String(), "payment_status", after.Payment.Status, "refunded_amount", after.Payment.RefundedAmount.String(),
 		"message", out.message)
-	if out.status != store.RefundSucceeded {
-		return store.Payment{}, out.answer
+	switch out.status {
+	case store.RefundSucceeded, refundAccepted:
+		return after, nil
+	case refundUnknown:
+		cause := errOutcomeUnknown
+		if out.cause != nil {
+			cause = fmt.Errorf("%w: %w", errOutcomeUnknown, out.cause)
+		}
+		return Refunded{}, apperr.Wrap(apperr.Internal, cause,
+			"gateway refund failed: the outcome is unknown (%s); refund %s of %s %s stays pending and keeps its amount reserved: check it at the gateway, then record the outcome with ResolveRefund",
+			clip(out.message, 200), ref.ID, ref.Amount, pay.Currency).Show()
+	default:
+		return Refunded{}, out.answer
 	}
-	return after, nil
 }
 
 // refundOutcome is what the gateway's refund call came to.
 type refundOutcome struct {
-	// status is store.RefundSucceeded, store.RefundFailed or "unknown".
+	// status is store.RefundSucceeded, store.RefundFailed, refundAccepted
+	// or refundUnknown.
 	status          string
 	gatewayRefundID string
 	message         string
-	// answer is the caller's error for a refund that did not succeed.
+	// answer is the caller's error for a failed refund.
 	answer error
+	// cause is why the outcome is unknown (for the logs).
+	cause error
 }
 
-const refundUnknown = "unknown"
+// The outcomes of a refund call besides succeeded and failed; the refund
+// row stays pending in both.
+const (
+	// refundAccepted: the plugin answered pending — the gateway completes
+	// the refund later, or an admin sends it back by hand.
+	refundAccepted = "accepted"
+	// refundUnknown: the request may have reached the gateway, but no
+	// answer says what it did.
+	refundUnknown = "unknown"
+)
 
 // classifyRefund reads the plugin's answer. An error the plugin raised
 // itself (script_error: the contract's "error() means failed") before any
-// request could have reached the gateway, or an open circuit (nothing
-// sent), is a failure; a call cut off by its deadline or a limit, an
-// error() after a host HTTP error other than "could not connect", a
-// malformed answer, "pending" or an unknown status leaves the outcome
-// unknown, because the request may have reached the gateway.
+// request could have reached the gateway, an open circuit (nothing sent)
+// or an answer "failed" is a failure; "pending" means the gateway accepted
+// the refund and completes it later; a call cut off by its deadline or a
+// limit, an error() after a host HTTP error other than "could not
+// connect", a malformed answer, "unknown" or any other status leaves the
+// outcome unknown, because the request may have reached the gateway.
 func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 	unknown := func(msg string) refundOutcome {
-		return refundOutcome{status: refundUnknown, message: clip("outcome unknown: "+msg, 500),
-			answer: apperr.New(apperr.FailedPrecondition, "refund outcome unknown, check the gateway: %s", clip(msg, 200))}
+		return refundOutcome{status: refundUnknown, message: clip("outcome unknown: "+msg, 500), cause: err}
 	}
 	failed := func(msg string, answer error) refundOutcome {
 		return refundOutcome{status: store.RefundFailed, message: clip(msg, 500), answer: answer}
@@ -220,7 +260,7 @@ func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 		}
 		msg := pluginMessage(err)
 		if pluginKind(err) == plugin.KindScriptError && !maybeSent(err) {
-			return failed(msg, apperr.Wrap(apperr.Internal, err, "gateway refund failed: %s", msg))
+			return failed(msg, apperr.Wrap(apperr.Internal, err, "gateway refund failed: %s", msg).Show())
 		}
 		return unknown(fmt.Sprintf("%s: %s", pluginKind(err), msg))
 	}
@@ -236,8 +276,13 @@ func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 		if msg == "" {
 			msg = "refused by the gateway"
 		}
-		return failed(msg, apperr.New(apperr.Internal, "gateway refund failed: %s", msg))
+		return failed(msg, apperr.New(apperr.Internal, "gateway refund failed: %s", msg).Show())
 	case refundPending:
+		if msg == "" {
+			msg = "accepted by the gateway, not completed yet"
+		}
+		return refundOutcome{status: refundAccepted, gatewayRefundID: clip(out.GatewayRefundID, 200), message: msg}
+	case refundUnknownAt:
 		o := unknown(msg)
 		o.gatewayRefundID = clip(out.GatewayRefundID, 200)
 		return o
@@ -263,10 +308,24 @@ func maybeSent(err error) bool {
 }
 
 // finishRefund records a refund's outcome (the second transaction), with
-// the order (if any) and then the payment locked.
-func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (store.Payment, error) {
-	var result store.Payment
+// the order (if any) and then the payment locked. ErrNotFound (wrapped as
+// a bug) when the refund is no longer pending.
+func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
+	var result Refunded
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		result, err = s.recordRefundOutcome(ctx, tx, who, pay, ref, out)
+		return err
+	})
+	return result, err
+}
+
+// recordRefundOutcome writes a pending refund's outcome in tx: the order
+// (if any) and the payment are locked first, then the refund moves (only
+// while it is still pending: errRefundNotPending otherwise).
+func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
+	var result Refunded
+	err := func() error {
 		var ord *store.Order
 		if pay.OrderID != nil {
 			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
@@ -280,33 +339,54 @@ func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment
 			return bug(err, "lock payment")
 		}
 		now := s.now()
-		result = locked
+		result.Payment = locked
 		switch out.status {
 		case store.RefundSucceeded:
-			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundSucceeded, out.gatewayRefundID, "", now)
+			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundSucceeded, out.gatewayRefundID, out.message, now)
 			if err != nil {
-				return bug(err, "finish refund")
+				return notPending(err, ref.ID)
 			}
+			result.Refund = done
 			if err := audit(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done)); err != nil {
 				return err
 			}
-			result, err = s.addRefund(ctx, tx, who, now, ord, locked, ref.Amount)
+			result.Payment, err = s.addRefund(ctx, tx, who, now, ord, locked, ref.Amount)
 			return err
 		case store.RefundFailed:
-			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundFailed, "", out.message, now)
+			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundFailed, out.gatewayRefundID, out.message, now)
 			if err != nil {
-				return bug(err, "fail refund")
+				return notPending(err, ref.ID)
 			}
+			result.Refund = done
 			return audit(ctx, tx, who, now, ActionRefundFail, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done))
 		default:
 			noted, err := store.NoteRefund(ctx, tx, ref.ID, out.gatewayRefundID, out.message, now)
 			if err != nil {
-				return bug(err, "note refund")
+				return notPending(err, ref.ID)
 			}
-			return audit(ctx, tx, who, now, ActionRefundUnknown, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(noted))
+			result.Refund = noted
+			action := ActionRefundUnknown
+			if out.status == refundAccepted {
+				action = ActionRefundAccepted
+			}
+			return audit(ctx, tx, who, now, action, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(noted))
 		}
-	})
+	}()
 	return result, err
+}
+
+// errOutcomeUnknown: a refund's request may have reached the gateway, but
+// nothing says what the gateway did; the refund stays pending.
+var errOutcomeUnknown = errors.New("refund outcome unknown")
+
+// errRefundNotPending: the refund's outcome is already recorded.
+var errRefundNotPending = errors.New("refund is not pending")
+
+func notPending(err error, id uuid.UUID) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return apperr.Wrap(apperr.FailedPrecondition, errRefundNotPending, "refund %s is no longer pending: its outcome is already recorded", id)
+	}
+	return err
 }
 
 // addRefund adds a succeeded refund to the locked payment, and refunds its
@@ -336,7 +416,7 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who actor, now time.
 // refundToBalance refunds a balance payment to the customer's balance in
 // one transaction: customer, order, payment locked in that order; a
 // succeeded refund row; the balance credited with a refund ledger row.
-func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (store.Payment, error) {
+func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	var out store.Payment
 	var ref store.Refund
 	var balanceAfter money.Amount
@@ -403,17 +483,17 @@ func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *u
 		return err
 	})
 	if err != nil {
-		return store.Payment{}, err
+		return Refunded{}, err
 	}
 	s.countRefund(gatewayBalance, pay, ref.Amount, store.RefundSucceeded, out, nil)
 	s.log.InfoContext(ctx, "payment refunded to the balance", "refund_id", ref.ID, "payment_id", pay.ID,
 		"amount", ref.Amount.String(), "balance_after", balanceAfter.String(), "payment_status", out.Status, "actor", who.kind+":"+who.id)
-	return out, nil
+	return Refunded{Payment: out, Refund: ref}, nil
 }
 
-// countRefund feeds the metrics with a refund's outcome (an outcome that
-// could not be recorded stays pending: unknown) and the payment's move to
-// refunded.
+// countRefund feeds the metrics with a refund's outcome (succeeded, failed,
+// accepted or unknown; an outcome that could not be recorded stays
+// pending: unknown) and the payment's move to refunded.
 func (s *Service) countRefund(gateway string, pay store.Payment, amount money.Amount, outcome string, after store.Payment, recordErr error) {
 	if recordErr != nil {
 		outcome = refundUnknown

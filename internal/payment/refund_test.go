@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -47,13 +48,15 @@ func TestRefundsInPartThenInFullRefundTheOrder(t *testing.T) {
 	f := setupFlow(t)
 	p := f.paidAtTheGateway(t, "100.00")
 
-	after, err := f.svc.RefundPayment(f.admin, p.ID, "30.00", "goodwill")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "30.00", "goodwill")
+	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "success", after.Status, "a partial refund leaves success")
 	require.Equal(t, "30.00", after.RefundedAmount.String())
 	require.Equal(t, "paid", f.orderStatus(t, *p.OrderID))
 
-	after, err = f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err = f.svc.RefundPayment(f.admin, p.ID, "", "")
+	after = res.Payment
 	require.NoError(t, err, "empty amount: the rest")
 	require.Equal(t, "refunded", after.Status)
 	require.Equal(t, "100.00", after.RefundedAmount.String())
@@ -170,7 +173,8 @@ func TestRefundRefusedByTheGatewayIsInternalAndLeavesThePaymentAlone(t *testing.
 	require.Equal(t, "0.00", f.payment(t, p.ID).RefundedAmount.String())
 
 	// The failed refund reserves nothing: the whole amount can be refunded.
-	after, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "refunded", after.Status)
 	testfixture.CheckMoneyInvariants(t, f.pool)
@@ -183,8 +187,9 @@ func TestRefundWithUnknownOutcomeStaysPendingAndReserved(t *testing.T) {
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
 
 	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
-	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
-	require.Contains(t, err.Error(), "refund outcome unknown, check the gateway")
+	require.True(t, apperr.Is(err, apperr.Internal), "the spec's code for a failed gateway refund: %v", err)
+	require.Contains(t, err.Error(), "gateway refund failed: the outcome is unknown")
+	require.Contains(t, err.Error(), "ResolveRefund", "the answer says what to do")
 	rs := f.refunds(t, p.ID)
 	require.Len(t, rs, 1)
 	require.Equal(t, store.RefundPending, rs[0].Status, "never retried, never failed blindly")
@@ -193,7 +198,8 @@ func TestRefundWithUnknownOutcomeStaysPendingAndReserved(t *testing.T) {
 
 	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.01", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "the pending refund still reserves its 20.00: %v", err)
-	after, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "30.00", after.RefundedAmount.String(), "the rest is what is neither refunded nor reserved")
 	require.Equal(t, "success", after.Status)
@@ -238,7 +244,8 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 	paid, err := orders.PayWithBalance(f.asAlice, orderID)
 	require.NoError(t, err)
 
-	after, err := f.svc.RefundPayment(f.admin, paid.Payment.ID, "25.50", "partly unused")
+	res, err := f.svc.RefundPayment(f.admin, paid.Payment.ID, "25.50", "partly unused")
+	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "25.50", after.RefundedAmount.String())
 	acct, err := store.GetBalanceAccount(ctx, f.pool, f.alice)
@@ -249,7 +256,8 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 		FROM balance_transactions WHERE payment_id = $1 AND type = 'refund'`, paid.Payment.ID).Scan(&typ, &amount, &before, &bal))
 	require.Equal(t, []string{"refund", "25.50", "40.00", "65.50"}, []string{typ, amount, before, bal})
 
-	after, err = f.svc.RefundPayment(f.admin, paid.Payment.ID, "", "")
+	res, err = f.svc.RefundPayment(f.admin, paid.Payment.ID, "", "")
+	after = res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "refunded", after.Status)
 	acct, err = store.GetBalanceAccount(ctx, f.pool, f.alice)
@@ -293,10 +301,26 @@ func TestConfirmBankTransferSettlesLikeACallback(t *testing.T) {
 	_, err = f.svc.ConfirmBankTransfer(f.admin, p.ID, "  ")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
 
-	// A bank transfer refund is manual: the outcome is for an admin to check.
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "", "")
-	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
-	require.Contains(t, err.Error(), "refund manually")
+	// A bank transfer is refunded by hand: the refund is accepted and stays
+	// pending, reserving its amount, until an admin records the transfer.
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "customer withdrew")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundPending, res.Refund.Status)
+	require.Contains(t, res.Refund.Error, "refund manually")
+	require.Equal(t, "success", res.Payment.Status, "nothing is refunded until the money has gone back")
+	require.Equal(t, "0.00", res.Payment.RefundedAmount.String())
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "")
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "the pending refund reserves everything: %v", err)
+
+	done, err := f.svc.ResolveRefund(f.admin, res.Refund.ID, store.RefundSucceeded, "SEPA-REF-9", "sent back from the bank account")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundSucceeded, done.Refund.Status)
+	require.Equal(t, "SEPA-REF-9", done.Refund.GatewayRefundID)
+	require.Equal(t, "refunded", done.Payment.Status)
+	require.Equal(t, "75.00", done.Payment.RefundedAmount.String())
+	require.Equal(t, "refunded", f.orderStatus(t, orderID), "a paid order refunded in full is refunded")
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.accepted' AND entity_id = $1`, res.Refund.ID.String()))
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.resolve' AND actor_id = $1 AND after->>'note' = 'sent back from the bank account'`, f.adminID.String()))
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
 
@@ -328,14 +352,16 @@ func TestRefundScriptErrorIsAFailureOnlyWhenNothingCanHaveBeenSent(t *testing.T)
 	})
 	f.gws.set(gw)
 	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
-	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	require.Contains(t, err.Error(), "the outcome is unknown")
 
 	gw.Plugin = callerFunc(func(string) (string, error) {
 		return "", &plugin.CallError{Plugin: "epay", Function: "refund", Kind: plugin.KindTimeout, Message: "deadline exceeded"}
 	})
 	f.gws.set(gw)
 	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
-	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	require.Contains(t, err.Error(), "the outcome is unknown")
 
 	statuses := map[string]int{}
 	for _, r := range f.refunds(t, p.ID) {
@@ -385,9 +411,94 @@ func TestRefundOrderGivesEverythingBackOnceAndNeverResendsAnUnknownRefund(t *tes
 	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
 	err = f.svc.RefundOrder(ctx, *q.OrderID, "provisioning_failed")
 	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
-	require.Contains(t, err.Error(), "outcome unknown")
+	require.Contains(t, err.Error(), "pending")
 	require.Len(t, f.refunds(t, q.ID), 1, "the pending refund was not sent again")
-	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.request' AND actor_kind = 'system'`),
-		"the system reserved two gateway refunds: the rest of p, and q once")
+
+	// An admin finds it never reached the gateway: failed. The next
+	// attempt of the event refunds it again, and then it is done.
+	qr := f.refunds(t, q.ID)[0]
+	_, err = f.svc.ResolveRefund(f.admin, qr.ID, store.RefundFailed, "", "not in the gateway's refund list")
+	require.NoError(t, err)
+	require.NoError(t, f.svc.RefundOrder(ctx, *q.OrderID, "provisioning_failed"))
+	require.Equal(t, "refunded", f.payment(t, q.ID).Status)
+	require.NoError(t, f.svc.RefundOrder(ctx, *q.OrderID, "provisioning_failed"), "idempotent")
+	require.Equal(t, 3, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.request' AND actor_kind = 'system'`),
+		"the system reserved three gateway refunds: the rest of p, and q twice (once more after the admin found the first failed)")
+	testfixture.CheckMoneyInvariants(t, f.pool)
+}
+
+func TestResolveRefundRecordsWhatAnAdminFoundAtTheGateway(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	p := f.paidAtTheGateway(t, "50.00")
+
+	// Two refunds whose outcome is unknown (the gateway answered 502).
+	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 2})
+	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.00", "")
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	rs := f.refunds(t, p.ID)
+	require.Len(t, rs, 2)
+	first, second := rs[0], rs[1]
+	if first.Amount.String() != "20.00" {
+		first, second = second, first
+	}
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "")
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "both reserve their amounts: %v", err)
+
+	// Refused: a customer, a bad outcome, no note, an unknown refund.
+	_, err = f.svc.ResolveRefund(f.asAlice, first.ID, store.RefundSucceeded, "", "checked")
+	require.True(t, apperr.Is(err, apperr.PermissionDenied), "%v", err)
+	_, err = f.svc.ResolveRefund(f.admin, first.ID, "pending", "", "checked")
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	_, err = f.svc.ResolveRefund(f.admin, first.ID, store.RefundSucceeded, "", "  ")
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	_, err = f.svc.ResolveRefund(f.admin, uuid.New(), store.RefundSucceeded, "", "checked")
+	require.True(t, apperr.Is(err, apperr.NotFound), "%v", err)
+	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM refunds WHERE payment_id = $1 AND status = 'pending'`, p.ID), "refusals change nothing")
+
+	// The first went through at the gateway: it counts now.
+	res, err := f.svc.ResolveRefund(f.admin, first.ID, store.RefundSucceeded, "R-1", "listed as refunded in the gateway's console")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundSucceeded, res.Refund.Status)
+	require.Equal(t, "20.00", res.Payment.RefundedAmount.String())
+	require.Equal(t, "success", res.Payment.Status)
+	_, err = f.svc.ResolveRefund(f.admin, first.ID, store.RefundFailed, "", "changed my mind")
+	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "an outcome is recorded once: %v", err)
+
+	// The second never arrived: its 30.00 is free again.
+	res, err = f.svc.ResolveRefund(f.admin, second.ID, store.RefundFailed, "", "not in the gateway's refund list")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundFailed, res.Refund.Status)
+	require.Equal(t, "20.00", res.Payment.RefundedAmount.String())
+	again, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	require.NoError(t, err)
+	require.Equal(t, "30.00", again.Refund.Amount.String())
+	require.Equal(t, "refunded", again.Payment.Status)
+	require.Equal(t, "50.00", again.Payment.RefundedAmount.String())
+	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.resolve' AND actor_kind = 'admin'`))
+	testfixture.CheckMoneyInvariants(t, f.pool)
+}
+
+// A refund reserved moments ago without any answer yet may still have its
+// gateway call running: an admin's word must not cross the gateway's.
+func TestResolveRefundWaitsUntilTheGatewayCallCannotStillBeRunning(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	p := f.paidAtTheGateway(t, "10.00")
+	ref, err := store.InsertRefund(context.Background(), f.pool, store.NewRefund{
+		PaymentID: p.ID, Amount: money.MustParse("10.00"), Status: store.RefundPending, CreatedAt: f.clock.Now(),
+	})
+	require.NoError(t, err)
+
+	_, err = f.svc.ResolveRefund(f.admin, ref.ID, store.RefundFailed, "", "nothing at the gateway")
+	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
+	require.Contains(t, err.Error(), "may still be running")
+
+	f.clock.Add(2 * time.Minute) // past the call's and the recording's deadlines
+	res, err := f.svc.ResolveRefund(f.admin, ref.ID, store.RefundFailed, "", "nothing at the gateway")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundFailed, res.Refund.Status)
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }

@@ -504,11 +504,11 @@ func TestEpayRefundOutcomes(t *testing.T) {
 	require.Equal(t, "failed", res["status"])
 	require.Equal(t, "退款金额超过可退金额", res["message"])
 
-	// A 5xx may hide a refund that went through: the outcome is unknown, the
-	// plugin says pending, and the request is not resent.
+	// A 5xx may hide a refund that went through: the plugin says the
+	// outcome is unknown, and the request is not resent.
 	fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusInternalServerError, Times: 1})
 	res = refund("1.00")
-	require.Equal(t, "pending", res["status"])
+	require.Equal(t, "unknown", res["status"])
 	require.Contains(t, res["message"], "unknown")
 
 	refunds := fake.Refunds()

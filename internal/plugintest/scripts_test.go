@@ -16,7 +16,7 @@ func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
 		version string
 	}{
 		// 1.0.1: repeated parameters in a notification are refused.
-		"gateway/epay.lua":           {plugin.Gateway, "1.0.1"},
+		"gateway/epay.lua":           {plugin.Gateway, "1.1.0"},
 		"gateway/bank_transfer.lua":  {plugin.Gateway, "1.0.0"},
 		"notifier/webhook.lua":       {plugin.Notifier, "1.0.0"},
 		"provider/http_provider.lua": {plugin.FirstPartyProvider, "1.0.0"},

@@ -26,7 +26,8 @@ var codes = map[apperr.Kind]connect.Code{
 }
 
 // Error turns err into a *connect.Error for the client. Domain errors keep
-// their message; store errors get a generic message of their kind; anything
+// their message (an Internal one only when marked Shown: it is always
+// logged); store errors get a generic message of their kind; anything
 // else is Internal with "internal error", and is logged with its cause, so no
 // SQL text, stack or secret reaches a client and nothing answers Unknown.
 func Error(ctx context.Context, log *slog.Logger, err error) error {
@@ -42,7 +43,9 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		code := codes[ae.Kind]
 		if ae.Kind == apperr.Internal {
 			logError(ctx, log, err)
-			return connect.NewError(code, errors.New("internal error"))
+			if !ae.Shown {
+				return connect.NewError(code, errors.New("internal error"))
+			}
 		}
 		return connect.NewError(code, errors.New(ae.Message))
 	}

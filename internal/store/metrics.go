@@ -52,3 +52,13 @@ func seconds(s float64) time.Duration {
 	}
 	return time.Duration(s * float64(time.Second))
 }
+
+// PendingRefundStats counts the refunds waiting for the gateway or for an
+// admin, with the age of the oldest.
+func PendingRefundStats(ctx context.Context, db DB) (QueueStat, error) {
+	r, err := dbsqlc.New(db).PendingRefundStats(ctx)
+	if err != nil {
+		return QueueStat{}, MapError(err)
+	}
+	return QueueStat{Kind: "refund", Status: "pending", Count: r.Refunds, OldestAge: seconds(r.OldestAgeSeconds)}, nil
+}

@@ -82,3 +82,9 @@ func ListPaymentRefunds(ctx context.Context, db DB, paymentID uuid.UUID) ([]Refu
 	rows, err := dbsqlc.New(db).ListPaymentRefunds(ctx, paymentID)
 	return rows, MapError(err)
 }
+
+// GetRefund returns one refund. ErrNotFound when there is none.
+func GetRefund(ctx context.Context, db DB, id uuid.UUID) (Refund, error) {
+	row, err := dbsqlc.New(db).GetRefund(ctx, id)
+	return row, MapError(err)
+}

@@ -13,7 +13,7 @@
 -- never does arithmetic on it. The payment id is epay's out_trade_no.
 
 function version()
-  return "1.0.1"
+  return "1.1.0"
 end
 
 -- helpers -------------------------------------------------------------------
@@ -389,11 +389,11 @@ function refund(config_json, input_json)
     end
     -- Otherwise the request may or may not have reached epay: the outcome is
     -- unknown, and "failed" could invite a second refund. Someone must look.
-    return json_encode({ status = "pending", gateway_refund_id = "",
+    return json_encode({ status = "unknown", gateway_refund_id = "",
       message = "refund outcome unknown (" .. err .. "); check the epay merchant console" })
   end
   if resp.status >= 500 then
-    return json_encode({ status = "pending", gateway_refund_id = "",
+    return json_encode({ status = "unknown", gateway_refund_id = "",
       message = "refund outcome unknown (HTTP " .. str(resp.status) .. "); check the epay merchant console" })
   end
   if resp.status < 200 or resp.status > 299 then
@@ -402,7 +402,7 @@ function refund(config_json, input_json)
   local body = decode(resp.body)
   local code = str(body.code)
   if code == "" then
-    return json_encode({ status = "pending", gateway_refund_id = "",
+    return json_encode({ status = "unknown", gateway_refund_id = "",
       message = "refund outcome unknown (unexpected answer: " .. snippet(resp.body) .. "); check the epay merchant console" })
   end
   -- Deployments differ: some answer code 1, others code 0, for a success.

@@ -106,6 +106,8 @@ CREATE TABLE refunds (
 
 CREATE INDEX refunds_payment_id_idx ON refunds (payment_id, created_at);
 CREATE INDEX refunds_requested_by_idx ON refunds (requested_by);
+-- Refunds waiting for the gateway or an admin: few, watched by a metric.
+CREATE INDEX refunds_pending_idx ON refunds (created_at) WHERE status = 'pending';
 CREATE UNIQUE INDEX refunds_gateway_refund_id_key ON refunds (payment_id, gateway_refund_id)
     WHERE gateway_refund_id <> '';
 

@@ -22,3 +22,11 @@ SELECT channel,
 FROM notifications
 WHERE status IN ('pending', 'failed')
 GROUP BY channel, status;
+
+-- name: PendingRefundStats :one
+-- Refunds waiting for the gateway or for an admin (ResolveRefund): how
+-- many, and the age of the oldest (refunds_pending_idx).
+SELECT count(*)::bigint AS refunds,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM refunds
+WHERE status = 'pending';

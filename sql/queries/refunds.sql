@@ -60,3 +60,8 @@ RETURNING *;
 SELECT * FROM refunds
 WHERE payment_id = @payment_id
 ORDER BY created_at, id;
+
+-- name: GetRefund :one
+-- One refund by id (the primary key).
+SELECT * FROM refunds
+WHERE id = @id;

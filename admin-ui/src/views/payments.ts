@@ -1,8 +1,8 @@
 import { gateways, orders, paymentAdmin, payments } from "../api";
 import { h, replace, type Child } from "../dom";
 import { dateTime, fromCents, money, prettyJSON, refundable, shortId, toCents } from "../format";
-import type { PaymentRecord } from "../gen/billing/payment/payment_pb";
-import type { AuditEntry, Refund } from "../gen/billing/payment/payment_admin_pb";
+import type { PaymentRecord, Refund } from "../gen/billing/payment/payment_pb";
+import type { AuditEntry } from "../gen/billing/payment/payment_admin_pb";
 import { setQuery, type RouteContext } from "../router";
 import {
   alertSlot,

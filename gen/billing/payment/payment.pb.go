@@ -874,7 +874,10 @@ type RefundPaymentRequest struct {
 	PaymentId string `protobuf:"bytes,1,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
 	// Amount to refund, a decimal with at most two fractional digits; empty
 	// refunds everything not yet refunded.
-	Amount        string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	// Why the money goes back (optional; kept on the refund and in the audit
+	// log).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -923,10 +926,23 @@ func (x *RefundPaymentRequest) GetAmount() string {
 	return ""
 }
 
+func (x *RefundPaymentRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type RefundPaymentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The payment after the refund.
-	Payment       *PaymentRecord `protobuf:"bytes,1,opt,name=payment,proto3" json:"payment,omitempty"`
+	// The payment after the refund. A refund the gateway accepted but has not
+	// completed yet (refund.status pending) is not in refunded_amount until
+	// it completes.
+	Payment *PaymentRecord `protobuf:"bytes,1,opt,name=payment,proto3" json:"payment,omitempty"`
+	// The refund this call made: succeeded, or pending when the gateway
+	// completes it later (a bank transfer is refunded by hand, for example)
+	// and an admin records the outcome with PaymentAdminService.ResolveRefund.
+	Refund        *Refund `protobuf:"bytes,2,opt,name=refund,proto3" json:"refund,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -966,6 +982,141 @@ func (x *RefundPaymentResponse) GetPayment() *PaymentRecord {
 		return x.Payment
 	}
 	return nil
+}
+
+func (x *RefundPaymentResponse) GetRefund() *Refund {
+	if x != nil {
+		return x.Refund
+	}
+	return nil
+}
+
+// Refund is one refund of a payment.
+type Refund struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Refund id (UUID).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The refunded payment.
+	PaymentId string `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	// Refunded amount, a decimal string with two fractional digits, in the
+	// payment's currency.
+	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// pending, succeeded or failed.
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// The refund's id inside the gateway; empty when the gateway gave none.
+	GatewayRefundId string `protobuf:"bytes,5,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
+	// Why the refund was made.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Last error of the gateway refund call, or why the outcome is unknown.
+	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	// The admin who asked for it; empty for an automatic refund by the system.
+	RequestedBy string `protobuf:"bytes,8,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// Creation time, RFC 3339.
+	CreatedAt string `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Update time, RFC 3339.
+	UpdatedAt     string `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refund) Reset() {
+	*x = Refund{}
+	mi := &file_billing_payment_payment_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refund) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refund) ProtoMessage() {}
+
+func (x *Refund) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refund.ProtoReflect.Descriptor instead.
+func (*Refund) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Refund) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Refund) GetPaymentId() string {
+	if x != nil {
+		return x.PaymentId
+	}
+	return ""
+}
+
+func (x *Refund) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *Refund) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Refund) GetGatewayRefundId() string {
+	if x != nil {
+		return x.GatewayRefundId
+	}
+	return ""
+}
+
+func (x *Refund) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Refund) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *Refund) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *Refund) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *Refund) GetUpdatedAt() string {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return ""
 }
 
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
@@ -1044,13 +1195,30 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\x14gateway_interface_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x12gatewayInterfaceId\x12&\n" +
 	"\apayload\x18\x02 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04(\x80\x80\x04R\apayload\"S\n" +
 	"\x17PaymentCallbackResponse\x128\n" +
-	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\x82\x01\n" +
+	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xa4\x01\n" +
 	"\x14RefundPaymentRequest\x12*\n" +
 	"\n" +
 	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\x12>\n" +
-	"\x06amount\x18\x02 \x01(\tB&\xbaH#r!2\x1f^([0-9]{1,10}(\\.[0-9]{1,2})?)?$R\x06amount\"Q\n" +
+	"\x06amount\x18\x02 \x01(\tB&\xbaH#r!2\x1f^([0-9]{1,10}(\\.[0-9]{1,2})?)?$R\x06amount\x12 \n" +
+	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"\x82\x01\n" +
 	"\x15RefundPaymentResponse\x128\n" +
-	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment2\xe2\x04\n" +
+	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\x12/\n" +
+	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xa2\x02\n" +
+	"\x06Refund\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"payment_id\x18\x02 \x01(\tR\tpaymentId\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12*\n" +
+	"\x11gateway_refund_id\x18\x05 \x01(\tR\x0fgatewayRefundId\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error\x12!\n" +
+	"\frequested_by\x18\b \x01(\tR\vrequestedBy\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\t \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\n" +
+	" \x01(\tR\tupdatedAt2\xe2\x04\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -1072,7 +1240,7 @@ func file_billing_payment_payment_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_proto_rawDescData
 }
 
-var file_billing_payment_payment_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_billing_payment_payment_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_billing_payment_payment_proto_goTypes = []any{
 	(*PaymentRecord)(nil),              // 0: billing.payment.PaymentRecord
 	(*PageRequest)(nil),                // 1: billing.payment.PageRequest
@@ -1089,6 +1257,7 @@ var file_billing_payment_payment_proto_goTypes = []any{
 	(*PaymentCallbackResponse)(nil),    // 12: billing.payment.PaymentCallbackResponse
 	(*RefundPaymentRequest)(nil),       // 13: billing.payment.RefundPaymentRequest
 	(*RefundPaymentResponse)(nil),      // 14: billing.payment.RefundPaymentResponse
+	(*Refund)(nil),                     // 15: billing.payment.Refund
 }
 var file_billing_payment_payment_proto_depIdxs = []int32{
 	0,  // 0: billing.payment.CreatePaymentResponse.payment:type_name -> billing.payment.PaymentRecord
@@ -1099,23 +1268,24 @@ var file_billing_payment_payment_proto_depIdxs = []int32{
 	0,  // 5: billing.payment.QueryPaymentStatusResponse.payment:type_name -> billing.payment.PaymentRecord
 	0,  // 6: billing.payment.PaymentCallbackResponse.payment:type_name -> billing.payment.PaymentRecord
 	0,  // 7: billing.payment.RefundPaymentResponse.payment:type_name -> billing.payment.PaymentRecord
-	3,  // 8: billing.payment.PaymentService.CreatePayment:input_type -> billing.payment.CreatePaymentRequest
-	5,  // 9: billing.payment.PaymentService.ListPayments:input_type -> billing.payment.ListPaymentsRequest
-	7,  // 10: billing.payment.PaymentService.GetPayment:input_type -> billing.payment.GetPaymentRequest
-	9,  // 11: billing.payment.PaymentService.QueryPaymentStatus:input_type -> billing.payment.QueryPaymentStatusRequest
-	11, // 12: billing.payment.PaymentService.HandleCallback:input_type -> billing.payment.PaymentCallbackRequest
-	13, // 13: billing.payment.PaymentService.RefundPayment:input_type -> billing.payment.RefundPaymentRequest
-	4,  // 14: billing.payment.PaymentService.CreatePayment:output_type -> billing.payment.CreatePaymentResponse
-	6,  // 15: billing.payment.PaymentService.ListPayments:output_type -> billing.payment.ListPaymentsResponse
-	8,  // 16: billing.payment.PaymentService.GetPayment:output_type -> billing.payment.GetPaymentResponse
-	10, // 17: billing.payment.PaymentService.QueryPaymentStatus:output_type -> billing.payment.QueryPaymentStatusResponse
-	12, // 18: billing.payment.PaymentService.HandleCallback:output_type -> billing.payment.PaymentCallbackResponse
-	14, // 19: billing.payment.PaymentService.RefundPayment:output_type -> billing.payment.RefundPaymentResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	15, // 8: billing.payment.RefundPaymentResponse.refund:type_name -> billing.payment.Refund
+	3,  // 9: billing.payment.PaymentService.CreatePayment:input_type -> billing.payment.CreatePaymentRequest
+	5,  // 10: billing.payment.PaymentService.ListPayments:input_type -> billing.payment.ListPaymentsRequest
+	7,  // 11: billing.payment.PaymentService.GetPayment:input_type -> billing.payment.GetPaymentRequest
+	9,  // 12: billing.payment.PaymentService.QueryPaymentStatus:input_type -> billing.payment.QueryPaymentStatusRequest
+	11, // 13: billing.payment.PaymentService.HandleCallback:input_type -> billing.payment.PaymentCallbackRequest
+	13, // 14: billing.payment.PaymentService.RefundPayment:input_type -> billing.payment.RefundPaymentRequest
+	4,  // 15: billing.payment.PaymentService.CreatePayment:output_type -> billing.payment.CreatePaymentResponse
+	6,  // 16: billing.payment.PaymentService.ListPayments:output_type -> billing.payment.ListPaymentsResponse
+	8,  // 17: billing.payment.PaymentService.GetPayment:output_type -> billing.payment.GetPaymentResponse
+	10, // 18: billing.payment.PaymentService.QueryPaymentStatus:output_type -> billing.payment.QueryPaymentStatusResponse
+	12, // 19: billing.payment.PaymentService.HandleCallback:output_type -> billing.payment.PaymentCallbackResponse
+	14, // 20: billing.payment.PaymentService.RefundPayment:output_type -> billing.payment.RefundPaymentResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_proto_init() }
@@ -1130,7 +1300,7 @@ func file_billing_payment_payment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_proto_rawDesc), len(file_billing_payment_payment_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,134 +29,6 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Refund is one refund of a payment.
-type Refund struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	// Refund id (UUID).
-	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	// The refunded payment.
-	PaymentId string `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
-	// Refunded amount, a decimal string with two fractional digits, in the
-	// payment's currency.
-	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
-	// pending, succeeded or failed.
-	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	// The refund's id inside the gateway; empty when the gateway gave none.
-	GatewayRefundId string `protobuf:"bytes,5,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
-	// Why the refund was made.
-	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Last error of the gateway refund call, or why the outcome is unknown.
-	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
-	// The admin who asked for it; empty for an automatic refund by the system.
-	RequestedBy string `protobuf:"bytes,8,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
-	// Creation time, RFC 3339.
-	CreatedAt string `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Refund) Reset() {
-	*x = Refund{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Refund) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Refund) ProtoMessage() {}
-
-func (x *Refund) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Refund.ProtoReflect.Descriptor instead.
-func (*Refund) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *Refund) GetId() string {
-	if x != nil {
-		return x.Id
-	}
-	return ""
-}
-
-func (x *Refund) GetPaymentId() string {
-	if x != nil {
-		return x.PaymentId
-	}
-	return ""
-}
-
-func (x *Refund) GetAmount() string {
-	if x != nil {
-		return x.Amount
-	}
-	return ""
-}
-
-func (x *Refund) GetStatus() string {
-	if x != nil {
-		return x.Status
-	}
-	return ""
-}
-
-func (x *Refund) GetGatewayRefundId() string {
-	if x != nil {
-		return x.GatewayRefundId
-	}
-	return ""
-}
-
-func (x *Refund) GetReason() string {
-	if x != nil {
-		return x.Reason
-	}
-	return ""
-}
-
-func (x *Refund) GetError() string {
-	if x != nil {
-		return x.Error
-	}
-	return ""
-}
-
-func (x *Refund) GetRequestedBy() string {
-	if x != nil {
-		return x.RequestedBy
-	}
-	return ""
-}
-
-func (x *Refund) GetCreatedAt() string {
-	if x != nil {
-		return x.CreatedAt
-	}
-	return ""
-}
-
-func (x *Refund) GetUpdatedAt() string {
-	if x != nil {
-		return x.UpdatedAt
-	}
-	return ""
-}
-
 // AuditEntry is one row of the append-only audit log.
 type AuditEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -187,7 +59,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[1]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -199,7 +71,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[1]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -212,7 +84,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{1}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AuditEntry) GetId() string {
@@ -288,7 +160,7 @@ type ListRefundsRequest struct {
 
 func (x *ListRefundsRequest) Reset() {
 	*x = ListRefundsRequest{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[2]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +172,7 @@ func (x *ListRefundsRequest) String() string {
 func (*ListRefundsRequest) ProtoMessage() {}
 
 func (x *ListRefundsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[2]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +185,7 @@ func (x *ListRefundsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRefundsRequest.ProtoReflect.Descriptor instead.
 func (*ListRefundsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{2}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ListRefundsRequest) GetPaymentId() string {
@@ -333,7 +205,7 @@ type ListRefundsResponse struct {
 
 func (x *ListRefundsResponse) Reset() {
 	*x = ListRefundsResponse{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[3]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -345,7 +217,7 @@ func (x *ListRefundsResponse) String() string {
 func (*ListRefundsResponse) ProtoMessage() {}
 
 func (x *ListRefundsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[3]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -358,12 +230,138 @@ func (x *ListRefundsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRefundsResponse.ProtoReflect.Descriptor instead.
 func (*ListRefundsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{3}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListRefundsResponse) GetRefunds() []*Refund {
 	if x != nil {
 		return x.Refunds
+	}
+	return nil
+}
+
+type ResolveRefundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The pending refund.
+	RefundId string `protobuf:"bytes,1,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	// What happened at the gateway: succeeded or failed.
+	Outcome string `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The gateway's (or bank's) reference of the refund, when it has one.
+	GatewayRefundId string `protobuf:"bytes,3,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
+	// What the admin checked, for the refund row and the audit log.
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRefundRequest) Reset() {
+	*x = ResolveRefundRequest{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRefundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRefundRequest) ProtoMessage() {}
+
+func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRefundRequest.ProtoReflect.Descriptor instead.
+func (*ResolveRefundRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ResolveRefundRequest) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetGatewayRefundId() string {
+	if x != nil {
+		return x.GatewayRefundId
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+type ResolveRefundResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The refund afterwards.
+	Refund *Refund `protobuf:"bytes,1,opt,name=refund,proto3" json:"refund,omitempty"`
+	// The payment afterwards.
+	Payment       *PaymentRecord `protobuf:"bytes,2,opt,name=payment,proto3" json:"payment,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRefundResponse) Reset() {
+	*x = ResolveRefundResponse{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRefundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRefundResponse) ProtoMessage() {}
+
+func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRefundResponse.ProtoReflect.Descriptor instead.
+func (*ResolveRefundResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ResolveRefundResponse) GetRefund() *Refund {
+	if x != nil {
+		return x.Refund
+	}
+	return nil
+}
+
+func (x *ResolveRefundResponse) GetPayment() *PaymentRecord {
+	if x != nil {
+		return x.Payment
 	}
 	return nil
 }
@@ -382,7 +380,7 @@ type ListAuditEntriesRequest struct {
 
 func (x *ListAuditEntriesRequest) Reset() {
 	*x = ListAuditEntriesRequest{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[4]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +392,7 @@ func (x *ListAuditEntriesRequest) String() string {
 func (*ListAuditEntriesRequest) ProtoMessage() {}
 
 func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[4]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +405,7 @@ func (x *ListAuditEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{4}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ListAuditEntriesRequest) GetEntityType() string {
@@ -443,7 +441,7 @@ type ListAuditEntriesResponse struct {
 
 func (x *ListAuditEntriesResponse) Reset() {
 	*x = ListAuditEntriesResponse{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[5]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +453,7 @@ func (x *ListAuditEntriesResponse) String() string {
 func (*ListAuditEntriesResponse) ProtoMessage() {}
 
 func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[5]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +466,7 @@ func (x *ListAuditEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEntriesResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{5}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListAuditEntriesResponse) GetEntries() []*AuditEntry {
@@ -485,26 +483,259 @@ func (x *ListAuditEntriesResponse) GetMeta() *PageMeta {
 	return nil
 }
 
+type GetPaymentStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Count the payments created at or after this time, RFC 3339 (e.g.
+	// "2024-05-01T00:00:00Z" or "2024-05-01T08:00:00+08:00"); empty: the
+	// start of the current UTC day. Not in the future, at most 366 days back.
+	Since         string `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPaymentStatsRequest) Reset() {
+	*x = GetPaymentStatsRequest{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPaymentStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPaymentStatsRequest) ProtoMessage() {}
+
+func (x *GetPaymentStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPaymentStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetPaymentStatsRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetPaymentStatsRequest) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+type GetPaymentStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Start of the window, RFC 3339 in UTC.
+	Since string `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// When the figures were taken, RFC 3339 in UTC.
+	AsOf string `protobuf:"bytes,2,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// Payments created in the window, whatever their status.
+	Total uint64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// Of those, how many are in each status now.
+	Pending  uint64 `protobuf:"varint,4,opt,name=pending,proto3" json:"pending,omitempty"`
+	Success  uint64 `protobuf:"varint,5,opt,name=success,proto3" json:"success,omitempty"`
+	Failed   uint64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	Refunded uint64 `protobuf:"varint,7,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// (success + refunded) / (success + refunded + failed), from 0 to 1: a
+	// refunded payment had succeeded. Absent while no payment of the window
+	// is decided (all pending, or none).
+	SuccessRate *float64 `protobuf:"fixed64,8,opt,name=success_rate,json=successRate,proto3,oneof" json:"success_rate,omitempty"`
+	// Payments pending now, whenever they were created.
+	PendingNow uint64 `protobuf:"varint,9,opt,name=pending_now,json=pendingNow,proto3" json:"pending_now,omitempty"`
+	// The window's succeeded payments (success or refunded) per currency, by
+	// currency code.
+	Succeeded     []*PaymentCurrencyTotal `protobuf:"bytes,10,rep,name=succeeded,proto3" json:"succeeded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPaymentStatsResponse) Reset() {
+	*x = GetPaymentStatsResponse{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPaymentStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPaymentStatsResponse) ProtoMessage() {}
+
+func (x *GetPaymentStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPaymentStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetPaymentStatsResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GetPaymentStatsResponse) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *GetPaymentStatsResponse) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
+func (x *GetPaymentStatsResponse) GetTotal() uint64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetSuccess() uint64 {
+	if x != nil {
+		return x.Success
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetRefunded() uint64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetSuccessRate() float64 {
+	if x != nil && x.SuccessRate != nil {
+		return *x.SuccessRate
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetPendingNow() uint64 {
+	if x != nil {
+		return x.PendingNow
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetSucceeded() []*PaymentCurrencyTotal {
+	if x != nil {
+		return x.Succeeded
+	}
+	return nil
+}
+
+// PaymentCurrencyTotal is what the succeeded payments of one currency add
+// up to.
+type PaymentCurrencyTotal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ISO 4217 code.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// Number of payments.
+	Payments uint64 `protobuf:"varint,2,opt,name=payments,proto3" json:"payments,omitempty"`
+	// Sum of their amounts, a decimal string with two fractional digits (it
+	// may exceed the 10 integer digits of a single amount).
+	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// Sum of what was refunded of them, two fractional digits.
+	RefundedAmount string `protobuf:"bytes,4,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PaymentCurrencyTotal) Reset() {
+	*x = PaymentCurrencyTotal{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PaymentCurrencyTotal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PaymentCurrencyTotal) ProtoMessage() {}
+
+func (x *PaymentCurrencyTotal) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PaymentCurrencyTotal.ProtoReflect.Descriptor instead.
+func (*PaymentCurrencyTotal) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PaymentCurrencyTotal) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *PaymentCurrencyTotal) GetPayments() uint64 {
+	if x != nil {
+		return x.Payments
+	}
+	return 0
+}
+
+func (x *PaymentCurrencyTotal) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *PaymentCurrencyTotal) GetRefundedAmount() string {
+	if x != nil {
+		return x.RefundedAmount
+	}
+	return ""
+}
+
 var File_billing_payment_payment_admin_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\n" +
-	"#billing/payment/payment_admin.proto\x12\x0fbilling.payment\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\"\xa2\x02\n" +
-	"\x06Refund\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
-	"\n" +
-	"payment_id\x18\x02 \x01(\tR\tpaymentId\x12\x16\n" +
-	"\x06amount\x18\x03 \x01(\tR\x06amount\x12\x16\n" +
-	"\x06status\x18\x04 \x01(\tR\x06status\x12*\n" +
-	"\x11gateway_refund_id\x18\x05 \x01(\tR\x0fgatewayRefundId\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error\x12!\n" +
-	"\frequested_by\x18\b \x01(\tR\vrequestedBy\x12\x1d\n" +
-	"\n" +
-	"created_at\x18\t \x01(\tR\tcreatedAt\x12\x1d\n" +
-	"\n" +
-	"updated_at\x18\n" +
-	" \x01(\tR\tupdatedAt\"\xf9\x01\n" +
+	"#billing/payment/payment_admin.proto\x12\x0fbilling.payment\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\"\xf9\x01\n" +
 	"\n" +
 	"AuditEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -523,7 +754,15 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\n" +
 	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\"H\n" +
 	"\x13ListRefundsResponse\x121\n" +
-	"\arefunds\x18\x01 \x03(\v2\x17.billing.payment.RefundR\arefunds\"\xc6\x01\n" +
+	"\arefunds\x18\x01 \x03(\v2\x17.billing.payment.RefundR\arefunds\"\xce\x01\n" +
+	"\x14ResolveRefundRequest\x12(\n" +
+	"\trefund_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\brefundId\x125\n" +
+	"\aoutcome\x18\x02 \x01(\tB\x1b\xbaH\x18\xc8\x01\x01r\x13R\tsucceededR\x06failedR\aoutcome\x124\n" +
+	"\x11gateway_refund_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x0fgatewayRefundId\x12\x1f\n" +
+	"\x04note\x18\x04 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x04note\"\x82\x01\n" +
+	"\x15ResolveRefundResponse\x12/\n" +
+	"\x06refund\x18\x01 \x01(\v2\x17.billing.payment.RefundR\x06refund\x128\n" +
+	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xc6\x01\n" +
 	"\x17ListAuditEntriesRequest\x12;\n" +
 	"\ventity_type\x18\x01 \x01(\tB\x1a\xbaH\x17\xc8\x01\x01r\x12\x18@2\x0e^[a-z][a-z_]*$R\n" +
 	"entityType\x12(\n" +
@@ -533,10 +772,33 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"pagination\"\x80\x01\n" +
 	"\x18ListAuditEntriesResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.billing.payment.AuditEntryR\aentries\x12-\n" +
-	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta2\xe2\x01\n" +
+	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"7\n" +
+	"\x16GetPaymentStatsRequest\x12\x1d\n" +
+	"\x05since\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x05since\"\xe1\x02\n" +
+	"\x17GetPaymentStatsResponse\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\tR\x05since\x12\x13\n" +
+	"\x05as_of\x18\x02 \x01(\tR\x04asOf\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x04R\x05total\x12\x18\n" +
+	"\apending\x18\x04 \x01(\x04R\apending\x12\x18\n" +
+	"\asuccess\x18\x05 \x01(\x04R\asuccess\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x04R\x06failed\x12\x1a\n" +
+	"\brefunded\x18\a \x01(\x04R\brefunded\x12&\n" +
+	"\fsuccess_rate\x18\b \x01(\x01H\x00R\vsuccessRate\x88\x01\x01\x12\x1f\n" +
+	"\vpending_now\x18\t \x01(\x04R\n" +
+	"pendingNow\x12C\n" +
+	"\tsucceeded\x18\n" +
+	" \x03(\v2%.billing.payment.PaymentCurrencyTotalR\tsucceededB\x0f\n" +
+	"\r_success_rate\"\x8f\x01\n" +
+	"\x14PaymentCurrencyTotal\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x1a\n" +
+	"\bpayments\x18\x02 \x01(\x04R\bpayments\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12'\n" +
+	"\x0frefunded_amount\x18\x04 \x01(\tR\x0erefundedAmount2\xad\x03\n" +
 	"\x13PaymentAdminService\x12]\n" +
 	"\vListRefunds\x12#.billing.payment.ListRefundsRequest\x1a$.billing.payment.ListRefundsResponse\"\x03\x90\x02\x01\x12l\n" +
-	"\x10ListAuditEntries\x12(.billing.payment.ListAuditEntriesRequest\x1a).billing.payment.ListAuditEntriesResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
+	"\x10ListAuditEntries\x12(.billing.payment.ListAuditEntriesRequest\x1a).billing.payment.ListAuditEntriesResponse\"\x03\x90\x02\x01\x12^\n" +
+	"\rResolveRefund\x12%.billing.payment.ResolveRefundRequest\x1a&.billing.payment.ResolveRefundResponse\x12i\n" +
+	"\x0fGetPaymentStats\x12'.billing.payment.GetPaymentStatsRequest\x1a(.billing.payment.GetPaymentStatsResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
 
 var (
 	file_billing_payment_payment_admin_proto_rawDescOnce sync.Once
@@ -550,31 +812,44 @@ func file_billing_payment_payment_admin_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_admin_proto_rawDescData
 }
 
-var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_billing_payment_payment_admin_proto_goTypes = []any{
-	(*Refund)(nil),                   // 0: billing.payment.Refund
-	(*AuditEntry)(nil),               // 1: billing.payment.AuditEntry
-	(*ListRefundsRequest)(nil),       // 2: billing.payment.ListRefundsRequest
-	(*ListRefundsResponse)(nil),      // 3: billing.payment.ListRefundsResponse
-	(*ListAuditEntriesRequest)(nil),  // 4: billing.payment.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil), // 5: billing.payment.ListAuditEntriesResponse
-	(*PageRequest)(nil),              // 6: billing.payment.PageRequest
-	(*PageMeta)(nil),                 // 7: billing.payment.PageMeta
+	(*AuditEntry)(nil),               // 0: billing.payment.AuditEntry
+	(*ListRefundsRequest)(nil),       // 1: billing.payment.ListRefundsRequest
+	(*ListRefundsResponse)(nil),      // 2: billing.payment.ListRefundsResponse
+	(*ResolveRefundRequest)(nil),     // 3: billing.payment.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),    // 4: billing.payment.ResolveRefundResponse
+	(*ListAuditEntriesRequest)(nil),  // 5: billing.payment.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil), // 6: billing.payment.ListAuditEntriesResponse
+	(*GetPaymentStatsRequest)(nil),   // 7: billing.payment.GetPaymentStatsRequest
+	(*GetPaymentStatsResponse)(nil),  // 8: billing.payment.GetPaymentStatsResponse
+	(*PaymentCurrencyTotal)(nil),     // 9: billing.payment.PaymentCurrencyTotal
+	(*Refund)(nil),                   // 10: billing.payment.Refund
+	(*PaymentRecord)(nil),            // 11: billing.payment.PaymentRecord
+	(*PageRequest)(nil),              // 12: billing.payment.PageRequest
+	(*PageMeta)(nil),                 // 13: billing.payment.PageMeta
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	0, // 0: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	6, // 1: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
-	1, // 2: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	7, // 3: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
-	2, // 4: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	4, // 5: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3, // 6: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	5, // 7: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	10, // 0: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	10, // 1: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	11, // 2: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	12, // 3: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 4: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
+	13, // 5: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	9,  // 6: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
+	1,  // 7: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	5,  // 8: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 9: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 10: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	2,  // 11: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	6,  // 12: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 13: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 14: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	11, // [11:15] is the sub-list for method output_type
+	7,  // [7:11] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -583,13 +858,14 @@ func file_billing_payment_payment_admin_proto_init() {
 		return
 	}
 	file_billing_payment_payment_proto_init()
+	file_billing_payment_payment_admin_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_admin_proto_rawDesc), len(file_billing_payment_payment_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -99,3 +99,24 @@ func (q *Queries) NotificationQueueStats(ctx context.Context) ([]NotificationQue
 	}
 	return items, nil
 }
+
+const pendingRefundStats = `-- name: PendingRefundStats :one
+SELECT count(*)::bigint AS refunds,
+       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
+FROM refunds
+WHERE status = 'pending'
+`
+
+type PendingRefundStatsRow struct {
+	Refunds          int64
+	OldestAgeSeconds float64
+}
+
+// Refunds waiting for the gateway or for an admin (ResolveRefund): how
+// many, and the age of the oldest (refunds_pending_idx).
+func (q *Queries) PendingRefundStats(ctx context.Context) (PendingRefundStatsRow, error) {
+	row := q.db.QueryRow(ctx, pendingRefundStats)
+	var i PendingRefundStatsRow
+	err := row.Scan(&i.Refunds, &i.OldestAgeSeconds)
+	return i, err
+}

@@ -109,6 +109,30 @@ func (q *Queries) FinishRefund(ctx context.Context, arg FinishRefundParams) (Ref
 	return i, err
 }
 
+const getRefund = `-- name: GetRefund :one
+SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at FROM refunds
+WHERE id = $1
+`
+
+// One refund by id (the primary key).
+func (q *Queries) GetRefund(ctx context.Context, id uuid.UUID) (Refund, error) {
+	row := q.db.QueryRow(ctx, getRefund, id)
+	var i Refund
+	err := row.Scan(
+		&i.ID,
+		&i.PaymentID,
+		&i.Amount,
+		&i.Status,
+		&i.GatewayRefundID,
+		&i.Reason,
+		&i.RequestedBy,
+		&i.Error,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const insertRefund = `-- name: InsertRefund :one
 
 INSERT INTO refunds (payment_id, amount, status, reason, requested_by, created_at, updated_at)

@@ -46,6 +46,12 @@ const (
 	// PaymentAdminServiceListAuditEntriesProcedure is the fully-qualified name of the
 	// PaymentAdminService's ListAuditEntries RPC.
 	PaymentAdminServiceListAuditEntriesProcedure = "/billing.payment.PaymentAdminService/ListAuditEntries"
+	// PaymentAdminServiceResolveRefundProcedure is the fully-qualified name of the
+	// PaymentAdminService's ResolveRefund RPC.
+	PaymentAdminServiceResolveRefundProcedure = "/billing.payment.PaymentAdminService/ResolveRefund"
+	// PaymentAdminServiceGetPaymentStatsProcedure is the fully-qualified name of the
+	// PaymentAdminService's GetPaymentStats RPC.
+	PaymentAdminServiceGetPaymentStatsProcedure = "/billing.payment.PaymentAdminService/GetPaymentStats"
 )
 
 // PaymentAdminServiceClient is a client for the billing.payment.PaymentAdminService service.
@@ -54,6 +60,19 @@ type PaymentAdminServiceClient interface {
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
 	// ListAuditEntries pages through the audit log of one entity, newest first.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
+	// ResolveRefund records the outcome of a pending refund once an admin has
+	// checked it at the gateway: one whose gateway call broke off (the
+	// outcome is unknown, its amount stays reserved) or one the gateway
+	// completes later, such as a bank transfer sent back by hand. succeeded
+	// adds it to the payment's refunded_amount (refunded, and the order
+	// refunded, when that reaches the amount); failed releases the amount.
+	ResolveRefund(context.Context, *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error)
+	// GetPaymentStats sums up, for the console's dashboard, the payments
+	// created since a moment (default: the start of the current UTC day):
+	// counts by status, the success rate, what succeeded per currency, and
+	// how many payments are pending now. The database computes it, however
+	// many payments there are.
+	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
 }
 
 // NewPaymentAdminServiceClient constructs a client for the billing.payment.PaymentAdminService
@@ -81,6 +100,19 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		resolveRefund: connect.NewClient[payment.ResolveRefundRequest, payment.ResolveRefundResponse](
+			httpClient,
+			baseURL+PaymentAdminServiceResolveRefundProcedure,
+			connect.WithSchema(paymentAdminServiceMethods.ByName("ResolveRefund")),
+			connect.WithClientOptions(opts...),
+		),
+		getPaymentStats: connect.NewClient[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse](
+			httpClient,
+			baseURL+PaymentAdminServiceGetPaymentStatsProcedure,
+			connect.WithSchema(paymentAdminServiceMethods.ByName("GetPaymentStats")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -88,6 +120,8 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 type paymentAdminServiceClient struct {
 	listRefunds      *connect.Client[payment.ListRefundsRequest, payment.ListRefundsResponse]
 	listAuditEntries *connect.Client[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse]
+	resolveRefund    *connect.Client[payment.ResolveRefundRequest, payment.ResolveRefundResponse]
+	getPaymentStats  *connect.Client[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse]
 }
 
 // ListRefunds calls billing.payment.PaymentAdminService.ListRefunds.
@@ -100,6 +134,16 @@ func (c *paymentAdminServiceClient) ListAuditEntries(ctx context.Context, req *c
 	return c.listAuditEntries.CallUnary(ctx, req)
 }
 
+// ResolveRefund calls billing.payment.PaymentAdminService.ResolveRefund.
+func (c *paymentAdminServiceClient) ResolveRefund(ctx context.Context, req *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error) {
+	return c.resolveRefund.CallUnary(ctx, req)
+}
+
+// GetPaymentStats calls billing.payment.PaymentAdminService.GetPaymentStats.
+func (c *paymentAdminServiceClient) GetPaymentStats(ctx context.Context, req *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error) {
+	return c.getPaymentStats.CallUnary(ctx, req)
+}
+
 // PaymentAdminServiceHandler is an implementation of the billing.payment.PaymentAdminService
 // service.
 type PaymentAdminServiceHandler interface {
@@ -107,6 +151,19 @@ type PaymentAdminServiceHandler interface {
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
 	// ListAuditEntries pages through the audit log of one entity, newest first.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
+	// ResolveRefund records the outcome of a pending refund once an admin has
+	// checked it at the gateway: one whose gateway call broke off (the
+	// outcome is unknown, its amount stays reserved) or one the gateway
+	// completes later, such as a bank transfer sent back by hand. succeeded
+	// adds it to the payment's refunded_amount (refunded, and the order
+	// refunded, when that reaches the amount); failed releases the amount.
+	ResolveRefund(context.Context, *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error)
+	// GetPaymentStats sums up, for the console's dashboard, the payments
+	// created since a moment (default: the start of the current UTC day):
+	// counts by status, the success rate, what succeeded per currency, and
+	// how many payments are pending now. The database computes it, however
+	// many payments there are.
+	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
 }
 
 // NewPaymentAdminServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -130,12 +187,29 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	paymentAdminServiceResolveRefundHandler := connect.NewUnaryHandler(
+		PaymentAdminServiceResolveRefundProcedure,
+		svc.ResolveRefund,
+		connect.WithSchema(paymentAdminServiceMethods.ByName("ResolveRefund")),
+		connect.WithHandlerOptions(opts...),
+	)
+	paymentAdminServiceGetPaymentStatsHandler := connect.NewUnaryHandler(
+		PaymentAdminServiceGetPaymentStatsProcedure,
+		svc.GetPaymentStats,
+		connect.WithSchema(paymentAdminServiceMethods.ByName("GetPaymentStats")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.payment.PaymentAdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PaymentAdminServiceListRefundsProcedure:
 			paymentAdminServiceListRefundsHandler.ServeHTTP(w, r)
 		case PaymentAdminServiceListAuditEntriesProcedure:
 			paymentAdminServiceListAuditEntriesHandler.ServeHTTP(w, r)
+		case PaymentAdminServiceResolveRefundProcedure:
+			paymentAdminServiceResolveRefundHandler.ServeHTTP(w, r)
+		case PaymentAdminServiceGetPaymentStatsProcedure:
+			paymentAdminServiceGetPaymentStatsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -151,4 +225,12 @@ func (UnimplementedPaymentAdminServiceHandler) ListRefunds(context.Context, *con
 
 func (UnimplementedPaymentAdminServiceHandler) ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.ListAuditEntries is not implemented"))
+}
+
+func (UnimplementedPaymentAdminServiceHandler) ResolveRefund(context.Context, *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.ResolveRefund is not implemented"))
+}
+
+func (UnimplementedPaymentAdminServiceHandler) GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.GetPaymentStats is not implemented"))
 }

@@ -11,7 +11,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { PageMeta, PageRequest } from "./payment_pb";
+import type { PageMeta, PageRequest, PaymentRecord, Refund } from "./payment_pb";
 import { file_billing_payment_payment } from "./payment_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -19,92 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IsABCgZSZWZ1bmQSCgoCaWQYASABKAkSEgoKcGF5bWVudF9pZBgCIAEoCRIOCgZhbW91bnQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAUgASgJEg4KBnJlYXNvbhgGIAEoCRINCgVlcnJvchgHIAEoCRIUCgxyZXF1ZXN0ZWRfYnkYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgp1cGRhdGVkX2F0GAogASgJIqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIoChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCSI/ChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YTLiAQoTUGF5bWVudEFkbWluU2VydmljZRJdCgtMaXN0UmVmdW5kcxIjLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1JlcXVlc3QaJC5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXNwb25zZSIDkAIBEmwKEExpc3RBdWRpdEVudHJpZXMSKC5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
-
-/**
- * Refund is one refund of a payment.
- *
- * @generated from message billing.payment.Refund
- */
-export type Refund = Message<"billing.payment.Refund"> & {
-  /**
-   * Refund id (UUID).
-   *
-   * @generated from field: string id = 1;
-   */
-  id: string;
-
-  /**
-   * The refunded payment.
-   *
-   * @generated from field: string payment_id = 2;
-   */
-  paymentId: string;
-
-  /**
-   * Refunded amount, a decimal string with two fractional digits, in the
-   * payment's currency.
-   *
-   * @generated from field: string amount = 3;
-   */
-  amount: string;
-
-  /**
-   * pending, succeeded or failed.
-   *
-   * @generated from field: string status = 4;
-   */
-  status: string;
-
-  /**
-   * The refund's id inside the gateway; empty when the gateway gave none.
-   *
-   * @generated from field: string gateway_refund_id = 5;
-   */
-  gatewayRefundId: string;
-
-  /**
-   * Why the refund was made.
-   *
-   * @generated from field: string reason = 6;
-   */
-  reason: string;
-
-  /**
-   * Last error of the gateway refund call, or why the outcome is unknown.
-   *
-   * @generated from field: string error = 7;
-   */
-  error: string;
-
-  /**
-   * The admin who asked for it; empty for an automatic refund by the system.
-   *
-   * @generated from field: string requested_by = 8;
-   */
-  requestedBy: string;
-
-  /**
-   * Creation time, RFC 3339.
-   *
-   * @generated from field: string created_at = 9;
-   */
-  createdAt: string;
-
-  /**
-   * Update time, RFC 3339.
-   *
-   * @generated from field: string updated_at = 10;
-   */
-  updatedAt: string;
-};
-
-/**
- * Describes the message billing.payment.Refund.
- * Use `create(RefundSchema)` to create a new message.
- */
-export const RefundSchema: GenMessage<Refund> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 0);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIoChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCSI/ChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIoUCChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbEIPCg1fc3VjY2Vzc19yYXRlImMKFFBheW1lbnRDdXJyZW5jeVRvdGFsEhAKCGN1cnJlbmN5GAEgASgJEhAKCHBheW1lbnRzGAIgASgEEg4KBmFtb3VudBgDIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYBCABKAkyrQMKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJsChBMaXN0QXVkaXRFbnRyaWVzEiguYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXNwb25zZSIDkAIBEl4KDVJlc29sdmVSZWZ1bmQSJS5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEmkKD0dldFBheW1lbnRTdGF0cxInLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -184,7 +99,7 @@ export type AuditEntry = Message<"billing.payment.AuditEntry"> & {
  * Use `create(AuditEntrySchema)` to create a new message.
  */
 export const AuditEntrySchema: GenMessage<AuditEntry> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 1);
+  messageDesc(file_billing_payment_payment_admin, 0);
 
 /**
  * @generated from message billing.payment.ListRefundsRequest
@@ -203,7 +118,7 @@ export type ListRefundsRequest = Message<"billing.payment.ListRefundsRequest"> &
  * Use `create(ListRefundsRequestSchema)` to create a new message.
  */
 export const ListRefundsRequestSchema: GenMessage<ListRefundsRequest> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 2);
+  messageDesc(file_billing_payment_payment_admin, 1);
 
 /**
  * @generated from message billing.payment.ListRefundsResponse
@@ -222,7 +137,73 @@ export type ListRefundsResponse = Message<"billing.payment.ListRefundsResponse">
  * Use `create(ListRefundsResponseSchema)` to create a new message.
  */
 export const ListRefundsResponseSchema: GenMessage<ListRefundsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 2);
+
+/**
+ * @generated from message billing.payment.ResolveRefundRequest
+ */
+export type ResolveRefundRequest = Message<"billing.payment.ResolveRefundRequest"> & {
+  /**
+   * The pending refund.
+   *
+   * @generated from field: string refund_id = 1;
+   */
+  refundId: string;
+
+  /**
+   * What happened at the gateway: succeeded or failed.
+   *
+   * @generated from field: string outcome = 2;
+   */
+  outcome: string;
+
+  /**
+   * The gateway's (or bank's) reference of the refund, when it has one.
+   *
+   * @generated from field: string gateway_refund_id = 3;
+   */
+  gatewayRefundId: string;
+
+  /**
+   * What the admin checked, for the refund row and the audit log.
+   *
+   * @generated from field: string note = 4;
+   */
+  note: string;
+};
+
+/**
+ * Describes the message billing.payment.ResolveRefundRequest.
+ * Use `create(ResolveRefundRequestSchema)` to create a new message.
+ */
+export const ResolveRefundRequestSchema: GenMessage<ResolveRefundRequest> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment_admin, 3);
+
+/**
+ * @generated from message billing.payment.ResolveRefundResponse
+ */
+export type ResolveRefundResponse = Message<"billing.payment.ResolveRefundResponse"> & {
+  /**
+   * The refund afterwards.
+   *
+   * @generated from field: billing.payment.Refund refund = 1;
+   */
+  refund?: Refund | undefined;
+
+  /**
+   * The payment afterwards.
+   *
+   * @generated from field: billing.payment.PaymentRecord payment = 2;
+   */
+  payment?: PaymentRecord | undefined;
+};
+
+/**
+ * Describes the message billing.payment.ResolveRefundResponse.
+ * Use `create(ResolveRefundResponseSchema)` to create a new message.
+ */
+export const ResolveRefundResponseSchema: GenMessage<ResolveRefundResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 4);
 
 /**
  * @generated from message billing.payment.ListAuditEntriesRequest
@@ -255,7 +236,7 @@ export type ListAuditEntriesRequest = Message<"billing.payment.ListAuditEntriesR
  * Use `create(ListAuditEntriesRequestSchema)` to create a new message.
  */
 export const ListAuditEntriesRequestSchema: GenMessage<ListAuditEntriesRequest> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 4);
+  messageDesc(file_billing_payment_payment_admin, 5);
 
 /**
  * @generated from message billing.payment.ListAuditEntriesResponse
@@ -281,7 +262,151 @@ export type ListAuditEntriesResponse = Message<"billing.payment.ListAuditEntries
  * Use `create(ListAuditEntriesResponseSchema)` to create a new message.
  */
 export const ListAuditEntriesResponseSchema: GenMessage<ListAuditEntriesResponse> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 5);
+  messageDesc(file_billing_payment_payment_admin, 6);
+
+/**
+ * @generated from message billing.payment.GetPaymentStatsRequest
+ */
+export type GetPaymentStatsRequest = Message<"billing.payment.GetPaymentStatsRequest"> & {
+  /**
+   * Count the payments created at or after this time, RFC 3339 (e.g.
+   * "2024-05-01T00:00:00Z" or "2024-05-01T08:00:00+08:00"); empty: the
+   * start of the current UTC day. Not in the future, at most 366 days back.
+   *
+   * @generated from field: string since = 1;
+   */
+  since: string;
+};
+
+/**
+ * Describes the message billing.payment.GetPaymentStatsRequest.
+ * Use `create(GetPaymentStatsRequestSchema)` to create a new message.
+ */
+export const GetPaymentStatsRequestSchema: GenMessage<GetPaymentStatsRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 7);
+
+/**
+ * @generated from message billing.payment.GetPaymentStatsResponse
+ */
+export type GetPaymentStatsResponse = Message<"billing.payment.GetPaymentStatsResponse"> & {
+  /**
+   * Start of the window, RFC 3339 in UTC.
+   *
+   * @generated from field: string since = 1;
+   */
+  since: string;
+
+  /**
+   * When the figures were taken, RFC 3339 in UTC.
+   *
+   * @generated from field: string as_of = 2;
+   */
+  asOf: string;
+
+  /**
+   * Payments created in the window, whatever their status.
+   *
+   * @generated from field: uint64 total = 3;
+   */
+  total: bigint;
+
+  /**
+   * Of those, how many are in each status now.
+   *
+   * @generated from field: uint64 pending = 4;
+   */
+  pending: bigint;
+
+  /**
+   * @generated from field: uint64 success = 5;
+   */
+  success: bigint;
+
+  /**
+   * @generated from field: uint64 failed = 6;
+   */
+  failed: bigint;
+
+  /**
+   * @generated from field: uint64 refunded = 7;
+   */
+  refunded: bigint;
+
+  /**
+   * (success + refunded) / (success + refunded + failed), from 0 to 1: a
+   * refunded payment had succeeded. Absent while no payment of the window
+   * is decided (all pending, or none).
+   *
+   * @generated from field: optional double success_rate = 8;
+   */
+  successRate?: number | undefined;
+
+  /**
+   * Payments pending now, whenever they were created.
+   *
+   * @generated from field: uint64 pending_now = 9;
+   */
+  pendingNow: bigint;
+
+  /**
+   * The window's succeeded payments (success or refunded) per currency, by
+   * currency code.
+   *
+   * @generated from field: repeated billing.payment.PaymentCurrencyTotal succeeded = 10;
+   */
+  succeeded: PaymentCurrencyTotal[];
+};
+
+/**
+ * Describes the message billing.payment.GetPaymentStatsResponse.
+ * Use `create(GetPaymentStatsResponseSchema)` to create a new message.
+ */
+export const GetPaymentStatsResponseSchema: GenMessage<GetPaymentStatsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 8);
+
+/**
+ * PaymentCurrencyTotal is what the succeeded payments of one currency add
+ * up to.
+ *
+ * @generated from message billing.payment.PaymentCurrencyTotal
+ */
+export type PaymentCurrencyTotal = Message<"billing.payment.PaymentCurrencyTotal"> & {
+  /**
+   * ISO 4217 code.
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * Number of payments.
+   *
+   * @generated from field: uint64 payments = 2;
+   */
+  payments: bigint;
+
+  /**
+   * Sum of their amounts, a decimal string with two fractional digits (it
+   * may exceed the 10 integer digits of a single amount).
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * Sum of what was refunded of them, two fractional digits.
+   *
+   * @generated from field: string refunded_amount = 4;
+   */
+  refundedAmount: string;
+};
+
+/**
+ * Describes the message billing.payment.PaymentCurrencyTotal.
+ * Use `create(PaymentCurrencyTotalSchema)` to create a new message.
+ */
+export const PaymentCurrencyTotalSchema: GenMessage<PaymentCurrencyTotal> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 9);
 
 /**
  * PaymentAdminService reads what the admin console shows beside a payment
@@ -309,6 +434,35 @@ export const PaymentAdminService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEntriesRequestSchema;
     output: typeof ListAuditEntriesResponseSchema;
+  },
+  /**
+   * ResolveRefund records the outcome of a pending refund once an admin has
+   * checked it at the gateway: one whose gateway call broke off (the
+   * outcome is unknown, its amount stays reserved) or one the gateway
+   * completes later, such as a bank transfer sent back by hand. succeeded
+   * adds it to the payment's refunded_amount (refunded, and the order
+   * refunded, when that reaches the amount); failed releases the amount.
+   *
+   * @generated from rpc billing.payment.PaymentAdminService.ResolveRefund
+   */
+  resolveRefund: {
+    methodKind: "unary";
+    input: typeof ResolveRefundRequestSchema;
+    output: typeof ResolveRefundResponseSchema;
+  },
+  /**
+   * GetPaymentStats sums up, for the console's dashboard, the payments
+   * created since a moment (default: the start of the current UTC day):
+   * counts by status, the success rate, what succeeded per currency, and
+   * how many payments are pending now. The database computes it, however
+   * many payments there are.
+   *
+   * @generated from rpc billing.payment.PaymentAdminService.GetPaymentStats
+   */
+  getPaymentStats: {
+    methodKind: "unary";
+    input: typeof GetPaymentStatsRequestSchema;
+    output: typeof GetPaymentStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_payment_payment_admin, 0);

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment.proto.
  */
 export const file_billing_payment_payment: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50IpYCCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkiLgoLUGFnZVJlcXVlc3QSDAoEcGFnZRgBIAEoDRIRCglwYWdlX3NpemUYAiABKA0iTwoIUGFnZU1ldGESDQoFdG90YWwYASABKAQSDAoEcGFnZRgCIAEoDRIRCglwYWdlX3NpemUYAyABKA0SEwoLdG90YWxfcGFnZXMYBCABKA0ibgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSEgoKaW52b2ljZV9pZBgCIAEoCRIcChRnYXRld2F5X2ludGVyZmFjZV9pZBgDIAEoCRISCgpyZXR1cm5fdXJsGAQgASgJIoQBChVDcmVhdGVQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEhMKC3BheW1lbnRfdXJsGAIgASgJEg8KB3FyX2NvZGUYAyABKAkSFAoMaW5zdHJ1Y3Rpb25zGAQgASgJIu8BChNMaXN0UGF5bWVudHNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSFQoIb3JkZXJfaWQYAiABKAlIAIgBARIXCgppbnZvaWNlX2lkGAMgASgJSAGIAQESIQoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYBCABKAlIAogBARITCgZzdGF0dXMYBSABKAlIA4gBAUILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXMicQoUTGlzdFBheW1lbnRzUmVzcG9uc2USMAoIcGF5bWVudHMYASADKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIh8KEUdldFBheW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkUKEkdldFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiLwoZUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIk0KGlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCJHChZQYXltZW50Q2FsbGJhY2tSZXF1ZXN0EhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAEgASgJEg8KB3BheWxvYWQYAiABKAkiSgoXUGF5bWVudENhbGxiYWNrUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIjoKFFJlZnVuZFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSDgoGYW1vdW50GAIgASgJIkgKFVJlZnVuZFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQy4gQKDlBheW1lbnRTZXJ2aWNlEl4KDUNyZWF0ZVBheW1lbnQSJS5iaWxsaW5nLnBheW1lbnQuQ3JlYXRlUGF5bWVudFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuQ3JlYXRlUGF5bWVudFJlc3BvbnNlEmAKDExpc3RQYXltZW50cxIkLmJpbGxpbmcucGF5bWVudC5MaXN0UGF5bWVudHNSZXF1ZXN0GiUuYmlsbGluZy5wYXltZW50Lkxpc3RQYXltZW50c1Jlc3BvbnNlIgOQAgESWgoKR2V0UGF5bWVudBIiLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50UmVxdWVzdBojLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50UmVzcG9uc2UiA5ACARJtChJRdWVyeVBheW1lbnRTdGF0dXMSKi5iaWxsaW5nLnBheW1lbnQuUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBorLmJpbGxpbmcucGF5bWVudC5RdWVyeVBheW1lbnRTdGF0dXNSZXNwb25zZRJjCg5IYW5kbGVDYWxsYmFjaxInLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q2FsbGJhY2tSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LlBheW1lbnRDYWxsYmFja1Jlc3BvbnNlEl4KDVJlZnVuZFBheW1lbnQSJS5iaWxsaW5nLnBheW1lbnQuUmVmdW5kUGF5bWVudFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVmdW5kUGF5bWVudFJlc3BvbnNlQjxaOmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvcGF5bWVudDtwYXltZW50cGJiBnByb3RvMw");
+  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50IpYCCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkiLgoLUGFnZVJlcXVlc3QSDAoEcGFnZRgBIAEoDRIRCglwYWdlX3NpemUYAiABKA0iTwoIUGFnZU1ldGESDQoFdG90YWwYASABKAQSDAoEcGFnZRgCIAEoDRIRCglwYWdlX3NpemUYAyABKA0SEwoLdG90YWxfcGFnZXMYBCABKA0ibgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSEgoKaW52b2ljZV9pZBgCIAEoCRIcChRnYXRld2F5X2ludGVyZmFjZV9pZBgDIAEoCRISCgpyZXR1cm5fdXJsGAQgASgJIoQBChVDcmVhdGVQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEhMKC3BheW1lbnRfdXJsGAIgASgJEg8KB3FyX2NvZGUYAyABKAkSFAoMaW5zdHJ1Y3Rpb25zGAQgASgJIu8BChNMaXN0UGF5bWVudHNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSFQoIb3JkZXJfaWQYAiABKAlIAIgBARIXCgppbnZvaWNlX2lkGAMgASgJSAGIAQESIQoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYBCABKAlIAogBARITCgZzdGF0dXMYBSABKAlIA4gBAUILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXMicQoUTGlzdFBheW1lbnRzUmVzcG9uc2USMAoIcGF5bWVudHMYASADKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIh8KEUdldFBheW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkUKEkdldFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiLwoZUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIk0KGlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCJHChZQYXltZW50Q2FsbGJhY2tSZXF1ZXN0EhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAEgASgJEg8KB3BheWxvYWQYAiABKAkiSgoXUGF5bWVudENhbGxiYWNrUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIkoKFFJlZnVuZFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSDgoGYW1vdW50GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJxChVSZWZ1bmRQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEicKBnJlZnVuZBgCIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQiwAEKBlJlZnVuZBIKCgJpZBgBIAEoCRISCgpwYXltZW50X2lkGAIgASgJEg4KBmFtb3VudBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEg0KBWVycm9yGAcgASgJEhQKDHJlcXVlc3RlZF9ieRgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnVwZGF0ZWRfYXQYCiABKAky4gQKDlBheW1lbnRTZXJ2aWNlEl4KDUNyZWF0ZVBheW1lbnQSJS5iaWxsaW5nLnBheW1lbnQuQ3JlYXRlUGF5bWVudFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuQ3JlYXRlUGF5bWVudFJlc3BvbnNlEmAKDExpc3RQYXltZW50cxIkLmJpbGxpbmcucGF5bWVudC5MaXN0UGF5bWVudHNSZXF1ZXN0GiUuYmlsbGluZy5wYXltZW50Lkxpc3RQYXltZW50c1Jlc3BvbnNlIgOQAgESWgoKR2V0UGF5bWVudBIiLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50UmVxdWVzdBojLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50UmVzcG9uc2UiA5ACARJtChJRdWVyeVBheW1lbnRTdGF0dXMSKi5iaWxsaW5nLnBheW1lbnQuUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBorLmJpbGxpbmcucGF5bWVudC5RdWVyeVBheW1lbnRTdGF0dXNSZXNwb25zZRJjCg5IYW5kbGVDYWxsYmFjaxInLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q2FsbGJhY2tSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LlBheW1lbnRDYWxsYmFja1Jlc3BvbnNlEl4KDVJlZnVuZFBheW1lbnQSJS5iaWxsaW5nLnBheW1lbnQuUmVmdW5kUGF5bWVudFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVmdW5kUGF5bWVudFJlc3BvbnNlQjxaOmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvcGF5bWVudDtwYXltZW50cGJiBnByb3RvMw");
 
 /**
  * PaymentRecord is one payment of an order or an invoice.
@@ -485,6 +485,14 @@ export type RefundPaymentRequest = Message<"billing.payment.RefundPaymentRequest
    * @generated from field: string amount = 2;
    */
   amount: string;
+
+  /**
+   * Why the money goes back (optional; kept on the refund and in the audit
+   * log).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
 };
 
 /**
@@ -499,11 +507,22 @@ export const RefundPaymentRequestSchema: GenMessage<RefundPaymentRequest> = /*@_
  */
 export type RefundPaymentResponse = Message<"billing.payment.RefundPaymentResponse"> & {
   /**
-   * The payment after the refund.
+   * The payment after the refund. A refund the gateway accepted but has not
+   * completed yet (refund.status pending) is not in refunded_amount until
+   * it completes.
    *
    * @generated from field: billing.payment.PaymentRecord payment = 1;
    */
   payment?: PaymentRecord | undefined;
+
+  /**
+   * The refund this call made: succeeded, or pending when the gateway
+   * completes it later (a bank transfer is refunded by hand, for example)
+   * and an admin records the outcome with PaymentAdminService.ResolveRefund.
+   *
+   * @generated from field: billing.payment.Refund refund = 2;
+   */
+  refund?: Refund | undefined;
 };
 
 /**
@@ -512,6 +531,91 @@ export type RefundPaymentResponse = Message<"billing.payment.RefundPaymentRespon
  */
 export const RefundPaymentResponseSchema: GenMessage<RefundPaymentResponse> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment, 14);
+
+/**
+ * Refund is one refund of a payment.
+ *
+ * @generated from message billing.payment.Refund
+ */
+export type Refund = Message<"billing.payment.Refund"> & {
+  /**
+   * Refund id (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The refunded payment.
+   *
+   * @generated from field: string payment_id = 2;
+   */
+  paymentId: string;
+
+  /**
+   * Refunded amount, a decimal string with two fractional digits, in the
+   * payment's currency.
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * pending, succeeded or failed.
+   *
+   * @generated from field: string status = 4;
+   */
+  status: string;
+
+  /**
+   * The refund's id inside the gateway; empty when the gateway gave none.
+   *
+   * @generated from field: string gateway_refund_id = 5;
+   */
+  gatewayRefundId: string;
+
+  /**
+   * Why the refund was made.
+   *
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * Last error of the gateway refund call, or why the outcome is unknown.
+   *
+   * @generated from field: string error = 7;
+   */
+  error: string;
+
+  /**
+   * The admin who asked for it; empty for an automatic refund by the system.
+   *
+   * @generated from field: string requested_by = 8;
+   */
+  requestedBy: string;
+
+  /**
+   * Creation time, RFC 3339.
+   *
+   * @generated from field: string created_at = 9;
+   */
+  createdAt: string;
+
+  /**
+   * Update time, RFC 3339.
+   *
+   * @generated from field: string updated_at = 10;
+   */
+  updatedAt: string;
+};
+
+/**
+ * Describes the message billing.payment.Refund.
+ * Use `create(RefundSchema)` to create a new message.
+ */
+export const RefundSchema: GenMessage<Refund> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 15);
 
 /**
  * PaymentService creates, reads, synchronises and refunds payments, and takes
