@@ -20,10 +20,35 @@
 //	  └────────────────── admin RetryEvent (attempts reset) ── failed
 //
 // A processing event whose claim (locked_until = claim + HandlerTimeout +
-// LockGrace) has passed belonged to a worker that died: it is reclaimed —
-// pending again, or failed when that was its last attempt. Every statement
-// that ends an attempt names the claim (id, locked_by, attempts), so a
-// worker whose claim expired can no longer change the event.
+// LockGrace) has passed belonged to a worker that died or a handler that
+// hung: it is reclaimed — pending again, or failed when that was its last
+// attempt.
+//
+// # Claims and fences
+//
+// Every claim gets a fresh token (events.claim_token). An attempt that
+// outlives its claim — its handler ignored the cancelled context, its
+// worker lost the event_worker role — must neither decide its event nor
+// commit work once another attempt may run, so:
+//
+//   - every statement that ends an attempt (done, failed, handed back)
+//     names (id, claim_token): a stale attempt's outcome is discarded;
+//   - handlers write through Event.Tx, whose transaction starts with
+//     store.HoldClaim: the token must still be the event's, its lease
+//     unexpired on the database clock, and the claiming node must hold an
+//     unexpired lease of the worker's leader role; the event row stays
+//     share-locked until the commit, so the reclaim cannot slip in between
+//     (it skips locked rows). A deposed leader therefore commits nothing,
+//     and claims nothing either (the claim checks the same lease);
+//   - within one process the worker never claims an event of an order for
+//     which one of its handler goroutines still runs, of this leadership
+//     session or an earlier one: a hung handler's order waits until it
+//     returns (other orders go on), so two attempts of one order never
+//     overlap here. Across processes the fence above is what counts.
+//
+// Stop, and the loss of the role, cancel running handlers and wait
+// LockGrace for them; one that ignores its context is abandoned (logged)
+// and keeps its slot and its order until it returns.
 //
 // # Order of events
 //
@@ -48,7 +73,8 @@
 //	outside the database (a provider call, a refund) is idempotent at its
 //	destination or leaves a durable mark that it happened.
 //
-// A handler must return when its context ends (HandlerTimeout, shutdown).
+// A handler must return when its context ends (HandlerTimeout, shutdown),
+// and writes through Event.Tx (see Claims and fences).
 // An error, a panic or the timeout fail the attempt; Permanent fails the
 // event at once. Periodic tasks (the payment timeout scan) run on the
 // leader as well (Worker.Every).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -23,6 +24,39 @@ type Event struct {
 	// the last one; when it fails the event is failed for good.
 	MaxAttempts int
 	CreatedAt   time.Time
+
+	// claim is the worker's claim of this attempt (nil for an Event built
+	// by hand, e.g. in a test that calls a handler directly), and
+	// leaderRole the lease role its transactions check; see Tx.
+	claim      *store.Claim
+	leaderRole string
+}
+
+// ErrClaimLost is returned by Tx when this attempt no longer holds its
+// claim (it ran out, the event was reclaimed, or this node lost the leader
+// role): nothing of the transaction was committed, and the handler should
+// return (the worker discards the attempt's outcome).
+var ErrClaimLost = store.ErrClaimLost
+
+// Tx runs fn in a transaction on db that commits only while this attempt
+// holds its claim: the transaction starts with store.HoldClaim, which
+// checks that the claim is still the event's and unexpired (and that this
+// node still holds the worker's leader role) and keeps the event row
+// share-locked until the commit, so the claim cannot be reclaimed in
+// between. A handler that outlives its claim — it ignored its cancelled
+// context, its worker lost leadership — thus commits nothing after another
+// attempt may have started. Handlers write through Tx; a write outside it
+// must be idempotent and harmless when repeated (a side effect elsewhere, a
+// note that one happened).
+func (e Event) Tx(ctx context.Context, db store.DB, fn func(tx pgx.Tx) error) error {
+	return store.WithTx(ctx, db, func(tx pgx.Tx) error {
+		if e.claim != nil {
+			if err := store.HoldClaim(ctx, tx, *e.claim, e.leaderRole); err != nil {
+				return err
+			}
+		}
+		return fn(tx)
+	})
 }
 
 // LastAttempt reports whether a failure of this attempt fails the event for
@@ -43,7 +77,8 @@ func fromRow(r store.Event, maxAttempts int) Event {
 // Handler handles the events of one type. It runs at least once per event
 // and maybe more often (a retry after a failure, a reclaim after a crash),
 // so it must be idempotent; see the package doc for the rule. It must
-// return when ctx is done. An error (or a panic) fails the attempt: the
+// return when ctx is done, and write through Event.Tx, so that an attempt
+// that outlived its claim commits nothing. An error (or a panic) fails the attempt: the
 // event is retried after a backoff, and failed after the last attempt. A
 // Permanent error fails the event at once.
 type Handler interface {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -43,7 +45,9 @@ type WorkerOptions struct {
 	HandlerTimeout time.Duration
 	// LockGrace is added to HandlerTimeout to make the claim's lease
 	// (events.locked_until): the time after which an event whose worker
-	// vanished is reclaimed (default 30 s).
+	// vanished is reclaimed (default 30 s). It is also how long a stopping
+	// worker waits for handlers it has cancelled before it gives up on them
+	// (see Stop).
 	LockGrace time.Duration
 	// RetryBase and RetryMax shape the backoff between attempts (defaults
 	// 10 s and 30 min; see Backoff).
@@ -111,6 +115,24 @@ type Worker struct {
 	log      *slog.Logger
 	handlers map[string]Handler
 	periodic []Periodic
+	// leaderRole is the lease role every handler transaction checks
+	// (Event.Tx): the leader's Role() when it has one, as *cluster.Elector
+	// does; empty, only the claim is checked.
+	leaderRole string
+
+	// slots bounds the handlers running in this process, across
+	// sessions: a handler that ignores its cancellation keeps its slot
+	// after its session ended, until it returns.
+	slots chan struct{}
+	// kick wakes the claim loop: a slot is free, or an order's handler
+	// returned (its next event may be due).
+	kick chan struct{}
+	// busy counts, per order, the handler goroutines of this process that
+	// have not returned yet, of this session or an earlier one. The claim
+	// skips these orders, so a new attempt never overlaps one that outlived
+	// its claim (its event reclaimed, its session ended).
+	busyMu sync.Mutex
+	busy   map[uuid.UUID]int
 
 	runMu    sync.Mutex
 	cancel   context.CancelFunc
@@ -124,10 +146,16 @@ func NewWorker(db store.DB, leader Leadership, opts WorkerOptions) (*Worker, err
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	return &Worker{
+	w := &Worker{
 		db: db, leader: leader, opts: opts, handlers: map[string]Handler{},
-		log: opts.Logger.With("node", opts.Node, "component", "event_worker"),
-	}, nil
+		log:   opts.Logger.With("node", opts.Node, "component", "event_worker"),
+		slots: make(chan struct{}, opts.Concurrency), kick: make(chan struct{}, 1),
+		busy: map[uuid.UUID]int{},
+	}
+	if r, ok := leader.(interface{ Role() string }); ok {
+		w.leaderRole = r.Role()
+	}
+	return w, nil
 }
 
 // Handle registers h for events of eventType. Call it before Start.
@@ -160,7 +188,10 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // Stop stops claiming, lets running handlers finish for up to
 // DrainTimeout, cancels the rest (their events go back to pending without
-// counting the attempt), and returns when nothing runs any more.
+// counting the attempt), and returns when nothing runs any more — or
+// LockGrace after the cancellation, when a handler ignores it: that one is
+// abandoned (logged), its outcome will be refused when it returns, and its
+// event is reclaimed when the claim expires.
 func (w *Worker) Stop() {
 	w.runMu.Lock()
 	cancel, stopping, done := w.cancel, w.stopping, w.done
@@ -225,9 +256,7 @@ type session struct {
 	// handlers' context: cancelled when the session ends, not before.
 	hctx     context.Context
 	hcancel  context.CancelFunc
-	slots    chan struct{}
 	inflight sync.WaitGroup
-	kick     chan struct{}
 	running  atomic.Int64
 	// lastReclaim: expired claims are looked for once per poll interval,
 	// not on every wake-up (they only appear after a lease has run out).
@@ -240,8 +269,6 @@ func (w *Worker) lead(parent context.Context, wake <-chan struct{}) *session {
 	s := &session{
 		w: w, loopCancel: loopCancel, loopDone: make(chan struct{}),
 		hctx: hctx, hcancel: hcancel,
-		slots: make(chan struct{}, w.opts.Concurrency),
-		kick:  make(chan struct{}, 1),
 	}
 	go s.loop(loopCtx, wake)
 	for _, p := range w.periodic {
@@ -255,24 +282,35 @@ func (w *Worker) lead(parent context.Context, wake <-chan struct{}) *session {
 }
 
 // stop ends the session: no more claims; with drain, running handlers get
-// DrainTimeout to finish before they are cancelled.
+// DrainTimeout to finish before they are cancelled. Cancelled handlers get
+// LockGrace to return; one that ignores its context is abandoned: it keeps
+// its order busy and its slot until it returns, and its outcome is refused
+// then if its claim was reclaimed meanwhile.
 func (s *session) stop(drain bool) {
 	s.loopCancel()
 	<-s.loopDone
-	if drain {
-		finished := make(chan struct{})
-		go func() { s.inflight.Wait(); close(finished) }()
-		t := time.NewTimer(s.w.opts.DrainTimeout)
+	finished := make(chan struct{})
+	go func() { s.inflight.Wait(); close(finished) }()
+	wait := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-finished:
+			return true
 		case <-t.C:
-			s.w.log.Warn("handlers still running after the drain timeout; cancelling them",
-				"running", s.running.Load(), "drain_timeout", s.w.opts.DrainTimeout.String())
+			return false
 		}
-		t.Stop()
+	}
+	if drain && !wait(s.w.opts.DrainTimeout) {
+		s.w.log.Warn("handlers still running after the drain timeout; cancelling them",
+			"running", s.running.Load(), "drain_timeout", s.w.opts.DrainTimeout.String())
 	}
 	s.hcancel()
-	s.inflight.Wait()
+	if !wait(s.w.opts.LockGrace) {
+		s.w.log.Error("handlers ignore their cancelled context; giving up on them: their outcome is refused "+
+			"once their claims are reclaimed, and their orders are not claimed here until they return",
+			"running", s.running.Load(), "waited", s.w.opts.LockGrace.String())
+	}
 }
 
 func (s *session) loop(ctx context.Context, wake <-chan struct{}) {
@@ -297,7 +335,7 @@ func (s *session) loop(ctx context.Context, wake <-chan struct{}) {
 			return
 		case <-poll.C:
 		case <-wake:
-		case <-s.kick:
+		case <-s.w.kick:
 		}
 	}
 }
@@ -315,52 +353,89 @@ func (s *session) round(ctx context.Context) error {
 		}
 		s.lastReclaim = time.Now()
 		for _, r := range reclaimed {
-			w.log.Warn("reclaimed an event whose worker vanished", "event_id", r.ID, "order_id", r.OrderID,
+			log := w.log.With("event_id", r.ID, "order_id", r.OrderID,
 				"event_type", r.EventType, "status", r.Status, "attempts", r.Attempts)
+			if w.isBusy(r.OrderID) {
+				log.Error("reclaimed an event whose handler still runs here past its claim (it ignores its context); " +
+					"its outcome will be refused, and its order waits until it returns")
+				continue
+			}
+			log.Warn("reclaimed an event whose worker vanished")
 		}
 	}
-	free := cap(s.slots) - len(s.slots)
+	free := cap(w.slots) - len(w.slots)
 	if free <= 0 {
 		return nil // a finishing handler kicks the loop
 	}
 	limit := min(w.opts.BatchSize, free)
 	lease := w.opts.HandlerTimeout + w.opts.LockGrace
-	claimed, err := store.ClaimEvents(ctx, w.db, w.opts.Node, limit, lease)
+	claimed, err := store.ClaimEvents(ctx, w.db, w.opts.Node, limit, lease, w.busyOrders(), w.leaderRole)
 	if err != nil {
 		return fmt.Errorf("claim events: %w", err)
 	}
 	for _, row := range claimed {
-		s.slots <- struct{}{} // never blocks: at most free were claimed
+		w.slots <- struct{}{} // never blocks: at most free were claimed, and only this loop takes slots
+		w.markBusy(row.OrderID, 1)
 		s.inflight.Add(1)
 		s.running.Add(1)
 		go func() {
 			defer func() {
 				s.running.Add(-1)
-				<-s.slots
+				w.markBusy(row.OrderID, -1)
+				<-w.slots
 				s.inflight.Done()
-				s.poke() // a slot is free, and the order's next event may be due
+				w.poke() // a slot is free, and the order's next event may be due
 			}()
 			s.handle(row)
 		}()
 	}
 	if len(claimed) == limit {
-		s.poke() // there may be more
+		w.poke() // there may be more
 	}
 	return nil
 }
 
-func (s *session) poke() {
+func (w *Worker) poke() {
 	select {
-	case s.kick <- struct{}{}:
+	case w.kick <- struct{}{}:
 	default:
 	}
 }
 
-// handle runs one attempt and records its outcome.
+// markBusy adds d to the handler goroutines running for order.
+func (w *Worker) markBusy(order uuid.UUID, d int) {
+	w.busyMu.Lock()
+	defer w.busyMu.Unlock()
+	if w.busy[order] += d; w.busy[order] <= 0 {
+		delete(w.busy, order)
+	}
+}
+
+func (w *Worker) isBusy(order uuid.UUID) bool {
+	w.busyMu.Lock()
+	defer w.busyMu.Unlock()
+	return w.busy[order] > 0
+}
+
+// busyOrders is the orders a handler of this process still runs for.
+func (w *Worker) busyOrders() []uuid.UUID {
+	w.busyMu.Lock()
+	defer w.busyMu.Unlock()
+	out := make([]uuid.UUID, 0, len(w.busy))
+	for id := range w.busy {
+		out = append(out, id)
+	}
+	return out
+}
+
+// handle runs one attempt and records its outcome. Every outcome statement
+// names the claim's token: when the claim was reclaimed meanwhile (the
+// handler outlived it), the outcome is discarded.
 func (s *session) handle(row store.Event) {
 	w := s.w
 	e := fromRow(row, w.opts.MaxAttempts)
 	claim := store.ClaimOf(row)
+	e.claim, e.leaderRole = &claim, w.leaderRole
 	log := w.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
 
 	ctx, cancel := context.WithTimeout(s.hctx, w.opts.HandlerTimeout)
@@ -373,20 +448,29 @@ func (s *session) handle(row store.Event) {
 	// The outcome is written even while stopping: a context of its own.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(s.hctx), 10*time.Second)
 	defer rcancel()
+	lost := func(what string, rerr error) {
+		if errors.Is(rerr, store.ErrNotFound) {
+			log.Warn("attempt outcome discarded: its claim was reclaimed (the handler outlived it)",
+				"outcome", what, "err", err, "took", took)
+			return
+		}
+		log.Error("could not record the attempt's outcome; its claim expires", "outcome", what, "err", err, "record_err", rerr)
+	}
 	switch {
 	case err == nil:
 		if rerr := store.CompleteEvent(rctx, w.db, claim); rerr != nil {
-			log.Error("event handled but its claim was lost; it will run again", "err", rerr)
+			lost("done", rerr)
 			return
 		}
 		log.Info("event done", "took", took)
-	case s.hctx.Err() != nil && !timedOut:
-		// Stopped under the handler's feet: not the event's fault.
+	case (s.hctx.Err() != nil && !timedOut) || errors.Is(err, store.ErrClaimLost):
+		// Stopped under the handler's feet, or its node lost the leader
+		// role its transactions are fenced with: not the event's fault.
 		if rerr := store.ReleaseEvent(rctx, w.db, claim); rerr != nil {
-			log.Warn("could not hand the event back; its claim expires", "err", rerr)
+			lost("handed back", rerr)
 			return
 		}
-		log.Info("event handed back: the worker is stopping", "err", err)
+		log.Info("event handed back: the worker is stopping or lost its role", "err", err)
 	default:
 		if timedOut {
 			err = fmt.Errorf("handler timed out after %s: %w", w.opts.HandlerTimeout, err)
@@ -399,7 +483,7 @@ func (s *session) handle(row store.Event) {
 		status, rerr := store.FailEventAttempt(rctx, w.db, claim, maxAttempts, backoff, truncate(err.Error(), 2000))
 		switch {
 		case rerr != nil:
-			log.Error("event attempt failed and its outcome could not be recorded; its claim expires", "err", err, "record_err", rerr)
+			lost("failed", rerr)
 		case status == store.EventFailed:
 			log.Error("event failed for good; an admin can retry it", "err", err, "took", took)
 		default:

@@ -24,7 +24,12 @@
 // Notifier, plugin.Plugins — so the payment domain, the plugin registry and
 // the notification channels can change behind them. They follow the
 // idempotency rule of internal/event: read the order under its row lock
-// and do nothing when the work is done.
+// and do nothing when the work is done. Every transaction of a handler is
+// the event's fenced one (event.Event.Tx): an attempt that outlived its
+// claim, or whose node lost the event_worker role, commits nothing. The
+// refund (the payment domain's own transactions, idempotent per order) and
+// the note that it happened are the exceptions, on purpose: money that
+// moved is recorded whichever attempt moved it.
 //
 // Provisioning happens outside any transaction (a slow provider holds no
 // lock); the provider must be idempotent on the order (http_provider's API

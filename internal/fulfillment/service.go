@@ -171,7 +171,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 
 	var req ProvisionRequest
 	done := false
-	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
 		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
@@ -236,7 +236,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 
 	externalID, details, perr := s.prov.Provision(ctx, req)
 	if perr == nil {
-		return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
 			o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
 			if err != nil {
 				return err
@@ -272,13 +272,16 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if !final {
-		if err := store.SetInstanceLastError(bctx, s.db, req.Instance.ID, truncate(perr.Error(), 1000), s.now()); err != nil {
+		err := e.Tx(bctx, s.db, func(tx pgx.Tx) error {
+			return store.SetInstanceLastError(bctx, tx, req.Instance.ID, truncate(perr.Error(), 1000), s.now())
+		})
+		if err != nil {
 			log.Warn("could not record the provisioning error on the instance", "err", err)
 		}
 		return perr
 	}
 	log.Warn("provisioning failed for good; cancelling the order", "err", perr)
-	return store.WithTx(bctx, s.db, func(tx pgx.Tx) error {
+	return e.Tx(bctx, s.db, func(tx pgx.Tx) error {
 		o, err := store.GetOrderForUpdate(bctx, tx, e.OrderID)
 		if err != nil {
 			return err
@@ -394,8 +397,10 @@ func (s *Service) HandleOrderCancelled(ctx context.Context, e event.Event) error
 			if err := s.refunder.RefundOrder(ctx, e.OrderID, p.Reason); err != nil {
 				return fmt.Errorf("refund: %w", err)
 			}
-			// Recorded even if the attempt's context ends right now: the
-			// money has moved.
+			// Recorded even if the attempt's context ends right now, and
+			// outside the claim's fence (event.Tx): the money has moved,
+			// whichever attempt moved it, and the mark only spares a later
+			// attempt asking the (idempotent) refunder again.
 			mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			err := s.audit(mctx, s.db, s.now(), ActionAutoRefund, "order", e.OrderID.String(), nil,
 				map[string]any{"event_id": e.ID, "reason": p.Reason})
@@ -414,7 +419,7 @@ func (s *Service) notify(ctx context.Context, e event.Event, data map[string]str
 	if s.notifier == nil {
 		return nil
 	}
-	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
 		o, err := store.GetOrder(ctx, tx, e.OrderID)
 		if err != nil {
 			return err

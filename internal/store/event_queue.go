@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,32 +19,45 @@ const (
 	EventFailed     = "failed"
 )
 
-// Claim is one attempt at an event as the worker holds it: the event id,
-// the node that claimed it and the attempt number. Finishing an attempt
-// names all three, so a worker whose claim expired and was taken over can
-// no longer change the event.
+// Claim is one attempt at an event as the worker holds it: the event id
+// and the claim's token (events.claim_token, new for every claim), plus the
+// node and attempt number for the logs. Finishing an attempt, and every
+// transaction of its handler (HoldClaim), names the token, so an attempt
+// whose claim expired and was reclaimed can no longer change the event.
 type Claim struct {
 	ID       uuid.UUID
+	Token    uuid.UUID
 	Node     string
 	Attempts int32
 }
 
 // ClaimOf is the claim behind an event row returned by ClaimEvents.
 func ClaimOf(e Event) Claim {
-	var node string
+	c := Claim{ID: e.ID, Attempts: e.Attempts}
 	if e.LockedBy != nil {
-		node = *e.LockedBy
+		c.Node = *e.LockedBy
 	}
-	return Claim{ID: e.ID, Node: node, Attempts: e.Attempts}
+	if e.ClaimToken != nil {
+		c.Token = *e.ClaimToken
+	}
+	return c
 }
+
+// ErrClaimLost: the attempt no longer holds its event's claim — the claim
+// ran out and was (or is about to be) reclaimed, or, with a leader role
+// named, the claiming node lost that role. Its transaction must not commit.
+var ErrClaimLost = errors.New("the event's claim was lost: this attempt may no longer commit")
 
 // ReclaimedEvent is a processing event whose claim had expired, as
 // ReclaimExpiredEvents left it (pending, or failed after its last attempt).
 type ReclaimedEvent = dbsqlc.ReclaimExpiredEventsRow
 
 // ClaimEvents claims up to limit due pending events for node, oldest first,
-// until lease from now (database clock), never two of one order and never
-// one whose order has an older event unfinished (see event_worker.sql).
+// until lease from now (database clock), never two of one order, never one
+// whose order has an older event unfinished, and never one of the orders in
+// busy (those this process still runs a handler for; see event_worker.sql).
+// With leaderRole, it claims nothing unless node holds an unexpired lease
+// of that role.
 //
 // The claim must walk events_pending_idx in order and stop after limit
 // eligible events, however large the backlog. PostgreSQL picks that plan
@@ -52,14 +66,23 @@ type ReclaimedEvent = dbsqlc.ReclaimExpiredEventsRow
 // sorts them instead, once per claim. Sorting is therefore switched off
 // for the claim's transaction (SET LOCAL), which leaves the ordered index
 // scan as the only plan.
-func ClaimEvents(ctx context.Context, db DB, node string, limit int, lease time.Duration) ([]Event, error) {
+func ClaimEvents(ctx context.Context, db DB, node string, limit int, lease time.Duration, busy []uuid.UUID, leaderRole string) ([]Event, error) {
+	if busy == nil {
+		busy = []uuid.UUID{} // ALL over an empty array is true; over NULL it is NULL
+	}
+	var role *string
+	if leaderRole != "" {
+		role = &leaderRole
+	}
 	var rows []Event
 	err := WithTx(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
 			return MapError(err)
 		}
 		var err error
-		rows, err = dbsqlc.New(tx).ClaimEvents(ctx, dbsqlc.ClaimEventsParams{Node: node, Lease: lease, MaxEvents: int32(limit)})
+		rows, err = dbsqlc.New(tx).ClaimEvents(ctx, dbsqlc.ClaimEventsParams{
+			Node: node, Lease: lease, BusyOrders: busy, LeaderRole: role, MaxEvents: int32(limit),
+		})
 		return MapError(err)
 	})
 	return rows, err
@@ -72,10 +95,28 @@ func ReclaimExpiredEvents(ctx context.Context, db DB, maxAttempts int) ([]Reclai
 	return rows, MapError(err)
 }
 
+// HoldClaim is the fence at the start of a handler's transaction tx: it
+// checks that c is still its event's claim, unexpired by the database
+// clock, and — when leaderRole is not empty — that c's node holds an
+// unexpired lease of that role, and share-locks the event row until tx
+// ends, so the claim cannot be reclaimed before tx commits. ErrClaimLost
+// when any of it does not hold.
+func HoldClaim(ctx context.Context, tx pgx.Tx, c Claim, leaderRole string) error {
+	var role *string
+	if leaderRole != "" {
+		role = &leaderRole
+	}
+	_, err := dbsqlc.New(tx).HoldEventClaim(ctx, dbsqlc.HoldEventClaimParams{ID: c.ID, ClaimToken: &c.Token, LeaderRole: role})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ErrClaimLost
+	}
+	return MapError(err)
+}
+
 // CompleteEvent marks the claimed event done. ErrNotFound when the claim
 // was lost.
 func CompleteEvent(ctx context.Context, db DB, c Claim) error {
-	n, err := dbsqlc.New(db).CompleteEvent(ctx, dbsqlc.CompleteEventParams{ID: c.ID, Node: c.Node, Attempts: c.Attempts})
+	n, err := dbsqlc.New(db).CompleteEvent(ctx, dbsqlc.CompleteEventParams{ID: c.ID, ClaimToken: &c.Token})
 	if err != nil {
 		return MapError(err)
 	}
@@ -92,7 +133,7 @@ func CompleteEvent(ctx context.Context, db DB, c Claim) error {
 func FailEventAttempt(ctx context.Context, db DB, c Claim, maxAttempts int, backoff time.Duration, lastError string) (string, error) {
 	st, err := dbsqlc.New(db).FailEventAttempt(ctx, dbsqlc.FailEventAttemptParams{
 		MaxAttempts: int32(maxAttempts), Backoff: backoff, LastError: lastError,
-		ID: c.ID, Node: c.Node, Attempts: c.Attempts,
+		ID: c.ID, ClaimToken: &c.Token,
 	})
 	return st, MapError(err)
 }
@@ -100,7 +141,7 @@ func FailEventAttempt(ctx context.Context, db DB, c Claim, maxAttempts int, back
 // ReleaseEvent hands a claimed event back without counting the attempt (the
 // worker stopped while it ran). ErrNotFound when the claim was lost.
 func ReleaseEvent(ctx context.Context, db DB, c Claim) error {
-	n, err := dbsqlc.New(db).ReleaseEvent(ctx, dbsqlc.ReleaseEventParams{ID: c.ID, Node: c.Node, Attempts: c.Attempts})
+	n, err := dbsqlc.New(db).ReleaseEvent(ctx, dbsqlc.ReleaseEventParams{ID: c.ID, ClaimToken: &c.Token})
 	if err != nil {
 		return MapError(err)
 	}

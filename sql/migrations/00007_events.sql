@@ -23,6 +23,12 @@ CREATE TABLE events (
     -- Node (nodes.id) that claimed the event, and until when its claim holds.
     locked_by    text,
     locked_until timestamptz,
+    -- A fresh random token per claim, NULL when not processing. Every
+    -- statement that ends an attempt, and every transaction of its handler,
+    -- names it: an attempt whose claim expired and was reclaimed can no
+    -- longer change the event or commit work (attempts is no such token: a
+    -- released claim does not count and an admin's retry resets it).
+    claim_token  uuid,
     last_error   text        NOT NULL DEFAULT '',
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),

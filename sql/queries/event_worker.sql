@@ -4,16 +4,24 @@
 -- the event_worker role runs these, but every statement is safe under
 -- concurrency anyway.
 --
--- A claim is identified by (id, locked_by, attempts): every statement that
--- ends an attempt names all three, so a worker whose claim expired and was
--- taken over can no longer change the event.
+-- A claim is identified by its claim_token, a fresh random uuid per claim:
+-- every statement that ends an attempt names (id, claim_token), and so does
+-- the check every handler transaction starts with (HoldEventClaim), so an
+-- attempt whose claim expired and was reclaimed can no longer change the
+-- event nor commit work. (attempts is no such token: a released claim does
+-- not count, and an admin's retry resets it to 0.)
 
 -- name: ClaimEvents :many
 -- Claims up to max_events due pending events, oldest first, and marks them
 -- processing for node until now() + lease. An event is never claimed while
 -- its order has another event processing or an older event still pending
 -- (older: created_at, then id): the events of one order run one at a time
--- and in order, and one batch never holds two events of one order.
+-- and in order, and one batch never holds two events of one order. Orders
+-- in busy_orders are skipped too: the claiming process still runs a handler
+-- for them (one that outlived its claim, whose event was reclaimed), and a
+-- new attempt must not overlap it.
+-- With leader_role, nothing is claimed unless node holds that role's
+-- lease (the same fence as HoldEventClaim).
 -- FOR UPDATE SKIP LOCKED: two claimers never take the same row and never
 -- wait for each other.
 --
@@ -34,6 +42,17 @@ WITH due AS (
     FROM events AS e
     WHERE e.status = 'pending'
       AND e.run_at <= now()
+      AND e.order_id <> ALL (@busy_orders::uuid[])
+      -- The claimer must hold an unexpired lease of its leader role (when
+      -- it names one): a node deposed before its trust window closed claims
+      -- nothing. Uncorrelated, so evaluated once per claim.
+      AND (sqlc.narg('leader_role')::text IS NULL OR EXISTS (
+          SELECT 1
+          FROM leader_leases AS l
+          WHERE l.role = sqlc.narg('leader_role')::text
+            AND l.holder = @node::text
+            AND l.expires_at > now()
+      ))
       AND NOT EXISTS (
           SELECT 1
           FROM events AS o
@@ -51,6 +70,7 @@ UPDATE events AS ev
 SET status = 'processing',
     locked_by = @node::text,
     locked_until = now() + @lease::interval,
+    claim_token = gen_random_uuid(),
     attempts = ev.attempts + 1,
     updated_at = now()
 FROM due
@@ -61,17 +81,50 @@ RETURNING ev.*;
 -- Processing events whose claim expired (their worker died or hung): back
 -- to pending, due at once, or to failed when that attempt was the last.
 -- The attempt counts as made: a poison event that kills its worker cannot
--- loop forever.
-UPDATE events
-SET status = CASE WHEN attempts >= @max_attempts::integer THEN 'failed' ELSE 'pending' END,
+-- loop forever. SKIP LOCKED: an event whose handler is committing right now
+-- (HoldEventClaim holds its row until that commit) is left for the next
+-- round instead of stalling the whole reclaim behind that transaction.
+WITH expired AS (
+    SELECT id
+    FROM events
+    WHERE status = 'processing'
+      AND locked_until <= now()
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE events AS ev
+SET status = CASE WHEN ev.attempts >= @max_attempts::integer THEN 'failed' ELSE 'pending' END,
     run_at = now(),
-    last_error = 'claim of ' || coalesce(locked_by, '?') || ' expired during attempt ' || attempts::text,
+    last_error = 'claim of ' || coalesce(ev.locked_by, '?') || ' expired during attempt ' || ev.attempts::text,
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
-WHERE status = 'processing'
-  AND locked_until <= now()
-RETURNING id, order_id, event_type, status, attempts, last_error;
+FROM expired
+WHERE ev.id = expired.id
+RETURNING ev.id, ev.order_id, ev.event_type, ev.status, ev.attempts, ev.last_error;
+
+-- name: HoldEventClaim :one
+-- The fence every handler transaction starts with: the attempt's claim is
+-- still the event's (same token, still processing), its lease has not run
+-- out on the database clock, and — when the worker names its leader role —
+-- the claiming node still holds an unexpired lease of that role. The row
+-- stays share-locked until the transaction ends, so the reclaim cannot take
+-- the event away between this check and the commit. No row: the claim is
+-- lost, and the transaction must roll back.
+SELECT e.id
+FROM events AS e
+WHERE e.id = @id
+  AND e.claim_token = @claim_token
+  AND e.status = 'processing'
+  AND e.locked_until > now()
+  AND (sqlc.narg('leader_role')::text IS NULL OR EXISTS (
+      SELECT 1
+      FROM leader_leases AS l
+      WHERE l.role = sqlc.narg('leader_role')::text
+        AND l.holder = e.locked_by
+        AND l.expires_at > now()
+  ))
+FOR SHARE OF e;
 
 -- name: CompleteEvent :execrows
 -- The attempt succeeded. No row: the claim was lost (see the file comment).
@@ -79,11 +132,11 @@ UPDATE events
 SET status = 'done',
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = @id
   AND status = 'processing'
-  AND locked_by = @node::text
-  AND attempts = @attempts;
+  AND claim_token = @claim_token;
 
 -- name: FailEventAttempt :one
 -- The attempt failed: back to pending, due after backoff, or failed when
@@ -95,11 +148,11 @@ SET status = CASE WHEN attempts >= @max_attempts::integer THEN 'failed' ELSE 'pe
     last_error = @last_error,
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = @id
   AND status = 'processing'
-  AND locked_by = @node::text
-  AND attempts = @attempts
+  AND claim_token = @claim_token
 RETURNING status;
 
 -- name: ReleaseEvent :execrows
@@ -111,11 +164,11 @@ SET status = 'pending',
     run_at = now(),
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = @id
   AND status = 'processing'
-  AND locked_by = @node::text
-  AND attempts = @attempts;
+  AND claim_token = @claim_token;
 
 -- name: GetEvent :one
 SELECT * FROM events

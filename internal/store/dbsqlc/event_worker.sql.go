@@ -19,6 +19,17 @@ WITH due AS (
     FROM events AS e
     WHERE e.status = 'pending'
       AND e.run_at <= now()
+      AND e.order_id <> ALL ($3::uuid[])
+      -- The claimer must hold an unexpired lease of its leader role (when
+      -- it names one): a node deposed before its trust window closed claims
+      -- nothing. Uncorrelated, so evaluated once per claim.
+      AND ($4::text IS NULL OR EXISTS (
+          SELECT 1
+          FROM leader_leases AS l
+          WHERE l.role = $4::text
+            AND l.holder = $1::text
+            AND l.expires_at > now()
+      ))
       AND NOT EXISTS (
           SELECT 1
           FROM events AS o
@@ -29,24 +40,27 @@ WITH due AS (
           OFFSET 0
       )
     ORDER BY e.run_at, e.created_at
-    LIMIT $3::integer
+    LIMIT $5::integer
     FOR UPDATE OF e SKIP LOCKED
 )
 UPDATE events AS ev
 SET status = 'processing',
     locked_by = $1::text,
     locked_until = now() + $2::interval,
+    claim_token = gen_random_uuid(),
     attempts = ev.attempts + 1,
     updated_at = now()
 FROM due
 WHERE ev.id = due.id
-RETURNING ev.id, ev.event_type, ev.payload, ev.status, ev.order_id, ev.attempts, ev.run_at, ev.locked_by, ev.locked_until, ev.last_error, ev.created_at, ev.updated_at
+RETURNING ev.id, ev.event_type, ev.payload, ev.status, ev.order_id, ev.attempts, ev.run_at, ev.locked_by, ev.locked_until, ev.claim_token, ev.last_error, ev.created_at, ev.updated_at
 `
 
 type ClaimEventsParams struct {
-	Node      string
-	Lease     time.Duration
-	MaxEvents int32
+	Node       string
+	Lease      time.Duration
+	BusyOrders []uuid.UUID
+	LeaderRole *string
+	MaxEvents  int32
 }
 
 // The event worker's side of the queue (events.sql inserts): claim, finish,
@@ -55,14 +69,22 @@ type ClaimEventsParams struct {
 // the event_worker role runs these, but every statement is safe under
 // concurrency anyway.
 //
-// A claim is identified by (id, locked_by, attempts): every statement that
-// ends an attempt names all three, so a worker whose claim expired and was
-// taken over can no longer change the event.
+// A claim is identified by its claim_token, a fresh random uuid per claim:
+// every statement that ends an attempt names (id, claim_token), and so does
+// the check every handler transaction starts with (HoldEventClaim), so an
+// attempt whose claim expired and was reclaimed can no longer change the
+// event nor commit work. (attempts is no such token: a released claim does
+// not count, and an admin's retry resets it to 0.)
 // Claims up to max_events due pending events, oldest first, and marks them
 // processing for node until now() + lease. An event is never claimed while
 // its order has another event processing or an older event still pending
 // (older: created_at, then id): the events of one order run one at a time
-// and in order, and one batch never holds two events of one order.
+// and in order, and one batch never holds two events of one order. Orders
+// in busy_orders are skipped too: the claiming process still runs a handler
+// for them (one that outlived its claim, whose event was reclaimed), and a
+// new attempt must not overlap it.
+// With leader_role, nothing is claimed unless node holds that role's
+// lease (the same fence as HoldEventClaim).
 // FOR UPDATE SKIP LOCKED: two claimers never take the same row and never
 // wait for each other.
 //
@@ -79,7 +101,13 @@ type ClaimEventsParams struct {
 // store.ClaimEvents runs it with sorting switched off, so that statistics
 // that do not know the backlog yet cannot choose a sort either.
 func (q *Queries) ClaimEvents(ctx context.Context, arg ClaimEventsParams) ([]Event, error) {
-	rows, err := q.db.Query(ctx, claimEvents, arg.Node, arg.Lease, arg.MaxEvents)
+	rows, err := q.db.Query(ctx, claimEvents,
+		arg.Node,
+		arg.Lease,
+		arg.BusyOrders,
+		arg.LeaderRole,
+		arg.MaxEvents,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +125,7 @@ func (q *Queries) ClaimEvents(ctx context.Context, arg ClaimEventsParams) ([]Eve
 			&i.RunAt,
 			&i.LockedBy,
 			&i.LockedUntil,
+			&i.ClaimToken,
 			&i.LastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,
@@ -116,22 +145,21 @@ UPDATE events
 SET status = 'done',
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = $1
   AND status = 'processing'
-  AND locked_by = $2::text
-  AND attempts = $3
+  AND claim_token = $2
 `
 
 type CompleteEventParams struct {
-	ID       uuid.UUID
-	Node     string
-	Attempts int32
+	ID         uuid.UUID
+	ClaimToken *uuid.UUID
 }
 
 // The attempt succeeded. No row: the claim was lost (see the file comment).
 func (q *Queries) CompleteEvent(ctx context.Context, arg CompleteEventParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeEvent, arg.ID, arg.Node, arg.Attempts)
+	result, err := q.db.Exec(ctx, completeEvent, arg.ID, arg.ClaimToken)
 	if err != nil {
 		return 0, err
 	}
@@ -166,11 +194,11 @@ SET status = CASE WHEN attempts >= $1::integer THEN 'failed' ELSE 'pending' END,
     last_error = $3,
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = $4
   AND status = 'processing'
-  AND locked_by = $5::text
-  AND attempts = $6
+  AND claim_token = $5
 RETURNING status
 `
 
@@ -179,8 +207,7 @@ type FailEventAttemptParams struct {
 	Backoff     time.Duration
 	LastError   string
 	ID          uuid.UUID
-	Node        string
-	Attempts    int32
+	ClaimToken  *uuid.UUID
 }
 
 // The attempt failed: back to pending, due after backoff, or failed when
@@ -192,8 +219,7 @@ func (q *Queries) FailEventAttempt(ctx context.Context, arg FailEventAttemptPara
 		arg.Backoff,
 		arg.LastError,
 		arg.ID,
-		arg.Node,
-		arg.Attempts,
+		arg.ClaimToken,
 	)
 	var status string
 	err := row.Scan(&status)
@@ -201,7 +227,7 @@ func (q *Queries) FailEventAttempt(ctx context.Context, arg FailEventAttemptPara
 }
 
 const getEvent = `-- name: GetEvent :one
-SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, last_error, created_at, updated_at FROM events
+SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, claim_token, last_error, created_at, updated_at FROM events
 WHERE id = $1
 `
 
@@ -218,6 +244,7 @@ func (q *Queries) GetEvent(ctx context.Context, id uuid.UUID) (Event, error) {
 		&i.RunAt,
 		&i.LockedBy,
 		&i.LockedUntil,
+		&i.ClaimToken,
 		&i.LastError,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -225,8 +252,45 @@ func (q *Queries) GetEvent(ctx context.Context, id uuid.UUID) (Event, error) {
 	return i, err
 }
 
+const holdEventClaim = `-- name: HoldEventClaim :one
+SELECT e.id
+FROM events AS e
+WHERE e.id = $1
+  AND e.claim_token = $2
+  AND e.status = 'processing'
+  AND e.locked_until > now()
+  AND ($3::text IS NULL OR EXISTS (
+      SELECT 1
+      FROM leader_leases AS l
+      WHERE l.role = $3::text
+        AND l.holder = e.locked_by
+        AND l.expires_at > now()
+  ))
+FOR SHARE OF e
+`
+
+type HoldEventClaimParams struct {
+	ID         uuid.UUID
+	ClaimToken *uuid.UUID
+	LeaderRole *string
+}
+
+// The fence every handler transaction starts with: the attempt's claim is
+// still the event's (same token, still processing), its lease has not run
+// out on the database clock, and — when the worker names its leader role —
+// the claiming node still holds an unexpired lease of that role. The row
+// stays share-locked until the transaction ends, so the reclaim cannot take
+// the event away between this check and the commit. No row: the claim is
+// lost, and the transaction must roll back.
+func (q *Queries) HoldEventClaim(ctx context.Context, arg HoldEventClaimParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, holdEventClaim, arg.ID, arg.ClaimToken, arg.LeaderRole)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const listEvents = `-- name: ListEvents :many
-SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, last_error, created_at, updated_at FROM events
+SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, claim_token, last_error, created_at, updated_at FROM events
 WHERE ($1::text IS NULL OR status = $1)
   AND ($2::text IS NULL OR event_type = $2)
   AND ($3::uuid IS NULL OR order_id = $3)
@@ -269,6 +333,7 @@ func (q *Queries) ListEvents(ctx context.Context, arg ListEventsParams) ([]Event
 			&i.RunAt,
 			&i.LockedBy,
 			&i.LockedUntil,
+			&i.ClaimToken,
 			&i.LastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,
@@ -319,16 +384,24 @@ func (q *Queries) ListPendingOrdersCreatedBefore(ctx context.Context, arg ListPe
 }
 
 const reclaimExpiredEvents = `-- name: ReclaimExpiredEvents :many
-UPDATE events
-SET status = CASE WHEN attempts >= $1::integer THEN 'failed' ELSE 'pending' END,
+WITH expired AS (
+    SELECT id
+    FROM events
+    WHERE status = 'processing'
+      AND locked_until <= now()
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE events AS ev
+SET status = CASE WHEN ev.attempts >= $1::integer THEN 'failed' ELSE 'pending' END,
     run_at = now(),
-    last_error = 'claim of ' || coalesce(locked_by, '?') || ' expired during attempt ' || attempts::text,
+    last_error = 'claim of ' || coalesce(ev.locked_by, '?') || ' expired during attempt ' || ev.attempts::text,
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
-WHERE status = 'processing'
-  AND locked_until <= now()
-RETURNING id, order_id, event_type, status, attempts, last_error
+FROM expired
+WHERE ev.id = expired.id
+RETURNING ev.id, ev.order_id, ev.event_type, ev.status, ev.attempts, ev.last_error
 `
 
 type ReclaimExpiredEventsRow struct {
@@ -343,7 +416,9 @@ type ReclaimExpiredEventsRow struct {
 // Processing events whose claim expired (their worker died or hung): back
 // to pending, due at once, or to failed when that attempt was the last.
 // The attempt counts as made: a poison event that kills its worker cannot
-// loop forever.
+// loop forever. SKIP LOCKED: an event whose handler is committing right now
+// (HoldEventClaim holds its row until that commit) is left for the next
+// round instead of stalling the whole reclaim behind that transaction.
 func (q *Queries) ReclaimExpiredEvents(ctx context.Context, maxAttempts int32) ([]ReclaimExpiredEventsRow, error) {
 	rows, err := q.db.Query(ctx, reclaimExpiredEvents, maxAttempts)
 	if err != nil {
@@ -378,23 +453,22 @@ SET status = 'pending',
     run_at = now(),
     locked_by = NULL,
     locked_until = NULL,
+    claim_token = NULL,
     updated_at = now()
 WHERE id = $1
   AND status = 'processing'
-  AND locked_by = $2::text
-  AND attempts = $3
+  AND claim_token = $2
 `
 
 type ReleaseEventParams struct {
-	ID       uuid.UUID
-	Node     string
-	Attempts int32
+	ID         uuid.UUID
+	ClaimToken *uuid.UUID
 }
 
 // The worker stopped (shutdown, lost leadership) while the attempt ran: the
 // event goes back to pending, due at once, and the attempt is not counted.
 func (q *Queries) ReleaseEvent(ctx context.Context, arg ReleaseEventParams) (int64, error) {
-	result, err := q.db.Exec(ctx, releaseEvent, arg.ID, arg.Node, arg.Attempts)
+	result, err := q.db.Exec(ctx, releaseEvent, arg.ID, arg.ClaimToken)
 	if err != nil {
 		return 0, err
 	}
@@ -409,7 +483,7 @@ SET status = 'pending',
     updated_at = now()
 WHERE id = $1
   AND status = 'failed'
-RETURNING id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, last_error, created_at, updated_at
+RETURNING id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, claim_token, last_error, created_at, updated_at
 `
 
 // An admin's retry of a failed event: pending, due at once, with a fresh
@@ -428,6 +502,7 @@ func (q *Queries) RetryFailedEvent(ctx context.Context, id uuid.UUID) (Event, er
 		&i.RunAt,
 		&i.LockedBy,
 		&i.LockedUntil,
+		&i.ClaimToken,
 		&i.LastError,
 		&i.CreatedAt,
 		&i.UpdatedAt,

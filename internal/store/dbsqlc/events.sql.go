@@ -14,7 +14,7 @@ import (
 const insertEvent = `-- name: InsertEvent :one
 INSERT INTO events (event_type, payload, order_id)
 VALUES ($1, $2, $3)
-RETURNING id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, last_error, created_at, updated_at
+RETURNING id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, claim_token, last_error, created_at, updated_at
 `
 
 type InsertEventParams struct {
@@ -38,6 +38,7 @@ func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (Event
 		&i.RunAt,
 		&i.LockedBy,
 		&i.LockedUntil,
+		&i.ClaimToken,
 		&i.LastError,
 		&i.CreatedAt,
 		&i.UpdatedAt,
@@ -46,7 +47,7 @@ func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (Event
 }
 
 const listOrderEvents = `-- name: ListOrderEvents :many
-SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, last_error, created_at, updated_at FROM events
+SELECT id, event_type, payload, status, order_id, attempts, run_at, locked_by, locked_until, claim_token, last_error, created_at, updated_at FROM events
 WHERE order_id = $1
 ORDER BY created_at, id
 `
@@ -71,6 +72,7 @@ func (q *Queries) ListOrderEvents(ctx context.Context, orderID uuid.UUID) ([]Eve
 			&i.RunAt,
 			&i.LockedBy,
 			&i.LockedUntil,
+			&i.ClaimToken,
 			&i.LastError,
 			&i.CreatedAt,
 			&i.UpdatedAt,

@@ -91,6 +91,7 @@ type Event struct {
 	RunAt       time.Time
 	LockedBy    *string
 	LockedUntil *time.Time
+	ClaimToken  *uuid.UUID
 	LastError   string
 	CreatedAt   time.Time
 	UpdatedAt   time.Time
