@@ -3,15 +3,14 @@ package money
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
-)
 
-const defaultTestDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	"github.com/rustbill/paymentd/internal/testdb"
+)
 
 type pgBundle struct {
 	ctx   context.Context
@@ -27,12 +26,14 @@ type pgBundle struct {
 func setupPostgres(t *testing.T) *pgBundle {
 	t.Helper()
 
-	url := os.Getenv("PAYMENTD_TEST_DATABASE_URL")
-	if url == "" {
-		url = defaultTestDatabaseURL
-	}
+	// The server testdb chooses: PAYMENTD_TEST_DATABASE_URL, else
+	// 127.0.0.1:5432, else the private cluster in .data/postgres.
+	bctx, bcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer bcancel()
+	url, err := testdb.BaseURL(bctx)
+	require.NoError(t, err, "no PostgreSQL to test against")
 	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err, "PAYMENTD_TEST_DATABASE_URL does not parse")
+	require.NoError(t, err, "the test database URL does not parse")
 	where := fmt.Sprintf("%s:%d/%s as %s", cfg.Host, cfg.Port, cfg.Database, cfg.User)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

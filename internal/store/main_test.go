@@ -17,14 +17,15 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/rustbill/paymentd/internal/testdb"
 )
 
 // The tests make their own scratch databases (scratch_schema_*) on the server
-// named by PAYMENTD_TEST_DATABASE_URL: one migrated template per test binary,
-// cloned for each test that needs the schema, and empty ones for the
-// migration tests. All are dropped again.
-
-const defaultTestDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+// testdb.BaseURL chooses (PAYMENTD_TEST_DATABASE_URL, else 127.0.0.1:5432,
+// else the private cluster in .data/postgres, so a bare machine works too):
+// one migrated template per test binary, cloned for each test that needs the
+// schema, and empty ones for the migration tests. All are dropped again.
 
 // migrationsDir is the goose migration set, read from disk as internal/migrate
 // embeds it.
@@ -46,10 +47,13 @@ func TestMain(m *testing.M) {
 }
 
 func baseURL() string {
-	if u := os.Getenv("PAYMENTD_TEST_DATABASE_URL"); u != "" {
-		return u
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	u, err := testdb.BaseURL(ctx)
+	if err != nil {
+		panic(fmt.Sprintf("store tests: no PostgreSQL to test against: %v", err))
 	}
-	return defaultTestDatabaseURL
+	return u
 }
 
 func baseConfig() (*pgx.ConnConfig, error) {
