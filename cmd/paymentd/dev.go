@@ -27,19 +27,26 @@ const (
 const devUsage = `Usage:
   paymentd dev [--config FILE]
   paymentd dev fake-epay [--help]
+  paymentd dev fake-provider [--help]
 
 Runs the service for local development: writes .data/dev.toml (a random JWT secret
 and bootstrap admin password) on first use, starts a private PostgreSQL in
 .data/postgres when [db].url is empty, prints where it listens and the admin login,
-and serves. fake-epay runs a fake epay gateway for demos. Never for production.
+and serves. fake-epay runs a fake epay gateway and fake-provider a fake instance-provider
+API, for demos. Never for production.
 `
 
 // cmdDev runs the service for local development: it writes a dev config with
 // a generated JWT secret and bootstrap password on first use, starts a private
 // PostgreSQL cluster when [db].url is empty, prints how to log in, and serves.
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "fake-epay" {
-		return cmdFakeEpay(ctx, args[1:], stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "fake-epay":
+			return cmdFakeEpay(ctx, args[1:], stdout, stderr)
+		case "fake-provider":
+			return cmdFakeProvider(ctx, args[1:], stdout, stderr)
+		}
 	}
 	fs := newFlags("dev", devUsage, stderr)
 	cfgPath := configFlag(fs)

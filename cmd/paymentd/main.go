@@ -7,6 +7,7 @@
 //	paymentd admin create-admin|reset-password --username U [--password-file F]
 //	paymentd verify  [--config FILE]           the ledger check
 //	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]
+//	paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN]
 //	paymentd plugin check FILE
 //	paymentd version
 //
@@ -54,6 +55,9 @@ Usage:
   paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL] [--pid ID] [--key KEY]
                                               run a fake epay gateway for demos until Ctrl-C,
                                               printing the merchant account to configure
+  paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN] [--provision-delay D]
+                                              run a fake instance-provider API for demos until
+                                              Ctrl-C, printing the http_provider settings
   paymentd plugin check [--type FOLDER] FILE  compile a plugin script, check its contract and
                                               version, dry-run info and config_schema;
                                               exit 1 naming the line when it fails
