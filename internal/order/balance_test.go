@@ -362,6 +362,7 @@ func TestConcurrentBalancePaymentsOfOneCustomerCannotOverspend(t *testing.T) {
 			require.Equal(t, paid, b.count(t, `SELECT count(*) FROM events WHERE event_type = 'order_paid'`))
 			require.Equal(t, paid, b.count(t, `SELECT count(*) FROM orders WHERE status = 'provisioning'`))
 			require.Equal(t, tc.n-paid, b.count(t, `SELECT count(*) FROM orders WHERE status = 'pending'`))
+			testfixture.CheckMoneyInvariants(t, b.pool)
 		})
 	}
 }
@@ -403,6 +404,8 @@ func TestConcurrentPaymentsOfTheSameOrderSucceedOnce(t *testing.T) {
 	require.Len(t, b.ledger(t, b.alice), 1)
 	require.Equal(t, 1, b.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, o.ID))
 	require.Len(t, b.events(t, o.ID), 1)
+	b.requireChain(t, b.alice, money.MustParse("1000.00"))
+	testfixture.CheckMoneyInvariants(t, b.pool)
 }
 
 // A cancel and a balance payment of one order queue on the order row:
@@ -435,6 +438,7 @@ func TestConcurrentCancelAndPaymentOfOneOrderLetExactlyOneWin(t *testing.T) {
 		}
 	}
 	b.requireChain(t, b.alice, money.MustParse("100.00"))
+	testfixture.CheckMoneyInvariants(t, b.pool)
 }
 
 // A balance payment holds its customer row while it waits for the order
@@ -471,4 +475,6 @@ func TestBalancePaymentWaitingForTheOrderDoesNotDeadlockAnOrderLockHolder(t *tes
 	require.NoError(t, holder.Commit(ctx))
 	require.NoError(t, <-done)
 	require.Equal(t, "provisioning", b.getOrder(t, o.ID).Status)
+	b.requireChain(t, b.alice, money.MustParse("50.00"))
+	testfixture.CheckMoneyInvariants(t, b.pool)
 }

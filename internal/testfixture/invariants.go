@@ -46,7 +46,8 @@ func violations(t testing.TB, db store.DB, rule, sql string) {
 // CheckMoneyInvariants checks, over the whole database, that no money was
 // created, lost or rounded away:
 //
-//   - no amount has more than two decimals;
+//   - every numeric column is one of the money columns, each NUMERIC(12,2),
+//     and no amount has more than two decimals;
 //   - every balance transaction has balance_after = balance_before + amount;
 //   - per payment, the succeeded refunds sum to refunded_amount, and the
 //     succeeded and pending ones together never exceed the amount;
@@ -58,6 +59,30 @@ func violations(t testing.TB, db store.DB, rule, sql string) {
 //     settled payments (without invoice) cover its total exactly once.
 func CheckMoneyInvariants(t testing.TB, db store.DB) {
 	t.Helper()
+	// A NUMERIC(12,2) column rounds what is written to it, so the values
+	// alone cannot show a third decimal that was rounded away: the columns
+	// must be exactly the money columns, each NUMERIC(12,2), and nothing
+	// else numeric may hold money unseen.
+	var declared []string
+	for _, c := range moneyColumns {
+		declared = append(declared, c.table+"."+c.column+" numeric(12,2)")
+	}
+	rows, err := db.Query(context.Background(), `SELECT c.table_name || '.' || c.column_name || ' ' || format_type(a.atttypid, a.atttypmod)
+		FROM information_schema.columns c
+		JOIN pg_attribute a ON a.attrelid = (quote_ident(c.table_schema) || '.' || quote_ident(c.table_name))::regclass
+		                   AND a.attname = c.column_name
+		WHERE c.table_schema = current_schema() AND c.data_type = 'numeric'
+		ORDER BY 1`)
+	require.NoError(t, err)
+	var numeric []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		numeric = append(numeric, s)
+	}
+	require.NoError(t, rows.Err())
+	rows.Close()
+	require.ElementsMatch(t, declared, numeric, "money invariant broken: every numeric column is a money column of NUMERIC(12,2)")
 	for _, c := range moneyColumns {
 		violations(t, db, c.table+"."+c.column+" has at most two decimals",
 			`SELECT id::text || ': ' || `+c.column+`::text FROM `+c.table+
