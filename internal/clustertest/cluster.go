@@ -206,11 +206,15 @@ type Lease struct {
 	Role, Holder string
 	Valid        bool
 	ExpiresIn    time.Duration
+	// ElectedAt and ExpiresAt are the term's start and end, and Now the
+	// database's clock when it was read.
+	ElectedAt, ExpiresAt, Now time.Time
 }
 
 // Leases reads leader_leases on the database clock.
 func (c *Cluster) Leases(ctx context.Context) (map[string]Lease, error) {
-	rows, err := c.Pool.Query(ctx, `SELECT role, holder, expires_at > now(), extract(epoch FROM expires_at - now())
+	rows, err := c.Pool.Query(ctx, `SELECT role, holder, expires_at > now(), extract(epoch FROM expires_at - now()),
+		elected_at, expires_at, now()
 		FROM leader_leases`)
 	if err != nil {
 		return nil, err
@@ -220,7 +224,7 @@ func (c *Cluster) Leases(ctx context.Context) (map[string]Lease, error) {
 	for rows.Next() {
 		var l Lease
 		var secs float64
-		if err := rows.Scan(&l.Role, &l.Holder, &l.Valid, &secs); err != nil {
+		if err := rows.Scan(&l.Role, &l.Holder, &l.Valid, &secs, &l.ElectedAt, &l.ExpiresAt, &l.Now); err != nil {
 			return nil, err
 		}
 		l.ExpiresIn = time.Duration(secs * float64(time.Second))

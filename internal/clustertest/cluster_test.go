@@ -148,19 +148,34 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 
 	// Crash the event_worker leader mid-load: no resignation, no handed
 	// back events. Another instance must take over within one TTL of the
-	// last renewal (the lease's remaining time at the kill), plus a renew
-	// interval for the follower to notice.
+	// kill. Measured on the database clock, from just before the kill to
+	// the successor's election, so the harness's polling is not part of it.
+	var killedAtDB time.Time
+	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAtDB))
 	leases, err := b.c.Leases(ctx)
 	require.NoError(t, err)
-	remaining := leases["event_worker"].ExpiresIn
+	dead := leases["event_worker"]
 	killedAt, err := worker.Kill()
 	require.NoError(t, err)
 	next, err := b.c.WaitLeader(ctx, "event_worker", worker)
 	require.NoError(t, err)
-	takeover := time.Since(killedAt)
+	observed := time.Since(killedAt)
+	leases, err = b.c.Leases(ctx)
+	require.NoError(t, err)
+	elected := leases["event_worker"].ElectedAt
+	takeover := elected.Sub(killedAtDB)
 	ttl := 3 * time.Second
-	t.Logf("event_worker: %s killed with %s of its lease left; %s took over after %s", worker.Name, remaining.Round(time.Millisecond), next.Name, takeover.Round(time.Millisecond))
-	require.Less(t, takeover, ttl+ttl/4+time.Second, "takeover within one TTL")
+	t.Logf("event_worker: %s killed (its lease, read just before, had %s left; it may have renewed once more); %s elected %s after the kill, seen by the harness after %s",
+		worker.Name, dead.ExpiresIn.Round(time.Millisecond), next.Name, takeover.Round(time.Millisecond), observed.Round(time.Millisecond))
+	// The dead leader's lease ran out at most one TTL after the kill (it
+	// renewed at the latest just before it); a follower bids 5 ms after
+	// the expiry it read from the database. The slack is that bid's
+	// wake-up and round trip in a process that shares 2 CPUs with two
+	// other busy instances, the load generator and other tests — process
+	// scheduling, not another renew interval.
+	const slack = 500 * time.Millisecond
+	require.Less(t, takeover, ttl+slack, "takeover within one TTL of the kill")
+	require.False(t, elected.Before(dead.ExpiresAt), "not before the dead leader's lease ran out")
 
 	// Keep the load on the two survivors for a while, then stop it.
 	time.Sleep(4 * time.Second)

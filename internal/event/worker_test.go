@@ -325,7 +325,7 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, next.name, now.Holder)
 	took := now.ElectedAt.Sub(killedAt)
-	t.Logf("leadership moved %s after the kill, %s after the dead lease expired (TTL %s)",
+	t.Logf("leadership moved %s after the kill, %s after the expiry of the lease as read before the kill (TTL %s)",
 		took.Round(time.Millisecond), now.ElectedAt.Sub(old.ExpiresAt).Round(time.Millisecond), ttl)
 	// The dead leader renewed at most a renew interval before the kill, so
 	// its lease ran out at most one TTL after it; the follower bids 5 ms
