@@ -1,0 +1,45 @@
+package payment
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/rpc"
+)
+
+// GetPaymentStats implements PaymentAdminService.GetPaymentStats.
+func (h *AdminHandler) GetPaymentStats(ctx context.Context, req *connect.Request[paymentpb.GetPaymentStatsRequest]) (*connect.Response[paymentpb.GetPaymentStatsResponse], error) {
+	var since *time.Time
+	if raw := req.Msg.GetSince(); raw != "" {
+		t, err := time.Parse(time.RFC3339Nano, raw)
+		if err != nil {
+			return nil, rpc.Error(ctx, h.log, apperr.New(apperr.InvalidArgument, "since: %q is not an RFC 3339 time such as 2024-05-01T00:00:00Z", raw))
+		}
+		since = &t
+	}
+	st, err := h.svc.PaymentStats(ctx, since)
+	if err != nil {
+		return nil, rpc.Error(ctx, h.log, err)
+	}
+	out := &paymentpb.GetPaymentStatsResponse{
+		Since: rpc.Time(st.Since), AsOf: rpc.Time(st.AsOf),
+		Total: uint64(st.Total), Pending: uint64(st.Pending), Success: uint64(st.Success),
+		Failed: uint64(st.Failed), Refunded: uint64(st.Refunded), PendingNow: uint64(st.PendingNow),
+		Succeeded: make([]*paymentpb.PaymentCurrencyTotal, 0, len(st.Succeeded)),
+	}
+	if st.HasRate {
+		out.SuccessRate = &st.SuccessRate
+	}
+	for _, c := range st.Succeeded {
+		out.Succeeded = append(out.Succeeded, &paymentpb.PaymentCurrencyTotal{
+			Currency: c.Currency, Payments: uint64(c.Payments),
+			Amount: money.FormatCents(c.AmountCents), RefundedAmount: money.FormatCents(c.RefundedCents),
+		})
+	}
+	return connect.NewResponse(out), nil
+}

@@ -1,0 +1,38 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// PaymentStatsGroup is what the payments of one status and currency created
+// in a window add up to. Sums are in cents: they may exceed NUMERIC(12,2).
+type PaymentStatsGroup struct {
+	Status        string
+	Currency      string
+	Payments      int64
+	AmountCents   int64
+	RefundedCents int64
+}
+
+// PaymentStatsSince groups the payments created at or after since by status
+// and currency.
+func PaymentStatsSince(ctx context.Context, db DB, since time.Time) ([]PaymentStatsGroup, error) {
+	rows, err := dbsqlc.New(db).PaymentStatsSince(ctx, since)
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]PaymentStatsGroup, len(rows))
+	for i, r := range rows {
+		out[i] = PaymentStatsGroup(r)
+	}
+	return out, nil
+}
+
+// CountPendingPayments counts every payment pending now.
+func CountPendingPayments(ctx context.Context, db DB) (int64, error) {
+	n, err := dbsqlc.New(db).CountPendingPayments(ctx)
+	return n, MapError(err)
+}

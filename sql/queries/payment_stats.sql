@@ -1,0 +1,23 @@
+-- Figures of the admin console's dashboard (PaymentAdminService.GetPaymentStats),
+-- computed by the database whatever the number of payments.
+
+-- name: PaymentStatsSince :many
+-- The payments created at or after @since, grouped by status and currency:
+-- a range of payments_created_at_idx (created_at DESC, id DESC), so a day's
+-- figures read that day's rows and nothing older. Sums are in cents as
+-- bigint: a sum of NUMERIC(12,2) amounts may leave that type's range.
+SELECT status, currency,
+       count(*) AS payments,
+       (sum(amount) * 100)::bigint AS amount_cents,
+       (sum(refunded_amount) * 100)::bigint AS refunded_cents
+FROM payments
+WHERE created_at >= @since::timestamptz
+GROUP BY status, currency
+ORDER BY status, currency;
+
+-- name: CountPendingPayments :one
+-- Every payment pending now, whenever it was created: the partial indexes
+-- on status = 'pending' (payments_reconcile_idx, payments_one_pending_key)
+-- hold exactly these rows.
+SELECT count(*) FROM payments
+WHERE status = 'pending';
