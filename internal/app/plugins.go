@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"net/http"
 
 	"connectrpc.com/connect"
 
@@ -15,20 +14,6 @@ import (
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/server"
 )
-
-// pluginHTTP adapts the outbound client to the plugin runtime's HTTPDoer.
-// The runtime does not import the client (it sits above it); errors pass
-// unchanged, so errors.Is(err, outbound.ErrCircuitOpen) still holds for a
-// plugin call that failed on an open circuit.
-func pluginHTTP(c *outbound.Client) plugin.HTTPDoer {
-	return plugin.HTTPDoerFunc(func(r *http.Request, idempotent bool) (*plugin.Response, error) {
-		resp, err := c.Do(r, idempotent)
-		if err != nil {
-			return nil, err
-		}
-		return &plugin.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
-	})
-}
 
 // startPlugins builds the process's one outbound client, the plugin runtime
 // whose HTTP goes through it, and the plugin registry, and starts the
@@ -46,7 +31,7 @@ func (a *App) startPlugins(ctx context.Context) error {
 	}
 	a.outbound = outbound.New(oo)
 	rt := plugin.NewRuntime(plugin.Options{
-		HTTP:   pluginHTTP(a.outbound),
+		HTTP:   plugin.Outbound(a.outbound),
 		Logger: a.log.With("component", "plugin"),
 		Now:    a.opts.clock,
 	})

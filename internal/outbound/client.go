@@ -152,7 +152,16 @@ type Client struct {
 
 	mu       sync.Mutex
 	breakers map[string]*hostBreaker // by host:port, created on first use
+	// tlsClients are the clients of DoTLS, one per client certificate
+	// (identity), oldest first in tlsOrder, at most maxTLSClients.
+	tlsClients map[string]*http.Client
+	tlsOrder   []string
 }
+
+// maxTLSClients bounds the transports DoTLS keeps for client certificates
+// (a few per gateway configuration that uses mutual TLS); the oldest is
+// closed when another certificate comes.
+const maxTLSClients = 32
 
 // New returns a Client with o's zero fields set to their defaults.
 func New(o Options) *Client {
@@ -162,25 +171,68 @@ func New(o Options) *Client {
 			"timeout", o.Timeout, "cooldown", o.Cooldown)
 	}
 	return &Client{
-		opts: o,
-		http: &http.Client{
-			Transport: o.Transport,
-			// A redirect is returned as the answer. Following it would send
-			// the call to a host whose breaker never sees it, and would turn
-			// a POST into a GET on 302/303.
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
-		},
-		log:      o.Logger,
-		breakers: make(map[string]*hostBreaker),
+		opts:       o,
+		http:       &http.Client{Transport: o.Transport, CheckRedirect: noRedirect},
+		log:        o.Logger,
+		breakers:   make(map[string]*hostBreaker),
+		tlsClients: make(map[string]*http.Client),
 	}
 }
 
-// CloseIdleConnections closes the transport's idle keep-alive connections;
+// CloseIdleConnections closes the transports' idle keep-alive connections;
 // call it on shutdown.
 func (c *Client) CloseIdleConnections() {
 	c.http.CloseIdleConnections()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, hc := range c.tlsClients {
+		hc.CloseIdleConnections()
+	}
+}
+
+// noRedirect returns a redirect as the answer. Following it would send the
+// call to a host whose breaker never sees it (with a client certificate,
+// the certificate would go along), and would turn a POST into a GET on
+// 302/303.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// DoTLS is Do with a client certificate, for gateways that demand mutual
+// TLS: cfg carries the certificate (and the CA to trust, when the host's is
+// private), identity names that combination (a hash of certificate, key
+// and CA), so that calls with the same certificate share one transport and
+// its keep-alive connections. Everything else is Do's: the host's breaker
+// (the same one as for its calls without a certificate), the retry rule,
+// the timeouts and the bound on the answer.
+func (c *Client) DoTLS(req *http.Request, idempotent bool, identity string, cfg *tls.Config) (*Response, error) {
+	if cfg == nil || identity == "" {
+		return nil, errors.New("outbound: DoTLS needs a TLS configuration and its identity")
+	}
+	return c.do(req, idempotent, c.tlsClient(identity, cfg))
+}
+
+// tlsClient returns the client of a certificate identity, made on first
+// use from the default transport's settings with cfg (TLS 1.2 at least).
+func (c *Client) tlsClient(identity string, cfg *tls.Config) *http.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hc, ok := c.tlsClients[identity]; ok {
+		return hc
+	}
+	tr := newTransport()
+	tr.TLSClientConfig = cfg.Clone()
+	if tr.TLSClientConfig.MinVersion < tls.VersionTLS12 {
+		tr.TLSClientConfig.MinVersion = tls.VersionTLS12
+	}
+	hc := &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	if len(c.tlsOrder) >= maxTLSClients {
+		oldest := c.tlsOrder[0]
+		c.tlsOrder = c.tlsOrder[1:]
+		c.tlsClients[oldest].CloseIdleConnections()
+		delete(c.tlsClients, oldest)
+	}
+	c.tlsClients[identity] = hc
+	c.tlsOrder = append(c.tlsOrder, identity)
+	return hc
 }
 
 // Do sends req. idempotent says whether the caller allows a resend: a payment
@@ -194,7 +246,12 @@ func (c *Client) CloseIdleConnections() {
 // (errors.Is(err, ErrCircuitOpen)) and nothing is sent. Like http.Client.Do,
 // Do consumes and closes req.Body. Errors name the method and host:port but
 // never the URL's path or query, which may carry credentials.
-func (c *Client) Do(req *http.Request, idempotent bool) (resp *Response, err error) {
+func (c *Client) Do(req *http.Request, idempotent bool) (*Response, error) {
+	return c.do(req, idempotent, c.http)
+}
+
+// do is Do and DoTLS, sending every attempt through hc.
+func (c *Client) do(req *http.Request, idempotent bool, hc *http.Client) (resp *Response, err error) {
 	if req == nil || req.URL == nil {
 		return nil, errors.New("outbound: nil request or URL")
 	}
@@ -234,7 +291,7 @@ func (c *Client) Do(req *http.Request, idempotent bool) (resp *Response, err err
 		exec = hb.retrying
 	}
 	resp, err = exec.WithContext(ctx).GetWithExecution(func(e failsafe.Execution[*Response]) (*Response, error) {
-		return c.attempt(e.Context(), req)
+		return c.attempt(e.Context(), hc, req)
 	})
 	switch {
 	case err == nil:
@@ -251,7 +308,7 @@ func (c *Client) Do(req *http.Request, idempotent bool) (resp *Response, err err
 // attempt sends one copy of req and reads the whole bounded body, so that a
 // connection dropped in the middle of the body is a transport error of this
 // attempt (retried, counted) rather than a surprise for the caller.
-func (c *Client) attempt(ctx context.Context, req *http.Request) (*Response, error) {
+func (c *Client) attempt(ctx context.Context, hc *http.Client, req *http.Request) (*Response, error) {
 	r := req.Clone(ctx)
 	if r.GetBody != nil {
 		r.Body, _ = r.GetBody() // replayable's GetBody cannot fail
@@ -259,7 +316,7 @@ func (c *Client) attempt(ctx context.Context, req *http.Request) (*Response, err
 	if c.opts.Propagator != nil {
 		c.opts.Propagator.Inject(ctx, propagation.HeaderCarrier(r.Header))
 	}
-	resp, err := c.http.Do(r)
+	resp, err := hc.Do(r)
 	if err != nil {
 		// *url.Error repeats the full URL, query string included.
 		if ue, ok := errors.AsType[*url.Error](err); ok {

@@ -2,8 +2,11 @@ package outbound
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -290,4 +293,39 @@ func TestHundredConcurrentCallsToAHealthyHostAllSucceed(t *testing.T) {
 	}
 	require.EqualValues(t, 100, srv.hits.Load())
 	require.Equal(t, BreakerStatus{Host: srv.host, State: StateClosed}, b.status(t, srv.host))
+}
+
+func TestDoTLSKeepsOneTransportPerCertificateAndBoundsThem(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	c := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(c.CloseIdleConnections)
+
+	call := func(identity string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+		require.NoError(t, err)
+		resp, err := c.DoTLS(req, false, identity, &tls.Config{RootCAs: roots})
+		require.NoError(t, err)
+		require.Equal(t, "ok", string(resp.Body))
+	}
+	call("cert-0")
+	call("cert-0")
+	require.Len(t, c.tlsClients, 1, "one certificate, one transport")
+	for i := 1; i <= maxTLSClients; i++ {
+		call(fmt.Sprintf("cert-%d", i))
+	}
+	require.Len(t, c.tlsClients, maxTLSClients)
+	require.NotContains(t, c.tlsClients, "cert-0", "the oldest transport is closed and dropped")
+	require.Len(t, c.tlsOrder, maxTLSClients)
+
+	req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+	require.NoError(t, err)
+	_, err = c.DoTLS(req, false, "", &tls.Config{})
+	require.ErrorContains(t, err, "needs a TLS configuration and its identity")
 }

@@ -127,14 +127,12 @@
 // Host functions take at most five arguments, strings or nil (json_encode
 // takes any value); a wrong count or type raises a Lua error naming the
 // function and the argument. HTTP goes through Options.HTTP, an HTTPDoer
-// that the outbound client satisfies through a small adapter (see Response):
-// idempotent is true for GET and for a POST whose options_json says
-// "retry": true, and false otherwise — a payment creation or a refund is
-// never sent twice blindly. http_mtls does not use it: the shared client has
-// one transport and no client certificate, so each mTLS request gets a
-// one-off transport with the certificate from request_json, one attempt, no
-// redirects, the call's deadline, 10 s dial and handshake timeouts, 64 KiB
-// of headers and a body bounded by the memory allowance; there is no
-// circuit breaker on that path. HTTP functions are refused while a script
-// loads.
+// that the service's one outbound client satisfies (Outbound): idempotent
+// is true for GET and for a POST whose options_json says "retry": true,
+// and false otherwise — a payment creation or a refund is never sent twice
+// blindly. http_mtls goes through it too (MTLSDoer): the certificate from
+// request_json is presented on a transport the client keeps per
+// certificate, under the host's circuit breaker, the same retry rule and
+// the same bounds; no redirect is followed. HTTP functions are refused
+// while a script loads.
 package plugin

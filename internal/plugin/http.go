@@ -3,14 +3,15 @@ package plugin
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -181,7 +182,7 @@ func (s *state) doHTTP(L *lua.LState, r *request) int {
 	if s.ctx == nil {
 		L.RaiseError("%s: not available while the script loads", r.fname)
 	}
-	if r.mtls == nil && s.env.http == nil {
+	if s.env.http == nil {
 		L.RaiseError("%s: outbound HTTP is not configured", r.fname)
 	}
 	u, err := url.Parse(r.url)
@@ -216,7 +217,7 @@ func (s *state) doHTTP(L *lua.LState, r *request) int {
 
 	var resp *Response
 	if r.mtls != nil {
-		resp, err = s.sendMTLS(req, r.mtls)
+		resp, err = s.sendMTLS(req, r.mtls, r.idempotent)
 	} else {
 		resp, err = s.env.http.Do(req, r.idempotent)
 	}
@@ -281,23 +282,19 @@ func responseJSON(resp *Response, binary bool) []byte {
 	return append(buf, '}')
 }
 
-// mTLS requests do not go through Options.HTTP: the shared client has one
-// transport for every host and no client certificate, and a certificate is
-// per gateway configuration. Each call builds a one-off transport holding the
-// certificate, sends one request (no retry: it is usually a payment or a
-// refund), follows no redirect (the certificate would go along) and closes
-// the connection. It is bounded like the rest of the call: the request
-// carries the call's deadline (and timeout_ms), dialling and the TLS
-// handshake have their own 10 s bounds, response headers are capped at 64
-// KiB and the body at what remains of the memory bound. It has no circuit
-// breaker: a failing mTLS endpoint costs each call its own timeout.
-const (
-	mtlsDialTimeout      = 10 * time.Second
-	mtlsHandshakeTimeout = 10 * time.Second
-	mtlsMaxHeaderBytes   = 64 << 10
-)
-
-func (s *state) sendMTLS(req *http.Request, spec *mtlsRequest) (*Response, error) {
+// mTLS requests go through Options.HTTP like every other request — the
+// outbound client, with its breaker per host, its timeouts and its bound on
+// the answer — when it can present a client certificate (MTLSDoer). The
+// certificate is per gateway configuration: the request names it by a
+// hash of certificate, key and CA, so the client keeps one transport (and
+// its keep-alive connections) per certificate. The call is retried only
+// when its options_json says "retry": true, like any POST; redirects are
+// not followed (the certificate would go along).
+func (s *state) sendMTLS(req *http.Request, spec *mtlsRequest, idempotent bool) (*Response, error) {
+	doer, ok := s.env.http.(MTLSDoer)
+	if !ok {
+		return nil, errors.New("mutual TLS is not configured")
+	}
 	cert, err := tls.X509KeyPair([]byte(spec.CertPEM), []byte(spec.KeyPEM))
 	if err != nil {
 		return nil, fmt.Errorf("client certificate: %w", err)
@@ -310,28 +307,10 @@ func (s *state) sendMTLS(req *http.Request, spec *mtlsRequest) (*Response, error
 		}
 		cfg.RootCAs = pool
 	}
-	tr := &http.Transport{
-		Proxy:                  http.ProxyFromEnvironment,
-		DialContext:            (&net.Dialer{Timeout: mtlsDialTimeout}).DialContext,
-		TLSClientConfig:        cfg,
-		TLSHandshakeTimeout:    mtlsHandshakeTimeout,
-		DisableKeepAlives:      true,
-		MaxResponseHeaderBytes: mtlsMaxHeaderBytes,
+	h := sha256.New()
+	for _, part := range []string{spec.CertPEM, spec.KeyPEM, spec.CAPEM} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{
-		Transport:     tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	limit := s.budget.remaining()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}, nil
+	return doer.DoTLS(req, idempotent, hex.EncodeToString(h.Sum(nil)), cfg)
 }

@@ -15,15 +15,20 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/outbound"
 )
 
 // sent is one request as the fake doer received it.
@@ -364,18 +369,31 @@ func TestHTTPMTLSPresentsTheClientCertificate(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(ca)
 
+	var conns atomic.Int32
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/broken" {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		_, _ = fmt.Fprintf(w, `{"cn":%q,"method":%q,"body":%q,"h":%q}`,
 			r.TLS.PeerCertificates[0].Subject.CommonName, r.Method, body, r.Header.Get("X-Sign"))
 	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
 	srv.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	serverCA := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 
-	b := setup(t) // no HTTPDoer: mTLS does not use it
+	// mTLS goes through the service's one client, like every request.
+	client := outbound.New(outbound.Options{Cooldown: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(client.CloseIdleConnections)
+	b := setup(t, func(o *Options) { o.HTTP = Outbound(client) })
 	request := func(cert, key, ca string) string {
 		req, err := json.Marshal(map[string]any{"headers": map[string]string{"X-Sign": "s1"}, "cert_pem": cert, "key_pem": key, "ca_pem": ca})
 		require.NoError(t, err)
@@ -391,6 +409,9 @@ func TestHTTPMTLSPresentsTheClientCertificate(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &resp))
 	require.Equal(t, 200, resp.Status)
 	require.JSONEq(t, `{"cn":"test false","method":"POST","body":"amount=1.00","h":"s1"}`, resp.Body)
+	_, err = b.run(t, `return http_mtls("GET", "`+srv.URL+`/again", "", `+request(clientCert, clientKey, serverCA)+`)`)
+	require.NoError(t, err)
+	require.Equal(t, int32(1), conns.Load(), "calls with one certificate share a kept-alive connection")
 
 	// A certificate the server does not trust, and a server the script does
 	// not trust, both fail the call.
@@ -400,4 +421,27 @@ func TestHTTPMTLSPresentsTheClientCertificate(t *testing.T) {
 	requireKind(t, err, KindScriptError, "certificate")
 	_, err = b.run(t, `return http_mtls("GET", "`+srv.URL+`", "", `+request("garbage", clientKey, serverCA)+`)`)
 	requireKind(t, err, KindScriptError, "client certificate")
+
+	// The host's circuit breaker counts mTLS calls like any other: after
+	// five 5xx answers it opens, for the certificate's calls and the plain
+	// ones to that host alike, and nothing more reaches it. (The refused
+	// handshakes above counted as failures too: a success first.)
+	_, err = b.run(t, `return http_mtls("GET", "`+srv.URL+`", "", `+request(clientCert, clientKey, serverCA)+`)`)
+	require.NoError(t, err)
+	for range 5 {
+		_, err = b.run(t, `return http_mtls("POST", "`+srv.URL+`/broken", "x", `+request(clientCert, clientKey, serverCA)+`)`)
+		require.NoError(t, err, "a 502 is an answer for the script")
+	}
+	_, err = b.run(t, `return http_mtls("GET", "`+srv.URL+`", "", `+request(clientCert, clientKey, serverCA)+`)`)
+	requireKind(t, err, KindScriptError, "circuit open")
+	_, err = b.run(t, `return http_get("`+srv.URL+`", "{}")`)
+	requireKind(t, err, KindScriptError, "circuit open")
+}
+
+func TestHTTPMTLSNeedsAClientThatCanPresentACertificate(t *testing.T) {
+	t.Parallel()
+	hb := setupHTTP(t) // a plain HTTPDoer
+	_, err := hb.run(t, `return http_mtls("GET", "https://example.com", "", '{"cert_pem":"x","key_pem":"y"}')`)
+	requireKind(t, err, KindScriptError, "mutual TLS is not configured")
+	require.Empty(t, hb.doer.requests(), "nothing was sent")
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/rustbill/paymentd/internal/outbound"
 )
 
 // Limits bound one contract call. Zero fields take the defaults of
@@ -58,29 +61,27 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Response is an HTTP answer as the host functions need it: the body already
-// read (and bounded) by the client. It mirrors outbound.Response, which this
-// package does not import: the plugin runtime sits above the outbound client
-// and must not depend on its internals, so the wiring adapts one to the other:
-//
-//	plugin.HTTPDoerFunc(func(r *http.Request, idem bool) (*plugin.Response, error) {
-//		resp, err := client.Do(r, idem)
-//		if err != nil {
-//			return nil, err // keep it: errors.Is(err, outbound.ErrCircuitOpen) must still work
-//		}
-//		return &plugin.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
-//	})
+// read (and bounded) by the client.
 type Response struct {
 	Status int
 	Header http.Header
 	Body   []byte
 }
 
-// HTTPDoer sends the requests of the http_* host functions (all but
-// http_mtls). The request carries the call's context; idempotent is true for
-// GET and for a POST whose options_json says "retry": true, and tells the
-// client whether it may send the request more than once.
+// HTTPDoer sends the requests of the http_* host functions. The request
+// carries the call's context; idempotent is true for GET and for a POST
+// whose options_json says "retry": true, and tells the client whether it
+// may send the request more than once. Outbound adapts the service's
+// outbound client.
 type HTTPDoer interface {
 	Do(req *http.Request, idempotent bool) (*Response, error)
+}
+
+// MTLSDoer is an HTTPDoer that can also present a client certificate, for
+// http_mtls: cfg carries it and identity names it (a hash of certificate,
+// key and CA). Without it http_mtls raises an error.
+type MTLSDoer interface {
+	DoTLS(req *http.Request, idempotent bool, identity string, cfg *tls.Config) (*Response, error)
 }
 
 // HTTPDoerFunc adapts a function to HTTPDoer.
@@ -88,6 +89,28 @@ type HTTPDoerFunc func(req *http.Request, idempotent bool) (*Response, error)
 
 func (f HTTPDoerFunc) Do(req *http.Request, idempotent bool) (*Response, error) {
 	return f(req, idempotent)
+}
+
+// Outbound adapts the service's one HTTP client to HTTPDoer and MTLSDoer.
+// Its errors pass unchanged, so errors.Is(err, outbound.ErrCircuitOpen)
+// still holds for a plugin call that failed on an open circuit.
+func Outbound(c *outbound.Client) HTTPDoer { return outboundDoer{c} }
+
+type outboundDoer struct{ c *outbound.Client }
+
+func (d outboundDoer) Do(req *http.Request, idempotent bool) (*Response, error) {
+	return response(d.c.Do(req, idempotent))
+}
+
+func (d outboundDoer) DoTLS(req *http.Request, idempotent bool, identity string, cfg *tls.Config) (*Response, error) {
+	return response(d.c.DoTLS(req, idempotent, identity, cfg))
+}
+
+func response(r *outbound.Response, err error) (*Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: r.Status, Header: r.Header, Body: r.Body}, nil
 }
 
 // Options configure a Runtime.

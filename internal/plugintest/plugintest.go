@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,17 +38,8 @@ func Client(t testing.TB) *outbound.Client {
 	return c
 }
 
-// Doer adapts the outbound client to the runtime's HTTPDoer, keeping the
-// client's errors as they are (errors.Is(err, outbound.ErrCircuitOpen)).
-func Doer(c *outbound.Client) plugin.HTTPDoer {
-	return plugin.HTTPDoerFunc(func(r *http.Request, idempotent bool) (*plugin.Response, error) {
-		resp, err := c.Do(r, idempotent)
-		if err != nil {
-			return nil, err
-		}
-		return &plugin.Response{Status: resp.Status, Header: resp.Header, Body: resp.Body}, nil
-	})
-}
+// Doer is the runtime's HTTPDoer over the outbound client (plugin.Outbound).
+func Doer(c *outbound.Client) plugin.HTTPDoer { return plugin.Outbound(c) }
 
 // TypeOf is the plugin type of a path under plugins/: its folder.
 func TypeOf(rel string) plugin.Type {
