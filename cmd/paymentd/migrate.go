@@ -42,7 +42,9 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 	switch fs.Arg(0) {
 	case "up":
-		if err := migrate.UpWith(ctx, db, migrate.Options{Wait: cfg.Cluster.MigrationWait}); err != nil {
+		if err := migrate.UpWith(ctx, db, migrate.Options{
+			Wait: cfg.Cluster.MigrationWait, LeaseTTL: cfg.Cluster.LeaseTTL, LeaseRenew: cfg.Cluster.LeaseRenew,
+		}); err != nil {
 			return err
 		}
 	case "down":

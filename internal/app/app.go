@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/cache"
+	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/concurrency"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/event"
@@ -54,6 +55,9 @@ type App struct {
 	reconciler *payment.Reconciler
 	// tel is metrics, tracing and the request observer (telemetry.go).
 	tel telemetry
+	// node is this process's cluster node id: the holder of its leases
+	// (migration, billing, event_worker) and its heartbeat row.
+	node string
 }
 
 // Option adjusts how New builds the App.
@@ -154,7 +158,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	// Request-scoped lines carry the request id, procedure, principal and
 	// trace id whatever logger the caller built.
 	log = logging.Contextual(log)
-	a := &App{cfg: cfg, log: log, opts: o, pool: pool}
+	a := &App{cfg: cfg, log: log, opts: o, pool: pool, node: cluster.NewNodeID()}
 	if err := a.init(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -165,7 +169,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 func (a *App) init(ctx context.Context) error {
 	start := time.Now()
 	db := stdlib.OpenDBFromPool(a.pool)
-	err := migrate.UpWith(ctx, db, migrate.Options{Logger: a.log, Wait: a.cfg.Cluster.MigrationWait})
+	err := migrate.UpWith(ctx, db, migrate.Options{
+		Logger: a.log, Wait: a.cfg.Cluster.MigrationWait,
+		Holder: a.node, LeaseTTL: a.cfg.Cluster.LeaseTTL, LeaseRenew: a.cfg.Cluster.LeaseRenew,
+	})
 	_ = db.Close()
 	if err != nil {
 		return err

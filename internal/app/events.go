@@ -53,7 +53,7 @@ func notifyOptions(c config.Notify) notify.Options {
 
 func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	c := a.cfg
-	b := &background{node: cluster.NewNodeID()}
+	b := &background{node: a.node}
 	b.listener = cluster.NewListener(cluster.ConnectLike(a.pool, "paymentd-"+b.node), cluster.ListenerOptions{Logger: a.log})
 	var err error
 	b.heartbeat, err = cluster.NewHeartbeat(a.pool, cluster.HeartbeatOptions{

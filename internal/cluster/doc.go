@@ -4,10 +4,12 @@
 //
 // # Leader roles
 //
-// A role (billing, event_worker; migration is an advisory lock in
-// internal/migrate) is a row of leader_leases with a holder, a term
-// (holder, elected_at) and an expiry, all on the DATABASE clock: instance
-// clocks never have to agree. An Elector campaigns for one role:
+// A role (migration, billing, event_worker) is a row of leader_leases
+// with a holder, a term (holder, elected_at) and an expiry, all on the
+// DATABASE clock: instance clocks never have to agree. (internal/migrate
+// holds the migration role's row only during a run, and guards the first
+// migrations, which create this table, with an advisory lock.) An Elector
+// campaigns for one role:
 //
 //	            AttemptElect succeeded (row free or expired)
 //	follower ─────────────────────────────────────────────▶ leader ──┐

@@ -8,8 +8,11 @@ import (
 )
 
 // Leader roles on the lease table (leader_leases_role_check). The migration
-// role is an advisory lock of internal/migrate, not an Elector.
+// role is held by internal/migrate for the length of a migration run: an
+// advisory lock (the lease table is created by a migration) and, once the
+// table exists, an Elector of this role like the others.
 const (
+	RoleMigration   = "migration"
 	RoleBilling     = "billing"
 	RoleEventWorker = "event_worker"
 )

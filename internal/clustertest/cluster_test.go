@@ -100,6 +100,25 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 	}
 	require.Equal(t, 1, migrators, "one instance applied the migrations")
 	require.Equal(t, 9, total)
+	// It did so under the `migration` lease, which nobody else held, and
+	// resigned it afterwards.
+	for _, n := range b.c.Nodes {
+		gained := 0
+		for _, ch := range n.Leadership() {
+			if ch.Role == "migration" && ch.Leading {
+				gained++
+			}
+		}
+		if n.Logged("migration applied") > 0 {
+			require.Equal(t, 1, gained, "%s migrated under the lease", n.Name)
+		} else {
+			require.Zero(t, gained, "%s had nothing to migrate and took no lease", n.Name)
+		}
+	}
+	require.NoError(t, b.c.CheckLeadership("migration"))
+	leases, err := b.c.Leases(ctx)
+	require.NoError(t, err)
+	require.NotContains(t, leases, "migration", "resigned when the run ended")
 
 	// One leader per role, and it is one of ours.
 	worker, err := b.c.WaitLeader(ctx, "event_worker", nil)
@@ -152,7 +171,7 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 	// the successor's election, so the harness's polling is not part of it.
 	var killedAtDB time.Time
 	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAtDB))
-	leases, err := b.c.Leases(ctx)
+	leases, err = b.c.Leases(ctx)
 	require.NoError(t, err)
 	dead := leases["event_worker"]
 	killedAt, err := worker.Kill()

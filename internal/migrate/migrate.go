@@ -1,10 +1,47 @@
-// Package migrate applies the embedded goose migrations.
+// Package migrate applies the embedded goose migrations under the
+// `migration` leader role.
 //
-// Only one instance may migrate at a time: the "migration" leader role is a
-// PostgreSQL session advisory lock held for the whole run (the lease table
-// itself is created by a migration, so it cannot guard the first one). An
-// instance that finds the lock taken waits for it, up to WaitTimeout, and then
-// finds nothing left to apply.
+// The role has two parts, because the lease table is itself created by a
+// migration (00008):
+//
+//  1. Mutual exclusion: a PostgreSQL session advisory lock (LockID) on a
+//     connection of the run's own, held for the whole run. It works on an
+//     empty database, and PostgreSQL drops it with the session, so a killed
+//     migrator never leaves it behind. An instance that finds it taken
+//     retries every 250 ms, up to Options.Wait ([cluster].migration_wait,
+//     60 s), and then, usually, finds nothing left to apply.
+//  2. The lease: while there is something to apply and leader_leases exists
+//     — from the start, or from the migration that creates it on — the
+//     lock's holder also holds the `migration` row of leader_leases, through
+//     a cluster.Elector on the lock's connection, exactly like `billing` and
+//     `event_worker`: holder, term and expiry on the database clock, renewed
+//     every [cluster].lease_renew, resigned when the run ends. The run is
+//     therefore visible in EventAdminService.ListLeaders, and a migrator
+//     killed mid-run (its lock gone with its session, its lease row not) is
+//     taken over as other roles are: the next instance, holding the lock,
+//     waits until that lease expires — its holder may still be alive behind
+//     a broken connection, and stops before its next migration once it
+//     cannot renew — and then migrates. Lock and lease share one session, so
+//     a migrator whose session dies loses both.
+//
+// A run:
+//
+//	take the lock (≤ Wait) ─▶ anything pending? ─no─▶ resign, unlock
+//	                               ▲      │yes
+//	                               │      ▼
+//	                               │   lease table? ─no──────────┐
+//	                               │      │yes                   │
+//	                               │      ▼                      │
+//	                               │   hold the lease (a dead    │
+//	                               │   one's expiry awaited,     │
+//	                               │   ≤ Wait); still leader?    │
+//	                               │      │yes (no: stop, error) │
+//	                               │      ▼                      ▼
+//	                               └── apply the next migration (its own
+//	                                   transaction, another connection)
+//
+// Down and DownTo (an operator's commands; rolling back 00008 drops the
+// lease table) hold the advisory lock only.
 package migrate
 
 import (
@@ -21,9 +58,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
+	"github.com/rustbill/paymentd/internal/cluster"
+	"github.com/rustbill/paymentd/internal/store"
 	sqlfs "github.com/rustbill/paymentd/sql"
 )
 
@@ -33,9 +73,8 @@ const WaitTimeout = 60 * time.Second
 // LockID keys the advisory lock of the migration role ("paymentd:migration").
 const LockID int64 = 0x7061796d_6d696772
 
-// pollInterval is how often a waiting instance retries the lock (goose's
-// session locker counts in whole seconds).
-const pollInterval = time.Second
+// pollInterval is how often a waiting instance retries the lock.
+const pollInterval = 250 * time.Millisecond
 
 // FS returns the migration files, rooted so that the names are "00001_….sql".
 func FS() fs.FS {
@@ -46,31 +85,51 @@ func FS() fs.FS {
 	return sub
 }
 
-// Options tune a provider; the zero value waits WaitTimeout and logs nothing.
+// Options tune a run; the zero value waits WaitTimeout, holds the lease
+// with the specification's 30 s TTL renewed every 10 s under a new node id,
+// and logs nothing.
 type Options struct {
 	Logger *slog.Logger
-	// Wait bounds how long to wait for another instance's migration run.
+	// Wait bounds how long to wait for another instance's migration run:
+	// for its lock, and then for a lease it left behind to expire.
 	Wait time.Duration
+	// Holder is this instance in the `migration` lease (its node id;
+	// default cluster.NewNodeID()).
+	Holder string
+	// LeaseTTL and LeaseRenew are the lease's time to live and renew
+	// interval ([cluster].lease_ttl and lease_renew).
+	LeaseTTL   time.Duration
+	LeaseRenew time.Duration
+
+	// beforeMigration (tests): called under the role before each
+	// migration is applied, with its version.
+	beforeMigration func(ctx context.Context, version int64) error
 }
 
-// NewProvider returns a goose provider over db that takes the migration lock.
-func NewProvider(db *sql.DB, o Options) (*goose.Provider, error) {
-	wait := o.Wait
-	if wait <= 0 {
-		wait = WaitTimeout
+func (o *Options) defaults() {
+	if o.Wait <= 0 {
+		o.Wait = WaitTimeout
 	}
-	tries := max(uint64(wait/pollInterval), 1)
-	locker, err := lock.NewPostgresSessionLocker(
-		lock.WithLockID(LockID),
-		lock.WithLockTimeout(uint64(pollInterval/time.Second), tries),
-	)
-	if err != nil {
-		return nil, err
+	if o.Holder == "" {
+		o.Holder = cluster.NewNodeID()
 	}
-	opts := []goose.ProviderOption{goose.WithSessionLocker(locker)}
-	if o.Logger != nil {
-		opts = append(opts, goose.WithSlog(o.Logger))
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 30 * time.Second
 	}
+	if o.LeaseRenew <= 0 {
+		o.LeaseRenew = o.LeaseTTL / 3
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func newProvider(db *sql.DB, log *slog.Logger) (*goose.Provider, error) {
+	var opts []goose.ProviderOption
+	if log != nil {
+		opts = append(opts, goose.WithSlog(log))
+	}
+	// No goose locker: the caller holds the role (withRole).
 	return goose.NewProvider(goose.DialectPostgres, db, FS(), opts...)
 }
 
@@ -80,52 +139,225 @@ func Up(ctx context.Context, db *sql.DB) error {
 	return UpWith(ctx, db, Options{})
 }
 
-// UpWith is Up with options.
+// UpWith is Up with options. db must use the pgx driver (stdlib).
 func UpWith(ctx context.Context, db *sql.DB, o Options) error {
-	p, err := NewProvider(db, o)
+	o.defaults()
+	p, err := newProvider(db, o.Logger)
 	if err != nil {
 		return err
 	}
-	results, err := p.Up(ctx)
+	return withRole(ctx, db, o, func(ctx context.Context, r *role) error {
+		for {
+			pending, err := p.HasPending(ctx)
+			if err != nil {
+				return fmt.Errorf("migrate up: %w", err)
+			}
+			if !pending {
+				return nil
+			}
+			if err := r.holdLease(ctx); err != nil {
+				return err
+			}
+			if o.beforeMigration != nil {
+				next, err := nextVersion(ctx, p)
+				if err != nil {
+					return err
+				}
+				if err := o.beforeMigration(ctx, next); err != nil {
+					return err
+				}
+			}
+			res, err := p.UpByOne(ctx)
+			if errors.Is(err, goose.ErrNoNextVersion) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("migrate up: %w", err)
+			}
+			// One line per migration this instance applied: the log says
+			// which instance migrated, and what (the others apply nothing).
+			o.Logger.InfoContext(ctx, "migration applied", "version", res.Source.Version,
+				"source", filepath.Base(res.Source.Path), "took", res.Duration.Round(time.Millisecond).String())
+		}
+	})
+}
+
+// nextVersion is the lowest version not applied yet.
+func nextVersion(ctx context.Context, p *goose.Provider) (int64, error) {
+	st, err := p.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("migrate up: %w", err)
+		return 0, err
 	}
-	// One line per migration this instance applied: the log says which
-	// instance migrated, and what (the others apply nothing).
-	if o.Logger != nil {
-		for _, r := range results {
-			o.Logger.InfoContext(ctx, "migration applied", "version", r.Source.Version,
-				"source", filepath.Base(r.Source.Path), "took", r.Duration.Round(time.Millisecond).String())
+	for _, s := range st {
+		if s.State == goose.StatePending {
+			return s.Source.Version, nil
 		}
 	}
-	return nil
+	return 0, goose.ErrNoNextVersion
 }
 
 // Down rolls back the most recent migration.
 func Down(ctx context.Context, db *sql.DB) error {
-	p, err := NewProvider(db, Options{})
+	o := Options{}
+	o.defaults()
+	p, err := newProvider(db, nil)
 	if err != nil {
 		return err
 	}
-	if _, err := p.Down(ctx); err != nil {
-		if errors.Is(err, goose.ErrNoNextVersion) {
-			return nil
+	return withRole(ctx, db, o, func(ctx context.Context, _ *role) error {
+		if _, err := p.Down(ctx); err != nil && !errors.Is(err, goose.ErrNoNextVersion) {
+			return fmt.Errorf("migrate down: %w", err)
 		}
-		return fmt.Errorf("migrate down: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // DownTo rolls back to version (0 removes everything).
 func DownTo(ctx context.Context, db *sql.DB, version int64) error {
-	p, err := NewProvider(db, Options{})
+	o := Options{}
+	o.defaults()
+	p, err := newProvider(db, nil)
 	if err != nil {
 		return err
 	}
-	if _, err := p.DownTo(ctx, version); err != nil {
-		return fmt.Errorf("migrate down to %d: %w", version, err)
+	return withRole(ctx, db, o, func(ctx context.Context, _ *role) error {
+		if _, err := p.DownTo(ctx, version); err != nil {
+			return fmt.Errorf("migrate down to %d: %w", version, err)
+		}
+		return nil
+	})
+}
+
+// role is the migration role held by one run: the advisory lock on conn
+// and, once taken, the `migration` lease through an Elector on conn too.
+// conn is used by one goroutine at a time: the run's until the elector
+// starts, the elector's until it is stopped.
+type role struct {
+	o        Options
+	conn     *pgx.Conn
+	log      *slog.Logger
+	deadline time.Time
+	lease    *cluster.Elector
+}
+
+// withRole runs fn holding the migration role (see the package doc).
+func withRole(ctx context.Context, db *sql.DB, o Options, fn func(ctx context.Context, r *role) error) error {
+	r := &role{o: o, log: o.Logger.With("role", cluster.RoleMigration, "node", o.Holder), deadline: time.Now().Add(o.Wait)}
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: connect: %w", err)
 	}
-	return nil
+	defer c.Close()
+	return c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("migrate: the database handle must use the pgx driver, not %T", dc)
+		}
+		r.conn = sc.Conn()
+		if err := r.lock(ctx); err != nil {
+			return err
+		}
+		defer r.unlock()
+		defer r.resign()
+		return fn(ctx, r)
+	})
+}
+
+// lock takes the advisory lock, retrying until the deadline.
+func (r *role) lock(ctx context.Context) error {
+	waiting := false
+	for {
+		ok, err := store.MigrationTryLock(ctx, r.conn, LockID)
+		if err != nil {
+			return fmt.Errorf("migrate: take the migration lock: %w", err)
+		}
+		if ok {
+			if waiting {
+				r.log.Info("migration lock taken after waiting")
+			}
+			return nil
+		}
+		left := time.Until(r.deadline)
+		if left <= 0 {
+			return fmt.Errorf("migrate: another instance held the migration role for %s ([cluster].migration_wait); giving up", r.o.Wait)
+		}
+		if !waiting {
+			waiting = true
+			r.log.Info("another instance is migrating; waiting for the migration role", "wait", r.o.Wait.String())
+		}
+		t := time.NewTimer(min(pollInterval, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// unlock releases the advisory lock. If that fails the connection is closed
+// (which releases it too), so that it cannot go back to the pool locked.
+func (r *role) unlock() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := store.MigrationUnlock(ctx, r.conn, LockID); err != nil {
+		r.log.Warn("could not release the migration lock; closing its connection", "err", err)
+		_ = r.conn.Close(ctx)
+	}
+}
+
+// holdLease makes sure the run holds the `migration` lease whenever the
+// lease table exists: it starts the elector the first time the table is
+// there and waits (until the deadline) to be elected, which takes until a
+// lease left by a killed migrator has expired. Once held, it checks the
+// lease is still trusted: a run that lost it must not apply more.
+func (r *role) holdLease(ctx context.Context) error {
+	if r.lease != nil {
+		if !r.lease.IsLeader() {
+			return errors.New("migrate: lost the migration lease (it could not be renewed in time); stopped before the next migration")
+		}
+		return nil
+	}
+	exists, err := store.LeaderLeasesTableExists(ctx, r.conn)
+	if err != nil {
+		return fmt.Errorf("migrate: look for the lease table: %w", err)
+	}
+	if !exists {
+		return nil // the advisory lock alone, until the table is created
+	}
+	e, err := cluster.NewElector(r.conn, cluster.ElectorOptions{
+		Role: cluster.RoleMigration, Holder: r.o.Holder, TTL: r.o.LeaseTTL, RenewInterval: r.o.LeaseRenew, Logger: r.o.Logger,
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	changes, unsubscribe := e.Subscribe()
+	defer unsubscribe()
+	if err := e.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	r.lease = e
+	t := time.NewTimer(max(time.Until(r.deadline), 0))
+	defer t.Stop()
+	for {
+		select {
+		case leading := <-changes:
+			if leading {
+				return nil
+			}
+		case <-t.C:
+			return fmt.Errorf("migrate: the migration lease stayed held by another instance for %s ([cluster].migration_wait); giving up", r.o.Wait)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// resign stops the elector, which resigns the lease if it is held.
+func (r *role) resign() {
+	if r.lease != nil {
+		r.lease.Stop()
+	}
 }
 
 // Status reports each migration and whether it is applied. It only reads, so

@@ -102,3 +102,25 @@ func ForgetSilentNodes(ctx context.Context, db DB, forgetAfter time.Duration) (i
 	n, err := dbsqlc.New(db).DeleteNodesSilentFor(ctx, forgetAfter)
 	return n, MapError(err)
 }
+
+// MigrationTryLock takes the migration role's session advisory lock lockID
+// on db, which must be one connection (the lock is the session's), without
+// waiting; false when another session holds it.
+func MigrationTryLock(ctx context.Context, db DB, lockID int64) (bool, error) {
+	ok, err := dbsqlc.New(db).MigrationTryLock(ctx, lockID)
+	return ok, MapError(err)
+}
+
+// MigrationUnlock releases the advisory lock lockID taken on the same
+// connection; false when this session did not hold it.
+func MigrationUnlock(ctx context.Context, db DB, lockID int64) (bool, error) {
+	ok, err := dbsqlc.New(db).MigrationUnlock(ctx, lockID)
+	return ok, MapError(err)
+}
+
+// LeaderLeasesTableExists reports whether the migrations have created the
+// lease table yet.
+func LeaderLeasesTableExists(ctx context.Context, db DB) (bool, error) {
+	ok, err := dbsqlc.New(db).LeaderLeasesTableExists(ctx)
+	return ok, MapError(err)
+}

@@ -39,3 +39,18 @@ WHERE role = @role
 SELECT role, holder, elected_at, expires_at, expires_at > now() AS valid
 FROM leader_leases
 WHERE role = @role;
+
+-- name: MigrationTryLock :one
+-- The migration role's mutual exclusion (internal/migrate): a session
+-- advisory lock, the one guard that works before leader_leases exists (a
+-- migration creates it). Released by MigrationUnlock or when the session
+-- ends, so a killed migrator never leaves it behind.
+SELECT pg_try_advisory_lock(@lock_id::bigint) AS locked;
+
+-- name: MigrationUnlock :one
+SELECT pg_advisory_unlock(@lock_id::bigint) AS unlocked;
+
+-- name: LeaderLeasesTableExists :one
+-- Whether the lease table exists yet (the migrator takes the `migration`
+-- lease row as soon as it does).
+SELECT (to_regclass('leader_leases') IS NOT NULL)::boolean AS present;

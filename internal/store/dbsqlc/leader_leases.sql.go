@@ -74,6 +74,19 @@ func (q *Queries) LeaderGet(ctx context.Context, role string) (LeaderGetRow, err
 	return i, err
 }
 
+const leaderLeasesTableExists = `-- name: LeaderLeasesTableExists :one
+SELECT (to_regclass('leader_leases') IS NOT NULL)::boolean AS present
+`
+
+// Whether the lease table exists yet (the migrator takes the `migration`
+// lease row as soon as it does).
+func (q *Queries) LeaderLeasesTableExists(ctx context.Context) (bool, error) {
+	row := q.db.QueryRow(ctx, leaderLeasesTableExists)
+	var present bool
+	err := row.Scan(&present)
+	return present, err
+}
+
 const leaderReElect = `-- name: LeaderReElect :one
 UPDATE leader_leases
 SET expires_at = now() + $1::interval
@@ -131,4 +144,30 @@ func (q *Queries) LeaderResign(ctx context.Context, arg LeaderResignParams) (int
 		return 0, err
 	}
 	return result.RowsAffected(), nil
+}
+
+const migrationTryLock = `-- name: MigrationTryLock :one
+SELECT pg_try_advisory_lock($1::bigint) AS locked
+`
+
+// The migration role's mutual exclusion (internal/migrate): a session
+// advisory lock, the one guard that works before leader_leases exists (a
+// migration creates it). Released by MigrationUnlock or when the session
+// ends, so a killed migrator never leaves it behind.
+func (q *Queries) MigrationTryLock(ctx context.Context, lockID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, migrationTryLock, lockID)
+	var locked bool
+	err := row.Scan(&locked)
+	return locked, err
+}
+
+const migrationUnlock = `-- name: MigrationUnlock :one
+SELECT pg_advisory_unlock($1::bigint) AS unlocked
+`
+
+func (q *Queries) MigrationUnlock(ctx context.Context, lockID int64) (bool, error) {
+	row := q.db.QueryRow(ctx, migrationUnlock, lockID)
+	var unlocked bool
+	err := row.Scan(&unlocked)
+	return unlocked, err
 }

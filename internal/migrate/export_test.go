@@ -1,0 +1,10 @@
+package migrate
+
+import "context"
+
+// WithBeforeMigration returns o with a hook called under the migration role
+// before each migration is applied (tests pause a run with it).
+func WithBeforeMigration(o Options, f func(ctx context.Context, version int64) error) Options {
+	o.beforeMigration = f
+	return o
+}
