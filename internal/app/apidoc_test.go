@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -230,7 +231,7 @@ func (inv invocation) request(t *testing.T, tool, api, grpcAddr string) request 
 			return inv.args[i]
 		}
 		switch a {
-		case "curl", "-s", "-i", "-plaintext", "--http2-prior-knowledge":
+		case "curl", "-s", "-i", "-plaintext", "-v", "--http2-prior-knowledge":
 		case "--protocol":
 			require.Equal(t, "grpc", next())
 		case "-H":
@@ -438,18 +439,33 @@ func abridge(v any, schemas bool) any {
 
 // The examples of docs/api.md are run, in document order, against a live
 // service: every curl command, and every buf curl command whose call may
-// be repeated; every grpcurl command (grpcurl is not installed) is
-// expanded by bash and its method and request body checked against the
-// descriptors. An example that needs a variable another example sets (or
+// be repeated. An example that needs a variable another example sets (or
 // declares after=Method) waits until that example ran.
 //
 // PAYMENTD_UPDATE_API_DOC=1 writes the answers the service gave into the
 // document's api-answer blocks instead of comparing them.
 func TestAPIDocExamplesRunAgainstALiveServer(t *testing.T) {
 	t.Parallel()
-	for _, tool := range []string{"bash", "curl"} {
-		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the API examples need %s on the PATH", tool)
+	runAPIDoc(t, "curl")
+}
+
+// The grpcurl form of every example of docs/api.md, run in document order
+// against a service of its own: grpcurl (pinned in tools/go.mod, built once
+// by the go command) makes every call, once examples included, gives the
+// variables later examples use, and its answers are checked against the
+// documented ones like curl's.
+func TestAPIDocGrpcurlExamplesRunAgainstALiveServer(t *testing.T) {
+	t.Parallel()
+	runAPIDoc(t, "grpcurl")
+}
+
+// runAPIDoc runs the examples with tool ("curl", with buf curl beside it,
+// or "grpcurl") making the calls; the three forms of each are first checked
+// to ask for the same thing.
+func runAPIDoc(t *testing.T, tool string) {
+	for _, need := range []string{"bash", "curl"} {
+		_, err := exec.LookPath(need)
+		require.NoError(t, err, "the API examples need %s on the PATH", need)
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
@@ -458,14 +474,11 @@ func TestAPIDocExamplesRunAgainstALiveServer(t *testing.T) {
 	require.NoError(t, err)
 	doc := string(raw)
 	examples := parseAPIDoc(t, doc)
-	update := os.Getenv("PAYMENTD_UPDATE_API_DOC") != ""
+	update := tool == "curl" && os.Getenv("PAYMENTD_UPDATE_API_DOC") != ""
 
-	// The buf the README's alias runs, built (or found in the build cache)
-	// by the go command from tools/go.mod.
-	goTool := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", "buf")
-	goTool.Dir = root
-	bufPath, err := goTool.Output()
-	require.NoError(t, err, "locating buf with go tool -n")
+	// The buf the README's alias runs and grpcurl, built (or found in the
+	// build cache) by the go command from tools/go.mod.
+	bufPath, grpcurlPath := pinnedTool(t, root, "buf"), pinnedTool(t, root, "grpcurl")
 
 	for _, ex := range examples {
 		inv := parseWithBash(t, (&docEnv{vars: placeholderVars()}).environ(), ex.curl)
@@ -493,7 +506,7 @@ func TestAPIDocExamplesRunAgainstALiveServer(t *testing.T) {
 	env := &docEnv{vars: map[string]string{
 		"API": r.baseURL, "GRPC": ln.Addr().String(), "ADMIN_PASSWORD": cfg.Bootstrap.AdminPassword,
 		"EPAY_URL": fake.URL() + "/", "EPAY_PID": epay.DefaultPID, "EPAY_KEY": epay.DefaultKey,
-		"PAYMENTD_DOC_BUF": strings.TrimSpace(string(bufPath)),
+		"PAYMENTD_DOC_BUF": bufPath, "PAYMENTD_DOC_GRPCURL": grpcurlPath,
 	}}
 	fixtures := docFixtures(t, r, fake, env)
 
@@ -528,14 +541,14 @@ func TestAPIDocExamplesRunAgainstALiveServer(t *testing.T) {
 	var run func(ex *docExample)
 	run = func(ex *docExample) {
 		t.Run(strings.TrimPrefix(ex.procedure, "/"), func(t *testing.T) {
-			runDocExample(t, ex, env, update)
+			runDocExample(t, ex, env, update, tool)
 		})
 		ex.ran = true
 		if ex.invalidates != "" {
 			for _, other := range examples {
 				if other != ex && (other.cookie == ex.invalidates || slices.ContainsFunc(other.sets, func(s [2]string) bool { return s[0] == ex.invalidates })) {
 					delete(env.vars, ex.invalidates)
-					runDocExample(t, other, env, false)
+					runDocExample(t, other, env, false, tool)
 				}
 			}
 		}
@@ -598,42 +611,62 @@ func servedServices(t *testing.T, baseURL string) []protoreflect.FullName {
 	return out
 }
 
+// pinnedTool is the path of a tool of tools/go.mod, built (or found in the
+// build cache) by the go command: what `go tool -modfile=tools/go.mod name`
+// runs.
+func pinnedTool(t *testing.T, root, name string) string {
+	t.Helper()
+	c := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", name)
+	c.Dir = root
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.Output()
+	require.NoError(t, err, "locating %s with go tool -n: %s", name, stderr.String())
+	return strings.TrimSpace(string(out))
+}
+
 // placeholderVars stand in for every variable when only the shape of a
 // command is looked at.
 func placeholderVars() map[string]string {
 	return map[string]string{"API": "http://api.test", "GRPC": "grpc.test:443"}
 }
 
-// runDocExample runs one example's curl (and buf curl) command and checks
-// the answers; grpcurl's command is checked against the descriptors.
-func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool) {
+// runDocExample runs one example with tool: its curl (and buf curl, when
+// the call may be repeated) command, or its grpcurl command; and checks the
+// answers.
+func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool, tool string) {
 	api, grpcAddr := env.vars["API"], env.vars["GRPC"]
 	// The three forms ask for the same thing.
 	reqs := map[string]request{}
-	for tool, cmd := range map[string]string{"buf": ex.buf, "grpcurl": ex.grpcurl, "curl": ex.curl} {
-		reqs[tool] = parseWithBash(t, env.environ(), cmd).request(t, tool, api, grpcAddr)
+	for form, cmd := range map[string]string{"buf": ex.buf, "grpcurl": ex.grpcurl, "curl": ex.curl} {
+		reqs[form] = parseWithBash(t, env.environ(), cmd).request(t, form, api, grpcAddr)
 	}
 	require.Equal(t, ex.procedure, reqs["buf"].procedure, "line %d: buf curl calls another procedure", ex.line)
 	require.Equal(t, ex.procedure, reqs["grpcurl"].procedure, "line %d: grpcurl calls another procedure", ex.line)
-	for _, tool := range []string{"buf", "grpcurl"} {
-		require.Equal(t, reqs["curl"].headers, reqs[tool].headers, "line %d: %s sends other credentials than curl", ex.line, tool)
-		require.JSONEq(t, reqs["curl"].body, reqs[tool].body, "line %d: %s sends another body than curl", ex.line, tool)
+	for _, form := range []string{"buf", "grpcurl"} {
+		require.Equal(t, reqs["curl"].headers, reqs[form].headers, "line %d: %s sends other credentials than curl", ex.line, form)
+		require.JSONEq(t, reqs["curl"].body, reqs[form].body, "line %d: %s sends another body than curl", ex.line, form)
 	}
 	md := method(t, ex.procedure)
 	in := dynamicpb.NewMessage(md.Input())
 	require.NoError(t, protojson.Unmarshal([]byte(reqs["curl"].body), in), "line %d: the request body does not fit %s", ex.line, md.Input().FullName())
 
-	// curl, for real.
-	c := exec.Command("bash", "-c", ex.curl)
-	c.Env = env.environ()
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
-	require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.curl, stderr.String())
-	body := string(out)
 	var header http.Header
-	if ex.headers {
-		header, body = splitHTTP(t, body)
+	var body string
+	if tool == "grpcurl" {
+		header, body = runGrpcurl(t, ex, env)
+	} else {
+		// curl, for real.
+		c := exec.Command("bash", "-c", ex.curl)
+		c.Env = env.environ()
+		var stderr bytes.Buffer
+		c.Stderr = &stderr
+		out, err := c.Output()
+		require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.curl, stderr.String())
+		body = string(out)
+		if ex.headers {
+			header, body = splitHTTP(t, body)
+		}
 	}
 	var got map[string]any
 	require.NoError(t, json.Unmarshal([]byte(body), &got), "line %d: not JSON: %q", ex.line, body)
@@ -651,7 +684,7 @@ func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool) {
 		require.Equal(t, code, got["code"], "line %d: %s answered %v", ex.line, ex.procedure, got)
 	} else {
 		require.NotContains(t, got, "code", "line %d: %s failed: %v", ex.line, ex.procedure, got)
-		require.NoError(t, checkShape(want, got, "answer", true), "line %d: %s answered %s", ex.line, ex.procedure, body)
+		require.NoError(t, checkShape(want, got, "answer", true), "line %d: %s answered %s to %s", ex.line, ex.procedure, body, tool)
 	}
 	for _, s := range ex.sets {
 		v, ok := jsonPath(got, s[1])
@@ -665,12 +698,12 @@ func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool) {
 	}
 
 	// buf curl, for real, when the call can be repeated.
-	if ex.once {
+	if tool != "curl" || ex.once {
 		return
 	}
-	c = exec.Command("bash", "-c", "buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+ex.buf)
+	c := exec.Command("bash", "-c", "buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+ex.buf)
 	c.Env = env.environ()
-	stderr.Reset()
+	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	bufOut, err := c.Output()
 	if code := errorCode(want); code != "" {
@@ -682,6 +715,61 @@ func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool) {
 	var bufGot map[string]any
 	require.NoError(t, json.Unmarshal(bufOut, &bufGot), "line %d: buf curl printed %q", ex.line, bufOut)
 	require.NoError(t, checkShape(want, bufGot, "buf answer", true), "line %d: buf curl answered %s", ex.line, bufOut)
+}
+
+// runGrpcurl runs an example's grpcurl command with the pinned grpcurl and
+// returns what it answered as Connect JSON would: the message, or for a
+// failed call {"code", "message"} with the code in Connect's spelling.
+// With -v (the examples that need a response header, as curl needs -i)
+// the response headers come back too.
+func runGrpcurl(t *testing.T, ex *docExample, env *docEnv) (http.Header, string) {
+	t.Helper()
+	c := exec.Command("bash", "-c", "grpcurl() { \"$PAYMENTD_DOC_GRPCURL\" \"$@\"; }\n"+ex.grpcurl)
+	c.Env = env.environ()
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	out := stdout.String()
+	if err != nil {
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "line %d: %s", ex.line, ex.grpcurl)
+		m := grpcurlErrorRE.FindStringSubmatch(stderr.String())
+		require.NotNil(t, m, "line %d: grpcurl failed without a status: %s\n%s", ex.line, ex.grpcurl, stderr.String())
+		code, ok := connectCodeOfGRPCName(m[1])
+		require.True(t, ok, "line %d: grpcurl printed an unknown code %q", ex.line, m[1])
+		return nil, mustIndent(t, map[string]any{"code": code.String(), "message": m[2]})
+	}
+	if !ex.headers {
+		return nil, out
+	}
+	require.True(t, slices.Contains(strings.Fields(ex.grpcurl), "-v"), "line %d: the example needs a response header: grpcurl prints them with -v", ex.line)
+	head, rest, ok := strings.Cut(out, "\nResponse headers received:\n")
+	require.True(t, ok, "line %d: no response headers in grpcurl -v's output: %s", ex.line, out)
+	_ = head
+	headers, rest, ok := strings.Cut(rest, "\n\nResponse contents:\n")
+	require.True(t, ok, "line %d: no response contents in grpcurl -v's output: %s", ex.line, out)
+	body, _, ok := strings.Cut(rest, "\n\nResponse trailers received:")
+	require.True(t, ok, "line %d: no response trailers in grpcurl -v's output: %s", ex.line, out)
+	h := http.Header{}
+	for _, l := range strings.Split(headers, "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+	}
+	return h, body
+}
+
+// grpcurlErrorRE reads grpcurl's report of a failed call.
+var grpcurlErrorRE = regexp.MustCompile(`(?m)^ERROR:\n\s+Code: (\w+)\n\s+Message: (.*)$`)
+
+// connectCodeOfGRPCName maps gRPC's name of a status code (NotFound) to
+// Connect's code (not_found): the numbers are the same.
+func connectCodeOfGRPCName(name string) (connect.Code, bool) {
+	for c := codes.Canceled; c <= codes.Unauthenticated; c++ {
+		if c.String() == name {
+			return connect.Code(c), true
+		}
+	}
+	return 0, false
 }
 
 func copyJSON(t *testing.T, v any) any {
@@ -775,25 +863,54 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func(
 	}
 }
 
+// readmeScript joins README.md's ```sh <kind> blocks into one script.
+func readmeScript(t *testing.T, root, kind string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
+	require.NoError(t, err)
+	var script strings.Builder
+	for _, m := range regexp.MustCompile("(?s)```sh "+kind+"\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		script.WriteString(m[1])
+	}
+	require.NotEmpty(t, script.String(), "README.md has no ```sh %s blocks", kind)
+	return script.String()
+}
+
+// runREADMEScript runs a README script with bash (set -euo pipefail) in a
+// directory whose .data/dev.toml holds the admin password as `task run`
+// writes it, with buf and grpcurl the pinned ones, after replacing the
+// default addresses as replace says; it returns what the script printed.
+func runREADMEScript(t *testing.T, root, script, adminPassword string, replace ...string) string {
+	t.Helper()
+	for _, tool := range []string{"bash", "curl", "jq", "sed"} {
+		_, err := exec.LookPath(tool)
+		require.NoError(t, err, "the README's examples need %s on the PATH", tool)
+	}
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".data"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".data", "dev.toml"),
+		[]byte("[bootstrap]\nadmin_username = \"admin\"\nadmin_password = \""+adminPassword+"\"\n"), 0o600))
+	body := strings.NewReplacer(replace...).Replace(script)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+
+		"buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\ngrpcurl() { \"$PAYMENTD_DOC_GRPCURL\" \"$@\"; }\n"+body)
+	c.Dir = dir
+	c.Env = append((&docEnv{}).environ(), "PAYMENTD_DOC_BUF="+pinnedTool(t, root, "buf"), "PAYMENTD_DOC_GRPCURL="+pinnedTool(t, root, "grpcurl"))
+	out, err := c.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return string(out)
+}
+
 // The README's quick start, its ```sh quickstart blocks joined into one
 // script, runs against a live service and a fake epay gateway: the
 // default addresses are replaced by the test's, and .data/dev.toml holds
 // the admin password as `task run` writes it.
 func TestREADMEQuickStartRuns(t *testing.T) {
 	t.Parallel()
-	for _, tool := range []string{"bash", "curl", "jq", "sed"} {
-		_, err := exec.LookPath(tool)
-		require.NoError(t, err, "the quick start needs %s on the PATH", tool)
-	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
-	raw, err := os.ReadFile(filepath.Join(root, "README.md"))
-	require.NoError(t, err)
-	var script strings.Builder
-	for _, m := range regexp.MustCompile("(?s)```sh quickstart\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
-		script.WriteString(m[1])
-	}
-	require.NotEmpty(t, script.String(), "README.md has no quickstart blocks")
+	script := readmeScript(t, root, "quickstart")
 
 	fake := epay.New(epay.Options{NotifyScale: 0.0001})
 	require.NoError(t, fake.Start())
@@ -806,23 +923,33 @@ func TestREADMEQuickStartRuns(t *testing.T) {
 	cfg.Events.PollInterval = 100 * time.Millisecond
 	r := startOn(t, cfg, ln)
 
-	dir := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".data"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, ".data", "dev.toml"),
-		[]byte("[bootstrap]\nadmin_username = \"admin\"\nadmin_password = \""+cfg.Bootstrap.AdminPassword+"\"\n"), 0o600))
-	goTool := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", "buf")
-	goTool.Dir = root
-	bufPath, err := goTool.Output()
-	require.NoError(t, err)
+	out := runREADMEScript(t, root, script, cfg.Bootstrap.AdminPassword,
+		"http://127.0.0.1:50051", r.baseURL, "http://127.0.0.1:8090", fake.URL())
+	require.Contains(t, out, `"status": "success"`)
+	require.Regexp(t, `order [0-9a-f-]{36} is paid and active`, out)
+}
 
-	body := strings.NewReplacer("http://127.0.0.1:50051", r.baseURL, "http://127.0.0.1:8090", fake.URL()).Replace(script.String())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\nbuf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+body)
-	c.Dir = dir
-	c.Env = append((&docEnv{}).environ(), "PAYMENTD_DOC_BUF="+strings.TrimSpace(string(bufPath)))
-	out, err := c.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), `"status": "success"`)
-	require.Regexp(t, `order [0-9a-f-]{36} is paid and active`, string(out))
+// The README's "Calling the service" block runs as written against a live
+// service, and each of the three credential kinds is accepted for what it
+// is: the customer's token, the admin's cookie jar, the customer's API key.
+func TestREADMECallingTheServiceRuns(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	script := readmeScript(t, root, "calling")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Plugins.Dir = pluginDir(t)
+	r := startOn(t, cfg, ln)
+
+	out := runREADMEScript(t, root, script, cfg.Bootstrap.AdminPassword,
+		"http://127.0.0.1:50051", r.baseURL, "GRPC=127.0.0.1:50051", "GRPC="+ln.Addr().String())
+	// GetMe with the token (buf curl), the cookie jar (curl) and the key (grpcurl).
+	require.Regexp(t, `(?s)"email": "bob@example.com".*"credential": "jwt"|"credential": "jwt".*"email": "bob@example.com"`, out)
+	require.Regexp(t, `"role":"admin"[^}]*"credential":"session"|"credential":"session"[^}]*"role":"admin"`, out)
+	require.Contains(t, out, `"canCreateApiKeys":true`, "the admin allowed Bob API keys")
+	require.Contains(t, out, `"credential": "api_key"`)
+	require.Contains(t, out, `"code":"not_found"`, "GetPayment of an unknown id")
+	require.Equal(t, 2, strings.Count(out, "HTTP/1.1 200 OK"), "both probes answer 200:\n%s", out)
 }
