@@ -3,7 +3,9 @@ package plugin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"runtime/metrics"
 	"time"
 
 	lua "github.com/yuin/gopher-lua"
@@ -18,6 +20,21 @@ var ErrBudgetExhausted = errors.New("instruction budget exhausted")
 // the call built (and the HTTP bodies it received) would have exceeded
 // Limits.MemoryBytes.
 var ErrMemoryExceeded = errors.New("memory bound exceeded")
+
+// errHeapGrowth is the memory error of a call during which the process's
+// heap grew beyond Limits.HeapGrowthBytes (tables and other values the VM
+// allocates, which MemoryBytes does not see).
+var errHeapGrowth = fmt.Errorf("%w: the process heap grew too much during the call", ErrMemoryExceeded)
+
+// heapEvery is how many steps pass between two looks at the process heap:
+// a call that ends before it (nearly every contract call) never reads it,
+// and a long loop pays a reading (about a microsecond) every millisecond or
+// so.
+const heapEvery = 1 << 16
+
+// heapMetric is the live and not yet swept heap, read without stopping the
+// world.
+const heapMetric = "/memory/classes/heap/objects:bytes"
 
 // clockEvery is how many steps pass between two looks at the clock. A VM
 // instruction takes tens of nanoseconds, so the deadline is noticed within
@@ -55,11 +72,18 @@ type budget struct {
 	memUsed int64 // bytes of strings built and bodies received
 	memMax  int64
 
+	// The heap guard: the process heap when the call had run heapEvery
+	// steps (heapStart, 0 before), and how far it may grow beyond it.
+	heapMax    uint64
+	heapStart  uint64
+	heapAt     int64 // steps value of the next reading
+	heapSample [1]metrics.Sample
+
 	err error // the limit that tripped; nil while within bounds
 }
 
 // begin arms the budget for one call (or for loading the script).
-func (b *budget) begin(parent context.Context, deadline time.Time, maxSteps, maxMem int64) {
+func (b *budget) begin(parent context.Context, deadline time.Time, maxSteps, maxMem, maxHeapGrowth int64) {
 	b.parent = parent
 	b.parentDone = parent.Done()
 	b.deadline = deadline
@@ -68,6 +92,9 @@ func (b *budget) begin(parent context.Context, deadline time.Time, maxSteps, max
 	b.checkAt = min(clockEvery, maxSteps+1)
 	b.memUsed = 0
 	b.memMax = maxMem
+	b.heapMax = uint64(max(maxHeapGrowth, 0))
+	b.heapStart = 0
+	b.heapAt = heapEvery
 	b.err = nil
 }
 
@@ -120,7 +147,38 @@ func (b *budget) check() {
 		b.err = context.DeadlineExceeded
 		return
 	}
+	if b.heapMax > 0 && b.steps >= b.heapAt {
+		b.heapAt = b.steps + heapEvery
+		if b.heapGrewTooMuch() {
+			b.err = errHeapGrowth
+			return
+		}
+	}
 	b.checkAt = min(b.steps+clockEvery, b.maxSteps+1)
+}
+
+// heapGrewTooMuch reads the process heap: the first reading of a call sets
+// its start; a later one above the start plus the larger of heapMax and the
+// start itself trips the guard. The heap is the process's, shared by every
+// call running at the time, so the bound is generous: with the default GC
+// (GOGC=100) garbage alone never doubles the heap, and the floor keeps a
+// small heap from tripping on ordinary growth. What it stops is a script
+// that holds on to what it builds — a table of millions of tables — long
+// before the instruction budget would.
+func (b *budget) heapGrewTooMuch() bool {
+	if b.heapSample[0].Name == "" {
+		b.heapSample[0].Name = heapMetric
+	}
+	metrics.Read(b.heapSample[:])
+	if b.heapSample[0].Value.Kind() != metrics.KindUint64 {
+		return false
+	}
+	h := b.heapSample[0].Value.Uint64()
+	if b.heapStart == 0 {
+		b.heapStart = h
+		return false
+	}
+	return h > b.heapStart+max(b.heapMax, b.heapStart)
 }
 
 // charge counts n steps of Go-side work (pattern matching, JSON) and raises

@@ -107,20 +107,26 @@
 //   - Source: 1 MiB per script.
 //
 // Not bounded by MemoryBytes: tables, closures and the other values the
-// VM allocates itself. They are bounded only indirectly, by the instruction
-// budget and the deadline — an instruction adds at most one table or slot
-// (around a hundred bytes), so a hostile loop can still hold hundreds of
-// megabytes before its budget ends. One trick is closed: gopher-lua stores
-// t[k] in a Go slice for k below its MaxArrayIndex and fills the gap before
-// k with nils, so t[60000000] = 1 allocated a gigabyte in one instruction.
-// This package lowers MaxArrayIndex (process-wide, once, in init: it is the
-// only user of gopher-lua in paymentd) to 2^20, so one assignment fills at
-// most 16 MiB; larger keys go to the hash part, where # does not see them,
-// and json_decode refuses arrays that long. Plugins are code an
-// administrator installs, not customer input: the sandbox keeps them off the
-// machine and keeps mistakes (endless loops, runaway strings, deep
-// recursion) from hurting the service; it is not a memory jail, and the
-// process memory limit (GOMEMLIMIT, cgroup) stays the backstop.
+// VM allocates itself — gopher-lua has no allocator hook. Two things bound
+// them. First a trick is closed: gopher-lua stores t[k] in a Go slice for k
+// below its MaxArrayIndex and fills the gap before k with nils, so
+// t[60000000] = 1 allocated a gigabyte in one instruction; this package
+// lowers MaxArrayIndex (process-wide, once, in init: it is the only user of
+// gopher-lua in paymentd) to 2^20, so one assignment fills at most 16 MiB;
+// larger keys go to the hash part, where # does not see them, and
+// json_decode refuses arrays that long. Then the heap guard
+// (Limits.HeapGrowthBytes, default 256 MiB): every 65,536 steps a call
+// reads the process heap (runtime/metrics, no stop-the-world), and once it
+// has grown since the call's first reading by more than the guard (or by
+// more than the heap's size at that reading, if larger) the call stops with
+// kind memory. A contract call rarely runs that many steps, so it costs
+// nothing there. The heap is the process's: while a runaway script eats
+// memory, another long call running at the same time may be stopped too,
+// which is the point — the service keeps its memory. Plugins are code an
+// administrator installs, not customer input: the sandbox keeps them off
+// the machine and keeps mistakes (endless loops, runaway strings and
+// tables, deep recursion) from hurting the service; the process memory
+// limit (GOMEMLIMIT, cgroup) stays the last backstop.
 //
 // # Host functions and HTTP
 //

@@ -218,3 +218,45 @@ func TestGmatchDoesNotCollectMatchesAhead(t *testing.T) {
 	require.NoError(t, err)
 	require.Less(t, n, uint64(128<<20), "allocated %d MiB", n>>20)
 }
+
+// Tables are not strings: a script that holds on to millions of them is
+// stopped by the heap guard, long before its (here unlimited) instruction
+// budget or its deadline, and the plugin keeps working afterwards. Not
+// parallel: the guard watches the process heap, and this test grows it for
+// every call running meanwhile.
+func TestHugeTablesAreStoppedByTheHeapGuard(t *testing.T) {
+	b := setup(t, func(o *Options) {
+		o.Limits.Instructions = 1 << 62
+		o.Limits.CallTimeout = time.Minute
+		o.Limits.HeapGrowthBytes = 32 << 20
+	})
+	p := b.load(t, gatewaySource(`
+		function refund(c, i)
+		  local t = {}
+		  for n = 1, 1e9 do t[n] = {n, n, n} end
+		end
+		function test_config(c, i) return json_encode({ok = true}) end`))
+	var err error
+	n := allocated(func() { _, err = p.Call(context.Background(), "refund", "{}", "{}") })
+	ce := requireKind(t, err, KindMemory, "the process heap grew too much during the call")
+	require.ErrorIs(t, ce, ErrMemoryExceeded)
+	require.Less(t, n, uint64(1<<30), "stopped after %d MiB, not at the end of a billion tables", n>>20)
+
+	out, err := p.Call(context.Background(), "test_config", "{}", "{}")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"ok":true}`, out)
+}
+
+// A long call that builds nothing it keeps is not stopped by the heap
+// guard: garbage is collected, the heap does not grow. Not parallel, for
+// the same reason.
+func TestHeapGuardLetsALongCallThatKeepsNothingFinish(t *testing.T) {
+	b := setup(t, func(o *Options) {
+		o.Limits.Instructions = 1 << 62
+		o.Limits.CallTimeout = time.Minute
+		o.Limits.HeapGrowthBytes = 32 << 20
+	})
+	out, err := b.run(t, `local x = 0 for n = 1, 2e6 do local t = {n, n, n} x = x + t[1] end return json_encode({x = x})`)
+	require.NoError(t, err)
+	require.Contains(t, out, `"x"`)
+}

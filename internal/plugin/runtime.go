@@ -27,8 +27,15 @@ type Limits struct {
 	Instructions int64
 	// MemoryBytes bounds the bytes of strings one call builds (concatenation,
 	// string library, table.concat, host functions) and of HTTP bodies it
-	// receives, counted cumulatively. Tables are not counted: see doc.go.
+	// receives, counted cumulatively. Tables are not counted here: see
+	// HeapGrowthBytes and doc.go.
 	MemoryBytes int64
+	// HeapGrowthBytes bounds what the strings bound cannot see (tables,
+	// closures, other values the VM allocates): a call that has run a
+	// while is stopped, with kind memory, once the process heap has grown
+	// by more than this (or by more than its size when the call began, if
+	// that is larger) since. Negative turns the guard off. See doc.go.
+	HeapGrowthBytes int64
 	// PoolSize is how many idle states a plugin keeps for reuse.
 	PoolSize int
 }
@@ -39,7 +46,9 @@ func DefaultLimits() Limits {
 		CallTimeout:  10 * time.Second,
 		Instructions: 10_000_000,
 		MemoryBytes:  64 << 20,
-		PoolSize:     8,
+		// HeapGrowthBytes: four times the strings' allowance.
+		HeapGrowthBytes: 256 << 20,
+		PoolSize:        8,
 	}
 }
 
@@ -53,6 +62,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MemoryBytes <= 0 {
 		l.MemoryBytes = d.MemoryBytes
+	}
+	if l.HeapGrowthBytes == 0 {
+		l.HeapGrowthBytes = d.HeapGrowthBytes
 	}
 	if l.PoolSize <= 0 {
 		l.PoolSize = d.PoolSize
@@ -269,7 +281,7 @@ func (s *state) call(ctx context.Context, fn, configJSON, inputJSON string) (str
 	}
 	s.ctx, s.fn, s.deadline = ctx, fn, deadline
 	s.globalsDirty, s.hostErr, s.logs = false, nil, 0
-	s.budget.begin(ctx, deadline, lim.Instructions, lim.MemoryBytes)
+	s.budget.begin(ctx, deadline, lim.Instructions, lim.MemoryBytes, lim.HeapGrowthBytes)
 	defer s.endCall()
 
 	L := s.L
@@ -286,6 +298,8 @@ func (s *state) call(ctx context.Context, fn, configJSON, inputJSON string) (str
 		switch {
 		case errors.Is(berr, ErrBudgetExhausted):
 			return fail(KindBudget, fmt.Sprintf("%s (%d instructions)", berr, lim.Instructions), berr)
+		case errors.Is(berr, errHeapGrowth):
+			return fail(KindMemory, fmt.Sprintf("%s (more than %d bytes)", berr, lim.HeapGrowthBytes), berr)
 		case errors.Is(berr, ErrMemoryExceeded):
 			return fail(KindMemory, fmt.Sprintf("%s (%d bytes)", berr, lim.MemoryBytes), berr)
 		default:

@@ -198,7 +198,7 @@ func (s *state) version() (string, error) {
 	if !ok {
 		return "", fmt.Errorf("version is a %s, not a function", v.Type())
 	}
-	s.budget.begin(context.Background(), time.Now().Add(s.env.limits.CallTimeout), s.env.limits.Instructions, s.env.limits.MemoryBytes)
+	s.budget.begin(context.Background(), time.Now().Add(s.env.limits.CallTimeout), s.env.limits.Instructions, s.env.limits.MemoryBytes, s.env.limits.HeapGrowthBytes)
 	defer s.budget.end()
 	s.L.Push(fn)
 	if err := s.L.PCall(0, 1, nil); err != nil {

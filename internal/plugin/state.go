@@ -114,7 +114,7 @@ func newState(e *env, sc *Script) (*state, error) {
 		RegistryGrowStep: registryGrowStep,
 		RegistryMaxSize:  registryMaxSize,
 	})
-	s.budget.begin(context.Background(), time.Now().Add(e.limits.CallTimeout), e.limits.Instructions, e.limits.MemoryBytes)
+	s.budget.begin(context.Background(), time.Now().Add(e.limits.CallTimeout), e.limits.Instructions, e.limits.MemoryBytes, e.limits.HeapGrowthBytes)
 	s.L.SetContext(&s.budget)
 	if err := s.openSandbox(); err != nil {
 		s.L.Close()
