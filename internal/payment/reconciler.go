@@ -31,11 +31,11 @@ type ReconcilerOptions struct {
 	// NodeID names this instance in audit rows and logs.
 	NodeID string
 	// Active, when set, is asked before every round, which runs only when
-	// it answers true. TODO(billing leader role): pass the `billing`
-	// leader's "do I hold the lease" check once the elector exists. Until
-	// then every instance reconciles; the claim (FOR UPDATE SKIP LOCKED plus
-	// rescheduling in the same statement) already keeps two instances from
-	// asking a gateway about the same payment at once.
+	// it answers true: internal/app passes the `billing` elector's
+	// IsLeader, so only the billing leader reconciles and marks overdue
+	// invoices. The claim (FOR UPDATE SKIP LOCKED plus rescheduling in the
+	// same statement) would keep two instances from asking a gateway about
+	// the same payment at once even without it.
 	Active func() bool
 	Logger *slog.Logger
 }
