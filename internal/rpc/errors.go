@@ -60,6 +60,9 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists"))
 	case errors.Is(err, store.ErrRetryable), errors.Is(err, store.ErrLockNotAvailable):
 		return connect.NewError(connect.CodeAborted, errors.New("concurrent update, retry"))
+	case store.IsUnavailable(err):
+		logError(ctx, log, err)
+		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry"))
 	}
 	logError(ctx, log, err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))

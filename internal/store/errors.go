@@ -3,6 +3,9 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -33,6 +36,13 @@ var (
 	ErrRetryable = errors.New("transaction conflict, retry")
 	// ErrLockNotAvailable: a NOWAIT lock or lock_timeout gave up.
 	ErrLockNotAvailable = errors.New("lock not available")
+	// ErrUnavailable: the database cannot be reached or dropped the
+	// connection (shut down, restarting, terminated, too many connections);
+	// the request may be tried again. A transaction whose commit met it may
+	// or may not have committed: every write of the service is safe to
+	// repeat (a callback answers AlreadyExists, a CreatePayment returns the
+	// pending payment).
+	ErrUnavailable = errors.New("database unavailable")
 )
 
 // Error is a database error translated by MapError. Its message names the
@@ -109,11 +119,47 @@ func kindOf(code string) error {
 		return ErrRetryable
 	case "55P03": // lock_not_available
 		return ErrLockNotAvailable
+	case "57P01", // admin_shutdown (pg_terminate_backend, a fast shutdown)
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now (starting up, shutting down)
+		"53300": // too_many_connections
+		return ErrUnavailable
+	}
+	if len(code) == 5 && code[:2] == "08" { // connection_exception class
+		return ErrUnavailable
 	}
 	if len(code) == 5 && code[:2] == "22" { // data_exception class
 		return ErrInvalidValue
 	}
 	return nil
+}
+
+// IsUnavailable reports whether err means the database could not be
+// reached or dropped the connection: ErrUnavailable, or an error that
+// never reached MapError's SQLSTATEs — a failed connect, a refused or reset
+// connection, a connection closed under the query.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrUnavailable) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return kindOf(pgErr.Code) == ErrUnavailable
+	}
+	var connectErr *pgconn.ConnectError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &opErr),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return true
+	}
+	// SafeToRetry: pgx knows the query never reached the server (the
+	// connection failed first).
+	return pgconn.SafeToRetry(err) || err.Error() == "conn closed" || errors.Is(err, net.ErrClosed)
 }
 
 // ConstraintOf returns the name of the constraint behind err, "" when err is

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -42,6 +45,10 @@ func TestMapError(t *testing.T) {
 		{"SerializationFailure", pgErr("40001", ""), store.ErrRetryable},
 		{"Deadlock", pgErr("40P01", ""), store.ErrRetryable},
 		{"LockNotAvailable", pgErr("55P03", ""), store.ErrLockNotAvailable},
+		{"TerminatedByAnAdmin", pgErr("57P01", ""), store.ErrUnavailable},
+		{"CannotConnectNow", pgErr("57P03", ""), store.ErrUnavailable},
+		{"TooManyConnections", pgErr("53300", ""), store.ErrUnavailable},
+		{"ConnectionFailure", pgErr("08006", ""), store.ErrUnavailable},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,4 +103,32 @@ func TestMapErrorNamesTheConstraintFromTheDatabase(t *testing.T) {
 	err = store.MapError(err)
 	require.ErrorIs(t, err, store.ErrNotNullViolation)
 	require.Equal(t, "store: required value missing (column customers.currency)", err.Error())
+}
+
+func TestIsUnavailableKnowsALostDatabaseFromEverythingElse(t *testing.T) {
+	t.Parallel()
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	for name, err := range map[string]error{
+		"terminated":    &pgconn.PgError{Code: "57P01"},
+		"mapped":        store.MapError(&pgconn.PgError{Code: "08006"}),
+		"refused":       fmt.Errorf("acquire: %w", refused),
+		"reset":         fmt.Errorf("read: %w", syscall.ECONNRESET),
+		"cut off":       io.ErrUnexpectedEOF,
+		"closed by pgx": errors.New("conn closed"),
+		"pool connect":  fmt.Errorf("begin: %w", &pgconn.ConnectError{}),
+		"net closed":    net.ErrClosed,
+	} {
+		require.True(t, store.IsUnavailable(err), name)
+	}
+	for name, err := range map[string]error{
+		"nil":       nil,
+		"canceled":  context.Canceled,
+		"deadline":  context.DeadlineExceeded,
+		"not found": store.ErrNotFound,
+		"unique":    &pgconn.PgError{Code: "23505"},
+		"deadlock":  &pgconn.PgError{Code: "40P01"},
+		"anything":  errors.New("boom"),
+	} {
+		require.False(t, store.IsUnavailable(err), name)
+	}
 }
