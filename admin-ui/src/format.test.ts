@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { dateTime, fromCents, money, rate, refundable, startOfToday, toCents } from "./format";
+import { dateTime, fromCents, money, percent, refundable, startOfToday, toCents } from "./format";
 
 describe("money on integer cents", () => {
   it.each([
@@ -40,9 +40,13 @@ describe("money on integer cents", () => {
 });
 
 describe("other formats", () => {
-  it("rates only decided payments", () => {
-    expect(rate(0, 0)).toBe("—");
-    expect(rate(3, 4)).toBe("75.0 %");
+  it("shows the service's rate in percent, and no rate as a dash", () => {
+    expect(percent(undefined)).toBe("—");
+    expect(percent(Number.NaN)).toBe("—");
+    expect(percent(0)).toBe("0.0 %");
+    expect(percent(0.75)).toBe("75.0 %");
+    expect(percent(24 / 25)).toBe("96.0 %");
+    expect(percent(1)).toBe("100.0 %");
   });
 
   it("shows an empty time as a dash and a bad one as it came", () => {

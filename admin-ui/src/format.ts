@@ -60,12 +60,13 @@ export function shortId(id: string): string {
   return id ? id.slice(0, 8) : "—";
 }
 
-/** A success rate in percent with one decimal, or "—" when nothing was decided. */
-export function rate(success: number, decided: number): string {
-  if (decided === 0) {
+/** A rate from 0 to 1 (the service's success rate) in percent with one
+ * decimal, or "—" when there is none (nothing was decided). */
+export function percent(rate: number | undefined): string {
+  if (rate === undefined || !Number.isFinite(rate)) {
     return "—";
   }
-  return `${((success * 100) / decided).toFixed(1)} %`;
+  return `${(rate * 100).toFixed(1)} %`;
 }
 
 /** Start of the local day containing now. */

@@ -1,68 +1,46 @@
-import { events, integration, payments } from "../api";
+import { events, integration, paymentAdmin } from "../api";
 import { h } from "../dom";
-import { rate, startOfToday } from "../format";
+import { dateTime, money, percent, startOfToday } from "../format";
+import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
 import type { RouteContext } from "../router";
-import { dateTime } from "../format";
 import { badge, empty, link, loadBlock, pageTitle, table } from "../ui";
-
-/** Payments are listed newest first; today's are read page by page until one
- * older than today appears, up to this many pages (then the count reads "N+"). */
-const maxPages = 10;
-const pageSize = 100;
-
-export interface TodayStats {
-  total: number;
-  success: number;
-  failed: number;
-  pending: number;
-  truncated: boolean;
-}
-
-export async function todayStats(signal: AbortSignal, now: Date = new Date()): Promise<TodayStats> {
-  const since = startOfToday(now).getTime();
-  const s: TodayStats = { total: 0, success: 0, failed: 0, pending: 0, truncated: false };
-  for (let page = 1; page <= maxPages; page++) {
-    const res = await payments.listPayments({ pagination: { page, pageSize } }, { signal });
-    for (const p of res.payments) {
-      if (new Date(p.createdAt).getTime() < since) {
-        return s;
-      }
-      s.total++;
-      if (p.status === "success" || p.status === "refunded") s.success++;
-      else if (p.status === "failed") s.failed++;
-      else if (p.status === "pending") s.pending++;
-    }
-    if (page >= (res.meta?.totalPages ?? 0)) {
-      return s;
-    }
-  }
-  s.truncated = true;
-  return s;
-}
 
 function stat(label: string, value: string, testid: string, extra?: Node | null): HTMLElement {
   return h("div", { class: "stat" }, h("dt", null, label), h("dd", { "data-testid": testid }, value), extra ?? null);
 }
 
+/** Today's payments as the service counts them (PaymentAdminService.
+ * GetPaymentStats): since the start of the admin's local day, whatever the
+ * number of payments. */
+function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
+  const succeeded = s.success + s.refunded;
+  return [
+    h(
+      "dl",
+      { class: "stats" },
+      stat("Payments today", String(s.total), "today-count", h("small", null, `since ${dateTime(s.since)}`)),
+      stat("Success rate today", percent(s.successRate), "success-rate", h("small", null, `${succeeded} succeeded, ${s.failed} failed, ${s.pending} pending`)),
+      stat("Pending now", String(s.pendingNow), "pending-count", link("payments?status=pending", "Show pending payments")),
+    ),
+    s.succeeded.length
+      ? table(
+          "Succeeded today by currency",
+          [
+            { header: "Currency", cell: (c) => c.currency },
+            { header: "Payments", numeric: true, cell: (c) => String(c.payments) },
+            { header: "Received", numeric: true, cell: (c) => h("span", { "data-testid": `received-${c.currency}` }, money(c.amount, c.currency)) },
+            { header: "Refunded", numeric: true, cell: (c) => money(c.refundedAmount, c.currency) },
+          ],
+          s.succeeded,
+        )
+      : empty("No payment has succeeded today."),
+  ];
+}
+
 export function dashboardView({ signal }: RouteContext): HTMLElement {
-  const today = loadBlock("today's payments", async () => {
-    const s = await todayStats(signal);
-    const decided = s.success + s.failed;
-    return h(
-      "dl",
-      { class: "stats" },
-      stat("Payments today", `${s.total}${s.truncated ? "+" : ""}`, "today-count"),
-      stat("Success rate today", rate(s.success, decided), "success-rate", h("small", null, `${s.success} succeeded, ${s.failed} failed`)),
-    );
-  });
-  const pending = loadBlock("pending payments", async () => {
-    const res = await payments.listPayments({ pagination: { page: 1, pageSize: 1 }, status: "pending" }, { signal });
-    return h(
-      "dl",
-      { class: "stats" },
-      stat("Pending payments", String(res.meta?.total ?? 0n), "pending-count", link("payments?status=pending", "Show pending payments")),
-    );
-  });
+  const today = loadBlock("today's payments", async () =>
+    paymentFigures(await paymentAdmin.getPaymentStats({ since: startOfToday().toISOString() }, { signal })),
+  );
   return h(
     "section",
     null,
@@ -70,7 +48,7 @@ export function dashboardView({ signal }: RouteContext): HTMLElement {
     h(
       "div",
       { class: "cards" },
-      h("section", { class: "card", "aria-labelledby": "dash-payments" }, h("h2", { id: "dash-payments" }, "Payments"), today, pending),
+      h("section", { class: "card", "aria-labelledby": "dash-payments" }, h("h2", { id: "dash-payments" }, "Payments"), today),
       h(
         "section",
         { class: "card", "aria-labelledby": "dash-events" },

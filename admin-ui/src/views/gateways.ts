@@ -26,7 +26,7 @@ import { adminPageBlock } from "./plugins";
 const columns: Column<GatewayInterface>[] = [
   { header: "Interface", cell: (g) => link(`gateways/${g.id}`, g.displayName || g.id) },
   { header: "Plugin", cell: (g) => link(`plugins/${encodeURIComponent(g.pluginName)}`, g.pluginName) },
-  { header: "Plugin status", cell: (g) => badge(g.pluginStatus) },
+  { header: "Plugin status", cell: (g) => [badge(g.pluginStatus), g.pluginEnabled ? null : [" ", badge("disabled")]] },
   { header: "Enabled", cell: (g) => badge(g.enabled ? "enabled" : "disabled") },
   { header: "Id", cell: (g) => h("code", { title: g.id }, g.id.slice(0, 8)) },
   { header: "Updated", cell: (g) => dateTime(g.updatedAt) },
@@ -160,10 +160,18 @@ export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement
               ["Display name", g.displayName],
               ["Plugin", link(`plugins/${encodeURIComponent(g.pluginName)}`, g.pluginName)],
               ["Plugin status", badge(g.pluginStatus)],
+              ["Plugin enabled", h("span", { "data-testid": "interface-plugin-enabled" }, badge(g.pluginEnabled ? "enabled" : "disabled"))],
               ["Enabled", h("span", { "data-testid": "interface-enabled" }, badge(g.enabled ? "enabled" : "disabled"))],
               ["Created", dateTime(g.createdAt)],
               ["Updated", dateTime(g.updatedAt)],
             ]),
+            g.pluginEnabled
+              ? null
+              : h(
+                  "p",
+                  { class: "notice", role: "note" },
+                  "Its plugin is disabled: customers cannot start payments through this interface until the plugin is enabled again. Payments already made through it still settle and refund.",
+                ),
             h("div", { class: "inline-actions" }, enableButton(g, load), testButton(g)),
           ),
           editBlock(g, load),
@@ -171,7 +179,10 @@ export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement
             "section",
             { class: "card", "aria-labelledby": "gi-admin-page" },
             h("h2", { id: "gi-admin-page" }, "Plugin page"),
-            adminPageBlock(g.pluginName, signal, g.id),
+            loadBlock("plugin", async () => {
+              const { plugin } = await gateways.getPlugin({ name: g.pluginName }, { signal });
+              return plugin?.hasAdminPage ? adminPageBlock(g.pluginName, signal, g.id) : empty("This plugin has no admin_page().");
+            }),
           ),
           h(
             "section",

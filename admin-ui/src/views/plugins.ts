@@ -5,7 +5,7 @@ import { h, replace } from "../dom";
 import { dateTime, prettyJSON } from "../format";
 import type { Plugin, ReloadPluginsResponse } from "../gen/billing/gateway/gateway_pb";
 import { setQuery, type RouteContext } from "../router";
-import { alertSlot, announce, badge, busy, empty, facts, failure, field, link, loadBlock, notAvailable, pageTitle, table, type Column } from "../ui";
+import { alertSlot, announce, badge, busy, confirmDialog, empty, facts, failure, field, link, loadBlock, pageTitle, table, type Column } from "../ui";
 
 const pluginTypes = ["gateway", "notifier", "first_party_provider", "upstream_provider"] as const;
 const pluginStatuses = ["loaded", "error", "missing"] as const;
@@ -22,7 +22,7 @@ const columns: Column<Plugin>[] = [
   { header: "Type", cell: (p) => p.type },
   { header: "Version", cell: versionText },
   { header: "Status", cell: (p) => badge(p.status) },
-  { header: "Enabled", cell: (p) => (p.enabled ? "yes" : "no") },
+  { header: "Enabled", cell: (p) => badge(p.enabled ? "enabled" : "disabled") },
   { header: "Load error", cell: (p) => (p.lastError ? h("span", { class: "load-error" }, p.lastError) : "—") },
   { header: "Path", cell: (p) => h("code", null, p.path || "—") },
 ];
@@ -115,51 +115,92 @@ function reloadSummary(res: ReloadPluginsResponse): HTMLElement {
 
 export function pluginDetailView({ params, signal }: RouteContext): HTMLElement {
   const name = params.name!;
-  const body = loadBlock("plugin", async () => {
-    const { plugin } = await gateways.getPlugin({ name }, { signal });
-    const p = plugin!;
-    return h(
-      "div",
-      { class: "detail" },
-      h(
-        "section",
-        { class: "card", "aria-labelledby": "plugin-facts" },
-        h("h2", { id: "plugin-facts" }, "Details"),
-        facts([
-          ["Type", p.type],
-          ["Version", versionText(p)],
-          ["Status", badge(p.status)],
-          ["Load error", p.lastError ? h("pre", { class: "plugin-page" }, p.lastError) : ""],
-          ["Enabled", p.enabled ? "yes" : "no"],
-          ["Path", h("code", null, p.path)],
-          ["SHA-256", h("code", null, p.sha256)],
-          ["Running SHA-256", p.loadedSha256 ? h("code", null, p.loadedSha256) : "not loaded"],
-          ["First seen", dateTime(p.createdAt)],
-          ["Updated", dateTime(p.updatedAt)],
-        ]),
-        notAvailable("Enable or disable", "This server has no operation to enable or disable a plugin; disable its gateway interfaces instead, or remove the file and reload."),
-      ),
-      h(
-        "section",
-        { class: "card", "aria-labelledby": "plugin-info" },
-        h("h2", { id: "plugin-info" }, "info()"),
-        h("pre", { class: "json" }, JSON.stringify(p.info ?? {}, null, 2)),
-      ),
-      h(
-        "section",
-        { class: "card", "aria-labelledby": "plugin-schema" },
-        h("h2", { id: "plugin-schema" }, "Config schema"),
-        h("pre", { class: "json" }, JSON.stringify(p.configSchema ?? {}, null, 2)),
-      ),
-      h(
-        "section",
-        { class: "card", "aria-labelledby": "plugin-page" },
-        h("h2", { id: "plugin-page" }, "Plugin page"),
-        p.hasAdminPage ? adminPageBlock(p.name, signal) : empty("This plugin has no admin_page()."),
-      ),
+  const body = h("div");
+  const load = () =>
+    replace(
+      body,
+      loadBlock("plugin", async () => {
+        const { plugin } = await gateways.getPlugin({ name }, { signal });
+        const p = plugin!;
+        return h(
+          "div",
+          { class: "detail" },
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "plugin-facts" },
+            h("h2", { id: "plugin-facts" }, "Details"),
+            facts([
+              ["Type", p.type],
+              ["Version", h("span", { "data-testid": "plugin-version" }, versionText(p))],
+              ["Status", h("span", { "data-testid": "plugin-status" }, badge(p.status))],
+              ["Load error", p.lastError ? h("pre", { class: "plugin-page" }, p.lastError) : ""],
+              ["Enabled", h("span", { "data-testid": "plugin-enabled" }, badge(p.enabled ? "enabled" : "disabled"))],
+              ["Path", h("code", null, p.path)],
+              ["SHA-256", h("code", null, p.sha256)],
+              ["Running SHA-256", p.loadedSha256 ? h("code", null, p.loadedSha256) : "not loaded"],
+              ["First seen", dateTime(p.createdAt)],
+              ["Updated", dateTime(p.updatedAt)],
+            ]),
+            enableBlock(p, load),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "plugin-info" },
+            h("h2", { id: "plugin-info" }, "info()"),
+            h("pre", { class: "json" }, JSON.stringify(p.info ?? {}, null, 2)),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "plugin-schema" },
+            h("h2", { id: "plugin-schema" }, "Config schema"),
+            h("pre", { class: "json" }, JSON.stringify(p.configSchema ?? {}, null, 2)),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "plugin-page" },
+            h("h2", { id: "plugin-page" }, "Plugin page"),
+            p.hasAdminPage ? adminPageBlock(p.name, signal) : empty("This plugin has no admin_page()."),
+          ),
+        );
+      }),
     );
-  });
+  load();
   return h("section", null, pageTitle(`Plugin ${name}`), body);
+}
+
+/** EnablePlugin / DisablePlugin. Only gateway plugins can be disabled: a
+ * disabled one takes no new payments but still settles and refunds the old
+ * ones (docs/decisions.md). */
+function enableBlock(p: Plugin, reload: () => void): HTMLElement | null {
+  if (p.type !== "gateway" && p.enabled) {
+    return h("p", { class: "hint" }, "Only gateway plugins can be disabled: a provider's products are disabled one by one, a notifier in [notify].");
+  }
+  const btn = h("button", { type: "button", class: p.enabled ? "danger" : "primary" }, p.enabled ? "Disable plugin…" : "Enable plugin");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    if (p.enabled) {
+      const yes = await confirmDialog({
+        title: `Disable plugin ${p.name}?`,
+        body: h(
+          "p",
+          null,
+          "Customers can no longer start payments through any interface of this plugin. Payments already made through it still settle (callbacks, status queries, bank-transfer confirmations) and can be refunded. The interfaces keep their own settings.",
+        ),
+        confirm: "Disable plugin",
+        danger: true,
+      });
+      if (!yes) return;
+    }
+    const ok = await busy(btn, errors, async () => {
+      if (p.enabled) await gateways.disablePlugin({ name: p.name });
+      else await gateways.enablePlugin({ name: p.name });
+    });
+    if (ok) {
+      announce(p.enabled ? `Plugin ${p.name} disabled.` : `Plugin ${p.name} enabled.`);
+      reload();
+    }
+  });
+  return h("div", { class: "inline-actions" }, btn, errors);
 }
 
 /** The plugin's admin_page() output, shown as text: it is never parsed as
