@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,6 +22,8 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	eventpb "github.com/rustbill/paymentd/gen/billing/event"
+	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
@@ -31,30 +34,38 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
-	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
 
 const adminPassword = "e2e-admin-password"
 
-// fixture is what e2e/run.mjs reads: where the service is and the records
-// the browser steps look for.
+// fixture is what e2e/run.mjs reads: where the service is, the records the
+// browser steps look for, and the figures the screens must show.
 type fixture struct {
-	Mode                 string  `json:"mode"` // full | smoke
-	BaseURL              string  `json:"baseURL"`
-	AdminPath            string  `json:"adminPath"`
-	Username             string  `json:"username"`
-	Password             string  `json:"password"`
-	Screenshots          string  `json:"screenshots"`
-	DocsScreenshot       string  `json:"docsScreenshot"`
-	CustomerID           string  `json:"customerId"`
-	PaidPayment          payment `json:"paidPayment"`
-	PendingPayment       payment `json:"pendingPayment"`
-	RefundAmount         string  `json:"refundAmount"`
-	GatewayInterfaceName string  `json:"gatewayInterfaceName"`
-	FailedEventID        string  `json:"failedEventId"`
+	Mode           string  `json:"mode"` // full | smoke
+	BaseURL        string  `json:"baseURL"`
+	AdminPath      string  `json:"adminPath"`
+	Username       string  `json:"username"`
+	Password       string  `json:"password"`
+	Screenshots    string  `json:"screenshots"`
+	DocsScreenshot string  `json:"docsScreenshot"`
+	CustomerID     string  `json:"customerId"`
+	PaidPayment    payment `json:"paidPayment"`
+	PendingPayment payment `json:"pendingPayment"`
+	FailedPayment  payment `json:"failedPayment"`
+	// OldestPayment is the first filler payment: the last row of the last
+	// page of payments (newest first).
+	OldestPayment        string          `json:"oldestPayment"`
+	RefundAmount         string          `json:"refundAmount"`
+	GatewayInterfaceName string          `json:"gatewayInterfaceName"`
+	SecretInterface      secretInterface `json:"secretInterface"`
+	TestPlugin           testPlugin      `json:"testPlugin"`
+	FailedEventID        string          `json:"failedEventId"`
+	NotifiedEventID      string          `json:"notifiedEventId"`
+	Dashboard            dashboard       `json:"dashboard"`
 }
 
 type payment struct {
@@ -64,12 +75,89 @@ type payment struct {
 	Currency string `json:"currency"`
 }
 
+// secretInterface is an epay interface whose merchant key must never reach
+// the page.
+type secretInterface struct {
+	Name   string `json:"name"`
+	PID    string `json:"pid"`
+	Secret string `json:"secret"`
+}
+
+// testPlugin is a gateway plugin of the test's own whose admin_page()
+// answers markup that must be shown as text.
+type testPlugin struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Page    string `json:"page"`
+}
+
+// dashboard is what the dashboard must show for the world below.
+type dashboard struct {
+	TodayPayments int      `json:"todayPayments"`
+	SuccessRate   string   `json:"successRate"`
+	Pending       int      `json:"pending"`
+	ReceivedCNY   string   `json:"receivedCNY"`
+	FailedEvents  int      `json:"failedEvents"`
+	Nodes         []string `json:"nodes"`
+	Leaders       []leader `json:"leaders"`
+}
+
+type leader struct {
+	Role   string `json:"role"`
+	Holder string `json:"holder"`
+}
+
 // service is a paymentd started the way cmd/paymentd starts it (app.New),
 // on a free port and a fresh database.
 type service struct {
 	app     *app.App
 	baseURL string
 	admin   *http.Client // carries the admin session cookie
+}
+
+// The test plugin: a gateway that works like any other, whose admin page is
+// hostile markup (a script, an image whose onerror runs script).
+const (
+	testPluginName    = "e2e_page"
+	testPluginVersion = "1.2.3"
+	testPluginPage    = `<script>window.__pwned = "script"</script><img src="x" onerror="window.__pwned = 'img'"><b>bold?</b>`
+)
+
+var testPluginSource = `-- A gateway plugin of the console's browser test.
+function version() return "` + testPluginVersion + `" end
+function info(c, i) return json_encode({ display_name = "E2E page", supports_query = false, supports_refund = false }) end
+function config_schema(c, i) return '{"type":"object","properties":{"note":{"type":"string"}}}' end
+function create_payment(c, i) return json_encode({ payment_url = "", qr_code = "", instructions = "e2e", gateway_payment_id = "" }) end
+function query_payment(c, i) return json_encode({ status = "pending" }) end
+function parse_callback(c, i) return json_encode({ valid = false, reason = "e2e" }) end
+function refund(c, i) return json_encode({ status = "failed", message = "e2e" }) end
+function test_config(c, i) return json_encode({ ok = true, message = "e2e" }) end
+function admin_page(c, i) return [==[` + testPluginPage + `]==] end
+`
+
+// pluginDir is a copy of the shipped plugins/ with the test plugin added.
+func pluginDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, filepath.WalkDir("../plugins", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || filepath.Ext(path) != ".lua" {
+			return err
+		}
+		rel, err := filepath.Rel("../plugins", path)
+		if err != nil {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), src, 0o644)
+	}))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gateway", testPluginName+".lua"), []byte(testPluginSource), 0o644))
+	return dir
 }
 
 func startService(t *testing.T, adminPath string) *service {
@@ -81,9 +169,11 @@ func startService(t *testing.T, adminPath string) *service {
 	cfg.Server.AdminPath = adminPath
 	cfg.Server.ShutdownTimeout = 5 * time.Second
 	cfg.RateLimit.Enabled = false // one browser and one test client share 127.0.0.1
-	plugins, err := filepath.Abs("../plugins")
-	require.NoError(t, err)
-	cfg.Plugins.Dir = plugins
+	cfg.Plugins.Dir = pluginDir(t)
+	// An operations webhook, so that handled events queue notifications.
+	hook := notifytest.StartWebhook(t, "e2e-webhook-secret-0123456789")
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
+	cfg.Notify.PollInterval = 100 * time.Millisecond
 	require.NoError(t, cfg.Validate())
 
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -120,16 +210,25 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return http.DefaultTransport.RoundTrip(r)
 }
 
-func unimplemented(err error) bool { return connect.CodeOf(err) == connect.CodeUnimplemented }
+// fillers is how many small payments come before the others: with them the
+// payments list has two pages (20 a page).
+const fillers = 23
 
-// world creates, through the API wherever the server offers one, a customer
-// with a paid order (a balance payment, to refund) and an order awaiting a
-// bank transfer (a pending payment, to confirm), plus a failed event (SQL:
-// no API makes an event fail on purpose).
+// world creates through the API a customer with 23 small paid orders and
+// then, newest last: an order paid from the balance (to refund), an order
+// whose bank-transfer payment failed (the order was cancelled) and an order
+// awaiting a bank transfer (to confirm); a bank-transfer interface, an epay
+// interface holding a secret, and a failed event (SQL: no API makes an
+// event fail on purpose). It waits for the background work the screens
+// show (leaders, notifications) and returns what the screens must show.
 func world(t *testing.T, s *service) fixture {
 	t.Helper()
 	ctx := context.Background()
-	fx := fixture{Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)"}
+	fx := fixture{
+		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)",
+		SecretInterface: secretInterface{Name: "Alipay (e2e)", PID: "1001", Secret: "e2e-merchant-secret-" + uuid.NewString()[:8]},
+		TestPlugin:      testPlugin{Name: testPluginName, Version: testPluginVersion, Page: testPluginPage},
+	}
 
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL)
 	reg, err := ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
@@ -140,75 +239,122 @@ func world(t *testing.T, s *service) fixture {
 	customer := &http.Client{Transport: bearer{reg.Msg.GetAccessToken()}}
 
 	adminOrders := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL)
-	product, err := adminOrders.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
-		Name: "VPS S (e2e)", Description: "2 vCPU, 4 GB", Price: "99.00", Currency: "CNY",
-	}))
-	require.NoError(t, err)
-	orders := orderpbconnect.NewOrderServiceClient(customer, s.baseURL)
-	newOrder := func() *orderpb.Order {
-		o, err := orders.CreateOrder(ctx, connect.NewRequest(&orderpb.CreateOrderRequest{ProductId: product.Msg.GetProduct().GetId()}))
+	newProduct := func(name, price string) string {
+		p, err := adminOrders.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{Name: name, Description: "e2e", Price: price, Currency: "CNY"}))
 		require.NoError(t, err)
-		return o.Msg.GetOrder()
+		return p.Msg.GetProduct().GetId()
 	}
-
-	// Paid from the balance: a successful payment to refund.
+	vps, addon := newProduct("VPS S (e2e)", "99.00"), newProduct("IPv4 address (e2e)", "1.00")
+	orders := orderpbconnect.NewOrderServiceClient(customer, s.baseURL)
+	newOrder := func(product string) string {
+		o, err := orders.CreateOrder(ctx, connect.NewRequest(&orderpb.CreateOrderRequest{ProductId: product}))
+		require.NoError(t, err)
+		return o.Msg.GetOrder().GetId()
+	}
+	payWithBalance := func(orderID string) string {
+		paid, err := orders.PayWithBalance(ctx, connect.NewRequest(&orderpb.PayWithBalanceRequest{OrderId: orderID}))
+		require.NoError(t, err)
+		return paid.Msg.GetPayment().GetId()
+	}
 	_, err = identitypbconnect.NewCustomerAdminServiceClient(s.admin, s.baseURL).AdjustBalance(ctx, connect.NewRequest(&identitypb.AdjustBalanceRequest{
 		CustomerId: fx.CustomerID, Amount: "500.00", Note: "e2e top-up",
 	}))
 	require.NoError(t, err)
-	paidOrder := newOrder()
-	paid, err := orders.PayWithBalance(ctx, connect.NewRequest(&orderpb.PayWithBalanceRequest{OrderId: paidOrder.GetId()}))
-	require.NoError(t, err)
-	fx.PaidPayment = payment{ID: paid.Msg.GetPayment().GetId(), OrderID: paidOrder.GetId(), Amount: "99.00", Currency: "CNY"}
+	for i := range fillers {
+		id := payWithBalance(newOrder(addon))
+		if i == 0 {
+			fx.OldestPayment = id
+		}
+	}
 
-	// A bank-transfer interface and a pending payment through it.
+	// Paid from the balance: a successful payment to refund.
+	paidOrder := newOrder(vps)
+	fx.PaidPayment = payment{ID: payWithBalance(paidOrder), OrderID: paidOrder, Amount: "99.00", Currency: "CNY"}
+
+	// A bank-transfer interface; a payment through it that failed because
+	// its order was cancelled, and one awaiting the transfer.
 	gateways := gatewaypbconnect.NewGatewayAdminServiceClient(s.admin, s.baseURL)
-	cfg, err := structpb.NewStruct(map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00"})
+	createInterface := func(plugin, name string, cfg map[string]any) string {
+		c, err := structpb.NewStruct(cfg)
+		require.NoError(t, err)
+		gi, err := gateways.CreateGatewayInterface(ctx, connect.NewRequest(&gatewaypb.CreateGatewayInterfaceRequest{PluginName: plugin, DisplayName: name, Config: c}))
+		require.NoError(t, err)
+		return gi.Msg.GetGatewayInterface().GetId()
+	}
+	bank := createInterface("bank_transfer", fx.GatewayInterfaceName,
+		map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00"})
+	_, err = gateways.EnableGatewayInterface(ctx, connect.NewRequest(&gatewaypb.EnableGatewayInterfaceRequest{Id: bank}))
 	require.NoError(t, err)
-	var ifaceID string
-	gi, err := gateways.CreateGatewayInterface(ctx, connect.NewRequest(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "bank_transfer", DisplayName: fx.GatewayInterfaceName, Config: cfg,
-	}))
-	switch {
-	case err == nil:
-		ifaceID = gi.Msg.GetGatewayInterface().GetId()
-		_, err = gateways.EnableGatewayInterface(ctx, connect.NewRequest(&gatewaypb.EnableGatewayInterfaceRequest{Id: ifaceID}))
+	payments := paymentpbconnect.NewPaymentServiceClient(customer, s.baseURL)
+	bankPayment := func(orderID string) payment {
+		created, err := payments.CreatePayment(ctx, connect.NewRequest(&paymentpb.CreatePaymentRequest{
+			OrderId: orderID, GatewayInterfaceId: bank, ReturnUrl: "https://shop.example.com/return",
+		}))
 		require.NoError(t, err)
-	case unimplemented(err):
-		t.Log("fixture: GatewayAdminService is not implemented yet; the bank-transfer interface is inserted with SQL")
-		id := testfixture.GatewayInterface(t, s.app.Pool(), "bank_transfer")
-		_, err = s.app.Pool().Exec(ctx, `UPDATE gateway_interfaces SET display_name = $2, config = $3 WHERE id = $1`, id, fx.GatewayInterfaceName, cfg.AsMap())
-		require.NoError(t, err)
-		ifaceID = id.String()
-	default:
-		require.NoError(t, err)
+		require.Equal(t, "pending", created.Msg.GetPayment().GetStatus())
+		return payment{ID: created.Msg.GetPayment().GetId(), OrderID: orderID, Amount: "99.00", Currency: "CNY"}
 	}
-	pendingOrder := newOrder()
-	created, err := paymentpbconnect.NewPaymentServiceClient(customer, s.baseURL).CreatePayment(ctx, connect.NewRequest(&paymentpb.CreatePaymentRequest{
-		OrderId: pendingOrder.GetId(), GatewayInterfaceId: ifaceID, ReturnUrl: "https://shop.example.com/return",
-	}))
-	switch {
-	case err == nil:
-		fx.PendingPayment = payment{ID: created.Msg.GetPayment().GetId(), OrderID: pendingOrder.GetId(), Amount: "99.00", Currency: "CNY"}
-	case unimplemented(err) || connect.CodeOf(err) == connect.CodeUnavailable:
-		// Unavailable: this build has CreatePayment but no gateway registry wired.
-		t.Logf("fixture: PaymentService.CreatePayment answered %v; the pending payment is inserted with SQL", connect.CodeOf(err))
-		id := testfixture.InsertPayment(t, s.app.Pool(), testfixture.Payment{
-			Customer: uuid.MustParse(fx.CustomerID), Order: uuid.MustParse(pendingOrder.GetId()),
-			Gateway: uuid.MustParse(ifaceID), Amount: "99.00", Status: "pending",
-		})
-		fx.PendingPayment = payment{ID: id.String(), OrderID: pendingOrder.GetId(), Amount: "99.00", Currency: "CNY"}
-	default:
-		require.NoError(t, err)
-	}
+	cancelled := newOrder(vps)
+	fx.FailedPayment = bankPayment(cancelled)
+	_, err = orders.CancelOrder(ctx, connect.NewRequest(&orderpb.CancelOrderRequest{OrderId: cancelled}))
+	require.NoError(t, err)
+	fx.PendingPayment = bankPayment(newOrder(vps))
+
+	// An epay interface whose merchant key the console must never show.
+	createInterface("epay", fx.SecretInterface.Name,
+		map[string]any{"api_url": "https://pay.example.com/", "pid": fx.SecretInterface.PID, "key": fx.SecretInterface.Secret})
 
 	// An event that used up its attempts, for the retry step.
 	err = s.app.Pool().QueryRow(ctx, `INSERT INTO events (event_type, payload, status, order_id, attempts, last_error)
 		VALUES ('order_paid', jsonb_build_object('order_id', $1::text), 'failed', $1::uuid, 8, 'provider answered 503 eight times')
-		RETURNING id`, paidOrder.GetId()).Scan(&fx.FailedEventID)
+		RETURNING id`, paidOrder).Scan(&fx.FailedEventID)
 	require.NoError(t, err)
+
+	// What the background work shows once it has run: both leader roles
+	// held by this one node, and the paid order's provisioning announced.
+	evs := eventpbconnect.NewEventAdminServiceClient(s.admin, s.baseURL)
+	require.Eventually(t, func() bool {
+		res, err := evs.ListLeaders(ctx, connect.NewRequest(&eventpb.ListLeadersRequest{}))
+		require.NoError(t, err)
+		fx.Dashboard.Leaders = nil
+		for _, l := range res.Msg.GetLeaders() {
+			if l.GetValid() {
+				fx.Dashboard.Leaders = append(fx.Dashboard.Leaders, leader{Role: l.GetRole(), Holder: l.GetHolder()})
+			}
+		}
+		return len(fx.Dashboard.Leaders) == 2
+	}, 30*time.Second, 50*time.Millisecond, "the billing and event_worker roles are taken")
+	nodes, err := evs.ListNodes(ctx, connect.NewRequest(&eventpb.ListNodesRequest{}))
+	require.NoError(t, err)
+	require.Len(t, nodes.Msg.GetNodes(), 1)
+	fx.Dashboard.Nodes = []string{nodes.Msg.GetNodes()[0].GetId()}
+	for _, l := range fx.Dashboard.Leaders {
+		require.Equal(t, fx.Dashboard.Nodes[0], l.Holder)
+	}
+	require.Eventually(t, func() bool {
+		res, err := evs.ListNotifications(ctx, connect.NewRequest(&eventpb.ListNotificationsRequest{
+			Pagination: &paymentpb.PageRequest{PageSize: 100}, Status: ptr("sent"),
+		}))
+		require.NoError(t, err)
+		for _, n := range res.Msg.GetNotifications() {
+			if n.GetEventId() != "" {
+				fx.NotifiedEventID = n.GetEventId()
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "a handled event has sent a notification")
+
+	// The dashboard's figures: 23 + 1 paid, 1 failed, 1 pending today.
+	fx.Dashboard.TodayPayments = fillers + 3
+	fx.Dashboard.SuccessRate = fmt.Sprintf("%.1f %%", 100*float64(fillers+1)/float64(fillers+2))
+	fx.Dashboard.Pending = 1
+	fx.Dashboard.ReceivedCNY = fmt.Sprintf("%d.00 CNY", fillers*1+99)
+	fx.Dashboard.FailedEvents = 1
 	return fx
 }
+
+func ptr[T any](v T) *T { return &v }
 
 // runBrowser installs what the browser step needs (npm ci, Debian's
 // chromium) when it is missing, then runs e2e/run.mjs against fx.
@@ -231,6 +377,15 @@ func runBrowser(t *testing.T, fx fixture) {
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(filepath.Dir(fx.DocsScreenshot), 0o755))
 	}
+	// The screens every full run must photograph; old pictures are removed
+	// first, so that one the run did not take fails the test.
+	var screens []string
+	if fx.Mode == "full" {
+		screens = fullRunScreens
+		for _, name := range screens {
+			require.NoError(t, os.RemoveAll(filepath.Join(shots, name+".png")))
+		}
+	}
 	file := filepath.Join(t.TempDir(), "fixture.json")
 	b, err := json.MarshalIndent(fx, "", "  ")
 	require.NoError(t, err)
@@ -245,13 +400,35 @@ func runBrowser(t *testing.T, fx fixture) {
 		t.Fatalf("the browser steps failed (exit %d); screenshots in %s", exit.ExitCode(), shots)
 	}
 	require.NoError(t, err)
+	for _, name := range screens {
+		st, err := os.Stat(filepath.Join(shots, name+".png"))
+		require.NoError(t, err, "no screenshot of %s", name)
+		require.Greater(t, st.Size(), int64(1000), "screenshot of %s", name)
+	}
 }
 
-// The console at the default [server].admin_path: log in, see the payments
-// created through the API, refund part of one, confirm a bank transfer,
-// retry a failed event, deep-link to a payment and reload, log out.
-// Screenshots of every screen go to admin-ui/e2e/screenshots/ (and, with
-// PAYMENTD_E2E_DOCS_SCREENSHOT=1, the payments list to docs/screenshots/).
+// fullRunScreens are the screenshots a full run takes: every screen of the
+// console, and the states after its actions.
+var fullRunScreens = []string{
+	"login", "dashboard",
+	"payments", "payments-page-2", "payment-detail", "payment-refunded", "payment-transfer-confirmed", "payments-after",
+	"orders", "order-detail", "customers", "customer-detail",
+	"gateways", "gateway-detail", "gateway-config-form",
+	"plugins", "plugin-detail", "plugin-disabled",
+	"events", "events-failed", "events-retried", "event-detail", "notifications",
+}
+
+// The console at the default [server].admin_path: log in, check the
+// dashboard's figures against the world the test made, page and filter the
+// payments created through the API, refund part of one, confirm a bank
+// transfer, see a gateway interface's secret stay masked, open a plugin's
+// detail (its hostile admin_page shown as text) and disable and enable it,
+// filter events and retry a failed one, open an event and the
+// notifications, deep-link to a payment and reload, log out. Any failed
+// API call the page makes that the step did not expect fails the test, and
+// so does a "not available" block. Screenshots of every screen go to
+// admin-ui/e2e/screenshots/ (and, with PAYMENTD_E2E_DOCS_SCREENSHOT=1, the
+// payments list to docs/screenshots/).
 func TestConsoleEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
