@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,8 @@ type options struct {
 	// spanExporter replaces the OTLP exporter when tracing is on (tests).
 	spanExporter sdktrace.SpanExporter
 	wrapPayments func(paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler
+	// smtpTLS replaces the e-mail channel's TLS settings (tests).
+	smtpTLS *tls.Config
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -82,6 +85,13 @@ func WithClock(clock func() time.Time) Option {
 // use it to look at the spans.
 func WithSpanExporter(exp sdktrace.SpanExporter) Option {
 	return func(o *options) { o.spanExporter = exp }
+}
+
+// WithSMTPTLSConfig makes the e-mail channel use c for STARTTLS and
+// implicit TLS instead of the system's roots. Tests use it to trust their
+// in-process SMTP server's private certificate; the service never sets it.
+func WithSMTPTLSConfig(c *tls.Config) Option {
+	return func(o *options) { o.smtpTLS = c }
 }
 
 // WithSessionCache puts a shared read-through cache (Redis) in front of the

@@ -87,6 +87,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	}
 	plugins := plugin.PluginsFunc(a.registry.Plugin)
 	nopts := notifyOptions(c.Notify)
+	nopts.SMTP.TLSConfig = a.opts.smtpTLS
 	if err := nopts.Validate(); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
@@ -75,23 +76,32 @@ func TestProvisioningFailureRefundsThroughEpayExactlyOnce(t *testing.T) {
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 }
 
-// The happy chain: a callback pays the order, the worker provisions it at
-// the fake provider, the order goes active with a running instance, and the
-// webhook receiver gets a notification whose signature verifies.
+// The happy chain, end to end over real HTTP and SMTP: the customer pays at
+// the fake epay, whose notification reaches /callbacks; the callback
+// commits the payment and order_paid; the worker provisions the order at
+// the fake provider through the http_provider plugin; the order goes active
+// with a running instance; and order_provisioned is announced on both
+// channels — the webhook receiver verifies every HMAC signature, and the
+// in-process SMTP server gets the customer's and the admins' e-mails over
+// STARTTLS with AUTH.
 func TestCallbackToActiveOrderWithASignedWebhookNotification(t *testing.T) {
 	t.Parallel()
 	prov := provider.New(provider.Options{})
 	require.NoError(t, prov.Start())
 	t.Cleanup(prov.Close)
 	hook := notifytest.StartWebhook(t, "webhook-secret-0123456789")
+	smtp := notifytest.StartSMTP(t, "mailer", "mail-password")
 
-	e := startPayments(t, func(c *config.Config) {
+	e := startPaymentsWith(t, []app.Option{app.WithSMTPTLSConfig(smtp.ClientTLS)}, func(c *config.Config) {
 		addProviderPlugin(t, c.Plugins.Dir)
-		src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(filepath.Join(c.Plugins.Dir, "notifier"), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(c.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+		addNotifierPlugin(t, c.Plugins.Dir)
 		c.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
+		c.Notify.SMTP = config.NotifySMTP{
+			Host: smtp.Host, Port: smtp.Port, From: "Billing <billing@example.com>",
+			TLSPolicy: "mandatory", Auth: "plain", Username: smtp.Username, Password: smtp.Password, Timeout: 5 * time.Second,
+		}
+		c.Notify.CustomerEmail = true
+		c.Notify.AdminEmails = []string{"ops@example.com"}
 		c.Notify.PollInterval = 100 * time.Millisecond
 		c.Events.PollInterval = 100 * time.Millisecond
 	})
@@ -101,12 +111,52 @@ func TestCallbackToActiveOrderWithASignedWebhookNotification(t *testing.T) {
 	p := e.createPayment(t, orderID).GetPayment()
 	require.NoError(t, e.fake.Pay(p.GetId()))
 	e.waitOrderStatus(t, orderID, "active")
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM payments WHERE id = $1 AND status = 'success'`, p.GetId()))
+	require.NotEmpty(t, e.fake.Notifications(), "paid through the gateway's notification")
+	require.True(t, e.fake.Notifications()[0].Acked, "the /callbacks route acknowledged it")
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM instances WHERE order_id = $1 AND status = 'running'`, orderID))
 	require.Equal(t, 1, prov.InstancesFor(orderID))
+
+	// The webhook: one delivery for order_provisioned, signature verified.
 	require.Eventually(t, func() bool { return len(hook.Deliveries()) > 0 }, 15*time.Second, 20*time.Millisecond,
 		"the webhook receives the provisioning notification")
 	require.Empty(t, hook.Rejections(), "every webhook signature verified")
+	d := hook.Deliveries()[0]
+	require.Equal(t, "Order "+orderID+" is ready", d.Payload["subject"], "%v", d.Payload)
+	require.Contains(t, d.Payload["body"], `"event_type":"order_provisioned"`)
+
+	// The e-mails: the customer's and the admins', over STARTTLS, as the
+	// authenticated sender.
+	require.Eventually(t, func() bool { return len(smtp.Mails()) == 2 }, 15*time.Second, 20*time.Millisecond,
+		"the SMTP server receives the customer's and the admins' e-mails")
+	byRecipient := map[string]notifytest.Mail{}
+	for _, m := range smtp.Mails() {
+		require.Len(t, m.To, 1)
+		byRecipient[m.To[0]] = m
+		require.True(t, m.TLS, "sent over STARTTLS")
+		require.Equal(t, "mailer", m.User, "authenticated")
+		require.Equal(t, "billing@example.com", m.From)
+		require.Contains(t, m.Body, orderID)
+	}
+	require.Contains(t, byRecipient, "alice@example.com")
+	require.Contains(t, byRecipient, "ops@example.com")
+	require.Equal(t, "Your order is ready", byRecipient["alice@example.com"].Header.Get("Subject"))
+	require.Contains(t, byRecipient["ops@example.com"].Header.Get("Subject"), orderID)
+
+	require.Eventually(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM notifications WHERE status = 'sent'`) == 3
+	}, 15*time.Second, 20*time.Millisecond, "the webhook and both e-mails are recorded as sent")
 	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND status = 'done'`, orderID),
 		"order_paid and order_provisioned are done")
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+}
+
+// addNotifierPlugin copies the shipped webhook notifier plugin into the
+// test's plugin directory.
+func addNotifierPlugin(t *testing.T, dir string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "notifier"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notifier", "webhook.lua"), src, 0o644))
 }

@@ -37,10 +37,10 @@ type payEnv struct {
 	admin    gatewaypbconnect.GatewayAdminServiceClient
 }
 
-// startOn is start with a listener chosen by the caller.
-func startOn(t *testing.T, cfg config.Config, ln net.Listener) *running {
+// startOn is start with a listener chosen by the caller (and app options).
+func startOn(t *testing.T, cfg config.Config, ln net.Listener, opts ...app.Option) *running {
 	t.Helper()
-	a, err := app.New(context.Background(), cfg, logger(t))
+	a, err := app.New(context.Background(), cfg, logger(t), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -56,6 +56,12 @@ func startOn(t *testing.T, cfg config.Config, ln net.Listener) *running {
 
 func startPayments(t *testing.T, mutate ...func(*config.Config)) *payEnv {
 	t.Helper()
+	return startPaymentsWith(t, nil, mutate...)
+}
+
+// startPaymentsWith is startPayments with app options.
+func startPaymentsWith(t *testing.T, opts []app.Option, mutate ...func(*config.Config)) *payEnv {
+	t.Helper()
 	fake := epay.New(epay.Options{NotifyScale: 0.0001})
 	require.NoError(t, fake.Start())
 	t.Cleanup(fake.Close)
@@ -68,7 +74,7 @@ func startPayments(t *testing.T, mutate ...func(*config.Config)) *payEnv {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	r := startOn(t, cfg, ln)
+	r := startOn(t, cfg, ln, opts...)
 	e := &payEnv{
 		r: r, c: login(t, r), fake: fake,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
