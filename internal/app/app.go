@@ -251,6 +251,7 @@ func (a *App) init(ctx context.Context) error {
 		// Only the billing leader reconciles; the SKIP LOCKED claim would
 		// keep several from asking about one payment at once anyway.
 		Active: a.bg.billing.IsLeader,
+		Tracer: a.backgroundTracer(),
 	})
 	callbacks := payment.NewCallbackHandler(paySvc, a.log)
 	var payHandler paymentpbconnect.PaymentServiceHandler = payment.NewHandler(paySvc, a.log)

@@ -80,13 +80,14 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		MaxAttempts: c.Events.MaxAttempts, Concurrency: c.Events.Concurrency,
 		HandlerTimeout: c.Events.HandlerTimeout, LockGrace: c.Events.LockGrace,
 		RetryBase: c.Events.RetryBase, RetryMax: c.Events.RetryMax, DrainTimeout: c.Events.DrainTimeout,
-		Waker: b.listener, Logger: a.log,
+		Waker: b.listener, Logger: a.log, Tracer: a.backgroundTracer(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	plugins := plugin.PluginsFunc(a.registry.Plugin)
 	nopts := notifyOptions(c.Notify)
+	nopts.Tracer = a.backgroundTracer()
 	nopts.SMTP.TLSConfig = a.opts.smtpTLS
 	if err := nopts.Validate(); err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ func (a *App) startPlugins(ctx context.Context) error {
 		Clock:        a.opts.clock,
 		Logger:       a.log,
 		Observer:     a.tel.observer,
+		Tracer:       a.backgroundTracer(),
 	})
 	return a.registry.Start(ctx)
 }

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/concurrency"
@@ -42,6 +43,17 @@ func (a *App) startTelemetry(ctx context.Context) error {
 	}
 	a.tel.observer = observe.New(o)
 	return nil
+}
+
+// backgroundTracer starts the spans of background work (an event handled,
+// a periodic task, a reconciliation round, a plugin scan, a notification
+// delivered), so that their log lines carry a trace id as requests' do. It
+// is nil while tracing is off: then they start no span and cost nothing.
+func (a *App) backgroundTracer() trace.Tracer {
+	if !a.tel.tracing.Enabled() {
+		return nil
+	}
+	return a.tel.tracing.Tracer()
 }
 
 // interceptors come first in every service's handler options: the

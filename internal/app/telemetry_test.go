@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -496,7 +498,8 @@ func TestTracingPutsTheTraceIDInLogsAndPropagatesItToTheGateway(t *testing.T) {
 	}
 }
 
-// Tracing off (the default): no trace ids in the logs.
+// Tracing off (the default): no trace ids in the logs, neither a request's
+// nor background work's (the plugin scan at start).
 func TestTracingOffLeavesTraceIDsOutOfTheLogs(t *testing.T) {
 	t.Parallel()
 	o := startObserved(t, nil)
@@ -504,6 +507,7 @@ func TestTracingOffLeavesTraceIDsOutOfTheLogs(t *testing.T) {
 	req.Header().Set("Traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
 	_, err := o.payments.CreatePayment(context.Background(), req)
 	require.NoError(t, err)
+	require.Contains(t, o.logs.String(), `"msg":"plugin loaded"`, "background work logged too")
 	require.NotContains(t, o.logs.String(), `"trace_id"`)
 }
 
@@ -515,4 +519,99 @@ func spansOf(exp *tracetest.InMemoryExporter, traceID string) []string {
 		}
 	}
 	return names
+}
+
+// With tracing on, background work has traces of its own, and its log lines
+// carry them as a request's lines carry the request's: an event attempt of
+// the worker (and what its handler logs), a notification delivery, a
+// reconciliation round, a run of the payment timeout scan and a plugin scan
+// each log with the trace and span id of a span that is exported.
+func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
+	t.Parallel()
+	exp := tracetest.NewInMemoryExporter()
+	hook := notifytest.StartWebhook(t, "webhook-secret-0123456789")
+	o := startObserved(t, []app.Option{app.WithSpanExporter(exp)}, func(c *config.Config) {
+		c.Tracing.Enabled = true
+		c.Tracing.SampleRatio = 1
+		c.Events.PollInterval = 100 * time.Millisecond
+		c.Events.TimeoutScanInterval = 200 * time.Millisecond
+		c.Billing.PaymentTimeout = 5 * time.Second
+		c.Billing.ReconcileAfter = 300 * time.Millisecond
+		src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(c.Plugins.Dir, "notifier"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(c.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+		c.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
+		c.Notify.PollInterval = 100 * time.Millisecond
+	})
+
+	// A payment whose notification is lost: the reconciler settles it, the
+	// event worker handles its order_paid, the webhook is notified. An order
+	// nobody pays: the timeout scan cancels it.
+	paidOrder := o.order(t)
+	p := o.createPayment(t, paidOrder).GetPayment()
+	o.fake.DropNotify(true)
+	require.NoError(t, o.fake.Pay(p.GetId()))
+	unpaidOrder := o.order(t)
+	o.waitSettled(t, p.GetId())
+	o.waitOrderStatus(t, paidOrder, "active")
+	o.waitOrderStatus(t, unpaidOrder, "cancelled")
+
+	// find waits for a line of msg whose attributes include those given.
+	find := func(msg string, attrs map[string]any) map[string]any {
+		t.Helper()
+		var found map[string]any
+		require.Eventually(t, func() bool {
+		lines:
+			for _, l := range o.logs.lines(t) {
+				if l["msg"] != msg {
+					continue
+				}
+				for k, v := range attrs {
+					if l[k] != v {
+						continue lines
+					}
+				}
+				found = l
+				return true
+			}
+			return false
+		}, 15*time.Second, 50*time.Millisecond, "no %q line with %v", msg, attrs)
+		return found
+	}
+	var traces []string
+	check := func(l map[string]any, span string) string {
+		t.Helper()
+		traceID, _ := l["trace_id"].(string)
+		require.Regexp(t, `^[0-9a-f]{32}$`, traceID, "%q logged without a trace id: %v", l["msg"], l)
+		require.Regexp(t, `^[0-9a-f]{16}$`, l["span_id"], "%q logged without a span id", l["msg"])
+		require.Nil(t, l["request_id"], "%q is background work, not a request's", l["msg"])
+		require.Eventually(t, func() bool { return slices.Contains(spansOf(exp, traceID), span) }, 15*time.Second, 50*time.Millisecond,
+			"%q's trace %s has no %s span (it has %v)", l["msg"], traceID, span, spansOf(exp, traceID))
+		traces = append(traces, traceID)
+		return traceID
+	}
+
+	reconciled := find("payment settled by reconciliation", map[string]any{"payment_id": p.GetId()})
+	check(reconciled, "reconcile.round")
+	done := find("event done", map[string]any{"order_id": paidOrder, "event_type": "order_provisioned"})
+	eventTrace := check(done, "event.handle")
+	// The handler's own line of that attempt is in the attempt's trace.
+	queued := find("notifications queued", map[string]any{"event_id": done["event_id"]})
+	require.Equal(t, eventTrace, queued["trace_id"], "the handler's lines carry the attempt's trace")
+	check(find("notification sent", map[string]any{"event_id": done["event_id"]}), "notification.deliver")
+	check(find("order cancelled: payment timeout", map[string]any{"order_id": unpaidOrder}), "periodic.run")
+	check(find("plugin loaded", map[string]any{"plugin": "epay"}), "plugin.scan")
+
+	// Each unit of work is a trace of its own, none the request's.
+	var created map[string]any
+	for _, l := range o.logs.lines(t) {
+		if l["msg"] == "payment created" && l["payment_id"] == p.GetId() {
+			created = l
+		}
+	}
+	require.NotNil(t, created)
+	require.NotContains(t, traces, created["trace_id"])
+	slices.Sort(traces)
+	require.Len(t, slices.Compact(traces), 5, "five units of work, five traces")
 }

@@ -11,8 +11,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/cluster"
+	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -61,6 +65,9 @@ type WorkerOptions struct {
 	// Jitter returns a number in [0, 1) for the backoff; default random.
 	Jitter func() float64
 	Logger *slog.Logger
+	// Tracer, when set (tracing on), gives each attempt and each periodic
+	// run a span, whose trace id the lines logged for it carry.
+	Tracer trace.Tracer
 }
 
 func (o *WorkerOptions) defaults() error {
@@ -437,8 +444,16 @@ func (s *session) handle(row store.Event) {
 	claim := store.ClaimOf(row)
 	e.claim, e.leaderRole = &claim, w.leaderRole
 	log := w.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
+	// The attempt's span: its lines, the handler's included, carry its
+	// trace id.
+	sctx, span := logging.BackgroundSpan(s.hctx, w.opts.Tracer, "event.handle")
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("event.id", e.ID.String()), attribute.String("event.type", e.Type),
+			attribute.String("order.id", e.OrderID.String()), attribute.Int("event.attempt", e.Attempt))
+	}
 
-	ctx, cancel := context.WithTimeout(s.hctx, w.opts.HandlerTimeout)
+	ctx, cancel := context.WithTimeout(sctx, w.opts.HandlerTimeout)
 	start := time.Now()
 	err := w.call(ctx, e)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
@@ -446,15 +461,18 @@ func (s *session) handle(row store.Event) {
 	took := time.Since(start).Round(time.Millisecond).String()
 
 	// The outcome is written even while stopping: a context of its own.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(s.hctx), 10*time.Second)
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(sctx), 10*time.Second)
 	defer rcancel()
+	if err != nil {
+		span.SetStatus(codes.Error, "event attempt failed")
+	}
 	lost := func(what string, rerr error) {
 		if errors.Is(rerr, store.ErrNotFound) {
-			log.Warn("attempt outcome discarded: its claim was reclaimed (the handler outlived it)",
+			log.WarnContext(sctx, "attempt outcome discarded: its claim was reclaimed (the handler outlived it)",
 				"outcome", what, "err", err, "took", took)
 			return
 		}
-		log.Error("could not record the attempt's outcome; its claim expires", "outcome", what, "err", err, "record_err", rerr)
+		log.ErrorContext(sctx, "could not record the attempt's outcome; its claim expires", "outcome", what, "err", err, "record_err", rerr)
 	}
 	switch {
 	case err == nil:
@@ -462,7 +480,7 @@ func (s *session) handle(row store.Event) {
 			lost("done", rerr)
 			return
 		}
-		log.Info("event done", "took", took)
+		log.InfoContext(sctx, "event done", "took", took)
 	case (s.hctx.Err() != nil && !timedOut) || errors.Is(err, store.ErrClaimLost):
 		// Stopped under the handler's feet, or its node lost the leader
 		// role its transactions are fenced with: not the event's fault.
@@ -470,7 +488,7 @@ func (s *session) handle(row store.Event) {
 			lost("handed back", rerr)
 			return
 		}
-		log.Info("event handed back: the worker is stopping or lost its role", "err", err)
+		log.InfoContext(sctx, "event handed back: the worker is stopping or lost its role", "err", err)
 	default:
 		if timedOut {
 			err = fmt.Errorf("handler timed out after %s: %w", w.opts.HandlerTimeout, err)
@@ -485,9 +503,9 @@ func (s *session) handle(row store.Event) {
 		case rerr != nil:
 			lost("failed", rerr)
 		case status == store.EventFailed:
-			log.Error("event failed for good; an admin can retry it", "err", err, "took", took)
+			log.ErrorContext(sctx, "event failed for good; an admin can retry it", "err", err, "took", took)
 		default:
-			log.Warn("event attempt failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String(), "took", took)
+			log.WarnContext(sctx, "event attempt failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String(), "took", took)
 		}
 	}
 }
@@ -500,7 +518,7 @@ func (w *Worker) call(ctx context.Context, e Event) (err error) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			w.log.Error("event handler panicked", "event_id", e.ID, "event_type", e.Type, "panic", r, "stack", string(debug.Stack()))
+			w.log.ErrorContext(ctx, "event handler panicked", "event_id", e.ID, "event_type", e.Type, "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("handler panicked: %v", r)
 		}
 	}()
@@ -516,18 +534,30 @@ func (s *session) every(ctx context.Context, p Periodic) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
+	run := func() {
+		// Each run is a span: the task's lines carry its trace id.
+		rctx, span := logging.BackgroundSpan(ctx, s.w.opts.Tracer, "periodic.run")
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("task", p.Name))
+		}
+		err := p.Run(rctx)
+		switch {
+		case ctx.Err() != nil:
+		case err != nil && !failing:
+			failing = true
+			span.SetStatus(codes.Error, "periodic task failed")
+			s.w.log.ErrorContext(rctx, "periodic task failed", "task", p.Name, "err", err)
+		case err == nil && failing:
+			failing = false
+			s.w.log.InfoContext(rctx, "periodic task works again", "task", p.Name)
+		}
+	}
 	for {
 		if s.w.leader.IsLeader() {
-			err := p.Run(ctx)
-			switch {
-			case ctx.Err() != nil:
+			run()
+			if ctx.Err() != nil {
 				return
-			case err != nil && !failing:
-				failing = true
-				s.w.log.Error("periodic task failed", "task", p.Name, "err", err)
-			case err == nil && failing:
-				failing = false
-				s.w.log.Info("periodic task works again", "task", p.Name)
 			}
 		}
 		select {

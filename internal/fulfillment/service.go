@@ -192,7 +192,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			o = moved
 		case order.StatusProvisioning:
 		default:
-			log.Info("order_paid: nothing to do", "order_status", o.Status)
+			log.InfoContext(ctx, "order_paid: nothing to do", "order_status", o.Status)
 			done = true
 			return nil
 		}
@@ -242,7 +242,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 				return err
 			}
 			if order.Status(o.Status) != order.StatusProvisioning {
-				log.Info("order_paid: order changed while provisioning; nothing to record", "order_status", o.Status)
+				log.InfoContext(ctx, "order_paid: order changed while provisioning; nothing to record", "order_status", o.Status)
 				return nil
 			}
 			now := s.now()
@@ -258,7 +258,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
 				return err
 			}
-			log.Info("order provisioned", "instance_id", inst.ID, "external_id", externalID)
+			log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
 			return nil
 		})
 	}
@@ -276,11 +276,11 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			return store.SetInstanceLastError(bctx, tx, req.Instance.ID, truncate(perr.Error(), 1000), s.now())
 		})
 		if err != nil {
-			log.Warn("could not record the provisioning error on the instance", "err", err)
+			log.WarnContext(ctx, "could not record the provisioning error on the instance", "err", err)
 		}
 		return perr
 	}
-	log.Warn("provisioning failed for good; cancelling the order", "err", perr)
+	log.WarnContext(ctx, "provisioning failed for good; cancelling the order", "err", perr)
 	return e.Tx(bctx, s.db, func(tx pgx.Tx) error {
 		o, err := store.GetOrderForUpdate(bctx, tx, e.OrderID)
 		if err != nil {
@@ -408,7 +408,7 @@ func (s *Service) HandleOrderCancelled(ctx context.Context, e event.Event) error
 			if err != nil {
 				return fmt.Errorf("order refunded, but recording it failed (a retry asks the refunder again): %w", err)
 			}
-			s.log.Info("order refunded", "event_id", e.ID, "order_id", e.OrderID, "reason", p.Reason)
+			s.log.InfoContext(ctx, "order refunded", "event_id", e.ID, "order_id", e.OrderID, "reason", p.Reason)
 		}
 	}
 	return s.notify(ctx, e, map[string]string{"reason": p.Reason, "refund_due": strconv.FormatBool(p.RefundDue)})
@@ -440,7 +440,7 @@ func (s *Service) notify(ctx context.Context, e event.Event, data map[string]str
 			return err
 		}
 		if n > 0 {
-			s.log.Info("notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
+			s.log.InfoContext(ctx, "notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
 		}
 		return nil
 	})
@@ -470,7 +470,7 @@ func (s *Service) CancelExpiredOrders(ctx context.Context) (int, error) {
 			}
 			if ok {
 				total++
-				s.log.Info("order cancelled: payment timeout", "order_id", id, "timeout", s.opts.PaymentTimeout.String())
+				s.log.InfoContext(ctx, "order cancelled: payment timeout", "order_id", id, "timeout", s.opts.PaymentTimeout.String())
 			}
 		}
 		if len(ids) < batch {

@@ -12,8 +12,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
@@ -64,6 +67,9 @@ type RegistryOptions struct {
 	// Observer, when set, watches every call of a loaded plugin (metrics,
 	// tracing).
 	Observer CallObserver
+	// Tracer, when set (tracing on), gives each scan a span: the lines the
+	// scan logs carry its trace id.
+	Tracer trace.Tracer
 }
 
 // CallObserver watches the calls of loaded plugins. StartCall is called
@@ -88,6 +94,7 @@ type Registry struct {
 	clock    func() time.Time
 	log      *slog.Logger
 	observer CallObserver
+	tracer   trace.Tracer
 
 	loaded atomic.Pointer[map[string]*loaded]
 	scanMu sync.Mutex // one scan at a time
@@ -129,7 +136,7 @@ func NewRegistry(o RegistryOptions) *Registry {
 	}
 	r := &Registry{
 		db: o.DB, dir: o.Dir, interval: o.ScanInterval, rt: o.Runtime,
-		clock: o.Clock, log: o.Logger.With("component", "plugin_scanner"), observer: o.Observer,
+		clock: o.Clock, log: o.Logger.With("component", "plugin_scanner"), observer: o.Observer, tracer: o.Tracer,
 	}
 	empty := map[string]*loaded{}
 	r.loaded.Store(&empty)
@@ -184,10 +191,18 @@ func (r *Registry) loop(ctx context.Context, every time.Duration, done chan stru
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := r.Scan(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error("plugin scan failed", "err", err)
-			}
+			r.periodicScan(ctx)
 		}
+	}
+}
+
+// periodicScan is the scan of every ScanInterval, a span of its own.
+func (r *Registry) periodicScan(ctx context.Context) {
+	ctx, span := logging.BackgroundSpan(ctx, r.tracer, "plugin.scan")
+	defer span.End()
+	if _, err := r.scan(ctx, scannerActor); err != nil && ctx.Err() == nil {
+		span.SetStatus(codes.Error, "plugin scan failed")
+		r.log.ErrorContext(ctx, "plugin scan failed", "err", err)
 	}
 }
 
@@ -249,9 +264,15 @@ func (r *Registry) Loaded(name string) (LoadedPlugin, bool) {
 // that fails is disabled alone; a database error for one plugin leaves it
 // as it was, the scan goes on, and the errors are returned joined. Only an
 // unreadable directory (ErrPluginDir) stops the scan before it changes
-// anything.
+// anything. With tracing on the scan is a span (a child of ctx's, if any).
 func (r *Registry) Scan(ctx context.Context) (Report, error) {
-	return r.scan(ctx, scannerActor)
+	ctx, span := logging.BackgroundSpan(ctx, r.tracer, "plugin.scan")
+	defer span.End()
+	rep, err := r.scan(ctx, scannerActor)
+	if err != nil {
+		span.SetStatus(codes.Error, "plugin scan failed")
+	}
+	return rep, err
 }
 
 // scan is Scan on behalf of by (an admin's reload), for the audit log.
@@ -261,7 +282,7 @@ func (r *Registry) scan(ctx context.Context, by actor) (Report, error) {
 
 	files, err := readPluginDir(r.dir)
 	if err != nil {
-		r.log.Error("plugin directory cannot be read; nothing changed", "err", err)
+		r.log.ErrorContext(ctx, "plugin directory cannot be read; nothing changed", "err", err)
 		return Report{}, err
 	}
 	rows, err := store.ListPlugins(ctx, r.db, store.PluginFilter{})
@@ -333,13 +354,13 @@ func (r *Registry) scanOne(ctx context.Context, by actor, name string, f *plugin
 		if fresh {
 			cand.plugin.Close()
 		}
-		r.log.Error("plugin scan: cannot record the plugin; memory left as it was", "plugin", name, "err", err)
+		r.log.ErrorContext(ctx, "plugin scan: cannot record the plugin; memory left as it was", "plugin", name, "err", err)
 		return outcome{}, err
 	}
 	if fresh && out.load != cand {
 		cand.plugin.Close()
 	}
-	r.logOutcome(name, f, cur, out)
+	r.logOutcome(ctx, name, f, cur, out)
 	if upgradedSchema != nil {
 		out.warnings = append(out.warnings, r.checkInterfaces(ctx, name, upgradedSchema)...)
 	}
@@ -368,26 +389,26 @@ func (r *Registry) prepare(ctx context.Context, f *pluginFile, cur *loaded) (*lo
 	return l, nil
 }
 
-func (r *Registry) logOutcome(name string, f *pluginFile, cur *loaded, out outcome) {
+func (r *Registry) logOutcome(ctx context.Context, name string, f *pluginFile, cur *loaded, out outcome) {
 	if c := out.change; c != nil {
 		attrs := []any{"plugin", name, "change", c.Kind, "stored_version", c.PreviousVersion, "file_version", c.FileVersion}
 		switch c.Kind {
 		case ChangeError:
-			r.log.Error("plugin disabled: "+c.Error, attrs...)
+			r.log.ErrorContext(ctx, "plugin disabled: "+c.Error, attrs...)
 		case ChangeMissing:
-			r.log.Warn("plugin disabled: its file is gone", attrs...)
+			r.log.WarnContext(ctx, "plugin disabled: its file is gone", attrs...)
 		case ChangeUpgraded:
-			r.log.Info("plugin upgraded", append(attrs, "interfaces_updated", c.InterfacesUpdated)...)
+			r.log.InfoContext(ctx, "plugin upgraded", append(attrs, "interfaces_updated", c.InterfacesUpdated)...)
 		default:
-			r.log.Info("plugin "+c.Kind, attrs...)
+			r.log.InfoContext(ctx, "plugin "+c.Kind, attrs...)
 		}
 	}
 	switch {
 	case out.load != nil && out.load != cur:
-		r.log.Info("plugin loaded", "plugin", name, "type", string(out.load.typ), "version", out.load.script.Version(),
+		r.log.InfoContext(ctx, "plugin loaded", "plugin", name, "type", string(out.load.typ), "version", out.load.script.Version(),
 			"sha256", out.load.script.SHA256(), "path", f.rel)
 	case out.load == nil && cur != nil:
-		r.log.Warn("plugin unloaded", "plugin", name)
+		r.log.WarnContext(ctx, "plugin unloaded", "plugin", name)
 	}
 }
 
@@ -398,7 +419,7 @@ func (r *Registry) logOutcome(name string, f *pluginFile, cur *loaded, out outco
 func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *ConfigSchema) []string {
 	gis, err := store.ListGatewayInterfacesOfPlugin(ctx, r.db, name)
 	if err != nil {
-		r.log.Warn("cannot check the interfaces of an upgraded plugin", "plugin", name, "err", err)
+		r.log.WarnContext(ctx, "cannot check the interfaces of an upgraded plugin", "plugin", name, "err", err)
 		return nil
 	}
 	var warnings []string
@@ -410,7 +431,7 @@ func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *Con
 		if problems := schema.Problems(cfg); len(problems) > 0 {
 			msg := fmt.Sprintf("gateway interface %s (%s): config does not satisfy the new schema of plugin %s: %s",
 				gi.ID, gi.DisplayName, name, joinProblems(problems))
-			r.log.Warn("gateway interface config does not satisfy its plugin's new schema",
+			r.log.WarnContext(ctx, "gateway interface config does not satisfy its plugin's new schema",
 				"plugin", name, "gateway_interface_id", gi.ID, "problems", joinProblems(problems))
 			warnings = append(warnings, msg)
 		}
@@ -462,7 +483,7 @@ func (r *Registry) callFailed(ctx context.Context, l *loaded, fn string, err err
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if _, err := store.SetPluginCallError(wctx, r.db, l.name, l.script.SHA256(), truncate(msg, 2000), r.now()); err != nil {
-		r.log.Warn("cannot record a plugin's failed call", "plugin", l.name, "err", err)
+		r.log.WarnContext(ctx, "cannot record a plugin's failed call", "plugin", l.name, "err", err)
 	}
 }
 

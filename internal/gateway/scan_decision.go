@@ -110,7 +110,7 @@ func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
 	if row.Version != "" {
 		var err error
 		if cmp, err = plugin.CompareVersions(version, row.Version); err != nil {
-			d.r.log.Warn("stored plugin version is not a semantic version; the file redefines the plugin", "plugin", d.name, "stored_version", row.Version)
+			d.r.log.WarnContext(d.ctx, "stored plugin version is not a semantic version; the file redefines the plugin", "plugin", d.name, "stored_version", row.Version)
 			cmp = 1
 		}
 		if stored := plugin.Type(row.Type); stored != c.typ {

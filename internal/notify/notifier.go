@@ -10,9 +10,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -210,6 +213,11 @@ func (n *Notifier) round(ctx context.Context) (more bool, err error) {
 }
 
 func (n *Notifier) deliver(ctx context.Context, row store.Notification) {
+	ctx, span := logging.BackgroundSpan(ctx, n.opts.Tracer, "notification.deliver")
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("notification.id", row.ID.String()), attribute.String("notification.channel", row.Channel))
+	}
 	log := n.log.With("notification_id", row.ID, "channel", row.Channel, "attempt", row.Attempts)
 	if row.EventID != nil {
 		log = log.With("event_id", *row.EventID)
@@ -227,22 +235,23 @@ func (n *Notifier) deliver(ctx context.Context, row store.Notification) {
 	defer cancel()
 	if err == nil {
 		if rerr := store.MarkNotificationSent(rctx, n.db, row.ID, row.Attempts); rerr != nil {
-			log.Warn("notification sent but not recorded; it may be sent again", "err", rerr)
+			log.WarnContext(ctx, "notification sent but not recorded; it may be sent again", "err", rerr)
 			return
 		}
-		log.Info("notification sent")
+		log.InfoContext(ctx, "notification sent")
 		return
 	}
+	span.SetStatus(codes.Error, "notification not delivered")
 	backoff := event.Backoff(int(row.Attempts), n.opts.RetryBase, n.opts.RetryMax, rand.Float64())
 	status, rerr := store.MarkNotificationAttemptFailed(rctx, n.db, row.ID, row.Attempts, event.IsPermanent(err),
 		n.opts.MaxAttempts, backoff, truncate(err.Error(), 2000))
 	switch {
 	case rerr != nil:
-		log.Error("notification failed and the failure could not be recorded", "err", err, "record_err", rerr)
+		log.ErrorContext(ctx, "notification failed and the failure could not be recorded", "err", err, "record_err", rerr)
 	case status == store.NotificationFailed:
-		log.Error("notification failed for good", "err", err)
+		log.ErrorContext(ctx, "notification failed for good", "err", err)
 	default:
-		log.Warn("notification failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String())
+		log.WarnContext(ctx, "notification failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String())
 	}
 }
 

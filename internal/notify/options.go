@@ -7,6 +7,8 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Channels (notifications_channel_check).
@@ -50,6 +52,11 @@ type Options struct {
 
 	// SMTP is the e-mail channel ([notify.smtp]).
 	SMTP SMTP `koanf:"smtp"`
+
+	// Tracer, when set (tracing on), gives each delivery a span, whose
+	// trace id the delivery's log lines carry. Not configuration: the
+	// service sets it from [tracing].
+	Tracer trace.Tracer `koanf:"-"`
 }
 
 // Webhook is one endpoint of the webhook channel. Its name is the

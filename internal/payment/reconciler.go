@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -38,6 +42,9 @@ type ReconcilerOptions struct {
 	// the same payment at once even without it.
 	Active func() bool
 	Logger *slog.Logger
+	// Tracer, when set (tracing on), gives each background round a span,
+	// whose trace id its lines, gateway calls included, carry.
+	Tracer trace.Tracer
 }
 
 // Defaults of ReconcilerOptions.
@@ -152,11 +159,24 @@ func (r *Reconciler) loop(ctx context.Context, done chan struct{}) {
 			r.log.Info("reconciler activity changed", "active", active)
 		}
 		if active {
-			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				r.log.Error("reconciliation round failed", "err", err)
-			}
+			r.round(ctx)
 		}
 		t.Reset(r.opts.Interval)
+	}
+}
+
+// round is one background round, under a span of its own.
+func (r *Reconciler) round(ctx context.Context) {
+	ctx, span := logging.BackgroundSpan(ctx, r.opts.Tracer, "reconcile.round")
+	defer span.End()
+	done, err := r.RunOnce(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("reconcile.claimed", done.Claimed), attribute.Int("reconcile.settled", done.Settled),
+			attribute.Int("reconcile.errors", done.Errors))
+	}
+	if err != nil && ctx.Err() == nil {
+		span.SetStatus(codes.Error, "reconciliation round failed")
+		r.log.ErrorContext(ctx, "reconciliation round failed", "err", err)
 	}
 }
 
@@ -197,10 +217,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 				r.log.Log(ctx, level, "payment not reconciled", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts, "err", err)
 			case after.Status == "success":
 				round.Settled++
-				r.log.Info("payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
+				r.log.InfoContext(ctx, "payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
 			case after.Status == "failed":
 				round.Failed++
-				r.log.Info("payment failed by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
+				r.log.InfoContext(ctx, "payment failed by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
 			}
 		})
 	}
@@ -211,10 +231,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 		return round, err
 	}
 	if round.Overdue > 0 {
-		r.log.Info("invoices overdue", "count", round.Overdue)
+		r.log.InfoContext(ctx, "invoices overdue", "count", round.Overdue)
 	}
 	if round.Claimed > 0 {
-		r.log.Info("reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "errors", round.Errors)
+		r.log.InfoContext(ctx, "reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "errors", round.Errors)
 	}
 	return round, nil
 }
