@@ -122,6 +122,9 @@ func hostHTTPMTLS(s *state, L *lua.LState, a args) int {
 	}
 	r.mtls = spec
 	r.opts = s.parseOptions(L, r.fname, a, 5)
+	// The rules of the other http_* functions: a GET may be retried, any
+	// other method only when the plugin says "retry": true.
+	r.idempotent = r.method == http.MethodGet || r.opts.Retry
 	return s.doHTTP(L, &r)
 }
 

@@ -445,3 +445,43 @@ func TestHTTPMTLSNeedsAClientThatCanPresentACertificate(t *testing.T) {
 	requireKind(t, err, KindScriptError, "mutual TLS is not configured")
 	require.Empty(t, hb.doer.requests(), "nothing was sent")
 }
+
+// tlsRecorder is an MTLSDoer that sends nothing: it answers 200 and notes
+// whether each request was marked idempotent (may be retried).
+type tlsRecorder struct {
+	mu         sync.Mutex
+	idempotent []bool
+}
+
+func (d *tlsRecorder) Do(*http.Request, bool) (*Response, error) {
+	return nil, errors.New("plain HTTP is not expected here")
+}
+
+func (d *tlsRecorder) DoTLS(_ *http.Request, idempotent bool, _ string, _ *tls.Config) (*Response, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.idempotent = append(d.idempotent, idempotent)
+	return &Response{Status: 200, Header: http.Header{}, Body: []byte("ok")}, nil
+}
+
+func TestHTTPMTLSIsRetriedByTheRulesOfTheOtherHTTPFunctions(t *testing.T) {
+	t.Parallel()
+	ca, caKey, _, _ := newCert(t, nil, nil, true)
+	_, _, cert, key := newCert(t, ca, caKey, false)
+	rec := &tlsRecorder{}
+	b := setup(t, func(o *Options) { o.HTTP = rec })
+	req, err := json.Marshal(map[string]string{"cert_pem": cert, "key_pem": key})
+	require.NoError(t, err)
+	for _, call := range []string{
+		`http_mtls("GET", "https://bank.example/q", "", REQ)`,
+		`http_mtls("POST", "https://bank.example/pay", "x", REQ)`,
+		`http_mtls("POST", "https://bank.example/pay", "x", REQ, '{"retry":true}')`,
+		`http_mtls("DELETE", "https://bank.example/pay/1", "", REQ)`,
+		`http_mtls("PUT", "https://bank.example/pay/1", "x", REQ, '{"retry":true,"timeout_ms":1000}')`,
+	} {
+		_, err := b.run(t, "return "+strings.Replace(call, "REQ", luaQuote(string(req)), 1))
+		require.NoError(t, err, call)
+	}
+	require.Equal(t, []bool{true, false, true, false, true}, rec.idempotent,
+		"a GET may be retried; another method only with \"retry\": true")
+}
