@@ -130,13 +130,16 @@
 //
 // # Host functions and HTTP
 //
-// Host functions take at most five arguments, strings or nil (json_encode
-// takes any value); a wrong count or type raises a Lua error naming the
-// function and the argument. HTTP goes through Options.HTTP, an HTTPDoer
-// that the service's one outbound client satisfies (Outbound): idempotent
-// is true for GET and for a POST whose options_json says "retry": true,
-// and false otherwise — a payment creation or a refund is never sent twice
-// blindly. http_mtls goes through it too (MTLSDoer): the certificate from
+// The host functions proper — log and the HTTP functions, a script's only
+// way out — take at most five arguments, strings or nil, and answer a
+// string or nothing, as the specification requires. The data helpers
+// (hashes, encodings, now) take and answer strings too, except json_encode
+// (any value in), json_decode and parse_query (a table out). A wrong count
+// or type raises a Lua error naming the function and the argument. HTTP
+// goes through Options.HTTP, an HTTPDoer that the service's one outbound
+// client satisfies (Outbound): idempotent is true for GET and for any
+// other method whose options_json says "retry": true, and false otherwise —
+// a payment creation or a refund is never sent twice blindly. http_mtls goes through it too (MTLSDoer): the certificate from
 // request_json is presented on a transport the client keeps per
 // certificate, under the host's circuit breaker, the same retry rule and
 // the same bounds; no redirect is followed. HTTP functions are refused
