@@ -1,7 +1,7 @@
 // The database/sql path (pgx/v5/stdlib), as goose and other database/sql
 // users of Amount take it.
 
-package money
+package money_test
 
 import (
 	"database/sql"
@@ -9,6 +9,11 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
+
+	// The tests read like the package's own: money is what they test. They
+	// live outside it because testdb (the server to test against) imports
+	// the store, which imports money.
+	. "github.com/rustbill/paymentd/internal/money"
 )
 
 // openDatabaseSQL opens a database/sql handle on the same database as b, through
