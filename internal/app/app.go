@@ -72,6 +72,8 @@ type options struct {
 	wrapPayments func(paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler
 	// smtpTLS replaces the e-mail channel's TLS settings (tests).
 	smtpTLS *tls.Config
+	// pollOnlyWorker: the event worker is not woken by NOTIFY (benchmarks).
+	pollOnlyWorker bool
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -92,6 +94,15 @@ func WithSpanExporter(exp sdktrace.SpanExporter) Option {
 // in-process SMTP server's private certificate; the service never sets it.
 func WithSMTPTLSConfig(c *tls.Config) Option {
 	return func(o *options) { o.smtpTLS = c }
+}
+
+// WithPollOnlyEventWorker makes the event worker ignore NOTIFY
+// paymentd_events and find new events by polling alone, every
+// [events].poll_interval — what an instance behind a pooler that breaks
+// LISTEN would do. Benchmarks compare the two paths with it; the service
+// never sets it.
+func WithPollOnlyEventWorker() Option {
+	return func(o *options) { o.pollOnlyWorker = true }
 }
 
 // WithSessionCache puts a shared read-through cache (Redis) in front of the

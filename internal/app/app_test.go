@@ -39,7 +39,14 @@ func testConfig(dbURL string) config.Config {
 	return c
 }
 
-func logger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+// logger writes the app's lines to the test's output; a benchmark's are
+// discarded (its output is printed whatever -v says).
+func logger(t testing.TB) *slog.Logger {
+	if _, bench := t.(*testing.B); bench {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
 
 type running struct {
 	app     *app.App

@@ -75,12 +75,16 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	if b.eventLead, err = elector(cluster.RoleEventWorker); err != nil {
 		return nil, err
 	}
+	var wake cluster.Waker = b.listener
+	if a.opts.pollOnlyWorker {
+		wake = nil
+	}
 	b.worker, err = event.NewWorker(a.pool, b.eventLead, event.WorkerOptions{
 		Node: b.node, PollInterval: c.Events.PollInterval, BatchSize: c.Events.BatchSize,
 		MaxAttempts: c.Events.MaxAttempts, Concurrency: c.Events.Concurrency,
 		HandlerTimeout: c.Events.HandlerTimeout, LockGrace: c.Events.LockGrace,
 		RetryBase: c.Events.RetryBase, RetryMax: c.Events.RetryMax, DrainTimeout: c.Events.DrainTimeout,
-		Waker: b.listener, Logger: a.log, Tracer: a.backgroundTracer(),
+		Waker: wake, Logger: a.log, Tracer: a.backgroundTracer(),
 	})
 	if err != nil {
 		return nil, err

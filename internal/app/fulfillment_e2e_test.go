@@ -18,7 +18,7 @@ import (
 
 // addProviderPlugin copies the shipped HTTP provider plugin into the test's
 // plugin directory.
-func addProviderPlugin(t *testing.T, dir string) {
+func addProviderPlugin(t testing.TB, dir string) {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "provider", "http_provider.lua"))
 	require.NoError(t, err)

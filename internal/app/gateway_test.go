@@ -25,7 +25,7 @@ import (
 
 // pluginDir is a plugin directory of the test's own with the shipped gateway
 // plugins (bank_transfer, epay) copied in.
-func pluginDir(t *testing.T) string {
+func pluginDir(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "gateway"), 0o755))
@@ -37,7 +37,7 @@ func pluginDir(t *testing.T) string {
 	return dir
 }
 
-func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
+func mustStruct(t testing.TB, m map[string]any) *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
 	require.NoError(t, err)

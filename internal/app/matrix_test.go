@@ -42,7 +42,7 @@ type callers struct {
 	customerID, otherID         uuid.UUID
 }
 
-func login(t *testing.T, r *running) callers {
+func login(t testing.TB, r *running) callers {
 	t.Helper()
 	ctx := context.Background()
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)

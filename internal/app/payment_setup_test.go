@@ -38,7 +38,7 @@ type payEnv struct {
 }
 
 // startOn is start with a listener chosen by the caller (and app options).
-func startOn(t *testing.T, cfg config.Config, ln net.Listener, opts ...app.Option) *running {
+func startOn(t testing.TB, cfg config.Config, ln net.Listener, opts ...app.Option) *running {
 	t.Helper()
 	a, err := app.New(context.Background(), cfg, logger(t), opts...)
 	require.NoError(t, err)
@@ -54,13 +54,13 @@ func startOn(t *testing.T, cfg config.Config, ln net.Listener, opts ...app.Optio
 	return &running{app: a, baseURL: "http://" + ln.Addr().String()}
 }
 
-func startPayments(t *testing.T, mutate ...func(*config.Config)) *payEnv {
+func startPayments(t testing.TB, mutate ...func(*config.Config)) *payEnv {
 	t.Helper()
 	return startPaymentsWith(t, nil, mutate...)
 }
 
 // startPaymentsWith is startPayments with app options.
-func startPaymentsWith(t *testing.T, opts []app.Option, mutate ...func(*config.Config)) *payEnv {
+func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.Config)) *payEnv {
 	t.Helper()
 	fake := epay.New(epay.Options{NotifyScale: 0.0001})
 	require.NoError(t, fake.Start())
@@ -99,7 +99,7 @@ func startPaymentsWith(t *testing.T, opts []app.Option, mutate ...func(*config.C
 // provisionWith makes the env's product one that http_provider provisions
 // at prov (plan plan, when not empty), created through the API as an admin
 // would, and returns its id.
-func (e *payEnv) provisionWith(t *testing.T, prov interface {
+func (e *payEnv) provisionWith(t testing.TB, prov interface {
 	URL() string
 	Token() string
 }, plan string) string {
@@ -119,7 +119,7 @@ func (e *payEnv) provisionWith(t *testing.T, prov interface {
 }
 
 // order places a pending order of the product as alice.
-func (e *payEnv) order(t *testing.T) string {
+func (e *payEnv) order(t testing.TB) string {
 	t.Helper()
 	o, err := e.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: e.product}, e.c.customer))
 	require.NoError(t, err)
@@ -127,7 +127,7 @@ func (e *payEnv) order(t *testing.T) string {
 }
 
 // createPayment pays an order through the epay interface as alice.
-func (e *payEnv) createPayment(t *testing.T, orderID string) *paymentpb.CreatePaymentResponse {
+func (e *payEnv) createPayment(t testing.TB, orderID string) *paymentpb.CreatePaymentResponse {
 	t.Helper()
 	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
 		OrderId: orderID, GatewayInterfaceId: e.epayGW, ReturnUrl: "https://shop.example/done",
