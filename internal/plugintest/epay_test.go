@@ -33,7 +33,7 @@ func epayConfig(apiURL string) map[string]any {
 	return map[string]any{"api_url": apiURL + "/", "pid": "1001", "key": "k3y"}
 }
 
-func loadEpay(t *testing.T) *plugin.Plugin {
+func loadEpay(t testing.TB) *plugin.Plugin {
 	t.Helper()
 	return plugintest.Load(t, "gateway/epay.lua", plugin.Options{})
 }
