@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -611,18 +612,30 @@ func servedServices(t *testing.T, baseURL string) []protoreflect.FullName {
 	return out
 }
 
-// pinnedTool is the path of a tool of tools/go.mod, built (or found in the
-// build cache) by the go command: what `go tool -modfile=tools/go.mod name`
-// runs.
+// pinnedTools are the tools of tools/go.mod the examples run, by name:
+// each is built (or found in the build cache) once per test run.
+var pinnedTools = struct {
+	sync.Mutex
+	path map[string]string
+}{path: map[string]string{}}
+
+// pinnedTool is the path of a tool of tools/go.mod: what
+// `go tool -modfile=tools/go.mod name` runs.
 func pinnedTool(t *testing.T, root, name string) string {
 	t.Helper()
+	pinnedTools.Lock()
+	defer pinnedTools.Unlock()
+	if p, ok := pinnedTools.path[name]; ok {
+		return p
+	}
 	c := exec.Command("go", "tool", "-n", "-modfile=tools/go.mod", name)
 	c.Dir = root
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	out, err := c.Output()
-	require.NoError(t, err, "locating %s with go tool -n: %s", name, stderr.String())
-	return strings.TrimSpace(string(out))
+	require.NoError(t, err, "building %s with go tool -n: %s", name, stderr.String())
+	pinnedTools.path[name] = strings.TrimSpace(string(out))
+	return pinnedTools.path[name]
 }
 
 // placeholderVars stand in for every variable when only the shape of a
