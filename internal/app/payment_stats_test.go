@@ -12,6 +12,7 @@ import (
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
 )
 
 // The dashboard's figures over the wire, for payments made the way
@@ -85,17 +86,37 @@ func TestGetPaymentStatsSumsUpTodaysRealPayments(t *testing.T) {
 	asOf, err := time.Parse(time.RFC3339Nano, got.GetAsOf())
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now(), asOf, time.Minute)
+	require.Zero(t, got.GetRefundsPending(), "every refund so far succeeded")
+	require.Empty(t, got.GetOldestPendingRefundAt())
+
+	// A refund whose gateway answer is lost stays pending for an admin: the
+	// dashboard counts it and says since when, and nothing else moves.
+	e.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
+	lost := paid(e.order(t))
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: lost, Amount: "2.00"}, e.c.admin))
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(err), "%v", err)
+	refunds, err := admin.ListRefunds(ctx, with(&paymentpb.ListRefundsRequest{PaymentId: lost}, e.c.admin))
+	require.NoError(t, err)
+	require.Len(t, refunds.Msg.GetRefunds(), 1)
+	require.Equal(t, "pending", refunds.Msg.GetRefunds()[0].GetStatus())
+	got, err = stats("", e.c.admin)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, got.GetRefundsPending())
+	require.Equal(t, refunds.Msg.GetRefunds()[0].GetCreatedAt(), got.GetOldestPendingRefundAt())
+	require.EqualValues(t, 7, got.GetTotal())
+	require.EqualValues(t, 4, got.GetSuccess())
 
 	// A window that starts after everything: nothing in it, but what is
-	// pending now is still pending.
+	// pending now (a payment, a refund) is still pending.
 	later, err := stats(time.Now().Add(-time.Millisecond).Format(time.RFC3339Nano), e.c.admin)
 	require.NoError(t, err)
 	require.Zero(t, later.GetTotal())
 	require.EqualValues(t, 1, later.GetPendingNow())
+	require.EqualValues(t, 1, later.GetRefundsPending())
 	// Another offset means the same moment.
 	sameStart, err := stats(start.Add(-time.Hour).In(time.FixedZone("UTC+8", 8*3600)).Format(time.RFC3339Nano), e.c.admin)
 	require.NoError(t, err)
-	require.EqualValues(t, 6, sameStart.GetTotal())
+	require.EqualValues(t, 7, sameStart.GetTotal())
 
 	// Bad input and bad callers.
 	for since, want := range map[string]string{

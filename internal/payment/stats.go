@@ -31,6 +31,13 @@ type Stats struct {
 	// Succeeded sums the window's succeeded payments (success or
 	// refunded) per currency, by currency code.
 	Succeeded []CurrencyTotal
+	// RefundsPending counts every refund pending now, whenever made: the
+	// gateway completes it later (a bank transfer sent back by hand) or its
+	// outcome is unknown, and an admin records what happened
+	// (ResolveRefund). OldestPendingRefund is when the oldest of them was
+	// requested; nil when none is pending.
+	RefundsPending      int64
+	OldestPendingRefund *time.Time
 }
 
 // CurrencyTotal is what the succeeded payments of one currency add up to,
@@ -49,8 +56,9 @@ func StartOfUTCDay(t time.Time) time.Time {
 }
 
 // PaymentStats computes the dashboard's figures for the payments created at
-// or after since (nil: the start of the current UTC day) (admin). A since
-// in the future or more than MaxStatsWindow back is InvalidArgument.
+// or after since (nil: the start of the current UTC day), and the refunds
+// pending now (admin). A since in the future or more than MaxStatsWindow
+// back is InvalidArgument.
 func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, error) {
 	if _, err := requireAdmin(ctx); err != nil {
 		return Stats{}, err
@@ -74,7 +82,15 @@ func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, er
 	if err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Since: from, AsOf: now, PendingNow: pending}
+	refunds, err := store.PendingRefundSummary(ctx, s.db)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Since: from, AsOf: now, PendingNow: pending, RefundsPending: refunds.Count}
+	if refunds.Oldest != nil {
+		oldest := refunds.Oldest.UTC()
+		st.OldestPendingRefund = &oldest
+	}
 	byCurrency := map[string]int{}
 	for _, g := range groups {
 		st.Total += g.Payments

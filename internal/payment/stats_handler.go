@@ -30,7 +30,8 @@ func (h *AdminHandler) GetPaymentStats(ctx context.Context, req *connect.Request
 		Since: rpc.Time(st.Since), AsOf: rpc.Time(st.AsOf),
 		Total: uint64(st.Total), Pending: uint64(st.Pending), Success: uint64(st.Success),
 		Failed: uint64(st.Failed), Refunded: uint64(st.Refunded), PendingNow: uint64(st.PendingNow),
-		Succeeded: make([]*paymentpb.PaymentCurrencyTotal, 0, len(st.Succeeded)),
+		Succeeded:      make([]*paymentpb.PaymentCurrencyTotal, 0, len(st.Succeeded)),
+		RefundsPending: uint64(st.RefundsPending), OldestPendingRefundAt: rpc.TimePtr(st.OldestPendingRefund),
 	}
 	if st.HasRate {
 		out.SuccessRate = &st.SuccessRate

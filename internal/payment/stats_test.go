@@ -3,6 +3,7 @@ package payment_test
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,7 +12,9 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -85,4 +88,69 @@ func TestPaymentStatsCountTodaysPaymentsByStatusAndSumWhatSucceeded(t *testing.T
 	require.True(t, apperr.Is(err, apperr.PermissionDenied), "%v", err)
 	_, err = svc.PaymentStats(context.Background(), nil)
 	require.True(t, apperr.Is(err, apperr.Unauthenticated), "%v", err)
+}
+
+// The dashboard's pending refunds, made the way an admin makes them: a bank
+// transfer refunded by hand and an epay refund whose answer was lost stay
+// pending until an admin records them; the count and the oldest follow.
+func TestPaymentStatsCountThePendingRefundsAndTheOldest(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	stats := func() payment.Stats {
+		t.Helper()
+		st, err := f.svc.PaymentStats(f.admin, nil)
+		require.NoError(t, err)
+		return st
+	}
+	st := stats()
+	require.Zero(t, st.RefundsPending)
+	require.Nil(t, st.OldestPendingRefund)
+
+	// A bank transfer, confirmed, then refunded by hand: pending.
+	orderID := f.order(t, "75.00")
+	bank, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.bankGW, ReturnURL: "https://x.example"})
+	require.NoError(t, err)
+	_, err = f.svc.ConfirmBankTransfer(f.admin, bank.ID, "STMT-1")
+	require.NoError(t, err)
+	byHand, err := f.svc.RefundPayment(f.admin, bank.ID, "", "customer withdrew")
+	require.NoError(t, err)
+	require.Equal(t, store.RefundPending, byHand.Refund.Status)
+	// A refund that succeeds at once is not pending.
+	p := f.paidAtTheGateway(t, "50.00")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "5.00", "")
+	require.NoError(t, err)
+	st = stats()
+	require.EqualValues(t, 1, st.RefundsPending)
+	require.NotNil(t, st.OldestPendingRefund)
+	require.True(t, byHand.Refund.CreatedAt.Equal(*st.OldestPendingRefund), "oldest %s, want %s", st.OldestPendingRefund, byHand.Refund.CreatedAt)
+	require.Equal(t, time.UTC, st.OldestPendingRefund.Location())
+
+	// An hour later, an epay refund whose answer is lost: pending too.
+	f.clock.Add(time.Hour)
+	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	var unknown store.Refund
+	for _, r := range f.refunds(t, p.ID) {
+		if r.Status == store.RefundPending {
+			unknown = r
+		}
+	}
+	require.Equal(t, "20.00", unknown.Amount.String())
+	st = stats()
+	require.EqualValues(t, 2, st.RefundsPending)
+	require.True(t, byHand.Refund.CreatedAt.Equal(*st.OldestPendingRefund), "still the bank transfer's")
+
+	// The admin sends the transfer back and records it: the epay refund is
+	// the oldest now; once it is recorded too, nothing is pending.
+	_, err = f.svc.ResolveRefund(f.admin, byHand.Refund.ID, store.RefundSucceeded, "SEPA-1", "sent back from the bank account")
+	require.NoError(t, err)
+	st = stats()
+	require.EqualValues(t, 1, st.RefundsPending)
+	require.True(t, unknown.CreatedAt.Equal(*st.OldestPendingRefund), "oldest %s, want %s", st.OldestPendingRefund, unknown.CreatedAt)
+	_, err = f.svc.ResolveRefund(f.admin, unknown.ID, store.RefundFailed, "", "not in the gateway's refund list")
+	require.NoError(t, err)
+	st = stats()
+	require.Zero(t, st.RefundsPending)
+	require.Nil(t, st.OldestPendingRefund)
 }

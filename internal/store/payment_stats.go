@@ -2,7 +2,10 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
@@ -35,4 +38,23 @@ func PaymentStatsSince(ctx context.Context, db DB, since time.Time) ([]PaymentSt
 func CountPendingPayments(ctx context.Context, db DB) (int64, error) {
 	n, err := dbsqlc.New(db).CountPendingPayments(ctx)
 	return n, MapError(err)
+}
+
+// PendingRefunds sums up the refunds pending now: how many, and when the
+// oldest was requested (nil when none is).
+type PendingRefunds struct {
+	Count  int64
+	Oldest *time.Time
+}
+
+// PendingRefundSummary counts the refunds pending now and finds the oldest.
+func PendingRefundSummary(ctx context.Context, db DB) (PendingRefunds, error) {
+	row, err := dbsqlc.New(db).OldestPendingRefund(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return PendingRefunds{}, nil
+	}
+	if err != nil {
+		return PendingRefunds{}, MapError(err)
+	}
+	return PendingRefunds{Count: row.Refunds, Oldest: &row.CreatedAt}, nil
 }

@@ -101,3 +101,62 @@ func explain(t *testing.T, conn *pgx.Conn, q pgx.TraceQueryStartData) string {
 	require.NoError(t, err)
 	return strings.Join(lines, "\n")
 }
+
+// The dashboard's pending refunds (how many, the oldest) come from one
+// statement that reads refunds_pending_idx alone: however many refunds
+// were ever made, only the pending ones are read.
+func TestPendingRefundSummaryCountsThePendingRefundsThroughTheirIndex(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	var last pgx.TraceQueryStartData
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.Tracer = tracerFunc(func(d pgx.TraceQueryStartData) { last = d })
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	// None pending: zero and no oldest.
+	got, err := store.PendingRefundSummary(ctx, conn)
+	require.NoError(t, err)
+	require.Equal(t, store.PendingRefunds{}, got)
+
+	// One payment with thousands of finished refunds, older and newer than
+	// the pending ones, and three pending refunds.
+	b.insertPayments(t, 1, "success", "CNY", "9999999999.00", "0", time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	var paymentID string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM payments`).Scan(&paymentID))
+	refunds := func(n int, status string, at time.Time) {
+		t.Helper()
+		_, err := b.pool.Exec(ctx, `INSERT INTO refunds (payment_id, amount, status, created_at, updated_at)
+			SELECT $1, 1.00, $2, $3::timestamptz + i * interval '1 second', $3 FROM generate_series(0, $4::int - 1) AS i`,
+			paymentID, status, at, n)
+		require.NoError(t, err)
+	}
+	oldest := time.Date(2026, 5, 2, 8, 30, 0, 123456000, time.UTC)
+	refunds(2000, "succeeded", oldest.Add(-48*time.Hour))
+	refunds(1000, "failed", oldest.Add(-time.Hour))
+	refunds(3, "pending", oldest)
+	refunds(1000, "succeeded", oldest.Add(time.Hour))
+	_, err = b.pool.Exec(ctx, `VACUUM ANALYZE refunds`)
+	require.NoError(t, err)
+
+	got, err = store.PendingRefundSummary(ctx, conn)
+	require.NoError(t, err)
+	q := last
+	require.EqualValues(t, 3, got.Count)
+	require.NotNil(t, got.Oldest)
+	require.True(t, oldest.Equal(*got.Oldest), "oldest %s, want %s", got.Oldest, oldest)
+	plan := explain(t, conn, q)
+	require.Contains(t, plan, "refunds_pending_idx", plan)
+	require.NotContains(t, plan, "Seq Scan", plan)
+	requireIndexedLookup(t, conn, q, "PendingRefundSummary")
+
+	// The oldest resolved: the next one is the oldest.
+	_, err = b.pool.Exec(ctx, `UPDATE refunds SET status = 'succeeded' WHERE status = 'pending' AND created_at = $1`, oldest)
+	require.NoError(t, err)
+	got, err = store.PendingRefundSummary(ctx, conn)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, got.Count)
+	require.True(t, oldest.Add(time.Second).Equal(*got.Oldest), "oldest %s", got.Oldest)
+}

@@ -21,3 +21,15 @@ ORDER BY status, currency;
 -- hold exactly these rows.
 SELECT count(*) FROM payments
 WHERE status = 'pending';
+
+-- name: OldestPendingRefund :one
+-- The refunds pending now (the gateway completes them later, or their
+-- outcome is unknown: each waits for an admin's ResolveRefund): when the
+-- oldest was requested, and how many there are. An index-only scan of
+-- refunds_pending_idx, the partial index of exactly these rows, however
+-- many refunds were ever made; no row when none is pending.
+SELECT created_at, count(*) OVER () AS refunds
+FROM refunds
+WHERE status = 'pending'
+ORDER BY created_at
+LIMIT 1;

@@ -551,9 +551,16 @@ type GetPaymentStatsResponse struct {
 	PendingNow uint64 `protobuf:"varint,9,opt,name=pending_now,json=pendingNow,proto3" json:"pending_now,omitempty"`
 	// The window's succeeded payments (success or refunded) per currency, by
 	// currency code.
-	Succeeded     []*PaymentCurrencyTotal `protobuf:"bytes,10,rep,name=succeeded,proto3" json:"succeeded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Succeeded []*PaymentCurrencyTotal `protobuf:"bytes,10,rep,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// Refunds pending now, whenever they were made: the gateway completes
+	// them later (a bank transfer sent back by hand) or their outcome is
+	// unknown; each waits for an admin to record its outcome (ResolveRefund).
+	RefundsPending uint64 `protobuf:"varint,11,opt,name=refunds_pending,json=refundsPending,proto3" json:"refunds_pending,omitempty"`
+	// When the oldest pending refund was requested, RFC 3339 in UTC; empty
+	// while none is pending.
+	OldestPendingRefundAt string `protobuf:"bytes,12,opt,name=oldest_pending_refund_at,json=oldestPendingRefundAt,proto3" json:"oldest_pending_refund_at,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GetPaymentStatsResponse) Reset() {
@@ -654,6 +661,20 @@ func (x *GetPaymentStatsResponse) GetSucceeded() []*PaymentCurrencyTotal {
 		return x.Succeeded
 	}
 	return nil
+}
+
+func (x *GetPaymentStatsResponse) GetRefundsPending() uint64 {
+	if x != nil {
+		return x.RefundsPending
+	}
+	return 0
+}
+
+func (x *GetPaymentStatsResponse) GetOldestPendingRefundAt() string {
+	if x != nil {
+		return x.OldestPendingRefundAt
+	}
+	return ""
 }
 
 // PaymentCurrencyTotal is what the succeeded payments of one currency add
@@ -774,7 +795,7 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x1b.billing.payment.AuditEntryR\aentries\x12-\n" +
 	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"7\n" +
 	"\x16GetPaymentStatsRequest\x12\x1d\n" +
-	"\x05since\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x05since\"\xe1\x02\n" +
+	"\x05since\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x05since\"\xc3\x03\n" +
 	"\x17GetPaymentStatsResponse\x12\x14\n" +
 	"\x05since\x18\x01 \x01(\tR\x05since\x12\x13\n" +
 	"\x05as_of\x18\x02 \x01(\tR\x04asOf\x12\x14\n" +
@@ -787,7 +808,9 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\vpending_now\x18\t \x01(\x04R\n" +
 	"pendingNow\x12C\n" +
 	"\tsucceeded\x18\n" +
-	" \x03(\v2%.billing.payment.PaymentCurrencyTotalR\tsucceededB\x0f\n" +
+	" \x03(\v2%.billing.payment.PaymentCurrencyTotalR\tsucceeded\x12'\n" +
+	"\x0frefunds_pending\x18\v \x01(\x04R\x0erefundsPending\x127\n" +
+	"\x18oldest_pending_refund_at\x18\f \x01(\tR\x15oldestPendingRefundAtB\x0f\n" +
 	"\r_success_rate\"\x8f\x01\n" +
 	"\x14PaymentCurrencyTotal\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x1a\n" +

@@ -25,6 +25,31 @@ func (q *Queries) CountPendingPayments(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const oldestPendingRefund = `-- name: OldestPendingRefund :one
+SELECT created_at, count(*) OVER () AS refunds
+FROM refunds
+WHERE status = 'pending'
+ORDER BY created_at
+LIMIT 1
+`
+
+type OldestPendingRefundRow struct {
+	CreatedAt time.Time
+	Refunds   int64
+}
+
+// The refunds pending now (the gateway completes them later, or their
+// outcome is unknown: each waits for an admin's ResolveRefund): when the
+// oldest was requested, and how many there are. An index-only scan of
+// refunds_pending_idx, the partial index of exactly these rows, however
+// many refunds were ever made; no row when none is pending.
+func (q *Queries) OldestPendingRefund(ctx context.Context) (OldestPendingRefundRow, error) {
+	row := q.db.QueryRow(ctx, oldestPendingRefund)
+	var i OldestPendingRefundRow
+	err := row.Scan(&i.CreatedAt, &i.Refunds)
+	return i, err
+}
+
 const paymentStatsSince = `-- name: PaymentStatsSince :many
 
 SELECT status, currency,

@@ -69,9 +69,10 @@ type PaymentAdminServiceClient interface {
 	ResolveRefund(context.Context, *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error)
 	// GetPaymentStats sums up, for the console's dashboard, the payments
 	// created since a moment (default: the start of the current UTC day):
-	// counts by status, the success rate, what succeeded per currency, and
-	// how many payments are pending now. The database computes it, however
-	// many payments there are.
+	// counts by status, the success rate, what succeeded per currency, how
+	// many payments are pending now, and how many refunds are pending now
+	// with the oldest's time. The database computes it, however many
+	// payments and refunds there are.
 	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
 }
 
@@ -160,9 +161,10 @@ type PaymentAdminServiceHandler interface {
 	ResolveRefund(context.Context, *connect.Request[payment.ResolveRefundRequest]) (*connect.Response[payment.ResolveRefundResponse], error)
 	// GetPaymentStats sums up, for the console's dashboard, the payments
 	// created since a moment (default: the start of the current UTC day):
-	// counts by status, the success rate, what succeeded per currency, and
-	// how many payments are pending now. The database computes it, however
-	// many payments there are.
+	// counts by status, the success rate, what succeeded per currency, how
+	// many payments are pending now, and how many refunds are pending now
+	// with the oldest's time. The database computes it, however many
+	// payments and refunds there are.
 	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
 }
 
