@@ -30,6 +30,16 @@ type Event struct {
 	// leaderRole the lease role its transactions check; see Tx.
 	claim      *store.Claim
 	leaderRole string
+	// attempt is shared by the copies of this Event a handler makes: it
+	// tells the worker that the handler completed the event itself
+	// (Complete, committed by Tx).
+	attempt *attemptState
+}
+
+// attemptState is what one attempt's Event copies share.
+type attemptState struct {
+	completing bool // Complete ran in the transaction now open
+	completed  bool // ... and that transaction committed
 }
 
 // ErrClaimLost is returned by Tx when this attempt no longer holds its
@@ -49,7 +59,10 @@ var ErrClaimLost = store.ErrClaimLost
 // must be idempotent and harmless when repeated (a side effect elsewhere, a
 // note that one happened).
 func (e Event) Tx(ctx context.Context, db store.DB, fn func(tx pgx.Tx) error) error {
-	return store.WithTx(ctx, db, func(tx pgx.Tx) error {
+	if e.attempt != nil {
+		e.attempt.completing = false
+	}
+	err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
 		if e.claim != nil {
 			if err := store.HoldClaim(ctx, tx, *e.claim, e.leaderRole); err != nil {
 				return err
@@ -57,7 +70,32 @@ func (e Event) Tx(ctx context.Context, db store.DB, fn func(tx pgx.Tx) error) er
 		}
 		return fn(tx)
 	})
+	if e.attempt != nil {
+		e.attempt.completed = e.attempt.completed || (err == nil && e.attempt.completing)
+		e.attempt.completing = false
+	}
+	return err
 }
+
+// Complete marks the event done inside tx, the handler's last transaction
+// (call it from the function given to Tx, as its last write): the event is
+// done exactly when that transaction commits, and the worker spares the
+// commit of its own it would otherwise make. A handler that completes its
+// event must return nil. Outside a worker's attempt (no claim) it does
+// nothing.
+func (e Event) Complete(ctx context.Context, tx pgx.Tx) error {
+	if e.claim == nil || e.attempt == nil {
+		return nil
+	}
+	if err := store.CompleteEvent(ctx, tx, *e.claim); err != nil {
+		return err
+	}
+	e.attempt.completing = true
+	return nil
+}
+
+// completed reports whether the handler completed the event itself.
+func (e Event) completed() bool { return e.attempt != nil && e.attempt.completed }
 
 // LastAttempt reports whether a failure of this attempt fails the event for
 // good. A handler with a fallback for "it will never work" (cancel the
@@ -71,6 +109,7 @@ func fromRow(r store.Event, maxAttempts int) Event {
 	return Event{
 		ID: r.ID, Type: r.EventType, OrderID: r.OrderID, Payload: json.RawMessage(r.Payload),
 		Attempt: int(r.Attempts), MaxAttempts: maxAttempts, CreatedAt: r.CreatedAt,
+		attempt: &attemptState{},
 	}
 }
 

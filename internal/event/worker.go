@@ -475,6 +475,13 @@ func (s *session) handle(row store.Event) {
 		log.ErrorContext(sctx, "could not record the attempt's outcome; its claim expires", "outcome", what, "err", err, "record_err", rerr)
 	}
 	switch {
+	case e.completed():
+		// Done in the handler's last transaction, which committed.
+		if err != nil {
+			log.ErrorContext(sctx, "event done, but its handler returned an error after completing it (a bug in the handler)", "err", err, "took", took)
+			return
+		}
+		log.InfoContext(sctx, "event done", "took", took)
 	case err == nil:
 		if rerr := store.CompleteEvent(rctx, w.db, claim); rerr != nil {
 			lost("done", rerr)

@@ -194,7 +194,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		default:
 			log.InfoContext(ctx, "order_paid: nothing to do", "order_status", o.Status)
 			done = true
-			return nil
+			return e.Complete(ctx, tx)
 		}
 		var product *store.Product
 		if o.ProductID != nil {
@@ -206,7 +206,10 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		}
 		if product == nil || product.ProviderPlugin == nil {
 			done = true
-			return s.activate(ctx, tx, o, nil, now)
+			if err := s.activate(ctx, tx, o, nil, now); err != nil {
+				return err
+			}
+			return e.Complete(ctx, tx)
 		}
 		// The order row is locked: nobody creates its instance meanwhile.
 		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
@@ -259,7 +262,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 				return err
 			}
 			log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
-			return nil
+			return e.Complete(ctx, tx)
 		})
 	}
 
@@ -442,7 +445,9 @@ func (s *Service) notify(ctx context.Context, e event.Event, data map[string]str
 		if n > 0 {
 			s.log.InfoContext(ctx, "notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
 		}
-		return nil
+		// Queuing the notices is the event's last step: it is done when
+		// they are (one commit, not two).
+		return e.Complete(ctx, tx)
 	})
 }
 
