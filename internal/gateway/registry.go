@@ -99,6 +99,11 @@ type Registry struct {
 	loaded atomic.Pointer[map[string]*loaded]
 	scanMu sync.Mutex // one scan at a time
 
+	// The gateway interfaces Get read lately (see interfaceCacheTTL).
+	ifMu    sync.RWMutex
+	ifCache map[uuid.UUID]cachedInterface
+	ifGen   uint64 // bumped by Invalidate, under ifMu
+
 	runMu  sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -219,7 +224,7 @@ func (r *Registry) lookup(name string) *loaded { return r.current()[name] }
 // and is handed out with PluginDisabled set: the payment domain refuses new
 // payments through it but still settles and refunds the old ones.
 func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gateway, error) {
-	v, err := store.GetGatewayInterfaceView(ctx, r.db, interfaceID)
+	v, err := r.interfaceView(ctx, interfaceID)
 	if errors.Is(err, store.ErrNotFound) {
 		return payment.Gateway{}, apperr.New(apperr.NotFound, "gateway interface %s not found", interfaceID)
 	}
@@ -239,6 +244,58 @@ func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gate
 		g.Plugin = l.caller
 	}
 	return g, nil
+}
+
+// interfaceCacheTTL is how long Get trusts a gateway interface it has read.
+// Every callback, payment creation and status query looks its interface
+// up; an interface changes when an admin edits it. Changes made through
+// this process (Service, the scanner) invalidate at once; another
+// instance's take effect here within the TTL — a key rotated elsewhere is
+// used for at most a second more (a callback refused meanwhile is sent
+// again by the gateway), a disabled interface refuses new payments here a
+// second later.
+const interfaceCacheTTL = time.Second
+
+type cachedInterface struct {
+	view store.GatewayInterfaceView
+	at   time.Time
+}
+
+// interfaceView reads a gateway interface (and whether its plugin is
+// enabled), from the cache while it is fresh. Only existing interfaces are
+// cached, so the cache holds no more entries than there are interfaces.
+func (r *Registry) interfaceView(ctx context.Context, id uuid.UUID) (store.GatewayInterfaceView, error) {
+	now := time.Now()
+	r.ifMu.RLock()
+	c, ok := r.ifCache[id]
+	gen := r.ifGen
+	r.ifMu.RUnlock()
+	if ok && now.Sub(c.at) < interfaceCacheTTL {
+		return c.view, nil
+	}
+	v, err := store.GetGatewayInterfaceView(ctx, r.db, id)
+	if err != nil {
+		return v, err
+	}
+	r.ifMu.Lock()
+	// A change invalidated meanwhile: what was read may predate it.
+	if r.ifGen == gen {
+		if r.ifCache == nil {
+			r.ifCache = make(map[uuid.UUID]cachedInterface)
+		}
+		r.ifCache[id] = cachedInterface{view: v, at: now}
+	}
+	r.ifMu.Unlock()
+	return v, nil
+}
+
+// Invalidate forgets the gateway interfaces Get has read, after a change
+// to an interface or a plugin.
+func (r *Registry) Invalidate() {
+	r.ifMu.Lock()
+	r.ifGen++
+	clear(r.ifCache)
+	r.ifMu.Unlock()
 }
 
 // LoadedPlugin describes the code of a plugin loaded in this process.
@@ -279,6 +336,8 @@ func (r *Registry) Scan(ctx context.Context) (Report, error) {
 func (r *Registry) scan(ctx context.Context, by actor) (Report, error) {
 	r.scanMu.Lock()
 	defer r.scanMu.Unlock()
+	// A scan may change plugins and push schemas to their interfaces.
+	defer r.Invalidate()
 
 	files, err := readPluginDir(r.dir)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -497,4 +498,34 @@ function config_schema(c, i) return '{"type":"object"}' end
 	half := b.plugin(t, "half")
 	require.Equal(t, store.PluginError, half.Status)
 	require.Contains(t, half.LastError, `upstream_provider function "list_plans" is missing`)
+}
+
+// Get serves an interface it read less than a second ago from memory; a
+// change through this process is seen at once, one made elsewhere (here:
+// behind the registry's back, in SQL) within the second.
+func TestGetCachesAnInterfaceBrieflyAndForgetsItOnAChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.write(t, "gateway/demo.lua", gatewayScript("1.0.0", "Demo", schemaPidKey))
+	b.scan(t)
+	id := b.create(t, "demo", map[string]any{"pid": "1001", "key": "s3cret"})
+	ctx := context.Background()
+	get := func() payment.Gateway {
+		t.Helper()
+		g, err := b.reg.Get(ctx, id)
+		require.NoError(t, err)
+		return g
+	}
+	name := get().DisplayName
+
+	_, err := b.pool.Exec(ctx, `UPDATE gateway_interfaces SET display_name = 'renamed elsewhere' WHERE id = $1`, id)
+	require.NoError(t, err)
+	require.Equal(t, name, get().DisplayName, "read less than a second ago: from memory")
+	require.Eventually(t, func() bool { return get().DisplayName == "renamed elsewhere" }, 3*time.Second, 50*time.Millisecond,
+		"another instance's change is seen within the TTL")
+
+	require.False(t, get().Enabled)
+	_, err = b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
+	require.NoError(t, err)
+	require.True(t, get().Enabled, "a change through this process is seen at once")
 }

@@ -34,6 +34,18 @@ type Service struct {
 	log   *slog.Logger
 }
 
+// write runs a transaction that changes gateway interfaces or plugins, and
+// then makes the registry forget the interfaces it has read, so this
+// process sees the change at once (other instances within the registry's
+// cache TTL).
+func (s *Service) write(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	err := store.WithTx(ctx, s.db, fn)
+	if s.reg != nil {
+		s.reg.Invalidate()
+	}
+	return err
+}
+
 // NewService returns the gateway domain over db and the registry; clock is
 // the time source (nil: time.Now).
 func NewService(db store.DB, reg *Registry, clock func() time.Time, log *slog.Logger) *Service {
@@ -199,7 +211,7 @@ func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled boo
 	}
 	var out store.Plugin
 	var changed bool
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		changed = false
 		// The row lock orders this after a scan deciding about the plugin
 		// (and a scan after it); scans never write enabled.
@@ -349,7 +361,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		cfg = map[string]any{}
 	}
 	var out InterfaceView
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		// Locked so that an upgrade cannot slip between reading the schema
 		// and the insert and leave this interface with the old schema.
 		pl, err := store.LockPlugin(ctx, tx, in.PluginName)
@@ -406,7 +418,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		return InterfaceView{}, err
 	}
 	var out InterfaceView
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		gi, err := s.lockIface(ctx, tx, id)
 		if err != nil {
 			return err
@@ -465,7 +477,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 		return InterfaceView{}, err
 	}
 	var out InterfaceView
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = s.write(ctx, func(tx pgx.Tx) error {
 		gi, err := s.lockIface(ctx, tx, id)
 		if err != nil {
 			return err
