@@ -18,6 +18,8 @@ end
 
 -- helpers -------------------------------------------------------------------
 
+local find, sub, byte = string.find, string.sub, string.byte
+
 local function decode(s)
   if s == nil or s == "" then
     return {}
@@ -69,13 +71,29 @@ local function same(a, b)
   if #a ~= #b then
     return false
   end
+  local x, y = { byte(a, 1, -1) }, { byte(b, 1, -1) }
   local diff = 0
-  for i = 1, #a do
-    if string.byte(a, i) ~= string.byte(b, i) then
+  for i = 1, #x do
+    if x[i] ~= y[i] then
       diff = diff + 1
     end
   end
   return diff == 0
+end
+
+-- form_decode decodes a form-encoded string ("+" is a space; raises on a
+-- malformed percent-encoding); most names and values have nothing to
+-- decode and are returned as they are.
+local function form_decode(s)
+  if find(s, "%", 1, true) or find(s, "+", 1, true) then
+    return urldecode(s)
+  end
+  return s
+end
+
+-- decode_pair form-decodes a name and its value.
+local function decode_pair(k, v)
+  return form_decode(k), form_decode(v)
 end
 
 local function form(params)
@@ -292,37 +310,42 @@ function parse_callback(config_json, input_json)
   if str(input.method) == "POST" and ct ~= "" and not string.find(ct, "application/x-www-form-urlencoded", 1, true) then
     return invalid("unsupported content type")
   end
-  -- parse_query hands back the values exactly as they travelled
-  -- (percent-encoded). epay signs the decoded values — what a PHP merchant
-  -- finds in $_GET/$_POST — so each one is form-decoded once, and nothing
-  -- else: no trimming, no number formatting ("1" stays "1").
-  local raw = parse_query(str(input.payload))
-  if type(raw) ~= "table" then
-    return invalid("payload is not a query string")
-  end
-  -- parse_query keeps the first of repeated keys. A notification that
-  -- repeats one (money=12.30&money=0.01) is ambiguous — PHP, which epay
-  -- is written for, reads the last — so it is refused, whichever copy the
-  -- signature covers.
-  local seen = {}
-  for pair in string.gmatch(str(input.payload), "[^&]+") do
-    local k = string.match(pair, "^[^=]*")
-    if seen[k] then
-      return invalid("repeated parameter " .. k)
+  -- One pass over the pairs as they travelled (percent-encoded). epay
+  -- signs the decoded values — what a PHP merchant finds in $_GET/$_POST —
+  -- so each key and value is form-decoded once, and nothing else: no
+  -- trimming, no number formatting ("1" stays "1"). A pair without a name
+  -- is no parameter (PHP drops it). A notification that repeats a name,
+  -- as sent or once decoded (money=12.30&money=0.01) is ambiguous — PHP,
+  -- which epay is written for, reads the last — so it is refused, whichever
+  -- copy the signature covers.
+  local payload = str(input.payload)
+  local seen, p = {}, {}
+  local pos, last = 1, #payload
+  while pos <= last do
+    local amp = find(payload, "&", pos, true) or (last + 1)
+    if amp > pos then
+      local pair = sub(payload, pos, amp - 1)
+      local eq = find(pair, "=", 1, true)
+      local k, v = pair, ""
+      if eq then
+        k, v = sub(pair, 1, eq - 1), sub(pair, eq + 1)
+      end
+      if seen[k] then
+        return invalid("repeated parameter " .. k)
+      end
+      seen[k] = true
+      if k ~= "" then
+        local ok, dk, dv = pcall(decode_pair, k, v)
+        if not ok then
+          return invalid("malformed percent-encoding in payload")
+        end
+        if p[dk] ~= nil then
+          return invalid("repeated parameter " .. dk)
+        end
+        p[dk] = dv
+      end
     end
-    seen[k] = true
-  end
-  local p = {}
-  for k, v in pairs(raw) do
-    local ok_k, dk = pcall(urldecode, k)
-    local ok_v, dv = pcall(urldecode, v)
-    if not ok_k or not ok_v then
-      return invalid("malformed percent-encoding in payload")
-    end
-    if p[dk] ~= nil then
-      return invalid("repeated parameter " .. dk)
-    end
-    p[dk] = dv
+    pos = amp + 1
   end
   local got = string.lower(str(p.sign))
   if got == "" then
