@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { dateTime, fromCents, money, percent, refundable, startOfToday, toCents } from "./format";
+import { age, dateTime, fromCents, money, percent, refundable, startOfToday, toCents } from "./format";
 
 describe("money on integer cents", () => {
   it.each([
@@ -53,6 +53,22 @@ describe("other formats", () => {
     expect(dateTime("")).toBe("—");
     expect(dateTime("yesterday")).toBe("yesterday");
     expect(dateTime("2026-01-02T03:04:05Z")).toMatch(/^2026-01-0[12] \d\d:04:05$/);
+  });
+
+  it("tells an age in its two largest units", () => {
+    const at = "2026-05-20T10:00:00Z";
+    expect(age(at, "2026-05-20T10:00:00.900Z")).toBe("0 s");
+    expect(age(at, "2026-05-20T10:00:45Z")).toBe("45 s");
+    expect(age(at, "2026-05-20T10:12:59Z")).toBe("12 min");
+    expect(age(at, "2026-05-20T13:00:00Z")).toBe("3 h");
+    expect(age(at, "2026-05-20T13:05:00Z")).toBe("3 h 5 min");
+    expect(age(at, "2026-05-22T14:30:00Z")).toBe("2 d 4 h");
+    expect(age(at, "2026-05-23T10:00:00Z")).toBe("3 d");
+    // Another offset, the same instant.
+    expect(age("2026-05-20T18:00:00+08:00", "2026-05-20T10:01:00Z")).toBe("1 min");
+    expect(age(at, "2026-05-20T09:59:00Z")).toBe("0 s");
+    expect(age("", at)).toBe("—");
+    expect(age(at, "later")).toBe("—");
   });
 
   it("starts today at local midnight", () => {

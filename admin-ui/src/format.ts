@@ -82,3 +82,22 @@ export function prettyJSON(text: string): string {
     return text;
   }
 }
+
+/** How long from one RFC 3339 time to another, in the two largest units
+ * ("45 s", "12 min", "3 h 5 min", "2 d 4 h"); "—" when either does not
+ * parse. A negative span (clocks apart) counts as none. */
+export function age(from: string, to: string): string {
+  const a = Date.parse(from);
+  const b = Date.parse(to);
+  if (!from || !to || Number.isNaN(a) || Number.isNaN(b)) {
+    return "—";
+  }
+  const s = Math.max(0, Math.floor((b - a) / 1000));
+  if (s < 60) return `${s} s`;
+  const min = Math.floor(s / 60);
+  if (min < 60) return `${min} min`;
+  const hours = Math.floor(min / 60);
+  if (hours < 24) return min % 60 ? `${hours} h ${min % 60} min` : `${hours} h`;
+  const days = Math.floor(hours / 24);
+  return hours % 24 ? `${days} d ${hours % 24} h` : `${days} d`;
+}

@@ -1,6 +1,6 @@
 import { events, integration, paymentAdmin } from "../api";
 import { h } from "../dom";
-import { dateTime, money, percent, startOfToday } from "../format";
+import { age, dateTime, money, percent, startOfToday } from "../format";
 import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
 import type { RouteContext } from "../router";
 import { badge, empty, link, loadBlock, pageTitle, table } from "../ui";
@@ -11,7 +11,8 @@ function stat(label: string, value: string, testid: string, extra?: Node | null)
 
 /** Today's payments as the service counts them (PaymentAdminService.
  * GetPaymentStats): since the start of the admin's local day, whatever the
- * number of payments. */
+ * number of payments; and the refunds pending now, each waiting for an
+ * admin to record its outcome on its payment's page. */
 function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
   const succeeded = s.success + s.refunded;
   return [
@@ -21,6 +22,7 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
       stat("Payments today", String(s.total), "today-count", h("small", null, `since ${dateTime(s.since)}`)),
       stat("Success rate today", percent(s.successRate), "success-rate", h("small", null, `${succeeded} succeeded, ${s.failed} failed, ${s.pending} pending`)),
       stat("Pending now", String(s.pendingNow), "pending-count", link("payments?status=pending", "Show pending payments")),
+      stat("Refunds pending", String(s.refundsPending), "refunds-pending", pendingRefunds(s)),
     ),
     s.succeeded.length
       ? table(
@@ -35,6 +37,19 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
         )
       : empty("No payment has succeeded today."),
   ];
+}
+
+/** How long the oldest pending refund has waited, by the service's clock
+ * (asOf), so a browser whose clock is off tells the same age. */
+function pendingRefunds(s: GetPaymentStatsResponse): HTMLElement {
+  if (s.refundsPending === 0n || !s.oldestPendingRefundAt) {
+    return h("small", { "data-testid": "oldest-pending-refund" }, "none waiting for an admin");
+  }
+  return h(
+    "small",
+    { "data-testid": "oldest-pending-refund", title: `requested ${dateTime(s.oldestPendingRefundAt)}` },
+    `oldest waiting ${age(s.oldestPendingRefundAt, s.asOf)}: record each outcome on its payment's page`,
+  );
 }
 
 export function dashboardView({ signal }: RouteContext): HTMLElement {

@@ -1,8 +1,11 @@
+import { ConnectError } from "@connectrpc/connect";
+
 import { gateways, orders, paymentAdmin, payments } from "../api";
-import { h, replace, type Child } from "../dom";
+import { h, replace, uid, type Child } from "../dom";
 import { dateTime, fromCents, money, prettyJSON, refundable, shortId, toCents } from "../format";
-import type { PaymentRecord, Refund } from "../gen/billing/payment/payment_pb";
-import type { AuditEntry } from "../gen/billing/payment/payment_admin_pb";
+import type { PaymentRecord, Refund, RefundPaymentResponse } from "../gen/billing/payment/payment_pb";
+import type { AuditEntry, ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
+import { refundAnswered, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
 import { setQuery, type RouteContext } from "../router";
 import {
   alertSlot,
@@ -130,12 +133,18 @@ export function paymentsView({ query, signal }: RouteContext): HTMLElement {
   return h("section", null, pageTitle("Payments"), form, list);
 }
 
+/** Loads the payment again (after an action), with what the action came to
+ * shown above it until the next action. */
+type Reload = (notice?: RefundNotice) => void;
+
 /** One payment: its facts, its order, refunds and audit trail where the
  * server exposes them, and the admin actions its status allows. */
 export function paymentDetailView({ params, signal }: RouteContext): HTMLElement {
   const id = params.id!;
+  const notice = h("div", { class: "notice-slot" });
   const body = h("div");
-  const load = () =>
+  const load: Reload = (n) => {
+    replace(notice, n ? noticeBox(n) : null);
     replace(
       body,
       loadBlock("payment", async () => {
@@ -143,11 +152,28 @@ export function paymentDetailView({ params, signal }: RouteContext): HTMLElement
         return paymentBody(res.payment!, signal, load);
       }),
     );
+    // Keyboard and screen reader users land on what happened.
+    (notice.firstElementChild as HTMLElement | null)?.focus();
+  };
   load();
-  return h("section", null, pageTitle("Payment", h("p", { class: "subtitle" }, h("code", null, id))), body);
+  return h("section", null, pageTitle("Payment", h("p", { class: "subtitle" }, h("code", null, id))), notice, body);
 }
 
-function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: () => void): HTMLElement {
+/** What a refund (or a recorded outcome) came to: a status for success and
+ * pending, an alert for errors. */
+function noticeBox(n: RefundNotice): HTMLElement {
+  return h(
+    "div",
+    { class: `outcome outcome-${n.tone}`, role: n.tone === "error" ? "alert" : "status", tabindex: -1, "data-testid": "refund-outcome" },
+    h("strong", null, n.title),
+    n.lines.map((line) => h("p", null, line)),
+  );
+}
+
+function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: Reload): HTMLElement {
+  // One ListRefunds for the refund form (what pending refunds reserve), the
+  // refunds list and the audit trail (each refund's entries).
+  const refunds = paymentAdmin.listRefunds({ paymentId: p.id }, { signal }).then((res) => res.refunds);
   return h(
     "div",
     { class: "detail" },
@@ -169,7 +195,7 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: () => void):
         ["Updated", dateTime(p.updatedAt)],
       ]),
     ),
-    actions(p, reload),
+    actions(p, refunds, reload),
     h(
       "section",
       { class: "card", "aria-labelledby": "payment-order" },
@@ -193,40 +219,152 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: () => void):
       { class: "card", "aria-labelledby": "payment-refunds" },
       h("h2", { id: "payment-refunds" }, "Refunds"),
       loadBlock("refunds", async () => {
-        const { refunds } = await paymentAdmin.listRefunds({ paymentId: p.id }, { signal });
-        return refunds.length ? table("Refunds of this payment", refundColumns(p.currency), refunds) : empty("No refunds of this payment.");
+        const rs = await refunds;
+        return rs.length ? table("Refunds of this payment", refundColumns(p, reload), rs) : empty("No refunds of this payment.");
       }),
     ),
     h(
       "section",
       { class: "card", "aria-labelledby": "payment-audit" },
       h("h2", { id: "payment-audit" }, "Audit trail"),
-      loadBlock("audit trail", () => auditTrail(p, signal)),
+      loadBlock("audit trail", async () => auditTrail(p, await refunds.catch(() => []), signal)),
     ),
   );
 }
 
-function refundColumns(currency: string): Column<Refund>[] {
+function refundColumns(p: PaymentRecord, reload: Reload): Column<Refund>[] {
   return [
     { header: "Refund", cell: (r) => h("code", { title: r.id }, shortId(r.id)) },
     { header: "Status", cell: (r) => badge(r.status) },
-    { header: "Amount", numeric: true, cell: (r) => money(r.amount, currency) },
+    { header: "Amount", numeric: true, cell: (r) => money(r.amount, p.currency) },
     { header: "Reason", cell: (r) => r.reason || "—" },
     { header: "Gateway refund id", cell: (r) => (r.gatewayRefundId ? h("code", null, r.gatewayRefundId) : "—") },
-    { header: "Error", cell: (r) => r.error || "—" },
+    // The gateway's message for a pending refund (what to send back, why
+    // the outcome is unknown), the error of a failed one.
+    { header: "Message", cell: (r) => r.error || "—" },
     { header: "Requested by", cell: (r) => (r.requestedBy ? h("code", { title: r.requestedBy }, shortId(r.requestedBy)) : "system") },
     { header: "Created", cell: (r) => dateTime(r.createdAt) },
     { header: "Updated", cell: (r) => dateTime(r.updatedAt) },
+    {
+      header: "Actions",
+      cell: (r) =>
+        r.status === "pending"
+          ? h(
+              "button",
+              { type: "button", "aria-label": `Record outcome of refund ${shortId(r.id)}`, onclick: () => recordOutcomeDialog(r, p, reload) },
+              "Record outcome…",
+            )
+          : "—",
+    },
   ];
+}
+
+/** A modal form recording what an admin found at the gateway (or the bank)
+ * for a pending refund: succeeded or failed, the reference, a required
+ * note; confirmed, then sent with PaymentAdminService.ResolveRefund. */
+function recordOutcomeDialog(r: Refund, p: PaymentRecord, reload: Reload): void {
+  const amount = money(r.amount, p.currency);
+  const titleId = uid("dlg");
+  const back = document.activeElement as HTMLElement | null;
+  const radio = (value: string) => h("input", { type: "radio", name: "outcome", value });
+  const succeeded = radio("succeeded");
+  const failed = radio("failed");
+  const reference = h("input", { name: "reference", autocomplete: "off", spellcheck: "false", maxlength: 200, size: 32, value: r.gatewayRefundId });
+  const note = h("textarea", { name: "note", maxlength: 500, rows: 3, "aria-required": "true" });
+  const errors = alertSlot();
+  const cancel = h("button", { type: "button" }, "Cancel");
+  const submit = h("button", { type: "submit", class: "primary" }, "Record outcome…");
+  const form = h(
+    "form",
+    { "aria-labelledby": titleId, novalidate: true },
+    h(
+      "fieldset",
+      { class: "choices" },
+      h("legend", null, "What happened at the gateway"),
+      h("label", { class: "choice" }, succeeded, " Succeeded: the money went back to the payer"),
+      h("label", { class: "choice" }, failed, " Failed: the money did not go back, release its amount"),
+    ),
+    field("Gateway or bank reference", reference, "Optional: the refund's id at the gateway, or the reference of the transfer sent back."),
+    field("Note", note, "Required: what you checked, e.g. “transfer sent from the operating account”. Kept in the audit log."),
+    errors,
+    h("div", { class: "actions" }, cancel, submit),
+  );
+  const dlg = h(
+    "dialog",
+    { class: "confirm form-dialog", "aria-labelledby": titleId },
+    h("h2", { id: titleId }, "Record the outcome of a refund"),
+    h("p", null, "Refund ", h("code", { title: r.id }, shortId(r.id)), ` of ${amount}, requested ${dateTime(r.createdAt)}.`),
+    r.error ? h("p", { class: "hint" }, `Its last message: ${r.error}`) : null,
+    form,
+  );
+  // After a refusal (another admin recorded it first, say) the page shows
+  // the refund as it is once the dialog closes.
+  let stale = false;
+  let done = false;
+  dlg.addEventListener("close", () => {
+    dlg.remove();
+    if (done) return;
+    back?.focus?.();
+    if (stale) reload();
+  });
+  cancel.addEventListener("click", () => dlg.close());
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    replace(errors);
+    const outcome = succeeded.checked ? "succeeded" : failed.checked ? "failed" : "";
+    if (!outcome) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Choose what happened at the gateway: succeeded or failed."));
+      succeeded.focus();
+      return;
+    }
+    if (!note.value.trim()) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Enter a note: what you checked at the gateway or the bank."));
+      note.focus();
+      return;
+    }
+    const yes = await confirmDialog({
+      title: outcome === "succeeded" ? "Record the refund as succeeded?" : "Record the refund as failed?",
+      body: h(
+        "p",
+        null,
+        outcome === "succeeded"
+          ? `${amount} counts as refunded; the payment becomes refunded, and its order too, once its refunds reach its amount.`
+          : `The refund fails and its ${amount} is released, so it can be refunded again.`,
+        " An outcome is recorded once and cannot be changed.",
+      ),
+      confirm: outcome === "succeeded" ? "Record as succeeded" : "Record as failed",
+      danger: true,
+    });
+    if (!yes) return;
+    let res: ResolveRefundResponse | undefined;
+    const ok = await busy(submit, errors, async () => {
+      res = await paymentAdmin.resolveRefund({ refundId: r.id, outcome, gatewayRefundId: reference.value.trim(), note: note.value.trim() });
+    });
+    if (!ok || !res) {
+      stale = true;
+      return;
+    }
+    done = true;
+    dlg.close();
+    const n = refundResolved(res.refund ?? r, res.payment ?? p, p.currency);
+    announce(`${n.title}.`);
+    reload(n);
+  });
+  document.body.appendChild(dlg);
+  dlg.showModal();
+  succeeded.focus();
 }
 
 /** How many entries of each entity the trail shows (the newest). */
 const auditPageSize = 50;
 
-/** The payment's audit entries and its order's, merged newest first. */
-async function auditTrail(p: PaymentRecord, signal: AbortSignal): Promise<Child> {
+/** The audit entries of the payment, its order and its refunds (who asked
+ * for each, what the gateway answered, what an admin recorded), merged
+ * newest first. */
+async function auditTrail(p: PaymentRecord, refunds: Refund[], signal: AbortSignal): Promise<Child> {
   const entities: [string, string][] = [["payment", p.id]];
   if (p.orderId) entities.push(["order", p.orderId]);
+  for (const r of refunds) entities.push(["refund", r.id]);
   const pages = await Promise.all(
     entities.map(([entityType, entityId]) =>
       paymentAdmin.listAuditEntries({ entityType, entityId, pagination: { page: 1, pageSize: auditPageSize } }, { signal }),
@@ -234,13 +372,13 @@ async function auditTrail(p: PaymentRecord, signal: AbortSignal): Promise<Child>
   );
   const entries = pages.flatMap((res) => res.entries);
   if (entries.length === 0) {
-    return empty("No audit entries for this payment or its order.");
+    return empty("No audit entries for this payment, its order or its refunds.");
   }
   // RFC 3339 in UTC sorts as text; the id orders rows of one instant.
   entries.sort((a, b) => (a.createdAt === b.createdAt ? Number(BigInt(b.id) - BigInt(a.id)) : a.createdAt < b.createdAt ? 1 : -1));
   const total = pages.reduce((n, res) => n + Number(res.meta?.total ?? 0n), 0);
   return [
-    table("Audit trail of this payment and its order", auditColumns, entries),
+    table("Audit trail of this payment, its order and its refunds", auditColumns, entries),
     total > entries.length ? h("p", { class: "subtitle" }, `Showing the newest ${entries.length} of ${total} entries.`) : null,
   ];
 }
@@ -278,10 +416,10 @@ function interfaceLink(id: string): HTMLElement {
   return a;
 }
 
-function actions(p: PaymentRecord, reload: () => void): HTMLElement | null {
+function actions(p: PaymentRecord, refunds: Promise<Refund[]>, reload: Reload): HTMLElement | null {
   const blocks: HTMLElement[] = [];
   if (p.status === "success") {
-    blocks.push(refundForm(p, reload));
+    blocks.push(loadBlock("refund form", () => refundForm(p, refunds, reload)));
   }
   if (p.status === "pending" && p.gatewayInterfaceId) {
     // Only a bank-transfer payment is confirmed by hand; the interface says
@@ -300,16 +438,39 @@ function actions(p: PaymentRecord, reload: () => void): HTMLElement | null {
   return h("section", { class: "card", "aria-labelledby": "payment-actions" }, h("h2", { id: "payment-actions" }, "Actions"), blocks);
 }
 
-function refundForm(p: PaymentRecord, reload: () => void): HTMLElement {
-  const left = refundable(p.amount, p.refundedAmount);
+/** The refund form: an amount (empty: all that is left), an optional
+ * reason, a confirmation; afterwards the page says what the refund came to.
+ * What pending refunds reserve cannot be refunded again. */
+async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: Reload): Promise<HTMLElement> {
+  // Without the list the service still refuses too much; the form just
+  // offers it.
+  const pending = (await refunds.catch(() => [] as Refund[])).filter((r) => r.status === "pending");
+  const reserved = pending.reduce((n, r) => n + (toCents(r.amount) ?? 0n), 0n);
+  const unrefunded = refundable(p.amount, p.refundedAmount);
+  const left = unrefunded > reserved ? unrefunded - reserved : 0n;
+  const reservedText = `${money(fromCents(reserved), p.currency)} ${pending.length === 1 ? "is" : "are"} reserved by ${pending.length === 1 ? "a pending refund" : `${pending.length} pending refunds`}`;
+  if (left === 0n) {
+    return h(
+      "div",
+      { class: "action-form", role: "group", "aria-label": "Refund" },
+      h("h3", null, "Refund"),
+      h("p", null, `Nothing left to refund: ${reservedText}. Record what became of ${pending.length === 1 ? "it" : "them"} in the refunds below.`),
+    );
+  }
   const amount = h("input", { name: "amount", inputmode: "decimal", autocomplete: "off", placeholder: fromCents(left), size: 12 });
+  const reason = h("input", { name: "reason", autocomplete: "off", maxlength: 500, size: 40 });
   const submit = h("button", { type: "submit", class: "danger" }, "Refund…");
   const errors = alertSlot();
   const form = h(
     "form",
     { class: "action-form", "aria-label": "Refund" },
     h("h3", null, "Refund"),
-    field("Amount", amount, `Leave empty to refund everything not yet refunded (${money(fromCents(left), p.currency)}).`),
+    field(
+      "Amount",
+      amount,
+      `Leave empty to refund everything not yet refunded (${money(fromCents(left), p.currency)}).${reserved > 0n ? ` ${reservedText}.` : ""}`,
+    ),
+    field("Reason", reason, "Optional: why the money goes back; kept on the refund and in the audit log."),
     errors,
     submit,
   );
@@ -331,27 +492,46 @@ function refundForm(p: PaymentRecord, reload: () => void): HTMLElement {
       }
       cents = c;
     }
+    const why = reason.value.trim();
     const full = cents === left;
     const yes = await confirmDialog({
       title: full ? "Refund in full?" : "Refund part of this payment?",
-      body: h("p", null, `Refund ${money(fromCents(cents), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), full ? ". Nothing will be left to refund." : `. ${money(fromCents(left - cents), p.currency)} will remain refundable.`),
+      body: [
+        h("p", null, `Refund ${money(fromCents(cents), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), full ? ". Nothing will be left to refund." : `. ${money(fromCents(left - cents), p.currency)} will remain refundable.`),
+        why ? h("p", null, `Reason: ${why}`) : null,
+      ],
       confirm: `Refund ${money(fromCents(cents), p.currency)}`,
       danger: true,
     });
     if (!yes) return;
+    let answer: RefundPaymentResponse | undefined;
+    // An error that comes after the refund row was made (the gateway
+    // refused, or its answer was lost) reloads the page, which lists it.
+    let refused = null as RefundNotice | null;
     const ok = await busy(submit, errors, async () => {
-      // An empty amount asks the service to refund the whole remainder.
-      await payments.refundPayment({ paymentId: p.id, amount: raw === "" ? "" : fromCents(cents) });
+      try {
+        // An empty amount asks the service to refund the whole remainder.
+        answer = await payments.refundPayment({ paymentId: p.id, amount: raw === "" ? "" : fromCents(cents), reason: why });
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        refused = refundRefused(ce.code, ce.rawMessage);
+        throw err;
+      }
     });
-    if (ok) {
-      announce(`Refunded ${money(fromCents(cents), p.currency)}.`);
-      reload();
+    const n = ok
+      ? answer?.refund
+        ? refundAnswered(answer.refund, p.currency)
+        : { tone: "ok" as const, title: `Refunded ${money(fromCents(cents), p.currency)}`, lines: [] }
+      : refused;
+    if (n) {
+      announce(`${n.title}.`);
+      reload(n);
     }
   });
   return form;
 }
 
-function confirmTransferForm(p: PaymentRecord, reload: () => void): HTMLElement {
+function confirmTransferForm(p: PaymentRecord, reload: Reload): HTMLElement {
   const reference = h("input", { name: "reference", autocomplete: "off", maxlength: 200, size: 30 });
   const submit = h("button", { type: "submit", class: "primary" }, "Confirm bank transfer…");
   const errors = alertSlot();
@@ -387,7 +567,7 @@ function confirmTransferForm(p: PaymentRecord, reload: () => void): HTMLElement 
   return form;
 }
 
-function syncButton(p: PaymentRecord, reload: () => void): HTMLElement {
+function syncButton(p: PaymentRecord, reload: Reload): HTMLElement {
   const btn = h("button", { type: "button" }, "Ask the gateway for the status");
   const errors = alertSlot();
   btn.addEventListener("click", async () => {

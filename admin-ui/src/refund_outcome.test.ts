@@ -1,0 +1,86 @@
+import { Code } from "@connectrpc/connect";
+import { describe, expect, it } from "vitest";
+
+import { refundAnswered, refundRefused, refundResolved } from "./refund_outcome";
+
+const refund = (status: string, extra: Partial<{ gatewayRefundId: string; error: string }> = {}) => ({
+  amount: "99.00",
+  status,
+  gatewayRefundId: "",
+  error: "",
+  ...extra,
+});
+
+describe("what a refund came to", () => {
+  it("says a succeeded refund went back", () => {
+    const n = refundAnswered(refund("succeeded", { gatewayRefundId: "R-7" }), "CNY");
+    expect(n.tone).toBe("ok");
+    expect(n.title).toBe("Refunded 99.00 CNY");
+    expect(n.lines.join(" ")).toContain("R-7");
+  });
+
+  it("says a pending refund is not refunded yet and how to record it", () => {
+    const n = refundAnswered(refund("pending", { error: "refund manually: transfer 99.00 CNY back to the payer (reference BT-1), then record it" }), "CNY");
+    expect(n.tone).toBe("pending");
+    expect(n.title).toBe("Refund of 99.00 CNY pending: the gateway completes it later");
+    const text = n.lines.join(" ");
+    expect(text).toContain("The gateway says: refund manually: transfer 99.00 CNY back");
+    expect(text).toContain("sent back by hand");
+    expect(text).toContain("Record outcome");
+    expect(text).toContain("Nothing is refunded yet");
+  });
+
+  it("leaves out a gateway message it was not given", () => {
+    const n = refundAnswered(refund("pending"), "USD");
+    expect(n.lines.some((l) => l.startsWith("The gateway says"))).toBe(false);
+  });
+});
+
+describe("a refund the service answered with an error", () => {
+  it("tells a refusal by the gateway, with its reason", () => {
+    const n = refundRefused(Code.Internal, "gateway refund failed: insufficient merchant balance");
+    expect(n?.title).toBe("The gateway refused the refund");
+    expect(n?.lines[0]).toBe("Insufficient merchant balance");
+    expect(n?.lines.join(" ")).toContain("Nothing was refunded");
+  });
+
+  it("tells an unknown outcome apart: pending, reserved, to be recorded", () => {
+    const msg =
+      "gateway refund failed: the outcome is unknown (outcome unknown: http_error: 502); refund 3e4f of 20.00 CNY stays pending and keeps its amount reserved: check it at the gateway, then record the outcome with ResolveRefund";
+    const n = refundRefused(Code.Internal, msg);
+    expect(n?.title).toBe("Refund outcome unknown: it stays pending");
+    expect(n?.lines[0]).toBe(msg);
+    expect(n?.lines[1]).toContain("never sent again");
+    expect(n?.lines[1]).toContain("Record outcome");
+  });
+
+  it("tells an answer that could not be recorded like an unknown outcome", () => {
+    const n = refundRefused(Code.Internal, "refund 3e4f: the gateway's answer (succeeded) could not be recorded; the refund stays pending: check it, then record the outcome with ResolveRefund");
+    expect(n?.title).toBe("Refund outcome unknown: it stays pending");
+  });
+
+  it("tells an unreachable gateway", () => {
+    const n = refundRefused(Code.Unavailable, "gateway pay.example.com unavailable");
+    expect(n?.title).toBe("The gateway cannot be reached");
+    expect(n?.lines).toEqual(["gateway pay.example.com unavailable", "Nothing was sent; try again later."]);
+  });
+
+  it.each([
+    [Code.InvalidArgument, "refund amount exceeds what is left"],
+    [Code.FailedPrecondition, "whatever"],
+    [Code.Internal, "internal error"],
+  ])("leaves other errors to the form (%s)", (code, msg) => {
+    expect(refundRefused(code, msg)).toBeNull();
+  });
+});
+
+describe("an outcome an admin recorded", () => {
+  it("says what became of the payment", () => {
+    const ok = refundResolved(refund("succeeded"), { status: "refunded", refundedAmount: "99.00" }, "CNY");
+    expect(ok.title).toBe("Refund of 99.00 CNY recorded as succeeded");
+    expect(ok.lines[0]).toBe("The payment is refunded, with 99.00 CNY refunded.");
+    const failed = refundResolved(refund("failed"), { status: "success", refundedAmount: "" }, "CNY");
+    expect(failed.title).toBe("Refund of 99.00 CNY recorded as failed");
+    expect(failed.lines[0]).toContain("can be refunded again");
+  });
+});
