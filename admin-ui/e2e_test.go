@@ -66,6 +66,16 @@ type fixture struct {
 	FailedEventID        string          `json:"failedEventId"`
 	NotifiedEventID      string          `json:"notifiedEventId"`
 	Dashboard            dashboard       `json:"dashboard"`
+	// ManualRefund is what the admin types when refunding the confirmed
+	// bank transfer (pending: sent back by hand) and recording it.
+	ManualRefund manualRefund `json:"manualRefund"`
+}
+
+// manualRefund: the refund's reason, and the outcome recorded for it.
+type manualRefund struct {
+	Reason    string `json:"reason"`
+	Reference string `json:"reference"`
+	Note      string `json:"note"`
 }
 
 type payment struct {
@@ -93,13 +103,15 @@ type testPlugin struct {
 
 // dashboard is what the dashboard must show for the world below.
 type dashboard struct {
-	TodayPayments int      `json:"todayPayments"`
-	SuccessRate   string   `json:"successRate"`
-	Pending       int      `json:"pending"`
-	ReceivedCNY   string   `json:"receivedCNY"`
-	FailedEvents  int      `json:"failedEvents"`
-	Nodes         []string `json:"nodes"`
-	Leaders       []leader `json:"leaders"`
+	TodayPayments int    `json:"todayPayments"`
+	SuccessRate   string `json:"successRate"`
+	Pending       int    `json:"pending"`
+	// RefundsPending before the browser refunds anything.
+	RefundsPending int      `json:"refundsPending"`
+	ReceivedCNY    string   `json:"receivedCNY"`
+	FailedEvents   int      `json:"failedEvents"`
+	Nodes          []string `json:"nodes"`
+	Leaders        []leader `json:"leaders"`
 }
 
 type leader struct {
@@ -228,6 +240,9 @@ func world(t *testing.T, s *service) fixture {
 		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)",
 		SecretInterface: secretInterface{Name: "Alipay (e2e)", PID: "1001", Secret: "e2e-merchant-secret-" + uuid.NewString()[:8]},
 		TestPlugin:      testPlugin{Name: testPluginName, Version: testPluginVersion, Page: testPluginPage},
+		ManualRefund: manualRefund{
+			Reason: "the customer withdrew (e2e)", Reference: "E2E-SEPA-RETURN-0001", Note: "sent back from the operating account (e2e)",
+		},
 	}
 
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL)
@@ -355,6 +370,7 @@ func world(t *testing.T, s *service) fixture {
 	fx.Dashboard.TodayPayments = fillers + 3
 	fx.Dashboard.SuccessRate = fmt.Sprintf("%.1f %%", 100*float64(fillers+1)/float64(fillers+2))
 	fx.Dashboard.Pending = 1
+	fx.Dashboard.RefundsPending = 0
 	fx.Dashboard.ReceivedCNY = fmt.Sprintf("%d.00 CNY", fillers*1+99)
 	fx.Dashboard.FailedEvents = 1
 	return fx
@@ -417,7 +433,9 @@ func runBrowser(t *testing.T, fx fixture) {
 // console, and the states after its actions.
 var fullRunScreens = []string{
 	"login", "dashboard",
-	"payments", "payments-page-2", "payment-detail", "payment-refunded", "payment-transfer-confirmed", "payments-after",
+	"payments", "payments-page-2", "payment-detail", "payment-refunded", "payment-transfer-confirmed",
+	"payment-refund-pending", "dashboard-refund-pending", "refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
+	"payments-after",
 	"orders", "order-detail", "customers", "customer-detail",
 	"gateways", "gateway-detail", "gateway-config-form",
 	"plugins", "plugin-detail", "plugin-disabled",
@@ -427,7 +445,8 @@ var fullRunScreens = []string{
 // The console at the default [server].admin_path: log in, check the
 // dashboard's figures against the world the test made, page and filter the
 // payments created through the API, refund part of one, confirm a bank
-// transfer, see a gateway interface's secret stay masked, open a plugin's
+// transfer, refund it (pending: sent back by hand; the dashboard counts it)
+// and record its outcome, see a gateway interface's secret stay masked, open a plugin's
 // detail (its hostile admin_page shown as text) and disable and enable it,
 // filter events and retry a failed one, open an event and the
 // notifications, deep-link to a payment and reload, log out. Any failed
@@ -444,6 +463,42 @@ func TestConsoleEndToEnd(t *testing.T) {
 	fx := world(t, s)
 	fx.Mode, fx.BaseURL, fx.AdminPath = "full", s.baseURL, "/admin"
 	runBrowser(t, fx)
+
+	// What the browser did, as the service has it: the bank transfer's
+	// refund recorded as succeeded, with the admin's reason, reference and
+	// note, and nothing pending any more.
+	ctx := context.Background()
+	admin := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL)
+	rs, err := admin.ListRefunds(ctx, connect.NewRequest(&paymentpb.ListRefundsRequest{PaymentId: fx.PendingPayment.ID}))
+	require.NoError(t, err)
+	require.Len(t, rs.Msg.GetRefunds(), 1)
+	r := rs.Msg.GetRefunds()[0]
+	require.Equal(t, "succeeded", r.GetStatus())
+	require.Equal(t, fx.PendingPayment.Amount, r.GetAmount())
+	require.Equal(t, fx.ManualRefund.Reason, r.GetReason())
+	require.Equal(t, fx.ManualRefund.Reference, r.GetGatewayRefundId())
+	p, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).GetPayment(ctx, connect.NewRequest(&paymentpb.GetPaymentRequest{Id: fx.PendingPayment.ID}))
+	require.NoError(t, err)
+	require.Equal(t, "refunded", p.Msg.GetPayment().GetStatus())
+	require.Equal(t, fx.PendingPayment.Amount, p.Msg.GetPayment().GetRefundedAmount())
+	entries, err := admin.ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
+		EntityType: "refund", EntityId: r.GetId(), Pagination: &paymentpb.PageRequest{PageSize: 20},
+	}))
+	require.NoError(t, err)
+	var note string
+	for _, e := range entries.Msg.GetEntries() {
+		if e.GetAction() == "refund.resolve" {
+			var after struct {
+				Note string `json:"note"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(e.GetAfter()), &after))
+			note = after.Note
+		}
+	}
+	require.Equal(t, fx.ManualRefund.Note, note, "the refund.resolve audit entry carries the admin's note")
+	stats, err := admin.GetPaymentStats(ctx, connect.NewRequest(&paymentpb.GetPaymentStatsRequest{}))
+	require.NoError(t, err)
+	require.Zero(t, stats.Msg.GetRefundsPending())
 }
 
 // The same build served under another [server].admin_path: assets, deep

@@ -259,6 +259,8 @@ try {
       await expectTestId("today-count", String(d.todayPayments));
       await expectTestId("success-rate", d.successRate);
       await expectTestId("pending-count", String(d.pending));
+      await expectTestId("refunds-pending", String(d.refundsPending));
+      await expectTestId("oldest-pending-refund", "none waiting for an admin");
       await expectTestId("received-CNY", d.receivedCNY);
       await expectTestId("failed-events", String(d.failedEvents));
       await expectRows(d.nodes.length, "Nodes");
@@ -383,6 +385,91 @@ try {
       await page.getByTestId("payment-status").filter({ hasText: "success" }).waitFor();
       await settled();
       await shot("payment-transfer-confirmed");
+    });
+
+    const bank = fx.pendingPayment;
+    const bankAmount = `${bank.amount} ${bank.currency}`;
+    const refundRows = () => rows("Refunds of this payment");
+
+    await step("refund the bank transfer: pending until it is sent back by hand", async () => {
+      const form = page.getByRole("form", { name: "Refund" });
+      await form.getByLabel("Reason", { exact: true }).fill(fx.manualRefund.reason);
+      await form.getByRole("button", { name: "Refund…" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.getByRole("heading", { name: "Refund in full?" }).waitFor();
+      await expectText(dlg, `Reason: ${fx.manualRefund.reason}`);
+      await confirmDialog(`Refund ${bankAmount}`);
+      // The page says what happened and what the admin must do next.
+      const outcome = page.getByTestId("refund-outcome");
+      await expectText(outcome, `Refund of ${bankAmount} pending: the gateway completes it later`);
+      await expectText(outcome, `transfer ${bankAmount} back to the payer`);
+      await expectText(outcome, "sent back by hand");
+      await expectText(outcome, "Record outcome");
+      if ((await outcome.getAttribute("role")) !== "status") throw new Error("the pending notice is not a status");
+      await settled();
+      // Nothing is refunded yet, and nothing more can be: the refund
+      // reserves the whole amount.
+      await expectTestId("payment-status", "success");
+      await expectTestId("refunded-amount", `0.00 ${bank.currency}`);
+      await expectAbsent(page.getByRole("form", { name: "Refund" }), "a refund form while everything is reserved");
+      await expectText(page.getByRole("group", { name: "Refund" }), "Nothing left to refund");
+      await expectRows(1, "Refunds of this payment");
+      const row = refundRows().first();
+      await expectText(row.locator(".badge"), "pending");
+      await expectText(row, fx.manualRefund.reason);
+      await expectText(row, "refund manually");
+      await row.getByRole("button", { name: /^Record outcome/ }).waitFor();
+      await expectText(rows("Audit trail of this payment, its order and its refunds"), "refund.accepted");
+      await shot("payment-refund-pending");
+    });
+
+    await step("dashboard counts the pending refund and its age", async () => {
+      await nav("Dashboard");
+      await expectTestId("refunds-pending", "1");
+      const oldest = await textOf(page.getByTestId("oldest-pending-refund"));
+      if (!/^oldest waiting \d+ (s|min)\b/.test(oldest)) throw new Error(`oldest pending refund: ${JSON.stringify(oldest)}`);
+      await shot("dashboard-refund-pending");
+    });
+
+    await step("record the refund's outcome: sent back by hand", async () => {
+      await page.goto(`${base}payments/${bank.id}`);
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+      await settled();
+      await refundRows().first().getByRole("button", { name: /^Record outcome/ }).click();
+      const dlg = page.getByRole("dialog", { name: "Record the outcome of a refund" });
+      await dlg.waitFor();
+      await expectText(dlg, bankAmount);
+      const focused = await page.evaluate(() => document.activeElement?.getAttribute("value"));
+      if (focused !== "succeeded") throw new Error(`focus starts on ${focused}, want the first outcome`);
+      // Refused in the page, before anything is sent: no outcome, no note.
+      const submit = dlg.getByRole("button", { name: "Record outcome…" });
+      await submit.click();
+      await dlg.getByRole("alert").filter({ hasText: "Choose what happened at the gateway" }).waitFor();
+      await dlg.getByRole("radio", { name: /^Succeeded/ }).check();
+      await dlg.getByLabel("Gateway or bank reference", { exact: true }).fill(fx.manualRefund.reference);
+      await submit.click();
+      await dlg.getByRole("alert").filter({ hasText: "Enter a note" }).waitFor();
+      await dlg.getByLabel("Note", { exact: true }).fill(fx.manualRefund.note);
+      await dlg.screenshot({ path: join(shots, "refund-outcome-dialog.png") });
+      await submit.click();
+      const confirm = page.getByRole("dialog", { name: "Record the refund as succeeded?" });
+      await confirm.waitFor();
+      await expectText(confirm, `${bankAmount} counts as refunded`);
+      await expectAbsent(dlg.locator(".error"), "the note's error once a note is given");
+      // The viewport, where the modal and its backdrop are.
+      await page.screenshot({ path: join(shots, "refund-outcome-confirm.png") });
+      await confirm.getByRole("button", { name: "Record as succeeded" }).click();
+      await dlg.waitFor({ state: "detached" });
+      await expectText(page.getByTestId("refund-outcome"), `Refund of ${bankAmount} recorded as succeeded`);
+      await page.getByTestId("payment-status").filter({ hasText: "refunded" }).waitFor();
+      await settled();
+      await expectTestId("refunded-amount", bankAmount);
+      const row = refundRows().first();
+      await expectText(row.locator(".badge"), "succeeded");
+      await expectText(row, fx.manualRefund.reference);
+      await expectAbsent(page.getByRole("button", { name: /^Record outcome/ }), "a Record outcome action for a recorded refund");
+      await expectText(rows("Audit trail of this payment, its order and its refunds"), "refund.resolve");
+      await shot("payment-refund-resolved");
     });
 
     await step("payments after the refund and the confirmation", async () => {
