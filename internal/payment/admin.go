@@ -23,7 +23,8 @@ func (s *Service) Refunds(ctx context.Context, paymentID uuid.UUID) ([]store.Ref
 	if _, err := s.Get(ctx, paymentID); err != nil {
 		return nil, err
 	}
-	return store.ListRefundsNewestFirst(ctx, s.db, paymentID)
+	rows, _, err := store.ListPaymentRefundsNewestFirst(ctx, s.db, paymentID, nil, nil)
+	return rows, err
 }
 
 // AuditTrail returns one page of an entity's audit log, newest first

@@ -11,11 +11,75 @@ import (
 // AuditLogRow is a stored audit_log row as the admin reads it back.
 type AuditLogRow = dbsqlc.AuditLog
 
-// ListRefundsNewestFirst returns a payment's refunds, newest first (none for
-// an unknown payment).
-func ListRefundsNewestFirst(ctx context.Context, db DB, paymentID uuid.UUID) ([]Refund, error) {
-	rows, err := dbsqlc.New(db).ListRefundsNewestFirst(ctx, paymentID)
-	return rows, MapError(err)
+// ListedRefund is a refund as the admin's lists show it: with the currency
+// of its payment, which is the refund's.
+type ListedRefund struct {
+	Refund
+	Currency string
+}
+
+// ListPaymentRefundsNewestFirst returns a payment's refunds, newest first
+// (none for an unknown payment), in status when it is not nil, and how many
+// match. A nil page returns every one of them.
+func ListPaymentRefundsNewestFirst(ctx context.Context, db DB, paymentID uuid.UUID, status *string, page *Page) ([]Refund, int64, error) {
+	q := dbsqlc.New(db)
+	if page == nil {
+		rows, err := q.ListPaymentRefundsNewestFirst(ctx, dbsqlc.ListPaymentRefundsNewestFirstParams{PaymentID: paymentID, Status: status})
+		return rows, int64(len(rows)), MapError(err)
+	}
+	total, err := q.CountPaymentRefunds(ctx, dbsqlc.CountPaymentRefundsParams{PaymentID: paymentID, Status: status})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || page.Offset >= total {
+		return nil, total, nil
+	}
+	rows, err := q.ListPaymentRefundsNewestFirst(ctx, dbsqlc.ListPaymentRefundsNewestFirstParams{
+		PaymentID: paymentID, Status: status, RowLimit: &page.Limit, RowOffset: page.Offset,
+	})
+	return rows, total, MapError(err)
+}
+
+// ListRefundsNewestFirst returns one page of every payment's refunds,
+// newest first (created_at DESC, id DESC), in status when it is not nil,
+// and how many match. Each page and the count of a status are read through
+// an index, whatever the number of refunds.
+func ListRefundsNewestFirst(ctx context.Context, db DB, status *string, page Page) ([]ListedRefund, int64, error) {
+	q := dbsqlc.New(db)
+	var total int64
+	var err error
+	if status == nil {
+		total, err = q.CountRefunds(ctx)
+	} else {
+		total, err = q.CountRefundsInStatus(ctx, *status)
+	}
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || page.Offset >= total {
+		return nil, total, nil
+	}
+	var out []ListedRefund
+	if status == nil {
+		rows, err := q.ListRefundsNewestFirst(ctx, dbsqlc.ListRefundsNewestFirstParams{RowLimit: page.Limit, RowOffset: page.Offset})
+		if err != nil {
+			return nil, 0, MapError(err)
+		}
+		for _, r := range rows {
+			out = append(out, ListedRefund{Refund: r.Refund, Currency: r.Currency})
+		}
+		return out, total, nil
+	}
+	rows, err := q.ListRefundsInStatusNewestFirst(ctx, dbsqlc.ListRefundsInStatusNewestFirstParams{
+		Status: *status, RowLimit: page.Limit, RowOffset: page.Offset,
+	})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	for _, r := range rows {
+		out = append(out, ListedRefund{Refund: r.Refund, Currency: r.Currency})
+	}
+	return out, total, nil
 }
 
 // ListAuditEntries returns one page of an entity's audit log, newest first,

@@ -103,8 +103,9 @@ func explain(t *testing.T, conn *pgx.Conn, q pgx.TraceQueryStartData) string {
 }
 
 // The dashboard's pending refunds (how many, the oldest) come from one
-// statement that reads refunds_pending_idx alone: however many refunds
-// were ever made, only the pending ones are read.
+// statement that reads the pending range of refunds_status_created_at_idx
+// alone: however many refunds were ever made, only the pending ones are
+// read.
 func TestPendingRefundSummaryCountsThePendingRefundsThroughTheirIndex(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -148,7 +149,7 @@ func TestPendingRefundSummaryCountsThePendingRefundsThroughTheirIndex(t *testing
 	require.NotNil(t, got.Oldest)
 	require.True(t, oldest.Equal(*got.Oldest), "oldest %s, want %s", got.Oldest, oldest)
 	plan := explain(t, conn, q)
-	require.Contains(t, plan, "refunds_pending_idx", plan)
+	require.Contains(t, plan, "refunds_status_created_at_idx", plan)
 	require.NotContains(t, plan, "Seq Scan", plan)
 	requireIndexedLookup(t, conn, q, "PendingRefundSummary")
 

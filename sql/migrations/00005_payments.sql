@@ -106,8 +106,15 @@ CREATE TABLE refunds (
 
 CREATE INDEX refunds_payment_id_idx ON refunds (payment_id, created_at);
 CREATE INDEX refunds_requested_by_idx ON refunds (requested_by);
--- Refunds waiting for the gateway or an admin: few, watched by a metric.
-CREATE INDEX refunds_pending_idx ON refunds (created_at) WHERE status = 'pending';
+-- The admin's list of every payment's refunds (ListRefunds without a
+-- payment), newest first, read a page at a time in index order.
+CREATE INDEX refunds_created_at_idx ON refunds (created_at DESC, id DESC);
+-- Refunds in one status, newest first: the admin's list filtered by status
+-- and its count, and the pending ones (waiting for the gateway or an
+-- admin; few) that the dashboard and a metric count. Each is a range of
+-- this index, however many refunds are in the other statuses. (It replaced
+-- a partial index of the pending ones, which served only those.)
+CREATE INDEX refunds_status_created_at_idx ON refunds (status, created_at DESC, id DESC);
 CREATE UNIQUE INDEX refunds_gateway_refund_id_key ON refunds (payment_id, gateway_refund_id)
     WHERE gateway_refund_id <> '';
 

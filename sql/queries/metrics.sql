@@ -25,7 +25,8 @@ GROUP BY channel, status;
 
 -- name: PendingRefundStats :one
 -- Refunds waiting for the gateway or for an admin (ResolveRefund): how
--- many, and the age of the oldest (refunds_pending_idx).
+-- many, and the age of the oldest (the pending range of
+-- refunds_status_created_at_idx).
 SELECT count(*)::bigint AS refunds,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM refunds

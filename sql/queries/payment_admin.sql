@@ -1,10 +1,51 @@
--- Admin reads behind the console's payment page (PaymentAdminService).
+-- Admin reads behind the console (PaymentAdminService): a payment's refunds
+-- and audit log, and the refunds of every payment.
 
--- name: ListRefundsNewestFirst :many
--- A payment's refunds, newest first (refunds_payment_id_idx).
+-- name: ListPaymentRefundsNewestFirst :many
+-- A payment's refunds, newest first (refunds_payment_id_idx), in one status
+-- when status is not NULL. A NULL row_limit is LIMIT ALL: every refund of
+-- the payment, which is what a caller that sends no paging gets.
 SELECT * FROM refunds
 WHERE payment_id = @payment_id
-ORDER BY created_at DESC, id DESC;
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.narg('row_limit')::bigint OFFSET @row_offset::bigint;
+
+-- name: CountPaymentRefunds :one
+-- Same filter as ListPaymentRefundsNewestFirst.
+SELECT count(*) FROM refunds
+WHERE payment_id = @payment_id
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'));
+
+-- name: ListRefundsNewestFirst :many
+-- One page of every payment's refunds, newest first, with the payment's
+-- currency: read in refunds_created_at_idx order, each row joined to its
+-- payment by primary key, so a page costs its own rows (and the offset's).
+SELECT sqlc.embed(refunds), payments.currency
+FROM refunds
+JOIN payments ON payments.id = refunds.payment_id
+ORDER BY refunds.created_at DESC, refunds.id DESC
+LIMIT @row_limit::bigint OFFSET @row_offset::bigint;
+
+-- name: CountRefunds :one
+SELECT count(*) FROM refunds;
+
+-- name: ListRefundsInStatusNewestFirst :many
+-- One page of every payment's refunds in one status, newest first, with the
+-- payment's currency: a range of refunds_status_created_at_idx. A separate
+-- statement rather than an optional filter of the one above, so that even
+-- a generic plan of a prepared statement reads the status's range alone.
+SELECT sqlc.embed(refunds), payments.currency
+FROM refunds
+JOIN payments ON payments.id = refunds.payment_id
+WHERE refunds.status = @status
+ORDER BY refunds.created_at DESC, refunds.id DESC
+LIMIT @row_limit::bigint OFFSET @row_offset::bigint;
+
+-- name: CountRefundsInStatus :one
+-- The refunds in one status (refunds_status_created_at_idx).
+SELECT count(*) FROM refunds
+WHERE status = @status;
 
 -- name: ListAuditEntries :many
 -- One entity's audit log, newest first (audit_log_entity_idx); id breaks

@@ -25,9 +25,9 @@ WHERE status = 'pending';
 -- name: OldestPendingRefund :one
 -- The refunds pending now (the gateway completes them later, or their
 -- outcome is unknown: each waits for an admin's ResolveRefund): when the
--- oldest was requested, and how many there are. An index-only scan of
--- refunds_pending_idx, the partial index of exactly these rows, however
--- many refunds were ever made; no row when none is pending.
+-- oldest was requested, and how many there are. An index-only scan of the
+-- pending range of refunds_status_created_at_idx, however many refunds
+-- were ever made; no row when none is pending.
 SELECT created_at, count(*) OVER () AS refunds
 FROM refunds
 WHERE status = 'pending'

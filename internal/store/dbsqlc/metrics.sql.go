@@ -113,7 +113,8 @@ type PendingRefundStatsRow struct {
 }
 
 // Refunds waiting for the gateway or for an admin (ResolveRefund): how
-// many, and the age of the oldest (refunds_pending_idx).
+// many, and the age of the oldest (the pending range of
+// refunds_status_created_at_idx).
 func (q *Queries) PendingRefundStats(ctx context.Context) (PendingRefundStatsRow, error) {
 	row := q.db.QueryRow(ctx, pendingRefundStats)
 	var i PendingRefundStatsRow

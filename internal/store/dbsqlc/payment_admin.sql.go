@@ -29,6 +29,49 @@ func (q *Queries) CountAuditEntries(ctx context.Context, arg CountAuditEntriesPa
 	return count, err
 }
 
+const countPaymentRefunds = `-- name: CountPaymentRefunds :one
+SELECT count(*) FROM refunds
+WHERE payment_id = $1
+  AND ($2::text IS NULL OR status = $2)
+`
+
+type CountPaymentRefundsParams struct {
+	PaymentID uuid.UUID
+	Status    *string
+}
+
+// Same filter as ListPaymentRefundsNewestFirst.
+func (q *Queries) CountPaymentRefunds(ctx context.Context, arg CountPaymentRefundsParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countPaymentRefunds, arg.PaymentID, arg.Status)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const countRefunds = `-- name: CountRefunds :one
+SELECT count(*) FROM refunds
+`
+
+func (q *Queries) CountRefunds(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countRefunds)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
+const countRefundsInStatus = `-- name: CountRefundsInStatus :one
+SELECT count(*) FROM refunds
+WHERE status = $1
+`
+
+// The refunds in one status (refunds_status_created_at_idx).
+func (q *Queries) CountRefundsInStatus(ctx context.Context, status string) (int64, error) {
+	row := q.db.QueryRow(ctx, countRefundsInStatus, status)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const listAuditEntries = `-- name: ListAuditEntries :many
 SELECT id, actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at FROM audit_log
 WHERE entity_type = $1
@@ -82,17 +125,34 @@ func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesPara
 	return items, nil
 }
 
-const listRefundsNewestFirst = `-- name: ListRefundsNewestFirst :many
+const listPaymentRefundsNewestFirst = `-- name: ListPaymentRefundsNewestFirst :many
 
 SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at FROM refunds
 WHERE payment_id = $1
+  AND ($2::text IS NULL OR status = $2)
 ORDER BY created_at DESC, id DESC
+LIMIT $4::bigint OFFSET $3::bigint
 `
 
-// Admin reads behind the console's payment page (PaymentAdminService).
-// A payment's refunds, newest first (refunds_payment_id_idx).
-func (q *Queries) ListRefundsNewestFirst(ctx context.Context, paymentID uuid.UUID) ([]Refund, error) {
-	rows, err := q.db.Query(ctx, listRefundsNewestFirst, paymentID)
+type ListPaymentRefundsNewestFirstParams struct {
+	PaymentID uuid.UUID
+	Status    *string
+	RowOffset int64
+	RowLimit  *int64
+}
+
+// Admin reads behind the console (PaymentAdminService): a payment's refunds
+// and audit log, and the refunds of every payment.
+// A payment's refunds, newest first (refunds_payment_id_idx), in one status
+// when status is not NULL. A NULL row_limit is LIMIT ALL: every refund of
+// the payment, which is what a caller that sends no paging gets.
+func (q *Queries) ListPaymentRefundsNewestFirst(ctx context.Context, arg ListPaymentRefundsNewestFirstParams) ([]Refund, error) {
+	rows, err := q.db.Query(ctx, listPaymentRefundsNewestFirst,
+		arg.PaymentID,
+		arg.Status,
+		arg.RowOffset,
+		arg.RowLimit,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -111,6 +171,115 @@ func (q *Queries) ListRefundsNewestFirst(ctx context.Context, paymentID uuid.UUI
 			&i.Error,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRefundsInStatusNewestFirst = `-- name: ListRefundsInStatusNewestFirst :many
+SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.created_at, refunds.updated_at, payments.currency
+FROM refunds
+JOIN payments ON payments.id = refunds.payment_id
+WHERE refunds.status = $1
+ORDER BY refunds.created_at DESC, refunds.id DESC
+LIMIT $3::bigint OFFSET $2::bigint
+`
+
+type ListRefundsInStatusNewestFirstParams struct {
+	Status    string
+	RowOffset int64
+	RowLimit  int64
+}
+
+type ListRefundsInStatusNewestFirstRow struct {
+	Refund   Refund
+	Currency string
+}
+
+// One page of every payment's refunds in one status, newest first, with the
+// payment's currency: a range of refunds_status_created_at_idx. A separate
+// statement rather than an optional filter of the one above, so that even
+// a generic plan of a prepared statement reads the status's range alone.
+func (q *Queries) ListRefundsInStatusNewestFirst(ctx context.Context, arg ListRefundsInStatusNewestFirstParams) ([]ListRefundsInStatusNewestFirstRow, error) {
+	rows, err := q.db.Query(ctx, listRefundsInStatusNewestFirst, arg.Status, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRefundsInStatusNewestFirstRow
+	for rows.Next() {
+		var i ListRefundsInStatusNewestFirstRow
+		if err := rows.Scan(
+			&i.Refund.ID,
+			&i.Refund.PaymentID,
+			&i.Refund.Amount,
+			&i.Refund.Status,
+			&i.Refund.GatewayRefundID,
+			&i.Refund.Reason,
+			&i.Refund.RequestedBy,
+			&i.Refund.Error,
+			&i.Refund.CreatedAt,
+			&i.Refund.UpdatedAt,
+			&i.Currency,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listRefundsNewestFirst = `-- name: ListRefundsNewestFirst :many
+SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.created_at, refunds.updated_at, payments.currency
+FROM refunds
+JOIN payments ON payments.id = refunds.payment_id
+ORDER BY refunds.created_at DESC, refunds.id DESC
+LIMIT $2::bigint OFFSET $1::bigint
+`
+
+type ListRefundsNewestFirstParams struct {
+	RowOffset int64
+	RowLimit  int64
+}
+
+type ListRefundsNewestFirstRow struct {
+	Refund   Refund
+	Currency string
+}
+
+// One page of every payment's refunds, newest first, with the payment's
+// currency: read in refunds_created_at_idx order, each row joined to its
+// payment by primary key, so a page costs its own rows (and the offset's).
+func (q *Queries) ListRefundsNewestFirst(ctx context.Context, arg ListRefundsNewestFirstParams) ([]ListRefundsNewestFirstRow, error) {
+	rows, err := q.db.Query(ctx, listRefundsNewestFirst, arg.RowOffset, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListRefundsNewestFirstRow
+	for rows.Next() {
+		var i ListRefundsNewestFirstRow
+		if err := rows.Scan(
+			&i.Refund.ID,
+			&i.Refund.PaymentID,
+			&i.Refund.Amount,
+			&i.Refund.Status,
+			&i.Refund.GatewayRefundID,
+			&i.Refund.Reason,
+			&i.Refund.RequestedBy,
+			&i.Refund.Error,
+			&i.Refund.CreatedAt,
+			&i.Refund.UpdatedAt,
+			&i.Currency,
 		); err != nil {
 			return nil, err
 		}

@@ -40,9 +40,9 @@ type OldestPendingRefundRow struct {
 
 // The refunds pending now (the gateway completes them later, or their
 // outcome is unknown: each waits for an admin's ResolveRefund): when the
-// oldest was requested, and how many there are. An index-only scan of
-// refunds_pending_idx, the partial index of exactly these rows, however
-// many refunds were ever made; no row when none is pending.
+// oldest was requested, and how many there are. An index-only scan of the
+// pending range of refunds_status_created_at_idx, however many refunds
+// were ever made; no row when none is pending.
 func (q *Queries) OldestPendingRefund(ctx context.Context) (OldestPendingRefundRow, error) {
 	row := q.db.QueryRow(ctx, oldestPendingRefund)
 	var i OldestPendingRefundRow
