@@ -10,8 +10,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
 )
 
 func TestPaymentAdminServiceShowsRefundsAndTheirAuditEntriesToAdminsOnly(t *testing.T) {
@@ -141,4 +143,105 @@ func TestPaymentAdminServiceShowsRefundsAndTheirAuditEntriesToAdminsOnly(t *test
 		require.NoError(t, err)
 		require.Empty(t, empty.GetEntries())
 	})
+}
+
+// The console's list of refunds across payments, over the wire: pending
+// ones first found by status, every refund paged, each with its currency;
+// a caller that names a payment and sends no paging (the console's payment
+// page, and every caller before paging) still gets all of its refunds.
+func TestListRefundsAcrossPaymentsByStatusOverTheWire(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	client := paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	list := func(req *paymentpb.ListRefundsRequest, cr credential) (*paymentpb.ListRefundsResponse, error) {
+		res, err := client.ListRefunds(ctx, with(req, cr))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	paid := func(orderID string) string {
+		id := e.createPayment(t, orderID).GetPayment().GetId()
+		require.NoError(t, e.fake.Pay(id))
+		e.waitSettled(t, id)
+		return id
+	}
+	refund := func(id, amount string) *paymentpb.Refund {
+		res, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: amount}, e.c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetRefund()
+	}
+
+	// A CNY payment refunded 2.00, then 3.00 whose gateway answer is lost
+	// (pending); a USD payment refunded 1.00.
+	cny := paid(e.order(t))
+	first := refund(cny, "2.00")
+	require.Equal(t, "CNY", first.GetCurrency(), "RefundPayment's refund carries its currency")
+	e.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
+	_, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: cny, Amount: "3.00"}, e.c.admin))
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(err), "%v", err)
+	usdProduct, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS (USD)", Price: "7.25", Currency: "USD"}, e.c.admin))
+	require.NoError(t, err)
+	usdOrder, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: usdProduct.Msg.GetProduct().GetId()}, e.c.customer))
+	require.NoError(t, err)
+	usd := paid(usdOrder.Msg.GetOrder().GetId())
+	last := refund(usd, "1.00")
+
+	// The pending ones, with no paging asked: page 1 of 20.
+	pending, err := list(&paymentpb.ListRefundsRequest{Status: ptr("pending")}, e.c.admin)
+	require.NoError(t, err)
+	require.Len(t, pending.GetRefunds(), 1)
+	lost := pending.GetRefunds()[0]
+	require.Equal(t, cny, lost.GetPaymentId())
+	require.Equal(t, "3.00", lost.GetAmount())
+	require.Equal(t, "CNY", lost.GetCurrency())
+	require.Equal(t, "pending", lost.GetStatus())
+	require.NotEmpty(t, lost.GetError(), "why it waits")
+	require.Equal(t, &paymentpb.PageMeta{Total: 1, Page: 1, PageSize: 20, TotalPages: 1}, pending.GetMeta())
+
+	// Every refund, newest first, two to a page.
+	page1, err := list(&paymentpb.ListRefundsRequest{Pagination: &paymentpb.PageRequest{PageSize: 2}}, e.c.admin)
+	require.NoError(t, err)
+	require.Equal(t, &paymentpb.PageMeta{Total: 3, Page: 1, PageSize: 2, TotalPages: 2}, page1.GetMeta())
+	page2, err := list(&paymentpb.ListRefundsRequest{Pagination: &paymentpb.PageRequest{Page: 2, PageSize: 2}}, e.c.admin)
+	require.NoError(t, err)
+	var got []string
+	for _, r := range append(page1.GetRefunds(), page2.GetRefunds()...) {
+		got = append(got, r.GetId()+" "+r.GetCurrency())
+	}
+	require.Equal(t, []string{last.GetId() + " USD", lost.GetId() + " CNY", first.GetId() + " CNY"}, got)
+	succeeded, err := list(&paymentpb.ListRefundsRequest{Status: ptr("succeeded")}, e.c.admin)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, succeeded.GetMeta().GetTotal())
+
+	// One payment, as callers before paging ask: all of its refunds.
+	ofCNY, err := list(&paymentpb.ListRefundsRequest{PaymentId: cny}, e.c.admin)
+	require.NoError(t, err)
+	require.Len(t, ofCNY.GetRefunds(), 2)
+	require.Equal(t, lost.GetId(), ofCNY.GetRefunds()[0].GetId())
+	require.Equal(t, &paymentpb.PageMeta{Total: 2, Page: 1, PageSize: 2, TotalPages: 1}, ofCNY.GetMeta())
+	onePending, err := list(&paymentpb.ListRefundsRequest{PaymentId: cny, Status: ptr("pending"), Pagination: &paymentpb.PageRequest{}}, e.c.admin)
+	require.NoError(t, err)
+	require.Len(t, onePending.GetRefunds(), 1)
+	require.Equal(t, uint32(20), onePending.GetMeta().GetPageSize())
+
+	// Refused.
+	for name, c := range map[string]struct {
+		req  *paymentpb.ListRefundsRequest
+		cr   credential
+		want connect.Code
+	}{
+		"an unknown status":       {&paymentpb.ListRefundsRequest{Status: ptr("refunded")}, e.c.admin, connect.CodeInvalidArgument},
+		"an empty status":         {&paymentpb.ListRefundsRequest{Status: ptr("")}, e.c.admin, connect.CodeInvalidArgument},
+		"a page of 101":           {&paymentpb.ListRefundsRequest{Pagination: &paymentpb.PageRequest{PageSize: 101}}, e.c.admin, connect.CodeInvalidArgument},
+		"a payment id not a UUID": {&paymentpb.ListRefundsRequest{PaymentId: "not-a-uuid"}, e.c.admin, connect.CodeInvalidArgument},
+		"an unknown payment":      {&paymentpb.ListRefundsRequest{PaymentId: uuid.NewString(), Status: ptr("pending")}, e.c.admin, connect.CodeNotFound},
+		"a customer":              {&paymentpb.ListRefundsRequest{Status: ptr("pending")}, e.c.customer, connect.CodePermissionDenied},
+		"an API key":              {&paymentpb.ListRefundsRequest{}, e.c.key, connect.CodePermissionDenied},
+		"nobody":                  {&paymentpb.ListRefundsRequest{}, nobody, connect.CodeUnauthenticated},
+	} {
+		_, err := list(c.req, c.cr)
+		require.Equal(t, c.want, connect.CodeOf(err), "%s: %v", name, err)
+	}
 }

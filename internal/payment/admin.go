@@ -14,17 +14,72 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// Refunds returns a payment's refunds, newest first (admin). NotFound when
-// the payment does not exist, so an empty list always means "no refunds".
-func (s *Service) Refunds(ctx context.Context, paymentID uuid.UUID) ([]store.Refund, error) {
+// RefundQuery selects the refunds an admin lists (ListRefunds).
+type RefundQuery struct {
+	// PaymentID: only this payment's refunds; nil: every payment's.
+	PaymentID *uuid.UUID
+	// Status: only refunds in this status (store.RefundPending, …); nil:
+	// any.
+	Status *string
+	// Paged: Page and Size apply (0: the defaults). A query without paging
+	// gets page 1 of the default size, except with PaymentID, where it gets
+	// every refund of the payment: what callers before paging asked for.
+	Paged      bool
+	Page, Size uint32
+}
+
+// ListRefunds returns refunds newest first (created_at DESC, id DESC),
+// each with its payment's currency, and the page they make (admin). With a
+// payment: NotFound when it does not exist, so an empty list always means
+// "no refunds". Without one, a page of every payment's refunds, read
+// through an index however many there are.
+func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.ListedRefund, Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, err
+		return nil, Page{}, err
 	}
-	if _, err := s.Get(ctx, paymentID); err != nil {
-		return nil, err
+	if q.Status != nil {
+		switch *q.Status {
+		case store.RefundPending, store.RefundSucceeded, store.RefundFailed:
+		default:
+			return nil, Page{}, apperr.New(apperr.InvalidArgument, "status must be pending, succeeded or failed, got %q", clip(*q.Status, 20))
+		}
 	}
-	rows, _, err := store.ListPaymentRefundsNewestFirst(ctx, s.db, paymentID, nil, nil)
-	return rows, err
+	var number, size uint32
+	if q.Paged || q.PaymentID == nil {
+		var err error
+		if number, size, err = NormalizePage(q.Page, q.Size); err != nil {
+			return nil, Page{}, err
+		}
+	}
+	limit := store.Page{Limit: int64(size), Offset: int64(number-1) * int64(size)}
+	if q.PaymentID == nil {
+		rows, total, err := store.ListRefundsNewestFirst(ctx, s.db, q.Status, limit)
+		if err != nil {
+			return nil, Page{}, err
+		}
+		return rows, Page{Number: number, Size: size, Total: uint64(total)}, nil
+	}
+	pay, err := s.Get(ctx, *q.PaymentID)
+	if err != nil {
+		return nil, Page{}, err
+	}
+	var page *store.Page
+	if q.Paged {
+		page = &limit
+	}
+	rows, total, err := store.ListPaymentRefundsNewestFirst(ctx, s.db, pay.ID, q.Status, page)
+	if err != nil {
+		return nil, Page{}, err
+	}
+	out := make([]store.ListedRefund, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, store.ListedRefund{Refund: r, Currency: pay.Currency})
+	}
+	if !q.Paged {
+		// One page holding them all.
+		number, size = 1, uint32(len(out))
+	}
+	return out, Page{Number: number, Size: size, Total: uint64(total)}, nil
 }
 
 // AuditTrail returns one page of an entity's audit log, newest first

@@ -41,19 +41,33 @@ func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
 
 var _ paymentpbconnect.PaymentAdminServiceHandler = (*AdminHandler)(nil)
 
-// ListRefunds lists a payment's refunds, newest first.
+// ListRefunds lists one payment's refunds, or a page of every payment's,
+// newest first, in one status when asked.
 func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[paymentpb.ListRefundsRequest]) (*connect.Response[paymentpb.ListRefundsResponse], error) {
-	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
+	m := req.Msg
+	q := RefundQuery{Status: m.Status}
+	if m.GetPaymentId() != "" {
+		id, err := rpc.ParseID(m.GetPaymentId(), "payment_id")
+		if err != nil {
+			return nil, rpc.Error(ctx, h.log, err)
+		}
+		q.PaymentID = &id
+	}
+	if pg := m.GetPagination(); pg != nil {
+		q.Paged, q.Page, q.Size = true, pg.GetPage(), pg.GetPageSize()
+	}
+	rows, page, err := h.svc.ListRefunds(ctx, q)
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	rows, err := h.svc.Refunds(ctx, id)
-	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+	out := &paymentpb.ListRefundsResponse{
+		Refunds: make([]*paymentpb.Refund, 0, len(rows)),
+		Meta: &paymentpb.PageMeta{
+			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
+		},
 	}
-	out := &paymentpb.ListRefundsResponse{Refunds: make([]*paymentpb.Refund, 0, len(rows))}
 	for _, r := range rows {
-		out.Refunds = append(out.Refunds, refundRecord(r))
+		out.Refunds = append(out.Refunds, refundRecord(r.Refund, r.Currency))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -88,10 +102,11 @@ func (h *AdminHandler) ResolveRefund(ctx context.Context, req *connect.Request[p
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund), Payment: Record(r.Payment)}), nil
+	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund, r.Payment.Currency), Payment: Record(r.Payment)}), nil
 }
 
-func refundRecord(r store.Refund) *paymentpb.Refund {
+// refundRecord is the wire form of a refund of a payment in currency.
+func refundRecord(r store.Refund, currency string) *paymentpb.Refund {
 	return &paymentpb.Refund{
 		Id:              r.ID.String(),
 		PaymentId:       r.PaymentID.String(),
@@ -103,6 +118,7 @@ func refundRecord(r store.Refund) *paymentpb.Refund {
 		RequestedBy:     rpc.IDString(r.RequestedBy),
 		CreatedAt:       rpc.Time(r.CreatedAt),
 		UpdatedAt:       rpc.Time(r.UpdatedAt),
+		Currency:        currency,
 	}
 }
 

@@ -158,7 +158,7 @@ func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymen
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(r.Payment), Refund: refundRecord(r.Refund)}), nil
+	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(r.Payment), Refund: refundRecord(r.Refund, r.Payment.Currency)}), nil
 }
 
 // Record is the wire form of a payment: money with two decimals, RFC 3339

@@ -1014,7 +1014,9 @@ type Refund struct {
 	// Creation time, RFC 3339.
 	CreatedAt string `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The payment's currency, which is the refund's (ISO 4217).
+	Currency      string `protobuf:"bytes,11,opt,name=currency,proto3" json:"currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1119,6 +1121,13 @@ func (x *Refund) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *Refund) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_proto_rawDesc = "" +
@@ -1203,7 +1212,7 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"\x82\x01\n" +
 	"\x15RefundPaymentResponse\x128\n" +
 	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\x12/\n" +
-	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xa2\x02\n" +
+	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xbe\x02\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1218,7 +1227,8 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\n" +
-	" \x01(\tR\tupdatedAt2\xe2\x04\n" +
+	" \x01(\tR\tupdatedAt\x12\x1a\n" +
+	"\bcurrency\x18\v \x01(\tR\bcurrency2\xe2\x04\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +

@@ -152,8 +152,15 @@ func (x *AuditEntry) GetCreatedAt() string {
 
 type ListRefundsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Payment record id.
-	PaymentId     string `protobuf:"bytes,1,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	// Only the refunds of this payment record (NotFound when it does not
+	// exist); empty: the refunds of every payment.
+	PaymentId string `protobuf:"bytes,1,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	// Only refunds in this status.
+	Status *string `protobuf:"bytes,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Paging parameters. Absent: page 1 of 20 refunds, except with
+	// payment_id, where every refund of the payment comes back at once (what
+	// ListRefunds answered before it had paging).
+	Pagination    *PageRequest `protobuf:"bytes,3,opt,name=pagination,proto3" json:"pagination,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,10 +202,27 @@ func (x *ListRefundsRequest) GetPaymentId() string {
 	return ""
 }
 
+func (x *ListRefundsRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *ListRefundsRequest) GetPagination() *PageRequest {
+	if x != nil {
+		return x.Pagination
+	}
+	return nil
+}
+
 type ListRefundsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The payment's refunds, newest first.
-	Refunds       []*Refund `protobuf:"bytes,1,rep,name=refunds,proto3" json:"refunds,omitempty"`
+	// The refunds, newest first (created_at, then id).
+	Refunds []*Refund `protobuf:"bytes,1,rep,name=refunds,proto3" json:"refunds,omitempty"`
+	// Paging facts. Without pagination (with payment_id), page 1 whose
+	// page_size is the number of refunds returned: all of them.
+	Meta          *PageMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -236,6 +260,13 @@ func (*ListRefundsResponse) Descriptor() ([]byte, []int) {
 func (x *ListRefundsResponse) GetRefunds() []*Refund {
 	if x != nil {
 		return x.Refunds
+	}
+	return nil
+}
+
+func (x *ListRefundsResponse) GetMeta() *PageMeta {
+	if x != nil {
+		return x.Meta
 	}
 	return nil
 }
@@ -770,12 +801,18 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x06before\x18\a \x01(\tR\x06before\x12\x14\n" +
 	"\x05after\x18\b \x01(\tR\x05after\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\t \x01(\tR\tcreatedAt\"@\n" +
+	"created_at\x18\t \x01(\tR\tcreatedAt\"\xc9\x01\n" +
 	"\x12ListRefundsRequest\x12*\n" +
 	"\n" +
-	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\"H\n" +
+	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\x12>\n" +
+	"\x06status\x18\x02 \x01(\tB!\xbaH\x1er\x1cR\apendingR\tsucceededR\x06failedH\x00R\x06status\x88\x01\x01\x12<\n" +
+	"\n" +
+	"pagination\x18\x03 \x01(\v2\x1c.billing.payment.PageRequestR\n" +
+	"paginationB\t\n" +
+	"\a_status\"w\n" +
 	"\x13ListRefundsResponse\x121\n" +
-	"\arefunds\x18\x01 \x03(\v2\x17.billing.payment.RefundR\arefunds\"\xce\x01\n" +
+	"\arefunds\x18\x01 \x03(\v2\x17.billing.payment.RefundR\arefunds\x12-\n" +
+	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"\xce\x01\n" +
 	"\x14ResolveRefundRequest\x12(\n" +
 	"\trefund_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\brefundId\x125\n" +
 	"\aoutcome\x18\x02 \x01(\tB\x1b\xbaH\x18\xc8\x01\x01r\x13R\tsucceededR\x06failedR\aoutcome\x124\n" +
@@ -847,32 +884,34 @@ var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*GetPaymentStatsRequest)(nil),   // 7: billing.payment.GetPaymentStatsRequest
 	(*GetPaymentStatsResponse)(nil),  // 8: billing.payment.GetPaymentStatsResponse
 	(*PaymentCurrencyTotal)(nil),     // 9: billing.payment.PaymentCurrencyTotal
-	(*Refund)(nil),                   // 10: billing.payment.Refund
-	(*PaymentRecord)(nil),            // 11: billing.payment.PaymentRecord
-	(*PageRequest)(nil),              // 12: billing.payment.PageRequest
-	(*PageMeta)(nil),                 // 13: billing.payment.PageMeta
+	(*PageRequest)(nil),              // 10: billing.payment.PageRequest
+	(*Refund)(nil),                   // 11: billing.payment.Refund
+	(*PageMeta)(nil),                 // 12: billing.payment.PageMeta
+	(*PaymentRecord)(nil),            // 13: billing.payment.PaymentRecord
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	10, // 0: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	10, // 1: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
-	11, // 2: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
-	12, // 3: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
-	0,  // 4: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	13, // 5: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
-	9,  // 6: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
-	1,  // 7: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	5,  // 8: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3,  // 9: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
-	7,  // 10: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
-	2,  // 11: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	6,  // 12: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	4,  // 13: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
-	8,  // 14: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
-	11, // [11:15] is the sub-list for method output_type
-	7,  // [7:11] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	10, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
+	11, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	12, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
+	11, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	13, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	10, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 6: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
+	12, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	9,  // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
+	1,  // 9: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	5,  // 10: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 11: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 12: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	2,  // 13: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	6,  // 14: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 15: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 16: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	13, // [13:17] is the sub-list for method output_type
+	9,  // [9:13] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -881,6 +920,7 @@ func file_billing_payment_payment_admin_proto_init() {
 		return
 	}
 	file_billing_payment_payment_proto_init()
+	file_billing_payment_payment_admin_proto_msgTypes[1].OneofWrappers = []any{}
 	file_billing_payment_payment_admin_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -56,7 +56,9 @@ const (
 
 // PaymentAdminServiceClient is a client for the billing.payment.PaymentAdminService service.
 type PaymentAdminServiceClient interface {
-	// ListRefunds lists every refund of a payment, newest first.
+	// ListRefunds lists refunds newest first: every refund of one payment,
+	// or a page of every payment's refunds, in one status when asked (the
+	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
 	// ListAuditEntries pages through the audit log of one entity, newest first.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
@@ -148,7 +150,9 @@ func (c *paymentAdminServiceClient) GetPaymentStats(ctx context.Context, req *co
 // PaymentAdminServiceHandler is an implementation of the billing.payment.PaymentAdminService
 // service.
 type PaymentAdminServiceHandler interface {
-	// ListRefunds lists every refund of a payment, newest first.
+	// ListRefunds lists refunds newest first: every refund of one payment,
+	// or a page of every payment's refunds, in one status when asked (the
+	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
 	// ListAuditEntries pages through the audit log of one entity, newest first.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)

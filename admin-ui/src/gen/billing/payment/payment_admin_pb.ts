@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIoChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCSI/ChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIsACChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJQg8KDV9zdWNjZXNzX3JhdGUiYwoUUGF5bWVudEN1cnJlbmN5VG90YWwSEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhcKD3JlZnVuZGVkX2Ftb3VudBgEIAEoCTKtAwoTUGF5bWVudEFkbWluU2VydmljZRJdCgtMaXN0UmVmdW5kcxIjLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1JlcXVlc3QaJC5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXNwb25zZSIDkAIBEmwKEExpc3RBdWRpdEVudHJpZXMSKC5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1Jlc3BvbnNlIgOQAgESXgoNUmVzb2x2ZVJlZnVuZBIlLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVzcG9uc2USaQoPR2V0UGF5bWVudFN0YXRzEicuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIsACChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJQg8KDV9zdWNjZXNzX3JhdGUiYwoUUGF5bWVudEN1cnJlbmN5VG90YWwSEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhcKD3JlZnVuZGVkX2Ftb3VudBgEIAEoCTKtAwoTUGF5bWVudEFkbWluU2VydmljZRJdCgtMaXN0UmVmdW5kcxIjLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1JlcXVlc3QaJC5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXNwb25zZSIDkAIBEmwKEExpc3RBdWRpdEVudHJpZXMSKC5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1Jlc3BvbnNlIgOQAgESXgoNUmVzb2x2ZVJlZnVuZBIlLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVzcG9uc2USaQoPR2V0UGF5bWVudFN0YXRzEicuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -106,11 +106,28 @@ export const AuditEntrySchema: GenMessage<AuditEntry> = /*@__PURE__*/
  */
 export type ListRefundsRequest = Message<"billing.payment.ListRefundsRequest"> & {
   /**
-   * Payment record id.
+   * Only the refunds of this payment record (NotFound when it does not
+   * exist); empty: the refunds of every payment.
    *
    * @generated from field: string payment_id = 1;
    */
   paymentId: string;
+
+  /**
+   * Only refunds in this status.
+   *
+   * @generated from field: optional string status = 2;
+   */
+  status?: string | undefined;
+
+  /**
+   * Paging parameters. Absent: page 1 of 20 refunds, except with
+   * payment_id, where every refund of the payment comes back at once (what
+   * ListRefunds answered before it had paging).
+   *
+   * @generated from field: billing.payment.PageRequest pagination = 3;
+   */
+  pagination?: PageRequest | undefined;
 };
 
 /**
@@ -125,11 +142,19 @@ export const ListRefundsRequestSchema: GenMessage<ListRefundsRequest> = /*@__PUR
  */
 export type ListRefundsResponse = Message<"billing.payment.ListRefundsResponse"> & {
   /**
-   * The payment's refunds, newest first.
+   * The refunds, newest first (created_at, then id).
    *
    * @generated from field: repeated billing.payment.Refund refunds = 1;
    */
   refunds: Refund[];
+
+  /**
+   * Paging facts. Without pagination (with payment_id), page 1 whose
+   * page_size is the number of refunds returned: all of them.
+   *
+   * @generated from field: billing.payment.PageMeta meta = 2;
+   */
+  meta?: PageMeta | undefined;
 };
 
 /**
@@ -433,7 +458,9 @@ export const PaymentCurrencyTotalSchema: GenMessage<PaymentCurrencyTotal> = /*@_
  */
 export const PaymentAdminService: GenService<{
   /**
-   * ListRefunds lists every refund of a payment, newest first.
+   * ListRefunds lists refunds newest first: every refund of one payment,
+   * or a page of every payment's refunds, in one status when asked (the
+   * pending ones wait for an admin's ResolveRefund).
    *
    * @generated from rpc billing.payment.PaymentAdminService.ListRefunds
    */
