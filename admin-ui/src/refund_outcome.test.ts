@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 
-import { refundAnswered, refundRefused, refundResolved } from "./refund_outcome";
+import { refundAnswered, refundRefused, refundResolved, refundsNone } from "./refund_outcome";
 
 const refund = (status: string, extra: Partial<{ gatewayRefundId: string; error: string }> = {}) => ({
   amount: "99.00",
@@ -82,5 +82,20 @@ describe("an outcome an admin recorded", () => {
     const failed = refundResolved(refund("failed"), { status: "success", refundedAmount: "" }, "CNY");
     expect(failed.title).toBe("Refund of 99.00 CNY recorded as failed");
     expect(failed.lines[0]).toContain("can be refunded again");
+  });
+});
+
+describe("an empty list of refunds", () => {
+  it("says nothing waits when no refund is pending", () => {
+    expect(refundsNone("pending", 1)).toBe("No refund is waiting for its gateway or an admin.");
+  });
+
+  it("names the status, or says there are none at all", () => {
+    expect(refundsNone("failed", 1)).toBe("No failed refunds.");
+    expect(refundsNone("", 1)).toBe("No refunds yet.");
+  });
+
+  it("says a page past the last is empty, not that there are none", () => {
+    expect(refundsNone("pending", 3)).toBe("No refunds on this page.");
   });
 });

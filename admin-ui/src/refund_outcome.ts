@@ -110,3 +110,20 @@ export function refundResolved(r: RefundLike, payment: { status: string; refunde
     lines: [`Its amount is released and can be refunded again. The payment is ${payment.status}.`],
   };
 }
+
+/** What an empty list of refunds across payments says: nothing waiting
+ * (pending), none in another status, none at all; or, past the last page,
+ * just that. */
+export function refundsNone(status: string, page: number): string {
+  if (page > 1) {
+    return "No refunds on this page.";
+  }
+  switch (status) {
+    case "":
+      return "No refunds yet.";
+    case "pending":
+      return "No refund is waiting for its gateway or an admin.";
+    default:
+      return `No ${status} refunds.`;
+  }
+}

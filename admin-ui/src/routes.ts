@@ -8,6 +8,7 @@ import { paymentDetailView, paymentsView } from "./views/payments";
 import { eventDetailView, eventsView, notificationsView } from "./views/events";
 import { gatewayDetailView, gatewaysView } from "./views/gateways";
 import { pluginDetailView, pluginsView } from "./views/plugins";
+import { refundsView } from "./views/refunds";
 
 export interface Section {
   path: string;
@@ -17,6 +18,7 @@ export interface Section {
 export const sections: Section[] = [
   { path: "", label: "Dashboard" },
   { path: "payments", label: "Payments" },
+  { path: "refunds", label: "Refunds" },
   { path: "orders", label: "Orders" },
   { path: "customers", label: "Customers" },
   { path: "gateways", label: "Gateway interfaces" },
@@ -29,6 +31,7 @@ export const routes: Route[] = [
   { pattern: "", section: "", render: dashboardView },
   { pattern: "payments", section: "payments", render: paymentsView },
   { pattern: "payments/:id", section: "payments", render: paymentDetailView },
+  { pattern: "refunds", section: "refunds", render: refundsView },
   { pattern: "orders", section: "orders", render: ordersView },
   { pattern: "orders/:id", section: "orders", render: orderDetailView },
   { pattern: "customers", section: "customers", render: customersView },

@@ -1,18 +1,19 @@
 import { events, integration, paymentAdmin } from "../api";
-import { h } from "../dom";
+import { h, type Child } from "../dom";
 import { age, dateTime, money, percent, startOfToday } from "../format";
 import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
 import type { RouteContext } from "../router";
 import { badge, empty, link, loadBlock, pageTitle, table } from "../ui";
 
-function stat(label: string, value: string, testid: string, extra?: Node | null): HTMLElement {
+function stat(label: string, value: string, testid: string, extra?: Child): HTMLElement {
   return h("div", { class: "stat" }, h("dt", null, label), h("dd", { "data-testid": testid }, value), extra ?? null);
 }
 
 /** Today's payments as the service counts them (PaymentAdminService.
  * GetPaymentStats): since the start of the admin's local day, whatever the
  * number of payments; and the refunds pending now, each waiting for an
- * admin to record its outcome on its payment's page. */
+ * admin to record its outcome on its payment's page, listed on the refunds
+ * screen. */
 function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
   const succeeded = s.success + s.refunded;
   return [
@@ -22,7 +23,10 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
       stat("Payments today", String(s.total), "today-count", h("small", null, `since ${dateTime(s.since)}`)),
       stat("Success rate today", percent(s.successRate), "success-rate", h("small", null, `${succeeded} succeeded, ${s.failed} failed, ${s.pending} pending`)),
       stat("Pending now", String(s.pendingNow), "pending-count", link("payments?status=pending", "Show pending payments")),
-      stat("Refunds pending", String(s.refundsPending), "refunds-pending", pendingRefunds(s)),
+      stat("Refunds pending", String(s.refundsPending), "refunds-pending", [
+        pendingRefunds(s),
+        link("refunds?status=pending", "Show pending refunds"),
+      ]),
     ),
     s.succeeded.length
       ? table(
