@@ -434,7 +434,8 @@ func runBrowser(t *testing.T, fx fixture) {
 var fullRunScreens = []string{
 	"login", "dashboard",
 	"payments", "payments-page-2", "payment-detail", "payment-refunded", "payment-transfer-confirmed",
-	"payment-refund-pending", "dashboard-refund-pending", "refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
+	"payment-refund-pending", "dashboard-refund-pending", "refunds-pending",
+	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
 	"payments-after",
 	"orders", "order-detail", "customers", "customer-detail",
 	"gateways", "gateway-detail", "gateway-config-form",
@@ -445,11 +446,13 @@ var fullRunScreens = []string{
 // The console at the default [server].admin_path: log in, check the
 // dashboard's figures against the world the test made, page and filter the
 // payments created through the API, refund part of one, confirm a bank
-// transfer, refund it (pending: sent back by hand; the dashboard counts it)
-// and record its outcome, see a gateway interface's secret stay masked, open a plugin's
-// detail (its hostile admin_page shown as text) and disable and enable it,
-// filter events and retry a failed one, open an event and the
-// notifications, deep-link to a payment and reload, log out. Any failed
+// transfer, refund it (pending: sent back by hand; the dashboard counts it),
+// follow the dashboard's figure to the refunds list and on to the payment,
+// record its outcome (the list then shows none pending), see a gateway
+// interface's secret stay masked, open a plugin's detail (its hostile
+// admin_page shown as text) and disable and enable it, filter events and
+// retry a failed one, open an event and the notifications, deep-link to a
+// payment and reload, log out. Any failed
 // API call the page makes that the step did not expect fails the test, and
 // so does a "not available" block. Screenshots of every screen go to
 // admin-ui/e2e/screenshots/ (and, with PAYMENTD_E2E_DOCS_SCREENSHOT=1, the

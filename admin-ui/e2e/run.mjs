@@ -431,10 +431,50 @@ try {
       await shot("dashboard-refund-pending");
     });
 
-    await step("record the refund's outcome: sent back by hand", async () => {
-      await page.goto(`${base}payments/${bank.id}`);
-      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+    await step("the dashboard's pending refunds lead to the refunds list", async () => {
+      await page.getByRole("link", { name: "Show pending refunds" }).click();
+      await page.waitForURL((u) => u.pathname === `${fx.adminPath}/refunds` && u.searchParams.get("status") === "pending");
+      await page.getByRole("heading", { name: "Refunds", level: 1 }).waitFor();
       await settled();
+      const status = await page.getByRole("search").getByLabel("Status", { exact: true }).inputValue();
+      if (status !== "pending") throw new Error(`the status filter shows ${JSON.stringify(status)}`);
+      // The one pending refund, of every payment's: the bank transfer's.
+      await expectRows(1, "Refunds pending");
+      const row = rows("Refunds pending").first();
+      await expectText(row.locator(".badge"), "pending");
+      await expectText(row, bankAmount);
+      await expectText(row, fx.manualRefund.reason);
+      await expectText(row, "refund manually");
+      await row.getByRole("link", { name: bank.id, exact: true }).waitFor();
+      const waited = await textOf(row.locator("td").nth(4));
+      if (!/^\d+ (s|min)$/.test(waited)) throw new Error(`age of the pending refund: ${JSON.stringify(waited)}`);
+      await expectText(page.getByRole("navigation", { name: "Pages" }), "Page 1 of 1 · 1 total");
+      // The picture shows the list, not the toast of the refund.
+      await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+      await shot("refunds-pending");
+      // The paid payment's two refunds succeeded: not pending.
+      await applyFilters({ Status: "succeeded" });
+      await page.waitForURL(/status=succeeded/);
+      await expectRows(2, "Refunds succeeded");
+      await paymentLink(fx.paidPayment.id).first().waitFor();
+      await expectAbsent(paymentLink(bank.id), "the pending refund among the succeeded ones");
+      await applyFilters({ Status: "pending" });
+      await page.waitForURL(/status=pending/);
+      await expectRows(1, "Refunds pending");
+    });
+
+    await step("from the refunds list to the refund's payment", async () => {
+      await paymentLink(bank.id).click();
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+      await expectText(page.locator(".subtitle"), bank.id);
+      await settled();
+      await refundRows().first().getByRole("button", { name: /^Record outcome/ }).waitFor();
+    });
+
+    await step("record the refund's outcome: sent back by hand", async () => {
+      // On the payment page the refunds list led to.
+      const path = new URL(page.url()).pathname;
+      if (path !== `${fx.adminPath}/payments/${bank.id}`) throw new Error(`recording from ${path}`);
       await refundRows().first().getByRole("button", { name: /^Record outcome/ }).click();
       const dlg = page.getByRole("dialog", { name: "Record the outcome of a refund" });
       await dlg.waitFor();
@@ -470,6 +510,19 @@ try {
       await expectAbsent(page.getByRole("button", { name: /^Record outcome/ }), "a Record outcome action for a recorded refund");
       await expectText(rows("Audit trail of this payment, its order and its refunds"), "refund.resolve");
       await shot("payment-refund-resolved");
+    });
+
+    await step("refunds list: nothing pending once recorded", async () => {
+      await nav("Refunds");
+      await page.getByRole("heading", { name: "Refunds", level: 1 }).waitFor();
+      // Every refund, newest first: the bank transfer's, now succeeded.
+      await expectRows(3, "Refunds");
+      const newest = rows("Refunds").first();
+      await newest.getByRole("link", { name: bank.id, exact: true }).waitFor();
+      await expectText(newest.locator(".badge"), "succeeded");
+      await applyFilters({ Status: "pending" });
+      await page.waitForURL(/status=pending/);
+      await page.getByText("No refund is waiting for its gateway or an admin.").waitFor();
     });
 
     await step("payments after the refund and the confirmation", async () => {
