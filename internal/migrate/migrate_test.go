@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +17,12 @@ import (
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
+func TestMain(m *testing.M) {
+	if url := os.Getenv(helperEnv); url != "" {
+		os.Exit(killedMigrator(url))
+	}
+	goleak.VerifyTestMain(testdb.Main(m))
+}
 
 func open(t *testing.T, url string) *sql.DB {
 	t.Helper()
