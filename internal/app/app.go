@@ -314,7 +314,7 @@ func (a *App) init(ctx context.Context) error {
 		// access line.
 		Observe: a.tel.observer.Middleware,
 	})
-	return nil
+	return a.tel.metrics.RegisterSlowRequests(a.server.SlowRequests)
 }
 
 // MergePolicies joins the permission tables of the mounted services into the

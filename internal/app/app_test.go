@@ -53,9 +53,9 @@ type running struct {
 	baseURL string
 }
 
-func start(t *testing.T, cfg config.Config) *running {
+func start(t *testing.T, cfg config.Config, opts ...app.Option) *running {
 	t.Helper()
-	a, err := app.New(context.Background(), cfg, logger(t))
+	a, err := app.New(context.Background(), cfg, logger(t), opts...)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,8 +41,10 @@ func (b blockingPayments) GetPayment(ctx context.Context, req *connect.Request[p
 // The production stack, as app.New builds it: /health passes Observe (it
 // gets a request id and an access line) and nothing else. It answers while
 // the concurrency limit's only slot is taken, credentials on it are never
-// looked at, and it never acquires a database connection. Every check has a
-// control on /ready, which passes the same layers as the API.
+// looked at, and it never acquires a database connection. /ready uses the
+// database but, like /health, never waits for a slot and ignores
+// credentials. Every check has a control on an API call, which passes every
+// layer.
 func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(testdb.EmptyURL(t))
@@ -74,8 +77,13 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 		r.Header.Set("X-Api-Key", "pk_forged_key")
 	}
 	get := func(path string, c *http.Client) (int, string, string, error) {
-		req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		method, reqBody := http.MethodGet, io.Reader(nil)
+		if path == paymentpbconnect.PaymentServiceGetPaymentProcedure {
+			method, reqBody = http.MethodPost, strings.NewReader(`{"id": "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"}`)
+		}
+		req, err := http.NewRequest(method, srv.URL+path, reqBody)
 		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
 		forged(req)
 		resp, err := c.Do(req)
 		if err != nil {
@@ -96,8 +104,7 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 	}
 
 	// No database: /health with every kind of (forged) credential does not
-	// acquire a connection; /ready with the same does (the ping, and the
-	// session layer looking the cookie up).
+	// acquire a connection; /ready with the same does (the ping).
 	before := acquires()
 	var healthIDs []string
 	for range 20 {
@@ -112,9 +119,13 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, code)
 	require.Greater(t, acquires(), before, "control: /ready uses the pool, so the count moves")
+	code, _, apiID, err := get(paymentpbconnect.PaymentServiceGetPaymentProcedure, client)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, code, "control: the API call's forged credentials are refused")
 
 	// Observe only: each /health has a request id and its access line, and
-	// no credential layer saw its credentials; /ready's were rejected.
+	// no credential layer saw its credentials, nor /ready's; the API call's
+	// were rejected.
 	for _, id := range healthIDs {
 		require.Regexp(t, `^[0-9a-f]{32}$`, id, "Observe gives /health a request id")
 		lines := linesOf(id)
@@ -122,18 +133,22 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 		require.Equal(t, "http", lines[0]["msg"])
 		require.Equal(t, "/health", lines[0]["route"])
 	}
-	var rejected map[string]any
 	for _, l := range linesOf(readyID) {
+		require.NotEqual(t, "credential rejected", l["msg"], "/ready's credentials were looked at: %v", l)
+	}
+	var rejected map[string]any
+	for _, l := range linesOf(apiID) {
 		if l["msg"] == "credential rejected" {
 			rejected = l
 		}
 	}
-	require.NotNil(t, rejected, "control: the credential layers reject the forged session on /ready")
+	require.NotNil(t, rejected, "control: the credential layers reject the forged session on an API call")
 	require.Equal(t, "session", rejected["kind"])
 	require.NotContains(t, rejected["reason"], "malformed", "control: the session was looked up, not refused on sight")
 
-	// No limit: a customer's GetPayment holds the only slot. /health still
-	// answers at once; /ready waits in the queue behind it.
+	// No limit: a customer's GetPayment holds the only slot. /health and
+	// /ready still answer at once; another API call waits in the queue
+	// behind it.
 	ids := identitypbconnect.NewIdentityServiceClient(client, srv.URL)
 	reg, err := ids.Register(context.Background(), connect.NewRequest(&identitypb.RegisterRequest{
 		Email: "dora@example.com", Password: "correct horse battery", Name: "Dora"}))
@@ -152,8 +167,11 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 	code, _, _, err = get("/health", &http.Client{Timeout: 2 * time.Second})
 	require.NoError(t, err, "/health queued behind the concurrency limit")
 	require.Equal(t, http.StatusOK, code)
-	_, _, _, err = get("/ready", &http.Client{Timeout: 300 * time.Millisecond})
-	require.Error(t, err, "control: /ready waits for the slot GetPayment holds")
+	code, _, _, err = get("/ready", &http.Client{Timeout: 2 * time.Second})
+	require.NoError(t, err, "/ready queued behind the concurrency limit")
+	require.Equal(t, http.StatusOK, code)
+	_, _, _, err = get(paymentpbconnect.PaymentServiceGetPaymentProcedure, &http.Client{Timeout: 300 * time.Millisecond})
+	require.Error(t, err, "control: an API call waits for the slot GetPayment holds")
 	close(release)
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(<-held))
 }

@@ -67,6 +67,12 @@ type Server struct {
 	TLSKeyFile      string        `koanf:"tls_key_file"`
 	MaxRequestBytes int           `koanf:"max_request_bytes"`
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// ReadTimeoutSecs bounds reading a request's headers, and then its
+	// body, each; a client slower than that is cut off (408).
+	ReadTimeoutSecs int `koanf:"read_timeout_secs"`
+	// MaxConcurrentStreams bounds the requests one HTTP/2 connection may
+	// have open at once.
+	MaxConcurrentStreams int `koanf:"max_concurrent_streams"`
 	// TrustedProxies are the load balancers (CIDR prefixes) whose
 	// X-Forwarded-For names the client for the per-IP rate limits.
 	TrustedProxies []string `koanf:"trusted_proxies"`
@@ -257,7 +263,10 @@ func Default() Config {
 			PublicURL:       "http://127.0.0.1:50051",
 			MaxRequestBytes: 1 << 20,
 			ShutdownTimeout: 15 * time.Second,
-			TrustedProxies:  []string{},
+			ReadTimeoutSecs: 10,
+			// Go's own default is 250; a client needs far fewer.
+			MaxConcurrentStreams: 100,
+			TrustedProxies:       []string{},
 		},
 		DB: DB{
 			MaxConnections:     20,
@@ -413,6 +422,12 @@ func (c Config) Validate() error {
 	}
 	if c.Server.ShutdownTimeout <= 0 {
 		bad("[server].shutdown_timeout", "must be positive")
+	}
+	if c.Server.ReadTimeoutSecs < 1 || c.Server.ReadTimeoutSecs > 300 {
+		bad("[server].read_timeout_secs", "must be between 1 and 300, got %d", c.Server.ReadTimeoutSecs)
+	}
+	if c.Server.MaxConcurrentStreams < 1 || c.Server.MaxConcurrentStreams > 1000 {
+		bad("[server].max_concurrent_streams", "must be between 1 and 1000, got %d", c.Server.MaxConcurrentStreams)
 	}
 	for _, p := range c.Server.TrustedProxies {
 		if _, err := parsePrefix(p); err != nil {

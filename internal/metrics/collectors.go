@@ -89,6 +89,18 @@ func (m *Metrics) RegisterLimiter(l Limiter) error {
 	})
 }
 
+// RegisterSlowRequests exposes how many requests the server cut off because
+// their body did not arrive within [server].read_timeout_secs.
+func (m *Metrics) RegisterSlowRequests(count func() uint64) error {
+	slow := desc("http_slow_requests_total", "Requests answered 408 because their body did not arrive within [server].read_timeout_secs.")
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{slow},
+		collect: func(ch chan<- prometheus.Metric) {
+			ch <- prometheus.MustNewConstMetric(slow, prometheus.CounterValue, float64(count()))
+		},
+	})
+}
+
 // RegisterBreakers exposes the outbound client's circuit breakers, one per
 // downstream host:port used since the start.
 func (m *Metrics) RegisterBreakers(breakers func() []outbound.BreakerStatus) error {

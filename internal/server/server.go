@@ -5,16 +5,21 @@
 //	request ─▶ Options.Observe (request id, span, access line: every request)
 //	        ─▶ /health (answered here, before every other layer)
 //	        ─▶ [server].admin_path/* (the embedded admin console, before every layer)
-//	        ─▶ middleware layers (concurrency limit, rate limit, credentials)
-//	        ─▶ mux ─┬─ /billing.payment.PaymentService/*
-//	                ├─ /grpc.reflection.v1.ServerReflection/*, v1alpha
-//	                └─ /ready
+//	        ─▶ read deadline ([server].read_timeout_secs)
+//	        ─┬─ /ready, /grpc.reflection.v1.ServerReflection/*, v1alpha (no slot)
+//	         └─ body read whole (outside the limit, under the deadline)
+//	            ─▶ middleware layers (concurrency limit, rate limit, credentials)
+//	            ─▶ mux ── /billing.payment.PaymentService/*, …
 //
 // The console's files are public, static and held in memory: they need no
 // credential, so they skip the credential layers (which would look a session
 // cookie up in the database for every script and stylesheet) and the
 // concurrency limit that protects the API. Its API calls are ordinary Connect
 // requests and pass every layer.
+//
+// A request's body is read whole before the request waits for a slot of the
+// concurrency limit (body.go): a client that trickles its body, or never
+// sends it, is cut off by the read timeout without having held a slot.
 package server
 
 import (
@@ -73,6 +78,7 @@ type Server struct {
 	log     *slog.Logger
 	handler http.Handler
 	http    *http.Server
+	bodies  *bodyReader
 }
 
 // HandlerOptions returns the Connect options every service handler is built
@@ -95,21 +101,41 @@ func New(opts Options) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
+	readTimeout := time.Duration(opts.Config.ReadTimeoutSecs) * time.Second
+	if readTimeout <= 0 {
+		readTimeout = 10 * time.Second
+	}
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(opts.Services))
 	for _, svc := range opts.Services {
 		mux.Handle(svc.Path, svc.Handler)
 		names = append(names, svc.Name)
 	}
-	reflector := grpcreflect.NewStaticReflector(names...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	mux.Handle("GET /ready", readyHandler(opts.DB, log))
 
-	var h http.Handler = mux
+	var api http.Handler = mux
 	for i := len(opts.Middleware) - 1; i >= 0; i-- {
-		h = opts.Middleware[i](h)
+		api = opts.Middleware[i](api)
 	}
+	bodies := newBodyReader(readTimeout, opts.Config.MaxRequestBytes)
+	api = bodies.wrap(api)
+
+	// Routes that never wait for a slot of the concurrency limit: the
+	// readiness probe (a load balancer must not take an instance out
+	// because its API is busy) and gRPC reflection (a bidirectional stream
+	// read as it goes, so its body cannot be read ahead; it touches no
+	// database). Both are bounded by the read timeout instead.
+	reflector := grpcreflect.NewStaticReflector(names...)
+	front := http.NewServeMux()
+	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
+		func(o ...connect.HandlerOption) (string, http.Handler) { return grpcreflect.NewHandlerV1(reflector, o...) },
+		func(o ...connect.HandlerOption) (string, http.Handler) { return grpcreflect.NewHandlerV1Alpha(reflector, o...) },
+	} {
+		path, handler := mount(connect.WithReadMaxBytes(opts.Config.MaxRequestBytes))
+		front.Handle(path, withReadDeadline(readTimeout, handler))
+	}
+	front.Handle("GET /ready", readyHandler(opts.DB, log))
+	front.Handle("/", api)
+	var h http.Handler = front
 	if opts.AdminUI != nil {
 		h = withAdminUI(opts.AdminUI, opts.Config.AdminPath, log, h)
 	}
@@ -118,21 +144,29 @@ func New(opts Options) *Server {
 		h = opts.Observe(h)
 	}
 
-	s := &Server{cfg: opts.Config, log: log, handler: h}
+	s := &Server{cfg: opts.Config, log: log, handler: h, bodies: bodies}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
 	protocols.SetUnencryptedHTTP2(true)
 	s.http = &http.Server{
-		Handler:           h,
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:   h,
+		Protocols: &protocols,
+		// The body's own deadline is set per request (bodyReader,
+		// withReadDeadline): http.Server's ReadTimeout would stay armed
+		// while a handler runs and cancel a slow gateway call's context.
+		ReadHeaderTimeout: readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: opts.Config.MaxConcurrentStreams},
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s
 }
+
+// SlowRequests is the number of requests whose body did not arrive within
+// [server].read_timeout_secs (answered 408).
+func (s *Server) SlowRequests() uint64 { return s.bodies.cutOff.Load() }
 
 // Handler is the complete handler tree, for tests that use httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
@@ -223,6 +257,15 @@ func withAdminUI(dist fs.FS, prefix string, log *slog.Logger, next http.Handler)
 			ui.ServeHTTP(w, r)
 			return
 		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withReadDeadline gives a streaming request (gRPC reflection) until
+// timeout to send all it sends.
+func withReadDeadline(timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
 		next.ServeHTTP(w, r)
 	})
 }
