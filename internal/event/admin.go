@@ -12,7 +12,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -69,22 +69,22 @@ func requireAdmin(ctx context.Context) (auth.Principal, error) {
 	return p, nil
 }
 
-func pageOf(page, size uint32) (store.Page, payment.Page, error) {
-	page, size, err := payment.NormalizePage(page, size)
+func pageOf(page, size uint32) (store.Page, paging.Page, error) {
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return store.Page{}, payment.Page{}, err
+		return store.Page{}, paging.Page{}, err
 	}
-	return store.Page{Limit: int64(size), Offset: int64(page-1) * int64(size)}, payment.Page{Number: page, Size: size}, nil
+	return store.Page{Limit: pg.Limit(), Offset: pg.Offset()}, pg, nil
 }
 
 // ListEvents returns a page of events, newest first.
-func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size uint32) ([]store.Event, payment.Page, error) {
+func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size uint32) ([]store.Event, paging.Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	sp, pg, err := pageOf(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	rows, total, err := store.ListEvents(ctx, a.db, f, sp)
 	pg.Total = uint64(total)
@@ -166,13 +166,13 @@ func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
 }
 
 // ListNotifications returns a page of notifications, newest first.
-func (a *Admin) ListNotifications(ctx context.Context, f store.NotificationFilter, page, size uint32) ([]store.Notification, payment.Page, error) {
+func (a *Admin) ListNotifications(ctx context.Context, f store.NotificationFilter, page, size uint32) ([]store.Notification, paging.Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	sp, pg, err := pageOf(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	rows, total, err := store.ListNotifications(ctx, a.db, f, sp)
 	pg.Total = uint64(total)

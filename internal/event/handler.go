@@ -10,7 +10,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -167,6 +167,6 @@ func (h *AdminHandler) eventRecord(e store.Event) *eventpb.Event {
 	return rec
 }
 
-func pageMeta(p payment.Page) *paymentpb.PageMeta {
+func pageMeta(p paging.Page) *paymentpb.PageMeta {
 	return &paymentpb.PageMeta{Total: p.Total, Page: p.Number, PageSize: p.Size, TotalPages: p.TotalPages()}
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/outbound"
-	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -560,27 +560,27 @@ func (s *Service) GetInterface(ctx context.Context, id uuid.UUID) (InterfaceView
 }
 
 // ListInterfaces pages through interfaces, newest first (admin).
-func (s *Service) ListInterfaces(ctx context.Context, f store.GatewayInterfaceFilter, page, size uint32) ([]InterfaceView, payment.Page, error) {
+func (s *Service) ListInterfaces(ctx context.Context, f store.GatewayInterfaceFilter, page, size uint32) ([]InterfaceView, paging.Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err := payment.NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListGatewayInterfaces(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	rows, total, err := store.ListGatewayInterfaces(ctx, s.db, f, pg.Limit(), pg.Offset())
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	out := make([]InterfaceView, 0, len(rows))
 	for _, r := range rows {
 		v, err := s.view(r.GatewayInterface, r.PluginStatus, r.PluginEnabled)
 		if err != nil {
-			return nil, payment.Page{}, err
+			return nil, paging.Page{}, err
 		}
 		out = append(out, v)
 	}
-	return out, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return out, pg.WithTotal(total), nil
 }
 
 // TestResult is what test_config answered.

@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
@@ -329,6 +330,6 @@ func InvoiceRecord(i store.Invoice) *orderpb.Invoice {
 	}
 }
 
-func pageMeta(p payment.Page) *paymentpb.PageMeta {
+func pageMeta(p paging.Page) *paymentpb.PageMeta {
 	return &paymentpb.PageMeta{Total: p.Total, Page: p.Number, PageSize: p.Size, TotalPages: p.TotalPages()}
 }

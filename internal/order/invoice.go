@@ -11,7 +11,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
-	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -135,23 +135,23 @@ func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, 
 
 // ListInvoices returns a page of invoices, newest first. Customers see only
 // their own.
-func (s *Service) ListInvoices(ctx context.Context, f store.InvoiceFilter, page, size uint32) ([]store.Invoice, payment.Page, error) {
+func (s *Service) ListInvoices(ctx context.Context, f store.InvoiceFilter, page, size uint32) ([]store.Invoice, paging.Page, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err = payment.NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	if f.CustomerID, err = scope(p, f.CustomerID); err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListInvoices(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	rows, total, err := store.ListInvoices(ctx, s.db, f, pg.Limit(), pg.Offset())
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return rows, pg.WithTotal(total), nil
 }
 
 // CancelInvoice cancels an invoice nothing has been paid on (admin), and

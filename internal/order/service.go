@@ -16,7 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/money"
-	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -293,27 +293,27 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 // ListProducts returns a page of products, newest first. Admins see every
 // product (enabled filters when set); customers see enabled products only,
 // so asking for disabled ones gives an empty page.
-func (s *Service) ListProducts(ctx context.Context, enabled *bool, page, size uint32) ([]store.Product, payment.Page, error) {
+func (s *Service) ListProducts(ctx context.Context, enabled *bool, page, size uint32) ([]store.Product, paging.Page, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err = payment.NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	if !p.IsAdmin() {
 		if enabled != nil && !*enabled {
-			return nil, payment.Page{Number: page, Size: size}, nil
+			return nil, pg, nil
 		}
 		yes := true
 		enabled = &yes
 	}
-	rows, total, err := store.ListProducts(ctx, s.db, enabled, int64(size), int64(page-1)*int64(size))
+	rows, total, err := store.ListProducts(ctx, s.db, enabled, pg.Limit(), pg.Offset())
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return rows, pg.WithTotal(total), nil
 }
 
 // ---- orders ----
@@ -410,26 +410,26 @@ func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (store.Order, erro
 
 // ListOrders returns a page of orders, newest first. Customers see only
 // their own.
-func (s *Service) ListOrders(ctx context.Context, f store.OrderFilter, page, size uint32) ([]store.Order, payment.Page, error) {
+func (s *Service) ListOrders(ctx context.Context, f store.OrderFilter, page, size uint32) ([]store.Order, paging.Page, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err = payment.NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	if f.CustomerID, err = scope(p, f.CustomerID); err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
 	if f.Status != nil && !slices.Contains(Statuses, Status(*f.Status)) {
-		return nil, payment.Page{}, apperr.New(apperr.InvalidArgument, "unknown order status %q", *f.Status)
+		return nil, paging.Page{}, apperr.New(apperr.InvalidArgument, "unknown order status %q", *f.Status)
 	}
-	rows, total, err := store.ListOrders(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	rows, total, err := store.ListOrders(ctx, s.db, f, pg.Limit(), pg.Offset())
 	if err != nil {
-		return nil, payment.Page{}, err
+		return nil, paging.Page{}, err
 	}
-	return rows, payment.Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return rows, pg.WithTotal(total), nil
 }
 
 // CancelOrder cancels a pending order: the customer its own, an admin any.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/paging"
 
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -33,35 +34,35 @@ type RefundQuery struct {
 // payment: NotFound when it does not exist, so an empty list always means
 // "no refunds". Without one, a page of every payment's refunds, read
 // through an index however many there are.
-func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.ListedRefund, Page, error) {
+func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.ListedRefund, paging.Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
 	if q.Status != nil {
 		switch *q.Status {
 		case store.RefundPending, store.RefundSucceeded, store.RefundFailed:
 		default:
-			return nil, Page{}, apperr.New(apperr.InvalidArgument, "status must be pending, succeeded or failed, got %q", clip(*q.Status, 20))
+			return nil, paging.Page{}, apperr.New(apperr.InvalidArgument, "status must be pending, succeeded or failed, got %q", clip(*q.Status, 20))
 		}
 	}
-	var number, size uint32
+	var pg paging.Page
 	if q.Paged || q.PaymentID == nil {
 		var err error
-		if number, size, err = NormalizePage(q.Page, q.Size); err != nil {
-			return nil, Page{}, err
+		if pg, err = paging.Normalize(q.Page, q.Size); err != nil {
+			return nil, paging.Page{}, err
 		}
 	}
-	limit := store.Page{Limit: int64(size), Offset: int64(number-1) * int64(size)}
+	limit := store.Page{Limit: pg.Limit(), Offset: pg.Offset()}
 	if q.PaymentID == nil {
 		rows, total, err := store.ListRefundsNewestFirst(ctx, s.db, q.Status, limit)
 		if err != nil {
-			return nil, Page{}, err
+			return nil, paging.Page{}, err
 		}
-		return rows, Page{Number: number, Size: size, Total: uint64(total)}, nil
+		return rows, pg.WithTotal(total), nil
 	}
 	pay, err := s.Get(ctx, *q.PaymentID)
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
 	var page *store.Page
 	if q.Paged {
@@ -69,7 +70,7 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 	}
 	rows, total, err := store.ListPaymentRefundsNewestFirst(ctx, s.db, pay.ID, q.Status, page)
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
 	out := make([]store.ListedRefund, 0, len(rows))
 	for _, r := range rows {
@@ -77,28 +78,28 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 	}
 	if !q.Paged {
 		// One page holding them all.
-		number, size = 1, uint32(len(out))
+		pg = paging.Page{Number: 1, Size: uint32(len(out))}
 	}
-	return out, Page{Number: number, Size: size, Total: uint64(total)}, nil
+	return out, pg.WithTotal(total), nil
 }
 
 // AuditTrail returns one page of an entity's audit log, newest first
 // (admin). An entity without entries is an empty page, not NotFound: the
 // log outlives nothing it names, and some entities (plugins) have no row.
-func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, page, size uint32) ([]store.AuditLogRow, Page, error) {
+func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, page, size uint32) ([]store.AuditLogRow, paging.Page, error) {
 	if _, err := requireAdmin(ctx); err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err := NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
 	rows, total, err := store.ListAuditEntries(ctx, s.db, entityType, entityID,
-		store.Page{Limit: int64(size), Offset: int64(page-1) * int64(size)})
+		store.Page{Limit: pg.Limit(), Offset: pg.Offset()})
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
-	return rows, Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return rows, pg.WithTotal(total), nil
 }
 
 // refundInFlight is how long after its reservation a refund without any

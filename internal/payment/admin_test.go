@@ -10,6 +10,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -53,7 +54,7 @@ func TestListRefundsFindsEveryPaymentsRefundsByStatusForAdmins(t *testing.T) {
 
 	type want struct {
 		ids  []uuid.UUID
-		page payment.Page
+		page paging.Page
 	}
 	ids := func(rs ...store.Refund) []uuid.UUID {
 		out := []uuid.UUID{}
@@ -69,23 +70,23 @@ func TestListRefundsFindsEveryPaymentsRefundsByStatusForAdmins(t *testing.T) {
 		want want
 	}{
 		{"pending, no paging: page 1 of 20", payment.RefundQuery{Status: status("pending")},
-			want{ids(r4, r2), payment.Page{Number: 1, Size: 20, Total: 2}}},
+			want{ids(r4, r2), paging.Page{Number: 1, Size: 20, Total: 2}}},
 		{"every refund", payment.RefundQuery{Paged: true},
-			want{ids(r5, r4, r3, r2, r1), payment.Page{Number: 1, Size: 20, Total: 5}}},
+			want{ids(r5, r4, r3, r2, r1), paging.Page{Number: 1, Size: 20, Total: 5}}},
 		{"every refund, page 2 of 2", payment.RefundQuery{Paged: true, Page: 2, Size: 2},
-			want{ids(r3, r2), payment.Page{Number: 2, Size: 2, Total: 5}}},
+			want{ids(r3, r2), paging.Page{Number: 2, Size: 2, Total: 5}}},
 		{"past the last page", payment.RefundQuery{Paged: true, Page: 4, Size: 2},
-			want{ids(), payment.Page{Number: 4, Size: 2, Total: 5}}},
+			want{ids(), paging.Page{Number: 4, Size: 2, Total: 5}}},
 		{"failed", payment.RefundQuery{Status: status("failed")},
-			want{ids(r3), payment.Page{Number: 1, Size: 20, Total: 1}}},
+			want{ids(r3), paging.Page{Number: 1, Size: 20, Total: 1}}},
 		{"one payment's, no paging: all of them", payment.RefundQuery{PaymentID: &p2.ID},
-			want{ids(r5, r4, r3), payment.Page{Number: 1, Size: 3, Total: 3}}},
+			want{ids(r5, r4, r3), paging.Page{Number: 1, Size: 3, Total: 3}}},
 		{"one payment's, paged", payment.RefundQuery{PaymentID: &p2.ID, Paged: true, Page: 2, Size: 1},
-			want{ids(r4), payment.Page{Number: 2, Size: 1, Total: 3}}},
+			want{ids(r4), paging.Page{Number: 2, Size: 1, Total: 3}}},
 		{"one payment's pending", payment.RefundQuery{PaymentID: &p2.ID, Status: status("pending"), Paged: true},
-			want{ids(r4), payment.Page{Number: 1, Size: 20, Total: 1}}},
+			want{ids(r4), paging.Page{Number: 1, Size: 20, Total: 1}}},
 		{"a payment without refunds", payment.RefundQuery{PaymentID: &quiet.ID},
-			want{ids(), payment.Page{Number: 1, Size: 0, Total: 0}}},
+			want{ids(), paging.Page{Number: 1, Size: 0, Total: 0}}},
 	} {
 		rs, page, err := f.svc.ListRefunds(f.admin, c.q)
 		require.NoError(t, err, c.name)

@@ -11,14 +11,8 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
-)
-
-// Page bounds (docs/decisions.md): page is 1-based with 0 meaning 1; a page
-// size of 0 means DefaultPageSize; more than MaxPageSize is refused.
-const (
-	DefaultPageSize = 20
-	MaxPageSize     = 100
 )
 
 // Service is the payment domain.
@@ -137,50 +131,21 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.Payment, error) 
 	return pay, nil
 }
 
-// Page is one page of a list.
-type Page struct {
-	Number uint32
-	Size   uint32
-	Total  uint64
-}
-
-// TotalPages is ceil(Total / Size).
-func (p Page) TotalPages() uint32 {
-	if p.Size == 0 {
-		return 0
-	}
-	return uint32((p.Total + uint64(p.Size) - 1) / uint64(p.Size))
-}
-
-// NormalizePage applies the paging defaults and bounds.
-func NormalizePage(page, size uint32) (uint32, uint32, error) {
-	if page == 0 {
-		page = 1
-	}
-	if size == 0 {
-		size = DefaultPageSize
-	}
-	if size > MaxPageSize {
-		return 0, 0, apperr.New(apperr.InvalidArgument, "page_size must be at most %d", MaxPageSize)
-	}
-	return page, size, nil
-}
-
 // List returns a page of payments, newest first. A customer sees only their
 // own payments whatever the filter says.
-func (s *Service) List(ctx context.Context, f store.PaymentFilter, page, size uint32) ([]store.Payment, Page, error) {
+func (s *Service) List(ctx context.Context, f store.PaymentFilter, page, size uint32) ([]store.Payment, paging.Page, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
-	page, size, err = NormalizePage(page, size)
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
 	f.CustomerID = auth.CustomerScope(p)
-	rows, total, err := store.ListPayments(ctx, s.db, f, int64(size), int64(page-1)*int64(size))
+	rows, total, err := store.ListPayments(ctx, s.db, f, pg.Limit(), pg.Offset())
 	if err != nil {
-		return nil, Page{}, err
+		return nil, paging.Page{}, err
 	}
-	return rows, Page{Number: page, Size: size, Total: uint64(total)}, nil
+	return rows, pg.WithTotal(total), nil
 }

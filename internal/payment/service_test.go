@@ -13,6 +13,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
@@ -84,7 +85,7 @@ func TestListPaymentsPagesNewestFirstAndScopesCustomers(t *testing.T) {
 
 	rows, page, err := b.svc.List(b.asAlice, store.PaymentFilter{}, 1, 2)
 	require.NoError(t, err)
-	require.Equal(t, payment.Page{Number: 1, Size: 2, Total: 5}, page)
+	require.Equal(t, paging.Page{Number: 1, Size: 2, Total: 5}, page)
 	require.Equal(t, uint32(3), page.TotalPages())
 	require.Equal(t, []uuid.UUID{alices[4], alices[3]}, []uuid.UUID{rows[0].ID, rows[1].ID})
 
@@ -103,7 +104,7 @@ func TestListPaymentsPagesNewestFirstAndScopesCustomers(t *testing.T) {
 	rows, page, err = b.svc.List(b.asAlice, store.PaymentFilter{CustomerID: &other}, 0, 0)
 	require.NoError(t, err)
 	require.Equal(t, uint64(5), page.Total)
-	require.Equal(t, uint32(payment.DefaultPageSize), page.Size)
+	require.Equal(t, uint32(paging.DefaultSize), page.Size)
 	for _, r := range rows {
 		require.Equal(t, b.alice, r.CustomerID)
 	}

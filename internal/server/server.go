@@ -126,13 +126,11 @@ func New(opts Options) *Server {
 	// database). Both are bounded by the read timeout instead.
 	reflector := grpcreflect.NewStaticReflector(names...)
 	front := http.NewServeMux()
-	for _, mount := range []func(...connect.HandlerOption) (string, http.Handler){
-		func(o ...connect.HandlerOption) (string, http.Handler) { return grpcreflect.NewHandlerV1(reflector, o...) },
-		func(o ...connect.HandlerOption) (string, http.Handler) { return grpcreflect.NewHandlerV1Alpha(reflector, o...) },
-	} {
-		path, handler := mount(connect.WithReadMaxBytes(opts.Config.MaxRequestBytes))
-		front.Handle(path, withReadDeadline(readTimeout, handler))
-	}
+	readMax := connect.WithReadMaxBytes(opts.Config.MaxRequestBytes)
+	v1Path, v1 := grpcreflect.NewHandlerV1(reflector, readMax)
+	front.Handle(v1Path, withReadDeadline(readTimeout, v1))
+	alphaPath, alpha := grpcreflect.NewHandlerV1Alpha(reflector, readMax)
+	front.Handle(alphaPath, withReadDeadline(readTimeout, alpha))
 	front.Handle("GET /ready", readyHandler(opts.DB, log))
 	front.Handle("/", api)
 	var h http.Handler = front
