@@ -98,6 +98,19 @@ func Require(ctx context.Context) (Principal, error) {
 	return p, nil
 }
 
+// RequireAdmin returns the caller when it is an admin: Unauthenticated
+// without a principal, PermissionDenied for a customer.
+func RequireAdmin(ctx context.Context) (Principal, error) {
+	p, err := Require(ctx)
+	if err != nil {
+		return p, err
+	}
+	if !p.IsAdmin() {
+		return p, apperr.New(apperr.PermissionDenied, "admin only")
+	}
+	return p, nil
+}
+
 // CanAccessCustomer allows admins everything and customers their own data:
 // a customer reading another customer's record gets PermissionDenied.
 func CanAccessCustomer(p Principal, customerID uuid.UUID) error {

@@ -58,17 +58,6 @@ func NewAdmin(db store.DB, opts AdminOptions) *Admin {
 // MaxAttempts is the configured number of attempts per event.
 func (a *Admin) MaxAttempts() int { return a.opts.MaxAttempts }
 
-func requireAdmin(ctx context.Context) (auth.Principal, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return p, err
-	}
-	if !p.IsAdmin() {
-		return p, apperr.New(apperr.PermissionDenied, "admin only")
-	}
-	return p, nil
-}
-
 func pageOf(page, size uint32) (store.Page, paging.Page, error) {
 	pg, err := paging.Normalize(page, size)
 	if err != nil {
@@ -79,7 +68,7 @@ func pageOf(page, size uint32) (store.Page, paging.Page, error) {
 
 // ListEvents returns a page of events, newest first.
 func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size uint32) ([]store.Event, paging.Page, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
 	sp, pg, err := pageOf(page, size)
@@ -93,7 +82,7 @@ func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size 
 
 // GetEvent returns one event.
 func (a *Admin) GetEvent(ctx context.Context, id uuid.UUID) (store.Event, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return store.Event{}, err
 	}
 	e, err := store.GetEvent(ctx, a.db, id)
@@ -109,7 +98,7 @@ func (a *Admin) GetEvent(ctx context.Context, id uuid.UUID) (store.Event, error)
 // kept until the next attempt replaces it. Any status but failed is
 // InvalidArgument. The change is audited.
 func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Event{}, err
 	}
@@ -151,7 +140,7 @@ func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, erro
 
 // ListNodes returns every node with its heartbeat age and whether it is lost.
 func (a *Admin) ListNodes(ctx context.Context) ([]store.NodeState, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return store.ListNodes(ctx, a.db, a.opts.NodeLostAfter)
@@ -159,7 +148,7 @@ func (a *Admin) ListNodes(ctx context.Context) ([]store.NodeState, error) {
 
 // ListLeaders returns the held leader roles.
 func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return store.ListLeases(ctx, a.db)
@@ -167,7 +156,7 @@ func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
 
 // ListNotifications returns a page of notifications, newest first.
 func (a *Admin) ListNotifications(ctx context.Context, f store.NotificationFilter, page, size uint32) ([]store.Notification, paging.Page, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
 	sp, pg, err := pageOf(page, size)

@@ -288,7 +288,7 @@ func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[
 	if h.confirm == nil {
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bank transfer confirmation is not available yet"))
 	}
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, h.fail(ctx, err)
 	}
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")

@@ -60,17 +60,6 @@ func NewService(db store.DB, reg *Registry, clock func() time.Time, log *slog.Lo
 
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
 
-func requireAdmin(ctx context.Context) (auth.Principal, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return p, err
-	}
-	if !p.IsAdmin() {
-		return p, apperr.New(apperr.PermissionDenied, "admin only")
-	}
-	return p, nil
-}
-
 // ---- plugins ----
 
 // PluginView is a plugin row and what this process runs of it.
@@ -94,7 +83,7 @@ func (s *Service) pluginView(p store.Plugin) PluginView {
 
 // ListPlugins lists plugins by name (admin).
 func (s *Service) ListPlugins(ctx context.Context, f store.PluginFilter) ([]PluginView, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	rows, err := store.ListPlugins(ctx, s.db, f)
@@ -110,7 +99,7 @@ func (s *Service) ListPlugins(ctx context.Context, f store.PluginFilter) ([]Plug
 
 // GetPlugin reads one plugin (admin).
 func (s *Service) GetPlugin(ctx context.Context, name string) (PluginView, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return PluginView{}, err
 	}
 	p, err := s.plugin(ctx, s.db, name)
@@ -131,7 +120,7 @@ func (s *Service) plugin(ctx context.Context, db store.DB, name string) (store.P
 // Reload scans the plugin directory now (admin) and records that it was
 // asked for; the scan records each plugin it changes.
 func (s *Service) Reload(ctx context.Context) (Report, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Report{}, err
 	}
@@ -157,7 +146,7 @@ func (s *Service) Reload(ctx context.Context) (Report, error) {
 // AdminPage runs the plugin's admin_page with the config of interfaceID
 // (nil: an empty config) and returns its text (admin).
 func (s *Service) AdminPage(ctx context.Context, name string, interfaceID *uuid.UUID) (string, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return "", err
 	}
 	row, err := s.plugin(ctx, s.db, name)
@@ -205,7 +194,7 @@ func (s *Service) AdminPage(ctx context.Context, name string, interfaceID *uuid.
 // its interfaces' own enabled flags untouched (see doc.go). Repeating the
 // current state changes nothing and writes no audit row.
 func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled bool) (PluginView, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return PluginView{}, err
 	}
@@ -348,7 +337,7 @@ type NewInterface struct {
 // plugin; the config must satisfy the plugin's config schema, which the
 // interface keeps (admin).
 func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (InterfaceView, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return InterfaceView{}, err
 	}
@@ -413,7 +402,7 @@ type InterfaceUpdate struct {
 // UpdateInterface renames an interface or replaces its config, which must
 // satisfy the interface's schema (admin).
 func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u InterfaceUpdate) (InterfaceView, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return InterfaceView{}, err
 	}
@@ -472,7 +461,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 // (an upgrade may have made it stale). Repeating the current state changes
 // nothing.
 func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled bool) (InterfaceView, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return InterfaceView{}, err
 	}
@@ -546,7 +535,7 @@ func (s *Service) lockIface(ctx context.Context, tx pgx.Tx, id uuid.UUID) (store
 
 // GetInterface reads one interface, secrets masked (admin).
 func (s *Service) GetInterface(ctx context.Context, id uuid.UUID) (InterfaceView, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return InterfaceView{}, err
 	}
 	v, err := store.GetGatewayInterfaceView(ctx, s.db, id)
@@ -561,7 +550,7 @@ func (s *Service) GetInterface(ctx context.Context, id uuid.UUID) (InterfaceView
 
 // ListInterfaces pages through interfaces, newest first (admin).
 func (s *Service) ListInterfaces(ctx context.Context, f store.GatewayInterfaceFilter, page, size uint32) ([]InterfaceView, paging.Page, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
 	pg, err := paging.Normalize(page, size)
@@ -593,7 +582,7 @@ type TestResult struct {
 // (admin). A failing script is a failed test, with the plugin's message for
 // the admin; an open circuit is Unavailable.
 func (s *Service) TestInterface(ctx context.Context, id uuid.UUID) (TestResult, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return TestResult{}, err
 	}
 	gw, err := s.reg.Get(ctx, id)

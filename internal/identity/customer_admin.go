@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -24,7 +25,7 @@ var (
 
 // ListCustomers pages through customers, newest first (admin).
 func (s *Service) ListCustomers(ctx context.Context, emailContains string, pr PageRequest) ([]Customer, PageMeta, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, PageMeta{}, err
 	}
 	page, pr, err := pr.resolve()
@@ -44,7 +45,7 @@ func (s *Service) ListCustomers(ctx context.Context, emailContains string, pr Pa
 
 // GetCustomer reads one customer (admin).
 func (s *Service) GetCustomer(ctx context.Context, id uuid.UUID) (Customer, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return Customer{}, err
 	}
 	c, err := store.GetCustomer(ctx, s.db, id)
@@ -61,7 +62,7 @@ func (s *Service) GetCustomer(ctx context.Context, id uuid.UUID) (Customer, erro
 // forbidden, the customer's existing keys are refused too; allowing again
 // brings back the keys not revoked.
 func (s *Service) SetCanCreateAPIKeys(ctx context.Context, id uuid.UUID, allowed bool) (Customer, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Customer{}, err
 	}
@@ -97,7 +98,7 @@ func (s *Service) SetCanCreateAPIKeys(ctx context.Context, id uuid.UUID, allowed
 // each row's balance_before is the previous row's balance_after. The balance
 // may not fall below -credit_limit; a zero amount is refused.
 func (s *Service) AdjustBalance(ctx context.Context, id uuid.UUID, amount, note string) (Customer, BalanceTransaction, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Customer{}, BalanceTransaction{}, err
 	}
@@ -159,7 +160,7 @@ func (s *Service) AdjustBalance(ctx context.Context, id uuid.UUID, amount, note 
 // (admin). limit is a non-negative decimal string; the current balance must
 // stay at or above -limit.
 func (s *Service) SetCreditLimit(ctx context.Context, id uuid.UUID, limit string) (Customer, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Customer{}, err
 	}

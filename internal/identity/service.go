@@ -174,18 +174,6 @@ func (s *Service) acquireHashSlot(ctx context.Context) (func(), error) {
 	}
 }
 
-// requireAdmin returns the calling admin.
-func requireAdmin(ctx context.Context) (auth.Principal, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return p, err
-	}
-	if !p.IsAdmin() {
-		return p, apperr.New(apperr.PermissionDenied, "admin only")
-	}
-	return p, nil
-}
-
 // requireCustomer returns the calling customer.
 func requireCustomer(ctx context.Context) (auth.Principal, error) {
 	p, err := auth.Require(ctx)

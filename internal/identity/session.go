@@ -353,7 +353,7 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 
 // Logout ends the caller's admin session; token is the session cookie's value.
 func (s *Service) Logout(ctx context.Context, token string) error {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return err
 	}

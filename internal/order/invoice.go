@@ -37,7 +37,7 @@ type NewInvoice struct {
 // a number INV-<yyyymmdd>-<12 hex digits of its id>. An order's invoice may
 // not be created for a cancelled or refunded order.
 func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoice, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Invoice{}, err
 	}
@@ -158,7 +158,7 @@ func (s *Service) ListInvoices(ctx context.Context, f store.InvoiceFilter, page,
 // fails its pending payments, in one transaction. A paid, partly paid or
 // already cancelled invoice is InvalidArgument.
 func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Invoice{}, err
 	}

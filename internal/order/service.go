@@ -56,17 +56,6 @@ func (s *Service) checkCurrency(c string) error {
 	return nil
 }
 
-func requireAdmin(ctx context.Context) (auth.Principal, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return p, err
-	}
-	if !p.IsAdmin() {
-		return p, apperr.New(apperr.PermissionDenied, "admin only")
-	}
-	return p, nil
-}
-
 // scope limits a list to the caller's own rows: a customer gets its own id
 // (asking for another customer's rows is PermissionDenied), an admin what
 // it asked for.
@@ -119,7 +108,7 @@ type NewProduct struct {
 
 // CreateProduct adds an enabled product (admin).
 func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Product, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Product{}, err
 	}
@@ -230,7 +219,7 @@ type ProductUpdate struct {
 // UpdateProduct changes a product (admin). Orders already placed keep the
 // copy of the product they froze.
 func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpdate) (store.Product, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Product{}, err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
 
 	"github.com/rustbill/paymentd/internal/store"
@@ -35,7 +36,7 @@ type RefundQuery struct {
 // "no refunds". Without one, a page of every payment's refunds, read
 // through an index however many there are.
 func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.ListedRefund, paging.Page, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
 	if q.Status != nil {
@@ -87,7 +88,7 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 // (admin). An entity without entries is an empty page, not NotFound: the
 // log outlives nothing it names, and some entities (plugins) have no row.
 func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, page, size uint32) ([]store.AuditLogRow, paging.Page, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
 	pg, err := paging.Normalize(page, size)
@@ -117,7 +118,7 @@ const refundInFlight = refundCallTimeout + recordTimeout
 // running. The note (what was checked) is required and goes into the
 // audit log.
 func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome, gatewayRefundID, note string) (Refunded, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Refunded{}, err
 	}

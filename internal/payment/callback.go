@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -130,7 +131,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 // returned as it is. A failed query is Internal; an open circuit breaker
 // Unavailable.
 func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.Payment, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Payment{}, err
 	}
@@ -202,7 +203,7 @@ const BankTransferPlugin = "bank_transfer"
 // confirmed (else InvalidArgument). Confirming again with the same
 // reference is AlreadyExists; with another, InvalidArgument.
 func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, reference string) (store.Payment, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Payment{}, err
 	}

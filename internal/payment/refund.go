@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
@@ -60,7 +61,7 @@ const refundCallTimeout = 60 * time.Second
 //
 // Every step writes audit_log rows with the admin as the actor.
 func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason string) (Refunded, error) {
-	p, err := requireAdmin(ctx)
+	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Refunded{}, err
 	}

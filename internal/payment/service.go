@@ -81,18 +81,6 @@ func (s *Service) now() time.Time {
 	return s.clock().UTC().Truncate(time.Microsecond)
 }
 
-// requireAdmin returns the caller when it is an admin.
-func requireAdmin(ctx context.Context) (auth.Principal, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return p, err
-	}
-	if !p.IsAdmin() {
-		return p, apperr.New(apperr.PermissionDenied, "admin only")
-	}
-	return p, nil
-}
-
 // paymentNotFound turns store.ErrNotFound into a NotFound domain error.
 func paymentNotFound(err error, id uuid.UUID) error {
 	if errors.Is(err, store.ErrNotFound) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -60,7 +61,7 @@ func StartOfUTCDay(t time.Time) time.Time {
 // pending now (admin). A since in the future or more than MaxStatsWindow
 // back is InvalidArgument.
 func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, error) {
-	if _, err := requireAdmin(ctx); err != nil {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return Stats{}, err
 	}
 	now := s.clock().UTC()
