@@ -2,7 +2,6 @@ package event
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
@@ -118,13 +118,9 @@ func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, erro
 		if err != nil {
 			return err
 		}
-		before, _ := json.Marshal(map[string]any{"status": store.EventFailed, "last_error": e.LastError})
-		after, _ := json.Marshal(map[string]any{"status": e.Status, "attempts": e.Attempts})
-		if err := store.AppendAudit(ctx, tx, store.AuditRecord{
-			ActorKind: store.ActorAdmin, ActorID: p.ID.String(), Action: ActionEventRetry,
-			EntityType: "event", EntityID: id.String(), Before: before, After: after,
-			At: a.opts.Clock().UTC().Truncate(time.Microsecond),
-		}); err != nil {
+		if err := audit.Write(ctx, tx, audit.Of(p), a.opts.Clock().UTC().Truncate(time.Microsecond), ActionEventRetry, "event", id.String(),
+			map[string]any{"status": store.EventFailed, "last_error": e.LastError},
+			map[string]any{"status": e.Status, "attempts": e.Attempts}); err != nil {
 			return err
 		}
 		out = e

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/order"
@@ -114,22 +115,7 @@ func (s *Service) now() time.Time { return s.opts.Clock().UTC().Truncate(time.Mi
 
 // audit writes an audit_log row with this node as the system actor.
 func (s *Service) audit(ctx context.Context, db store.DB, at time.Time, action, entityType, entityID string, before, after any) error {
-	var b, a []byte
-	var err error
-	if before != nil {
-		if b, err = json.Marshal(before); err != nil {
-			return err
-		}
-	}
-	if after != nil {
-		if a, err = json.Marshal(after); err != nil {
-			return err
-		}
-	}
-	return store.AppendAudit(ctx, db, store.AuditRecord{
-		ActorKind: store.ActorSystem, ActorID: s.opts.Node, Action: action,
-		EntityType: entityType, EntityID: entityID, Before: b, After: a, At: at,
-	})
+	return audit.Write(ctx, db, audit.System(s.opts.Node), at, action, entityType, entityID, before, after)
 }
 
 type orderState struct {

@@ -1,13 +1,9 @@
 package gateway
 
 import (
-	"context"
-	"encoding/json"
-	"time"
-
 	"github.com/google/uuid"
 
-	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -51,48 +47,8 @@ func actionOf(change string) string {
 	return ActionPluginError
 }
 
-// actor is who a change is recorded under.
-type actor struct{ kind, id string }
-
 // scannerActor is the periodic scan (and the one at start).
-var scannerActor = actor{kind: store.ActorSystem, id: "plugin-scanner"}
-
-// actorOf names the principal in the audit log, as the order domain does.
-func actorOf(p auth.Principal) actor {
-	switch {
-	case p.IsAdmin():
-		return actor{store.ActorAdmin, p.ID.String()}
-	case p.Kind == auth.KindAPIKey && p.CredentialID != "":
-		return actor{store.ActorAPIKey, p.CredentialID}
-	default:
-		return actor{store.ActorCustomer, p.ID.String()}
-	}
-}
-
-// writeAudit appends one audit_log row; before and after are snapshots
-// below, which never hold a secret (interface configs are masked).
-func writeAudit(ctx context.Context, db store.DB, a actor, at time.Time, action, entityType, entityID string, before, after any) error {
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return err
-	}
-	af, err := jsonOrNil(after)
-	if err != nil {
-		return err
-	}
-	return store.AppendAudit(ctx, db, store.AuditRecord{
-		ActorKind: a.kind, ActorID: a.id, Action: action,
-		EntityType: entityType, EntityID: entityID,
-		Before: b, After: af, At: at,
-	})
-}
-
-func jsonOrNil(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
+var scannerActor = audit.System("plugin-scanner")
 
 type pluginState struct {
 	Name      string `json:"name"`

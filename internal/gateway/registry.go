@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
@@ -333,7 +334,7 @@ func (r *Registry) Scan(ctx context.Context) (Report, error) {
 }
 
 // scan is Scan on behalf of by (an admin's reload), for the audit log.
-func (r *Registry) scan(ctx context.Context, by actor) (Report, error) {
+func (r *Registry) scan(ctx context.Context, by audit.Actor) (Report, error) {
 	r.scanMu.Lock()
 	defer r.scanMu.Unlock()
 	// A scan may change plugins and push schemas to their interfaces.
@@ -397,7 +398,7 @@ type outcome struct {
 	load *loaded
 }
 
-func (r *Registry) scanOne(ctx context.Context, by actor, name string, f *pluginFile, cur *loaded) (outcome, error) {
+func (r *Registry) scanOne(ctx context.Context, by audit.Actor, name string, f *pluginFile, cur *loaded) (outcome, error) {
 	cand, candErr := r.prepare(ctx, f, cur)
 	fresh := cand != nil && cand != cur // compiled now, not yet published
 

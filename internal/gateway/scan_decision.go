@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -21,7 +22,7 @@ type decision struct {
 	r    *Registry
 	ctx  context.Context
 	tx   pgx.Tx
-	by   actor
+	by   audit.Actor
 	at   time.Time
 	name string
 	file *pluginFile // nil: the file is gone
@@ -183,7 +184,7 @@ func (d *decision) audit(action string, before *store.Plugin, after store.Plugin
 	if before != nil {
 		b = pluginSnapshot(*before)
 	}
-	return writeAudit(d.ctx, d.tx, d.by, d.at, action, entityPlugin, d.name, b, pluginSnapshot(after))
+	return audit.Write(d.ctx, d.tx, d.by, d.at, action, entityPlugin, d.name, b, pluginSnapshot(after))
 }
 
 // errorText is the message stored as a plugin's last error.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/paging"
@@ -124,7 +125,7 @@ func (s *Service) Reload(ctx context.Context) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	by := actorOf(p)
+	by := audit.Of(p)
 	rep, scanErr := s.reg.scan(ctx, by)
 	if errors.Is(scanErr, ErrPluginDir) {
 		return Report{}, apperr.Wrap(apperr.FailedPrecondition, scanErr, "the plugin directory [plugins].dir cannot be read; nothing changed")
@@ -133,7 +134,7 @@ func (s *Service) Reload(ctx context.Context) (Report, error) {
 	for _, c := range rep.Changes {
 		state.Changes = append(state.Changes, c.Name+": "+c.Kind)
 	}
-	if err := writeAudit(ctx, s.db, by, s.now(), ActionPluginReload, entityPluginDir, s.reg.Dir(), nil, state); err != nil {
+	if err := audit.Write(ctx, s.db, by, s.now(), ActionPluginReload, entityPluginDir, s.reg.Dir(), nil, state); err != nil {
 		return Report{}, err
 	}
 	if scanErr != nil {
@@ -227,7 +228,7 @@ func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled boo
 		if enabled {
 			action = ActionPluginEnable
 		}
-		return writeAudit(ctx, tx, actorOf(p), out.UpdatedAt, action, entityPlugin, name, pluginSnapshot(pl), pluginSnapshot(out))
+		return audit.Write(ctx, tx, audit.Of(p), out.UpdatedAt, action, entityPlugin, name, pluginSnapshot(pl), pluginSnapshot(out))
 	})
 	if err != nil {
 		return PluginView{}, err
@@ -386,7 +387,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		if out, err = s.view(gi, pl.Status, pl.Enabled); err != nil {
 			return err
 		}
-		return writeAudit(ctx, tx, actorOf(p), gi.CreatedAt, ActionInterfaceCreate, entityInterface, gi.ID.String(), nil, snapshotOf(out))
+		return audit.Write(ctx, tx, audit.Of(p), gi.CreatedAt, ActionInterfaceCreate, entityInterface, gi.ID.String(), nil, snapshotOf(out))
 	})
 	return out, err
 }
@@ -451,7 +452,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		if out, err = s.view(updated, pl.Status, pl.Enabled); err != nil {
 			return err
 		}
-		return writeAudit(ctx, tx, actorOf(p), updated.UpdatedAt, ActionInterfaceUpdate, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
+		return audit.Write(ctx, tx, audit.Of(p), updated.UpdatedAt, ActionInterfaceUpdate, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
 	})
 	return out, err
 }
@@ -505,7 +506,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 		if enabled {
 			action = ActionInterfaceEnable
 		}
-		return writeAudit(ctx, tx, actorOf(p), updated.UpdatedAt, action, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
+		return audit.Write(ctx, tx, audit.Of(p), updated.UpdatedAt, action, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
 	})
 	return out, err
 }

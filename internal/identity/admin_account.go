@@ -2,15 +2,16 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -124,15 +125,5 @@ func ResetAdminPassword(ctx context.Context, db store.DB, username, password, by
 }
 
 func systemAudit(ctx context.Context, tx pgx.Tx, by, action string, a store.Admin, before, after any) error {
-	e := store.AuditEntry{ActorKind: store.ActorSystem, ActorID: by, Action: action, EntityType: "admin_user", EntityID: a.ID.String()}
-	var err error
-	if before != nil {
-		if e.Before, err = json.Marshal(before); err != nil {
-			return err
-		}
-	}
-	if e.After, err = json.Marshal(after); err != nil {
-		return err
-	}
-	return store.InsertAudit(ctx, tx, e)
+	return audit.Write(ctx, tx, audit.System(by), time.Time{}, action, "admin_user", a.ID.String(), before, after)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -168,7 +169,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string) (APIKey, string
 		if k, err = store.InsertAPIKey(ctx, tx, p.ID, name, hash, s.now()); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "api_key.created", "api_key", k.ID, nil, apiKeyOf(k))
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "api_key.created", "api_key", k.ID.String(), nil, apiKeyOf(k))
 	})
 	if err != nil {
 		return APIKey{}, "", err
@@ -221,7 +222,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "api_key.revoked", "api_key", k.ID, apiKeyOf(before), apiKeyOf(k))
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "api_key.revoked", "api_key", k.ID.String(), apiKeyOf(before), apiKeyOf(k))
 	})
 	if err != nil {
 		return APIKey{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
@@ -82,7 +83,7 @@ func (s *Service) SetCanCreateAPIKeys(ctx context.Context, id uuid.UUID, allowed
 		if after, err = store.SetCustomerCanCreateAPIKeys(ctx, tx, id, allowed, s.now()); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "customer.can_create_api_keys_changed", "customer", id,
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "customer.can_create_api_keys_changed", "customer", id.String(),
 			map[string]any{"can_create_api_keys": before.CanCreateAPIKeys},
 			map[string]any{"can_create_api_keys": after.CanCreateAPIKeys})
 	})
@@ -146,7 +147,7 @@ func (s *Service) AdjustBalance(ctx context.Context, id uuid.UUID, amount, note 
 		}); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "customer.balance_adjusted", "customer", id,
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "customer.balance_adjusted", "customer", id.String(),
 			map[string]any{"balance": before.Balance},
 			map[string]any{"balance": after.Balance, "amount": delta, "balance_transaction_id": txn.ID, "note": note})
 	})
@@ -187,7 +188,7 @@ func (s *Service) SetCreditLimit(ctx context.Context, id uuid.UUID, limit string
 		if after, err = store.SetCustomerCreditLimit(ctx, tx, id, newLimit, s.now()); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "customer.credit_limit_changed", "customer", id,
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "customer.credit_limit_changed", "customer", id.String(),
 			map[string]any{"credit_limit": before.CreditLimit},
 			map[string]any{"credit_limit": after.CreditLimit})
 	})

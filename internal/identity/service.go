@@ -2,13 +2,10 @@ package identity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"runtime"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
@@ -184,30 +181,4 @@ func requireCustomer(ctx context.Context) (auth.Principal, error) {
 		return p, apperr.New(apperr.PermissionDenied, "customers only")
 	}
 	return p, nil
-}
-
-// audit appends one audit_log row on db (the transaction of the change).
-// before and after are marshalled to JSON; nil writes SQL NULL.
-func audit(ctx context.Context, db store.DB, p auth.Principal, action, entityType string, entityID uuid.UUID, before, after any) error {
-	e := store.AuditEntry{Action: action, EntityType: entityType, EntityID: entityID.String()}
-	switch {
-	case p.Kind == auth.KindAPIKey:
-		e.ActorKind, e.ActorID = store.ActorAPIKey, p.CredentialID
-	case p.IsAdmin():
-		e.ActorKind, e.ActorID = store.ActorAdmin, p.ID.String()
-	default:
-		e.ActorKind, e.ActorID = store.ActorCustomer, p.ID.String()
-	}
-	var err error
-	if before != nil {
-		if e.Before, err = json.Marshal(before); err != nil {
-			return err
-		}
-	}
-	if after != nil {
-		if e.After, err = json.Marshal(after); err != nil {
-			return err
-		}
-	}
-	return store.InsertAudit(ctx, db, e)
 }

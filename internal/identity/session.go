@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -332,7 +333,7 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 		if err := store.SetAdminLastLogin(ctx, tx, a.ID, now); err != nil {
 			return err
 		}
-		return audit(ctx, tx, principal, "admin.login", "admin_user", a.ID, nil, map[string]any{
+		return audit.Write(ctx, tx, audit.Of(principal), s.now(), "admin.login", "admin_user", a.ID.String(), nil, map[string]any{
 			"session": sessionLabel(id), "remote_addr": in.RemoteAddr, "expires_at": row.AbsoluteExpiresAt,
 		})
 	})
@@ -369,7 +370,7 @@ func (s *Service) Logout(ctx context.Context, token string) error {
 		if _, err := store.DeleteSession(ctx, tx, id); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, "admin.logout", "admin_user", p.ID, map[string]any{"session": sessionLabel(id)}, nil)
+		return audit.Write(ctx, tx, audit.Of(p), s.now(), "admin.logout", "admin_user", p.ID.String(), map[string]any{"session": sessionLabel(id)}, nil)
 	})
 	if err != nil {
 		return err

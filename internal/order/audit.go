@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
@@ -44,45 +45,6 @@ const (
 	failedByBalancePay    = "order paid with balance"
 	failedByInvoiceCancel = "invoice cancelled"
 )
-
-// actorOf names the principal in the audit log: an admin by its id, a
-// customer by its id, or the API key it called with.
-func actorOf(p auth.Principal) (kind, id string) {
-	switch {
-	case p.IsAdmin():
-		return "admin", p.ID.String()
-	case p.Kind == auth.KindAPIKey && p.CredentialID != "":
-		return "api_key", p.CredentialID
-	default:
-		return "customer", p.ID.String()
-	}
-}
-
-// audit writes one audit_log row; before and after are marshalled to JSON
-// (nil: none). They are the snapshots below, which hold no secret.
-func audit(ctx context.Context, db store.DB, p auth.Principal, at time.Time, action, entityType, entityID string, before, after any) error {
-	kind, id := actorOf(p)
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return err
-	}
-	a, err := jsonOrNil(after)
-	if err != nil {
-		return err
-	}
-	return store.AppendAudit(ctx, db, store.AuditRecord{
-		ActorKind: kind, ActorID: id, Action: action,
-		EntityType: entityType, EntityID: entityID,
-		Before: b, After: a, At: at,
-	})
-}
-
-func jsonOrNil(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
 
 // The audit snapshots: the fields of an entity that an operation can change,
 // with snake_case names.
@@ -176,7 +138,7 @@ func auditFailedPayments(ctx context.Context, db store.DB, p auth.Principal, at 
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = "pending", ""
-		if err := audit(ctx, db, p, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+		if err := audit.Write(ctx, db, audit.Of(p), at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}
 	}

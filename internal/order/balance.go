@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
@@ -109,10 +110,10 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 			before := balanceState{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
 			afterState := before
 			afterState.Balance = after
-			if err := audit(ctx, tx, p, now, ActionBalanceCharge, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
+			if err := audit.Write(ctx, tx, audit.Of(p), now, ActionBalanceCharge, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
 				return err
 			}
-			if err := audit(ctx, tx, p, now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
+			if err := audit.Write(ctx, tx, audit.Of(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
 				return err
 			}
 			out.Payment, out.Ledger, out.Balance = &pay, &entry, after
@@ -129,7 +130,7 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		if err != nil {
 			return bug(err, "move order to provisioning") // the row is locked and pending
 		}
-		if err := audit(ctx, tx, p, now, ActionOrderPay, entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(paid)); err != nil {
+		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionOrderPay, entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(paid)); err != nil {
 			return err
 		}
 		payload, err := json.Marshal(OrderPaidPayload{

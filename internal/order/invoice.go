@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
@@ -68,7 +69,7 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 			return err
 		}
 		out = inv
-		return audit(ctx, tx, p, now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, invoiceSnapshot(inv))
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, invoiceSnapshot(inv))
 	})
 	if err != nil {
 		return store.Invoice{}, err
@@ -188,7 +189,7 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 		if failed, err = store.FailPendingInvoicePayments(ctx, tx, id, failedByInvoiceCancel, now); err != nil {
 			return err
 		}
-		if err := audit(ctx, tx, p, now, ActionInvoiceCancel, entityInvoice, id.String(), invoiceSnapshot(inv), invoiceSnapshot(c)); err != nil {
+		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCancel, entityInvoice, id.String(), invoiceSnapshot(inv), invoiceSnapshot(c)); err != nil {
 			return err
 		}
 		if err := auditFailedPayments(ctx, tx, p, now, failed); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/money"
@@ -140,7 +141,7 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 			return err
 		}
 		out = prod
-		return audit(ctx, tx, p, now, ActionProductCreate, entityProduct, prod.ID.String(), nil, productSnapshot(prod))
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionProductCreate, entityProduct, prod.ID.String(), nil, productSnapshot(prod))
 	})
 	if err != nil {
 		return store.Product{}, err
@@ -270,7 +271,7 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 		if out, err = store.UpdateProduct(ctx, tx, next, now); err != nil {
 			return err
 		}
-		return audit(ctx, tx, p, now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out))
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out))
 	})
 	if err != nil {
 		return store.Product{}, err
@@ -370,7 +371,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 			return err
 		}
 		out = o
-		return audit(ctx, tx, p, now, ActionOrderCreate, entityOrder, o.ID.String(), nil, orderSnapshot(o))
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionOrderCreate, entityOrder, o.ID.String(), nil, orderSnapshot(o))
 	})
 	if err != nil {
 		return store.Order{}, err
@@ -465,7 +466,7 @@ func (s *Service) CancelOrder(ctx context.Context, id uuid.UUID) (store.Order, e
 		if _, err := store.InsertEvent(ctx, tx, EventOrderCancelled, id, payload); err != nil {
 			return err
 		}
-		if err := audit(ctx, tx, p, now, ActionOrderCancel, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(c)); err != nil {
+		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionOrderCancel, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(c)); err != nil {
 			return err
 		}
 		if err := auditFailedPayments(ctx, tx, p, now, failed); err != nil {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -16,10 +17,10 @@ const (
 	ActorSystem   = "system"
 )
 
-// AuditEntry is one row of the append-only audit log: who did what to which
-// entity, with the entity before and after as JSON (nil for none). Before and
-// After must never hold a secret.
-type AuditEntry struct {
+// AuditRecord is one audit_log row: who did what to which entity, and the
+// entity before and after as JSON (nil for none). Never put a secret in it.
+type AuditRecord struct {
+	// ActorKind is admin, customer, api_key, gateway or system.
 	ActorKind  string
 	ActorID    string
 	Action     string
@@ -28,14 +29,25 @@ type AuditEntry struct {
 	Before     []byte
 	After      []byte
 	RequestID  string
+	At         time.Time
 }
 
-// InsertAudit appends e to the audit log; write it in the transaction of the
-// change it records. An empty RequestID takes the id of the request ctx
-// belongs to, so an audit row leads to the request's log lines.
-func InsertAudit(ctx context.Context, db DB, e AuditEntry) error {
-	if e.RequestID == "" {
-		e.RequestID = logging.RequestID(ctx)
+// AppendAudit writes one audit_log row (internal/audit is its one caller);
+// an empty RequestID takes the id of the request ctx belongs to, so an
+// audit row leads to the request's log lines.
+func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
+	if r.RequestID == "" {
+		r.RequestID = logging.RequestID(ctx)
 	}
-	return MapError(dbsqlc.New(db).InsertAuditLog(ctx, dbsqlc.InsertAuditLogParams(e)))
+	return MapError(dbsqlc.New(db).InsertAuditLog(ctx, dbsqlc.InsertAuditLogParams{
+		ActorKind:  r.ActorKind,
+		ActorID:    r.ActorID,
+		Action:     r.Action,
+		EntityType: r.EntityType,
+		EntityID:   r.EntityID,
+		Before:     r.Before,
+		After:      r.After,
+		RequestID:  r.RequestID,
+		CreatedAt:  r.At,
+	}))
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
@@ -106,38 +105,4 @@ func InsertBalancePayment(ctx context.Context, db DB, p NewBalancePayment) (Paym
 		PaidAt:     &p.PaidAt,
 	})
 	return row, MapError(err)
-}
-
-// AuditRecord is one audit_log row: who did what to which entity, and the
-// entity before and after as JSON (nil for none). Never put a secret in it.
-type AuditRecord struct {
-	// ActorKind is admin, customer, api_key, gateway or system.
-	ActorKind  string
-	ActorID    string
-	Action     string
-	EntityType string
-	EntityID   string
-	Before     []byte
-	After      []byte
-	RequestID  string
-	At         time.Time
-}
-
-// AppendAudit writes one audit_log row; an empty RequestID takes the id of
-// the request ctx belongs to.
-func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
-	if r.RequestID == "" {
-		r.RequestID = logging.RequestID(ctx)
-	}
-	return MapError(dbsqlc.New(db).AppendOrderAudit(ctx, dbsqlc.AppendOrderAuditParams{
-		ActorKind:  r.ActorKind,
-		ActorID:    r.ActorID,
-		Action:     r.Action,
-		EntityType: r.EntityType,
-		EntityID:   r.EntityID,
-		Before:     r.Before,
-		After:      r.After,
-		RequestID:  r.RequestID,
-		CreatedAt:  r.At,
-	}))
 }

@@ -109,9 +109,3 @@ SET status = 'failed',
 WHERE invoice_id = @invoice_id
   AND status = 'pending'
 RETURNING *;
-
--- name: AppendOrderAudit :exec
--- One audit_log row: who (actor), what (action on entity), before and after
--- as JSON of the changed entity (never a secret).
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at)
-VALUES (@actor_kind, @actor_id, @action, @entity_type, @entity_id, sqlc.narg('before'), sqlc.narg('after'), @request_id, @created_at);

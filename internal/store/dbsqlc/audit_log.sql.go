@@ -7,11 +7,12 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 )
 
 const insertAuditLog = `-- name: InsertAuditLog :exec
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 `
 
 type InsertAuditLogParams struct {
@@ -23,9 +24,11 @@ type InsertAuditLogParams struct {
 	Before     []byte
 	After      []byte
 	RequestID  string
+	CreatedAt  time.Time
 }
 
-// before and after are JSON of the changed entity, never a secret.
+// One audit_log row: who (actor), what (action on entity), before and after
+// as JSON of the changed entity (never a secret), when by the writer's clock.
 func (q *Queries) InsertAuditLog(ctx context.Context, arg InsertAuditLogParams) error {
 	_, err := q.db.Exec(ctx, insertAuditLog,
 		arg.ActorKind,
@@ -36,6 +39,7 @@ func (q *Queries) InsertAuditLog(ctx context.Context, arg InsertAuditLogParams) 
 		arg.Before,
 		arg.After,
 		arg.RequestID,
+		arg.CreatedAt,
 	)
 	return err
 }

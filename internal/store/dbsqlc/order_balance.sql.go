@@ -13,40 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const appendOrderAudit = `-- name: AppendOrderAudit :exec
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-`
-
-type AppendOrderAuditParams struct {
-	ActorKind  string
-	ActorID    string
-	Action     string
-	EntityType string
-	EntityID   string
-	Before     []byte
-	After      []byte
-	RequestID  string
-	CreatedAt  time.Time
-}
-
-// One audit_log row: who (actor), what (action on entity), before and after
-// as JSON of the changed entity (never a secret).
-func (q *Queries) AppendOrderAudit(ctx context.Context, arg AppendOrderAuditParams) error {
-	_, err := q.db.Exec(ctx, appendOrderAudit,
-		arg.ActorKind,
-		arg.ActorID,
-		arg.Action,
-		arg.EntityType,
-		arg.EntityID,
-		arg.Before,
-		arg.After,
-		arg.RequestID,
-		arg.CreatedAt,
-	)
-	return err
-}
-
 const chargeCustomerBalance = `-- name: ChargeCustomerBalance :one
 UPDATE customers
 SET balance = $1,
