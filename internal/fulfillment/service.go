@@ -2,7 +2,6 @@ package fulfillment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,11 +33,9 @@ type Notifier interface {
 
 // Audit actions written by this package (audit_log.action).
 const (
-	ActionOrderProvisioning = "order.provisioning"
-	ActionOrderActivate     = "order.activate"
-	ActionInstanceCreate    = "instance.create"
-	ActionInstanceReady     = "instance.provisioned"
-	ActionInstanceFailed    = "instance.failed"
+	ActionInstanceCreate = "instance.create"
+	ActionInstanceReady  = "instance.provisioned"
+	ActionInstanceFailed = "instance.failed"
 	// ActionAutoRefund marks that the automatic refund of an
 	// order_cancelled event was done (after.event_id names the event).
 	ActionAutoRefund = "order.auto_refund"
@@ -113,19 +110,12 @@ func (s *Service) Register(w *event.Worker) {
 
 func (s *Service) now() time.Time { return s.opts.Clock().UTC().Truncate(time.Microsecond) }
 
+// actor is this node, the system actor of what the worker changes.
+func (s *Service) actor() audit.Actor { return audit.System(s.opts.Node) }
+
 // audit writes an audit_log row with this node as the system actor.
 func (s *Service) audit(ctx context.Context, db store.DB, at time.Time, action, entityType, entityID string, before, after any) error {
-	return audit.Write(ctx, db, audit.System(s.opts.Node), at, action, entityType, entityID, before, after)
-}
-
-type orderState struct {
-	Status       string     `json:"status"`
-	CancelReason string     `json:"cancel_reason,omitempty"`
-	CancelledAt  *time.Time `json:"cancelled_at,omitempty"`
-}
-
-func stateOf(o store.Order) orderState {
-	return orderState{Status: o.Status, CancelReason: o.CancelReason, CancelledAt: o.CancelledAt}
+	return audit.Write(ctx, db, s.actor(), at, action, entityType, entityID, before, after)
 }
 
 // ---- order_paid ----
@@ -168,14 +158,11 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		now := s.now()
 		switch order.Status(o.Status) {
 		case order.StatusPaid:
-			moved, err := store.SetOrderStatus(ctx, tx, o.ID, string(order.StatusPaid), string(order.StatusProvisioning), nil, now)
+			moved, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusProvisioning, By: s.actor(), At: now})
 			if err != nil {
 				return err
 			}
-			if err := s.audit(ctx, tx, now, ActionOrderProvisioning, "order", o.ID.String(), stateOf(o), stateOf(moved)); err != nil {
-				return err
-			}
-			o = moved
+			o = moved.Order
 		case order.StatusProvisioning:
 		default:
 			log.InfoContext(ctx, "order_paid: nothing to do", "order_status", o.Status)
@@ -288,57 +275,25 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			map[string]any{"status": inst.Status, "last_error": inst.LastError}); err != nil {
 			return err
 		}
-		return s.cancel(bctx, tx, o, order.StatusProvisioning, order.CancelReasonProvisioningFailed, true, failedByProvisioning, now)
+		return s.cancel(bctx, tx, o, order.CancelReasonProvisioningFailed, true, failedByProvisioning, now)
 	})
 }
 
-// activate moves a provisioning order to active and queues
-// order_provisioned, in tx.
+// activate moves a provisioning order to active (queuing
+// order_provisioned), in tx.
 func (s *Service) activate(ctx context.Context, tx pgx.Tx, o store.Order, instanceID *uuid.UUID, now time.Time) error {
-	active, err := store.SetOrderStatus(ctx, tx, o.ID, string(order.StatusProvisioning), string(order.StatusActive), nil, now)
-	if err != nil {
-		return err
-	}
-	if err := s.audit(ctx, tx, now, ActionOrderActivate, "order", o.ID.String(), stateOf(o), stateOf(active)); err != nil {
-		return err
-	}
-	payload, err := json.Marshal(order.OrderProvisionedPayload{OrderID: o.ID, InstanceID: instanceID})
-	if err != nil {
-		return err
-	}
-	_, err = store.InsertEvent(ctx, tx, order.EventOrderProvisioned, o.ID, payload)
+	_, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID})
 	return err
 }
 
-// cancel moves o from `from` to cancelled with reason, fails its pending
-// payments and queues order_cancelled, all in tx, with audit rows.
-func (s *Service) cancel(ctx context.Context, tx pgx.Tx, o store.Order, from order.Status, reason string, refundDue bool, paymentReason string, now time.Time) error {
-	cancelled, err := store.CancelOrder(ctx, tx, o.ID, string(from), reason, now)
-	if err != nil {
-		return err
-	}
-	failed, err := store.FailPendingOrderPayments(ctx, tx, o.ID, paymentReason, now)
-	if err != nil {
-		return err
-	}
-	payload, err := json.Marshal(order.OrderCancelledPayload{OrderID: o.ID, Reason: reason, RefundDue: refundDue})
-	if err != nil {
-		return err
-	}
-	if _, err := store.InsertEvent(ctx, tx, order.EventOrderCancelled, o.ID, payload); err != nil {
-		return err
-	}
-	if err := s.audit(ctx, tx, now, order.ActionOrderCancel, "order", o.ID.String(), stateOf(o), stateOf(cancelled)); err != nil {
-		return err
-	}
-	for _, p := range failed {
-		if err := s.audit(ctx, tx, now, order.ActionPaymentFail, "payment", p.ID.String(),
-			map[string]any{"status": "pending"},
-			map[string]any{"status": p.Status, "failure_reason": p.FailureReason}); err != nil {
-			return err
-		}
-	}
-	return nil
+// cancel moves o to cancelled with reason, failing its pending payments
+// and queuing order_cancelled, in tx.
+func (s *Service) cancel(ctx context.Context, tx pgx.Tx, o store.Order, reason string, refundDue bool, paymentReason string, now time.Time) error {
+	_, err := order.Transition(ctx, tx, o, order.Move{
+		To: order.StatusCancelled, By: s.actor(), At: now,
+		CancelReason: reason, RefundDue: refundDue, FailReason: paymentReason,
+	})
+	return err
 }
 
 // ---- order_provisioned ----
@@ -480,7 +435,7 @@ func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.T
 		if order.Status(o.Status) != order.StatusPending || !o.CreatedAt.Before(cutoff) {
 			return nil
 		}
-		if err := s.cancel(ctx, tx, o, order.StatusPending, order.CancelReasonTimeout, false, failedByTimeout, s.now()); err != nil {
+		if err := s.cancel(ctx, tx, o, order.CancelReasonTimeout, false, failedByTimeout, s.now()); err != nil {
 			return err
 		}
 		cancelled = true

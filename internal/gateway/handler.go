@@ -14,7 +14,6 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -299,7 +298,7 @@ func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, h.fail(ctx, err)
 	}
-	return connect.NewResponse(&gatewaypb.ConfirmBankTransferResponse{Payment: payment.Record(p)}), nil
+	return connect.NewResponse(&gatewaypb.ConfirmBankTransferResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
 
 // MethodsHandler serves billing.gateway.PaymentMethodService.

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/plugin"
 )
 
@@ -61,7 +62,7 @@ type Inspected struct {
 	// returned.
 	Info         []byte
 	ConfigSchema []byte
-	Schema       *ConfigSchema
+	Schema       *configschema.Schema
 }
 
 // InspectError is why a script cannot be loaded: a compile error (with its
@@ -142,7 +143,7 @@ func inspectAs(ctx context.Context, rt *plugin.Runtime, name string, typ plugin.
 	if in.ConfigSchema, err = callObject(ctx, dry, "config_schema"); err != nil {
 		return nil, err
 	}
-	if in.Schema, err = ParseConfigSchema(in.ConfigSchema); err != nil {
+	if in.Schema, err = configschema.Parse(in.ConfigSchema); err != nil {
 		return nil, &InspectError{Plugin: name, Msg: "config_schema(): " + err.Error()}
 	}
 	in.Plugin = rt.Load(sc)

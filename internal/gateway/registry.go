@@ -17,6 +17,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
@@ -122,7 +123,7 @@ type loaded struct {
 	// What info() and config_schema() answered, compact JSON.
 	info       []byte
 	schemaJSON []byte
-	schema     *ConfigSchema
+	schema     *configschema.Schema
 	// lastRecorded is when a failed call was last written (unix nanos).
 	lastRecorded atomic.Int64
 }
@@ -403,7 +404,7 @@ func (r *Registry) scanOne(ctx context.Context, by audit.Actor, name string, f *
 	fresh := cand != nil && cand != cur // compiled now, not yet published
 
 	var out outcome
-	var upgradedSchema *ConfigSchema
+	var upgradedSchema *configschema.Schema
 	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
 		d := decision{r: r, ctx: ctx, tx: tx, by: by, at: r.now(), name: name, file: f, cand: cand, candErr: candErr}
 		var err error
@@ -476,7 +477,7 @@ func (r *Registry) logOutcome(ctx context.Context, name string, f *pluginFile, c
 // plugin against its new schema. The upgrade stands either way (the spec
 // says the schema is pushed); an admin has to fix what no longer fits, and
 // EnableGatewayInterface refuses it until then.
-func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *ConfigSchema) []string {
+func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *configschema.Schema) []string {
 	gis, err := store.ListGatewayInterfacesOfPlugin(ctx, r.db, name)
 	if err != nil {
 		r.log.WarnContext(ctx, "cannot check the interfaces of an upgraded plugin", "plugin", name, "err", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -33,7 +34,7 @@ type decision struct {
 
 // apply returns the outcome and, for an upgrade, the new config schema the
 // interfaces were given.
-func (d *decision) apply() (outcome, *ConfigSchema, error) {
+func (d *decision) apply() (outcome, *configschema.Schema, error) {
 	row, err := store.LockPlugin(d.ctx, d.tx, d.name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -88,7 +89,7 @@ func (d *decision) insert() (outcome, bool, error) {
 	return out, true, nil
 }
 
-func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
+func (d *decision) update(row store.Plugin) (outcome, *configschema.Schema, error) {
 	f, c := d.file, d.cand
 	if f == nil {
 		if row.Status == store.PluginMissing {
@@ -167,7 +168,7 @@ func (d *decision) update(row store.Plugin) (outcome, *ConfigSchema, error) {
 
 // fail disables the plugin: status error with msg, the stored definition and
 // source left as they were (they describe the last code that loaded).
-func (d *decision) fail(row store.Plugin, fileVersion, msg string) (outcome, *ConfigSchema, error) {
+func (d *decision) fail(row store.Plugin, fileVersion, msg string) (outcome, *configschema.Schema, error) {
 	if row.Status == store.PluginError && row.LastError == msg {
 		return outcome{}, nil, nil
 	}

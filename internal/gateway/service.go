@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
@@ -306,12 +307,12 @@ func (s *Service) view(gi store.GatewayInterface, pluginStatus string, pluginEna
 }
 
 func (s *Service) masked(gi store.GatewayInterface, cfg map[string]any) map[string]any {
-	schema, err := cachedSchema(gi.ConfigSchema)
+	schema, err := configschema.Of(gi.ConfigSchema)
 	if err != nil {
 		s.log.Error("gateway interface has a config schema that does not parse; every config value is masked", "gateway_interface_id", gi.ID, "err", err)
 		out := make(map[string]any, len(cfg))
 		for k := range cfg {
-			out[k] = Mask
+			out[k] = configschema.Mask
 		}
 		return out
 	}
@@ -367,7 +368,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		if pl.Status != store.PluginLoaded || !pl.Enabled {
 			return notUsable(pl)
 		}
-		schema, err := cachedSchema(pl.ConfigSchema)
+		schema, err := configschema.Of(pl.ConfigSchema)
 		if err != nil {
 			return apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
 		}
@@ -395,7 +396,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 // InterfaceUpdate is what UpdateInterface changes; nil fields stay.
 type InterfaceUpdate struct {
 	DisplayName *string
-	// Config replaces the config. A secret it omits or sends as Mask keeps
+	// Config replaces the config. A secret it omits or sends as the mask keeps
 	// the stored value.
 	Config map[string]any
 }
@@ -429,7 +430,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		}
 		raw := gi.Config
 		if u.Config != nil {
-			schema, err := cachedSchema(gi.ConfigSchema)
+			schema, err := configschema.Of(gi.ConfigSchema)
 			if err != nil {
 				return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse; reload the plugin", id)
 			}
@@ -512,7 +513,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 }
 
 func configSatisfiesSchema(gi store.GatewayInterface) error {
-	schema, err := cachedSchema(gi.ConfigSchema)
+	schema, err := configschema.Of(gi.ConfigSchema)
 	if err != nil {
 		return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse", gi.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -34,7 +35,7 @@ func TestConfigValidationErrorsNameTheKey(t *testing.T) {
 		{"wrong type", map[string]any{"pid": 7.0, "key": "k"}, []string{"config.pid: got number, want string"}},
 		{"out of range", map[string]any{"pid": "1", "key": "k", "port": 70000.0}, []string{"config.port: "}},
 		{"empty secret", map[string]any{"pid": "1", "key": ""}, []string{"config.key: does not satisfy the minLength rule (secret value not shown)"}},
-		{"the mask is not a value", map[string]any{"pid": "1", "key": gateway.Mask}, []string{"config.key: ******** is the mask, not a value"}},
+		{"the mask is not a value", map[string]any{"pid": "1", "key": configschema.Mask}, []string{"config.key: ******** is the mask, not a value"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := b.svc.CreateInterface(b.asAdmin, gateway.NewInterface{PluginName: "demo", DisplayName: "Demo", Config: tc.config})
@@ -58,16 +59,16 @@ func TestSecretsAreMaskedOnEveryReadAndKeptWhenTheMaskIsSentBack(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.False(t, created.Enabled, "created disabled")
-	require.Equal(t, map[string]any{"pid": "1001", "key": gateway.Mask}, created.Config)
+	require.Equal(t, map[string]any{"pid": "1001", "key": configschema.Mask}, created.Config)
 	id := created.ID
 
 	got, err := b.svc.GetInterface(b.asAdmin, id)
 	require.NoError(t, err)
-	require.Equal(t, gateway.Mask, got.Config["key"])
+	require.Equal(t, configschema.Mask, got.Config["key"])
 	list, _, err := b.svc.ListInterfaces(b.asAdmin, store.GatewayInterfaceFilter{}, 0, 0)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	require.Equal(t, gateway.Mask, list[0].Config["key"])
+	require.Equal(t, configschema.Mask, list[0].Config["key"])
 
 	storedKey := func() any {
 		gw, err := b.reg.Get(ctx, id)
@@ -79,9 +80,9 @@ func TestSecretsAreMaskedOnEveryReadAndKeptWhenTheMaskIsSentBack(t *testing.T) {
 	require.Equal(t, "s3cret", storedKey(), "the plugin gets the real value")
 
 	// The mask sent back keeps the stored value; so does omitting the key.
-	upd, err := b.svc.UpdateInterface(b.asAdmin, id, gateway.InterfaceUpdate{Config: map[string]any{"pid": "1002", "key": gateway.Mask}})
+	upd, err := b.svc.UpdateInterface(b.asAdmin, id, gateway.InterfaceUpdate{Config: map[string]any{"pid": "1002", "key": configschema.Mask}})
 	require.NoError(t, err)
-	require.Equal(t, map[string]any{"pid": "1002", "key": gateway.Mask}, upd.Config)
+	require.Equal(t, map[string]any{"pid": "1002", "key": configschema.Mask}, upd.Config)
 	require.Equal(t, "s3cret", storedKey())
 	_, err = b.svc.UpdateInterface(b.asAdmin, id, gateway.InterfaceUpdate{Config: map[string]any{"pid": "1003"}})
 	require.NoError(t, err)
@@ -108,7 +109,7 @@ func TestSecretsAreMaskedOnEveryReadAndKeptWhenTheMaskIsSentBack(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT string_agg(coalesce(before::text, '') || coalesce(after::text, ''), ' ') FROM audit_log WHERE entity_type = 'gateway_interface'`).Scan(&audit))
 	require.NotContains(t, audit, "s3cret")
 	require.NotContains(t, audit, "n3w")
-	require.Contains(t, audit, gateway.Mask)
+	require.Contains(t, audit, configschema.Mask)
 }
 
 func TestEnableDisableAndPaymentMethods(t *testing.T) {
@@ -191,28 +192,4 @@ end
 	other := b.create(t, "plain", map[string]any{"pid": "1", "key": "k"})
 	_, err = b.svc.AdminPage(b.asAdmin, "paged", &other)
 	requireKind(t, err, apperr.InvalidArgument)
-}
-
-func TestParseConfigSchemaRefusesWhatItCannotHonour(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct{ schema, want string }{
-		{`true`, "must be a JSON object"},
-		{`{"$ref": "other.json"}`, "references outside the schema are not allowed"},
-		{`{"$schema": "https://example.com/my-meta"}`, "references outside the schema are not allowed"},
-		{`{"x-secret": true}`, "only on properties"},
-		{`{"properties": {"k": {"type": "string", "x-secret": "yes"}}}`, "must be true or false"},
-		{`{"properties": {"k": {"type": "integer", "x-secret": true}}}`, `must have "type": "string"`},
-		{`{"$defs": {"k": {"type": "string", "x-secret": true}}}`, "only on properties"},
-		{`{"type": "nonsense"}`, "does not compile"},
-	} {
-		_, err := gateway.ParseConfigSchema([]byte(tc.schema))
-		require.ErrorContains(t, err, tc.want, tc.schema)
-	}
-	s, err := gateway.ParseConfigSchema([]byte(`{"properties": {"auth": {"type": "object", "properties": {"token": {"type": "string", "x-secret": true}}}, "key": {"type": "string", "x-secret": true}}}`))
-	require.NoError(t, err)
-	require.Equal(t, []string{"auth.token", "key"}, s.Secrets())
-	masked := s.Mask(map[string]any{"auth": map[string]any{"token": "t", "user": "u"}, "key": ""})
-	require.Equal(t, map[string]any{"auth": map[string]any{"token": gateway.Mask, "user": "u"}, "key": ""}, masked)
-	merged := s.Merge(map[string]any{"auth": map[string]any{"token": "t"}, "key": "k"}, map[string]any{"auth": map[string]any{"token": gateway.Mask}})
-	require.Equal(t, map[string]any{"auth": map[string]any{"token": "t"}, "key": "k"}, merged)
 }

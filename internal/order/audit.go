@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/audit"
-	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -22,11 +21,20 @@ const (
 	ActionOrderCreate   = "order.create"
 	ActionOrderCancel   = "order.cancel"
 	ActionOrderPay      = "order.pay_with_balance"
-	ActionBalanceCharge = "balance.charge"
-	ActionPaymentCreate = "payment.create"
-	ActionPaymentFail   = "payment.fail"
-	ActionInvoiceCreate = "invoice.create"
-	ActionInvoiceCancel = "invoice.cancel"
+	// The transitions' own (order.Transition).
+	ActionOrderPaid         = "order.paid"
+	ActionOrderProvisioning = "order.provisioning"
+	ActionOrderActivate     = "order.activate"
+	ActionOrderRefund       = "order.refund"
+	ActionOrderSuspend      = "order.suspend"
+	ActionOrderResume       = "order.resume"
+	ActionOrderComplete     = "order.complete"
+	ActionOrderTerminate    = "order.terminate"
+	ActionBalanceCharge     = "balance.charge"
+	ActionPaymentCreate     = "payment.create"
+	ActionPaymentFail       = "payment.fail"
+	ActionInvoiceCreate     = "invoice.create"
+	ActionInvoiceCancel     = "invoice.cancel"
 )
 
 // Entity types (audit_log.entity_type).
@@ -134,11 +142,11 @@ func invoiceSnapshot(i store.Invoice) invoiceState {
 }
 
 // auditFailedPayments records pending → failed for each payment in failed.
-func auditFailedPayments(ctx context.Context, db store.DB, p auth.Principal, at time.Time, failed []store.Payment) error {
+func auditFailedPayments(ctx context.Context, db store.DB, by audit.Actor, at time.Time, failed []store.Payment) error {
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = "pending", ""
-		if err := audit.Write(ctx, db, audit.Of(p), at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+		if err := audit.Write(ctx, db, by, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -120,29 +119,15 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 			paymentID = &pay.ID
 		}
 
-		if voided, err = store.FailPendingOrderPayments(ctx, tx, o.ID, failedByBalancePay, now); err != nil {
-			return err
-		}
-		if err := auditFailedPayments(ctx, tx, p, now, voided); err != nil {
-			return err
-		}
-		paid, err := store.SetOrderStatus(ctx, tx, o.ID, string(StatusPending), string(StatusProvisioning), &now, now)
-		if err != nil {
-			return bug(err, "move order to provisioning") // the row is locked and pending
-		}
-		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionOrderPay, entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(paid)); err != nil {
-			return err
-		}
-		payload, err := json.Marshal(OrderPaidPayload{
-			OrderID: o.ID, PaymentID: paymentID, Amount: o.TotalAmount, Currency: o.Currency, Method: MethodBalance,
+		moved, err := Transition(ctx, tx, o, Move{
+			To: StatusProvisioning, By: audit.Of(p), At: now, FailReason: failedByBalancePay,
+			Paid: &OrderPaidPayload{OrderID: o.ID, PaymentID: paymentID, Amount: o.TotalAmount, Currency: o.Currency, Method: MethodBalance},
 		})
 		if err != nil {
 			return err
 		}
-		if _, err := store.InsertEvent(ctx, tx, EventOrderPaid, o.ID, payload); err != nil {
-			return err
-		}
-		out.Order = paid
+		voided = moved.FailedPayments
+		out.Order = moved.Order
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
-	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -183,7 +182,7 @@ func (h *Handler) PayWithBalance(ctx context.Context, req *connect.Request[order
 	}
 	out := &orderpb.PayWithBalanceResponse{Order: OrderRecord(res.Order), Balance: res.Balance.String()}
 	if res.Payment != nil {
-		out.Payment = payment.Record(*res.Payment)
+		out.Payment = rpc.PaymentRecord(*res.Payment)
 	}
 	return connect.NewResponse(out), nil
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
@@ -172,7 +172,7 @@ func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[strin
 }
 
 // providerSchema is the config schema of provider plugin name.
-func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) (*gateway.ConfigSchema, error) {
+func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) (*configschema.Schema, error) {
 	pl, err := store.GetPlugin(ctx, db, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", name)
@@ -183,7 +183,7 @@ func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) 
 	if pl.Type != string(plugin.FirstPartyProvider) && pl.Type != string(plugin.UpstreamProvider) {
 		return nil, apperr.New(apperr.InvalidArgument, "plugin %q is a %s plugin, not a provider", name, pl.Type)
 	}
-	schema, err := gateway.SchemaOf(pl.ConfigSchema)
+	schema, err := configschema.Of(pl.ConfigSchema)
 	if err != nil {
 		return nil, apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
 	}
@@ -192,7 +192,7 @@ func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) 
 
 // providerConfigJSON checks cfg against schema (the product's own keys
 // aside) and encodes it; problems are found beforehand.
-func providerConfigJSON(schema *gateway.ConfigSchema, cfg map[string]any, problems []string) ([]byte, error) {
+func providerConfigJSON(schema *configschema.Schema, cfg map[string]any, problems []string) ([]byte, error) {
 	if problems = append(problems, schema.ProblemsBesideOwnKeys(cfg)...); len(problems) > 0 {
 		for i, p := range problems {
 			problems[i] = "provider_" + p // config.token → provider_config.token
@@ -451,28 +451,14 @@ func (s *Service) CancelOrder(ctx context.Context, id uuid.UUID) (store.Order, e
 		if Status(o.Status) != StatusPending {
 			return apperr.New(apperr.InvalidArgument, "order %s is %s; only a pending order can be cancelled", id, o.Status)
 		}
-		now := s.now()
-		c, err := store.CancelOrder(ctx, tx, id, string(StatusPending), reason, now)
-		if err != nil {
-			return bug(err, "cancel order") // the row is locked and pending
-		}
-		if failed, err = store.FailPendingOrderPayments(ctx, tx, id, failedByOrderCancel, now); err != nil {
-			return err
-		}
-		payload, err := json.Marshal(OrderCancelledPayload{OrderID: id, Reason: reason, RefundDue: false})
+		moved, err := Transition(ctx, tx, o, Move{
+			To: StatusCancelled, By: audit.Of(p), At: s.now(),
+			CancelReason: reason, FailReason: failedByOrderCancel,
+		})
 		if err != nil {
 			return err
 		}
-		if _, err := store.InsertEvent(ctx, tx, EventOrderCancelled, id, payload); err != nil {
-			return err
-		}
-		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionOrderCancel, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(c)); err != nil {
-			return err
-		}
-		if err := auditFailedPayments(ctx, tx, p, now, failed); err != nil {
-			return err
-		}
-		out = c
+		out, failed = moved.Order, moved.FailedPayments
 		return nil
 	})
 	if err != nil {

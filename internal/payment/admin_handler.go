@@ -102,7 +102,7 @@ func (h *AdminHandler) ResolveRefund(ctx context.Context, req *connect.Request[p
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund, r.Payment.Currency), Payment: Record(r.Payment)}), nil
+	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund, r.Payment.Currency), Payment: rpc.PaymentRecord(r.Payment)}), nil
 }
 
 // refundRecord is the wire form of a refund of a payment in currency.

@@ -56,7 +56,7 @@ func (h *Handler) GetPayment(ctx context.Context, req *connect.Request[paymentpb
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.GetPaymentResponse{Payment: Record(p)}), nil
+	return connect.NewResponse(&paymentpb.GetPaymentResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
 
 // ListPayments implements the spec's ListPayments.
@@ -85,7 +85,7 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 		},
 	}
 	for _, p := range rows {
-		out.Payments = append(out.Payments, Record(p))
+		out.Payments = append(out.Payments, rpc.PaymentRecord(p))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -112,7 +112,7 @@ func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymen
 		return nil, rpc.Error(ctx, h.log, err)
 	}
 	return connect.NewResponse(&paymentpb.CreatePaymentResponse{
-		Payment: Record(p), PaymentUrl: p.PaymentUrl, QrCode: p.QrCode, Instructions: p.Instructions,
+		Payment: rpc.PaymentRecord(p), PaymentUrl: p.PaymentUrl, QrCode: p.QrCode, Instructions: p.Instructions,
 	}), nil
 }
 
@@ -126,7 +126,7 @@ func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[p
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.QueryPaymentStatusResponse{Payment: Record(p)}), nil
+	return connect.NewResponse(&paymentpb.QueryPaymentStatusResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
 
 // HandleCallback implements the spec's HandleCallback: the payload is the
@@ -144,7 +144,7 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 	if res.Duplicate {
 		return nil, rpc.Error(ctx, h.log, errDuplicateCallback(res.Payment))
 	}
-	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: Record(res.Payment)}), nil
+	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: rpc.PaymentRecord(res.Payment)}), nil
 }
 
 // RefundPayment implements the spec's RefundPayment; an empty amount
@@ -158,27 +158,7 @@ func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymen
 	if err != nil {
 		return nil, rpc.Error(ctx, h.log, err)
 	}
-	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: Record(r.Payment), Refund: refundRecord(r.Refund, r.Payment.Currency)}), nil
-}
-
-// Record is the wire form of a payment: money with two decimals, RFC 3339
-// UTC timestamps, empty strings for what is not set (paid_at while unpaid).
-func Record(p store.Payment) *paymentpb.PaymentRecord {
-	return &paymentpb.PaymentRecord{
-		Id:                 p.ID.String(),
-		OrderId:            rpc.IDString(p.OrderID),
-		InvoiceId:          rpc.IDString(p.InvoiceID),
-		Amount:             p.Amount.String(),
-		Currency:           p.Currency,
-		GatewayInterfaceId: rpc.IDString(p.GatewayInterfaceID),
-		GatewayPaymentId:   p.GatewayPaymentID,
-		GatewayTxId:        p.GatewayTxID,
-		Status:             p.Status,
-		PaidAt:             rpc.TimePtr(p.PaidAt),
-		CreatedAt:          rpc.TimePtr(&p.CreatedAt),
-		UpdatedAt:          rpc.TimePtr(&p.UpdatedAt),
-		RefundedAmount:     p.RefundedAmount.String(),
-	}
+	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: rpc.PaymentRecord(r.Payment), Refund: refundRecord(r.Refund, r.Payment.Currency)}), nil
 }
 
 // idOrNil parses an optional UUID where the empty string means "not given".

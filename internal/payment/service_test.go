@@ -15,6 +15,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -134,7 +135,7 @@ func TestRecordFormatsMoneyAndTimes(t *testing.T) {
 
 	p, err := b.svc.Get(b.asAdmin, pending)
 	require.NoError(t, err)
-	rec := payment.Record(p)
+	rec := rpc.PaymentRecord(p)
 	require.Equal(t, "5.00", rec.Amount)
 	require.Equal(t, "0.00", rec.RefundedAmount)
 	require.Empty(t, rec.PaidAt, "paid_at is empty while unpaid")
@@ -145,7 +146,7 @@ func TestRecordFormatsMoneyAndTimes(t *testing.T) {
 
 	p, err = b.svc.Get(b.asAdmin, paid)
 	require.NoError(t, err)
-	rec = payment.Record(p)
+	rec = rpc.PaymentRecord(p)
 	_, err = time.Parse(time.RFC3339, rec.PaidAt)
 	require.NoError(t, err)
 	require.Equal(t, "success", rec.Status)

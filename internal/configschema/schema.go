@@ -1,4 +1,9 @@
-package gateway
+// Package configschema compiles a plugin's config_schema() (JSON Schema) and
+// applies it to configs: validation problems that name the key, and the
+// write-only secrets ("x-secret": true) masked on every read and kept when
+// the mask is sent back. Gateway interfaces and providers' product configs
+// both use it.
+package configschema
 
 import (
 	"bytes"
@@ -33,9 +38,9 @@ const (
 // resolves nothing: the loader refuses every URL (see noLoader).
 const schemaURL = "https://paymentd.invalid/config-schema.json"
 
-// ConfigSchema is a plugin's config_schema, compiled, with the paths of its
+// Schema is a plugin's config_schema, compiled, with the paths of its
 // secret properties. It is immutable.
-type ConfigSchema struct {
+type Schema struct {
 	compiled *jsonschema.Schema
 	// secrets are the paths of properties marked "x-secret": true, reached
 	// from the root through "properties" only (e.g. ["key"], ["auth",
@@ -43,13 +48,13 @@ type ConfigSchema struct {
 	secrets [][]string
 }
 
-// ParseConfigSchema compiles a JSON Schema (draft 2020-12 unless it says
+// Parse compiles a JSON Schema (draft 2020-12 unless it says
 // otherwise). It refuses what it cannot honour safely: a schema that is not
 // an object, a reference to anything outside the document (no file or
 // network is ever read), and "x-secret" anywhere but on a string property
 // reached through "properties" — a secret the masking cannot find would be
 // shown to everyone who reads the config.
-func ParseConfigSchema(raw []byte) (*ConfigSchema, error) {
+func Parse(raw []byte) (*Schema, error) {
 	if len(raw) > MaxSchemaBytes {
 		return nil, fmt.Errorf("config schema is %d bytes, the limit is %d", len(raw), MaxSchemaBytes)
 	}
@@ -76,7 +81,7 @@ func ParseConfigSchema(raw []byte) (*ConfigSchema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config schema does not compile: %s", strings.ReplaceAll(err.Error(), schemaURL, "config_schema"))
 	}
-	return &ConfigSchema{compiled: compiled, secrets: secrets}, nil
+	return &Schema{compiled: compiled, secrets: secrets}, nil
 }
 
 // schemaCache keeps compiled schemas by their bytes: every read of an
@@ -84,14 +89,14 @@ func ParseConfigSchema(raw []byte) (*ConfigSchema, error) {
 // schemas (one per plugin version) serve every interface.
 var schemaCache struct {
 	sync.Mutex
-	m map[[sha256.Size]byte]*ConfigSchema
+	m map[[sha256.Size]byte]*Schema
 }
 
 // maxCachedSchemas bounds the cache; it is emptied when full.
 const maxCachedSchemas = 256
 
 // cachedSchema is ParseConfigSchema through schemaCache.
-func cachedSchema(raw []byte) (*ConfigSchema, error) {
+func cachedSchema(raw []byte) (*Schema, error) {
 	key := sha256.Sum256(raw)
 	schemaCache.Lock()
 	s, ok := schemaCache.m[key]
@@ -99,13 +104,13 @@ func cachedSchema(raw []byte) (*ConfigSchema, error) {
 	if ok {
 		return s, nil
 	}
-	s, err := ParseConfigSchema(raw)
+	s, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
 	schemaCache.Lock()
 	if schemaCache.m == nil || len(schemaCache.m) >= maxCachedSchemas {
-		schemaCache.m = make(map[[sha256.Size]byte]*ConfigSchema)
+		schemaCache.m = make(map[[sha256.Size]byte]*Schema)
 	}
 	schemaCache.m[key] = s
 	schemaCache.Unlock()
@@ -180,7 +185,7 @@ func secretPaths(root map[string]any) ([][]string, error) {
 
 // Secrets returns the dotted names of the secret properties ("key",
 // "auth.token").
-func (s *ConfigSchema) Secrets() []string {
+func (s *Schema) Secrets() []string {
 	out := make([]string, len(s.secrets))
 	for i, p := range s.secrets {
 		out[i] = strings.Join(p, ".")
@@ -191,7 +196,7 @@ func (s *ConfigSchema) Secrets() []string {
 // Problems validates config and names each problem by its key
 // ("config.pid: missing", …), at most maxProblems of them, sorted; nil when
 // the config is valid. A problem of a secret key never quotes its value.
-func (s *ConfigSchema) Problems(config map[string]any) []string {
+func (s *Schema) Problems(config map[string]any) []string {
 	return s.problems(config, false)
 }
 
@@ -200,15 +205,15 @@ func (s *ConfigSchema) Problems(config map[string]any) []string {
 // provider's settings (api_url, token) and the product's attributes (plan),
 // which the plugin's schema does not declare. A top-level key the schema
 // does not allow is therefore not a problem; everything else is.
-func (s *ConfigSchema) ProblemsBesideOwnKeys(config map[string]any) []string {
+func (s *Schema) ProblemsBesideOwnKeys(config map[string]any) []string {
 	return s.problems(config, true)
 }
 
 // SchemaOf compiles a stored config schema, through the cache of compiled
 // schemas.
-func SchemaOf(raw []byte) (*ConfigSchema, error) { return cachedSchema(raw) }
+func Of(raw []byte) (*Schema, error) { return cachedSchema(raw) }
 
-func (s *ConfigSchema) problems(config map[string]any, ownKeys bool) []string {
+func (s *Schema) problems(config map[string]any, ownKeys bool) []string {
 	raw, err := json.Marshal(config)
 	if err != nil {
 		return []string{"config: " + err.Error()}
@@ -282,7 +287,7 @@ func (s *ConfigSchema) problems(config map[string]any, ownKeys bool) []string {
 var printer = message.NewPrinter(language.English)
 
 // isSecret reports whether loc is a secret property or lies inside one.
-func (s *ConfigSchema) isSecret(loc []string) bool {
+func (s *Schema) isSecret(loc []string) bool {
 	for _, p := range s.secrets {
 		if len(loc) >= len(p) && slices.Equal(loc[:len(p)], p) {
 			return true
@@ -294,7 +299,7 @@ func (s *ConfigSchema) isSecret(loc []string) bool {
 // Mask returns a copy of config with every non-empty secret replaced by
 // Mask. An absent secret stays absent and an empty one empty: neither tells
 // anything about a value.
-func (s *ConfigSchema) Mask(config map[string]any) map[string]any {
+func (s *Schema) Mask(config map[string]any) map[string]any {
 	out := deepCopy(config)
 	for _, p := range s.secrets {
 		v, ok := lookup(out, p)
@@ -308,7 +313,7 @@ func (s *ConfigSchema) Mask(config map[string]any) map[string]any {
 // Merge is the config an update stores: incoming, except that a secret
 // incoming omits or sends as Mask keeps its stored value (and is dropped
 // when there is none: the mask is not a value).
-func (s *ConfigSchema) Merge(stored, incoming map[string]any) map[string]any {
+func (s *Schema) Merge(stored, incoming map[string]any) map[string]any {
 	out := deepCopy(incoming)
 	for _, p := range s.secrets {
 		v, ok := lookup(out, p)
@@ -326,7 +331,7 @@ func (s *ConfigSchema) Merge(stored, incoming map[string]any) map[string]any {
 
 // MaskSent names the secrets of a new config that carry the mask itself:
 // there is no stored value for it to stand for.
-func (s *ConfigSchema) MaskSent(config map[string]any) []string {
+func (s *Schema) MaskSent(config map[string]any) []string {
 	var out []string
 	for _, p := range s.secrets {
 		if v, ok := lookup(config, p); ok && v == Mask {

@@ -1,4 +1,4 @@
-package gateway_test
+package configschema_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/configschema"
 )
 
 // FuzzConfigSchema feeds arbitrary JSON as a plugin's config_schema() answer
@@ -26,7 +26,7 @@ func FuzzConfigSchema(f *testing.F) {
 	f.Add(`[]`, `[]`)
 	f.Add(`{"type":"object","properties":{"k":{"type":"string","format":"uri","x-secret":true}}}`, `{"k":"::not a uri secret"}`)
 	f.Fuzz(func(t *testing.T, schema, config string) {
-		s, err := gateway.ParseConfigSchema([]byte(schema))
+		s, err := configschema.Parse([]byte(schema))
 		if err != nil {
 			return
 		}
@@ -42,7 +42,7 @@ func FuzzConfigSchema(f *testing.F) {
 		for _, name := range s.Secrets() {
 			v, ok := dig(cfg, strings.Split(name, "."))
 			str, isString := v.(string)
-			if !ok || !isString || len(str) < 6 || str == gateway.Mask {
+			if !ok || !isString || len(str) < 6 || str == configschema.Mask {
 				continue
 			}
 			if strings.Contains(string(out), str) && !appearsElsewhere(cfg, name, str) {

@@ -1,0 +1,142 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Move is one order transition: where the order goes, who moves it and
+// when, and what the move carries that its consequences need.
+type Move struct {
+	To Status
+	By audit.Actor
+	At time.Time
+
+	// Paid is the order_paid event of a move to paid (a gateway payment
+	// settled it) or, for a balance payment, pending → provisioning.
+	Paid *OrderPaidPayload
+	// CancelReason (one of the CancelReason constants) and RefundDue are
+	// the order_cancelled event of a move to cancelled.
+	CancelReason string
+	RefundDue    bool
+	// FailReason is what the pending payments a move to paid or cancelled
+	// fails are failed with (payments.failure_reason).
+	FailReason string
+	// InstanceID is the instance a move to active provisioned (nil when
+	// the product has nothing to provision).
+	InstanceID *uuid.UUID
+}
+
+// Moved is what a transition did: the order as it is now, and the pending
+// payments it failed (an order that is paid or cancelled takes no other
+// payment).
+type Moved struct {
+	Order          store.Order
+	FailedPayments []store.Payment
+}
+
+// actions name each transition in the audit log.
+var actions = map[[2]Status]string{
+	{StatusPending, StatusPaid}:           ActionOrderPaid,
+	{StatusPending, StatusProvisioning}:   ActionOrderPay,
+	{StatusPaid, StatusProvisioning}:      ActionOrderProvisioning,
+	{StatusProvisioning, StatusActive}:    ActionOrderActivate,
+	{StatusPending, StatusCancelled}:      ActionOrderCancel,
+	{StatusProvisioning, StatusCancelled}: ActionOrderCancel,
+	{StatusPaid, StatusRefunded}:          ActionOrderRefund,
+	{StatusActive, StatusRefunded}:        ActionOrderRefund,
+	{StatusActive, StatusSuspended}:       ActionOrderSuspend,
+	{StatusSuspended, StatusActive}:       ActionOrderResume,
+	{StatusActive, StatusCompleted}:       ActionOrderComplete,
+	{StatusActive, StatusTerminated}:      ActionOrderTerminate,
+	{StatusSuspended, StatusTerminated}:   ActionOrderTerminate,
+}
+
+// ErrTransition marks a move the state machine does not allow from the
+// order's status.
+var ErrTransition = apperr.New(apperr.FailedPrecondition, "order transition not allowed")
+
+// Transition is the one writer of orders.status. It moves o (locked in tx
+// by the caller, with GetOrderForUpdate) to m.To when the state machine
+// allows it from o's status, and in the same transaction does what the move
+// implies:
+//
+//	pending → paid              fail the other pending payments for the order itself
+//	                            (not its invoices'), queue order_paid
+//	pending → provisioning      (balance) the same
+//	paid → provisioning         nothing more (the worker took order_paid)
+//	provisioning → active       queue order_provisioned
+//	→ cancelled                 fail the pending payments, queue order_cancelled
+//	→ refunded                  nothing more yet
+//
+// and writes the audit rows of the order and of every payment it failed. A
+// move the table refuses is ErrTransition (FailedPrecondition) and changes
+// nothing.
+func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, error) {
+	from := Status(o.Status)
+	if !CanTransition(from, m.To) {
+		return Moved{}, apperr.Wrap(apperr.FailedPrecondition, ErrTransition, "order %s is %s; it cannot become %s", o.ID, from, m.To)
+	}
+	var out Moved
+	var err error
+	switch m.To {
+	case StatusCancelled:
+		out.Order, err = store.CancelOrder(ctx, tx, o.ID, string(from), m.CancelReason, m.At)
+	case StatusPaid, StatusProvisioning:
+		var paidAt *time.Time
+		if from == StatusPending {
+			paidAt = &m.At
+		}
+		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), paidAt, m.At)
+	default:
+		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), nil, m.At)
+	}
+	if err != nil {
+		// The row is locked by the caller in status from: a miss is a bug.
+		return Moved{}, apperr.Wrap(apperr.Internal, err, "order %s: move %s → %s", o.ID, from, m.To)
+	}
+	if err := audit.Write(ctx, tx, m.By, m.At, actions[[2]Status{from, m.To}], entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(out.Order)); err != nil {
+		return Moved{}, err
+	}
+
+	var event string
+	var payload any
+	switch {
+	case from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning):
+		if m.Paid == nil {
+			return Moved{}, apperr.New(apperr.Internal, "order %s: paid without an order_paid payload", o.ID)
+		}
+		if out.FailedPayments, err = store.FailPendingOrderOnlyPayments(ctx, tx, o.ID, m.FailReason, m.At); err != nil {
+			return Moved{}, err
+		}
+		event, payload = EventOrderPaid, m.Paid
+	case m.To == StatusActive:
+		event, payload = EventOrderProvisioned, OrderProvisionedPayload{OrderID: o.ID, InstanceID: m.InstanceID}
+	case m.To == StatusCancelled:
+		if out.FailedPayments, err = store.FailPendingOrderPayments(ctx, tx, o.ID, m.FailReason, m.At); err != nil {
+			return Moved{}, err
+		}
+		event, payload = EventOrderCancelled, OrderCancelledPayload{OrderID: o.ID, Reason: m.CancelReason, RefundDue: m.RefundDue}
+	}
+	if err := auditFailedPayments(ctx, tx, m.By, m.At, out.FailedPayments); err != nil {
+		return Moved{}, err
+	}
+	if event != "" {
+		body, err := json.Marshal(payload)
+		if err != nil {
+			return Moved{}, err
+		}
+		if _, err := store.InsertEvent(ctx, tx, event, o.ID, body); err != nil {
+			return Moved{}, err
+		}
+	}
+	return out, nil
+}
