@@ -11,17 +11,17 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
 var (
-	errPageOutOfRange    = apperr.New(apperr.InvalidArgument, "page_size must be at most %d and page at most %d", MaxPageSize, maxPage)
-	errCustomerNotFound  = apperr.New(apperr.NotFound, "customer not found")
-	errAmountNotDecimal  = apperr.New(apperr.InvalidArgument, "amount must be a decimal with at most two fractional digits, such as 12.30 or -5")
-	errLimitNotDecimal   = apperr.New(apperr.InvalidArgument, "credit_limit must be a non-negative decimal with at most two fractional digits")
-	errZeroAdjustment    = apperr.New(apperr.InvalidArgument, "amount must not be zero")
-	errBalanceOutOfRange = apperr.New(apperr.InvalidArgument, "the balance would leave the representable range")
+	errPageOutOfRange   = apperr.New(apperr.InvalidArgument, "page_size must be at most %d and page at most %d", MaxPageSize, maxPage)
+	errCustomerNotFound = apperr.New(apperr.NotFound, "customer not found")
+	errAmountNotDecimal = apperr.New(apperr.InvalidArgument, "amount must be a decimal with at most two fractional digits, such as 12.30 or -5")
+	errLimitNotDecimal  = apperr.New(apperr.InvalidArgument, "credit_limit must be a non-negative decimal with at most two fractional digits")
+	errZeroAdjustment   = apperr.New(apperr.InvalidArgument, "amount must not be zero")
 )
 
 // ListCustomers pages through customers, newest first (admin).
@@ -116,40 +116,23 @@ func (s *Service) AdjustBalance(ctx context.Context, id uuid.UUID, amount, note 
 		txn   store.BalanceTransaction
 	)
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		before, err := store.GetCustomerForUpdate(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errCustomerNotFound
-		}
-		if err != nil {
-			return err
-		}
-		balance, err := before.Balance.Add(delta)
-		if err != nil {
-			return errBalanceOutOfRange
-		}
-		if floor := before.CreditLimit.Neg(); balance.Cmp(floor) < 0 {
-			return apperr.New(apperr.InvalidArgument, "the balance would be %s, below the credit limit of %s", balance, before.CreditLimit)
-		}
-		now := s.now()
-		if after, err = store.SetCustomerBalance(ctx, tx, id, balance, now); err != nil {
-			return err
-		}
 		adminID := p.ID
-		if txn, err = store.InsertBalanceTransaction(ctx, tx, store.BalanceTransaction{
-			CustomerID:    id,
-			Type:          store.BalanceManualAdjust,
-			Amount:        delta,
-			BalanceBefore: before.Balance,
-			BalanceAfter:  balance,
-			CreatedBy:     &adminID,
-			Description:   note,
-			CreatedAt:     now,
-		}); err != nil {
+		posted, err := balance.Post(ctx, tx, balance.Entry{
+			CustomerID: id, Kind: balance.ManualAdjust, Amount: delta,
+			CreatedBy: &adminID, Description: note, By: audit.Of(p), At: s.now(),
+		})
+		var short *balance.InsufficientError
+		switch {
+		case apperr.Is(err, apperr.NotFound):
+			return errCustomerNotFound
+		case errors.As(err, &short):
+			return apperr.New(apperr.InvalidArgument, "the balance would be %s, below the credit limit of %s", short.After, short.CreditLimit)
+		case err != nil:
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Of(p), s.now(), "customer.balance_adjusted", "customer", id.String(),
-			map[string]any{"balance": before.Balance},
-			map[string]any{"balance": after.Balance, "amount": delta, "balance_transaction_id": txn.ID, "note": note})
+		txn = posted.Ledger
+		after, err = store.GetCustomer(ctx, tx, id)
+		return err
 	})
 	if err != nil {
 		return Customer{}, BalanceTransaction{}, err

@@ -9,6 +9,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -21,7 +22,7 @@ type BalancePayment struct {
 	// is paid without a payment record (payments.amount must be > 0).
 	Payment *store.Payment
 	// Ledger is the balance transaction; nil when Payment is nil.
-	Ledger *store.LedgerEntry
+	Ledger *store.BalanceTransaction
 	// Balance is the customer's balance afterwards.
 	Balance money.Amount
 }
@@ -85,37 +86,23 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		out.Balance = acct.Balance
 		var paymentID *uuid.UUID
 		if !o.TotalAmount.IsZero() {
-			after, err := acct.Balance.Sub(o.TotalAmount)
-			if err != nil || after.Cmp(acct.CreditLimit.Neg()) < 0 {
-				return apperr.New(apperr.InvalidArgument, "insufficient balance")
-			}
 			pay, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
 				OrderID: o.ID, CustomerID: o.CustomerID, Amount: o.TotalAmount, Currency: o.Currency, PaidAt: now,
 			})
 			if err != nil {
 				return err
 			}
-			if err := store.ChargeBalance(ctx, tx, o.CustomerID, acct.Balance, after, now); err != nil {
-				return bug(err, "charge balance") // the row is locked at acct.Balance
-			}
-			entry, err := store.InsertBalancePaymentEntry(ctx, tx, store.BalancePaymentEntry{
-				CustomerID: o.CustomerID, PaymentID: pay.ID, Amount: o.TotalAmount.Neg(),
-				BalanceBefore: acct.Balance, BalanceAfter: after,
-				Description: "order " + o.ID.String(), CreatedAt: now,
+			posted, err := balance.Post(ctx, tx, balance.Entry{
+				CustomerID: o.CustomerID, Kind: balance.Payment, Amount: o.TotalAmount.Neg(), Currency: o.Currency,
+				PaymentID: &pay.ID, Description: "order " + o.ID.String(), By: audit.Of(p), At: now,
 			})
 			if err != nil {
-				return err
-			}
-			before := balanceState{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
-			afterState := before
-			afterState.Balance = after
-			if err := audit.Write(ctx, tx, audit.Of(p), now, ActionBalanceCharge, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
-				return err
+				return err // insufficient balance: the payment row goes with the transaction
 			}
 			if err := audit.Write(ctx, tx, audit.Of(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
 				return err
 			}
-			out.Payment, out.Ledger, out.Balance = &pay, &entry, after
+			out.Payment, out.Ledger, out.Balance = &pay, &posted.Ledger, posted.Account.Balance
 			paymentID = &pay.ID
 		}
 

@@ -3,6 +3,7 @@ package order_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -39,15 +40,15 @@ func (b *bundle) state(t *testing.T, customer, orderID uuid.UUID) state {
 	}
 }
 
-func (b *bundle) ledger(t *testing.T, customer uuid.UUID) []store.LedgerEntry {
+func (b *bundle) ledger(t *testing.T, customer uuid.UUID) []store.BalanceTransaction {
 	t.Helper()
 	rows, err := b.pool.Query(context.Background(), `SELECT id, type, amount, balance_before, balance_after, payment_id
 		FROM balance_transactions WHERE customer_id = $1`, customer)
 	require.NoError(t, err)
 	defer rows.Close()
-	var out []store.LedgerEntry
+	var out []store.BalanceTransaction
 	for rows.Next() {
-		e := store.LedgerEntry{CustomerID: customer}
+		e := store.BalanceTransaction{CustomerID: customer}
 		require.NoError(t, rows.Scan(&e.ID, &e.Type, &e.Amount, &e.BalanceBefore, &e.BalanceAfter, &e.PaymentID))
 		out = append(out, e)
 	}
@@ -62,7 +63,7 @@ func (b *bundle) ledger(t *testing.T, customer uuid.UUID) []store.LedgerEntry {
 func (b *bundle) requireChain(t *testing.T, customer uuid.UUID, start money.Amount) money.Amount {
 	t.Helper()
 	rows := b.ledger(t, customer)
-	byBefore := map[money.Amount]store.LedgerEntry{}
+	byBefore := map[money.Amount]store.BalanceTransaction{}
 	for _, e := range rows {
 		sum, err := e.BalanceBefore.Add(e.Amount)
 		require.NoError(t, err)
@@ -166,7 +167,7 @@ func TestPayWithBalanceWithoutEnoughBalanceChangesNothing(t *testing.T) {
 
 	_, err := b.svc.PayWithBalance(b.asAlice, o.ID)
 	requireKind(t, err, apperr.InvalidArgument)
-	require.Equal(t, "insufficient balance", err.Error())
+	require.Equal(t, "insufficient balance", callerMessage(err))
 	require.Equal(t, before, b.state(t, b.alice, o.ID))
 }
 
@@ -348,7 +349,7 @@ func TestConcurrentBalancePaymentsOfOneCustomerCannotOverspend(t *testing.T) {
 					continue
 				}
 				requireKind(t, err, apperr.InvalidArgument)
-				require.Equal(t, "insufficient balance", err.Error())
+				require.Equal(t, "insufficient balance", callerMessage(err))
 			}
 			require.Equal(t, tc.wantPaid, paid)
 
@@ -477,4 +478,14 @@ func TestBalancePaymentWaitingForTheOrderDoesNotDeadlockAnOrderLockHolder(t *tes
 	require.Equal(t, "provisioning", b.getOrder(t, o.ID).Status)
 	b.requireChain(t, b.alice, money.MustParse("50.00"))
 	testfixture.CheckMoneyInvariants(t, b.pool)
+}
+
+// callerMessage is what a caller is told of err (rpc.Error shows the
+// apperr message, never its cause).
+func callerMessage(err error) string {
+	var ae *apperr.Error
+	if errors.As(err, &ae) {
+		return ae.Message
+	}
+	return err.Error()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
 
@@ -157,14 +158,14 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 	if outcome == store.RefundFailed {
 		out.message = "failed at the gateway (checked by an admin)"
 	}
-	who := actorOf(p)
+	who := audit.Of(p)
 	var res Refunded
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
 		if res, err = s.recordRefundOutcome(ctx, tx, who, pay, ref, out); err != nil {
 			return err
 		}
-		return audit(ctx, tx, who, s.now(), ActionRefundResolve, entityRefund, ref.ID.String(), refundSnapshot(ref),
+		return audit.Write(ctx, tx, who, s.now(), ActionRefundResolve, entityRefund, ref.ID.String(), refundSnapshot(ref),
 			resolvedState{refundSnapshot(res.Refund), note})
 	})
 	gateway := "unknown"
@@ -179,7 +180,7 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 	}
 	s.log.InfoContext(ctx, "refund resolved by an admin", "refund_id", ref.ID, "payment_id", pay.ID, "outcome", outcome,
 		"amount", ref.Amount.String(), "payment_status", res.Payment.Status, "refunded_amount", res.Payment.RefundedAmount.String(),
-		"actor", who.kind+":"+who.id)
+		"actor", who.Kind+":"+who.ID)
 	return res, nil
 }
 

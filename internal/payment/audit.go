@@ -4,12 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -42,56 +41,6 @@ const (
 	entityRefund   = "refund"
 	entityCustomer = "customer"
 )
-
-// actor is who an audit row names: an admin, a customer, an API key, a
-// gateway interface (callbacks) or the system (the reconciler).
-type actor struct {
-	kind string
-	id   string
-}
-
-// actorOf names a principal: an admin or customer by id, or the API key it
-// called with.
-func actorOf(p auth.Principal) actor {
-	switch {
-	case p.IsAdmin():
-		return actor{store.ActorAdmin, p.ID.String()}
-	case p.Kind == auth.KindAPIKey && p.CredentialID != "":
-		return actor{store.ActorAPIKey, p.CredentialID}
-	default:
-		return actor{store.ActorCustomer, p.ID.String()}
-	}
-}
-
-func gatewayActor(interfaceID uuid.UUID) actor {
-	return actor{store.ActorGateway, interfaceID.String()}
-}
-
-// audit writes one audit_log row in db's transaction; before and after are
-// marshalled to JSON (nil: none). They are the snapshots below, which hold
-// no secret.
-func audit(ctx context.Context, db store.DB, a actor, at time.Time, action, entityType, entityID string, before, after any) error {
-	b, err := jsonOrNil(before)
-	if err != nil {
-		return err
-	}
-	af, err := jsonOrNil(after)
-	if err != nil {
-		return err
-	}
-	return store.AppendAudit(ctx, db, store.AuditRecord{
-		ActorKind: a.kind, ActorID: a.id, Action: action,
-		EntityType: entityType, EntityID: entityID,
-		Before: b, After: af, At: at,
-	})
-}
-
-func jsonOrNil(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
 
 // The audit snapshots: what an operation of this package can change, with
 // snake_case names.
@@ -173,11 +122,11 @@ type balanceState struct {
 }
 
 // auditFailedPayments records pending → failed for each payment in failed.
-func auditFailedPayments(ctx context.Context, db store.DB, a actor, at time.Time, failed []store.Payment) error {
+func auditFailedPayments(ctx context.Context, db store.DB, a audit.Actor, at time.Time, failed []store.Payment) error {
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = "pending", ""
-		if err := audit(ctx, db, a, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+		if err := audit.Write(ctx, db, a, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}
 	}
@@ -202,7 +151,7 @@ type anomaly struct {
 
 // recordAnomaly writes a once in db's transaction (with the payment row
 // locked, so two deliveries of one report cannot both write it) and logs it.
-func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a actor, at time.Time, pay store.Payment, an anomaly) error {
+func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor, at time.Time, pay store.Payment, an anomaly) error {
 	sum := sha256.Sum256([]byte(an.Kind + "\x00" + an.GatewayPaymentID + "\x00" + an.GatewayTxID + "\x00" + an.Amount))
 	an.Fingerprint = hex.EncodeToString(sum[:16])
 	s.log.ErrorContext(ctx, "payment anomaly: recorded for an admin", "payment_id", pay.ID, "kind", an.Kind,
@@ -211,5 +160,5 @@ func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a actor, at ti
 	if err != nil || seen {
 		return err
 	}
-	return audit(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
+	return audit.Write(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
@@ -114,7 +115,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		return CallbackResult{Payment: pay, Ack: res.Ack}, nil
 	}
 
-	st, err := s.settle(ctx, fromCallback, gatewayActor(cb.GatewayInterfaceID), paymentID, cb.GatewayInterfaceID, report{
+	st, err := s.settle(ctx, fromCallback, audit.Gateway(cb.GatewayInterfaceID), paymentID, cb.GatewayInterfaceID, report{
 		Status: gatewaySuccess, GatewayPaymentID: res.GatewayPaymentID, GatewayTxID: res.GatewayTxID,
 		Amount: &amount, RawAmount: res.Amount, Gateway: gw.PluginName,
 	})
@@ -145,12 +146,12 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	if pay.Status != "pending" {
 		return pay, nil
 	}
-	return s.syncWithGateway(ctx, pay, fromQuery, actorOf(p))
+	return s.syncWithGateway(ctx, pay, fromQuery, audit.Of(p))
 }
 
 // syncWithGateway asks pay's gateway (query_payment, outside any
 // transaction) and applies the answer through settle.
-func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src string, who actor) (store.Payment, error) {
+func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src string, who audit.Actor) (store.Payment, error) {
 	gw, err := s.gateway(ctx, *pay.GatewayInterfaceID)
 	if err != nil {
 		if apperr.Is(err, apperr.NotFound) {
@@ -234,7 +235,7 @@ func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, 
 	if gw.PluginName != BankTransferPlugin {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s is paid through %s, not by bank transfer", paymentID, gw.PluginName)
 	}
-	st, err := s.settle(ctx, fromConfirm, actorOf(p), pay.ID, *pay.GatewayInterfaceID, report{
+	st, err := s.settle(ctx, fromConfirm, audit.Of(p), pay.ID, *pay.GatewayInterfaceID, report{
 		Status: gatewaySuccess, GatewayPaymentID: reference, GatewayTxID: reference, Gateway: gw.PluginName,
 	})
 	if err != nil {

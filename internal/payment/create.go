@@ -3,9 +3,11 @@ package payment
 import (
 	"context"
 	"errors"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"strings"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/rpc"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -122,7 +124,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		if err != nil {
 			return err
 		}
-		return audit(rctx, tx, actorOf(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay))
+		return audit.Write(rctx, tx, audit.Of(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay))
 	})
 	if store.ConstraintOf(err) == "payments_one_pending_key" {
 		// A concurrent call for the same order, invoice and interface won:

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -204,7 +205,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	var mu sync.Mutex
 	for _, pay := range claimed {
 		wg.Go(func() {
-			after, err := r.svc.syncWithGateway(ctx, pay, fromReconcile, actor{store.ActorSystem, r.opts.NodeID})
+			after, err := r.svc.syncWithGateway(ctx, pay, fromReconcile, audit.System(r.opts.NodeID))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {

@@ -13,7 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
@@ -78,7 +80,7 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 	if err != nil {
 		return Refunded{}, paymentNotFound(err, paymentID)
 	}
-	return s.refund(ctx, actorOf(p), &p.ID, pay, requested, reason)
+	return s.refund(ctx, audit.Of(p), &p.ID, pay, requested, reason)
 }
 
 // Refunded is what a refund call did: the payment afterwards and the
@@ -105,7 +107,7 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 	if err != nil {
 		return err
 	}
-	who := actor{store.ActorSystem, "refund_order"}
+	who := audit.System("refund_order")
 	reason = clip(strings.TrimSpace(reason), 500)
 	var pending []string
 	for _, pay := range pays {
@@ -132,7 +134,7 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 
 // refund refunds requested (nil: all that is left) of pay, as who, for
 // RefundPayment and RefundOrder.
-func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
+func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	paymentID := pay.ID
 	if pay.Method == methodBalance {
 		return s.refundToBalance(ctx, who, requestedBy, pay, requested, reason)
@@ -167,12 +169,12 @@ func (s *Service) refund(ctx context.Context, who actor, requestedBy *uuid.UUID,
 			return err
 		}
 		pay = locked
-		return audit(ctx, tx, who, now, ActionRefundRequest, entityRefund, ref.ID.String(), nil, refundSnapshot(ref))
+		return audit.Write(ctx, tx, who, now, ActionRefundRequest, entityRefund, ref.ID.String(), nil, refundSnapshot(ref))
 	})
 	if err != nil {
 		return Refunded{}, err
 	}
-	s.log.InfoContext(ctx, "refund reserved", "refund_id", ref.ID, "payment_id", paymentID, "amount", ref.Amount.String(), "actor", who.kind+":"+who.id)
+	s.log.InfoContext(ctx, "refund reserved", "refund_id", ref.ID, "payment_id", paymentID, "amount", ref.Amount.String(), "actor", who.Kind+":"+who.ID)
 
 	detached := context.WithoutCancel(ctx)
 	cctx, cancel := context.WithTimeout(detached, refundCallTimeout)
@@ -311,7 +313,7 @@ func maybeSent(err error) bool {
 // finishRefund records a refund's outcome (the second transaction), with
 // the order (if any) and then the payment locked. ErrNotFound (wrapped as
 // a bug) when the refund is no longer pending.
-func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
+func (s *Service) finishRefund(ctx context.Context, who audit.Actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
 	var result Refunded
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		var err error
@@ -324,7 +326,7 @@ func (s *Service) finishRefund(ctx context.Context, who actor, pay store.Payment
 // recordRefundOutcome writes a pending refund's outcome in tx: the order
 // (if any) and the payment are locked first, then the refund moves (only
 // while it is still pending: errRefundNotPending otherwise).
-func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
+func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.Actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
 	var result Refunded
 	err := func() error {
 		var ord *store.Order
@@ -348,7 +350,7 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who actor,
 				return notPending(err, ref.ID)
 			}
 			result.Refund = done
-			if err := audit(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done)); err != nil {
+			if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done)); err != nil {
 				return err
 			}
 			result.Payment, err = s.addRefund(ctx, tx, who, now, ord, locked, ref.Amount)
@@ -359,7 +361,7 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who actor,
 				return notPending(err, ref.ID)
 			}
 			result.Refund = done
-			return audit(ctx, tx, who, now, ActionRefundFail, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done))
+			return audit.Write(ctx, tx, who, now, ActionRefundFail, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done))
 		default:
 			noted, err := store.NoteRefund(ctx, tx, ref.ID, out.gatewayRefundID, out.message, now)
 			if err != nil {
@@ -370,7 +372,7 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who actor,
 			if out.status == refundAccepted {
 				action = ActionRefundAccepted
 			}
-			return audit(ctx, tx, who, now, action, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(noted))
+			return audit.Write(ctx, tx, who, now, action, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(noted))
 		}
 	}()
 	return result, err
@@ -393,13 +395,13 @@ func notPending(err error, id uuid.UUID) error {
 // addRefund adds a succeeded refund to the locked payment, and refunds its
 // locked order (if it was paid or active) once the payment is refunded in
 // full.
-func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who actor, now time.Time, ord *store.Order, pay store.Payment, amt money.Amount) (store.Payment, error) {
+func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, ord *store.Order, pay store.Payment, amt money.Amount) (store.Payment, error) {
 	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, amt, now)
 	if err != nil {
 		// Impossible while refunds are reserved under the payment lock.
 		return store.Payment{}, bug(err, "add refund to payment")
 	}
-	if err := audit(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
+	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
 		return store.Payment{}, err
 	}
 	if after.Status == "refunded" && ord != nil && orderMayMove(ord.Status, orderRefunded) {
@@ -407,7 +409,7 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who actor, now time.
 		if err != nil {
 			return store.Payment{}, bug(err, "refund order") // locked
 		}
-		if err := audit(ctx, tx, who, now, ActionOrderRefund, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
+		if err := audit.Write(ctx, tx, who, now, ActionOrderRefund, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
 			return store.Payment{}, err
 		}
 	}
@@ -417,7 +419,7 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who actor, now time.
 // refundToBalance refunds a balance payment to the customer's balance in
 // one transaction: customer, order, payment locked in that order; a
 // succeeded refund row; the balance credited with a refund ledger row.
-func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
+func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	var out store.Payment
 	var ref store.Refund
 	var balanceAfter money.Amount
@@ -449,10 +451,6 @@ func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *u
 		if acct.Currency != locked.Currency {
 			return apperr.New(apperr.InvalidArgument, "the customer's balance is in %s but payment %s is in %s", acct.Currency, locked.ID, locked.Currency)
 		}
-		after, err := acct.Balance.Add(amt)
-		if err != nil {
-			return apperr.Wrap(apperr.Internal, err, "credit balance")
-		}
 		now := s.now()
 		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
 			PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
@@ -460,27 +458,19 @@ func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *u
 		if err != nil {
 			return err
 		}
-		if err := store.ChargeBalance(ctx, tx, acct.CustomerID, acct.Balance, after, now); err != nil {
-			return bug(err, "credit balance") // locked at acct.Balance
-		}
-		if _, err := store.InsertBalanceTransaction(ctx, tx, store.BalanceTransaction{
-			CustomerID: acct.CustomerID, Type: store.BalanceRefund, Amount: amt,
-			BalanceBefore: acct.Balance, BalanceAfter: after, PaymentID: &locked.ID, RefundID: &ref.ID,
-			CreatedBy: requestedBy, Description: "refund of payment " + locked.ID.String(), CreatedAt: now,
-		}); err != nil {
+		posted, err := balance.Post(ctx, tx, balance.Entry{
+			CustomerID: acct.CustomerID, Kind: balance.Refund, Amount: amt, Currency: locked.Currency,
+			PaymentID: &locked.ID, RefundID: &ref.ID, CreatedBy: requestedBy,
+			Description: "refund of payment " + locked.ID.String(), By: who, At: now,
+		})
+		if err != nil {
 			return err
 		}
-		if err := audit(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
-			return err
-		}
-		before := balanceState{CustomerID: acct.CustomerID, Balance: acct.Balance, Currency: acct.Currency}
-		afterState := before
-		afterState.Balance = after
-		if err := audit(ctx, tx, who, now, ActionBalanceRefund, entityCustomer, acct.CustomerID.String(), before, afterState); err != nil {
+		if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
 			return err
 		}
 		out, err = s.addRefund(ctx, tx, who, now, ord, locked, amt)
-		balanceAfter = after
+		balanceAfter = posted.Account.Balance
 		return err
 	})
 	if err != nil {
@@ -488,7 +478,7 @@ func (s *Service) refundToBalance(ctx context.Context, who actor, requestedBy *u
 	}
 	s.countRefund(gatewayBalance, pay, ref.Amount, store.RefundSucceeded, out, nil)
 	s.log.InfoContext(ctx, "payment refunded to the balance", "refund_id", ref.ID, "payment_id", pay.ID,
-		"amount", ref.Amount.String(), "balance_after", balanceAfter.String(), "payment_status", out.Status, "actor", who.kind+":"+who.id)
+		"amount", ref.Amount.String(), "balance_after", balanceAfter.String(), "payment_status", out.Status, "actor", who.Kind+":"+who.ID)
 	return Refunded{Payment: out, Refund: ref}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -84,7 +85,7 @@ type Settlement struct {
 //
 // Concurrent reports of one payment queue on the row locks; exactly one
 // applies, the others see the result.
-func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
+func (s *Service) settle(ctx context.Context, src string, who audit.Actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
 	// Unlocked: the order and invoice of a payment never change, and they
 	// must be locked before the payment (customer → order → invoice →
 	// payment, the order every writer of these rows uses).
@@ -176,7 +177,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 				return bug(err, "fail payment") // locked and pending
 			}
 			out.Payment, out.Applied, moved = failed, true, true
-			return audit(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
+			return audit.Write(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
 		}
 		if rep.Status != gatewaySuccess {
 			return nil // pending: nothing to apply
@@ -189,7 +190,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 				return bug(err, "fail payment")
 			}
 			moved = true
-			if err := audit(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed)); err != nil {
+			if err := audit.Write(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed)); err != nil {
 				return err
 			}
 			out.Payment = failed
@@ -222,7 +223,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 		if src == fromConfirm {
 			action = ActionPaymentConfirm
 		}
-		if err := audit(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
 			return err
 		}
 		out.Payment, out.Applied, moved = paid, true, true
@@ -233,7 +234,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 			if err != nil {
 				return bug(err, "add payment to invoice") // checked payable under its lock
 			}
-			if err := audit(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
+			if err := audit.Write(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
 				return err
 			}
 			if after.Status == invoicePaid {
@@ -250,7 +251,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 			if err != nil {
 				return bug(err, "mark order paid") // locked and pending
 			}
-			if err := audit(ctx, tx, who, now, ActionOrderPaid, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
+			if err := audit.Write(ctx, tx, who, now, ActionOrderPaid, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
 				return err
 			}
 			others, err := store.FailPendingOrderOnlyPayments(ctx, tx, ord.ID, "order paid by payment "+paid.ID.String(), now)
@@ -282,7 +283,7 @@ func (s *Service) settle(ctx context.Context, src string, who actor, paymentID, 
 	}
 	if out.Applied {
 		s.log.InfoContext(ctx, "payment settled", "payment_id", paymentID, "status", out.Payment.Status,
-			"source", src, "actor", who.kind+":"+who.id, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
+			"source", src, "actor", who.Kind+":"+who.ID, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
 			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers))
 	}
 	return out, nil

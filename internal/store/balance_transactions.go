@@ -33,12 +33,16 @@ type BalanceTransaction struct {
 	CreatedAt     time.Time
 }
 
-// InsertBalanceTransaction appends t (its ID is ignored) to the ledger. It
-// belongs in the transaction that changed the balance, with the customer row
-// locked; the CHECKs refuse a zero amount, a wrong sign for the type and
-// balance_after ≠ balance_before + amount (ErrCheckViolation).
-func InsertBalanceTransaction(ctx context.Context, db DB, t BalanceTransaction) (BalanceTransaction, error) {
-	r, err := dbsqlc.New(db).InsertBalanceTransaction(ctx, dbsqlc.InsertBalanceTransactionParams{
+// PostBalance is the one write of a customer's balance: it moves the
+// balance from t.BalanceBefore to t.BalanceAfter and appends t (its ID is
+// ignored) to the ledger, in one statement. Call it with the customer row
+// locked (LockBalanceAccount) and the move decided on t.BalanceBefore:
+// ErrNotFound, nothing written, when the balance is no longer that;
+// ErrCheckViolation when the balance would go below -credit_limit, or for a
+// zero amount, a wrong sign for the type, or after ≠ before + amount.
+// internal/balance is its one caller.
+func PostBalance(ctx context.Context, db DB, t BalanceTransaction) (BalanceTransaction, error) {
+	r, err := dbsqlc.New(db).PostBalance(ctx, dbsqlc.PostBalanceParams{
 		CustomerID:    t.CustomerID,
 		Type:          t.Type,
 		Amount:        t.Amount,

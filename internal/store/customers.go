@@ -120,14 +120,6 @@ func SetCustomerCanCreateAPIKeys(ctx context.Context, db DB, id uuid.UUID, allow
 	}))
 }
 
-// SetCustomerBalance writes a new balance. Call it only with the row locked
-// (GetCustomerForUpdate) and together with InsertBalanceTransaction.
-func SetCustomerBalance(ctx context.Context, db DB, id uuid.UUID, balance money.Amount, now time.Time) (Customer, error) {
-	return customerResult(dbsqlc.New(db).SetCustomerBalance(ctx, dbsqlc.SetCustomerBalanceParams{
-		ID: id, Balance: balance, UpdatedAt: now,
-	}))
-}
-
 // SetCustomerCreditLimit writes a new credit limit; ErrCheckViolation when
 // the balance is below -limit or the limit is negative.
 func SetCustomerCreditLimit(ctx context.Context, db DB, id uuid.UUID, limit money.Amount, now time.Time) (Customer, error) {

@@ -97,7 +97,7 @@ func TestInsertAndListOrders(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrForeignKeyViolation)
 }
 
-func TestChargeBalanceRequiresTheBalanceItWasDecidedOnAndTheCreditLimit(t *testing.T) {
+func TestPostBalanceRequiresTheBalanceItWasDecidedOnAndTheCreditLimit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
@@ -110,20 +110,37 @@ func TestChargeBalanceRequiresTheBalanceItWasDecidedOnAndTheCreditLimit(t *testi
 	require.Equal(t, "10.00", acct.CreditLimit.String())
 	require.Equal(t, "CNY", acct.Currency)
 
-	err = store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("6.00"), money.MustParse("1.00"), at)
+	entry := func(before, amount, after string) store.BalanceTransaction {
+		return store.BalanceTransaction{
+			CustomerID: b.customerID, Type: store.BalanceManualAdjust, Amount: money.MustParse(amount),
+			BalanceBefore: money.MustParse(before), BalanceAfter: money.MustParse(after), CreatedAt: at,
+		}
+	}
+	ledgerRows := func() int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM balance_transactions WHERE customer_id = $1`, b.customerID).Scan(&n))
+		return n
+	}
+	_, err = store.PostBalance(ctx, b.pool, entry("6.00", "-5.00", "1.00"))
 	require.ErrorIs(t, err, store.ErrNotFound, "the balance is not 6.00")
-
-	err = store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("5.00"), money.MustParse("-10.01"), at)
+	_, err = store.PostBalance(ctx, b.pool, entry("5.00", "-15.01", "-10.01"))
 	require.ErrorIs(t, err, store.ErrCheckViolation, "below -credit_limit")
 	require.Equal(t, "customers_balance_check", store.ConstraintOf(err))
+	_, err = store.PostBalance(ctx, b.pool, entry("5.00", "-15.00", "-10.01"))
+	require.ErrorIs(t, err, store.ErrCheckViolation, "after is not before + amount: the balance does not move either")
+	require.Zero(t, ledgerRows(), "a refused post writes nothing")
 
-	require.NoError(t, store.ChargeBalance(ctx, b.pool, b.customerID, money.MustParse("5.00"), money.MustParse("-10.00"), at))
+	row, err := store.PostBalance(ctx, b.pool, entry("5.00", "-15.00", "-10.00"))
+	require.NoError(t, err)
+	require.Equal(t, "manual_adjust", row.Type)
+	require.Equal(t, "-10.00", row.BalanceAfter.String())
 	acct, err = store.GetBalanceAccount(ctx, b.pool, b.customerID)
 	require.NoError(t, err)
 	require.Equal(t, "-10.00", acct.Balance.String())
 	var updated time.Time
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT updated_at FROM customers WHERE id = $1`, b.customerID).Scan(&updated))
 	require.True(t, at.Equal(updated))
+	require.Equal(t, 1, ledgerRows())
 
 	_, err = store.LockBalanceAccount(ctx, b.pool, uuid.New())
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -158,28 +175,37 @@ func TestBalancePaymentAndItsLedgerRow(t *testing.T) {
 	require.Nil(t, pay.GatewayInterfaceID)
 	require.True(t, at.Equal(*pay.PaidAt))
 
-	entry := store.BalancePaymentEntry{
-		CustomerID: b.customerID, PaymentID: pay.ID, Amount: money.MustParse("-100.00"),
+	_, err = b.pool.Exec(ctx, `UPDATE customers SET balance = 150 WHERE id = $1`, b.customerID)
+	require.NoError(t, err)
+	entry := store.BalanceTransaction{
+		CustomerID: b.customerID, Type: store.BalancePayment, PaymentID: &pay.ID, Amount: money.MustParse("-100.00"),
 		BalanceBefore: money.MustParse("150.00"), BalanceAfter: money.MustParse("50.00"), CreatedAt: at,
 	}
-	for name, bad := range map[string]func(e *store.BalancePaymentEntry){
-		"AfterIsNotBeforePlusAmount": func(e *store.BalancePaymentEntry) { e.BalanceAfter = money.MustParse("49.99") },
-		"PositivePayment": func(e *store.BalancePaymentEntry) {
+	for name, bad := range map[string]func(e *store.BalanceTransaction){
+		"AfterIsNotBeforePlusAmount": func(e *store.BalanceTransaction) { e.BalanceAfter = money.MustParse("49.99") },
+		"PositivePayment": func(e *store.BalanceTransaction) {
 			e.Amount, e.BalanceAfter = money.MustParse("100.00"), money.MustParse("250.00")
 		},
 	} {
 		e := entry
 		bad(&e)
-		err := b.rolledBack(t, func(tx pgx.Tx) error { _, err := store.InsertBalancePaymentEntry(ctx, tx, e); return err })
+		err := b.rolledBack(t, func(tx pgx.Tx) error { _, err := store.PostBalance(ctx, tx, e); return err })
 		require.ErrorIs(t, err, store.ErrCheckViolation, name)
 	}
-	row, err := store.InsertBalancePaymentEntry(ctx, b.pool, entry)
+	row, err := store.PostBalance(ctx, b.pool, entry)
 	require.NoError(t, err)
 	require.Equal(t, "payment", row.Type)
 	require.Equal(t, pay.ID, *row.PaymentID)
-	_, err = store.InsertBalancePaymentEntry(ctx, b.pool, entry)
+	again := entry
+	again.BalanceBefore, again.BalanceAfter = money.MustParse("50.00"), money.MustParse("-50.00")
+	_, err = b.pool.Exec(ctx, `UPDATE customers SET credit_limit = 100 WHERE id = $1`, b.customerID)
+	require.NoError(t, err)
+	_, err = store.PostBalance(ctx, b.pool, again)
 	require.ErrorIs(t, err, store.ErrConflict, "a payment moves the balance once")
 	require.Equal(t, "balance_transactions_payment_id_key", store.ConstraintOf(err))
+	acct, err := store.GetBalanceAccount(ctx, b.pool, b.customerID)
+	require.NoError(t, err)
+	require.Equal(t, "50.00", acct.Balance.String(), "the refused second post moved nothing")
 }
 
 func TestFailPendingPaymentsTouchOnlyPendingOnesOfTheirOrderOrInvoice(t *testing.T) {

@@ -1,7 +1,22 @@
--- name: InsertBalanceTransaction :one
--- In the transaction that changed customers.balance, with the customer row
--- locked. created_at is the service's clock, taken after the lock, so the
--- ledger's order by time is the order of the balance chain.
+-- name: PostBalance :one
+-- The one write of a customer's balance: moves it from balance_before to
+-- balance_after and appends the ledger row that says why, in one statement
+-- (one round trip). Call it with the customer row locked
+-- (LockOrderCustomerAccount) and the move decided on balance_before: no row
+-- (store.ErrNotFound) when the balance is no longer that, so nothing is
+-- written. customers_balance_check refuses a balance below -credit_limit and
+-- the ledger's CHECKs a zero amount, a wrong sign for the type and
+-- balance_after <> balance_before + amount (store.ErrCheckViolation).
+-- created_at is the service's clock, taken after the lock, so the ledger's
+-- order by time is the order of the balance chain.
+WITH moved AS (
+    UPDATE customers
+    SET balance = @balance_after::numeric,
+        updated_at = @created_at::timestamptz
+    WHERE id = @customer_id::uuid
+      AND balance = @balance_before::numeric
+    RETURNING id
+)
 INSERT INTO balance_transactions (
     customer_id,
     type,
@@ -13,18 +28,19 @@ INSERT INTO balance_transactions (
     created_by,
     description,
     created_at
-) VALUES (
-    @customer_id,
-    @type,
-    @amount,
-    @balance_before,
-    @balance_after,
-    sqlc.narg('payment_id'),
-    sqlc.narg('refund_id'),
-    sqlc.narg('created_by'),
-    @description,
-    @created_at
 )
+SELECT
+    moved.id,
+    @type::text,
+    @amount::numeric,
+    @balance_before::numeric,
+    @balance_after::numeric,
+    sqlc.narg('payment_id')::uuid,
+    sqlc.narg('refund_id')::uuid,
+    sqlc.narg('created_by')::uuid,
+    @description::text,
+    @created_at::timestamptz
+FROM moved
 RETURNING *;
 
 -- name: ListCustomerBalanceTransactions :many

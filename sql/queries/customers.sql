@@ -42,15 +42,6 @@ SET can_create_api_keys = @can_create_api_keys, updated_at = @updated_at
 WHERE id = @id
 RETURNING *;
 
--- name: SetCustomerBalance :one
--- Only together with a balance_transactions row, in one transaction, with
--- the row locked by GetCustomerForUpdate. customers_balance_check refuses a
--- balance below -credit_limit (store.ErrCheckViolation).
-UPDATE customers
-SET balance = @balance, updated_at = @updated_at
-WHERE id = @id
-RETURNING *;
-
 -- name: SetCustomerCreditLimit :one
 -- customers_balance_check refuses a limit the current balance is already
 -- below (store.ErrCheckViolation); the domain checks first under the row lock.

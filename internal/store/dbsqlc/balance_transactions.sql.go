@@ -13,79 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const insertBalanceTransaction = `-- name: InsertBalanceTransaction :one
-INSERT INTO balance_transactions (
-    customer_id,
-    type,
-    amount,
-    balance_before,
-    balance_after,
-    payment_id,
-    refund_id,
-    created_by,
-    description,
-    created_at
-) VALUES (
-    $1,
-    $2,
-    $3,
-    $4,
-    $5,
-    $6,
-    $7,
-    $8,
-    $9,
-    $10
-)
-RETURNING id, customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_by, description, created_at
-`
-
-type InsertBalanceTransactionParams struct {
-	CustomerID    uuid.UUID
-	Type          string
-	Amount        money.Amount
-	BalanceBefore money.Amount
-	BalanceAfter  money.Amount
-	PaymentID     *uuid.UUID
-	RefundID      *uuid.UUID
-	CreatedBy     *uuid.UUID
-	Description   string
-	CreatedAt     time.Time
-}
-
-// In the transaction that changed customers.balance, with the customer row
-// locked. created_at is the service's clock, taken after the lock, so the
-// ledger's order by time is the order of the balance chain.
-func (q *Queries) InsertBalanceTransaction(ctx context.Context, arg InsertBalanceTransactionParams) (BalanceTransaction, error) {
-	row := q.db.QueryRow(ctx, insertBalanceTransaction,
-		arg.CustomerID,
-		arg.Type,
-		arg.Amount,
-		arg.BalanceBefore,
-		arg.BalanceAfter,
-		arg.PaymentID,
-		arg.RefundID,
-		arg.CreatedBy,
-		arg.Description,
-		arg.CreatedAt,
-	)
-	var i BalanceTransaction
-	err := row.Scan(
-		&i.ID,
-		&i.CustomerID,
-		&i.Type,
-		&i.Amount,
-		&i.BalanceBefore,
-		&i.BalanceAfter,
-		&i.PaymentID,
-		&i.RefundID,
-		&i.CreatedBy,
-		&i.Description,
-		&i.CreatedAt,
-	)
-	return i, err
-}
-
 const listCustomerBalanceTransactions = `-- name: ListCustomerBalanceTransactions :many
 SELECT id, customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_by, description, created_at FROM balance_transactions
 WHERE customer_id = $1
@@ -131,4 +58,93 @@ func (q *Queries) ListCustomerBalanceTransactions(ctx context.Context, arg ListC
 		return nil, err
 	}
 	return items, nil
+}
+
+const postBalance = `-- name: PostBalance :one
+WITH moved AS (
+    UPDATE customers
+    SET balance = $4::numeric,
+        updated_at = $9::timestamptz
+    WHERE id = $10::uuid
+      AND balance = $3::numeric
+    RETURNING id
+)
+INSERT INTO balance_transactions (
+    customer_id,
+    type,
+    amount,
+    balance_before,
+    balance_after,
+    payment_id,
+    refund_id,
+    created_by,
+    description,
+    created_at
+)
+SELECT
+    moved.id,
+    $1::text,
+    $2::numeric,
+    $3::numeric,
+    $4::numeric,
+    $5::uuid,
+    $6::uuid,
+    $7::uuid,
+    $8::text,
+    $9::timestamptz
+FROM moved
+RETURNING id, customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_by, description, created_at
+`
+
+type PostBalanceParams struct {
+	Type          string
+	Amount        money.Amount
+	BalanceBefore money.Amount
+	BalanceAfter  money.Amount
+	PaymentID     *uuid.UUID
+	RefundID      *uuid.UUID
+	CreatedBy     *uuid.UUID
+	Description   string
+	CreatedAt     time.Time
+	CustomerID    uuid.UUID
+}
+
+// The one write of a customer's balance: moves it from balance_before to
+// balance_after and appends the ledger row that says why, in one statement
+// (one round trip). Call it with the customer row locked
+// (LockOrderCustomerAccount) and the move decided on balance_before: no row
+// (store.ErrNotFound) when the balance is no longer that, so nothing is
+// written. customers_balance_check refuses a balance below -credit_limit and
+// the ledger's CHECKs a zero amount, a wrong sign for the type and
+// balance_after <> balance_before + amount (store.ErrCheckViolation).
+// created_at is the service's clock, taken after the lock, so the ledger's
+// order by time is the order of the balance chain.
+func (q *Queries) PostBalance(ctx context.Context, arg PostBalanceParams) (BalanceTransaction, error) {
+	row := q.db.QueryRow(ctx, postBalance,
+		arg.Type,
+		arg.Amount,
+		arg.BalanceBefore,
+		arg.BalanceAfter,
+		arg.PaymentID,
+		arg.RefundID,
+		arg.CreatedBy,
+		arg.Description,
+		arg.CreatedAt,
+		arg.CustomerID,
+	)
+	var i BalanceTransaction
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.Type,
+		&i.Amount,
+		&i.BalanceBefore,
+		&i.BalanceAfter,
+		&i.PaymentID,
+		&i.RefundID,
+		&i.CreatedBy,
+		&i.Description,
+		&i.CreatedAt,
+	)
+	return i, err
 }

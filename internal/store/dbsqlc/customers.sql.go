@@ -190,41 +190,6 @@ func (q *Queries) ListCustomers(ctx context.Context, arg ListCustomersParams) ([
 	return items, nil
 }
 
-const setCustomerBalance = `-- name: SetCustomerBalance :one
-UPDATE customers
-SET balance = $1, updated_at = $2
-WHERE id = $3
-RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at
-`
-
-type SetCustomerBalanceParams struct {
-	Balance   money.Amount
-	UpdatedAt time.Time
-	ID        uuid.UUID
-}
-
-// Only together with a balance_transactions row, in one transaction, with
-// the row locked by GetCustomerForUpdate. customers_balance_check refuses a
-// balance below -credit_limit (store.ErrCheckViolation).
-func (q *Queries) SetCustomerBalance(ctx context.Context, arg SetCustomerBalanceParams) (Customer, error) {
-	row := q.db.QueryRow(ctx, setCustomerBalance, arg.Balance, arg.UpdatedAt, arg.ID)
-	var i Customer
-	err := row.Scan(
-		&i.ID,
-		&i.Email,
-		&i.PasswordHash,
-		&i.Name,
-		&i.Currency,
-		&i.Balance,
-		&i.CreditLimit,
-		&i.CanCreateApiKeys,
-		&i.DisabledAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const setCustomerCanCreateApiKeys = `-- name: SetCustomerCanCreateApiKeys :one
 UPDATE customers
 SET can_create_api_keys = $1, updated_at = $2

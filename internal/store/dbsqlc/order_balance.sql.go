@@ -13,38 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const chargeCustomerBalance = `-- name: ChargeCustomerBalance :one
-UPDATE customers
-SET balance = $1,
-    updated_at = $2
-WHERE id = $3
-  AND balance = $4
-RETURNING balance
-`
-
-type ChargeCustomerBalanceParams struct {
-	BalanceAfter  money.Amount
-	UpdatedAt     time.Time
-	ID            uuid.UUID
-	BalanceBefore money.Amount
-}
-
-// Sets the balance from balance_before to balance_after, with the row locked
-// by LockOrderCustomerAccount. No row (store.ErrNotFound) when the balance is
-// no longer balance_before; customers_balance_check refuses a balance below
-// -credit_limit (store.ErrCheckViolation) as the last line of defence.
-func (q *Queries) ChargeCustomerBalance(ctx context.Context, arg ChargeCustomerBalanceParams) (money.Amount, error) {
-	row := q.db.QueryRow(ctx, chargeCustomerBalance,
-		arg.BalanceAfter,
-		arg.UpdatedAt,
-		arg.ID,
-		arg.BalanceBefore,
-	)
-	var balance money.Amount
-	err := row.Scan(&balance)
-	return balance, err
-}
-
 const failPendingInvoicePayments = `-- name: FailPendingInvoicePayments :many
 UPDATE payments
 SET status = 'failed',
@@ -268,69 +236,6 @@ func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePay
 		&i.NextReconcileAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
-	)
-	return i, err
-}
-
-const insertBalancePaymentEntry = `-- name: InsertBalancePaymentEntry :one
-INSERT INTO balance_transactions (
-    customer_id,
-    type,
-    amount,
-    balance_before,
-    balance_after,
-    payment_id,
-    description,
-    created_at
-) VALUES (
-    $1,
-    'payment',
-    $2,
-    $3,
-    $4,
-    $5,
-    $6,
-    $7
-)
-RETURNING id, customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_by, description, created_at
-`
-
-type InsertBalancePaymentEntryParams struct {
-	CustomerID    uuid.UUID
-	Amount        money.Amount
-	BalanceBefore money.Amount
-	BalanceAfter  money.Amount
-	PaymentID     *uuid.UUID
-	Description   string
-	CreatedAt     time.Time
-}
-
-// The ledger row of a balance payment: type payment, a negative amount,
-// balance_after = balance_before + amount (CHECKed). created_at is the
-// service clock taken after the customer lock.
-func (q *Queries) InsertBalancePaymentEntry(ctx context.Context, arg InsertBalancePaymentEntryParams) (BalanceTransaction, error) {
-	row := q.db.QueryRow(ctx, insertBalancePaymentEntry,
-		arg.CustomerID,
-		arg.Amount,
-		arg.BalanceBefore,
-		arg.BalanceAfter,
-		arg.PaymentID,
-		arg.Description,
-		arg.CreatedAt,
-	)
-	var i BalanceTransaction
-	err := row.Scan(
-		&i.ID,
-		&i.CustomerID,
-		&i.Type,
-		&i.Amount,
-		&i.BalanceBefore,
-		&i.BalanceAfter,
-		&i.PaymentID,
-		&i.RefundID,
-		&i.CreatedBy,
-		&i.Description,
-		&i.CreatedAt,
 	)
 	return i, err
 }

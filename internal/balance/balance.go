@@ -1,0 +1,159 @@
+// Package balance owns the customer balance: every change of
+// customers.balance is one Post of a typed entry, which locks the customer,
+// checks the credit limit, moves the balance and appends the ledger row
+// (balance_transactions) in one statement, and writes the audit row — all in
+// the caller's transaction, so the entry commits with what caused it (a
+// balance payment with its payment row, a refund with its refund row).
+//
+//	recharge            +   money paid in (or captured money credited back to the customer)
+//	payment             −   an order paid from the balance
+//	refund              +   a balance payment refunded to the balance
+//	manual_adjust       ±   an admin's correction, with a note
+//
+// A debit may take the balance down to -credit_limit and no further; a credit
+// is always taken. internal/ledger.Verify checks independently that the
+// ledger chains and matches the balances.
+package balance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// Kind is the type of a ledger entry (balance_transactions.type).
+type Kind string
+
+// The kinds of entry.
+const (
+	Recharge     Kind = store.BalanceRecharge
+	Payment      Kind = store.BalancePayment
+	Refund       Kind = store.BalanceRefund
+	ManualAdjust Kind = store.BalanceManualAdjust
+)
+
+// actions name each kind of entry in the audit log (entity: the customer).
+var actions = map[Kind]string{
+	Recharge:     "balance.recharge",
+	Payment:      "balance.charge",
+	Refund:       "balance.refund",
+	ManualAdjust: "customer.balance_adjusted",
+}
+
+// Entry is one change of a customer's balance.
+type Entry struct {
+	CustomerID uuid.UUID
+	Kind       Kind
+	// Amount is signed: positive credits the balance, negative debits it.
+	// Payments debit; recharges and refunds credit; a manual adjustment
+	// either.
+	Amount money.Amount
+	// Currency, when set, must be the balance's (InvalidArgument).
+	Currency string
+	// What the entry belongs to, as the ledger row names it.
+	PaymentID *uuid.UUID
+	RefundID  *uuid.UUID
+	// CreatedBy is the admin who asked for it, when one did.
+	CreatedBy   *uuid.UUID
+	Description string
+	By          audit.Actor
+	At          time.Time
+}
+
+// Posted is an entry as written: the account after it, the balance before
+// it, and its ledger row.
+type Posted struct {
+	Account store.BalanceAccount
+	Before  money.Amount
+	Ledger  store.BalanceTransaction
+}
+
+// InsufficientError is a debit the credit limit does not allow: the balance
+// would have been After, below -CreditLimit.
+type InsufficientError struct {
+	After       money.Amount
+	CreditLimit money.Amount
+}
+
+func (e *InsufficientError) Error() string {
+	return fmt.Sprintf("the balance would be %s, below the credit limit of %s", e.After, e.CreditLimit)
+}
+
+// Post writes e in tx: it locks the customer (a caller that locked it
+// already keeps its lock), checks the currency and, for a debit, the credit
+// limit, moves the balance with its ledger row and writes the audit row. An
+// unknown customer is NotFound; a debit below -credit_limit is
+// InvalidArgument "insufficient balance" wrapping an *InsufficientError;
+// nothing is written then.
+func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
+	if _, ok := actions[e.Kind]; !ok {
+		return Posted{}, apperr.New(apperr.Internal, "balance: unknown entry kind %q", e.Kind)
+	}
+	acct, err := store.LockBalanceAccount(ctx, tx, e.CustomerID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Posted{}, apperr.New(apperr.NotFound, "customer %s not found", e.CustomerID)
+	}
+	if err != nil {
+		return Posted{}, err
+	}
+	if e.Currency != "" && e.Currency != acct.Currency {
+		return Posted{}, apperr.New(apperr.InvalidArgument, "the customer's balance is in %s, not %s", acct.Currency, e.Currency)
+	}
+	after, err := acct.Balance.Add(e.Amount)
+	if err != nil {
+		return Posted{}, apperr.New(apperr.InvalidArgument, "the balance would leave the range of amounts")
+	}
+	if e.Amount.Sign() < 0 && after.Cmp(acct.CreditLimit.Neg()) < 0 {
+		return Posted{}, apperr.Wrap(apperr.InvalidArgument, &InsufficientError{After: after, CreditLimit: acct.CreditLimit}, "insufficient balance")
+	}
+	if e.At.IsZero() {
+		e.At = time.Now().UTC().Truncate(time.Microsecond)
+	}
+	row, err := store.PostBalance(ctx, tx, store.BalanceTransaction{
+		CustomerID: e.CustomerID, Type: string(e.Kind), Amount: e.Amount,
+		BalanceBefore: acct.Balance, BalanceAfter: after,
+		PaymentID: e.PaymentID, RefundID: e.RefundID, CreatedBy: e.CreatedBy,
+		Description: e.Description, CreatedAt: e.At,
+	})
+	if err != nil {
+		// The row is locked at acct.Balance and the checks above hold: a
+		// refusal here is a bug, never the caller's.
+		return Posted{}, apperr.Wrap(apperr.Internal, err, "balance: post %s of %s for customer %s", e.Kind, e.Amount, e.CustomerID)
+	}
+	before := state{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
+	afterState := before
+	afterState.Balance = after
+	if err := audit.Write(ctx, tx, e.By, e.At, actions[e.Kind], "customer", acct.CustomerID.String(), before, posted{
+		state: afterState, Amount: e.Amount, Kind: e.Kind, BalanceTransactionID: row.ID, Note: e.Description,
+	}); err != nil {
+		return Posted{}, err
+	}
+	acct.Balance = after
+	return Posted{Account: acct, Before: before.Balance, Ledger: row}, nil
+}
+
+// state is the audit snapshot of a balance.
+type state struct {
+	CustomerID  uuid.UUID    `json:"customer_id"`
+	Balance     money.Amount `json:"balance"`
+	CreditLimit money.Amount `json:"credit_limit"`
+	Currency    string       `json:"currency"`
+}
+
+// posted is the audit "after" of an entry: the balance and the entry.
+type posted struct {
+	state
+	Amount               money.Amount `json:"amount"`
+	Kind                 Kind         `json:"type"`
+	BalanceTransactionID uuid.UUID    `json:"balance_transaction_id"`
+	Note                 string       `json:"note,omitempty"`
+}
