@@ -287,7 +287,8 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	}
 	secret := []byte(testConfig("").JWT.Secret)
 
-	// The genuine ones work (the test would prove nothing otherwise).
+	// The genuine ones work (the test would prove nothing otherwise); a
+	// token is taken only in its canonical form (unpadded base64url).
 	require.NoError(t, me(c.customer))
 	require.NoError(t, me(c.admin))
 	require.NoError(t, me(c.key))
@@ -300,18 +301,21 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	realKey := keyRes.Msg.GetKey()
 
 	for name, cr := range map[string]credential{
-		"forged session cookie":           cookie("paymentd_session=" + random(32)),
-		"session cookie of another shape": cookie("paymentd_session=" + strings.Repeat("A", 4000)),
-		"JWT signed with another key":     bearer(jwtWith(t, "HS256", []byte("another-secret-another-secret-!!"), claims)),
-		"JWT with alg none":               bearer(jwtWith(t, "none", nil, claims)),
-		"JWT with alg HS512":              bearer(jwtWith(t, "HS512", secret, claims)),
-		"JWT expired":                     bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(), "jti": "x"})),
-		"JWT of another issuer":           bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "evil", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "jti": "x"})),
-		"JWT truncated":                   bearer(jwtWith(t, "HS256", secret, claims)[:40]),
-		"revoked API key":                 apiKey(realKey),
-		"guessed API key":                 apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
-		"real key id, guessed secret":     apiKey(realKey[:36] + random(32)),
-		"not an API key":                  apiKey("' OR 1=1 --"),
+		"forged session cookie":              cookie("paymentd_session=" + random(32)),
+		"session cookie of another shape":    cookie("paymentd_session=" + strings.Repeat("A", 4000)),
+		"JWT signed with another key":        bearer(jwtWith(t, "HS256", []byte("another-secret-another-secret-!!"), claims)),
+		"JWT with alg none":                  bearer(jwtWith(t, "none", nil, claims)),
+		"JWT with alg HS512":                 bearer(jwtWith(t, "HS512", secret, claims)),
+		"JWT expired":                        bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(), "jti": "x"})),
+		"JWT of another issuer":              bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "evil", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "jti": "x"})),
+		"JWT truncated":                      bearer(jwtWith(t, "HS256", secret, claims)[:40]),
+		"JWT with its signature padded":      bearer(jwtWith(t, "HS256", secret, claims) + "="),
+		"JWT with header and payload padded": bearer(strings.Replace(jwtWith(t, "HS256", secret, claims), ".", "=.", 2)),
+		"customer's own token, padded":       bearer(strings.TrimPrefix(customerAuth(c), "Bearer ") + "="),
+		"revoked API key":                    apiKey(realKey),
+		"guessed API key":                    apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
+		"real key id, guessed secret":        apiKey(realKey[:36] + random(32)),
+		"not an API key":                     apiKey("' OR 1=1 --"),
 	} {
 		err := me(cr)
 		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
@@ -633,4 +637,11 @@ func TestJunkCallbacksAreMalformedNotGatewayErrors(t *testing.T) {
 	require.Equal(t, 1.0, m[series("accepted")])
 	require.Equal(t, 6.0, m[series("malformed")])
 	require.Zero(t, m[series("error")])
+}
+
+// customerAuth is the Authorization header a credential sets.
+func customerAuth(c callers) string {
+	h := http.Header{}
+	c.customer(h)
+	return h.Get("Authorization")
 }
