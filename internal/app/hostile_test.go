@@ -37,6 +37,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -286,7 +287,8 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	}
 	secret := []byte(testConfig("").JWT.Secret)
 
-	// The genuine ones work (the test would prove nothing otherwise).
+	// The genuine ones work (the test would prove nothing otherwise); a
+	// token is taken only in its canonical form (unpadded base64url).
 	require.NoError(t, me(c.customer))
 	require.NoError(t, me(c.admin))
 	require.NoError(t, me(c.key))
@@ -299,18 +301,21 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	realKey := keyRes.Msg.GetKey()
 
 	for name, cr := range map[string]credential{
-		"forged session cookie":           cookie("paymentd_session=" + random(32)),
-		"session cookie of another shape": cookie("paymentd_session=" + strings.Repeat("A", 4000)),
-		"JWT signed with another key":     bearer(jwtWith(t, "HS256", []byte("another-secret-another-secret-!!"), claims)),
-		"JWT with alg none":               bearer(jwtWith(t, "none", nil, claims)),
-		"JWT with alg HS512":              bearer(jwtWith(t, "HS512", secret, claims)),
-		"JWT expired":                     bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(), "jti": "x"})),
-		"JWT of another issuer":           bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "evil", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "jti": "x"})),
-		"JWT truncated":                   bearer(jwtWith(t, "HS256", secret, claims)[:40]),
-		"revoked API key":                 apiKey(realKey),
-		"guessed API key":                 apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
-		"real key id, guessed secret":     apiKey(realKey[:36] + random(32)),
-		"not an API key":                  apiKey("' OR 1=1 --"),
+		"forged session cookie":              cookie("paymentd_session=" + random(32)),
+		"session cookie of another shape":    cookie("paymentd_session=" + strings.Repeat("A", 4000)),
+		"JWT signed with another key":        bearer(jwtWith(t, "HS256", []byte("another-secret-another-secret-!!"), claims)),
+		"JWT with alg none":                  bearer(jwtWith(t, "none", nil, claims)),
+		"JWT with alg HS512":                 bearer(jwtWith(t, "HS512", secret, claims)),
+		"JWT expired":                        bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix(), "jti": "x"})),
+		"JWT of another issuer":              bearer(jwtWith(t, "HS256", secret, map[string]any{"sub": c.customerID.String(), "iss": "evil", "iat": time.Now().Unix(), "exp": time.Now().Add(time.Hour).Unix(), "jti": "x"})),
+		"JWT truncated":                      bearer(jwtWith(t, "HS256", secret, claims)[:40]),
+		"JWT with its signature padded":      bearer(jwtWith(t, "HS256", secret, claims) + "="),
+		"JWT with header and payload padded": bearer(strings.Replace(jwtWith(t, "HS256", secret, claims), ".", "=.", 2)),
+		"customer's own token, padded":       bearer(strings.TrimPrefix(customerAuth(c), "Bearer ") + "="),
+		"revoked API key":                    apiKey(realKey),
+		"guessed API key":                    apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
+		"real key id, guessed secret":        apiKey(realKey[:36] + random(32)),
+		"not an API key":                     apiKey("' OR 1=1 --"),
 	} {
 		err := me(cr)
 		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
@@ -575,4 +580,68 @@ func paymentClients(base string) (paymentpbconnect.PaymentServiceClient, orderpb
 	return paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, base),
 		orderpbconnect.NewOrderServiceClient(http.DefaultClient, base),
 		gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, base)
+}
+
+// Unsigned junk — 6,150 short pairs, 54 KiB, under the 64 KiB bound — used
+// to run epay's parse_callback out of its instruction budget: a 500,
+// counted as a gateway error, firing PaymentdCallbacksFailing for whoever
+// sent it. More parameters than any gateway sends are refused before the
+// plugin runs: 400 on the route, InvalidArgument over gRPC, counted as
+// malformed, nothing changed; a real notification still settles.
+func TestJunkCallbacksAreMalformedNotGatewayErrors(t *testing.T) {
+	t.Parallel()
+	o := startObserved(t, nil)
+	e := o.payEnv
+	p := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	series := func(outcome string) string {
+		return `paymentd_callbacks_total{gateway="epay",outcome="` + outcome + `"}`
+	}
+	var junk strings.Builder
+	for i := range 6150 {
+		fmt.Fprintf(&junk, "k%04d=v&", i)
+	}
+	payload := strings.TrimSuffix(junk.String(), "&")
+	require.Less(t, len(payload), payment.MaxCallbackBytes)
+	// The same count of parts, none of them a parameter, is no cheaper.
+	empty := strings.Repeat("&", 6150)
+	before := moneyState(t, e)
+
+	for _, q := range []string{payload, empty} {
+		code, body := o.callbackGET(t, q)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Contains(t, body, "malformed callback")
+		resp, err := http.Post(e.r.baseURL+"/callbacks/"+e.epayGW, "application/x-www-form-urlencoded", strings.NewReader(q))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+		err = e.callback(q)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		require.ErrorContains(t, err, "malformed callback: more than 128 parameters")
+	}
+	m := o.scrape(t)
+	require.Equal(t, 6.0, m[series("malformed")])
+	require.Zero(t, m[series("error")], "junk is not a gateway failure")
+	require.Equal(t, before, moneyState(t, e))
+
+	// Unsigned junk within the bound is a bad signature, as before.
+	code, _ := o.callbackGET(t, "k=v&pid="+epay.DefaultPID+"&sign=x")
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, 1.0, o.scrape(t)[series("bad_signature")])
+
+	// The gateway's own notification, signed, still settles the payment.
+	code, body := o.callbackGET(t, signedNotify(p, "T-1", "12.30"))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "success", body)
+	require.Equal(t, "success", e.getPayment(t, p).GetStatus())
+	m = o.scrape(t)
+	require.Equal(t, 1.0, m[series("accepted")])
+	require.Equal(t, 6.0, m[series("malformed")])
+	require.Zero(t, m[series("error")])
+}
+
+// customerAuth is the Authorization header a credential sets.
+func customerAuth(c callers) string {
+	h := http.Header{}
+	c.customer(h)
+	return h.Get("Authorization")
 }

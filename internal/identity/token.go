@@ -97,8 +97,10 @@ func (s *Service) verifyToken(token string) (uuid.UUID, string, string) {
 	if v, ok := s.verified.get(token, now); ok {
 		return v.customer, v.jti, ""
 	}
-	// Only the compact form with our one algorithm: "alg":"none", HS512,
-	// RS256 and a JSON-serialised JWS are refused before any verification.
+	// Only the compact form, in canonical base64url, with our one
+	// algorithm: "alg":"none", HS512, RS256, a JSON-serialised JWS and a
+	// padded or otherwise re-encoded token are refused before any
+	// verification.
 	if alg, ok := compactAlg(token); !ok {
 		return uuid.Nil, "", "malformed token"
 	} else if alg != jwa.HS256().String() {
@@ -140,12 +142,17 @@ func (s *Service) verifyToken(token string) (uuid.UUID, string, string) {
 	return id, jti, ""
 }
 
-// compactAlg returns the alg of a compact JWS "header.payload.signature".
+// compactAlg returns the alg of a compact JWS "header.payload.signature"
+// whose three segments are canonical base64url (canonicalSegment).
 func compactAlg(token string) (string, bool) {
 	if strings.Count(token, ".") != 2 {
 		return "", false
 	}
-	head, _, _ := strings.Cut(token, ".")
+	head, rest, _ := strings.Cut(token, ".")
+	payload, sig, _ := strings.Cut(rest, ".")
+	if !canonicalSegment(head) || !canonicalSegment(payload) || !canonicalSegment(sig) {
+		return "", false
+	}
 	raw, err := base64.RawURLEncoding.DecodeString(head)
 	if err != nil {
 		return "", false
@@ -158,4 +165,36 @@ func compactAlg(token string) (string, bool) {
 		return "", false
 	}
 	return *h.Alg, true
+}
+
+// base64url is the alphabet of RFC 4648 §5.
+const base64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// canonicalSegment reports whether s is base64url as RFC 7515 writes a JWS
+// segment: only the 64 letters (no "=" padding, no line breaks, which Go's
+// and jwx's decoders skip), a length a whole number of bytes encodes to,
+// and the unused low bits of the last character zero. A lenient decoder
+// reads "sig", "sig=" and "sig" with its spare bits set as the same bytes;
+// taking only the one form keeps a token from having several spellings
+// (the outside probe's token+"=" was accepted: no impact found, but a
+// token is one string).
+func canonicalSegment(s string) bool {
+	for i := range len(s) {
+		if strings.IndexByte(base64url, s[i]) < 0 {
+			return false
+		}
+	}
+	if len(s) == 0 {
+		return true
+	}
+	last := strings.IndexByte(base64url, s[len(s)-1])
+	switch len(s) % 4 {
+	case 1:
+		return false // six bits: not a whole byte
+	case 2:
+		return last&0x0f == 0 // one byte: 8 of 12 bits used
+	case 3:
+		return last&0x03 == 0 // two bytes: 16 of 18 bits used
+	}
+	return true
 }

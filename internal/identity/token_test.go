@@ -81,6 +81,14 @@ func TestForgedAndExpiredAccessTokensAreRefused(t *testing.T) {
 		"two segments":           parts[0] + "." + parts[1],
 		"json serialization":     `{"payload":"` + parts[1] + `","signatures":[{"protected":"` + parts[0] + `","signature":"` + parts[2] + `"}]}`,
 		"too long":               other.token + strings.Repeat("A", 5000),
+		// A genuine token in a form no encoder writes: padded, or with the
+		// unused bits of a segment's last character set. Only the canonical
+		// unpadded base64url is taken.
+		"signature padded":           other.token + "=",
+		"signature padded twice":     other.token + "==",
+		"payload padded":             parts[0] + "." + parts[1] + "=." + parts[2],
+		"header padded":              parts[0] + "=." + parts[1] + "." + parts[2],
+		"signature's spare bits set": parts[0] + "." + parts[1] + "." + spareBitsSet(parts[2]),
 	}
 	for name, tok := range forged {
 		_, err := e.me(bearer(tok))
@@ -98,4 +106,20 @@ func TestForgedAndExpiredAccessTokensAreRefused(t *testing.T) {
 	e.clock.Advance(time.Second)
 	_, err = e.me(bearer(victim.token))
 	requireCode(t, connect.CodeUnauthenticated, err)
+}
+
+// spareBitsSet is seg (unpadded base64url) with the unused low bits of its
+// last character set: the same bytes to a lenient decoder, another string.
+func spareBitsSet(seg string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, seg[len(seg)-1])
+	switch len(seg) % 4 {
+	case 2:
+		last |= 0x0f
+	case 3:
+		last |= 0x03
+	default:
+		panic("a segment without spare bits")
+	}
+	return seg[:len(seg)-1] + alphabet[last:last+1]
 }

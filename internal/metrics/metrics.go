@@ -81,7 +81,7 @@ func New() *Metrics {
 	m.settledCents = counterVec("payment_settled_cents_total",
 		"Money settled by gateways (payments turned success), in cents, by gateway plugin and currency.", "gateway", "currency")
 	m.callbacks = counterVec("callbacks_total",
-		"Gateway callbacks (the /callbacks route and HandleCallback), by gateway plugin and outcome: accepted, duplicate, ignored, bad_signature, mismatch, not_found, unavailable, error.", "gateway", "outcome")
+		"Gateway callbacks (the /callbacks route and HandleCallback), by gateway plugin and outcome: accepted, duplicate, ignored, malformed, bad_signature, mismatch, not_found, unavailable, error.", "gateway", "outcome")
 	m.refunds = counterVec("refunds_total",
 		"Refunds, by gateway plugin (balance for a balance payment) and outcome: succeeded, failed, unknown.", "gateway", "outcome")
 	m.refundedCents = counterVec("refunded_cents_total",

@@ -2,6 +2,7 @@ package payment
 
 import (
 	"context"
+	"net/http"
 	"strings"
 	"time"
 
@@ -41,6 +42,9 @@ type CallbackResult struct {
 // HandleCallback verifies a gateway callback with the interface's plugin
 // (parse_callback) and applies it exactly once:
 //
+//   - a callback no gateway sends (over MaxCallbackPairs parameters or
+//     MaxCallbackBytes) is InvalidArgument "malformed callback: …", refused
+//     before the plugin runs, counted as malformed;
 //   - a bad signature (valid=false) is InvalidArgument "signature
 //     verification failed: …", nothing changed;
 //   - an unknown payment is NotFound;
@@ -75,6 +79,9 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		return CallbackResult{}, err
 	}
 	*gateway = gw.PluginName
+	if err := checkCallbackShape(cb); err != nil {
+		return CallbackResult{}, err
+	}
 	if gw.Plugin == nil {
 		return CallbackResult{}, apperr.New(apperr.Unavailable, "the plugin of gateway interface %s is not loaded", cb.GatewayInterfaceID)
 	}
@@ -123,6 +130,51 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		return CallbackResult{}, err
 	}
 	return CallbackResult{Payment: st.Payment, Ack: res.Ack, Duplicate: st.Duplicate, Applied: st.Applied}, nil
+}
+
+// MaxCallbackPairs bounds the parameters of a form-encoded callback (a GET
+// query, a POST form) that reach a plugin's parse_callback, counted as
+// '&'-separated parts, empty ones included. Real notifications carry about
+// 10 (epay) to 40 (Alipay).
+//
+// Without it, unsigned junk — 6,150 "k=v" pairs, 48 KiB, under
+// MaxCallbackBytes — ran epay's parse_callback out of its 10M-instruction
+// budget before any signature check, answering 500 and counting as a
+// gateway error. Measured (internal/plugintest, epay_budget_test.go), each
+// part costs about 100 instructions of its own plus one per 16 bytes of
+// payload after it (string.find is charged for the text from its start to
+// the end), so the cost grows with parts × payload: 6,150 parts of 48 KiB
+// come to about 10M. Under this bound the worst payload (128 parts in
+// 64 KiB: pid and sign present so the signature is computed, short parts
+// and one long last value) costs 0.55M instructions, 5.5% of the budget,
+// which TestEpayParseCallbackWorstCaseUnderTheCallbackBounds keeps under a
+// tenth; a 40-parameter notification costs 6K. The bound leaves real
+// notifications three times Alipay's parameters.
+const MaxCallbackPairs = 128
+
+// checkCallbackShape refuses, before any plugin runs, a callback no gateway
+// sends: a payload over MaxCallbackBytes, or a form of more than
+// MaxCallbackPairs parts. It is InvalidArgument, counted as malformed:
+// junk anyone can send is neither a gateway failure nor a forged signature.
+func checkCallbackShape(cb Callback) error {
+	if len(cb.Payload) > MaxCallbackBytes {
+		return apperr.Wrap(apperr.InvalidArgument, errMalformedCallback, "malformed callback: the payload is over %d bytes", MaxCallbackBytes)
+	}
+	if formEncoded(cb) && strings.Count(cb.Payload, "&") >= MaxCallbackPairs {
+		return apperr.Wrap(apperr.InvalidArgument, errMalformedCallback, "malformed callback: more than %d parameters", MaxCallbackPairs)
+	}
+	return nil
+}
+
+// formEncoded reports whether a callback's payload is form-encoded pairs: a
+// GET query, or a POST without a content type (the gRPC HandleCallback's)
+// or with a form one. Other bodies (JSON, XML) are the plugin's to bound.
+func formEncoded(cb Callback) bool {
+	if cb.Method != http.MethodPost {
+		return true
+	}
+	ct := strings.ToLower(strings.TrimSpace(cb.ContentType))
+	return ct == "" || strings.Contains(ct, "application/x-www-form-urlencoded")
 }
 
 // QueryPaymentStatus asks the gateway for a payment's status and

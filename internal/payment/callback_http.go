@@ -23,7 +23,7 @@ const MaxCallbackBytes = 64 << 10
 // answers in the terms a gateway understands:
 //
 //	applied, repeated, or not a success   200, the plugin's ack (epay: "success"), so the gateway stops
-//	bad signature, mismatch               400, a short reason, no ack
+//	malformed, bad signature, mismatch    400, a short reason, no ack
 //	unknown payment or interface          404
 //	plugin not loaded, circuit open       503 (the gateway retries)
 //	anything else                         500 (the gateway retries)

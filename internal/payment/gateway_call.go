@@ -188,9 +188,14 @@ func pluginMessage(err error) string {
 }
 
 // clip bounds a text that came from outside (a plugin, a gateway) before it
-// goes into an error message or a row.
+// goes into an error message or a row. What PostgreSQL's text cannot hold,
+// invalid UTF-8 and NUL, becomes "?": the text is for people to read. An
+// identifier is never clipped; settle refuses one with a NUL instead.
 func clip(s string, n int) string {
 	s = strings.ToValidUTF8(s, "?")
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "?")
+	}
 	if len(s) <= n {
 		return s
 	}

@@ -39,6 +39,7 @@ const (
 	CallbackDuplicate    = "duplicate"     // a repeat of an applied callback
 	CallbackIgnored      = "ignored"       // valid, but not a success: nothing to apply
 	CallbackBadSignature = "bad_signature" // the plugin refused it (signature, foreign merchant)
+	CallbackMalformed    = "malformed"     // refused before the plugin saw it (too many parameters)
 	CallbackMismatch     = "mismatch"      // interface, amount or order number does not match; late success
 	CallbackNotFound     = "not_found"     // unknown payment or interface
 	CallbackUnavailable  = "unavailable"   // plugin not loaded, circuit open
@@ -54,6 +55,9 @@ const (
 // errBadSignature marks a callback the plugin refused (valid=false).
 var errBadSignature = errors.New("bad signature")
 
+// errMalformedCallback marks a callback refused before its plugin ran.
+var errMalformedCallback = errors.New("malformed callback")
+
 // callbackOutcome classifies a callback's answer.
 func callbackOutcome(res CallbackResult, err error) string {
 	if err == nil {
@@ -68,6 +72,9 @@ func callbackOutcome(res CallbackResult, err error) string {
 	}
 	if errors.Is(err, errBadSignature) {
 		return CallbackBadSignature
+	}
+	if errors.Is(err, errMalformedCallback) {
+		return CallbackMalformed
 	}
 	kind, _ := apperr.KindOf(err)
 	switch kind {

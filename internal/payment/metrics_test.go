@@ -20,6 +20,7 @@ func TestCallbackOutcomesAreClassifiedFromTheAnswer(t *testing.T) {
 		{CallbackResult{Duplicate: true}, nil, CallbackDuplicate},
 		{CallbackResult{}, nil, CallbackIgnored},
 		{CallbackResult{}, apperr.Wrap(apperr.InvalidArgument, errBadSignature, "signature verification failed: x"), CallbackBadSignature},
+		{CallbackResult{}, apperr.Wrap(apperr.InvalidArgument, errMalformedCallback, "malformed callback: x"), CallbackMalformed},
 		{CallbackResult{}, apperr.New(apperr.InvalidArgument, "amount mismatch"), CallbackMismatch},
 		{CallbackResult{}, apperr.New(apperr.NotFound, "payment not found"), CallbackNotFound},
 		{CallbackResult{}, apperr.New(apperr.Unavailable, "gateway down"), CallbackUnavailable},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,6 +87,12 @@ type Settlement struct {
 // Concurrent reports of one payment queue on the row locks; exactly one
 // applies, the others see the result.
 func (s *Service) settle(ctx context.Context, src string, who audit.Actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
+	// The gateway's ids are stored as they came and sent back to it later
+	// (refunds, queries), so one PostgreSQL cannot hold is not mended: the
+	// report is unreadable, like an unreadable amount.
+	if strings.IndexByte(rep.GatewayPaymentID, 0) >= 0 || strings.IndexByte(rep.GatewayTxID, 0) >= 0 {
+		return Settlement{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable gateway order or transaction number (a NUL character)")
+	}
 	// Unlocked: the order and invoice of a payment never change, and they
 	// must be locked before the payment (customer → order → invoice →
 	// payment, the order every writer of these rows uses).

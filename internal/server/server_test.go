@@ -155,6 +155,21 @@ func TestInvalidRequestIsRejectedNamingTheField(t *testing.T) {
 	}
 }
 
+// A NUL in any string is refused before the handler, over every protocol,
+// like a protovalidate violation (PostgreSQL cannot store it).
+func TestNULInAStringIsRejectedNamingTheField(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, proto := range []connect.ClientOption{connect.WithGRPC(), connect.WithGRPCWeb(), connect.WithProtoJSON()} {
+		client := paymentpbconnect.NewPaymentServiceClient(b.h2c, b.baseURL, proto)
+		_, err := client.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+			GatewayInterfaceId: validID, Payload: "a=1&b=\x00",
+		}))
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		require.Contains(t, err.Error(), "validation error: payload: must not contain NUL characters")
+	}
+}
+
 func TestValidationRulesOfTheContract(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

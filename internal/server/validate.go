@@ -10,10 +10,11 @@ import (
 )
 
 // NewValidateInterceptor checks every request message against its
-// protovalidate rules before the handler runs. A violation answers
-// InvalidArgument with a message naming each offending field
-// ("validation error: id: value must be a valid UUID") and the
-// buf.validate.Violations as an error detail for programs.
+// protovalidate rules before the handler runs, and refuses a NUL character
+// in any of its strings (nul.go). A violation answers InvalidArgument with
+// a message naming each offending field ("validation error: id: value must
+// be a valid UUID") and the buf.validate.Violations as an error detail for
+// programs.
 func NewValidateInterceptor() (connect.Interceptor, error) {
 	v, err := protovalidate.New()
 	if err != nil {
@@ -22,6 +23,9 @@ func NewValidateInterceptor() (connect.Interceptor, error) {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			if msg, ok := req.Any().(proto.Message); ok {
+				if verr := nulError(msg.ProtoReflect()); verr != nil {
+					return nil, validationError(verr)
+				}
 				if err := v.Validate(msg); err != nil {
 					return nil, validationError(err)
 				}

@@ -1,0 +1,172 @@
+package app_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+)
+
+// procedure is one unary procedure the service serves.
+type procedure struct {
+	path  string // "/billing.payment.PaymentService/GetPayment"
+	input protoreflect.MessageType
+}
+
+// billingProcedures lists every procedure of every billing.* service, in
+// a stable order (fuzz inputs name one by its index).
+func billingProcedures(tb testing.TB) []procedure {
+	tb.Helper()
+	var procs []procedure
+	protoregistry.GlobalFiles.RangeFiles(func(fd protoreflect.FileDescriptor) bool {
+		if !strings.HasPrefix(string(fd.Package()), "billing.") {
+			return true
+		}
+		for i := range fd.Services().Len() {
+			svc := fd.Services().Get(i)
+			for j := range svc.Methods().Len() {
+				m := svc.Methods().Get(j)
+				mt, err := protoregistry.GlobalTypes.FindMessageByName(m.Input().FullName())
+				if err != nil {
+					tb.Fatalf("%s: %v", m.FullName(), err)
+				}
+				procs = append(procs, procedure{path: "/" + string(svc.FullName()) + "/" + string(m.Name()), input: mt})
+			}
+		}
+		return true
+	})
+	slices.SortFunc(procs, func(a, b procedure) int { return strings.Compare(a.path, b.path) })
+	if len(procs) < 50 {
+		tb.Fatalf("only %d billing procedures are registered", len(procs))
+	}
+	return procs
+}
+
+// nulFilled is a request of type mt whose every top-level string holds a
+// NUL, and whose every Struct holds one in a key and a value.
+func nulFilled(tb testing.TB, mt protoreflect.MessageType) proto.Message {
+	m := mt.New()
+	fields := m.Descriptor().Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		switch {
+		case fd.IsList() || fd.IsMap():
+		case fd.Kind() == protoreflect.StringKind:
+			m.Set(fd, protoreflect.ValueOfString("nul\x00"))
+		case fd.Message() != nil && fd.Message().FullName() == "google.protobuf.Struct":
+			s, err := structpb.NewStruct(map[string]any{"k\x00": "v", "k": "v\x00"})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			m.Set(fd, protoreflect.ValueOfMessage(s.ProtoReflect()))
+		}
+	}
+	return m.Interface()
+}
+
+// callRaw sends body to a procedure over the Connect protocol (binary
+// protobuf or JSON) and returns the error code the service answered ("" for
+// success; "http <status>" when the answer carries none).
+func callRaw(tb testing.TB, base, path string, cred credential, asJSON bool, body []byte) (code, message string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/proto")
+	if asJSON {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Connect-Protocol-Version", "1")
+	cred(req.Header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK {
+		return "", ""
+	}
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(raw, &e) != nil || e.Code == "" {
+		return "http " + resp.Status, string(raw)
+	}
+	return e.Code, e.Message
+}
+
+// FuzzRequestsNeverInternal sends arbitrary requests — binary protobuf or
+// JSON made of the fuzzer's bytes — to every procedure of every billing.*
+// service of one running paymentd (real database, real plugins, a fake
+// gateway), as nobody, a customer, an API key or an admin. Whatever the
+// input, the answer is a success or a code that blames the request
+// (InvalidArgument, NotFound, Unauthenticated, …): never Internal or
+// Unknown, which would mean bad input reached somewhere it could break (a
+// NUL reaching PostgreSQL did).
+func FuzzRequestsNeverInternal(f *testing.F) {
+	e := startPayments(f)
+	procs := billingProcedures(f)
+	creds := []credential{nobody, e.c.customer, e.c.key, e.c.admin}
+	const nobodyI, customerI, adminI = 0, 1, 3
+	index := func(path string) uint16 {
+		i := slices.IndexFunc(procs, func(p procedure) bool { return p.path == path })
+		if i < 0 {
+			f.Fatalf("no procedure %s", path)
+		}
+		return uint16(i)
+	}
+	marshal := func(m proto.Message, asJSON bool) []byte {
+		var b []byte
+		var err error
+		if asJSON {
+			b, err = protojson.Marshal(m)
+		} else {
+			b, err = proto.Marshal(m)
+		}
+		if err != nil {
+			f.Fatal(err)
+		}
+		return b
+	}
+	for i, p := range procs {
+		f.Add(uint16(i), uint8(nobodyI), false, []byte{})
+		f.Add(uint16(i), uint8(adminI), false, marshal(nulFilled(f, p.input), false))
+		f.Add(uint16(i), uint8(customerI), true, marshal(nulFilled(f, p.input), true))
+		f.Add(uint16(i), uint8(adminI), true, []byte(`{"id":"`+e.epayGW+`\u0000"}`))
+	}
+	// The outside probe's findings, as it sent them.
+	f.Add(index("/billing.identity.IdentityService/AdminLogin"), uint8(nobodyI), true, []byte(`{"username":"ad\u0000min","password":"bootstrap-password"}`))
+	f.Add(index("/billing.identity.IdentityService/Register"), uint8(nobodyI), true, []byte(`{"email":"n@example.com","password":"long enough password","name":"\u0000"}`))
+	f.Add(index("/billing.identity.IdentityService/CreateApiKey"), uint8(customerI), false, marshal(&identitypb.CreateApiKeyRequest{Name: "k\x00"}, false))
+	f.Add(index("/billing.order.OrderService/CreateProduct"), uint8(adminI), false, marshal(&orderpb.CreateProductRequest{Name: "\x00", Price: "1.00", Currency: "CNY"}, false))
+
+	logout := index("/billing.identity.IdentityService/Logout")
+	f.Fuzz(func(t *testing.T, proc uint16, who uint8, asJSON bool, body []byte) {
+		p := procs[int(proc)%len(procs)]
+		cred := creds[int(who)%len(creds)]
+		if int(proc)%len(procs) == int(logout) {
+			// Logout would end the admin session every later input uses.
+			cred = nobody
+		}
+		code, msg := callRaw(t, e.r.baseURL, p.path, cred, asJSON, body)
+		switch {
+		case code == "internal", code == "unknown", strings.HasPrefix(code, "http 5"):
+			t.Fatalf("%s (json %v) with %q answered %s: %s", p.path, asJSON, body, code, msg)
+		}
+	})
+}
