@@ -18,6 +18,7 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Leadership tells the worker whether this instance holds the event_worker
@@ -505,7 +506,7 @@ func (s *session) handle(row store.Event) {
 			maxAttempts = e.Attempt // fail now
 		}
 		backoff := Backoff(e.Attempt, w.opts.RetryBase, w.opts.RetryMax, w.opts.Jitter())
-		status, rerr := store.FailEventAttempt(rctx, w.db, claim, maxAttempts, backoff, truncate(err.Error(), 2000))
+		status, rerr := store.FailEventAttempt(rctx, w.db, claim, maxAttempts, backoff, text.Clip(err.Error(), 2000))
 		switch {
 		case rerr != nil:
 			lost("failed", rerr)
@@ -573,11 +574,4 @@ func (s *session) every(ctx context.Context, p Periodic) {
 		case <-t.C:
 		}
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Refunder gives the money of a cancelled order back. It must be
@@ -249,7 +250,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	defer cancel()
 	if !final {
 		err := e.Tx(bctx, s.db, func(tx pgx.Tx) error {
-			return store.SetInstanceLastError(bctx, tx, req.Instance.ID, truncate(perr.Error(), 1000), s.now())
+			return store.SetInstanceLastError(bctx, tx, req.Instance.ID, text.Clip(perr.Error(), 1000), s.now())
 		})
 		if err != nil {
 			log.WarnContext(ctx, "could not record the provisioning error on the instance", "err", err)
@@ -266,7 +267,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			return nil
 		}
 		now := s.now()
-		inst, err := store.MarkInstanceFailed(bctx, tx, req.Instance.ID, truncate(perr.Error(), 1000), now)
+		inst, err := store.MarkInstanceFailed(bctx, tx, req.Instance.ID, text.Clip(perr.Error(), 1000), now)
 		if err != nil {
 			return err
 		}
@@ -442,11 +443,4 @@ func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.T
 		return nil
 	})
 	return cancelled, err
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Changes a scan reports, one per plugin whose row it changed.
@@ -543,16 +544,9 @@ func (r *Registry) callFailed(ctx context.Context, l *loaded, fn string, err err
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	if _, err := store.SetPluginCallError(wctx, r.db, l.name, l.script.SHA256(), truncate(msg, 2000), r.now()); err != nil {
+	if _, err := store.SetPluginCallError(wctx, r.db, l.name, l.script.SHA256(), text.Clip(msg, 2000), r.now()); err != nil {
 		r.log.WarnContext(ctx, "cannot record a plugin's failed call", "plugin", l.name, "err", err)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Plugin hands out the loaded plugin of any type by name, for the notifier

@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // decision applies the version rule to one plugin inside the transaction
@@ -193,7 +194,7 @@ func errorText(err error) string {
 	if err == nil {
 		return "unknown error"
 	}
-	return truncate(err.Error(), 2000)
+	return text.Clip(err.Error(), 2000)
 }
 
 // storableSource is the source as the text column can hold it; a file

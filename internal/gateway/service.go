@@ -22,6 +22,7 @@ import (
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // maxAdminPageBytes bounds what admin_page may answer.
@@ -602,7 +603,7 @@ func (s *Service) TestInterface(ctx context.Context, id uuid.UUID) (TestResult, 
 	if err != nil {
 		var ce *plugin.CallError
 		if errors.As(err, &ce) && !errors.Is(err, outbound.ErrCircuitOpen) && !errors.Is(err, context.Canceled) {
-			return TestResult{OK: false, Message: fmt.Sprintf("test_config failed (%s): %s", ce.Kind, truncate(ce.Message, 500))}, nil
+			return TestResult{OK: false, Message: fmt.Sprintf("test_config failed (%s): %s", ce.Kind, text.Clip(ce.Message, 500))}, nil
 		}
 		return TestResult{}, callFailure(err, gw.PluginName, "test_config")
 	}

@@ -1,8 +1,9 @@
 package money
 
 import (
+	"github.com/rustbill/paymentd/internal/text"
+
 	"strconv"
-	"unicode/utf8"
 )
 
 // Parse reads a plain decimal: an optional '-', an integer part without leading
@@ -140,7 +141,7 @@ type inputError struct {
 }
 
 func newInputError(input string, kinds ...error) error {
-	return &inputError{input: truncate(input), kinds: kinds}
+	return &inputError{input: text.Clip(input, maxQuoted), kinds: kinds}
 }
 
 func (e *inputError) Error() string {
@@ -152,15 +153,3 @@ func (e *inputError) Unwrap() []error { return e.kinds }
 // maxQuoted bounds how much of a rejected input lands in an error message (and
 // from there in logs); amounts are short, so more than this is garbage anyway.
 const maxQuoted = 32
-
-func truncate(s string) string {
-	if len(s) <= maxQuoted {
-		return s
-	}
-	cut := maxQuoted
-	// Do not split a UTF-8 sequence; back up to the start of the rune at cut.
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}

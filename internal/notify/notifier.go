@@ -18,6 +18,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Channel delivers one notification. An error fails the attempt; it is
@@ -244,7 +245,7 @@ func (n *Notifier) deliver(ctx context.Context, row store.Notification) {
 	span.SetStatus(codes.Error, "notification not delivered")
 	backoff := event.Backoff(int(row.Attempts), n.opts.RetryBase, n.opts.RetryMax, rand.Float64())
 	status, rerr := store.MarkNotificationAttemptFailed(rctx, n.db, row.ID, row.Attempts, event.IsPermanent(err),
-		n.opts.MaxAttempts, backoff, truncate(err.Error(), 2000))
+		n.opts.MaxAttempts, backoff, text.Clip(err.Error(), 2000))
 	switch {
 	case rerr != nil:
 		log.ErrorContext(ctx, "notification failed and the failure could not be recorded", "err", err, "record_err", rerr)
@@ -253,11 +254,4 @@ func (n *Notifier) deliver(ctx context.Context, row store.Notification) {
 	default:
 		log.WarnContext(ctx, "notification failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String())
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Interceptor returns the RPC side of the Observer; put it first in every
@@ -90,7 +91,7 @@ func (i *interceptor) begin(ctx context.Context, spec connect.Spec, method, prot
 			// rpc.Error and reach neither the client nor this line.
 			var ce *connect.Error
 			if errors.As(err, &ce) {
-				line = append(line, slog.String("error", clip(ce.Message(), 300)))
+				line = append(line, slog.String("error", text.Clip(ce.Message(), 300)))
 			}
 		}
 		i.o.log.LogAttrs(ctx, level, "rpc", line...)

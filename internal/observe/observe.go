@@ -34,6 +34,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/metrics"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // RequestIDHeader carries the request id both ways.
@@ -154,24 +155,16 @@ func (o *Observer) Middleware(next http.Handler) http.Handler {
 			case status >= 500:
 				level = slog.LevelWarn
 			}
-			o.log.LogAttrs(ctx, level, "http", slog.String("method", r.Method), slog.String("path", clip(r.URL.Path, 200)),
+			o.log.LogAttrs(ctx, level, "http", slog.String("method", r.Method), slog.String("path", text.Clip(r.URL.Path, 200)),
 				slog.String("route", route), slog.Int("status", status), slog.Int64("bytes", rec.bytes),
 				slog.Float64("duration_ms", ms(took)), slog.String("remote_addr", r.RemoteAddr),
-				slog.String("user_agent", clip(r.UserAgent(), 200)))
+				slog.String("user_agent", text.Clip(r.UserAgent(), 200)))
 		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
 
 // recorder notes the status and size of an answer. It keeps Flush (gRPC
 // needs it for trailers) and Unwrap (http.ResponseController).

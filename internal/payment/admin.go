@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
+	"github.com/rustbill/paymentd/internal/text"
 
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -44,7 +45,7 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 		switch *q.Status {
 		case store.RefundPending, store.RefundSucceeded, store.RefundFailed:
 		default:
-			return nil, paging.Page{}, apperr.New(apperr.InvalidArgument, "status must be pending, succeeded or failed, got %q", clip(*q.Status, 20))
+			return nil, paging.Page{}, apperr.New(apperr.InvalidArgument, "status must be pending, succeeded or failed, got %q", text.Clip(*q.Status, 20))
 		}
 	}
 	var pg paging.Page
@@ -124,9 +125,9 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 		return Refunded{}, err
 	}
 	if outcome != store.RefundSucceeded && outcome != store.RefundFailed {
-		return Refunded{}, apperr.New(apperr.InvalidArgument, "outcome must be succeeded or failed, got %q", clip(outcome, 20))
+		return Refunded{}, apperr.New(apperr.InvalidArgument, "outcome must be succeeded or failed, got %q", text.Clip(outcome, 20))
 	}
-	note = clip(strings.TrimSpace(note), 500)
+	note = text.Clip(strings.TrimSpace(note), 500)
 	if note == "" {
 		return Refunded{}, apperr.New(apperr.InvalidArgument, "note is required: say what was checked at the gateway")
 	}
@@ -152,7 +153,7 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 		return Refunded{}, bug(err, "payment of refund")
 	}
 	out := refundOutcome{status: outcome, gatewayRefundID: ref.GatewayRefundID}
-	if id := clip(strings.TrimSpace(gatewayRefundID), 200); id != "" {
+	if id := text.Clip(strings.TrimSpace(gatewayRefundID), 200); id != "" {
 		out.gatewayRefundID = id
 	}
 	if outcome == store.RefundFailed {

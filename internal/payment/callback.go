@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Callback is a gateway's asynchronous notification as it arrived.
@@ -92,7 +93,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		return CallbackResult{}, err
 	}
 	if !res.Valid {
-		reason := clip(strings.TrimSpace(res.Reason), 120)
+		reason := text.Clip(strings.TrimSpace(res.Reason), 120)
 		if reason == "" {
 			reason = "rejected by the gateway plugin"
 		}
@@ -101,11 +102,11 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 	}
 	paymentID, err := uuid.Parse(res.PaymentID)
 	if err != nil {
-		return CallbackResult{}, apperr.New(apperr.NotFound, "payment %q not found", clip(res.PaymentID, 64))
+		return CallbackResult{}, apperr.New(apperr.NotFound, "payment %q not found", text.Clip(res.PaymentID, 64))
 	}
 	amount, err := money.Parse(res.Amount)
 	if err != nil {
-		return CallbackResult{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", clip(res.Amount, 40))
+		return CallbackResult{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", text.Clip(res.Amount, 40))
 	}
 
 	if res.Status != gatewaySuccess {
@@ -118,7 +119,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		if pay.GatewayInterfaceID == nil || *pay.GatewayInterfaceID != cb.GatewayInterfaceID {
 			return CallbackResult{}, apperr.New(apperr.InvalidArgument, "payment %s does not belong to gateway interface %s", paymentID, cb.GatewayInterfaceID)
 		}
-		s.log.InfoContext(ctx, "gateway callback without success", "payment_id", paymentID, "gateway_status", clip(res.Status, 20))
+		s.log.InfoContext(ctx, "gateway callback without success", "payment_id", paymentID, "gateway_status", text.Clip(res.Status, 20))
 		return CallbackResult{Payment: pay, Ack: res.Ack}, nil
 	}
 
@@ -226,12 +227,12 @@ func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src st
 		return pay, nil
 	case gatewaySuccess, gatewayFailed:
 	default:
-		return store.Payment{}, apperr.New(apperr.Internal, "gateway plugin %s: query_payment answered unknown status %q", gw.PluginName, clip(out.Status, 20))
+		return store.Payment{}, apperr.New(apperr.Internal, "gateway plugin %s: query_payment answered unknown status %q", gw.PluginName, text.Clip(out.Status, 20))
 	}
 	if out.Amount != "" {
 		a, err := money.Parse(out.Amount)
 		if err != nil {
-			return store.Payment{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", clip(out.Amount, 40))
+			return store.Payment{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", text.Clip(out.Amount, 40))
 		}
 		rep.Amount = &a
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // MaxCallbackBytes bounds a callback's query string or body, as the gRPC
@@ -126,7 +127,7 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func shortReason(err error) string {
 	var ae *apperr.Error
 	if errors.As(err, &ae) {
-		return clip(ae.Message, 200)
+		return text.Clip(ae.Message, 200)
 	}
 	return "bad request"
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/text"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -118,7 +119,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		pay, err = store.InsertGatewayPayment(rctx, tx, store.NewGatewayPayment{
 			ID: id, OrderID: tgt.orderID, InvoiceID: tgt.invoiceID, CustomerID: tgt.customerID,
 			GatewayInterfaceID: gw.InterfaceID, Amount: tgt.amount, Currency: tgt.currency,
-			PaymentURL: clip(out.PaymentURL, 4096), QRCode: clip(out.QRCode, 16384), Instructions: clip(out.Instructions, 4096),
+			PaymentURL: text.Clip(out.PaymentURL, 4096), QRCode: text.Clip(out.QRCode, 16384), Instructions: text.Clip(out.Instructions, 4096),
 			ReturnURL: in.ReturnURL, NextReconcileAt: now.Add(s.reconcileAfter), CreatedAt: now,
 		})
 		if err != nil {
@@ -225,7 +226,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		if subject == "" {
 			subject = "Order " + o.ID.String()
 		}
-		return target{customerID: o.CustomerID, orderID: &o.ID, amount: o.TotalAmount, currency: o.Currency, subject: clip(subject, 120)}, nil
+		return target{customerID: o.CustomerID, orderID: &o.ID, amount: o.TotalAmount, currency: o.Currency, subject: text.Clip(subject, 120)}, nil
 	}
 
 	if ord == nil && lock {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // The inputs and outputs of the gateway contract (docs/plugins.md). Money
@@ -182,28 +182,7 @@ func pluginKind(err error) plugin.ErrorKind {
 func pluginMessage(err error) string {
 	var ce *plugin.CallError
 	if errors.As(err, &ce) {
-		return clip(ce.Message, 300)
+		return text.Clip(ce.Message, 300)
 	}
-	return clip(err.Error(), 300)
+	return text.Clip(err.Error(), 300)
 }
-
-// clip bounds a text that came from outside (a plugin, a gateway) before it
-// goes into an error message or a row. What PostgreSQL's text cannot hold,
-// invalid UTF-8 and NUL, becomes "?": the text is for people to read. An
-// identifier is never clipped; settle refuses one with a NUL instead.
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "?")
-	}
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !isRuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
-}
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // refundCallTimeout bounds the gateway refund call, which runs detached
@@ -75,7 +76,7 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 		}
 		requested = &a
 	}
-	reason = clip(strings.TrimSpace(reason), 500)
+	reason = text.Clip(strings.TrimSpace(reason), 500)
 	pay, err := store.GetPayment(ctx, s.db, paymentID)
 	if err != nil {
 		return Refunded{}, paymentNotFound(err, paymentID)
@@ -108,7 +109,7 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 		return err
 	}
 	who := audit.System("refund_order")
-	reason = clip(strings.TrimSpace(reason), 500)
+	reason = text.Clip(strings.TrimSpace(reason), 500)
 	var pending []string
 	for _, pay := range pays {
 		_, err := s.refund(ctx, who, nil, pay, nil, reason)
@@ -212,7 +213,7 @@ func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid
 		}
 		return Refunded{}, apperr.Wrap(apperr.Internal, cause,
 			"gateway refund failed: the outcome is unknown (%s); refund %s of %s %s stays pending and keeps its amount reserved: check it at the gateway, then record the outcome with ResolveRefund",
-			clip(out.message, 200), ref.ID, ref.Amount, pay.Currency).Show()
+			text.Clip(out.message, 200), ref.ID, ref.Amount, pay.Currency).Show()
 	default:
 		return Refunded{}, out.answer
 	}
@@ -252,10 +253,10 @@ const (
 // outcome unknown, because the request may have reached the gateway.
 func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 	unknown := func(msg string) refundOutcome {
-		return refundOutcome{status: refundUnknown, message: clip("outcome unknown: "+msg, 500), cause: err}
+		return refundOutcome{status: refundUnknown, message: text.Clip("outcome unknown: "+msg, 500), cause: err}
 	}
 	failed := func(msg string, answer error) refundOutcome {
-		return refundOutcome{status: store.RefundFailed, message: clip(msg, 500), answer: answer}
+		return refundOutcome{status: store.RefundFailed, message: text.Clip(msg, 500), answer: answer}
 	}
 	if err != nil {
 		if host, ok := circuitOpen(err); ok {
@@ -271,10 +272,10 @@ func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 	if derr := decodeAnswer(gw, "refund", raw, &out); derr != nil {
 		return unknown("malformed answer from the plugin")
 	}
-	msg := clip(out.Message, 300)
+	msg := text.Clip(out.Message, 300)
 	switch out.Status {
 	case refundSucceeded:
-		return refundOutcome{status: store.RefundSucceeded, gatewayRefundID: clip(out.GatewayRefundID, 200), message: msg}
+		return refundOutcome{status: store.RefundSucceeded, gatewayRefundID: text.Clip(out.GatewayRefundID, 200), message: msg}
 	case refundFailed:
 		if msg == "" {
 			msg = "refused by the gateway"
@@ -284,13 +285,13 @@ func classifyRefund(gw Gateway, raw string, err error) refundOutcome {
 		if msg == "" {
 			msg = "accepted by the gateway, not completed yet"
 		}
-		return refundOutcome{status: refundAccepted, gatewayRefundID: clip(out.GatewayRefundID, 200), message: msg}
+		return refundOutcome{status: refundAccepted, gatewayRefundID: text.Clip(out.GatewayRefundID, 200), message: msg}
 	case refundUnknownAt:
 		o := unknown(msg)
-		o.gatewayRefundID = clip(out.GatewayRefundID, 200)
+		o.gatewayRefundID = text.Clip(out.GatewayRefundID, 200)
 		return o
 	default:
-		return unknown(fmt.Sprintf("status %q: %s", clip(out.Status, 20), msg))
+		return unknown(fmt.Sprintf("status %q: %s", text.Clip(out.Status, 20), msg))
 	}
 }
 

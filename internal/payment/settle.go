@@ -15,6 +15,7 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Where a gateway's word about a payment came from.
@@ -148,7 +149,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 		}
 		if rep.Amount != nil && !rep.Amount.Equal(p.Amount) {
 			return reject("amount_mismatch", fmt.Sprintf("amount mismatch: the gateway reports %s for payment %s of %s %s",
-				clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
+				text.Clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
 		}
 
 		switch p.Status {
@@ -161,7 +162,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 				return reject("failed_after_success", fmt.Sprintf("the gateway reports payment %s failed, but it is %s here", p.ID, p.Status))
 			}
 			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
-				p.ID, p.GatewayPaymentID, clip(rep.GatewayPaymentID, 80)))
+				p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
 		case "failed":
 			if rep.Status == gatewayFailed {
 				out.Duplicate = true
@@ -179,7 +180,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			if reason == "" {
 				reason = "the gateway reports the payment failed"
 			}
-			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, clip(reason, 200), now)
+			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, text.Clip(reason, 200), now)
 			if err != nil {
 				return bug(err, "fail payment") // locked and pending
 			}
@@ -192,7 +193,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 
 		// Can the order or invoice still take this money?
 		if problem := notPayable(ord, inv, p); problem != "" {
-			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, clip(problem+"; paid at the gateway, to be returned", 200), now)
+			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, text.Clip(problem+"; paid at the gateway, to be returned", 200), now)
 			if err != nil {
 				return bug(err, "fail payment")
 			}
@@ -209,7 +210,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			switch {
 			case err == nil:
 				return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
-					clip(rep.GatewayPaymentID, 80), other))
+					text.Clip(rep.GatewayPaymentID, 80), other))
 			case !errors.Is(err, store.ErrNotFound):
 				return err
 			}

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/rustbill/paymentd/internal/text"
+
 	"context"
 	"crypto/hmac"
 	"crypto/md5"
@@ -160,7 +162,7 @@ func (s *state) log(level slog.Level, msg string) {
 		msg = "log line limit reached, further lines of this call are dropped"
 		level = slog.LevelWarn
 	}
-	s.env.logger.Log(ctx, level, truncate(msg, maxLogBytes),
+	s.env.logger.Log(ctx, level, text.Clip(msg, maxLogBytes),
 		slog.String("plugin", s.script.name), slog.String("function", s.fn))
 }
 

@@ -13,6 +13,7 @@ import (
 	lua "github.com/yuin/gopher-lua"
 
 	"github.com/rustbill/paymentd/internal/outbound"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // Limits bound one contract call. Zero fields take the defaults of
@@ -333,7 +334,7 @@ func (s *state) call(ctx context.Context, fn, configJSON, inputJSON string) (str
 	}
 	// admin_page may return plain text; every contract function returns JSON.
 	if fn != AdminPage && !validJSON(string(out)) {
-		return fail(KindBadResult, "returned a string that is not JSON: "+truncate(string(out), 80), nil)
+		return fail(KindBadResult, "returned a string that is not JSON: "+text.Clip(string(out), 80), nil)
 	}
 	return string(out), nil
 }

@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"github.com/rustbill/paymentd/internal/text"
+
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -211,7 +213,7 @@ func (s *state) version() (string, error) {
 		return "", fmt.Errorf("version() returned a %s, want a semantic version string", ret.Type())
 	}
 	if !ValidVersion(string(str)) {
-		return "", fmt.Errorf("version() returned %q, which is not a semantic version (like 1.2.0)", truncate(string(str), 64))
+		return "", fmt.Errorf("version() returned %q, which is not a semantic version (like 1.2.0)", text.Clip(string(str), 64))
 	}
 	return string(str), nil
 }
@@ -256,13 +258,6 @@ func luaErrorMessage(err error) string {
 		return ae.Object.String()
 	}
 	return err.Error()
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // semver is the grammar of semver.org 2.0.0.
