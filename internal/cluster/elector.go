@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -58,9 +59,7 @@ type Elector struct {
 	trustUntil time.Time
 	subs       map[*chan bool]struct{}
 
-	runMu  sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // NewElector returns an elector for opts.Role over db.
@@ -126,23 +125,20 @@ func (e *Elector) Subscribe() (changes <-chan bool, unsubscribe func()) {
 // called. Cancelling ctx stops without resigning, as a crash would; Stop
 // resigns.
 func (e *Elector) Start(ctx context.Context) error {
-	e.runMu.Lock()
-	defer e.runMu.Unlock()
-	if e.done != nil {
-		return errors.New("cluster: elector already started")
-	}
-	ctx, cancel := context.WithCancel(ctx)
+	// Subscribed before the loop starts, so no wake-up is missed.
 	var wake <-chan struct{}
 	unsubscribe := func() {}
 	if e.opts.Waker != nil {
 		wake, unsubscribe = e.opts.Waker.Subscribe(ChannelLeadership)
 	}
-	e.cancel, e.done = cancel, make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
+	err := e.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) {
 		defer unsubscribe()
 		e.run(ctx, wake)
-	}(e.done)
+	})
+	if err != nil {
+		unsubscribe()
+		return err
+	}
 	e.log.Info("leader election started", "ttl", e.opts.TTL.String(), "renew", e.opts.RenewInterval.String())
 	return nil
 }
@@ -150,14 +146,9 @@ func (e *Elector) Start(ctx context.Context) error {
 // Stop ends the campaign and, when this instance holds the role, resigns it
 // so that another instance takes over at once.
 func (e *Elector) Stop() {
-	e.runMu.Lock()
-	cancel, done := e.cancel, e.done
-	e.runMu.Unlock()
-	if done == nil {
+	if !e.loop.Stop() {
 		return
 	}
-	cancel()
-	<-done
 	ctx, cancelResign := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelResign()
 	e.resign(ctx)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -33,9 +34,7 @@ type Heartbeat struct {
 	mu   sync.Mutex
 	lost map[string]bool
 
-	runMu  sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // NewHeartbeat returns the heartbeat of opts.Node over db.
@@ -65,31 +64,15 @@ func NewHeartbeat(db store.DB, opts HeartbeatOptions) (*Heartbeat, error) {
 // Start beats at once and then every Interval until ctx is cancelled or
 // Stop is called.
 func (h *Heartbeat) Start(ctx context.Context) error {
-	h.runMu.Lock()
-	defer h.runMu.Unlock()
-	if h.done != nil {
-		return errors.New("cluster: heartbeat already started")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	h.cancel, h.done = cancel, make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		h.run(ctx)
-	}(h.done)
-	return nil
+	return h.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { h.run(ctx) })
 }
 
 // Stop ends the heartbeat and removes this node's row: a node that leaves
 // cleanly is gone, not lost.
 func (h *Heartbeat) Stop() {
-	h.runMu.Lock()
-	cancel, done := h.cancel, h.done
-	h.runMu.Unlock()
-	if done == nil {
+	if !h.loop.Stop() {
 		return
 	}
-	cancel()
-	<-done
 	ctx, cancelDelete := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancelDelete()
 	if err := store.DeleteNode(ctx, h.db, h.opts.Node.ID); err != nil {

@@ -2,13 +2,14 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rustbill/paymentd/internal/startstop"
 )
 
 // ConnectFunc opens the listener's dedicated connection.
@@ -53,9 +54,7 @@ type Listener struct {
 	subs      map[string]map[*chan struct{}]struct{}
 	connected bool
 
-	runMu  sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // NewListener returns a listener that connects with connect.
@@ -110,31 +109,11 @@ func (l *Listener) Connected() bool {
 // Start connects and listens in the background until ctx is cancelled or
 // Stop is called. It does not wait for the first connection.
 func (l *Listener) Start(ctx context.Context) error {
-	l.runMu.Lock()
-	defer l.runMu.Unlock()
-	if l.done != nil {
-		return errors.New("cluster: listener already started")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	l.cancel, l.done = cancel, make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		l.run(ctx)
-	}(l.done)
-	return nil
+	return l.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { l.run(ctx) })
 }
 
 // Stop closes the connection and waits for the listener to end.
-func (l *Listener) Stop() {
-	l.runMu.Lock()
-	cancel, done := l.cancel, l.done
-	l.runMu.Unlock()
-	if done == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (l *Listener) Stop() { l.loop.Stop() }
 
 func (l *Listener) run(ctx context.Context) {
 	failures := 0

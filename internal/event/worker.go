@@ -17,6 +17,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -142,10 +143,7 @@ type Worker struct {
 	busyMu sync.Mutex
 	busy   map[uuid.UUID]int
 
-	runMu    sync.Mutex
-	cancel   context.CancelFunc
-	stopping chan struct{}
-	done     chan struct{}
+	loop startstop.Loop
 }
 
 // NewWorker returns a worker over db that consumes while leader says so.
@@ -180,18 +178,7 @@ func (w *Worker) Every(p Periodic) {
 // Stop drains (running handlers get DrainTimeout to finish); cancelling ctx
 // cancels running handlers at once and hands their events back.
 func (w *Worker) Start(ctx context.Context) error {
-	w.runMu.Lock()
-	defer w.runMu.Unlock()
-	if w.done != nil {
-		return errors.New("event: worker already started")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	w.cancel, w.stopping, w.done = cancel, make(chan struct{}), make(chan struct{})
-	go func(done chan struct{}) {
-		defer close(done)
-		w.run(ctx, w.stopping)
-	}(w.done)
-	return nil
+	return w.loop.Start(ctx, w.run)
 }
 
 // Stop stops claiming, lets running handlers finish for up to
@@ -200,21 +187,7 @@ func (w *Worker) Start(ctx context.Context) error {
 // LockGrace after the cancellation, when a handler ignores it: that one is
 // abandoned (logged), its outcome will be refused when it returns, and its
 // event is reclaimed when the claim expires.
-func (w *Worker) Stop() {
-	w.runMu.Lock()
-	cancel, stopping, done := w.cancel, w.stopping, w.done
-	w.runMu.Unlock()
-	if done == nil {
-		return
-	}
-	select {
-	case <-stopping:
-	default:
-		close(stopping)
-	}
-	<-done
-	cancel()
-}
+func (w *Worker) Stop() { w.loop.Drain() }
 
 func (w *Worker) run(ctx context.Context, stopping <-chan struct{}) {
 	changes, unsubscribe := w.leader.Subscribe()

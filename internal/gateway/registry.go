@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -107,9 +108,7 @@ type Registry struct {
 	ifCache map[uuid.UUID]cachedInterface
 	ifGen   uint64 // bumped by Invalidate, under ifMu
 
-	runMu  sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // loaded is one compiled plugin in memory. It is immutable once published,
@@ -158,10 +157,8 @@ func (r *Registry) Dir() string { return r.dir }
 // An unreadable directory is logged and leaves nothing loaded; a database
 // failure is returned.
 func (r *Registry) Start(ctx context.Context) error {
-	r.runMu.Lock()
-	defer r.runMu.Unlock()
-	if r.done != nil {
-		return errors.New("plugin scanner already started")
+	if r.loop.Running() {
+		return startstop.ErrStarted
 	}
 	if r.interval <= 0 {
 		return errors.New("[plugins].scan_interval must be positive")
@@ -169,9 +166,10 @@ func (r *Registry) Start(ctx context.Context) error {
 	if _, err := r.Scan(ctx); err != nil && !errors.Is(err, ErrPluginDir) {
 		return fmt.Errorf("plugin scan: %w", err)
 	}
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel, r.done = cancel, make(chan struct{})
-	go r.loop(loopCtx, r.interval, r.done)
+	// The loop outlives a request-scoped ctx: only Stop ends it.
+	if err := r.loop.Start(context.WithoutCancel(ctx), func(ctx context.Context, _ <-chan struct{}) { r.run(ctx, r.interval) }); err != nil {
+		return err
+	}
 	r.log.Info("plugin scanner started", "dir", r.dir, "interval", r.interval.String())
 	return nil
 }
@@ -179,19 +177,12 @@ func (r *Registry) Start(ctx context.Context) error {
 // Stop ends the periodic scan and waits for a scan in progress. The loaded
 // plugins stay usable.
 func (r *Registry) Stop() {
-	r.runMu.Lock()
-	defer r.runMu.Unlock()
-	if r.done == nil {
-		return
+	if r.loop.Stop() {
+		r.log.Info("plugin scanner stopped")
 	}
-	r.cancel()
-	<-r.done
-	r.cancel, r.done = nil, nil
-	r.log.Info("plugin scanner stopped")
 }
 
-func (r *Registry) loop(ctx context.Context, every time.Duration, done chan struct{}) {
-	defer close(done)
+func (r *Registry) run(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -58,9 +59,7 @@ type Notifier struct {
 	webhook  *WebhookChannel
 	channels map[string]Channel
 
-	runMu  sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // New returns the notifier over db. plugins provides the webhook notifier
@@ -132,38 +131,26 @@ func (n *Notifier) Enqueue(ctx context.Context, db store.DB, notice Notice) (int
 // Start runs the delivery loop until Stop or ctx's cancellation. It is safe
 // on every instance at once: claims skip each other's rows.
 func (n *Notifier) Start(ctx context.Context) error {
-	n.runMu.Lock()
-	defer n.runMu.Unlock()
-	if n.done != nil {
-		return errors.New("notify: already started")
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	n.cancel, n.done = cancel, make(chan struct{})
+	// Subscribed before the loop starts, so no wake-up is missed.
 	var wake <-chan struct{}
 	unsubscribe := func() {}
 	if n.waker != nil {
 		wake, unsubscribe = n.waker.Subscribe(cluster.ChannelNotifications)
 	}
-	go func(done chan struct{}) {
-		defer close(done)
+	err := n.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) {
 		defer unsubscribe()
 		n.run(ctx, wake)
-	}(n.done)
+	})
+	if err != nil {
+		unsubscribe()
+		return err
+	}
 	n.log.Info("notification sender started", "channels", len(n.channels), "poll_interval", n.opts.PollInterval.String())
 	return nil
 }
 
 // Stop ends the delivery loop after the deliveries in flight.
-func (n *Notifier) Stop() {
-	n.runMu.Lock()
-	cancel, done := n.cancel, n.done
-	n.runMu.Unlock()
-	if done == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (n *Notifier) Stop() { n.loop.Stop() }
 
 func (n *Notifier) run(ctx context.Context, wake <-chan struct{}) {
 	t := time.NewTicker(n.opts.PollInterval)

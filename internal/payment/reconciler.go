@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -73,9 +73,7 @@ type Reconciler struct {
 	opts ReconcilerOptions
 	log  *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop startstop.Loop
 }
 
 // Round is what one reconciliation round did.
@@ -116,35 +114,22 @@ func (s *Service) NewReconciler(o ReconcilerOptions) *Reconciler {
 
 // Start runs rounds in the background until ctx ends or Stop is called.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return errors.New("reconciler already started")
+	if err := r.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { r.run(ctx) }); err != nil {
+		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	r.cancel, r.done = cancel, make(chan struct{})
 	r.log.Info("reconciler started", "interval", r.opts.Interval.String(), "batch_size", r.opts.BatchSize,
 		"base_backoff", r.opts.BaseBackoff.String(), "max_backoff", r.opts.MaxBackoff.String())
-	go r.loop(ctx, r.done)
 	return nil
 }
 
 // Stop ends the background rounds and waits for the one in progress.
 func (r *Reconciler) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.cancel, r.done = nil, nil
-	r.mu.Unlock()
-	if cancel == nil {
-		return
+	if r.loop.Stop() {
+		r.log.Info("reconciler stopped")
 	}
-	cancel()
-	<-done
-	r.log.Info("reconciler stopped")
 }
 
-func (r *Reconciler) loop(ctx context.Context, done chan struct{}) {
-	defer close(done)
+func (r *Reconciler) run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	active := true
