@@ -241,7 +241,7 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts, err := server.HandlerOptions(a.cfg.Server, append(interceptors, auth.NewInterceptor(policy))...)
+	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy))...)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,6 @@ func NewAdminHandler(admin *Admin, log *slog.Logger) *AdminHandler {
 	return &AdminHandler{admin: admin, log: log}
 }
 
-func (h *AdminHandler) fail(ctx context.Context, err error) error { return rpc.Error(ctx, h.log, err) }
 
 // ListEvents implements EventAdminService.ListEvents.
 func (h *AdminHandler) ListEvents(ctx context.Context, req *connect.Request[eventpb.ListEventsRequest]) (*connect.Response[eventpb.ListEventsResponse], error) {
@@ -51,11 +50,11 @@ func (h *AdminHandler) ListEvents(ctx context.Context, req *connect.Request[even
 	f := store.EventFilter{Status: m.Status, EventType: m.EventType}
 	var err error
 	if f.OrderID, err = rpc.OptionalID(m.OrderId, "order_id"); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	rows, page, err := h.admin.ListEvents(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &eventpb.ListEventsResponse{Events: make([]*eventpb.Event, 0, len(rows)), Meta: pageMeta(page)}
 	for _, e := range rows {
@@ -68,11 +67,11 @@ func (h *AdminHandler) ListEvents(ctx context.Context, req *connect.Request[even
 func (h *AdminHandler) GetEvent(ctx context.Context, req *connect.Request[eventpb.GetEventRequest]) (*connect.Response[eventpb.GetEventResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	e, err := h.admin.GetEvent(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&eventpb.GetEventResponse{Event: h.eventRecord(e)}), nil
 }
@@ -81,11 +80,11 @@ func (h *AdminHandler) GetEvent(ctx context.Context, req *connect.Request[eventp
 func (h *AdminHandler) RetryEvent(ctx context.Context, req *connect.Request[eventpb.RetryEventRequest]) (*connect.Response[eventpb.RetryEventResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	e, err := h.admin.RetryEvent(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&eventpb.RetryEventResponse{Event: h.eventRecord(e)}), nil
 }
@@ -94,7 +93,7 @@ func (h *AdminHandler) RetryEvent(ctx context.Context, req *connect.Request[even
 func (h *AdminHandler) ListNodes(ctx context.Context, _ *connect.Request[eventpb.ListNodesRequest]) (*connect.Response[eventpb.ListNodesResponse], error) {
 	rows, err := h.admin.ListNodes(ctx)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &eventpb.ListNodesResponse{Nodes: make([]*eventpb.Node, 0, len(rows))}
 	for _, n := range rows {
@@ -111,7 +110,7 @@ func (h *AdminHandler) ListNodes(ctx context.Context, _ *connect.Request[eventpb
 func (h *AdminHandler) ListLeaders(ctx context.Context, _ *connect.Request[eventpb.ListLeadersRequest]) (*connect.Response[eventpb.ListLeadersResponse], error) {
 	rows, err := h.admin.ListLeaders(ctx)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &eventpb.ListLeadersResponse{Leaders: make([]*eventpb.Leader, 0, len(rows))}
 	for _, l := range rows {
@@ -129,11 +128,11 @@ func (h *AdminHandler) ListNotifications(ctx context.Context, req *connect.Reque
 	f := store.NotificationFilter{Status: m.Status, Channel: m.Channel}
 	var err error
 	if f.EventID, err = rpc.OptionalID(m.EventId, "event_id"); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	rows, page, err := h.admin.ListNotifications(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &eventpb.ListNotificationsResponse{Notifications: make([]*eventpb.Notification, 0, len(rows)), Meta: pageMeta(page)}
 	for _, n := range rows {

@@ -68,19 +68,18 @@ func NewHandler(svc *Service, confirm BankTransferConfirmer, log *slog.Logger) *
 
 var _ gatewaypbconnect.GatewayAdminServiceHandler = (*Handler)(nil)
 
-func (h *Handler) fail(ctx context.Context, err error) error { return rpc.Error(ctx, h.log, err) }
 
 // ListPlugins implements GatewayAdminService.ListPlugins.
 func (h *Handler) ListPlugins(ctx context.Context, req *connect.Request[gatewaypb.ListPluginsRequest]) (*connect.Response[gatewaypb.ListPluginsResponse], error) {
 	rows, err := h.svc.ListPlugins(ctx, store.PluginFilter{Type: req.Msg.Type, Status: req.Msg.Status})
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &gatewaypb.ListPluginsResponse{Plugins: make([]*gatewaypb.Plugin, 0, len(rows))}
 	for _, p := range rows {
 		m, err := pluginRecord(p)
 		if err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		out.Plugins = append(out.Plugins, m)
 	}
@@ -91,11 +90,11 @@ func (h *Handler) ListPlugins(ctx context.Context, req *connect.Request[gatewayp
 func (h *Handler) GetPlugin(ctx context.Context, req *connect.Request[gatewaypb.GetPluginRequest]) (*connect.Response[gatewaypb.GetPluginResponse], error) {
 	p, err := h.svc.GetPlugin(ctx, req.Msg.GetName())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	m, err := pluginRecord(p)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.GetPluginResponse{Plugin: m}), nil
 }
@@ -104,7 +103,7 @@ func (h *Handler) GetPlugin(ctx context.Context, req *connect.Request[gatewaypb.
 func (h *Handler) ReloadPlugins(ctx context.Context, _ *connect.Request[gatewaypb.ReloadPluginsRequest]) (*connect.Response[gatewaypb.ReloadPluginsResponse], error) {
 	rep, err := h.svc.Reload(ctx)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &gatewaypb.ReloadPluginsResponse{Files: uint32(rep.Files), Warnings: rep.Warnings, Changes: make([]*gatewaypb.PluginChange, 0, len(rep.Changes))}
 	for _, c := range rep.Changes {
@@ -120,11 +119,11 @@ func (h *Handler) ReloadPlugins(ctx context.Context, _ *connect.Request[gatewayp
 func (h *Handler) GetPluginAdminPage(ctx context.Context, req *connect.Request[gatewaypb.GetPluginAdminPageRequest]) (*connect.Response[gatewaypb.GetPluginAdminPageResponse], error) {
 	id, err := rpc.OptionalID(req.Msg.GatewayInterfaceId, "gateway_interface_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	text, err := h.svc.AdminPage(ctx, req.Msg.GetName(), id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.GetPluginAdminPageResponse{Content: text}), nil
 }
@@ -150,11 +149,11 @@ func (h *Handler) DisablePlugin(ctx context.Context, req *connect.Request[gatewa
 func (h *Handler) setPluginEnabled(ctx context.Context, name string, enabled bool) (*gatewaypb.Plugin, error) {
 	v, err := h.svc.SetPluginEnabled(ctx, name, enabled)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	m, err := pluginRecord(v)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return m, nil
 }
@@ -164,11 +163,11 @@ func (h *Handler) CreateGatewayInterface(ctx context.Context, req *connect.Reque
 	m := req.Msg
 	v, err := h.svc.CreateInterface(ctx, NewInterface{PluginName: m.GetPluginName(), DisplayName: m.GetDisplayName(), Config: structMap(m.GetConfig())})
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	gi, err := interfaceRecord(v)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.CreateGatewayInterfaceResponse{GatewayInterface: gi}), nil
 }
@@ -178,7 +177,7 @@ func (h *Handler) UpdateGatewayInterface(ctx context.Context, req *connect.Reque
 	m := req.Msg
 	id, err := rpc.ParseID(m.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	u := InterfaceUpdate{DisplayName: m.DisplayName}
 	if m.Config != nil {
@@ -186,11 +185,11 @@ func (h *Handler) UpdateGatewayInterface(ctx context.Context, req *connect.Reque
 	}
 	v, err := h.svc.UpdateInterface(ctx, id, u)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	gi, err := interfaceRecord(v)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.UpdateGatewayInterfaceResponse{GatewayInterface: gi}), nil
 }
@@ -216,15 +215,15 @@ func (h *Handler) DisableGatewayInterface(ctx context.Context, req *connect.Requ
 func (h *Handler) setEnabled(ctx context.Context, rawID string, enabled bool) (*gatewaypb.GatewayInterface, error) {
 	id, err := rpc.ParseID(rawID, "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	v, err := h.svc.SetInterfaceEnabled(ctx, id, enabled)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	gi, err := interfaceRecord(v)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return gi, nil
 }
@@ -235,7 +234,7 @@ func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Reques
 	rows, page, err := h.svc.ListInterfaces(ctx, store.GatewayInterfaceFilter{PluginName: m.PluginName, Enabled: m.Enabled},
 		m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &gatewaypb.ListGatewayInterfacesResponse{
 		GatewayInterfaces: make([]*gatewaypb.GatewayInterface, 0, len(rows)),
@@ -244,7 +243,7 @@ func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Reques
 	for _, v := range rows {
 		gi, err := interfaceRecord(v)
 		if err != nil {
-			return nil, h.fail(ctx, err)
+			return nil, err
 		}
 		out.GatewayInterfaces = append(out.GatewayInterfaces, gi)
 	}
@@ -255,15 +254,15 @@ func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Reques
 func (h *Handler) GetGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.GetGatewayInterfaceRequest]) (*connect.Response[gatewaypb.GetGatewayInterfaceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	v, err := h.svc.GetInterface(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	gi, err := interfaceRecord(v)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.GetGatewayInterfaceResponse{GatewayInterface: gi}), nil
 }
@@ -272,11 +271,11 @@ func (h *Handler) GetGatewayInterface(ctx context.Context, req *connect.Request[
 func (h *Handler) TestGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.TestGatewayInterfaceRequest]) (*connect.Response[gatewaypb.TestGatewayInterfaceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	res, err := h.svc.TestInterface(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.TestGatewayInterfaceResponse{Ok: res.OK, Message: res.Message}), nil
 }
@@ -288,15 +287,15 @@ func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("bank transfer confirmation is not available yet"))
 	}
 	if _, err := auth.RequireAdmin(ctx); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	p, err := h.confirm.ConfirmBankTransfer(ctx, id, req.Msg.GetReference())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&gatewaypb.ConfirmBankTransferResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
@@ -322,7 +321,7 @@ var _ gatewaypbconnect.PaymentMethodServiceHandler = (*MethodsHandler)(nil)
 func (h *MethodsHandler) ListPaymentMethods(ctx context.Context, _ *connect.Request[gatewaypb.ListPaymentMethodsRequest]) (*connect.Response[gatewaypb.ListPaymentMethodsResponse], error) {
 	rows, err := h.svc.PaymentMethods(ctx)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := &gatewaypb.ListPaymentMethodsResponse{PaymentMethods: make([]*gatewaypb.PaymentMethod, 0, len(rows))}
 	for _, m := range rows {

@@ -31,7 +31,7 @@ func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
 func (h *AdminHandler) ListCustomers(ctx context.Context, req *connect.Request[identitypb.ListCustomersRequest]) (*connect.Response[identitypb.ListCustomersResponse], error) {
 	cs, meta, err := h.svc.ListCustomers(ctx, req.Msg.GetEmailContains(), pageFromProto(req.Msg.GetPagination()))
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := make([]*identitypb.Customer, len(cs))
 	for i, c := range cs {
@@ -44,11 +44,11 @@ func (h *AdminHandler) ListCustomers(ctx context.Context, req *connect.Request[i
 func (h *AdminHandler) GetCustomer(ctx context.Context, req *connect.Request[identitypb.GetCustomerRequest]) (*connect.Response[identitypb.GetCustomerResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	c, err := h.svc.GetCustomer(ctx, id)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.GetCustomerResponse{Customer: customerToProto(c)}), nil
 }
@@ -57,11 +57,11 @@ func (h *AdminHandler) GetCustomer(ctx context.Context, req *connect.Request[ide
 func (h *AdminHandler) SetCanCreateApiKeys(ctx context.Context, req *connect.Request[identitypb.SetCanCreateApiKeysRequest]) (*connect.Response[identitypb.SetCanCreateApiKeysResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	c, err := h.svc.SetCanCreateAPIKeys(ctx, id, req.Msg.GetAllowed())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.SetCanCreateApiKeysResponse{Customer: customerToProto(c)}), nil
 }
@@ -70,11 +70,11 @@ func (h *AdminHandler) SetCanCreateApiKeys(ctx context.Context, req *connect.Req
 func (h *AdminHandler) AdjustBalance(ctx context.Context, req *connect.Request[identitypb.AdjustBalanceRequest]) (*connect.Response[identitypb.AdjustBalanceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	c, t, err := h.svc.AdjustBalance(ctx, id, req.Msg.GetAmount(), req.Msg.GetNote())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.AdjustBalanceResponse{Customer: customerToProto(c), Transaction: balanceTransactionToProto(t)}), nil
 }
@@ -83,11 +83,11 @@ func (h *AdminHandler) AdjustBalance(ctx context.Context, req *connect.Request[i
 func (h *AdminHandler) SetCreditLimit(ctx context.Context, req *connect.Request[identitypb.SetCreditLimitRequest]) (*connect.Response[identitypb.SetCreditLimitResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	c, err := h.svc.SetCreditLimit(ctx, id, req.Msg.GetCreditLimit())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.SetCreditLimitResponse{Customer: customerToProto(c)}), nil
 }

@@ -33,7 +33,7 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler {
 func (h *Handler) Register(ctx context.Context, req *connect.Request[identitypb.RegisterRequest]) (*connect.Response[identitypb.RegisterResponse], error) {
 	c, tok, err := h.svc.Register(ctx, req.Msg.GetEmail(), req.Msg.GetPassword(), req.Msg.GetName())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return noStore(connect.NewResponse(&identitypb.RegisterResponse{
 		Customer:    customerToProto(c),
@@ -46,7 +46,7 @@ func (h *Handler) Register(ctx context.Context, req *connect.Request[identitypb.
 func (h *Handler) Login(ctx context.Context, req *connect.Request[identitypb.LoginRequest]) (*connect.Response[identitypb.LoginResponse], error) {
 	c, tok, err := h.svc.Login(ctx, req.Msg.GetEmail(), req.Msg.GetPassword())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return noStore(connect.NewResponse(&identitypb.LoginResponse{
 		AccessToken: tok.Token,
@@ -66,7 +66,7 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 		PreviousToken: previous,
 	})
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	res := noStore(connect.NewResponse(&identitypb.AdminLoginResponse{
 		Admin:     adminToProto(s.Admin),
@@ -80,7 +80,7 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 func (h *Handler) Logout(ctx context.Context, req *connect.Request[identitypb.LogoutRequest]) (*connect.Response[identitypb.LogoutResponse], error) {
 	token, _ := h.svc.SessionToken(req.Header())
 	if err := h.svc.Logout(ctx, token); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	res := connect.NewResponse(&identitypb.LogoutResponse{})
 	res.Header().Add("Set-Cookie", h.svc.ClearSessionCookie().String())
@@ -91,7 +91,7 @@ func (h *Handler) Logout(ctx context.Context, req *connect.Request[identitypb.Lo
 func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMeRequest]) (*connect.Response[identitypb.GetMeResponse], error) {
 	me, err := h.svc.Me(ctx)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.GetMeResponse{
 		Role:             string(me.Role),
@@ -107,7 +107,7 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 func (h *Handler) CreateApiKey(ctx context.Context, req *connect.Request[identitypb.CreateApiKeyRequest]) (*connect.Response[identitypb.CreateApiKeyResponse], error) {
 	k, key, err := h.svc.CreateAPIKey(ctx, req.Msg.GetName())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return noStore(connect.NewResponse(&identitypb.CreateApiKeyResponse{Key: key, ApiKey: apiKeyToProto(k)})), nil
 }
@@ -116,7 +116,7 @@ func (h *Handler) CreateApiKey(ctx context.Context, req *connect.Request[identit
 func (h *Handler) ListApiKeys(ctx context.Context, req *connect.Request[identitypb.ListApiKeysRequest]) (*connect.Response[identitypb.ListApiKeysResponse], error) {
 	keys, meta, err := h.svc.ListAPIKeys(ctx, pageFromProto(req.Msg.GetPagination()))
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := make([]*identitypb.ApiKey, len(keys))
 	for i, k := range keys {
@@ -129,11 +129,11 @@ func (h *Handler) ListApiKeys(ctx context.Context, req *connect.Request[identity
 func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identitypb.RevokeApiKeyRequest]) (*connect.Response[identitypb.RevokeApiKeyResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	k, err := h.svc.RevokeAPIKey(ctx, id)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&identitypb.RevokeApiKeyResponse{ApiKey: apiKeyToProto(k)}), nil
 }

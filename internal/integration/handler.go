@@ -47,10 +47,10 @@ var _ integrationpbconnect.IntegrationServiceHandler = (*Handler)(nil)
 func (h *Handler) ListCircuitBreakers(ctx context.Context, _ *connect.Request[integrationpb.ListCircuitBreakersRequest]) (*connect.Response[integrationpb.ListCircuitBreakersResponse], error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if !p.IsAdmin() {
-		return nil, rpc.Error(ctx, h.log, apperr.New(apperr.PermissionDenied, "admin only"))
+		return nil, apperr.New(apperr.PermissionDenied, "admin only")
 	}
 	list := h.breakers.Breakers()
 	out := &integrationpb.ListCircuitBreakersResponse{CircuitBreakers: make([]*integrationpb.CircuitBreaker, 0, len(list))}

@@ -52,14 +52,13 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler {
 
 var _ orderpbconnect.OrderServiceHandler = (*Handler)(nil)
 
-func (h *Handler) fail(ctx context.Context, err error) error { return rpc.Error(ctx, h.log, err) }
 
 // CreateProduct implements OrderService.CreateProduct.
 func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderpb.CreateProductRequest]) (*connect.Response[orderpb.CreateProductResponse], error) {
 	m := req.Msg
 	price, err := money.ParseNonNegative(m.GetPrice())
 	if err != nil {
-		return nil, h.fail(ctx, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals"))
+		return nil, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals")
 	}
 	p, err := h.svc.CreateProduct(ctx, NewProduct{
 		Name: m.GetName(), Description: m.GetDescription(), Price: price,
@@ -67,7 +66,7 @@ func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderp
 		ProviderConfig: m.GetProviderConfig().AsMap(),
 	})
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.CreateProductResponse{Product: ProductRecord(p)}), nil
 }
@@ -77,13 +76,13 @@ func (h *Handler) UpdateProduct(ctx context.Context, req *connect.Request[orderp
 	m := req.Msg
 	id, err := rpc.ParseID(m.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	u := ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled}
 	if m.Price != nil {
 		price, err := money.ParseNonNegative(m.GetPrice())
 		if err != nil {
-			return nil, h.fail(ctx, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals"))
+			return nil, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals")
 		}
 		u.Price = &price
 	}
@@ -92,7 +91,7 @@ func (h *Handler) UpdateProduct(ctx context.Context, req *connect.Request[orderp
 	}
 	p, err := h.svc.UpdateProduct(ctx, id, u)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.UpdateProductResponse{Product: ProductRecord(p)}), nil
 }
@@ -102,7 +101,7 @@ func (h *Handler) ListProducts(ctx context.Context, req *connect.Request[orderpb
 	m := req.Msg
 	rows, page, err := h.svc.ListProducts(ctx, m.Enabled, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &orderpb.ListProductsResponse{Products: make([]*orderpb.Product, 0, len(rows)), Meta: pageMeta(page)}
 	for _, p := range rows {
@@ -115,11 +114,11 @@ func (h *Handler) ListProducts(ctx context.Context, req *connect.Request[orderpb
 func (h *Handler) CreateOrder(ctx context.Context, req *connect.Request[orderpb.CreateOrderRequest]) (*connect.Response[orderpb.CreateOrderResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetProductId(), "product_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	o, err := h.svc.CreateOrder(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.CreateOrderResponse{Order: OrderRecord(o)}), nil
 }
@@ -128,11 +127,11 @@ func (h *Handler) CreateOrder(ctx context.Context, req *connect.Request[orderpb.
 func (h *Handler) GetOrder(ctx context.Context, req *connect.Request[orderpb.GetOrderRequest]) (*connect.Response[orderpb.GetOrderResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	o, err := h.svc.GetOrder(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.GetOrderResponse{Order: OrderRecord(o)}), nil
 }
@@ -143,12 +142,12 @@ func (h *Handler) ListOrders(ctx context.Context, req *connect.Request[orderpb.L
 	var f store.OrderFilter
 	var err error
 	if f.CustomerID, err = rpc.OptionalID(m.CustomerId, "customer_id"); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	f.Status = m.Status
 	rows, page, err := h.svc.ListOrders(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &orderpb.ListOrdersResponse{Orders: make([]*orderpb.Order, 0, len(rows)), Meta: pageMeta(page)}
 	for _, o := range rows {
@@ -161,11 +160,11 @@ func (h *Handler) ListOrders(ctx context.Context, req *connect.Request[orderpb.L
 func (h *Handler) CancelOrder(ctx context.Context, req *connect.Request[orderpb.CancelOrderRequest]) (*connect.Response[orderpb.CancelOrderResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	o, err := h.svc.CancelOrder(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.CancelOrderResponse{Order: OrderRecord(o)}), nil
 }
@@ -174,11 +173,11 @@ func (h *Handler) CancelOrder(ctx context.Context, req *connect.Request[orderpb.
 func (h *Handler) PayWithBalance(ctx context.Context, req *connect.Request[orderpb.PayWithBalanceRequest]) (*connect.Response[orderpb.PayWithBalanceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	res, err := h.svc.PayWithBalance(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &orderpb.PayWithBalanceResponse{Order: OrderRecord(res.Order), Balance: res.Balance.String()}
 	if res.Payment != nil {
@@ -203,17 +202,17 @@ func (h *Handler) CreateInvoice(ctx context.Context, req *connect.Request[orderp
 		err = apperr.New(apperr.InvalidArgument, "order_id or customer_id is required")
 	}
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	if in.Amount, err = money.ParsePositive(m.GetAmount()); err != nil {
-		return nil, h.fail(ctx, apperr.New(apperr.InvalidArgument, "amount must be greater than 0 with at most two decimals"))
+		return nil, apperr.New(apperr.InvalidArgument, "amount must be greater than 0 with at most two decimals")
 	}
 	if in.DueAt, err = time.Parse(time.RFC3339Nano, m.GetDueAt()); err != nil {
-		return nil, h.fail(ctx, apperr.New(apperr.InvalidArgument, "due_at must be an RFC 3339 time"))
+		return nil, apperr.New(apperr.InvalidArgument, "due_at must be an RFC 3339 time")
 	}
 	inv, err := h.svc.CreateInvoice(ctx, in)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.CreateInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
 }
@@ -222,11 +221,11 @@ func (h *Handler) CreateInvoice(ctx context.Context, req *connect.Request[orderp
 func (h *Handler) GetInvoice(ctx context.Context, req *connect.Request[orderpb.GetInvoiceRequest]) (*connect.Response[orderpb.GetInvoiceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	inv, err := h.svc.GetInvoice(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.GetInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
 }
@@ -237,15 +236,15 @@ func (h *Handler) ListInvoices(ctx context.Context, req *connect.Request[orderpb
 	var f store.InvoiceFilter
 	var err error
 	if f.CustomerID, err = rpc.OptionalID(m.CustomerId, "customer_id"); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	if f.OrderID, err = rpc.OptionalID(m.OrderId, "order_id"); err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	f.Status = m.Status
 	rows, page, err := h.svc.ListInvoices(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	out := &orderpb.ListInvoicesResponse{Invoices: make([]*orderpb.Invoice, 0, len(rows)), Meta: pageMeta(page)}
 	for _, inv := range rows {
@@ -258,11 +257,11 @@ func (h *Handler) ListInvoices(ctx context.Context, req *connect.Request[orderpb
 func (h *Handler) CancelInvoice(ctx context.Context, req *connect.Request[orderpb.CancelInvoiceRequest]) (*connect.Response[orderpb.CancelInvoiceResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetInvoiceId(), "invoice_id")
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	inv, err := h.svc.CancelInvoice(ctx, id)
 	if err != nil {
-		return nil, h.fail(ctx, err)
+		return nil, err
 	}
 	return connect.NewResponse(&orderpb.CancelInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
 }

@@ -52,7 +52,7 @@ func setupWire(t *testing.T) *wire {
 	t.Helper()
 	b := setup(t)
 	log := slog.New(slog.DiscardHandler)
-	opts, err := server.HandlerOptions(config.Default().Server, auth.NewInterceptor(order.Policy))
+	opts, err := server.HandlerOptions(config.Default().Server, nil, auth.NewInterceptor(order.Policy))
 	require.NoError(t, err)
 	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc, log), opts...)
 	mux := http.NewServeMux()

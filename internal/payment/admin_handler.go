@@ -49,7 +49,7 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 	if m.GetPaymentId() != "" {
 		id, err := rpc.ParseID(m.GetPaymentId(), "payment_id")
 		if err != nil {
-			return nil, rpc.Error(ctx, h.log, err)
+			return nil, err
 		}
 		q.PaymentID = &id
 	}
@@ -58,7 +58,7 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 	}
 	rows, page, err := h.svc.ListRefunds(ctx, q)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := &paymentpb.ListRefundsResponse{
 		Refunds: make([]*paymentpb.Refund, 0, len(rows)),
@@ -77,7 +77,7 @@ func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Reques
 	m := req.Msg
 	rows, page, err := h.svc.AuditTrail(ctx, m.GetEntityType(), m.GetEntityId(), m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := &paymentpb.ListAuditEntriesResponse{
 		Entries: make([]*paymentpb.AuditEntry, 0, len(rows)),
@@ -96,11 +96,11 @@ func (h *AdminHandler) ResolveRefund(ctx context.Context, req *connect.Request[p
 	m := req.Msg
 	id, err := rpc.ParseID(m.GetRefundId(), "refund_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	r, err := h.svc.ResolveRefund(ctx, id, m.GetOutcome(), m.GetGatewayRefundId(), m.GetNote())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund, r.Payment.Currency), Payment: rpc.PaymentRecord(r.Payment)}), nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -24,6 +25,7 @@ import (
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -111,7 +113,7 @@ func setupFlow(t *testing.T) *flow {
 		payment.WithGateways(f.gws), payment.WithPublicURL(f.callback.URL),
 		payment.WithReconcileAfter(reconcileAfter), payment.WithClock(f.clock.Now))
 	mux.Handle(payment.CallbackPath, payment.NewCallbackHandler(f.svc, log))
-	path, h := paymentpbconnect.NewPaymentServiceHandler(payment.NewHandler(f.svc, log))
+	path, h := paymentpbconnect.NewPaymentServiceHandler(payment.NewHandler(f.svc, log), connect.WithInterceptors(rpc.NewErrorInterceptor(log)))
 	mux.Handle(path, h)
 	f.client = paymentpbconnect.NewPaymentServiceClient(f.callback.Client(), f.callback.URL)
 

@@ -50,11 +50,11 @@ var _ paymentpbconnect.PaymentServiceHandler = (*Handler)(nil)
 func (h *Handler) GetPayment(ctx context.Context, req *connect.Request[paymentpb.GetPaymentRequest]) (*connect.Response[paymentpb.GetPaymentResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	p, err := h.svc.Get(ctx, id)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.GetPaymentResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
@@ -65,18 +65,18 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 	var f store.PaymentFilter
 	var err error
 	if f.OrderID, err = rpc.OptionalID(m.OrderId, "order_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if f.InvoiceID, err = rpc.OptionalID(m.InvoiceId, "invoice_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if f.GatewayInterfaceID, err = rpc.OptionalID(m.GatewayInterfaceId, "gateway_interface_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	f.Status = m.Status
 	rows, page, err := h.svc.List(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := &paymentpb.ListPaymentsResponse{
 		Payments: make([]*paymentpb.PaymentRecord, 0, len(rows)),
@@ -97,19 +97,19 @@ func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymen
 	var in NewPayment
 	var err error
 	if in.OrderID, err = idOrNil(m.GetOrderId(), "order_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if in.InvoiceID, err = idOrNil(m.GetInvoiceId(), "invoice_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if in.GatewayInterfaceID, err = rpc.ParseID(m.GetGatewayInterfaceId(), "gateway_interface_id"); err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	in.ReturnURL = m.GetReturnUrl()
 	in.ClientIP = peerHost(req.Peer().Addr)
 	p, err := h.svc.CreatePayment(ctx, in)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.CreatePaymentResponse{
 		Payment: rpc.PaymentRecord(p), PaymentUrl: p.PaymentUrl, QrCode: p.QrCode, Instructions: p.Instructions,
@@ -120,11 +120,11 @@ func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymen
 func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[paymentpb.QueryPaymentStatusRequest]) (*connect.Response[paymentpb.QueryPaymentStatusResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	p, err := h.svc.QueryPaymentStatus(ctx, id)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.QueryPaymentStatusResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
@@ -135,14 +135,14 @@ func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[p
 func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[paymentpb.PaymentCallbackRequest]) (*connect.Response[paymentpb.PaymentCallbackResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetGatewayInterfaceId(), "gateway_interface_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	res, err := h.svc.HandleCallback(ctx, Callback{GatewayInterfaceID: id, Method: http.MethodPost, Payload: req.Msg.GetPayload()})
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	if res.Duplicate {
-		return nil, rpc.Error(ctx, h.log, errDuplicateCallback(res.Payment))
+		return nil, errDuplicateCallback(res.Payment)
 	}
 	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: rpc.PaymentRecord(res.Payment)}), nil
 }
@@ -152,11 +152,11 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymentpb.RefundPaymentRequest]) (*connect.Response[paymentpb.RefundPaymentResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	r, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), req.Msg.GetReason())
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: rpc.PaymentRecord(r.Payment), Refund: refundRecord(r.Refund, r.Payment.Currency)}), nil
 }

@@ -18,13 +18,13 @@ func (h *AdminHandler) GetPaymentStats(ctx context.Context, req *connect.Request
 	if raw := req.Msg.GetSince(); raw != "" {
 		t, err := time.Parse(time.RFC3339Nano, raw)
 		if err != nil {
-			return nil, rpc.Error(ctx, h.log, apperr.New(apperr.InvalidArgument, "since: %q is not an RFC 3339 time such as 2024-05-01T00:00:00Z", raw))
+			return nil, apperr.New(apperr.InvalidArgument, "since: %q is not an RFC 3339 time such as 2024-05-01T00:00:00Z", raw)
 		}
 		since = &t
 	}
 	st, err := h.svc.PaymentStats(ctx, since)
 	if err != nil {
-		return nil, rpc.Error(ctx, h.log, err)
+		return nil, err
 	}
 	out := &paymentpb.GetPaymentStatsResponse{
 		Since: rpc.Time(st.Since), AsOf: rpc.Time(st.AsOf),

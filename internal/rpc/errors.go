@@ -25,6 +25,23 @@ var codes = map[apperr.Kind]connect.Code{
 	apperr.Unavailable:        connect.CodeUnavailable,
 }
 
+// NewErrorInterceptor maps the error of every handler through Error, so a
+// handler returns its domain or store error as it is and the one mapping
+// happens here. It goes innermost, after validation, so that the
+// interceptors outside it (metrics, tracing, access lines) see the code the
+// client gets.
+func NewErrorInterceptor(log *slog.Logger) connect.Interceptor {
+	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if err != nil {
+				return nil, Error(ctx, log, err)
+			}
+			return res, nil
+		}
+	})
+}
+
 // Error turns err into a *connect.Error for the client. Domain errors keep
 // their message (an Internal one only when marked Shown: it is always
 // logged); store errors get a generic message of their kind; anything

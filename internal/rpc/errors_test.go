@@ -52,3 +52,29 @@ func TestStoreAndContextErrorsMap(t *testing.T) {
 	ce := connect.NewError(connect.CodeUnavailable, errors.New("circuit open for gw.example"))
 	require.Same(t, ce, Error(ctx, log, ce))
 }
+
+// The interceptor maps what a handler returns, and only errors: an answer
+// passes untouched, a domain error arrives with its code and message, a
+// store error with its generic one.
+func TestErrorInterceptorMapsWhatAHandlerReturns(t *testing.T) {
+	t.Parallel()
+	ic := NewErrorInterceptor(slog.New(slog.DiscardHandler))
+	call := func(err error) (connect.AnyResponse, error) {
+		return ic.WrapUnary(func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
+			if err != nil {
+				return nil, err
+			}
+			return connect.NewResponse(&struct{}{}), nil
+		})(context.Background(), connect.NewRequest(&struct{}{}))
+	}
+	res, err := call(nil)
+	require.NoError(t, err)
+	require.NotNil(t, res)
+	_, err = call(apperr.New(apperr.FailedPrecondition, "order is paid"))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	var ce *connect.Error
+	require.True(t, errors.As(err, &ce))
+	require.Equal(t, "order is paid", ce.Message())
+	_, err = call(fmt.Errorf("lookup: %w", store.ErrNotFound))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+}

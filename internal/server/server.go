@@ -38,6 +38,7 @@ import (
 	"connectrpc.com/grpcreflect"
 
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/rpc"
 )
 
 // Pinger is what readiness needs of the database pool.
@@ -82,13 +83,15 @@ type Server struct {
 }
 
 // HandlerOptions returns the Connect options every service handler is built
-// with: request validation and the request size limit.
-func HandlerOptions(cfg config.Server, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
+// with: the extra interceptors (outermost first), request validation, the
+// one mapping of domain errors to Connect codes (innermost: handlers return
+// their errors as they are) and the request size limit.
+func HandlerOptions(cfg config.Server, log *slog.Logger, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
 	validate, err := NewValidateInterceptor()
 	if err != nil {
 		return nil, err
 	}
-	interceptors := append(append([]connect.Interceptor(nil), extra...), validate)
+	interceptors := append(append([]connect.Interceptor(nil), extra...), validate, rpc.NewErrorInterceptor(log))
 	return []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),

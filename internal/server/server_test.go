@@ -59,7 +59,7 @@ func setup(t *testing.T, mutate ...func(*config.Server)) *bundle {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	opts, err := server.HandlerOptions(cfg)
+	opts, err := server.HandlerOptions(cfg, nil)
 	require.NoError(t, err)
 	path, h := paymentpbconnect.NewPaymentServiceHandler(unimplementedPayments{}, opts...)
 	db := &fakeDB{}

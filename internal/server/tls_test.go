@@ -62,7 +62,7 @@ func TestTLSServesGRPCOverHTTP2AndHealthOverHTTP1(t *testing.T) {
 	certFile, keyFile, roots := selfSigned(t)
 	cfg := config.Default().Server
 	cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile
-	opts, err := server.HandlerOptions(cfg)
+	opts, err := server.HandlerOptions(cfg, nil)
 	require.NoError(t, err)
 	path, h := paymentpbconnect.NewPaymentServiceHandler(unimplementedPayments{}, opts...)
 	srv := server.New(server.Options{
