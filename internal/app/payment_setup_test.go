@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +34,8 @@ type payEnv struct {
 	c        callers
 	fake     *epay.Server
 	epayGW   string
+	// pluginDir is [plugins].dir.
+	pluginDir string
 	product  string
 	payments paymentpbconnect.PaymentServiceClient
 	orders   orderpbconnect.OrderServiceClient
@@ -76,7 +81,7 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 	}
 	r := startOn(t, cfg, ln, opts...)
 	e := &payEnv{
-		r: r, c: login(t, r), fake: fake,
+		r: r, c: login(t, r), fake: fake, pluginDir: cfg.Plugins.Dir,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
 		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),
@@ -124,6 +129,40 @@ func (e *payEnv) order(t testing.TB) string {
 	o, err := e.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: e.product}, e.c.customer))
 	require.NoError(t, err)
 	return o.Msg.GetOrder().GetId()
+}
+
+// dollarGateway adds a gateway that takes USD: epay.lua with its currency
+// changed, as a stand-in for a gateway that books dollars, talking to the
+// env's fake epay. It returns the enabled interface's id.
+func (e *payEnv) dollarGateway(t testing.TB) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
+	require.NoError(t, err)
+	usd := strings.Replace(string(src), `local CURRENCY = "CNY"`, `local CURRENCY = "USD"`, 1)
+	require.NotEqual(t, string(src), usd, "epay.lua names its currency in one place")
+	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", "epay_usd.lua"), []byte(usd), 0o644))
+	ctx := context.Background()
+	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
+	require.NoError(t, err)
+	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "epay_usd", DisplayName: "Card (USD)",
+		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	id := gw.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	return id
+}
+
+// createPaymentVia pays an order through the interface gw as alice.
+func (e *payEnv) createPaymentVia(t testing.TB, orderID, gw string) *paymentpb.CreatePaymentResponse {
+	t.Helper()
+	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
+		OrderId: orderID, GatewayInterfaceId: gw, ReturnUrl: "https://shop.example/done",
+	}, e.c.customer))
+	require.NoError(t, err)
+	return res.Msg
 }
 
 // createPayment pays an order through the epay interface as alice.
