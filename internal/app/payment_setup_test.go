@@ -30,16 +30,16 @@ import (
 // address, with the shipped gateway plugins, an enabled epay interface
 // talking to a fake epay gateway, a product, and logged-in callers.
 type payEnv struct {
-	r        *running
-	c        callers
-	fake     *epay.Server
-	epayGW   string
+	r      *running
+	c      callers
+	fake   *epay.Server
+	epayGW string
 	// pluginDir is [plugins].dir.
 	pluginDir string
-	product  string
-	payments paymentpbconnect.PaymentServiceClient
-	orders   orderpbconnect.OrderServiceClient
-	admin    gatewaypbconnect.GatewayAdminServiceClient
+	product   string
+	payments  paymentpbconnect.PaymentServiceClient
+	orders    orderpbconnect.OrderServiceClient
+	admin     gatewaypbconnect.GatewayAdminServiceClient
 }
 
 // startOn is start with a listener chosen by the caller (and app options).
@@ -136,16 +136,26 @@ func (e *payEnv) order(t testing.TB) string {
 // env's fake epay. It returns the enabled interface's id.
 func (e *payEnv) dollarGateway(t testing.TB) string {
 	t.Helper()
+	return e.epayVariant(t, "epay_usd", func(src string) string {
+		return strings.Replace(src, `local CURRENCY = "CNY"`, `local CURRENCY = "USD"`, 1)
+	})
+}
+
+// epayVariant writes epay.lua as edited by edit to gateway/<name>.lua,
+// reloads the plugins and returns the id of an enabled interface of it on
+// the env's fake epay.
+func (e *payEnv) epayVariant(t testing.TB, name string, edit func(src string) string) string {
+	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
 	require.NoError(t, err)
-	usd := strings.Replace(string(src), `local CURRENCY = "CNY"`, `local CURRENCY = "USD"`, 1)
-	require.NotEqual(t, string(src), usd, "epay.lua names its currency in one place")
-	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", "epay_usd.lua"), []byte(usd), 0o644))
+	variant := edit(string(src))
+	require.NotEqual(t, string(src), variant, "the edit must change the script")
+	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", name+".lua"), []byte(variant), 0o644))
 	ctx := context.Background()
 	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
 	require.NoError(t, err)
 	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay_usd", DisplayName: "Card (USD)",
+		PluginName: name, DisplayName: name,
 		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
 	}, e.c.admin))
 	require.NoError(t, err)

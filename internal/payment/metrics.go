@@ -39,7 +39,7 @@ const (
 	CallbackDuplicate    = "duplicate"     // a repeat of an applied callback
 	CallbackIgnored      = "ignored"       // valid, but not a success: nothing to apply
 	CallbackBadSignature = "bad_signature" // the plugin refused it (signature, foreign merchant)
-	CallbackMismatch     = "mismatch"      // interface, amount or order number does not match; late success
+	CallbackMismatch     = "mismatch"      // interface, currency, amount or order number does not match; late success
 	CallbackNotFound     = "not_found"     // unknown payment or interface
 	CallbackUnavailable  = "unavailable"   // plugin not loaded, circuit open
 	CallbackError        = "error"         // anything else (the gateway retries)
