@@ -169,7 +169,13 @@ func TestPluginThatDeclaresNoCurrencyLoadsButTakesNoNewPayment(t *testing.T) {
 	require.Contains(t, b.logs.String(), "gateway plugin declares no currencies")
 	id := b.create(t, "old", map[string]any{"pid": "1", "key": "k"})
 	_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.ErrorContains(t, err, `takes no currency: plugin "old" declares none in info().currencies`)
+
+	// One enabled before the plugin's currencies were checked.
+	_, err = b.pool.Exec(context.Background(), `UPDATE gateway_interfaces SET enabled = true WHERE id = $1`, id)
 	require.NoError(t, err)
+	b.reg.Invalidate()
 
 	gw, err := b.reg.Get(context.Background(), id)
 	require.NoError(t, err)

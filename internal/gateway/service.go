@@ -470,8 +470,8 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 }
 
 // SetInterfaceEnabled enables or disables an interface (admin). Enabling
-// needs a loaded plugin and a config that satisfies the interface's schema
-// (an upgrade may have made it stale). Repeating the current state changes
+// needs a loaded plugin, a config that satisfies the interface's schema
+// (an upgrade may have made it stale) and some currency it takes. Repeating the current state changes
 // nothing.
 func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled bool) (InterfaceView, error) {
 	p, err := requireAdmin(ctx)
@@ -505,6 +505,11 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 			}
 			if err := configSatisfiesSchema(gi); err != nil {
 				return err
+			}
+			if len(s.reg.currenciesOf(pl.Name, gi.Config)) == 0 {
+				// Enabled, it would take no payment and stay out of every
+				// customer's list: say so rather than enable it silently.
+				return apperr.New(apperr.FailedPrecondition, "gateway interface %s takes no currency: plugin %q declares none in info().currencies, or the interface config's currencies names none it takes (docs/plugins.md)", id, pl.Name)
 			}
 		}
 		updated, err := store.SetGatewayInterfaceEnabled(ctx, tx, id, enabled, s.now())

@@ -40,13 +40,16 @@ type Gateway struct {
 // Takes reports whether the interface takes new payments in currency.
 func (g Gateway) Takes(currency string) bool { return slices.Contains(g.Currencies, currency) }
 
-// takesText is what an interface takes, for messages: "CNY, USD" or "no
+// takesText is what an interface takes, for messages.
+func (g Gateway) takesText() string { return currenciesText(g.Currencies) }
+
+// currenciesText is a list of currencies for messages: "CNY, USD", or "no
 // currency".
-func (g Gateway) takesText() string {
-	if len(g.Currencies) == 0 {
+func currenciesText(codes []string) string {
+	if len(codes) == 0 {
 		return "no currency"
 	}
-	return strings.Join(g.Currencies, ", ")
+	return strings.Join(codes, ", ")
 }
 
 // Gateways looks gateway interfaces up. The plugin registry implements it;

@@ -322,12 +322,8 @@ func currencyMismatch(p store.Payment, rep report) string {
 	if rep.Status != gatewaySuccess || rep.Takes == nil || slices.Contains(rep.Takes, p.Currency) {
 		return ""
 	}
-	takes := "no currency"
-	if len(rep.Takes) > 0 {
-		takes = strings.Join(rep.Takes, ", ")
-	}
-	return fmt.Sprintf("currency mismatch: payment %s is of %s %s, but its gateway interface takes %s and reports amounts in it",
-		p.ID, p.Amount, p.Currency, takes)
+	return fmt.Sprintf("currency mismatch: payment %s is of %s %s, but its gateway interface takes %s, so what it reports is not %s",
+		p.ID, p.Amount, p.Currency, currenciesText(rep.Takes), p.Currency)
 }
 
 // settledState is the audit "after" of a settlement: the payment and what
