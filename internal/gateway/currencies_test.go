@@ -17,11 +17,17 @@ import (
 )
 
 // withCurrencies is gatewayScript with info().currencies set to the Lua
-// expression lua ("" leaves the key out) and schema as config_schema().
+// expression lua ("" leaves the key out; a Lua string literal is spliced
+// into the JSON as it is, for what json_encode cannot write, such as [])
+// and schema as config_schema().
 func withCurrencies(lua, schema string) string {
 	src := gatewayScript("1.0.0", "Demo", schema)
-	if lua == "" {
+	switch {
+	case lua == "":
 		return strings.Replace(src, `, currencies = { "CNY" }`, "", 1)
+	case strings.HasPrefix(lua, `"`):
+		return strings.Replace(src, `return json_encode({ display_name = "Demo", supports_query = false, supports_refund = false, currencies = { "CNY" } })`,
+			`return '{"display_name": "Demo", "currencies": `+strings.Trim(lua, `"`)+`}'`, 1)
 	}
 	return strings.Replace(src, `currencies = { "CNY" }`, "currencies = "+lua, 1)
 }
@@ -48,8 +54,10 @@ func TestBrokenCurrencyDeclarationDisablesThePlugin(t *testing.T) {
 		{"lowercase", `{ "usd" }`, schemaPidKey, `info().currencies: "usd" is not an ISO 4217 code`},
 		{"two letters", `{ "US" }`, schemaPidKey, `"US" is not an ISO 4217 code`},
 		{"a number", `{ 840 }`, schemaPidKey, `840 is not an ISO 4217 code`},
-		{"a string, not an array", `"CNY"`, schemaPidKey, "info().currencies must be an array"},
+		{"a string, not an array", `'CNY'`, schemaPidKey, "info().currencies must be an array"},
 		{"empty (Lua encodes {} as an object)", `{}`, schemaPidKey, "info().currencies must be an array"},
+		{"an empty array", `"[]"`, schemaPidKey, "info().currencies must not be empty"},
+		{"null in the array", `"[null]"`, schemaPidKey, "null is not an ISO 4217 code"},
 		{"twice", `{ "CNY", "CNY" }`, schemaPidKey, "info().currencies names CNY twice"},
 		{"star beside codes", `{ "*", "CNY" }`, schemaWithCurrencies, `"*" stands alone`},
 		{"star without a config property", `{ "*" }`, schemaPidKey, `config_schema() declares no "currencies" property`},
