@@ -297,7 +297,7 @@ func world(t *testing.T, s *service) fixture {
 		return gi.Msg.GetGatewayInterface().GetId()
 	}
 	bank := createInterface("bank_transfer", fx.GatewayInterfaceName,
-		map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00"})
+		map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00", "currencies": []any{"CNY"}})
 	_, err = gateways.EnableGatewayInterface(ctx, connect.NewRequest(&gatewaypb.EnableGatewayInterfaceRequest{Id: bank}))
 	require.NoError(t, err)
 	payments := paymentpbconnect.NewPaymentServiceClient(customer, s.baseURL)

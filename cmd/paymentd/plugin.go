@@ -83,5 +83,15 @@ func checkPlugin(ctx context.Context, path, folder string, stdout io.Writer) err
 		secrets = []string{"(none)"}
 	}
 	fmt.Fprintf(stdout, "  secret keys: %s\n", strings.Join(secrets, ", "))
+	if in.Type == plugin.Gateway {
+		currencies := "(none: its interfaces take no payment)"
+		switch {
+		case len(in.Currencies) == 1 && in.Currencies[0] == "*":
+			currencies = "each interface names its own (config \"currencies\")"
+		case len(in.Currencies) > 0:
+			currencies = strings.Join(in.Currencies, ", ")
+		}
+		fmt.Fprintf(stdout, "  currencies:  %s\n", currencies)
+	}
 	return nil
 }

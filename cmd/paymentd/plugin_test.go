@@ -26,6 +26,22 @@ func TestPluginCheckAcceptsTheShippedPlugins(t *testing.T) {
 	_, stdout, _ := runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
 	require.Contains(t, stdout, "type:        gateway (7 functions")
 	require.Contains(t, stdout, "secret keys: key")
+	require.Contains(t, stdout, "currencies:  CNY\n")
+	_, stdout, _ = runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "bank_transfer.lua"))
+	require.Contains(t, stdout, `currencies:  each interface names its own (config "currencies")`)
+}
+
+func TestPluginCheckRefusesAMalformedCurrencyList(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "gateway")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
+	require.NoError(t, err)
+	bad := filepath.Join(dir, "bad.lua")
+	require.NoError(t, os.WriteFile(bad, bytes.Replace(src, []byte(`local CURRENCY = "CNY"`), []byte(`local CURRENCY = "yuan"`), 1), 0o644))
+	code, _, stderr := runCLI(t, "plugin", "check", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `info().currencies: "yuan" is not an ISO 4217 code`)
 }
 
 func TestPluginCheckFailsNamingTheLine(t *testing.T) {

@@ -826,7 +826,7 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func(
 		if env.has("PRODUCT_ID", "TOKEN", "ADMIN_COOKIE") && !env.has("BANK_PAYMENT_ID") {
 			gw, err := admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
 				PluginName: "bank_transfer", DisplayName: "Bank transfer",
-				Config: mustStruct(t, map[string]any{"bank_name": "Example Bank", "account_name": "Example Hosting Ltd", "account_number": "DE02120300000000202051"}),
+				Config: mustStruct(t, map[string]any{"bank_name": "Example Bank", "account_name": "Example Hosting Ltd", "account_number": "DE02120300000000202051", "currencies": []any{"CNY"}}),
 			}, adminCookie()))
 			require.NoError(t, err)
 			_, err = admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: gw.Msg.GetGatewayInterface().GetId()}, adminCookie()))

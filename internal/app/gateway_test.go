@@ -217,7 +217,7 @@ func TestGatewayInterfacesOverTheWire(t *testing.T) {
 
 	bank, err := cl.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
 		PluginName: "bank_transfer", DisplayName: "Bank transfer",
-		Config: mustStruct(t, map[string]any{"bank_name": "Example Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704"}),
+		Config: mustStruct(t, map[string]any{"bank_name": "Example Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704", "currencies": []any{"CNY"}}),
 	}, c.admin))
 	require.NoError(t, err)
 	bankID := bank.Msg.GetGatewayInterface().GetId()
@@ -236,7 +236,7 @@ func TestGatewayInterfacesOverTheWire(t *testing.T) {
 	require.NoError(t, err)
 	got := methods()
 	require.Len(t, got, 1)
-	require.Equal(t, &gatewaypb.PaymentMethod{Id: bankID, DisplayName: "Bank transfer", PluginName: "bank_transfer"}, got[0])
+	require.Equal(t, &gatewaypb.PaymentMethod{Id: bankID, DisplayName: "Bank transfer", PluginName: "bank_transfer", Currencies: []string{"CNY"}}, got[0])
 	_, err = cl.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: epayID}, c.admin))
 	require.NoError(t, err)
 	require.Len(t, methods(), 2)

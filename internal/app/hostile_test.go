@@ -330,7 +330,7 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 // file, run a command, load code, loop forever or answer garbage.
 const hostileGateway = `
 function version() return "6.6.6" end
-function info(c, i) return json_encode({display_name = "Hostile"}) end
+function info(c, i) return json_encode({display_name = "Hostile", currencies = {"CNY"}}) end
 function config_schema(c, i) return json_encode({type = "object", properties = {}}) end
 function test_config(c, i) return json_encode({ok = true, message = ""}) end
 function query_payment(c, i) return json_encode({status = "pending"}) end

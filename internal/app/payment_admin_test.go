@@ -185,7 +185,10 @@ func TestListRefundsAcrossPaymentsByStatusOverTheWire(t *testing.T) {
 	require.NoError(t, err)
 	usdOrder, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: usdProduct.Msg.GetProduct().GetId()}, e.c.customer))
 	require.NoError(t, err)
-	usd := paid(usdOrder.Msg.GetOrder().GetId())
+	dollars := e.dollarGateway(t)
+	usd := e.createPaymentVia(t, usdOrder.Msg.GetOrder().GetId(), dollars).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(usd))
+	e.waitSettled(t, usd)
 	last := refund(usd, "1.00")
 
 	// The pending ones, with no paging asked: page 1 of 20.

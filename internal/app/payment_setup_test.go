@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,14 +30,16 @@ import (
 // address, with the shipped gateway plugins, an enabled epay interface
 // talking to a fake epay gateway, a product, and logged-in callers.
 type payEnv struct {
-	r        *running
-	c        callers
-	fake     *epay.Server
-	epayGW   string
-	product  string
-	payments paymentpbconnect.PaymentServiceClient
-	orders   orderpbconnect.OrderServiceClient
-	admin    gatewaypbconnect.GatewayAdminServiceClient
+	r      *running
+	c      callers
+	fake   *epay.Server
+	epayGW string
+	// pluginDir is [plugins].dir.
+	pluginDir string
+	product   string
+	payments  paymentpbconnect.PaymentServiceClient
+	orders    orderpbconnect.OrderServiceClient
+	admin     gatewaypbconnect.GatewayAdminServiceClient
 }
 
 // startOn is start with a listener chosen by the caller (and app options).
@@ -76,7 +81,7 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 	}
 	r := startOn(t, cfg, ln, opts...)
 	e := &payEnv{
-		r: r, c: login(t, r), fake: fake,
+		r: r, c: login(t, r), fake: fake, pluginDir: cfg.Plugins.Dir,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
 		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),
@@ -124,6 +129,50 @@ func (e *payEnv) order(t testing.TB) string {
 	o, err := e.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: e.product}, e.c.customer))
 	require.NoError(t, err)
 	return o.Msg.GetOrder().GetId()
+}
+
+// dollarGateway adds a gateway that takes USD: epay.lua with its currency
+// changed, as a stand-in for a gateway that books dollars, talking to the
+// env's fake epay. It returns the enabled interface's id.
+func (e *payEnv) dollarGateway(t testing.TB) string {
+	t.Helper()
+	return e.epayVariant(t, "epay_usd", func(src string) string {
+		return strings.Replace(src, `local CURRENCY = "CNY"`, `local CURRENCY = "USD"`, 1)
+	})
+}
+
+// epayVariant writes epay.lua as edited by edit to gateway/<name>.lua,
+// reloads the plugins and returns the id of an enabled interface of it on
+// the env's fake epay.
+func (e *payEnv) epayVariant(t testing.TB, name string, edit func(src string) string) string {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
+	require.NoError(t, err)
+	variant := edit(string(src))
+	require.NotEqual(t, string(src), variant, "the edit must change the script")
+	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", name+".lua"), []byte(variant), 0o644))
+	ctx := context.Background()
+	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
+	require.NoError(t, err)
+	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: name, DisplayName: name,
+		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	id := gw.Msg.GetGatewayInterface().GetId()
+	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	return id
+}
+
+// createPaymentVia pays an order through the interface gw as alice.
+func (e *payEnv) createPaymentVia(t testing.TB, orderID, gw string) *paymentpb.CreatePaymentResponse {
+	t.Helper()
+	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
+		OrderId: orderID, GatewayInterfaceId: gw, ReturnUrl: "https://shop.example/done",
+	}, e.c.customer))
+	require.NoError(t, err)
+	return res.Msg
 }
 
 // createPayment pays an order through the epay interface as alice.

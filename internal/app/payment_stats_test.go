@@ -61,7 +61,9 @@ func TestGetPaymentStatsSumsUpTodaysRealPayments(t *testing.T) {
 	require.NoError(t, err)
 	usdOrder, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: usd.Msg.GetProduct().GetId()}, e.c.customer))
 	require.NoError(t, err)
-	paid(usdOrder.Msg.GetOrder().GetId()) // success, 7.25 USD
+	dollars := e.createPaymentVia(t, usdOrder.Msg.GetOrder().GetId(), e.dollarGateway(t)).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(dollars))
+	e.waitSettled(t, dollars) // success, 7.25 USD
 
 	got, err := stats("", e.c.admin)
 	require.NoError(t, err)

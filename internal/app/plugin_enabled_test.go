@@ -154,7 +154,7 @@ func TestPluginEnableAndDisableAnswerClearErrors(t *testing.T) {
 	// No interface of a disabled plugin can be created.
 	_, err = cl.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
 		PluginName: "bank_transfer", DisplayName: "Bank",
-		Config: mustStruct(t, map[string]any{"bank_name": "B", "account_name": "A", "account_number": "1"}),
+		Config: mustStruct(t, map[string]any{"bank_name": "B", "account_name": "A", "account_number": "1", "currencies": []any{"CNY"}}),
 	}, c.admin))
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, `plugin "bank_transfer" is disabled`)

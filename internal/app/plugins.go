@@ -60,12 +60,15 @@ func (a *App) stopPlugins() {
 
 // gatewayServices mounts GatewayAdminService, PaymentMethodService and
 // IntegrationService. ConfirmBankTransfer goes to the payment domain when
-// it offers it (pay implements gateway.BankTransferConfirmer).
+// it offers it (pay implements gateway.BankTransferConfirmer), and so does
+// the currency of an order whose payment methods are asked for
+// (gateway.CurrencyDue).
 func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Service {
 	svc := gateway.NewService(a.pool, a.registry, a.opts.clock, a.log)
 	confirm, _ := pay.(gateway.BankTransferConfirmer)
+	due, _ := pay.(gateway.CurrencyDue)
 	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm, a.log), opts...)
-	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, a.log), opts...)
+	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, due, a.log), opts...)
 	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound, a.log), opts...)
 	return []server.Service{
 		{Name: gatewaypbconnect.GatewayAdminServiceName, Path: adminPath, Handler: adminHandler},

@@ -112,7 +112,7 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 	})
 	r := &running{app: a, baseURL: "http://" + ln.Addr().String()}
 	e := &payEnv{
-		r: r, c: login(t, r), fake: fake,
+		r: r, c: login(t, r), fake: fake, pluginDir: cfg.Plugins.Dir,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
 		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),

@@ -43,7 +43,6 @@ func NewAdminHandler(admin *Admin, log *slog.Logger) *AdminHandler {
 	return &AdminHandler{admin: admin, log: log}
 }
 
-
 // ListEvents implements EventAdminService.ListEvents.
 func (h *AdminHandler) ListEvents(ctx context.Context, req *connect.Request[eventpb.ListEventsRequest]) (*connect.Response[eventpb.ListEventsResponse], error) {
 	m := req.Msg

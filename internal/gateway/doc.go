@@ -112,4 +112,21 @@
 // keeps the stored value. The unmasked config goes only to the plugin
 // (Registry.Get). New interfaces start disabled; enabling one needs a
 // loaded gateway plugin and a config that satisfies its schema.
+//
+// # Currencies
+//
+// A gateway books the figure it is sent in its own currency (epay's
+// protocol has none: everything is yuan), so a gateway plugin declares
+// what it takes in info().currencies, checked at load (currencies.go):
+//
+//	["CNY"]  fixed codes    an interface takes them, or fewer if its config's
+//	                        "currencies" names fewer (more is refused on save)
+//	["*"]    the account    an interface takes exactly what its config's
+//	                        "currencies" names; nothing when it names none
+//	absent   nothing        loads (old payments settle and refund) but no
+//	                        interface of it takes a new payment
+//
+// Registry.Get hands the result to the payment domain as
+// payment.Gateway.Currencies, which CreatePayment, the settlement and
+// refunds check; PaymentMethods lists and filters by the same function.
 package gateway

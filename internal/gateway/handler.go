@@ -68,7 +68,6 @@ func NewHandler(svc *Service, confirm BankTransferConfirmer, log *slog.Logger) *
 
 var _ gatewaypbconnect.GatewayAdminServiceHandler = (*Handler)(nil)
 
-
 // ListPlugins implements GatewayAdminService.ListPlugins.
 func (h *Handler) ListPlugins(ctx context.Context, req *connect.Request[gatewaypb.ListPluginsRequest]) (*connect.Response[gatewaypb.ListPluginsResponse], error) {
 	rows, err := h.svc.ListPlugins(ctx, store.PluginFilter{Type: req.Msg.Type, Status: req.Msg.Status})
@@ -304,28 +303,56 @@ func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[
 type MethodsHandler struct {
 	gatewaypbconnect.UnimplementedPaymentMethodServiceHandler
 	svc *Service
+	due CurrencyDue
 	log *slog.Logger
 }
 
-// NewMethodsHandler returns the PaymentMethodService handler.
-func NewMethodsHandler(svc *Service, log *slog.Logger) *MethodsHandler {
+// CurrencyDue tells the currency a payment of an order or invoice would be
+// in, after the same checks CreatePayment makes (the caller's own, still
+// payable). The payment domain implements it.
+type CurrencyDue interface {
+	CurrencyDue(ctx context.Context, orderID, invoiceID *uuid.UUID) (string, error)
+}
+
+// NewMethodsHandler returns the PaymentMethodService handler; due (nil:
+// order_id and invoice_id are Unimplemented) resolves an order's currency.
+func NewMethodsHandler(svc *Service, due CurrencyDue, log *slog.Logger) *MethodsHandler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &MethodsHandler{svc: svc, log: log}
+	return &MethodsHandler{svc: svc, due: due, log: log}
 }
 
 var _ gatewaypbconnect.PaymentMethodServiceHandler = (*MethodsHandler)(nil)
 
 // ListPaymentMethods implements PaymentMethodService.ListPaymentMethods.
-func (h *MethodsHandler) ListPaymentMethods(ctx context.Context, _ *connect.Request[gatewaypb.ListPaymentMethodsRequest]) (*connect.Response[gatewaypb.ListPaymentMethodsResponse], error) {
-	rows, err := h.svc.PaymentMethods(ctx)
+func (h *MethodsHandler) ListPaymentMethods(ctx context.Context, req *connect.Request[gatewaypb.ListPaymentMethodsRequest]) (*connect.Response[gatewaypb.ListPaymentMethodsResponse], error) {
+	currency := req.Msg.GetCurrency()
+	if req.Msg.GetOrderId() != "" || req.Msg.GetInvoiceId() != "" {
+		if h.due == nil {
+			return nil, connect.NewError(connect.CodeUnimplemented, errors.New("payment methods of an order are not available"))
+		}
+		orderID, err := rpc.IDOrNil(req.Msg.GetOrderId(), "order_id")
+		if err != nil {
+			return nil, err
+		}
+		invoiceID, err := rpc.IDOrNil(req.Msg.GetInvoiceId(), "invoice_id")
+		if err != nil {
+			return nil, err
+		}
+		if currency, err = h.due.CurrencyDue(ctx, orderID, invoiceID); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := h.svc.PaymentMethods(ctx, currency)
 	if err != nil {
 		return nil, err
 	}
 	out := &gatewaypb.ListPaymentMethodsResponse{PaymentMethods: make([]*gatewaypb.PaymentMethod, 0, len(rows))}
 	for _, m := range rows {
-		out.PaymentMethods = append(out.PaymentMethods, &gatewaypb.PaymentMethod{Id: m.ID.String(), DisplayName: m.DisplayName, PluginName: m.PluginName})
+		out.PaymentMethods = append(out.PaymentMethods, &gatewaypb.PaymentMethod{
+			Id: m.ID.String(), DisplayName: m.DisplayName, PluginName: m.PluginName, Currencies: m.Currencies,
+		})
 	}
 	return connect.NewResponse(out), nil
 }

@@ -128,7 +128,7 @@ function version()
 end
 
 function info(config_json, input_json)
-  return json_encode({ display_name = %[2]q, supports_query = false, supports_refund = false })
+  return json_encode({ display_name = %[2]q, supports_query = false, supports_refund = false, currencies = { "CNY" } })
 end
 
 function config_schema(config_json, input_json)

@@ -63,6 +63,11 @@ type Inspected struct {
 	Info         []byte
 	ConfigSchema []byte
 	Schema       *configschema.Schema
+	// Currencies is what a gateway's info().currencies declares: ISO 4217
+	// codes, or ["*"] when each interface's config names them; nil when it
+	// declares nothing (its interfaces then take no new payment).
+	Currencies []string
+	currencies declaredCurrencies
 }
 
 // InspectError is why a script cannot be loaded: a compile error (with its
@@ -145,6 +150,21 @@ func inspectAs(ctx context.Context, rt *plugin.Runtime, name string, typ plugin.
 	}
 	if in.Schema, err = configschema.Parse(in.ConfigSchema); err != nil {
 		return nil, &InspectError{Plugin: name, Msg: "config_schema(): " + err.Error()}
+	}
+	if typ == plugin.Gateway {
+		// A wrong currency list would send money in a currency the gateway
+		// does not book: refuse the plugin rather than guess.
+		if in.currencies, err = parseDeclaredCurrencies(in.Info); err != nil {
+			return nil, &InspectError{Plugin: name, Msg: err.Error()}
+		}
+		if in.currencies.byAccount {
+			if err := checkSchemaDeclaresCurrencies(in.ConfigSchema); err != nil {
+				return nil, &InspectError{Plugin: name, Msg: err.Error()}
+			}
+			in.Currencies = []string{accountCurrencies}
+		} else {
+			in.Currencies = in.currencies.codes
+		}
 	}
 	in.Plugin = rt.Load(sc)
 	return in, nil

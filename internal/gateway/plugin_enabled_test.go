@@ -28,7 +28,7 @@ func TestADisabledPluginHidesItsInterfacesButStaysLoadedForOldPayments(t *testin
 	require.NotNil(t, v.Loaded, "a disabled plugin stays loaded")
 
 	// Customers no longer see its interfaces, whose own flags stay.
-	methods, err := b.svc.PaymentMethods(b.asCustomer)
+	methods, err := b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Empty(t, methods)
 	iv, err := b.svc.GetInterface(b.asAdmin, on)
@@ -68,7 +68,7 @@ func TestADisabledPluginHidesItsInterfacesButStaysLoadedForOldPayments(t *testin
 	v, err = b.svc.SetPluginEnabled(b.asAdmin, "demo", true)
 	require.NoError(t, err)
 	require.True(t, v.Enabled)
-	methods, err = b.svc.PaymentMethods(b.asCustomer)
+	methods, err = b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Len(t, methods, 1)
 	require.Equal(t, on, methods[0].ID)

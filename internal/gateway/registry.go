@@ -124,6 +124,8 @@ type loaded struct {
 	info       []byte
 	schemaJSON []byte
 	schema     *configschema.Schema
+	// currencies is what info().currencies declares (gateways only).
+	currencies declaredCurrencies
 	// lastRecorded is when a failed call was last written (unix nanos).
 	lastRecorded atomic.Int64
 }
@@ -236,6 +238,7 @@ func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gate
 	}
 	if l := r.lookup(gi.PluginName); l != nil && l.typ == plugin.Gateway {
 		g.Plugin = l.caller
+		g.Currencies = l.currencies.of(gi.Config)
 	}
 	return g, nil
 }
@@ -290,6 +293,17 @@ func (r *Registry) Invalidate() {
 	r.ifGen++
 	clear(r.ifCache)
 	r.ifMu.Unlock()
+}
+
+// currenciesOf is what an interface of the gateway plugin name with config
+// takes, as Get hands it to the payment domain: nil unless this process
+// runs a gateway plugin of that name.
+func (r *Registry) currenciesOf(name string, config []byte) []string {
+	l := r.lookup(name)
+	if l == nil || l.typ != plugin.Gateway {
+		return nil
+	}
+	return l.currencies.of(config)
 }
 
 // LoadedPlugin describes the code of a plugin loaded in this process.
@@ -438,7 +452,11 @@ func (r *Registry) prepare(ctx context.Context, f *pluginFile, cur *loaded) (*lo
 	}
 	l := &loaded{name: f.name, folder: f.folder, typ: in.Type, script: in.Script, plugin: in.Plugin}
 	l.caller = &recordingCaller{r: r, l: l}
-	l.info, l.schemaJSON, l.schema = in.Info, in.ConfigSchema, in.Schema
+	l.info, l.schemaJSON, l.schema, l.currencies = in.Info, in.ConfigSchema, in.Schema, in.currencies
+	if in.Type == plugin.Gateway && in.Currencies == nil {
+		r.log.WarnContext(ctx, "gateway plugin declares no currencies (info().currencies): its interfaces take no new payments",
+			"plugin", f.name)
+	}
 	return l, nil
 }
 

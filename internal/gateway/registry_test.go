@@ -232,7 +232,7 @@ func TestBrokenFileDisablesOnlyItselfAndTheErrorIsVisible(t *testing.T) {
 	require.Contains(t, out, "pay 1001")
 
 	// Customers no longer see beta's interface; admins cannot test it.
-	methods, err := b.svc.PaymentMethods(b.asCustomer)
+	methods, err := b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Len(t, methods, 1)
 	require.Equal(t, alpha, methods[0].ID)
@@ -251,7 +251,7 @@ func TestBrokenFileDisablesOnlyItselfAndTheErrorIsVisible(t *testing.T) {
 	require.Equal(t, []gateway.Change{{Name: "beta", Kind: gateway.ChangeRecovered, PreviousVersion: "1.0.0", FileVersion: "1.0.0"}}, rep.Changes)
 	require.Equal(t, store.PluginLoaded, b.plugin(t, "beta").Status)
 	require.Empty(t, b.plugin(t, "beta").LastError)
-	methods, err = b.svc.PaymentMethods(b.asCustomer)
+	methods, err = b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Len(t, methods, 2)
 }

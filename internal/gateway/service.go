@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -373,7 +374,8 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		if err != nil {
 			return apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
 		}
-		if problems := append(schema.MaskSent(cfg), schema.Problems(cfg)...); len(problems) > 0 {
+		problems := append(schema.MaskSent(cfg), schema.Problems(cfg)...)
+		if problems = append(problems, configCurrencyProblems(pl.Info, cfg)...); len(problems) > 0 {
 			return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
 		}
 		raw, err := json.Marshal(cfg)
@@ -440,7 +442,7 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 				return apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", id)
 			}
 			merged := schema.Merge(stored, u.Config)
-			if problems := schema.Problems(merged); len(problems) > 0 {
+			if problems := append(schema.Problems(merged), configCurrencyProblems(pl.Info, merged)...); len(problems) > 0 {
 				return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
 			}
 			if raw, err = json.Marshal(merged); err != nil {
@@ -460,8 +462,8 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 }
 
 // SetInterfaceEnabled enables or disables an interface (admin). Enabling
-// needs a loaded plugin and a config that satisfies the interface's schema
-// (an upgrade may have made it stale). Repeating the current state changes
+// needs a loaded plugin, a config that satisfies the interface's schema
+// (an upgrade may have made it stale) and some currency it takes. Repeating the current state changes
 // nothing.
 func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled bool) (InterfaceView, error) {
 	p, err := auth.RequireAdmin(ctx)
@@ -495,6 +497,11 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 			}
 			if err := configSatisfiesSchema(gi); err != nil {
 				return err
+			}
+			if len(s.reg.currenciesOf(pl.Name, gi.Config)) == 0 {
+				// Enabled, it would take no payment and stay out of every
+				// customer's list: say so rather than enable it silently.
+				return apperr.New(apperr.FailedPrecondition, "gateway interface %s takes no currency: plugin %q declares none in info().currencies, or the interface config's currencies names none it takes (docs/plugins.md)", id, pl.Name)
 			}
 		}
 		updated, err := store.SetGatewayInterfaceEnabled(ctx, tx, id, enabled, s.now())
@@ -624,11 +631,15 @@ type PaymentMethod struct {
 	ID          uuid.UUID
 	DisplayName string
 	PluginName  string
+	// Currencies it takes, sorted: what CreatePayment checks (Registry.Get).
+	Currencies []string
 }
 
-// PaymentMethods lists the enabled interfaces of enabled, loaded gateway
-// plugins (any authenticated caller).
-func (s *Service) PaymentMethods(ctx context.Context) ([]PaymentMethod, error) {
+// PaymentMethods lists the enabled interfaces of enabled gateway plugins
+// loaded here that take some currency — only currency when it is not ""
+// (any authenticated caller). An interface whose plugin declares no
+// currency is left out: CreatePayment would refuse it for every order.
+func (s *Service) PaymentMethods(ctx context.Context, currency string) ([]PaymentMethod, error) {
 	if _, err := auth.Require(ctx); err != nil {
 		return nil, err
 	}
@@ -636,9 +647,13 @@ func (s *Service) PaymentMethods(ctx context.Context) ([]PaymentMethod, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]PaymentMethod, len(rows))
-	for i, r := range rows {
-		out[i] = PaymentMethod{ID: r.ID, DisplayName: r.DisplayName, PluginName: r.PluginName}
+	out := make([]PaymentMethod, 0, len(rows))
+	for _, r := range rows {
+		takes := s.reg.currenciesOf(r.PluginName, r.Config)
+		if len(takes) == 0 || (currency != "" && !slices.Contains(takes, currency)) {
+			continue
+		}
+		out = append(out, PaymentMethod{ID: r.ID, DisplayName: r.DisplayName, PluginName: r.PluginName, Currencies: takes})
 	}
 	return out, nil
 }

@@ -123,17 +123,17 @@ func TestEnableDisableAndPaymentMethods(t *testing.T) {
 	_, err = b.svc.SetInterfaceEnabled(b.asAdmin, on, true)
 	require.NoError(t, err, "enabling twice is fine")
 
-	methods, err := b.svc.PaymentMethods(b.asCustomer)
+	methods, err := b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Len(t, methods, 1)
 	require.Equal(t, on, methods[0].ID)
 	require.Equal(t, "demo", methods[0].PluginName)
-	_, err = b.svc.PaymentMethods(b.anonymous)
+	_, err = b.svc.PaymentMethods(b.anonymous, "")
 	requireKind(t, err, apperr.Unauthenticated)
 
 	_, err = b.svc.SetInterfaceEnabled(b.asAdmin, on, false)
 	require.NoError(t, err)
-	methods, err = b.svc.PaymentMethods(b.asCustomer)
+	methods, err = b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Empty(t, methods)
 

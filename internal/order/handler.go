@@ -52,7 +52,6 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler {
 
 var _ orderpbconnect.OrderServiceHandler = (*Handler)(nil)
 
-
 // CreateProduct implements OrderService.CreateProduct.
 func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderpb.CreateProductRequest]) (*connect.Response[orderpb.CreateProductResponse], error) {
 	m := req.Msg

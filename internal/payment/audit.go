@@ -146,13 +146,20 @@ type anomaly struct {
 	GatewayPaymentID string `json:"gateway_payment_id,omitempty"`
 	GatewayTxID      string `json:"gateway_tx_id,omitempty"`
 	Amount           string `json:"amount,omitempty"`
+	Currency         string `json:"currency,omitempty"`
 	Fingerprint      string `json:"fingerprint"`
 }
 
 // recordAnomaly writes a once in db's transaction (with the payment row
 // locked, so two deliveries of one report cannot both write it) and logs it.
 func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor, at time.Time, pay store.Payment, an anomaly) error {
-	sum := sha256.Sum256([]byte(an.Kind + "\x00" + an.GatewayPaymentID + "\x00" + an.GatewayTxID + "\x00" + an.Amount))
+	key := an.Kind + "\x00" + an.GatewayPaymentID + "\x00" + an.GatewayTxID + "\x00" + an.Amount
+	if an.Currency != "" {
+		// Only then: the fingerprints of reports without a currency stay
+		// what they were before currencies were reported.
+		key += "\x00" + an.Currency
+	}
+	sum := sha256.Sum256([]byte(key))
 	an.Fingerprint = hex.EncodeToString(sum[:16])
 	s.log.ErrorContext(ctx, "payment anomaly: recorded for an admin", "payment_id", pay.ID, "kind", an.Kind,
 		"source", an.Source, "message", an.Message, "gateway_payment_id", an.GatewayPaymentID, "amount", an.Amount)

@@ -125,7 +125,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 
 	st, err := s.settle(ctx, fromCallback, audit.Gateway(cb.GatewayInterfaceID), paymentID, cb.GatewayInterfaceID, report{
 		Status: gatewaySuccess, GatewayPaymentID: res.GatewayPaymentID, GatewayTxID: res.GatewayTxID,
-		Amount: &amount, RawAmount: res.Amount, Gateway: gw.PluginName,
+		Amount: &amount, RawAmount: res.Amount, Currency: res.Currency, Takes: takes(gw), Gateway: gw.PluginName,
 	})
 	if err != nil {
 		return CallbackResult{}, err
@@ -220,7 +220,7 @@ func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src st
 	}
 	rep := report{
 		Status: out.Status, GatewayPaymentID: out.GatewayPaymentID, GatewayTxID: out.GatewayTxID,
-		RawAmount: out.Amount, Reason: "the gateway reports the payment failed", Gateway: gw.PluginName,
+		RawAmount: out.Amount, Currency: out.Currency, Takes: takes(gw), Reason: "the gateway reports the payment failed", Gateway: gw.PluginName,
 	}
 	switch out.Status {
 	case gatewayPending:
@@ -298,6 +298,15 @@ func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, 
 		return st.Payment, apperr.New(apperr.AlreadyExists, "payment %s was already confirmed with reference %q", paymentID, reference)
 	}
 	return st.Payment, nil
+}
+
+// takes is what settle holds a report of gw without a currency to: the
+// currencies gw takes, never nil (nil would skip the check).
+func takes(gw Gateway) []string {
+	if gw.Currencies == nil {
+		return []string{}
+	}
+	return gw.Currencies
 }
 
 // errDuplicateCallback is the gRPC answer to a repeated callback.

@@ -46,8 +46,9 @@ const recordTimeout = 15 * time.Second
 // The order or invoice must exist and belong to the caller (admins may pay
 // for anyone; another customer's is treated as not existing) and be unpaid;
 // the amount is the order's total or what is left of the invoice, in its
-// currency. The gateway interface must exist, be enabled and have a loaded
-// plugin. All of that is InvalidArgument.
+// currency. The gateway interface must exist, be enabled, have a loaded
+// plugin and take that currency (Gateway.Currencies). All of that is
+// InvalidArgument, and nothing is written or sent.
 //
 // While a payment for the same order, invoice and interface is pending, the
 // call returns that payment (with its stored URL), before and instead of
@@ -80,6 +81,12 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 	gw, err := s.gatewayForNewPayment(ctx, in.GatewayInterfaceID)
 	if err != nil {
 		return store.Payment{}, err
+	}
+	if !gw.Takes(tgt.currency) {
+		// A gateway books the figure it is sent in its own currency: 100.00
+		// USD through epay would be charged as 100.00 CNY.
+		return store.Payment{}, apperr.New(apperr.InvalidArgument, "gateway interface %s (%s) does not take %s (it takes %s)",
+			gw.InterfaceID, gw.DisplayName, tgt.currency, gw.takesText())
 	}
 
 	existing, err := store.GetPendingGatewayPayment(ctx, s.db, tgt.orderID, tgt.invoiceID, gw.InterfaceID)
@@ -146,6 +153,25 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		"invoice_id", rpc.IDString(pay.InvoiceID), "gateway_interface_id", gw.InterfaceID, "amount", pay.Amount.String(),
 		"currency", pay.Currency, "principal", p.String())
 	return pay, nil
+}
+
+// CurrencyDue is the currency a payment of the order and/or invoice would
+// be in, after the checks CreatePayment makes of them: the caller's own
+// (another customer's does not exist), still to be paid. ListPaymentMethods
+// offers the interfaces that take it.
+func (s *Service) CurrencyDue(ctx context.Context, orderID, invoiceID *uuid.UUID) (string, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return "", err
+	}
+	if orderID == nil && invoiceID == nil {
+		return "", apperr.New(apperr.InvalidArgument, "order_id or invoice_id is required")
+	}
+	tgt, err := s.paymentTarget(ctx, s.db, p, orderID, invoiceID, false)
+	if err != nil {
+		return "", err
+	}
+	return tgt.currency, nil
 }
 
 // gatewayForNewPayment looks up the interface a new payment goes through:

@@ -122,13 +122,13 @@ func setupFlow(t *testing.T) *flow {
 	f.gws.set(payment.Gateway{
 		InterfaceID: f.epayGW, PluginName: "epay", DisplayName: "epay", Enabled: true,
 		ConfigJSON: mustJSON(map[string]any{"api_url": f.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
-		Plugin:     f.epayPlugin,
+		Plugin:     f.epayPlugin, Currencies: []string{"CNY"},
 	})
 	f.bankGW = testfixture.GatewayInterface(t, f.pool, "bank_transfer")
 	f.gws.set(payment.Gateway{
 		InterfaceID: f.bankGW, PluginName: "bank_transfer", DisplayName: "Bank", Enabled: true,
-		ConfigJSON: mustJSON(map[string]any{"bank_name": "Test Bank", "account_name": "Rustbill Ltd", "account_number": "DE00 1234"}),
-		Plugin:     plugintest.Load(t, "gateway/bank_transfer.lua", plugin.Options{}),
+		ConfigJSON: mustJSON(map[string]any{"bank_name": "Test Bank", "account_name": "Rustbill Ltd", "account_number": "DE00 1234", "currencies": []string{"CNY"}}),
+		Plugin:     plugintest.Load(t, "gateway/bank_transfer.lua", plugin.Options{}), Currencies: []string{"CNY"},
 	})
 
 	f.alice = testfixture.Customer(t, f.pool)

@@ -65,10 +65,10 @@ func setupFuzz(f *testing.F) *fuzzWorld {
 	w.gws.set(payment.Gateway{
 		InterfaceID: w.epayGW, PluginName: "epay", DisplayName: "epay", Enabled: true,
 		ConfigJSON: mustJSON(map[string]any{"api_url": "http://127.0.0.1:1/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
-		Plugin:     plugintest.Load(f, "gateway/epay.lua", plugin.Options{}),
+		Plugin:     plugintest.Load(f, "gateway/epay.lua", plugin.Options{}), Currencies: []string{"CNY"},
 	})
 	w.answerGW = testfixture.GatewayInterface(f, w.pool, "answers")
-	w.gws.set(payment.Gateway{InterfaceID: w.answerGW, PluginName: "answers", DisplayName: "answers", Enabled: true, ConfigJSON: "{}", Plugin: w.answers})
+	w.gws.set(payment.Gateway{InterfaceID: w.answerGW, PluginName: "answers", DisplayName: "answers", Enabled: true, ConfigJSON: "{}", Plugin: w.answers, Currencies: []string{"CNY"}})
 	w.customer = testfixture.Customer(f, w.pool)
 	if err := w.pool.QueryRow(context.Background(), `INSERT INTO admin_users (username, password_hash) VALUES ('fuzz', 'x') RETURNING id`).Scan(&w.adminID); err != nil {
 		f.Fatal(err)
@@ -151,6 +151,10 @@ func FuzzPluginAnswers(f *testing.F) {
 		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","status":"success","gateway_payment_id":"G1","ack":"success"}`,
 		`{"valid":true,"payment_id":"` + pid + `","amount":"12.3","status":"success","gateway_payment_id":"G1"}`,
 		`{"valid":true,"payment_id":"` + pid + `","amount":"1e3","status":"success"}`,
+		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","currency":"USD","status":"success","gateway_payment_id":"G2"}`,
+		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","currency":"cny","status":"success","gateway_payment_id":"G3"}`,
+		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","currency":{"code":"CNY"},"status":"success"}`,
+		`{"status":"success","amount":"12.30","currency":"\u0000","gateway_payment_id":"Q2"}`,
 		`{"valid":true,"payment_id":"` + pid + `","amount":12.30,"status":"success"}`,
 		`{"valid":true,"payment_id":"../../etc","amount":"1","status":"success"}`,
 		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","status":"success","gateway_payment_id":"G\u00001"}`,

@@ -2,6 +2,8 @@ package payment
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 )
@@ -27,6 +29,27 @@ type Gateway struct {
 	ConfigJSON string
 	// Plugin is nil when the plugin is disabled or failed to load.
 	Plugin Caller
+	// Currencies are the ISO 4217 codes the interface takes new payments
+	// in: its plugin's info().currencies, narrowed (or, for a plugin whose
+	// merchant account decides, named) by the interface config's
+	// "currencies". Empty: none — a plugin that declares nothing is never
+	// assumed to take the order's currency (docs/decisions.md).
+	Currencies []string
+}
+
+// Takes reports whether the interface takes new payments in currency.
+func (g Gateway) Takes(currency string) bool { return slices.Contains(g.Currencies, currency) }
+
+// takesText is what an interface takes, for messages.
+func (g Gateway) takesText() string { return currenciesText(g.Currencies) }
+
+// currenciesText is a list of currencies for messages: "CNY, USD", or "no
+// currency".
+func currenciesText(codes []string) string {
+	if len(codes) == 0 {
+		return "no currency"
+	}
+	return strings.Join(codes, ", ")
 }
 
 // Gateways looks gateway interfaces up. The plugin registry implements it;

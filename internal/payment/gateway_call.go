@@ -50,7 +50,9 @@ type queryPaymentOutput struct {
 	GatewayPaymentID string `json:"gateway_payment_id"`
 	GatewayTxID      string `json:"gateway_tx_id"`
 	Amount           string `json:"amount"`
-	PaidAt           string `json:"paid_at"`
+	// Currency is optional: a gateway whose answer names one says it here.
+	Currency string `json:"currency"`
+	PaidAt   string `json:"paid_at"`
 }
 
 type parseCallbackInput struct {
@@ -60,10 +62,12 @@ type parseCallbackInput struct {
 }
 
 type parseCallbackOutput struct {
-	Valid            bool   `json:"valid"`
-	Reason           string `json:"reason"`
-	PaymentID        string `json:"payment_id"`
-	Amount           string `json:"amount"`
+	Valid     bool   `json:"valid"`
+	Reason    string `json:"reason"`
+	PaymentID string `json:"payment_id"`
+	Amount    string `json:"amount"`
+	// Currency is optional, as in queryPaymentOutput.
+	Currency         string `json:"currency"`
 	Status           string `json:"status"`
 	GatewayPaymentID string `json:"gateway_payment_id"`
 	GatewayTxID      string `json:"gateway_tx_id"`

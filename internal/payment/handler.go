@@ -7,7 +7,6 @@ import (
 	"net/http"
 
 	"connectrpc.com/connect"
-	"github.com/google/uuid"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
@@ -96,10 +95,10 @@ func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymen
 	m := req.Msg
 	var in NewPayment
 	var err error
-	if in.OrderID, err = idOrNil(m.GetOrderId(), "order_id"); err != nil {
+	if in.OrderID, err = rpc.IDOrNil(m.GetOrderId(), "order_id"); err != nil {
 		return nil, err
 	}
-	if in.InvoiceID, err = idOrNil(m.GetInvoiceId(), "invoice_id"); err != nil {
+	if in.InvoiceID, err = rpc.IDOrNil(m.GetInvoiceId(), "invoice_id"); err != nil {
 		return nil, err
 	}
 	if in.GatewayInterfaceID, err = rpc.ParseID(m.GetGatewayInterfaceId(), "gateway_interface_id"); err != nil {
@@ -159,18 +158,6 @@ func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymen
 		return nil, err
 	}
 	return connect.NewResponse(&paymentpb.RefundPaymentResponse{Payment: rpc.PaymentRecord(r.Payment), Refund: refundRecord(r.Refund, r.Payment.Currency)}), nil
-}
-
-// idOrNil parses an optional UUID where the empty string means "not given".
-func idOrNil(s, field string) (*uuid.UUID, error) {
-	if s == "" {
-		return nil, nil
-	}
-	id, err := rpc.ParseID(s, field)
-	if err != nil {
-		return nil, err
-	}
-	return &id, nil
 }
 
 // peerHost is the host part of a peer address ("192.0.2.7:5123").

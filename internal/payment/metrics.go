@@ -40,7 +40,7 @@ const (
 	CallbackIgnored      = "ignored"       // valid, but not a success: nothing to apply
 	CallbackBadSignature = "bad_signature" // the plugin refused it (signature, foreign merchant)
 	CallbackMalformed    = "malformed"     // refused before the plugin saw it (too many parameters)
-	CallbackMismatch     = "mismatch"      // interface, amount or order number does not match; late success
+	CallbackMismatch     = "mismatch"      // interface, currency, amount or order number does not match; late success
 	CallbackNotFound     = "not_found"     // unknown payment or interface
 	CallbackUnavailable  = "unavailable"   // plugin not loaded, circuit open
 	CallbackError        = "error"         // anything else (the gateway retries)

@@ -59,6 +59,10 @@ const refundCallTimeout = 60 * time.Second
 //     outcome with ResolveRefund. An open circuit breaker means nothing was
 //     sent: the refund fails and the answer is Unavailable.
 //
+// A gateway payment whose interface does not take its currency (one made
+// before currencies were checked) is FailedPrecondition, nothing reserved
+// or sent: the gateway would pay the figure back in its own currency.
+//
 // A balance payment's refund is one transaction: the customer's balance is
 // credited with a refund ledger row, no plugin involved.
 //
@@ -146,6 +150,18 @@ func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid
 	gw, err := s.gateway(ctx, *pay.GatewayInterfaceID)
 	if err != nil {
 		return Refunded{}, err
+	}
+	if !gw.Takes(pay.Currency) {
+		// Only a payment made before currencies were checked (or through an
+		// interface whose currencies an admin has since changed) gets here.
+		// The gateway would pay the figure back in its own currency: refuse
+		// before anything is reserved or sent.
+		s.log.ErrorContext(ctx, "refund refused: the payment's gateway interface does not take its currency", "payment_id", pay.ID,
+			"currency", pay.Currency, "gateway_interface_id", gw.InterfaceID, "takes", gw.takesText(), "actor", who.Kind+":"+who.ID)
+		return Refunded{}, apperr.New(apperr.FailedPrecondition,
+			"payment %s is in %s, but gateway interface %s (%s) takes %s: a refund through it would be paid out in another currency; "+
+				"return the money outside the gateway (or, if the interface took %s when the payment was made, name it in the interface's currencies again)",
+			pay.ID, pay.Currency, gw.InterfaceID, gw.DisplayName, gw.takesText(), pay.Currency)
 	}
 
 	var ref store.Refund

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,6 +39,14 @@ type report struct {
 	// RawAmount is the amount exactly as the gateway sent it (for the
 	// anomaly record).
 	RawAmount string
+	// Currency is the currency the gateway reports, exactly as sent; ""
+	// when it says none (epay's protocol has no currency).
+	Currency string
+	// Takes are the currencies the payment's interface takes
+	// (Gateway.Currencies): a report that names no currency is in one of
+	// them. nil skips that check (an admin confirming a transfer has seen
+	// the money arrive).
+	Takes []string
 	// PaidAt is the gateway's payment time; zero means now.
 	PaidAt time.Time
 	// Reason is why a payment failed.
@@ -66,9 +75,12 @@ type Settlement struct {
 // In one transaction it locks the order (if any), then the invoice (if
 // any), then the payment, and decides on the locked rows:
 //
-//   - the payment must belong to interfaceID, and a reported amount must
-//     equal the payment's (as decimals) — else InvalidArgument, recorded as
-//     an anomaly, nothing changed;
+//   - the payment must belong to interfaceID; a reported currency must be
+//     the payment's, and a report without one must come from an interface
+//     that takes the payment's currency (a payment made before currencies
+//     were checked: 100.00 "USD" through epay was charged as 100.00 CNY);
+//     a reported amount must equal the payment's (as decimals) — else
+//     InvalidArgument, recorded as an anomaly, nothing changed;
 //   - success, payment pending → success with the gateway ids and paid_at
 //     (UPDATE … WHERE status = 'pending': the optimistic lock); the
 //     invoice's paid_amount grows (paid when full); the order pending →
@@ -140,12 +152,15 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
 			return s.recordAnomaly(ctx, tx, who, now, p, anomaly{
 				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
-				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount,
+				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
 			})
 		}
 
 		if *p.GatewayInterfaceID != interfaceID {
 			return reject("interface_mismatch", fmt.Sprintf("payment %s does not belong to gateway interface %s", p.ID, interfaceID))
+		}
+		if problem := currencyMismatch(p, rep); problem != "" {
+			return reject("currency_mismatch", problem)
 		}
 		if rep.Amount != nil && !rep.Amount.Equal(p.Amount) {
 			return reject("amount_mismatch", fmt.Sprintf("amount mismatch: the gateway reports %s for payment %s of %s %s",
@@ -295,6 +310,28 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers))
 	}
 	return out, nil
+}
+
+// currencyMismatch says why a report cannot be about p's money ("" when it
+// can): it names another currency, or it is a success that names none and
+// comes from an interface that does not take p's. Codes compare without regard to case
+// or surrounding spaces ("usd" is USD); anything else differs.
+func currencyMismatch(p store.Payment, rep report) string {
+	if got := strings.ToUpper(strings.TrimSpace(rep.Currency)); got != "" {
+		if got == p.Currency {
+			return ""
+		}
+		return fmt.Sprintf("currency mismatch: the gateway reports %s %s for payment %s of %s %s",
+			text.Clip(rep.RawAmount, 40), text.Clip(rep.Currency, 16), p.ID, p.Amount, p.Currency)
+	}
+	// Only money that arrived needs its currency: a failure moved none, and
+	// fails a pending payment made before currencies were checked, as it
+	// should.
+	if rep.Status != gatewaySuccess || rep.Takes == nil || slices.Contains(rep.Takes, p.Currency) {
+		return ""
+	}
+	return fmt.Sprintf("currency mismatch: payment %s is of %s %s, but its gateway interface takes %s, so what it reports is not %s",
+		p.ID, p.Amount, p.Currency, currenciesText(rep.Takes), p.Currency)
 }
 
 // settledState is the audit "after" of a settlement: the payment and what

@@ -14,6 +14,7 @@ func bankConfig() map[string]any {
 		"bank_name":      "Example Bank",
 		"account_name":   "Rustbill Ltd",
 		"account_number": "DE89 3704 0044 0532 0130 00",
+		"currencies":     []any{"USD"},
 	}
 }
 
@@ -90,4 +91,26 @@ func TestBankTransferTestConfig(t *testing.T) {
 
 	_, err := plugintest.CallErr(p, "create_payment", map[string]any{}, bankInput())
 	require.Error(t, err)
+}
+
+func TestBankTransferTakesTheCurrenciesItsInterfaceNames(t *testing.T) {
+	t.Parallel()
+	p := plugintest.Load(t, "gateway/bank_transfer.lua", plugin.Options{})
+	info := plugintest.Call(t, p, "info", nil, nil)
+	require.Equal(t, []any{"*"}, info["currencies"], "the account decides, so the interface config names them")
+	schema := plugintest.Call(t, p, "config_schema", nil, nil)
+	require.Contains(t, schema["required"], "currencies")
+	require.Equal(t, "array", schema["properties"].(map[string]any)["currencies"].(map[string]any)["type"])
+
+	cfg := bankConfig()
+	cfg["currencies"] = []any{"EUR"}
+	_, err := plugintest.CallErr(p, "create_payment", cfg, bankInput())
+	require.ErrorContains(t, err, "the account does not take USD")
+
+	delete(cfg, "currencies")
+	_, err = plugintest.CallErr(p, "create_payment", cfg, bankInput())
+	require.ErrorContains(t, err, "the account does not take USD", "an account without currencies takes none")
+	res := plugintest.Call(t, p, "test_config", cfg, nil)
+	require.Equal(t, false, res["ok"])
+	require.Contains(t, res["message"], "currencies")
 }

@@ -44,6 +44,7 @@ func TestEpayInfoDeclaresQueryAndRefund(t *testing.T) {
 	info := plugintest.Call(t, p, "info", nil, nil)
 	require.Equal(t, true, info["supports_query"])
 	require.Equal(t, true, info["supports_refund"])
+	require.Equal(t, []any{"CNY"}, info["currencies"], "epay v1 has no currency field: every amount is yuan")
 	schema := plugintest.Call(t, p, "config_schema", nil, nil)
 	props := schema["properties"].(map[string]any)
 	require.Equal(t, "alipay", props["pay_type"].(map[string]any)["default"])
@@ -113,7 +114,7 @@ func TestEpayCreatePaymentIsNeverRetried(t *testing.T) {
 	p := loadEpay(t)
 
 	_, err := plugintest.CallErr(p, "create_payment", epayConfig(srv.URL), map[string]any{
-		"payment_id": "pay-0002", "amount": "1.00", "subject": "x", "notify_url": "https://b.example.com/cb",
+		"payment_id": "pay-0002", "amount": "1.00", "currency": "CNY", "subject": "x", "notify_url": "https://b.example.com/cb",
 	})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "HTTP 502")
@@ -127,11 +128,39 @@ func TestEpayCreatePaymentReportsARefusal(t *testing.T) {
 	cfg := epayConfig(fake.URL())
 	cfg["key"] = "not-the-key"
 	_, err := plugintest.CallErr(p, "create_payment", cfg, map[string]any{
-		"payment_id": "pay-0003", "amount": "1.00", "subject": "x", "notify_url": "https://b.example.com/cb",
+		"payment_id": "pay-0003", "amount": "1.00", "currency": "CNY", "subject": "x", "notify_url": "https://b.example.com/cb",
 	})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "签名错误")
 	require.Empty(t, fake.Orders())
+}
+
+// epay's protocol has no currency: 100.00 USD sent as money=100.00 would
+// be charged as 100.00 CNY. The script refuses before anything is sent.
+func TestEpayRefusesAnyCurrencyButCNYWithoutCallingOut(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		_, _ = io.WriteString(w, `{"code":1,"trade_no":"1","payurl":"https://pay.example.com/x"}`)
+	}))
+	t.Cleanup(srv.Close)
+	p := loadEpay(t)
+
+	for _, currency := range []any{"USD", "", nil} {
+		in := map[string]any{"payment_id": "pay-usd", "amount": "100.00", "subject": "x", "notify_url": "https://b.example.com/cb"}
+		if currency != nil {
+			in["currency"] = currency
+		}
+		_, err := plugintest.CallErr(p, "create_payment", epayConfig(srv.URL), in)
+		require.ErrorContains(t, err, "epay takes CNY only", "currency %v", currency)
+	}
+	r := plugintest.Call(t, p, "refund", epayConfig(srv.URL), map[string]any{
+		"payment_id": "pay-usd", "gateway_payment_id": "1", "amount": "1.00", "payment_amount": "100.00", "currency": "USD",
+	})
+	require.Equal(t, "failed", r["status"], "failed: nothing was sent, no money moved")
+	require.Contains(t, r["message"], "CNY only")
+	require.Zero(t, requests.Load())
 }
 
 // callbackPayload is a notify as epay sends it, written out by hand: the
@@ -411,7 +440,7 @@ func TestEpayNotifyFromAnotherMerchantIsNotAcknowledged(t *testing.T) {
 	foreign := epayConfig(fake.URL())
 	foreign["pid"], foreign["key"] = "2002", "other-key"
 	created := plugintest.Call(t, p, "create_payment", foreign, map[string]any{
-		"payment_id": "pay-foreign", "amount": "5.00", "subject": "x", "notify_url": recv.srv.URL + "/callbacks/gw-1",
+		"payment_id": "pay-foreign", "amount": "5.00", "currency": "CNY", "subject": "x", "notify_url": recv.srv.URL + "/callbacks/gw-1",
 	})
 	require.NoError(t, fake.Pay(created["gateway_payment_id"].(string)))
 	require.Eventually(t, func() bool { return len(fake.Notifications()) == 3 }, 5*time.Second, time.Millisecond)
@@ -432,7 +461,7 @@ func TestEpayQueryPaymentBeforeAndAfterPaying(t *testing.T) {
 	p := loadEpay(t)
 	cfg := epayConfig(fake.URL())
 	created := plugintest.Call(t, p, "create_payment", cfg, map[string]any{
-		"payment_id": "pay-q1", "amount": "1", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
+		"payment_id": "pay-q1", "amount": "1", "currency": "CNY", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
 	})
 	tradeNo := created["gateway_payment_id"].(string)
 	query := map[string]any{"payment_id": "pay-q1", "gateway_payment_id": tradeNo, "amount": "1.00", "currency": "CNY"}
@@ -459,7 +488,7 @@ func TestEpayQueryPaymentRetriesAnUnavailableGateway(t *testing.T) {
 	p := loadEpay(t)
 	cfg := epayConfig(fake.URL())
 	plugintest.Call(t, p, "create_payment", cfg, map[string]any{
-		"payment_id": "pay-q2", "amount": "2.00", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
+		"payment_id": "pay-q2", "amount": "2.00", "currency": "CNY", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
 	})
 	fake.InjectFault(epay.Fault{Path: "/api.php", Act: "order", Status: http.StatusBadGateway, Times: 2})
 	res := plugintest.Call(t, p, "query_payment", cfg, map[string]any{"payment_id": "pay-q2"})
@@ -482,7 +511,7 @@ func TestEpayRefundOutcomes(t *testing.T) {
 	p := loadEpay(t)
 	cfg := epayConfig(fake.URL())
 	created := plugintest.Call(t, p, "create_payment", cfg, map[string]any{
-		"payment_id": "pay-r1", "amount": "10.00", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
+		"payment_id": "pay-r1", "amount": "10.00", "currency": "CNY", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
 	})
 	tradeNo := created["gateway_payment_id"].(string)
 	require.NoError(t, fake.Pay(tradeNo))
@@ -549,7 +578,7 @@ func TestEpayRefundOnAnOpenCircuitFailsTheCallUnsent(t *testing.T) {
 	p := loadEpay(t)
 	cfg := epayConfig(fake.URL())
 	created := plugintest.Call(t, p, "create_payment", cfg, map[string]any{
-		"payment_id": "pay-r2", "amount": "10.00", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
+		"payment_id": "pay-r2", "amount": "10.00", "currency": "CNY", "subject": "x", "notify_url": "http://127.0.0.1:9/cb",
 	})
 	require.NoError(t, fake.Pay(created["gateway_payment_id"].(string)))
 
@@ -585,7 +614,7 @@ func TestEpayReadsCodesAsNumbersOrStrings(t *testing.T) {
 	q := plugintest.Call(t, p, "query_payment", cfg, map[string]any{"payment_id": "pay-s"})
 	require.Equal(t, "success", q["status"])
 	require.Equal(t, "2026-01-02T03:04:05+08:00", q["paid_at"])
-	r := plugintest.Call(t, p, "refund", cfg, map[string]any{"payment_id": "pay-s", "amount": "3.00"})
+	r := plugintest.Call(t, p, "refund", cfg, map[string]any{"payment_id": "pay-s", "amount": "3.00", "currency": "CNY"})
 	require.Equal(t, "succeeded", r["status"])
 }
 

@@ -16,8 +16,10 @@ func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
 		version string
 	}{
 		// 1.0.1: repeated parameters in a notification are refused.
-		"gateway/epay.lua":           {plugin.Gateway, "1.1.0"},
-		"gateway/bank_transfer.lua":  {plugin.Gateway, "1.0.0"},
+		// 1.2.0: declares its currency (CNY) and refuses any other.
+		"gateway/epay.lua": {plugin.Gateway, "1.2.0"},
+		// 1.1.0: each interface names its account's currencies.
+		"gateway/bank_transfer.lua":  {plugin.Gateway, "1.1.0"},
 		"notifier/webhook.lua":       {plugin.Notifier, "1.0.0"},
 		"provider/http_provider.lua": {plugin.FirstPartyProvider, "1.0.0"},
 	} {

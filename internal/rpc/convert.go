@@ -30,6 +30,19 @@ func OptionalID(s *string, field string) (*uuid.UUID, error) {
 	return &id, nil
 }
 
+// IDOrNil parses a UUID field where "" means absent (a proto3 string
+// without presence); "" is nil.
+func IDOrNil(s, field string) (*uuid.UUID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	id, err := ParseID(s, field)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
 // IDString is the wire form of an optional id: "" when absent.
 func IDString(id *uuid.UUID) string {
 	if id == nil {

@@ -37,8 +37,14 @@ func Customer(t testing.TB, db store.DB) uuid.UUID {
 // Order inserts a pending order of customer for amount (CNY).
 func Order(t testing.TB, db store.DB, customer uuid.UUID, amount string) uuid.UUID {
 	t.Helper()
-	return id(t, db, `INSERT INTO orders (customer_id, total_amount, currency) VALUES ($1, $2, 'CNY') RETURNING id`,
-		customer, money.MustParse(amount))
+	return OrderIn(t, db, customer, amount, "CNY")
+}
+
+// OrderIn is Order in currency.
+func OrderIn(t testing.TB, db store.DB, customer uuid.UUID, amount, currency string) uuid.UUID {
+	t.Helper()
+	return id(t, db, `INSERT INTO orders (customer_id, total_amount, currency) VALUES ($1, $2, $3) RETURNING id`,
+		customer, money.MustParse(amount), currency)
 }
 
 // GatewayInterface inserts an enabled gateway interface of plugin (the
@@ -57,6 +63,7 @@ type Payment struct {
 	Order     uuid.UUID
 	Gateway   uuid.UUID
 	Amount    string // default "100.00"
+	Currency  string // default "CNY"
 	Status    string // default "pending"
 	CreatedAt time.Time
 }
@@ -71,8 +78,11 @@ func InsertPayment(t testing.TB, db store.DB, p Payment) uuid.UUID {
 	if p.Status == "" {
 		p.Status = "pending"
 	}
+	if p.Currency == "" {
+		p.Currency = "CNY"
+	}
 	if p.Order == uuid.Nil {
-		p.Order = Order(t, db, p.Customer, p.Amount)
+		p.Order = OrderIn(t, db, p.Customer, p.Amount, p.Currency)
 	}
 	if p.CreatedAt.IsZero() {
 		p.CreatedAt = time.Now()
@@ -86,6 +96,6 @@ func InsertPayment(t testing.TB, db store.DB, p Payment) uuid.UUID {
 		refunded = money.MustParse(p.Amount)
 	}
 	return id(t, db, `INSERT INTO payments (order_id, customer_id, method, gateway_interface_id, amount, currency, status, paid_at, refunded_amount, created_at, updated_at)
-		VALUES ($1, $2, 'gateway', $3, $4, 'CNY', $5, $6, $7, $8, $8) RETURNING id`,
-		p.Order, p.Customer, p.Gateway, money.MustParse(p.Amount), p.Status, paidAt, refunded, p.CreatedAt)
+		VALUES ($1, $2, 'gateway', $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id`,
+		p.Order, p.Customer, p.Gateway, money.MustParse(p.Amount), p.Currency, p.Status, paidAt, refunded, p.CreatedAt)
 }

@@ -10,9 +10,15 @@
 -- Refunds are manual: refund() answers "pending" (the money has not moved
 -- yet) and the message tells the admin what to send back; the refund row
 -- stays pending until an admin records the transfer.
+--
+-- A bank account holds money in its own currency, which only the admin
+-- knows: info() declares currencies = {"*"} and each interface names its
+-- account's currencies in its config ("currencies", required). The service
+-- offers an interface only for orders in those; create_payment refuses any
+-- other too.
 
 function version()
-  return "1.0.0"
+  return "1.1.0"
 end
 
 local DEFAULT_TEMPLATE = "Please transfer {amount} {currency} to {account_name}, " ..
@@ -63,12 +69,26 @@ local function missing(cfg)
   return out
 end
 
+-- takes reports whether the account (cfg.currencies) takes currency.
+local function takes(cfg, currency)
+  if type(cfg.currencies) ~= "table" or currency == "" then
+    return false
+  end
+  for _, c in ipairs(cfg.currencies) do
+    if c == currency then
+      return true
+    end
+  end
+  return false
+end
+
 function info(config_json, input_json)
   return json_encode({
     display_name = "Bank transfer",
     description = "The customer transfers the amount with a reference; an admin confirms the payment when it arrives.",
     supports_query = false,
     supports_refund = true,
+    currencies = { "*" },
   })
 end
 
@@ -76,12 +96,20 @@ function config_schema(config_json, input_json)
   return json_encode({
     ["$schema"] = "https://json-schema.org/draft/2020-12/schema",
     type = "object",
-    required = { "bank_name", "account_name", "account_number" },
+    required = { "bank_name", "account_name", "account_number", "currencies" },
     additionalProperties = false,
     properties = {
       bank_name = { type = "string", title = "Bank", minLength = 1 },
       account_name = { type = "string", title = "Account holder", minLength = 1 },
       account_number = { type = "string", title = "Account number / IBAN", minLength = 1 },
+      currencies = {
+        type = "array",
+        title = "Currencies of the account",
+        description = "ISO 4217 codes the account takes, e.g. [\"EUR\"]; orders in other currencies are not offered a transfer to it",
+        items = { type = "string", pattern = "^[A-Z]{3}$" },
+        minItems = 1,
+        uniqueItems = true,
+      },
       instructions_template = {
         type = "string",
         title = "Instructions",
@@ -101,6 +129,9 @@ function create_payment(config_json, input_json)
   local ref = reference(input.payment_id)
   if ref == "" then
     error("bank_transfer: payment_id is required")
+  end
+  if not takes(cfg, str(input.currency)) then
+    error("bank_transfer: the account does not take " .. str(input.currency))
   end
   local template = str(cfg.instructions_template)
   if template == "" then
@@ -154,6 +185,9 @@ function test_config(config_json, input_json)
   local m = missing(cfg)
   if #m > 0 then
     return json_encode({ ok = false, message = "missing " .. table.concat(m, ", ") })
+  end
+  if type(cfg.currencies) ~= "table" or #cfg.currencies == 0 then
+    return json_encode({ ok = false, message = "missing currencies (the account's ISO 4217 codes)" })
   end
   local template = str(cfg.instructions_template)
   if template ~= "" and not string.find(template, "{reference}", 1, true) then

@@ -11,10 +11,18 @@
 --
 -- Money is passed through as the strings given and received; this script
 -- never does arithmetic on it. The payment id is epay's out_trade_no.
+--
+-- The protocol has no currency: every amount is yuan. info() declares
+-- currencies = {"CNY"}, so the service neither offers nor creates a payment
+-- in another currency through epay; create_payment and refund refuse one
+-- too, should it ever get here (100.00 USD must never go out as money=100.00).
 
 function version()
-  return "1.1.0"
+  return "1.2.0"
 end
+
+-- CURRENCY is the only currency epay v1 books.
+local CURRENCY = "CNY"
 
 -- helpers -------------------------------------------------------------------
 
@@ -155,6 +163,7 @@ function info(config_json, input_json)
     description = "Alipay, WeChat Pay and QQ Pay through an epay v1 merchant account (MD5 signing).",
     supports_query = true,
     supports_refund = true,
+    currencies = { CURRENCY },
   })
 end
 
@@ -189,6 +198,9 @@ function create_payment(config_json, input_json)
   local bad = check_config(cfg)
   if bad then
     error("epay config: " .. bad)
+  end
+  if str(input.currency) ~= CURRENCY then
+    error("epay takes " .. CURRENCY .. " only, not " .. snippet(input.currency))
   end
   local pay_type = str(cfg.pay_type)
   if pay_type == "" then
@@ -389,6 +401,11 @@ function refund(config_json, input_json)
   local bad = check_config(cfg)
   if bad then
     error("epay config: " .. bad)
+  end
+  if str(input.currency) ~= CURRENCY then
+    -- Nothing is sent: "failed" means no money moved.
+    return json_encode({ status = "failed", gateway_refund_id = "",
+      message = "epay refunds " .. CURRENCY .. " only; this payment is in " .. snippet(input.currency) })
   end
   local params = {
     pid = str(cfg.pid),

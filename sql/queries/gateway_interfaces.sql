@@ -74,8 +74,10 @@ WHERE plugin_name = @plugin_name;
 
 -- name: ListPaymentMethods :many
 -- What a customer may choose to pay with: enabled interfaces of an enabled,
--- loaded gateway plugin. No config: it holds merchant secrets.
-SELECT gateway_interfaces.id, gateway_interfaces.display_name, gateway_interfaces.plugin_name
+-- loaded gateway plugin. The config (it holds merchant secrets) is read only
+-- for the currencies it names, and never leaves the service.
+SELECT gateway_interfaces.id, gateway_interfaces.display_name, gateway_interfaces.plugin_name,
+       gateway_interfaces.config
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE gateway_interfaces.enabled

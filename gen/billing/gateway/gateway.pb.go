@@ -1814,7 +1814,10 @@ type PaymentMethod struct {
 	// Name to show.
 	DisplayName string `protobuf:"bytes,2,opt,name=display_name,json=displayName,proto3" json:"display_name,omitempty"`
 	// The gateway plugin behind it (e.g. epay, bank_transfer).
-	PluginName    string `protobuf:"bytes,3,opt,name=plugin_name,json=pluginName,proto3" json:"plugin_name,omitempty"`
+	PluginName string `protobuf:"bytes,3,opt,name=plugin_name,json=pluginName,proto3" json:"plugin_name,omitempty"`
+	// ISO 4217 codes of the currencies it takes payments in, sorted (epay:
+	// CNY; a bank transfer: its account's).
+	Currencies    []string `protobuf:"bytes,4,rep,name=currencies,proto3" json:"currencies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1870,8 +1873,24 @@ func (x *PaymentMethod) GetPluginName() string {
 	return ""
 }
 
+func (x *PaymentMethod) GetCurrencies() []string {
+	if x != nil {
+		return x.Currencies
+	}
+	return nil
+}
+
 type ListPaymentMethodsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the methods that can pay this order (the caller's own): those
+	// taking its currency. The order must be payable, as for CreatePayment.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// Only the methods that can pay this invoice (the caller's own; with
+	// order_id it must belong to the order).
+	InvoiceId string `protobuf:"bytes,2,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
+	// Only the methods taking this currency (ISO 4217), e.g. for a price
+	// list before an order exists.
+	Currency      string `protobuf:"bytes,3,opt,name=currency,proto3" json:"currency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1904,6 +1923,27 @@ func (x *ListPaymentMethodsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListPaymentMethodsRequest.ProtoReflect.Descriptor instead.
 func (*ListPaymentMethodsRequest) Descriptor() ([]byte, []int) {
 	return file_billing_gateway_gateway_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListPaymentMethodsRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ListPaymentMethodsRequest) GetInvoiceId() string {
+	if x != nil {
+		return x.InvoiceId
+	}
+	return ""
+}
+
+func (x *ListPaymentMethodsRequest) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
 }
 
 type ListPaymentMethodsResponse struct {
@@ -2083,13 +2123,22 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\x12)\n" +
 	"\treference\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\treference\"W\n" +
 	"\x1bConfirmBankTransferResponse\x128\n" +
-	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"c\n" +
+	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\x83\x01\n" +
 	"\rPaymentMethod\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12!\n" +
 	"\fdisplay_name\x18\x02 \x01(\tR\vdisplayName\x12\x1f\n" +
 	"\vplugin_name\x18\x03 \x01(\tR\n" +
-	"pluginName\"\x1b\n" +
-	"\x19ListPaymentMethodsRequest\"e\n" +
+	"pluginName\x12\x1e\n" +
+	"\n" +
+	"currencies\x18\x04 \x03(\tR\n" +
+	"currencies\"\xbf\x02\n" +
+	"\x19ListPaymentMethodsRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12*\n" +
+	"\n" +
+	"invoice_id\x18\x02 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\tinvoiceId\x120\n" +
+	"\bcurrency\x18\x03 \x01(\tB\x14\xbaH\x11\xd8\x01\x01r\f2\n" +
+	"^[A-Z]{3}$R\bcurrency:\x9b\x01\xbaH\x97\x01\x1a\x94\x01\n" +
+	"\x12currency_or_target\x127currency cannot be combined with order_id or invoice_id\x1aEthis.currency == '' || (this.order_id == '' && this.invoice_id == '')\"e\n" +
 	"\x1aListPaymentMethodsResponse\x12G\n" +
 	"\x0fpayment_methods\x18\x01 \x03(\v2\x1e.billing.gateway.PaymentMethodR\x0epaymentMethods2\xa3\f\n" +
 	"\x13GatewayAdminService\x12]\n" +

@@ -227,7 +227,8 @@ func (q *Queries) ListGatewayInterfacesOfPlugin(ctx context.Context, pluginName 
 }
 
 const listPaymentMethods = `-- name: ListPaymentMethods :many
-SELECT gateway_interfaces.id, gateway_interfaces.display_name, gateway_interfaces.plugin_name
+SELECT gateway_interfaces.id, gateway_interfaces.display_name, gateway_interfaces.plugin_name,
+       gateway_interfaces.config
 FROM gateway_interfaces
 JOIN plugins ON plugins.name = gateway_interfaces.plugin_name
 WHERE gateway_interfaces.enabled
@@ -241,10 +242,12 @@ type ListPaymentMethodsRow struct {
 	ID          uuid.UUID
 	DisplayName string
 	PluginName  string
+	Config      []byte
 }
 
 // What a customer may choose to pay with: enabled interfaces of an enabled,
-// loaded gateway plugin. No config: it holds merchant secrets.
+// loaded gateway plugin. The config (it holds merchant secrets) is read only
+// for the currencies it names, and never leaves the service.
 func (q *Queries) ListPaymentMethods(ctx context.Context) ([]ListPaymentMethodsRow, error) {
 	rows, err := q.db.Query(ctx, listPaymentMethods)
 	if err != nil {
@@ -254,7 +257,12 @@ func (q *Queries) ListPaymentMethods(ctx context.Context) ([]ListPaymentMethodsR
 	var items []ListPaymentMethodsRow
 	for rows.Next() {
 		var i ListPaymentMethodsRow
-		if err := rows.Scan(&i.ID, &i.DisplayName, &i.PluginName); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.DisplayName,
+			&i.PluginName,
+			&i.Config,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

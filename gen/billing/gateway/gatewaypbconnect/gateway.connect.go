@@ -571,8 +571,12 @@ func (UnimplementedGatewayAdminServiceHandler) ConfirmBankTransfer(context.Conte
 // PaymentMethodServiceClient is a client for the billing.gateway.PaymentMethodService service.
 type PaymentMethodServiceClient interface {
 	// ListPaymentMethods lists the enabled gateway interfaces whose plugin is
-	// loaded and enabled, by display name (authenticated). No configuration
-	// is shown.
+	// loaded and enabled and that take some currency, by display name
+	// (authenticated), each with the currencies it takes. No configuration is
+	// shown. Given an order or invoice (the caller's own; another customer's
+	// is InvalidArgument "does not exist", as in CreatePayment) or a currency,
+	// only the interfaces that take its currency: the ones CreatePayment
+	// accepts for it.
 	ListPaymentMethods(context.Context, *connect.Request[gateway.ListPaymentMethodsRequest]) (*connect.Response[gateway.ListPaymentMethodsResponse], error)
 }
 
@@ -611,8 +615,12 @@ func (c *paymentMethodServiceClient) ListPaymentMethods(ctx context.Context, req
 // service.
 type PaymentMethodServiceHandler interface {
 	// ListPaymentMethods lists the enabled gateway interfaces whose plugin is
-	// loaded and enabled, by display name (authenticated). No configuration
-	// is shown.
+	// loaded and enabled and that take some currency, by display name
+	// (authenticated), each with the currencies it takes. No configuration is
+	// shown. Given an order or invoice (the caller's own; another customer's
+	// is InvalidArgument "does not exist", as in CreatePayment) or a currency,
+	// only the interfaces that take its currency: the ones CreatePayment
+	// accepts for it.
 	ListPaymentMethods(context.Context, *connect.Request[gateway.ListPaymentMethodsRequest]) (*connect.Response[gateway.ListPaymentMethodsResponse], error)
 }
 
