@@ -24,6 +24,10 @@ type ProvisionRequest struct {
 // answer must find the machine the first call made, not make a second).
 type Provisioner interface {
 	Provision(ctx context.Context, req ProvisionRequest) (externalID string, details json.RawMessage, err error)
+	// Terminate ends req.Instance (provisioned: it has an external id) at
+	// its provider. Ending an instance the provider no longer has is not an
+	// error.
+	Terminate(ctx context.Context, req ProvisionRequest) error
 }
 
 // ErrRefused marks a provisioning failure the provider reported as final:
@@ -113,4 +117,46 @@ func (p *PluginProvisioner) Provision(ctx context.Context, req ProvisionRequest)
 		details = json.RawMessage("{}")
 	}
 	return a.ExternalID, details, nil
+}
+
+type actionAnswer struct {
+	OK      bool   `json:"ok"`
+	Status  string `json:"status"`
+	Message string `json:"message"`
+}
+
+// Terminate implements Provisioner: terminate(config_json,
+// {"instance_id", "external_id"}) of the instance's provider plugin, whose
+// answer {"ok", "status", "message"} must be ok or say terminated.
+func (p *PluginProvisioner) Terminate(ctx context.Context, req ProvisionRequest) error {
+	name := req.Product.ProviderPlugin
+	if req.Instance.ProviderPlugin != nil {
+		name = req.Instance.ProviderPlugin
+	}
+	if name == nil {
+		return errors.New("the instance has no provider plugin")
+	}
+	c, config, ok := p.plugins.Get(*name)
+	if !ok {
+		return fmt.Errorf("provider plugin %q is not loaded", *name)
+	}
+	if config == "" {
+		config = string(req.Product.ProviderConfig)
+	}
+	in, err := json.Marshal(map[string]string{"instance_id": req.Instance.ID.String(), "external_id": req.Instance.ExternalID})
+	if err != nil {
+		return err
+	}
+	out, err := c.Call(ctx, "terminate", config, string(in))
+	if err != nil {
+		return fmt.Errorf("provider plugin %s: %w", *name, err)
+	}
+	var a actionAnswer
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		return fmt.Errorf("provider plugin %s answered no JSON: %w", *name, err)
+	}
+	if !a.OK && a.Status != store.InstanceTerminated {
+		return fmt.Errorf("provider plugin %s did not terminate instance %s: %s", *name, req.Instance.ExternalID, a.Message)
+	}
+	return nil
 }

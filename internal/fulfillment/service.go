@@ -37,6 +37,9 @@ const (
 	ActionInstanceCreate = "instance.create"
 	ActionInstanceReady  = "instance.provisioned"
 	ActionInstanceFailed = "instance.failed"
+	// ActionInstanceTerminated: the provider ended the instance because its
+	// order was refunded.
+	ActionInstanceTerminated = "instance.terminated"
 	// ActionAutoRefund marks that the automatic refund of an
 	// order_cancelled event was done (after.event_id names the event).
 	ActionAutoRefund = "order.auto_refund"
@@ -103,6 +106,7 @@ func (s *Service) Register(w *event.Worker) {
 	w.Handle(order.EventOrderPaid, event.HandlerFunc(s.HandleOrderPaid))
 	w.Handle(order.EventOrderProvisioned, event.HandlerFunc(s.HandleOrderProvisioned))
 	w.Handle(order.EventOrderCancelled, event.HandlerFunc(s.HandleOrderCancelled))
+	w.Handle(order.EventOrderRefunded, event.HandlerFunc(s.HandleOrderRefunded))
 	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Run: func(ctx context.Context) error {
 		_, err := s.CancelExpiredOrders(ctx)
 		return err
@@ -213,16 +217,15 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 
 	externalID, details, perr := s.prov.Provision(ctx, req)
 	if perr == nil {
-		return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		orphaned := false
+		err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
 			o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
 			if err != nil {
 				return err
 			}
-			if order.Status(o.Status) != order.StatusProvisioning {
-				log.InfoContext(ctx, "order_paid: order changed while provisioning; nothing to record", "order_status", o.Status)
-				return nil
-			}
 			now := s.now()
+			// Recorded whatever became of the order meanwhile: the provider
+			// has the instance, so it must be known to be ended.
 			inst, err := store.MarkInstanceProvisioned(ctx, tx, req.Instance.ID, externalID, store.InstanceRunning, details, now)
 			if err != nil {
 				return err
@@ -232,12 +235,29 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 				map[string]any{"status": inst.Status, "external_id": inst.ExternalID}); err != nil {
 				return err
 			}
+			req.Instance = inst
+			if order.Status(o.Status) != order.StatusProvisioning {
+				// Refunded while the provider worked: the order never goes
+				// active; its instance is ended below (order_refunded may
+				// have found it still provisioning).
+				log.InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
+				orphaned = order.Status(o.Status) == order.StatusRefunded
+				return e.Complete(ctx, tx)
+			}
 			if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
 				return err
 			}
 			log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
 			return e.Complete(ctx, tx)
 		})
+		if err == nil && orphaned {
+			// The event is done; a failure here is logged and left to
+			// order_refunded's retries (which find the instance running).
+			if terr := s.terminate(ctx, req); terr != nil {
+				log.WarnContext(ctx, "could not end the instance of a refunded order", "err", terr)
+			}
+		}
+		return err
 	}
 
 	if errors.Is(ctx.Err(), context.Canceled) {
@@ -295,6 +315,79 @@ func (s *Service) cancel(ctx context.Context, tx pgx.Tx, o store.Order, reason s
 		CancelReason: reason, RefundDue: refundDue, FailReason: paymentReason,
 	})
 	return err
+}
+
+// ---- order_refunded ----
+
+// HandleOrderRefunded ends the service of an order whose money went back in
+// full: its instance, when it has a running one, is terminated at the
+// provider (retried like any handler while the provider fails), and the
+// customer and the admins are told. An instance still being provisioned is
+// left to the order_paid handler, which finds the order refunded when the
+// provider answers and ends the instance itself.
+func (s *Service) HandleOrderRefunded(ctx context.Context, e event.Event) error {
+	var p order.OrderRefundedPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("order_refunded payload: %w", err))
+	}
+	req, live, err := s.instanceOf(ctx, e.OrderID)
+	if err != nil {
+		return err
+	}
+	data := map[string]string{"payment_id": p.PaymentID.String(), "refund_id": p.RefundID.String()}
+	if live {
+		if err := s.terminate(ctx, req); err != nil {
+			return err
+		}
+		data["instance_id"] = req.Instance.ID.String()
+	}
+	return s.notify(ctx, e, data)
+}
+
+// instanceOf reads the order's instance and its product; live reports
+// whether the provider has it (running, stopped or suspended, with an
+// external id) and it is not terminated yet.
+func (s *Service) instanceOf(ctx context.Context, orderID uuid.UUID) (ProvisionRequest, bool, error) {
+	inst, err := store.GetOrderInstance(ctx, s.db, orderID)
+	if errors.Is(err, store.ErrNotFound) {
+		return ProvisionRequest{}, false, nil
+	}
+	if err != nil {
+		return ProvisionRequest{}, false, err
+	}
+	req := ProvisionRequest{Instance: inst}
+	if inst.ProductID != nil {
+		if req.Product, err = store.GetProduct(ctx, s.db, *inst.ProductID); err != nil {
+			return ProvisionRequest{}, false, err
+		}
+	}
+	switch inst.Status {
+	case store.InstanceProvisioning, store.InstanceError, store.InstanceTerminated:
+		return req, false, nil
+	}
+	return req, inst.ExternalID != "", nil
+}
+
+// terminate ends req.Instance at its provider and records it (terminated,
+// with an audit row). Ending an instance already recorded terminated does
+// nothing.
+func (s *Service) terminate(ctx context.Context, req ProvisionRequest) error {
+	if err := s.prov.Terminate(ctx, req); err != nil {
+		return fmt.Errorf("terminate instance %s: %w", req.Instance.ID, err)
+	}
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		now := s.now()
+		inst, err := store.MarkInstanceTerminated(ctx, tx, req.Instance.ID, now)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // ended by another path already
+		}
+		if err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "instance of a refunded order terminated", "order_id", inst.OrderID, "instance_id", inst.ID, "external_id", inst.ExternalID)
+		return s.audit(ctx, tx, now, ActionInstanceTerminated, "instance", inst.ID.String(),
+			map[string]any{"status": req.Instance.Status}, map[string]any{"status": inst.Status, "reason": "order refunded"})
+	})
 }
 
 // ---- order_provisioned ----

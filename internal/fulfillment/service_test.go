@@ -3,6 +3,7 @@ package fulfillment_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -150,6 +151,10 @@ type refusingProvisioner struct{ calls int }
 func (p *refusingProvisioner) Provision(context.Context, fulfillment.ProvisionRequest) (string, json.RawMessage, error) {
 	p.calls++
 	return "", nil, fmt.Errorf("%w: plan discontinued", fulfillment.ErrRefused)
+}
+
+func (p *refusingProvisioner) Terminate(context.Context, fulfillment.ProvisionRequest) error {
+	return errors.New("nothing was provisioned")
 }
 
 // A provider that says "never" is not asked again: the order is cancelled

@@ -15,6 +15,7 @@ import (
 var webhookSubjects = map[string]string{
 	"order_provisioned": "Order {order_id} is ready",
 	"order_cancelled":   "Order {order_id} was cancelled",
+	"order_refunded":    "Order {order_id} was refunded",
 }
 
 var reasons = map[string]string{
@@ -77,6 +78,12 @@ func customerText(eventType, name string, data map[string]string) (subject, body
 		body = fmt.Sprintf("%s\n\nyour order %s was cancelled: %s.\n", greeting, order, why)
 		if data["refund_due"] == "true" {
 			body += "\nThe amount you paid will be refunded in full.\n"
+		}
+	case "order_refunded":
+		subject = "Your order was refunded"
+		body = fmt.Sprintf("%s\n\nthe payment for your order %s was refunded in full, so its service has ended.\n", greeting, order)
+		if id := data["instance_id"]; id != "" {
+			body += "Instance " + id + " has been shut down.\n"
 		}
 	default:
 		subject = "About your order"

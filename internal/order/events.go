@@ -11,6 +11,7 @@ const (
 	EventOrderPaid        = "order_paid"
 	EventOrderProvisioned = "order_provisioned"
 	EventOrderCancelled   = "order_cancelled"
+	EventOrderRefunded    = "order_refunded"
 )
 
 // Reasons an order is cancelled (orders.cancel_reason and the
@@ -47,6 +48,18 @@ type OrderCancelledPayload struct {
 	OrderID   uuid.UUID `json:"order_id"`
 	Reason    string    `json:"reason"`
 	RefundDue bool      `json:"refund_due"`
+}
+
+// OrderRefundedPayload is the JSON body of an order_refunded event: the
+// order's money went back in full (PaymentID's refunds reached its amount;
+// RefundID is the one that completed it), so its service ends. InstanceID
+// is the order's instance when it has one (its handler terminates it at the
+// provider), null otherwise.
+type OrderRefundedPayload struct {
+	OrderID    uuid.UUID  `json:"order_id"`
+	PaymentID  uuid.UUID  `json:"payment_id"`
+	RefundID   uuid.UUID  `json:"refund_id"`
+	InstanceID *uuid.UUID `json:"instance_id"`
 }
 
 // OrderProvisionedPayload is the JSON body of an order_provisioned event.

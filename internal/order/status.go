@@ -38,6 +38,7 @@ var transitions = map[Status]map[Status]bool{
 	StatusProvisioning: {
 		StatusActive:    true, // provisioned
 		StatusCancelled: true, // provisioning failed, automatic refund
+		StatusRefunded:  true, // admin full refund while provisioning
 	},
 	StatusActive: {
 		StatusSuspended:  true,

@@ -26,7 +26,8 @@ var orderTransitions = map[[2]order.Status]bool{
 	{order.StatusActive, order.StatusCompleted}:       true,
 	{order.StatusActive, order.StatusTerminated}:      true, // active/suspended → terminated
 	{order.StatusSuspended, order.StatusTerminated}:   true,
-	{order.StatusPaid, order.StatusRefunded}:          true, // paid/active → refunded
+	{order.StatusPaid, order.StatusRefunded}:          true, // paid/provisioning/active → refunded
+	{order.StatusProvisioning, order.StatusRefunded}:  true,
 	{order.StatusActive, order.StatusRefunded}:        true,
 }
 
@@ -107,4 +108,16 @@ func TestStatusesAreTheSchemaVocabulary(t *testing.T) {
 		require.NoError(t, insert("invoices", string(s)), s)
 	}
 	require.Error(t, insert("invoices", "bogus"))
+}
+
+// Every move the table allows has its name in the audit log.
+func TestEveryAllowedTransitionHasAnAuditAction(t *testing.T) {
+	t.Parallel()
+	for _, from := range order.Statuses {
+		for _, to := range order.Statuses {
+			if order.CanTransition(from, to) {
+				require.NotEmpty(t, order.TransitionAction(from, to), "%s → %s", from, to)
+			}
+		}
+	}
 }

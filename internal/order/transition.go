@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +20,9 @@ type Move struct {
 	To Status
 	By audit.Actor
 	At time.Time
+	// PaidAt is when the money arrived, for a move from pending (the
+	// gateway's time of payment); zero means At.
+	PaidAt time.Time
 
 	// Paid is the order_paid event of a move to paid (a gateway payment
 	// settled it) or, for a balance payment, pending → provisioning.
@@ -33,6 +37,9 @@ type Move struct {
 	// InstanceID is the instance a move to active provisioned (nil when
 	// the product has nothing to provision).
 	InstanceID *uuid.UUID
+	// Refunded names the payment and the refund of a move to refunded (its
+	// order_refunded event; the transition adds the order's instance).
+	Refunded *OrderRefundedPayload
 }
 
 // Moved is what a transition did: the order as it is now, and the pending
@@ -52,6 +59,7 @@ var actions = map[[2]Status]string{
 	{StatusPending, StatusCancelled}:      ActionOrderCancel,
 	{StatusProvisioning, StatusCancelled}: ActionOrderCancel,
 	{StatusPaid, StatusRefunded}:          ActionOrderRefund,
+	{StatusProvisioning, StatusRefunded}:  ActionOrderRefund,
 	{StatusActive, StatusRefunded}:        ActionOrderRefund,
 	{StatusActive, StatusSuspended}:       ActionOrderSuspend,
 	{StatusSuspended, StatusActive}:       ActionOrderResume,
@@ -59,6 +67,10 @@ var actions = map[[2]Status]string{
 	{StatusActive, StatusTerminated}:      ActionOrderTerminate,
 	{StatusSuspended, StatusTerminated}:   ActionOrderTerminate,
 }
+
+// TransitionAction is the audit action of the move from → to ("" for a
+// move the table does not allow).
+func TransitionAction(from, to Status) string { return actions[[2]Status{from, to}] }
 
 // ErrTransition marks a move the state machine does not allow from the
 // order's status.
@@ -75,7 +87,7 @@ var ErrTransition = apperr.New(apperr.FailedPrecondition, "order transition not 
 //	paid → provisioning         nothing more (the worker took order_paid)
 //	provisioning → active       queue order_provisioned
 //	→ cancelled                 fail the pending payments, queue order_cancelled
-//	→ refunded                  nothing more yet
+//	→ refunded                  queue order_refunded (its handler ends the service)
 //
 // and writes the audit rows of the order and of every payment it failed. A
 // move the table refuses is ErrTransition (FailedPrecondition) and changes
@@ -94,6 +106,9 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		var paidAt *time.Time
 		if from == StatusPending {
 			paidAt = &m.At
+			if !m.PaidAt.IsZero() {
+				paidAt = &m.PaidAt
+			}
 		}
 		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), paidAt, m.At)
 	default:
@@ -103,7 +118,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		// The row is locked by the caller in status from: a miss is a bug.
 		return Moved{}, apperr.Wrap(apperr.Internal, err, "order %s: move %s → %s", o.ID, from, m.To)
 	}
-	if err := audit.Write(ctx, tx, m.By, m.At, actions[[2]Status{from, m.To}], entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(out.Order)); err != nil {
+	if err := audit.Write(ctx, tx, m.By, m.At, TransitionAction(from, m.To), entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(out.Order)); err != nil {
 		return Moved{}, err
 	}
 
@@ -125,6 +140,22 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 			return Moved{}, err
 		}
 		event, payload = EventOrderCancelled, OrderCancelledPayload{OrderID: o.ID, Reason: m.CancelReason, RefundDue: m.RefundDue}
+	case m.To == StatusRefunded:
+		if m.Refunded == nil {
+			return Moved{}, apperr.New(apperr.Internal, "order %s: refunded without an order_refunded payload", o.ID)
+		}
+		p := *m.Refunded
+		p.OrderID = o.ID
+		// The order row is locked: its instance, if any, is the one the
+		// worker created under the same lock.
+		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		switch {
+		case err == nil:
+			p.InstanceID = &inst.ID
+		case !errors.Is(err, store.ErrNotFound):
+			return Moved{}, err
+		}
+		event, payload = EventOrderRefunded, p
 	}
 	if err := auditFailedPayments(ctx, tx, m.By, m.At, out.FailedPayments); err != nil {
 		return Moved{}, err

@@ -22,8 +22,6 @@ const (
 	ActionPaymentAnomaly = "payment.anomaly"
 	ActionPaymentRefund  = "payment.refund"
 	ActionInvoicePay     = "invoice.pay"
-	ActionOrderPaid      = "order.paid"
-	ActionOrderRefund    = "order.refund"
 	ActionRefundRequest  = "refund.request"
 	ActionRefundSucceed  = "refund.succeed"
 	ActionRefundFail     = "refund.fail"
@@ -36,7 +34,6 @@ const (
 // Entity types (audit_log.entity_type).
 const (
 	entityPayment  = "payment"
-	entityOrder    = "order"
 	entityInvoice  = "invoice"
 	entityRefund   = "refund"
 	entityCustomer = "customer"
@@ -70,19 +67,6 @@ func paymentSnapshot(p store.Payment) paymentState {
 		GatewayPaymentID: p.GatewayPaymentID, GatewayTxID: p.GatewayTxID,
 		PaidAt: p.PaidAt, FailureReason: p.FailureReason,
 	}
-}
-
-type orderState struct {
-	ID          uuid.UUID    `json:"id"`
-	CustomerID  uuid.UUID    `json:"customer_id"`
-	Status      string       `json:"status"`
-	TotalAmount money.Amount `json:"total_amount"`
-	Currency    string       `json:"currency"`
-	PaidAt      *time.Time   `json:"paid_at,omitempty"`
-}
-
-func orderSnapshot(o store.Order) orderState {
-	return orderState{ID: o.ID, CustomerID: o.CustomerID, Status: o.Status, TotalAmount: o.TotalAmount, Currency: o.Currency, PaidAt: o.PaidAt}
 }
 
 type invoiceState struct {

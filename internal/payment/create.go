@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/text"
 
@@ -243,7 +244,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		switch {
 		case o.Status == "cancelled":
 			return t, apperr.New(apperr.InvalidArgument, "order %s is cancelled", o.ID)
-		case o.Status != orderPending || o.PaidAt != nil:
+		case order.Status(o.Status) != order.StatusPending || o.PaidAt != nil:
 			return t, apperr.New(apperr.InvalidArgument, "order %s is already paid", o.ID)
 		case o.TotalAmount.Sign() <= 0:
 			return t, apperr.New(apperr.InvalidArgument, "order %s costs nothing; there is nothing to pay through a gateway", o.ID)
@@ -278,12 +279,13 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 	if err != nil {
 		return t, err
 	}
+	payable := order.CanTransitionInvoice(order.InvoiceStatus(inv.Status), order.InvoicePaid)
 	switch {
-	case inv.Status == invoiceCancelled:
+	case order.InvoiceStatus(inv.Status) == order.InvoiceCancelled:
 		return t, apperr.New(apperr.InvalidArgument, "invoice %s is cancelled", inv.ID)
-	case inv.Status == invoicePaid || (invoiceMayBePaid(inv.Status) && left.Sign() <= 0):
+	case order.InvoiceStatus(inv.Status) == order.InvoicePaid || (payable && left.Sign() <= 0):
 		return t, apperr.New(apperr.InvalidArgument, "invoice %s is already paid", inv.ID)
-	case !invoiceMayBePaid(inv.Status):
+	case !payable:
 		return t, apperr.New(apperr.InvalidArgument, "invoice %s is %s and cannot be paid yet", inv.ID, inv.Status)
 	}
 	if ord == nil && inv.OrderID != nil {
@@ -293,7 +295,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		}
 		ord = &o
 	}
-	if ord != nil && (ord.Status == "cancelled" || ord.Status == orderRefunded) {
+	if ord != nil && (order.Status(ord.Status) == order.StatusCancelled || order.Status(ord.Status) == order.StatusRefunded) {
 		return t, apperr.New(apperr.InvalidArgument, "order %s of invoice %s is %s", ord.ID, inv.ID, ord.Status)
 	}
 	subject := "Invoice " + inv.ID.String()

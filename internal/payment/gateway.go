@@ -8,6 +8,12 @@ import (
 	"github.com/google/uuid"
 )
 
+// Payment methods (payments.method).
+const (
+	methodGateway = "gateway"
+	methodBalance = "balance"
+)
+
 // Caller runs one contract function of a loaded plugin: fn(configJSON,
 // inputJSON) → a JSON string (docs/plugins.md). *plugin.Plugin satisfies it.
 type Caller interface {

@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
@@ -370,7 +371,7 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.
 			if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done)); err != nil {
 				return err
 			}
-			result.Payment, err = s.addRefund(ctx, tx, who, now, ord, locked, ref.Amount)
+			result.Payment, err = s.addRefund(ctx, tx, who, now, ord, locked, ref)
 			return err
 		case store.RefundFailed:
 			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundFailed, out.gatewayRefundID, out.message, now)
@@ -410,10 +411,11 @@ func notPending(err error, id uuid.UUID) error {
 }
 
 // addRefund adds a succeeded refund to the locked payment, and refunds its
-// locked order (if it was paid or active) once the payment is refunded in
-// full.
-func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, ord *store.Order, pay store.Payment, amt money.Amount) (store.Payment, error) {
-	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, amt, now)
+// locked order (paid, provisioning or active) once the payment is refunded
+// in full: order_refunded then ends the service. A partial refund leaves
+// the order as it is.
+func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, ord *store.Order, pay store.Payment, ref store.Refund) (store.Payment, error) {
+	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, ref.Amount, now)
 	if err != nil {
 		// Impossible while refunds are reserved under the payment lock.
 		return store.Payment{}, bug(err, "add refund to payment")
@@ -421,12 +423,12 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
 		return store.Payment{}, err
 	}
-	if after.Status == "refunded" && ord != nil && orderMayMove(ord.Status, orderRefunded) {
-		moved, err := store.SetOrderStatus(ctx, tx, ord.ID, ord.Status, orderRefunded, nil, now)
-		if err != nil {
-			return store.Payment{}, bug(err, "refund order") // locked
-		}
-		if err := audit.Write(ctx, tx, who, now, ActionOrderRefund, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
+	if after.Status == "refunded" && ord != nil && order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
+		// The money went back in full: the service ends (order_refunded).
+		if _, err := order.Transition(ctx, tx, *ord, order.Move{
+			To: order.StatusRefunded, By: who, At: now,
+			Refunded: &order.OrderRefundedPayload{PaymentID: pay.ID, RefundID: ref.ID},
+		}); err != nil {
 			return store.Payment{}, err
 		}
 	}
@@ -486,7 +488,7 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 		if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
 			return err
 		}
-		out, err = s.addRefund(ctx, tx, who, now, ord, locked, amt)
+		out, err = s.addRefund(ctx, tx, who, now, ord, locked, ref)
 		balanceAfter = posted.Account.Balance
 		return err
 	})

@@ -263,7 +263,11 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 	acct, err = store.GetBalanceAccount(ctx, f.pool, f.alice)
 	require.NoError(t, err)
 	require.Equal(t, "100.00", acct.Balance.String(), "every cent is back")
-	require.Equal(t, "provisioning", f.orderStatus(t, orderID), "a provisioning order is not moved by a refund")
+	require.Equal(t, "refunded", f.orderStatus(t, orderID), "a full refund ends the order's service, also while it is provisioning")
+	var queued int
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded'
+		AND payload->>'payment_id' = $2`, orderID, paid.Payment.ID.String()).Scan(&queued))
+	require.Equal(t, 1, queued, "order_refunded is queued in the refund's transaction")
 	require.Empty(t, f.fake.Refunds(), "no gateway involved")
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }

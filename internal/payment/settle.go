@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -120,9 +120,10 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	var out Settlement
 	var rejected error
 	var failedOthers []store.Payment
-	var moved bool // the payment changed status in the transaction
+	var voidedWithOrder int // the order's other pending payments, failed by its transition
+	var moved bool          // the payment changed status in the transaction
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		out, rejected, failedOthers, moved = Settlement{}, nil, nil, false
+		out, rejected, failedOthers, voidedWithOrder, moved = Settlement{}, nil, nil, 0, false
 		var ord *store.Order
 		if pay.OrderID != nil {
 			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
@@ -260,7 +261,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			if err := audit.Write(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
 				return err
 			}
-			if after.Status == invoicePaid {
+			if order.InvoiceStatus(after.Status) == order.InvoicePaid {
 				invoiceSettled = true
 				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+paid.ID.String(), now)
 				if err != nil {
@@ -269,29 +270,20 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 				failedOthers = append(failedOthers, others...)
 			}
 		}
-		if ord != nil && ord.Status == orderPending && (inv == nil || invoiceSettled) && orderMayMove(ord.Status, orderPaid) {
-			moved, err := store.SetOrderStatus(ctx, tx, ord.ID, orderPending, orderPaid, &paidAt, now)
-			if err != nil {
-				return bug(err, "mark order paid") // locked and pending
-			}
-			if err := audit.Write(ctx, tx, who, now, ActionOrderPaid, entityOrder, ord.ID.String(), orderSnapshot(*ord), orderSnapshot(moved)); err != nil {
-				return err
-			}
-			others, err := store.FailPendingOrderOnlyPayments(ctx, tx, ord.ID, "order paid by payment "+paid.ID.String(), now)
-			if err != nil {
-				return err
-			}
-			failedOthers = append(failedOthers, others...)
-			payload, err := json.Marshal(orderPaidPayload{
-				OrderID: ord.ID, PaymentID: &paid.ID, Amount: paid.Amount, Currency: paid.Currency, Method: methodGateway,
+		if ord != nil && order.Status(ord.Status) == order.StatusPending && (inv == nil || invoiceSettled) {
+			// The order's other pending payments fail with it (audited by
+			// the transition).
+			paidMove, err := order.Transition(ctx, tx, *ord, order.Move{
+				To: order.StatusPaid, By: who, At: now, PaidAt: paidAt,
+				FailReason: "order paid by payment " + paid.ID.String(),
+				Paid: &order.OrderPaidPayload{
+					OrderID: ord.ID, PaymentID: &paid.ID, Amount: paid.Amount, Currency: paid.Currency, Method: order.MethodGateway,
+				},
 			})
 			if err != nil {
 				return err
 			}
-			if _, err := store.InsertEvent(ctx, tx, eventOrderPaid, ord.ID, payload); err != nil {
-				return err
-			}
-			out.OrderPaid = true
+			out.OrderPaid, voidedWithOrder = true, len(paidMove.FailedPayments)
 		}
 		return auditFailedPayments(ctx, tx, who, now, failedOthers)
 	})
@@ -307,7 +299,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	if out.Applied {
 		s.log.InfoContext(ctx, "payment settled", "payment_id", paymentID, "status", out.Payment.Status,
 			"source", src, "actor", who.Kind+":"+who.ID, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
-			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers))
+			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers)+voidedWithOrder)
 	}
 	return out, nil
 }
@@ -356,7 +348,7 @@ func sameGatewayIDs(p store.Payment, rep report) bool {
 // room for the amount; an order paid without an invoice must be pending.
 func notPayable(ord *store.Order, inv *store.Invoice, p store.Payment) string {
 	if inv != nil {
-		if !invoiceMayBePaid(inv.Status) {
+		if !order.CanTransitionInvoice(order.InvoiceStatus(inv.Status), order.InvoicePaid) {
 			return fmt.Sprintf("invoice %s is %s", inv.ID, inv.Status)
 		}
 		total, err := inv.PaidAmount.Add(p.Amount)
@@ -365,7 +357,7 @@ func notPayable(ord *store.Order, inv *store.Invoice, p store.Payment) string {
 		}
 		return ""
 	}
-	if ord != nil && !orderMayMove(ord.Status, orderPaid) {
+	if ord != nil && !order.CanTransition(order.Status(ord.Status), order.StatusPaid) {
 		return fmt.Sprintf("order %s is %s", ord.ID, ord.Status)
 	}
 	return ""

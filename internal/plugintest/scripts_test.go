@@ -20,7 +20,7 @@ func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
 		"gateway/epay.lua": {plugin.Gateway, "1.2.0"},
 		// 1.1.0: each interface names its account's currencies.
 		"gateway/bank_transfer.lua":  {plugin.Gateway, "1.1.0"},
-		"notifier/webhook.lua":       {plugin.Notifier, "1.0.0"},
+		"notifier/webhook.lua":       {plugin.Notifier, "1.0.1"},
 		"provider/http_provider.lua": {plugin.FirstPartyProvider, "1.0.0"},
 	} {
 		sc := plugintest.Compile(t, rel)

@@ -17,6 +17,7 @@ const (
 	InstanceProvisioning = "provisioning"
 	InstanceRunning      = "running"
 	InstanceError        = "error"
+	InstanceTerminated   = "terminated"
 )
 
 // NewInstance is what EnsureOrderInstance creates.
@@ -53,6 +54,13 @@ func MarkInstanceProvisioned(ctx context.Context, db DB, id uuid.UUID, externalI
 		ID: id, ExternalID: externalID, Status: status, Details: details, At: at,
 	})
 	return row, MapError(err)
+}
+
+// MarkInstanceTerminated records that the provider ended the instance;
+// ErrNotFound when it is already terminated.
+func MarkInstanceTerminated(ctx context.Context, db DB, id uuid.UUID, at time.Time) (Instance, error) {
+	r, err := dbsqlc.New(db).MarkInstanceTerminated(ctx, dbsqlc.MarkInstanceTerminatedParams{ID: id, At: at})
+	return r, MapError(err)
 }
 
 // MarkInstanceFailed moves a provisioning instance to error with lastError.

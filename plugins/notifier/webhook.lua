@@ -18,7 +18,7 @@
 -- ({"event_type","data"}), so a receiver can act on it without parsing prose.
 
 function version()
-  return "1.0.0"
+  return "1.0.1"
 end
 
 local function decode(s)
@@ -145,6 +145,7 @@ local SUBJECTS = {
   order_paid = "Payment received for order {order_id}",
   order_provisioned = "Order {order_id} is ready",
   order_cancelled = "Order {order_id} was cancelled",
+  order_refunded = "Order {order_id} was refunded",
   payment_refunded = "Refund issued for payment {payment_id}",
 }
 

@@ -28,6 +28,17 @@ WHERE id = @id
   AND status = 'provisioning'
 RETURNING *;
 
+-- name: MarkInstanceTerminated :one
+-- → terminated: the provider ended the instance (its order was refunded).
+-- No row when it is already terminated.
+UPDATE instances
+SET status = 'terminated',
+    terminated_at = @at::timestamptz,
+    updated_at = @at::timestamptz
+WHERE id = @id
+  AND status <> 'terminated'
+RETURNING *;
+
 -- name: MarkInstanceFailed :one
 -- provisioning → error: provisioning failed for good.
 UPDATE instances

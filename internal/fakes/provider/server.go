@@ -97,6 +97,7 @@ type Server struct {
 	provisions  map[string]int    // order_id → POST /v1/instances received
 	actions     map[string]int    // "id/action" → calls
 	failOrders  map[string]failure
+	holds       map[string]*Hold // order_id → a provisioning held until released
 	faults      []*Fault
 	seq         int
 	unauthCalls int
@@ -129,6 +130,7 @@ func New(opts Options) *Server {
 		provisions: map[string]int{},
 		actions:    map[string]int{},
 		failOrders: map[string]failure{},
+		holds:      map[string]*Hold{},
 		serveDone:  make(chan struct{}),
 	}
 	if s.log == nil {
@@ -211,6 +213,29 @@ func (s *Server) FailProvision(orderID string, status int, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failOrders[orderID] = failure{status: status, msg: msg}
+}
+
+// Hold is a provisioning request held before it is handled: Arrived is
+// closed once the request is in, and Release lets it (and later ones for
+// the same order) through.
+type Hold struct {
+	Arrived chan struct{}
+	once    sync.Once
+	release chan struct{}
+	done    sync.Once
+}
+
+// Release lets the held request go on.
+func (h *Hold) Release() { h.done.Do(func() { close(h.release) }) }
+
+// HoldProvision holds POST /v1/instances for orderID until the returned
+// hold is released: a test can then act while the provider is at work.
+func (s *Server) HoldProvision(orderID string) *Hold {
+	h := &Hold{Arrived: make(chan struct{}), release: make(chan struct{})}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holds[orderID] = h
+	return h
 }
 
 // ClearProvisionFailure undoes FailProvision.
@@ -432,6 +457,19 @@ func (s *Server) handleProvision(w http.ResponseWriter, r *http.Request) {
 	if req.OrderID == "" || req.Plan == "" {
 		writeError(w, http.StatusBadRequest, "bad_request", "order_id and plan are required")
 		return
+	}
+	s.mu.Lock()
+	hold := s.holds[req.OrderID]
+	s.mu.Unlock()
+	if hold != nil {
+		hold.once.Do(func() { close(hold.Arrived) })
+		select {
+		case <-hold.release:
+		case <-r.Context().Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -212,6 +212,45 @@ func (q *Queries) MarkInstanceProvisioned(ctx context.Context, arg MarkInstanceP
 	return i, err
 }
 
+const markInstanceTerminated = `-- name: MarkInstanceTerminated :one
+UPDATE instances
+SET status = 'terminated',
+    terminated_at = $1::timestamptz,
+    updated_at = $1::timestamptz
+WHERE id = $2
+  AND status <> 'terminated'
+RETURNING id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at
+`
+
+type MarkInstanceTerminatedParams struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// → terminated: the provider ended the instance (its order was refunded).
+// No row when it is already terminated.
+func (q *Queries) MarkInstanceTerminated(ctx context.Context, arg MarkInstanceTerminatedParams) (Instance, error) {
+	row := q.db.QueryRow(ctx, markInstanceTerminated, arg.At, arg.ID)
+	var i Instance
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.OrderID,
+		&i.ProductID,
+		&i.ProviderPlugin,
+		&i.ExternalID,
+		&i.Status,
+		&i.Name,
+		&i.Details,
+		&i.LastError,
+		&i.ExpiresAt,
+		&i.TerminatedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const setInstanceLastError = `-- name: SetInstanceLastError :exec
 UPDATE instances
 SET last_error = $1,

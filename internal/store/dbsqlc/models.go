@@ -81,7 +81,7 @@ type Customer struct {
 
 type Event struct {
 	ID uuid.UUID
-	// order_paid | order_provisioned | order_cancelled.
+	// order_paid | order_provisioned | order_cancelled | order_refunded.
 	EventType string
 	Payload   []byte
 	// pending | processing | done | failed.
