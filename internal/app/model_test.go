@@ -1,0 +1,482 @@
+package app_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
+
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/provider"
+	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/money"
+)
+
+// The money lifecycle as a state machine, tried with random sequences of
+// what customers, admins, gateways, providers and time do, against one live
+// service, a real PostgreSQL, the fake epay and the fake provider. After
+// every step the event queue is let drain and the invariants are checked;
+// a failing sequence shrinks to a minimal reproduction (rapid prints it).
+//
+// The number of sequences is rapid's -rapid.checks (RAPID_CHECKS), kept
+// small in the test command; `task model -- --runs N` runs more.
+func TestMoneyLifecycleModel(t *testing.T) {
+	t.Parallel()
+	// rapid's default of 100 sequences takes minutes against a live
+	// service; the test command runs modelChecks unless told otherwise.
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" && os.Getenv("RAPID_CHECKS") == "" {
+		require.NoError(t, flag.Set("rapid.checks", strconv.Itoa(modelChecks)))
+	}
+	prov := provider.New(provider.Options{})
+	require.NoError(t, prov.Start())
+	t.Cleanup(prov.Close)
+	clock := &modelClock{}
+	clock.set(time.Now().UTC())
+	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.now)}, func(c *config.Config) {
+		addProviderPlugin(t, c.Plugins.Dir)
+		c.Events.PollInterval = 50 * time.Millisecond
+		c.Events.MaxAttempts = 2
+		c.Events.RetryBase = 10 * time.Millisecond
+		c.Events.RetryMax = 20 * time.Millisecond
+		c.Events.TimeoutScanInterval = 50 * time.Millisecond
+	})
+	plain := e.product
+	provisioned := e.provisionWith(t, prov, "vps-1")
+	e.product = plain
+
+	finals := map[string]string{} // order id → the final status it reached
+	var sequences, steps atomic.Int64
+	began := time.Now()
+	rapid.Check(t, func(rt *rapid.T) {
+		sequences.Add(1)
+		m := &lifecycleModel{e: e, prov: prov, clock: clock, plain: plain, provisioned: provisioned, finals: finals}
+		rt.Repeat(map[string]func(*rapid.T){
+			"order":              m.order,
+			"pay":                m.pay,
+			"duplicate callback": m.duplicate,
+			"tampered callback":  m.tampered,
+			"refund":             m.refund,
+			"concurrent refunds": m.concurrentRefunds,
+			"cancel":             m.cancel,
+			"query":              m.query,
+			"24 h pass":          m.timeout,
+			"": func(rt *rapid.T) {
+				steps.Add(1)
+				m.settle(rt)
+				m.check(rt)
+			},
+		})
+	})
+	t.Logf("model: %d sequences, %d steps, %s", sequences.Load(), steps.Load(), time.Since(began).Round(time.Millisecond))
+}
+
+// modelChecks is how many sequences the test command tries (about 20 s on
+// the 2-CPU machine).
+const modelChecks = 12
+
+// modelClock is the service's business clock, which "24 h pass" moves.
+type modelClock struct {
+	mu sync.Mutex
+	at time.Time
+}
+
+func (c *modelClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at
+}
+
+func (c *modelClock) set(at time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = at
+}
+
+func (c *modelClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+}
+
+type modelOrder struct {
+	id       string
+	product  string
+	payments []string // gateway payments made for it
+	notice   string   // the last signed notification of a paid payment
+}
+
+type lifecycleModel struct {
+	e                  *payEnv
+	prov               *provider.Server
+	clock              *modelClock
+	plain, provisioned string
+	orders             []*modelOrder
+	finals             map[string]string
+}
+
+func (m *lifecycleModel) ctx() context.Context { return context.Background() }
+
+func (m *lifecycleModel) pick(rt *rapid.T) *modelOrder {
+	if len(m.orders) == 0 {
+		rt.Skip("no order yet")
+	}
+	return rapid.SampledFrom(m.orders).Draw(rt, "order")
+}
+
+func (m *lifecycleModel) status(rt *rapid.T, id string) string {
+	o, err := m.e.orders.GetOrder(m.ctx(), with(&orderpb.GetOrderRequest{Id: id}, m.e.c.admin))
+	if err != nil {
+		rt.Fatalf("GetOrder %s: %v", id, err)
+	}
+	return o.Msg.GetOrder().GetStatus()
+}
+
+func (m *lifecycleModel) order(rt *rapid.T) {
+	product := m.plain
+	if rapid.Bool().Draw(rt, "provisioned") {
+		product = m.provisioned
+	}
+	o, err := m.e.orders.CreateOrder(m.ctx(), with(&orderpb.CreateOrderRequest{ProductId: product}, m.e.c.customer))
+	if err != nil {
+		rt.Fatalf("CreateOrder: %v", err)
+	}
+	mo := &modelOrder{id: o.Msg.GetOrder().GetId(), product: product}
+	if product == m.provisioned && rapid.Bool().Draw(rt, "provider refuses") {
+		m.prov.FailProvision(mo.id, 0, "no capacity")
+	}
+	m.orders = append(m.orders, mo)
+}
+
+// pay creates a gateway payment for the order and pays it at the fake
+// epay, whose notification reaches /callbacks. An order that can no longer
+// be paid answers CreatePayment with InvalidArgument, as it should.
+func (m *lifecycleModel) pay(rt *rapid.T) {
+	o := m.pick(rt)
+	res, err := m.e.payments.CreatePayment(m.ctx(), with(&paymentpb.CreatePaymentRequest{
+		OrderId: o.id, GatewayInterfaceId: m.e.epayGW, ReturnUrl: "https://shop.example/done",
+	}, m.e.c.customer))
+	if err != nil {
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			rt.Fatalf("CreatePayment for order %s (%s): %v", o.id, m.status(rt, o.id), err)
+		}
+		return
+	}
+	id := res.Msg.GetPayment().GetId()
+	o.payments = append(o.payments, id)
+	if err := m.e.fake.Pay(id); err != nil {
+		rt.Fatalf("pay %s at the fake epay: %v", id, err)
+	}
+	fo, ok := m.e.fake.Order(id)
+	if !ok {
+		rt.Fatalf("the fake epay lost payment %s", id)
+	}
+	o.notice = signedNotify(id, fo.TradeNo, fo.Money)
+	m.waitPaymentLeftPending(rt, id)
+}
+
+func (m *lifecycleModel) waitPaymentLeftPending(rt *rapid.T, id string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		var status string
+		if err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT status FROM payments WHERE id = $1`, id).Scan(&status); err != nil {
+			rt.Fatalf("read payment %s: %v", id, err)
+		}
+		if status != "pending" {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rt.Fatalf("payment %s is still pending 10 s after the gateway was paid", id)
+}
+
+// duplicate sends a paid payment's notification again: nothing changes.
+func (m *lifecycleModel) duplicate(rt *rapid.T) {
+	o := m.pick(rt)
+	if o.notice == "" {
+		rt.Skip("not paid")
+	}
+	before := m.digest(rt)
+	_ = m.e.callbackTo(m.e.epayGW, o.notice) // AlreadyExists or a refusal: either way
+	if after := m.digest(rt); after != before {
+		rt.Fatalf("a repeated notification changed the money state")
+	}
+}
+
+// tampered sends a paid payment's notification with another amount and the
+// old signature: refused, nothing changes.
+func (m *lifecycleModel) tampered(rt *rapid.T) {
+	o := m.pick(rt)
+	if o.notice == "" {
+		rt.Skip("not paid")
+	}
+	v, err := url.ParseQuery(o.notice)
+	if err != nil {
+		rt.Fatalf("parse notice: %v", err)
+	}
+	v.Set("money", "0.01")
+	before := m.digest(rt)
+	if err := m.e.callbackTo(m.e.epayGW, v.Encode()); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		rt.Fatalf("a tampered notification answered %v, not InvalidArgument", err)
+	}
+	if after := m.digest(rt); after != before {
+		rt.Fatalf("a tampered notification changed the money state")
+	}
+}
+
+// refund refunds a settled payment, in part or in full.
+func (m *lifecycleModel) refund(rt *rapid.T) {
+	o := m.pick(rt)
+	if len(o.payments) == 0 {
+		rt.Skip("no payment")
+	}
+	id := rapid.SampledFrom(o.payments).Draw(rt, "payment")
+	amount := ""
+	if !rapid.Bool().Draw(rt, "in full") {
+		amount = fmt.Sprintf("%d.%02d", rapid.IntRange(0, 6).Draw(rt, "yuan"), rapid.IntRange(1, 99).Draw(rt, "fen"))
+	}
+	m.refundOnce(rt, id, amount)
+}
+
+func (m *lifecycleModel) refundOnce(rt *rapid.T, paymentID, amount string) {
+	_, err := m.e.payments.RefundPayment(m.ctx(), with(&paymentpb.RefundPaymentRequest{PaymentId: paymentID, Amount: amount}, m.e.c.admin))
+	if err == nil {
+		return
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeFailedPrecondition, connect.CodeAborted:
+		// Done, or refused for a reason the request can see (not paid,
+		// more than is left, already refunded, a concurrent refund).
+	default:
+		rt.Fatalf("RefundPayment %s %q: %v", paymentID, amount, err)
+	}
+}
+
+// concurrentRefunds sends two refunds of one payment at once: never more
+// than its amount goes back.
+func (m *lifecycleModel) concurrentRefunds(rt *rapid.T) {
+	o := m.pick(rt)
+	if len(o.payments) == 0 {
+		rt.Skip("no payment")
+	}
+	id := rapid.SampledFrom(o.payments).Draw(rt, "payment")
+	var wg sync.WaitGroup
+	for _, amount := range []string{"", "5.00"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = m.e.payments.RefundPayment(m.ctx(), with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: amount}, m.e.c.admin))
+		}()
+	}
+	wg.Wait()
+}
+
+func (m *lifecycleModel) cancel(rt *rapid.T) {
+	o := m.pick(rt)
+	who := m.e.c.customer
+	if rapid.Bool().Draw(rt, "admin") {
+		who = m.e.c.admin
+	}
+	_, err := m.e.orders.CancelOrder(m.ctx(), with(&orderpb.CancelOrderRequest{OrderId: o.id}, who))
+	if err != nil && connect.CodeOf(err) != connect.CodeInvalidArgument {
+		rt.Fatalf("CancelOrder %s: %v", o.id, err)
+	}
+}
+
+func (m *lifecycleModel) query(rt *rapid.T) {
+	o := m.pick(rt)
+	if len(o.payments) == 0 {
+		rt.Skip("no payment")
+	}
+	id := rapid.SampledFrom(o.payments).Draw(rt, "payment")
+	_, err := m.e.payments.QueryPaymentStatus(m.ctx(), with(&paymentpb.QueryPaymentStatusRequest{PaymentId: id}, m.e.c.admin))
+	if err != nil {
+		rt.Fatalf("QueryPaymentStatus %s: %v", id, err)
+	}
+}
+
+// timeout moves the business clock past the 24 h payment timeout: every
+// order still pending is cancelled by the next scan.
+func (m *lifecycleModel) timeout(rt *rapid.T) {
+	m.clock.add(25 * time.Hour)
+	m.signInAgain(rt)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m.count(rt, `SELECT count(*) FROM orders WHERE status = 'pending'`) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rt.Fatalf("pending orders survived the payment timeout")
+}
+
+// signInAgain replaces the admin's session and the customer's token, which
+// a day's passing expired.
+func (m *lifecycleModel) signInAgain(rt *rapid.T) {
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, m.e.r.baseURL)
+	res, err := ids.AdminLogin(m.ctx(), connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: "bootstrap-password"}))
+	if err != nil {
+		rt.Fatalf("AdminLogin: %v", err)
+	}
+	m.e.c.admin = cookie(strings.SplitN(res.Header().Get("Set-Cookie"), ";", 2)[0])
+	tok, err := ids.Login(m.ctx(), connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "long enough password"}))
+	if err != nil {
+		rt.Fatalf("Login: %v", err)
+	}
+	m.e.c.customer = bearer(tok.Msg.GetAccessToken())
+}
+
+// settle waits until no event is pending or being handled (a failed one is
+// the model's to look at), so the invariants see a state at rest.
+func (m *lifecycleModel) settle(rt *rapid.T) {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if m.count(rt, `SELECT count(*) FROM events WHERE status IN ('pending', 'processing')`) == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rt.Fatalf("the event queue did not drain in 15 s")
+}
+
+func (m *lifecycleModel) count(rt *rapid.T, sql string, args ...any) int {
+	var n int
+	if err := m.e.r.app.Pool().QueryRow(m.ctx(), sql, args...).Scan(&n); err != nil {
+		rt.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func (m *lifecycleModel) digest(rt *rapid.T) string {
+	var d string
+	err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT md5(concat_ws('|',
+		(SELECT string_agg(row(id, status, amount, refunded_amount, gateway_payment_id)::text, ',' ORDER BY id) FROM payments),
+		(SELECT string_agg(row(id, status, amount)::text, ',' ORDER BY id) FROM refunds),
+		(SELECT string_agg(row(id, status)::text, ',' ORDER BY id) FROM orders),
+		(SELECT count(*) FROM events)))`).Scan(&d)
+	if err != nil {
+		rt.Fatalf("digest: %v", err)
+	}
+	return d
+}
+
+// check holds the lifecycle's invariants on the state at rest.
+func (m *lifecycleModel) check(rt *rapid.T) {
+	ctx := m.ctx()
+	// The ledger, checked independently of the code that writes it.
+	rep, err := ledger.Verify(ctx, m.e.r.app.Pool())
+	if err != nil {
+		rt.Fatalf("ledger.Verify: %v", err)
+	}
+	if !rep.OK() {
+		rt.Fatalf("ledger: %s", rep)
+	}
+	// The checks of single orders look at this sequence's orders only, so
+	// that a failing sequence reproduces (and shrinks) on its own.
+	ids := make([]string, 0, len(m.orders))
+	for _, o := range m.orders {
+		ids = append(ids, o.id)
+	}
+	// No order in service whose money went back: an active or
+	// provisioning order keeps a settled payment that is not refunded in
+	// full. (A partial refund is a goodwill credit that leaves the order as
+	// it is, so "net of refunds" is above zero, not the whole price.)
+	if n := m.count(rt, `SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status IN ('active', 'provisioning')
+		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.invoice_id IS NULL
+			AND p.status = 'success' AND p.refunded_amount < p.amount)`, ids); n > 0 {
+		rt.Fatalf("%d order(s) in service whose money went back in full", n)
+	}
+	// Every refunded order's instance is ended, and its order_refunded done.
+	if n := m.count(rt, `SELECT count(*) FROM orders o JOIN instances i ON i.order_id = o.id
+		WHERE o.id::text = ANY($1) AND o.status = 'refunded' AND i.external_id <> '' AND i.status <> 'terminated'`, ids); n > 0 {
+		rt.Fatalf("%d refunded order(s) whose instance still runs", n)
+	}
+	// Events agree with each order's history.
+	if n := m.count(rt, `SELECT count(*) FROM (SELECT order_id FROM events WHERE event_type = 'order_paid' GROUP BY order_id HAVING count(*) > 1) x`); n > 0 {
+		rt.Fatalf("%d order(s) paid twice", n)
+	}
+	if n := m.count(rt, `SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status = 'active'
+		AND (SELECT count(*) FROM events e WHERE e.order_id = o.id AND e.event_type = 'order_provisioned') <> 1`, ids); n > 0 {
+		rt.Fatalf("%d active order(s) without exactly one order_provisioned", n)
+	}
+	if n := m.count(rt, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.order_id
+		WHERE e.event_type = 'order_refunded' AND o.status <> 'refunded'`); n > 0 {
+		rt.Fatalf("%d order_refunded event(s) for orders that are not refunded", n)
+	}
+	if n := m.count(rt, `SELECT count(*) FROM events WHERE status = 'failed'`); n > 0 {
+		rt.Fatalf("%d event(s) failed for good", n)
+	}
+	// Money is conserved at the gateway: what epay took is what our settled
+	// payments hold, and what it gave back is what our succeeded refunds
+	// say.
+	var paidAtGateway, refundedAtGateway money.Amount
+	for _, o := range m.e.fake.Orders() {
+		if o.Paid {
+			paidAtGateway = mustAdd(rt, paidAtGateway, o.Money)
+		}
+	}
+	for _, r := range m.e.fake.Refunds() {
+		refundedAtGateway = mustAdd(rt, refundedAtGateway, r.Money)
+	}
+	var settled, returned string
+	if err := m.e.r.app.Pool().QueryRow(ctx, `SELECT
+		coalesce(sum(amount) FILTER (WHERE status IN ('success', 'refunded')), 0)::text,
+		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
+		 WHERE p.method = 'gateway' AND r.status = 'succeeded')::text
+		FROM payments WHERE method = 'gateway'`).Scan(&settled, &returned); err != nil {
+		rt.Fatalf("sums: %v", err)
+	}
+	if paidAtGateway.String() != money.MustParse(settled).String() {
+		rt.Fatalf("epay took %s but the settled gateway payments hold %s", paidAtGateway, settled)
+	}
+	if refundedAtGateway.String() != money.MustParse(returned).String() {
+		rt.Fatalf("epay gave back %s but the succeeded gateway refunds say %s", refundedAtGateway, returned)
+	}
+	// A final order never moves again.
+	rows, err := m.e.r.app.Pool().Query(ctx, `SELECT id::text, status FROM orders`)
+	if err != nil {
+		rt.Fatalf("orders: %v", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			rt.Fatalf("scan: %v", err)
+		}
+		if was, ok := m.finals[id]; ok && was != status {
+			rt.Fatalf("order %s left its final status %s for %s", id, was, status)
+		}
+		switch status {
+		case "cancelled", "refunded", "completed", "terminated":
+			m.finals[id] = status
+		}
+	}
+}
+
+func mustAdd(rt *rapid.T, a money.Amount, s string) money.Amount {
+	b, err := money.Parse(s)
+	if err != nil {
+		rt.Fatalf("amount %q: %v", s, err)
+	}
+	sum, err := a.Add(b)
+	if err != nil {
+		rt.Fatalf("sum: %v", err)
+	}
+	return sum
+}
