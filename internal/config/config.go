@@ -58,9 +58,13 @@ type Config struct {
 
 // Server is the listener and what it serves.
 type Server struct {
-	Host            string        `koanf:"host"`
-	Port            int           `koanf:"port"`
-	MaxConcurrency  int           `koanf:"max_concurrency"`
+	Host           string `koanf:"host"`
+	Port           int    `koanf:"port"`
+	MaxConcurrency int    `koanf:"max_concurrency"`
+	// QueueTimeoutMS bounds how long a request waits for a
+	// max_concurrency slot before ResourceExhausted; 0 waits as long as
+	// the client does (the specification's behaviour).
+	QueueTimeoutMS  int           `koanf:"queue_timeout_ms"`
 	AdminPath       string        `koanf:"admin_path"`
 	PublicURL       string        `koanf:"public_url"`
 	TLSCertFile     string        `koanf:"tls_cert_file"`
@@ -407,6 +411,9 @@ func (c Config) Validate() error {
 	}
 	if c.Server.MaxConcurrency < 1 {
 		bad("[server].max_concurrency", "must be at least 1, got %d", c.Server.MaxConcurrency)
+	}
+	if c.Server.QueueTimeoutMS < 0 || c.Server.QueueTimeoutMS > 600_000 {
+		bad("[server].queue_timeout_ms", "must be between 0 (wait) and 600000, got %d", c.Server.QueueTimeoutMS)
 	}
 	if !strings.HasPrefix(c.Server.AdminPath, "/") || c.Server.AdminPath == "/" || strings.HasSuffix(c.Server.AdminPath, "/") {
 		bad("[server].admin_path", "must start with / and name a path such as /admin, got %q", c.Server.AdminPath)

@@ -140,6 +140,7 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"zero jwt expiry", func(c *Config) { c.JWT.ExpiryHours = 0 }, "[jwt].expiry_hours"},
 		{"port out of range", func(c *Config) { c.Server.Port = 70000 }, "[server].port"},
 		{"no concurrency", func(c *Config) { c.Server.MaxConcurrency = 0 }, "[server].max_concurrency"},
+		{"negative queue timeout", func(c *Config) { c.Server.QueueTimeoutMS = -1 }, "[server].queue_timeout_ms"},
 		{"admin path without slash", func(c *Config) { c.Server.AdminPath = "admin" }, "[server].admin_path"},
 		{"admin path root", func(c *Config) { c.Server.AdminPath = "/" }, "[server].admin_path"},
 		{"relative public url", func(c *Config) { c.Server.PublicURL = "example.com" }, "[server].public_url"},
