@@ -5,6 +5,12 @@
 // internal/ledger.Verify clean.
 //
 //	go run ./cmd/paymentd-soak --minutes 10      (task soak -- --minutes 10)
+//	go run ./cmd/paymentd-soak --overload        (task soak -- --overload)
+//
+// --overload runs only the overload scenario (overload.go): one node at
+// [server].max_concurrency 4 under 20 clients whose calls carry deadlines;
+// it prints p50/p99 of the calls served and the codes of the rest, then the
+// money check.
 //
 // The load: customers order and pay through the epay gateway (the fake
 // notifies the node that created the payment; half the notifications are
@@ -59,6 +65,10 @@ type options struct {
 	keep     bool
 	interval time.Duration
 	seed     uint64
+	// The overload scenario (overload.go), run instead of the soak.
+	overload         bool
+	overloadFor      time.Duration
+	overloadDeadline time.Duration
 }
 
 func run() int {
@@ -70,11 +80,18 @@ func run() int {
 	flag.BoolVar(&o.keep, "keep", false, "keep the logs, the database and the private cluster's directory")
 	flag.DurationVar(&o.interval, "fault-every", 12*time.Second, "time between the start of two faults")
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the fault schedule")
+	flag.BoolVar(&o.overload, "overload", false, "run only the overload scenario: one node at max_concurrency 4 under 5x as many clients with deadlines, then the money check")
+	flag.DurationVar(&o.overloadFor, "overload-for", 20*time.Second, "how long the overload scenario's load runs")
+	flag.DurationVar(&o.overloadDeadline, "overload-deadline", time.Second, "each overload call's client deadline")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := soak(ctx, o); err != nil {
+	run := soak
+	if o.overload {
+		run = overload
+	}
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		return 1
 	}

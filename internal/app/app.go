@@ -41,10 +41,14 @@ import (
 
 // App is a started paymentd: pool open, schema migrated, admin bootstrapped.
 type App struct {
-	cfg    config.Config
-	log    *slog.Logger
-	opts   options
-	pool   *pgxpool.Pool
+	cfg  config.Config
+	log  *slog.Logger
+	opts options
+	pool *pgxpool.Pool
+	// db is pool for the request path: acquiring a connection waits at
+	// most [db].acquire_timeout_secs (store.BoundedPool), then the request
+	// answers Unavailable "database busy, retry" instead of waiting on.
+	db     store.DB
 	cache  *cache.Cache
 	bg     *background
 	server *server.Server
@@ -179,7 +183,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	// Request-scoped lines carry the request id, procedure, principal and
 	// trace id whatever logger the caller built.
 	log = logging.Contextual(log)
-	a := &App{cfg: cfg, log: log, opts: o, pool: pool, node: cluster.NewNodeID()}
+	a := &App{cfg: cfg, log: log, opts: o, pool: pool, node: cluster.NewNodeID(),
+		db: store.NewBoundedPool(pool, time.Duration(cfg.DB.AcquireTimeoutSecs)*time.Second)}
 	if err := a.init(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -213,7 +218,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 
 	ids, err := identity.NewService(identity.Options{
-		DB:         a.pool,
+		DB:         a.db,
 		JWT:        a.cfg.JWT,
 		Session:    a.cfg.Session,
 		Currencies: a.cfg.Billing.Currencies,
@@ -245,7 +250,7 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	paySvc := payment.NewService(a.pool, a.log,
+	paySvc := payment.NewService(a.db, a.log,
 		payment.WithGateways(a.Gateways()),
 		payment.WithPublicURL(a.cfg.Server.PublicURL),
 		payment.WithReconcileAfter(a.cfg.Billing.ReconcileAfter),
@@ -273,9 +278,10 @@ func (a *App) init(ctx context.Context) error {
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(payment.NewAdminHandler(paySvc, a.log), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids, a.log), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids, a.log), opts...)
-	orderSvc := order.NewService(a.pool, a.cfg.Billing.Currencies, a.opts.clock, a.log)
+	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.opts.clock, a.log)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc, a.log), opts...)
-	limiter := concurrency.New(a.cfg.Server.MaxConcurrency)
+	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
+		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := a.registerCollectors(limiter); err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, Logger: a.log,
 	}).Register(b.worker)
-	b.admin = event.NewAdmin(a.pool, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
+	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
 	return b, nil
 }
 

@@ -64,7 +64,7 @@ func (a *App) stopPlugins() {
 // the currency of an order whose payment methods are asked for
 // (gateway.CurrencyDue).
 func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Service {
-	svc := gateway.NewService(a.pool, a.registry, a.opts.clock, a.log)
+	svc := gateway.NewService(a.db, a.registry, a.opts.clock, a.log)
 	confirm, _ := pay.(gateway.BankTransferConfirmer)
 	due, _ := pay.(gateway.CurrencyDue)
 	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm, a.log), opts...)

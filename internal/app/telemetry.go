@@ -81,7 +81,7 @@ func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 	m := a.tel.metrics
 	return errors.Join(
 		m.RegisterPool(a.pool),
-		m.RegisterLimiter(limiter),
+		m.RegisterLimiter(limiter, concurrency.LeftReasons),
 		m.RegisterBreakers(a.outbound.Breakers),
 		m.RegisterLeaders(map[string]func() bool{
 			cluster.RoleBilling:     a.bg.billing.IsLeader,

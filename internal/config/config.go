@@ -58,9 +58,13 @@ type Config struct {
 
 // Server is the listener and what it serves.
 type Server struct {
-	Host            string        `koanf:"host"`
-	Port            int           `koanf:"port"`
-	MaxConcurrency  int           `koanf:"max_concurrency"`
+	Host           string `koanf:"host"`
+	Port           int    `koanf:"port"`
+	MaxConcurrency int    `koanf:"max_concurrency"`
+	// QueueTimeoutMS bounds how long a request waits for a
+	// max_concurrency slot before ResourceExhausted; 0 waits as long as
+	// the client does (the specification's behaviour).
+	QueueTimeoutMS  int           `koanf:"queue_timeout_ms"`
 	AdminPath       string        `koanf:"admin_path"`
 	PublicURL       string        `koanf:"public_url"`
 	TLSCertFile     string        `koanf:"tls_cert_file"`
@@ -76,6 +80,9 @@ type Server struct {
 	// TrustedProxies are the load balancers (CIDR prefixes) whose
 	// X-Forwarded-For names the client for the per-IP rate limits.
 	TrustedProxies []string `koanf:"trusted_proxies"`
+	// CORSAllowedOrigins are the browser origins (https://shop.example)
+	// whose pages may call the API with gRPC-Web and Connect.
+	CORSAllowedOrigins []string `koanf:"cors_allowed_origins"`
 }
 
 // DB is the PostgreSQL pool. The key names are the specification's.
@@ -267,6 +274,7 @@ func Default() Config {
 			// Go's own default is 250; a client needs far fewer.
 			MaxConcurrentStreams: 100,
 			TrustedProxies:       []string{},
+			CORSAllowedOrigins:   []string{},
 		},
 		DB: DB{
 			MaxConnections:     20,
@@ -408,6 +416,9 @@ func (c Config) Validate() error {
 	if c.Server.MaxConcurrency < 1 {
 		bad("[server].max_concurrency", "must be at least 1, got %d", c.Server.MaxConcurrency)
 	}
+	if c.Server.QueueTimeoutMS < 0 || c.Server.QueueTimeoutMS > 600_000 {
+		bad("[server].queue_timeout_ms", "must be between 0 (wait) and 600000, got %d", c.Server.QueueTimeoutMS)
+	}
 	if !strings.HasPrefix(c.Server.AdminPath, "/") || c.Server.AdminPath == "/" || strings.HasSuffix(c.Server.AdminPath, "/") {
 		bad("[server].admin_path", "must start with / and name a path such as /admin, got %q", c.Server.AdminPath)
 	}
@@ -432,6 +443,12 @@ func (c Config) Validate() error {
 	for _, p := range c.Server.TrustedProxies {
 		if _, err := parsePrefix(p); err != nil {
 			bad("[server].trusted_proxies", "must hold addresses or CIDR prefixes such as 10.0.0.0/8, got %q", p)
+		}
+	}
+
+	for _, o := range c.Server.CORSAllowedOrigins {
+		if !validOrigin(o) {
+			bad("[server].cors_allowed_origins", "must hold origins such as https://shop.example (scheme, host, optional port; one * for a subdomain label), got %q", o)
 		}
 	}
 
@@ -710,4 +727,18 @@ func maskURL(raw string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	return u.String()
+}
+
+// validOrigin reports whether o is a browser origin: http or https, a host
+// and an optional port, nothing more. A "*" may stand for one leading part
+// of the host (https://*.shop.example, which rs/cors matches); "*" alone is
+// refused: an operator names the sites whose pages may call the API.
+func validOrigin(o string) bool {
+	u, err := url.Parse(strings.Replace(o, "://*.", "://x--wildcard.", 1))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return false
+	}
+	return u.Path == "" && u.RawQuery == "" && u.Fragment == "" && u.User == nil &&
+		!strings.Contains(u.Host, "*") && o == strings.ToLower(o) &&
+		u.Scheme+"://"+strings.Replace(u.Host, "x--wildcard.", "*.", 1) == o
 }

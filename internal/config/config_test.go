@@ -140,6 +140,10 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"zero jwt expiry", func(c *Config) { c.JWT.ExpiryHours = 0 }, "[jwt].expiry_hours"},
 		{"port out of range", func(c *Config) { c.Server.Port = 70000 }, "[server].port"},
 		{"no concurrency", func(c *Config) { c.Server.MaxConcurrency = 0 }, "[server].max_concurrency"},
+		{"any origin", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"*"} }, "[server].cors_allowed_origins"},
+		{"origin with a path", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"https://shop.example/app"} }, "[server].cors_allowed_origins"},
+		{"origin without scheme", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"shop.example"} }, "[server].cors_allowed_origins"},
+		{"negative queue timeout", func(c *Config) { c.Server.QueueTimeoutMS = -1 }, "[server].queue_timeout_ms"},
 		{"admin path without slash", func(c *Config) { c.Server.AdminPath = "admin" }, "[server].admin_path"},
 		{"admin path root", func(c *Config) { c.Server.AdminPath = "/" }, "[server].admin_path"},
 		{"relative public url", func(c *Config) { c.Server.PublicURL = "example.com" }, "[server].public_url"},
@@ -218,4 +222,15 @@ func TestTrustedProxiesTakeAddressesAndPrefixes(t *testing.T) {
 	p, err := Load("", []string{"PAYMENTD_SERVER__TRUSTED_PROXIES=10.0.0.0/8,172.16.0.0/12"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"10.0.0.0/8", "172.16.0.0/12"}, p.Server.TrustedProxies)
+}
+
+func TestCORSOriginsAreSchemeHostAndPort(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"https://shop.example", "http://localhost:5173", "https://*.shop.example", "https://shop.example:8443"} {
+		require.True(t, validOrigin(ok), ok)
+	}
+	for _, bad := range []string{"*", "https://*", "https://shop.example/", "https://shop.example?x=1", "ftp://shop.example",
+		"https://user@shop.example", "https://Shop.example", "https://a.*.example", "null", ""} {
+		require.False(t, validOrigin(bad), bad)
+	}
 }

@@ -72,16 +72,23 @@ type Limiter interface {
 	Max() int
 	InFlight() int
 	Waiting() int
+	// Left is how many requests left the queue without a slot, by
+	// reason (deadline_exceeded, canceled, queue_timeout).
+	Left(reason string) uint64
 }
 
 // RegisterLimiter exposes the FIFO concurrency limit of the request path.
-func (m *Metrics) RegisterLimiter(l Limiter) error {
+func (m *Metrics) RegisterLimiter(l Limiter, reasons []string) error {
 	inFlight := desc("concurrency_in_flight", "Requests being handled now (at most [server].max_concurrency).")
 	waiting := desc("concurrency_waiting", "Requests queued for a slot of the concurrency limit.")
 	limit := desc("concurrency_limit", "[server].max_concurrency.")
+	left := desc("concurrency_queue_left_total", "Requests that left the concurrency queue without a slot: deadline_exceeded (the client's deadline), canceled (the client went away), queue_timeout ([server].queue_timeout_ms).", "reason")
 	return m.reg.Register(collectorFunc{
-		descs: []*prometheus.Desc{inFlight, waiting, limit},
+		descs: []*prometheus.Desc{inFlight, waiting, limit, left},
 		collect: func(ch chan<- prometheus.Metric) {
+			for _, reason := range reasons {
+				ch <- prometheus.MustNewConstMetric(left, prometheus.CounterValue, float64(l.Left(reason)), reason)
+			}
 			ch <- prometheus.MustNewConstMetric(inFlight, prometheus.GaugeValue, float64(l.InFlight()))
 			ch <- prometheus.MustNewConstMetric(waiting, prometheus.GaugeValue, float64(l.Waiting()))
 			ch <- prometheus.MustNewConstMetric(limit, prometheus.GaugeValue, float64(l.Max()))

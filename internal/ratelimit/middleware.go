@@ -1,19 +1,15 @@
 package ratelimit
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
 	"net/netip"
-	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/rustbill/paymentd/internal/rpcanswer"
 )
 
 // Middleware limits the procedures in rules (path → requests per second) per
@@ -23,7 +19,7 @@ import (
 //
 // A refused request is answered ResourceExhausted in the client's protocol
 // (Connect, gRPC or gRPC-Web, through connect.ErrorWriter) or, for anything
-// else, plain HTTP 429; always with Retry-After (whole seconds, rounded up)
+// else, plain HTTP 429 (internal/rpcanswer); always with Retry-After (whole seconds, rounded up)
 // and, for RPC clients, a google.rpc.RetryInfo detail. The body is not read.
 //
 // When the limiter cannot decide (only a bare Redis limiter can fail; use
@@ -45,7 +41,6 @@ func Middleware(l Limiter, rules map[string]int, clientIP func(*http.Request) st
 	if log == nil {
 		log = slog.Default()
 	}
-	errWriter := connect.NewErrorWriter()
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			procedure := r.URL.Path
@@ -70,29 +65,9 @@ func Middleware(l Limiter, rules map[string]int, clientIP func(*http.Request) st
 			// write one line per refused attempt.
 			log.DebugContext(r.Context(), "rate limited",
 				"procedure", procedure, "client_ip", ip, "retry_after", retryAfter.String())
-			refuse(w, r, errWriter, retryAfter)
+			rpcanswer.RetryLater(w, r, connect.CodeResourceExhausted, "too many requests", retryAfter)
 		})
 	}
-}
-
-// refuse answers a refused request in the client's protocol.
-func refuse(w http.ResponseWriter, r *http.Request, errWriter *connect.ErrorWriter, retryAfter time.Duration) {
-	retryAfter = max(retryAfter, time.Millisecond).Round(time.Millisecond)
-	secs := int((retryAfter + time.Second - 1) / time.Second)
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	if !errWriter.IsSupported(r) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(http.StatusTooManyRequests)
-		_, _ = io.WriteString(w, "too many requests, retry after "+strconv.Itoa(secs)+"s\n")
-		return
-	}
-	cerr := connect.NewError(connect.CodeResourceExhausted,
-		errors.New("too many requests, retry after "+strconv.Itoa(secs)+"s"))
-	if detail, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); err == nil {
-		cerr.AddDetail(detail)
-	}
-	_ = errWriter.Write(w, r, cerr)
 }
 
 // bucket is the part of the key that names the client: the address itself,

@@ -77,6 +77,10 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(connect.CodeAlreadyExists, errors.New("already exists"))
 	case errors.Is(err, store.ErrRetryable), errors.Is(err, store.ErrLockNotAvailable):
 		return connect.NewError(connect.CodeAborted, errors.New("concurrent update, retry"))
+	case errors.Is(err, store.ErrPoolBusy):
+		// Overload, not a fault: not logged per request (the pool's
+		// metrics show it), and the client may retry.
+		return connect.NewError(connect.CodeUnavailable, errors.New("database busy, retry"))
 	case store.IsUnavailable(err):
 		logError(ctx, log, err)
 		return connect.NewError(connect.CodeUnavailable, errors.New("database unavailable, retry"))

@@ -46,6 +46,10 @@ func TestStoreAndContextErrorsMap(t *testing.T) {
 	unavailable := Error(ctx, log, fmt.Errorf("begin: %w", store.ErrUnavailable))
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(unavailable))
 	require.Equal(t, "database unavailable, retry", unavailable.(*connect.Error).Message())
+
+	busy := Error(ctx, log, fmt.Errorf("store: begin transaction: %w", store.ErrPoolBusy))
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(busy))
+	require.Equal(t, "database busy, retry", busy.(*connect.Error).Message())
 	require.Equal(t, connect.CodeCanceled, connect.CodeOf(Error(ctx, log, context.Canceled)))
 	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(Error(ctx, log, context.DeadlineExceeded)))
 	require.NoError(t, Error(ctx, log, nil))

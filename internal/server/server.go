@@ -7,7 +7,9 @@
 //	        ─▶ [server].admin_path/* (the embedded admin console, before every layer)
 //	        ─▶ read deadline ([server].read_timeout_secs)
 //	        ─┬─ /ready, /grpc.reflection.v1.ServerReflection/*, v1alpha (no slot)
-//	         └─ body read whole (outside the limit, under the deadline)
+//	         └─ CORS ([server].cors_allowed_origins; preflights answered here;
+//	            never /callbacks)
+//	            ─▶ body read whole (outside the limit, under the deadline)
 //	            ─▶ middleware layers (concurrency limit, rate limit, credentials)
 //	            ─▶ mux ── /billing.payment.PaymentService/*, …
 //
@@ -135,7 +137,7 @@ func New(opts Options) *Server {
 	alphaPath, alpha := grpcreflect.NewHandlerV1Alpha(reflector, readMax)
 	front.Handle(alphaPath, withReadDeadline(readTimeout, alpha))
 	front.Handle("GET /ready", readyHandler(opts.DB, log))
-	front.Handle("/", api)
+	front.Handle("/", withCORS(opts.Config.CORSAllowedOrigins, api))
 	var h http.Handler = front
 	if opts.AdminUI != nil {
 		h = withAdminUI(opts.AdminUI, opts.Config.AdminPath, log, h)
