@@ -129,11 +129,18 @@ func TestRequestsAboveTheLimitWaitAndAreServedInArrivalOrder(t *testing.T) {
 	elapsed := time.Since(start)
 
 	require.EqualValues(t, limit, b.peak.Load(), "never more than the limit at once")
-	want := make([]int, total)
-	for i := range want {
-		want[i] = i
+	// Served in arrival order, as far as a busy machine lets the handlers
+	// say: two requests admitted together (both slots freed at once) may
+	// record their start in either order, but none overtakes one that
+	// arrived limit or more places before it. The exact order is held by
+	// TestQueuedRequestsAreAdmittedInArrivalOrderWithoutTimingAssumptions.
+	require.Len(t, b.order, total)
+	seen := map[int]bool{}
+	for pos, i := range b.order {
+		require.False(t, seen[i], "request %d served twice", i)
+		seen[i] = true
+		require.Less(t, max(pos-i, i-pos), limit, "request %d served at position %d: %v", i, pos, b.order)
 	}
-	require.Equal(t, want, b.order, "served in arrival order")
 	// 20 requests of 50 ms, two at a time, cannot finish in under 500 ms.
 	require.GreaterOrEqual(t, elapsed, total/limit*50*time.Millisecond)
 	require.Zero(t, b.limiter.InFlight())
