@@ -302,15 +302,15 @@ func (a *App) init(ctx context.Context) error {
 		// key. Each credential layer handles only its own kind; the first
 		// that finds one decides, and an invalid credential never falls
 		// through to a later layer.
-		Middleware: []server.Middleware{
+		Limits: []server.Middleware{
 			limiter.Middleware(),
 			ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
-			// GET/POST /callbacks/{gateway_interface_id}: gateways' plain
-			// HTTP notifications. Behind the limits, in front of the
-			// credential layers (a gateway has none; the signature is the
-			// protection). A middleware rather than a Services entry, which
-			// would list a non-service in gRPC reflection.
-			callbacks.Middleware,
+		},
+		// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
+		// notifications, behind the limits and before the credential
+		// layers (a gateway has none; the signature is the protection).
+		Routes: []server.Route{{Pattern: payment.CallbackPath, Handler: callbacks}},
+		Credentials: []server.Middleware{
 			auth.Layer(ids.SessionAuthenticator(), a.log),
 			auth.Layer(ids.JWTAuthenticator(), a.log),
 			auth.Layer(ids.APIKeyAuthenticator(), a.log),

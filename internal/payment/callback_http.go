@@ -30,7 +30,8 @@ const MaxCallbackBytes = 64 << 10
 //	anything else                         500 (the gateway retries)
 //
 // It needs no credential (the signature is the protection) and must sit
-// behind the concurrency limit like every request.
+// behind the concurrency limit like every request: the server mounts it as
+// a route between its limits and its credential layers.
 type CallbackHandler struct {
 	svc *Service
 	log *slog.Logger
@@ -42,20 +43,6 @@ func NewCallbackHandler(svc *Service, log *slog.Logger) *CallbackHandler {
 		log = slog.Default()
 	}
 	return &CallbackHandler{svc: svc, log: log}
-}
-
-// Middleware mounts h at CallbackPath in front of next: requests under it
-// are answered here, all others go on. Place it after the concurrency and
-// rate limits and before the credential layers, which a gateway's
-// notification has nothing for.
-func (h *CallbackHandler) Middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, CallbackPath) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

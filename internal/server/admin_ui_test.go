@@ -45,7 +45,7 @@ func setupConsole(t *testing.T, dist fs.FS, adminPath string) *consoleBundle {
 		DB:      &fakeDB{},
 		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil)),
 		AdminUI: dist,
-		Middleware: []server.Middleware{func(next http.Handler) http.Handler {
+		Limits: []server.Middleware{func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
 				next.ServeHTTP(w, r)

@@ -56,17 +56,29 @@ type Service struct {
 	Handler http.Handler
 }
 
-// Middleware wraps the mux; layers are applied so that the first in the list
-// sees the request first.
+// Middleware wraps a handler; in a list, layers are applied so that the
+// first in the list sees the request first.
 type Middleware func(http.Handler) http.Handler
+
+// Route is a plain HTTP route (a ServeMux pattern) that is no Connect
+// service: it passes the limits but no credential layer, and is not listed
+// in gRPC reflection.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
 
 // Options are the parts a Server is built from.
 type Options struct {
-	Config     config.Server
-	DB         Pinger
-	Logger     *slog.Logger
-	Services   []Service
-	Middleware []Middleware
+	Config   config.Server
+	DB       Pinger
+	Logger   *slog.Logger
+	Services []Service
+	// Limits wrap every service and route (the concurrency limit, the rate
+	// limit); Credentials wrap the services only (the credential layers).
+	Limits      []Middleware
+	Routes      []Route
+	Credentials []Middleware
 	// AdminUI is the built admin console (adminui.Dist()), served under
 	// Config.AdminPath; nil serves none.
 	AdminUI fs.FS
@@ -117,10 +129,12 @@ func New(opts Options) *Server {
 		names = append(names, svc.Name)
 	}
 
-	var api http.Handler = mux
-	for i := len(opts.Middleware) - 1; i >= 0; i-- {
-		api = opts.Middleware[i](api)
+	inner := http.NewServeMux()
+	for _, r := range opts.Routes {
+		inner.Handle(r.Pattern, r.Handler)
 	}
+	inner.Handle("/", chain(opts.Credentials, mux))
+	api := chain(opts.Limits, inner)
 	bodies := newBodyReader(readTimeout, opts.Config.MaxRequestBytes)
 	api = bodies.wrap(api)
 
@@ -165,6 +179,14 @@ func New(opts Options) *Server {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s
+}
+
+// chain wraps h in layers, the first outermost.
+func chain(layers []Middleware, h http.Handler) http.Handler {
+	for i := len(layers) - 1; i >= 0; i-- {
+		h = layers[i](h)
+	}
+	return h
 }
 
 // SlowRequests is the number of requests whose body did not arrive within

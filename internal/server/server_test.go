@@ -71,7 +71,7 @@ func setup(t *testing.T, mutate ...func(*config.Server)) *bundle {
 		Services: []server.Service{{
 			Name: paymentpbconnect.PaymentServiceName, Path: path, Handler: h,
 		}},
-		Middleware: []server.Middleware{func(next http.Handler) http.Handler {
+		Limits: []server.Middleware{func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)
 				next.ServeHTTP(w, r)
