@@ -109,7 +109,7 @@ type balanceState struct {
 func auditFailedPayments(ctx context.Context, db store.DB, a audit.Actor, at time.Time, failed []store.Payment) error {
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
-		before.Status, before.FailureReason = "pending", ""
+		before.Status, before.FailureReason = string(StatusPending), ""
 		if err := audit.Write(ctx, db, a, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}

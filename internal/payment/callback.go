@@ -196,7 +196,7 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance; there is no gateway to ask", id)
 	}
-	if pay.Status != "pending" {
+	if Status(pay.Status) != StatusPending {
 		return pay, nil
 	}
 	return s.syncWithGateway(ctx, pay, fromQuery, audit.Of(p))

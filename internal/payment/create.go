@@ -242,7 +242,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 	if invoiceID == nil {
 		o := *ord
 		switch {
-		case o.Status == "cancelled":
+		case order.Status(o.Status) == order.StatusCancelled:
 			return t, apperr.New(apperr.InvalidArgument, "order %s is cancelled", o.ID)
 		case order.Status(o.Status) != order.StatusPending || o.PaidAt != nil:
 			return t, apperr.New(apperr.InvalidArgument, "order %s is already paid", o.ID)

@@ -201,10 +201,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 					level = slog.LevelError
 				}
 				r.log.Log(ctx, level, "payment not reconciled", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts, "err", err)
-			case after.Status == "success":
+			case Status(after.Status) == StatusSuccess:
 				round.Settled++
 				r.log.InfoContext(ctx, "payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
-			case after.Status == "failed":
+			case Status(after.Status) == StatusFailed:
 				round.Failed++
 				r.log.InfoContext(ctx, "payment failed by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
 			}

@@ -108,7 +108,7 @@ type Refunded struct {
 // FailedPrecondition, so the event is retried and, when nobody records the
 // refund's outcome (ResolveRefund) in time, ends failed for an admin.
 func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason string) error {
-	success := "success"
+	success := string(StatusSuccess)
 	pays, _, err := store.ListPayments(ctx, s.db, store.PaymentFilter{OrderID: &orderID, Status: &success}, 1000, 0)
 	if err != nil {
 		return err
@@ -423,7 +423,7 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
 		return store.Payment{}, err
 	}
-	if after.Status == "refunded" && ord != nil && order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
+	if Status(after.Status) == StatusRefunded && ord != nil && order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
 		// The money went back in full: the service ends (order_refunded).
 		if _, err := order.Transition(ctx, tx, *ord, order.Move{
 			To: order.StatusRefunded, By: who, At: now,
@@ -509,7 +509,7 @@ func (s *Service) countRefund(gateway string, pay store.Payment, amount money.Am
 		outcome = refundUnknown
 	}
 	s.metrics.RefundOutcome(gateway, outcome, amount, pay.Currency)
-	if recordErr == nil && after.Status == "refunded" {
+	if recordErr == nil && Status(after.Status) == StatusRefunded {
 		s.metrics.PaymentTransition(gateway, after.Status, after.Amount, after.Currency)
 	}
 }
@@ -520,10 +520,10 @@ var errNothingLeft = errors.New("nothing left to refund")
 
 // refundableStatus refuses a payment that is not success.
 func refundableStatus(p store.Payment) error {
-	switch p.Status {
-	case "success":
+	switch Status(p.Status) {
+	case StatusSuccess:
 		return nil
-	case "refunded":
+	case StatusRefunded:
 		return apperr.New(apperr.InvalidArgument, "payment %s is already fully refunded", p.ID)
 	default:
 		return apperr.New(apperr.InvalidArgument, "payment %s is %s; only a successful payment can be refunded", p.ID, p.Status)

@@ -168,8 +168,8 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 				text.Clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
 		}
 
-		switch p.Status {
-		case "success", "refunded":
+		switch Status(p.Status) {
+		case StatusSuccess, StatusRefunded:
 			if rep.Status == gatewaySuccess && sameGatewayIDs(p, rep) {
 				out.Duplicate = true
 				return nil
@@ -179,14 +179,14 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			}
 			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
 				p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
-		case "failed":
+		case StatusFailed:
 			if rep.Status == gatewayFailed {
 				out.Duplicate = true
 				return nil
 			}
 			return reject("late_success", fmt.Sprintf("payment %s is failed (%s); a late success is not applied and was recorded for an admin to look at",
 				p.ID, p.FailureReason))
-		case "pending":
+		case StatusPending:
 		default:
 			return apperr.New(apperr.Internal, "payment %s has unknown status %q", p.ID, p.Status)
 		}

@@ -95,16 +95,16 @@ func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, er
 	byCurrency := map[string]int{}
 	for _, g := range groups {
 		st.Total += g.Payments
-		switch g.Status {
-		case "pending":
+		switch Status(g.Status) {
+		case StatusPending:
 			st.Pending += g.Payments
 			continue
-		case "failed":
+		case StatusFailed:
 			st.Failed += g.Payments
 			continue
-		case "success":
+		case StatusSuccess:
 			st.Success += g.Payments
-		case "refunded":
+		case StatusRefunded:
 			st.Refunded += g.Payments
 		default:
 			continue
