@@ -1,12 +1,3 @@
-// Package audit writes the append-only audit log (audit_log): who (an
-// Actor) did what (an Action) to which entity, with the entity before and
-// after as JSON. Every package that changes money, orders, credentials or
-// plugins records the change through Write, in the transaction of the
-// change, so a row exists exactly when the change committed.
-//
-// What goes into before and after is the writer's snapshot of the entity,
-// which must never hold a secret (passwords, keys, tokens, merchant keys:
-// configs are masked first).
 package audit
 
 import (

@@ -22,9 +22,19 @@
 //	                                                                 ▼               │
 //	                                                             terminated ◀────────┘
 //
-// cancelled, refunded, completed and terminated are final. Customers and
-// admins cancel pending orders only (CancelOrder); provisioning → cancelled
-// belongs to the event worker.
+// A full refund also ends a provisioning order (provisioning → refunded,
+// not drawn). cancelled, refunded, completed and terminated are final.
+// Customers and admins cancel pending orders only (CancelOrder);
+// provisioning → cancelled belongs to the event worker.
+//
+// # One writer
+//
+// Transition (transition.go) is the only code that writes orders.status,
+// whoever moves the order (this package, internal/payment's settlement and
+// refunds, internal/fulfillment's worker): it checks the table, writes the
+// order and its audit row, fails the pending payments a move to paid or
+// cancelled leaves without purpose, and queues the event the move implies
+// (order_paid, order_provisioned, order_cancelled, order_refunded).
 //
 // Invoices: draft → issued → paid | overdue | cancelled, overdue → paid |
 // cancelled, draft → cancelled (CanTransitionInvoice). CreateInvoice issues

@@ -35,8 +35,8 @@
 // payment.anomaly for an admin.
 //
 // A settled payment pays its invoice (paid_amount grows, paid when full)
-// and its order (pending → paid, directly or once its invoice is paid in
-// full), fails the other pending payments of what it paid, and queues
+// and its order (pending → paid through order.Transition, directly or once
+// its invoice is paid in full), fails the other pending payments of what it paid, and queues
 // order_paid {order_id, payment_id, amount, currency, method: "gateway"} in
 // the same transaction.
 //
