@@ -171,3 +171,18 @@ func ConstraintOf(err error) string {
 	}
 	return ""
 }
+
+// countThenList is the one shape of every paged list: the count of the
+// whole list (for the page's total), then the page — not asked for when the
+// page lies past the end.
+func countThenList[T any](count func() (int64, error), offset int64, list func() ([]T, error)) ([]T, int64, error) {
+	total, err := count()
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	if total == 0 || offset >= total {
+		return nil, total, nil
+	}
+	rows, err := list()
+	return rows, total, MapError(err)
+}

@@ -168,17 +168,14 @@ type EventFilter struct {
 // events matching f.
 func ListEvents(ctx context.Context, db DB, f EventFilter, p Page) ([]Event, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountEvents(ctx, dbsqlc.CountEventsParams{Status: f.Status, EventType: f.EventType, OrderID: f.OrderID})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || p.Offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListEvents(ctx, dbsqlc.ListEventsParams{
-		Status: f.Status, EventType: f.EventType, OrderID: f.OrderID, RowLimit: p.Limit, RowOffset: p.Offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountEvents(ctx, dbsqlc.CountEventsParams{Status: f.Status, EventType: f.EventType, OrderID: f.OrderID})
+	}, p.Offset,
+		func() ([]Event, error) {
+			return q.ListEvents(ctx, dbsqlc.ListEventsParams{
+				Status: f.Status, EventType: f.EventType, OrderID: f.OrderID, RowLimit: p.Limit, RowOffset: p.Offset,
+			})
+		})
 }
 
 // RetryFailedEvent puts a failed event back to pending, due at once, with

@@ -79,20 +79,17 @@ func GetInvoiceForUpdate(ctx context.Context, db DB, id uuid.UUID) (Invoice, err
 // id DESC), and the number of invoices matching f.
 func ListInvoices(ctx context.Context, db DB, f InvoiceFilter, limit, offset int64) ([]Invoice, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountInvoices(ctx, dbsqlc.CountInvoicesParams{
-		CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
-	})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListInvoices(ctx, dbsqlc.ListInvoicesParams{
-		CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
-		RowLimit: limit, RowOffset: offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountInvoices(ctx, dbsqlc.CountInvoicesParams{
+			CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
+		})
+	}, offset,
+		func() ([]Invoice, error) {
+			return q.ListInvoices(ctx, dbsqlc.ListInvoicesParams{
+				CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
+				RowLimit: limit, RowOffset: offset,
+			})
+		})
 }
 
 // SetInvoiceStatus moves an invoice from status from to status to.

@@ -94,15 +94,12 @@ type NotificationFilter struct {
 // the number matching f.
 func ListNotifications(ctx context.Context, db DB, f NotificationFilter, p Page) ([]Notification, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountNotifications(ctx, dbsqlc.CountNotificationsParams{Status: f.Status, Channel: f.Channel, EventID: f.EventID})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || p.Offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListNotifications(ctx, dbsqlc.ListNotificationsParams{
-		Status: f.Status, Channel: f.Channel, EventID: f.EventID, RowLimit: p.Limit, RowOffset: p.Offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountNotifications(ctx, dbsqlc.CountNotificationsParams{Status: f.Status, Channel: f.Channel, EventID: f.EventID})
+	}, p.Offset,
+		func() ([]Notification, error) {
+			return q.ListNotifications(ctx, dbsqlc.ListNotificationsParams{
+				Status: f.Status, Channel: f.Channel, EventID: f.EventID, RowLimit: p.Limit, RowOffset: p.Offset,
+			})
+		})
 }

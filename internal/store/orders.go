@@ -67,17 +67,14 @@ func GetOrderForUpdate(ctx context.Context, db DB, id uuid.UUID) (Order, error) 
 // DESC), and the number of orders matching f.
 func ListOrders(ctx context.Context, db DB, f OrderFilter, limit, offset int64) ([]Order, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountOrders(ctx, dbsqlc.CountOrdersParams{CustomerID: f.CustomerID, Status: f.Status})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListOrders(ctx, dbsqlc.ListOrdersParams{
-		CustomerID: f.CustomerID, Status: f.Status, RowLimit: limit, RowOffset: offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountOrders(ctx, dbsqlc.CountOrdersParams{CustomerID: f.CustomerID, Status: f.Status})
+	}, offset,
+		func() ([]Order, error) {
+			return q.ListOrders(ctx, dbsqlc.ListOrdersParams{
+				CustomerID: f.CustomerID, Status: f.Status, RowLimit: limit, RowOffset: offset,
+			})
+		})
 }
 
 // SetOrderStatus moves an order from status from to status to, setting

@@ -27,17 +27,14 @@ func ListPaymentRefundsNewestFirst(ctx context.Context, db DB, paymentID uuid.UU
 		rows, err := q.ListPaymentRefundsNewestFirst(ctx, dbsqlc.ListPaymentRefundsNewestFirstParams{PaymentID: paymentID, Status: status})
 		return rows, int64(len(rows)), MapError(err)
 	}
-	total, err := q.CountPaymentRefunds(ctx, dbsqlc.CountPaymentRefundsParams{PaymentID: paymentID, Status: status})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || page.Offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListPaymentRefundsNewestFirst(ctx, dbsqlc.ListPaymentRefundsNewestFirstParams{
-		PaymentID: paymentID, Status: status, RowLimit: &page.Limit, RowOffset: page.Offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountPaymentRefunds(ctx, dbsqlc.CountPaymentRefundsParams{PaymentID: paymentID, Status: status})
+	}, page.Offset,
+		func() ([]Refund, error) {
+			return q.ListPaymentRefundsNewestFirst(ctx, dbsqlc.ListPaymentRefundsNewestFirstParams{
+				PaymentID: paymentID, Status: status, RowLimit: &page.Limit, RowOffset: page.Offset,
+			})
+		})
 }
 
 // ListRefundsNewestFirst returns one page of every payment's refunds,

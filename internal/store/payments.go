@@ -31,20 +31,17 @@ func GetPayment(ctx context.Context, db DB, id uuid.UUID) (Payment, error) {
 // id DESC), and the number of payments matching f.
 func ListPayments(ctx context.Context, db DB, f PaymentFilter, limit, offset int64) ([]Payment, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountPayments(ctx, dbsqlc.CountPaymentsParams{
-		CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
-		GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
-	})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListPayments(ctx, dbsqlc.ListPaymentsParams{
-		CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
-		GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
-		RowLimit: limit, RowOffset: offset,
-	})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountPayments(ctx, dbsqlc.CountPaymentsParams{
+			CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
+			GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+		})
+	}, offset,
+		func() ([]Payment, error) {
+			return q.ListPayments(ctx, dbsqlc.ListPaymentsParams{
+				CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
+				GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+				RowLimit: limit, RowOffset: offset,
+			})
+		})
 }

@@ -54,15 +54,10 @@ func GetProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
 // products matching; enabled nil lists enabled and disabled ones.
 func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64) ([]Product, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountProducts(ctx, enabled)
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
-	return rows, total, MapError(err)
+	return countThenList(func() (int64, error) { return q.CountProducts(ctx, enabled) }, offset,
+		func() ([]Product, error) {
+			return q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
+		})
 }
 
 // LockProduct reads one product FOR UPDATE; ErrNotFound when there is none.
