@@ -23,9 +23,10 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testredis"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m), testredis.IgnoreRedial) }
 
 func testConfig(dbURL string) config.Config {
 	c := config.Default()

@@ -1,11 +1,13 @@
 package ratelimit
 
 import (
+	"github.com/rustbill/paymentd/internal/testredis"
+
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, testredis.IgnoreRedial)
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 )
 
 // redisServer is a private redis-server on a free port in a temporary
@@ -154,3 +155,10 @@ func pong(port int) bool {
 	line, err := bufio.NewReader(conn).ReadString('\n')
 	return err == nil && strings.HasPrefix(line, "+PONG")
 }
+
+// IgnoreRedial is the goleak option for go-redis's redial loop: after a
+// failed dial (a test that stops its server, or points at a free port) the
+// pool retries in a goroutine that sleeps a second before it sees the pool
+// closed, so it may outlive the test run by up to that second. It is not a
+// leak of ours.
+var IgnoreRedial = goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial")
