@@ -56,9 +56,15 @@ type running struct {
 
 func start(t *testing.T, cfg config.Config, opts ...app.Option) *running {
 	t.Helper()
-	a, err := app.New(context.Background(), cfg, logger(t), opts...)
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	return serve(t, cfg, ln, logger(t), opts...)
+}
+
+// serve builds the app with log and serves it on ln until the test ends.
+func serve(t testing.TB, cfg config.Config, ln net.Listener, log *slog.Logger, opts ...app.Option) *running {
+	t.Helper()
+	a, err := app.New(context.Background(), cfg, log, opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -15,7 +15,6 @@ import (
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
-	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
@@ -26,20 +25,9 @@ func startLogged(t *testing.T, cfg config.Config) (*running, *logSink) {
 	t.Helper()
 	logs := &logSink{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), nil))
-	a, err := app.New(context.Background(), cfg, log)
-	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		cancel()
-		require.NoError(t, <-done)
-		a.Close()
-	})
-	return &running{app: a, baseURL: "http://" + ln.Addr().String()}, logs
+	return serve(t, cfg, ln, log), logs
 }
 
 // A NUL in a string field — which PostgreSQL cannot store — is refused at

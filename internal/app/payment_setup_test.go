@@ -45,18 +45,7 @@ type payEnv struct {
 // startOn is start with a listener chosen by the caller (and app options).
 func startOn(t testing.TB, cfg config.Config, ln net.Listener, opts ...app.Option) *running {
 	t.Helper()
-	a, err := app.New(context.Background(), cfg, logger(t), opts...)
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		cancel()
-		require.NoError(t, <-done)
-		a.Close()
-	})
-	return &running{app: a, baseURL: "http://" + ln.Addr().String()}
+	return serve(t, cfg, ln, logger(t), opts...)
 }
 
 func startPayments(t testing.TB, mutate ...func(*config.Config)) *payEnv {
