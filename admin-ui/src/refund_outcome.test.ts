@@ -3,10 +3,11 @@ import { describe, expect, it } from "vitest";
 
 import { refundAnswered, refundRefused, refundResolved, refundsNone } from "./refund_outcome";
 
-const refund = (status: string, extra: Partial<{ gatewayRefundId: string; error: string }> = {}) => ({
+const refund = (status: string, extra: Partial<{ gatewayRefundId: string; message: string; error: string }> = {}) => ({
   amount: "99.00",
   status,
   gatewayRefundId: "",
+  message: "",
   error: "",
   ...extra,
 });
@@ -19,8 +20,20 @@ describe("what a refund came to", () => {
     expect(n.lines.join(" ")).toContain("R-7");
   });
 
+  it("shows a succeeded refund's gateway text as what the gateway says, not as an error", () => {
+    const n = refundAnswered(refund("succeeded", { message: "退款成功" }), "CNY");
+    expect(n.tone).toBe("ok");
+    expect(n.lines).toContain("The gateway says: 退款成功");
+  });
+
+  it("says why a failed refund failed", () => {
+    const n = refundAnswered(refund("failed", { message: "insufficient funds", error: "insufficient funds" }), "CNY");
+    expect(n.tone).toBe("error");
+    expect(n.lines).toEqual(["insufficient funds"]);
+  });
+
   it("says a pending refund is not refunded yet and how to record it", () => {
-    const n = refundAnswered(refund("pending", { error: "refund manually: transfer 99.00 CNY back to the payer (reference BT-1), then record it" }), "CNY");
+    const n = refundAnswered(refund("pending", { message: "refund manually: transfer 99.00 CNY back to the payer (reference BT-1), then record it" }), "CNY");
     expect(n.tone).toBe("pending");
     expect(n.title).toBe("Refund of 99.00 CNY pending: the gateway completes it later");
     const text = n.lines.join(" ");

@@ -25,6 +25,9 @@ export interface RefundLike {
   amount: string;
   status: string;
   gatewayRefundId: string;
+  /** What the gateway or the service said, whatever the outcome. */
+  message: string;
+  /** Why it failed; empty unless status is failed. */
   error: string;
 }
 
@@ -40,20 +43,23 @@ export function refundAnswered(r: RefundLike, currency: string): RefundNotice {
       return {
         tone: "ok",
         title: `Refunded ${amount}`,
-        lines: [r.gatewayRefundId ? `The gateway completed it (its refund id: ${r.gatewayRefundId}).` : "The gateway completed it."],
+        lines: [
+          r.gatewayRefundId ? `The gateway completed it (its refund id: ${r.gatewayRefundId}).` : "The gateway completed it.",
+          r.message ? `The gateway says: ${r.message}` : "",
+        ].filter((l) => l !== ""),
       };
     case "pending":
       return {
         tone: "pending",
         title: `Refund of ${amount} pending: the gateway completes it later`,
         lines: [
-          r.error ? `The gateway says: ${r.error}` : "",
+          r.message ? `The gateway says: ${r.message}` : "",
           "Nothing is refunded yet: the amount stays reserved, and the payment's refunded amount grows once the refund is recorded as succeeded.",
           `When the money has gone back (a bank transfer is sent back by hand), ${recordHint}.`,
         ].filter((l) => l !== ""),
       };
     default:
-      return { tone: "error", title: `Refund of ${amount} failed`, lines: r.error ? [r.error] : [] };
+      return { tone: "error", title: `Refund of ${amount} failed`, lines: r.error || r.message ? [r.error || r.message] : [] };
   }
 }
 

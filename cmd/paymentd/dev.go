@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/pgcluster"
@@ -25,14 +26,17 @@ const (
 )
 
 const devUsage = `Usage:
-  paymentd dev [--config FILE]
+  paymentd dev [--config FILE] [--keep-db]
   paymentd dev fake-epay [--help]
   paymentd dev fake-provider [--help]
 
 Runs the service for local development: writes .data/dev.toml (a random JWT secret
 and bootstrap admin password) on first use, starts a private PostgreSQL in
 .data/postgres when [db].url is empty, prints where it listens and the admin login,
-and serves. fake-epay runs a fake epay gateway and fake-provider a fake instance-provider
+and serves until SIGINT or SIGTERM, or until the process that started it goes away
+(a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
+private PostgreSQL too, unless --keep-db or another client still uses it. A cluster left
+running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway and fake-provider a fake instance-provider
 API, for demos. Never for production.
 `
 
@@ -50,9 +54,17 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fs := newFlags("dev", devUsage, stderr)
 	cfgPath := configFlag(fs)
+	keepDB := fs.Bool("keep-db", false, "leave the private PostgreSQL running when paymentd dev stops")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("dev takes no arguments besides fake-epay and fake-provider, got %q", fs.Args())}
+	}
+	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "paymentd dev: "+format+"\n", args...) }
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer watchParent(ctx, cancel, logf)()
 	password, err := ensureDevConfig(devConfigFile)
 	if err != nil {
 		return err
@@ -66,10 +78,12 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usageError{err}
 	}
 	if cfg.DB.URL == "" {
-		logf := func(format string, args ...any) { fmt.Fprintf(stderr, "paymentd dev: "+format+"\n", args...) }
 		url, err := pgcluster.Ensure(ctx, devPGDir, devDBName, logf)
 		if err != nil {
 			return err
+		}
+		if !*keepDB {
+			defer stopDevCluster(logf)
 		}
 		cfg.DB.URL = url
 		fmt.Fprintf(stdout, "local database: %s (data in %s)\n", url, devPGDir)
@@ -83,6 +97,53 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cfg.Bootstrap.AdminUsername, password, devConfigFile)
 	}
 	return serve(ctx, cfg, stderr)
+}
+
+// stopDevCluster stops the private cluster once the service has stopped (its
+// pool closed), unless another client (a test run sharing .data/postgres)
+// still uses it. It runs after the signal, so it gets a context of its own.
+func stopDevCluster(logf func(string, ...any)) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	logf("stopping the private PostgreSQL in %s (--keep-db leaves it running)", devPGDir)
+	stopped, clients, err := pgcluster.StopUnlessInUse(ctx, devPGDir)
+	switch {
+	case err != nil:
+		logf("could not stop the private PostgreSQL in %s: %v", devPGDir, err)
+	case !stopped:
+		logf("left the private PostgreSQL in %s running: %d other clients use it", devPGDir, clients)
+	default:
+		logf("the private PostgreSQL in %s is stopped", devPGDir)
+	}
+}
+
+// watchParent cancels the run when the process that started paymentd dev goes
+// away. "go run" ignores SIGINT (it expects the terminal to send it to the
+// whole process group) and dies of SIGTERM without passing it on, and a task
+// wrapper may die the same way: without this the service and its database
+// would outlive the command that a person stopped. The returned function
+// ends the watch and waits for it.
+func watchParent(ctx context.Context, cancel context.CancelFunc, logf func(string, ...any)) (wait func()) {
+	parent := os.Getppid()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if os.Getppid() != parent {
+					logf("the process that started paymentd dev (pid %d) is gone; stopping", parent)
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // ensureDevConfig creates path with a random JWT secret and bootstrap admin

@@ -903,15 +903,31 @@ func runREADMEScript(t *testing.T, root, script, adminPassword string, replace .
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".data"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".data", "dev.toml"),
 		[]byte("[bootstrap]\nadmin_username = \"admin\"\nadmin_password = \""+adminPassword+"\"\n"), 0o600))
+	// The script runs as a file (`bash script.sh`), where aliases do not
+	// expand: the README's own shell functions must define buf and grpcurl.
+	// Only what they run is swapped for the pinned binaries, which need no
+	// tools/go.mod in the test's directory.
+	replace = append(replace,
+		"go tool -modfile=tools/go.mod buf", `"$PAYMENTD_DOC_BUF"`,
+		"go tool -modfile=tools/go.mod grpcurl", `"$PAYMENTD_DOC_GRPCURL"`)
 	body := strings.NewReplacer(replace...).Replace(script)
+	scriptFile := filepath.Join(t.TempDir(), "readme.sh")
+	require.NoError(t, os.WriteFile(scriptFile, []byte("set -euo pipefail\n"+body), 0o600))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+
-		"buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\ngrpcurl() { \"$PAYMENTD_DOC_GRPCURL\" \"$@\"; }\n"+body)
+	c := exec.CommandContext(ctx, "bash", scriptFile)
 	c.Dir = dir
 	c.Env = append((&docEnv{}).environ(), "PAYMENTD_DOC_BUF="+pinnedTool(t, root, "buf"), "PAYMENTD_DOC_GRPCURL="+pinnedTool(t, root, "grpcurl"))
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	require.Equal(t, []string{".data"}, left, "the examples leave no scratch files where they run")
+	require.True(t, strings.HasSuffix(string(out), "\n"), "the output ends with a newline")
 	return string(out)
 }
 

@@ -84,15 +84,25 @@ func TestKilledLeaderIsReplacedWithinOneTTL(t *testing.T) {
 		startMember(t, pool, "node-c", opts),
 	}
 	leader := waitLeader(t, 5*time.Second, ms...)
-	time.Sleep(300 * time.Millisecond) // let it renew at least once
 
-	killed := time.Now()
 	leader.cancel() // no Stop(): no resign
-	next := waitLeader(t, 3*ttl, others(ms, leader)...)
-	took := next.gainedAt()[0].Sub(killed)
-	t.Logf("killed leader replaced after %s (TTL %s)", took.Round(time.Millisecond), ttl)
-	require.Less(t, took, ttl+150*time.Millisecond, "taken over within one TTL of the death")
-	require.Greater(t, took, ttl-opts.RenewInterval-100*time.Millisecond, "not before the dead leader's lease ran out")
+	require.Eventually(t, func() bool { return !leader.isLeader() }, 5*time.Second, 5*time.Millisecond)
+	// Read after the death: a renewal cut off by it can only have moved the
+	// expiry later, which makes the check below stricter, never looser.
+	dead, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	require.NoError(t, err)
+	require.Equal(t, leader.name, dead.Holder, "the dead leader keeps the role until its lease runs out")
+	// Liveness: a follower takes over; how soon depends on the machine's
+	// load, so the bound is generous and the delay is logged.
+	next := waitLeader(t, 10*ttl, others(ms, leader)...)
+	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	require.NoError(t, err)
+	require.Equal(t, next.name, now.Holder)
+	// Safety, on the database's clock (the one the lease uses): the new
+	// term began once the dead leader's lease had run out, not before.
+	require.False(t, now.ElectedAt.Before(dead.ExpiresAt),
+		"new term at %s, the dead leader's lease expired at %s", now.ElectedAt.Format(time.RFC3339Nano), dead.ExpiresAt.Format(time.RFC3339Nano))
+	t.Logf("taken over %s after the dead leader's lease expired (TTL %s)", now.ElectedAt.Sub(dead.ExpiresAt).Round(time.Millisecond), ttl)
 	require.False(t, leader.isLeader())
 }
 
@@ -101,7 +111,9 @@ func TestKilledLeaderIsReplacedWithinOneTTL(t *testing.T) {
 func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
-	opts := cluster.ElectorOptions{TTL: 10 * time.Second, RenewInterval: 3 * time.Second}
+	// A renew interval far longer than a hand-over may take even on a busy
+	// machine, so a follower that only polled would rarely pass.
+	opts := cluster.ElectorOptions{TTL: 5 * time.Minute, RenewInterval: 100 * time.Second}
 	var ms []*member
 	for _, name := range []string{"node-a", "node-b"} {
 		o := opts
@@ -109,13 +121,24 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 		ms = append(ms, startMember(t, pool, name, o))
 	}
 	leader := waitLeader(t, 5*time.Second, ms...)
+	before, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	require.NoError(t, err)
 
-	stopped := time.Now()
 	leader.e.Stop()
-	next := waitLeader(t, 2*time.Second, others(ms, leader)...)
-	took := next.gainedAt()[0].Sub(stopped)
-	t.Logf("graceful hand-over took %s (TTL %s)", took.Round(time.Millisecond), opts.TTL)
-	require.Less(t, took, 500*time.Millisecond)
+	resigned := time.Now() // the database runs on this machine: one clock
+	next := waitLeader(t, 30*time.Second, others(ms, leader)...)
+	after, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	require.NoError(t, err)
+	require.Equal(t, next.name, after.Holder)
+	// The new term (the database's time of the election, not when this
+	// test noticed it) began before the old lease could run out, so the
+	// role was handed over, not timed out; and well within one renew
+	// interval, so the follower was woken, not polling. The usual figure is
+	// milliseconds (logged); the bound leaves room for a busy machine.
+	require.True(t, after.ElectedAt.Before(before.ExpiresAt), "handed over before the old lease expired")
+	took := after.ElectedAt.Sub(resigned)
+	t.Logf("graceful hand-over took %s after the resignation (TTL %s, renew interval %s)", took.Round(time.Millisecond), opts.TTL, opts.RenewInterval)
+	require.Less(t, took, 10*time.Second, "woken by the resignation, not by its next poll")
 	require.NotEmpty(t, leader.lostAt())
 }
 
@@ -125,8 +148,10 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
-	const ttl = 1500 * time.Millisecond
-	opts := cluster.ElectorOptions{TTL: ttl, RenewInterval: 300 * time.Millisecond, Margin: 200 * time.Millisecond}
+	// The margin is the room a busy machine has between a's stepping down
+	// and its lease's expiry (and b's take-over): a whole second.
+	const ttl = 3 * time.Second
+	opts := cluster.ElectorOptions{TTL: ttl, RenewInterval: 300 * time.Millisecond, Margin: time.Second}
 	flaky := &hangingDB{pool: pool}
 	a := startMember(t, flaky, "node-a", opts)
 	waitLeader(t, 5*time.Second, a)
@@ -144,8 +169,11 @@ func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 		"stepped down at %s, before the lease expires at %s", steppedDown.Format(time.RFC3339Nano), lease.ExpiresAt.Format(time.RFC3339Nano))
 	t.Logf("stepped down %s before the lease expired", lease.ExpiresAt.Sub(steppedDown).Round(time.Millisecond))
 
-	waitLeader(t, 2*ttl, b)
-	require.True(t, b.gainedAt()[0].After(lease.ExpiresAt.Add(-50*time.Millisecond)), "b took over when the lease had expired")
+	waitLeader(t, 10*ttl, b)
+	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	require.NoError(t, err)
+	require.Equal(t, "node-b", now.Holder)
+	require.False(t, now.ElectedAt.Before(lease.ExpiresAt), "b took over once a's lease had expired (the database's clock)")
 	flaky.down.Store(false)
 }
 

@@ -135,7 +135,20 @@ func startMember(t *testing.T, db store.DB, name string, opts cluster.ElectorOpt
 	return m
 }
 
-// waitLeader waits until exactly one of ms leads and returns it.
+// leading reports whether m leads and its watcher has recorded that it
+// gained the role: IsLeader turns true before the change reaches the
+// subscriber, so gainedAt can still be empty while IsLeader says yes.
+func (m *member) leading() bool {
+	if !m.isLeader() {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.gained) > len(m.lost)
+}
+
+// waitLeader waits until exactly one of ms leads, with its gain recorded
+// (gainedAt()[0] exists), and returns it.
 func waitLeader(t *testing.T, within time.Duration, ms ...*member) *member {
 	t.Helper()
 	var leader *member
@@ -143,7 +156,7 @@ func waitLeader(t *testing.T, within time.Duration, ms ...*member) *member {
 		leader = nil
 		n := 0
 		for _, m := range ms {
-			if m.isLeader() {
+			if m.leading() {
 				leader = m
 				n++
 			}

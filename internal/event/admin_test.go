@@ -182,7 +182,7 @@ func TestListNodesAndLeadersShowTheCluster(t *testing.T) {
 	ctx := context.Background()
 	h, err := cluster.NewHeartbeat(b.pool, cluster.HeartbeatOptions{
 		Node: cluster.NodeInfo{ID: "node-a", Hostname: "host-a", Version: "v9"}, Interval: 50 * time.Millisecond,
-		LostAfter: time.Second, Logger: quietLog(),
+		LostAfter: 10 * time.Second, Logger: quietLog(), // a busy machine may delay beats
 	})
 	require.NoError(t, err)
 	require.NoError(t, h.Start(ctx))
@@ -205,7 +205,7 @@ func TestListNodesAndLeadersShowTheCluster(t *testing.T) {
 	}
 	require.False(t, byID["node-a"].Lost)
 	require.Equal(t, "v9", byID["node-a"].Version)
-	require.Less(t, byID["node-a"].HeartbeatAgeSeconds, 1.0)
+	require.Less(t, byID["node-a"].HeartbeatAgeSeconds, 10.0)
 	require.True(t, byID["node-gone"].Lost, "a 2-minute-old heartbeat is lost after 30 s")
 	require.InDelta(t, 120, byID["node-gone"].HeartbeatAgeSeconds, 5)
 

@@ -99,7 +99,10 @@ func TestAHandlerThatOutlivesItsClaimNeverOverlapsTheNextAttemptAndItsOutcomeIsD
 		log.end(err)
 		return err
 	})
-	const timeout, grace, poll = 100 * time.Millisecond, 100 * time.Millisecond, 50 * time.Millisecond
+	// The claim (timeout + grace) must outlast attempt 2's one write even on
+	// a machine whose CPUs are busy with other work: with 200 ms it once
+	// expired under attempt 2 too, and a third attempt ran.
+	const timeout, grace, poll = time.Second, 500 * time.Millisecond, 50 * time.Millisecond
 	n := startNode(t, w.pool, "node-a", nodeOptions{handler: h, worker: event.WorkerOptions{
 		HandlerTimeout: timeout, LockGrace: grace, PollInterval: poll, MaxAttempts: 3,
 		// Stop (in the cleanup) gives up on the stuck handler quickly.
@@ -115,7 +118,7 @@ func TestAHandlerThatOutlivesItsClaimNeverOverlapsTheNextAttemptAndItsOutcomeIsD
 	require.Eventually(t, func() bool {
 		got = w.event(t, e.ID)
 		return got.Status == store.EventPending && got.Attempts == 1
-	}, 5*time.Second, 5*time.Millisecond, "the expired claim was not reclaimed")
+	}, 10*time.Second, 5*time.Millisecond, "the expired claim was not reclaimed")
 	require.Contains(t, got.LastError, "claim of node-a expired during attempt 1")
 	require.Nil(t, got.ClaimToken)
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"testing"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -22,20 +23,50 @@ const (
 	argonSaltLen        = 16
 )
 
+// argonCost is the cost part of the parameters: what new hashes spend.
+type argonCost struct {
+	time    uint32
+	memory  uint32 // KiB
+	threads uint8
+}
+
+var (
+	productionCost = argonCost{time: argonTime, memory: argonMemory, threads: argonThreads}
+	// testCost is what new hashes spend in a test binary (testing.Testing),
+	// never in paymentd itself: the test suite registers and logs in
+	// hundreds of users, and at 64 MiB and three passes each (far slower
+	// under -race) that was minutes of the test command. Verification reads
+	// the parameters from the hash, so it runs the same code either way;
+	// the production parameters have tests of their own.
+	testCost = argonCost{time: 1, memory: 64, threads: 1}
+)
+
+// newHashCost is the cost of new hashes in this binary.
+func newHashCost() argonCost {
+	if testing.Testing() {
+		return testCost
+	}
+	return productionCost
+}
+
 // ErrPasswordMismatch is returned by VerifyPassword for a wrong password.
 var ErrPasswordMismatch = errors.New("password does not match")
 
 // HashPassword returns an argon2id hash in the PHC string format:
 // $argon2id$v=19$m=65536,t=3,p=2$<salt>$<key>.
 func HashPassword(password string) (string, error) {
+	return hashPasswordAt(newHashCost(), password)
+}
+
+func hashPasswordAt(c argonCost, password string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", err
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	key := argon2.IDKey([]byte(password), salt, c.time, c.memory, c.threads, argonKeyLen)
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemory, argonTime, argonThreads, enc.EncodeToString(salt), enc.EncodeToString(key)), nil
+		argon2.Version, c.memory, c.time, c.threads, enc.EncodeToString(salt), enc.EncodeToString(key)), nil
 }
 
 // VerifyPassword checks password against a hash from HashPassword in constant

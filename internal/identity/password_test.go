@@ -9,12 +9,25 @@ import (
 
 func TestPasswordHashVerifiesOnlyTheSamePassword(t *testing.T) {
 	t.Parallel()
-	h, err := HashPassword("correct horse battery staple")
+	h, err := hashPasswordAt(productionCost, "correct horse battery staple")
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(h, "$argon2id$v=19$m=65536,t=3,p=2$"), h)
 	require.NoError(t, VerifyPassword(h, "correct horse battery staple"))
 	require.ErrorIs(t, VerifyPassword(h, "correct horse battery stapl"), ErrPasswordMismatch)
 	require.ErrorIs(t, VerifyPassword(h, ""), ErrPasswordMismatch)
+}
+
+// Test binaries hash new passwords at the smallest cost (the suite makes
+// hundreds); paymentd itself never does, and such hashes verify like any.
+func TestTestBinariesHashAtTheSmallCostAndItVerifies(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, testCost, newHashCost())
+	require.Equal(t, argonCost{time: 3, memory: 64 * 1024, threads: 2}, productionCost, "RFC 9106's second option")
+	h, err := HashPassword("pw")
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(h, "$argon2id$v=19$m=64,t=1,p=1$"), h)
+	require.NoError(t, VerifyPassword(h, "pw"))
+	require.ErrorIs(t, VerifyPassword(h, "pW"), ErrPasswordMismatch)
 }
 
 func TestPasswordHashesAreSalted(t *testing.T) {
@@ -41,7 +54,7 @@ func TestMalformedHashesAreErrorsNotMatches(t *testing.T) {
 // would return at once and tell unknown users apart by timing).
 func TestDummyHashCostsWhatARealHashCosts(t *testing.T) {
 	t.Parallel()
-	real, err := HashPassword("anything")
+	real, err := hashPasswordAt(productionCost, "anything")
 	require.NoError(t, err)
 	d, r := strings.Split(dummyHash, "$"), strings.Split(real, "$")
 	require.Len(t, d, 6)

@@ -33,6 +33,8 @@ const (
 	startTimeout = 60 * time.Second // pg_ctl -t for start and stop
 	readyTimeout = 30 * time.Second // an already running server must answer within this
 
+	clientsSettleTimeout = 5 * time.Second // StopUnlessInUse: how long disconnecting clients may linger
+
 	// Ports are picked below Linux's ephemeral range (32768 and up), so the
 	// kernel never lends our port to an outgoing connection while we are stopped.
 	portLow, portHigh = 15433, 32767
@@ -131,7 +133,76 @@ func Stop(ctx context.Context, dir string) error {
 		return err
 	}
 	defer unlock()
+	return stopLocked(ctx, dir)
+}
 
+// StopUnlessInUse stops the cluster in dir like Stop, unless another client
+// is connected to it: the last user of a shared private cluster (paymentd dev
+// and the tests may share one) stops it, the others leave it running. It
+// reports whether the cluster is stopped now and, when it is not, how many
+// clients still use it.
+func StopUnlessInUse(ctx context.Context, dir string) (stopped bool, clients int, err error) {
+	dir, err = filepath.Abs(dir)
+	if err != nil {
+		return false, 0, fmt.Errorf("pgcluster: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "PG_VERSION")); errors.Is(err, fs.ErrNotExist) {
+		return true, 0, nil
+	}
+	unlock, err := lockDir(ctx, dir)
+	if err != nil {
+		return false, 0, err
+	}
+	defer unlock()
+
+	c := &Cluster{Dir: dir, logf: func(string, ...any) {}}
+	if _, state := c.state(); state == stateRunning {
+		if c.Port = c.pidFilePort(); c.Port == 0 {
+			if err := c.loadPort(); err != nil {
+				return false, 0, err
+			}
+		}
+		// A client that has just disconnected (our own pool, closed a moment
+		// ago) stays in pg_stat_activity until its backend has exited.
+		settle, cancel := context.WithTimeout(ctx, clientsSettleTimeout)
+		defer cancel()
+		for {
+			if clients, err = c.otherClients(ctx); err != nil {
+				return false, 0, err
+			}
+			if clients == 0 {
+				break
+			}
+			select {
+			case <-settle.Done():
+				return false, clients, nil
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return true, 0, stopLocked(ctx, dir)
+}
+
+// otherClients counts the client sessions of the cluster besides the one
+// asking.
+func (c *Cluster) otherClients(ctx context.Context) (int, error) {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: connect to the cluster in %s: %w", c.Dir, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var n int
+	err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity "+
+		"WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()").Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: count the clients of the cluster in %s: %w", c.Dir, err)
+	}
+	return n, nil
+}
+
+// stopLocked is Stop with the directory lock held.
+func stopLocked(ctx context.Context, dir string) error {
+	var err error
 	c := &Cluster{Dir: dir, logf: func(string, ...any) {}}
 	pid, state := c.state()
 	switch state {

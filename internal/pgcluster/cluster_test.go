@@ -284,3 +284,26 @@ func TestPidFileOfAnotherServerIsStale(t *testing.T) {
 	_, state = (&Cluster{Dir: theirs}).state()
 	require.Equal(t, stateStale, state, "a dead pid is stale")
 }
+
+func TestStopUnlessInUseLeavesAClusterWithClientsRunning(t *testing.T) {
+	t.Parallel()
+	tb := setup(t)
+	ctx := testContext(t)
+	url, err := Ensure(ctx, tb.dir, "app", tb.log.logf)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+
+	stopped, clients, err := StopUnlessInUse(ctx, tb.dir)
+	require.NoError(t, err)
+	require.False(t, stopped, "a client is connected")
+	require.Equal(t, 1, clients)
+	require.NoError(t, conn.Ping(ctx), "the cluster still serves its client")
+
+	require.NoError(t, conn.Close(ctx))
+	stopped, _, err = StopUnlessInUse(ctx, tb.dir)
+	require.NoError(t, err)
+	require.True(t, stopped, "the last client is gone")
+	_, state := (&Cluster{Dir: tb.dir}).state()
+	require.Equal(t, stateStopped, state)
+}

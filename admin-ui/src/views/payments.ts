@@ -239,9 +239,9 @@ function refundColumns(p: PaymentRecord, reload: Reload): Column<Refund>[] {
     { header: "Amount", numeric: true, cell: (r) => money(r.amount, p.currency) },
     { header: "Reason", cell: (r) => r.reason || "—" },
     { header: "Gateway refund id", cell: (r) => (r.gatewayRefundId ? h("code", null, r.gatewayRefundId) : "—") },
-    // The gateway's message for a pending refund (what to send back, why
-    // the outcome is unknown), the error of a failed one.
-    { header: "Message", cell: (r) => r.error || "—" },
+    // What the gateway said: its success text, what to send back or why
+    // the outcome is unknown for a pending refund, why a failed one failed.
+    { header: "Message", cell: (r) => r.message || r.error || "—" },
     { header: "Requested by", cell: (r) => (r.requestedBy ? h("code", { title: r.requestedBy }, shortId(r.requestedBy)) : "system") },
     { header: "Created", cell: (r) => dateTime(r.createdAt) },
     { header: "Updated", cell: (r) => dateTime(r.updatedAt) },
@@ -294,7 +294,7 @@ function recordOutcomeDialog(r: Refund, p: PaymentRecord, reload: Reload): void 
     { class: "confirm form-dialog", "aria-labelledby": titleId },
     h("h2", { id: titleId }, "Record the outcome of a refund"),
     h("p", null, "Refund ", h("code", { title: r.id }, shortId(r.id)), ` of ${amount}, requested ${dateTime(r.createdAt)}.`),
-    r.error ? h("p", { class: "hint" }, `Its last message: ${r.error}`) : null,
+    r.message ? h("p", { class: "hint" }, `Its last message: ${r.message}`) : null,
     form,
   );
   // After a refusal (another admin recorded it first, say) the page shows

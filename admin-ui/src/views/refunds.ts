@@ -26,7 +26,7 @@ function refundColumns(now: string): Column<Refund>[] {
     { header: "Reason", cell: (r) => r.reason || "—" },
     // What the gateway asked for (a bank transfer to send back by hand),
     // why the outcome is unknown, or why it failed.
-    { header: "Message", cell: (r) => r.error || "—" },
+    { header: "Message", cell: (r) => r.message || r.error || "—" },
     { header: "Requested by", cell: (r) => (r.requestedBy ? h("code", { title: r.requestedBy }, shortId(r.requestedBy)) : "system") },
   ];
 }

@@ -1007,7 +1007,8 @@ type Refund struct {
 	GatewayRefundId string `protobuf:"bytes,5,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
 	// Why the refund was made.
 	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Last error of the gateway refund call, or why the outcome is unknown.
+	// Why the refund failed; empty unless status is failed. (Before message
+	// existed this field carried every outcome's text, a success's included.)
 	Error string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// The admin who asked for it; empty for an automatic refund by the system.
 	RequestedBy string `protobuf:"bytes,8,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
@@ -1016,7 +1017,11 @@ type Refund struct {
 	// Update time, RFC 3339.
 	UpdatedAt string `protobuf:"bytes,10,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// The payment's currency, which is the refund's (ISO 4217).
-	Currency      string `protobuf:"bytes,11,opt,name=currency,proto3" json:"currency,omitempty"`
+	Currency string `protobuf:"bytes,11,opt,name=currency,proto3" json:"currency,omitempty"`
+	// What the gateway or the service said about the refund, whatever its
+	// outcome: the gateway's text for a succeeded one, what is awaited or
+	// why the outcome is unknown for a pending one, why a failed one failed.
+	Message       string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1128,6 +1133,13 @@ func (x *Refund) GetCurrency() string {
 	return ""
 }
 
+func (x *Refund) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_proto_rawDesc = "" +
@@ -1212,7 +1224,7 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"\x82\x01\n" +
 	"\x15RefundPaymentResponse\x128\n" +
 	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\x12/\n" +
-	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xbe\x02\n" +
+	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xd8\x02\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1228,7 +1240,8 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\n" +
 	" \x01(\tR\tupdatedAt\x12\x1a\n" +
-	"\bcurrency\x18\v \x01(\tR\bcurrency2\xe2\x04\n" +
+	"\bcurrency\x18\v \x01(\tR\bcurrency\x12\x18\n" +
+	"\amessage\x18\f \x01(\tR\amessage2\xe2\x04\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +
