@@ -235,6 +235,9 @@ func (inv invocation) request(t *testing.T, tool, api, grpcAddr string) request 
 		case "curl", "-s", "-i", "-plaintext", "-v", "--http2-prior-knowledge":
 		case "--protocol":
 			require.Equal(t, "grpc", next())
+		case "-w":
+			// curl's answer ends with a newline, as a person reading it wants.
+			require.Equal(t, `\n`, next(), "%s: -w takes only '\\n'", tool)
 		case "-H":
 			k, v, ok := strings.Cut(next(), ":")
 			require.True(t, ok)
@@ -677,6 +680,7 @@ func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool, tool 
 		out, err := c.Output()
 		require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.curl, stderr.String())
 		body = string(out)
+		require.True(t, strings.HasSuffix(body, "\n"), "line %d: the answer does not end with a newline: %q", ex.line, body)
 		if ex.headers {
 			header, body = splitHTTP(t, body)
 		}
