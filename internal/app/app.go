@@ -34,6 +34,7 @@ import (
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/ratelimit"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
@@ -237,7 +238,7 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 
-	policy, err := MergePolicies(payment.Policy, payment.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
+	policy, err := MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
 		gateway.Policy, integration.Policy, event.Policy)
 	if err != nil {
 		return err
@@ -269,13 +270,13 @@ func (a *App) init(ctx context.Context) error {
 		Active: a.bg.billing.IsLeader,
 		Tracer: a.backgroundTracer(),
 	})
-	callbacks := payment.NewCallbackHandler(paySvc, a.log)
-	var payHandler paymentpbconnect.PaymentServiceHandler = payment.NewHandler(paySvc, a.log)
+	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
+	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc, a.log)
 	if a.opts.wrapPayments != nil {
 		payHandler = a.opts.wrapPayments(payHandler)
 	}
 	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
-	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(payment.NewAdminHandler(paySvc, a.log), opts...)
+	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc, a.log), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids, a.log), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids, a.log), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.opts.clock, a.log)

@@ -16,6 +16,10 @@ import (
 	"github.com/rustbill/paymentd/internal/text"
 )
 
+// MaxCallbackBytes bounds a callback's query string or body, as the gRPC
+// HandleCallback bounds its payload.
+const MaxCallbackBytes = 64 << 10
+
 // Callback is a gateway's asynchronous notification as it arrived.
 type Callback struct {
 	GatewayInterfaceID uuid.UUID
@@ -307,9 +311,4 @@ func takes(gw Gateway) []string {
 		return []string{}
 	}
 	return gw.Currencies
-}
-
-// errDuplicateCallback is the gRPC answer to a repeated callback.
-func errDuplicateCallback(p store.Payment) error {
-	return apperr.New(apperr.AlreadyExists, "duplicate callback: payment %s is already %s", p.ID, p.Status)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
 	"github.com/rustbill/paymentd/internal/rpc"
@@ -112,8 +113,8 @@ func setupFlow(t *testing.T) *flow {
 	f.svc = payment.NewService(f.pool, log,
 		payment.WithGateways(f.gws), payment.WithPublicURL(f.callback.URL),
 		payment.WithReconcileAfter(reconcileAfter), payment.WithClock(f.clock.Now))
-	mux.Handle(payment.CallbackPath, payment.NewCallbackHandler(f.svc, log))
-	path, h := paymentpbconnect.NewPaymentServiceHandler(payment.NewHandler(f.svc, log), connect.WithInterceptors(rpc.NewErrorInterceptor(log)))
+	mux.Handle(payment.CallbackPath, paymentrpc.NewCallbackHandler(f.svc, log))
+	path, h := paymentpbconnect.NewPaymentServiceHandler(paymentrpc.NewHandler(f.svc, log), connect.WithInterceptors(rpc.NewErrorInterceptor(log)))
 	mux.Handle(path, h)
 	f.client = paymentpbconnect.NewPaymentServiceClient(f.callback.Client(), f.callback.URL)
 

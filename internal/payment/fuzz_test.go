@@ -18,6 +18,7 @@ import (
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
 	"github.com/rustbill/paymentd/internal/store"
@@ -98,7 +99,7 @@ func FuzzCallbackRoute(f *testing.F) {
 	f.Add(uint8(2), gw, "", "")
 	f.Add(uint8(1), gw, "multipart/form-data; boundary=x", "--x\r\n\r\n--x--")
 	f.Add(uint8(0), strings.ToUpper(gw), "", genuine)
-	h := payment.NewCallbackHandler(w.svc, slog.New(slog.DiscardHandler))
+	h := paymentrpc.NewCallbackHandler(w.svc, slog.New(slog.DiscardHandler))
 	methods := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodHead, http.MethodDelete}
 	f.Fuzz(func(t *testing.T, m uint8, path, contentType, payload string) {
 		method := methods[int(m)%len(methods)]

@@ -1,4 +1,4 @@
-package payment
+package paymentrpc
 
 import (
 	"context"
@@ -10,7 +10,9 @@ import (
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -27,16 +29,16 @@ var Policy = auth.Policy{
 	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.AdminOnly,
 }
 
-// Handler serves billing.payment.PaymentService: decode, call the domain,
+// Handler serves billing.PaymentService: decode, call the domain,
 // encode.
 type Handler struct {
 	paymentpbconnect.UnimplementedPaymentServiceHandler
-	svc *Service
+	svc *payment.Service
 	log *slog.Logger
 }
 
 // NewHandler returns the PaymentService handler over svc.
-func NewHandler(svc *Service, log *slog.Logger) *Handler {
+func NewHandler(svc *payment.Service, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -93,7 +95,7 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 // invoice_id means "not given".
 func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymentpb.CreatePaymentRequest]) (*connect.Response[paymentpb.CreatePaymentResponse], error) {
 	m := req.Msg
-	var in NewPayment
+	var in payment.NewPayment
 	var err error
 	if in.OrderID, err = rpc.IDOrNil(m.GetOrderId(), "order_id"); err != nil {
 		return nil, err
@@ -136,7 +138,7 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 	if err != nil {
 		return nil, err
 	}
-	res, err := h.svc.HandleCallback(ctx, Callback{GatewayInterfaceID: id, Method: http.MethodPost, Payload: req.Msg.GetPayload()})
+	res, err := h.svc.HandleCallback(ctx, payment.Callback{GatewayInterfaceID: id, Method: http.MethodPost, Payload: req.Msg.GetPayload()})
 	if err != nil {
 		return nil, err
 	}
@@ -166,4 +168,9 @@ func peerHost(addr string) string {
 		return host
 	}
 	return addr
+}
+
+// errDuplicateCallback is the gRPC answer to a repeated callback.
+func errDuplicateCallback(p store.Payment) error {
+	return apperr.New(apperr.AlreadyExists, "duplicate callback: payment %s is already %s", p.ID, p.Status)
 }

@@ -1,4 +1,4 @@
-package payment
+package paymentrpc
 
 import (
 	"errors"
@@ -11,12 +11,9 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/text"
 )
-
-// MaxCallbackBytes bounds a callback's query string or body, as the gRPC
-// HandleCallback bounds its payload.
-const MaxCallbackBytes = 64 << 10
 
 // CallbackHandler serves GET and POST /callbacks/{gateway_interface_id}:
 // the address real gateways notify (notify_url). It hands the raw query
@@ -33,12 +30,12 @@ const MaxCallbackBytes = 64 << 10
 // behind the concurrency limit like every request: the server mounts it as
 // a route between its limits and its credential layers.
 type CallbackHandler struct {
-	svc *Service
+	svc *payment.Service
 	log *slog.Logger
 }
 
 // NewCallbackHandler returns the /callbacks route over svc.
-func NewCallbackHandler(svc *Service, log *slog.Logger) *CallbackHandler {
+func NewCallbackHandler(svc *payment.Service, log *slog.Logger) *CallbackHandler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -47,23 +44,23 @@ func NewCallbackHandler(svc *Service, log *slog.Logger) *CallbackHandler {
 
 func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rest, ok := strings.CutPrefix(r.URL.Path, CallbackPath)
+	rest, ok := strings.CutPrefix(r.URL.Path, payment.CallbackPath)
 	id, err := uuid.Parse(rest)
 	if !ok || err != nil || len(rest) != 36 {
 		plain(w, http.StatusNotFound, "not found")
 		return
 	}
 	logging.Add(ctx, slog.String("gateway_interface_id", id.String()))
-	cb := Callback{GatewayInterfaceID: id, Method: r.Method}
+	cb := payment.Callback{GatewayInterfaceID: id, Method: r.Method}
 	switch r.Method {
 	case http.MethodGet:
-		if len(r.URL.RawQuery) > MaxCallbackBytes {
+		if len(r.URL.RawQuery) > payment.MaxCallbackBytes {
 			plain(w, http.StatusRequestEntityTooLarge, "callback too large")
 			return
 		}
 		cb.Payload = r.URL.RawQuery
 	case http.MethodPost:
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCallbackBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, payment.MaxCallbackBytes))
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			plain(w, http.StatusRequestEntityTooLarge, "callback too large")

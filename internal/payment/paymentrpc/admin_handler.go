@@ -1,4 +1,4 @@
-package payment
+package paymentrpc
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -23,16 +24,16 @@ var AdminPolicy = auth.Policy{
 	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.AdminOnly,
 }
 
-// AdminHandler serves billing.payment.PaymentAdminService: decode, call the
+// AdminHandler serves billing.PaymentAdminService: decode, call the
 // domain, encode.
 type AdminHandler struct {
 	paymentpbconnect.UnimplementedPaymentAdminServiceHandler
-	svc *Service
+	svc *payment.Service
 	log *slog.Logger
 }
 
 // NewAdminHandler returns the PaymentAdminService handler over svc.
-func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
+func NewAdminHandler(svc *payment.Service, log *slog.Logger) *AdminHandler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -45,7 +46,7 @@ var _ paymentpbconnect.PaymentAdminServiceHandler = (*AdminHandler)(nil)
 // newest first, in one status when asked.
 func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[paymentpb.ListRefundsRequest]) (*connect.Response[paymentpb.ListRefundsResponse], error) {
 	m := req.Msg
-	q := RefundQuery{Status: m.Status}
+	q := payment.RefundQuery{Status: m.Status}
 	if m.GetPaymentId() != "" {
 		id, err := rpc.ParseID(m.GetPaymentId(), "payment_id")
 		if err != nil {
