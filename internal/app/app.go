@@ -35,6 +35,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
+	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/ratelimit"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
@@ -58,7 +59,7 @@ type App struct {
 	outbound *outbound.Client
 	registry *gateway.Registry
 	// reconciler repairs lost gateway callbacks while Serve runs.
-	reconciler *payment.Reconciler
+	reconciler *reconcile.Reconciler
 	// tel is metrics, tracing and the request observer (telemetry.go).
 	tel telemetry
 	// node is this process's cluster node id: the holder of its leases
@@ -261,10 +262,13 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.reconciler = paySvc.NewReconciler(payment.ReconcilerOptions{
+	a.reconciler = reconcile.New(a.pool, paySvc, reconcile.Options{
 		// Poll at least as often as a payment becomes due.
-		Interval: min(payment.DefaultReconcileInterval, a.cfg.Billing.ReconcileAfter),
-		NodeID:   a.bg.node,
+		Interval:    min(reconcile.DefaultInterval, a.cfg.Billing.ReconcileAfter),
+		BaseBackoff: a.cfg.Billing.ReconcileAfter,
+		Clock:       a.opts.clock,
+		Logger:      a.log,
+		NodeID:      a.bg.node,
 		// Only the billing leader reconciles; the SKIP LOCKED claim would
 		// keep several from asking about one payment at once anyway.
 		Active: a.bg.billing.IsLeader,

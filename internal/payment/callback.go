@@ -206,6 +206,12 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	return s.syncWithGateway(ctx, pay, fromQuery, audit.Of(p))
 }
 
+// SyncForReconciler is QueryPaymentStatus for the reconciler: pay's gateway
+// is asked and its answer applied, under the system actor node.
+func (s *Service) SyncForReconciler(ctx context.Context, pay store.Payment, node string) (store.Payment, error) {
+	return s.syncWithGateway(ctx, pay, fromReconcile, audit.System(node))
+}
+
 // syncWithGateway asks pay's gateway (query_payment, outside any
 // transaction) and applies the answer through settle.
 func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src string, who audit.Actor) (store.Payment, error) {

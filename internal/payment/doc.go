@@ -1,7 +1,8 @@
 // Package payment is the payment domain: payment records for orders and
 // invoices, gateway callbacks applied exactly once, status queries, bank
-// transfer confirmations, refunds, and the reconciler that repairs lost
-// callbacks.
+// transfer confirmations and refunds. Its transport is
+// internal/payment/paymentrpc; the background service that repairs lost
+// callbacks, internal/payment/reconcile.
 //
 //	           callback / query / reconcile / confirm
 //	pending ─────────────────────────────────────────▶ success ──(refunds reach amount)──▶ refunded

@@ -24,6 +24,7 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
+	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
 	"github.com/rustbill/paymentd/internal/rpc"
@@ -256,4 +257,9 @@ func kindOf(err error) string {
 		return fmt.Sprintf("not a domain error: %v", err)
 	}
 	return k.String()
+}
+
+// reconciler is the reconciler over the flow's service and database.
+func (f *flow) reconciler(o reconcile.Options) *reconcile.Reconciler {
+	return reconcile.New(f.pool, f.svc, o)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -97,7 +98,7 @@ func TestReconcilerRepairsALostNotify(t *testing.T) {
 	eventually(t, "the notify round gave up", func() bool { return len(f.fake.Notifications()) == len(epay.DefaultNotifySchedule()) })
 	require.Equal(t, "pending", f.payment(t, p.ID).Status)
 
-	r := f.svc.NewReconciler(payment.ReconcilerOptions{NodeID: "test-node", MaxBackoff: 2 * time.Hour})
+	r := f.reconciler(reconcile.Options{NodeID: "test-node", MaxBackoff: 2 * time.Hour, BaseBackoff: reconcileAfter, Clock: f.clock.Now})
 	round, err := r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, round.Claimed, "not due before reconcile_after")
@@ -105,7 +106,7 @@ func TestReconcilerRepairsALostNotify(t *testing.T) {
 	f.clock.Add(reconcileAfter + time.Second)
 	round, err = r.RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, payment.Round{Claimed: 1, Settled: 1}, round)
+	require.Equal(t, reconcile.Round{Claimed: 1, Settled: 1}, round)
 	got := f.payment(t, p.ID)
 	require.Equal(t, "success", got.Status)
 	require.EqualValues(t, 1, got.ReconcileAttempts)
@@ -126,10 +127,10 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 	created := f.clock.Now()
 
 	// Three reconcilers race: every due payment is claimed by exactly one.
-	rs := []*payment.Reconciler{
-		f.svc.NewReconciler(payment.ReconcilerOptions{}),
-		f.svc.NewReconciler(payment.ReconcilerOptions{}),
-		f.svc.NewReconciler(payment.ReconcilerOptions{}),
+	rs := []*reconcile.Reconciler{
+		f.reconciler(reconcile.Options{BaseBackoff: reconcileAfter, Clock: f.clock.Now}),
+		f.reconciler(reconcile.Options{BaseBackoff: reconcileAfter, Clock: f.clock.Now}),
+		f.reconciler(reconcile.Options{BaseBackoff: reconcileAfter, Clock: f.clock.Now}),
 	}
 	var mu sync.Mutex
 	total := 0
@@ -140,7 +141,7 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 			wg.Go(func() {
 				round, err := r.RunOnce(context.Background())
 				require.NoError(t, err)
-				require.LessOrEqual(t, round.Claimed, payment.DefaultReconcileBatchSize)
+				require.LessOrEqual(t, round.Claimed, reconcile.DefaultBatchSize)
 				mu.Lock()
 				claimed += round.Claimed
 				mu.Unlock()
@@ -160,8 +161,8 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 	f.clock.Add(reconcileAfter)
 	round, err := rs[0].RunOnce(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, payment.DefaultReconcileBatchSize, round.Claimed)
-	require.Equal(t, payment.DefaultReconcileBatchSize, f.count(t, `SELECT count(*) FROM payments WHERE reconcile_attempts = 2 AND next_reconcile_at = $1`,
+	require.Equal(t, reconcile.DefaultBatchSize, round.Claimed)
+	require.Equal(t, reconcile.DefaultBatchSize, f.count(t, `SELECT count(*) FROM payments WHERE reconcile_attempts = 2 AND next_reconcile_at = $1`,
 		created.Add(reconcileAfter+2*reconcileAfter).UTC().Truncate(time.Microsecond)), "the second wait is twice the first")
 }
 
@@ -173,7 +174,7 @@ func TestReconcilerMarksOverdueInvoicesOnce(t *testing.T) {
 	_, err := f.pool.Exec(context.Background(), `UPDATE invoices SET due_at = $2 WHERE id = $1`, due, f.clock.Now().Add(-time.Minute))
 	require.NoError(t, err)
 
-	r := f.svc.NewReconciler(payment.ReconcilerOptions{NodeID: "n1"})
+	r := f.reconciler(reconcile.Options{NodeID: "n1", BaseBackoff: reconcileAfter, Clock: f.clock.Now})
 	round, err := r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, round.Overdue)
@@ -206,7 +207,7 @@ func TestReconcilerStartsAndStops(t *testing.T) {
 	require.NoError(t, f.fake.Pay(p.ID.String()))
 	f.clock.Add(reconcileAfter)
 
-	r := f.svc.NewReconciler(payment.ReconcilerOptions{Interval: 20 * time.Millisecond})
+	r := f.reconciler(reconcile.Options{Interval: 20 * time.Millisecond, BaseBackoff: reconcileAfter, Clock: f.clock.Now})
 	require.NoError(t, r.Start(context.Background()))
 	require.Error(t, r.Start(context.Background()), "started once")
 	eventually(t, "the background round settles it", func() bool { return f.payment(t, p.ID).Status == "success" })

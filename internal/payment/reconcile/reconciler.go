@@ -1,4 +1,4 @@
-package payment
+package reconcile
 
 import (
 	"context"
@@ -12,26 +12,25 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
-	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// ReconcilerOptions configure a Reconciler; zero fields take the defaults.
-type ReconcilerOptions struct {
+// Options configure a Reconciler; zero fields take the defaults.
+type Options struct {
 	// Interval is the time between rounds (default 30 s).
 	Interval time.Duration
 	// BatchSize is how many due payments one round claims (default 10).
 	BatchSize int
 	// BaseBackoff is the wait after the first check of a payment; each
-	// further check waits twice as long (default: the service's
-	// reconcile_after).
+	// further check waits twice as long ([billing].reconcile_after; default
+	// payment.DefaultReconcileAfter).
 	BaseBackoff time.Duration
 	// MaxBackoff caps the wait between two checks of one payment (default 1 h).
 	MaxBackoff time.Duration
-	// Clock is the time due payments are compared with (default: the
-	// service's clock).
+	// Clock is the time due payments are compared with (default: time.Now).
 	Clock func() time.Time
 	// NodeID names this instance in audit rows and logs.
 	NodeID string
@@ -48,11 +47,11 @@ type ReconcilerOptions struct {
 	Tracer trace.Tracer
 }
 
-// Defaults of ReconcilerOptions.
+// Defaults of Options.
 const (
-	DefaultReconcileInterval   = 30 * time.Second
-	DefaultReconcileBatchSize  = 10
-	DefaultReconcileMaxBackoff = time.Hour
+	DefaultInterval   = 30 * time.Second
+	DefaultBatchSize  = 10
+	DefaultMaxBackoff = time.Hour
 )
 
 // Reconciler is the background service that repairs lost callbacks: it
@@ -68,9 +67,17 @@ const (
 //	      next_reconcile_at = now + min(BaseBackoff·2^attempts, MaxBackoff)
 //	      in the same statement) ──▶ query each gateway ──▶ settle
 //	      mark overdue invoices (one statement)
+//
+// Syncer asks a payment's gateway about it and applies the answer
+// (*payment.Service).
+type Syncer interface {
+	SyncForReconciler(ctx context.Context, pay store.Payment, node string) (store.Payment, error)
+}
+
 type Reconciler struct {
-	svc  *Service
-	opts ReconcilerOptions
+	db   store.DB
+	svc  Syncer
+	opts Options
 	log  *slog.Logger
 
 	loop startstop.Loop
@@ -85,31 +92,32 @@ type Round struct {
 	Overdue int64
 }
 
-// NewReconciler returns a stopped Reconciler over s.
-func (s *Service) NewReconciler(o ReconcilerOptions) *Reconciler {
+// New returns a stopped Reconciler: it claims due payments in db and has
+// svc ask their gateways.
+func New(db store.DB, svc Syncer, o Options) *Reconciler {
 	if o.Interval <= 0 {
-		o.Interval = DefaultReconcileInterval
+		o.Interval = DefaultInterval
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultReconcileBatchSize
+		o.BatchSize = DefaultBatchSize
 	}
 	if o.BaseBackoff <= 0 {
-		o.BaseBackoff = s.reconcileAfter
+		o.BaseBackoff = payment.DefaultReconcileAfter
 	}
 	if o.MaxBackoff <= 0 {
-		o.MaxBackoff = DefaultReconcileMaxBackoff
+		o.MaxBackoff = DefaultMaxBackoff
 	}
 	if o.MaxBackoff < o.BaseBackoff {
 		o.MaxBackoff = o.BaseBackoff
 	}
 	if o.Clock == nil {
-		o.Clock = s.clock
+		o.Clock = time.Now
 	}
 	log := o.Logger
 	if log == nil {
-		log = s.log
+		log = slog.Default()
 	}
-	return &Reconciler{svc: s, opts: o, log: log.With("service", "reconciler")}
+	return &Reconciler{db: db, svc: svc, opts: o, log: log.With("service", "reconciler")}
 }
 
 // Start runs rounds in the background until ctx ends or Stop is called.
@@ -172,7 +180,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	var round Round
 	now := r.opts.Clock().UTC().Truncate(time.Microsecond)
 	var claimed []store.Payment
-	err := store.WithTx(ctx, r.svc.db, func(tx pgx.Tx) error {
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
 		var err error
 		claimed, err = store.ClaimDuePayments(ctx, tx, store.ReconcileClaim{
 			Now: now, BatchSize: int32(r.opts.BatchSize), BaseBackoff: r.opts.BaseBackoff, MaxBackoff: r.opts.MaxBackoff,
@@ -190,7 +198,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	var mu sync.Mutex
 	for _, pay := range claimed {
 		wg.Go(func() {
-			after, err := r.svc.syncWithGateway(ctx, pay, fromReconcile, audit.System(r.opts.NodeID))
+			after, err := r.svc.SyncForReconciler(ctx, pay, r.opts.NodeID)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -201,10 +209,10 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 					level = slog.LevelError
 				}
 				r.log.Log(ctx, level, "payment not reconciled", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts, "err", err)
-			case Status(after.Status) == StatusSuccess:
+			case payment.Status(after.Status) == payment.StatusSuccess:
 				round.Settled++
 				r.log.InfoContext(ctx, "payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
-			case Status(after.Status) == StatusFailed:
+			case payment.Status(after.Status) == payment.StatusFailed:
 				round.Failed++
 				r.log.InfoContext(ctx, "payment failed by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
 			}
@@ -212,7 +220,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	}
 	wg.Wait()
 
-	round.Overdue, err = store.MarkOverdueInvoices(ctx, r.svc.db, now, r.opts.NodeID)
+	round.Overdue, err = store.MarkOverdueInvoices(ctx, r.db, now, r.opts.NodeID)
 	if err != nil {
 		return round, err
 	}
