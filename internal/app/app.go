@@ -275,16 +275,16 @@ func (a *App) init(ctx context.Context) error {
 		Tracer: a.backgroundTracer(),
 	})
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
-	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc, a.log)
+	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc)
 	if a.opts.wrapPayments != nil {
 		payHandler = a.opts.wrapPayments(payHandler)
 	}
 	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
-	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc, a.log), opts...)
-	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids, a.log), opts...)
-	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids, a.log), opts...)
+	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
+	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
+	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.opts.clock, a.log)
-	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc, a.log), opts...)
+	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := a.registerCollectors(limiter); err != nil {

@@ -110,7 +110,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 
 // eventService mounts EventAdminService.
 func (b *background) eventService(opts []connect.HandlerOption, a *App) server.Service {
-	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin, a.log), opts...)
+	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin), opts...)
 	return server.Service{Name: eventpbconnect.EventAdminServiceName, Path: path, Handler: h}
 }
 

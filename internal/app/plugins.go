@@ -67,9 +67,9 @@ func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Se
 	svc := gateway.NewService(a.db, a.registry, a.opts.clock, a.log)
 	confirm, _ := pay.(gateway.BankTransferConfirmer)
 	due, _ := pay.(gateway.CurrencyDue)
-	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm, a.log), opts...)
-	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, due, a.log), opts...)
-	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound, a.log), opts...)
+	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm), opts...)
+	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, due), opts...)
+	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound), opts...)
 	return []server.Service{
 		{Name: gatewaypbconnect.GatewayAdminServiceName, Path: adminPath, Handler: adminHandler},
 		{Name: gatewaypbconnect.PaymentMethodServiceName, Path: methodsPath, Handler: methodsHandler},

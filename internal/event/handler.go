@@ -2,7 +2,6 @@ package event
 
 import (
 	"context"
-	"log/slog"
 
 	"connectrpc.com/connect"
 
@@ -30,17 +29,13 @@ var Policy = auth.Policy{
 type AdminHandler struct {
 	eventpbconnect.UnimplementedEventAdminServiceHandler
 	admin *Admin
-	log   *slog.Logger
 }
 
 var _ eventpbconnect.EventAdminServiceHandler = (*AdminHandler)(nil)
 
 // NewAdminHandler returns the EventAdminService handler over admin.
-func NewAdminHandler(admin *Admin, log *slog.Logger) *AdminHandler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &AdminHandler{admin: admin, log: log}
+func NewAdminHandler(admin *Admin) *AdminHandler {
+	return &AdminHandler{admin: admin}
 }
 
 // ListEvents implements EventAdminService.ListEvents.

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"log/slog"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -53,17 +52,13 @@ type Handler struct {
 	gatewaypbconnect.UnimplementedGatewayAdminServiceHandler
 	svc     *Service
 	confirm BankTransferConfirmer
-	log     *slog.Logger
 }
 
 // NewHandler returns the GatewayAdminService handler. confirm may be nil
 // while the payment domain does not offer it: ConfirmBankTransfer then
 // answers Unimplemented.
-func NewHandler(svc *Service, confirm BankTransferConfirmer, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Handler{svc: svc, confirm: confirm, log: log}
+func NewHandler(svc *Service, confirm BankTransferConfirmer) *Handler {
+	return &Handler{svc: svc, confirm: confirm}
 }
 
 var _ gatewaypbconnect.GatewayAdminServiceHandler = (*Handler)(nil)
@@ -304,7 +299,6 @@ type MethodsHandler struct {
 	gatewaypbconnect.UnimplementedPaymentMethodServiceHandler
 	svc *Service
 	due CurrencyDue
-	log *slog.Logger
 }
 
 // CurrencyDue tells the currency a payment of an order or invoice would be
@@ -316,11 +310,8 @@ type CurrencyDue interface {
 
 // NewMethodsHandler returns the PaymentMethodService handler; due (nil:
 // order_id and invoice_id are Unimplemented) resolves an order's currency.
-func NewMethodsHandler(svc *Service, due CurrencyDue, log *slog.Logger) *MethodsHandler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &MethodsHandler{svc: svc, due: due, log: log}
+func NewMethodsHandler(svc *Service, due CurrencyDue) *MethodsHandler {
+	return &MethodsHandler{svc: svc, due: due}
 }
 
 var _ gatewaypbconnect.PaymentMethodServiceHandler = (*MethodsHandler)(nil)

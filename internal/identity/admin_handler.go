@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"log/slog"
 
 	"connectrpc.com/connect"
 
@@ -14,17 +13,13 @@ import (
 // AdminHandler serves billing.identity.CustomerAdminService.
 type AdminHandler struct {
 	svc *Service
-	log *slog.Logger
 }
 
 var _ identitypbconnect.CustomerAdminServiceHandler = (*AdminHandler)(nil)
 
 // NewAdminHandler returns the CustomerAdminService handler.
-func NewAdminHandler(svc *Service, log *slog.Logger) *AdminHandler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &AdminHandler{svc: svc, log: log}
+func NewAdminHandler(svc *Service) *AdminHandler {
+	return &AdminHandler{svc: svc}
 }
 
 // ListCustomers pages through customers.

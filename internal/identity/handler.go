@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
@@ -16,17 +15,13 @@ import (
 // Service, encode. Tokens and keys leave only in responses, never in logs.
 type Handler struct {
 	svc *Service
-	log *slog.Logger
 }
 
 var _ identitypbconnect.IdentityServiceHandler = (*Handler)(nil)
 
 // NewHandler returns the IdentityService handler.
-func NewHandler(svc *Service, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Handler{svc: svc, log: log}
+func NewHandler(svc *Service) *Handler {
+	return &Handler{svc: svc}
 }
 
 // Register creates a customer and returns an access token.

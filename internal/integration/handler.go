@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"log/slog"
 
 	"connectrpc.com/connect"
 
@@ -29,16 +28,12 @@ type Breakers interface {
 type Handler struct {
 	integrationpbconnect.UnimplementedIntegrationServiceHandler
 	breakers Breakers
-	log      *slog.Logger
 }
 
 // NewHandler returns the IntegrationService handler over the process's
 // outbound client.
-func NewHandler(b Breakers, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Handler{breakers: b, log: log}
+func NewHandler(b Breakers) *Handler {
+	return &Handler{breakers: b}
 }
 
 var _ integrationpbconnect.IntegrationServiceHandler = (*Handler)(nil)

@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
@@ -39,15 +38,11 @@ var Policy = auth.Policy{
 type Handler struct {
 	orderpbconnect.UnimplementedOrderServiceHandler
 	svc *Service
-	log *slog.Logger
 }
 
 // NewHandler returns the OrderService handler over svc.
-func NewHandler(svc *Service, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Handler{svc: svc, log: log}
+func NewHandler(svc *Service) *Handler {
+	return &Handler{svc: svc}
 }
 
 var _ orderpbconnect.OrderServiceHandler = (*Handler)(nil)

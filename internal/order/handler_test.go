@@ -51,10 +51,9 @@ type wire struct {
 func setupWire(t *testing.T) *wire {
 	t.Helper()
 	b := setup(t)
-	log := slog.New(slog.DiscardHandler)
-	opts, err := server.HandlerOptions(config.Default().Server, nil, auth.NewInterceptor(order.Policy))
+	opts, err := server.HandlerOptions(config.Default().Server, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy))
 	require.NoError(t, err)
-	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc, log), opts...)
+	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc), opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, testPrincipal(h))
 	srv := httptest.NewUnstartedServer(mux)

@@ -115,7 +115,7 @@ func setupFlow(t *testing.T) *flow {
 		payment.WithGateways(f.gws), payment.WithPublicURL(f.callback.URL),
 		payment.WithReconcileAfter(reconcileAfter), payment.WithClock(f.clock.Now))
 	mux.Handle(payment.CallbackPath, paymentrpc.NewCallbackHandler(f.svc, log))
-	path, h := paymentpbconnect.NewPaymentServiceHandler(paymentrpc.NewHandler(f.svc, log), connect.WithInterceptors(rpc.NewErrorInterceptor(log)))
+	path, h := paymentpbconnect.NewPaymentServiceHandler(paymentrpc.NewHandler(f.svc), connect.WithInterceptors(rpc.NewErrorInterceptor(log)))
 	mux.Handle(path, h)
 	f.client = paymentpbconnect.NewPaymentServiceClient(f.callback.Client(), f.callback.URL)
 

@@ -2,7 +2,6 @@ package paymentrpc
 
 import (
 	"context"
-	"log/slog"
 	"strconv"
 
 	"connectrpc.com/connect"
@@ -29,15 +28,11 @@ var AdminPolicy = auth.Policy{
 type AdminHandler struct {
 	paymentpbconnect.UnimplementedPaymentAdminServiceHandler
 	svc *payment.Service
-	log *slog.Logger
 }
 
 // NewAdminHandler returns the PaymentAdminService handler over svc.
-func NewAdminHandler(svc *payment.Service, log *slog.Logger) *AdminHandler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &AdminHandler{svc: svc, log: log}
+func NewAdminHandler(svc *payment.Service) *AdminHandler {
+	return &AdminHandler{svc: svc}
 }
 
 var _ paymentpbconnect.PaymentAdminServiceHandler = (*AdminHandler)(nil)

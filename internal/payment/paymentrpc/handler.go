@@ -2,7 +2,6 @@ package paymentrpc
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/http"
 
@@ -34,15 +33,11 @@ var Policy = auth.Policy{
 type Handler struct {
 	paymentpbconnect.UnimplementedPaymentServiceHandler
 	svc *payment.Service
-	log *slog.Logger
 }
 
 // NewHandler returns the PaymentService handler over svc.
-func NewHandler(svc *payment.Service, log *slog.Logger) *Handler {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Handler{svc: svc, log: log}
+func NewHandler(svc *payment.Service) *Handler {
+	return &Handler{svc: svc}
 }
 
 var _ paymentpbconnect.PaymentServiceHandler = (*Handler)(nil)
