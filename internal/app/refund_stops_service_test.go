@@ -53,6 +53,27 @@ func (e *refundEnv) refund(t *testing.T, paymentID, amount string) *paymentpb.Re
 	return res.Msg
 }
 
+// paidWhileProvisioning creates an order, holds its provisioning at the
+// provider, pays it and waits until the worker has asked the provider: the
+// order is provisioning, the provider's answer held. It returns the order,
+// its payment and the hold.
+func (e *refundEnv) paidWhileProvisioning(t *testing.T) (string, string, *provider.Hold) {
+	t.Helper()
+	orderID := e.order(t)
+	hold := e.prov.HoldProvision(orderID)
+	t.Cleanup(hold.Release)
+	p := e.createPayment(t, orderID).GetPayment()
+	require.NoError(t, e.fake.Pay(p.GetId()))
+	e.waitSettled(t, p.GetId())
+	select {
+	case <-hold.Arrived:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the worker never asked the provider to provision the order")
+	}
+	require.Equal(t, "provisioning", e.orderStatus(t, orderID))
+	return orderID, p.GetId(), hold
+}
+
 // instanceAt is the fake provider's instance of an order.
 func (e *refundEnv) instanceAt(t *testing.T, orderID string) provider.Instance {
 	t.Helper()
@@ -112,19 +133,9 @@ func TestFullRefundOfAnActiveOrderEndsItsServiceAndAPartialOneDoesNot(t *testing
 func TestRefundThatCommitsBeforeProvisioningEndsNeverLetsTheOrderGoActive(t *testing.T) {
 	t.Parallel()
 	e := startRefundEnv(t)
-	orderID := e.order(t)
-	hold := e.prov.HoldProvision(orderID)
-	p := e.createPayment(t, orderID).GetPayment()
-	require.NoError(t, e.fake.Pay(p.GetId()))
-	e.waitSettled(t, p.GetId())
-	select {
-	case <-hold.Arrived:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the worker never asked the provider to provision the order")
-	}
-	require.Equal(t, "provisioning", e.orderStatus(t, orderID))
+	orderID, paymentID, hold := e.paidWhileProvisioning(t)
 
-	e.refund(t, p.GetId(), "")
+	e.refund(t, paymentID, "")
 	require.Equal(t, "refunded", e.orderStatus(t, orderID))
 	hold.Release()
 
@@ -144,16 +155,11 @@ func TestRefundThatCommitsBeforeProvisioningEndsNeverLetsTheOrderGoActive(t *tes
 func TestRefundThatCommitsAfterActivationEndsTheService(t *testing.T) {
 	t.Parallel()
 	e := startRefundEnv(t)
-	orderID := e.order(t)
-	hold := e.prov.HoldProvision(orderID)
-	p := e.createPayment(t, orderID).GetPayment()
-	require.NoError(t, e.fake.Pay(p.GetId()))
-	e.waitSettled(t, p.GetId())
-	<-hold.Arrived
+	orderID, paymentID, hold := e.paidWhileProvisioning(t)
 	hold.Release()
 	e.waitOrderStatus(t, orderID, "active")
 
-	e.refund(t, p.GetId(), "")
+	e.refund(t, paymentID, "")
 	require.Equal(t, "refunded", e.orderStatus(t, orderID))
 	e.waitEnded(t, orderID)
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())

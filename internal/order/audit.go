@@ -75,13 +75,6 @@ func orderSnapshot(o store.Order) orderState {
 	}
 }
 
-type balanceState struct {
-	CustomerID  uuid.UUID    `json:"customer_id"`
-	Balance     money.Amount `json:"balance"`
-	CreditLimit money.Amount `json:"credit_limit"`
-	Currency    string       `json:"currency"`
-}
-
 type paymentState struct {
 	ID            uuid.UUID    `json:"id"`
 	OrderID       *uuid.UUID   `json:"order_id,omitempty"`
