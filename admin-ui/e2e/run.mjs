@@ -261,6 +261,7 @@ try {
       await expectTestId("pending-count", String(d.pending));
       await expectTestId("refunds-pending", String(d.refundsPending));
       await expectTestId("oldest-pending-refund", "none waiting for an admin");
+      await expectTestId("money-to-return", "none");
       await expectTestId("received-CNY", d.receivedCNY);
       await expectTestId("failed-events", String(d.failedEvents));
       await expectRows(d.nodes.length, "Nodes");
@@ -698,6 +699,46 @@ try {
       const statuses = await rows().locator("td .badge").allInnerTexts();
       if (statuses.length === 0 || statuses.some((s) => s !== "sent")) throw new Error(`status filter shows ${statuses.join(", ")}`);
       await shot("notifications");
+    });
+
+    await step("a bank transfer that arrives after its order was cancelled is credited to the balance in one step", async () => {
+      const late = fx.failedPayment;
+      const amount = `${late.amount} ${late.currency}`;
+      await page.goto(`${base}payments/${late.id}`);
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+      await settled();
+      const form = page.getByRole("form", { name: "Confirm bank transfer" });
+      await form.getByLabel("Bank reference").fill("E2E-LATE-TRANSFER-0001");
+      await form.getByRole("button", { name: "Confirm bank transfer…" }).click();
+      await expectText(page.getByRole("dialog"), "recorded as money to return");
+      await confirmDialog("Confirm transfer");
+      await page.getByTestId("captured-amount").waitFor();
+      await settled();
+      await expectTestId("payment-status", "failed");
+      await expectText(page.getByTestId("captured-amount"), `${amount} still to return`);
+
+      await nav("Dashboard");
+      await expectTestId("money-to-return", amount);
+      await page.getByRole("link", { name: "Show money to return" }).click();
+      await page.waitForURL((u) => u.pathname === `${fx.adminPath}/payments` && u.searchParams.get("return") === "1");
+      await settled();
+      await expectRows(1);
+      await expectText(rows().first(), "money to return");
+      await shot("payments-money-to-return");
+
+      await paymentLink(late.id).click();
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+      await settled();
+      await page.getByTestId("credit-to-balance").click();
+      await confirmDialog(`Credit ${amount}`);
+      await page.getByTestId("refunded-amount").filter({ hasText: amount }).waitFor();
+      await settled();
+      await expectTestId("payment-status", "failed");
+      await expectText(rows("Refunds of this payment").first(), "balance");
+      await expectAbsent(page.getByTestId("credit-to-balance"), "a credit button once everything went back");
+      await shot("payment-credited-to-balance");
+      await nav("Dashboard");
+      await expectTestId("money-to-return", "none");
     });
   }
 

@@ -1,18 +1,3 @@
-// Command paymentd is the payment service and its operator's tools.
-//
-//	paymentd serve   [--config FILE]           run the service
-//	paymentd dev     [--config FILE]           run it on a local database with a dev config
-//	paymentd migrate [--config FILE] up|down|status
-//	paymentd config check [--config FILE]      validate, print the effective configuration
-//	paymentd admin create-admin|reset-password --username U [--password-file F]
-//	paymentd verify  [--config FILE]           the ledger check
-//	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]
-//	paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN]
-//	paymentd plugin check FILE
-//	paymentd version
-//
-// Exit status: 0 success, 1 failure (including a check that found a
-// problem), 2 a bad command line or configuration.
 package main
 
 import (

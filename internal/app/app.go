@@ -1,6 +1,3 @@
-// Package app wires paymentd together: the database pool, migrations under
-// the migration role, the bootstrap admin, and the server with every service.
-// cmd/paymentd and the end-to-end tests both start the service through it.
 package app
 
 import (
@@ -256,6 +253,7 @@ func (a *App) init(ctx context.Context) error {
 		payment.WithGateways(a.Gateways()),
 		payment.WithPublicURL(a.cfg.Server.PublicURL),
 		payment.WithReconcileAfter(a.cfg.Billing.ReconcileAfter),
+		payment.WithLateCapture(a.cfg.Payments.LateCapture()),
 		payment.WithClock(a.opts.clock),
 		payment.WithMetrics(a.tel.metrics))
 	a.bg, err = a.buildBackground(paySvc)
@@ -266,6 +264,7 @@ func (a *App) init(ctx context.Context) error {
 		// Poll at least as often as a payment becomes due.
 		Interval:    min(reconcile.DefaultInterval, a.cfg.Billing.ReconcileAfter),
 		BaseBackoff: a.cfg.Billing.ReconcileAfter,
+		LateCapture: lateCapture(a.cfg.Payments),
 		Clock:       a.opts.clock,
 		Logger:      a.log,
 		NodeID:      a.bg.node,
@@ -391,4 +390,13 @@ func (a *App) Close() {
 		_ = a.cache.Close()
 	}
 	a.pool.Close()
+}
+
+// lateCapture is [payments].late_capture_days for reconcile.Options, where
+// zero means the default and a negative window none.
+func lateCapture(p config.Payments) time.Duration {
+	if p.LateCaptureDays == 0 {
+		return -1
+	}
+	return p.LateCapture()
 }

@@ -160,16 +160,22 @@ func TestHostileCallbacksAreRefusedAndChangeNothing(t *testing.T) {
 	require.Equal(t, "pending", e.getPayment(t, b).GetStatus())
 
 	// Reordered: C's order is cancelled (its payment fails), then C's
-	// success arrives. A final state is never left; it is recorded instead.
+	// success arrives. A final state is never left: the money is recorded
+	// as captured, to return, and its replay changes nothing more.
 	cOrder := e.order(t)
 	c := e.createPayment(t, cOrder).GetPayment().GetId()
 	_, err = e.orders.CancelOrder(ctx, with(&orderpb.CancelOrderRequest{OrderId: cOrder}, e.c.customer))
 	require.NoError(t, err)
 	require.Equal(t, "failed", e.getPayment(t, c).GetStatus())
 	require.NoError(t, e.fake.Pay(c))
-	before = moneyState(t, e)
 	err = e.callback(notifyOf(t, e, c).Encode())
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	late := e.getPayment(t, c)
+	require.Equal(t, "failed", late.GetStatus())
+	require.Equal(t, late.GetAmount(), late.GetCapturedAmount(), "recorded as captured money to return")
+	before = moneyState(t, e)
+	err = e.callback(notifyOf(t, e, c).Encode())
+	require.Equal(t, connect.CodeAlreadyExists, connect.CodeOf(err), "%v", err)
 	require.Equal(t, before, moneyState(t, e))
 	require.Equal(t, "cancelled", e.orderStatus(t, cOrder))
 	require.Positive(t, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, c),

@@ -80,6 +80,7 @@ func TestMoneyLifecycleModel(t *testing.T) {
 			"order":              m.order,
 			"pay":                m.pay,
 			"bank transfer":      m.bankTransfer,
+			"money arrives late": m.lateMoney,
 			"duplicate callback": m.duplicate,
 			"tampered callback":  m.tampered,
 			"refund":             m.refund,
@@ -94,11 +95,12 @@ func TestMoneyLifecycleModel(t *testing.T) {
 			},
 		})
 	})
-	var orders, paid, refunds int
+	var orders, paid, captured, refunds, toBalance int
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT (SELECT count(*) FROM orders),
-		(SELECT count(*) FROM payments WHERE status IN ('success', 'refunded')), (SELECT count(*) FROM refunds)`).Scan(&orders, &paid, &refunds))
-	t.Logf("model: %d sequences, %d steps, %s: %d orders, %d payments settled, %d refunds",
-		sequences.Load(), steps.Load(), time.Since(began).Round(time.Millisecond), orders, paid, refunds)
+		(SELECT count(*) FROM payments WHERE status IN ('success', 'refunded')), (SELECT count(*) FROM payments WHERE captured_amount > 0),
+		(SELECT count(*) FROM refunds), (SELECT count(*) FROM refunds WHERE destination = 'balance')`).Scan(&orders, &paid, &captured, &refunds, &toBalance))
+	t.Logf("model: %d sequences, %d steps, %s: %d orders, %d payments settled, %d captured after they could no longer apply, %d refunds (%d to the balance)",
+		sequences.Load(), steps.Load(), time.Since(began).Round(time.Millisecond), orders, paid, captured, refunds, toBalance)
 }
 
 // modelChecks is how many sequences the test command tries (about 10 s on
@@ -181,9 +183,10 @@ func (m *lifecycleModel) order(rt *rapid.T) {
 	m.orders = append(m.orders, mo)
 }
 
-// pay creates a gateway payment for the order and pays it at the fake
-// epay, whose notification reaches /callbacks. An order that can no longer
-// be paid answers CreatePayment with InvalidArgument, as it should.
+// pay creates a gateway payment for the order and, most of the time, pays
+// it at the fake epay at once, whose notification reaches /callbacks (else
+// the customer pays later: lateMoney). An order that can no longer be paid
+// answers CreatePayment with InvalidArgument, as it should.
 func (m *lifecycleModel) pay(rt *rapid.T) {
 	o := m.pick(rt)
 	res, err := m.e.payments.CreatePayment(m.ctx(), with(&paymentpb.CreatePaymentRequest{
@@ -197,6 +200,16 @@ func (m *lifecycleModel) pay(rt *rapid.T) {
 	}
 	id := res.Msg.GetPayment().GetId()
 	o.payments = append(o.payments, id)
+	if rapid.Bool().Draw(rt, "paid later") {
+		return
+	}
+	m.payAtGateway(rt, o, id)
+}
+
+// payAtGateway pays an epay payment at the fake epay and waits until its
+// notification was taken: settled, or captured when the order could no
+// longer take it.
+func (m *lifecycleModel) payAtGateway(rt *rapid.T, o *modelOrder, id string) {
 	if err := m.e.fake.Pay(id); err != nil {
 		rt.Fatalf("pay %s at the fake epay: %v", id, err)
 	}
@@ -205,22 +218,56 @@ func (m *lifecycleModel) pay(rt *rapid.T) {
 		rt.Fatalf("the fake epay lost payment %s", id)
 	}
 	o.notice = signedNotify(id, fo.TradeNo, fo.Money)
-	m.waitPaymentLeftPending(rt, id)
+	m.waitMoneyLanded(rt, id)
 }
 
-func (m *lifecycleModel) waitPaymentLeftPending(rt *rapid.T, id string) {
+// waitMoneyLanded waits until a payment the gateway took is settled or
+// its money captured.
+func (m *lifecycleModel) waitMoneyLanded(rt *rapid.T, id string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		var status string
-		if err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT status FROM payments WHERE id = $1`, id).Scan(&status); err != nil {
+		var landed bool
+		if err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT status IN ('success', 'refunded') OR captured_amount > 0 FROM payments WHERE id = $1`, id).Scan(&landed); err != nil {
 			rt.Fatalf("read payment %s: %v", id, err)
 		}
-		if status != "pending" {
+		if landed {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	rt.Fatalf("payment %s is still pending 10 s after the gateway was paid", id)
+	rt.Fatalf("payment %s has neither settled nor captured its money 10 s after the gateway was paid", id)
+}
+
+// lateMoney has the money of an earlier payment arrive now, whatever its
+// order became meanwhile: the customer pays an epay payment at the gateway,
+// or an admin confirms a bank transfer. A payment that can no longer apply
+// keeps its money as captured, to return.
+func (m *lifecycleModel) lateMoney(rt *rapid.T) {
+	o := m.pick(rt)
+	if len(o.payments) == 0 {
+		return // no payment yet
+	}
+	id := rapid.SampledFrom(o.payments).Draw(rt, "payment")
+	var gw, status string
+	var captured bool
+	if err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT gateway_interface_id::text, status, captured_amount > 0 FROM payments WHERE id = $1`,
+		id).Scan(&gw, &status, &captured); err != nil {
+		rt.Fatalf("read payment %s: %v", id, err)
+	}
+	if gw == m.e.epayGW {
+		if fo, ok := m.e.fake.Order(id); ok && !fo.Paid {
+			m.payAtGateway(rt, o, id)
+		}
+		return
+	}
+	if status == "success" || status == "refunded" || captured {
+		return // the transfer is in already
+	}
+	_, err := m.e.admin.ConfirmBankTransfer(m.ctx(), with(&gatewaypb.ConfirmBankTransferRequest{PaymentId: id, Reference: "REF-" + id[:8]}, m.e.c.admin))
+	if err != nil {
+		rt.Fatalf("ConfirmBankTransfer %s (%s): %v", id, status, err)
+	}
+	m.waitMoneyLanded(rt, id)
 }
 
 // bankTransfer creates a bank-transfer payment for the order and, most of
@@ -301,7 +348,11 @@ func (m *lifecycleModel) refund(rt *rapid.T) {
 }
 
 func (m *lifecycleModel) refundOnce(rt *rapid.T, paymentID, amount string) {
-	_, err := m.e.payments.RefundPayment(m.ctx(), with(&paymentpb.RefundPaymentRequest{PaymentId: paymentID, Amount: amount}, m.e.c.admin))
+	req := &paymentpb.RefundPaymentRequest{PaymentId: paymentID, Amount: amount}
+	if to := rapid.SampledFrom([]string{"", "gateway", "balance"}).Draw(rt, "destination"); to != "" {
+		req.Destination = &to
+	}
+	_, err := m.e.payments.RefundPayment(m.ctx(), with(req, m.e.c.admin))
 	if err == nil {
 		return
 	}
@@ -375,17 +426,26 @@ func (m *lifecycleModel) timeout(rt *rapid.T) {
 // signInAgain replaces the admin's session and the customer's token, which
 // a day's passing expired.
 func (m *lifecycleModel) signInAgain(rt *rapid.T) {
-	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, m.e.r.baseURL)
-	res, err := ids.AdminLogin(m.ctx(), connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: "bootstrap-password"}))
+	admin, customer, err := signIn(m.ctx(), m.e.r.baseURL)
 	if err != nil {
-		rt.Fatalf("AdminLogin: %v", err)
+		rt.Fatalf("%v", err)
 	}
-	m.e.c.admin = cookie(strings.SplitN(res.Header().Get("Set-Cookie"), ";", 2)[0])
-	tok, err := ids.Login(m.ctx(), connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "long enough password"}))
+	m.e.c.admin, m.e.c.customer = admin, customer
+}
+
+// signIn logs the bootstrap admin and alice in again: a fresh session and
+// token, for a test that moved the business clock past their expiry.
+func signIn(ctx context.Context, baseURL string) (admin, customer credential, err error) {
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, baseURL)
+	res, err := ids.AdminLogin(ctx, connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: "bootstrap-password"}))
 	if err != nil {
-		rt.Fatalf("Login: %v", err)
+		return nil, nil, fmt.Errorf("AdminLogin: %w", err)
 	}
-	m.e.c.customer = bearer(tok.Msg.GetAccessToken())
+	tok, err := ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "long enough password"}))
+	if err != nil {
+		return nil, nil, fmt.Errorf("Login: %w", err)
+	}
+	return cookie(strings.SplitN(res.Header().Get("Set-Cookie"), ";", 2)[0]), bearer(tok.Msg.GetAccessToken()), nil
 }
 
 // settle waits until no event is pending or being handled (a failed one is
@@ -473,9 +533,11 @@ func (m *lifecycleModel) check(rt *rapid.T) {
 		rt.Fatalf("%d event(s) failed for good", n)
 	}
 	// Money is conserved at the gateway: what epay took is what our settled
-	// epay payments hold, and what it gave back is what their succeeded
-	// refunds say. (Bank transfers are confirmed by an admin; their refunds
-	// are made by hand and stay pending until recorded.)
+	// epay payments hold plus the money captured for those that could no
+	// longer apply, and what it gave back is what their succeeded refunds
+	// through the gateway say (a refund to the balance stays with us).
+	// (Bank transfers are confirmed by an admin; their refunds through the
+	// bank are made by hand and stay pending until recorded.)
 	var paidAtGateway, refundedAtGateway money.Amount
 	for _, o := range m.e.fake.Orders() {
 		if o.Paid {
@@ -487,14 +549,14 @@ func (m *lifecycleModel) check(rt *rapid.T) {
 	}
 	var settled, returned string
 	if err := m.e.r.app.Pool().QueryRow(ctx, `SELECT
-		coalesce(sum(amount) FILTER (WHERE status IN ('success', 'refunded')), 0)::text,
+		(coalesce(sum(amount) FILTER (WHERE status IN ('success', 'refunded')), 0) + coalesce(sum(captured_amount), 0))::text,
 		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
-		 WHERE p.gateway_interface_id = $1 AND r.status = 'succeeded')::text
+		 WHERE p.gateway_interface_id = $1 AND r.status = 'succeeded' AND r.destination = 'gateway')::text
 		FROM payments WHERE gateway_interface_id = $1`, m.e.epayGW).Scan(&settled, &returned); err != nil {
 		rt.Fatalf("sums: %v", err)
 	}
 	if paidAtGateway.String() != money.MustParse(settled).String() {
-		rt.Fatalf("epay took %s but the settled gateway payments hold %s", paidAtGateway, settled)
+		rt.Fatalf("epay took %s but the settled and captured gateway payments hold %s", paidAtGateway, settled)
 	}
 	if refundedAtGateway.String() != money.MustParse(returned).String() {
 		rt.Fatalf("epay gave back %s but the succeeded gateway refunds say %s", refundedAtGateway, returned)

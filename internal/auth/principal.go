@@ -1,18 +1,3 @@
-// Package auth is who is calling: the principal in the request context, the
-// credential layers that establish it, and the permission table that every
-// procedure is checked against.
-//
-// Credential layers run in the spec's order, each an HTTP middleware that
-// handles only its own kind and passes the request on when it finds none:
-//
-//	session cookie ──▶ customer JWT (authorization: Bearer) ──▶ API key (x-api-key)
-//
-// No layer answers 401. The first layer that finds its credential decides:
-// valid → the principal is set; invalid (bad signature, expired, revoked) →
-// the request is marked rejected and no later layer may authenticate it, so
-// a bad credential never falls through to a weaker identity. The operation
-// then answers Unauthenticated or PermissionDenied through the policy
-// interceptor.
 package auth
 
 import (

@@ -1,7 +1,3 @@
-// Package config loads paymentd's configuration: defaults in code, then a TOML
-// file, then environment variables PAYMENTD_<SECTION>__<KEY> (for example
-// PAYMENTD_DB__URL or PAYMENTD_SERVER__PORT). Validate reports every problem
-// with the key that causes it, so an operator can fix the file in one pass.
 package config
 
 import (
@@ -48,6 +44,7 @@ type Config struct {
 	Events    Events    `koanf:"events"`
 	Plugins   Plugins   `koanf:"plugins"`
 	Billing   Billing   `koanf:"billing"`
+	Payments  Payments  `koanf:"payments"`
 	Cluster   Cluster   `koanf:"cluster"`
 	Notify    Notify    `koanf:"notify"`
 	Log       Log       `koanf:"log"`
@@ -203,6 +200,19 @@ type Billing struct {
 	ReconcileAfter time.Duration `koanf:"reconcile_after"`
 }
 
+// Payments holds the rules of the payment domain that are configuration.
+type Payments struct {
+	// LateCaptureDays: a gateway payment that failed at most this many days
+	// ago is still asked about (the reconciler, QueryPaymentStatus), in
+	// case its gateway took the money after all; 0 turns it off.
+	LateCaptureDays int `koanf:"late_capture_days"`
+}
+
+// LateCapture is LateCaptureDays as a duration.
+func (p Payments) LateCapture() time.Duration {
+	return time.Duration(p.LateCaptureDays) * 24 * time.Hour
+}
+
 // Cluster is leader leases and heartbeats.
 type Cluster struct {
 	LeaseTTL          time.Duration `koanf:"lease_ttl"`
@@ -301,8 +311,9 @@ func Default() Config {
 			CustomerEmail: true, AdminEmails: []string{}, WebhookPlugin: "webhook", Webhooks: []NotifyWebhook{},
 			SMTP: NotifySMTP{Port: 587, TLSPolicy: "mandatory", Auth: "none", Timeout: 15 * time.Second},
 		},
-		Plugins: Plugins{Dir: "./plugins", ScanInterval: 5 * time.Minute},
-		Billing: Billing{Currencies: []string{"CNY", "USD"}, PaymentTimeout: 24 * time.Hour, ReconcileAfter: 10 * time.Minute},
+		Plugins:  Plugins{Dir: "./plugins", ScanInterval: 5 * time.Minute},
+		Billing:  Billing{Currencies: []string{"CNY", "USD"}, PaymentTimeout: 24 * time.Hour, ReconcileAfter: 10 * time.Minute},
+		Payments: Payments{LateCaptureDays: 7},
 		Cluster: Cluster{
 			LeaseTTL:          30 * time.Second,
 			LeaseRenew:        10 * time.Second,
@@ -576,6 +587,9 @@ func (c Config) Validate() error {
 	}
 	if c.Billing.ReconcileAfter <= 0 {
 		bad("[billing].reconcile_after", "must be positive")
+	}
+	if c.Payments.LateCaptureDays < 0 || c.Payments.LateCaptureDays > 366 {
+		bad("[payments].late_capture_days", "must be from 0 (off) to 366, got %d", c.Payments.LateCaptureDays)
 	}
 
 	if c.Cluster.LeaseTTL <= 0 || c.Cluster.LeaseRenew <= 0 || c.Cluster.LeaseRenew >= c.Cluster.LeaseTTL {

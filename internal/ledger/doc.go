@@ -16,8 +16,13 @@
 //	payment_refunds          refunded_amount ≠ sum of succeeded refunds, or
 //	                         succeeded (+ pending) refunds above the amount,
 //	                         or a refund on a payment that was never paid
-//	payment_status           refunded ⇎ refunded_amount = amount; paid_at ⇎
-//	                         success/refunded; an unknown status or method
+//	                         (and whose money was not captured), or captured
+//	                         money returned beyond what was captured
+//	payment_status           refunded ⇎ paid and refunded_amount = amount;
+//	                         paid_at ⇎ success/refunded; failed_at ⇎ failed;
+//	                         captured money on a payment that is not failed,
+//	                         not all of its amount, or without captured_at;
+//	                         an unknown status or method
 //	order_paid_twice         two order_paid events, or two settled payments
 //	                         of its own, for one order
 //	order_paid_missing       a paid order (paid_at) without order_paid, or a
@@ -38,6 +43,8 @@
 //	balance_payment          a balance payment without exactly one ledger
 //	                         row of minus its amount, or a stray one
 //	balance_refund           a refund row not matching one succeeded refund
+//	                         to the balance, such a refund without exactly
+//	                         one, or a balance payment refunded elsewhere
 //	balance_recharge         a recharge not matching a settled payment
 //	event_status             an event outside pending/processing/done/failed
 //	event_stuck              processing past its claim (a dead worker's

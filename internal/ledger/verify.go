@@ -58,10 +58,10 @@ func (r Report) String() string {
 	if !r.OK() {
 		status = fmt.Sprintf("%d violations", len(r.Violations))
 	}
-	fmt.Fprintf(&b, "ledger %s: %d payments (%d settled, %s received, %s refunded), %d refunds (%d pending), "+
+	fmt.Fprintf(&b, "ledger %s: %d payments (%d settled, %s received, %s captured, %s to return, %s refunded), %d refunds (%d pending), "+
 		"%d orders, %d invoices, %d customers (balances %s, %d balance transactions), "+
 		"%d events (%d done, %d pending, %d processing, %d failed); checked in %s",
-		status, t.Payments, t.SettledPayments, t.Received, t.Refunded, t.Refunds, t.PendingRefunds,
+		status, t.Payments, t.SettledPayments, t.Received, t.Captured, t.ToReturn, t.Refunded, t.Refunds, t.PendingRefunds,
 		t.Orders, t.Invoices, t.Customers, t.Balances, t.BalanceTransactions,
 		t.Events, t.EventsDone, t.EventsPending, t.EventsProcessing, t.EventsFailed, r.Took.Round(time.Millisecond))
 	for _, v := range r.Violations {

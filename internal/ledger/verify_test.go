@@ -31,6 +31,7 @@ type world struct {
 	invoiced                          uuid.UUID // order paid through invoice orderInvoice
 	gatewayPay, balancePay            uuid.UUID
 	pendingPay, failedPay             uuid.UUID
+	capturedPay                       uuid.UUID // failed, its money captured, partly returned
 	invoicePay1, invoicePay2          uuid.UUID
 	orderInvoice, looseInvoice        uuid.UUID
 	product                           uuid.UUID
@@ -64,8 +65,9 @@ func setup(t *testing.T) *world {
 			gw = &w.gw
 		}
 		return q(`INSERT INTO payments (order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount,
-				currency, status, paid_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, 'CNY', $8, CASE WHEN $8 IN ('success', 'refunded') THEN now() END) RETURNING id`,
+				currency, status, paid_at, failed_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 'CNY', $8, CASE WHEN $8 IN ('success', 'refunded') THEN now() END,
+			        CASE WHEN $8 = 'failed' THEN now() END) RETURNING id`,
 			orderID, invoiceID, w.customer, method, gw, amount, refunded, status)
 	}
 	event := func(orderID uuid.UUID, typ, status, payload string) {
@@ -74,7 +76,11 @@ func setup(t *testing.T) *world {
 			        CASE WHEN $3 = 'processing' THEN now() + interval '1 minute' END)`, typ, orderID, status, payload)
 	}
 	refund := func(pay uuid.UUID, amount, status string) uuid.UUID {
-		return q(`INSERT INTO refunds (payment_id, amount, status) VALUES ($1, $2, $3) RETURNING id`, pay, amount, status)
+		// A balance payment's refund goes to the balance, the others' to
+		// their gateway.
+		return q(`INSERT INTO refunds (payment_id, amount, status, destination)
+			VALUES ($1, $2, $3, (SELECT CASE method WHEN 'balance' THEN 'balance' ELSE 'gateway' END FROM payments WHERE id = $1))
+			RETURNING id`, pay, amount, status)
 	}
 	ledgerRow := func(typ, amount, before, after string, pay, ref *uuid.UUID) {
 		exec(`INSERT INTO balance_transactions (customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_at)
@@ -110,6 +116,12 @@ func setup(t *testing.T) *world {
 	w.unpaid = order("pending", "50.00", false)
 	w.pendingPay = payment(&w.unpaid, nil, "gateway", "pending", "50.00", "0")
 	w.failedPay = payment(&w.unpaid, nil, "gateway", "failed", "50.00", "0")
+	// A payment of it failed, but its gateway took the money after all: 20.00
+	// of the 50.00 went back through the gateway, 10.00 is on its way.
+	w.capturedPay = payment(&w.unpaid, nil, "gateway", "failed", "50.00", "0")
+	exec(`UPDATE payments SET captured_amount = amount, captured_at = now(), refunded_amount = 20.00 WHERE id = $1`, w.capturedPay)
+	refund(w.capturedPay, "20.00", "succeeded")
+	refund(w.capturedPay, "10.00", "pending")
 
 	// An order paid through its invoice in two payments.
 	w.invoiced = order("paid", "40.00", true)
@@ -148,10 +160,12 @@ func TestCleanWorldHasNoViolations(t *testing.T) {
 	r, err := ledger.Verify(context.Background(), w.pool)
 	require.NoError(t, err)
 	require.True(t, r.OK(), "%s", r)
-	require.EqualValues(t, 7, r.Totals.Payments)
+	require.EqualValues(t, 8, r.Totals.Payments)
 	require.EqualValues(t, 5, r.Totals.SettledPayments)
 	require.Equal(t, "87.30", r.Totals.Received)
-	require.Equal(t, "12.30", r.Totals.Refunded)
+	require.Equal(t, "50.00", r.Totals.Captured)
+	require.Equal(t, "30.00", r.Totals.ToReturn)
+	require.Equal(t, "32.30", r.Totals.Refunded)
 	require.Equal(t, "80.00", r.Totals.Balances)
 	require.EqualValues(t, 1, r.Totals.EventsFailed)
 	require.Contains(t, r.String(), "ledger clean")
@@ -196,6 +210,40 @@ func TestEveryBrokenRuleIsReportedWithItsIDs(t *testing.T) {
 			corrupt: []string{`ALTER TABLE payments DROP CONSTRAINT payments_paid_at_check`,
 				`UPDATE payments SET paid_at = NULL WHERE id = ` + id(w.invoicePay1)},
 			rule: "payment_status", ids: []uuid.UUID{w.invoicePay1},
+		},
+		{
+			name:    "a refund of a failed payment whose money was never captured",
+			corrupt: []string{`INSERT INTO refunds (payment_id, amount, status) VALUES (` + id(w.failedPay) + `, 1.00, 'pending')`},
+			rule:    "payment_refunds", ids: []uuid.UUID{w.failedPay},
+		},
+		{
+			name: "captured money returned beyond what was captured",
+			corrupt: []string{`ALTER TABLE payments DROP CONSTRAINT payments_captured_check`,
+				`UPDATE payments SET captured_amount = 10.00 WHERE id = ` + id(w.capturedPay)},
+			rule: "payment_refunds", ids: []uuid.UUID{w.capturedPay},
+		},
+		{
+			name: "captured money on a settled payment",
+			corrupt: []string{`ALTER TABLE payments DROP CONSTRAINT payments_captured_check`,
+				`UPDATE payments SET captured_amount = amount, captured_at = now() WHERE id = ` + id(w.invoicePay1)},
+			rule: "payment_status", ids: []uuid.UUID{w.invoicePay1},
+		},
+		{
+			name: "failed without failed_at",
+			corrupt: []string{`ALTER TABLE payments DROP CONSTRAINT payments_failed_at_check`,
+				`UPDATE payments SET failed_at = NULL WHERE id = ` + id(w.failedPay)},
+			rule: "payment_status", ids: []uuid.UUID{w.failedPay},
+		},
+		{
+			name: "a gateway payment refunded to the balance without a ledger row",
+			corrupt: []string{`INSERT INTO refunds (payment_id, amount, status, destination) VALUES (` + id(w.capturedPay) + `, 5.00, 'succeeded', 'balance')`,
+				`UPDATE payments SET refunded_amount = 25.00 WHERE id = ` + id(w.capturedPay)},
+			rule: "balance_refund", ids: []uuid.UUID{w.capturedPay},
+		},
+		{
+			name:    "a balance payment refunded through a gateway",
+			corrupt: []string{`INSERT INTO refunds (payment_id, amount, status) VALUES (` + id(w.balancePay) + `, 5.00, 'failed')`},
+			rule:    "balance_refund", ids: []uuid.UUID{w.balancePay},
 		},
 		{
 			name:    "two order_paid events for one order",

@@ -1,22 +1,3 @@
-// Package metrics is paymentd's Prometheus instrumentation: one registry per
-// process (never the global default one, so that tests running several
-// services side by side do not collide), the counters and histograms the
-// request path and the payment domain feed, and collectors that read the
-// state of the pool, the limiter, the breakers, the leader roles and the
-// queues when Prometheus scrapes.
-//
-//	request ─▶ observe middleware ─▶ RPC interceptor ─▶ payment domain ─▶ plugin registry
-//	             │ http_requests         │ rpc_requests      │ payment_transitions   │ plugin_call_*
-//	             │                       │ rpc_duration      │ callbacks, refunds    │
-//	             ▼                       ▼                   ▼                       ▼
-//	                        Metrics (its own prometheus.Registry)
-//	                                     ▲
-//	  scrape ─▶ collectors: db pool, concurrency limiter, breakers, leaders,
-//	            event and notification queues (one cached query, 2 s timeout)
-//
-// docs/operations.md lists every family and the alerts worth having. Money
-// is counted in cents: a counter is a float64, exact up to 2^53 cents, and
-// never used for anything but monitoring.
 package metrics
 
 import (
@@ -50,6 +31,7 @@ type Metrics struct {
 	httpDuration   *prometheus.HistogramVec
 	transitions    *prometheus.CounterVec
 	settledCents   *prometheus.CounterVec
+	capturedCents  *prometheus.CounterVec
 	callbacks      *prometheus.CounterVec
 	refunds        *prometheus.CounterVec
 	refundedCents  *prometheus.CounterVec
@@ -80,6 +62,8 @@ func New() *Metrics {
 		"Payment status changes made by the payment domain: created (pending), settled (success), failed, refunded in full; by gateway plugin and new status.", "gateway", "status")
 	m.settledCents = counterVec("payment_settled_cents_total",
 		"Money settled by gateways (payments turned success), in cents, by gateway plugin and currency.", "gateway", "currency")
+	m.capturedCents = counterVec("payment_captured_cents_total",
+		"Money gateways captured for payments that could no longer apply (a late success, paid after the order or invoice closed), to be returned, in cents, by gateway plugin and currency. Alert on any increase.", "gateway", "currency")
 	m.callbacks = counterVec("callbacks_total",
 		"Gateway callbacks (the /callbacks route and HandleCallback), by gateway plugin and outcome: accepted, duplicate, ignored, malformed, bad_signature, mismatch, not_found, unavailable, error.", "gateway", "outcome")
 	m.refunds = counterVec("refunds_total",
@@ -92,7 +76,7 @@ func New() *Metrics {
 	m.pluginErrors = counterVec("plugin_call_errors_total",
 		"Failed plugin calls, by plugin, function and kind (script_error, timeout, budget, memory, bad_result, circuit_open, other).", "plugin", "function", "kind")
 	for _, c := range []prometheus.Collector{m.rpcRequests, m.rpcDuration, m.httpRequests, m.httpDuration, m.transitions,
-		m.settledCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors} {
+		m.settledCents, m.capturedCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors} {
 		f(c)
 	}
 	return m
@@ -160,6 +144,14 @@ func (m *Metrics) PaymentTransition(gateway, status string, amount money.Amount,
 	if status == "success" {
 		m.settledCents.WithLabelValues(gateway, currency).Add(float64(amount.Cents()))
 	}
+}
+
+// MoneyCaptured implements payment.Metrics.
+func (m *Metrics) MoneyCaptured(gateway string, amount money.Amount, currency string) {
+	if m == nil {
+		return
+	}
+	m.capturedCents.WithLabelValues(gateway, currency).Add(float64(amount.Cents()))
 }
 
 // CallbackOutcome implements payment.Metrics.

@@ -32,12 +32,12 @@ func TestListRefundsFindsEveryPaymentsRefundsByStatusForAdmins(t *testing.T) {
 		if lost {
 			// The gateway's answer is lost: the refund stays pending.
 			f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
-			_, err := f.svc.RefundPayment(f.admin, p.ID, amount, "")
+			_, err := f.svc.RefundPayment(f.admin, p.ID, amount, "", "")
 			require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 			rs := f.refunds(t, p.ID)
 			return rs[len(rs)-1]
 		}
-		res, err := f.svc.RefundPayment(f.admin, p.ID, amount, "")
+		res, err := f.svc.RefundPayment(f.admin, p.ID, amount, "", "")
 		require.NoError(t, err)
 		return res.Refund
 	}

@@ -19,6 +19,7 @@ const (
 	ActionPaymentSuccess = "payment.success"
 	ActionPaymentConfirm = "payment.confirm_bank_transfer"
 	ActionPaymentFail    = "payment.fail"
+	ActionPaymentCapture = "payment.capture"
 	ActionPaymentAnomaly = "payment.anomaly"
 	ActionPaymentRefund  = "payment.refund"
 	ActionInvoicePay     = "invoice.pay"
@@ -43,30 +44,36 @@ const (
 // snake_case names.
 
 type paymentState struct {
-	ID               uuid.UUID    `json:"id"`
-	OrderID          *uuid.UUID   `json:"order_id,omitempty"`
-	InvoiceID        *uuid.UUID   `json:"invoice_id,omitempty"`
-	CustomerID       uuid.UUID    `json:"customer_id"`
-	Method           string       `json:"method"`
-	GatewayInterface *uuid.UUID   `json:"gateway_interface_id,omitempty"`
-	Amount           money.Amount `json:"amount"`
-	RefundedAmount   money.Amount `json:"refunded_amount"`
-	Currency         string       `json:"currency"`
-	Status           string       `json:"status"`
-	GatewayPaymentID string       `json:"gateway_payment_id,omitempty"`
-	GatewayTxID      string       `json:"gateway_tx_id,omitempty"`
-	PaidAt           *time.Time   `json:"paid_at,omitempty"`
-	FailureReason    string       `json:"failure_reason,omitempty"`
+	ID               uuid.UUID     `json:"id"`
+	OrderID          *uuid.UUID    `json:"order_id,omitempty"`
+	InvoiceID        *uuid.UUID    `json:"invoice_id,omitempty"`
+	CustomerID       uuid.UUID     `json:"customer_id"`
+	Method           string        `json:"method"`
+	GatewayInterface *uuid.UUID    `json:"gateway_interface_id,omitempty"`
+	Amount           money.Amount  `json:"amount"`
+	RefundedAmount   money.Amount  `json:"refunded_amount"`
+	Currency         string        `json:"currency"`
+	Status           string        `json:"status"`
+	GatewayPaymentID string        `json:"gateway_payment_id,omitempty"`
+	GatewayTxID      string        `json:"gateway_tx_id,omitempty"`
+	PaidAt           *time.Time    `json:"paid_at,omitempty"`
+	FailureReason    string        `json:"failure_reason,omitempty"`
+	CapturedAmount   *money.Amount `json:"captured_amount,omitempty"`
+	CapturedAt       *time.Time    `json:"captured_at,omitempty"`
 }
 
 func paymentSnapshot(p store.Payment) paymentState {
-	return paymentState{
+	st := paymentState{
 		ID: p.ID, OrderID: p.OrderID, InvoiceID: p.InvoiceID, CustomerID: p.CustomerID,
 		Method: p.Method, GatewayInterface: p.GatewayInterfaceID, Amount: p.Amount,
 		RefundedAmount: p.RefundedAmount, Currency: p.Currency, Status: p.Status,
 		GatewayPaymentID: p.GatewayPaymentID, GatewayTxID: p.GatewayTxID,
-		PaidAt: p.PaidAt, FailureReason: p.FailureReason,
+		PaidAt: p.PaidAt, FailureReason: p.FailureReason, CapturedAt: p.CapturedAt,
 	}
+	if p.CapturedAmount.Sign() > 0 {
+		st.CapturedAmount = &p.CapturedAmount
+	}
+	return st
 }
 
 type invoiceState struct {

@@ -185,9 +185,12 @@ func formEncoded(cb Callback) bool {
 // QueryPaymentStatus asks the gateway for a payment's status and
 // synchronises the record (admin): success is settled like a callback (an
 // already settled payment is simply returned), failed fails a pending
-// payment, pending changes nothing. A payment that is no longer pending is
-// returned as it is. A failed query is Internal; an open circuit breaker
-// Unavailable.
+// payment, pending changes nothing. A failed gateway payment whose money
+// is not captured is asked about too while it failed at most
+// [payments].late_capture_days ago: a success then is recorded as
+// captured money to return (the payment stays failed). Any other payment
+// is returned as it is. A failed query is Internal; an open circuit
+// breaker Unavailable.
 func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.Payment, error) {
 	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
@@ -200,10 +203,18 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance; there is no gateway to ask", id)
 	}
-	if Status(pay.Status) != StatusPending {
+	if Status(pay.Status) != StatusPending && !s.mayBeCapturedLate(pay) {
 		return pay, nil
 	}
 	return s.syncWithGateway(ctx, pay, fromQuery, audit.Of(p))
+}
+
+// mayBeCapturedLate reports whether a gateway may still have taken the
+// money of a failed payment: it failed within the late-capture window and
+// no capture is recorded yet.
+func (s *Service) mayBeCapturedLate(pay store.Payment) bool {
+	return Status(pay.Status) == StatusFailed && pay.CapturedAmount.Sign() == 0 && pay.FailedAt != nil &&
+		!s.now().After(pay.FailedAt.Add(s.lateCapture))
 }
 
 // SyncForReconciler is QueryPaymentStatus for the reconciler: pay's gateway

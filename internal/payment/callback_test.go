@@ -216,7 +216,7 @@ func signed(v url.Values) string {
 	return notifyValues(v)
 }
 
-func TestLateSuccessForAFailedPaymentIsRefusedAndRecordedOnce(t *testing.T) {
+func TestLateSuccessForAFailedPaymentIsCapturedOnceAndNeverLeavesFailed(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	ctx := context.Background()
@@ -227,15 +227,32 @@ func TestLateSuccessForAFailedPaymentIsRefusedAndRecordedOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "failed", f.payment(t, p.ID).Status, "cancelling the order failed its payment")
 
-	for range 3 {
-		_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T9", "15.00")))
-		require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
-		require.Contains(t, err.Error(), "late success")
+	// The first report is refused (the payment did not apply) and its money
+	// recorded as captured; the gateway's repeats are acknowledged.
+	_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T9", "15.00")))
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.Contains(t, err.Error(), "late success")
+	require.Contains(t, err.Error(), "captured money to return")
+	for range 2 {
+		res, err := f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T9", "15.00")))
+		require.NoError(t, err)
+		require.True(t, res.Duplicate)
 	}
-	require.Equal(t, "failed", f.payment(t, p.ID).Status, "a final state is never left")
+	// Another gateway order for the same payment is not a second capture.
+	_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T10", "15.00")))
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.Contains(t, err.Error(), "order number mismatch")
+
+	got := f.payment(t, p.ID)
+	require.Equal(t, "failed", got.Status, "a final state is never left")
+	require.Equal(t, "15.00", got.CapturedAmount.String())
+	require.Equal(t, "T9", got.GatewayPaymentID)
+	require.NotNil(t, got.CapturedAt)
+	require.Nil(t, got.NextReconcileAt, "nothing more to ask the gateway")
 	require.Equal(t, "cancelled", f.orderStatus(t, orderID))
-	require.Equal(t, 1, f.anomalies(t, p.ID))
+	require.Equal(t, 2, f.anomalies(t, p.ID), "the late success and the other order number")
 	require.Zero(t, f.orderPaidEvents(t, orderID))
+	testfixture.CheckMoneyInvariants(t, f.pool)
 }
 
 func TestSettlingAnOrderFailsItsOtherPendingPayments(t *testing.T) {
@@ -253,10 +270,15 @@ func TestSettlingAnOrderFailsItsOtherPendingPayments(t *testing.T) {
 	require.Contains(t, bank.FailureReason, byEpay.ID.String())
 
 	// The customer wires the money anyway: the admin cannot confirm it
-	// into the paid order; it is recorded instead.
-	_, err = f.svc.ConfirmBankTransfer(f.admin, byBank.ID, "STATEMENT-1")
-	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	// into the paid order; it is recorded as captured money to return.
+	confirmed, err := f.svc.ConfirmBankTransfer(f.admin, byBank.ID, "STATEMENT-1")
+	require.NoError(t, err)
+	require.Equal(t, "failed", confirmed.Status)
+	require.Equal(t, "15.00", confirmed.CapturedAmount.String())
 	require.Equal(t, 1, f.anomalies(t, byBank.ID))
+	_, err = f.svc.ConfirmBankTransfer(f.admin, byBank.ID, "STATEMENT-1")
+	require.True(t, apperr.Is(err, apperr.AlreadyExists), "%v", err)
+	require.Equal(t, 1, f.orderPaidEvents(t, orderID))
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
 

@@ -137,7 +137,7 @@ func TestPaymentMadeBeforeCurrenciesWereCheckedIsNeitherSettledNorRefundedThroug
 	require.Equal(t, 1, f.anomalies(t, legacy))
 
 	paid := testfixture.InsertPayment(t, f.pool, testfixture.Payment{Customer: f.alice, Gateway: f.epayGW, Amount: "100.00", Currency: "USD", Status: "success"})
-	_, err = f.svc.RefundPayment(f.admin, paid, "", "customer asked")
+	_, err = f.svc.RefundPayment(f.admin, paid, "", "customer asked", "")
 	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
 	require.ErrorContains(t, err, "is in USD, but gateway interface "+f.epayGW.String()+" (epay) takes CNY")
 	require.Empty(t, f.refunds(t, paid), "nothing reserved")

@@ -17,6 +17,9 @@ type Metrics interface {
 	// PaymentTransition: a payment was created (pending) or moved to
 	// success, failed or refunded.
 	PaymentTransition(gateway, status string, amount money.Amount, currency string)
+	// MoneyCaptured: a gateway took the money of a payment that could no
+	// longer apply (it is failed, the money to be returned).
+	MoneyCaptured(gateway string, amount money.Amount, currency string)
 	// CallbackOutcome: a gateway callback was answered (one of the
 	// Callback* outcomes).
 	CallbackOutcome(gateway, outcome string)
@@ -30,6 +33,7 @@ func WithMetrics(m Metrics) Option { return func(s *Service) { s.metrics = m } }
 type noMetrics struct{}
 
 func (noMetrics) PaymentTransition(string, string, money.Amount, string) {}
+func (noMetrics) MoneyCaptured(string, money.Amount, string)             {}
 func (noMetrics) CallbackOutcome(string, string)                         {}
 func (noMetrics) RefundOutcome(string, string, money.Amount, string)     {}
 

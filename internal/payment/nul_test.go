@@ -87,7 +87,7 @@ func TestNULInARefundMessageIsStoredReplaced(t *testing.T) {
 		return `{"status":"failed","gateway_refund_id":"R\u00001","message":"refused\u0000 by the bank"}`, nil
 	})
 	f.gws.set(gw)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "the spec's code for a refund the gateway refused: %v", err)
 	require.Contains(t, err.Error(), "gateway refund failed")
 	rs := f.refunds(t, p.ID)

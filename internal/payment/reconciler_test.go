@@ -13,6 +13,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/store"
@@ -213,4 +214,66 @@ func TestReconcilerStartsAndStops(t *testing.T) {
 	eventually(t, "the background round settles it", func() bool { return f.payment(t, p.ID).Status == "success" })
 	r.Stop()
 	r.Stop() // idempotent
+}
+
+// A gateway payment that failed is asked about again for late_capture (with
+// a wait that grows to a day, the last check at the end of the window):
+// money its gateway took after all is captured, never settled. Past the
+// window it is unscheduled and never asked again.
+func TestReconcilerFindsMoneyCapturedAfterAPaymentFailedWithinTheWindow(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	f.fake.DropNotify(true)
+	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil)
+	fail := func() store.Payment {
+		orderID := f.order(t, "7.00")
+		p := f.pay(t, orderID)
+		_, err := orders.CancelOrder(f.asAlice, orderID)
+		require.NoError(t, err)
+		got := f.payment(t, p.ID)
+		require.Equal(t, "failed", got.Status)
+		return got
+	}
+	late, never := fail(), fail()
+	failedAt := *late.FailedAt
+	const window = 3 * 24 * time.Hour
+	r := f.reconciler(reconcile.Options{BaseBackoff: reconcileAfter, LateCapture: window, Clock: f.clock.Now})
+
+	// Asked at the next round (the orders were cancelled on the real
+	// clock, a moment past the test's), then ever less often.
+	f.clock.Add(time.Second)
+	require.False(t, failedAt.After(f.clock.Now()))
+	round, err := r.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Round{Claimed: 2}, round, "both failed payments asked: nothing paid")
+	require.Equal(t, f.clock.Now().UTC().Truncate(time.Microsecond).Add(reconcileAfter), f.payment(t, late.ID).NextReconcileAt.UTC())
+
+	// Two days on, the customer pays the first at the gateway.
+	require.NoError(t, f.fake.Pay(late.ID.String()))
+	f.clock.Add(2 * 24 * time.Hour)
+	round, err = r.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, reconcile.Round{Claimed: 2, Captured: 1}, round)
+	got := f.payment(t, late.ID)
+	require.Equal(t, "failed", got.Status)
+	require.Equal(t, "7.00", got.CapturedAmount.String())
+	require.Nil(t, got.NextReconcileAt, "captured: nothing more to ask")
+	require.Equal(t, 1, f.anomalies(t, late.ID))
+	// The other's next check is capped by the end of its window.
+	next := *f.payment(t, never.ID).NextReconcileAt
+	require.False(t, next.After(never.FailedAt.Add(window)), "next check %s after the window's end", next)
+
+	// Its last check falls on the end of the window; after it, none.
+	f.clock.Add(window)
+	round, err = r.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, round.Claimed, "the check at the end of the window")
+	require.Nil(t, f.payment(t, never.ID).NextReconcileAt)
+	require.NoError(t, f.fake.Pay(never.ID.String()))
+	f.clock.Add(time.Hour)
+	round, err = r.RunOnce(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, round.Claimed)
+	require.Equal(t, "0.00", f.payment(t, never.ID).CapturedAmount.String())
+	testfixture.CheckMoneyInvariants(t, f.pool)
 }

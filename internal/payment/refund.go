@@ -31,10 +31,18 @@ const refundCallTimeout = 60 * time.Second
 
 // RefundPayment refunds a payment in full (amount "") or in part (admin).
 //
-// Only a successful payment can be refunded (refunded: "already fully
-// refunded"; anything else InvalidArgument). The sum of its succeeded and
+// A successful payment can be refunded, and so can a failed one whose
+// money the gateway captured (it could no longer apply: the money is
+// returned and the payment stays failed); refunded: "already fully
+// refunded"; anything else InvalidArgument. The sum of its succeeded and
 // pending refunds never exceeds its amount; an empty amount means all that
 // is neither refunded nor being refunded. Each refund is its own row.
+//
+// destination says where the money goes: RefundToGateway (back through the
+// payment's gateway) or RefundToBalance (credited to the customer's
+// balance, in one transaction; the balance must be in the payment's
+// currency); "" is the payment's own way (its gateway, or the balance for a
+// balance payment). A balance payment cannot go back through a gateway.
 //
 // A gateway payment's refund takes three steps:
 //
@@ -68,7 +76,7 @@ const refundCallTimeout = 60 * time.Second
 // credited with a refund ledger row, no plugin involved.
 //
 // Every step writes audit_log rows with the admin as the actor.
-func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason string) (Refunded, error) {
+func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount, reason, destination string) (Refunded, error) {
 	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return Refunded{}, err
@@ -86,7 +94,7 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 	if err != nil {
 		return Refunded{}, paymentNotFound(err, paymentID)
 	}
-	return s.refund(ctx, audit.Of(p), &p.ID, pay, requested, reason)
+	return s.refund(ctx, audit.Of(p), &p.ID, pay, requested, reason, destination)
 }
 
 // Refunded is what a refund call did: the payment afterwards and the
@@ -117,7 +125,7 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 	reason = text.Clip(strings.TrimSpace(reason), 500)
 	var pending []string
 	for _, pay := range pays {
-		_, err := s.refund(ctx, who, nil, pay, nil, reason)
+		_, err := s.refund(ctx, who, nil, pay, nil, reason, "")
 		if err != nil && !errors.Is(err, errNothingLeft) && !errors.Is(err, errOutcomeUnknown) {
 			return err
 		}
@@ -138,10 +146,21 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 	return nil
 }
 
-// refund refunds requested (nil: all that is left) of pay, as who, for
-// RefundPayment and RefundOrder.
-func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
+// refund refunds requested (nil: all that is left) of pay to destination
+// ("": the payment's own way), as who, for RefundPayment and RefundOrder.
+func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason, destination string) (Refunded, error) {
 	paymentID := pay.ID
+	switch destination {
+	case "":
+	case store.RefundToBalance:
+		return s.refundToBalance(ctx, who, requestedBy, pay, requested, reason)
+	case store.RefundToGateway:
+		if pay.Method == methodBalance {
+			return Refunded{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance: its refund goes back to the balance, not through a gateway", pay.ID)
+		}
+	default:
+		return Refunded{}, apperr.New(apperr.InvalidArgument, "refund destination %q is neither %s nor %s", text.Clip(destination, 20), store.RefundToGateway, store.RefundToBalance)
+	}
 	if pay.Method == methodBalance {
 		return s.refundToBalance(ctx, who, requestedBy, pay, requested, reason)
 	}
@@ -181,7 +200,8 @@ func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid
 		}
 		now := s.now()
 		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
-			PaymentID: paymentID, Amount: amt, Status: store.RefundPending, Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
+			PaymentID: paymentID, Amount: amt, Status: store.RefundPending, Destination: store.RefundToGateway,
+			Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
 		})
 		if err != nil {
 			return err
@@ -435,9 +455,11 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 	return after, nil
 }
 
-// refundToBalance refunds a balance payment to the customer's balance in
-// one transaction: customer, order, payment locked in that order; a
-// succeeded refund row; the balance credited with a refund ledger row.
+// refundToBalance refunds a payment (a balance payment, or a gateway one
+// whose money the admin credits to the balance instead) to the customer's
+// balance in one transaction: customer, order, payment locked in that
+// order; a succeeded refund row; the balance credited with a refund ledger
+// row.
 func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	var out store.Payment
 	var ref store.Refund
@@ -472,7 +494,8 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 		}
 		now := s.now()
 		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
-			PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
+			PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Destination: store.RefundToBalance,
+			Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
 		})
 		if err != nil {
 			return err
@@ -518,16 +541,21 @@ func (s *Service) countRefund(gateway string, pay store.Payment, amount money.Am
 // pending refund.
 var errNothingLeft = errors.New("nothing left to refund")
 
-// refundableStatus refuses a payment that is not success.
+// refundableStatus refuses a payment that is neither success nor failed
+// with captured money.
 func refundableStatus(p store.Payment) error {
 	switch Status(p.Status) {
 	case StatusSuccess:
 		return nil
 	case StatusRefunded:
 		return apperr.New(apperr.InvalidArgument, "payment %s is already fully refunded", p.ID)
-	default:
-		return apperr.New(apperr.InvalidArgument, "payment %s is %s; only a successful payment can be refunded", p.ID, p.Status)
+	case StatusFailed:
+		if p.CapturedAmount.Sign() > 0 {
+			return nil
+		}
 	}
+	return apperr.New(apperr.InvalidArgument, "payment %s is %s; only a successful payment, or a failed one whose money the gateway captured, can be refunded",
+		p.ID, p.Status)
 }
 
 // decideRefund is how much to refund of p now, given what is already
@@ -536,20 +564,24 @@ func decideRefund(p store.Payment, reserved money.Amount, requested *money.Amoun
 	if err := refundableStatus(p); err != nil {
 		return money.Amount{}, err
 	}
-	left, err := p.Amount.Sub(reserved)
+	took := p.Amount
+	if Status(p.Status) == StatusFailed {
+		took = p.CapturedAmount
+	}
+	left, err := took.Sub(reserved)
 	if err != nil {
 		return money.Amount{}, err
 	}
 	if left.Sign() <= 0 {
 		return money.Amount{}, apperr.Wrap(apperr.InvalidArgument, errNothingLeft, "nothing left to refund: %s of %s %s is refunded or being refunded",
-			reserved, p.Amount, p.Currency)
+			reserved, took, p.Currency)
 	}
 	if requested == nil {
 		return left, nil
 	}
 	if requested.Cmp(left) > 0 {
 		return money.Amount{}, apperr.New(apperr.InvalidArgument, "refund amount %s exceeds what is left to refund (%s of %s %s)",
-			requested, left, p.Amount, p.Currency)
+			requested, left, took, p.Currency)
 	}
 	return *requested, nil
 }

@@ -48,14 +48,14 @@ func TestRefundsInPartThenInFullRefundTheOrder(t *testing.T) {
 	f := setupFlow(t)
 	p := f.paidAtTheGateway(t, "100.00")
 
-	res, err := f.svc.RefundPayment(f.admin, p.ID, "30.00", "goodwill")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "30.00", "goodwill", "")
 	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "success", after.Status, "a partial refund leaves success")
 	require.Equal(t, "30.00", after.RefundedAmount.String())
 	require.Equal(t, "paid", f.orderStatus(t, *p.OrderID))
 
-	res, err = f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err = f.svc.RefundPayment(f.admin, p.ID, "", "", "")
 	after = res.Payment
 	require.NoError(t, err, "empty amount: the rest")
 	require.Equal(t, "refunded", after.Status)
@@ -75,7 +75,7 @@ func TestRefundsInPartThenInFullRefundTheOrder(t *testing.T) {
 	o, _ := f.fake.Order(p.ID.String())
 	require.Equal(t, "100.00", o.Refunded)
 
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "", "", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
 	require.Contains(t, err.Error(), "already fully refunded")
 	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.succeed' AND actor_id = $1`, f.adminID.String()))
@@ -106,7 +106,7 @@ func TestRefundRefusals(t *testing.T) {
 		{"nobody", context.Background(), p.ID, "", apperr.Unauthenticated, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := f.svc.RefundPayment(tc.ctx, tc.id, tc.amount, "")
+			_, err := f.svc.RefundPayment(tc.ctx, tc.id, tc.amount, "", "")
 			require.True(t, apperr.Is(err, tc.kind), "%v", err)
 			require.Contains(t, err.Error(), tc.msg)
 		})
@@ -127,7 +127,7 @@ func TestTwentyConcurrentPartialRefundsNeverExceedTheAmount(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+			_, errs[i] = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 		})
 	}
 	close(start)
@@ -163,7 +163,7 @@ func TestRefundRefusedByTheGatewayIsInternalAndLeavesThePaymentAlone(t *testing.
 	p := f.paidAtTheGateway(t, "50.00")
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadRequest, Times: 1})
 
-	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	require.Contains(t, err.Error(), "gateway refund failed")
 	rs := f.refunds(t, p.ID)
@@ -173,7 +173,7 @@ func TestRefundRefusedByTheGatewayIsInternalAndLeavesThePaymentAlone(t *testing.
 	require.Equal(t, "0.00", f.payment(t, p.ID).RefundedAmount.String())
 
 	// The failed refund reserves nothing: the whole amount can be refunded.
-	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "", "")
 	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "refunded", after.Status)
@@ -186,7 +186,7 @@ func TestRefundWithUnknownOutcomeStaysPendingAndReserved(t *testing.T) {
 	p := f.paidAtTheGateway(t, "50.00")
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
 
-	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "the spec's code for a failed gateway refund: %v", err)
 	require.Contains(t, err.Error(), "gateway refund failed: the outcome is unknown")
 	require.Contains(t, err.Error(), "ResolveRefund", "the answer says what to do")
@@ -196,9 +196,9 @@ func TestRefundWithUnknownOutcomeStaysPendingAndReserved(t *testing.T) {
 	require.Contains(t, rs[0].Error, "outcome unknown")
 	require.Empty(t, f.fake.Refunds(), "the fake did not pay it (502), but we cannot know that")
 
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.01", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.01", "", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "the pending refund still reserves its 20.00: %v", err)
-	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "", "")
 	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "30.00", after.RefundedAmount.String(), "the rest is what is neither refunded nor reserved")
@@ -223,7 +223,7 @@ func TestRefundWhileTheGatewaysCircuitIsOpenFailsAsUnavailable(t *testing.T) {
 		_, _ = plugintest.CallErr(f.epayPlugin, "test_config", gw.ConfigJSON, "{}")
 	}
 
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Unavailable), "%v", err)
 	require.Contains(t, err.Error(), "unavailable")
 	rs := f.refunds(t, p.ID)
@@ -244,7 +244,7 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 	paid, err := orders.PayWithBalance(f.asAlice, orderID)
 	require.NoError(t, err)
 
-	res, err := f.svc.RefundPayment(f.admin, paid.Payment.ID, "25.50", "partly unused")
+	res, err := f.svc.RefundPayment(f.admin, paid.Payment.ID, "25.50", "partly unused", "")
 	after := res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "25.50", after.RefundedAmount.String())
@@ -256,7 +256,7 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 		FROM balance_transactions WHERE payment_id = $1 AND type = 'refund'`, paid.Payment.ID).Scan(&typ, &amount, &before, &bal))
 	require.Equal(t, []string{"refund", "25.50", "40.00", "65.50"}, []string{typ, amount, before, bal})
 
-	res, err = f.svc.RefundPayment(f.admin, paid.Payment.ID, "", "")
+	res, err = f.svc.RefundPayment(f.admin, paid.Payment.ID, "", "", "")
 	after = res.Payment
 	require.NoError(t, err)
 	require.Equal(t, "refunded", after.Status)
@@ -307,13 +307,13 @@ func TestConfirmBankTransferSettlesLikeACallback(t *testing.T) {
 
 	// A bank transfer is refunded by hand: the refund is accepted and stays
 	// pending, reserving its amount, until an admin records the transfer.
-	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "customer withdrew")
+	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "customer withdrew", "")
 	require.NoError(t, err)
 	require.Equal(t, store.RefundPending, res.Refund.Status)
 	require.Contains(t, res.Refund.Error, "refund manually")
 	require.Equal(t, "success", res.Payment.Status, "nothing is refunded until the money has gone back")
 	require.Equal(t, "0.00", res.Payment.RefundedAmount.String())
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "the pending refund reserves everything: %v", err)
 
 	done, err := f.svc.ResolveRefund(f.admin, res.Refund.ID, store.RefundSucceeded, "SEPA-REF-9", "sent back from the bank account")
@@ -348,14 +348,14 @@ func TestRefundScriptErrorIsAFailureOnlyWhenNothingCanHaveBeenSent(t *testing.T)
 		return "", &plugin.CallError{Plugin: "epay", Function: "refund", Kind: plugin.KindScriptError, Message: "not sent", Err: fmt.Errorf("outbound POST h: %w", refused)}
 	})
 	f.gws.set(gw)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 
 	gw.Plugin = callerFunc(func(string) (string, error) {
 		return "", &plugin.CallError{Plugin: "epay", Function: "refund", Kind: plugin.KindScriptError, Message: "read: connection reset", Err: errors.New("connection reset by peer")}
 	})
 	f.gws.set(gw)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	require.Contains(t, err.Error(), "the outcome is unknown")
 
@@ -363,7 +363,7 @@ func TestRefundScriptErrorIsAFailureOnlyWhenNothingCanHaveBeenSent(t *testing.T)
 		return "", &plugin.CallError{Plugin: "epay", Function: "refund", Kind: plugin.KindTimeout, Message: "deadline exceeded"}
 	})
 	f.gws.set(gw)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	require.Contains(t, err.Error(), "the outcome is unknown")
 
@@ -372,7 +372,7 @@ func TestRefundScriptErrorIsAFailureOnlyWhenNothingCanHaveBeenSent(t *testing.T)
 		statuses[r.Status]++
 	}
 	require.Equal(t, map[string]int{store.RefundFailed: 1, store.RefundPending: 2}, statuses)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.01", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.01", "", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "two pending refunds reserve 20.00: %v", err)
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
@@ -384,7 +384,7 @@ func TestRefundOrderGivesEverythingBackOnceAndNeverResendsAnUnknownRefund(t *tes
 
 	// A gateway payment, partly refunded by an admin already.
 	p := f.paidAtTheGateway(t, "40.00")
-	_, err := f.svc.RefundPayment(f.admin, p.ID, "15.00", "")
+	_, err := f.svc.RefundPayment(f.admin, p.ID, "15.00", "", "")
 	require.NoError(t, err)
 	require.NoError(t, f.svc.RefundOrder(ctx, *p.OrderID, "provisioning_failed"))
 	got := f.payment(t, p.ID)
@@ -438,9 +438,9 @@ func TestResolveRefundRecordsWhatAnAdminFoundAtTheGateway(t *testing.T) {
 
 	// Two refunds whose outcome is unknown (the gateway answered 502).
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 2})
-	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "30.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	rs := f.refunds(t, p.ID)
 	require.Len(t, rs, 2)
@@ -448,7 +448,7 @@ func TestResolveRefundRecordsWhatAnAdminFoundAtTheGateway(t *testing.T) {
 	if first.Amount.String() != "20.00" {
 		first, second = second, first
 	}
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "0.01", "", "")
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "both reserve their amounts: %v", err)
 
 	// Refused: a customer, a bad outcome, no note, an unknown refund.
@@ -476,7 +476,7 @@ func TestResolveRefundRecordsWhatAnAdminFoundAtTheGateway(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.RefundFailed, res.Refund.Status)
 	require.Equal(t, "20.00", res.Payment.RefundedAmount.String())
-	again, err := f.svc.RefundPayment(f.admin, p.ID, "", "")
+	again, err := f.svc.RefundPayment(f.admin, p.ID, "", "", "")
 	require.NoError(t, err)
 	require.Equal(t, "30.00", again.Refund.Amount.String())
 	require.Equal(t, "refunded", again.Payment.Status)

@@ -22,6 +22,7 @@ type Service struct {
 	gateways       Gateways
 	publicURL      string
 	reconcileAfter time.Duration
+	lateCapture    time.Duration
 	clock          func() time.Time
 	metrics        Metrics
 }
@@ -45,6 +46,14 @@ func WithReconcileAfter(d time.Duration) Option {
 	return func(s *Service) { s.reconcileAfter = d }
 }
 
+// WithLateCapture sets [payments].late_capture_days as a duration:
+// QueryPaymentStatus also asks the gateway about a gateway payment that
+// failed at most this long ago, whose money may have been captured after
+// all (0: never).
+func WithLateCapture(d time.Duration) Option {
+	return func(s *Service) { s.lateCapture = max(d, 0) }
+}
+
 // WithClock sets the time source (default time.Now).
 func WithClock(clock func() time.Time) Option { return func(s *Service) { s.clock = clock } }
 
@@ -52,6 +61,7 @@ func WithClock(clock func() time.Time) Option { return func(s *Service) { s.cloc
 const (
 	DefaultPublicURL      = "http://127.0.0.1:50051"
 	DefaultReconcileAfter = 10 * time.Minute
+	DefaultLateCapture    = 7 * 24 * time.Hour
 )
 
 // NewService returns the payment domain over db.
@@ -59,7 +69,7 @@ func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{db: db, log: log, publicURL: DefaultPublicURL, reconcileAfter: DefaultReconcileAfter, clock: time.Now, metrics: noMetrics{}}
+	s := &Service{db: db, log: log, publicURL: DefaultPublicURL, reconcileAfter: DefaultReconcileAfter, lateCapture: DefaultLateCapture, clock: time.Now, metrics: noMetrics{}}
 	for _, o := range opts {
 		o(s)
 	}

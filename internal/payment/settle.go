@@ -66,6 +66,9 @@ type Settlement struct {
 	Duplicate bool
 	// OrderPaid: the order moved pending → paid and order_paid was queued.
 	OrderPaid bool
+	// Captured: the gateway took the money of a payment that could not
+	// apply; it is failed with the money captured, to be returned.
+	Captured bool
 }
 
 // settle applies a gateway's report about a payment: the one transition
@@ -168,6 +171,47 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 				text.Clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
 		}
 
+		paidAt := rep.PaidAt
+		if paidAt.IsZero() || paidAt.After(now) {
+			paidAt = now
+		}
+		paidAt = paidAt.UTC().Truncate(time.Microsecond)
+
+		// capture records money that arrived for a payment that cannot
+		// take it (failed already, or its order or invoice closed): the
+		// payment is (or stays) failed with the money captured, to be
+		// returned with RefundPayment; an anomaly tells the admins. A
+		// callback is answered InvalidArgument (the payment did not
+		// apply); a status query, the reconciler and a confirmation get
+		// the captured record.
+		capture := func(kind, msg, reason string) error {
+			if taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID); err != nil || taken != "" {
+				if err != nil {
+					return err
+				}
+				return reject("order_number_mismatch", taken)
+			}
+			captured, err := store.CapturePayment(ctx, tx, p.ID, store.Capture{
+				GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID,
+				FailureReason: text.Clip(reason, 200), CapturedAt: paidAt, At: now,
+			})
+			if err != nil {
+				return bug(err, "capture payment") // locked, pending or failed, not captured
+			}
+			if err := audit.Write(ctx, tx, who, now, ActionPaymentCapture, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(captured), src}); err != nil {
+				return err
+			}
+			out.Payment, out.Captured = captured, true
+			moved = Status(p.Status) != StatusFailed
+			if src == fromCallback {
+				return reject(kind, msg)
+			}
+			return s.recordAnomaly(ctx, tx, who, now, captured, anomaly{
+				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
+				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
+			})
+		}
+
 		switch Status(p.Status) {
 		case StatusSuccess, StatusRefunded:
 			if rep.Status == gatewaySuccess && sameGatewayIDs(p, rep) {
@@ -177,15 +221,29 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			if rep.Status == gatewayFailed {
 				return reject("failed_after_success", fmt.Sprintf("the gateway reports payment %s failed, but it is %s here", p.ID, p.Status))
 			}
+			if rep.Status != gatewaySuccess {
+				return nil // pending: nothing to apply
+			}
 			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
 				p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
 		case StatusFailed:
-			if rep.Status == gatewayFailed {
+			switch {
+			case rep.Status == gatewayFailed:
 				out.Duplicate = true
 				return nil
+			case rep.Status != gatewaySuccess:
+				return nil // pending: nothing to apply
+			case p.CapturedAmount.Sign() > 0 && sameGatewayIDs(p, rep):
+				out.Duplicate = true // the capture, reported again
+				return nil
+			case p.CapturedAmount.Sign() > 0:
+				return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s captured gateway order %q, the gateway now reports %q",
+					p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
 			}
-			return reject("late_success", fmt.Sprintf("payment %s is failed (%s); a late success is not applied and was recorded for an admin to look at",
-				p.ID, p.FailureReason))
+			// A final state is never left: the money is captured, to be
+			// returned.
+			return capture("late_success", fmt.Sprintf("late success: payment %s is failed (%s), but the gateway took %s %s after all: recorded as captured money to return",
+				p.ID, p.FailureReason, p.Amount, p.Currency), "")
 		case StatusPending:
 		default:
 			return apperr.New(apperr.Internal, "payment %s has unknown status %q", p.ID, p.Status)
@@ -209,34 +267,16 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 
 		// Can the order or invoice still take this money?
 		if problem := notPayable(ord, inv, p); problem != "" {
-			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, text.Clip(problem+"; paid at the gateway, to be returned", 200), now)
-			if err != nil {
-				return bug(err, "fail payment")
-			}
-			moved = true
-			if err := audit.Write(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed)); err != nil {
-				return err
-			}
-			out.Payment = failed
-			p = failed
-			return reject("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded for an admin to return the money", p.ID, problem))
+			return capture("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded as captured money to return", p.ID, problem),
+				problem+"; paid at the gateway, to be returned")
 		}
-		if rep.GatewayPaymentID != "" {
-			other, err := store.PaymentWithGatewayID(ctx, tx, interfaceID, rep.GatewayPaymentID, p.ID)
-			switch {
-			case err == nil:
-				return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
-					text.Clip(rep.GatewayPaymentID, 80), other))
-			case !errors.Is(err, store.ErrNotFound):
+		if taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID); err != nil || taken != "" {
+			if err != nil {
 				return err
 			}
+			return reject("order_number_mismatch", taken)
 		}
 
-		paidAt := rep.PaidAt
-		if paidAt.IsZero() || paidAt.After(now) {
-			paidAt = now
-		}
-		paidAt = paidAt.UTC().Truncate(time.Microsecond)
 		paid, err := store.MarkPaymentSucceeded(ctx, tx, p.ID, store.PaymentSuccess{
 			GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: now,
 		})
@@ -292,6 +332,12 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	}
 	if moved {
 		s.metrics.PaymentTransition(rep.Gateway, out.Payment.Status, out.Payment.Amount, out.Payment.Currency)
+	}
+	if out.Captured {
+		s.metrics.MoneyCaptured(rep.Gateway, out.Payment.CapturedAmount, out.Payment.Currency)
+		s.log.WarnContext(ctx, "money captured for a payment that cannot apply; to be returned", "payment_id", paymentID,
+			"source", src, "amount", out.Payment.CapturedAmount.String(), "currency", out.Payment.Currency,
+			"gateway_payment_id", out.Payment.GatewayPaymentID, "failure_reason", out.Payment.FailureReason)
 	}
 	if rejected != nil {
 		return Settlement{Payment: out.Payment}, rejected
@@ -369,4 +415,21 @@ func mustSub(a, b money.Amount) money.Amount {
 		return money.Zero()
 	}
 	return d
+}
+
+// gatewayIDTaken says why the gateway order id cannot be paymentID's ("" when
+// it is free or empty): another payment of the interface carries it.
+func gatewayIDTaken(ctx context.Context, tx pgx.Tx, interfaceID, paymentID uuid.UUID, gatewayPaymentID string) (string, error) {
+	if gatewayPaymentID == "" {
+		return "", nil
+	}
+	other, err := store.PaymentWithGatewayID(ctx, tx, interfaceID, gatewayPaymentID, paymentID)
+	switch {
+	case err == nil:
+		return fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s", text.Clip(gatewayPaymentID, 80), other), nil
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	default:
+		return "", err
+	}
 }

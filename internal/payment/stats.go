@@ -39,6 +39,10 @@ type Stats struct {
 	// requested; nil when none is pending.
 	RefundsPending      int64
 	OldestPendingRefund *time.Time
+	// ToReturn is the captured money not returned yet, per currency, by
+	// code, whenever it was captured: failed payments whose gateway took
+	// the money after all (RefundPayment returns it).
+	ToReturn []store.ToReturn
 }
 
 // CurrencyTotal is what the succeeded payments of one currency add up to,
@@ -58,7 +62,7 @@ func StartOfUTCDay(t time.Time) time.Time {
 
 // PaymentStats computes the dashboard's figures for the payments created at
 // or after since (nil: the start of the current UTC day), and the refunds
-// pending now (admin). A since in the future or more than MaxStatsWindow
+// pending and the money to return now (admin). A since in the future or more than MaxStatsWindow
 // back is InvalidArgument.
 func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
@@ -87,7 +91,11 @@ func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, er
 	if err != nil {
 		return Stats{}, err
 	}
-	st := Stats{Since: from, AsOf: now, PendingNow: pending, RefundsPending: refunds.Count}
+	toReturn, err := store.MoneyToReturn(ctx, s.db)
+	if err != nil {
+		return Stats{}, err
+	}
+	st := Stats{Since: from, AsOf: now, PendingNow: pending, RefundsPending: refunds.Count, ToReturn: toReturn}
 	if refunds.Oldest != nil {
 		oldest := refunds.Oldest.UTC()
 		st.OldestPendingRefund = &oldest

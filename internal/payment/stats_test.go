@@ -112,12 +112,12 @@ func TestPaymentStatsCountThePendingRefundsAndTheOldest(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.svc.ConfirmBankTransfer(f.admin, bank.ID, "STMT-1")
 	require.NoError(t, err)
-	byHand, err := f.svc.RefundPayment(f.admin, bank.ID, "", "customer withdrew")
+	byHand, err := f.svc.RefundPayment(f.admin, bank.ID, "", "customer withdrew", "")
 	require.NoError(t, err)
 	require.Equal(t, store.RefundPending, byHand.Refund.Status)
 	// A refund that succeeds at once is not pending.
 	p := f.paidAtTheGateway(t, "50.00")
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "5.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "5.00", "", "")
 	require.NoError(t, err)
 	st = stats()
 	require.EqualValues(t, 1, st.RefundsPending)
@@ -128,7 +128,7 @@ func TestPaymentStatsCountThePendingRefundsAndTheOldest(t *testing.T) {
 	// An hour later, an epay refund whose answer is lost: pending too.
 	f.clock.Add(time.Hour)
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
-	_, err = f.svc.RefundPayment(f.admin, p.ID, "20.00", "")
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	var unknown store.Refund
 	for _, r := range f.refunds(t, p.ID) {

@@ -1,5 +1,3 @@
-// Package rpc is the transport edge shared by every Connect handler: the one
-// place where domain and store errors become Connect codes.
 package rpc
 
 import (

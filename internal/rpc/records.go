@@ -22,5 +22,9 @@ func PaymentRecord(p store.Payment) *paymentpb.PaymentRecord {
 		CreatedAt:          TimePtr(&p.CreatedAt),
 		UpdatedAt:          TimePtr(&p.UpdatedAt),
 		RefundedAmount:     p.RefundedAmount.String(),
+		CapturedAmount:     p.CapturedAmount.String(),
+		CapturedAt:         TimePtr(p.CapturedAt),
+		FailedAt:           TimePtr(p.FailedAt),
+		FailureReason:      p.FailureReason,
 	}
 }

@@ -235,7 +235,11 @@ func TestFailPendingPaymentsTouchOnlyPendingOnesOfTheirOrderOrInvoice(t *testing
 	require.Equal(t, "failed", failed[0].Status)
 	require.Equal(t, "order cancelled", failed[0].FailureReason)
 	require.True(t, at.Equal(failed[0].UpdatedAt))
-	require.Nil(t, failed[0].NextReconcileAt)
+	require.True(t, at.Equal(*failed[0].FailedAt))
+	// A failed gateway payment is asked about again (late capture), from
+	// the reconciler's next round on.
+	require.True(t, at.Equal(*failed[0].NextReconcileAt))
+	require.Zero(t, failed[0].ReconcileAttempts)
 
 	still, err := store.GetPayment(ctx, b.pool, paid.ID)
 	require.NoError(t, err)

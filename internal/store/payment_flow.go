@@ -96,6 +96,29 @@ func MarkPaymentFailed(ctx context.Context, db DB, id uuid.UUID, reason string, 
 	return row, MapError(err)
 }
 
+// Capture is money a gateway captured for a payment that can no longer
+// apply.
+type Capture struct {
+	GatewayPaymentID string
+	GatewayTxID      string
+	// FailureReason is recorded when the payment was still pending.
+	FailureReason string
+	// CapturedAt is when the gateway took the money.
+	CapturedAt time.Time
+	At         time.Time
+}
+
+// CapturePayment records captured money on a pending or failed payment,
+// which is failed afterwards. ErrNotFound when it is neither or its money
+// is already captured; ErrConflict on payments_gateway_payment_id_key.
+func CapturePayment(ctx context.Context, db DB, id uuid.UUID, c Capture) (Payment, error) {
+	row, err := dbsqlc.New(db).CapturePayment(ctx, dbsqlc.CapturePaymentParams{
+		ID: id, FailureReason: c.FailureReason, UpdatedAt: c.At, CapturedAt: &c.CapturedAt,
+		GatewayPaymentID: c.GatewayPaymentID, GatewayTxID: c.GatewayTxID,
+	})
+	return row, MapError(err)
+}
+
 // PaymentWithGatewayID returns another payment of the interface (not
 // exceptID) that carries gatewayPaymentID; ErrNotFound when there is none.
 func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gatewayPaymentID string, exceptID uuid.UUID) (uuid.UUID, error) {
@@ -131,16 +154,30 @@ type ReconcileClaim struct {
 	Now         time.Time
 	BatchSize   int32
 	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
+	// MaxBackoff caps the wait between two checks of a pending payment,
+	// LateMaxBackoff of a failed one.
+	MaxBackoff     time.Duration
+	LateMaxBackoff time.Duration
+	// LateCapture is how long after it failed a gateway payment is still
+	// asked about ([payments].late_capture_days; 0: never).
+	LateCapture time.Duration
 }
 
-// ClaimDuePayments claims up to c.BatchSize pending gateway payments due at
-// c.Now, skipping rows another transaction holds, and reschedules them in
-// the same statement (attempts + 1, next at Now + min(BaseBackoff ·
-// 2^attempts, MaxBackoff)). Run it in its own short transaction.
+// ClaimDuePayments claims up to c.BatchSize gateway payments due at c.Now
+// (pending ones, and failed ones within c.LateCapture of their failure),
+// skipping rows another transaction holds, and reschedules them in the
+// same statement (attempts + 1, next at Now + min(BaseBackoff ·
+// 2^attempts, MaxBackoff or LateMaxBackoff), a failed one's at most at the
+// end of its window). Due payments there is nothing more to ask about are
+// unscheduled first. Run it in its own short transaction.
 func ClaimDuePayments(ctx context.Context, db DB, c ReconcileClaim) ([]Payment, error) {
-	rows, err := dbsqlc.New(db).ClaimDuePayments(ctx, dbsqlc.ClaimDuePaymentsParams{
+	q := dbsqlc.New(db)
+	if _, err := q.ExpireReconciliations(ctx, dbsqlc.ExpireReconciliationsParams{Now: c.Now, LateCapture: c.LateCapture}); err != nil {
+		return nil, MapError(err)
+	}
+	rows, err := q.ClaimDuePayments(ctx, dbsqlc.ClaimDuePaymentsParams{
 		Now: c.Now, BatchSize: c.BatchSize, BaseBackoff: c.BaseBackoff, MaxBackoff: c.MaxBackoff,
+		LateMaxBackoff: max(c.LateMaxBackoff, c.MaxBackoff), LateCapture: c.LateCapture,
 	})
 	return rows, MapError(err)
 }

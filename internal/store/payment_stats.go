@@ -58,3 +58,27 @@ func PendingRefundSummary(ctx context.Context, db DB) (PendingRefunds, error) {
 	}
 	return PendingRefunds{Count: row.Refunds, Oldest: &row.CreatedAt}, nil
 }
+
+// ToReturn is the captured money of one currency not returned yet: how many
+// payments hold some, how much (in cents), and when the oldest was
+// captured.
+type ToReturn struct {
+	Currency string
+	Payments int64
+	Cents    int64
+	Oldest   time.Time
+}
+
+// MoneyToReturn sums up the captured money not returned yet, per currency
+// (by code).
+func MoneyToReturn(ctx context.Context, db DB) ([]ToReturn, error) {
+	rows, err := dbsqlc.New(db).MoneyToReturn(ctx)
+	if err != nil {
+		return nil, MapError(err)
+	}
+	var out []ToReturn
+	for _, r := range rows {
+		out = append(out, ToReturn(r))
+	}
+	return out, nil
+}

@@ -30,8 +30,8 @@ func (b *bundle) insertPayments(t *testing.T, n int, status, currency, amount, r
 			SELECT $1, $3::numeric, $2 FROM generate_series(1, $7::int)
 			RETURNING id)
 		INSERT INTO payments (order_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency,
-		                      status, paid_at, created_at, updated_at)
-		SELECT id, $1, 'gateway', $6, $3::numeric, $4::numeric, $2, $8, `+paid+`, $5, $5 FROM o`,
+		                      status, paid_at, failed_at, created_at, updated_at)
+		SELECT id, $1, 'gateway', $6, $3::numeric, $4::numeric, $2, $8, `+paid+`, CASE WHEN $8 = 'failed' THEN $5::timestamptz END, $5, $5 FROM o`,
 		b.otherID, currency, amount, refunded, at, b.gatewayA, n, status)
 	require.NoError(t, err)
 }

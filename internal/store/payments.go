@@ -19,6 +19,9 @@ type PaymentFilter struct {
 	InvoiceID          *uuid.UUID
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
+	// ToReturn keeps the payments whose captured money is not returned in
+	// full (captured_amount > refunded_amount).
+	ToReturn bool
 }
 
 // GetPayment reads one payment; ErrNotFound when there is none.
@@ -34,13 +37,13 @@ func ListPayments(ctx context.Context, db DB, f PaymentFilter, limit, offset int
 	return countThenList(func() (int64, error) {
 		return q.CountPayments(ctx, dbsqlc.CountPaymentsParams{
 			CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
-			GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+			GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status, ToReturn: f.ToReturn,
 		})
 	}, offset,
 		func() ([]Payment, error) {
 			return q.ListPayments(ctx, dbsqlc.ListPaymentsParams{
 				CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
-				GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status,
+				GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status, ToReturn: f.ToReturn,
 				RowLimit: limit, RowOffset: offset,
 			})
 		})

@@ -109,7 +109,7 @@ func TestListPaymentsFiltersScopesAndOrdersNewestFirst(t *testing.T) {
 		}
 		p := b.pendingPayment()
 		p.InvoiceID = ptr(b.invoiceID)
-		p.Status = "failed"
+		p.Status, p.FailedAt = "failed", ptr(time.Now())
 		row, err := q.InsertPayment(ctx, p)
 		sameTime = append(sameTime, row.ID)
 		return err

@@ -20,13 +20,21 @@ const (
 	RefundFailed    = "failed"
 )
 
+// Refund destinations (refunds_destination_check).
+const (
+	RefundToGateway = "gateway"
+	RefundToBalance = "balance"
+)
+
 // NewRefund is a refund to insert.
 type NewRefund struct {
 	PaymentID uuid.UUID
 	Amount    money.Amount
 	// Status is RefundPending (a reservation) or RefundSucceeded.
 	Status string
-	Reason string
+	// Destination is RefundToGateway (the default) or RefundToBalance.
+	Destination string
+	Reason      string
 	// RequestedBy is the admin; nil for the system.
 	RequestedBy *uuid.UUID
 	CreatedAt   time.Time
@@ -34,8 +42,11 @@ type NewRefund struct {
 
 // InsertRefund inserts a refund row.
 func InsertRefund(ctx context.Context, db DB, r NewRefund) (Refund, error) {
+	if r.Destination == "" {
+		r.Destination = RefundToGateway
+	}
 	row, err := dbsqlc.New(db).InsertRefund(ctx, dbsqlc.InsertRefundParams{
-		PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, Reason: r.Reason,
+		PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, Destination: r.Destination, Reason: r.Reason,
 		RequestedBy: r.RequestedBy, CreatedAt: r.CreatedAt,
 	})
 	return row, MapError(err)

@@ -142,7 +142,7 @@ func TestSchemaRejectsBadRows(t *testing.T) {
 			run: func(tx pgx.Tx) error {
 				q := dbsqlc.New(tx)
 				p := b.pendingPayment()
-				p.Status = "failed"
+				p.Status, p.FailedAt = "failed", ptr(time.Now())
 				for range 2 {
 					row, err := q.InsertPayment(ctx, p)
 					if err != nil {
@@ -350,7 +350,7 @@ func TestSchemaAllowsANewPendingPaymentOnceThePreviousOneFailed(t *testing.T) {
 	_, err = b.q.InsertPayment(ctx, other)
 	require.NoError(t, err)
 
-	_, err = b.pool.Exec(ctx, `UPDATE payments SET status = 'failed' WHERE id = $1`, first.ID)
+	_, err = b.pool.Exec(ctx, `UPDATE payments SET status = 'failed', failed_at = now() WHERE id = $1`, first.ID)
 	require.NoError(t, err)
 	_, err = b.q.InsertPayment(ctx, b.pendingPayment())
 	require.NoError(t, err)

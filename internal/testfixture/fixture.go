@@ -91,11 +91,16 @@ func InsertPayment(t testing.TB, db store.DB, p Payment) uuid.UUID {
 	if p.Status == "success" || p.Status == "refunded" {
 		paidAt = &p.CreatedAt
 	}
+	var failedAt *time.Time
+	if p.Status == "failed" {
+		failedAt = &p.CreatedAt
+	}
 	refunded := money.Zero()
 	if p.Status == "refunded" {
 		refunded = money.MustParse(p.Amount)
 	}
-	return id(t, db, `INSERT INTO payments (order_id, customer_id, method, gateway_interface_id, amount, currency, status, paid_at, refunded_amount, created_at, updated_at)
-		VALUES ($1, $2, 'gateway', $3, $4, $5, $6, $7, $8, $9, $9) RETURNING id`,
-		p.Order, p.Customer, p.Gateway, money.MustParse(p.Amount), p.Currency, p.Status, paidAt, refunded, p.CreatedAt)
+	return id(t, db, `INSERT INTO payments (order_id, customer_id, method, gateway_interface_id, amount, currency, status, paid_at, failed_at,
+			refunded_amount, created_at, updated_at)
+		VALUES ($1, $2, 'gateway', $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING id`,
+		p.Order, p.Customer, p.Gateway, money.MustParse(p.Amount), p.Currency, p.Status, paidAt, failedAt, refunded, p.CreatedAt)
 }

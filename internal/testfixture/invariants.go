@@ -18,6 +18,7 @@ var moneyColumns = []struct{ table, column string }{
 	{"invoices", "paid_amount"},
 	{"payments", "amount"},
 	{"payments", "refunded_amount"},
+	{"payments", "captured_amount"},
 	{"refunds", "amount"},
 	{"customers", "balance"},
 	{"customers", "credit_limit"},
@@ -51,8 +52,10 @@ func violations(t testing.TB, db store.DB, rule, sql string) {
 //   - every balance transaction has balance_after = balance_before + amount;
 //   - per payment, the succeeded refunds sum to refunded_amount, and the
 //     succeeded and pending ones together never exceed the amount;
-//   - a payment is refunded exactly when refunded_amount = amount, and has
-//     paid_at exactly when it was paid;
+//   - a paid payment is refunded exactly when refunded_amount = amount, and
+//     a payment has paid_at exactly when it was paid; captured money (all
+//     of the amount) only on a failed payment, never returned beyond what
+//     was captured;
 //   - an invoice's paid_amount is the sum of its settled payments, never
 //     above its amount;
 //   - no order has more than one order_paid event, and a paid order's
@@ -103,8 +106,12 @@ func CheckMoneyInvariants(t testing.TB, db store.DB) {
 		    OR coalesce(r.reserved, 0) > p.amount`)
 	violations(t, db, "status refunded exactly when refunded_amount = amount; paid_at exactly when paid",
 		`SELECT id::text FROM payments
-		 WHERE (status = 'refunded') <> (refunded_amount = amount)
+		 WHERE (status = 'refunded') <> (refunded_amount = amount AND status <> 'failed')
 		    OR (status IN ('success', 'refunded')) <> (paid_at IS NOT NULL)`)
+	violations(t, db, "captured money only on a failed payment, all of it, returned at most once",
+		`SELECT id::text FROM payments
+		 WHERE (captured_amount <> 0 AND (status <> 'failed' OR captured_amount <> amount))
+		    OR (status = 'failed' AND refunded_amount > captured_amount)`)
 	violations(t, db, "invoice paid_amount = sum of its settled payments",
 		`SELECT i.id::text || ': paid ' || i.paid_amount::text || ', payments ' || coalesce(s.total, 0)::text
 		 FROM invoices i

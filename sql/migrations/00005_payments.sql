@@ -26,10 +26,20 @@ CREATE TABLE payments (
     qr_code              text          NOT NULL DEFAULT '',
     instructions         text          NOT NULL DEFAULT '',
     return_url           text          NOT NULL DEFAULT '',
-    -- Why the payment failed (gateway status, order cancelled, ...).
+    -- Why the payment failed (gateway status, order cancelled, ...), and when.
     failure_reason       text          NOT NULL DEFAULT '',
-    -- Reconciler bookkeeping for pending gateway payments: how often the
-    -- gateway was asked, and when to ask next (NULL: not scheduled).
+    failed_at            timestamptz,
+    -- Captured money: the gateway took the payment's amount although the
+    -- payment could no longer apply (a success reported after it failed,
+    -- or for an order or invoice already closed). The payment stays failed
+    -- (a final state is never left); the money is to be returned with
+    -- RefundPayment (refunded_amount counts what went back). captured_at is
+    -- when the gateway says it took the money.
+    captured_amount      NUMERIC(12,2) NOT NULL DEFAULT 0,
+    captured_at          timestamptz,
+    -- Reconciler bookkeeping for gateway payments, pending ones and failed
+    -- ones within [payments].late_capture_days: how often the gateway was
+    -- asked, and when to ask next (NULL: not scheduled).
     reconcile_attempts   integer       NOT NULL DEFAULT 0,
     next_reconcile_at    timestamptz,
     created_at           timestamptz   NOT NULL DEFAULT now(),
@@ -42,12 +52,20 @@ CREATE TABLE payments (
         (method = 'gateway') = (gateway_interface_id IS NOT NULL)),
     CONSTRAINT payments_amount_check CHECK (amount > 0),
     CONSTRAINT payments_refunded_amount_check CHECK (refunded_amount >= 0 AND refunded_amount <= amount),
-    -- Only a paid payment can have refunds, and it is "refunded" exactly when
-    -- the refunds reach the full amount (a partial refund stays "success").
+    -- Only a paid payment, or a failed one whose money was captured, can
+    -- have refunds; a paid one is "refunded" exactly when the refunds reach
+    -- the full amount (a partial refund stays "success"); captured money
+    -- returned in full leaves the payment failed.
     CONSTRAINT payments_refund_requires_paid_check CHECK (
-        refunded_amount = 0 OR status IN ('success', 'refunded')),
+        refunded_amount = 0 OR status IN ('success', 'refunded') OR (status = 'failed' AND captured_amount > 0)),
     CONSTRAINT payments_refunded_status_check CHECK (
-        (status = 'refunded') = (refunded_amount = amount)),
+        (status = 'refunded') = (refunded_amount = amount AND status <> 'failed')),
+    -- failed_at is set exactly when the payment failed.
+    CONSTRAINT payments_failed_at_check CHECK ((status = 'failed') = (failed_at IS NOT NULL)),
+    -- Money is captured in full or not at all, only on a failed payment.
+    CONSTRAINT payments_captured_check CHECK (
+        (captured_amount = 0 AND captured_at IS NULL)
+        OR (status = 'failed' AND captured_amount = amount AND captured_at IS NOT NULL)),
     -- paid_at is set exactly when the money was received.
     CONSTRAINT payments_paid_at_check CHECK (
         (status IN ('success', 'refunded')) = (paid_at IS NOT NULL)),
@@ -78,10 +96,15 @@ CREATE INDEX payments_customer_id_idx ON payments (customer_id, created_at DESC,
 CREATE INDEX payments_order_id_idx ON payments (order_id);
 CREATE INDEX payments_invoice_id_idx ON payments (invoice_id);
 CREATE INDEX payments_gateway_interface_id_idx ON payments (gateway_interface_id, created_at DESC, id DESC);
--- The reconciler asks the gateway about pending payments that are due.
-CREATE INDEX payments_reconcile_idx ON payments (next_reconcile_at) WHERE status = 'pending';
+-- The reconciler asks the gateway about the payments that are due (pending
+-- ones, and failed ones within [payments].late_capture_days).
+CREATE INDEX payments_reconcile_idx ON payments (next_reconcile_at) WHERE next_reconcile_at IS NOT NULL;
+-- Captured money not yet returned in full (few): ListPayments' to_return
+-- filter, GetPaymentStats' "money to return".
+CREATE INDEX payments_to_return_idx ON payments (created_at DESC, id DESC) WHERE captured_amount > refunded_amount;
 
 COMMENT ON COLUMN payments.status IS 'pending | success | failed | refunded. pending -> success | failed; success -> refunded when refunded_amount reaches amount.';
+COMMENT ON COLUMN payments.captured_amount IS 'Money the gateway captured for a failed payment (0 or amount), to be returned; refunded_amount counts what went back.';
 COMMENT ON COLUMN payments.amount IS 'Amount to pay, NUMERIC(12,2), > 0, in payments.currency.';
 COMMENT ON COLUMN payments.refunded_amount IS 'Sum of the refunds of this payment, NUMERIC(12,2), 0 <= refunded_amount <= amount.';
 
@@ -98,9 +121,15 @@ CREATE TABLE refunds (
     requested_by      uuid          REFERENCES admin_users (id) ON DELETE RESTRICT,
     -- Last error of the gateway refund call.
     error             text          NOT NULL DEFAULT '',
+    -- Where the money goes: back through the payment's gateway, or to the
+    -- customer's balance (a balance payment's refund always; a gateway
+    -- payment's when the admin chooses it), decided in one transaction.
+    destination       text          NOT NULL DEFAULT 'gateway',
     created_at        timestamptz   NOT NULL DEFAULT now(),
     updated_at        timestamptz   NOT NULL DEFAULT now(),
     CONSTRAINT refunds_status_check CHECK (status IN ('pending', 'succeeded', 'failed')),
+    CONSTRAINT refunds_destination_check CHECK (
+        destination = 'gateway' OR (destination = 'balance' AND status = 'succeeded')),
     CONSTRAINT refunds_amount_check CHECK (amount > 0)
 );
 

@@ -55,7 +55,11 @@ RETURNING *;
 UPDATE payments
 SET status = 'failed',
     failure_reason = @failure_reason,
-    next_reconcile_at = NULL,
+    failed_at = @updated_at::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = @updated_at
 WHERE order_id = @order_id
   AND status = 'pending'
@@ -67,7 +71,11 @@ RETURNING *;
 UPDATE payments
 SET status = 'failed',
     failure_reason = @failure_reason,
-    next_reconcile_at = NULL,
+    failed_at = @updated_at::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = @updated_at
 WHERE invoice_id = @invoice_id
   AND status = 'pending'

@@ -87,10 +87,37 @@ RETURNING *;
 UPDATE payments
 SET status = 'failed',
     failure_reason = @failure_reason,
-    next_reconcile_at = NULL,
+    failed_at = @updated_at::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = @updated_at
 WHERE id = @id
   AND status = 'pending'
+RETURNING *;
+
+-- name: CapturePayment :one
+-- Records money the gateway captured for a payment that can no longer
+-- apply: a pending one fails with the reason, a failed one keeps its own;
+-- either way it stays failed with captured_amount = amount, the gateway's
+-- ids (for the refund) and no further reconciliation. No row
+-- (store.ErrNotFound) when the payment is neither pending nor failed, or
+-- its money is already captured. payments_gateway_payment_id_key refuses a
+-- gateway id that another payment of the interface carries.
+UPDATE payments
+SET status = 'failed',
+    failure_reason = CASE WHEN status = 'pending' THEN @failure_reason ELSE failure_reason END,
+    failed_at = coalesce(failed_at, @updated_at),
+    captured_amount = amount,
+    captured_at = @captured_at,
+    gateway_payment_id = @gateway_payment_id,
+    gateway_tx_id = @gateway_tx_id,
+    next_reconcile_at = NULL,
+    updated_at = @updated_at
+WHERE id = @id
+  AND status IN ('pending', 'failed')
+  AND captured_amount = 0
 RETURNING *;
 
 -- name: PaymentWithGatewayID :one
@@ -111,7 +138,11 @@ LIMIT 1;
 UPDATE payments
 SET status = 'failed',
     failure_reason = @failure_reason,
-    next_reconcile_at = NULL,
+    failed_at = @updated_at::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = @updated_at
 WHERE order_id = @order_id
   AND invoice_id IS NULL
@@ -134,28 +165,57 @@ WHERE id = @id
   AND paid_amount + @amount <= amount
 RETURNING *;
 
+-- name: ExpireReconciliations :execrows
+-- Unschedules, before a claim, the due payments there is nothing more to
+-- ask about: settled ones, failed ones whose money is captured, and failed
+-- ones scheduled after their late_capture window (failed_at +
+-- late_capture) closed. Rows another transaction holds are left for the
+-- next round. Uses payments_reconcile_idx.
+WITH done AS (
+    SELECT id FROM payments
+    WHERE payments.next_reconcile_at <= sqlc.arg('now')::timestamptz
+      AND NOT (payments.method = 'gateway' AND (payments.status = 'pending'
+          OR (payments.status = 'failed' AND payments.captured_amount = 0
+              AND payments.failed_at + sqlc.arg('late_capture')::interval >= payments.next_reconcile_at)))
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payments p
+SET next_reconcile_at = NULL
+FROM done
+WHERE p.id = done.id;
+
 -- name: ClaimDuePayments :many
--- The reconciler's claim: up to batch_size pending gateway payments whose
--- next_reconcile_at has come, locked with SKIP LOCKED so that concurrent
--- reconcilers (and a callback holding the row) never get the same payment,
--- and rescheduled in the same statement: attempts + 1, next time by
--- exponential backoff (base_backoff * 2^attempts, at most max_backoff): so
--- a claimed payment is not due again for anyone until then, even after
--- this transaction commits. Uses payments_reconcile_idx.
+-- The reconciler's claim: up to batch_size gateway payments whose
+-- next_reconcile_at has come (pending ones, and failed ones within their
+-- late_capture window: ExpireReconciliations has unscheduled the rest),
+-- locked with SKIP LOCKED so that concurrent reconcilers (and a callback
+-- holding the row) never get the same payment, and rescheduled in the same
+-- statement: attempts + 1, next time by exponential backoff
+-- (base_backoff * 2^attempts, at most max_backoff for a pending payment,
+-- late_max_backoff for a failed one, whose last check falls on the end of
+-- its window): so a claimed payment is not due again for anyone until then,
+-- even after this transaction commits. Uses payments_reconcile_idx.
 WITH due AS (
     SELECT id FROM payments
-    WHERE payments.status = 'pending'
+    WHERE payments.next_reconcile_at <= sqlc.arg('now')::timestamptz
       AND payments.method = 'gateway'
-      AND payments.next_reconcile_at <= sqlc.arg('now')::timestamptz
+      AND payments.status IN ('pending', 'failed')
     ORDER BY payments.next_reconcile_at, payments.id
     LIMIT sqlc.arg('batch_size')::integer
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payments p
 SET reconcile_attempts = p.reconcile_attempts + 1,
-    next_reconcile_at = sqlc.arg('now')::timestamptz + least(
-        sqlc.arg('base_backoff')::interval * power(2, least(p.reconcile_attempts, 30)),
-        sqlc.arg('max_backoff')::interval)
+    next_reconcile_at = CASE
+        WHEN p.status = 'pending' THEN sqlc.arg('now')::timestamptz + least(
+            sqlc.arg('base_backoff')::interval * power(2, least(p.reconcile_attempts, 30)),
+            sqlc.arg('max_backoff')::interval)
+        WHEN p.failed_at + sqlc.arg('late_capture')::interval > sqlc.arg('now')::timestamptz THEN least(
+            sqlc.arg('now')::timestamptz + least(
+                sqlc.arg('base_backoff')::interval * power(2, least(p.reconcile_attempts, 30)),
+                sqlc.arg('late_max_backoff')::interval),
+            p.failed_at + sqlc.arg('late_capture')::interval)
+        END
 FROM due
 WHERE p.id = due.id
 RETURNING p.*;

@@ -16,9 +16,9 @@ GROUP BY status, currency
 ORDER BY status, currency;
 
 -- name: CountPendingPayments :one
--- Every payment pending now, whenever it was created: the partial indexes
--- on status = 'pending' (payments_reconcile_idx, payments_one_pending_key)
--- hold exactly these rows.
+-- Every payment pending now, whenever it was created: the partial index
+-- on status = 'pending' (payments_one_pending_key) holds exactly these
+-- rows.
 SELECT count(*) FROM payments
 WHERE status = 'pending';
 
@@ -33,3 +33,17 @@ FROM refunds
 WHERE status = 'pending'
 ORDER BY created_at
 LIMIT 1;
+
+-- name: MoneyToReturn :many
+-- Captured money not returned yet, per currency, whenever it was captured:
+-- the failed payments whose gateway took the money after all, how much of
+-- it is still to go back (captured - refunded, in cents) and when the
+-- oldest was captured. The rows of payments_to_return_idx (few).
+SELECT currency,
+       count(*) AS payments,
+       ((sum(captured_amount) - sum(refunded_amount)) * 100)::bigint AS cents,
+       min(captured_at)::timestamptz AS oldest
+FROM payments
+WHERE captured_amount > refunded_amount
+GROUP BY currency
+ORDER BY currency;

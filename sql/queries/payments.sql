@@ -24,7 +24,8 @@ INSERT INTO payments (
     status,
     paid_at,
     return_url,
-    next_reconcile_at
+    next_reconcile_at,
+    failed_at
 ) VALUES (
     sqlc.narg('order_id'),
     sqlc.narg('invoice_id'),
@@ -36,19 +37,22 @@ INSERT INTO payments (
     @status,
     sqlc.narg('paid_at'),
     @return_url,
-    sqlc.narg('next_reconcile_at')
+    sqlc.narg('next_reconcile_at'),
+    sqlc.narg('failed_at')
 )
 RETURNING *;
 
 -- name: ListPayments :many
 -- Every filter is optional (NULL: no filter). customer_id scopes the list to
--- one customer's payments; it is set for every customer caller.
+-- one customer's payments; it is set for every customer caller. to_return
+-- keeps the payments whose captured money is not returned in full.
 SELECT * FROM payments
 WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
   AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
   AND (sqlc.narg('invoice_id')::uuid IS NULL OR invoice_id = sqlc.narg('invoice_id'))
   AND (sqlc.narg('gateway_interface_id')::uuid IS NULL OR gateway_interface_id = sqlc.narg('gateway_interface_id'))
   AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+  AND (NOT @to_return::boolean OR captured_amount > refunded_amount)
 ORDER BY created_at DESC, id DESC
 LIMIT @row_limit::bigint
 OFFSET @row_offset::bigint;
@@ -60,4 +64,5 @@ WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('custom
   AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
   AND (sqlc.narg('invoice_id')::uuid IS NULL OR invoice_id = sqlc.narg('invoice_id'))
   AND (sqlc.narg('gateway_interface_id')::uuid IS NULL OR gateway_interface_id = sqlc.narg('gateway_interface_id'))
-  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'));
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+  AND (NOT @to_return::boolean OR captured_amount > refunded_amount);

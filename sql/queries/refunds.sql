@@ -4,9 +4,9 @@
 
 -- name: InsertRefund :one
 -- status is pending (a reservation before the gateway is asked) or
--- succeeded (a balance refund, credited in the same transaction).
-INSERT INTO refunds (payment_id, amount, status, reason, requested_by, created_at, updated_at)
-VALUES (@payment_id, @amount, @status, @reason, sqlc.narg('requested_by'), @created_at, @created_at)
+-- succeeded (a refund to the balance, credited in the same transaction).
+INSERT INTO refunds (payment_id, amount, status, destination, reason, requested_by, created_at, updated_at)
+VALUES (@payment_id, @amount, @status, @destination, @reason, sqlc.narg('requested_by'), @created_at, @created_at)
 RETURNING *;
 
 -- name: ReservedRefundAmount :one
@@ -42,16 +42,18 @@ WHERE id = @id
 RETURNING *;
 
 -- name: AddRefundedAmount :one
--- Adds a succeeded refund to a successful payment; the payment becomes
--- refunded when refunded_amount reaches amount (the CHECKs demand exactly
--- that). No row (store.ErrNotFound) when the payment is not success or the
--- refund would exceed the amount. Call it with the payment row locked.
+-- Adds a succeeded refund to a successful payment, or to a failed one whose
+-- money was captured; a successful payment becomes refunded when
+-- refunded_amount reaches amount (the CHECKs demand exactly that), a failed
+-- one stays failed. No row (store.ErrNotFound) when the payment cannot be
+-- refunded or the refund would exceed what it took. Call it with the payment
+-- row locked.
 UPDATE payments
 SET refunded_amount = refunded_amount + @amount,
-    status = CASE WHEN refunded_amount + @amount = amount THEN 'refunded' ELSE status END,
+    status = CASE WHEN status = 'success' AND refunded_amount + @amount = amount THEN 'refunded' ELSE status END,
     updated_at = @updated_at
 WHERE id = @id
-  AND status = 'success'
+  AND (status = 'success' OR (status = 'failed' AND captured_amount > 0))
   AND refunded_amount + @amount <= amount
 RETURNING *;
 

@@ -27,6 +27,24 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
         pendingRefunds(s),
         link("refunds?status=pending", "Show pending refunds"),
       ]),
+      stat(
+        "Money to return",
+        s.toReturn.length ? s.toReturn.map((r) => money(r.amount, r.currency)).join(", ") : "none",
+        "money-to-return",
+        s.toReturn.length
+          ? [
+              h(
+                "small",
+                null,
+                `${s.toReturn.reduce((n, r) => n + r.payments, 0n)} payment(s) whose order could no longer take the money; oldest captured ${age(
+                  s.toReturn.reduce((a, r) => (r.oldestCapturedAt < a ? r.oldestCapturedAt : a), s.toReturn[0]!.oldestCapturedAt),
+                  s.asOf,
+                )} ago`,
+              ),
+              link("payments?return=1", "Show money to return"),
+            ]
+          : h("small", null, "no captured money waits to go back"),
+      ),
     ),
     s.succeeded.length
       ? table(

@@ -50,7 +50,7 @@ export function forgetInterfaceNames(): void {
 export function paymentColumns(ifaces: Map<string, string>): Column<PaymentRecord>[] {
   return [
     { header: "Payment", cell: (p) => idLink(`payments/${p.id}`, p.id) },
-    { header: "Status", cell: (p) => badge(p.status) },
+    { header: "Status", cell: (p) => (toReturn(p) > 0n ? [badge(p.status), " ", h("span", { class: "badge badge-warn" }, "money to return")] : badge(p.status)) },
     { header: "Amount", numeric: true, cell: (p) => money(p.amount, p.currency) },
     { header: "Refunded", numeric: true, cell: (p) => (toCents(p.refundedAmount || "0") ? money(p.refundedAmount, p.currency) : "—") },
     { header: "Order", cell: (p) => (p.orderId ? idLink(`orders/${p.orderId}`, p.orderId) : "—") },
@@ -65,6 +65,12 @@ export function paymentColumns(ifaces: Map<string, string>): Column<PaymentRecor
     { header: "Created", cell: (p) => dateTime(p.createdAt) },
     { header: "Paid", cell: (p) => dateTime(p.paidAt) },
   ];
+}
+
+/** The captured money of a failed payment not yet returned, in cents: the
+ * gateway took it after the payment could no longer apply. */
+export function toReturn(p: PaymentRecord): bigint {
+  return refundable(p.capturedAmount || "0", p.refundedAmount);
 }
 
 function page(q: URLSearchParams): number {
@@ -98,21 +104,23 @@ export function paymentsView({ query, signal }: RouteContext): HTMLElement {
     iface.replaceWith(sel);
     iface = sel;
   });
+  const back = h("input", { type: "checkbox", name: "return", checked: query.get("return") === "1" });
   const form = h(
     "form",
     { class: "filters", role: "search", "aria-label": "Filter payments" },
     field("Status", status),
     field("Order", order),
     field("Gateway interface", iface),
+    field("Money to return", back, "Only payments whose captured money has not gone back yet."),
     h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
   );
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    setQuery({ status: status.value, order: order.value.trim(), interface: iface.value.trim(), page: undefined });
+    setQuery({ status: status.value, order: order.value.trim(), interface: iface.value.trim(), return: back.checked ? "1" : undefined, page: undefined });
   });
   form.addEventListener("reset", (ev) => {
     ev.preventDefault();
-    setQuery({ status: undefined, order: undefined, interface: undefined, page: undefined });
+    setQuery({ status: undefined, order: undefined, interface: undefined, return: undefined, page: undefined });
   });
 
   const list = loadBlock("payments", async () => {
@@ -122,6 +130,7 @@ export function paymentsView({ query, signal }: RouteContext): HTMLElement {
         status: query.get("status") || undefined,
         orderId: query.get("order") || undefined,
         gatewayInterfaceId: query.get("interface") || undefined,
+        toReturn: query.get("return") === "1",
       },
       { signal },
     );
@@ -191,6 +200,17 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: Reload): HTM
         ["Gateway payment id", p.gatewayPaymentId],
         ["Gateway transaction", p.gatewayTxId],
         ["Paid", dateTime(p.paidAt)],
+        ["Failed", p.failedAt ? `${dateTime(p.failedAt)}: ${p.failureReason}` : ""],
+        [
+          "Captured",
+          toCents(p.capturedAmount || "0")
+            ? h(
+                "span",
+                { "data-testid": "captured-amount" },
+                `${money(p.capturedAmount, p.currency)} on ${dateTime(p.capturedAt)}; ${money(fromCents(toReturn(p)), p.currency)} still to return`,
+              )
+            : "",
+        ],
         ["Created", dateTime(p.createdAt)],
         ["Updated", dateTime(p.updatedAt)],
       ]),
@@ -237,6 +257,7 @@ function refundColumns(p: PaymentRecord, reload: Reload): Column<Refund>[] {
     { header: "Refund", cell: (r) => h("code", { title: r.id }, shortId(r.id)) },
     { header: "Status", cell: (r) => badge(r.status) },
     { header: "Amount", numeric: true, cell: (r) => money(r.amount, p.currency) },
+    { header: "To", cell: (r) => (r.destination === "balance" ? "balance" : "gateway") },
     { header: "Reason", cell: (r) => r.reason || "—" },
     { header: "Gateway refund id", cell: (r) => (r.gatewayRefundId ? h("code", null, r.gatewayRefundId) : "—") },
     // What the gateway said: its success text, what to send back or why
@@ -418,18 +439,22 @@ function interfaceLink(id: string): HTMLElement {
 
 function actions(p: PaymentRecord, refunds: Promise<Refund[]>, reload: Reload): HTMLElement | null {
   const blocks: HTMLElement[] = [];
-  if (p.status === "success") {
+  if (p.status === "success" || toReturn(p) > 0n) {
     blocks.push(loadBlock("refund form", () => refundForm(p, refunds, reload)));
   }
-  if (p.status === "pending" && p.gatewayInterfaceId) {
+  const late = p.status === "failed" && !toCents(p.capturedAmount || "0");
+  if ((p.status === "pending" || late) && p.gatewayInterfaceId) {
     // Only a bank-transfer payment is confirmed by hand; the interface says
-    // which plugin it goes through.
+    // which plugin it goes through. A transfer that arrives after its
+    // payment failed is recorded as money to return.
     blocks.push(
       loadBlock("gateway interface", async () => {
         const { gatewayInterface } = await gateways.getGatewayInterface({ id: p.gatewayInterfaceId });
         return gatewayInterface?.pluginName === "bank_transfer" ? confirmTransferForm(p, reload) : null;
       }),
     );
+  }
+  if (p.status === "pending" && p.gatewayInterfaceId) {
     blocks.push(syncButton(p, reload));
   }
   if (blocks.length === 0) {
@@ -438,42 +463,109 @@ function actions(p: PaymentRecord, refunds: Promise<Refund[]>, reload: Reload): 
   return h("section", { class: "card", "aria-labelledby": "payment-actions" }, h("h2", { id: "payment-actions" }, "Actions"), blocks);
 }
 
-/** The refund form: an amount (empty: all that is left), an optional
- * reason, a confirmation; afterwards the page says what the refund came to.
- * What pending refunds reserve cannot be refunded again. */
+/** The refund form: an amount (empty: all that is left), where the money
+ * goes (a gateway payment's: back through its gateway, or to the customer's
+ * balance), an optional reason, a confirmation; afterwards the page says
+ * what the refund came to. What pending refunds reserve cannot be refunded
+ * again. For captured money (a failed payment whose gateway took the money
+ * after all) it is the "Return captured money" form, with a one-step
+ * "Credit to balance". */
 async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: Reload): Promise<HTMLElement> {
   // Without the list the service still refuses too much; the form just
   // offers it.
   const pending = (await refunds.catch(() => [] as Refund[])).filter((r) => r.status === "pending");
   const reserved = pending.reduce((n, r) => n + (toCents(r.amount) ?? 0n), 0n);
-  const unrefunded = refundable(p.amount, p.refundedAmount);
+  const captured = p.status === "failed";
+  const title = captured ? "Return captured money" : "Refund";
+  const unrefunded = captured ? toReturn(p) : refundable(p.amount, p.refundedAmount);
   const left = unrefunded > reserved ? unrefunded - reserved : 0n;
   const reservedText = `${money(fromCents(reserved), p.currency)} ${pending.length === 1 ? "is" : "are"} reserved by ${pending.length === 1 ? "a pending refund" : `${pending.length} pending refunds`}`;
   if (left === 0n) {
     return h(
       "div",
-      { class: "action-form", role: "group", "aria-label": "Refund" },
-      h("h3", null, "Refund"),
+      { class: "action-form", role: "group", "aria-label": title },
+      h("h3", null, title),
       h("p", null, `Nothing left to refund: ${reservedText}. Record what became of ${pending.length === 1 ? "it" : "them"} in the refunds below.`),
     );
   }
   const amount = h("input", { name: "amount", inputmode: "decimal", autocomplete: "off", placeholder: fromCents(left), size: 12 });
   const reason = h("input", { name: "reason", autocomplete: "off", maxlength: 500, size: 40 });
-  const submit = h("button", { type: "submit", class: "danger" }, "Refund…");
+  // A balance payment always goes back to the balance.
+  const destination = p.gatewayInterfaceId
+    ? h(
+        "select",
+        { name: "destination" },
+        h("option", { value: "gateway" }, "Back through the gateway"),
+        h("option", { value: "balance" }, "To the customer's balance"),
+      )
+    : null;
+  const submit = h("button", { type: "submit", class: "danger" }, captured ? "Return…" : "Refund…");
   const errors = alertSlot();
+  const toBalance = captured
+    ? h("button", { type: "button", class: "primary", "data-testid": "credit-to-balance" }, `Credit ${money(fromCents(left), p.currency)} to balance…`)
+    : null;
   const form = h(
     "form",
-    { class: "action-form", "aria-label": "Refund" },
-    h("h3", null, "Refund"),
+    { class: "action-form", "aria-label": title },
+    h("h3", null, title),
+    captured
+      ? h(
+          "p",
+          null,
+          `The gateway took ${money(p.capturedAmount, p.currency)} after this payment could no longer apply (${p.failureReason || "it had failed"}). ` +
+            "Send it back through the gateway, or credit it to the customer's balance in one step.",
+        )
+      : null,
+    toBalance,
     field(
       "Amount",
       amount,
       `Leave empty to refund everything not yet refunded (${money(fromCents(left), p.currency)}).${reserved > 0n ? ` ${reservedText}.` : ""}`,
     ),
+    destination ? field("Send to", destination, "Where the money goes: the payer's account at the gateway, or the customer's balance here (at once).") : null,
     field("Reason", reason, "Optional: why the money goes back; kept on the refund and in the audit log."),
     errors,
     submit,
   );
+  // send refunds cents (all that is left when whole) to where, after the
+  // admin confirmed, and reloads the page with what it came to.
+  const send = async (button: HTMLButtonElement, cents: bigint, whole: boolean, where: string | undefined, why: string) => {
+    let answer: RefundPaymentResponse | undefined;
+    // An error that comes after the refund row was made (the gateway
+    // refused, or its answer was lost) reloads the page, which lists it.
+    let refused = null as RefundNotice | null;
+    const ok = await busy(button, errors, async () => {
+      try {
+        // An empty amount asks the service to refund the whole remainder.
+        answer = await payments.refundPayment({ paymentId: p.id, amount: whole ? "" : fromCents(cents), reason: why, destination: where });
+      } catch (err) {
+        const ce = ConnectError.from(err);
+        refused = refundRefused(ce.code, ce.rawMessage);
+        throw err;
+      }
+    });
+    const n = ok
+      ? answer?.refund
+        ? refundAnswered(answer.refund, p.currency)
+        : { tone: "ok" as const, title: `Refunded ${money(fromCents(cents), p.currency)}`, lines: [] }
+      : refused;
+    if (n) {
+      announce(`${n.title}.`);
+      reload(n);
+    }
+  };
+  toBalance?.addEventListener("click", async () => {
+    const why = reason.value.trim();
+    const yes = await confirmDialog({
+      title: "Credit to the customer's balance?",
+      body: [
+        h("p", null, `${money(fromCents(left), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), " is credited to the customer's balance at once, with a refund ledger entry. Nothing goes back through the gateway."),
+        why ? h("p", null, `Reason: ${why}`) : null,
+      ],
+      confirm: `Credit ${money(fromCents(left), p.currency)}`,
+    });
+    if (yes) await send(toBalance, left, true, "balance", why);
+  });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const raw = amount.value.trim();
@@ -493,40 +585,20 @@ async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: 
       cents = c;
     }
     const why = reason.value.trim();
+    const where = destination?.value;
     const full = cents === left;
     const yes = await confirmDialog({
       title: full ? "Refund in full?" : "Refund part of this payment?",
       body: [
         h("p", null, `Refund ${money(fromCents(cents), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), full ? ". Nothing will be left to refund." : `. ${money(fromCents(left - cents), p.currency)} will remain refundable.`),
+        where === "balance" ? h("p", null, "The money is credited to the customer's balance, not sent back through the gateway.") : null,
         why ? h("p", null, `Reason: ${why}`) : null,
       ],
       confirm: `Refund ${money(fromCents(cents), p.currency)}`,
       danger: true,
     });
     if (!yes) return;
-    let answer: RefundPaymentResponse | undefined;
-    // An error that comes after the refund row was made (the gateway
-    // refused, or its answer was lost) reloads the page, which lists it.
-    let refused = null as RefundNotice | null;
-    const ok = await busy(submit, errors, async () => {
-      try {
-        // An empty amount asks the service to refund the whole remainder.
-        answer = await payments.refundPayment({ paymentId: p.id, amount: raw === "" ? "" : fromCents(cents), reason: why });
-      } catch (err) {
-        const ce = ConnectError.from(err);
-        refused = refundRefused(ce.code, ce.rawMessage);
-        throw err;
-      }
-    });
-    const n = ok
-      ? answer?.refund
-        ? refundAnswered(answer.refund, p.currency)
-        : { tone: "ok" as const, title: `Refunded ${money(fromCents(cents), p.currency)}`, lines: [] }
-      : refused;
-    if (n) {
-      announce(`${n.title}.`);
-      reload(n);
-    }
+    await send(submit, cents, raw === "", where, why);
   });
   return form;
 }
@@ -552,7 +624,13 @@ function confirmTransferForm(p: PaymentRecord, reload: Reload): HTMLElement {
     }
     const yes = await confirmDialog({
       title: "Confirm the bank transfer?",
-      body: h("p", null, `The payment of ${money(p.amount, p.currency)} becomes successful and its order is marked paid.`),
+      body: h(
+        "p",
+        null,
+        p.status === "failed"
+          ? `This payment failed (${p.failureReason || "its order closed"}): the ${money(p.amount, p.currency)} that arrived is recorded as money to return, which you can then credit to the customer's balance or send back.`
+          : `The payment of ${money(p.amount, p.currency)} becomes successful and its order is marked paid.`,
+      ),
       confirm: "Confirm transfer",
     });
     if (!yes) return;

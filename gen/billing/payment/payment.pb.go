@@ -57,8 +57,21 @@ type PaymentRecord struct {
 	UpdatedAt string `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Sum of successful refunds, a decimal string with two fractional digits.
 	RefundedAmount string `protobuf:"bytes,13,opt,name=refunded_amount,json=refundedAmount,proto3" json:"refunded_amount,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Money the gateway captured although the payment could no longer apply
+	// (a success reported after it failed, or for an order or invoice already
+	// closed): the payment stays failed and the money is to be returned with
+	// RefundPayment; refunded_amount counts what went back. "0.00" otherwise.
+	CapturedAmount string `protobuf:"bytes,14,opt,name=captured_amount,json=capturedAmount,proto3" json:"captured_amount,omitempty"`
+	// When the gateway took that money, RFC 3339; empty when none was
+	// captured.
+	CapturedAt string `protobuf:"bytes,15,opt,name=captured_at,json=capturedAt,proto3" json:"captured_at,omitempty"`
+	// When the payment failed, RFC 3339; empty unless status is failed.
+	FailedAt string `protobuf:"bytes,16,opt,name=failed_at,json=failedAt,proto3" json:"failed_at,omitempty"`
+	// Why the payment failed (the gateway's word, the order cancelled or paid
+	// otherwise); empty unless status is failed.
+	FailureReason string `protobuf:"bytes,17,opt,name=failure_reason,json=failureReason,proto3" json:"failure_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PaymentRecord) Reset() {
@@ -178,6 +191,34 @@ func (x *PaymentRecord) GetUpdatedAt() string {
 func (x *PaymentRecord) GetRefundedAmount() string {
 	if x != nil {
 		return x.RefundedAmount
+	}
+	return ""
+}
+
+func (x *PaymentRecord) GetCapturedAmount() string {
+	if x != nil {
+		return x.CapturedAmount
+	}
+	return ""
+}
+
+func (x *PaymentRecord) GetCapturedAt() string {
+	if x != nil {
+		return x.CapturedAt
+	}
+	return ""
+}
+
+func (x *PaymentRecord) GetFailedAt() string {
+	if x != nil {
+		return x.FailedAt
+	}
+	return ""
+}
+
+func (x *PaymentRecord) GetFailureReason() string {
+	if x != nil {
+		return x.FailureReason
 	}
 	return ""
 }
@@ -465,7 +506,10 @@ type ListPaymentsRequest struct {
 	// Only payments through this gateway interface.
 	GatewayInterfaceId *string `protobuf:"bytes,4,opt,name=gateway_interface_id,json=gatewayInterfaceId,proto3,oneof" json:"gateway_interface_id,omitempty"`
 	// Only payments in this status.
-	Status        *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	Status *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// Only payments whose captured money is not returned in full
+	// (captured_amount > refunded_amount): the money to return.
+	ToReturn      bool `protobuf:"varint,6,opt,name=to_return,json=toReturn,proto3" json:"to_return,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +577,13 @@ func (x *ListPaymentsRequest) GetStatus() string {
 		return *x.Status
 	}
 	return ""
+}
+
+func (x *ListPaymentsRequest) GetToReturn() bool {
+	if x != nil {
+		return x.ToReturn
+	}
+	return false
 }
 
 type ListPaymentsResponse struct {
@@ -877,7 +928,13 @@ type RefundPaymentRequest struct {
 	Amount string `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	// Why the money goes back (optional; kept on the refund and in the audit
 	// log).
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Where the money goes: "gateway" (back through the payment's gateway) or
+	// "balance" (credited to the customer's balance at once, which must be in
+	// the payment's currency). Unset: the payment's own way, its gateway or,
+	// for a balance payment, the balance. A balance payment cannot go back
+	// through a gateway.
+	Destination   *string `protobuf:"bytes,4,opt,name=destination,proto3,oneof" json:"destination,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +986,13 @@ func (x *RefundPaymentRequest) GetAmount() string {
 func (x *RefundPaymentRequest) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *RefundPaymentRequest) GetDestination() string {
+	if x != nil && x.Destination != nil {
+		return *x.Destination
 	}
 	return ""
 }
@@ -1021,7 +1085,9 @@ type Refund struct {
 	// What the gateway or the service said about the refund, whatever its
 	// outcome: the gateway's text for a succeeded one, what is awaited or
 	// why the outcome is unknown for a pending one, why a failed one failed.
-	Message       string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
+	// Where the money went: gateway or balance.
+	Destination   string `protobuf:"bytes,13,opt,name=destination,proto3" json:"destination,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1140,11 +1206,18 @@ func (x *Refund) GetMessage() string {
 	return ""
 }
 
+func (x *Refund) GetDestination() string {
+	if x != nil {
+		return x.Destination
+	}
+	return ""
+}
+
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_proto_rawDesc = "" +
 	"\n" +
-	"\x1dbilling/payment/payment.proto\x12\x0fbilling.payment\x1a\x1bbuf/validate/validate.proto\"\xa9\x03\n" +
+	"\x1dbilling/payment/payment.proto\x12\x0fbilling.payment\x1a\x1bbuf/validate/validate.proto\"\xb7\x04\n" +
 	"\rPaymentRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -1162,7 +1235,12 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"created_at\x18\v \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
 	"updated_at\x18\f \x01(\tR\tupdatedAt\x12'\n" +
-	"\x0frefunded_amount\x18\r \x01(\tR\x0erefundedAmount\"R\n" +
+	"\x0frefunded_amount\x18\r \x01(\tR\x0erefundedAmount\x12'\n" +
+	"\x0fcaptured_amount\x18\x0e \x01(\tR\x0ecapturedAmount\x12\x1f\n" +
+	"\vcaptured_at\x18\x0f \x01(\tR\n" +
+	"capturedAt\x12\x1b\n" +
+	"\tfailed_at\x18\x10 \x01(\tR\bfailedAt\x12%\n" +
+	"\x0efailure_reason\x18\x11 \x01(\tR\rfailureReason\"R\n" +
 	"\vPageRequest\x12\x1d\n" +
 	"\x04page\x18\x01 \x01(\rB\t\xbaH\x06*\x04\x18\xc0\x84=R\x04page\x12$\n" +
 	"\tpage_size\x18\x02 \x01(\rB\a\xbaH\x04*\x02\x18dR\bpageSize\"r\n" +
@@ -1186,7 +1264,7 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\vpayment_url\x18\x02 \x01(\tR\n" +
 	"paymentUrl\x12\x17\n" +
 	"\aqr_code\x18\x03 \x01(\tR\x06qrCode\x12\"\n" +
-	"\finstructions\x18\x04 \x01(\tR\finstructions\"\xfc\x02\n" +
+	"\finstructions\x18\x04 \x01(\tR\finstructions\"\x99\x03\n" +
 	"\x13ListPaymentsRequest\x12D\n" +
 	"\n" +
 	"pagination\x18\x01 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
@@ -1195,7 +1273,8 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\n" +
 	"invoice_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x01R\tinvoiceId\x88\x01\x01\x12?\n" +
 	"\x14gateway_interface_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x02R\x12gatewayInterfaceId\x88\x01\x01\x12F\n" +
-	"\x06status\x18\x05 \x01(\tB)\xbaH&r$R\apendingR\asuccessR\x06failedR\brefundedH\x03R\x06status\x88\x01\x01B\v\n" +
+	"\x06status\x18\x05 \x01(\tB)\xbaH&r$R\apendingR\asuccessR\x06failedR\brefundedH\x03R\x06status\x88\x01\x01\x12\x1b\n" +
+	"\tto_return\x18\x06 \x01(\bR\btoReturnB\v\n" +
 	"\t_order_idB\r\n" +
 	"\v_invoice_idB\x17\n" +
 	"\x15_gateway_interface_idB\t\n" +
@@ -1216,15 +1295,17 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\x14gateway_interface_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x12gatewayInterfaceId\x12&\n" +
 	"\apayload\x18\x02 \x01(\tB\f\xbaH\t\xc8\x01\x01r\x04(\x80\x80\x04R\apayload\"S\n" +
 	"\x17PaymentCallbackResponse\x128\n" +
-	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xa4\x01\n" +
+	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xf4\x01\n" +
 	"\x14RefundPaymentRequest\x12*\n" +
 	"\n" +
 	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\x12>\n" +
 	"\x06amount\x18\x02 \x01(\tB&\xbaH#r!2\x1f^([0-9]{1,10}(\\.[0-9]{1,2})?)?$R\x06amount\x12 \n" +
-	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"\x82\x01\n" +
+	"\x06reason\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\x12>\n" +
+	"\vdestination\x18\x04 \x01(\tB\x17\xbaH\x14r\x12R\agatewayR\abalanceH\x00R\vdestination\x88\x01\x01B\x0e\n" +
+	"\f_destination\"\x82\x01\n" +
 	"\x15RefundPaymentResponse\x128\n" +
 	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\x12/\n" +
-	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xd8\x02\n" +
+	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xfa\x02\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1241,7 +1322,8 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"updated_at\x18\n" +
 	" \x01(\tR\tupdatedAt\x12\x1a\n" +
 	"\bcurrency\x18\v \x01(\tR\bcurrency\x12\x18\n" +
-	"\amessage\x18\f \x01(\tR\amessage2\xe2\x04\n" +
+	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
+	"\vdestination\x18\r \x01(\tR\vdestination2\xe2\x04\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -1317,6 +1399,7 @@ func file_billing_payment_payment_proto_init() {
 		return
 	}
 	file_billing_payment_payment_proto_msgTypes[5].OneofWrappers = []any{}
+	file_billing_payment_payment_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

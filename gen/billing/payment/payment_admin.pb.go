@@ -590,8 +590,13 @@ type GetPaymentStatsResponse struct {
 	// When the oldest pending refund was requested, RFC 3339 in UTC; empty
 	// while none is pending.
 	OldestPendingRefundAt string `protobuf:"bytes,12,opt,name=oldest_pending_refund_at,json=oldestPendingRefundAt,proto3" json:"oldest_pending_refund_at,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Money to return now, per currency (by code), whenever it was captured:
+	// failed payments whose gateway took the money after all, not yet
+	// returned in full (ListPayments with to_return lists them;
+	// RefundPayment returns the money).
+	ToReturn      []*MoneyToReturn `protobuf:"bytes,13,rep,name=to_return,json=toReturn,proto3" json:"to_return,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPaymentStatsResponse) Reset() {
@@ -708,6 +713,87 @@ func (x *GetPaymentStatsResponse) GetOldestPendingRefundAt() string {
 	return ""
 }
 
+func (x *GetPaymentStatsResponse) GetToReturn() []*MoneyToReturn {
+	if x != nil {
+		return x.ToReturn
+	}
+	return nil
+}
+
+// MoneyToReturn is the captured money of one currency not returned yet.
+type MoneyToReturn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ISO 4217 code.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// Number of payments holding some.
+	Payments uint64 `protobuf:"varint,2,opt,name=payments,proto3" json:"payments,omitempty"`
+	// How much is still to go back (captured minus refunded), a decimal
+	// string with two fractional digits.
+	Amount string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	// When the oldest of that money was captured, RFC 3339 in UTC.
+	OldestCapturedAt string `protobuf:"bytes,4,opt,name=oldest_captured_at,json=oldestCapturedAt,proto3" json:"oldest_captured_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MoneyToReturn) Reset() {
+	*x = MoneyToReturn{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoneyToReturn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoneyToReturn) ProtoMessage() {}
+
+func (x *MoneyToReturn) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoneyToReturn.ProtoReflect.Descriptor instead.
+func (*MoneyToReturn) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MoneyToReturn) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *MoneyToReturn) GetPayments() uint64 {
+	if x != nil {
+		return x.Payments
+	}
+	return 0
+}
+
+func (x *MoneyToReturn) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *MoneyToReturn) GetOldestCapturedAt() string {
+	if x != nil {
+		return x.OldestCapturedAt
+	}
+	return ""
+}
+
 // PaymentCurrencyTotal is what the succeeded payments of one currency add
 // up to.
 type PaymentCurrencyTotal struct {
@@ -727,7 +813,7 @@ type PaymentCurrencyTotal struct {
 
 func (x *PaymentCurrencyTotal) Reset() {
 	*x = PaymentCurrencyTotal{}
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +825,7 @@ func (x *PaymentCurrencyTotal) String() string {
 func (*PaymentCurrencyTotal) ProtoMessage() {}
 
 func (x *PaymentCurrencyTotal) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_payment_payment_admin_proto_msgTypes[9]
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +838,7 @@ func (x *PaymentCurrencyTotal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PaymentCurrencyTotal.ProtoReflect.Descriptor instead.
 func (*PaymentCurrencyTotal) Descriptor() ([]byte, []int) {
-	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{9}
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PaymentCurrencyTotal) GetCurrency() string {
@@ -832,7 +918,7 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\aentries\x18\x01 \x03(\v2\x1b.billing.payment.AuditEntryR\aentries\x12-\n" +
 	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"7\n" +
 	"\x16GetPaymentStatsRequest\x12\x1d\n" +
-	"\x05since\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x05since\"\xc3\x03\n" +
+	"\x05since\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18@R\x05since\"\x80\x04\n" +
 	"\x17GetPaymentStatsResponse\x12\x14\n" +
 	"\x05since\x18\x01 \x01(\tR\x05since\x12\x13\n" +
 	"\x05as_of\x18\x02 \x01(\tR\x04asOf\x12\x14\n" +
@@ -847,8 +933,14 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\tsucceeded\x18\n" +
 	" \x03(\v2%.billing.payment.PaymentCurrencyTotalR\tsucceeded\x12'\n" +
 	"\x0frefunds_pending\x18\v \x01(\x04R\x0erefundsPending\x127\n" +
-	"\x18oldest_pending_refund_at\x18\f \x01(\tR\x15oldestPendingRefundAtB\x0f\n" +
-	"\r_success_rate\"\x8f\x01\n" +
+	"\x18oldest_pending_refund_at\x18\f \x01(\tR\x15oldestPendingRefundAt\x12;\n" +
+	"\tto_return\x18\r \x03(\v2\x1e.billing.payment.MoneyToReturnR\btoReturnB\x0f\n" +
+	"\r_success_rate\"\x8d\x01\n" +
+	"\rMoneyToReturn\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x1a\n" +
+	"\bpayments\x18\x02 \x01(\x04R\bpayments\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\x12,\n" +
+	"\x12oldest_captured_at\x18\x04 \x01(\tR\x10oldestCapturedAt\"\x8f\x01\n" +
 	"\x14PaymentCurrencyTotal\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x1a\n" +
 	"\bpayments\x18\x02 \x01(\x04R\bpayments\x12\x16\n" +
@@ -872,7 +964,7 @@ func file_billing_payment_payment_admin_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_admin_proto_rawDescData
 }
 
-var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*AuditEntry)(nil),               // 0: billing.payment.AuditEntry
 	(*ListRefundsRequest)(nil),       // 1: billing.payment.ListRefundsRequest
@@ -883,35 +975,37 @@ var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*ListAuditEntriesResponse)(nil), // 6: billing.payment.ListAuditEntriesResponse
 	(*GetPaymentStatsRequest)(nil),   // 7: billing.payment.GetPaymentStatsRequest
 	(*GetPaymentStatsResponse)(nil),  // 8: billing.payment.GetPaymentStatsResponse
-	(*PaymentCurrencyTotal)(nil),     // 9: billing.payment.PaymentCurrencyTotal
-	(*PageRequest)(nil),              // 10: billing.payment.PageRequest
-	(*Refund)(nil),                   // 11: billing.payment.Refund
-	(*PageMeta)(nil),                 // 12: billing.payment.PageMeta
-	(*PaymentRecord)(nil),            // 13: billing.payment.PaymentRecord
+	(*MoneyToReturn)(nil),            // 9: billing.payment.MoneyToReturn
+	(*PaymentCurrencyTotal)(nil),     // 10: billing.payment.PaymentCurrencyTotal
+	(*PageRequest)(nil),              // 11: billing.payment.PageRequest
+	(*Refund)(nil),                   // 12: billing.payment.Refund
+	(*PageMeta)(nil),                 // 13: billing.payment.PageMeta
+	(*PaymentRecord)(nil),            // 14: billing.payment.PaymentRecord
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	10, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
-	11, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	12, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
-	11, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
-	13, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
-	10, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	11, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
+	12, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	13, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
+	12, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	14, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	11, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	12, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
-	9,  // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
-	1,  // 9: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	5,  // 10: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3,  // 11: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
-	7,  // 12: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
-	2,  // 13: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	6,  // 14: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	4,  // 15: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
-	8,  // 16: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	10, // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
+	9,  // 9: billing.payment.GetPaymentStatsResponse.to_return:type_name -> billing.payment.MoneyToReturn
+	1,  // 10: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	5,  // 11: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 12: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 13: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	2,  // 14: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	6,  // 15: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 16: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 17: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -928,7 +1022,7 @@ func file_billing_payment_payment_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_admin_proto_rawDesc), len(file_billing_payment_payment_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

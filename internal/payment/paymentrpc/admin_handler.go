@@ -126,6 +126,7 @@ func refundRecord(r store.Refund, currency string) *paymentpb.Refund {
 		CreatedAt:       rpc.Time(r.CreatedAt),
 		UpdatedAt:       rpc.Time(r.UpdatedAt),
 		Currency:        currency,
+		Destination:     r.Destination,
 	}
 }
 

@@ -70,6 +70,7 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 		return nil, err
 	}
 	f.Status = m.Status
+	f.ToReturn = m.GetToReturn()
 	rows, page, err := h.svc.List(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err
@@ -144,13 +145,14 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 }
 
 // RefundPayment implements the spec's RefundPayment; an empty amount
-// refunds everything not yet refunded.
+// refunds everything not yet refunded, an unset destination sends the
+// money back the payment's own way.
 func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymentpb.RefundPaymentRequest]) (*connect.Response[paymentpb.RefundPaymentResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
 	if err != nil {
 		return nil, err
 	}
-	r, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), req.Msg.GetReason())
+	r, err := h.svc.RefundPayment(ctx, id, req.Msg.GetAmount(), req.Msg.GetReason(), req.Msg.GetDestination())
 	if err != nil {
 		return nil, err
 	}

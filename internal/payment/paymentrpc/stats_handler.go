@@ -42,5 +42,10 @@ func (h *AdminHandler) GetPaymentStats(ctx context.Context, req *connect.Request
 			Amount: money.FormatCents(c.AmountCents), RefundedAmount: money.FormatCents(c.RefundedCents),
 		})
 	}
+	for _, r := range st.ToReturn {
+		out.ToReturn = append(out.ToReturn, &paymentpb.MoneyToReturn{
+			Currency: r.Currency, Payments: uint64(r.Payments), Amount: money.FormatCents(r.Cents), OldestCapturedAt: rpc.Time(r.Oldest),
+		})
+	}
 	return connect.NewResponse(out), nil
 }

@@ -28,8 +28,16 @@ type Options struct {
 	// further check waits twice as long ([billing].reconcile_after; default
 	// payment.DefaultReconcileAfter).
 	BaseBackoff time.Duration
-	// MaxBackoff caps the wait between two checks of one payment (default 1 h).
+	// MaxBackoff caps the wait between two checks of one pending payment
+	// (default 1 h).
 	MaxBackoff time.Duration
+	// LateCapture is how long after it failed a gateway payment is still
+	// checked, in case the gateway took its money after all
+	// ([payments].late_capture_days; default payment.DefaultLateCapture;
+	// negative: never). LateMaxBackoff caps the wait between two of those
+	// checks (default 24 h).
+	LateCapture    time.Duration
+	LateMaxBackoff time.Duration
 	// Clock is the time due payments are compared with (default: time.Now).
 	Clock func() time.Time
 	// NodeID names this instance in audit rows and logs.
@@ -52,6 +60,7 @@ const (
 	DefaultInterval   = 30 * time.Second
 	DefaultBatchSize  = 10
 	DefaultMaxBackoff = time.Hour
+	DefaultLateMax    = 24 * time.Hour
 )
 
 // Reconciler is the background service that repairs lost callbacks: it
@@ -88,8 +97,10 @@ type Round struct {
 	Claimed int
 	Settled int
 	Failed  int
-	Errors  int
-	Overdue int64
+	// Captured: failed payments whose money the gateway took after all.
+	Captured int
+	Errors   int
+	Overdue  int64
 }
 
 // New returns a stopped Reconciler: it claims due payments in db and has
@@ -109,6 +120,15 @@ func New(db store.DB, svc Syncer, o Options) *Reconciler {
 	}
 	if o.MaxBackoff < o.BaseBackoff {
 		o.MaxBackoff = o.BaseBackoff
+	}
+	switch {
+	case o.LateCapture == 0:
+		o.LateCapture = payment.DefaultLateCapture
+	case o.LateCapture < 0:
+		o.LateCapture = 0
+	}
+	if o.LateMaxBackoff <= 0 {
+		o.LateMaxBackoff = DefaultLateMax
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -184,6 +204,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 		var err error
 		claimed, err = store.ClaimDuePayments(ctx, tx, store.ReconcileClaim{
 			Now: now, BatchSize: int32(r.opts.BatchSize), BaseBackoff: r.opts.BaseBackoff, MaxBackoff: r.opts.MaxBackoff,
+			LateMaxBackoff: r.opts.LateMaxBackoff, LateCapture: r.opts.LateCapture,
 		})
 		return err
 	})
@@ -209,6 +230,12 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 					level = slog.LevelError
 				}
 				r.log.Log(ctx, level, "payment not reconciled", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts, "err", err)
+			case after.CapturedAmount.Sign() > 0 && pay.CapturedAmount.Sign() == 0:
+				round.Captured++
+				r.log.WarnContext(ctx, "money captured for a payment that cannot apply, found by reconciliation", "payment_id", pay.ID,
+					"amount", after.CapturedAmount.String(), "currency", after.Currency)
+			case payment.Status(pay.Status) != payment.StatusPending:
+				// A failed payment asked about again: nothing new.
 			case payment.Status(after.Status) == payment.StatusSuccess:
 				round.Settled++
 				r.log.InfoContext(ctx, "payment settled by reconciliation", "payment_id", pay.ID, "attempt", pay.ReconcileAttempts)
@@ -228,7 +255,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 		r.log.InfoContext(ctx, "invoices overdue", "count", round.Overdue)
 	}
 	if round.Claimed > 0 {
-		r.log.InfoContext(ctx, "reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "errors", round.Errors)
+		r.log.InfoContext(ctx, "reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "captured", round.Captured, "errors", round.Errors)
 	}
 	return round, nil
 }

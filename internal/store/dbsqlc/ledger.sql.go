@@ -88,20 +88,26 @@ LEFT JOIN payments AS p ON p.id = b.payment_id
 WHERE b.type = 'payment' AND (p.id IS NULL OR p.method <> 'balance')
 UNION ALL
 SELECT 'balance_refund'::text, ARRAY[b.id::text]::text[],
-       ('refund ledger row of ' || b.amount::text || ' for ' || coalesce('a ' || r.status || ' refund of ' || r.amount::text, 'no refund'))::text
+       ('refund ledger row of ' || b.amount::text || ' for ' || coalesce('a ' || r.status || ' refund to the ' || r.destination || ' of ' || r.amount::text, 'no refund'))::text
 FROM balance_transactions AS b
 LEFT JOIN refunds AS r ON r.id = b.refund_id
 WHERE b.type = 'refund'
-  AND (r.id IS NULL OR r.status <> 'succeeded' OR r.amount <> b.amount OR b.payment_id IS DISTINCT FROM r.payment_id)
+  AND (r.id IS NULL OR r.status <> 'succeeded' OR r.destination <> 'balance' OR r.amount <> b.amount
+       OR b.payment_id IS DISTINCT FROM r.payment_id)
+UNION ALL
+SELECT 'balance_refund'::text, ARRAY[r.payment_id::text, r.id::text]::text[],
+       ('succeeded refund of ' || r.amount::text || ' to the balance has ' || count(b.id)::text || ' ledger rows')::text
+FROM refunds AS r
+LEFT JOIN balance_transactions AS b ON b.refund_id = r.id
+WHERE r.status = 'succeeded' AND r.destination = 'balance'
+GROUP BY r.payment_id, r.id, r.amount
+HAVING count(b.id) <> 1
 UNION ALL
 SELECT 'balance_refund'::text, ARRAY[p.id::text, r.id::text]::text[],
-       ('succeeded refund of ' || r.amount::text || ' of a balance payment has ' || count(b.id)::text || ' ledger rows')::text
+       ('refund of a balance payment to the ' || r.destination)::text
 FROM refunds AS r
 JOIN payments AS p ON p.id = r.payment_id AND p.method = 'balance'
-LEFT JOIN balance_transactions AS b ON b.refund_id = r.id
-WHERE r.status = 'succeeded'
-GROUP BY p.id, r.id, r.amount
-HAVING count(b.id) <> 1
+WHERE r.destination <> 'balance'
 UNION ALL
 SELECT 'balance_recharge'::text, ARRAY[b.id::text]::text[],
        ('recharge of ' || b.amount::text || ' from ' || coalesce(p.status || ' payment of ' || p.amount::text, 'no payment'))::text
@@ -121,6 +127,7 @@ type LedgerBalanceReferencesRow struct {
 // balance payment; every 'refund' row credits a succeeded refund of the same
 // amount, every succeeded refund of a balance payment exactly one row; a
 // 'recharge' row brings in a settled payment of the same amount.
+// A balance payment's money goes back to the balance only.
 func (q *Queries) LedgerBalanceReferences(ctx context.Context) ([]LedgerBalanceReferencesRow, error) {
 	rows, err := q.db.Query(ctx, ledgerBalanceReferences)
 	if err != nil {
@@ -480,10 +487,17 @@ WHERE coalesce(r.ok, 0) <> p.refunded_amount
    OR coalesce(r.reserved, 0) > p.amount
 UNION ALL
 SELECT 'payment_refunds'::text, ARRAY[p.id::text, rf.id::text]::text[],
-       ('refund ' || rf.status || ' on a ' || p.status || ' payment')::text
+       ('refund ' || rf.status || ' on a ' || p.status || ' payment with ' || p.captured_amount::text || ' captured')::text
 FROM refunds AS rf
 JOIN payments AS p ON p.id = rf.payment_id
-WHERE rf.status IN ('succeeded', 'pending') AND p.status NOT IN ('success', 'refunded')
+WHERE rf.status IN ('succeeded', 'pending')
+  AND p.status NOT IN ('success', 'refunded')
+  AND NOT (p.status = 'failed' AND p.captured_amount > 0)
+UNION ALL
+SELECT 'payment_refunds'::text, ARRAY[p.id::text]::text[],
+       ('failed payment returned ' || p.refunded_amount::text || ' of ' || p.captured_amount::text || ' captured')::text
+FROM payments AS p
+WHERE p.status = 'failed' AND p.refunded_amount > p.captured_amount
 `
 
 type LedgerPaymentRefundsRow struct {
@@ -495,7 +509,9 @@ type LedgerPaymentRefundsRow struct {
 // A payment's refunded_amount is the sum of its succeeded refunds and never
 // exceeds its amount; succeeded and pending (reserved) refunds together
 // never exceed it either.
-// Only a paid payment has refunds that succeeded or wait for the gateway.
+// Only a paid payment, or a failed one whose money was captured, has
+// refunds that succeeded or wait for the gateway; captured money goes back
+// at most once.
 func (q *Queries) LedgerPaymentRefunds(ctx context.Context) ([]LedgerPaymentRefundsRow, error) {
 	rows, err := q.db.Query(ctx, ledgerPaymentRefunds)
 	if err != nil {
@@ -519,10 +535,14 @@ func (q *Queries) LedgerPaymentRefunds(ctx context.Context) ([]LedgerPaymentRefu
 const ledgerPaymentStatus = `-- name: LedgerPaymentStatus :many
 SELECT 'payment_status'::text AS rule, ARRAY[id::text]::text[] AS ids,
        ('status ' || status || ', method ' || method || ', refunded ' || refunded_amount::text || ' of ' || amount::text
-        || ', paid_at ' || coalesce(paid_at::text, 'null'))::text AS detail
+        || ', captured ' || captured_amount::text || ', paid_at ' || coalesce(paid_at::text, 'null')
+        || ', failed_at ' || coalesce(failed_at::text, 'null'))::text AS detail
 FROM payments
-WHERE (status = 'refunded') <> (refunded_amount = amount)
+WHERE (status = 'refunded') <> (refunded_amount = amount AND status <> 'failed')
    OR (status IN ('success', 'refunded')) <> (paid_at IS NOT NULL)
+   OR (status = 'failed') <> (failed_at IS NOT NULL)
+   OR (captured_amount <> 0 AND (status <> 'failed' OR captured_amount <> amount))
+   OR (captured_amount <> 0) <> (captured_at IS NOT NULL)
    OR status NOT IN ('pending', 'success', 'failed', 'refunded')
    OR method NOT IN ('gateway', 'balance')
 `
@@ -533,8 +553,10 @@ type LedgerPaymentStatusRow struct {
 	Detail string
 }
 
-// status refunded exactly when refunded_amount = amount; paid_at set exactly
-// when the payment is success or refunded; a known status and method.
+// A paid payment is refunded exactly when refunded_amount = amount; paid_at
+// set exactly when the payment is success or refunded, failed_at exactly
+// when it failed; money captured (all of it, with captured_at) only on a
+// failed payment; a known status and method.
 func (q *Queries) LedgerPaymentStatus(ctx context.Context) ([]LedgerPaymentStatusRow, error) {
 	rows, err := q.db.Query(ctx, ledgerPaymentStatus)
 	if err != nil {
@@ -578,6 +600,8 @@ SELECT
     (SELECT count(*) FROM payments WHERE status IN ('success', 'refunded'))::bigint AS settled_payments,
     (SELECT coalesce(sum(amount), 0) FROM payments WHERE status IN ('success', 'refunded'))::text AS received,
     (SELECT coalesce(sum(refunded_amount), 0) FROM payments)::text AS refunded,
+    (SELECT coalesce(sum(captured_amount), 0) FROM payments)::text AS captured,
+    (SELECT coalesce(sum(captured_amount - refunded_amount), 0) FROM payments WHERE captured_amount > 0)::text AS to_return,
     (SELECT count(*) FROM refunds)::bigint AS refunds,
     (SELECT count(*) FROM refunds WHERE status = 'pending')::bigint AS pending_refunds,
     (SELECT count(*) FROM orders)::bigint AS orders,
@@ -597,6 +621,8 @@ type LedgerTotalsRow struct {
 	SettledPayments     int64
 	Received            string
 	Refunded            string
+	Captured            string
+	ToReturn            string
 	Refunds             int64
 	PendingRefunds      int64
 	Orders              int64
@@ -622,6 +648,8 @@ func (q *Queries) LedgerTotals(ctx context.Context) (LedgerTotalsRow, error) {
 		&i.SettledPayments,
 		&i.Received,
 		&i.Refunded,
+		&i.Captured,
+		&i.ToReturn,
 		&i.Refunds,
 		&i.PendingRefunds,
 		&i.Orders,

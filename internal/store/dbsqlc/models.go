@@ -209,15 +209,19 @@ type Payment struct {
 	RefundedAmount money.Amount
 	Currency       string
 	// pending | success | failed | refunded. pending -> success | failed; success -> refunded when refunded_amount reaches amount.
-	Status            string
-	GatewayPaymentID  string
-	GatewayTxID       string
-	PaidAt            *time.Time
-	PaymentUrl        string
-	QrCode            string
-	Instructions      string
-	ReturnUrl         string
-	FailureReason     string
+	Status           string
+	GatewayPaymentID string
+	GatewayTxID      string
+	PaidAt           *time.Time
+	PaymentUrl       string
+	QrCode           string
+	Instructions     string
+	ReturnUrl        string
+	FailureReason    string
+	FailedAt         *time.Time
+	// Money the gateway captured for a failed payment (0 or amount), to be returned; refunded_amount counts what went back.
+	CapturedAmount    money.Amount
+	CapturedAt        *time.Time
 	ReconcileAttempts int32
 	NextReconcileAt   *time.Time
 	CreatedAt         time.Time
@@ -266,6 +270,7 @@ type Refund struct {
 	Reason          string
 	RequestedBy     *uuid.UUID
 	Error           string
+	Destination     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }

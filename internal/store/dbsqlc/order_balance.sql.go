@@ -17,11 +17,15 @@ const failPendingInvoicePayments = `-- name: FailPendingInvoicePayments :many
 UPDATE payments
 SET status = 'failed',
     failure_reason = $1,
-    next_reconcile_at = NULL,
+    failed_at = $2::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = $2
 WHERE invoice_id = $3
   AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type FailPendingInvoicePaymentsParams struct {
@@ -60,6 +64,9 @@ func (q *Queries) FailPendingInvoicePayments(ctx context.Context, arg FailPendin
 			&i.Instructions,
 			&i.ReturnUrl,
 			&i.FailureReason,
+			&i.FailedAt,
+			&i.CapturedAmount,
+			&i.CapturedAt,
 			&i.ReconcileAttempts,
 			&i.NextReconcileAt,
 			&i.CreatedAt,
@@ -79,11 +86,15 @@ const failPendingOrderPayments = `-- name: FailPendingOrderPayments :many
 UPDATE payments
 SET status = 'failed',
     failure_reason = $1,
-    next_reconcile_at = NULL,
+    failed_at = $2::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = $2
 WHERE order_id = $3
   AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type FailPendingOrderPaymentsParams struct {
@@ -122,6 +133,9 @@ func (q *Queries) FailPendingOrderPayments(ctx context.Context, arg FailPendingO
 			&i.Instructions,
 			&i.ReturnUrl,
 			&i.FailureReason,
+			&i.FailedAt,
+			&i.CapturedAmount,
+			&i.CapturedAt,
 			&i.ReconcileAttempts,
 			&i.NextReconcileAt,
 			&i.CreatedAt,
@@ -191,7 +205,7 @@ INSERT INTO payments (
     $5,
     $5
 )
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type InsertBalancePaymentParams struct {
@@ -232,6 +246,9 @@ func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePay
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,

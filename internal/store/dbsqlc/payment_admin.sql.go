@@ -127,7 +127,7 @@ func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesPara
 
 const listPaymentRefundsNewestFirst = `-- name: ListPaymentRefundsNewestFirst :many
 
-SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at FROM refunds
+SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at FROM refunds
 WHERE payment_id = $1
   AND ($2::text IS NULL OR status = $2)
 ORDER BY created_at DESC, id DESC
@@ -169,6 +169,7 @@ func (q *Queries) ListPaymentRefundsNewestFirst(ctx context.Context, arg ListPay
 			&i.Reason,
 			&i.RequestedBy,
 			&i.Error,
+			&i.Destination,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -183,7 +184,7 @@ func (q *Queries) ListPaymentRefundsNewestFirst(ctx context.Context, arg ListPay
 }
 
 const listRefundsInStatusNewestFirst = `-- name: ListRefundsInStatusNewestFirst :many
-SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.created_at, refunds.updated_at, payments.currency
+SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.destination, refunds.created_at, refunds.updated_at, payments.currency
 FROM refunds
 JOIN payments ON payments.id = refunds.payment_id
 WHERE refunds.status = $1
@@ -224,6 +225,7 @@ func (q *Queries) ListRefundsInStatusNewestFirst(ctx context.Context, arg ListRe
 			&i.Refund.Reason,
 			&i.Refund.RequestedBy,
 			&i.Refund.Error,
+			&i.Refund.Destination,
 			&i.Refund.CreatedAt,
 			&i.Refund.UpdatedAt,
 			&i.Currency,
@@ -239,7 +241,7 @@ func (q *Queries) ListRefundsInStatusNewestFirst(ctx context.Context, arg ListRe
 }
 
 const listRefundsNewestFirst = `-- name: ListRefundsNewestFirst :many
-SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.created_at, refunds.updated_at, payments.currency
+SELECT refunds.id, refunds.payment_id, refunds.amount, refunds.status, refunds.gateway_refund_id, refunds.reason, refunds.requested_by, refunds.error, refunds.destination, refunds.created_at, refunds.updated_at, payments.currency
 FROM refunds
 JOIN payments ON payments.id = refunds.payment_id
 ORDER BY refunds.created_at DESC, refunds.id DESC
@@ -277,6 +279,7 @@ func (q *Queries) ListRefundsNewestFirst(ctx context.Context, arg ListRefundsNew
 			&i.Refund.Reason,
 			&i.Refund.RequestedBy,
 			&i.Refund.Error,
+			&i.Refund.Destination,
 			&i.Refund.CreatedAt,
 			&i.Refund.UpdatedAt,
 			&i.Currency,

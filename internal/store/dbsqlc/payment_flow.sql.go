@@ -64,45 +64,132 @@ func (q *Queries) AddInvoicePayment(ctx context.Context, arg AddInvoicePaymentPa
 	return i, err
 }
 
+const capturePayment = `-- name: CapturePayment :one
+UPDATE payments
+SET status = 'failed',
+    failure_reason = CASE WHEN status = 'pending' THEN $1 ELSE failure_reason END,
+    failed_at = coalesce(failed_at, $2),
+    captured_amount = amount,
+    captured_at = $3,
+    gateway_payment_id = $4,
+    gateway_tx_id = $5,
+    next_reconcile_at = NULL,
+    updated_at = $2
+WHERE id = $6
+  AND status IN ('pending', 'failed')
+  AND captured_amount = 0
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
+`
+
+type CapturePaymentParams struct {
+	FailureReason    string
+	UpdatedAt        time.Time
+	CapturedAt       *time.Time
+	GatewayPaymentID string
+	GatewayTxID      string
+	ID               uuid.UUID
+}
+
+// Records money the gateway captured for a payment that can no longer
+// apply: a pending one fails with the reason, a failed one keeps its own;
+// either way it stays failed with captured_amount = amount, the gateway's
+// ids (for the refund) and no further reconciliation. No row
+// (store.ErrNotFound) when the payment is neither pending nor failed, or
+// its money is already captured. payments_gateway_payment_id_key refuses a
+// gateway id that another payment of the interface carries.
+func (q *Queries) CapturePayment(ctx context.Context, arg CapturePaymentParams) (Payment, error) {
+	row := q.db.QueryRow(ctx, capturePayment,
+		arg.FailureReason,
+		arg.UpdatedAt,
+		arg.CapturedAt,
+		arg.GatewayPaymentID,
+		arg.GatewayTxID,
+		arg.ID,
+	)
+	var i Payment
+	err := row.Scan(
+		&i.ID,
+		&i.OrderID,
+		&i.InvoiceID,
+		&i.CustomerID,
+		&i.Method,
+		&i.GatewayInterfaceID,
+		&i.Amount,
+		&i.RefundedAmount,
+		&i.Currency,
+		&i.Status,
+		&i.GatewayPaymentID,
+		&i.GatewayTxID,
+		&i.PaidAt,
+		&i.PaymentUrl,
+		&i.QrCode,
+		&i.Instructions,
+		&i.ReturnUrl,
+		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
+		&i.ReconcileAttempts,
+		&i.NextReconcileAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const claimDuePayments = `-- name: ClaimDuePayments :many
 WITH due AS (
     SELECT id FROM payments
-    WHERE payments.status = 'pending'
+    WHERE payments.next_reconcile_at <= $1::timestamptz
       AND payments.method = 'gateway'
-      AND payments.next_reconcile_at <= $1::timestamptz
+      AND payments.status IN ('pending', 'failed')
     ORDER BY payments.next_reconcile_at, payments.id
-    LIMIT $4::integer
+    LIMIT $6::integer
     FOR UPDATE SKIP LOCKED
 )
 UPDATE payments p
 SET reconcile_attempts = p.reconcile_attempts + 1,
-    next_reconcile_at = $1::timestamptz + least(
-        $2::interval * power(2, least(p.reconcile_attempts, 30)),
-        $3::interval)
+    next_reconcile_at = CASE
+        WHEN p.status = 'pending' THEN $1::timestamptz + least(
+            $2::interval * power(2, least(p.reconcile_attempts, 30)),
+            $3::interval)
+        WHEN p.failed_at + $4::interval > $1::timestamptz THEN least(
+            $1::timestamptz + least(
+                $2::interval * power(2, least(p.reconcile_attempts, 30)),
+                $5::interval),
+            p.failed_at + $4::interval)
+        END
 FROM due
 WHERE p.id = due.id
-RETURNING p.id, p.order_id, p.invoice_id, p.customer_id, p.method, p.gateway_interface_id, p.amount, p.refunded_amount, p.currency, p.status, p.gateway_payment_id, p.gateway_tx_id, p.paid_at, p.payment_url, p.qr_code, p.instructions, p.return_url, p.failure_reason, p.reconcile_attempts, p.next_reconcile_at, p.created_at, p.updated_at
+RETURNING p.id, p.order_id, p.invoice_id, p.customer_id, p.method, p.gateway_interface_id, p.amount, p.refunded_amount, p.currency, p.status, p.gateway_payment_id, p.gateway_tx_id, p.paid_at, p.payment_url, p.qr_code, p.instructions, p.return_url, p.failure_reason, p.failed_at, p.captured_amount, p.captured_at, p.reconcile_attempts, p.next_reconcile_at, p.created_at, p.updated_at
 `
 
 type ClaimDuePaymentsParams struct {
-	Now         time.Time
-	BaseBackoff time.Duration
-	MaxBackoff  time.Duration
-	BatchSize   int32
+	Now            time.Time
+	BaseBackoff    time.Duration
+	MaxBackoff     time.Duration
+	LateCapture    time.Duration
+	LateMaxBackoff time.Duration
+	BatchSize      int32
 }
 
-// The reconciler's claim: up to batch_size pending gateway payments whose
-// next_reconcile_at has come, locked with SKIP LOCKED so that concurrent
-// reconcilers (and a callback holding the row) never get the same payment,
-// and rescheduled in the same statement: attempts + 1, next time by
-// exponential backoff (base_backoff * 2^attempts, at most max_backoff): so
-// a claimed payment is not due again for anyone until then, even after
-// this transaction commits. Uses payments_reconcile_idx.
+// The reconciler's claim: up to batch_size gateway payments whose
+// next_reconcile_at has come (pending ones, and failed ones within their
+// late_capture window: ExpireReconciliations has unscheduled the rest),
+// locked with SKIP LOCKED so that concurrent reconcilers (and a callback
+// holding the row) never get the same payment, and rescheduled in the same
+// statement: attempts + 1, next time by exponential backoff
+// (base_backoff * 2^attempts, at most max_backoff for a pending payment,
+// late_max_backoff for a failed one, whose last check falls on the end of
+// its window): so a claimed payment is not due again for anyone until then,
+// even after this transaction commits. Uses payments_reconcile_idx.
 func (q *Queries) ClaimDuePayments(ctx context.Context, arg ClaimDuePaymentsParams) ([]Payment, error) {
 	rows, err := q.db.Query(ctx, claimDuePayments,
 		arg.Now,
 		arg.BaseBackoff,
 		arg.MaxBackoff,
+		arg.LateCapture,
+		arg.LateMaxBackoff,
 		arg.BatchSize,
 	)
 	if err != nil {
@@ -131,6 +218,9 @@ func (q *Queries) ClaimDuePayments(ctx context.Context, arg ClaimDuePaymentsPara
 			&i.Instructions,
 			&i.ReturnUrl,
 			&i.FailureReason,
+			&i.FailedAt,
+			&i.CapturedAmount,
+			&i.CapturedAt,
 			&i.ReconcileAttempts,
 			&i.NextReconcileAt,
 			&i.CreatedAt,
@@ -146,16 +236,53 @@ func (q *Queries) ClaimDuePayments(ctx context.Context, arg ClaimDuePaymentsPara
 	return items, nil
 }
 
+const expireReconciliations = `-- name: ExpireReconciliations :execrows
+WITH done AS (
+    SELECT id FROM payments
+    WHERE payments.next_reconcile_at <= $1::timestamptz
+      AND NOT (payments.method = 'gateway' AND (payments.status = 'pending'
+          OR (payments.status = 'failed' AND payments.captured_amount = 0
+              AND payments.failed_at + $2::interval >= payments.next_reconcile_at)))
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE payments p
+SET next_reconcile_at = NULL
+FROM done
+WHERE p.id = done.id
+`
+
+type ExpireReconciliationsParams struct {
+	Now         time.Time
+	LateCapture time.Duration
+}
+
+// Unschedules, before a claim, the due payments there is nothing more to
+// ask about: settled ones, failed ones whose money is captured, and failed
+// ones scheduled after their late_capture window (failed_at +
+// late_capture) closed. Rows another transaction holds are left for the
+// next round. Uses payments_reconcile_idx.
+func (q *Queries) ExpireReconciliations(ctx context.Context, arg ExpireReconciliationsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, expireReconciliations, arg.Now, arg.LateCapture)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const failPendingOrderOnlyPayments = `-- name: FailPendingOrderOnlyPayments :many
 UPDATE payments
 SET status = 'failed',
     failure_reason = $1,
-    next_reconcile_at = NULL,
+    failed_at = $2::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = $2
 WHERE order_id = $3
   AND invoice_id IS NULL
   AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type FailPendingOrderOnlyPaymentsParams struct {
@@ -196,6 +323,9 @@ func (q *Queries) FailPendingOrderOnlyPayments(ctx context.Context, arg FailPend
 			&i.Instructions,
 			&i.ReturnUrl,
 			&i.FailureReason,
+			&i.FailedAt,
+			&i.CapturedAmount,
+			&i.CapturedAt,
 			&i.ReconcileAttempts,
 			&i.NextReconcileAt,
 			&i.CreatedAt,
@@ -212,7 +342,7 @@ func (q *Queries) FailPendingOrderOnlyPayments(ctx context.Context, arg FailPend
 }
 
 const getPendingGatewayPayment = `-- name: GetPendingGatewayPayment :one
-SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
+SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
 WHERE order_id IS NOT DISTINCT FROM $1::uuid
   AND invoice_id IS NOT DISTINCT FROM $2::uuid
   AND (order_id = $1 OR invoice_id = $2)
@@ -254,6 +384,9 @@ func (q *Queries) GetPendingGatewayPayment(ctx context.Context, arg GetPendingGa
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -299,7 +432,7 @@ INSERT INTO payments (
     $13,
     $13
 )
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type InsertGatewayPaymentParams struct {
@@ -367,6 +500,9 @@ func (q *Queries) InsertGatewayPayment(ctx context.Context, arg InsertGatewayPay
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -418,11 +554,15 @@ const markPaymentFailed = `-- name: MarkPaymentFailed :one
 UPDATE payments
 SET status = 'failed',
     failure_reason = $1,
-    next_reconcile_at = NULL,
+    failed_at = $2::timestamptz,
+    -- A gateway payment is asked about again for late_capture_days (money
+    -- captured after all); the first time at the reconciler's next round.
+    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
+    reconcile_attempts = 0,
     updated_at = $2
 WHERE id = $3
   AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type MarkPaymentFailedParams struct {
@@ -455,6 +595,9 @@ func (q *Queries) MarkPaymentFailed(ctx context.Context, arg MarkPaymentFailedPa
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -473,7 +616,7 @@ SET status = 'success',
     updated_at = $4
 WHERE id = $5
   AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type MarkPaymentSucceededParams struct {
@@ -517,6 +660,9 @@ func (q *Queries) MarkPaymentSucceeded(ctx context.Context, arg MarkPaymentSucce
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,

@@ -15,14 +15,61 @@ SELECT count(*) FROM payments
 WHERE status = 'pending'
 `
 
-// Every payment pending now, whenever it was created: the partial indexes
-// on status = 'pending' (payments_reconcile_idx, payments_one_pending_key)
-// hold exactly these rows.
+// Every payment pending now, whenever it was created: the partial index
+// on status = 'pending' (payments_one_pending_key) holds exactly these
+// rows.
 func (q *Queries) CountPendingPayments(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, countPendingPayments)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
+}
+
+const moneyToReturn = `-- name: MoneyToReturn :many
+SELECT currency,
+       count(*) AS payments,
+       ((sum(captured_amount) - sum(refunded_amount)) * 100)::bigint AS cents,
+       min(captured_at)::timestamptz AS oldest
+FROM payments
+WHERE captured_amount > refunded_amount
+GROUP BY currency
+ORDER BY currency
+`
+
+type MoneyToReturnRow struct {
+	Currency string
+	Payments int64
+	Cents    int64
+	Oldest   time.Time
+}
+
+// Captured money not returned yet, per currency, whenever it was captured:
+// the failed payments whose gateway took the money after all, how much of
+// it is still to go back (captured - refunded, in cents) and when the
+// oldest was captured. The rows of payments_to_return_idx (few).
+func (q *Queries) MoneyToReturn(ctx context.Context) ([]MoneyToReturnRow, error) {
+	rows, err := q.db.Query(ctx, moneyToReturn)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []MoneyToReturnRow
+	for rows.Next() {
+		var i MoneyToReturnRow
+		if err := rows.Scan(
+			&i.Currency,
+			&i.Payments,
+			&i.Cents,
+			&i.Oldest,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const oldestPendingRefund = `-- name: OldestPendingRefund :one

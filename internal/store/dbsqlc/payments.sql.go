@@ -20,6 +20,7 @@ WHERE ($1::uuid IS NULL OR customer_id = $1)
   AND ($3::uuid IS NULL OR invoice_id = $3)
   AND ($4::uuid IS NULL OR gateway_interface_id = $4)
   AND ($5::text IS NULL OR status = $5)
+  AND (NOT $6::boolean OR captured_amount > refunded_amount)
 `
 
 type CountPaymentsParams struct {
@@ -28,6 +29,7 @@ type CountPaymentsParams struct {
 	InvoiceID          *uuid.UUID
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
+	ToReturn           bool
 }
 
 // Same filters as ListPayments.
@@ -38,6 +40,7 @@ func (q *Queries) CountPayments(ctx context.Context, arg CountPaymentsParams) (i
 		arg.InvoiceID,
 		arg.GatewayInterfaceID,
 		arg.Status,
+		arg.ToReturn,
 	)
 	var count int64
 	err := row.Scan(&count)
@@ -45,7 +48,7 @@ func (q *Queries) CountPayments(ctx context.Context, arg CountPaymentsParams) (i
 }
 
 const getPayment = `-- name: GetPayment :one
-SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
+SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
 WHERE id = $1
 `
 
@@ -71,6 +74,9 @@ func (q *Queries) GetPayment(ctx context.Context, id uuid.UUID) (Payment, error)
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -80,7 +86,7 @@ func (q *Queries) GetPayment(ctx context.Context, id uuid.UUID) (Payment, error)
 }
 
 const getPaymentForUpdate = `-- name: GetPaymentForUpdate :one
-SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
+SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
 WHERE id = $1
 FOR UPDATE
 `
@@ -109,6 +115,9 @@ func (q *Queries) GetPaymentForUpdate(ctx context.Context, id uuid.UUID) (Paymen
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -129,7 +138,8 @@ INSERT INTO payments (
     status,
     paid_at,
     return_url,
-    next_reconcile_at
+    next_reconcile_at,
+    failed_at
 ) VALUES (
     $1,
     $2,
@@ -141,9 +151,10 @@ INSERT INTO payments (
     $8,
     $9,
     $10,
-    $11
+    $11,
+    $12
 )
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type InsertPaymentParams struct {
@@ -158,6 +169,7 @@ type InsertPaymentParams struct {
 	PaidAt             *time.Time
 	ReturnUrl          string
 	NextReconcileAt    *time.Time
+	FailedAt           *time.Time
 }
 
 // A second pending payment for the same (order, invoice, gateway interface)
@@ -176,6 +188,7 @@ func (q *Queries) InsertPayment(ctx context.Context, arg InsertPaymentParams) (P
 		arg.PaidAt,
 		arg.ReturnUrl,
 		arg.NextReconcileAt,
+		arg.FailedAt,
 	)
 	var i Payment
 	err := row.Scan(
@@ -197,6 +210,9 @@ func (q *Queries) InsertPayment(ctx context.Context, arg InsertPaymentParams) (P
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -206,15 +222,16 @@ func (q *Queries) InsertPayment(ctx context.Context, arg InsertPaymentParams) (P
 }
 
 const listPayments = `-- name: ListPayments :many
-SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
+SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
 WHERE ($1::uuid IS NULL OR customer_id = $1)
   AND ($2::uuid IS NULL OR order_id = $2)
   AND ($3::uuid IS NULL OR invoice_id = $3)
   AND ($4::uuid IS NULL OR gateway_interface_id = $4)
   AND ($5::text IS NULL OR status = $5)
+  AND (NOT $6::boolean OR captured_amount > refunded_amount)
 ORDER BY created_at DESC, id DESC
-LIMIT $7::bigint
-OFFSET $6::bigint
+LIMIT $8::bigint
+OFFSET $7::bigint
 `
 
 type ListPaymentsParams struct {
@@ -223,12 +240,14 @@ type ListPaymentsParams struct {
 	InvoiceID          *uuid.UUID
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
+	ToReturn           bool
 	RowOffset          int64
 	RowLimit           int64
 }
 
 // Every filter is optional (NULL: no filter). customer_id scopes the list to
-// one customer's payments; it is set for every customer caller.
+// one customer's payments; it is set for every customer caller. to_return
+// keeps the payments whose captured money is not returned in full.
 func (q *Queries) ListPayments(ctx context.Context, arg ListPaymentsParams) ([]Payment, error) {
 	rows, err := q.db.Query(ctx, listPayments,
 		arg.CustomerID,
@@ -236,6 +255,7 @@ func (q *Queries) ListPayments(ctx context.Context, arg ListPaymentsParams) ([]P
 		arg.InvoiceID,
 		arg.GatewayInterfaceID,
 		arg.Status,
+		arg.ToReturn,
 		arg.RowOffset,
 		arg.RowLimit,
 	)
@@ -265,6 +285,9 @@ func (q *Queries) ListPayments(ctx context.Context, arg ListPaymentsParams) ([]P
 			&i.Instructions,
 			&i.ReturnUrl,
 			&i.FailureReason,
+			&i.FailedAt,
+			&i.CapturedAmount,
+			&i.CapturedAt,
 			&i.ReconcileAttempts,
 			&i.NextReconcileAt,
 			&i.CreatedAt,

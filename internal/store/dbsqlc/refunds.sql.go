@@ -16,12 +16,12 @@ import (
 const addRefundedAmount = `-- name: AddRefundedAmount :one
 UPDATE payments
 SET refunded_amount = refunded_amount + $1,
-    status = CASE WHEN refunded_amount + $1 = amount THEN 'refunded' ELSE status END,
+    status = CASE WHEN status = 'success' AND refunded_amount + $1 = amount THEN 'refunded' ELSE status END,
     updated_at = $2
 WHERE id = $3
-  AND status = 'success'
+  AND (status = 'success' OR (status = 'failed' AND captured_amount > 0))
   AND refunded_amount + $1 <= amount
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, reconcile_attempts, next_reconcile_at, created_at, updated_at
+RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type AddRefundedAmountParams struct {
@@ -30,10 +30,12 @@ type AddRefundedAmountParams struct {
 	ID        uuid.UUID
 }
 
-// Adds a succeeded refund to a successful payment; the payment becomes
-// refunded when refunded_amount reaches amount (the CHECKs demand exactly
-// that). No row (store.ErrNotFound) when the payment is not success or the
-// refund would exceed the amount. Call it with the payment row locked.
+// Adds a succeeded refund to a successful payment, or to a failed one whose
+// money was captured; a successful payment becomes refunded when
+// refunded_amount reaches amount (the CHECKs demand exactly that), a failed
+// one stays failed. No row (store.ErrNotFound) when the payment cannot be
+// refunded or the refund would exceed what it took. Call it with the payment
+// row locked.
 func (q *Queries) AddRefundedAmount(ctx context.Context, arg AddRefundedAmountParams) (Payment, error) {
 	row := q.db.QueryRow(ctx, addRefundedAmount, arg.Amount, arg.UpdatedAt, arg.ID)
 	var i Payment
@@ -56,6 +58,9 @@ func (q *Queries) AddRefundedAmount(ctx context.Context, arg AddRefundedAmountPa
 		&i.Instructions,
 		&i.ReturnUrl,
 		&i.FailureReason,
+		&i.FailedAt,
+		&i.CapturedAmount,
+		&i.CapturedAt,
 		&i.ReconcileAttempts,
 		&i.NextReconcileAt,
 		&i.CreatedAt,
@@ -72,7 +77,7 @@ SET status = $1,
     updated_at = $4
 WHERE id = $5
   AND status = 'pending'
-RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at
+RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at
 `
 
 type FinishRefundParams struct {
@@ -103,6 +108,7 @@ func (q *Queries) FinishRefund(ctx context.Context, arg FinishRefundParams) (Ref
 		&i.Reason,
 		&i.RequestedBy,
 		&i.Error,
+		&i.Destination,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -110,7 +116,7 @@ func (q *Queries) FinishRefund(ctx context.Context, arg FinishRefundParams) (Ref
 }
 
 const getRefund = `-- name: GetRefund :one
-SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at FROM refunds
+SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at FROM refunds
 WHERE id = $1
 `
 
@@ -127,6 +133,7 @@ func (q *Queries) GetRefund(ctx context.Context, id uuid.UUID) (Refund, error) {
 		&i.Reason,
 		&i.RequestedBy,
 		&i.Error,
+		&i.Destination,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -135,15 +142,16 @@ func (q *Queries) GetRefund(ctx context.Context, id uuid.UUID) (Refund, error) {
 
 const insertRefund = `-- name: InsertRefund :one
 
-INSERT INTO refunds (payment_id, amount, status, reason, requested_by, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $6)
-RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at
+INSERT INTO refunds (payment_id, amount, status, destination, reason, requested_by, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at
 `
 
 type InsertRefundParams struct {
 	PaymentID   uuid.UUID
 	Amount      money.Amount
 	Status      string
+	Destination string
 	Reason      string
 	RequestedBy *uuid.UUID
 	CreatedAt   time.Time
@@ -153,12 +161,13 @@ type InsertRefundParams struct {
 // (inserted pending) with the payment row locked, the gateway is asked
 // outside any transaction, and the outcome is written in a second one.
 // status is pending (a reservation before the gateway is asked) or
-// succeeded (a balance refund, credited in the same transaction).
+// succeeded (a refund to the balance, credited in the same transaction).
 func (q *Queries) InsertRefund(ctx context.Context, arg InsertRefundParams) (Refund, error) {
 	row := q.db.QueryRow(ctx, insertRefund,
 		arg.PaymentID,
 		arg.Amount,
 		arg.Status,
+		arg.Destination,
 		arg.Reason,
 		arg.RequestedBy,
 		arg.CreatedAt,
@@ -173,6 +182,7 @@ func (q *Queries) InsertRefund(ctx context.Context, arg InsertRefundParams) (Ref
 		&i.Reason,
 		&i.RequestedBy,
 		&i.Error,
+		&i.Destination,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -180,7 +190,7 @@ func (q *Queries) InsertRefund(ctx context.Context, arg InsertRefundParams) (Ref
 }
 
 const listPaymentRefunds = `-- name: ListPaymentRefunds :many
-SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at FROM refunds
+SELECT id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at FROM refunds
 WHERE payment_id = $1
 ORDER BY created_at, id
 `
@@ -204,6 +214,7 @@ func (q *Queries) ListPaymentRefunds(ctx context.Context, paymentID uuid.UUID) (
 			&i.Reason,
 			&i.RequestedBy,
 			&i.Error,
+			&i.Destination,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -224,7 +235,7 @@ SET error = $1,
     updated_at = $3
 WHERE id = $4
   AND status = 'pending'
-RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, created_at, updated_at
+RETURNING id, payment_id, amount, status, gateway_refund_id, reason, requested_by, error, destination, created_at, updated_at
 `
 
 type NoteRefundParams struct {
@@ -253,6 +264,7 @@ func (q *Queries) NoteRefund(ctx context.Context, arg NoteRefundParams) (Refund,
 		&i.Reason,
 		&i.RequestedBy,
 		&i.Error,
+		&i.Destination,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIsACChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJQg8KDV9zdWNjZXNzX3JhdGUiYwoUUGF5bWVudEN1cnJlbmN5VG90YWwSEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhcKD3JlZnVuZGVkX2Ftb3VudBgEIAEoCTKtAwoTUGF5bWVudEFkbWluU2VydmljZRJdCgtMaXN0UmVmdW5kcxIjLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1JlcXVlc3QaJC5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXNwb25zZSIDkAIBEmwKEExpc3RBdWRpdEVudHJpZXMSKC5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1Jlc3BvbnNlIgOQAgESXgoNUmVzb2x2ZVJlZnVuZBIlLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVzcG9uc2USaQoPR2V0UGF5bWVudFN0YXRzEicuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIvMCChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJEjEKCXRvX3JldHVybhgNIAMoCzIeLmJpbGxpbmcucGF5bWVudC5Nb25leVRvUmV0dXJuQg8KDV9zdWNjZXNzX3JhdGUiXwoNTW9uZXlUb1JldHVybhIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSGgoSb2xkZXN0X2NhcHR1cmVkX2F0GAQgASgJImMKFFBheW1lbnRDdXJyZW5jeVRvdGFsEhAKCGN1cnJlbmN5GAEgASgJEhAKCHBheW1lbnRzGAIgASgEEg4KBmFtb3VudBgDIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYBCABKAkyrQMKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJsChBMaXN0QXVkaXRFbnRyaWVzEiguYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXNwb25zZSIDkAIBEl4KDVJlc29sdmVSZWZ1bmQSJS5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEmkKD0dldFBheW1lbnRTdGF0cxInLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -397,6 +397,16 @@ export type GetPaymentStatsResponse = Message<"billing.payment.GetPaymentStatsRe
    * @generated from field: string oldest_pending_refund_at = 12;
    */
   oldestPendingRefundAt: string;
+
+  /**
+   * Money to return now, per currency (by code), whenever it was captured:
+   * failed payments whose gateway took the money after all, not yet
+   * returned in full (ListPayments with to_return lists them;
+   * RefundPayment returns the money).
+   *
+   * @generated from field: repeated billing.payment.MoneyToReturn to_return = 13;
+   */
+  toReturn: MoneyToReturn[];
 };
 
 /**
@@ -405,6 +415,49 @@ export type GetPaymentStatsResponse = Message<"billing.payment.GetPaymentStatsRe
  */
 export const GetPaymentStatsResponseSchema: GenMessage<GetPaymentStatsResponse> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment_admin, 8);
+
+/**
+ * MoneyToReturn is the captured money of one currency not returned yet.
+ *
+ * @generated from message billing.payment.MoneyToReturn
+ */
+export type MoneyToReturn = Message<"billing.payment.MoneyToReturn"> & {
+  /**
+   * ISO 4217 code.
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * Number of payments holding some.
+   *
+   * @generated from field: uint64 payments = 2;
+   */
+  payments: bigint;
+
+  /**
+   * How much is still to go back (captured minus refunded), a decimal
+   * string with two fractional digits.
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+
+  /**
+   * When the oldest of that money was captured, RFC 3339 in UTC.
+   *
+   * @generated from field: string oldest_captured_at = 4;
+   */
+  oldestCapturedAt: string;
+};
+
+/**
+ * Describes the message billing.payment.MoneyToReturn.
+ * Use `create(MoneyToReturnSchema)` to create a new message.
+ */
+export const MoneyToReturnSchema: GenMessage<MoneyToReturn> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 9);
 
 /**
  * PaymentCurrencyTotal is what the succeeded payments of one currency add
@@ -448,7 +501,7 @@ export type PaymentCurrencyTotal = Message<"billing.payment.PaymentCurrencyTotal
  * Use `create(PaymentCurrencyTotalSchema)` to create a new message.
  */
 export const PaymentCurrencyTotalSchema: GenMessage<PaymentCurrencyTotal> = /*@__PURE__*/
-  messageDesc(file_billing_payment_payment_admin, 9);
+  messageDesc(file_billing_payment_payment_admin, 10);
 
 /**
  * PaymentAdminService reads what the admin console shows beside a payment

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment.proto.
  */
 export const file_billing_payment_payment: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50IpYCCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkiLgoLUGFnZVJlcXVlc3QSDAoEcGFnZRgBIAEoDRIRCglwYWdlX3NpemUYAiABKA0iTwoIUGFnZU1ldGESDQoFdG90YWwYASABKAQSDAoEcGFnZRgCIAEoDRIRCglwYWdlX3NpemUYAyABKA0SEwoLdG90YWxfcGFnZXMYBCABKA0ibgoUQ3JlYXRlUGF5bWVudFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSEgoKaW52b2ljZV9pZBgCIAEoCRIcChRnYXRld2F5X2ludGVyZmFjZV9pZBgDIAEoCRISCgpyZXR1cm5fdXJsGAQgASgJIoQBChVDcmVhdGVQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEhMKC3BheW1lbnRfdXJsGAIgASgJEg8KB3FyX2NvZGUYAyABKAkSFAoMaW5zdHJ1Y3Rpb25zGAQgASgJIu8BChNMaXN0UGF5bWVudHNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSFQoIb3JkZXJfaWQYAiABKAlIAIgBARIXCgppbnZvaWNlX2lkGAMgASgJSAGIAQESIQoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYBCABKAlIAogBARITCgZzdGF0dXMYBSABKAlIA4gBAUILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXMicQoUTGlzdFBheW1lbnRzUmVzcG9uc2USMAoIcGF5bWVudHMYASADKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIh8KEUdldFBheW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkUKEkdldFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiLwoZUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIk0KGlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCJHChZQYXltZW50Q2FsbGJhY2tSZXF1ZXN0EhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAEgASgJEg8KB3BheWxvYWQYAiABKAkiSgoXUGF5bWVudENhbGxiYWNrUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIkoKFFJlZnVuZFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSDgoGYW1vdW50GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJxChVSZWZ1bmRQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEicKBnJlZnVuZBgCIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQi4wEKBlJlZnVuZBIKCgJpZBgBIAEoCRISCgpwYXltZW50X2lkGAIgASgJEg4KBmFtb3VudBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEg0KBWVycm9yGAcgASgJEhQKDHJlcXVlc3RlZF9ieRgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnVwZGF0ZWRfYXQYCiABKAkSEAoIY3VycmVuY3kYCyABKAkSDwoHbWVzc2FnZRgMIAEoCTLiBAoOUGF5bWVudFNlcnZpY2USXgoNQ3JlYXRlUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVzcG9uc2USYAoMTGlzdFBheW1lbnRzEiQuYmlsbGluZy5wYXltZW50Lkxpc3RQYXltZW50c1JlcXVlc3QaJS5iaWxsaW5nLnBheW1lbnQuTGlzdFBheW1lbnRzUmVzcG9uc2UiA5ACARJaCgpHZXRQYXltZW50EiIuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXF1ZXN0GiMuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXNwb25zZSIDkAIBEm0KElF1ZXJ5UGF5bWVudFN0YXR1cxIqLmJpbGxpbmcucGF5bWVudC5RdWVyeVBheW1lbnRTdGF0dXNSZXF1ZXN0GisuYmlsbGluZy5wYXltZW50LlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEmMKDkhhbmRsZUNhbGxiYWNrEicuYmlsbGluZy5wYXltZW50LlBheW1lbnRDYWxsYmFja1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuUGF5bWVudENhbGxiYWNrUmVzcG9uc2USXgoNUmVmdW5kUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVzcG9uc2VCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z");
+  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50Iu8CCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkSFwoPY2FwdHVyZWRfYW1vdW50GA4gASgJEhMKC2NhcHR1cmVkX2F0GA8gASgJEhEKCWZhaWxlZF9hdBgQIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgRIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJuChRDcmVhdGVQYXltZW50UmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRISCgppbnZvaWNlX2lkGAIgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAMgASgJEhIKCnJldHVybl91cmwYBCABKAkihAEKFUNyZWF0ZVBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSEwoLcGF5bWVudF91cmwYAiABKAkSDwoHcXJfY29kZRgDIAEoCRIUCgxpbnN0cnVjdGlvbnMYBCABKAkiggIKE0xpc3RQYXltZW50c1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIVCghvcmRlcl9pZBgCIAEoCUgAiAEBEhcKCmludm9pY2VfaWQYAyABKAlIAYgBARIhChRnYXRld2F5X2ludGVyZmFjZV9pZBgEIAEoCUgCiAEBEhMKBnN0YXR1cxgFIAEoCUgDiAEBEhEKCXRvX3JldHVybhgGIAEoCEILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXMicQoUTGlzdFBheW1lbnRzUmVzcG9uc2USMAoIcGF5bWVudHMYASADKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIh8KEUdldFBheW1lbnRSZXF1ZXN0EgoKAmlkGAEgASgJIkUKEkdldFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiLwoZUXVlcnlQYXltZW50U3RhdHVzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIk0KGlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCJHChZQYXltZW50Q2FsbGJhY2tSZXF1ZXN0EhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAEgASgJEg8KB3BheWxvYWQYAiABKAkiSgoXUGF5bWVudENhbGxiYWNrUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInQKFFJlZnVuZFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSDgoGYW1vdW50GAIgASgJEg4KBnJlYXNvbhgDIAEoCRIYCgtkZXN0aW5hdGlvbhgEIAEoCUgAiAEBQg4KDF9kZXN0aW5hdGlvbiJxChVSZWZ1bmRQYXltZW50UmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEicKBnJlZnVuZBgCIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQi+AEKBlJlZnVuZBIKCgJpZBgBIAEoCRISCgpwYXltZW50X2lkGAIgASgJEg4KBmFtb3VudBgDIAEoCRIOCgZzdGF0dXMYBCABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYBSABKAkSDgoGcmVhc29uGAYgASgJEg0KBWVycm9yGAcgASgJEhQKDHJlcXVlc3RlZF9ieRgIIAEoCRISCgpjcmVhdGVkX2F0GAkgASgJEhIKCnVwZGF0ZWRfYXQYCiABKAkSEAoIY3VycmVuY3kYCyABKAkSDwoHbWVzc2FnZRgMIAEoCRITCgtkZXN0aW5hdGlvbhgNIAEoCTLiBAoOUGF5bWVudFNlcnZpY2USXgoNQ3JlYXRlUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVzcG9uc2USYAoMTGlzdFBheW1lbnRzEiQuYmlsbGluZy5wYXltZW50Lkxpc3RQYXltZW50c1JlcXVlc3QaJS5iaWxsaW5nLnBheW1lbnQuTGlzdFBheW1lbnRzUmVzcG9uc2UiA5ACARJaCgpHZXRQYXltZW50EiIuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXF1ZXN0GiMuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXNwb25zZSIDkAIBEm0KElF1ZXJ5UGF5bWVudFN0YXR1cxIqLmJpbGxpbmcucGF5bWVudC5RdWVyeVBheW1lbnRTdGF0dXNSZXF1ZXN0GisuYmlsbGluZy5wYXltZW50LlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEmMKDkhhbmRsZUNhbGxiYWNrEicuYmlsbGluZy5wYXltZW50LlBheW1lbnRDYWxsYmFja1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuUGF5bWVudENhbGxiYWNrUmVzcG9uc2USXgoNUmVmdW5kUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVzcG9uc2VCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z");
 
 /**
  * PaymentRecord is one payment of an order or an invoice.
@@ -114,6 +114,39 @@ export type PaymentRecord = Message<"billing.payment.PaymentRecord"> & {
    * @generated from field: string refunded_amount = 13;
    */
   refundedAmount: string;
+
+  /**
+   * Money the gateway captured although the payment could no longer apply
+   * (a success reported after it failed, or for an order or invoice already
+   * closed): the payment stays failed and the money is to be returned with
+   * RefundPayment; refunded_amount counts what went back. "0.00" otherwise.
+   *
+   * @generated from field: string captured_amount = 14;
+   */
+  capturedAmount: string;
+
+  /**
+   * When the gateway took that money, RFC 3339; empty when none was
+   * captured.
+   *
+   * @generated from field: string captured_at = 15;
+   */
+  capturedAt: string;
+
+  /**
+   * When the payment failed, RFC 3339; empty unless status is failed.
+   *
+   * @generated from field: string failed_at = 16;
+   */
+  failedAt: string;
+
+  /**
+   * Why the payment failed (the gateway's word, the order cancelled or paid
+   * otherwise); empty unless status is failed.
+   *
+   * @generated from field: string failure_reason = 17;
+   */
+  failureReason: string;
 };
 
 /**
@@ -311,6 +344,14 @@ export type ListPaymentsRequest = Message<"billing.payment.ListPaymentsRequest">
    * @generated from field: optional string status = 5;
    */
   status?: string | undefined;
+
+  /**
+   * Only payments whose captured money is not returned in full
+   * (captured_amount > refunded_amount): the money to return.
+   *
+   * @generated from field: bool to_return = 6;
+   */
+  toReturn: boolean;
 };
 
 /**
@@ -493,6 +534,17 @@ export type RefundPaymentRequest = Message<"billing.payment.RefundPaymentRequest
    * @generated from field: string reason = 3;
    */
   reason: string;
+
+  /**
+   * Where the money goes: "gateway" (back through the payment's gateway) or
+   * "balance" (credited to the customer's balance at once, which must be in
+   * the payment's currency). Unset: the payment's own way, its gateway or,
+   * for a balance payment, the balance. A balance payment cannot go back
+   * through a gateway.
+   *
+   * @generated from field: optional string destination = 4;
+   */
+  destination?: string | undefined;
 };
 
 /**
@@ -625,6 +677,13 @@ export type Refund = Message<"billing.payment.Refund"> & {
    * @generated from field: string message = 12;
    */
   message: string;
+
+  /**
+   * Where the money went: gateway or balance.
+   *
+   * @generated from field: string destination = 13;
+   */
+  destination: string;
 };
 
 /**
