@@ -731,6 +731,7 @@ try {
       await settled();
       await page.getByTestId("credit-to-balance").click();
       await confirmDialog(`Credit ${amount}`);
+      await expectText(page.getByTestId("refund-outcome"), `Credited ${amount} to the customer's balance`);
       await page.getByTestId("refunded-amount").filter({ hasText: amount }).waitFor();
       await settled();
       await expectTestId("payment-status", "failed");

@@ -20,6 +20,13 @@ describe("what a refund came to", () => {
     expect(n.lines.join(" ")).toContain("R-7");
   });
 
+  it("says a refund to the balance was credited there, not sent through the gateway", () => {
+    const n = refundAnswered({ ...refund("succeeded"), destination: "balance" }, "CNY");
+    expect(n.tone).toBe("ok");
+    expect(n.title).toBe("Credited 99.00 CNY to the customer's balance");
+    expect(n.lines.join(" ")).not.toContain("The gateway completed it");
+  });
+
   it("shows a succeeded refund's gateway text as what the gateway says, not as an error", () => {
     const n = refundAnswered(refund("succeeded", { message: "退款成功" }), "CNY");
     expect(n.tone).toBe("ok");

@@ -29,6 +29,8 @@ export interface RefundLike {
   message: string;
   /** Why it failed; empty unless status is failed. */
   error: string;
+  /** Where the money went: gateway or balance ("" from an older server: gateway). */
+  destination?: string;
 }
 
 /** Where a pending refund's outcome is recorded, as the refunds list calls it. */
@@ -40,6 +42,13 @@ export function refundAnswered(r: RefundLike, currency: string): RefundNotice {
   const amount = money(r.amount, currency);
   switch (r.status) {
     case "succeeded":
+      if (r.destination === "balance") {
+        return {
+          tone: "ok",
+          title: `Credited ${amount} to the customer's balance`,
+          lines: ["The balance grew at once, with a refund entry in its ledger; nothing went back through the gateway."],
+        };
+      }
       return {
         tone: "ok",
         title: `Refunded ${amount}`,

@@ -187,12 +187,18 @@ func portIsFree(port int) bool {
 	return true
 }
 
+// requireAllStopped waits until the private PostgreSQL is gone and both
+// ports are free. When the wrapper was killed, paymentd notices its
+// parent's death and stops on its own, after the wrapper's exit: on a busy
+// machine that takes a few seconds, so the test polls rather than looks once.
 func requireAllStopped(t *testing.T, d *devProcess, pgPid, pgPort int) {
 	t.Helper()
-	require.False(t, alive(pgPid), "the private PostgreSQL (pid %d) is stopped:\n%s", pgPid, d.out)
-	require.True(t, portIsFree(pgPort), "the database port %d is free", pgPort)
-	require.True(t, portIsFree(d.httpPort), "the service port %d is free", d.httpPort)
-	require.Contains(t, d.out.String(), "the private PostgreSQL in .data/postgres is stopped", d.out)
+	require.Eventually(t, func() bool { return !alive(pgPid) }, 60*time.Second, 50*time.Millisecond,
+		"the private PostgreSQL (pid %d) is stopped:\n%s", pgPid, d.out)
+	require.Eventually(t, func() bool { return portIsFree(pgPort) && portIsFree(d.httpPort) }, 10*time.Second, 50*time.Millisecond,
+		"the database port %d and the service port %d are free", pgPort, d.httpPort)
+	require.Eventually(t, func() bool { return strings.Contains(d.out.String(), "the private PostgreSQL in .data/postgres is stopped") },
+		10*time.Second, 50*time.Millisecond, "%s", d.out)
 }
 
 func TestDevSignalStopsTheServiceThenItsPrivateDatabase(t *testing.T) {

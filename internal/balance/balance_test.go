@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -118,6 +119,35 @@ func TestConcurrentDebitsNeverOverdrawTheBalance(t *testing.T) {
 	acct, err := store.GetBalanceAccount(context.Background(), db, id)
 	require.NoError(t, err)
 	require.Equal(t, "0.00", acct.Balance.String())
+	r, err := ledger.Verify(context.Background(), db)
+	require.NoError(t, err)
+	require.True(t, r.OK(), "%s", r)
+}
+
+// The ledger's order by time is the chain's order even when the clock
+// stands still or goes back (a frozen test clock, an instance whose clock is
+// behind another's): each row comes at least a microsecond after the
+// customer's previous one.
+func TestEntriesChainInOrderWhenTheClockStandsStillOrGoesBack(t *testing.T) {
+	t.Parallel()
+	db := testdb.Pool(t)
+	id := customer(t, db, "0.00")
+	by := audit.System("test")
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	var times []time.Time
+	for i, when := range []time.Time{at, at, at.Add(-time.Hour), at} {
+		amount := "3.00"
+		if i%2 == 1 {
+			amount = "-1.00"
+		}
+		p, err := post(db, balance.Entry{CustomerID: id, Kind: balance.ManualAdjust, Amount: money.MustParse(amount), By: by, At: when})
+		require.NoError(t, err)
+		times = append(times, p.Ledger.CreatedAt)
+	}
+	for i := 1; i < len(times); i++ {
+		require.True(t, times[i].After(times[i-1]), "row %d at %s is not after row %d at %s", i, times[i], i-1, times[i-1])
+	}
+	require.True(t, times[0].Equal(at), "a clock that moves on is taken as it is")
 	r, err := ledger.Verify(context.Background(), db)
 	require.NoError(t, err)
 	require.True(t, r.OK(), "%s", r)

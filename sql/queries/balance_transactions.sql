@@ -7,9 +7,15 @@
 -- written. customers_balance_check refuses a balance below -credit_limit and
 -- the ledger's CHECKs a zero amount, a wrong sign for the type and
 -- balance_after <> balance_before + amount (store.ErrCheckViolation).
--- created_at is the service's clock, taken after the lock, so the ledger's
--- order by time is the order of the balance chain.
-WITH moved AS (
+-- created_at is the service's clock, taken after the lock, but never before
+-- the customer's previous row (one microsecond after it at least: a clock
+-- that stands still, as in tests, or an instance whose clock is behind
+-- another's), so the ledger's order by time is the order of the balance
+-- chain.
+WITH previous AS (
+    SELECT max(created_at) AS at FROM balance_transactions
+    WHERE customer_id = @customer_id::uuid
+), moved AS (
     UPDATE customers
     SET balance = @balance_after::numeric,
         updated_at = @created_at::timestamptz
@@ -39,7 +45,7 @@ SELECT
     sqlc.narg('refund_id')::uuid,
     sqlc.narg('created_by')::uuid,
     @description::text,
-    @created_at::timestamptz
+    greatest(@created_at::timestamptz, (SELECT at FROM previous) + interval '1 microsecond')
 FROM moved
 RETURNING *;
 

@@ -61,7 +61,10 @@ func (q *Queries) ListCustomerBalanceTransactions(ctx context.Context, arg ListC
 }
 
 const postBalance = `-- name: PostBalance :one
-WITH moved AS (
+WITH previous AS (
+    SELECT max(created_at) AS at FROM balance_transactions
+    WHERE customer_id = $10::uuid
+), moved AS (
     UPDATE customers
     SET balance = $4::numeric,
         updated_at = $9::timestamptz
@@ -91,7 +94,7 @@ SELECT
     $6::uuid,
     $7::uuid,
     $8::text,
-    $9::timestamptz
+    greatest($9::timestamptz, (SELECT at FROM previous) + interval '1 microsecond')
 FROM moved
 RETURNING id, customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_by, description, created_at
 `
@@ -117,8 +120,11 @@ type PostBalanceParams struct {
 // written. customers_balance_check refuses a balance below -credit_limit and
 // the ledger's CHECKs a zero amount, a wrong sign for the type and
 // balance_after <> balance_before + amount (store.ErrCheckViolation).
-// created_at is the service's clock, taken after the lock, so the ledger's
-// order by time is the order of the balance chain.
+// created_at is the service's clock, taken after the lock, but never before
+// the customer's previous row (one microsecond after it at least: a clock
+// that stands still, as in tests, or an instance whose clock is behind
+// another's), so the ledger's order by time is the order of the balance
+// chain.
 func (q *Queries) PostBalance(ctx context.Context, arg PostBalanceParams) (BalanceTransaction, error) {
 	row := q.db.QueryRow(ctx, postBalance,
 		arg.Type,
