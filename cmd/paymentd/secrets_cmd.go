@@ -17,9 +17,10 @@ const secretsUsage = `Usage:
 
 rotate encrypts every gateway interface secret (each "x-secret" property of a
 plugin's config) under the key [secrets].current names: the secrets still in clear
-and those under another key of [secrets].keys. It runs in one transaction holding
-every interface row, while the service keeps running, and writes one audit row per
-interface it changed (actor system, "cli:<user>@<host>"; key ids, never a value).
+and those under another key of [secrets].keys. It takes one interface at a time in a
+short transaction under its row lock, while the service keeps running (run it again
+if it is interrupted), and writes one audit row per interface it changed (actor
+system, "cli:<user>@<host>"; key ids, never a value).
 
 Run it once every instance holds the new key and encrypts with it (docs/operations.md,
 "Secrets at rest"): afterwards no secret needs an older key, which can then be

@@ -22,11 +22,14 @@ import (
 // `paymentd secrets rotate` (everything re-encrypted under the current
 // key), and the check that a service without keys has nothing to decrypt.
 //
-// A pass that changes something does it in one transaction holding every
-// interface row (FOR NO KEY UPDATE, in id order): instances starting
-// together take turns, and the later ones find nothing left to do. Each
-// changed interface gets an audit row naming its secrets and the key each
-// is under, before and after — never a value.
+// A pass that changes something takes each interface in a short
+// transaction of its own, under the row's lock (FOR NO KEY UPDATE: payments
+// referring to it are not held up), and decides again there: instances
+// starting together take turns on each row, and the later ones find nothing
+// left to do. A pass cut short leaves every interface either done or as it
+// was, and the next pass finishes the rest. Each changed interface gets an
+// audit row naming its secrets and the key each is under, before and after
+// — never a value.
 
 // SecretsReport is what a pass found and did.
 type SecretsReport struct {
@@ -119,30 +122,37 @@ const (
 
 func pass(ctx context.Context, db store.DB, k *secrets.Keyring, mode passMode, by audit.Actor, at time.Time) (SecretsReport, error) {
 	rep, err := CheckSecretsReadable(ctx, db, k)
-	if err != nil || k == nil {
+	if err != nil || k == nil || !needsPass(rep, k, mode) {
 		return rep, err
-	}
-	if !needsPass(rep, k, mode) {
-		return rep, nil
 	}
 	action := ActionInterfaceSealSecrets
 	if mode == modeRotate {
 		action = ActionInterfaceRotateSecrets
 	}
-	err = store.WithTx(ctx, db, func(tx pgx.Tx) error {
-		rows, err := store.LockAllGatewayInterfaces(ctx, tx)
-		if err != nil {
-			return err
-		}
-		rep = SecretsReport{ByKey: map[string]int{}}
-		for _, gi := range rows {
-			before := secretKeys(gi)
-			out, err := resealOne(gi, k, mode, &rep)
+	rows, err := store.ListAllGatewayInterfaces(ctx, db)
+	if err != nil {
+		return rep, err
+	}
+	rep = SecretsReport{ByKey: map[string]int{}}
+	for _, row := range rows {
+		// Each interface in a transaction of its own, decided again under
+		// its row lock: another instance may have sealed it meanwhile, and
+		// holding one row at a time cannot deadlock with a plugin upgrade
+		// updating several.
+		var one SecretsReport
+		err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
+			one = SecretsReport{ByKey: map[string]int{}}
+			gi, err := store.LockGatewayInterface(ctx, tx, row.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil // deleted meanwhile
+			}
 			if err != nil {
 				return err
 			}
-			if out == nil {
-				continue
+			before := secretKeys(gi)
+			out, err := resealOne(gi, k, mode, &one)
+			if err != nil || out == nil {
+				return err
 			}
 			raw, err := json.Marshal(out)
 			if err != nil {
@@ -152,13 +162,24 @@ func pass(ctx context.Context, db store.DB, k *secrets.Keyring, mode passMode, b
 				return err
 			}
 			gi.Config = raw
-			if err := audit.Write(ctx, tx, by, at, action, entityInterface, gi.ID.String(), before, secretKeys(gi)); err != nil {
-				return err
-			}
+			return audit.Write(ctx, tx, by, at, action, entityInterface, gi.ID.String(), before, secretKeys(gi))
+		})
+		if err != nil {
+			return rep, fmt.Errorf("gateway interface %s: %w", row.ID, err)
 		}
-		return nil
-	})
-	return rep, err
+		rep.add(one)
+	}
+	return rep, nil
+}
+
+func (r *SecretsReport) add(o SecretsReport) {
+	r.Interfaces += o.Interfaces
+	r.Sealed += o.Sealed
+	r.Resealed += o.Resealed
+	for id, n := range o.ByKey {
+		r.ByKey[id] += n
+	}
+	r.Unreadable = append(r.Unreadable, o.Unreadable...)
 }
 
 // needsPass reports whether what CheckSecretsReadable found calls for a

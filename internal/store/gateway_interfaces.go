@@ -84,13 +84,6 @@ func ListAllGatewayInterfaces(ctx context.Context, db DB) ([]GatewayInterface, e
 	return rows, MapError(err)
 }
 
-// LockAllGatewayInterfaces returns every interface, by id, each locked FOR
-// NO KEY UPDATE (in a transaction).
-func LockAllGatewayInterfaces(ctx context.Context, db DB) ([]GatewayInterface, error) {
-	rows, err := dbsqlc.New(db).LockAllGatewayInterfaces(ctx)
-	return rows, MapError(err)
-}
-
 // SetGatewayInterfaceConfig replaces an interface's config without
 // touching updated_at (its secrets re-encrypted, not an admin's change).
 func SetGatewayInterfaceConfig(ctx context.Context, db DB, id uuid.UUID, config []byte) error {

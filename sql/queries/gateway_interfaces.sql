@@ -43,14 +43,6 @@ RETURNING *;
 SELECT * FROM gateway_interfaces
 ORDER BY id;
 
--- name: LockAllGatewayInterfaces :many
--- Every interface, locked in one order so that instances starting together
--- encrypt each clear secret once: the second waits and finds nothing left.
--- NO KEY: payments referring to an interface are not held up.
-SELECT * FROM gateway_interfaces
-ORDER BY id
-FOR NO KEY UPDATE;
-
 -- name: SetGatewayInterfaceConfig :exec
 -- The same config with its secrets (re-)encrypted: not an admin's change,
 -- so updated_at stays.

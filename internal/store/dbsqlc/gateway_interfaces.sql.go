@@ -312,44 +312,6 @@ func (q *Queries) ListPaymentMethods(ctx context.Context) ([]ListPaymentMethodsR
 	return items, nil
 }
 
-const lockAllGatewayInterfaces = `-- name: LockAllGatewayInterfaces :many
-SELECT id, plugin_name, display_name, config, config_schema, enabled, created_at, updated_at FROM gateway_interfaces
-ORDER BY id
-FOR NO KEY UPDATE
-`
-
-// Every interface, locked in one order so that instances starting together
-// encrypt each clear secret once: the second waits and finds nothing left.
-// NO KEY: payments referring to an interface are not held up.
-func (q *Queries) LockAllGatewayInterfaces(ctx context.Context) ([]GatewayInterface, error) {
-	rows, err := q.db.Query(ctx, lockAllGatewayInterfaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []GatewayInterface
-	for rows.Next() {
-		var i GatewayInterface
-		if err := rows.Scan(
-			&i.ID,
-			&i.PluginName,
-			&i.DisplayName,
-			&i.Config,
-			&i.ConfigSchema,
-			&i.Enabled,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const lockGatewayInterface = `-- name: LockGatewayInterface :one
 SELECT id, plugin_name, display_name, config, config_schema, enabled, created_at, updated_at FROM gateway_interfaces
 WHERE id = $1
