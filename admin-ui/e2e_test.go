@@ -177,6 +177,7 @@ func startService(t *testing.T, adminPath string) *service {
 	cfg := config.Default()
 	cfg.DB.URL = testdb.URL(t)
 	cfg.JWT.Secret = "e2e-secret-e2e-secret-e2e-secret-e2e!"
+	cfg.Secrets = config.Secrets{Current: "e2e", Keys: map[string]string{"e2e": "ZTJlLXNlY3JldHMta2V5LTMyLWJ5dGVzLWxvbmchISE="}} // "e2e-secrets-key-32-bytes-long!!!"
 	cfg.Bootstrap.AdminPassword = adminPassword
 	cfg.Server.AdminPath = adminPath
 	cfg.Server.ShutdownTimeout = 5 * time.Second

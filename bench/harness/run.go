@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -88,6 +89,7 @@ type bench struct {
 	epayURL     string
 	providerURL string
 	jwtSecret   string
+	secretsKey  string
 	adminPass   string
 	pool        *pgxpool.Pool
 	world       *World
@@ -231,6 +233,7 @@ func (b *bench) setup(ctx context.Context) error {
 	b.epayURL, b.providerURL = urls.Epay, urls.Provider
 
 	b.jwtSecret = randomHex(24)
+	b.secretsKey = randomBase64(32)
 	b.adminPass = randomHex(12)
 	if b.svcPort, err = FreePort(); err != nil {
 		return err
@@ -437,6 +440,9 @@ func (b *bench) serviceEnv(dbURL string, port int) []string {
 		fmt.Sprintf("PAYMENTD_SERVER__PORT=%d", port),
 		fmt.Sprintf("PAYMENTD_SERVER__PUBLIC_URL=http://127.0.0.1:%d", port),
 		"PAYMENTD_JWT__SECRET=" + b.jwtSecret,
+		// The gateway's merchant key is stored encrypted, as in production.
+		"PAYMENTD_SECRETS__CURRENT=bench",
+		"PAYMENTD_SECRETS__KEYS__BENCH=" + b.secretsKey,
 		"PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD=" + b.adminPass,
 		"PAYMENTD_PLUGINS__DIR=" + filepath.Join(b.root, "plugins"),
 		"PAYMENTD_LOG__FORMAT=json",
@@ -1094,6 +1100,12 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
 
 func sortDurations(d []time.Duration) { slices.Sort(d) }
+
+func randomBase64(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.StdEncoding.EncodeToString(b)
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/config"
@@ -30,8 +31,9 @@ const devUsage = `Usage:
   paymentd dev fake-epay [--help]
   paymentd dev fake-provider [--help]
 
-Runs the service for local development: writes .data/dev.toml (a random JWT secret
-and bootstrap admin password) on first use, starts a private PostgreSQL in
+Runs the service for local development: writes .data/dev.toml (a random JWT secret,
+bootstrap admin password and [secrets] key) on first use, adding the key to a
+dev.toml written before keys existed, starts a private PostgreSQL in
 .data/postgres when [db].url is empty, prints where it listens and the admin login,
 and serves until SIGINT or SIGTERM, or until the process that started it goes away
 (a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
@@ -146,8 +148,10 @@ func watchParent(ctx context.Context, cancel context.CancelFunc, logf func(strin
 	return func() { cancel(); <-done }
 }
 
-// ensureDevConfig creates path with a random JWT secret and bootstrap admin
-// password when it does not exist, and returns the bootstrap password it holds.
+// ensureDevConfig creates path with a random JWT secret, bootstrap admin
+// password and [secrets] key when it does not exist, adds a [secrets] key to
+// one written before gateway secrets were encrypted, and returns the
+// bootstrap password it holds.
 func ensureDevConfig(path string) (string, error) {
 	dev, err := config.LoadFiles(nil, nil)
 	if err != nil {
@@ -156,6 +160,9 @@ func ensureDevConfig(path string) (string, error) {
 	if _, err := os.Stat(path); err == nil {
 		c, err := config.LoadFiles([]string{path}, nil)
 		if err != nil {
+			return "", err
+		}
+		if err := addDevSecretsKey(path, c); err != nil {
 			return "", err
 		}
 		return c.Bootstrap.AdminPassword, nil
@@ -170,16 +177,21 @@ func ensureDevConfig(path string) (string, error) {
 	if _, err := rand.Read(pw); err != nil {
 		return "", err
 	}
+	key, err := devSecretsBlock()
+	if err != nil {
+		return "", err
+	}
 	password := base64.RawURLEncoding.EncodeToString(pw)
 	body := fmt.Sprintf(`# Written by "paymentd dev" for local development only: never use these values in production.
-# Delete this file to generate new ones (the admin password only applies to a database without admins).
+# Delete this file to generate new ones (the admin password only applies to a database without admins;
+# without the [secrets] key the gateway secrets stored in .data/postgres cannot be read).
 [jwt]
 secret = %q
 
 [bootstrap]
 admin_username = %q
 admin_password = %q
-`, hex.EncodeToString(secret), dev.Bootstrap.AdminUsername, password)
+%s`, hex.EncodeToString(secret), dev.Bootstrap.AdminUsername, password, key)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return "", err
 	}
@@ -187,4 +199,51 @@ admin_password = %q
 		return "", err
 	}
 	return password, nil
+}
+
+// devSecretsKeyID names the key paymentd dev generates.
+const devSecretsKeyID = "dev"
+
+// devSecretsBlock is a [secrets] section with a new random key.
+func devSecretsBlock() (string, error) {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf(`
+[secrets]
+# Encrypts gateway interface secrets (merchant keys) in the database.
+current = %q
+[secrets.keys]
+%s = %q
+`, devSecretsKeyID, devSecretsKeyID, base64.StdEncoding.EncodeToString(key)), nil
+}
+
+// addDevSecretsKey appends a [secrets] section to a dev config c (read from
+// path) that has none: dev.toml files written before secrets were
+// encrypted. One with a [secrets] section of its own is left alone.
+func addDevSecretsKey(path string, c config.Config) error {
+	if len(c.Secrets.Keys) > 0 || c.Secrets.Current != "" {
+		return nil
+	}
+	body, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if strings.Contains(string(body), "[secrets") {
+		return nil
+	}
+	block, err := devSecretsBlock()
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(block); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -6,6 +6,7 @@
 //	paymentd config check [--config FILE]      validate, print the effective configuration
 //	paymentd admin create-admin|reset-password --username U [--password-file F]
 //	paymentd verify  [--config FILE]           the ledger check
+//	paymentd secrets rotate [--config FILE]    encrypt every stored secret under [secrets].current
 //	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]
 //	paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN]
 //	paymentd plugin check FILE

@@ -37,6 +37,9 @@ Usage:
   paymentd verify  [--config FILE]            check that payments, refunds, orders,
                                               invoices, events and balances add up;
                                               exit 1 when they do not
+  paymentd secrets rotate [--config FILE]     encrypt every gateway interface secret under
+                                              the key [secrets].current names, so older
+                                              keys can be removed
   paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL] [--pid ID] [--key KEY]
                                               run a fake epay gateway for demos until Ctrl-C,
                                               printing the merchant account to configure
@@ -113,6 +116,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdAdmin(ctx, args[1:], stdout, stderr)
 	case "verify":
 		err = cmdVerify(ctx, args[1:], stdout, stderr)
+	case "secrets":
+		err = cmdSecrets(ctx, args[1:], stdout, stderr)
 	case "version":
 		if len(args) > 1 {
 			if args[1] == "-h" || args[1] == "--help" {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/config"
 )
 
 // These tests set environment variables, so they do not run in parallel.
@@ -76,7 +78,38 @@ func TestDevConfigIsGeneratedOnceAndKept(t *testing.T) {
 	body, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Contains(t, string(body), "[jwt]\nsecret = ")
+	require.Contains(t, string(body), "\n[secrets]\n")
+	c, err := config.LoadFiles([]string{path}, nil)
+	require.NoError(t, err)
+	keys, err := c.Secrets.Keyring()
+	require.NoError(t, err)
+	require.Equal(t, "dev", keys.Current(), "a key that encrypts gateway secrets")
+	again2, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(body), string(again2), "the key is generated once")
 	fi, err := os.Stat(path)
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the dev secrets are private to the user")
+}
+
+func TestDevConfigWrittenBeforeSecretsGetsAKeyOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dev.toml")
+	old := "[jwt]\nsecret = \"" + strings.Repeat("a", 64) + "\"\n\n[bootstrap]\nadmin_username = \"admin\"\nadmin_password = \"old-dev-password\"\n"
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
+	pw, err := ensureDevConfig(path)
+	require.NoError(t, err)
+	require.Equal(t, "old-dev-password", pw)
+	body, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(body), old), "what was there stays")
+	c, err := config.LoadFiles([]string{path}, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+	require.Equal(t, "dev", c.Secrets.Current)
+
+	_, err = ensureDevConfig(path)
+	require.NoError(t, err)
+	again, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, string(body), string(again), "added once")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/cache"
 	"github.com/rustbill/paymentd/internal/cluster"
@@ -34,6 +35,7 @@ import (
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -62,6 +64,9 @@ type App struct {
 	// node is this process's cluster node id: the holder of its leases
 	// (migration, billing, event_worker) and its heartbeat row.
 	node string
+	// secrets seals and opens gateway interface secrets; nil without
+	// [secrets] keys.
+	secrets *secrets.Keyring
 }
 
 // Option adjusts how New builds the App.
@@ -207,6 +212,9 @@ func (a *App) init(ctx context.Context) error {
 	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap, a.log); err != nil {
 		return err
 	}
+	if err := a.sealSecrets(ctx); err != nil {
+		return err
+	}
 
 	a.cache, err = cache.New(a.cfg.Redis, a.log)
 	if err != nil {
@@ -325,6 +333,33 @@ func (a *App) init(ctx context.Context) error {
 		Observe: a.tel.observer.Middleware,
 	})
 	return a.tel.metrics.RegisterSlowRequests(a.server.SlowRequests)
+}
+
+// sealSecrets builds the keyring of [secrets] and encrypts the gateway
+// interface secrets still stored in clear (every instance does it at
+// start; under the rows' locks only the first finds anything to do).
+// Without a key, a database that holds secrets stops the start: the
+// service could neither read them nor store new ones.
+func (a *App) sealSecrets(ctx context.Context) error {
+	keys, err := a.cfg.Secrets.Keyring()
+	if err != nil {
+		return err
+	}
+	a.secrets = keys
+	rep, err := gateway.SealSecrets(ctx, a.pool, keys, audit.System(a.node), a.opts.clock())
+	if err != nil {
+		return err
+	}
+	if rep.Sealed > 0 {
+		a.log.Info("gateway interface secrets stored in clear are now encrypted", "sealed", rep.Sealed, "key_id", keys.Current())
+	}
+	for _, u := range rep.Unreadable {
+		a.log.Error("a gateway interface secret does not decrypt with the keys of [secrets]: its interface is unusable until the key is configured or the secret is sent again", "problem", u)
+	}
+	if keys != nil {
+		a.log.Info("secrets at rest", "current_key_id", keys.Current(), "key_ids", keys.IDs(), "stored_secrets", rep.Total(), "interfaces", rep.Interfaces)
+	}
+	return nil
 }
 
 // MergePolicies joins the permission tables of the mounted services into the

@@ -37,8 +37,15 @@ func testConfig(dbURL string) config.Config {
 	// Every test client comes from 127.0.0.1; TestLoginIsRateLimitedPerIP
 	// turns the limit back on.
 	c.RateLimit.Enabled = false
+	c.Secrets = config.Secrets{Current: testKeyID, Keys: map[string]string{testKeyID: testKey}}
 	return c
 }
+
+// The key that encrypts gateway interface secrets in the tests' services.
+const (
+	testKeyID = "test1"
+	testKey   = "dGVzdC1rZXktdGVzdC1rZXktdGVzdC1rZXktMzJieSE=" // "test-key-test-key-test-key-32by!"
+)
 
 // logger writes the app's lines to the test's output; a benchmark's are
 // discarded (its output is printed whatever -v says).

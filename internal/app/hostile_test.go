@@ -440,7 +440,8 @@ func (s *logSink) String() string {
 }
 
 // No secret — passwords, the JWT secret, session cookies, access tokens,
-// API keys, a gateway's merchant key, the SMTP password, a webhook secret —
+// API keys, a gateway's merchant key, the SMTP password, a webhook secret,
+// the key that encrypts merchant keys —
 // appears in any log line or in any error a caller receives, even when the
 // calls that carry them fail.
 func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
@@ -553,6 +554,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		"merchant key":       merchantKey,
 		"SMTP password":      smtpPassword,
 		"webhook secret":     webhookSecret,
+		"[secrets] key":      testKey,
 		"API key":            key.Msg.GetKey(),
 		"API key secret":     key.Msg.GetKey()[36:],
 		"session cookie":     cookieValue,
@@ -650,4 +652,101 @@ func customerAuth(c callers) string {
 	h := http.Header{}
 	c.customer(h)
 	return h.Get("Authorization")
+}
+
+// An operator-side attacker (write access to the database, no key) moves
+// one interface's encrypted merchant key into another, or forges one, so
+// that the other would verify notifications with a key the attacker knows.
+// The moved value does not decrypt: the interface refuses every use over
+// the wire, no money moves, its reads stay masked, the other interfaces
+// work; an admin sending the key again repairs it. The API refuses values
+// that look encrypted.
+func TestForgedOrMovedCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	e.fake.DropNotify(true)
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+
+	// A second merchant on a gateway of its own, with a payment pending.
+	fake2 := epay.New(epay.Options{Merchants: map[string]string{"2002": "merchant-2002-key"}, NotifyScale: 0.0001})
+	require.NoError(t, fake2.Start())
+	t.Cleanup(fake2.Close)
+	fake2.DropNotify(true)
+	gw2 := e.createEpayInterface(t, "merchant 2002", fake2, "2002", "merchant-2002-key")
+	p2 := e.createPaymentVia(t, e.order(t), gw2).GetPayment().GetId()
+	require.NoError(t, fake2.Pay(p2))
+
+	// The first interface's sealed key copied over gw2's.
+	_, err := pool.Exec(ctx, `UPDATE gateway_interfaces SET config = jsonb_set(config, '{key}', to_jsonb($2::text)) WHERE id = $1`,
+		gw2, e.storedSecret(t, e.epayGW))
+	require.NoError(t, err)
+	unpaid := e.order(t)
+	before := moneyState(t, e)
+
+	// Whatever this instance read of gw2 before expires within a second.
+	require.Eventually(t, func() bool {
+		_, err := e.admin.TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: gw2}, e.c.admin))
+		return connect.CodeOf(err) == connect.CodeFailedPrecondition
+	}, 5*time.Second, 50*time.Millisecond)
+
+	// A notification signed with the first merchant's key (what the move
+	// was for) and one with gw2's genuine key: neither is applied.
+	status, body := postCallback(t, e.r.baseURL, gw2, notifyAs(t, fake2, p2, "2002", epay.DefaultKey))
+	require.Equal(t, http.StatusInternalServerError, status, body)
+	require.NotEqual(t, "success", body)
+	status, _ = postCallback(t, e.r.baseURL, gw2, notifyAs(t, fake2, p2, "2002", "merchant-2002-key"))
+	require.Equal(t, http.StatusInternalServerError, status, "unusable, so the gateway retries later")
+	_, err = e.payments.HandleCallback(ctx, connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: gw2, Payload: notifyAs(t, fake2, p2, "2002", epay.DefaultKey),
+	}))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "cannot be used: its secrets do not decrypt with the keys of [secrets]")
+	_, err = e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+		OrderId: unpaid, GatewayInterfaceId: gw2, ReturnUrl: "https://shop.example/done",
+	}, e.c.customer))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	_, err = e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: p2}, e.c.admin))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	got, err := e.admin.GetGatewayInterface(ctx, with(&gatewaypb.GetGatewayInterfaceRequest{Id: gw2}, e.c.admin))
+	require.NoError(t, err, "reads still answer")
+	require.Equal(t, "********", got.Msg.GetGatewayInterface().GetConfig().GetFields()["key"].GetStringValue())
+	require.Equal(t, before, moneyState(t, e), "no money moved")
+	require.Equal(t, "pending", e.getPayment(t, p2).GetStatus())
+
+	// A forged value (well formed, under the right key id) on a fresh
+	// interface: the same.
+	gw3 := e.createEpayInterface(t, "forged", e.fake, epay.DefaultPID, epay.DefaultKey)
+	forged := "enc:v1:" + testKeyID + ":" + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{7}, 40))
+	_, err = pool.Exec(ctx, `UPDATE gateway_interfaces SET config = jsonb_set(config, '{key}', to_jsonb($2::text)) WHERE id = $1`, gw3, forged)
+	require.NoError(t, err)
+	_, err = e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+		OrderId: unpaid, GatewayInterfaceId: gw3, ReturnUrl: "https://shop.example/done",
+	}, e.c.customer))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+
+	// The API takes no encrypted-looking value: an admin cannot plant one.
+	var interfaces int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM gateway_interfaces`).Scan(&interfaces))
+	_, err = e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "epay", DisplayName: "planted",
+		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": e.storedSecret(t, e.epayGW)}),
+	}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, `config.key: a value may not start with "enc:"`)
+	require.Equal(t, interfaces, e.count(t, `SELECT count(*) FROM gateway_interfaces`))
+
+	// The first interface never stopped working.
+	e.createPayment(t, e.order(t))
+
+	// The admin sends gw2's key again: the genuine notification lands.
+	_, err = e.admin.UpdateGatewayInterface(ctx, with(&gatewaypb.UpdateGatewayInterfaceRequest{
+		Id: gw2, Config: mustStruct(t, map[string]any{"api_url": fake2.URL() + "/", "pid": "2002", "key": "merchant-2002-key"}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	status, body = postCallback(t, e.r.baseURL, gw2, notifyAs(t, fake2, p2, "2002", "merchant-2002-key"))
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "success", body)
+	require.Equal(t, "success", e.getPayment(t, p2).GetStatus())
+	requireLedgerClean(t, e)
 }

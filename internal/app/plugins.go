@@ -44,6 +44,7 @@ func (a *App) startPlugins(ctx context.Context) error {
 		Logger:       a.log,
 		Observer:     a.tel.observer,
 		Tracer:       a.backgroundTracer(),
+		Secrets:      a.secrets,
 	})
 	return a.registry.Start(ctx)
 }

@@ -18,6 +18,10 @@ import (
 const (
 	AdminPassword = "clustertest-admin-password"
 	JWTSecret     = "clustertest-jwt-secret-0123456789abcdef"
+	// SecretsKey encrypts the gateway interfaces' secrets, given to every
+	// node through the environment (one variable per key, as an operator's
+	// secret store would).
+	SecretsKey = "Y2x1c3RlcnRlc3Qtc2VjcmV0cy1rZXktMzJieXRlcyE=" // "clustertest-secrets-key-32bytes!"
 )
 
 // Options describe a cluster to start.
@@ -64,6 +68,8 @@ func (o Options) env(port int) []string {
 		fmt.Sprintf("PAYMENTD_SERVER__PUBLIC_URL=http://127.0.0.1:%d", port),
 		"PAYMENTD_SERVER__SHUTDOWN_TIMEOUT=5s",
 		"PAYMENTD_JWT__SECRET=" + JWTSecret,
+		"PAYMENTD_SECRETS__CURRENT=cluster",
+		"PAYMENTD_SECRETS__KEYS__CLUSTER=" + SecretsKey,
 		"PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD=" + AdminPassword,
 		"PAYMENTD_RATE_LIMIT__ENABLED=false",
 		"PAYMENTD_PLUGINS__DIR=" + PluginsDir(),

@@ -20,6 +20,8 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/providers/structs"
 	"github.com/knadh/koanf/v2"
+
+	"github.com/rustbill/paymentd/internal/secrets"
 )
 
 // PlaceholderJWTSecret is the value koanf.example.toml ships with. The server
@@ -37,6 +39,7 @@ type Config struct {
 	Server    Server    `koanf:"server"`
 	DB        DB        `koanf:"db"`
 	JWT       JWT       `koanf:"jwt"`
+	Secrets   Secrets   `koanf:"secrets"`
 	Session   Session   `koanf:"session"`
 	Bootstrap Bootstrap `koanf:"bootstrap"`
 	RateLimit RateLimit `koanf:"rate_limit"`
@@ -268,6 +271,39 @@ type Tracing struct {
 	ServiceName string  `koanf:"service_name"`
 }
 
+// Secrets are the keys that encrypt plugin config secrets (a gateway's
+// merchant key) in the database. Keys maps a key id to 32 random bytes in
+// standard base64; Current names the one that encrypts, every one
+// decrypts. A map and a name rather than an ordered list: TOML tables are
+// unordered, and each key can come from an environment variable of its own
+// (PAYMENTD_SECRETS__KEYS__<ID>). Empty: no secret can be stored, and the
+// service refuses to start on a database that holds any.
+type Secrets struct {
+	Current string            `koanf:"current"`
+	Keys    map[string]string `koanf:"keys"`
+}
+
+// Keyring builds the keyring of a validated configuration; nil when no key
+// is configured.
+func (s Secrets) Keyring() (*secrets.Keyring, error) {
+	if len(s.Keys) == 0 {
+		return nil, nil
+	}
+	keys := make(map[string][]byte, len(s.Keys))
+	for id, b64 := range s.Keys {
+		k, err := secrets.DecodeKey(b64)
+		if err != nil {
+			return nil, fmt.Errorf("[secrets].keys.%s %v", id, err)
+		}
+		keys[id] = k
+	}
+	k, err := secrets.New(s.Current, keys)
+	if err != nil {
+		return nil, fmt.Errorf("[secrets]: %w", err)
+	}
+	return k, nil
+}
+
 // Default returns the configuration with every default of the specification
 // and of docs/decisions.md. koanf.example.toml documents the same values.
 func Default() Config {
@@ -325,6 +361,7 @@ func Default() Config {
 		Outbound: Outbound{FailureThreshold: 5, Cooldown: 30 * time.Second, Attempts: 3, Timeout: 10 * time.Second},
 		Metrics:  Metrics{Enabled: true, Host: "127.0.0.1", Port: 9464},
 		Tracing:  Tracing{Endpoint: "127.0.0.1:4317", Protocol: "grpc", SampleRatio: 1, ServiceName: "paymentd"},
+		Secrets:  Secrets{Keys: map[string]string{}},
 	}
 }
 
@@ -652,7 +689,36 @@ func (c Config) Validate() error {
 	if c.Tracing.SampleRatio < 0 || c.Tracing.SampleRatio > 1 || math.IsNaN(c.Tracing.SampleRatio) {
 		bad("[tracing].sample_ratio", "must be between 0 and 1, got %v", c.Tracing.SampleRatio)
 	}
+	c.Secrets.validate(bad)
 	return errors.Join(errs...)
+}
+
+// validate reports [secrets] problems through bad; a key's value is never
+// quoted.
+func (s Secrets) validate(bad func(key, format string, args ...any)) {
+	switch _, ok := s.Keys[s.Current]; {
+	case len(s.Keys) == 0 && s.Current != "":
+		bad("[secrets].current", "names key %q, but [secrets].keys is empty", s.Current)
+	case len(s.Keys) > 0 && s.Current == "":
+		bad("[secrets].current", "is required when [secrets].keys is set: it names the key that encrypts (the others only decrypt)")
+	case len(s.Keys) > 0 && !ok:
+		bad("[secrets].current", "names key %q, which [secrets].keys does not hold", s.Current)
+	}
+	ids := make([]string, 0, len(s.Keys))
+	for id := range s.Keys {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if !secrets.ValidKeyID(id) {
+			bad("[secrets].keys", "key ids are lowercase letters and digits, words joined by single underscores, at most %d characters (they are part of PAYMENTD_SECRETS__KEYS__<ID> and of every encrypted value), got %q",
+				secrets.MaxKeyIDLen, id)
+			continue
+		}
+		if _, err := secrets.DecodeKey(s.Keys[id]); err != nil {
+			bad("[secrets].keys."+id, "%v: a key is 32 random bytes in standard base64 (openssl rand -base64 32)", err)
+		}
+	}
 }
 
 // TrustedProxyPrefixes parses TrustedProxies (validated: errors are
@@ -722,6 +788,10 @@ func (c Config) Masked() Config {
 		m.Notify.Webhooks[i] = w
 	}
 	m.Notify.AdminEmails = slices.Clone(c.Notify.AdminEmails)
+	m.Secrets.Keys = make(map[string]string, len(c.Secrets.Keys))
+	for id, k := range c.Secrets.Keys {
+		m.Secrets.Keys[id] = mask(k)
+	}
 	return m
 }
 

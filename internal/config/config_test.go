@@ -1,6 +1,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -233,4 +235,92 @@ func TestCORSOriginsAreSchemeHostAndPort(t *testing.T) {
 		"https://user@shop.example", "https://Shop.example", "https://a.*.example", "null", ""} {
 		require.False(t, validOrigin(bad), bad)
 	}
+}
+
+// Two keys of 32 bytes in base64, for the [secrets] tests.
+var (
+	keyA = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xa}, 32))
+	keyB = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xb}, 32))
+)
+
+func withJWTSecret(c Config) Config {
+	c.JWT.Secret = goodSecret
+	return c
+}
+
+func TestSecretsKeysComeFromTheFileOrOneEnvironmentVariableEach(t *testing.T) {
+	t.Parallel()
+	p := writeFile(t, `
+[secrets]
+current = "k2026"
+[secrets.keys]
+k2025 = "`+keyA+`"
+k2026 = "`+keyB+`"
+`)
+	c, err := Load(p, nil)
+	require.NoError(t, err)
+	require.Equal(t, "k2026", c.Secrets.Current)
+	require.Equal(t, map[string]string{"k2025": keyA, "k2026": keyB}, c.Secrets.Keys)
+	require.NoError(t, withJWTSecret(c).Validate())
+	k, err := c.Secrets.Keyring()
+	require.NoError(t, err)
+	require.Equal(t, "k2026", k.Current())
+	require.Equal(t, []string{"k2025", "k2026"}, k.IDs())
+
+	// The environment adds a key and moves current, as a rotation does
+	// with the file left as it is.
+	c, err = Load(p, []string{"PAYMENTD_SECRETS__CURRENT=k2027", "PAYMENTD_SECRETS__KEYS__K2027=" + keyA})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"k2025": keyA, "k2026": keyB, "k2027": keyA}, c.Secrets.Keys)
+	require.Equal(t, "k2027", c.Secrets.Current)
+	require.NoError(t, withJWTSecret(c).Validate())
+
+	// No file at all: environment variables alone.
+	c, err = Load("", []string{"PAYMENTD_SECRETS__CURRENT=prod_1", "PAYMENTD_SECRETS__KEYS__PROD_1=" + keyB})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"prod_1": keyB}, c.Secrets.Keys)
+	require.NoError(t, withJWTSecret(c).Validate())
+
+	// None: no keyring, which is valid.
+	k, err = valid().Secrets.Keyring()
+	require.NoError(t, err)
+	require.Nil(t, k)
+}
+
+func TestSecretsValidationNamesTheKeyAndNeverQuotesOne(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		s    Secrets
+		want string
+	}{
+		{"current without keys", Secrets{Current: "k1"}, `[secrets].current names key "k1", but [secrets].keys is empty`},
+		{"keys without current", Secrets{Keys: map[string]string{"k1": keyA}}, "[secrets].current is required when [secrets].keys is set"},
+		{"current not a key", Secrets{Current: "k2", Keys: map[string]string{"k1": keyA}}, `[secrets].current names key "k2", which [secrets].keys does not hold`},
+		{"short key", Secrets{Current: "k1", Keys: map[string]string{"k1": base64.StdEncoding.EncodeToString([]byte("sixteen bytes!!!"))}}, "[secrets].keys.k1 must be 32 bytes, got 16"},
+		{"not base64", Secrets{Current: "k1", Keys: map[string]string{"k1": "not-base64-secret-material"}}, "[secrets].keys.k1 is not standard base64"},
+		{"upper case id", Secrets{Current: "K1", Keys: map[string]string{"K1": keyA}}, `[secrets].keys key ids are lowercase`},
+		{"id with a colon", Secrets{Current: "a:b", Keys: map[string]string{"a:b": keyA}}, `got "a:b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			c.Secrets = tt.s
+			err := c.Validate()
+			require.ErrorContains(t, err, tt.want)
+			require.NotContains(t, err.Error(), "not-base64-secret-material")
+			require.NotContains(t, err.Error(), keyA)
+		})
+	}
+}
+
+func TestMaskedHidesTheSecretsKeys(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Secrets = Secrets{Current: "k1", Keys: map[string]string{"k1": keyA}}
+	out := string(c.Masked().TOML())
+	require.NotContains(t, out, keyA)
+	require.Contains(t, out, "\n[secrets]\ncurrent = \"k1\"\nkeys = {\"k1\" = \"********\"}\n")
+	require.Equal(t, keyA, c.Secrets.Keys["k1"], "the original is untouched")
 }

@@ -188,6 +188,16 @@ func (s *Schema) Secrets() []string {
 	return out
 }
 
+// SecretPaths returns the paths of the secret properties (["key"],
+// ["auth", "token"]), sorted; the caller may keep them.
+func (s *Schema) SecretPaths() [][]string {
+	out := make([][]string, len(s.secrets))
+	for i, p := range s.secrets {
+		out[i] = slices.Clone(p)
+	}
+	return out
+}
+
 // Problems validates config and names each problem by its key
 // ("config.pid: missing", …), at most maxProblems of them, sorted; nil when
 // the config is valid. A problem of a secret key never quotes its value.

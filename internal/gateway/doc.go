@@ -113,6 +113,33 @@
 // (Registry.Get). New interfaces start disabled; enabling one needs a
 // loaded gateway plugin and a config that satisfies its schema.
 //
+// Secrets are stored encrypted (secret_config.go): each non-empty secret
+// is sealed with AES-256-GCM under the current key of [secrets]
+// (internal/secrets) and stored in its place as the string
+// "enc:v1:<key id>:<base64url nonce|ciphertext|tag>", bound (as associated
+// data) to the interface id and the property's path, which is why an
+// interface's id is chosen before its insert. The API takes clear values
+// only: a value that looks sealed is refused. The opened config exists only
+// on its way into a plugin call (Registry.Get, AdminPage) and, for
+// validation, inside the admin operations; reads are masked as before. A
+// sealed value that does not open (its key is not configured, it was moved
+// from another interface, altered) makes its interface unusable —
+// FailedPrecondition, logged once a minute, the plugin never called —
+// until the key is configured or an admin sends the value again; everything
+// else keeps working. Without a key no secret can be stored
+// (FailedPrecondition naming [secrets]).
+//
+//	value in the database   with the key             key missing / value moved
+//	(absent or "")          nothing to protect       —
+//	clear (old database)    sealed at the next start refused to start (no key at all)
+//	enc:v1:<current>:…      opened for the plugin    interface unusable
+//	enc:v1:<older>:…        opened; rotate re-seals  interface unusable
+//
+// secrets_pass.go holds the passes over every interface: at start (clear
+// values sealed; without a key, a database holding secrets stops the
+// start), after a plugin upgrade (what its new schema calls secret), and
+// `paymentd secrets rotate` (everything under the current key).
+//
 // # Currencies
 //
 // A gateway books the figure it is sent in its own currency (epay's

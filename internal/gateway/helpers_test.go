@@ -20,6 +20,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
@@ -36,16 +37,33 @@ type bundle struct {
 	asCustomer context.Context
 	anonymous  context.Context
 	adminID    uuid.UUID
+	// keys seals the interfaces' secrets (key "k1").
+	keys *secrets.Keyring
+}
+
+// testKeyring is a keyring whose current key id is current, a key of 32
+// bytes of fill, holding older keys of the other ids given (fill+1, …).
+func testKeyring(t *testing.T, current string, fill byte, older ...string) *secrets.Keyring {
+	t.Helper()
+	keys := map[string][]byte{current: bytes.Repeat([]byte{fill}, secrets.KeySize)}
+	for i, id := range older {
+		keys[id] = bytes.Repeat([]byte{fill + byte(i) + 1}, secrets.KeySize)
+	}
+	k, err := secrets.New(current, keys)
+	require.NoError(t, err)
+	return k
 }
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	b := &bundle{pool: testdb.Pool(t), dir: t.TempDir(), logs: &syncBuffer{}, adminID: uuid.New()}
 	log := slog.New(slog.NewTextHandler(b.logs, nil))
+	b.keys = testKeyring(t, "k1", 1)
 	b.reg = gateway.NewRegistry(gateway.RegistryOptions{
 		DB: b.pool, Dir: b.dir, ScanInterval: time.Hour,
 		Runtime: plugin.NewRuntime(plugin.Options{Logger: log}),
 		Logger:  log,
+		Secrets: b.keys,
 	})
 	b.svc = gateway.NewService(b.pool, b.reg, nil, log)
 	b.asAdmin = auth.WithPrincipal(context.Background(), auth.Principal{Role: auth.RoleAdmin, ID: b.adminID, Kind: auth.KindSession})

@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
@@ -74,6 +75,9 @@ type RegistryOptions struct {
 	// Tracer, when set (tracing on), gives each scan a span: the lines the
 	// scan logs carry its trace id.
 	Tracer trace.Tracer
+	// Secrets seals interface config secrets and opens them for plugin
+	// calls; nil when [secrets] has no key (then no secret can be stored).
+	Secrets *secrets.Keyring
 }
 
 // CallObserver watches the calls of loaded plugins. StartCall is called
@@ -99,6 +103,7 @@ type Registry struct {
 	log      *slog.Logger
 	observer CallObserver
 	tracer   trace.Tracer
+	secrets  *secrets.Keyring
 
 	loaded atomic.Pointer[map[string]*loaded]
 	scanMu sync.Mutex // one scan at a time
@@ -107,6 +112,10 @@ type Registry struct {
 	ifMu    sync.RWMutex
 	ifCache map[uuid.UUID]cachedInterface
 	ifGen   uint64 // bumped by Invalidate, under ifMu
+
+	// unreadableLogged is when Get last logged that an interface's secrets
+	// do not decrypt (uuid.UUID → time.Time): once a minute each.
+	unreadableLogged sync.Map
 
 	loop startstop.Loop
 }
@@ -146,6 +155,7 @@ func NewRegistry(o RegistryOptions) *Registry {
 	r := &Registry{
 		db: o.DB, dir: o.Dir, interval: o.ScanInterval, rt: o.Runtime,
 		clock: o.Clock, log: o.Logger.With("component", "plugin_scanner"), observer: o.Observer, tracer: o.Tracer,
+		secrets: o.Secrets,
 	}
 	empty := map[string]*loaded{}
 	r.loaded.Store(&empty)
@@ -228,19 +238,40 @@ func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gate
 		return payment.Gateway{}, err
 	}
 	gi := v.GatewayInterface
+	config, err := openRaw(r.secrets, gi.ID, gi.Config)
+	if err != nil {
+		r.logUnreadable(ctx, gi.ID, err)
+		return payment.Gateway{}, apperr.Wrap(apperr.FailedPrecondition, err,
+			"gateway interface %s cannot be used: its secrets do not decrypt with the keys of [secrets]", gi.ID)
+	}
 	g := payment.Gateway{
 		InterfaceID:    gi.ID,
 		PluginName:     gi.PluginName,
 		DisplayName:    gi.DisplayName,
 		Enabled:        gi.Enabled,
 		PluginDisabled: !v.PluginEnabled,
-		ConfigJSON:     string(gi.Config),
+		ConfigJSON:     config,
 	}
 	if l := r.lookup(gi.PluginName); l != nil && l.typ == plugin.Gateway {
 		g.Plugin = l.caller
 		g.Currencies = l.currencies.of(gi.Config)
 	}
 	return g, nil
+}
+
+// unreadableLogEvery bounds how often Get logs that one interface's secrets
+// do not decrypt: every callback, payment and status query of it fails the
+// same way until an operator acts.
+const unreadableLogEvery = time.Minute
+
+func (r *Registry) logUnreadable(ctx context.Context, id uuid.UUID, err error) {
+	now := time.Now()
+	if last, ok := r.unreadableLogged.Load(id); ok && now.Sub(last.(time.Time)) < unreadableLogEvery {
+		return
+	}
+	r.unreadableLogged.Store(id, now)
+	r.log.ErrorContext(ctx, "gateway interface unusable: its secrets do not decrypt; configure the key they name in [secrets].keys, or send the secrets again (UpdateGatewayInterface)",
+		"gateway_interface_id", id, "err", err)
 }
 
 // interfaceCacheTTL is how long Get trusts a gateway interface it has read.
@@ -430,6 +461,7 @@ func (r *Registry) scanOne(ctx context.Context, by audit.Actor, name string, f *
 	r.logOutcome(ctx, name, f, cur, out)
 	if upgradedSchema != nil {
 		out.warnings = append(out.warnings, r.checkInterfaces(ctx, name, upgradedSchema)...)
+		r.sealAfterUpgrade(ctx, by, name)
 	}
 	return out, nil
 }
@@ -499,6 +531,12 @@ func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *con
 		if err != nil {
 			continue
 		}
+		if cfg, err = openConfig(r.secrets, gi.ID, cfg); err != nil {
+			r.log.WarnContext(ctx, "cannot check a gateway interface against its plugin's new schema: its secrets do not decrypt",
+				"plugin", name, "gateway_interface_id", gi.ID, "err", err)
+			warnings = append(warnings, fmt.Sprintf("gateway interface %s (%s): its secrets do not decrypt with the keys of [secrets]", gi.ID, gi.DisplayName))
+			continue
+		}
 		if problems := schema.Problems(cfg); len(problems) > 0 {
 			msg := fmt.Sprintf("gateway interface %s (%s): config does not satisfy the new schema of plugin %s: %s",
 				gi.ID, gi.DisplayName, name, joinProblems(problems))
@@ -508,6 +546,22 @@ func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *con
 		}
 	}
 	return warnings
+}
+
+// sealAfterUpgrade encrypts what an upgrade made secret: a property the new
+// schema marks "x-secret" holds the value it held in clear. Without a key
+// it stays in clear, and the next start refuses to serve until one is
+// configured.
+func (r *Registry) sealAfterUpgrade(ctx context.Context, by audit.Actor, name string) {
+	rep, err := SealSecrets(ctx, r.db, r.secrets, by, r.now())
+	switch {
+	case errors.Is(err, ErrSecretsWithoutKey):
+		r.log.ErrorContext(ctx, "an upgraded plugin's schema made stored values secret, and no [secrets] key is configured to encrypt them", "plugin", name, "err", err)
+	case err != nil:
+		r.log.ErrorContext(ctx, "cannot encrypt the secrets an upgraded plugin's schema declares", "plugin", name, "err", err)
+	case rep.Sealed > 0:
+		r.log.InfoContext(ctx, "secrets that an upgraded plugin's schema declares are encrypted", "plugin", name, "sealed", rep.Sealed, "key_id", r.secrets.Current())
+	}
 }
 
 // recordingCaller is the payment.Caller of a loaded plugin: a failed call is

@@ -85,6 +85,12 @@ func TestGreaterVersionReplacesTheDefinitionAndPushesTheSchemaToEveryInterface(t
 	b.write(t, "gateway/other.lua", gatewayScript("1.0.0", "Other", schemaPidKey))
 	b.scan(t)
 	other := b.create(t, "other", cfg)
+	stored := map[uuid.UUID]string{}
+	for _, id := range []uuid.UUID{first, second} {
+		gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+		require.NoError(t, err)
+		stored[id] = string(gi.Config)
+	}
 
 	v2 := gatewayScript("1.1.0", "Demo 2", schemaWithRegion)
 	b.write(t, "gateway/demo.lua", v2)
@@ -105,7 +111,10 @@ func TestGreaterVersionReplacesTheDefinitionAndPushesTheSchemaToEveryInterface(t
 		gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
 		require.NoError(t, err)
 		require.True(t, hasProperty(t, gi.ConfigSchema, "region"), "interface %s got the new schema", id)
-		require.JSONEq(t, `{"pid":"1001","key":"s3cret"}`, string(gi.Config), "configs are not touched")
+		require.JSONEq(t, stored[id], string(gi.Config), "configs are not touched")
+		gw, err := b.reg.Get(context.Background(), id)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"pid":"1001","key":"s3cret"}`, gw.ConfigJSON)
 	}
 	gi, err := store.GetGatewayInterface(context.Background(), b.pool, other)
 	require.NoError(t, err)

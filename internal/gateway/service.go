@@ -22,6 +22,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -63,6 +64,15 @@ func NewService(db store.DB, reg *Registry, clock func() time.Time, log *slog.Lo
 }
 
 func (s *Service) now() time.Time { return s.clock().UTC().Truncate(time.Microsecond) }
+
+// keys is the keyring that seals and opens interface secrets (the
+// registry's); nil when none is configured.
+func (s *Service) keys() *secrets.Keyring {
+	if s.reg == nil {
+		return nil
+	}
+	return s.reg.secrets
+}
 
 // ---- plugins ----
 
@@ -173,7 +183,9 @@ func (s *Service) AdminPage(ctx context.Context, name string, interfaceID *uuid.
 		if gi.PluginName != name {
 			return "", apperr.New(apperr.InvalidArgument, "gateway interface %s belongs to plugin %q, not %q", gi.ID, gi.PluginName, name)
 		}
-		config = string(gi.Config)
+		if config, err = openRaw(s.keys(), gi.ID, gi.Config); err != nil {
+			return "", apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s cannot be used: its secrets do not decrypt with the keys of [secrets]", gi.ID)
+		}
 		in, _ := json.Marshal(map[string]string{"gateway_interface_id": gi.ID.String()})
 		input = string(in)
 	}
@@ -318,7 +330,7 @@ func (s *Service) masked(gi store.GatewayInterface, cfg map[string]any) map[stri
 		}
 		return out
 	}
-	return schema.Mask(cfg)
+	return maskSealed(schema.Mask(cfg))
 }
 
 func (s *Service) iface(ctx context.Context, db store.DB, id uuid.UUID) (store.GatewayInterface, error) {
@@ -374,16 +386,22 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 		if err != nil {
 			return apperr.Wrap(apperr.Internal, err, "plugin %q: stored config schema does not parse", pl.Name)
 		}
-		problems := append(schema.MaskSent(cfg), schema.Problems(cfg)...)
+		problems := append(sealedLooking(cfg), schema.MaskSent(cfg)...)
+		problems = append(problems, schema.Problems(cfg)...)
 		if problems = append(problems, configCurrencyProblems(pl.Info, cfg)...); len(problems) > 0 {
 			return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
 		}
-		raw, err := json.Marshal(cfg)
+		id := uuid.New()
+		sealed, err := sealConfig(s.keys(), id, schema, cfg)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(sealed)
 		if err != nil {
 			return apperr.Wrap(apperr.InvalidArgument, err, "config: not representable as JSON")
 		}
 		gi, err := store.InsertGatewayInterface(ctx, tx, store.NewGatewayInterface{
-			PluginName: pl.Name, DisplayName: display, Config: raw, ConfigSchema: pl.ConfigSchema, At: s.now(),
+			ID: id, PluginName: pl.Name, DisplayName: display, Config: raw, ConfigSchema: pl.ConfigSchema, At: s.now(),
 		})
 		if err != nil {
 			return err
@@ -433,20 +451,8 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		}
 		raw := gi.Config
 		if u.Config != nil {
-			schema, err := configschema.Of(gi.ConfigSchema)
-			if err != nil {
-				return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse; reload the plugin", id)
-			}
-			stored, err := decodeConfig(gi.Config)
-			if err != nil {
-				return apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", id)
-			}
-			merged := schema.Merge(stored, u.Config)
-			if problems := append(schema.Problems(merged), configCurrencyProblems(pl.Info, merged)...); len(problems) > 0 {
-				return apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
-			}
-			if raw, err = json.Marshal(merged); err != nil {
-				return apperr.Wrap(apperr.InvalidArgument, err, "config: not representable as JSON")
+			if raw, err = s.updatedConfig(gi, pl, u.Config); err != nil {
+				return err
 			}
 		}
 		updated, err := store.UpdateGatewayInterface(ctx, tx, id, display, raw, s.now())
@@ -459,6 +465,49 @@ func (s *Service) UpdateInterface(ctx context.Context, id uuid.UUID, u Interface
 		return audit.Write(ctx, tx, audit.Of(p), updated.UpdatedAt, ActionInterfaceUpdate, entityInterface, id.String(), snapshotOf(before), snapshotOf(out))
 	})
 	return out, err
+}
+
+// updatedConfig is the stored form of an update's config for gi: the
+// stored config opened, incoming merged over it (a secret incoming omits or
+// masks keeps its stored value), validated in clear, and its secrets sealed
+// again under the current key. A kept secret that does not decrypt is
+// refused: the admin sends it again.
+func (s *Service) updatedConfig(gi store.GatewayInterface, pl store.Plugin, incoming map[string]any) ([]byte, error) {
+	if problems := sealedLooking(incoming); len(problems) > 0 {
+		return nil, apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
+	}
+	schema, err := configschema.Of(gi.ConfigSchema)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse; reload the plugin", gi.ID)
+	}
+	stored, err := decodeConfig(gi.Config)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
+	}
+	opened, unreadable := openConfigLenient(s.keys(), gi.ID, stored)
+	merged := schema.Merge(opened, incoming)
+	var kept []string
+	visitStrings(merged, func(path []string, v string) (string, bool) {
+		if secrets.IsSealed(v) {
+			kept = append(kept, configPath(path)+": the stored secret does not decrypt with the keys of [secrets]; send its value again")
+		}
+		return "", false
+	})
+	if len(kept) > 0 {
+		return nil, apperr.Wrap(apperr.FailedPrecondition, errors.New(strings.Join(unreadable, "; ")), "%s", joinProblems(kept))
+	}
+	if problems := append(schema.Problems(merged), configCurrencyProblems(pl.Info, merged)...); len(problems) > 0 {
+		return nil, apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
+	}
+	sealed, err := sealConfig(s.keys(), gi.ID, schema, merged)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(sealed)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.InvalidArgument, err, "config: not representable as JSON")
+	}
+	return raw, nil
 }
 
 // SetInterfaceEnabled enables or disables an interface (admin). Enabling
@@ -495,7 +544,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 			if pl.Type != string(plugin.Gateway) {
 				return apperr.New(apperr.FailedPrecondition, "plugin %q is a %s plugin, not a gateway", pl.Name, pl.Type)
 			}
-			if err := configSatisfiesSchema(gi); err != nil {
+			if err := configSatisfiesSchema(s.keys(), gi); err != nil {
 				return err
 			}
 			if len(s.reg.currenciesOf(pl.Name, gi.Config)) == 0 {
@@ -520,7 +569,7 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 	return out, err
 }
 
-func configSatisfiesSchema(gi store.GatewayInterface) error {
+func configSatisfiesSchema(k *secrets.Keyring, gi store.GatewayInterface) error {
 	schema, err := configschema.Of(gi.ConfigSchema)
 	if err != nil {
 		return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s: its config schema does not parse", gi.ID)
@@ -528,6 +577,9 @@ func configSatisfiesSchema(gi store.GatewayInterface) error {
 	cfg, err := decodeConfig(gi.Config)
 	if err != nil {
 		return apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
+	}
+	if cfg, err = openConfig(k, gi.ID, cfg); err != nil {
+		return apperr.Wrap(apperr.FailedPrecondition, err, "gateway interface %s cannot be enabled: its secrets do not decrypt with the keys of [secrets]; send them again (UpdateGatewayInterface)", gi.ID)
 	}
 	if problems := schema.Problems(cfg); len(problems) > 0 {
 		return apperr.New(apperr.FailedPrecondition, "the config does not satisfy the interface's schema; update it first: %s", joinProblems(problems))

@@ -32,6 +32,9 @@ type GatewayInterfaceFilter struct {
 
 // NewGatewayInterface is an interface to create (disabled).
 type NewGatewayInterface struct {
+	// ID is chosen by the caller: encrypted secrets in Config are bound
+	// to it.
+	ID           uuid.UUID
 	PluginName   string
 	DisplayName  string
 	Config       []byte
@@ -42,7 +45,7 @@ type NewGatewayInterface struct {
 // InsertGatewayInterface creates a disabled interface.
 func InsertGatewayInterface(ctx context.Context, db DB, n NewGatewayInterface) (GatewayInterface, error) {
 	row, err := dbsqlc.New(db).InsertGatewayInterface(ctx, dbsqlc.InsertGatewayInterfaceParams{
-		PluginName: n.PluginName, DisplayName: n.DisplayName,
+		ID: n.ID, PluginName: n.PluginName, DisplayName: n.DisplayName,
 		Config: jsonOrEmpty(n.Config), ConfigSchema: jsonOrEmpty(n.ConfigSchema), Now: n.At,
 	})
 	return row, MapError(err)
@@ -73,6 +76,18 @@ func UpdateGatewayInterface(ctx context.Context, db DB, id uuid.UUID, displayNam
 		DisplayName: displayName, Config: jsonOrEmpty(config), Now: at, ID: id,
 	})
 	return row, MapError(err)
+}
+
+// ListAllGatewayInterfaces returns every interface, by id.
+func ListAllGatewayInterfaces(ctx context.Context, db DB) ([]GatewayInterface, error) {
+	rows, err := dbsqlc.New(db).ListAllGatewayInterfaces(ctx)
+	return rows, MapError(err)
+}
+
+// SetGatewayInterfaceConfig replaces an interface's config without
+// touching updated_at (its secrets re-encrypted, not an admin's change).
+func SetGatewayInterfaceConfig(ctx context.Context, db DB, id uuid.UUID, config []byte) error {
+	return MapError(dbsqlc.New(db).SetGatewayInterfaceConfig(ctx, dbsqlc.SetGatewayInterfaceConfigParams{Config: jsonOrEmpty(config), ID: id}))
 }
 
 // SetGatewayInterfaceEnabled enables or disables an interface.

@@ -3,10 +3,11 @@
 -- plugin, or masked.
 
 -- name: InsertGatewayInterface :one
--- Created disabled: an admin tests it and then enables it.
-INSERT INTO gateway_interfaces (plugin_name, display_name, config, config_schema, enabled,
+-- Created disabled: an admin tests it and then enables it. The id is the
+-- caller's: the config's encrypted secrets are bound to it before the insert.
+INSERT INTO gateway_interfaces (id, plugin_name, display_name, config, config_schema, enabled,
                                 created_at, updated_at)
-VALUES (@plugin_name, @display_name, @config, @config_schema, false, @now, @now)
+VALUES (@id, @plugin_name, @display_name, @config, @config_schema, false, @now, @now)
 RETURNING *;
 
 -- name: GetGatewayInterface :one
@@ -35,6 +36,19 @@ UPDATE gateway_interfaces
 SET display_name = @display_name, config = @config, updated_at = @now
 WHERE id = @id
 RETURNING *;
+
+-- name: ListAllGatewayInterfaces :many
+-- Every interface, for the secrets pass at start and `paymentd secrets
+-- rotate` (a handful of rows).
+SELECT * FROM gateway_interfaces
+ORDER BY id;
+
+-- name: SetGatewayInterfaceConfig :exec
+-- The same config with its secrets (re-)encrypted: not an admin's change,
+-- so updated_at stays.
+UPDATE gateway_interfaces
+SET config = @config
+WHERE id = @id;
 
 -- name: SetGatewayInterfaceEnabled :one
 UPDATE gateway_interfaces

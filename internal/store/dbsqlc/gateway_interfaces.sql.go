@@ -89,13 +89,14 @@ func (q *Queries) GetGatewayInterfaceView(ctx context.Context, id uuid.UUID) (Ge
 
 const insertGatewayInterface = `-- name: InsertGatewayInterface :one
 
-INSERT INTO gateway_interfaces (plugin_name, display_name, config, config_schema, enabled,
+INSERT INTO gateway_interfaces (id, plugin_name, display_name, config, config_schema, enabled,
                                 created_at, updated_at)
-VALUES ($1, $2, $3, $4, false, $5, $5)
+VALUES ($1, $2, $3, $4, $5, false, $6, $6)
 RETURNING id, plugin_name, display_name, config, config_schema, enabled, created_at, updated_at
 `
 
 type InsertGatewayInterfaceParams struct {
+	ID           uuid.UUID
 	PluginName   string
 	DisplayName  string
 	Config       []byte
@@ -106,9 +107,11 @@ type InsertGatewayInterfaceParams struct {
 // Gateway interfaces: configured instances of a gateway plugin that payments
 // refer to. config holds merchant secrets: it leaves the store only for the
 // plugin, or masked.
-// Created disabled: an admin tests it and then enables it.
+// Created disabled: an admin tests it and then enables it. The id is the
+// caller's: the config's encrypted secrets are bound to it before the insert.
 func (q *Queries) InsertGatewayInterface(ctx context.Context, arg InsertGatewayInterfaceParams) (GatewayInterface, error) {
 	row := q.db.QueryRow(ctx, insertGatewayInterface,
+		arg.ID,
 		arg.PluginName,
 		arg.DisplayName,
 		arg.Config,
@@ -127,6 +130,42 @@ func (q *Queries) InsertGatewayInterface(ctx context.Context, arg InsertGatewayI
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const listAllGatewayInterfaces = `-- name: ListAllGatewayInterfaces :many
+SELECT id, plugin_name, display_name, config, config_schema, enabled, created_at, updated_at FROM gateway_interfaces
+ORDER BY id
+`
+
+// Every interface, for the secrets pass at start and `paymentd secrets
+// rotate` (a handful of rows).
+func (q *Queries) ListAllGatewayInterfaces(ctx context.Context) ([]GatewayInterface, error) {
+	rows, err := q.db.Query(ctx, listAllGatewayInterfaces)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []GatewayInterface
+	for rows.Next() {
+		var i GatewayInterface
+		if err := rows.Scan(
+			&i.ID,
+			&i.PluginName,
+			&i.DisplayName,
+			&i.Config,
+			&i.ConfigSchema,
+			&i.Enabled,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listGatewayInterfaceViews = `-- name: ListGatewayInterfaceViews :many
@@ -295,6 +334,24 @@ func (q *Queries) LockGatewayInterface(ctx context.Context, id uuid.UUID) (Gatew
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const setGatewayInterfaceConfig = `-- name: SetGatewayInterfaceConfig :exec
+UPDATE gateway_interfaces
+SET config = $1
+WHERE id = $2
+`
+
+type SetGatewayInterfaceConfigParams struct {
+	Config []byte
+	ID     uuid.UUID
+}
+
+// The same config with its secrets (re-)encrypted: not an admin's change,
+// so updated_at stays.
+func (q *Queries) SetGatewayInterfaceConfig(ctx context.Context, arg SetGatewayInterfaceConfigParams) error {
+	_, err := q.db.Exec(ctx, setGatewayInterfaceConfig, arg.Config, arg.ID)
+	return err
 }
 
 const setGatewayInterfaceEnabled = `-- name: SetGatewayInterfaceEnabled :one
