@@ -226,7 +226,11 @@ func (a *App) init(ctx context.Context) error {
 		Currencies: a.cfg.Billing.Currencies,
 		Clock:      a.opts.clock,
 		Cache:      a.opts.sessionCache,
-		Log:        a.log,
+		// Customers' token generations and disabled flags, shared so that
+		// ending a customer's tokens on one instance is seen on the
+		// others within a second.
+		AccessCache: identity.NewRedisAccessCache(a.cache),
+		Log:         a.log,
 	})
 	if err != nil {
 		return err

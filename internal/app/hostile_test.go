@@ -283,7 +283,7 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	}
 	claims := map[string]any{
 		"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Unix(),
-		"exp": time.Now().Add(time.Hour).Unix(), "jti": uuid.NewString(),
+		"exp": time.Now().Add(time.Hour).Unix(), "jti": uuid.NewString(), "gen": 0,
 	}
 	secret := []byte(testConfig("").JWT.Secret)
 

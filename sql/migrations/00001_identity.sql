@@ -39,12 +39,18 @@ CREATE TABLE customers (
     credit_limit        NUMERIC(12,2) NOT NULL DEFAULT 0,
     can_create_api_keys boolean       NOT NULL DEFAULT false,
     disabled_at         timestamptz,
+    -- The generation of the customer's access tokens: every token carries
+    -- the generation it was issued in and is refused once this has moved on.
+    -- A password change, a sign-out everywhere, disabling and enabling each
+    -- add one, so it only grows (caches keep the greatest they saw).
+    token_generation    bigint        NOT NULL DEFAULT 0,
     created_at          timestamptz   NOT NULL DEFAULT now(),
     updated_at          timestamptz   NOT NULL DEFAULT now(),
     CONSTRAINT customers_email_check CHECK (email <> ''),
     CONSTRAINT customers_password_hash_check CHECK (password_hash <> ''),
     CONSTRAINT customers_currency_check CHECK (currency ~ '^[A-Z]{3}$'),
     CONSTRAINT customers_credit_limit_check CHECK (credit_limit >= 0),
+    CONSTRAINT customers_token_generation_check CHECK (token_generation >= 0),
     -- The balance may go negative only down to the credit limit.
     CONSTRAINT customers_balance_check CHECK (balance >= -credit_limit)
 );

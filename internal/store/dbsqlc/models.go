@@ -75,6 +75,7 @@ type Customer struct {
 	CreditLimit      money.Amount
 	CanCreateApiKeys bool
 	DisabledAt       *time.Time
+	TokenGeneration  int64
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 }
