@@ -645,3 +645,58 @@ func customerAuth(c callers) string {
 	c.customer(h)
 	return h.Get("Authorization")
 }
+
+// publicProcedures need no credential: a refused one does not stop them.
+var publicProcedures = map[string]bool{
+	"/billing.identity.IdentityService/Register":     true,
+	"/billing.identity.IdentityService/Login":        true,
+	"/billing.identity.IdentityService/AdminLogin":   true,
+	"/billing.payment.PaymentService/HandleCallback": true,
+}
+
+// Tokens ended by a sign-out everywhere, a password change or disabling,
+// and the API key of a disabled customer, are refused by every procedure of
+// every service with Unauthenticated — the ones that need no credential
+// aside — never passed on as someone, never another code.
+func TestEndedCustomerAccessIsRefusedByEveryProcedure(t *testing.T) {
+	t.Parallel()
+	r := start(t, testConfig(testdb.EmptyURL(t)))
+	c := login(t, r)
+	ctx := context.Background()
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
+	admins := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, r.baseURL)
+	ended := map[string]credential{}
+
+	ended["token of a customer signed out everywhere"] = c.customer
+	_, err := admins.SignOutEverywhere(ctx, with(&identitypb.SignOutEverywhereRequest{CustomerId: c.customerID.String()}, c.admin))
+	require.NoError(t, err)
+
+	res, err := ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "long enough password"}))
+	require.NoError(t, err)
+	before := bearer(res.Msg.GetAccessToken())
+	changed, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "long enough password", NewPassword: "a new long password"}, before))
+	require.NoError(t, err)
+	ended["token issued before a password change"] = before
+	_, err = ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "a new long password", NewPassword: "a third long password"}, before))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "an ended token cannot change the password back")
+
+	ended["token of a disabled customer"] = c.other
+	ended["API key of a disabled customer"] = c.key
+	ended["token issued by the password change, account disabled since"] = bearer(changed.Msg.GetAccessToken())
+	for _, id := range []string{c.customerID.String(), c.otherID.String()} {
+		_, err = admins.DisableCustomer(ctx, with(&identitypb.DisableCustomerRequest{CustomerId: id}, c.admin))
+		require.NoError(t, err)
+	}
+
+	for _, p := range billingProcedures(t) {
+		if publicProcedures[p.path] {
+			continue
+		}
+		for name, cr := range ended {
+			code, msg := callRaw(t, r.baseURL, p.path, cr, true, []byte("{}"))
+			require.Equal(t, "unauthenticated", code, "%s with the %s: %s", p.path, name, msg)
+		}
+	}
+	_, err = ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "a new long password"}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "a disabled customer cannot log in")
+}

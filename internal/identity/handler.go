@@ -133,6 +133,29 @@ func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identit
 	return connect.NewResponse(&identitypb.RevokeApiKeyResponse{ApiKey: apiKeyToProto(k)}), nil
 }
 
+// ChangePassword sets the caller's password; a customer gets a new access
+// token in the answer, an admin a new session cookie.
+func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[identitypb.ChangePasswordRequest]) (*connect.Response[identitypb.ChangePasswordResponse], error) {
+	ch, err := h.svc.ChangePassword(ctx, ChangePasswordInput{
+		Current:    req.Msg.GetCurrentPassword(),
+		New:        req.Msg.GetNewPassword(),
+		UserAgent:  req.Header().Get("User-Agent"),
+		RemoteAddr: req.Peer().Addr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ch.Session.Token != "" {
+		res := noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{ExpiresAt: timestamp(ch.Session.ExpiresAt)}))
+		res.Header().Add("Set-Cookie", h.svc.SessionCookie(ch.Session.Token).String())
+		return res, nil
+	}
+	return noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{
+		AccessToken: ch.Token.Token,
+		ExpiresAt:   timestamp(ch.Token.ExpiresAt),
+	})), nil
+}
+
 // noStore keeps responses that carry a credential out of HTTP caches.
 func noStore[T any](res *connect.Response[T]) *connect.Response[T] {
 	res.Header().Set("Cache-Control", "no-store")

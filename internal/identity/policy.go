@@ -18,6 +18,9 @@ var Policy = auth.Policy{
 	identitypbconnect.IdentityServiceCreateApiKeyProcedure: auth.CustomerOnly,
 	identitypbconnect.IdentityServiceListApiKeysProcedure:  auth.CustomerOnly,
 	identitypbconnect.IdentityServiceRevokeApiKeyProcedure: auth.CustomerOnly,
+	// A customer with an access token or an admin with a session; the
+	// operation refuses API keys.
+	identitypbconnect.IdentityServiceChangePasswordProcedure: auth.Authenticated,
 }
 
 // CustomerAdminPolicy is who may call each CustomerAdminService procedure:
@@ -28,4 +31,7 @@ var CustomerAdminPolicy = auth.Policy{
 	identitypbconnect.CustomerAdminServiceSetCanCreateApiKeysProcedure: auth.AdminOnly,
 	identitypbconnect.CustomerAdminServiceAdjustBalanceProcedure:       auth.AdminOnly,
 	identitypbconnect.CustomerAdminServiceSetCreditLimitProcedure:      auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceDisableCustomerProcedure:     auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceEnableCustomerProcedure:      auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceSignOutEverywhereProcedure:   auth.AdminOnly,
 }

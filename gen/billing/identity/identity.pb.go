@@ -1929,6 +1929,412 @@ func (x *SetCreditLimitResponse) GetCustomer() *Customer {
 	return nil
 }
 
+type ChangePasswordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's password now.
+	CurrentPassword string `protobuf:"bytes,1,opt,name=current_password,json=currentPassword,proto3" json:"current_password,omitempty"`
+	// The new password, 8 to 128 characters, not the current one.
+	NewPassword   string `protobuf:"bytes,2,opt,name=new_password,json=newPassword,proto3" json:"new_password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePasswordRequest) Reset() {
+	*x = ChangePasswordRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePasswordRequest) ProtoMessage() {}
+
+func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
+func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ChangePasswordRequest) GetCurrentPassword() string {
+	if x != nil {
+		return x.CurrentPassword
+	}
+	return ""
+}
+
+func (x *ChangePasswordRequest) GetNewPassword() string {
+	if x != nil {
+		return x.NewPassword
+	}
+	return ""
+}
+
+type ChangePasswordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A customer's new access token (the one the call was made with has
+	// ended); empty for an admin, whose new session is in Set-Cookie.
+	AccessToken string `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	// When the new access token or session expires, RFC 3339.
+	ExpiresAt     string `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePasswordResponse) Reset() {
+	*x = ChangePasswordResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePasswordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePasswordResponse) ProtoMessage() {}
+
+func (x *ChangePasswordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePasswordResponse.ProtoReflect.Descriptor instead.
+func (*ChangePasswordResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ChangePasswordResponse) GetAccessToken() string {
+	if x != nil {
+		return x.AccessToken
+	}
+	return ""
+}
+
+func (x *ChangePasswordResponse) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
+type DisableCustomerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// Why; recorded in the audit log.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableCustomerRequest) Reset() {
+	*x = DisableCustomerRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableCustomerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableCustomerRequest) ProtoMessage() {}
+
+func (x *DisableCustomerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableCustomerRequest.ProtoReflect.Descriptor instead.
+func (*DisableCustomerRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DisableCustomerRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *DisableCustomerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DisableCustomerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change (disabled_at set).
+	Customer      *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableCustomerResponse) Reset() {
+	*x = DisableCustomerResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableCustomerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableCustomerResponse) ProtoMessage() {}
+
+func (x *DisableCustomerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableCustomerResponse.ProtoReflect.Descriptor instead.
+func (*DisableCustomerResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DisableCustomerResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+type EnableCustomerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId    string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableCustomerRequest) Reset() {
+	*x = EnableCustomerRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableCustomerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableCustomerRequest) ProtoMessage() {}
+
+func (x *EnableCustomerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableCustomerRequest.ProtoReflect.Descriptor instead.
+func (*EnableCustomerRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *EnableCustomerRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+type EnableCustomerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change (disabled_at empty).
+	Customer      *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableCustomerResponse) Reset() {
+	*x = EnableCustomerResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableCustomerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableCustomerResponse) ProtoMessage() {}
+
+func (x *EnableCustomerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableCustomerResponse.ProtoReflect.Descriptor instead.
+func (*EnableCustomerResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *EnableCustomerResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+type SignOutEverywhereRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// Revoke every API key of the customer as well.
+	RevokeApiKeys bool `protobuf:"varint,2,opt,name=revoke_api_keys,json=revokeApiKeys,proto3" json:"revoke_api_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignOutEverywhereRequest) Reset() {
+	*x = SignOutEverywhereRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOutEverywhereRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOutEverywhereRequest) ProtoMessage() {}
+
+func (x *SignOutEverywhereRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOutEverywhereRequest.ProtoReflect.Descriptor instead.
+func (*SignOutEverywhereRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SignOutEverywhereRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *SignOutEverywhereRequest) GetRevokeApiKeys() bool {
+	if x != nil {
+		return x.RevokeApiKeys
+	}
+	return false
+}
+
+type SignOutEverywhereResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change.
+	Customer *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	// How many API keys were revoked (0 without revoke_api_keys).
+	ApiKeysRevoked uint32 `protobuf:"varint,2,opt,name=api_keys_revoked,json=apiKeysRevoked,proto3" json:"api_keys_revoked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SignOutEverywhereResponse) Reset() {
+	*x = SignOutEverywhereResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOutEverywhereResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOutEverywhereResponse) ProtoMessage() {}
+
+func (x *SignOutEverywhereResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOutEverywhereResponse.ProtoReflect.Descriptor instead.
+func (*SignOutEverywhereResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SignOutEverywhereResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+func (x *SignOutEverywhereResponse) GetApiKeysRevoked() uint32 {
+	if x != nil {
+		return x.ApiKeysRevoked
+	}
+	return 0
+}
+
 var File_billing_identity_identity_proto protoreflect.FileDescriptor
 
 const file_billing_identity_identity_proto_rawDesc = "" +
@@ -2080,7 +2486,34 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"customerId\x12I\n" +
 	"\fcredit_limit\x18\x02 \x01(\tB&\xbaH#\xc8\x01\x01r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$R\vcreditLimit\"P\n" +
 	"\x16SetCreditLimitResponse\x126\n" +
-	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer2\xc2\x05\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"}\n" +
+	"\x15ChangePasswordRequest\x125\n" +
+	"\x10current_password\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\x0fcurrentPassword\x12-\n" +
+	"\fnew_password\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\b\x18\x80\x01R\vnewPassword\"Z\n" +
+	"\x16ChangePasswordResponse\x12!\n" +
+	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\tR\texpiresAt\"h\n" +
+	"\x16DisableCustomerRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"Q\n" +
+	"\x17DisableCustomerResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"E\n" +
+	"\x15EnableCustomerRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\"P\n" +
+	"\x16EnableCustomerResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"p\n" +
+	"\x18SignOutEverywhereRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\x12&\n" +
+	"\x0frevoke_api_keys\x18\x02 \x01(\bR\rrevokeApiKeys\"}\n" +
+	"\x19SignOutEverywhereResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\x12(\n" +
+	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked2\xa7\x06\n" +
 	"\x0fIdentityService\x12Q\n" +
 	"\bRegister\x12!.billing.identity.RegisterRequest\x1a\".billing.identity.RegisterResponse\x12H\n" +
 	"\x05Login\x12\x1e.billing.identity.LoginRequest\x1a\x1f.billing.identity.LoginResponse\x12W\n" +
@@ -2090,13 +2523,17 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x05GetMe\x12\x1e.billing.identity.GetMeRequest\x1a\x1f.billing.identity.GetMeResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\fCreateApiKey\x12%.billing.identity.CreateApiKeyRequest\x1a&.billing.identity.CreateApiKeyResponse\x12_\n" +
 	"\vListApiKeys\x12$.billing.identity.ListApiKeysRequest\x1a%.billing.identity.ListApiKeysResponse\"\x03\x90\x02\x01\x12]\n" +
-	"\fRevokeApiKey\x12%.billing.identity.RevokeApiKeyRequest\x1a&.billing.identity.RevokeApiKeyResponse2\x99\x04\n" +
+	"\fRevokeApiKey\x12%.billing.identity.RevokeApiKeyRequest\x1a&.billing.identity.RevokeApiKeyResponse\x12c\n" +
+	"\x0eChangePassword\x12'.billing.identity.ChangePasswordRequest\x1a(.billing.identity.ChangePasswordResponse2\xd4\x06\n" +
 	"\x14CustomerAdminService\x12e\n" +
 	"\rListCustomers\x12&.billing.identity.ListCustomersRequest\x1a'.billing.identity.ListCustomersResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\vGetCustomer\x12$.billing.identity.GetCustomerRequest\x1a%.billing.identity.GetCustomerResponse\"\x03\x90\x02\x01\x12r\n" +
 	"\x13SetCanCreateApiKeys\x12,.billing.identity.SetCanCreateApiKeysRequest\x1a-.billing.identity.SetCanCreateApiKeysResponse\x12`\n" +
 	"\rAdjustBalance\x12&.billing.identity.AdjustBalanceRequest\x1a'.billing.identity.AdjustBalanceResponse\x12c\n" +
-	"\x0eSetCreditLimit\x12'.billing.identity.SetCreditLimitRequest\x1a(.billing.identity.SetCreditLimitResponseB>Z<github.com/rustbill/paymentd/gen/billing/identity;identitypbb\x06proto3"
+	"\x0eSetCreditLimit\x12'.billing.identity.SetCreditLimitRequest\x1a(.billing.identity.SetCreditLimitResponse\x12f\n" +
+	"\x0fDisableCustomer\x12(.billing.identity.DisableCustomerRequest\x1a).billing.identity.DisableCustomerResponse\x12c\n" +
+	"\x0eEnableCustomer\x12'.billing.identity.EnableCustomerRequest\x1a(.billing.identity.EnableCustomerResponse\x12l\n" +
+	"\x11SignOutEverywhere\x12*.billing.identity.SignOutEverywhereRequest\x1a+.billing.identity.SignOutEverywhereResponseB>Z<github.com/rustbill/paymentd/gen/billing/identity;identitypbb\x06proto3"
 
 var (
 	file_billing_identity_identity_proto_rawDescOnce sync.Once
@@ -2110,7 +2547,7 @@ func file_billing_identity_identity_proto_rawDescGZIP() []byte {
 	return file_billing_identity_identity_proto_rawDescData
 }
 
-var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_billing_identity_identity_proto_goTypes = []any{
 	(*Customer)(nil),                    // 0: billing.identity.Customer
 	(*Admin)(nil),                       // 1: billing.identity.Admin
@@ -2144,6 +2581,14 @@ var file_billing_identity_identity_proto_goTypes = []any{
 	(*AdjustBalanceResponse)(nil),       // 29: billing.identity.AdjustBalanceResponse
 	(*SetCreditLimitRequest)(nil),       // 30: billing.identity.SetCreditLimitRequest
 	(*SetCreditLimitResponse)(nil),      // 31: billing.identity.SetCreditLimitResponse
+	(*ChangePasswordRequest)(nil),       // 32: billing.identity.ChangePasswordRequest
+	(*ChangePasswordResponse)(nil),      // 33: billing.identity.ChangePasswordResponse
+	(*DisableCustomerRequest)(nil),      // 34: billing.identity.DisableCustomerRequest
+	(*DisableCustomerResponse)(nil),     // 35: billing.identity.DisableCustomerResponse
+	(*EnableCustomerRequest)(nil),       // 36: billing.identity.EnableCustomerRequest
+	(*EnableCustomerResponse)(nil),      // 37: billing.identity.EnableCustomerResponse
+	(*SignOutEverywhereRequest)(nil),    // 38: billing.identity.SignOutEverywhereRequest
+	(*SignOutEverywhereResponse)(nil),   // 39: billing.identity.SignOutEverywhereResponse
 }
 var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 0: billing.identity.RegisterResponse.customer:type_name -> billing.identity.Customer
@@ -2162,37 +2607,48 @@ var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 13: billing.identity.AdjustBalanceResponse.customer:type_name -> billing.identity.Customer
 	3,  // 14: billing.identity.AdjustBalanceResponse.transaction:type_name -> billing.identity.BalanceTransaction
 	0,  // 15: billing.identity.SetCreditLimitResponse.customer:type_name -> billing.identity.Customer
-	6,  // 16: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
-	8,  // 17: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
-	10, // 18: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
-	12, // 19: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
-	14, // 20: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
-	16, // 21: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
-	18, // 22: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
-	20, // 23: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
-	22, // 24: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
-	24, // 25: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
-	26, // 26: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
-	28, // 27: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
-	30, // 28: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
-	7,  // 29: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
-	9,  // 30: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
-	11, // 31: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
-	13, // 32: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
-	15, // 33: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
-	17, // 34: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
-	19, // 35: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
-	21, // 36: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
-	23, // 37: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
-	25, // 38: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
-	27, // 39: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
-	29, // 40: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
-	31, // 41: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 16: billing.identity.DisableCustomerResponse.customer:type_name -> billing.identity.Customer
+	0,  // 17: billing.identity.EnableCustomerResponse.customer:type_name -> billing.identity.Customer
+	0,  // 18: billing.identity.SignOutEverywhereResponse.customer:type_name -> billing.identity.Customer
+	6,  // 19: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
+	8,  // 20: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
+	10, // 21: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
+	12, // 22: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
+	14, // 23: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
+	16, // 24: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
+	18, // 25: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
+	20, // 26: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
+	32, // 27: billing.identity.IdentityService.ChangePassword:input_type -> billing.identity.ChangePasswordRequest
+	22, // 28: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
+	24, // 29: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
+	26, // 30: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
+	28, // 31: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
+	30, // 32: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
+	34, // 33: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
+	36, // 34: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
+	38, // 35: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
+	7,  // 36: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
+	9,  // 37: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
+	11, // 38: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
+	13, // 39: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
+	15, // 40: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
+	17, // 41: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
+	19, // 42: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
+	21, // 43: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
+	33, // 44: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
+	23, // 45: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
+	25, // 46: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
+	27, // 47: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
+	29, // 48: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
+	31, // 49: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
+	35, // 50: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
+	37, // 51: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
+	39, // 52: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
+	36, // [36:53] is the sub-list for method output_type
+	19, // [19:36] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_billing_identity_identity_proto_init() }
@@ -2207,7 +2663,7 @@ func file_billing_identity_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_identity_identity_proto_rawDesc), len(file_billing_identity_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

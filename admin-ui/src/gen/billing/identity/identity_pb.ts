@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/identity/identity.proto.
  */
 export const file_billing_identity_identity: GenFile = /*@__PURE__*/
-  fileDesc("Ch9iaWxsaW5nL2lkZW50aXR5L2lkZW50aXR5LnByb3RvEhBiaWxsaW5nLmlkZW50aXR5IsYBCghDdXN0b21lchIKCgJpZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEg8KB2JhbGFuY2UYBSABKAkSFAoMY3JlZGl0X2xpbWl0GAYgASgJEhsKE2Nhbl9jcmVhdGVfYXBpX2tleXMYByABKAgSEwoLZGlzYWJsZWRfYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgp1cGRhdGVkX2F0GAogASgJImYKBUFkbWluEgoKAmlkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIVCg1sYXN0X2xvZ2luX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkicAoGQXBpS2V5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSFAoMbGFzdF91c2VkX2F0GAUgASgJEhIKCnJldm9rZWRfYXQYBiABKAkivwEKEkJhbGFuY2VUcmFuc2FjdGlvbhIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg4KBmFtb3VudBgEIAEoCRIWCg5iYWxhbmNlX2JlZm9yZRgFIAEoCRIVCg1iYWxhbmNlX2FmdGVyGAYgASgJEhIKCmNyZWF0ZWRfYnkYByABKAkSEwoLZGVzY3JpcHRpb24YCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJACg9SZWdpc3RlclJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkSDAoEbmFtZRgDIAEoCSJqChBSZWdpc3RlclJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKZXhwaXJlc19hdBgDIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiZwoNTG9naW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKZXhwaXJlc19hdBgCIAEoCRIsCghjdXN0b21lchgDIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiNwoRQWRtaW5Mb2dpblJlcXVlc3QSEAoIdXNlcm5hbWUYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiUAoSQWRtaW5Mb2dpblJlc3BvbnNlEiYKBWFkbWluGAEgASgLMhcuYmlsbGluZy5pZGVudGl0eS5BZG1pbhISCgpleHBpcmVzX2F0GAIgASgJIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiDgoMR2V0TWVSZXF1ZXN0InsKDUdldE1lUmVzcG9uc2USDAoEcm9sZRgBIAEoCRIKCgJpZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRINCgVlbWFpbBgEIAEoCRIbChNjYW5fY3JlYXRlX2FwaV9rZXlzGAUgASgIEhIKCmNyZWRlbnRpYWwYBiABKAkiIwoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJIk4KFENyZWF0ZUFwaUtleVJlc3BvbnNlEgsKA2tleRgBIAEoCRIpCgdhcGlfa2V5GAIgASgLMhguYmlsbGluZy5pZGVudGl0eS5BcGlLZXkiRwoSTGlzdEFwaUtleXNSZXF1ZXN0EjEKCnBhZ2luYXRpb24YASABKAsyHS5iaWxsaW5nLmlkZW50aXR5LlBhZ2VSZXF1ZXN0ImsKE0xpc3RBcGlLZXlzUmVzcG9uc2USKgoIYXBpX2tleXMYASADKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleRIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIkEKFFJldm9rZUFwaUtleVJlc3BvbnNlEikKB2FwaV9rZXkYASABKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleSJ5ChRMaXN0Q3VzdG9tZXJzUmVxdWVzdBIxCgpwYWdpbmF0aW9uGAEgASgLMh0uYmlsbGluZy5pZGVudGl0eS5QYWdlUmVxdWVzdBIbCg5lbWFpbF9jb250YWlucxgCIAEoCUgAiAEBQhEKD19lbWFpbF9jb250YWlucyJwChVMaXN0Q3VzdG9tZXJzUmVzcG9uc2USLQoJY3VzdG9tZXJzGAEgAygLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIgChJHZXRDdXN0b21lclJlcXVlc3QSCgoCaWQYASABKAkiQwoTR2V0Q3VzdG9tZXJSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiQgoaU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QSEwoLY3VzdG9tZXJfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCCJLChtTZXRDYW5DcmVhdGVBcGlLZXlzUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIkkKFEFkanVzdEJhbGFuY2VSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCRIMCgRub3RlGAMgASgJIoABChVBZGp1c3RCYWxhbmNlUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyEjkKC3RyYW5zYWN0aW9uGAIgASgLMiQuYmlsbGluZy5pZGVudGl0eS5CYWxhbmNlVHJhbnNhY3Rpb24iQgoVU2V0Q3JlZGl0TGltaXRSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEhQKDGNyZWRpdF9saW1pdBgCIAEoCSJGChZTZXRDcmVkaXRMaW1pdFJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lcjLCBQoPSWRlbnRpdHlTZXJ2aWNlElEKCFJlZ2lzdGVyEiEuYmlsbGluZy5pZGVudGl0eS5SZWdpc3RlclJlcXVlc3QaIi5iaWxsaW5nLmlkZW50aXR5LlJlZ2lzdGVyUmVzcG9uc2USSAoFTG9naW4SHi5iaWxsaW5nLmlkZW50aXR5LkxvZ2luUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuTG9naW5SZXNwb25zZRJXCgpBZG1pbkxvZ2luEiMuYmlsbGluZy5pZGVudGl0eS5BZG1pbkxvZ2luUmVxdWVzdBokLmJpbGxpbmcuaWRlbnRpdHkuQWRtaW5Mb2dpblJlc3BvbnNlEksKBkxvZ291dBIfLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVxdWVzdBogLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVzcG9uc2USTQoFR2V0TWUSHi5iaWxsaW5nLmlkZW50aXR5LkdldE1lUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuR2V0TWVSZXNwb25zZSIDkAIBEl0KDENyZWF0ZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVzcG9uc2USXwoLTGlzdEFwaUtleXMSJC5iaWxsaW5nLmlkZW50aXR5Lkxpc3RBcGlLZXlzUmVxdWVzdBolLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBEl0KDFJldm9rZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVzcG9uc2UymQQKFEN1c3RvbWVyQWRtaW5TZXJ2aWNlEmUKDUxpc3RDdXN0b21lcnMSJi5iaWxsaW5nLmlkZW50aXR5Lkxpc3RDdXN0b21lcnNSZXF1ZXN0GicuYmlsbGluZy5pZGVudGl0eS5MaXN0Q3VzdG9tZXJzUmVzcG9uc2UiA5ACARJfCgtHZXRDdXN0b21lchIkLmJpbGxpbmcuaWRlbnRpdHkuR2V0Q3VzdG9tZXJSZXF1ZXN0GiUuYmlsbGluZy5pZGVudGl0eS5HZXRDdXN0b21lclJlc3BvbnNlIgOQAgEScgoTU2V0Q2FuQ3JlYXRlQXBpS2V5cxIsLmJpbGxpbmcuaWRlbnRpdHkuU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QaLS5iaWxsaW5nLmlkZW50aXR5LlNldENhbkNyZWF0ZUFwaUtleXNSZXNwb25zZRJgCg1BZGp1c3RCYWxhbmNlEiYuYmlsbGluZy5pZGVudGl0eS5BZGp1c3RCYWxhbmNlUmVxdWVzdBonLmJpbGxpbmcuaWRlbnRpdHkuQWRqdXN0QmFsYW5jZVJlc3BvbnNlEmMKDlNldENyZWRpdExpbWl0EicuYmlsbGluZy5pZGVudGl0eS5TZXRDcmVkaXRMaW1pdFJlcXVlc3QaKC5iaWxsaW5nLmlkZW50aXR5LlNldENyZWRpdExpbWl0UmVzcG9uc2VCPlo8Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9pZGVudGl0eTtpZGVudGl0eXBiYgZwcm90bzM");
+  fileDesc("Ch9iaWxsaW5nL2lkZW50aXR5L2lkZW50aXR5LnByb3RvEhBiaWxsaW5nLmlkZW50aXR5IsYBCghDdXN0b21lchIKCgJpZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEg8KB2JhbGFuY2UYBSABKAkSFAoMY3JlZGl0X2xpbWl0GAYgASgJEhsKE2Nhbl9jcmVhdGVfYXBpX2tleXMYByABKAgSEwoLZGlzYWJsZWRfYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgp1cGRhdGVkX2F0GAogASgJImYKBUFkbWluEgoKAmlkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIVCg1sYXN0X2xvZ2luX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkicAoGQXBpS2V5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSFAoMbGFzdF91c2VkX2F0GAUgASgJEhIKCnJldm9rZWRfYXQYBiABKAkivwEKEkJhbGFuY2VUcmFuc2FjdGlvbhIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg4KBmFtb3VudBgEIAEoCRIWCg5iYWxhbmNlX2JlZm9yZRgFIAEoCRIVCg1iYWxhbmNlX2FmdGVyGAYgASgJEhIKCmNyZWF0ZWRfYnkYByABKAkSEwoLZGVzY3JpcHRpb24YCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJACg9SZWdpc3RlclJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkSDAoEbmFtZRgDIAEoCSJqChBSZWdpc3RlclJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKZXhwaXJlc19hdBgDIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiZwoNTG9naW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKZXhwaXJlc19hdBgCIAEoCRIsCghjdXN0b21lchgDIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiNwoRQWRtaW5Mb2dpblJlcXVlc3QSEAoIdXNlcm5hbWUYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiUAoSQWRtaW5Mb2dpblJlc3BvbnNlEiYKBWFkbWluGAEgASgLMhcuYmlsbGluZy5pZGVudGl0eS5BZG1pbhISCgpleHBpcmVzX2F0GAIgASgJIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiDgoMR2V0TWVSZXF1ZXN0InsKDUdldE1lUmVzcG9uc2USDAoEcm9sZRgBIAEoCRIKCgJpZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRINCgVlbWFpbBgEIAEoCRIbChNjYW5fY3JlYXRlX2FwaV9rZXlzGAUgASgIEhIKCmNyZWRlbnRpYWwYBiABKAkiIwoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJIk4KFENyZWF0ZUFwaUtleVJlc3BvbnNlEgsKA2tleRgBIAEoCRIpCgdhcGlfa2V5GAIgASgLMhguYmlsbGluZy5pZGVudGl0eS5BcGlLZXkiRwoSTGlzdEFwaUtleXNSZXF1ZXN0EjEKCnBhZ2luYXRpb24YASABKAsyHS5iaWxsaW5nLmlkZW50aXR5LlBhZ2VSZXF1ZXN0ImsKE0xpc3RBcGlLZXlzUmVzcG9uc2USKgoIYXBpX2tleXMYASADKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleRIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIkEKFFJldm9rZUFwaUtleVJlc3BvbnNlEikKB2FwaV9rZXkYASABKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleSJ5ChRMaXN0Q3VzdG9tZXJzUmVxdWVzdBIxCgpwYWdpbmF0aW9uGAEgASgLMh0uYmlsbGluZy5pZGVudGl0eS5QYWdlUmVxdWVzdBIbCg5lbWFpbF9jb250YWlucxgCIAEoCUgAiAEBQhEKD19lbWFpbF9jb250YWlucyJwChVMaXN0Q3VzdG9tZXJzUmVzcG9uc2USLQoJY3VzdG9tZXJzGAEgAygLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIgChJHZXRDdXN0b21lclJlcXVlc3QSCgoCaWQYASABKAkiQwoTR2V0Q3VzdG9tZXJSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiQgoaU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QSEwoLY3VzdG9tZXJfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCCJLChtTZXRDYW5DcmVhdGVBcGlLZXlzUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIkkKFEFkanVzdEJhbGFuY2VSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCRIMCgRub3RlGAMgASgJIoABChVBZGp1c3RCYWxhbmNlUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyEjkKC3RyYW5zYWN0aW9uGAIgASgLMiQuYmlsbGluZy5pZGVudGl0eS5CYWxhbmNlVHJhbnNhY3Rpb24iQgoVU2V0Q3JlZGl0TGltaXRSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEhQKDGNyZWRpdF9saW1pdBgCIAEoCSJGChZTZXRDcmVkaXRMaW1pdFJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lciJHChVDaGFuZ2VQYXNzd29yZFJlcXVlc3QSGAoQY3VycmVudF9wYXNzd29yZBgBIAEoCRIUCgxuZXdfcGFzc3dvcmQYAiABKAkiQgoWQ2hhbmdlUGFzc3dvcmRSZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKZXhwaXJlc19hdBgCIAEoCSI9ChZEaXNhYmxlQ3VzdG9tZXJSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEg4KBnJlYXNvbhgCIAEoCSJHChdEaXNhYmxlQ3VzdG9tZXJSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiLAoVRW5hYmxlQ3VzdG9tZXJSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJIkYKFkVuYWJsZUN1c3RvbWVyUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIkgKGFNpZ25PdXRFdmVyeXdoZXJlUmVxdWVzdBITCgtjdXN0b21lcl9pZBgBIAEoCRIXCg9yZXZva2VfYXBpX2tleXMYAiABKAgiYwoZU2lnbk91dEV2ZXJ5d2hlcmVSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXISGAoQYXBpX2tleXNfcmV2b2tlZBgCIAEoDTKnBgoPSWRlbnRpdHlTZXJ2aWNlElEKCFJlZ2lzdGVyEiEuYmlsbGluZy5pZGVudGl0eS5SZWdpc3RlclJlcXVlc3QaIi5iaWxsaW5nLmlkZW50aXR5LlJlZ2lzdGVyUmVzcG9uc2USSAoFTG9naW4SHi5iaWxsaW5nLmlkZW50aXR5LkxvZ2luUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuTG9naW5SZXNwb25zZRJXCgpBZG1pbkxvZ2luEiMuYmlsbGluZy5pZGVudGl0eS5BZG1pbkxvZ2luUmVxdWVzdBokLmJpbGxpbmcuaWRlbnRpdHkuQWRtaW5Mb2dpblJlc3BvbnNlEksKBkxvZ291dBIfLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVxdWVzdBogLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVzcG9uc2USTQoFR2V0TWUSHi5iaWxsaW5nLmlkZW50aXR5LkdldE1lUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuR2V0TWVSZXNwb25zZSIDkAIBEl0KDENyZWF0ZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVzcG9uc2USXwoLTGlzdEFwaUtleXMSJC5iaWxsaW5nLmlkZW50aXR5Lkxpc3RBcGlLZXlzUmVxdWVzdBolLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBEl0KDFJldm9rZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVzcG9uc2USYwoOQ2hhbmdlUGFzc3dvcmQSJy5iaWxsaW5nLmlkZW50aXR5LkNoYW5nZVBhc3N3b3JkUmVxdWVzdBooLmJpbGxpbmcuaWRlbnRpdHkuQ2hhbmdlUGFzc3dvcmRSZXNwb25zZTLUBgoUQ3VzdG9tZXJBZG1pblNlcnZpY2USZQoNTGlzdEN1c3RvbWVycxImLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEN1c3RvbWVyc1JlcXVlc3QaJy5iaWxsaW5nLmlkZW50aXR5Lkxpc3RDdXN0b21lcnNSZXNwb25zZSIDkAIBEl8KC0dldEN1c3RvbWVyEiQuYmlsbGluZy5pZGVudGl0eS5HZXRDdXN0b21lclJlcXVlc3QaJS5iaWxsaW5nLmlkZW50aXR5LkdldEN1c3RvbWVyUmVzcG9uc2UiA5ACARJyChNTZXRDYW5DcmVhdGVBcGlLZXlzEiwuYmlsbGluZy5pZGVudGl0eS5TZXRDYW5DcmVhdGVBcGlLZXlzUmVxdWVzdBotLmJpbGxpbmcuaWRlbnRpdHkuU2V0Q2FuQ3JlYXRlQXBpS2V5c1Jlc3BvbnNlEmAKDUFkanVzdEJhbGFuY2USJi5iaWxsaW5nLmlkZW50aXR5LkFkanVzdEJhbGFuY2VSZXF1ZXN0GicuYmlsbGluZy5pZGVudGl0eS5BZGp1c3RCYWxhbmNlUmVzcG9uc2USYwoOU2V0Q3JlZGl0TGltaXQSJy5iaWxsaW5nLmlkZW50aXR5LlNldENyZWRpdExpbWl0UmVxdWVzdBooLmJpbGxpbmcuaWRlbnRpdHkuU2V0Q3JlZGl0TGltaXRSZXNwb25zZRJmCg9EaXNhYmxlQ3VzdG9tZXISKC5iaWxsaW5nLmlkZW50aXR5LkRpc2FibGVDdXN0b21lclJlcXVlc3QaKS5iaWxsaW5nLmlkZW50aXR5LkRpc2FibGVDdXN0b21lclJlc3BvbnNlEmMKDkVuYWJsZUN1c3RvbWVyEicuYmlsbGluZy5pZGVudGl0eS5FbmFibGVDdXN0b21lclJlcXVlc3QaKC5iaWxsaW5nLmlkZW50aXR5LkVuYWJsZUN1c3RvbWVyUmVzcG9uc2USbAoRU2lnbk91dEV2ZXJ5d2hlcmUSKi5iaWxsaW5nLmlkZW50aXR5LlNpZ25PdXRFdmVyeXdoZXJlUmVxdWVzdBorLmJpbGxpbmcuaWRlbnRpdHkuU2lnbk91dEV2ZXJ5d2hlcmVSZXNwb25zZUI+WjxnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL2lkZW50aXR5O2lkZW50aXR5cGJiBnByb3RvMw");
 
 /**
  * Customer is a customer account. The password hash is never sent.
@@ -997,6 +997,194 @@ export const SetCreditLimitResponseSchema: GenMessage<SetCreditLimitResponse> = 
   messageDesc(file_billing_identity_identity, 31);
 
 /**
+ * @generated from message billing.identity.ChangePasswordRequest
+ */
+export type ChangePasswordRequest = Message<"billing.identity.ChangePasswordRequest"> & {
+  /**
+   * The caller's password now.
+   *
+   * @generated from field: string current_password = 1;
+   */
+  currentPassword: string;
+
+  /**
+   * The new password, 8 to 128 characters, not the current one.
+   *
+   * @generated from field: string new_password = 2;
+   */
+  newPassword: string;
+};
+
+/**
+ * Describes the message billing.identity.ChangePasswordRequest.
+ * Use `create(ChangePasswordRequestSchema)` to create a new message.
+ */
+export const ChangePasswordRequestSchema: GenMessage<ChangePasswordRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 32);
+
+/**
+ * @generated from message billing.identity.ChangePasswordResponse
+ */
+export type ChangePasswordResponse = Message<"billing.identity.ChangePasswordResponse"> & {
+  /**
+   * A customer's new access token (the one the call was made with has
+   * ended); empty for an admin, whose new session is in Set-Cookie.
+   *
+   * @generated from field: string access_token = 1;
+   */
+  accessToken: string;
+
+  /**
+   * When the new access token or session expires, RFC 3339.
+   *
+   * @generated from field: string expires_at = 2;
+   */
+  expiresAt: string;
+};
+
+/**
+ * Describes the message billing.identity.ChangePasswordResponse.
+ * Use `create(ChangePasswordResponseSchema)` to create a new message.
+ */
+export const ChangePasswordResponseSchema: GenMessage<ChangePasswordResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 33);
+
+/**
+ * @generated from message billing.identity.DisableCustomerRequest
+ */
+export type DisableCustomerRequest = Message<"billing.identity.DisableCustomerRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+
+  /**
+   * Why; recorded in the audit log.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message billing.identity.DisableCustomerRequest.
+ * Use `create(DisableCustomerRequestSchema)` to create a new message.
+ */
+export const DisableCustomerRequestSchema: GenMessage<DisableCustomerRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 34);
+
+/**
+ * @generated from message billing.identity.DisableCustomerResponse
+ */
+export type DisableCustomerResponse = Message<"billing.identity.DisableCustomerResponse"> & {
+  /**
+   * The customer after the change (disabled_at set).
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+};
+
+/**
+ * Describes the message billing.identity.DisableCustomerResponse.
+ * Use `create(DisableCustomerResponseSchema)` to create a new message.
+ */
+export const DisableCustomerResponseSchema: GenMessage<DisableCustomerResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 35);
+
+/**
+ * @generated from message billing.identity.EnableCustomerRequest
+ */
+export type EnableCustomerRequest = Message<"billing.identity.EnableCustomerRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+};
+
+/**
+ * Describes the message billing.identity.EnableCustomerRequest.
+ * Use `create(EnableCustomerRequestSchema)` to create a new message.
+ */
+export const EnableCustomerRequestSchema: GenMessage<EnableCustomerRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 36);
+
+/**
+ * @generated from message billing.identity.EnableCustomerResponse
+ */
+export type EnableCustomerResponse = Message<"billing.identity.EnableCustomerResponse"> & {
+  /**
+   * The customer after the change (disabled_at empty).
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+};
+
+/**
+ * Describes the message billing.identity.EnableCustomerResponse.
+ * Use `create(EnableCustomerResponseSchema)` to create a new message.
+ */
+export const EnableCustomerResponseSchema: GenMessage<EnableCustomerResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 37);
+
+/**
+ * @generated from message billing.identity.SignOutEverywhereRequest
+ */
+export type SignOutEverywhereRequest = Message<"billing.identity.SignOutEverywhereRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+
+  /**
+   * Revoke every API key of the customer as well.
+   *
+   * @generated from field: bool revoke_api_keys = 2;
+   */
+  revokeApiKeys: boolean;
+};
+
+/**
+ * Describes the message billing.identity.SignOutEverywhereRequest.
+ * Use `create(SignOutEverywhereRequestSchema)` to create a new message.
+ */
+export const SignOutEverywhereRequestSchema: GenMessage<SignOutEverywhereRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 38);
+
+/**
+ * @generated from message billing.identity.SignOutEverywhereResponse
+ */
+export type SignOutEverywhereResponse = Message<"billing.identity.SignOutEverywhereResponse"> & {
+  /**
+   * The customer after the change.
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+
+  /**
+   * How many API keys were revoked (0 without revoke_api_keys).
+   *
+   * @generated from field: uint32 api_keys_revoked = 2;
+   */
+  apiKeysRevoked: number;
+};
+
+/**
+ * Describes the message billing.identity.SignOutEverywhereResponse.
+ * Use `create(SignOutEverywhereResponseSchema)` to create a new message.
+ */
+export const SignOutEverywhereResponseSchema: GenMessage<SignOutEverywhereResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 39);
+
+/**
  * IdentityService issues and inspects credentials.
  *
  * Credentials: an admin session cookie (AdminLogin), a customer access token
@@ -1099,6 +1287,23 @@ export const IdentityService: GenService<{
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof RevokeApiKeyResponseSchema;
   },
+  /**
+   * ChangePassword sets the caller's password, given the current one: a
+   * customer signed in with an access token, or an admin signed in with a
+   * session (an API key cannot: PermissionDenied). A wrong current password
+   * is PermissionDenied. Every access token (customer) or session (admin)
+   * issued before ends, on every instance within seconds; the answer
+   * carries the caller's new one (a customer's access_token; an admin's
+   * session cookie in Set-Cookie). API keys are not touched. Rate limited
+   * per client IP as Login is.
+   *
+   * @generated from rpc billing.identity.IdentityService.ChangePassword
+   */
+  changePassword: {
+    methodKind: "unary";
+    input: typeof ChangePasswordRequestSchema;
+    output: typeof ChangePasswordResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_identity_identity, 0);
 
@@ -1163,6 +1368,44 @@ export const CustomerAdminService: GenService<{
     methodKind: "unary";
     input: typeof SetCreditLimitRequestSchema;
     output: typeof SetCreditLimitResponseSchema;
+  },
+  /**
+   * DisableCustomer disables a customer account: its login is refused (the
+   * same Unauthenticated as a wrong password), and every call with its
+   * access tokens or API keys answers Unauthenticated, on every instance
+   * within seconds. Its tokens stay ended after EnableCustomer; its API keys
+   * work again then. Disabling a disabled account answers it unchanged.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.DisableCustomer
+   */
+  disableCustomer: {
+    methodKind: "unary";
+    input: typeof DisableCustomerRequestSchema;
+    output: typeof DisableCustomerResponseSchema;
+  },
+  /**
+   * EnableCustomer enables a disabled customer account again: it can log in,
+   * and its API keys that are not revoked work again. Enabling an enabled
+   * account answers it unchanged.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.EnableCustomer
+   */
+  enableCustomer: {
+    methodKind: "unary";
+    input: typeof EnableCustomerRequestSchema;
+    output: typeof EnableCustomerResponseSchema;
+  },
+  /**
+   * SignOutEverywhere ends every access token the customer holds, on every
+   * instance within seconds, and with revoke_api_keys revokes every API key
+   * of theirs too. The customer can log in again.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.SignOutEverywhere
+   */
+  signOutEverywhere: {
+    methodKind: "unary";
+    input: typeof SignOutEverywhereRequestSchema;
+    output: typeof SignOutEverywhereResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_identity_identity, 1);
