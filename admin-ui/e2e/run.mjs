@@ -187,9 +187,9 @@ async function clearFilters() {
   await settled();
 }
 
-async function login() {
+async function login(password = fx.password) {
   await page.getByLabel("Username").fill(fx.username);
-  await page.getByLabel("Password").fill(fx.password);
+  await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Log in" }).click();
   await page.getByText("Signed in as").waitFor();
   await settled();
@@ -580,6 +580,30 @@ try {
       await shot("customer-detail");
     });
 
+    await step("customer: disable, enable, sign out everywhere", async () => {
+      // On the customer's page still.
+      await expectTestId("customer-status", "active");
+      const disable = page.getByRole("form", { name: "Disable account" });
+      await disable.getByLabel("Reason").fill(fx.disableReason);
+      await disable.getByRole("button", { name: "Disable account…" }).click();
+      await confirmDialog("Disable account");
+      await page.getByTestId("customer-status").filter({ hasText: "disabled" }).waitFor();
+      await settled();
+      await page.getByRole("button", { name: "Enable account" }).waitFor();
+      await expectAbsent(page.getByRole("form", { name: "Disable account" }), "the disable form of a disabled account");
+      await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+      await shot("customer-disabled");
+      await page.getByRole("button", { name: "Enable account" }).click();
+      await page.getByTestId("customer-status").filter({ hasText: /^active$/ }).waitFor();
+      await settled();
+      const signOut = page.getByRole("form", { name: "Sign out everywhere" });
+      await signOut.getByLabel("Also revoke their API keys").check();
+      await signOut.getByRole("button", { name: "Sign out everywhere…" }).click();
+      await confirmDialog("Sign out everywhere");
+      await expectText(page.locator(".toast"), "Signed out everywhere; 1 API key revoked.");
+      await settled();
+    });
+
     await step("gateway interfaces: the config form masks secrets", async () => {
       await nav("Gateway interfaces");
       await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
@@ -701,6 +725,33 @@ try {
     });
   }
 
+  if (fx.mode === "full") {
+    await step(
+      "change the admin's password: the session goes on",
+      async () => {
+        await page.getByRole("link", { name: "Change password" }).click();
+        await page.getByRole("heading", { name: "Account", level: 1 }).waitFor();
+        const form = page.getByRole("form", { name: "Change password" });
+        await form.getByLabel("Current password").fill("not-the-password");
+        await form.getByLabel("New password", { exact: true }).fill(fx.newPassword);
+        await form.getByLabel("New password again").fill(fx.newPassword);
+        await form.getByRole("button", { name: "Change password" }).click();
+        await form.getByRole("alert").filter({ hasText: "the current password is not right" }).waitFor();
+        await form.getByLabel("Current password").fill(fx.password);
+        await form.getByLabel("New password", { exact: true }).fill(fx.newPassword);
+        await form.getByLabel("New password again").fill(fx.newPassword);
+        await form.getByRole("button", { name: "Change password" }).click();
+        await page.getByTestId("password-changed").waitFor();
+        await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+        await shot("account-password-changed");
+        // The answer's cookie is the new session: the console goes on.
+        await nav("Dashboard");
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/ChangePassword", "permission_denied"]] },
+    );
+  }
+
   await step(
     "logout",
     async () => {
@@ -711,6 +762,21 @@ try {
     },
     { allow: [noSessionYet] },
   );
+
+  if (fx.mode === "full") {
+    await step(
+      "the old password no longer logs in, the new one does",
+      async () => {
+        await page.getByLabel("Username").fill(fx.username);
+        await page.getByLabel("Password").fill(fx.password);
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.getByRole("alert").filter({ hasText: "Wrong username or password." }).waitFor();
+        await login(fx.newPassword);
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/AdminLogin", "unauthenticated"]] },
+    );
+  }
 
   await step("no failed API call, console error, CSP violation or missing file", async () => {
     await Promise.all(bodyReads);

@@ -1,6 +1,7 @@
 // The console's screens, relative to the base path.
 
 import type { Route } from "./router";
+import { accountView } from "./views/account";
 import { customerDetailView, customersView } from "./views/customers";
 import { dashboardView } from "./views/dashboard";
 import { orderDetailView, ordersView } from "./views/orders";
@@ -43,4 +44,6 @@ export const routes: Route[] = [
   { pattern: "events", section: "events", render: eventsView },
   { pattern: "events/:id", section: "events", render: eventDetailView },
   { pattern: "notifications", section: "notifications", render: notificationsView },
+  // Reached from the top bar, not the sections.
+  { pattern: "account", section: "", render: accountView },
 ];
