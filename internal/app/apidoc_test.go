@@ -972,8 +972,9 @@ func TestREADMEQuickStartRuns(t *testing.T) {
 }
 
 // The README's "Calling the service" block runs as written against a live
-// service, and each of the three credential kinds is accepted for what it
-// is: the customer's token, the admin's cookie jar, the customer's API key.
+// service, and each of the four credential kinds is accepted for what it
+// is: the customer's token, the admin's cookie jar, the customer's API key,
+// the admin's API key.
 func TestREADMECallingTheServiceRuns(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -992,6 +993,8 @@ func TestREADMECallingTheServiceRuns(t *testing.T) {
 	require.Regexp(t, `"role":"admin"[^}]*"credential":"session"|"credential":"session"[^}]*"role":"admin"`, out)
 	require.Contains(t, out, `"canCreateApiKeys":true`, "the admin allowed Bob API keys")
 	require.Contains(t, out, `"credential": "api_key"`)
+	require.Contains(t, out, `"scope": "read"`, "GetMe with the admin's read key")
+	require.Contains(t, out, `"asOf"`, "GetPaymentStats with the admin's read key")
 	require.Contains(t, out, `"code":"not_found"`, "GetPayment of an unknown id")
 	require.Equal(t, 2, strings.Count(out, "HTTP/1.1 200 OK"), "both probes answer 200:\n%s", out)
 }

@@ -25,10 +25,8 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/concurrency"
 	"github.com/rustbill/paymentd/internal/config"
-	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/identity"
-	"github.com/rustbill/paymentd/internal/integration"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
@@ -243,8 +241,7 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 
-	policy, err := MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
-		gateway.Policy, integration.Policy, event.Policy)
+	policy, err := Policy()
 	if err != nil {
 		return err
 	}
@@ -252,7 +249,7 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy))...)
+	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes))...)
 	if err != nil {
 		return err
 	}

@@ -299,6 +299,11 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	_, err = ids.RevokeApiKey(ctx, with(&identitypb.RevokeApiKeyRequest{Id: keyRes.Msg.GetApiKey().GetId()}, c.customer))
 	require.NoError(t, err)
 	realKey := keyRes.Msg.GetKey()
+	adminKeyRes, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "to revoke", Scope: "admin"}, c.admin))
+	require.NoError(t, err)
+	_, err = ids.RevokeAdminApiKey(ctx, with(&identitypb.RevokeAdminApiKeyRequest{Id: adminKeyRes.Msg.GetApiKey().GetId()}, c.admin))
+	require.NoError(t, err)
+	realAdminKey := adminKeyRes.Msg.GetKey()
 
 	for name, cr := range map[string]credential{
 		"forged session cookie":              cookie("paymentd_session=" + random(32)),
@@ -316,6 +321,11 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 		"guessed API key":                    apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
 		"real key id, guessed secret":        apiKey(realKey[:36] + random(32)),
 		"not an API key":                     apiKey("' OR 1=1 --"),
+		"revoked admin API key":              apiKey(realAdminKey),
+		"guessed admin API key":              apiKey("ak_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
+		"real admin key id, guessed secret":  apiKey(realAdminKey[:36] + random(32)),
+		"customer key's id as an admin key":  apiKey("ak_" + realKey[3:]),
+		"admin key's id as a customer key":   apiKey("pk_" + realAdminKey[3:]),
 	} {
 		err := me(cr)
 		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
@@ -444,6 +454,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		smtpPassword  = "smtp-password-Yt7wQ2"
 		webhookSecret = "webhook-secret-Hd9e3Lq0pX"
 		customerPass  = "customer-password-Kv5rT8"
+		newPass       = "customer-password-Nw3pQ9"
 	)
 	logs := &logSink{}
 	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
@@ -501,6 +512,24 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(key.Msg.GetKey()[:len(key.Msg.GetKey())-2]+"zz")))
 	note(err)
+	// The customer changes the password, once wrongly; the admin uses an
+	// API key, once tampered with.
+	_, err = ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: newPass, NewPassword: customerPass}, bearer(reg.Msg.GetAccessToken())))
+	note(err)
+	changed, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: customerPass, NewPassword: newPass}, bearer(reg.Msg.GetAccessToken())))
+	require.NoError(t, err)
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, bearer(reg.Msg.GetAccessToken())))
+	note(err)
+	adminK := newAdminKey(t, r.baseURL, c.admin, "read")
+	adminKeyRes, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "ops", Scope: "operate"}, c.admin))
+	require.NoError(t, err)
+	adminKeyText := adminKeyRes.Msg.GetKey()
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(adminKeyText)))
+	require.NoError(t, err)
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(adminKeyText[:len(adminKeyText)-2]+"zz")))
+	note(err)
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: uuid.NewString()}, adminK.cred))
+	note(err)
 
 	// A gateway with a merchant key: payments created, paid, notified,
 	// refunded; then the gateway fails and its errors are logged.
@@ -549,6 +578,10 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		"webhook secret":     webhookSecret,
 		"API key":            key.Msg.GetKey(),
 		"API key secret":     key.Msg.GetKey()[36:],
+		"admin API key":      adminKeyText,
+		"admin key secret":   adminKeyText[36:],
+		"changed password":   newPass,
+		"token of a change":  changed.Msg.GetAccessToken(),
 		"session cookie":     cookieValue,
 		"access token":       reg.Msg.GetAccessToken(),
 		"token signature":    reg.Msg.GetAccessToken()[strings.LastIndex(reg.Msg.GetAccessToken(), ".")+1:],
@@ -565,6 +598,10 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	var stored int
 	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, merchantKey).Scan(&stored))
 	require.Zero(t, stored, "the merchant key is not in the audit log")
+	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass} {
+		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, secret).Scan(&stored))
+		require.Zero(t, stored, "the %s is not in the audit log", name)
+	}
 }
 
 func closedPort(t *testing.T) int {
@@ -699,4 +736,87 @@ func TestEndedCustomerAccessIsRefusedByEveryProcedure(t *testing.T) {
 	}
 	_, err = ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "a new long password"}))
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "a disabled customer cannot log in")
+}
+
+// Admin API keys outside their scope — a read key refunding, confirming a
+// transfer, adjusting a balance or disabling a customer; an operate key
+// configuring a gateway or disabling a customer; an admin key minting a
+// key, revoking one, changing the password or logging out — are each
+// PermissionDenied, and no money, order, event or key changes.
+func TestOutOfScopeAdminKeysAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	key := func(scope string) adminKey { return newAdminKey(t, e.r.baseURL, e.c.admin, scope) }
+	read, operate, admin := key("read"), key("operate"), key("admin")
+	p := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, e.r.baseURL)
+	customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	before := moneyState(t, e)
+	keysBefore := e.count(t, `SELECT count(*) FROM admin_api_keys WHERE revoked_at IS NULL`)
+
+	calls := map[string]func(credential) error{
+		"RefundPayment": func(cr credential) error {
+			_, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: p}, cr))
+			return err
+		},
+		"ConfirmBankTransfer": func(cr credential) error {
+			_, err := e.admin.ConfirmBankTransfer(ctx, with(&gatewaypb.ConfirmBankTransferRequest{PaymentId: p, Reference: "forged"}, cr))
+			return err
+		},
+		"AdjustBalance": func(cr credential) error {
+			_, err := customers.AdjustBalance(ctx, with(&identitypb.AdjustBalanceRequest{CustomerId: e.c.customerID.String(), Amount: "1000.00", Note: "free money"}, cr))
+			return err
+		},
+		"DisableCustomer": func(cr credential) error {
+			_, err := customers.DisableCustomer(ctx, with(&identitypb.DisableCustomerRequest{CustomerId: e.c.customerID.String()}, cr))
+			return err
+		},
+		"CreateGatewayInterface": func(cr credential) error {
+			_, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+				PluginName: "epay", DisplayName: "Attacker's", Config: mustStruct(t, map[string]any{"api_url": "https://evil.example/", "pid": "1", "key": "k"}),
+			}, cr))
+			return err
+		},
+		"CreateAdminApiKey": func(cr credential) error {
+			_, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "wider", Scope: "admin"}, cr))
+			return err
+		},
+		"RevokeAdminApiKey": func(cr credential) error {
+			_, err := ids.RevokeAdminApiKey(ctx, with(&identitypb.RevokeAdminApiKeyRequest{Id: read.id}, cr))
+			return err
+		},
+		"ChangePassword": func(cr credential) error {
+			_, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "bootstrap-password", NewPassword: "taken over by a key"}, cr))
+			return err
+		},
+		"Logout": func(cr credential) error {
+			_, err := ids.Logout(ctx, with(&identitypb.LogoutRequest{}, cr))
+			return err
+		},
+	}
+	for who, tc := range map[string]struct {
+		k     adminKey
+		calls []string
+	}{
+		"read key":    {read, []string{"RefundPayment", "ConfirmBankTransfer", "AdjustBalance", "DisableCustomer", "CreateGatewayInterface", "CreateAdminApiKey"}},
+		"operate key": {operate, []string{"AdjustBalance", "DisableCustomer", "CreateGatewayInterface", "CreateAdminApiKey", "RevokeAdminApiKey"}},
+		"admin key":   {admin, []string{"CreateAdminApiKey", "RevokeAdminApiKey", "ChangePassword", "Logout"}},
+	} {
+		for _, name := range tc.calls {
+			err := calls[name](tc.k.cred)
+			require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%s calling %s: %v", who, name, err)
+		}
+	}
+	require.Equal(t, before, moneyState(t, e))
+	require.Equal(t, keysBefore, e.count(t, `SELECT count(*) FROM admin_api_keys WHERE revoked_at IS NULL`))
+	require.Zero(t, e.count(t, `SELECT count(*) FROM customers WHERE disabled_at IS NOT NULL`))
+	require.Zero(t, e.count(t, `SELECT count(*) FROM gateway_interfaces WHERE display_name = 'Attacker''s'`))
+	_, err := ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, e.c.admin))
+	require.NoError(t, err, "the admin's session and password are untouched")
+
+	// Within its scope a key passes to the operation, which decides: the
+	// epay payment is no bank transfer.
+	err = calls["ConfirmBankTransfer"](operate.cred)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 }

@@ -2,6 +2,10 @@
 // credential layers that establish it, and the permission table that every
 // procedure is checked against.
 //
+// An admin may also call with an API key (x-api-key: ak_…), which acts as
+// the admin who created it within its Scope: the interceptor checks the
+// scope each procedure needs in one table (Scopes) besides the Policy.
+//
 // Credential layers run in the spec's order, each an HTTP middleware that
 // handles only its own kind and passes the request on when it finds none:
 //
@@ -48,6 +52,9 @@ type Principal struct {
 	// CredentialID names the credential for logs and audit (an API key's id,
 	// a session id prefix); never a secret.
 	CredentialID string
+	// Scope is what an admin API key may do; zero for every other
+	// credential (an admin session may do all an admin may).
+	Scope Scope
 }
 
 // IsAdmin reports whether p is an admin.

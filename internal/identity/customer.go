@@ -86,7 +86,7 @@ func (s *Service) Me(ctx context.Context) (Me, error) {
 	if err != nil {
 		return Me{}, err
 	}
-	me := Me{Role: p.Role, ID: p.ID, Credential: p.Kind}
+	me := Me{Role: p.Role, ID: p.ID, Credential: p.Kind, Scope: p.Scope}
 	switch p.Role {
 	case auth.RoleAdmin:
 		a, err := store.GetAdmin(ctx, s.db, p.ID)

@@ -21,6 +21,10 @@ var Policy = auth.Policy{
 	// A customer with an access token or an admin with a session; the
 	// operation refuses API keys.
 	identitypbconnect.IdentityServiceChangePasswordProcedure: auth.Authenticated,
+	// Admins with a session; the operations refuse API keys.
+	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure: auth.AdminOnly,
+	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:  auth.AdminOnly,
+	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure: auth.AdminOnly,
 }
 
 // CustomerAdminPolicy is who may call each CustomerAdminService procedure:

@@ -1050,7 +1050,10 @@ type GetMeResponse struct {
 	// Whether the customer may create API keys; false for admins.
 	CanCreateApiKeys bool `protobuf:"varint,5,opt,name=can_create_api_keys,json=canCreateApiKeys,proto3" json:"can_create_api_keys,omitempty"`
 	// The credential used: "session", "jwt" or "api_key".
-	Credential    string `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The scope of the admin API key used (read, operate or admin); empty for
+	// every other credential.
+	Scope         string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1123,6 +1126,13 @@ func (x *GetMeResponse) GetCanCreateApiKeys() bool {
 func (x *GetMeResponse) GetCredential() string {
 	if x != nil {
 		return x.Credential
+	}
+	return ""
+}
+
+func (x *GetMeResponse) GetScope() string {
+	if x != nil {
+		return x.Scope
 	}
 	return ""
 }
@@ -2335,6 +2345,433 @@ func (x *SignOutEverywhereResponse) GetApiKeysRevoked() uint32 {
 	return 0
 }
 
+// AdminApiKey describes an admin API key; its secret is shown only by
+// CreateAdminApiKey.
+type AdminApiKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API key id (UUID); the key itself reads ak_<id without hyphens>_<secret>.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// A label to recognise the key by.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The public part of the key, "ak_<id without hyphens>".
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// What the key may do: read (lists, reads, figures), operate (read, and
+	// refunds, bank-transfer confirmations, event retries, resolving refunds)
+	// or admin (everything but managing admins and keys).
+	Scope string `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The admin the key acts as (who created it).
+	AdminId string `protobuf:"bytes,5,opt,name=admin_id,json=adminId,proto3" json:"admin_id,omitempty"`
+	// That admin's username.
+	AdminUsername string `protobuf:"bytes,6,opt,name=admin_username,json=adminUsername,proto3" json:"admin_username,omitempty"`
+	// Creation time, RFC 3339.
+	CreatedAt string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Last use, RFC 3339, refreshed at most once a minute; empty if never used.
+	LastUsedAt string `protobuf:"bytes,8,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	// Revocation time, RFC 3339; empty while the key is active.
+	RevokedAt string `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// The admin who revoked it; empty while the key is active.
+	RevokedBy     string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminApiKey) Reset() {
+	*x = AdminApiKey{}
+	mi := &file_billing_identity_identity_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminApiKey) ProtoMessage() {}
+
+func (x *AdminApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminApiKey.ProtoReflect.Descriptor instead.
+func (*AdminApiKey) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AdminApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetAdminId() string {
+	if x != nil {
+		return x.AdminId
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetAdminUsername() string {
+	if x != nil {
+		return x.AdminUsername
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetLastUsedAt() string {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetRevokedAt() string {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+type CreateAdminApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A label to recognise the key by.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// read, operate or admin.
+	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAdminApiKeyRequest) Reset() {
+	*x = CreateAdminApiKeyRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAdminApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAdminApiKeyRequest) ProtoMessage() {}
+
+func (x *CreateAdminApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAdminApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateAdminApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateAdminApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+type CreateAdminApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The full key, ak_<id>_<secret>: shown this once, never stored.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key's record.
+	ApiKey        *AdminApiKey `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAdminApiKeyResponse) Reset() {
+	*x = CreateAdminApiKeyResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAdminApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAdminApiKeyResponse) ProtoMessage() {}
+
+func (x *CreateAdminApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAdminApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateAdminApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreateAdminApiKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyResponse) GetApiKey() *AdminApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
+type ListAdminApiKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Paging parameters.
+	Pagination    *PageRequest `protobuf:"bytes,1,opt,name=pagination,proto3" json:"pagination,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminApiKeysRequest) Reset() {
+	*x = ListAdminApiKeysRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminApiKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminApiKeysRequest) ProtoMessage() {}
+
+func (x *ListAdminApiKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminApiKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListAdminApiKeysRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListAdminApiKeysRequest) GetPagination() *PageRequest {
+	if x != nil {
+		return x.Pagination
+	}
+	return nil
+}
+
+type ListAdminApiKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of keys, newest first.
+	ApiKeys []*AdminApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Paging facts.
+	Meta          *PageMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminApiKeysResponse) Reset() {
+	*x = ListAdminApiKeysResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminApiKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminApiKeysResponse) ProtoMessage() {}
+
+func (x *ListAdminApiKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminApiKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListAdminApiKeysResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListAdminApiKeysResponse) GetApiKeys() []*AdminApiKey {
+	if x != nil {
+		return x.ApiKeys
+	}
+	return nil
+}
+
+func (x *ListAdminApiKeysResponse) GetMeta() *PageMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+type RevokeAdminApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API key id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminApiKeyRequest) Reset() {
+	*x = RevokeAdminApiKeyRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminApiKeyRequest) ProtoMessage() {}
+
+func (x *RevokeAdminApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeAdminApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RevokeAdminApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeAdminApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revoked key.
+	ApiKey        *AdminApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminApiKeyResponse) Reset() {
+	*x = RevokeAdminApiKeyResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminApiKeyResponse) ProtoMessage() {}
+
+func (x *RevokeAdminApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeAdminApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RevokeAdminApiKeyResponse) GetApiKey() *AdminApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
 var File_billing_identity_identity_proto protoreflect.FileDescriptor
 
 const file_billing_identity_identity_proto_rawDesc = "" +
@@ -2426,7 +2863,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\xb4\x01\n" +
+	"\fGetMeRequest\"\xca\x01\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -2435,7 +2872,8 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x13can_create_api_keys\x18\x05 \x01(\bR\x10canCreateApiKeys\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x06 \x01(\tR\n" +
-	"credential\"4\n" +
+	"credential\x12\x14\n" +
+	"\x05scope\x18\a \x01(\tR\x05scope\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +
@@ -2513,7 +2951,40 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x0frevoke_api_keys\x18\x02 \x01(\bR\rrevokeApiKeys\"}\n" +
 	"\x19SignOutEverywhereResponse\x126\n" +
 	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\x12(\n" +
-	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked2\xa7\x06\n" +
+	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xa0\x02\n" +
+	"\vAdminApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05scope\x18\x04 \x01(\tR\x05scope\x12\x19\n" +
+	"\badmin_id\x18\x05 \x01(\tR\aadminId\x12%\n" +
+	"\x0eadmin_username\x18\x06 \x01(\tR\radminUsername\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\tR\tcreatedAt\x12 \n" +
+	"\flast_used_at\x18\b \x01(\tR\n" +
+	"lastUsedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_at\x18\t \x01(\tR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\n" +
+	" \x01(\tR\trevokedBy\"l\n" +
+	"\x18CreateAdminApiKeyRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\x121\n" +
+	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\"e\n" +
+	"\x19CreateAdminApiKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
+	"\aapi_key\x18\x02 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"`\n" +
+	"\x17ListAdminApiKeysRequest\x12E\n" +
+	"\n" +
+	"pagination\x18\x01 \x01(\v2\x1d.billing.identity.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
+	"pagination\"\x84\x01\n" +
+	"\x18ListAdminApiKeysResponse\x128\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x1d.billing.identity.AdminApiKeyR\aapiKeys\x12.\n" +
+	"\x04meta\x18\x02 \x01(\v2\x1a.billing.identity.PageMetaR\x04meta\"7\n" +
+	"\x18RevokeAdminApiKeyRequest\x12\x1b\n" +
+	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"S\n" +
+	"\x19RevokeAdminApiKeyResponse\x126\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey2\xf3\b\n" +
 	"\x0fIdentityService\x12Q\n" +
 	"\bRegister\x12!.billing.identity.RegisterRequest\x1a\".billing.identity.RegisterResponse\x12H\n" +
 	"\x05Login\x12\x1e.billing.identity.LoginRequest\x1a\x1f.billing.identity.LoginResponse\x12W\n" +
@@ -2524,7 +2995,10 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\fCreateApiKey\x12%.billing.identity.CreateApiKeyRequest\x1a&.billing.identity.CreateApiKeyResponse\x12_\n" +
 	"\vListApiKeys\x12$.billing.identity.ListApiKeysRequest\x1a%.billing.identity.ListApiKeysResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\fRevokeApiKey\x12%.billing.identity.RevokeApiKeyRequest\x1a&.billing.identity.RevokeApiKeyResponse\x12c\n" +
-	"\x0eChangePassword\x12'.billing.identity.ChangePasswordRequest\x1a(.billing.identity.ChangePasswordResponse2\xd4\x06\n" +
+	"\x0eChangePassword\x12'.billing.identity.ChangePasswordRequest\x1a(.billing.identity.ChangePasswordResponse\x12l\n" +
+	"\x11CreateAdminApiKey\x12*.billing.identity.CreateAdminApiKeyRequest\x1a+.billing.identity.CreateAdminApiKeyResponse\x12n\n" +
+	"\x10ListAdminApiKeys\x12).billing.identity.ListAdminApiKeysRequest\x1a*.billing.identity.ListAdminApiKeysResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\x11RevokeAdminApiKey\x12*.billing.identity.RevokeAdminApiKeyRequest\x1a+.billing.identity.RevokeAdminApiKeyResponse2\xd4\x06\n" +
 	"\x14CustomerAdminService\x12e\n" +
 	"\rListCustomers\x12&.billing.identity.ListCustomersRequest\x1a'.billing.identity.ListCustomersResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\vGetCustomer\x12$.billing.identity.GetCustomerRequest\x1a%.billing.identity.GetCustomerResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -2547,7 +3021,7 @@ func file_billing_identity_identity_proto_rawDescGZIP() []byte {
 	return file_billing_identity_identity_proto_rawDescData
 }
 
-var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_billing_identity_identity_proto_goTypes = []any{
 	(*Customer)(nil),                    // 0: billing.identity.Customer
 	(*Admin)(nil),                       // 1: billing.identity.Admin
@@ -2589,6 +3063,13 @@ var file_billing_identity_identity_proto_goTypes = []any{
 	(*EnableCustomerResponse)(nil),      // 37: billing.identity.EnableCustomerResponse
 	(*SignOutEverywhereRequest)(nil),    // 38: billing.identity.SignOutEverywhereRequest
 	(*SignOutEverywhereResponse)(nil),   // 39: billing.identity.SignOutEverywhereResponse
+	(*AdminApiKey)(nil),                 // 40: billing.identity.AdminApiKey
+	(*CreateAdminApiKeyRequest)(nil),    // 41: billing.identity.CreateAdminApiKeyRequest
+	(*CreateAdminApiKeyResponse)(nil),   // 42: billing.identity.CreateAdminApiKeyResponse
+	(*ListAdminApiKeysRequest)(nil),     // 43: billing.identity.ListAdminApiKeysRequest
+	(*ListAdminApiKeysResponse)(nil),    // 44: billing.identity.ListAdminApiKeysResponse
+	(*RevokeAdminApiKeyRequest)(nil),    // 45: billing.identity.RevokeAdminApiKeyRequest
+	(*RevokeAdminApiKeyResponse)(nil),   // 46: billing.identity.RevokeAdminApiKeyResponse
 }
 var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 0: billing.identity.RegisterResponse.customer:type_name -> billing.identity.Customer
@@ -2610,45 +3091,56 @@ var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 16: billing.identity.DisableCustomerResponse.customer:type_name -> billing.identity.Customer
 	0,  // 17: billing.identity.EnableCustomerResponse.customer:type_name -> billing.identity.Customer
 	0,  // 18: billing.identity.SignOutEverywhereResponse.customer:type_name -> billing.identity.Customer
-	6,  // 19: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
-	8,  // 20: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
-	10, // 21: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
-	12, // 22: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
-	14, // 23: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
-	16, // 24: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
-	18, // 25: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
-	20, // 26: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
-	32, // 27: billing.identity.IdentityService.ChangePassword:input_type -> billing.identity.ChangePasswordRequest
-	22, // 28: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
-	24, // 29: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
-	26, // 30: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
-	28, // 31: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
-	30, // 32: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
-	34, // 33: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
-	36, // 34: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
-	38, // 35: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
-	7,  // 36: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
-	9,  // 37: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
-	11, // 38: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
-	13, // 39: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
-	15, // 40: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
-	17, // 41: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
-	19, // 42: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
-	21, // 43: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
-	33, // 44: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
-	23, // 45: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
-	25, // 46: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
-	27, // 47: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
-	29, // 48: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
-	31, // 49: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
-	35, // 50: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
-	37, // 51: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
-	39, // 52: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
-	36, // [36:53] is the sub-list for method output_type
-	19, // [19:36] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	40, // 19: billing.identity.CreateAdminApiKeyResponse.api_key:type_name -> billing.identity.AdminApiKey
+	4,  // 20: billing.identity.ListAdminApiKeysRequest.pagination:type_name -> billing.identity.PageRequest
+	40, // 21: billing.identity.ListAdminApiKeysResponse.api_keys:type_name -> billing.identity.AdminApiKey
+	5,  // 22: billing.identity.ListAdminApiKeysResponse.meta:type_name -> billing.identity.PageMeta
+	40, // 23: billing.identity.RevokeAdminApiKeyResponse.api_key:type_name -> billing.identity.AdminApiKey
+	6,  // 24: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
+	8,  // 25: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
+	10, // 26: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
+	12, // 27: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
+	14, // 28: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
+	16, // 29: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
+	18, // 30: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
+	20, // 31: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
+	32, // 32: billing.identity.IdentityService.ChangePassword:input_type -> billing.identity.ChangePasswordRequest
+	41, // 33: billing.identity.IdentityService.CreateAdminApiKey:input_type -> billing.identity.CreateAdminApiKeyRequest
+	43, // 34: billing.identity.IdentityService.ListAdminApiKeys:input_type -> billing.identity.ListAdminApiKeysRequest
+	45, // 35: billing.identity.IdentityService.RevokeAdminApiKey:input_type -> billing.identity.RevokeAdminApiKeyRequest
+	22, // 36: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
+	24, // 37: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
+	26, // 38: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
+	28, // 39: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
+	30, // 40: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
+	34, // 41: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
+	36, // 42: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
+	38, // 43: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
+	7,  // 44: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
+	9,  // 45: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
+	11, // 46: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
+	13, // 47: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
+	15, // 48: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
+	17, // 49: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
+	19, // 50: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
+	21, // 51: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
+	33, // 52: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
+	42, // 53: billing.identity.IdentityService.CreateAdminApiKey:output_type -> billing.identity.CreateAdminApiKeyResponse
+	44, // 54: billing.identity.IdentityService.ListAdminApiKeys:output_type -> billing.identity.ListAdminApiKeysResponse
+	46, // 55: billing.identity.IdentityService.RevokeAdminApiKey:output_type -> billing.identity.RevokeAdminApiKeyResponse
+	23, // 56: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
+	25, // 57: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
+	27, // 58: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
+	29, // 59: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
+	31, // 60: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
+	35, // 61: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
+	37, // 62: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
+	39, // 63: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
+	44, // [44:64] is the sub-list for method output_type
+	24, // [24:44] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_billing_identity_identity_proto_init() }
@@ -2663,7 +3155,7 @@ func file_billing_identity_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_identity_identity_proto_rawDesc), len(file_billing_identity_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

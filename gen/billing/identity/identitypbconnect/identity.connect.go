@@ -67,6 +67,15 @@ const (
 	// IdentityServiceChangePasswordProcedure is the fully-qualified name of the IdentityService's
 	// ChangePassword RPC.
 	IdentityServiceChangePasswordProcedure = "/billing.identity.IdentityService/ChangePassword"
+	// IdentityServiceCreateAdminApiKeyProcedure is the fully-qualified name of the IdentityService's
+	// CreateAdminApiKey RPC.
+	IdentityServiceCreateAdminApiKeyProcedure = "/billing.identity.IdentityService/CreateAdminApiKey"
+	// IdentityServiceListAdminApiKeysProcedure is the fully-qualified name of the IdentityService's
+	// ListAdminApiKeys RPC.
+	IdentityServiceListAdminApiKeysProcedure = "/billing.identity.IdentityService/ListAdminApiKeys"
+	// IdentityServiceRevokeAdminApiKeyProcedure is the fully-qualified name of the IdentityService's
+	// RevokeAdminApiKey RPC.
+	IdentityServiceRevokeAdminApiKeyProcedure = "/billing.identity.IdentityService/RevokeAdminApiKey"
 	// CustomerAdminServiceListCustomersProcedure is the fully-qualified name of the
 	// CustomerAdminService's ListCustomers RPC.
 	CustomerAdminServiceListCustomersProcedure = "/billing.identity.CustomerAdminService/ListCustomers"
@@ -133,6 +142,19 @@ type IdentityServiceClient interface {
 	// session cookie in Set-Cookie). API keys are not touched. Rate limited
 	// per client IP as Login is.
 	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
+	// CreateAdminApiKey creates an admin API key acting as the calling admin
+	// within a scope (read, operate or admin) and returns it in full, the only
+	// time it is shown. Needs an admin session: a key cannot mint keys
+	// (PermissionDenied).
+	CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error)
+	// ListAdminApiKeys pages through every admin's API keys, newest first,
+	// revoked ones included. The secret is never returned. Needs an admin
+	// session.
+	ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error)
+	// RevokeAdminApiKey revokes an admin API key (any admin's); it is refused
+	// from the very next request. Revoking a revoked key returns it unchanged.
+	// Needs an admin session.
+	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
 }
 
 // NewIdentityServiceClient constructs a client for the billing.identity.IdentityService service. By
@@ -202,20 +224,42 @@ func NewIdentityServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(identityServiceMethods.ByName("ChangePassword")),
 			connect.WithClientOptions(opts...),
 		),
+		createAdminApiKey: connect.NewClient[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse](
+			httpClient,
+			baseURL+IdentityServiceCreateAdminApiKeyProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("CreateAdminApiKey")),
+			connect.WithClientOptions(opts...),
+		),
+		listAdminApiKeys: connect.NewClient[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse](
+			httpClient,
+			baseURL+IdentityServiceListAdminApiKeysProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("ListAdminApiKeys")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		revokeAdminApiKey: connect.NewClient[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse](
+			httpClient,
+			baseURL+IdentityServiceRevokeAdminApiKeyProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // identityServiceClient implements IdentityServiceClient.
 type identityServiceClient struct {
-	register       *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
-	login          *connect.Client[identity.LoginRequest, identity.LoginResponse]
-	adminLogin     *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
-	logout         *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
-	getMe          *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
-	createApiKey   *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
-	listApiKeys    *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
-	revokeApiKey   *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
-	changePassword *connect.Client[identity.ChangePasswordRequest, identity.ChangePasswordResponse]
+	register          *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
+	login             *connect.Client[identity.LoginRequest, identity.LoginResponse]
+	adminLogin        *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
+	logout            *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
+	getMe             *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
+	createApiKey      *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
+	listApiKeys       *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
+	revokeApiKey      *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
+	changePassword    *connect.Client[identity.ChangePasswordRequest, identity.ChangePasswordResponse]
+	createAdminApiKey *connect.Client[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse]
+	listAdminApiKeys  *connect.Client[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse]
+	revokeAdminApiKey *connect.Client[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse]
 }
 
 // Register calls billing.identity.IdentityService.Register.
@@ -263,6 +307,21 @@ func (c *identityServiceClient) ChangePassword(ctx context.Context, req *connect
 	return c.changePassword.CallUnary(ctx, req)
 }
 
+// CreateAdminApiKey calls billing.identity.IdentityService.CreateAdminApiKey.
+func (c *identityServiceClient) CreateAdminApiKey(ctx context.Context, req *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error) {
+	return c.createAdminApiKey.CallUnary(ctx, req)
+}
+
+// ListAdminApiKeys calls billing.identity.IdentityService.ListAdminApiKeys.
+func (c *identityServiceClient) ListAdminApiKeys(ctx context.Context, req *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error) {
+	return c.listAdminApiKeys.CallUnary(ctx, req)
+}
+
+// RevokeAdminApiKey calls billing.identity.IdentityService.RevokeAdminApiKey.
+func (c *identityServiceClient) RevokeAdminApiKey(ctx context.Context, req *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error) {
+	return c.revokeAdminApiKey.CallUnary(ctx, req)
+}
+
 // IdentityServiceHandler is an implementation of the billing.identity.IdentityService service.
 type IdentityServiceHandler interface {
 	// Register creates a customer account and returns an access token for it.
@@ -303,6 +362,19 @@ type IdentityServiceHandler interface {
 	// session cookie in Set-Cookie). API keys are not touched. Rate limited
 	// per client IP as Login is.
 	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
+	// CreateAdminApiKey creates an admin API key acting as the calling admin
+	// within a scope (read, operate or admin) and returns it in full, the only
+	// time it is shown. Needs an admin session: a key cannot mint keys
+	// (PermissionDenied).
+	CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error)
+	// ListAdminApiKeys pages through every admin's API keys, newest first,
+	// revoked ones included. The secret is never returned. Needs an admin
+	// session.
+	ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error)
+	// RevokeAdminApiKey revokes an admin API key (any admin's); it is refused
+	// from the very next request. Revoking a revoked key returns it unchanged.
+	// Needs an admin session.
+	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
 }
 
 // NewIdentityServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -368,6 +440,25 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 		connect.WithSchema(identityServiceMethods.ByName("ChangePassword")),
 		connect.WithHandlerOptions(opts...),
 	)
+	identityServiceCreateAdminApiKeyHandler := connect.NewUnaryHandler(
+		IdentityServiceCreateAdminApiKeyProcedure,
+		svc.CreateAdminApiKey,
+		connect.WithSchema(identityServiceMethods.ByName("CreateAdminApiKey")),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceListAdminApiKeysHandler := connect.NewUnaryHandler(
+		IdentityServiceListAdminApiKeysProcedure,
+		svc.ListAdminApiKeys,
+		connect.WithSchema(identityServiceMethods.ByName("ListAdminApiKeys")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceRevokeAdminApiKeyHandler := connect.NewUnaryHandler(
+		IdentityServiceRevokeAdminApiKeyProcedure,
+		svc.RevokeAdminApiKey,
+		connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.identity.IdentityService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IdentityServiceRegisterProcedure:
@@ -388,6 +479,12 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 			identityServiceRevokeApiKeyHandler.ServeHTTP(w, r)
 		case IdentityServiceChangePasswordProcedure:
 			identityServiceChangePasswordHandler.ServeHTTP(w, r)
+		case IdentityServiceCreateAdminApiKeyProcedure:
+			identityServiceCreateAdminApiKeyHandler.ServeHTTP(w, r)
+		case IdentityServiceListAdminApiKeysProcedure:
+			identityServiceListAdminApiKeysHandler.ServeHTTP(w, r)
+		case IdentityServiceRevokeAdminApiKeyProcedure:
+			identityServiceRevokeAdminApiKeyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -431,6 +528,18 @@ func (UnimplementedIdentityServiceHandler) RevokeApiKey(context.Context, *connec
 
 func (UnimplementedIdentityServiceHandler) ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.ChangePassword is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.CreateAdminApiKey is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.ListAdminApiKeys is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.RevokeAdminApiKey is not implemented"))
 }
 
 // CustomerAdminServiceClient is a client for the billing.identity.CustomerAdminService service.
