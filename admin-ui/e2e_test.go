@@ -73,6 +73,8 @@ type fixture struct {
 	// NewPassword what the admin changes their password to.
 	DisableReason string `json:"disableReason"`
 	NewPassword   string `json:"newPassword"`
+	// AdminKeyName names the admin API key the browser creates and revokes.
+	AdminKeyName string `json:"adminKeyName"`
 	// customerToken and customerKey are the customer's credentials, which
 	// the browser's sign-out everywhere (with the API keys) ends.
 	customerToken, customerKey string
@@ -245,7 +247,7 @@ func world(t *testing.T, s *service) fixture {
 	ctx := context.Background()
 	fx := fixture{
 		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)",
-		DisableReason: "chargeback under review (e2e)", NewPassword: "e2e-admin-new-password",
+		DisableReason: "chargeback under review (e2e)", NewPassword: "e2e-admin-new-password", AdminKeyName: "nightly reconciliation (e2e)",
 		SecretInterface: secretInterface{Name: "Alipay (e2e)", PID: "1001", Secret: "e2e-merchant-secret-" + uuid.NewString()[:8]},
 		TestPlugin:      testPlugin{Name: testPluginName, Version: testPluginVersion, Page: testPluginPage},
 		ManualRefund: manualRefund{
@@ -456,7 +458,7 @@ var fullRunScreens = []string{
 	"gateways", "gateway-detail", "gateway-config-form",
 	"plugins", "plugin-detail", "plugin-disabled",
 	"events", "events-failed", "events-retried", "event-detail", "notifications",
-	"account-password-changed",
+	"api-keys", "account-password-changed",
 }
 
 // The console at the default [server].admin_path: log in, check the

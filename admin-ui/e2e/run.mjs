@@ -727,6 +727,61 @@ try {
 
   if (fx.mode === "full") {
     await step(
+      "API keys: create one, shown once, that works within its scope, then revoke it",
+      async () => {
+        await nav("API keys");
+        await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+        await page.getByText("No admin API key yet.").waitFor();
+        const form = page.getByRole("form", { name: "Create an API key" });
+        await form.getByRole("button", { name: "Create key" }).click();
+        await form.getByRole("alert").filter({ hasText: "Name the key." }).waitFor();
+        await form.getByLabel("Name").fill(fx.adminKeyName);
+        await form.getByLabel("Scope").selectOption("operate");
+        await form.getByRole("button", { name: "Create key" }).click();
+        const shownKey = page.getByTestId("new-key");
+        await shownKey.waitFor();
+        const key = await shownKey.inputValue();
+        if (!/^ak_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/.test(key)) throw new Error(`the new key reads ${JSON.stringify(key)}`);
+        await settled();
+        await expectRows(1, "Admin API keys");
+        const row = rows("Admin API keys").first();
+        await expectText(row, fx.adminKeyName);
+        await expectText(row, "operate");
+        await expectText(row.locator(".badge"), "active");
+        await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+        await shot("api-keys");
+        // The key, sent without the session, is an operate key of this admin.
+        const call = (k) =>
+          page.evaluate(async (k) => {
+            const res = await fetch("/billing.identity.IdentityService/GetMe", {
+              method: "POST",
+              credentials: "omit",
+              headers: { "Content-Type": "application/json", "X-Api-Key": k },
+              body: "{}",
+            });
+            return { status: res.status, body: await res.json() };
+          }, k);
+        const me = await call(key);
+        if (me.status !== 200 || me.body.scope !== "operate" || me.body.credential !== "api_key" || me.body.username !== fx.username) {
+          throw new Error(`GetMe with the new key: ${JSON.stringify(me)}`);
+        }
+        // Shown once: after a reload only its prefix is on the page.
+        await page.reload();
+        await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+        await settled();
+        const leaked = await page.evaluate((k) => document.documentElement.outerHTML.includes(k.slice(-43)), key);
+        if (leaked) throw new Error("the key's secret is on the page after a reload");
+        await rows("Admin API keys").first().getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
+        await confirmDialog("Revoke key");
+        await rows("Admin API keys").first().locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await settled();
+        const after = await call(key);
+        if (after.status !== 401) throw new Error(`GetMe with the revoked key answered ${after.status}`);
+      },
+      { allow: [["/billing.identity.IdentityService/GetMe", "unauthenticated"]] },
+    );
+
+    await step(
       "change the admin's password: the session goes on",
       async () => {
         await page.getByRole("link", { name: "Change password" }).click();
