@@ -69,6 +69,15 @@ type fixture struct {
 	// ManualRefund is what the admin types when refunding the confirmed
 	// bank transfer (pending: sent back by hand) and recording it.
 	ManualRefund manualRefund `json:"manualRefund"`
+	// DisableReason is what the admin gives when disabling the customer;
+	// NewPassword what the admin changes their password to.
+	DisableReason string `json:"disableReason"`
+	NewPassword   string `json:"newPassword"`
+	// AdminKeyName names the admin API key the browser creates and revokes.
+	AdminKeyName string `json:"adminKeyName"`
+	// customerToken and customerKey are the customer's credentials, which
+	// the browser's sign-out everywhere (with the API keys) ends.
+	customerToken, customerKey string
 }
 
 // manualRefund: the refund's reason, and the outcome recorded for it.
@@ -239,6 +248,7 @@ func world(t *testing.T, s *service) fixture {
 	ctx := context.Background()
 	fx := fixture{
 		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)",
+		DisableReason: "chargeback under review (e2e)", NewPassword: "e2e-admin-new-password", AdminKeyName: "nightly reconciliation (e2e)",
 		SecretInterface: secretInterface{Name: "Alipay (e2e)", PID: "1001", Secret: "e2e-merchant-secret-" + uuid.NewString()[:8]},
 		TestPlugin:      testPlugin{Name: testPluginName, Version: testPluginVersion, Page: testPluginPage},
 		ManualRefund: manualRefund{
@@ -252,7 +262,14 @@ func world(t *testing.T, s *service) fixture {
 	}))
 	require.NoError(t, err)
 	fx.CustomerID = reg.Msg.GetCustomer().GetId()
+	fx.customerToken = reg.Msg.GetAccessToken()
 	customer := &http.Client{Transport: bearer{reg.Msg.GetAccessToken()}}
+	adminIDs := identitypbconnect.NewCustomerAdminServiceClient(s.admin, s.baseURL)
+	_, err = adminIDs.SetCanCreateApiKeys(ctx, connect.NewRequest(&identitypb.SetCanCreateApiKeysRequest{CustomerId: fx.CustomerID, Allowed: true}))
+	require.NoError(t, err)
+	key, err := identitypbconnect.NewIdentityServiceClient(customer, s.baseURL).CreateApiKey(ctx, connect.NewRequest(&identitypb.CreateApiKeyRequest{Name: "e2e"}))
+	require.NoError(t, err)
+	fx.customerKey = key.Msg.GetKey()
 
 	adminOrders := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL)
 	newProduct := func(name, price string) string {
@@ -438,10 +455,11 @@ var fullRunScreens = []string{
 	"payment-refund-pending", "dashboard-refund-pending", "refunds-pending",
 	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
 	"payments-after",
-	"orders", "order-detail", "customers", "customer-detail",
+	"orders", "order-detail", "customers", "customer-detail", "customer-disabled",
 	"gateways", "gateway-detail", "gateway-config-form",
 	"plugins", "plugin-detail", "plugin-disabled",
 	"events", "events-failed", "events-retried", "event-detail", "notifications",
+	"api-keys", "account-password-changed",
 }
 
 // The console at the default [server].admin_path: log in, check the
@@ -468,10 +486,43 @@ func TestConsoleEndToEnd(t *testing.T) {
 	fx.Mode, fx.BaseURL, fx.AdminPath = "full", s.baseURL, "/admin"
 	runBrowser(t, fx)
 
+	// The browser changed the admin's password, which ended every session
+	// of the admin, the test's own too: it logs in with the new one.
+	ctx := context.Background()
+	ids := identitypbconnect.NewIdentityServiceClient(s.admin, s.baseURL)
+	_, err := ids.GetMe(ctx, connect.NewRequest(&identitypb.GetMeRequest{}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the password change ended the test's session")
+	_, err = ids.AdminLogin(ctx, connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: fx.NewPassword}))
+	require.NoError(t, err)
+
+	// The customer the browser disabled, enabled and signed out everywhere
+	// with the API keys: enabled, the token and the key refused.
+	c, err := identitypbconnect.NewCustomerAdminServiceClient(s.admin, s.baseURL).GetCustomer(ctx, connect.NewRequest(&identitypb.GetCustomerRequest{Id: fx.CustomerID}))
+	require.NoError(t, err)
+	require.Empty(t, c.Msg.GetCustomer().GetDisabledAt())
+	for _, h := range []http.Header{{"Authorization": {"Bearer " + fx.customerToken}}, {"X-Api-Key": {fx.customerKey}}} {
+		req := connect.NewRequest(&identitypb.GetMeRequest{})
+		for k, v := range h {
+			req.Header()[k] = v
+		}
+		_, err := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL).GetMe(ctx, req)
+		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", h)
+	}
+	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
+		EntityType: "customer", EntityId: fx.CustomerID, Pagination: &paymentpb.PageRequest{PageSize: 20},
+	}))
+	require.NoError(t, err)
+	actions := map[string]string{}
+	for _, e := range trail.Msg.GetEntries() {
+		actions[e.GetAction()] = e.GetAfter()
+	}
+	require.Contains(t, actions["customer.disabled"], fx.DisableReason, "the reason the admin gave is audited")
+	require.Contains(t, actions, "customer.enabled")
+	require.Contains(t, actions["customer.signed_out_everywhere"], `"api_keys_revoked": 1`)
+
 	// What the browser did, as the service has it: the bank transfer's
 	// refund recorded as succeeded, with the admin's reason, reference and
 	// note, and nothing pending any more.
-	ctx := context.Background()
 	admin := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL)
 	rs, err := admin.ListRefunds(ctx, connect.NewRequest(&paymentpb.ListRefundsRequest{PaymentId: fx.PendingPayment.ID}))
 	require.NoError(t, err)

@@ -187,9 +187,9 @@ async function clearFilters() {
   await settled();
 }
 
-async function login() {
+async function login(password = fx.password) {
   await page.getByLabel("Username").fill(fx.username);
-  await page.getByLabel("Password").fill(fx.password);
+  await page.getByLabel("Password").fill(password);
   await page.getByRole("button", { name: "Log in" }).click();
   await page.getByText("Signed in as").waitFor();
   await settled();
@@ -581,6 +581,30 @@ try {
       await shot("customer-detail");
     });
 
+    await step("customer: disable, enable, sign out everywhere", async () => {
+      // On the customer's page still.
+      await expectTestId("customer-status", "active");
+      const disable = page.getByRole("form", { name: "Disable account" });
+      await disable.getByLabel("Reason").fill(fx.disableReason);
+      await disable.getByRole("button", { name: "Disable account…" }).click();
+      await confirmDialog("Disable account");
+      await page.getByTestId("customer-status").filter({ hasText: "disabled" }).waitFor();
+      await settled();
+      await page.getByRole("button", { name: "Enable account" }).waitFor();
+      await expectAbsent(page.getByRole("form", { name: "Disable account" }), "the disable form of a disabled account");
+      await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+      await shot("customer-disabled");
+      await page.getByRole("button", { name: "Enable account" }).click();
+      await page.getByTestId("customer-status").filter({ hasText: /^active$/ }).waitFor();
+      await settled();
+      const signOut = page.getByRole("form", { name: "Sign out everywhere" });
+      await signOut.getByLabel("Also revoke their API keys").check();
+      await signOut.getByRole("button", { name: "Sign out everywhere…" }).click();
+      await confirmDialog("Sign out everywhere");
+      await expectText(page.locator(".toast"), "Signed out everywhere; 1 API key revoked.");
+      await settled();
+    });
+
     await step("gateway interfaces: the config form masks secrets", async () => {
       await nav("Gateway interfaces");
       await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
@@ -743,6 +767,88 @@ try {
     });
   }
 
+  if (fx.mode === "full") {
+    await step(
+      "API keys: create one, shown once, that works within its scope, then revoke it",
+      async () => {
+        await nav("API keys");
+        await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+        await page.getByText("No admin API key yet.").waitFor();
+        const form = page.getByRole("form", { name: "Create an API key" });
+        await form.getByRole("button", { name: "Create key" }).click();
+        await form.getByRole("alert").filter({ hasText: "Name the key." }).waitFor();
+        await form.getByLabel("Name").fill(fx.adminKeyName);
+        await form.getByLabel("Scope").selectOption("operate");
+        await form.getByRole("button", { name: "Create key" }).click();
+        const shownKey = page.getByTestId("new-key");
+        await shownKey.waitFor();
+        const key = await shownKey.inputValue();
+        if (!/^ak_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$/.test(key)) throw new Error(`the new key reads ${JSON.stringify(key)}`);
+        await settled();
+        await expectRows(1, "Admin API keys");
+        const row = rows("Admin API keys").first();
+        await expectText(row, fx.adminKeyName);
+        await expectText(row, "operate");
+        await expectText(row.locator(".badge"), "active");
+        await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+        await shot("api-keys");
+        // The key, sent without the session, is an operate key of this admin.
+        const call = (k) =>
+          page.evaluate(async (k) => {
+            const res = await fetch("/billing.identity.IdentityService/GetMe", {
+              method: "POST",
+              credentials: "omit",
+              headers: { "Content-Type": "application/json", "X-Api-Key": k },
+              body: "{}",
+            });
+            return { status: res.status, body: await res.json() };
+          }, k);
+        const me = await call(key);
+        if (me.status !== 200 || me.body.scope !== "operate" || me.body.credential !== "api_key" || me.body.username !== fx.username) {
+          throw new Error(`GetMe with the new key: ${JSON.stringify(me)}`);
+        }
+        // Shown once: after a reload only its prefix is on the page.
+        await page.reload();
+        await page.getByRole("heading", { name: "API keys", level: 1 }).waitFor();
+        await settled();
+        const leaked = await page.evaluate((k) => document.documentElement.outerHTML.includes(k.slice(-43)), key);
+        if (leaked) throw new Error("the key's secret is on the page after a reload");
+        await rows("Admin API keys").first().getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
+        await confirmDialog("Revoke key");
+        await rows("Admin API keys").first().locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await settled();
+        const after = await call(key);
+        if (after.status !== 401) throw new Error(`GetMe with the revoked key answered ${after.status}`);
+      },
+      { allow: [["/billing.identity.IdentityService/GetMe", "unauthenticated"]] },
+    );
+
+    await step(
+      "change the admin's password: the session goes on",
+      async () => {
+        await page.getByRole("link", { name: "Change password" }).click();
+        await page.getByRole("heading", { name: "Account", level: 1 }).waitFor();
+        const form = page.getByRole("form", { name: "Change password" });
+        await form.getByLabel("Current password").fill("not-the-password");
+        await form.getByLabel("New password", { exact: true }).fill(fx.newPassword);
+        await form.getByLabel("New password again").fill(fx.newPassword);
+        await form.getByRole("button", { name: "Change password" }).click();
+        await form.getByRole("alert").filter({ hasText: "the current password is not right" }).waitFor();
+        await form.getByLabel("Current password").fill(fx.password);
+        await form.getByLabel("New password", { exact: true }).fill(fx.newPassword);
+        await form.getByLabel("New password again").fill(fx.newPassword);
+        await form.getByRole("button", { name: "Change password" }).click();
+        await page.getByTestId("password-changed").waitFor();
+        await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+        await shot("account-password-changed");
+        // The answer's cookie is the new session: the console goes on.
+        await nav("Dashboard");
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/ChangePassword", "permission_denied"]] },
+    );
+  }
+
   await step(
     "logout",
     async () => {
@@ -753,6 +859,21 @@ try {
     },
     { allow: [noSessionYet] },
   );
+
+  if (fx.mode === "full") {
+    await step(
+      "the old password no longer logs in, the new one does",
+      async () => {
+        await page.getByLabel("Username").fill(fx.username);
+        await page.getByLabel("Password").fill(fx.password);
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.getByRole("alert").filter({ hasText: "Wrong username or password." }).waitFor();
+        await login(fx.newPassword);
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/AdminLogin", "unauthenticated"]] },
+    );
+  }
 
   await step("no failed API call, console error, CSP violation or missing file", async () => {
     await Promise.all(bodyReads);

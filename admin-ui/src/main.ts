@@ -61,6 +61,7 @@ function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
       { class: "topbar" },
       link("", "paymentd admin", { class: "brand" }),
       h("span", { class: "who" }, "Signed in as ", h("strong", { "data-testid": "admin-name" }, s.username)),
+      link("account", "Change password", { class: "account-link" }),
       logout,
     ),
     h("div", { class: "layout" }, nav, main),

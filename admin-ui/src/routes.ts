@@ -1,6 +1,8 @@
 // The console's screens, relative to the base path.
 
 import type { Route } from "./router";
+import { accountView } from "./views/account";
+import { apiKeysView } from "./views/api_keys";
 import { customerDetailView, customersView } from "./views/customers";
 import { dashboardView } from "./views/dashboard";
 import { orderDetailView, ordersView } from "./views/orders";
@@ -25,6 +27,7 @@ export const sections: Section[] = [
   { path: "plugins", label: "Plugins" },
   { path: "events", label: "Events" },
   { path: "notifications", label: "Notifications" },
+  { path: "api-keys", label: "API keys" },
 ];
 
 export const routes: Route[] = [
@@ -43,4 +46,7 @@ export const routes: Route[] = [
   { pattern: "events", section: "events", render: eventsView },
   { pattern: "events/:id", section: "events", render: eventDetailView },
   { pattern: "notifications", section: "notifications", render: notificationsView },
+  { pattern: "api-keys", section: "api-keys", render: apiKeysView },
+  // Reached from the top bar, not the sections.
+  { pattern: "account", section: "", render: accountView },
 ];

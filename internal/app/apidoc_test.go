@@ -30,7 +30,8 @@ import (
 	_ "github.com/rustbill/paymentd/gen/billing/event"
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
-	_ "github.com/rustbill/paymentd/gen/billing/identity"
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	_ "github.com/rustbill/paymentd/gen/billing/integration"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
@@ -807,7 +808,8 @@ func mustIndent(t *testing.T, v any) string {
 }
 
 // docFixtures returns the function run after every example that provides
-// what the examples name but do not create themselves: two more pending
+// what the examples name but do not create themselves: a second customer,
+// two more pending
 // orders, a pending bank-transfer payment (and, once it is confirmed, a
 // pending refund of it), the gateway's signed notification of the epay
 // payment, and a failed event.
@@ -824,6 +826,13 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func(
 		return o.Msg.GetOrder().GetId()
 	}
 	return func() {
+		if !env.has("CUSTOMER2_ID") {
+			// The customer the access examples disable and sign out.
+			ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
+			reg, err := ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{Email: "bob@example.com", Password: "long enough password", Name: "Bob"}))
+			require.NoError(t, err)
+			env.vars["CUSTOMER2_ID"] = reg.Msg.GetCustomer().GetId()
+		}
 		if env.has("PRODUCT_ID", "TOKEN") && !env.has("ORDER2_ID") {
 			env.vars["ORDER2_ID"], env.vars["ORDER3_ID"] = newOrder(), newOrder()
 		}
@@ -963,8 +972,9 @@ func TestREADMEQuickStartRuns(t *testing.T) {
 }
 
 // The README's "Calling the service" block runs as written against a live
-// service, and each of the three credential kinds is accepted for what it
-// is: the customer's token, the admin's cookie jar, the customer's API key.
+// service, and each of the four credential kinds is accepted for what it
+// is: the customer's token, the admin's cookie jar, the customer's API key,
+// the admin's API key.
 func TestREADMECallingTheServiceRuns(t *testing.T) {
 	t.Parallel()
 	root, err := filepath.Abs(filepath.Join("..", ".."))
@@ -983,6 +993,8 @@ func TestREADMECallingTheServiceRuns(t *testing.T) {
 	require.Regexp(t, `"role":"admin"[^}]*"credential":"session"|"credential":"session"[^}]*"role":"admin"`, out)
 	require.Contains(t, out, `"canCreateApiKeys":true`, "the admin allowed Bob API keys")
 	require.Contains(t, out, `"credential": "api_key"`)
+	require.Contains(t, out, `"scope": "read"`, "GetMe with the admin's read key")
+	require.Contains(t, out, `"asOf"`, "GetPaymentStats with the admin's read key")
 	require.Contains(t, out, `"code":"not_found"`, "GetPayment of an unknown id")
 	require.Equal(t, 2, strings.Count(out, "HTTP/1.1 200 OK"), "both probes answer 200:\n%s", out)
 }

@@ -23,10 +23,8 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/concurrency"
 	"github.com/rustbill/paymentd/internal/config"
-	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/identity"
-	"github.com/rustbill/paymentd/internal/integration"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
@@ -231,7 +229,11 @@ func (a *App) init(ctx context.Context) error {
 		Currencies: a.cfg.Billing.Currencies,
 		Clock:      a.opts.clock,
 		Cache:      a.opts.sessionCache,
-		Log:        a.log,
+		// Customers' token generations and disabled flags, shared so that
+		// ending a customer's tokens on one instance is seen on the
+		// others within a second.
+		AccessCache: identity.NewRedisAccessCache(a.cache),
+		Log:         a.log,
 	})
 	if err != nil {
 		return err
@@ -244,8 +246,7 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 
-	policy, err := MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
-		gateway.Policy, integration.Policy, event.Policy)
+	policy, err := Policy()
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy))...)
+	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes))...)
 	if err != nil {
 		return err
 	}

@@ -289,7 +289,7 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	}
 	claims := map[string]any{
 		"sub": c.customerID.String(), "iss": "paymentd", "iat": time.Now().Unix(),
-		"exp": time.Now().Add(time.Hour).Unix(), "jti": uuid.NewString(),
+		"exp": time.Now().Add(time.Hour).Unix(), "jti": uuid.NewString(), "gen": 0,
 	}
 	secret := []byte(testConfig("").JWT.Secret)
 
@@ -305,6 +305,11 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	_, err = ids.RevokeApiKey(ctx, with(&identitypb.RevokeApiKeyRequest{Id: keyRes.Msg.GetApiKey().GetId()}, c.customer))
 	require.NoError(t, err)
 	realKey := keyRes.Msg.GetKey()
+	adminKeyRes, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "to revoke", Scope: "admin"}, c.admin))
+	require.NoError(t, err)
+	_, err = ids.RevokeAdminApiKey(ctx, with(&identitypb.RevokeAdminApiKeyRequest{Id: adminKeyRes.Msg.GetApiKey().GetId()}, c.admin))
+	require.NoError(t, err)
+	realAdminKey := adminKeyRes.Msg.GetKey()
 
 	for name, cr := range map[string]credential{
 		"forged session cookie":              cookie("paymentd_session=" + random(32)),
@@ -322,6 +327,11 @@ func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 		"guessed API key":                    apiKey("pk_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
 		"real key id, guessed secret":        apiKey(realKey[:36] + random(32)),
 		"not an API key":                     apiKey("' OR 1=1 --"),
+		"revoked admin API key":              apiKey(realAdminKey),
+		"guessed admin API key":              apiKey("ak_" + strings.ReplaceAll(uuid.NewString(), "-", "") + "_" + random(32)),
+		"real admin key id, guessed secret":  apiKey(realAdminKey[:36] + random(32)),
+		"customer key's id as an admin key":  apiKey("ak_" + realKey[3:]),
+		"admin key's id as a customer key":   apiKey("pk_" + realAdminKey[3:]),
 	} {
 		err := me(cr)
 		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%s: %v", name, err)
@@ -451,6 +461,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		smtpPassword  = "smtp-password-Yt7wQ2"
 		webhookSecret = "webhook-secret-Hd9e3Lq0pX"
 		customerPass  = "customer-password-Kv5rT8"
+		newPass       = "customer-password-Nw3pQ9"
 	)
 	logs := &logSink{}
 	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
@@ -508,6 +519,24 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(key.Msg.GetKey()[:len(key.Msg.GetKey())-2]+"zz")))
 	note(err)
+	// The customer changes the password, once wrongly; the admin uses an
+	// API key, once tampered with.
+	_, err = ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: newPass, NewPassword: customerPass}, bearer(reg.Msg.GetAccessToken())))
+	note(err)
+	changed, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: customerPass, NewPassword: newPass}, bearer(reg.Msg.GetAccessToken())))
+	require.NoError(t, err)
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, bearer(reg.Msg.GetAccessToken())))
+	note(err)
+	adminK := newAdminKey(t, r.baseURL, c.admin, "read")
+	adminKeyRes, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "ops", Scope: "operate"}, c.admin))
+	require.NoError(t, err)
+	adminKeyText := adminKeyRes.Msg.GetKey()
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(adminKeyText)))
+	require.NoError(t, err)
+	_, err = ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, apiKey(adminKeyText[:len(adminKeyText)-2]+"zz")))
+	note(err)
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: uuid.NewString()}, adminK.cred))
+	note(err)
 
 	// A gateway with a merchant key: payments created, paid, notified,
 	// refunded; then the gateway fails and its errors are logged.
@@ -557,6 +586,10 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		"[secrets] key":      testKey,
 		"API key":            key.Msg.GetKey(),
 		"API key secret":     key.Msg.GetKey()[36:],
+		"admin API key":      adminKeyText,
+		"admin key secret":   adminKeyText[36:],
+		"changed password":   newPass,
+		"token of a change":  changed.Msg.GetAccessToken(),
 		"session cookie":     cookieValue,
 		"access token":       reg.Msg.GetAccessToken(),
 		"token signature":    reg.Msg.GetAccessToken()[strings.LastIndex(reg.Msg.GetAccessToken(), ".")+1:],
@@ -573,6 +606,10 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	var stored int
 	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, merchantKey).Scan(&stored))
 	require.Zero(t, stored, "the merchant key is not in the audit log")
+	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass} {
+		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, secret).Scan(&stored))
+		require.Zero(t, stored, "the %s is not in the audit log", name)
+	}
 }
 
 func closedPort(t *testing.T) int {
@@ -749,4 +786,142 @@ func TestForgedOrMovedCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
 	require.Equal(t, "success", body)
 	require.Equal(t, "success", e.getPayment(t, p2).GetStatus())
 	requireLedgerClean(t, e)
+}
+
+// publicProcedures need no credential: a refused one does not stop them.
+var publicProcedures = map[string]bool{
+	"/billing.identity.IdentityService/Register":     true,
+	"/billing.identity.IdentityService/Login":        true,
+	"/billing.identity.IdentityService/AdminLogin":   true,
+	"/billing.payment.PaymentService/HandleCallback": true,
+}
+
+// Tokens ended by a sign-out everywhere, a password change or disabling,
+// and the API key of a disabled customer, are refused by every procedure of
+// every service with Unauthenticated — the ones that need no credential
+// aside — never passed on as someone, never another code.
+func TestEndedCustomerAccessIsRefusedByEveryProcedure(t *testing.T) {
+	t.Parallel()
+	r := start(t, testConfig(testdb.EmptyURL(t)))
+	c := login(t, r)
+	ctx := context.Background()
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
+	admins := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, r.baseURL)
+	ended := map[string]credential{}
+
+	ended["token of a customer signed out everywhere"] = c.customer
+	_, err := admins.SignOutEverywhere(ctx, with(&identitypb.SignOutEverywhereRequest{CustomerId: c.customerID.String()}, c.admin))
+	require.NoError(t, err)
+
+	res, err := ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "long enough password"}))
+	require.NoError(t, err)
+	before := bearer(res.Msg.GetAccessToken())
+	changed, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "long enough password", NewPassword: "a new long password"}, before))
+	require.NoError(t, err)
+	ended["token issued before a password change"] = before
+	_, err = ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "a new long password", NewPassword: "a third long password"}, before))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "an ended token cannot change the password back")
+
+	ended["token of a disabled customer"] = c.other
+	ended["API key of a disabled customer"] = c.key
+	ended["token issued by the password change, account disabled since"] = bearer(changed.Msg.GetAccessToken())
+	for _, id := range []string{c.customerID.String(), c.otherID.String()} {
+		_, err = admins.DisableCustomer(ctx, with(&identitypb.DisableCustomerRequest{CustomerId: id}, c.admin))
+		require.NoError(t, err)
+	}
+
+	for _, p := range billingProcedures(t) {
+		if publicProcedures[p.path] {
+			continue
+		}
+		for name, cr := range ended {
+			code, msg := callRaw(t, r.baseURL, p.path, cr, true, []byte("{}"))
+			require.Equal(t, "unauthenticated", code, "%s with the %s: %s", p.path, name, msg)
+		}
+	}
+	_, err = ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "alice@example.com", Password: "a new long password"}))
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "a disabled customer cannot log in")
+}
+
+// Admin API keys outside their scope — a read key refunding, confirming a
+// transfer, adjusting a balance or disabling a customer; an operate key
+// configuring a gateway or disabling a customer; an admin key minting a
+// key, revoking one, changing the password or logging out — are each
+// PermissionDenied, and no money, order, event or key changes.
+func TestOutOfScopeAdminKeysAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	key := func(scope string) adminKey { return newAdminKey(t, e.r.baseURL, e.c.admin, scope) }
+	read, operate, admin := key("read"), key("operate"), key("admin")
+	p := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, e.r.baseURL)
+	customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	before := moneyState(t, e)
+	keysBefore := e.count(t, `SELECT count(*) FROM admin_api_keys WHERE revoked_at IS NULL`)
+
+	calls := map[string]func(credential) error{
+		"RefundPayment": func(cr credential) error {
+			_, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: p}, cr))
+			return err
+		},
+		"ConfirmBankTransfer": func(cr credential) error {
+			_, err := e.admin.ConfirmBankTransfer(ctx, with(&gatewaypb.ConfirmBankTransferRequest{PaymentId: p, Reference: "forged"}, cr))
+			return err
+		},
+		"AdjustBalance": func(cr credential) error {
+			_, err := customers.AdjustBalance(ctx, with(&identitypb.AdjustBalanceRequest{CustomerId: e.c.customerID.String(), Amount: "1000.00", Note: "free money"}, cr))
+			return err
+		},
+		"DisableCustomer": func(cr credential) error {
+			_, err := customers.DisableCustomer(ctx, with(&identitypb.DisableCustomerRequest{CustomerId: e.c.customerID.String()}, cr))
+			return err
+		},
+		"CreateGatewayInterface": func(cr credential) error {
+			_, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+				PluginName: "epay", DisplayName: "Attacker's", Config: mustStruct(t, map[string]any{"api_url": "https://evil.example/", "pid": "1", "key": "k"}),
+			}, cr))
+			return err
+		},
+		"CreateAdminApiKey": func(cr credential) error {
+			_, err := ids.CreateAdminApiKey(ctx, with(&identitypb.CreateAdminApiKeyRequest{Name: "wider", Scope: "admin"}, cr))
+			return err
+		},
+		"RevokeAdminApiKey": func(cr credential) error {
+			_, err := ids.RevokeAdminApiKey(ctx, with(&identitypb.RevokeAdminApiKeyRequest{Id: read.id}, cr))
+			return err
+		},
+		"ChangePassword": func(cr credential) error {
+			_, err := ids.ChangePassword(ctx, with(&identitypb.ChangePasswordRequest{CurrentPassword: "bootstrap-password", NewPassword: "taken over by a key"}, cr))
+			return err
+		},
+		"Logout": func(cr credential) error {
+			_, err := ids.Logout(ctx, with(&identitypb.LogoutRequest{}, cr))
+			return err
+		},
+	}
+	for who, tc := range map[string]struct {
+		k     adminKey
+		calls []string
+	}{
+		"read key":    {read, []string{"RefundPayment", "ConfirmBankTransfer", "AdjustBalance", "DisableCustomer", "CreateGatewayInterface", "CreateAdminApiKey"}},
+		"operate key": {operate, []string{"AdjustBalance", "DisableCustomer", "CreateGatewayInterface", "CreateAdminApiKey", "RevokeAdminApiKey"}},
+		"admin key":   {admin, []string{"CreateAdminApiKey", "RevokeAdminApiKey", "ChangePassword", "Logout"}},
+	} {
+		for _, name := range tc.calls {
+			err := calls[name](tc.k.cred)
+			require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%s calling %s: %v", who, name, err)
+		}
+	}
+	require.Equal(t, before, moneyState(t, e))
+	require.Equal(t, keysBefore, e.count(t, `SELECT count(*) FROM admin_api_keys WHERE revoked_at IS NULL`))
+	require.Zero(t, e.count(t, `SELECT count(*) FROM customers WHERE disabled_at IS NOT NULL`))
+	require.Zero(t, e.count(t, `SELECT count(*) FROM gateway_interfaces WHERE display_name = 'Attacker''s'`))
+	_, err := ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, e.c.admin))
+	require.NoError(t, err, "the admin's session and password are untouched")
+
+	// Within its scope a key passes to the operation, which decides: the
+	// epay payment is no bank transfer.
+	err = calls["ConfirmBankTransfer"](operate.cred)
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 }

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
@@ -151,7 +152,7 @@ func TestCheckCodes(t *testing.T) {
 
 func TestUnlistedProcedureIsRefused(t *testing.T) {
 	t.Parallel()
-	ic := auth.NewInterceptor(auth.Policy{"/x.Y/Listed": auth.Public})
+	ic := auth.NewInterceptor(auth.Policy{"/x.Y/Listed": auth.Public}, nil)
 	called := false
 	next := connect.UnaryFunc(func(context.Context, connect.AnyRequest) (connect.AnyResponse, error) {
 		called = true
@@ -194,4 +195,82 @@ func TestCredentialThatCouldNotBeCheckedIsUnavailable(t *testing.T) {
 	r.Header.Set("X-Api-Key", "good:"+customerID.String())
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+}
+
+func TestScopesNestAndNoKeyCoversASessionOnlyProcedure(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		key, need auth.Scope
+		want      bool
+	}{
+		{auth.ScopeRead, auth.ScopeRead, true},
+		{auth.ScopeRead, auth.ScopeOperate, false},
+		{auth.ScopeOperate, auth.ScopeRead, true},
+		{auth.ScopeOperate, auth.ScopeAdmin, false},
+		{auth.ScopeAdmin, auth.ScopeOperate, true},
+		{auth.ScopeAdmin, auth.ScopeSession, false},
+		{auth.ScopeSession, auth.ScopeRead, false}, // no key has it
+		{0, auth.ScopeRead, false},
+		{auth.ScopeAdmin, 0, false},
+	} {
+		require.Equal(t, tt.want, tt.key.Covers(tt.need), "%s covers %s", tt.key, tt.need)
+	}
+	for _, name := range []string{"read", "operate", "admin"} {
+		s, ok := auth.ParseScope(name)
+		require.True(t, ok)
+		require.Equal(t, name, s.String())
+	}
+	for _, name := range []string{"session", "", "Admin", "write"} {
+		_, ok := auth.ParseScope(name)
+		require.False(t, ok, name)
+	}
+}
+
+// The interceptor refuses an admin API key the scope of a procedure does
+// not cover, and every key a procedure missing from the table; sessions
+// and customers are not asked about scopes.
+func TestInterceptorChecksAnAdminKeysScope(t *testing.T) {
+	t.Parallel()
+	policy := auth.Policy{"/x.Y/Read": auth.AdminOnly, "/x.Y/Refund": auth.AdminOnly, "/x.Y/Unscoped": auth.AdminOnly, "/x.Y/Keys": auth.AdminOnly, "/x.Y/Me": auth.Authenticated}
+	scopes := auth.Scopes{"/x.Y/Read": auth.ScopeRead, "/x.Y/Refund": auth.ScopeOperate, "/x.Y/Keys": auth.ScopeSession, "/x.Y/Me": auth.ScopeRead}
+	ic := auth.NewInterceptor(policy, scopes)
+	call := func(p auth.Principal, proc string) error {
+		h := connect.NewUnaryHandler(proc, func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
+			return connect.NewResponse(&emptypb.Empty{}), nil
+		}, connect.WithInterceptors(ic))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
+		}))
+		defer srv.Close()
+		_, err := connect.NewClient[emptypb.Empty, emptypb.Empty](srv.Client(), srv.URL+proc).CallUnary(context.Background(), connect.NewRequest(&emptypb.Empty{}))
+		return err
+	}
+	key := func(s auth.Scope) auth.Principal {
+		return auth.Principal{Role: auth.RoleAdmin, ID: adminID, Kind: auth.KindAPIKey, CredentialID: "k", Scope: s}
+	}
+	session := auth.Principal{Role: auth.RoleAdmin, ID: adminID, Kind: auth.KindSession}
+	customerKey := auth.Principal{Role: auth.RoleCustomer, ID: customerID, Kind: auth.KindAPIKey}
+	for _, tt := range []struct {
+		who  auth.Principal
+		proc string
+		want connect.Code // 0: allowed
+	}{
+		{key(auth.ScopeRead), "/x.Y/Read", 0},
+		{key(auth.ScopeRead), "/x.Y/Me", 0},
+		{key(auth.ScopeRead), "/x.Y/Refund", connect.CodePermissionDenied},
+		{key(auth.ScopeOperate), "/x.Y/Refund", 0},
+		{key(auth.ScopeAdmin), "/x.Y/Refund", 0},
+		{key(auth.ScopeAdmin), "/x.Y/Unscoped", connect.CodePermissionDenied},
+		{key(auth.ScopeAdmin), "/x.Y/Keys", connect.CodePermissionDenied},
+		{session, "/x.Y/Keys", 0},
+		{session, "/x.Y/Unscoped", 0},
+		{customerKey, "/x.Y/Me", 0},
+	} {
+		err := call(tt.who, tt.proc)
+		if tt.want == 0 {
+			require.NoError(t, err, "%s %s on %s", tt.who.Kind, tt.who.Scope, tt.proc)
+			continue
+		}
+		require.Equal(t, tt.want, connect.CodeOf(err), "%s %s on %s: %v", tt.who.Kind, tt.who.Scope, tt.proc, err)
+	}
 }

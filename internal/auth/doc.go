@@ -2,6 +2,10 @@
 // credential layers that establish it, and the permission table that every
 // procedure is checked against.
 //
+// An admin may also call with an API key (x-api-key: ak_…), which acts as
+// the admin who created it within its Scope: the interceptor checks the
+// scope each procedure needs in one table (Scopes) besides the Policy.
+//
 // Credential layers run in the spec's order, each an HTTP middleware that
 // handles only its own kind and passes the request on when it finds none:
 //

@@ -73,16 +73,23 @@ func Check(ctx context.Context, access Access) error {
 	return nil
 }
 
-// NewInterceptor enforces policy on every unary call before the handler runs.
-func NewInterceptor(policy Policy) connect.Interceptor {
+// NewInterceptor enforces policy on every unary call before the handler
+// runs, and for an admin API key the scope the procedure needs (scopes).
+func NewInterceptor(policy Policy, scopes Scopes) connect.Interceptor {
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			access, ok := policy[req.Spec().Procedure]
+			proc := req.Spec().Procedure
+			access, ok := policy[proc]
 			if !ok {
 				return nil, connect.NewError(connect.CodePermissionDenied, errors.New("access not configured"))
 			}
 			if err := Check(ctx, access); err != nil {
 				return nil, err
+			}
+			if access != Public {
+				if err := checkScope(ctx, scopes, proc); err != nil {
+					return nil, err
+				}
 			}
 			return next(ctx, req)
 		}

@@ -33,6 +33,9 @@ type Principal struct {
 	// CredentialID names the credential for logs and audit (an API key's id,
 	// a session id prefix); never a secret.
 	CredentialID string
+	// Scope is what an admin API key may do; zero for every other
+	// credential (an admin session may do all an admin may).
+	Scope Scope
 }
 
 // IsAdmin reports whether p is an admin.

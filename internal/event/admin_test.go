@@ -50,7 +50,7 @@ func setupAdmin(t *testing.T) *adminBundle {
 	w := newWorld(t)
 	log := slog.New(slog.DiscardHandler)
 	admin := event.NewAdmin(w.pool, event.AdminOptions{MaxAttempts: 3, NodeLostAfter: 30 * time.Second, Logger: log})
-	opts, err := server.HandlerOptions(config.Default().Server, log, auth.NewInterceptor(event.Policy))
+	opts, err := server.HandlerOptions(config.Default().Server, log, auth.NewInterceptor(event.Policy, nil))
 	require.NoError(t, err)
 	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(admin), opts...)
 	mux := http.NewServeMux()

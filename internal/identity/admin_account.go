@@ -111,9 +111,11 @@ func ResetAdminPassword(ctx context.Context, db store.DB, username, password, by
 		if err != nil {
 			return err
 		}
-		if ended, err = store.DeleteAdminSessions(ctx, tx, a.ID); err != nil {
+		ids, err := store.DeleteAdminSessions(ctx, tx, a.ID)
+		if err != nil {
 			return err
 		}
+		ended = int64(len(ids))
 		after := struct {
 			adminAccount
 			PasswordChanged bool  `json:"password_changed"`

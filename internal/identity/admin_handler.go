@@ -86,3 +86,43 @@ func (h *AdminHandler) SetCreditLimit(ctx context.Context, req *connect.Request[
 	}
 	return connect.NewResponse(&identitypb.SetCreditLimitResponse{Customer: customerToProto(c)}), nil
 }
+
+// DisableCustomer disables a customer account.
+func (h *AdminHandler) DisableCustomer(ctx context.Context, req *connect.Request[identitypb.DisableCustomerRequest]) (*connect.Response[identitypb.DisableCustomerResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.svc.DisableCustomer(ctx, id, req.Msg.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.DisableCustomerResponse{Customer: customerToProto(c)}), nil
+}
+
+// EnableCustomer enables a disabled customer account.
+func (h *AdminHandler) EnableCustomer(ctx context.Context, req *connect.Request[identitypb.EnableCustomerRequest]) (*connect.Response[identitypb.EnableCustomerResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, err
+	}
+	c, err := h.svc.EnableCustomer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.EnableCustomerResponse{Customer: customerToProto(c)}), nil
+}
+
+// SignOutEverywhere ends every access token of a customer, and their API
+// keys when asked.
+func (h *AdminHandler) SignOutEverywhere(ctx context.Context, req *connect.Request[identitypb.SignOutEverywhereRequest]) (*connect.Response[identitypb.SignOutEverywhereResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetCustomerId(), "customer_id")
+	if err != nil {
+		return nil, err
+	}
+	c, revoked, err := h.svc.SignOutEverywhere(ctx, id, req.Msg.GetRevokeApiKeys())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.SignOutEverywhereResponse{Customer: customerToProto(c), ApiKeysRevoked: uint32(min(revoked, 1<<31))}), nil
+}

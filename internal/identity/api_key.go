@@ -41,12 +41,18 @@ func formatAPIKey(id uuid.UUID, secret string) string {
 	return apiKeyPrefix + hexID(id) + "_" + secret
 }
 
-// parseAPIKey splits a key into its id and the SHA-256 of its secret.
-func parseAPIKey(key string) (uuid.UUID, []byte, bool) {
-	if len(key) != apiKeyLen || !strings.HasPrefix(key, apiKeyPrefix) || key[len(apiKeyPrefix)+apiKeyIDLen] != '_' {
+// parseAPIKey splits a customer's key into its id and the SHA-256 of its
+// secret.
+func parseAPIKey(key string) (uuid.UUID, []byte, bool) { return parseKey(key, apiKeyPrefix) }
+
+// parseKey splits a key "<prefix><id>_<secret>" (a customer's pk_ or an
+// admin's ak_, both three characters) into its id and the SHA-256 of its
+// secret.
+func parseKey(key, prefix string) (uuid.UUID, []byte, bool) {
+	if len(key) != apiKeyLen || !strings.HasPrefix(key, prefix) || key[len(prefix)+apiKeyIDLen] != '_' {
 		return uuid.Nil, nil, false
 	}
-	rawID := key[len(apiKeyPrefix) : len(apiKeyPrefix)+apiKeyIDLen]
+	rawID := key[len(prefix) : len(prefix)+apiKeyIDLen]
 	if strings.ToLower(rawID) != rawID {
 		return uuid.Nil, nil, false
 	}
@@ -58,16 +64,17 @@ func parseAPIKey(key string) (uuid.UUID, []byte, bool) {
 	if err != nil {
 		return uuid.Nil, nil, false
 	}
-	sum, ok := hashSecret(key[len(apiKeyPrefix)+apiKeyIDLen+1:])
+	sum, ok := hashSecret(key[len(prefix)+apiKeyIDLen+1:])
 	if !ok {
 		return uuid.Nil, nil, false
 	}
 	return id, sum, true
 }
 
-// APIKeyAuthenticator checks the x-api-key header against api_keys on every
-// request: validity is never cached, so a revoked key is refused from the
-// very next request.
+// APIKeyAuthenticator checks the x-api-key header on every request: a
+// customer's key (pk_) against api_keys, an admin's (ak_) against
+// admin_api_keys. Validity is never cached, so a revoked key is refused from
+// the very next request.
 type APIKeyAuthenticator struct{ svc *Service }
 
 var _ auth.Authenticator = (*APIKeyAuthenticator)(nil)
@@ -86,7 +93,11 @@ func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, r *http.Request)
 	if len(values) > 1 {
 		return auth.Principal{}, &auth.Invalid{Reason: "more than one API key"}
 	}
-	id, sum, ok := parseAPIKey(strings.TrimSpace(values[0]))
+	key := strings.TrimSpace(values[0])
+	if strings.HasPrefix(key, adminKeyPrefix) {
+		return a.svc.authenticateAdminKey(ctx, key)
+	}
+	id, sum, ok := parseAPIKey(key)
 	if !ok {
 		return auth.Principal{}, &auth.Invalid{Reason: "malformed API key"}
 	}

@@ -45,7 +45,7 @@ func (s *Service) Register(ctx context.Context, email, password, name string) (C
 	if err != nil {
 		return Customer{}, AccessToken{}, err
 	}
-	tok, err := s.issueToken(c.ID)
+	tok, err := s.issueToken(c.ID, c.TokenGeneration)
 	if err != nil {
 		return Customer{}, AccessToken{}, err
 	}
@@ -73,7 +73,7 @@ func (s *Service) Login(ctx context.Context, email, password string) (Customer, 
 	if !ok || c.DisabledAt != nil {
 		return Customer{}, AccessToken{}, errBadCustomerCredentials
 	}
-	tok, err := s.issueToken(c.ID)
+	tok, err := s.issueToken(c.ID, c.TokenGeneration)
 	if err != nil {
 		return Customer{}, AccessToken{}, err
 	}
@@ -86,7 +86,7 @@ func (s *Service) Me(ctx context.Context) (Me, error) {
 	if err != nil {
 		return Me{}, err
 	}
-	me := Me{Role: p.Role, ID: p.ID, Credential: p.Kind}
+	me := Me{Role: p.Role, ID: p.ID, Credential: p.Kind, Scope: p.Scope}
 	switch p.Role {
 	case auth.RoleAdmin:
 		a, err := store.GetAdmin(ctx, s.db, p.ID)

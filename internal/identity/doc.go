@@ -1,13 +1,24 @@
 // Package identity is who calls the service: admins (session cookie),
 // customers (JWT access tokens) and customers' API keys; and the admins'
 // management of customer accounts (API key permission, balance, credit
-// limit).
+// limit, disabling, signing out everywhere), and password changes.
 //
 // Three credential kinds, each an auth.Authenticator run by its own auth.Layer
 // in the spec's order:
 //
 //	session cookie ──▶ Authorization: Bearer <JWT> ──▶ x-api-key: pk_<id>_<secret>
-//	 (admins; DB row)    (customers; self-contained)    (customers; DB row, no caching)
+//	 (admins; DB row)    (customers; signature    (customers; DB row, no caching)
+//	                      self-contained, then its
+//	                      generation: access.go)
+//
+// A customer's access tokens can be ended before they expire: each carries
+// the customer's token generation (claim gen), and a password change, a
+// sign-out everywhere and disabling move customers.token_generation on.
+// Every request compares the two through accessStates (a second of this
+// instance's memory, then the shared cache, then the database):
+//
+//	generation g ──(ChangePassword / SignOutEverywhere / Disable / Enable)──▶ g+1
+//	tokens of g: refused here at once, on other instances within a second
 //
 // An admin session lives from AdminLogin until the first of: Logout, the
 // idle timeout (no request for [session].idle_timeout_minutes), the absolute

@@ -8,6 +8,7 @@ import (
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
@@ -95,7 +96,16 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 		Email:            me.Email,
 		CanCreateApiKeys: me.CanCreateAPIKeys,
 		Credential:       string(me.Credential),
+		Scope:            scopeName(me.Scope),
 	}), nil
+}
+
+// scopeName is an admin API key's scope on the wire; empty for none.
+func scopeName(s auth.Scope) string {
+	if s == 0 {
+		return ""
+	}
+	return s.String()
 }
 
 // CreateApiKey creates an API key and returns it in full, once.
@@ -131,6 +141,82 @@ func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identit
 		return nil, err
 	}
 	return connect.NewResponse(&identitypb.RevokeApiKeyResponse{ApiKey: apiKeyToProto(k)}), nil
+}
+
+// ChangePassword sets the caller's password; a customer gets a new access
+// token in the answer, an admin a new session cookie.
+func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[identitypb.ChangePasswordRequest]) (*connect.Response[identitypb.ChangePasswordResponse], error) {
+	ch, err := h.svc.ChangePassword(ctx, ChangePasswordInput{
+		Current:    req.Msg.GetCurrentPassword(),
+		New:        req.Msg.GetNewPassword(),
+		UserAgent:  req.Header().Get("User-Agent"),
+		RemoteAddr: req.Peer().Addr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ch.Session.Token != "" {
+		res := noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{ExpiresAt: timestamp(ch.Session.ExpiresAt)}))
+		res.Header().Add("Set-Cookie", h.svc.SessionCookie(ch.Session.Token).String())
+		return res, nil
+	}
+	return noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{
+		AccessToken: ch.Token.Token,
+		ExpiresAt:   timestamp(ch.Token.ExpiresAt),
+	})), nil
+}
+
+// CreateAdminApiKey creates an admin API key and returns it in full, once.
+func (h *Handler) CreateAdminApiKey(ctx context.Context, req *connect.Request[identitypb.CreateAdminApiKeyRequest]) (*connect.Response[identitypb.CreateAdminApiKeyResponse], error) {
+	k, key, err := h.svc.CreateAdminAPIKey(ctx, req.Msg.GetName(), req.Msg.GetScope())
+	if err != nil {
+		return nil, err
+	}
+	return noStore(connect.NewResponse(&identitypb.CreateAdminApiKeyResponse{Key: key, ApiKey: adminAPIKeyToProto(k)})), nil
+}
+
+// ListAdminApiKeys pages through every admin's API keys.
+func (h *Handler) ListAdminApiKeys(ctx context.Context, req *connect.Request[identitypb.ListAdminApiKeysRequest]) (*connect.Response[identitypb.ListAdminApiKeysResponse], error) {
+	keys, meta, err := h.svc.ListAdminAPIKeys(ctx, pageFromProto(req.Msg.GetPagination()))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*identitypb.AdminApiKey, len(keys))
+	for i, k := range keys {
+		out[i] = adminAPIKeyToProto(k)
+	}
+	return connect.NewResponse(&identitypb.ListAdminApiKeysResponse{ApiKeys: out, Meta: metaToProto(meta)}), nil
+}
+
+// RevokeAdminApiKey revokes an admin API key.
+func (h *Handler) RevokeAdminApiKey(ctx context.Context, req *connect.Request[identitypb.RevokeAdminApiKeyRequest]) (*connect.Response[identitypb.RevokeAdminApiKeyResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetId(), "id")
+	if err != nil {
+		return nil, err
+	}
+	k, err := h.svc.RevokeAdminAPIKey(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.RevokeAdminApiKeyResponse{ApiKey: adminAPIKeyToProto(k)}), nil
+}
+
+func adminAPIKeyToProto(k AdminAPIKey) *identitypb.AdminApiKey {
+	out := &identitypb.AdminApiKey{
+		Id:            k.ID.String(),
+		Name:          k.Name,
+		Prefix:        k.Prefix(),
+		Scope:         k.Scope,
+		AdminId:       k.AdminID.String(),
+		AdminUsername: k.AdminUsername,
+		CreatedAt:     timestamp(k.CreatedAt),
+		LastUsedAt:    optionalTimestamp(k.LastUsedAt),
+		RevokedAt:     optionalTimestamp(k.RevokedAt),
+	}
+	if k.RevokedBy != nil {
+		out.RevokedBy = k.RevokedBy.String()
+	}
+	return out
 }
 
 // noStore keeps responses that carry a credential out of HTTP caches.

@@ -108,6 +108,8 @@ type Me struct {
 	CanCreateAPIKeys bool
 	// Credential is the kind of credential the request carried.
 	Credential auth.Kind
+	// Scope is the admin API key's scope; zero for any other credential.
+	Scope auth.Scope
 }
 
 // AccessToken is a customer's JWT and when it expires.

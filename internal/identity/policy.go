@@ -18,6 +18,13 @@ var Policy = auth.Policy{
 	identitypbconnect.IdentityServiceCreateApiKeyProcedure: auth.CustomerOnly,
 	identitypbconnect.IdentityServiceListApiKeysProcedure:  auth.CustomerOnly,
 	identitypbconnect.IdentityServiceRevokeApiKeyProcedure: auth.CustomerOnly,
+	// A customer with an access token or an admin with a session; the
+	// operation refuses API keys.
+	identitypbconnect.IdentityServiceChangePasswordProcedure: auth.Authenticated,
+	// Admins with a session; the operations refuse API keys.
+	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure: auth.AdminOnly,
+	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:  auth.AdminOnly,
+	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure: auth.AdminOnly,
 }
 
 // CustomerAdminPolicy is who may call each CustomerAdminService procedure:
@@ -28,4 +35,7 @@ var CustomerAdminPolicy = auth.Policy{
 	identitypbconnect.CustomerAdminServiceSetCanCreateApiKeysProcedure: auth.AdminOnly,
 	identitypbconnect.CustomerAdminServiceAdjustBalanceProcedure:       auth.AdminOnly,
 	identitypbconnect.CustomerAdminServiceSetCreditLimitProcedure:      auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceDisableCustomerProcedure:     auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceEnableCustomerProcedure:      auth.AdminOnly,
+	identitypbconnect.CustomerAdminServiceSignOutEverywhereProcedure:   auth.AdminOnly,
 }

@@ -28,6 +28,10 @@ type Options struct {
 	Clock func() time.Time
 	// Cache is an optional read-through cache of admin sessions; nil for none.
 	Cache SessionCache
+	// AccessCache is an optional cache of customers' access states shared
+	// by every instance (Redis); nil for none: each instance then reads the
+	// database at most once a second per customer.
+	AccessCache AccessCache
 	// Log receives warnings (a cache that failed, a write that failed); nil
 	// means slog.Default().
 	Log *slog.Logger
@@ -53,6 +57,8 @@ type Service struct {
 	cookieName string
 	// verified are access tokens verified before (token_cache.go).
 	verified *verifiedTokens
+	// access answers whether a customer's tokens still work (access.go).
+	access *accessStates
 }
 
 // NewService builds the identity domain.
@@ -91,6 +97,7 @@ func NewService(o Options) (*Service, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	s.access = newAccessStates(s.db, o.AccessCache, s.now, s.log)
 	s.sessions = &SessionAuthenticator{svc: s}
 	s.tokens = &JWTAuthenticator{svc: s}
 	s.apiKeys = &APIKeyAuthenticator{svc: s}

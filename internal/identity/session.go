@@ -295,24 +295,12 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 		return AdminSession{}, errBadAdminCredentials
 	}
 
-	token, id, err := newSecret()
+	now := s.now()
+	token, row, err := s.newSession(a.ID, in.UserAgent, in.RemoteAddr, now)
 	if err != nil {
 		return AdminSession{}, err
 	}
-	now := s.now()
-	ua := in.UserAgent
-	if len(ua) > maxUserAgent {
-		ua = ua[:maxUserAgent]
-	}
-	row := store.Session{
-		ID:                id,
-		AdminID:           a.ID,
-		UserAgent:         strings.ToValidUTF8(ua, ""),
-		RemoteAddr:        in.RemoteAddr,
-		CreatedAt:         now,
-		LastSeenAt:        now,
-		AbsoluteExpiresAt: now.Add(s.absolute),
-	}
+	id := row.ID
 	principal := auth.Principal{Role: auth.RoleAdmin, ID: a.ID, Kind: auth.KindSession, CredentialID: sessionLabel(id)}
 	var previous []byte
 	if in.PreviousToken != "" {
@@ -343,13 +331,40 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 	if previous != nil {
 		s.cacheDelete(ctx, previous)
 	}
-	if s.cache != nil {
-		sess := Session{ID: id, AdminID: a.ID, CreatedAt: now, LastSeenAt: now, AbsoluteExpiresAt: row.AbsoluteExpiresAt, VerifiedAt: now}
-		if err := s.cache.Put(ctx, sess); err != nil {
-			s.log.WarnContext(ctx, "session cache put failed", "session", sessionLabel(id), "err", err)
-		}
-	}
+	s.cacheNewSession(ctx, row)
 	return AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}, nil
+}
+
+// newSession makes the row of a new session of admin, started at now, and
+// its token (which goes into the cookie and nowhere else).
+func (s *Service) newSession(admin uuid.UUID, userAgent, remoteAddr string, now time.Time) (string, store.Session, error) {
+	token, id, err := newSecret()
+	if err != nil {
+		return "", store.Session{}, err
+	}
+	if len(userAgent) > maxUserAgent {
+		userAgent = userAgent[:maxUserAgent]
+	}
+	return token, store.Session{
+		ID:                id,
+		AdminID:           admin,
+		UserAgent:         strings.ToValidUTF8(userAgent, ""),
+		RemoteAddr:        remoteAddr,
+		CreatedAt:         now,
+		LastSeenAt:        now,
+		AbsoluteExpiresAt: now.Add(s.absolute),
+	}, nil
+}
+
+// cacheNewSession puts a session just inserted into the shared cache.
+func (s *Service) cacheNewSession(ctx context.Context, row store.Session) {
+	if s.cache == nil {
+		return
+	}
+	sess := Session{ID: row.ID, AdminID: row.AdminID, CreatedAt: row.CreatedAt, LastSeenAt: row.LastSeenAt, AbsoluteExpiresAt: row.AbsoluteExpiresAt, VerifiedAt: row.CreatedAt}
+	if err := s.cache.Put(ctx, sess); err != nil {
+		s.log.WarnContext(ctx, "session cache put failed", "session", sessionLabel(row.ID), "err", err)
+	}
 }
 
 // Logout ends the caller's admin session; token is the session cookie's value.

@@ -6,7 +6,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +18,16 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwt"
 
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // TokenIssuer is the iss claim of every access token.
 const TokenIssuer = "paymentd"
+
+// GenerationClaim is the private claim that carries the customer's token
+// generation (customers.token_generation) when the token was issued: the
+// token works only while it is still the customer's generation.
+const GenerationClaim = "gen"
 
 const (
 	// maxTokenLen bounds the work spent on an Authorization header; our
@@ -30,9 +38,9 @@ const (
 	tokenLeeway = 5 * time.Second
 )
 
-// issueToken signs an access token for customer id: HS256 over sub, iss,
-// iat, exp and a random jti.
-func (s *Service) issueToken(id uuid.UUID) (AccessToken, error) {
+// issueToken signs an access token for customer id in token generation gen:
+// HS256 over sub, iss, iat, exp, a random jti and gen.
+func (s *Service) issueToken(id uuid.UUID, gen int64) (AccessToken, error) {
 	now := s.now().Truncate(time.Second)
 	exp := now.Add(s.jwtTTL)
 	tok, err := jwt.NewBuilder().
@@ -41,6 +49,7 @@ func (s *Service) issueToken(id uuid.UUID) (AccessToken, error) {
 		IssuedAt(now).
 		Expiration(exp).
 		JwtID(uuid.NewString()).
+		Claim(GenerationClaim, gen).
 		Build()
 	if err != nil {
 		return AccessToken{}, err
@@ -53,7 +62,10 @@ func (s *Service) issueToken(id uuid.UUID) (AccessToken, error) {
 }
 
 // JWTAuthenticator checks `authorization: Bearer <token>`: a customer's access
-// token, verified without the database, so any instance can check it.
+// token, verified without the database, so any instance can check it; then
+// its generation and the account's state against the customer's access
+// state (access.go), which a second's memory, the shared cache and at worst
+// the database answer.
 type JWTAuthenticator struct{ svc *Service }
 
 var _ auth.Authenticator = (*JWTAuthenticator)(nil)
@@ -63,8 +75,10 @@ func (*JWTAuthenticator) Kind() auth.Kind { return auth.KindJWT }
 
 // Authenticate returns the customer of a valid token; ErrNoCredential when
 // the request has no Bearer authorization; *auth.Invalid for any token that
-// is not one of ours, unexpired, signed HS256 with our key.
-func (a *JWTAuthenticator) Authenticate(_ context.Context, r *http.Request) (auth.Principal, error) {
+// is not one of ours, unexpired, signed HS256 with our key, of the
+// customer's current generation, of an account that exists and is not
+// disabled; another error when the access state could not be read.
+func (a *JWTAuthenticator) Authenticate(ctx context.Context, r *http.Request) (auth.Principal, error) {
 	values := r.Header.Values("Authorization")
 	if len(values) == 0 {
 		return auth.Principal{}, auth.ErrNoCredential
@@ -77,34 +91,49 @@ func (a *JWTAuthenticator) Authenticate(_ context.Context, r *http.Request) (aut
 	if len(values) > 1 {
 		return auth.Principal{}, &auth.Invalid{Reason: "more than one authorization header"}
 	}
-	id, jti, reason := a.svc.verifyToken(strings.TrimSpace(token))
+	v, reason := a.svc.verifyToken(strings.TrimSpace(token))
 	if reason != "" {
 		return auth.Principal{}, &auth.Invalid{Reason: reason}
 	}
-	return auth.Principal{Role: auth.RoleCustomer, ID: id, Kind: auth.KindJWT, CredentialID: "jwt:" + jti}, nil
+	st, err := a.svc.access.get(ctx, v.customer, v.gen)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return auth.Principal{}, &auth.Invalid{Reason: "customer not found"}
+	case err != nil:
+		return auth.Principal{}, err
+	case st.Disabled:
+		return auth.Principal{}, &auth.Invalid{Reason: "customer disabled"}
+	case v.gen != st.Generation:
+		// Older: ended by a password change, a sign-out everywhere, or
+		// disabling. Newer cannot be (get asks the database then).
+		return auth.Principal{}, &auth.Invalid{Reason: "token ended (generation " + strconv.FormatInt(v.gen, 10) + ", now " + strconv.FormatInt(st.Generation, 10) + ")"}
+	}
+	return auth.Principal{Role: auth.RoleCustomer, ID: v.customer, Kind: auth.KindJWT, CredentialID: "jwt:" + v.jti}, nil
 }
 
-// verifyToken returns the customer id and jti of a valid token, or a reason
-// (for logs; never the token or its claims) why it is refused.
-func (s *Service) verifyToken(token string) (uuid.UUID, string, string) {
+// verifyToken returns the customer id, jti and generation of a token that
+// is ours, well-formed and unexpired, or a reason (for logs; never the
+// token or its claims) why it is refused. Whether its generation is still
+// the customer's is for the caller to check.
+func (s *Service) verifyToken(token string) (verifiedToken, string) {
 	if token == "" {
-		return uuid.Nil, "", "empty bearer token"
+		return verifiedToken{}, "empty bearer token"
 	}
 	if len(token) > maxTokenLen {
-		return uuid.Nil, "", "token too long"
+		return verifiedToken{}, "token too long"
 	}
 	now := s.now()
 	if v, ok := s.verified.get(token, now); ok {
-		return v.customer, v.jti, ""
+		return v, ""
 	}
 	// Only the compact form, in canonical base64url, with our one
 	// algorithm: "alg":"none", HS512, RS256, a JSON-serialised JWS and a
 	// padded or otherwise re-encoded token are refused before any
 	// verification.
 	if alg, ok := compactAlg(token); !ok {
-		return uuid.Nil, "", "malformed token"
+		return verifiedToken{}, "malformed token"
 	} else if alg != jwa.HS256().String() {
-		return uuid.Nil, "", "algorithm not allowed"
+		return verifiedToken{}, "algorithm not allowed"
 	}
 	tok, err := jwt.ParseString(token,
 		jwt.WithKey(jwa.HS256(), s.jwtKey),
@@ -120,26 +149,53 @@ func (s *Service) verifyToken(token string) (uuid.UUID, string, string) {
 	switch {
 	case err == nil:
 	case errors.Is(err, jws.VerifyError()), errors.Is(err, jws.VerificationError()):
-		return uuid.Nil, "", "bad signature"
+		return verifiedToken{}, "bad signature"
 	case errors.Is(err, jwt.TokenExpiredError()):
-		return uuid.Nil, "", "expired"
+		return verifiedToken{}, "expired"
 	case errors.Is(err, jwt.ValidateError()):
-		return uuid.Nil, "", "claims not valid"
+		return verifiedToken{}, "claims not valid"
 	default:
-		return uuid.Nil, "", "malformed token"
+		return verifiedToken{}, "malformed token"
 	}
 	exp, ok := tok.Expiration()
 	if !ok || !now.Before(exp) {
-		return uuid.Nil, "", "expired"
+		return verifiedToken{}, "expired"
 	}
 	sub, _ := tok.Subject()
 	id, err := uuid.Parse(sub)
 	if err != nil || id.String() != sub || id == uuid.Nil {
-		return uuid.Nil, "", "subject is not a customer id"
+		return verifiedToken{}, "subject is not a customer id"
 	}
 	jti, _ := tok.JwtID()
-	s.verified.put(token, verifiedToken{customer: id, jti: jti, exp: exp}, now)
-	return id, jti, ""
+	var rawGen any
+	if err := tok.Get(GenerationClaim, &rawGen); err != nil {
+		return verifiedToken{}, "no token generation"
+	}
+	gen, ok := generationOf(rawGen)
+	if !ok {
+		return verifiedToken{}, "token generation not valid"
+	}
+	v := verifiedToken{customer: id, jti: jti, gen: gen, exp: exp}
+	s.verified.put(token, v, now)
+	return v, ""
+}
+
+// generationOf reads the gen claim as JSON decoded it: a whole number from
+// 0 to 2^53 (a float64 holds every such integer exactly).
+func generationOf(v any) (int64, bool) {
+	switch g := v.(type) {
+	case float64:
+		if g < 0 || g > 1<<53 || g != math.Trunc(g) {
+			return 0, false
+		}
+		return int64(g), true
+	case json.Number:
+		n, err := strconv.ParseInt(string(g), 10, 64)
+		return n, err == nil && n >= 0
+	case int64:
+		return g, g >= 0
+	}
+	return 0, false
 }
 
 // compactAlg returns the alg of a compact JWS "header.payload.signature"

@@ -14,6 +14,8 @@ import (
 // once is valid until its exp, and the cache answers with exactly what
 // verifying it again would — exp is checked against the clock on every
 // use. Only verified tokens get in: refused ones are checked every time.
+// Whether the token has been ended since (its generation) is not the
+// signature's business: the authenticator asks that on every use.
 //
 // It is bounded: when full, an arbitrary tenth of the entries is dropped
 // (expired ones first), so a flood of new valid tokens costs at most
@@ -27,7 +29,10 @@ type verifiedTokens struct {
 type verifiedToken struct {
 	customer uuid.UUID
 	jti      string
-	exp      time.Time
+	// gen is the token generation the token carries; whether it is still
+	// the customer's is asked on every use (access.go).
+	gen int64
+	exp time.Time
 }
 
 // tokenCacheSize bounds the cache: about 400 bytes per entry.

@@ -39,24 +39,27 @@ func TestVerifiedTokensStayWithinTheirBound(t *testing.T) {
 }
 
 // Verifying a token from the cache answers what verifying it again would:
-// the same customer and jti, and "expired" once the clock passes exp.
+// the same customer, jti and generation, and "expired" once the clock
+// passes exp.
 func TestCachedAccessTokenIsVerifiedLikeAFreshOne(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	s := &Service{clock: func() time.Time { return now }, jwtKey: []byte("0123456789abcdef0123456789abcdef"), jwtTTL: time.Hour,
 		verified: newVerifiedTokens(tokenCacheSize)}
 	customer := uuid.New()
-	tok, err := s.issueToken(customer)
+	tok, err := s.issueToken(customer, 7)
 	require.NoError(t, err)
-	id, jti, reason := s.verifyToken(tok.Token)
+	v, reason := s.verifyToken(tok.Token)
 	require.Empty(t, reason)
 	require.Len(t, s.verified.entries, 1)
-	id2, jti2, reason2 := s.verifyToken(tok.Token)
-	require.Equal(t, []any{customer, jti, ""}, []any{id2, jti2, reason2})
-	require.Equal(t, customer, id)
+	v2, reason2 := s.verifyToken(tok.Token)
+	require.Empty(t, reason2)
+	require.Equal(t, v, v2)
+	require.Equal(t, customer, v.customer)
+	require.EqualValues(t, 7, v.gen)
 
 	now = now.Add(time.Hour)
-	_, _, reason = s.verifyToken(tok.Token)
+	_, reason = s.verifyToken(tok.Token)
 	require.Equal(t, "expired", reason)
 	// Another signature, still canonical base64url (the last character of
 	// a 32-byte signature has its two spare bits zero: A, E, I, …).
@@ -64,6 +67,6 @@ func TestCachedAccessTokenIsVerifiedLikeAFreshOne(t *testing.T) {
 	if tampered == tok.Token {
 		tampered = tok.Token[:len(tok.Token)-2] + "xE"
 	}
-	_, _, reason = s.verifyToken(tampered)
+	_, reason = s.verifyToken(tampered)
 	require.Equal(t, "bad signature", reason)
 }

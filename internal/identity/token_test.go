@@ -43,6 +43,7 @@ func TestForgedAndExpiredAccessTokensAreRefused(t *testing.T) {
 	claims := func(sub string) map[string]any {
 		return map[string]any{
 			"sub": sub, "iss": identity.TokenIssuer, "iat": now, "exp": now.Add(time.Hour), "jti": uuid.NewString(),
+			identity.GenerationClaim: 0,
 		}
 	}
 	secret := []byte(jwtSecret)
@@ -63,6 +64,15 @@ func TestForgedAndExpiredAccessTokensAreRefused(t *testing.T) {
 	delete(noExp, "exp")
 	wrongIss := claims(victim.id)
 	wrongIss["iss"] = "someone-else"
+	genWith := func(v any) map[string]any {
+		c := claims(victim.id)
+		if v == nil {
+			delete(c, identity.GenerationClaim)
+		} else {
+			c[identity.GenerationClaim] = v
+		}
+		return c
+	}
 
 	forged := map[string]string{
 		"alg none":               b64(map[string]string{"alg": "none", "typ": "JWT"}) + "." + b64(claims(victim.id)) + ".",
@@ -77,10 +87,17 @@ func TestForgedAndExpiredAccessTokensAreRefused(t *testing.T) {
 		"sub UUID in braces":     sign(t, jwa.HS256(), secret, claims("{"+victim.id+"}")),
 		"no exp":                 sign(t, jwa.HS256(), secret, noExp),
 		"wrong issuer":           sign(t, jwa.HS256(), secret, wrongIss),
-		"garbage":                "not.a.token",
-		"two segments":           parts[0] + "." + parts[1],
-		"json serialization":     `{"payload":"` + parts[1] + `","signatures":[{"protected":"` + parts[0] + `","signature":"` + parts[2] + `"}]}`,
-		"too long":               other.token + strings.Repeat("A", 5000),
+		// The generation is signed like the rest; one the customer has not
+		// reached, or none, is no better than an ended one.
+		"no generation":         sign(t, jwa.HS256(), secret, genWith(nil)),
+		"generation ahead":      sign(t, jwa.HS256(), secret, genWith(5)),
+		"generation negative":   sign(t, jwa.HS256(), secret, genWith(-1)),
+		"generation fractional": sign(t, jwa.HS256(), secret, genWith(0.5)),
+		"generation a string":   sign(t, jwa.HS256(), secret, genWith("0")),
+		"garbage":               "not.a.token",
+		"two segments":          parts[0] + "." + parts[1],
+		"json serialization":    `{"payload":"` + parts[1] + `","signatures":[{"protected":"` + parts[0] + `","signature":"` + parts[2] + `"}]}`,
+		"too long":              other.token + strings.Repeat("A", 5000),
 		// A genuine token in a form no encoder writes: padded, or with the
 		// unused bits of a segment's last character set. Only the canonical
 		// unpadded base64url is taken.

@@ -51,7 +51,7 @@ type wire struct {
 func setupWire(t *testing.T) *wire {
 	t.Helper()
 	b := setup(t)
-	opts, err := server.HandlerOptions(config.Default().Server, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy))
+	opts, err := server.HandlerOptions(config.Default().Server, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy, nil))
 	require.NoError(t, err)
 	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc), opts...)
 	mux := http.NewServeMux()

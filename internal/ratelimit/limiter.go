@@ -17,16 +17,20 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, perSec int) (allowed bool, retryAfter time.Duration, err error)
 }
 
-// The procedures the specification rate-limits.
+// The procedures the specification rate-limits, and ChangePassword, which
+// checks a password as a login does (a stolen token must not become a
+// fast way to guess its account's password).
 const (
-	LoginProcedure      = "/billing.identity.IdentityService/Login"
-	AdminLoginProcedure = "/billing.identity.IdentityService/AdminLogin"
-	RegisterProcedure   = "/billing.identity.IdentityService/Register"
+	LoginProcedure          = "/billing.identity.IdentityService/Login"
+	AdminLoginProcedure     = "/billing.identity.IdentityService/AdminLogin"
+	RegisterProcedure       = "/billing.identity.IdentityService/Register"
+	ChangePasswordProcedure = "/billing.identity.IdentityService/ChangePassword"
 )
 
 // Rules maps the rate-limited procedures to their per-second limits from
 // cfg; nil when [rate_limit].enabled is false, which makes Middleware a
-// no-op. Login and admin login share the login limit but not a counter.
+// no-op. Login, admin login and password changes share the login limit but
+// not a counter.
 func Rules(cfg config.RateLimit) map[string]int {
 	if !cfg.Enabled {
 		return nil
@@ -35,6 +39,8 @@ func Rules(cfg config.RateLimit) map[string]int {
 		LoginProcedure:      cfg.LoginPerSec,
 		AdminLoginProcedure: cfg.LoginPerSec,
 		RegisterProcedure:   cfg.RegisterPerSec,
+		// Not in the spec's list: a password check all the same.
+		ChangePasswordProcedure: cfg.LoginPerSec,
 	}
 }
 

@@ -26,7 +26,7 @@ const otherProcedure = "/billing.payment.PaymentService/GetPayment"
 // an empty message.
 func service() http.Handler {
 	mux := http.NewServeMux()
-	for _, proc := range []string{LoginProcedure, AdminLoginProcedure, RegisterProcedure, otherProcedure} {
+	for _, proc := range []string{LoginProcedure, AdminLoginProcedure, RegisterProcedure, ChangePasswordProcedure, otherProcedure} {
 		mux.Handle(proc, connect.NewUnaryHandler(proc,
 			func(context.Context, *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
 				return connect.NewResponse(&emptypb.Empty{}), nil
@@ -152,6 +152,17 @@ func TestLoginAndAdminLoginAreCountedSeparately(t *testing.T) {
 	s.callN(t, 5, LoginProcedure, "198.51.100.1")
 	s.callN(t, 5, AdminLoginProcedure, "198.51.100.1")
 	requireExhausted(t, s.call(t, protoConnect, AdminLoginProcedure, "198.51.100.1"), 200*time.Millisecond)
+}
+
+// A password change checks a password as a login does: it shares the login
+// limit, with a counter of its own.
+func TestPasswordChangesShareTheLoginLimitWithACounterOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	clk := newClock()
+	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
+	s.callN(t, 5, LoginProcedure, "198.51.100.1")
+	s.callN(t, 5, ChangePasswordProcedure, "198.51.100.1")
+	requireExhausted(t, s.call(t, protoConnect, ChangePasswordProcedure, "198.51.100.1"), 200*time.Millisecond)
 }
 
 func TestRegisterIsLimitedToOnePerSecond(t *testing.T) {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -61,9 +62,18 @@ func SetAdminPassword(ctx context.Context, db DB, username, passwordHash string)
 	}))
 }
 
-// DeleteAdminSessions logs an admin out everywhere and returns how many
-// sessions it ended.
-func DeleteAdminSessions(ctx context.Context, db DB, adminID uuid.UUID) (int64, error) {
-	n, err := dbsqlc.New(db).DeleteAdminSessions(ctx, adminID)
-	return n, MapError(err)
+// DeleteAdminSessions logs an admin out everywhere and returns the ids
+// (token hashes) of the sessions it ended.
+func DeleteAdminSessions(ctx context.Context, db DB, adminID uuid.UUID) ([][]byte, error) {
+	ids, err := dbsqlc.New(db).DeleteAdminSessions(ctx, adminID)
+	return ids, MapError(err)
+}
+
+// ChangeAdminPassword replaces the admin's password hash while it is still
+// oldHash; ErrNotFound when the admin does not exist or the hash changed
+// meanwhile.
+func ChangeAdminPassword(ctx context.Context, db DB, id uuid.UUID, oldHash, newHash string, now time.Time) (Admin, error) {
+	return adminResult(dbsqlc.New(db).ChangeAdminPassword(ctx, dbsqlc.ChangeAdminPasswordParams{
+		ID: id, OldHash: oldHash, NewHash: newHash, UpdatedAt: now,
+	}))
 }

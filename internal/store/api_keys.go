@@ -105,3 +105,10 @@ func TouchAPIKey(ctx context.Context, db DB, id uuid.UUID, at time.Time) error {
 	_, err := dbsqlc.New(db).TouchApiKey(ctx, dbsqlc.TouchApiKeyParams{ID: id, LastUsedAt: &at})
 	return MapError(err)
 }
+
+// RevokeCustomerAPIKeys revokes every active key of the customer at now and
+// returns how many it revoked.
+func RevokeCustomerAPIKeys(ctx context.Context, db DB, customerID uuid.UUID, now time.Time) (int64, error) {
+	n, err := dbsqlc.New(db).RevokeCustomerApiKeys(ctx, dbsqlc.RevokeCustomerApiKeysParams{CustomerID: customerID, RevokedAt: &now})
+	return n, MapError(err)
+}

@@ -23,8 +23,11 @@ type Customer struct {
 	// CanCreateAPIKeys allows the customer to create, and to use, API keys.
 	CanCreateAPIKeys bool
 	DisabledAt       *time.Time
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// TokenGeneration is the generation every valid access token of the
+	// customer carries; it grows when tokens are ended.
+	TokenGeneration int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 func customerFrom(c dbsqlc.Customer) Customer {
@@ -38,6 +41,7 @@ func customerFrom(c dbsqlc.Customer) Customer {
 		CreditLimit:      c.CreditLimit,
 		CanCreateAPIKeys: c.CanCreateApiKeys,
 		DisabledAt:       c.DisabledAt,
+		TokenGeneration:  c.TokenGeneration,
 		CreatedAt:        c.CreatedAt,
 		UpdatedAt:        c.UpdatedAt,
 	}
@@ -125,5 +129,45 @@ func SetCustomerCanCreateAPIKeys(ctx context.Context, db DB, id uuid.UUID, allow
 func SetCustomerCreditLimit(ctx context.Context, db DB, id uuid.UUID, limit money.Amount, now time.Time) (Customer, error) {
 	return customerResult(dbsqlc.New(db).SetCustomerCreditLimit(ctx, dbsqlc.SetCustomerCreditLimitParams{
 		ID: id, CreditLimit: limit, UpdatedAt: now,
+	}))
+}
+
+// CustomerAccess is what decides whether a customer's access token is still
+// good.
+type CustomerAccess struct {
+	TokenGeneration int64
+	Disabled        bool
+}
+
+// GetCustomerAccess reads a customer's token generation and whether the
+// account is disabled; ErrNotFound when there is no such customer.
+func GetCustomerAccess(ctx context.Context, db DB, id uuid.UUID) (CustomerAccess, error) {
+	r, err := dbsqlc.New(db).GetCustomerAccess(ctx, id)
+	if err != nil {
+		return CustomerAccess{}, MapError(err)
+	}
+	return CustomerAccess{TokenGeneration: r.TokenGeneration, Disabled: r.DisabledAt != nil}, nil
+}
+
+// ChangeCustomerPassword replaces the password hash while it is still
+// oldHash and moves the token generation on; ErrNotFound when the customer
+// does not exist or the hash changed meanwhile.
+func ChangeCustomerPassword(ctx context.Context, db DB, id uuid.UUID, oldHash, newHash string, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).ChangeCustomerPassword(ctx, dbsqlc.ChangeCustomerPasswordParams{
+		ID: id, OldHash: oldHash, NewHash: newHash, UpdatedAt: now,
+	}))
+}
+
+// EndCustomerTokens moves the customer's token generation on: every access
+// token issued before is refused.
+func EndCustomerTokens(ctx context.Context, db DB, id uuid.UUID, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).EndCustomerTokens(ctx, dbsqlc.EndCustomerTokensParams{ID: id, UpdatedAt: now}))
+}
+
+// SetCustomerDisabled disables the customer at disabledAt, or enables them
+// when it is nil, and moves the token generation on.
+func SetCustomerDisabled(ctx context.Context, db DB, id uuid.UUID, disabledAt *time.Time, now time.Time) (Customer, error) {
+	return customerResult(dbsqlc.New(db).SetCustomerDisabled(ctx, dbsqlc.SetCustomerDisabledParams{
+		ID: id, DisabledAt: disabledAt, UpdatedAt: now,
 	}))
 }

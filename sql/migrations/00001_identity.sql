@@ -1,4 +1,5 @@
--- Identity: admin users, customers, admin sessions and customer API keys.
+-- Identity: admin users, customers, admin sessions, customer API keys and
+-- admin API keys.
 --
 -- Conventions used by every migration of paymentd:
 --   * ids are uuid PRIMARY KEY DEFAULT gen_random_uuid() (built in since PG 13);
@@ -39,12 +40,18 @@ CREATE TABLE customers (
     credit_limit        NUMERIC(12,2) NOT NULL DEFAULT 0,
     can_create_api_keys boolean       NOT NULL DEFAULT false,
     disabled_at         timestamptz,
+    -- The generation of the customer's access tokens: every token carries
+    -- the generation it was issued in and is refused once this has moved on.
+    -- A password change, a sign-out everywhere, disabling and enabling each
+    -- add one, so it only grows (caches keep the greatest they saw).
+    token_generation    bigint        NOT NULL DEFAULT 0,
     created_at          timestamptz   NOT NULL DEFAULT now(),
     updated_at          timestamptz   NOT NULL DEFAULT now(),
     CONSTRAINT customers_email_check CHECK (email <> ''),
     CONSTRAINT customers_password_hash_check CHECK (password_hash <> ''),
     CONSTRAINT customers_currency_check CHECK (currency ~ '^[A-Z]{3}$'),
     CONSTRAINT customers_credit_limit_check CHECK (credit_limit >= 0),
+    CONSTRAINT customers_token_generation_check CHECK (token_generation >= 0),
     -- The balance may go negative only down to the credit limit.
     CONSTRAINT customers_balance_check CHECK (balance >= -credit_limit)
 );
@@ -87,7 +94,32 @@ CREATE TABLE api_keys (
 
 CREATE INDEX api_keys_customer_id_idx ON api_keys (customer_id, created_at DESC, id DESC);
 
+-- Admins' API keys "ak_<id>_<secret>", for automation (buf curl, scripts):
+-- each acts as the admin who created it, within its scope.
+CREATE TABLE admin_api_keys (
+    -- The <id> part of a key "ak_<id>_<secret>".
+    id           uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
+    -- The admin the key acts as; a disabled admin's keys are refused.
+    admin_id     uuid        NOT NULL REFERENCES admin_users (id) ON DELETE CASCADE,
+    name         text        NOT NULL DEFAULT '',
+    -- read: lists, reads, figures; operate: read and the day-to-day money
+    -- operations (refunds, bank-transfer confirmations, event retries,
+    -- resolving refunds); admin: everything but managing admins and keys.
+    scope        text        NOT NULL,
+    -- SHA-256 of the secret part; the key is shown once and never stored.
+    secret_hash  bytea       NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    last_used_at timestamptz,
+    revoked_at   timestamptz,
+    revoked_by   uuid        REFERENCES admin_users (id) ON DELETE SET NULL,
+    CONSTRAINT admin_api_keys_scope_check CHECK (scope IN ('read', 'operate', 'admin')),
+    CONSTRAINT admin_api_keys_secret_hash_check CHECK (octet_length(secret_hash) = 32)
+);
+
+CREATE INDEX admin_api_keys_created_at_idx ON admin_api_keys (created_at DESC, id DESC);
+
 -- +goose Down
+DROP TABLE admin_api_keys;
 DROP TABLE api_keys;
 DROP TABLE sessions;
 DROP TABLE customers;

@@ -37,7 +37,8 @@ COMMENT ON COLUMN notifications.status IS 'pending | sent | failed.';
 CREATE TABLE audit_log (
     id          bigint      PRIMARY KEY GENERATED ALWAYS AS IDENTITY,
     actor_kind  text        NOT NULL,
-    -- admin_users.id, customers.id, api_keys.id, gateway_interfaces.id or a node id
+    -- admin_users.id, customers.id, api_keys.id or admin_api_keys.id (actor
+    -- api_key: the key that acted), gateway_interfaces.id or a node id
     -- for the system; text because the kinds differ.
     actor_id    text        NOT NULL DEFAULT '',
     action      text        NOT NULL,

@@ -25,8 +25,20 @@ SET password_hash = @password_hash,
 WHERE username = @username
 RETURNING *;
 
--- name: DeleteAdminSessions :execrows
--- Every session of an admin: after a password reset, whoever held the old
--- password is logged out too.
+-- name: DeleteAdminSessions :many
+-- Every session of an admin: after a password reset or change, whoever held
+-- the old password is logged out too. The ids let the caller drop the
+-- sessions from the shared cache as well.
 DELETE FROM sessions
-WHERE admin_id = @admin_id;
+WHERE admin_id = @admin_id
+RETURNING id;
+
+-- name: ChangeAdminPassword :one
+-- A new hash, only while the stored one is still old_hash (no row,
+-- store.ErrNotFound, when it changed meanwhile).
+UPDATE admin_users
+SET password_hash = @new_hash,
+    updated_at = @updated_at
+WHERE id = @id
+  AND password_hash = @old_hash
+RETURNING *;

@@ -61,3 +61,11 @@ UPDATE api_keys
 SET last_used_at = @last_used_at
 WHERE id = @id
   AND (last_used_at IS NULL OR last_used_at < @last_used_at);
+
+-- name: RevokeCustomerApiKeys :execrows
+-- Every active key of a customer (an admin's sign-out everywhere that asks
+-- for it).
+UPDATE api_keys
+SET revoked_at = @revoked_at
+WHERE customer_id = @customer_id
+  AND revoked_at IS NULL;

@@ -49,3 +49,42 @@ UPDATE customers
 SET credit_limit = @credit_limit, updated_at = @updated_at
 WHERE id = @id
 RETURNING *;
+
+-- name: GetCustomerAccess :one
+-- What decides whether a customer's access token is still good: the token
+-- generation it must carry and whether the account is disabled. Read
+-- through the access cache (internal/identity/access.go), not per request.
+SELECT token_generation, disabled_at FROM customers
+WHERE id = @id;
+
+-- name: ChangeCustomerPassword :one
+-- A new password hash, only while the stored one is still old_hash (no row,
+-- store.ErrNotFound, when it changed meanwhile), and a new token
+-- generation: every token issued before is refused from now on.
+UPDATE customers
+SET password_hash = @new_hash,
+    token_generation = token_generation + 1,
+    updated_at = @updated_at
+WHERE id = @id
+  AND password_hash = @old_hash
+RETURNING *;
+
+-- name: EndCustomerTokens :one
+-- Sign out everywhere: a new token generation, so every access token
+-- issued before is refused.
+UPDATE customers
+SET token_generation = token_generation + 1,
+    updated_at = @updated_at
+WHERE id = @id
+RETURNING *;
+
+-- name: SetCustomerDisabled :one
+-- disabled_at set (disable) or NULL (enable), with a new token generation
+-- either way: disabling ends every token, and the generation only grows so
+-- that a cache can tell the newer state from the older.
+UPDATE customers
+SET disabled_at = sqlc.narg('disabled_at'),
+    token_generation = token_generation + 1,
+    updated_at = @updated_at
+WHERE id = @id
+RETURNING *;

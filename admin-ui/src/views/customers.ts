@@ -87,6 +87,7 @@ export function customerDetailView({ params, signal }: RouteContext): HTMLElemen
               ["Name", c.name],
               ["Balance", h("span", { "data-testid": "balance" }, money(c.balance, c.currency))],
               ["Credit limit", money(c.creditLimit, c.currency)],
+              ["Status", h("span", { "data-testid": "customer-status" }, badge(c.disabledAt ? "disabled" : "active"))],
               ["Disabled", dateTime(c.disabledAt)],
               ["Created", dateTime(c.createdAt)],
               ["Updated", dateTime(c.updatedAt)],
@@ -99,6 +100,13 @@ export function customerDetailView({ params, signal }: RouteContext): HTMLElemen
             apiKeyToggle(c, load),
             adjustBalanceForm(c, load),
             creditLimitForm(c, load),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "customer-access" },
+            h("h2", { id: "customer-access" }, "Access"),
+            c.disabledAt ? enableForm(c, load) : disableForm(c, load),
+            signOutForm(c, load),
           ),
           h(
             "section",
@@ -208,6 +216,105 @@ function creditLimitForm(c: Customer, reload: () => void): HTMLElement {
     });
     if (ok) {
       announce("Credit limit set.");
+      reload();
+    }
+  });
+  return form;
+}
+
+/** CustomerAdminService.DisableCustomer: the login refused, every token and
+ * API key refused, on every instance within a second. */
+function disableForm(c: Customer, reload: () => void): HTMLElement {
+  const reason = h("input", { name: "reason", maxlength: 500, size: 40, autocomplete: "off" });
+  const submit = h("button", { type: "submit", class: "danger" }, "Disable account…");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Disable account" },
+    h("h3", null, "Disable account"),
+    field("Reason", reason, "Optional; kept in the audit log."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const yes = await confirmDialog({
+      title: "Disable this account?",
+      body: h(
+        "p",
+        null,
+        `${c.email} can no longer log in, and every call with their access tokens or API keys is refused. Enabling the account later brings back the login and the API keys, not the tokens.`,
+      ),
+      confirm: "Disable account",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(submit, errors, async () => {
+      await customers.disableCustomer({ customerId: c.id, reason: reason.value.trim() });
+    });
+    if (ok) {
+      announce("Account disabled.");
+      reload();
+    }
+  });
+  return form;
+}
+
+/** CustomerAdminService.EnableCustomer. */
+function enableForm(c: Customer, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button", class: "primary" }, "Enable account");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    const ok = await busy(btn, errors, async () => {
+      await customers.enableCustomer({ customerId: c.id });
+    });
+    if (ok) {
+      announce("Account enabled: the customer can log in again.");
+      reload();
+    }
+  });
+  return h(
+    "div",
+    { class: "action-form" },
+    h("h3", null, "Account disabled"),
+    h("p", { class: "hint" }, `Disabled ${dateTime(c.disabledAt)}. Enabling lets the customer log in again and brings back their API keys.`),
+    errors,
+    btn,
+  );
+}
+
+/** CustomerAdminService.SignOutEverywhere: every access token ends; the API
+ * keys too when asked. */
+function signOutForm(c: Customer, reload: () => void): HTMLElement {
+  const keys = h("input", { type: "checkbox", name: "revoke_api_keys" });
+  const submit = h("button", { type: "submit" }, "Sign out everywhere…");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Sign out everywhere" },
+    h("h3", null, "Sign out everywhere"),
+    h("p", { class: "hint" }, "Ends every access token the customer holds, on every instance within a second."),
+    h("div", { class: "field checkbox" }, h("label", null, keys, " Also revoke their API keys")),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const revokeApiKeys = keys.checked;
+    const yes = await confirmDialog({
+      title: "Sign the customer out everywhere?",
+      body: h("p", null, `Every access token of ${c.email} ends${revokeApiKeys ? ", and every API key of theirs is revoked" : ""}. They can log in again.`),
+      confirm: "Sign out everywhere",
+      danger: true,
+    });
+    if (!yes) return;
+    let revoked = 0;
+    const ok = await busy(submit, errors, async () => {
+      const res = await customers.signOutEverywhere({ customerId: c.id, revokeApiKeys });
+      revoked = res.apiKeysRevoked;
+    });
+    if (ok) {
+      announce(revokeApiKeys ? `Signed out everywhere; ${revoked} API ${revoked === 1 ? "key" : "keys"} revoked.` : "Signed out everywhere.");
       reload();
     }
   });

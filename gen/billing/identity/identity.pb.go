@@ -1050,7 +1050,10 @@ type GetMeResponse struct {
 	// Whether the customer may create API keys; false for admins.
 	CanCreateApiKeys bool `protobuf:"varint,5,opt,name=can_create_api_keys,json=canCreateApiKeys,proto3" json:"can_create_api_keys,omitempty"`
 	// The credential used: "session", "jwt" or "api_key".
-	Credential    string `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	Credential string `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
+	// The scope of the admin API key used (read, operate or admin); empty for
+	// every other credential.
+	Scope         string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1123,6 +1126,13 @@ func (x *GetMeResponse) GetCanCreateApiKeys() bool {
 func (x *GetMeResponse) GetCredential() string {
 	if x != nil {
 		return x.Credential
+	}
+	return ""
+}
+
+func (x *GetMeResponse) GetScope() string {
+	if x != nil {
+		return x.Scope
 	}
 	return ""
 }
@@ -1929,6 +1939,839 @@ func (x *SetCreditLimitResponse) GetCustomer() *Customer {
 	return nil
 }
 
+type ChangePasswordRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's password now.
+	CurrentPassword string `protobuf:"bytes,1,opt,name=current_password,json=currentPassword,proto3" json:"current_password,omitempty"`
+	// The new password, 8 to 128 characters, not the current one.
+	NewPassword   string `protobuf:"bytes,2,opt,name=new_password,json=newPassword,proto3" json:"new_password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePasswordRequest) Reset() {
+	*x = ChangePasswordRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePasswordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePasswordRequest) ProtoMessage() {}
+
+func (x *ChangePasswordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePasswordRequest.ProtoReflect.Descriptor instead.
+func (*ChangePasswordRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ChangePasswordRequest) GetCurrentPassword() string {
+	if x != nil {
+		return x.CurrentPassword
+	}
+	return ""
+}
+
+func (x *ChangePasswordRequest) GetNewPassword() string {
+	if x != nil {
+		return x.NewPassword
+	}
+	return ""
+}
+
+type ChangePasswordResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A customer's new access token (the one the call was made with has
+	// ended); empty for an admin, whose new session is in Set-Cookie.
+	AccessToken string `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
+	// When the new access token or session expires, RFC 3339.
+	ExpiresAt     string `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangePasswordResponse) Reset() {
+	*x = ChangePasswordResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangePasswordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangePasswordResponse) ProtoMessage() {}
+
+func (x *ChangePasswordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangePasswordResponse.ProtoReflect.Descriptor instead.
+func (*ChangePasswordResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ChangePasswordResponse) GetAccessToken() string {
+	if x != nil {
+		return x.AccessToken
+	}
+	return ""
+}
+
+func (x *ChangePasswordResponse) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
+type DisableCustomerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// Why; recorded in the audit log.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableCustomerRequest) Reset() {
+	*x = DisableCustomerRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableCustomerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableCustomerRequest) ProtoMessage() {}
+
+func (x *DisableCustomerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableCustomerRequest.ProtoReflect.Descriptor instead.
+func (*DisableCustomerRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DisableCustomerRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *DisableCustomerRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type DisableCustomerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change (disabled_at set).
+	Customer      *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableCustomerResponse) Reset() {
+	*x = DisableCustomerResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableCustomerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableCustomerResponse) ProtoMessage() {}
+
+func (x *DisableCustomerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableCustomerResponse.ProtoReflect.Descriptor instead.
+func (*DisableCustomerResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DisableCustomerResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+type EnableCustomerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId    string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableCustomerRequest) Reset() {
+	*x = EnableCustomerRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableCustomerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableCustomerRequest) ProtoMessage() {}
+
+func (x *EnableCustomerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableCustomerRequest.ProtoReflect.Descriptor instead.
+func (*EnableCustomerRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *EnableCustomerRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+type EnableCustomerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change (disabled_at empty).
+	Customer      *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnableCustomerResponse) Reset() {
+	*x = EnableCustomerResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnableCustomerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnableCustomerResponse) ProtoMessage() {}
+
+func (x *EnableCustomerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnableCustomerResponse.ProtoReflect.Descriptor instead.
+func (*EnableCustomerResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *EnableCustomerResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+type SignOutEverywhereRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer id.
+	CustomerId string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// Revoke every API key of the customer as well.
+	RevokeApiKeys bool `protobuf:"varint,2,opt,name=revoke_api_keys,json=revokeApiKeys,proto3" json:"revoke_api_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignOutEverywhereRequest) Reset() {
+	*x = SignOutEverywhereRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOutEverywhereRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOutEverywhereRequest) ProtoMessage() {}
+
+func (x *SignOutEverywhereRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOutEverywhereRequest.ProtoReflect.Descriptor instead.
+func (*SignOutEverywhereRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SignOutEverywhereRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *SignOutEverywhereRequest) GetRevokeApiKeys() bool {
+	if x != nil {
+		return x.RevokeApiKeys
+	}
+	return false
+}
+
+type SignOutEverywhereResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The customer after the change.
+	Customer *Customer `protobuf:"bytes,1,opt,name=customer,proto3" json:"customer,omitempty"`
+	// How many API keys were revoked (0 without revoke_api_keys).
+	ApiKeysRevoked uint32 `protobuf:"varint,2,opt,name=api_keys_revoked,json=apiKeysRevoked,proto3" json:"api_keys_revoked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SignOutEverywhereResponse) Reset() {
+	*x = SignOutEverywhereResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignOutEverywhereResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignOutEverywhereResponse) ProtoMessage() {}
+
+func (x *SignOutEverywhereResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignOutEverywhereResponse.ProtoReflect.Descriptor instead.
+func (*SignOutEverywhereResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *SignOutEverywhereResponse) GetCustomer() *Customer {
+	if x != nil {
+		return x.Customer
+	}
+	return nil
+}
+
+func (x *SignOutEverywhereResponse) GetApiKeysRevoked() uint32 {
+	if x != nil {
+		return x.ApiKeysRevoked
+	}
+	return 0
+}
+
+// AdminApiKey describes an admin API key; its secret is shown only by
+// CreateAdminApiKey.
+type AdminApiKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API key id (UUID); the key itself reads ak_<id without hyphens>_<secret>.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// A label to recognise the key by.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// The public part of the key, "ak_<id without hyphens>".
+	Prefix string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// What the key may do: read (lists, reads, figures), operate (read, and
+	// refunds, bank-transfer confirmations, event retries, resolving refunds)
+	// or admin (everything but managing admins and keys).
+	Scope string `protobuf:"bytes,4,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The admin the key acts as (who created it).
+	AdminId string `protobuf:"bytes,5,opt,name=admin_id,json=adminId,proto3" json:"admin_id,omitempty"`
+	// That admin's username.
+	AdminUsername string `protobuf:"bytes,6,opt,name=admin_username,json=adminUsername,proto3" json:"admin_username,omitempty"`
+	// Creation time, RFC 3339.
+	CreatedAt string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Last use, RFC 3339, refreshed at most once a minute; empty if never used.
+	LastUsedAt string `protobuf:"bytes,8,opt,name=last_used_at,json=lastUsedAt,proto3" json:"last_used_at,omitempty"`
+	// Revocation time, RFC 3339; empty while the key is active.
+	RevokedAt string `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// The admin who revoked it; empty while the key is active.
+	RevokedBy     string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminApiKey) Reset() {
+	*x = AdminApiKey{}
+	mi := &file_billing_identity_identity_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminApiKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminApiKey) ProtoMessage() {}
+
+func (x *AdminApiKey) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminApiKey.ProtoReflect.Descriptor instead.
+func (*AdminApiKey) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AdminApiKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetAdminId() string {
+	if x != nil {
+		return x.AdminId
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetAdminUsername() string {
+	if x != nil {
+		return x.AdminUsername
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetLastUsedAt() string {
+	if x != nil {
+		return x.LastUsedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetRevokedAt() string {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return ""
+}
+
+func (x *AdminApiKey) GetRevokedBy() string {
+	if x != nil {
+		return x.RevokedBy
+	}
+	return ""
+}
+
+type CreateAdminApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A label to recognise the key by.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// read, operate or admin.
+	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAdminApiKeyRequest) Reset() {
+	*x = CreateAdminApiKeyRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAdminApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAdminApiKeyRequest) ProtoMessage() {}
+
+func (x *CreateAdminApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAdminApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*CreateAdminApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *CreateAdminApiKeyRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyRequest) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
+}
+
+type CreateAdminApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The full key, ak_<id>_<secret>: shown this once, never stored.
+	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	// The key's record.
+	ApiKey        *AdminApiKey `protobuf:"bytes,2,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAdminApiKeyResponse) Reset() {
+	*x = CreateAdminApiKeyResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAdminApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAdminApiKeyResponse) ProtoMessage() {}
+
+func (x *CreateAdminApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAdminApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*CreateAdminApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *CreateAdminApiKeyResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyResponse) GetApiKey() *AdminApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
+type ListAdminApiKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Paging parameters.
+	Pagination    *PageRequest `protobuf:"bytes,1,opt,name=pagination,proto3" json:"pagination,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminApiKeysRequest) Reset() {
+	*x = ListAdminApiKeysRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminApiKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminApiKeysRequest) ProtoMessage() {}
+
+func (x *ListAdminApiKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminApiKeysRequest.ProtoReflect.Descriptor instead.
+func (*ListAdminApiKeysRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ListAdminApiKeysRequest) GetPagination() *PageRequest {
+	if x != nil {
+		return x.Pagination
+	}
+	return nil
+}
+
+type ListAdminApiKeysResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page of keys, newest first.
+	ApiKeys []*AdminApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// Paging facts.
+	Meta          *PageMeta `protobuf:"bytes,2,opt,name=meta,proto3" json:"meta,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAdminApiKeysResponse) Reset() {
+	*x = ListAdminApiKeysResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAdminApiKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAdminApiKeysResponse) ProtoMessage() {}
+
+func (x *ListAdminApiKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAdminApiKeysResponse.ProtoReflect.Descriptor instead.
+func (*ListAdminApiKeysResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ListAdminApiKeysResponse) GetApiKeys() []*AdminApiKey {
+	if x != nil {
+		return x.ApiKeys
+	}
+	return nil
+}
+
+func (x *ListAdminApiKeysResponse) GetMeta() *PageMeta {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+type RevokeAdminApiKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API key id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminApiKeyRequest) Reset() {
+	*x = RevokeAdminApiKeyRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminApiKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminApiKeyRequest) ProtoMessage() {}
+
+func (x *RevokeAdminApiKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminApiKeyRequest.ProtoReflect.Descriptor instead.
+func (*RevokeAdminApiKeyRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RevokeAdminApiKeyRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RevokeAdminApiKeyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revoked key.
+	ApiKey        *AdminApiKey `protobuf:"bytes,1,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeAdminApiKeyResponse) Reset() {
+	*x = RevokeAdminApiKeyResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeAdminApiKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeAdminApiKeyResponse) ProtoMessage() {}
+
+func (x *RevokeAdminApiKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeAdminApiKeyResponse.ProtoReflect.Descriptor instead.
+func (*RevokeAdminApiKeyResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *RevokeAdminApiKeyResponse) GetApiKey() *AdminApiKey {
+	if x != nil {
+		return x.ApiKey
+	}
+	return nil
+}
+
 var File_billing_identity_identity_proto protoreflect.FileDescriptor
 
 const file_billing_identity_identity_proto_rawDesc = "" +
@@ -2020,7 +2863,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\xb4\x01\n" +
+	"\fGetMeRequest\"\xca\x01\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -2029,7 +2872,8 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x13can_create_api_keys\x18\x05 \x01(\bR\x10canCreateApiKeys\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x06 \x01(\tR\n" +
-	"credential\"4\n" +
+	"credential\x12\x14\n" +
+	"\x05scope\x18\a \x01(\tR\x05scope\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +
@@ -2080,7 +2924,67 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"customerId\x12I\n" +
 	"\fcredit_limit\x18\x02 \x01(\tB&\xbaH#\xc8\x01\x01r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$R\vcreditLimit\"P\n" +
 	"\x16SetCreditLimitResponse\x126\n" +
-	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer2\xc2\x05\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"}\n" +
+	"\x15ChangePasswordRequest\x125\n" +
+	"\x10current_password\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\x0fcurrentPassword\x12-\n" +
+	"\fnew_password\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\b\x18\x80\x01R\vnewPassword\"Z\n" +
+	"\x16ChangePasswordResponse\x12!\n" +
+	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\tR\texpiresAt\"h\n" +
+	"\x16DisableCustomerRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\x12 \n" +
+	"\x06reason\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x06reason\"Q\n" +
+	"\x17DisableCustomerResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"E\n" +
+	"\x15EnableCustomerRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\"P\n" +
+	"\x16EnableCustomerResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"p\n" +
+	"\x18SignOutEverywhereRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\x12&\n" +
+	"\x0frevoke_api_keys\x18\x02 \x01(\bR\rrevokeApiKeys\"}\n" +
+	"\x19SignOutEverywhereResponse\x126\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\x12(\n" +
+	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xa0\x02\n" +
+	"\vAdminApiKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05scope\x18\x04 \x01(\tR\x05scope\x12\x19\n" +
+	"\badmin_id\x18\x05 \x01(\tR\aadminId\x12%\n" +
+	"\x0eadmin_username\x18\x06 \x01(\tR\radminUsername\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\tR\tcreatedAt\x12 \n" +
+	"\flast_used_at\x18\b \x01(\tR\n" +
+	"lastUsedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_at\x18\t \x01(\tR\trevokedAt\x12\x1d\n" +
+	"\n" +
+	"revoked_by\x18\n" +
+	" \x01(\tR\trevokedBy\"l\n" +
+	"\x18CreateAdminApiKeyRequest\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\x121\n" +
+	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\"e\n" +
+	"\x19CreateAdminApiKeyResponse\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
+	"\aapi_key\x18\x02 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"`\n" +
+	"\x17ListAdminApiKeysRequest\x12E\n" +
+	"\n" +
+	"pagination\x18\x01 \x01(\v2\x1d.billing.identity.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
+	"pagination\"\x84\x01\n" +
+	"\x18ListAdminApiKeysResponse\x128\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x1d.billing.identity.AdminApiKeyR\aapiKeys\x12.\n" +
+	"\x04meta\x18\x02 \x01(\v2\x1a.billing.identity.PageMetaR\x04meta\"7\n" +
+	"\x18RevokeAdminApiKeyRequest\x12\x1b\n" +
+	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"S\n" +
+	"\x19RevokeAdminApiKeyResponse\x126\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey2\xf3\b\n" +
 	"\x0fIdentityService\x12Q\n" +
 	"\bRegister\x12!.billing.identity.RegisterRequest\x1a\".billing.identity.RegisterResponse\x12H\n" +
 	"\x05Login\x12\x1e.billing.identity.LoginRequest\x1a\x1f.billing.identity.LoginResponse\x12W\n" +
@@ -2090,13 +2994,20 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x05GetMe\x12\x1e.billing.identity.GetMeRequest\x1a\x1f.billing.identity.GetMeResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\fCreateApiKey\x12%.billing.identity.CreateApiKeyRequest\x1a&.billing.identity.CreateApiKeyResponse\x12_\n" +
 	"\vListApiKeys\x12$.billing.identity.ListApiKeysRequest\x1a%.billing.identity.ListApiKeysResponse\"\x03\x90\x02\x01\x12]\n" +
-	"\fRevokeApiKey\x12%.billing.identity.RevokeApiKeyRequest\x1a&.billing.identity.RevokeApiKeyResponse2\x99\x04\n" +
+	"\fRevokeApiKey\x12%.billing.identity.RevokeApiKeyRequest\x1a&.billing.identity.RevokeApiKeyResponse\x12c\n" +
+	"\x0eChangePassword\x12'.billing.identity.ChangePasswordRequest\x1a(.billing.identity.ChangePasswordResponse\x12l\n" +
+	"\x11CreateAdminApiKey\x12*.billing.identity.CreateAdminApiKeyRequest\x1a+.billing.identity.CreateAdminApiKeyResponse\x12n\n" +
+	"\x10ListAdminApiKeys\x12).billing.identity.ListAdminApiKeysRequest\x1a*.billing.identity.ListAdminApiKeysResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\x11RevokeAdminApiKey\x12*.billing.identity.RevokeAdminApiKeyRequest\x1a+.billing.identity.RevokeAdminApiKeyResponse2\xd4\x06\n" +
 	"\x14CustomerAdminService\x12e\n" +
 	"\rListCustomers\x12&.billing.identity.ListCustomersRequest\x1a'.billing.identity.ListCustomersResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\vGetCustomer\x12$.billing.identity.GetCustomerRequest\x1a%.billing.identity.GetCustomerResponse\"\x03\x90\x02\x01\x12r\n" +
 	"\x13SetCanCreateApiKeys\x12,.billing.identity.SetCanCreateApiKeysRequest\x1a-.billing.identity.SetCanCreateApiKeysResponse\x12`\n" +
 	"\rAdjustBalance\x12&.billing.identity.AdjustBalanceRequest\x1a'.billing.identity.AdjustBalanceResponse\x12c\n" +
-	"\x0eSetCreditLimit\x12'.billing.identity.SetCreditLimitRequest\x1a(.billing.identity.SetCreditLimitResponseB>Z<github.com/rustbill/paymentd/gen/billing/identity;identitypbb\x06proto3"
+	"\x0eSetCreditLimit\x12'.billing.identity.SetCreditLimitRequest\x1a(.billing.identity.SetCreditLimitResponse\x12f\n" +
+	"\x0fDisableCustomer\x12(.billing.identity.DisableCustomerRequest\x1a).billing.identity.DisableCustomerResponse\x12c\n" +
+	"\x0eEnableCustomer\x12'.billing.identity.EnableCustomerRequest\x1a(.billing.identity.EnableCustomerResponse\x12l\n" +
+	"\x11SignOutEverywhere\x12*.billing.identity.SignOutEverywhereRequest\x1a+.billing.identity.SignOutEverywhereResponseB>Z<github.com/rustbill/paymentd/gen/billing/identity;identitypbb\x06proto3"
 
 var (
 	file_billing_identity_identity_proto_rawDescOnce sync.Once
@@ -2110,7 +3021,7 @@ func file_billing_identity_identity_proto_rawDescGZIP() []byte {
 	return file_billing_identity_identity_proto_rawDescData
 }
 
-var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_billing_identity_identity_proto_goTypes = []any{
 	(*Customer)(nil),                    // 0: billing.identity.Customer
 	(*Admin)(nil),                       // 1: billing.identity.Admin
@@ -2144,6 +3055,21 @@ var file_billing_identity_identity_proto_goTypes = []any{
 	(*AdjustBalanceResponse)(nil),       // 29: billing.identity.AdjustBalanceResponse
 	(*SetCreditLimitRequest)(nil),       // 30: billing.identity.SetCreditLimitRequest
 	(*SetCreditLimitResponse)(nil),      // 31: billing.identity.SetCreditLimitResponse
+	(*ChangePasswordRequest)(nil),       // 32: billing.identity.ChangePasswordRequest
+	(*ChangePasswordResponse)(nil),      // 33: billing.identity.ChangePasswordResponse
+	(*DisableCustomerRequest)(nil),      // 34: billing.identity.DisableCustomerRequest
+	(*DisableCustomerResponse)(nil),     // 35: billing.identity.DisableCustomerResponse
+	(*EnableCustomerRequest)(nil),       // 36: billing.identity.EnableCustomerRequest
+	(*EnableCustomerResponse)(nil),      // 37: billing.identity.EnableCustomerResponse
+	(*SignOutEverywhereRequest)(nil),    // 38: billing.identity.SignOutEverywhereRequest
+	(*SignOutEverywhereResponse)(nil),   // 39: billing.identity.SignOutEverywhereResponse
+	(*AdminApiKey)(nil),                 // 40: billing.identity.AdminApiKey
+	(*CreateAdminApiKeyRequest)(nil),    // 41: billing.identity.CreateAdminApiKeyRequest
+	(*CreateAdminApiKeyResponse)(nil),   // 42: billing.identity.CreateAdminApiKeyResponse
+	(*ListAdminApiKeysRequest)(nil),     // 43: billing.identity.ListAdminApiKeysRequest
+	(*ListAdminApiKeysResponse)(nil),    // 44: billing.identity.ListAdminApiKeysResponse
+	(*RevokeAdminApiKeyRequest)(nil),    // 45: billing.identity.RevokeAdminApiKeyRequest
+	(*RevokeAdminApiKeyResponse)(nil),   // 46: billing.identity.RevokeAdminApiKeyResponse
 }
 var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 0: billing.identity.RegisterResponse.customer:type_name -> billing.identity.Customer
@@ -2162,37 +3088,59 @@ var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 13: billing.identity.AdjustBalanceResponse.customer:type_name -> billing.identity.Customer
 	3,  // 14: billing.identity.AdjustBalanceResponse.transaction:type_name -> billing.identity.BalanceTransaction
 	0,  // 15: billing.identity.SetCreditLimitResponse.customer:type_name -> billing.identity.Customer
-	6,  // 16: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
-	8,  // 17: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
-	10, // 18: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
-	12, // 19: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
-	14, // 20: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
-	16, // 21: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
-	18, // 22: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
-	20, // 23: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
-	22, // 24: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
-	24, // 25: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
-	26, // 26: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
-	28, // 27: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
-	30, // 28: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
-	7,  // 29: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
-	9,  // 30: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
-	11, // 31: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
-	13, // 32: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
-	15, // 33: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
-	17, // 34: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
-	19, // 35: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
-	21, // 36: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
-	23, // 37: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
-	25, // 38: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
-	27, // 39: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
-	29, // 40: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
-	31, // 41: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
-	29, // [29:42] is the sub-list for method output_type
-	16, // [16:29] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	0,  // 16: billing.identity.DisableCustomerResponse.customer:type_name -> billing.identity.Customer
+	0,  // 17: billing.identity.EnableCustomerResponse.customer:type_name -> billing.identity.Customer
+	0,  // 18: billing.identity.SignOutEverywhereResponse.customer:type_name -> billing.identity.Customer
+	40, // 19: billing.identity.CreateAdminApiKeyResponse.api_key:type_name -> billing.identity.AdminApiKey
+	4,  // 20: billing.identity.ListAdminApiKeysRequest.pagination:type_name -> billing.identity.PageRequest
+	40, // 21: billing.identity.ListAdminApiKeysResponse.api_keys:type_name -> billing.identity.AdminApiKey
+	5,  // 22: billing.identity.ListAdminApiKeysResponse.meta:type_name -> billing.identity.PageMeta
+	40, // 23: billing.identity.RevokeAdminApiKeyResponse.api_key:type_name -> billing.identity.AdminApiKey
+	6,  // 24: billing.identity.IdentityService.Register:input_type -> billing.identity.RegisterRequest
+	8,  // 25: billing.identity.IdentityService.Login:input_type -> billing.identity.LoginRequest
+	10, // 26: billing.identity.IdentityService.AdminLogin:input_type -> billing.identity.AdminLoginRequest
+	12, // 27: billing.identity.IdentityService.Logout:input_type -> billing.identity.LogoutRequest
+	14, // 28: billing.identity.IdentityService.GetMe:input_type -> billing.identity.GetMeRequest
+	16, // 29: billing.identity.IdentityService.CreateApiKey:input_type -> billing.identity.CreateApiKeyRequest
+	18, // 30: billing.identity.IdentityService.ListApiKeys:input_type -> billing.identity.ListApiKeysRequest
+	20, // 31: billing.identity.IdentityService.RevokeApiKey:input_type -> billing.identity.RevokeApiKeyRequest
+	32, // 32: billing.identity.IdentityService.ChangePassword:input_type -> billing.identity.ChangePasswordRequest
+	41, // 33: billing.identity.IdentityService.CreateAdminApiKey:input_type -> billing.identity.CreateAdminApiKeyRequest
+	43, // 34: billing.identity.IdentityService.ListAdminApiKeys:input_type -> billing.identity.ListAdminApiKeysRequest
+	45, // 35: billing.identity.IdentityService.RevokeAdminApiKey:input_type -> billing.identity.RevokeAdminApiKeyRequest
+	22, // 36: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
+	24, // 37: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
+	26, // 38: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
+	28, // 39: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
+	30, // 40: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
+	34, // 41: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
+	36, // 42: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
+	38, // 43: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
+	7,  // 44: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
+	9,  // 45: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
+	11, // 46: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
+	13, // 47: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
+	15, // 48: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
+	17, // 49: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
+	19, // 50: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
+	21, // 51: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
+	33, // 52: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
+	42, // 53: billing.identity.IdentityService.CreateAdminApiKey:output_type -> billing.identity.CreateAdminApiKeyResponse
+	44, // 54: billing.identity.IdentityService.ListAdminApiKeys:output_type -> billing.identity.ListAdminApiKeysResponse
+	46, // 55: billing.identity.IdentityService.RevokeAdminApiKey:output_type -> billing.identity.RevokeAdminApiKeyResponse
+	23, // 56: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
+	25, // 57: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
+	27, // 58: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
+	29, // 59: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
+	31, // 60: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
+	35, // 61: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
+	37, // 62: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
+	39, // 63: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
+	44, // [44:64] is the sub-list for method output_type
+	24, // [24:44] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_billing_identity_identity_proto_init() }
@@ -2207,7 +3155,7 @@ func file_billing_identity_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_identity_identity_proto_rawDesc), len(file_billing_identity_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

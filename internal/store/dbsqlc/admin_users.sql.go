@@ -7,9 +7,49 @@ package dbsqlc
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
+
+const changeAdminPassword = `-- name: ChangeAdminPassword :one
+UPDATE admin_users
+SET password_hash = $1,
+    updated_at = $2
+WHERE id = $3
+  AND password_hash = $4
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+`
+
+type ChangeAdminPasswordParams struct {
+	NewHash   string
+	UpdatedAt time.Time
+	ID        uuid.UUID
+	OldHash   string
+}
+
+// A new hash, only while the stored one is still old_hash (no row,
+// store.ErrNotFound, when it changed meanwhile).
+func (q *Queries) ChangeAdminPassword(ctx context.Context, arg ChangeAdminPasswordParams) (AdminUser, error) {
+	row := q.db.QueryRow(ctx, changeAdminPassword,
+		arg.NewHash,
+		arg.UpdatedAt,
+		arg.ID,
+		arg.OldHash,
+	)
+	var i AdminUser
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.PasswordHash,
+		&i.DisplayName,
+		&i.DisabledAt,
+		&i.LastLoginAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
 
 const countAdmins = `-- name: CountAdmins :one
 SELECT count(*) FROM admin_users
@@ -51,19 +91,33 @@ func (q *Queries) CreateAdmin(ctx context.Context, arg CreateAdminParams) (Admin
 	return i, err
 }
 
-const deleteAdminSessions = `-- name: DeleteAdminSessions :execrows
+const deleteAdminSessions = `-- name: DeleteAdminSessions :many
 DELETE FROM sessions
 WHERE admin_id = $1
+RETURNING id
 `
 
-// Every session of an admin: after a password reset, whoever held the old
-// password is logged out too.
-func (q *Queries) DeleteAdminSessions(ctx context.Context, adminID uuid.UUID) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteAdminSessions, adminID)
+// Every session of an admin: after a password reset or change, whoever held
+// the old password is logged out too. The ids let the caller drop the
+// sessions from the shared cache as well.
+func (q *Queries) DeleteAdminSessions(ctx context.Context, adminID uuid.UUID) ([][]byte, error) {
+	rows, err := q.db.Query(ctx, deleteAdminSessions, adminID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items [][]byte
+	for rows.Next() {
+		var id []byte
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getAdminByUsername = `-- name: GetAdminByUsername :one

@@ -220,6 +220,28 @@ func (q *Queries) RevokeApiKey(ctx context.Context, arg RevokeApiKeyParams) (Api
 	return i, err
 }
 
+const revokeCustomerApiKeys = `-- name: RevokeCustomerApiKeys :execrows
+UPDATE api_keys
+SET revoked_at = $1
+WHERE customer_id = $2
+  AND revoked_at IS NULL
+`
+
+type RevokeCustomerApiKeysParams struct {
+	RevokedAt  *time.Time
+	CustomerID uuid.UUID
+}
+
+// Every active key of a customer (an admin's sign-out everywhere that asks
+// for it).
+func (q *Queries) RevokeCustomerApiKeys(ctx context.Context, arg RevokeCustomerApiKeysParams) (int64, error) {
+	result, err := q.db.Exec(ctx, revokeCustomerApiKeys, arg.RevokedAt, arg.CustomerID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const touchApiKey = `-- name: TouchApiKey :execrows
 UPDATE api_keys
 SET last_used_at = $1

@@ -13,6 +13,51 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
+const changeCustomerPassword = `-- name: ChangeCustomerPassword :one
+UPDATE customers
+SET password_hash = $1,
+    token_generation = token_generation + 1,
+    updated_at = $2
+WHERE id = $3
+  AND password_hash = $4
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
+`
+
+type ChangeCustomerPasswordParams struct {
+	NewHash   string
+	UpdatedAt time.Time
+	ID        uuid.UUID
+	OldHash   string
+}
+
+// A new password hash, only while the stored one is still old_hash (no row,
+// store.ErrNotFound, when it changed meanwhile), and a new token
+// generation: every token issued before is refused from now on.
+func (q *Queries) ChangeCustomerPassword(ctx context.Context, arg ChangeCustomerPasswordParams) (Customer, error) {
+	row := q.db.QueryRow(ctx, changeCustomerPassword,
+		arg.NewHash,
+		arg.UpdatedAt,
+		arg.ID,
+		arg.OldHash,
+	)
+	var i Customer
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.PasswordHash,
+		&i.Name,
+		&i.Currency,
+		&i.Balance,
+		&i.CreditLimit,
+		&i.CanCreateApiKeys,
+		&i.DisabledAt,
+		&i.TokenGeneration,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const countCustomers = `-- name: CountCustomers :one
 SELECT count(*) FROM customers
 WHERE ($1::text IS NULL OR lower(email) LIKE $1)
@@ -26,8 +71,43 @@ func (q *Queries) CountCustomers(ctx context.Context, emailPattern *string) (int
 	return count, err
 }
 
+const endCustomerTokens = `-- name: EndCustomerTokens :one
+UPDATE customers
+SET token_generation = token_generation + 1,
+    updated_at = $1
+WHERE id = $2
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
+`
+
+type EndCustomerTokensParams struct {
+	UpdatedAt time.Time
+	ID        uuid.UUID
+}
+
+// Sign out everywhere: a new token generation, so every access token
+// issued before is refused.
+func (q *Queries) EndCustomerTokens(ctx context.Context, arg EndCustomerTokensParams) (Customer, error) {
+	row := q.db.QueryRow(ctx, endCustomerTokens, arg.UpdatedAt, arg.ID)
+	var i Customer
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.PasswordHash,
+		&i.Name,
+		&i.Currency,
+		&i.Balance,
+		&i.CreditLimit,
+		&i.CanCreateApiKeys,
+		&i.DisabledAt,
+		&i.TokenGeneration,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const getCustomer = `-- name: GetCustomer :one
-SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at FROM customers
+SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at FROM customers
 WHERE id = $1
 `
 
@@ -44,14 +124,35 @@ func (q *Queries) GetCustomer(ctx context.Context, id uuid.UUID) (Customer, erro
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
 }
 
+const getCustomerAccess = `-- name: GetCustomerAccess :one
+SELECT token_generation, disabled_at FROM customers
+WHERE id = $1
+`
+
+type GetCustomerAccessRow struct {
+	TokenGeneration int64
+	DisabledAt      *time.Time
+}
+
+// What decides whether a customer's access token is still good: the token
+// generation it must carry and whether the account is disabled. Read
+// through the access cache (internal/identity/access.go), not per request.
+func (q *Queries) GetCustomerAccess(ctx context.Context, id uuid.UUID) (GetCustomerAccessRow, error) {
+	row := q.db.QueryRow(ctx, getCustomerAccess, id)
+	var i GetCustomerAccessRow
+	err := row.Scan(&i.TokenGeneration, &i.DisabledAt)
+	return i, err
+}
+
 const getCustomerByEmail = `-- name: GetCustomerByEmail :one
-SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at FROM customers
+SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at FROM customers
 WHERE lower(email) = lower($1)
 `
 
@@ -69,6 +170,7 @@ func (q *Queries) GetCustomerByEmail(ctx context.Context, email string) (Custome
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -76,7 +178,7 @@ func (q *Queries) GetCustomerByEmail(ctx context.Context, email string) (Custome
 }
 
 const getCustomerForUpdate = `-- name: GetCustomerForUpdate :one
-SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at FROM customers
+SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at FROM customers
 WHERE id = $1
 FOR UPDATE
 `
@@ -97,6 +199,7 @@ func (q *Queries) GetCustomerForUpdate(ctx context.Context, id uuid.UUID) (Custo
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -106,7 +209,7 @@ func (q *Queries) GetCustomerForUpdate(ctx context.Context, id uuid.UUID) (Custo
 const insertCustomer = `-- name: InsertCustomer :one
 INSERT INTO customers (email, password_hash, name, currency)
 VALUES ($1, $2, $3, $4)
-RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
 `
 
 type InsertCustomerParams struct {
@@ -136,6 +239,7 @@ func (q *Queries) InsertCustomer(ctx context.Context, arg InsertCustomerParams) 
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -143,7 +247,7 @@ func (q *Queries) InsertCustomer(ctx context.Context, arg InsertCustomerParams) 
 }
 
 const listCustomers = `-- name: ListCustomers :many
-SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at FROM customers
+SELECT id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at FROM customers
 WHERE ($1::text IS NULL OR lower(email) LIKE $1)
 ORDER BY created_at DESC, id DESC
 LIMIT $3::bigint
@@ -177,6 +281,7 @@ func (q *Queries) ListCustomers(ctx context.Context, arg ListCustomersParams) ([
 			&i.CreditLimit,
 			&i.CanCreateApiKeys,
 			&i.DisabledAt,
+			&i.TokenGeneration,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -194,7 +299,7 @@ const setCustomerCanCreateApiKeys = `-- name: SetCustomerCanCreateApiKeys :one
 UPDATE customers
 SET can_create_api_keys = $1, updated_at = $2
 WHERE id = $3
-RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
 `
 
 type SetCustomerCanCreateApiKeysParams struct {
@@ -216,6 +321,7 @@ func (q *Queries) SetCustomerCanCreateApiKeys(ctx context.Context, arg SetCustom
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -226,7 +332,7 @@ const setCustomerCreditLimit = `-- name: SetCustomerCreditLimit :one
 UPDATE customers
 SET credit_limit = $1, updated_at = $2
 WHERE id = $3
-RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, created_at, updated_at
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
 `
 
 type SetCustomerCreditLimitParams struct {
@@ -250,6 +356,45 @@ func (q *Queries) SetCustomerCreditLimit(ctx context.Context, arg SetCustomerCre
 		&i.CreditLimit,
 		&i.CanCreateApiKeys,
 		&i.DisabledAt,
+		&i.TokenGeneration,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const setCustomerDisabled = `-- name: SetCustomerDisabled :one
+UPDATE customers
+SET disabled_at = $1,
+    token_generation = token_generation + 1,
+    updated_at = $2
+WHERE id = $3
+RETURNING id, email, password_hash, name, currency, balance, credit_limit, can_create_api_keys, disabled_at, token_generation, created_at, updated_at
+`
+
+type SetCustomerDisabledParams struct {
+	DisabledAt *time.Time
+	UpdatedAt  time.Time
+	ID         uuid.UUID
+}
+
+// disabled_at set (disable) or NULL (enable), with a new token generation
+// either way: disabling ends every token, and the generation only grows so
+// that a cache can tell the newer state from the older.
+func (q *Queries) SetCustomerDisabled(ctx context.Context, arg SetCustomerDisabledParams) (Customer, error) {
+	row := q.db.QueryRow(ctx, setCustomerDisabled, arg.DisabledAt, arg.UpdatedAt, arg.ID)
+	var i Customer
+	err := row.Scan(
+		&i.ID,
+		&i.Email,
+		&i.PasswordHash,
+		&i.Name,
+		&i.Currency,
+		&i.Balance,
+		&i.CreditLimit,
+		&i.CanCreateApiKeys,
+		&i.DisabledAt,
+		&i.TokenGeneration,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

@@ -11,6 +11,18 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
+type AdminApiKey struct {
+	ID         uuid.UUID
+	AdminID    uuid.UUID
+	Name       string
+	Scope      string
+	SecretHash []byte
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+	RevokedBy  *uuid.UUID
+}
+
 type AdminUser struct {
 	ID           uuid.UUID
 	Username     string
@@ -75,6 +87,7 @@ type Customer struct {
 	CreditLimit      money.Amount
 	CanCreateApiKeys bool
 	DisabledAt       *time.Time
+	TokenGeneration  int64
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
 }

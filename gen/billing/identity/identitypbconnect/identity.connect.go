@@ -64,6 +64,18 @@ const (
 	// IdentityServiceRevokeApiKeyProcedure is the fully-qualified name of the IdentityService's
 	// RevokeApiKey RPC.
 	IdentityServiceRevokeApiKeyProcedure = "/billing.identity.IdentityService/RevokeApiKey"
+	// IdentityServiceChangePasswordProcedure is the fully-qualified name of the IdentityService's
+	// ChangePassword RPC.
+	IdentityServiceChangePasswordProcedure = "/billing.identity.IdentityService/ChangePassword"
+	// IdentityServiceCreateAdminApiKeyProcedure is the fully-qualified name of the IdentityService's
+	// CreateAdminApiKey RPC.
+	IdentityServiceCreateAdminApiKeyProcedure = "/billing.identity.IdentityService/CreateAdminApiKey"
+	// IdentityServiceListAdminApiKeysProcedure is the fully-qualified name of the IdentityService's
+	// ListAdminApiKeys RPC.
+	IdentityServiceListAdminApiKeysProcedure = "/billing.identity.IdentityService/ListAdminApiKeys"
+	// IdentityServiceRevokeAdminApiKeyProcedure is the fully-qualified name of the IdentityService's
+	// RevokeAdminApiKey RPC.
+	IdentityServiceRevokeAdminApiKeyProcedure = "/billing.identity.IdentityService/RevokeAdminApiKey"
 	// CustomerAdminServiceListCustomersProcedure is the fully-qualified name of the
 	// CustomerAdminService's ListCustomers RPC.
 	CustomerAdminServiceListCustomersProcedure = "/billing.identity.CustomerAdminService/ListCustomers"
@@ -79,6 +91,15 @@ const (
 	// CustomerAdminServiceSetCreditLimitProcedure is the fully-qualified name of the
 	// CustomerAdminService's SetCreditLimit RPC.
 	CustomerAdminServiceSetCreditLimitProcedure = "/billing.identity.CustomerAdminService/SetCreditLimit"
+	// CustomerAdminServiceDisableCustomerProcedure is the fully-qualified name of the
+	// CustomerAdminService's DisableCustomer RPC.
+	CustomerAdminServiceDisableCustomerProcedure = "/billing.identity.CustomerAdminService/DisableCustomer"
+	// CustomerAdminServiceEnableCustomerProcedure is the fully-qualified name of the
+	// CustomerAdminService's EnableCustomer RPC.
+	CustomerAdminServiceEnableCustomerProcedure = "/billing.identity.CustomerAdminService/EnableCustomer"
+	// CustomerAdminServiceSignOutEverywhereProcedure is the fully-qualified name of the
+	// CustomerAdminService's SignOutEverywhere RPC.
+	CustomerAdminServiceSignOutEverywhereProcedure = "/billing.identity.CustomerAdminService/SignOutEverywhere"
 )
 
 // IdentityServiceClient is a client for the billing.identity.IdentityService service.
@@ -112,6 +133,28 @@ type IdentityServiceClient interface {
 	// refused from the very next request. Revoking a revoked key returns it
 	// unchanged. Needs a customer logged in with an access token.
 	RevokeApiKey(context.Context, *connect.Request[identity.RevokeApiKeyRequest]) (*connect.Response[identity.RevokeApiKeyResponse], error)
+	// ChangePassword sets the caller's password, given the current one: a
+	// customer signed in with an access token, or an admin signed in with a
+	// session (an API key cannot: PermissionDenied). A wrong current password
+	// is PermissionDenied. Every access token (customer) or session (admin)
+	// issued before ends, on every instance within seconds; the answer
+	// carries the caller's new one (a customer's access_token; an admin's
+	// session cookie in Set-Cookie). API keys are not touched. Rate limited
+	// per client IP as Login is.
+	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
+	// CreateAdminApiKey creates an admin API key acting as the calling admin
+	// within a scope (read, operate or admin) and returns it in full, the only
+	// time it is shown. Needs an admin session: a key cannot mint keys
+	// (PermissionDenied).
+	CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error)
+	// ListAdminApiKeys pages through every admin's API keys, newest first,
+	// revoked ones included. The secret is never returned. Needs an admin
+	// session.
+	ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error)
+	// RevokeAdminApiKey revokes an admin API key (any admin's); it is refused
+	// from the very next request. Revoking a revoked key returns it unchanged.
+	// Needs an admin session.
+	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
 }
 
 // NewIdentityServiceClient constructs a client for the billing.identity.IdentityService service. By
@@ -175,19 +218,48 @@ func NewIdentityServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(identityServiceMethods.ByName("RevokeApiKey")),
 			connect.WithClientOptions(opts...),
 		),
+		changePassword: connect.NewClient[identity.ChangePasswordRequest, identity.ChangePasswordResponse](
+			httpClient,
+			baseURL+IdentityServiceChangePasswordProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("ChangePassword")),
+			connect.WithClientOptions(opts...),
+		),
+		createAdminApiKey: connect.NewClient[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse](
+			httpClient,
+			baseURL+IdentityServiceCreateAdminApiKeyProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("CreateAdminApiKey")),
+			connect.WithClientOptions(opts...),
+		),
+		listAdminApiKeys: connect.NewClient[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse](
+			httpClient,
+			baseURL+IdentityServiceListAdminApiKeysProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("ListAdminApiKeys")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		revokeAdminApiKey: connect.NewClient[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse](
+			httpClient,
+			baseURL+IdentityServiceRevokeAdminApiKeyProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // identityServiceClient implements IdentityServiceClient.
 type identityServiceClient struct {
-	register     *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
-	login        *connect.Client[identity.LoginRequest, identity.LoginResponse]
-	adminLogin   *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
-	logout       *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
-	getMe        *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
-	createApiKey *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
-	listApiKeys  *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
-	revokeApiKey *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
+	register          *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
+	login             *connect.Client[identity.LoginRequest, identity.LoginResponse]
+	adminLogin        *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
+	logout            *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
+	getMe             *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
+	createApiKey      *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
+	listApiKeys       *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
+	revokeApiKey      *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
+	changePassword    *connect.Client[identity.ChangePasswordRequest, identity.ChangePasswordResponse]
+	createAdminApiKey *connect.Client[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse]
+	listAdminApiKeys  *connect.Client[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse]
+	revokeAdminApiKey *connect.Client[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse]
 }
 
 // Register calls billing.identity.IdentityService.Register.
@@ -230,6 +302,26 @@ func (c *identityServiceClient) RevokeApiKey(ctx context.Context, req *connect.R
 	return c.revokeApiKey.CallUnary(ctx, req)
 }
 
+// ChangePassword calls billing.identity.IdentityService.ChangePassword.
+func (c *identityServiceClient) ChangePassword(ctx context.Context, req *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error) {
+	return c.changePassword.CallUnary(ctx, req)
+}
+
+// CreateAdminApiKey calls billing.identity.IdentityService.CreateAdminApiKey.
+func (c *identityServiceClient) CreateAdminApiKey(ctx context.Context, req *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error) {
+	return c.createAdminApiKey.CallUnary(ctx, req)
+}
+
+// ListAdminApiKeys calls billing.identity.IdentityService.ListAdminApiKeys.
+func (c *identityServiceClient) ListAdminApiKeys(ctx context.Context, req *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error) {
+	return c.listAdminApiKeys.CallUnary(ctx, req)
+}
+
+// RevokeAdminApiKey calls billing.identity.IdentityService.RevokeAdminApiKey.
+func (c *identityServiceClient) RevokeAdminApiKey(ctx context.Context, req *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error) {
+	return c.revokeAdminApiKey.CallUnary(ctx, req)
+}
+
 // IdentityServiceHandler is an implementation of the billing.identity.IdentityService service.
 type IdentityServiceHandler interface {
 	// Register creates a customer account and returns an access token for it.
@@ -261,6 +353,28 @@ type IdentityServiceHandler interface {
 	// refused from the very next request. Revoking a revoked key returns it
 	// unchanged. Needs a customer logged in with an access token.
 	RevokeApiKey(context.Context, *connect.Request[identity.RevokeApiKeyRequest]) (*connect.Response[identity.RevokeApiKeyResponse], error)
+	// ChangePassword sets the caller's password, given the current one: a
+	// customer signed in with an access token, or an admin signed in with a
+	// session (an API key cannot: PermissionDenied). A wrong current password
+	// is PermissionDenied. Every access token (customer) or session (admin)
+	// issued before ends, on every instance within seconds; the answer
+	// carries the caller's new one (a customer's access_token; an admin's
+	// session cookie in Set-Cookie). API keys are not touched. Rate limited
+	// per client IP as Login is.
+	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
+	// CreateAdminApiKey creates an admin API key acting as the calling admin
+	// within a scope (read, operate or admin) and returns it in full, the only
+	// time it is shown. Needs an admin session: a key cannot mint keys
+	// (PermissionDenied).
+	CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error)
+	// ListAdminApiKeys pages through every admin's API keys, newest first,
+	// revoked ones included. The secret is never returned. Needs an admin
+	// session.
+	ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error)
+	// RevokeAdminApiKey revokes an admin API key (any admin's); it is refused
+	// from the very next request. Revoking a revoked key returns it unchanged.
+	// Needs an admin session.
+	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
 }
 
 // NewIdentityServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -320,6 +434,31 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 		connect.WithSchema(identityServiceMethods.ByName("RevokeApiKey")),
 		connect.WithHandlerOptions(opts...),
 	)
+	identityServiceChangePasswordHandler := connect.NewUnaryHandler(
+		IdentityServiceChangePasswordProcedure,
+		svc.ChangePassword,
+		connect.WithSchema(identityServiceMethods.ByName("ChangePassword")),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceCreateAdminApiKeyHandler := connect.NewUnaryHandler(
+		IdentityServiceCreateAdminApiKeyProcedure,
+		svc.CreateAdminApiKey,
+		connect.WithSchema(identityServiceMethods.ByName("CreateAdminApiKey")),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceListAdminApiKeysHandler := connect.NewUnaryHandler(
+		IdentityServiceListAdminApiKeysProcedure,
+		svc.ListAdminApiKeys,
+		connect.WithSchema(identityServiceMethods.ByName("ListAdminApiKeys")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceRevokeAdminApiKeyHandler := connect.NewUnaryHandler(
+		IdentityServiceRevokeAdminApiKeyProcedure,
+		svc.RevokeAdminApiKey,
+		connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.identity.IdentityService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IdentityServiceRegisterProcedure:
@@ -338,6 +477,14 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 			identityServiceListApiKeysHandler.ServeHTTP(w, r)
 		case IdentityServiceRevokeApiKeyProcedure:
 			identityServiceRevokeApiKeyHandler.ServeHTTP(w, r)
+		case IdentityServiceChangePasswordProcedure:
+			identityServiceChangePasswordHandler.ServeHTTP(w, r)
+		case IdentityServiceCreateAdminApiKeyProcedure:
+			identityServiceCreateAdminApiKeyHandler.ServeHTTP(w, r)
+		case IdentityServiceListAdminApiKeysProcedure:
+			identityServiceListAdminApiKeysHandler.ServeHTTP(w, r)
+		case IdentityServiceRevokeAdminApiKeyProcedure:
+			identityServiceRevokeAdminApiKeyHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -379,6 +526,22 @@ func (UnimplementedIdentityServiceHandler) RevokeApiKey(context.Context, *connec
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.RevokeApiKey is not implemented"))
 }
 
+func (UnimplementedIdentityServiceHandler) ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.ChangePassword is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) CreateAdminApiKey(context.Context, *connect.Request[identity.CreateAdminApiKeyRequest]) (*connect.Response[identity.CreateAdminApiKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.CreateAdminApiKey is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) ListAdminApiKeys(context.Context, *connect.Request[identity.ListAdminApiKeysRequest]) (*connect.Response[identity.ListAdminApiKeysResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.ListAdminApiKeys is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.RevokeAdminApiKey is not implemented"))
+}
+
 // CustomerAdminServiceClient is a client for the billing.identity.CustomerAdminService service.
 type CustomerAdminServiceClient interface {
 	// ListCustomers pages through customers, newest first.
@@ -396,6 +559,20 @@ type CustomerAdminServiceClient interface {
 	// SetCreditLimit sets how far below zero a customer's balance may go. The
 	// current balance must stay within the new limit (InvalidArgument).
 	SetCreditLimit(context.Context, *connect.Request[identity.SetCreditLimitRequest]) (*connect.Response[identity.SetCreditLimitResponse], error)
+	// DisableCustomer disables a customer account: its login is refused (the
+	// same Unauthenticated as a wrong password), and every call with its
+	// access tokens or API keys answers Unauthenticated, on every instance
+	// within seconds. Its tokens stay ended after EnableCustomer; its API keys
+	// work again then. Disabling a disabled account answers it unchanged.
+	DisableCustomer(context.Context, *connect.Request[identity.DisableCustomerRequest]) (*connect.Response[identity.DisableCustomerResponse], error)
+	// EnableCustomer enables a disabled customer account again: it can log in,
+	// and its API keys that are not revoked work again. Enabling an enabled
+	// account answers it unchanged.
+	EnableCustomer(context.Context, *connect.Request[identity.EnableCustomerRequest]) (*connect.Response[identity.EnableCustomerResponse], error)
+	// SignOutEverywhere ends every access token the customer holds, on every
+	// instance within seconds, and with revoke_api_keys revokes every API key
+	// of theirs too. The customer can log in again.
+	SignOutEverywhere(context.Context, *connect.Request[identity.SignOutEverywhereRequest]) (*connect.Response[identity.SignOutEverywhereResponse], error)
 }
 
 // NewCustomerAdminServiceClient constructs a client for the billing.identity.CustomerAdminService
@@ -441,6 +618,24 @@ func NewCustomerAdminServiceClient(httpClient connect.HTTPClient, baseURL string
 			connect.WithSchema(customerAdminServiceMethods.ByName("SetCreditLimit")),
 			connect.WithClientOptions(opts...),
 		),
+		disableCustomer: connect.NewClient[identity.DisableCustomerRequest, identity.DisableCustomerResponse](
+			httpClient,
+			baseURL+CustomerAdminServiceDisableCustomerProcedure,
+			connect.WithSchema(customerAdminServiceMethods.ByName("DisableCustomer")),
+			connect.WithClientOptions(opts...),
+		),
+		enableCustomer: connect.NewClient[identity.EnableCustomerRequest, identity.EnableCustomerResponse](
+			httpClient,
+			baseURL+CustomerAdminServiceEnableCustomerProcedure,
+			connect.WithSchema(customerAdminServiceMethods.ByName("EnableCustomer")),
+			connect.WithClientOptions(opts...),
+		),
+		signOutEverywhere: connect.NewClient[identity.SignOutEverywhereRequest, identity.SignOutEverywhereResponse](
+			httpClient,
+			baseURL+CustomerAdminServiceSignOutEverywhereProcedure,
+			connect.WithSchema(customerAdminServiceMethods.ByName("SignOutEverywhere")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -451,6 +646,9 @@ type customerAdminServiceClient struct {
 	setCanCreateApiKeys *connect.Client[identity.SetCanCreateApiKeysRequest, identity.SetCanCreateApiKeysResponse]
 	adjustBalance       *connect.Client[identity.AdjustBalanceRequest, identity.AdjustBalanceResponse]
 	setCreditLimit      *connect.Client[identity.SetCreditLimitRequest, identity.SetCreditLimitResponse]
+	disableCustomer     *connect.Client[identity.DisableCustomerRequest, identity.DisableCustomerResponse]
+	enableCustomer      *connect.Client[identity.EnableCustomerRequest, identity.EnableCustomerResponse]
+	signOutEverywhere   *connect.Client[identity.SignOutEverywhereRequest, identity.SignOutEverywhereResponse]
 }
 
 // ListCustomers calls billing.identity.CustomerAdminService.ListCustomers.
@@ -478,6 +676,21 @@ func (c *customerAdminServiceClient) SetCreditLimit(ctx context.Context, req *co
 	return c.setCreditLimit.CallUnary(ctx, req)
 }
 
+// DisableCustomer calls billing.identity.CustomerAdminService.DisableCustomer.
+func (c *customerAdminServiceClient) DisableCustomer(ctx context.Context, req *connect.Request[identity.DisableCustomerRequest]) (*connect.Response[identity.DisableCustomerResponse], error) {
+	return c.disableCustomer.CallUnary(ctx, req)
+}
+
+// EnableCustomer calls billing.identity.CustomerAdminService.EnableCustomer.
+func (c *customerAdminServiceClient) EnableCustomer(ctx context.Context, req *connect.Request[identity.EnableCustomerRequest]) (*connect.Response[identity.EnableCustomerResponse], error) {
+	return c.enableCustomer.CallUnary(ctx, req)
+}
+
+// SignOutEverywhere calls billing.identity.CustomerAdminService.SignOutEverywhere.
+func (c *customerAdminServiceClient) SignOutEverywhere(ctx context.Context, req *connect.Request[identity.SignOutEverywhereRequest]) (*connect.Response[identity.SignOutEverywhereResponse], error) {
+	return c.signOutEverywhere.CallUnary(ctx, req)
+}
+
 // CustomerAdminServiceHandler is an implementation of the billing.identity.CustomerAdminService
 // service.
 type CustomerAdminServiceHandler interface {
@@ -496,6 +709,20 @@ type CustomerAdminServiceHandler interface {
 	// SetCreditLimit sets how far below zero a customer's balance may go. The
 	// current balance must stay within the new limit (InvalidArgument).
 	SetCreditLimit(context.Context, *connect.Request[identity.SetCreditLimitRequest]) (*connect.Response[identity.SetCreditLimitResponse], error)
+	// DisableCustomer disables a customer account: its login is refused (the
+	// same Unauthenticated as a wrong password), and every call with its
+	// access tokens or API keys answers Unauthenticated, on every instance
+	// within seconds. Its tokens stay ended after EnableCustomer; its API keys
+	// work again then. Disabling a disabled account answers it unchanged.
+	DisableCustomer(context.Context, *connect.Request[identity.DisableCustomerRequest]) (*connect.Response[identity.DisableCustomerResponse], error)
+	// EnableCustomer enables a disabled customer account again: it can log in,
+	// and its API keys that are not revoked work again. Enabling an enabled
+	// account answers it unchanged.
+	EnableCustomer(context.Context, *connect.Request[identity.EnableCustomerRequest]) (*connect.Response[identity.EnableCustomerResponse], error)
+	// SignOutEverywhere ends every access token the customer holds, on every
+	// instance within seconds, and with revoke_api_keys revokes every API key
+	// of theirs too. The customer can log in again.
+	SignOutEverywhere(context.Context, *connect.Request[identity.SignOutEverywhereRequest]) (*connect.Response[identity.SignOutEverywhereResponse], error)
 }
 
 // NewCustomerAdminServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -537,6 +764,24 @@ func NewCustomerAdminServiceHandler(svc CustomerAdminServiceHandler, opts ...con
 		connect.WithSchema(customerAdminServiceMethods.ByName("SetCreditLimit")),
 		connect.WithHandlerOptions(opts...),
 	)
+	customerAdminServiceDisableCustomerHandler := connect.NewUnaryHandler(
+		CustomerAdminServiceDisableCustomerProcedure,
+		svc.DisableCustomer,
+		connect.WithSchema(customerAdminServiceMethods.ByName("DisableCustomer")),
+		connect.WithHandlerOptions(opts...),
+	)
+	customerAdminServiceEnableCustomerHandler := connect.NewUnaryHandler(
+		CustomerAdminServiceEnableCustomerProcedure,
+		svc.EnableCustomer,
+		connect.WithSchema(customerAdminServiceMethods.ByName("EnableCustomer")),
+		connect.WithHandlerOptions(opts...),
+	)
+	customerAdminServiceSignOutEverywhereHandler := connect.NewUnaryHandler(
+		CustomerAdminServiceSignOutEverywhereProcedure,
+		svc.SignOutEverywhere,
+		connect.WithSchema(customerAdminServiceMethods.ByName("SignOutEverywhere")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.identity.CustomerAdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CustomerAdminServiceListCustomersProcedure:
@@ -549,6 +794,12 @@ func NewCustomerAdminServiceHandler(svc CustomerAdminServiceHandler, opts ...con
 			customerAdminServiceAdjustBalanceHandler.ServeHTTP(w, r)
 		case CustomerAdminServiceSetCreditLimitProcedure:
 			customerAdminServiceSetCreditLimitHandler.ServeHTTP(w, r)
+		case CustomerAdminServiceDisableCustomerProcedure:
+			customerAdminServiceDisableCustomerHandler.ServeHTTP(w, r)
+		case CustomerAdminServiceEnableCustomerProcedure:
+			customerAdminServiceEnableCustomerHandler.ServeHTTP(w, r)
+		case CustomerAdminServiceSignOutEverywhereProcedure:
+			customerAdminServiceSignOutEverywhereHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -576,4 +827,16 @@ func (UnimplementedCustomerAdminServiceHandler) AdjustBalance(context.Context, *
 
 func (UnimplementedCustomerAdminServiceHandler) SetCreditLimit(context.Context, *connect.Request[identity.SetCreditLimitRequest]) (*connect.Response[identity.SetCreditLimitResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.CustomerAdminService.SetCreditLimit is not implemented"))
+}
+
+func (UnimplementedCustomerAdminServiceHandler) DisableCustomer(context.Context, *connect.Request[identity.DisableCustomerRequest]) (*connect.Response[identity.DisableCustomerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.CustomerAdminService.DisableCustomer is not implemented"))
+}
+
+func (UnimplementedCustomerAdminServiceHandler) EnableCustomer(context.Context, *connect.Request[identity.EnableCustomerRequest]) (*connect.Response[identity.EnableCustomerResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.CustomerAdminService.EnableCustomer is not implemented"))
+}
+
+func (UnimplementedCustomerAdminServiceHandler) SignOutEverywhere(context.Context, *connect.Request[identity.SignOutEverywhereRequest]) (*connect.Response[identity.SignOutEverywhereResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.CustomerAdminService.SignOutEverywhere is not implemented"))
 }

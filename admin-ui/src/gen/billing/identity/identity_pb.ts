@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/identity/identity.proto.
  */
 export const file_billing_identity_identity: GenFile = /*@__PURE__*/
-  fileDesc("Ch9iaWxsaW5nL2lkZW50aXR5L2lkZW50aXR5LnByb3RvEhBiaWxsaW5nLmlkZW50aXR5IsYBCghDdXN0b21lchIKCgJpZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEg8KB2JhbGFuY2UYBSABKAkSFAoMY3JlZGl0X2xpbWl0GAYgASgJEhsKE2Nhbl9jcmVhdGVfYXBpX2tleXMYByABKAgSEwoLZGlzYWJsZWRfYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgp1cGRhdGVkX2F0GAogASgJImYKBUFkbWluEgoKAmlkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIVCg1sYXN0X2xvZ2luX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkicAoGQXBpS2V5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSFAoMbGFzdF91c2VkX2F0GAUgASgJEhIKCnJldm9rZWRfYXQYBiABKAkivwEKEkJhbGFuY2VUcmFuc2FjdGlvbhIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg4KBmFtb3VudBgEIAEoCRIWCg5iYWxhbmNlX2JlZm9yZRgFIAEoCRIVCg1iYWxhbmNlX2FmdGVyGAYgASgJEhIKCmNyZWF0ZWRfYnkYByABKAkSEwoLZGVzY3JpcHRpb24YCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJACg9SZWdpc3RlclJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkSDAoEbmFtZRgDIAEoCSJqChBSZWdpc3RlclJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKZXhwaXJlc19hdBgDIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiZwoNTG9naW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKZXhwaXJlc19hdBgCIAEoCRIsCghjdXN0b21lchgDIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiNwoRQWRtaW5Mb2dpblJlcXVlc3QSEAoIdXNlcm5hbWUYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiUAoSQWRtaW5Mb2dpblJlc3BvbnNlEiYKBWFkbWluGAEgASgLMhcuYmlsbGluZy5pZGVudGl0eS5BZG1pbhISCgpleHBpcmVzX2F0GAIgASgJIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiDgoMR2V0TWVSZXF1ZXN0InsKDUdldE1lUmVzcG9uc2USDAoEcm9sZRgBIAEoCRIKCgJpZBgCIAEoCRIQCgh1c2VybmFtZRgDIAEoCRINCgVlbWFpbBgEIAEoCRIbChNjYW5fY3JlYXRlX2FwaV9rZXlzGAUgASgIEhIKCmNyZWRlbnRpYWwYBiABKAkiIwoTQ3JlYXRlQXBpS2V5UmVxdWVzdBIMCgRuYW1lGAEgASgJIk4KFENyZWF0ZUFwaUtleVJlc3BvbnNlEgsKA2tleRgBIAEoCRIpCgdhcGlfa2V5GAIgASgLMhguYmlsbGluZy5pZGVudGl0eS5BcGlLZXkiRwoSTGlzdEFwaUtleXNSZXF1ZXN0EjEKCnBhZ2luYXRpb24YASABKAsyHS5iaWxsaW5nLmlkZW50aXR5LlBhZ2VSZXF1ZXN0ImsKE0xpc3RBcGlLZXlzUmVzcG9uc2USKgoIYXBpX2tleXMYASADKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleRIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIhChNSZXZva2VBcGlLZXlSZXF1ZXN0EgoKAmlkGAEgASgJIkEKFFJldm9rZUFwaUtleVJlc3BvbnNlEikKB2FwaV9rZXkYASABKAsyGC5iaWxsaW5nLmlkZW50aXR5LkFwaUtleSJ5ChRMaXN0Q3VzdG9tZXJzUmVxdWVzdBIxCgpwYWdpbmF0aW9uGAEgASgLMh0uYmlsbGluZy5pZGVudGl0eS5QYWdlUmVxdWVzdBIbCg5lbWFpbF9jb250YWlucxgCIAEoCUgAiAEBQhEKD19lbWFpbF9jb250YWlucyJwChVMaXN0Q3VzdG9tZXJzUmVzcG9uc2USLQoJY3VzdG9tZXJzGAEgAygLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIoCgRtZXRhGAIgASgLMhouYmlsbGluZy5pZGVudGl0eS5QYWdlTWV0YSIgChJHZXRDdXN0b21lclJlcXVlc3QSCgoCaWQYASABKAkiQwoTR2V0Q3VzdG9tZXJSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiQgoaU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QSEwoLY3VzdG9tZXJfaWQYASABKAkSDwoHYWxsb3dlZBgCIAEoCCJLChtTZXRDYW5DcmVhdGVBcGlLZXlzUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIkkKFEFkanVzdEJhbGFuY2VSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEg4KBmFtb3VudBgCIAEoCRIMCgRub3RlGAMgASgJIoABChVBZGp1c3RCYWxhbmNlUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyEjkKC3RyYW5zYWN0aW9uGAIgASgLMiQuYmlsbGluZy5pZGVudGl0eS5CYWxhbmNlVHJhbnNhY3Rpb24iQgoVU2V0Q3JlZGl0TGltaXRSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEhQKDGNyZWRpdF9saW1pdBgCIAEoCSJGChZTZXRDcmVkaXRMaW1pdFJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lcjLCBQoPSWRlbnRpdHlTZXJ2aWNlElEKCFJlZ2lzdGVyEiEuYmlsbGluZy5pZGVudGl0eS5SZWdpc3RlclJlcXVlc3QaIi5iaWxsaW5nLmlkZW50aXR5LlJlZ2lzdGVyUmVzcG9uc2USSAoFTG9naW4SHi5iaWxsaW5nLmlkZW50aXR5LkxvZ2luUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuTG9naW5SZXNwb25zZRJXCgpBZG1pbkxvZ2luEiMuYmlsbGluZy5pZGVudGl0eS5BZG1pbkxvZ2luUmVxdWVzdBokLmJpbGxpbmcuaWRlbnRpdHkuQWRtaW5Mb2dpblJlc3BvbnNlEksKBkxvZ291dBIfLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVxdWVzdBogLmJpbGxpbmcuaWRlbnRpdHkuTG9nb3V0UmVzcG9uc2USTQoFR2V0TWUSHi5iaWxsaW5nLmlkZW50aXR5LkdldE1lUmVxdWVzdBofLmJpbGxpbmcuaWRlbnRpdHkuR2V0TWVSZXNwb25zZSIDkAIBEl0KDENyZWF0ZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuQ3JlYXRlQXBpS2V5UmVzcG9uc2USXwoLTGlzdEFwaUtleXMSJC5iaWxsaW5nLmlkZW50aXR5Lkxpc3RBcGlLZXlzUmVxdWVzdBolLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEFwaUtleXNSZXNwb25zZSIDkAIBEl0KDFJldm9rZUFwaUtleRIlLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVxdWVzdBomLmJpbGxpbmcuaWRlbnRpdHkuUmV2b2tlQXBpS2V5UmVzcG9uc2UymQQKFEN1c3RvbWVyQWRtaW5TZXJ2aWNlEmUKDUxpc3RDdXN0b21lcnMSJi5iaWxsaW5nLmlkZW50aXR5Lkxpc3RDdXN0b21lcnNSZXF1ZXN0GicuYmlsbGluZy5pZGVudGl0eS5MaXN0Q3VzdG9tZXJzUmVzcG9uc2UiA5ACARJfCgtHZXRDdXN0b21lchIkLmJpbGxpbmcuaWRlbnRpdHkuR2V0Q3VzdG9tZXJSZXF1ZXN0GiUuYmlsbGluZy5pZGVudGl0eS5HZXRDdXN0b21lclJlc3BvbnNlIgOQAgEScgoTU2V0Q2FuQ3JlYXRlQXBpS2V5cxIsLmJpbGxpbmcuaWRlbnRpdHkuU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QaLS5iaWxsaW5nLmlkZW50aXR5LlNldENhbkNyZWF0ZUFwaUtleXNSZXNwb25zZRJgCg1BZGp1c3RCYWxhbmNlEiYuYmlsbGluZy5pZGVudGl0eS5BZGp1c3RCYWxhbmNlUmVxdWVzdBonLmJpbGxpbmcuaWRlbnRpdHkuQWRqdXN0QmFsYW5jZVJlc3BvbnNlEmMKDlNldENyZWRpdExpbWl0EicuYmlsbGluZy5pZGVudGl0eS5TZXRDcmVkaXRMaW1pdFJlcXVlc3QaKC5iaWxsaW5nLmlkZW50aXR5LlNldENyZWRpdExpbWl0UmVzcG9uc2VCPlo8Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9pZGVudGl0eTtpZGVudGl0eXBiYgZwcm90bzM");
+  fileDesc("Ch9iaWxsaW5nL2lkZW50aXR5L2lkZW50aXR5LnByb3RvEhBiaWxsaW5nLmlkZW50aXR5IsYBCghDdXN0b21lchIKCgJpZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIMCgRuYW1lGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEg8KB2JhbGFuY2UYBSABKAkSFAoMY3JlZGl0X2xpbWl0GAYgASgJEhsKE2Nhbl9jcmVhdGVfYXBpX2tleXMYByABKAgSEwoLZGlzYWJsZWRfYXQYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgp1cGRhdGVkX2F0GAogASgJImYKBUFkbWluEgoKAmlkGAEgASgJEhAKCHVzZXJuYW1lGAIgASgJEhQKDGRpc3BsYXlfbmFtZRgDIAEoCRIVCg1sYXN0X2xvZ2luX2F0GAQgASgJEhIKCmNyZWF0ZWRfYXQYBSABKAkicAoGQXBpS2V5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEhIKCmNyZWF0ZWRfYXQYBCABKAkSFAoMbGFzdF91c2VkX2F0GAUgASgJEhIKCnJldm9rZWRfYXQYBiABKAkivwEKEkJhbGFuY2VUcmFuc2FjdGlvbhIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIMCgR0eXBlGAMgASgJEg4KBmFtb3VudBgEIAEoCRIWCg5iYWxhbmNlX2JlZm9yZRgFIAEoCRIVCg1iYWxhbmNlX2FmdGVyGAYgASgJEhIKCmNyZWF0ZWRfYnkYByABKAkSEwoLZGVzY3JpcHRpb24YCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJACg9SZWdpc3RlclJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkSDAoEbmFtZRgDIAEoCSJqChBSZWdpc3RlclJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKZXhwaXJlc19hdBgDIAEoCSIvCgxMb2dpblJlcXVlc3QSDQoFZW1haWwYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiZwoNTG9naW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSEgoKZXhwaXJlc19hdBgCIAEoCRIsCghjdXN0b21lchgDIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiNwoRQWRtaW5Mb2dpblJlcXVlc3QSEAoIdXNlcm5hbWUYASABKAkSEAoIcGFzc3dvcmQYAiABKAkiUAoSQWRtaW5Mb2dpblJlc3BvbnNlEiYKBWFkbWluGAEgASgLMhcuYmlsbGluZy5pZGVudGl0eS5BZG1pbhISCgpleHBpcmVzX2F0GAIgASgJIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiDgoMR2V0TWVSZXF1ZXN0IooBCg1HZXRNZVJlc3BvbnNlEgwKBHJvbGUYASABKAkSCgoCaWQYAiABKAkSEAoIdXNlcm5hbWUYAyABKAkSDQoFZW1haWwYBCABKAkSGwoTY2FuX2NyZWF0ZV9hcGlfa2V5cxgFIAEoCBISCgpjcmVkZW50aWFsGAYgASgJEg0KBXNjb3BlGAcgASgJIiMKE0NyZWF0ZUFwaUtleVJlcXVlc3QSDAoEbmFtZRgBIAEoCSJOChRDcmVhdGVBcGlLZXlSZXNwb25zZRILCgNrZXkYASABKAkSKQoHYXBpX2tleRgCIAEoCzIYLmJpbGxpbmcuaWRlbnRpdHkuQXBpS2V5IkcKEkxpc3RBcGlLZXlzUmVxdWVzdBIxCgpwYWdpbmF0aW9uGAEgASgLMh0uYmlsbGluZy5pZGVudGl0eS5QYWdlUmVxdWVzdCJrChNMaXN0QXBpS2V5c1Jlc3BvbnNlEioKCGFwaV9rZXlzGAEgAygLMhguYmlsbGluZy5pZGVudGl0eS5BcGlLZXkSKAoEbWV0YRgCIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuUGFnZU1ldGEiIQoTUmV2b2tlQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSJBChRSZXZva2VBcGlLZXlSZXNwb25zZRIpCgdhcGlfa2V5GAEgASgLMhguYmlsbGluZy5pZGVudGl0eS5BcGlLZXkieQoUTGlzdEN1c3RvbWVyc1JlcXVlc3QSMQoKcGFnaW5hdGlvbhgBIAEoCzIdLmJpbGxpbmcuaWRlbnRpdHkuUGFnZVJlcXVlc3QSGwoOZW1haWxfY29udGFpbnMYAiABKAlIAIgBAUIRCg9fZW1haWxfY29udGFpbnMicAoVTGlzdEN1c3RvbWVyc1Jlc3BvbnNlEi0KCWN1c3RvbWVycxgBIAMoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXISKAoEbWV0YRgCIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuUGFnZU1ldGEiIAoSR2V0Q3VzdG9tZXJSZXF1ZXN0EgoKAmlkGAEgASgJIkMKE0dldEN1c3RvbWVyUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIkIKGlNldENhbkNyZWF0ZUFwaUtleXNSZXF1ZXN0EhMKC2N1c3RvbWVyX2lkGAEgASgJEg8KB2FsbG93ZWQYAiABKAgiSwobU2V0Q2FuQ3JlYXRlQXBpS2V5c1Jlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lciJJChRBZGp1c3RCYWxhbmNlUmVxdWVzdBITCgtjdXN0b21lcl9pZBgBIAEoCRIOCgZhbW91bnQYAiABKAkSDAoEbm90ZRgDIAEoCSKAAQoVQWRqdXN0QmFsYW5jZVJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lchI5Cgt0cmFuc2FjdGlvbhgCIAEoCzIkLmJpbGxpbmcuaWRlbnRpdHkuQmFsYW5jZVRyYW5zYWN0aW9uIkIKFVNldENyZWRpdExpbWl0UmVxdWVzdBITCgtjdXN0b21lcl9pZBgBIAEoCRIUCgxjcmVkaXRfbGltaXQYAiABKAkiRgoWU2V0Q3JlZGl0TGltaXRSZXNwb25zZRIsCghjdXN0b21lchgBIAEoCzIaLmJpbGxpbmcuaWRlbnRpdHkuQ3VzdG9tZXIiRwoVQ2hhbmdlUGFzc3dvcmRSZXF1ZXN0EhgKEGN1cnJlbnRfcGFzc3dvcmQYASABKAkSFAoMbmV3X3Bhc3N3b3JkGAIgASgJIkIKFkNoYW5nZVBhc3N3b3JkUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEhIKCmV4cGlyZXNfYXQYAiABKAkiPQoWRGlzYWJsZUN1c3RvbWVyUmVxdWVzdBITCgtjdXN0b21lcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiRwoXRGlzYWJsZUN1c3RvbWVyUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyIiwKFUVuYWJsZUN1c3RvbWVyUmVxdWVzdBITCgtjdXN0b21lcl9pZBgBIAEoCSJGChZFbmFibGVDdXN0b21lclJlc3BvbnNlEiwKCGN1c3RvbWVyGAEgASgLMhouYmlsbGluZy5pZGVudGl0eS5DdXN0b21lciJIChhTaWduT3V0RXZlcnl3aGVyZVJlcXVlc3QSEwoLY3VzdG9tZXJfaWQYASABKAkSFwoPcmV2b2tlX2FwaV9rZXlzGAIgASgIImMKGVNpZ25PdXRFdmVyeXdoZXJlUmVzcG9uc2USLAoIY3VzdG9tZXIYASABKAsyGi5iaWxsaW5nLmlkZW50aXR5LkN1c3RvbWVyEhgKEGFwaV9rZXlzX3Jldm9rZWQYAiABKA0iwgEKC0FkbWluQXBpS2V5EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDgoGcHJlZml4GAMgASgJEg0KBXNjb3BlGAQgASgJEhAKCGFkbWluX2lkGAUgASgJEhYKDmFkbWluX3VzZXJuYW1lGAYgASgJEhIKCmNyZWF0ZWRfYXQYByABKAkSFAoMbGFzdF91c2VkX2F0GAggASgJEhIKCnJldm9rZWRfYXQYCSABKAkSEgoKcmV2b2tlZF9ieRgKIAEoCSI3ChhDcmVhdGVBZG1pbkFwaUtleVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVzY29wZRgCIAEoCSJYChlDcmVhdGVBZG1pbkFwaUtleVJlc3BvbnNlEgsKA2tleRgBIAEoCRIuCgdhcGlfa2V5GAIgASgLMh0uYmlsbGluZy5pZGVudGl0eS5BZG1pbkFwaUtleSJMChdMaXN0QWRtaW5BcGlLZXlzUmVxdWVzdBIxCgpwYWdpbmF0aW9uGAEgASgLMh0uYmlsbGluZy5pZGVudGl0eS5QYWdlUmVxdWVzdCJ1ChhMaXN0QWRtaW5BcGlLZXlzUmVzcG9uc2USLwoIYXBpX2tleXMYASADKAsyHS5iaWxsaW5nLmlkZW50aXR5LkFkbWluQXBpS2V5EigKBG1ldGEYAiABKAsyGi5iaWxsaW5nLmlkZW50aXR5LlBhZ2VNZXRhIiYKGFJldm9rZUFkbWluQXBpS2V5UmVxdWVzdBIKCgJpZBgBIAEoCSJLChlSZXZva2VBZG1pbkFwaUtleVJlc3BvbnNlEi4KB2FwaV9rZXkYASABKAsyHS5iaWxsaW5nLmlkZW50aXR5LkFkbWluQXBpS2V5MvMICg9JZGVudGl0eVNlcnZpY2USUQoIUmVnaXN0ZXISIS5iaWxsaW5nLmlkZW50aXR5LlJlZ2lzdGVyUmVxdWVzdBoiLmJpbGxpbmcuaWRlbnRpdHkuUmVnaXN0ZXJSZXNwb25zZRJICgVMb2dpbhIeLmJpbGxpbmcuaWRlbnRpdHkuTG9naW5SZXF1ZXN0Gh8uYmlsbGluZy5pZGVudGl0eS5Mb2dpblJlc3BvbnNlElcKCkFkbWluTG9naW4SIy5iaWxsaW5nLmlkZW50aXR5LkFkbWluTG9naW5SZXF1ZXN0GiQuYmlsbGluZy5pZGVudGl0eS5BZG1pbkxvZ2luUmVzcG9uc2USSwoGTG9nb3V0Eh8uYmlsbGluZy5pZGVudGl0eS5Mb2dvdXRSZXF1ZXN0GiAuYmlsbGluZy5pZGVudGl0eS5Mb2dvdXRSZXNwb25zZRJNCgVHZXRNZRIeLmJpbGxpbmcuaWRlbnRpdHkuR2V0TWVSZXF1ZXN0Gh8uYmlsbGluZy5pZGVudGl0eS5HZXRNZVJlc3BvbnNlIgOQAgESXQoMQ3JlYXRlQXBpS2V5EiUuYmlsbGluZy5pZGVudGl0eS5DcmVhdGVBcGlLZXlSZXF1ZXN0GiYuYmlsbGluZy5pZGVudGl0eS5DcmVhdGVBcGlLZXlSZXNwb25zZRJfCgtMaXN0QXBpS2V5cxIkLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEFwaUtleXNSZXF1ZXN0GiUuYmlsbGluZy5pZGVudGl0eS5MaXN0QXBpS2V5c1Jlc3BvbnNlIgOQAgESXQoMUmV2b2tlQXBpS2V5EiUuYmlsbGluZy5pZGVudGl0eS5SZXZva2VBcGlLZXlSZXF1ZXN0GiYuYmlsbGluZy5pZGVudGl0eS5SZXZva2VBcGlLZXlSZXNwb25zZRJjCg5DaGFuZ2VQYXNzd29yZBInLmJpbGxpbmcuaWRlbnRpdHkuQ2hhbmdlUGFzc3dvcmRSZXF1ZXN0GiguYmlsbGluZy5pZGVudGl0eS5DaGFuZ2VQYXNzd29yZFJlc3BvbnNlEmwKEUNyZWF0ZUFkbWluQXBpS2V5EiouYmlsbGluZy5pZGVudGl0eS5DcmVhdGVBZG1pbkFwaUtleVJlcXVlc3QaKy5iaWxsaW5nLmlkZW50aXR5LkNyZWF0ZUFkbWluQXBpS2V5UmVzcG9uc2USbgoQTGlzdEFkbWluQXBpS2V5cxIpLmJpbGxpbmcuaWRlbnRpdHkuTGlzdEFkbWluQXBpS2V5c1JlcXVlc3QaKi5iaWxsaW5nLmlkZW50aXR5Lkxpc3RBZG1pbkFwaUtleXNSZXNwb25zZSIDkAIBEmwKEVJldm9rZUFkbWluQXBpS2V5EiouYmlsbGluZy5pZGVudGl0eS5SZXZva2VBZG1pbkFwaUtleVJlcXVlc3QaKy5iaWxsaW5nLmlkZW50aXR5LlJldm9rZUFkbWluQXBpS2V5UmVzcG9uc2Uy1AYKFEN1c3RvbWVyQWRtaW5TZXJ2aWNlEmUKDUxpc3RDdXN0b21lcnMSJi5iaWxsaW5nLmlkZW50aXR5Lkxpc3RDdXN0b21lcnNSZXF1ZXN0GicuYmlsbGluZy5pZGVudGl0eS5MaXN0Q3VzdG9tZXJzUmVzcG9uc2UiA5ACARJfCgtHZXRDdXN0b21lchIkLmJpbGxpbmcuaWRlbnRpdHkuR2V0Q3VzdG9tZXJSZXF1ZXN0GiUuYmlsbGluZy5pZGVudGl0eS5HZXRDdXN0b21lclJlc3BvbnNlIgOQAgEScgoTU2V0Q2FuQ3JlYXRlQXBpS2V5cxIsLmJpbGxpbmcuaWRlbnRpdHkuU2V0Q2FuQ3JlYXRlQXBpS2V5c1JlcXVlc3QaLS5iaWxsaW5nLmlkZW50aXR5LlNldENhbkNyZWF0ZUFwaUtleXNSZXNwb25zZRJgCg1BZGp1c3RCYWxhbmNlEiYuYmlsbGluZy5pZGVudGl0eS5BZGp1c3RCYWxhbmNlUmVxdWVzdBonLmJpbGxpbmcuaWRlbnRpdHkuQWRqdXN0QmFsYW5jZVJlc3BvbnNlEmMKDlNldENyZWRpdExpbWl0EicuYmlsbGluZy5pZGVudGl0eS5TZXRDcmVkaXRMaW1pdFJlcXVlc3QaKC5iaWxsaW5nLmlkZW50aXR5LlNldENyZWRpdExpbWl0UmVzcG9uc2USZgoPRGlzYWJsZUN1c3RvbWVyEiguYmlsbGluZy5pZGVudGl0eS5EaXNhYmxlQ3VzdG9tZXJSZXF1ZXN0GikuYmlsbGluZy5pZGVudGl0eS5EaXNhYmxlQ3VzdG9tZXJSZXNwb25zZRJjCg5FbmFibGVDdXN0b21lchInLmJpbGxpbmcuaWRlbnRpdHkuRW5hYmxlQ3VzdG9tZXJSZXF1ZXN0GiguYmlsbGluZy5pZGVudGl0eS5FbmFibGVDdXN0b21lclJlc3BvbnNlEmwKEVNpZ25PdXRFdmVyeXdoZXJlEiouYmlsbGluZy5pZGVudGl0eS5TaWduT3V0RXZlcnl3aGVyZVJlcXVlc3QaKy5iaWxsaW5nLmlkZW50aXR5LlNpZ25PdXRFdmVyeXdoZXJlUmVzcG9uc2VCPlo8Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9pZGVudGl0eTtpZGVudGl0eXBiYgZwcm90bzM");
 
 /**
  * Customer is a customer account. The password hash is never sent.
@@ -619,6 +619,14 @@ export type GetMeResponse = Message<"billing.identity.GetMeResponse"> & {
    * @generated from field: string credential = 6;
    */
   credential: string;
+
+  /**
+   * The scope of the admin API key used (read, operate or admin); empty for
+   * every other credential.
+   *
+   * @generated from field: string scope = 7;
+   */
+  scope: string;
 };
 
 /**
@@ -997,11 +1005,423 @@ export const SetCreditLimitResponseSchema: GenMessage<SetCreditLimitResponse> = 
   messageDesc(file_billing_identity_identity, 31);
 
 /**
+ * @generated from message billing.identity.ChangePasswordRequest
+ */
+export type ChangePasswordRequest = Message<"billing.identity.ChangePasswordRequest"> & {
+  /**
+   * The caller's password now.
+   *
+   * @generated from field: string current_password = 1;
+   */
+  currentPassword: string;
+
+  /**
+   * The new password, 8 to 128 characters, not the current one.
+   *
+   * @generated from field: string new_password = 2;
+   */
+  newPassword: string;
+};
+
+/**
+ * Describes the message billing.identity.ChangePasswordRequest.
+ * Use `create(ChangePasswordRequestSchema)` to create a new message.
+ */
+export const ChangePasswordRequestSchema: GenMessage<ChangePasswordRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 32);
+
+/**
+ * @generated from message billing.identity.ChangePasswordResponse
+ */
+export type ChangePasswordResponse = Message<"billing.identity.ChangePasswordResponse"> & {
+  /**
+   * A customer's new access token (the one the call was made with has
+   * ended); empty for an admin, whose new session is in Set-Cookie.
+   *
+   * @generated from field: string access_token = 1;
+   */
+  accessToken: string;
+
+  /**
+   * When the new access token or session expires, RFC 3339.
+   *
+   * @generated from field: string expires_at = 2;
+   */
+  expiresAt: string;
+};
+
+/**
+ * Describes the message billing.identity.ChangePasswordResponse.
+ * Use `create(ChangePasswordResponseSchema)` to create a new message.
+ */
+export const ChangePasswordResponseSchema: GenMessage<ChangePasswordResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 33);
+
+/**
+ * @generated from message billing.identity.DisableCustomerRequest
+ */
+export type DisableCustomerRequest = Message<"billing.identity.DisableCustomerRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+
+  /**
+   * Why; recorded in the audit log.
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message billing.identity.DisableCustomerRequest.
+ * Use `create(DisableCustomerRequestSchema)` to create a new message.
+ */
+export const DisableCustomerRequestSchema: GenMessage<DisableCustomerRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 34);
+
+/**
+ * @generated from message billing.identity.DisableCustomerResponse
+ */
+export type DisableCustomerResponse = Message<"billing.identity.DisableCustomerResponse"> & {
+  /**
+   * The customer after the change (disabled_at set).
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+};
+
+/**
+ * Describes the message billing.identity.DisableCustomerResponse.
+ * Use `create(DisableCustomerResponseSchema)` to create a new message.
+ */
+export const DisableCustomerResponseSchema: GenMessage<DisableCustomerResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 35);
+
+/**
+ * @generated from message billing.identity.EnableCustomerRequest
+ */
+export type EnableCustomerRequest = Message<"billing.identity.EnableCustomerRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+};
+
+/**
+ * Describes the message billing.identity.EnableCustomerRequest.
+ * Use `create(EnableCustomerRequestSchema)` to create a new message.
+ */
+export const EnableCustomerRequestSchema: GenMessage<EnableCustomerRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 36);
+
+/**
+ * @generated from message billing.identity.EnableCustomerResponse
+ */
+export type EnableCustomerResponse = Message<"billing.identity.EnableCustomerResponse"> & {
+  /**
+   * The customer after the change (disabled_at empty).
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+};
+
+/**
+ * Describes the message billing.identity.EnableCustomerResponse.
+ * Use `create(EnableCustomerResponseSchema)` to create a new message.
+ */
+export const EnableCustomerResponseSchema: GenMessage<EnableCustomerResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 37);
+
+/**
+ * @generated from message billing.identity.SignOutEverywhereRequest
+ */
+export type SignOutEverywhereRequest = Message<"billing.identity.SignOutEverywhereRequest"> & {
+  /**
+   * Customer id.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+
+  /**
+   * Revoke every API key of the customer as well.
+   *
+   * @generated from field: bool revoke_api_keys = 2;
+   */
+  revokeApiKeys: boolean;
+};
+
+/**
+ * Describes the message billing.identity.SignOutEverywhereRequest.
+ * Use `create(SignOutEverywhereRequestSchema)` to create a new message.
+ */
+export const SignOutEverywhereRequestSchema: GenMessage<SignOutEverywhereRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 38);
+
+/**
+ * @generated from message billing.identity.SignOutEverywhereResponse
+ */
+export type SignOutEverywhereResponse = Message<"billing.identity.SignOutEverywhereResponse"> & {
+  /**
+   * The customer after the change.
+   *
+   * @generated from field: billing.identity.Customer customer = 1;
+   */
+  customer?: Customer | undefined;
+
+  /**
+   * How many API keys were revoked (0 without revoke_api_keys).
+   *
+   * @generated from field: uint32 api_keys_revoked = 2;
+   */
+  apiKeysRevoked: number;
+};
+
+/**
+ * Describes the message billing.identity.SignOutEverywhereResponse.
+ * Use `create(SignOutEverywhereResponseSchema)` to create a new message.
+ */
+export const SignOutEverywhereResponseSchema: GenMessage<SignOutEverywhereResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 39);
+
+/**
+ * AdminApiKey describes an admin API key; its secret is shown only by
+ * CreateAdminApiKey.
+ *
+ * @generated from message billing.identity.AdminApiKey
+ */
+export type AdminApiKey = Message<"billing.identity.AdminApiKey"> & {
+  /**
+   * API key id (UUID); the key itself reads ak_<id without hyphens>_<secret>.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * A label to recognise the key by.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * The public part of the key, "ak_<id without hyphens>".
+   *
+   * @generated from field: string prefix = 3;
+   */
+  prefix: string;
+
+  /**
+   * What the key may do: read (lists, reads, figures), operate (read, and
+   * refunds, bank-transfer confirmations, event retries, resolving refunds)
+   * or admin (everything but managing admins and keys).
+   *
+   * @generated from field: string scope = 4;
+   */
+  scope: string;
+
+  /**
+   * The admin the key acts as (who created it).
+   *
+   * @generated from field: string admin_id = 5;
+   */
+  adminId: string;
+
+  /**
+   * That admin's username.
+   *
+   * @generated from field: string admin_username = 6;
+   */
+  adminUsername: string;
+
+  /**
+   * Creation time, RFC 3339.
+   *
+   * @generated from field: string created_at = 7;
+   */
+  createdAt: string;
+
+  /**
+   * Last use, RFC 3339, refreshed at most once a minute; empty if never used.
+   *
+   * @generated from field: string last_used_at = 8;
+   */
+  lastUsedAt: string;
+
+  /**
+   * Revocation time, RFC 3339; empty while the key is active.
+   *
+   * @generated from field: string revoked_at = 9;
+   */
+  revokedAt: string;
+
+  /**
+   * The admin who revoked it; empty while the key is active.
+   *
+   * @generated from field: string revoked_by = 10;
+   */
+  revokedBy: string;
+};
+
+/**
+ * Describes the message billing.identity.AdminApiKey.
+ * Use `create(AdminApiKeySchema)` to create a new message.
+ */
+export const AdminApiKeySchema: GenMessage<AdminApiKey> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 40);
+
+/**
+ * @generated from message billing.identity.CreateAdminApiKeyRequest
+ */
+export type CreateAdminApiKeyRequest = Message<"billing.identity.CreateAdminApiKeyRequest"> & {
+  /**
+   * A label to recognise the key by.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * read, operate or admin.
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+};
+
+/**
+ * Describes the message billing.identity.CreateAdminApiKeyRequest.
+ * Use `create(CreateAdminApiKeyRequestSchema)` to create a new message.
+ */
+export const CreateAdminApiKeyRequestSchema: GenMessage<CreateAdminApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 41);
+
+/**
+ * @generated from message billing.identity.CreateAdminApiKeyResponse
+ */
+export type CreateAdminApiKeyResponse = Message<"billing.identity.CreateAdminApiKeyResponse"> & {
+  /**
+   * The full key, ak_<id>_<secret>: shown this once, never stored.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * The key's record.
+   *
+   * @generated from field: billing.identity.AdminApiKey api_key = 2;
+   */
+  apiKey?: AdminApiKey | undefined;
+};
+
+/**
+ * Describes the message billing.identity.CreateAdminApiKeyResponse.
+ * Use `create(CreateAdminApiKeyResponseSchema)` to create a new message.
+ */
+export const CreateAdminApiKeyResponseSchema: GenMessage<CreateAdminApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 42);
+
+/**
+ * @generated from message billing.identity.ListAdminApiKeysRequest
+ */
+export type ListAdminApiKeysRequest = Message<"billing.identity.ListAdminApiKeysRequest"> & {
+  /**
+   * Paging parameters.
+   *
+   * @generated from field: billing.identity.PageRequest pagination = 1;
+   */
+  pagination?: PageRequest | undefined;
+};
+
+/**
+ * Describes the message billing.identity.ListAdminApiKeysRequest.
+ * Use `create(ListAdminApiKeysRequestSchema)` to create a new message.
+ */
+export const ListAdminApiKeysRequestSchema: GenMessage<ListAdminApiKeysRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 43);
+
+/**
+ * @generated from message billing.identity.ListAdminApiKeysResponse
+ */
+export type ListAdminApiKeysResponse = Message<"billing.identity.ListAdminApiKeysResponse"> & {
+  /**
+   * The page of keys, newest first.
+   *
+   * @generated from field: repeated billing.identity.AdminApiKey api_keys = 1;
+   */
+  apiKeys: AdminApiKey[];
+
+  /**
+   * Paging facts.
+   *
+   * @generated from field: billing.identity.PageMeta meta = 2;
+   */
+  meta?: PageMeta | undefined;
+};
+
+/**
+ * Describes the message billing.identity.ListAdminApiKeysResponse.
+ * Use `create(ListAdminApiKeysResponseSchema)` to create a new message.
+ */
+export const ListAdminApiKeysResponseSchema: GenMessage<ListAdminApiKeysResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 44);
+
+/**
+ * @generated from message billing.identity.RevokeAdminApiKeyRequest
+ */
+export type RevokeAdminApiKeyRequest = Message<"billing.identity.RevokeAdminApiKeyRequest"> & {
+  /**
+   * API key id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message billing.identity.RevokeAdminApiKeyRequest.
+ * Use `create(RevokeAdminApiKeyRequestSchema)` to create a new message.
+ */
+export const RevokeAdminApiKeyRequestSchema: GenMessage<RevokeAdminApiKeyRequest> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 45);
+
+/**
+ * @generated from message billing.identity.RevokeAdminApiKeyResponse
+ */
+export type RevokeAdminApiKeyResponse = Message<"billing.identity.RevokeAdminApiKeyResponse"> & {
+  /**
+   * The revoked key.
+   *
+   * @generated from field: billing.identity.AdminApiKey api_key = 1;
+   */
+  apiKey?: AdminApiKey | undefined;
+};
+
+/**
+ * Describes the message billing.identity.RevokeAdminApiKeyResponse.
+ * Use `create(RevokeAdminApiKeyResponseSchema)` to create a new message.
+ */
+export const RevokeAdminApiKeyResponseSchema: GenMessage<RevokeAdminApiKeyResponse> = /*@__PURE__*/
+  messageDesc(file_billing_identity_identity, 46);
+
+/**
  * IdentityService issues and inspects credentials.
  *
  * Credentials: an admin session cookie (AdminLogin), a customer access token
- * sent as `authorization: Bearer <token>` (Register, Login), or a customer API
- * key sent as `x-api-key: pk_<id>_<secret>` (CreateApiKey).
+ * sent as `authorization: Bearer <token>` (Register, Login), a customer API
+ * key sent as `x-api-key: pk_<id>_<secret>` (CreateApiKey), or an admin API
+ * key sent as `x-api-key: ak_<id>_<secret>` (CreateAdminApiKey), which acts
+ * as the admin who created it within its scope.
  *
  * @generated from service billing.identity.IdentityService
  */
@@ -1099,6 +1519,60 @@ export const IdentityService: GenService<{
     input: typeof RevokeApiKeyRequestSchema;
     output: typeof RevokeApiKeyResponseSchema;
   },
+  /**
+   * ChangePassword sets the caller's password, given the current one: a
+   * customer signed in with an access token, or an admin signed in with a
+   * session (an API key cannot: PermissionDenied). A wrong current password
+   * is PermissionDenied. Every access token (customer) or session (admin)
+   * issued before ends, on every instance within seconds; the answer
+   * carries the caller's new one (a customer's access_token; an admin's
+   * session cookie in Set-Cookie). API keys are not touched. Rate limited
+   * per client IP as Login is.
+   *
+   * @generated from rpc billing.identity.IdentityService.ChangePassword
+   */
+  changePassword: {
+    methodKind: "unary";
+    input: typeof ChangePasswordRequestSchema;
+    output: typeof ChangePasswordResponseSchema;
+  },
+  /**
+   * CreateAdminApiKey creates an admin API key acting as the calling admin
+   * within a scope (read, operate or admin) and returns it in full, the only
+   * time it is shown. Needs an admin session: a key cannot mint keys
+   * (PermissionDenied).
+   *
+   * @generated from rpc billing.identity.IdentityService.CreateAdminApiKey
+   */
+  createAdminApiKey: {
+    methodKind: "unary";
+    input: typeof CreateAdminApiKeyRequestSchema;
+    output: typeof CreateAdminApiKeyResponseSchema;
+  },
+  /**
+   * ListAdminApiKeys pages through every admin's API keys, newest first,
+   * revoked ones included. The secret is never returned. Needs an admin
+   * session.
+   *
+   * @generated from rpc billing.identity.IdentityService.ListAdminApiKeys
+   */
+  listAdminApiKeys: {
+    methodKind: "unary";
+    input: typeof ListAdminApiKeysRequestSchema;
+    output: typeof ListAdminApiKeysResponseSchema;
+  },
+  /**
+   * RevokeAdminApiKey revokes an admin API key (any admin's); it is refused
+   * from the very next request. Revoking a revoked key returns it unchanged.
+   * Needs an admin session.
+   *
+   * @generated from rpc billing.identity.IdentityService.RevokeAdminApiKey
+   */
+  revokeAdminApiKey: {
+    methodKind: "unary";
+    input: typeof RevokeAdminApiKeyRequestSchema;
+    output: typeof RevokeAdminApiKeyResponseSchema;
+  },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_identity_identity, 0);
 
@@ -1163,6 +1637,44 @@ export const CustomerAdminService: GenService<{
     methodKind: "unary";
     input: typeof SetCreditLimitRequestSchema;
     output: typeof SetCreditLimitResponseSchema;
+  },
+  /**
+   * DisableCustomer disables a customer account: its login is refused (the
+   * same Unauthenticated as a wrong password), and every call with its
+   * access tokens or API keys answers Unauthenticated, on every instance
+   * within seconds. Its tokens stay ended after EnableCustomer; its API keys
+   * work again then. Disabling a disabled account answers it unchanged.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.DisableCustomer
+   */
+  disableCustomer: {
+    methodKind: "unary";
+    input: typeof DisableCustomerRequestSchema;
+    output: typeof DisableCustomerResponseSchema;
+  },
+  /**
+   * EnableCustomer enables a disabled customer account again: it can log in,
+   * and its API keys that are not revoked work again. Enabling an enabled
+   * account answers it unchanged.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.EnableCustomer
+   */
+  enableCustomer: {
+    methodKind: "unary";
+    input: typeof EnableCustomerRequestSchema;
+    output: typeof EnableCustomerResponseSchema;
+  },
+  /**
+   * SignOutEverywhere ends every access token the customer holds, on every
+   * instance within seconds, and with revoke_api_keys revokes every API key
+   * of theirs too. The customer can log in again.
+   *
+   * @generated from rpc billing.identity.CustomerAdminService.SignOutEverywhere
+   */
+  signOutEverywhere: {
+    methodKind: "unary";
+    input: typeof SignOutEverywhereRequestSchema;
+    output: typeof SignOutEverywhereResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_identity_identity, 1);

@@ -1,0 +1,140 @@
+import { identity } from "../api";
+import { h, replace } from "../dom";
+import { dateTime } from "../format";
+import type { AdminApiKey } from "../gen/billing/identity/identity_pb";
+import { setQuery, type RouteContext } from "../router";
+import { alertSlot, announce, badge, busy, confirmDialog, empty, field, loadBlock, pager, pageTitle, table, type Column } from "../ui";
+
+/** What each scope lets a key do, as CreateAdminApiKey documents it. */
+export const scopes: [string, string][] = [
+  ["read", "read: lists, reads and figures"],
+  ["operate", "operate: read, and refunds, bank-transfer confirmations, event retries, resolving refunds"],
+  ["admin", "admin: everything but managing admins and keys"],
+];
+
+function pageOf(q: URLSearchParams): number {
+  const n = Number.parseInt(q.get("page") ?? "1", 10);
+  return Number.isFinite(n) && n > 0 ? n : 1;
+}
+
+/** The admins' API keys (IdentityService.CreateAdminApiKey, ListAdminApiKeys,
+ * RevokeAdminApiKey): keys for buf curl and scripts, each acting as the admin
+ * who created it within its scope. A new key is shown once, here. */
+export function apiKeysView({ query, signal }: RouteContext): HTMLElement {
+  const listBox = h("div");
+  const shown = h("div");
+  const loadList = () =>
+    replace(
+      listBox,
+      loadBlock("API keys", async () => {
+        const res = await identity.listAdminApiKeys({ pagination: { page: pageOf(query), pageSize: 20 } }, { signal });
+        if (res.apiKeys.length === 0) {
+          return empty("No admin API key yet.");
+        }
+        return [table("Admin API keys", columns(loadList), res.apiKeys), pager(res.meta, (p) => setQuery({ page: String(p) }))];
+      }),
+    );
+  loadList();
+  return h(
+    "section",
+    null,
+    pageTitle(
+      "API keys",
+      h("p", { class: "subtitle" }, "Keys for buf curl and scripts, sent as x-api-key. Each acts as the admin who created it, within its scope; every audit row it writes names the key."),
+    ),
+    h("div", { class: "card" }, createForm(shown, loadList), shown),
+    listBox,
+  );
+}
+
+function columns(reload: () => void): Column<AdminApiKey>[] {
+  return [
+    { header: "Name", cell: (k) => k.name },
+    { header: "Key", cell: (k) => h("code", null, `${k.prefix}_…`) },
+    { header: "Scope", cell: (k) => k.scope },
+    { header: "Acts as", cell: (k) => k.adminUsername || k.adminId },
+    { header: "Created", cell: (k) => dateTime(k.createdAt) },
+    { header: "Last used", cell: (k) => (k.lastUsedAt ? dateTime(k.lastUsedAt) : "never") },
+    { header: "Status", cell: (k) => (k.revokedAt ? h("span", { title: `revoked ${dateTime(k.revokedAt)}` }, badge("revoked")) : badge("active")) },
+    { header: "", cell: (k) => (k.revokedAt ? "" : revokeButton(k, reload)) },
+  ];
+}
+
+function revokeButton(k: AdminApiKey, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button", class: "danger", "aria-label": `Revoke ${k.name}` }, "Revoke…");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    const yes = await confirmDialog({
+      title: "Revoke this API key?",
+      body: h("p", null, `“${k.name}” (${k.prefix}, scope ${k.scope}) is refused from its next request on. This cannot be undone.`),
+      confirm: "Revoke key",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(btn, errors, async () => {
+      await identity.revokeAdminApiKey({ id: k.id });
+    });
+    if (ok) {
+      announce(`API key “${k.name}” revoked.`);
+      reload();
+    }
+  });
+  return h("div", null, btn, errors);
+}
+
+function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
+  const name = h("input", { name: "name", required: true, maxlength: 100, size: 30, autocomplete: "off" });
+  const scope = h(
+    "select",
+    { name: "scope", required: true },
+    h("option", { value: "" }, "Choose…"),
+    scopes.map(([value, label]) => h("option", { value }, label)),
+  );
+  const submit = h("button", { type: "submit", class: "primary" }, "Create key");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Create an API key", novalidate: true },
+    h("h2", null, "Create an API key"),
+    field("Name", name, "What the key is for; shown in the list."),
+    field("Scope", scope),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    replace(shown);
+    if (!name.value.trim()) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Name the key."));
+      name.focus();
+      return;
+    }
+    if (!scope.value) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Choose what the key may do."));
+      scope.focus();
+      return;
+    }
+    let key = "";
+    const ok = await busy(submit, errors, async () => {
+      const res = await identity.createAdminApiKey({ name: name.value.trim(), scope: scope.value });
+      key = res.key;
+    });
+    if (!ok) return;
+    const out = h("input", { readonly: true, value: key, size: 90, "aria-label": "The new key", "data-testid": "new-key", spellcheck: "false" });
+    replace(
+      shown,
+      h(
+        "div",
+        { class: "notice", role: "status" },
+        h("p", null, h("strong", null, "Copy the key now: it is not shown again."), " Send it as the x-api-key header."),
+        out,
+      ),
+    );
+    name.value = "";
+    scope.value = "";
+    out.select();
+    announce("API key created.");
+    reload();
+  });
+  return form;
+}
