@@ -197,7 +197,9 @@ func requireAllStopped(t *testing.T, d *devProcess, pgPid, pgPort int) {
 		"the private PostgreSQL (pid %d) is stopped:\n%s", pgPid, d.out)
 	require.Eventually(t, func() bool { return portIsFree(pgPort) && portIsFree(d.httpPort) }, 10*time.Second, 50*time.Millisecond,
 		"the database port %d and the service port %d are free", pgPort, d.httpPort)
-	require.Eventually(t, func() bool { return strings.Contains(d.out.String(), "the private PostgreSQL in .data/postgres is stopped") },
+	require.Eventually(t, func() bool {
+		return strings.Contains(d.out.String(), "the private PostgreSQL in .data/postgres is stopped")
+	},
 		10*time.Second, 50*time.Millisecond, "%s", d.out)
 }
 
