@@ -197,13 +197,14 @@ func (w *World) QueueOrderPaid(ctx context.Context, db *pgxpool.Pool, r Range) (
 }
 
 // mintJWT signs an access token exactly as identity issues them: HS256
-// over sub, iss, iat, exp and jti.
+// over sub, iss, iat, exp, jti and gen (the customer's token generation: 0
+// for a customer seeded fresh, whose access was never ended).
 func mintJWT(secret string, customer uuid.UUID, now time.Time) string {
 	enc := base64.RawURLEncoding
 	head := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 	claims, _ := json.Marshal(map[string]any{
 		"sub": customer.String(), "iss": "paymentd", "iat": now.Unix(),
-		"exp": now.Add(24 * time.Hour).Unix(), "jti": uuid.NewString(),
+		"exp": now.Add(24 * time.Hour).Unix(), "jti": uuid.NewString(), "gen": 0,
 	})
 	msg := head + "." + enc.EncodeToString(claims)
 	mac := hmac.New(sha256.New, []byte(secret))
