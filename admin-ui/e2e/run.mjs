@@ -741,8 +741,14 @@ try {
       await expectTestId("payment-status", "failed");
       await expectText(page.getByTestId("captured-amount"), `${amount} still to return`);
 
+      // The payment page offers the one-step credit too.
+      await page.getByTestId("credit-to-balance").waitFor();
+
       await nav("Dashboard");
       await expectTestId("money-to-return", amount);
+      await expectRows(1, "Money to return");
+      await expectText(rows("Money to return").first(), "order cancelled");
+      await shot("dashboard-money-to-return");
       await page.getByRole("link", { name: "Show money to return" }).click();
       await page.waitForURL((u) => u.pathname === `${fx.adminPath}/payments` && u.searchParams.get("return") === "1");
       await settled();
@@ -750,12 +756,13 @@ try {
       await expectText(rows().first(), "money to return");
       await shot("payments-money-to-return");
 
-      await paymentLink(late.id).click();
-      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
-      await settled();
-      await page.getByTestId("credit-to-balance").click();
+      // Returned in one step from the dashboard's queue.
+      await nav("Dashboard");
+      await rows("Money to return").first().getByRole("button", { name: /^Credit .* to balance: payment / }).click();
       await confirmDialog(`Credit ${amount}`);
-      await expectText(page.getByTestId("refund-outcome"), `Credited ${amount} to the customer's balance`);
+      await page.getByText("No captured money waits to go back.").waitFor();
+      await page.goto(`${base}payments/${late.id}`);
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
       await page.getByTestId("refunded-amount").filter({ hasText: amount }).waitFor();
       await settled();
       await expectTestId("payment-status", "failed");

@@ -1,9 +1,71 @@
-import { events, integration, paymentAdmin } from "../api";
-import { h, type Child } from "../dom";
-import { age, dateTime, money, percent, startOfToday } from "../format";
+import { events, integration, paymentAdmin, payments } from "../api";
+import { h, replace, type Child } from "../dom";
+import { age, dateTime, fromCents, money, percent, startOfToday } from "../format";
 import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
+import type { PaymentRecord } from "../gen/billing/payment/payment_pb";
 import type { RouteContext } from "../router";
-import { badge, empty, link, loadBlock, pageTitle, table } from "../ui";
+import { alertSlot, announce, badge, busy, confirmDialog, empty, idLink, link, loadBlock, pageTitle, table } from "../ui";
+import { toReturn } from "./payments";
+
+/** The queue of captured money (failed payments whose gateway took the money
+ * after all), oldest first on the page of the newest twenty, each returnable
+ * in one step — through its gateway or to the customer's balance — after a
+ * confirmation. */
+function moneyToReturnQueue(signal: AbortSignal): HTMLElement {
+  const slot = h("div");
+  const errors = alertSlot();
+  const load = () =>
+    replace(
+      slot,
+      loadBlock("money to return", async () => {
+        const res = await payments.listPayments({ pagination: { page: 1, pageSize: 20 }, toReturn: true }, { signal });
+        if (res.payments.length === 0) {
+          return empty("No captured money waits to go back.");
+        }
+        const back = (p: PaymentRecord, destination: "gateway" | "balance") => {
+          const amount = money(fromCents(toReturn(p)), p.currency);
+          const label = destination === "balance" ? `Credit ${amount} to balance` : `Return ${amount} through the gateway`;
+          const button = h("button", { type: "button", class: destination === "balance" ? "primary" : "", "aria-label": `${label}: payment ${p.id}` },
+            destination === "balance" ? "Credit to balance…" : "Return…");
+          button.addEventListener("click", async () => {
+            const yes = await confirmDialog({
+              title: destination === "balance" ? "Credit to the customer's balance?" : "Return through the gateway?",
+              body: h(
+                "p",
+                null,
+                destination === "balance"
+                  ? `${amount} of payment ${p.id.slice(0, 8)} is credited to the customer's balance at once, with a refund ledger entry.`
+                  : `${amount} of payment ${p.id.slice(0, 8)} is sent back to the payer through its gateway.`,
+              ),
+              confirm: destination === "balance" ? `Credit ${amount}` : `Return ${amount}`,
+            });
+            if (!yes) return;
+            const ok = await busy(button, errors, async () => {
+              await payments.refundPayment({ paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination });
+            });
+            if (ok) {
+              announce(destination === "balance" ? `Credited ${amount} to the customer's balance.` : `Returned ${amount} through the gateway.`);
+              load();
+            }
+          });
+          return button;
+        };
+        return table(
+          "Money to return",
+          [
+            { header: "Payment", cell: (p) => idLink(`payments/${p.id}`, p.id) },
+            { header: "To return", numeric: true, cell: (p) => money(fromCents(toReturn(p)), p.currency) },
+            { header: "Captured", cell: (p) => dateTime(p.capturedAt) },
+            { header: "Why it could not apply", cell: (p) => p.failureReason || "—" },
+            { header: "Actions", cell: (p) => h("div", { class: "row-actions" }, back(p, "balance"), " ", back(p, "gateway")) },
+          ],
+          res.payments,
+        );
+      }),
+    );
+  load();
+  return h("div", null, errors, slot);
+}
 
 function stat(label: string, value: string, testid: string, extra?: Child): HTMLElement {
   return h("div", { class: "stat" }, h("dt", null, label), h("dd", { "data-testid": testid }, value), extra ?? null);
@@ -86,6 +148,12 @@ export function dashboardView({ signal }: RouteContext): HTMLElement {
       "div",
       { class: "cards" },
       h("section", { class: "card", "aria-labelledby": "dash-payments" }, h("h2", { id: "dash-payments" }, "Payments"), today),
+      h(
+        "section",
+        { class: "card card-wide", "aria-labelledby": "dash-to-return" },
+        h("h2", { id: "dash-to-return" }, "Money to return"),
+        moneyToReturnQueue(signal),
+      ),
       h(
         "section",
         { class: "card", "aria-labelledby": "dash-events" },
