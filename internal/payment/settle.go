@@ -152,12 +152,24 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 
 		// reject records an anomaly, commits it (and whatever was done
 		// before it), and answers InvalidArgument with msg.
-		reject := func(kind, msg string) error {
-			rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
+		note := func(kind, msg string) error {
 			return s.recordAnomaly(ctx, tx, who, now, p, anomaly{
 				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
 				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
 			})
+		}
+		reject := func(kind, msg string) error {
+			rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
+			return note(kind, msg)
+		}
+		// rejectTakenID rejects a gateway order id another payment of the
+		// interface carries; false when it is free.
+		rejectTakenID := func() (bool, error) {
+			taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID)
+			if err != nil || taken == "" {
+				return false, err
+			}
+			return true, reject("order_number_mismatch", taken)
 		}
 
 		if *p.GatewayInterfaceID != interfaceID {
@@ -185,11 +197,8 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 		// apply); a status query, the reconciler and a confirmation get
 		// the captured record.
 		capture := func(kind, msg, reason string) error {
-			if taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID); err != nil || taken != "" {
-				if err != nil {
-					return err
-				}
-				return reject("order_number_mismatch", taken)
+			if taken, err := rejectTakenID(); taken || err != nil {
+				return err
 			}
 			captured, err := store.CapturePayment(ctx, tx, p.ID, store.Capture{
 				GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID,
@@ -206,10 +215,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			if src == fromCallback {
 				return reject(kind, msg)
 			}
-			return s.recordAnomaly(ctx, tx, who, now, captured, anomaly{
-				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
-				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
-			})
+			return note(kind, msg)
 		}
 
 		switch Status(p.Status) {
@@ -270,11 +276,8 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			return capture("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded as captured money to return", p.ID, problem),
 				problem+"; paid at the gateway, to be returned")
 		}
-		if taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID); err != nil || taken != "" {
-			if err != nil {
-				return err
-			}
-			return reject("order_number_mismatch", taken)
+		if taken, err := rejectTakenID(); taken || err != nil {
+			return err
 		}
 
 		paid, err := store.MarkPaymentSucceeded(ctx, tx, p.ID, store.PaymentSuccess{

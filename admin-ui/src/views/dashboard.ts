@@ -4,8 +4,8 @@ import { age, dateTime, fromCents, money, percent, startOfToday } from "../forma
 import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
 import type { PaymentRecord } from "../gen/billing/payment/payment_pb";
 import type { RouteContext } from "../router";
-import { alertSlot, announce, badge, busy, confirmDialog, empty, idLink, link, loadBlock, pageTitle, table } from "../ui";
-import { toReturn } from "./payments";
+import { alertSlot, announce, badge, busy, empty, idLink, link, loadBlock, pageTitle, table } from "../ui";
+import { confirmReturn, toReturn } from "./payments";
 
 /** The queue of captured money (failed payments whose gateway took the money
  * after all), oldest first on the page of the newest twenty, each returnable
@@ -28,17 +28,7 @@ function moneyToReturnQueue(signal: AbortSignal): HTMLElement {
           const button = h("button", { type: "button", class: destination === "balance" ? "primary" : "", "aria-label": `${label}: payment ${p.id}` },
             destination === "balance" ? "Credit to balance…" : "Return…");
           button.addEventListener("click", async () => {
-            const yes = await confirmDialog({
-              title: destination === "balance" ? "Credit to the customer's balance?" : "Return through the gateway?",
-              body: h(
-                "p",
-                null,
-                destination === "balance"
-                  ? `${amount} of payment ${p.id.slice(0, 8)} is credited to the customer's balance at once, with a refund ledger entry.`
-                  : `${amount} of payment ${p.id.slice(0, 8)} is sent back to the payer through its gateway.`,
-              ),
-              confirm: destination === "balance" ? `Credit ${amount}` : `Return ${amount}`,
-            });
+            const yes = await confirmReturn(p, toReturn(p), destination);
             if (!yes) return;
             const ok = await busy(button, errors, async () => {
               await payments.refundPayment({ paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination });

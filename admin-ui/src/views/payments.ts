@@ -73,6 +73,30 @@ export function toReturn(p: PaymentRecord): bigint {
   return refundable(p.capturedAmount || "0", p.refundedAmount);
 }
 
+/** Asks the admin to confirm returning cents of a payment's money to
+ * destination (the customer's balance, or back through the gateway), with
+ * the reason when there is one. */
+export function confirmReturn(p: PaymentRecord, cents: bigint, destination: "gateway" | "balance", why = ""): Promise<boolean> {
+  const amount = money(fromCents(cents), p.currency);
+  const toBalance = destination === "balance";
+  return confirmDialog({
+    title: toBalance ? "Credit to the customer's balance?" : "Return through the gateway?",
+    body: [
+      h(
+        "p",
+        null,
+        `${amount} of payment `,
+        h("code", null, p.id.slice(0, 8)),
+        toBalance
+          ? " is credited to the customer's balance at once, with a refund ledger entry. Nothing goes back through the gateway."
+          : " is sent back to the payer through its gateway.",
+      ),
+      why ? h("p", null, `Reason: ${why}`) : null,
+    ],
+    confirm: toBalance ? `Credit ${amount}` : `Return ${amount}`,
+  });
+}
+
 function page(q: URLSearchParams): number {
   const n = Number.parseInt(q.get("page") ?? "1", 10);
   return Number.isFinite(n) && n > 0 ? n : 1;
@@ -556,15 +580,7 @@ async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: 
   };
   toBalance?.addEventListener("click", async () => {
     const why = reason.value.trim();
-    const yes = await confirmDialog({
-      title: "Credit to the customer's balance?",
-      body: [
-        h("p", null, `${money(fromCents(left), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), " is credited to the customer's balance at once, with a refund ledger entry. Nothing goes back through the gateway."),
-        why ? h("p", null, `Reason: ${why}`) : null,
-      ],
-      confirm: `Credit ${money(fromCents(left), p.currency)}`,
-    });
-    if (yes) await send(toBalance, left, true, "balance", why);
+    if (await confirmReturn(p, left, "balance", why)) await send(toBalance, left, true, "balance", why);
   });
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
