@@ -230,20 +230,20 @@ func (r *Registry) lookup(name string) *loaded { return r.current()[name] }
 // and is handed out with PluginDisabled set: the payment domain refuses new
 // payments through it but still settles and refunds the old ones.
 func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gateway, error) {
-	v, err := r.interfaceView(ctx, interfaceID)
+	c, err := r.interfaceView(ctx, interfaceID)
 	if errors.Is(err, store.ErrNotFound) {
 		return payment.Gateway{}, apperr.New(apperr.NotFound, "gateway interface %s not found", interfaceID)
 	}
 	if err != nil {
 		return payment.Gateway{}, err
 	}
-	gi := v.GatewayInterface
-	config, err := openRaw(r.secrets, gi.ID, gi.Config)
-	if err != nil {
-		r.logUnreadable(ctx, gi.ID, err)
-		return payment.Gateway{}, apperr.Wrap(apperr.FailedPrecondition, err,
+	v, gi := c.view, c.view.GatewayInterface
+	if c.openErr != nil {
+		r.logUnreadable(ctx, gi.ID, c.openErr)
+		return payment.Gateway{}, apperr.Wrap(apperr.FailedPrecondition, c.openErr,
 			"gateway interface %s cannot be used: its secrets do not decrypt with the keys of [secrets]", gi.ID)
 	}
+	config := c.config
 	g := payment.Gateway{
 		InterfaceID:    gi.ID,
 		PluginName:     gi.PluginName,
@@ -284,37 +284,47 @@ func (r *Registry) logUnreadable(ctx context.Context, id uuid.UUID, err error) {
 // second later.
 const interfaceCacheTTL = time.Second
 
+// cachedInterface is an interface row as read, with its config opened for
+// the plugin (secrets decrypted) once per read rather than once per Get:
+// the keyring does not change while the Registry lives, so the opened
+// config is the row's until the row changes.
 type cachedInterface struct {
 	view store.GatewayInterfaceView
-	at   time.Time
+	// config is the opened config; openErr why it does not open.
+	config  string
+	openErr error
+	at      time.Time
 }
 
 // interfaceView reads a gateway interface (and whether its plugin is
-// enabled), from the cache while it is fresh. Only existing interfaces are
-// cached, so the cache holds no more entries than there are interfaces.
-func (r *Registry) interfaceView(ctx context.Context, id uuid.UUID) (store.GatewayInterfaceView, error) {
+// enabled) and opens its config, from the cache while it is fresh. Only
+// existing interfaces are cached, so the cache holds no more entries than
+// there are interfaces.
+func (r *Registry) interfaceView(ctx context.Context, id uuid.UUID) (cachedInterface, error) {
 	now := time.Now()
 	r.ifMu.RLock()
 	c, ok := r.ifCache[id]
 	gen := r.ifGen
 	r.ifMu.RUnlock()
 	if ok && now.Sub(c.at) < interfaceCacheTTL {
-		return c.view, nil
+		return c, nil
 	}
 	v, err := store.GetGatewayInterfaceView(ctx, r.db, id)
 	if err != nil {
-		return v, err
+		return cachedInterface{}, err
 	}
+	c = cachedInterface{view: v, at: now}
+	c.config, c.openErr = openRaw(r.secrets, v.ID, v.Config)
 	r.ifMu.Lock()
 	// A change invalidated meanwhile: what was read may predate it.
 	if r.ifGen == gen {
 		if r.ifCache == nil {
 			r.ifCache = make(map[uuid.UUID]cachedInterface)
 		}
-		r.ifCache[id] = cachedInterface{view: v, at: now}
+		r.ifCache[id] = c
 	}
 	r.ifMu.Unlock()
-	return v, nil
+	return c, nil
 }
 
 // Invalidate forgets the gateway interfaces Get has read, after a change
