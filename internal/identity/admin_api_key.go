@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"strings"
 	"time"
@@ -72,23 +71,15 @@ func (s *Service) authenticateAdminKey(ctx context.Context, key string) (auth.Pr
 	if err != nil {
 		return auth.Principal{}, err
 	}
-	scope, scopeOK := auth.ParseScope(k.Scope)
-	switch {
-	case subtle.ConstantTimeCompare(sum, k.SecretHash) != 1:
-		return auth.Principal{}, &auth.Invalid{Reason: "wrong secret for admin API key " + id.String()}
-	case k.RevokedAt != nil:
-		return auth.Principal{}, &auth.Invalid{Reason: "admin API key " + id.String() + " is revoked"}
-	case k.AdminDisabledAt != nil:
-		return auth.Principal{}, &auth.Invalid{Reason: "admin of API key " + id.String() + " is disabled"}
-	case !scopeOK:
+	if err := checkKey(storedKey{kind: "admin API key", owner: "admin", id: id, hash: k.SecretHash,
+		revokedAt: k.RevokedAt, ownerDisabledAt: k.AdminDisabledAt}, sum); err != nil {
+		return auth.Principal{}, err
+	}
+	scope, ok := auth.ParseScope(k.Scope)
+	if !ok {
 		return auth.Principal{}, &auth.Invalid{Reason: "admin API key " + id.String() + " has no known scope"}
 	}
-	now := s.now()
-	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= touchEvery {
-		if err := store.TouchAdminAPIKey(ctx, s.db, id, now); err != nil {
-			s.log.WarnContext(ctx, "admin api key last_used_at not refreshed", "api_key", id.String(), "err", err)
-		}
-	}
+	s.touchKey(ctx, id, k.LastUsedAt, store.TouchAdminAPIKey)
 	return auth.Principal{Role: auth.RoleAdmin, ID: k.AdminID, Kind: auth.KindAPIKey, CredentialID: id.String(), Scope: scope}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -108,22 +109,14 @@ func (a *APIKeyAuthenticator) Authenticate(ctx context.Context, r *http.Request)
 	if err != nil {
 		return auth.Principal{}, err
 	}
-	switch {
-	case subtle.ConstantTimeCompare(sum, k.SecretHash) != 1:
-		return auth.Principal{}, &auth.Invalid{Reason: "wrong secret for API key " + id.String()}
-	case k.RevokedAt != nil:
-		return auth.Principal{}, &auth.Invalid{Reason: "API key " + id.String() + " is revoked"}
-	case k.CustomerDisabledAt != nil:
-		return auth.Principal{}, &auth.Invalid{Reason: "customer of API key " + id.String() + " is disabled"}
-	case !k.CustomerCanCreateAPIKeys:
+	if err := checkKey(storedKey{kind: "API key", owner: "customer", id: id, hash: k.SecretHash,
+		revokedAt: k.RevokedAt, ownerDisabledAt: k.CustomerDisabledAt}, sum); err != nil {
+		return auth.Principal{}, err
+	}
+	if !k.CustomerCanCreateAPIKeys {
 		return auth.Principal{}, &auth.Invalid{Reason: "customer of API key " + id.String() + " may not use API keys"}
 	}
-	now := a.svc.now()
-	if k.LastUsedAt == nil || now.Sub(*k.LastUsedAt) >= touchEvery {
-		if err := store.TouchAPIKey(ctx, a.svc.db, id, now); err != nil {
-			a.svc.log.WarnContext(ctx, "api key last_used_at not refreshed", "api_key", id.String(), "err", err)
-		}
-	}
+	a.svc.touchKey(ctx, id, k.LastUsedAt, store.TouchAPIKey)
 	return auth.Principal{Role: auth.RoleCustomer, ID: k.CustomerID, Kind: auth.KindAPIKey, CredentialID: id.String()}, nil
 }
 
@@ -239,4 +232,42 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error
 		return APIKey{}, err
 	}
 	return apiKeyOf(k), nil
+}
+
+// storedKey is what the checks of a customer's or an admin's API key read
+// from its row: kind and owner name it in the reasons ("API key" and
+// "customer", "admin API key" and "admin").
+type storedKey struct {
+	kind, owner     string
+	id              uuid.UUID
+	hash            []byte
+	revokedAt       *time.Time
+	ownerDisabledAt *time.Time
+}
+
+// checkKey refuses a key whose secret's hash (sum) is not the stored one
+// (compared in constant time), a revoked key and a key of a disabled owner,
+// as *auth.Invalid.
+func checkKey(k storedKey, sum []byte) error {
+	switch {
+	case subtle.ConstantTimeCompare(sum, k.hash) != 1:
+		return &auth.Invalid{Reason: "wrong secret for " + k.kind + " " + k.id.String()}
+	case k.revokedAt != nil:
+		return &auth.Invalid{Reason: k.kind + " " + k.id.String() + " is revoked"}
+	case k.ownerDisabledAt != nil:
+		return &auth.Invalid{Reason: k.owner + " of API key " + k.id.String() + " is disabled"}
+	}
+	return nil
+}
+
+// touchKey refreshes a key's last_used_at at most every touchEvery; a
+// failure is logged, never the caller's.
+func (s *Service) touchKey(ctx context.Context, id uuid.UUID, lastUsed *time.Time, touch func(context.Context, store.DB, uuid.UUID, time.Time) error) {
+	now := s.now()
+	if lastUsed != nil && now.Sub(*lastUsed) < touchEvery {
+		return
+	}
+	if err := touch(ctx, s.db, id, now); err != nil {
+		s.log.WarnContext(ctx, "api key last_used_at not refreshed", "api_key", id.String(), "err", err)
+	}
 }

@@ -53,9 +53,11 @@ SELECT count(*) FROM admin_api_keys
 WHERE revoked_at IS NULL;
 
 -- name: LockAdminApiKeys :exec
--- Serialises key creation, so the bound on active keys holds; readers (the
--- authenticator) are not blocked.
-LOCK TABLE admin_api_keys IN SHARE ROW EXCLUSIVE MODE;
+-- Serialises key creation, so the bound on active keys holds, with a
+-- transaction-level advisory lock: a table lock would also stop the
+-- authenticator's touch of last_used_at (an UPDATE) while a key is made.
+-- The key is "admin_api_keys" as text, hashed.
+SELECT pg_advisory_xact_lock(hashtextextended('paymentd.admin_api_keys.create', 0));
 
 -- name: RevokeAdminApiKey :one
 -- No row (store.ErrNotFound) when the key does not exist or is revoked

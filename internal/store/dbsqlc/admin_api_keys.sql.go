@@ -201,11 +201,13 @@ func (q *Queries) ListAdminApiKeys(ctx context.Context, arg ListAdminApiKeysPara
 }
 
 const lockAdminApiKeys = `-- name: LockAdminApiKeys :exec
-LOCK TABLE admin_api_keys IN SHARE ROW EXCLUSIVE MODE
+SELECT pg_advisory_xact_lock(hashtextextended('paymentd.admin_api_keys.create', 0))
 `
 
-// Serialises key creation, so the bound on active keys holds; readers (the
-// authenticator) are not blocked.
+// Serialises key creation, so the bound on active keys holds, with a
+// transaction-level advisory lock: a table lock would also stop the
+// authenticator's touch of last_used_at (an UPDATE) while a key is made.
+// The key is "admin_api_keys" as text, hashed.
 func (q *Queries) LockAdminApiKeys(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, lockAdminApiKeys)
 	return err
