@@ -64,6 +64,7 @@ type h2conn struct {
 	smu     sync.Mutex
 	streams map[uint32]*h2stream
 	dead    error
+	gone    chan struct{} // closed when the connection has failed
 
 	// The reader's own: the response header decoder, the stream whose
 	// header block it decodes, DATA received since the last connection
@@ -113,7 +114,7 @@ func dialH2C(addr string) (*h2conn, error) {
 	c := &h2conn{
 		conn: conn, authority: addr, bw: bufio.NewWriterSize(conn, 64<<10), nextID: 1,
 		maxStreams: math.MaxInt, initWindow: defaultWindow, connWindow: defaultWindow, maxFrame: defaultMaxFrame,
-		streams: map[uint32]*h2stream{}, settings: make(chan struct{}),
+		streams: map[uint32]*h2stream{}, gone: make(chan struct{}), settings: make(chan struct{}),
 	}
 	c.cond = sync.NewCond(&c.wmu)
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(conn, 64<<10))
@@ -133,6 +134,8 @@ func dialH2C(addr string) (*h2conn, error) {
 	select {
 	case <-c.settings:
 		return c, nil
+	case <-c.gone:
+		return nil, fmt.Errorf("h2c %s: %w", addr, c.deadErr())
 	case <-time.After(10 * time.Second):
 		c.close()
 		return nil, fmt.Errorf("h2c %s: no SETTINGS from the server", addr)
@@ -356,6 +359,11 @@ func (c *h2conn) fail(err error) {
 	}
 	streams := c.streams
 	c.streams = map[uint32]*h2stream{}
+	select {
+	case <-c.gone:
+	default:
+		close(c.gone)
+	}
 	c.smu.Unlock()
 	for _, st := range streams {
 		st.err = err

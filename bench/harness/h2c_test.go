@@ -167,3 +167,15 @@ func TestATimedOutCallIsResetAtTheServer(t *testing.T) {
 	require.Empty(t, c.roundTrip("/fast", GRPCHeader(""), body, timer, 10*time.Second))
 	require.Empty(t, c.roundTrip("/fast", GRPCHeader(""), body, timer, 10*time.Second))
 }
+
+// A server that does not speak HTTP/2 is an error at once, not after the
+// wait for its SETTINGS.
+func TestDialingAServerWithoutHTTP2FailsAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	start := time.Now()
+	_, err := NewLoader(srv.URL, 1)
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
