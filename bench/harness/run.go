@@ -284,7 +284,14 @@ func (b *bench) setup(ctx context.Context) error {
 	if _, err := WaitReady(b.empty, fmt.Sprintf("http://127.0.0.1:%d/ready", b.emptyPort), t, 60*time.Second); err != nil {
 		return err
 	}
-	return nil
+	// Its database (migrated by its start) gets the customers whose
+	// tokens the GetPayment requests carry.
+	emptyPool, err := pgxpool.New(ctx, b.emptyURL)
+	if err != nil {
+		return err
+	}
+	defer emptyPool.Close()
+	return SeedCustomers(ctx, emptyPool, b.sizes.customers)
 }
 
 func (b *bench) database(ctx context.Context) error {
