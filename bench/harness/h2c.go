@@ -87,6 +87,9 @@ type h2stream struct {
 	err        error
 	// window is the stream's send window (under wmu).
 	window int64
+	// ended: answered or reset by the server (set by finish); waiting:
+	// its writer waits for a window, and must be woken when it ends.
+	ended, waiting atomic.Bool
 }
 
 const (
@@ -229,10 +232,13 @@ func (c *h2conn) exchange(method, path string, extra []hpack.HeaderField, body [
 			off += n
 			continue
 		}
-		if answered(st) || c.deadErr() != nil {
-			// Answered (or reset) before it had all of the request:
-			// the rest is not needed.
-			reset = true
+		st.waiting.Store(true)
+		if st.ended.Load() || c.deadErr() != nil {
+			// Answered before it had all of the request: the rest is
+			// not needed, and our half of the stream is closed with a
+			// reset. Not when the server reset the stream (no reset
+			// answers a reset) or the connection is gone.
+			reset = st.ended.Load() && st.err == nil
 			break
 		}
 		if !c.waitLocked(deadline) {
@@ -243,7 +249,9 @@ func (c *h2conn) exchange(method, path string, extra []hpack.HeaderField, body [
 	if reset && werr == nil {
 		werr = c.fr.WriteRSTStream(st.id, http2.ErrCodeCancel)
 	}
-	c.unlockWriting()
+	if ferr := c.unlockWriting(); werr == nil {
+		werr = ferr
+	}
 	if werr != nil {
 		c.fail(werr)
 	}
@@ -271,16 +279,6 @@ func (c *h2conn) exchange(method, path string, extra []hpack.HeaderField, body [
 		// Tell the server to stop working on it.
 		c.release(!reset, st.id)
 		return &h2stream{err: errTimeout}
-	}
-}
-
-// answered reports whether st has its response (or its end).
-func answered(st *h2stream) bool {
-	select {
-	case <-st.done:
-		return true
-	default:
-		return false
 	}
 }
 
@@ -391,8 +389,16 @@ func (c *h2conn) finish(st *h2stream) {
 		delete(c.streams, st.id)
 	}
 	c.smu.Unlock()
-	if mine {
-		close(st.done)
+	if !mine {
+		return
+	}
+	st.ended.Store(true)
+	close(st.done)
+	if st.waiting.Load() {
+		// Its writer waits for a window that will not open now.
+		c.wmu.Lock()
+		c.cond.Broadcast()
+		c.wmu.Unlock()
 	}
 }
 
@@ -457,9 +463,6 @@ func (c *h2conn) readLoop() {
 			if st := c.stream(id); st != nil {
 				st.err = fmt.Errorf("stream reset: %v", f.ErrCode)
 				c.finish(st)
-				c.wmu.Lock()
-				c.cond.Broadcast() // a writer waiting for its window stops
-				c.wmu.Unlock()
 			}
 		case *http2.SettingsFrame:
 			if f.IsAck() {

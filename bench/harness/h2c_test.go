@@ -179,3 +179,25 @@ func TestDialingAServerWithoutHTTP2FailsAtOnce(t *testing.T) {
 	require.Error(t, err)
 	require.Less(t, time.Since(start), 5*time.Second)
 }
+
+// A server that answers without reading the whole request body: the
+// client takes the answer, stops sending (its half of the stream closed
+// with a reset), and the stream's place is free for the next call (the
+// server allows one stream).
+func TestAnAnswerBeforeTheWholeBodyEndsTheCall(t *testing.T) {
+	t.Parallel()
+	url := h2cServer(t, &http2.Server{MaxConcurrentStreams: 1, MaxUploadBufferPerStream: 16 << 10}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		grpcAnswer(w, GRPCFrame(&paymentpb.GetPaymentResponse{}))
+	}))
+	l, err := NewLoader(url, 1)
+	require.NoError(t, err)
+	defer l.Close()
+	var calls []Call
+	for range 5 {
+		calls = append(calls, Call{Path: "/billing.payment.PaymentService/GetPayment", Header: GRPCHeader(""), Body: make([]byte, 1<<20)})
+	}
+	res := l.Run(calls, 2, time.Minute)
+	require.Zero(t, res.Errors, "%v", res.ErrorSamples)
+	require.Equal(t, 5, countOK(res.OK))
+	require.Less(t, res.Elapsed(), 30*time.Second)
+}
