@@ -4,8 +4,6 @@ import (
 	"net/url"
 	"strconv"
 
-	"golang.org/x/net/http2/hpack"
-
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -44,8 +42,8 @@ func CallbackCalls(w *World, r Range) []Call {
 }
 
 // headers are the gRPC headers of each customer, shared by their calls.
-func (w *World) headers() [][]hpack.HeaderField {
-	out := make([][]hpack.HeaderField, w.Customers)
+func (w *World) headers() []Header {
+	out := make([]Header, w.Customers)
 	for i := range out {
 		out[i] = GRPCHeader(w.Tokens[i])
 	}

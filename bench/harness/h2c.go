@@ -34,7 +34,9 @@ import (
 // HEADER_TABLE_SIZE (the encoder's dynamic table). A request that times
 // out is reset (RST_STREAM CANCEL), so the server stops working on it. Our
 // receive windows are opened wide: the connection's is topped up, a
-// stream's is never exhausted by a unary response.
+// stream's is never exhausted by a unary response. Headers are encoded by
+// the connection's encoder as the request leaves, but for the call's
+// never-indexed literals, encoded before the clock starts (Header).
 type h2conn struct {
 	conn      net.Conn
 	authority string
@@ -149,7 +151,7 @@ func dialH2C(addr string) (*h2conn, error) {
 // (extra) and waits up to wait (on the caller's timer) for the whole
 // response. It returns "" when the call succeeded (HTTP 200, grpc-status 0),
 // else what went wrong.
-func (c *h2conn) roundTrip(path string, extra []hpack.HeaderField, body []byte, timeout *time.Timer, wait time.Duration) string {
+func (c *h2conn) roundTrip(path string, extra Header, body []byte, timeout *time.Timer, wait time.Duration) string {
 	st := c.exchange("POST", path, extra, body, timeout, wait)
 	switch {
 	case st.err != nil:
@@ -169,7 +171,7 @@ func (c *h2conn) roundTrip(path string, extra []hpack.HeaderField, body []byte, 
 
 // get sends GET path and expects a 200.
 func (c *h2conn) get(path string, timeout *time.Timer) error {
-	st := c.exchange("GET", path, nil, nil, timeout, 10*time.Second)
+	st := c.exchange("GET", path, Header{}, nil, timeout, 10*time.Second)
 	if st.err != nil {
 		return st.err
 	}
@@ -181,7 +183,7 @@ func (c *h2conn) get(path string, timeout *time.Timer) error {
 
 // exchange sends one request (an empty body: none) and waits for its
 // response, at most wait in all.
-func (c *h2conn) exchange(method, path string, extra []hpack.HeaderField, body []byte, timeout *time.Timer, wait time.Duration) *h2stream {
+func (c *h2conn) exchange(method, path string, extra Header, body []byte, timeout *time.Timer, wait time.Duration) *h2stream {
 	deadline := time.Now().Add(wait)
 	st := &h2stream{done: make(chan struct{})}
 	c.writers.Add(1)
@@ -211,9 +213,10 @@ func (c *h2conn) exchange(method, path string, extra []hpack.HeaderField, body [
 	_ = c.enc.WriteField(hpack.HeaderField{Name: ":scheme", Value: "http"})
 	_ = c.enc.WriteField(hpack.HeaderField{Name: ":path", Value: path})
 	_ = c.enc.WriteField(hpack.HeaderField{Name: ":authority", Value: c.authority})
-	for _, f := range extra {
+	for _, f := range extra.Fields {
 		_ = c.enc.WriteField(f)
 	}
+	c.hbuf.Write(extra.Literal)
 	block := c.hbuf.Bytes()
 	frag := block[:min(len(block), c.maxFrame)]
 	werr := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: st.id, BlockFragment: frag, EndStream: len(body) == 0, EndHeaders: len(frag) == len(block)})

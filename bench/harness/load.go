@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/url"
@@ -21,9 +22,8 @@ type Call struct {
 	// Path is the procedure's HTTP path, /package.Service/Method.
 	Path string
 	// Header is the call's headers but the pseudo-headers (GRPCHeader);
-	// shared between calls. They are HPACK-encoded as the request leaves,
-	// by the connection's encoder.
-	Header []hpack.HeaderField
+	// shared between calls.
+	Header Header
 	Body   []byte
 }
 
@@ -40,14 +40,27 @@ func GRPCFrame(msg proto.Message) []byte {
 	return out
 }
 
-// GRPCHeader is the headers of a gRPC call (content-type, te and, unless
-// empty, authorization). The credential is never indexed (RFC 7541,
-// 7.1.3): it is a secret, and every customer's differs, so in the dynamic
-// table it would only push out the fields that repeat.
-func GRPCHeader(authorization string) []hpack.HeaderField {
-	h := []hpack.HeaderField{{Name: "content-type", Value: "application/grpc+proto"}, {Name: "te", Value: "trailers"}}
+// Header is a call's headers but the pseudo-headers. Fields are encoded
+// as the request leaves, by the connection's encoder (its dynamic table
+// indexes them: they repeat). Literal is fields encoded once, beforehand,
+// as never-indexed literals (RFC 7541, 6.2.3): such a literal neither reads
+// nor changes the dynamic table, so its bytes are the same in any block.
+type Header struct {
+	Fields  []hpack.HeaderField
+	Literal []byte
+}
+
+// GRPCHeader is the headers of a gRPC call: content-type, te and, unless
+// empty, authorization. The credential is never indexed (RFC 7541, 7.1.3):
+// it is a secret, and every customer's differs, so in the dynamic table it
+// would only push out the fields that repeat; encoded before the clock
+// starts, its Huffman coding costs the load generator nothing per request.
+func GRPCHeader(authorization string) Header {
+	h := Header{Fields: []hpack.HeaderField{{Name: "content-type", Value: "application/grpc+proto"}, {Name: "te", Value: "trailers"}}}
 	if authorization != "" {
-		h = append(h, hpack.HeaderField{Name: "authorization", Value: authorization, Sensitive: true})
+		var b bytes.Buffer
+		_ = hpack.NewEncoder(&b).WriteField(hpack.HeaderField{Name: "authorization", Value: authorization, Sensitive: true})
+		h.Literal = b.Bytes()
 	}
 	return h
 }
