@@ -38,16 +38,16 @@ var (
 // per-transaction logs.
 func Pgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clients int, duration time.Duration, vars map[string]string) (PgbenchResult, error) {
 	secs := max(1, int(duration.Round(time.Second).Seconds()))
-	return pgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-T", strconv.Itoa(secs)}, vars)
+	return runPgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-T", strconv.Itoa(secs)}, vars)
 }
 
 // pgbenchTxns is Pgbench for a number of transactions per client instead
 // of a duration.
 func pgbenchTxns(ctx context.Context, bin, dbURL, workDir, name, script string, clients, txns int, vars map[string]string) (PgbenchResult, error) {
-	return pgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-t", strconv.Itoa(txns)}, vars)
+	return runPgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-t", strconv.Itoa(txns)}, vars)
 }
 
-func pgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clients int, limit []string, vars map[string]string) (PgbenchResult, error) {
+func runPgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clients int, limit []string, vars map[string]string) (PgbenchResult, error) {
 	dir, err := os.MkdirTemp(workDir, "pgbench-"+name+"-")
 	if err != nil {
 		return PgbenchResult{}, err
