@@ -42,8 +42,8 @@ func CallbackCalls(w *World, r Range) []Call {
 }
 
 // headers are the gRPC headers of each customer, shared by their calls.
-func (w *World) headers() [][]byte {
-	out := make([][]byte, w.Customers)
+func (w *World) headers() []Header {
+	out := make([]Header, w.Customers)
 	for i := range out {
 		out[i] = GRPCHeader(w.Tokens[i])
 	}

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -16,41 +15,6 @@ import (
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 )
-
-// RFC 7541, C.4.1–C.4.3: requests with Huffman coding and the dynamic
-// table.
-func TestHPACKDecodesTheRFCExamples(t *testing.T) {
-	t.Parallel()
-	d := newHPACKDecoder()
-	blocks := []struct {
-		hex  string
-		want [][2]string
-	}{
-		{"828684418cf1e3c2e5f23a6ba0ab90f4ff", [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "www.example.com"}}},
-		{"828684be5886a8eb10649cbf", [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/"}, {":authority", "www.example.com"}, {"cache-control", "no-cache"}}},
-		{"828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf", [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/index.html"}, {":authority", "www.example.com"}, {"custom-key", "custom-value"}}},
-	}
-	for _, b := range blocks {
-		raw, err := hex.DecodeString(b.hex)
-		require.NoError(t, err)
-		var got [][2]string
-		require.NoError(t, d.decode(raw, func(n, v string) { got = append(got, [2]string{n, v}) }))
-		require.Equal(t, b.want, got)
-	}
-	require.Error(t, d.decode([]byte{0xff, 0xff, 0xff}, func(string, string) {}), "an index beyond the tables")
-}
-
-func TestHPACKReadsWhatItWrites(t *testing.T) {
-	t.Parallel()
-	block := hpackAppend(nil, hpackPath, "", "/billing.payment.PaymentService/GetPayment")
-	block = hpackAppend(block, 0, "te", "trailers")
-	block = hpackAppend(block, hpackAuthorization, "", "Bearer "+strings.Repeat("x", 300))
-	var got [][2]string
-	require.NoError(t, newHPACKDecoder().decode(block, func(n, v string) { got = append(got, [2]string{n, v}) }))
-	require.Equal(t, [][2]string{
-		{":path", "/billing.payment.PaymentService/GetPayment"}, {"te", "trailers"}, {"authorization", "Bearer " + strings.Repeat("x", 300)},
-	}, got)
-}
 
 // The load generator's client against Go's own HTTP/2 server, answering
 // like a gRPC server: a message and grpc-status 0 in trailers, or a

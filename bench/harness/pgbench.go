@@ -37,6 +37,17 @@ var (
 // vars defined for every client. workDir receives the script and the
 // per-transaction logs.
 func Pgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clients int, duration time.Duration, vars map[string]string) (PgbenchResult, error) {
+	secs := max(1, int(duration.Round(time.Second).Seconds()))
+	return runPgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-T", strconv.Itoa(secs)}, vars)
+}
+
+// pgbenchTxns is Pgbench for a number of transactions per client instead
+// of a duration.
+func pgbenchTxns(ctx context.Context, bin, dbURL, workDir, name, script string, clients, txns int, vars map[string]string) (PgbenchResult, error) {
+	return runPgbench(ctx, bin, dbURL, workDir, name, script, clients, []string{"-t", strconv.Itoa(txns)}, vars)
+}
+
+func runPgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clients int, limit []string, vars map[string]string) (PgbenchResult, error) {
 	dir, err := os.MkdirTemp(workDir, "pgbench-"+name+"-")
 	if err != nil {
 		return PgbenchResult{}, err
@@ -46,11 +57,10 @@ func Pgbench(ctx context.Context, bin, dbURL, workDir, name, script string, clie
 	if err := os.WriteFile(scriptFile, []byte(script), 0o644); err != nil {
 		return PgbenchResult{}, err
 	}
-	secs := max(1, int(duration.Round(time.Second).Seconds()))
-	args := []string{
+	args := append([]string{
 		"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
-		"-T", strconv.Itoa(secs), "-f", scriptFile, "-l", "--log-prefix", filepath.Join(dir, "log"),
-	}
+		"-f", scriptFile, "-l", "--log-prefix", filepath.Join(dir, "log"),
+	}, limit...)
 	keys := make([]string, 0, len(vars))
 	for k := range vars {
 		keys = append(keys, k)

@@ -10,6 +10,7 @@ func (b *bench) computeRatios() {
 	r := b.rep
 	cb, okCB := r.Summary("callback", 8)
 	pgb, okPgb := r.Summary("pgbench-callback", ceilingClients)
+	minimal, okMin := r.Summary("pgbench-minimal", ceilingClients)
 	read, okRead := r.Summary("pgbench-read", ceilingClients)
 	empty, okEmpty := r.Summary("empty", ceilingClients)
 	get, okGet := r.Summary("get", 8)
@@ -19,6 +20,23 @@ func (b *bench) computeRatios() {
 	if okCB && okPgb {
 		r.ratio("HandleCallback / pgbench callback ceiling, 8 in flight", cb.Throughput/pgb.Throughput, cb.Throughput/pgb.Throughput >= 0.80,
 			"≥ 0.80", fmt.Sprintf("%.0f / %.0f per s", cb.Throughput, pgb.Throughput))
+	}
+	if okCB && okMin {
+		// The yardstick that does not move with the service's SQL, and
+		// what the database spends on a callback against it (both
+		// measured in this run, so they hold on any machine).
+		r.ratio("HandleCallback / pgbench-minimal, 8 in flight", cb.Throughput/minimal.Throughput, cb.Throughput >= 0.60*minimal.Throughput,
+			"≥ 0.60", fmt.Sprintf("%.0f / %.0f per s", cb.Throughput, minimal.Throughput))
+		if minimal.PostgresCPUus > 0 {
+			r.ratio("PostgreSQL CPU per callback / per minimal transaction", cb.PostgresCPUus/minimal.PostgresCPUus, cb.PostgresCPUus <= 1.3*minimal.PostgresCPUus,
+				"≤ 1.3", fmt.Sprintf("%.0f / %.0f µs", cb.PostgresCPUus, minimal.PostgresCPUus))
+		}
+	}
+	if okCB && cb.PostgresCPUus > 0 {
+		r.ratio("paymentd CPU per callback / PostgreSQL CPU per callback", cb.ServerCPUus/cb.PostgresCPUus, cb.ServerCPUus <= 0.35*cb.PostgresCPUus,
+			"≤ 0.35", fmt.Sprintf("%.0f / %.0f µs, 8 in flight", cb.ServerCPUus, cb.PostgresCPUus))
+	}
+	if okCB && okPgb {
 		r.ratio("HandleCallback p99 / pgbench callback p99, 8 in flight", cb.P99ms/pgb.P99ms, cb.P99ms <= 2*pgb.P99ms,
 			"≤ 2", fmt.Sprintf("%.2f / %.2f ms", cb.P99ms, pgb.P99ms))
 	}

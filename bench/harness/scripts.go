@@ -82,3 +82,34 @@ var pipelinedCallbackScript = strings.NewReplacer(
 	"UPDATE payments SET status = 'success'", "\\endpipeline\n\\startpipeline\nUPDATE payments SET status = 'success'",
 	"END;", "END;\n\\endpipeline",
 ).Replace(callbackScript)
+
+// minimalScript is pgbench-minimal: the smallest correct settlement a
+// payment engineer would write by hand on the same tables and indexes, a
+// yardstick that does not move with the service's SQL (issue 20). BEGIN;
+// the payment locked by id (its order, amount and currency read from the
+// locked row, \gset); the conditional update pending → success with the
+// gateway ids (payments_gateway_payment_id_key refuses an id settled
+// before), the reconciler's schedule cleared; the order pending → paid;
+// order_paid queued with the service's payload ({amount, method, currency,
+// order_id, payment_id}, as settle writes it); COMMIT. No audit rows, no
+// read outside the transaction, no separate duplicate check, no sweep of
+// the order's other pending payments (the seeded orders have none). Each
+// client consumes its own seeded pending payments once, as callbackScript
+// does: row n = base + client_id + (k − 1)·nclients.
+var minimalScript = strings.NewReplacer(
+	"{pid}", sqlID(kindPayment, ":n::bigint"),
+).Replace(`
+\set k :k + 1
+\set n :base + :client_id + (:k - 1) * :nclients
+BEGIN;
+SELECT id, order_id, amount, currency FROM payments WHERE id = {pid} FOR UPDATE \gset p_
+UPDATE payments SET status = 'success', gateway_payment_id = 'PGM' || :n, gateway_tx_id = 'PGM' || :n, paid_at = now(), next_reconcile_at = NULL, updated_at = now() WHERE id = :p_id AND status = 'pending';
+UPDATE orders SET status = 'paid', paid_at = now(), updated_at = now() WHERE id = :p_order_id AND status = 'pending';
+INSERT INTO events (event_type, payload, order_id) VALUES ('order_paid', jsonb_build_object('amount', :p_amount::text, 'method', 'gateway', 'currency', :p_currency::text, 'order_id', :p_order_id::uuid, 'payment_id', :p_id::uuid), :p_order_id);
+END;
+`)
+
+// minimalVars are minimalScript's constants.
+func minimalVars(base int64) map[string]string {
+	return map[string]string{"k": "0", "base": fmt.Sprint(base), "nclients": fmt.Sprint(ceilingClients)}
+}

@@ -76,22 +76,33 @@ func SeedWorld(ctx context.Context, db *pgxpool.Pool, epayURL, providerURL, jwtS
 		VALUES ('VPS 1G (bench)', $1::numeric, 'CNY', 'http_provider', $2) RETURNING id`, price, provConfig).Scan(&w.ProductID); err != nil {
 		return nil, fmt.Errorf("seed product: %w", err)
 	}
-	if _, err := db.Exec(ctx, `
-		INSERT INTO customers (id, email, password_hash, name, currency, balance)
-		SELECT `+sqlID(kindCustomer, "g")+`, 'bench' || g || '@example.com', 'x', 'Bench ' || g, 'CNY', $2::numeric
-		FROM generate_series(1, $1::int) g`, customers, seedBalance); err != nil {
-		return nil, fmt.Errorf("seed customers: %w", err)
-	}
-	if _, err := db.Exec(ctx, `
-		INSERT INTO balance_transactions (customer_id, type, amount, balance_before, balance_after, description)
-		SELECT id, 'manual_adjust', balance, 0, balance, 'bench seed' FROM customers WHERE email LIKE 'bench%@example.com'`); err != nil {
-		return nil, fmt.Errorf("seed balances: %w", err)
+	if err := SeedCustomers(ctx, db, customers); err != nil {
+		return nil, err
 	}
 	now := time.Now()
 	for i := 1; i <= customers; i++ {
 		w.Tokens = append(w.Tokens, "Bearer "+mintJWT(jwtSecret, w.Customer(i), now))
 	}
 	return w, nil
+}
+
+// SeedCustomers writes customers 1…n with a balance and the ledger row
+// that put it there. The empty server's database gets them too: it checks
+// every token's customer as paymentd does (the customer's access state),
+// and a token of a customer it does not know is refused.
+func SeedCustomers(ctx context.Context, db *pgxpool.Pool, n int) error {
+	if _, err := db.Exec(ctx, `
+		INSERT INTO customers (id, email, password_hash, name, currency, balance)
+		SELECT `+sqlID(kindCustomer, "g")+`, 'bench' || g || '@example.com', 'x', 'Bench ' || g, 'CNY', $2::numeric
+		FROM generate_series(1, $1::int) g`, n, seedBalance); err != nil {
+		return fmt.Errorf("seed customers: %w", err)
+	}
+	if _, err := db.Exec(ctx, `
+		INSERT INTO balance_transactions (customer_id, type, amount, balance_before, balance_after, description)
+		SELECT id, 'manual_adjust', balance, 0, balance, 'bench seed' FROM customers WHERE email LIKE 'bench%@example.com'`); err != nil {
+		return fmt.Errorf("seed balances: %w", err)
+	}
+	return nil
 }
 
 // Range is a block of seeded numbers [From, From+N).

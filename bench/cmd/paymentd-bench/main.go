@@ -6,7 +6,9 @@
 // It starts everything it needs — a private PostgreSQL (or a fresh database
 // on PAYMENTD_BENCH_DATABASE_URL), the fake gateway and provider, the
 // paymentd binary built from this checkout, an empty server on the same
-// stack — seeds the data, runs the ceilings (pgbench, the empty handler)
+// stack — seeds the data, runs the ceilings (pgbench running the
+// callback's own SQL and a point read; pgbench-minimal, the smallest
+// hand-written settlement on the same tables; the empty handler)
 // interleaved with the service's workloads, checks the money invariants,
 // prints a report with every target ratio and writes it to the results
 // directory. It stops what it started.
