@@ -292,7 +292,7 @@ func (a *App) init(ctx context.Context) error {
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
-	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.opts.clock, a.log)
+	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))

@@ -34,10 +34,12 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -785,6 +787,85 @@ func TestForgedOrMovedCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, "success", body)
 	require.Equal(t, "success", e.getPayment(t, p2).GetStatus())
+	requireLedgerClean(t, e)
+}
+
+// Products' provider tokens and the copies orders keep are bound to their
+// row like gateway secrets: a product's encrypted token copied over another
+// product's makes that product unorderable (nothing created, no money
+// moved) until an admin sends its token again; an order's copy moved to
+// another order is named by the pass over stored secrets and left as it
+// is; the API takes no value that looks encrypted; the product whose token
+// was copied keeps provisioning.
+func TestMovedProviderCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e, prov := startProvisioning(t, "")
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+	good := e.product
+	const otherToken = "other-account-token-4Lm2"
+	other := func() string {
+		res, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+			Name: "VPS other account", Price: "12.30", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+			ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": otherToken}),
+		}, e.c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetProduct().GetId()
+	}()
+
+	// The first product's encrypted token copied over the other's.
+	_, err := pool.Exec(ctx, `UPDATE products SET provider_config = jsonb_set(provider_config, '{token}',
+		(SELECT provider_config->'token' FROM products WHERE id = $1)) WHERE id = $2`, good, other)
+	require.NoError(t, err)
+	orders := e.count(t, `SELECT count(*) FROM orders`)
+	before := moneyState(t, e)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: other}, e.c.customer))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "cannot be ordered: its provider settings do not decrypt with the keys of [secrets]")
+	require.Equal(t, orders, e.count(t, `SELECT count(*) FROM orders`), "nothing created")
+	require.Equal(t, before, moneyState(t, e), "no money moved")
+
+	// An update cannot keep it, and no admin can plant a ciphertext.
+	_, err = e.orders.UpdateProduct(ctx, with(&orderpb.UpdateProductRequest{
+		Id: other, ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL()}),
+	}, e.c.admin))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "provider_config.token: the stored secret does not decrypt")
+	products := e.count(t, `SELECT count(*) FROM products`)
+	_, err = e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+		Name: "planted", Price: "1.00", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+		ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": e.storedProductToken(t, good)}),
+	}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, `provider_config.token: a value may not start with "enc:"`)
+	require.Equal(t, products, e.count(t, `SELECT count(*) FROM products`))
+
+	// One order's copy moved to another order: the pass (as at a start)
+	// names it, and the other product, and rewrites neither.
+	o1, o2 := e.order(t), e.order(t)
+	_, err = pool.Exec(ctx, `UPDATE orders SET item = jsonb_set(item, '{provider_config,token}',
+		(SELECT item->'provider_config'->'token' FROM orders WHERE id = $1)) WHERE id = $2`, o1, o2)
+	require.NoError(t, err)
+	moved, otherStored := e.storedOrderToken(t, o2), e.storedProductToken(t, other)
+	rep, err := secretpass.Seal(ctx, pool, keyring(t, testKeyID, map[string]string{testKeyID: testKey}), audit.System("test"), time.Now())
+	require.NoError(t, err)
+	require.Zero(t, rep.Changed())
+	require.Len(t, rep.Unreadable, 2, "%v", rep.Unreadable)
+	require.Contains(t, strings.Join(rep.Unreadable, "\n"), "product "+other)
+	require.Contains(t, strings.Join(rep.Unreadable, "\n"), "order "+o2)
+	require.Equal(t, moved, e.storedOrderToken(t, o2))
+	require.Equal(t, otherStored, e.storedProductToken(t, other))
+
+	// The first product never stopped working.
+	e.payUntilActive(t, prov, o1)
+
+	// The admin sends the other product's token again: it can be ordered.
+	_, err = e.orders.UpdateProduct(ctx, with(&orderpb.UpdateProductRequest{
+		Id: other, ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": otherToken}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: other}, e.c.customer))
+	require.NoError(t, err)
 	requireLedgerClean(t, e)
 }
 
