@@ -840,14 +840,15 @@ func TestMovedProviderCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
 	require.ErrorContains(t, err, `provider_config.token: a value may not start with "enc:"`)
 	require.Equal(t, products, e.count(t, `SELECT count(*) FROM products`))
 
-	// One order's copy moved to another order: the pass (as at a start)
-	// names it, and the other product, and rewrites neither.
+	// One order's copy moved to another order: `secrets rotate` (the pass
+	// that opens every value) names it, and the other product, and
+	// rewrites neither.
 	o1, o2 := e.order(t), e.order(t)
 	_, err = pool.Exec(ctx, `UPDATE orders SET item = jsonb_set(item, '{provider_config,token}',
 		(SELECT item->'provider_config'->'token' FROM orders WHERE id = $1)) WHERE id = $2`, o1, o2)
 	require.NoError(t, err)
 	moved, otherStored := e.storedOrderToken(t, o2), e.storedProductToken(t, other)
-	rep, err := secretpass.Seal(ctx, pool, keyring(t, testKeyID, map[string]string{testKeyID: testKey}), audit.System("test"), time.Now())
+	rep, err := secretpass.Rotate(ctx, pool, keyring(t, testKeyID, map[string]string{testKeyID: testKey}), audit.System("cli:test"), time.Now())
 	require.NoError(t, err)
 	require.Zero(t, rep.Changed())
 	require.Len(t, rep.Unreadable, 2, "%v", rep.Unreadable)

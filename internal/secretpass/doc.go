@@ -22,4 +22,9 @@
 // short leaves every row either done or as it was, and the next pass
 // finishes the rest. Each audit row names the row's secrets and the key
 // each is under, before and after — never a value.
+//
+// Sealed values are opened to check them (a value that does not open is
+// reported, never rewritten), except the orders' copies at start: they may
+// be many, and nothing but these passes reads them, so the start seals
+// their clear values and counts the rest by key id; rotation opens them.
 package secretpass

@@ -13,6 +13,9 @@ const (
 	// Rotate seals the clear ones and re-seals those under a key other
 	// than the current one.
 	Rotate
+	// SealClearOnly is SealClear without opening the sealed values: they
+	// are counted by key id, not checked (for copies nothing else reads).
+	SealClearOnly
 )
 
 // Report is what a pass found and did.
@@ -63,22 +66,8 @@ func (r *Report) Add(o Report) {
 	r.Unreadable = append(r.Unreadable, o.Unreadable...)
 }
 
-// NeedsWrite reports whether what a Count pass found calls for a write in
-// mode: a clear secret, or (Rotate) one under a key not the current.
-func (r Report) NeedsWrite(k *Keyring, mode Mode) bool {
-	if k == nil || mode == Count {
-		return false
-	}
-	for id, n := range r.ByKey {
-		if n > 0 && (id == "" || (mode == Rotate && id != k.Current())) {
-			return true
-		}
-	}
-	return false
-}
-
 // Reseal adds the secrets of cfg (o's config; name describes o in
-// rep.Unreadable) to rep and, in modes SealClear and Rotate, rewrites cfg
+// rep.Unreadable) to rep and, in modes SealClear(Only) and Rotate, rewrites cfg
 // in place: clear secrets sealed, and (Rotate) sealed ones under another
 // key sealed again under the current one. changed reports whether cfg was
 // written (never for Count, nor without a keyring). The secrets are the
@@ -100,7 +89,7 @@ func (k *Keyring) Reseal(o Owner, name string, secretPaths [][]string, cfg map[s
 			if !ok {
 				id = "malformed"
 			}
-			if k == nil {
+			if k == nil || mode == SealClearOnly {
 				rep.ByKey[id]++
 				return "", false
 			}
