@@ -464,6 +464,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		webhookSecret = "webhook-secret-Hd9e3Lq0pX"
 		customerPass  = "customer-password-Kv5rT8"
 		newPass       = "customer-password-Nw3pQ9"
+		providerToken = "provider-token-Rm4vX7"
 	)
 	logs := &logSink{}
 	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
@@ -478,6 +479,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+	addProviderPlugin(t, cfg.Plugins.Dir)
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
 	cfg.Log.Level = "debug"
 	cfg.Notify.SMTP = config.NotifySMTP{Host: "127.0.0.1", Port: closedPort(t), From: "billing@example.com", TLSPolicy: "none",
@@ -569,6 +571,35 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	_, err = e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: pay}, c.admin))
 	note(err)
 	fake.ClearFaults()
+
+	// A provider product with a token, whose provider is down: the paid
+	// order's provisioning fails and is logged; and a product whose stored
+	// token was replaced by another product's cannot be ordered.
+	provider := func(name string) string {
+		res, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+			Name: name, Price: "12.30", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+			ProviderConfig: mustStruct(t, map[string]any{"api_url": "http://127.0.0.1:" + fmt.Sprint(closedPort(t)) + "/", "token": providerToken}),
+		}, c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetProduct().GetId()
+	}
+	vps, victim := provider("VPS down"), provider("VPS moved")
+	_, err = a.Pool().Exec(ctx, `UPDATE products SET provider_config = jsonb_set(provider_config, '{token}',
+		(SELECT provider_config->'token' FROM products WHERE id = $1)) WHERE id = $2`, vps, victim)
+	require.NoError(t, err)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: victim}, c.customer))
+	note(err)
+	require.Error(t, err)
+	e.product = vps
+	provisioned := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	require.NoError(t, fake.Pay(provisioned))
+	require.Eventually(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM events WHERE event_type = 'order_paid' AND attempts >= 1 AND last_error <> ''`) >= 1
+	}, 20*time.Second, 100*time.Millisecond, "provisioning failed against the closed port")
+	var eventErrors string
+	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT string_agg(last_error, ' ') FROM events`).Scan(&eventErrors))
+	errs = append(errs, eventErrors)
+
 	// Notifications fail against the closed SMTP and webhook ports.
 	require.Eventually(t, func() bool {
 		return e.count(t, `SELECT count(*) FROM notifications WHERE attempts >= 1 AND last_error <> ''`) >= 2
@@ -583,6 +614,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		"bootstrap password": "bootstrap-password",
 		"JWT secret":         cfg.JWT.Secret,
 		"merchant key":       merchantKey,
+		"provider token":     providerToken,
 		"SMTP password":      smtpPassword,
 		"webhook secret":     webhookSecret,
 		"[secrets] key":      testKey,
@@ -608,7 +640,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	var stored int
 	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, merchantKey).Scan(&stored))
 	require.Zero(t, stored, "the merchant key is not in the audit log")
-	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass} {
+	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass, "provider token": providerToken} {
 		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, secret).Scan(&stored))
 		require.Zero(t, stored, "the %s is not in the audit log", name)
 	}
