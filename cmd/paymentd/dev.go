@@ -184,7 +184,7 @@ func ensureDevConfig(path string) (string, error) {
 	password := base64.RawURLEncoding.EncodeToString(pw)
 	body := fmt.Sprintf(`# Written by "paymentd dev" for local development only: never use these values in production.
 # Delete this file to generate new ones (the admin password only applies to a database without admins;
-# without the [secrets] key the gateway secrets stored in .data/postgres cannot be read).
+# without the [secrets] key the plugin secrets stored in .data/postgres cannot be read).
 [jwt]
 secret = %q
 
@@ -212,7 +212,7 @@ func devSecretsBlock() (string, error) {
 	}
 	return fmt.Sprintf(`
 [secrets]
-# Encrypts gateway interface secrets (merchant keys) in the database.
+# Encrypts plugin secrets (merchant keys, provider tokens) in the database.
 current = %q
 [secrets.keys]
 %s = %q

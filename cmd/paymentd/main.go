@@ -37,7 +37,7 @@ Usage:
   paymentd verify  [--config FILE]            check that payments, refunds, orders,
                                               invoices, events and balances add up;
                                               exit 1 when they do not
-  paymentd secrets rotate [--config FILE]     encrypt every gateway interface secret under
+  paymentd secrets rotate [--config FILE]     encrypt every stored plugin secret under
                                               the key [secrets].current names, so older
                                               keys can be removed
   paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL] [--pid ID] [--key KEY]

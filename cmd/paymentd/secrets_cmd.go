@@ -6,29 +6,31 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/audit"
-	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/secretpass"
 )
 
 const secretsUsage = `Usage:
   paymentd secrets rotate [--config FILE]
 
-rotate encrypts every gateway interface secret (each "x-secret" property of a
-plugin's config) under the key [secrets].current names: the secrets still in clear
-and those under another key of [secrets].keys. It takes one interface at a time in a
+rotate encrypts every stored plugin secret (each "x-secret" property of a plugin's
+config: gateway interfaces' configs, products' provider settings and the copies of
+them orders keep) under the key [secrets].current names: the secrets still in clear
+and those under another key of [secrets].keys. It takes one row at a time in a
 short transaction under its row lock, while the service keeps running (run it again
-if it is interrupted), and writes one audit row per interface it changed (actor
-system, "cli:<user>@<host>"; key ids, never a value).
+if it is interrupted), and writes one audit row per row it changed (actor system,
+"cli:<user>@<host>"; key ids, never a value).
 
 Run it once every instance holds the new key and encrypts with it (docs/operations.md,
 "Secrets at rest"): afterwards no secret needs an older key, which can then be
 removed from [secrets].keys. It prints how many secrets each key holds.
 
 Exit status: 0 when every secret is under the current key, 1 when some secret does
-not decrypt with [secrets].keys (the interfaces are named; they stay unusable until
-the key is configured or an admin sends the secret again), 2 on a bad command line
+not decrypt with [secrets].keys (each is named; its interface or product stays
+unusable until the key is configured or an admin sends the secret again), 2 on a bad command line
 or configuration (no [secrets] keys included). The database must be migrated.
 `
 
@@ -70,13 +72,17 @@ func cmdSecrets(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer pool.Close()
 
-	rep, err := gateway.RotateSecrets(ctx, pool, keys, audit.System(operator()), time.Now())
+	rep, err := secretpass.Rotate(ctx, pool, keys, audit.System(operator()), time.Now())
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "encrypted %d secret(s) under key %q: %d in clear before, %d under another key\n",
 		rep.Changed(), keys.Current(), rep.Sealed, rep.Resealed)
-	fmt.Fprintf(stdout, "%d gateway interface(s) hold %d secret(s):\n", rep.Interfaces, rep.Total())
+	var holders []string
+	for _, t := range secretpass.Tables {
+		holders = append(holders, fmt.Sprintf("%d %s", rep.Of[t.Kind].Owners, t.Plural))
+	}
+	fmt.Fprintf(stdout, "%s hold %d secret(s):\n", strings.Join(holders, ", "), rep.Total())
 	ids := make([]string, 0, len(rep.ByKey))
 	for id := range rep.ByKey {
 		ids = append(ids, id)
@@ -93,7 +99,7 @@ func cmdSecrets(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		for _, u := range rep.Unreadable {
 			fmt.Fprintf(stdout, "does not decrypt: %s\n", u)
 		}
-		return fmt.Errorf("%d secret(s) do not decrypt with [secrets].keys: their interfaces are unusable until the key is configured or an admin sends the secret again", len(rep.Unreadable))
+		return fmt.Errorf("%d secret(s) do not decrypt with [secrets].keys: what holds them is unusable until the key is configured or an admin sends the secret again", len(rep.Unreadable))
 	}
 	if others := len(keys.IDs()) - 1; others > 0 {
 		fmt.Fprintf(stdout, "no secret needs a key other than %q: the other %d key(s) of [secrets].keys may be removed once every instance runs with this configuration\n", keys.Current(), others)

@@ -63,7 +63,7 @@ func TestServeRefusesToStartWhenTheDatabaseHoldsSecretsAndNoKeyIsConfigured(t *t
 
 	code, _, stderr := runCLI(t, "serve")
 	require.Equal(t, 1, code, stderr)
-	require.Equal(t, `paymentd: secrets without a key: the database holds 1 gateway interface secrets (0 encrypted, 1 in clear) and [secrets].keys is empty: configure [secrets].current and [secrets].keys (docs/operations.md, "Secrets at rest")`,
+	require.Equal(t, `paymentd: secrets without a key: the database holds 1 secret(s) (gateway interfaces 1, products 0, orders 0; 0 encrypted, 1 in clear) and [secrets].keys is empty: configure [secrets].current and [secrets].keys (docs/operations.md, "Secrets at rest")`,
 		lastLine(stderr))
 	require.NotContains(t, stderr, "clear-merchant-key")
 	require.Equal(t, "clear-merchant-key", storedKey(t, conn, ids[0]), "nothing changed")
@@ -79,7 +79,7 @@ func TestServeRefusesToStartWhenTheDatabaseHoldsSecretsAndNoKeyIsConfigured(t *t
 	require.NoError(t, os.Unsetenv("PAYMENTD_SECRETS__KEYS__K1"))
 	code, _, stderr = runCLI(t, "serve")
 	require.Equal(t, 1, code, stderr)
-	require.Contains(t, lastLine(stderr), "the database holds 1 gateway interface secrets (1 encrypted, 0 in clear) and [secrets].keys is empty")
+	require.Contains(t, lastLine(stderr), "the database holds 1 secret(s) (gateway interfaces 1, products 0, orders 0; 1 encrypted, 0 in clear) and [secrets].keys is empty")
 }
 
 func TestSecretsRotateEncryptsEverySecretUnderTheCurrentKey(t *testing.T) {
@@ -97,7 +97,7 @@ func TestSecretsRotateEncryptsEverySecretUnderTheCurrentKey(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "secrets", "rotate")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, `encrypted 2 secret(s) under key "k1": 2 in clear before, 0 under another key`)
-	require.Contains(t, stdout, "2 gateway interface(s) hold 2 secret(s):\n  key \"k1\": 2\n")
+	require.Contains(t, stdout, "2 gateway interfaces, 0 products, 0 orders hold 2 secret(s):\n  key \"k1\": 2\n")
 	for _, id := range ids[:2] {
 		require.True(t, strings.HasPrefix(storedKey(t, conn, id), "enc:v1:k1:"))
 	}

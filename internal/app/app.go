@@ -33,6 +33,7 @@ import (
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
@@ -62,7 +63,7 @@ type App struct {
 	// node is this process's cluster node id: the holder of its leases
 	// (migration, billing, event_worker) and its heartbeat row.
 	node string
-	// secrets seals and opens gateway interface secrets; nil without
+	// secrets seals and opens plugin config secrets; nil without
 	// [secrets] keys.
 	secrets *secrets.Keyring
 }
@@ -291,7 +292,7 @@ func (a *App) init(ctx context.Context) error {
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
-	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.opts.clock, a.log)
+	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
@@ -336,29 +337,32 @@ func (a *App) init(ctx context.Context) error {
 	return a.tel.metrics.RegisterSlowRequests(a.server.SlowRequests)
 }
 
-// sealSecrets builds the keyring of [secrets] and encrypts the gateway
-// interface secrets still stored in clear (every instance does it at
-// start; under the rows' locks only the first finds anything to do).
-// Without a key, a database that holds secrets stops the start: the
-// service could neither read them nor store new ones.
+// sealSecrets builds the keyring of [secrets] and encrypts the plugin
+// secrets still stored in clear — gateway interfaces', products' provider
+// settings and orders' copies of them (every instance does it at start;
+// under the rows' locks only the first finds anything to do). Without a
+// key, a database that holds secrets stops the start: the service could
+// neither read them nor store new ones.
 func (a *App) sealSecrets(ctx context.Context) error {
 	keys, err := a.cfg.Secrets.Keyring()
 	if err != nil {
 		return err
 	}
 	a.secrets = keys
-	rep, err := gateway.SealSecrets(ctx, a.pool, keys, audit.System(a.node), a.opts.clock())
+	rep, err := secretpass.Seal(ctx, a.pool, keys, audit.System(a.node), a.opts.clock())
 	if err != nil {
 		return err
 	}
 	if rep.Sealed > 0 {
-		a.log.Info("gateway interface secrets stored in clear are now encrypted", "sealed", rep.Sealed, "key_id", keys.Current())
+		a.log.Info("plugin secrets stored in clear are now encrypted", "sealed", rep.Sealed, "key_id", keys.Current())
 	}
 	for _, u := range rep.Unreadable {
-		a.log.Error("a gateway interface secret does not decrypt with the keys of [secrets]: its interface is unusable until the key is configured or the secret is sent again", "problem", u)
+		a.log.Error("a stored plugin secret does not decrypt with the keys of [secrets]: what holds it is unusable until the key is configured or the secret is sent again", "problem", u)
 	}
 	if keys != nil {
-		a.log.Info("secrets at rest", "current_key_id", keys.Current(), "key_ids", keys.IDs(), "stored_secrets", rep.Total(), "interfaces", rep.Interfaces)
+		a.log.Info("secrets at rest", "current_key_id", keys.Current(), "key_ids", keys.IDs(), "stored_secrets", rep.Total(),
+			"gateway_interfaces", rep.Of[secretpass.GatewayInterfaces.Kind].Owners,
+			"products", rep.Of[secretpass.Products.Kind].Owners, "orders", rep.Of[secretpass.Orders.Kind].Owners)
 	}
 	return nil
 }

@@ -100,7 +100,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	if err != nil {
 		return nil, err
 	}
-	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins), pay, b.notifier, fulfillment.Options{
+	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins, a.secrets), pay, b.notifier, fulfillment.Options{
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, Logger: a.log,
 	}).Register(b.worker)

@@ -34,10 +34,12 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -462,6 +464,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		webhookSecret = "webhook-secret-Hd9e3Lq0pX"
 		customerPass  = "customer-password-Kv5rT8"
 		newPass       = "customer-password-Nw3pQ9"
+		providerToken = "provider-token-Rm4vX7"
 	)
 	logs := &logSink{}
 	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
@@ -476,6 +479,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(cfg.Plugins.Dir, "notifier", "webhook.lua"), src, 0o644))
+	addProviderPlugin(t, cfg.Plugins.Dir)
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
 	cfg.Log.Level = "debug"
 	cfg.Notify.SMTP = config.NotifySMTP{Host: "127.0.0.1", Port: closedPort(t), From: "billing@example.com", TLSPolicy: "none",
@@ -567,6 +571,35 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	_, err = e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: pay}, c.admin))
 	note(err)
 	fake.ClearFaults()
+
+	// A provider product with a token, whose provider is down: the paid
+	// order's provisioning fails and is logged; and a product whose stored
+	// token was replaced by another product's cannot be ordered.
+	provider := func(name string) string {
+		res, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+			Name: name, Price: "12.30", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+			ProviderConfig: mustStruct(t, map[string]any{"api_url": "http://127.0.0.1:" + fmt.Sprint(closedPort(t)) + "/", "token": providerToken}),
+		}, c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetProduct().GetId()
+	}
+	vps, victim := provider("VPS down"), provider("VPS moved")
+	_, err = a.Pool().Exec(ctx, `UPDATE products SET provider_config = jsonb_set(provider_config, '{token}',
+		(SELECT provider_config->'token' FROM products WHERE id = $1)) WHERE id = $2`, vps, victim)
+	require.NoError(t, err)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: victim}, c.customer))
+	note(err)
+	require.Error(t, err)
+	e.product = vps
+	provisioned := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	require.NoError(t, fake.Pay(provisioned))
+	require.Eventually(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM events WHERE event_type = 'order_paid' AND attempts >= 1 AND last_error <> ''`) >= 1
+	}, 20*time.Second, 100*time.Millisecond, "provisioning failed against the closed port")
+	var eventErrors string
+	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT string_agg(last_error, ' ') FROM events`).Scan(&eventErrors))
+	errs = append(errs, eventErrors)
+
 	// Notifications fail against the closed SMTP and webhook ports.
 	require.Eventually(t, func() bool {
 		return e.count(t, `SELECT count(*) FROM notifications WHERE attempts >= 1 AND last_error <> ''`) >= 2
@@ -581,6 +614,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		"bootstrap password": "bootstrap-password",
 		"JWT secret":         cfg.JWT.Secret,
 		"merchant key":       merchantKey,
+		"provider token":     providerToken,
 		"SMTP password":      smtpPassword,
 		"webhook secret":     webhookSecret,
 		"[secrets] key":      testKey,
@@ -606,7 +640,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	var stored int
 	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, merchantKey).Scan(&stored))
 	require.Zero(t, stored, "the merchant key is not in the audit log")
-	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass} {
+	for name, secret := range map[string]string{"admin key secret": adminKeyText[36:], "changed password": newPass, "customer password": customerPass, "provider token": providerToken} {
 		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, secret).Scan(&stored))
 		require.Zero(t, stored, "the %s is not in the audit log", name)
 	}
@@ -785,6 +819,86 @@ func TestForgedOrMovedCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, "success", body)
 	require.Equal(t, "success", e.getPayment(t, p2).GetStatus())
+	requireLedgerClean(t, e)
+}
+
+// Products' provider tokens and the copies orders keep are bound to their
+// row like gateway secrets: a product's encrypted token copied over another
+// product's makes that product unorderable (nothing created, no money
+// moved) until an admin sends its token again; an order's copy moved to
+// another order is named by the pass over stored secrets and left as it
+// is; the API takes no value that looks encrypted; the product whose token
+// was copied keeps provisioning.
+func TestMovedProviderCiphertextsAreRefusedAndChangeNothing(t *testing.T) {
+	t.Parallel()
+	e, prov := startProvisioning(t, "")
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+	good := e.product
+	const otherToken = "other-account-token-4Lm2"
+	other := func() string {
+		res, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+			Name: "VPS other account", Price: "12.30", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+			ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": otherToken}),
+		}, e.c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetProduct().GetId()
+	}()
+
+	// The first product's encrypted token copied over the other's.
+	_, err := pool.Exec(ctx, `UPDATE products SET provider_config = jsonb_set(provider_config, '{token}',
+		(SELECT provider_config->'token' FROM products WHERE id = $1)) WHERE id = $2`, good, other)
+	require.NoError(t, err)
+	orders := e.count(t, `SELECT count(*) FROM orders`)
+	before := moneyState(t, e)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: other}, e.c.customer))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "cannot be ordered: its provider settings do not decrypt with the keys of [secrets]")
+	require.Equal(t, orders, e.count(t, `SELECT count(*) FROM orders`), "nothing created")
+	require.Equal(t, before, moneyState(t, e), "no money moved")
+
+	// An update cannot keep it, and no admin can plant a ciphertext.
+	_, err = e.orders.UpdateProduct(ctx, with(&orderpb.UpdateProductRequest{
+		Id: other, ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL()}),
+	}, e.c.admin))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "provider_config.token: the stored secret does not decrypt")
+	products := e.count(t, `SELECT count(*) FROM products`)
+	_, err = e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+		Name: "planted", Price: "1.00", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
+		ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": e.storedProductToken(t, good)}),
+	}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, `provider_config.token: a value may not start with "enc:"`)
+	require.Equal(t, products, e.count(t, `SELECT count(*) FROM products`))
+
+	// One order's copy moved to another order: `secrets rotate` (the pass
+	// that opens every value) names it, and the other product, and
+	// rewrites neither.
+	o1, o2 := e.order(t), e.order(t)
+	_, err = pool.Exec(ctx, `UPDATE orders SET item = jsonb_set(item, '{provider_config,token}',
+		(SELECT item->'provider_config'->'token' FROM orders WHERE id = $1)) WHERE id = $2`, o1, o2)
+	require.NoError(t, err)
+	moved, otherStored := e.storedOrderToken(t, o2), e.storedProductToken(t, other)
+	rep, err := secretpass.Rotate(ctx, pool, keyring(t, testKeyID, map[string]string{testKeyID: testKey}), audit.System("cli:test"), time.Now())
+	require.NoError(t, err)
+	require.Zero(t, rep.Changed())
+	require.Len(t, rep.Unreadable, 2, "%v", rep.Unreadable)
+	require.Contains(t, strings.Join(rep.Unreadable, "\n"), "product "+other)
+	require.Contains(t, strings.Join(rep.Unreadable, "\n"), "order "+o2)
+	require.Equal(t, moved, e.storedOrderToken(t, o2))
+	require.Equal(t, otherStored, e.storedProductToken(t, other))
+
+	// The first product never stopped working.
+	e.payUntilActive(t, prov, o1)
+
+	// The admin sends the other product's token again: it can be ordered.
+	_, err = e.orders.UpdateProduct(ctx, with(&orderpb.UpdateProductRequest{
+		Id: other, ProviderConfig: mustStruct(t, map[string]any{"api_url": prov.URL(), "token": otherToken}),
+	}, e.c.admin))
+	require.NoError(t, err)
+	_, err = e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: other}, e.c.customer))
+	require.NoError(t, err)
 	requireLedgerClean(t, e)
 }
 

@@ -27,8 +27,8 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
-	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
@@ -140,7 +140,7 @@ func TestPgDumpOfADatabaseWithConfiguredInterfacesHoldsNoSecretValue(t *testing.
 }
 
 // The procedure of docs/operations.md: every instance holds the new key,
-// the new key encrypts, `secrets rotate` (gateway.RotateSecrets, which the
+// the new key encrypts, `secrets rotate` (secretpass.Rotate, which the
 // command runs) re-encrypts, the old key is removed. An instance that has
 // only the new key then serves every interface: payments are created and
 // callbacks verified through the fake epay gateway, including a payment
@@ -157,7 +157,7 @@ func TestRotationToANewKeyLeavesEveryInterfaceWorking(t *testing.T) {
 	}
 	before := e.createPayment(t, e.order(t)).GetPayment().GetId()
 
-	rep, err := gateway.RotateSecrets(ctx, e.r.app.Pool(), keyring(t, testKeyID2, both), audit.System("cli:test"), time.Now())
+	rep, err := secretpass.Rotate(ctx, e.r.app.Pool(), keyring(t, testKeyID2, both), audit.System("cli:test"), time.Now())
 	require.NoError(t, err)
 	require.Equal(t, 2, rep.Resealed)
 	require.Equal(t, map[string]int{testKeyID2: 2}, rep.ByKey)
@@ -203,7 +203,7 @@ func TestRotationToANewKeyLeavesEveryInterfaceWorking(t *testing.T) {
 	tested, err := gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r2.baseURL).TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: dollar}, e.c.admin))
 	require.NoError(t, err)
 	require.True(t, tested.Msg.GetOk(), tested.Msg.GetMessage())
-	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM audit_log WHERE action = $1 AND actor_id = 'cli:test'`, gateway.ActionInterfaceRotateSecrets))
+	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM audit_log WHERE action = $1 AND actor_id = 'cli:test'`, secretpass.GatewayInterfaces.RotateAction()))
 	requireLedgerClean(t, e)
 }
 
@@ -232,8 +232,8 @@ func TestClearSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstances(t *t
 
 	// Without a key it no longer starts, and changes nothing.
 	_, err = app.New(ctx, cfg, logger(t))
-	require.ErrorIs(t, err, gateway.ErrSecretsWithoutKey)
-	require.ErrorContains(t, err, "the database holds 2 gateway interface secrets (0 encrypted, 2 in clear) and [secrets].keys is empty")
+	require.ErrorIs(t, err, secretpass.ErrSecretsWithoutKey)
+	require.ErrorContains(t, err, "the database holds 2 secret(s) (gateway interfaces 2, products 0, orders 0; 0 encrypted, 2 in clear) and [secrets].keys is empty")
 
 	// Three instances start together with a key: each value is encrypted
 	// once, one audit row per interface, every instance serves them.
@@ -263,7 +263,7 @@ func TestClearSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstances(t *t
 	var rows int
 	var trail string
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), string_agg(before::text || after::text, ' ') FROM audit_log WHERE action = $1`,
-		gateway.ActionInterfaceSealSecrets).Scan(&rows, &trail))
+		secretpass.GatewayInterfaces.SealAction()).Scan(&rows, &trail))
 	require.Equal(t, 2, rows)
 	require.NotContains(t, trail, "clear-merchant-key")
 }

@@ -272,7 +272,7 @@ type Tracing struct {
 }
 
 // Secrets are the keys that encrypt plugin config secrets (a gateway's
-// merchant key) in the database. Keys maps a key id to 32 random bytes in
+// merchant key, a product's provider token) in the database. Keys maps a key id to 32 random bytes in
 // standard base64; Current names the one that encrypts, every one
 // decrypts. A map and a name rather than an ordered list: TOML tables are
 // unordered, and each key can come from an environment variable of its own

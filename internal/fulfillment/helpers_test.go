@@ -157,7 +157,7 @@ func setup(t *testing.T, o rigOptions) *rig {
 	}
 	prov := o.provisioner
 	if prov == nil {
-		prov = fulfillment.NewPluginProvisioner(plugins)
+		prov = fulfillment.NewPluginProvisioner(plugins, nil)
 	}
 	svc := fulfillment.New(pool, prov, r.refunds, n, fulfillment.Options{
 		Node: node, PaymentTimeout: 24 * time.Hour, TimeoutScanInterval: 100 * time.Millisecond, Clock: o.clock, Logger: quietLog(),

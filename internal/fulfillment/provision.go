@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secretpass"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -39,9 +41,14 @@ var ErrRefused = errors.New("provisioning refused by the provider")
 //
 //	config_json  the plugin's configuration from the registry (API URL,
 //	             token); when the registry keeps none, the product's
-//	             provider_config
+//	             provider_config, its secrets decrypted
 //	input_json   {"order_id", "instance_id", "customer_id",
-//	              "product": provider_config + {"id", "name"}}
+//	              "product": provider_config (decrypted) + {"id", "name"}}
+//
+// The product's settings are decrypted here, for the call and nowhere
+// else; settings that do not decrypt fail the call (an ordinary error:
+// retried, and the last attempt cancels the order) and the plugin is never
+// called with a ciphertext.
 //
 // An answer with status provisioning or running is success (the instance
 // then runs: the order is paid for and the provider has it). Any other
@@ -50,11 +57,22 @@ var ErrRefused = errors.New("provisioning refused by the provider")
 // last attempt cancels the order.
 type PluginProvisioner struct {
 	plugins plugin.Plugins
+	keys    *secrets.Keyring
 }
 
-// NewPluginProvisioner returns a provisioner over the plugin registry.
-func NewPluginProvisioner(plugins plugin.Plugins) *PluginProvisioner {
-	return &PluginProvisioner{plugins: plugins}
+// NewPluginProvisioner returns a provisioner over the plugin registry that
+// decrypts products' provider settings with keys ([secrets]; nil: none).
+func NewPluginProvisioner(plugins plugin.Plugins, keys *secrets.Keyring) *PluginProvisioner {
+	return &PluginProvisioner{plugins: plugins, keys: keys}
+}
+
+// productConfig is p's provider_config with its secrets decrypted: what
+// the plugin gets.
+func (p *PluginProvisioner) productConfig(prod store.Product) (string, error) {
+	if len(prod.ProviderConfig) == 0 {
+		return "", nil
+	}
+	return p.keys.OpenRaw(secretpass.Products.Owner(prod.ID), prod.ProviderConfig)
 }
 
 type provisionAnswer struct {
@@ -74,12 +92,16 @@ func (p *PluginProvisioner) Provision(ctx context.Context, req ProvisionRequest)
 	if !ok {
 		return "", nil, fmt.Errorf("provider plugin %q is not loaded", name)
 	}
+	productConfig, err := p.productConfig(req.Product)
+	if err != nil {
+		return "", nil, fmt.Errorf("provider plugin %s: %w", name, err)
+	}
 	if config == "" {
-		config = string(req.Product.ProviderConfig)
+		config = productConfig
 	}
 	product := map[string]any{}
-	if len(req.Product.ProviderConfig) > 0 {
-		_ = json.Unmarshal(req.Product.ProviderConfig, &product) // not an object: no extra fields
+	if productConfig != "" {
+		_ = json.Unmarshal([]byte(productConfig), &product) // not an object: no extra fields
 	}
 	product["id"] = req.Product.ID.String()
 	product["name"] = req.Product.Name
@@ -141,7 +163,10 @@ func (p *PluginProvisioner) Terminate(ctx context.Context, req ProvisionRequest)
 		return fmt.Errorf("provider plugin %q is not loaded", *name)
 	}
 	if config == "" {
-		config = string(req.Product.ProviderConfig)
+		var err error
+		if config, err = p.productConfig(req.Product); err != nil {
+			return fmt.Errorf("provider plugin %s: %w", *name, err)
+		}
 	}
 	in, err := json.Marshal(map[string]string{"instance_id": req.Instance.ID.String(), "external_id": req.Instance.ExternalID})
 	if err != nil {

@@ -113,7 +113,8 @@
 // (Registry.Get). New interfaces start disabled; enabling one needs a
 // loaded gateway plugin and a config that satisfies its schema.
 //
-// Secrets are stored encrypted (secret_config.go): each non-empty secret
+// Secrets are stored encrypted (secret_config.go, over the config helpers
+// of internal/secrets): each non-empty secret
 // is sealed with AES-256-GCM under the current key of [secrets]
 // (internal/secrets) and stored in its place as the string
 // "enc:v1:<key id>:<base64url nonce|ciphertext|tag>", bound (as associated
@@ -135,10 +136,12 @@
 //	enc:v1:<current>:…      opened for the plugin    interface unusable
 //	enc:v1:<older>:…        opened; rotate re-seals  interface unusable
 //
-// secrets_pass.go holds the passes over every interface: at start (clear
-// values sealed; without a key, a database holding secrets stops the
-// start), after a plugin upgrade (what its new schema calls secret), and
-// `paymentd secrets rotate` (everything under the current key).
+// The passes over every stored secret — interfaces', products' provider
+// settings and orders' copies of them — are internal/secretpass: at start
+// (clear values sealed; without a key, a database holding secrets stops
+// the start), after a plugin upgrade (what its new schema calls secret;
+// the registry runs it), and `paymentd secrets rotate` (everything under
+// the current key).
 //
 // # Currencies
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
@@ -563,9 +564,9 @@ func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *con
 // it stays in clear, and the next start refuses to serve until one is
 // configured.
 func (r *Registry) sealAfterUpgrade(ctx context.Context, by audit.Actor, name string) {
-	rep, err := SealSecrets(ctx, r.db, r.secrets, by, r.now())
+	rep, err := secretpass.Seal(ctx, r.db, r.secrets, by, r.now())
 	switch {
-	case errors.Is(err, ErrSecretsWithoutKey):
+	case errors.Is(err, secretpass.ErrSecretsWithoutKey):
 		r.log.ErrorContext(ctx, "an upgraded plugin's schema made stored values secret, and no [secrets] key is configured to encrypt them", "plugin", name, "err", err)
 	case err != nil:
 		r.log.ErrorContext(ctx, "cannot encrypt the secrets an upgraded plugin's schema declares", "plugin", name, "err", err)

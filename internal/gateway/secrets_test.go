@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -225,17 +226,17 @@ func TestClearSecretsAreEncryptedOnceWhenSeveralInstancesStartTogether(t *testin
 	empty := b.insertClear(t, "demo", map[string]any{"pid": "1001", "key": ""})
 
 	// Without a key: nothing changes, and the answer says what to do.
-	_, err := gateway.SealSecrets(context.Background(), b.pool, nil, audit.System("node-0"), time.Now())
-	require.ErrorIs(t, err, gateway.ErrSecretsWithoutKey)
-	require.ErrorContains(t, err, "the database holds 5 gateway interface secrets (0 encrypted, 5 in clear) and [secrets].keys is empty")
+	_, err := secretpass.Seal(context.Background(), b.pool, nil, audit.System("node-0"), time.Now())
+	require.ErrorIs(t, err, secretpass.ErrSecretsWithoutKey)
+	require.ErrorContains(t, err, "the database holds 5 secret(s) (gateway interfaces 5, products 0, orders 0; 0 encrypted, 5 in clear) and [secrets].keys is empty")
 	require.NotContains(t, err.Error(), "\n", "one line")
 
 	var wg sync.WaitGroup
-	reports := make([]gateway.SecretsReport, 4)
+	reports := make([]secretpass.Report, 4)
 	errs := make([]error, 4)
 	for i := range reports {
 		wg.Go(func() {
-			reports[i], errs[i] = gateway.SealSecrets(context.Background(), b.pool, b.keys, audit.System("node-"+string(rune('1'+i))), time.Now())
+			reports[i], errs[i] = secretpass.Seal(context.Background(), b.pool, b.keys, audit.System("node-"+string(rune('1'+i))), time.Now())
 		})
 	}
 	wg.Wait()
@@ -257,16 +258,16 @@ func TestClearSecretsAreEncryptedOnceWhenSeveralInstancesStartTogether(t *testin
 	var rows int
 	var trail string
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*), string_agg(before::text || after::text, ' ')
-		FROM audit_log WHERE action = $1`, gateway.ActionInterfaceSealSecrets).Scan(&rows, &trail))
+		FROM audit_log WHERE action = $1`, secretpass.GatewayInterfaces.SealAction()).Scan(&rows, &trail))
 	require.Equal(t, 5, rows, "one audit row per interface")
 	require.Contains(t, trail, `{"secrets": {"config.key": "clear"}}{"secrets": {"config.key": "k1"}}`)
 	require.NotContains(t, trail, "clear-key")
 
 	// A second pass finds nothing to do and writes nothing.
-	rep, err := gateway.SealSecrets(context.Background(), b.pool, b.keys, audit.System("node-9"), time.Now())
+	rep, err := secretpass.Seal(context.Background(), b.pool, b.keys, audit.System("node-9"), time.Now())
 	require.NoError(t, err)
 	require.Zero(t, rep.Changed())
-	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = $1`, gateway.ActionInterfaceSealSecrets).Scan(&rows))
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = $1`, secretpass.GatewayInterfaces.SealAction()).Scan(&rows))
 	require.Equal(t, 5, rows)
 }
 
@@ -285,9 +286,9 @@ func TestRotationPutsEverySecretUnderTheCurrentKeySoTheOldOneCanGo(t *testing.T)
 	// Step two: k2 encrypts. Then the pass.
 	both, err := secrets.New("k2", map[string][]byte{"k2": keyBytes(2), "k1": keyBytes(1)})
 	require.NoError(t, err)
-	rep, err := gateway.RotateSecrets(context.Background(), b.pool, both, audit.System("cli:ops@host"), time.Now())
+	rep, err := secretpass.Rotate(context.Background(), b.pool, both, audit.System("cli:ops@host"), time.Now())
 	require.NoError(t, err)
-	require.Equal(t, 4, rep.Interfaces)
+	require.Equal(t, 4, rep.Owners)
 	require.Equal(t, 1, rep.Sealed)
 	require.Equal(t, 2, rep.Resealed)
 	require.Equal(t, map[string]int{"k2": 3, "k1": 1}, rep.ByKey, "the moved one stays as it was")
@@ -305,11 +306,11 @@ func TestRotationPutsEverySecretUnderTheCurrentKeySoTheOldOneCanGo(t *testing.T)
 
 	var rows int
 	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE action = $1 AND actor_id = 'cli:ops@host'`,
-		gateway.ActionInterfaceRotateSecrets).Scan(&rows))
+		secretpass.GatewayInterfaces.RotateAction()).Scan(&rows))
 	require.Equal(t, 3, rows)
 
 	// Rotating again changes nothing.
-	rep, err = gateway.RotateSecrets(context.Background(), b.pool, both, audit.System("cli:ops@host"), time.Now())
+	rep, err = secretpass.Rotate(context.Background(), b.pool, both, audit.System("cli:ops@host"), time.Now())
 	require.NoError(t, err)
 	require.Zero(t, rep.Changed())
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -484,17 +483,9 @@ func (s *Service) updatedConfig(gi store.GatewayInterface, pl store.Plugin, inco
 	if err != nil {
 		return nil, apperr.Wrap(apperr.Internal, err, "gateway interface %s: stored config is not a JSON object", gi.ID)
 	}
-	opened, unreadable := openConfigLenient(s.keys(), gi.ID, stored)
-	merged := schema.Merge(opened, incoming)
-	var kept []string
-	visitStrings(merged, func(path []string, v string) (string, bool) {
-		if secrets.IsSealed(v) {
-			kept = append(kept, configPath(path)+": the stored secret does not decrypt with the keys of [secrets]; send its value again")
-		}
-		return "", false
-	})
-	if len(kept) > 0 {
-		return nil, apperr.Wrap(apperr.FailedPrecondition, errors.New(strings.Join(unreadable, "; ")), "%s", joinProblems(kept))
+	merged, err := s.keys().MergeUpdate(owner(gi.ID), stored, incoming, schema.Merge)
+	if err != nil {
+		return nil, err
 	}
 	if problems := append(schema.Problems(merged), configCurrencyProblems(pl.Info, merged)...); len(problems) > 0 {
 		return nil, apperr.New(apperr.InvalidArgument, "%s", joinProblems(problems))
@@ -725,19 +716,6 @@ func displayName(s string) (string, error) {
 
 // decodeConfig decodes a JSON object (a config, a schema, info). Numbers
 // stay json.Number, so a stored config is written back digit for digit.
-func decodeConfig(raw []byte) (map[string]any, error) {
-	var m map[string]any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	return m, nil
-}
-
 func joinProblems(p []string) string { return strings.Join(p, "; ") }
 
 func snapshotOf(v InterfaceView) interfaceState {

@@ -1,6 +1,7 @@
 package order_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -15,6 +16,8 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/secretpass"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -26,6 +29,7 @@ var currencies = []string{"CNY", "USD"}
 // and principals to call as.
 type bundle struct {
 	pool      *pgxpool.Pool
+	keys      *secrets.Keyring
 	svc       *order.Service
 	alice     uuid.UUID
 	bob       uuid.UUID
@@ -43,7 +47,9 @@ func setup(t *testing.T) *bundle {
 
 func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	t.Helper()
-	b := &bundle{pool: pool, svc: order.NewService(pool, currencies, nil, slog.New(slog.DiscardHandler))}
+	keys, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
+	require.NoError(t, err)
+	b := &bundle{pool: pool, keys: keys, svc: order.NewService(pool, currencies, keys, nil, slog.New(slog.DiscardHandler))}
 	b.alice = testfixture.Customer(t, pool)
 	b.bob = testfixture.Customer(t, pool)
 	b.adminID = uuid.New()
@@ -180,3 +186,43 @@ func requireKind(t *testing.T, err error, kind apperr.Kind, msgAndArgs ...any) {
 }
 
 func future() time.Time { return time.Now().Add(30 * 24 * time.Hour) }
+
+// storedConfig is product id's provider_config as the database holds it.
+func (b *bundle) storedConfig(t *testing.T, id uuid.UUID) map[string]any {
+	t.Helper()
+	p, err := store.GetProduct(context.Background(), b.pool, id)
+	require.NoError(t, err)
+	cfg, err := secrets.DecodeConfig(p.ProviderConfig)
+	require.NoError(t, err)
+	return cfg
+}
+
+// providerConfig is product id's provider_config opened, as JSON, or the
+// value of key when one is given.
+func (b *bundle) providerConfig(t *testing.T, id uuid.UUID, key ...string) string {
+	t.Helper()
+	opened, err := b.keys.OpenConfig(secretpass.Products.Owner(id), b.storedConfig(t, id))
+	require.NoError(t, err)
+	if len(key) > 0 {
+		return opened[key[0]].(string)
+	}
+	raw, err := json.Marshal(opened)
+	require.NoError(t, err)
+	return string(raw)
+}
+
+// frozenConfig is the provider_config order id froze, opened ("raw": as
+// stored).
+func (b *bundle) frozenConfig(t *testing.T, id uuid.UUID, raw ...string) map[string]any {
+	t.Helper()
+	var item struct {
+		ProviderConfig map[string]any `json:"provider_config"`
+	}
+	require.NoError(t, json.Unmarshal(b.getOrder(t, id).Item, &item))
+	if len(raw) > 0 {
+		return item.ProviderConfig
+	}
+	opened, err := b.keys.OpenConfig(secretpass.Orders.Owner(id), item.ProviderConfig)
+	require.NoError(t, err)
+	return opened
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/secretpass"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -26,21 +28,26 @@ import (
 type Service struct {
 	db         store.DB
 	currencies []string
-	clock      func() time.Time
-	log        *slog.Logger
+	// keys seals and opens the secrets of products' provider settings and
+	// of the copies orders keep; nil without [secrets] keys.
+	keys  *secrets.Keyring
+	clock func() time.Time
+	log   *slog.Logger
 }
 
 // NewService returns the order domain over db. currencies is
 // [billing].currencies, the set every product, order and invoice currency
-// must belong to; clock is the time source (nil: time.Now).
-func NewService(db store.DB, currencies []string, clock func() time.Time, log *slog.Logger) *Service {
+// must belong to; keys is the keyring of [secrets] (nil: none, and a
+// product's provider settings may then hold no secret); clock is the time
+// source (nil: time.Now).
+func NewService(db store.DB, currencies []string, keys *secrets.Keyring, clock func() time.Time, log *slog.Logger) *Service {
 	if clock == nil {
 		clock = time.Now
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{db: db, currencies: slices.Clone(currencies), clock: clock, log: log}
+	return &Service{db: db, currencies: slices.Clone(currencies), keys: keys, clock: clock, log: log}
 }
 
 // now is the clock in UTC at PostgreSQL's precision, so a time written and
@@ -123,7 +130,8 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	if err := s.checkCurrency(in.Currency); err != nil {
 		return store.Product{}, err
 	}
-	providerConfig, err := s.checkProvider(ctx, in.ProviderPlugin, in.ProviderConfig)
+	id := uuid.New()
+	providerConfig, err := s.checkProvider(ctx, id, in.ProviderPlugin, in.ProviderConfig)
 	if err != nil {
 		return store.Product{}, err
 	}
@@ -131,7 +139,7 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		now := s.now()
 		prod, err := store.InsertProduct(ctx, tx, store.NewProduct{
-			Name: in.Name, Description: in.Description, Price: in.Price, Currency: in.Currency,
+			ID: id, Name: in.Name, Description: in.Description, Price: in.Price, Currency: in.Currency,
 			ProviderPlugin: in.ProviderPlugin, ProviderConfig: providerConfig, CreatedAt: now,
 		})
 		if errors.Is(err, store.ErrForeignKeyViolation) { // the plugin went away since the check
@@ -150,11 +158,12 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	return out, nil
 }
 
-// checkProvider checks a product's provider plugin and its provider_config
-// and returns the config as JSON (nil when there is no plugin). The plugin
-// must exist and be a provider; the config must satisfy the plugin's config
-// schema, keys of the product's own (plan) aside.
-func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[string]any) ([]byte, error) {
+// checkProvider checks product id's provider plugin and its
+// provider_config and returns the config as stored: JSON, its secrets
+// sealed (nil when there is no plugin). The plugin must exist and be a
+// provider; the config must satisfy the plugin's config schema, keys of the
+// product's own (plan) aside.
+func (s *Service) checkProvider(ctx context.Context, id uuid.UUID, name *string, cfg map[string]any) ([]byte, error) {
 	if name == nil {
 		if len(cfg) > 0 {
 			return nil, apperr.New(apperr.InvalidArgument, "provider_config needs a provider_plugin")
@@ -168,7 +177,7 @@ func (s *Service) checkProvider(ctx context.Context, name *string, cfg map[strin
 	if cfg == nil {
 		cfg = map[string]any{}
 	}
-	return providerConfigJSON(schema, cfg, schema.MaskSent(cfg))
+	return s.providerConfigJSON(id, schema, cfg, append(secrets.SealedLooking(providerConfigField, cfg), schema.MaskSent(cfg)...))
 }
 
 // providerSchema is the config schema of provider plugin name.
@@ -190,16 +199,27 @@ func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) 
 	return schema, nil
 }
 
-// providerConfigJSON checks cfg against schema (the product's own keys
-// aside) and encodes it; problems are found beforehand.
-func providerConfigJSON(schema *configschema.Schema, cfg map[string]any, problems []string) ([]byte, error) {
-	if problems = append(problems, schema.ProblemsBesideOwnKeys(cfg)...); len(problems) > 0 {
-		for i, p := range problems {
-			problems[i] = "provider_" + p // config.token → provider_config.token
-		}
+// providerConfigField names a product's provider settings in messages.
+const providerConfigField = "provider_config"
+
+// productOwner is what product id's provider settings are bound to.
+func productOwner(id uuid.UUID) secrets.Owner { return secretpass.Products.Owner(id) }
+
+// providerConfigJSON checks cfg (clear) against schema (the product's own
+// keys aside) and encodes it for product id, its secrets sealed; problems
+// are found beforehand and already named (provider_config.token).
+func (s *Service) providerConfigJSON(id uuid.UUID, schema *configschema.Schema, cfg map[string]any, problems []string) ([]byte, error) {
+	for _, p := range schema.ProblemsBesideOwnKeys(cfg) {
+		problems = append(problems, "provider_"+p) // config.token → provider_config.token
+	}
+	if len(problems) > 0 {
 		return nil, apperr.New(apperr.InvalidArgument, "%s", strings.Join(problems, "; "))
 	}
-	raw, err := json.Marshal(cfg)
+	sealed, err := s.keys.SealConfig(productOwner(id), schema.SecretPaths(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(sealed)
 	if err != nil {
 		return nil, apperr.Wrap(apperr.InvalidArgument, err, "provider_config: not representable as JSON")
 	}
@@ -213,7 +233,7 @@ type ProductUpdate struct {
 	Price       *money.Amount
 	Enabled     *bool
 	// ProviderConfig replaces the provider_config; a secret it omits or
-	// sends as the mask keeps the stored value.
+	// sends as the mask keeps the stored value (which must then decrypt).
 	ProviderConfig map[string]any
 }
 
@@ -255,15 +275,22 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 			if before.ProviderPlugin == nil {
 				return apperr.New(apperr.InvalidArgument, "provider_config needs a provider_plugin; product %s has none", id)
 			}
+			if problems := secrets.SealedLooking(providerConfigField, u.ProviderConfig); len(problems) > 0 {
+				return apperr.New(apperr.InvalidArgument, "%s", strings.Join(problems, "; "))
+			}
 			schema, err := s.providerSchema(ctx, tx, *before.ProviderPlugin)
 			if err != nil {
 				return err
 			}
-			var stored map[string]any
-			if err := json.Unmarshal(before.ProviderConfig, &stored); err != nil {
+			stored, err := secrets.DecodeConfig(before.ProviderConfig)
+			if err != nil {
 				return apperr.Wrap(apperr.Internal, err, "product %s: stored provider_config is not a JSON object", id)
 			}
-			if next.ProviderConfig, err = providerConfigJSON(schema, schema.Merge(stored, u.ProviderConfig), nil); err != nil {
+			merged, err := s.keys.MergeUpdate(productOwner(id), stored, u.ProviderConfig, schema.Merge)
+			if err != nil {
+				return err
+			}
+			if next.ProviderConfig, err = s.providerConfigJSON(id, schema, merged, nil); err != nil {
 				return err
 			}
 		}
@@ -319,6 +346,47 @@ type orderItem struct {
 	ProviderConfig json.RawMessage `json:"provider_config"`
 }
 
+// frozenProviderConfig is the copy of prod's provider settings order
+// orderID keeps in its item: the secrets sealed for the product opened and
+// sealed again bound to the order, so that the copy is the order's own — a
+// later change of the product leaves it as it was placed, and it cannot be
+// moved to another order or back into a product. Settings that do not
+// decrypt are FailedPrecondition: the product cannot be ordered until an
+// admin sends its secrets again.
+func (s *Service) frozenProviderConfig(prod store.Product, orderID uuid.UUID) (json.RawMessage, error) {
+	raw := prod.ProviderConfig
+	if len(raw) == 0 {
+		return json.RawMessage("{}"), nil
+	}
+	if !secrets.ContainsSealed(raw) {
+		return json.RawMessage(raw), nil
+	}
+	cfg, err := secrets.DecodeConfig(raw)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "product %s: stored provider_config is not a JSON object", prod.ID)
+	}
+	var sealedPaths [][]string
+	secrets.VisitStrings(cfg, func(path []string, v string) (string, bool) {
+		if secrets.IsSealed(v) {
+			sealedPaths = append(sealedPaths, path)
+		}
+		return "", false
+	})
+	opened, err := s.keys.OpenConfig(productOwner(prod.ID), cfg)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.FailedPrecondition, err, "product %s cannot be ordered: its provider settings do not decrypt with the keys of [secrets]", prod.ID)
+	}
+	frozen, err := s.keys.SealConfig(secretpass.Orders.Owner(orderID), sealedPaths, opened)
+	if err != nil {
+		return nil, err
+	}
+	out, err := json.Marshal(frozen)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CreateOrder orders one product for the calling customer: a pending order
 // of the product's price, in the product's currency.
 func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.Order, error) {
@@ -349,9 +417,10 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 	if acct.DisabledAt != nil {
 		return store.Order{}, apperr.New(apperr.PermissionDenied, "customer account is disabled")
 	}
-	config := json.RawMessage(prod.ProviderConfig)
-	if len(config) == 0 {
-		config = json.RawMessage("{}")
+	orderID := uuid.New()
+	config, err := s.frozenProviderConfig(prod, orderID)
+	if err != nil {
+		return store.Order{}, err
 	}
 	item, err := json.Marshal(orderItem{
 		ProductID: prod.ID, Name: prod.Name, Description: prod.Description, Price: prod.Price,
@@ -364,7 +433,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		now := s.now()
 		o, err := store.InsertOrder(ctx, tx, store.NewOrder{
-			CustomerID: p.ID, ProductID: &prod.ID, TotalAmount: prod.Price, Currency: prod.Currency,
+			ID: &orderID, CustomerID: p.ID, ProductID: &prod.ID, TotalAmount: prod.Price, Currency: prod.Currency,
 			Description: prod.Name, Item: item, CreatedAt: now,
 		})
 		if err != nil {

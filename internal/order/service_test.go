@@ -12,6 +12,8 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/secretpass"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -120,7 +122,9 @@ func TestCreateProductChecksProviderConfigAgainstThePluginSchema(t *testing.T) {
 	good.ProviderConfig = map[string]any{"api_url": "https://p.example", "token": "s3cr3t-t0ken", "plan": "vps-1g"}
 	p, err := b.svc.CreateProduct(b.asAdmin, good)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"api_url":"https://p.example","token":"s3cr3t-t0ken","plan":"vps-1g"}`, string(p.ProviderConfig))
+	require.NotContains(t, string(p.ProviderConfig), "s3cr3t", "stored encrypted")
+	require.Contains(t, string(p.ProviderConfig), `"token": "enc:v1:k1:`)
+	require.JSONEq(t, `{"api_url":"https://p.example","token":"s3cr3t-t0ken","plan":"vps-1g"}`, b.providerConfig(t, p.ID))
 	audits := b.audits(t, "product", p.ID.String())
 	require.Len(t, audits, 1)
 	raw, err := json.Marshal(audits[0].After)
@@ -138,6 +142,8 @@ func TestCreateProductChecksProviderConfigAgainstThePluginSchema(t *testing.T) {
 	require.NoError(t, json.Unmarshal(o.Item, &item))
 	require.Equal(t, "vps", item.ProviderPlugin)
 	require.Equal(t, "vps-1g", item.ProviderConfig["plan"])
+	require.NotContains(t, string(o.Item), "s3cr3t", "the order's copy is encrypted too")
+	require.Equal(t, "s3cr3t-t0ken", b.frozenConfig(t, o.ID)["token"])
 }
 
 // An update changes the product for orders placed from then on; the
@@ -199,11 +205,7 @@ func TestUpdateProductProviderConfigKeepsUnsaidSecrets(t *testing.T) {
 	prod, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
 		ProviderConfig: map[string]any{"api_url": "https://a.example", "token": "s3cr3t-0ne", "plan": "vps-1g"}})
 	require.NoError(t, err)
-	config := func() string {
-		p, err := store.GetProduct(context.Background(), b.pool, prod.ID)
-		require.NoError(t, err)
-		return string(p.ProviderConfig)
-	}
+	config := func() string { return b.providerConfig(t, prod.ID) }
 
 	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "gopher://b", "plan": "vps-2g"}})
 	requireKind(t, err, apperr.InvalidArgument)
@@ -227,6 +229,100 @@ func TestUpdateProductProviderConfigKeepsUnsaidSecrets(t *testing.T) {
 		require.NoError(t, err)
 		require.NotContains(t, string(raw), "s3cr3t", "the audit trail never holds the token")
 	}
+}
+
+// vpsSchema is http_provider's schema: api_url and a secret token.
+const vpsSchema = `{"type":"object","required":["api_url","token"],"additionalProperties":false,
+	"properties":{"api_url":{"type":"string","pattern":"^https?://"},"token":{"type":"string","minLength":1,"x-secret":true}}}`
+
+// The provider's token is stored encrypted, bound to the product; an order
+// keeps its own copy, bound to the order, which stays as it was placed when
+// the product's token changes. Without a key no token is stored, and no
+// value that looks encrypted is taken.
+func TestProviderSecretsAreEncryptedForTheProductAndEachOrderKeepsItsOwnCopy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64), $1)`, vpsSchema)
+	prod, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
+		ProviderConfig: map[string]any{"api_url": "https://a.example", "token": "t0ken-0ne", "plan": "vps-1g"}})
+	require.NoError(t, err)
+	first, err := b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"api_url": "https://a.example", "token": "t0ken-0ne", "plan": "vps-1g"}, b.frozenConfig(t, first.ID))
+
+	// The order's copy opens for the order only: not for the product, not
+	// for another order.
+	sealed := b.frozenConfig(t, first.ID, "raw")["token"].(string)
+	require.NotEqual(t, b.storedConfig(t, prod.ID)["token"], sealed, "sealed again for the order")
+	_, err = b.keys.Open(sealed, secretpass.Products.Owner(prod.ID).AAD([]string{"token"}))
+	require.ErrorIs(t, err, secrets.ErrNotAuthentic)
+	second, err := b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.NoError(t, err)
+	_, err = b.keys.Open(sealed, secretpass.Orders.Owner(second.ID).AAD([]string{"token"}))
+	require.ErrorIs(t, err, secrets.ErrNotAuthentic)
+
+	// A new token: the placed order keeps the one it was placed with.
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://a.example", "token": "t0ken-tw0"}})
+	require.NoError(t, err)
+	require.Equal(t, "t0ken-0ne", b.frozenConfig(t, first.ID)["token"])
+	third, err := b.svc.CreateOrder(b.asAlice, prod.ID)
+	require.NoError(t, err)
+	require.Equal(t, "t0ken-tw0", b.frozenConfig(t, third.ID)["token"])
+
+	// A value that looks encrypted is refused, on create and on update.
+	products := b.count(t, `SELECT count(*) FROM products`)
+	_, err = b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "planted", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
+		ProviderConfig: map[string]any{"api_url": "https://a.example", "token": sealed}})
+	requireKind(t, err, apperr.InvalidArgument)
+	require.ErrorContains(t, err, `provider_config.token: a value may not start with "enc:"`)
+	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://a.example", "token": sealed}})
+	requireKind(t, err, apperr.InvalidArgument)
+	require.Equal(t, "t0ken-tw0", b.providerConfig(t, prod.ID, "token"))
+
+	// Without a key: no token stored, nothing created.
+	keyless := order.NewService(b.pool, currencies, nil, nil, nil)
+	_, err = keyless.CreateProduct(b.asAdmin, order.NewProduct{Name: "clear", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
+		ProviderConfig: map[string]any{"api_url": "https://a.example", "token": "t0ken-clear"}})
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.ErrorContains(t, err, "provider_config.token is a secret, and the service stores secrets only encrypted")
+	require.Equal(t, products, b.count(t, `SELECT count(*) FROM products`))
+}
+
+// A product whose stored token does not decrypt (moved from another
+// product, altered, its key gone) cannot be ordered and cannot keep the
+// token in an update; nothing is created or changed, and sending the token
+// again repairs it.
+func TestMovedProviderCiphertextMakesTheProductUnorderableUntilTheTokenIsSentAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.exec(t, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64), $1)`, vpsSchema)
+	create := func(token string) store.Product {
+		p, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS", Price: money.MustParse("5.00"), Currency: "CNY", ProviderPlugin: ptr("vps"),
+			ProviderConfig: map[string]any{"api_url": "https://a.example", "token": token}})
+		require.NoError(t, err)
+		return p
+	}
+	a, victim := create("t0ken-of-a"), create("t0ken-of-b")
+	b.exec(t, `UPDATE products SET provider_config = jsonb_set(provider_config, '{token}', (SELECT provider_config->'token' FROM products WHERE id = $1)) WHERE id = $2`, a.ID, victim.ID)
+	orders := b.count(t, `SELECT count(*) FROM orders`)
+
+	_, err := b.svc.CreateOrder(b.asAlice, victim.ID)
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.ErrorContains(t, err, "cannot be ordered: its provider settings do not decrypt")
+	require.NotContains(t, err.Error(), "t0ken")
+	require.Equal(t, orders, b.count(t, `SELECT count(*) FROM orders`), "nothing created")
+	_, err = b.svc.UpdateProduct(b.asAdmin, victim.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://b.example"}})
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.ErrorContains(t, err, "provider_config.token: the stored secret does not decrypt")
+
+	_, err = b.svc.CreateOrder(b.asAlice, a.ID)
+	require.NoError(t, err, "the other product is untouched")
+
+	_, err = b.svc.UpdateProduct(b.asAdmin, victim.ID, order.ProductUpdate{ProviderConfig: map[string]any{"api_url": "https://b.example", "token": "t0ken-of-b"}})
+	require.NoError(t, err)
+	o, err := b.svc.CreateOrder(b.asAlice, victim.ID)
+	require.NoError(t, err)
+	require.Equal(t, "t0ken-of-b", b.frozenConfig(t, o.ID)["token"])
 }
 
 func TestListProductsShowsCustomersEnabledProductsOnly(t *testing.T) {

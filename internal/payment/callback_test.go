@@ -222,7 +222,7 @@ func TestLateSuccessForAFailedPaymentIsCapturedOnceAndNeverLeavesFailed(t *testi
 	ctx := context.Background()
 	orderID := f.order(t, "15.00")
 	p := f.pay(t, orderID)
-	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil)
+	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil, nil)
 	_, err := orders.CancelOrder(f.asAlice, orderID)
 	require.NoError(t, err)
 	require.Equal(t, "failed", f.payment(t, p.ID).Status, "cancelling the order failed its payment")

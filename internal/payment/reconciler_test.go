@@ -224,7 +224,7 @@ func TestReconcilerFindsMoneyCapturedAfterAPaymentFailedWithinTheWindow(t *testi
 	t.Parallel()
 	f := setupFlow(t)
 	f.fake.DropNotify(true)
-	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil)
+	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil, nil)
 	fail := func() store.Payment {
 		orderID := f.order(t, "7.00")
 		p := f.pay(t, orderID)

@@ -240,7 +240,7 @@ func TestRefundOfABalancePaymentCreditsTheBalance(t *testing.T) {
 	_, err := f.pool.Exec(ctx, `UPDATE customers SET balance = 100.00 WHERE id = $1`, f.alice)
 	require.NoError(t, err)
 	orderID := f.order(t, "60.00")
-	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil)
+	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil, nil)
 	paid, err := orders.PayWithBalance(f.asAlice, orderID)
 	require.NoError(t, err)
 
@@ -401,7 +401,7 @@ func TestRefundOrderGivesEverythingBackOnceAndNeverResendsAnUnknownRefund(t *tes
 	_, err = f.pool.Exec(ctx, `UPDATE customers SET balance = 10.00 WHERE id = $1`, f.alice)
 	require.NoError(t, err)
 	orderID := f.order(t, "10.00")
-	_, err = order.NewService(f.pool, []string{"CNY"}, nil, nil).PayWithBalance(f.asAlice, orderID)
+	_, err = order.NewService(f.pool, []string{"CNY"}, nil, nil, nil).PayWithBalance(f.asAlice, orderID)
 	require.NoError(t, err)
 	require.NoError(t, f.svc.RefundOrder(ctx, orderID, "provisioning_failed"))
 	acct, err := store.GetBalanceAccount(ctx, f.pool, f.alice)

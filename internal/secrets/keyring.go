@@ -35,7 +35,7 @@ var (
 	// ErrNotAuthentic: the key is known but the value does not open under
 	// it with this associated data: altered, moved from another owner, or
 	// sealed under another key of the same id.
-	ErrNotAuthentic = errors.New("does not decrypt: altered, moved from another interface or property, or sealed under another key of that id")
+	ErrNotAuthentic = errors.New("does not decrypt: altered, moved from another owner (interface, product, order) or property, or sealed under another key of that id")
 )
 
 // keyIDRE is what a key id may be: it travels in the sealed value (so no

@@ -78,12 +78,6 @@ func UpdateGatewayInterface(ctx context.Context, db DB, id uuid.UUID, displayNam
 	return row, MapError(err)
 }
 
-// ListAllGatewayInterfaces returns every interface, by id.
-func ListAllGatewayInterfaces(ctx context.Context, db DB) ([]GatewayInterface, error) {
-	rows, err := dbsqlc.New(db).ListAllGatewayInterfaces(ctx)
-	return rows, MapError(err)
-}
-
 // SetGatewayInterfaceConfig replaces an interface's config without
 // touching updated_at (its secrets re-encrypted, not an admin's change).
 func SetGatewayInterfaceConfig(ctx context.Context, db DB, id uuid.UUID, config []byte) error {

@@ -15,6 +15,9 @@ type Order = dbsqlc.Order
 
 // NewOrder is what InsertOrder writes; the order starts pending.
 type NewOrder struct {
+	// ID is the caller's when secrets in Item are encrypted bound to it;
+	// nil: the database generates one.
+	ID          *uuid.UUID
 	CustomerID  uuid.UUID
 	ProductID   *uuid.UUID
 	TotalAmount money.Amount
@@ -39,6 +42,7 @@ func InsertOrder(ctx context.Context, db DB, o NewOrder) (Order, error) {
 		item = []byte("{}")
 	}
 	row, err := dbsqlc.New(db).InsertOrder(ctx, dbsqlc.InsertOrderParams{
+		ID:          o.ID,
 		CustomerID:  o.CustomerID,
 		ProductID:   o.ProductID,
 		TotalAmount: o.TotalAmount,

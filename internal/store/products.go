@@ -15,6 +15,9 @@ type Product = dbsqlc.Product
 
 // NewProduct is what InsertProduct writes; a new product is enabled.
 type NewProduct struct {
+	// ID is the caller's: secrets in ProviderConfig are encrypted bound to
+	// it. uuid.Nil: a new random one.
+	ID             uuid.UUID
 	Name           string
 	Description    string
 	Price          money.Amount
@@ -28,11 +31,15 @@ type NewProduct struct {
 // InsertProduct adds a product to the catalogue. A provider plugin that does
 // not exist fails with ErrForeignKeyViolation.
 func InsertProduct(ctx context.Context, db DB, p NewProduct) (Product, error) {
+	if p.ID == uuid.Nil {
+		p.ID = uuid.New()
+	}
 	cfg := p.ProviderConfig
 	if cfg == nil {
 		cfg = []byte("{}")
 	}
 	row, err := dbsqlc.New(db).InsertProduct(ctx, dbsqlc.InsertProductParams{
+		ID:             p.ID,
 		Name:           p.Name,
 		Description:    p.Description,
 		Price:          p.Price,

@@ -37,12 +37,6 @@ SET display_name = @display_name, config = @config, updated_at = @now
 WHERE id = @id
 RETURNING *;
 
--- name: ListAllGatewayInterfaces :many
--- Every interface, for the secrets pass at start and `paymentd secrets
--- rotate` (a handful of rows).
-SELECT * FROM gateway_interfaces
-ORDER BY id;
-
 -- name: SetGatewayInterfaceConfig :exec
 -- The same config with its secrets (re-)encrypted: not an admin's change,
 -- so updated_at stays.

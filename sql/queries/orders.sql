@@ -11,9 +11,11 @@ FOR UPDATE;
 
 -- name: InsertOrder :one
 -- A new order is always pending (the column default). item freezes what was
--- bought, so later catalogue edits never change the order.
-INSERT INTO orders (customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
-VALUES (@customer_id, sqlc.narg('product_id'), @total_amount, @currency, @description, @item, @created_at, @created_at)
+-- bought, so later catalogue edits never change the order. The id is the
+-- caller's when given: the item's encrypted secrets are bound to it before
+-- the insert.
+INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
+VALUES (COALESCE(sqlc.narg('id')::uuid, gen_random_uuid()), @customer_id, sqlc.narg('product_id'), @total_amount, @currency, @description, @item, @created_at, @created_at)
 RETURNING *;
 
 -- name: ListOrders :many

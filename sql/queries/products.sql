@@ -1,8 +1,10 @@
 -- The product catalogue.
 
 -- name: InsertProduct :one
-INSERT INTO products (name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
-VALUES (@name, @description, @price, @currency, sqlc.narg('provider_plugin'), @provider_config, @created_at, @created_at)
+-- The id is the caller's: the provider_config's encrypted secrets are bound
+-- to it before the insert.
+INSERT INTO products (id, name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
+VALUES (@id, @name, @description, @price, @currency, sqlc.narg('provider_plugin'), @provider_config, @created_at, @created_at)
 RETURNING *;
 
 -- name: GetProduct :one

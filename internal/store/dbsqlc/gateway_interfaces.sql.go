@@ -132,42 +132,6 @@ func (q *Queries) InsertGatewayInterface(ctx context.Context, arg InsertGatewayI
 	return i, err
 }
 
-const listAllGatewayInterfaces = `-- name: ListAllGatewayInterfaces :many
-SELECT id, plugin_name, display_name, config, config_schema, enabled, created_at, updated_at FROM gateway_interfaces
-ORDER BY id
-`
-
-// Every interface, for the secrets pass at start and `paymentd secrets
-// rotate` (a handful of rows).
-func (q *Queries) ListAllGatewayInterfaces(ctx context.Context) ([]GatewayInterface, error) {
-	rows, err := q.db.Query(ctx, listAllGatewayInterfaces)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []GatewayInterface
-	for rows.Next() {
-		var i GatewayInterface
-		if err := rows.Scan(
-			&i.ID,
-			&i.PluginName,
-			&i.DisplayName,
-			&i.Config,
-			&i.ConfigSchema,
-			&i.Enabled,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const listGatewayInterfaceViews = `-- name: ListGatewayInterfaceViews :many
 SELECT gateway_interfaces.id, gateway_interfaces.plugin_name, gateway_interfaces.display_name, gateway_interfaces.config, gateway_interfaces.config_schema, gateway_interfaces.enabled, gateway_interfaces.created_at, gateway_interfaces.updated_at, plugins.status AS plugin_status,
        plugins.enabled AS plugin_enabled

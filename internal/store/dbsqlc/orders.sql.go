@@ -133,12 +133,13 @@ func (q *Queries) GetOrderForUpdate(ctx context.Context, id uuid.UUID) (Order, e
 }
 
 const insertOrder = `-- name: InsertOrder :one
-INSERT INTO orders (customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
+VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, $3, $4, $5, $6, $7, $8, $8)
 RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at
 `
 
 type InsertOrderParams struct {
+	ID          *uuid.UUID
 	CustomerID  uuid.UUID
 	ProductID   *uuid.UUID
 	TotalAmount money.Amount
@@ -149,9 +150,12 @@ type InsertOrderParams struct {
 }
 
 // A new order is always pending (the column default). item freezes what was
-// bought, so later catalogue edits never change the order.
+// bought, so later catalogue edits never change the order. The id is the
+// caller's when given: the item's encrypted secrets are bound to it before
+// the insert.
 func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (Order, error) {
 	row := q.db.QueryRow(ctx, insertOrder,
+		arg.ID,
 		arg.CustomerID,
 		arg.ProductID,
 		arg.TotalAmount,

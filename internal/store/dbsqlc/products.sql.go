@@ -51,12 +51,13 @@ func (q *Queries) GetProduct(ctx context.Context, id uuid.UUID) (Product, error)
 
 const insertProduct = `-- name: InsertProduct :one
 
-INSERT INTO products (name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $7)
+INSERT INTO products (id, name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
 RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at
 `
 
 type InsertProductParams struct {
+	ID             uuid.UUID
 	Name           string
 	Description    string
 	Price          money.Amount
@@ -67,8 +68,11 @@ type InsertProductParams struct {
 }
 
 // The product catalogue.
+// The id is the caller's: the provider_config's encrypted secrets are bound
+// to it before the insert.
 func (q *Queries) InsertProduct(ctx context.Context, arg InsertProductParams) (Product, error) {
 	row := q.db.QueryRow(ctx, insertProduct,
+		arg.ID,
 		arg.Name,
 		arg.Description,
 		arg.Price,
