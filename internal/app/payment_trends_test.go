@@ -61,7 +61,8 @@ func gatewayRows(t *testing.T, res *paymentpb.GetPaymentTrendsResponse) []string
 // Asia/Shanghai (UTC+8): a payment made at 20:00 UTC is the next day in
 // Shanghai, one created at 23:59:59 there and paid two seconds later is
 // created and paid on one UTC day but two Shanghai days, and one made on
-// 28 February in UTC is on 1 March in Shanghai.
+// 28 February in UTC is on 1 March in Shanghai. In New York, the day
+// summer time starts lasts 23 hours.
 func TestGetPaymentTrendsCutsDaysInTheAdminsTimeZone(t *testing.T) {
 	t.Parallel()
 	e := startPayments(t)
@@ -143,6 +144,27 @@ func TestGetPaymentTrendsCutsDaysInTheAdminsTimeZone(t *testing.T) {
 		"epay 2026-03-02 1/1/0 rate 1.0000",
 		"epay 2026-03-03 1/0/0 rate -",
 	}, gatewayRows(t, shanghai))
+
+	// A zone with summer time: in New York 8 March 2026 lasts 23 hours
+	// (02:00 EST is 03:00 EDT), from 05:00 UTC to 04:00 UTC the next day.
+	pay(alipay, "2.00", "USD", "pending", "2026-03-08T04:59:59Z", "") // 7 March, 23:59:59 EST
+	pay(alipay, "2.00", "USD", "pending", "2026-03-08T05:00:00Z", "") // 8 March, 00:00 EST
+	pay(alipay, "2.00", "USD", "pending", "2026-03-09T03:59:59Z", "") // 8 March, 23:59:59 EDT
+	pay(alipay, "2.00", "USD", "pending", "2026-03-09T04:00:00Z", "") // 9 March, 00:00 EDT
+	newYork, err := trends(&paymentpb.GetPaymentTrendsRequest{From: "2026-03-07", To: "2026-03-09", TimeZone: "America/New_York"}, e.c.admin)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"USD 2026-03-07 1/0/0 0.00 0.00",
+		"USD 2026-03-08 2/0/0 0.00 0.00",
+		"USD 2026-03-09 1/0/0 0.00 0.00",
+	}, currencyRows(t, newYork))
+	utcDST, err := trends(&paymentpb.GetPaymentTrendsRequest{From: "2026-03-07", To: "2026-03-09"}, e.c.admin)
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"USD 2026-03-07 0/0/0 0.00 0.00",
+		"USD 2026-03-08 2/0/0 0.00 0.00",
+		"USD 2026-03-09 2/0/0 0.00 0.00",
+	}, currencyRows(t, utcDST))
 
 	// A day without anything, and a range before everything: the days, and
 	// no series.

@@ -15,33 +15,46 @@ import (
 const paymentTrendsByCurrency = `-- name: PaymentTrendsByCurrency :many
 
 WITH bounds AS (
-    SELECT ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
+    SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
+           ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
+    FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
 ),
-happened AS (
-    SELECT (p.created_at AT TIME ZONE $1::text)::date AS day, p.currency,
-           1 AS created, 0 AS succeeded, 0 AS failed, 0::numeric AS received, 0::numeric AS refunded
+created AS (
+    SELECT $2::date + width_bucket(p.created_at, b.starts) - 1 AS day, p.currency, count(*) AS n
     FROM payments p, bounds b
     WHERE p.created_at >= b.lo AND p.created_at < b.hi
-    UNION ALL
-    SELECT (p.paid_at AT TIME ZONE $1::text)::date, p.currency, 0, 1, 0, p.amount, 0
+    GROUP BY 1, 2
+),
+paid AS (
+    SELECT $2::date + width_bucket(p.paid_at, b.starts) - 1 AS day, p.currency, count(*) AS n, sum(p.amount) AS amount
     FROM payments p, bounds b
     WHERE p.paid_at >= b.lo AND p.paid_at < b.hi
-    UNION ALL
-    SELECT (p.failed_at AT TIME ZONE $1::text)::date, p.currency, 0, 0, 1, 0, 0
+    GROUP BY 1, 2
+),
+failed AS (
+    SELECT $2::date + width_bucket(p.failed_at, b.starts) - 1 AS day, p.currency, count(*) AS n
     FROM payments p, bounds b
     WHERE p.failed_at >= b.lo AND p.failed_at < b.hi
-    UNION ALL
-    SELECT (r.updated_at AT TIME ZONE $1::text)::date, p.currency, 0, 0, 0, 0, r.amount
+    GROUP BY 1, 2
+),
+refunded AS (
+    SELECT $2::date + width_bucket(r.updated_at, b.starts) - 1 AS day, p.currency, sum(r.amount) AS amount
     FROM refunds r JOIN payments p ON p.id = r.payment_id, bounds b
     WHERE r.status = 'succeeded' AND r.updated_at >= b.lo AND r.updated_at < b.hi
       AND p.status IN ('success', 'refunded')
+    GROUP BY 1, 2
 ),
 per_day AS (
     SELECT day, currency,
-           sum(created)::bigint AS created, sum(succeeded)::bigint AS succeeded, sum(failed)::bigint AS failed,
-           (sum(received) * 100)::bigint AS received_cents, (sum(refunded) * 100)::bigint AS refunded_cents
-    FROM happened
+           sum(created) AS created, sum(succeeded) AS succeeded, sum(failed) AS failed,
+           sum(received) AS received, sum(refunded) AS refunded
+    FROM (
+        SELECT day, currency, n AS created, 0 AS succeeded, 0 AS failed, 0 AS received, 0 AS refunded FROM created
+        UNION ALL SELECT day, currency, 0, n, 0, amount, 0 FROM paid
+        UNION ALL SELECT day, currency, 0, 0, n, 0, 0 FROM failed
+        UNION ALL SELECT day, currency, 0, 0, 0, 0, amount FROM refunded
+    ) happened
     GROUP BY day, currency
 ),
 days AS (
@@ -51,7 +64,7 @@ days AS (
 SELECT days.day::date AS day, c.currency::text AS currency,
        coalesce(a.created, 0)::bigint AS created, coalesce(a.succeeded, 0)::bigint AS succeeded,
        coalesce(a.failed, 0)::bigint AS failed,
-       coalesce(a.received_cents, 0)::bigint AS received_cents, coalesce(a.refunded_cents, 0)::bigint AS refunded_cents
+       (coalesce(a.received, 0) * 100)::bigint AS received_cents, (coalesce(a.refunded, 0) * 100)::bigint AS refunded_cents
 FROM (SELECT DISTINCT currency FROM per_day) c
 CROSS JOIN days
 LEFT JOIN per_day a ON a.currency = c.currency AND a.day = days.day
@@ -78,13 +91,18 @@ type PaymentTrendsByCurrencyRow struct {
 // day by day in an IANA time zone, computed by the database. A day is cut by
 // the zone's midnights (generate_series over local dates, each turned into
 // an instant with AT TIME ZONE, so a day of a DST change lasts 23 or 25
-// hours); first_day and last_day are local dates, both included.
+// hours); first_day and last_day are local dates, both included. A row's
+// day is found by width_bucket in the sorted array of the days' first
+// instants (bounds.starts): a binary search, half the CPU of converting
+// every row's time to the zone; bucket i is first_day + i - 1. Every
+// stream is one range of an index that covers it (index-only scans:
+// docs/performance.md has the plans), grouped by day as it is read, so
+// what is joined and sorted afterwards is a few rows per day.
 // Per currency and day: the payments created, received (paid_at) and failed
 // (failed_at) that day, the amounts received, and the refunds of paid
 // payments that succeeded that day (a refund's updated_at stops moving when
-// it succeeds). Each stream is a range of its own index over the whole
-// range's instants (payments_created_at_idx, payments_paid_at_idx,
-// payments_failed_at_idx, refunds_succeeded_at_idx); the days are a dense
+// it succeeds). Streams: payments_created_at_idx, payments_paid_at_idx,
+// payments_failed_at_idx, refunds_succeeded_at_idx. The days are a dense
 // grid: every day of the range for every currency seen, zeros where
 // nothing happened. Sums are in cents as bigint.
 func (q *Queries) PaymentTrendsByCurrency(ctx context.Context, arg PaymentTrendsByCurrencyParams) ([]PaymentTrendsByCurrencyRow, error) {
@@ -117,19 +135,26 @@ func (q *Queries) PaymentTrendsByCurrency(ctx context.Context, arg PaymentTrends
 
 const paymentTrendsByGateway = `-- name: PaymentTrendsByGateway :many
 WITH bounds AS (
-    SELECT ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
+    SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
+           ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
+    FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
+),
+per_gateway AS (
+    SELECT p.gateway_interface_id AS gateway,
+           count(*) AS created,
+           count(*) FILTER (WHERE p.status IN ('success', 'refunded')) AS succeeded,
+           count(*) FILTER (WHERE p.status = 'failed') AS failed,
+           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM p.paid_at - p.created_at))
+               FILTER (WHERE p.paid_at IS NOT NULL) AS median_seconds
+    FROM payments p, bounds b
+    WHERE p.created_at >= b.lo AND p.created_at < b.hi AND p.gateway_interface_id IS NOT NULL
+    GROUP BY p.gateway_interface_id
 )
-SELECT g.id, g.display_name,
-       count(*) AS created,
-       count(*) FILTER (WHERE p.status IN ('success', 'refunded')) AS succeeded,
-       count(*) FILTER (WHERE p.status = 'failed') AS failed,
-       coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM p.paid_at - p.created_at))
-           FILTER (WHERE p.paid_at IS NOT NULL), 0)::float8 AS median_seconds
-FROM payments p
-JOIN gateway_interfaces g ON g.id = p.gateway_interface_id, bounds b
-WHERE p.created_at >= b.lo AND p.created_at < b.hi
-GROUP BY g.id, g.display_name
+SELECT g.id, g.display_name, a.created, a.succeeded, a.failed,
+       coalesce(a.median_seconds, 0)::float8 AS median_seconds
+FROM per_gateway a
+JOIN gateway_interfaces g ON g.id = a.gateway
 ORDER BY g.display_name, g.id
 `
 
@@ -148,11 +173,13 @@ type PaymentTrendsByGatewayRow struct {
 	MedianSeconds float64
 }
 
-// Per gateway interface, the payments created through it in the range
-// (payments_created_at_idx), counted by their status now: how many, how
-// many succeeded and failed, and the median seconds from creation to
-// success of those that succeeded (0 when none did: a succeeded payment
-// is exactly one with paid_at). Balance payments have no gateway.
+// Per gateway interface, the payments created through it in the range (a
+// range of payments_created_at_idx, which covers it), counted by their
+// status now: how many, how many succeeded and failed, and the median
+// seconds from creation to success of those that succeeded (0 when none
+// did: a succeeded payment is exactly one with paid_at). Grouped by the
+// gateway's id before its name is looked up. Balance payments have no
+// gateway.
 func (q *Queries) PaymentTrendsByGateway(ctx context.Context, arg PaymentTrendsByGatewayParams) ([]PaymentTrendsByGatewayRow, error) {
 	rows, err := q.db.Query(ctx, paymentTrendsByGateway, arg.Zone, arg.FirstDay, arg.LastDay)
 	if err != nil {
@@ -182,11 +209,13 @@ func (q *Queries) PaymentTrendsByGateway(ctx context.Context, arg PaymentTrendsB
 
 const paymentTrendsByGatewayDay = `-- name: PaymentTrendsByGatewayDay :many
 WITH bounds AS (
-    SELECT ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
+    SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
+           ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
+    FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
 ),
 per_day AS (
-    SELECT p.gateway_interface_id AS gateway, (p.created_at AT TIME ZONE $1::text)::date AS day,
+    SELECT p.gateway_interface_id AS gateway, $2::date + width_bucket(p.created_at, b.starts) - 1 AS day,
            count(*) AS created,
            count(*) FILTER (WHERE p.status IN ('success', 'refunded')) AS succeeded,
            count(*) FILTER (WHERE p.status = 'failed') AS failed
