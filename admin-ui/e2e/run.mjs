@@ -334,6 +334,24 @@ try {
       await expectTrends(90);
       await expectHover(90, "USD");
     });
+    await step("the charts shrink to a phone's width and grow back", async () => {
+      for (const width of [390, 1920, 1280]) {
+        await page.setViewportSize({ width, height: 860 });
+        await page.waitForFunction(() =>
+          [...document.querySelectorAll("figure.chart")].every((fig) => {
+            const plot = fig.querySelector(".chart-plot");
+            const canvas = fig.querySelector("canvas");
+            return plot && canvas && Math.abs(canvas.getBoundingClientRect().width - plot.getBoundingClientRect().width) < 2;
+          }),
+        );
+        const overflow = await page.evaluate(() =>
+          [...document.querySelectorAll("figure.chart, .range-switch")]
+            .filter((el) => el.scrollWidth > el.clientWidth + 1)
+            .map((el) => el.getAttribute("data-chart") ?? el.className),
+        );
+        if (overflow.length) throw new Error(`at ${width} px, wider than their box: ${overflow.join(", ")}`);
+      }
+    });
     await step("dashboard with trends, for the README", async () => {
       await expectTrends(30);
       await page.mouse.move(0, 0);

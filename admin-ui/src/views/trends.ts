@@ -51,7 +51,7 @@ function plot(chart: Chart, box: HTMLElement): uPlot {
     v === null || v === undefined ? "—" : chart.unit === "%" ? `${v.toFixed(1)} %` : `${v.toFixed(2)} ${chart.unit}`;
   const axis = { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
   const opts: uPlot.Options = {
-    width: Math.max(box.clientWidth, 280),
+    width: Math.max(box.clientWidth, 120),
     height: 220,
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
     cursor: { points: { size: 9 } },
@@ -79,7 +79,7 @@ function plot(chart: Chart, box: HTMLElement): uPlot {
   };
   const u = new uPlot(opts, [xValues(chart.days), ...chart.series.map((s) => s.values)] as uPlot.AlignedData, box);
   new ResizeObserver(() => {
-    const w = Math.max(box.clientWidth, 280);
+    const w = Math.max(box.clientWidth, 120);
     if (w !== u.width) u.setSize({ width: w, height: 220 });
   }).observe(box);
   return u;
