@@ -82,7 +82,7 @@ func seedTrendPayments(b *testing.B, n int) *pgxpool.Pool {
 // longest range allowed (366 days, all of them). ms/op is the figure
 // docs/performance.md quotes. Seeding takes a few minutes:
 //
-//	go test -run '^$' -bench PaymentTrends -benchtime 20x ./internal/payment/
+//	go test -run '^$' -bench PaymentTrends -benchtime 10x ./internal/payment/
 //
 // PAYMENTD_TRENDS_EXPLAIN=1 logs the plans (EXPLAIN ANALYZE of the
 // prepared statements the store ran) after the 90-day case.
