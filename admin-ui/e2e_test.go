@@ -75,6 +75,9 @@ type fixture struct {
 	NewPassword   string `json:"newPassword"`
 	// AdminKeyName names the admin API key the browser creates and revokes.
 	AdminKeyName string `json:"adminKeyName"`
+	// Trends are GetPaymentTrends' answers (protojson) for the last 7, 30
+	// and 90 days, keyed by the number of days (mode trends).
+	Trends map[string]json.RawMessage `json:"trends,omitempty"`
 	// customerToken and customerKey are the customer's credentials, which
 	// the browser's sign-out everywhere (with the API keys) ends.
 	customerToken, customerKey string
@@ -412,8 +415,8 @@ func runBrowser(t *testing.T, fx fixture) {
 	shots, err := filepath.Abs(filepath.Join("e2e", "screenshots"))
 	require.NoError(t, err)
 	fx.Screenshots = shots
-	if os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" && fx.Mode == "full" {
-		fx.DocsScreenshot, err = filepath.Abs(filepath.Join("..", "docs", "screenshots", "payments.png"))
+	if picture, ok := docsScreenshots[fx.Mode]; ok && os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" {
+		fx.DocsScreenshot, err = filepath.Abs(filepath.Join("..", picture))
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(filepath.Dir(fx.DocsScreenshot), 0o755))
 	}

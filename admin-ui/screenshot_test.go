@@ -10,28 +10,48 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// docsScreenshotShows are the sources of what docs/screenshots/payments.png
-// shows: the shell with its navigation, the payments list, their styles.
-var docsScreenshotShows = []string{
-	"admin-ui/src/main.ts",
-	"admin-ui/src/routes.ts",
-	"admin-ui/src/ui.ts",
-	"admin-ui/src/style.css",
-	"admin-ui/src/views/payments.ts",
+// docsScreenshots are the pictures the README shows, by the browser run
+// (fixture mode) that takes them with PAYMENTD_E2E_DOCS_SCREENSHOT=1.
+var docsScreenshots = map[string]string{
+	"full":   "docs/screenshots/payments.png",
+	"trends": "docs/screenshots/dashboard.png",
 }
 
-// The README shows docs/screenshots/payments.png; a change to the screens
-// it shows, committed after it, makes it stale (it once lacked the Refunds
-// item of the navigation). `task ui-screenshot` takes it again with the
-// browser test; commit it with (or after) the change.
+// docsScreenshotShows are the sources of what each picture shows: the
+// shell with its navigation, the screen, their styles.
+var docsScreenshotShows = map[string][]string{
+	"docs/screenshots/payments.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/views/payments.ts",
+	},
+	"docs/screenshots/dashboard.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/trends.ts",
+		"admin-ui/src/views/dashboard.ts",
+		"admin-ui/src/views/trends.ts",
+	},
+}
+
+// The README shows the pictures above; a change to the screens one shows,
+// committed after it, makes it stale (payments.png once lacked the Refunds
+// item of the navigation). `task ui-screenshot` takes them again with the
+// browser tests; commit them with (or after) the change.
 func TestDocsScreenshotIsNotOlderThanTheScreensItShows(t *testing.T) {
 	t.Parallel()
-	shot := lastCommitTime(t, "docs/screenshots/payments.png")
-	for _, src := range docsScreenshotShows {
-		changed := lastCommitTime(t, src)
-		require.False(t, shot.Before(changed),
-			"docs/screenshots/payments.png (committed %s) is older than %s (committed %s): run task ui-screenshot and commit the picture",
-			shot.Format(time.RFC3339), src, changed.Format(time.RFC3339))
+	for picture, sources := range docsScreenshotShows {
+		shot := lastCommitTime(t, picture)
+		for _, src := range sources {
+			changed := lastCommitTime(t, src)
+			require.False(t, shot.Before(changed),
+				"%s (committed %s) is older than %s (committed %s): run task ui-screenshot and commit the picture",
+				picture, shot.Format(time.RFC3339), src, changed.Format(time.RFC3339))
+		}
 	}
 }
 

@@ -202,6 +202,90 @@ async function confirmDialog(buttonName) {
   await dlg.waitFor({ state: "detached" });
 }
 
+/** The cells of a table's body rows as text (also inside a closed <details>). */
+async function cellTexts(table) {
+  return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => (c.textContent ?? "").trim())));
+}
+
+function sameJSON(got, want, what) {
+  const g = JSON.stringify(got);
+  const w = JSON.stringify(want);
+  if (g !== w) throw new Error(`${what}:\n got  ${g}\n want ${w}`);
+}
+
+/** The dashboard's trends for `days` days equal GetPaymentTrends' answer
+ * for them (fx.trends, protojson: zero counts are left out): every point
+ * given to uPlot and every cell of the tables. */
+async function expectTrends(days) {
+  const want = fx.trends[String(days)];
+  const card = page.getByRole("region", { name: "Trends" });
+  await card.getByRole("button", { name: `${days} days`, exact: true }).click();
+  await expectText(card.locator(".chart-range"), `${want.from} to ${want.to} (UTC)`);
+  await settled();
+  const count = (n) => Number(n ?? 0);
+  const rate = (r) => (r === undefined ? null : r * 100);
+  const rateText = (r) => (r === undefined ? "—" : `${(r * 100).toFixed(1)} %`);
+  for (const c of want.currencies) {
+    const fig = card.locator(`figure[data-chart="money-${c.currency}"]`);
+    await fig.locator("canvas").waitFor();
+    const points = JSON.parse(await fig.getAttribute("data-points"));
+    sameJSON(points, {
+      days: want.days,
+      series: [
+        { label: "Received", values: c.days.map((d) => Number(d.received)) },
+        { label: "Refunded", values: c.days.map((d) => Number(d.refunded)) },
+      ],
+    }, `${days} days, ${c.currency} chart`);
+    sameJSON(await cellTexts(fig.locator("details table")), c.days.map((d) => [d.day, d.received, d.refunded]), `${days} days, ${c.currency} table`);
+  }
+  const fig = card.locator('figure[data-chart="success-rate"]');
+  await fig.locator("canvas").waitFor();
+  sameJSON(JSON.parse(await fig.getAttribute("data-points")), {
+    days: want.days,
+    series: want.gateways.map((g) => ({ label: g.name, values: g.days.map((d) => rate(d.successRate)) })),
+  }, `${days} days, success rate chart`);
+  sameJSON(
+    await cellTexts(fig.locator("details table")),
+    want.days.map((day, i) => [day, ...want.gateways.map((g) => rateText(g.days[i].successRate))]),
+    `${days} days, success rate table`,
+  );
+  const summary = await cellTexts(card.getByRole("table", { name: "Gateways over the range", exact: true }));
+  sameJSON(
+    summary.map((r) => r.slice(0, 5)),
+    want.gateways.map((g) => [g.name, String(count(g.created)), String(count(g.succeeded)), String(count(g.failed)), rateText(g.successRate)]),
+    `${days} days, gateways table`,
+  );
+  for (const [i, g] of want.gateways.entries()) {
+    if ((summary[i][5] === "—") !== (g.medianSecondsToSuccess === undefined)) {
+      throw new Error(`${g.name}: median ${summary[i][5]}, API ${g.medianSecondsToSuccess}`);
+    }
+  }
+  if ((await card.locator("figure.chart").count()) !== want.currencies.length + 1) throw new Error("a chart too many or too few");
+}
+
+/** Under the pointer, a chart's legend shows that day's figures. */
+async function expectHover(days, currency) {
+  const want = fx.trends[String(days)];
+  const c = want.currencies.find((x) => x.currency === currency);
+  let i = c.days.length - 1;
+  while (i > 0 && Number(c.days[i].received) === 0) i--;
+  const fig = page.locator(`figure[data-chart="money-${currency}"]`);
+  const over = fig.locator(".u-over");
+  await over.scrollIntoViewIfNeeded();
+  const box = await over.boundingBox();
+  await page.mouse.move(box.x + (box.width * i) / (want.days.length - 1), box.y + box.height / 2);
+  const values = fig.locator(".u-legend .u-series .u-value");
+  await page
+    .waitForFunction(([el, day]) => el.querySelector(".u-series .u-value")?.textContent === day, [await fig.elementHandle(), want.days[i]], {
+      timeout: 5000,
+    })
+    .catch(async () => {
+      throw new Error(`legend after pointing at ${want.days[i]}: ${(await values.allTextContents()).join(" | ")}`);
+    });
+  const got = await values.allTextContents();
+  sameJSON(got, [want.days[i], `${Number(c.days[i].received).toFixed(2)} ${currency}`, `${Number(c.days[i].refunded).toFixed(2)} ${currency}`], `legend on ${want.days[i]}`);
+}
+
 /** Before logging in, the console asks who is logged in and learns: nobody. */
 const noSessionYet = ["/billing.identity.IdentityService/GetMe", "unauthenticated"];
 
@@ -237,7 +321,44 @@ try {
     await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
   });
 
-  if (fx.mode === "smoke") {
+  if (fx.mode === "trends") {
+    await step("dashboard trends of 30 days equal GetPaymentTrends' figures", async () => {
+      await page.getByRole("region", { name: "Trends" }).getByRole("button", { name: "30 days", pressed: true }).waitFor();
+      await expectTrends(30);
+    });
+    await step("the legend shows a day's figures under the pointer", async () => {
+      await expectHover(30, "CNY");
+    });
+    await step("dashboard trends of 7 and 90 days equal GetPaymentTrends' figures", async () => {
+      await expectTrends(7);
+      await expectTrends(90);
+      await expectHover(90, "USD");
+    });
+    await step("the charts shrink to a phone's width and grow back", async () => {
+      for (const width of [390, 1920, 1280]) {
+        await page.setViewportSize({ width, height: 860 });
+        await page.waitForFunction(() =>
+          [...document.querySelectorAll("figure.chart")].every((fig) => {
+            const plot = fig.querySelector(".chart-plot");
+            const canvas = fig.querySelector("canvas");
+            return plot && canvas && Math.abs(canvas.getBoundingClientRect().width - plot.getBoundingClientRect().width) < 2;
+          }),
+        );
+        const overflow = await page.evaluate(() =>
+          [...document.querySelectorAll("figure.chart, .range-switch")]
+            .filter((el) => el.scrollWidth > el.clientWidth + 1)
+            .map((el) => el.getAttribute("data-chart") ?? el.className),
+        );
+        if (overflow.length) throw new Error(`at ${width} px, wider than their box: ${overflow.join(", ")}`);
+      }
+    });
+    await step("dashboard with trends, for the README", async () => {
+      await expectTrends(30);
+      await page.mouse.move(0, 0);
+      const file = await shot("dashboard-trends");
+      if (fx.docsScreenshot) copyFileSync(file, fx.docsScreenshot);
+    });
+  } else if (fx.mode === "smoke") {
     await step("deep link reload under " + fx.adminPath, async () => {
       await page.goto(`${base}payments/${fx.paidPayment.id}`);
       await page.reload();

@@ -36,6 +36,7 @@ var AdminKeyScopes = auth.Scopes{
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:  auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure: auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.ScopeOperate,
 
 	// IdentityService: a key may ask who it is; credentials are managed

@@ -66,6 +66,9 @@ type Payment struct {
 	Currency  string // default "CNY"
 	Status    string // default "pending"
 	CreatedAt time.Time
+	// SettledAt is when a success (paid_at) or a failure (failed_at)
+	// happened; default CreatedAt.
+	SettledAt time.Time
 }
 
 // InsertPayment inserts p (creating the order when p.Order is zero) and
@@ -87,13 +90,16 @@ func InsertPayment(t testing.TB, db store.DB, p Payment) uuid.UUID {
 	if p.CreatedAt.IsZero() {
 		p.CreatedAt = time.Now()
 	}
+	if p.SettledAt.IsZero() {
+		p.SettledAt = p.CreatedAt
+	}
 	var paidAt *time.Time
 	if p.Status == "success" || p.Status == "refunded" {
-		paidAt = &p.CreatedAt
+		paidAt = &p.SettledAt
 	}
 	var failedAt *time.Time
 	if p.Status == "failed" {
-		failedAt = &p.CreatedAt
+		failedAt = &p.SettledAt
 	}
 	refunded := money.Zero()
 	if p.Status == "refunded" {
@@ -103,4 +109,18 @@ func InsertPayment(t testing.TB, db store.DB, p Payment) uuid.UUID {
 			refunded_amount, created_at, updated_at)
 		VALUES ($1, $2, 'gateway', $3, $4, $5, $6, $7, $8, $9, $10, $10) RETURNING id`,
 		p.Order, p.Customer, p.Gateway, money.MustParse(p.Amount), p.Currency, p.Status, paidAt, failedAt, refunded, p.CreatedAt)
+}
+
+// InsertRefund records a succeeded refund of amount of a paid payment at
+// the time at (created and completed then), and adds it to the payment's
+// refunded_amount (the payment is refunded when that reaches its amount).
+func InsertRefund(t testing.TB, db store.DB, payment uuid.UUID, amount string, at time.Time) uuid.UUID {
+	t.Helper()
+	a := money.MustParse(amount)
+	_, err := db.Exec(context.Background(), `UPDATE payments SET refunded_amount = refunded_amount + $2,
+			status = CASE WHEN refunded_amount + $2 = amount THEN 'refunded' ELSE status END
+		WHERE id = $1`, payment, a)
+	require.NoError(t, err)
+	return id(t, db, `INSERT INTO refunds (payment_id, amount, status, created_at, updated_at)
+		VALUES ($1, $2, 'succeeded', $3, $3) RETURNING id`, payment, a, at)
 }

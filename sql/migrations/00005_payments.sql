@@ -91,7 +91,11 @@ CREATE UNIQUE INDEX payments_one_pending_key ON payments (order_id, invoice_id, 
 CREATE UNIQUE INDEX payments_gateway_payment_id_key ON payments (gateway_interface_id, gateway_payment_id)
     WHERE gateway_payment_id <> '';
 -- ListPayments orders by created_at DESC, id DESC, overall and per customer.
-CREATE INDEX payments_created_at_idx ON payments (created_at DESC, id DESC);
+-- The INCLUDEd columns let GetPaymentTrends read a range of creation times
+-- (per currency, per gateway, by status, time to success) from the index
+-- alone, without visiting the rows (docs/performance.md, "Trends").
+CREATE INDEX payments_created_at_idx ON payments (created_at DESC, id DESC)
+    INCLUDE (currency, status, gateway_interface_id, paid_at);
 CREATE INDEX payments_customer_id_idx ON payments (customer_id, created_at DESC, id DESC);
 CREATE INDEX payments_order_id_idx ON payments (order_id);
 CREATE INDEX payments_invoice_id_idx ON payments (invoice_id);
@@ -102,6 +106,11 @@ CREATE INDEX payments_reconcile_idx ON payments (next_reconcile_at) WHERE next_r
 -- Captured money not yet returned in full (few): ListPayments' to_return
 -- filter, GetPaymentStats' "money to return".
 CREATE INDEX payments_to_return_idx ON payments (created_at DESC, id DESC) WHERE captured_amount > refunded_amount;
+-- GetPaymentTrends counts the money received and the payments failed per
+-- day: a range of paid_at, a range of failed_at (docs/performance.md has
+-- the plans). Partial: a pending payment has neither.
+CREATE INDEX payments_paid_at_idx ON payments (paid_at) INCLUDE (amount, currency) WHERE paid_at IS NOT NULL;
+CREATE INDEX payments_failed_at_idx ON payments (failed_at) INCLUDE (currency) WHERE failed_at IS NOT NULL;
 
 COMMENT ON COLUMN payments.status IS 'pending | success | failed | refunded. pending -> success | failed; success -> refunded when refunded_amount reaches amount.';
 COMMENT ON COLUMN payments.captured_amount IS 'Money the gateway captured for a failed payment (0 or amount), to be returned; refunded_amount counts what went back.';
@@ -144,6 +153,9 @@ CREATE INDEX refunds_created_at_idx ON refunds (created_at DESC, id DESC);
 -- this index, however many refunds are in the other statuses. (It replaced
 -- a partial index of the pending ones, which served only those.)
 CREATE INDEX refunds_status_created_at_idx ON refunds (status, created_at DESC, id DESC);
+-- GetPaymentTrends sums the refunds that succeeded per day: a succeeded
+-- refund's updated_at is when it succeeded (nothing changes it after).
+CREATE INDEX refunds_succeeded_at_idx ON refunds (updated_at) INCLUDE (amount, payment_id) WHERE status = 'succeeded';
 CREATE UNIQUE INDEX refunds_gateway_refund_id_key ON refunds (payment_id, gateway_refund_id)
     WHERE gateway_refund_id <> '';
 

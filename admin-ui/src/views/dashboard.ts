@@ -6,6 +6,7 @@ import type { PaymentRecord } from "../gen/billing/payment/payment_pb";
 import type { RouteContext } from "../router";
 import { alertSlot, announce, badge, busy, empty, idLink, link, loadBlock, pageTitle, table } from "../ui";
 import { confirmReturn, toReturn } from "./payments";
+import { trendsCard } from "./trends";
 
 /** The queue of captured money (failed payments whose gateway took the money
  * after all), oldest first on the page of the newest twenty, each returnable
@@ -138,6 +139,7 @@ export function dashboardView({ signal }: RouteContext): HTMLElement {
       "div",
       { class: "cards" },
       h("section", { class: "card", "aria-labelledby": "dash-payments" }, h("h2", { id: "dash-payments" }, "Payments"), today),
+      trendsCard(signal),
       h(
         "section",
         { class: "card card-wide", "aria-labelledby": "dash-to-return" },

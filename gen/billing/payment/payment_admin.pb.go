@@ -869,6 +869,512 @@ func (x *PaymentCurrencyTotal) GetRefundedAmount() string {
 	return ""
 }
 
+type GetPaymentTrendsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First day of the range, YYYY-MM-DD in time_zone; empty: 29 days before
+	// to (a 30-day range).
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Last day of the range (included), YYYY-MM-DD in time_zone; empty:
+	// today in time_zone. The range holds at most 366 days and does not
+	// end before it starts.
+	To string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// IANA time zone whose midnights cut the days, e.g. "Asia/Shanghai";
+	// empty: UTC.
+	TimeZone      string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPaymentTrendsRequest) Reset() {
+	*x = GetPaymentTrendsRequest{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPaymentTrendsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPaymentTrendsRequest) ProtoMessage() {}
+
+func (x *GetPaymentTrendsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPaymentTrendsRequest.ProtoReflect.Descriptor instead.
+func (*GetPaymentTrendsRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetPaymentTrendsRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsRequest) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+type GetPaymentTrendsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range answered, YYYY-MM-DD, and its zone.
+	From     string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To       string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// When the figures were taken, RFC 3339 in UTC.
+	AsOf string `protobuf:"bytes,4,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// Every day of the range in order, YYYY-MM-DD: the series below have one
+	// entry per day, in this order.
+	Days []string `protobuf:"bytes,5,rep,name=days,proto3" json:"days,omitempty"`
+	// Per currency (by code) that had any payment, success, failure or
+	// refund in the range.
+	Currencies []*CurrencyTrend `protobuf:"bytes,6,rep,name=currencies,proto3" json:"currencies,omitempty"`
+	// Per gateway interface (by name, then id) that had payments created in
+	// the range. Payments from the balance have no gateway and are not here.
+	Gateways      []*GatewayTrend `protobuf:"bytes,7,rep,name=gateways,proto3" json:"gateways,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPaymentTrendsResponse) Reset() {
+	*x = GetPaymentTrendsResponse{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPaymentTrendsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPaymentTrendsResponse) ProtoMessage() {}
+
+func (x *GetPaymentTrendsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPaymentTrendsResponse.ProtoReflect.Descriptor instead.
+func (*GetPaymentTrendsResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetPaymentTrendsResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsResponse) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsResponse) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
+func (x *GetPaymentTrendsResponse) GetDays() []string {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *GetPaymentTrendsResponse) GetCurrencies() []*CurrencyTrend {
+	if x != nil {
+		return x.Currencies
+	}
+	return nil
+}
+
+func (x *GetPaymentTrendsResponse) GetGateways() []*GatewayTrend {
+	if x != nil {
+		return x.Gateways
+	}
+	return nil
+}
+
+// CurrencyTrend is one currency's days.
+type CurrencyTrend struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ISO 4217 code.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// One entry per day of the range, in order.
+	Days          []*CurrencyDay `protobuf:"bytes,2,rep,name=days,proto3" json:"days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CurrencyTrend) Reset() {
+	*x = CurrencyTrend{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CurrencyTrend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CurrencyTrend) ProtoMessage() {}
+
+func (x *CurrencyTrend) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CurrencyTrend.ProtoReflect.Descriptor instead.
+func (*CurrencyTrend) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CurrencyTrend) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *CurrencyTrend) GetDays() []*CurrencyDay {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+// CurrencyDay is what happened to one currency's payments on one day.
+type CurrencyDay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// YYYY-MM-DD in the request's zone.
+	Day string `protobuf:"bytes,1,opt,name=day,proto3" json:"day,omitempty"`
+	// Payments created that day.
+	Created uint64 `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	// Payments whose money was received that day (paid_at).
+	Succeeded uint64 `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// Payments that failed that day (failed_at).
+	Failed uint64 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Sum of the amounts of the payments received that day, a decimal
+	// string with two fractional digits.
+	Received string `protobuf:"bytes,5,opt,name=received,proto3" json:"received,omitempty"`
+	// Sum of the refunds of paid payments that succeeded that day, two
+	// fractional digits (returned captured money is not here: it was never
+	// received).
+	Refunded      string `protobuf:"bytes,6,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CurrencyDay) Reset() {
+	*x = CurrencyDay{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CurrencyDay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CurrencyDay) ProtoMessage() {}
+
+func (x *CurrencyDay) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CurrencyDay.ProtoReflect.Descriptor instead.
+func (*CurrencyDay) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CurrencyDay) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *CurrencyDay) GetCreated() uint64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *CurrencyDay) GetSucceeded() uint64 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *CurrencyDay) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *CurrencyDay) GetReceived() string {
+	if x != nil {
+		return x.Received
+	}
+	return ""
+}
+
+func (x *CurrencyDay) GetRefunded() string {
+	if x != nil {
+		return x.Refunded
+	}
+	return ""
+}
+
+// GatewayTrend is how one gateway interface did with the payments created
+// through it in the range.
+type GatewayTrend struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	GatewayInterfaceId string                 `protobuf:"bytes,1,opt,name=gateway_interface_id,json=gatewayInterfaceId,proto3" json:"gateway_interface_id,omitempty"`
+	// Its display name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Payments created through it in the range, and of them how many
+	// succeeded (success or refunded now) and failed (now).
+	Created   uint64 `protobuf:"varint,3,opt,name=created,proto3" json:"created,omitempty"`
+	Succeeded uint64 `protobuf:"varint,4,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed    uint64 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	// succeeded / (succeeded + failed), from 0 to 1; absent while none is
+	// decided.
+	SuccessRate *float64 `protobuf:"fixed64,6,opt,name=success_rate,json=successRate,proto3,oneof" json:"success_rate,omitempty"`
+	// Median seconds from creation to success of its succeeded payments;
+	// absent while none succeeded.
+	MedianSecondsToSuccess *float64 `protobuf:"fixed64,7,opt,name=median_seconds_to_success,json=medianSecondsToSuccess,proto3,oneof" json:"median_seconds_to_success,omitempty"`
+	// One entry per day of the range, in order, for the payments created
+	// that day.
+	Days          []*GatewayDay `protobuf:"bytes,8,rep,name=days,proto3" json:"days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayTrend) Reset() {
+	*x = GatewayTrend{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayTrend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayTrend) ProtoMessage() {}
+
+func (x *GatewayTrend) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayTrend.ProtoReflect.Descriptor instead.
+func (*GatewayTrend) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GatewayTrend) GetGatewayInterfaceId() string {
+	if x != nil {
+		return x.GatewayInterfaceId
+	}
+	return ""
+}
+
+func (x *GatewayTrend) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayTrend) GetCreated() uint64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *GatewayTrend) GetSucceeded() uint64 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *GatewayTrend) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *GatewayTrend) GetSuccessRate() float64 {
+	if x != nil && x.SuccessRate != nil {
+		return *x.SuccessRate
+	}
+	return 0
+}
+
+func (x *GatewayTrend) GetMedianSecondsToSuccess() float64 {
+	if x != nil && x.MedianSecondsToSuccess != nil {
+		return *x.MedianSecondsToSuccess
+	}
+	return 0
+}
+
+func (x *GatewayTrend) GetDays() []*GatewayDay {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+// GatewayDay is one gateway interface's payments created on one day.
+type GatewayDay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// YYYY-MM-DD in the request's zone.
+	Day       string `protobuf:"bytes,1,opt,name=day,proto3" json:"day,omitempty"`
+	Created   uint64 `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	Succeeded uint64 `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Failed    uint64 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	// succeeded / (succeeded + failed); absent while none is decided.
+	SuccessRate   *float64 `protobuf:"fixed64,5,opt,name=success_rate,json=successRate,proto3,oneof" json:"success_rate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayDay) Reset() {
+	*x = GatewayDay{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayDay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayDay) ProtoMessage() {}
+
+func (x *GatewayDay) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayDay.ProtoReflect.Descriptor instead.
+func (*GatewayDay) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GatewayDay) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *GatewayDay) GetCreated() uint64 {
+	if x != nil {
+		return x.Created
+	}
+	return 0
+}
+
+func (x *GatewayDay) GetSucceeded() uint64 {
+	if x != nil {
+		return x.Succeeded
+	}
+	return 0
+}
+
+func (x *GatewayDay) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *GatewayDay) GetSuccessRate() float64 {
+	if x != nil && x.SuccessRate != nil {
+		return *x.SuccessRate
+	}
+	return 0
+}
+
 var File_billing_payment_payment_admin_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_admin_proto_rawDesc = "" +
@@ -945,12 +1451,58 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x1a\n" +
 	"\bpayments\x18\x02 \x01(\x04R\bpayments\x12\x16\n" +
 	"\x06amount\x18\x03 \x01(\tR\x06amount\x12'\n" +
-	"\x0frefunded_amount\x18\x04 \x01(\tR\x0erefundedAmount2\xad\x03\n" +
+	"\x0frefunded_amount\x18\x04 \x01(\tR\x0erefundedAmount\"u\n" +
+	"\x17GetPaymentTrendsRequest\x12\x1b\n" +
+	"\x04from\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18\n" +
+	"R\x04from\x12\x17\n" +
+	"\x02to\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18\n" +
+	"R\x02to\x12$\n" +
+	"\ttime_zone\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\btimeZone\"\xff\x01\n" +
+	"\x18GetPaymentTrendsResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12\x13\n" +
+	"\x05as_of\x18\x04 \x01(\tR\x04asOf\x12\x12\n" +
+	"\x04days\x18\x05 \x03(\tR\x04days\x12>\n" +
+	"\n" +
+	"currencies\x18\x06 \x03(\v2\x1e.billing.payment.CurrencyTrendR\n" +
+	"currencies\x129\n" +
+	"\bgateways\x18\a \x03(\v2\x1d.billing.payment.GatewayTrendR\bgateways\"]\n" +
+	"\rCurrencyTrend\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x120\n" +
+	"\x04days\x18\x02 \x03(\v2\x1c.billing.payment.CurrencyDayR\x04days\"\xa7\x01\n" +
+	"\vCurrencyDay\x12\x10\n" +
+	"\x03day\x18\x01 \x01(\tR\x03day\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\x04R\acreated\x12\x1c\n" +
+	"\tsucceeded\x18\x03 \x01(\x04R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\x04R\x06failed\x12\x1a\n" +
+	"\breceived\x18\x05 \x01(\tR\breceived\x12\x1a\n" +
+	"\brefunded\x18\x06 \x01(\tR\brefunded\"\xec\x02\n" +
+	"\fGatewayTrend\x120\n" +
+	"\x14gateway_interface_id\x18\x01 \x01(\tR\x12gatewayInterfaceId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\acreated\x18\x03 \x01(\x04R\acreated\x12\x1c\n" +
+	"\tsucceeded\x18\x04 \x01(\x04R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x05 \x01(\x04R\x06failed\x12&\n" +
+	"\fsuccess_rate\x18\x06 \x01(\x01H\x00R\vsuccessRate\x88\x01\x01\x12>\n" +
+	"\x19median_seconds_to_success\x18\a \x01(\x01H\x01R\x16medianSecondsToSuccess\x88\x01\x01\x12/\n" +
+	"\x04days\x18\b \x03(\v2\x1b.billing.payment.GatewayDayR\x04daysB\x0f\n" +
+	"\r_success_rateB\x1c\n" +
+	"\x1a_median_seconds_to_success\"\xa7\x01\n" +
+	"\n" +
+	"GatewayDay\x12\x10\n" +
+	"\x03day\x18\x01 \x01(\tR\x03day\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\x04R\acreated\x12\x1c\n" +
+	"\tsucceeded\x18\x03 \x01(\x04R\tsucceeded\x12\x16\n" +
+	"\x06failed\x18\x04 \x01(\x04R\x06failed\x12&\n" +
+	"\fsuccess_rate\x18\x05 \x01(\x01H\x00R\vsuccessRate\x88\x01\x01B\x0f\n" +
+	"\r_success_rate2\x9b\x04\n" +
 	"\x13PaymentAdminService\x12]\n" +
 	"\vListRefunds\x12#.billing.payment.ListRefundsRequest\x1a$.billing.payment.ListRefundsResponse\"\x03\x90\x02\x01\x12l\n" +
 	"\x10ListAuditEntries\x12(.billing.payment.ListAuditEntriesRequest\x1a).billing.payment.ListAuditEntriesResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\rResolveRefund\x12%.billing.payment.ResolveRefundRequest\x1a&.billing.payment.ResolveRefundResponse\x12i\n" +
-	"\x0fGetPaymentStats\x12'.billing.payment.GetPaymentStatsRequest\x1a(.billing.payment.GetPaymentStatsResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
+	"\x0fGetPaymentStats\x12'.billing.payment.GetPaymentStatsRequest\x1a(.billing.payment.GetPaymentStatsResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\x10GetPaymentTrends\x12(.billing.payment.GetPaymentTrendsRequest\x1a).billing.payment.GetPaymentTrendsResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
 
 var (
 	file_billing_payment_payment_admin_proto_rawDescOnce sync.Once
@@ -964,7 +1516,7 @@ func file_billing_payment_payment_admin_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_admin_proto_rawDescData
 }
 
-var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*AuditEntry)(nil),               // 0: billing.payment.AuditEntry
 	(*ListRefundsRequest)(nil),       // 1: billing.payment.ListRefundsRequest
@@ -977,35 +1529,47 @@ var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*GetPaymentStatsResponse)(nil),  // 8: billing.payment.GetPaymentStatsResponse
 	(*MoneyToReturn)(nil),            // 9: billing.payment.MoneyToReturn
 	(*PaymentCurrencyTotal)(nil),     // 10: billing.payment.PaymentCurrencyTotal
-	(*PageRequest)(nil),              // 11: billing.payment.PageRequest
-	(*Refund)(nil),                   // 12: billing.payment.Refund
-	(*PageMeta)(nil),                 // 13: billing.payment.PageMeta
-	(*PaymentRecord)(nil),            // 14: billing.payment.PaymentRecord
+	(*GetPaymentTrendsRequest)(nil),  // 11: billing.payment.GetPaymentTrendsRequest
+	(*GetPaymentTrendsResponse)(nil), // 12: billing.payment.GetPaymentTrendsResponse
+	(*CurrencyTrend)(nil),            // 13: billing.payment.CurrencyTrend
+	(*CurrencyDay)(nil),              // 14: billing.payment.CurrencyDay
+	(*GatewayTrend)(nil),             // 15: billing.payment.GatewayTrend
+	(*GatewayDay)(nil),               // 16: billing.payment.GatewayDay
+	(*PageRequest)(nil),              // 17: billing.payment.PageRequest
+	(*Refund)(nil),                   // 18: billing.payment.Refund
+	(*PageMeta)(nil),                 // 19: billing.payment.PageMeta
+	(*PaymentRecord)(nil),            // 20: billing.payment.PaymentRecord
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	11, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
-	12, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	13, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
-	12, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
-	14, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
-	11, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	17, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
+	18, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	19, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
+	18, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	20, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	17, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	13, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	19, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
 	10, // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
 	9,  // 9: billing.payment.GetPaymentStatsResponse.to_return:type_name -> billing.payment.MoneyToReturn
-	1,  // 10: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	5,  // 11: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3,  // 12: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
-	7,  // 13: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
-	2,  // 14: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	6,  // 15: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	4,  // 16: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
-	8,  // 17: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 10: billing.payment.GetPaymentTrendsResponse.currencies:type_name -> billing.payment.CurrencyTrend
+	15, // 11: billing.payment.GetPaymentTrendsResponse.gateways:type_name -> billing.payment.GatewayTrend
+	14, // 12: billing.payment.CurrencyTrend.days:type_name -> billing.payment.CurrencyDay
+	16, // 13: billing.payment.GatewayTrend.days:type_name -> billing.payment.GatewayDay
+	1,  // 14: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	5,  // 15: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 16: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 17: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	11, // 18: billing.payment.PaymentAdminService.GetPaymentTrends:input_type -> billing.payment.GetPaymentTrendsRequest
+	2,  // 19: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	6,  // 20: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 21: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 22: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	12, // 23: billing.payment.PaymentAdminService.GetPaymentTrends:output_type -> billing.payment.GetPaymentTrendsResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -1016,13 +1580,15 @@ func file_billing_payment_payment_admin_proto_init() {
 	file_billing_payment_payment_proto_init()
 	file_billing_payment_payment_admin_proto_msgTypes[1].OneofWrappers = []any{}
 	file_billing_payment_payment_admin_proto_msgTypes[8].OneofWrappers = []any{}
+	file_billing_payment_payment_admin_proto_msgTypes[15].OneofWrappers = []any{}
+	file_billing_payment_payment_admin_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_admin_proto_rawDesc), len(file_billing_payment_payment_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

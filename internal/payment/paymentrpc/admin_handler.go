@@ -20,6 +20,7 @@ var AdminPolicy = auth.Policy{
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:  auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure: auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.AdminOnly,
 }
 

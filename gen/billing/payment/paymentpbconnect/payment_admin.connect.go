@@ -52,6 +52,9 @@ const (
 	// PaymentAdminServiceGetPaymentStatsProcedure is the fully-qualified name of the
 	// PaymentAdminService's GetPaymentStats RPC.
 	PaymentAdminServiceGetPaymentStatsProcedure = "/billing.payment.PaymentAdminService/GetPaymentStats"
+	// PaymentAdminServiceGetPaymentTrendsProcedure is the fully-qualified name of the
+	// PaymentAdminService's GetPaymentTrends RPC.
+	PaymentAdminServiceGetPaymentTrendsProcedure = "/billing.payment.PaymentAdminService/GetPaymentTrends"
 )
 
 // PaymentAdminServiceClient is a client for the billing.payment.PaymentAdminService service.
@@ -76,6 +79,13 @@ type PaymentAdminServiceClient interface {
 	// with the oldest's time. The database computes it, however many
 	// payments and refunds there are.
 	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
+	// GetPaymentTrends answers, day by day in the admin's time zone, what
+	// happened to the money: per currency the payments created, succeeded
+	// and failed that day and the amounts received and refunded that day;
+	// per gateway interface the success rate of the payments created in the
+	// range (and of each day's) and the median time from creation to
+	// success. The database computes it, however many payments there are.
+	GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error)
 }
 
 // NewPaymentAdminServiceClient constructs a client for the billing.payment.PaymentAdminService
@@ -116,6 +126,13 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getPaymentTrends: connect.NewClient[payment.GetPaymentTrendsRequest, payment.GetPaymentTrendsResponse](
+			httpClient,
+			baseURL+PaymentAdminServiceGetPaymentTrendsProcedure,
+			connect.WithSchema(paymentAdminServiceMethods.ByName("GetPaymentTrends")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -125,6 +142,7 @@ type paymentAdminServiceClient struct {
 	listAuditEntries *connect.Client[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse]
 	resolveRefund    *connect.Client[payment.ResolveRefundRequest, payment.ResolveRefundResponse]
 	getPaymentStats  *connect.Client[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse]
+	getPaymentTrends *connect.Client[payment.GetPaymentTrendsRequest, payment.GetPaymentTrendsResponse]
 }
 
 // ListRefunds calls billing.payment.PaymentAdminService.ListRefunds.
@@ -145,6 +163,11 @@ func (c *paymentAdminServiceClient) ResolveRefund(ctx context.Context, req *conn
 // GetPaymentStats calls billing.payment.PaymentAdminService.GetPaymentStats.
 func (c *paymentAdminServiceClient) GetPaymentStats(ctx context.Context, req *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error) {
 	return c.getPaymentStats.CallUnary(ctx, req)
+}
+
+// GetPaymentTrends calls billing.payment.PaymentAdminService.GetPaymentTrends.
+func (c *paymentAdminServiceClient) GetPaymentTrends(ctx context.Context, req *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error) {
+	return c.getPaymentTrends.CallUnary(ctx, req)
 }
 
 // PaymentAdminServiceHandler is an implementation of the billing.payment.PaymentAdminService
@@ -170,6 +193,13 @@ type PaymentAdminServiceHandler interface {
 	// with the oldest's time. The database computes it, however many
 	// payments and refunds there are.
 	GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error)
+	// GetPaymentTrends answers, day by day in the admin's time zone, what
+	// happened to the money: per currency the payments created, succeeded
+	// and failed that day and the amounts received and refunded that day;
+	// per gateway interface the success rate of the payments created in the
+	// range (and of each day's) and the median time from creation to
+	// success. The database computes it, however many payments there are.
+	GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error)
 }
 
 // NewPaymentAdminServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -206,6 +236,13 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	paymentAdminServiceGetPaymentTrendsHandler := connect.NewUnaryHandler(
+		PaymentAdminServiceGetPaymentTrendsProcedure,
+		svc.GetPaymentTrends,
+		connect.WithSchema(paymentAdminServiceMethods.ByName("GetPaymentTrends")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.payment.PaymentAdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PaymentAdminServiceListRefundsProcedure:
@@ -216,6 +253,8 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 			paymentAdminServiceResolveRefundHandler.ServeHTTP(w, r)
 		case PaymentAdminServiceGetPaymentStatsProcedure:
 			paymentAdminServiceGetPaymentStatsHandler.ServeHTTP(w, r)
+		case PaymentAdminServiceGetPaymentTrendsProcedure:
+			paymentAdminServiceGetPaymentTrendsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -239,4 +278,8 @@ func (UnimplementedPaymentAdminServiceHandler) ResolveRefund(context.Context, *c
 
 func (UnimplementedPaymentAdminServiceHandler) GetPaymentStats(context.Context, *connect.Request[payment.GetPaymentStatsRequest]) (*connect.Response[payment.GetPaymentStatsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.GetPaymentStats is not implemented"))
+}
+
+func (UnimplementedPaymentAdminServiceHandler) GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.GetPaymentTrends is not implemented"))
 }

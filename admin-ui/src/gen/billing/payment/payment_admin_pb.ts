@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIvMCChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJEjEKCXRvX3JldHVybhgNIAMoCzIeLmJpbGxpbmcucGF5bWVudC5Nb25leVRvUmV0dXJuQg8KDV9zdWNjZXNzX3JhdGUiXwoNTW9uZXlUb1JldHVybhIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSGgoSb2xkZXN0X2NhcHR1cmVkX2F0GAQgASgJImMKFFBheW1lbnRDdXJyZW5jeVRvdGFsEhAKCGN1cnJlbmN5GAEgASgJEhAKCHBheW1lbnRzGAIgASgEEg4KBmFtb3VudBgDIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYBCABKAkyrQMKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJsChBMaXN0QXVkaXRFbnRyaWVzEiguYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXNwb25zZSIDkAIBEl4KDVJlc29sdmVSZWZ1bmQSJS5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEmkKD0dldFBheW1lbnRTdGF0cxInLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIvMCChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJEjEKCXRvX3JldHVybhgNIAMoCzIeLmJpbGxpbmcucGF5bWVudC5Nb25leVRvUmV0dXJuQg8KDV9zdWNjZXNzX3JhdGUiXwoNTW9uZXlUb1JldHVybhIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSGgoSb2xkZXN0X2NhcHR1cmVkX2F0GAQgASgJImMKFFBheW1lbnRDdXJyZW5jeVRvdGFsEhAKCGN1cnJlbmN5GAEgASgJEhAKCHBheW1lbnRzGAIgASgEEg4KBmFtb3VudBgDIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYBCABKAkiRgoXR2V0UGF5bWVudFRyZW5kc1JlcXVlc3QSDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkiyQEKGEdldFBheW1lbnRUcmVuZHNSZXNwb25zZRIMCgRmcm9tGAEgASgJEgoKAnRvGAIgASgJEhEKCXRpbWVfem9uZRgDIAEoCRINCgVhc19vZhgEIAEoCRIMCgRkYXlzGAUgAygJEjIKCmN1cnJlbmNpZXMYBiADKAsyHi5iaWxsaW5nLnBheW1lbnQuQ3VycmVuY3lUcmVuZBIvCghnYXRld2F5cxgHIAMoCzIdLmJpbGxpbmcucGF5bWVudC5HYXRld2F5VHJlbmQiTQoNQ3VycmVuY3lUcmVuZBIQCghjdXJyZW5jeRgBIAEoCRIqCgRkYXlzGAIgAygLMhwuYmlsbGluZy5wYXltZW50LkN1cnJlbmN5RGF5InIKC0N1cnJlbmN5RGF5EgsKA2RheRgBIAEoCRIPCgdjcmVhdGVkGAIgASgEEhEKCXN1Y2NlZWRlZBgDIAEoBBIOCgZmYWlsZWQYBCABKAQSEAoIcmVjZWl2ZWQYBSABKAkSEAoIcmVmdW5kZWQYBiABKAkiiwIKDEdhdGV3YXlUcmVuZBIcChRnYXRld2F5X2ludGVyZmFjZV9pZBgBIAEoCRIMCgRuYW1lGAIgASgJEg8KB2NyZWF0ZWQYAyABKAQSEQoJc3VjY2VlZGVkGAQgASgEEg4KBmZhaWxlZBgFIAEoBBIZCgxzdWNjZXNzX3JhdGUYBiABKAFIAIgBARImChltZWRpYW5fc2Vjb25kc190b19zdWNjZXNzGAcgASgBSAGIAQESKQoEZGF5cxgIIAMoCzIbLmJpbGxpbmcucGF5bWVudC5HYXRld2F5RGF5Qg8KDV9zdWNjZXNzX3JhdGVCHAoaX21lZGlhbl9zZWNvbmRzX3RvX3N1Y2Nlc3MieQoKR2F0ZXdheURheRILCgNkYXkYASABKAkSDwoHY3JlYXRlZBgCIAEoBBIRCglzdWNjZWVkZWQYAyABKAQSDgoGZmFpbGVkGAQgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgFIAEoAUgAiAEBQg8KDV9zdWNjZXNzX3JhdGUymwQKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJsChBMaXN0QXVkaXRFbnRyaWVzEiguYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXNwb25zZSIDkAIBEl4KDVJlc29sdmVSZWZ1bmQSJS5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEmkKD0dldFBheW1lbnRTdGF0cxInLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1Jlc3BvbnNlIgOQAgESbAoQR2V0UGF5bWVudFRyZW5kcxIoLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50VHJlbmRzUmVxdWVzdBopLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50VHJlbmRzUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -504,6 +504,302 @@ export const PaymentCurrencyTotalSchema: GenMessage<PaymentCurrencyTotal> = /*@_
   messageDesc(file_billing_payment_payment_admin, 10);
 
 /**
+ * @generated from message billing.payment.GetPaymentTrendsRequest
+ */
+export type GetPaymentTrendsRequest = Message<"billing.payment.GetPaymentTrendsRequest"> & {
+  /**
+   * First day of the range, YYYY-MM-DD in time_zone; empty: 29 days before
+   * to (a 30-day range).
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * Last day of the range (included), YYYY-MM-DD in time_zone; empty:
+   * today in time_zone. The range holds at most 366 days and does not
+   * end before it starts.
+   *
+   * @generated from field: string to = 2;
+   */
+  to: string;
+
+  /**
+   * IANA time zone whose midnights cut the days, e.g. "Asia/Shanghai";
+   * empty: UTC.
+   *
+   * @generated from field: string time_zone = 3;
+   */
+  timeZone: string;
+};
+
+/**
+ * Describes the message billing.payment.GetPaymentTrendsRequest.
+ * Use `create(GetPaymentTrendsRequestSchema)` to create a new message.
+ */
+export const GetPaymentTrendsRequestSchema: GenMessage<GetPaymentTrendsRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 11);
+
+/**
+ * @generated from message billing.payment.GetPaymentTrendsResponse
+ */
+export type GetPaymentTrendsResponse = Message<"billing.payment.GetPaymentTrendsResponse"> & {
+  /**
+   * The range answered, YYYY-MM-DD, and its zone.
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * @generated from field: string to = 2;
+   */
+  to: string;
+
+  /**
+   * @generated from field: string time_zone = 3;
+   */
+  timeZone: string;
+
+  /**
+   * When the figures were taken, RFC 3339 in UTC.
+   *
+   * @generated from field: string as_of = 4;
+   */
+  asOf: string;
+
+  /**
+   * Every day of the range in order, YYYY-MM-DD: the series below have one
+   * entry per day, in this order.
+   *
+   * @generated from field: repeated string days = 5;
+   */
+  days: string[];
+
+  /**
+   * Per currency (by code) that had any payment, success, failure or
+   * refund in the range.
+   *
+   * @generated from field: repeated billing.payment.CurrencyTrend currencies = 6;
+   */
+  currencies: CurrencyTrend[];
+
+  /**
+   * Per gateway interface (by name, then id) that had payments created in
+   * the range. Payments from the balance have no gateway and are not here.
+   *
+   * @generated from field: repeated billing.payment.GatewayTrend gateways = 7;
+   */
+  gateways: GatewayTrend[];
+};
+
+/**
+ * Describes the message billing.payment.GetPaymentTrendsResponse.
+ * Use `create(GetPaymentTrendsResponseSchema)` to create a new message.
+ */
+export const GetPaymentTrendsResponseSchema: GenMessage<GetPaymentTrendsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 12);
+
+/**
+ * CurrencyTrend is one currency's days.
+ *
+ * @generated from message billing.payment.CurrencyTrend
+ */
+export type CurrencyTrend = Message<"billing.payment.CurrencyTrend"> & {
+  /**
+   * ISO 4217 code.
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * One entry per day of the range, in order.
+   *
+   * @generated from field: repeated billing.payment.CurrencyDay days = 2;
+   */
+  days: CurrencyDay[];
+};
+
+/**
+ * Describes the message billing.payment.CurrencyTrend.
+ * Use `create(CurrencyTrendSchema)` to create a new message.
+ */
+export const CurrencyTrendSchema: GenMessage<CurrencyTrend> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 13);
+
+/**
+ * CurrencyDay is what happened to one currency's payments on one day.
+ *
+ * @generated from message billing.payment.CurrencyDay
+ */
+export type CurrencyDay = Message<"billing.payment.CurrencyDay"> & {
+  /**
+   * YYYY-MM-DD in the request's zone.
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+
+  /**
+   * Payments created that day.
+   *
+   * @generated from field: uint64 created = 2;
+   */
+  created: bigint;
+
+  /**
+   * Payments whose money was received that day (paid_at).
+   *
+   * @generated from field: uint64 succeeded = 3;
+   */
+  succeeded: bigint;
+
+  /**
+   * Payments that failed that day (failed_at).
+   *
+   * @generated from field: uint64 failed = 4;
+   */
+  failed: bigint;
+
+  /**
+   * Sum of the amounts of the payments received that day, a decimal
+   * string with two fractional digits.
+   *
+   * @generated from field: string received = 5;
+   */
+  received: string;
+
+  /**
+   * Sum of the refunds of paid payments that succeeded that day, two
+   * fractional digits (returned captured money is not here: it was never
+   * received).
+   *
+   * @generated from field: string refunded = 6;
+   */
+  refunded: string;
+};
+
+/**
+ * Describes the message billing.payment.CurrencyDay.
+ * Use `create(CurrencyDaySchema)` to create a new message.
+ */
+export const CurrencyDaySchema: GenMessage<CurrencyDay> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 14);
+
+/**
+ * GatewayTrend is how one gateway interface did with the payments created
+ * through it in the range.
+ *
+ * @generated from message billing.payment.GatewayTrend
+ */
+export type GatewayTrend = Message<"billing.payment.GatewayTrend"> & {
+  /**
+   * @generated from field: string gateway_interface_id = 1;
+   */
+  gatewayInterfaceId: string;
+
+  /**
+   * Its display name.
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Payments created through it in the range, and of them how many
+   * succeeded (success or refunded now) and failed (now).
+   *
+   * @generated from field: uint64 created = 3;
+   */
+  created: bigint;
+
+  /**
+   * @generated from field: uint64 succeeded = 4;
+   */
+  succeeded: bigint;
+
+  /**
+   * @generated from field: uint64 failed = 5;
+   */
+  failed: bigint;
+
+  /**
+   * succeeded / (succeeded + failed), from 0 to 1; absent while none is
+   * decided.
+   *
+   * @generated from field: optional double success_rate = 6;
+   */
+  successRate?: number | undefined;
+
+  /**
+   * Median seconds from creation to success of its succeeded payments;
+   * absent while none succeeded.
+   *
+   * @generated from field: optional double median_seconds_to_success = 7;
+   */
+  medianSecondsToSuccess?: number | undefined;
+
+  /**
+   * One entry per day of the range, in order, for the payments created
+   * that day.
+   *
+   * @generated from field: repeated billing.payment.GatewayDay days = 8;
+   */
+  days: GatewayDay[];
+};
+
+/**
+ * Describes the message billing.payment.GatewayTrend.
+ * Use `create(GatewayTrendSchema)` to create a new message.
+ */
+export const GatewayTrendSchema: GenMessage<GatewayTrend> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 15);
+
+/**
+ * GatewayDay is one gateway interface's payments created on one day.
+ *
+ * @generated from message billing.payment.GatewayDay
+ */
+export type GatewayDay = Message<"billing.payment.GatewayDay"> & {
+  /**
+   * YYYY-MM-DD in the request's zone.
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+
+  /**
+   * @generated from field: uint64 created = 2;
+   */
+  created: bigint;
+
+  /**
+   * @generated from field: uint64 succeeded = 3;
+   */
+  succeeded: bigint;
+
+  /**
+   * @generated from field: uint64 failed = 4;
+   */
+  failed: bigint;
+
+  /**
+   * succeeded / (succeeded + failed); absent while none is decided.
+   *
+   * @generated from field: optional double success_rate = 5;
+   */
+  successRate?: number | undefined;
+};
+
+/**
+ * Describes the message billing.payment.GatewayDay.
+ * Use `create(GatewayDaySchema)` to create a new message.
+ */
+export const GatewayDaySchema: GenMessage<GatewayDay> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 16);
+
+/**
  * PaymentAdminService reads what the admin console shows beside a payment
  * (admin only).
  *
@@ -561,6 +857,21 @@ export const PaymentAdminService: GenService<{
     methodKind: "unary";
     input: typeof GetPaymentStatsRequestSchema;
     output: typeof GetPaymentStatsResponseSchema;
+  },
+  /**
+   * GetPaymentTrends answers, day by day in the admin's time zone, what
+   * happened to the money: per currency the payments created, succeeded
+   * and failed that day and the amounts received and refunded that day;
+   * per gateway interface the success rate of the payments created in the
+   * range (and of each day's) and the median time from creation to
+   * success. The database computes it, however many payments there are.
+   *
+   * @generated from rpc billing.payment.PaymentAdminService.GetPaymentTrends
+   */
+  getPaymentTrends: {
+    methodKind: "unary";
+    input: typeof GetPaymentTrendsRequestSchema;
+    output: typeof GetPaymentTrendsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_payment_payment_admin, 0);

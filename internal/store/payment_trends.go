@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// TrendRange is a range of local days in an IANA zone, both ends included:
+// dates at midnight UTC (only their year, month and day count).
+type TrendRange struct {
+	Zone     string
+	FirstDay time.Time
+	LastDay  time.Time
+}
+
+func pgDate(t time.Time) pgtype.Date { return pgtype.Date{Time: t, Valid: true} }
+
+func dateOf(d pgtype.Date) time.Time {
+	y, m, day := d.Time.Date()
+	return time.Date(y, m, day, 0, 0, 0, 0, time.UTC)
+}
+
+// CurrencyDay is what happened to one currency's payments on one local day:
+// created, received (paid_at) and failed that day, amounts in cents.
+type CurrencyDay struct {
+	Day           time.Time
+	Currency      string
+	Created       int64
+	Succeeded     int64
+	Failed        int64
+	ReceivedCents int64
+	RefundedCents int64
+}
+
+// PaymentTrendsByCurrency answers every day of r for every currency seen
+// in it, ordered by currency then day.
+func PaymentTrendsByCurrency(ctx context.Context, db DB, r TrendRange) ([]CurrencyDay, error) {
+	rows, err := dbsqlc.New(db).PaymentTrendsByCurrency(ctx, dbsqlc.PaymentTrendsByCurrencyParams{
+		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
+	})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]CurrencyDay, len(rows))
+	for i, x := range rows {
+		out[i] = CurrencyDay{Day: dateOf(x.Day), Currency: x.Currency, Created: x.Created, Succeeded: x.Succeeded,
+			Failed: x.Failed, ReceivedCents: x.ReceivedCents, RefundedCents: x.RefundedCents}
+	}
+	return out, nil
+}
+
+// GatewayTotal is how the payments created through one gateway interface
+// in a range stand now, and the median seconds from creation to success of
+// those that succeeded (0 when none did).
+type GatewayTotal struct {
+	ID            uuid.UUID
+	Name          string
+	Created       int64
+	Succeeded     int64
+	Failed        int64
+	MedianSeconds float64
+}
+
+// PaymentTrendsByGateway answers the gateway interfaces with payments
+// created in r, by name then id.
+func PaymentTrendsByGateway(ctx context.Context, db DB, r TrendRange) ([]GatewayTotal, error) {
+	rows, err := dbsqlc.New(db).PaymentTrendsByGateway(ctx, dbsqlc.PaymentTrendsByGatewayParams{
+		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
+	})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]GatewayTotal, len(rows))
+	for i, x := range rows {
+		out[i] = GatewayTotal{ID: x.ID, Name: x.DisplayName, Created: x.Created, Succeeded: x.Succeeded,
+			Failed: x.Failed, MedianSeconds: x.MedianSeconds}
+	}
+	return out, nil
+}
+
+// GatewayDay is how the payments created through one gateway interface on
+// one local day stand now.
+type GatewayDay struct {
+	Gateway   uuid.UUID
+	Day       time.Time
+	Created   int64
+	Succeeded int64
+	Failed    int64
+}
+
+// PaymentTrendsByGatewayDay answers every day of r for every gateway
+// interface with payments created in it, ordered by gateway id then day.
+func PaymentTrendsByGatewayDay(ctx context.Context, db DB, r TrendRange) ([]GatewayDay, error) {
+	rows, err := dbsqlc.New(db).PaymentTrendsByGatewayDay(ctx, dbsqlc.PaymentTrendsByGatewayDayParams{
+		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
+	})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]GatewayDay, len(rows))
+	for i, x := range rows {
+		out[i] = GatewayDay{Gateway: x.GatewayInterfaceID, Day: dateOf(x.Day), Created: x.Created,
+			Succeeded: x.Succeeded, Failed: x.Failed}
+	}
+	return out, nil
+}
+
+// PaymentTrends are the three answers of one range, read from one snapshot.
+type PaymentTrends struct {
+	Currencies  []CurrencyDay
+	Gateways    []GatewayTotal
+	GatewayDays []GatewayDay
+}
+
+// PaymentTrendsIn reads the trends of r in one REPEATABLE READ, READ ONLY
+// transaction, so a payment settling meanwhile is counted in all three
+// answers or in none.
+func PaymentTrendsIn(ctx context.Context, db DB, r TrendRange) (PaymentTrends, error) {
+	var out PaymentTrends
+	err := WithTx(ctx, db, func(tx pgx.Tx) error {
+		// The ledger check's first statement, for the same reason.
+		if err := LedgerSnapshot(ctx, tx); err != nil {
+			return err
+		}
+		var err error
+		if out.Currencies, err = PaymentTrendsByCurrency(ctx, tx, r); err != nil {
+			return err
+		}
+		if out.Gateways, err = PaymentTrendsByGateway(ctx, tx, r); err != nil {
+			return err
+		}
+		out.GatewayDays, err = PaymentTrendsByGatewayDay(ctx, tx, r)
+		return err
+	})
+	return out, err
+}
