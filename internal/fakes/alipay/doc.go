@@ -12,7 +12,7 @@
 //
 //   - Requests: common parameters app_id, method, charset=utf-8,
 //     sign_type=RSA2, timestamp ("yyyy-MM-dd HH:mm:ss", Beijing time,
-//     within 15 minutes), version=1.0, biz_content (JSON), and sign:
+//     within 15 minutes but for page.pay links), version=1.0, biz_content (JSON), and sign:
 //     SHA256withRSA (PKCS #1 v1.5), base64, by the app's key over every
 //     other non-empty parameter, names sorted, `k=v` joined with `&`,
 //     values raw (SigningString). A call failing these checks is answered
