@@ -556,6 +556,13 @@ func TestAlipayTestConfig(t *testing.T) {
 	require.Equal(t, false, res["ok"])
 	require.Contains(t, res["message"], "keys cannot be used")
 
+	// Keys pasted into one-line form fields lose their line breaks.
+	oneLine := alipayConfig(t, fake.GatewayURL())
+	oneLine["app_private_key"] = strings.ReplaceAll(oneLine["app_private_key"].(string), "\n", "")
+	oneLine["alipay_public_key"] = strings.ReplaceAll(oneLine["alipay_public_key"].(string), "\n", " ")
+	res = plugintest.Call(t, p, "test_config", oneLine, nil)
+	require.Equal(t, true, res["ok"], res["message"])
+
 	res = plugintest.Call(t, p, "test_config", alipayConfig(t, "http://127.0.0.1:9/gateway.do"), nil)
 	require.Equal(t, false, res["ok"])
 	require.Contains(t, res["message"], "cannot reach")
