@@ -18,6 +18,7 @@ import (
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/alipay"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -37,7 +38,7 @@ type alipayEnv struct {
 	gw     string
 }
 
-func startAlipayPayments(t *testing.T) *alipayEnv {
+func startAlipayPayments(t *testing.T, mutate ...func(*config.Config)) *alipayEnv {
 	t.Helper()
 	alipayKeysOnce.Do(func() {
 		var err error
@@ -46,7 +47,7 @@ func startAlipayPayments(t *testing.T) *alipayEnv {
 		alipayAppKey, err = alipay.GenerateKey()
 		require.NoError(t, err)
 	})
-	e := startPayments(t)
+	e := startPayments(t, mutate...)
 	fake, err := alipay.New(alipay.Options{
 		Key:         alipayGatewayKey,
 		Apps:        []alipay.App{{AppID: alipay.DefaultAppID, SellerID: alipay.DefaultSellerID, PublicKey: &alipayAppKey.PublicKey}},
@@ -259,5 +260,27 @@ func TestAlipayNotifyForgedForeignOrOfAnotherAmountIsRefusedWithNothingChanged(t
 		GatewayInterfaceId: e.gw, Payload: genuine.Encode(),
 	}))
 	require.Equal(t, connect.CodeAlreadyExists, connect.CodeOf(err), "%v", err)
+	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+}
+
+// Every notify lost: the reconciler asks alipay.trade.query, and the paid
+// trade settles the payment with Alipay's trade_no.
+func TestLostAlipayNotifyIsRepairedByReconciliation(t *testing.T) {
+	t.Parallel()
+	e := startAlipayPayments(t, func(c *config.Config) { c.Billing.ReconcileAfter = 300 * time.Millisecond })
+	e.alipay.DropNotify(true)
+	orderID := e.order(t)
+	created := e.createPaymentVia(t, orderID, e.gw)
+	p := created.GetPayment()
+
+	tr := e.openCashier(t, created.GetPaymentUrl())
+	require.NoError(t, e.alipay.Pay(tr.TradeNo))
+	paid := e.waitSettled(t, p.GetId())
+	require.Equal(t, tr.TradeNo, paid.GetGatewayPaymentId())
+	e.waitOrderStatus(t, orderID, "active")
+	for _, n := range e.alipay.Notifications() {
+		require.True(t, n.Dropped, "no notify ever arrived")
+	}
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.success' AND actor_kind = 'system'`))
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 }
