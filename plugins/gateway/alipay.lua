@@ -210,6 +210,9 @@ end
 -- <input>) gets them back; bare base64 is read as it is.
 local function key_text(k)
   k = str(k)
+  if find(k, "\n", 1, true) or not find(k, "-----", 1, true) then
+    return k -- PEM with its line breaks, or bare base64
+  end
   local typ, body = match(k, "^%s*%-%-%-%-%-BEGIN ([%u ]+)%-%-%-%-%-(.-)%-%-%-%-%-END [%u ]+%-%-%-%-%-%s*$")
   if typ == nil then
     return k
