@@ -92,6 +92,12 @@ func TestStripeRequestsAreOnesStripeMockTakes(t *testing.T) {
 	})
 	require.Equal(t, "pending", q["status"], "stripe-mock's session fixture is open and unpaid")
 	require.Regexp(t, `^pi_`, q["gateway_tx_id"])
+	// Without a session id the PaymentIntent is searched for; stripe-mock's
+	// fixture carries no payment id of ours, so nothing is found.
+	q = plugintest.Call(t, p, "query_payment", cfg, map[string]any{
+		"payment_id": "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f", "gateway_payment_id": "", "amount": "12.30", "currency": "USD",
+	})
+	require.Equal(t, map[string]any{"status": "pending", "gateway_payment_id": "", "gateway_tx_id": "", "amount": "", "currency": "", "paid_at": ""}, q)
 
 	for name, tx := range map[string]string{"with the PaymentIntent": "pi_1PgafyB7WZ01zgkWSjxsAJo3", "through the session": ""} {
 		r := plugintest.Call(t, p, "refund", cfg, map[string]any{
@@ -262,6 +268,56 @@ func TestStripeQueryPaymentReadsTheSession(t *testing.T) {
 		tc.want["gateway_payment_id"], tc.want["gateway_tx_id"], tc.want["paid_at"] = "cs_test_1", "pi_3Abc", ""
 		require.Equal(t, tc.want, got, tc.name)
 	}
+}
+
+// A pending payment has no session id (the service keeps the gateway's
+// id once a payment settles): its PaymentIntent is searched for by the
+// payment id in its metadata, and the session listed by PaymentIntent.
+func TestStripeQueryPaymentFindsTheSessionOfAPendingPayment(t *testing.T) {
+	t.Parallel()
+	const pid = "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"
+	p := loadStripe(t)
+	for _, tc := range []struct {
+		name, search, list string
+		want               string
+		calls              int
+	}{
+		{"paid", `{"object":"search_result","data":[{"id":"pi_3Abc","object":"payment_intent","metadata":{"payment_id":"` + pid + `"}}]}`,
+			`{"object":"list","data":[` + session("complete", "paid", 1230, "usd", pid) + `]}`, "success", 2},
+		{"not paid yet: no PaymentIntent", `{"object":"search_result","data":[]}`, "", "pending", 1},
+		{"a PaymentIntent of another payment", `{"object":"search_result","data":[{"id":"pi_9","metadata":{"payment_id":"other"}}]}`, "", "pending", 1},
+		{"a session of another payment", `{"object":"search_result","data":[{"id":"pi_3Abc","metadata":{"payment_id":"` + pid + `"}}]}`,
+			`{"object":"list","data":[` + session("complete", "paid", 1230, "usd", "other") + `]}`, "pending", 2},
+	} {
+		api := newStripeAPI(t, func(r *http.Request, _ int) (int, string) {
+			if r.URL.Path == "/v1/payment_intents/search" {
+				return 200, tc.search
+			}
+			return 200, tc.list
+		})
+		q := plugintest.Call(t, p, "query_payment", stripeConfig(api.URL), map[string]any{
+			"payment_id": pid, "gateway_payment_id": "", "amount": "12.30", "currency": "USD",
+		})
+		require.Equal(t, tc.want, q["status"], tc.name)
+		reqs := api.requests()
+		require.Len(t, reqs, tc.calls, tc.name)
+		require.Equal(t, "/v1/payment_intents/search", reqs[0].Path)
+		if tc.want == "success" {
+			require.Equal(t, "cs_test_1", q["gateway_payment_id"])
+			require.Equal(t, "12.30", q["amount"])
+		}
+	}
+	queries := make(chan string, 1)
+	api := newStripeAPI(t, func(r *http.Request, _ int) (int, string) {
+		queries <- r.URL.RawQuery
+		return 200, `{"object":"search_result","data":[]}`
+	})
+	plugintest.Call(t, p, "query_payment", stripeConfig(api.URL), map[string]any{"payment_id": pid, "gateway_payment_id": ""})
+	v, err := url.ParseQuery(<-queries)
+	require.NoError(t, err)
+	require.Equal(t, "metadata['payment_id']:'"+pid+"'", v.Get("query"))
+	_, err = plugintest.CallErr(p, "query_payment", stripeConfig(api.URL), map[string]any{"payment_id": "x' OR status:'succeeded", "gateway_payment_id": ""})
+	require.ErrorContains(t, err, "cannot be searched for")
 }
 
 func TestStripeRefundMapsStripesAnswers(t *testing.T) {

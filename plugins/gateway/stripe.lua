@@ -4,7 +4,10 @@
 --   create  POST {api}/v1/checkout/sessions (mode=payment, one line item in
 --           the currency's minor units, client_reference_id = our payment
 --           id) → {"id": "cs_…", "url": "https://checkout.stripe.com/…"}
---   query   GET  {api}/v1/checkout/sessions/{id} → payment_status, status
+--   query   GET  {api}/v1/checkout/sessions/{id} → payment_status, status;
+--           without a session id (a pending payment: the service stores
+--           the gateway's id only when it settles), the PaymentIntent is
+--           searched by metadata and its session listed
 --   refund  POST {api}/v1/refunds (payment_intent, amount) → {"id": "re_…", "status"}
 --   test    GET  {api}/v1/balance (authenticated, moves nothing)
 --   notify  POST to notify_url, a JSON event signed in the Stripe-Signature
@@ -391,30 +394,78 @@ local function session_report(s, status)
   }
 end
 
-function query_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
-  local bad = check_config(cfg)
-  if bad then
-    error("stripe config: " .. bad)
+-- find_session looks for the Checkout Session of payment pid when the
+-- service has no session id: it stores the gateway's id only once a
+-- payment settles (docs/decisions.md), so a pending payment whose webhook
+-- was lost is found through its PaymentIntent, which carries our payment
+-- id in its metadata (payment_intent_data) once the customer pays. Stripe's
+-- search is eventually consistent (about a minute) and the reconciler
+-- asks later than that. No PaymentIntent yet: nothing was paid (nil).
+local function find_session(cfg, pid)
+  if not match(pid, "^[%w%-]+$") then
+    error("stripe query: payment id " .. snippet(pid) .. " cannot be searched for")
   end
-  local id = str(input.gateway_payment_id)
-  if id == "" then
-    error("stripe query: no Checkout Session is recorded for payment " .. snippet(input.payment_id))
-  end
-  local resp, err = get(cfg, session_path(id))
+  local q = "metadata['payment_id']:'" .. pid .. "'"
+  local resp, err = get(cfg, "/v1/payment_intents/search?limit=10&query=" .. urlencode(q))
   if resp == nil then
     error("stripe query: " .. err)
   end
   if not ok_status(resp) then
     error("stripe query refused: " .. stripe_error(resp))
   end
-  local s = decode(resp.body)
-  if str(s.id) ~= id then
-    error("stripe query: the answer is not session " .. snippet(id))
+  local found = decode(resp.body).data
+  if type(found) ~= "table" then
+    error("stripe query: not a search result: " .. snippet(resp.body))
+  end
+  for _, pi in ipairs(found) do
+    local meta = type(pi) == "table" and type(pi.metadata) == "table" and pi.metadata or {}
+    if str(meta.payment_id) == pid and str(pi.id) ~= "" then
+      local r, lerr = get(cfg, "/v1/checkout/sessions?limit=1&payment_intent=" .. urlencode(str(pi.id)))
+      if r == nil then
+        error("stripe query: " .. lerr)
+      end
+      if not ok_status(r) then
+        error("stripe query refused: " .. stripe_error(r))
+      end
+      local list = decode(r.body).data
+      if type(list) == "table" and type(list[1]) == "table" and str(list[1].client_reference_id) == pid then
+        return list[1]
+      end
+    end
+  end
+  return nil
+end
+
+function query_payment(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local pid = str(input.payment_id)
+  local id = str(input.gateway_payment_id)
+  local s
+  if id == "" then
+    s = find_session(cfg, pid)
+    if s == nil then
+      return json_encode({ status = "pending", gateway_payment_id = "", gateway_tx_id = "", amount = "", currency = "", paid_at = "" })
+    end
+  else
+    local resp, err = get(cfg, session_path(id))
+    if resp == nil then
+      error("stripe query: " .. err)
+    end
+    if not ok_status(resp) then
+      error("stripe query refused: " .. stripe_error(resp))
+    end
+    s = decode(resp.body)
+    if str(s.id) ~= id then
+      error("stripe query: the answer is not session " .. snippet(id))
+    end
   end
   local ref = str(s.client_reference_id)
-  if ref ~= "" and ref ~= str(input.payment_id) then
-    error("stripe query: session " .. id .. " belongs to payment " .. snippet(ref))
+  if ref ~= "" and ref ~= pid then
+    error("stripe query: session " .. str(s.id) .. " belongs to payment " .. snippet(ref))
   end
   local status = "pending"
   if str(s.payment_status) == "paid" then
