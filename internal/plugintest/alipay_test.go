@@ -529,6 +529,14 @@ func TestAlipayAnswerNotSignedByAlipayIsNotBelieved(t *testing.T) {
 	mu.Unlock()
 	q := plugintest.Call(t, p, "query_payment", cfg, map[string]any{"payment_id": alipayPaymentID})
 	require.Equal(t, "success", q["status"])
+
+	// Alipay's own answer about another trade (replayed) is not believed
+	// for this one: the signature names no request.
+	const other = "7d0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"
+	_, err = plugintest.CallErr(p, "query_payment", cfg, map[string]any{"payment_id": other})
+	require.ErrorContains(t, err, "the answer is about trade 0b8d2c0e5f7a4d3e9a512f4a7c9e1b01")
+	r = plugintest.Call(t, p, "refund", cfg, map[string]any{"payment_id": other, "refund_id": "r2", "amount": "1.00", "currency": "CNY"})
+	require.Equal(t, "unknown", r["status"])
 }
 
 func TestAlipayTestConfig(t *testing.T) {

@@ -510,6 +510,11 @@ function query_payment(config_json, input_json)
   if code ~= "10000" then
     error("alipay query refused: " .. refusal(node))
   end
+  -- Alipay's signature does not name the request it answers: an answer
+  -- about another trade (a replayed one) proves nothing about this one.
+  if str(node.out_trade_no) ~= compact(input.payment_id) then
+    error("alipay query: the answer is about trade " .. snippet(node.out_trade_no) .. ", not " .. compact(input.payment_id))
+  end
   local ts = str(node.trade_status)
   local out = {
     status = "pending",
@@ -635,6 +640,9 @@ function refund(config_json, input_json)
   end
   local code = str(node.code)
   if code == "10000" then
+    if str(node.out_trade_no) ~= out_trade_no then
+      return outcome("unknown", "", "Alipay's answer is about trade " .. snippet(node.out_trade_no) .. ", not " .. out_trade_no)
+    end
     if str(node.fund_change) == "Y" then
       return outcome("succeeded", request_no, "refunded; " .. str(node.refund_fee) .. " refunded in all")
     end
@@ -642,7 +650,8 @@ function refund(config_json, input_json)
     -- out_request_no was refunded before (a repeat after a lost answer).
     local q, qf = call(cfg, "alipay.trade.fastpay.refund.query",
       { out_trade_no = out_trade_no, out_request_no = request_no }, true, 10000)
-    if q ~= nil and str(q.code) == "10000" and str(q.refund_status) == "REFUND_SUCCESS" then
+    if q ~= nil and str(q.code) == "10000" and str(q.refund_status) == "REFUND_SUCCESS"
+        and str(q.out_request_no) == request_no and str(q.out_trade_no) == out_trade_no then
       if str(q.refund_amount) ~= "" and str(q.refund_amount) ~= str(input.amount) then
         return outcome("unknown", request_no, "Alipay holds refund " .. request_no .. " of " .. str(q.refund_amount) .. ", not " .. str(input.amount))
       end
