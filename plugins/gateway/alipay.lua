@@ -481,6 +481,9 @@ function create_payment(config_json, input_json)
   if str(node.code) ~= "10000" then
     error("alipay precreate refused: " .. refusal(node))
   end
+  if str(node.out_trade_no) ~= biz.out_trade_no then
+    error("alipay precreate: the answer is about trade " .. snippet(node.out_trade_no) .. ", not " .. biz.out_trade_no)
+  end
   if str(node.qr_code) == "" then
     error("alipay precreate: answer has no qr_code")
   end
