@@ -171,12 +171,18 @@ func TestOrderPaidAndRefundedThroughAlipayEndToEnd(t *testing.T) {
 	require.Equal(t, alipay.TradeClosed, after.Status)
 	require.Equal(t, "12.30", after.Refunded)
 
-	// A last notify of the closed trade is acknowledged and changes nothing.
-	require.NoError(t, e.alipay.Renotify(tr.TradeNo))
+	// Alipay notifies each refund (TRADE_SUCCESS with refund_fee, then
+	// TRADE_CLOSED): both acknowledged, nothing changed.
 	require.Eventually(t, func() bool {
 		ns := e.alipay.Notifications()
-		return len(ns) == 3 && ns[2].Acked
+		return len(ns) == 4 && ns[2].Acked && ns[3].Acked
 	}, 10*time.Second, 10*time.Millisecond)
+	ns := e.alipay.Notifications()
+	require.NotEmpty(t, ns[2].Params.Get("refund_fee"))
+	require.NotEmpty(t, ns[3].Params.Get("refund_fee"))
+	require.True(t, ns[2].Params.Get("trade_status") == alipay.TradeClosed || ns[3].Params.Get("trade_status") == alipay.TradeClosed,
+		"a notify says the trade closed (each reports the trade as it stands when sent)")
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid'`, orderID))
 	require.Equal(t, "refunded", e.getPayment(t, p.GetId()).GetStatus())
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 }

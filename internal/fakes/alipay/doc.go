@@ -35,8 +35,9 @@
 //   - alipay.trade.refund is idempotent per out_request_no: the same one
 //     again is answered again (fund_change N) and pays out nothing; with
 //     another refund_amount it is ACQ.DISCORDANT_REPEAT_REQUEST. A trade
-//     refunded in full becomes TRADE_CLOSED. The fake sends no notify for
-//     refunds.
+//     refunded in full becomes TRADE_CLOSED. A refund that moved money is
+//     notified like a payment (a new round, refund_fee, out_biz_no and
+//     gmt_refund added; TRADE_SUCCESS, or TRADE_CLOSED once all went back).
 //
 // Methods of POST /gateway.do: alipay.trade.page.pay (GET or POST, from
 // the buyer's browser: → the cashier page), alipay.trade.precreate

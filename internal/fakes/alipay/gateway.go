@@ -161,6 +161,13 @@ func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
 		a = s.query(app, biz)
 	case "alipay.trade.refund":
 		a = s.refund(app, biz)
+		// Alipay notifies a refund that moved money to the trade's
+		// notify_url (trade_status_sync, with refund_fee and out_biz_no).
+		if a["fund_change"] == "Y" {
+			if err := s.startNotify(a["trade_no"].(string)); err != nil {
+				s.log.Warn("refund notify not started", "error", err)
+			}
+		}
 	case "alipay.trade.fastpay.refund.query":
 		a = s.refundQuery(app, biz)
 	}
@@ -346,6 +353,7 @@ func (s *Server) refund(app App, biz map[string]string) answer {
 	}
 	t.refundedCents += cents
 	t.byRequest[reqNo] = cents
+	t.lastRefund, t.lastRefundAt = reqNo, s.now()
 	if t.refundedCents == t.cents {
 		t.Status = TradeClosed
 	}

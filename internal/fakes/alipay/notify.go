@@ -40,7 +40,12 @@ func (s *Server) notifyParamsLocked(t *trade) (url.Values, error) {
 	// A JSON value with quotes and brackets: it is signed decoded, as it is.
 	p.Set("fund_bill_list", `[{"amount":"`+amount+`","fundChannel":"ALIPAYACCOUNT"}]`)
 	if t.refundedCents > 0 {
+		// After a refund: the total refunded, the refund's out_request_no
+		// and its time (the status is TRADE_SUCCESS, or TRADE_CLOSED once
+		// everything went back).
 		p.Set("refund_fee", formatCents(t.refundedCents))
+		p.Set("out_biz_no", t.lastRefund)
+		p.Set("gmt_refund", t.lastRefundAt.In(cst).Format("2006-01-02 15:04:05.000"))
 	}
 	if err := Sign(s.key, p, true); err != nil {
 		return nil, err

@@ -180,6 +180,8 @@ type trade struct {
 	cents         int64
 	refundedCents int64
 	byRequest     map[string]int64 // out_request_no → cents
+	lastRefund    string           // out_request_no of the last refund
+	lastRefundAt  time.Time
 }
 
 var cst = time.FixedZone("CST", 8*3600)

@@ -309,6 +309,29 @@ func TestPagePayCashierNotifyAndReturn(t *testing.T) {
 	require.Equal(t, tr.TradeNo, f.Get("trade_no"))
 	require.True(t, alipay.VerifyText(pub, alipay.SigningString(f, true), f.Get("sign")), "notify signed without sign_type")
 	require.False(t, alipay.VerifyText(pub, alipay.SigningString(f, false), f.Get("sign")))
+	require.Empty(t, f.Get("refund_fee"))
+	mu.Unlock()
+
+	// A refund is notified too: refunded in full, the trade is closed.
+	r := e.call(t, "alipay.trade.refund", map[string]any{"out_trade_no": "web1", "refund_amount": "88.80", "out_request_no": "back1"})
+	require.Equal(t, "Y", r["fund_change"])
+	require.Eventually(t, func() bool {
+		ns := e.fake.Notifications()
+		return len(ns) == 3 && ns[2].Acked
+	}, 5*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	f = forms[2]
+	require.Equal(t, "TRADE_CLOSED", f.Get("trade_status"))
+	require.Equal(t, "88.80", f.Get("refund_fee"))
+	require.Equal(t, "back1", f.Get("out_biz_no"))
+	require.NotEmpty(t, f.Get("gmt_refund"))
+	require.True(t, alipay.VerifyText(pub, alipay.SigningString(f, true), f.Get("sign")))
+	// The same refund again moves nothing and notifies nothing.
+	mu.Unlock()
+	again := e.call(t, "alipay.trade.refund", map[string]any{"out_trade_no": "web1", "refund_amount": "88.80", "out_request_no": "back1"})
+	require.Equal(t, "N", again["fund_change"])
+	require.Never(t, func() bool { return len(e.fake.Notifications()) > 3 }, 100*time.Millisecond, 10*time.Millisecond)
+	mu.Lock()
 }
 
 func TestPagePayWithABadSignatureShowsAnErrorAndCreatesNothing(t *testing.T) {
