@@ -52,6 +52,16 @@ func startStripe(t *testing.T) *stripeEnv {
 	}, e.c.admin))
 	require.NoError(t, err)
 	s := &stripeEnv{payEnv: e, gw: gw.Msg.GetGatewayInterface().GetId()}
+	// What the console's form is made of: the plugin's schema, with both
+	// keys write-only, read back masked.
+	got, err := e.admin.GetGatewayInterface(ctx, with(&gatewaypb.GetGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
+	require.NoError(t, err)
+	cfg := got.Msg.GetGatewayInterface().GetConfig().AsMap()
+	require.Equal(t, "********", cfg["secret_key"])
+	require.Equal(t, "********", cfg["webhook_secret"])
+	require.Equal(t, sm.URL(), cfg["api_base"])
+	props := got.Msg.GetGatewayInterface().GetConfigSchema().AsMap()["properties"].(map[string]any)
+	require.Equal(t, true, props["webhook_secret"].(map[string]any)["x-secret"])
 	test, err := e.admin.TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
 	require.NoError(t, err)
 	require.True(t, test.Msg.GetOk(), test.Msg.GetMessage())
