@@ -188,6 +188,15 @@ func TestStripeCreatePaymentSendsTheSessionInMinorUnits(t *testing.T) {
 			"payment_intent_data[metadata][order_id]":       {"0d6a3a44-1f55-4c53-9a55-3a1c3f0c8e21"},
 		}, r.Form, tc.currency)
 	}
+	// Without a subject the line item is named after the order, or the
+	// invoice (Stripe refuses an empty name).
+	for _, tc := range []struct{ order, invoice, want string }{{"ord-1", "", "Order ord-1"}, {"", "inv-1", "Invoice inv-1"}} {
+		in := paymentInput("USD", "12.30")
+		in["subject"], in["order_id"], in["invoice_id"] = "", tc.order, tc.invoice
+		plugintest.Call(t, p, "create_payment", stripeConfig(api.URL), in)
+		reqs := api.requests()
+		require.Equal(t, tc.want, reqs[len(reqs)-1].Form.Get("line_items[0][price_data][product_data][name]"))
+	}
 	n := len(api.requests())
 	for _, tc := range []struct{ currency, amount, want string }{
 		{"JPY", "12.30", "JPY has no minor unit: 12.30 cannot be charged"},
