@@ -18,6 +18,7 @@ import (
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/fakes/stripemock"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -36,9 +37,9 @@ type stripeEnv struct {
 	gw, product string
 }
 
-func startStripe(t *testing.T) *stripeEnv {
+func startStripe(t *testing.T, opts ...app.Option) *stripeEnv {
 	t.Helper()
-	e := startPayments(t)
+	e := startPaymentsWith(t, opts)
 	sm := stripemock.Start(t)
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "stripe.lua"))
 	require.NoError(t, err)
@@ -52,6 +53,16 @@ func startStripe(t *testing.T) *stripeEnv {
 	}, e.c.admin))
 	require.NoError(t, err)
 	s := &stripeEnv{payEnv: e, gw: gw.Msg.GetGatewayInterface().GetId()}
+	// What the console's form is made of: the plugin's schema, with both
+	// keys write-only, read back masked.
+	got, err := e.admin.GetGatewayInterface(ctx, with(&gatewaypb.GetGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
+	require.NoError(t, err)
+	cfg := got.Msg.GetGatewayInterface().GetConfig().AsMap()
+	require.Equal(t, "********", cfg["secret_key"])
+	require.Equal(t, "********", cfg["webhook_secret"])
+	require.Equal(t, sm.URL(), cfg["api_base"])
+	props := got.Msg.GetGatewayInterface().GetConfigSchema().AsMap()["properties"].(map[string]any)
+	require.Equal(t, true, props["webhook_secret"].(map[string]any)["x-secret"])
 	test, err := e.admin.TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
 	require.NoError(t, err)
 	require.True(t, test.Msg.GetOk(), test.Msg.GetMessage())
@@ -214,6 +225,24 @@ func TestForgedStaleAndAlteredStripeWebhooksChangeNothing(t *testing.T) {
 
 	// The genuine one still settles it afterwards.
 	status, body := s.post(t, genuine, sig)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Equal(t, "success", s.getPayment(t, p.GetId()).GetStatus())
+}
+
+// The 300 s are held against the service's clock (app.WithClock), not the
+// machine's: on a service two hours ahead, a webhook signed now is stale
+// and one signed at the service's time is taken.
+func TestStripeWebhookAgeIsJudgedOnTheServiceClock(t *testing.T) {
+	t.Parallel()
+	const ahead = 2 * time.Hour
+	s := startStripe(t, app.WithClock(func() time.Time { return time.Now().Add(ahead) }))
+	_, p, _ := s.pay(t)
+	ev := completed(p, "checkout.session.completed", 1230)
+	status, body := s.post(t, ev, stripeSign(ev, stripeWhsec, time.Now()))
+	require.Equal(t, http.StatusBadRequest, status, body)
+	require.Contains(t, body, "timestamp outside the tolerance")
+	require.Equal(t, "pending", s.getPayment(t, p.GetId()).GetStatus())
+	status, body = s.post(t, ev, stripeSign(ev, stripeWhsec, time.Now().Add(ahead)))
 	require.Equal(t, http.StatusOK, status, body)
 	require.Equal(t, "success", s.getPayment(t, p.GetId()).GetStatus())
 }

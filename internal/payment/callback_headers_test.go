@@ -13,9 +13,11 @@ import (
 	"sync"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 	"github.com/rustbill/paymentd/internal/testdb"
@@ -116,8 +118,12 @@ func TestCallbackRouteHandsThePluginTheExactBodyAndTheHeaders(t *testing.T) {
 			require.Equal(t, body, raw, name)
 		}
 	}
-	// The gRPC HandleCallback has no headers: the plugin gets an empty object.
-	_, err := svc.HandleCallback(context.Background(), payment.Callback{GatewayInterfaceID: id, Method: http.MethodPost, Payload: "{}"})
+	// The gRPC HandleCallback has no headers: the plugin gets an empty
+	// object; an ignored notification answers OK without a payment.
+	res, err := paymentrpc.NewHandler(svc).HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
+		GatewayInterfaceId: id.String(), Payload: "{}",
+	}))
 	require.NoError(t, err)
+	require.Nil(t, res.Msg.GetPayment())
 	require.Contains(t, rec.input, `"headers":{}`)
 }

@@ -1,6 +1,7 @@
 package plugintest_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 	"github.com/stripe/stripe-go/v84/webhook"
@@ -185,6 +187,15 @@ func TestStripeCreatePaymentSendsTheSessionInMinorUnits(t *testing.T) {
 			"payment_intent_data[metadata][payment_id]":     {"7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"},
 			"payment_intent_data[metadata][order_id]":       {"0d6a3a44-1f55-4c53-9a55-3a1c3f0c8e21"},
 		}, r.Form, tc.currency)
+	}
+	// Without a subject the line item is named after the order, or the
+	// invoice (Stripe refuses an empty name).
+	for _, tc := range []struct{ order, invoice, want string }{{"ord-1", "", "Order ord-1"}, {"", "inv-1", "Invoice inv-1"}} {
+		in := paymentInput("USD", "12.30")
+		in["subject"], in["order_id"], in["invoice_id"] = "", tc.order, tc.invoice
+		plugintest.Call(t, p, "create_payment", stripeConfig(api.URL), in)
+		reqs := api.requests()
+		require.Equal(t, tc.want, reqs[len(reqs)-1].Form.Get("line_items[0][price_data][product_data][name]"))
 	}
 	n := len(api.requests())
 	for _, tc := range []struct{ currency, amount, want string }{
@@ -405,7 +416,12 @@ func callbackInput(payload []byte, sig string) map[string]any {
 	if sig != "" {
 		h["stripe-signature"] = sig
 	}
-	return map[string]any{"method": "POST", "content_type": "application/json; charset=utf-8", "payload": string(payload), "headers": h}
+	in := map[string]any{"method": "POST", "content_type": "application/json; charset=utf-8", "payload": string(payload), "headers": h}
+	// As the service hands a body that is not UTF-8 (payment.Callback).
+	if !utf8.Valid(payload) {
+		in["payload_base64"] = base64.StdEncoding.EncodeToString(payload)
+	}
+	return in
 }
 
 func TestStripeParseCallbackVerifiesStripeSignatures(t *testing.T) {

@@ -338,8 +338,10 @@ function create_payment(config_json, input_json)
     error("stripe create: return_url is required (Checkout sends the customer back there)")
   end
   local name = str(input.subject)
-  if name == "" then
+  if name == "" and str(input.order_id) ~= "" then
     name = "Order " .. str(input.order_id)
+  elseif name == "" then
+    name = "Invoice " .. str(input.invoice_id)
   end
   local body = form({
     { "mode", "payment" },
