@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -587,4 +588,51 @@ func TestAlipayTestConfig(t *testing.T) {
 	res = plugintest.Call(t, p, "test_config", alipayConfig(t, "http://127.0.0.1:9/gateway.do"), nil)
 	require.Equal(t, false, res["ok"])
 	require.Contains(t, res["message"], "cannot reach")
+}
+
+// A refusal at Alipay's gateway comes unsigned, in the method's node or in
+// error_response: reported as a refusal (no money moved), never believed as
+// a success.
+func TestAlipayUnsignedRefusalsAreRefusalsAndUnsignedSuccessIsNothing(t *testing.T) {
+	t.Parallel()
+	var answer atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		node := strings.ReplaceAll(r.Form.Get("method"), ".", "_") + "_response"
+		_, _ = io.WriteString(w, strings.ReplaceAll(answer.Load().(string), "NODE", node))
+	}))
+	t.Cleanup(srv.Close)
+	p := loadAlipay(t)
+	cfg := alipayConfig(t, srv.URL+"/gateway.do")
+	refund := func() map[string]any {
+		return plugintest.Call(t, p, "refund", cfg, map[string]any{"payment_id": alipayPaymentID, "refund_id": "r1", "amount": "1.00", "currency": "CNY"})
+	}
+	for _, body := range []string{
+		`{"NODE":{"code":"40002","msg":"Invalid Arguments","sub_code":"isv.invalid-signature","sub_msg":"验签出错"}}`,
+		`{"error_response":{"code":"40002","msg":"Invalid Arguments","sub_code":"isv.invalid-app-id","sub_msg":"无效的AppID参数"}}`,
+	} {
+		answer.Store(body)
+		tc := plugintest.Call(t, p, "test_config", cfg, nil)
+		require.Equal(t, false, tc["ok"])
+		require.Contains(t, tc["message"], "Alipay refused the app: 40002 Invalid Arguments isv.invalid-")
+		r := refund()
+		require.Equal(t, "failed", r["status"], body)
+		_, err := plugintest.CallErr(p, "query_payment", cfg, map[string]any{"payment_id": alipayPaymentID})
+		require.ErrorContains(t, err, "alipay query refused: 40002")
+	}
+	answer.Store(`{"NODE":{"code":"10000","msg":"Success","out_trade_no":"0b8d2c0e5f7a4d3e9a512f4a7c9e1b01","trade_no":"1","trade_status":"TRADE_SUCCESS","total_amount":"12.30","fund_change":"Y"}}`)
+	_, err := plugintest.CallErr(p, "query_payment", cfg, map[string]any{"payment_id": alipayPaymentID})
+	require.ErrorContains(t, err, "unsigned success")
+	require.Equal(t, "unknown", refund()["status"])
+	answer.Store(`{"NODE":{"code":"40004","msg":"Business Failed","sub_code":"ACQ.TRADE_STATUS_ERROR"}}`)
+	require.Equal(t, "unknown", refund()["status"], "Alipay signs business refusals: an unsigned one proves nothing")
+	answer.Store(`{"NODE":{"code":"20000","msg":"Service Currently Unavailable","sub_code":"aop.ACQ.SYSTEM_ERROR"},"sign":"` + alipaySignFor(t, `{"code":"20000","msg":"Service Currently Unavailable","sub_code":"aop.ACQ.SYSTEM_ERROR"}`) + `"}`)
+	require.Equal(t, "unknown", refund()["status"], "20000: Alipay says to ask again")
+}
+
+func alipaySignFor(t *testing.T, text string) string {
+	t.Helper()
+	sig, err := alipay.SignText(alipayKey, text)
+	require.NoError(t, err)
+	return sig
 }

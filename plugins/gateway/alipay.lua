@@ -631,8 +631,9 @@ function refund(config_json, input_json)
   end
   -- out_request_no makes a repeat the same refund: Alipay pays it once, so
   -- the call may be sent again after a lost answer.
-  local node, failure = call(cfg, "alipay.trade.refund", biz, true, 15000)
+  local node, second = call(cfg, "alipay.trade.refund", biz, true, 15000)
   if node == nil then
+    local failure = second
     if failure.kind == "unsent" then
       error("alipay refund not sent: " .. failure.message)
     end
@@ -641,6 +642,7 @@ function refund(config_json, input_json)
     end
     return outcome("unknown", "", "refund outcome unknown (" .. failure.message .. "); check the Alipay merchant console")
   end
+  local signed = second == true
   local code = str(node.code)
   if code == "10000" then
     if str(node.out_trade_no) ~= out_trade_no then
@@ -663,8 +665,9 @@ function refund(config_json, input_json)
     local why = qf and qf.message or refusal(q or {})
     return outcome("unknown", "", "Alipay accepted the refund without moving money and the refund query does not confirm it (" .. why .. ")")
   end
-  if code == "40004" or code == "40001" or code == "40002" then
-    -- A business refusal, or a refusal at the gateway: nothing was paid.
+  if (code == "40004" and signed) or code == "40001" or code == "40002" then
+    -- A business refusal (Alipay signs those), or a refusal at the gateway
+    -- before any business (unsigned): nothing was paid.
     return outcome("failed", "", refusal(node))
   end
   -- 20000 (service unavailable) and anything else: Alipay says to ask again.
