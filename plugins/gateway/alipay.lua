@@ -13,7 +13,10 @@
 --            with the Alipay public key before anything in it is believed.
 --            code 10000 is success, 40004 a business failure (sub_code ACQ.*),
 --            20000 "try again"; a refusal at the gateway (40001/40002, a bad
---            signature, an unknown app) comes unsigned as "error_response".
+--            signature, an unknown app) comes unsigned, in the method's node
+--            or in "error_response"; an answer also names the trade it is
+--            about, which must be the one asked (the signature does not
+--            cover the request).
 --   create   page mode: alipay.trade.page.pay needs no call from us: the
 --            payment_url is the signed request itself (GET gateway.do?...),
 --            which the buyer's browser takes to Alipay's cashier.
