@@ -605,6 +605,21 @@ try {
       await settled();
     });
 
+    await step("new gateway interface: the Stripe plugin's form comes from its schema", async () => {
+      await nav("Gateway interfaces");
+      await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
+      const form = page.getByRole("form", { name: "New gateway interface" });
+      await form.waitFor();
+      await form.getByLabel("Plugin").selectOption("stripe");
+      const config = form.getByLabel("Webhook signing secret");
+      await config.waitFor();
+      for (const [label, type] of [["Secret key", "password"], ["Webhook signing secret", "password"], ["API base URL", "text"]]) {
+        const got = await form.getByLabel(label).getAttribute("type");
+        if ((got ?? "text") !== type) throw new Error(`the Stripe form's ${label} is a ${got} field, want ${type}`);
+      }
+      await form.screenshot({ path: join(shots, "gateway-new-stripe.png") });
+    });
+
     await step("gateway interfaces: the config form masks secrets", async () => {
       await nav("Gateway interfaces");
       await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
