@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/alipay"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
@@ -62,6 +64,7 @@ type fixture struct {
 	RefundAmount         string          `json:"refundAmount"`
 	GatewayInterfaceName string          `json:"gatewayInterfaceName"`
 	SecretInterface      secretInterface `json:"secretInterface"`
+	AlipayInterface      alipayInterface `json:"alipayInterface"`
 	TestPlugin           testPlugin      `json:"testPlugin"`
 	FailedEventID        string          `json:"failedEventId"`
 	NotifiedEventID      string          `json:"notifiedEventId"`
@@ -103,6 +106,16 @@ type secretInterface struct {
 	Name   string `json:"name"`
 	PID    string `json:"pid"`
 	Secret string `json:"secret"`
+}
+
+// alipayInterface is an interface of the shipped alipay plugin: its form,
+// made from the plugin's schema, shows the app and the Alipay public key,
+// a checkbox for the QR mode, and never the app's private key.
+type alipayInterface struct {
+	Name      string `json:"name"`
+	AppID     string `json:"appId"`
+	PublicKey string `json:"publicKey"`
+	Secret    string `json:"secret"` // a line of the private key's PEM
 }
 
 // testPlugin is a gateway plugin of the test's own whose admin_page()
@@ -339,6 +352,19 @@ func world(t *testing.T, s *service) fixture {
 	// An epay interface whose merchant key the console must never show.
 	createInterface("epay", fx.SecretInterface.Name,
 		map[string]any{"api_url": "https://pay.example.com/", "pid": fx.SecretInterface.PID, "key": fx.SecretInterface.Secret})
+
+	// An alipay interface, its private key write-only.
+	appKey, err := alipay.GenerateKey()
+	require.NoError(t, err)
+	appPEM := alipay.PrivateKeyPEM(appKey)
+	fx.AlipayInterface = alipayInterface{
+		Name: "支付宝 Open API (e2e)", AppID: alipay.DefaultAppID, PublicKey: alipay.PublicKeyPEM(&appKey.PublicKey),
+		Secret: strings.Split(appPEM, "\n")[2],
+	}
+	createInterface("alipay", fx.AlipayInterface.Name, map[string]any{
+		"app_id": fx.AlipayInterface.AppID, "seller_id": alipay.DefaultSellerID,
+		"app_private_key": appPEM, "alipay_public_key": fx.AlipayInterface.PublicKey,
+	})
 
 	// An event that used up its attempts, for the retry step.
 	err = s.app.Pool().QueryRow(ctx, `INSERT INTO events (event_type, payload, status, order_id, attempts, last_error)

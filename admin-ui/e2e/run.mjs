@@ -726,6 +726,21 @@ try {
       await settled();
     });
 
+    await step("new gateway interface: the Stripe plugin's form comes from its schema", async () => {
+      await nav("Gateway interfaces");
+      await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
+      const form = page.getByRole("form", { name: "New gateway interface" });
+      await form.waitFor();
+      await form.getByLabel("Plugin").selectOption("stripe");
+      const config = form.getByLabel("Webhook signing secret");
+      await config.waitFor();
+      for (const [label, type] of [["Secret key", "password"], ["Webhook signing secret", "password"], ["API base URL", "text"]]) {
+        const got = await form.getByLabel(label).getAttribute("type");
+        if ((got ?? "text") !== type) throw new Error(`the Stripe form's ${label} is a ${got} field, want ${type}`);
+      }
+      await form.screenshot({ path: join(shots, "gateway-new-stripe.png") });
+    });
+
     await step("gateway interfaces: the config form masks secrets", async () => {
       await nav("Gateway interfaces");
       await page.getByRole("heading", { name: "Gateway interfaces", level: 1 }).waitFor();
@@ -752,6 +767,35 @@ try {
       if (leaked) throw new Error("the merchant key reached the page");
       await shot("gateway-detail");
       await form.screenshot({ path: join(shots, "gateway-config-form.png") });
+    });
+
+    await step("gateway interfaces: the alipay form from its schema", async () => {
+      await nav("Gateway interfaces");
+      await page.getByRole("link", { name: fx.alipayInterface.name }).click();
+      await page.getByRole("heading", { name: "Gateway interface", level: 1 }).waitFor();
+      await settled();
+      const form = page.getByRole("form", { name: "Edit gateway interface" });
+      const config = form.getByRole("group", { name: "Configuration" });
+      await config.waitFor();
+      const appId = await config.getByLabel("App ID (APPID)").inputValue();
+      if (appId !== fx.alipayInterface.appId) throw new Error(`app_id shows ${appId}`);
+      const pub = await config.getByLabel("Alipay public key").inputValue();
+      if (pub !== fx.alipayInterface.publicKey) throw new Error(`the Alipay public key shows ${JSON.stringify(pub)}`);
+      const key = config.getByLabel("App private key");
+      if ((await key.getAttribute("type")) !== "password") throw new Error("the app private key is not a password field");
+      if ((await key.inputValue()) !== "") throw new Error("the app private key field is filled in");
+      if (!/stored/.test((await key.getAttribute("placeholder")) ?? "")) throw new Error("the key field does not say a secret is stored");
+      const qr = config.getByLabel("QR code instead of the cashier page");
+      if ((await qr.getAttribute("type")) !== "checkbox") throw new Error("qr_mode is not a checkbox");
+      if (await qr.isChecked()) throw new Error("qr_mode is on by default");
+      const gatewayURL = await config.getByLabel("Gateway URL").inputValue();
+      if (gatewayURL !== "https://openapi.alipay.com/gateway.do") throw new Error(`the gateway URL shows ${gatewayURL}`);
+      const leaked = await page.evaluate((secret) => {
+        const values = [...document.querySelectorAll("input, textarea")].map((el) => el.value);
+        return document.documentElement.outerHTML.includes(secret) || values.some((v) => v.includes(secret));
+      }, fx.alipayInterface.secret);
+      if (leaked) throw new Error("the app private key reached the page");
+      await form.screenshot({ path: join(shots, "gateway-alipay-form.png") });
     });
 
     await step("plugins and reload", async () => {

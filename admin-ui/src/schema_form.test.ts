@@ -42,6 +42,28 @@ describe("fieldsOf", () => {
     expect(isSecret({ type: "string" })).toBe(false);
   });
 
+  it("makes the Stripe plugin's form: two write-only keys, an optional URL and currencies", () => {
+    // plugins/gateway/stripe.lua's config_schema as the service hands it
+    // over (json_encode sorts the keys).
+    const stripe = {
+      type: "object",
+      required: ["secret_key", "webhook_secret"],
+      additionalProperties: false,
+      properties: {
+        api_base: { type: "string", title: "API base URL", pattern: "^(https?://.+)?$" },
+        currencies: { type: "array", title: "Currencies", items: { type: "string", enum: ["JPY", "USD"] }, uniqueItems: true },
+        secret_key: { type: "string", title: "Secret key", pattern: "^[sr]k_[a-z]+_[0-9A-Za-z]+$", "x-secret": true },
+        webhook_secret: { type: "string", title: "Webhook signing secret", pattern: "^whsec_[0-9A-Za-z]+$", "x-secret": true },
+      },
+    };
+    expect(fieldsOf(stripe).map((f) => [f.key, f.kind, f.required, f.label])).toEqual([
+      ["api_base", "string", false, "API base URL"],
+      ["currencies", "json", false, "Currencies"],
+      ["secret_key", "secret", true, "Secret key"],
+      ["webhook_secret", "secret", true, "Webhook signing secret"],
+    ]);
+  });
+
   it("has no fields for a schema without properties", () => {
     expect(fieldsOf(undefined)).toEqual([]);
     expect(fieldsOf({ type: "object" })).toEqual([]);

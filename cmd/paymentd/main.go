@@ -43,6 +43,9 @@ Usage:
   paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL] [--pid ID] [--key KEY]
                                               run a fake epay gateway for demos until Ctrl-C,
                                               printing the merchant account to configure
+  paymentd dev fake-alipay [--addr 127.0.0.1:8092] [--public-url URL] [--key-dir DIR]
+                                              run a fake Alipay Open API gateway for demos until
+                                              Ctrl-C, printing the app and keys to configure
   paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN] [--provision-delay D]
                                               run a fake instance-provider API for demos until
                                               Ctrl-C, printing the http_provider settings

@@ -17,7 +17,7 @@ import (
 
 func TestPluginCheckAcceptsTheShippedPlugins(t *testing.T) {
 	t.Parallel()
-	for _, rel := range []string{"gateway/epay.lua", "gateway/bank_transfer.lua", "notifier/webhook.lua", "provider/http_provider.lua"} {
+	for _, rel := range []string{"gateway/epay.lua", "gateway/alipay.lua", "gateway/bank_transfer.lua", "gateway/stripe.lua", "notifier/webhook.lua", "provider/http_provider.lua"} {
 		code, stdout, stderr := runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", rel))
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, ": ok")
@@ -27,8 +27,15 @@ func TestPluginCheckAcceptsTheShippedPlugins(t *testing.T) {
 	require.Contains(t, stdout, "type:        gateway (7 functions")
 	require.Contains(t, stdout, "secret keys: key")
 	require.Contains(t, stdout, "currencies:  CNY\n")
+	_, stdout, _ = runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "alipay.lua"))
+	require.Contains(t, stdout, "secret keys: app_private_key\n", "the Alipay public key is no secret")
+	require.Contains(t, stdout, "currencies:  CNY\n")
 	_, stdout, _ = runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "bank_transfer.lua"))
 	require.Contains(t, stdout, `currencies:  each interface names its own (config "currencies")`)
+	_, stdout, _ = runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", "gateway", "stripe.lua"))
+	require.Contains(t, stdout, "secret keys: secret_key, webhook_secret")
+	require.Contains(t, stdout, "admin_page:  true")
+	require.Regexp(t, `currencies:  .*\bJPY\b.*\bUSD\b`, stdout)
 }
 
 func TestPluginCheckRefusesAMalformedCurrencyList(t *testing.T) {

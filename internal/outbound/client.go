@@ -235,9 +235,25 @@ func (c *Client) tlsClient(identity string, cfg *tls.Config) *http.Client {
 	return hc
 }
 
+// IdempotencyKeyHeader is the header by which a caller (a plugin talking
+// to Stripe, say) lets the receiver recognise a resend of one request.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// Resendable is the retry rule: a request may be sent more than once when
+// the caller says so (idempotent), when its method is GET or HEAD, or when
+// it carries an Idempotency-Key — the receiver then answers a resend with
+// the first answer instead of acting twice.
+func Resendable(req *http.Request, idempotent bool) bool {
+	switch {
+	case idempotent, req.Method == "", req.Method == http.MethodGet, req.Method == http.MethodHead:
+		return true
+	}
+	return req.Header.Get(IdempotencyKeyHeader) != ""
+}
+
 // Do sends req. idempotent says whether the caller allows a resend: a payment
-// creation or a refund is never sent twice blindly. GET/HEAD are always
-// idempotent. Retries (up to Attempts, exponential backoff + jitter) happen only
+// creation or a refund is never sent twice blindly, unless it carries an
+// Idempotency-Key (see Resendable). GET/HEAD are always idempotent. Retries (up to Attempts, exponential backoff + jitter) happen only
 // for idempotent calls and only on transport errors, 429 and 5xx; the request
 // body is read once (through req.GetBody when set) and buffered, so each
 // attempt sends the same bytes with a Content-Length.
@@ -287,7 +303,7 @@ func (c *Client) do(req *http.Request, idempotent bool, hc *http.Client) (resp *
 
 	hb := c.breaker(host)
 	exec := hb.once
-	if idempotent || method == http.MethodGet || method == http.MethodHead {
+	if Resendable(req, idempotent) {
 		exec = hb.retrying
 	}
 	resp, err = exec.WithContext(ctx).GetWithExecution(func(e failsafe.Execution[*Response]) (*Response, error) {

@@ -329,3 +329,57 @@ func TestDoTLSKeepsOneTransportPerCertificateAndBoundsThem(t *testing.T) {
 	_, err = c.DoTLS(req, false, "", &tls.Config{})
 	require.ErrorContains(t, err, "needs a TLS configuration and its identity")
 }
+
+func TestPostWithAnIdempotencyKeyIsRetriedWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{})
+	var (
+		mu   sync.Mutex
+		keys []string
+	)
+	answer := statuses(http.StatusServiceUnavailable, http.StatusOK)
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, hit int64) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		answer(w, r, hit)
+	})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, strings.NewReader("amount=1230"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", "pay_1")
+	resp, err := b.client.Do(req, false)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.Status)
+	require.Equal(t, []string{"pay_1", "pay_1"}, keys, "resent once, with the same key")
+
+	// Without the key the same POST is sent once.
+	plain := newServer(t, statuses(http.StatusServiceUnavailable, http.StatusOK))
+	resp, err = b.post(t, plain.URL)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, resp.Status)
+	require.EqualValues(t, 1, plain.hits.Load())
+}
+
+func TestResendableFollowsMethodFlagAndIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		method, key string
+		idempotent  bool
+		want        bool
+	}{
+		{http.MethodGet, "", false, true},
+		{http.MethodHead, "", false, true},
+		{http.MethodPost, "", false, false},
+		{http.MethodPost, "", true, true},
+		{http.MethodPost, "ref_1", false, true},
+		{http.MethodDelete, "", false, false},
+		{http.MethodDelete, "k", false, true},
+	} {
+		req, err := http.NewRequest(tc.method, "http://h/", nil)
+		require.NoError(t, err)
+		if tc.key != "" {
+			req.Header.Set("Idempotency-Key", tc.key)
+		}
+		require.Equal(t, tc.want, Resendable(req, tc.idempotent), "%+v", tc)
+	}
+}

@@ -37,9 +37,11 @@
 //
 // # Retries
 //
-// A resend is allowed only when the caller says so (idempotent=true) or the
-// method is GET or HEAD: a payment creation or a refund is never sent twice
-// blindly. Retryable calls get up to Attempts (3) attempts on transport
+// A resend is allowed only when the caller says so (idempotent=true), the
+// method is GET or HEAD, or the request carries an Idempotency-Key header
+// (Resendable): a payment creation or a refund is never sent twice
+// blindly, and one with a key is not blind — the receiver (Stripe, Adyen,
+// PayPal…) answers a resend with the first answer. Retryable calls get up to Attempts (3) attempts on transport
 // errors, 429 and 5xx, with exponential backoff (BaseBackoff doubling up to
 // MaxBackoff, each wait jittered by ±25%). The breaker sits inside the retry
 // policy, so every attempt needs its permit and is counted: a call whose

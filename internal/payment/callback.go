@@ -2,9 +2,12 @@ package payment
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -26,8 +29,54 @@ type Callback struct {
 	// Method is GET or POST; ContentType the request's Content-Type.
 	Method      string
 	ContentType string
-	// Payload is the raw query string (GET) or body (POST).
+	// Payload is the raw query string (GET) or body (POST), byte for byte.
 	Payload string
+	// Headers are the request's headers as CallbackHeaders keeps them
+	// (nil from the gRPC HandleCallback, which has none).
+	Headers map[string]string
+}
+
+// Bounds of the headers a callback hands to parse_callback. A gateway's
+// notification carries a dozen headers with a signature of a few hundred
+// bytes (Stripe-Signature with two secrets during a rotation is under
+// 300); proxies add some. A header over maxCallbackHeaderBytes is left out
+// whole rather than cut, so a plugin never sees half a signature.
+const (
+	MaxCallbackHeaders     = 64
+	maxCallbackHeaderBytes = 4 << 10
+	maxCallbackHeadersSize = 32 << 10
+)
+
+// privateHeaders are never handed to a plugin: they carry the caller's
+// credentials, which a gateway never sends and a script must not see.
+var privateHeaders = map[string]bool{"cookie": true, "authorization": true, "proxy-authorization": true}
+
+// CallbackHeaders is what parse_callback receives of a request's headers:
+// names lower-cased, the first value of each, at most MaxCallbackHeaders
+// names (taken in name order, so the choice does not depend on the map's)
+// of at most 4 KiB each and 32 KiB in all, never cookie or authorization.
+func CallbackHeaders(h http.Header) map[string]string {
+	names := make([]string, 0, len(h))
+	for k, v := range h {
+		if len(v) > 0 && !privateHeaders[strings.ToLower(k)] {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	out := make(map[string]string, min(len(names), MaxCallbackHeaders))
+	total := 0
+	for _, k := range names {
+		name, v := strings.ToLower(k), h[k][0]
+		if _, dup := out[name]; dup || len(name)+len(v) > maxCallbackHeaderBytes || total+len(name)+len(v) > maxCallbackHeadersSize {
+			continue
+		}
+		out[name] = v
+		total += len(name) + len(v)
+		if len(out) == MaxCallbackHeaders {
+			break
+		}
+	}
+	return out
 }
 
 // CallbackResult is the outcome of a callback that was accepted.
@@ -42,6 +91,10 @@ type CallbackResult struct {
 	Duplicate bool
 	// Applied: this callback settled the payment.
 	Applied bool
+	// Ignored: a genuine notification about nothing this service acts on
+	// (parse_callback answered status "ignored": a Stripe event of another
+	// type). Payment is empty; Ack still goes back so the gateway stops.
+	Ignored bool
 }
 
 // HandleCallback verifies a gateway callback with the interface's plugin
@@ -59,7 +112,10 @@ type CallbackResult struct {
 //     amount or order-number mismatch is InvalidArgument and is recorded;
 //   - another status (pending, failed) changes nothing and answers the
 //     record as it is: a payment fails only on the gateway's answer to a
-//     status query, never on a notification.
+//     status query, never on a notification;
+//   - "ignored" (a verified notification about nothing a payment needs,
+//     such as a Stripe event of another type) changes nothing, looks up
+//     nothing and answers the ack with Ignored set.
 //
 // No credential is needed: the signature is the protection. A disabled
 // interface still takes callbacks, since money paid through it must land.
@@ -92,7 +148,8 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 	}
 	var res parseCallbackOutput
 	if err := callPlugin(ctx, gw, "parse_callback", parseCallbackInput{
-		Method: cb.Method, ContentType: cb.ContentType, Payload: cb.Payload,
+		Method: cb.Method, ContentType: cb.ContentType, Payload: cb.Payload, PayloadBase64: payloadBase64(cb.Payload),
+		Headers: nonNil(cb.Headers),
 	}, &res); err != nil {
 		return CallbackResult{}, err
 	}
@@ -103,6 +160,10 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		}
 		s.log.WarnContext(ctx, "gateway callback rejected", "gateway_interface_id", cb.GatewayInterfaceID, "reason", reason)
 		return CallbackResult{}, apperr.Wrap(apperr.InvalidArgument, errBadSignature, "signature verification failed: %s", reason)
+	}
+	if res.Status == gatewayIgnored {
+		s.log.InfoContext(ctx, "gateway callback ignored", "gateway_interface_id", cb.GatewayInterfaceID, "reason", text.Clip(res.Reason, 120))
+		return CallbackResult{Ack: res.Ack, Ignored: true}, nil
 	}
 	paymentID, err := uuid.Parse(res.PaymentID)
 	if err != nil {
@@ -135,6 +196,23 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		return CallbackResult{}, err
 	}
 	return CallbackResult{Payment: st.Payment, Ack: res.Ack, Duplicate: st.Duplicate, Applied: st.Applied}, nil
+}
+
+// payloadBase64 is the payload's exact bytes when they are not UTF-8: a
+// JSON string cannot carry them (they would arrive as U+FFFD), and a
+// signature is over the bytes the gateway sent.
+func payloadBase64(p string) string {
+	if utf8.ValidString(p) {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString([]byte(p))
+}
+
+func nonNil(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
 }
 
 // MaxCallbackPairs bounds the parameters of a form-encoded callback (a GET

@@ -160,6 +160,8 @@ func FuzzPluginAnswers(f *testing.F) {
 		`{"valid":true,"payment_id":"../../etc","amount":"1","status":"success"}`,
 		`{"valid":true,"payment_id":"` + pid + `","amount":"12.30","status":"success","gateway_payment_id":"G\u00001"}`,
 		`{"valid":false,"reason":"bad\u0000"}`,
+		`{"valid":true,"status":"ignored","reason":"event type charge.succeeded","ack":"{\"received\":true}"}`,
+		`{"valid":true,"status":"ignored","payment_id":"` + pid + `","amount":"0.01"}`,
 		`{"status":"success","amount":"12.30","gateway_payment_id":"Q1","gateway_tx_id":"\u0000"}`,
 		`{"valid":"yes"}`,
 		`{"status":"success","amount":"12.30","gateway_payment_id":"Q1","paid_at":"2999-01-01T00:00:00Z"}`,

@@ -59,6 +59,9 @@ type parseCallbackInput struct {
 	Method      string `json:"method"`
 	ContentType string `json:"content_type"`
 	Payload     string `json:"payload"`
+	// PayloadBase64 is set when the payload is not UTF-8: its exact bytes.
+	PayloadBase64 string            `json:"payload_base64,omitempty"`
+	Headers       map[string]string `json:"headers"`
 }
 
 type parseCallbackOutput struct {
@@ -96,6 +99,9 @@ const (
 	gatewaySuccess = "success"
 	gatewayFailed  = "failed"
 	gatewayPending = "pending"
+	// gatewayIgnored: parse_callback verified a notification that concerns
+	// no payment's status (a gateway's other event types).
+	gatewayIgnored = "ignored"
 
 	refundSucceeded = "succeeded"
 	refundFailed    = "failed"

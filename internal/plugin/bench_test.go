@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,6 +68,27 @@ func BenchmarkCallOverhead(b *testing.B) {
 	for b.Loop() {
 		if _, err := p.Call(ctx, "test_config", "{}", "{}"); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRSASHA256: one RSA2 signature and one verification (2048-bit
+// keys of testdata, cached after the first call) from a script, the
+// Alipay plugin's per-request cost.
+func BenchmarkRSASHA256(b *testing.B) {
+	priv, pub := string(readTestdata(b, "rsa2048_pkcs8.pem")), string(readTestdata(b, "rsa2048_public.pem"))
+	p := benchPlugin(b, gatewaySource(`function test_config(c, i)
+		local k = json_decode(i)
+		local msg = "app_id=2021000000000000&biz_content={}&charset=utf-8&method=alipay.trade.query&timestamp=2026-11-25 18:00:00&version=1.0"
+		local sig = rsa_sha256_sign(k.priv, msg)
+		return json_encode({ok = rsa_sha256_verify(k.pub, msg, sig)})
+	end`))
+	in, _ := json.Marshal(map[string]string{"priv": priv, "pub": pub})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err := p.Call(ctx, "test_config", "{}", string(in)); err != nil || out != `{"ok":true}` {
+			b.Fatal(err, out)
 		}
 	}
 }

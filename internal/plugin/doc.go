@@ -11,7 +11,7 @@
 // Compile parses a script once (yuin/gopher-lua, Lua 5.1), rewrites it (see
 // "Strings" below), compiles it to a function prototype, runs it in a fresh
 // sandbox and checks its contract: every function of its type exists and
-// declares exactly two parameters, admin_page (optional) too, version()
+// declares exactly two parameters, admin_page (optional) none or two, version()
 // returns a semantic version ("0.0.0" when absent). The error names the
 // function or the line. A Script is immutable.
 //
@@ -134,12 +134,17 @@
 // way out — take at most five arguments, strings or nil, and answer a
 // string or nothing, as the specification requires. The data helpers
 // (hashes, encodings, now) take and answer strings too, except json_encode
-// (any value in), json_decode and parse_query (a table out). A wrong count
+// (any value in), json_decode and parse_query (a table out), and the
+// signing helpers of crypto.go, whose verdicts are booleans (or nil for a
+// text that does not decrypt). Those parse RSA keys once per runtime, in a
+// small cache keyed by the key text's hash, and charge private-key
+// operations to the budget by key size. A wrong count
 // or type raises a Lua error naming the function and the argument. HTTP
 // goes through Options.HTTP, an HTTPDoer that the service's one outbound
 // client satisfies (Outbound): idempotent is true for GET and for any
-// other method whose options_json says "retry": true, and false otherwise —
-// a payment creation or a refund is never sent twice blindly. http_mtls goes through it too (MTLSDoer): the certificate from
+// other method whose options_json says "retry": true or that carries an
+// Idempotency-Key header (outbound.Resendable), and false otherwise — a
+// payment creation or a refund is never sent twice blindly. http_mtls goes through it too (MTLSDoer): the certificate from
 // request_json is presented on a transport the client keeps per
 // certificate, under the host's circuit breaker, the same retry rule and
 // the same bounds; no redirect is followed. HTTP functions are refused

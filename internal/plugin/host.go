@@ -4,7 +4,6 @@ import (
 	"github.com/rustbill/paymentd/internal/text"
 
 	"context"
-	"crypto/hmac"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
@@ -47,7 +46,11 @@ var hostFunctions = []hostFunc{
 	{"http_mtls", []string{"method", "url", "body", "request_json", "options_json"}, hostHTTPMTLS},
 	{"md5", []string{"s"}, hostMD5},
 	{"sha256", []string{"s"}, hostSHA256},
-	{"hmac_sha256", []string{"key", "message"}, hostHMACSHA256},
+	{"hmac_sha256", []string{"key", "message", "encoding"}, hostHMACSHA256},
+	{"rsa_sha256_sign", []string{"private_key_pem", "message"}, hostRSASHA256Sign},
+	{"rsa_sha256_verify", []string{"public_key_pem", "message", "signature_base64"}, hostRSASHA256Verify},
+	{"aes_256_gcm_decrypt", []string{"key", "nonce", "associated_data", "ciphertext_base64"}, hostAES256GCMDecrypt},
+	{"constant_time_equals", []string{"a", "b"}, hostConstantTimeEquals},
 	{"base64_encode", []string{"s"}, hostBase64Encode},
 	{"base64_decode", []string{"s"}, hostBase64Decode},
 	{"urlencode", []string{"s"}, hostURLEncode},
@@ -56,6 +59,7 @@ var hostFunctions = []hostFunc{
 	{"json_decode", []string{"s"}, hostJSONDecode},
 	{"parse_query", []string{"s"}, hostParseQuery},
 	{"now", nil, hostNow},
+	{"now_unix", nil, hostNowUnix},
 }
 
 func init() {
@@ -178,15 +182,6 @@ func hostSHA256(s *state, L *lua.LState, a args) int {
 	s.budget.charge(L, int64(len(in)/64))
 	sum := sha256.Sum256([]byte(in))
 	return s.pushString(L, hex.EncodeToString(sum[:]))
-}
-
-func hostHMACSHA256(s *state, L *lua.LState, a args) int {
-	key, msg := a.str(1), a.str(2)
-	s.budget.charge(L, int64(len(msg)/64))
-	m := hmac.New(sha256.New, []byte(key))
-	m.Write([]byte(msg))
-	var sum [sha256.Size]byte
-	return s.pushString(L, hex.EncodeToString(m.Sum(sum[:0])))
 }
 
 func hostBase64Encode(s *state, L *lua.LState, a args) int {

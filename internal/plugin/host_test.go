@@ -176,6 +176,13 @@ func TestHostFunctionArgumentsAreChecked(t *testing.T) {
 		`urldecode("%zz")`:                                       "urldecode:",
 		`base64_decode("!!")`:                                    "base64_decode:",
 		`http_get("https://example.com", "[1]")`:                 "http_get: argument 2 (headers_json) must be a JSON object of strings",
+		`hmac_sha256("k", "m", "hex", "x")`:                      "hmac_sha256: takes at most 3 arguments, got 4",
+		`hmac_sha256("k", "m", "binary")`:                        "hmac_sha256: argument 3 (encoding) must be hex, base64 or raw",
+		`hmac_sha256("k", "m", 1)`:                               "hmac_sha256: argument 3 (encoding) must be a string, got number",
+		`rsa_sha256_verify("k", {}, "s")`:                        "rsa_sha256_verify: argument 2 (message) must be a string, got table",
+		`aes_256_gcm_decrypt("k", "n", "a")`:                     "aes_256_gcm_decrypt: argument 4 (ciphertext_base64) is required",
+		`aes_256_gcm_decrypt("k", "n", "a", "c", "x")`:           "aes_256_gcm_decrypt: takes at most 4 arguments, got 5",
+		`constant_time_equals(1, "a")`:                           "constant_time_equals: argument 1 (a) must be a string, got number",
 	} {
 		_, err := b.run(t, code)
 		requireKind(t, err, KindScriptError, want, code)

@@ -21,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
+
+	"github.com/rustbill/paymentd/internal/outbound"
 )
 
 // httpOptions is options_json: {"timeout_ms": 5000, "retry": true}. Unknown
@@ -217,6 +219,9 @@ func (s *state) doHTTP(L *lua.LState, r *request) int {
 		req.Header = r.header
 	}
 	s.budget.charge(L, 1)
+	// A POST carrying the plugin's Idempotency-Key may be resent: the
+	// gateway answers the resend with its first answer.
+	r.idempotent = outbound.Resendable(req, r.idempotent)
 
 	var resp *Response
 	if r.mtls != nil {

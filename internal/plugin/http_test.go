@@ -485,3 +485,16 @@ func TestHTTPMTLSIsRetriedByTheRulesOfTheOtherHTTPFunctions(t *testing.T) {
 	require.Equal(t, []bool{true, false, true, false, true}, rec.idempotent,
 		"a GET may be retried; another method only with \"retry\": true")
 }
+
+func TestPostWithThePluginsIdempotencyKeyMayBeResent(t *testing.T) {
+	t.Parallel()
+	hb := setupHTTP(t)
+	hb.call(t, `return http_post_headers("URL/v1/refunds", "amount=500", json_encode({["Idempotency-Key"] = "refund_r1"}))`)
+	hb.call(t, `return http_post_headers("URL/v1/refunds", "amount=500", "{}")`)
+	_, err := hb.run(t, `return http_post_binary("`+hb.url+`/v1/x", "", "text/plain", json_encode({["idempotency-key"] = "k2"}))`)
+	require.NoError(t, err)
+	reqs := hb.doer.requests()
+	require.Len(t, reqs, 3)
+	require.Equal(t, "refund_r1", reqs[0].Header.Get("Idempotency-Key"), "the key travels as the plugin chose it")
+	require.Equal(t, []bool{true, false, true}, []bool{reqs[0].Idempotent, reqs[1].Idempotent, reqs[2].Idempotent})
+}

@@ -123,7 +123,7 @@ func requireKind(t *testing.T, err error, k ErrorKind, msgAndWhat ...string) *Ca
 	return ce
 }
 
-func readTestdata(t *testing.T, name string) []byte {
+func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	require.NoError(t, err)

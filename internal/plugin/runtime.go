@@ -82,8 +82,9 @@ type Response struct {
 }
 
 // HTTPDoer sends the requests of the http_* host functions. The request
-// carries the call's context; idempotent is true for GET and for a POST
-// whose options_json says "retry": true, and tells the client whether it
+// carries the call's context; idempotent is true for GET, for a POST
+// whose options_json says "retry": true and for one carrying an
+// Idempotency-Key header (outbound.Resendable), and tells the client whether it
 // may send the request more than once. Outbound adapts the service's
 // outbound client.
 type HTTPDoer interface {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ func (e *CompileError) Error() string {
 
 // Compile parses source once, runs it in a fresh sandboxed state to collect
 // its globals and checks the contract of typ: every function exists and
-// declares exactly two parameters, admin_page (optional) too, and version()
+// declares exactly two parameters, admin_page (optional) none or two, and version()
 // (optional, "0.0.0" when missing) returns a semantic version. The error is a
 // *CompileError naming the line or the function.
 func Compile(name string, typ Type, source []byte) (*Script, error) {
@@ -144,14 +145,18 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 	var problems []string
 	sc.params = make(map[string]bool, len(Functions(typ))+1)
 	for _, fn := range Functions(typ) {
-		if p := checkFunction(st.globals.RawGetString(fn), fmt.Sprintf("%s function %q", typ, fn)); p != "" {
+		if p := checkFunction(st.globals.RawGetString(fn), fmt.Sprintf("%s function %q", typ, fn), 2); p != "" {
 			problems = append(problems, p)
 			continue
 		}
 		sc.params[fn] = true
 	}
 	if v := st.globals.RawGetString(AdminPage); v != lua.LNil {
-		if p := checkFunction(v, fmt.Sprintf("function %q", AdminPage)); p != "" {
+		// The spec writes admin_page(); the two-parameter form of the
+		// contract functions is taken too. Either is called with both
+		// arguments (Lua drops what a function does not declare).
+		p := checkFunction(v, fmt.Sprintf("function %q", AdminPage), 0, 2)
+		if p != "" {
 			problems = append(problems, p)
 		} else {
 			sc.hasAdminPage = true
@@ -169,8 +174,11 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 	return sc, nil
 }
 
-// checkFunction returns what is wrong with v as a contract function, or "".
-func checkFunction(v lua.LValue, what string) string {
+// checkFunction returns what is wrong with v as a contract function, or "":
+// it must be a function of the script declaring one of the parameter
+// counts allowed (the last one is the contract's, named in the message).
+func checkFunction(v lua.LValue, what string, allowed ...int) string {
+	want := allowed[len(allowed)-1]
 	if v == lua.LNil {
 		return what + " is missing"
 	}
@@ -182,10 +190,10 @@ func checkFunction(v lua.LValue, what string) string {
 		return what + " is not defined by the script"
 	}
 	if fn.Proto.IsVarArg != 0 {
-		return what + " takes a variable number of parameters, the contract says 2"
+		return fmt.Sprintf("%s takes a variable number of parameters, the contract says %d", what, want)
 	}
-	if n := fn.Proto.NumParameters; n != 2 {
-		return fmt.Sprintf("%s takes %d parameters, the contract says 2", what, n)
+	if n := int(fn.Proto.NumParameters); !slices.Contains(allowed, n) {
+		return fmt.Sprintf("%s takes %d parameters, the contract says %d", what, n, want)
 	}
 	return ""
 }

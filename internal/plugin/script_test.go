@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -180,4 +181,28 @@ func TestCompareVersionsFollowsSemverPrecedence(t *testing.T) {
 	require.Zero(t, c)
 	_, err = CompareVersions("1.0", "1.0.0")
 	require.Error(t, err)
+}
+
+func TestAdminPageTakesTheSpecsNoParameterFormAndTheTwoParameterForm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, src := range []string{
+		`function admin_page() return "no parameters" end`,
+		`function admin_page(c, i) return "config " .. c .. " input " .. i end`,
+	} {
+		sc, err := Compile("page", Gateway, gatewaySource(src))
+		require.NoError(t, err, src)
+		require.True(t, sc.HasAdminPage(), src)
+		p := b.rt.Load(sc)
+		out, err := p.Call(context.Background(), AdminPage, `{"k":1}`, "{}")
+		p.Close()
+		require.NoError(t, err, src)
+		if strings.Contains(src, "admin_page()") {
+			require.Equal(t, "no parameters", out)
+		} else {
+			require.Equal(t, `config {"k":1} input {}`, out)
+		}
+	}
+	_, err := Compile("page", Gateway, gatewaySource(`function admin_page(a, b, c) return "" end`))
+	require.ErrorContains(t, err, `function "admin_page" takes 3 parameters, the contract says 2`)
 }

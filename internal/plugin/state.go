@@ -54,10 +54,11 @@ type env struct {
 	logger *slog.Logger
 	now    func() time.Time
 	http   HTTPDoer
+	keys   *keyCache // parsed RSA keys, shared by the runtime's plugins
 }
 
 func newEnv(o Options) *env {
-	e := &env{limits: o.Limits.withDefaults(), logger: o.Logger, now: o.Now, http: o.HTTP}
+	e := &env{limits: o.Limits.withDefaults(), logger: o.Logger, now: o.Now, http: o.HTTP, keys: newKeyCache()}
 	if e.logger == nil {
 		e.logger = discardLogger
 	}

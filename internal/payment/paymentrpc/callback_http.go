@@ -17,10 +17,13 @@ import (
 
 // CallbackHandler serves GET and POST /callbacks/{gateway_interface_id}:
 // the address real gateways notify (notify_url). It hands the raw query
-// string (GET) or body (POST), with the content type, to HandleCallback and
+// string (GET) or body (POST) byte for byte, with the content type and
+// the headers (payment.CallbackHeaders: no cookie, no authorization), to
+// HandleCallback and
 // answers in the terms a gateway understands:
 //
 //	applied, repeated, or not a success   200, the plugin's ack (epay: "success"), so the gateway stops
+//	verified but ignored (other events)   200, the plugin's ack
 //	malformed, bad signature, mismatch    400, a short reason, no ack
 //	unknown payment or interface          404
 //	plugin not loaded, circuit open       503 (the gateway retries)
@@ -51,7 +54,7 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	logging.Add(ctx, slog.String("gateway_interface_id", id.String()))
-	cb := payment.Callback{GatewayInterfaceID: id, Method: r.Method}
+	cb := payment.Callback{GatewayInterfaceID: id, Method: r.Method, Headers: payment.CallbackHeaders(r.Header)}
 	switch r.Method {
 	case http.MethodGet:
 		if len(r.URL.RawQuery) > payment.MaxCallbackBytes {
@@ -96,6 +99,11 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.log.Log(ctx, level, "gateway callback refused", "gateway_interface_id", id, "method", r.Method, "status", status, "err", err)
 		plain(w, status, msg)
+		return
+	}
+	if res.Ignored {
+		h.log.InfoContext(ctx, "gateway callback answered", "gateway_interface_id", id, "ignored", true)
+		plain(w, http.StatusOK, res.Ack)
 		return
 	}
 	logging.Add(ctx, slog.String("payment_id", res.Payment.ID.String()))

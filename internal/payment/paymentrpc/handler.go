@@ -141,6 +141,10 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 	if res.Duplicate {
 		return nil, errDuplicateCallback(res.Payment)
 	}
+	if res.Ignored {
+		// A verified notification about no payment: nothing to show.
+		return connect.NewResponse(&paymentpb.PaymentCallbackResponse{}), nil
+	}
 	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: rpc.PaymentRecord(res.Payment)}), nil
 }
 

@@ -1,0 +1,116 @@
+package plugintest_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stripe/stripe-go/v84/webhook"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/plugintest"
+)
+
+// FuzzStripeSignature feeds arbitrary Stripe-Signature headers and bodies
+// to the shipped stripe.lua's parse_callback, on a fixed service clock.
+// It never fails (every input gets a verdict), and a webhook is found
+// genuine only when stripe-go's own verifier accepts its signature too
+// (webhook.ValidatePayloadIgnoringTolerance: the tolerance is checked
+// against the plugin's clock, not the wall clock) and what it reports is
+// what the signed body says. When the fuzzer's header is appended to a
+// genuine signature (mode 1), the plugin may refuse the header as
+// malformed but never call the signature bad.
+func FuzzStripeSignature(f *testing.F) {
+	const pid = "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"
+	paid := event("checkout.session.completed", "paid", 1230, "usd", pid)
+	good := signed(paid, whsec, stripeNow)
+	f.Add(uint8(0), good, string(paid))
+	f.Add(uint8(0), good, strings.Replace(string(paid), "1230", "1", 1))
+	f.Add(uint8(1), "v1=00", string(paid))
+	f.Add(uint8(1), "t=1", string(paid))
+	f.Add(uint8(1), "v0=abc", string(event("checkout.session.async_payment_failed", "unpaid", 1230, "jpy", pid)))
+	f.Add(uint8(1), "", `{"type":"charge.succeeded"}`)
+	f.Add(uint8(0), fmt.Sprintf("t=%d,v1=%s", stripeNow.Unix(), strings.Repeat("a", 64)), string(paid))
+	f.Add(uint8(0), "t=,v1=,,=,==", "")
+	f.Add(uint8(0), "t=0001,v1=x", "{")
+	f.Add(uint8(1), "", `{"type":"checkout.session.completed","data":{"object":{"object":"checkout.session","mode":"payment","client_reference_id":"x","payment_status":"paid","amount_total":-5,"currency":"usd"}}}`)
+
+	p := loadStripe(f)
+	cfg := stripeConfig("http://127.0.0.1:1")
+	f.Fuzz(func(t *testing.T, mode uint8, header, payload string) {
+		if mode%2 == 1 {
+			g := signed([]byte(payload), whsec, stripeNow)
+			if header != "" {
+				g += "," + header
+			}
+			header = g
+		}
+		out, err := plugintest.CallErr(p, "parse_callback", cfg, callbackInput([]byte(payload), header))
+		if err != nil {
+			t.Fatalf("parse_callback failed: %v", err)
+		}
+		var v struct {
+			Valid     bool   `json:"valid"`
+			Reason    string `json:"reason"`
+			Status    string `json:"status"`
+			PaymentID string `json:"payment_id"`
+			Amount    string `json:"amount"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("answer %q: %v", out, err)
+		}
+		if mode%2 == 1 && v.Reason == "bad signature" {
+			t.Fatalf("a genuine signature was called bad: header %q", header)
+		}
+		if !v.Valid {
+			return
+		}
+		if err := webhook.ValidatePayloadIgnoringTolerance([]byte(payload), header, whsec); err != nil {
+			t.Fatalf("found genuine, but stripe-go says %v: header %q", err, header)
+		}
+		if v.Status == "ignored" {
+			return
+		}
+		var ev struct {
+			Data struct {
+				Object struct {
+					Ref         string      `json:"client_reference_id"`
+					AmountTotal json.Number `json:"amount_total"`
+					Currency    string      `json:"currency"`
+				} `json:"object"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
+			t.Fatalf("found genuine, but the body is not JSON Go reads: %v", err)
+		}
+		if ev.Data.Object.Ref != "" && v.PaymentID != ev.Data.Object.Ref {
+			t.Fatalf("reports payment %q, the body names %q", v.PaymentID, ev.Data.Object.Ref)
+		}
+		if v.Status != "success" {
+			return
+		}
+		// A success reports amount_total in the currency's unit: exactly,
+		// or (a figure the service cannot hold) in a form money.Parse
+		// refuses, never another amount.
+		minor, err := ev.Data.Object.AmountTotal.Int64()
+		if err != nil || minor < 0 {
+			t.Fatalf("a success for amount_total %q", ev.Data.Object.AmountTotal)
+		}
+		got, err := money.Parse(v.Amount)
+		if err != nil {
+			return
+		}
+		scale := map[string]int64{"jpy": 1, "krw": 1, "vnd": 1, "clp": 1, "bhd": 10, "jod": 10, "kwd": 10, "omr": 10, "tnd": 10}[strings.ToLower(ev.Data.Object.Currency)]
+		want := minor // cents
+		switch scale {
+		case 1:
+			want = minor * 100
+		case 10:
+			want = minor / 10
+		}
+		if got.Cents() != want {
+			t.Fatalf("reports %s for amount_total %d %s", v.Amount, minor, ev.Data.Object.Currency)
+		}
+	})
+}

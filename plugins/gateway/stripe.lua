@@ -1,0 +1,730 @@
+-- Stripe gateway: hosted Checkout Sessions, signed webhooks, refunds.
+--
+-- Protocol (Stripe's REST API, form-encoded requests, JSON answers):
+--   create  POST {api}/v1/checkout/sessions (mode=payment, one line item in
+--           the currency's minor units, client_reference_id = our payment
+--           id) → {"id": "cs_…", "url": "https://checkout.stripe.com/…"}
+--   query   GET  {api}/v1/checkout/sessions/{id} → payment_status, status;
+--           without a session id (a pending payment: the service stores
+--           the gateway's id only when it settles), the PaymentIntent is
+--           searched by metadata and its session listed
+--   refund  POST {api}/v1/refunds (payment_intent, amount) → {"id": "re_…", "status"}
+--   test    GET  {api}/v1/balance (authenticated, moves nothing)
+--   notify  POST to notify_url, a JSON event signed in the Stripe-Signature
+--           header: "t=<unix time>,v1=<hex HMAC-SHA256(secret, t.payload)>"
+--           (several v1 entries while a secret is rolled); any 2xx stops it.
+--
+-- Every POST carries an Idempotency-Key naming what it does (the payment,
+-- the refund), so Stripe answers a resend with its first answer and the
+-- service may retry it safely.
+--
+-- Money: the service sends "12.30"; Stripe counts in the currency's minor
+-- unit (1230 cents, but 1230 yen for "1230.00" JPY, 12300 fils for
+-- "12.30" BHD). The conversion below works on the digits, never on Lua
+-- numbers (floats), and refuses an amount a currency cannot hold (12.30
+-- JPY). info().currencies lists exactly the currencies whose minor unit
+-- this script knows.
+
+function version()
+  return "1.0.0"
+end
+
+local DEFAULT_API = "https://api.stripe.com"
+
+-- Tolerance of a webhook's timestamp against the service clock, in
+-- seconds: Stripe's own libraries use 300.
+local TOLERANCE = 300
+
+-- EXPONENTS: the number of decimals Stripe uses for each currency this
+-- script takes. Stripe's zero-decimal currencies count whole units; its
+-- three-decimal ones count thousandths (and want the last digit 0).
+-- HUF, ISK, TWD and UGX, which Stripe treats specially, are left out.
+local EXPONENTS = {
+  USD = 2, EUR = 2, GBP = 2, AUD = 2, CAD = 2, CHF = 2, CNY = 2, HKD = 2, SGD = 2,
+  NZD = 2, SEK = 2, NOK = 2, DKK = 2, PLN = 2, CZK = 2, RON = 2, BGN = 2, MXN = 2,
+  BRL = 2, INR = 2, MYR = 2, THB = 2, PHP = 2, IDR = 2, AED = 2, SAR = 2, ILS = 2,
+  ZAR = 2, TRY = 2,
+  JPY = 0, KRW = 0, VND = 0, CLP = 0,
+  BHD = 3, JOD = 3, KWD = 3, OMR = 3, TND = 3,
+}
+
+-- The events a payment needs; every other event type is acknowledged and
+-- ignored.
+local HANDLED = {
+  ["checkout.session.completed"] = true,
+  ["checkout.session.async_payment_succeeded"] = true,
+  ["checkout.session.async_payment_failed"] = true,
+}
+
+local ACK = '{"received":true}'
+
+-- helpers -------------------------------------------------------------------
+
+local find, sub, match, gsub, lower, upper = string.find, string.sub, string.match, string.gsub, string.lower, string.upper
+
+local function decode(s)
+  if s == nil or s == "" then
+    return {}
+  end
+  local ok, v = pcall(json_decode, s)
+  if not ok or type(v) ~= "table" then
+    return {}
+  end
+  return v
+end
+
+-- str turns a JSON scalar into a string; nil, null and tables become "".
+local function str(v)
+  local t = type(v)
+  if t == "string" then
+    return v
+  end
+  if t == "number" then
+    if v == math.floor(v) and v > -1e15 and v < 1e15 then
+      return string.format("%d", v)
+    end
+    return tostring(v)
+  end
+  if t == "boolean" then
+    return tostring(v)
+  end
+  return ""
+end
+
+local function snippet(s)
+  s = str(s)
+  if #s > 200 then
+    return sub(s, 1, 200) .. "..."
+  end
+  return s
+end
+
+local function api_base(cfg)
+  local u = str(cfg.api_base)
+  if u == "" then
+    u = DEFAULT_API
+  end
+  return (gsub(u, "/+$", ""))
+end
+
+local function check_config(cfg)
+  if not match(str(cfg.secret_key), "^[sr]k_[a-z]+_[%w]+$") then
+    return "secret_key must be a Stripe secret or restricted key (sk_live_…, sk_test_…)"
+  end
+  if not match(str(cfg.webhook_secret), "^whsec_[%w]+$") then
+    return "webhook_secret must be the endpoint's signing secret (whsec_…)"
+  end
+  local u = str(cfg.api_base)
+  if u ~= "" and not match(u, "^https?://[^/%s]+") then
+    return "api_base must be an http(s) URL"
+  end
+  return nil
+end
+
+-- to_minor is amount ("12.30") in currency's minor unit as a digit string,
+-- or nil and why.
+local function to_minor(amount, currency)
+  local exp = EXPONENTS[currency]
+  if exp == nil then
+    return nil, "this Stripe plugin does not take " .. snippet(currency)
+  end
+  local int, frac = match(amount, "^(%d+)%.(%d%d)$")
+  if int == nil then
+    return nil, "amount " .. snippet(amount) .. " is not a decimal with two places"
+  end
+  local digits
+  if exp == 0 then
+    if frac ~= "00" then
+      return nil, currency .. " has no minor unit: " .. amount .. " cannot be charged"
+    end
+    digits = int
+  elseif exp == 2 then
+    digits = int .. frac
+  else
+    digits = int .. frac .. "0"
+  end
+  digits = gsub(digits, "^0+", "")
+  if digits == "" then
+    digits = "0"
+  end
+  return digits
+end
+
+-- from_minor is Stripe's integer amount in currency back as the service's
+-- decimal ("1230" USD → "12.30", "1230" JPY → "1230", "12340" BHD →
+-- "12.34"); an amount the service cannot hold comes back as Stripe's
+-- figure with all its decimals, which the service refuses as unreadable.
+local function from_minor(n, currency)
+  local digits = str(n)
+  if not match(digits, "^%d+$") then
+    return ""
+  end
+  local exp = EXPONENTS[upper(currency)] or 2
+  if exp == 0 then
+    return digits
+  end
+  while #digits <= exp do
+    digits = "0" .. digits
+  end
+  local int, frac = sub(digits, 1, #digits - exp), sub(digits, #digits - exp + 1)
+  if exp == 3 then
+    if sub(frac, 3, 3) ~= "0" then
+      return int .. "." .. frac
+    end
+    frac = sub(frac, 1, 2)
+  end
+  return int .. "." .. frac
+end
+
+-- form encodes an array of {name, value} pairs in order (Stripe reads
+-- nested parameters from bracketed names: metadata[payment_id]=…).
+local function form(pairs_)
+  local parts = {}
+  for _, p in ipairs(pairs_) do
+    if p[2] ~= nil and p[2] ~= "" then
+      parts[#parts + 1] = urlencode(p[1]) .. "=" .. urlencode(p[2])
+    end
+  end
+  return table.concat(parts, "&")
+end
+
+local function headers(cfg, idempotency_key)
+  local h = {
+    ["Authorization"] = "Bearer " .. str(cfg.secret_key),
+    ["Content-Type"] = "application/x-www-form-urlencoded",
+  }
+  if idempotency_key then
+    h["Idempotency-Key"] = idempotency_key
+  end
+  return json_encode(h)
+end
+
+-- call runs one request; it returns the response table (status, body) or
+-- nil and a message (transport error, open circuit).
+local function call(fn, ...)
+  local ok, raw = pcall(fn, ...)
+  if not ok then
+    return nil, tostring(raw)
+  end
+  local resp = decode(raw)
+  if resp.status == nil then
+    return nil, "no response"
+  end
+  return resp
+end
+
+local function post(cfg, path, body, idempotency_key, timeout_ms)
+  return call(http_post_headers, api_base(cfg) .. path, body, headers(cfg, idempotency_key),
+    json_encode({ timeout_ms = timeout_ms }))
+end
+
+local function get(cfg, path)
+  return call(http_get, api_base(cfg) .. path, headers(cfg, nil))
+end
+
+-- stripe_error is Stripe's message of a refused request.
+local function stripe_error(resp)
+  local e = decode(resp.body).error
+  if type(e) == "table" and str(e.message) ~= "" then
+    return "HTTP " .. str(resp.status) .. ": " .. snippet(e.message), str(e.type)
+  end
+  return "HTTP " .. str(resp.status) .. ": " .. snippet(resp.body), ""
+end
+
+local function ok_status(resp)
+  return resp.status >= 200 and resp.status <= 299
+end
+
+-- id_of is the id of a field Stripe may answer as an id or, expanded, as
+-- the object.
+local function id_of(v)
+  if type(v) == "table" then
+    return str(v.id)
+  end
+  return str(v)
+end
+
+local function session_path(id)
+  return "/v1/checkout/sessions/" .. urlencode(id)
+end
+
+-- contract ------------------------------------------------------------------
+
+function info(config_json, input_json)
+  local codes = {}
+  for code in pairs(EXPONENTS) do
+    codes[#codes + 1] = code
+  end
+  table.sort(codes)
+  return json_encode({
+    display_name = "Stripe",
+    description = "Cards and wallets through Stripe Checkout (hosted payment page), with signed webhooks and refunds.",
+    supports_query = true,
+    supports_refund = true,
+    currencies = codes,
+  })
+end
+
+function config_schema(config_json, input_json)
+  local codes = {}
+  for code in pairs(EXPONENTS) do
+    codes[#codes + 1] = code
+  end
+  table.sort(codes)
+  return json_encode({
+    ["$schema"] = "https://json-schema.org/draft/2020-12/schema",
+    type = "object",
+    required = { "secret_key", "webhook_secret" },
+    additionalProperties = false,
+    properties = {
+      secret_key = {
+        type = "string",
+        title = "Secret key",
+        description = "sk_live_… or sk_test_… (or a restricted key rk_… allowed to write Checkout Sessions and Refunds and to read PaymentIntents and the balance).",
+        pattern = "^[sr]k_[a-z]+_[0-9A-Za-z]+$",
+        ["x-secret"] = true,
+      },
+      webhook_secret = {
+        type = "string",
+        title = "Webhook signing secret",
+        description = "whsec_… of the webhook endpoint pointed at this interface's callback URL.",
+        pattern = "^whsec_[0-9A-Za-z]+$",
+        ["x-secret"] = true,
+      },
+      api_base = {
+        type = "string",
+        title = "API base URL",
+        description = "Leave empty for " .. DEFAULT_API .. ".",
+        pattern = "^(https?://.+)?$",
+      },
+      currencies = {
+        type = "array",
+        title = "Currencies",
+        description = "Take only these, as a JSON array such as [\"USD\", \"EUR\"] (default: every currency the plugin supports).",
+        items = { type = "string", enum = codes },
+        uniqueItems = true,
+      },
+    },
+  })
+end
+
+-- admin_page is the specification's zero-parameter form: what an admin
+-- must set up on Stripe's side.
+function admin_page()
+  return "Stripe: in the Stripe dashboard, add a webhook endpoint whose URL is this interface's "
+    .. "callback URL ({public_url}/callbacks/{interface id}) with the events "
+    .. "checkout.session.completed, checkout.session.async_payment_succeeded and "
+    .. "checkout.session.async_payment_failed, and paste its signing secret (whsec_…) here. "
+    .. "Other events sent to it are acknowledged and ignored."
+end
+
+function create_payment(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local currency = upper(str(input.currency))
+  local minor, why = to_minor(str(input.amount), currency)
+  if minor == nil then
+    error("stripe create: " .. why)
+  end
+  local pid = str(input.payment_id)
+  if pid == "" then
+    error("stripe create: payment_id is required")
+  end
+  local back = str(input.return_url)
+  if back == "" then
+    error("stripe create: return_url is required (Checkout sends the customer back there)")
+  end
+  local name = str(input.subject)
+  if name == "" and str(input.order_id) ~= "" then
+    name = "Order " .. str(input.order_id)
+  elseif name == "" then
+    name = "Invoice " .. str(input.invoice_id)
+  end
+  local body = form({
+    { "mode", "payment" },
+    { "line_items[0][quantity]", "1" },
+    { "line_items[0][price_data][currency]", lower(currency) },
+    { "line_items[0][price_data][unit_amount]", minor },
+    { "line_items[0][price_data][product_data][name]", name },
+    { "client_reference_id", pid },
+    { "success_url", back },
+    { "cancel_url", back },
+    { "metadata[payment_id]", pid },
+    { "metadata[order_id]", str(input.order_id) },
+    { "metadata[invoice_id]", str(input.invoice_id) },
+    { "payment_intent_data[metadata][payment_id]", pid },
+    { "payment_intent_data[metadata][order_id]", str(input.order_id) },
+  })
+  -- One key per payment: a resend, or a second CreatePayment of the same
+  -- payment, gets the same session back instead of a second one.
+  local resp, err = post(cfg, "/v1/checkout/sessions", body, "paymentd-payment-" .. pid, 10000)
+  if resp == nil then
+    error("stripe create: " .. err)
+  end
+  if not ok_status(resp) then
+    error("stripe create refused: " .. stripe_error(resp))
+  end
+  local s = decode(resp.body)
+  if str(s.id) == "" or str(s.url) == "" then
+    error("stripe create: the answer has no session id or url: " .. snippet(resp.body))
+  end
+  return json_encode({
+    payment_url = str(s.url),
+    qr_code = "",
+    instructions = "",
+    gateway_payment_id = str(s.id),
+  })
+end
+
+-- session_report is what a Checkout Session says of a payment: status,
+-- amount, currency and ids, or nil and why.
+local function session_report(s, status)
+  local currency = str(s.currency)
+  local amount = from_minor(s.amount_total, currency)
+  if status == "success" and (amount == "" or currency == "") then
+    return nil, "a paid session without amount_total or currency"
+  end
+  return {
+    status = status,
+    gateway_payment_id = str(s.id),
+    gateway_tx_id = id_of(s.payment_intent),
+    amount = amount,
+    currency = upper(currency),
+  }
+end
+
+-- find_session looks for the Checkout Session of payment pid when the
+-- service has no session id: it stores the gateway's id only once a
+-- payment settles (docs/decisions.md), so a pending payment whose webhook
+-- was lost is found through its PaymentIntent, which carries our payment
+-- id in its metadata (payment_intent_data) once the customer pays. Stripe's
+-- search is eventually consistent (about a minute) and the reconciler
+-- asks later than that. No PaymentIntent yet: nothing was paid (nil).
+local function find_session(cfg, pid)
+  if not match(pid, "^[%w%-]+$") then
+    error("stripe query: payment id " .. snippet(pid) .. " cannot be searched for")
+  end
+  local q = "metadata['payment_id']:'" .. pid .. "'"
+  local resp, err = get(cfg, "/v1/payment_intents/search?limit=10&query=" .. urlencode(q))
+  if resp == nil then
+    error("stripe query: " .. err)
+  end
+  if not ok_status(resp) then
+    error("stripe query refused: " .. stripe_error(resp))
+  end
+  local found = decode(resp.body).data
+  if type(found) ~= "table" then
+    error("stripe query: not a search result: " .. snippet(resp.body))
+  end
+  for _, pi in ipairs(found) do
+    local meta = type(pi) == "table" and type(pi.metadata) == "table" and pi.metadata or {}
+    if str(meta.payment_id) == pid and str(pi.id) ~= "" then
+      local r, lerr = get(cfg, "/v1/checkout/sessions?limit=1&payment_intent=" .. urlencode(str(pi.id)))
+      if r == nil then
+        error("stripe query: " .. lerr)
+      end
+      if not ok_status(r) then
+        error("stripe query refused: " .. stripe_error(r))
+      end
+      local list = decode(r.body).data
+      if type(list) == "table" and type(list[1]) == "table" and str(list[1].client_reference_id) == pid then
+        return list[1]
+      end
+    end
+  end
+  return nil
+end
+
+function query_payment(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local pid = str(input.payment_id)
+  local id = str(input.gateway_payment_id)
+  local s
+  if id == "" then
+    s = find_session(cfg, pid)
+    if s == nil then
+      return json_encode({ status = "pending", gateway_payment_id = "", gateway_tx_id = "", amount = "", currency = "", paid_at = "" })
+    end
+  else
+    local resp, err = get(cfg, session_path(id))
+    if resp == nil then
+      error("stripe query: " .. err)
+    end
+    if not ok_status(resp) then
+      error("stripe query refused: " .. stripe_error(resp))
+    end
+    s = decode(resp.body)
+    if str(s.id) ~= id then
+      error("stripe query: the answer is not session " .. snippet(id))
+    end
+  end
+  local ref = str(s.client_reference_id)
+  if ref ~= "" and ref ~= pid then
+    error("stripe query: session " .. str(s.id) .. " belongs to payment " .. snippet(ref))
+  end
+  local status = "pending"
+  if str(s.payment_status) == "paid" then
+    status = "success"
+  elseif str(s.status) == "expired" then
+    status = "failed"
+  end
+  local out, why = session_report(s, status)
+  if out == nil then
+    error("stripe query: " .. why)
+  end
+  out.paid_at = ""
+  return json_encode(out)
+end
+
+-- signature_parts reads a Stripe-Signature header as Stripe's own
+-- libraries do — comma-separated name=value pairs, nothing trimmed — but
+-- refuses what they would read ambiguously: a pair without exactly one
+-- "=", or a second timestamp. It returns the timestamp and every v1
+-- signature (other schemes, such as v0, are skipped), or nil and why.
+local function signature_parts(header)
+  local t, v1 = nil, {}
+  for item in string.gmatch(header .. ",", "([^,]*),") do
+    local k, v = match(item, "^([^=]*)=([^=]*)$")
+    if k == nil then
+      return nil, nil, "malformed Stripe-Signature"
+    end
+    if k == "t" then
+      if t ~= nil then
+        return nil, nil, "Stripe-Signature has two timestamps"
+      end
+      t = v
+    elseif k == "v1" then
+      v1[#v1 + 1] = v
+    end
+  end
+  return t, v1
+end
+
+-- verify checks a webhook's signature and age; it returns nil when the
+-- payload is genuine and fresh, else why not.
+local function verify(secret, header, payload)
+  if header == "" then
+    return "missing Stripe-Signature header"
+  end
+  local t, v1, bad = signature_parts(header)
+  if bad then
+    return bad
+  end
+  if t == nil or not match(t, "^[1-9]%d*$") or #t > 12 then
+    return "Stripe-Signature has no timestamp"
+  end
+  if #v1 == 0 then
+    return "Stripe-Signature has no v1 signature"
+  end
+  local expected = hmac_sha256(secret, t .. "." .. payload)
+  local good = false
+  for _, sig in ipairs(v1) do
+    -- Every entry is compared (no early exit): while a secret is rolled
+    -- Stripe signs with both.
+    if constant_time_equals(expected, sig) then
+      good = true
+    end
+  end
+  if not good then
+    return "bad signature"
+  end
+  -- Older than the tolerance is a replay; further ahead than it, a clock
+  -- that cannot be trusted either way.
+  local age = now_unix() - tonumber(t)
+  if age > TOLERANCE or age < -TOLERANCE then
+    return "timestamp outside the tolerance of " .. TOLERANCE .. " s"
+  end
+  return nil
+end
+
+function parse_callback(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local function invalid(reason)
+    return json_encode({ valid = false, reason = reason })
+  end
+  local function ignored(reason)
+    return json_encode({ valid = true, status = "ignored", reason = reason, ack = ACK })
+  end
+  if check_config(cfg) then
+    -- Without a secret anyone could sign; never verify against it.
+    return invalid("gateway interface is not configured")
+  end
+  if str(input.method) ~= "POST" then
+    return invalid("Stripe posts its events")
+  end
+  -- The signature is over the body's exact bytes.
+  local payload = str(input.payload)
+  if str(input.payload_base64) ~= "" then
+    payload = base64_decode(input.payload_base64)
+  end
+  local hdrs = input.headers
+  if type(hdrs) ~= "table" then
+    hdrs = {}
+  end
+  local why = verify(str(cfg.webhook_secret), str(hdrs["stripe-signature"]), payload)
+  if why then
+    return invalid(why)
+  end
+
+  local event = decode(payload)
+  local etype = str(event.type)
+  if etype == "" then
+    return invalid("the event has no type")
+  end
+  if not HANDLED[etype] then
+    return ignored("event type " .. snippet(etype))
+  end
+  local s = type(event.data) == "table" and event.data.object or nil
+  if type(s) ~= "table" or str(s.object) ~= "checkout.session" then
+    return invalid(etype .. " without a checkout session")
+  end
+  -- Sessions this service did not create (another integration on the
+  -- same account, a payment link) carry no payment id of ours.
+  local pid = str(s.client_reference_id)
+  local meta = type(s.metadata) == "table" and s.metadata or {}
+  if pid == "" then
+    pid = str(meta.payment_id)
+  end
+  if pid == "" or str(s.mode) ~= "payment" then
+    return ignored("a session this service did not create")
+  end
+  if str(meta.payment_id) ~= "" and str(meta.payment_id) ~= pid then
+    return invalid("client_reference_id and metadata name different payments")
+  end
+
+  local status = "pending" -- completed but not yet paid (a bank debit)
+  if etype == "checkout.session.async_payment_failed" then
+    status = "failed"
+  elseif str(s.payment_status) == "paid" then
+    status = "success"
+  end
+  local out, bad = session_report(s, status)
+  if out == nil then
+    return invalid(bad)
+  end
+  out.valid = true
+  out.reason = ""
+  out.payment_id = pid
+  out.ack = ACK
+  return json_encode(out)
+end
+
+function refund(config_json, input_json)
+  local cfg, input = decode(config_json), decode(input_json)
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local currency = upper(str(input.currency))
+  local minor, why = to_minor(str(input.amount), currency)
+  if minor == nil then
+    -- Nothing is sent: "failed" means no money moved.
+    return json_encode({ status = "failed", gateway_refund_id = "", message = why })
+  end
+  local rid = str(input.refund_id)
+  if rid == "" then
+    error("stripe refund: refund_id is required")
+  end
+  -- The PaymentIntent is the callback's gateway_tx_id; a payment settled
+  -- without one (by a status query on an old record) asks the session.
+  local pi = str(input.gateway_tx_id)
+  if pi == "" then
+    local id = str(input.gateway_payment_id)
+    if id == "" then
+      return json_encode({ status = "failed", gateway_refund_id = "", message = "no Checkout Session is recorded for this payment" })
+    end
+    local resp, err = get(cfg, session_path(id))
+    if resp == nil then
+      error("stripe refund not sent: " .. err)
+    end
+    if not ok_status(resp) then
+      error("stripe refund not sent: session " .. id .. ": " .. stripe_error(resp))
+    end
+    pi = id_of(decode(resp.body).payment_intent)
+    if pi == "" then
+      return json_encode({ status = "failed", gateway_refund_id = "", message = "session " .. id .. " has no PaymentIntent" })
+    end
+  end
+  local reason = str(input.reason)
+  if #reason > 500 then
+    reason = sub(reason, 1, 500)
+  end
+  local body = form({
+    { "payment_intent", pi },
+    { "amount", minor },
+    { "metadata[refund_id]", rid },
+    { "metadata[payment_id]", str(input.payment_id) },
+    { "metadata[reason]", reason },
+  })
+  -- One key per refund id: a resend is answered with the first refund.
+  local resp, err = post(cfg, "/v1/refunds", body, "paymentd-refund-" .. rid, 15000)
+  if resp == nil then
+    if find(err, "circuit open", 1, true) or find(err, "connection refused", 1, true) then
+      error("stripe refund not sent: " .. err)
+    end
+    return json_encode({ status = "unknown", gateway_refund_id = "",
+      message = "refund outcome unknown (" .. err .. "); check the Stripe dashboard" })
+  end
+  if resp.status >= 500 or resp.status == 409 then
+    return json_encode({ status = "unknown", gateway_refund_id = "",
+      message = "refund outcome unknown (" .. stripe_error(resp) .. "); check the Stripe dashboard" })
+  end
+  if not ok_status(resp) then
+    local msg, etype = stripe_error(resp)
+    if etype == "idempotency_error" then
+      -- The key was used before with other parameters: a refund of this
+      -- id may exist.
+      return json_encode({ status = "unknown", gateway_refund_id = "", message = msg })
+    end
+    return json_encode({ status = "failed", gateway_refund_id = "", message = msg })
+  end
+  local r = decode(resp.body)
+  local st = str(r.status)
+  local out = { gateway_refund_id = str(r.id), message = "" }
+  if st == "succeeded" then
+    out.status = "succeeded"
+  elseif st == "pending" or st == "requires_action" then
+    out.status = "pending"
+    out.message = "Stripe reports the refund " .. st
+  elseif st == "failed" or st == "canceled" then
+    out.status = "failed"
+    out.message = "Stripe reports the refund " .. st .. ": " .. str(r.failure_reason)
+  else
+    out.status = "unknown"
+    out.message = "unexpected answer: " .. snippet(resp.body)
+  end
+  return json_encode(out)
+end
+
+function test_config(config_json, input_json)
+  local cfg = decode(config_json)
+  local bad = check_config(cfg)
+  if bad then
+    return json_encode({ ok = false, message = bad })
+  end
+  local resp, err = get(cfg, "/v1/balance")
+  if resp == nil then
+    return json_encode({ ok = false, message = "cannot reach Stripe: " .. err })
+  end
+  if resp.status == 401 or resp.status == 403 then
+    return json_encode({ ok = false, message = "Stripe refused the secret key: " .. stripe_error(resp) })
+  end
+  if not ok_status(resp) then
+    return json_encode({ ok = false, message = "Stripe answered " .. stripe_error(resp) })
+  end
+  if decode(resp.body).object ~= "balance" then
+    return json_encode({ ok = false, message = "not the Stripe API: " .. snippet(resp.body) })
+  end
+  local mode = "live"
+  if match(str(cfg.secret_key), "^[sr]k_test_") then
+    mode = "test"
+  end
+  return json_encode({ ok = true, message = "secret key accepted (" .. mode .. " mode)" })
+end
