@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkInMKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0InEKGExpc3RBdWRpdEVudHJpZXNSZXNwb25zZRIsCgdlbnRyaWVzGAEgAygLMhsuYmlsbGluZy5wYXltZW50LkF1ZGl0RW50cnkSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSInChZHZXRQYXltZW50U3RhdHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJIvMCChdHZXRQYXltZW50U3RhdHNSZXNwb25zZRINCgVzaW5jZRgBIAEoCRINCgVhc19vZhgCIAEoCRINCgV0b3RhbBgDIAEoBBIPCgdwZW5kaW5nGAQgASgEEg8KB3N1Y2Nlc3MYBSABKAQSDgoGZmFpbGVkGAYgASgEEhAKCHJlZnVuZGVkGAcgASgEEhkKDHN1Y2Nlc3NfcmF0ZRgIIAEoAUgAiAEBEhMKC3BlbmRpbmdfbm93GAkgASgEEjgKCXN1Y2NlZWRlZBgKIAMoCzIlLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q3VycmVuY3lUb3RhbBIXCg9yZWZ1bmRzX3BlbmRpbmcYCyABKAQSIAoYb2xkZXN0X3BlbmRpbmdfcmVmdW5kX2F0GAwgASgJEjEKCXRvX3JldHVybhgNIAMoCzIeLmJpbGxpbmcucGF5bWVudC5Nb25leVRvUmV0dXJuQg8KDV9zdWNjZXNzX3JhdGUiXwoNTW9uZXlUb1JldHVybhIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSGgoSb2xkZXN0X2NhcHR1cmVkX2F0GAQgASgJImMKFFBheW1lbnRDdXJyZW5jeVRvdGFsEhAKCGN1cnJlbmN5GAEgASgJEhAKCHBheW1lbnRzGAIgASgEEg4KBmFtb3VudBgDIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYBCABKAkyrQMKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJsChBMaXN0QXVkaXRFbnRyaWVzEiguYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50Lkxpc3RBdWRpdEVudHJpZXNSZXNwb25zZSIDkAIBEl4KDVJlc29sdmVSZWZ1bmQSJS5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlcXVlc3QaJi5iaWxsaW5nLnBheW1lbnQuUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEmkKD0dldFBheW1lbnRTdGF0cxInLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXF1ZXN0GiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50IqkBCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCSJ6ChJMaXN0UmVmdW5kc1JlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRITCgZzdGF0dXMYAiABKAlIAIgBARIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0QgkKB19zdGF0dXMiaAoTTGlzdFJlZnVuZHNSZXNwb25zZRIoCgdyZWZ1bmRzGAEgAygLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhImMKFFJlc29sdmVSZWZ1bmRSZXF1ZXN0EhEKCXJlZnVuZF9pZBgBIAEoCRIPCgdvdXRjb21lGAIgASgJEhkKEWdhdGV3YXlfcmVmdW5kX2lkGAMgASgJEgwKBG5vdGUYBCABKAkicQoVUmVzb2x2ZVJlZnVuZFJlc3BvbnNlEicKBnJlZnVuZBgBIAEoCzIXLmJpbGxpbmcucGF5bWVudC5SZWZ1bmQSLwoHcGF5bWVudBgCIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIqkBChdMaXN0QXVkaXRFbnRyaWVzUmVxdWVzdBITCgtlbnRpdHlfdHlwZRgBIAEoCRIRCgllbnRpdHlfaWQYAiABKAkSMAoKcGFnaW5hdGlvbhgDIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBISCgphY3Rvcl9raW5kGAQgASgJEhAKCGFjdG9yX2lkGAUgASgJEg4KBmFjdGlvbhgGIAEoCSJxChhMaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLmJpbGxpbmcucGF5bWVudC5BdWRpdEVudHJ5EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJwoWR2V0UGF5bWVudFN0YXRzUmVxdWVzdBINCgVzaW5jZRgBIAEoCSLzAgoXR2V0UGF5bWVudFN0YXRzUmVzcG9uc2USDQoFc2luY2UYASABKAkSDQoFYXNfb2YYAiABKAkSDQoFdG90YWwYAyABKAQSDwoHcGVuZGluZxgEIAEoBBIPCgdzdWNjZXNzGAUgASgEEg4KBmZhaWxlZBgGIAEoBBIQCghyZWZ1bmRlZBgHIAEoBBIZCgxzdWNjZXNzX3JhdGUYCCABKAFIAIgBARITCgtwZW5kaW5nX25vdxgJIAEoBBI4CglzdWNjZWVkZWQYCiADKAsyJS5iaWxsaW5nLnBheW1lbnQuUGF5bWVudEN1cnJlbmN5VG90YWwSFwoPcmVmdW5kc19wZW5kaW5nGAsgASgEEiAKGG9sZGVzdF9wZW5kaW5nX3JlZnVuZF9hdBgMIAEoCRIxCgl0b19yZXR1cm4YDSADKAsyHi5iaWxsaW5nLnBheW1lbnQuTW9uZXlUb1JldHVybkIPCg1fc3VjY2Vzc19yYXRlIl8KDU1vbmV5VG9SZXR1cm4SEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhoKEm9sZGVzdF9jYXB0dXJlZF9hdBgEIAEoCSJjChRQYXltZW50Q3VycmVuY3lUb3RhbBIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSFwoPcmVmdW5kZWRfYW1vdW50GAQgASgJMq0DChNQYXltZW50QWRtaW5TZXJ2aWNlEl0KC0xpc3RSZWZ1bmRzEiMuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVxdWVzdBokLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1Jlc3BvbnNlIgOQAgESbAoQTGlzdEF1ZGl0RW50cmllcxIoLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVxdWVzdBopLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2UiA5ACARJeCg1SZXNvbHZlUmVmdW5kEiUuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXNwb25zZRJpCg9HZXRQYXltZW50U3RhdHMSJy5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVxdWVzdBooLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXNwb25zZSIDkAIBQjxaOmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvcGF5bWVudDtwYXltZW50cGJiBnByb3RvMw", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -235,14 +235,17 @@ export const ResolveRefundResponseSchema: GenMessage<ResolveRefundResponse> = /*
  */
 export type ListAuditEntriesRequest = Message<"billing.payment.ListAuditEntriesRequest"> & {
   /**
-   * Kind of entity, e.g. "payment", "order" or "refund".
+   * Only entries about entities of this kind, e.g. "payment", "order",
+   * "refund" or "customer"; empty: every kind. Every filter is optional,
+   * and the filters given must all hold.
    *
    * @generated from field: string entity_type = 1;
    */
   entityType: string;
 
   /**
-   * Id of the entity (a UUID for most kinds; a name for plugins).
+   * Only entries about this entity (a UUID for most kinds; a name for
+   * plugins); needs entity_type.
    *
    * @generated from field: string entity_id = 2;
    */
@@ -254,6 +257,29 @@ export type ListAuditEntriesRequest = Message<"billing.payment.ListAuditEntriesR
    * @generated from field: billing.payment.PageRequest pagination = 3;
    */
   pagination?: PageRequest | undefined;
+
+  /**
+   * Only entries by this kind of actor: admin, customer, api_key, gateway
+   * or system.
+   *
+   * @generated from field: string actor_kind = 4;
+   */
+  actorKind: string;
+
+  /**
+   * Only entries by this actor (an admin, customer, API key or gateway
+   * interface id, or a node id); needs actor_kind.
+   *
+   * @generated from field: string actor_id = 5;
+   */
+  actorId: string;
+
+  /**
+   * Only entries of this action, e.g. "payment.refund".
+   *
+   * @generated from field: string action = 6;
+   */
+  action: string;
 };
 
 /**
@@ -523,7 +549,8 @@ export const PaymentAdminService: GenService<{
     output: typeof ListRefundsResponseSchema;
   },
   /**
-   * ListAuditEntries pages through the audit log of one entity, newest first.
+   * ListAuditEntries pages through the audit log, newest first: every
+   * entry, or those of one entity (or kind of entity), actor or action.
    *
    * @generated from rpc billing.payment.PaymentAdminService.ListAuditEntries
    */
