@@ -10,28 +10,42 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// docsScreenshotShows are the sources of what docs/screenshots/payments.png
-// shows: the shell with its navigation, the payments list, their styles.
-var docsScreenshotShows = []string{
-	"admin-ui/src/main.ts",
-	"admin-ui/src/routes.ts",
-	"admin-ui/src/ui.ts",
-	"admin-ui/src/style.css",
-	"admin-ui/src/views/payments.ts",
+// docsScreenshots are the pictures under docs/screenshots and the sources of
+// what each shows: the shell with its navigation, the screen, their styles.
+var docsScreenshots = map[string][]string{
+	"docs/screenshots/payments.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/export_form.ts",
+		"admin-ui/src/views/payments.ts",
+	},
+	"docs/screenshots/audit-log.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/audit_change.ts",
+		"admin-ui/src/views/audit.ts",
+	},
 }
 
-// The README shows docs/screenshots/payments.png; a change to the screens
-// it shows, committed after it, makes it stale (it once lacked the Refunds
-// item of the navigation). `task ui-screenshot` takes it again with the
-// browser test; commit it with (or after) the change.
+// The docs show pictures of the console (the README the payments list, docs
+// the audit log); a change to the screens one shows, committed after it,
+// makes it stale (payments.png once lacked the Refunds item of the
+// navigation). `task ui-screenshot` takes them again with the browser test;
+// commit them with (or after) the change.
 func TestDocsScreenshotIsNotOlderThanTheScreensItShows(t *testing.T) {
 	t.Parallel()
-	shot := lastCommitTime(t, "docs/screenshots/payments.png")
-	for _, src := range docsScreenshotShows {
-		changed := lastCommitTime(t, src)
-		require.False(t, shot.Before(changed),
-			"docs/screenshots/payments.png (committed %s) is older than %s (committed %s): run task ui-screenshot and commit the picture",
-			shot.Format(time.RFC3339), src, changed.Format(time.RFC3339))
+	for picture, sources := range docsScreenshots {
+		shot := lastCommitTime(t, picture)
+		for _, src := range sources {
+			changed := lastCommitTime(t, src)
+			require.False(t, shot.Before(changed),
+				"%s (committed %s) is older than %s (committed %s): run task ui-screenshot and commit the picture",
+				picture, shot.Format(time.RFC3339), src, changed.Format(time.RFC3339))
+		}
 	}
 }
 
