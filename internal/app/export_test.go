@@ -274,3 +274,57 @@ func TestExportsStreamTheWorldAsCSVToAdminsOnly(t *testing.T) {
 		require.Contains(t, body, `status: "success" is not one of pending, succeeded, failed`)
 	})
 }
+
+// A failure after the first row (the database connection killed half way)
+// cannot change the status any more: the response ends without its final
+// chunk, and the client sees a broken download, never a short file that
+// looks complete. HEAD answers the headers without reading a row.
+func TestAnExportCutOffHalfWayIsABrokenDownloadNotAShortFile(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+	// 60,000 payments of one order (about 14 MB of CSV): far more than the
+	// socket buffers between the database, the server and the client hold.
+	orderID := e.order(t)
+	_, err := pool.Exec(ctx, `INSERT INTO payments (order_id, customer_id, method, amount, currency, status, failed_at, failure_reason)
+		SELECT $1, $2, 'balance', 12.30, 'CNY', 'failed', now(), 'bench ' || g FROM generate_series(1, 60000) g`,
+		orderID, e.c.customerID)
+	require.NoError(t, err)
+	day := time.Now().UTC().Format(time.DateOnly)
+	params := url.Values{"from": {day}, "to": {day}}.Encode()
+
+	head, err := http.NewRequest(http.MethodHead, e.r.baseURL+"/export/payments.csv?"+params, nil)
+	require.NoError(t, err)
+	e.c.admin(head.Header)
+	res, err := http.DefaultClient.Do(head)
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.Equal(t, "text/csv; charset=utf-8", res.Header.Get("Content-Type"))
+
+	req, err := http.NewRequest(http.MethodGet, e.r.baseURL+"/export/payments.csv?"+params, nil)
+	require.NoError(t, err)
+	e.c.admin(req.Header)
+	res, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	first := make([]byte, 4096)
+	_, err = io.ReadFull(res.Body, first)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(first), "id,created_at,"))
+
+	// The server is blocked writing to this client; end its database
+	// session under it.
+	var killed int
+	require.Eventually(t, func() bool {
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%gateway_tx_id, failure_reason%FROM payments%'`).Scan(&killed))
+		return killed == 1
+	}, 5*time.Second, 20*time.Millisecond, "the export's statement is running")
+
+	rest, err := io.ReadAll(res.Body)
+	require.Error(t, err, "a cut-off export must not read as complete (%d more bytes)", len(rest))
+	require.Less(t, len(first)+len(rest), 60000*100, "the export stopped short of the rows")
+}

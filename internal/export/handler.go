@@ -120,6 +120,11 @@ func (h *Handler) serve(name string, parse func(*query) (func(context.Context, *
 			return
 		}
 		out := &startWriter{w: w, filename: fmt.Sprintf("%s-%s.csv", name, r.URL.Query().Get("from"))}
+		if r.Method == http.MethodHead {
+			// The headers a GET would send, without reading a row.
+			_, _ = out.Write(nil)
+			return
+		}
 		rw := newRowWriter(out, nil)
 		err = rows(ctx, rw)
 		if err == nil {
