@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,17 +48,19 @@ const adminPassword = "e2e-admin-password"
 // fixture is what e2e/run.mjs reads: where the service is, the records the
 // browser steps look for, and the figures the screens must show.
 type fixture struct {
-	Mode           string  `json:"mode"` // full | smoke
-	BaseURL        string  `json:"baseURL"`
-	AdminPath      string  `json:"adminPath"`
-	Username       string  `json:"username"`
-	Password       string  `json:"password"`
-	Screenshots    string  `json:"screenshots"`
-	DocsScreenshot string  `json:"docsScreenshot"`
-	CustomerID     string  `json:"customerId"`
-	PaidPayment    payment `json:"paidPayment"`
-	PendingPayment payment `json:"pendingPayment"`
-	FailedPayment  payment `json:"failedPayment"`
+	Mode        string `json:"mode"` // full | smoke
+	BaseURL     string `json:"baseURL"`
+	AdminPath   string `json:"adminPath"`
+	Username    string `json:"username"`
+	Password    string `json:"password"`
+	Screenshots string `json:"screenshots"`
+	// DocsScreenshots is docs/screenshots/ when the run refreshes the
+	// pictures the docs show (PAYMENTD_E2E_DOCS_SCREENSHOT=1); empty otherwise.
+	DocsScreenshots string  `json:"docsScreenshots"`
+	CustomerID      string  `json:"customerId"`
+	PaidPayment     payment `json:"paidPayment"`
+	PendingPayment  payment `json:"pendingPayment"`
+	FailedPayment   payment `json:"failedPayment"`
 	// OldestPayment is the first filler payment: the last row of the last
 	// page of payments (newest first).
 	OldestPayment        string          `json:"oldestPayment"`
@@ -81,6 +84,10 @@ type fixture struct {
 	// Trends are GetPaymentTrends' answers (protojson) for the last 7, 30
 	// and 90 days, keyed by the number of days (mode trends).
 	Trends map[string]json.RawMessage `json:"trends,omitempty"`
+	// ExportPayments are the world's payments as the CSV export must list
+	// them (in UTC, the browser's zone): oldest first, before the browser
+	// changes any.
+	ExportPayments []exportPayment `json:"exportPayments"`
 	// customerToken and customerKey are the customer's credentials, which
 	// the browser's sign-out everywhere (with the API keys) ends.
 	customerToken, customerKey string
@@ -91,6 +98,19 @@ type manualRefund struct {
 	Reason    string `json:"reason"`
 	Reference string `json:"reference"`
 	Note      string `json:"note"`
+}
+
+// exportPayment is one payment as its row of the CSV export reads.
+type exportPayment struct {
+	ID             string `json:"id"`
+	CreatedAt      string `json:"created_at"`
+	PaidAt         string `json:"paid_at"`
+	Status         string `json:"status"`
+	Amount         string `json:"amount"`
+	RefundedAmount string `json:"refunded_amount"`
+	Currency       string `json:"currency"`
+	OrderID        string `json:"order_id"`
+	CustomerID     string `json:"customer_id"`
 }
 
 type payment struct {
@@ -349,6 +369,20 @@ func world(t *testing.T, s *service) fixture {
 	require.NoError(t, err)
 	fx.PendingPayment = bankPayment(newOrder(vps))
 
+	// Every payment of the world, as the export lists them: oldest first
+	// (ListPayments answers newest first, ties by id descending).
+	list, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).ListPayments(ctx, connect.NewRequest(&paymentpb.ListPaymentsRequest{
+		Pagination: &paymentpb.PageRequest{PageSize: 100},
+	}))
+	require.NoError(t, err)
+	require.Len(t, list.Msg.GetPayments(), fillers+3)
+	for _, p := range slices.Backward(list.Msg.GetPayments()) {
+		fx.ExportPayments = append(fx.ExportPayments, exportPayment{
+			ID: p.GetId(), CreatedAt: utcSecond(t, p.GetCreatedAt()), PaidAt: utcSecond(t, p.GetPaidAt()), Status: p.GetStatus(),
+			Amount: p.GetAmount(), RefundedAmount: p.GetRefundedAmount(), Currency: p.GetCurrency(), OrderID: p.GetOrderId(), CustomerID: fx.CustomerID,
+		})
+	}
+
 	// An epay interface whose merchant key the console must never show.
 	createInterface("epay", fx.SecretInterface.Name,
 		map[string]any{"api_url": "https://pay.example.com/", "pid": fx.SecretInterface.PID, "key": fx.SecretInterface.Secret})
@@ -425,6 +459,18 @@ func world(t *testing.T, s *service) fixture {
 
 func ptr[T any](v T) *T { return &v }
 
+// utcSecond is an RFC 3339 time of the API as the export writes it in UTC:
+// to the second, "Z"; empty stays empty.
+func utcSecond(t *testing.T, rfc3339 string) string {
+	t.Helper()
+	if rfc3339 == "" {
+		return ""
+	}
+	at, err := time.Parse(time.RFC3339Nano, rfc3339)
+	require.NoError(t, err)
+	return at.UTC().Format(time.RFC3339)
+}
+
 // runBrowser installs what the browser step needs (npm ci, Debian's
 // chromium) when it is missing, then runs e2e/run.mjs against fx.
 func runBrowser(t *testing.T, fx fixture) {
@@ -441,10 +487,10 @@ func runBrowser(t *testing.T, fx fixture) {
 	shots, err := filepath.Abs(filepath.Join("e2e", "screenshots"))
 	require.NoError(t, err)
 	fx.Screenshots = shots
-	if picture, ok := docsScreenshots[fx.Mode]; ok && os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" {
-		fx.DocsScreenshot, err = filepath.Abs(filepath.Join("..", picture))
+	if os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" && (fx.Mode == "full" || fx.Mode == "trends") {
+		fx.DocsScreenshots, err = filepath.Abs(filepath.Join("..", "docs", "screenshots"))
 		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(filepath.Dir(fx.DocsScreenshot), 0o755))
+		require.NoError(t, os.MkdirAll(fx.DocsScreenshots, 0o755))
 	}
 	// The screens every full run must photograph; old pictures are removed
 	// first, so that one the run did not take fails the test.
@@ -480,7 +526,7 @@ func runBrowser(t *testing.T, fx fixture) {
 // console, and the states after its actions.
 var fullRunScreens = []string{
 	"login", "dashboard",
-	"payments", "payments-page-2", "payment-detail", "payment-refunded", "payment-transfer-confirmed",
+	"payments", "payments-page-2", "payment-detail", "audit-log", "payment-refunded", "payment-transfer-confirmed",
 	"payment-refund-pending", "dashboard-refund-pending", "refunds-pending",
 	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
 	"payments-after",

@@ -10,22 +10,24 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// docsScreenshots are the pictures the README shows, by the browser run
-// (fixture mode) that takes them with PAYMENTD_E2E_DOCS_SCREENSHOT=1.
-var docsScreenshots = map[string]string{
-	"full":   "docs/screenshots/payments.png",
-	"trends": "docs/screenshots/dashboard.png",
-}
-
-// docsScreenshotShows are the sources of what each picture shows: the
-// shell with its navigation, the screen, their styles.
-var docsScreenshotShows = map[string][]string{
+// docsScreenshots are the pictures under docs/screenshots and the sources of
+// what each shows: the shell with its navigation, the screen, their styles.
+var docsScreenshots = map[string][]string{
 	"docs/screenshots/payments.png": {
 		"admin-ui/src/main.ts",
 		"admin-ui/src/routes.ts",
 		"admin-ui/src/ui.ts",
 		"admin-ui/src/style.css",
+		"admin-ui/src/export_form.ts",
 		"admin-ui/src/views/payments.ts",
+	},
+	"docs/screenshots/audit-log.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/audit_change.ts",
+		"admin-ui/src/views/audit.ts",
 	},
 	"docs/screenshots/dashboard.png": {
 		"admin-ui/src/main.ts",
@@ -38,13 +40,14 @@ var docsScreenshotShows = map[string][]string{
 	},
 }
 
-// The README shows the pictures above; a change to the screens one shows,
-// committed after it, makes it stale (payments.png once lacked the Refunds
-// item of the navigation). `task ui-screenshot` takes them again with the
-// browser tests; commit them with (or after) the change.
+// The README shows pictures of the console (the payments list, the
+// dashboard's trends, the audit log); a change to the screens one shows,
+// committed after it, makes it stale (payments.png once lacked the Refunds item of the
+// navigation). `task ui-screenshot` takes them again with the browser tests;
+// commit them with (or after) the change.
 func TestDocsScreenshotIsNotOlderThanTheScreensItShows(t *testing.T) {
 	t.Parallel()
-	for picture, sources := range docsScreenshotShows {
+	for picture, sources := range docsScreenshots {
 		shot := lastCommitTime(t, picture)
 		for _, src := range sources {
 			changed := lastCommitTime(t, src)

@@ -14,7 +14,13 @@
 //   - a "not available" block on any screen (an operation the server does not
 //     offer);
 //   - an uncaught exception, a Content-Security-Policy violation, a console
-//     file that fails to load, or a browser dialog.
+//     file that fails to load, or a browser dialog;
+//   - a screen whose layout does not fit at 390, 1280 or 1920 px wide
+//     (checkLayout, on every screen photographed): the page scrolling
+//     sideways, an element whose content overflows it without it being a
+//     scroll frame, an element sticking out of its card or of main, a fixed
+//     element (a toast) showing over main, or, at 1280 and 1920 px, a table
+//     scrolling sideways inside a card.
 // The last line sums up: "e2e: N passed".
 
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, copyFileSync } from "node:fs";
@@ -110,10 +116,152 @@ page.on("dialog", (d) => {
   void d.dismiss();
 });
 
-async function shot(name) {
+/** Photographs the screen (after checking its layout at every width). */
+async function shot(name, { check = true } = {}) {
+  if (check) await checkLayout(name);
   const file = join(shots, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   return file;
+}
+
+/** The widths every screen must fit: a phone, a laptop, a desktop. */
+const layoutWidths = [390, 1280, 1920];
+
+async function nextFrame() {
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+}
+
+/** Fails when the screen does not fit at one of layoutWidths (see the top
+ * of this file); the viewport is put back as it was. */
+async function checkLayout(where) {
+  const size = page.viewportSize();
+  const found = [];
+  try {
+    for (const width of layoutWidths) {
+      await page.setViewportSize({ width, height: size.height });
+      await nextFrame();
+      for (const p of await page.evaluate(layoutProblems, width >= 1280)) found.push(`${where} at ${width} px: ${p}`);
+    }
+  } finally {
+    await page.setViewportSize(size);
+    await nextFrame();
+  }
+  if (found.length) throw new Error(`layout does not fit:\n${found.slice(0, 20).join("\n")}`);
+}
+
+/** Runs in the page: what does not fit at this width. */
+function layoutProblems(desktop) {
+  const out = [];
+  const name = (el) => {
+    const cls = typeof el.className === "string" && el.className ? `.${el.className.trim().split(/\s+/).join(".")}` : "";
+    const text = (el.textContent ?? "").replace(/\s+/g, " ").trim().slice(0, 40);
+    return `<${el.tagName.toLowerCase()}${cls}> "${text}"`;
+  };
+  const scrolls = (el) => ["auto", "scroll"].includes(getComputedStyle(el).overflowX);
+  const ancestors = function* (el) {
+    for (let a = el.parentElement; a; a = a.parentElement) yield a;
+  };
+  // Hidden on purpose (screen-reader text), on top of the page (a dialog),
+  // or a form control (a long value scrolls inside it).
+  const ignored = (el) => el.closest(".visually-hidden, dialog, .toast, .skip-link") || ["INPUT", "SELECT", "TEXTAREA", "OPTION"].includes(el.tagName);
+  const doc = document.documentElement;
+  if (doc.scrollWidth > doc.clientWidth + 1) {
+    // Name the outermost elements that reach past the window's edge.
+    const past = (el) => el.getBoundingClientRect().right > doc.clientWidth + 1;
+    const framed = (el) => [...ancestors(el)].some((a) => scrolls(a) && !past(a));
+    const culprits = [...document.body.querySelectorAll("*")].filter((el) => past(el) && !framed(el) && !(el.parentElement && past(el.parentElement)));
+    out.push(`the page scrolls sideways: ${doc.scrollWidth} px in ${doc.clientWidth} px (${culprits.slice(0, 3).map(name).join(", ") || "body"})`);
+  }
+  for (const el of document.body.querySelectorAll("*")) {
+    if (ignored(el)) continue;
+    const display = getComputedStyle(el).display;
+    if (display === "inline" || display === "none" || display === "contents" || el.clientWidth === 0) continue;
+    if (el.scrollWidth <= el.clientWidth + 1) continue;
+    if (!scrolls(el)) out.push(`${name(el)} overflows: its content is ${el.scrollWidth} px wide in ${el.clientWidth} px`);
+    else if (desktop && el.parentElement?.closest(".card")) out.push(`${name(el)} scrolls sideways inside its card (${el.scrollWidth} px in ${el.clientWidth} px)`);
+  }
+  // Nothing floats over the page (a toast in a corner): a fixed element
+  // that shows may not cover main.
+  const main = document.querySelector("main")?.getBoundingClientRect();
+  for (const el of document.body.querySelectorAll("*")) {
+    const cs = getComputedStyle(el);
+    if (cs.position !== "fixed" || el.closest("dialog") || Number(cs.opacity) === 0 || cs.visibility === "hidden" || !main) continue;
+    const r = el.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0 && r.left < main.right && r.right > main.left && r.top < main.bottom && r.bottom > main.top) {
+      out.push(`${name(el)} floats over the page at ${Math.round(r.left)},${Math.round(r.top)}`);
+    }
+  }
+  for (const frame of document.querySelectorAll("main, .card")) {
+    const f = frame.getBoundingClientRect();
+    for (const el of frame.querySelectorAll("*")) {
+      if (ignored(el)) continue;
+      // Inside a scroll frame within this one: that frame holds it.
+      let up = el.parentElement;
+      while (up && up !== frame && !scrolls(up)) up = up.parentElement;
+      if (up !== frame) continue;
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      if (r.left < f.left - 1 || r.right > f.right + 1) {
+        out.push(`${name(el)} sticks out of ${frame.tagName === "MAIN" ? "main" : name(frame)}: ${Math.round(r.left)}–${Math.round(r.right)} outside ${Math.round(f.left)}–${Math.round(f.right)}`);
+      }
+    }
+  }
+  return [...new Set(out)];
+}
+
+/** RFC 4180: the records of a CSV text, each an object keyed by the header. */
+function parseCSV(text) {
+  const records = [];
+  let row = [];
+  let cell = "";
+  let quoted = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      if (c !== '"') cell += c;
+      else if (text[i + 1] === '"') {
+        cell += '"';
+        i++;
+      } else quoted = false;
+    } else if (c === '"') quoted = true;
+    else if (c === ",") {
+      row.push(cell);
+      cell = "";
+    } else if (c === "\n" || (c === "\r" && text[i + 1] === "\n")) {
+      if (c === "\r") i++;
+      row.push(cell);
+      records.push(row);
+      row = [];
+      cell = "";
+    } else cell += c;
+  }
+  if (cell !== "" || row.length) {
+    row.push(cell);
+    records.push(row);
+  }
+  const [header, ...data] = records;
+  for (const r of data) if (r.length !== header.length) throw new Error(`CSV record of ${r.length} cells under a header of ${header.length}`);
+  return data.map((r) => Object.fromEntries(header.map((h, i) => [h, r[i]])));
+}
+
+/** Clicks the list's "Download CSV" and parses the file the browser saved. */
+async function downloadCSV(kind) {
+  const [download] = await Promise.all([page.waitForEvent("download"), page.getByTestId(`export-${kind}`).click()]);
+  const failure = await download.failure();
+  if (failure) throw new Error(`the ${kind} download failed: ${failure}`);
+  if (!/\.csv$/.test(download.suggestedFilename())) throw new Error(`the download is named ${download.suggestedFilename()}`);
+  return parseCSV(readFileSync(await download.path(), "utf8"));
+}
+
+/** Fails unless the CSV rows are exactly want (every field of want). */
+function expectCSV(rows, want, what) {
+  const ids = (xs) => xs.map((x) => x.id).join(", ");
+  if (rows.length !== want.length) throw new Error(`${what}: ${rows.length} rows (${ids(rows)}), want ${want.length} (${ids(want)})`);
+  want.forEach((w, i) => {
+    for (const [k, v] of Object.entries(w)) {
+      if (rows[i][k] !== v) throw new Error(`${what}: row ${i + 1} ${k} reads ${JSON.stringify(rows[i][k])}, want ${JSON.stringify(v)}`);
+    }
+  });
 }
 
 async function expectText(locator, text) {
@@ -147,10 +295,11 @@ async function nav(label) {
   await settled();
 }
 
-/** The rows of the one data table in main (or of the table named name). */
+/** The rows of the one data table in main (or of the table named name);
+ * not those of a table in a cell (an audit entry's change). */
 function rows(name) {
   const table = name ? page.getByRole("table", { name, exact: true }) : page.locator("main table").first();
-  return table.locator("tbody tr");
+  return table.locator(":scope > tbody > tr");
 }
 
 async function expectRows(n, name) {
@@ -356,7 +505,7 @@ try {
       await expectTrends(30);
       await page.mouse.move(0, 0);
       const file = await shot("dashboard-trends");
-      if (fx.docsScreenshot) copyFileSync(file, fx.docsScreenshot);
+      if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "dashboard.png"));
     });
   } else if (fx.mode === "smoke") {
     await step("deep link reload under " + fx.adminPath, async () => {
@@ -457,6 +606,25 @@ try {
       await expectRows(20);
     });
 
+    await step("payments as CSV: the download is exactly the world's payments, with the list's filters", async () => {
+      // Every payment of the range (this month, the browser's zone: UTC).
+      const all = await downloadCSV("payments");
+      expectCSV(all, fx.exportPayments, "payments.csv");
+      // The list's filters go with it.
+      await applyFilters({ Status: "failed" });
+      await page.waitForURL(/status=failed/);
+      const failed = await downloadCSV("payments");
+      expectCSV(failed, fx.exportPayments.filter((p) => p.status === "failed"), "payments.csv of status failed");
+      await applyFilters({ Status: "", Order: fx.paidPayment.orderId });
+      expectCSV(await downloadCSV("payments"), fx.exportPayments.filter((p) => p.order_id === fx.paidPayment.orderId), "payments.csv of one order");
+      await clearFilters();
+      // A range that holds none of them: the header alone.
+      const group = page.getByRole("group", { name: "Download payments as CSV" });
+      await group.getByLabel("From").fill("2020-01-01");
+      await group.getByLabel("To").fill("2020-01-31");
+      expectCSV(await downloadCSV("payments"), [], "payments.csv of January 2020");
+    });
+
     await step("payment detail shows its order", async () => {
       await paymentLink(fx.paidPayment.id).click();
       await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
@@ -494,6 +662,47 @@ try {
       await expectText(audit.locator("tbody tr"), "payment.refund");
       const refunds = page.locator("section.card").filter({ has: page.getByRole("heading", { name: "Refunds" }) });
       await expectText(refunds.locator("tbody tr"), `${fx.refundAmount} ${fx.paidPayment.currency}`);
+    });
+
+    await step("audit log: the refunds' changes, before and after side by side", async () => {
+      await page.getByRole("link", { name: "This payment in the audit log" }).click();
+      await page.getByRole("heading", { name: "Audit log", level: 1 }).waitFor();
+      await settled();
+      const u = new URL(page.url());
+      if (u.searchParams.get("entity_type") !== "payment" || u.searchParams.get("entity_id") !== fx.paidPayment.id) throw new Error(`the payment's link led to ${u.search}`);
+      // Newest first: the full refund, 10.00 → 99.00 refunded, success → refunded.
+      const refundsOnly = rows("Audit log").filter({ hasText: "payment.refund" });
+      if ((await refundsOnly.count()) !== 2) throw new Error(`${await refundsOnly.count()} payment.refund entries, want 2`);
+      const change = (row, field) => row.locator("table.change tbody tr").filter({ has: page.locator("th code", { hasText: new RegExp(`^${field}$`) }) });
+      const side = async (row, field) => [await textOf(change(row, field).locator('td[data-side="before"]')), await textOf(change(row, field).locator('td[data-side="after"]'))];
+      const full = refundsOnly.first();
+      const rest = (Number(fx.paidPayment.amount) - Number(fx.refundAmount)).toFixed(2);
+      const want = [
+        [full, "refunded_amount", [fx.refundAmount, fx.paidPayment.amount]],
+        [full, "status", ["success", "refunded"]],
+        [refundsOnly.nth(1), "refunded_amount", ["0.00", fx.refundAmount]],
+      ];
+      for (const [row, field, pair] of want) {
+        const got = await side(row, field);
+        if (got.join(" → ") !== pair.join(" → ")) throw new Error(`${field}: ${got.join(" → ")}, want ${pair.join(" → ")} (the refund of ${rest} then)`);
+      }
+      await expectText(change(full, "refunded_amount").locator(".badge"), "money");
+      // The money field comes first.
+      const first = await textOf(full.locator("table.change tbody tr th code").first());
+      if (first !== "refunded_amount") throw new Error(`the change starts with ${first}`);
+      // The picture shows the log, not the toast of the refund.
+      await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+      await shot("audit-log");
+      if (fx.docsScreenshots) copyFileSync(join(shots, "audit-log.png"), join(fx.docsScreenshots, "audit-log.png"));
+
+      // Every admin's refunds, whatever the payment; then nobody's.
+      await applyFilters({ Entity: "", "Entity id": "", Actor: "admin", Action: "payment.refund" });
+      await page.waitForURL(/action=payment.refund/);
+      await expectRows(2, "Audit log");
+      await applyFilters({ Actor: "gateway" });
+      await page.getByText("No audit entry matches these filters.").waitFor();
+      await clearFilters();
+      await rows("Audit log").first().waitFor();
     });
 
     await step("confirm a bank transfer", async () => {
@@ -642,9 +851,23 @@ try {
       const newest = rows("Refunds").first();
       await newest.getByRole("link", { name: bank.id, exact: true }).waitFor();
       await expectText(newest.locator(".badge"), "succeeded");
+      // The CSV: the same refunds, oldest first, amounts exact.
+      const listed = await rows("Refunds").locator("td:first-child code").evaluateAll((els) => els.map((e) => e.getAttribute("title")));
+      const csv = await downloadCSV("refunds");
+      const rest = (Number(fx.paidPayment.amount) - Number(fx.refundAmount)).toFixed(2);
+      expectCSV(
+        csv,
+        [
+          { id: listed[2], payment_id: fx.paidPayment.id, amount: fx.refundAmount, currency: "CNY", status: "succeeded" },
+          { id: listed[1], payment_id: fx.paidPayment.id, amount: rest, currency: "CNY", status: "succeeded" },
+          { id: listed[0], payment_id: bank.id, amount: bank.amount, currency: "CNY", status: "succeeded", reason: fx.manualRefund.reason, gateway_refund_id: fx.manualRefund.reference },
+        ],
+        "refunds.csv",
+      );
       await applyFilters({ Status: "pending" });
       await page.waitForURL(/status=pending/);
       await page.getByText("No refund is waiting for its gateway or an admin.").waitFor();
+      expectCSV(await downloadCSV("refunds"), [], "refunds.csv of status pending");
     });
 
     await step("payments after the refund and the confirmation", async () => {
@@ -654,7 +877,7 @@ try {
       await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
       const file = await shot("payments-after");
       // The README's picture (task ui-screenshot).
-      if (fx.docsScreenshot) copyFileSync(file, fx.docsScreenshot);
+      if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "payments.png"));
     });
 
     await step("deep link to a payment survives a reload", async () => {
@@ -674,6 +897,8 @@ try {
       await page.getByRole("heading", { name: "Order", level: 1 }).waitFor();
       await settled();
       await paymentLink(fx.paidPayment.id).waitFor();
+      const audit = await page.getByRole("link", { name: "This order in the audit log" }).getAttribute("href");
+      if (!audit?.endsWith(`audit?entity_type=order&entity_id=${fx.paidPayment.orderId}`)) throw new Error(`the order's audit link is ${audit}`);
       await shot("order-detail");
     });
 
@@ -683,6 +908,8 @@ try {
       await shot("customers");
       await page.getByRole("link", { name: fx.customerId }).click();
       await settled();
+      const audit = await page.getByRole("link", { name: "This customer in the audit log" }).getAttribute("href");
+      if (!audit?.endsWith(`audit?entity_type=customer&entity_id=${fx.customerId}`)) throw new Error(`the customer's audit link is ${audit}`);
       const sw = page.getByRole("switch", { name: /API keys/ });
       const before = await sw.getAttribute("aria-checked");
       await sw.click();
@@ -1062,7 +1289,7 @@ try {
     await Promise.all(bodyReads);
     for (const f of apiFailures) console.error(`API error in step "${f.step}": ${f.procedure} ${f.status} ${f.code}: ${f.message}`);
     console.error(`page: ${page.url()}`);
-    console.error(`failure screenshot: ${await shot("failure")}`);
+    console.error(`failure screenshot: ${await shot("failure", { check: false })}`);
     console.error((await page.locator("body").innerText()).slice(0, 3000));
   } catch {
     // the browser may be gone

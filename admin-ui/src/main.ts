@@ -64,8 +64,8 @@ function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
       link("account", "Change password", { class: "account-link" }),
       logout,
     ),
-    h("div", { class: "layout" }, nav, main),
     statusRegionElement(),
+    h("div", { class: "layout" }, nav, main),
   );
   return { main, nav };
 }
@@ -118,6 +118,7 @@ function showLogin(message?: string): void {
   current?.abort();
   replace(
     root,
+    statusRegionElement(),
     loginView({
       message,
       onLoggedIn: (username) => {
@@ -125,7 +126,6 @@ function showLogin(message?: string): void {
         void render();
       },
     }),
-    statusRegionElement(),
   );
   document.title = "Log in · paymentd admin";
 }

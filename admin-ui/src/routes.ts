@@ -11,6 +11,7 @@ import { eventDetailView, eventsView, notificationsView } from "./views/events";
 import { gatewayDetailView, gatewaysView } from "./views/gateways";
 import { pluginDetailView, pluginsView } from "./views/plugins";
 import { refundsView } from "./views/refunds";
+import { auditView } from "./views/audit";
 
 export interface Section {
   path: string;
@@ -26,6 +27,7 @@ export const sections: Section[] = [
   { path: "gateways", label: "Gateway interfaces" },
   { path: "plugins", label: "Plugins" },
   { path: "events", label: "Events" },
+  { path: "audit", label: "Audit log" },
   { path: "notifications", label: "Notifications" },
   { path: "api-keys", label: "API keys" },
 ];
@@ -46,6 +48,7 @@ export const routes: Route[] = [
   { pattern: "events", section: "events", render: eventsView },
   { pattern: "events/:id", section: "events", render: eventDetailView },
   { pattern: "notifications", section: "notifications", render: notificationsView },
+  { pattern: "audit", section: "audit", render: auditView },
   { pattern: "api-keys", section: "api-keys", render: apiKeysView },
   // Reached from the top bar, not the sections.
   { pattern: "account", section: "", render: accountView },

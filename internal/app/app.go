@@ -23,6 +23,7 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/concurrency"
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/export"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/logging"
@@ -284,6 +285,7 @@ func (a *App) init(ctx context.Context) error {
 		Tracer: a.backgroundTracer(),
 	})
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
+	exports := export.NewHandler(a.db, a.log)
 	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc)
 	if a.opts.wrapPayments != nil {
 		payHandler = a.opts.wrapPayments(payHandler)
@@ -323,7 +325,14 @@ func (a *App) init(ctx context.Context) error {
 		// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
 		// notifications, behind the limits and before the credential
 		// layers (a gateway has none; the signature is the protection).
-		Routes: []server.Route{{Pattern: payment.CallbackPath, Handler: callbacks}},
+		// GET /export/payments.csv and /export/refunds.csv: the
+		// accountant's CSV files, behind the credential layers (an admin's
+		// session or a read key; the handler checks it).
+		Routes: []server.Route{
+			{Pattern: payment.CallbackPath, Handler: callbacks},
+			{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
+			{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
+		},
 		Credentials: []server.Middleware{
 			auth.Layer(ids.SessionAuthenticator(), a.log),
 			auth.Layer(ids.JWTAuthenticator(), a.log),

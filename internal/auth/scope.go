@@ -61,12 +61,17 @@ type Scopes map[string]Scope
 // procedure (PermissionDenied, naming both scopes); any other caller
 // passes.
 func checkScope(ctx context.Context, scopes Scopes, procedure string) error {
+	return requireScope(ctx, scopes[procedure]) // missing: 0, no key may
+}
+
+// requireScope refuses an admin API key whose scope does not cover need (0:
+// no key may); sessions and customers are not asked about scopes.
+func requireScope(ctx context.Context, need Scope) error {
 	p, ok := FromContext(ctx)
 	if !ok || !p.IsAdmin() || p.Kind != KindAPIKey {
 		return nil
 	}
-	need, ok := scopes[procedure]
-	if !ok {
+	if need == 0 {
 		return connect.NewError(connect.CodePermissionDenied, errors.New("no API key may call this operation"))
 	}
 	if need == ScopeSession {
@@ -76,4 +81,19 @@ func checkScope(ctx context.Context, scopes Scopes, procedure string) error {
 		return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("an API key of scope %s may not call this operation; it needs %s", p.Scope, need))
 	}
 	return nil
+}
+
+// CheckRoute is the interceptor's check for a plain HTTP route that is no
+// Connect procedure (the CSV exports): who may call it (access) and, for an
+// admin API key, the scope it needs. The error carries the Connect code
+// (Unauthenticated, PermissionDenied, Unavailable) the route answers as an
+// HTTP status.
+func CheckRoute(ctx context.Context, access Access, need Scope) error {
+	if err := Check(ctx, access); err != nil {
+		return err
+	}
+	if access == Public {
+		return nil
+	}
+	return requireScope(ctx, need)
 }

@@ -86,10 +86,11 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 	return out, pg.WithTotal(total), nil
 }
 
-// AuditTrail returns one page of an entity's audit log, newest first
-// (admin). An entity without entries is an empty page, not NotFound: the
-// log outlives nothing it names, and some entities (plugins) have no row.
-func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, page, size uint32) ([]store.AuditLogRow, paging.Page, error) {
+// AuditTrail returns one page of the audit log, newest first (admin): the
+// entries f selects. An entity without entries is an empty page, not
+// NotFound: the log outlives nothing it names, and some entities (plugins)
+// have no row.
+func (s *Service) AuditTrail(ctx context.Context, f store.AuditFilter, page, size uint32) ([]store.AuditLogRow, paging.Page, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
 	}
@@ -97,8 +98,7 @@ func (s *Service) AuditTrail(ctx context.Context, entityType, entityID string, p
 	if err != nil {
 		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListAuditEntries(ctx, s.db, entityType, entityID,
-		store.Page{Limit: pg.Limit(), Offset: pg.Offset()})
+	rows, total, err := store.ListAuditEntries(ctx, s.db, f, store.Page{Limit: pg.Limit(), Offset: pg.Offset()})
 	if err != nil {
 		return nil, paging.Page{}, err
 	}

@@ -37,11 +37,13 @@ type Service struct {
 type Middleware func(http.Handler) http.Handler
 
 // Route is a plain HTTP route (a ServeMux pattern) that is no Connect
-// service: it passes the limits but no credential layer, and is not listed
-// in gRPC reflection.
+// service: it passes the limits, and is not listed in gRPC reflection. It
+// passes the credential layers only when Authenticated (the CSV exports
+// check the principal themselves; a gateway's callback has none).
 type Route struct {
-	Pattern string
-	Handler http.Handler
+	Pattern       string
+	Handler       http.Handler
+	Authenticated bool
 }
 
 // Options are the parts a Server is built from.
@@ -107,6 +109,10 @@ func New(opts Options) *Server {
 
 	inner := http.NewServeMux()
 	for _, r := range opts.Routes {
+		if r.Authenticated {
+			mux.Handle(r.Pattern, r.Handler)
+			continue
+		}
 		inner.Handle(r.Pattern, r.Handler)
 	}
 	inner.Handle("/", chain(opts.Credentials, mux))

@@ -79,16 +79,26 @@ func ListRefundsNewestFirst(ctx context.Context, db DB, status *string, page Pag
 	return out, total, nil
 }
 
-// ListAuditEntries returns one page of an entity's audit log, newest first,
-// and how many entries the entity has in all.
-func ListAuditEntries(ctx context.Context, db DB, entityType, entityID string, page Page) ([]AuditLogRow, int64, error) {
+// AuditFilter selects audit entries; nil fields do not filter.
+type AuditFilter struct {
+	EntityType, EntityID *string
+	ActorKind, ActorID   *string
+	Action               *string
+}
+
+// ListAuditEntries returns one page of the audit entries f selects, newest
+// first, and how many there are in all.
+func ListAuditEntries(ctx context.Context, db DB, f AuditFilter, page Page) ([]AuditLogRow, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountAuditEntries(ctx, dbsqlc.CountAuditEntriesParams{EntityType: entityType, EntityID: entityID})
+	total, err := q.CountAuditEntries(ctx, dbsqlc.CountAuditEntriesParams{
+		EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+	})
 	if err != nil {
 		return nil, 0, MapError(err)
 	}
 	rows, err := q.ListAuditEntries(ctx, dbsqlc.ListAuditEntriesParams{
-		EntityType: entityType, EntityID: entityID, RowLimit: page.Limit, RowOffset: page.Offset,
+		EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+		RowLimit: page.Limit, RowOffset: page.Offset,
 	})
 	if err != nil {
 		return nil, 0, MapError(err)

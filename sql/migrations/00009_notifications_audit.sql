@@ -55,6 +55,9 @@ CREATE TABLE audit_log (
 
 CREATE INDEX audit_log_entity_idx ON audit_log (entity_type, entity_id, created_at);
 CREATE INDEX audit_log_created_at_idx ON audit_log (created_at DESC, id DESC);
+-- The console's audit view filters by actor and by action, newest first.
+CREATE INDEX audit_log_actor_idx ON audit_log (actor_id, created_at DESC, id DESC);
+CREATE INDEX audit_log_action_idx ON audit_log (action, created_at DESC, id DESC);
 
 CREATE TRIGGER audit_log_append_only
     BEFORE UPDATE OR DELETE ON audit_log

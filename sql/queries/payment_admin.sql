@@ -48,15 +48,25 @@ SELECT count(*) FROM refunds
 WHERE status = @status;
 
 -- name: ListAuditEntries :many
--- One entity's audit log, newest first (audit_log_entity_idx); id breaks
--- ties between rows written in one transaction (same now()).
+-- A page of the audit log, newest first; every filter is optional (NULL:
+-- no filter). id breaks ties between rows written in one transaction (same
+-- now()). One entity's log reads audit_log_entity_idx; an actor's
+-- audit_log_actor_idx; an action's audit_log_action_idx; the whole log
+-- audit_log_created_at_idx.
 SELECT * FROM audit_log
-WHERE entity_type = @entity_type
-  AND entity_id = @entity_id
+WHERE (sqlc.narg('entity_type')::text IS NULL OR entity_type = sqlc.narg('entity_type'))
+  AND (sqlc.narg('entity_id')::text IS NULL OR entity_id = sqlc.narg('entity_id'))
+  AND (sqlc.narg('actor_kind')::text IS NULL OR actor_kind = sqlc.narg('actor_kind'))
+  AND (sqlc.narg('actor_id')::text IS NULL OR actor_id = sqlc.narg('actor_id'))
+  AND (sqlc.narg('action')::text IS NULL OR action = sqlc.narg('action'))
 ORDER BY created_at DESC, id DESC
 LIMIT @row_limit::bigint OFFSET @row_offset::bigint;
 
 -- name: CountAuditEntries :one
+-- Same filters as ListAuditEntries.
 SELECT count(*) FROM audit_log
-WHERE entity_type = @entity_type
-  AND entity_id = @entity_id;
+WHERE (sqlc.narg('entity_type')::text IS NULL OR entity_type = sqlc.narg('entity_type'))
+  AND (sqlc.narg('entity_id')::text IS NULL OR entity_id = sqlc.narg('entity_id'))
+  AND (sqlc.narg('actor_kind')::text IS NULL OR actor_kind = sqlc.narg('actor_kind'))
+  AND (sqlc.narg('actor_id')::text IS NULL OR actor_id = sqlc.narg('actor_id'))
+  AND (sqlc.narg('action')::text IS NULL OR action = sqlc.narg('action'));

@@ -13,12 +13,14 @@ import {
   facts,
   field,
   idLink,
+  link,
   loadBlock,
   pager,
   pageTitle,
   table,
   type Column,
 } from "../ui";
+import { auditLink } from "./audit";
 import { orderColumns } from "./orders";
 
 const columns: Column<Customer>[] = [
@@ -121,7 +123,22 @@ export function customerDetailView({ params, signal }: RouteContext): HTMLElemen
       }),
     );
   load();
-  return h("section", null, pageTitle("Customer", h("p", { class: "subtitle" }, h("code", null, id))), body);
+  return h(
+    "section",
+    null,
+    pageTitle(
+      "Customer",
+      h("p", { class: "subtitle" }, h("code", null, id)),
+      h(
+        "p",
+        { class: "card-links" },
+        auditLink("customer", id, "This customer in the audit log"),
+        " · ",
+        link(`audit?${new URLSearchParams({ actor_kind: "customer", actor_id: id }).toString()}`, "What this customer did"),
+      ),
+    ),
+    body,
+  );
 }
 
 /** CustomerAdminService.SetCanCreateApiKeys as a switch (a button with aria-pressed). */

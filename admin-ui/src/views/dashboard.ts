@@ -182,7 +182,8 @@ export function dashboardView({ signal }: RouteContext): HTMLElement {
       ),
       h(
         "section",
-        { class: "card", "aria-labelledby": "dash-cluster" },
+        // Five columns of nodes: the whole row, so no cell has to wrap.
+        { class: "card card-wide", "aria-labelledby": "dash-cluster" },
         h("h2", { id: "dash-cluster" }, "Cluster"),
         h("h3", null, "Nodes"),
         loadBlock("cluster nodes", async () => {

@@ -20,6 +20,7 @@ import {
   table,
   type Column,
 } from "../ui";
+import { auditLink } from "./audit";
 import { interfaceNames, paymentColumns } from "./payments";
 
 export const orderStatuses = ["pending", "paid", "provisioning", "active", "cancelled", "suspended", "refunded", "completed", "terminated"] as const;
@@ -121,7 +122,7 @@ export function orderDetailView({ params, signal }: RouteContext): HTMLElement {
       }),
     );
   load();
-  return h("section", null, pageTitle("Order", h("p", { class: "subtitle" }, h("code", null, id))), body);
+  return h("section", null, pageTitle("Order", h("p", { class: "subtitle" }, h("code", null, id)), h("p", { class: "card-links" }, auditLink("order", id, "This order in the audit log"))), body);
 }
 
 function cancelBlock(o: Order, reload: () => void): HTMLElement {

@@ -2,7 +2,10 @@ import { ConnectError } from "@connectrpc/connect";
 
 import { gateways, orders, paymentAdmin, payments } from "../api";
 import { h, replace, uid, type Child } from "../dom";
-import { dateTime, fromCents, money, prettyJSON, refundable, shortId, toCents } from "../format";
+import { changeTable } from "../audit_change";
+import { exportForm } from "../export_form";
+import { auditLink } from "./audit";
+import { dateTime, fromCents, money, refundable, shortId, toCents } from "../format";
 import type { PaymentRecord, Refund, RefundPaymentResponse } from "../gen/billing/payment/payment_pb";
 import type { AuditEntry, ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
 import { refundAnswered, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
@@ -163,7 +166,15 @@ export function paymentsView({ query, signal }: RouteContext): HTMLElement {
     }
     return [table("Payments", paymentColumns(await interfaceNames()), res.payments), pager(res.meta, (p) => setQuery({ page: String(p) }))];
   });
-  return h("section", null, pageTitle("Payments"), form, list);
+  // The download takes the filters the list shows (the URL's), not the
+  // form's unapplied edits.
+  const download = exportForm("payments", {
+    status: query.get("status") || undefined,
+    order_id: query.get("order") || undefined,
+    gateway_interface_id: query.get("interface") || undefined,
+    to_return: query.get("return") === "1" ? "true" : undefined,
+  });
+  return h("section", null, pageTitle("Payments"), form, download, list);
 }
 
 /** Loads the payment again (after an action), with what the action came to
@@ -271,6 +282,7 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: Reload): HTM
       "section",
       { class: "card", "aria-labelledby": "payment-audit" },
       h("h2", { id: "payment-audit" }, "Audit trail"),
+      h("p", { class: "card-links" }, auditLink("payment", p.id, "This payment in the audit log")),
       loadBlock("audit trail", async () => auditTrail(p, await refunds.catch(() => []), signal)),
     ),
   );
@@ -433,20 +445,8 @@ const auditColumns: Column<AuditEntry>[] = [
   { header: "Action", cell: (a) => h("code", null, a.action) },
   { header: "Entity", cell: (a) => [a.entityType, " ", h("code", { title: a.entityId }, shortId(a.entityId))] },
   { header: "Actor", cell: (a) => [a.actorKind, a.actorId ? " " : "", a.actorId ? h("code", { title: a.actorId }, shortId(a.actorId)) : ""] },
-  { header: "Change", cell: (a) => auditChange(a) },
+  { header: "Before → after", cell: (a) => changeTable(a.before, a.after, `What ${a.action} changed`) },
 ];
-
-/** Before and after as pretty JSON, folded; text only. */
-function auditChange(a: AuditEntry): HTMLElement | string {
-  if (!a.before && !a.after) return "—";
-  return h(
-    "details",
-    null,
-    h("summary", null, a.before && a.after ? "before / after" : a.after ? "after" : "before"),
-    a.before ? [h("h4", null, "Before"), h("pre", { class: "json" }, prettyJSON(a.before))] : null,
-    a.after ? [h("h4", null, "After"), h("pre", { class: "json" }, prettyJSON(a.after))] : null,
-  );
-}
 
 /** A link to the interface, showing its name once known. */
 function interfaceLink(id: string): HTMLElement {

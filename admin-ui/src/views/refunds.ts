@@ -2,6 +2,7 @@ import { paymentAdmin } from "../api";
 import { h } from "../dom";
 import { age, dateTime, money, shortId } from "../format";
 import type { Refund } from "../gen/billing/payment/payment_pb";
+import { exportForm } from "../export_form";
 import { refundsNone } from "../refund_outcome";
 import { setQuery, type RouteContext } from "../router";
 import { badge, empty, field, idLink, loadBlock, pager, pageTitle, table, type Column } from "../ui";
@@ -83,6 +84,7 @@ export function refundsView({ query, signal }: RouteContext): HTMLElement {
       ),
     ),
     form,
+    exportForm("refunds", { status: current || undefined }),
     list,
   );
 }

@@ -399,12 +399,23 @@ func (x *ResolveRefundResponse) GetPayment() *PaymentRecord {
 
 type ListAuditEntriesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Kind of entity, e.g. "payment", "order" or "refund".
+	// Only entries about entities of this kind, e.g. "payment", "order",
+	// "refund" or "customer"; empty: every kind. Every filter is optional,
+	// and the filters given must all hold.
 	EntityType string `protobuf:"bytes,1,opt,name=entity_type,json=entityType,proto3" json:"entity_type,omitempty"`
-	// Id of the entity (a UUID for most kinds; a name for plugins).
+	// Only entries about this entity (a UUID for most kinds; a name for
+	// plugins); needs entity_type.
 	EntityId string `protobuf:"bytes,2,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
 	// Paging parameters.
-	Pagination    *PageRequest `protobuf:"bytes,3,opt,name=pagination,proto3" json:"pagination,omitempty"`
+	Pagination *PageRequest `protobuf:"bytes,3,opt,name=pagination,proto3" json:"pagination,omitempty"`
+	// Only entries by this kind of actor: admin, customer, api_key, gateway
+	// or system.
+	ActorKind string `protobuf:"bytes,4,opt,name=actor_kind,json=actorKind,proto3" json:"actor_kind,omitempty"`
+	// Only entries by this actor (an admin, customer, API key or gateway
+	// interface id, or a node id); needs actor_kind.
+	ActorId string `protobuf:"bytes,5,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
+	// Only entries of this action, e.g. "payment.refund".
+	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -458,6 +469,27 @@ func (x *ListAuditEntriesRequest) GetPagination() *PageRequest {
 		return x.Pagination
 	}
 	return nil
+}
+
+func (x *ListAuditEntriesRequest) GetActorKind() string {
+	if x != nil {
+		return x.ActorKind
+	}
+	return ""
+}
+
+func (x *ListAuditEntriesRequest) GetActorId() string {
+	if x != nil {
+		return x.ActorId
+	}
+	return ""
+}
+
+func (x *ListAuditEntriesRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
 }
 
 type ListAuditEntriesResponse struct {
@@ -1412,14 +1444,20 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x04note\x18\x04 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x04note\"\x82\x01\n" +
 	"\x15ResolveRefundResponse\x12/\n" +
 	"\x06refund\x18\x01 \x01(\v2\x17.billing.payment.RefundR\x06refund\x128\n" +
-	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xc6\x01\n" +
+	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xb6\x04\n" +
 	"\x17ListAuditEntriesRequest\x12;\n" +
-	"\ventity_type\x18\x01 \x01(\tB\x1a\xbaH\x17\xc8\x01\x01r\x12\x18@2\x0e^[a-z][a-z_]*$R\n" +
-	"entityType\x12(\n" +
-	"\tentity_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\x80\x02R\bentityId\x12D\n" +
+	"\ventity_type\x18\x01 \x01(\tB\x1a\xbaH\x17r\x15\x18@2\x11^([a-z][a-z_]*)?$R\n" +
+	"entityType\x12%\n" +
+	"\tentity_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bentityId\x12D\n" +
 	"\n" +
 	"pagination\x18\x03 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
-	"pagination\"\x80\x01\n" +
+	"pagination\x12Q\n" +
+	"\n" +
+	"actor_kind\x18\x04 \x01(\tB2\xbaH/r-R\x00R\x05adminR\bcustomerR\aapi_keyR\agatewayR\x06systemR\tactorKind\x12#\n" +
+	"\bactor_id\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\aactorId\x12 \n" +
+	"\x06action\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x06action:\xd6\x01\xbaH\xd2\x01\x1aj\n" +
+	"\x1bentity_id_needs_entity_type\x12\x1bentity_id needs entity_type\x1a.this.entity_id == '' || this.entity_type != ''\x1ad\n" +
+	"\x19actor_id_needs_actor_kind\x12\x19actor_id needs actor_kind\x1a,this.actor_id == '' || this.actor_kind != ''\"\x80\x01\n" +
 	"\x18ListAuditEntriesResponse\x125\n" +
 	"\aentries\x18\x01 \x03(\v2\x1b.billing.payment.AuditEntryR\aentries\x12-\n" +
 	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"7\n" +

@@ -69,10 +69,15 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 	return connect.NewResponse(out), nil
 }
 
-// ListAuditEntries pages through one entity's audit log, newest first.
+// ListAuditEntries pages through the audit log, newest first, filtered
+// by entity, actor and action.
 func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Request[paymentpb.ListAuditEntriesRequest]) (*connect.Response[paymentpb.ListAuditEntriesResponse], error) {
 	m := req.Msg
-	rows, page, err := h.svc.AuditTrail(ctx, m.GetEntityType(), m.GetEntityId(), m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
+	f := store.AuditFilter{
+		EntityType: optional(m.GetEntityType()), EntityID: optional(m.GetEntityId()),
+		ActorKind: optional(m.GetActorKind()), ActorID: optional(m.GetActorId()), Action: optional(m.GetAction()),
+	}
+	rows, page, err := h.svc.AuditTrail(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -86,6 +91,14 @@ func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Reques
 		out.Entries = append(out.Entries, auditRecord(e))
 	}
 	return connect.NewResponse(out), nil
+}
+
+// optional is a filter of a request: nil when the field is empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // ResolveRefund records an admin's finding for a pending refund.

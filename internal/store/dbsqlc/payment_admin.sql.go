@@ -13,17 +13,30 @@ import (
 
 const countAuditEntries = `-- name: CountAuditEntries :one
 SELECT count(*) FROM audit_log
-WHERE entity_type = $1
-  AND entity_id = $2
+WHERE ($1::text IS NULL OR entity_type = $1)
+  AND ($2::text IS NULL OR entity_id = $2)
+  AND ($3::text IS NULL OR actor_kind = $3)
+  AND ($4::text IS NULL OR actor_id = $4)
+  AND ($5::text IS NULL OR action = $5)
 `
 
 type CountAuditEntriesParams struct {
-	EntityType string
-	EntityID   string
+	EntityType *string
+	EntityID   *string
+	ActorKind  *string
+	ActorID    *string
+	Action     *string
 }
 
+// Same filters as ListAuditEntries.
 func (q *Queries) CountAuditEntries(ctx context.Context, arg CountAuditEntriesParams) (int64, error) {
-	row := q.db.QueryRow(ctx, countAuditEntries, arg.EntityType, arg.EntityID)
+	row := q.db.QueryRow(ctx, countAuditEntries,
+		arg.EntityType,
+		arg.EntityID,
+		arg.ActorKind,
+		arg.ActorID,
+		arg.Action,
+	)
 	var count int64
 	err := row.Scan(&count)
 	return count, err
@@ -74,25 +87,37 @@ func (q *Queries) CountRefundsInStatus(ctx context.Context, status string) (int6
 
 const listAuditEntries = `-- name: ListAuditEntries :many
 SELECT id, actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at FROM audit_log
-WHERE entity_type = $1
-  AND entity_id = $2
+WHERE ($1::text IS NULL OR entity_type = $1)
+  AND ($2::text IS NULL OR entity_id = $2)
+  AND ($3::text IS NULL OR actor_kind = $3)
+  AND ($4::text IS NULL OR actor_id = $4)
+  AND ($5::text IS NULL OR action = $5)
 ORDER BY created_at DESC, id DESC
-LIMIT $4::bigint OFFSET $3::bigint
+LIMIT $7::bigint OFFSET $6::bigint
 `
 
 type ListAuditEntriesParams struct {
-	EntityType string
-	EntityID   string
+	EntityType *string
+	EntityID   *string
+	ActorKind  *string
+	ActorID    *string
+	Action     *string
 	RowOffset  int64
 	RowLimit   int64
 }
 
-// One entity's audit log, newest first (audit_log_entity_idx); id breaks
-// ties between rows written in one transaction (same now()).
+// A page of the audit log, newest first; every filter is optional (NULL:
+// no filter). id breaks ties between rows written in one transaction (same
+// now()). One entity's log reads audit_log_entity_idx; an actor's
+// audit_log_actor_idx; an action's audit_log_action_idx; the whole log
+// audit_log_created_at_idx.
 func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesParams) ([]AuditLog, error) {
 	rows, err := q.db.Query(ctx, listAuditEntries,
 		arg.EntityType,
 		arg.EntityID,
+		arg.ActorKind,
+		arg.ActorID,
+		arg.Action,
 		arg.RowOffset,
 		arg.RowLimit,
 	)

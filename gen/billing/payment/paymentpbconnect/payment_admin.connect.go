@@ -63,7 +63,8 @@ type PaymentAdminServiceClient interface {
 	// or a page of every payment's refunds, in one status when asked (the
 	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
-	// ListAuditEntries pages through the audit log of one entity, newest first.
+	// ListAuditEntries pages through the audit log, newest first: every
+	// entry, or those of one entity (or kind of entity), actor or action.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
 	// ResolveRefund records the outcome of a pending refund once an admin has
 	// checked it at the gateway: one whose gateway call broke off (the
@@ -177,7 +178,8 @@ type PaymentAdminServiceHandler interface {
 	// or a page of every payment's refunds, in one status when asked (the
 	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
-	// ListAuditEntries pages through the audit log of one entity, newest first.
+	// ListAuditEntries pages through the audit log, newest first: every
+	// entry, or those of one entity (or kind of entity), actor or action.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
 	// ResolveRefund records the outcome of a pending refund once an admin has
 	// checked it at the gateway: one whose gateway call broke off (the
