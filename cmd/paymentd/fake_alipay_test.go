@@ -1,14 +1,12 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -17,15 +15,8 @@ func TestDevFakeAlipayServesUntilCancelledAndPrintsTheApp(t *testing.T) {
 	t.Parallel()
 	keyDir := filepath.Join(t.TempDir(), "keys")
 	run := func() (cfg map[string]any) {
-		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr lockedBuffer
-		done := make(chan error, 1)
-		go func() {
-			done <- cmdDev(ctx, []string{"fake-alipay", "--addr", "127.0.0.1:0", "--key-dir", keyDir}, &stdout, &stderr)
-		}()
 		cfgRE := regexp.MustCompile(`config:\s+(\{.*\})`)
-		require.Eventually(t, func() bool { return cfgRE.MatchString(stdout.String()) }, 20*time.Second, 10*time.Millisecond)
-		out := stdout.String()
+		out, stop := runDev(t, cfgRE, "fake-alipay", "--addr", "127.0.0.1:0", "--key-dir", keyDir)
 		require.Contains(t, out, "-----BEGIN PRIVATE KEY-----")
 		require.Contains(t, out, "-----BEGIN PUBLIC KEY-----")
 		require.NoError(t, json.Unmarshal([]byte(cfgRE.FindStringSubmatch(out)[1]), &cfg))
@@ -37,14 +28,7 @@ func TestDevFakeAlipayServesUntilCancelledAndPrintsTheApp(t *testing.T) {
 		resp.Body.Close()
 		require.Contains(t, string(body), "isv.missing-signature")
 		http.DefaultClient.CloseIdleConnections()
-
-		cancel()
-		select {
-		case err := <-done:
-			require.NoError(t, err)
-		case <-time.After(5 * time.Second):
-			t.Fatal("fake-alipay did not stop on cancel")
-		}
+		stop()
 		return cfg
 	}
 	first := run()

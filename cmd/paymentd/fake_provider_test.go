@@ -8,24 +8,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
 func TestDevFakeProviderServesUntilCancelledAndPrintsItsSettings(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr lockedBuffer
-	done := make(chan error, 1)
-	go func() {
-		done <- cmdDev(ctx, []string{"fake-provider", "--addr", "127.0.0.1:0", "--token", "demo-token"}, &stdout, &stderr)
-	}()
-
 	apiURL := regexp.MustCompile(`api_url: (\S+)`)
-	require.Eventually(t, func() bool { return apiURL.MatchString(stdout.String()) }, 5*time.Second, 10*time.Millisecond)
-	out := stdout.String()
+	out, stop := runDev(t, apiURL, "fake-provider", "--addr", "127.0.0.1:0", "--token", "demo-token")
 	base := apiURL.FindStringSubmatch(out)[1]
 	require.Contains(t, out, "token:   demo-token")
 	var cfg map[string]string
@@ -58,14 +48,7 @@ func TestDevFakeProviderServesUntilCancelledAndPrintsItsSettings(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(body), &inst))
 	require.Equal(t, "running", inst["status"], "no --provision-delay: running at once")
 	http.DefaultClient.CloseIdleConnections()
-
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("fake-provider did not stop on cancel")
-	}
+	stop()
 }
 
 func TestDevFakeProviderRefusesBadFlags(t *testing.T) {

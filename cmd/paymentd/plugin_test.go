@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,18 +97,38 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func TestDevFakeEpayServesUntilCancelledAndPrintsTheMerchant(t *testing.T) {
-	t.Parallel()
+// runDev runs `paymentd dev args...` in the background until its output
+// matches printed, and returns that output and stop: stop cancels the
+// command (Ctrl-C) and requires it to end without error, promptly.
+func runDev(t *testing.T, printed *regexp.Regexp, args ...string) (out string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // a test that fails half way still ends the command
 	var stdout, stderr lockedBuffer
 	done := make(chan error, 1)
-	go func() {
-		done <- cmdDev(ctx, []string{"fake-epay", "--addr", "127.0.0.1:0", "--pid", "2002", "--key", "demo-key"}, &stdout, &stderr)
-	}()
+	go func() { done <- cmdDev(ctx, args, &stdout, &stderr) }()
+	stop = func() {
+		t.Helper()
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not stop on cancel", args[0])
+		}
+	}
+	// Generous: fake-alipay makes two RSA keys first.
+	if !assert.Eventually(t, func() bool { return printed.MatchString(stdout.String()) }, 20*time.Second, 10*time.Millisecond) {
+		stop()
+		t.FailNow()
+	}
+	return stdout.String(), stop
+}
 
+func TestDevFakeEpayServesUntilCancelledAndPrintsTheMerchant(t *testing.T) {
+	t.Parallel()
 	apiURL := regexp.MustCompile(`api_url: (\S+)`)
-	require.Eventually(t, func() bool { return apiURL.MatchString(stdout.String()) }, 5*time.Second, 10*time.Millisecond)
-	out := stdout.String()
+	out, stop := runDev(t, apiURL, "fake-epay", "--addr", "127.0.0.1:0", "--pid", "2002", "--key", "demo-key")
 	require.Contains(t, out, "pid:     2002")
 	require.Contains(t, out, "key:     demo-key")
 	require.Contains(t, out, `"pid":"2002"`)
@@ -120,12 +141,5 @@ func TestDevFakeEpayServesUntilCancelledAndPrintsTheMerchant(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	http.DefaultClient.CloseIdleConnections()
-
-	cancel()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("fake-epay did not stop on cancel")
-	}
+	stop()
 }

@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
-	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/alipay"
@@ -57,31 +54,15 @@ func startAlipayPayments(t *testing.T, mutate ...func(*config.Config)) *alipayEn
 	require.NoError(t, fake.Start())
 	t.Cleanup(fake.Close)
 
-	// The shared env ships bank_transfer and epay only; alipay.lua joins
-	// through a rescan, as a file dropped into [plugins].dir does.
-	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "alipay.lua"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", "alipay.lua"), src, 0o644))
-	ctx := context.Background()
-	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
-	require.NoError(t, err)
-	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "alipay", DisplayName: "支付宝",
-		Config: mustStruct(t, map[string]any{
-			"gateway_url":       fake.GatewayURL(),
-			"app_id":            alipay.DefaultAppID,
-			"seller_id":         alipay.DefaultSellerID,
-			"app_private_key":   alipay.PrivateKeyPEM(alipayAppKey),
-			"alipay_public_key": fake.PublicKeyPEM(),
-		}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	id := gw.Msg.GetGatewayInterface().GetId()
-	tested, err := e.admin.TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: id}, e.c.admin))
-	require.NoError(t, err)
-	require.True(t, tested.Msg.GetOk(), tested.Msg.GetMessage())
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: id}, e.c.admin))
-	require.NoError(t, err)
+	e.installGateway(t, "alipay", "alipay", nil)
+	id := e.addGateway(t, "alipay", "支付宝", map[string]any{
+		"gateway_url":       fake.GatewayURL(),
+		"app_id":            alipay.DefaultAppID,
+		"seller_id":         alipay.DefaultSellerID,
+		"app_private_key":   alipay.PrivateKeyPEM(alipayAppKey),
+		"alipay_public_key": fake.PublicKeyPEM(),
+	})
+	e.requireGatewayTestPasses(t, id)
 	return &alipayEnv{payEnv: e, alipay: fake, gw: id}
 }
 

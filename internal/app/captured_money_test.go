@@ -37,14 +37,9 @@ func startCapturedEnv(t *testing.T) *capturedEnv {
 	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.now)}, func(c *config.Config) {
 		c.Events.TimeoutScanInterval = 50 * time.Millisecond
 	})
-	bank, err := e.admin.CreateGatewayInterface(context.Background(), with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "bank_transfer", DisplayName: "Bank transfer",
-		Config: mustStruct(t, map[string]any{"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"}}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	bankGW := bank.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(context.Background(), with(&gatewaypb.EnableGatewayInterfaceRequest{Id: bankGW}, e.c.admin))
-	require.NoError(t, err)
+	bankGW := e.addGateway(t, "bank_transfer", "Bank transfer", map[string]any{
+		"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"},
+	})
 	return &capturedEnv{payEnv: e, clock: clock, bankGW: bankGW,
 		stats: paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)}
 }

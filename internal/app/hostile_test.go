@@ -117,14 +117,7 @@ func TestHostileCallbacksAreRefusedAndChangeNothing(t *testing.T) {
 	b := e.createPayment(t, e.order(t)).GetPayment().GetId()
 
 	// A second interface of the same plugin and merchant account.
-	gw2, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay", DisplayName: "Alipay 2",
-		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	other := gw2.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: other}, e.c.admin))
-	require.NoError(t, err)
+	other := e.addGateway(t, "epay", "Alipay 2", e.epayConfig())
 
 	set := func(v url.Values, k, val string) url.Values {
 		c := url.Values{}
@@ -166,7 +159,7 @@ func TestHostileCallbacksAreRefusedAndChangeNothing(t *testing.T) {
 	// as captured, to return, and its replay changes nothing more.
 	cOrder := e.order(t)
 	c := e.createPayment(t, cOrder).GetPayment().GetId()
-	_, err = e.orders.CancelOrder(ctx, with(&orderpb.CancelOrderRequest{OrderId: cOrder}, e.c.customer))
+	_, err := e.orders.CancelOrder(ctx, with(&orderpb.CancelOrderRequest{OrderId: cOrder}, e.c.customer))
 	require.NoError(t, err)
 	require.Equal(t, "failed", e.getPayment(t, c).GetStatus())
 	require.NoError(t, e.fake.Pay(c))
@@ -395,13 +388,7 @@ func TestHostilePluginCannotReadFilesOrHangTheService(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(c.Plugins.Dir, "gateway", "hostile.lua"), []byte(hostileGateway), 0o644))
 	})
 	ctx := context.Background()
-	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "hostile", DisplayName: "Hostile", Config: mustStruct(t, map[string]any{}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	hostile := gw.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: hostile}, e.c.admin))
-	require.NoError(t, err)
+	hostile := e.addGateway(t, "hostile", "Hostile", map[string]any{})
 
 	create := func(what string) (*paymentpb.CreatePaymentResponse, error) {
 		res, err := e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{

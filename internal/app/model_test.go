@@ -61,14 +61,9 @@ func TestMoneyLifecycleModel(t *testing.T) {
 	plain := e.product
 	provisioned := e.provisionWith(t, prov, "vps-1")
 	e.product = plain
-	bank, err := e.admin.CreateGatewayInterface(context.Background(), with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "bank_transfer", DisplayName: "Bank transfer",
-		Config: mustStruct(t, map[string]any{"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"}}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	bankGW := bank.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(context.Background(), with(&gatewaypb.EnableGatewayInterfaceRequest{Id: bankGW}, e.c.admin))
-	require.NoError(t, err)
+	bankGW := e.addGateway(t, "bank_transfer", "Bank transfer", map[string]any{
+		"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"},
+	})
 
 	finals := map[string]string{} // order id → the final status it reached
 	var sequences, steps atomic.Int64

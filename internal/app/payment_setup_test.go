@@ -75,16 +75,8 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
 		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),
 	}
-	ctx := context.Background()
-	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay", DisplayName: "Alipay",
-		Config: mustStruct(t, map[string]any{"api_url": fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	e.epayGW = gw.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: e.epayGW}, e.c.admin))
-	require.NoError(t, err)
-	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS 1个月", Price: "12.30", Currency: "CNY"}, e.c.admin))
+	e.epayGW = e.addGateway(t, "epay", "Alipay", e.epayConfig())
+	prod, err := e.orders.CreateProduct(context.Background(), with(&orderpb.CreateProductRequest{Name: "VPS 1个月", Price: "12.30", Currency: "CNY"}, e.c.admin))
 	require.NoError(t, err)
 	e.product = prod.Msg.GetProduct().GetId()
 	return e
@@ -135,23 +127,58 @@ func (e *payEnv) dollarGateway(t testing.TB) string {
 // the env's fake epay.
 func (e *payEnv) epayVariant(t testing.TB, name string, edit func(src string) string) string {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "epay.lua"))
+	e.installGateway(t, "epay", name, func(src string) string {
+		variant := edit(src)
+		require.NotEqual(t, src, variant, "the edit must change the script")
+		return variant
+	})
+	return e.addGateway(t, name, name, e.epayConfig())
+}
+
+// epayConfig is the configuration of an interface on the env's fake epay,
+// as its default merchant.
+func (e *payEnv) epayConfig() map[string]any {
+	return map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}
+}
+
+// installGateway writes the shipped plugins/gateway/<file>.lua (changed by
+// edit, when not nil) to the env's plugin directory as gateway/<name>.lua
+// and rescans, as a file dropped into [plugins].dir joins: the shared env
+// ships bank_transfer and epay only.
+func (e *payEnv) installGateway(t testing.TB, file, name string, edit func(src string) string) {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", file+".lua"))
 	require.NoError(t, err)
-	variant := edit(string(src))
-	require.NotEqual(t, string(src), variant, "the edit must change the script")
-	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", name+".lua"), []byte(variant), 0o644))
+	if edit != nil {
+		src = []byte(edit(string(src)))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", name+".lua"), src, 0o644))
+	_, err = e.admin.ReloadPlugins(context.Background(), with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
+	require.NoError(t, err)
+}
+
+// addGateway creates an interface of plugin, named name, with cfg as an
+// admin does, and enables it; it returns the interface's id.
+func (e *payEnv) addGateway(t testing.TB, plugin, name string, cfg map[string]any) string {
+	t.Helper()
 	ctx := context.Background()
-	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
-	require.NoError(t, err)
 	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: name, DisplayName: name,
-		Config: mustStruct(t, map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+		PluginName: plugin, DisplayName: name, Config: mustStruct(t, cfg),
 	}, e.c.admin))
 	require.NoError(t, err)
 	id := gw.Msg.GetGatewayInterface().GetId()
 	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: id}, e.c.admin))
 	require.NoError(t, err)
 	return id
+}
+
+// requireGatewayTestPasses runs the console's "Test" of interface id: the
+// plugin reaches its gateway with the configuration it was given.
+func (e *payEnv) requireGatewayTestPasses(t testing.TB, id string) {
+	t.Helper()
+	res, err := e.admin.TestGatewayInterface(context.Background(), with(&gatewaypb.TestGatewayInterfaceRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	require.True(t, res.Msg.GetOk(), res.Msg.GetMessage())
 }
 
 // createPaymentVia pays an order through the interface gw as alice.

@@ -58,16 +58,7 @@ func (e *payEnv) storedSecret(t testing.TB, gw string) string {
 // merchant pid and key, as an admin does, and returns its id.
 func (e *payEnv) createEpayInterface(t testing.TB, name string, fake *epay.Server, pid, key string) string {
 	t.Helper()
-	ctx := context.Background()
-	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay", DisplayName: name,
-		Config: mustStruct(t, map[string]any{"api_url": fake.URL() + "/", "pid": pid, "key": key}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	id := gw.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: id}, e.c.admin))
-	require.NoError(t, err)
-	return id
+	return e.addGateway(t, "epay", name, map[string]any{"api_url": fake.URL() + "/", "pid": pid, "key": key})
 }
 
 // notifyAs is an epay notification for a payment of fake, signed with key

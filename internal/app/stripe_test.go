@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,18 +39,11 @@ func startStripe(t *testing.T, opts ...app.Option) *stripeEnv {
 	t.Helper()
 	e := startPaymentsWith(t, opts)
 	sm := stripemock.Start(t)
-	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "stripe.lua"))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(e.pluginDir, "gateway", "stripe.lua"), src, 0o644))
+	e.installGateway(t, "stripe", "stripe", nil)
+	s := &stripeEnv{payEnv: e, gw: e.addGateway(t, "stripe", "Card (Stripe)", map[string]any{
+		"secret_key": stripemock.Key, "webhook_secret": stripeWhsec, "api_base": sm.URL(),
+	})}
 	ctx := context.Background()
-	_, err = e.admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, e.c.admin))
-	require.NoError(t, err)
-	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "stripe", DisplayName: "Card (Stripe)",
-		Config: mustStruct(t, map[string]any{"secret_key": stripemock.Key, "webhook_secret": stripeWhsec, "api_base": sm.URL()}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	s := &stripeEnv{payEnv: e, gw: gw.Msg.GetGatewayInterface().GetId()}
 	// What the console's form is made of: the plugin's schema, with both
 	// keys write-only, read back masked.
 	got, err := e.admin.GetGatewayInterface(ctx, with(&gatewaypb.GetGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
@@ -63,11 +54,7 @@ func startStripe(t *testing.T, opts ...app.Option) *stripeEnv {
 	require.Equal(t, sm.URL(), cfg["api_base"])
 	props := got.Msg.GetGatewayInterface().GetConfigSchema().AsMap()["properties"].(map[string]any)
 	require.Equal(t, true, props["webhook_secret"].(map[string]any)["x-secret"])
-	test, err := e.admin.TestGatewayInterface(ctx, with(&gatewaypb.TestGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
-	require.NoError(t, err)
-	require.True(t, test.Msg.GetOk(), test.Msg.GetMessage())
-	_, err = e.admin.EnableGatewayInterface(ctx, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: s.gw}, e.c.admin))
-	require.NoError(t, err)
+	e.requireGatewayTestPasses(t, s.gw)
 	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS 1G", Price: "12.30", Currency: "USD"}, e.c.admin))
 	require.NoError(t, err)
 	s.product = prod.Msg.GetProduct().GetId()

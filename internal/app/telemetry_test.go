@@ -117,16 +117,8 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
 		admin:    gatewaypbconnect.NewGatewayAdminServiceClient(http.DefaultClient, r.baseURL),
 	}
-	ctx2 := context.Background()
-	gw, err := e.admin.CreateGatewayInterface(ctx2, with(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay", DisplayName: "Alipay",
-		Config: mustStruct(t, map[string]any{"api_url": fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}),
-	}, e.c.admin))
-	require.NoError(t, err)
-	e.epayGW = gw.Msg.GetGatewayInterface().GetId()
-	_, err = e.admin.EnableGatewayInterface(ctx2, with(&gatewaypb.EnableGatewayInterfaceRequest{Id: e.epayGW}, e.c.admin))
-	require.NoError(t, err)
-	prod, err := e.orders.CreateProduct(ctx2, with(&orderpb.CreateProductRequest{Name: "VPS", Price: "12.30", Currency: "CNY"}, e.c.admin))
+	e.epayGW = e.addGateway(t, "epay", "Alipay", e.epayConfig())
+	prod, err := e.orders.CreateProduct(context.Background(), with(&orderpb.CreateProductRequest{Name: "VPS", Price: "12.30", Currency: "CNY"}, e.c.admin))
 	require.NoError(t, err)
 	e.product = prod.Msg.GetProduct().GetId()
 	return &observed{payEnv: e, metricsURL: "http://" + mln.Addr().String(), logs: logs}

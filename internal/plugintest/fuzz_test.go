@@ -47,32 +47,8 @@ func FuzzEpayParseCallback(f *testing.F) {
 	p := plugintest.Load(f, "gateway/epay.lua", plugin.Options{})
 	config := map[string]any{"api_url": "http://127.0.0.1:1/", "pid": epay.DefaultPID, "key": epay.DefaultKey}
 	f.Fuzz(func(t *testing.T, method, contentType, payload string) {
-		out, err := plugintest.CallErr(p, "parse_callback", config, map[string]any{
-			"method": method, "content_type": contentType, "payload": payload,
-		})
-		if err != nil {
-			var ce *plugin.CallError
-			if !errors.As(err, &ce) {
-				t.Fatalf("not a plugin error: %v", err)
-			}
-			return
-		}
-		var v struct {
-			Valid            bool   `json:"valid"`
-			Reason           string `json:"reason"`
-			PaymentID        string `json:"payment_id"`
-			Amount           string `json:"amount"`
-			Status           string `json:"status"`
-			GatewayPaymentID string `json:"gateway_payment_id"`
-			Ack              string `json:"ack"`
-		}
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			t.Fatalf("parse_callback answered %q: %v", out, err)
-		}
-		if !v.Valid {
-			if v.Reason == "" {
-				t.Fatalf("refused without a reason: %s", out)
-			}
+		v, valid := formCallbackVerdict(t, p, config, method, contentType, payload)
+		if !valid {
 			return
 		}
 		// Found valid: the signature must really be the merchant's.
@@ -80,13 +56,7 @@ func FuzzEpayParseCallback(f *testing.F) {
 		if err != nil {
 			t.Fatalf("valid, but the payload is not a query string Go can read: %q (%v)", payload, err)
 		}
-		// An empty name is no parameter (PHP drops it, so does parse_query).
-		delete(params, "")
-		for k, vals := range params {
-			if len(vals) > 1 {
-				t.Fatalf("valid with parameter %q repeated: %q", k, payload)
-			}
-		}
+		requireSingleValues(t, params, payload)
 		if got, want := strings.ToLower(params.Get("sign")), epay.Sign(params, epay.DefaultKey); got != want {
 			t.Fatalf("valid without the merchant's signature: %q", payload)
 		}
@@ -130,32 +100,8 @@ func FuzzAlipayParseCallback(f *testing.F) {
 	p := plugintest.Load(f, "gateway/alipay.lua", plugin.Options{})
 	config := alipayConfig(f, "http://127.0.0.1:1/gateway.do")
 	f.Fuzz(func(t *testing.T, method, contentType, payload string) {
-		out, err := plugintest.CallErr(p, "parse_callback", config, map[string]any{
-			"method": method, "content_type": contentType, "payload": payload,
-		})
-		if err != nil {
-			var ce *plugin.CallError
-			if !errors.As(err, &ce) {
-				t.Fatalf("not a plugin error: %v", err)
-			}
-			return
-		}
-		var v struct {
-			Valid            bool   `json:"valid"`
-			Reason           string `json:"reason"`
-			PaymentID        string `json:"payment_id"`
-			Amount           string `json:"amount"`
-			Status           string `json:"status"`
-			GatewayPaymentID string `json:"gateway_payment_id"`
-			Ack              string `json:"ack"`
-		}
-		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			t.Fatalf("parse_callback answered %q: %v", out, err)
-		}
-		if !v.Valid {
-			if v.Reason == "" {
-				t.Fatalf("refused without a reason: %s", out)
-			}
+		v, valid := formCallbackVerdict(t, p, config, method, contentType, payload)
+		if !valid {
 			return
 		}
 		// Found valid: Go's reading of the form must carry Alipay's
@@ -163,12 +109,7 @@ func FuzzAlipayParseCallback(f *testing.F) {
 		// it; the script signs them unless empty, so they cannot help a
 		// forgery.
 		params, _ := url.ParseQuery(payload)
-		delete(params, "")
-		for k, vals := range params {
-			if len(vals) > 1 {
-				t.Fatalf("valid with parameter %q repeated: %q", k, payload)
-			}
-		}
+		requireSingleValues(t, params, payload)
 		if method != "POST" || params.Get("sign_type") != "RSA2" {
 			t.Fatalf("valid as %s with sign_type %q", method, params.Get("sign_type"))
 		}
@@ -190,4 +131,55 @@ func FuzzAlipayParseCallback(f *testing.F) {
 			t.Fatalf("ack %q", v.Ack)
 		}
 	})
+}
+
+// callbackVerdict is parse_callback's answer, the fields the service reads.
+type callbackVerdict struct {
+	Valid            bool   `json:"valid"`
+	Reason           string `json:"reason"`
+	PaymentID        string `json:"payment_id"`
+	Amount           string `json:"amount"`
+	Status           string `json:"status"`
+	GatewayPaymentID string `json:"gateway_payment_id"`
+	Ack              string `json:"ack"`
+}
+
+// formCallbackVerdict calls parse_callback of a form-posting gateway
+// (epay, Alipay) with an arbitrary notification and checks what every
+// answer must be: a plugin error (never a panic nor another failure), or a
+// well-formed verdict that says why when it refuses. valid is whether the
+// plugin found the notification genuine; the caller then checks that it
+// really is.
+func formCallbackVerdict(t *testing.T, p *plugin.Plugin, config map[string]any, method, contentType, payload string) (v callbackVerdict, valid bool) {
+	t.Helper()
+	out, err := plugintest.CallErr(p, "parse_callback", config, map[string]any{
+		"method": method, "content_type": contentType, "payload": payload,
+	})
+	if err != nil {
+		var ce *plugin.CallError
+		if !errors.As(err, &ce) {
+			t.Fatalf("not a plugin error: %v", err)
+		}
+		return v, false
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("parse_callback answered %q: %v", out, err)
+	}
+	if !v.Valid && v.Reason == "" {
+		t.Fatalf("refused without a reason: %s", out)
+	}
+	return v, v.Valid
+}
+
+// requireSingleValues fails a notification found valid with a repeated
+// parameter (which value the signature covered would be a guess). An
+// empty name is no parameter: PHP drops it, so does parse_query.
+func requireSingleValues(t *testing.T, params url.Values, payload string) {
+	t.Helper()
+	delete(params, "")
+	for k, vals := range params {
+		if len(vals) > 1 {
+			t.Fatalf("valid with parameter %q repeated: %q", k, payload)
+		}
+	}
 }

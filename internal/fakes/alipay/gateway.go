@@ -7,6 +7,9 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
+	"github.com/rustbill/paymentd/internal/money"
 )
 
 // answer is the value of an Open API response node.
@@ -124,7 +127,7 @@ func bizContent(p url.Values) (map[string]string, *gatewayError) {
 func (s *Server) record(r *http.Request, p url.Values, verified bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{HTTPMethod: r.Method, Params: cloneValues(p), Verified: verified})
+	s.requests = append(s.requests, Request{HTTPMethod: r.Method, Params: fakekit.CloneValues(p), Verified: verified})
 }
 
 func (s *Server) handleGateway(w http.ResponseWriter, r *http.Request) {
@@ -202,7 +205,7 @@ func (s *Server) create(app App, method string, p url.Values, biz map[string]str
 		return nil, business("ACQ.INVALID_PARAMETER", "参数无效 (out_trade_no: letters, digits and _ only, at most 64)")
 	}
 	amount := biz["total_amount"]
-	cents, valid := parseCents(amount)
+	cents, valid := fakekit.ParseCents(amount, maxAmountDigits)
 	if !valid || cents < 1 || cents > 100_000_000_00 {
 		return nil, business("ACQ.INVALID_PARAMETER", "参数无效 (total_amount: 0.01 to 100000000, two decimals at most)")
 	}
@@ -291,7 +294,7 @@ func (s *Server) query(app App, biz map[string]string) answer {
 		"trade_no":         t.TradeNo,
 		"out_trade_no":     t.OutTradeNo,
 		"trade_status":     t.Status,
-		"total_amount":     formatCents(t.cents),
+		"total_amount":     money.FormatCents(t.cents),
 		"buyer_pay_amount": "0.00",
 		"point_amount":     "0.00",
 		"invoice_amount":   "0.00",
@@ -299,8 +302,8 @@ func (s *Server) query(app App, biz map[string]string) answer {
 	if !t.PaidAt.IsZero() {
 		a["buyer_logon_id"] = "buy***@example.com"
 		a["buyer_user_id"] = "2088102177846880"
-		a["buyer_pay_amount"] = formatCents(t.cents)
-		a["invoice_amount"] = formatCents(t.cents)
+		a["buyer_pay_amount"] = money.FormatCents(t.cents)
+		a["invoice_amount"] = money.FormatCents(t.cents)
 		a["send_pay_date"] = t.PaidAt.In(cst).Format(time.DateTime)
 	}
 	return a
@@ -322,7 +325,7 @@ func (s *Server) refund(app App, biz map[string]string) answer {
 	if !outNoRE.MatchString(reqNo) {
 		return business("ACQ.INVALID_PARAMETER", "参数无效 (out_request_no: letters, digits and _ only, at most 64)")
 	}
-	cents, valid := parseCents(biz["refund_amount"])
+	cents, valid := fakekit.ParseCents(biz["refund_amount"], maxAmountDigits)
 	if !valid || cents < 1 {
 		return business("ACQ.INVALID_PARAMETER", "参数无效 (refund_amount)")
 	}
@@ -332,8 +335,8 @@ func (s *Server) refund(app App, biz map[string]string) answer {
 			"out_trade_no":   t.OutTradeNo,
 			"buyer_logon_id": "buy***@example.com",
 			"fund_change":    fundChange,
-			"refund_fee":     formatCents(t.refundedCents),
-			"send_back_fee":  formatCents(cents),
+			"refund_fee":     money.FormatCents(t.refundedCents),
+			"send_back_fee":  money.FormatCents(cents),
 			"gmt_refund_pay": s.now().In(cst).Format(time.DateTime),
 		})
 	}
@@ -376,8 +379,8 @@ func (s *Server) refundQuery(app App, biz map[string]string) answer {
 		// Alipay answers an unknown refund with a bare success: no
 		// refund_status means "no such refund".
 		a["out_request_no"] = reqNo
-		a["refund_amount"] = formatCents(cents)
-		a["total_amount"] = formatCents(t.cents)
+		a["refund_amount"] = money.FormatCents(cents)
+		a["total_amount"] = money.FormatCents(t.cents)
 		a["refund_status"] = "REFUND_SUCCESS"
 	}
 	return a

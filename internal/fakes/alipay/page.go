@@ -5,8 +5,10 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
+	"github.com/rustbill/paymentd/internal/money"
 )
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
@@ -109,7 +111,7 @@ func (s *Server) returnURL(tradeNo string) string {
 	p.Set("charset", "utf-8")
 	p.Set("out_trade_no", t.OutTradeNo)
 	p.Set("method", "alipay.trade.page.pay.return")
-	p.Set("total_amount", formatCents(t.cents))
+	p.Set("total_amount", money.FormatCents(t.cents))
 	p.Set("trade_no", t.TradeNo)
 	p.Set("auth_app_id", t.AppID)
 	p.Set("version", "1.0")
@@ -121,9 +123,5 @@ func (s *Server) returnURL(tradeNo string) string {
 	if err := Sign(s.key, p, true); err != nil {
 		return ""
 	}
-	sep := "?"
-	if strings.Contains(ret, "?") {
-		sep = "&"
-	}
-	return ret + sep + p.Encode()
+	return fakekit.AppendQuery(ret, p.Encode())
 }

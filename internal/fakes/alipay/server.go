@@ -1,22 +1,20 @@
 package alipay
 
 import (
-	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
+	"github.com/rustbill/paymentd/internal/money"
 )
 
 // App is an application registered with the fake: its app_id, the
@@ -121,20 +119,9 @@ type Refund struct {
 	At           time.Time
 }
 
-// Notification is one notify attempt and the merchant's answer.
-type Notification struct {
-	TradeNo    string
-	OutTradeNo string
-	Attempt    int // 1-based within its round
-	URL        string
-	Params     url.Values // what was sent, signature included
-	At         time.Time
-	Dropped    bool   // DropNotify was on: nothing sent
-	Status     int    // HTTP status; 0 on a transport error or when dropped
-	Body       string // the answer, at most 1 KiB
-	Err        string // transport error
-	Acked      bool   // the answer was exactly "success" (spaces trimmed)
-}
+// Notification is one notify attempt (always a POST) and the merchant's
+// answer; Acked means the answer was exactly "success" (spaces trimmed).
+type Notification = fakekit.Notification
 
 // Request is one call of the gateway, as received (for tests that check
 // what a client sent).
@@ -153,26 +140,15 @@ type Server struct {
 	apps   map[string]App
 	log    *slog.Logger
 	now    func() time.Time
-	client *http.Client
-	ownCli bool
+	host   *fakekit.Host     // listening, handlers and notify rounds
+	notify *fakekit.Notifier // the rounds and every attempt
 
-	ctx    context.Context
-	cancel context.CancelFunc
-
-	mu        sync.Mutex
-	closed    bool
-	started   bool
-	srv       *http.Server
-	baseURL   string
-	trades    map[string]*trade // by trade_no
-	byOut     map[string]string // app_id + "\x00" + out_trade_no → trade_no
-	seq       int
-	notifies  []Notification
-	refunds   []Refund
-	requests  []Request
-	dropNotfy atomic.Bool
-	wg        sync.WaitGroup
-	serveDone chan struct{}
+	mu       sync.Mutex
+	trades   map[string]*trade // by trade_no
+	byOut    map[string]string // app_id + "\x00" + out_trade_no → trade_no
+	seq      int
+	refunds  []Refund
+	requests []Request
 }
 
 type trade struct {
@@ -190,16 +166,13 @@ var cst = time.FixedZone("CST", 8*3600)
 // it listen.
 func New(opts Options) (*Server, error) {
 	s := &Server{
-		opts:      opts,
-		key:       opts.Key,
-		apps:      map[string]App{},
-		log:       opts.Logger,
-		now:       opts.Now,
-		client:    opts.Client,
-		trades:    map[string]*trade{},
-		byOut:     map[string]string{},
-		serveDone: make(chan struct{}),
-		baseURL:   strings.TrimRight(opts.PublicURL, "/"),
+		opts:   opts,
+		key:    opts.Key,
+		apps:   map[string]App{},
+		log:    opts.Logger,
+		now:    opts.Now,
+		trades: map[string]*trade{},
+		byOut:  map[string]string{},
 	}
 	if s.key == nil {
 		k, err := GenerateKey()
@@ -225,12 +198,6 @@ func New(opts Options) (*Server, error) {
 	if opts.NotifySchedule == nil {
 		s.opts.NotifySchedule = DefaultNotifySchedule()
 	}
-	if opts.NotifyScale <= 0 {
-		s.opts.NotifyScale = 1
-	}
-	if opts.NotifyTimeout <= 0 {
-		s.opts.NotifyTimeout = 10 * time.Second
-	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -238,51 +205,26 @@ func New(opts Options) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.client == nil {
-		s.client = &http.Client{Transport: &http.Transport{}}
-		s.ownCli = true
-	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.host = fakekit.NewHost("alipay", opts.PublicURL, ErrClosed, s.log)
+	s.notify = fakekit.NewNotifier(s.host, fakekit.NotifyOptions{
+		Schedule:    s.opts.NotifySchedule,
+		Scale:       opts.NotifyScale,
+		Timeout:     opts.NotifyTimeout,
+		Method:      http.MethodPost,
+		ContentType: "application/x-www-form-urlencoded; charset=utf-8",
+		UserAgent:   "Mozilla/4.0 (fake alipay notify)",
+		// Alipay reads the body only: the merchant acknowledges with "success".
+		Ack:    "success",
+		Client: opts.Client,
+	})
 	return s, nil
 }
 
 // Start listens on Options.Addr and serves in the background.
-func (s *Server) Start() error {
-	addr := s.opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.started {
-		return errors.New("alipay fake: already started")
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("alipay fake: listen %s: %w", addr, err)
-	}
-	s.started = true
-	if s.baseURL == "" {
-		s.baseURL = "http://" + l.Addr().String()
-	}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(l)
-	}()
-	s.log.Info("fake alipay listening", "url", s.baseURL)
-	return nil
-}
+func (s *Server) Start() error { return s.host.Start(s.opts.Addr, s.Handler()) }
 
 // URL is the server's base URL.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.baseURL
-}
+func (s *Server) URL() string { return s.host.URL() }
 
 // GatewayURL is the Open API gateway (the plugin's gateway_url), the
 // fake's https://openapi.alipay.com/gateway.do.
@@ -302,38 +244,7 @@ func (s *Server) AppKey() *rsa.PrivateKey { return s.appKey }
 
 // Close stops listening, cancels pending notify retries and waits for every
 // goroutine the server started. It may be called more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	srv, started := s.srv, s.started
-	s.mu.Unlock()
-
-	s.cancel()
-	if started {
-		_ = srv.Close()
-		<-s.serveDone
-	}
-	s.wg.Wait()
-	if s.ownCli {
-		s.client.CloseIdleConnections()
-	}
-	s.log.Info("fake alipay closed")
-}
-
-// enter registers a goroutine that Close must wait for; false once closed.
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	return true
-}
+func (s *Server) Close() { s.host.Close() }
 
 // Handler is the fake's HTTP handler; Start serves it.
 func (s *Server) Handler() http.Handler {
@@ -341,14 +252,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/gateway.do", s.handleGateway)
 	mux.HandleFunc("/cashier", s.handleCashier)
 	mux.HandleFunc("/cashier/pay", s.handlePay)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.enter() {
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		defer s.wg.Done()
-		mux.ServeHTTP(w, r)
-	})
+	return s.host.Guard(mux)
 }
 
 // --- test hooks -----------------------------------------------------------
@@ -414,19 +318,10 @@ func (s *Server) SignNotify(params url.Values) error { return Sign(s.key, params
 
 // DropNotify makes every notify attempt, while on, get lost: recorded with
 // Dropped set, nothing sent, and the round goes on to its next retry.
-func (s *Server) DropNotify(drop bool) { s.dropNotfy.Store(drop) }
+func (s *Server) DropNotify(drop bool) { s.notify.Drop(drop) }
 
 // Notifications returns every notify attempt so far, in order.
-func (s *Server) Notifications() []Notification {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Notification, len(s.notifies))
-	for i, n := range s.notifies {
-		n.Params = cloneValues(n.Params)
-		out[i] = n
-	}
-	return out
-}
+func (s *Server) Notifications() []Notification { return s.notify.Notifications() }
 
 // Refunds returns every refund paid out, in order.
 func (s *Server) Refunds() []Refund {
@@ -441,7 +336,7 @@ func (s *Server) Requests() []Request {
 	defer s.mu.Unlock()
 	out := make([]Request, len(s.requests))
 	for i, r := range s.requests {
-		r.Params = cloneValues(r.Params)
+		r.Params = fakekit.CloneValues(r.Params)
 		out[i] = r
 	}
 	return out
@@ -472,7 +367,7 @@ func (s *Server) Trades() []Trade {
 
 func snapshot(t *trade) Trade {
 	c := t.Trade
-	c.Refunded = formatCents(t.refundedCents)
+	c.Refunded = money.FormatCents(t.refundedCents)
 	return c
 }
 
@@ -499,43 +394,13 @@ func (s *Server) lookupLocked(app, id string) *trade {
 // --- helpers --------------------------------------------------------------
 
 var (
-	amountRE = regexp.MustCompile(`^([0-9]{1,9})(\.([0-9]{1,2}))?$`)
 	// Alipay: "64个字符以内，仅支持字母、数字、下划线".
 	outNoRE = regexp.MustCompile(`^[0-9A-Za-z_]{1,64}$`)
 )
 
-// parseCents reads an Alipay amount ("1", "1.5", "1.00") as cents, exactly.
-func parseCents(s string) (int64, bool) {
-	m := amountRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, false
-	}
-	whole, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	frac := int64(0)
-	if f := m[3]; f != "" {
-		if len(f) == 1 {
-			f += "0"
-		}
-		frac, _ = strconv.ParseInt(f, 10, 64)
-	}
-	return whole*100 + frac, true
-}
-
-func formatCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }
-
-func cloneValues(v url.Values) url.Values {
-	if v == nil {
-		return nil
-	}
-	c := make(url.Values, len(v))
-	for k, vs := range v {
-		c[k] = append([]string(nil), vs...)
-	}
-	return c
-}
+// maxAmountDigits bounds the integer part of an amount ("1", "1.5",
+// "1.00"): Alipay's limit is 100000000.00.
+const maxAmountDigits = 9
 
 func jsonText(v any) string {
 	b, err := json.Marshal(v)

@@ -11,8 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
-	"strings"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
 
 // SigningString is the text Alipay's RSA2 signs: every parameter with a
@@ -21,24 +21,10 @@ import (
 // `k=v` joined with `&`, values raw: decoded once from the form, never
 // re-encoded or re-formatted.
 func SigningString(params url.Values, withoutSignType bool) string {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		if k == "sign" || (withoutSignType && k == "sign_type") || params.Get(k) == "" {
-			continue
-		}
-		keys = append(keys, k)
+	if withoutSignType {
+		return fakekit.SortedForm(params, "sign", "sign_type")
 	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(params.Get(k))
-	}
-	return b.String()
+	return fakekit.SortedForm(params, "sign")
 }
 
 // SignText is SHA256withRSA (PKCS #1 v1.5) of text, base64 (standard,

@@ -5,7 +5,8 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"strings"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
 
 var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
@@ -97,9 +98,5 @@ func (s *Server) returnURL(tradeNo string) string {
 	if o == nil || o.ReturnURL == "" || !o.Paid {
 		return ""
 	}
-	sep := "?"
-	if strings.Contains(o.ReturnURL, "?") {
-		sep = "&"
-	}
-	return o.ReturnURL + sep + s.notifyParamsLocked(o).Encode()
+	return fakekit.AppendQuery(o.ReturnURL, s.notifyParamsLocked(o).Encode())
 }

@@ -1,22 +1,21 @@
 package epay
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
+	"github.com/rustbill/paymentd/internal/money"
 )
 
 // Options configure a Server. The zero value is usable: one merchant
@@ -108,21 +107,9 @@ type Refund struct {
 	At         time.Time
 }
 
-// Notification is one notify attempt and the merchant's answer.
-type Notification struct {
-	TradeNo    string
-	OutTradeNo string
-	Attempt    int // 1-based within its round
-	Method     string
-	URL        string     // the full URL requested (GET: with the query)
-	Params     url.Values // what was sent, signature included
-	At         time.Time
-	Dropped    bool   // DropNotify was on: the attempt was "lost", nothing sent
-	Status     int    // HTTP status; 0 on a transport error or when dropped
-	Body       string // the answer, at most 1 KiB
-	Err        string // transport error
-	Acked      bool   // the answer was exactly "success" (spaces trimmed)
-}
+// Notification is one notify attempt and the merchant's answer; Acked
+// means the answer was exactly "success" (spaces trimmed).
+type Notification = fakekit.Notification
 
 // Fault is injected into the merchant API (/mapi.php, /api.php,
 // /submit.php). A request matching Path (and Act for /api.php) waits Delay
@@ -145,29 +132,16 @@ type Server struct {
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
-	client *http.Client
-	ownCli bool
-
-	ctx    context.Context
-	cancel context.CancelFunc
+	host   *fakekit.Host     // listening, handlers and notify rounds
+	notify *fakekit.Notifier // the rounds and every attempt
 
 	mu         sync.Mutex
-	closed     bool
-	started    bool
-	srv        *http.Server
-	listener   net.Listener
-	baseURL    string
 	orders     map[string]*order // by trade_no
 	byOut      map[string]string // pid + "\x00" + out_trade_no → trade_no
 	seq        int
-	notifies   []Notification
 	refunds    []Refund
 	faults     []*Fault
 	refundCode int
-
-	dropNotify atomic.Bool
-	wg         sync.WaitGroup // handlers and notify rounds
-	serveDone  chan struct{}
 }
 
 type order struct {
@@ -192,26 +166,17 @@ func New(opts Options) *Server {
 	if opts.NotifySchedule == nil {
 		opts.NotifySchedule = DefaultNotifySchedule()
 	}
-	if opts.NotifyScale <= 0 {
-		opts.NotifyScale = 1
-	}
 	opts.NotifyMethod = strings.ToUpper(opts.NotifyMethod)
 	if opts.NotifyMethod != http.MethodPost {
 		opts.NotifyMethod = http.MethodGet
-	}
-	if opts.NotifyTimeout <= 0 {
-		opts.NotifyTimeout = 10 * time.Second
 	}
 	s := &Server{
 		opts:       opts,
 		log:        opts.Logger,
 		now:        opts.Now,
-		client:     opts.Client,
 		orders:     map[string]*order{},
 		byOut:      map[string]string{},
 		refundCode: 1,
-		serveDone:  make(chan struct{}),
-		baseURL:    strings.TrimRight(opts.PublicURL, "/"),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -220,87 +185,30 @@ func New(opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if s.client == nil {
-		s.client = &http.Client{Transport: &http.Transport{}}
-		s.ownCli = true
-	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.host = fakekit.NewHost("epay", opts.PublicURL, ErrClosed, s.log)
+	s.notify = fakekit.NewNotifier(s.host, fakekit.NotifyOptions{
+		Schedule:    opts.NotifySchedule,
+		Scale:       opts.NotifyScale,
+		Timeout:     opts.NotifyTimeout,
+		Method:      opts.NotifyMethod,
+		ContentType: "application/x-www-form-urlencoded",
+		UserAgent:   "epay-fake-notify/1.0",
+		// epay looks at the body only: the merchant acknowledges with "success".
+		Ack:    "success",
+		Client: opts.Client,
+	})
 	return s
 }
 
 // Start listens on Options.Addr and serves in the background.
-func (s *Server) Start() error {
-	addr := s.opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.started {
-		return errors.New("epay fake: already started")
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("epay fake: listen %s: %w", addr, err)
-	}
-	s.started = true
-	s.listener = l
-	if s.baseURL == "" {
-		s.baseURL = "http://" + l.Addr().String()
-	}
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(l)
-	}()
-	s.log.Info("fake epay listening", "url", s.baseURL)
-	return nil
-}
+func (s *Server) Start() error { return s.host.Start(s.opts.Addr, s.Handler()) }
 
 // URL is the base URL of the merchant API (the plugin's api_url).
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.baseURL
-}
+func (s *Server) URL() string { return s.host.URL() }
 
 // Close stops listening, cancels pending notify retries and waits for every
 // goroutine the server started. It may be called more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	srv, started := s.srv, s.started
-	s.mu.Unlock()
-
-	s.cancel()
-	if started {
-		_ = srv.Close()
-		<-s.serveDone
-	}
-	s.wg.Wait()
-	if s.ownCli {
-		s.client.CloseIdleConnections()
-	}
-	s.log.Info("fake epay closed")
-}
-
-// enter registers a goroutine that Close must wait for; false once closed.
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	return true
-}
+func (s *Server) Close() { s.host.Close() }
 
 // Handler is the fake's HTTP handler, for mounting elsewhere; Start serves it.
 func (s *Server) Handler() http.Handler {
@@ -309,14 +217,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/submit.php", s.faulty(s.handleSubmit))
 	mux.HandleFunc("/submit.php/pay", s.handlePay)
 	mux.HandleFunc("/api.php", s.faulty(s.handleAPI))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.enter() {
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		defer s.wg.Done()
-		mux.ServeHTTP(w, r)
-	})
+	return s.host.Guard(mux)
 }
 
 // --- test hooks -----------------------------------------------------------
@@ -337,7 +238,7 @@ func (s *Server) Pay(id string) error {
 	}
 	o.Paid = true
 	o.EndTime = s.now()
-	o.paidCents, _ = parseCents(o.Money)
+	o.paidCents, _ = fakekit.ParseCents(o.Money, maxMoneyDigits)
 	if s.opts.APITradeNo {
 		// Shaped like an upstream channel id (wxpay ids start with 4200).
 		o.APITradeNo = "4200" + o.TradeNo
@@ -368,7 +269,7 @@ func (s *Server) Renotify(id string) error {
 
 // DropNotify makes every notify attempt, while on, get "lost": recorded with
 // Dropped set, nothing sent, and the round goes on to its next retry.
-func (s *Server) DropNotify(drop bool) { s.dropNotify.Store(drop) }
+func (s *Server) DropNotify(drop bool) { s.notify.Drop(drop) }
 
 // SetRefundCode sets the code a successful act=refund answers: 1 or 0. Real
 // deployments differ; both mean success.
@@ -394,16 +295,7 @@ func (s *Server) ClearFaults() {
 }
 
 // Notifications returns every notify attempt so far, in order.
-func (s *Server) Notifications() []Notification {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Notification, len(s.notifies))
-	for i, n := range s.notifies {
-		n.Params = cloneValues(n.Params)
-		out[i] = n
-	}
-	return out
-}
+func (s *Server) Notifications() []Notification { return s.notify.Notifications() }
 
 // Refunds returns every accepted refund, in order.
 func (s *Server) Refunds() []Refund {
@@ -438,7 +330,7 @@ func (s *Server) Orders() []Order {
 
 func (s *Server) snapshotLocked(o *order) Order {
 	c := o.Order
-	c.Refunded = formatCents(o.refundedCents)
+	c.Refunded = money.FormatCents(o.refundedCents)
 	return c
 }
 
@@ -469,11 +361,13 @@ type apiError struct{ msg string }
 func (e apiError) Error() string { return e.msg }
 
 var (
-	moneyRE   = regexp.MustCompile(`^([0-9]{1,10})(\.([0-9]{1,2}))?$`)
 	payTypes  = map[string]bool{"alipay": true, "wxpay": true, "qqpay": true}
 	outNoRE   = regexp.MustCompile(`^[0-9A-Za-z_\-.|]{1,64}$`)
 	maxNameSz = 127
 )
+
+// maxMoneyDigits bounds the integer part of a money ("1", "1.5", "1.00").
+const maxMoneyDigits = 10
 
 // create validates a signed create request (mapi.php or submit.php) and
 // returns the order, an existing one when the merchant repeats an unpaid
@@ -506,7 +400,7 @@ func (s *Server) create(p url.Values) (Order, error) {
 		return Order{}, apiError{"商品名称(name)不能为空"}
 	}
 	money := p.Get("money")
-	cents, ok := parseCents(money)
+	cents, ok := fakekit.ParseCents(money, maxMoneyDigits)
 	if !ok || cents <= 0 {
 		return Order{}, apiError{"金额(money)不合法"}
 	}
@@ -665,7 +559,7 @@ func (s *Server) apiRefund(p url.Values) map[string]any {
 	if !o.Paid {
 		return fail("订单未支付")
 	}
-	cents, ok := parseCents(p.Get("money"))
+	cents, ok := fakekit.ParseCents(p.Get("money"), maxMoneyDigits)
 	if !ok || cents <= 0 {
 		return fail("退款金额(money)不合法")
 	}
@@ -686,17 +580,8 @@ func (s *Server) faulty(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 			return
 		}
-		if f.Delay > 0 {
-			t := time.NewTimer(f.Delay)
-			select {
-			case <-t.C:
-			case <-r.Context().Done():
-				t.Stop()
-				return
-			case <-s.ctx.Done():
-				t.Stop()
-				return
-			}
+		if f.Delay > 0 && !s.host.Sleep(r.Context(), f.Delay) {
+			return
 		}
 		if f.Hangup {
 			if hj, ok := w.(http.Hijacker); ok {
@@ -746,38 +631,4 @@ func (s *Server) takeFault(r *http.Request) *Fault {
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	_ = json.NewEncoder(w).Encode(v)
-}
-
-// parseCents reads an epay money ("1", "1.5", "1.00") as cents, exactly.
-func parseCents(s string) (int64, bool) {
-	m := moneyRE.FindStringSubmatch(s)
-	if m == nil {
-		return 0, false
-	}
-	whole, err := strconv.ParseInt(m[1], 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	frac := int64(0)
-	if m[3] != "" {
-		f := m[3]
-		if len(f) == 1 {
-			f += "0"
-		}
-		frac, _ = strconv.ParseInt(f, 10, 64)
-	}
-	return whole*100 + frac, true
-}
-
-func formatCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }
-
-func cloneValues(v url.Values) url.Values {
-	if v == nil {
-		return nil
-	}
-	c := make(url.Values, len(v))
-	for k, vs := range v {
-		c[k] = append([]string(nil), vs...)
-	}
-	return c
 }

@@ -5,8 +5,9 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/url"
-	"sort"
 	"strings"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
 
 // SigningString is the text epay v1 signs before the key is appended:
@@ -15,24 +16,7 @@ import (
 // a PHP merchant sees in $_GET / $_POST), never re-encoded or re-formatted:
 // a money of "1" is signed as "1", not "1.00".
 func SigningString(params url.Values) string {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		if k == "sign" || k == "sign_type" || params.Get(k) == "" {
-			continue
-		}
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(params.Get(k))
-	}
-	return b.String()
+	return fakekit.SortedForm(params, "sign", "sign_type")
 }
 
 // Sign is the epay v1 MD5 signature: lowercase hex of

@@ -1,19 +1,19 @@
 package provider
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
 
 // Options configure a Server. The zero value is usable.
@@ -83,15 +83,9 @@ type Server struct {
 	opts Options
 	log  *slog.Logger
 	now  func() time.Time
-
-	ctx    context.Context
-	cancel context.CancelFunc
+	host *fakekit.Host
 
 	mu          sync.Mutex
-	closed      bool
-	started     bool
-	srv         *http.Server
-	baseURL     string
 	instances   map[string]*instance
 	byOrder     map[string]string // order_id → instance id
 	provisions  map[string]int    // order_id → POST /v1/instances received
@@ -101,9 +95,6 @@ type Server struct {
 	faults      []*Fault
 	seq         int
 	unauthCalls int
-
-	wg        sync.WaitGroup
-	serveDone chan struct{}
 }
 
 type instance struct {
@@ -131,7 +122,6 @@ func New(opts Options) *Server {
 		actions:    map[string]int{},
 		failOrders: map[string]failure{},
 		holds:      map[string]*Hold{},
-		serveDone:  make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -140,67 +130,22 @@ func New(opts Options) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.host = fakekit.NewHost("provider", "", ErrClosed, s.log)
 	return s
 }
 
 // Start listens on Options.Addr and serves in the background.
-func (s *Server) Start() error {
-	addr := s.opts.Addr
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if s.started {
-		return errors.New("provider fake: already started")
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("provider fake: listen %s: %w", addr, err)
-	}
-	s.started = true
-	s.baseURL = "http://" + l.Addr().String()
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.serveDone)
-		_ = s.srv.Serve(l)
-	}()
-	s.log.Info("fake provider listening", "url", s.baseURL)
-	return nil
-}
+func (s *Server) Start() error { return s.host.Start(s.opts.Addr, s.Handler()) }
 
 // URL is the API's base URL (the plugin's api_url).
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.baseURL
-}
+func (s *Server) URL() string { return s.host.URL() }
 
 // Token is the bearer token the API expects.
 func (s *Server) Token() string { return s.opts.Token }
 
 // Close stops the server and waits for its goroutines; it may be called
 // more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	srv, started := s.srv, s.started
-	s.mu.Unlock()
-	s.cancel()
-	if started {
-		_ = srv.Close()
-		<-s.serveDone
-	}
-	s.wg.Wait()
-}
+func (s *Server) Close() { s.host.Close() }
 
 // --- test hooks -----------------------------------------------------------
 
@@ -362,12 +307,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/instances/{id}", s.handleGet)
 	mux.HandleFunc("POST /v1/instances/{id}/{action}", s.handleAction)
 	mux.HandleFunc("GET /v1/instances/{id}/usage", s.handleUsage)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.enter() {
-			http.Error(w, "closed", http.StatusServiceUnavailable)
-			return
-		}
-		defer s.wg.Done()
+	return s.host.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
 			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
 			return
@@ -376,17 +316,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		mux.ServeHTTP(w, r)
-	})
-}
-
-func (s *Server) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return false
-	}
-	s.wg.Add(1)
-	return true
+	}))
 }
 
 func (s *Server) authorized(r *http.Request) bool {
@@ -423,17 +353,8 @@ func (s *Server) fault(w http.ResponseWriter, r *http.Request) bool {
 	if f == nil {
 		return false
 	}
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-			return true
-		case <-s.ctx.Done():
-			t.Stop()
-			return true
-		}
+	if f.Delay > 0 && !s.host.Sleep(r.Context(), f.Delay) {
+		return true
 	}
 	if f.Status == 0 {
 		return false
@@ -467,7 +388,7 @@ func (s *Server) handleProvision(w http.ResponseWriter, r *http.Request) {
 		case <-hold.release:
 		case <-r.Context().Done():
 			return
-		case <-s.ctx.Done():
+		case <-s.host.Context().Done():
 			return
 		}
 	}
