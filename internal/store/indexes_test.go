@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +31,7 @@ var indexUses = map[string][]string{
 	"payments_gateway_payment_id_key":   {"MarkPaymentSucceeded", "PaymentWithGatewayID"},
 	"payments_created_at_idx":           {"ListPayments", "PaymentStatsSince", "PaymentTrendsByCurrency", "PaymentTrendsByGateway", "PaymentTrendsByGatewayDay", "ExportPayments"},
 	"payments_customer_id_idx":          {"ListPayments", "CountPayments"},
-	"payments_order_id_idx":             {"ListPayments", "CountPayments", "GetPendingGatewayPayment"},
+	"payments_order_id_idx":             {"ListPayments", "CountPayments"},
 	"payments_invoice_id_idx":           {"FailPendingInvoicePayments", "ListPayments", "CountPayments"},
 	"payments_gateway_interface_id_idx": {"ListPayments", "CountPayments"},
 	"payments_reconcile_idx":            {"ClaimDuePayments", "ExpireReconciliations"},
@@ -38,8 +39,12 @@ var indexUses = map[string][]string{
 	"payments_paid_at_idx":              {"PaymentTrendsByCurrency"},
 	"payments_failed_at_idx":            {"PaymentTrendsByCurrency"},
 
-	"orders_pkey":                     {"GetOrder", "GetOrderForUpdate", "SetOrderStatus", "CancelOrder"},
-	"orders_id_customer_currency_key": {"InsertGatewayPayment", "InsertPayment"},
+	// Both unique on id: the primary key is the target of events' and
+	// instances' foreign keys (checked by InsertEvent), the composite one of
+	// payments' and invoices' (InsertGatewayPayment); the planner reads an
+	// order by id through either.
+	"orders_pkey":                     {"InsertEvent", "GetOrder"},
+	"orders_id_customer_currency_key": {"InsertGatewayPayment", "InsertPayment", "GetOrderForUpdate", "SetOrderStatus", "CancelOrder"},
 	"orders_created_at_idx":           {"ListOrders"},
 	"orders_customer_id_idx":          {"ListOrders", "CountOrders"},
 	"orders_pending_created_at_idx":   {"ListPendingOrdersCreatedBefore"},
@@ -144,4 +149,44 @@ func TestAnOrdersStatusMovesAfterPaymentAreHOT(t *testing.T) {
 	all2, hot2 := updates()
 	require.Equal(t, all1+2, all2)
 	require.Equal(t, hot1+2, hot2, "paid → provisioning → active change no indexed column: both HOT")
+}
+
+// The payment timeout scan reads the pending orders through their partial
+// index, whose predicate (never paid, never cancelled) names no status: the
+// query must repeat that predicate, or the planner cannot use the index and
+// reads every order ever placed.
+func TestTheTimeoutScanReadsOnlyThePendingOrders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.pool.Exec(ctx, `
+		INSERT INTO orders (customer_id, status, total_amount, currency, paid_at, cancelled_at, cancel_reason, created_at)
+		SELECT $1, CASE WHEN g % 2 = 0 THEN 'active' ELSE 'cancelled' END, 1.00, 'CNY',
+		       CASE WHEN g % 2 = 0 THEN now() - interval '2 days' END,
+		       CASE WHEN g % 2 = 1 THEN now() - interval '2 days' END,
+		       CASE WHEN g % 2 = 1 THEN 'timeout' ELSE '' END,
+		       now() - interval '3 days'
+		FROM generate_series(1, 2000) g`, b.customerID)
+	require.NoError(t, err)
+	rows, err := b.pool.Query(ctx, `
+		INSERT INTO orders (customer_id, total_amount, currency, created_at)
+		SELECT $1, 1.00, 'CNY', now() - g * interval '1 day' FROM generate_series(0, 3) g
+		RETURNING id`, b.customerID)
+	require.NoError(t, err)
+	pending, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+
+	var last pgx.TraceQueryStartData
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.Tracer = tracerFunc(func(d pgx.TraceQueryStartData) { last = d })
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	ids, err := store.PendingOrdersCreatedBefore(ctx, conn, time.Now().Add(-12*time.Hour), 100)
+	require.NoError(t, err)
+	// b.orderID (the fixture's, pending, created now) and pending[0] are
+	// too young; the other three are due, oldest first.
+	require.Equal(t, []uuid.UUID{pending[3], pending[2], pending[1]}, ids)
+	requireIndexedLookup(t, conn, last, "ListPendingOrdersCreatedBefore")
 }
