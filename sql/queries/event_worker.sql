@@ -206,9 +206,12 @@ RETURNING *;
 
 -- name: ListPendingOrdersCreatedBefore :many
 -- The payment timeout scan: pending orders created before cutoff, oldest
--- first (orders_pending_created_at_idx).
+-- first: a range of orders_pending_created_at_idx, whose predicate (never
+-- paid, never cancelled) the query repeats so that the planner can use it.
 SELECT id FROM orders
 WHERE status = 'pending'
+  AND paid_at IS NULL
+  AND cancelled_at IS NULL
   AND created_at < @cutoff
 ORDER BY created_at, id
 LIMIT @row_limit::integer;

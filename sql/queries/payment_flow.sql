@@ -55,8 +55,9 @@ RETURNING *;
 -- one payments_one_pending_key allows. NULL order or invoice match NULL.
 -- IS NOT DISTINCT FROM cannot use an index, so the equality on whichever
 -- of the two is given (a payment always names one) finds the candidates
--- through payments_order_id_idx or payments_invoice_id_idx; without it
--- every CreatePayment read the whole payments table.
+-- through payments_one_pending_key (whose rows are the pending payments,
+-- order_id first) or payments_invoice_id_idx; without it every
+-- CreatePayment read the whole payments table.
 SELECT * FROM payments
 WHERE order_id IS NOT DISTINCT FROM sqlc.narg('order_id')::uuid
   AND invoice_id IS NOT DISTINCT FROM sqlc.narg('invoice_id')::uuid

@@ -351,6 +351,8 @@ func (q *Queries) ListEvents(ctx context.Context, arg ListEventsParams) ([]Event
 const listPendingOrdersCreatedBefore = `-- name: ListPendingOrdersCreatedBefore :many
 SELECT id FROM orders
 WHERE status = 'pending'
+  AND paid_at IS NULL
+  AND cancelled_at IS NULL
   AND created_at < $1
 ORDER BY created_at, id
 LIMIT $2::integer
@@ -362,7 +364,8 @@ type ListPendingOrdersCreatedBeforeParams struct {
 }
 
 // The payment timeout scan: pending orders created before cutoff, oldest
-// first (orders_pending_created_at_idx).
+// first: a range of orders_pending_created_at_idx, whose predicate (never
+// paid, never cancelled) the query repeats so that the planner can use it.
 func (q *Queries) ListPendingOrdersCreatedBefore(ctx context.Context, arg ListPendingOrdersCreatedBeforeParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, listPendingOrdersCreatedBefore, arg.Cutoff, arg.RowLimit)
 	if err != nil {

@@ -360,8 +360,9 @@ type GetPendingGatewayPaymentParams struct {
 // one payments_one_pending_key allows. NULL order or invoice match NULL.
 // IS NOT DISTINCT FROM cannot use an index, so the equality on whichever
 // of the two is given (a payment always names one) finds the candidates
-// through payments_order_id_idx or payments_invoice_id_idx; without it
-// every CreatePayment read the whole payments table.
+// through payments_one_pending_key (whose rows are the pending payments,
+// order_id first) or payments_invoice_id_idx; without it every
+// CreatePayment read the whole payments table.
 func (q *Queries) GetPendingGatewayPayment(ctx context.Context, arg GetPendingGatewayPaymentParams) (Payment, error) {
 	row := q.db.QueryRow(ctx, getPendingGatewayPayment, arg.OrderID, arg.InvoiceID, arg.GatewayInterfaceID)
 	var i Payment
