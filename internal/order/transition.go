@@ -165,7 +165,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if err != nil {
 			return Moved{}, err
 		}
-		if _, err := store.InsertEvent(ctx, tx, event, o.ID, body); err != nil {
+		if err := store.AppendEvent(ctx, tx, event, o.ID, body); err != nil {
 			return Moved{}, err
 		}
 	}

@@ -125,7 +125,7 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	var failedOthers []store.Payment
 	var voidedWithOrder int // the order's other pending payments, failed by its transition
 	var moved bool          // the payment changed status in the transaction
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
 		out, rejected, failedOthers, voidedWithOrder, moved = Settlement{}, nil, nil, 0, false
 		var ord *store.Order
 		if pay.OrderID != nil {
