@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,43 +108,21 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	if strings.IndexByte(rep.GatewayPaymentID, 0) >= 0 || strings.IndexByte(rep.GatewayTxID, 0) >= 0 {
 		return Settlement{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable gateway order or transaction number (a NUL character)")
 	}
-	// Unlocked: the order and invoice of a payment never change, and they
-	// must be locked before the payment (customer → order → invoice →
-	// payment, the order every writer of these rows uses).
-	pay, err := store.GetPayment(ctx, s.db, paymentID)
-	if err != nil {
-		return Settlement{}, paymentNotFound(err, paymentID)
-	}
-	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
-		return Settlement{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
-	}
-
 	var out Settlement
 	var rejected error
 	var failedOthers []store.Payment
 	var voidedWithOrder int // the order's other pending payments, failed by its transition
 	var moved bool          // the payment changed status in the transaction
-	err = store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
+	err := store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
 		out, rejected, failedOthers, voidedWithOrder, moved = Settlement{}, nil, nil, 0, false
-		var ord *store.Order
-		if pay.OrderID != nil {
-			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
-			if err != nil {
-				return bug(err, "lock order of payment")
-			}
-			ord = &o
-		}
-		var inv *store.Invoice
-		if pay.InvoiceID != nil {
-			i, err := store.GetInvoiceForUpdate(ctx, tx, *pay.InvoiceID)
-			if err != nil {
-				return bug(err, "lock invoice of payment")
-			}
-			inv = &i
-		}
-		p, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
+		// BEGIN and the three locks in one round trip.
+		locked, err := store.LockForSettlement(ctx, tx, paymentID, interfaceID, rep.GatewayPaymentID)
 		if err != nil {
-			return bug(err, "lock payment")
+			return paymentNotFound(err, paymentID)
+		}
+		ord, inv, p := locked.Order, locked.Invoice, locked.Payment
+		if p.Method != methodGateway || p.GatewayInterfaceID == nil {
+			return apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
 		}
 		now := s.now()
 		out.Payment = p
@@ -165,11 +142,11 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 		// rejectTakenID rejects a gateway order id another payment of the
 		// interface carries; false when it is free.
 		rejectTakenID := func() (bool, error) {
-			taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID)
-			if err != nil || taken == "" {
-				return false, err
+			if locked.GatewayIDTakenBy == nil {
+				return false, nil
 			}
-			return true, reject("order_number_mismatch", taken)
+			return true, reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
+				text.Clip(rep.GatewayPaymentID, 80), *locked.GatewayIDTakenBy))
 		}
 
 		if *p.GatewayInterfaceID != interfaceID {
@@ -418,21 +395,4 @@ func mustSub(a, b money.Amount) money.Amount {
 		return money.Zero()
 	}
 	return d
-}
-
-// gatewayIDTaken says why the gateway order id cannot be paymentID's ("" when
-// it is free or empty): another payment of the interface carries it.
-func gatewayIDTaken(ctx context.Context, tx pgx.Tx, interfaceID, paymentID uuid.UUID, gatewayPaymentID string) (string, error) {
-	if gatewayPaymentID == "" {
-		return "", nil
-	}
-	other, err := store.PaymentWithGatewayID(ctx, tx, interfaceID, gatewayPaymentID, paymentID)
-	switch {
-	case err == nil:
-		return fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s", text.Clip(gatewayPaymentID, 80), other), nil
-	case errors.Is(err, store.ErrNotFound):
-		return "", nil
-	default:
-		return "", err
-	}
 }

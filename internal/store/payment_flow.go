@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -196,4 +198,55 @@ func PaymentAuditExists(ctx context.Context, db DB, paymentID uuid.UUID, action,
 		PaymentID: paymentID.String(), Action: action, Fingerprint: fingerprint,
 	})
 	return ok, MapError(err)
+}
+
+// SettlementRows are the rows a settlement decides on, locked.
+type SettlementRows struct {
+	// Order and Invoice are the payment's, nil when it has none.
+	Order   *Order
+	Invoice *Invoice
+	Payment Payment
+	// GatewayIDTakenBy is the other payment of interfaceID that already
+	// carries the reported gateway payment id (PaymentWithGatewayID), nil
+	// when none does or the id is empty.
+	GatewayIDTakenBy *uuid.UUID
+}
+
+// LockForSettlement locks, in one round trip, a payment's order, then its
+// invoice, then the payment (the lock order of every writer of these rows:
+// customer → order → invoice → payment), and looks whether another payment
+// of interfaceID carries gatewayPaymentID. ErrNotFound when the payment
+// does not exist.
+func LockForSettlement(ctx context.Context, tx pgx.Tx, paymentID, interfaceID uuid.UUID, gatewayPaymentID string) (SettlementRows, error) {
+	var out SettlementRows
+	var ord Order
+	var inv Invoice
+	var ordErr, invErr, payErr, takenErr error
+	var taken uuid.UUID
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		ord, ordErr = q.GetOrderOfPaymentForUpdate(ctx, paymentID)
+		inv, invErr = q.GetInvoiceOfPaymentForUpdate(ctx, paymentID)
+		out.Payment, payErr = q.GetPaymentForUpdate(ctx, paymentID)
+		taken, takenErr = q.PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
+			GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: paymentID,
+		})
+	})
+	for _, err := range []error{ordErr, invErr, payErr, takenErr, err} {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return SettlementRows{}, MapError(err)
+		}
+	}
+	if payErr != nil {
+		return SettlementRows{}, MapError(payErr) // ErrNotFound
+	}
+	if ordErr == nil {
+		out.Order = &ord
+	}
+	if invErr == nil {
+		out.Invoice = &inv
+	}
+	if takenErr == nil {
+		out.GatewayIDTakenBy = &taken
+	}
+	return out, nil
 }

@@ -89,6 +89,15 @@ var _ pgx.Tx = (*pipelinedTx)(nil)
 // statements and then last (when not empty), and reads the results of all
 // but last, which the caller reads from the batch before closing it.
 func (t *pipelinedTx) send(ctx context.Context, last *statement) (pgx.BatchResults, error) {
+	var tail []*pgx.QueuedQuery
+	if last != nil {
+		tail = []*pgx.QueuedQuery{{SQL: last.sql, Arguments: last.args}}
+	}
+	return t.sendBatch(ctx, tail)
+}
+
+// sendBatch is send with the queries of a batch last.
+func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (pgx.BatchResults, error) {
 	if t.done {
 		return nil, pgx.ErrTxClosed
 	}
@@ -102,9 +111,7 @@ func (t *pipelinedTx) send(ctx context.Context, last *statement) (pgx.BatchResul
 	}
 	t.waiting = nil
 	ahead := b.Len()
-	if last != nil {
-		b.Queue(last.sql, last.args...)
-	}
+	b.QueuedQueries = append(b.QueuedQueries, last...)
 	br := t.conn.SendBatch(ctx, b)
 	for range ahead {
 		if _, err := br.Exec(); err != nil {
@@ -227,11 +234,17 @@ func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, column
 	return t.conn.CopyFrom(ctx, table, columns, src)
 }
 
+// SendBatch sends b with BEGIN and the waiting statements ahead of it, in
+// one round trip.
 func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if err := t.flush(ctx); err != nil {
+	if !t.pending() && !t.done {
+		return t.conn.SendBatch(ctx, b)
+	}
+	br, err := t.sendBatch(ctx, b.QueuedQueries)
+	if err != nil {
 		return errBatch{err}
 	}
-	return t.conn.SendBatch(ctx, b)
+	return br
 }
 
 func (t *pipelinedTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
