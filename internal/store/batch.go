@@ -62,3 +62,15 @@ func (d *batchDB) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
 	}
 	return d.results.QueryRow()
 }
+
+// firstError is the first of errs that is not nil: the statement that
+// failed first in a batch (the ones after it only report the aborted
+// transaction).
+func firstError(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

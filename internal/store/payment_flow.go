@@ -130,16 +130,6 @@ func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gat
 	return id, MapError(err)
 }
 
-// FailPendingOrderOnlyPayments fails the pending payments of an order that
-// pay the order itself (no invoice), and returns them. Call it with the
-// order row locked.
-func FailPendingOrderOnlyPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
-	rows, err := dbsqlc.New(db).FailPendingOrderOnlyPayments(ctx, dbsqlc.FailPendingOrderOnlyPaymentsParams{
-		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
-	})
-	return rows, MapError(err)
-}
-
 // AddInvoicePayment adds amount to an issued or overdue invoice's paid
 // amount, marking it paid at paidAt when it is paid in full. ErrNotFound
 // when the invoice is in another status or would be paid beyond its amount.
