@@ -12,7 +12,7 @@ import (
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
-// The pgbench-callback ceilings (four round trips, as settle sends them,
+// The pgbench-callback ceilings (three round trips, as settle sends them,
 // and the hypothetical two) run without a failed transaction and settle
 // each payment they are given once: payment success, order paid, one
 // order_paid, the money model clean.

@@ -12,29 +12,28 @@ import (
 // settles a pending payment of an order (internal/payment.settle, the
 // queries of sql/queries/payment_flow.sql, payments.sql, orders.sql,
 // audit_log.sql and events.sql), statement for statement and round trip for
-// round trip — four, each a pipeline (\startpipeline) where settle sends a
-// batch (store.WithPipelinedTx): BEGIN with the order, invoice and payment
-// locked and the gateway id checked free (store.LockForSettlement); the
-// conditional update; its audit row with the order paid and the order's
-// other pending payments failed (order.Transition); the order's audit row
-// and order_paid with COMMIT. (The gateway interface is not read: the
-// registry keeps it for a second.) `SELECT *` and `RETURNING *` stand for
-// sqlc's column lists (the same columns). Each client settles its own
-// pending payments: row n = base + client_id + (k − 1)·nclients, the k-th
-// transaction of the client. Keep it in step with settle: a change of the
-// callback's SQL is a change of its ceiling (docs/performance.md).
+// round trip — three, each a pipeline (\startpipeline) where settle sends
+// a batch (store.WithPipelinedTx): BEGIN with the order, invoice and
+// payment locked and the gateway id checked free (store.LockForSettlement);
+// the conditional update with the order paid and the order's other pending
+// payments failed (order.Transition); the audit rows and order_paid with
+// COMMIT. (The gateway interface is not read: the registry keeps it for a
+// second.) `SELECT *` and `RETURNING *` stand for sqlc's column lists (the
+// same columns). Each client settles its own pending payments: row n =
+// base + client_id + (k − 1)·nclients, the k-th transaction of the client.
+// Keep it in step with settle: a change of the callback's SQL is a change
+// of its ceiling (docs/performance.md).
 var callbackScript = callbackSQL(false)
 
 // pipelinedCallbackScript is callbackScript in two round trips instead of
-// four: the locks, then every write with COMMIT. It is not what paymentd
-// sends (the audit row of the payment needs the updated row back before
-// the order's writes can go): it is what the callback would cost the
-// database if it did (--extra-ceilings; docs/performance.md).
+// three: the locks, then every write with COMMIT. It is not what paymentd
+// sends (the audit rows are made of the rows the writes return): it is
+// what the callback would cost the database if it did (--extra-ceilings;
+// docs/performance.md).
 var pipelinedCallbackScript = callbackSQL(true)
 
 func callbackSQL(twoTrips bool) string {
-	// After the conditional update and after the order's writes: the end
-	// of a round trip, or none.
+	// After the writes: the end of a round trip, or none.
 	cut := "\\endpipeline\n\\startpipeline\n"
 	if twoTrips {
 		cut = ""
@@ -55,13 +54,12 @@ SELECT id FROM payments WHERE gateway_interface_id = :gw::uuid AND gateway_payme
 \endpipeline
 \startpipeline
 UPDATE payments SET status = 'success', gateway_payment_id = 'PGB' || :n, gateway_tx_id = 'PGB' || :n, paid_at = now(), next_reconcile_at = NULL, updated_at = now() WHERE id = {pid} AND status = 'pending' RETURNING *;
-{cut}
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'payment.success', 'payment', {pid}::text, :paybefore, :payafter, :reqid, now());
 UPDATE orders SET status = 'paid', paid_at = coalesce(now(), paid_at), updated_at = now() WHERE id = {oid} AND status = 'pending' RETURNING *;
 UPDATE payments SET status = 'failed', failure_reason = 'order paid by payment ' || {pid}::text, next_reconcile_at = NULL, updated_at = now() WHERE order_id = {oid} AND invoice_id IS NULL AND status = 'pending' RETURNING *;
 {cut}
 INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'order.paid', 'order', {oid}::text, :orderbefore, :orderafter, :reqid, now());
 INSERT INTO events (event_type, payload, order_id) VALUES ('order_paid', jsonb_build_object('amount', '12.30', 'method', 'gateway', 'currency', 'CNY', 'order_id', {oid}, 'payment_id', {pid}), {oid});
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'payment.success', 'payment', {pid}::text, :paybefore, :payafter, :reqid, now());
 END;
 \endpipeline
 `)

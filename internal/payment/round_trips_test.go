@@ -89,7 +89,7 @@ func statementName(sql string) string {
 // per callback"). Adding one to settle fails
 // TestASuccessfulCallbackSettlesInFewRoundTrips: raise it only with the
 // reason in that note.
-const maxCallbackRoundTrips = 4
+const maxCallbackRoundTrips = 3
 
 func TestASuccessfulCallbackSettlesInFewRoundTrips(t *testing.T) {
 	t.Parallel()

@@ -257,33 +257,32 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			return err
 		}
 
-		paid, err := store.MarkPaymentSucceeded(ctx, tx, p.ID, store.PaymentSuccess{
+		// The update waits to go with the invoice's or the order's writes,
+		// ahead of them, in one round trip: they need nothing of its answer
+		// (the order's move, after it, no longer sees this payment pending).
+		// When they fail, its own failure, if any, is the one to report.
+		settled := store.MarkPaymentSucceededLater(ctx, tx, p.ID, store.PaymentSuccess{
 			GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: now,
 		})
-		if err != nil {
-			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
-		}
-		action := ActionPaymentSuccess
-		if src == fromConfirm {
-			action = ActionPaymentConfirm
-		}
-		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+		settleFailed := func(err error) error {
+			if _, serr := settled.Get(ctx); serr != nil {
+				return bug(serr, "settle payment") // locked and pending; the gateway id was checked free
+			}
 			return err
 		}
-		out.Payment, out.Applied, moved = paid, true, true
 
 		invoiceSettled := false
 		if inv != nil {
-			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, paid.Amount, paidAt, now)
+			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, p.Amount, paidAt, now)
 			if err != nil {
-				return bug(err, "add payment to invoice") // checked payable under its lock
+				return settleFailed(bug(err, "add payment to invoice")) // checked payable under its lock
 			}
 			if err := audit.Write(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
 				return err
 			}
 			if order.InvoiceStatus(after.Status) == order.InvoicePaid {
 				invoiceSettled = true
-				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+paid.ID.String(), now)
+				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+p.ID.String(), now)
 				if err != nil {
 					return err
 				}
@@ -295,16 +294,29 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			// the transition).
 			paidMove, err := order.Transition(ctx, tx, *ord, order.Move{
 				To: order.StatusPaid, By: who, At: now, PaidAt: paidAt,
-				FailReason: "order paid by payment " + paid.ID.String(),
+				FailReason: "order paid by payment " + p.ID.String(),
 				Paid: &order.OrderPaidPayload{
-					OrderID: ord.ID, PaymentID: &paid.ID, Amount: paid.Amount, Currency: paid.Currency, Method: order.MethodGateway,
+					OrderID: ord.ID, PaymentID: &p.ID, Amount: p.Amount, Currency: p.Currency, Method: order.MethodGateway,
 				},
 			})
 			if err != nil {
-				return err
+				return settleFailed(err)
 			}
 			out.OrderPaid, voidedWithOrder = true, len(paidMove.FailedPayments)
 		}
+
+		paid, err := settled.Get(ctx)
+		if err != nil {
+			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
+		}
+		action := ActionPaymentSuccess
+		if src == fromConfirm {
+			action = ActionPaymentConfirm
+		}
+		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+			return err
+		}
+		out.Payment, out.Applied, moved = paid, true, true
 		return auditFailedPayments(ctx, tx, who, now, failedOthers)
 	})
 	if err != nil {

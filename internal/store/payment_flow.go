@@ -82,11 +82,19 @@ type PaymentSuccess struct {
 // payments_gateway_payment_id_key when another payment of the interface
 // carries the gateway payment id.
 func MarkPaymentSucceeded(ctx context.Context, db DB, id uuid.UUID, s PaymentSuccess) (Payment, error) {
-	row, err := dbsqlc.New(db).MarkPaymentSucceeded(ctx, dbsqlc.MarkPaymentSucceededParams{
-		ID: id, GatewayPaymentID: s.GatewayPaymentID, GatewayTxID: s.GatewayTxID,
-		PaidAt: &s.PaidAt, UpdatedAt: s.At,
+	return MarkPaymentSucceededLater(ctx, db, id, s).Get(ctx)
+}
+
+// MarkPaymentSucceededLater is MarkPaymentSucceeded waiting, in a pipelined
+// transaction, to go with the next statement: the settlement sends it with
+// the order's move (WithPipelinedTx).
+func MarkPaymentSucceededLater(ctx context.Context, db DB, id uuid.UUID, s PaymentSuccess) *Later[Payment] {
+	return laterRow(ctx, db, func(q *dbsqlc.Queries) (Payment, error) {
+		return q.MarkPaymentSucceeded(ctx, dbsqlc.MarkPaymentSucceededParams{
+			ID: id, GatewayPaymentID: s.GatewayPaymentID, GatewayTxID: s.GatewayTxID,
+			PaidAt: &s.PaidAt, UpdatedAt: s.At,
+		})
 	})
-	return row, MapError(err)
 }
 
 // MarkPaymentFailed moves a payment pending → failed with reason.

@@ -63,13 +63,16 @@ func (d deferred) Exec(_ context.Context, sql string, args ...any) (pgconn.Comma
 	if d.done {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	d.waiting = append(d.waiting, statement{sql, args})
+	d.waiting = append(d.waiting, statement{sql: sql, args: args})
 	return pgconn.CommandTag{}, nil
 }
 
 type statement struct {
 	sql  string
 	args []any
+	// read takes the statement's row when it answers one that someone
+	// waits for (Later); nil when nobody reads its result.
+	read func(pgx.Row) error
 }
 
 // pipelinedTx is the pgx.Tx of WithPipelinedTx, on a connection of its
@@ -102,20 +105,33 @@ func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (p
 		return nil, pgx.ErrTxClosed
 	}
 	b := &pgx.Batch{}
+	var reads []func(pgx.Row) error // of the statements ahead of last
 	if !t.begun {
 		b.Queue("BEGIN")
+		reads = append(reads, nil)
 		t.begun = true
 	}
 	for _, s := range t.waiting {
 		b.Queue(s.sql, s.args...)
+		reads = append(reads, s.read)
 	}
 	t.waiting = nil
-	ahead := b.Len()
 	b.QueuedQueries = append(b.QueuedQueries, last...)
 	br := t.conn.SendBatch(ctx, b)
-	for range ahead {
-		if _, err := br.Exec(); err != nil {
+	for i, read := range reads {
+		var err error
+		if read == nil {
+			_, err = br.Exec()
+		} else if err = read(br.QueryRow()); errors.Is(err, pgx.ErrNoRows) {
+			err = nil // an answer, for the one who waits for it
+		}
+		if err != nil {
 			_ = br.Close()
+			for _, read := range reads[i+1:] { // they will not be answered
+				if read != nil {
+					_ = read(errRow{err})
+				}
+			}
 			return nil, err
 		}
 	}
@@ -129,7 +145,7 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 	if !t.pending() && !t.done {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql, args})
+	br, err := t.send(ctx, &statement{sql: sql, args: args})
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -141,7 +157,7 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.R
 	if !t.pending() && !t.done {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql, args})
+	br, err := t.send(ctx, &statement{sql: sql, args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +173,7 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 	if !t.pending() && !t.done {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql, args})
+	br, err := t.send(ctx, &statement{sql: sql, args: args})
 	if err != nil {
 		return errRow{err}
 	}
@@ -304,3 +320,62 @@ func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
 func (b errBatch) Close() error                     { return b.err }
 func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// Later is the answer of a statement that waits in a pipelined transaction
+// to go with the next statement that is sent (WithPipelinedTx), or runs at
+// once elsewhere. Get sends it if nothing has carried it yet.
+type Later[T any] struct {
+	tx       *pipelinedTx
+	v        T
+	err      error
+	answered bool
+}
+
+// Get is the statement's answer, as the store function that runs it at
+// once would give it.
+func (l *Later[T]) Get(ctx context.Context) (T, error) {
+	if !l.answered {
+		if err := l.tx.flush(ctx); err != nil && !l.answered {
+			var zero T
+			return zero, err
+		}
+	}
+	return l.v, MapError(l.err)
+}
+
+// laterRow makes the one statement call sends through generated queries
+// wait on a pipelined transaction (and runs it at once on another db):
+// call runs twice, first to queue the statement, then, when it has been
+// sent, to read its row.
+func laterRow[T any](ctx context.Context, db DB, call func(q *dbsqlc.Queries) (T, error)) *Later[T] {
+	t, ok := db.(*pipelinedTx)
+	if !ok {
+		v, err := call(dbsqlc.New(db))
+		return &Later[T]{v: v, err: err, answered: true}
+	}
+	l := &Later[T]{tx: t}
+	rec := &batchDB{}
+	_, _ = call(dbsqlc.New(rec)) // errQueued
+	q := rec.batch.QueuedQueries[0]
+	t.waiting = append(t.waiting, statement{sql: q.SQL, args: q.Arguments, read: func(row pgx.Row) error {
+		l.v, l.err = call(dbsqlc.New(answeredRow{row}))
+		l.answered = true
+		return l.err
+	}})
+	return l
+}
+
+// answeredRow is the dbsqlc.DBTX through which a Later reads its row.
+type answeredRow struct{ row pgx.Row }
+
+var errNotTheLaterStatement = errors.New("store: a Later reads one row")
+
+func (a answeredRow) QueryRow(context.Context, string, ...any) pgx.Row { return a.row }
+
+func (a answeredRow) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNotTheLaterStatement
+}
+
+func (a answeredRow) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errNotTheLaterStatement
+}

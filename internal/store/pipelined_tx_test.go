@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
 // auditRow is an audit row of entity id, valid unless kind is not one
@@ -92,4 +93,55 @@ func TestPipelinedTxRollsBackEverythingWhenAWaitingStatementFails(t *testing.T) 
 	require.ErrorIs(t, err, errBoom)
 	require.Zero(t, count())
 	require.False(t, exists("pipe-c-"+id[:8]))
+}
+
+func TestLaterIsAnsweredByTheStatementItWentWith(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p, err := b.q.InsertPayment(ctx, b.pendingPayment())
+	require.NoError(t, err)
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	success := store.PaymentSuccess{GatewayPaymentID: "G1", GatewayTxID: "T1", PaidAt: at, At: at}
+
+	err = store.WithPipelinedTx(ctx, b.pool, func(tx pgx.Tx) error {
+		settled := store.MarkPaymentSucceededLater(ctx, tx, p.ID, success)
+		again := store.MarkPaymentSucceededLater(ctx, tx, p.ID, success)
+		// The next statement carries both, ahead of it, in order.
+		var status string
+		require.NoError(t, tx.QueryRow(ctx, `SELECT status FROM payments WHERE id = $1`, p.ID).Scan(&status))
+		require.Equal(t, "success", status)
+		paid, err := settled.Get(ctx)
+		require.NoError(t, err)
+		require.Equal(t, "success", paid.Status)
+		require.Equal(t, "G1", paid.GatewayPaymentID)
+		_, err = again.Get(ctx)
+		require.ErrorIs(t, err, store.ErrNotFound, "no longer pending: the optimistic lock")
+		return nil
+	})
+	require.NoError(t, err)
+
+	// A Later that nothing carried is sent by Get; one whose statement
+	// failed answers its failure, and so does the one after it.
+	other, err := b.q.InsertPayment(ctx, func() dbsqlc.InsertPaymentParams {
+		o := b.pendingPayment()
+		o.OrderID, o.InvoiceID = nil, &b.invoiceID
+		return o
+	}())
+	require.NoError(t, err)
+	err = store.WithPipelinedTx(ctx, b.pool, func(tx pgx.Tx) error {
+		taken := store.MarkPaymentSucceededLater(ctx, tx, other.ID, success) // G1 is p's: payments_gateway_payment_id_key
+		after := store.MarkPaymentSucceededLater(ctx, tx, other.ID, success)
+		_, err := taken.Get(ctx)
+		require.ErrorIs(t, err, store.ErrConflict, "%v", err)
+		_, aerr := after.Get(ctx)
+		require.Error(t, aerr)
+		return err
+	})
+	require.ErrorIs(t, err, store.ErrConflict)
+	require.Equal(t, "pending", func() string {
+		q, err := store.GetPayment(ctx, b.pool, other.ID)
+		require.NoError(t, err)
+		return q.Status
+	}())
 }
