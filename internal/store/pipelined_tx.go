@@ -183,6 +183,9 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 // Commit sends COMMIT with whatever waits. A transaction that sent
 // nothing has nothing to commit.
 func (t *pipelinedTx) Commit(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
 	defer t.release()
 	if !t.begun && len(t.waiting) == 0 {
 		t.done = true
