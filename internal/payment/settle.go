@@ -101,6 +101,11 @@ type Settlement struct {
 //
 // Concurrent reports of one payment queue on the row locks; exactly one
 // applies, the others see the result.
+//
+// The transaction is pipelined (store.WithPipelinedTx): a success that
+// pays an order costs three round trips — BEGIN with the locks, the update
+// with the order's move, the audit rows and order_paid with COMMIT
+// (TestASuccessfulCallbackSettlesInFewRoundTrips).
 func (s *Service) settle(ctx context.Context, src string, who audit.Actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
 	// The gateway's ids are stored as they came and sent back to it later
 	// (refunds, queries), so one PostgreSQL cannot hold is not mended: the
