@@ -63,11 +63,11 @@ func (d deferred) Exec(_ context.Context, sql string, args ...any) (pgconn.Comma
 	if d.done {
 		return pgconn.CommandTag{}, pgx.ErrTxClosed
 	}
-	d.waiting = append(d.waiting, statement{sql: sql, args: args})
+	d.waiting = append(d.waiting, waitingStatement{sql: sql, args: args})
 	return pgconn.CommandTag{}, nil
 }
 
-type statement struct {
+type waitingStatement struct {
 	sql  string
 	args []any
 	// read takes the statement's row when it answers one that someone
@@ -83,7 +83,7 @@ type pipelinedTx struct {
 	conn    *pgx.Conn
 	begun   bool // BEGIN has been sent
 	done    bool
-	waiting []statement
+	waiting []waitingStatement
 }
 
 var _ pgx.Tx = (*pipelinedTx)(nil)
@@ -91,7 +91,7 @@ var _ pgx.Tx = (*pipelinedTx)(nil)
 // send sends, as one batch, BEGIN if it has not gone yet, the waiting
 // statements and then last (when not empty), and reads the results of all
 // but last, which the caller reads from the batch before closing it.
-func (t *pipelinedTx) send(ctx context.Context, last *statement) (pgx.BatchResults, error) {
+func (t *pipelinedTx) send(ctx context.Context, last *waitingStatement) (pgx.BatchResults, error) {
 	var tail []*pgx.QueuedQuery
 	if last != nil {
 		tail = []*pgx.QueuedQuery{{SQL: last.sql, Arguments: last.args}}
@@ -145,7 +145,7 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 	if !t.pending() && !t.done {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql: sql, args: args})
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -157,7 +157,7 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.R
 	if !t.pending() && !t.done {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql: sql, args: args})
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 	if !t.pending() && !t.done {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
-	br, err := t.send(ctx, &statement{sql: sql, args: args})
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
 	if err != nil {
 		return errRow{err}
 	}
@@ -191,7 +191,7 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		t.done = true
 		return nil
 	}
-	br, err := t.send(ctx, &statement{sql: "COMMIT"})
+	br, err := t.send(ctx, &waitingStatement{sql: "COMMIT"})
 	t.done = true
 	if err != nil {
 		return err
@@ -360,7 +360,7 @@ func laterRow[T any](ctx context.Context, db DB, call func(q *dbsqlc.Queries) (T
 	rec := &batchDB{}
 	_, _ = call(dbsqlc.New(rec)) // errQueued
 	q := rec.batch.QueuedQueries[0]
-	t.waiting = append(t.waiting, statement{sql: q.SQL, args: q.Arguments, read: func(row pgx.Row) error {
+	t.waiting = append(t.waiting, waitingStatement{sql: q.SQL, args: q.Arguments, read: func(row pgx.Row) error {
 		l.v, l.err = call(dbsqlc.New(answeredRow{row}))
 		l.answered = true
 		return l.err
