@@ -97,20 +97,22 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	if !CanTransition(from, m.To) {
 		return Moved{}, apperr.Wrap(apperr.FailedPrecondition, ErrTransition, "order %s is %s; it cannot become %s", o.ID, from, m.To)
 	}
+	if from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning) && m.Paid == nil {
+		return Moved{}, apperr.New(apperr.Internal, "order %s: paid without an order_paid payload", o.ID)
+	}
+	// The order and the pending payments the move fails are written in one
+	// round trip.
 	var out Moved
 	var err error
-	switch m.To {
-	case StatusCancelled:
-		out.Order, err = store.CancelOrder(ctx, tx, o.ID, string(from), m.CancelReason, m.At)
-	case StatusPaid, StatusProvisioning:
-		var paidAt *time.Time
-		if from == StatusPending {
-			paidAt = &m.At
-			if !m.PaidAt.IsZero() {
-				paidAt = &m.PaidAt
-			}
+	switch {
+	case m.To == StatusCancelled:
+		out.Order, out.FailedPayments, err = store.CancelOrderFailingPayments(ctx, tx, o.ID, string(from), m.CancelReason, m.At, m.FailReason)
+	case from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning):
+		paidAt := m.At
+		if !m.PaidAt.IsZero() {
+			paidAt = m.PaidAt
 		}
-		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), paidAt, m.At)
+		out.Order, out.FailedPayments, err = store.SetOrderStatusFailingPayments(ctx, tx, o.ID, string(from), string(m.To), &paidAt, m.At, m.FailReason)
 	default:
 		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), nil, m.At)
 	}
@@ -126,19 +128,10 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	var payload any
 	switch {
 	case from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning):
-		if m.Paid == nil {
-			return Moved{}, apperr.New(apperr.Internal, "order %s: paid without an order_paid payload", o.ID)
-		}
-		if out.FailedPayments, err = store.FailPendingOrderOnlyPayments(ctx, tx, o.ID, m.FailReason, m.At); err != nil {
-			return Moved{}, err
-		}
 		event, payload = EventOrderPaid, m.Paid
 	case m.To == StatusActive:
 		event, payload = EventOrderProvisioned, OrderProvisionedPayload{OrderID: o.ID, InstanceID: m.InstanceID}
 	case m.To == StatusCancelled:
-		if out.FailedPayments, err = store.FailPendingOrderPayments(ctx, tx, o.ID, m.FailReason, m.At); err != nil {
-			return Moved{}, err
-		}
 		event, payload = EventOrderCancelled, OrderCancelledPayload{OrderID: o.ID, Reason: m.CancelReason, RefundDue: m.RefundDue}
 	case m.To == StatusRefunded:
 		if m.Refunded == nil {
@@ -165,7 +158,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if err != nil {
 			return Moved{}, err
 		}
-		if _, err := store.InsertEvent(ctx, tx, event, o.ID, body); err != nil {
+		if err := store.AppendEvent(ctx, tx, event, o.ID, body); err != nil {
 			return Moved{}, err
 		}
 	}

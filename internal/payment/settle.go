@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -102,6 +101,11 @@ type Settlement struct {
 //
 // Concurrent reports of one payment queue on the row locks; exactly one
 // applies, the others see the result.
+//
+// The transaction is pipelined (store.WithPipelinedTx): a success that
+// pays an order costs three round trips — BEGIN with the locks, the update
+// with the order's move, the audit rows and order_paid with COMMIT
+// (TestASuccessfulCallbackSettlesInFewRoundTrips).
 func (s *Service) settle(ctx context.Context, src string, who audit.Actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
 	// The gateway's ids are stored as they came and sent back to it later
 	// (refunds, queries), so one PostgreSQL cannot hold is not mended: the
@@ -109,43 +113,21 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	if strings.IndexByte(rep.GatewayPaymentID, 0) >= 0 || strings.IndexByte(rep.GatewayTxID, 0) >= 0 {
 		return Settlement{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable gateway order or transaction number (a NUL character)")
 	}
-	// Unlocked: the order and invoice of a payment never change, and they
-	// must be locked before the payment (customer → order → invoice →
-	// payment, the order every writer of these rows uses).
-	pay, err := store.GetPayment(ctx, s.db, paymentID)
-	if err != nil {
-		return Settlement{}, paymentNotFound(err, paymentID)
-	}
-	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
-		return Settlement{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
-	}
-
 	var out Settlement
 	var rejected error
 	var failedOthers []store.Payment
 	var voidedWithOrder int // the order's other pending payments, failed by its transition
 	var moved bool          // the payment changed status in the transaction
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err := store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
 		out, rejected, failedOthers, voidedWithOrder, moved = Settlement{}, nil, nil, 0, false
-		var ord *store.Order
-		if pay.OrderID != nil {
-			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
-			if err != nil {
-				return bug(err, "lock order of payment")
-			}
-			ord = &o
-		}
-		var inv *store.Invoice
-		if pay.InvoiceID != nil {
-			i, err := store.GetInvoiceForUpdate(ctx, tx, *pay.InvoiceID)
-			if err != nil {
-				return bug(err, "lock invoice of payment")
-			}
-			inv = &i
-		}
-		p, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
+		// BEGIN and the three locks in one round trip.
+		locked, err := store.LockForSettlement(ctx, tx, paymentID, interfaceID, rep.GatewayPaymentID)
 		if err != nil {
-			return bug(err, "lock payment")
+			return paymentNotFound(err, paymentID)
+		}
+		ord, inv, p := locked.Order, locked.Invoice, locked.Payment
+		if p.Method != methodGateway || p.GatewayInterfaceID == nil {
+			return apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
 		}
 		now := s.now()
 		out.Payment = p
@@ -165,11 +147,11 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 		// rejectTakenID rejects a gateway order id another payment of the
 		// interface carries; false when it is free.
 		rejectTakenID := func() (bool, error) {
-			taken, err := gatewayIDTaken(ctx, tx, interfaceID, p.ID, rep.GatewayPaymentID)
-			if err != nil || taken == "" {
-				return false, err
+			if locked.GatewayIDTakenBy == nil {
+				return false, nil
 			}
-			return true, reject("order_number_mismatch", taken)
+			return true, reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
+				text.Clip(rep.GatewayPaymentID, 80), *locked.GatewayIDTakenBy))
 		}
 
 		if *p.GatewayInterfaceID != interfaceID {
@@ -280,33 +262,32 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			return err
 		}
 
-		paid, err := store.MarkPaymentSucceeded(ctx, tx, p.ID, store.PaymentSuccess{
+		// The update waits to go with the invoice's or the order's writes,
+		// ahead of them, in one round trip: they need nothing of its answer
+		// (the order's move, after it, no longer sees this payment pending).
+		// When they fail, its own failure, if any, is the one to report.
+		settled := store.MarkPaymentSucceededLater(ctx, tx, p.ID, store.PaymentSuccess{
 			GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: now,
 		})
-		if err != nil {
-			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
-		}
-		action := ActionPaymentSuccess
-		if src == fromConfirm {
-			action = ActionPaymentConfirm
-		}
-		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+		settleFailed := func(err error) error {
+			if _, serr := settled.Get(ctx); serr != nil {
+				return bug(serr, "settle payment") // locked and pending; the gateway id was checked free
+			}
 			return err
 		}
-		out.Payment, out.Applied, moved = paid, true, true
 
 		invoiceSettled := false
 		if inv != nil {
-			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, paid.Amount, paidAt, now)
+			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, p.Amount, paidAt, now)
 			if err != nil {
-				return bug(err, "add payment to invoice") // checked payable under its lock
+				return settleFailed(bug(err, "add payment to invoice")) // checked payable under its lock
 			}
 			if err := audit.Write(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
 				return err
 			}
 			if order.InvoiceStatus(after.Status) == order.InvoicePaid {
 				invoiceSettled = true
-				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+paid.ID.String(), now)
+				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+p.ID.String(), now)
 				if err != nil {
 					return err
 				}
@@ -318,16 +299,29 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 			// the transition).
 			paidMove, err := order.Transition(ctx, tx, *ord, order.Move{
 				To: order.StatusPaid, By: who, At: now, PaidAt: paidAt,
-				FailReason: "order paid by payment " + paid.ID.String(),
+				FailReason: "order paid by payment " + p.ID.String(),
 				Paid: &order.OrderPaidPayload{
-					OrderID: ord.ID, PaymentID: &paid.ID, Amount: paid.Amount, Currency: paid.Currency, Method: order.MethodGateway,
+					OrderID: ord.ID, PaymentID: &p.ID, Amount: p.Amount, Currency: p.Currency, Method: order.MethodGateway,
 				},
 			})
 			if err != nil {
-				return err
+				return settleFailed(err)
 			}
 			out.OrderPaid, voidedWithOrder = true, len(paidMove.FailedPayments)
 		}
+
+		paid, err := settled.Get(ctx)
+		if err != nil {
+			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
+		}
+		action := ActionPaymentSuccess
+		if src == fromConfirm {
+			action = ActionPaymentConfirm
+		}
+		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
+			return err
+		}
+		out.Payment, out.Applied, moved = paid, true, true
 		return auditFailedPayments(ctx, tx, who, now, failedOthers)
 	})
 	if err != nil {
@@ -418,21 +412,4 @@ func mustSub(a, b money.Amount) money.Amount {
 		return money.Zero()
 	}
 	return d
-}
-
-// gatewayIDTaken says why the gateway order id cannot be paymentID's ("" when
-// it is free or empty): another payment of the interface carries it.
-func gatewayIDTaken(ctx context.Context, tx pgx.Tx, interfaceID, paymentID uuid.UUID, gatewayPaymentID string) (string, error) {
-	if gatewayPaymentID == "" {
-		return "", nil
-	}
-	other, err := store.PaymentWithGatewayID(ctx, tx, interfaceID, gatewayPaymentID, paymentID)
-	switch {
-	case err == nil:
-		return fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s", text.Clip(gatewayPaymentID, 80), other), nil
-	case errors.Is(err, store.ErrNotFound):
-		return "", nil
-	default:
-		return "", err
-	}
 }

@@ -39,7 +39,7 @@ func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
 	if r.RequestID == "" {
 		r.RequestID = logging.RequestID(ctx)
 	}
-	return MapError(dbsqlc.New(db).InsertAuditLog(ctx, dbsqlc.InsertAuditLogParams{
+	return MapError(dbsqlc.New(later(db)).InsertAuditLog(ctx, dbsqlc.InsertAuditLogParams{
 		ActorKind:  r.ActorKind,
 		ActorID:    r.ActorID,
 		Action:     r.Action,

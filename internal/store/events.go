@@ -21,6 +21,14 @@ func InsertEvent(ctx context.Context, db DB, eventType string, orderID uuid.UUID
 	return e, MapError(err)
 }
 
+// AppendEvent is InsertEvent without the row back: in a pipelined
+// transaction it waits to go with the next statement (WithPipelinedTx).
+func AppendEvent(ctx context.Context, db DB, eventType string, orderID uuid.UUID, payload []byte) error {
+	return MapError(dbsqlc.New(later(db)).AppendEvent(ctx, dbsqlc.AppendEventParams{
+		EventType: eventType, OrderID: orderID, Payload: payload,
+	}))
+}
+
 // ListOrderEvents returns an order's events, oldest first.
 func ListOrderEvents(ctx context.Context, db DB, orderID uuid.UUID) ([]Event, error) {
 	rows, err := dbsqlc.New(db).ListOrderEvents(ctx, orderID)

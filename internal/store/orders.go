@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -109,4 +110,38 @@ func FailPendingOrderPayments(ctx context.Context, db DB, orderID uuid.UUID, rea
 		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
 	})
 	return rows, MapError(err)
+}
+
+// SetOrderStatusFailingPayments is SetOrderStatus and
+// FailPendingOrderOnlyPayments (an order paid: the other pending payments
+// for the order itself fail) in one round trip. Call it with the order row
+// locked.
+func SetOrderStatusFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, to string, paidAt *time.Time, at time.Time, failReason string) (Order, []Payment, error) {
+	var o Order
+	var failed []Payment
+	var oErr, fErr error
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		o, oErr = q.SetOrderStatus(ctx, dbsqlc.SetOrderStatusParams{ID: id, FromStatus: from, ToStatus: to, PaidAt: paidAt, UpdatedAt: at})
+		failed, fErr = q.FailPendingOrderOnlyPayments(ctx, dbsqlc.FailPendingOrderOnlyPaymentsParams{OrderID: &id, FailureReason: failReason, UpdatedAt: at})
+	})
+	if err := firstError(oErr, fErr, err); err != nil {
+		return Order{}, nil, MapError(err)
+	}
+	return o, failed, nil
+}
+
+// CancelOrderFailingPayments is CancelOrder and FailPendingOrderPayments in
+// one round trip. Call it with the order row locked.
+func CancelOrderFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, reason string, at time.Time, failReason string) (Order, []Payment, error) {
+	var o Order
+	var failed []Payment
+	var oErr, fErr error
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		o, oErr = q.CancelOrder(ctx, dbsqlc.CancelOrderParams{ID: id, FromStatus: from, CancelReason: reason, CancelledAt: &at})
+		failed, fErr = q.FailPendingOrderPayments(ctx, dbsqlc.FailPendingOrderPaymentsParams{OrderID: &id, FailureReason: failReason, UpdatedAt: at})
+	})
+	if err := firstError(oErr, fErr, err); err != nil {
+		return Order{}, nil, MapError(err)
+	}
+	return o, failed, nil
 }

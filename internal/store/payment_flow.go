@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -80,11 +82,19 @@ type PaymentSuccess struct {
 // payments_gateway_payment_id_key when another payment of the interface
 // carries the gateway payment id.
 func MarkPaymentSucceeded(ctx context.Context, db DB, id uuid.UUID, s PaymentSuccess) (Payment, error) {
-	row, err := dbsqlc.New(db).MarkPaymentSucceeded(ctx, dbsqlc.MarkPaymentSucceededParams{
-		ID: id, GatewayPaymentID: s.GatewayPaymentID, GatewayTxID: s.GatewayTxID,
-		PaidAt: &s.PaidAt, UpdatedAt: s.At,
+	return MarkPaymentSucceededLater(ctx, db, id, s).Get(ctx)
+}
+
+// MarkPaymentSucceededLater is MarkPaymentSucceeded waiting, in a pipelined
+// transaction, to go with the next statement: the settlement sends it with
+// the order's move (WithPipelinedTx).
+func MarkPaymentSucceededLater(ctx context.Context, db DB, id uuid.UUID, s PaymentSuccess) *Later[Payment] {
+	return laterRow(ctx, db, func(q *dbsqlc.Queries) (Payment, error) {
+		return q.MarkPaymentSucceeded(ctx, dbsqlc.MarkPaymentSucceededParams{
+			ID: id, GatewayPaymentID: s.GatewayPaymentID, GatewayTxID: s.GatewayTxID,
+			PaidAt: &s.PaidAt, UpdatedAt: s.At,
+		})
 	})
-	return row, MapError(err)
 }
 
 // MarkPaymentFailed moves a payment pending → failed with reason.
@@ -126,16 +136,6 @@ func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gat
 		GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: exceptID,
 	})
 	return id, MapError(err)
-}
-
-// FailPendingOrderOnlyPayments fails the pending payments of an order that
-// pay the order itself (no invoice), and returns them. Call it with the
-// order row locked.
-func FailPendingOrderOnlyPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
-	rows, err := dbsqlc.New(db).FailPendingOrderOnlyPayments(ctx, dbsqlc.FailPendingOrderOnlyPaymentsParams{
-		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
-	})
-	return rows, MapError(err)
 }
 
 // AddInvoicePayment adds amount to an issued or overdue invoice's paid
@@ -196,4 +196,55 @@ func PaymentAuditExists(ctx context.Context, db DB, paymentID uuid.UUID, action,
 		PaymentID: paymentID.String(), Action: action, Fingerprint: fingerprint,
 	})
 	return ok, MapError(err)
+}
+
+// SettlementRows are the rows a settlement decides on, locked.
+type SettlementRows struct {
+	// Order and Invoice are the payment's, nil when it has none.
+	Order   *Order
+	Invoice *Invoice
+	Payment Payment
+	// GatewayIDTakenBy is the other payment of interfaceID that already
+	// carries the reported gateway payment id (PaymentWithGatewayID), nil
+	// when none does or the id is empty.
+	GatewayIDTakenBy *uuid.UUID
+}
+
+// LockForSettlement locks, in one round trip, a payment's order, then its
+// invoice, then the payment (the lock order of every writer of these rows:
+// customer → order → invoice → payment), and looks whether another payment
+// of interfaceID carries gatewayPaymentID. ErrNotFound when the payment
+// does not exist.
+func LockForSettlement(ctx context.Context, tx pgx.Tx, paymentID, interfaceID uuid.UUID, gatewayPaymentID string) (SettlementRows, error) {
+	var out SettlementRows
+	var ord Order
+	var inv Invoice
+	var ordErr, invErr, payErr, takenErr error
+	var taken uuid.UUID
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		ord, ordErr = q.GetOrderOfPaymentForUpdate(ctx, paymentID)
+		inv, invErr = q.GetInvoiceOfPaymentForUpdate(ctx, paymentID)
+		out.Payment, payErr = q.GetPaymentForUpdate(ctx, paymentID)
+		taken, takenErr = q.PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
+			GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: paymentID,
+		})
+	})
+	for _, err := range []error{ordErr, invErr, payErr, takenErr, err} {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return SettlementRows{}, MapError(err)
+		}
+	}
+	if payErr != nil {
+		return SettlementRows{}, MapError(payErr) // ErrNotFound
+	}
+	if ordErr == nil {
+		out.Order = &ord
+	}
+	if invErr == nil {
+		out.Invoice = &inv
+	}
+	if takenErr == nil {
+		out.GatewayIDTakenBy = &taken
+	}
+	return out, nil
 }

@@ -49,7 +49,12 @@ const endTimeout = 15 * time.Second
 // fn's error is returned unchanged (store functions have mapped it already);
 // begin and commit errors go through MapError.
 func WithTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) error {
-	tx, err := db.Begin(ctx)
+	return withTx(ctx, func() (pgx.Tx, error) { return db.Begin(ctx) }, fn)
+}
+
+// withTx is WithTx on the transaction begin opens.
+func withTx(ctx context.Context, begin func() (pgx.Tx, error), fn func(tx pgx.Tx) error) error {
+	tx, err := begin()
 	if err != nil {
 		return fmt.Errorf("store: begin transaction: %w", MapError(err))
 	}

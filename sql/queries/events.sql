@@ -10,3 +10,10 @@ RETURNING *;
 SELECT * FROM events
 WHERE order_id = @order_id
 ORDER BY created_at, id;
+
+-- name: AppendEvent :exec
+-- InsertEvent for a writer that does not read the row back: in a
+-- pipelined transaction (store.WithPipelinedTx) it goes with the next
+-- statement instead of waiting for a round trip of its own.
+INSERT INTO events (event_type, payload, order_id)
+VALUES (@event_type, @payload, @order_id);

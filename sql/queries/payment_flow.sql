@@ -65,6 +65,21 @@ WHERE order_id IS NOT DISTINCT FROM sqlc.narg('order_id')::uuid
   AND gateway_interface_id = @gateway_interface_id
   AND status = 'pending';
 
+-- name: GetOrderOfPaymentForUpdate :one
+-- The order a payment pays, locked; no row when it pays none (or does not
+-- exist). A settlement's first lock (store.LockForSettlement): a payment's
+-- order never changes, so the subquery reads it without a lock.
+SELECT * FROM orders
+WHERE id = (SELECT order_id FROM payments WHERE payments.id = @payment_id)
+FOR UPDATE;
+
+-- name: GetInvoiceOfPaymentForUpdate :one
+-- The invoice a payment pays, locked; no row when it pays none. A
+-- settlement's second lock, after the order's, before the payment's.
+SELECT * FROM invoices
+WHERE id = (SELECT invoice_id FROM payments WHERE payments.id = @payment_id)
+FOR UPDATE;
+
 -- name: MarkPaymentSucceeded :one
 -- pending -> success with the gateway's ids and the payment time. The
 -- optimistic lock on the expected status: no row (store.ErrNotFound) when the

@@ -11,6 +11,25 @@ import (
 	"github.com/google/uuid"
 )
 
+const appendEvent = `-- name: AppendEvent :exec
+INSERT INTO events (event_type, payload, order_id)
+VALUES ($1, $2, $3)
+`
+
+type AppendEventParams struct {
+	EventType string
+	Payload   []byte
+	OrderID   uuid.UUID
+}
+
+// InsertEvent for a writer that does not read the row back: in a
+// pipelined transaction (store.WithPipelinedTx) it goes with the next
+// statement instead of waiting for a round trip of its own.
+func (q *Queries) AppendEvent(ctx context.Context, arg AppendEventParams) error {
+	_, err := q.db.Exec(ctx, appendEvent, arg.EventType, arg.Payload, arg.OrderID)
+	return err
+}
+
 const insertEvent = `-- name: InsertEvent :one
 INSERT INTO events (event_type, payload, order_id)
 VALUES ($1, $2, $3)

@@ -341,6 +341,66 @@ func (q *Queries) FailPendingOrderOnlyPayments(ctx context.Context, arg FailPend
 	return items, nil
 }
 
+const getInvoiceOfPaymentForUpdate = `-- name: GetInvoiceOfPaymentForUpdate :one
+SELECT id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at FROM invoices
+WHERE id = (SELECT invoice_id FROM payments WHERE payments.id = $1)
+FOR UPDATE
+`
+
+// The invoice a payment pays, locked; no row when it pays none. A
+// settlement's second lock, after the order's, before the payment's.
+func (q *Queries) GetInvoiceOfPaymentForUpdate(ctx context.Context, paymentID uuid.UUID) (Invoice, error) {
+	row := q.db.QueryRow(ctx, getInvoiceOfPaymentForUpdate, paymentID)
+	var i Invoice
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.OrderID,
+		&i.Number,
+		&i.Status,
+		&i.Amount,
+		&i.PaidAmount,
+		&i.Currency,
+		&i.Description,
+		&i.IssuedAt,
+		&i.DueAt,
+		&i.PaidAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const getOrderOfPaymentForUpdate = `-- name: GetOrderOfPaymentForUpdate :one
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at FROM orders
+WHERE id = (SELECT order_id FROM payments WHERE payments.id = $1)
+FOR UPDATE
+`
+
+// The order a payment pays, locked; no row when it pays none (or does not
+// exist). A settlement's first lock (store.LockForSettlement): a payment's
+// order never changes, so the subquery reads it without a lock.
+func (q *Queries) GetOrderOfPaymentForUpdate(ctx context.Context, paymentID uuid.UUID) (Order, error) {
+	row := q.db.QueryRow(ctx, getOrderOfPaymentForUpdate, paymentID)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.ProductID,
+		&i.Status,
+		&i.TotalAmount,
+		&i.Currency,
+		&i.Description,
+		&i.Item,
+		&i.PaidAt,
+		&i.CancelledAt,
+		&i.CancelReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const getPendingGatewayPayment = `-- name: GetPendingGatewayPayment :one
 SELECT id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at FROM payments
 WHERE order_id IS NOT DISTINCT FROM $1::uuid

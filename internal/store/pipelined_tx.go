@@ -1,0 +1,384 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// Acquirer hands out a pooled connection: *pgxpool.Pool and *BoundedPool.
+type Acquirer interface {
+	Acquire(ctx context.Context) (*pgxpool.Conn, error)
+}
+
+// Acquire takes a pooled connection, waiting at most the pool's timeout.
+func (p *BoundedPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { return p.acquire(ctx) }
+
+// WithPipelinedTx is WithTx on a transaction that waits for fewer round
+// trips: BEGIN is not sent on its own but with the transaction's first
+// statement, and the statements whose result nobody reads (audit rows,
+// events: see later) wait for the next statement that returns something,
+// or for COMMIT, and go with it as one batch. A transaction that reads
+// under locks, decides, and writes what it decided then costs a round
+// trip for each statement whose answer it needs, and none for the rest.
+//
+// An error of a waiting statement comes back from the call it went with
+// (the transaction is then aborted and rolled back, as with WithTx); what
+// fn does in between is discarded with it. When db cannot hand out a
+// connection (a pgx.Tx, a *pgx.Conn) it is WithTx.
+func WithPipelinedTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) error {
+	pool, ok := db.(Acquirer)
+	if !ok {
+		return WithTx(ctx, db, fn)
+	}
+	return withTx(ctx, func() (pgx.Tx, error) {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return &pipelinedTx{c: c, conn: c.Conn()}, nil
+	}, fn)
+}
+
+// later is db for a statement whose result nobody reads: on a pipelined
+// transaction it waits to go with the next statement (WithPipelinedTx);
+// elsewhere it runs at once.
+func later(db DB) dbsqlc.DBTX {
+	if t, ok := db.(*pipelinedTx); ok {
+		return deferred{t}
+	}
+	return db
+}
+
+// deferred is a pipelinedTx whose Exec waits.
+type deferred struct{ *pipelinedTx }
+
+func (d deferred) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if d.done {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	d.waiting = append(d.waiting, waitingStatement{sql: sql, args: args})
+	return pgconn.CommandTag{}, nil
+}
+
+type waitingStatement struct {
+	sql  string
+	args []any
+	// read takes the statement's row when it answers one that someone
+	// waits for (Later); nil when nobody reads its result.
+	read func(pgx.Row) error
+}
+
+// pipelinedTx is the pgx.Tx of WithPipelinedTx, on a connection of its
+// own that Commit and Rollback give back (pgxpool closes a connection
+// handed back inside a transaction).
+type pipelinedTx struct {
+	c       *pgxpool.Conn
+	conn    *pgx.Conn
+	begun   bool // BEGIN has been sent
+	done    bool
+	waiting []waitingStatement
+}
+
+var _ pgx.Tx = (*pipelinedTx)(nil)
+
+// send sends, as one batch, BEGIN if it has not gone yet, the waiting
+// statements and then last (when not empty), and reads the results of all
+// but last, which the caller reads from the batch before closing it.
+func (t *pipelinedTx) send(ctx context.Context, last *waitingStatement) (pgx.BatchResults, error) {
+	var tail []*pgx.QueuedQuery
+	if last != nil {
+		tail = []*pgx.QueuedQuery{{SQL: last.sql, Arguments: last.args}}
+	}
+	return t.sendBatch(ctx, tail)
+}
+
+// sendBatch is send with the queries of a batch last.
+func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (pgx.BatchResults, error) {
+	if t.done {
+		return nil, pgx.ErrTxClosed
+	}
+	b := &pgx.Batch{}
+	var reads []func(pgx.Row) error // of the statements ahead of last
+	if !t.begun {
+		b.Queue("BEGIN")
+		reads = append(reads, nil)
+		t.begun = true
+	}
+	for _, s := range t.waiting {
+		b.Queue(s.sql, s.args...)
+		reads = append(reads, s.read)
+	}
+	t.waiting = nil
+	b.QueuedQueries = append(b.QueuedQueries, last...)
+	br := t.conn.SendBatch(ctx, b)
+	for i, read := range reads {
+		var err error
+		if read == nil {
+			_, err = br.Exec()
+		} else if err = read(br.QueryRow()); errors.Is(err, pgx.ErrNoRows) {
+			err = nil // an answer, for the one who waits for it
+		}
+		if err != nil {
+			_ = br.Close()
+			for _, read := range reads[i+1:] { // they will not be answered
+				if read != nil {
+					_ = read(errRow{err})
+				}
+			}
+			return nil, err
+		}
+	}
+	return br, nil
+}
+
+// pending reports whether a statement must carry BEGIN or waiting ones.
+func (t *pipelinedTx) pending() bool { return !t.begun || len(t.waiting) > 0 }
+
+func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if !t.pending() && !t.done {
+		return t.conn.Exec(ctx, sql, args...)
+	}
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	return tag, errors.Join(err, br.Close())
+}
+
+func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if !t.pending() && !t.done {
+		return t.conn.Query(ctx, sql, args...)
+	}
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !t.pending() && !t.done {
+		return t.conn.QueryRow(ctx, sql, args...)
+	}
+	br, err := t.send(ctx, &waitingStatement{sql: sql, args: args})
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{br}
+}
+
+// Commit sends COMMIT with whatever waits. A transaction that sent
+// nothing has nothing to commit.
+func (t *pipelinedTx) Commit(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	defer t.release()
+	if !t.begun && len(t.waiting) == 0 {
+		t.done = true
+		return nil
+	}
+	br, err := t.send(ctx, &waitingStatement{sql: "COMMIT"})
+	t.done = true
+	if err != nil {
+		return err
+	}
+	tag, err := br.Exec()
+	if err = errors.Join(err, br.Close()); err != nil {
+		return err
+	}
+	if tag.String() == "ROLLBACK" { // PostgreSQL's answer to COMMIT in a failed transaction
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// Rollback drops what waits and rolls back what was sent.
+func (t *pipelinedTx) Rollback(ctx context.Context) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	defer t.release()
+	t.done, t.waiting = true, nil
+	if !t.begun {
+		return nil
+	}
+	_, err := t.conn.Exec(ctx, "ROLLBACK")
+	return err
+}
+
+func (t *pipelinedTx) release() {
+	if t.c != nil {
+		t.c.Release()
+		t.c = nil
+	}
+}
+
+// flush sends what waits, for the calls that go straight to the
+// connection.
+func (t *pipelinedTx) flush(ctx context.Context) error {
+	if !t.pending() {
+		return nil
+	}
+	br, err := t.send(ctx, nil)
+	if err != nil {
+		return err
+	}
+	return br.Close()
+}
+
+// Begin would open a savepoint; nothing that runs in a pipelined
+// transaction needs one.
+func (t *pipelinedTx) Begin(context.Context) (pgx.Tx, error) {
+	return nil, fmt.Errorf("store: no savepoints in a pipelined transaction")
+}
+
+func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	if err := t.flush(ctx); err != nil {
+		return 0, err
+	}
+	return t.conn.CopyFrom(ctx, table, columns, src)
+}
+
+// SendBatch sends b with BEGIN and the waiting statements ahead of it, in
+// one round trip.
+func (t *pipelinedTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if !t.pending() && !t.done {
+		return t.conn.SendBatch(ctx, b)
+	}
+	br, err := t.sendBatch(ctx, b.QueuedQueries)
+	if err != nil {
+		return errBatch{err}
+	}
+	return br
+}
+
+func (t *pipelinedTx) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+
+func (t *pipelinedTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return t.conn.Prepare(ctx, name, sql)
+}
+
+func (t *pipelinedTx) Conn() *pgx.Conn { return t.conn }
+
+// batchRow is the last statement's row of a batch; Scan closes the batch.
+type batchRow struct{ br pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.br.QueryRow().Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// batchRows are the last statement's rows of a batch; closing them closes
+// the batch.
+type batchRows struct {
+	pgx.Rows
+	br  pgx.BatchResults
+	err error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	if r.br != nil {
+		r.err = r.br.Close()
+		r.br = nil
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow{b.err} }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// Later is the answer of a statement that waits in a pipelined transaction
+// to go with the next statement that is sent (WithPipelinedTx), or runs at
+// once elsewhere. Get sends it if nothing has carried it yet.
+type Later[T any] struct {
+	tx       *pipelinedTx
+	v        T
+	err      error
+	answered bool
+}
+
+// Get is the statement's answer, as the store function that runs it at
+// once would give it.
+func (l *Later[T]) Get(ctx context.Context) (T, error) {
+	if !l.answered {
+		if err := l.tx.flush(ctx); err != nil && !l.answered {
+			var zero T
+			return zero, err
+		}
+	}
+	return l.v, MapError(l.err)
+}
+
+// laterRow makes the one statement call sends through generated queries
+// wait on a pipelined transaction (and runs it at once on another db):
+// call runs twice, first to queue the statement, then, when it has been
+// sent, to read its row.
+func laterRow[T any](ctx context.Context, db DB, call func(q *dbsqlc.Queries) (T, error)) *Later[T] {
+	t, ok := db.(*pipelinedTx)
+	if !ok {
+		v, err := call(dbsqlc.New(db))
+		return &Later[T]{v: v, err: err, answered: true}
+	}
+	l := &Later[T]{tx: t}
+	rec := &batchDB{}
+	_, _ = call(dbsqlc.New(rec)) // errQueued
+	q := rec.batch.QueuedQueries[0]
+	t.waiting = append(t.waiting, waitingStatement{sql: q.SQL, args: q.Arguments, read: func(row pgx.Row) error {
+		l.v, l.err = call(dbsqlc.New(answeredRow{row}))
+		l.answered = true
+		return l.err
+	}})
+	return l
+}
+
+// answeredRow is the dbsqlc.DBTX through which a Later reads its row.
+type answeredRow struct{ row pgx.Row }
+
+var errNotTheLaterStatement = errors.New("store: a Later reads one row")
+
+func (a answeredRow) QueryRow(context.Context, string, ...any) pgx.Row { return a.row }
+
+func (a answeredRow) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, errNotTheLaterStatement
+}
+
+func (a answeredRow) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	return nil, errNotTheLaterStatement
+}
