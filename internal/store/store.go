@@ -19,6 +19,8 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	// SendBatch sends a pipeline of statements in one round trip.
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	TxBeginner
 }
 
