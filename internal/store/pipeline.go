@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,12 +16,12 @@ type prelude struct {
 	check func(pgx.BatchResults) error
 }
 
-// WithPreludeTx runs fn in a transaction on db that begins with its first
+// withPreludeTx runs fn in a transaction on db that begins with its first
 // statement: BEGIN, the preludes and that statement reach the server in
 // one batch (one round trip), where WithTx spends one on BEGIN and one on
-// each statement. A prelude that fails its check makes the statement that
-// carried it and every later one return its error, and the transaction
-// rolls back whatever fn returns. A transaction in which fn sends nothing
+// each statement; it ends the transaction as WithTx does. A prelude that
+// fails its check makes the statement that carried it and every later one
+// return its error, and the transaction rolls back whatever fn returns. A transaction in which fn sends nothing
 // is never begun. On a pgx.Tx, a savepoint is begun first and the preludes
 // travel with the first statement inside it.
 //
@@ -30,7 +29,7 @@ type prelude struct {
 // SendBatch, CopyFrom and Prepare send them alone first. A Row must be
 // scanned and Rows closed (the generated queries do) before the next
 // statement.
-func WithPreludeTx(ctx context.Context, db DB, preludes []prelude, fn func(tx pgx.Tx) error) error {
+func withPreludeTx(ctx context.Context, db DB, preludes []prelude, fn func(tx pgx.Tx) error) error {
 	t := &lazyTx{db: db, preludes: preludes}
 	done := false
 	defer func() {
@@ -46,25 +45,10 @@ func WithPreludeTx(ctx context.Context, db DB, preludes []prelude, fn func(tx pg
 	if t.tx == nil {
 		return fnErr // nothing was sent: nothing to end
 	}
-	if fnErr == nil {
-		fnErr = ctx.Err()
-	}
-	if fnErr != nil {
-		if rbErr := rollback(ctx, t.tx); rbErr != nil {
-			return errors.Join(fnErr, rbErr)
-		}
-		return fnErr
-	}
-	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
-	defer cancel()
-	if err := t.tx.Commit(endCtx); err != nil {
-		_ = rollback(ctx, t.tx)
-		return fmt.Errorf("store: commit: %w", MapError(err))
-	}
-	return nil
+	return finish(ctx, t.tx, fnErr)
 }
 
-// lazyTx is the transaction of WithPreludeTx: begun by its first
+// lazyTx is the transaction of withPreludeTx: begun by its first
 // statement.
 type lazyTx struct {
 	db       DB
@@ -233,14 +217,14 @@ func (t *lazyTx) Conn() *pgx.Conn {
 	return t.tx.Conn()
 }
 
-// Commit and Rollback belong to WithPreludeTx, which ends the transaction
+// Commit and Rollback belong to withPreludeTx, which ends the transaction
 // after fn returns.
 func (t *lazyTx) Commit(context.Context) error {
-	return errors.New("store: WithPreludeTx commits when its function returns")
+	return errors.New("store: withPreludeTx commits when its function returns")
 }
 
 func (t *lazyTx) Rollback(context.Context) error {
-	return errors.New("store: WithPreludeTx rolls back when its function returns an error")
+	return errors.New("store: withPreludeTx rolls back when its function returns an error")
 }
 
 // batchRows are the rows of a batch's last statement; closing them closes

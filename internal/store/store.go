@@ -65,6 +65,12 @@ func WithTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) error 
 
 	fnErr := fn(tx)
 	done = true
+	return finish(ctx, tx, fnErr)
+}
+
+// finish ends tx once its function returned fnErr: a rollback when fnErr is
+// not nil or ctx is done, a commit otherwise (see WithTx).
+func finish(ctx context.Context, tx pgx.Tx, fnErr error) error {
 	if fnErr == nil {
 		fnErr = ctx.Err()
 	}
