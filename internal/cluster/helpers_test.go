@@ -63,6 +63,13 @@ func (d *hangingDB) Begin(ctx context.Context) (pgx.Tx, error) {
 	return d.pool.Begin(ctx)
 }
 
+func (d *hangingDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if d.down.Load() {
+		return pgx.FailedBatchResults(b, d.hang(ctx))
+	}
+	return d.pool.SendBatch(ctx, b)
+}
+
 var _ store.DB = (*hangingDB)(nil)
 
 // member is one elector with a record of its leadership changes.

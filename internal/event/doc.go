@@ -33,8 +33,9 @@
 //
 //   - every statement that ends an attempt (done, failed, handed back)
 //     names (id, claim_token): a stale attempt's outcome is discarded;
-//   - handlers write through Event.Tx, whose transaction starts with
-//     store.HoldClaim: the token must still be the event's, its lease
+//   - handlers write through Event.Tx, whose transaction starts with the
+//     claim fence (store.WithClaimTx; it travels with BEGIN and the first
+//     statement, one round trip): the token must still be the event's, its lease
 //     unexpired on the database clock, and the claiming node must hold an
 //     unexpired lease of the worker's leader role; the event row stays
 //     share-locked until the commit, so the reclaim cannot slip in between

@@ -49,27 +49,27 @@ type attemptState struct {
 var ErrClaimLost = store.ErrClaimLost
 
 // Tx runs fn in a transaction on db that commits only while this attempt
-// holds its claim: the transaction starts with store.HoldClaim, which
-// checks that the claim is still the event's and unexpired (and that this
-// node still holds the worker's leader role) and keeps the event row
-// share-locked until the commit, so the claim cannot be reclaimed in
-// between. A handler that outlives its claim — it ignored its cancelled
-// context, its worker lost leadership — thus commits nothing after another
-// attempt may have started. Handlers write through Tx; a write outside it
-// must be idempotent and harmless when repeated (a side effect elsewhere, a
-// note that one happened).
+// holds its claim (store.WithClaimTx): the transaction starts with the
+// claim fence, which checks that the claim is still the event's and
+// unexpired (and that this node still holds the worker's leader role) and
+// keeps the event row share-locked until the commit, so the claim cannot be
+// reclaimed in between. The fence travels with BEGIN and fn's first
+// statement in one round trip. A handler that outlives its claim — it
+// ignored its cancelled context, its worker lost leadership — thus commits
+// nothing after another attempt may have started: its statements return
+// ErrClaimLost, and so does Tx. Handlers write through Tx; a write outside
+// it must be idempotent and harmless when repeated (a side effect
+// elsewhere, a note that one happened).
 func (e Event) Tx(ctx context.Context, db store.DB, fn func(tx pgx.Tx) error) error {
 	if e.attempt != nil {
 		e.attempt.completing = false
 	}
-	err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
-		if e.claim != nil {
-			if err := store.HoldClaim(ctx, tx, *e.claim, e.leaderRole); err != nil {
-				return err
-			}
-		}
-		return fn(tx)
-	})
+	var err error
+	if e.claim != nil {
+		err = store.WithClaimTx(ctx, db, *e.claim, e.leaderRole, fn)
+	} else {
+		err = store.WithTx(ctx, db, fn)
+	}
 	if e.attempt != nil {
 		e.attempt.completed = e.attempt.completed || (err == nil && e.attempt.completing)
 		e.attempt.completing = false

@@ -79,6 +79,11 @@ type rigOptions struct {
 	clock       func() time.Time
 	provisioner fulfillment.Provisioner
 	wrapNotify  func(fulfillment.Notifier) fulfillment.Notifier
+	// workerDB, when set, is the pool of the event worker and of the
+	// handlers (the rest of the rig uses rig.pool); pollInterval, when set,
+	// is the worker's.
+	workerDB     func(t *testing.T, url string) *pgxpool.Pool
+	pollInterval time.Duration
 }
 
 // rig is one paymentd instance doing fulfilment against the fake provider
@@ -99,7 +104,17 @@ func setup(t *testing.T, o rigOptions) *rig {
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 3
 	}
-	pool := testdb.Pool(t)
+	dbURL := testdb.URL(t)
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	workerDB := pool
+	if o.workerDB != nil {
+		workerDB = o.workerDB(t, dbURL)
+	}
+	if o.pollInterval == 0 {
+		o.pollInterval = 200 * time.Millisecond
+	}
 	r := &rig{pool: pool, refunds: &refunder{calls: map[uuid.UUID]int{}, reasons: map[uuid.UUID]string{}}}
 	r.api = provider.New(provider.Options{})
 	require.NoError(t, r.api.Start())
@@ -122,7 +137,6 @@ func setup(t *testing.T, o rigOptions) *rig {
 
 	ctx := context.Background()
 	custID := testfixture.Customer(t, pool)
-	var err error
 	r.customer, err = store.GetCustomer(ctx, pool, custID)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256) VALUES ('http_provider', 'first_party_provider', '-- test', repeat('a', 64))`)
@@ -138,8 +152,8 @@ func setup(t *testing.T, o rigOptions) *rig {
 		Waker: listener, Logger: quietLog(),
 	})
 	require.NoError(t, err)
-	worker, err := event.NewWorker(pool, elector, event.WorkerOptions{
-		Node: node, PollInterval: 200 * time.Millisecond, MaxAttempts: o.maxAttempts,
+	worker, err := event.NewWorker(workerDB, elector, event.WorkerOptions{
+		Node: node, PollInterval: o.pollInterval, MaxAttempts: o.maxAttempts,
 		RetryBase: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond, HandlerTimeout: 10 * time.Second,
 		Waker: listener, Logger: quietLog(),
 	})
@@ -159,7 +173,7 @@ func setup(t *testing.T, o rigOptions) *rig {
 	if prov == nil {
 		prov = fulfillment.NewPluginProvisioner(plugins, nil)
 	}
-	svc := fulfillment.New(pool, prov, r.refunds, n, fulfillment.Options{
+	svc := fulfillment.New(workerDB, prov, r.refunds, n, fulfillment.Options{
 		Node: node, PaymentTimeout: 24 * time.Hour, TimeoutScanInterval: 100 * time.Millisecond, Clock: o.clock, Logger: quietLog(),
 	})
 	svc.Register(worker)

@@ -157,3 +157,40 @@ func (t *boundedTx) release() {
 		t.c = nil
 	}
 }
+
+// SendBatch sends b on a pooled connection, released when the results are
+// closed — or, when b begins a transaction (pgx.Batch.BeginTx), when that
+// transaction (BatchResults.Tx) ends.
+func (p *BoundedPool) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	c, err := p.acquire(ctx)
+	if err != nil {
+		return pgx.FailedBatchResults(b, err)
+	}
+	br := c.SendBatch(ctx, b)
+	if tx := br.Tx(); tx != nil {
+		return &boundedBatch{BatchResults: br, tx: &boundedTx{Tx: tx, c: c}}
+	}
+	return &boundedBatch{BatchResults: br, c: c}
+}
+
+type boundedBatch struct {
+	pgx.BatchResults
+	c  *pgxpool.Conn // released by Close; nil when tx holds it
+	tx *boundedTx
+}
+
+func (b *boundedBatch) Tx() pgx.Tx {
+	if b.tx == nil {
+		return nil
+	}
+	return b.tx
+}
+
+func (b *boundedBatch) Close() error {
+	err := b.BatchResults.Close()
+	if b.c != nil {
+		b.c.Release()
+		b.c = nil
+	}
+	return err
+}

@@ -92,5 +92,20 @@ func TestBoundedPoolHandsEveryConnectionBack(t *testing.T) {
 		_, err := tx.Exec(ctx, "SELECT nonsense")
 		return err
 	}))
+
+	// A batch, and a batch that begins a transaction: its connection is
+	// held until the transaction ends.
+	b := &pgx.Batch{}
+	b.Queue("SELECT 1")
+	require.NoError(t, db.SendBatch(ctx, b).Close())
+	b = &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	b.Queue("SELECT 1")
+	br := db.SendBatch(ctx, b)
+	tx := br.Tx()
+	require.NotNil(t, tx)
+	require.NoError(t, br.Close())
+	require.EqualValues(t, 1, pool.Stat().AcquiredConns(), "the transaction holds its connection")
+	require.NoError(t, tx.Commit(ctx))
 	require.Zero(t, pool.Stat().AcquiredConns(), "every connection was released")
 }

@@ -22,7 +22,7 @@ const (
 // Claim is one attempt at an event as the worker holds it: the event id
 // and the claim's token (events.claim_token, new for every claim), plus the
 // node and attempt number for the logs. Finishing an attempt, and every
-// transaction of its handler (HoldClaim), names the token, so an attempt
+// transaction of its handler (WithClaimTx), names the token, so an attempt
 // whose claim expired and was reclaimed can no longer change the event.
 type Claim struct {
 	ID       uuid.UUID
@@ -66,6 +66,12 @@ type ReclaimedEvent = dbsqlc.ReclaimExpiredEventsRow
 // sorts them instead, once per claim. Sorting is therefore switched off
 // for the claim's transaction (SET LOCAL), which leaves the ordered index
 // scan as the only plan.
+//
+// One round trip: the SET LOCAL and the claim go in one batch, which the
+// server runs as one implicit transaction (one Sync), so the setting holds
+// for the claim and no further, and the claim commits at that Sync. (On a
+// pgx.Tx, as in a test, the batch runs in that transaction and the setting
+// lasts until it ends.)
 func ClaimEvents(ctx context.Context, db DB, node string, limit int, lease time.Duration, busy []uuid.UUID, leaderRole string) ([]Event, error) {
 	if busy == nil {
 		busy = []uuid.UUID{} // ALL over an empty array is true; over NULL it is NULL
@@ -74,18 +80,32 @@ func ClaimEvents(ctx context.Context, db DB, node string, limit int, lease time.
 	if leaderRole != "" {
 		role = &leaderRole
 	}
-	var rows []Event
-	err := WithTx(ctx, db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL enable_sort = off"); err != nil {
-			return MapError(err)
-		}
-		var err error
-		rows, err = dbsqlc.New(tx).ClaimEvents(ctx, dbsqlc.ClaimEventsParams{
-			Node: node, Lease: lease, BusyOrders: busy, LeaderRole: role, MaxEvents: int32(limit),
-		})
-		return MapError(err)
-	})
-	return rows, err
+	var claim statement
+	if _, err := dbsqlc.New(&claim).ClaimEvents(ctx, dbsqlc.ClaimEventsParams{
+		Node: node, Lease: lease, BusyOrders: busy, LeaderRole: role, MaxEvents: int32(limit),
+	}); !errors.Is(err, errCaptured) {
+		return nil, errors.Join(errors.New("store: the generated claim sent no statement"), err)
+	}
+	b := &pgx.Batch{}
+	b.Queue("SET LOCAL enable_sort = off")
+	b.Queue(claim.sql, claim.args...)
+	br := db.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	if _, err := br.Exec(); err != nil {
+		return nil, MapError(err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, MapError(err)
+	}
+	claimed, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
+	if err != nil {
+		return nil, MapError(err)
+	}
+	if err := br.Close(); err != nil { // the implicit transaction's commit
+		return nil, MapError(err)
+	}
+	return claimed, nil
 }
 
 // ReclaimExpiredEvents returns processing events whose claim expired to
@@ -95,22 +115,36 @@ func ReclaimExpiredEvents(ctx context.Context, db DB, maxAttempts int) ([]Reclai
 	return rows, MapError(err)
 }
 
-// HoldClaim is the fence at the start of a handler's transaction tx: it
-// checks that c is still its event's claim, unexpired by the database
-// clock, and — when leaderRole is not empty — that c's node holds an
-// unexpired lease of that role, and share-locks the event row until tx
-// ends, so the claim cannot be reclaimed before tx commits. ErrClaimLost
-// when any of it does not hold.
-func HoldClaim(ctx context.Context, tx pgx.Tx, c Claim, leaderRole string) error {
+// WithClaimTx runs fn in a transaction on db that commits only while c is
+// its event's claim: the transaction starts with the claim fence
+// (HoldEventClaim) — c's token is still the event's, its lease unexpired
+// by the database clock, and, when leaderRole is not empty, c's node holds
+// an unexpired lease of that role — which share-locks the event row until
+// the transaction ends, so the claim cannot be reclaimed before the
+// commit. ErrClaimLost when any of it does not hold: nothing of fn's
+// transaction commits, whatever fn returns.
+//
+// The fence costs no round trip of its own: BEGIN, the fence and fn's
+// first statement go in one batch (withPreludeTx). That first statement
+// thus runs before the fence's answer is read; when the fence fails it is
+// rolled back with the rest.
+func WithClaimTx(ctx context.Context, db DB, c Claim, leaderRole string, fn func(tx pgx.Tx) error) error {
 	var role *string
 	if leaderRole != "" {
 		role = &leaderRole
 	}
-	_, err := dbsqlc.New(tx).HoldEventClaim(ctx, dbsqlc.HoldEventClaimParams{ID: c.ID, ClaimToken: &c.Token, LeaderRole: role})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrClaimLost
+	var fence statement
+	if _, err := dbsqlc.New(&fence).HoldEventClaim(ctx, dbsqlc.HoldEventClaimParams{ID: c.ID, ClaimToken: &c.Token, LeaderRole: role}); !errors.Is(err, errCaptured) {
+		return errors.Join(errors.New("store: the generated fence sent no statement"), err)
 	}
-	return MapError(err)
+	return withPreludeTx(ctx, db, []prelude{{sql: fence.sql, args: fence.args, check: func(br pgx.BatchResults) error {
+		var id uuid.UUID
+		err := br.QueryRow().Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrClaimLost
+		}
+		return MapError(err)
+	}}}, fn)
 }
 
 // CompleteEvent marks the claimed event done. ErrNotFound when the claim

@@ -43,14 +43,17 @@ var errCaptured = errors.New("store: statement captured")
 
 // statement records the SQL and arguments a generated query sends, without
 // sending them. sqlc has no row iterator (a :many query collects every row
-// in a slice); capturing its statement keeps the SQL in sql/queries, checked
-// against the schema by sqlc, while eachRow reads the rows one by one.
+// in a slice) and no way to put a query in a pipeline with others;
+// capturing its statement keeps the SQL in sql/queries, checked against the
+// schema by sqlc, while eachRow reads the rows one by one and a pipelined
+// DB sends it ahead of another statement (pipeline.go).
 type statement struct {
 	sql  string
 	args []any
 }
 
-func (s *statement) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
+func (s *statement) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	s.sql, s.args = sql, args
 	return pgconn.CommandTag{}, errCaptured
 }
 
@@ -59,7 +62,10 @@ func (s *statement) Query(_ context.Context, sql string, args ...any) (pgx.Rows,
 	return nil, errCaptured
 }
 
-func (s *statement) QueryRow(context.Context, string, ...any) pgx.Row { return errRow{errCaptured} }
+func (s *statement) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
+	s.sql, s.args = sql, args
+	return errRow{errCaptured}
+}
 
 // eachRow runs the statement call sends and scans each row into R by
 // position: R is the generated row type, whose fields are the statement's

@@ -19,6 +19,8 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	// SendBatch sends a pipeline of statements in one round trip.
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	TxBeginner
 }
 
@@ -68,6 +70,12 @@ func withTx(ctx context.Context, begin func() (pgx.Tx, error), fn func(tx pgx.Tx
 
 	fnErr := fn(tx)
 	done = true
+	return finish(ctx, tx, fnErr)
+}
+
+// finish ends tx once its function returned fnErr: a rollback when fnErr is
+// not nil or ctx is done, a commit otherwise (see WithTx).
+func finish(ctx context.Context, tx pgx.Tx, fnErr error) error {
 	if fnErr == nil {
 		fnErr = ctx.Err()
 	}

@@ -1,0 +1,169 @@
+package fulfillment_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/order"
+)
+
+// roundTrips records, in order, every round trip a pool makes: a statement
+// (Query, Exec, QueryRow, BEGIN, COMMIT) is one, a batch (a pipeline of
+// statements with one Sync) is one. Each is named by the sqlc query name
+// when it has one ("-- name: X"), else by its first line.
+type roundTrips struct {
+	mu    sync.Mutex
+	trips []string
+	batch []string
+}
+
+func statementName(sql string) string {
+	sql = strings.TrimSpace(sql)
+	if rest, ok := strings.CutPrefix(sql, "-- name: "); ok {
+		name, _, _ := strings.Cut(rest, " ")
+		return name
+	}
+	line, _, _ := strings.Cut(sql, "\n")
+	return line
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = append(r.trips, statementName(d.SQL))
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batch = r.batch[:0]
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.batch = append(r.batch, statementName(d.SQL))
+}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = append(r.trips, "["+strings.Join(r.batch, " + ")+"]")
+}
+
+func (r *roundTrips) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips = nil
+}
+
+// split returns the round trips of the worker's claim rounds (the claim's
+// transaction, the reclaim) and those of the handlers (everything else,
+// the worker's own outcome statements included), in order.
+func (r *roundTrips) split() (claims [][]string, handlers []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var tx []string
+	isClaim := func(unit []string) bool {
+		for _, s := range unit {
+			if strings.Contains(s, "ClaimEvents") || strings.Contains(s, "ReclaimExpiredEvents") {
+				return true
+			}
+		}
+		return false
+	}
+	flush := func() {
+		switch {
+		case len(tx) == 1 && tx[0] == "ListPendingOrdersCreatedBefore":
+			// the payment timeout scan, a periodic task: not the cycle's
+		case isClaim(tx):
+			claims = append(claims, tx)
+		default:
+			handlers = append(handlers, tx...)
+		}
+		tx = nil
+	}
+	for _, s := range r.trips {
+		tx = append(tx, s)
+		switch {
+		case strings.EqualFold(s, "begin"):
+			// the transaction goes on
+		case strings.EqualFold(s, "commit"), strings.EqualFold(s, "rollback"):
+			flush()
+		case len(tx) == 1:
+			flush() // a statement outside a transaction
+		}
+	}
+	flush()
+	return claims, handlers
+}
+
+// maxHandlerRoundTrips bounds the round trips of one paid order's cycle
+// (order_paid handled with a provider, order_provisioned's notices
+// queued), claims aside. Before the worker round of issue 20 it took 30:
+// three transactions, each BEGIN, the claim fence, its statements and
+// COMMIT. BEGIN and the fence now travel with each transaction's first
+// statement (store.WithClaimTx): 24.
+const maxHandlerRoundTrips = 24
+
+// maxClaimRoundTrips bounds one claim round: BEGIN, SET LOCAL, the claim
+// and COMMIT were four; the SET LOCAL and the claim in one batch, one
+// implicit transaction, are one.
+const maxClaimRoundTrips = 1
+
+// The database round trips of one order_paid → provisioned → active cycle,
+// counted by a tracer on the pool of the worker and its handlers (one
+// connection, so that every statement is already prepared after a warm-up
+// order and the count is the same on every run). The claim rounds are
+// counted apart: how many there are depends on how wake-ups fall.
+func TestOneFulfilmentCycleTakesABoundedNumberOfRoundTrips(t *testing.T) {
+	t.Parallel()
+	trips := &roundTrips{}
+	r := setup(t, rigOptions{
+		pollInterval: time.Hour, // no polling rounds: NOTIFY and finished handlers wake the worker
+		workerDB: func(t *testing.T, url string) *pgxpool.Pool {
+			cfg, err := pgxpool.ParseConfig(url)
+			require.NoError(t, err)
+			cfg.MaxConns = 1
+			cfg.ConnConfig.Tracer = trips
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			return pool
+		},
+	})
+	cycle := func() {
+		id := r.order(t, &r.product, time.Time{})
+		r.pay(t, id)
+		r.waitOrder(t, id, string(order.StatusActive))
+		r.waitEventsDone(t, id, 2)
+	}
+	cycle() // warm-up: every statement gets prepared on the one connection
+	trips.reset()
+	cycle()
+
+	claims, handlers := trips.split()
+	t.Logf("handler round trips of one cycle: %d", len(handlers))
+	for i, s := range handlers {
+		t.Logf("  %2d %s", i+1, s)
+	}
+	t.Logf("claim rounds: %d", len(claims))
+	for _, c := range claims {
+		t.Logf("  %d round trips: %s", len(c), strings.Join(c, " → "))
+	}
+	require.LessOrEqual(t, len(handlers), maxHandlerRoundTrips, "round trips of the handlers of one cycle")
+	for _, c := range claims {
+		require.LessOrEqual(t, len(c), maxClaimRoundTrips, "round trips of one claim round: %v", c)
+	}
+}
