@@ -227,29 +227,6 @@ func (t *lazyTx) Rollback(context.Context) error {
 	return errors.New("store: withPreludeTx rolls back when its function returns an error")
 }
 
-// batchRows are the rows of a batch's last statement; closing them closes
-// the batch.
-type batchRows struct {
-	pgx.Rows
-	br pgx.BatchResults
-}
-
-func (r *batchRows) Next() bool {
-	if r.Rows.Next() {
-		return true
-	}
-	r.Close()
-	return false
-}
-
-func (r *batchRows) Close() {
-	r.Rows.Close()
-	if r.br != nil {
-		_ = r.br.Close() // the rows were read: what is left is the Sync's answer
-		r.br = nil
-	}
-}
-
 // batchRow is the row of a batch's last statement; Scan closes the batch.
 type batchRow struct {
 	row pgx.Row

@@ -177,7 +177,7 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 	if err != nil {
 		return errRow{err}
 	}
-	return batchRow{br}
+	return &batchRow{row: br.QueryRow(), br: br}
 }
 
 // Commit sends COMMIT with whatever waits. A transaction that sent
@@ -273,17 +273,6 @@ func (t *pipelinedTx) Prepare(ctx context.Context, name, sql string) (*pgconn.St
 }
 
 func (t *pipelinedTx) Conn() *pgx.Conn { return t.conn }
-
-// batchRow is the last statement's row of a batch; Scan closes the batch.
-type batchRow struct{ br pgx.BatchResults }
-
-func (r batchRow) Scan(dest ...any) error {
-	err := r.br.QueryRow().Scan(dest...)
-	if cerr := r.br.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
 
 // batchRows are the last statement's rows of a batch; closing them closes
 // the batch.
