@@ -432,7 +432,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// The start's garbage (migrations, plugin compilation, the validator's
 	// CEL environment: half the heap the process ever had) goes back to
 	// the OS now, in one collection while the server starts answering,
-	// rather than as the background scavenger gets to it: idle RSS −4 MiB
+	// rather than as the background scavenger gets to it: idle RSS −3 MiB
 	// (docs/performance.md, "Idle RSS").
 	go debug.FreeOSMemory()
 	return a.server.Serve(ctx, ln)
