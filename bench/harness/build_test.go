@@ -19,7 +19,7 @@ func TestReleaseBuildLeavesOutTemplateExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := ReleaseBuildArgs("unused")
+	args := releaseBuildArgs("unused")
 	tags := args[slices.Index(args, "-tags")+1]
 	cmd := exec.Command("go", "list", "-deps", "-tags", tags,
 		"-f", `{{.ImportPath}} {{join .Imports " "}}`, "./cmd/paymentd")
