@@ -6,8 +6,9 @@
 # PostgreSQL it started. Not `go run`: go run ignores SIGINT and dies of
 # SIGTERM without passing either on. Not task: task compiles its own
 # dependencies first. Arguments go to paymentd dev (--keep-db, --config FILE).
+# -tags grpcnotrace: as deploy/Containerfile (docs/performance.md, "Idle RSS").
 set -eu
 cd "$(dirname "$0")"
 mkdir -p .data/bin
-go build -o .data/bin/paymentd ./cmd/paymentd
+go build -tags grpcnotrace -o .data/bin/paymentd ./cmd/paymentd
 exec .data/bin/paymentd dev "$@"

@@ -170,6 +170,15 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// releaseBuildArgs are the arguments of go that build paymentd into out as
+// deploy/Containerfile builds the release (with CGO_ENABLED=0): the
+// grpcnotrace tag leaves out golang.org/x/net/trace, whose init reaches
+// html/template's Execute and so makes the linker keep every exported
+// method of every type (a binary 17 MB larger, idle RSS +5 MiB).
+func releaseBuildArgs(out string) []string {
+	return []string{"build", "-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", out, "./cmd/paymentd"}
+}
+
 // runCmd runs a command to completion, with its output in the error.
 func runCmd(ctx context.Context, dir, name string, args ...string) error {
 	cmd := exec.CommandContext(ctx, name, args...)

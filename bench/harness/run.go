@@ -206,7 +206,9 @@ func (b *bench) setup(ctx context.Context) error {
 
 	t := time.Now()
 	b.paymentd = filepath.Join(b.tmp, "paymentd")
-	if err := runCmd(ctx, b.root, "go", "build", "-o", b.paymentd, "./cmd/paymentd"); err != nil {
+	// Built as deploy/Containerfile builds the release: static, without
+	// grpc's x/net/trace (docs/performance.md, "Idle RSS").
+	if err := runCmd(ctx, b.root, "env", append([]string{"CGO_ENABLED=0", "go"}, releaseBuildArgs(b.paymentd)...)...); err != nil {
 		return err
 	}
 	if b.self, err = os.Executable(); err != nil {

@@ -105,6 +105,19 @@ func (e *CompileError) Error() string {
 	return fmt.Sprintf("plugin %s: %s", e.Plugin, e.Message)
 }
 
+// trimProto gives p and the prototypes of its nested functions code and
+// line tables of their own length. gopher-lua's compiler starts every
+// function with room for 1,024 instructions and 1,024 lines (12 KiB) and
+// the prototype keeps those slices: the six shipped plugins' 1.7 MB, held
+// for as long as the plugin is loaded, shrink to a tenth.
+func trimProto(p *lua.FunctionProto) {
+	p.Code = append(make([]uint32, 0, len(p.Code)), p.Code...)
+	p.DbgSourcePositions = append(make([]int, 0, len(p.DbgSourcePositions)), p.DbgSourcePositions...)
+	for _, c := range p.FunctionPrototypes {
+		trimProto(c)
+	}
+}
+
 // Compile parses source once, runs it in a fresh sandboxed state to collect
 // its globals and checks the contract of typ: every function exists and
 // declares exactly two parameters, admin_page (optional) none or two, and version()
@@ -130,6 +143,7 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 		}
 		return nil, &CompileError{Plugin: name, Message: err.Error()}
 	}
+	trimProto(proto)
 	sum := sha256.Sum256(source)
 	sc := &Script{name: name, typ: typ, sha256: hex.EncodeToString(sum[:]), proto: proto}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	lua "github.com/yuin/gopher-lua"
 )
 
 func TestFunctionsListsEachContract(t *testing.T) {
@@ -205,4 +206,32 @@ func TestAdminPageTakesTheSpecsNoParameterFormAndTheTwoParameterForm(t *testing.
 	}
 	_, err := Compile("page", Gateway, gatewaySource(`function admin_page(a, b, c) return "" end`))
 	require.ErrorContains(t, err, `function "admin_page" takes 3 parameters, the contract says 2`)
+}
+
+// A compiled plugin holds code of its own size, not the compiler's
+// 1,024-instruction start (docs/performance.md, "Idle RSS"), and still runs.
+func TestCompiledPrototypesHoldNoSpareRoom(t *testing.T) {
+	t.Parallel()
+	src := gatewaySource(`
+		local function twice(x) return x * 2 end
+		function test_config(c, i) return json_encode({n = twice(21)}) end`)
+	sc, err := Compile("test", Gateway, src)
+	require.NoError(t, err)
+	var walk func(p *lua.FunctionProto) int
+	walk = func(p *lua.FunctionProto) int {
+		require.Equal(t, len(p.Code), cap(p.Code), "code of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.DbgSourcePositions), cap(p.DbgSourcePositions), "lines of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.Code), len(p.DbgSourcePositions))
+		n := 1
+		for _, c := range p.FunctionPrototypes {
+			n += walk(c)
+		}
+		return n
+	}
+	require.Greater(t, walk(sc.proto), 2)
+
+	b := setup(t)
+	out, err := b.load(t, src).Call(context.Background(), "test_config", "{}", "{}")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 42}`, out)
 }

@@ -2,30 +2,14 @@ package alipay
 
 import (
 	"errors"
-	"html/template"
 	"net/http"
 	"net/url"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/fakes/cashier"
 	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 	"github.com/rustbill/paymentd/internal/money"
 )
-
-var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="zh"><head><meta charset="utf-8"><title>支付宝收银台 — fake alipay</title>
-<style>body{font-family:sans-serif;max-width:28rem;margin:3rem auto}dt{color:#666}dd{margin:0 0 .6rem}button{font-size:1.2rem;padding:.5rem 2rem}</style>
-</head><body>
-<h1>支付宝收银台 <small>(fake alipay)</small></h1>
-{{with .Trade}}<dl>
-<dt>商品 / subject</dt><dd>{{.Subject}}</dd>
-<dt>金额 / total_amount</dt><dd>¥{{.TotalAmount}}</dd>
-<dt>商户订单号 / out_trade_no</dt><dd>{{.OutTradeNo}}</dd>
-<dt>支付宝交易号 / trade_no</dt><dd>{{.TradeNo}}</dd>
-</dl>
-{{if ne .Status "WAIT_BUYER_PAY"}}<p><strong>{{.Status}}</strong></p>{{if $.Return}}<p><a href="{{$.Return}}">返回商户 / back to the merchant</a></p>{{end}}
-{{else}}<form method="post" action="/cashier/pay"><input type="hidden" name="trade_no" value="{{.TradeNo}}"><button type="submit">确认付款 / Pay</button></form>{{end}}
-{{end}}{{with .Error}}<p style="color:#b00">{{.}}</p>{{end}}
-</body></html>`))
 
 type pageData struct {
 	Trade  *Trade
@@ -34,9 +18,21 @@ type pageData struct {
 }
 
 func renderPage(w http.ResponseWriter, status int, d pageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_ = pageTmpl.Execute(w, d)
+	p := cashier.Page{Title: "支付宝收银台", Small: "(fake alipay)", Return: d.Return, Error: d.Error}
+	if t := d.Trade; t != nil {
+		p.Fields = []cashier.Field{
+			{Label: "商品 / subject", Value: t.Subject},
+			{Label: "金额 / total_amount", Value: "¥" + t.TotalAmount},
+			{Label: "商户订单号 / out_trade_no", Value: t.OutTradeNo},
+			{Label: "支付宝交易号 / trade_no", Value: t.TradeNo},
+		}
+		if t.Status != "WAIT_BUYER_PAY" {
+			p.Done = t.Status
+		} else {
+			p.Pay = &cashier.Pay{Action: "/cashier/pay", TradeNo: t.TradeNo, Label: "确认付款 / Pay"}
+		}
+	}
+	cashier.Write(w, status, p)
 }
 
 // pagePay is alipay.trade.page.pay: the buyer's browser brings the signed

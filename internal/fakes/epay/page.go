@@ -2,29 +2,12 @@ package epay
 
 import (
 	"errors"
-	"html/template"
 	"net/http"
 	"net/url"
 
+	"github.com/rustbill/paymentd/internal/fakes/cashier"
 	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
-
-var pageTmpl = template.Must(template.New("page").Parse(`<!doctype html>
-<html lang="zh"><head><meta charset="utf-8"><title>收银台 — fake epay</title>
-<style>body{font-family:sans-serif;max-width:28rem;margin:3rem auto}dt{color:#666}dd{margin:0 0 .6rem}button{font-size:1.2rem;padding:.5rem 2rem}</style>
-</head><body>
-<h1>收银台 <small>(fake epay)</small></h1>
-{{with .Order}}<dl>
-<dt>商品 / item</dt><dd>{{.Name}}</dd>
-<dt>金额 / amount</dt><dd>¥{{.Money}}</dd>
-<dt>方式 / method</dt><dd>{{.Type}}</dd>
-<dt>商户订单号 / out_trade_no</dt><dd>{{.OutTradeNo}}</dd>
-<dt>订单号 / trade_no</dt><dd>{{.TradeNo}}</dd>
-</dl>
-{{if .Paid}}<p><strong>已支付 / paid</strong></p>{{if $.Return}}<p><a href="{{$.Return}}">返回商户 / back to the merchant</a></p>{{end}}
-{{else}}<form method="post" action="/submit.php/pay"><input type="hidden" name="trade_no" value="{{.TradeNo}}"><button type="submit">确认支付 / Pay</button></form>{{end}}
-{{end}}{{with .Error}}<p style="color:#b00">{{.}}</p>{{end}}
-</body></html>`))
 
 type pageData struct {
 	Order  *Order
@@ -33,9 +16,22 @@ type pageData struct {
 }
 
 func renderPage(w http.ResponseWriter, status int, d pageData) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_ = pageTmpl.Execute(w, d)
+	p := cashier.Page{Title: "收银台", Small: "(fake epay)", Return: d.Return, Error: d.Error}
+	if o := d.Order; o != nil {
+		p.Fields = []cashier.Field{
+			{Label: "商品 / item", Value: o.Name},
+			{Label: "金额 / amount", Value: "¥" + o.Money},
+			{Label: "方式 / method", Value: o.Type},
+			{Label: "商户订单号 / out_trade_no", Value: o.OutTradeNo},
+			{Label: "订单号 / trade_no", Value: o.TradeNo},
+		}
+		if o.Paid {
+			p.Done = "已支付 / paid"
+		} else {
+			p.Pay = &cashier.Pay{Action: "/submit.php/pay", TradeNo: o.TradeNo, Label: "确认支付 / Pay"}
+		}
+	}
+	cashier.Write(w, status, p)
 }
 
 // handleSubmit is the page-redirect API (a signed create, then the cashier
