@@ -1026,3 +1026,71 @@ func TestOutOfScopeAdminKeysAreRefusedAndChangeNothing(t *testing.T) {
 	err = calls["ConfirmBankTransfer"](operate.cred)
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 }
+
+// Origins that only look like the allowed one — a suffix, a prefix, another
+// scheme or port, the opaque "null" of a sandboxed frame or a file — get no
+// CORS headers from any route, on the preflight or the real call, so a page
+// there cannot read an answer; nor does the allowed origin get them on the
+// routes that are never cross-origin (callbacks, the console, the CSV
+// exports), and no answer ever allows credentials.
+func TestDisallowedOriginsGetNoCORSHeadersAnywhere(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(testdb.EmptyURL(t))
+	cfg.Server.CORSAllowedOrigins = []string{"https://shop.example"}
+	r := start(t, cfg)
+	api := []string{
+		r.baseURL + identitypbconnect.IdentityServiceGetMeProcedure,
+		r.baseURL + paymentpbconnect.PaymentServiceGetPaymentProcedure,
+	}
+	never := []string{
+		r.baseURL + "/callbacks/7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f",
+		r.baseURL + cfg.Server.AdminPath + "/",
+		r.baseURL + "/export/payments.csv",
+	}
+	call := func(method, url, origin string) http.Header {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(`{}`))
+		require.NoError(t, err)
+		req.Header.Set("Origin", origin)
+		if method == http.MethodOptions {
+			req.Header.Set("Access-Control-Request-Method", "POST")
+			req.Header.Set("Access-Control-Request-Headers", "content-type")
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Cookie", "paymentd_admin=forged")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.Header
+	}
+	requireNoCORS := func(h http.Header, what string) {
+		t.Helper()
+		for _, name := range []string{"Access-Control-Allow-Origin", "Access-Control-Allow-Methods", "Access-Control-Allow-Headers", "Access-Control-Expose-Headers", "Access-Control-Allow-Credentials"} {
+			require.Empty(t, h.Get(name), "%s: %s", what, name)
+		}
+	}
+	for _, origin := range []string{
+		"https://evil.example",
+		"https://shop.example.evil.example",
+		"https://evilshop.example",
+		"http://shop.example",
+		"https://shop.example:8443",
+		"null",
+	} {
+		for _, url := range append(append([]string{}, api...), never...) {
+			requireNoCORS(call(http.MethodOptions, url, origin), "preflight from "+origin+" to "+url)
+			requireNoCORS(call(http.MethodPost, url, origin), "call from "+origin+" to "+url)
+		}
+	}
+	for _, url := range never {
+		requireNoCORS(call(http.MethodOptions, url, "https://shop.example"), "preflight to "+url)
+		requireNoCORS(call(http.MethodGet, url, "https://shop.example"), "call to "+url)
+	}
+	// The allowed origin itself is answered, without credentials: the
+	// test above would pass on a server without CORS at all.
+	h := call(http.MethodPost, api[0], "https://shop.example")
+	require.Equal(t, "https://shop.example", h.Get("Access-Control-Allow-Origin"))
+	require.Empty(t, h.Get("Access-Control-Allow-Credentials"))
+}

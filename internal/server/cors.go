@@ -20,14 +20,16 @@ const corsMaxAge = 7200
 // them; ours add the credential and request-id headers). No origins: no
 // layer at all.
 //
-// Two kinds of path never get CORS: /callbacks (gateways call it server to
-// server; a browser has no business there) and the admin console, which is
-// answered before this layer and is same-origin by design. Credentials
+// Only the procedures of the API's services (paths /<service>/<method>)
+// get CORS. Everything else never does: /callbacks (gateways call it server
+// to server; a browser has no business there), the CSV exports and the
+// admin console (answered before this layer), which are same-origin by
+// design. Credentials
 // (cookies) are never allowed cross-origin: the admin session cookie
 // authenticates only same-origin requests, so an allowed origin cannot
 // ride on an operator's session; such pages send a bearer token or an API
 // key in a header instead.
-func withCORS(origins []string, next http.Handler) http.Handler {
+func withCORS(origins, services []string, next http.Handler) http.Handler {
 	if len(origins) == 0 {
 		return next
 	}
@@ -41,10 +43,22 @@ func withCORS(origins []string, next http.Handler) http.Handler {
 	})
 	withHeaders := c.Handler(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/callbacks" || strings.HasPrefix(r.URL.Path, "/callbacks/") {
-			next.ServeHTTP(w, r)
+		if isProcedure(r.URL.Path, services) {
+			withHeaders.ServeHTTP(w, r)
 			return
 		}
-		withHeaders.ServeHTTP(w, r)
+		next.ServeHTTP(w, r)
 	})
+}
+
+// isProcedure tells whether path names a method of one of services:
+// "/billing.v1.PaymentService/GetPayment".
+func isProcedure(path string, services []string) bool {
+	for _, svc := range services {
+		rest, ok := strings.CutPrefix(path, "/"+svc+"/")
+		if ok && rest != "" && !strings.Contains(rest, "/") {
+			return true
+		}
+	}
+	return false
 }

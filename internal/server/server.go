@@ -133,7 +133,7 @@ func New(opts Options) *Server {
 	alphaPath, alpha := grpcreflect.NewHandlerV1Alpha(reflector, readMax)
 	front.Handle(alphaPath, withReadDeadline(readTimeout, alpha))
 	front.Handle("GET /ready", readyHandler(opts.DB, log))
-	front.Handle("/", withCORS(opts.Config.CORSAllowedOrigins, api))
+	front.Handle("/", withCORS(opts.Config.CORSAllowedOrigins, names, api))
 	var h http.Handler = front
 	if opts.AdminUI != nil {
 		h = withAdminUI(opts.AdminUI, opts.Config.AdminPath, log, h)
