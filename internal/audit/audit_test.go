@@ -53,3 +53,39 @@ func TestWriteAppendsOneRowWithTheRequestID(t *testing.T) {
 	require.NoError(t, db.QueryRow(ctx, `SELECT created_at FROM audit_log WHERE entity_id = 't-2'`).Scan(&created))
 	require.WithinDuration(t, time.Now(), created, time.Minute)
 }
+
+// A change's row holds what changed; a note's row both sides whole; a
+// creation's the whole entity.
+func TestWriteKeepsWhatChangedAndNoteKeepsEverything(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := testdb.Pool(t)
+	type payment struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Amount string `json:"amount"`
+		PaidAt string `json:"paid_at,omitempty"`
+	}
+	pending := payment{ID: "p-1", Status: "pending", Amount: "10.00"}
+	paid := payment{ID: "p-1", Status: "success", Amount: "10.00", PaidAt: "2026-11-26T00:00:00Z"}
+	require.NoError(t, audit.Write(ctx, db, audit.System("test"), time.Time{}, "payment.create", "payment", "p-1", nil, pending))
+	require.NoError(t, audit.Write(ctx, db, audit.System("test"), time.Time{}, "payment.success", "payment", "p-1", pending, paid))
+	require.NoError(t, audit.Note(ctx, db, audit.System("test"), time.Time{}, "payment.anomaly", "payment", "p-1", paid, map[string]any{"kind": "amount_mismatch", "amount": "10.00"}))
+
+	rows, err := db.Query(ctx, `SELECT action, coalesce(before::text, ''), after::text FROM audit_log WHERE entity_id = 'p-1' ORDER BY id`)
+	require.NoError(t, err)
+	var got [][3]string
+	for rows.Next() {
+		var r [3]string
+		require.NoError(t, rows.Scan(&r[0], &r[1], &r[2]))
+		got = append(got, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, got, 3)
+	require.Empty(t, got[0][1])
+	require.JSONEq(t, `{"id":"p-1","status":"pending","amount":"10.00"}`, got[0][2])
+	require.JSONEq(t, `{"status":"pending"}`, got[1][1])
+	require.JSONEq(t, `{"status":"success","paid_at":"2026-11-26T00:00:00Z"}`, got[1][2])
+	require.JSONEq(t, `{"id":"p-1","status":"success","amount":"10.00","paid_at":"2026-11-26T00:00:00Z"}`, got[2][1])
+	require.JSONEq(t, `{"kind":"amount_mismatch","amount":"10.00"}`, got[2][2])
+}

@@ -158,5 +158,5 @@ func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor,
 	if err != nil || seen {
 		return err
 	}
-	return audit.Write(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
+	return audit.Note(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
 }
