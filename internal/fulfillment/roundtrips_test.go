@@ -114,8 +114,11 @@ func (r *roundTrips) split() (claims [][]string, handlers []string) {
 // queued), claims aside. Before the worker round of issue 20 it took 30:
 // three transactions, each BEGIN, the claim fence, its statements and
 // COMMIT. BEGIN and the fence now travel with each transaction's first
-// statement (store.WithClaimTx): 24.
-const maxHandlerRoundTrips = 24
+// statement (store.WithClaimTx): 24. The audit rows and the event then
+// waited for the next statement that answers, or COMMIT, as in the
+// settlement (WithClaimTx on the pipelined transaction), and a handler's
+// notifications went in one statement with their NOTIFY: 16.
+const maxHandlerRoundTrips = 16
 
 // maxClaimRoundTrips bounds one claim round: BEGIN, SET LOCAL, the claim
 // and COMMIT were four; the SET LOCAL and the claim in one batch, one

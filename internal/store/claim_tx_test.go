@@ -98,6 +98,25 @@ func TestWithClaimTxCommitsOnlyUnderTheClaimWhateverItsFirstStatement(t *testing
 	require.NotErrorIs(t, err, store.ErrClaimLost)
 	require.NotEqual(t, "negative", description())
 
+	// Only statements that wait (an audit row: nobody reads its result),
+	// then the commit: they go with BEGIN and the fence, and the COMMIT
+	// waits for the fence's answer, so a lost claim commits nothing even
+	// though PostgreSQL took the statements.
+	audit := func(id string) func(tx pgx.Tx) error {
+		return func(tx pgx.Tx) error {
+			return store.AppendAudit(ctx, tx, store.AuditRecord{ActorKind: store.ActorSystem, ActorID: "test", Action: "test.waiting", EntityType: "test", EntityID: id, At: time.Now()})
+		}
+	}
+	audits := func(id string) int {
+		var n int
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE entity_id = $1`, id).Scan(&n))
+		return n
+	}
+	require.ErrorIs(t, store.WithClaimTx(ctx, b.pool, lost, "", audit("waiting-lost")), store.ErrClaimLost)
+	require.Zero(t, audits("waiting-lost"))
+	require.NoError(t, store.WithClaimTx(ctx, b.pool, held, "", audit("waiting-held")))
+	require.Equal(t, 1, audits("waiting-held"))
+
 	// Nothing sent: no transaction, nothing to refuse.
 	require.NoError(t, store.WithClaimTx(ctx, b.pool, lost, "", func(pgx.Tx) error { return nil }))
 

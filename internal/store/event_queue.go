@@ -125,8 +125,10 @@ func ReclaimExpiredEvents(ctx context.Context, db DB, maxAttempts int) ([]Reclai
 // transaction commits, whatever fn returns.
 //
 // The fence costs no round trip of its own: BEGIN, the fence and fn's
-// first statement go in one batch (withPreludeTx). That first statement
-// thus runs before the fence's answer is read; when the fence fails it is
+// first statement go in one batch (withPipelinedTx, whose other
+// statements wait as in WithPipelinedTx: audit rows and events go with the
+// next statement that answers, or with COMMIT). That first statement thus
+// runs before the fence's answer is read; when the fence fails it is
 // rolled back with the rest.
 func WithClaimTx(ctx context.Context, db DB, c Claim, leaderRole string, fn func(tx pgx.Tx) error) error {
 	var role *string
@@ -137,9 +139,9 @@ func WithClaimTx(ctx context.Context, db DB, c Claim, leaderRole string, fn func
 	if _, err := dbsqlc.New(&fence).HoldEventClaim(ctx, dbsqlc.HoldEventClaimParams{ID: c.ID, ClaimToken: &c.Token, LeaderRole: role}); !errors.Is(err, errCaptured) {
 		return errors.Join(errors.New("store: the generated fence sent no statement"), err)
 	}
-	return withPreludeTx(ctx, db, []prelude{{sql: fence.sql, args: fence.args, check: func(br pgx.BatchResults) error {
+	return withPipelinedTx(ctx, db, []prelude{{sql: fence.sql, args: fence.args, check: func(row pgx.Row) error {
 		var id uuid.UUID
-		err := br.QueryRow().Scan(&id)
+		err := row.Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrClaimLost
 		}

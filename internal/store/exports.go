@@ -46,7 +46,7 @@ var errCaptured = errors.New("store: statement captured")
 // in a slice) and no way to put a query in a pipeline with others;
 // capturing its statement keeps the SQL in sql/queries, checked against the
 // schema by sqlc, while eachRow reads the rows one by one and a pipelined
-// DB sends it ahead of another statement (pipeline.go).
+// DB sends it ahead of another statement (pipelined_tx.go).
 type statement struct {
 	sql  string
 	args []any

@@ -30,27 +30,38 @@ type NewNotification struct {
 }
 
 // InsertNotifications queues ns and wakes the senders at commit (NOTIFY
-// paymentd_notifications). A notification of the same event, channel and
-// recipient that already exists is skipped, so a retried event handler
-// queues nothing twice. It returns how many were inserted.
+// paymentd_notifications): one statement for each run of notifications of
+// the same event (an event handler queues one run). A notification of the
+// same event, channel and recipient that already exists is skipped, so a
+// retried event handler queues nothing twice. It returns how many were
+// inserted.
 func InsertNotifications(ctx context.Context, db DB, ns []NewNotification) (int, error) {
 	q := dbsqlc.New(db)
 	inserted := 0
-	for _, n := range ns {
-		c, err := q.InsertNotification(ctx, dbsqlc.InsertNotificationParams{
-			EventID: n.EventID, Recipient: n.Recipient, Channel: n.Channel, Subject: n.Subject, Body: n.Body,
-		})
+	for len(ns) > 0 {
+		n := 1
+		for n < len(ns) && sameEvent(ns[n].EventID, ns[0].EventID) {
+			n++
+		}
+		p := dbsqlc.InsertNotificationsParams{EventID: ns[0].EventID}
+		for _, r := range ns[:n] {
+			p.Recipients = append(p.Recipients, r.Recipient)
+			p.Channels = append(p.Channels, r.Channel)
+			p.Subjects = append(p.Subjects, r.Subject)
+			p.Bodies = append(p.Bodies, r.Body)
+		}
+		row, err := q.InsertNotifications(ctx, p)
 		if err != nil {
 			return inserted, MapError(err)
 		}
-		inserted += int(c)
-	}
-	if inserted > 0 {
-		if err := q.NotifyNotificationsQueued(ctx); err != nil {
-			return inserted, MapError(err)
-		}
+		inserted += int(row.Inserted)
+		ns = ns[n:]
 	}
 	return inserted, nil
+}
+
+func sameEvent(a, b *uuid.UUID) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // ClaimNotifications claims up to limit due pending notifications: one

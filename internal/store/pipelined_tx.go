@@ -33,17 +33,51 @@ func (p *BoundedPool) Acquire(ctx context.Context) (*pgxpool.Conn, error) { retu
 // fn does in between is discarded with it. When db cannot hand out a
 // connection (a pgx.Tx, a *pgx.Conn) it is WithTx.
 func WithPipelinedTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) error {
+	return withPipelinedTx(ctx, db, nil, fn)
+}
+
+// withPipelinedTx is WithPipelinedTx on a transaction that begins with
+// preludes: statements sent with BEGIN, ahead of everything else, whose
+// answers are checked before any other is read. A prelude that fails its
+// check refuses the transaction: the statement that carried it and every
+// later one return its error, nothing commits whatever fn returns, and
+// withPipelinedTx returns that error. A batch that carries the preludes
+// never carries COMMIT (a refusal is an answer, not an SQL error, so
+// PostgreSQL would commit after it). When db cannot hand out a connection
+// the preludes run first, each its own round trip, in WithTx.
+func withPipelinedTx(ctx context.Context, db TxBeginner, preludes []prelude, fn func(tx pgx.Tx) error) error {
 	pool, ok := db.(Acquirer)
 	if !ok {
-		return WithTx(ctx, db, fn)
+		return WithTx(ctx, db, func(tx pgx.Tx) error {
+			for _, p := range preludes {
+				if err := p.check(tx.QueryRow(ctx, p.sql, p.args...)); err != nil {
+					return err
+				}
+			}
+			return fn(tx)
+		})
 	}
-	return withTx(ctx, func() (pgx.Tx, error) {
+	var t *pipelinedTx
+	err := withTx(ctx, func() (pgx.Tx, error) {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		return &pipelinedTx{c: c, conn: c.Conn()}, nil
+		t = &pipelinedTx{c: c, conn: c.Conn(), preludes: preludes}
+		return t, nil
 	}, fn)
+	if t != nil && t.refused != nil {
+		return t.refused // whatever fn or the commit made of it
+	}
+	return err
+}
+
+// prelude is a statement a transaction must start with, and the check of
+// its answer; an error from check refuses the transaction.
+type prelude struct {
+	sql   string
+	args  []any
+	check func(pgx.Row) error
 }
 
 // later is db for a statement whose result nobody reads: on a pipelined
@@ -79,11 +113,15 @@ type waitingStatement struct {
 // own that Commit and Rollback give back (pgxpool closes a connection
 // handed back inside a transaction).
 type pipelinedTx struct {
-	c       *pgxpool.Conn
-	conn    *pgx.Conn
-	begun   bool // BEGIN has been sent
-	done    bool
-	waiting []waitingStatement
+	c        *pgxpool.Conn
+	conn     *pgx.Conn
+	preludes []prelude // go with BEGIN
+	begun    bool      // BEGIN has been sent
+	done     bool
+	refused  error // a prelude's refusal: every later call returns it
+	waiting  []waitingStatement
+	// savepoints counts the savepoints begun, for their names.
+	savepoints int
 }
 
 var _ pgx.Tx = (*pipelinedTx)(nil)
@@ -104,12 +142,25 @@ func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (p
 	if t.done {
 		return nil, pgx.ErrTxClosed
 	}
+	if t.refused != nil {
+		return nil, t.refused
+	}
 	b := &pgx.Batch{}
 	var reads []func(pgx.Row) error // of the statements ahead of last
 	if !t.begun {
 		b.Queue("BEGIN")
 		reads = append(reads, nil)
 		t.begun = true
+		for _, p := range t.preludes {
+			b.Queue(p.sql, p.args...)
+			reads = append(reads, func(row pgx.Row) error {
+				if err := p.check(row); err != nil {
+					t.refused = err
+					return err
+				}
+				return nil
+			})
+		}
 	}
 	for _, s := range t.waiting {
 		b.Queue(s.sql, s.args...)
@@ -139,7 +190,9 @@ func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (p
 }
 
 // pending reports whether a statement must carry BEGIN or waiting ones.
-func (t *pipelinedTx) pending() bool { return !t.begun || len(t.waiting) > 0 }
+// A refused transaction is pending too: its calls go through sendBatch,
+// which answers the refusal.
+func (t *pipelinedTx) pending() bool { return !t.begun || len(t.waiting) > 0 || t.refused != nil }
 
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	if !t.pending() && !t.done {
@@ -181,16 +234,26 @@ func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) pgx
 }
 
 // Commit sends COMMIT with whatever waits. A transaction that sent
-// nothing has nothing to commit.
+// nothing has nothing to commit; a refused one rolls back. Preludes that
+// have not gone yet go first, without COMMIT, and are checked.
 func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
 	}
-	defer t.release()
-	if !t.begun && len(t.waiting) == 0 {
+	if t.refused == nil && !t.begun && len(t.waiting) == 0 {
 		t.done = true
+		t.release()
 		return nil
 	}
+	if t.refused == nil && !t.begun && len(t.preludes) > 0 {
+		if err := t.flush(ctx); err != nil {
+			return errors.Join(err, t.Rollback(ctx))
+		}
+	}
+	if t.refused != nil {
+		return errors.Join(t.refused, t.Rollback(ctx))
+	}
+	defer t.release()
 	br, err := t.send(ctx, &waitingStatement{sql: "COMMIT"})
 	t.done = true
 	if err != nil {
@@ -240,10 +303,48 @@ func (t *pipelinedTx) flush(ctx context.Context) error {
 	return br.Close()
 }
 
-// Begin would open a savepoint; nothing that runs in a pipelined
-// transaction needs one.
-func (t *pipelinedTx) Begin(context.Context) (pgx.Tx, error) {
-	return nil, fmt.Errorf("store: no savepoints in a pipelined transaction")
+// Begin opens a savepoint, after whatever waits (BEGIN and the preludes
+// included) has gone. Its statements go through t; what waits when it
+// ends belongs to it, and goes with RELEASE or is dropped by ROLLBACK TO.
+func (t *pipelinedTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if err := t.flush(ctx); err != nil {
+		return nil, err
+	}
+	if t.done {
+		return nil, pgx.ErrTxClosed
+	}
+	t.savepoints++
+	sp := &savepointTx{pipelinedTx: t, name: fmt.Sprintf("sp_%d", t.savepoints)}
+	if _, err := t.conn.Exec(ctx, "SAVEPOINT "+sp.name); err != nil {
+		return nil, err
+	}
+	return sp, nil
+}
+
+// savepointTx is a savepoint of a pipelinedTx.
+type savepointTx struct {
+	*pipelinedTx
+	name  string
+	ended bool
+}
+
+func (s *savepointTx) Commit(ctx context.Context) error {
+	if s.ended || s.done {
+		return pgx.ErrTxClosed
+	}
+	s.ended = true
+	_, err := s.pipelinedTx.Exec(ctx, "RELEASE SAVEPOINT "+s.name)
+	return err
+}
+
+func (s *savepointTx) Rollback(ctx context.Context) error {
+	if s.ended || s.done {
+		return pgx.ErrTxClosed
+	}
+	s.ended = true
+	s.waiting = nil // queued inside the savepoint: rolled back unsent
+	_, err := s.conn.Exec(ctx, "ROLLBACK TO SAVEPOINT "+s.name)
+	return err
 }
 
 func (t *pipelinedTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
@@ -370,4 +471,18 @@ func (a answeredRow) Exec(context.Context, string, ...any) (pgconn.CommandTag, e
 
 func (a answeredRow) Query(context.Context, string, ...any) (pgx.Rows, error) {
 	return nil, errNotTheLaterStatement
+}
+
+// batchRow is the row of a batch's last statement; Scan closes the batch.
+type batchRow struct {
+	row pgx.Row
+	br  pgx.BatchResults
+}
+
+func (r *batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -2,16 +2,27 @@
 -- transaction, delivered by the notify sender with retries. Queue times are
 -- the database's now(). A claim is identified by (id, attempts).
 
--- name: InsertNotification :execrows
--- Queues one notification; a retried event handler inserts nothing twice
--- (notifications_event_recipient_key), and 0 rows is then not an error.
-INSERT INTO notifications (event_id, recipient, channel, subject, body)
-VALUES (sqlc.narg('event_id'), @recipient, @channel, @subject, @body)
-ON CONFLICT (event_id, channel, recipient) DO NOTHING;
-
--- name: NotifyNotificationsQueued :exec
--- Wakes the senders (LISTEN paymentd_notifications) at commit.
-SELECT pg_notify('paymentd_notifications', '');
+-- name: InsertNotifications :one
+-- Queues the notifications of one event (the i-th recipient, channel,
+-- subject and body of the arrays are one), and wakes the senders (LISTEN
+-- paymentd_notifications) at commit when any was new: one statement, one
+-- round trip. A retried event handler inserts nothing twice
+-- (notifications_event_recipient_key): those rows are skipped, and not
+-- counted in inserted.
+WITH inserted_rows AS (
+    INSERT INTO notifications (event_id, recipient, channel, subject, body)
+    SELECT sqlc.narg('event_id')::uuid, n.recipient, n.channel, n.subject, n.body
+    FROM (SELECT unnest(@recipients::text[]) AS recipient, unnest(@channels::text[]) AS channel,
+                 unnest(@subjects::text[]) AS subject, unnest(@bodies::text[]) AS body) AS n
+    ON CONFLICT (event_id, channel, recipient) DO NOTHING
+    RETURNING 1
+), counted AS (
+    SELECT count(*)::integer AS inserted FROM inserted_rows
+)
+SELECT counted.inserted,
+       (SELECT count(*) FROM (SELECT pg_notify('paymentd_notifications', '')
+                              WHERE counted.inserted > 0) AS woken)::integer AS woken
+FROM counted;
 
 -- name: ClaimNotifications :many
 -- Claims up to max_rows due pending notifications, oldest due first: one

@@ -95,38 +95,57 @@ func (q *Queries) CountNotifications(ctx context.Context, arg CountNotifications
 	return count, err
 }
 
-const insertNotification = `-- name: InsertNotification :execrows
+const insertNotifications = `-- name: InsertNotifications :one
 
-INSERT INTO notifications (event_id, recipient, channel, subject, body)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (event_id, channel, recipient) DO NOTHING
+WITH inserted_rows AS (
+    INSERT INTO notifications (event_id, recipient, channel, subject, body)
+    SELECT $1::uuid, n.recipient, n.channel, n.subject, n.body
+    FROM (SELECT unnest($2::text[]) AS recipient, unnest($3::text[]) AS channel,
+                 unnest($4::text[]) AS subject, unnest($5::text[]) AS body) AS n
+    ON CONFLICT (event_id, channel, recipient) DO NOTHING
+    RETURNING 1
+), counted AS (
+    SELECT count(*)::integer AS inserted FROM inserted_rows
+)
+SELECT counted.inserted,
+       (SELECT count(*) FROM (SELECT pg_notify('paymentd_notifications', '')
+                              WHERE counted.inserted > 0) AS woken)::integer AS woken
+FROM counted
 `
 
-type InsertNotificationParams struct {
-	EventID   *uuid.UUID
-	Recipient string
-	Channel   string
-	Subject   string
-	Body      string
+type InsertNotificationsParams struct {
+	EventID    *uuid.UUID
+	Recipients []string
+	Channels   []string
+	Subjects   []string
+	Bodies     []string
+}
+
+type InsertNotificationsRow struct {
+	Inserted int32
+	Woken    int32
 }
 
 // Outgoing notifications: queued by the event handlers in their
 // transaction, delivered by the notify sender with retries. Queue times are
 // the database's now(). A claim is identified by (id, attempts).
-// Queues one notification; a retried event handler inserts nothing twice
-// (notifications_event_recipient_key), and 0 rows is then not an error.
-func (q *Queries) InsertNotification(ctx context.Context, arg InsertNotificationParams) (int64, error) {
-	result, err := q.db.Exec(ctx, insertNotification,
+// Queues the notifications of one event (the i-th recipient, channel,
+// subject and body of the arrays are one), and wakes the senders (LISTEN
+// paymentd_notifications) at commit when any was new: one statement, one
+// round trip. A retried event handler inserts nothing twice
+// (notifications_event_recipient_key): those rows are skipped, and not
+// counted in inserted.
+func (q *Queries) InsertNotifications(ctx context.Context, arg InsertNotificationsParams) (InsertNotificationsRow, error) {
+	row := q.db.QueryRow(ctx, insertNotifications,
 		arg.EventID,
-		arg.Recipient,
-		arg.Channel,
-		arg.Subject,
-		arg.Body,
+		arg.Recipients,
+		arg.Channels,
+		arg.Subjects,
+		arg.Bodies,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var i InsertNotificationsRow
+	err := row.Scan(&i.Inserted, &i.Woken)
+	return i, err
 }
 
 const listNotifications = `-- name: ListNotifications :many
@@ -248,14 +267,4 @@ func (q *Queries) MarkNotificationSent(ctx context.Context, arg MarkNotification
 		return 0, err
 	}
 	return result.RowsAffected(), nil
-}
-
-const notifyNotificationsQueued = `-- name: NotifyNotificationsQueued :exec
-SELECT pg_notify('paymentd_notifications', '')
-`
-
-// Wakes the senders (LISTEN paymentd_notifications) at commit.
-func (q *Queries) NotifyNotificationsQueued(ctx context.Context) error {
-	_, err := q.db.Exec(ctx, notifyNotificationsQueued)
-	return err
 }
