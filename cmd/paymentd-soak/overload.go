@@ -71,7 +71,10 @@ func overload(ctx context.Context, o options) error {
 	}
 	defer fake.Close()
 	c, err := clustertest.Start(ctx, clustertest.Options{Binary: bin, Nodes: 1, DatabaseURL: dbURL, Dir: logs, Logf: logf,
-		Env: []string{fmt.Sprintf("PAYMENTD_SERVER__MAX_CONCURRENCY=%d", overloadCapacity)}})
+		Env: []string{
+			fmt.Sprintf("PAYMENTD_SERVER__MAX_CONCURRENCY=%d", overloadCapacity),
+			fmt.Sprintf("PAYMENTD_SERVER__QUEUE_TIMEOUT_MS=%d", o.overloadQueue.Milliseconds()),
+		}})
 	if err != nil {
 		return err
 	}
@@ -87,7 +90,8 @@ func overload(ctx context.Context, o options) error {
 	}
 
 	clients := 5 * overloadCapacity
-	logf("overload: %d clients against max_concurrency %d for %s, deadline %s per call", clients, overloadCapacity, o.overloadFor, o.overloadDeadline)
+	logf("overload: %d clients against max_concurrency %d for %s, deadline %s per call, queue_timeout_ms %d",
+		clients, overloadCapacity, o.overloadFor, o.overloadDeadline, o.overloadQueue.Milliseconds())
 	var (
 		mu     sync.Mutex
 		served []time.Duration
