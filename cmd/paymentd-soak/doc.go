@@ -8,9 +8,13 @@
 //	go run ./cmd/paymentd-soak --overload        (task soak -- --overload)
 //
 // --overload runs only the overload scenario (overload.go): one node at
-// [server].max_concurrency 4 under 20 clients whose calls carry deadlines;
-// it prints p50/p99 of the calls served and the codes of the rest, then the
-// money check.
+// [server].max_concurrency 4 under 20 clients whose calls carry deadlines
+// (--overload-deadline, 100 ms; --overload-queue-timeout sets the node's
+// [server].queue_timeout_ms, 0 by default);
+// it prints p50/p99 of the calls served and the codes of the rest, fails
+// when any call answered something other than a clean refusal
+// (DeadlineExceeded, ResourceExhausted, Unavailable "database busy,
+// retry"), then runs the money check.
 //
 // The load: customers order and pay through the epay gateway (the fake
 // notifies the node that created the payment; half the notifications are

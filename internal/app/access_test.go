@@ -68,8 +68,9 @@ func refusedWithin(t *testing.T, in instance, cr credential, what string) time.D
 // everywhere, a password change and disabling made on one instance end the
 // customer's earlier tokens on the other within seconds (the access
 // cache's second), a token issued by the change works on the other at
-// once, and an admin's password change ends their sessions on both at
-// once.
+// once, enabling brings back the login and the unrevoked API key on the
+// other but none of the tokens from before, and an admin's password change
+// ends their sessions on both at once.
 func TestEndingAccessOnOneInstanceIsSeenByTheOtherWithinSeconds(t *testing.T) {
 	t.Parallel()
 	for _, shared := range []bool{true, false} {
@@ -134,6 +135,25 @@ func TestEndingAccessOnOneInstanceIsSeenByTheOtherWithinSeconds(t *testing.T) {
 			refusedWithin(t, b, t2, "disabling on A")
 			_, err = b.ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "hana@example.com", Password: "another long password"}))
 			require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
+
+			// Enabled on A: the API key, never revoked, works on B (and
+			// A) at once; the customer logs in on B and the new token
+			// works on both at once; every token issued before the
+			// disabling stays refused on both.
+			_, err = a.admins.EnableCustomer(ctx, with(&identitypb.EnableCustomerRequest{CustomerId: customerID}, admin))
+			require.NoError(t, err)
+			require.NoError(t, b.me(key), "the API key is read from the database on every call")
+			require.NoError(t, a.me(key))
+			relogin, err := b.ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: "hana@example.com", Password: "another long password"}))
+			require.NoError(t, err)
+			t3 := bearer(relogin.Msg.GetAccessToken())
+			require.NoError(t, b.me(t3))
+			require.NoError(t, a.me(t3), "a token of the new generation is taken by the other instance at once")
+			for _, in := range []instance{a, b} {
+				for i, old := range []credential{t0, t1, t2} {
+					require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(in.me(old)), "token %d on %s after enabling", i, in.name)
+				}
+			}
 
 			// An admin's password change on A ends the admin's sessions on
 			// B at once (the rows are gone and the shared copies dropped),

@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"io"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,11 +15,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -121,4 +125,171 @@ func TestRequestThatFindsNoFreePooledConnectionIsUnavailableDatabaseBusy(t *test
 	var ce *connect.Error
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, "database busy, retry", ce.Message())
+}
+
+// queuedPayments is blockingPayments that also counts the CreatePayment
+// calls that reach the handler: a request that left the queue must never
+// be one of them.
+type queuedPayments struct {
+	blockingPayments
+	created *atomic.Int64
+}
+
+func (q queuedPayments) CreatePayment(ctx context.Context, req *connect.Request[paymentpb.CreatePaymentRequest]) (*connect.Response[paymentpb.CreatePaymentResponse], error) {
+	q.created.Add(1)
+	return q.blockingPayments.CreatePayment(ctx, req)
+}
+
+// startQueued starts an observed service at [server].max_concurrency 1
+// (and whatever mutate sets) whose CreatePayment calls are counted in
+// created, and returns it with a function that takes its one slot with a
+// GetPayment held in the handler. The function it returns gives the slot
+// back once the held call has been answered.
+func startQueued(t *testing.T, created *atomic.Int64, mutate func(*config.Config)) (*observed, func() (release func())) {
+	t.Helper()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	o := startObserved(t, []app.Option{app.WithPaymentHandler(func(h paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler {
+		return queuedPayments{blockingPayments: blockingPayments{PaymentServiceHandler: h, entered: entered, release: release}, created: created}
+	})}, func(c *config.Config) {
+		c.Server.MaxConcurrency = 1
+		mutate(c)
+	})
+	hold := func() func() {
+		held := make(chan error, 1)
+		go func() {
+			_, err := o.payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: uuid.NewString()}, o.c.customer))
+			held <- err
+		}()
+		<-entered
+		var once sync.Once
+		free := func() {
+			once.Do(func() {
+				close(release)
+				require.Equal(t, connect.CodeNotFound, connect.CodeOf(<-held), "the request holding the slot is served")
+			})
+		}
+		t.Cleanup(free)
+		return free
+	}
+	return o, hold
+}
+
+func queueLeft(reason string) string {
+	return `paymentd_concurrency_queue_left_total{reason="` + reason + `"}`
+}
+
+// With [server].queue_timeout_ms set, a request that has waited that long
+// behind max_concurrency leaves the queue answered ResourceExhausted with
+// Retry-After, in Connect, gRPC and gRPC-Web alike; it never reaches its
+// handler, writes nothing, and paymentd_concurrency_queue_left_total
+// counts it under queue_timeout. The same call is served once the slot is
+// free: the refusal was the queue's, not the call's.
+func TestQueueTimeoutOverTheWireAnswersResourceExhaustedWithRetryAfterAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	const queueTimeout = 300 * time.Millisecond
+	var created atomic.Int64
+	o, hold := startQueued(t, &created, func(c *config.Config) { c.Server.QueueTimeoutMS = int(queueTimeout / time.Millisecond) })
+	orderID := o.order(t)
+	free := hold()
+
+	req := &paymentpb.CreatePaymentRequest{OrderId: orderID, GatewayInterfaceId: o.epayGW, ReturnUrl: "https://shop.example/done"}
+	msg, err := proto.Marshal(req)
+	require.NoError(t, err)
+	envelope := binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg)))
+	envelope = append(envelope, msg...)
+	jsonBody, err := protojson.Marshal(req)
+	require.NoError(t, err)
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	// A bounded wait: without the queue timeout a call would wait for the
+	// slot, held until the end of the test.
+	h1 := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(h1.CloseIdleConnections)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &protocols}, Timeout: 10 * time.Second}
+	t.Cleanup(h2c.CloseIdleConnections)
+	post := func(client *http.Client, body []byte, header ...string) (*http.Response, []byte) {
+		t.Helper()
+		r, err := http.NewRequest(http.MethodPost, o.r.baseURL+paymentpbconnect.PaymentServiceCreatePaymentProcedure, bytes.NewReader(body))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		o.c.customer(r.Header)
+		began := time.Now()
+		resp, err := client.Do(r)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, time.Since(began), queueTimeout, "it waited in the queue before the refusal")
+		return resp, out
+	}
+
+	resp, body := post(h1, jsonBody, "Content-Type", "application/json", "Connect-Protocol-Version", "1")
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Contains(t, string(body), `"code":"resource_exhausted"`)
+
+	resp, _ = post(h2c, envelope, "Content-Type", "application/grpc", "Te", "trailers")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "8", resp.Header.Get("Grpc-Status")+resp.Trailer.Get("Grpc-Status"), "gRPC RESOURCE_EXHAUSTED")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	resp, _ = post(h1, envelope, "Content-Type", "application/grpc-web+proto")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "8", resp.Header.Get("Grpc-Status"), "gRPC-Web RESOURCE_EXHAUSTED")
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	m := o.scrape(t)
+	require.Equal(t, 3.0, m[queueLeft("queue_timeout")])
+	require.Zero(t, m[queueLeft("deadline_exceeded")])
+	require.Zero(t, m[queueLeft("canceled")])
+
+	free()
+	require.Zero(t, created.Load(), "no refused call reached its handler")
+	require.Zero(t, o.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID), "nothing written")
+	require.Equal(t, "pending", o.orderStatus(t, orderID))
+
+	// The control: the same call, with the slot free, is served.
+	o.createPayment(t, orderID)
+	require.EqualValues(t, 1, created.Load())
+	require.Equal(t, 1, o.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
+	require.Equal(t, 3.0, o.scrape(t)[queueLeft("queue_timeout")], "a served call is not counted")
+}
+
+// A queued request whose client goes away leaves the queue at once (the
+// default, queue_timeout_ms 0, would otherwise have it wait for the slot):
+// paymentd_concurrency_queue_left_total counts it under canceled, and it is
+// never served, not even once the slot is free.
+func TestQueuedRequestWhoseClientGoesAwayOverTheWireIsCountedAndNeverServed(t *testing.T) {
+	t.Parallel()
+	var created atomic.Int64
+	o, hold := startQueued(t, &created, func(*config.Config) {})
+	orderID := o.order(t)
+	free := hold()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answered := make(chan error, 1)
+	go func() {
+		_, err := o.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{
+			OrderId: orderID, GatewayInterfaceId: o.epayGW, ReturnUrl: "https://shop.example/done",
+		}, o.c.customer))
+		answered <- err
+	}()
+	require.Eventually(t, func() bool { return o.scrape(t)["paymentd_concurrency_waiting"] == 1 }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Equal(t, connect.CodeCanceled, connect.CodeOf(<-answered))
+	require.Eventually(t, func() bool {
+		m := o.scrape(t)
+		return m[queueLeft("canceled")] == 1 && m["paymentd_concurrency_waiting"] == 0
+	}, 10*time.Second, 5*time.Millisecond, "the server saw the client go and took it out of the queue")
+	m := o.scrape(t)
+	require.Zero(t, m[queueLeft("deadline_exceeded")])
+	require.Zero(t, m[queueLeft("queue_timeout")])
+	require.Equal(t, 1.0, m["paymentd_concurrency_in_flight"], "the held call still has the slot")
+
+	free()
+	require.Zero(t, created.Load(), "the gone client's call never reached its handler")
+	require.Zero(t, o.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
 }

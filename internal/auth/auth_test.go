@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
@@ -195,6 +196,35 @@ func TestCredentialThatCouldNotBeCheckedIsUnavailable(t *testing.T) {
 	r.Header.Set("X-Api-Key", "good:"+customerID.String())
 	h.ServeHTTP(httptest.NewRecorder(), r)
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+}
+
+// A credential whose check failed because the request itself ended (its
+// client went away, its deadline passed) answers Canceled or
+// DeadlineExceeded, not Unavailable: nothing is down, and a metric of
+// Unavailable answers must not rise with impatient clients.
+func TestCredentialUncheckedBecauseTheRequestEndedIsCanceledOrDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	s, j, k := layers()
+	var err error
+	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		err = auth.Check(r.Context(), auth.Authenticated)
+	}))
+	for _, l := range []*headerAuth{k, j, s} {
+		h = auth.Layer(l, slog.New(slog.DiscardHandler))(h)
+	}
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelLate()
+	for _, tc := range []struct {
+		ctx  context.Context
+		want connect.Code
+	}{{gone, connect.CodeCanceled}, {late, connect.CodeDeadlineExceeded}, {context.Background(), connect.CodeUnavailable}} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil).WithContext(tc.ctx)
+		r.Header.Set("Cookie-Session", "broken")
+		h.ServeHTTP(httptest.NewRecorder(), r)
+		require.Equal(t, tc.want, connect.CodeOf(err), "%v", err)
+	}
 }
 
 func TestScopesNestAndNoKeyCoversASessionOnlyProcedure(t *testing.T) {

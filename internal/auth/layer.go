@@ -60,6 +60,11 @@ func Layer(a Authenticator, log *slog.Logger) func(http.Handler) http.Handler {
 			case errors.As(err, &inv):
 				s.rejected, s.reason = a.Kind(), inv.Reason
 				log.InfoContext(ctx, "credential rejected", "kind", a.Kind(), "reason", inv.Reason)
+			case ctx.Err() != nil:
+				// The request ended under the check (Check answers it
+				// Canceled or DeadlineExceeded): no fault to warn of.
+				s.rejected, s.reason = a.Kind(), reasonUnchecked
+				log.DebugContext(ctx, "credential not checked: the request ended", "kind", a.Kind(), "err", err)
 			default:
 				s.rejected, s.reason = a.Kind(), reasonUnchecked
 				log.WarnContext(ctx, "credential could not be checked", "kind", a.Kind(), "err", err)

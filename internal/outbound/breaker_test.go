@@ -1,6 +1,7 @@
 package outbound
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -249,4 +250,41 @@ func TestHostKeyNamesHostAndPort(t *testing.T) {
 	_, err := b.get(t, "ftp://pay.example.com/")
 	require.ErrorContains(t, err, "unsupported URL scheme")
 	require.Empty(t, b.client.Breakers(), "a request that cannot be sent touches no breaker")
+}
+
+// A call cut short because its caller gave up (the request's client went
+// away or its deadline passed) says nothing about the host: it does not
+// count against the breaker. Otherwise any client sending a short
+// connect-timeout-ms a few times would open a healthy gateway's breaker
+// for every customer. The host's own slowness still counts through the
+// per-attempt timeout.
+func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
+	t.Parallel()
+	b := setup(t, Options{Timeout: 5 * time.Second})
+	release := make(chan struct{})
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int64) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	t.Cleanup(func() { close(release) })
+
+	for range 2 * DefaultFailureThreshold {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		_, err := b.do(ctx, http.MethodPost, srv.URL, "{}", false)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, ErrCircuitOpen)
+	}
+	for range DefaultFailureThreshold {
+		ctx, cancel := context.WithCancel(t.Context())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		_, err := b.do(ctx, http.MethodPost, srv.URL, "{}", false)
+		require.ErrorIs(t, err, context.Canceled)
+	}
+	require.EqualValues(t, 3*DefaultFailureThreshold, srv.hits.Load(), "every call reached the host")
+	st := b.status(t, srv.host)
+	require.Equal(t, StateClosed, st.State)
+	require.Zero(t, st.RecentFailures)
 }

@@ -307,7 +307,12 @@ func (c *Client) do(req *http.Request, idempotent bool, hc *http.Client) (resp *
 		exec = hb.retrying
 	}
 	resp, err = exec.WithContext(ctx).GetWithExecution(func(e failsafe.Execution[*Response]) (*Response, error) {
-		return c.attempt(e.Context(), hc, req)
+		resp, err := c.attempt(e.Context(), hc, req)
+		if err != nil && ctx.Err() != nil {
+			// The caller gave up, not the host (see isHostFailure).
+			err = callerGaveUp{err}
+		}
+		return resp, err
 	})
 	switch {
 	case err == nil:
@@ -427,12 +432,25 @@ func hostKey(u *url.URL) (string, error) {
 	return net.JoinHostPort(name, port), nil
 }
 
+// callerGaveUp marks an attempt cut short because the caller's own context
+// ended (its client went away, its deadline passed) rather than by the host
+// or the per-attempt timeout.
+type callerGaveUp struct{ error }
+
+func (e callerGaveUp) Unwrap() error { return e.error }
+
 // isHostFailure is the breaker's rule: a transport error (a per-attempt
-// timeout and a cancelled call included) or a 5xx. A 4xx, 429 included, is
-// an answer from a working host.
+// timeout included) or a 5xx. A 4xx, 429 included, is an answer from a
+// working host. A call its caller gave up on is no failure either (the
+// breaker records it as a success, having no third outcome): it says nothing
+// against the host, and counting it would let any client with a short
+// deadline open a healthy host's breaker for everyone. A host that hangs
+// still opens it through the per-attempt timeout; a half-open probe whose
+// caller gives up closes it, and five more timeouts reopen it.
 func isHostFailure(resp *Response, err error) bool {
 	if err != nil {
-		return !errors.Is(err, ErrResponseTooLarge)
+		var gaveUp callerGaveUp
+		return !errors.Is(err, ErrResponseTooLarge) && !errors.As(err, &gaveUp)
 	}
 	return resp != nil && resp.Status >= 500
 }

@@ -8,9 +8,12 @@
 //
 // Each downstream host:port has one failsafe-go circuit breaker, created on
 // first use. A failure is a transport error (refused, reset, TLS, a
-// per-attempt timeout, a caller that gave up mid-call) or a 5xx answer. A 4xx,
-// 429 included, is an answer from a working host and counts as a success. A
-// body over the size limit is an error for the caller but not a host failure.
+// per-attempt timeout) or a 5xx answer. A 4xx, 429 included, is an answer
+// from a working host and counts as a success. A body over the size limit is
+// an error for the caller but not a host failure, and so is a call its
+// caller gave up on mid-call (client gone, client deadline passed; recorded
+// as a success): otherwise impatient clients would open a healthy host's
+// breaker for everyone.
 //
 //	            FailureThreshold (5) consecutive failures
 //	┌────────┐ ──────────────────────────────────────────▶ ┌────────┐

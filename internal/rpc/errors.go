@@ -53,6 +53,13 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 	if errors.As(err, &ce) {
 		return ce
 	}
+	if ended := ctx.Err(); ended != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The request's own end failed the call (its client went away or
+		// its deadline passed under a plugin call or a query): answer
+		// that, not the Internal or Unavailable a layer wrapped it in.
+		// Nobody waits for the answer and it is no fault: not logged.
+		return contextError(ended)
+	}
 	var ae *apperr.Error
 	if errors.As(err, &ae) {
 		code := codes[ae.Kind]
@@ -65,10 +72,8 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		return connect.NewError(code, errors.New(ae.Message))
 	}
 	switch {
-	case errors.Is(err, context.Canceled):
-		return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
-	case errors.Is(err, context.DeadlineExceeded):
-		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return contextError(err)
 	case errors.Is(err, store.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
 	case errors.Is(err, store.ErrConflict):
@@ -85,6 +90,15 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	logError(ctx, log, err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
+}
+
+// contextError answers a call ended by its context: Canceled or
+// DeadlineExceeded.
+func contextError(err error) *connect.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
 }
 
 func logError(ctx context.Context, log *slog.Logger, err error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
@@ -81,4 +82,31 @@ func TestErrorInterceptorMapsWhatAHandlerReturns(t *testing.T) {
 	require.Equal(t, "order is paid", ce.Message())
 	_, err = call(fmt.Errorf("lookup: %w", store.ErrNotFound))
 	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+}
+
+// A failure the request's own end caused — a plugin call or a query cut
+// short because the client went away or its deadline passed — answers
+// Canceled or DeadlineExceeded and is not logged as a fault, whatever a
+// layer wrapped it in. The same failure on a live request, or an unrelated
+// failure on an ended one, keeps its code.
+func TestFailureCausedByTheRequestsEndIsAnsweredByItsContext(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	pluginCut := func(cause error) error {
+		return apperr.Wrap(apperr.Internal, fmt.Errorf("plugin epay: create_payment: timeout: %w", cause), "gateway plugin epay: create_payment failed").Show()
+	}
+
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.Equal(t, connect.CodeCanceled, connect.CodeOf(Error(gone, log, pluginCut(context.Canceled))))
+	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelLate()
+	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(Error(late, log, pluginCut(context.DeadlineExceeded))))
+	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(Error(late, log, apperr.Wrap(apperr.Unavailable, context.DeadlineExceeded, "gateway gw.example unavailable"))))
+	require.Empty(t, logs.String(), "a client's leaving is no fault")
+
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(Error(context.Background(), log, pluginCut(context.Canceled))), "a live request's failure keeps its code")
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(Error(gone, log, errors.New("nil map"))), "an unrelated failure is not hidden")
+	require.Contains(t, logs.String(), "nil map")
 }
