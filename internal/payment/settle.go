@@ -371,7 +371,7 @@ func (st *settling) fail(ctx context.Context, reason string) error {
 		return bug(err, "fail payment") // locked and pending
 	}
 	st.out.Payment, st.out.Applied, st.moved = failed, true, true
-	return audit.Write(ctx, st.tx, st.who, st.now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
+	return audit.Write(ctx, st.tx, st.who, st.now, audit.ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
 }
 
 // pay moves the pending payment to success, then applies it to its
