@@ -105,7 +105,8 @@ type Settlement struct {
 //   - success, payment pending but its order or invoice can no longer be
 //     paid (cancelled, paid otherwise) → the payment fails with the money
 //     captured, to be returned; recorded, and InvalidArgument to a callback;
-//   - failed, payment pending → failed;
+//   - failed, payment pending → failed (a status query or the reconciler:
+//     a callback that is not a success does not get here);
 //   - pending → nothing (the caller does not get here).
 //
 // Concurrent reports of one payment queue on the row locks; exactly one
