@@ -239,6 +239,11 @@ func (e *payEnv) waitSettled(t *testing.T, id string) *paymentpb.PaymentRecord {
 
 // signedNotify is an epay notification signed with the merchant key.
 func signedNotify(paymentID, tradeNo, money string) string {
+	return signedNotifyWith(paymentID, tradeNo, money, "TRADE_SUCCESS")
+}
+
+// signedNotifyWith is signedNotify with another trade_status.
+func signedNotifyWith(paymentID, tradeNo, money, tradeStatus string) string {
 	v := url.Values{}
 	v.Set("pid", epay.DefaultPID)
 	v.Set("trade_no", tradeNo)
@@ -246,7 +251,7 @@ func signedNotify(paymentID, tradeNo, money string) string {
 	v.Set("type", "alipay")
 	v.Set("name", "VPS")
 	v.Set("money", money)
-	v.Set("trade_status", "TRADE_SUCCESS")
+	v.Set("trade_status", tradeStatus)
 	v.Set("sign", epay.Sign(v, epay.DefaultKey))
 	v.Set("sign_type", "MD5")
 	return v.Encode()

@@ -26,12 +26,21 @@ const (
 	ManualAdjust Kind = store.BalanceManualAdjust
 )
 
-// actions name each kind of entry in the audit log (entity: the customer).
+// Audit actions of the entries (audit_log.action; entity: the customer).
+// Post writes them; this is their one definition.
+const (
+	ActionRecharge     = "balance.recharge"
+	ActionCharge       = "balance.charge"
+	ActionRefund       = "balance.refund"
+	ActionManualAdjust = "customer.balance_adjusted"
+)
+
+// actions name each kind of entry in the audit log.
 var actions = map[Kind]string{
-	Recharge:     "balance.recharge",
-	Payment:      "balance.charge",
-	Refund:       "balance.refund",
-	ManualAdjust: "customer.balance_adjusted",
+	Recharge:     ActionRecharge,
+	Payment:      ActionCharge,
+	Refund:       ActionRefund,
+	ManualAdjust: ActionManualAdjust,
 }
 
 // Entry is one change of a customer's balance.

@@ -14,7 +14,10 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// Audit actions written by this package (audit_log.action).
+// Audit actions written by this package (audit_log.action). The payment
+// rows it writes (a balance payment, the pending payments an order's move
+// fails) use audit.ActionPaymentCreate and audit.ActionPaymentFail, shared
+// with internal/payment; the balance's entries are internal/balance's.
 const (
 	ActionProductCreate = "product.create"
 	ActionProductUpdate = "product.update"
@@ -30,9 +33,6 @@ const (
 	ActionOrderResume       = "order.resume"
 	ActionOrderComplete     = "order.complete"
 	ActionOrderTerminate    = "order.terminate"
-	ActionBalanceCharge     = "balance.charge"
-	ActionPaymentCreate     = "payment.create"
-	ActionPaymentFail       = "payment.fail"
 	ActionInvoiceCreate     = "invoice.create"
 	ActionInvoiceCancel     = "invoice.cancel"
 )
@@ -139,7 +139,7 @@ func auditFailedPayments(ctx context.Context, db store.DB, by audit.Actor, at ti
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = "pending", ""
-		if err := audit.Write(ctx, db, by, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+		if err := audit.Write(ctx, db, by, at, audit.ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}
 	}

@@ -99,7 +99,7 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 			if err != nil {
 				return err // insufficient balance: the payment row goes with the transaction
 			}
-			if err := audit.Write(ctx, tx, audit.Of(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
+			if err := audit.Write(ctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
 				return err
 			}
 			out.Payment, out.Ledger, out.Balance = &pay, &posted.Ledger, posted.Account.Balance

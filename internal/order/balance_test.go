@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
@@ -140,14 +142,14 @@ func TestPayWithBalanceDeductsRecordsAndQueuesOrderPaid(t *testing.T) {
 	// Audit: the balance change, the payment and the order, by alice.
 	bal := b.audits(t, "customer", b.alice.String())
 	require.Len(t, bal, 1)
-	require.Equal(t, order.ActionBalanceCharge, bal[0].Action)
+	require.Equal(t, balance.ActionCharge, bal[0].Action)
 	require.Equal(t, "customer", bal[0].ActorKind)
 	require.Equal(t, b.alice.String(), bal[0].ActorID)
 	require.Equal(t, "100.00", bal[0].Before["balance"])
 	require.Equal(t, "69.75", bal[0].After["balance"])
 	payAudit := b.audits(t, "payment", pay.ID.String())
 	require.Len(t, payAudit, 1)
-	require.Equal(t, order.ActionPaymentCreate, payAudit[0].Action)
+	require.Equal(t, audit.ActionPaymentCreate, payAudit[0].Action)
 	require.Nil(t, payAudit[0].Before)
 	require.Equal(t, "success", payAudit[0].After["status"])
 	require.Equal(t, "30.25", payAudit[0].After["amount"])

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
@@ -521,7 +522,7 @@ func TestCancelOrderCancelsFailsPendingPaymentsAndQueuesTheEvent(t *testing.T) {
 	require.Equal(t, "cancelled", orderAudits[1].After["status"])
 	payAudits := b.audits(t, "payment", pending.String())
 	require.Len(t, payAudits, 1)
-	require.Equal(t, order.ActionPaymentFail, payAudits[0].Action)
+	require.Equal(t, audit.ActionPaymentFail, payAudits[0].Action)
 	require.Equal(t, "failed", payAudits[0].After["status"])
 }
 

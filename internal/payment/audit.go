@@ -13,12 +13,13 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// Audit actions written by this package (audit_log.action).
+// Audit actions written by this package (audit_log.action). A payment's
+// creation and failure are audit.ActionPaymentCreate and
+// audit.ActionPaymentFail (internal/order writes them too); a refund to the
+// balance is internal/balance's ActionRefund.
 const (
-	ActionPaymentCreate  = "payment.create"
 	ActionPaymentSuccess = "payment.success"
 	ActionPaymentConfirm = "payment.confirm_bank_transfer"
-	ActionPaymentFail    = "payment.fail"
 	ActionPaymentCapture = "payment.capture"
 	ActionPaymentAnomaly = "payment.anomaly"
 	ActionPaymentRefund  = "payment.refund"
@@ -29,7 +30,6 @@ const (
 	ActionRefundUnknown  = "refund.outcome_unknown"
 	ActionRefundAccepted = "refund.accepted"
 	ActionRefundResolve  = "refund.resolve"
-	ActionBalanceRefund  = "balance.refund"
 )
 
 // Entity types (audit_log.entity_type).
@@ -117,7 +117,7 @@ func auditFailedPayments(ctx context.Context, db store.DB, a audit.Actor, at tim
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = string(StatusPending), ""
-		if err := audit.Write(ctx, db, a, at, ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
+		if err := audit.Write(ctx, db, a, at, audit.ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
 			return err
 		}
 	}

@@ -133,7 +133,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		if err != nil {
 			return err
 		}
-		return audit.Write(rctx, tx, audit.Of(p), now, ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay))
+		return audit.Write(rctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay))
 	})
 	if store.ConstraintOf(err) == "payments_one_pending_key" {
 		// A concurrent call for the same order, invoice and interface won:

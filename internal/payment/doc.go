@@ -10,7 +10,9 @@
 //	   └──(gateway reports failed, order or invoice       └── partial refund: stays success,
 //	       cancelled or paid otherwise)──▶ failed             refunded_amount grows
 //
-// success, failed and refunded are never left by a callback.
+// success, failed and refunded are never left by a callback. A failed
+// payment may hold captured money (the gateway took it after all): refunds
+// return it while the payment stays failed.
 //
 // # Creating a payment
 //
@@ -26,14 +28,17 @@
 //
 // Callbacks (HandleCallback and the /callbacks route), QueryPaymentStatus,
 // the Reconciler and ConfirmBankTransfer all end in settle, one transaction
-// that locks the order, the invoice and the payment — in that order, after
-// internal/order's customer → order — and decides on the locked rows. The
+// in named steps: lock (the order, the invoice and the payment — in that
+// order, after internal/order's customer → order), decide (pure, on the
+// locked rows), then apply — to the payment, applyToInvoice, applyToOrder. The
 // optimistic lock (UPDATE … WHERE status = 'pending') makes a settlement
 // apply once; concurrent deliveries queue on the row locks and the later
-// ones see a Duplicate. What cannot be applied but may mean money moved (a
-// success for a failed payment, another amount, another gateway order
-// number) is answered InvalidArgument and recorded once in audit_log as
-// payment.anomaly for an admin.
+// ones see a Duplicate. What cannot be applied but may mean money moved
+// (another amount, another gateway order number) is answered
+// InvalidArgument and recorded once in audit_log as payment.anomaly for an
+// admin. Money that arrived for a payment that can no longer take it (a
+// success for a failed payment, or for one whose order or invoice closed)
+// is captured on the failed payment, to be returned with RefundPayment.
 //
 // A settled payment pays its invoice (paid_amount grows, paid when full)
 // and its order (pending → paid through order.Transition, directly or once
@@ -52,7 +57,11 @@
 //
 // # Order rules
 //
-// internal/order imports this package, so the order moves made here
-// (pending → paid, paid/active → refunded) and the order_paid payload are
-// mirrored in order_rules.go and pinned to internal/order by a test.
+// This package moves no order itself: the order moves its money causes
+// (pending → paid when a payment settles it; paid, provisioning or active →
+// refunded on a full refund) are asked of order.Transition, the one writer
+// of orders.status, which checks internal/order's table, writes the audit
+// rows and queues the event the move implies (order_paid, with the payload
+// order.OrderPaidPayload; order_refunded). payment imports order; order
+// never imports payment.
 package payment

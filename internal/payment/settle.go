@@ -74,8 +74,16 @@ type Settlement struct {
 // code behind callbacks, status queries, the reconciler and bank transfer
 // confirmations.
 //
-// In one transaction it locks the order (if any), then the invoice (if
-// any), then the payment, and decides on the locked rows:
+// It runs in named steps, in one transaction:
+//
+//	lock     the order (if any), the invoice (if any) and the payment, and
+//	         ask which payment already carries the reported gateway order
+//	decide   on the locked rows what the report means (decide, pure)
+//	apply    the decision: a rejection or a failure is recorded on its own;
+//	         a success is applied to the payment, then to the invoice
+//	         (applyToInvoice), then to the order (applyToOrder)
+//
+// What decide answers:
 //
 //   - the payment must belong to interfaceID; a reported currency must be
 //     the payment's, and a report without one must come from an interface
@@ -91,12 +99,14 @@ type Settlement struct {
 //   - success, payment already success/refunded with the same gateway ids →
 //     Duplicate; with other ids → InvalidArgument (order number mismatch),
 //     recorded;
-//   - success, payment failed → InvalidArgument, recorded: a final state is
+//   - success, payment failed → the money is captured, to be returned
+//     (recorded, and InvalidArgument to a callback): a final state is
 //     never left (DESIGN.md: a late success for a failed payment);
 //   - success, payment pending but its order or invoice can no longer be
-//     paid (cancelled, paid otherwise) → the payment fails, InvalidArgument,
-//     recorded: the money sits at the gateway and an admin must return it;
-//   - failed, payment pending → failed (query and reconciler only);
+//     paid (cancelled, paid otherwise) → the payment fails with the money
+//     captured, to be returned; recorded, and InvalidArgument to a callback;
+//   - failed, payment pending → failed (a status query or the reconciler:
+//     a callback that is not a success does not get here);
 //   - pending → nothing (the caller does not get here).
 //
 // Concurrent reports of one payment queue on the row locks; exactly one
@@ -105,7 +115,8 @@ type Settlement struct {
 // The transaction is pipelined (store.WithPipelinedTx): a success that
 // pays an order costs three round trips — BEGIN with the locks, the update
 // with the order's move, the audit rows and order_paid with COMMIT
-// (TestASuccessfulCallbackSettlesInFewRoundTrips).
+// (TestASuccessfulCallbackSettlesInFewRoundTrips). The steps keep that
+// order of statements; moving one changes the count.
 func (s *Service) settle(ctx context.Context, src string, who audit.Actor, paymentID, interfaceID uuid.UUID, rep report) (Settlement, error) {
 	// The gateway's ids are stored as they came and sent back to it later
 	// (refunds, queries), so one PostgreSQL cannot hold is not mended: the
@@ -113,236 +124,368 @@ func (s *Service) settle(ctx context.Context, src string, who audit.Actor, payme
 	if strings.IndexByte(rep.GatewayPaymentID, 0) >= 0 || strings.IndexByte(rep.GatewayTxID, 0) >= 0 {
 		return Settlement{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable gateway order or transaction number (a NUL character)")
 	}
-	var out Settlement
-	var rejected error
-	var failedOthers []store.Payment
-	var voidedWithOrder int // the order's other pending payments, failed by its transition
-	var moved bool          // the payment changed status in the transaction
+	var st *settling
 	err := store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
-		out, rejected, failedOthers, voidedWithOrder, moved = Settlement{}, nil, nil, 0, false
-		// BEGIN and the three locks in one round trip.
-		locked, err := store.LockForSettlement(ctx, tx, paymentID, interfaceID, rep.GatewayPaymentID)
+		st = &settling{s: s, tx: tx, src: src, who: who, rep: rep} // afresh on a retry
+		if err := st.lock(ctx, paymentID, interfaceID); err != nil {
+			return err
+		}
+		d, err := decide(st.rows, interfaceID, rep, st.now)
 		if err != nil {
-			return paymentNotFound(err, paymentID)
-		}
-		ord, inv, p := locked.Order, locked.Invoice, locked.Payment
-		if p.Method != methodGateway || p.GatewayInterfaceID == nil {
-			return apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
-		}
-		now := s.now()
-		out.Payment = p
-
-		// reject records an anomaly, commits it (and whatever was done
-		// before it), and answers InvalidArgument with msg.
-		note := func(kind, msg string) error {
-			return s.recordAnomaly(ctx, tx, who, now, p, anomaly{
-				Kind: kind, Message: msg, Source: src, GatewayPaymentID: rep.GatewayPaymentID,
-				GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
-			})
-		}
-		reject := func(kind, msg string) error {
-			rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
-			return note(kind, msg)
-		}
-		// rejectTakenID rejects a gateway order id another payment of the
-		// interface carries; false when it is free.
-		rejectTakenID := func() (bool, error) {
-			if locked.GatewayIDTakenBy == nil {
-				return false, nil
-			}
-			return true, reject("order_number_mismatch", fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
-				text.Clip(rep.GatewayPaymentID, 80), *locked.GatewayIDTakenBy))
-		}
-
-		if *p.GatewayInterfaceID != interfaceID {
-			return reject("interface_mismatch", fmt.Sprintf("payment %s does not belong to gateway interface %s", p.ID, interfaceID))
-		}
-		if problem := currencyMismatch(p, rep); problem != "" {
-			return reject("currency_mismatch", problem)
-		}
-		if rep.Amount != nil && !rep.Amount.Equal(p.Amount) {
-			return reject("amount_mismatch", fmt.Sprintf("amount mismatch: the gateway reports %s for payment %s of %s %s",
-				text.Clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
-		}
-
-		paidAt := rep.PaidAt
-		if paidAt.IsZero() || paidAt.After(now) {
-			paidAt = now
-		}
-		paidAt = paidAt.UTC().Truncate(time.Microsecond)
-
-		// capture records money that arrived for a payment that cannot
-		// take it (failed already, or its order or invoice closed): the
-		// payment is (or stays) failed with the money captured, to be
-		// returned with RefundPayment; an anomaly tells the admins. A
-		// callback is answered InvalidArgument (the payment did not
-		// apply); a status query, the reconciler and a confirmation get
-		// the captured record.
-		capture := func(kind, msg, reason string) error {
-			if taken, err := rejectTakenID(); taken || err != nil {
-				return err
-			}
-			captured, err := store.CapturePayment(ctx, tx, p.ID, store.Capture{
-				GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID,
-				FailureReason: text.Clip(reason, 200), CapturedAt: paidAt, At: now,
-			})
-			if err != nil {
-				return bug(err, "capture payment") // locked, pending or failed, not captured
-			}
-			if err := audit.Write(ctx, tx, who, now, ActionPaymentCapture, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(captured), src}); err != nil {
-				return err
-			}
-			out.Payment, out.Captured = captured, true
-			moved = Status(p.Status) != StatusFailed
-			if src == fromCallback {
-				return reject(kind, msg)
-			}
-			return note(kind, msg)
-		}
-
-		switch Status(p.Status) {
-		case StatusSuccess, StatusRefunded:
-			if rep.Status == gatewaySuccess && sameGatewayIDs(p, rep) {
-				out.Duplicate = true
-				return nil
-			}
-			if rep.Status == gatewayFailed {
-				return reject("failed_after_success", fmt.Sprintf("the gateway reports payment %s failed, but it is %s here", p.ID, p.Status))
-			}
-			if rep.Status != gatewaySuccess {
-				return nil // pending: nothing to apply
-			}
-			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
-				p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
-		case StatusFailed:
-			switch {
-			case rep.Status == gatewayFailed:
-				out.Duplicate = true
-				return nil
-			case rep.Status != gatewaySuccess:
-				return nil // pending: nothing to apply
-			case p.CapturedAmount.Sign() > 0 && sameGatewayIDs(p, rep):
-				out.Duplicate = true // the capture, reported again
-				return nil
-			case p.CapturedAmount.Sign() > 0:
-				return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s captured gateway order %q, the gateway now reports %q",
-					p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
-			}
-			// A final state is never left: the money is captured, to be
-			// returned.
-			return capture("late_success", fmt.Sprintf("late success: payment %s is failed (%s), but the gateway took %s %s after all: recorded as captured money to return",
-				p.ID, p.FailureReason, p.Amount, p.Currency), "")
-		case StatusPending:
-		default:
-			return apperr.New(apperr.Internal, "payment %s has unknown status %q", p.ID, p.Status)
-		}
-
-		if rep.Status == gatewayFailed {
-			reason := rep.Reason
-			if reason == "" {
-				reason = "the gateway reports the payment failed"
-			}
-			failed, err := store.MarkPaymentFailed(ctx, tx, p.ID, text.Clip(reason, 200), now)
-			if err != nil {
-				return bug(err, "fail payment") // locked and pending
-			}
-			out.Payment, out.Applied, moved = failed, true, true
-			return audit.Write(ctx, tx, who, now, ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
-		}
-		if rep.Status != gatewaySuccess {
-			return nil // pending: nothing to apply
-		}
-
-		// Can the order or invoice still take this money?
-		if problem := notPayable(ord, inv, p); problem != "" {
-			return capture("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded as captured money to return", p.ID, problem),
-				problem+"; paid at the gateway, to be returned")
-		}
-		if taken, err := rejectTakenID(); taken || err != nil {
 			return err
 		}
-
-		// The update waits to go with the invoice's or the order's writes,
-		// ahead of them, in one round trip: they need nothing of its answer
-		// (the order's move, after it, no longer sees this payment pending).
-		// When they fail, its own failure, if any, is the one to report.
-		settled := store.MarkPaymentSucceededLater(ctx, tx, p.ID, store.PaymentSuccess{
-			GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: now,
-		})
-		settleFailed := func(err error) error {
-			if _, serr := settled.Get(ctx); serr != nil {
-				return bug(serr, "settle payment") // locked and pending; the gateway id was checked free
-			}
-			return err
-		}
-
-		invoiceSettled := false
-		if inv != nil {
-			after, err := store.AddInvoicePayment(ctx, tx, inv.ID, p.Amount, paidAt, now)
-			if err != nil {
-				return settleFailed(bug(err, "add payment to invoice")) // checked payable under its lock
-			}
-			if err := audit.Write(ctx, tx, who, now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
-				return err
-			}
-			if order.InvoiceStatus(after.Status) == order.InvoicePaid {
-				invoiceSettled = true
-				others, err := store.FailPendingInvoicePayments(ctx, tx, inv.ID, "invoice paid by payment "+p.ID.String(), now)
-				if err != nil {
-					return err
-				}
-				failedOthers = append(failedOthers, others...)
-			}
-		}
-		if ord != nil && order.Status(ord.Status) == order.StatusPending && (inv == nil || invoiceSettled) {
-			// The order's other pending payments fail with it (audited by
-			// the transition).
-			paidMove, err := order.Transition(ctx, tx, *ord, order.Move{
-				To: order.StatusPaid, By: who, At: now, PaidAt: paidAt,
-				FailReason: "order paid by payment " + p.ID.String(),
-				Paid: &order.OrderPaidPayload{
-					OrderID: ord.ID, PaymentID: &p.ID, Amount: p.Amount, Currency: p.Currency, Method: order.MethodGateway,
-				},
-			})
-			if err != nil {
-				return settleFailed(err)
-			}
-			out.OrderPaid, voidedWithOrder = true, len(paidMove.FailedPayments)
-		}
-
-		paid, err := settled.Get(ctx)
-		if err != nil {
-			return bug(err, "settle payment") // locked and pending; the gateway id was checked free
-		}
-		action := ActionPaymentSuccess
-		if src == fromConfirm {
-			action = ActionPaymentConfirm
-		}
-		if err := audit.Write(ctx, tx, who, now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), src}); err != nil {
-			return err
-		}
-		out.Payment, out.Applied, moved = paid, true, true
-		return auditFailedPayments(ctx, tx, who, now, failedOthers)
+		return st.apply(ctx, d)
 	})
 	if err != nil {
 		return Settlement{}, err
 	}
-	if moved {
-		s.metrics.PaymentTransition(rep.Gateway, out.Payment.Status, out.Payment.Amount, out.Payment.Currency)
+	return st.result(ctx, paymentID)
+}
+
+// settling is one run of settle's transaction: what it locked and what it
+// did. A retried transaction starts a new one.
+type settling struct {
+	s   *Service
+	tx  pgx.Tx
+	src string
+	who audit.Actor
+	rep report
+	now time.Time
+
+	rows store.SettlementRows
+	// settled is the payment's pending → success, waiting to go with the
+	// invoice's or the order's writes (pay).
+	settled *store.Later[store.Payment]
+
+	out Settlement
+	// rejected is the answer to a report recorded as an anomaly: the
+	// transaction commits the record, the caller gets the error.
+	rejected     error
+	failedOthers []store.Payment // the invoice's other pending payments, failed when it was paid
+	// voidedWithOrder counts the order's other pending payments, failed by
+	// its transition.
+	voidedWithOrder int
+	moved           bool // the payment changed status in the transaction
+}
+
+// lock is settle's first step: BEGIN and the three locks in one round
+// trip. Only a gateway payment is settled by a gateway's report.
+func (st *settling) lock(ctx context.Context, paymentID, interfaceID uuid.UUID) error {
+	rows, err := store.LockForSettlement(ctx, st.tx, paymentID, interfaceID, st.rep.GatewayPaymentID)
+	if err != nil {
+		return paymentNotFound(err, paymentID)
+	}
+	p := rows.Payment
+	if p.Method != methodGateway || p.GatewayInterfaceID == nil {
+		return apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not through a gateway", paymentID)
+	}
+	st.rows, st.now = rows, st.s.now()
+	st.out.Payment = p
+	return nil
+}
+
+// verdict is what a report means for a locked payment.
+type verdict int
+
+const (
+	verdictNothing   verdict = iota // the gateway says pending: nothing to apply
+	verdictDuplicate                // already applied, reported again
+	verdictReject                   // recorded as an anomaly, answered InvalidArgument
+	verdictCapture                  // money arrived that cannot apply: captured, to be returned
+	verdictFail                     // the pending payment fails
+	verdictPay                      // the pending payment succeeds and pays its invoice or order
+)
+
+// decision is decide's answer.
+type decision struct {
+	verdict verdict
+	// kind and msg are the anomaly's (verdictReject, verdictCapture).
+	kind, msg string
+	// reason is the payment's failure reason (verdictFail, verdictCapture).
+	reason string
+	// paidAt is when the gateway took the money (verdictCapture,
+	// verdictPay): its time, never after now.
+	paidAt time.Time
+}
+
+// decide is settle's second step: what rep means for the locked rows. It
+// reads nothing and writes nothing.
+func decide(rows store.SettlementRows, interfaceID uuid.UUID, rep report, now time.Time) (decision, error) {
+	p := rows.Payment
+	reject := func(kind, msg string) (decision, error) {
+		return decision{verdict: verdictReject, kind: kind, msg: msg}, nil
+	}
+	if *p.GatewayInterfaceID != interfaceID {
+		return reject("interface_mismatch", fmt.Sprintf("payment %s does not belong to gateway interface %s", p.ID, interfaceID))
+	}
+	if problem := currencyMismatch(p, rep); problem != "" {
+		return reject("currency_mismatch", problem)
+	}
+	if rep.Amount != nil && !rep.Amount.Equal(p.Amount) {
+		return reject("amount_mismatch", fmt.Sprintf("amount mismatch: the gateway reports %s for payment %s of %s %s",
+			text.Clip(rep.RawAmount, 40), p.ID, p.Amount, p.Currency))
+	}
+
+	paidAt := rep.PaidAt
+	if paidAt.IsZero() || paidAt.After(now) {
+		paidAt = now
+	}
+	paidAt = paidAt.UTC().Truncate(time.Microsecond)
+	// takenID rejects a gateway order id another payment of the interface
+	// carries: neither a capture nor a success may take it.
+	takenID := func() (decision, bool) {
+		if rows.GatewayIDTakenBy == nil {
+			return decision{}, false
+		}
+		return decision{verdict: verdictReject, kind: "order_number_mismatch", msg: fmt.Sprintf("order number mismatch: gateway order %q already settled payment %s",
+			text.Clip(rep.GatewayPaymentID, 80), *rows.GatewayIDTakenBy)}, true
+	}
+	// capture: money that arrived for a payment that cannot take it
+	// (failed already, or its order or invoice closed).
+	capture := func(kind, msg, reason string) (decision, error) {
+		if d, taken := takenID(); taken {
+			return d, nil
+		}
+		return decision{verdict: verdictCapture, kind: kind, msg: msg, reason: reason, paidAt: paidAt}, nil
+	}
+
+	switch Status(p.Status) {
+	case StatusSuccess, StatusRefunded:
+		if rep.Status == gatewaySuccess && sameGatewayIDs(p, rep) {
+			return decision{verdict: verdictDuplicate}, nil
+		}
+		if rep.Status == gatewayFailed {
+			return reject("failed_after_success", fmt.Sprintf("the gateway reports payment %s failed, but it is %s here", p.ID, p.Status))
+		}
+		if rep.Status != gatewaySuccess {
+			return decision{verdict: verdictNothing}, nil
+		}
+		return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s was settled as gateway order %q, the gateway now reports %q",
+			p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
+	case StatusFailed:
+		switch {
+		case rep.Status == gatewayFailed:
+			return decision{verdict: verdictDuplicate}, nil
+		case rep.Status != gatewaySuccess:
+			return decision{verdict: verdictNothing}, nil
+		case p.CapturedAmount.Sign() > 0 && sameGatewayIDs(p, rep):
+			return decision{verdict: verdictDuplicate}, nil // the capture, reported again
+		case p.CapturedAmount.Sign() > 0:
+			return reject("order_number_mismatch", fmt.Sprintf("order number mismatch: payment %s captured gateway order %q, the gateway now reports %q",
+				p.ID, p.GatewayPaymentID, text.Clip(rep.GatewayPaymentID, 80)))
+		}
+		// A final state is never left: the money is captured, to be
+		// returned.
+		return capture("late_success", fmt.Sprintf("late success: payment %s is failed (%s), but the gateway took %s %s after all: recorded as captured money to return",
+			p.ID, p.FailureReason, p.Amount, p.Currency), "")
+	case StatusPending:
+	default:
+		return decision{}, apperr.New(apperr.Internal, "payment %s has unknown status %q", p.ID, p.Status)
+	}
+
+	if rep.Status == gatewayFailed {
+		reason := rep.Reason
+		if reason == "" {
+			reason = "the gateway reports the payment failed"
+		}
+		return decision{verdict: verdictFail, reason: reason}, nil
+	}
+	if rep.Status != gatewaySuccess {
+		return decision{verdict: verdictNothing}, nil
+	}
+	// Can the order or invoice still take this money?
+	if problem := notPayable(rows.Order, rows.Invoice, p); problem != "" {
+		return capture("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded as captured money to return", p.ID, problem),
+			problem+"; paid at the gateway, to be returned")
+	}
+	if d, taken := takenID(); taken {
+		return d, nil
+	}
+	return decision{verdict: verdictPay, paidAt: paidAt}, nil
+}
+
+// apply is settle's third step: it carries out d in the transaction.
+func (st *settling) apply(ctx context.Context, d decision) error {
+	switch d.verdict {
+	case verdictDuplicate:
+		st.out.Duplicate = true
+		return nil
+	case verdictReject:
+		return st.reject(ctx, d.kind, d.msg)
+	case verdictCapture:
+		return st.capture(ctx, d)
+	case verdictFail:
+		return st.fail(ctx, d.reason)
+	case verdictPay:
+		return st.pay(ctx, d.paidAt)
+	}
+	return nil // verdictNothing
+}
+
+// note records an anomaly about the report; the transaction commits it
+// (and whatever was done before it).
+func (st *settling) note(ctx context.Context, kind, msg string) error {
+	rep := st.rep
+	return st.s.recordAnomaly(ctx, st.tx, st.who, st.now, st.rows.Payment, anomaly{
+		Kind: kind, Message: msg, Source: st.src, GatewayPaymentID: rep.GatewayPaymentID,
+		GatewayTxID: rep.GatewayTxID, Amount: rep.RawAmount, Currency: text.Clip(rep.Currency, 16),
+	})
+}
+
+// reject records an anomaly, commits it, and answers InvalidArgument with
+// msg.
+func (st *settling) reject(ctx context.Context, kind, msg string) error {
+	st.rejected = apperr.New(apperr.InvalidArgument, "%s", msg)
+	return st.note(ctx, kind, msg)
+}
+
+// capture records money that arrived for a payment that cannot take it:
+// the payment is (or stays) failed with the money captured, to be returned
+// with RefundPayment; an anomaly tells the admins. A callback is answered
+// InvalidArgument (the payment did not apply); a status query, the
+// reconciler and a confirmation get the captured record.
+func (st *settling) capture(ctx context.Context, d decision) error {
+	p, rep := st.rows.Payment, st.rep
+	captured, err := store.CapturePayment(ctx, st.tx, p.ID, store.Capture{
+		GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID,
+		FailureReason: text.Clip(d.reason, 200), CapturedAt: d.paidAt, At: st.now,
+	})
+	if err != nil {
+		return bug(err, "capture payment") // locked, pending or failed, not captured
+	}
+	if err := audit.Write(ctx, st.tx, st.who, st.now, ActionPaymentCapture, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(captured), st.src}); err != nil {
+		return err
+	}
+	st.out.Payment, st.out.Captured = captured, true
+	st.moved = Status(p.Status) != StatusFailed
+	if st.src == fromCallback {
+		return st.reject(ctx, d.kind, d.msg)
+	}
+	return st.note(ctx, d.kind, d.msg)
+}
+
+// fail moves the pending payment to failed with reason.
+func (st *settling) fail(ctx context.Context, reason string) error {
+	p := st.rows.Payment
+	failed, err := store.MarkPaymentFailed(ctx, st.tx, p.ID, text.Clip(reason, 200), st.now)
+	if err != nil {
+		return bug(err, "fail payment") // locked and pending
+	}
+	st.out.Payment, st.out.Applied, st.moved = failed, true, true
+	return audit.Write(ctx, st.tx, st.who, st.now, audit.ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
+}
+
+// pay moves the pending payment to success, then applies it to its
+// invoice and its order.
+func (st *settling) pay(ctx context.Context, paidAt time.Time) error {
+	p, rep := st.rows.Payment, st.rep
+	// The update waits to go with the invoice's or the order's writes,
+	// ahead of them, in one round trip: they need nothing of its answer
+	// (the order's move, after it, no longer sees this payment pending).
+	st.settled = store.MarkPaymentSucceededLater(ctx, st.tx, p.ID, store.PaymentSuccess{
+		GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID, PaidAt: paidAt, At: st.now,
+	})
+	invoiceSettled, err := st.applyToInvoice(ctx, paidAt)
+	if err != nil {
+		return err
+	}
+	if err := st.applyToOrder(ctx, paidAt, invoiceSettled); err != nil {
+		return err
+	}
+
+	paid, err := st.settled.Get(ctx)
+	if err != nil {
+		return bug(err, "settle payment") // locked and pending; the gateway id was checked free
+	}
+	action := ActionPaymentSuccess
+	if st.src == fromConfirm {
+		action = ActionPaymentConfirm
+	}
+	if err := audit.Write(ctx, st.tx, st.who, st.now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), st.src}); err != nil {
+		return err
+	}
+	st.out.Payment, st.out.Applied, st.moved = paid, true, true
+	return auditFailedPayments(ctx, st.tx, st.who, st.now, st.failedOthers)
+}
+
+// settleFailed is err of a write that went after the payment's update,
+// unless the update failed itself: then that failure is the one to report.
+func (st *settling) settleFailed(ctx context.Context, err error) error {
+	if _, serr := st.settled.Get(ctx); serr != nil {
+		return bug(serr, "settle payment") // locked and pending; the gateway id was checked free
+	}
+	return err
+}
+
+// applyToInvoice adds the payment to its invoice, if it has one; when that
+// pays the invoice in full, the invoice's other pending payments fail. It
+// reports whether the invoice is now paid.
+func (st *settling) applyToInvoice(ctx context.Context, paidAt time.Time) (bool, error) {
+	inv, p := st.rows.Invoice, st.rows.Payment
+	if inv == nil {
+		return false, nil
+	}
+	after, err := store.AddInvoicePayment(ctx, st.tx, inv.ID, p.Amount, paidAt, st.now)
+	if err != nil {
+		return false, st.settleFailed(ctx, bug(err, "add payment to invoice")) // checked payable under its lock
+	}
+	if err := audit.Write(ctx, st.tx, st.who, st.now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
+		return false, err
+	}
+	if order.InvoiceStatus(after.Status) != order.InvoicePaid {
+		return false, nil
+	}
+	others, err := store.FailPendingInvoicePayments(ctx, st.tx, inv.ID, "invoice paid by payment "+p.ID.String(), st.now)
+	if err != nil {
+		return true, err
+	}
+	st.failedOthers = append(st.failedOthers, others...)
+	return true, nil
+}
+
+// applyToOrder moves the payment's order pending → paid (through
+// order.Transition, which fails its other pending payments and queues
+// order_paid) when the payment pays it: directly, or by paying its invoice
+// in full.
+func (st *settling) applyToOrder(ctx context.Context, paidAt time.Time, invoiceSettled bool) error {
+	ord, inv, p := st.rows.Order, st.rows.Invoice, st.rows.Payment
+	if ord == nil || order.Status(ord.Status) != order.StatusPending || (inv != nil && !invoiceSettled) {
+		return nil
+	}
+	paidMove, err := order.Transition(ctx, st.tx, *ord, order.Move{
+		To: order.StatusPaid, By: st.who, At: st.now, PaidAt: paidAt,
+		FailReason: "order paid by payment " + p.ID.String(),
+		Paid: &order.OrderPaidPayload{
+			OrderID: ord.ID, PaymentID: &p.ID, Amount: p.Amount, Currency: p.Currency, Method: order.MethodGateway,
+		},
+	})
+	if err != nil {
+		return st.settleFailed(ctx, err)
+	}
+	st.out.OrderPaid, st.voidedWithOrder = true, len(paidMove.FailedPayments)
+	return nil
+}
+
+// result is settle's last step, after the commit: metrics, logs, and the
+// answer (a recorded rejection is still an error to the caller).
+func (st *settling) result(ctx context.Context, paymentID uuid.UUID) (Settlement, error) {
+	s, out, src := st.s, st.out, st.src
+	if st.moved {
+		s.metrics.PaymentTransition(st.rep.Gateway, out.Payment.Status, out.Payment.Amount, out.Payment.Currency)
 	}
 	if out.Captured {
-		s.metrics.MoneyCaptured(rep.Gateway, out.Payment.CapturedAmount, out.Payment.Currency)
+		s.metrics.MoneyCaptured(st.rep.Gateway, out.Payment.CapturedAmount, out.Payment.Currency)
 		s.log.WarnContext(ctx, "money captured for a payment that cannot apply; to be returned", "payment_id", paymentID,
 			"source", src, "amount", out.Payment.CapturedAmount.String(), "currency", out.Payment.Currency,
 			"gateway_payment_id", out.Payment.GatewayPaymentID, "failure_reason", out.Payment.FailureReason)
 	}
-	if rejected != nil {
-		return Settlement{Payment: out.Payment}, rejected
+	if st.rejected != nil {
+		return Settlement{Payment: out.Payment}, st.rejected
 	}
 	if out.Applied {
 		s.log.InfoContext(ctx, "payment settled", "payment_id", paymentID, "status", out.Payment.Status,
-			"source", src, "actor", who.Kind+":"+who.ID, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
-			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(failedOthers)+voidedWithOrder)
+			"source", src, "actor", st.who.Kind+":"+st.who.ID, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
+			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(st.failedOthers)+st.voidedWithOrder)
 	}
 	return out, nil
 }

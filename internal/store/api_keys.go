@@ -73,13 +73,13 @@ func GetCustomerAPIKey(ctx context.Context, db DB, customerID, id uuid.UUID) (AP
 // and the number of the customer's keys.
 func ListCustomerAPIKeys(ctx context.Context, db DB, customerID uuid.UUID, page Page) ([]APIKey, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountCustomerApiKeys(ctx, customerID)
+	rows, total, err := countThenList(func() (int64, error) {
+		return q.CountCustomerApiKeys(ctx, customerID)
+	}, page.Offset, func() ([]dbsqlc.ApiKey, error) {
+		return q.ListCustomerApiKeys(ctx, dbsqlc.ListCustomerApiKeysParams{CustomerID: customerID, RowLimit: page.Limit, RowOffset: page.Offset})
+	})
 	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	rows, err := q.ListCustomerApiKeys(ctx, dbsqlc.ListCustomerApiKeysParams{CustomerID: customerID, RowLimit: page.Limit, RowOffset: page.Offset})
-	if err != nil {
-		return nil, 0, MapError(err)
+		return nil, 0, err
 	}
 	out := make([]APIKey, len(rows))
 	for i, r := range rows {

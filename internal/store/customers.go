@@ -102,13 +102,13 @@ func ListCustomers(ctx context.Context, db DB, f CustomerFilter, page Page) ([]C
 		pattern = &p
 	}
 	q := dbsqlc.New(db)
-	total, err := q.CountCustomers(ctx, pattern)
+	rows, total, err := countThenList(func() (int64, error) {
+		return q.CountCustomers(ctx, pattern)
+	}, page.Offset, func() ([]dbsqlc.Customer, error) {
+		return q.ListCustomers(ctx, dbsqlc.ListCustomersParams{EmailPattern: pattern, RowLimit: page.Limit, RowOffset: page.Offset})
+	})
 	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	rows, err := q.ListCustomers(ctx, dbsqlc.ListCustomersParams{EmailPattern: pattern, RowLimit: page.Limit, RowOffset: page.Offset})
-	if err != nil {
-		return nil, 0, MapError(err)
+		return nil, 0, err
 	}
 	out := make([]Customer, len(rows))
 	for i, r := range rows {

@@ -96,18 +96,15 @@ func SetGatewayInterfaceEnabled(ctx context.Context, db DB, id uuid.UUID, enable
 // number matching f.
 func ListGatewayInterfaces(ctx context.Context, db DB, f GatewayInterfaceFilter, limit, offset int64) ([]GatewayInterfaceView, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountGatewayInterfaces(ctx, dbsqlc.CountGatewayInterfacesParams{PluginName: f.PluginName, Enabled: f.Enabled})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || offset >= total {
-		return nil, total, nil
-	}
-	rows, err := q.ListGatewayInterfaceViews(ctx, dbsqlc.ListGatewayInterfaceViewsParams{
-		PluginName: f.PluginName, Enabled: f.Enabled, RowLimit: limit, RowOffset: offset,
+	rows, total, err := countThenList(func() (int64, error) {
+		return q.CountGatewayInterfaces(ctx, dbsqlc.CountGatewayInterfacesParams{PluginName: f.PluginName, Enabled: f.Enabled})
+	}, offset, func() ([]dbsqlc.ListGatewayInterfaceViewsRow, error) {
+		return q.ListGatewayInterfaceViews(ctx, dbsqlc.ListGatewayInterfaceViewsParams{
+			PluginName: f.PluginName, Enabled: f.Enabled, RowLimit: limit, RowOffset: offset,
+		})
 	})
 	if err != nil {
-		return nil, 0, MapError(err)
+		return nil, 0, err
 	}
 	out := make([]GatewayInterfaceView, len(rows))
 	for i, r := range rows {

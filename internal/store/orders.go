@@ -93,16 +93,6 @@ func SetOrderStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, p
 	return o, MapError(err)
 }
 
-// CancelOrder moves an order from status from to cancelled with reason
-// (timeout, provisioning_failed, customer or admin). ErrNotFound when the
-// order does not exist or is no longer in from.
-func CancelOrder(ctx context.Context, db DB, id uuid.UUID, from, reason string, at time.Time) (Order, error) {
-	o, err := dbsqlc.New(db).CancelOrder(ctx, dbsqlc.CancelOrderParams{
-		ID: id, FromStatus: from, CancelReason: reason, CancelledAt: &at,
-	})
-	return o, MapError(err)
-}
-
 // FailPendingOrderPayments moves every pending payment of an order to failed
 // with reason, and returns them. Call it with the order row locked.
 func FailPendingOrderPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
@@ -130,8 +120,11 @@ func SetOrderStatusFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID,
 	return o, failed, nil
 }
 
-// CancelOrderFailingPayments is CancelOrder and FailPendingOrderPayments in
-// one round trip. Call it with the order row locked.
+// CancelOrderFailingPayments moves an order from status from to cancelled
+// with reason (timeout, provisioning_failed, customer or admin) and fails
+// its pending payments with failReason (FailPendingOrderPayments), in one
+// round trip. ErrNotFound when the order does not exist or is no longer in
+// from. Call it with the order row locked.
 func CancelOrderFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, reason string, at time.Time, failReason string) (Order, []Payment, error) {
 	var o Order
 	var failed []Payment

@@ -47,20 +47,30 @@ func TestCancelOrderRecordsReasonAndTime(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 
+	cancel := func(tx pgx.Tx, reason string) (store.Order, error) {
+		o, _, err := store.CancelOrderFailingPayments(ctx, tx, b.orderID, "pending", reason, at, "order cancelled")
+		return o, err
+	}
 	err := b.rolledBack(t, func(tx pgx.Tx) error {
-		_, err := store.CancelOrder(ctx, tx, b.orderID, "pending", "bored", at)
+		_, err := cancel(tx, "bored")
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrCheckViolation, "orders_cancel_reason_check")
 
-	o, err := store.CancelOrder(ctx, b.pool, b.orderID, "pending", "customer", at)
-	require.NoError(t, err)
+	var o store.Order
+	require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) (err error) {
+		o, err = cancel(tx, "customer")
+		return err
+	}))
 	require.Equal(t, "cancelled", o.Status)
 	require.Equal(t, "customer", o.CancelReason)
 	require.True(t, at.Equal(*o.CancelledAt))
 	require.True(t, at.Equal(o.UpdatedAt))
 
-	_, err = store.CancelOrder(ctx, b.pool, b.orderID, "pending", "admin", at)
+	err = b.rolledBack(t, func(tx pgx.Tx) error {
+		_, err := cancel(tx, "admin")
+		return err
+	})
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 

@@ -43,40 +43,30 @@ func ListPaymentRefundsNewestFirst(ctx context.Context, db DB, paymentID uuid.UU
 // an index, whatever the number of refunds.
 func ListRefundsNewestFirst(ctx context.Context, db DB, status *string, page Page) ([]ListedRefund, int64, error) {
 	q := dbsqlc.New(db)
-	var total int64
-	var err error
 	if status == nil {
-		total, err = q.CountRefunds(ctx)
-	} else {
-		total, err = q.CountRefundsInStatus(ctx, *status)
+		return countThenList(func() (int64, error) {
+			return q.CountRefunds(ctx)
+		}, page.Offset, func() ([]ListedRefund, error) {
+			rows, err := q.ListRefundsNewestFirst(ctx, dbsqlc.ListRefundsNewestFirstParams{RowLimit: page.Limit, RowOffset: page.Offset})
+			out := make([]ListedRefund, len(rows))
+			for i, r := range rows {
+				out[i] = ListedRefund{Refund: r.Refund, Currency: r.Currency}
+			}
+			return out, err
+		})
 	}
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	if total == 0 || page.Offset >= total {
-		return nil, total, nil
-	}
-	var out []ListedRefund
-	if status == nil {
-		rows, err := q.ListRefundsNewestFirst(ctx, dbsqlc.ListRefundsNewestFirstParams{RowLimit: page.Limit, RowOffset: page.Offset})
-		if err != nil {
-			return nil, 0, MapError(err)
+	return countThenList(func() (int64, error) {
+		return q.CountRefundsInStatus(ctx, *status)
+	}, page.Offset, func() ([]ListedRefund, error) {
+		rows, err := q.ListRefundsInStatusNewestFirst(ctx, dbsqlc.ListRefundsInStatusNewestFirstParams{
+			Status: *status, RowLimit: page.Limit, RowOffset: page.Offset,
+		})
+		out := make([]ListedRefund, len(rows))
+		for i, r := range rows {
+			out[i] = ListedRefund{Refund: r.Refund, Currency: r.Currency}
 		}
-		for _, r := range rows {
-			out = append(out, ListedRefund{Refund: r.Refund, Currency: r.Currency})
-		}
-		return out, total, nil
-	}
-	rows, err := q.ListRefundsInStatusNewestFirst(ctx, dbsqlc.ListRefundsInStatusNewestFirstParams{
-		Status: *status, RowLimit: page.Limit, RowOffset: page.Offset,
+		return out, err
 	})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	for _, r := range rows {
-		out = append(out, ListedRefund{Refund: r.Refund, Currency: r.Currency})
-	}
-	return out, total, nil
 }
 
 // AuditFilter selects audit entries; nil fields do not filter.
@@ -90,18 +80,14 @@ type AuditFilter struct {
 // first, and how many there are in all.
 func ListAuditEntries(ctx context.Context, db DB, f AuditFilter, page Page) ([]AuditLogRow, int64, error) {
 	q := dbsqlc.New(db)
-	total, err := q.CountAuditEntries(ctx, dbsqlc.CountAuditEntriesParams{
-		EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+	return countThenList(func() (int64, error) {
+		return q.CountAuditEntries(ctx, dbsqlc.CountAuditEntriesParams{
+			EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+		})
+	}, page.Offset, func() ([]AuditLogRow, error) {
+		return q.ListAuditEntries(ctx, dbsqlc.ListAuditEntriesParams{
+			EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+			RowLimit: page.Limit, RowOffset: page.Offset,
+		})
 	})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	rows, err := q.ListAuditEntries(ctx, dbsqlc.ListAuditEntriesParams{
-		EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
-		RowLimit: page.Limit, RowOffset: page.Offset,
-	})
-	if err != nil {
-		return nil, 0, MapError(err)
-	}
-	return rows, total, nil
 }

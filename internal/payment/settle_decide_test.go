@@ -1,0 +1,82 @@
+package payment
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// decide is settle's rule table; every outcome of a report on the locked
+// rows, without a database.
+func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	gw, otherGW, orderID := uuid.New(), uuid.New(), uuid.New()
+	amount := money.MustParse("12.30")
+	payment := func(status Status, gatewayID string, captured bool) store.Payment {
+		p := store.Payment{
+			ID: uuid.New(), OrderID: &orderID, Method: methodGateway, GatewayInterfaceID: &gw,
+			Amount: amount, Currency: "CNY", Status: string(status), GatewayPaymentID: gatewayID,
+		}
+		if captured {
+			p.CapturedAmount = amount
+		}
+		return p
+	}
+	rows := func(p store.Payment, orderStatus string) store.SettlementRows {
+		return store.SettlementRows{Payment: p, Order: &store.Order{ID: orderID, Status: orderStatus}}
+	}
+	success := report{Status: gatewaySuccess, GatewayPaymentID: "T1", GatewayTxID: "T1", Amount: &amount, RawAmount: "12.30"}
+	other := money.MustParse("0.01")
+	taken := uuid.New()
+	withTaken := func(r store.SettlementRows) store.SettlementRows { r.GatewayIDTakenBy = &taken; return r }
+
+	for _, c := range []struct {
+		name  string
+		rows  store.SettlementRows
+		iface uuid.UUID
+		rep   report
+		want  verdict
+		kind  string // the anomaly's, for reject and capture
+	}{
+		{"success pays a pending payment of a pending order", rows(payment(StatusPending, "", false), "pending"), gw, success, verdictPay, ""},
+		{"another interface's payment is rejected", rows(payment(StatusPending, "", false), "pending"), otherGW, success, verdictReject, "interface_mismatch"},
+		{"another amount is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &other, RawAmount: "0.01"}, verdictReject, "amount_mismatch"},
+		{"another currency is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Currency: "USD"}, verdictReject, "currency_mismatch"},
+		{"a gateway order another payment settled is rejected", withTaken(rows(payment(StatusPending, "", false), "pending")), gw, success, verdictReject, "order_number_mismatch"},
+		{"failure fails a pending payment", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewayFailed}, verdictFail, ""},
+		{"pending changes nothing", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewayPending}, verdictNothing, ""},
+		{"success for a cancelled order is captured", rows(payment(StatusPending, "", false), "cancelled"), gw, success, verdictCapture, "paid_after_close"},
+		{"a capture may not take another payment's gateway order", withTaken(rows(payment(StatusPending, "", false), "cancelled")), gw, success, verdictReject, "order_number_mismatch"},
+		{"the same success again is a duplicate", rows(payment(StatusSuccess, "T1", false), "paid"), gw, success, verdictDuplicate, ""},
+		{"a success with another gateway order is rejected", rows(payment(StatusSuccess, "T0", false), "paid"), gw, success, verdictReject, "order_number_mismatch"},
+		{"a failure after success is rejected", rows(payment(StatusRefunded, "T1", false), "refunded"), gw, report{Status: gatewayFailed}, verdictReject, "failed_after_success"},
+		{"a late success for a failed payment is captured", rows(payment(StatusFailed, "", false), "cancelled"), gw, success, verdictCapture, "late_success"},
+		{"the capture reported again is a duplicate", rows(payment(StatusFailed, "T1", true), "cancelled"), gw, success, verdictDuplicate, ""},
+		{"a second capture with another gateway order is rejected", rows(payment(StatusFailed, "T0", true), "cancelled"), gw, success, verdictReject, "order_number_mismatch"},
+		{"a failure for a failed payment is a duplicate", rows(payment(StatusFailed, "", false), "cancelled"), gw, report{Status: gatewayFailed}, verdictDuplicate, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d, err := decide(c.rows, c.iface, c.rep, now)
+			require.NoError(t, err)
+			require.Equal(t, c.want, d.verdict)
+			require.Equal(t, c.kind, d.kind)
+			if c.want == verdictPay || c.want == verdictCapture {
+				require.True(t, now.Equal(d.paidAt), "a report without a time is paid now")
+			}
+		})
+	}
+
+	t.Run("an unknown status is a bug", func(t *testing.T) {
+		t.Parallel()
+		_, err := decide(rows(payment("lost", "", false), "pending"), gw, success, now)
+		require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	})
+}
