@@ -68,6 +68,9 @@ type App struct {
 	// secrets seals and opens plugin config secrets; nil without
 	// [secrets] keys.
 	secrets *secrets.Keyring
+	// stopSealing ends the orders' sealing pass begun at start (see
+	// sealSecrets) and waits for it.
+	stopSealing func()
 }
 
 // Option adjusts how New builds the App.
@@ -348,33 +351,57 @@ func (a *App) init(ctx context.Context) error {
 }
 
 // sealSecrets builds the keyring of [secrets] and encrypts the plugin
-// secrets still stored in clear — gateway interfaces', products' provider
-// settings and orders' copies of them (every instance does it at start;
+// secrets still stored in clear — gateway interfaces' and products'
+// provider settings before the start goes on, orders' copies of them in
+// the background (secretpass.AtStart: every instance does it at start;
 // under the rows' locks only the first finds anything to do). Without a
-// key, a database that holds secrets stops the start: the service could
-// neither read them nor store new ones.
+// key, a database whose interfaces or products hold secrets stops the
+// start: the service could neither read them nor store new ones.
 func (a *App) sealSecrets(ctx context.Context) error {
 	keys, err := a.cfg.Secrets.Keyring()
 	if err != nil {
 		return err
 	}
 	a.secrets = keys
-	rep, err := secretpass.Seal(ctx, a.pool, keys, audit.System(a.node), a.opts.clock())
+	rep, orders, err := secretpass.AtStart(ctx, a.pool, keys, audit.System(a.node), a.opts.clock())
 	if err != nil {
 		return err
 	}
+	a.logSealed(rep, "gateway_interfaces", rep.Of[secretpass.GatewayInterfaces.Kind].Owners, "products", rep.Of[secretpass.Products.Kind].Owners)
+	if orders == nil {
+		return nil
+	}
+	// The orders' copies go in the background: the pass reads every
+	// order ever placed, and the start must not wait for it.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	a.stopSealing = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		began := time.Now()
+		rep, err := orders(sctx)
+		switch {
+		case sctx.Err() != nil:
+		case err != nil:
+			a.log.Error("cannot encrypt the orders' copies of provider secrets (the next start tries again)", "err", err)
+		default:
+			a.logSealed(rep, "orders", rep.Of[secretpass.Orders.Kind].Owners, "took", time.Since(began).Round(time.Millisecond).String())
+		}
+	}()
+	return nil
+}
+
+// logSealed logs what a sealing pass at start found and did.
+func (a *App) logSealed(rep secretpass.Report, what ...any) {
 	if rep.Sealed > 0 {
-		a.log.Info("plugin secrets stored in clear are now encrypted", "sealed", rep.Sealed, "key_id", keys.Current())
+		a.log.Info("plugin secrets stored in clear are now encrypted", append([]any{"sealed", rep.Sealed, "key_id", a.secrets.Current()}, what...)...)
 	}
 	for _, u := range rep.Unreadable {
 		a.log.Error("a stored plugin secret does not decrypt with the keys of [secrets]: what holds it is unusable until the key is configured or the secret is sent again", "problem", u)
 	}
-	if keys != nil {
-		a.log.Info("secrets at rest", "current_key_id", keys.Current(), "key_ids", keys.IDs(), "stored_secrets", rep.Total(),
-			"gateway_interfaces", rep.Of[secretpass.GatewayInterfaces.Kind].Owners,
-			"products", rep.Of[secretpass.Products.Kind].Owners, "orders", rep.Of[secretpass.Orders.Kind].Owners)
+	if a.secrets != nil {
+		a.log.Info("secrets at rest", append([]any{"current_key_id", a.secrets.Current(), "key_ids", a.secrets.IDs(), "stored_secrets", rep.Total()}, what...)...)
 	}
-	return nil
 }
 
 // MergePolicies joins the permission tables of the mounted services into the
@@ -440,6 +467,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close stops the plugin scanner and releases the pool and the cache.
 func (a *App) Close() {
+	if a.stopSealing != nil {
+		a.stopSealing()
+	}
 	a.stopPlugins()
 	a.closeTelemetry()
 	if a.cache != nil {

@@ -215,8 +215,12 @@ func TestClearProviderSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstan
 		{secretpass.Products, product, `SELECT provider_config FROM products WHERE id = $1`},
 		{secretpass.Orders, order, `SELECT item->'provider_config' FROM orders WHERE id = $1`},
 	} {
+		// The orders' copies are sealed in the background of the start.
 		var stored map[string]any
-		require.NoError(t, pool.QueryRow(ctx, c.query, c.id).Scan(&stored))
+		require.Eventually(t, func() bool {
+			require.NoError(t, pool.QueryRow(ctx, c.query, c.id).Scan(&stored))
+			return strings.HasPrefix(stored["token"].(string), "enc:v1:")
+		}, 10*time.Second, 10*time.Millisecond, "%s not sealed", c.tbl.Owner(c.id))
 		require.True(t, strings.HasPrefix(stored["token"].(string), "enc:v1:"+testKeyID+":"), "%v", stored)
 		require.Equal(t, "vps-1", stored["plan"], "only secrets are encrypted")
 		opened, err := k.OpenConfig(c.tbl.Owner(c.id), stored)

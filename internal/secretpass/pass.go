@@ -88,15 +88,56 @@ func Check(ctx context.Context, db store.DB, k *secrets.Keyring) (Report, error)
 	if err != nil {
 		return rep, err
 	}
-	if k == nil && rep.Total() > 0 {
-		var by []string
-		for _, t := range Tables {
-			by = append(by, fmt.Sprintf("%s %d", t.Plural, rep.Of[t.Kind].Total()))
-		}
-		return rep, fmt.Errorf("%w: the database holds %d secret(s) (%s; %d encrypted, %d in clear) and [secrets].keys is empty: configure [secrets].current and [secrets].keys (docs/operations.md, \"Secrets at rest\")",
-			ErrSecretsWithoutKey, rep.Total(), strings.Join(by, ", "), rep.Total()-rep.Clear(), rep.Clear())
+	return rep, refuseWithoutKey(k, rep)
+}
+
+// refuseWithoutKey is ErrSecretsWithoutKey, saying what to do, when rep
+// counts secrets and there is no keyring.
+func refuseWithoutKey(k *secrets.Keyring, rep Report) error {
+	if k != nil || rep.Total() == 0 {
+		return nil
 	}
-	return rep, nil
+	var by []string
+	for _, t := range Tables {
+		by = append(by, fmt.Sprintf("%s %d", t.Plural, rep.Of[t.Kind].Total()))
+	}
+	return fmt.Errorf("%w: the database holds %d secret(s) (%s; %d encrypted, %d in clear) and [secrets].keys is empty: configure [secrets].current and [secrets].keys (docs/operations.md, \"Secrets at rest\")",
+		ErrSecretsWithoutKey, rep.Total(), strings.Join(by, ", "), rep.Total()-rep.Clear(), rep.Clear())
+}
+
+// AtStart is the pass of a serving instance's start. It covers at once
+// what the service uses — the gateway interfaces' and products' configs —
+// and leaves the orders' copies (the record of what was bought, never
+// handed to a plugin) to later, because a pass over every order ever
+// placed would make each start as slow as the orders table is long.
+//
+// With a keyring it seals the interfaces and products, and returns in
+// orders the sealing of the orders, for the caller to run in the
+// background (it is idempotent and safe beside other instances' passes).
+// Without one it checks the interfaces and products and, only when they
+// hold secrets (the start is then refused), counts the orders' too for the
+// message; orders is nil.
+func AtStart(ctx context.Context, db store.DB, k *secrets.Keyring, by audit.Actor, at time.Time) (rep Report, orders func(context.Context) (Report, error), err error) {
+	used := []Table{GatewayInterfaces, Products}
+	if k == nil {
+		rep, err = pass(ctx, db, nil, secrets.Count, audit.Actor{}, time.Time{}, used...)
+		if err != nil || rep.Total() == 0 {
+			return rep, nil, err
+		}
+		rest, err := pass(ctx, db, nil, secrets.Count, audit.Actor{}, time.Time{}, Orders)
+		if err != nil {
+			return rep, nil, err
+		}
+		rep.add(Orders, rest.Of[Orders.Kind])
+		return rep, nil, refuseWithoutKey(nil, rep)
+	}
+	rep, err = pass(ctx, db, k, secrets.SealClear, by, at, used...)
+	if err != nil {
+		return rep, nil, err
+	}
+	return rep, func(ctx context.Context) (Report, error) {
+		return pass(ctx, db, k, secrets.SealClear, by, at, Orders)
+	}, nil
 }
 
 // Seal encrypts every secret stored in clear under the current key (the
@@ -119,9 +160,12 @@ func Rotate(ctx context.Context, db store.DB, k *secrets.Keyring, by audit.Actor
 	return pass(ctx, db, k, secrets.Rotate, by, at)
 }
 
-func pass(ctx context.Context, db store.DB, k *secrets.Keyring, mode secrets.Mode, by audit.Actor, at time.Time) (Report, error) {
+func pass(ctx context.Context, db store.DB, k *secrets.Keyring, mode secrets.Mode, by audit.Actor, at time.Time, tables ...Table) (Report, error) {
+	if len(tables) == 0 {
+		tables = Tables
+	}
 	rep := newReport()
-	for _, t := range Tables {
+	for _, t := range tables {
 		after := uuid.Nil
 		for {
 			page, err := t.rows.Page(ctx, db, after, pageSize)

@@ -93,3 +93,53 @@ func TestThePassesWalkEveryPageOfOrders(t *testing.T) {
 	require.ErrorIs(t, err, secretpass.ErrSecretsWithoutKey)
 	require.ErrorContains(t, err, fmt.Sprintf("the database holds %d secret(s) (gateway interfaces 0, products 1, orders %d; %d encrypted, 0 in clear)", n+1, n, n+1))
 }
+
+// At a serving instance's start, what the service uses (interfaces,
+// products) is sealed at once and the orders' copies only by the pass it
+// hands back, so the start does not read every order ever placed. Without
+// a key, orders alone never refuse a start (nothing reads their copies),
+// and a refusal still counts them.
+func TestAtStartSealsWhatTheServiceUsesAndLeavesTheOrdersToLater(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	k1, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64),
+		'{"type":"object","properties":{"api_url":{"type":"string"},"token":{"type":"string","x-secret":true}}}')`)
+	require.NoError(t, err)
+	customer := testfixture.Customer(t, pool)
+	_, err = pool.Exec(ctx, `INSERT INTO orders (customer_id, total_amount, currency, item)
+		SELECT $1, 5, 'CNY', jsonb_build_object('name', 'VPS', 'provider_plugin', 'vps',
+			'provider_config', jsonb_build_object('api_url', 'https://p.example', 'token', 'clear-t0ken-' || g))
+		FROM generate_series(1, 3) g`, customer)
+	require.NoError(t, err)
+	clear := func() int {
+		var n int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE item->'provider_config'->>'token' LIKE 'clear-%'`).Scan(&n))
+		return n
+	}
+
+	rep, orders, err := secretpass.AtStart(ctx, pool, nil, audit.System("test"), time.Now())
+	require.NoError(t, err, "only orders' copies hold secrets: no refusal")
+	require.Nil(t, orders)
+	require.Zero(t, rep.Total())
+
+	var product uuid.UUID
+	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, provider_plugin, provider_config)
+		VALUES ('VPS', 5, 'CNY', 'vps', '{"api_url": "https://p.example", "token": "clear-t0ken"}') RETURNING id`).Scan(&product))
+	_, _, err = secretpass.AtStart(ctx, pool, nil, audit.System("test"), time.Now())
+	require.ErrorIs(t, err, secretpass.ErrSecretsWithoutKey)
+	require.ErrorContains(t, err, "the database holds 4 secret(s) (gateway interfaces 0, products 1, orders 3; 0 encrypted, 4 in clear)")
+
+	rep, orders, err = secretpass.AtStart(ctx, pool, k1, audit.System("test"), time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Of[secretpass.Products.Kind].Sealed)
+	require.Zero(t, rep.Of[secretpass.Orders.Kind].Total(), "the orders are not read at start")
+	require.Equal(t, 3, clear())
+	require.NotNil(t, orders)
+	later, err := orders(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, later.Of[secretpass.Orders.Kind].Sealed)
+	require.Zero(t, clear())
+}
