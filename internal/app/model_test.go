@@ -208,12 +208,10 @@ func (m *lifecycleModel) order(rt *rapid.T) {
 	m.orders = append(m.orders, mo)
 }
 
-// pay creates a gateway payment for the order and, most of the time, pays
-// it at the fake epay at once, whose notification reaches /callbacks (else
-// the customer pays later: lateMoney). An order that can no longer be paid
-// answers CreatePayment with InvalidArgument, as it should.
-func (m *lifecycleModel) pay(rt *rapid.T) {
-	o := m.pick(rt)
+// createPayment creates an epay payment for o as its customer; false when
+// the order takes none (InvalidArgument, as it should), and any other
+// refusal fails the sequence.
+func (m *lifecycleModel) createPayment(rt *rapid.T, o *modelOrder) (*connect.Response[paymentpb.CreatePaymentResponse], bool) {
 	res, err := m.e.payments.CreatePayment(m.ctx(), with(&paymentpb.CreatePaymentRequest{
 		OrderId: o.id, GatewayInterfaceId: m.e.epayGW, ReturnUrl: "https://shop.example/done",
 	}, m.e.c.customer))
@@ -221,6 +219,19 @@ func (m *lifecycleModel) pay(rt *rapid.T) {
 		if connect.CodeOf(err) != connect.CodeInvalidArgument {
 			rt.Fatalf("CreatePayment for order %s (%s): %v", o.id, m.status(rt, o.id), err)
 		}
+		return nil, false
+	}
+	return res, true
+}
+
+// pay creates a gateway payment for the order and, most of the time, pays
+// it at the fake epay at once, whose notification reaches /callbacks (else
+// the customer pays later: lateMoney). An order that can no longer be paid
+// answers CreatePayment with InvalidArgument, as it should.
+func (m *lifecycleModel) pay(rt *rapid.T) {
+	o := m.pick(rt)
+	res, ok := m.createPayment(rt, o)
+	if !ok {
 		return
 	}
 	id := res.Msg.GetPayment().GetId()
@@ -376,13 +387,8 @@ func (m *lifecycleModel) failedCallback(rt *rapid.T) {
 		}
 	}
 	if len(unpaid) == 0 {
-		res, err := m.e.payments.CreatePayment(m.ctx(), with(&paymentpb.CreatePaymentRequest{
-			OrderId: o.id, GatewayInterfaceId: m.e.epayGW, ReturnUrl: "https://shop.example/done",
-		}, m.e.c.customer))
-		if err != nil {
-			if connect.CodeOf(err) != connect.CodeInvalidArgument {
-				rt.Fatalf("CreatePayment for order %s (%s): %v", o.id, m.status(rt, o.id), err)
-			}
+		res, ok := m.createPayment(rt, o)
+		if !ok {
 			return // the order takes no payment
 		}
 		unpaid = []string{res.Msg.GetPayment().GetId()}

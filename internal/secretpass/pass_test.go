@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/audit"
@@ -17,6 +18,18 @@ import (
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
+// vpsWorld is a database with the provider plugin "vps", whose token is
+// secret, and a keyring whose current key is k1.
+func vpsWorld(t *testing.T) (*pgxpool.Pool, *secrets.Keyring) {
+	pool := testdb.Pool(t)
+	k1, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
+	require.NoError(t, err)
+	_, err = pool.Exec(context.Background(), `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64),
+		'{"type":"object","properties":{"api_url":{"type":"string"},"token":{"type":"string","x-secret":true}}}')`)
+	require.NoError(t, err)
+	return pool, k1
+}
+
 // More orders than a page, their copies of a provider token in clear (a
 // database from before encryption): one pass seals every one, bound to its
 // order, and leaves the rest of each item, and the orders without provider
@@ -25,12 +38,8 @@ import (
 func TestThePassesWalkEveryPageOfOrders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	k1, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64),
-		'{"type":"object","properties":{"api_url":{"type":"string"},"token":{"type":"string","x-secret":true}}}')`)
-	require.NoError(t, err)
+	pool, k1 := vpsWorld(t)
+	var err error
 	var product uuid.UUID
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, provider_plugin, provider_config)
 		VALUES ('VPS', 5, 'CNY', 'vps', '{"api_url": "https://p.example", "token": "clear-t0ken"}') RETURNING id`).Scan(&product))
@@ -102,12 +111,8 @@ func TestThePassesWalkEveryPageOfOrders(t *testing.T) {
 func TestAtStartSealsWhatTheServiceUsesAndLeavesTheOrdersToLater(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.Pool(t)
-	k1, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
-	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256, config_schema) VALUES ('vps', 'first_party_provider', '--', repeat('c', 64),
-		'{"type":"object","properties":{"api_url":{"type":"string"},"token":{"type":"string","x-secret":true}}}')`)
-	require.NoError(t, err)
+	pool, k1 := vpsWorld(t)
+	var err error
 	customer := testfixture.Customer(t, pool)
 	_, err = pool.Exec(ctx, `INSERT INTO orders (customer_id, total_amount, currency, item)
 		SELECT $1, 5, 'CNY', jsonb_build_object('name', 'VPS', 'provider_plugin', 'vps',
