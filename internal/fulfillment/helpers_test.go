@@ -66,6 +66,8 @@ type flakyNotifier struct {
 	fails atomic.Int32
 }
 
+func (f *flakyNotifier) Sends() bool { return f.next.Sends() }
+
 func (f *flakyNotifier) Enqueue(ctx context.Context, db store.DB, n notify.Notice) (int, error) {
 	if f.fails.Load() > 0 {
 		f.fails.Add(-1)
@@ -73,6 +75,14 @@ func (f *flakyNotifier) Enqueue(ctx context.Context, db store.DB, n notify.Notic
 	}
 	return f.next.Enqueue(ctx, db, n)
 }
+
+// silentNotifier is a notifier without channels: it says so, and queues
+// nothing.
+type silentNotifier struct{ fulfillment.Notifier }
+
+func (silentNotifier) Sends() bool { return false }
+
+func (silentNotifier) Enqueue(context.Context, store.DB, notify.Notice) (int, error) { return 0, nil }
 
 type rigOptions struct {
 	maxAttempts int

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/fulfillment"
 	"github.com/rustbill/paymentd/internal/order"
 )
 
@@ -130,10 +131,37 @@ const maxClaimRoundTrips = 1
 // connection, so that every statement is already prepared after a warm-up
 // order and the count is the same on every run). The claim rounds are
 // counted apart: how many there are depends on how wake-ups fall.
+//
+// Without a notification channel, order_provisioned's handler only
+// completes its event: it reads neither the order nor the customer for
+// notices nobody would get (maxHandlerRoundTripsWithoutChannels).
 func TestOneFulfilmentCycleTakesABoundedNumberOfRoundTrips(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		channels bool
+		max      int
+	}{{"with channels", true, maxHandlerRoundTrips}, {"without channels", false, maxHandlerRoundTripsWithoutChannels}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			oneCycleRoundTrips(t, c.channels, c.max)
+		})
+	}
+}
+
+// maxHandlerRoundTripsWithoutChannels: order_provisioned's handler is
+// BEGIN with the fence and the completion, then COMMIT, where with
+// channels it reads the order and the customer and queues the notices.
+const maxHandlerRoundTripsWithoutChannels = 13
+
+func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 	trips := &roundTrips{}
+	var wrap func(fulfillment.Notifier) fulfillment.Notifier
+	if !channels {
+		wrap = func(n fulfillment.Notifier) fulfillment.Notifier { return silentNotifier{n} }
+	}
 	r := setup(t, rigOptions{
+		wrapNotify:   wrap,
 		pollInterval: time.Hour, // no polling rounds: NOTIFY and finished handlers wake the worker
 		workerDB: func(t *testing.T, url string) *pgxpool.Pool {
 			cfg, err := pgxpool.ParseConfig(url)
@@ -165,7 +193,10 @@ func TestOneFulfilmentCycleTakesABoundedNumberOfRoundTrips(t *testing.T) {
 	for _, c := range claims {
 		t.Logf("  %d round trips: %s", len(c), strings.Join(c, " → "))
 	}
-	require.LessOrEqual(t, len(handlers), maxHandlerRoundTrips, "round trips of the handlers of one cycle")
+	require.LessOrEqual(t, len(handlers), maxHandlers, "round trips of the handlers of one cycle")
+	var notices int
+	require.NoError(t, r.pool.QueryRow(context.Background(), `SELECT count(*) FROM notifications`).Scan(&notices))
+	require.Equal(t, channels, notices > 0, "notices queued: %d", notices)
 	for _, c := range claims {
 		require.LessOrEqual(t, len(c), maxClaimRoundTrips, "round trips of one claim round: %v", c)
 	}

@@ -29,6 +29,9 @@ type Refunder interface {
 // Notifier queues notifications inside the caller's transaction
 // (*notify.Notifier implements it).
 type Notifier interface {
+	// Sends is false when no channel is configured: nothing would be
+	// queued, so the order and the customer are not read for it.
+	Sends() bool
 	Enqueue(ctx context.Context, db store.DB, n notify.Notice) (int, error)
 }
 
@@ -458,6 +461,9 @@ func (s *Service) notify(ctx context.Context, e event.Event, data map[string]str
 		return nil
 	}
 	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		if !s.notifier.Sends() {
+			return e.Complete(ctx, tx) // nothing to render for nobody
+		}
 		o, err := store.GetOrder(ctx, tx, e.OrderID)
 		if err != nil {
 			return err

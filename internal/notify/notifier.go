@@ -91,6 +91,10 @@ func New(db store.DB, plugins plugin.Plugins, opts Options, waker cluster.Waker,
 	return n, nil
 }
 
+// Sends reports whether any channel is configured: without one Enqueue
+// queues nothing, whatever the notice.
+func (n *Notifier) Sends() bool { return len(n.channels) > 0 }
+
 // Enqueue queues the notifications of a notice in db (the event handler's
 // transaction): an e-mail to the customer and to every admin address when
 // e-mail is configured, and a webhook to every endpoint. It renders the
