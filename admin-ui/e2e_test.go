@@ -61,6 +61,11 @@ type fixture struct {
 	PaidPayment     payment `json:"paidPayment"`
 	PendingPayment  payment `json:"pendingPayment"`
 	FailedPayment   payment `json:"failedPayment"`
+	// ReturnedPayment is a second bank transfer whose order was cancelled
+	// and whose transfer the test confirmed through the API before the
+	// browser starts: captured money to return from the first screen on,
+	// returned through the gateway by the browser.
+	ReturnedPayment capturedPayment `json:"returnedPayment"`
 	// OldestPayment is the first filler payment: the last row of the last
 	// page of payments (newest first).
 	OldestPayment        string          `json:"oldestPayment"`
@@ -111,6 +116,14 @@ type exportPayment struct {
 	Currency       string `json:"currency"`
 	OrderID        string `json:"order_id"`
 	CustomerID     string `json:"customer_id"`
+}
+
+// capturedPayment is a failed payment whose money was captured, and when
+// (RFC 3339, the service's clock): the dashboard's oldest age is measured
+// from it.
+type capturedPayment struct {
+	payment
+	CapturedAt string `json:"capturedAt"`
 }
 
 type payment struct {
@@ -367,6 +380,20 @@ func world(t *testing.T, s *service) fixture {
 	fx.FailedPayment = bankPayment(cancelled)
 	_, err = orders.CancelOrder(ctx, connect.NewRequest(&orderpb.CancelOrderRequest{OrderId: cancelled}))
 	require.NoError(t, err)
+	// Another whose transfer arrived after its order was cancelled:
+	// confirmed here, it is money to return when the browser starts.
+	late := newOrder(vps)
+	fx.ReturnedPayment.payment = bankPayment(late)
+	_, err = orders.CancelOrder(ctx, connect.NewRequest(&orderpb.CancelOrderRequest{OrderId: late}))
+	require.NoError(t, err)
+	confirmed, err := gateways.ConfirmBankTransfer(ctx, connect.NewRequest(&gatewaypb.ConfirmBankTransferRequest{
+		PaymentId: fx.ReturnedPayment.ID, Reference: "E2E-LATE-TRANSFER-0000",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, "failed", confirmed.Msg.GetPayment().GetStatus())
+	require.Equal(t, fx.ReturnedPayment.Amount, confirmed.Msg.GetPayment().GetCapturedAmount())
+	fx.ReturnedPayment.CapturedAt = confirmed.Msg.GetPayment().GetCapturedAt()
+	require.NotEmpty(t, fx.ReturnedPayment.CapturedAt)
 	fx.PendingPayment = bankPayment(newOrder(vps))
 
 	// Every payment of the world, as the export lists them: oldest first
@@ -375,7 +402,7 @@ func world(t *testing.T, s *service) fixture {
 		Pagination: &paymentpb.PageRequest{PageSize: 100},
 	}))
 	require.NoError(t, err)
-	require.Len(t, list.Msg.GetPayments(), fillers+3)
+	require.Len(t, list.Msg.GetPayments(), fillers+4)
 	for _, p := range slices.Backward(list.Msg.GetPayments()) {
 		fx.ExportPayments = append(fx.ExportPayments, exportPayment{
 			ID: p.GetId(), CreatedAt: utcSecond(t, p.GetCreatedAt()), PaidAt: utcSecond(t, p.GetPaidAt()), Status: p.GetStatus(),
@@ -447,9 +474,9 @@ func world(t *testing.T, s *service) fixture {
 		return false
 	}, 30*time.Second, 50*time.Millisecond, "a handled event has sent a notification")
 
-	// The dashboard's figures: 23 + 1 paid, 1 failed, 1 pending today.
-	fx.Dashboard.TodayPayments = fillers + 3
-	fx.Dashboard.SuccessRate = fmt.Sprintf("%.1f %%", 100*float64(fillers+1)/float64(fillers+2))
+	// The dashboard's figures: 23 + 1 paid, 2 failed, 1 pending today.
+	fx.Dashboard.TodayPayments = fillers + 4
+	fx.Dashboard.SuccessRate = fmt.Sprintf("%.1f %%", 100*float64(fillers+1)/float64(fillers+3))
 	fx.Dashboard.Pending = 1
 	fx.Dashboard.RefundsPending = 0
 	fx.Dashboard.ReceivedCNY = fmt.Sprintf("%d.00 CNY", fillers*1+99)
@@ -528,7 +555,8 @@ var fullRunScreens = []string{
 	"login", "dashboard",
 	"payments", "payments-page-2", "payment-detail", "audit-log", "payment-refunded", "payment-transfer-confirmed",
 	"payment-refund-pending", "dashboard-refund-pending", "refunds-pending",
-	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved",
+	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved", "refunds",
+	"dashboard-money-to-return", "payments-money-to-return", "payment-credited-to-balance", "payment-returned-through-gateway",
 	"payments-after",
 	"orders", "order-detail", "customers", "customer-detail", "customer-disabled",
 	"gateways", "gateway-detail", "gateway-config-form",
@@ -545,12 +573,17 @@ var fullRunScreens = []string{
 // record its outcome (the list then shows none pending), see a gateway
 // interface's secret stay masked, open a plugin's detail (its hostile
 // admin_page shown as text) and disable and enable it, filter events and
-// retry a failed one, open an event and the notifications, deep-link to a
-// payment and reload, log out. Any failed
+// retry a failed one, open an event and the notifications; with the money
+// to return on the dashboard (its amount, count and oldest age held to the
+// world: a late transfer the test confirmed, then one the browser
+// confirms), credit one to the balance and return the other through the
+// gateway (confirmed, sent back by hand, recorded) until nothing is left;
+// deep-link to a payment and reload, log out. Any failed
 // API call the page makes that the step did not expect fails the test, and
 // so does a "not available" block. Screenshots of every screen go to
 // admin-ui/e2e/screenshots/ (and, with PAYMENTD_E2E_DOCS_SCREENSHOT=1, the
-// payments list to docs/screenshots/).
+// payments list, the audit log, the refunds list and the dashboard's money
+// to return to docs/screenshots/).
 func TestConsoleEndToEnd(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -629,6 +662,32 @@ func TestConsoleEndToEnd(t *testing.T) {
 	stats, err := admin.GetPaymentStats(ctx, connect.NewRequest(&paymentpb.GetPaymentStatsRequest{}))
 	require.NoError(t, err)
 	require.Zero(t, stats.Msg.GetRefundsPending())
+
+	// The captured money the browser returned from the dashboard: the late
+	// transfer credited to the balance, the other sent back through its
+	// gateway (by hand, recorded as succeeded); nothing left to return.
+	require.Empty(t, stats.Msg.GetToReturn(), "no money to return")
+	back, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).ListPayments(ctx, connect.NewRequest(&paymentpb.ListPaymentsRequest{
+		ToReturn: true, Pagination: &paymentpb.PageRequest{PageSize: 20},
+	}))
+	require.NoError(t, err)
+	require.Empty(t, back.Msg.GetPayments())
+	for _, c := range []struct {
+		payment     payment
+		destination string
+	}{{fx.FailedPayment, "balance"}, {fx.ReturnedPayment.payment, "gateway"}} {
+		p, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).GetPayment(ctx, connect.NewRequest(&paymentpb.GetPaymentRequest{Id: c.payment.ID}))
+		require.NoError(t, err)
+		require.Equal(t, "failed", p.Msg.GetPayment().GetStatus(), c.destination)
+		require.Equal(t, c.payment.Amount, p.Msg.GetPayment().GetCapturedAmount(), c.destination)
+		require.Equal(t, c.payment.Amount, p.Msg.GetPayment().GetRefundedAmount(), c.destination)
+		rs, err := admin.ListRefunds(ctx, connect.NewRequest(&paymentpb.ListRefundsRequest{PaymentId: c.payment.ID}))
+		require.NoError(t, err)
+		require.Len(t, rs.Msg.GetRefunds(), 1, c.destination)
+		require.Equal(t, "succeeded", rs.Msg.GetRefunds()[0].GetStatus(), c.destination)
+		require.Equal(t, c.destination, rs.Msg.GetRefunds()[0].GetDestination())
+		require.Equal(t, c.payment.Amount, rs.Msg.GetRefunds()[0].GetAmount(), c.destination)
+	}
 }
 
 // The same build served under another [server].admin_path: assets, deep

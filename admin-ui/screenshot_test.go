@@ -29,6 +29,25 @@ var docsScreenshots = map[string][]string{
 		"admin-ui/src/audit_change.ts",
 		"admin-ui/src/views/audit.ts",
 	},
+	"docs/screenshots/dashboard-money-to-return.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/trends.ts",
+		"admin-ui/src/views/dashboard.ts",
+		"admin-ui/src/views/payments.ts",
+		"admin-ui/src/views/trends.ts",
+	},
+	"docs/screenshots/refunds.png": {
+		"admin-ui/src/main.ts",
+		"admin-ui/src/routes.ts",
+		"admin-ui/src/ui.ts",
+		"admin-ui/src/style.css",
+		"admin-ui/src/export_form.ts",
+		"admin-ui/src/refund_outcome.ts",
+		"admin-ui/src/views/refunds.ts",
+	},
 	"docs/screenshots/dashboard.png": {
 		"admin-ui/src/main.ts",
 		"admin-ui/src/routes.ts",
@@ -41,7 +60,7 @@ var docsScreenshots = map[string][]string{
 }
 
 // The README shows pictures of the console (the payments list, the
-// dashboard's trends, the audit log); a change to the screens one shows,
+// dashboard's trends, its money to return, the refunds list, the audit log); a change to the screens one shows,
 // committed after it, makes it stale (payments.png once lacked the Refunds item of the
 // navigation). `task ui-screenshot` takes them again with the browser tests;
 // commit them with (or after) the change.

@@ -90,8 +90,9 @@ func trendWorld(t *testing.T, s *service) {
 // TestDashboardTrendsEndToEnd drives the dashboard's trends in Chromium
 // against the world above: for 7, 30 and 90 days, every point of every
 // chart (the values given to uPlot) and every cell of the tables under
-// them equal GetPaymentTrends' answer for the same days, and the legend
-// shows a day's figures under the pointer. With
+// them equal GetPaymentTrends' answer for the same days, the tables are
+// there for screen readers without opening anything (a toggle shows them),
+// and the legend shows a day's figures under the pointer. With
 // PAYMENTD_E2E_DOCS_SCREENSHOT=1 it writes docs/screenshots/dashboard.png.
 func TestDashboardTrendsEndToEnd(t *testing.T) {
 	t.Parallel()

@@ -280,6 +280,42 @@ async function expectTestId(id, want, scope = page) {
   if (got !== want) throw new Error(`${id}: shows ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
 }
 
+/** Loads the dashboard afresh (its figures as of now). */
+async function openDashboard() {
+  await page.goto(base);
+  await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+  await settled();
+}
+
+/** Seconds of an age as the console writes it ("37 s", "2 min", "1 h 5
+ * min", "2 d 3 h"): the range [low, high] it stands for. */
+function ageRange(text) {
+  const unit = { d: 86400, h: 3600, min: 60, s: 1 };
+  const parts = [...text.matchAll(/(\d+) (d|h|min|s)\b/g)];
+  if (!parts.length || parts.map((m) => m[0]).join(" ") !== text) throw new Error(`an age reads ${JSON.stringify(text)}`);
+  const low = parts.reduce((n, m) => n + Number(m[1]) * unit[m[2]], 0);
+  return [low, low + unit[parts.at(-1)[2]] - 1];
+}
+
+/** Opens the dashboard and checks its money to return: the amount, the
+ * number of payments, and the oldest's age, which must be what the time
+ * since capturedAt was while the figures loaded. */
+async function expectMoneyToReturn(amount, count, capturedAt) {
+  const before = Date.now();
+  await openDashboard();
+  await expectTestId("money-to-return", amount);
+  await expectTestId("money-to-return-count", String(count));
+  const after = Date.now();
+  const [low, high] = ageRange(await textOf(page.getByTestId("money-to-return-oldest")));
+  const captured = Date.parse(capturedAt);
+  const least = Math.floor((before - captured) / 1000) - 1;
+  const most = Math.ceil((after - captured) / 1000) + 1;
+  if (high < least || low > most) {
+    throw new Error(`the oldest money to return waited ${low}–${high} s, but it was captured ${least}–${most} s before the dashboard loaded`);
+  }
+  await expectRows(count, "Money to return");
+}
+
 /** Waits until no list or block on the page is still loading, then fails
  * when any block says its operation is not available on this server. */
 async function settled() {
@@ -351,7 +387,7 @@ async function confirmDialog(buttonName) {
   await dlg.waitFor({ state: "detached" });
 }
 
-/** The cells of a table's body rows as text (also inside a closed <details>). */
+/** The cells of a table's body rows as text (also of a visually hidden one). */
 async function cellTexts(table) {
   return table.locator("tbody tr").evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => (c.textContent ?? "").trim())));
 }
@@ -385,7 +421,7 @@ async function expectTrends(days) {
         { label: "Refunded", values: c.days.map((d) => Number(d.refunded)) },
       ],
     }, `${days} days, ${c.currency} chart`);
-    sameJSON(await cellTexts(fig.locator("details table")), c.days.map((d) => [d.day, d.received, d.refunded]), `${days} days, ${c.currency} table`);
+    sameJSON(await cellTexts(fig.locator(".chart-table table")), c.days.map((d) => [d.day, d.received, d.refunded]), `${days} days, ${c.currency} table`);
   }
   const fig = card.locator('figure[data-chart="success-rate"]');
   await fig.locator("canvas").waitFor();
@@ -394,7 +430,7 @@ async function expectTrends(days) {
     series: want.gateways.map((g) => ({ label: g.name, values: g.days.map((d) => rate(d.successRate)) })),
   }, `${days} days, success rate chart`);
   sameJSON(
-    await cellTexts(fig.locator("details table")),
+    await cellTexts(fig.locator(".chart-table table")),
     want.days.map((day, i) => [day, ...want.gateways.map((g) => rateText(g.days[i].successRate))]),
     `${days} days, success rate table`,
   );
@@ -483,6 +519,41 @@ try {
       await expectTrends(90);
       await expectHover(90, "USD");
     });
+    await step("each chart's figures are read by screen readers without opening anything; a toggle shows them", async () => {
+      await expectTrends(7);
+      const figs = page.getByRole("region", { name: "Trends" }).locator("figure.chart");
+      const n = await figs.count();
+      for (let i = 0; i < n; i++) {
+        const fig = figs.nth(i);
+        const title = await textOf(fig.locator("figcaption"));
+        const toggle = fig.getByRole("button", { name: "Show the figures as a table" });
+        if ((await toggle.getAttribute("aria-expanded")) !== "false") throw new Error(`${title}: the table's toggle starts expanded`);
+        // In the accessibility tree by its caption, rendered (not inside a
+        // closed <details>, hidden or aria-hidden), and out of sight.
+        const tbl = fig.getByRole("table", { name: title, exact: true });
+        await tbl.waitFor({ state: "attached" });
+        const state = await tbl.evaluate((el) => ({
+          rendered: el.checkVisibility() && !el.closest("details:not([open]), [hidden], [aria-hidden='true']"),
+          width: el.closest(".chart-table").getBoundingClientRect().width,
+          rows: el.querySelectorAll("tbody tr").length,
+        }));
+        if (!state.rendered) throw new Error(`${title}: the table is not rendered for screen readers`);
+        if (state.width > 1) throw new Error(`${title}: the table shows (${state.width} px) before the toggle`);
+        if (state.rows !== 7) throw new Error(`${title}: ${state.rows} rows for 7 days`);
+      }
+      // The toggle shows the first chart's table on the page, and the
+      // screen still fits.
+      const fig = figs.first();
+      await fig.getByRole("button", { name: "Show the figures as a table" }).click();
+      const hide = fig.getByRole("button", { name: "Hide the table" });
+      if ((await hide.getAttribute("aria-expanded")) !== "true") throw new Error("the shown table's toggle is not expanded");
+      const width = await fig.locator(".chart-table").evaluate((el) => el.getBoundingClientRect().width);
+      if (width < 100) throw new Error(`the shown table is ${width} px wide`);
+      await page.mouse.move(0, 0);
+      await shot("dashboard-trends-table");
+      await hide.click();
+      await fig.getByRole("button", { name: "Show the figures as a table" }).waitFor();
+    });
     await step("the charts shrink to a phone's width and grow back", async () => {
       for (const width of [390, 1920, 1280]) {
         await page.setViewportSize({ width, height: 860 });
@@ -531,7 +602,11 @@ try {
       await expectTestId("pending-count", String(d.pending));
       await expectTestId("refunds-pending", String(d.refundsPending));
       await expectTestId("oldest-pending-refund", "none waiting for an admin");
-      await expectTestId("money-to-return", "none");
+      // The transfer the test confirmed after its order was cancelled.
+      const r = fx.returnedPayment;
+      await expectMoneyToReturn(`${r.amount} ${r.currency}`, 1, r.capturedAt);
+      await paymentLink(r.id).waitFor();
+      await expectText(rows("Money to return").first(), "order cancelled");
       await expectTestId("received-CNY", d.receivedCNY);
       await expectTestId("failed-events", String(d.failedEvents));
       await expectRows(d.nodes.length, "Nodes");
@@ -586,15 +661,17 @@ try {
       await paymentLink(fx.pendingPayment.id).waitFor();
 
       await applyFilters({ Status: "failed" });
-      await expectRows(1);
+      await expectRows(2);
       await paymentLink(fx.failedPayment.id).waitFor();
+      await paymentLink(fx.returnedPayment.id).waitFor();
 
       await page.locator('select[name="interface"]').waitFor();
       await applyFilters({ Status: "", "Gateway interface": fx.gatewayInterfaceName });
       await page.waitForURL(/interface=/);
-      await expectRows(2);
+      await expectRows(3);
       await paymentLink(fx.pendingPayment.id).waitFor();
       await paymentLink(fx.failedPayment.id).waitFor();
+      await paymentLink(fx.returnedPayment.id).waitFor();
       await expectAbsent(paymentLink(fx.paidPayment.id), "a balance payment under the bank-transfer interface");
 
       await applyFilters({ "Gateway interface": "", Status: "pending", Order: fx.paidPayment.orderId });
@@ -851,6 +928,11 @@ try {
       const newest = rows("Refunds").first();
       await newest.getByRole("link", { name: bank.id, exact: true }).waitFor();
       await expectText(newest.locator(".badge"), "succeeded");
+      // The docs' picture of the list with its CSV export (task ui-screenshot).
+      await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+      await page.getByRole("group", { name: "Download refunds as CSV" }).waitFor();
+      const file = await shot("refunds");
+      if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "refunds.png"));
       // The CSV: the same refunds, oldest first, amounts exact.
       const listed = await rows("Refunds").locator("td:first-child code").evaluateAll((els) => els.map((e) => e.getAttribute("title")));
       const csv = await downloadCSV("refunds");
@@ -1136,23 +1218,30 @@ try {
       // The payment page offers the one-step credit too.
       await page.getByTestId("credit-to-balance").waitFor();
 
-      await nav("Dashboard");
-      await expectTestId("money-to-return", amount);
-      await expectRows(1, "Money to return");
-      await expectText(rows("Money to return").first(), "order cancelled");
-      await shot("dashboard-money-to-return");
+      // Two payments' money to return now, the oldest the one the test
+      // confirmed.
+      const r = fx.returnedPayment;
+      const both = `${(Number(late.amount) + Number(r.amount)).toFixed(2)} ${late.currency}`;
+      await expectMoneyToReturn(both, 2, r.capturedAt);
+      const lateRow = rows("Money to return").filter({ has: paymentLink(late.id) });
+      await expectText(lateRow, "order cancelled");
+      await page.mouse.move(0, 0);
+      const file = await shot("dashboard-money-to-return");
+      // The docs' picture of the queue (task ui-screenshot).
+      if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "dashboard-money-to-return.png"));
       await page.getByRole("link", { name: "Show money to return" }).click();
       await page.waitForURL((u) => u.pathname === `${fx.adminPath}/payments` && u.searchParams.get("return") === "1");
       await settled();
-      await expectRows(1);
-      await expectText(rows().first(), "money to return");
+      await expectRows(2);
+      await expectText(rows().filter({ has: paymentLink(late.id) }), "money to return");
+      await expectText(rows().filter({ has: paymentLink(r.id) }), "money to return");
       await shot("payments-money-to-return");
 
       // Returned in one step from the dashboard's queue.
       await nav("Dashboard");
-      await rows("Money to return").first().getByRole("button", { name: /^Credit .* to balance: payment / }).click();
+      await rows("Money to return").filter({ has: paymentLink(late.id) }).getByRole("button", { name: `Credit ${amount} to balance: payment ${late.id}` }).click();
       await confirmDialog(`Credit ${amount}`);
-      await page.getByText("No captured money waits to go back.").waitFor();
+      await rows("Money to return").filter({ has: paymentLink(late.id) }).waitFor({ state: "detached" });
       await page.goto(`${base}payments/${late.id}`);
       await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
       await page.getByTestId("refunded-amount").filter({ hasText: amount }).waitFor();
@@ -1161,8 +1250,57 @@ try {
       await expectText(rows("Refunds of this payment").first(), "balance");
       await expectAbsent(page.getByTestId("credit-to-balance"), "a credit button once everything went back");
       await shot("payment-credited-to-balance");
-      await nav("Dashboard");
+      // One left: the other, still the oldest.
+      await expectMoneyToReturn(`${r.amount} ${r.currency}`, 1, r.capturedAt);
+    });
+
+    await step("captured money returned through the gateway from the dashboard, with a confirmation", async () => {
+      const r = fx.returnedPayment;
+      const amount = `${r.amount} ${r.currency}`;
+      const row = rows("Money to return").filter({ has: paymentLink(r.id) });
+      await row.getByRole("button", { name: `Return ${amount} through the gateway: payment ${r.id}` }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.getByRole("heading", { name: "Return through the gateway?" }).waitFor();
+      await expectText(dlg, "is sent back to the payer through its gateway");
+      // Cancelling sends nothing (one refund in all, below).
+      await dlg.getByRole("button", { name: "Cancel" }).click();
+      await dlg.waitFor({ state: "detached" });
+      await row.getByRole("button", { name: `Return ${amount} through the gateway: payment ${r.id}` }).click();
+      const refunded = page.waitForResponse((res) => new URL(res.url()).pathname.endsWith("/RefundPayment"));
+      await confirmDialog(`Return ${amount}`);
+      if ((await refunded).status() !== 200) throw new Error(`RefundPayment answered ${(await refunded).status()}`);
+      // A bank transfer goes back by hand: the refund waits for the admin
+      // to record it, and the money stays in the queue until then.
+      await settled();
+      await openDashboard();
+      await expectTestId("refunds-pending", "1");
+      await expectTestId("money-to-return-count", "1");
+      await expectRows(1, "Money to return");
+      await page.goto(`${base}payments/${r.id}`);
+      await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
+      await settled();
+      await expectTestId("refunded-amount", `0.00 ${r.currency}`);
+      const refund = rows("Refunds of this payment").first();
+      await expectText(refund.locator(".badge"), "pending");
+      await expectText(refund, "refund manually");
+      await refund.getByRole("button", { name: /^Record outcome/ }).click();
+      const outcome = page.getByRole("dialog", { name: "Record the outcome of a refund" });
+      await outcome.getByRole("radio", { name: /^Succeeded/ }).check();
+      await outcome.getByLabel("Gateway or bank reference", { exact: true }).fill("E2E-SEPA-RETURN-0002");
+      await outcome.getByLabel("Note", { exact: true }).fill("captured money sent back (e2e)");
+      await outcome.getByRole("button", { name: "Record outcome…" }).click();
+      await page.getByRole("dialog", { name: "Record the refund as succeeded?" }).getByRole("button", { name: "Record as succeeded" }).click();
+      await outcome.waitFor({ state: "detached" });
+      await page.getByTestId("refunded-amount").filter({ hasText: amount }).waitFor();
+      await settled();
+      await expectTestId("payment-status", "failed");
+      await expectText(rows("Refunds of this payment").first().locator(".badge"), "succeeded");
+      await shot("payment-returned-through-gateway");
+      // The queue is empty: nothing waits to go back.
+      await openDashboard();
       await expectTestId("money-to-return", "none");
+      await page.getByText("No captured money waits to go back.").waitFor();
+      await expectTestId("refunds-pending", "0");
     });
   }
 

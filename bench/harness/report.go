@@ -96,12 +96,14 @@ type Report struct {
 	FirstStart  float64           `json:"first_start_to_ready_ms"`
 	IdleRSS     []float64         `json:"idle_rss_mib"`
 	IdleAnonRSS []float64         `json:"idle_anon_rss_mib"`
-	Measurement []Measurement     `json:"measurements"`
-	Summaries   []Summary         `json:"summaries"`
-	Ratios      []Ratio           `json:"ratios"`
-	Checks      []Check           `json:"invariants"`
-	Notes       []string          `json:"notes,omitempty"`
-	Took        float64           `json:"took_seconds"`
+	// Trends: GetPaymentTrends timed on the run's database (90 and 7 days).
+	Trends      []TrendsTiming `json:"trends_timing,omitempty"`
+	Measurement []Measurement  `json:"measurements"`
+	Summaries   []Summary      `json:"summaries"`
+	Ratios      []Ratio        `json:"ratios"`
+	Checks      []Check        `json:"invariants"`
+	Notes       []string       `json:"notes,omitempty"`
+	Took        float64        `json:"took_seconds"`
 }
 
 func (r *Report) add(m Measurement) { r.Measurement = append(r.Measurement, m) }
@@ -198,6 +200,9 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "\nStart to /ready on a migrated database: %s ms (first start, migrating an empty database: %.0f ms). "+
 		"Idle RSS: %s MiB, of which anonymous (heap, stacks; the rest is the executable's pages): %s MiB.\n",
 		joinNums(r.StartReady, "%.0f"), r.FirstStart, joinNums(r.IdleRSS, "%.1f"), joinNums(r.IdleAnonRSS, "%.1f"))
+	if len(r.Trends) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", trendsText(r.Trends))
+	}
 	b.WriteString("\n## Invariants\n\n")
 	for _, c := range r.Checks {
 		mark := "ok"

@@ -884,6 +884,13 @@ func (b *bench) measure(ctx context.Context) error {
 				return err
 			}
 		}
+		// The dashboard's trends on every payment the run left (a few
+		// seconds): the figure issue 19 asks for.
+		if round == b.o.Rounds {
+			if err := b.measureTrends(ctx); err != nil {
+				return err
+			}
+		}
 		if err := b.stopService(); err != nil {
 			return err
 		}

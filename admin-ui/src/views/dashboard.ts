@@ -86,14 +86,7 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
         "money-to-return",
         s.toReturn.length
           ? [
-              h(
-                "small",
-                null,
-                `${s.toReturn.reduce((n, r) => n + r.payments, 0n)} payment(s) whose order could no longer take the money; oldest captured ${age(
-                  s.toReturn.reduce((a, r) => (r.oldestCapturedAt < a ? r.oldestCapturedAt : a), s.toReturn[0]!.oldestCapturedAt),
-                  s.asOf,
-                )} ago`,
-              ),
+              moneyToReturnAge(s),
               link("payments?return=1", "Show money to return"),
             ]
           : h("small", null, "no captured money waits to go back"),
@@ -112,6 +105,21 @@ function paymentFigures(s: GetPaymentStatsResponse): HTMLElement[] {
         )
       : empty("No payment has succeeded today."),
   ];
+}
+
+/** How many payments have captured money to return and how long the oldest
+ * has waited, by the service's clock (asOf), each in an element of its own
+ * (the browser test reads them). */
+function moneyToReturnAge(s: GetPaymentStatsResponse): HTMLElement {
+  const oldest = s.toReturn.reduce((a, r) => (r.oldestCapturedAt < a ? r.oldestCapturedAt : a), s.toReturn[0]!.oldestCapturedAt);
+  return h(
+    "small",
+    null,
+    h("span", { "data-testid": "money-to-return-count" }, String(s.toReturn.reduce((n, r) => n + r.payments, 0n))),
+    " payment(s) whose order could no longer take the money; oldest captured ",
+    h("span", { "data-testid": "money-to-return-oldest", title: `captured ${dateTime(oldest)}` }, age(oldest, s.asOf)),
+    " ago",
+  );
 }
 
 /** How long the oldest pending refund has waited, by the service's clock

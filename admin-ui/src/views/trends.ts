@@ -3,9 +3,10 @@
 // rate — over 7, 30 or 90 days in the browser's zone. Colour is never the
 // only cue: every series has its own dash pattern and point size, and its
 // name in the legend, which shows the figures of the day under the
-// pointer. Each chart has its figures as a table under it (a <details>,
-// read by screen readers, and what the browser test checks the chart
-// against).
+// pointer. Each chart has its figures as a table under it, always in the
+// document: visually hidden until "Show the figures" shows it, so a screen
+// reader reads the figures without opening anything (a closed <details>
+// hid them from it); the browser test checks the chart against it.
 
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
@@ -85,6 +86,31 @@ function plot(chart: Chart, box: HTMLElement): uPlot {
   return u;
 }
 
+/** The chart's figures as a table: read by screen readers where it stands,
+ * shown on the page by a toggle (aria-expanded says whether it shows). */
+function chartTable(chart: Chart): HTMLElement[] {
+  const id = `chart-table-${chart.id}`;
+  const wrap = h(
+    "div",
+    { id, class: "chart-table visually-hidden" },
+    table(
+      chart.title,
+      [
+        { header: "Day", cell: (i: number) => chart.days[i] },
+        ...chart.series.map((s) => ({ header: s.label, numeric: true, cell: (i: number) => s.texts[i] })),
+      ],
+      chart.days.map((_d, i) => i),
+    ),
+  );
+  const toggle = h("button", { type: "button", class: "chart-table-toggle", "aria-controls": id, "aria-expanded": "false" }, "Show the figures as a table");
+  toggle.addEventListener("click", () => {
+    const shown = wrap.classList.toggle("visually-hidden") === false;
+    toggle.setAttribute("aria-expanded", String(shown));
+    toggle.textContent = shown ? "Hide the table" : "Show the figures as a table";
+  });
+  return [toggle, wrap];
+}
+
 /** One chart with its caption, the plot, and its figures as a table. The
  * plot's data is written on the element too (data-points: the values given
  * to uPlot, per series), for the browser test. */
@@ -101,19 +127,7 @@ function chartFigure(chart: Chart): HTMLElement {
     },
     h("figcaption", { id: headingId }, chart.title),
     box,
-    h(
-      "details",
-      { class: "chart-table" },
-      h("summary", null, "Figures as a table"),
-      table(
-        chart.title,
-        [
-          { header: "Day", cell: (i: number) => chart.days[i] },
-          ...chart.series.map((s) => ({ header: s.label, numeric: true, cell: (i: number) => s.texts[i] })),
-        ],
-        chart.days.map((_d, i) => i),
-      ),
-    ),
+    ...chartTable(chart),
   );
   // uPlot measures its box: plot once the figure is in the page.
   requestAnimationFrame(() => {
