@@ -1270,7 +1270,9 @@ try {
       await confirmDialog(`Return ${amount}`);
       if ((await refunded).status() !== 200) throw new Error(`RefundPayment answered ${(await refunded).status()}`);
       // A bank transfer goes back by hand: the refund waits for the admin
-      // to record it, and the money stays in the queue until then.
+      // to record it, and the money stays in the queue until then — which
+      // the announcement says, rather than that the money went back.
+      await expectText(page.getByRole("status"), "the refund is pending until its outcome is recorded");
       await settled();
       await openDashboard();
       await expectTestId("refunds-pending", "1");

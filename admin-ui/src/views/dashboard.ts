@@ -31,11 +31,19 @@ function moneyToReturnQueue(signal: AbortSignal): HTMLElement {
           button.addEventListener("click", async () => {
             const yes = await confirmReturn(p, toReturn(p), destination);
             if (!yes) return;
+            let status = "";
             const ok = await busy(button, errors, async () => {
-              await payments.refundPayment({ paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination });
+              const res = await payments.refundPayment({ paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination });
+              status = res.refund?.status ?? "";
             });
             if (ok) {
-              announce(destination === "balance" ? `Credited ${amount} to the customer's balance.` : `Returned ${amount} through the gateway.`);
+              announce(
+                destination === "balance"
+                  ? `Credited ${amount} to the customer's balance.`
+                  : status === "pending"
+                    ? `Sent ${amount} back through the gateway; the refund is pending until its outcome is recorded on the payment's page.`
+                    : `Returned ${amount} through the gateway.`,
+              );
               load();
             }
           });
