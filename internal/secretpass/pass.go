@@ -105,6 +105,12 @@ func refuseWithoutKey(k *secrets.Keyring, rep Report) error {
 		ErrSecretsWithoutKey, rep.Total(), strings.Join(by, ", "), rep.Total()-rep.Clear(), rep.Clear())
 }
 
+// ActionOrdersSealed marks a finished pass over the orders' copies
+// (AtStart's orders): once one has run under a key, every order placed
+// since holds its copy sealed (a secret cannot be stored without a key),
+// so later starts need not read every order again.
+const ActionOrdersSealed = "secrets.orders_sealed"
+
 // AtStart is the pass of a serving instance's start. It covers at once
 // what the service uses — the gateway interfaces' and products' configs —
 // and leaves the orders' copies (the record of what was bought, never
@@ -113,7 +119,9 @@ func refuseWithoutKey(k *secrets.Keyring, rep Report) error {
 //
 // With a keyring it seals the interfaces and products, and returns in
 // orders the sealing of the orders, for the caller to run in the
-// background (it is idempotent and safe beside other instances' passes).
+// background (it is idempotent and safe beside other instances' passes),
+// or nil when no order can hold a secret in clear: a pass has finished
+// before (ActionOrdersSealed) and this start sealed nothing in clear.
 // Without one it checks the interfaces and products and, only when they
 // hold secrets (the start is then refused), counts the orders' too for the
 // message; orders is nil.
@@ -135,8 +143,20 @@ func AtStart(ctx context.Context, db store.DB, k *secrets.Keyring, by audit.Acto
 	if err != nil {
 		return rep, nil, err
 	}
+	done, err := store.AuditActionExists(ctx, db, ActionOrdersSealed)
+	if err != nil {
+		return rep, nil, err
+	}
+	if done && rep.Sealed == 0 {
+		return rep, nil, nil
+	}
 	return rep, func(ctx context.Context) (Report, error) {
-		return pass(ctx, db, k, secrets.SealClear, by, at, Orders)
+		rep, err := pass(ctx, db, k, secrets.SealClear, by, at, Orders)
+		if err != nil || len(rep.Unreadable) > 0 {
+			return rep, err
+		}
+		return rep, audit.Write(ctx, db, by, at, ActionOrdersSealed, "secrets", Orders.Kind, nil,
+			map[string]any{"key_id": k.Current(), "sealed": rep.Sealed, "orders": rep.Owners})
 	}, nil
 }
 

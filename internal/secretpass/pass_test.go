@@ -147,4 +147,19 @@ func TestAtStartSealsWhatTheServiceUsesAndLeavesTheOrdersToLater(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, later.Of[secretpass.Orders.Kind].Sealed)
 	require.Zero(t, clear())
+
+	// A finished pass is marked: the next starts do not read the orders
+	// again, every order placed since holding its copy sealed.
+	_, orders, err = secretpass.AtStart(ctx, pool, k1, audit.System("test"), time.Now())
+	require.NoError(t, err)
+	require.Nil(t, orders, "a pass has finished, and nothing was in clear")
+
+	// Unless this start found something in clear elsewhere (a database
+	// written without a key meanwhile): the orders may hold some too.
+	_, err = pool.Exec(ctx, `UPDATE products SET provider_config = '{"api_url": "https://p.example", "token": "clear-again"}' WHERE id = $1`, product)
+	require.NoError(t, err)
+	rep, orders, err = secretpass.AtStart(ctx, pool, k1, audit.System("test"), time.Now())
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Sealed)
+	require.NotNil(t, orders)
 }

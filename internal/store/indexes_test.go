@@ -59,7 +59,7 @@ var indexUses = map[string][]string{
 	"audit_log_entity_idx":     {"ListAuditEntries", "PaymentAuditExists", "AuditEntryExists"},
 	"audit_log_created_at_idx": {"ListAuditEntries"},
 	"audit_log_actor_idx":      {"ListAuditEntries"},
-	"audit_log_action_idx":     {"ListAuditEntries"},
+	"audit_log_action_idx":     {"ListAuditEntries", "AuditActionExists"},
 }
 
 // An index on payments, orders, events or audit_log that is not in

@@ -10,6 +10,19 @@ import (
 	"time"
 )
 
+const auditActionExists = `-- name: AuditActionExists :one
+SELECT EXISTS (SELECT 1 FROM audit_log WHERE action = $1)::boolean
+`
+
+// Whether any row records action (audit_log_action_idx): a durable mark
+// that a one-time pass was done (secretpass: the orders' copies sealed).
+func (q *Queries) AuditActionExists(ctx context.Context, action string) (bool, error) {
+	row := q.db.QueryRow(ctx, auditActionExists, action)
+	var column_1 bool
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const insertAuditLog = `-- name: InsertAuditLog :exec
 INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
