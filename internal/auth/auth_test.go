@@ -183,6 +183,16 @@ func TestCustomersSeeOnlyTheirOwn(t *testing.T) {
 // through to a later layer either.
 func TestCredentialThatCouldNotBeCheckedIsUnavailable(t *testing.T) {
 	t.Parallel()
+	r := httptest.NewRequest(http.MethodPost, "/", nil)
+	r.Header.Set("Cookie-Session", "broken")
+	r.Header.Set("X-Api-Key", "good:"+customerID.String())
+	err := checkThroughLayers(r)
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+}
+
+// checkThroughLayers sends r through the three credential layers and
+// answers what auth.Check(Authenticated) said behind them.
+func checkThroughLayers(r *http.Request) error {
 	s, j, k := layers()
 	var err error
 	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -191,11 +201,8 @@ func TestCredentialThatCouldNotBeCheckedIsUnavailable(t *testing.T) {
 	for _, l := range []*headerAuth{k, j, s} {
 		h = auth.Layer(l, slog.New(slog.DiscardHandler))(h)
 	}
-	r := httptest.NewRequest(http.MethodPost, "/", nil)
-	r.Header.Set("Cookie-Session", "broken")
-	r.Header.Set("X-Api-Key", "good:"+customerID.String())
 	h.ServeHTTP(httptest.NewRecorder(), r)
-	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
+	return err
 }
 
 // A credential whose check failed because the request itself ended (its
@@ -204,14 +211,6 @@ func TestCredentialThatCouldNotBeCheckedIsUnavailable(t *testing.T) {
 // Unavailable answers must not rise with impatient clients.
 func TestCredentialUncheckedBecauseTheRequestEndedIsCanceledOrDeadlineExceeded(t *testing.T) {
 	t.Parallel()
-	s, j, k := layers()
-	var err error
-	h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		err = auth.Check(r.Context(), auth.Authenticated)
-	}))
-	for _, l := range []*headerAuth{k, j, s} {
-		h = auth.Layer(l, slog.New(slog.DiscardHandler))(h)
-	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
 	late, cancelLate := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
@@ -222,7 +221,7 @@ func TestCredentialUncheckedBecauseTheRequestEndedIsCanceledOrDeadlineExceeded(t
 	}{{gone, connect.CodeCanceled}, {late, connect.CodeDeadlineExceeded}, {context.Background(), connect.CodeUnavailable}} {
 		r := httptest.NewRequest(http.MethodPost, "/", nil).WithContext(tc.ctx)
 		r.Header.Set("Cookie-Session", "broken")
-		h.ServeHTTP(httptest.NewRecorder(), r)
+		err := checkThroughLayers(r)
 		require.Equal(t, tc.want, connect.CodeOf(err), "%v", err)
 	}
 }
