@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/rpcanswer"
 )
 
 // Access is who may call a procedure.
@@ -53,13 +54,10 @@ func Check(ctx context.Context, access Access) error {
 	p, ok := FromContext(ctx)
 	if !ok {
 		if kind, reason, rejected := Rejected(ctx); rejected && reason == reasonUnchecked {
-			switch ended := ctx.Err(); {
-			// The check failed because the request ended (its client
-			// went away, its deadline passed): nothing is unavailable.
-			case errors.Is(ended, context.DeadlineExceeded):
-				return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
-			case ended != nil:
-				return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
+			if ended := ctx.Err(); ended != nil {
+				// The check failed because the request ended (its client
+				// went away, its deadline passed): nothing is unavailable.
+				return rpcanswer.Ended(ended)
 			}
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("the %s credential could not be checked; retry", kind))
 		}

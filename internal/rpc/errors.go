@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/rpcanswer"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -58,7 +59,7 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		// its deadline passed under a plugin call or a query): answer
 		// that, not the Internal or Unavailable a layer wrapped it in.
 		// Nobody waits for the answer and it is no fault: not logged.
-		return contextError(ended)
+		return rpcanswer.Ended(ended)
 	}
 	var ae *apperr.Error
 	if errors.As(err, &ae) {
@@ -73,7 +74,7 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return contextError(err)
+		return rpcanswer.Ended(err)
 	case errors.Is(err, store.ErrNotFound):
 		return connect.NewError(connect.CodeNotFound, errors.New("not found"))
 	case errors.Is(err, store.ErrConflict):
@@ -90,15 +91,6 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	logError(ctx, log, err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-}
-
-// contextError answers a call ended by its context: Canceled or
-// DeadlineExceeded.
-func contextError(err error) *connect.Error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
-	}
-	return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
 }
 
 func logError(ctx context.Context, log *slog.Logger, err error) {

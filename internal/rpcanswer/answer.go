@@ -1,6 +1,7 @@
 package rpcanswer
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -64,4 +65,14 @@ func httpStatus(code connect.Code) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// Ended is the answer to a call that its own context ended (ctx.Err():
+// its client went away, its deadline passed): DeadlineExceeded or
+// Canceled, never the Internal or Unavailable of what failed under it.
+func Ended(err error) *connect.Error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
 }
