@@ -38,6 +38,7 @@ import (
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/server"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -68,9 +69,9 @@ type App struct {
 	// secrets seals and opens plugin config secrets; nil without
 	// [secrets] keys.
 	secrets *secrets.Keyring
-	// stopSealing ends the orders' sealing pass begun at start (see
-	// sealSecrets) and waits for it.
-	stopSealing func()
+	// sealing is the orders' sealing pass begun at start (sealSecrets),
+	// stopped by Close.
+	sealing startstop.Loop
 }
 
 // Option adjusts how New builds the App.
@@ -373,22 +374,17 @@ func (a *App) sealSecrets(ctx context.Context) error {
 	}
 	// The orders' copies go in the background: the pass reads every
 	// order ever placed, and the start must not wait for it.
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	a.stopSealing = func() { cancel(); <-done }
-	go func() {
-		defer close(done)
+	return a.sealing.Start(context.WithoutCancel(ctx), func(ctx context.Context, _ <-chan struct{}) {
 		began := time.Now()
-		rep, err := orders(sctx)
+		rep, err := orders(ctx)
 		switch {
-		case sctx.Err() != nil:
+		case ctx.Err() != nil:
 		case err != nil:
 			a.log.Error("cannot encrypt the orders' copies of provider secrets (the next start tries again)", "err", err)
 		default:
 			a.logSealed(rep, "orders", rep.Of[secretpass.Orders.Kind].Owners, "took", time.Since(began).Round(time.Millisecond).String())
 		}
-	}()
-	return nil
+	})
 }
 
 // logSealed logs what a sealing pass at start found and did.
@@ -467,9 +463,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 
 // Close stops the plugin scanner and releases the pool and the cache.
 func (a *App) Close() {
-	if a.stopSealing != nil {
-		a.stopSealing()
-	}
+	a.sealing.Stop()
 	a.stopPlugins()
 	a.closeTelemetry()
 	if a.cache != nil {
