@@ -226,14 +226,14 @@ func TestListNotificationsFilters(t *testing.T) {
 	b := setupAdmin(t)
 	ctx := context.Background()
 	e := b.insert(t, "order_provisioned", b.order(t))
-	n, err := store.InsertNotifications(ctx, b.pool, []store.NewNotification{
-		{EventID: &e.ID, Recipient: "a@example.com", Channel: "email", Subject: "s", Body: "b"},
-		{EventID: &e.ID, Recipient: "ops", Channel: "webhook", Subject: "s", Body: "{}"},
+	n, err := store.InsertNotifications(ctx, b.pool, &e.ID, []store.NewNotification{
+		{Recipient: "a@example.com", Channel: "email", Subject: "s", Body: "b"},
+		{Recipient: "ops", Channel: "webhook", Subject: "s", Body: "{}"},
 	})
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	n, err = store.InsertNotifications(ctx, b.pool, []store.NewNotification{
-		{EventID: &e.ID, Recipient: "ops", Channel: "webhook", Subject: "s", Body: "{}"},
+	n, err = store.InsertNotifications(ctx, b.pool, &e.ID, []store.NewNotification{
+		{Recipient: "ops", Channel: "webhook", Subject: "s", Body: "{}"},
 	})
 	require.NoError(t, err)
 	require.Zero(t, n, "one per event, channel and recipient")

@@ -105,7 +105,7 @@ func (n *Notifier) Enqueue(ctx context.Context, db store.DB, notice Notice) (int
 	id := notice.EventID
 	var rows []store.NewNotification
 	add := func(channel, recipient, subject, body string) {
-		rows = append(rows, store.NewNotification{EventID: &id, Recipient: recipient, Channel: channel, Subject: subject, Body: body})
+		rows = append(rows, store.NewNotification{Recipient: recipient, Channel: channel, Subject: subject, Body: body})
 	}
 	if n.opts.SMTP.Enabled() {
 		if notice.CustomerEmail != "" && *n.opts.CustomerEmail {
@@ -129,7 +129,7 @@ func (n *Notifier) Enqueue(ctx context.Context, db store.DB, notice Notice) (int
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	return store.InsertNotifications(ctx, db, rows)
+	return store.InsertNotifications(ctx, db, &id, rows)
 }
 
 // Start runs the delivery loop until Stop or ctx's cancellation. It is safe

@@ -21,47 +21,33 @@ const (
 
 // NewNotification is one notification to queue.
 type NewNotification struct {
-	// EventID is the event whose handling queued it; nil for none.
-	EventID   *uuid.UUID
 	Recipient string
 	Channel   string
 	Subject   string
 	Body      string
 }
 
-// InsertNotifications queues ns and wakes the senders at commit (NOTIFY
-// paymentd_notifications): one statement for each run of notifications of
-// the same event (an event handler queues one run). A notification of the
-// same event, channel and recipient that already exists is skipped, so a
-// retried event handler queues nothing twice. It returns how many were
-// inserted.
-func InsertNotifications(ctx context.Context, db DB, ns []NewNotification) (int, error) {
-	q := dbsqlc.New(db)
-	inserted := 0
-	for len(ns) > 0 {
-		n := 1
-		for n < len(ns) && sameEvent(ns[n].EventID, ns[0].EventID) {
-			n++
-		}
-		p := dbsqlc.InsertNotificationsParams{EventID: ns[0].EventID}
-		for _, r := range ns[:n] {
-			p.Recipients = append(p.Recipients, r.Recipient)
-			p.Channels = append(p.Channels, r.Channel)
-			p.Subjects = append(p.Subjects, r.Subject)
-			p.Bodies = append(p.Bodies, r.Body)
-		}
-		row, err := q.InsertNotifications(ctx, p)
-		if err != nil {
-			return inserted, MapError(err)
-		}
-		inserted += int(row.Inserted)
-		ns = ns[n:]
+// InsertNotifications queues ns, the notifications of one event (eventID;
+// nil for none), in one statement, and wakes the senders at commit (NOTIFY
+// paymentd_notifications). A notification of the same event, channel and
+// recipient that already exists is skipped, so a retried event handler
+// queues nothing twice. It returns how many were inserted.
+func InsertNotifications(ctx context.Context, db DB, eventID *uuid.UUID, ns []NewNotification) (int, error) {
+	if len(ns) == 0 {
+		return 0, nil
 	}
-	return inserted, nil
-}
-
-func sameEvent(a, b *uuid.UUID) bool {
-	return a == b || (a != nil && b != nil && *a == *b)
+	p := dbsqlc.InsertNotificationsParams{EventID: eventID}
+	for _, r := range ns {
+		p.Recipients = append(p.Recipients, r.Recipient)
+		p.Channels = append(p.Channels, r.Channel)
+		p.Subjects = append(p.Subjects, r.Subject)
+		p.Bodies = append(p.Bodies, r.Body)
+	}
+	row, err := dbsqlc.New(db).InsertNotifications(ctx, p)
+	if err != nil {
+		return 0, MapError(err)
+	}
+	return int(row.Inserted), nil
 }
 
 // ClaimNotifications claims up to limit due pending notifications: one
