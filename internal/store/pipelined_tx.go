@@ -240,14 +240,16 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if t.done {
 		return pgx.ErrTxClosed
 	}
-	if t.refused == nil && !t.begun && len(t.waiting) == 0 {
-		t.done = true
-		t.release()
-		return nil
-	}
-	if t.refused == nil && !t.begun && len(t.preludes) > 0 {
-		if err := t.flush(ctx); err != nil {
-			return errors.Join(err, t.Rollback(ctx))
+	if !t.begun && t.refused == nil {
+		if len(t.waiting) == 0 {
+			t.done = true
+			t.release()
+			return nil
+		}
+		if len(t.preludes) > 0 { // never in COMMIT's batch: see withPipelinedTx
+			if err := t.flush(ctx); err != nil {
+				return errors.Join(err, t.Rollback(ctx))
+			}
 		}
 	}
 	if t.refused != nil {
