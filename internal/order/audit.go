@@ -134,8 +134,10 @@ func invoiceSnapshot(i store.Invoice) invoiceState {
 	}
 }
 
-// auditFailedPayments records pending → failed for each payment in failed.
-func auditFailedPayments(ctx context.Context, db store.DB, by audit.Actor, at time.Time, failed []store.Payment) error {
+// AuditFailedPayments records pending → failed for each payment in failed
+// (an order's move, an invoice paid or cancelled, the settlement's
+// invoice paid in full): one payment.fail row each.
+func AuditFailedPayments(ctx context.Context, db store.DB, by audit.Actor, at time.Time, failed []store.Payment) error {
 	for _, pay := range failed {
 		before := paymentSnapshot(pay)
 		before.Status, before.FailureReason = "pending", ""

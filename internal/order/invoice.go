@@ -192,7 +192,7 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCancel, entityInvoice, id.String(), invoiceSnapshot(inv), invoiceSnapshot(c)); err != nil {
 			return err
 		}
-		if err := auditFailedPayments(ctx, tx, audit.Of(p), now, failed); err != nil {
+		if err := AuditFailedPayments(ctx, tx, audit.Of(p), now, failed); err != nil {
 			return err
 		}
 		out = c

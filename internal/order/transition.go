@@ -150,7 +150,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		}
 		event, payload = EventOrderRefunded, p
 	}
-	if err := auditFailedPayments(ctx, tx, m.By, m.At, out.FailedPayments); err != nil {
+	if err := AuditFailedPayments(ctx, tx, m.By, m.At, out.FailedPayments); err != nil {
 		return Moved{}, err
 	}
 	if event != "" {

@@ -112,18 +112,6 @@ type balanceState struct {
 	Currency   string       `json:"currency"`
 }
 
-// auditFailedPayments records pending → failed for each payment in failed.
-func auditFailedPayments(ctx context.Context, db store.DB, a audit.Actor, at time.Time, failed []store.Payment) error {
-	for _, pay := range failed {
-		before := paymentSnapshot(pay)
-		before.Status, before.FailureReason = string(StatusPending), ""
-		if err := audit.Write(ctx, db, a, at, audit.ActionPaymentFail, entityPayment, pay.ID.String(), before, paymentSnapshot(pay)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // anomaly is something a gateway (or an admin) reported that this service
 // will not apply, but that may mean money moved: a success for a failed
 // payment, for a cancelled order, of another amount, under another gateway

@@ -405,7 +405,7 @@ func (st *settling) pay(ctx context.Context, paidAt time.Time) error {
 		return err
 	}
 	st.out.Payment, st.out.Applied, st.moved = paid, true, true
-	return auditFailedPayments(ctx, st.tx, st.who, st.now, st.failedOthers)
+	return order.AuditFailedPayments(ctx, st.tx, st.who, st.now, st.failedOthers)
 }
 
 // settleFailed is err of a write that went after the payment's update,
