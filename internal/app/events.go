@@ -19,7 +19,8 @@ import (
 
 // background is the cluster side of an instance: the LISTEN connection,
 // the heartbeat, the billing and event_worker leader roles, the event worker
-// with its fulfilment handlers, and the notification sender. Started in
+// with its fulfilment handlers, the notification sender, and the folding of
+// the payment trends' changes into their rollup. Started in
 // order, stopped in reverse (gracefully: leases are resigned).
 type background struct {
 	node      string
@@ -30,6 +31,7 @@ type background struct {
 	worker    *event.Worker
 	notifier  *notify.Notifier
 	admin     *event.Admin
+	trends    *payment.TrendFolder
 }
 
 // notifyOptions maps [notify] onto the notification package's options.
@@ -104,6 +106,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, Logger: a.log,
 	}).Register(b.worker)
+	b.trends = payment.NewTrendFolder(a.pool, 0, a.log)
 	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
 	return b, nil
 }
@@ -119,7 +122,7 @@ func (b *background) start(ctx context.Context) error {
 	starters := []interface {
 		Start(context.Context) error
 		Stop()
-	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier}
+	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier, b.trends}
 	for i, s := range starters {
 		if err := s.Start(ctx); err != nil {
 			for j := i - 1; j >= 0; j-- {
@@ -134,6 +137,7 @@ func (b *background) start(ctx context.Context) error {
 // stop is the graceful path: drain the worker and the sender, resign the
 // leases so another instance takes over at once, then stop beating.
 func (b *background) stop() {
+	b.trends.Stop()
 	b.worker.Stop()
 	b.notifier.Stop()
 	b.eventLead.Stop()

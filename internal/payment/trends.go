@@ -163,20 +163,55 @@ func (s *Service) PaymentTrends(ctx context.Context, q TrendQuery) (Trends, erro
 		c := &tr.Currencies[len(tr.Currencies)-1]
 		c.Days = append(c.Days, row)
 	}
-	perGateway := map[uuid.UUID][]GatewayDayTrend{}
+	// The gateway days come ordered by name, id, then day; a gateway's
+	// totals over the range are the sums of its days.
 	for _, row := range got.GatewayDays {
-		perGateway[row.Gateway] = append(perGateway[row.Gateway], GatewayDayTrend{
+		if n := len(tr.Gateways); n == 0 || tr.Gateways[n-1].ID != row.Gateway {
+			tr.Gateways = append(tr.Gateways, GatewayTrend{ID: row.Gateway, Name: row.Name})
+		}
+		g := &tr.Gateways[len(tr.Gateways)-1]
+		g.Created += row.Created
+		g.Succeeded += row.Succeeded
+		g.Failed += row.Failed
+		g.Days = append(g.Days, GatewayDayTrend{
 			Day: row.Day, Created: row.Created, Succeeded: row.Succeeded, Failed: row.Failed,
 			SuccessRate: successRate(row.Succeeded, row.Failed),
 		})
 	}
-	for _, g := range got.Gateways {
-		tr.Gateways = append(tr.Gateways, GatewayTrend{
-			ID: g.ID, Name: g.Name, Created: g.Created, Succeeded: g.Succeeded, Failed: g.Failed,
-			SuccessRate:            successRate(g.Succeeded, g.Failed),
-			MedianSecondsToSuccess: g.MedianSeconds, HasMedian: g.Succeeded > 0,
-			Days: perGateway[g.ID],
-		})
+	seconds := map[uuid.UUID][]store.SecondsBin{}
+	for _, b := range got.Seconds {
+		seconds[b.Gateway] = append(seconds[b.Gateway], b)
+	}
+	for i := range tr.Gateways {
+		g := &tr.Gateways[i]
+		g.SuccessRate = successRate(g.Succeeded, g.Failed)
+		g.MedianSecondsToSuccess, g.HasMedian = median(seconds[g.ID])
 	}
 	return tr, nil
+}
+
+// median is the median of the times a histogram counts (bins in ascending
+// order of Seconds, each standing for N times of that many seconds), as
+// PostgreSQL's percentile_cont(0.5) answers it over those times: the middle
+// one, or halfway between the two middle ones. False when it counts none.
+func median(bins []store.SecondsBin) (float64, bool) {
+	var n int64
+	for _, b := range bins {
+		n += b.N
+	}
+	if n <= 0 {
+		return 0, false
+	}
+	// The 0-based ranks of the middle time or the two middle ones.
+	lo, hi := (n-1)/2, n/2
+	at := func(rank int64) float64 {
+		for _, b := range bins {
+			if rank < b.N {
+				return b.Seconds
+			}
+			rank -= b.N
+		}
+		return bins[len(bins)-1].Seconds
+	}
+	return (at(lo) + at(hi)) / 2, true
 }

@@ -29,15 +29,13 @@ var indexUses = map[string][]string{
 	"payments_pkey":                     {"GetPayment", "GetPaymentForUpdate", "MarkPaymentSucceeded"},
 	"payments_one_pending_key":          {"InsertGatewayPayment", "GetPendingGatewayPayment", "CountPendingPayments", "FailPendingOrderOnlyPayments", "FailPendingOrderPayments"},
 	"payments_gateway_payment_id_key":   {"MarkPaymentSucceeded", "PaymentWithGatewayID"},
-	"payments_created_at_idx":           {"ListPayments", "PaymentStatsSince", "PaymentTrendsByCurrency", "PaymentTrendsByGateway", "PaymentTrendsByGatewayDay", "ExportPayments"},
+	"payments_created_at_idx":           {"ListPayments", "PaymentStatsSince", "ExportPayments"},
 	"payments_customer_id_idx":          {"ListPayments", "CountPayments"},
 	"payments_order_id_idx":             {"ListPayments", "CountPayments"},
 	"payments_invoice_id_idx":           {"FailPendingInvoicePayments", "ListPayments", "CountPayments"},
 	"payments_gateway_interface_id_idx": {"ListPayments", "CountPayments"},
 	"payments_reconcile_idx":            {"ClaimDuePayments", "ExpireReconciliations"},
 	"payments_to_return_idx":            {"ListPayments", "MoneyToReturn"},
-	"payments_paid_at_idx":              {"PaymentTrendsByCurrency"},
-	"payments_failed_at_idx":            {"PaymentTrendsByCurrency"},
 
 	// Both unique on id: the primary key is the target of events' and
 	// instances' foreign keys (checked by InsertEvent), the composite one of

@@ -11,11 +11,13 @@ import (
 )
 
 // designTables is the table list of DESIGN.md ("Data", which names the
-// tables it needs at least), and admin_api_keys (issue 16).
+// tables it needs at least), admin_api_keys (issue 16) and the payment
+// trends' rollup (issue 19; docs/decisions.md, "trends rollup").
 var designTables = []string{
 	"admin_users", "customers", "sessions", "api_keys", "admin_api_keys", "products", "orders",
-	"invoices", "payments", "refunds", "balance_transactions", "plugins",
-	"gateway_interfaces", "events", "leader_leases", "nodes", "instances",
+	"invoices", "payments", "refunds", "payment_trend_changes", "payment_trend_quarters",
+	"payment_trend_gateway_quarters", "payment_trend_seconds_quarters", "payment_trend_seconds_days",
+	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",
 	"notifications", "audit_log",
 }
 

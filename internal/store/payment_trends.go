@@ -55,39 +55,11 @@ func PaymentTrendsByCurrency(ctx context.Context, db DB, r TrendRange) ([]Curren
 	return out, nil
 }
 
-// GatewayTotal is how the payments created through one gateway interface
-// in a range stand now, and the median seconds from creation to success of
-// those that succeeded (0 when none did).
-type GatewayTotal struct {
-	ID            uuid.UUID
-	Name          string
-	Created       int64
-	Succeeded     int64
-	Failed        int64
-	MedianSeconds float64
-}
-
-// PaymentTrendsByGateway answers the gateway interfaces with payments
-// created in r, by name then id.
-func PaymentTrendsByGateway(ctx context.Context, db DB, r TrendRange) ([]GatewayTotal, error) {
-	rows, err := dbsqlc.New(db).PaymentTrendsByGateway(ctx, dbsqlc.PaymentTrendsByGatewayParams{
-		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
-	})
-	if err != nil {
-		return nil, MapError(err)
-	}
-	out := make([]GatewayTotal, len(rows))
-	for i, x := range rows {
-		out[i] = GatewayTotal{ID: x.ID, Name: x.DisplayName, Created: x.Created, Succeeded: x.Succeeded,
-			Failed: x.Failed, MedianSeconds: x.MedianSeconds}
-	}
-	return out, nil
-}
-
 // GatewayDay is how the payments created through one gateway interface on
 // one local day stand now.
 type GatewayDay struct {
 	Gateway   uuid.UUID
+	Name      string
 	Day       time.Time
 	Created   int64
 	Succeeded int64
@@ -95,7 +67,8 @@ type GatewayDay struct {
 }
 
 // PaymentTrendsByGatewayDay answers every day of r for every gateway
-// interface with payments created in it, ordered by gateway id then day.
+// interface with payments created in it, ordered by gateway name, id, then
+// day.
 func PaymentTrendsByGatewayDay(ctx context.Context, db DB, r TrendRange) ([]GatewayDay, error) {
 	rows, err := dbsqlc.New(db).PaymentTrendsByGatewayDay(ctx, dbsqlc.PaymentTrendsByGatewayDayParams{
 		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
@@ -105,8 +78,33 @@ func PaymentTrendsByGatewayDay(ctx context.Context, db DB, r TrendRange) ([]Gate
 	}
 	out := make([]GatewayDay, len(rows))
 	for i, x := range rows {
-		out[i] = GatewayDay{Gateway: x.GatewayInterfaceID, Day: dateOf(x.Day), Created: x.Created,
+		out[i] = GatewayDay{Gateway: x.GatewayInterfaceID, Name: x.DisplayName, Day: dateOf(x.Day), Created: x.Created,
 			Succeeded: x.Succeeded, Failed: x.Failed}
+	}
+	return out, nil
+}
+
+// SecondsBin is how many of a gateway interface's payments (created in a
+// range, succeeded) took about Seconds from creation to success: one bin of
+// the rollup's histogram, counted as the seconds it stands for.
+type SecondsBin struct {
+	Gateway uuid.UUID
+	Seconds float64
+	N       int64
+}
+
+// PaymentTrendSeconds answers the histogram of r's times to success per
+// gateway interface, ordered by gateway id then seconds.
+func PaymentTrendSeconds(ctx context.Context, db DB, r TrendRange) ([]SecondsBin, error) {
+	rows, err := dbsqlc.New(db).PaymentTrendSeconds(ctx, dbsqlc.PaymentTrendSecondsParams{
+		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
+	})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]SecondsBin, len(rows))
+	for i, x := range rows {
+		out[i] = SecondsBin{Gateway: x.GatewayInterfaceID, Seconds: x.Seconds, N: x.N}
 	}
 	return out, nil
 }
@@ -114,13 +112,13 @@ func PaymentTrendsByGatewayDay(ctx context.Context, db DB, r TrendRange) ([]Gate
 // PaymentTrends are the three answers of one range, read from one snapshot.
 type PaymentTrends struct {
 	Currencies  []CurrencyDay
-	Gateways    []GatewayTotal
 	GatewayDays []GatewayDay
+	Seconds     []SecondsBin
 }
 
 // PaymentTrendsIn reads the trends of r in one REPEATABLE READ, READ ONLY
-// transaction, so a payment settling meanwhile is counted in all three
-// answers or in none.
+// transaction, so a payment settling meanwhile (or a fold of the rollup)
+// is counted in all three answers or in none.
 func PaymentTrendsIn(ctx context.Context, db DB, r TrendRange) (PaymentTrends, error) {
 	var out PaymentTrends
 	err := WithTx(ctx, db, func(tx pgx.Tx) error {
@@ -132,11 +130,19 @@ func PaymentTrendsIn(ctx context.Context, db DB, r TrendRange) (PaymentTrends, e
 		if out.Currencies, err = PaymentTrendsByCurrency(ctx, tx, r); err != nil {
 			return err
 		}
-		if out.Gateways, err = PaymentTrendsByGateway(ctx, tx, r); err != nil {
+		if out.GatewayDays, err = PaymentTrendsByGatewayDay(ctx, tx, r); err != nil {
 			return err
 		}
-		out.GatewayDays, err = PaymentTrendsByGatewayDay(ctx, tx, r)
+		out.Seconds, err = PaymentTrendSeconds(ctx, tx, r)
 		return err
 	})
 	return out, err
+}
+
+// FoldPaymentTrends moves the trends' changes into their rollup
+// (payment_trends_fold) and answers how many it moved: 0 when there were
+// none or another fold was at it.
+func FoldPaymentTrends(ctx context.Context, db DB) (int64, error) {
+	n, err := dbsqlc.New(db).FoldPaymentTrends(ctx)
+	return n, MapError(err)
 }

@@ -91,11 +91,7 @@ CREATE UNIQUE INDEX payments_one_pending_key ON payments (order_id, invoice_id, 
 CREATE UNIQUE INDEX payments_gateway_payment_id_key ON payments (gateway_interface_id, gateway_payment_id)
     WHERE gateway_payment_id <> '';
 -- ListPayments orders by created_at DESC, id DESC, overall and per customer.
--- The INCLUDEd columns let GetPaymentTrends read a range of creation times
--- (per currency, per gateway, by status, time to success) from the index
--- alone, without visiting the rows (docs/performance.md, "Trends").
-CREATE INDEX payments_created_at_idx ON payments (created_at DESC, id DESC)
-    INCLUDE (currency, status, gateway_interface_id, paid_at);
+CREATE INDEX payments_created_at_idx ON payments (created_at DESC, id DESC);
 CREATE INDEX payments_customer_id_idx ON payments (customer_id, created_at DESC, id DESC);
 CREATE INDEX payments_order_id_idx ON payments (order_id);
 -- Partial: most payments pay an order alone, and a payment without an
@@ -108,11 +104,6 @@ CREATE INDEX payments_reconcile_idx ON payments (next_reconcile_at) WHERE next_r
 -- Captured money not yet returned in full (few): ListPayments' to_return
 -- filter, GetPaymentStats' "money to return".
 CREATE INDEX payments_to_return_idx ON payments (created_at DESC, id DESC) WHERE captured_amount > refunded_amount;
--- GetPaymentTrends counts the money received and the payments failed per
--- day: a range of paid_at, a range of failed_at (docs/performance.md has
--- the plans). Partial: a pending payment has neither.
-CREATE INDEX payments_paid_at_idx ON payments (paid_at) INCLUDE (amount, currency) WHERE paid_at IS NOT NULL;
-CREATE INDEX payments_failed_at_idx ON payments (failed_at) INCLUDE (currency) WHERE failed_at IS NOT NULL;
 
 COMMENT ON COLUMN payments.status IS 'pending | success | failed | refunded. pending -> success | failed; success -> refunded when refunded_amount reaches amount.';
 COMMENT ON COLUMN payments.captured_amount IS 'Money the gateway captured for a failed payment (0 or amount), to be returned; refunded_amount counts what went back.';
@@ -155,9 +146,311 @@ CREATE INDEX refunds_created_at_idx ON refunds (created_at DESC, id DESC);
 -- this index, however many refunds are in the other statuses. (It replaced
 -- a partial index of the pending ones, which served only those.)
 CREATE INDEX refunds_status_created_at_idx ON refunds (status, created_at DESC, id DESC);
--- GetPaymentTrends sums the refunds that succeeded per day: a succeeded
--- refund's updated_at is when it succeeded (nothing changes it after).
-CREATE INDEX refunds_succeeded_at_idx ON refunds (updated_at) INCLUDE (amount, payment_id) WHERE status = 'succeeded';
+
+-- The trends' rollup (GetPaymentTrends; docs/decisions.md, "trends
+-- rollup"). What the dashboard's charts count is kept per quarter hour of
+-- UTC, so that the days of any time zone can be cut from it (every zone's
+-- midnights fall on a quarter hour), and read in a few thousand rows
+-- however many payments a range holds. Two parts:
+--   * payment_trend_changes: what each write to payments and refunds
+--     changed, appended by the triggers below in the writer's own
+--     transaction (an insert into a table without indexes: no row another
+--     writer waits for);
+--   * the rollup tables, into which payment_trends_fold() moves the
+--     changes (paymentd calls it every few seconds). A reader sums both in
+--     one snapshot, so the answer is exact whether a change is folded yet
+--     or not.
+-- A payment counts, like the statements this replaced:
+--   * per currency, each event in the quarter it happened: created
+--     (created_at), succeeded and received (paid_at, amount), failed
+--     (failed_at), refunded (a succeeded refund's updated_at, refunds of
+--     paid payments only: returned captured money was never received);
+--   * per gateway interface, in the quarter it was created, by its status
+--     now: created, succeeded (paid_at set), failed (failed_at set), and
+--     its seconds from creation to success in a histogram (trend_seconds_bin).
+-- A change is the row's figures now minus its figures before, so any write
+-- (a fix by hand included) keeps the rollup equal to the tables; TRUNCATE
+-- rebuilds it. payment_trends_rebuild() recomputes it from the tables.
+
+-- trend_quarter is the UTC quarter hour t falls in.
+CREATE FUNCTION trend_quarter(t timestamptz) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN date_bin('15 minutes', t, TIMESTAMPTZ '2000-01-01 00:00:00+00');
+
+-- trend_seconds_bin is the histogram bin of a time to success: whole
+-- seconds below 128 s (rounded; 127.5 s and up counts as 127), then 32 bins
+-- per doubling from 128 s (each 2.2 % wide), so a time counts as within
+-- 0.5 s of itself below 127.5 s and within 1.1 % above, and a median read
+-- from the bins is within 0.5 s + 1.1 % of the exact one. A negative time
+-- (clocks) is 0.
+CREATE FUNCTION trend_seconds_bin(s double precision) RETURNS smallint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN s < 128 THEN least(greatest(round(s), 0), 127)
+            ELSE 128 + greatest(floor(32 * ln(s / 128) / ln(2)), 0) END;
+
+-- trend_seconds_value is what a bin counts as: its second below 128 s,
+-- the middle of its range above.
+CREATE FUNCTION trend_seconds_value(bin smallint) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN bin < 128 THEN bin
+            ELSE 128 * power(2, (bin - 128) / 32.0) * (1 + power(2, 1 / 32.0)) / 2 END;
+
+-- Unfolded changes. kind: 'c' a currency's events (currency set), 'g' a
+-- gateway interface's payments by creation (gateway_interface_id set), 's'
+-- its times to success (seconds set; succeeded is the count). Figures are
+-- signed: an update appends the row's figures after minus before.
+CREATE TABLE payment_trend_changes (
+    kind                 "char"        NOT NULL,
+    quarter              timestamptz   NOT NULL,
+    currency             text,
+    gateway_interface_id uuid,
+    seconds              smallint,
+    created              integer       NOT NULL DEFAULT 0,
+    succeeded            integer       NOT NULL DEFAULT 0,
+    failed               integer       NOT NULL DEFAULT 0,
+    received_cents       bigint        NOT NULL DEFAULT 0,
+    refunded_cents       bigint        NOT NULL DEFAULT 0,
+    CONSTRAINT payment_trend_changes_kind_check CHECK (kind IN ('c', 'g', 's'))
+);
+
+-- Per currency and quarter: payments created, received and failed in it,
+-- money received and refunded in it, in cents (integers: a sum is exact
+-- and never leaves its type, and the only NUMERIC columns stay the money
+-- columns, NUMERIC(12,2)).
+CREATE TABLE payment_trend_quarters (
+    quarter   timestamptz NOT NULL,
+    currency  text        NOT NULL,
+    created   bigint      NOT NULL,
+    succeeded bigint      NOT NULL,
+    failed    bigint      NOT NULL,
+    received_cents bigint NOT NULL,
+    refunded_cents bigint NOT NULL,
+    PRIMARY KEY (quarter, currency)
+);
+
+-- Per gateway interface and quarter of creation: its payments created
+-- then, and of those how many succeeded and failed by now.
+CREATE TABLE payment_trend_gateway_quarters (
+    quarter              timestamptz NOT NULL,
+    gateway_interface_id uuid        NOT NULL,
+    created              bigint      NOT NULL,
+    succeeded            bigint      NOT NULL,
+    failed               bigint      NOT NULL,
+    PRIMARY KEY (quarter, gateway_interface_id)
+);
+
+-- The times to success of those payments, per bin: per quarter of
+-- creation (read only at a range's ends, where its days do not fall on UTC
+-- days) and per UTC day (the rest: a few hundred rows a day).
+CREATE TABLE payment_trend_seconds_quarters (
+    quarter              timestamptz NOT NULL,
+    gateway_interface_id uuid        NOT NULL,
+    seconds              smallint    NOT NULL,
+    n                    bigint      NOT NULL,
+    PRIMARY KEY (quarter, gateway_interface_id, seconds)
+);
+CREATE TABLE payment_trend_seconds_days (
+    day                  date        NOT NULL,
+    gateway_interface_id uuid        NOT NULL,
+    seconds              smallint    NOT NULL,
+    n                    bigint      NOT NULL,
+    PRIMARY KEY (day, gateway_interface_id, seconds)
+);
+
+-- payment_trend_rows are a payment's figures, times sign (1 or -1).
+-- +goose StatementBegin
+CREATE FUNCTION payment_trend_rows(created_at timestamptz, paid_at timestamptz, failed_at timestamptz,
+                                   currency text, gateway uuid, amount numeric, sign integer)
+RETURNS TABLE (kind "char", quarter timestamptz, currency text, gateway_interface_id uuid, seconds smallint,
+               created integer, succeeded integer, failed integer, received_cents bigint, refunded_cents bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT 'c'::"char", trend_quarter(created_at), currency, NULL::uuid, NULL::smallint, sign, 0, 0, 0::bigint, 0::bigint
+    UNION ALL
+    SELECT 'c', trend_quarter(paid_at), currency, NULL, NULL, 0, sign, 0, sign * (amount * 100)::bigint, 0
+    WHERE paid_at IS NOT NULL
+    UNION ALL
+    SELECT 'c', trend_quarter(failed_at), currency, NULL, NULL, 0, 0, sign, 0, 0
+    WHERE failed_at IS NOT NULL
+    UNION ALL
+    SELECT 'g', trend_quarter(created_at), NULL, gateway, NULL, sign,
+           CASE WHEN paid_at IS NOT NULL THEN sign ELSE 0 END, CASE WHEN failed_at IS NOT NULL THEN sign ELSE 0 END, 0, 0
+    WHERE gateway IS NOT NULL
+    UNION ALL
+    SELECT 's', trend_quarter(created_at), NULL, gateway, trend_seconds_bin(extract(epoch FROM paid_at - created_at)::float8),
+           0, sign, 0, 0, 0
+    WHERE gateway IS NOT NULL AND paid_at IS NOT NULL;
+END;
+-- +goose StatementEnd
+
+-- refund_trend_rows are a refund's figures, times sign: its amount on the
+-- quarter it succeeded in, if it succeeded and its payment had been paid
+-- (status and currency: the payment's now).
+-- +goose StatementBegin
+CREATE FUNCTION refund_trend_rows(refund_payment uuid, refund_status text, refund_at timestamptz,
+                                  refund_amount numeric, sign integer)
+RETURNS TABLE (kind "char", quarter timestamptz, currency text, gateway_interface_id uuid, seconds smallint,
+               created integer, succeeded integer, failed integer, received_cents bigint, refunded_cents bigint)
+LANGUAGE sql STABLE
+BEGIN ATOMIC
+    SELECT 'c'::"char", trend_quarter(refund_at), p.currency, NULL::uuid, NULL::smallint, 0, 0, 0, 0::bigint,
+           sign * (refund_amount * 100)::bigint
+    FROM payments p
+    WHERE p.id = refund_payment AND refund_status = 'succeeded' AND p.status IN ('success', 'refunded');
+END;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION payments_trend_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO payment_trend_changes
+        SELECT * FROM payment_trend_rows(NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency,
+                                         NEW.gateway_interface_id, NEW.amount, 1);
+    ELSIF TG_OP = 'DELETE' THEN
+        INSERT INTO payment_trend_changes
+        SELECT * FROM payment_trend_rows(OLD.created_at, OLD.paid_at, OLD.failed_at, OLD.currency,
+                                         OLD.gateway_interface_id, OLD.amount, -1);
+    ELSE
+        -- After minus before; what did not change cancels out.
+        INSERT INTO payment_trend_changes
+        SELECT kind, quarter, currency, gateway_interface_id, seconds,
+               sum(created), sum(succeeded), sum(failed), sum(received_cents), sum(refunded_cents)
+        FROM (
+            SELECT * FROM payment_trend_rows(NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency,
+                                             NEW.gateway_interface_id, NEW.amount, 1)
+            UNION ALL
+            SELECT * FROM payment_trend_rows(OLD.created_at, OLD.paid_at, OLD.failed_at, OLD.currency,
+                                             OLD.gateway_interface_id, OLD.amount, -1)
+        ) r
+        GROUP BY kind, quarter, currency, gateway_interface_id, seconds
+        HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0 OR sum(received_cents) <> 0;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION refunds_trend_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        INSERT INTO payment_trend_changes
+        SELECT * FROM refund_trend_rows(OLD.payment_id, OLD.status, OLD.updated_at, OLD.amount, -1);
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO payment_trend_changes
+        SELECT * FROM refund_trend_rows(NEW.payment_id, NEW.status, NEW.updated_at, NEW.amount, 1);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+-- A payment's update is a change for the trends only when a column they
+-- count moved: the others (the reconciler's bookkeeping, gateway ids,
+-- refunded_amount) cost no trigger at all.
+CREATE TRIGGER payments_trend_insert_delete AFTER INSERT OR DELETE ON payments
+    FOR EACH ROW EXECUTE FUNCTION payments_trend_change();
+CREATE TRIGGER payments_trend_update AFTER UPDATE ON payments
+    FOR EACH ROW WHEN (OLD.created_at IS DISTINCT FROM NEW.created_at OR OLD.paid_at IS DISTINCT FROM NEW.paid_at
+        OR OLD.failed_at IS DISTINCT FROM NEW.failed_at OR OLD.currency IS DISTINCT FROM NEW.currency
+        OR OLD.gateway_interface_id IS DISTINCT FROM NEW.gateway_interface_id OR OLD.amount IS DISTINCT FROM NEW.amount)
+    EXECUTE FUNCTION payments_trend_change();
+-- A pending refund's updates (its error, its gateway id) are no change.
+CREATE TRIGGER refunds_trend_insert AFTER INSERT ON refunds
+    FOR EACH ROW WHEN (NEW.status = 'succeeded') EXECUTE FUNCTION refunds_trend_change();
+CREATE TRIGGER refunds_trend_delete AFTER DELETE ON refunds
+    FOR EACH ROW WHEN (OLD.status = 'succeeded') EXECUTE FUNCTION refunds_trend_change();
+CREATE TRIGGER refunds_trend_update AFTER UPDATE ON refunds
+    FOR EACH ROW WHEN ((OLD.status = 'succeeded' OR NEW.status = 'succeeded')
+        AND (OLD.status, OLD.updated_at, OLD.amount, OLD.payment_id) IS DISTINCT FROM (NEW.status, NEW.updated_at, NEW.amount, NEW.payment_id))
+    EXECUTE FUNCTION refunds_trend_change();
+
+-- payment_trends_fold moves the changes into the rollup and answers how
+-- many it moved. The rows it deletes are those its snapshot sees; a
+-- concurrent fold skips (the advisory lock), and a writer's changes
+-- committed meanwhile wait for the next one. Nothing is lost or counted
+-- twice: a change is deleted in the transaction that adds it to the rollup.
+-- +goose StatementBegin
+CREATE FUNCTION payment_trends_fold() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    moved_rows bigint;
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(hashtextextended('paymentd.payment_trends_fold', 0)) THEN
+        RETURN 0;
+    END IF;
+    WITH moved AS (
+        DELETE FROM payment_trend_changes RETURNING *
+    ), per_currency AS (
+        INSERT INTO payment_trend_quarters AS t (quarter, currency, created, succeeded, failed, received_cents, refunded_cents)
+        SELECT quarter, currency, sum(created), sum(succeeded), sum(failed), sum(received_cents), sum(refunded_cents)
+        FROM moved WHERE kind = 'c' GROUP BY quarter, currency
+        ON CONFLICT (quarter, currency) DO UPDATE SET
+            created = t.created + EXCLUDED.created, succeeded = t.succeeded + EXCLUDED.succeeded,
+            failed = t.failed + EXCLUDED.failed, received_cents = t.received_cents + EXCLUDED.received_cents,
+            refunded_cents = t.refunded_cents + EXCLUDED.refunded_cents
+    ), per_gateway AS (
+        INSERT INTO payment_trend_gateway_quarters AS t (quarter, gateway_interface_id, created, succeeded, failed)
+        SELECT quarter, gateway_interface_id, sum(created), sum(succeeded), sum(failed)
+        FROM moved WHERE kind = 'g' GROUP BY quarter, gateway_interface_id
+        ON CONFLICT (quarter, gateway_interface_id) DO UPDATE SET
+            created = t.created + EXCLUDED.created, succeeded = t.succeeded + EXCLUDED.succeeded,
+            failed = t.failed + EXCLUDED.failed
+    ), seconds_quarters AS (
+        INSERT INTO payment_trend_seconds_quarters AS t (quarter, gateway_interface_id, seconds, n)
+        SELECT quarter, gateway_interface_id, seconds, sum(succeeded)
+        FROM moved WHERE kind = 's' GROUP BY quarter, gateway_interface_id, seconds
+        ON CONFLICT (quarter, gateway_interface_id, seconds) DO UPDATE SET n = t.n + EXCLUDED.n
+    ), seconds_days AS (
+        INSERT INTO payment_trend_seconds_days AS t (day, gateway_interface_id, seconds, n)
+        SELECT (quarter AT TIME ZONE 'UTC')::date, gateway_interface_id, seconds, sum(succeeded)
+        FROM moved WHERE kind = 's' GROUP BY 1, gateway_interface_id, seconds
+        ON CONFLICT (day, gateway_interface_id, seconds) DO UPDATE SET n = t.n + EXCLUDED.n
+    )
+    SELECT count(*) INTO moved_rows FROM moved;
+    RETURN moved_rows;
+END;
+$$;
+-- +goose StatementEnd
+
+-- payment_trends_rebuild recomputes the rollup from payments and refunds
+-- (after a TRUNCATE; by hand if it were ever in doubt). Writers that change
+-- a payment meanwhile wait for it (the TRUNCATE's lock) and then append
+-- their change to what it computed from the rows before theirs.
+-- +goose StatementBegin
+CREATE FUNCTION payment_trends_rebuild() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    TRUNCATE payment_trend_changes, payment_trend_quarters, payment_trend_gateway_quarters,
+        payment_trend_seconds_quarters, payment_trend_seconds_days;
+    INSERT INTO payment_trend_changes
+    SELECT r.* FROM payments p,
+        LATERAL payment_trend_rows(p.created_at, p.paid_at, p.failed_at, p.currency, p.gateway_interface_id, p.amount, 1) r;
+    INSERT INTO payment_trend_changes
+    SELECT r.* FROM refunds f, LATERAL refund_trend_rows(f.payment_id, f.status, f.updated_at, f.amount, 1) r
+    WHERE f.status = 'succeeded';
+    PERFORM payment_trends_fold();
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+CREATE FUNCTION payments_trends_truncated() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM payment_trends_rebuild();
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER payments_trends_truncated AFTER TRUNCATE ON payments
+    FOR EACH STATEMENT EXECUTE FUNCTION payments_trends_truncated();
+CREATE TRIGGER refunds_trends_truncated AFTER TRUNCATE ON refunds
+    FOR EACH STATEMENT EXECUTE FUNCTION payments_trends_truncated();
 CREATE UNIQUE INDEX refunds_gateway_refund_id_key ON refunds (payment_id, gateway_refund_id)
     WHERE gateway_refund_id <> '';
 
@@ -165,5 +458,10 @@ COMMENT ON COLUMN refunds.status IS 'pending | succeeded | failed.';
 COMMENT ON COLUMN refunds.amount IS 'Refunded amount, NUMERIC(12,2), > 0, in the payment''s currency.';
 
 -- +goose Down
+DROP FUNCTION refund_trend_rows;
 DROP TABLE refunds;
 DROP TABLE payments;
+DROP TABLE payment_trend_changes, payment_trend_quarters, payment_trend_gateway_quarters,
+    payment_trend_seconds_quarters, payment_trend_seconds_days;
+DROP FUNCTION payment_trends_fold, payment_trends_rebuild, payments_trend_change, refunds_trend_change,
+    payments_trends_truncated, payment_trend_rows, trend_quarter, trend_seconds_bin, trend_seconds_value;

@@ -1233,7 +1233,9 @@ type GatewayTrend struct {
 	// decided.
 	SuccessRate *float64 `protobuf:"fixed64,6,opt,name=success_rate,json=successRate,proto3,oneof" json:"success_rate,omitempty"`
 	// Median seconds from creation to success of its succeeded payments;
-	// absent while none succeeded.
+	// absent while none succeeded. Read from a histogram (each time counted
+	// to the whole second below 128 s, to within 1.1 % above), it is within
+	// 0.5 s + 1.1 % of the exact median.
 	MedianSecondsToSuccess *float64 `protobuf:"fixed64,7,opt,name=median_seconds_to_success,json=medianSecondsToSuccess,proto3,oneof" json:"median_seconds_to_success,omitempty"`
 	// One entry per day of the range, in order, for the payments created
 	// that day.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/rustbill/paymentd/internal/money"
 )
 
@@ -239,6 +240,51 @@ type Payment struct {
 	NextReconcileAt   *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+}
+
+type PaymentTrendChange struct {
+	Kind               interface{}
+	Quarter            time.Time
+	Currency           *string
+	GatewayInterfaceID *uuid.UUID
+	Seconds            *int16
+	Created            int32
+	Succeeded          int32
+	Failed             int32
+	ReceivedCents      int64
+	RefundedCents      int64
+}
+
+type PaymentTrendGatewayQuarter struct {
+	Quarter            time.Time
+	GatewayInterfaceID uuid.UUID
+	Created            int64
+	Succeeded          int64
+	Failed             int64
+}
+
+type PaymentTrendQuarter struct {
+	Quarter       time.Time
+	Currency      string
+	Created       int64
+	Succeeded     int64
+	Failed        int64
+	ReceivedCents int64
+	RefundedCents int64
+}
+
+type PaymentTrendSecondsDay struct {
+	Day                pgtype.Date
+	GatewayInterfaceID uuid.UUID
+	Seconds            int16
+	N                  int64
+}
+
+type PaymentTrendSecondsQuarter struct {
+	Quarter            time.Time
+	GatewayInterfaceID uuid.UUID
+	Seconds            int16
+	N                  int64
 }
 
 type Plugin struct {

@@ -12,6 +12,102 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const foldPaymentTrends = `-- name: FoldPaymentTrends :one
+SELECT payment_trends_fold()::bigint AS moved
+`
+
+// Moves the trends' changes into their rollup (payment_trends_fold):
+// how many it moved, 0 when another fold holds the lock.
+func (q *Queries) FoldPaymentTrends(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, foldPaymentTrends)
+	var moved int64
+	err := row.Scan(&moved)
+	return moved, err
+}
+
+const paymentTrendSeconds = `-- name: PaymentTrendSeconds :many
+WITH bounds AS (
+    SELECT ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
+           ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
+),
+cut AS (
+    SELECT lo, hi,
+           -- The whole UTC days of [lo, hi): from days_lo, the first UTC
+           -- midnight at or after lo, to days_hi, the last before hi.
+           CASE WHEN lo = date_trunc('day', lo, 'UTC') THEN lo
+                ELSE date_trunc('day', lo, 'UTC') + interval '1 day' END AS days_lo,
+           date_trunc('day', hi, 'UTC') AS days_hi
+    FROM bounds
+),
+whole AS (
+    SELECT lo, hi, days_lo, days_hi, days_lo < days_hi AS has_days FROM cut
+),
+counted AS (
+    SELECT s.gateway_interface_id, s.seconds, s.n
+    FROM payment_trend_seconds_days s, whole w
+    WHERE w.has_days AND s.day >= (w.days_lo AT TIME ZONE 'UTC')::date AND s.day < (w.days_hi AT TIME ZONE 'UTC')::date
+    UNION ALL
+    -- The quarters before the first whole day (all of them without one) ...
+    SELECT s.gateway_interface_id, s.seconds, s.n
+    FROM payment_trend_seconds_quarters s, whole w
+    WHERE s.quarter >= w.lo AND s.quarter < CASE WHEN w.has_days THEN w.days_lo ELSE w.hi END
+    UNION ALL
+    -- ... and after the last: two ranges of the index, not the whole range
+    -- filtered.
+    SELECT s.gateway_interface_id, s.seconds, s.n
+    FROM payment_trend_seconds_quarters s, whole w
+    WHERE w.has_days AND s.quarter >= w.days_hi AND s.quarter < w.hi
+    UNION ALL
+    SELECT c.gateway_interface_id, c.seconds, c.succeeded
+    FROM payment_trend_changes c, whole w
+    WHERE c.kind = 's' AND c.quarter >= w.lo AND c.quarter < w.hi
+)
+SELECT gateway_interface_id::uuid AS gateway_interface_id, trend_seconds_value(seconds)::float8 AS seconds,
+       sum(n)::bigint AS n
+FROM counted
+GROUP BY gateway_interface_id, seconds
+HAVING sum(n) <> 0
+ORDER BY gateway_interface_id, seconds
+`
+
+type PaymentTrendSecondsParams struct {
+	Zone     string
+	FirstDay pgtype.Date
+	LastDay  pgtype.Date
+}
+
+type PaymentTrendSecondsRow struct {
+	GatewayInterfaceID uuid.UUID
+	Seconds            float64
+	N                  int64
+}
+
+// Per gateway interface, the times from creation to success of the
+// payments created through it in the range and succeeded: how many fell in
+// each histogram bin (trend_seconds_bin), as the seconds the bin counts as,
+// ordered by gateway then seconds. The UTC days wholly inside the range are
+// read from the per-day rows, the quarters at its ends (where a local day
+// does not fall on UTC days) from the per-quarter ones.
+func (q *Queries) PaymentTrendSeconds(ctx context.Context, arg PaymentTrendSecondsParams) ([]PaymentTrendSecondsRow, error) {
+	rows, err := q.db.Query(ctx, paymentTrendSeconds, arg.Zone, arg.FirstDay, arg.LastDay)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PaymentTrendSecondsRow
+	for rows.Next() {
+		var i PaymentTrendSecondsRow
+		if err := rows.Scan(&i.GatewayInterfaceID, &i.Seconds, &i.N); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const paymentTrendsByCurrency = `-- name: PaymentTrendsByCurrency :many
 
 WITH bounds AS (
@@ -20,42 +116,26 @@ WITH bounds AS (
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
     FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
 ),
-created AS (
-    SELECT $2::date + width_bucket(p.created_at, b.starts) - 1 AS day, p.currency, count(*) AS n
-    FROM payments p, bounds b
-    WHERE p.created_at >= b.lo AND p.created_at < b.hi
-    GROUP BY 1, 2
-),
-paid AS (
-    SELECT $2::date + width_bucket(p.paid_at, b.starts) - 1 AS day, p.currency, count(*) AS n, sum(p.amount) AS amount
-    FROM payments p, bounds b
-    WHERE p.paid_at >= b.lo AND p.paid_at < b.hi
-    GROUP BY 1, 2
-),
-failed AS (
-    SELECT $2::date + width_bucket(p.failed_at, b.starts) - 1 AS day, p.currency, count(*) AS n
-    FROM payments p, bounds b
-    WHERE p.failed_at >= b.lo AND p.failed_at < b.hi
-    GROUP BY 1, 2
-),
-refunded AS (
-    SELECT $2::date + width_bucket(r.updated_at, b.starts) - 1 AS day, p.currency, sum(r.amount) AS amount
-    FROM refunds r JOIN payments p ON p.id = r.payment_id, bounds b
-    WHERE r.status = 'succeeded' AND r.updated_at >= b.lo AND r.updated_at < b.hi
-      AND p.status IN ('success', 'refunded')
-    GROUP BY 1, 2
+happened AS (
+    SELECT q.quarter, q.currency, q.created, q.succeeded, q.failed, q.received_cents, q.refunded_cents
+    FROM payment_trend_quarters q, bounds b
+    WHERE q.quarter >= b.lo AND q.quarter < b.hi
+    UNION ALL
+    SELECT c.quarter, c.currency, c.created, c.succeeded, c.failed, c.received_cents, c.refunded_cents
+    FROM payment_trend_changes c, bounds b
+    WHERE c.kind = 'c' AND c.quarter >= b.lo AND c.quarter < b.hi
 ),
 per_day AS (
-    SELECT day, currency,
-           sum(created) AS created, sum(succeeded) AS succeeded, sum(failed) AS failed,
-           sum(received) AS received, sum(refunded) AS refunded
-    FROM (
-        SELECT day, currency, n AS created, 0 AS succeeded, 0 AS failed, 0 AS received, 0 AS refunded FROM created
-        UNION ALL SELECT day, currency, 0, n, 0, amount, 0 FROM paid
-        UNION ALL SELECT day, currency, 0, 0, n, 0, 0 FROM failed
-        UNION ALL SELECT day, currency, 0, 0, 0, 0, amount FROM refunded
-    ) happened
-    GROUP BY day, currency
+    SELECT $2::date + width_bucket(h.quarter, b.starts) - 1 AS day, h.currency,
+           sum(h.created) AS created, sum(h.succeeded) AS succeeded, sum(h.failed) AS failed,
+           sum(h.received_cents) AS received, sum(h.refunded_cents) AS refunded
+    FROM happened h, bounds b
+    GROUP BY 1, 2
+),
+currencies AS (
+    SELECT currency FROM per_day
+    GROUP BY currency
+    HAVING bool_or(created <> 0 OR succeeded <> 0 OR failed <> 0 OR received <> 0 OR refunded <> 0)
 ),
 days AS (
     SELECT d::date AS day
@@ -64,8 +144,8 @@ days AS (
 SELECT days.day::date AS day, c.currency::text AS currency,
        coalesce(a.created, 0)::bigint AS created, coalesce(a.succeeded, 0)::bigint AS succeeded,
        coalesce(a.failed, 0)::bigint AS failed,
-       (coalesce(a.received, 0) * 100)::bigint AS received_cents, (coalesce(a.refunded, 0) * 100)::bigint AS refunded_cents
-FROM (SELECT DISTINCT currency FROM per_day) c
+       coalesce(a.received, 0)::bigint AS received_cents, coalesce(a.refunded, 0)::bigint AS refunded_cents
+FROM currencies c
 CROSS JOIN days
 LEFT JOIN per_day a ON a.currency = c.currency AND a.day = days.day
 ORDER BY c.currency, days.day
@@ -88,23 +168,23 @@ type PaymentTrendsByCurrencyRow struct {
 }
 
 // Trends of the admin console's dashboard (PaymentAdminService.GetPaymentTrends):
-// day by day in an IANA time zone, computed by the database. A day is cut by
+// day by day in an IANA time zone, read from the trends' rollup (migration
+// 00005: figures per UTC quarter hour, kept by triggers and
+// payment_trends_fold), never from the payments themselves, so a range
+// costs a few thousand rows however many payments it holds. A day is cut by
 // the zone's midnights (generate_series over local dates, each turned into
 // an instant with AT TIME ZONE, so a day of a DST change lasts 23 or 25
-// hours); first_day and last_day are local dates, both included. A row's
+// hours); first_day and last_day are local dates, both included. Every
+// zone's midnight is a UTC quarter hour, so a quarter lies in one day: its
 // day is found by width_bucket in the sorted array of the days' first
-// instants (bounds.starts): a binary search, half the CPU of converting
-// every row's time to the zone; bucket i is first_day + i - 1. Every
-// stream is one range of an index that covers it (index-only scans:
-// docs/performance.md has the plans), grouped by day as it is read, so
-// what is joined and sorted afterwards is a few rows per day.
+// instants (bounds.starts), bucket i being first_day + i - 1. Each answer
+// sums the folded rollup and the changes not folded yet (read in the same
+// snapshot, a change is in one or the other).
 // Per currency and day: the payments created, received (paid_at) and failed
 // (failed_at) that day, the amounts received, and the refunds of paid
-// payments that succeeded that day (a refund's updated_at stops moving when
-// it succeeds). Streams: payments_created_at_idx, payments_paid_at_idx,
-// payments_failed_at_idx, refunds_succeeded_at_idx. The days are a dense
-// grid: every day of the range for every currency seen, zeros where
-// nothing happened. Sums are in cents as bigint.
+// payments that succeeded that day. The days are a dense grid: every day of
+// the range for every currency with something in it, zeros where nothing
+// happened. Amounts are in cents, as the rollup keeps them.
 func (q *Queries) PaymentTrendsByCurrency(ctx context.Context, arg PaymentTrendsByCurrencyParams) ([]PaymentTrendsByCurrencyRow, error) {
 	rows, err := q.db.Query(ctx, paymentTrendsByCurrency, arg.Zone, arg.FirstDay, arg.LastDay)
 	if err != nil {
@@ -133,80 +213,6 @@ func (q *Queries) PaymentTrendsByCurrency(ctx context.Context, arg PaymentTrends
 	return items, nil
 }
 
-const paymentTrendsByGateway = `-- name: PaymentTrendsByGateway :many
-WITH bounds AS (
-    SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
-           ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
-           ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
-    FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
-),
-per_gateway AS (
-    SELECT p.gateway_interface_id AS gateway,
-           count(*) AS created,
-           count(*) FILTER (WHERE p.status IN ('success', 'refunded')) AS succeeded,
-           count(*) FILTER (WHERE p.status = 'failed') AS failed,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM p.paid_at - p.created_at))
-               FILTER (WHERE p.paid_at IS NOT NULL) AS median_seconds
-    FROM payments p, bounds b
-    WHERE p.created_at >= b.lo AND p.created_at < b.hi AND p.gateway_interface_id IS NOT NULL
-    GROUP BY p.gateway_interface_id
-)
-SELECT g.id, g.display_name, a.created, a.succeeded, a.failed,
-       coalesce(a.median_seconds, 0)::float8 AS median_seconds
-FROM per_gateway a
-JOIN gateway_interfaces g ON g.id = a.gateway
-ORDER BY g.display_name, g.id
-`
-
-type PaymentTrendsByGatewayParams struct {
-	Zone     string
-	FirstDay pgtype.Date
-	LastDay  pgtype.Date
-}
-
-type PaymentTrendsByGatewayRow struct {
-	ID            uuid.UUID
-	DisplayName   string
-	Created       int64
-	Succeeded     int64
-	Failed        int64
-	MedianSeconds float64
-}
-
-// Per gateway interface, the payments created through it in the range (a
-// range of payments_created_at_idx, which covers it), counted by their
-// status now: how many, how many succeeded and failed, and the median
-// seconds from creation to success of those that succeeded (0 when none
-// did: a succeeded payment is exactly one with paid_at). Grouped by the
-// gateway's id before its name is looked up. Balance payments have no
-// gateway.
-func (q *Queries) PaymentTrendsByGateway(ctx context.Context, arg PaymentTrendsByGatewayParams) ([]PaymentTrendsByGatewayRow, error) {
-	rows, err := q.db.Query(ctx, paymentTrendsByGateway, arg.Zone, arg.FirstDay, arg.LastDay)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []PaymentTrendsByGatewayRow
-	for rows.Next() {
-		var i PaymentTrendsByGatewayRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.DisplayName,
-			&i.Created,
-			&i.Succeeded,
-			&i.Failed,
-			&i.MedianSeconds,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const paymentTrendsByGatewayDay = `-- name: PaymentTrendsByGatewayDay :many
 WITH bounds AS (
     SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
@@ -214,26 +220,36 @@ WITH bounds AS (
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
     FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
 ),
+happened AS (
+    SELECT q.quarter, q.gateway_interface_id, q.created, q.succeeded, q.failed
+    FROM payment_trend_gateway_quarters q, bounds b
+    WHERE q.quarter >= b.lo AND q.quarter < b.hi
+    UNION ALL
+    SELECT c.quarter, c.gateway_interface_id, c.created, c.succeeded, c.failed
+    FROM payment_trend_changes c, bounds b
+    WHERE c.kind = 'g' AND c.quarter >= b.lo AND c.quarter < b.hi
+),
 per_day AS (
-    SELECT p.gateway_interface_id AS gateway, $2::date + width_bucket(p.created_at, b.starts) - 1 AS day,
-           count(*) AS created,
-           count(*) FILTER (WHERE p.status IN ('success', 'refunded')) AS succeeded,
-           count(*) FILTER (WHERE p.status = 'failed') AS failed
-    FROM payments p, bounds b
-    WHERE p.created_at >= b.lo AND p.created_at < b.hi AND p.gateway_interface_id IS NOT NULL
+    SELECT h.gateway_interface_id AS gateway, $2::date + width_bucket(h.quarter, b.starts) - 1 AS day,
+           sum(h.created) AS created, sum(h.succeeded) AS succeeded, sum(h.failed) AS failed
+    FROM happened h, bounds b
     GROUP BY 1, 2
+),
+gateways AS (
+    SELECT gateway FROM per_day GROUP BY gateway HAVING sum(created) <> 0
 ),
 days AS (
     SELECT d::date AS day
     FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
 )
-SELECT g.gateway::uuid AS gateway_interface_id, days.day::date AS day,
+SELECT gi.id AS gateway_interface_id, gi.display_name, days.day::date AS day,
        coalesce(a.created, 0)::bigint AS created, coalesce(a.succeeded, 0)::bigint AS succeeded,
        coalesce(a.failed, 0)::bigint AS failed
-FROM (SELECT DISTINCT gateway FROM per_day) g
+FROM gateways g
+JOIN gateway_interfaces gi ON gi.id = g.gateway
 CROSS JOIN days
 LEFT JOIN per_day a ON a.gateway = g.gateway AND a.day = days.day
-ORDER BY g.gateway, days.day
+ORDER BY gi.display_name, gi.id, days.day
 `
 
 type PaymentTrendsByGatewayDayParams struct {
@@ -244,6 +260,7 @@ type PaymentTrendsByGatewayDayParams struct {
 
 type PaymentTrendsByGatewayDayRow struct {
 	GatewayInterfaceID uuid.UUID
+	DisplayName        string
 	Day                pgtype.Date
 	Created            int64
 	Succeeded          int64
@@ -253,7 +270,9 @@ type PaymentTrendsByGatewayDayRow struct {
 // Per gateway interface and day of creation: the payments created through
 // it that day and, by their status now, how many succeeded and failed. A
 // dense grid like PaymentTrendsByCurrency's, for the gateways with payments
-// in the range.
+// created in the range, ordered by name then id then day (the range's
+// totals are the sums of a gateway's days). Balance payments have no
+// gateway.
 func (q *Queries) PaymentTrendsByGatewayDay(ctx context.Context, arg PaymentTrendsByGatewayDayParams) ([]PaymentTrendsByGatewayDayRow, error) {
 	rows, err := q.db.Query(ctx, paymentTrendsByGatewayDay, arg.Zone, arg.FirstDay, arg.LastDay)
 	if err != nil {
@@ -265,6 +284,7 @@ func (q *Queries) PaymentTrendsByGatewayDay(ctx context.Context, arg PaymentTren
 		var i PaymentTrendsByGatewayDayRow
 		if err := rows.Scan(
 			&i.GatewayInterfaceID,
+			&i.DisplayName,
 			&i.Day,
 			&i.Created,
 			&i.Succeeded,

@@ -760,7 +760,9 @@ export type GatewayTrend = Message<"billing.payment.GatewayTrend"> & {
 
   /**
    * Median seconds from creation to success of its succeeded payments;
-   * absent while none succeeded.
+   * absent while none succeeded. Read from a histogram (each time counted
+   * to the whole second below 128 s, to within 1.1 % above), it is within
+   * 0.5 s + 1.1 % of the exact median.
    *
    * @generated from field: optional double median_seconds_to_success = 7;
    */
