@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"runtime/debug"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -15,12 +16,13 @@ import (
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/server"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // background is the cluster side of an instance: the LISTEN connection,
 // the heartbeat, the billing and event_worker leader roles, the event worker
-// with its fulfilment handlers, the notification sender, and the folding of
-// the payment trends' changes into their rollup. Started in
+// with its fulfilment handlers and periodic tasks, and the notification
+// sender. Started in
 // order, stopped in reverse (gracefully: leases are resigned).
 type background struct {
 	node      string
@@ -31,8 +33,12 @@ type background struct {
 	worker    *event.Worker
 	notifier  *notify.Notifier
 	admin     *event.Admin
-	trends    *payment.TrendFolder
 }
+
+// trendFoldInterval is how often the payment trends' changes are folded:
+// what waits for a fold is what every GetPaymentTrends reads beside the
+// rollup, so it stays a few seconds' worth of writes.
+const trendFoldInterval = 2 * time.Second
 
 // notifyOptions maps [notify] onto the notification package's options.
 func notifyOptions(c config.Notify) notify.Options {
@@ -106,7 +112,13 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, Logger: a.log,
 	}).Register(b.worker)
-	b.trends = payment.NewTrendFolder(a.pool, 0, a.log)
+	// The trends' changes go into their rollup while this instance leads
+	// the worker (docs/decisions.md, "trends rollup"): readers count the
+	// unfolded ones too, so folding only keeps GetPaymentTrends fast.
+	b.worker.Every(event.Periodic{Name: "payment trends fold", Every: trendFoldInterval, Run: func(ctx context.Context) error {
+		_, err := store.FoldPaymentTrends(ctx, a.pool)
+		return err
+	}})
 	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
 	return b, nil
 }
@@ -122,7 +134,7 @@ func (b *background) start(ctx context.Context) error {
 	starters := []interface {
 		Start(context.Context) error
 		Stop()
-	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier, b.trends}
+	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier}
 	for i, s := range starters {
 		if err := s.Start(ctx); err != nil {
 			for j := i - 1; j >= 0; j-- {
@@ -137,7 +149,6 @@ func (b *background) start(ctx context.Context) error {
 // stop is the graceful path: drain the worker and the sender, resign the
 // leases so another instance takes over at once, then stop beating.
 func (b *background) stop() {
-	b.trends.Stop()
 	b.worker.Stop()
 	b.notifier.Stop()
 	b.eventLead.Stop()

@@ -211,3 +211,22 @@ func TestGetPaymentTrendsCutsDaysInTheAdminsTimeZone(t *testing.T) {
 	_, err = trends(&paymentpb.GetPaymentTrendsRequest{}, nobody)
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
 }
+
+// The instance that leads the event worker folds the trends' changes into
+// their rollup (a periodic task, every 2 s), so what every GetPaymentTrends
+// adds up beside the rollup stays a few seconds' worth of writes.
+func TestTheLeadingInstanceFoldsTheTrendsChanges(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	pool := e.r.app.Pool()
+	testfixture.InsertPayment(t, pool, testfixture.Payment{Customer: e.c.customerID, Gateway: uuid.MustParse(e.epayGW), Status: "success"})
+	require.Eventually(t, func() bool {
+		var waiting int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM payment_trend_changes`).Scan(&waiting))
+		return waiting == 0
+	}, 15*time.Second, 50*time.Millisecond, "the changes are folded")
+	var created, succeeded int64
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(created), sum(succeeded) FROM payment_trend_quarters`).Scan(&created, &succeeded))
+	require.Equal(t, [2]int64{1, 1}, [2]int64{created, succeeded}, "into the rollup")
+}

@@ -74,7 +74,7 @@ func seedTrendPayments(b *testing.B, n int) *pgxpool.Pool {
 		FROM payments WHERE status = 'refunded' ORDER BY paid_at`)
 	require.NoError(b, err)
 	seeded := time.Now()
-	// What paymentd's TrendFolder does every two seconds, at once.
+	// What paymentd's periodic fold does every two seconds, at once.
 	moved, err := store.FoldPaymentTrends(ctx, pool)
 	require.NoError(b, err)
 	b.Logf("seeded %d payments in %s (triggers included), folded %d trend changes in %s", n,
