@@ -114,35 +114,30 @@ WITH bounds AS (
            (sqlc.arg(last_day)::date + 1)::timestamp AT TIME ZONE @zone::text AS hi
 ),
 cut AS (
-    SELECT lo, hi,
-           -- The whole UTC days of [lo, hi): from days_lo, the first UTC
-           -- midnight at or after lo, to days_hi, the last before hi.
-           CASE WHEN lo = date_trunc('day', lo, 'UTC') THEN lo
-                ELSE date_trunc('day', lo, 'UTC') + interval '1 day' END AS days_lo,
-           date_trunc('day', hi, 'UTC') AS days_hi
-    FROM bounds
-),
-whole AS (
-    SELECT lo, hi, days_lo, days_hi, days_lo < days_hi AS has_days FROM cut
+    -- The whole UTC days of [lo, hi) are [days_lo, days_hi): days_lo the
+    -- first UTC midnight at or after lo, days_hi the last at or before hi;
+    -- both are hi, or one midnight, when no whole day fits.
+    SELECT b.lo, b.hi, d.days_lo, greatest(date_trunc('day', b.hi, 'UTC'), d.days_lo) AS days_hi
+    FROM bounds b,
+         LATERAL (SELECT least(date_trunc('day', b.lo - interval '1 microsecond', 'UTC') + interval '1 day', b.hi) AS days_lo) d
 ),
 counted AS (
     SELECT s.gateway_interface_id, s.seconds, s.n
-    FROM payment_trend_seconds_days s, whole w
-    WHERE w.has_days AND s.day >= (w.days_lo AT TIME ZONE 'UTC')::date AND s.day < (w.days_hi AT TIME ZONE 'UTC')::date
+    FROM payment_trend_seconds_days s, cut c
+    WHERE s.day >= (c.days_lo AT TIME ZONE 'UTC')::date AND s.day < (c.days_hi AT TIME ZONE 'UTC')::date
     UNION ALL
-    -- The quarters before the first whole day (all of them without one) ...
+    -- The quarters before the first whole day and after the last: two
+    -- ranges of the index, not the whole range filtered.
     SELECT s.gateway_interface_id, s.seconds, s.n
-    FROM payment_trend_seconds_quarters s, whole w
-    WHERE s.quarter >= w.lo AND s.quarter < CASE WHEN w.has_days THEN w.days_lo ELSE w.hi END
+    FROM payment_trend_seconds_quarters s, cut c
+    WHERE s.quarter >= c.lo AND s.quarter < c.days_lo
     UNION ALL
-    -- ... and after the last: two ranges of the index, not the whole range
-    -- filtered.
     SELECT s.gateway_interface_id, s.seconds, s.n
-    FROM payment_trend_seconds_quarters s, whole w
-    WHERE w.has_days AND s.quarter >= w.days_hi AND s.quarter < w.hi
+    FROM payment_trend_seconds_quarters s, cut c
+    WHERE s.quarter >= c.days_hi AND s.quarter < c.hi
     UNION ALL
     SELECT c.gateway_interface_id, c.seconds, c.succeeded
-    FROM payment_trend_changes c, whole w
+    FROM payment_trend_changes c, cut w
     WHERE c.kind = 's' AND c.quarter >= w.lo AND c.quarter < w.hi
 )
 SELECT gateway_interface_id::uuid AS gateway_interface_id, trend_seconds_value(seconds)::float8 AS seconds,
