@@ -257,7 +257,9 @@ CREATE TABLE payment_trend_seconds_days (
     PRIMARY KEY (day, gateway_interface_id, seconds)
 );
 
--- payment_trend_rows are a payment's figures, times sign (1 or -1).
+-- payment_trend_rows are a payment's figures, times sign (1 or -1): one
+-- VALUES list filtered, not a union of selects (in a trigger, 16-21
+-- against 30 µs a balance payment's insert).
 -- +goose StatementBegin
 CREATE FUNCTION payment_trend_rows(created_at timestamptz, paid_at timestamptz, failed_at timestamptz,
                                    currency text, gateway uuid, amount numeric, sign integer)
@@ -265,21 +267,18 @@ RETURNS TABLE (kind "char", quarter timestamptz, currency text, gateway_interfac
                created integer, succeeded integer, failed integer, received_cents bigint, refunded_cents bigint)
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
-    SELECT 'c'::"char", trend_quarter(created_at), currency, NULL::uuid, NULL::smallint, sign, 0, 0, 0::bigint, 0::bigint
-    UNION ALL
-    SELECT 'c', trend_quarter(paid_at), currency, NULL, NULL, 0, sign, 0, sign * (amount * 100)::bigint, 0
-    WHERE paid_at IS NOT NULL
-    UNION ALL
-    SELECT 'c', trend_quarter(failed_at), currency, NULL, NULL, 0, 0, sign, 0, 0
-    WHERE failed_at IS NOT NULL
-    UNION ALL
-    SELECT 'g', trend_quarter(created_at), NULL, gateway, NULL, sign,
-           CASE WHEN paid_at IS NOT NULL THEN sign ELSE 0 END, CASE WHEN failed_at IS NOT NULL THEN sign ELSE 0 END, 0, 0
-    WHERE gateway IS NOT NULL
-    UNION ALL
-    SELECT 's', trend_quarter(created_at), NULL, gateway, trend_seconds_bin(extract(epoch FROM paid_at - created_at)::float8),
-           0, sign, 0, 0, 0
-    WHERE gateway IS NOT NULL AND paid_at IS NOT NULL;
+    SELECT v.kind, v.quarter, v.currency, v.gateway, v.seconds, v.created, v.succeeded, v.failed, v.received, 0::bigint
+    FROM (VALUES
+        ('c'::"char", trend_quarter(created_at), currency, NULL::uuid, NULL::smallint, sign, 0, 0, 0::bigint, true),
+        ('c', trend_quarter(paid_at), currency, NULL, NULL, 0, sign, 0, sign * (amount * 100)::bigint, paid_at IS NOT NULL),
+        ('c', trend_quarter(failed_at), currency, NULL, NULL, 0, 0, sign, 0, failed_at IS NOT NULL),
+        ('g', trend_quarter(created_at), NULL, gateway, NULL, sign,
+         CASE WHEN paid_at IS NOT NULL THEN sign ELSE 0 END, CASE WHEN failed_at IS NOT NULL THEN sign ELSE 0 END, 0,
+         gateway IS NOT NULL),
+        ('s', trend_quarter(created_at), NULL, gateway, trend_seconds_bin(extract(epoch FROM paid_at - created_at)::float8),
+         0, sign, 0, 0, gateway IS NOT NULL AND paid_at IS NOT NULL)
+    ) v(kind, quarter, currency, gateway, seconds, created, succeeded, failed, received, counted)
+    WHERE v.counted;
 END;
 -- +goose StatementEnd
 
@@ -306,17 +305,10 @@ LANGUAGE plpgsql AS $$
 DECLARE
     created_q timestamptz;
 BEGIN
-    -- The two moves every gateway payment makes, written out (a third of
-    -- the generic path's cost, 25 against 75 µs a row): created pending,
-    -- and decided, paid or failed, with nothing else counted changing.
-    -- They append exactly what the generic path below would.
-    IF TG_OP = 'INSERT' AND NEW.paid_at IS NULL AND NEW.failed_at IS NULL AND NEW.gateway_interface_id IS NOT NULL THEN
-        created_q := trend_quarter(NEW.created_at);
-        INSERT INTO payment_trend_changes (kind, quarter, currency, gateway_interface_id, created) VALUES
-            ('c', created_q, NEW.currency, NULL, 1),
-            ('g', created_q, NULL, NEW.gateway_interface_id, 1);
-        RETURN NULL;
-    END IF;
+    -- The callback's move, written out (14-28 against 37-51 µs a row
+    -- through the after-minus-before below): a pending gateway payment
+    -- decided, paid or failed, with nothing else counted changing. It
+    -- appends exactly the rows that path's sum leaves.
     IF TG_OP = 'UPDATE' AND OLD.paid_at IS NULL AND OLD.failed_at IS NULL
        AND (NEW.paid_at IS NULL) <> (NEW.failed_at IS NULL)
        AND NEW.created_at = OLD.created_at AND NEW.currency = OLD.currency AND NEW.amount = OLD.amount
@@ -336,8 +328,8 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
-    -- Anything else (a balance payment, a payment created decided, a
-    -- correction by hand, a deletion): its figures after minus before.
+    -- A new payment's figures, a deleted one's taken back; anything else
+    -- (a correction by hand): its figures after minus before.
     IF TG_OP = 'INSERT' THEN
         INSERT INTO payment_trend_changes
         SELECT * FROM payment_trend_rows(NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency,
