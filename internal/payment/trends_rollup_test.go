@@ -186,7 +186,7 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 }
 
 type oracleTrends struct {
-	currencies   []string // "CNY 2031-03-02 created/succeeded/failed received refunded", days with something
+	currencies   []string // "CNY 2031-03-02 created/succeeded/failed received refunded" (cents), days with something
 	gateways     []string // "id created/succeeded/failed" and "id day created/succeeded/failed" with something
 	binnedMedian map[uuid.UUID]float64
 	exactMedian  map[uuid.UUID]float64
@@ -206,7 +206,7 @@ func trendOracle(t *testing.T, pool *pgxpool.Pool, zone string, first, last time
 			UNION ALL SELECT (r.updated_at AT TIME ZONE $1)::date, p.currency, 0, 0, 0, 0, r.amount
 			          FROM refunds r JOIN payments p ON p.id = r.payment_id
 			          WHERE r.status = 'succeeded' AND p.status IN ('success', 'refunded'))
-		SELECT format('%s %s %s/%s/%s %s %s', currency, day, sum(c), sum(s), sum(f), sum(r), sum(rf))
+		SELECT format('%s %s %s/%s/%s %s %s', currency, day, sum(c), sum(s), sum(f), (sum(r) * 100)::bigint, (sum(rf) * 100)::bigint)
 		FROM ev WHERE day BETWEEN $2::date AND $3::date GROUP BY currency, day ORDER BY currency, day`, zone, first, last)
 	require.NoError(t, err)
 	for rows.Next() {
@@ -263,8 +263,8 @@ func rolledUpCurrencies(tr payment.Trends) []string {
 			if d.Created == 0 && d.Succeeded == 0 && d.Failed == 0 && d.ReceivedCents == 0 && d.RefundedCents == 0 {
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s %s %d/%d/%d %s %s", c.Currency, d.Day.Format("2006-01-02"), d.Created, d.Succeeded, d.Failed,
-				decimal(d.ReceivedCents), decimal(d.RefundedCents)))
+			out = append(out, fmt.Sprintf("%s %s %d/%d/%d %d %d", c.Currency, d.Day.Format("2006-01-02"), d.Created, d.Succeeded, d.Failed,
+				d.ReceivedCents, d.RefundedCents))
 		}
 	}
 	return out
@@ -284,12 +284,4 @@ func rolledUpGateways(tr payment.Trends) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// decimal writes cents as PostgreSQL writes a sum of NUMERIC(12,2).
-func decimal(cents int64) string {
-	if cents == 0 {
-		return "0"
-	}
-	return fmt.Sprintf("%d.%02d", cents/100, cents%100)
 }
