@@ -86,6 +86,8 @@ type fixture struct {
 	NewPassword   string `json:"newPassword"`
 	// AdminKeyName names the admin API key the browser creates and revokes.
 	AdminKeyName string `json:"adminKeyName"`
+	// Renewals is what the renewal screens must show (mode renewals).
+	Renewals *renewalsFixture `json:"renewals,omitempty"`
 	// Trends are GetPaymentTrends' answers (protojson) for the last 7, 30
 	// and 90 days, keyed by the number of days (mode trends).
 	Trends map[string]json.RawMessage `json:"trends,omitempty"`
@@ -230,7 +232,9 @@ func pluginDir(t *testing.T) string {
 	return dir
 }
 
-func startService(t *testing.T, adminPath string) *service {
+// startService starts paymentd on a free port and a fresh database, with
+// the configuration the browser tests share, changed by configure.
+func startService(t *testing.T, adminPath string, configure ...func(*config.Config)) *service {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DB.URL = testdb.URL(t)
@@ -245,6 +249,9 @@ func startService(t *testing.T, adminPath string) *service {
 	hook := notifytest.StartWebhook(t, "e2e-webhook-secret-0123456789")
 	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
 	cfg.Notify.PollInterval = 100 * time.Millisecond
+	for _, c := range configure {
+		c(&cfg)
+	}
 	require.NoError(t, cfg.Validate())
 
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -514,19 +521,17 @@ func runBrowser(t *testing.T, fx fixture) {
 	shots, err := filepath.Abs(filepath.Join("e2e", "screenshots"))
 	require.NoError(t, err)
 	fx.Screenshots = shots
-	if os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" && (fx.Mode == "full" || fx.Mode == "trends") {
+	if os.Getenv("PAYMENTD_E2E_DOCS_SCREENSHOT") == "1" && (fx.Mode == "full" || fx.Mode == "trends" || fx.Mode == "renewals") {
 		fx.DocsScreenshots, err = filepath.Abs(filepath.Join("..", "docs", "screenshots"))
 		require.NoError(t, err)
 		require.NoError(t, os.MkdirAll(fx.DocsScreenshots, 0o755))
 	}
-	// The screens every full run must photograph; old pictures are removed
-	// first, so that one the run did not take fails the test.
-	var screens []string
-	if fx.Mode == "full" {
-		screens = fullRunScreens
-		for _, name := range screens {
-			require.NoError(t, os.RemoveAll(filepath.Join(shots, name+".png")))
-		}
+	// The screens every full (or renewals) run must photograph; old
+	// pictures are removed first, so that one the run did not take fails
+	// the test.
+	screens := runScreens[fx.Mode]
+	for _, name := range screens {
+		require.NoError(t, os.RemoveAll(filepath.Join(shots, name+".png")))
 	}
 	file := filepath.Join(t.TempDir(), "fixture.json")
 	b, err := json.MarshalIndent(fx, "", "  ")
@@ -549,6 +554,9 @@ func runBrowser(t *testing.T, fx fixture) {
 	}
 }
 
+// runScreens are the screenshots a run of each mode must take.
+var runScreens = map[string][]string{"full": fullRunScreens, "renewals": renewalsRunScreens}
+
 // fullRunScreens are the screenshots a full run takes: every screen of the
 // console, and the states after its actions.
 var fullRunScreens = []string{
@@ -558,7 +566,7 @@ var fullRunScreens = []string{
 	"refund-outcome-dialog", "refund-outcome-confirm", "payment-refund-resolved", "refunds",
 	"dashboard-money-to-return", "payments-money-to-return", "payment-credited-to-balance", "payment-returned-through-gateway",
 	"payments-after",
-	"orders", "order-detail", "customers", "customer-detail", "customer-disabled",
+	"orders", "order-detail", "products", "customers", "customer-detail", "customer-disabled",
 	"gateways", "gateway-detail", "gateway-config-form",
 	"plugins", "plugin-detail", "plugin-disabled",
 	"events", "events-failed", "events-retried", "event-detail", "notifications",
@@ -643,6 +651,15 @@ func TestConsoleEndToEnd(t *testing.T) {
 	p, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).GetPayment(ctx, connect.NewRequest(&paymentpb.GetPaymentRequest{Id: fx.PendingPayment.ID}))
 	require.NoError(t, err)
 	require.Equal(t, "refunded", p.Msg.GetPayment().GetStatus())
+	// Every money action of the console carried an Idempotency-Key: the
+	// refunds, the transfer's confirmation, the refund's outcome.
+	var keyed []string
+	require.NoError(t, s.app.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT procedure ORDER BY procedure), '{}') FROM idempotency_keys`).Scan(&keyed))
+	require.Subset(t, keyed, []string{
+		"/billing.gateway.GatewayAdminService/ConfirmBankTransfer",
+		"/billing.payment.PaymentAdminService/ResolveRefund",
+		"/billing.payment.PaymentService/RefundPayment",
+	})
 	require.Equal(t, fx.PendingPayment.Amount, p.Msg.GetPayment().GetRefundedAmount())
 	entries, err := admin.ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
 		EntityType: "refund", EntityId: r.GetId(), Pagination: &paymentpb.PageRequest{PageSize: 20},

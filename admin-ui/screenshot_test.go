@@ -41,10 +41,15 @@ var docsScreenshots = map[string][]string{
 		"admin-ui/src/views/dashboard.ts",
 		"admin-ui/src/views/trends.ts",
 	},
+	"docs/screenshots/renewals.png": {
+		"admin-ui/src/renewals.ts",
+		"admin-ui/src/views/renewals.ts",
+	},
 }
 
 // The README shows pictures of the console (the payments list, the
-// dashboard's trends, its money to return, the refunds list, the audit log); a change to the screens one shows,
+// dashboard's trends, its money to return, the refunds list, the audit log,
+// the renewals); a change to the screens one shows,
 // committed after it, makes it stale (payments.png once lacked the Refunds item of the
 // navigation). `task ui-screenshot` takes them again with the browser tests;
 // commit them with (or after) the change.

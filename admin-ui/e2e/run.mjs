@@ -471,6 +471,27 @@ async function expectHover(days, currency) {
   sameJSON(got, [want.days[i], `${Number(c.days[i].received).toFixed(2)} ${currency}`, `${Number(c.days[i].refunded).toFixed(2)} ${currency}`], `legend on ${want.days[i]}`);
 }
 
+/** The one row of a list of the Renewals screen: the order's link, then
+ * the invoice (short id, the whole in its title), the amount due, the due
+ * time, the days overdue and the next step with the days left. */
+async function expectRenewalRow(name, want) {
+  await expectRows(1, name);
+  const row = rows(name).first();
+  await row.getByRole("link", { name: want.orderId, exact: true }).waitFor();
+  const cells = row.locator(":scope > td");
+  const got = [];
+  for (let i = 2; i < 7; i++) got.push(await textOf(cells.nth(i)));
+  sameJSON(got, [want.invoiceId.slice(0, 8), want.amountDue, want.due, want.daysOverdue, want.nextStep], name);
+  const invoice = await cells.nth(2).locator("code").getAttribute("title");
+  if (invoice !== want.invoiceId) throw new Error(`${name}: the invoice's title is ${invoice}, want ${want.invoiceId}`);
+}
+
+/** Hides the toast of the last action, which would show over main in a
+ * screenshot. */
+async function hideToast() {
+  await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
+}
+
 /** Before logging in, the console asks who is logged in and learns: nobody. */
 const noSessionYet = ["/billing.identity.IdentityService/GetMe", "unauthenticated"];
 
@@ -592,6 +613,112 @@ try {
       const path = new URL(page.url()).pathname;
       if (path !== `${fx.adminPath}/payments`) throw new Error(`navigated to ${path}`);
       await paymentLink(fx.paidPayment.id).waitFor();
+    });
+  } else if (fx.mode === "renewals") {
+    const r = fx.renewals;
+    await step("renewals: what falls due, what is overdue and what is suspended, as GetRenewalOverview has them", async () => {
+      await nav("Renewals");
+      await page.getByRole("heading", { name: "Renewals", level: 1 }).waitFor();
+      await page.getByRole("heading", { name: "Due in the next 30 days" }).waitFor();
+      await expectTestId("due-CNY", r.dueCNY);
+      await expectTestId("due-count-CNY", r.dueCountCNY);
+      await expectTestId("overdue-count", "1");
+      await expectTestId("suspended-count", "1");
+      await expectRenewalRow("Overdue renewals", r.overdue);
+      await expectRenewalRow("Suspended for non-payment", r.suspended);
+      const file = await shot("renewals");
+      if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "renewals.png"));
+    });
+
+    await step("the overdue order's page: its next period invoiced and unpaid, nothing to extend", async () => {
+      await rows("Overdue renewals").getByRole("link", { name: r.overdue.orderId, exact: true }).click();
+      await page.getByRole("heading", { name: "Order", level: 1 }).waitFor();
+      await settled();
+      await expectTestId("order-status", "active");
+      await expectRows(2, "Service periods");
+      const second = rows("Service periods").nth(1);
+      await expectText(second, "unpaid");
+      const invoice = await second.locator("code").getAttribute("title");
+      if (invoice !== r.overdue.invoiceId) throw new Error(`the unpaid period names invoice ${invoice}, want ${r.overdue.invoiceId}`);
+      await expectText(page.getByRole("region", { name: "Actions" }), "Period 2 is invoiced and not paid");
+      await expectAbsent(page.getByRole("form", { name: "Extend the paid period" }), "the extend form of an order whose next period is unpaid");
+      await shot("order-renewal-overdue");
+    });
+
+    await step(
+      "a service suspended for non-payment is not resumed by hand: the service's refusal is shown",
+      async () => {
+        await nav("Renewals");
+        await rows("Suspended for non-payment").getByRole("link", { name: r.suspended.orderId, exact: true }).click();
+        await page.getByRole("heading", { name: "Order", level: 1 }).waitFor();
+        await settled();
+        await expectTestId("order-status", "suspended");
+        await expectText(page.getByTestId("suspend-reason"), "overdue");
+        const resume = page.getByRole("form", { name: "Resume", exact: true });
+        await resume.getByLabel("Reason").fill("the customer promised to pay (e2e)");
+        await resume.getByRole("button", { name: "Resume", exact: true }).click();
+        await resume.getByRole("alert").filter({ hasText: "Not possible now:" }).filter({ hasText: "paying the invoice resumes it" }).waitFor();
+        await expectTestId("order-status", "suspended");
+        await shot("order-suspended-overdue");
+      },
+      { allow: [["/billing.order.OrderService/ResumeOrder", "failed_precondition"]] },
+    );
+
+    await step("a monthly order's page: its paid period and paid-until", async () => {
+      await page.goto(`${base}orders/${r.order.id}`);
+      await page.getByRole("heading", { name: "Order", level: 1 }).waitFor();
+      await settled();
+      await expectTestId("order-status", "active");
+      await expectTestId("paid-until", r.order.paidUntil);
+      await expectTestId("renews", "yes");
+      const periods = await cellTexts(page.getByRole("table", { name: "Service periods", exact: true }));
+      sameJSON(periods, [["1", r.order.periodStart, r.order.paidUntil, "paid", r.order.periodStart, "—", "with the order"]], "the service periods");
+      await shot("order-renewal");
+    });
+
+    await step("suspend with a reason, then resume", async () => {
+      const suspend = page.getByRole("form", { name: "Suspend", exact: true });
+      await suspend.getByLabel("Reason").fill(r.suspendReason);
+      await suspend.getByRole("button", { name: "Suspend…" }).click();
+      await confirmDialog("Suspend order");
+      await page.getByTestId("order-status").filter({ hasText: "suspended" }).waitFor();
+      await settled();
+      await expectText(page.getByTestId("suspend-reason"), "by an admin");
+      await expectAbsent(page.getByRole("form", { name: "Suspend", exact: true }), "the suspend form of a suspended order");
+      await hideToast();
+      await shot("order-suspended-by-admin");
+      const resume = page.getByRole("form", { name: "Resume", exact: true });
+      await resume.getByLabel("Reason").fill(r.resumeReason);
+      await resume.getByRole("button", { name: "Resume", exact: true }).click();
+      await page.getByTestId("order-status").filter({ hasText: /^active$/ }).waitFor();
+      await settled();
+      await expectAbsent(page.getByTestId("suspend-reason"), "the suspension reason of an active order");
+    });
+
+    await step("extend the paid period to a time in the admin's time zone", async () => {
+      const extend = page.getByRole("form", { name: "Extend the paid period" });
+      await expectText(extend, "UTC");
+      await extend.getByLabel("New end").fill(r.extendTo);
+      await extend.getByLabel("Reason").fill(r.extendReason);
+      await extend.getByRole("button", { name: "Extend", exact: true }).click();
+      await page.getByTestId("paid-until").filter({ hasText: r.extendedUntil }).waitFor();
+      await settled();
+      const periods = await cellTexts(page.getByRole("table", { name: "Service periods", exact: true }));
+      if (periods.length !== 1 || periods[0][2] !== r.extendedUntil) throw new Error(`the periods after the extension: ${JSON.stringify(periods)}`);
+    });
+
+    await step("turn the renewal off: nothing falls due any more", async () => {
+      await page.getByRole("button", { name: "Turn renewal off" }).click();
+      await page.getByTestId("renews").filter({ hasText: /^no$/ }).waitFor();
+      await settled();
+      await page.getByRole("button", { name: "Turn renewal on" }).waitFor();
+      await hideToast();
+      await shot("order-renewal-off");
+      await nav("Renewals");
+      await page.getByText("Nothing renews in the next 30 days.").waitFor();
+      await expectTestId("overdue-count", "1");
+      await expectTestId("suspended-count", "1");
+      await shot("renewals-after");
     });
   } else {
     await step("dashboard shows the figures of the world the test made", async () => {
@@ -981,7 +1108,32 @@ try {
       await paymentLink(fx.paidPayment.id).waitFor();
       const audit = await page.getByRole("link", { name: "This order in the audit log" }).getAttribute("href");
       if (!audit?.endsWith(`audit?entity_type=order&entity_id=${fx.paidPayment.orderId}`)) throw new Error(`the order's audit link is ${audit}`);
+      await expectText(page.locator("section.card"), "one-time");
       await shot("order-detail");
+    });
+
+    await step("products: add a monthly product, change its price and cycle for its open orders too", async () => {
+      await nav("Products");
+      await expectText(rows(), "VPS S (e2e)");
+      const add = page.getByRole("form", { name: "Add a product" });
+      await add.getByLabel("Name").fill("VPS M monthly (e2e)");
+      await add.getByLabel("Price").fill("20");
+      await add.getByLabel("Currency").fill("CNY");
+      await add.getByLabel("Billing cycle").selectOption("monthly");
+      await add.getByRole("button", { name: "Add product" }).click();
+      const row = () => rows().filter({ hasText: "VPS M monthly (e2e)" });
+      await expectText(row(), "20.00 CNY");
+      await expectText(row(), "monthly");
+      await row().getByRole("button", { name: "Change VPS M monthly (e2e)" }).click();
+      const change = page.getByRole("form", { name: "Change VPS M monthly (e2e)" });
+      await change.getByLabel(/^Price/).fill("25.00");
+      await change.getByLabel("Billing cycle").selectOption("quarterly");
+      await change.getByLabel(/open orders/).check();
+      await change.getByRole("button", { name: "Save" }).click();
+      await expectText(row(), "25.00 CNY");
+      await expectText(row(), "quarterly");
+      await settled();
+      await shot("products");
     });
 
     await step("customer: API key permission and balance", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { age, dateTime, fromCents, money, percent, refundable, startOfToday, toCents } from "./format";
+import { age, dateTime, fromCents, fromLocalInput, money, percent, refundable, startOfToday, toCents, toLocalInput } from "./format";
 
 describe("money on integer cents", () => {
   it.each([
@@ -74,5 +74,20 @@ describe("other formats", () => {
   it("starts today at local midnight", () => {
     const d = startOfToday(new Date(2026, 4, 17, 15, 30));
     expect([d.getFullYear(), d.getMonth(), d.getDate(), d.getHours(), d.getMinutes()]).toEqual([2026, 4, 17, 0, 0]);
+  });
+
+  it("puts a time into a datetime-local input in local time, and takes it back as UTC", () => {
+    // Local time on both sides, whatever the zone the tests run in.
+    const local = new Date(2026, 11, 8, 10, 30, 45);
+    expect(toLocalInput(local.toISOString())).toBe("2026-12-08T10:30");
+    expect(fromLocalInput("2026-12-08T10:30")).toBe(new Date(2026, 11, 8, 10, 30).toISOString());
+    expect(fromLocalInput("2026-12-08T10:30:15")).toBe(new Date(2026, 11, 8, 10, 30, 15).toISOString());
+    expect(fromLocalInput(toLocalInput(local.toISOString()))).toBe(new Date(2026, 11, 8, 10, 30).toISOString());
+    expect(toLocalInput("")).toBe("");
+    expect(toLocalInput("soon")).toBe("");
+    expect(fromLocalInput("")).toBeNull();
+    expect(fromLocalInput("2026-12-08")).toBeNull();
+    expect(fromLocalInput("2026-12-08T10:30Z")).toBeNull();
+    expect(fromLocalInput("2026-13-45T10:30")).toBeNull();
   });
 });

@@ -101,3 +101,30 @@ export function age(from: string, to: string): string {
   const days = Math.floor(hours / 24);
   return hours % 24 ? `${days} d ${hours % 24} h` : `${days} d`;
 }
+
+/** An RFC 3339 time as the value of a datetime-local input in the admin's
+ * time zone, to the minute ("2026-12-08T10:30"); "" when empty or when it
+ * does not parse. */
+export function toLocalInput(rfc3339: string): string {
+  const d = new Date(rfc3339);
+  if (!rfc3339 || Number.isNaN(d.getTime())) {
+    return "";
+  }
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** A datetime-local input's value (the admin's time zone) as RFC 3339 in
+ * UTC; null when it is empty or not a time. */
+export function fromLocalInput(value: string): string | null {
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?$/.test(value)) {
+    return null;
+  }
+  // Without a zone, Date reads a date-time as local time.
+  const d = new Date(value);
+  return Number.isNaN(d.getTime()) ? null : d.toISOString();
+}
+
+/** The admin's time zone, as the browser names it ("Europe/Berlin"). */
+export function timeZoneName(): string {
+  return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}

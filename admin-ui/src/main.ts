@@ -7,10 +7,10 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import { errorMessage, identity, isAbort, onSessionEnded } from "./api";
 import { h, replace } from "./dom";
-import { currentRelative, match, onNavigate, start, type Route } from "./router";
+import { currentRelative, match, onNavigate, sectionOf, start, type Route } from "./router";
 import { announce, errorBox, link, pageTitle, statusRegionElement } from "./ui";
 import { loginView } from "./views/login";
-import { routes, sections } from "./routes";
+import { routes } from "./routes";
 
 const root = document.getElementById("app")!;
 
@@ -25,7 +25,6 @@ let shell: { main: HTMLElement; nav: HTMLElement } | null = null;
 function notFound(): Route {
   return {
     pattern: "*",
-    section: "",
     render: () => h("section", null, pageTitle("Page not found"), h("p", null, "No screen lives at this address. ", link("", "Go to the dashboard"), ".")),
   };
 }
@@ -37,7 +36,7 @@ function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
     h(
       "ul",
       null,
-      sections.map((sec) => h("li", null, link(sec.path, sec.label, { "data-section": sec.path }))),
+      routes.map((r) => (r.nav ? h("li", null, link(r.pattern, r.nav, { "data-section": r.pattern })) : null)),
     ),
   );
   const logout = h("button", { type: "button", class: "link-button" }, "Log out");
@@ -85,7 +84,7 @@ async function render(): Promise<void> {
   const m = match(routes, rel);
   const route = m?.route ?? notFound();
   for (const a of shell.nav.querySelectorAll<HTMLAnchorElement>("a[data-section]")) {
-    if (a.dataset.section === route.section) {
+    if (a.dataset.section === sectionOf(route)) {
       a.setAttribute("aria-current", "page");
     } else {
       a.removeAttribute("aria-current");

@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 
-import { match, type Route } from "./router";
+import { match, sectionOf, type Route } from "./router";
 
 const view = () => null as unknown as Node;
 const routes: Route[] = [
-  { pattern: "", section: "", render: view },
-  { pattern: "payments", section: "payments", render: view },
-  { pattern: "payments/:id", section: "payments", render: view },
-  { pattern: "plugins/:name", section: "plugins", render: view },
+  { pattern: "", nav: "Dashboard", render: view },
+  { pattern: "payments", nav: "Payments", render: view },
+  { pattern: "payments/:id", render: view },
+  { pattern: "plugins/:name", render: view },
 ];
 
 describe("match", () => {
@@ -25,5 +25,11 @@ describe("match", () => {
     expect(match(routes, "payments/1/refunds")).toBeNull();
     expect(match(routes, "orders")).toBeNull();
     expect(match(routes, "payments/")).toBeNull();
+  });
+});
+
+describe("sectionOf", () => {
+  it("puts a record's page under its list", () => {
+    expect(routes.map(sectionOf)).toEqual(["", "payments", "payments", "plugins"]);
   });
 });

@@ -9,9 +9,15 @@ export type Params = Record<string, string>;
 export interface Route {
   /** Pattern relative to the base, e.g. "payments/:id"; "" is the dashboard. */
   pattern: string;
-  /** Name shown in the navigation and used for aria-current. */
-  section: string;
+  /** The screen's label in the navigation; only a section's list has one. */
+  nav?: string;
   render: (ctx: RouteContext) => Promise<Node> | Node;
+}
+
+/** The navigation section a route belongs to: its pattern's first segment
+ * ("payments/:id" is under "payments"; the dashboard is ""). */
+export function sectionOf(route: Route): string {
+  return route.pattern.split("/")[0]!;
 }
 
 export interface RouteContext {

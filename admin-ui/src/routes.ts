@@ -10,46 +10,34 @@ import { paymentDetailView, paymentsView } from "./views/payments";
 import { eventDetailView, eventsView, notificationsView } from "./views/events";
 import { gatewayDetailView, gatewaysView } from "./views/gateways";
 import { pluginDetailView, pluginsView } from "./views/plugins";
+import { productsView } from "./views/products";
 import { refundsView } from "./views/refunds";
+import { renewalsView } from "./views/renewals";
 import { auditView } from "./views/audit";
 
-export interface Section {
-  path: string;
-  label: string;
-}
-
-export const sections: Section[] = [
-  { path: "", label: "Dashboard" },
-  { path: "payments", label: "Payments" },
-  { path: "refunds", label: "Refunds" },
-  { path: "orders", label: "Orders" },
-  { path: "customers", label: "Customers" },
-  { path: "gateways", label: "Gateway interfaces" },
-  { path: "plugins", label: "Plugins" },
-  { path: "events", label: "Events" },
-  { path: "audit", label: "Audit log" },
-  { path: "notifications", label: "Notifications" },
-  { path: "api-keys", label: "API keys" },
-];
-
+/** Every screen, once, in the navigation's order: a screen with a nav label
+ * is a section of the navigation; the others (a record's page, the account)
+ * are reached by links and count as the section of their first segment. */
 export const routes: Route[] = [
-  { pattern: "", section: "", render: dashboardView },
-  { pattern: "payments", section: "payments", render: paymentsView },
-  { pattern: "payments/:id", section: "payments", render: paymentDetailView },
-  { pattern: "refunds", section: "refunds", render: refundsView },
-  { pattern: "orders", section: "orders", render: ordersView },
-  { pattern: "orders/:id", section: "orders", render: orderDetailView },
-  { pattern: "customers", section: "customers", render: customersView },
-  { pattern: "customers/:id", section: "customers", render: customerDetailView },
-  { pattern: "gateways", section: "gateways", render: gatewaysView },
-  { pattern: "gateways/:id", section: "gateways", render: gatewayDetailView },
-  { pattern: "plugins", section: "plugins", render: pluginsView },
-  { pattern: "plugins/:name", section: "plugins", render: pluginDetailView },
-  { pattern: "events", section: "events", render: eventsView },
-  { pattern: "events/:id", section: "events", render: eventDetailView },
-  { pattern: "notifications", section: "notifications", render: notificationsView },
-  { pattern: "audit", section: "audit", render: auditView },
-  { pattern: "api-keys", section: "api-keys", render: apiKeysView },
+  { pattern: "", nav: "Dashboard", render: dashboardView },
+  { pattern: "payments", nav: "Payments", render: paymentsView },
+  { pattern: "payments/:id", render: paymentDetailView },
+  { pattern: "refunds", nav: "Refunds", render: refundsView },
+  { pattern: "orders", nav: "Orders", render: ordersView },
+  { pattern: "orders/:id", render: orderDetailView },
+  { pattern: "renewals", nav: "Renewals", render: renewalsView },
+  { pattern: "products", nav: "Products", render: productsView },
+  { pattern: "customers", nav: "Customers", render: customersView },
+  { pattern: "customers/:id", render: customerDetailView },
+  { pattern: "gateways", nav: "Gateway interfaces", render: gatewaysView },
+  { pattern: "gateways/:id", render: gatewayDetailView },
+  { pattern: "plugins", nav: "Plugins", render: pluginsView },
+  { pattern: "plugins/:name", render: pluginDetailView },
+  { pattern: "events", nav: "Events", render: eventsView },
+  { pattern: "events/:id", render: eventDetailView },
+  { pattern: "audit", nav: "Audit log", render: auditView },
+  { pattern: "notifications", nav: "Notifications", render: notificationsView },
+  { pattern: "api-keys", nav: "API keys", render: apiKeysView },
   // Reached from the top bar, not the sections.
-  { pattern: "account", section: "", render: accountView },
+  { pattern: "account", render: accountView },
 ];

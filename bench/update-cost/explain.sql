@@ -17,12 +17,21 @@ EXPLAIN (COSTS OFF) SELECT id FROM payments WHERE gateway_interface_id = :gw AND
 EXPLAIN (COSTS OFF) SELECT * FROM payments WHERE order_id IS NOT DISTINCT FROM :ord::uuid AND invoice_id IS NOT DISTINCT FROM NULL::uuid AND (order_id = :ord OR invoice_id = NULL) AND gateway_interface_id = :gw AND status = 'pending';
 \echo == CountPendingPayments
 EXPLAIN (COSTS OFF) SELECT count(*) FROM payments WHERE status = 'pending';
-\echo == FailPendingOrderOnlyPayments
-EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE order_id = :ord AND invoice_id IS NULL AND status = 'pending' RETURNING *;
-\echo == FailPendingOrderPayments
-EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE order_id = :ord AND status = 'pending' RETURNING *;
-\echo == FailPendingInvoicePayments
-EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE invoice_id = :ord AND status = 'pending' RETURNING *;
+\echo == FailPendingPayments (a payment)
+EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE status = 'pending' AND (id = :pay::uuid OR order_id = NULL::uuid OR invoice_id = NULL::uuid) AND (:pay::uuid IS NULL OR id = :pay) AND (NULL::uuid IS NULL OR order_id = NULL) AND (NULL::uuid IS NULL OR invoice_id = NULL) AND (NOT false OR invoice_id IS NULL) RETURNING *;
+\echo == FailPendingPayments (an order, order_only)
+EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE status = 'pending' AND (id = NULL::uuid OR order_id = :ord::uuid OR invoice_id = NULL::uuid) AND (NULL::uuid IS NULL OR id = NULL) AND (:ord::uuid IS NULL OR order_id = :ord) AND (NULL::uuid IS NULL OR invoice_id = NULL) AND (NOT true OR invoice_id IS NULL) RETURNING *;
+\echo == FailPendingPayments (an order)
+EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE status = 'pending' AND (id = NULL::uuid OR order_id = :ord::uuid OR invoice_id = NULL::uuid) AND (NULL::uuid IS NULL OR id = NULL) AND (:ord::uuid IS NULL OR order_id = :ord) AND (NULL::uuid IS NULL OR invoice_id = NULL) AND (NOT false OR invoice_id IS NULL) RETURNING *;
+\echo == FailPendingPayments (an invoice)
+EXPLAIN (COSTS OFF) UPDATE payments SET status = 'failed', failure_reason = 'x', failed_at = now(), updated_at = now() WHERE status = 'pending' AND (id = NULL::uuid OR order_id = NULL::uuid OR invoice_id = :ord::uuid) AND (NULL::uuid IS NULL OR id = NULL) AND (NULL::uuid IS NULL OR order_id = NULL) AND (:ord::uuid IS NULL OR invoice_id = :ord) AND (NOT false OR invoice_id IS NULL) RETURNING *;
+\echo == FailPendingPayments (an order, order_only, the generic plan: the same for every call)
+BEGIN;
+SET LOCAL plan_cache_mode = force_generic_plan;
+PREPARE fail_pending AS UPDATE payments SET status = 'failed', failure_reason = $1, failed_at = $2::timestamptz, next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END, reconcile_attempts = 0, updated_at = $2 WHERE status = 'pending' AND (id = $3::uuid OR order_id = $4::uuid OR invoice_id = $5::uuid) AND ($3::uuid IS NULL OR id = $3) AND ($4::uuid IS NULL OR order_id = $4) AND ($5::uuid IS NULL OR invoice_id = $5) AND (NOT $6::boolean OR invoice_id IS NULL) RETURNING *;
+EXPLAIN (COSTS OFF) EXECUTE fail_pending('x', now(), NULL, :ord, NULL, true);
+ROLLBACK;
+DEALLOCATE fail_pending;
 \echo == ListPayments (admin, no filter)
 EXPLAIN (COSTS OFF) SELECT * FROM payments ORDER BY created_at DESC, id DESC LIMIT 20 OFFSET 0;
 \echo == ListPayments (customer)

@@ -55,7 +55,7 @@ func run() int {
 	// for a call, so some calls are served and the rest refused; a deadline
 	// every call meets would leave the refusals unchecked.
 	flag.DurationVar(&o.overloadDeadline, "overload-deadline", 100*time.Millisecond, "each overload call's client deadline")
-	flag.DurationVar(&o.overloadQueue, "overload-queue-timeout", 0, "[server].queue_timeout_ms of the overloaded node (0: wait as the spec says; a value answers ResourceExhausted past it)")
+	flag.DurationVar(&o.overloadQueue, "overload-queue-timeout", 0, "[server].queue_timeout_ms of the overloaded node (0: wait as the API contract says; a value answers ResourceExhausted past it)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -201,7 +201,7 @@ func soak(ctx context.Context, o options) error {
 // faults injects one fault at a time.
 type faults struct {
 	c      *clustertest.Cluster
-	w      *clustertest.World
+	w      *clustertest.Bundle
 	fake   *epay.Server
 	pgDir  string
 	rng    *rand.Rand

@@ -18,7 +18,9 @@ Loads the configuration exactly as serve does (defaults, then --config FILE or
 ./paymentd.toml, then PAYMENTD_<SECTION>__<KEY> environment variables), validates it,
 and prints the effective configuration as TOML on standard output with every secret
 masked (the JWT secret, passwords, the passwords in database and Redis URLs, webhook
-secrets and header values). Problems go to standard error, each naming its key.
+secrets and header values). Problems go to standard error, each naming its key, and
+so do warnings (valid, but most likely a mistake: an https [server].public_url with
+[session].cookie_secure = false), which do not change the exit status.
 
 Exit status: 0 when the configuration is valid, 1 when it is not, 2 on a bad command
 line.
@@ -55,6 +57,9 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "# paymentd configuration from %s; secrets masked\n\n", source)
 	_, _ = stdout.Write(cfg.Masked().TOML())
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}

@@ -35,9 +35,9 @@ const devUsage = `Usage:
 Runs the service for local development: writes .data/dev.toml (a random JWT secret,
 bootstrap admin password and [secrets] key) on first use, adding the key to a
 dev.toml written before keys existed, starts a private PostgreSQL in
-.data/postgres when [db].url is empty, prints where it listens and the admin login,
-and serves until SIGINT or SIGTERM, or until the process that started it goes away
-(a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
+.data/postgres when [db].url is empty, turns [billing].test_clock on, prints where it
+listens and the admin login, and serves until SIGINT or SIGTERM, or until the process
+that started it goes away (a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
 private PostgreSQL too, unless --keep-db or another client still uses it. A cluster left
 running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway, fake-alipay a fake Alipay Open API gateway and
 fake-provider a fake instance-provider API, for demos. Never for production.
@@ -78,7 +78,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if p := config.ResolvePath(*cfgPath); p != "" {
 		paths = append(paths, p)
 	}
-	cfg, err := config.LoadFiles(paths, os.Environ())
+	cfg, err := loadDevConfig(paths, os.Environ())
 	if err != nil {
 		return usageError{err}
 	}
@@ -102,6 +102,18 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			cfg.Bootstrap.AdminUsername, password, devConfigFile)
 	}
 	return serve(ctx, cfg, stderr)
+}
+
+// loadDevConfig loads the files and the environment as serve does, then
+// turns [billing].test_clock on: local development may move the billing
+// clock forward. serve leaves the key as the files say.
+func loadDevConfig(paths, environ []string) (config.Config, error) {
+	cfg, err := config.LoadFiles(paths, environ)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Billing.TestClock = true
+	return cfg, nil
 }
 
 // stopDevCluster stops the private cluster once the service has stopped (its

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // devProcess is one `paymentd dev` running as a separate process in a
@@ -30,7 +29,7 @@ type devProcess struct {
 	pid      int           // paymentd's own pid (cmd's, or its child's under a wrapper)
 	exited   chan struct{} // closed when cmd has exited and its output is read
 	waitErr  error         // cmd.Wait's answer, once exited is closed
-	out      *syncBuffer   // stdout and stderr
+	out      *testkit.Logs // stdout and stderr
 	httpPort int
 }
 
@@ -58,7 +57,7 @@ func startDev(t *testing.T, dir string, wrapped bool, args ...string) *devProces
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	d := &devProcess{dir: dir, httpPort: freeTCPPort(t), exited: make(chan struct{}), out: &syncBuffer{}}
+	d := &devProcess{dir: dir, httpPort: freeTCPPort(t), exited: make(chan struct{}), out: &testkit.Logs{}}
 	argv := append([]string{exe, "dev"}, args...)
 	if wrapped {
 		// "; exit" keeps sh from exec'ing paymentd: sh stays the parent.
@@ -110,25 +109,6 @@ func startDev(t *testing.T, dir string, wrapped bool, args ...string) *devProces
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-}
-
-// syncBuffer collects a process's output; the test reads it while the
-// process may still write.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // postgresPid is the private cluster's postmaster pid and port.

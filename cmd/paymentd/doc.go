@@ -4,7 +4,7 @@
 //	paymentd dev     [--config FILE]           run it on a local database with a dev config
 //	paymentd migrate [--config FILE] up|down|status
 //	paymentd config check [--config FILE]      validate, print the effective configuration
-//	paymentd admin create-admin|reset-password --username U [--password-file F]
+//	paymentd admin create-admin|reset-password|disable|enable --username U [--password-file F] [--keep-keys]
 //	paymentd verify  [--config FILE]           the ledger check
 //	paymentd secrets rotate [--config FILE]    encrypt every stored secret under [secrets].current
 //	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]

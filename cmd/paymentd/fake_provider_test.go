@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -58,7 +59,7 @@ func TestDevFakeProviderRefusesBadFlags(t *testing.T) {
 		{"fake-provider", "--provision-delay", "-1s"},
 		{"fake-provider", "extra"},
 	} {
-		var stdout, stderr lockedBuffer
+		var stdout, stderr testkit.Logs
 		err := cmdDev(context.Background(), args, &stdout, &stderr)
 		var ue usageError
 		require.ErrorAs(t, err, &ue, "%v", args)

@@ -30,10 +30,13 @@ Usage:
   paymentd config check [--config FILE]       validate the configuration and print it as
                                               TOML with secrets masked
   paymentd admin create-admin --username U [--password-file F] [--config FILE]
-  paymentd admin reset-password --username U [--password-file F] [--config FILE]
-                                              add an admin, or set an admin's password and
-                                              end their sessions (password from the file
-                                              or standard input)
+  paymentd admin reset-password --username U [--password-file F] [--keep-keys] [--config FILE]
+  paymentd admin disable --username U [--reason R] [--keep-keys] [--config FILE]
+  paymentd admin enable --username U [--config FILE]
+                                              add an admin; set an admin's password, end
+                                              their sessions and revoke their API keys;
+                                              disable or enable an admin (password from
+                                              the file or standard input)
   paymentd verify  [--config FILE]            check that payments, refunds, orders,
                                               invoices, events and balances add up;
                                               exit 1 when they do not

@@ -113,3 +113,20 @@ func TestDevConfigWrittenBeforeSecretsGetsAKeyOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(body), string(again), "added once")
 }
+
+func TestDevTurnsTheTestClockOnAndServeLeavesItAsTheFileSays(t *testing.T) {
+	t.Chdir(t.TempDir())
+	p := filepath.Join(t.TempDir(), "paymentd.toml")
+	require.NoError(t, os.WriteFile(p, []byte("[jwt]\nsecret = \""+strings.Repeat("s", 32)+"\"\n[billing]\ntest_clock = false\n"), 0o600))
+	dev, err := loadDevConfig([]string{p}, nil)
+	require.NoError(t, err)
+	require.True(t, dev.Billing.TestClock, "paymentd dev allows the test clock")
+	served, err := loadConfig(p)
+	require.NoError(t, err)
+	require.False(t, served.Billing.TestClock, "serve keeps the file's value")
+
+	require.NoError(t, os.WriteFile(p, []byte("[jwt]\nsecret = \""+strings.Repeat("s", 32)+"\"\n[billing]\ntest_clock = true\n"), 0o600))
+	served, err = loadConfig(p)
+	require.NoError(t, err)
+	require.True(t, served.Billing.TestClock)
+}

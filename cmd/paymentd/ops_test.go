@@ -24,7 +24,7 @@ func TestEveryCommandAnswersHelpWithExitZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"-h"}, {"serve", "--help"}, {"migrate", "--help"}, {"config", "--help"},
 		{"config", "check", "--help"}, {"admin", "--help"}, {"admin", "create-admin", "--help"},
-		{"admin", "reset-password", "-h"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
+		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
 		{"secrets", "--help"}, {"secrets", "rotate", "--help"}, {"dev", "--help"}, {"dev", "fake-epay", "--help"}, {"dev", "fake-alipay", "--help"}, {"dev", "fake-provider", "--help"}, {"version", "--help"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
@@ -39,6 +39,7 @@ func TestBadCommandLinesExitTwo(t *testing.T) {
 	for _, args := range [][]string{
 		{"config"}, {"config", "show"}, {"config", "check", "--nope"}, {"config", "check", "extra"},
 		{"admin"}, {"admin", "delete-admin"}, {"admin", "create-admin"}, {"admin", "create-admin", "--username"},
+		{"admin", "disable"}, {"admin", "enable", "--username", "ops", "--keep-keys"}, {"admin", "create-admin", "--username", "ops", "--keep-keys"},
 		{"verify", "extra"}, {"verify", "--nope"}, {"version", "extra"}, {"serve", "extra"},
 	} {
 		code, _, stderr := runCLI(t, args...)
@@ -83,6 +84,22 @@ headers = { "Authorization" = "Bearer header-token-123" }
 	require.Equal(t, 6000, back.Server.Port)
 	require.Equal(t, 9500, back.Metrics.Port)
 	require.Equal(t, "********", back.JWT.Secret)
+}
+
+func TestConfigCheckWarnsOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv("PAYMENTD_JWT__SECRET", cliSecret)
+	t.Setenv("PAYMENTD_SERVER__PUBLIC_URL", "https://pay.example.com")
+	t.Setenv("PAYMENTD_SESSION__COOKIE_SECURE", "false")
+	code, _, stderr := runCLI(t, "config", "check")
+	require.Equal(t, 0, code, "a warning is no error: %s", stderr)
+	require.Contains(t, stderr, "warning: [server].public_url is https://pay.example.com but [session].cookie_secure = false")
+	require.Contains(t, stderr, "configuration is valid")
+
+	t.Setenv("PAYMENTD_SESSION__COOKIE_SECURE", "true")
+	code, _, stderr = runCLI(t, "config", "check")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "warning:")
 }
 
 func TestConfigCheckExitsOneNamingEveryBadKey(t *testing.T) {
@@ -165,6 +182,7 @@ func TestAdminCreateAdminAndResetPassword(t *testing.T) {
 	code, stdout, stderr = runCLI(t, "admin", "reset-password", "--username", "ops", "--password-file", pwFile)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, `password of admin "ops" reset; 1 session(s) ended`)
+	require.Contains(t, stdout, `revoked 0 API key(s) of admin "ops" (paymentd admin reset-password --keep-keys keeps them)`)
 	require.NoError(t, identity.VerifyPassword(hashOf("ops"), second))
 	require.ErrorIs(t, identity.VerifyPassword(hashOf("ops"), first), identity.ErrPasswordMismatch)
 	var sessions int
@@ -180,6 +198,67 @@ func TestAdminCreateAdminAndResetPassword(t *testing.T) {
 	code, _, stderr = runCLI(t, "admin", "reset-password", "--username", "ops", "--password-file", filepath.Join(t.TempDir(), "none"))
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "--password-file")
+}
+
+// reset-password revokes the admin's API keys and says so, unless
+// --keep-keys; disable cuts the admin off (not the last one), enable lets
+// them log in again; each says what became of sessions and keys.
+func TestAdminResetPasswordDisableAndEnableSayWhatBecameOfTheKeys(t *testing.T) {
+	conn := migratedEnv(t)
+	ctx := context.Background()
+	withStdin(t, "first password for ops\n")
+	code, _, stderr := runCLI(t, "admin", "create-admin", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	addKey := func() {
+		t.Helper()
+		_, err := conn.Exec(ctx, `INSERT INTO admin_api_keys (admin_id, name, scope, secret_hash)
+			SELECT id, 'k', 'read', sha256(gen_random_uuid()::text::bytea) FROM admin_users WHERE username = 'ops'`)
+		require.NoError(t, err)
+	}
+	active := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM admin_api_keys WHERE revoked_at IS NULL`).Scan(&n))
+		return n
+	}
+	addKey()
+	addKey()
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	require.NoError(t, os.WriteFile(pwFile, []byte("second password for ops\n"), 0o600))
+	code, stdout, stderr := runCLI(t, "admin", "reset-password", "--username", "ops", "--password-file", pwFile)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `revoked 2 API key(s) of admin "ops" (paymentd admin reset-password --keep-keys keeps them)`)
+	require.Zero(t, active())
+
+	addKey()
+	code, stdout, stderr = runCLI(t, "admin", "reset-password", "--username", "ops", "--password-file", pwFile, "--keep-keys")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `API keys of admin "ops" kept (--keep-keys)`)
+	require.Equal(t, 1, active())
+
+	code, _, stderr = runCLI(t, "admin", "disable", "--username", "ops")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `admin "ops" is the last enabled admin`)
+	withStdin(t, "password of dev\n")
+	code, _, stderr = runCLI(t, "admin", "create-admin", "--username", "dev")
+	require.Equal(t, 0, code, stderr)
+	code, stdout, stderr = runCLI(t, "admin", "disable", "--username", "ops", "--reason", "left")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `admin "ops" disabled: login refused; 0 session(s) ended`)
+	require.Contains(t, stdout, `revoked 1 API key(s) of admin "ops" (paymentd admin disable --keep-keys keeps them)`)
+	code, stdout, stderr = runCLI(t, "admin", "reset-password", "--username", "ops", "--password-file", pwFile)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `note: admin "ops" is disabled and still cannot log in`)
+	code, stdout, stderr = runCLI(t, "admin", "enable", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `admin "ops" enabled`)
+	code, stdout, _ = runCLI(t, "admin", "enable", "--username", "ops")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, `admin "ops" was not disabled; nothing changed`)
+	var audits int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE actor_kind = 'system'
+		AND action IN ('admin.disable', 'admin.enable', 'admin_api_key.revoked')`).Scan(&audits))
+	require.Equal(t, 5, audits, "disable, enable and three revoked keys")
 }
 
 func TestVerifyExitsZeroOnACleanLedgerAndOneOnABrokenOne(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -79,24 +79,6 @@ func TestPluginCheckFailsNamingTheLine(t *testing.T) {
 	require.Equal(t, 1, code)
 }
 
-// lockedBuffer is written by the command and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // runDev runs `paymentd dev args...` in the background until its output
 // matches printed, and returns that output and stop: stop cancels the
 // command (Ctrl-C) and requires it to end without error, promptly.
@@ -104,7 +86,7 @@ func runDev(t *testing.T, printed *regexp.Regexp, args ...string) (out string, s
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // a test that fails half way still ends the command
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testkit.Logs
 	done := make(chan error, 1)
 	go func() { done <- cmdDev(ctx, args, &stdout, &stderr) }()
 	stop = func() {

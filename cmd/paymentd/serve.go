@@ -55,7 +55,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
-	log := logging.New(cfg.Log, stderr)
+	log := logging.New(cfg.Log.Options(), stderr)
 	v := readVersion()
 	log.Info("starting paymentd", "version", v.Version, "commit", v.Commit, "commit_time", v.CommitTime, "modified", v.Modified)
 	a, err := app.New(ctx, cfg, log)

@@ -25,8 +25,8 @@ import (
 // TestEveryAdminProcedureHasAnAPIKeyScope fails for it: a new operation
 // needs a decision here.
 var AdminKeyScopes = auth.Scopes{
-	// PaymentService (the spec's). Creating a payment link and asking the
-	// gateway about a payment move money's state: operate.
+	// PaymentService (the API contract's). Creating a payment link and asking
+	// the gateway about a payment move money's state: operate.
 	paymentpbconnect.PaymentServiceCreatePaymentProcedure:      auth.ScopeOperate,
 	paymentpbconnect.PaymentServiceListPaymentsProcedure:       auth.ScopeRead,
 	paymentpbconnect.PaymentServiceGetPaymentProcedure:         auth.ScopeRead,
@@ -70,6 +70,14 @@ var AdminKeyScopes = auth.Scopes{
 	orderpbconnect.OrderServiceGetInvoiceProcedure:     auth.ScopeRead,
 	orderpbconnect.OrderServiceListInvoicesProcedure:   auth.ScopeRead,
 	orderpbconnect.OrderServiceCancelInvoiceProcedure:  auth.ScopeAdmin,
+	// The renewal cycle's manual actions change what a customer is billed
+	// and served; the test clock drives the billing run.
+	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.ScopeAdmin,
+	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.ScopeAdmin,
+	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.ScopeAdmin,
+	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.ScopeAdmin,
+	orderpbconnect.OrderServiceAdvanceBillingClockProcedure: auth.ScopeAdmin,
+	orderpbconnect.OrderServiceGetRenewalOverviewProcedure:  auth.ScopeRead,
 
 	// GatewayAdminService: configuration is admin's; a plugin's admin page
 	// is a read (its script only renders); testing an interface's config

@@ -27,15 +27,15 @@ var (
 	alipayGatewayKey, alipayAppKey *rsa.PrivateKey
 )
 
-// alipayEnv is a payEnv with a fake Alipay gateway and an enabled interface
+// alipayBundle is a payEnv with a fake Alipay gateway and an enabled interface
 // of the shipped alipay plugin on it.
-type alipayEnv struct {
-	*payEnv
+type alipayBundle struct {
+	*payBundle
 	alipay *alipay.Server
 	gw     string
 }
 
-func startAlipayPayments(t *testing.T, mutate ...func(*config.Config)) *alipayEnv {
+func startAlipayPayments(t *testing.T, mutate ...func(*config.Config)) *alipayBundle {
 	t.Helper()
 	alipayKeysOnce.Do(func() {
 		var err error
@@ -63,7 +63,7 @@ func startAlipayPayments(t *testing.T, mutate ...func(*config.Config)) *alipayEn
 		"alipay_public_key": fake.PublicKeyPEM(),
 	})
 	e.requireGatewayTestPasses(t, id)
-	return &alipayEnv{payEnv: e, alipay: fake, gw: id}
+	return &alipayBundle{payBundle: e, alipay: fake, gw: id}
 }
 
 // outTradeNo is a payment id as Alipay carries it: without hyphens.
@@ -71,7 +71,7 @@ func outTradeNo(paymentID string) string { return strings.ReplaceAll(paymentID, 
 
 // openCashier follows a page.pay link as the buyer's browser does; Alipay
 // has the trade from then on.
-func (e *alipayEnv) openCashier(t *testing.T, link string) alipay.Trade {
+func (e *alipayBundle) openCashier(t *testing.T, link string) alipay.Trade {
 	t.Helper()
 	require.True(t, strings.HasPrefix(link, e.alipay.GatewayURL()+"?"), link)
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -88,7 +88,7 @@ func (e *alipayEnv) openCashier(t *testing.T, link string) alipay.Trade {
 }
 
 // post delivers a notify to /callbacks/{gw} as Alipay does.
-func (e *alipayEnv) post(t *testing.T, v url.Values) (int, string) {
+func (e *alipayBundle) post(t *testing.T, v url.Values) (int, string) {
 	t.Helper()
 	resp, err := http.Post(e.r.baseURL+"/callbacks/"+e.gw, "application/x-www-form-urlencoded; charset=utf-8", strings.NewReader(v.Encode()))
 	require.NoError(t, err)

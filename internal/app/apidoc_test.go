@@ -282,12 +282,12 @@ func method(t *testing.T, procedure string) protoreflect.MethodDescriptor {
 	return md
 }
 
-// docEnv is the shell environment the examples run in.
-type docEnv struct {
+// docBundle is the shell environment the examples run in.
+type docBundle struct {
 	vars map[string]string
 }
 
-func (e *docEnv) environ() []string {
+func (e *docBundle) environ() []string {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "LC_ALL=C.UTF-8"}
 	for k, v := range e.vars {
 		env = append(env, k+"="+v)
@@ -295,7 +295,7 @@ func (e *docEnv) environ() []string {
 	return env
 }
 
-func (e *docEnv) has(names ...string) bool {
+func (e *docBundle) has(names ...string) bool {
 	for _, n := range names {
 		if _, ok := e.vars[n]; !ok {
 			return false
@@ -486,7 +486,7 @@ func runAPIDoc(t *testing.T, tool string) {
 	bufPath, grpcurlPath := pinnedTool(t, root, "buf"), pinnedTool(t, root, "grpcurl")
 
 	for _, ex := range examples {
-		inv := parseWithBash(t, (&docEnv{vars: placeholderVars()}).environ(), ex.curl)
+		inv := parseWithBash(t, (&docBundle{vars: placeholderVars()}).environ(), ex.curl)
 		ex.procedure = inv.request(t, "curl", "http://api.test", "grpc.test:443").procedure
 	}
 
@@ -507,8 +507,10 @@ func runAPIDoc(t *testing.T, tool string) {
 	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: hook.URL, Secret: hook.Secret}}
 	cfg.Notify.PollInterval = 100 * time.Millisecond
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
+	// The renewal examples move the billing clock, as under paymentd dev.
+	cfg.Billing.TestClock = true
 	r := startOn(t, cfg, ln)
-	env := &docEnv{vars: map[string]string{
+	env := &docBundle{vars: map[string]string{
 		"API": r.baseURL, "GRPC": ln.Addr().String(), "ADMIN_PASSWORD": cfg.Bootstrap.AdminPassword,
 		"EPAY_URL": fake.URL() + "/", "EPAY_PID": epay.DefaultPID, "EPAY_KEY": epay.DefaultKey,
 		"PAYMENTD_DOC_BUF": bufPath, "PAYMENTD_DOC_GRPCURL": grpcurlPath,
@@ -651,7 +653,7 @@ func placeholderVars() map[string]string {
 // runDocExample runs one example with tool: its curl (and buf curl, when
 // the call may be repeated) command, or its grpcurl command; and checks the
 // answers.
-func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool, tool string) {
+func runDocExample(t *testing.T, ex *docExample, env *docBundle, update bool, tool string) {
 	api, grpcAddr := env.vars["API"], env.vars["GRPC"]
 	// The three forms ask for the same thing.
 	reqs := map[string]request{}
@@ -740,7 +742,7 @@ func runDocExample(t *testing.T, ex *docExample, env *docEnv, update bool, tool 
 // failed call {"code", "message"} with the code in Connect's spelling.
 // With -v (the examples that need a response header, as curl needs -i)
 // the response headers come back too.
-func runGrpcurl(t *testing.T, ex *docExample, env *docEnv) (http.Header, string) {
+func runGrpcurl(t *testing.T, ex *docExample, env *docBundle) (http.Header, string) {
 	t.Helper()
 	c := exec.Command("bash", "-c", "grpcurl() { \"$PAYMENTD_DOC_GRPCURL\" \"$@\"; }\n"+ex.grpcurl)
 	c.Env = env.environ()
@@ -813,7 +815,7 @@ func mustIndent(t *testing.T, v any) string {
 // orders, a pending bank-transfer payment (and, once it is confirmed, a
 // pending refund of it), the gateway's signed notification of the epay
 // payment, and a failed event.
-func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func() {
+func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle) func() {
 	ctx := context.Background()
 	orders := orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL)
 	payments := paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL)
@@ -874,6 +876,29 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docEnv) func(
 			require.True(t, ok, "the fake gateway knows the payment")
 			env.vars["CALLBACK_PAYLOAD"] = signedNotify(env.vars["PAYMENT_ID"], fo.TradeNo, "12.30")
 		}
+		if env.has("TOKEN", "CUSTOMER_ID", "ADMIN_COOKIE") && !env.has("RENEWAL_ORDER_ID") {
+			// A monthly service, active: the renewal examples' order,
+			// paid from a balance an admin credited.
+			prod, err := orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+				Name: "VPS 2G monthly", Price: "20.00", Currency: "CNY", BillingCycle: "monthly",
+			}, adminCookie()))
+			require.NoError(t, err)
+			o, err := orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}, customer()))
+			require.NoError(t, err)
+			customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, r.baseURL)
+			_, err = customers.AdjustBalance(ctx, with(&identitypb.AdjustBalanceRequest{
+				CustomerId: env.vars["CUSTOMER_ID"], Amount: "20.00", Note: "for the renewal examples",
+			}, adminCookie()))
+			require.NoError(t, err)
+			id := o.Msg.GetOrder().GetId()
+			_, err = orders.PayWithBalance(ctx, with(&orderpb.PayWithBalanceRequest{OrderId: id}, customer()))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				got, err := orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, customer()))
+				return err == nil && got.Msg.GetOrder().GetStatus() == "active"
+			}, 10*time.Second, 20*time.Millisecond)
+			env.vars["RENEWAL_ORDER_ID"] = id
+		}
 		if env.has("EVENT_ID", "ORDER2_ID") && !env.has("FAILED_EVENT_ID") {
 			// An event whose handler gave up: the order_paid of the order
 			// paid from the balance, once its worker is done with it (its
@@ -930,7 +955,7 @@ func runREADMEScript(t *testing.T, root, script, adminPassword string, replace .
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", scriptFile)
 	c.Dir = dir
-	c.Env = append((&docEnv{}).environ(), "PAYMENTD_DOC_BUF="+pinnedTool(t, root, "buf"), "PAYMENTD_DOC_GRPCURL="+pinnedTool(t, root, "grpcurl"))
+	c.Env = append((&docBundle{}).environ(), "PAYMENTD_DOC_BUF="+pinnedTool(t, root, "buf"), "PAYMENTD_DOC_GRPCURL="+pinnedTool(t, root, "grpcurl"))
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	entries, err := os.ReadDir(dir)

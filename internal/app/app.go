@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -26,10 +27,12 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/export"
 	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/idempotency"
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
@@ -61,6 +64,9 @@ type App struct {
 	registry *gateway.Registry
 	// reconciler repairs lost gateway callbacks while Serve runs.
 	reconciler *reconcile.Reconciler
+	// renewals is the billing run of recurring orders (renewal invoices,
+	// suspension, termination) while Serve runs, on the billing leader.
+	renewals *renewal.Run
 	// tel is metrics, tracing and the request observer (telemetry.go).
 	tel telemetry
 	// node is this process's cluster node id: the holder of its leases
@@ -185,6 +191,9 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if o.clock == nil {
 		o.clock = time.Now
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: " + w)
+	}
 	pool, err := OpenPool(ctx, cfg.DB)
 	if err != nil {
 		return nil, err
@@ -214,14 +223,14 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.log.Info("schema migrated", "took", time.Since(start).Round(time.Millisecond).String())
 
-	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap, a.log); err != nil {
+	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap.Options(), a.log); err != nil {
 		return err
 	}
 	if err := a.sealSecrets(ctx); err != nil {
 		return err
 	}
 
-	a.cache, err = cache.New(a.cfg.Redis, a.log)
+	a.cache, err = cache.New(a.cfg.Redis.Options(), a.log)
 	if err != nil {
 		return err
 	}
@@ -231,8 +240,8 @@ func (a *App) init(ctx context.Context) error {
 
 	ids, err := identity.NewService(identity.Options{
 		DB:         a.db,
-		JWT:        a.cfg.JWT,
-		Session:    a.cfg.Session,
+		JWT:        a.cfg.JWT.Options(),
+		Session:    a.cfg.Session.Options(),
 		Currencies: a.cfg.Billing.Currencies,
 		Clock:      a.opts.clock,
 		Cache:      a.opts.sessionCache,
@@ -261,7 +270,10 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts, err := server.HandlerOptions(a.cfg.Server, a.log, append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes))...)
+	keys := idempotency.New(a.db, idempotency.Options{Procedures: IdempotentProcedures, Clock: a.opts.clock, Logger: a.log})
+	srv := a.cfg.Server.Options()
+	opts, err := server.HandlerOptionsAround(srv, a.log,
+		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes)), []connect.Interceptor{keys})
 	if err != nil {
 		return err
 	}
@@ -289,8 +301,20 @@ func (a *App) init(ctx context.Context) error {
 		Active: a.bg.billing.IsLeader,
 		Tracer: a.backgroundTracer(),
 	})
+	ropts := a.cfg.Billing.RenewalOptions(a.bg.node)
+	ropts.Clock, ropts.Logger, ropts.Active = a.opts.clock, a.log, a.bg.billing.IsLeader
+	var testClock *billingTestClock
+	if a.cfg.Billing.TestClock {
+		testClock = &billingTestClock{base: a.opts.clock}
+		ropts.Clock = testClock.Now
+		a.log.Warn("the billing test clock is on ([billing].test_clock): an admin can move the billing run's time forward; never in production")
+	}
+	a.renewals = renewal.New(a.pool, ropts)
+	if testClock != nil {
+		testClock.run = a.renewals
+	}
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
-	exports := export.NewHandler(a.db, a.log)
+	exports := export.NewHandler(a.db, a.log, a.cfg.Export.Options())
 	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc)
 	if a.opts.wrapPayments != nil {
 		payHandler = a.opts.wrapPayments(payHandler)
@@ -300,55 +324,52 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
-	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(order.NewHandler(orderSvc), opts...)
+	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orderHandler(orderSvc, testClock, ropts), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := a.registerCollectors(limiter); err != nil {
 		return err
 	}
-	a.server = server.New(server.Options{
-		Config: a.cfg.Server,
-		DB:     a.pool,
-		Logger: a.log,
-		Services: append([]server.Service{
-			{Name: paymentpbconnect.PaymentServiceName, Path: paymentPath, Handler: paymentHandler},
-			{Name: paymentpbconnect.PaymentAdminServiceName, Path: paymentAdminPath, Handler: paymentAdminHandler},
-			{Name: identitypbconnect.IdentityServiceName, Path: identityPath, Handler: identityHandler},
-			{Name: identitypbconnect.CustomerAdminServiceName, Path: customerAdminPath, Handler: customerAdminHandler},
-			{Name: orderpbconnect.OrderServiceName, Path: orderPath, Handler: orderHandler},
-			a.bg.eventService(opts, a),
-		}, a.gatewayServices(opts, paySvc)...),
-		// The spec's order: the concurrency limit first (FIFO, nothing
-		// rejected), then the per-IP rate limit, then session, JWT and API
-		// key. Each credential layer handles only its own kind; the first
-		// that finds one decides, and an invalid credential never falls
-		// through to a later layer.
-		Limits: []server.Middleware{
-			limiter.Middleware(),
-			ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
-		},
-		// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
-		// notifications, behind the limits and before the credential
-		// layers (a gateway has none; the signature is the protection).
-		// GET /export/payments.csv and /export/refunds.csv: the
-		// accountant's CSV files, behind the credential layers (an admin's
-		// session or a read key; the handler checks it).
-		Routes: []server.Route{
-			{Pattern: payment.CallbackPath, Handler: callbacks},
-			{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
-			{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
-		},
-		Credentials: []server.Middleware{
-			auth.Layer(ids.SessionAuthenticator(), a.log),
-			auth.Layer(ids.JWTAuthenticator(), a.log),
-			auth.Layer(ids.APIKeyAuthenticator(), a.log),
-		},
-		AdminUI: adminui.Dist(),
-		// Outermost, before /health and the console: request id, span,
-		// access line.
-		Observe: a.tel.observer.Middleware,
-	})
-	return a.tel.metrics.RegisterSlowRequests(a.server.SlowRequests)
+	srv.DB, srv.Logger = a.pool, a.log
+	srv.Services = append([]server.Service{
+		{Name: paymentpbconnect.PaymentServiceName, Path: paymentPath, Handler: paymentHandler},
+		{Name: paymentpbconnect.PaymentAdminServiceName, Path: paymentAdminPath, Handler: paymentAdminHandler},
+		{Name: identitypbconnect.IdentityServiceName, Path: identityPath, Handler: identityHandler},
+		{Name: identitypbconnect.CustomerAdminServiceName, Path: customerAdminPath, Handler: customerAdminHandler},
+		{Name: orderpbconnect.OrderServiceName, Path: orderPath, Handler: orderHandler},
+		a.bg.eventService(opts, a),
+	}, a.gatewayServices(opts, paySvc)...)
+	// The API contract's order (docs/api.md, "Limits" and "Credential
+	// layers"): the concurrency limit first (FIFO, nothing rejected), then
+	// the per-IP rate limit, then session, JWT and API key. Each credential
+	// layer handles only its own kind; the first that finds one decides, and
+	// an invalid credential never falls through to a later layer.
+	srv.Limits = []server.Middleware{
+		limiter.Middleware(),
+		ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit.Limits()), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
+	}
+	// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
+	// notifications, behind the limits and before the credential
+	// layers (a gateway has none; the signature is the protection).
+	// GET /export/payments.csv and /export/refunds.csv: the
+	// accountant's CSV files, behind the credential layers (an admin's
+	// session or a read key; the handler checks it).
+	srv.Routes = []server.Route{
+		{Pattern: payment.CallbackPath, Handler: callbacks},
+		{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
+		{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
+	}
+	srv.Credentials = []server.Middleware{
+		auth.Layer(ids.SessionAuthenticator(), a.log),
+		auth.Layer(ids.JWTAuthenticator(), a.log),
+		auth.Layer(ids.APIKeyAuthenticator(), a.log),
+	}
+	srv.AdminUI = adminui.Dist()
+	// Outermost, before /health and the console: request id, span,
+	// access line.
+	srv.Observe = a.tel.observer.Middleware
+	a.server = server.New(srv)
+	return a.tel.metrics.RegisterRequestBodies(a.server)
 }
 
 // sealSecrets builds the keyring of [secrets] and encrypts the plugin
@@ -369,6 +390,17 @@ func (a *App) sealSecrets(ctx context.Context) error {
 		return err
 	}
 	a.logSealed(rep, "gateway_interfaces", rep.Of[secretpass.GatewayInterfaces.Kind].Owners, "products", rep.Of[secretpass.Products.Kind].Owners)
+	// A key under the right id with the wrong bytes opens nothing: started,
+	// the service would answer ready while every interface failed.
+	if err := rep.WrongKeyError(); err != nil {
+		return err
+	}
+	for id, n := range rep.Missing {
+		// An old key dropped before every value was rotated off it: only
+		// what holds those values is unusable, so the start goes on.
+		a.log.Error("stored secrets are sealed under a key id that [secrets].keys does not hold: the gateway interfaces and products holding them are unusable until the key is configured again or their secrets are sent again",
+			"key_id", id, "secrets", n)
+	}
 	if orders == nil {
 		return nil
 	}
@@ -452,6 +484,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer a.reconciler.Stop()
+	if err := a.renewals.Start(bgCtx); err != nil {
+		return err
+	}
+	defer a.renewals.Stop()
 	// The start's garbage (migrations, plugin compilation, the validator's
 	// CEL environment: half the heap the process ever had) goes back to
 	// the OS now, in one collection while the server starts answering,
@@ -479,4 +515,18 @@ func lateCapture(p config.Payments) time.Duration {
 		return -1
 	}
 	return p.LateCapture()
+}
+
+// orderHandler is the OrderService handler, with the billing run's
+// settings for the renewal overview and the billing test clock when it is
+// on.
+func orderHandler(svc *order.Service, clock *billingTestClock, r renewal.Options) *order.Handler {
+	day := 24 * time.Hour
+	h := order.NewHandler(svc).WithRenewalPolicy(order.RenewalPolicy{
+		SuspendAfter: time.Duration(r.SuspendAfterDays) * day, TerminateAfter: time.Duration(r.TerminateAfterDays) * day,
+	})
+	if clock != nil {
+		h.WithBillingClock(clock)
+	}
+	return h
 }

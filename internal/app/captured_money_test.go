@@ -19,34 +19,34 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
-// capturedEnv is a payment environment on a business clock the test moves,
+// capturedBundle is a payment environment on a business clock the test moves,
 // with a bank-transfer interface besides epay.
-type capturedEnv struct {
-	*payEnv
-	clock  *modelClock
+type capturedBundle struct {
+	*payBundle
+	clock  *testkit.Clock
 	bankGW string
 	stats  paymentpbconnect.PaymentAdminServiceClient
 }
 
-func startCapturedEnv(t *testing.T) *capturedEnv {
+func startCapturedEnv(t *testing.T) *capturedBundle {
 	t.Helper()
-	clock := &modelClock{}
-	clock.set(time.Now().UTC())
-	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.now)}, func(c *config.Config) {
+	clock := testkit.NewClockAt(time.Now().UTC())
+	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.Now)}, func(c *config.Config) {
 		c.Events.TimeoutScanInterval = 50 * time.Millisecond
 	})
 	bankGW := e.addGateway(t, "bank_transfer", "Bank transfer", map[string]any{
 		"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"},
 	})
-	return &capturedEnv{payEnv: e, clock: clock, bankGW: bankGW,
+	return &capturedBundle{payBundle: e, clock: clock, bankGW: bankGW,
 		stats: paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)}
 }
 
 // cancelledWithPayment places an order, creates a payment for it through
 // gw and has the customer cancel the order: the payment fails with it.
-func (e *capturedEnv) cancelledWithPayment(t *testing.T, gw string) (string, *paymentpb.PaymentRecord) {
+func (e *capturedBundle) cancelledWithPayment(t *testing.T, gw string) (string, *paymentpb.PaymentRecord) {
 	t.Helper()
 	orderID := e.order(t)
 	p := e.createPaymentVia(t, orderID, gw).GetPayment()
@@ -56,7 +56,7 @@ func (e *capturedEnv) cancelledWithPayment(t *testing.T, gw string) (string, *pa
 	return orderID, p
 }
 
-func (e *capturedEnv) toReturn(t *testing.T) ([]string, []*paymentpb.MoneyToReturn) {
+func (e *capturedBundle) toReturn(t *testing.T) ([]string, []*paymentpb.MoneyToReturn) {
 	t.Helper()
 	ctx := context.Background()
 	list, err := e.payments.ListPayments(ctx, with(&paymentpb.ListPaymentsRequest{Pagination: &paymentpb.PageRequest{}, ToReturn: true}, e.c.admin))
@@ -70,7 +70,7 @@ func (e *capturedEnv) toReturn(t *testing.T) ([]string, []*paymentpb.MoneyToRetu
 	return ids, stats.Msg.GetToReturn()
 }
 
-func (e *capturedEnv) signInAgain(t *testing.T) {
+func (e *capturedBundle) signInAgain(t *testing.T) {
 	t.Helper()
 	var err error
 	e.c.admin, e.c.customer, err = signIn(context.Background(), e.r.baseURL)
@@ -78,7 +78,7 @@ func (e *capturedEnv) signInAgain(t *testing.T) {
 }
 
 // balance is alice's balance, as an admin sees it.
-func (e *capturedEnv) balance(t *testing.T) string {
+func (e *capturedBundle) balance(t *testing.T) string {
 	t.Helper()
 	customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, e.r.baseURL)
 	c, err := customers.GetCustomer(context.Background(), with(&identitypb.GetCustomerRequest{Id: e.c.customerID.String()}, e.c.admin))
@@ -86,7 +86,7 @@ func (e *capturedEnv) balance(t *testing.T) string {
 	return c.Msg.GetCustomer().GetBalance()
 }
 
-func (e *capturedEnv) ledgerClean(t *testing.T) {
+func (e *capturedBundle) ledgerClean(t *testing.T) {
 	t.Helper()
 	rep, err := ledger.Verify(context.Background(), e.r.app.Pool())
 	require.NoError(t, err)
@@ -154,7 +154,7 @@ func TestBankTransferConfirmedAfterTheTimeoutIsCreditedToTheBalance(t *testing.T
 	ctx := context.Background()
 	orderID := e.order(t)
 	p := e.createPaymentVia(t, orderID, e.bankGW).GetPayment()
-	e.clock.add(25 * time.Hour)
+	e.clock.Advance(25 * time.Hour)
 	e.signInAgain(t) // a day later, the old session and token have expired
 	e.waitOrderStatus(t, orderID, "cancelled")
 	require.Equal(t, "failed", e.getPayment(t, p.GetId()).GetStatus())
@@ -212,7 +212,7 @@ func TestQueryPaymentStatusFindsMoneyCapturedAfterAPaymentFailed(t *testing.T) {
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, p.GetId()))
 
 	// Eight days later the other payment's money arrives: nobody asks.
-	e.clock.add(8 * 24 * time.Hour)
+	e.clock.Advance(8 * 24 * time.Hour)
 	e.signInAgain(t)
 	require.NoError(t, e.fake.Pay(old.GetId()))
 	got, err = e.payments.QueryPaymentStatus(ctx, with(&paymentpb.QueryPaymentStatusRequest{PaymentId: old.GetId()}, e.c.admin))

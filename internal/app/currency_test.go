@@ -21,7 +21,7 @@ import (
 )
 
 // usdOrder places an order of a 100.00 USD product as alice.
-func (e *payEnv) usdOrder(t *testing.T) string {
+func (e *payBundle) usdOrder(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS (USD)", Price: "100.00", Currency: "USD"}, e.c.admin))
@@ -40,7 +40,7 @@ func (e *payEnv) usdOrder(t *testing.T) string {
 func TestUSDOrderIsNeitherOfferedNorPaidThroughEpay(t *testing.T) {
 	t.Parallel()
 	o := startObserved(t, nil)
-	e := o.payEnv
+	e := o.payBundle
 	ctx := context.Background()
 	methods := gatewaypbconnect.NewPaymentMethodServiceClient(http.DefaultClient, e.r.baseURL)
 	list := func(req *gatewaypb.ListPaymentMethodsRequest, cr credential) (map[string][]string, error) {
@@ -113,7 +113,7 @@ func TestUSDOrderIsNeitherOfferedNorPaidThroughEpay(t *testing.T) {
 func TestCallbackInAnotherCurrencyIsRefusedRecordedAndCounted(t *testing.T) {
 	t.Parallel()
 	o := startObserved(t, nil)
-	e := o.payEnv
+	e := o.payBundle
 	// epay's protocol has no currency; this variant's notifications carry
 	// one (signed like every parameter), as a gateway's that has one do.
 	gw := e.epayVariant(t, "epay_cur", func(src string) string {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	"github.com/rustbill/paymentd/internal/cluster"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/fulfillment"
 	"github.com/rustbill/paymentd/internal/notify"
@@ -40,24 +39,9 @@ type background struct {
 // rollup, so it stays a few seconds' worth of writes.
 const trendFoldInterval = 2 * time.Second
 
-// notifyOptions maps [notify] onto the notification package's options.
-func notifyOptions(c config.Notify) notify.Options {
-	customer := c.CustomerEmail
-	o := notify.Options{
-		PollInterval: c.PollInterval, BatchSize: c.BatchSize, Concurrency: c.Concurrency,
-		MaxAttempts: c.MaxAttempts, RetryBase: c.RetryBase, RetryMax: c.RetryMax, SendTimeout: c.SendTimeout,
-		CustomerEmail: &customer, AdminEmails: c.AdminEmails, WebhookPlugin: c.WebhookPlugin,
-		SMTP: notify.SMTP{
-			Host: c.SMTP.Host, Port: c.SMTP.Port, From: c.SMTP.From, TLSPolicy: c.SMTP.TLSPolicy,
-			ImplicitTLS: c.SMTP.ImplicitTLS, Auth: c.SMTP.Auth, Username: c.SMTP.Username,
-			Password: c.SMTP.Password, HELO: c.SMTP.HELO, Timeout: c.SMTP.Timeout,
-		},
-	}
-	for _, w := range c.Webhooks {
-		o.Webhooks = append(o.Webhooks, notify.Webhook{Name: w.Name, URL: w.URL, Secret: w.Secret, Headers: w.Headers})
-	}
-	return o
-}
+// idempotencySweepInterval is how often expired idempotency keys are
+// deleted: they are ignored once expired, so this only bounds the table.
+const idempotencySweepInterval = 10 * time.Minute
 
 func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	c := a.cfg
@@ -87,18 +71,14 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	if a.opts.pollOnlyWorker {
 		wake = nil
 	}
-	b.worker, err = event.NewWorker(a.pool, b.eventLead, event.WorkerOptions{
-		Node: b.node, PollInterval: c.Events.PollInterval, BatchSize: c.Events.BatchSize,
-		MaxAttempts: c.Events.MaxAttempts, Concurrency: c.Events.Concurrency,
-		HandlerTimeout: c.Events.HandlerTimeout, LockGrace: c.Events.LockGrace,
-		RetryBase: c.Events.RetryBase, RetryMax: c.Events.RetryMax, DrainTimeout: c.Events.DrainTimeout,
-		Waker: wake, Logger: a.log, Tracer: a.backgroundTracer(),
-	})
+	wopts := c.Events.WorkerOptions(b.node)
+	wopts.Waker, wopts.Logger, wopts.Tracer = wake, a.log, a.backgroundTracer()
+	b.worker, err = event.NewWorker(a.pool, b.eventLead, wopts)
 	if err != nil {
 		return nil, err
 	}
 	plugins := plugin.PluginsFunc(a.registry.Plugin)
-	nopts := notifyOptions(c.Notify)
+	nopts := c.Notify.Options()
 	nopts.Tracer = a.backgroundTracer()
 	nopts.SMTP.TLSConfig = a.opts.smtpTLS
 	if err := nopts.Validate(); err != nil {
@@ -110,7 +90,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	}
 	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins, a.secrets), pay, b.notifier, fulfillment.Options{
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
-		Clock: a.opts.clock, Logger: a.log,
+		Clock: a.opts.clock, BillingLocation: c.Billing.RenewalOptions(b.node).Location, Logger: a.log,
 	}).Register(b.worker)
 	// The trends' changes go into their rollup while this instance leads
 	// the worker (docs/decisions.md, "trends rollup"): readers count the
@@ -118,6 +98,16 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 	b.worker.Every(event.Periodic{Name: "payment trends fold", Every: trendFoldInterval, Run: func(ctx context.Context) error {
 		_, err := store.FoldPaymentTrends(ctx, a.pool)
 		return err
+	}})
+	// Idempotency keys are kept a day (internal/idempotency); the leader
+	// deletes the expired ones a thousand at a time.
+	b.worker.Every(event.Periodic{Name: "idempotency key sweep", Every: idempotencySweepInterval, Run: func(ctx context.Context) error {
+		for {
+			n, err := store.SweepIdempotencyKeys(ctx, a.pool, a.opts.clock(), 1000)
+			if err != nil || n < 1000 {
+				return err
+			}
+		}
 	}})
 	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
 	return b, nil

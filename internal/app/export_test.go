@@ -17,20 +17,20 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 )
 
-// exportWorld is what TestExports made: payments in each status today, one
+// exportBundle is what TestExports made: payments in each status today, one
 // two days ago, and refunds whose reasons a spreadsheet would run.
-type exportWorld struct {
-	e                          *payEnv
+type exportBundle struct {
+	e                          *payBundle
 	paid, pending, failed, old *paymentpb.PaymentRecord
 	refunds                    []*paymentpb.Refund
 	readKey, operateKey        credential
 	today, yesterday, zone     string
 }
 
-func makeExportWorld(t *testing.T) *exportWorld {
+func makeExportWorld(t *testing.T) *exportBundle {
 	e := startPayments(t)
 	ctx := context.Background()
-	w := &exportWorld{e: e, zone: "Asia/Shanghai"}
+	w := &exportBundle{e: e, zone: "Asia/Shanghai"}
 	loc, err := time.LoadLocation(w.zone)
 	require.NoError(t, err)
 
@@ -72,7 +72,7 @@ func makeExportWorld(t *testing.T) *exportWorld {
 }
 
 // get fetches an export as cr; the status, the Content-Type and the body.
-func (w *exportWorld) get(t *testing.T, path string, params url.Values, cr credential) (int, string, string) {
+func (w *exportBundle) get(t *testing.T, path string, params url.Values, cr credential) (int, string, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, w.e.r.baseURL+path+"?"+params.Encode(), nil)
 	require.NoError(t, err)
@@ -275,7 +275,7 @@ func TestExportsStreamTheWorldAsCSVToAdminsOnly(t *testing.T) {
 	})
 }
 
-// A failure after the first row (the database connection killed half way)
+// A failure after the first row (the database session killed half way)
 // cannot change the status any more: the response ends without its final
 // chunk, and the client sees a broken download, never a short file that
 // looks complete. HEAD answers the headers without reading a row.
@@ -315,16 +315,33 @@ func TestAnExportCutOffHalfWayIsABrokenDownloadNotAShortFile(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(first), "id,created_at,"))
 
-	// The server is blocked writing to this client; end its database
-	// session under it.
+	// The server is blocked writing to this client, holding no database
+	// connection between pages. Lock the table so that its next page
+	// waits, let the client read on, and end the waiting page's session.
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, `LOCK TABLE payments IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	type read struct {
+		n   int
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		rest, err := io.ReadAll(res.Body)
+		done <- read{len(rest), err}
+	}()
 	var killed int
 	require.Eventually(t, func() bool {
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%gateway_tx_id, failure_reason%FROM payments%'`).Scan(&killed))
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
+			  AND query LIKE '%gateway_tx_id, failure_reason%FROM payments%'`).Scan(&killed))
 		return killed == 1
-	}, 5*time.Second, 20*time.Millisecond, "the export's statement is running")
+	}, 30*time.Second, 20*time.Millisecond, "the export's next page waits for the lock")
+	require.NoError(t, tx.Rollback(ctx))
 
-	rest, err := io.ReadAll(res.Body)
-	require.Error(t, err, "a cut-off export must not read as complete (%d more bytes)", len(rest))
-	require.Less(t, len(first)+len(rest), 60000*100, "the export stopped short of the rows")
+	rest := <-done
+	require.Error(t, rest.err, "a cut-off export must not read as complete (%d more bytes)", rest.n)
+	require.Less(t, len(first)+rest.n, 60000*100, "the export stopped short of the rows")
 }

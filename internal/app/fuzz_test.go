@@ -3,6 +3,7 @@ package app_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -155,6 +156,16 @@ func FuzzRequestsNeverInternal(f *testing.F) {
 	f.Add(index("/billing.identity.IdentityService/CreateApiKey"), uint8(customerI), false, marshal(&identitypb.CreateApiKeyRequest{Name: "k\x00"}, false))
 	f.Add(index("/billing.order.OrderService/CreateProduct"), uint8(adminI), false, marshal(&orderpb.CreateProductRequest{Name: "\x00", Price: "1.00", Currency: "CNY"}, false))
 
+	// The second round's Idempotency-Key: who's bit 2 sends one key per
+	// procedure and caller, so inputs meet kept outcomes, replays and
+	// other requests under a taken key.
+	const keyedBit = 4
+	for _, path := range []string{"/billing.payment.PaymentService/RefundPayment", "/billing.identity.CustomerAdminService/AdjustBalance",
+		"/billing.gateway.GatewayAdminService/ConfirmBankTransfer", "/billing.order.OrderService/PayWithBalance"} {
+		f.Add(index(path), uint8(adminI|keyedBit), true, []byte(`{}`))
+		f.Add(index(path), uint8(customerI|keyedBit), true, []byte(`{"amount":"1.00"}`))
+	}
+
 	logout := index("/billing.identity.IdentityService/Logout")
 	f.Fuzz(func(t *testing.T, proc uint16, who uint8, asJSON bool, body []byte) {
 		p := procs[int(proc)%len(procs)]
@@ -162,6 +173,9 @@ func FuzzRequestsNeverInternal(f *testing.F) {
 		if int(proc)%len(procs) == int(logout) {
 			// Logout would end the admin session every later input uses.
 			cred = nobody
+		}
+		if who&keyedBit != 0 {
+			cred = keyed(cred, fmt.Sprintf("fuzz-%d-%d", proc, who))
 		}
 		code, msg := callRaw(t, e.r.baseURL, p.path, cred, asJSON, body)
 		switch {

@@ -201,9 +201,19 @@ func TestGatewayInterfacesOverTheWire(t *testing.T) {
 	require.NotEmpty(t, epayID)
 	require.Equal(t, "********", created.Msg.GetGatewayInterface().GetConfig().AsMap()["key"])
 
-	// The mask sent back keeps the secret; reads never show it.
+	// The mask sent back keeps the secret while the endpoint stays; reads
+	// never show it. A moved endpoint needs the secret again.
 	upd, err := cl.admin.UpdateGatewayInterface(ctx, with(&gatewaypb.UpdateGatewayInterfaceRequest{
-		Id: epayID, Config: mustStruct(t, map[string]any{"api_url": "https://pay2.example.com/", "pid": "1001", "key": "********"}),
+		Id: epayID, Config: mustStruct(t, map[string]any{"api_url": "https://pay.example.com/", "pid": "1002", "key": "********"}),
+	}, c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "1002", upd.Msg.GetGatewayInterface().GetConfig().AsMap()["pid"])
+	_, err = cl.admin.UpdateGatewayInterface(ctx, with(&gatewaypb.UpdateGatewayInterfaceRequest{
+		Id: epayID, Config: mustStruct(t, map[string]any{"api_url": "https://pay2.example.com/", "pid": "1002", "key": "********"}),
+	}, c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	upd, err = cl.admin.UpdateGatewayInterface(ctx, with(&gatewaypb.UpdateGatewayInterfaceRequest{
+		Id: epayID, Config: mustStruct(t, map[string]any{"api_url": "https://pay2.example.com/", "pid": "1002", "key": "merchant-secret"}),
 	}, c.admin))
 	require.NoError(t, err)
 	require.Equal(t, "https://pay2.example.com/", upd.Msg.GetGatewayInterface().GetConfig().AsMap()["api_url"])

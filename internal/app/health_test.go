@@ -22,6 +22,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // blockingPayments holds GetPayment until released: a request that keeps
@@ -52,9 +53,9 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 	cfg.Server.MaxConcurrency = 1
 	cfg.RateLimit.Enabled = true
 	cfg.Log = config.Log{Level: "debug", Format: "json"}
-	logs := &syncBuffer{}
+	logs := &testkit.Logs{}
 	entered, release := make(chan struct{}, 1), make(chan struct{})
-	a, err := app.New(context.Background(), cfg, logging.New(cfg.Log, logs),
+	a, err := app.New(context.Background(), cfg, logging.New(cfg.Log.Options(), logs),
 		app.WithPaymentHandler(func(h paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler {
 			return blockingPayments{PaymentServiceHandler: h, entered: entered, release: release}
 		}))
@@ -95,7 +96,7 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 	}
 	linesOf := func(requestID string) []map[string]any {
 		var out []map[string]any
-		for _, l := range logs.lines(t) {
+		for _, l := range logs.Lines(t) {
 			if l["request_id"] == requestID {
 				out = append(out, l)
 			}
@@ -159,11 +160,7 @@ func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing
 		_, err := payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: "7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f"}, bearer(reg.Msg.GetAccessToken())))
 		held <- err
 	}()
-	select {
-	case <-entered:
-	case <-time.After(5 * time.Second):
-		t.Fatal("GetPayment never reached the handler")
-	}
+	testkit.WaitOrTimeout(t, entered, "GetPayment to reach the handler")
 	code, _, _, err = get("/health", &http.Client{Timeout: 2 * time.Second})
 	require.NoError(t, err, "/health queued behind the concurrency limit")
 	require.Equal(t, http.StatusOK, code)

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,13 +40,14 @@ import (
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // moneyState is a digest of every row that holds or moves money or drives
 // an order: payments, refunds, orders, invoices, events, balances. The
 // audit log is left out on purpose: a refused callback that may mean money
 // moved is recorded there for an admin.
-func moneyState(t *testing.T, e *payEnv) string {
+func moneyState(t *testing.T, e *payBundle) string {
 	t.Helper()
 	var digest string
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT md5(concat_ws('|',
@@ -61,7 +61,7 @@ func moneyState(t *testing.T, e *payEnv) string {
 	return digest
 }
 
-func requireLedgerClean(t *testing.T, e *payEnv) {
+func requireLedgerClean(t *testing.T, e *payBundle) {
 	t.Helper()
 	r, err := ledger.Verify(context.Background(), e.r.app.Pool())
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func requireLedgerClean(t *testing.T, e *payEnv) {
 }
 
 // notifyOf is the fake gateway's signed notification for a paid payment.
-func notifyOf(t *testing.T, e *payEnv, paymentID string) url.Values {
+func notifyOf(t *testing.T, e *payBundle, paymentID string) url.Values {
 	t.Helper()
 	o, ok := e.fake.Order(paymentID)
 	require.True(t, ok)
@@ -90,7 +90,7 @@ func resign(v url.Values) string {
 	return q.Encode()
 }
 
-func (e *payEnv) callbackTo(gw, payload string) error {
+func (e *payBundle) callbackTo(gw, payload string) error {
 	_, err := e.payments.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
 		GatewayInterfaceId: gw, Payload: payload,
 	}))
@@ -420,24 +420,6 @@ func TestHostilePluginCannotReadFilesOrHangTheService(t *testing.T) {
 	requireLedgerClean(t, e)
 }
 
-// logSink is a log sink safe for the app's goroutines.
-type logSink struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *logSink) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *logSink) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // No secret — passwords, the JWT secret, session cookies, access tokens,
 // API keys, a gateway's merchant key, the SMTP password, a webhook secret,
 // the key that encrypts merchant keys —
@@ -453,7 +435,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		newPass       = "customer-password-Nw3pQ9"
 		providerToken = "provider-token-Rm4vX7"
 	)
-	logs := &logSink{}
+	logs := &testkit.Logs{}
 	fake := epay.New(epay.Options{NotifyScale: 0.0001, Merchants: map[string]string{"2002": merchantKey}})
 	require.NoError(t, fake.Start())
 	t.Cleanup(fake.Close)
@@ -488,7 +470,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	})
 	r := &running{app: a, baseURL: "http://" + ln.Addr().String()}
 	c := login(t, r)
-	e := &payEnv{r: r, c: c, fake: fake}
+	e := &payBundle{r: r, c: c, fake: fake}
 	e.payments, e.orders, e.admin = paymentClients(r.baseURL)
 	ctx := context.Background()
 	var errs []string
@@ -657,7 +639,7 @@ func paymentClients(base string) (paymentpbconnect.PaymentServiceClient, orderpb
 func TestJunkCallbacksAreMalformedNotGatewayErrors(t *testing.T) {
 	t.Parallel()
 	o := startObserved(t, nil)
-	e := o.payEnv
+	e := o.payBundle
 	p := e.createPayment(t, e.order(t)).GetPayment().GetId()
 	series := func(outcome string) string {
 		return `paymentd_callbacks_total{gateway="epay",outcome="` + outcome + `"}`

@@ -28,6 +28,7 @@ import (
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // The money lifecycle as a state machine, tried with random sequences of
@@ -60,9 +61,8 @@ func TestMoneyLifecycleModel(t *testing.T) {
 	prov := provider.New(provider.Options{})
 	require.NoError(t, prov.Start())
 	t.Cleanup(prov.Close)
-	clock := &modelClock{}
-	clock.set(time.Now().UTC())
-	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.now)}, func(c *config.Config) {
+	clock := testkit.NewClockAt(time.Now().UTC())
+	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.Now)}, func(c *config.Config) {
 		addProviderPlugin(t, c.Plugins.Dir)
 		c.Events.PollInterval = 50 * time.Millisecond
 		c.Events.MaxAttempts = 2
@@ -128,30 +128,6 @@ func TestMoneyLifecycleModel(t *testing.T) {
 // command checks no less than it did. `task model -- --runs N` tries more.
 const modelChecks = 40
 
-// modelClock is the service's business clock, which "24 h pass" moves.
-type modelClock struct {
-	mu sync.Mutex
-	at time.Time
-}
-
-func (c *modelClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.at
-}
-
-func (c *modelClock) set(at time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = at
-}
-
-func (c *modelClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.at = c.at.Add(d)
-}
-
 type modelOrder struct {
 	id       string
 	product  string
@@ -161,9 +137,9 @@ type modelOrder struct {
 }
 
 type lifecycleModel struct {
-	e                  *payEnv
+	e                  *payBundle
 	prov               *provider.Server
-	clock              *modelClock
+	clock              *testkit.Clock
 	plain, provisioned string
 	bankGW             string
 	orders             []*modelOrder
@@ -410,14 +386,19 @@ func (m *lifecycleModel) failedCallback(rt *rapid.T) {
 	m.failedNotices.Add(1)
 }
 
-// duplicate sends a paid payment's notification again: nothing changes.
+// duplicate sends a paid payment's notification again: the spec's answer
+// to a repeat is AlreadyExists (the notice was taken: settled, or captured
+// when the order could no longer take it, and a capture reported again is
+// a repeat too), and nothing changes, paid_at and the audit log included.
 func (m *lifecycleModel) duplicate(rt *rapid.T) {
 	o := m.pick(rt)
 	if o.notice == "" {
 		return // not paid: nothing to repeat
 	}
 	before := m.digest(rt)
-	_ = m.e.callbackTo(m.e.epayGW, o.notice) // AlreadyExists or a refusal: either way
+	if err := m.e.callbackTo(m.e.epayGW, o.notice); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		rt.Fatalf("a repeated notification answered %v, not AlreadyExists", err)
+	}
 	if after := m.digest(rt); after != before {
 		rt.Fatalf("a repeated notification changed the money state")
 	}
@@ -525,7 +506,7 @@ func (m *lifecycleModel) query(rt *rapid.T) {
 // timeout moves the business clock past the 24 h payment timeout: every
 // order still pending is cancelled by the next scan.
 func (m *lifecycleModel) timeout(rt *rapid.T) {
-	m.clock.add(25 * time.Hour)
+	m.clock.Advance(25 * time.Hour)
 	m.signInAgain(rt)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
@@ -583,13 +564,21 @@ func (m *lifecycleModel) count(rt *rapid.T, sql string, args ...any) int {
 	return n
 }
 
+// digest is the money state a refused or repeated step must leave as it
+// was: payments (with when they were paid or captured), refunds, orders,
+// events, and the audit rows of what moved money (a second settlement of
+// a settled payment shows as a second payment.success even where the row
+// looks the same).
 func (m *lifecycleModel) digest(rt *rapid.T) string {
 	var d string
 	err := m.e.r.app.Pool().QueryRow(m.ctx(), `SELECT md5(concat_ws('|',
-		(SELECT string_agg(row(id, status, amount, refunded_amount, gateway_payment_id)::text, ',' ORDER BY id) FROM payments),
+		(SELECT string_agg(row(id, status, amount, refunded_amount, gateway_payment_id, paid_at, captured_amount, captured_at)::text, ',' ORDER BY id) FROM payments),
 		(SELECT string_agg(row(id, status, amount)::text, ',' ORDER BY id) FROM refunds),
 		(SELECT string_agg(row(id, status)::text, ',' ORDER BY id) FROM orders),
-		(SELECT count(*) FROM events)))`).Scan(&d)
+		(SELECT count(*) FROM events),
+		(SELECT string_agg(action || ':' || n, ',' ORDER BY action) FROM (SELECT action, count(*) AS n FROM audit_log
+			WHERE action IN ('payment.success', 'payment.confirm_bank_transfer', 'payment.capture', 'payment.fail', 'payment.refund',
+				'order.paid', 'order.pay_with_balance', 'order.cancel', 'order.refund') GROUP BY action) a)))`).Scan(&d)
 	if err != nil {
 		rt.Fatalf("digest: %v", err)
 	}

@@ -17,13 +17,14 @@ import (
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // startLogged is start with the app's log lines also kept (as JSON) for
 // the test to read.
-func startLogged(t *testing.T, cfg config.Config) (*running, *logSink) {
+func startLogged(t *testing.T, cfg config.Config) (*running, *testkit.Logs) {
 	t.Helper()
-	logs := &logSink{}
+	logs := &testkit.Logs{}
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), nil))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -19,9 +19,9 @@ import (
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
-// Every row of the spec's error table (Errors), provoked over the wire
-// through the whole stack: real plugins, the fake epay gateway, real
-// credentials.
+// Every row of the API contract's error table (docs/api.md, "Errors by
+// operation"), provoked over the wire through the whole stack: real plugins, the
+// fake epay gateway, real credentials.
 func TestSpecErrorTableOverTheWire(t *testing.T) {
 	t.Parallel()
 	e := startPayments(t)

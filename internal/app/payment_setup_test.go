@@ -26,10 +26,10 @@ import (
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
-// payEnv is a running paymentd whose [server].public_url is its own
+// payBundle is a running paymentd whose [server].public_url is its own
 // address, with the shipped gateway plugins, an enabled epay interface
 // talking to a fake epay gateway, a product, and logged-in callers.
-type payEnv struct {
+type payBundle struct {
 	r      *running
 	c      callers
 	fake   *epay.Server
@@ -48,13 +48,13 @@ func startOn(t testing.TB, cfg config.Config, ln net.Listener, opts ...app.Optio
 	return serve(t, cfg, ln, logger(t), opts...)
 }
 
-func startPayments(t testing.TB, mutate ...func(*config.Config)) *payEnv {
+func startPayments(t testing.TB, mutate ...func(*config.Config)) *payBundle {
 	t.Helper()
 	return startPaymentsWith(t, nil, mutate...)
 }
 
 // startPaymentsWith is startPayments with app options.
-func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.Config)) *payEnv {
+func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.Config)) *payBundle {
 	t.Helper()
 	fake := epay.New(epay.Options{NotifyScale: 0.0001})
 	require.NoError(t, fake.Start())
@@ -69,7 +69,7 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 		m(&cfg)
 	}
 	r := startOn(t, cfg, ln, opts...)
-	e := &payEnv{
+	e := &payBundle{
 		r: r, c: login(t, r), fake: fake, pluginDir: cfg.Plugins.Dir,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
@@ -85,7 +85,7 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 // provisionWith makes the env's product one that http_provider provisions
 // at prov (plan plan, when not empty), created through the API as an admin
 // would, and returns its id.
-func (e *payEnv) provisionWith(t testing.TB, prov interface {
+func (e *payBundle) provisionWith(t testing.TB, prov interface {
 	URL() string
 	Token() string
 }, plan string) string {
@@ -105,7 +105,7 @@ func (e *payEnv) provisionWith(t testing.TB, prov interface {
 }
 
 // order places a pending order of the product as alice.
-func (e *payEnv) order(t testing.TB) string {
+func (e *payBundle) order(t testing.TB) string {
 	t.Helper()
 	o, err := e.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: e.product}, e.c.customer))
 	require.NoError(t, err)
@@ -115,7 +115,7 @@ func (e *payEnv) order(t testing.TB) string {
 // dollarGateway adds a gateway that takes USD: epay.lua with its currency
 // changed, as a stand-in for a gateway that books dollars, talking to the
 // env's fake epay. It returns the enabled interface's id.
-func (e *payEnv) dollarGateway(t testing.TB) string {
+func (e *payBundle) dollarGateway(t testing.TB) string {
 	t.Helper()
 	return e.epayVariant(t, "epay_usd", func(src string) string {
 		return strings.Replace(src, `local CURRENCY = "CNY"`, `local CURRENCY = "USD"`, 1)
@@ -125,7 +125,7 @@ func (e *payEnv) dollarGateway(t testing.TB) string {
 // epayVariant writes epay.lua as edited by edit to gateway/<name>.lua,
 // reloads the plugins and returns the id of an enabled interface of it on
 // the env's fake epay.
-func (e *payEnv) epayVariant(t testing.TB, name string, edit func(src string) string) string {
+func (e *payBundle) epayVariant(t testing.TB, name string, edit func(src string) string) string {
 	t.Helper()
 	e.installGateway(t, "epay", name, func(src string) string {
 		variant := edit(src)
@@ -137,7 +137,7 @@ func (e *payEnv) epayVariant(t testing.TB, name string, edit func(src string) st
 
 // epayConfig is the configuration of an interface on the env's fake epay,
 // as its default merchant.
-func (e *payEnv) epayConfig() map[string]any {
+func (e *payBundle) epayConfig() map[string]any {
 	return map[string]any{"api_url": e.fake.URL() + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey}
 }
 
@@ -145,7 +145,7 @@ func (e *payEnv) epayConfig() map[string]any {
 // edit, when not nil) to the env's plugin directory as gateway/<name>.lua
 // and rescans, as a file dropped into [plugins].dir joins: the shared env
 // ships bank_transfer and epay only.
-func (e *payEnv) installGateway(t testing.TB, file, name string, edit func(src string) string) {
+func (e *payBundle) installGateway(t testing.TB, file, name string, edit func(src string) string) {
 	t.Helper()
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", file+".lua"))
 	require.NoError(t, err)
@@ -159,7 +159,7 @@ func (e *payEnv) installGateway(t testing.TB, file, name string, edit func(src s
 
 // addGateway creates an interface of plugin, named name, with cfg as an
 // admin does, and enables it; it returns the interface's id.
-func (e *payEnv) addGateway(t testing.TB, plugin, name string, cfg map[string]any) string {
+func (e *payBundle) addGateway(t testing.TB, plugin, name string, cfg map[string]any) string {
 	t.Helper()
 	ctx := context.Background()
 	gw, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
@@ -174,7 +174,7 @@ func (e *payEnv) addGateway(t testing.TB, plugin, name string, cfg map[string]an
 
 // requireGatewayTestPasses runs the console's "Test" of interface id: the
 // plugin reaches its gateway with the configuration it was given.
-func (e *payEnv) requireGatewayTestPasses(t testing.TB, id string) {
+func (e *payBundle) requireGatewayTestPasses(t testing.TB, id string) {
 	t.Helper()
 	res, err := e.admin.TestGatewayInterface(context.Background(), with(&gatewaypb.TestGatewayInterfaceRequest{Id: id}, e.c.admin))
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func (e *payEnv) requireGatewayTestPasses(t testing.TB, id string) {
 }
 
 // createPaymentVia pays an order through the interface gw as alice.
-func (e *payEnv) createPaymentVia(t testing.TB, orderID, gw string) *paymentpb.CreatePaymentResponse {
+func (e *payBundle) createPaymentVia(t testing.TB, orderID, gw string) *paymentpb.CreatePaymentResponse {
 	t.Helper()
 	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
 		OrderId: orderID, GatewayInterfaceId: gw, ReturnUrl: "https://shop.example/done",
@@ -192,7 +192,7 @@ func (e *payEnv) createPaymentVia(t testing.TB, orderID, gw string) *paymentpb.C
 }
 
 // createPayment pays an order through the epay interface as alice.
-func (e *payEnv) createPayment(t testing.TB, orderID string) *paymentpb.CreatePaymentResponse {
+func (e *payBundle) createPayment(t testing.TB, orderID string) *paymentpb.CreatePaymentResponse {
 	t.Helper()
 	res, err := e.payments.CreatePayment(context.Background(), with(&paymentpb.CreatePaymentRequest{
 		OrderId: orderID, GatewayInterfaceId: e.epayGW, ReturnUrl: "https://shop.example/done",
@@ -201,14 +201,14 @@ func (e *payEnv) createPayment(t testing.TB, orderID string) *paymentpb.CreatePa
 	return res.Msg
 }
 
-func (e *payEnv) getPayment(t *testing.T, id string) *paymentpb.PaymentRecord {
+func (e *payBundle) getPayment(t *testing.T, id string) *paymentpb.PaymentRecord {
 	t.Helper()
 	res, err := e.payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: id}, e.c.admin))
 	require.NoError(t, err)
 	return res.Msg.GetPayment()
 }
 
-func (e *payEnv) orderStatus(t *testing.T, id string) string {
+func (e *payBundle) orderStatus(t *testing.T, id string) string {
 	t.Helper()
 	o, err := e.orders.GetOrder(context.Background(), with(&orderpb.GetOrderRequest{Id: id}, e.c.customer))
 	require.NoError(t, err)
@@ -217,13 +217,13 @@ func (e *payEnv) orderStatus(t *testing.T, id string) string {
 
 // waitOrderStatus waits for the order to reach status (the event worker
 // moves a paid order on asynchronously).
-func (e *payEnv) waitOrderStatus(t *testing.T, id, status string) {
+func (e *payBundle) waitOrderStatus(t *testing.T, id, status string) {
 	t.Helper()
 	require.Eventually(t, func() bool { return e.orderStatus(t, id) == status }, 10*time.Second, 20*time.Millisecond,
 		"order %s never reached %s (now %s)", id, status, e.orderStatus(t, id))
 }
 
-func (e *payEnv) count(t *testing.T, sql string, args ...any) int {
+func (e *payBundle) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))
@@ -231,7 +231,7 @@ func (e *payEnv) count(t *testing.T, sql string, args ...any) int {
 }
 
 // waitSettled waits until a payment is success.
-func (e *payEnv) waitSettled(t *testing.T, id string) *paymentpb.PaymentRecord {
+func (e *payBundle) waitSettled(t *testing.T, id string) *paymentpb.PaymentRecord {
 	t.Helper()
 	require.Eventually(t, func() bool { return e.getPayment(t, id).GetStatus() == "success" }, 15*time.Second, 20*time.Millisecond)
 	return e.getPayment(t, id)
@@ -257,7 +257,7 @@ func signedNotifyWith(paymentID, tradeNo, money, tradeStatus string) string {
 	return v.Encode()
 }
 
-func (e *payEnv) callback(payload string) error {
+func (e *payBundle) callback(payload string) error {
 	_, err := e.payments.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
 		GatewayInterfaceId: e.epayGW, Payload: payload,
 	}))

@@ -223,10 +223,11 @@ func TestTheLeadingInstanceFoldsTheTrendsChanges(t *testing.T) {
 	testfixture.InsertPayment(t, pool, testfixture.Payment{Customer: e.c.customerID, Gateway: uuid.MustParse(e.epayGW), Status: "success"})
 	require.Eventually(t, func() bool {
 		var waiting int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM payment_trend_changes`).Scan(&waiting))
+		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM payment_trend_currency_changes)
+			+ (SELECT count(*) FROM payment_trend_gateway_changes) + (SELECT count(*) FROM payment_trend_seconds_changes)`).Scan(&waiting))
 		return waiting == 0
 	}, 15*time.Second, 50*time.Millisecond, "the changes are folded")
 	var created, succeeded int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(created), sum(succeeded) FROM payment_trend_quarters`).Scan(&created, &succeeded))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(created), sum(succeeded) FROM payment_trend_currency_quarters`).Scan(&created, &succeeded))
 	require.Equal(t, [2]int64{1, 1}, [2]int64{created, succeeded}, "into the rollup")
 }

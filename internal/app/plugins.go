@@ -19,13 +19,8 @@ import (
 // whose HTTP goes through it, and the plugin registry, and starts the
 // scanner (a first scan now, then every [plugins].scan_interval).
 func (a *App) startPlugins(ctx context.Context) error {
-	oo := outbound.Options{
-		Logger:           a.log,
-		FailureThreshold: a.cfg.Outbound.FailureThreshold,
-		Cooldown:         a.cfg.Outbound.Cooldown,
-		Attempts:         a.cfg.Outbound.Attempts,
-		Timeout:          a.cfg.Outbound.Timeout,
-	}
+	oo := a.cfg.Outbound.Options()
+	oo.Logger = a.log
 	if a.tel.tracing.Enabled() {
 		oo.Tracer, oo.Propagator = a.tel.tracing.Tracer(), a.tel.tracing.Propagator()
 	}

@@ -28,7 +28,7 @@ import (
 // startProvisioning is a payments env whose product http_provider
 // provisions at a fake provider that takes token ("": the fake's default),
 // created through the API as an admin does.
-func startProvisioning(t *testing.T, token string, mutate ...func(*config.Config)) (*payEnv, *provider.Server) {
+func startProvisioning(t *testing.T, token string, mutate ...func(*config.Config)) (*payBundle, *provider.Server) {
 	t.Helper()
 	prov := provider.New(provider.Options{Token: token})
 	require.NoError(t, prov.Start())
@@ -43,7 +43,7 @@ func startProvisioning(t *testing.T, token string, mutate ...func(*config.Config
 
 // payUntilActive pays order id through the fake epay and waits until the
 // worker has provisioned it at prov.
-func (e *payEnv) payUntilActive(t *testing.T, prov *provider.Server, id string) {
+func (e *payBundle) payUntilActive(t *testing.T, prov *provider.Server, id string) {
 	t.Helper()
 	p := e.createPayment(t, id).GetPayment()
 	require.NoError(t, e.fake.Pay(p.GetId()))
@@ -53,14 +53,14 @@ func (e *payEnv) payUntilActive(t *testing.T, prov *provider.Server, id string) 
 
 // storedProductToken and storedOrderToken are the token as the database
 // holds it: a product's, and the copy an order keeps.
-func (e *payEnv) storedProductToken(t *testing.T, id string) string {
+func (e *payBundle) storedProductToken(t *testing.T, id string) string {
 	t.Helper()
 	var v string
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT provider_config->>'token' FROM products WHERE id = $1`, id).Scan(&v))
 	return v
 }
 
-func (e *payEnv) storedOrderToken(t *testing.T, id string) string {
+func (e *payBundle) storedOrderToken(t *testing.T, id string) string {
 	t.Helper()
 	var v string
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT item->'provider_config'->>'token' FROM orders WHERE id = $1`, id).Scan(&v))

@@ -11,16 +11,17 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
-// refundEnv is a payment environment whose product is provisioned at a fake
+// refundBundle is a payment environment whose product is provisioned at a fake
 // provider through the http_provider plugin.
-type refundEnv struct {
-	*payEnv
+type refundBundle struct {
+	*payBundle
 	prov *provider.Server
 }
 
-func startRefundEnv(t *testing.T) *refundEnv {
+func startRefundEnv(t *testing.T) *refundBundle {
 	t.Helper()
 	prov := provider.New(provider.Options{})
 	require.NoError(t, prov.Start())
@@ -32,12 +33,12 @@ func startRefundEnv(t *testing.T) *refundEnv {
 		c.Events.RetryMax = 100 * time.Millisecond
 	})
 	e.provisionWith(t, prov, "vps-1")
-	return &refundEnv{payEnv: e, prov: prov}
+	return &refundBundle{payBundle: e, prov: prov}
 }
 
 // paidOrder creates an order, pays it at the fake epay and waits for the
 // payment to settle; it returns the order and payment ids.
-func (e *refundEnv) paidOrder(t *testing.T) (string, string) {
+func (e *refundBundle) paidOrder(t *testing.T) (string, string) {
 	t.Helper()
 	orderID := e.order(t)
 	p := e.createPayment(t, orderID).GetPayment()
@@ -46,7 +47,7 @@ func (e *refundEnv) paidOrder(t *testing.T) (string, string) {
 	return orderID, p.GetId()
 }
 
-func (e *refundEnv) refund(t *testing.T, paymentID, amount string) *paymentpb.RefundPaymentResponse {
+func (e *refundBundle) refund(t *testing.T, paymentID, amount string) *paymentpb.RefundPaymentResponse {
 	t.Helper()
 	res, err := e.payments.RefundPayment(context.Background(), with(&paymentpb.RefundPaymentRequest{PaymentId: paymentID, Amount: amount}, e.c.admin))
 	require.NoError(t, err)
@@ -57,7 +58,7 @@ func (e *refundEnv) refund(t *testing.T, paymentID, amount string) *paymentpb.Re
 // provider, pays it and waits until the worker has asked the provider: the
 // order is provisioning, the provider's answer held. It returns the order,
 // its payment and the hold.
-func (e *refundEnv) paidWhileProvisioning(t *testing.T) (string, string, *provider.Hold) {
+func (e *refundBundle) paidWhileProvisioning(t *testing.T) (string, string, *provider.Hold) {
 	t.Helper()
 	orderID := e.order(t)
 	hold := e.prov.HoldProvision(orderID)
@@ -65,17 +66,13 @@ func (e *refundEnv) paidWhileProvisioning(t *testing.T) (string, string, *provid
 	p := e.createPayment(t, orderID).GetPayment()
 	require.NoError(t, e.fake.Pay(p.GetId()))
 	e.waitSettled(t, p.GetId())
-	select {
-	case <-hold.Arrived:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the worker never asked the provider to provision the order")
-	}
+	testkit.WaitOrTimeoutFor(t, hold.Arrived, 15*time.Second, "the worker to ask the provider to provision the order")
 	require.Equal(t, "provisioning", e.orderStatus(t, orderID))
 	return orderID, p.GetId(), hold
 }
 
 // instanceAt is the fake provider's instance of an order.
-func (e *refundEnv) instanceAt(t *testing.T, orderID string) provider.Instance {
+func (e *refundBundle) instanceAt(t *testing.T, orderID string) provider.Instance {
 	t.Helper()
 	for _, in := range e.prov.Instances() {
 		if in.OrderID == orderID {
@@ -88,7 +85,7 @@ func (e *refundEnv) instanceAt(t *testing.T, orderID string) provider.Instance {
 
 // waitEnded waits until order_refunded is done and the order's instance is
 // terminated both at the provider and in our records.
-func (e *refundEnv) waitEnded(t *testing.T, orderID string) {
+func (e *refundBundle) waitEnded(t *testing.T, orderID string) {
 	t.Helper()
 	require.Eventually(t, func() bool {
 		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded' AND status = 'done'`, orderID) == 1

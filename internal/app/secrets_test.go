@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +32,7 @@ import (
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // A second key for rotations: "test-key-2-test-key-2-test-key-2".
@@ -47,7 +49,7 @@ func keyring(t testing.TB, current string, keys map[string]string) *secrets.Keyr
 }
 
 // storedSecret is the stored value of an interface's "key".
-func (e *payEnv) storedSecret(t testing.TB, gw string) string {
+func (e *payBundle) storedSecret(t testing.TB, gw string) string {
 	t.Helper()
 	var k string
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), `SELECT config->>'key' FROM gateway_interfaces WHERE id = $1`, gw).Scan(&k))
@@ -56,7 +58,7 @@ func (e *payEnv) storedSecret(t testing.TB, gw string) string {
 
 // createEpayInterface configures an enabled epay interface on fake with
 // merchant pid and key, as an admin does, and returns its id.
-func (e *payEnv) createEpayInterface(t testing.TB, name string, fake *epay.Server, pid, key string) string {
+func (e *payBundle) createEpayInterface(t testing.TB, name string, fake *epay.Server, pid, key string) string {
 	t.Helper()
 	return e.addGateway(t, "epay", name, map[string]any{"api_url": fake.URL() + "/", "pid": pid, "key": key})
 }
@@ -257,4 +259,30 @@ func TestClearSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstances(t *t
 		secretpass.GatewayInterfaces.SealAction()).Scan(&rows, &trail))
 	require.Equal(t, 2, rows)
 	require.NotContains(t, trail, "clear-merchant-key")
+}
+
+// A key configured under the right id with the wrong bytes opens none of
+// the stored secrets: the start is refused in one line naming the setting,
+// instead of an instance that answers ready while every interface fails.
+// A key id missing altogether (values left under an old key) makes only
+// what holds them unusable: the start goes on and says so.
+func TestAWrongSecretsKeyUnderTheRightIDRefusesTheStart(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t) // an epay interface, its key sealed under testKeyID
+	require.True(t, strings.HasPrefix(e.storedSecret(t, e.epayGW), "enc:v1:"+testKeyID+":"))
+	cfg := testConfig(dbURLOf(e.r))
+	cfg.Plugins.Dir = e.pluginDir
+
+	cfg.Secrets = config.Secrets{Current: testKeyID, Keys: map[string]string{testKeyID: testKey2}}
+	_, err := app.New(context.Background(), cfg, logger(t))
+	require.ErrorIs(t, err, secrets.ErrWrongKey)
+	require.ErrorContains(t, err, "[secrets].keys."+testKeyID+" (PAYMENTD_SECRETS__KEYS__TEST1) decrypts none of the 1 stored secrets sealed under key id \"test1\"")
+
+	logs := &testkit.Logs{}
+	cfg.Secrets = config.Secrets{Current: testKeyID2, Keys: map[string]string{testKeyID2: testKey2}}
+	a, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	require.NoError(t, err, "only the values under the missing key are unusable")
+	t.Cleanup(a.Close)
+	require.Contains(t, logs.String(), "stored secrets are sealed under a key id that [secrets].keys does not hold")
+	require.Contains(t, logs.String(), "key_id="+testKeyID)
 }

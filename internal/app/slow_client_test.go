@@ -25,19 +25,19 @@ import (
 )
 
 // slowHTTP1 opens a connection that sends a request's headers, declaring a
-// body of 1000 bytes, and one byte of it; then it waits. The answer, when
+// body of 1000 bytes of ctype, and one byte of it; then it waits. The answer, when
 // one comes, is read by answer.
 type slowHTTP1 struct {
 	conn net.Conn
 	br   *bufio.Reader
 }
 
-func openSlowHTTP1(t *testing.T, addr, path string) *slowHTTP1 {
+func openSlowHTTP1(t *testing.T, addr, path, ctype string) *slowHTTP1 {
 	t.Helper()
 	conn, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", path, addr)
+	_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nContent-Length: 1000\r\n\r\n{", path, addr, ctype)
 	require.NoError(t, err)
 	return &slowHTTP1{conn: conn, br: bufio.NewReader(conn)}
 }
@@ -92,16 +92,18 @@ func openSlowH2C(t *testing.T, addr, path string, n int) *slowH2C {
 	return s
 }
 
-// answers reads frames until every stream has its response headers or the
-// deadline passes; it returns each stream's :status and whether a GOAWAY
-// came.
-func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string, bool) {
+// answers reads frames until every stream has its response headers and
+// grpc-status, or the deadline passes; it returns each stream's :status and grpc-status and
+// whether a GOAWAY came.
+func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string, map[uint32]string, bool) {
 	t.Helper()
 	require.NoError(t, s.conn.SetReadDeadline(time.Now().Add(within)))
 	status := map[uint32]string{}
+	grpcStatus := map[uint32]string{}
 	goAway := false
 	dec := hpack.NewDecoder(4096, nil)
-	for len(status) < len(s.streams) {
+	// A gRPC error comes as headers and then trailers (grpc-status).
+	for len(status) < len(s.streams) || len(grpcStatus) < len(s.streams) {
 		f, err := s.framer.ReadFrame()
 		if err != nil {
 			break
@@ -111,8 +113,11 @@ func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string
 			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
 			require.NoError(t, err)
 			for _, hf := range fields {
-				if hf.Name == ":status" {
+				switch hf.Name {
+				case ":status":
 					status[f.StreamID] = hf.Value
+				case "grpc-status":
+					grpcStatus[f.StreamID] = hf.Value
 				}
 			}
 		case *http2.GoAwayFrame:
@@ -127,7 +132,7 @@ func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string
 			}
 		}
 	}
-	return status, goAway
+	return status, grpcStatus, goAway
 }
 
 // The outside probe's denial of service: 30 connections that send headers
@@ -137,8 +142,9 @@ func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string
 // did the same. Bodies are now read before a request takes a slot, under
 // [server].read_timeout_secs: while 40 + 40 + 40 such requests wait, other
 // clients and /ready are answered as usual, and once the timeout passes the
-// slow ones are answered 408 and cut off (HTTP/1.1: the connection closes;
-// HTTP/2: GOAWAY).
+// slow ones are cut off (HTTP/1.1: the connection closes; HTTP/2: GOAWAY),
+// each answered in its own protocol: a gateway's form callback 408, a
+// Connect call deadline_exceeded (504), a gRPC one DEADLINE_EXCEEDED.
 func TestSlowRequestBodiesNeitherHoldSlotsNorStopOtherClients(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(testdb.EmptyURL(t))
@@ -151,11 +157,11 @@ func TestSlowRequestBodiesNeitherHoldSlotsNorStopOtherClients(t *testing.T) {
 	began := time.Now()
 	var slow []*slowHTTP1
 	for i := range 40 {
-		path := paymentpbconnect.PaymentServiceHandleCallbackProcedure
+		path, ctype := paymentpbconnect.PaymentServiceHandleCallbackProcedure, "application/json"
 		if i%2 == 1 {
-			path = "/callbacks/" + uuid.NewString()
+			path, ctype = "/callbacks/"+uuid.NewString(), "application/x-www-form-urlencoded"
 		}
-		slow = append(slow, openSlowHTTP1(t, addr, path))
+		slow = append(slow, openSlowHTTP1(t, addr, path, ctype))
 	}
 	h2 := openSlowH2C(t, addr, paymentpbconnect.PaymentServiceHandleCallbackProcedure, 40)
 	// Every slow request has been written before the probes below start,
@@ -180,17 +186,22 @@ func TestSlowRequestBodiesNeitherHoldSlotsNorStopOtherClients(t *testing.T) {
 		"the other clients were answered before the read timeout could have freed anything")
 	require.Zero(t, r.app.Server().SlowRequests(), "nothing is cut off before the timeout")
 
-	// After the timeout: every slow request is answered 408 and cut off.
+	// After the timeout: every slow request is answered and cut off.
 	for i, s := range slow {
 		status, closed := s.answer(t, 10*time.Second)
-		require.Equal(t, http.StatusRequestTimeout, status, "slow HTTP/1.1 request %d", i)
+		want := http.StatusGatewayTimeout // Connect: deadline_exceeded
+		if i%2 == 1 {
+			want = http.StatusRequestTimeout
+		}
+		require.Equal(t, want, status, "slow HTTP/1.1 request %d", i)
 		require.True(t, closed, "slow HTTP/1.1 request %d: the connection closes", i)
 	}
 	require.GreaterOrEqual(t, time.Since(began), 3*time.Second, "cut off only once the read timeout passed")
-	status, goAway := h2.answers(t, 10*time.Second)
+	status, grpcStatus, goAway := h2.answers(t, 10*time.Second)
 	require.Len(t, status, 40, "every h2c stream is answered")
 	for id, st := range status {
-		require.Equal(t, "408", st, "h2c stream %d", id)
+		require.Equal(t, "200", st, "h2c stream %d", id)
+		require.Equal(t, "4", grpcStatus[id], "h2c stream %d: DEADLINE_EXCEEDED", id)
 	}
 	require.True(t, goAway, "the h2c connection gets a GOAWAY")
 	require.EqualValues(t, 80, r.app.Server().SlowRequests())

@@ -14,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v84/webhook"
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/app"
@@ -30,17 +31,17 @@ import (
 
 const stripeWhsec = "whsec_paymentdAppTest0123456789"
 
-type stripeEnv struct {
-	*payEnv
+type stripeBundle struct {
+	*payBundle
 	gw, product string
 }
 
-func startStripe(t *testing.T, opts ...app.Option) *stripeEnv {
+func startStripe(t *testing.T, opts ...app.Option) *stripeBundle {
 	t.Helper()
 	e := startPaymentsWith(t, opts)
 	sm := stripemock.Start(t)
 	e.installGateway(t, "stripe", "stripe", nil)
-	s := &stripeEnv{payEnv: e, gw: e.addGateway(t, "stripe", "Card (Stripe)", map[string]any{
+	s := &stripeBundle{payBundle: e, gw: e.addGateway(t, "stripe", "Card (Stripe)", map[string]any{
 		"secret_key": stripemock.Key, "webhook_secret": stripeWhsec, "api_base": sm.URL(),
 	})}
 	ctx := context.Background()
@@ -63,7 +64,7 @@ func startStripe(t *testing.T, opts ...app.Option) *stripeEnv {
 
 // pay places a USD order and pays it through Stripe up to the Checkout
 // page; it returns the order, the payment and the session stripe-mock made.
-func (s *stripeEnv) pay(t *testing.T) (orderID string, p *paymentpb.PaymentRecord, created *paymentpb.CreatePaymentResponse) {
+func (s *stripeBundle) pay(t *testing.T) (orderID string, p *paymentpb.PaymentRecord, created *paymentpb.CreatePaymentResponse) {
 	t.Helper()
 	o, err := s.orders.CreateOrder(context.Background(), with(&orderpb.CreateOrderRequest{ProductId: s.product}, s.c.customer))
 	require.NoError(t, err)
@@ -82,13 +83,18 @@ func sessionOf(p *paymentpb.PaymentRecord) string {
 }
 
 // completed is the checkout.session.completed event Stripe sends for
-// the session of payment p once paid, for amount (minor units).
+// the session of payment p once paid, for amount (minor units) in USD.
 func completed(p *paymentpb.PaymentRecord, typ string, amount int) []byte {
+	return completedIn(p, typ, amount, "usd")
+}
+
+// completedIn is completed in currency (Stripe's lower-case code).
+func completedIn(p *paymentpb.PaymentRecord, typ string, amount int, currency string) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"id": "evt_1", "object": "event", "type": typ, "created": time.Now().Unix(),
 		"data": map[string]any{"object": map[string]any{
 			"id": sessionOf(p), "object": "checkout.session", "mode": "payment", "status": "complete",
-			"payment_status": "paid", "amount_total": amount, "currency": "usd", "client_reference_id": p.GetId(),
+			"payment_status": "paid", "amount_total": amount, "currency": currency, "client_reference_id": p.GetId(),
 			"payment_intent": "pi_1PgafyB7WZ01zgkWSjxsAJo3", "metadata": map[string]any{"payment_id": p.GetId(), "order_id": p.GetOrderId()},
 		}},
 	})
@@ -97,7 +103,7 @@ func completed(p *paymentpb.PaymentRecord, typ string, amount int) []byte {
 
 // post sends a webhook to /callbacks/{gw} as Stripe does and returns the
 // status and body.
-func (s *stripeEnv) post(t *testing.T, payload []byte, signature string) (int, string) {
+func (s *stripeBundle) post(t *testing.T, payload []byte, signature string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, s.r.baseURL+"/callbacks/"+s.gw, strings.NewReader(string(payload)))
 	require.NoError(t, err)
@@ -184,6 +190,19 @@ func TestForgedStaleAndAlteredStripeWebhooksChangeNothing(t *testing.T) {
 	now := time.Now()
 	sig := stripeSign(genuine, stripeWhsec, now)
 	altered := completed(p, "checkout.session.completed", 1)
+	// 12.30 CNY for the 12.30 USD payment. The interface takes both, so
+	// only holding the report against the payment's currency refuses it.
+	yuan := completedIn(p, "checkout.session.completed", 1230, "cny")
+	methods, err := gatewaypbconnect.NewPaymentMethodServiceClient(http.DefaultClient, s.r.baseURL).
+		ListPaymentMethods(context.Background(), with(&gatewaypb.ListPaymentMethodsRequest{}, s.c.customer))
+	require.NoError(t, err)
+	var takes []string
+	for _, m := range methods.Msg.GetPaymentMethods() {
+		if m.GetId() == s.gw {
+			takes = m.GetCurrencies()
+		}
+	}
+	require.Subset(t, takes, []string{"CNY", "USD"}, "a multi-currency interface")
 	type attempt struct {
 		payload []byte
 		sig     string
@@ -199,6 +218,9 @@ func TestForgedStaleAndAlteredStripeWebhooksChangeNothing(t *testing.T) {
 		// Signed, but for an amount other than the payment's: refused and
 		// recorded as an anomaly for an admin.
 		"changed amount, signed": {altered, stripeSign(altered, stripeWhsec, now), http.StatusBadRequest, "amount"},
+		// Signed, for the payment's amount in another currency the
+		// interface takes: refused and recorded the same way.
+		"changed currency, signed": {yuan, stripeSign(yuan, stripeWhsec, now), http.StatusBadRequest, "currency mismatch"},
 	} {
 		status, body := s.post(t, a.payload, a.sig)
 		require.Equal(t, a.status, status, "%s: %s", name, body)
@@ -207,8 +229,10 @@ func TestForgedStaleAndAlteredStripeWebhooksChangeNothing(t *testing.T) {
 	}
 	require.Equal(t, "pending", s.orderStatus(t, orderID))
 	require.Equal(t, 0, s.count(t, `SELECT count(*) FROM events WHERE order_id = $1`, orderID))
-	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, p.GetId()),
-		"only the genuine but mismatching notification is recorded")
+	require.Equal(t, 2, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, p.GetId()),
+		"only the genuine but mismatching notifications are recorded")
+	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1
+		AND after->>'kind' = 'currency_mismatch' AND after->>'currency' = 'CNY'`, p.GetId()))
 
 	// The genuine one still settles it afterwards.
 	status, body := s.post(t, genuine, sig)

@@ -32,7 +32,9 @@ type telemetry struct {
 // tracing as [tracing] says.
 func (a *App) startTelemetry(ctx context.Context) error {
 	a.tel.metrics = metrics.New()
-	t, err := tracing.New(ctx, a.cfg.Tracing, tracing.Options{Version: buildVersion(), Logger: a.log, Exporter: a.opts.spanExporter})
+	to := a.cfg.Tracing.Options()
+	to.Version, to.Logger, to.Exporter = buildVersion(), a.log, a.opts.spanExporter
+	t, err := tracing.New(ctx, to)
 	if err != nil {
 		return err
 	}

@@ -2,9 +2,7 @@ package app_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -39,46 +37,15 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
-
-// syncBuffer collects the service's log lines while it writes them.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// lines decodes the JSON log lines.
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(s.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &m), sc.Text())
-		out = append(out, m)
-	}
-	return out
-}
 
 // observed is a running paymentd with its metrics listener, its JSON log
 // lines in a buffer, an epay interface on a fake gateway and a product.
 type observed struct {
-	*payEnv
+	*payBundle
 	metricsURL string
-	logs       *syncBuffer
+	logs       *testkit.Logs
 }
 
 func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Config)) *observed {
@@ -98,8 +65,8 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	logs := &syncBuffer{}
-	a, err := app.New(context.Background(), cfg, logging.New(cfg.Log, logs), opts...)
+	logs := &testkit.Logs{}
+	a, err := app.New(context.Background(), cfg, logging.New(cfg.Log.Options(), logs), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -111,7 +78,7 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 		a.Close()
 	})
 	r := &running{app: a, baseURL: "http://" + ln.Addr().String()}
-	e := &payEnv{
+	e := &payBundle{
 		r: r, c: login(t, r), fake: fake, pluginDir: cfg.Plugins.Dir,
 		payments: paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL),
 		orders:   orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL),
@@ -121,7 +88,7 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 	prod, err := e.orders.CreateProduct(context.Background(), with(&orderpb.CreateProductRequest{Name: "VPS", Price: "12.30", Currency: "CNY"}, e.c.admin))
 	require.NoError(t, err)
 	e.product = prod.Msg.GetProduct().GetId()
-	return &observed{payEnv: e, metricsURL: "http://" + mln.Addr().String(), logs: logs}
+	return &observed{payBundle: e, metricsURL: "http://" + mln.Addr().String(), logs: logs}
 }
 
 // scrape reads /metrics and returns every sample by its series name
@@ -342,18 +309,18 @@ func TestLogsCarryRequestContextAndNeverASecret(t *testing.T) {
 
 	require.Eventually(t, func() bool { return strings.Contains(o.logs.String(), `"path":"/ready"`) }, 5*time.Second, 10*time.Millisecond)
 	all := o.logs.String()
-	secret := key.Msg.GetKey()
+	secret := key.Msg.GetKey() // pk_<id>_<secret>, and base64url's alphabet holds '_' too
 	for name, s := range map[string]string{
 		"customer password": password, "bootstrap password": "bootstrap-password", "access token": token,
 		"login token": login.Msg.GetAccessToken(), "admin session": session, "api key": secret,
-		"api key secret": secret[strings.LastIndexByte(secret, '_')+1:], "epay merchant key": epay.DefaultKey,
+		"api key secret": strings.SplitN(secret, "_", 3)[2], "epay merchant key": epay.DefaultKey,
 		"alice's token": strings.TrimPrefix(headerOf(o.c.customer, "Authorization"), "Bearer "),
 	} {
 		require.NotEmpty(t, s, name)
 		require.NotContains(t, all, s, "the logs hold the %s", name)
 	}
 
-	lines := o.logs.lines(t)
+	lines := o.logs.Lines(t)
 	find := func(msg, procedure string) map[string]any {
 		for _, l := range lines {
 			if l["msg"] == msg && (procedure == "" || l["procedure"] == procedure) {
@@ -460,7 +427,7 @@ func TestTracingPutsTheTraceIDInLogsAndPropagatesItToTheGateway(t *testing.T) {
 	paymentID := res.Msg.GetPayment().GetId()
 
 	var line map[string]any
-	for _, l := range o.logs.lines(t) {
+	for _, l := range o.logs.Lines(t) {
 		if l["msg"] == "payment created" && l["payment_id"] == paymentID {
 			line = l
 		}
@@ -555,7 +522,7 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 		var found map[string]any
 		require.Eventually(t, func() bool {
 		lines:
-			for _, l := range o.logs.lines(t) {
+			for _, l := range o.logs.Lines(t) {
 				if l["msg"] != msg {
 					continue
 				}
@@ -597,7 +564,7 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 
 	// Each unit of work is a trace of its own, none the request's.
 	var created map[string]any
-	for _, l := range o.logs.lines(t) {
+	for _, l := range o.logs.Lines(t) {
 		if l["msg"] == "payment created" && l["payment_id"] == p.GetId() {
 			created = l
 		}

@@ -3,6 +3,7 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // headerAuth authenticates a header of its own: "good:<uuid>" is valid,
@@ -176,6 +178,23 @@ func TestCustomersSeeOnlyTheirOwn(t *testing.T) {
 	require.NoError(t, auth.CanAccessCustomer(a, other))
 	require.Equal(t, customerID, *auth.CustomerScope(c))
 	require.Nil(t, auth.CustomerScope(a))
+}
+
+// Owned answers a read by id of one customer's row: the missing answer for
+// a row that is not there, the read's own error for a failed read, the
+// not-yours answer for another customer's row, and nil for its customer or
+// an admin.
+func TestOwnedAnswersEachCaseOfARead(t *testing.T) {
+	t.Parallel()
+	c := auth.Principal{Role: auth.RoleCustomer, ID: customerID}
+	a := auth.Principal{Role: auth.RoleAdmin, ID: adminID}
+	other := uuid.New()
+	missing, notYours, broken := errors.New("missing"), errors.New("not yours"), errors.New("connection lost")
+	require.Same(t, missing, auth.Owned(c, customerID, fmt.Errorf("read: %w", store.ErrNotFound), missing, notYours))
+	require.Same(t, broken, auth.Owned(c, customerID, broken, missing, notYours))
+	require.Same(t, notYours, auth.Owned(c, other, nil, missing, notYours))
+	require.NoError(t, auth.Owned(c, customerID, nil, missing, notYours))
+	require.NoError(t, auth.Owned(a, other, nil, missing, notYours))
 }
 
 // A credential that could not be checked (the database is down) is

@@ -6,8 +6,9 @@
 // the admin who created it within its Scope: the interceptor checks the
 // scope each procedure needs in one table (Scopes) besides the Policy.
 //
-// Credential layers run in the spec's order, each an HTTP middleware that
-// handles only its own kind and passes the request on when it finds none:
+// Credential layers run in the API contract's order (docs/api.md, "Credential
+// layers"), each an HTTP middleware that handles only its own kind and passes
+// the request on when it finds none:
 //
 //	session cookie ──▶ customer JWT (authorization: Bearer) ──▶ API key (x-api-key)
 //

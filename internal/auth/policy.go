@@ -10,6 +10,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/rpcanswer"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // Access is who may call a procedure.
@@ -131,6 +132,26 @@ func CanAccessCustomer(p Principal, customerID uuid.UUID) error {
 		return nil
 	}
 	return apperr.New(apperr.PermissionDenied, "not yours")
+}
+
+// Owned is the answer to p's read by id of one row that belongs to
+// customerID, readErr being the read's own error: missing when the row does
+// not exist (store.ErrNotFound), readErr when the read failed otherwise,
+// notYours when the row is another customer's, and nil when p may see it
+// (an admin, or the row's customer). Most callers pass one error for both
+// answers, so that to a customer another customer's row is none at all and
+// the answer does not tell whether the id exists; each caller keeps the code
+// its operation's contract gives (docs/api.md, "Errors by operation").
+func Owned(p Principal, customerID uuid.UUID, readErr, missing, notYours error) error {
+	switch {
+	case errors.Is(readErr, store.ErrNotFound):
+		return missing
+	case readErr != nil:
+		return readErr
+	case CanAccessCustomer(p, customerID) != nil:
+		return notYours
+	}
+	return nil
 }
 
 // CustomerScope is the customer a list must be limited to: the caller's own

@@ -83,6 +83,19 @@ func requireScope(ctx context.Context, need Scope) error {
 	return nil
 }
 
+// RequireScope refuses an admin API key whose scope does not cover need
+// for one part of an operation its procedure's scope lets it call (a
+// refund of a gateway payment to the balance, which an operate key may
+// not do though it may refund): what says that part, after "may not".
+// Sessions and customers are not asked about scopes.
+func RequireScope(ctx context.Context, need Scope, what string) error {
+	p, ok := FromContext(ctx)
+	if !ok || !p.IsAdmin() || p.Kind != KindAPIKey || p.Scope.Covers(need) {
+		return nil
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("an API key of scope %s may not %s; it needs %s", p.Scope, what, need))
+}
+
 // CheckRoute is the interceptor's check for a plain HTTP route that is no
 // Connect procedure (the CSV exports): who may call it (access) and, for an
 // admin API key, the scope it needs. The error carries the Connect code

@@ -2,7 +2,6 @@ package balance
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -93,11 +92,8 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 		return Posted{}, apperr.New(apperr.Internal, "balance: unknown entry kind %q", e.Kind)
 	}
 	acct, err := store.LockBalanceAccount(ctx, tx, e.CustomerID)
-	if errors.Is(err, store.ErrNotFound) {
-		return Posted{}, apperr.New(apperr.NotFound, "customer %s not found", e.CustomerID)
-	}
 	if err != nil {
-		return Posted{}, err
+		return Posted{}, store.NotFound(err, "customer %s not found", e.CustomerID)
 	}
 	if e.Currency != "" && e.Currency != acct.Currency {
 		return Posted{}, apperr.New(apperr.InvalidArgument, "the customer's balance is in %s, not %s", acct.Currency, e.Currency)
@@ -110,7 +106,7 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 		return Posted{}, apperr.Wrap(apperr.InvalidArgument, &InsufficientError{After: after, CreditLimit: acct.CreditLimit}, "insufficient balance")
 	}
 	if e.At.IsZero() {
-		e.At = time.Now().UTC().Truncate(time.Microsecond)
+		e.At = store.Timestamp(time.Now())
 	}
 	row, err := store.PostBalance(ctx, tx, store.BalanceTransaction{
 		CustomerID: e.CustomerID, Type: string(e.Kind), Amount: e.Amount,

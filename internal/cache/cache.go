@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-
-	"github.com/rustbill/paymentd/internal/config"
 )
 
 const (
@@ -24,6 +23,26 @@ const (
 	// DefaultBackoff is how long callers skip Redis after a failure before
 	// one of them probes it again.
 	DefaultBackoff = time.Second
+)
+
+// Options is the connection to Redis ([redis] in the configuration).
+type Options struct {
+	// Enabled turns the cache on; off, Available is always false.
+	Enabled bool
+	// URL is a redis:// or rediss:// URL (DefaultURL).
+	URL string
+	// MaxConnections bounds the pool (DefaultMaxConnections when zero).
+	MaxConnections int
+	// KeyPrefix starts every key, so that instances of several services
+	// can share one Redis (DefaultKeyPrefix when empty).
+	KeyPrefix string
+}
+
+// The defaults of Options.
+const (
+	DefaultURL            = "redis://127.0.0.1:6379/0"
+	DefaultMaxConnections = 10
+	DefaultKeyPrefix      = "rustbill"
 )
 
 // Option configures a Cache.
@@ -63,23 +82,23 @@ type Cache struct {
 	probeStarted time.Time
 }
 
-// New builds the cache for cfg. A disabled cfg gives a Cache whose Available
+// New builds the cache for o. A disabled o gives a Cache whose Available
 // is always false and whose Client is nil. An enabled one is pinged once,
 // briefly: a Redis that is down at start is logged and marked unavailable,
 // not an error, since the service runs without it. The error is for a
 // configuration that cannot work (a bad URL).
-func New(cfg config.Redis, log *slog.Logger, opts ...Option) (*Cache, error) {
+func New(o Options, log *slog.Logger, opts ...Option) (*Cache, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c := &Cache{prefix: cfg.KeyPrefix, log: log, now: time.Now, backoff: DefaultBackoff}
+	c := &Cache{prefix: cmp.Or(o.KeyPrefix, DefaultKeyPrefix), log: log, now: time.Now, backoff: DefaultBackoff}
 	for _, o := range opts {
 		o(c)
 	}
-	if !cfg.Enabled {
+	if !o.Enabled {
 		return c, nil
 	}
-	opt, err := redis.ParseURL(cfg.URL)
+	opt, err := redis.ParseURL(cmp.Or(o.URL, DefaultURL))
 	if err != nil {
 		// url.Error repeats the URL, password included: keep only the cause.
 		var uerr *url.Error
@@ -88,9 +107,7 @@ func New(cfg config.Redis, log *slog.Logger, opts ...Option) (*Cache, error) {
 		}
 		return nil, fmt.Errorf("[redis].url: %w", err)
 	}
-	if cfg.MaxConnections > 0 {
-		opt.PoolSize = cfg.MaxConnections
-	}
+	opt.PoolSize = cmp.Or(max(o.MaxConnections, 0), DefaultMaxConnections)
 	opt.DialTimeout = ioTimeout
 	opt.ReadTimeout = ioTimeout
 	opt.WriteTimeout = ioTimeout

@@ -1,74 +1,19 @@
 package cache
 
 import (
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/rustbill/paymentd/internal/testredis"
 
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-
-	"github.com/rustbill/paymentd/internal/config"
 )
-
-// clock is a settable time source.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// logBuffer collects slog output; safe to read while the cache logs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// count is the number of lines at level containing msg.
-func (b *logBuffer) count(level slog.Level, msg string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	n := 0
-	for line := range strings.Lines(b.buf.String()) {
-		if strings.Contains(line, "level="+level.String()) && strings.Contains(line, msg) {
-			n++
-		}
-	}
-	return n
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 const (
 	warnUnavailable = "redis unavailable, falling back"
@@ -77,19 +22,15 @@ const (
 
 type bundle struct {
 	cache *Cache
-	clock *clock
-	logs  *logBuffer
+	clock *testkit.Clock
+	logs  *testkit.Logs
 }
 
 // setup builds a Cache for url (disabled when url is empty).
 func setup(t *testing.T, url string) *bundle {
 	t.Helper()
-	b := &bundle{clock: newClock(), logs: &logBuffer{}}
-	cfg := config.Default().Redis
-	cfg.Enabled = url != ""
-	cfg.URL = url
-	cfg.MaxConnections = 4
-	cfg.KeyPrefix = "test"
+	b := &bundle{clock: testkit.NewClock(), logs: &testkit.Logs{}}
+	cfg := Options{Enabled: url != "", URL: url, MaxConnections: 4, KeyPrefix: "test"}
 	log := slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c, err := New(cfg, log, WithClock(b.clock.Now), WithBackoff(time.Second))
 	require.NoError(t, err)
@@ -139,8 +80,7 @@ func TestKeyJoinsPartsUnderThePrefix(t *testing.T) {
 func TestBadURLIsAnErrorNamingTheKeyWithoutThePassword(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{"http://127.0.0.1:6379", "redis://user:s3cret@[::1", "redis://:s3cret@host:notaport/0"} {
-		cfg := config.Default().Redis
-		cfg.Enabled, cfg.URL = true, raw
+		cfg := Options{Enabled: true, URL: raw}
 		_, err := New(cfg, slog.New(slog.DiscardHandler))
 		require.Error(t, err, raw)
 		require.Contains(t, err.Error(), "[redis].url")
@@ -153,7 +93,7 @@ func TestRedisDownAtStartIsLoggedOnceAndSkippedDuringTheBackoff(t *testing.T) {
 	b := setup(t, deadURL(t))
 	c := b.cache
 	require.True(t, c.Enabled())
-	require.Equal(t, 1, b.logs.count(slog.LevelWarn, warnUnavailable), b.logs.String())
+	require.Equal(t, 1, b.logs.Count(slog.LevelWarn, warnUnavailable), b.logs.String())
 
 	for range 100 {
 		require.False(t, c.Available(), "skipped until the back-off has passed")
@@ -166,8 +106,8 @@ func TestRedisDownAtStartIsLoggedOnceAndSkippedDuringTheBackoff(t *testing.T) {
 	require.Error(t, err)
 	c.ReportError(err)
 	require.False(t, c.Available())
-	require.Equal(t, 1, b.logs.count(slog.LevelWarn, warnUnavailable), "one warning per outage")
-	require.Zero(t, b.logs.count(slog.LevelInfo, infoRecovered))
+	require.Equal(t, 1, b.logs.Count(slog.LevelWarn, warnUnavailable), "one warning per outage")
+	require.Zero(t, b.logs.Count(slog.LevelInfo, infoRecovered))
 }
 
 func TestFailingRedisCostsNothingWhileMarkedUnavailable(t *testing.T) {
@@ -205,8 +145,8 @@ func TestCancelledCallerDoesNotStartAnOutage(t *testing.T) {
 	c.ReportError(redis.Nil)
 	c.ReportError(nil)
 	require.True(t, c.Available())
-	require.Equal(t, 1, b.logs.count(slog.LevelWarn, warnUnavailable), "only the one at start")
-	require.Equal(t, 1, b.logs.count(slog.LevelInfo, infoRecovered))
+	require.Equal(t, 1, b.logs.Count(slog.LevelWarn, warnUnavailable), "only the one at start")
+	require.Equal(t, 1, b.logs.Count(slog.LevelInfo, infoRecovered))
 }
 
 func TestOutageAgainstARealRedisIsLoggedOnceAndEndsWhenItReturns(t *testing.T) {
@@ -216,7 +156,7 @@ func TestOutageAgainstARealRedisIsLoggedOnceAndEndsWhenItReturns(t *testing.T) {
 	c := b.cache
 	ctx := context.Background()
 	require.True(t, c.Available())
-	require.Equal(t, 1, b.logs.count(slog.LevelInfo, "redis connected"))
+	require.Equal(t, 1, b.logs.Count(slog.LevelInfo, "redis connected"))
 
 	key := c.Key("probe")
 	require.NoError(t, c.Client().Set(ctx, key, "v", time.Minute).Err())
@@ -238,7 +178,7 @@ func TestOutageAgainstARealRedisIsLoggedOnceAndEndsWhenItReturns(t *testing.T) {
 		}
 		b.clock.Advance(time.Second)
 	}
-	require.Equal(t, 1, b.logs.count(slog.LevelWarn, warnUnavailable), b.logs.String())
+	require.Equal(t, 1, b.logs.Count(slog.LevelWarn, warnUnavailable), b.logs.String())
 
 	srv.Start(t)
 	require.Eventually(t, func() bool {
@@ -254,7 +194,7 @@ func TestOutageAgainstARealRedisIsLoggedOnceAndEndsWhenItReturns(t *testing.T) {
 		return true
 	}, 10*time.Second, 50*time.Millisecond)
 	require.True(t, c.Available())
-	require.Equal(t, 1, b.logs.count(slog.LevelInfo, infoRecovered))
-	require.Equal(t, 1, b.logs.count(slog.LevelWarn, warnUnavailable))
+	require.Equal(t, 1, b.logs.Count(slog.LevelInfo, infoRecovered))
+	require.Equal(t, 1, b.logs.Count(slog.LevelWarn, warnUnavailable))
 	require.NotContains(t, b.logs.String(), "password")
 }

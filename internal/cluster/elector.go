@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,8 +20,15 @@ type Waker interface {
 	Subscribe(channel string) (wake <-chan struct{}, unsubscribe func())
 }
 
-// ElectorOptions configure an Elector. Zero durations take the defaults of
-// the specification: TTL 30 s, renew every 10 s.
+// The defaults of ElectorOptions (docs/api.md, "Limits"), and of
+// [cluster].lease_ttl and lease_renew.
+const (
+	DefaultLeaseTTL   = 30 * time.Second
+	DefaultLeaseRenew = 10 * time.Second
+)
+
+// ElectorOptions configure an Elector. Zero durations take the defaults
+// above.
 type ElectorOptions struct {
 	// Role is the leader role (RoleBilling, RoleEventWorker).
 	Role string
@@ -42,6 +50,22 @@ type ElectorOptions struct {
 	// monotonic (time.Now, the default, is).
 	Now    func() time.Time
 	Logger *slog.Logger
+}
+
+// stopGrace is how long a bid or renewal already sent may still take once
+// the elector is stopped. Cutting it off would close the connection under it
+// (pgx closes a connection whose query is interrupted), and an elector on a
+// connection of its own — the migration role's — could then not resign the
+// term it holds: the lease would stand until it expired.
+const stopGrace = time.Second
+
+// queryContext bounds one query of the elector by timeout. Stopping (ctx
+// done) cuts the query off only after stopGrace, so that one already on the
+// wire is answered and its connection stays usable for the resignation.
+func queryContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	return qctx, func() { stop(); cancel() }
 }
 
 // Elector campaigns for one leader role and holds it while it can. Start
@@ -67,12 +91,8 @@ func NewElector(db store.DB, opts ElectorOptions) (*Elector, error) {
 	if opts.Role == "" || opts.Holder == "" {
 		return nil, errors.New("cluster: elector needs a role and a holder")
 	}
-	if opts.TTL <= 0 {
-		opts.TTL = 30 * time.Second
-	}
-	if opts.RenewInterval <= 0 {
-		opts.RenewInterval = 10 * time.Second
-	}
+	opts.TTL = cmp.Or(max(opts.TTL, 0), DefaultLeaseTTL)
+	opts.RenewInterval = cmp.Or(max(opts.RenewInterval, 0), DefaultLeaseRenew)
 	if opts.Margin <= 0 {
 		opts.Margin = opts.TTL / 10
 	}
@@ -160,13 +180,21 @@ func (e *Elector) run(ctx context.Context, wake <-chan struct{}) {
 		if !ok {
 			return
 		}
+		if ctx.Err() != nil {
+			// Elected by a bid answered after the stop: not leading, but
+			// the term is kept for Stop to resign.
+			e.mu.Lock()
+			e.term = &lease
+			e.mu.Unlock()
+			return
+		}
 		e.gain(lease, trust)
 		reason, keepTerm := e.hold(ctx)
 		e.lose(reason)
 		if !keepTerm {
 			// The term may still stand in the database (the renew was not
 			// answered in time): give it up, so that nobody waits for it.
-			rctx, cancel := context.WithTimeout(ctx, e.opts.RenewInterval)
+			rctx, cancel := queryContext(ctx, e.opts.RenewInterval)
 			e.resign(rctx)
 			cancel()
 		}
@@ -185,7 +213,7 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 	defer timer.Stop()
 	for {
 		sent := e.opts.Now()
-		cctx, cancel := context.WithTimeout(ctx, e.opts.RenewInterval)
+		cctx, cancel := queryContext(ctx, e.opts.RenewInterval)
 		lease, err := store.AttemptElect(cctx, e.db, e.opts.Role, e.opts.Holder, e.opts.TTL)
 		wait := e.opts.RenewInterval
 		switch {
@@ -259,7 +287,7 @@ func (e *Elector) hold(ctx context.Context) (reason string, keepTerm bool) {
 				return "could not renew the lease within its trust window", false
 			}
 			// The renew may take until the trust window closes, no longer.
-			rctx, cancel := context.WithTimeout(ctx, left)
+			rctx, cancel := queryContext(ctx, left)
 			_, err := store.ReElect(rctx, e.db, e.opts.Role, e.opts.Holder, term.ElectedAt, e.opts.TTL)
 			cancel()
 			if err == nil {

@@ -5,12 +5,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
@@ -140,6 +142,44 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 	t.Logf("graceful hand-over took %s after the resignation (TTL %s, renew interval %s)", took.Round(time.Millisecond), opts.TTL, opts.RenewInterval)
 	require.Less(t, took, 10*time.Second, "woken by the resignation, not by its next poll")
 	require.NotEmpty(t, leader.lostAt())
+}
+
+// An elector on a connection of its own (the migration role's) is stopped
+// while a renewal is on the wire — here held up by a row lock. The renewal
+// is let finish instead of being cut off, which would close the connection,
+// so the stop still resigns: the role is free at once, not a TTL later.
+func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.Pool(t)
+	conn, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	opts := cluster.ElectorOptions{TTL: time.Minute, RenewInterval: 50 * time.Millisecond}
+	m := startMember(t, conn, "node-a", opts)
+	waitLeader(t, 5*time.Second, m)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `SELECT 1 FROM leader_leases WHERE role = $1 FOR UPDATE`, cluster.RoleEventWorker)
+	require.NoError(t, err)
+	// Wait until a renewal on the elector's connection is blocked on the
+	// locked row.
+	pid := conn.PgConn().PID()
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
+		return waiting
+	}, 20*time.Second, 10*time.Millisecond)
+	stopped := make(chan struct{})
+	go func() { m.e.Stop(); close(stopped) }()
+	time.Sleep(300 * time.Millisecond) // the stop is now waiting for the renewal
+	require.NoError(t, tx.Rollback(ctx))
+	testkit.WaitOrTimeout(t, stopped, "the stop")
+
+	_, err = store.LeaderRemaining(ctx, pool, cluster.RoleEventWorker)
+	require.ErrorIs(t, err, store.ErrNotFound, "resigned by the stop")
+	require.False(t, conn.IsClosed(), "the connection survived the stop")
 }
 
 // A leader whose database stops answering cannot renew; it steps down when

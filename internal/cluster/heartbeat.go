@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -11,14 +12,21 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// HeartbeatOptions configure a Heartbeat. Zero durations take the
-// specification's defaults.
+// The defaults of HeartbeatOptions (docs/api.md, "Limits"), and of
+// [cluster].heartbeat_interval and node_lost_after.
+const (
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultNodeLostAfter     = 30 * time.Second
+)
+
+// HeartbeatOptions configure a Heartbeat. Zero durations take the defaults
+// above.
 type HeartbeatOptions struct {
 	Node NodeInfo
-	// Interval between heartbeats ([cluster].heartbeat_interval, 10 s).
+	// Interval between heartbeats ([cluster].heartbeat_interval).
 	Interval time.Duration
 	// LostAfter: a node whose last heartbeat is older is lost
-	// ([cluster].node_lost_after, 30 s).
+	// ([cluster].node_lost_after).
 	LostAfter time.Duration
 	// ForgetAfter: nodes silent this long are deleted (default 7 days).
 	ForgetAfter time.Duration
@@ -42,12 +50,8 @@ func NewHeartbeat(db store.DB, opts HeartbeatOptions) (*Heartbeat, error) {
 	if opts.Node.ID == "" {
 		return nil, errors.New("cluster: heartbeat needs a node id")
 	}
-	if opts.Interval <= 0 {
-		opts.Interval = 10 * time.Second
-	}
-	if opts.LostAfter <= 0 {
-		opts.LostAfter = 30 * time.Second
-	}
+	opts.Interval = cmp.Or(max(opts.Interval, 0), DefaultHeartbeatInterval)
+	opts.LostAfter = cmp.Or(max(opts.LostAfter, 0), DefaultNodeLostAfter)
 	if opts.LostAfter <= opts.Interval {
 		return nil, errors.New("cluster: node_lost_after must be longer than the heartbeat interval")
 	}

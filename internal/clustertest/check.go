@@ -15,7 +15,7 @@ import (
 // failed, no order that was paid still waits to be provisioned. Notify
 // rounds of the fake, the reconciler and the event worker do the work; the
 // harness only watches.
-func (w *World) Settle(ctx context.Context, timeout time.Duration) error {
+func (w *Bundle) Settle(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	w.book.mu.Lock()
@@ -92,7 +92,7 @@ func (r Result) String() string {
 // gateway was never paid for. Refunds: what the gateway refunded for a
 // payment must lie between the payment's succeeded refunds and its
 // succeeded + pending ones (pending: outcome unknown, left for an admin).
-func (w *World) Check(ctx context.Context) (Result, error) {
+func (w *Bundle) Check(ctx context.Context) (Result, error) {
 	var r Result
 	rep, err := ledger.Verify(ctx, w.C.Pool)
 	if err != nil {
@@ -196,7 +196,7 @@ func (w *World) Check(ctx context.Context) (Result, error) {
 
 // renotifyUnsettled starts a new notify round for every paid payment that
 // is not settled yet.
-func (w *World) renotifyUnsettled(ctx context.Context, ids []string) {
+func (w *Bundle) renotifyUnsettled(ctx context.Context, ids []string) {
 	rows, err := w.C.Pool.Query(ctx, `SELECT p.id::text FROM unnest($1::uuid[]) AS p(id)
 		LEFT JOIN payments USING (id) WHERE payments.status IS DISTINCT FROM 'success' AND payments.status IS DISTINCT FROM 'refunded'`, ids)
 	if err != nil {

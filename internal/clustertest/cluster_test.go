@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 // bundle is a started cluster with its world.
 type bundle struct {
 	c    *clustertest.Cluster
-	w    *clustertest.World
+	w    *clustertest.Bundle
 	fake *epay.Server
 }
 

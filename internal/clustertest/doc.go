@@ -11,13 +11,13 @@
 // gateway took is settled exactly once, every paid order has one order_paid
 // event and reaches active, every event is done or visibly failed, at most
 // one instance held a leader role at any moment, and internal/ledger.Verify
-// reports a clean ledger. World.Check says which of these failed.
+// reports a clean ledger. Bundle.Check says which of these failed.
 //
 //	Build ──▶ paymentd binary (go build, once per process)
 //	Start ──▶ Cluster: N nodes, own ports, one database, short leases
 //	            │  Node.Kill (SIGKILL) / Node.Stop (SIGTERM) / Node.Start
 //	            ▼
-//	Setup ──▶ World: admin session, epay interface on the fake, a product
+//	Setup ──▶ Bundle: admin session, epay interface on the fake, a product
 //	            │
 //	Run   ──▶ Load: workers order, pay, notify (twice, to any node),
 //	            │    send hostile callbacks, refund, pay from the balance

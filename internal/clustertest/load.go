@@ -44,7 +44,7 @@ type LoadOptions struct {
 
 // Run drives the load until ctx ends and returns when every worker has
 // stopped.
-func (w *World) Run(ctx context.Context, o LoadOptions) {
+func (w *Bundle) Run(ctx context.Context, o LoadOptions) {
 	if o.Workers <= 0 {
 		o.Workers = 4
 	}
@@ -60,7 +60,7 @@ type customer struct {
 	id    string
 }
 
-func (w *World) register(ctx context.Context, i int) (customer, error) {
+func (w *Bundle) register(ctx context.Context, i int) (customer, error) {
 	email := fmt.Sprintf("load-%d-%s@example.com", i, uuid.NewString()[:8])
 	var c customer
 	err := w.retry(ctx, "register", func(base string) error {
@@ -83,7 +83,7 @@ func (w *World) register(ctx context.Context, i int) (customer, error) {
 	return c, err
 }
 
-func (w *World) worker(ctx context.Context, i int, o LoadOptions) {
+func (w *Bundle) worker(ctx context.Context, i int, o LoadOptions) {
 	c, err := w.register(ctx, i)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -103,7 +103,7 @@ func (w *World) worker(ctx context.Context, i int, o LoadOptions) {
 }
 
 // once places one order and pays it.
-func (w *World) once(ctx context.Context, c customer, o LoadOptions) {
+func (w *Bundle) once(ctx context.Context, c customer, o LoadOptions) {
 	bearer := "Bearer " + c.token
 	var orderID string
 	err := w.retry(ctx, "create_order", func(base string) error {
@@ -175,7 +175,7 @@ func (w *World) once(ctx context.Context, c customer, o LoadOptions) {
 // sendCallback sends the gateway's notification for paymentID (changed by
 // mutate, when given) to a random node through HandleCallback, retrying
 // transient failures, and returns the final answer.
-func (w *World) sendCallback(ctx context.Context, op, gateway, paymentID string, mutate func(url.Values) url.Values) error {
+func (w *Bundle) sendCallback(ctx context.Context, op, gateway, paymentID string, mutate func(url.Values) url.Values) error {
 	p, ok := w.notifyParams(paymentID)
 	if !ok {
 		return nil
@@ -194,7 +194,7 @@ func (w *World) sendCallback(ctx context.Context, op, gateway, paymentID string,
 
 // hostile sends one hostile callback about paymentID; it must be refused
 // (InvalidArgument or NotFound) and change nothing.
-func (w *World) hostile(ctx context.Context, paymentID string) {
+func (w *Bundle) hostile(ctx context.Context, paymentID string) {
 	var other string
 	w.book.mu.Lock()
 	for id := range w.book.paid {
@@ -251,7 +251,7 @@ func (w *World) hostile(ctx context.Context, paymentID string) {
 
 // refund waits for paymentID to be settled and refunds 1.00 of it as the
 // admin.
-func (w *World) refund(ctx context.Context, paymentID string) {
+func (w *Bundle) refund(ctx context.Context, paymentID string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var status string
@@ -289,7 +289,7 @@ func (w *World) refund(ctx context.Context, paymentID string) {
 
 // payFromBalance credits the customer's balance with the order's amount
 // (admin) and pays the order from it (customer).
-func (w *World) payFromBalance(ctx context.Context, c customer, orderID string) {
+func (w *Bundle) payFromBalance(ctx context.Context, c customer, orderID string) {
 	err := w.retry(ctx, "adjust_balance", func(base string) error {
 		admins := identitypbconnect.NewCustomerAdminServiceClient(w.http, base)
 		_, err := admins.AdjustBalance(ctx, asAdmin(w, &identitypb.AdjustBalanceRequest{
@@ -322,7 +322,7 @@ func (w *World) payFromBalance(ctx context.Context, c customer, orderID string) 
 	}
 }
 
-func (w *World) unexpected(ctx context.Context, op string, err error) {
+func (w *Bundle) unexpected(ctx context.Context, op string, err error) {
 	if ctx.Err() != nil {
 		return // the run ended mid-call
 	}
@@ -341,7 +341,7 @@ func mustCents(s string) int64 {
 // each and has the fake gateway take the money for every one. Whether the
 // gateway's notifications arrive is the caller's business (Fake.DropNotify);
 // Settle and Check expect every one of them settled in the end.
-func (w *World) PaidPayments(ctx context.Context, n int) ([]string, error) {
+func (w *Bundle) PaidPayments(ctx context.Context, n int) ([]string, error) {
 	c, err := w.register(ctx, 1000+rand.IntN(1000))
 	if err != nil {
 		return nil, err
@@ -370,7 +370,7 @@ func (w *World) PaidPayments(ctx context.Context, n int) ([]string, error) {
 
 // Notify sends the gateway's notification for paymentID to node once
 // through HandleCallback: no retry, the answer as it came.
-func (w *World) Notify(ctx context.Context, node *Node, paymentID string) error {
+func (w *Bundle) Notify(ctx context.Context, node *Node, paymentID string) error {
 	p, ok := w.notifyParams(paymentID)
 	if !ok {
 		return fmt.Errorf("clustertest: payment %s is not paid at the gateway", paymentID)
@@ -384,7 +384,7 @@ func (w *World) Notify(ctx context.Context, node *Node, paymentID string) error 
 
 // CreatePayment orders the product as the world's buyer and creates an epay
 // payment for it on node, once, returning the answer as it came.
-func (w *World) CreatePayment(ctx context.Context, node *Node) (string, error) {
+func (w *Bundle) CreatePayment(ctx context.Context, node *Node) (string, error) {
 	w.book.mu.Lock()
 	c := w.buyer
 	w.book.mu.Unlock()

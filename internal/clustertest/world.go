@@ -25,9 +25,9 @@ import (
 // Price is what the load's product costs.
 const Price = "12.30"
 
-// World is what the load needs on a cluster: an admin session, an enabled
+// Bundle is what the load needs on a cluster: an admin session, an enabled
 // epay gateway interface talking to the fake gateway, a product.
-type World struct {
+type Bundle struct {
 	C    *Cluster
 	Fake *epay.Server
 	// Gateway is the epay interface's id, Product the product's.
@@ -44,8 +44,8 @@ type World struct {
 
 // Setup logs in as the bootstrap admin on a live node and creates the
 // gateway interface and the product.
-func Setup(ctx context.Context, c *Cluster, fake *epay.Server) (*World, error) {
-	w := &World{
+func Setup(ctx context.Context, c *Cluster, fake *epay.Server) (*Bundle, error) {
+	w := &Bundle{
 		C: c, Fake: fake, logf: c.opts.Logf, book: newBook(),
 		http: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}},
 	}
@@ -106,10 +106,10 @@ func Setup(ctx context.Context, c *Cluster, fake *epay.Server) (*World, error) {
 }
 
 // Close drops the harness's idle connections.
-func (w *World) Close() { w.http.CloseIdleConnections() }
+func (w *Bundle) Close() { w.http.CloseIdleConnections() }
 
 // asAdmin is a request carrying the admin session.
-func asAdmin[T any](w *World, msg *T) *connect.Request[T] { return withHeader(msg, "Cookie", w.Admin) }
+func asAdmin[T any](w *Bundle, msg *T) *connect.Request[T] { return withHeader(msg, "Cookie", w.Admin) }
 
 // withHeader is a request with one header set.
 func withHeader[T any](msg *T, key, value string) *connect.Request[T] {
@@ -137,7 +137,7 @@ func transient(err error) bool {
 }
 
 // node picks a live node at random ("" when none is alive).
-func (w *World) node() string {
+func (w *Bundle) node() string {
 	alive := w.C.Alive()
 	if len(alive) == 0 {
 		return ""
@@ -148,7 +148,7 @@ func (w *World) node() string {
 // retry calls fn on random live nodes until it succeeds, fails for a reason
 // that is not transient, or ctx ends; every attempt's outcome is counted
 // under op.
-func (w *World) retry(ctx context.Context, op string, fn func(base string) error) error {
+func (w *Bundle) retry(ctx context.Context, op string, fn func(base string) error) error {
 	var err error
 	for attempt := 0; ; attempt++ {
 		base := w.node()
@@ -172,7 +172,7 @@ func (w *World) retry(ctx context.Context, op string, fn func(base string) error
 
 // notifyParams are the signed parameters of the fake gateway's notification
 // for a paid order, exactly as it sends them.
-func (w *World) notifyParams(paymentID string) (url.Values, bool) {
+func (w *Bundle) notifyParams(paymentID string) (url.Values, bool) {
 	o, ok := w.Fake.Order(paymentID)
 	if !ok || !o.Paid {
 		return nil, false
@@ -211,7 +211,7 @@ func Resign(p url.Values) url.Values {
 }
 
 // Figures summarise a run for people.
-func (w *World) Figures() string { return w.book.String() }
+func (w *Bundle) Figures() string { return w.book.String() }
 
 func formatCents(c int64) string {
 	sign := ""

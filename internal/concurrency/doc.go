@@ -3,10 +3,10 @@
 // middleware stack, so everything behind it — rate limiting, credential
 // checks, password hashing, database calls — runs for at most N requests.
 //
-// Requests above the bound are not rejected: the specification asks that they
-// wait, in arrival order, for a slot. A short burst then costs latency instead
-// of errors, and the database pool (20 connections by default) is never asked
-// for more than the service can use.
+// Requests above the bound are not rejected: the API contract (docs/api.md,
+// "Limits") asks that they wait, in arrival order, for a slot. A short burst
+// then costs latency instead of errors, and the database pool (20 connections by
+// default) is never asked for more than the service can use.
 //
 // A wait ends, though. A queued request leaves the queue without a slot the
 // moment its context ends, and is counted
@@ -19,7 +19,7 @@
 //   - canceled: the client went away (connection closed, stream reset).
 //     Nothing is written: there is no one left to answer.
 //   - queue_timeout: [server].queue_timeout_ms passed (0, the default,
-//     waits as the specification asks). Answered ResourceExhausted with
+//     waits as the API contract asks). Answered ResourceExhausted with
 //     Retry-After, for operators who prefer failing fast to latency.
 //
 // Either way the request was never served, so nothing was half-written.

@@ -142,6 +142,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"zero jwt expiry", func(c *Config) { c.JWT.ExpiryHours = 0 }, "[jwt].expiry_hours"},
 		{"port out of range", func(c *Config) { c.Server.Port = 70000 }, "[server].port"},
 		{"no concurrency", func(c *Config) { c.Server.MaxConcurrency = 0 }, "[server].max_concurrency"},
+		{"no exports at once", func(c *Config) { c.Export.MaxConcurrent = 0 }, "[export].max_concurrent must be between 1 and 100, got 0"},
+		{"sub-second export write timeout", func(c *Config) { c.Export.WriteTimeout = 500 * time.Millisecond }, "[export].write_timeout must be between 1s and 10m"},
 		{"any origin", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"*"} }, "[server].cors_allowed_origins"},
 		{"origin with a path", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"https://shop.example/app"} }, "[server].cors_allowed_origins"},
 		{"origin without scheme", func(c *Config) { c.Server.CORSAllowedOrigins = []string{"shop.example"} }, "[server].cors_allowed_origins"},

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // FuzzLoadTOML feeds arbitrary bytes to the loader as a configuration file:
@@ -23,6 +24,7 @@ func FuzzLoadTOML(f *testing.F) {
 	f.Add([]byte("[jwt]\nsecret = \"0123456789abcdef0123456789abcdef\"\n[server]\nmax_request_bytes = -1\n"))
 	f.Add([]byte("[events]\npoll_interval = \"-5s\"\nbatch_size = 99999999999999999999\n"))
 	f.Add([]byte("[billing]\ncurrencies = [\"usd\", 1, true]\n"))
+	f.Add([]byte("[billing]\ntime_zone = \"Local\"\nsuspend_after_days = 9\nterminate_after_days = 2\n"))
 	f.Add([]byte("[[notify.webhooks]]\nname = \"x\"\nheaders = { a = 1 }\n"))
 	f.Add([]byte("unknown = 1\n[unknown]\nx = 2\n"))
 	f.Add([]byte("[server\nport = 1"))
@@ -73,6 +75,11 @@ func FuzzLoadTOML(f *testing.F) {
 			t.Fatal("valid with a breaker that cannot work")
 		case len(c.Billing.Currencies) == 0:
 			t.Fatal("valid without currencies")
+		case c.Billing.SuspendAfterDays > 0 && c.Billing.TerminateAfterDays > 0 && c.Billing.TerminateAfterDays <= c.Billing.SuspendAfterDays:
+			t.Fatal("valid with termination before suspension")
+		}
+		if _, err := time.LoadLocation(c.Billing.TimeZone); err != nil {
+			t.Fatalf("valid with a billing time zone that does not load: %v", err)
 		}
 	})
 }

@@ -36,7 +36,9 @@ func FuzzConfigSchema(f *testing.F) {
 		}
 		problems := s.Problems(cfg)
 		masked := s.Mask(cfg)
-		_ = s.Merge(cfg, masked)
+		if _, err := s.Merge(cfg, masked); err != nil {
+			t.Fatalf("sending back what a read shows is refused: %v", err)
+		}
 		_ = s.MaskSent(cfg)
 		out, _ := json.Marshal(masked)
 		for _, name := range s.Secrets() {

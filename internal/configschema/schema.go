@@ -34,21 +34,34 @@ const (
 const schemaURL = "https://paymentd.invalid/config-schema.json"
 
 // Schema is a plugin's config_schema, compiled, with the paths of its
-// secret properties. It is immutable.
+// secret and endpoint properties. It is immutable.
 type Schema struct {
 	compiled *jsonschema.Schema
 	// secrets are the paths of properties marked "x-secret": true, reached
 	// from the root through "properties" only (e.g. ["key"], ["auth",
 	// "token"]), sorted.
 	secrets [][]string
+	// endpoints are the properties marked "x-endpoint": true, sorted by
+	// path: where the plugin sends the secrets (epay's api_url, Stripe's
+	// api_base). A stored secret is kept through an update only while they
+	// stay the same (Merge).
+	endpoints []endpoint
+}
+
+// endpoint is an "x-endpoint" property and the default its schema gives it
+// ("" without one): an absent or empty value means the default.
+type endpoint struct {
+	path []string
+	def  string
 }
 
 // Parse compiles a JSON Schema (draft 2020-12 unless it says
 // otherwise). It refuses what it cannot honour safely: a schema that is not
 // an object, a reference to anything outside the document (no file or
-// network is ever read), and "x-secret" anywhere but on a string property
-// reached through "properties" — a secret the masking cannot find would be
-// shown to everyone who reads the config.
+// network is ever read), and "x-secret" or "x-endpoint" anywhere but on a
+// string property reached through "properties" — a secret the masking
+// cannot find would be shown to everyone who reads the config, and an
+// endpoint Merge cannot find would let a kept secret follow it anywhere.
 func Parse(raw []byte) (*Schema, error) {
 	if len(raw) > MaxSchemaBytes {
 		return nil, fmt.Errorf("config schema is %d bytes, the limit is %d", len(raw), MaxSchemaBytes)
@@ -61,7 +74,7 @@ func Parse(raw []byte) (*Schema, error) {
 	if !ok {
 		return nil, errors.New("config schema must be a JSON object")
 	}
-	secrets, err := secretPaths(obj)
+	secrets, endpoints, err := markedPaths(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +89,7 @@ func Parse(raw []byte) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config schema does not compile: %s", strings.ReplaceAll(err.Error(), schemaURL, "config_schema"))
 	}
-	return &Schema{compiled: compiled, secrets: secrets}, nil
+	return &Schema{compiled: compiled, secrets: secrets, endpoints: endpoints}, nil
 }
 
 // schemaCache keeps compiled schemas by their bytes: every read of an
@@ -124,28 +137,47 @@ func (noLoader) Load(url string) (any, error) {
 // them means nothing.
 var dataKeywords = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
 
-func secretPaths(root map[string]any) ([][]string, error) {
-	var out [][]string
+// markers are the keywords that mark a property: write-only secrets, and
+// the endpoints the plugin sends them to.
+var markers = []string{"x-secret", "x-endpoint"}
+
+// markedPaths finds the properties marked "x-secret" and "x-endpoint".
+// Both must be string properties reached from the root through
+// "properties" only: that is where Mask, Merge and the sealing look.
+func markedPaths(root map[string]any) ([][]string, []endpoint, error) {
+	var secrets [][]string
+	var endpoints []endpoint
 	var walk func(node any, path []string, viaProperties bool) error
 	walk = func(node any, path []string, viaProperties bool) error {
 		switch n := node.(type) {
 		case map[string]any:
-			if v, ok := n["x-secret"]; ok {
-				secret, isBool := v.(bool)
+			for _, marker := range markers {
+				v, ok := n[marker]
+				if !ok {
+					continue
+				}
+				marked, isBool := v.(bool)
 				switch {
 				case !isBool:
-					return fmt.Errorf("config schema: x-secret at %s must be true or false", pointer(path))
-				case secret && (!viaProperties || len(path) == 0):
-					return fmt.Errorf("config schema: x-secret is supported only on properties reached through \"properties\" from the root; found under %s", pointer(path))
-				case secret && n["type"] != "string":
-					return fmt.Errorf("config schema: secret property %s must have \"type\": \"string\"", configKey(path))
-				case secret:
-					out = append(out, slices.Clone(path))
+					return fmt.Errorf("config schema: %s at %s must be true or false", marker, pointer(path))
+				case marked && (!viaProperties || len(path) == 0):
+					return fmt.Errorf("config schema: %s is supported only on properties reached through \"properties\" from the root; found under %s", marker, pointer(path))
+				case marked && n["type"] != "string":
+					kind := "secret"
+					if marker == "x-endpoint" {
+						kind = "endpoint"
+					}
+					return fmt.Errorf("config schema: %s property %s must have \"type\": \"string\"", kind, configKey(path))
+				case marked && marker == "x-secret":
+					secrets = append(secrets, slices.Clone(path))
+				case marked:
+					def, _ := n["default"].(string)
+					endpoints = append(endpoints, endpoint{path: slices.Clone(path), def: def})
 				}
 			}
 			for k, v := range n {
 				switch {
-				case k == "x-secret" || dataKeywords[k]:
+				case slices.Contains(markers, k) || dataKeywords[k]:
 				case k == "properties":
 					props, ok := v.(map[string]any)
 					if !ok {
@@ -172,20 +204,25 @@ func secretPaths(root map[string]any) ([][]string, error) {
 		return nil
 	}
 	if err := walk(root, nil, true); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	slices.SortFunc(out, func(a, b []string) int { return slices.Compare(a, b) })
-	return out, nil
+	slices.SortFunc(secrets, func(a, b []string) int { return slices.Compare(a, b) })
+	slices.SortFunc(endpoints, func(a, b endpoint) int { return slices.Compare(a.path, b.path) })
+	return secrets, endpoints, nil
 }
 
 // Secrets returns the dotted names of the secret properties ("key",
 // "auth.token").
-func (s *Schema) Secrets() []string {
-	out := make([]string, len(s.secrets))
-	for i, p := range s.secrets {
-		out[i] = strings.Join(p, ".")
+func (s *Schema) Secrets() []string { return dotted(s.secrets) }
+
+// Endpoints returns the dotted names of the endpoint properties
+// ("api_url").
+func (s *Schema) Endpoints() []string {
+	paths := make([][]string, len(s.endpoints))
+	for i, e := range s.endpoints {
+		paths[i] = e.path
 	}
-	return out
+	return dotted(paths)
 }
 
 // SecretPaths returns the paths of the secret properties (["key"],
@@ -318,8 +355,16 @@ func (s *Schema) Mask(config map[string]any) map[string]any {
 // Merge is the config an update stores: incoming, except that a secret
 // incoming omits or sends as Mask keeps its stored value (and is dropped
 // when there is none: the mask is not a value).
-func (s *Schema) Merge(stored, incoming map[string]any) map[string]any {
+//
+// The mask stands for "the value you stored, sent where you said": when
+// the update changes an endpoint ("x-endpoint"), a secret it would keep is
+// refused with a *KeptSecretsError, and the update must send the secrets
+// again. Otherwise whoever may edit the config could point the endpoint at
+// a listener of their own and have the plugin deliver the stored secrets
+// there (a test_config call is enough).
+func (s *Schema) Merge(stored, incoming map[string]any) (map[string]any, error) {
 	out := deepCopy(incoming)
+	var kept [][]string
 	for _, p := range s.secrets {
 		v, ok := lookup(out, p)
 		if ok && v != Mask {
@@ -327,9 +372,91 @@ func (s *Schema) Merge(stored, incoming map[string]any) map[string]any {
 		}
 		if old, had := lookup(stored, p); had {
 			set(out, p, old)
+			if _, present := lookup(out, p); present && old != nil && old != "" {
+				kept = append(kept, p)
+			}
 		} else if ok {
 			remove(out, p)
 		}
+	}
+	if len(kept) > 0 {
+		if changed := s.changedEndpoints(stored, out); len(changed) > 0 {
+			return nil, &KeptSecretsError{Endpoints: changed, Secrets: kept}
+		}
+	}
+	return out, nil
+}
+
+// ChangedEndpoints names the endpoints whose value differs between two
+// configs (the stored one and the one an update stores), an absent or
+// empty value standing for the property's default.
+func (s *Schema) ChangedEndpoints(before, after map[string]any) []string {
+	return dotted(s.changedEndpoints(before, after))
+}
+
+func (s *Schema) changedEndpoints(before, after map[string]any) [][]string {
+	var out [][]string
+	for _, e := range s.endpoints {
+		if e.value(before) != e.value(after) {
+			out = append(out, e.path)
+		}
+	}
+	return out
+}
+
+// value is the endpoint's value in config as text; absent, null or empty
+// is the default.
+func (e endpoint) value(config map[string]any) string {
+	v, ok := lookup(config, e.path)
+	if !ok || v == nil || v == "" {
+		return e.def
+	}
+	if str, isStr := v.(string); isStr {
+		return str
+	}
+	return fmt.Sprintf("%T %v", v, v) // not a string: the schema refuses it, and it is no default
+}
+
+// SecretsSent names the secrets an update replaces: those incoming sends
+// with a value of their own, not the mask (an empty one clears it).
+func (s *Schema) SecretsSent(incoming map[string]any) []string {
+	var out []string
+	for _, p := range s.secrets {
+		if v, ok := lookup(incoming, p); ok && v != Mask {
+			out = append(out, strings.Join(p, "."))
+		}
+	}
+	return out
+}
+
+// KeptSecretsError refuses an update that changes an endpoint and keeps a
+// stored secret (omitted or sent as the mask). It names paths, never a
+// value.
+type KeptSecretsError struct {
+	// Endpoints changed; Secrets would have been kept.
+	Endpoints, Secrets [][]string
+}
+
+func (e *KeptSecretsError) Error() string { return e.Message(configKey) }
+
+// Message is the refusal with each property named by name (configKey:
+// "config.api_url"; a product's settings name them "provider_config.…").
+func (e *KeptSecretsError) Message(name func(path []string) string) string {
+	names := func(paths [][]string) string {
+		out := make([]string, len(paths))
+		for i, p := range paths {
+			out[i] = name(p)
+		}
+		return strings.Join(out, ", ")
+	}
+	return fmt.Sprintf("%s changed, and the stored secrets are sent there: send %s again in the same update (the mask %s keeps a stored secret only while the endpoints stay the same)",
+		names(e.Endpoints), names(e.Secrets), Mask)
+}
+
+func dotted(paths [][]string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.Join(p, ".")
 	}
 	return out
 }

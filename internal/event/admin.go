@@ -1,6 +1,7 @@
 package event
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -40,12 +42,8 @@ type Admin struct {
 
 // NewAdmin returns the admin service over db.
 func NewAdmin(db store.DB, opts AdminOptions) *Admin {
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
-	if opts.NodeLostAfter <= 0 {
-		opts.NodeLostAfter = 30 * time.Second
-	}
+	opts.MaxAttempts = cmp.Or(max(opts.MaxAttempts, 0), DefaultMaxAttempts)
+	opts.NodeLostAfter = cmp.Or(max(opts.NodeLostAfter, 0), cluster.DefaultNodeLostAfter)
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -63,13 +61,19 @@ func pageOf(page, size uint32) (store.Page, paging.Page, error) {
 	if err != nil {
 		return store.Page{}, paging.Page{}, err
 	}
-	return store.Page{Limit: pg.Limit(), Offset: pg.Offset()}, pg, nil
+	return store.PageOf(pg), pg, nil
 }
 
-// ListEvents returns a page of events, newest first.
+// ListEvents returns a page of events, newest first. A type filter must
+// be one of Types (InvalidArgument naming it).
 func (a *Admin) ListEvents(ctx context.Context, f store.EventFilter, page, size uint32) ([]store.Event, paging.Page, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, paging.Page{}, err
+	}
+	if f.EventType != nil {
+		if err := CheckType(*f.EventType); err != nil {
+			return nil, paging.Page{}, err
+		}
 	}
 	sp, pg, err := pageOf(page, size)
 	if err != nil {
@@ -86,10 +90,7 @@ func (a *Admin) GetEvent(ctx context.Context, id uuid.UUID) (store.Event, error)
 		return store.Event{}, err
 	}
 	e, err := store.GetEvent(ctx, a.db, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Event{}, apperr.New(apperr.NotFound, "event %s not found", id)
-	}
-	return e, err
+	return e, store.NotFound(err, "event %s not found", id)
 }
 
 // RetryEvent puts a failed event back to pending, due at once, with its
@@ -107,18 +108,15 @@ func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, erro
 		e, err := store.RetryFailedEvent(ctx, tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			cur, gerr := store.GetEvent(ctx, tx, id)
-			if errors.Is(gerr, store.ErrNotFound) {
-				return apperr.New(apperr.NotFound, "event %s not found", id)
-			}
 			if gerr != nil {
-				return gerr
+				return store.NotFound(gerr, "event %s not found", id)
 			}
 			return apperr.New(apperr.InvalidArgument, "event %s is %s; only a failed event can be retried", id, cur.Status)
 		}
 		if err != nil {
 			return err
 		}
-		if err := audit.Write(ctx, tx, audit.Of(p), a.opts.Clock().UTC().Truncate(time.Microsecond), ActionEventRetry, "event", id.String(),
+		if err := audit.Write(ctx, tx, audit.Of(p), store.Timestamp(a.opts.Clock()), ActionEventRetry, "event", id.String(),
 			map[string]any{"status": store.EventFailed, "last_error": e.LastError},
 			map[string]any{"status": e.Status, "attempts": e.Attempts}); err != nil {
 			return err

@@ -19,7 +19,6 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/cluster"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
@@ -40,7 +39,7 @@ func testPrincipal(next http.Handler) http.Handler {
 }
 
 type adminBundle struct {
-	*world
+	*bundle
 	client  eventpbconnect.EventAdminServiceClient
 	adminID uuid.UUID
 }
@@ -50,7 +49,7 @@ func setupAdmin(t *testing.T) *adminBundle {
 	w := newWorld(t)
 	log := slog.New(slog.DiscardHandler)
 	admin := event.NewAdmin(w.pool, event.AdminOptions{MaxAttempts: 3, NodeLostAfter: 30 * time.Second, Logger: log})
-	opts, err := server.HandlerOptions(config.Default().Server, log, auth.NewInterceptor(event.Policy, nil))
+	opts, err := server.HandlerOptions(server.Options{}, log, auth.NewInterceptor(event.Policy, nil))
 	require.NoError(t, err)
 	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(admin), opts...)
 	mux := http.NewServeMux()
@@ -59,7 +58,7 @@ func setupAdmin(t *testing.T) *adminBundle {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &adminBundle{world: w, client: eventpbconnect.NewEventAdminServiceClient(srv.Client(), srv.URL), adminID: uuid.New()}
+	return &adminBundle{bundle: w, client: eventpbconnect.NewEventAdminServiceClient(srv.Client(), srv.URL), adminID: uuid.New()}
 }
 
 func as[T any](who string, msg *T) *connect.Request[T] {

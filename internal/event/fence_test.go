@@ -60,7 +60,7 @@ func describe(ctx context.Context, db store.DB, e event.Event, text string) erro
 	})
 }
 
-func (w *world) description(t *testing.T, order uuid.UUID) string {
+func (w *bundle) description(t *testing.T, order uuid.UUID) string {
 	t.Helper()
 	var d string
 	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT description FROM orders WHERE id = $1`, order).Scan(&d))

@@ -7,9 +7,7 @@ import (
 
 	eventpb "github.com/rustbill/paymentd/gen/billing/event"
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
-	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -50,7 +48,7 @@ func (h *AdminHandler) ListEvents(ctx context.Context, req *connect.Request[even
 	if err != nil {
 		return nil, err
 	}
-	out := &eventpb.ListEventsResponse{Events: make([]*eventpb.Event, 0, len(rows)), Meta: pageMeta(page)}
+	out := &eventpb.ListEventsResponse{Events: make([]*eventpb.Event, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, e := range rows {
 		out.Events = append(out.Events, h.eventRecord(e))
 	}
@@ -128,7 +126,7 @@ func (h *AdminHandler) ListNotifications(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
-	out := &eventpb.ListNotificationsResponse{Notifications: make([]*eventpb.Notification, 0, len(rows)), Meta: pageMeta(page)}
+	out := &eventpb.ListNotificationsResponse{Notifications: make([]*eventpb.Notification, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, n := range rows {
 		rec := &eventpb.Notification{
 			Id: n.ID.String(), Recipient: n.Recipient, Channel: n.Channel, Subject: n.Subject, Body: n.Body,
@@ -158,8 +156,4 @@ func (h *AdminHandler) eventRecord(e store.Event) *eventpb.Event {
 		rec.LockedBy = *e.LockedBy
 	}
 	return rec
-}
-
-func pageMeta(p paging.Page) *paymentpb.PageMeta {
-	return &paymentpb.PageMeta{Total: p.Total, Page: p.Number, PageSize: p.Size, TotalPages: p.TotalPages()}
 }

@@ -203,46 +203,46 @@ func (r *recorder) callsOf(id uuid.UUID) int {
 	return r.calls[id]
 }
 
-// world is a database with a customer to own orders.
-type world struct {
+// bundle is a database with a customer to own orders.
+type bundle struct {
 	pool     *pgxpool.Pool
 	customer uuid.UUID
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(t testing.TB) *bundle {
 	t.Helper()
 	pool := testdb.Pool(t)
-	return &world{pool: pool, customer: testfixture.Customer(t, pool)}
+	return &bundle{pool: pool, customer: testfixture.Customer(t, pool)}
 }
 
-func (w *world) order(t testing.TB) uuid.UUID {
+func (w *bundle) order(t testing.TB) uuid.UUID {
 	t.Helper()
 	return testfixture.Order(t, w.pool, w.customer, "10.00")
 }
 
 // insert queues one event of typ for an order (its own transaction).
-func (w *world) insert(t testing.TB, typ string, orderID uuid.UUID) store.Event {
+func (w *bundle) insert(t testing.TB, typ string, orderID uuid.UUID) store.Event {
 	t.Helper()
 	e, err := store.InsertEvent(context.Background(), w.pool, typ, orderID, []byte(`{"order_id":"`+orderID.String()+`"}`))
 	require.NoError(t, err)
 	return e
 }
 
-func (w *world) event(t *testing.T, id uuid.UUID) store.Event {
+func (w *bundle) event(t *testing.T, id uuid.UUID) store.Event {
 	t.Helper()
 	e, err := store.GetEvent(context.Background(), w.pool, id)
 	require.NoError(t, err)
 	return e
 }
 
-func (w *world) countStatus(t *testing.T, status string) int {
+func (w *bundle) countStatus(t *testing.T, status string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE status = $1`, status).Scan(&n))
 	return n
 }
 
-func (w *world) waitStatus(t *testing.T, id uuid.UUID, status string, within time.Duration) store.Event {
+func (w *bundle) waitStatus(t *testing.T, id uuid.UUID, status string, within time.Duration) store.Event {
 	t.Helper()
 	var e store.Event
 	require.Eventually(t, func() bool {

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,35 +33,47 @@ type Leadership interface {
 	IsLeader() bool
 }
 
-// WorkerOptions configure a Worker. Zero values take the defaults noted.
+// The defaults of WorkerOptions, and of [events] in the configuration.
+const (
+	DefaultPollInterval   = 5 * time.Second
+	DefaultBatchSize      = 10
+	DefaultMaxAttempts    = 8
+	DefaultConcurrency    = 16
+	DefaultHandlerTimeout = time.Minute
+	DefaultLockGrace      = 30 * time.Second
+	DefaultRetryBase      = 10 * time.Second
+	DefaultRetryMax       = 30 * time.Minute
+	DefaultDrainTimeout   = 10 * time.Second
+)
+
+// WorkerOptions configure a Worker. Zero values take the defaults above.
 type WorkerOptions struct {
 	// Node is this instance's node id: events.locked_by of its claims.
 	Node string
 	// PollInterval: how often the queue is looked at without a wake-up
-	// ([events].poll_interval, 5 s).
+	// ([events].poll_interval).
 	PollInterval time.Duration
-	// BatchSize: at most this many events per claim ([events].batch_size, 10).
+	// BatchSize: at most this many events per claim ([events].batch_size).
 	BatchSize int
-	// MaxAttempts: attempts before an event is failed ([events].max_attempts, 8).
+	// MaxAttempts: attempts before an event is failed ([events].max_attempts).
 	MaxAttempts int
-	// Concurrency: events handled at the same time ([events].concurrency,
-	// 16 by default; 4 when left zero).
+	// Concurrency: events handled at the same time ([events].concurrency).
 	Concurrency int
-	// HandlerTimeout bounds one attempt (default 1 min); past it the
+	// HandlerTimeout bounds one attempt; past it the
 	// handler's context is cancelled and the attempt fails.
 	HandlerTimeout time.Duration
 	// LockGrace is added to HandlerTimeout to make the claim's lease
 	// (events.locked_until): the time after which an event whose worker
-	// vanished is reclaimed (default 30 s). It is also how long a stopping
+	// vanished is reclaimed. It is also how long a stopping
 	// worker waits for handlers it has cancelled before it gives up on them
 	// (see Stop).
 	LockGrace time.Duration
-	// RetryBase and RetryMax shape the backoff between attempts (defaults
-	// 10 s and 30 min; see Backoff).
+	// RetryBase and RetryMax shape the backoff between attempts (see
+	// Backoff).
 	RetryBase time.Duration
 	RetryMax  time.Duration
 	// DrainTimeout: how long Stop lets running handlers finish before it
-	// cancels them (default 10 s).
+	// cancels them.
 	DrainTimeout time.Duration
 	// Waker wakes the worker on NOTIFY paymentd_events; nil: poll only.
 	Waker cluster.Waker
@@ -76,25 +89,16 @@ func (o *WorkerOptions) defaults() error {
 	if o.Node == "" {
 		return errors.New("event: worker needs the node id")
 	}
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	defInt := func(n *int, v int) {
-		if *n <= 0 {
-			*n = v
-		}
-	}
-	def(&o.PollInterval, 5*time.Second)
-	defInt(&o.BatchSize, 10)
-	defInt(&o.MaxAttempts, 8)
-	defInt(&o.Concurrency, 4)
-	def(&o.HandlerTimeout, time.Minute)
-	def(&o.LockGrace, 30*time.Second)
-	def(&o.RetryBase, 10*time.Second)
-	def(&o.RetryMax, 30*time.Minute)
-	def(&o.DrainTimeout, 10*time.Second)
+	// max(v, 0) makes a negative value zero, which cmp.Or replaces.
+	o.PollInterval = cmp.Or(max(o.PollInterval, 0), DefaultPollInterval)
+	o.BatchSize = cmp.Or(max(o.BatchSize, 0), DefaultBatchSize)
+	o.MaxAttempts = cmp.Or(max(o.MaxAttempts, 0), DefaultMaxAttempts)
+	o.Concurrency = cmp.Or(max(o.Concurrency, 0), DefaultConcurrency)
+	o.HandlerTimeout = cmp.Or(max(o.HandlerTimeout, 0), DefaultHandlerTimeout)
+	o.LockGrace = cmp.Or(max(o.LockGrace, 0), DefaultLockGrace)
+	o.RetryBase = cmp.Or(max(o.RetryBase, 0), DefaultRetryBase)
+	o.RetryMax = cmp.Or(max(o.RetryMax, 0), DefaultRetryMax)
+	o.DrainTimeout = cmp.Or(max(o.DrainTimeout, 0), DefaultDrainTimeout)
 	if o.RetryMax < o.RetryBase {
 		o.RetryMax = o.RetryBase
 	}

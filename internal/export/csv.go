@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -12,10 +14,41 @@ import (
 // Cell is s made safe against formula injection: a single quote in front of
 // a cell a spreadsheet would run as a formula (see the package comment).
 func Cell(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+	if s == "" {
+		return s
+	}
+	if s[0] == '\t' || s[0] == '\r' {
+		return "'" + s
+	}
+	// What a spreadsheet (or the person who pastes the cell) drops or
+	// does not see comes off first: a leading " =1+1" or "\u200b=1+1"
+	// is still a formula to some.
+	rest := strings.TrimLeftFunc(s, invisible)
+	if rest == "" {
+		return s
+	}
+	r, _ := utf8.DecodeRuneInString(rest)
+	if strings.ContainsRune(formulaStarts, r) {
 		return "'" + s
 	}
 	return s
+}
+
+// formulaStarts are the characters a formula starts with: =, +, -, @ and
+// their fullwidth (＝＋－＠) and small (﹦﹢﹣﹫) forms, which input methods
+// type and some spreadsheets read as the ASCII ones.
+const formulaStarts = "=+-@\uff1d\uff0b\uff0d\uff20\ufe66\ufe62\ufe63\ufe6b"
+
+// invisible reports a character that shows as nothing or as blank space:
+// Unicode white space (U+00A0, U+3000, …), controls, format characters
+// (U+200B–U+200F, U+2060, the byte order mark U+FEFF, …), anything else
+// that is no letter, mark, number, punctuation or symbol (private use, not
+// assigned), variation selectors and the other default-ignorable
+// characters (U+034F, the Hangul fillers). Quoting a cell too many costs a
+// quote; one too few, a formula.
+func invisible(r rune) bool {
+	return unicode.IsSpace(r) || !unicode.IsGraphic(r) ||
+		unicode.In(r, unicode.Variation_Selector, unicode.Other_Default_Ignorable_Code_Point)
 }
 
 // rowWriter writes CSV records of cells, every cell through Cell.

@@ -1,15 +1,22 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strconv"
+	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/observe"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -27,23 +34,54 @@ const (
 	Scope  = auth.ScopeRead
 )
 
+// The defaults of Options ([export] in the configuration).
+const (
+	DefaultMaxConcurrent = 2
+	DefaultWriteTimeout  = 30 * time.Second
+)
+
+// RetryAfter is the Retry-After (seconds) of the 429 past MaxConcurrent.
+const RetryAfter = 10
+
+// Audit actions: one row per export, when its last row has been read.
+const (
+	ActionExportPayments = "export.payments"
+	ActionExportRefunds  = "export.refunds"
+)
+
+// Options bound the exports; zero values take the defaults.
+type Options struct {
+	// MaxConcurrent is how many exports stream at once on this instance.
+	MaxConcurrent int
+	// WriteTimeout is how long the client may take to accept each chunk.
+	WriteTimeout time.Duration
+	// PageRows is how many rows a page reads (store.ExportPageRows).
+	PageRows int
+}
+
 // Handler serves both exports.
 type Handler struct {
-	db  store.DB
-	log *slog.Logger
+	db   store.DB
+	log  *slog.Logger
+	opts Options
+	// slots holds a token per export streaming; full, the next is 429.
+	slots chan struct{}
 }
 
 // NewHandler returns the exports over db.
-func NewHandler(db store.DB, log *slog.Logger) *Handler {
+func NewHandler(db store.DB, log *slog.Logger, opts Options) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{db: db, log: log}
+	opts.MaxConcurrent = cmp.Or(opts.MaxConcurrent, DefaultMaxConcurrent)
+	opts.WriteTimeout = cmp.Or(opts.WriteTimeout, DefaultWriteTimeout)
+	opts.PageRows = cmp.Or(opts.PageRows, store.ExportPageRows)
+	return &Handler{db: db, log: log, opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
 }
 
 // Payments serves GET PaymentsPath.
 func (h *Handler) Payments() http.Handler {
-	return h.serve("payments", func(q *query) (func(context.Context, *rowWriter) error, error) {
+	return h.serve("payments", ActionExportPayments, func(q *query) (func(context.Context, *rowWriter) error, error) {
 		w := q.window()
 		f := store.ExportPaymentFilter{
 			CreatedFrom: w.from, CreatedTo: w.to,
@@ -58,7 +96,7 @@ func (h *Handler) Payments() http.Handler {
 			if err := out.write(paymentHeader...); err != nil {
 				return err
 			}
-			return store.EachExportPayment(ctx, h.db, f, func(p store.ExportPayment) error {
+			return store.EachExportPayment(ctx, h.db, f, h.opts.PageRows, func(p store.ExportPayment) error {
 				return out.write(p.ID.String(), out.time(p.CreatedAt), out.time(p.UpdatedAt), out.optTime(p.PaidAt),
 					out.optTime(p.FailedAt), p.Status, p.Method, p.Amount.String(), p.RefundedAmount.String(),
 					p.CapturedAmount.String(), p.Currency, p.CustomerID.String(), optID(p.OrderID), optID(p.InvoiceID),
@@ -70,7 +108,7 @@ func (h *Handler) Payments() http.Handler {
 
 // Refunds serves GET RefundsPath.
 func (h *Handler) Refunds() http.Handler {
-	return h.serve("refunds", func(q *query) (func(context.Context, *rowWriter) error, error) {
+	return h.serve("refunds", ActionExportRefunds, func(q *query) (func(context.Context, *rowWriter) error, error) {
 		w := q.window()
 		f := store.ExportRefundFilter{
 			CreatedFrom: w.from, CreatedTo: w.to,
@@ -82,7 +120,7 @@ func (h *Handler) Refunds() http.Handler {
 			if err := out.write(refundHeader...); err != nil {
 				return err
 			}
-			return store.EachExportRefund(ctx, h.db, f, func(r store.ExportRefund) error {
+			return store.EachExportRefund(ctx, h.db, f, h.opts.PageRows, func(r store.ExportRefund) error {
 				return out.write(r.ID.String(), out.time(r.CreatedAt), out.time(r.UpdatedAt), r.Status, r.Destination,
 					r.Amount.String(), r.Currency, r.PaymentID.String(), r.CustomerID.String(), optID(r.RequestedBy),
 					r.GatewayRefundID, r.Reason, r.Error)
@@ -101,41 +139,64 @@ var (
 )
 
 // serve is one export: authorize, read the parameters (parse returns the
-// writer of the rows, or the parameters' problems), then stream.
-func (h *Handler) serve(name string, parse func(*query) (func(context.Context, *rowWriter) error, error), known ...string) http.Handler {
+// writer of the rows, or the parameters' problems), take a slot, then
+// stream, each chunk under the write timeout.
+func (h *Handler) serve(name, action string, parse func(*query) (func(context.Context, *rowWriter) error, error), known ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if err := auth.CheckRoute(ctx, Access, Scope); err != nil {
 			refuse(w, authStatus(err), connectMessage(err))
 			return
 		}
+		p, _ := auth.FromContext(ctx) // CheckRoute found it
+		// Every line of the request names the caller, as an RPC's do.
+		logging.Add(ctx, observe.PrincipalAttrs(p)...)
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			refuse(w, http.StatusMethodNotAllowed, "use GET")
 			return
 		}
-		rows, err := parse(newQuery(r.URL.Query(), known...))
+		params := r.URL.Query()
+		rows, err := parse(newQuery(params, known...))
 		if err != nil {
 			refuse(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		out := &startWriter{w: w, filename: fmt.Sprintf("%s-%s.csv", name, r.URL.Query().Get("from"))}
+		out := &startWriter{w: w, rc: http.NewResponseController(w), timeout: h.opts.WriteTimeout,
+			filename: fmt.Sprintf("%s-%s.csv", name, params.Get("from"))}
 		if r.Method == http.MethodHead {
 			// The headers a GET would send, without reading a row.
 			_, _ = out.Write(nil)
 			return
 		}
+		select {
+		case h.slots <- struct{}{}:
+			defer func() { <-h.slots }()
+		default:
+			h.log.WarnContext(ctx, "export refused: too many at once", "export", name, "max_concurrent", h.opts.MaxConcurrent)
+			w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
+			refuse(w, http.StatusTooManyRequests, fmt.Sprintf(
+				"%d exports are running on this server, the most it streams at once; retry in %d seconds", h.opts.MaxConcurrent, RetryAfter))
+			return
+		}
+
 		rw := newRowWriter(out, nil)
 		err = rows(ctx, rw)
 		if err == nil {
+			// The audit row before the file's last bytes: a complete
+			// download always has one.
+			err = h.audit(ctx, p, action, name, params, rw.records-1, "complete")
+		}
+		if err == nil {
 			err = rw.flush()
 		}
+		line := []any{"export", name, "rows", rw.records - 1, "bytes", out.written}
 		switch {
 		case err == nil:
-			h.log.InfoContext(ctx, "export streamed", "export", name, "rows", rw.records-1, "bytes", out.written)
+			h.log.InfoContext(ctx, "export streamed", line...)
 		case !out.started:
 			// Nothing was sent: the database refused before the first row.
-			h.log.WarnContext(ctx, "export failed before its first row", "export", name, "err", err)
+			h.log.WarnContext(ctx, "export failed before its first row", append(line, "err", err)...)
 			if errors.Is(err, store.ErrPoolBusy) {
 				refuse(w, http.StatusServiceUnavailable, "database busy, retry")
 				return
@@ -144,22 +205,56 @@ func (h *Handler) serve(name string, parse func(*query) (func(context.Context, *
 		default:
 			// The status is sent: cut the response off without its final
 			// chunk, so the client sees a broken download, not a short file.
-			h.log.WarnContext(ctx, "export cut off", "export", name, "err", err)
+			// What it may have received is recorded all the same.
+			if aerr := h.audit(context.WithoutCancel(ctx), p, action, name, params, rw.records-1, "cut_off"); aerr != nil {
+				h.log.ErrorContext(ctx, "export's audit row not written", append(line, "err", aerr)...)
+			}
+			h.log.WarnContext(ctx, "export cut off", append(line, "err", err)...)
 			panic(http.ErrAbortHandler)
 		}
 	})
 }
 
+// exportAudit is an export's audit row: the parameters as given (checked;
+// no secret), the rows read and whether the client got the whole file.
+type exportAudit struct {
+	Params  map[string]string `json:"params"`
+	Rows    int64             `json:"rows"`
+	Outcome string            `json:"outcome"`
+}
+
+// audit writes the export's audit row, entity ("export", name), by p.
+func (h *Handler) audit(ctx context.Context, p auth.Principal, action, name string, params url.Values, rows int64, outcome string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	given := make(map[string]string, len(params))
+	for k := range params {
+		given[k] = params.Get(k)
+	}
+	return audit.Write(ctx, h.db, audit.Of(p), time.Time{}, action, "export", name, nil,
+		exportAudit{Params: given, Rows: rows, Outcome: outcome})
+}
+
 // startWriter sends the CSV headers with the first bytes of the file, so
-// that a failure before them can still answer with an error status.
+// that a failure before them can still answer with an error status, and
+// gives each write to the client timeout: a client that does not take a
+// chunk in time fails the write, and the export is cut off.
 type startWriter struct {
 	w        http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
 	filename string
 	started  bool
 	written  int64
 }
 
 func (s *startWriter) Write(b []byte) (int, error) {
+	// The deadline covers this chunk and, after the last one, the end of
+	// the response (net/http clears it before the connection's next
+	// request).
+	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		return 0, fmt.Errorf("export: no write deadline on this connection: %w", err)
+	}
 	if !s.started {
 		s.started = true
 		hd := s.w.Header()

@@ -23,6 +23,7 @@ import (
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
 	"github.com/rustbill/paymentd/internal/store"
@@ -94,12 +95,16 @@ type rigOptions struct {
 	// is the worker's.
 	workerDB     func(t *testing.T, url string) *pgxpool.Pool
 	pollInterval time.Duration
+	// providerHTTPAttempts, when set, is how many times the provider
+	// plugin's HTTP client sends a retryable request (the test client's
+	// default: three), so that a test counts the event's retries alone.
+	providerHTTPAttempts int
 }
 
-// rig is one paymentd instance doing fulfilment against the fake provider
+// bundle is one paymentd instance doing fulfilment against the fake provider
 // over HTTP (through plugins/provider/http_provider.lua), with the webhook
 // notifier and an SMTP server as the channels.
-type rig struct {
+type bundle struct {
 	pool     *pgxpool.Pool
 	api      *provider.Server
 	hook     *notifytest.Webhook
@@ -109,7 +114,7 @@ type rig struct {
 	product  uuid.UUID
 }
 
-func setup(t *testing.T, o rigOptions) *rig {
+func setup(t *testing.T, o rigOptions) *bundle {
 	t.Helper()
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 3
@@ -125,14 +130,23 @@ func setup(t *testing.T, o rigOptions) *rig {
 	if o.pollInterval == 0 {
 		o.pollInterval = 200 * time.Millisecond
 	}
-	r := &rig{pool: pool, refunds: &refunder{calls: map[uuid.UUID]int{}, reasons: map[uuid.UUID]string{}}}
+	r := &bundle{pool: pool, refunds: &refunder{calls: map[uuid.UUID]int{}, reasons: map[uuid.UUID]string{}}}
 	r.api = provider.New(provider.Options{})
 	require.NoError(t, r.api.Start())
 	t.Cleanup(r.api.Close)
 	r.hook = notifytest.StartWebhook(t, webhookSecret)
 	r.smtp = notifytest.StartSMTP(t, "mailer", "mail-pass")
 
-	providerPlugin := plugintest.Load(t, "provider/http_provider.lua", plugin.Options{})
+	var providerOpts plugin.Options
+	if o.providerHTTPAttempts > 0 {
+		c := outbound.New(outbound.Options{
+			Attempts: o.providerHTTPAttempts, BaseBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+			Timeout: 5 * time.Second, Logger: quietLog(),
+		})
+		t.Cleanup(c.CloseIdleConnections)
+		providerOpts.HTTP = plugintest.Doer(c)
+	}
+	providerPlugin := plugintest.Load(t, "provider/http_provider.lua", providerOpts)
 	webhookPlugin := plugintest.Load(t, "notifier/webhook.lua", plugin.Options{})
 	providerConfig := `{"api_url":"` + r.api.URL() + `/","token":"` + r.api.Token() + `"}`
 	plugins := plugin.PluginsFunc(func(name string) (plugin.Caller, string, bool) {
@@ -204,7 +218,7 @@ func setup(t *testing.T, o rigOptions) *rig {
 
 // order inserts a pending order of the rig's customer for product (nil:
 // none) created at createdAt (zero: now).
-func (r *rig) order(t *testing.T, product *uuid.UUID, createdAt time.Time) uuid.UUID {
+func (r *bundle) order(t *testing.T, product *uuid.UUID, createdAt time.Time) uuid.UUID {
 	t.Helper()
 	if createdAt.IsZero() {
 		createdAt = time.Now()
@@ -219,7 +233,7 @@ func (r *rig) order(t *testing.T, product *uuid.UUID, createdAt time.Time) uuid.
 
 // pay moves a pending order to paid and queues order_paid in one
 // transaction, as a gateway callback does.
-func (r *rig) pay(t *testing.T, orderID uuid.UUID) {
+func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
@@ -236,14 +250,14 @@ func (r *rig) pay(t *testing.T, orderID uuid.UUID) {
 	}))
 }
 
-func (r *rig) getOrder(t *testing.T, id uuid.UUID) store.Order {
+func (r *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
 	t.Helper()
 	o, err := store.GetOrder(context.Background(), r.pool, id)
 	require.NoError(t, err)
 	return o
 }
 
-func (r *rig) waitOrder(t *testing.T, id uuid.UUID, status string) store.Order {
+func (r *bundle) waitOrder(t *testing.T, id uuid.UUID, status string) store.Order {
 	t.Helper()
 	var o store.Order
 	require.Eventually(t, func() bool {
@@ -253,7 +267,7 @@ func (r *rig) waitOrder(t *testing.T, id uuid.UUID, status string) store.Order {
 	return o
 }
 
-func (r *rig) events(t *testing.T, id uuid.UUID) []store.Event {
+func (r *bundle) events(t *testing.T, id uuid.UUID) []store.Event {
 	t.Helper()
 	es, err := store.ListOrderEvents(context.Background(), r.pool, id)
 	require.NoError(t, err)
@@ -261,7 +275,7 @@ func (r *rig) events(t *testing.T, id uuid.UUID) []store.Event {
 }
 
 // waitEventsDone waits until the order has n events, all done.
-func (r *rig) waitEventsDone(t *testing.T, id uuid.UUID, n int) []store.Event {
+func (r *bundle) waitEventsDone(t *testing.T, id uuid.UUID, n int) []store.Event {
 	t.Helper()
 	var es []store.Event
 	require.Eventually(t, func() bool {
@@ -279,14 +293,14 @@ func (r *rig) waitEventsDone(t *testing.T, id uuid.UUID, n int) []store.Event {
 	return es
 }
 
-func (r *rig) notifications(t *testing.T, eventID uuid.UUID) []store.Notification {
+func (r *bundle) notifications(t *testing.T, eventID uuid.UUID) []store.Notification {
 	t.Helper()
 	rows, _, err := store.ListNotifications(context.Background(), r.pool, store.NotificationFilter{EventID: &eventID}, store.Page{Limit: 100})
 	require.NoError(t, err)
 	return rows
 }
 
-func (r *rig) waitNotificationsSent(t *testing.T, eventID uuid.UUID, n int) []store.Notification {
+func (r *bundle) waitNotificationsSent(t *testing.T, eventID uuid.UUID, n int) []store.Notification {
 	t.Helper()
 	var rows []store.Notification
 	require.Eventually(t, func() bool {
@@ -304,11 +318,92 @@ func (r *rig) waitNotificationsSent(t *testing.T, eventID uuid.UUID, n int) []st
 	return rows
 }
 
-func (r *rig) auditActions(t *testing.T, entityType, entityID string) []string {
+func (r *bundle) auditActions(t *testing.T, entityType, entityID string) []string {
 	t.Helper()
 	rows, err := r.pool.Query(context.Background(), `SELECT action FROM audit_log WHERE entity_type = $1 AND entity_id = $2 ORDER BY id`, entityType, entityID)
 	require.NoError(t, err)
 	actions, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
 	return actions
+}
+
+// provisioned returns a paid order of the rig's product once it is active
+// and its instance running, its order_paid and order_provisioned done.
+func (r *bundle) provisioned(t *testing.T) (uuid.UUID, store.Instance) {
+	t.Helper()
+	id := r.order(t, &r.product, time.Time{})
+	r.pay(t, id)
+	r.waitOrder(t, id, string(order.StatusActive))
+	r.waitEventsDone(t, id, 2)
+	inst, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	require.NoError(t, err)
+	require.Equal(t, store.InstanceRunning, inst.Status)
+	return id, inst
+}
+
+// move is one step of the renewal cycle as order.Transition makes it: the
+// order goes to To (suspend_reason Reason while suspended) and Event is
+// queued with a ServicePayload {order_id, instance_id, reason}.
+type move struct {
+	To     order.Status
+	Reason string
+	Event  string
+	// Due, when set, holds the event back this long, as a retry's backoff
+	// would (events.run_at).
+	Due time.Duration
+}
+
+// moveOrder makes the steps in one transaction, by SQL: the moves of the
+// renewal cycle are order.Transition's, and these tests are about what the
+// worker makes of their events, whatever writes them.
+func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
+		var instanceID *uuid.UUID
+		if inst, err := store.GetOrderInstance(ctx, tx, id); err == nil {
+			instanceID = &inst.ID
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		for _, m := range steps {
+			suspendReason := ""
+			if m.To == order.StatusSuspended {
+				suspendReason = m.Reason
+			}
+			if _, err := tx.Exec(ctx, `UPDATE orders SET status = $2, suspend_reason = $3, updated_at = now() WHERE id = $1`,
+				id, string(m.To), suspendReason); err != nil {
+				return err
+			}
+			payload, err := json.Marshal(order.ServicePayload{OrderID: id, InstanceID: instanceID, Reason: m.Reason})
+			if err != nil {
+				return err
+			}
+			e, err := store.InsertEvent(ctx, tx, m.Event, id, payload)
+			if err != nil {
+				return err
+			}
+			if m.Due > 0 {
+				if _, err := tx.Exec(ctx, `UPDATE events SET run_at = now() + make_interval(secs => $2) WHERE id = $1`, e.ID, m.Due.Seconds()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+func (r *bundle) instance(t *testing.T, orderID uuid.UUID) store.Instance {
+	t.Helper()
+	inst, err := store.GetOrderInstance(context.Background(), r.pool, orderID)
+	require.NoError(t, err)
+	return inst
+}
+
+// providerStatus is the instance's status at the fake provider.
+func (r *bundle) providerStatus(t *testing.T, externalID string) string {
+	t.Helper()
+	in, ok := r.api.Instance(externalID)
+	require.True(t, ok, "the provider has instance %s", externalID)
+	return in.Status
 }

@@ -30,6 +30,13 @@ type Provisioner interface {
 	// its provider. Ending an instance the provider no longer has is not an
 	// error.
 	Terminate(ctx context.Context, req ProvisionRequest) error
+	// Suspend suspends req.Instance (provisioned, not terminated) at its
+	// provider: the customer's service stops answering until Unsuspend.
+	// Suspending a suspended instance is not an error.
+	Suspend(ctx context.Context, req ProvisionRequest) error
+	// Unsuspend brings a suspended req.Instance back to running. Resuming a
+	// running instance is not an error.
+	Unsuspend(ctx context.Context, req ProvisionRequest) error
 }
 
 // ErrRefused marks a provisioning failure the provider reported as final:
@@ -151,6 +158,28 @@ type actionAnswer struct {
 // {"instance_id", "external_id"}) of the instance's provider plugin, whose
 // answer {"ok", "status", "message"} must be ok or say terminated.
 func (p *PluginProvisioner) Terminate(ctx context.Context, req ProvisionRequest) error {
+	return p.action(ctx, req, "terminate", store.InstanceTerminated)
+}
+
+// Suspend implements Provisioner: suspend(config_json, {"instance_id",
+// "external_id"}), whose answer must be ok or say suspended.
+func (p *PluginProvisioner) Suspend(ctx context.Context, req ProvisionRequest) error {
+	return p.action(ctx, req, "suspend", store.InstanceSuspended)
+}
+
+// Unsuspend implements Provisioner: unsuspend(config_json, {"instance_id",
+// "external_id"}), whose answer must be ok or say running.
+func (p *PluginProvisioner) Unsuspend(ctx context.Context, req ProvisionRequest) error {
+	return p.action(ctx, req, "unsuspend", store.InstanceRunning)
+}
+
+// action calls fn(config_json, {"instance_id", "external_id"}) of the
+// instance's provider plugin (the instance's, else its product's), with the
+// registry's configuration or else the product's decrypted settings. The
+// answer {"ok", "status", "message"} is success when ok or when status is
+// want (the instance is there already). Anything else — a refusal, a failed
+// call — is an ordinary error: the event that asked is retried.
+func (p *PluginProvisioner) action(ctx context.Context, req ProvisionRequest, fn, want string) error {
 	name := req.Product.ProviderPlugin
 	if req.Instance.ProviderPlugin != nil {
 		name = req.Instance.ProviderPlugin
@@ -172,7 +201,7 @@ func (p *PluginProvisioner) Terminate(ctx context.Context, req ProvisionRequest)
 	if err != nil {
 		return err
 	}
-	out, err := c.Call(ctx, "terminate", config, string(in))
+	out, err := c.Call(ctx, fn, config, string(in))
 	if err != nil {
 		return fmt.Errorf("provider plugin %s: %w", *name, err)
 	}
@@ -180,8 +209,8 @@ func (p *PluginProvisioner) Terminate(ctx context.Context, req ProvisionRequest)
 	if err := json.Unmarshal([]byte(out), &a); err != nil {
 		return fmt.Errorf("provider plugin %s answered no JSON: %w", *name, err)
 	}
-	if !a.OK && a.Status != store.InstanceTerminated {
-		return fmt.Errorf("provider plugin %s did not terminate instance %s: %s", *name, req.Instance.ExternalID, a.Message)
+	if !a.OK && a.Status != want {
+		return fmt.Errorf("provider plugin %s did not %s instance %s: %s", *name, fn, req.Instance.ExternalID, a.Message)
 	}
 	return nil
 }

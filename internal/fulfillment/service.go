@@ -1,6 +1,7 @@
 package fulfillment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,8 +42,13 @@ const (
 	ActionInstanceReady  = "instance.provisioned"
 	ActionInstanceFailed = "instance.failed"
 	// ActionInstanceTerminated: the provider ended the instance because its
-	// order was refunded.
+	// order was refunded, terminated or completed.
 	ActionInstanceTerminated = "instance.terminated"
+	// ActionInstanceSuspended and ActionInstanceResumed: the provider
+	// suspended the instance because its order was suspended, or brought it
+	// back because its order is active again.
+	ActionInstanceSuspended = "instance.suspended"
+	ActionInstanceResumed   = "instance.resumed"
 	// ActionAutoRefund marks that the automatic refund of an
 	// order_cancelled event was done (after.event_id names the event).
 	ActionAutoRefund = "order.auto_refund"
@@ -55,23 +61,35 @@ const (
 	failedByProvisioning = "order cancelled: provisioning failed"
 )
 
-// Options configure the Service.
+// The defaults of Options, and of [billing].payment_timeout and
+// [events].timeout_scan_interval.
+const (
+	DefaultPaymentTimeout      = 24 * time.Hour
+	DefaultTimeoutScanInterval = time.Minute
+)
+
+// Options configure the Service. Zero durations take the defaults above.
 type Options struct {
 	// Node is this instance's node id, the actor of the audit rows.
 	Node string
 	// PaymentTimeout: pending orders older than this are cancelled
-	// ([billing].payment_timeout, 24 h).
+	// ([billing].payment_timeout).
 	PaymentTimeout time.Duration
-	// TimeoutScanInterval: how often the worker looks for them (1 min).
+	// TimeoutScanInterval: how often the worker looks for them
+	// ([events].timeout_scan_interval).
 	TimeoutScanInterval time.Duration
 	// Clock is the business clock (order and audit times, the timeout
 	// cutoff); nil: time.Now.
-	Clock  func() time.Time
-	Logger *slog.Logger
+	Clock func() time.Time
+	// BillingLocation is the billing time zone ([billing].time_zone) the
+	// first service period of a recurring order is counted in; nil: UTC.
+	BillingLocation *time.Location
+	Logger          *slog.Logger
 }
 
 // Service is the fulfilment of orders: the handlers of order_paid,
-// order_provisioned and order_cancelled, and the payment timeout scan.
+// order_provisioned, order_cancelled, order_refunded and of the service_*
+// events of the renewal cycle, and the payment timeout scan.
 type Service struct {
 	db       store.DB
 	prov     Provisioner
@@ -85,12 +103,8 @@ type Service struct {
 // refunds: an order_cancelled event with refund_due fails until one is
 // wired; no notifications).
 func New(db store.DB, prov Provisioner, refunder Refunder, notifier Notifier, opts Options) *Service {
-	if opts.PaymentTimeout <= 0 {
-		opts.PaymentTimeout = 24 * time.Hour
-	}
-	if opts.TimeoutScanInterval <= 0 {
-		opts.TimeoutScanInterval = time.Minute
-	}
+	opts.PaymentTimeout = cmp.Or(max(opts.PaymentTimeout, 0), DefaultPaymentTimeout)
+	opts.TimeoutScanInterval = cmp.Or(max(opts.TimeoutScanInterval, 0), DefaultTimeoutScanInterval)
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -110,13 +124,18 @@ func (s *Service) Register(w *event.Worker) {
 	w.Handle(order.EventOrderProvisioned, event.HandlerFunc(s.HandleOrderProvisioned))
 	w.Handle(order.EventOrderCancelled, event.HandlerFunc(s.HandleOrderCancelled))
 	w.Handle(order.EventOrderRefunded, event.HandlerFunc(s.HandleOrderRefunded))
+	w.Handle(order.EventServiceSuspended, event.HandlerFunc(s.HandleServiceChange))
+	w.Handle(order.EventServiceResumed, event.HandlerFunc(s.HandleServiceChange))
+	w.Handle(order.EventServiceTerminated, event.HandlerFunc(s.HandleServiceChange))
+	w.Handle(order.EventServiceRenewed, event.HandlerFunc(s.HandleServiceRenewed))
+	w.Handle(event.TypeRenewalReminder, event.HandlerFunc(s.HandleRenewalReminder))
 	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Run: func(ctx context.Context) error {
 		_, err := s.CancelExpiredOrders(ctx)
 		return err
 	}})
 }
 
-func (s *Service) now() time.Time { return s.opts.Clock().UTC().Truncate(time.Microsecond) }
+func (s *Service) now() time.Time { return store.Timestamp(s.opts.Clock()) }
 
 // actor is this node, the system actor of what the worker changes.
 func (s *Service) actor() audit.Actor { return audit.System(s.opts.Node) }
@@ -306,7 +325,9 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 // activate moves a provisioning order to active (queuing
 // order_provisioned), in tx.
 func (s *Service) activate(ctx context.Context, tx pgx.Tx, o store.Order, instanceID *uuid.UUID, now time.Time) error {
-	_, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID})
+	_, err := order.Transition(ctx, tx, o, order.Move{
+		To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID, Location: s.opts.BillingLocation,
+	})
 	return err
 }
 
@@ -373,23 +394,230 @@ func (s *Service) instanceOf(ctx context.Context, orderID uuid.UUID) (ProvisionR
 
 // terminate ends req.Instance at its provider and records it (terminated,
 // with an audit row). Ending an instance already recorded terminated does
-// nothing.
+// nothing. The record is not fenced: it is what the provider did, true
+// whichever attempt made it (and the order_paid handler calls this after
+// its event is done).
 func (s *Service) terminate(ctx context.Context, req ProvisionRequest) error {
-	if err := s.prov.Terminate(ctx, req); err != nil {
-		return fmt.Errorf("terminate instance %s: %w", req.Instance.ID, err)
+	if err := s.converge(ctx, req, store.InstanceTerminated); err != nil {
+		return err
 	}
 	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		now := s.now()
-		inst, err := store.MarkInstanceTerminated(ctx, tx, req.Instance.ID, now)
+		return s.recordInstance(ctx, tx, req.Instance, store.InstanceTerminated, "order refunded", uuid.Nil)
+	})
+}
+
+// converge asks req.Instance's provider to bring it to status target:
+// suspended (suspend), running (unsuspend) or terminated (terminate).
+func (s *Service) converge(ctx context.Context, req ProvisionRequest, target string) error {
+	var err error
+	verb := "terminate"
+	switch target {
+	case store.InstanceSuspended:
+		verb, err = "suspend", s.prov.Suspend(ctx, req)
+	case store.InstanceRunning:
+		verb, err = "unsuspend", s.prov.Unsuspend(ctx, req)
+	case store.InstanceTerminated:
+		err = s.prov.Terminate(ctx, req)
+	default:
+		return fmt.Errorf("instance %s: no provider action leads to %q", req.Instance.ID, target)
+	}
+	if err != nil {
+		return fmt.Errorf("%s instance %s: %w", verb, req.Instance.ID, err)
+	}
+	return nil
+}
+
+// recordInstance records in tx that the provider brought before (the
+// instance as read before the call) to status target, with an audit row
+// saying why (and, when eventID is set, which event asked). An instance
+// that is there already, or no longer live (terminated is final), is left
+// as it is.
+func (s *Service) recordInstance(ctx context.Context, tx pgx.Tx, before store.Instance, target, why string, eventID uuid.UUID) error {
+	now := s.now()
+	var inst store.Instance
+	var err error
+	action := ActionInstanceTerminated
+	switch target {
+	case store.InstanceTerminated:
+		inst, err = store.MarkInstanceTerminated(ctx, tx, before.ID, now)
+	case store.InstanceSuspended:
+		action = ActionInstanceSuspended
+		inst, err = store.SetInstanceStatus(ctx, tx, before.ID, target, now)
+	default:
+		action = ActionInstanceResumed
+		inst, err = store.SetInstanceStatus(ctx, tx, before.ID, target, now)
+	}
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // recorded by another path already
+	}
+	if err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "instance "+inst.Status+" at the provider", "order_id", inst.OrderID, "instance_id", inst.ID,
+		"external_id", inst.ExternalID, "reason", why)
+	after := map[string]any{"status": inst.Status, "reason": why}
+	if eventID != uuid.Nil {
+		after["event_id"] = eventID
+	}
+	return s.audit(ctx, tx, now, action, "instance", inst.ID.String(), map[string]any{"status": before.Status}, after)
+}
+
+// ---- service_suspended, service_resumed, service_terminated ----
+
+// instanceTarget is the instance status an order's status calls for:
+// suspended while the order is suspended, running while it is active,
+// terminated once it is terminated or completed. Any other status governs
+// no instance here ("": nothing to do): a refunded order's instance is
+// order_refunded's, the rest have none that runs.
+func instanceTarget(s order.Status) string {
+	switch s {
+	case order.StatusSuspended:
+		return store.InstanceSuspended
+	case order.StatusActive:
+		return store.InstanceRunning
+	case order.StatusTerminated, order.StatusCompleted:
+		return store.InstanceTerminated
+	}
+	return ""
+}
+
+// needsAction reports whether the provider must act to bring inst to
+// target. Only a live provisioned instance (an external id; running,
+// stopped or suspended) is acted on: a terminated one is final, and one
+// still provisioning or in error is order_paid's. Resuming acts on a
+// suspended instance only: one the customer stopped stays stopped.
+func needsAction(inst store.Instance, target string) bool {
+	if inst.ExternalID == "" {
+		return false
+	}
+	switch inst.Status {
+	case store.InstanceRunning, store.InstanceStopped:
+		return target == store.InstanceSuspended || target == store.InstanceTerminated
+	case store.InstanceSuspended:
+		return target == store.InstanceRunning || target == store.InstanceTerminated
+	}
+	return false
+}
+
+// HandleServiceChange handles service_suspended, service_resumed and
+// service_terminated alike: it converges the order's instance on what the
+// order's status says now, not on what the event says, since a retried or
+// late event may run after a later move (a service_suspended handled once
+// the order was resumed suspends nothing):
+//
+//  1. one transaction, the order row locked: the order, its instance, and
+//     the status the order calls for (instanceTarget). With no instance
+//     (nothing to provision), or the instance there already, the notices
+//     are queued and the event is done in this same transaction;
+//  2. the provider is asked outside any transaction (suspend, unsuspend or
+//     terminate); an error fails the attempt and the queue retries it with
+//     its backoff — the provider's actions are idempotent, so a retry after
+//     a lost answer does no harm;
+//  3. one transaction: the instance's new status and its audit row, the
+//     notices, the event done.
+//
+// The notices tell what the event says happened to the order (suspended,
+// resumed, ended, with the payload's reason): it did happen, even when a
+// later move has already undone it, and its own event follows.
+func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error {
+	var p order.ServicePayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("%s payload: %w", e.Type, err))
+	}
+	log := s.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
+	data := map[string]string{"reason": p.Reason}
+	var req ProvisionRequest
+	var target, why string
+	act := false
+	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
-			return nil // ended by another path already
+			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
 		}
 		if err != nil {
 			return err
 		}
-		s.log.InfoContext(ctx, "instance of a refunded order terminated", "order_id", inst.OrderID, "instance_id", inst.ID, "external_id", inst.ExternalID)
-		return s.audit(ctx, tx, now, ActionInstanceTerminated, "instance", inst.ID.String(),
-			map[string]any{"status": req.Instance.Status}, map[string]any{"status": inst.Status, "reason": "order refunded"})
+		target, why = instanceTarget(order.Status(o.Status)), "order "+o.Status
+		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			data["instance_id"] = inst.ID.String()
+			act = target != "" && needsAction(inst, target)
+		}
+		if !act {
+			log.DebugContext(ctx, "service event: nothing to do at the provider", "order_status", o.Status, "instance_status", inst.Status)
+			return s.queueNotices(ctx, tx, e, &o, data)
+		}
+		req = ProvisionRequest{Order: o, Instance: inst}
+		if inst.ProductID != nil {
+			if req.Product, err = store.GetProduct(ctx, tx, *inst.ProductID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || !act {
+		return err
+	}
+
+	if err := s.converge(ctx, req, target); err != nil {
+		return err
+	}
+
+	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		if err != nil {
+			return err
+		}
+		// Recorded whatever became of the order meanwhile: it is what the
+		// provider has now; a later move has its own event, which
+		// converges the instance again.
+		if err := s.recordInstance(ctx, tx, req.Instance, target, why, e.ID); err != nil {
+			return err
+		}
+		return s.queueNotices(ctx, tx, e, &o, data)
+	})
+}
+
+// ---- service_renewed ----
+
+// HandleServiceRenewed queues the notices of a paid renewal: the provider
+// has nothing to do (a resumption has its own service_resumed event).
+func (s *Service) HandleServiceRenewed(ctx context.Context, e event.Event) error {
+	var p order.ServiceRenewedPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("service_renewed payload: %w", err))
+	}
+	return s.notify(ctx, e, map[string]string{
+		"invoice_id": p.InvoiceID.String(),
+		"period":     strconv.Itoa(int(p.Period)),
+		"starts_at":  p.StartsAt.UTC().Format(time.RFC3339),
+		"ends_at":    p.EndsAt.UTC().Format(time.RFC3339),
+		"amount":     p.Amount.String(),
+		"currency":   p.Currency,
+		"resumed":    strconv.FormatBool(p.Resumed),
+	})
+}
+
+// HandleRenewalReminder queues the notices about an unpaid renewal invoice
+// (issued, due soon, overdue). The billing run queues each at most once
+// per period; the notices table, once per event.
+func (s *Service) HandleRenewalReminder(ctx context.Context, e event.Event) error {
+	var p order.RenewalReminderPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("renewal_reminder payload: %w", err))
+	}
+	return s.notify(ctx, e, map[string]string{
+		"invoice_id": p.InvoiceID.String(),
+		"period":     strconv.Itoa(int(p.Period)),
+		"kind":       p.Kind,
+		"days":       strconv.Itoa(p.Days),
+		"due_at":     p.DueAt.UTC().Format(time.RFC3339),
+		"amount":     p.Amount.String(),
+		"currency":   p.Currency,
 	})
 }
 
@@ -461,35 +689,47 @@ func (s *Service) notify(ctx context.Context, e event.Event, data map[string]str
 		return nil
 	}
 	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		if !s.notifier.Sends() {
-			return e.Complete(ctx, tx) // nothing to render for nobody
-		}
-		o, err := store.GetOrder(ctx, tx, e.OrderID)
+		return s.queueNotices(ctx, tx, e, nil, data)
+	})
+}
+
+// queueNotices queues the notices of e in tx, about order o (nil: read
+// here), and completes e: queuing the notices is an event's last step, it
+// is done when they are (one commit, not two). Nothing is read for nobody
+// when no channel is configured. data's amount and currency, when set (a
+// renewal's), are kept; the order's fill them otherwise.
+func (s *Service) queueNotices(ctx context.Context, tx pgx.Tx, e event.Event, o *store.Order, data map[string]string) error {
+	if s.notifier == nil || !s.notifier.Sends() {
+		return e.Complete(ctx, tx)
+	}
+	if o == nil {
+		got, err := store.GetOrder(ctx, tx, e.OrderID)
 		if err != nil {
 			return err
 		}
-		c, err := store.GetCustomer(ctx, tx, o.CustomerID)
-		if err != nil {
-			return err
-		}
-		data["order_id"] = o.ID.String()
-		data["customer_id"] = o.CustomerID.String()
-		data["description"] = o.Description
+		o = &got
+	}
+	c, err := store.GetCustomer(ctx, tx, o.CustomerID)
+	if err != nil {
+		return err
+	}
+	data["order_id"] = o.ID.String()
+	data["customer_id"] = o.CustomerID.String()
+	data["description"] = o.Description
+	if _, ok := data["amount"]; !ok {
 		data["amount"] = o.TotalAmount.String()
 		data["currency"] = o.Currency
-		n, err := s.notifier.Enqueue(ctx, tx, notify.Notice{
-			EventID: e.ID, EventType: e.Type, CustomerEmail: c.Email, CustomerName: c.Name, Data: data,
-		})
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			s.log.InfoContext(ctx, "notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
-		}
-		// Queuing the notices is the event's last step: it is done when
-		// they are (one commit, not two).
-		return e.Complete(ctx, tx)
+	}
+	n, err := s.notifier.Enqueue(ctx, tx, notify.Notice{
+		EventID: e.ID, EventType: e.Type, CustomerEmail: c.Email, CustomerName: c.Name, Data: data,
 	})
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		s.log.InfoContext(ctx, "notifications queued", "event_id", e.ID, "order_id", e.OrderID, "event_type", e.Type, "count", n)
+	}
+	return e.Complete(ctx, tx)
 }
 
 // ---- payment timeout ----

@@ -157,6 +157,14 @@ func (p *refusingProvisioner) Terminate(context.Context, fulfillment.ProvisionRe
 	return errors.New("nothing was provisioned")
 }
 
+func (p *refusingProvisioner) Suspend(context.Context, fulfillment.ProvisionRequest) error {
+	return errors.New("nothing was provisioned")
+}
+
+func (p *refusingProvisioner) Unsuspend(context.Context, fulfillment.ProvisionRequest) error {
+	return errors.New("nothing was provisioned")
+}
+
 // A provider that says "never" is not asked again: the order is cancelled
 // at the first attempt.
 func TestAFinalRefusalCancelsAtTheFirstAttempt(t *testing.T) {

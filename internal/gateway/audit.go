@@ -13,6 +13,7 @@ const (
 	ActionInterfaceUpdate  = "gateway_interface.update"
 	ActionInterfaceEnable  = "gateway_interface.enable"
 	ActionInterfaceDisable = "gateway_interface.disable"
+	ActionInterfaceTest    = "gateway_interface.test"
 	ActionPluginReload     = "plugin.reload"
 	ActionPluginEnable     = "plugin.enable"
 	ActionPluginDisable    = "plugin.disable"
@@ -71,6 +72,21 @@ type interfaceState struct {
 	DisplayName string         `json:"display_name"`
 	Enabled     bool           `json:"enabled"`
 	Config      map[string]any `json:"config"` // masked
+	// An update's row names, in its after state, the endpoints it changed
+	// ("x-endpoint") and the secrets it replaced: both configs are masked,
+	// so a new secret would not show otherwise. Names only, never values.
+	EndpointsChanged []string `json:"endpoints_changed,omitempty"`
+	SecretsReplaced  []string `json:"secrets_replaced,omitempty"`
+}
+
+// testState is a TestGatewayInterface's row: the outcome as answered (no
+// quote of an upstream's answer), whether a quote was cut, and the hosts
+// the plugin sent the interface's config to.
+type testState struct {
+	OK       bool     `json:"ok"`
+	Message  string   `json:"message"`
+	Withheld bool     `json:"withheld,omitempty"`
+	Hosts    []string `json:"hosts"`
 }
 
 type reloadState struct {

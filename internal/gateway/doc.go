@@ -46,7 +46,7 @@
 // stored with an empty version: it has no definition yet, and the first file
 // of it that loads defines it whatever version it declares.
 //
-// # The version rule (spec, Versioning 3)
+// # The version rule (docs/api.md, "Service and versioning")
 //
 // For a file that loads, compared with the stored version (semver
 // precedence, plugin.CompareVersions):
@@ -109,9 +109,22 @@
 // key ("config.pid: is required"). Properties marked "x-secret": true are
 // write-only: every read shows "********" for a non-empty value, audit rows
 // hold the masked form, and an update that omits the key or sends the mask
-// keeps the stored value. The unmasked config goes only to the plugin
-// (Registry.Get). New interfaces start disabled; enabling one needs a
-// loaded gateway plugin and a config that satisfies its schema.
+// keeps the stored value — unless the same update changes an endpoint
+// (a property marked "x-endpoint": true, a URL the plugin sends the secrets
+// to, such as epay's api_url): then it is refused (InvalidArgument naming
+// the endpoint and the secrets to send again), since whoever may edit the
+// config could otherwise have the stored secrets delivered to a listener of
+// their own. An update's audit row names the endpoints it changed and the
+// secrets it replaced. The unmasked config goes only to the plugin
+// (Registry.Get); admin_page gets the masked one, as a read shows it. New
+// interfaces start disabled; enabling one needs a loaded gateway plugin and
+// a config that satisfies its schema.
+//
+// TestInterface sends the config wherever its endpoints say, so its answer
+// never quotes what came back (plugin.Upstream cuts a message where it
+// starts quoting an answer; the plugin's last_error is cut the same way),
+// and each test is audit-logged (gateway_interface.test) with its outcome
+// and the hosts the config went to.
 //
 // Secrets are stored encrypted (secret_config.go, over the config helpers
 // of internal/secrets): each non-empty secret
@@ -121,8 +134,8 @@
 // data) to the interface id and the property's path, which is why an
 // interface's id is chosen before its insert. The API takes clear values
 // only: a value that looks sealed is refused. The opened config exists only
-// on its way into a plugin call (Registry.Get, AdminPage) and, for
-// validation, inside the admin operations; reads are masked as before. A
+// on its way into a plugin call (Registry.Get) and, for validation, inside
+// the admin operations; reads are masked as before. A
 // sealed value that does not open (its key is not configured, it was moved
 // from another interface, altered) makes its interface unusable —
 // FailedPrecondition, logged once a minute, the plugin never called —

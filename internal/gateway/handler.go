@@ -10,7 +10,6 @@ import (
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
-	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/rpc"
@@ -232,7 +231,7 @@ func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Reques
 	}
 	out := &gatewaypb.ListGatewayInterfacesResponse{
 		GatewayInterfaces: make([]*gatewaypb.GatewayInterface, 0, len(rows)),
-		Meta:              &paymentpb.PageMeta{Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages()},
+		Meta:              rpc.PageMeta(page),
 	}
 	for _, v := range rows {
 		gi, err := interfaceRecord(v)

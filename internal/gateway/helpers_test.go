@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,9 +19,11 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/plugintest"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // bundle is a database of one's own, a plugin directory in t.TempDir(), the
@@ -32,7 +33,7 @@ type bundle struct {
 	dir        string
 	reg        *gateway.Registry
 	svc        *gateway.Service
-	logs       *syncBuffer
+	logs       *testkit.Logs
 	asAdmin    context.Context
 	asCustomer context.Context
 	anonymous  context.Context
@@ -56,12 +57,12 @@ func testKeyring(t *testing.T, current string, fill byte, older ...string) *secr
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	b := &bundle{pool: testdb.Pool(t), dir: t.TempDir(), logs: &syncBuffer{}, adminID: uuid.New()}
+	b := &bundle{pool: testdb.Pool(t), dir: t.TempDir(), logs: &testkit.Logs{}, adminID: uuid.New()}
 	log := slog.New(slog.NewTextHandler(b.logs, nil))
 	b.keys = testKeyring(t, "k1", 1)
 	b.reg = gateway.NewRegistry(gateway.RegistryOptions{
 		DB: b.pool, Dir: b.dir, ScanInterval: time.Hour,
-		Runtime: plugin.NewRuntime(plugin.Options{Logger: log}),
+		Runtime: plugin.NewRuntime(plugin.Options{Logger: log, HTTP: plugintest.Doer(plugintest.Client(t))}),
 		Logger:  log,
 		Secrets: b.keys,
 	})
@@ -175,24 +176,6 @@ function test_config(config_json, input_json)
   return json_encode({ ok = cfg.pid ~= nil, message = "pid " .. tostring(cfg.pid) })
 end
 `, version, label, schema)
-}
-
-// syncBuffer is a bytes.Buffer for a logger several goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func lines(s string, substr string) int {

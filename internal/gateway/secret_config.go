@@ -33,4 +33,6 @@ func sealedLooking(cfg map[string]any) []string { return secrets.SealedLooking("
 
 func maskSealed(cfg map[string]any) map[string]any { return secrets.MaskSealed(cfg, configschema.Mask) }
 
+// decodeConfig decodes a JSON object (a config, a schema, info). Numbers
+// stay json.Number, so a stored config is written back digit for digit.
 func decodeConfig(raw []byte) (map[string]any, error) { return secrets.DecodeConfig(raw) }

@@ -11,11 +11,11 @@ import (
 )
 
 // changePassword calls ChangePassword with creds.
-func (e *env) changePassword(current, next string, creds ...cred) (*connect.Response[identitypb.ChangePasswordResponse], error) {
+func (e *bundle) changePassword(current, next string, creds ...cred) (*connect.Response[identitypb.ChangePasswordResponse], error) {
 	return e.identity.ChangePassword(context.Background(), req(&identitypb.ChangePasswordRequest{CurrentPassword: current, NewPassword: next}, creds...))
 }
 
-func (e *env) login(t *testing.T, email, password string) (string, error) {
+func (e *bundle) login(t *testing.T, email, password string) (string, error) {
 	t.Helper()
 	res, err := e.identity.Login(context.Background(), req(&identitypb.LoginRequest{Email: email, Password: password}))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -146,23 +147,23 @@ func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string) (Ad
 }
 
 // ListAdminAPIKeys pages through every admin's keys, newest first.
-func (s *Service) ListAdminAPIKeys(ctx context.Context, pr PageRequest) ([]AdminAPIKey, PageMeta, error) {
+func (s *Service) ListAdminAPIKeys(ctx context.Context, page, size uint32) ([]AdminAPIKey, paging.Page, error) {
 	if _, err := requireAdminSession(ctx); err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	page, pr, err := pr.resolve()
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListAdminAPIKeys(ctx, s.db, page)
+	rows, total, err := store.ListAdminAPIKeys(ctx, s.db, store.PageOf(pg))
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
 	out := make([]AdminAPIKey, len(rows))
 	for i, r := range rows {
 		out[i] = adminAPIKeyOf(r)
 	}
-	return out, pr.meta(total), nil
+	return out, pg.WithTotal(total), nil
 }
 
 // RevokeAdminAPIKey revokes an admin key (any admin's): it is refused from
@@ -177,11 +178,8 @@ func (s *Service) RevokeAdminAPIKey(ctx context.Context, id uuid.UUID) (AdminAPI
 	var k store.AdminAPIKey
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetAdminAPIKey(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return apperr.New(apperr.NotFound, "admin API key not found")
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "admin API key not found")
 		}
 		revoked, err := store.RevokeAdminAPIKey(ctx, tx, id, p.ID, now)
 		if errors.Is(err, store.ErrNotFound) { // revoked already, maybe just now

@@ -12,7 +12,7 @@ import (
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 )
 
-func (e *env) createAdminKey(session string, name, scope string) (*identitypb.CreateAdminApiKeyResponse, error) {
+func (e *bundle) createAdminKey(session string, name, scope string) (*identitypb.CreateAdminApiKeyResponse, error) {
 	res, err := e.identity.CreateAdminApiKey(context.Background(), req(&identitypb.CreateAdminApiKeyRequest{Name: name, Scope: scope}, cookie(session)))
 	if err != nil {
 		return nil, err

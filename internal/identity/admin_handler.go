@@ -24,7 +24,7 @@ func NewAdminHandler(svc *Service) *AdminHandler {
 
 // ListCustomers pages through customers.
 func (h *AdminHandler) ListCustomers(ctx context.Context, req *connect.Request[identitypb.ListCustomersRequest]) (*connect.Response[identitypb.ListCustomersResponse], error) {
-	cs, meta, err := h.svc.ListCustomers(ctx, req.Msg.GetEmailContains(), pageFromProto(req.Msg.GetPagination()))
+	cs, page, err := h.svc.ListCustomers(ctx, req.Msg.GetEmailContains(), req.Msg.GetPagination().GetPage(), req.Msg.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (h *AdminHandler) ListCustomers(ctx context.Context, req *connect.Request[i
 	for i, c := range cs {
 		out[i] = customerToProto(c)
 	}
-	return connect.NewResponse(&identitypb.ListCustomersResponse{Customers: out, Meta: metaToProto(meta)}), nil
+	return connect.NewResponse(&identitypb.ListCustomersResponse{Customers: out, Meta: rpc.IdentityPageMeta(page)}), nil
 }
 
 // GetCustomer reads one customer.

@@ -15,6 +15,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -182,24 +183,24 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string) (APIKey, string
 }
 
 // ListAPIKeys pages through the calling customer's keys, newest first.
-func (s *Service) ListAPIKeys(ctx context.Context, pr PageRequest) ([]APIKey, PageMeta, error) {
+func (s *Service) ListAPIKeys(ctx context.Context, page, size uint32) ([]APIKey, paging.Page, error) {
 	p, err := requireCustomer(ctx)
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	page, pr, err := pr.resolve()
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListCustomerAPIKeys(ctx, s.db, p.ID, page)
+	rows, total, err := store.ListCustomerAPIKeys(ctx, s.db, p.ID, store.PageOf(pg))
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
 	out := make([]APIKey, len(rows))
 	for i, r := range rows {
 		out[i] = apiKeyOf(r)
 	}
-	return out, pr.meta(total), nil
+	return out, pg.WithTotal(total), nil
 }
 
 // RevokeAPIKey revokes one of the calling customer's keys. Another
@@ -212,11 +213,8 @@ func (s *Service) RevokeAPIKey(ctx context.Context, id uuid.UUID) (APIKey, error
 	var k store.APIKey
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetCustomerAPIKey(ctx, tx, p.ID, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return apperr.New(apperr.NotFound, "API key not found")
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "API key not found")
 		}
 		k, err = store.RevokeAPIKey(ctx, tx, p.ID, id, s.now())
 		if errors.Is(err, store.ErrNotFound) { // revoked already, maybe just now

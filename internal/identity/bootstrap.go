@@ -1,11 +1,11 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -16,7 +16,7 @@ var ErrBootstrapPasswordRequired = errors.New("[bootstrap].admin_password is req
 // EnsureBootstrapAdmin creates the [bootstrap] admin when the database has no
 // admin users, and does nothing otherwise (the configured password is never
 // applied to an existing admin).
-func EnsureBootstrapAdmin(ctx context.Context, db store.DB, cfg config.Bootstrap, log *slog.Logger) error {
+func EnsureBootstrapAdmin(ctx context.Context, db store.DB, o BootstrapOptions, log *slog.Logger) error {
 	n, err := store.CountAdmins(ctx, db)
 	if err != nil {
 		return err
@@ -24,17 +24,18 @@ func EnsureBootstrapAdmin(ctx context.Context, db store.DB, cfg config.Bootstrap
 	if n > 0 {
 		return nil
 	}
-	if cfg.AdminPassword == "" {
+	if o.AdminPassword == "" {
 		return ErrBootstrapPasswordRequired
 	}
-	created, err := store.CreateFirstAdmin(ctx, db, cfg.AdminUsername, func() (string, error) {
-		return HashPassword(cfg.AdminPassword)
+	o.AdminUsername = cmp.Or(o.AdminUsername, DefaultBootstrapAdminUsername)
+	created, err := store.CreateFirstAdmin(ctx, db, o.AdminUsername, func() (string, error) {
+		return HashPassword(o.AdminPassword)
 	})
 	if err != nil {
 		return err
 	}
 	if created {
-		log.InfoContext(ctx, "bootstrap admin created", "username", cfg.AdminUsername)
+		log.InfoContext(ctx, "bootstrap admin created", "username", o.AdminUsername)
 	}
 	return nil
 }

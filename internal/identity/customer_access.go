@@ -2,7 +2,6 @@ package identity
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -59,11 +58,8 @@ func (s *Service) setDisabled(ctx context.Context, id uuid.UUID, disable bool, r
 	changed := false
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetCustomerForUpdate(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errCustomerNotFound
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "customer not found")
 		}
 		if (before.DisabledAt != nil) == disable {
 			after = before
@@ -106,11 +102,8 @@ func (s *Service) SignOutEverywhere(ctx context.Context, id uuid.UUID, revokeKey
 	var revoked int64
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetCustomerForUpdate(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errCustomerNotFound
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "customer not found")
 		}
 		if after, err = store.EndCustomerTokens(ctx, tx, id, now); err != nil {
 			return err

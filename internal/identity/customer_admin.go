@@ -13,35 +13,34 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
 var (
-	errPageOutOfRange   = apperr.New(apperr.InvalidArgument, "page_size must be at most %d and page at most %d", MaxPageSize, maxPage)
-	errCustomerNotFound = apperr.New(apperr.NotFound, "customer not found")
 	errAmountNotDecimal = apperr.New(apperr.InvalidArgument, "amount must be a decimal with at most two fractional digits, such as 12.30 or -5")
 	errLimitNotDecimal  = apperr.New(apperr.InvalidArgument, "credit_limit must be a non-negative decimal with at most two fractional digits")
 	errZeroAdjustment   = apperr.New(apperr.InvalidArgument, "amount must not be zero")
 )
 
 // ListCustomers pages through customers, newest first (admin).
-func (s *Service) ListCustomers(ctx context.Context, emailContains string, pr PageRequest) ([]Customer, PageMeta, error) {
+func (s *Service) ListCustomers(ctx context.Context, emailContains string, page, size uint32) ([]Customer, paging.Page, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	page, pr, err := pr.resolve()
+	pg, err := paging.Normalize(page, size)
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListCustomers(ctx, s.db, store.CustomerFilter{EmailContains: strings.TrimSpace(emailContains)}, page)
+	rows, total, err := store.ListCustomers(ctx, s.db, store.CustomerFilter{EmailContains: strings.TrimSpace(emailContains)}, store.PageOf(pg))
 	if err != nil {
-		return nil, PageMeta{}, err
+		return nil, paging.Page{}, err
 	}
 	out := make([]Customer, len(rows))
 	for i, r := range rows {
 		out[i] = customerOf(r)
 	}
-	return out, pr.meta(total), nil
+	return out, pg.WithTotal(total), nil
 }
 
 // GetCustomer reads one customer (admin).
@@ -50,11 +49,8 @@ func (s *Service) GetCustomer(ctx context.Context, id uuid.UUID) (Customer, erro
 		return Customer{}, err
 	}
 	c, err := store.GetCustomer(ctx, s.db, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return Customer{}, errCustomerNotFound
-	}
 	if err != nil {
-		return Customer{}, err
+		return Customer{}, store.NotFound(err, "customer not found")
 	}
 	return customerOf(c), nil
 }
@@ -70,11 +66,8 @@ func (s *Service) SetCanCreateAPIKeys(ctx context.Context, id uuid.UUID, allowed
 	var after store.Customer
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetCustomerForUpdate(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errCustomerNotFound
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "customer not found")
 		}
 		if before.CanCreateAPIKeys == allowed {
 			after = before
@@ -124,7 +117,7 @@ func (s *Service) AdjustBalance(ctx context.Context, id uuid.UUID, amount, note 
 		var short *balance.InsufficientError
 		switch {
 		case apperr.Is(err, apperr.NotFound):
-			return errCustomerNotFound
+			return apperr.New(apperr.NotFound, "customer not found")
 		case errors.As(err, &short):
 			return apperr.New(apperr.InvalidArgument, "the balance would be %s, below the credit limit of %s", short.After, short.CreditLimit)
 		case err != nil:
@@ -155,11 +148,8 @@ func (s *Service) SetCreditLimit(ctx context.Context, id uuid.UUID, limit string
 	var after store.Customer
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.GetCustomerForUpdate(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return errCustomerNotFound
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "customer not found")
 		}
 		if before.CreditLimit.Equal(newLimit) {
 			after = before

@@ -4,7 +4,7 @@
 // limit, disabling, signing out everywhere), and password changes.
 //
 // Three credential kinds, each an auth.Authenticator run by its own auth.Layer
-// in the spec's order:
+// in the API contract's order (docs/api.md, "Credential layers"):
 //
 //	session cookie ──▶ Authorization: Bearer <JWT> ──▶ x-api-key: pk_<id>_<secret>
 //	 (admins; DB row)    (customers; signature    (customers; DB row, no caching)

@@ -77,18 +77,3 @@ func TestSessionExpiryIsDecidedOnBothTimeouts(t *testing.T) {
 	require.Empty(t, s.expiry(t0.Add(79*time.Minute), idle))
 	require.Contains(t, s.expiry(t0.Add(80*time.Minute), idle), "idle")
 }
-
-func TestPagesResolveDefaultsAndBounds(t *testing.T) {
-	t.Parallel()
-	page, pr, err := PageRequest{}.resolve()
-	require.NoError(t, err)
-	require.Equal(t, int64(20), page.Limit)
-	require.Equal(t, int64(0), page.Offset)
-	require.Equal(t, PageMeta{Total: 41, Page: 1, PageSize: 20, TotalPages: 3}, pr.meta(41))
-	page, _, err = PageRequest{Page: 3, PageSize: 10}.resolve()
-	require.NoError(t, err)
-	require.Equal(t, int64(20), page.Offset)
-	_, _, err = PageRequest{PageSize: 101}.resolve()
-	require.Error(t, err)
-	require.Equal(t, uint32(0), PageRequest{Page: 1, PageSize: 20}.meta(0).TotalPages)
-}

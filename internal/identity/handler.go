@@ -119,7 +119,7 @@ func (h *Handler) CreateApiKey(ctx context.Context, req *connect.Request[identit
 
 // ListApiKeys pages through the caller's API keys.
 func (h *Handler) ListApiKeys(ctx context.Context, req *connect.Request[identitypb.ListApiKeysRequest]) (*connect.Response[identitypb.ListApiKeysResponse], error) {
-	keys, meta, err := h.svc.ListAPIKeys(ctx, pageFromProto(req.Msg.GetPagination()))
+	keys, page, err := h.svc.ListAPIKeys(ctx, req.Msg.GetPagination().GetPage(), req.Msg.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (h *Handler) ListApiKeys(ctx context.Context, req *connect.Request[identity
 	for i, k := range keys {
 		out[i] = apiKeyToProto(k)
 	}
-	return connect.NewResponse(&identitypb.ListApiKeysResponse{ApiKeys: out, Meta: metaToProto(meta)}), nil
+	return connect.NewResponse(&identitypb.ListApiKeysResponse{ApiKeys: out, Meta: rpc.IdentityPageMeta(page)}), nil
 }
 
 // RevokeApiKey revokes one of the caller's API keys.
@@ -147,16 +147,20 @@ func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identit
 // token in the answer, an admin a new session cookie.
 func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[identitypb.ChangePasswordRequest]) (*connect.Response[identitypb.ChangePasswordResponse], error) {
 	ch, err := h.svc.ChangePassword(ctx, ChangePasswordInput{
-		Current:    req.Msg.GetCurrentPassword(),
-		New:        req.Msg.GetNewPassword(),
-		UserAgent:  req.Header().Get("User-Agent"),
-		RemoteAddr: req.Peer().Addr,
+		Current:     req.Msg.GetCurrentPassword(),
+		New:         req.Msg.GetNewPassword(),
+		UserAgent:   req.Header().Get("User-Agent"),
+		RemoteAddr:  req.Peer().Addr,
+		KeepAPIKeys: req.Msg.GetKeepApiKeys(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	if ch.Session.Token != "" {
-		res := noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{ExpiresAt: timestamp(ch.Session.ExpiresAt)}))
+		res := noStore(connect.NewResponse(&identitypb.ChangePasswordResponse{
+			ExpiresAt:      timestamp(ch.Session.ExpiresAt),
+			ApiKeysRevoked: uint32(min(ch.APIKeysRevoked, 1<<31)),
+		}))
 		res.Header().Add("Set-Cookie", h.svc.SessionCookie(ch.Session.Token).String())
 		return res, nil
 	}
@@ -177,7 +181,7 @@ func (h *Handler) CreateAdminApiKey(ctx context.Context, req *connect.Request[id
 
 // ListAdminApiKeys pages through every admin's API keys.
 func (h *Handler) ListAdminApiKeys(ctx context.Context, req *connect.Request[identitypb.ListAdminApiKeysRequest]) (*connect.Response[identitypb.ListAdminApiKeysResponse], error) {
-	keys, meta, err := h.svc.ListAdminAPIKeys(ctx, pageFromProto(req.Msg.GetPagination()))
+	keys, page, err := h.svc.ListAdminAPIKeys(ctx, req.Msg.GetPagination().GetPage(), req.Msg.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +189,7 @@ func (h *Handler) ListAdminApiKeys(ctx context.Context, req *connect.Request[ide
 	for i, k := range keys {
 		out[i] = adminAPIKeyToProto(k)
 	}
-	return connect.NewResponse(&identitypb.ListAdminApiKeysResponse{ApiKeys: out, Meta: metaToProto(meta)}), nil
+	return connect.NewResponse(&identitypb.ListAdminApiKeysResponse{ApiKeys: out, Meta: rpc.IdentityPageMeta(page)}), nil
 }
 
 // RevokeAdminApiKey revokes an admin API key.
@@ -290,12 +294,4 @@ func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransact
 		out.CreatedBy = t.CreatedBy.String()
 	}
 	return out
-}
-
-func pageFromProto(p *identitypb.PageRequest) PageRequest {
-	return PageRequest{Page: p.GetPage(), PageSize: p.GetPageSize()}
-}
-
-func metaToProto(m PageMeta) *identitypb.PageMeta {
-	return &identitypb.PageMeta{Total: m.Total, Page: m.Page, PageSize: m.PageSize, TotalPages: m.TotalPages}
 }

@@ -34,6 +34,8 @@ type PasswordChange struct {
 	Token AccessToken
 	// Session is the admin's new session; zero for a customer.
 	Session AdminSession
+	// APIKeysRevoked counts the admin's API keys the change revoked.
+	APIKeysRevoked int
 }
 
 // ChangePasswordInput is a password change by the caller.
@@ -43,16 +45,20 @@ type ChangePasswordInput struct {
 	// UserAgent and RemoteAddr are stored with an admin's new session.
 	UserAgent  string
 	RemoteAddr string
+	// KeepAPIKeys keeps an admin's API keys; without it they are revoked
+	// (a customer's never are).
+	KeepAPIKeys bool
 }
 
-// ChangePassword sets the caller's password, given the current one: a
-// customer signed in with an access token, or an admin with a session (an
-// API key cannot: PermissionDenied). A wrong current password is
-// PermissionDenied after one argon2id verification. Every access token of
-// the customer, or every session of the admin, issued before ends — on this
-// instance at once, on the others within the access cache's second — and a
-// new one is handed back. API keys are not touched: they are revoked one by
-// one.
+// ChangePassword sets the caller's password, given the current one: a customer
+// signed in with an access token, or an admin with a session (an API key cannot:
+// PermissionDenied). A wrong current password is PermissionDenied after one
+// argon2id verification. Every access token of the customer, or every session of
+// the admin, issued before ends — on this instance at once, on the others within
+// the access cache's second — and a new one is handed back. An admin's API keys
+// are revoked too, unless in.KeepAPIKeys: a password that leaked could have
+// minted them (docs/decisions.md, "password change"). A customer's API keys are
+// not touched: they are revoked one by one, or by an admin.
 func (s *Service) ChangePassword(ctx context.Context, in ChangePasswordInput) (PasswordChange, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
@@ -66,8 +72,8 @@ func (s *Service) ChangePassword(ctx context.Context, in ChangePasswordInput) (P
 		tok, err := s.changeCustomerPassword(ctx, p, in)
 		return PasswordChange{Token: tok}, err
 	case p.IsAdmin() && p.Kind == auth.KindSession:
-		sess, err := s.changeAdminPassword(ctx, p, in)
-		return PasswordChange{Session: sess}, err
+		sess, revoked, err := s.changeAdminPassword(ctx, p, in)
+		return PasswordChange{Session: sess, APIKeysRevoked: revoked}, err
 	}
 	return PasswordChange{}, errPasswordByAPIKey
 }
@@ -108,27 +114,28 @@ func (s *Service) changeCustomerPassword(ctx context.Context, p auth.Principal, 
 	return s.issueToken(c.ID, after.TokenGeneration)
 }
 
-func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in ChangePasswordInput) (AdminSession, error) {
+func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in ChangePasswordInput) (AdminSession, int, error) {
 	if err := CheckAdminPassword(in.New); err != nil {
-		return AdminSession{}, err
+		return AdminSession{}, 0, err
 	}
 	a, err := store.GetAdmin(ctx, s.db, p.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return AdminSession{}, apperr.New(apperr.Unauthenticated, "account not found")
+		return AdminSession{}, 0, apperr.New(apperr.Unauthenticated, "account not found")
 	}
 	if err != nil {
-		return AdminSession{}, err
+		return AdminSession{}, 0, err
 	}
 	hash, err := s.checkAndHash(ctx, a.PasswordHash, in)
 	if err != nil {
-		return AdminSession{}, err
+		return AdminSession{}, 0, err
 	}
 	now := s.now()
 	token, row, err := s.newSession(a.ID, in.UserAgent, in.RemoteAddr, now)
 	if err != nil {
-		return AdminSession{}, err
+		return AdminSession{}, 0, err
 	}
 	var ended [][]byte
+	var revoked int
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		a, err = store.ChangeAdminPassword(ctx, tx, a.ID, a.PasswordHash, hash, now)
 		if errors.Is(err, store.ErrNotFound) {
@@ -137,18 +144,18 @@ func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in 
 		if err != nil {
 			return err
 		}
-		if ended, err = store.DeleteAdminSessions(ctx, tx, a.ID); err != nil {
+		if ended, revoked, err = cutOff(ctx, tx, audit.Of(p), a.ID, &p.ID, now, in.KeepAPIKeys, ActionAdminPasswordChanged); err != nil {
 			return err
 		}
 		if _, err := store.InsertSession(ctx, tx, row); err != nil {
 			return err
 		}
 		return audit.Write(ctx, tx, audit.Of(p), now, ActionAdminPasswordChanged, "admin_user", a.ID.String(), nil, map[string]any{
-			"password_changed": true, "sessions_ended": len(ended), "session": sessionLabel(row.ID),
+			"password_changed": true, "sessions_ended": len(ended), "session": sessionLabel(row.ID), "api_keys_revoked": revoked,
 		})
 	})
 	if err != nil {
-		return AdminSession{}, err
+		return AdminSession{}, 0, err
 	}
 	// The rows are gone, so every instance refuses the sessions once it
 	// reads the database; dropping the shared cache's copies makes that the
@@ -158,7 +165,7 @@ func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in 
 		s.cacheDelete(ctx, id)
 	}
 	s.cacheNewSession(ctx, row)
-	return AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}, nil
+	return AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}, revoked, nil
 }
 
 // checkAndHash verifies the current password against hash and hashes the

@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -9,18 +10,67 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/store"
 )
+
+// JWTOptions sign and verify customer access tokens ([jwt] in the
+// configuration).
+type JWTOptions struct {
+	// Secret is the HMAC key, at least 32 characters.
+	Secret string
+	// Expiry is how long a token works (DefaultJWTExpiry when zero).
+	Expiry time.Duration
+}
+
+// SessionOptions are the admin session cookie and its timeouts ([session]
+// in the configuration). Zero values take the defaults below.
+type SessionOptions struct {
+	CookieName string
+	// IdleTimeout ends a session not used for this long.
+	IdleTimeout time.Duration
+	// AbsoluteTimeout ends a session this long after its login, however
+	// busy.
+	AbsoluteTimeout time.Duration
+	CookieSecure    bool
+	// CookieSameSite is Strict, Lax or None.
+	CookieSameSite string
+}
+
+// BootstrapOptions name the first admin, created on a database without
+// admins ([bootstrap] in the configuration).
+type BootstrapOptions struct {
+	AdminUsername string
+	// AdminPassword is required only while the database has no admin.
+	AdminPassword string
+}
+
+// The defaults of JWTOptions, SessionOptions and BootstrapOptions.
+const (
+	DefaultJWTExpiry              = 24 * time.Hour
+	DefaultSessionCookieName      = "paymentd_session"
+	DefaultSessionIdleTimeout     = 24 * time.Hour
+	DefaultSessionAbsoluteTimeout = 7 * 24 * time.Hour
+	DefaultSessionCookieSameSite  = "Lax"
+	DefaultBootstrapAdminUsername = "admin"
+)
+
+// withDefaults fills the zero values.
+func (o SessionOptions) withDefaults() SessionOptions {
+	o.CookieName = cmp.Or(o.CookieName, DefaultSessionCookieName)
+	o.IdleTimeout = cmp.Or(max(o.IdleTimeout, 0), DefaultSessionIdleTimeout)
+	o.AbsoluteTimeout = cmp.Or(max(o.AbsoluteTimeout, 0), DefaultSessionAbsoluteTimeout)
+	o.CookieSameSite = cmp.Or(o.CookieSameSite, DefaultSessionCookieSameSite)
+	return o
+}
 
 // Options are what a Service is built from.
 type Options struct {
 	// DB is the system of record (the pool).
 	DB store.DB
 	// JWT signs and verifies customer access tokens.
-	JWT config.JWT
+	JWT JWTOptions
 	// Session configures the admin session cookie and its timeouts.
-	Session config.Session
+	Session SessionOptions
 	// Currencies is [billing].currencies; a new customer's balance is in the
 	// first.
 	Currencies []string
@@ -45,7 +95,7 @@ type Service struct {
 	log        *slog.Logger
 	jwtKey     []byte
 	jwtTTL     time.Duration
-	session    config.Session
+	session    SessionOptions
 	idle       time.Duration
 	absolute   time.Duration
 	currency   string
@@ -69,9 +119,7 @@ func NewService(o Options) (*Service, error) {
 	if len(o.JWT.Secret) < 32 {
 		return nil, errors.New("identity: [jwt].secret must be at least 32 characters")
 	}
-	if o.JWT.ExpiryHours < 1 || o.Session.IdleTimeoutMinutes < 1 || o.Session.AbsoluteTimeoutHours < 1 || o.Session.CookieName == "" {
-		return nil, errors.New("identity: [jwt] and [session] settings are not valid (validate the configuration first)")
-	}
+	o.Session = o.Session.withDefaults()
 	if len(o.Currencies) == 0 {
 		return nil, errors.New("identity: [billing].currencies is empty")
 	}
@@ -81,10 +129,10 @@ func NewService(o Options) (*Service, error) {
 		cache:      o.Cache,
 		log:        o.Log,
 		jwtKey:     []byte(o.JWT.Secret),
-		jwtTTL:     time.Duration(o.JWT.ExpiryHours) * time.Hour,
+		jwtTTL:     cmp.Or(max(o.JWT.Expiry, 0), DefaultJWTExpiry),
 		session:    o.Session,
-		idle:       time.Duration(o.Session.IdleTimeoutMinutes) * time.Minute,
-		absolute:   time.Duration(o.Session.AbsoluteTimeoutHours) * time.Hour,
+		idle:       o.Session.IdleTimeout,
+		absolute:   o.Session.AbsoluteTimeout,
 		currency:   o.Currencies[0],
 		dummyHash:  dummyHash,
 		hashSlots:  make(chan struct{}, runtime.GOMAXPROCS(0)),
@@ -116,7 +164,7 @@ func (s *Service) APIKeyAuthenticator() *APIKeyAuthenticator { return s.apiKeys 
 // now is the injected clock in UTC, at the microsecond precision PostgreSQL
 // stores, so that a time written and read back compares equal.
 func (s *Service) now() time.Time {
-	return s.clock().UTC().Truncate(time.Microsecond)
+	return store.Timestamp(s.clock())
 }
 
 // dummyHash is the hash a login for an unknown user is verified against: an

@@ -1,13 +1,10 @@
 package identity_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
@@ -30,49 +28,13 @@ const (
 	cookieName        = "pd_admin"
 )
 
-// fakeClock is the injected clock; tests move it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// syncBuffer collects log output from concurrent requests.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// env is one running paymentd on its own database.
-type env struct {
+// bundle is one running paymentd on its own database.
+type bundle struct {
 	app      *app.App
 	cfg      config.Config
 	baseURL  string
-	clock    *fakeClock
-	logs     *syncBuffer
+	clock    *testkit.Clock
+	logs     *testkit.Logs
 	http     *http.Client
 	h2c      *http.Client
 	identity identitypbconnect.IdentityServiceClient
@@ -88,7 +50,7 @@ func withConfig(f func(*config.Config)) setupOption { return setupOption{mutate:
 
 func withAppOption(o app.Option) setupOption { return setupOption{opts: []app.Option{o}} }
 
-func setup(t *testing.T, options ...setupOption) *env {
+func setup(t *testing.T, options ...setupOption) *bundle {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DB.URL = testdb.URL(t)
@@ -99,7 +61,7 @@ func setup(t *testing.T, options ...setupOption) *env {
 	// All test clients share 127.0.0.1; the limit itself is tested in
 	// internal/ratelimit and internal/app.
 	cfg.RateLimit.Enabled = false
-	clock := &fakeClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testkit.NewClockAt(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	appOpts := []app.Option{app.WithClock(clock.Now)}
 	for _, o := range options {
 		if o.mutate != nil {
@@ -109,8 +71,8 @@ func setup(t *testing.T, options ...setupOption) *env {
 	}
 	require.NoError(t, cfg.Validate())
 
-	logs := &syncBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	logs := &testkit.Logs{}
+	log := logs.JSON()
 	a, err := app.New(context.Background(), cfg, log, appOpts...)
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -133,7 +95,7 @@ func setup(t *testing.T, options ...setupOption) *env {
 			t.Log(logs.String())
 		}
 	})
-	e := &env{
+	e := &bundle{
 		app:     a,
 		cfg:     cfg,
 		baseURL: "http://" + ln.Addr().String(),
@@ -175,7 +137,7 @@ type customer struct {
 	id, email, password, token string
 }
 
-func (e *env) register(t *testing.T, email string) customer {
+func (e *bundle) register(t *testing.T, email string) customer {
 	t.Helper()
 	const password = "customer-password-1"
 	res, err := e.identity.Register(context.Background(), req(&identitypb.RegisterRequest{Email: email, Password: password, Name: "Test Customer"}))
@@ -185,7 +147,7 @@ func (e *env) register(t *testing.T, email string) customer {
 }
 
 // adminLogin logs the bootstrap admin in and returns the session cookie.
-func (e *env) adminLogin(t *testing.T) *http.Cookie {
+func (e *bundle) adminLogin(t *testing.T) *http.Cookie {
 	t.Helper()
 	res, err := e.identity.AdminLogin(context.Background(), req(&identitypb.AdminLoginRequest{Username: "admin", Password: bootstrapPassword}))
 	require.NoError(t, err)
@@ -209,13 +171,13 @@ func sessionCookie(t *testing.T, h http.Header) *http.Cookie {
 }
 
 // allowAPIKeys lets the customer create API keys.
-func (e *env) allowAPIKeys(t *testing.T, adminCookie string, c customer, allowed bool) {
+func (e *bundle) allowAPIKeys(t *testing.T, adminCookie string, c customer, allowed bool) {
 	t.Helper()
 	_, err := e.admin.SetCanCreateApiKeys(context.Background(), req(&identitypb.SetCanCreateApiKeysRequest{CustomerId: c.id, Allowed: allowed}, cookie(adminCookie)))
 	require.NoError(t, err)
 }
 
-func (e *env) count(t *testing.T, query string, args ...any) int {
+func (e *bundle) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, e.app.Pool().QueryRow(context.Background(), query, args...).Scan(&n))
@@ -236,7 +198,7 @@ func message(err error) string {
 }
 
 // me calls GetMe with creds.
-func (e *env) me(creds ...cred) (*identitypb.GetMeResponse, error) {
+func (e *bundle) me(creds ...cred) (*identitypb.GetMeResponse, error) {
 	res, err := e.identity.GetMe(context.Background(), req(&identitypb.GetMeRequest{}, creds...))
 	if err != nil {
 		return nil, err

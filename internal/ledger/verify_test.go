@@ -17,12 +17,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
 
-// world is a consistent set of rows covering every path money takes: a
+// bundle is a consistent set of rows covering every path money takes: a
 // gateway payment with a partial refund, a balance payment refunded in part
 // to the balance, a zero-amount order, an order paid through its invoice in
 // two payments, a standalone invoice paid in part, pending and failed
 // payments, a chained balance ledger.
-type world struct {
+type bundle struct {
 	pool *pgxpool.Pool
 	// customer and their orders, payments, refunds, invoices.
 	customer                          uuid.UUID
@@ -37,10 +37,10 @@ type world struct {
 	product                           uuid.UUID
 }
 
-func setup(t *testing.T) *world {
+func setup(t *testing.T) *bundle {
 	t.Helper()
 	pool := testdb.Pool(t)
-	w := &world{pool: pool}
+	w := &bundle{pool: pool}
 	w.customer = testfixture.Customer(t, pool)
 	w.gw = testfixture.GatewayInterface(t, pool, "epay")
 	ctx := context.Background()
@@ -139,7 +139,7 @@ func setup(t *testing.T) *world {
 
 // broken runs corrupt in a transaction, verifies inside it, and rolls back,
 // so every case starts from the clean world.
-func (w *world) broken(t *testing.T, corrupt ...string) ledger.Report {
+func (w *bundle) broken(t *testing.T, corrupt ...string) ledger.Report {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := w.pool.Begin(ctx)

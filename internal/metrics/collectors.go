@@ -96,14 +96,27 @@ func (m *Metrics) RegisterLimiter(l Limiter, reasons []string) error {
 	})
 }
 
-// RegisterSlowRequests exposes how many requests the server cut off because
-// their body did not arrive within [server].read_timeout_secs.
-func (m *Metrics) RegisterSlowRequests(count func() uint64) error {
-	slow := desc("http_slow_requests_total", "Requests answered 408 because their body did not arrive within [server].read_timeout_secs.")
+// RequestBodies is what the server reports of the request bodies it reads
+// before the concurrency limit.
+type RequestBodies interface {
+	SlowRequests() uint64
+	TooLargeRequests() uint64
+	BufferBusyRequests() uint64
+}
+
+// RegisterRequestBodies exposes the requests the server refused while it
+// read their body, before the concurrency limit: cut off at
+// [server].read_timeout_secs, too large, or refused for want of buffers.
+func (m *Metrics) RegisterRequestBodies(b RequestBodies) error {
+	slow := desc("http_slow_requests_total", "Requests cut off because their body did not arrive within [server].read_timeout_secs (408, DeadlineExceeded to RPC clients; the connection ends).")
+	tooLarge := desc("http_body_too_large_total", "Requests refused before the concurrency limit because their body, declared or as sent, was over [server].max_request_bytes plus 64 KiB (413, ResourceExhausted to RPC clients).")
+	busy := desc("http_body_buffers_busy_total", "Requests refused because the budget of request buffers stayed spent until their read deadline (503, Unavailable to RPC clients, with Retry-After).")
 	return m.reg.Register(collectorFunc{
-		descs: []*prometheus.Desc{slow},
+		descs: []*prometheus.Desc{slow, tooLarge, busy},
 		collect: func(ch chan<- prometheus.Metric) {
-			ch <- prometheus.MustNewConstMetric(slow, prometheus.CounterValue, float64(count()))
+			ch <- prometheus.MustNewConstMetric(slow, prometheus.CounterValue, float64(b.SlowRequests()))
+			ch <- prometheus.MustNewConstMetric(tooLarge, prometheus.CounterValue, float64(b.TooLargeRequests()))
+			ch <- prometheus.MustNewConstMetric(busy, prometheus.CounterValue, float64(b.BufferBusyRequests()))
 		},
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // migrationLease is the `migration` row of leader_leases, if any, on the
@@ -205,11 +206,7 @@ func TestAKilledMigratorsLeaseExpiresAndAnotherTakesOver(t *testing.T) {
 			}
 		}
 	}()
-	select {
-	case <-paused:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the child migrator did not reach migration 9")
-	}
+	testkit.WaitOrTimeoutFor(t, paused, 60*time.Second, "the child migrator to reach migration 9")
 	dead, held := readMigrationLease(t, db)
 	require.True(t, held)
 	require.Equal(t, "migrator-killed", dead.holder)

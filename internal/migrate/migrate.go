@@ -41,9 +41,9 @@ func FS() fs.FS {
 	return sub
 }
 
-// Options tune a run; the zero value waits WaitTimeout, holds the lease
-// with the specification's 30 s TTL renewed every 10 s under a new node id,
-// and logs nothing.
+// Options tune a run; the zero value waits WaitTimeout, holds the lease with the
+// API contract's 30 s TTL renewed every 10 s under a new node id, and logs
+// nothing.
 type Options struct {
 	Logger *slog.Logger
 	// Wait bounds how long to wait for another instance's migration run:
@@ -70,7 +70,7 @@ func (o *Options) defaults() {
 		o.Holder = cluster.NewNodeID()
 	}
 	if o.LeaseTTL <= 0 {
-		o.LeaseTTL = 30 * time.Second
+		o.LeaseTTL = cluster.DefaultLeaseTTL
 	}
 	if o.LeaseRenew <= 0 {
 		o.LeaseRenew = o.LeaseTTL / 3

@@ -50,7 +50,7 @@ func TestThereAreNineNumberedMigrations(t *testing.T) {
 	db := open(t, testdb.EmptyURL(t))
 	st, err := migrate.Status(context.Background(), db)
 	require.NoError(t, err)
-	require.Len(t, st, 9, "the specification counts 9 migrations")
+	require.Len(t, st, 9, "the API contract counts 9 migrations (docs/api.md)")
 	for i, s := range st {
 		require.EqualValues(t, i+1, s.Source.Version)
 	}

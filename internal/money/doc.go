@@ -12,13 +12,13 @@
 //
 // # Why exactly two decimals
 //
-// Every money column is NUMERIC(12,2) (spec, rule 1). PostgreSQL rounds a value
-// with more decimals when it is stored, so accepting "1.005" in Go would let the
-// database invent a cent. Parse therefore rejects a third fractional digit
-// (ErrTooManyDecimals) instead of rounding, and scanning a computed NUMERIC such
-// as 1.005 fails the same way; trailing zeros from the database ("1.000") are
-// harmless and accepted there. String always prints two decimals ("12.30",
-// "0.00", "-5.00") and never "-0.00".
+// Every money column is NUMERIC(12,2) (docs/api.md, "Money and records").
+// PostgreSQL rounds a value with more decimals when it is stored, so accepting
+// "1.005" in Go would let the database invent a cent. Parse therefore rejects a
+// third fractional digit (ErrTooManyDecimals) instead of rounding, and scanning
+// a computed NUMERIC such as 1.005 fails the same way; trailing zeros from the
+// database ("1.000") are harmless and accepted there. String always prints two
+// decimals ("12.30", "0.00", "-5.00") and never "-0.00".
 //
 // # Why the range check
 //

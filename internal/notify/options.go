@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,133 +18,138 @@ const (
 	ChannelEmail   = "email"
 )
 
+// The defaults of Options, and of [notify] in the configuration.
+const (
+	DefaultPollInterval  = 5 * time.Second
+	DefaultBatchSize     = 20
+	DefaultConcurrency   = 4
+	DefaultMaxAttempts   = 8
+	DefaultRetryBase     = 30 * time.Second
+	DefaultRetryMax      = time.Hour
+	DefaultSendTimeout   = 30 * time.Second
+	DefaultCustomerEmail = true
+	DefaultWebhookPlugin = "webhook"
+
+	DefaultSMTPPort        = 587
+	DefaultSMTPImplicitTLS = 465 // the port with SMTP.ImplicitTLS
+	DefaultSMTPTLSPolicy   = "mandatory"
+	DefaultSMTPAuth        = "none" // "plain" when a username is set
+	DefaultSMTPTimeout     = 15 * time.Second
+)
+
 // Options is the [notify] configuration. Zero values take the defaults
-// noted; the e-mail channel is off while SMTP.Host is empty and the webhook
+// above; the e-mail channel is off while SMTP.Host is empty and the webhook
 // channel while Webhooks is empty.
 type Options struct {
 	// PollInterval: how often the sender looks for due notifications
-	// without a wake-up ([notify].poll_interval, 5 s).
-	PollInterval time.Duration `koanf:"poll_interval"`
-	// BatchSize: notifications claimed at a time ([notify].batch_size, 20).
-	BatchSize int `koanf:"batch_size"`
-	// Concurrency: deliveries at the same time ([notify].concurrency, 4).
-	Concurrency int `koanf:"concurrency"`
+	// without a wake-up ([notify].poll_interval).
+	PollInterval time.Duration
+	// BatchSize: notifications claimed at a time ([notify].batch_size).
+	BatchSize int
+	// Concurrency: deliveries at the same time ([notify].concurrency).
+	Concurrency int
 	// MaxAttempts: delivery attempts before a notification is failed
-	// ([notify].max_attempts, 8).
-	MaxAttempts int `koanf:"max_attempts"`
+	// ([notify].max_attempts).
+	MaxAttempts int
 	// RetryBase and RetryMax shape the backoff between attempts
-	// ([notify].retry_base 30 s, [notify].retry_max 1 h).
-	RetryBase time.Duration `koanf:"retry_base"`
-	RetryMax  time.Duration `koanf:"retry_max"`
-	// SendTimeout bounds one delivery ([notify].send_timeout, 30 s).
-	SendTimeout time.Duration `koanf:"send_timeout"`
+	// ([notify].retry_base, [notify].retry_max).
+	RetryBase time.Duration
+	RetryMax  time.Duration
+	// SendTimeout bounds one delivery ([notify].send_timeout).
+	SendTimeout time.Duration
 
 	// CustomerEmail sends the customer an e-mail about their order
-	// ([notify].customer_email, true).
-	CustomerEmail *bool `koanf:"customer_email"`
+	// ([notify].customer_email; nil: DefaultCustomerEmail).
+	CustomerEmail *bool
 	// AdminEmails receive every order notification ([notify].admin_emails).
-	AdminEmails []string `koanf:"admin_emails"`
+	AdminEmails []string
 
 	// WebhookPlugin is the notifier plugin that renders and sends webhooks
-	// ([notify].webhook_plugin, "webhook").
-	WebhookPlugin string `koanf:"webhook_plugin"`
+	// ([notify].webhook_plugin).
+	WebhookPlugin string
 	// Webhooks receive every order notification ([[notify.webhooks]]).
-	Webhooks []Webhook `koanf:"webhooks"`
+	Webhooks []Webhook
 
 	// SMTP is the e-mail channel ([notify.smtp]).
-	SMTP SMTP `koanf:"smtp"`
+	SMTP SMTP
 
 	// Tracer, when set (tracing on), gives each delivery a span, whose
 	// trace id the delivery's log lines carry. Not configuration: the
 	// service sets it from [tracing].
-	Tracer trace.Tracer `koanf:"-"`
+	Tracer trace.Tracer
 }
 
 // Webhook is one endpoint of the webhook channel. Its name is the
 // notification's recipient; the URL and the secret stay in the
 // configuration and go to the plugin only.
 type Webhook struct {
-	Name   string `koanf:"name"`
-	URL    string `koanf:"url"`
-	Secret string `koanf:"secret"`
+	Name   string
+	URL    string
+	Secret string
 	// Headers are extra request headers.
-	Headers map[string]string `koanf:"headers"`
+	Headers map[string]string
 }
 
 // SMTP configures the e-mail channel (github.com/wneessen/go-mail).
 type SMTP struct {
 	// Host of the SMTP server; empty disables e-mail ([notify.smtp].host).
-	Host string `koanf:"host"`
-	// Port (default 587, or 465 with ImplicitTLS).
-	Port int `koanf:"port"`
+	Host string
+	// Port (DefaultSMTPPort, or DefaultSMTPImplicitTLS with ImplicitTLS).
+	Port int
 	// From is the sender address, e.g. "Billing <billing@example.com>".
-	From string `koanf:"from"`
-	// TLSPolicy: "mandatory" (STARTTLS required, the default),
+	From string
+	// TLSPolicy: "mandatory" (STARTTLS required),
 	// "opportunistic" (STARTTLS when offered) or "none".
-	TLSPolicy string `koanf:"tls_policy"`
+	TLSPolicy string
 	// ImplicitTLS connects with TLS from the first byte (SMTPS, port 465)
 	// instead of STARTTLS.
-	ImplicitTLS bool `koanf:"implicit_tls"`
+	ImplicitTLS bool
 	// Auth: "" or "none", "plain", "login", "cram-md5", "scram-sha-256" or
-	// "auto" (the strongest the server offers). Default "plain" when a
-	// username is set, "none" otherwise.
-	Auth     string `koanf:"auth"`
-	Username string `koanf:"username"`
-	Password string `koanf:"password"`
+	// "auto" (the strongest the server offers).
+	Auth     string
+	Username string
+	Password string
 	// HELO is the name sent in EHLO/HELO (default: the host name).
-	HELO string `koanf:"helo"`
-	// Timeout bounds connecting and every SMTP command (default 15 s).
-	Timeout time.Duration `koanf:"timeout"`
+	HELO string
+	// Timeout bounds connecting and every SMTP command.
+	Timeout time.Duration
 	// TLSConfig overrides the TLS settings (tests: a private CA); not a
 	// configuration key.
-	TLSConfig *tls.Config `koanf:"-"`
+	TLSConfig *tls.Config
 }
 
 // Enabled reports whether the e-mail channel is configured.
 func (s SMTP) Enabled() bool { return s.Host != "" }
 
-// Defaults fills the zero values.
+// Defaults fills the zero values (a negative count or duration counts as
+// zero).
 func (o Options) Defaults() Options {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d <= 0 {
-			*d = v
-		}
-	}
-	defInt := func(n *int, v int) {
-		if *n <= 0 {
-			*n = v
-		}
-	}
-	def(&o.PollInterval, 5*time.Second)
-	defInt(&o.BatchSize, 20)
-	defInt(&o.Concurrency, 4)
-	defInt(&o.MaxAttempts, 8)
-	def(&o.RetryBase, 30*time.Second)
-	def(&o.RetryMax, time.Hour)
-	def(&o.SendTimeout, 30*time.Second)
+	o.PollInterval = cmp.Or(max(o.PollInterval, 0), DefaultPollInterval)
+	o.BatchSize = cmp.Or(max(o.BatchSize, 0), DefaultBatchSize)
+	o.Concurrency = cmp.Or(max(o.Concurrency, 0), DefaultConcurrency)
+	o.MaxAttempts = cmp.Or(max(o.MaxAttempts, 0), DefaultMaxAttempts)
+	o.RetryBase = cmp.Or(max(o.RetryBase, 0), DefaultRetryBase)
+	o.RetryMax = cmp.Or(max(o.RetryMax, 0), DefaultRetryMax)
+	o.SendTimeout = cmp.Or(max(o.SendTimeout, 0), DefaultSendTimeout)
 	if o.CustomerEmail == nil {
-		yes := true
+		yes := DefaultCustomerEmail
 		o.CustomerEmail = &yes
 	}
-	if o.WebhookPlugin == "" {
-		o.WebhookPlugin = "webhook"
-	}
-	if o.SMTP.TLSPolicy == "" {
-		o.SMTP.TLSPolicy = "mandatory"
-	}
+	o.WebhookPlugin = cmp.Or(o.WebhookPlugin, DefaultWebhookPlugin)
+	o.SMTP.TLSPolicy = cmp.Or(o.SMTP.TLSPolicy, DefaultSMTPTLSPolicy)
 	if o.SMTP.Port == 0 {
-		o.SMTP.Port = 587
+		o.SMTP.Port = DefaultSMTPPort
 		if o.SMTP.ImplicitTLS {
-			o.SMTP.Port = 465
+			o.SMTP.Port = DefaultSMTPImplicitTLS
 		}
 	}
 	if o.SMTP.Auth == "" {
-		o.SMTP.Auth = "none"
+		o.SMTP.Auth = DefaultSMTPAuth
 		if o.SMTP.Username != "" {
 			o.SMTP.Auth = "plain"
 		}
 	}
-	def(&o.SMTP.Timeout, 15*time.Second)
+	o.SMTP.Timeout = cmp.Or(max(o.SMTP.Timeout, 0), DefaultSMTPTimeout)
 	return o
 }
 

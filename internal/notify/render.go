@@ -9,13 +9,33 @@ import (
 
 // What a notice says, per event type and audience. Data keys: order_id,
 // description, customer_id, instance_id, reason, refund_due, amount,
-// currency. The webhook plugin's render produces the webhook text; these
+// currency; a renewal's also invoice_id, period, starts_at, ends_at and
+// resumed; a renewal reminder's invoice_id, period, kind (issued, due_soon,
+// overdue), days and due_at. The webhook plugin's render produces the webhook text; these
 // are the e-mails, and the webhook text when the plugin cannot render.
 
 var webhookSubjects = map[string]string{
-	"order_provisioned": "Order {order_id} is ready",
-	"order_cancelled":   "Order {order_id} was cancelled",
-	"order_refunded":    "Order {order_id} was refunded",
+	"order_provisioned":  "Order {order_id} is ready",
+	"order_cancelled":    "Order {order_id} was cancelled",
+	"order_refunded":     "Order {order_id} was refunded",
+	"service_renewed":    "Service of order {order_id} renewed until {ends_at}",
+	"service_suspended":  "Service of order {order_id} was suspended",
+	"service_resumed":    "Service of order {order_id} was resumed",
+	"service_terminated": "Service of order {order_id} has ended",
+	"renewal_reminder":   "Renewal invoice {invoice_id} of order {order_id}: {kind}",
+}
+
+// Why a service was suspended or ended (the reason of service_suspended
+// and service_terminated).
+var suspendReasons = map[string]string{
+	"overdue": "its renewal invoice is unpaid; paying it resumes the service",
+	"admin":   "our staff suspended it",
+}
+
+var endReasons = map[string]string{
+	"unpaid":      "its renewal invoice was not paid",
+	"not_renewed": "its renewal was turned off and its last paid period is over",
+	"admin":       "our staff ended it",
 }
 
 var reasons = map[string]string{
@@ -85,6 +105,49 @@ func customerText(eventType, name string, data map[string]string) (subject, body
 		if id := data["instance_id"]; id != "" {
 			body += "Instance " + id + " has been shut down.\n"
 		}
+	case "service_renewed":
+		subject = "Your service was renewed"
+		body = fmt.Sprintf("%s\n\nwe received %s %s for your order %s: its service is paid until %s.\n",
+			greeting, data["amount"], data["currency"], order, data["ends_at"])
+		if data["resumed"] == "true" {
+			body += "\nThe service had been suspended; it runs again.\n"
+		}
+	case "service_suspended":
+		subject = "Your service was suspended"
+		why := suspendReasons[data["reason"]]
+		if why == "" {
+			why = "it was suspended"
+		}
+		body = fmt.Sprintf("%s\n\nthe service of your order %s was suspended: %s.\n", greeting, order, why)
+	case "service_resumed":
+		subject = "Your service was resumed"
+		body = fmt.Sprintf("%s\n\nthe service of your order %s runs again.\n", greeting, order)
+	case "service_terminated":
+		subject = "Your service has ended"
+		why := endReasons[data["reason"]]
+		if why == "" {
+			why = "it was ended"
+		}
+		body = fmt.Sprintf("%s\n\nthe service of your order %s has ended: %s.\n", greeting, order, why)
+		if id := data["instance_id"]; id != "" {
+			body += "Instance " + id + " has been shut down.\n"
+		}
+	case "renewal_reminder":
+		switch data["kind"] {
+		case "issued":
+			subject = "Your renewal invoice"
+			body = fmt.Sprintf("%s\n\nthe invoice for the next period of your order %s is ready: %s %s, due %s.\n",
+				greeting, order, data["amount"], data["currency"], data["due_at"])
+		case "due_soon":
+			subject = "Your renewal invoice is due soon"
+			body = fmt.Sprintf("%s\n\nthe renewal invoice of your order %s, %s %s, is due %s (in %s days).\n",
+				greeting, order, data["amount"], data["currency"], data["due_at"], data["days"])
+		default:
+			subject = "Your renewal invoice is overdue"
+			body = fmt.Sprintf("%s\n\nthe renewal invoice of your order %s, %s %s, was due %s, %s days ago. Paying it keeps your service running.\n",
+				greeting, order, data["amount"], data["currency"], data["due_at"], data["days"])
+		}
+		body += "Invoice: " + data["invoice_id"] + "\n"
 	default:
 		subject = "About your order"
 		body = fmt.Sprintf("%s\n\nthere is news about your order %s (%s).\n", greeting, order, eventType)

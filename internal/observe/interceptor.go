@@ -54,6 +54,18 @@ func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) co
 	}
 }
 
+// PrincipalAttrs are the log attributes that name who called: the
+// principal (admin:<id>, customer:<id>), the kind of credential and, for
+// an API key, the key's id (never the key). The RPC access line and the
+// CSV exports' lines (internal/export) name their caller with them.
+func PrincipalAttrs(p auth.Principal) []slog.Attr {
+	attrs := []slog.Attr{slog.String("principal", p.String()), slog.String("credential", string(p.Kind))}
+	if p.Kind == auth.KindAPIKey && p.CredentialID != "" {
+		attrs = append(attrs, slog.String("api_key_id", p.CredentialID))
+	}
+	return attrs
+}
+
 // begin notes the procedure and the principal for the request's log lines
 // and names its span; the function it returns counts and logs the answer.
 func (i *interceptor) begin(ctx context.Context, spec connect.Spec, method, protocol string) func(error) {
@@ -61,10 +73,7 @@ func (i *interceptor) begin(ctx context.Context, spec connect.Spec, method, prot
 	proc := spec.Procedure
 	attrs := []slog.Attr{slog.String("procedure", proc)}
 	if p, ok := auth.FromContext(ctx); ok {
-		attrs = append(attrs, slog.String("principal", p.String()), slog.String("credential", string(p.Kind)))
-		if p.Kind == auth.KindAPIKey && p.CredentialID != "" {
-			attrs = append(attrs, slog.String("api_key_id", p.CredentialID))
-		}
+		attrs = append(attrs, PrincipalAttrs(p)...)
 	}
 	logging.Add(ctx, attrs...)
 	if span := trace.SpanFromContext(ctx); span.IsRecording() {

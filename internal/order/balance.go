@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -62,18 +63,16 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		// changes): locks are taken customer first, then order, the same
 		// order every balance change of the customer uses.
 		o, err := store.GetOrder(ctx, tx, orderID)
-		if err != nil {
-			return notFound(err, "order", orderID)
-		}
-		if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
-			return apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", orderID)
+		hidden := apperr.New(apperr.NotFound, "order %s not found", orderID)
+		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+			return err
 		}
 		acct, err := store.LockBalanceAccount(ctx, tx, o.CustomerID)
 		if err != nil {
-			return bug(err, "lock customer of order") // it exists: foreign key
+			return store.BugIfNotFound(err, "lock customer of order") // it exists: foreign key
 		}
 		if o, err = store.GetOrderForUpdate(ctx, tx, orderID); err != nil {
-			return bug(err, "lock order")
+			return store.BugIfNotFound(err, "lock order")
 		}
 		if err := payable(o); err != nil {
 			return err
@@ -99,7 +98,7 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 			if err != nil {
 				return err // insufficient balance: the payment row goes with the transaction
 			}
-			if err := audit.Write(ctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay)); err != nil {
+			if err := audit.Write(ctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, PaymentSnapshot(pay)); err != nil {
 				return err
 			}
 			out.Payment, out.Ledger, out.Balance = &pay, &posted.Ledger, posted.Account.Balance
@@ -142,4 +141,49 @@ func payable(o store.Order) error {
 	default:
 		return apperr.New(apperr.InvalidArgument, "order %s is %s; only a pending order can be paid", o.ID, o.Status)
 	}
+}
+
+// failedByInvoiceBalancePay is the failure reason of an invoice's pending
+// gateway payments when its balance payment completes it.
+const failedByInvoiceBalancePay = "invoice paid from the balance"
+
+// PayInvoiceFromBalance pays inv in full from its customer's balance when
+// the balance covers it — down to −credit_limit, the rule PayWithBalance
+// follows — and reports whether it did; a balance that does not cover it
+// is left alone (false, nil). The same rows as PayWithBalance: a ledger row
+// through balance.Post, a successful balance payment of the invoice, the
+// invoice paid through InvoiceTransition (which renews a renewal invoice's
+// service) and their audit rows.
+//
+// The caller holds, in tx, the customer's lock (acct, as
+// store.LockBalanceAccount read it), then the invoice's order's, then the
+// invoice's (inv, issued or overdue).
+func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, inv store.Invoice, by audit.Actor, at time.Time) (bool, error) {
+	due, err := inv.Amount.Sub(inv.PaidAmount)
+	if err != nil || due.Sign() <= 0 || acct.Currency != inv.Currency || acct.DisabledAt != nil {
+		return false, err
+	}
+	after, err := acct.Balance.Sub(due)
+	if err != nil || after.Cmp(acct.CreditLimit.Neg()) < 0 {
+		return false, nil
+	}
+	pay, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
+		InvoiceID: &inv.ID, CustomerID: inv.CustomerID, Amount: due, Currency: inv.Currency, PaidAt: at,
+	})
+	if err != nil {
+		return false, err
+	}
+	if _, err := balance.Post(ctx, tx, balance.Entry{
+		CustomerID: inv.CustomerID, Kind: balance.Payment, Amount: due.Neg(), Currency: inv.Currency,
+		PaymentID: &pay.ID, Description: "invoice " + inv.ID.String(), By: by, At: at,
+	}); err != nil {
+		return false, err
+	}
+	if err := audit.Write(ctx, tx, by, at, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, PaymentSnapshot(pay)); err != nil {
+		return false, err
+	}
+	if _, err := InvoiceTransition(ctx, tx, inv, InvoiceMove{By: by, At: at, Pay: due, FailReason: failedByInvoiceBalancePay}); err != nil {
+		return false, err
+	}
+	return true, nil
 }

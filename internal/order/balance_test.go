@@ -213,7 +213,7 @@ func TestPayWithBalanceRefusesOthersOrdersCancelledOrdersAndOtherCurrencies(t *t
 	o := b.order(t, b.asAlice, "10.00")
 
 	_, err := b.svc.PayWithBalance(b.asBob, o.ID)
-	requireKind(t, err, apperr.PermissionDenied)
+	requireKind(t, err, apperr.NotFound, "another customer's order reads as none")
 	_, err = b.svc.PayWithBalance(b.anonymous, o.ID)
 	requireKind(t, err, apperr.Unauthenticated)
 	_, err = b.svc.PayWithBalance(b.asAlice, uuid.New())

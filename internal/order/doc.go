@@ -4,7 +4,7 @@
 //
 // # Order states
 //
-// The transitions of DESIGN.md ("order transitions"), kept as a table in
+// The transitions of docs/decisions.md ("order transitions"), kept as a table in
 // status.go (CanTransition); every pair is tested:
 //
 //	                callback,                        worker takes

@@ -8,11 +8,9 @@ import (
 
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
-	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
-	"github.com/rustbill/paymentd/internal/paging"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -20,24 +18,68 @@ import (
 // Policy is who may call each OrderService procedure. Authenticated
 // operations scope customers to their own orders and invoices themselves.
 var Policy = auth.Policy{
-	orderpbconnect.OrderServiceCreateProductProcedure:  auth.AdminOnly,
-	orderpbconnect.OrderServiceListProductsProcedure:   auth.Authenticated,
-	orderpbconnect.OrderServiceUpdateProductProcedure:  auth.AdminOnly,
-	orderpbconnect.OrderServiceCreateOrderProcedure:    auth.CustomerOnly,
-	orderpbconnect.OrderServiceGetOrderProcedure:       auth.Authenticated,
-	orderpbconnect.OrderServiceListOrdersProcedure:     auth.Authenticated,
-	orderpbconnect.OrderServiceCancelOrderProcedure:    auth.Authenticated,
-	orderpbconnect.OrderServicePayWithBalanceProcedure: auth.Authenticated,
-	orderpbconnect.OrderServiceCreateInvoiceProcedure:  auth.AdminOnly,
-	orderpbconnect.OrderServiceGetInvoiceProcedure:     auth.Authenticated,
-	orderpbconnect.OrderServiceListInvoicesProcedure:   auth.Authenticated,
-	orderpbconnect.OrderServiceCancelInvoiceProcedure:  auth.AdminOnly,
+	orderpbconnect.OrderServiceCreateProductProcedure:       auth.AdminOnly,
+	orderpbconnect.OrderServiceListProductsProcedure:        auth.Authenticated,
+	orderpbconnect.OrderServiceUpdateProductProcedure:       auth.AdminOnly,
+	orderpbconnect.OrderServiceCreateOrderProcedure:         auth.CustomerOnly,
+	orderpbconnect.OrderServiceGetOrderProcedure:            auth.Authenticated,
+	orderpbconnect.OrderServiceListOrdersProcedure:          auth.Authenticated,
+	orderpbconnect.OrderServiceCancelOrderProcedure:         auth.Authenticated,
+	orderpbconnect.OrderServicePayWithBalanceProcedure:      auth.Authenticated,
+	orderpbconnect.OrderServiceCreateInvoiceProcedure:       auth.AdminOnly,
+	orderpbconnect.OrderServiceGetInvoiceProcedure:          auth.Authenticated,
+	orderpbconnect.OrderServiceListInvoicesProcedure:        auth.Authenticated,
+	orderpbconnect.OrderServiceCancelInvoiceProcedure:       auth.AdminOnly,
+	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.Authenticated,
+	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.AdminOnly,
+	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.AdminOnly,
+	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.AdminOnly,
+	orderpbconnect.OrderServiceAdvanceBillingClockProcedure: auth.AdminOnly,
+	orderpbconnect.OrderServiceGetRenewalOverviewProcedure:  auth.AdminOnly,
+}
+
+// BillingClock is the test clock of the billing run ([billing].test_clock):
+// Advance moves it forward by d and runs the billing run at once as of the
+// new time.
+type BillingClock interface {
+	Advance(ctx context.Context, d time.Duration) (ClockAdvanced, error)
+	Now() time.Time
+}
+
+// RenewalPolicy is what the overview needs of the billing run's settings:
+// how long past due an unpaid renewal suspends, then ends, the service (0:
+// never).
+type RenewalPolicy struct {
+	SuspendAfter, TerminateAfter time.Duration
+}
+
+// ClockAdvanced is what a move of the test clock did: the clock's time
+// after it and the billing run's counts.
+type ClockAdvanced struct {
+	Now                                                     time.Time
+	Issued, AutoPaid, Overdue, Suspended, Terminated, Ended int
 }
 
 // Handler serves billing.order.OrderService: decode, call the domain, encode.
 type Handler struct {
 	orderpbconnect.UnimplementedOrderServiceHandler
-	svc *Service
+	svc    *Service
+	clock  BillingClock
+	policy RenewalPolicy
+}
+
+// WithRenewalPolicy returns h answering GetRenewalOverview's next steps by
+// p.
+func (h *Handler) WithRenewalPolicy(p RenewalPolicy) *Handler {
+	h.policy = p
+	return h
+}
+
+// WithBillingClock returns h serving AdvanceBillingClock over c; without
+// it the procedure answers FailedPrecondition (the test clock is off).
+func (h *Handler) WithBillingClock(c BillingClock) *Handler {
+	h.clock = c
+	return h
 }
 
 // NewHandler returns the OrderService handler over svc.
@@ -56,7 +98,7 @@ func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderp
 	}
 	p, err := h.svc.CreateProduct(ctx, NewProduct{
 		Name: m.GetName(), Description: m.GetDescription(), Price: price,
-		Currency: m.GetCurrency(), ProviderPlugin: m.ProviderPlugin,
+		Currency: m.GetCurrency(), BillingCycle: m.GetBillingCycle(), ProviderPlugin: m.ProviderPlugin,
 		ProviderConfig: m.GetProviderConfig().AsMap(),
 	})
 	if err != nil {
@@ -72,7 +114,10 @@ func (h *Handler) UpdateProduct(ctx context.Context, req *connect.Request[orderp
 	if err != nil {
 		return nil, err
 	}
-	u := ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled}
+	u := ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled, ApplyToExistingOrders: m.GetApplyToExistingOrders()}
+	if c := m.GetBillingCycle(); c != "" {
+		u.BillingCycle = &c
+	}
 	if m.Price != nil {
 		price, err := money.ParseNonNegative(m.GetPrice())
 		if err != nil {
@@ -97,7 +142,7 @@ func (h *Handler) ListProducts(ctx context.Context, req *connect.Request[orderpb
 	if err != nil {
 		return nil, err
 	}
-	out := &orderpb.ListProductsResponse{Products: make([]*orderpb.Product, 0, len(rows)), Meta: pageMeta(page)}
+	out := &orderpb.ListProductsResponse{Products: make([]*orderpb.Product, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, p := range rows {
 		out.Products = append(out.Products, ProductRecord(p))
 	}
@@ -123,11 +168,89 @@ func (h *Handler) GetOrder(ctx context.Context, req *connect.Request[orderpb.Get
 	if err != nil {
 		return nil, err
 	}
-	o, err := h.svc.GetOrder(ctx, id)
+	o, periods, err := h.svc.GetOrderPeriods(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&orderpb.GetOrderResponse{Order: OrderRecord(o)}), nil
+	out := &orderpb.GetOrderResponse{Order: OrderRecord(o), Periods: make([]*orderpb.ServicePeriod, 0, len(periods))}
+	for _, p := range periods {
+		out.Periods = append(out.Periods, PeriodRecord(p))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// SetOrderRenewal implements OrderService.SetOrderRenewal.
+func (h *Handler) SetOrderRenewal(ctx context.Context, req *connect.Request[orderpb.SetOrderRenewalRequest]) (*connect.Response[orderpb.SetOrderRenewalResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	o, err := h.svc.SetOrderRenewal(ctx, id, req.Msg.GetRenews())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.SetOrderRenewalResponse{Order: OrderRecord(o)}), nil
+}
+
+// ExtendServicePeriod implements OrderService.ExtendServicePeriod.
+func (h *Handler) ExtendServicePeriod(ctx context.Context, req *connect.Request[orderpb.ExtendServicePeriodRequest]) (*connect.Response[orderpb.ExtendServicePeriodResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	end, err := time.Parse(time.RFC3339, req.Msg.GetEndsAt())
+	if err != nil {
+		return nil, apperr.New(apperr.InvalidArgument, "ends_at %q is not an RFC 3339 time", req.Msg.GetEndsAt())
+	}
+	o, p, err := h.svc.ExtendServicePeriod(ctx, id, end, req.Msg.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.ExtendServicePeriodResponse{Order: OrderRecord(o), Period: PeriodRecord(p)}), nil
+}
+
+// SuspendOrder implements OrderService.SuspendOrder.
+func (h *Handler) SuspendOrder(ctx context.Context, req *connect.Request[orderpb.SuspendOrderRequest]) (*connect.Response[orderpb.SuspendOrderResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	o, err := h.svc.SuspendOrder(ctx, id, req.Msg.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.SuspendOrderResponse{Order: OrderRecord(o)}), nil
+}
+
+// ResumeOrder implements OrderService.ResumeOrder.
+func (h *Handler) ResumeOrder(ctx context.Context, req *connect.Request[orderpb.ResumeOrderRequest]) (*connect.Response[orderpb.ResumeOrderResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	o, err := h.svc.ResumeOrder(ctx, id, req.Msg.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.ResumeOrderResponse{Order: OrderRecord(o)}), nil
+}
+
+// AdvanceBillingClock implements OrderService.AdvanceBillingClock.
+func (h *Handler) AdvanceBillingClock(ctx context.Context, req *connect.Request[orderpb.AdvanceBillingClockRequest]) (*connect.Response[orderpb.AdvanceBillingClockResponse], error) {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if h.clock == nil {
+		return nil, apperr.New(apperr.FailedPrecondition, "the billing test clock is off: it needs [billing].test_clock = true (paymentd dev turns it on)")
+	}
+	a, err := h.clock.Advance(ctx, time.Duration(req.Msg.GetSeconds())*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.AdvanceBillingClockResponse{
+		Now: a.Now.UTC().Format(time.RFC3339), Issued: int32(a.Issued), AutoPaid: int32(a.AutoPaid), Overdue: int32(a.Overdue),
+		Suspended: int32(a.Suspended), Terminated: int32(a.Terminated), Ended: int32(a.Ended),
+	}), nil
 }
 
 // ListOrders implements OrderService.ListOrders.
@@ -143,7 +266,7 @@ func (h *Handler) ListOrders(ctx context.Context, req *connect.Request[orderpb.L
 	if err != nil {
 		return nil, err
 	}
-	out := &orderpb.ListOrdersResponse{Orders: make([]*orderpb.Order, 0, len(rows)), Meta: pageMeta(page)}
+	out := &orderpb.ListOrdersResponse{Orders: make([]*orderpb.Order, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, o := range rows {
 		out.Orders = append(out.Orders, OrderRecord(o))
 	}
@@ -240,7 +363,7 @@ func (h *Handler) ListInvoices(ctx context.Context, req *connect.Request[orderpb
 	if err != nil {
 		return nil, err
 	}
-	out := &orderpb.ListInvoicesResponse{Invoices: make([]*orderpb.Invoice, 0, len(rows)), Meta: pageMeta(page)}
+	out := &orderpb.ListInvoicesResponse{Invoices: make([]*orderpb.Invoice, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, inv := range rows {
 		out.Invoices = append(out.Invoices, InvoiceRecord(inv))
 	}
@@ -276,6 +399,7 @@ func ProductRecord(p store.Product) *orderpb.Product {
 		Enabled:        p.Enabled,
 		CreatedAt:      rpc.TimePtr(&p.CreatedAt),
 		UpdatedAt:      rpc.TimePtr(&p.UpdatedAt),
+		BillingCycle:   p.BillingCycle,
 	}
 }
 
@@ -283,18 +407,73 @@ func ProductRecord(p store.Product) *orderpb.Product {
 // 3339 UTC timestamps, empty strings for what is not set.
 func OrderRecord(o store.Order) *orderpb.Order {
 	return &orderpb.Order{
-		Id:           o.ID.String(),
-		CustomerId:   o.CustomerID.String(),
-		ProductId:    rpc.IDString(o.ProductID),
-		Status:       o.Status,
-		TotalAmount:  o.TotalAmount.String(),
-		Currency:     o.Currency,
-		Description:  o.Description,
-		PaidAt:       rpc.TimePtr(o.PaidAt),
-		CancelledAt:  rpc.TimePtr(o.CancelledAt),
-		CancelReason: o.CancelReason,
-		CreatedAt:    rpc.TimePtr(&o.CreatedAt),
-		UpdatedAt:    rpc.TimePtr(&o.UpdatedAt),
+		Id:            o.ID.String(),
+		CustomerId:    o.CustomerID.String(),
+		ProductId:     rpc.IDString(o.ProductID),
+		Status:        o.Status,
+		TotalAmount:   o.TotalAmount.String(),
+		Currency:      o.Currency,
+		Description:   o.Description,
+		PaidAt:        rpc.TimePtr(o.PaidAt),
+		CancelledAt:   rpc.TimePtr(o.CancelledAt),
+		CancelReason:  o.CancelReason,
+		CreatedAt:     rpc.TimePtr(&o.CreatedAt),
+		UpdatedAt:     rpc.TimePtr(&o.UpdatedAt),
+		BillingCycle:  o.BillingCycle,
+		RenewalPrice:  rpc.NullMoney(o.RenewalPrice),
+		PaidUntil:     rpc.TimePtr(o.PaidUntil),
+		Renews:        o.Renews && BillingCycle(o.BillingCycle).Recurring(),
+		SuspendReason: o.SuspendReason,
+	}
+}
+
+// GetRenewalOverview implements OrderService.GetRenewalOverview.
+func (h *Handler) GetRenewalOverview(ctx context.Context, req *connect.Request[orderpb.GetRenewalOverviewRequest]) (*connect.Response[orderpb.GetRenewalOverviewResponse], error) {
+	days := req.Msg.GetDays()
+	if days == 0 {
+		days = 30
+	}
+	now := h.svc.now()
+	if h.clock != nil {
+		now = store.Timestamp(h.clock.Now()) // the billing run's time
+	}
+	ov, err := h.svc.RenewalOverview(ctx, now, time.Duration(days)*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	out := &orderpb.GetRenewalOverviewResponse{Days: days, OverdueCount: ov.OverdueCount, SuspendedCount: ov.SuspendedCount}
+	for _, d := range ov.Due {
+		out.Due = append(out.Due, &orderpb.RenewalsDue{Currency: d.Currency, Count: d.Count, Amount: d.Amount.String()})
+	}
+	record := func(r store.UnpaidRenewal, step time.Duration) *orderpb.RenewalInvoice {
+		rec := &orderpb.RenewalInvoice{
+			Order: OrderRecord(r.Order), InvoiceId: r.InvoiceID.String(), AmountDue: r.AmountDue.String(),
+			DueAt: rpc.TimePtr(&r.DueAt), DaysOverdue: int32(now.Sub(r.DueAt) / (24 * time.Hour)),
+		}
+		if step > 0 {
+			at := r.DueAt.Add(step)
+			rec.NextStepAt = rpc.TimePtr(&at)
+		}
+		return rec
+	}
+	for _, r := range ov.Overdue {
+		out.Overdue = append(out.Overdue, record(r, h.policy.SuspendAfter))
+	}
+	for _, r := range ov.Suspended {
+		out.Suspended = append(out.Suspended, record(r, h.policy.TerminateAfter))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// PeriodRecord is the wire form of a service period.
+func PeriodRecord(p store.ServicePeriod) *orderpb.ServicePeriod {
+	outcome := ""
+	if p.Outcome != nil {
+		outcome = *p.Outcome
+	}
+	return &orderpb.ServicePeriod{
+		Period: p.Seq, StartsAt: rpc.TimePtr(&p.StartsAt), EndsAt: rpc.TimePtr(&p.EndsAt),
+		InvoiceId: rpc.IDString(p.InvoiceID), Status: p.Status, PaidAt: rpc.TimePtr(p.PaidAt), Outcome: outcome,
 	}
 }
 
@@ -320,8 +499,4 @@ func InvoiceRecord(i store.Invoice) *orderpb.Invoice {
 		CreatedAt:   rpc.TimePtr(&i.CreatedAt),
 		UpdatedAt:   rpc.TimePtr(&i.UpdatedAt),
 	}
-}
-
-func pageMeta(p paging.Page) *paymentpb.PageMeta {
-	return &paymentpb.PageMeta{Total: p.Total, Page: p.Number, PageSize: p.Size, TotalPages: p.TotalPages()}
 }

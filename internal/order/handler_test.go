@@ -18,7 +18,6 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/server"
 )
@@ -42,16 +41,16 @@ func testPrincipal(next http.Handler) http.Handler {
 	})
 }
 
-type wire struct {
+type wireBundle struct {
 	*bundle
 	client orderpbconnect.OrderServiceClient
 	grpc   orderpbconnect.OrderServiceClient
 }
 
-func setupWire(t *testing.T) *wire {
+func setupWire(t *testing.T) *wireBundle {
 	t.Helper()
 	b := setup(t)
-	opts, err := server.HandlerOptions(config.Default().Server, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy, nil))
+	opts, err := server.HandlerOptions(server.Options{}, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy, nil))
 	require.NoError(t, err)
 	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc), opts...)
 	mux := http.NewServeMux()
@@ -60,7 +59,7 @@ func setupWire(t *testing.T) *wire {
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	return &wire{
+	return &wireBundle{
 		bundle: b,
 		client: orderpbconnect.NewOrderServiceClient(srv.Client(), srv.URL),
 		grpc:   orderpbconnect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithGRPC()),
@@ -75,8 +74,8 @@ func as[T any](who string, msg *T) *connect.Request[T] {
 	return req
 }
 
-func (w *wire) admin() string      { return "admin:" + w.adminID.String() }
-func customer(id uuid.UUID) string { return "customer:" + id.String() }
+func (w *wireBundle) admin() string { return "admin:" + w.adminID.String() }
+func customer(id uuid.UUID) string  { return "customer:" + id.String() }
 func requireCode(t *testing.T, want connect.Code, err error, msgAndArgs ...any) {
 	t.Helper()
 	require.Error(t, err, msgAndArgs...)
@@ -226,7 +225,7 @@ func TestWireOrderLifeCycleWithBalancePayment(t *testing.T) {
 	require.NoError(t, err)
 
 	_, err = w.client.GetOrder(ctx, as(bob, &orderpb.GetOrderRequest{Id: o.GetId()}))
-	requireCode(t, connect.CodePermissionDenied, err)
+	requireCode(t, connect.CodeNotFound, err)
 	_, err = w.client.GetOrder(ctx, as(alice, &orderpb.GetOrderRequest{Id: uuid.NewString()}))
 	requireCode(t, connect.CodeNotFound, err)
 	_, err = w.client.ListOrders(ctx, as(alice, &orderpb.ListOrdersRequest{
@@ -240,7 +239,7 @@ func TestWireOrderLifeCycleWithBalancePayment(t *testing.T) {
 
 	w.setAccount(t, w.alice, "20.00", "0.00")
 	_, err = w.client.PayWithBalance(ctx, as(bob, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
-	requireCode(t, connect.CodePermissionDenied, err)
+	requireCode(t, connect.CodeNotFound, err)
 	paid, err := w.grpc.PayWithBalance(ctx, as(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
 	require.NoError(t, err, "over gRPC as well")
 	require.Equal(t, "provisioning", paid.Msg.GetOrder().GetStatus())
@@ -319,7 +318,7 @@ func TestWireInvoices(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, inv.GetNumber(), got.Msg.GetInvoice().GetNumber())
 	_, err = w.client.GetInvoice(ctx, as(bob, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
-	requireCode(t, connect.CodePermissionDenied, err)
+	requireCode(t, connect.CodeNotFound, err)
 
 	list, err := w.client.ListInvoices(ctx, as(bob, &orderpb.ListInvoicesRequest{Pagination: &paymentpb.PageRequest{}}))
 	require.NoError(t, err)

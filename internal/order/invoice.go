@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "due_at must be in the future")
 	}
 	id := uuid.New()
-	due := in.DueAt.UTC().Truncate(time.Microsecond)
+	due := store.Timestamp(in.DueAt)
 	var out store.Invoice
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		customerID, currency, err := s.invoiceTarget(ctx, tx, in)
@@ -69,7 +70,7 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 			return err
 		}
 		out = inv
-		return audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, invoiceSnapshot(inv))
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, InvoiceSnapshot(inv))
 	})
 	if err != nil {
 		return store.Invoice{}, err
@@ -88,7 +89,7 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 	if in.OrderID != nil {
 		o, err := store.GetOrderForUpdate(ctx, tx, *in.OrderID)
 		if err != nil {
-			return uuid.Nil, "", notFound(err, "order", *in.OrderID)
+			return uuid.Nil, "", store.NotFound(err, "order %s not found", *in.OrderID)
 		}
 		if st := Status(o.Status); st == StatusCancelled || st == StatusRefunded {
 			return uuid.Nil, "", apperr.New(apperr.InvalidArgument, "order %s is %s", o.ID, o.Status)
@@ -100,7 +101,7 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 	} else {
 		acct, err := store.GetBalanceAccount(ctx, tx, *in.CustomerID)
 		if err != nil {
-			return uuid.Nil, "", notFound(err, "customer", *in.CustomerID)
+			return uuid.Nil, "", store.NotFound(err, "customer %s not found", *in.CustomerID)
 		}
 		customerID, currency = acct.CustomerID, acct.Currency
 		if in.Currency != "" {
@@ -125,11 +126,9 @@ func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, 
 		return store.Invoice{}, err
 	}
 	inv, err := store.GetInvoice(ctx, s.db, id)
-	if err != nil {
-		return store.Invoice{}, notFound(err, "invoice", id)
-	}
-	if err := auth.CanAccessCustomer(p, inv.CustomerID); err != nil {
-		return store.Invoice{}, apperr.New(apperr.PermissionDenied, "invoice %s belongs to another customer", id)
+	hidden := apperr.New(apperr.NotFound, "invoice %s not found", id)
+	if err := auth.Owned(p, inv.CustomerID, err, hidden, hidden); err != nil {
+		return store.Invoice{}, err
 	}
 	return inv, nil
 }
@@ -166,9 +165,19 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 	var out store.Invoice
 	var failed []store.Payment
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		inv, err := store.GetInvoiceForUpdate(ctx, tx, id)
+		inv, err := store.GetInvoice(ctx, tx, id)
 		if err != nil {
-			return notFound(err, "invoice", id)
+			return store.NotFound(err, "invoice %s not found", id)
+		}
+		// The order first (a renewal invoice's cancel changes it), then
+		// the invoice: the lock order of every writer.
+		if inv.OrderID != nil {
+			if _, err := store.GetOrderForUpdate(ctx, tx, *inv.OrderID); err != nil {
+				return store.BugIfNotFound(err, "lock the invoice's order")
+			}
+		}
+		if inv, err = store.GetInvoiceForUpdate(ctx, tx, id); err != nil {
+			return store.BugIfNotFound(err, "lock invoice")
 		}
 		from := InvoiceStatus(inv.Status)
 		switch {
@@ -181,21 +190,13 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 		case !CanTransitionInvoice(from, InvoiceCancelled):
 			return apperr.New(apperr.InvalidArgument, "invoice %s is %s and cannot be cancelled", id, inv.Status)
 		}
-		now := s.now()
-		c, err := store.SetInvoiceStatus(ctx, tx, id, inv.Status, string(InvoiceCancelled), now)
+		moved, err := InvoiceTransition(ctx, tx, inv, InvoiceMove{
+			To: InvoiceCancelled, By: audit.Of(p), At: s.now(), FailReason: failedByInvoiceCancel,
+		})
 		if err != nil {
-			return bug(err, "cancel invoice") // the row is locked
-		}
-		if failed, err = store.FailPendingInvoicePayments(ctx, tx, id, failedByInvoiceCancel, now); err != nil {
 			return err
 		}
-		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionInvoiceCancel, entityInvoice, id.String(), invoiceSnapshot(inv), invoiceSnapshot(c)); err != nil {
-			return err
-		}
-		if err := AuditFailedPayments(ctx, tx, audit.Of(p), now, failed); err != nil {
-			return err
-		}
-		out = c
+		out, failed = moved.Invoice, moved.FailedPayments
 		return nil
 	})
 	if err != nil {
@@ -203,4 +204,35 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 	}
 	s.log.InfoContext(ctx, "invoice cancelled", "invoice_id", id, "failed_payments", len(failed), "principal", p.String())
 	return out, nil
+}
+
+// IssueRenewalInvoice issues the invoice of period seq (start to end) of
+// the recurring order o, locked in tx by the caller: the renewal price,
+// due when the period starts (the previous one's end); its description
+// gives the period's dates in the billing time zone loc. The billing run
+// writes the period row that names it in the same transaction.
+func IssueRenewalInvoice(ctx context.Context, tx pgx.Tx, o store.Order, seq int32, start, end time.Time, loc *time.Location, price money.Amount, by audit.Actor, now time.Time) (store.Invoice, error) {
+	id := uuid.New()
+	if loc == nil {
+		loc = time.UTC
+	}
+	desc := fmt.Sprintf("%s: period %d, %s to %s", renewalSubject(o), seq, start.In(loc).Format(time.DateOnly), end.In(loc).Format(time.DateOnly))
+	inv, err := store.InsertInvoice(ctx, tx, store.NewInvoice{
+		ID: id, CustomerID: o.CustomerID, OrderID: &o.ID, Number: invoiceNumber(id, now),
+		Status: string(InvoiceIssued), Amount: price, Currency: o.Currency,
+		Description: desc, IssuedAt: &now, DueAt: &start, CreatedAt: now,
+	})
+	if err != nil {
+		return store.Invoice{}, err
+	}
+	return inv, audit.Write(ctx, tx, by, now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, InvoiceSnapshot(inv))
+}
+
+// renewalSubject names what a renewal invoice renews: the order's
+// description, or its id.
+func renewalSubject(o store.Order) string {
+	if o.Description != "" {
+		return "Renewal of " + o.Description
+	}
+	return "Renewal of order " + o.ID.String()
 }

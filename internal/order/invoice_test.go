@@ -107,7 +107,7 @@ func TestInvoicesAreScopedToTheirCustomer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, forOrder, got)
 	_, err = b.svc.GetInvoice(b.asBob, forOrder.ID)
-	requireKind(t, err, apperr.PermissionDenied)
+	requireKind(t, err, apperr.NotFound, "another customer's invoice reads as none")
 	_, err = b.svc.GetInvoice(b.asAlice, uuid.New())
 	requireKind(t, err, apperr.NotFound)
 	_, err = b.svc.GetInvoice(b.anonymous, forOrder.ID)

@@ -53,7 +53,7 @@ func NewService(db store.DB, currencies []string, keys *secrets.Keyring, clock f
 // now is the clock in UTC at PostgreSQL's precision, so a time written and
 // read back compares equal.
 func (s *Service) now() time.Time {
-	return s.clock().UTC().Truncate(time.Microsecond)
+	return store.Timestamp(s.clock())
 }
 
 // checkCurrency refuses a currency outside [billing].currencies.
@@ -78,25 +78,6 @@ func scope(p auth.Principal, asked *uuid.UUID) (*uuid.UUID, error) {
 	return own, nil
 }
 
-// notFound turns store.ErrNotFound into a NotFound domain error naming what.
-func notFound(err error, what string, id uuid.UUID) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return apperr.New(apperr.NotFound, "%s %s not found", what, id)
-	}
-	return err
-}
-
-// bug turns a store.ErrNotFound that the locks held make impossible (a row
-// that must exist, a guarded update that must match) into Internal, so that
-// it never reaches the caller as NotFound. Other errors (cancellation, a
-// lost connection) pass unchanged.
-func bug(err error, doing string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return apperr.Wrap(apperr.Internal, err, "%s", doing)
-	}
-	return err
-}
-
 // ---- products ----
 
 // NewProduct is a product to add to the catalogue.
@@ -105,6 +86,9 @@ type NewProduct struct {
 	Description string
 	Price       money.Amount
 	Currency    string
+	// BillingCycle is how often it is billed, Price being per cycle; "" is
+	// one_time.
+	BillingCycle string
 	// ProviderPlugin names the provider plugin that provisions it; nil: none.
 	ProviderPlugin *string
 	// ProviderConfig is what the provider plugin gets for the product: its
@@ -130,6 +114,10 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	if err := s.checkCurrency(in.Currency); err != nil {
 		return store.Product{}, err
 	}
+	cycle, err := parseCycle(in.BillingCycle)
+	if err != nil {
+		return store.Product{}, err
+	}
 	id := uuid.New()
 	providerConfig, err := s.checkProvider(ctx, id, in.ProviderPlugin, in.ProviderConfig)
 	if err != nil {
@@ -140,7 +128,7 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 		now := s.now()
 		prod, err := store.InsertProduct(ctx, tx, store.NewProduct{
 			ID: id, Name: in.Name, Description: in.Description, Price: in.Price, Currency: in.Currency,
-			ProviderPlugin: in.ProviderPlugin, ProviderConfig: providerConfig, CreatedAt: now,
+			BillingCycle: string(cycle), ProviderPlugin: in.ProviderPlugin, ProviderConfig: providerConfig, CreatedAt: now,
 		})
 		if errors.Is(err, store.ErrForeignKeyViolation) { // the plugin went away since the check
 			return apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", *in.ProviderPlugin)
@@ -154,7 +142,8 @@ func (s *Service) CreateProduct(ctx context.Context, in NewProduct) (store.Produ
 	if err != nil {
 		return store.Product{}, err
 	}
-	s.log.InfoContext(ctx, "product created", "product_id", out.ID, "price", out.Price.String(), "currency", out.Currency, "principal", p.String())
+	s.log.InfoContext(ctx, "product created", "product_id", out.ID, "price", out.Price.String(), "currency", out.Currency,
+		"billing_cycle", out.BillingCycle, "principal", p.String())
 	return out, nil
 }
 
@@ -231,27 +220,34 @@ type ProductUpdate struct {
 	Name        *string
 	Description *string
 	Price       *money.Amount
-	Enabled     *bool
+	// BillingCycle is the new cycle; nil or "" keeps it.
+	BillingCycle *string
+	Enabled      *bool
+	// ApplyToExistingOrders moves the later periods of the product's
+	// orders that are not final to the product's cycle and price as they
+	// are after the update; false leaves every order at what it was bought
+	// at (docs/decisions.md, "billing cycles").
+	ApplyToExistingOrders bool
 	// ProviderConfig replaces the provider_config; a secret it omits or
 	// sends as the mask keeps the stored value (which must then decrypt).
 	ProviderConfig map[string]any
 }
 
 // UpdateProduct changes a product (admin). Orders already placed keep the
-// copy of the product they froze.
+// copy of the product they froze, and their billing cycle and renewal
+// price unless u.ApplyToExistingOrders, which moves them in the same
+// transaction (repriceOrders).
 func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpdate) (store.Product, error) {
 	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
 		return store.Product{}, err
 	}
 	var out store.Product
+	moved := 0
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		before, err := store.LockProduct(ctx, tx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return apperr.New(apperr.NotFound, "product %s not found", id)
-		}
 		if err != nil {
-			return err
+			return store.NotFound(err, "product %s not found", id)
 		}
 		next := before
 		if u.Name != nil {
@@ -267,6 +263,13 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 				return apperr.New(apperr.InvalidArgument, "price must not be negative")
 			}
 			next.Price = *u.Price
+		}
+		if u.BillingCycle != nil && *u.BillingCycle != "" {
+			cycle, err := parseCycle(*u.BillingCycle)
+			if err != nil {
+				return err
+			}
+			next.BillingCycle = string(cycle)
 		}
 		if u.Enabled != nil {
 			next.Enabled = *u.Enabled
@@ -298,13 +301,44 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 		if out, err = store.UpdateProduct(ctx, tx, next, now); err != nil {
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Of(p), now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out))
+		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out)); err != nil {
+			return err
+		}
+		if !u.ApplyToExistingOrders {
+			return nil
+		}
+		moved, err = repriceOrders(ctx, tx, audit.Of(p), out, now)
+		return err
 	})
 	if err != nil {
 		return store.Product{}, err
 	}
-	s.log.InfoContext(ctx, "product updated", "product_id", out.ID, "price", out.Price.String(), "enabled", out.Enabled, "principal", p.String())
+	s.log.InfoContext(ctx, "product updated", "product_id", out.ID, "price", out.Price.String(), "billing_cycle", out.BillingCycle,
+		"enabled", out.Enabled, "orders_moved", moved, "principal", p.String())
 	return out, nil
+}
+
+// repriceOrders moves the orders of prod that are not final, and whose
+// billing differs from prod's, to prod's cycle and price for their later
+// periods: one order.billing_change audit row each. It returns how many
+// moved. An order placed concurrently from the product as it was read
+// before the update keeps that reading: it was bought at the price shown.
+func repriceOrders(ctx context.Context, tx pgx.Tx, by audit.Actor, prod store.Product, at time.Time) (int, error) {
+	billing := billingOf(prod)
+	orders, err := store.LockOrdersToReprice(ctx, tx, prod.ID, nonFinalStatuses(), billing)
+	if err != nil {
+		return 0, err
+	}
+	for _, before := range orders {
+		after, err := store.SetOrderBilling(ctx, tx, before.ID, billing, at)
+		if err != nil {
+			return 0, store.BugIfNotFound(err, "moving an order's billing")
+		}
+		if err := audit.Write(ctx, tx, by, at, ActionOrderBillingChange, entityOrder, after.ID.String(), orderSnapshot(before), orderSnapshot(after)); err != nil {
+			return 0, err
+		}
+	}
+	return len(orders), nil
 }
 
 // ListProducts returns a page of products, newest first. Admins see every
@@ -399,7 +433,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 	}
 	prod, err := store.GetProduct(ctx, s.db, productID)
 	if err != nil {
-		return store.Order{}, notFound(err, "product", productID)
+		return store.Order{}, store.NotFound(err, "product %s not found", productID)
 	}
 	if !prod.Enabled {
 		return store.Order{}, apperr.New(apperr.InvalidArgument, "product %s is not available", productID)
@@ -422,6 +456,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 	if err != nil {
 		return store.Order{}, err
 	}
+	billing := billingOf(prod)
 	item, err := json.Marshal(orderItem{
 		ProductID: prod.ID, Name: prod.Name, Description: prod.Description, Price: prod.Price,
 		Currency: prod.Currency, ProviderPlugin: prod.ProviderPlugin, ProviderConfig: config,
@@ -435,6 +470,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 		o, err := store.InsertOrder(ctx, tx, store.NewOrder{
 			ID: &orderID, CustomerID: p.ID, ProductID: &prod.ID, TotalAmount: prod.Price, Currency: prod.Currency,
 			Description: prod.Name, Item: item, CreatedAt: now,
+			BillingCycle: billing.BillingCycle, RenewalPrice: billing.RenewalPrice,
 		})
 		if err != nil {
 			return err
@@ -451,18 +487,16 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 }
 
 // GetOrder returns one order: admins any, customers their own (another
-// customer's order is PermissionDenied).
+// customer's order is NotFound, as a missing one).
 func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (store.Order, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
 		return store.Order{}, err
 	}
 	o, err := store.GetOrder(ctx, s.db, id)
-	if err != nil {
-		return store.Order{}, notFound(err, "order", id)
-	}
-	if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
-		return store.Order{}, apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", id)
+	hidden := apperr.New(apperr.NotFound, "order %s not found", id)
+	if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+		return store.Order{}, err
 	}
 	return o, nil
 }
@@ -508,11 +542,9 @@ func (s *Service) CancelOrder(ctx context.Context, id uuid.UUID) (store.Order, e
 	var failed []store.Payment
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		o, err := store.GetOrderForUpdate(ctx, tx, id)
-		if err != nil {
-			return notFound(err, "order", id)
-		}
-		if err := auth.CanAccessCustomer(p, o.CustomerID); err != nil {
-			return apperr.New(apperr.PermissionDenied, "order %s belongs to another customer", id)
+		hidden := apperr.New(apperr.NotFound, "order %s not found", id)
+		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+			return err
 		}
 		// The table also allows provisioning → cancelled, but that is the
 		// worker's move when provisioning fails; callers cancel only

@@ -3,7 +3,9 @@ package order
 // Status is an order's status (orders.status).
 type Status string
 
-// The order statuses: the spec's eight and DESIGN.md's terminated.
+// The order statuses: the API contract's (docs/api.md, "Statuses"), the first
+// eight of which it fixes, and terminated (docs/decisions.md, "order
+// transitions").
 const (
 	StatusPending      Status = "pending"
 	StatusPaid         Status = "paid"
@@ -22,7 +24,7 @@ var Statuses = []Status{
 	StatusCompleted, StatusTerminated, StatusCancelled, StatusRefunded,
 }
 
-// transitions is the order state machine of DESIGN.md ("order
+// transitions is the order state machine of docs/decisions.md ("order
 // transitions"); a pair not listed is refused. The trigger of each move is
 // noted; the operations that make them check the rest.
 var transitions = map[Status]map[Status]bool{
@@ -65,7 +67,7 @@ func (s Status) IsFinal() bool { return len(transitions[s]) == 0 }
 // InvoiceStatus is an invoice's status (invoices.status).
 type InvoiceStatus string
 
-// The invoice statuses of the spec.
+// The invoice statuses of the API contract (docs/api.md, "Statuses").
 const (
 	InvoiceDraft     InvoiceStatus = "draft"
 	InvoiceIssued    InvoiceStatus = "issued"
@@ -77,7 +79,7 @@ const (
 // InvoiceStatuses lists every invoice status.
 var InvoiceStatuses = []InvoiceStatus{InvoiceDraft, InvoiceIssued, InvoicePaid, InvoiceOverdue, InvoiceCancelled}
 
-// invoiceTransitions: the spec says draft, issued, then paid, overdue or
+// invoiceTransitions: the API contract says draft, issued, then paid, overdue or
 // cancelled; an overdue invoice can still be paid or cancelled. paid and
 // cancelled are final.
 var invoiceTransitions = map[InvoiceStatus]map[InvoiceStatus]bool{

@@ -12,8 +12,8 @@ import (
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
-// orderTransitions is DESIGN.md's "order transitions" row, written out
-// pair by pair; every pair of statuses not listed here must be refused.
+// orderTransitions is docs/decisions.md's "order transitions", written out pair
+// by pair; every pair of statuses not listed here must be refused.
 var orderTransitions = map[[2]order.Status]bool{
 	{order.StatusPending, order.StatusPaid}:           true, // callback
 	{order.StatusPending, order.StatusProvisioning}:   true, // balance payment
@@ -93,7 +93,8 @@ func TestStatusesAreTheSchemaVocabulary(t *testing.T) {
 		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
 		switch table {
 		case "orders":
-			_, err = tx.Exec(ctx, `INSERT INTO orders (customer_id, total_amount, currency, status) VALUES ($1, 1, 'CNY', $2)`, customer, status)
+			_, err = tx.Exec(ctx, `INSERT INTO orders (customer_id, total_amount, currency, status, suspend_reason)
+				VALUES ($1, 1, 'CNY', $2, CASE WHEN $2 = 'suspended' THEN 'admin' ELSE '' END)`, customer, status)
 		default:
 			_, err = tx.Exec(ctx, `INSERT INTO invoices (customer_id, amount, currency, status, paid_amount)
 				VALUES ($1, 1, 'CNY', $2, CASE WHEN $2 = 'paid' THEN 1 ELSE 0 END)`, customer, status)

@@ -40,6 +40,16 @@ type Move struct {
 	// Refunded names the payment and the refund of a move to refunded (its
 	// order_refunded event; the transition adds the order's instance).
 	Refunded *OrderRefundedPayload
+	// SuspendReason (SuspendReasonOverdue or SuspendReasonAdmin) is why a
+	// move to suspended suspends; EndReason (an EndReason constant) why a
+	// move to terminated or completed ends the service.
+	SuspendReason string
+	EndReason     string
+	// Location is the billing time zone the first service period of a
+	// recurring order is counted in, for provisioning → active (nil: UTC).
+	Location *time.Location
+	// Note is an admin's reason, kept in the audit row's "after".
+	Note string
 }
 
 // Moved is what a transition did: the order as it is now, and the pending
@@ -85,9 +95,15 @@ var ErrTransition = apperr.New(apperr.FailedPrecondition, "order transition not 
 //	                            (not its invoices'), queue order_paid
 //	pending → provisioning      (balance) the same
 //	paid → provisioning         nothing more (the worker took order_paid)
-//	provisioning → active       queue order_provisioned
+//	provisioning → active       start the first service period of a recurring
+//	                            order, queue order_provisioned
+//	active → suspended          record the reason, queue service_suspended
+//	suspended → active          queue service_resumed
+//	→ terminated, completed     end the open service periods, queue
+//	                            service_terminated
 //	→ cancelled                 fail the pending payments, queue order_cancelled
-//	→ refunded                  queue order_refunded (its handler ends the service)
+//	→ refunded                  end the open service periods, queue
+//	                            order_refunded (its handler ends the service)
 //
 // and writes the audit rows of the order and of every payment it failed. A
 // move the table refuses is ErrTransition (FailedPrecondition) and changes
@@ -113,6 +129,11 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 			paidAt = m.PaidAt
 		}
 		out.Order, out.FailedPayments, err = store.SetOrderStatusFailingPayments(ctx, tx, o.ID, string(from), string(m.To), &paidAt, m.At, m.FailReason)
+	case m.To == StatusSuspended:
+		if m.SuspendReason != SuspendReasonOverdue && m.SuspendReason != SuspendReasonAdmin {
+			return Moved{}, apperr.New(apperr.Internal, "order %s: suspended without a reason", o.ID)
+		}
+		out.Order, err = store.SuspendOrder(ctx, tx, o.ID, string(from), m.SuspendReason, m.At)
 	default:
 		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), nil, m.At)
 	}
@@ -120,7 +141,9 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		// The row is locked by the caller in status from: a miss is a bug.
 		return Moved{}, apperr.Wrap(apperr.Internal, err, "order %s: move %s → %s", o.ID, from, m.To)
 	}
-	if err := audit.Write(ctx, tx, m.By, m.At, TransitionAction(from, m.To), entityOrder, o.ID.String(), orderSnapshot(o), orderSnapshot(out.Order)); err != nil {
+	after := orderSnapshot(out.Order)
+	after.Note = m.Note
+	if err := audit.Write(ctx, tx, m.By, m.At, TransitionAction(from, m.To), entityOrder, o.ID.String(), orderSnapshot(o), after); err != nil {
 		return Moved{}, err
 	}
 
@@ -129,13 +152,43 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	switch {
 	case from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning):
 		event, payload = EventOrderPaid, m.Paid
+	case from == StatusSuspended && m.To == StatusActive:
+		p, err := servicePayload(ctx, tx, o.ID, "")
+		if err != nil {
+			return Moved{}, err
+		}
+		event, payload = EventServiceResumed, p
 	case m.To == StatusActive:
+		if err := startFirstPeriod(ctx, tx, out.Order, m); err != nil {
+			return Moved{}, err
+		}
 		event, payload = EventOrderProvisioned, OrderProvisionedPayload{OrderID: o.ID, InstanceID: m.InstanceID}
+	case m.To == StatusSuspended:
+		p, err := servicePayload(ctx, tx, o.ID, m.SuspendReason)
+		if err != nil {
+			return Moved{}, err
+		}
+		event, payload = EventServiceSuspended, p
+	case m.To == StatusTerminated || m.To == StatusCompleted:
+		if m.EndReason == "" {
+			return Moved{}, apperr.New(apperr.Internal, "order %s: ended without a reason", o.ID)
+		}
+		if _, err := store.CloseServicePeriods(ctx, tx, o.ID, store.OutcomeEnded, m.At); err != nil {
+			return Moved{}, err
+		}
+		p, err := servicePayload(ctx, tx, o.ID, m.EndReason)
+		if err != nil {
+			return Moved{}, err
+		}
+		event, payload = EventServiceTerminated, p
 	case m.To == StatusCancelled:
 		event, payload = EventOrderCancelled, OrderCancelledPayload{OrderID: o.ID, Reason: m.CancelReason, RefundDue: m.RefundDue}
 	case m.To == StatusRefunded:
 		if m.Refunded == nil {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: refunded without an order_refunded payload", o.ID)
+		}
+		if _, err := store.CloseServicePeriods(ctx, tx, o.ID, store.OutcomeRefunded, m.At); err != nil {
+			return Moved{}, err
 		}
 		p := *m.Refunded
 		p.OrderID = o.ID
@@ -163,4 +216,19 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		}
 	}
 	return out, nil
+}
+
+// servicePayload is the service_* event body of order id: its instance
+// (the one the worker created under the order's lock, which the caller
+// holds), if any, and the reason.
+func servicePayload(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, reason string) (ServicePayload, error) {
+	p := ServicePayload{OrderID: orderID, Reason: reason}
+	inst, err := store.GetOrderInstance(ctx, tx, orderID)
+	switch {
+	case err == nil:
+		p.InstanceID = &inst.ID
+	case !errors.Is(err, store.ErrNotFound):
+		return ServicePayload{}, err
+	}
+	return p, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -104,11 +105,7 @@ func TestAfterTheCooldownExactlyOneProbeGoesThroughAndItsSuccessClosesTheBreaker
 		resp, err := b.do(t.Context(), http.MethodPost, srv.URL, "amount=12.30", false)
 		probe <- result{resp, err}
 	}()
-	select {
-	case <-probeArrived:
-	case <-time.After(testTimeout):
-		require.FailNow(t, "the probe did not reach the host")
-	}
+	testkit.WaitOrTimeoutFor(t, probeArrived, testTimeout, "the probe to reach the host")
 	require.Equal(t, StateHalfOpen, b.status(t, srv.host).State)
 
 	// While the probe is in flight every other caller fails fast, retryable
@@ -262,7 +259,9 @@ func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
 	t.Parallel()
 	b := setup(t, Options{Timeout: 5 * time.Second})
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 3*DefaultFailureThreshold)
 	srv := newServer(t, func(w http.ResponseWriter, r *http.Request, _ int64) {
+		arrived <- struct{}{}
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -270,17 +269,24 @@ func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 
+	// The deadline leaves a loaded machine time to reach the host: a call
+	// that never got there would prove nothing.
 	for range 2 * DefaultFailureThreshold {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
 		_, err := b.do(ctx, http.MethodPost, srv.URL, "{}", false)
 		cancel()
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, ErrCircuitOpen)
 	}
+	for range 2 * DefaultFailureThreshold {
+		<-arrived
+	}
 	for range DefaultFailureThreshold {
+		// Cancelled once the host has the request.
 		ctx, cancel := context.WithCancel(t.Context())
-		time.AfterFunc(20*time.Millisecond, cancel)
+		go func() { <-arrived; cancel() }()
 		_, err := b.do(ctx, http.MethodPost, srv.URL, "{}", false)
+		cancel()
 		require.ErrorIs(t, err, context.Canceled)
 	}
 	require.EqualValues(t, 3*DefaultFailureThreshold, srv.hits.Load(), "every call reached the host")

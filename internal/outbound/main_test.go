@@ -1,7 +1,6 @@
 package outbound
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,11 +8,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -62,35 +61,16 @@ func dropConnection(w http.ResponseWriter) {
 	}
 }
 
-// logBuffer collects the client's log lines; slog handlers write from many
-// goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type bundle struct {
 	client *Client
-	logs   *logBuffer
+	logs   *testkit.Logs
 }
 
 // setup returns a client with fast backoff for tests; o's other fields keep
 // the production defaults unless set.
 func setup(t *testing.T, o Options) *bundle {
 	t.Helper()
-	b := &bundle{logs: &logBuffer{}}
+	b := &bundle{logs: &testkit.Logs{}}
 	if o.BaseBackoff == 0 {
 		o.BaseBackoff = time.Millisecond
 	}

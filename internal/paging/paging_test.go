@@ -15,6 +15,7 @@ func TestNormalizeAppliesTheDefaultsAndRefusesPagesOutOfBounds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, paging.Page{Number: 1, Size: paging.DefaultSize}, pg)
 	require.Zero(t, pg.Offset())
+	require.EqualValues(t, 3, pg.WithTotal(41).TotalPages())
 
 	pg, err = paging.Normalize(3, 25)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -55,7 +54,7 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 			return nil, paging.Page{}, err
 		}
 	}
-	limit := store.Page{Limit: pg.Limit(), Offset: pg.Offset()}
+	limit := store.PageOf(pg)
 	if q.PaymentID == nil {
 		rows, total, err := store.ListRefundsNewestFirst(ctx, s.db, q.Status, limit)
 		if err != nil {
@@ -98,7 +97,7 @@ func (s *Service) AuditTrail(ctx context.Context, f store.AuditFilter, page, siz
 	if err != nil {
 		return nil, paging.Page{}, err
 	}
-	rows, total, err := store.ListAuditEntries(ctx, s.db, f, store.Page{Limit: pg.Limit(), Offset: pg.Offset()})
+	rows, total, err := store.ListAuditEntries(ctx, s.db, f, store.PageOf(pg))
 	if err != nil {
 		return nil, paging.Page{}, err
 	}
@@ -132,11 +131,8 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 		return Refunded{}, apperr.New(apperr.InvalidArgument, "note is required: say what was checked at the gateway")
 	}
 	ref, err := store.GetRefund(ctx, s.db, refundID)
-	if errors.Is(err, store.ErrNotFound) {
-		return Refunded{}, apperr.New(apperr.NotFound, "refund %s not found", refundID)
-	}
 	if err != nil {
-		return Refunded{}, err
+		return Refunded{}, store.NotFound(err, "refund %s not found", refundID)
 	}
 	if ref.Status != store.RefundPending {
 		return Refunded{}, apperr.Wrap(apperr.FailedPrecondition, errRefundNotPending, "refund %s is already %s", ref.ID, ref.Status)
@@ -150,7 +146,7 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 	}
 	pay, err := store.GetPayment(ctx, s.db, ref.PaymentID)
 	if err != nil {
-		return Refunded{}, bug(err, "payment of refund")
+		return Refunded{}, store.BugIfNotFound(err, "payment of refund")
 	}
 	out := refundOutcome{status: outcome, gatewayRefundID: ref.GatewayRefundID}
 	if id := text.Clip(strings.TrimSpace(gatewayRefundID), 200); id != "" {

@@ -28,7 +28,7 @@ func TestListRefundsFindsEveryPaymentsRefundsByStatusForAdmins(t *testing.T) {
 	// Each refund a second after the last, by the service's clock.
 	refund := func(p store.Payment, amount string, lost bool) store.Refund {
 		t.Helper()
-		f.clock.Add(time.Second)
+		f.clock.Advance(time.Second)
 		if lost {
 			// The gateway's answer is lost: the refund stays pending.
 			f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})

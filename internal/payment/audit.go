@@ -10,6 +10,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -23,7 +24,6 @@ const (
 	ActionPaymentCapture = "payment.capture"
 	ActionPaymentAnomaly = "payment.anomaly"
 	ActionPaymentRefund  = "payment.refund"
-	ActionInvoicePay     = "invoice.pay"
 	ActionRefundRequest  = "refund.request"
 	ActionRefundSucceed  = "refund.succeed"
 	ActionRefundFail     = "refund.fail"
@@ -34,62 +34,15 @@ const (
 
 // Entity types (audit_log.entity_type).
 const (
-	entityPayment  = "payment"
-	entityInvoice  = "invoice"
-	entityRefund   = "refund"
-	entityCustomer = "customer"
+	entityPayment = "payment"
+	entityInvoice = "invoice"
+	entityRefund  = "refund"
 )
 
-// The audit snapshots: what an operation of this package can change, with
-// snake_case names.
-
-type paymentState struct {
-	ID               uuid.UUID     `json:"id"`
-	OrderID          *uuid.UUID    `json:"order_id,omitempty"`
-	InvoiceID        *uuid.UUID    `json:"invoice_id,omitempty"`
-	CustomerID       uuid.UUID     `json:"customer_id"`
-	Method           string        `json:"method"`
-	GatewayInterface *uuid.UUID    `json:"gateway_interface_id,omitempty"`
-	Amount           money.Amount  `json:"amount"`
-	RefundedAmount   money.Amount  `json:"refunded_amount"`
-	Currency         string        `json:"currency"`
-	Status           string        `json:"status"`
-	GatewayPaymentID string        `json:"gateway_payment_id,omitempty"`
-	GatewayTxID      string        `json:"gateway_tx_id,omitempty"`
-	PaidAt           *time.Time    `json:"paid_at,omitempty"`
-	FailureReason    string        `json:"failure_reason,omitempty"`
-	CapturedAmount   *money.Amount `json:"captured_amount,omitempty"`
-	CapturedAt       *time.Time    `json:"captured_at,omitempty"`
-}
-
-func paymentSnapshot(p store.Payment) paymentState {
-	st := paymentState{
-		ID: p.ID, OrderID: p.OrderID, InvoiceID: p.InvoiceID, CustomerID: p.CustomerID,
-		Method: p.Method, GatewayInterface: p.GatewayInterfaceID, Amount: p.Amount,
-		RefundedAmount: p.RefundedAmount, Currency: p.Currency, Status: p.Status,
-		GatewayPaymentID: p.GatewayPaymentID, GatewayTxID: p.GatewayTxID,
-		PaidAt: p.PaidAt, FailureReason: p.FailureReason, CapturedAt: p.CapturedAt,
-	}
-	if p.CapturedAmount.Sign() > 0 {
-		st.CapturedAmount = &p.CapturedAmount
-	}
-	return st
-}
-
-type invoiceState struct {
-	ID         uuid.UUID    `json:"id"`
-	CustomerID uuid.UUID    `json:"customer_id"`
-	OrderID    *uuid.UUID   `json:"order_id,omitempty"`
-	Status     string       `json:"status"`
-	Amount     money.Amount `json:"amount"`
-	PaidAmount money.Amount `json:"paid_amount"`
-	Currency   string       `json:"currency"`
-	PaidAt     *time.Time   `json:"paid_at,omitempty"`
-}
-
-func invoiceSnapshot(i store.Invoice) invoiceState {
-	return invoiceState{ID: i.ID, CustomerID: i.CustomerID, OrderID: i.OrderID, Status: i.Status, Amount: i.Amount, PaidAmount: i.PaidAmount, Currency: i.Currency, PaidAt: i.PaidAt}
-}
+// The audit snapshots of the entities this package owns, with snake_case
+// names. A payment's and an invoice's rows hold order.PaymentSnapshot and
+// order.InvoiceSnapshot: internal/order writes rows of both entities too,
+// and each entity has one shape.
 
 type refundState struct {
 	ID              uuid.UUID    `json:"id"`
@@ -104,12 +57,6 @@ type refundState struct {
 
 func refundSnapshot(r store.Refund) refundState {
 	return refundState{ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, GatewayRefundID: r.GatewayRefundID, Reason: r.Reason, RequestedBy: r.RequestedBy, Error: r.Error}
-}
-
-type balanceState struct {
-	CustomerID uuid.UUID    `json:"customer_id"`
-	Balance    money.Amount `json:"balance"`
-	Currency   string       `json:"currency"`
 }
 
 // anomaly is something a gateway (or an admin) reported that this service
@@ -146,5 +93,5 @@ func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor,
 	if err != nil || seen {
 		return err
 	}
-	return audit.Note(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), paymentSnapshot(pay), an)
+	return audit.Note(ctx, db, a, at, ActionPaymentAnomaly, entityPayment, pay.ID.String(), order.PaymentSnapshot(pay), an)
 }

@@ -179,7 +179,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		// identity checks a success gets.
 		pay, err := store.GetPayment(ctx, s.db, paymentID)
 		if err != nil {
-			return CallbackResult{}, paymentNotFound(err, paymentID)
+			return CallbackResult{}, store.NotFound(err, "payment %s not found", paymentID)
 		}
 		if pay.GatewayInterfaceID == nil || *pay.GatewayInterfaceID != cb.GatewayInterfaceID {
 			return CallbackResult{}, apperr.New(apperr.InvalidArgument, "payment %s does not belong to gateway interface %s", paymentID, cb.GatewayInterfaceID)
@@ -276,7 +276,7 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	}
 	pay, err := store.GetPayment(ctx, s.db, id)
 	if err != nil {
-		return store.Payment{}, paymentNotFound(err, id)
+		return store.Payment{}, store.NotFound(err, "payment %s not found", id)
 	}
 	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance; there is no gateway to ask", id)
@@ -369,7 +369,7 @@ func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, 
 	}
 	pay, err := store.GetPayment(ctx, s.db, paymentID)
 	if err != nil {
-		return store.Payment{}, paymentNotFound(err, paymentID)
+		return store.Payment{}, store.NotFound(err, "payment %s not found", paymentID)
 	}
 	if pay.Method != methodGateway || pay.GatewayInterfaceID == nil {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "payment %s was paid from the balance, not by bank transfer", paymentID)

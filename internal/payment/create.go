@@ -133,7 +133,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		if err != nil {
 			return err
 		}
-		return audit.Write(rctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, paymentSnapshot(pay))
+		return audit.Write(rctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, order.PaymentSnapshot(pay))
 	})
 	if store.ConstraintOf(err) == "payments_one_pending_key" {
 		// A concurrent call for the same order, invoice and interface won:
@@ -230,11 +230,9 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 	var ord *store.Order
 	if orderID != nil {
 		o, err := getOrder(ctx, db, *orderID, lock)
-		if errors.Is(err, store.ErrNotFound) || (err == nil && auth.CanAccessCustomer(p, o.CustomerID) != nil) {
-			// Another customer's order is, to this caller, no order at all.
-			return t, apperr.New(apperr.InvalidArgument, "order %s does not exist", *orderID)
-		}
-		if err != nil {
+		// Another customer's order is, to this caller, no order at all.
+		hidden := apperr.New(apperr.InvalidArgument, "order %s does not exist", *orderID)
+		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 			return t, err
 		}
 		ord = &o
@@ -266,10 +264,8 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		}
 	}
 	inv, err := getInvoice(ctx, db, *invoiceID, lock)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && auth.CanAccessCustomer(p, inv.CustomerID) != nil) {
-		return t, apperr.New(apperr.InvalidArgument, "invoice %s does not exist", *invoiceID)
-	}
-	if err != nil {
+	hidden := apperr.New(apperr.InvalidArgument, "invoice %s does not exist", *invoiceID)
+	if err := auth.Owned(p, inv.CustomerID, err, hidden, hidden); err != nil {
 		return t, err
 	}
 	if ord != nil && (inv.OrderID == nil || *inv.OrderID != ord.ID) {
@@ -291,7 +287,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 	if ord == nil && inv.OrderID != nil {
 		o, err := store.GetOrder(ctx, db, *inv.OrderID)
 		if err != nil {
-			return t, bug(err, "read invoice's order")
+			return t, store.BugIfNotFound(err, "read invoice's order")
 		}
 		ord = &o
 	}

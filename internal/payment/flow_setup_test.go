@@ -31,6 +31,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // gateways is a payment.Gateways over plugins loaded from the shipped
@@ -56,33 +57,15 @@ func (g *gateways) set(gw payment.Gateway) {
 	g.m[gw.InterfaceID] = gw
 }
 
-// clock is a settable clock for the service and the reconciler.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// flow is one test's world: a database, the fake epay gateway, an epay and
+// flowBundle is one test's world: a database, the fake epay gateway, an epay and
 // a bank transfer interface loaded from plugins/, the service, its
 // /callbacks route and PaymentService served over real HTTP, two customers
 // and an admin.
-type flow struct {
+type flowBundle struct {
 	pool     *pgxpool.Pool
 	fake     *epay.Server
 	gws      *gateways
-	clock    *clock
+	clock    *testkit.Clock
 	svc      *payment.Service
 	callback *httptest.Server // serves /callbacks/ and PaymentService
 	client   paymentpbconnect.PaymentServiceClient
@@ -95,9 +78,9 @@ type flow struct {
 
 const reconcileAfter = 10 * time.Minute
 
-func setupFlow(t *testing.T) *flow {
+func setupFlow(t *testing.T) *flowBundle {
 	t.Helper()
-	f := &flow{pool: testdb.Pool(t), gws: &gateways{m: map[uuid.UUID]payment.Gateway{}}, clock: &clock{t: time.Now()}}
+	f := &flowBundle{pool: testdb.Pool(t), gws: &gateways{m: map[uuid.UUID]payment.Gateway{}}, clock: testkit.NewClockAt(time.Now())}
 	log := slog.New(slog.DiscardHandler)
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -161,14 +144,14 @@ func mustJSON(v any) string {
 }
 
 // order inserts a pending CNY order of alice for amount.
-func (f *flow) order(t *testing.T, amount string) uuid.UUID {
+func (f *flowBundle) order(t *testing.T, amount string) uuid.UUID {
 	t.Helper()
 	return testfixture.Order(t, f.pool, f.alice, amount)
 }
 
 // invoice issues an invoice of amount for an order (or for alice when
 // orderID is nil), due in a day.
-func (f *flow) invoice(t *testing.T, orderID *uuid.UUID, amount string) uuid.UUID {
+func (f *flowBundle) invoice(t *testing.T, orderID *uuid.UUID, amount string) uuid.UUID {
 	t.Helper()
 	id := uuid.New()
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -182,7 +165,7 @@ func (f *flow) invoice(t *testing.T, orderID *uuid.UUID, amount string) uuid.UUI
 }
 
 // pay creates an epay payment of an order as alice.
-func (f *flow) pay(t *testing.T, orderID uuid.UUID) store.Payment {
+func (f *flowBundle) pay(t *testing.T, orderID uuid.UUID) store.Payment {
 	t.Helper()
 	p, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://shop.example/done"})
 	require.NoError(t, err)
@@ -210,37 +193,37 @@ func notifyValues(v url.Values) string {
 	return v.Encode()
 }
 
-func (f *flow) callbackOf(payload string) payment.Callback {
+func (f *flowBundle) callbackOf(payload string) payment.Callback {
 	return payment.Callback{GatewayInterfaceID: f.epayGW, Method: http.MethodGet, Payload: payload}
 }
 
-func (f *flow) payment(t *testing.T, id uuid.UUID) store.Payment {
+func (f *flowBundle) payment(t *testing.T, id uuid.UUID) store.Payment {
 	t.Helper()
 	p, err := store.GetPayment(context.Background(), f.pool, id)
 	require.NoError(t, err)
 	return p
 }
 
-func (f *flow) orderStatus(t *testing.T, id uuid.UUID) string {
+func (f *flowBundle) orderStatus(t *testing.T, id uuid.UUID) string {
 	t.Helper()
 	o, err := store.GetOrder(context.Background(), f.pool, id)
 	require.NoError(t, err)
 	return o.Status
 }
 
-func (f *flow) count(t *testing.T, sql string, args ...any) int {
+func (f *flowBundle) count(t *testing.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, f.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
 }
 
-func (f *flow) orderPaidEvents(t *testing.T, orderID uuid.UUID) int {
+func (f *flowBundle) orderPaidEvents(t *testing.T, orderID uuid.UUID) int {
 	t.Helper()
 	return f.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid'`, orderID)
 }
 
-func (f *flow) anomalies(t *testing.T, paymentID uuid.UUID) int {
+func (f *flowBundle) anomalies(t *testing.T, paymentID uuid.UUID) int {
 	t.Helper()
 	return f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, paymentID.String())
 }
@@ -260,6 +243,6 @@ func kindOf(err error) string {
 }
 
 // reconciler is the reconciler over the flow's service and database.
-func (f *flow) reconciler(o reconcile.Options) *reconcile.Reconciler {
+func (f *flowBundle) reconciler(o reconcile.Options) *reconcile.Reconciler {
 	return reconcile.New(f.pool, f.svc, o)
 }

@@ -45,10 +45,10 @@ func (a *answering) set(answer string, err error) {
 	a.answer, a.err = answer, err
 }
 
-// fuzzWorld is a database with a customer, an epay interface on the real
+// fuzzBundle is a database with a customer, an epay interface on the real
 // plugin, an interface whose plugin answers what the fuzzer says, and the
 // service over them.
-type fuzzWorld struct {
+type fuzzBundle struct {
 	pool              *pgxpool.Pool
 	svc               *payment.Service
 	gws               *gateways
@@ -57,9 +57,9 @@ type fuzzWorld struct {
 	customer, adminID uuid.UUID
 }
 
-func setupFuzz(f *testing.F) *fuzzWorld {
+func setupFuzz(f *testing.F) *fuzzBundle {
 	f.Helper()
-	w := &fuzzWorld{pool: testdb.Pool(f), gws: &gateways{m: map[uuid.UUID]payment.Gateway{}}, answers: &answering{}}
+	w := &fuzzBundle{pool: testdb.Pool(f), gws: &gateways{m: map[uuid.UUID]payment.Gateway{}}, answers: &answering{}}
 	log := slog.New(slog.DiscardHandler)
 	w.svc = payment.NewService(w.pool, log, payment.WithGateways(w.gws), payment.WithPublicURL("http://127.0.0.1:1"))
 	w.epayGW = testfixture.GatewayInterface(f, w.pool, "epay")

@@ -152,11 +152,11 @@ func decodeAnswer(gw Gateway, fn, raw string, out any) error {
 	return nil
 }
 
-// pluginError maps a failed plugin call: an open circuit breaker is
-// Unavailable ("gateway <host> unavailable"); anything else is Internal,
-// answering "gateway plugin <name>: <function> failed" (the spec's "gateway
-// plugin execution failed", which tells a caller more than "internal
-// error" and nothing of the cause, which is only logged).
+// pluginError maps a failed plugin call: an open circuit breaker is Unavailable
+// ("gateway <host> unavailable"); anything else is Internal, answering "gateway
+// plugin <name>: <function> failed" (the API contract's "gateway plugin
+// execution failed", which tells a caller more than "internal error" and nothing
+// of the cause, which is only logged).
 func pluginError(gw Gateway, fn string, err error) error {
 	if host, ok := circuitOpen(err); ok {
 		return apperr.Wrap(apperr.Unavailable, err, "gateway %s unavailable", host)

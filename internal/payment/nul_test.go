@@ -88,7 +88,7 @@ func TestNULInARefundMessageIsStoredReplaced(t *testing.T) {
 	})
 	f.gws.set(gw)
 	_, err = f.svc.RefundPayment(f.admin, p.ID, "10.00", "", "")
-	require.True(t, apperr.Is(err, apperr.Internal), "the spec's code for a refund the gateway refused: %v", err)
+	require.True(t, apperr.Is(err, apperr.Internal), "the contract's code for a refund the gateway refused: %v", err)
 	require.Contains(t, err.Error(), "gateway refund failed")
 	rs := f.refunds(t, p.ID)
 	require.Len(t, rs, 1)

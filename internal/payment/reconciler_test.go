@@ -42,7 +42,7 @@ func TestQueryPaymentStatusSyncsWithTheGateway(t *testing.T) {
 	require.Equal(t, "pending", got.Status, "not paid yet: unchanged")
 
 	require.NoError(t, f.fake.Pay(p.ID.String()))
-	f.clock.Add(time.Minute) // our clock is past the gateway's payment time
+	f.clock.Advance(time.Minute) // our clock is past the gateway's payment time
 	got, err = f.svc.QueryPaymentStatus(f.admin, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, "success", got.Status)
@@ -104,7 +104,7 @@ func TestReconcilerRepairsALostNotify(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, round.Claimed, "not due before reconcile_after")
 
-	f.clock.Add(reconcileAfter + time.Second)
+	f.clock.Advance(reconcileAfter + time.Second)
 	round, err = r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Round{Claimed: 1, Settled: 1}, round)
@@ -124,7 +124,7 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 	for range n {
 		f.pay(t, f.order(t, "1.00"))
 	}
-	f.clock.Add(reconcileAfter)
+	f.clock.Advance(reconcileAfter)
 	created := f.clock.Now()
 
 	// Three reconcilers race: every due payment is claimed by exactly one.
@@ -159,7 +159,7 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 	// Rescheduled by the base backoff (reconcile_after · 2^0).
 	require.Equal(t, n, f.count(t, `SELECT count(*) FROM payments WHERE next_reconcile_at = $1`, created.Add(reconcileAfter).UTC().Truncate(time.Microsecond)))
 
-	f.clock.Add(reconcileAfter)
+	f.clock.Advance(reconcileAfter)
 	round, err := rs[0].RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, reconcile.DefaultBatchSize, round.Claimed)
@@ -206,7 +206,7 @@ func TestReconcilerStartsAndStops(t *testing.T) {
 	f.fake.DropNotify(true)
 	p := f.pay(t, f.order(t, "2.00"))
 	require.NoError(t, f.fake.Pay(p.ID.String()))
-	f.clock.Add(reconcileAfter)
+	f.clock.Advance(reconcileAfter)
 
 	r := f.reconciler(reconcile.Options{Interval: 20 * time.Millisecond, BaseBackoff: reconcileAfter, Clock: f.clock.Now})
 	require.NoError(t, r.Start(context.Background()))
@@ -241,7 +241,7 @@ func TestReconcilerFindsMoneyCapturedAfterAPaymentFailedWithinTheWindow(t *testi
 
 	// Asked at the next round (the orders were cancelled on the real
 	// clock, a moment past the test's), then ever less often.
-	f.clock.Add(time.Second)
+	f.clock.Advance(time.Second)
 	require.False(t, failedAt.After(f.clock.Now()))
 	round, err := r.RunOnce(context.Background())
 	require.NoError(t, err)
@@ -250,7 +250,7 @@ func TestReconcilerFindsMoneyCapturedAfterAPaymentFailedWithinTheWindow(t *testi
 
 	// Two days on, the customer pays the first at the gateway.
 	require.NoError(t, f.fake.Pay(late.ID.String()))
-	f.clock.Add(2 * 24 * time.Hour)
+	f.clock.Advance(2 * 24 * time.Hour)
 	round, err = r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, reconcile.Round{Claimed: 2, Captured: 1}, round)
@@ -264,13 +264,13 @@ func TestReconcilerFindsMoneyCapturedAfterAPaymentFailedWithinTheWindow(t *testi
 	require.False(t, next.After(never.FailedAt.Add(window)), "next check %s after the window's end", next)
 
 	// Its last check falls on the end of the window; after it, none.
-	f.clock.Add(window)
+	f.clock.Advance(window)
 	round, err = r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 1, round.Claimed, "the check at the end of the window")
 	require.Nil(t, f.payment(t, never.ID).NextReconcileAt)
 	require.NoError(t, f.fake.Pay(never.ID.String()))
-	f.clock.Add(time.Hour)
+	f.clock.Advance(time.Hour)
 	round, err = r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, round.Claimed)

@@ -56,7 +56,8 @@ const refundCallTimeout = 60 * time.Second
 //     refunded_amount grows, the payment becomes refunded when it reaches
 //     the amount and the order refunded when it was paid or active; failed
 //     → the refund row fails with the message, the payment is unchanged and
-//     the answer is Internal ("gateway refund failed: …", the spec's code);
+//     the answer is Internal ("gateway refund failed: …", the API
+//     contract's code: docs/api.md, "Errors by operation");
 //     accepted (the plugin answers pending: the gateway completes it later,
 //     or an admin sends a bank transfer back by hand) → the refund stays
 //     pending, reserving its amount, and the call succeeds with it;
@@ -92,7 +93,17 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 	reason = text.Clip(strings.TrimSpace(reason), 500)
 	pay, err := store.GetPayment(ctx, s.db, paymentID)
 	if err != nil {
-		return Refunded{}, paymentNotFound(err, paymentID)
+		return Refunded{}, store.NotFound(err, "payment %s not found", paymentID)
+	}
+	if destination == store.RefundToBalance && pay.Method != methodBalance {
+		// Money that came through a gateway, credited to the balance, is
+		// money the customer can spend: for an API key that is admin's
+		// (like AdjustBalance), not a refund "back where it came from",
+		// which is all operate may do. Otherwise an operate key could
+		// confirm a bank transfer that never happened and credit it.
+		if err := auth.RequireScope(ctx, auth.ScopeAdmin, "refund a gateway payment to the customer's balance"); err != nil {
+			return Refunded{}, err
+		}
 	}
 	return s.refund(ctx, audit.Of(p), &p.ID, pay, requested, reason, destination)
 }
@@ -188,7 +199,7 @@ func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		locked, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
 		if err != nil {
-			return bug(err, "lock payment")
+			return store.BugIfNotFound(err, "lock payment")
 		}
 		reserved, err := store.ReservedRefundAmount(ctx, tx, paymentID)
 		if err != nil {
@@ -371,13 +382,13 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.
 		if pay.OrderID != nil {
 			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
 			if err != nil {
-				return bug(err, "lock order of payment")
+				return store.BugIfNotFound(err, "lock order of payment")
 			}
 			ord = &o
 		}
 		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
 		if err != nil {
-			return bug(err, "lock payment")
+			return store.BugIfNotFound(err, "lock payment")
 		}
 		now := s.now()
 		result.Payment = locked
@@ -438,9 +449,9 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, ref.Amount, now)
 	if err != nil {
 		// Impossible while refunds are reserved under the payment lock.
-		return store.Payment{}, bug(err, "add refund to payment")
+		return store.Payment{}, store.BugIfNotFound(err, "add refund to payment")
 	}
-	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), paymentSnapshot(pay), paymentSnapshot(after)); err != nil {
+	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), order.PaymentSnapshot(pay), order.PaymentSnapshot(after)); err != nil {
 		return store.Payment{}, err
 	}
 	if Status(after.Status) == StatusRefunded && ord != nil && order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
@@ -467,19 +478,19 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		acct, err := store.LockBalanceAccount(ctx, tx, pay.CustomerID)
 		if err != nil {
-			return bug(err, "lock customer of payment")
+			return store.BugIfNotFound(err, "lock customer of payment")
 		}
 		var ord *store.Order
 		if pay.OrderID != nil {
 			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
 			if err != nil {
-				return bug(err, "lock order of payment")
+				return store.BugIfNotFound(err, "lock order of payment")
 			}
 			ord = &o
 		}
 		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
 		if err != nil {
-			return bug(err, "lock payment")
+			return store.BugIfNotFound(err, "lock payment")
 		}
 		reserved, err := store.ReservedRefundAmount(ctx, tx, pay.ID)
 		if err != nil {

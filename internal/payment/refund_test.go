@@ -27,7 +27,7 @@ import (
 // paidAtTheGateway creates an epay payment of a new order of amount, pays
 // it at the fake gateway and settles it through the notify; it returns the
 // settled payment.
-func (f *flow) paidAtTheGateway(t *testing.T, amount string) store.Payment {
+func (f *flowBundle) paidAtTheGateway(t *testing.T, amount string) store.Payment {
 	t.Helper()
 	orderID := f.order(t, amount)
 	p := f.pay(t, orderID)
@@ -36,7 +36,7 @@ func (f *flow) paidAtTheGateway(t *testing.T, amount string) store.Payment {
 	return f.payment(t, p.ID)
 }
 
-func (f *flow) refunds(t *testing.T, paymentID uuid.UUID) []store.Refund {
+func (f *flowBundle) refunds(t *testing.T, paymentID uuid.UUID) []store.Refund {
 	t.Helper()
 	rs, err := store.ListPaymentRefunds(context.Background(), f.pool, paymentID)
 	require.NoError(t, err)
@@ -187,7 +187,7 @@ func TestRefundWithUnknownOutcomeStaysPendingAndReserved(t *testing.T) {
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
 
 	_, err := f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
-	require.True(t, apperr.Is(err, apperr.Internal), "the spec's code for a failed gateway refund: %v", err)
+	require.True(t, apperr.Is(err, apperr.Internal), "the contract's code for a failed gateway refund: %v", err)
 	require.Contains(t, err.Error(), "gateway refund failed: the outcome is unknown")
 	require.Contains(t, err.Error(), "ResolveRefund", "the answer says what to do")
 	rs := f.refunds(t, p.ID)
@@ -500,7 +500,7 @@ func TestResolveRefundWaitsUntilTheGatewayCallCannotStillBeRunning(t *testing.T)
 	require.True(t, apperr.Is(err, apperr.FailedPrecondition), "%v", err)
 	require.Contains(t, err.Error(), "may still be running")
 
-	f.clock.Add(2 * time.Minute) // past the call's and the recording's deadlines
+	f.clock.Advance(2 * time.Minute) // past the call's and the recording's deadlines
 	res, err := f.svc.ResolveRefund(f.admin, ref.ID, store.RefundFailed, "", "nothing at the gateway")
 	require.NoError(t, err)
 	require.Equal(t, store.RefundFailed, res.Refund.Status)

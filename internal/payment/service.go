@@ -2,7 +2,6 @@ package payment
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -88,43 +87,23 @@ func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
 // now is the clock in UTC at PostgreSQL's precision, so a time written and
 // read back compares equal.
 func (s *Service) now() time.Time {
-	return s.clock().UTC().Truncate(time.Microsecond)
+	return store.Timestamp(s.clock())
 }
 
-// paymentNotFound turns store.ErrNotFound into a NotFound domain error.
-func paymentNotFound(err error, id uuid.UUID) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return apperr.New(apperr.NotFound, "payment %s not found", id)
-	}
-	return err
-}
-
-// bug turns a store.ErrNotFound that the locks held make impossible (a row
-// that must exist, a guarded update that must match) into Internal, so it
-// never reaches a caller as NotFound.
-func bug(err error, doing string) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return apperr.Wrap(apperr.Internal, err, "%s", doing)
-	}
-	return err
-}
-
-// Get returns one payment: admins any, customers their own (another
-// customer's payment is PermissionDenied, as the spec says).
+// Get returns one payment: admins any, customers their own (another customer's
+// payment is PermissionDenied, as the API contract says: docs/api.md, "Errors by
+// operation").
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.Payment, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
 		return store.Payment{}, err
 	}
 	pay, err := store.GetPayment(ctx, s.db, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return store.Payment{}, apperr.New(apperr.NotFound, "payment %s not found", id)
-	}
+	err = auth.Owned(p, pay.CustomerID, err,
+		apperr.New(apperr.NotFound, "payment %s not found", id),
+		apperr.New(apperr.PermissionDenied, "payment %s belongs to another customer", id))
 	if err != nil {
 		return store.Payment{}, err
-	}
-	if err := auth.CanAccessCustomer(p, pay.CustomerID); err != nil {
-		return store.Payment{}, apperr.New(apperr.PermissionDenied, "payment %s belongs to another customer", id)
 	}
 	return pay, nil
 }

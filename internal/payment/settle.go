@@ -101,7 +101,8 @@ type Settlement struct {
 //     recorded;
 //   - success, payment failed → the money is captured, to be returned
 //     (recorded, and InvalidArgument to a callback): a final state is
-//     never left (DESIGN.md: a late success for a failed payment);
+//     never left (docs/decisions.md, "payment transitions": a late
+//     success for a failed payment);
 //   - success, payment pending but its order or invoice can no longer be
 //     paid (cancelled, paid otherwise) → the payment fails with the money
 //     captured, to be returned; recorded, and InvalidArgument to a callback;
@@ -160,12 +161,11 @@ type settling struct {
 	out Settlement
 	// rejected is the answer to a report recorded as an anomaly: the
 	// transaction commits the record, the caller gets the error.
-	rejected     error
-	failedOthers []store.Payment // the invoice's other pending payments, failed when it was paid
-	// voidedWithOrder counts the order's other pending payments, failed by
-	// its transition.
-	voidedWithOrder int
-	moved           bool // the payment changed status in the transaction
+	rejected error
+	// voidedWithInvoice and voidedWithOrder count the invoice's and the
+	// order's other pending payments, failed by their transitions.
+	voidedWithInvoice, voidedWithOrder int
+	moved                              bool // the payment changed status in the transaction
 }
 
 // lock is settle's first step: BEGIN and the three locks in one round
@@ -173,7 +173,7 @@ type settling struct {
 func (st *settling) lock(ctx context.Context, paymentID, interfaceID uuid.UUID) error {
 	rows, err := store.LockForSettlement(ctx, st.tx, paymentID, interfaceID, st.rep.GatewayPaymentID)
 	if err != nil {
-		return paymentNotFound(err, paymentID)
+		return store.NotFound(err, "payment %s not found", paymentID)
 	}
 	p := rows.Payment
 	if p.Method != methodGateway || p.GatewayInterfaceID == nil {
@@ -230,7 +230,7 @@ func decide(rows store.SettlementRows, interfaceID uuid.UUID, rep report, now ti
 	if paidAt.IsZero() || paidAt.After(now) {
 		paidAt = now
 	}
-	paidAt = paidAt.UTC().Truncate(time.Microsecond)
+	paidAt = store.Timestamp(paidAt)
 	// takenID rejects a gateway order id another payment of the interface
 	// carries: neither a capture nor a success may take it.
 	takenID := func() (decision, bool) {
@@ -351,9 +351,9 @@ func (st *settling) capture(ctx context.Context, d decision) error {
 		FailureReason: text.Clip(d.reason, 200), CapturedAt: d.paidAt, At: st.now,
 	})
 	if err != nil {
-		return bug(err, "capture payment") // locked, pending or failed, not captured
+		return store.BugIfNotFound(err, "capture payment") // locked, pending or failed, not captured
 	}
-	if err := audit.Write(ctx, st.tx, st.who, st.now, ActionPaymentCapture, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(captured), st.src}); err != nil {
+	if err := audit.Write(ctx, st.tx, st.who, st.now, ActionPaymentCapture, entityPayment, p.ID.String(), order.PaymentSnapshot(p), settledState{order.PaymentSnapshot(captured), st.src}); err != nil {
 		return err
 	}
 	st.out.Payment, st.out.Captured = captured, true
@@ -369,10 +369,10 @@ func (st *settling) fail(ctx context.Context, reason string) error {
 	p := st.rows.Payment
 	failed, err := store.MarkPaymentFailed(ctx, st.tx, p.ID, text.Clip(reason, 200), st.now)
 	if err != nil {
-		return bug(err, "fail payment") // locked and pending
+		return store.BugIfNotFound(err, "fail payment") // locked and pending
 	}
 	st.out.Payment, st.out.Applied, st.moved = failed, true, true
-	return audit.Write(ctx, st.tx, st.who, st.now, audit.ActionPaymentFail, entityPayment, p.ID.String(), paymentSnapshot(p), paymentSnapshot(failed))
+	return audit.Write(ctx, st.tx, st.who, st.now, audit.ActionPaymentFail, entityPayment, p.ID.String(), order.PaymentSnapshot(p), order.PaymentSnapshot(failed))
 }
 
 // pay moves the pending payment to success, then applies it to its
@@ -395,52 +395,46 @@ func (st *settling) pay(ctx context.Context, paidAt time.Time) error {
 
 	paid, err := st.settled.Get(ctx)
 	if err != nil {
-		return bug(err, "settle payment") // locked and pending; the gateway id was checked free
+		return store.BugIfNotFound(err, "settle payment") // locked and pending; the gateway id was checked free
 	}
 	action := ActionPaymentSuccess
 	if st.src == fromConfirm {
 		action = ActionPaymentConfirm
 	}
-	if err := audit.Write(ctx, st.tx, st.who, st.now, action, entityPayment, p.ID.String(), paymentSnapshot(p), settledState{paymentSnapshot(paid), st.src}); err != nil {
+	if err := audit.Write(ctx, st.tx, st.who, st.now, action, entityPayment, p.ID.String(), order.PaymentSnapshot(p), settledState{order.PaymentSnapshot(paid), st.src}); err != nil {
 		return err
 	}
 	st.out.Payment, st.out.Applied, st.moved = paid, true, true
-	return order.AuditFailedPayments(ctx, st.tx, st.who, st.now, st.failedOthers)
+	return nil
 }
 
 // settleFailed is err of a write that went after the payment's update,
 // unless the update failed itself: then that failure is the one to report.
 func (st *settling) settleFailed(ctx context.Context, err error) error {
 	if _, serr := st.settled.Get(ctx); serr != nil {
-		return bug(serr, "settle payment") // locked and pending; the gateway id was checked free
+		return store.BugIfNotFound(serr, "settle payment") // locked and pending; the gateway id was checked free
 	}
 	return err
 }
 
-// applyToInvoice adds the payment to its invoice, if it has one; when that
-// pays the invoice in full, the invoice's other pending payments fail. It
-// reports whether the invoice is now paid.
+// applyToInvoice adds the payment to its invoice, if it has one, through
+// order.InvoiceTransition: when that pays the invoice in full, the
+// invoice's other pending payments fail. It reports whether the invoice is
+// now paid.
 func (st *settling) applyToInvoice(ctx context.Context, paidAt time.Time) (bool, error) {
 	inv, p := st.rows.Invoice, st.rows.Payment
 	if inv == nil {
 		return false, nil
 	}
-	after, err := store.AddInvoicePayment(ctx, st.tx, inv.ID, p.Amount, paidAt, st.now)
+	moved, err := order.InvoiceTransition(ctx, st.tx, *inv, order.InvoiceMove{
+		By: st.who, At: st.now, Pay: p.Amount, PaidAt: paidAt,
+		FailReason: "invoice paid by payment " + p.ID.String(),
+	})
 	if err != nil {
-		return false, st.settleFailed(ctx, bug(err, "add payment to invoice")) // checked payable under its lock
+		return false, st.settleFailed(ctx, err) // checked payable under its lock
 	}
-	if err := audit.Write(ctx, st.tx, st.who, st.now, ActionInvoicePay, entityInvoice, inv.ID.String(), invoiceSnapshot(*inv), invoiceSnapshot(after)); err != nil {
-		return false, err
-	}
-	if order.InvoiceStatus(after.Status) != order.InvoicePaid {
-		return false, nil
-	}
-	others, err := store.FailPendingInvoicePayments(ctx, st.tx, inv.ID, "invoice paid by payment "+p.ID.String(), st.now)
-	if err != nil {
-		return true, err
-	}
-	st.failedOthers = append(st.failedOthers, others...)
-	return true, nil
+	st.voidedWithInvoice = len(moved.FailedPayments)
+	return order.InvoiceStatus(moved.Invoice.Status) == order.InvoicePaid, nil
 }
 
 // applyToOrder moves the payment's order pending → paid (through
@@ -485,7 +479,7 @@ func (st *settling) result(ctx context.Context, paymentID uuid.UUID) (Settlement
 	if out.Applied {
 		s.log.InfoContext(ctx, "payment settled", "payment_id", paymentID, "status", out.Payment.Status,
 			"source", src, "actor", st.who.Kind+":"+st.who.ID, "amount", out.Payment.Amount.String(), "currency", out.Payment.Currency,
-			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", len(st.failedOthers)+st.voidedWithOrder)
+			"gateway_payment_id", out.Payment.GatewayPaymentID, "order_paid", out.OrderPaid, "voided_payments", st.voidedWithInvoice+st.voidedWithOrder)
 	}
 	return out, nil
 }
@@ -515,7 +509,7 @@ func currencyMismatch(p store.Payment, rep report) string {
 // settledState is the audit "after" of a settlement: the payment and what
 // settled it (callback, query, reconcile, confirm).
 type settledState struct {
-	paymentState
+	order.PaymentState
 	Source string `json:"source"`
 }
 

@@ -34,6 +34,7 @@ func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
 	}
 	success := report{Status: gatewaySuccess, GatewayPaymentID: "T1", GatewayTxID: "T1", Amount: &amount, RawAmount: "12.30"}
 	other := money.MustParse("0.01")
+	over, under, sameAmount := money.MustParse("12.31"), money.MustParse("12.29"), money.MustParse("12.3")
 	taken := uuid.New()
 	withTaken := func(r store.SettlementRows) store.SettlementRows { r.GatewayIDTakenBy = &taken; return r }
 
@@ -49,6 +50,15 @@ func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
 		{"another interface's payment is rejected", rows(payment(StatusPending, "", false), "pending"), otherGW, success, verdictReject, "interface_mismatch"},
 		{"another amount is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &other, RawAmount: "0.01"}, verdictReject, "amount_mismatch"},
 		{"another currency is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Currency: "USD"}, verdictReject, "currency_mismatch"},
+		// An interface that takes both currencies: the report's currency is
+		// held against the payment's, not against what the interface takes
+		// (20.00 USD does not settle 20.00 CNY on Stripe).
+		{"another currency the interface takes is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &amount, RawAmount: "12.30", Currency: "USD", Takes: []string{"CNY", "USD"}}, verdictReject, "currency_mismatch"},
+		{"the payment's currency from an interface taking several pays", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &amount, RawAmount: "12.30", Currency: "cny", Takes: []string{"CNY", "USD"}}, verdictPay, ""},
+		{"no currency from an interface that does not take the payment's is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &amount, RawAmount: "12.30", Takes: []string{"USD"}}, verdictReject, "currency_mismatch"},
+		{"an overpayment by one cent is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &over, RawAmount: "12.31"}, verdictReject, "amount_mismatch"},
+		{"an underpayment by one cent is rejected", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &under, RawAmount: "12.29"}, verdictReject, "amount_mismatch"},
+		{"the same amount written otherwise pays", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewaySuccess, GatewayPaymentID: "T1", Amount: &sameAmount, RawAmount: "12.3"}, verdictPay, ""},
 		{"a gateway order another payment settled is rejected", withTaken(rows(payment(StatusPending, "", false), "pending")), gw, success, verdictReject, "order_number_mismatch"},
 		{"failure fails a pending payment", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewayFailed}, verdictFail, ""},
 		{"pending changes nothing", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewayPending}, verdictNothing, ""},

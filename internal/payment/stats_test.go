@@ -126,7 +126,7 @@ func TestPaymentStatsCountThePendingRefundsAndTheOldest(t *testing.T) {
 	require.Equal(t, time.UTC, st.OldestPendingRefund.Location())
 
 	// An hour later, an epay refund whose answer is lost: pending too.
-	f.clock.Add(time.Hour)
+	f.clock.Advance(time.Hour)
 	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
 	_, err = f.svc.RefundPayment(f.admin, p.ID, "20.00", "", "")
 	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)

@@ -1,7 +1,7 @@
 package payment
 
-// Status is a payment's status (payments.status), as order.Status is an
-// order's: the spec's four, and no others.
+// Status is a payment's status (payments.status), as order.Status is an order's:
+// the API contract's four (docs/api.md, "Statuses"), and no others.
 //
 //	pending ──callback / query / confirm──▶ success ──refunds reach the amount──▶ refunded
 //	   │

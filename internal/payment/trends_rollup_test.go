@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -33,12 +34,19 @@ var trendZones = []string{"UTC", "Asia/Shanghai", "America/New_York", "Asia/Kolk
 // GetPaymentTrends reads a rollup kept by triggers and folded now and then;
 // what it answers must be what the payments and refunds themselves say,
 // after any sequence of writes (creations, successes, failures, refunds
-// partial and full, captured money returned, corrections by hand), folded
-// or not, rebuilt or not, in any zone and range. The oracle below reads
-// the rows directly and cuts days per row with AT TIME ZONE; its median
-// is percentile_cont over each time counted as its histogram bin, and the
-// exact median of the raw times must be within the bins' stated precision
-// of it (0.5 s + 1.1 %).
+// partial and full, captured money returned, corrections by hand of a
+// payment's creation time, status and currency, a refund recorded by hand
+// while its payment was pending), folded or not, rebuilt or not, in any
+// zone and range. Two checks after each sequence:
+//   - the rollup the triggers kept (the callback's fast path included) is,
+//     key by key over every quarter, the one payment_trends_rebuild()
+//     recomputes from the rows with the figures' definitions
+//     (payment_currency_trends and the others): rollupAgreesWithARebuild;
+//   - the answer for one random range and zone is what an oracle reads
+//     from the rows directly, cutting days per row with AT TIME ZONE; its
+//     median is percentile_cont over each time counted as its histogram
+//     bin, and the exact median of the raw times must be within the bins'
+//     stated precision of it (0.5 s + 1.1 %).
 func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 	t.Parallel()
 	pool := testdb.Pool(t)
@@ -67,7 +75,7 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 
 	rapid.Check(t, func(rt *rapid.T) {
 		for range rapid.IntRange(1, 8).Draw(rt, "writes") {
-			switch rapid.IntRange(0, 8).Draw(rt, "write") {
+			switch rapid.IntRange(0, 11).Draw(rt, "write") {
 			case 0, 1: // a gateway payment, pending or decided at once
 				status := rapid.SampledFrom([]string{"pending", "success", "failed"}).Draw(rt, "status")
 				created := instant(rt, "created")
@@ -157,7 +165,42 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 				}
 				exec(`UPDATE payments SET created_at = created_at - $2::interval WHERE id = $1`,
 					rapid.SampledFrom(all).Draw(rt, "moved"), fmt.Sprintf("%d minutes", rapid.IntRange(1, 600).Draw(rt, "minutes")))
-			case 8:
+			case 8: // a correction by hand of a status: a payment paid, or not
+				// paid after all, which decides whether its refunds count
+				if rapid.Bool().Draw(rt, "unpaid") && len(paid) > 0 {
+					i := rapid.IntRange(0, len(paid)-1).Draw(rt, "paid")
+					id := paid[i]
+					paid = append(paid[:i], paid[i+1:]...)
+					// Its money captured and its refunds returning it.
+					exec(`UPDATE payments SET status = 'failed', paid_at = NULL, failed_at = $2, failure_reason = 'reversed',
+							captured_amount = amount, captured_at = $2
+						WHERE id = $1`, id, instant(rt, "reversed"))
+					failed = append(failed, id)
+				} else if len(failed) > 0 {
+					i := rapid.IntRange(0, len(failed)-1).Draw(rt, "failed")
+					id := failed[i]
+					failed = append(failed[:i], failed[i+1:]...)
+					exec(`UPDATE payments SET status = CASE WHEN refunded_amount = amount THEN 'refunded' ELSE 'success' END,
+							paid_at = created_at + $2::interval, failed_at = NULL, failure_reason = '', captured_amount = 0, captured_at = NULL
+						WHERE id = $1`, id, took(rt).String())
+					paid = append(paid, id)
+				}
+			case 9: // a correction by hand of a currency: the payment was for an order in the other one
+				all := append(append(append([]uuid.UUID{}, pending...), paid...), failed...)
+				if len(all) == 0 {
+					continue
+				}
+				id := rapid.SampledFrom(all).Draw(rt, "edited")
+				var currency string
+				require.NoError(t, pool.QueryRow(ctx, `SELECT CASE currency WHEN 'CNY' THEN 'USD' ELSE 'CNY' END FROM payments WHERE id = $1`, id).Scan(&currency))
+				exec(`UPDATE payments SET order_id = $2, currency = $3 WHERE id = $1`, id, testfixture.OrderIn(t, pool, customer, "3.00", currency), currency)
+			case 10: // a refund recorded by hand while its payment is pending: it counts once the payment is paid
+				if len(pending) == 0 {
+					continue
+				}
+				exec(`INSERT INTO refunds (payment_id, amount, status, updated_at) VALUES ($1, 0.01, 'succeeded', $2)`,
+					rapid.SampledFrom(pending).Draw(rt, "pending"), instant(rt, "refunded"))
+			case 11:
 				if rapid.IntRange(0, 9).Draw(rt, "rebuild") == 0 {
 					exec(`SELECT payment_trends_rebuild()`)
 				} else {
@@ -166,6 +209,8 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 				}
 			}
 		}
+
+		rollupAgreesWithARebuild(rt, pool)
 
 		zone := rapid.SampledFrom(trendZones).Draw(rt, "zone")
 		first := rollupWorldStart.AddDate(0, 0, rapid.IntRange(-2, 10).Draw(rt, "first"))
@@ -183,6 +228,52 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 				"within the bins' precision of the exact median %v", exact)
 		}
 	})
+}
+
+// rollupAgreesWithARebuild checks that the rollup the triggers kept, as a
+// reader sums it, is the one payment_trends_rebuild() recomputes from the
+// payments and refunds; the rebuild is rolled back.
+func rollupAgreesWithARebuild(rt *rapid.T, pool *pgxpool.Pool) {
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(rt, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	kept := rollupRows(rt, tx)
+	_, err = tx.Exec(ctx, `SELECT payment_trends_rebuild()`)
+	require.NoError(rt, err)
+	require.Equal(rt, rollupRows(rt, tx), kept, "the rollup kept by the triggers is the one rebuilt from the rows")
+}
+
+// rollupRows are the rollup's rows as a reader sums them (the folded rows
+// and the changes not folded yet), one string per table and key, the keys
+// whose figures are all zero left out.
+func rollupRows(rt *rapid.T, tx pgx.Tx) []string {
+	rows, err := tx.Query(context.Background(), `
+		SELECT format('currency %s %s %s/%s/%s %s %s', quarter, currency, sum(created), sum(succeeded), sum(failed),
+		              sum(received_cents), sum(refunded_cents))
+		FROM (SELECT * FROM payment_trend_currency_quarters UNION ALL SELECT * FROM payment_trend_currency_changes) r
+		GROUP BY quarter, currency
+		HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0 OR sum(received_cents) <> 0 OR sum(refunded_cents) <> 0
+		UNION ALL
+		SELECT format('gateway %s %s %s/%s/%s', quarter, gateway_interface_id, sum(created), sum(succeeded), sum(failed))
+		FROM (SELECT * FROM payment_trend_gateway_quarters UNION ALL SELECT * FROM payment_trend_gateway_changes) r
+		GROUP BY quarter, gateway_interface_id
+		HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0
+		UNION ALL
+		SELECT format('seconds %s %s %s %s', quarter, gateway_interface_id, seconds_bin, sum(n))
+		FROM (SELECT * FROM payment_trend_seconds_quarters UNION ALL SELECT * FROM payment_trend_seconds_changes) r
+		GROUP BY quarter, gateway_interface_id, seconds_bin HAVING sum(n) <> 0
+		UNION ALL
+		SELECT format('seconds day %s %s %s %s', day, gateway_interface_id, seconds_bin, sum(n))
+		FROM (SELECT * FROM payment_trend_seconds_days
+		      UNION ALL
+		      SELECT (quarter AT TIME ZONE 'UTC')::date, gateway_interface_id, seconds_bin, n FROM payment_trend_seconds_changes) r
+		GROUP BY day, gateway_interface_id, seconds_bin HAVING sum(n) <> 0
+		ORDER BY 1`)
+	require.NoError(rt, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(rt, err)
+	return out
 }
 
 type oracleTrends struct {

@@ -130,23 +130,22 @@
 //
 // # Host functions and HTTP
 //
-// The host functions proper — log and the HTTP functions, a script's only
-// way out — take at most five arguments, strings or nil, and answer a
-// string or nothing, as the specification requires. The data helpers
-// (hashes, encodings, now) take and answer strings too, except json_encode
-// (any value in), json_decode and parse_query (a table out), and the
-// signing helpers of crypto.go, whose verdicts are booleans (or nil for a
-// text that does not decrypt). Those parse RSA keys once per runtime, in a
-// small cache keyed by the key text's hash, and charge private-key
-// operations to the budget by key size. A wrong count
-// or type raises a Lua error naming the function and the argument. HTTP
-// goes through Options.HTTP, an HTTPDoer that the service's one outbound
-// client satisfies (Outbound): idempotent is true for GET and for any
-// other method whose options_json says "retry": true or that carries an
-// Idempotency-Key header (outbound.Resendable), and false otherwise — a
-// payment creation or a refund is never sent twice blindly. http_mtls goes through it too (MTLSDoer): the certificate from
-// request_json is presented on a transport the client keeps per
-// certificate, under the host's circuit breaker, the same retry rule and
-// the same bounds; no redirect is followed. HTTP functions are refused
-// while a script loads.
+// The host functions proper — log and the HTTP functions, a script's only way
+// out — take at most five arguments, strings or nil, and answer a string or
+// nothing, as the API contract requires (docs/api.md, "Plugin contract"). The
+// data helpers (hashes, encodings, now) take and answer strings too, except
+// json_encode (any value in), json_decode and parse_query (a table out), and the
+// signing helpers of crypto.go, whose verdicts are booleans (or nil for a text
+// that does not decrypt). Those parse RSA keys once per runtime, in a small
+// cache keyed by the key text's hash, and charge private-key operations to the
+// budget by key size. A wrong count or type raises a Lua error naming the
+// function and the argument. HTTP goes through Options.HTTP, an HTTPDoer that
+// the service's one outbound client satisfies (Outbound): idempotent is true for
+// GET and for any other method whose options_json says "retry": true or that
+// carries an Idempotency-Key header (outbound.Resendable), and false otherwise —
+// a payment creation or a refund is never sent twice blindly. http_mtls goes
+// through it too (MTLSDoer): the certificate from request_json is presented on a
+// transport the client keeps per certificate, under the host's circuit breaker,
+// the same retry rule and the same bounds; no redirect is followed. HTTP
+// functions are refused while a script loads.
 package plugin

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // fuzzGateway calls the host function named by the input with up to five
@@ -73,7 +75,7 @@ func FuzzHostFunctionArguments(f *testing.F) {
 	f.Add(uint8(7), uint8(3), uint8(0), "key", "msg", "base64", "", "")
 	f.Add(uint8(7), uint8(3), uint8(0), "key", "msg", "binary", "", "")
 
-	b := &bundle{logs: &logBuffer{}}
+	b := &bundle{logs: &testkit.Logs{}}
 	b.opts = Options{
 		// No network: every request gets a fixed answer.
 		HTTP: HTTPDoerFunc(func(r *http.Request, _ bool) (*Response, error) {

@@ -241,6 +241,9 @@ func (s *state) doHTTP(L *lua.LState, r *request) int {
 	if resp == nil {
 		L.RaiseError("%s: no response", r.fname)
 	}
+	if up := UpstreamOf(s.ctx); up != nil {
+		up.record(u, resp.Status, resp.Body)
+	}
 	// Refuse a body beyond the bound before building anything from it.
 	if int64(len(resp.Body)) > s.budget.remaining() {
 		s.budget.alloc(L, int64(len(resp.Body)))

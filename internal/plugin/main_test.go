@@ -1,16 +1,15 @@
 package plugin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -42,27 +41,9 @@ func probe(body string) []byte {
 	return gatewaySource("\nfunction test_config(c, i)\n" + body + "\nend\n")
 }
 
-// logBuffer collects log lines from concurrent calls.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type bundle struct {
 	rt   *Runtime
-	logs *logBuffer
+	logs *testkit.Logs
 	opts Options
 }
 
@@ -70,7 +51,7 @@ type bundle struct {
 // the options first.
 func setup(t *testing.T, edit ...func(*Options)) *bundle {
 	t.Helper()
-	b := &bundle{logs: &logBuffer{}}
+	b := &bundle{logs: &testkit.Logs{}}
 	b.opts = Options{Logger: slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	for _, e := range edit {
 		e(&b.opts)

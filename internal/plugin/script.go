@@ -166,9 +166,9 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 		sc.params[fn] = true
 	}
 	if v := st.globals.RawGetString(AdminPage); v != lua.LNil {
-		// The spec writes admin_page(); the two-parameter form of the
-		// contract functions is taken too. Either is called with both
-		// arguments (Lua drops what a function does not declare).
+		// The API contract writes admin_page(); the two-parameter form of the
+		// contract functions is taken too. Either is called with both arguments
+		// (Lua drops what a function does not declare).
 		p := checkFunction(v, fmt.Sprintf("function %q", AdminPage), 0, 2)
 		if p != "" {
 			problems = append(problems, p)

@@ -1,10 +1,12 @@
 package plugintest_test
 
 import (
+	"bytes"
 	"crypto/md5"
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -551,16 +553,19 @@ func TestEpayRefundOutcomes(t *testing.T) {
 func TestEpayTestConfig(t *testing.T) {
 	t.Parallel()
 	fake := startEpay(t, epay.Options{})
-	p := loadEpay(t)
+	var logs bytes.Buffer // calls run one at a time, on this goroutine
+	p := plugintest.Load(t, "gateway/epay.lua", plugin.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	res := plugintest.Call(t, p, "test_config", epayConfig(fake.URL()), nil)
 	require.Equal(t, true, res["ok"], res["message"])
 
+	// The answer's words go to the log, not to whoever asked for the test.
 	bad := epayConfig(fake.URL())
 	bad["key"] = "wrong"
 	res = plugintest.Call(t, p, "test_config", bad, nil)
 	require.Equal(t, false, res["ok"])
-	require.Contains(t, res["message"], "KEY")
+	require.Equal(t, "epay refused the pid and key (its reason is in the service log)", res["message"])
+	require.Contains(t, logs.String(), "KEY")
 
 	res = plugintest.Call(t, p, "test_config", map[string]any{"api_url": "ftp://x", "pid": "1", "key": "k"}, nil)
 	require.Equal(t, false, res["ok"])

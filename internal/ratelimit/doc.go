@@ -4,9 +4,9 @@
 // whatever the number of instances.
 //
 // The counters live in the shared Redis when [redis].enabled is set, so the
-// limit holds for the cluster, not per instance; without Redis, or while it
-// is down, each instance counts in its own memory (the specification's
-// degraded mode) and requests keep being answered:
+// limit holds for the cluster, not per instance; without Redis, or while it is
+// down, each instance counts in its own memory (the API contract's degraded
+// mode: docs/api.md, "Limits") and requests keep being answered:
 //
 //	request ─▶ procedure has a rule? ──no──▶ next layer
 //	               │ yes: key = procedure + client IP (IPv6: its /64)

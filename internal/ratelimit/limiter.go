@@ -1,12 +1,11 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/rustbill/paymentd/internal/config"
 )
 
 // Limiter decides whether one more request under key fits perSec.
@@ -17,9 +16,9 @@ type Limiter interface {
 	Allow(ctx context.Context, key string, perSec int) (allowed bool, retryAfter time.Duration, err error)
 }
 
-// The procedures the specification rate-limits, and ChangePassword, which
-// checks a password as a login does (a stolen token must not become a
-// fast way to guess its account's password).
+// The procedures the API contract rate-limits (docs/api.md, "Limits"), and
+// ChangePassword, which checks a password as a login does (a stolen token must
+// not become a fast way to guess its account's password).
 const (
 	LoginProcedure          = "/billing.identity.IdentityService/Login"
 	AdminLoginProcedure     = "/billing.identity.IdentityService/AdminLogin"
@@ -27,24 +26,44 @@ const (
 	ChangePasswordProcedure = "/billing.identity.IdentityService/ChangePassword"
 )
 
-// Rules maps the rate-limited procedures to their per-second limits from
-// cfg; nil when [rate_limit].enabled is false, which makes Middleware a
-// no-op. Login, admin login and password changes share the login limit but
-// not a counter.
-func Rules(cfg config.RateLimit) map[string]int {
-	if !cfg.Enabled {
+// The per-second limits Rules applies to a zero Limits field (the API
+// contract's, docs/api.md "Limits"); config.Default() starts [rate_limit]
+// from the same values.
+const (
+	DefaultLoginPerSec    = 5
+	DefaultRegisterPerSec = 1
+)
+
+// Limits are the per-client-IP limits of the rate-limited procedures
+// ([rate_limit], mapped by config.RateLimit.Limits).
+type Limits struct {
+	// Enabled: false turns the rate limit off.
+	Enabled bool
+	// LoginPerSec bounds logins, admin logins and password changes;
+	// RegisterPerSec bounds registrations.
+	LoginPerSec    int
+	RegisterPerSec int
+}
+
+// Rules maps the rate-limited procedures to their per-second limits; nil
+// when l is not enabled, which makes Middleware a no-op. Login, admin login
+// and password changes share the login limit but not a counter.
+func Rules(l Limits) map[string]int {
+	if !l.Enabled {
 		return nil
 	}
+	login := cmp.Or(max(l.LoginPerSec, 0), DefaultLoginPerSec)
 	return map[string]int{
-		LoginProcedure:      cfg.LoginPerSec,
-		AdminLoginProcedure: cfg.LoginPerSec,
-		RegisterProcedure:   cfg.RegisterPerSec,
-		// Not in the spec's list: a password check all the same.
-		ChangePasswordProcedure: cfg.LoginPerSec,
+		LoginProcedure:      login,
+		AdminLoginProcedure: login,
+		RegisterProcedure:   cmp.Or(max(l.RegisterPerSec, 0), DefaultRegisterPerSec),
+		// Not in the contract's list: a password check all the same.
+		ChangePasswordProcedure: login,
 	}
 }
 
-// errPerSec is returned for a limit below 1, which config.Validate rejects.
+// errPerSec is returned for a limit below 1, which config.Validate rejects
+// and Rules never makes.
 var errPerSec = errors.New("ratelimit: perSec must be at least 1")
 
 // gcra decides one request at now for a key whose theoretical arrival time

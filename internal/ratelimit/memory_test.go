@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -31,7 +32,7 @@ func refused(t *testing.T, l Limiter, key string, perSec int) time.Duration {
 
 func TestMemorySixthRequestInOneSecondIsRefused(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "login:192.0.2.1", 5, 5)
 	require.Equal(t, 200*time.Millisecond, refused(t, m, "login:192.0.2.1", 5))
@@ -40,7 +41,7 @@ func TestMemorySixthRequestInOneSecondIsRefused(t *testing.T) {
 
 func TestMemoryRefillsOneRequestPerIntervalAndAllAfterTheWindow(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "k", 5, 5)
 	clk.Advance(199 * time.Millisecond)
@@ -56,7 +57,7 @@ func TestMemoryRefillsOneRequestPerIntervalAndAllAfterTheWindow(t *testing.T) {
 
 func TestMemoryRegisterAllowsOnePerSecond(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "register:192.0.2.1", 1, 1)
 	require.Equal(t, time.Second, refused(t, m, "register:192.0.2.1", 1))
@@ -68,7 +69,7 @@ func TestMemoryRegisterAllowsOnePerSecond(t *testing.T) {
 
 func TestMemoryRefusedRequestsDoNotPushTheWindowBack(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "k", 1, 1)
 	for range 50 {
@@ -80,7 +81,7 @@ func TestMemoryRefusedRequestsDoNotPushTheWindowBack(t *testing.T) {
 
 func TestMemoryPerSecondThatDoesNotDivideASecondStillAllowsTheBurst(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "k", 3, 3)
 	refused(t, m, "k", 3)
@@ -96,7 +97,7 @@ func TestMemoryRejectsALimitBelowOne(t *testing.T) {
 
 func TestMemoryForgetsIdleKeysSoMemoryStaysBoundedUnderManyIPs(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	const perStep, step = 1000, 100 * time.Millisecond
 	// 60 000 distinct clients over 6 s, 10 000 a second: only those of the
@@ -115,7 +116,7 @@ func TestMemoryForgetsIdleKeysSoMemoryStaysBoundedUnderManyIPs(t *testing.T) {
 
 func TestMemoryForgettingDoesNotResetALiveKey(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	allowN(t, m, "other", 5, 1) // starts the generation clock
 	clk.Advance(950 * time.Millisecond)
@@ -131,7 +132,7 @@ func TestMemoryForgettingDoesNotResetALiveKey(t *testing.T) {
 
 func TestMemoryFloodOfKeysIsCappedByMaxKeys(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now), WithMaxKeys(100))
 	for i := range 10_000 {
 		allowN(t, m, fmt.Sprintf("k%d", i), 5, 1)
@@ -141,7 +142,7 @@ func TestMemoryFloodOfKeysIsCappedByMaxKeys(t *testing.T) {
 
 func TestMemoryConcurrentRequestsOnOneKeyAllowExactlyTheBurst(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	m := NewMemory(WithClock(clk.Now))
 	var allowed atomic.Int64
 	var wg sync.WaitGroup

@@ -17,7 +17,7 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 const otherProcedure = "/billing.payment.PaymentService/GetPayment"
@@ -43,19 +43,19 @@ type server struct {
 	srv  *httptest.Server
 	h1   *http.Client
 	h2c  *http.Client
-	logs *logBuffer
+	logs *testkit.Logs
 }
 
 func newServer(t *testing.T, l Limiter, rules map[string]int) *server {
 	t.Helper()
-	return newServerLogging(t, l, rules, &logBuffer{})
+	return newServerLogging(t, l, rules, &testkit.Logs{})
 }
 
-func newServerLogging(t *testing.T, l Limiter, rules map[string]int, logs *logBuffer) *server {
+func newServerLogging(t *testing.T, l Limiter, rules map[string]int, logs *testkit.Logs) *server {
 	t.Helper()
 	s := &server{logs: logs}
 	clientIP := ClientIP([]netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
-	h := Middleware(l, rules, clientIP, s.logs.logger())(service())
+	h := Middleware(l, rules, clientIP, s.logs.Text())(service())
 	s.srv = httptest.NewUnstartedServer(h)
 	var serve http.Protocols
 	serve.SetHTTP1(true)
@@ -128,12 +128,12 @@ func requireExhausted(t *testing.T, err error, wantRetry time.Duration) {
 }
 
 func loginRules() map[string]int {
-	return Rules(config.Default().RateLimit)
+	return Rules(Limits{Enabled: true})
 }
 
 func TestSixthLoginFromOneIPInOneSecondIsRefusedWhileAnotherIPIsNot(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 
 	s.callN(t, 5, LoginProcedure, "198.51.100.1")
@@ -147,7 +147,7 @@ func TestSixthLoginFromOneIPInOneSecondIsRefusedWhileAnotherIPIsNot(t *testing.T
 
 func TestLoginAndAdminLoginAreCountedSeparately(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 	s.callN(t, 5, LoginProcedure, "198.51.100.1")
 	s.callN(t, 5, AdminLoginProcedure, "198.51.100.1")
@@ -158,7 +158,7 @@ func TestLoginAndAdminLoginAreCountedSeparately(t *testing.T) {
 // limit, with a counter of its own.
 func TestPasswordChangesShareTheLoginLimitWithACounterOfTheirOwn(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 	s.callN(t, 5, LoginProcedure, "198.51.100.1")
 	s.callN(t, 5, ChangePasswordProcedure, "198.51.100.1")
@@ -167,7 +167,7 @@ func TestPasswordChangesShareTheLoginLimitWithACounterOfTheirOwn(t *testing.T) {
 
 func TestRegisterIsLimitedToOnePerSecond(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 	s.callN(t, 1, RegisterProcedure, "198.51.100.1")
 	requireExhausted(t, s.call(t, protoConnect, RegisterProcedure, "198.51.100.1"), time.Second)
@@ -180,7 +180,7 @@ func TestGRPCAndGRPCWebClientsSeeResourceExhausted(t *testing.T) {
 	for _, p := range []protocol{protoConnect, protoGRPC, protoGRPCWeb} {
 		t.Run(p.String(), func(t *testing.T) {
 			t.Parallel()
-			clk := newClock()
+			clk := testkit.NewClock()
 			s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 			require.NoError(t, s.call(t, p, RegisterProcedure, "198.51.100.1"))
 			requireExhausted(t, s.call(t, p, RegisterProcedure, "198.51.100.1"), time.Second)
@@ -190,7 +190,7 @@ func TestGRPCAndGRPCWebClientsSeeResourceExhausted(t *testing.T) {
 
 func TestPlainHTTPPostIsRefusedWith429AndRetryAfter(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 	post := func(contentType string) *http.Response {
 		req, err := http.NewRequest(http.MethodPost, s.srv.URL+RegisterProcedure, strings.NewReader("x"))
@@ -222,18 +222,17 @@ func TestPlainHTTPPostIsRefusedWith429AndRetryAfter(t *testing.T) {
 
 func TestOtherProceduresAreNotLimited(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	s := newServer(t, NewMemory(WithClock(clk.Now)), loginRules())
 	s.callN(t, 50, otherProcedure, "198.51.100.1")
 }
 
 func TestDisabledRateLimitIsANoOp(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default().RateLimit
-	cfg.Enabled = false
-	require.Nil(t, Rules(cfg))
-	clk := newClock()
-	s := newServer(t, NewMemory(WithClock(clk.Now)), Rules(cfg))
+	off := Limits{LoginPerSec: DefaultLoginPerSec, RegisterPerSec: DefaultRegisterPerSec}
+	require.Nil(t, Rules(off))
+	clk := testkit.NewClock()
+	s := newServer(t, NewMemory(WithClock(clk.Now)), Rules(off))
 	s.callN(t, 20, RegisterProcedure, "198.51.100.1")
 
 	// Neither empty rules nor a missing limiter touch a request.
@@ -258,7 +257,7 @@ func (b *bodyReader) Close() error             { return nil }
 
 func TestRefusedRequestBodyIsNeverRead(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
+	clk := testkit.NewClock()
 	h := Middleware(NewMemory(WithClock(clk.Now)), map[string]int{RegisterProcedure: 1}, nil, slog.New(slog.DiscardHandler))(service())
 	for i := range 2 {
 		body := &bodyReader{}
@@ -285,7 +284,7 @@ func TestLimiterErrorLetsTheRequestThroughWithAWarning(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, failingLimiter{}, loginRules())
 	s.callN(t, 10, LoginProcedure, "198.51.100.1")
-	require.Equal(t, 10, s.logs.count(slog.LevelWarn, "rate limit not checked"))
+	require.Equal(t, 10, s.logs.Count(slog.LevelWarn, "rate limit not checked"))
 }
 
 func TestRuleBelowOnePanicsNamingTheProcedure(t *testing.T) {

@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/rustbill/paymentd/internal/testredis"
 
 	"context"
@@ -13,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/cache"
-	"github.com/rustbill/paymentd/internal/config"
 )
 
 const (
@@ -26,25 +26,21 @@ const (
 type instance struct {
 	cache *cache.Cache
 	srv   *server
-	logs  *logBuffer
+	logs  *testkit.Logs
 }
 
-func newCache(t *testing.T, url string, clk *clock, logs *logBuffer) *cache.Cache {
+func newCache(t *testing.T, url string, clk *testkit.Clock, logs *testkit.Logs) *cache.Cache {
 	t.Helper()
-	cfg := config.Default().Redis
-	cfg.Enabled = url != ""
-	cfg.URL = url
-	cfg.KeyPrefix = "test"
-	cfg.MaxConnections = 2
-	c, err := cache.New(cfg, logs.logger(), cache.WithClock(clk.Now))
+	cfg := cache.Options{Enabled: url != "", URL: url, KeyPrefix: "test", MaxConnections: 2}
+	c, err := cache.New(cfg, logs.Text(), cache.WithClock(clk.Now))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	return c
 }
 
-func newInstance(t *testing.T, url string, clk *clock) *instance {
+func newInstance(t *testing.T, url string, clk *testkit.Clock) *instance {
 	t.Helper()
-	in := &instance{logs: &logBuffer{}}
+	in := &instance{logs: &testkit.Logs{}}
 	in.cache = newCache(t, url, clk, in.logs)
 	in.srv = newServerLogging(t, NewFallback(in.cache, WithClock(clk.Now)), loginRules(), in.logs)
 	return in
@@ -53,9 +49,9 @@ func newInstance(t *testing.T, url string, clk *clock) *instance {
 func TestRedisCountersAreSharedBetweenInstances(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
-	clk := newClock()
-	a, b := NewRedis(newCache(t, srv.URL(), clk, &logBuffer{}), WithClock(clk.Now)),
-		NewRedis(newCache(t, srv.URL(), clk, &logBuffer{}), WithClock(clk.Now))
+	clk := testkit.NewClock()
+	a, b := NewRedis(newCache(t, srv.URL(), clk, &testkit.Logs{}), WithClock(clk.Now)),
+		NewRedis(newCache(t, srv.URL(), clk, &testkit.Logs{}), WithClock(clk.Now))
 	const key = LoginProcedure + ":198.51.100.1"
 
 	allowN(t, a, key, 5, 3)
@@ -75,8 +71,8 @@ func TestRedisCountersAreSharedBetweenInstances(t *testing.T) {
 func TestRedisKeyIsUnderThePrefixAndExpiresWithItsWindow(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
-	clk := newClock()
-	c := newCache(t, srv.URL(), clk, &logBuffer{})
+	clk := testkit.NewClock()
+	c := newCache(t, srv.URL(), clk, &testkit.Logs{})
 	l := NewRedis(c, WithClock(clk.Now))
 	allowN(t, l, RegisterProcedure+":198.51.100.1", 1, 1)
 
@@ -93,7 +89,7 @@ func TestRedisKeyIsUnderThePrefixAndExpiresWithItsWindow(t *testing.T) {
 func TestRedisUsesTheServerClockByDefault(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
-	c := newCache(t, srv.URL(), newClock(), &logBuffer{})
+	c := newCache(t, srv.URL(), testkit.NewClock(), &testkit.Logs{})
 	l := NewRedis(c)
 	allowN(t, l, "k", 1, 1)
 	ok, retryAfter, err := l.Allow(context.Background(), "k", 1)
@@ -105,15 +101,15 @@ func TestRedisUsesTheServerClockByDefault(t *testing.T) {
 
 func TestRedisLimiterWithoutRedisIsAnError(t *testing.T) {
 	t.Parallel()
-	c := newCache(t, "", newClock(), &logBuffer{})
+	c := newCache(t, "", testkit.NewClock(), &testkit.Logs{})
 	_, _, err := NewRedis(c).Allow(context.Background(), "k", 1)
 	require.ErrorIs(t, err, ErrNoRedis)
 }
 
 func TestFallbackWithoutRedisCountsInMemory(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
-	logs := &logBuffer{}
+	clk := testkit.NewClock()
+	logs := &testkit.Logs{}
 	f := NewFallback(newCache(t, "", clk, logs), WithClock(clk.Now))
 	allowN(t, f, "k", 5, 5)
 	refused(t, f, "k", 5)
@@ -122,14 +118,14 @@ func TestFallbackWithoutRedisCountsInMemory(t *testing.T) {
 
 func TestFallbackWithRedisDownAtStartCountsInMemory(t *testing.T) {
 	t.Parallel()
-	clk := newClock()
-	logs := &logBuffer{}
+	clk := testkit.NewClock()
+	logs := &testkit.Logs{}
 	f := NewFallback(newCache(t, fmt.Sprintf("redis://127.0.0.1:%d/0", testredis.FreePort(t)), clk, logs), WithClock(clk.Now))
 	allowN(t, f, "k", 5, 5)
 	refused(t, f, "k", 5)
 	clk.Advance(time.Second)
 	allowN(t, f, "k", 5, 5) // the probe fails and falls back within the call
-	require.Equal(t, 1, logs.count(slog.LevelWarn, warnUnavailable), logs.String())
+	require.Equal(t, 1, logs.Count(slog.LevelWarn, warnUnavailable), logs.String())
 }
 
 // requireAnswered checks that a call got an answer from the service: either
@@ -144,7 +140,7 @@ func requireAnswered(t *testing.T, err error) {
 func TestRedisOutageFallsBackToMemoryLogsOnceAndRecovers(t *testing.T) {
 	t.Parallel()
 	srv := testredis.Start(t)
-	clk := newClock()
+	clk := testkit.NewClock()
 	a, b := newInstance(t, srv.URL(), clk), newInstance(t, srv.URL(), clk)
 	const ip = "198.51.100.1"
 	sharedKey := "test:ratelimit:" + LoginProcedure + ":" + ip
@@ -177,8 +173,8 @@ func TestRedisOutageFallsBackToMemoryLogsOnceAndRecovers(t *testing.T) {
 		}
 	}
 	for _, in := range []*instance{a, b} {
-		require.Equal(t, 1, in.logs.count(slog.LevelWarn, warnUnavailable), "one warning per outage:\n%s", in.logs)
-		require.Zero(t, in.logs.count(slog.LevelInfo, infoRecovered))
+		require.Equal(t, 1, in.logs.Count(slog.LevelWarn, warnUnavailable), "one warning per outage:\n%s", in.logs)
+		require.Zero(t, in.logs.Count(slog.LevelInfo, infoRecovered))
 	}
 
 	// Redis back on the same port: after a back-off each instance probes it,
@@ -189,7 +185,7 @@ func TestRedisOutageFallsBackToMemoryLogsOnceAndRecovers(t *testing.T) {
 		for _, in := range []*instance{a, b} {
 			_ = in.srv.call(t, protoConnect, LoginProcedure, "203.0.113.9")
 		}
-		return a.logs.count(slog.LevelInfo, infoRecovered) == 1 && b.logs.count(slog.LevelInfo, infoRecovered) == 1
+		return a.logs.Count(slog.LevelInfo, infoRecovered) == 1 && b.logs.Count(slog.LevelInfo, infoRecovered) == 1
 	}, 10*time.Second, 20*time.Millisecond)
 
 	clk.Advance(time.Second)
@@ -199,7 +195,7 @@ func TestRedisOutageFallsBackToMemoryLogsOnceAndRecovers(t *testing.T) {
 	requireExhausted(t, b.srv.call(t, protoConnect, LoginProcedure, ip), 200*time.Millisecond)
 	require.EqualValues(t, 1, a.cache.Client().Exists(ctx, sharedKey).Val(), "counted in the restarted Redis")
 	for _, in := range []*instance{a, b} {
-		require.Equal(t, 1, in.logs.count(slog.LevelWarn, warnUnavailable))
-		require.Equal(t, 1, in.logs.count(slog.LevelInfo, infoRecovered))
+		require.Equal(t, 1, in.logs.Count(slog.LevelWarn, warnUnavailable))
+		require.Equal(t, 1, in.logs.Count(slog.LevelInfo, infoRecovered))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/money"
 )
 
 // ParseID parses a UUID field the validator has already checked; checking
@@ -66,4 +67,13 @@ func TimePtr(t *time.Time) string {
 		return ""
 	}
 	return Time(*t)
+}
+
+// NullMoney is the wire form of an optional amount: two decimals, "" when
+// NULL (an order's renewal_price when it is one_time).
+func NullMoney(n money.NullAmount) string {
+	if !n.Valid {
+		return ""
+	}
+	return n.Amount.String()
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -17,12 +18,41 @@ var errWriter = connect.NewErrorWriter()
 
 // IsRPC reports whether r speaks gRPC, gRPC-Web or Connect, so that an
 // answer can be read by the client as an RPC error.
-func IsRPC(r *http.Request) bool { return errWriter.IsSupported(r) }
+//
+// connect.ErrorWriter takes any POST of an application/* type for a Connect
+// call, and any GET: a gateway's form-encoded callback, or its return by
+// GET, would get a JSON error it cannot read. A Connect unary call is a
+// POST of one of the codecs the handlers speak (JSON, protobuf) or a GET
+// carrying its message in the query.
+func IsRPC(r *http.Request) bool {
+	if !errWriter.IsSupported(r) {
+		return false
+	}
+	ctype, _, _ := strings.Cut(r.Header.Get("Content-Type"), ";")
+	ctype = strings.ToLower(strings.TrimSpace(ctype))
+	switch {
+	case r.Method == http.MethodGet:
+		q := r.URL.Query()
+		return q.Has("message") && q.Has("encoding")
+	case strings.HasPrefix(ctype, "application/grpc"), strings.HasPrefix(ctype, "application/connect+"):
+		return true // gRPC, gRPC-Web, Connect streaming
+	default:
+		return ctype == "application/json" || ctype == "application/proto"
+	}
+}
 
 // Error answers r with code and msg: in the client's RPC protocol, or as
 // plain text with the code's HTTP status.
 func Error(w http.ResponseWriter, r *http.Request, code connect.Code, msg string) {
-	write(w, r, connect.NewError(code, errors.New(msg)))
+	write(w, r, connect.NewError(code, errors.New(msg)), 0)
+}
+
+// Status is Error with the HTTP status a client that speaks no RPC gets
+// (a gateway's callback): for the answers HTTP names more precisely than
+// the code's own status does, 413 for a body too large, 408 for a body
+// that did not arrive in time. An RPC client gets code, as with Error.
+func Status(w http.ResponseWriter, r *http.Request, code connect.Code, status int, msg string) {
+	write(w, r, connect.NewError(code, errors.New(msg)), status)
 }
 
 // RetryLater answers r with code and msg followed by ", retry after Ns",
@@ -36,17 +66,21 @@ func RetryLater(w http.ResponseWriter, r *http.Request, code connect.Code, msg s
 	if detail, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); err == nil {
 		cerr.AddDetail(detail)
 	}
-	write(w, r, cerr)
+	write(w, r, cerr, 0)
 }
 
-func write(w http.ResponseWriter, r *http.Request, cerr *connect.Error) {
-	if errWriter.IsSupported(r) {
+// write answers with cerr; status, when not 0, is the plain-text answer's.
+func write(w http.ResponseWriter, r *http.Request, cerr *connect.Error, status int) {
+	if IsRPC(r) {
 		_ = errWriter.Write(w, r, cerr)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(httpStatus(cerr.Code()))
+	if status == 0 {
+		status = httpStatus(cerr.Code())
+	}
+	w.WriteHeader(status)
 	_, _ = io.WriteString(w, cerr.Message()+"\n")
 }
 

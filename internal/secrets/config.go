@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/configschema"
 )
 
 // Secrets at rest in a plugin's config (a JSON object: a gateway
@@ -254,10 +255,19 @@ func DeepCopy(m map[string]any) map[string]any {
 // clear: the stored config opened, and incoming laid over it by merge (a
 // schema's Merge: a secret incoming omits or masks keeps its stored value).
 // A kept secret that does not open is refused (FailedPrecondition, naming
-// it): the admin sends its value again.
-func (k *Keyring) MergeUpdate(o Owner, stored, incoming map[string]any, merge func(stored, incoming map[string]any) map[string]any) (map[string]any, error) {
+// it): the admin sends its value again. So is a kept secret of an update
+// that changes an endpoint (InvalidArgument, naming both: see
+// configschema.Schema.Merge).
+func (k *Keyring) MergeUpdate(o Owner, stored, incoming map[string]any, merge func(stored, incoming map[string]any) (map[string]any, error)) (map[string]any, error) {
 	opened, unreadable := k.OpenConfigLenient(o, stored)
-	merged := merge(opened, incoming)
+	merged, err := merge(opened, incoming)
+	if err != nil {
+		var moved *configschema.KeptSecretsError
+		if errors.As(err, &moved) {
+			return nil, apperr.Wrap(apperr.InvalidArgument, err, "%s", moved.Message(o.Path))
+		}
+		return nil, err
+	}
 	var kept []string
 	VisitStrings(merged, func(path []string, v string) (string, bool) {
 		if IsSealed(v) {

@@ -6,6 +6,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/configschema"
 	"github.com/rustbill/paymentd/internal/secrets"
 )
 
@@ -70,10 +72,10 @@ func TestMergeUpdateOpensTheStoredSecretsAndRefusesToKeepAnUnreadableOne(t *test
 	b := secrets.Owner{Kind: "product", ID: uuid.New(), Field: "provider_config"}
 	storedA, err := k.SealConfig(a, [][]string{{"token"}}, map[string]any{"api_url": "https://a", "token": "t0ken-a"})
 	require.NoError(t, err)
-	keepToken := func(stored, incoming map[string]any) map[string]any {
+	keepToken := func(stored, incoming map[string]any) (map[string]any, error) {
 		out := secrets.DeepCopy(incoming)
 		out["token"] = stored["token"]
-		return out
+		return out, nil
 	}
 	merged, err := k.MergeUpdate(a, storedA, map[string]any{"api_url": "https://b"}, keepToken)
 	require.NoError(t, err)
@@ -102,4 +104,26 @@ func BenchmarkSealAnOrdersCopy(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// An update that moves an endpoint may not keep a secret: the refusal is
+// InvalidArgument and names the properties in the owner's words.
+func TestMergeUpdateRefusesToKeepASecretForAMovedEndpoint(t *testing.T) {
+	t.Parallel()
+	k := ring(t, "k1", map[string][]byte{"k1": key(1)})
+	o := secrets.Owner{Kind: "product", ID: uuid.New(), Field: "provider_config"}
+	schema, err := configschema.Parse([]byte(`{"properties": {"api_url": {"type": "string", "x-endpoint": true}, "token": {"type": "string", "x-secret": true}}}`))
+	require.NoError(t, err)
+	stored, err := k.SealConfig(o, schema.SecretPaths(), map[string]any{"api_url": "https://a.example/", "token": "t0ken-a"})
+	require.NoError(t, err)
+
+	_, err = k.MergeUpdate(o, stored, map[string]any{"api_url": "http://listener.example/", "token": configschema.Mask}, schema.Merge)
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.ErrorContains(t, err, "provider_config.api_url changed")
+	require.ErrorContains(t, err, "send provider_config.token again")
+	require.NotContains(t, err.Error(), "t0ken-a")
+
+	merged, err := k.MergeUpdate(o, stored, map[string]any{"api_url": "http://listener.example/", "token": "t0ken-b"}, schema.Merge)
+	require.NoError(t, err)
+	require.Equal(t, "t0ken-b", merged["token"])
 }

@@ -1,6 +1,11 @@
 package secrets
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Mode is what a pass over stored configs does with each secret.
 type Mode int
@@ -32,10 +37,31 @@ type Report struct {
 	// <id> (<name>): provider_config.token: key "k1": …"); it is left as it
 	// is.
 	Unreadable []string
+	// Opened and NotOpened count the sealed values the pass tried to open,
+	// by key id: opened, and refused by a key the keyring holds
+	// (ErrNotAuthentic) or lacks (ErrUnknownKey, in Missing).
+	Opened, NotOpened, Missing map[string]int
 }
 
 // NewReport is an empty report.
-func NewReport() Report { return Report{ByKey: map[string]int{}} }
+func NewReport() Report {
+	return Report{ByKey: map[string]int{}, Opened: map[string]int{}, NotOpened: map[string]int{}, Missing: map[string]int{}}
+}
+
+// WrongKeys are the ids of keys the keyring holds that opened none of the
+// values stored under their id while some were tried: the key configured
+// under that id is not the one they were sealed with. (A value altered or
+// moved fails too, but beside values of its key that open.) Sorted.
+func (r Report) WrongKeys() []string {
+	var out []string
+	for id, n := range r.NotOpened {
+		if n > 0 && r.Opened[id] == 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // Total is the number of stored secrets, clear or sealed.
 func (r Report) Total() int {
@@ -62,6 +88,17 @@ func (r *Report) Add(o Report) {
 	}
 	for id, n := range o.ByKey {
 		r.ByKey[id] += n
+	}
+	for _, m := range []struct {
+		to   *map[string]int
+		from map[string]int
+	}{{&r.Opened, o.Opened}, {&r.NotOpened, o.NotOpened}, {&r.Missing, o.Missing}} {
+		if *m.to == nil {
+			*m.to = map[string]int{}
+		}
+		for id, n := range m.from {
+			(*m.to)[id] += n
+		}
 	}
 	r.Unreadable = append(r.Unreadable, o.Unreadable...)
 }
@@ -94,6 +131,14 @@ func (k *Keyring) Reseal(o Owner, name string, secretPaths [][]string, cfg map[s
 				return "", false
 			}
 			p, oerr := k.Open(v, aad)
+			switch {
+			case oerr == nil:
+				count(&rep.Opened, id)
+			case errors.Is(oerr, ErrUnknownKey):
+				count(&rep.Missing, id)
+			case errors.Is(oerr, ErrNotAuthentic):
+				count(&rep.NotOpened, id)
+			}
 			if oerr != nil {
 				rep.Unreadable = append(rep.Unreadable, fmt.Sprintf("%s: %s: %v", name, o.Path(path), oerr))
 			}
@@ -152,3 +197,34 @@ func KeysOf(o Owner, secretPaths [][]string, cfg map[string]any) map[string]stri
 	})
 	return out
 }
+
+// count adds one to (*m)[id], making the map of a Report built without
+// NewReport.
+func count(m *map[string]int, id string) {
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[id]++
+}
+
+// WrongKeyError refuses a start whose keyring holds a key that opens none
+// of the values stored under its id (WrongKeys): with the right id and the
+// wrong bytes, the service would start and answer ready while every
+// gateway interface and product holding such a value fails. Nil when there
+// is none.
+func (r Report) WrongKeyError() error {
+	wrong := r.WrongKeys()
+	if len(wrong) == 0 {
+		return nil
+	}
+	parts := make([]string, len(wrong))
+	for i, id := range wrong {
+		parts[i] = fmt.Sprintf("[secrets].keys.%s (PAYMENTD_SECRETS__KEYS__%s) decrypts none of the %d stored secrets sealed under key id %q",
+			id, strings.ToUpper(id), r.NotOpened[id], id)
+	}
+	return fmt.Errorf("%w: %s: it is not the key they were encrypted with; configure the right key under that id", ErrWrongKey, strings.Join(parts, "; "))
+}
+
+// ErrWrongKey: a configured key opens none of the values sealed under its
+// id.
+var ErrWrongKey = errors.New("wrong [secrets] key")

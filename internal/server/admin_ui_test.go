@@ -16,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	adminui "github.com/rustbill/paymentd/admin-ui"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/server"
 )
 
@@ -37,14 +36,12 @@ type consoleBundle struct {
 
 func setupConsole(t *testing.T, dist fs.FS, adminPath string) *consoleBundle {
 	t.Helper()
-	cfg := config.Default().Server
-	cfg.AdminPath = adminPath
 	var hits atomic.Int64
 	srv := server.New(server.Options{
-		Config:  cfg,
-		DB:      &fakeDB{},
-		Logger:  slog.New(slog.NewTextHandler(t.Output(), nil)),
-		AdminUI: dist,
+		AdminPath: adminPath,
+		DB:        &fakeDB{},
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		AdminUI:   dist,
 		Limits: []server.Middleware{func(next http.Handler) http.Handler {
 			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				hits.Add(1)

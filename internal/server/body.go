@@ -1,7 +1,7 @@
 package server
 
 import (
-	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -10,49 +10,96 @@ import (
 	"sync/atomic"
 	"time"
 
+	"connectrpc.com/connect"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/rustbill/paymentd/internal/rpcanswer"
 )
 
-// bodyChunk is how much of a body is read (and of the buffer budget taken)
-// at a time. Nearly every request of this API (a callback, a payment, a
-// login) fits in one.
+// bodyChunk is the unit a body is held in, and charged to the buffer budget
+// in. Nearly every request of this API (a callback, a payment, a login)
+// fits in one.
 const bodyChunk = 16 << 10
 
 // bodySlack is what a request body may carry beyond [server].max_request_bytes
-// and still be buffered: the gRPC and Connect envelopes, a form-encoded
-// callback's escapes. A larger body is handed on unbuffered, and the
-// handler's own limit refuses it as before.
+// and still be read: the gRPC and Connect envelopes, a form-encoded
+// callback's escapes. A larger body is refused (413, ResourceExhausted)
+// without being read further.
 const bodySlack = 64 << 10
 
 // bufferBudgetRequests is how many bodies of [server].max_request_bytes the
-// buffers of requests not yet admitted may hold together. It bounds the
-// memory that reading outside the concurrency limit can cost: 64 MiB with
-// the default 1 MiB.
+// charged chunks of all requests together may hold. It bounds the memory
+// that reading outside the concurrency limit can cost: 68 MiB with the
+// default 1 MiB, beyond one chunk per request being read.
 const bufferBudgetRequests = 64
 
+// budgetRetryAfter is the Retry-After of a request whose chunk the budget
+// could not cover before its read deadline: the budget frees as the bodies
+// holding it are handled, which takes well under a second.
+const budgetRetryAfter = time.Second
+
+// chunk is one piece of a body; chunkPool recycles them, so what a body
+// holds is what it was charged (and its first chunk).
+type chunk = [bodyChunk]byte
+
+var chunkPool = sync.Pool{New: func() any { return new(chunk) }}
+
 // bodyReader reads a request's whole body before the request goes on to the
-// concurrency limit, under [server].read_timeout_secs.
+// concurrency limit, under [server].read_timeout_secs. No request reaches
+// the limit with its body unread.
 //
 // A client that sends its headers and then trickles (or withholds) its body
 // must not hold one of the [server].max_concurrency slots while it does: 30
 // such connections would otherwise stop every other request, and /ready with
-// them, on every instance at once. So the body is read here, ahead of the
-// limit, into a buffer taken from a budget of bytes shared by all requests
-// being read; a request whose body does not arrive within the read timeout
-// is answered 408 and its connection (HTTP/1.1) or stream (HTTP/2) ends,
-// without ever taking a slot.
+// them, on every instance at once. So:
 //
-// When the budget is spent (many large bodies being read at once) the
-// request goes on with what was read so far in front of the rest of its
-// body, still under the read deadline: memory stays bounded, and such a
-// request is at worst as costly as before, for at most the read timeout.
+//   - A declared length over max_request_bytes + bodySlack is refused at
+//     once (413; ResourceExhausted to an RPC client), nothing of it read; a
+//     body of no declared length (chunked, HTTP/2 without content-length)
+//     the moment it grows past that.
+//
+//   - The rest is read into chunks of bodyChunk. A request's first chunk is
+//     its own; every further one is charged to a budget shared by all
+//     requests being read, and only once the chunks before it are full and
+//     another byte has come: a request is charged for bytes received, never
+//     for a length it declares. Bodies that declare much and send nothing
+//     take nothing from the budget (nor a chunk), and a small body (one
+//     chunk) never waits for it. Memory held is at most the budget plus one
+//     chunk per request that has sent a byte of its body, about what its
+//     connection's own buffers cost.
+//
+//   - When the budget is spent, a request waits for it here, outside the
+//     limit, until its read deadline; then it is answered 503 (Unavailable,
+//     Retry-After).
+//
+//   - A body that has not arrived by the read deadline is cut off: answered
+//     DeadlineExceeded in the client's RPC protocol, or 408, and its
+//     connection ends (HTTP/1.1: Connection: close; HTTP/2: GOAWAY, the
+//     streams already open finishing first), so one connection cannot
+//     repeat the attack stream after stream. A body the client breaks off
+//     (a malformed chunked encoding, a stream reset) ends its connection
+//     the same way.
+//
+// A request's way through:
+//
+//	headers ─▶ declared > limit? ──yes──▶ 413 / ResourceExhausted
+//	              │ no
+//	              ▼
+//	           reading ─┬─ whole body in ──────────▶ limit ─▶ handler
+//	              ▲     ├─ past the limit ─────────▶ 413 / ResourceExhausted
+//	              │     ├─ read deadline ──────────▶ 408 / DeadlineExceeded, connection ends
+//	              │     └─ chunk full, more comes
+//	              │           │
+//	              └─ charged ─┤ budget spent: wait until the read deadline
+//	                          └─ still spent ──────▶ 503 / Unavailable, Retry-After
 type bodyReader struct {
 	timeout time.Duration
-	max     int64 // larger bodies are not buffered
+	max     int64 // a longer body is refused
 	budget  *semaphore.Weighted
-	pool    sync.Pool // *bytes.Buffer
 
-	cutOff atomic.Uint64 // requests answered 408
+	cutOff     atomic.Uint64 // bodies not in by the read deadline
+	tooLarge   atomic.Uint64 // bodies refused for their length
+	budgetBusy atomic.Uint64 // requests refused because the budget stayed spent
 }
 
 func newBodyReader(timeout time.Duration, maxRequestBytes int) *bodyReader {
@@ -61,12 +108,14 @@ func newBodyReader(timeout time.Duration, maxRequestBytes int) *bodyReader {
 		timeout: timeout,
 		max:     maxBody,
 		budget:  semaphore.NewWeighted(bufferBudgetRequests * maxBody),
-		pool:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 }
 
-// errBudget stops buffering when the budget cannot cover another chunk.
-var errBudget = errors.New("request buffer budget spent")
+// Why reading a body stopped short, besides the client's own errors.
+var (
+	errTooLarge   = errors.New("request body too large")
+	errBudgetBusy = errors.New("request buffer budget spent until the read deadline")
+)
 
 func (b *bodyReader) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,90 +123,116 @@ func (b *bodyReader) wrap(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		if r.ContentLength > b.max {
+			b.refuseTooLarge(w, r)
+			return
+		}
+		deadline := time.Now().Add(b.timeout)
 		rc := http.NewResponseController(w)
 		// An error means the connection takes no deadline (a test's
-		// recorder); the read is then bounded by the client alone.
-		_ = rc.SetReadDeadline(time.Now().Add(b.timeout))
-		// Once the whole body is in, nothing more is read from the client
-		// for this request, so the deadline goes: on HTTP/1.1 it would
-		// otherwise cancel the context of a handler that outlives it.
-		done := func() { _ = rc.SetReadDeadline(time.Time{}) }
-
-		buf := b.pool.Get().(*bytes.Buffer)
-		var held int64
-		defer func() {
-			if held > 0 {
-				b.budget.Release(held)
-			}
-			if buf.Cap() <= 2*bodyChunk {
-				buf.Reset()
-				b.pool.Put(buf)
-			}
-		}()
-		if r.ContentLength > b.max {
-			// Too large to buffer: the handler refuses it (ResourceExhausted,
-			// 413), reading no more than its own limit under the deadline.
-			r.Body = &rest{Reader: r.Body, Closer: r.Body, done: done}
-			next.ServeHTTP(w, r)
-			return
-		}
-		err := b.read(r.Body, buf, r.ContentLength, &held)
+		// recorder); the read is then bounded by the client alone, and the
+		// budget's wait by the same deadline.
+		_ = rc.SetReadDeadline(deadline)
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		body := &heldBody{}
+		err := b.read(ctx, r.Body, r.ContentLength, body)
+		cancel()
+		defer b.release(body)
 		switch {
 		case err == nil:
-			done()
-			r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
-		case errors.Is(err, errBudget), errors.Is(err, errTooLarge):
-			r.Body = &rest{Reader: io.MultiReader(bytes.NewReader(buf.Bytes()), r.Body), Closer: r.Body, done: done}
+			// Nothing more is read from the client for this request, so the
+			// deadline goes: on HTTP/1.1 it would otherwise cancel the
+			// context of a handler that outlives it.
+			_ = rc.SetReadDeadline(time.Time{})
+			r.Body = body
+			next.ServeHTTP(w, r)
+		case errors.Is(err, errTooLarge):
+			b.refuseTooLarge(w, r)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			b.cutOff.Add(1)
-			// HTTP/1.1: the connection closes. HTTP/2: the server sends
-			// GOAWAY, so a connection that holds stalled streams takes no
-			// new ones while those it has finish.
+			// HTTP/1.1: the connection closes. HTTP/2: the server turns
+			// this header into GOAWAY, so a connection that holds stalled
+			// streams takes no new ones while those it has finish.
 			w.Header().Set("Connection", "close")
-			http.Error(w, "request body not received in time", http.StatusRequestTimeout)
-			return
-		default:
-			// The client went away or sent a malformed body (chunked
-			// encoding, an HTTP/2 stream reset): nobody reads an answer.
+			rpcanswer.Status(w, r, connect.CodeDeadlineExceeded, http.StatusRequestTimeout,
+				"request body not received within the server's read timeout")
+		case errors.Is(err, errBudgetBusy) && r.Context().Err() == nil:
+			b.budgetBusy.Add(1)
 			if r.ProtoMajor == 1 {
+				// The rest of the body is unread: the connection cannot
+				// carry another request.
 				w.Header().Set("Connection", "close")
 			}
-			http.Error(w, "cannot read request body", http.StatusBadRequest)
-			return
+			rpcanswer.RetryLater(w, r, connect.CodeUnavailable, "server busy reading other requests", budgetRetryAfter)
+		default:
+			// The client went away, or broke its body off (a malformed
+			// chunked encoding, an HTTP/2 stream reset): its connection is
+			// not trusted with another request.
+			w.Header().Set("Connection", "close")
+			rpcanswer.Status(w, r, connect.CodeInvalidArgument, http.StatusBadRequest, "cannot read request body")
 		}
-		next.ServeHTTP(w, r)
 	})
 }
 
-var errTooLarge = errors.New("request body too large to buffer")
-
-// read copies body into buf, taking each chunk's size from the budget
-// before reading it; *held is what it took.
-func (b *bodyReader) read(body io.Reader, buf *bytes.Buffer, length int64, held *int64) error {
-	want := int64(bodyChunk)
-	if length > 0 {
-		// A declared length is taken at once (a short body releases the
-		// rest with the buffer); one more byte sees the end.
-		want = length + 1
+// refuseTooLarge answers a body over the limit without reading more of it.
+func (b *bodyReader) refuseTooLarge(w http.ResponseWriter, r *http.Request) {
+	b.tooLarge.Add(1)
+	if r.ProtoMajor == 1 {
+		// The body is unread: the connection cannot carry another request.
+		// HTTP/2 resets the stream alone, and the connection goes on.
+		w.Header().Set("Connection", "close")
 	}
+	rpcanswer.Status(w, r, connect.CodeResourceExhausted, http.StatusRequestEntityTooLarge, "request body too large")
+}
+
+// read copies src into held, declared bytes or (declared < 0) up to its
+// end. A chunk is taken only once a byte for it has come, and charged to
+// the budget unless it is the first; a wait for the budget ends with ctx.
+func (b *bodyReader) read(ctx context.Context, src io.Reader, declared int64, held *heldBody) error {
+	var one [1]byte
 	for {
-		if int64(buf.Len()) >= b.max {
+		if held.size == declared {
+			return nil
+		}
+		if held.size == int64(len(held.chunks))*bodyChunk {
+			// Every chunk is full: does the body go on?
+			n, err := src.Read(one[:])
+			if n == 0 {
+				switch {
+				case err == io.EOF:
+					return nil
+				case err != nil:
+					return err
+				}
+				continue
+			}
+			if held.size >= b.max {
+				return errTooLarge
+			}
+			if len(held.chunks) > 0 {
+				if err := b.charge(ctx); err != nil {
+					return err
+				}
+				held.charged += bodyChunk
+			}
+			c := chunkPool.Get().(*chunk)
+			c[0] = one[0]
+			held.chunks = append(held.chunks, c)
+			held.size++
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		at := held.size % bodyChunk
+		n, err := src.Read(held.chunks[len(held.chunks)-1][at:])
+		held.size += int64(n)
+		if held.size > b.max {
 			return errTooLarge
 		}
-		if int64(buf.Len())+bodyChunk > *held {
-			if !b.budget.TryAcquire(want) {
-				return errBudget
-			}
-			*held += want
-			buf.Grow(int(want))
-			want = bodyChunk
-		}
-		free := buf.Available()
-		if room := b.max - int64(buf.Len()); int64(free) > room {
-			free = int(room)
-		}
-		n, err := body.Read(buf.AvailableBuffer()[:free])
-		buf.Write(buf.AvailableBuffer()[:n])
 		if err == io.EOF {
 			return nil
 		}
@@ -167,19 +242,48 @@ func (b *bodyReader) read(body io.Reader, buf *bytes.Buffer, length int64, held 
 	}
 }
 
-// rest is a body read by the handler itself, under the read deadline: the
-// buffered start (if any) and the rest. At its end the deadline goes.
-type rest struct {
-	io.Reader
-	io.Closer
-	done func()
+// charge takes one chunk from the budget, waiting while it is spent.
+func (b *bodyReader) charge(ctx context.Context) error {
+	if b.budget.TryAcquire(bodyChunk) {
+		return nil
+	}
+	if err := b.budget.Acquire(ctx, bodyChunk); err != nil {
+		return errBudgetBusy
+	}
+	return nil
 }
 
-func (r *rest) Read(p []byte) (int, error) {
-	n, err := r.Reader.Read(p)
-	if err == io.EOF && r.done != nil {
-		r.done()
-		r.done = nil
+// release gives a body's chunks back to the pool and its charge back to
+// the budget, once its handler has returned.
+func (b *bodyReader) release(held *heldBody) {
+	if held.charged > 0 {
+		b.budget.Release(held.charged)
 	}
-	return n, err
+	for i, c := range held.chunks {
+		chunkPool.Put(c)
+		held.chunks[i] = nil
+	}
+	held.chunks, held.size, held.off = nil, 0, 0
 }
+
+// heldBody is a body read whole, in chunks: all full but the last. It is
+// the body the handler reads.
+type heldBody struct {
+	chunks  []*chunk
+	size    int64 // bytes held
+	charged int64 // taken from the budget
+	off     int64 // what the handler has read
+}
+
+func (h *heldBody) Read(p []byte) (int, error) {
+	if h.off >= h.size {
+		return 0, io.EOF
+	}
+	i, at := h.off/bodyChunk, h.off%bodyChunk
+	end := min(int64(bodyChunk), h.size-i*bodyChunk)
+	n := copy(p, h.chunks[i][at:end])
+	h.off += int64(n)
+	return n, nil
+}
+
+func (h *heldBody) Close() error { return nil }

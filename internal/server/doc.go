@@ -9,7 +9,8 @@
 //	        ─┬─ /ready, /grpc.reflection.v1.ServerReflection/*, v1alpha (no slot)
 //	         └─ CORS ([server].cors_allowed_origins; preflights answered here;
 //	            never /callbacks)
-//	            ─▶ body read whole (outside the limit, under the deadline)
+//	            ─▶ body read whole (outside the limit, under the deadline;
+//	               too large: 413 at once; not in time: cut off)
 //	            ─▶ middleware layers (concurrency limit, rate limit, credentials)
 //	            ─▶ mux ── /billing.payment.PaymentService/*, …
 //
@@ -20,6 +21,11 @@
 // requests and pass every layer.
 //
 // A request's body is read whole before the request waits for a slot of the
-// concurrency limit (body.go): a client that trickles its body, or never
-// sends it, is cut off by the read timeout without having held a slot.
+// concurrency limit (body.go), and no request reaches the limit with its
+// body unread: a client that trickles its body, or never sends it, is cut
+// off by the read timeout without having held a slot (answered in its own
+// protocol, its connection ended); a body declared or grown over the limit
+// is refused at once; the memory of bodies being read is charged by the
+// bytes received, so declaring large bodies and sending nothing spends none
+// of it.
 package server

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -15,7 +16,6 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
@@ -46,9 +46,43 @@ type Route struct {
 	Authenticated bool
 }
 
-// Options are the parts a Server is built from.
+// The defaults New applies to a zero option; config.Default() starts
+// [server] from the same values.
+const (
+	DefaultAdminPath       = "/admin"
+	DefaultMaxRequestBytes = 1 << 20
+	DefaultShutdownTimeout = 15 * time.Second
+	DefaultReadTimeout     = 10 * time.Second
+	// Go's own default is 250; a client needs far fewer.
+	DefaultMaxConcurrentStreams = 100
+)
+
+// Options are the parts a Server is built from: the listener's settings
+// ([server], mapped by config.Server.Options) and what internal/app adds.
 type Options struct {
-	Config   config.Server
+	// Addr is the host:port Listen opens.
+	Addr string
+	// TLSCertFile and TLSKeyFile, when set, serve TLS; empty serves
+	// cleartext HTTP/1.1 and HTTP/2.
+	TLSCertFile string
+	TLSKeyFile  string
+	// MaxRequestBytes bounds a request's body (and a Connect message).
+	MaxRequestBytes int
+	// ShutdownTimeout is how long requests in flight get to finish once
+	// Serve's context is cancelled.
+	ShutdownTimeout time.Duration
+	// ReadTimeout bounds reading a request's headers, and then its body,
+	// each; a client slower than that is cut off.
+	ReadTimeout time.Duration
+	// MaxConcurrentStreams bounds the requests one HTTP/2 connection may
+	// have open at once.
+	MaxConcurrentStreams int
+	// CORSAllowedOrigins are the browser origins whose pages may call the
+	// API with gRPC-Web and Connect.
+	CORSAllowedOrigins []string
+	// AdminPath is where AdminUI is served.
+	AdminPath string
+
 	DB       Pinger
 	Logger   *slog.Logger
 	Services []Service
@@ -58,16 +92,28 @@ type Options struct {
 	Routes      []Route
 	Credentials []Middleware
 	// AdminUI is the built admin console (adminui.Dist()), served under
-	// Config.AdminPath; nil serves none.
+	// AdminPath; nil serves none.
 	AdminUI fs.FS
 	// Observe, when set, wraps everything, /health and the console
 	// included: request ids, traces and access lines cover every request.
 	Observe Middleware
 }
 
+// defaults fills the zero settings; a negative one counts as zero.
+func (o *Options) defaults() {
+	o.AdminPath = cmp.Or(o.AdminPath, DefaultAdminPath)
+	o.MaxRequestBytes = cmp.Or(max(o.MaxRequestBytes, 0), DefaultMaxRequestBytes)
+	o.ShutdownTimeout = cmp.Or(max(o.ShutdownTimeout, 0), DefaultShutdownTimeout)
+	o.ReadTimeout = cmp.Or(max(o.ReadTimeout, 0), DefaultReadTimeout)
+	o.MaxConcurrentStreams = cmp.Or(max(o.MaxConcurrentStreams, 0), DefaultMaxConcurrentStreams)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
 // Server is the HTTP listener and its handler tree.
 type Server struct {
-	cfg     config.Server
+	opts    Options
 	log     *slog.Logger
 	handler http.Handler
 	http    *http.Server
@@ -77,29 +123,34 @@ type Server struct {
 // HandlerOptions returns the Connect options every service handler is built
 // with: the extra interceptors (outermost first), request validation, the
 // one mapping of domain errors to Connect codes (innermost: handlers return
-// their errors as they are) and the request size limit.
-func HandlerOptions(cfg config.Server, log *slog.Logger, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
+// their errors as they are) and the request size limit of opts (the same
+// options the Server is built from).
+func HandlerOptions(opts Options, log *slog.Logger, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
+	return HandlerOptionsAround(opts, log, extra, nil)
+}
+
+// HandlerOptionsAround is HandlerOptions with interceptors on both sides
+// of validation: outer ones see every request (authorization), inner ones
+// only valid requests, and the codes the error mapping gives (the
+// idempotency keys).
+func HandlerOptionsAround(opts Options, log *slog.Logger, outer, inner []connect.Interceptor) ([]connect.HandlerOption, error) {
+	opts.defaults()
 	validate, err := NewValidateInterceptor()
 	if err != nil {
 		return nil, err
 	}
-	interceptors := append(append([]connect.Interceptor(nil), extra...), validate, rpc.NewErrorInterceptor(log))
+	interceptors := append(append([]connect.Interceptor(nil), outer...), validate)
+	interceptors = append(append(interceptors, inner...), rpc.NewErrorInterceptor(log))
 	return []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
-		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 	}, nil
 }
 
 // New builds the handler tree. It does not listen: call Serve.
 func New(opts Options) *Server {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	readTimeout := time.Duration(opts.Config.ReadTimeoutSecs) * time.Second
-	if readTimeout <= 0 {
-		readTimeout = 10 * time.Second
-	}
+	opts.defaults()
+	log, readTimeout := opts.Logger, opts.ReadTimeout
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(opts.Services))
 	for _, svc := range opts.Services {
@@ -117,7 +168,7 @@ func New(opts Options) *Server {
 	}
 	inner.Handle("/", chain(opts.Credentials, mux))
 	api := chain(opts.Limits, inner)
-	bodies := newBodyReader(readTimeout, opts.Config.MaxRequestBytes)
+	bodies := newBodyReader(readTimeout, opts.MaxRequestBytes)
 	api = bodies.wrap(api)
 
 	// Routes that never wait for a slot of the concurrency limit: the
@@ -127,23 +178,23 @@ func New(opts Options) *Server {
 	// database). Both are bounded by the read timeout instead.
 	reflector := grpcreflect.NewStaticReflector(names...)
 	front := http.NewServeMux()
-	readMax := connect.WithReadMaxBytes(opts.Config.MaxRequestBytes)
+	readMax := connect.WithReadMaxBytes(opts.MaxRequestBytes)
 	v1Path, v1 := grpcreflect.NewHandlerV1(reflector, readMax)
 	front.Handle(v1Path, withReadDeadline(readTimeout, v1))
 	alphaPath, alpha := grpcreflect.NewHandlerV1Alpha(reflector, readMax)
 	front.Handle(alphaPath, withReadDeadline(readTimeout, alpha))
 	front.Handle("GET /ready", readyHandler(opts.DB, log))
-	front.Handle("/", withCORS(opts.Config.CORSAllowedOrigins, names, api))
+	front.Handle("/", withCORS(opts.CORSAllowedOrigins, names, api))
 	var h http.Handler = front
 	if opts.AdminUI != nil {
-		h = withAdminUI(opts.AdminUI, opts.Config.AdminPath, log, h)
+		h = withAdminUI(opts.AdminUI, opts.AdminPath, log, h)
 	}
 	h = withHealth(h)
 	if opts.Observe != nil {
 		h = opts.Observe(h)
 	}
 
-	s := &Server{cfg: opts.Config, log: log, handler: h, bodies: bodies}
+	s := &Server{opts: opts, log: log, handler: h, bodies: bodies}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)
@@ -157,7 +208,7 @@ func New(opts Options) *Server {
 		ReadHeaderTimeout: readTimeout,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: opts.Config.MaxConcurrentStreams},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: opts.MaxConcurrentStreams},
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s
@@ -172,17 +223,28 @@ func chain(layers []Middleware, h http.Handler) http.Handler {
 }
 
 // SlowRequests is the number of requests whose body did not arrive within
-// [server].read_timeout_secs (answered 408).
+// [server].read_timeout_secs (answered 408 or DeadlineExceeded, and their
+// connection ended).
 func (s *Server) SlowRequests() uint64 { return s.bodies.cutOff.Load() }
+
+// TooLargeRequests is the number of requests refused before the limit for
+// a body longer than [server].max_request_bytes and its slack, declared or
+// sent (413 or ResourceExhausted).
+func (s *Server) TooLargeRequests() uint64 { return s.bodies.tooLarge.Load() }
+
+// BufferBusyRequests is the number of requests refused because the budget
+// of request buffers stayed spent until their read deadline (503 or
+// Unavailable, Retry-After).
+func (s *Server) BufferBusyRequests() uint64 { return s.bodies.budgetBusy.Load() }
 
 // Handler is the complete handler tree, for tests that use httptest.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Listen opens the configured address.
 func (s *Server) Listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", s.cfg.Addr())
+	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s ([server].host and [server].port): %w", s.cfg.Addr(), err)
+		return nil, fmt.Errorf("listen on %s ([server].host and [server].port): %w", s.opts.Addr, err)
 	}
 	return ln, nil
 }
@@ -191,9 +253,9 @@ func (s *Server) Listen() (net.Listener, error) {
 // gracefully: the listener closes at once and requests in flight get up to
 // [server].shutdown_timeout to finish.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	tlsOn := s.cfg.TLSCertFile != ""
+	tlsOn := s.opts.TLSCertFile != ""
 	if tlsOn {
-		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+		cert, err := tls.LoadX509KeyPair(s.opts.TLSCertFile, s.opts.TLSKeyFile)
 		if err != nil {
 			return fmt.Errorf("[server].tls_cert_file/tls_key_file: %w", err)
 		}
@@ -216,8 +278,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	s.log.Info("shutting down", "timeout", s.cfg.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+	s.log.Info("shutting down", "timeout", s.opts.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
 	err := s.http.Shutdown(sctx)
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {

@@ -24,7 +24,6 @@ import (
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/server"
 )
 
@@ -52,32 +51,29 @@ type bundle struct {
 	stop       func() error
 }
 
-func setup(t *testing.T, mutate ...func(*config.Server)) *bundle {
+func setup(t *testing.T, mutate ...func(*server.Options)) *bundle {
 	t.Helper()
-	cfg := config.Default().Server
-	cfg.ShutdownTimeout = 5 * time.Second
+	o := server.Options{ShutdownTimeout: 5 * time.Second}
 	for _, m := range mutate {
-		m(&cfg)
+		m(&o)
 	}
-	opts, err := server.HandlerOptions(cfg, nil)
+	opts, err := server.HandlerOptions(o, nil)
 	require.NoError(t, err)
 	path, h := paymentpbconnect.NewPaymentServiceHandler(unimplementedPayments{}, opts...)
 	db := &fakeDB{}
 	var hits atomic.Int64
-	srv := server.New(server.Options{
-		Config: cfg,
-		DB:     db,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
-		Services: []server.Service{{
-			Name: paymentpbconnect.PaymentServiceName, Path: path, Handler: h,
-		}},
-		Limits: []server.Middleware{func(next http.Handler) http.Handler {
-			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				hits.Add(1)
-				next.ServeHTTP(w, r)
-			})
-		}},
-	})
+	o.DB = db
+	o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	o.Services = []server.Service{{
+		Name: paymentpbconnect.PaymentServiceName, Path: path, Handler: h,
+	}}
+	o.Limits = []server.Middleware{func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits.Add(1)
+			next.ServeHTTP(w, r)
+		})
+	}}
+	srv := server.New(o)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -339,7 +335,7 @@ func TestReflectionV1AlphaListsThePaymentService(t *testing.T) {
 
 func TestOversizedRequestIsResourceExhausted(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *config.Server) { c.MaxRequestBytes = 4096 })
+	b := setup(t, func(o *server.Options) { o.MaxRequestBytes = 4096 })
 	client := paymentpbconnect.NewPaymentServiceClient(b.h2c, b.baseURL, connect.WithGRPC())
 	_, err := client.HandleCallback(context.Background(), connect.NewRequest(&paymentpb.PaymentCallbackRequest{
 		GatewayInterfaceId: validID, Payload: strings.Repeat("a", 8192),
@@ -355,7 +351,7 @@ func TestShutdownFinishesRequestsInFlight(t *testing.T) {
 	b.db.err.Store(nil)
 	// A readiness probe blocked inside the database ping stands in for a slow request.
 	blocking := &blockingDB{entered: slow, release: release}
-	srv := server.New(server.Options{Config: config.Default().Server, DB: blocking, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	srv := server.New(server.Options{DB: blocking, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -23,7 +23,6 @@ import (
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
-	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/server"
 )
 
@@ -60,13 +59,11 @@ func selfSigned(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 func TestTLSServesGRPCOverHTTP2AndHealthOverHTTP1(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile, roots := selfSigned(t)
-	cfg := config.Default().Server
-	cfg.TLSCertFile, cfg.TLSKeyFile = certFile, keyFile
-	opts, err := server.HandlerOptions(cfg, nil)
+	opts, err := server.HandlerOptions(server.Options{}, nil)
 	require.NoError(t, err)
 	path, h := paymentpbconnect.NewPaymentServiceHandler(unimplementedPayments{}, opts...)
 	srv := server.New(server.Options{
-		Config:   cfg,
+		TLSCertFile: certFile, TLSKeyFile: keyFile,
 		DB:       &fakeDB{},
 		Logger:   slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Services: []server.Service{{Name: paymentpbconnect.PaymentServiceName, Path: path, Handler: h}},
@@ -106,9 +103,10 @@ func TestTLSServesGRPCOverHTTP2AndHealthOverHTTP1(t *testing.T) {
 
 func TestBadTLSFilesFailServeNamingTheKeys(t *testing.T) {
 	t.Parallel()
-	cfg := config.Default().Server
-	cfg.TLSCertFile, cfg.TLSKeyFile = filepath.Join(t.TempDir(), "missing.pem"), "missing.key"
-	srv := server.New(server.Options{Config: cfg, DB: &fakeDB{}, Logger: slog.New(slog.DiscardHandler)})
+	srv := server.New(server.Options{
+		TLSCertFile: filepath.Join(t.TempDir(), "missing.pem"), TLSKeyFile: "missing.key",
+		DB: &fakeDB{}, Logger: slog.New(slog.DiscardHandler),
+	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()

@@ -102,3 +102,17 @@ func TouchAdminAPIKey(ctx context.Context, db DB, id uuid.UUID, at time.Time) er
 	_, err := dbsqlc.New(db).TouchAdminApiKey(ctx, dbsqlc.TouchAdminApiKeyParams{ID: id, LastUsedAt: &at})
 	return MapError(err)
 }
+
+// RevokeAdminAPIKeysOfAdmin revokes every active key of an admin at now,
+// by an admin (nil: an operator's command), and returns them as revoked.
+func RevokeAdminAPIKeysOfAdmin(ctx context.Context, db DB, adminID uuid.UUID, by *uuid.UUID, now time.Time) ([]AdminAPIKey, error) {
+	rows, err := dbsqlc.New(db).RevokeAdminApiKeysOfAdmin(ctx, dbsqlc.RevokeAdminApiKeysOfAdminParams{AdminID: adminID, RevokedAt: &now, RevokedBy: by})
+	if err != nil {
+		return nil, MapError(err)
+	}
+	out := make([]AdminAPIKey, len(rows))
+	for i, r := range rows {
+		out[i], _ = adminAPIKeyResult(r, nil)
+	}
+	return out, nil
+}

@@ -77,3 +77,22 @@ func ChangeAdminPassword(ctx context.Context, db DB, id uuid.UUID, oldHash, newH
 		ID: id, OldHash: oldHash, NewHash: newHash, UpdatedAt: now,
 	}))
 }
+
+// CountEnabledAdmins counts the admins not disabled; under LockAdminUsers
+// it stays true until the transaction ends.
+func CountEnabledAdmins(ctx context.Context, db DB) (int64, error) {
+	n, err := dbsqlc.New(db).CountEnabledAdmins(ctx)
+	return n, MapError(err)
+}
+
+// LockAdminUsers serialises the writers of admin accounts that count them
+// (db must be a pgx.Tx): the bootstrap and disabling.
+func LockAdminUsers(ctx context.Context, db DB) error {
+	return MapError(dbsqlc.New(db).LockAdminUsers(ctx))
+}
+
+// SetAdminDisabledAt disables the admin at *at, or enables them (nil);
+// ErrNotFound when there is no such admin.
+func SetAdminDisabledAt(ctx context.Context, db DB, id uuid.UUID, at *time.Time, now time.Time) (Admin, error) {
+	return adminResult(dbsqlc.New(db).SetAdminDisabledAt(ctx, dbsqlc.SetAdminDisabledAtParams{ID: id, DisabledAt: at, UpdatedAt: now}))
+}

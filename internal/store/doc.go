@@ -16,7 +16,15 @@
 //  3. Errors are translated here, once: MapError turns pgx.ErrNoRows into
 //     ErrNotFound and constraint violations into ErrConflict,
 //     ErrCheckViolation, ... wrapped in an *Error that names the constraint.
-//     No SQL text and no row values ever reach an error message.
+//     No SQL text and no row values ever reach an error message. Above the
+//     store, NotFound names a miss for the caller ("payment … not found")
+//     and BugIfNotFound makes a miss that the locks held rule out Internal;
+//     both live here, beside ErrNotFound, so no domain package writes the
+//     mapping again.
+//
+// Timestamp is a time as a timestamptz column keeps it (UTC, microseconds):
+// every clock reading that is written goes through it, so a row read back
+// compares equal to what was written.
 //
 // Money columns are NUMERIC(12,2), which rounds a value with more decimals
 // instead of rejecting it; money.Amount never carries more than two, which is

@@ -12,8 +12,8 @@ import (
 type Event = dbsqlc.Event
 
 // InsertEvent queues an event of eventType for an order with a JSON payload.
-// Call it with the transaction that made the business change (spec, Events
-// rule 1): the event exists exactly when the change is committed.
+// Call it with the transaction that made the business change (docs/api.md,
+// "Events", rule 1): the event exists exactly when the change is committed.
 func InsertEvent(ctx context.Context, db DB, eventType string, orderID uuid.UUID, payload []byte) (Event, error) {
 	e, err := dbsqlc.New(db).InsertEvent(ctx, dbsqlc.InsertEventParams{
 		EventType: eventType, OrderID: orderID, Payload: payload,

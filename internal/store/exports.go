@@ -1,93 +1,104 @@
 package store
 
 import (
+	"cmp"
 	"context"
-	"errors"
+	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// ExportPageRows is how many rows one page of an export reads.
+const ExportPageRows = 1000
+
 // ExportPayment is one row of the payments export; ExportPaymentFilter
-// selects them (a created_at range and the list's filters).
+// selects them (a created_at range and the list's filters; nil: no filter).
 type (
-	ExportPayment       = dbsqlc.ExportPaymentsRow
-	ExportPaymentFilter = dbsqlc.ExportPaymentsParams
-	ExportRefund        = dbsqlc.ExportRefundsRow
-	ExportRefundFilter  = dbsqlc.ExportRefundsParams
+	ExportPayment = dbsqlc.ExportPaymentsPageRow
+	ExportRefund  = dbsqlc.ExportRefundsPageRow
 )
 
-// EachExportPayment calls fn with every payment f selects, oldest first, one
-// row at a time as it arrives from the database: the rows are never held
-// together, so an export of millions costs one row of memory (and the
-// connection's buffers). fn's error stops the read and is returned as it is.
-func EachExportPayment(ctx context.Context, db DB, f ExportPaymentFilter, fn func(ExportPayment) error) error {
-	return eachRow(ctx, db, func(q *dbsqlc.Queries) error {
-		_, err := q.ExportPayments(ctx, f)
-		return err
-	}, fn)
+// ExportPaymentFilter selects the payments of an export.
+type ExportPaymentFilter struct {
+	CreatedFrom, CreatedTo time.Time
+	CustomerID             *uuid.UUID
+	OrderID                *uuid.UUID
+	InvoiceID              *uuid.UUID
+	GatewayInterfaceID     *uuid.UUID
+	Status                 *string
+	// ToReturn keeps the payments whose captured money is not returned in
+	// full.
+	ToReturn bool
+}
+
+// ExportRefundFilter selects the refunds of an export.
+type ExportRefundFilter struct {
+	CreatedFrom, CreatedTo time.Time
+	PaymentID              *uuid.UUID
+	CustomerID             *uuid.UUID
+	Status                 *string
+}
+
+// EachExportPayment calls fn with every payment f selects, oldest first
+// (created_at, then id). It reads them in keyset pages of pageRows
+// (ExportPageRows when 0), each page a statement of its own after the last
+// row of the one before: a pooled connection is held only while a page is
+// read, never while fn runs, and memory holds one page, not the export.
+// Each page is its own snapshot: a payment created during the export
+// after the page that would hold it was read is included, and one a later
+// page holds is read as it is then. fn's error stops the read and is
+// returned as it is.
+func EachExportPayment(ctx context.Context, db DB, f ExportPaymentFilter, pageRows int, fn func(ExportPayment) error) error {
+	p := dbsqlc.ExportPaymentsPageParams{
+		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo,
+		CustomerID: f.CustomerID, OrderID: f.OrderID, InvoiceID: f.InvoiceID,
+		GatewayInterfaceID: f.GatewayInterfaceID, Status: f.Status, ToReturn: f.ToReturn,
+	}
+	return eachPage(pageRows, func(after keyset, rows int32) ([]ExportPayment, error) {
+		p.AfterCreatedAt, p.AfterID, p.PageRows = cmp.Or(after.at, f.CreatedFrom), after.id, rows
+		return dbsqlc.New(db).ExportPaymentsPage(ctx, p)
+	}, func(r ExportPayment) keyset { return keyset{r.CreatedAt, &r.ID} }, fn)
 }
 
 // EachExportRefund is EachExportPayment for refunds.
-func EachExportRefund(ctx context.Context, db DB, f ExportRefundFilter, fn func(ExportRefund) error) error {
-	return eachRow(ctx, db, func(q *dbsqlc.Queries) error {
-		_, err := q.ExportRefunds(ctx, f)
-		return err
-	}, fn)
-}
-
-// errCaptured stops a generated query at its Query call (statement).
-var errCaptured = errors.New("store: statement captured")
-
-// statement records the SQL and arguments a generated query sends, without
-// sending them. sqlc has no row iterator (a :many query collects every row
-// in a slice) and no way to put a query in a pipeline with others;
-// capturing its statement keeps the SQL in sql/queries, checked against the
-// schema by sqlc, while eachRow reads the rows one by one and a pipelined
-// DB sends it ahead of another statement (pipelined_tx.go).
-type statement struct {
-	sql  string
-	args []any
-}
-
-func (s *statement) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	s.sql, s.args = sql, args
-	return pgconn.CommandTag{}, errCaptured
-}
-
-func (s *statement) Query(_ context.Context, sql string, args ...any) (pgx.Rows, error) {
-	s.sql, s.args = sql, args
-	return nil, errCaptured
-}
-
-func (s *statement) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
-	s.sql, s.args = sql, args
-	return errRow{errCaptured}
-}
-
-// eachRow runs the statement call sends and scans each row into R by
-// position: R is the generated row type, whose fields are the statement's
-// columns in order.
-func eachRow[R any](ctx context.Context, db DB, call func(*dbsqlc.Queries) error, fn func(R) error) error {
-	var st statement
-	if err := call(dbsqlc.New(&st)); !errors.Is(err, errCaptured) || st.sql == "" {
-		return errors.Join(errors.New("store: the generated query sent no statement"), err)
+func EachExportRefund(ctx context.Context, db DB, f ExportRefundFilter, pageRows int, fn func(ExportRefund) error) error {
+	p := dbsqlc.ExportRefundsPageParams{
+		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo,
+		PaymentID: f.PaymentID, CustomerID: f.CustomerID, Status: f.Status,
 	}
-	rows, err := db.Query(ctx, st.sql, st.args...)
-	if err != nil {
-		return MapError(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		r, err := pgx.RowToStructByPos[R](rows)
+	return eachPage(pageRows, func(after keyset, rows int32) ([]ExportRefund, error) {
+		p.AfterCreatedAt, p.AfterID, p.PageRows = cmp.Or(after.at, f.CreatedFrom), after.id, rows
+		return dbsqlc.New(db).ExportRefundsPage(ctx, p)
+	}, func(r ExportRefund) keyset { return keyset{r.CreatedAt, &r.ID} }, fn)
+}
+
+// keyset is where a page starts: after the row of (at, id); the zero value
+// is the first page.
+type keyset struct {
+	at time.Time
+	id *uuid.UUID
+}
+
+// eachPage reads page after page and calls fn with each row, until a page
+// comes back short.
+func eachPage[R any](pageRows int, page func(keyset, int32) ([]R, error), key func(R) keyset, fn func(R) error) error {
+	rows := int32(min(max(cmp.Or(pageRows, ExportPageRows), 1), 1<<20))
+	var after keyset
+	for {
+		got, err := page(after, rows)
 		if err != nil {
 			return MapError(err)
 		}
-		if err := fn(r); err != nil {
-			return err
+		for _, r := range got {
+			if err := fn(r); err != nil {
+				return err
+			}
 		}
+		if len(got) < int(rows) {
+			return nil
+		}
+		after = key(got[len(got)-1])
 	}
-	return MapError(rows.Err())
 }

@@ -16,6 +16,8 @@ type Instance = dbsqlc.Instance
 const (
 	InstanceProvisioning = "provisioning"
 	InstanceRunning      = "running"
+	InstanceStopped      = "stopped"
+	InstanceSuspended    = "suspended"
 	InstanceError        = "error"
 	InstanceTerminated   = "terminated"
 )
@@ -61,6 +63,14 @@ func MarkInstanceProvisioned(ctx context.Context, db DB, id uuid.UUID, externalI
 func MarkInstanceTerminated(ctx context.Context, db DB, id uuid.UUID, at time.Time) (Instance, error) {
 	r, err := dbsqlc.New(db).MarkInstanceTerminated(ctx, dbsqlc.MarkInstanceTerminatedParams{ID: id, At: at})
 	return r, MapError(err)
+}
+
+// SetInstanceStatus moves a live instance (running, stopped or suspended)
+// to status, what the provider reported after suspending or resuming it.
+// ErrNotFound when the instance is not live or has that status already.
+func SetInstanceStatus(ctx context.Context, db DB, id uuid.UUID, status string, at time.Time) (Instance, error) {
+	row, err := dbsqlc.New(db).SetInstanceStatus(ctx, dbsqlc.SetInstanceStatusParams{ID: id, Status: status, At: at})
+	return row, MapError(err)
 }
 
 // MarkInstanceFailed moves a provisioning instance to error with lastError.

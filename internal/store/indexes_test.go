@@ -26,13 +26,13 @@ const queriesDir = "../../sql/queries"
 // listed. A constraint's index names the query that relies on the
 // constraint.
 var indexUses = map[string][]string{
-	"payments_pkey":                     {"GetPayment", "GetPaymentForUpdate", "MarkPaymentSucceeded"},
-	"payments_one_pending_key":          {"InsertGatewayPayment", "GetPendingGatewayPayment", "CountPendingPayments", "FailPendingOrderOnlyPayments", "FailPendingOrderPayments"},
+	"payments_pkey":                     {"GetPayment", "GetPaymentForUpdate", "MarkPaymentSucceeded", "FailPendingPayments"},
+	"payments_one_pending_key":          {"InsertGatewayPayment", "GetPendingGatewayPayment", "CountPendingPayments", "FailPendingPayments"},
 	"payments_gateway_payment_id_key":   {"MarkPaymentSucceeded", "PaymentWithGatewayID"},
-	"payments_created_at_idx":           {"ListPayments", "PaymentStatsSince", "ExportPayments"},
+	"payments_created_at_idx":           {"ListPayments", "PaymentStatsSince", "ExportPaymentsPage"},
 	"payments_customer_id_idx":          {"ListPayments", "CountPayments"},
 	"payments_order_id_idx":             {"ListPayments", "CountPayments"},
-	"payments_invoice_id_idx":           {"FailPendingInvoicePayments", "ListPayments", "CountPayments"},
+	"payments_invoice_id_idx":           {"FailPendingPayments", "ListPayments", "CountPayments"},
 	"payments_gateway_interface_id_idx": {"ListPayments", "CountPayments"},
 	"payments_reconcile_idx":            {"ClaimDuePayments", "ExpireReconciliations"},
 	"payments_to_return_idx":            {"ListPayments", "MoneyToReturn"},

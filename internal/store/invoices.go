@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -92,20 +93,29 @@ func ListInvoices(ctx context.Context, db DB, f InvoiceFilter, limit, offset int
 		})
 }
 
-// SetInvoiceStatus moves an invoice from status from to status to.
-// ErrNotFound when it does not exist or is no longer in from.
-func SetInvoiceStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, at time.Time) (Invoice, error) {
+// InvoiceMove is one write of an invoice's status: from the status it is
+// in (the optimistic lock) to To, adding AddPaid to its paid amount and
+// setting paid_at to PaidAt when not nil.
+type InvoiceMove struct {
+	From, To string
+	AddPaid  money.Amount
+	PaidAt   *time.Time
+	At       time.Time
+}
+
+// SetInvoiceStatus writes m to invoice id; order.InvoiceTransition is its
+// one caller. ErrNotFound when the invoice does not exist, is no longer in
+// m.From, or would be paid beyond its amount.
+func SetInvoiceStatus(ctx context.Context, db DB, id uuid.UUID, m InvoiceMove) (Invoice, error) {
 	inv, err := dbsqlc.New(db).SetInvoiceStatus(ctx, dbsqlc.SetInvoiceStatusParams{
-		ID: id, FromStatus: from, ToStatus: to, UpdatedAt: at,
+		ID: id, FromStatus: m.From, ToStatus: m.To, AddPaid: m.AddPaid, PaidAt: m.PaidAt, UpdatedAt: m.At,
 	})
 	return inv, MapError(err)
 }
 
-// FailPendingInvoicePayments moves every pending payment of an invoice to
-// failed with reason, and returns them. Call it with the invoice row locked.
-func FailPendingInvoicePayments(ctx context.Context, db DB, invoiceID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
-	rows, err := dbsqlc.New(db).FailPendingInvoicePayments(ctx, dbsqlc.FailPendingInvoicePaymentsParams{
-		InvoiceID: &invoiceID, FailureReason: reason, UpdatedAt: at,
-	})
+// LockDueInvoices locks up to limit issued invoices due by now, oldest due
+// first, skipping rows another transaction holds.
+func LockDueInvoices(ctx context.Context, tx pgx.Tx, now time.Time, limit int32) ([]Invoice, error) {
+	rows, err := dbsqlc.New(tx).LockDueInvoices(ctx, dbsqlc.LockDueInvoicesParams{Now: now, RowLimit: limit})
 	return rows, MapError(err)
 }

@@ -10,15 +10,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// designTables is the table list of DESIGN.md ("Data", which names the
-// tables it needs at least), admin_api_keys (issue 16) and the payment
-// trends' rollup (issue 19; docs/decisions.md, "trends rollup").
+// designTables is the schema's table list: the first design's tables,
+// admin_api_keys (issue 16), the payment trends' rollup (issue 19;
+// docs/decisions.md, "trends rollup"), the idempotency keys (issue 26) and
+// the service periods (issue 28; docs/decisions.md, "renewals").
 var designTables = []string{
 	"admin_users", "customers", "sessions", "api_keys", "admin_api_keys", "products", "orders",
-	"invoices", "payments", "refunds", "payment_trend_changes", "payment_trend_quarters",
+	"invoices", "service_periods", "payments", "refunds", "payment_trend_currency_quarters",
 	"payment_trend_gateway_quarters", "payment_trend_seconds_quarters", "payment_trend_seconds_days",
+	"payment_trend_currency_changes", "payment_trend_gateway_changes", "payment_trend_seconds_changes",
 	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",
-	"notifications", "audit_log",
+	"notifications", "audit_log", "idempotency_keys",
 }
 
 const gooseTable = "goose_db_version"
@@ -27,7 +29,7 @@ func TestMigrationsAreNineNumberedGooseFiles(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join(migrationsDir, "*.sql"))
 	require.NoError(t, err)
-	require.Len(t, files, 9, "the spec fixes the number of migrations at 9")
+	require.Len(t, files, 9, "the API contract fixes the number of migrations at 9 (docs/api.md; docs/decisions.md, \"schema\")")
 
 	p := newProvider(t, openSQL(t, newDatabase(t, "mig", "")))
 	sources := p.ListSources()

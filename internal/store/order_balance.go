@@ -44,7 +44,9 @@ func LockBalanceAccount(ctx context.Context, db DB, customerID uuid.UUID) (Balan
 
 // NewBalancePayment is a payment of an order from the customer's balance.
 type NewBalancePayment struct {
+	// OrderID is the order paid; uuid.Nil for a payment of InvoiceID alone.
 	OrderID    uuid.UUID
+	InvoiceID  *uuid.UUID
 	CustomerID uuid.UUID
 	Amount     money.Amount
 	Currency   string
@@ -55,8 +57,13 @@ type NewBalancePayment struct {
 // no gateway interface, paid_at set). The customer and currency must be the
 // order's (payments_order_fkey).
 func InsertBalancePayment(ctx context.Context, db DB, p NewBalancePayment) (Payment, error) {
+	orderID := &p.OrderID
+	if p.OrderID == uuid.Nil {
+		orderID = nil
+	}
 	row, err := dbsqlc.New(db).InsertBalancePayment(ctx, dbsqlc.InsertBalancePaymentParams{
-		OrderID:    &p.OrderID,
+		OrderID:    orderID,
+		InvoiceID:  p.InvoiceID,
 		CustomerID: p.CustomerID,
 		Amount:     p.Amount,
 		Currency:   p.Currency,

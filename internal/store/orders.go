@@ -24,6 +24,11 @@ type NewOrder struct {
 	TotalAmount money.Amount
 	Currency    string
 	Description string
+	// BillingCycle is the product's cycle at order time; "" is one_time.
+	BillingCycle string
+	// RenewalPrice is the price of each later period; NULL (not Valid) for
+	// a one_time order.
+	RenewalPrice money.NullAmount
 	// Item is the JSON snapshot of what was bought; nil writes {}.
 	Item      []byte
 	CreatedAt time.Time
@@ -42,15 +47,21 @@ func InsertOrder(ctx context.Context, db DB, o NewOrder) (Order, error) {
 	if item == nil {
 		item = []byte("{}")
 	}
+	cycle := o.BillingCycle
+	if cycle == "" {
+		cycle = OneTime
+	}
 	row, err := dbsqlc.New(db).InsertOrder(ctx, dbsqlc.InsertOrderParams{
-		ID:          o.ID,
-		CustomerID:  o.CustomerID,
-		ProductID:   o.ProductID,
-		TotalAmount: o.TotalAmount,
-		Currency:    o.Currency,
-		Description: o.Description,
-		Item:        item,
-		CreatedAt:   o.CreatedAt,
+		ID:           o.ID,
+		CustomerID:   o.CustomerID,
+		ProductID:    o.ProductID,
+		TotalAmount:  o.TotalAmount,
+		Currency:     o.Currency,
+		Description:  o.Description,
+		Item:         item,
+		BillingCycle: cycle,
+		RenewalPrice: o.RenewalPrice,
+		CreatedAt:    o.CreatedAt,
 	})
 	return row, MapError(err)
 }
@@ -82,6 +93,35 @@ func ListOrders(ctx context.Context, db DB, f OrderFilter, limit, offset int64) 
 		})
 }
 
+// OneTime is the billing cycle of a product bought once, the column
+// default of products.billing_cycle and orders.billing_cycle.
+const OneTime = "one_time"
+
+// OrderBilling is what an order's later periods are billed at: the cycle
+// and the price of each period (not Valid for one_time).
+type OrderBilling struct {
+	BillingCycle string
+	RenewalPrice money.NullAmount
+}
+
+// LockOrdersToReprice locks, oldest first, the orders of product productID
+// in one of statuses whose billing differs from b.
+func LockOrdersToReprice(ctx context.Context, tx pgx.Tx, productID uuid.UUID, statuses []string, b OrderBilling) ([]Order, error) {
+	rows, err := dbsqlc.New(tx).LockOrdersToReprice(ctx, dbsqlc.LockOrdersToRepriceParams{
+		ProductID: &productID, Statuses: statuses, BillingCycle: b.BillingCycle, RenewalPrice: b.RenewalPrice,
+	})
+	return rows, MapError(err)
+}
+
+// SetOrderBilling writes b as order id's billing, stamped at. Call it with
+// the order row locked.
+func SetOrderBilling(ctx context.Context, tx pgx.Tx, id uuid.UUID, b OrderBilling, at time.Time) (Order, error) {
+	o, err := dbsqlc.New(tx).SetOrderBilling(ctx, dbsqlc.SetOrderBillingParams{
+		ID: id, BillingCycle: b.BillingCycle, RenewalPrice: b.RenewalPrice, UpdatedAt: at,
+	})
+	return o, MapError(err)
+}
+
 // SetOrderStatus moves an order from status from to status to, setting
 // paid_at when paidAt is not nil. ErrNotFound when the order does not exist
 // or is no longer in from: a transition decided on a stale read is never
@@ -93,18 +133,10 @@ func SetOrderStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, p
 	return o, MapError(err)
 }
 
-// FailPendingOrderPayments moves every pending payment of an order to failed
-// with reason, and returns them. Call it with the order row locked.
-func FailPendingOrderPayments(ctx context.Context, db DB, orderID uuid.UUID, reason string, at time.Time) ([]Payment, error) {
-	rows, err := dbsqlc.New(db).FailPendingOrderPayments(ctx, dbsqlc.FailPendingOrderPaymentsParams{
-		OrderID: &orderID, FailureReason: reason, UpdatedAt: at,
-	})
-	return rows, MapError(err)
-}
-
-// SetOrderStatusFailingPayments is SetOrderStatus and
-// FailPendingOrderOnlyPayments (an order paid: the other pending payments
-// for the order itself fail) in one round trip. Call it with the order row
+// SetOrderStatusFailingPayments is SetOrderStatus and FailPendingPayments
+// of the order's own payments (an order paid: the other pending payments
+// for the order itself fail; its invoices' are left alone, an invoice may
+// bill extras) in one round trip. Call it with the order row
 // locked.
 func SetOrderStatusFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, to string, paidAt *time.Time, at time.Time, failReason string) (Order, []Payment, error) {
 	var o Order
@@ -112,7 +144,7 @@ func SetOrderStatusFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID,
 	var oErr, fErr error
 	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
 		o, oErr = q.SetOrderStatus(ctx, dbsqlc.SetOrderStatusParams{ID: id, FromStatus: from, ToStatus: to, PaidAt: paidAt, UpdatedAt: at})
-		failed, fErr = q.FailPendingOrderOnlyPayments(ctx, dbsqlc.FailPendingOrderOnlyPaymentsParams{OrderID: &id, FailureReason: failReason, UpdatedAt: at})
+		failed, fErr = q.FailPendingPayments(ctx, pendingParams(PendingOf{OrderID: &id, OrderOnly: true}, failReason, at))
 	})
 	if err := firstError(oErr, fErr, err); err != nil {
 		return Order{}, nil, MapError(err)
@@ -122,7 +154,7 @@ func SetOrderStatusFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID,
 
 // CancelOrderFailingPayments moves an order from status from to cancelled
 // with reason (timeout, provisioning_failed, customer or admin) and fails
-// its pending payments with failReason (FailPendingOrderPayments), in one
+// its pending payments with failReason (FailPendingPayments), in one
 // round trip. ErrNotFound when the order does not exist or is no longer in
 // from. Call it with the order row locked.
 func CancelOrderFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, from, reason string, at time.Time, failReason string) (Order, []Payment, error) {
@@ -131,10 +163,17 @@ func CancelOrderFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, fr
 	var oErr, fErr error
 	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
 		o, oErr = q.CancelOrder(ctx, dbsqlc.CancelOrderParams{ID: id, FromStatus: from, CancelReason: reason, CancelledAt: &at})
-		failed, fErr = q.FailPendingOrderPayments(ctx, dbsqlc.FailPendingOrderPaymentsParams{OrderID: &id, FailureReason: failReason, UpdatedAt: at})
+		failed, fErr = q.FailPendingPayments(ctx, pendingParams(PendingOf{OrderID: &id}, failReason, at))
 	})
 	if err := firstError(oErr, fErr, err); err != nil {
 		return Order{}, nil, MapError(err)
 	}
 	return o, failed, nil
+}
+
+// SuspendOrder moves order id from status from to suspended, with reason;
+// ErrNotFound when it is no longer in from.
+func SuspendOrder(ctx context.Context, db DB, id uuid.UUID, from, reason string, at time.Time) (Order, error) {
+	o, err := dbsqlc.New(db).SuspendOrder(ctx, dbsqlc.SuspendOrderParams{ID: id, FromStatus: from, SuspendReason: reason, UpdatedAt: at})
+	return o, MapError(err)
 }

@@ -233,12 +233,15 @@ func TestFailPendingPaymentsTouchOnlyPendingOnesOfTheirOrderOrInvoice(t *testing
 	ofInvoice, err := b.q.InsertPayment(ctx, p)
 	require.NoError(t, err)
 
-	failed, err := store.FailPendingInvoicePayments(ctx, b.pool, b.invoiceID, "invoice cancelled", at)
+	_, err = store.FailPendingPayments(ctx, b.pool, store.PendingOf{}, "no selector", at)
+	require.Error(t, err, "a call that names nothing fails nothing")
+
+	failed, err := store.FailPendingPayments(ctx, b.pool, store.PendingOf{InvoiceID: &b.invoiceID}, "invoice cancelled", at)
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
 	require.Equal(t, ofInvoice.ID, failed[0].ID)
 
-	failed, err = store.FailPendingOrderPayments(ctx, b.pool, b.orderID, "order cancelled", at)
+	failed, err = store.FailPendingPayments(ctx, b.pool, store.PendingOf{OrderID: &b.orderID}, "order cancelled", at)
 	require.NoError(t, err)
 	require.Len(t, failed, 1)
 	require.Equal(t, pending.ID, failed[0].ID)
@@ -280,11 +283,11 @@ func TestInvoiceRows(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrForeignKeyViolation, "an order's invoice has the order's currency")
 
 	later := at.Add(time.Hour)
-	c, err := store.SetInvoiceStatus(ctx, b.pool, inv.ID, "issued", "cancelled", later)
+	c, err := store.SetInvoiceStatus(ctx, b.pool, inv.ID, store.InvoiceMove{From: "issued", To: "cancelled", At: later})
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", c.Status)
 	require.True(t, later.Equal(c.UpdatedAt))
-	_, err = store.SetInvoiceStatus(ctx, b.pool, inv.ID, "issued", "cancelled", later)
+	_, err = store.SetInvoiceStatus(ctx, b.pool, inv.ID, store.InvoiceMove{From: "issued", To: "cancelled", At: later})
 	require.ErrorIs(t, err, store.ErrNotFound)
 
 	locked, err := store.GetInvoiceForUpdate(ctx, b.pool, inv.ID)

@@ -97,13 +97,44 @@ func MarkPaymentSucceededLater(ctx context.Context, db DB, id uuid.UUID, s Payme
 	})
 }
 
-// MarkPaymentFailed moves a payment pending → failed with reason.
-// ErrNotFound when it is no longer pending.
+// PendingOf selects the pending payments FailPendingPayments fails: the
+// payment ID, or those of OrderID, or those of InvoiceID (at least one set;
+// several narrow the choice). OrderOnly leaves out the payments of the
+// order's invoices.
+type PendingOf struct {
+	ID, OrderID, InvoiceID *uuid.UUID
+	OrderOnly              bool
+}
+
+func pendingParams(of PendingOf, reason string, at time.Time) dbsqlc.FailPendingPaymentsParams {
+	return dbsqlc.FailPendingPaymentsParams{
+		ID: of.ID, OrderID: of.OrderID, InvoiceID: of.InvoiceID, OrderOnly: of.OrderOnly,
+		FailureReason: reason, UpdatedAt: at,
+	}
+}
+
+// FailPendingPayments is the one pending → failed rule: it fails the
+// pending payments of with reason and returns them. Call it with the row
+// they belong to locked.
+func FailPendingPayments(ctx context.Context, db DB, of PendingOf, reason string, at time.Time) ([]Payment, error) {
+	if of.ID == nil && of.OrderID == nil && of.InvoiceID == nil {
+		return nil, errors.New("store: FailPendingPayments needs a payment, an order or an invoice")
+	}
+	rows, err := dbsqlc.New(db).FailPendingPayments(ctx, pendingParams(of, reason, at))
+	return rows, MapError(err)
+}
+
+// MarkPaymentFailed moves one payment pending → failed with reason
+// (FailPendingPayments). ErrNotFound when it is no longer pending.
 func MarkPaymentFailed(ctx context.Context, db DB, id uuid.UUID, reason string, at time.Time) (Payment, error) {
-	row, err := dbsqlc.New(db).MarkPaymentFailed(ctx, dbsqlc.MarkPaymentFailedParams{
-		ID: id, FailureReason: reason, UpdatedAt: at,
-	})
-	return row, MapError(err)
+	rows, err := FailPendingPayments(ctx, db, PendingOf{ID: &id}, reason, at)
+	if err != nil {
+		return Payment{}, err
+	}
+	if len(rows) == 0 {
+		return Payment{}, ErrNotFound
+	}
+	return rows[0], nil
 }
 
 // Capture is money a gateway captured for a payment that can no longer
@@ -136,16 +167,6 @@ func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gat
 		GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: exceptID,
 	})
 	return id, MapError(err)
-}
-
-// AddInvoicePayment adds amount to an issued or overdue invoice's paid
-// amount, marking it paid at paidAt when it is paid in full. ErrNotFound
-// when the invoice is in another status or would be paid beyond its amount.
-func AddInvoicePayment(ctx context.Context, db DB, id uuid.UUID, amount money.Amount, paidAt, at time.Time) (Invoice, error) {
-	row, err := dbsqlc.New(db).AddInvoicePayment(ctx, dbsqlc.AddInvoicePaymentParams{
-		ID: id, Amount: amount, PaidAt: &paidAt, UpdatedAt: at,
-	})
-	return row, MapError(err)
 }
 
 // ReconcileClaim is how many due payments to claim and how to reschedule
@@ -182,13 +203,6 @@ func ClaimDuePayments(ctx context.Context, db DB, c ReconcileClaim) ([]Payment, 
 	return rows, MapError(err)
 }
 
-// MarkOverdueInvoices moves every issued invoice due by now to overdue, with
-// an audit row each (actor system, actorID), and returns how many moved.
-func MarkOverdueInvoices(ctx context.Context, db DB, now time.Time, actorID string) (int64, error) {
-	n, err := dbsqlc.New(db).MarkOverdueInvoices(ctx, dbsqlc.MarkOverdueInvoicesParams{Now: now, ActorID: actorID})
-	return n, MapError(err)
-}
-
 // PaymentAuditExists reports whether the payment has an audit row of action
 // whose after->>'fingerprint' is fingerprint.
 func PaymentAuditExists(ctx context.Context, db DB, paymentID uuid.UUID, action, fingerprint string) (bool, error) {
@@ -210,8 +224,9 @@ type SettlementRows struct {
 	GatewayIDTakenBy *uuid.UUID
 }
 
-// LockForSettlement locks, in one round trip, a payment's order, then its
-// invoice, then the payment (the lock order of every writer of these rows:
+// LockForSettlement locks, in one round trip, a payment's order (or, for a
+// payment of an invoice alone, the invoice's order, which paying the
+// invoice may renew), then its invoice, then the payment (the lock order of every writer of these rows:
 // customer → order → invoice → payment), and looks whether another payment
 // of interfaceID carries gatewayPaymentID. ErrNotFound when the payment
 // does not exist.
@@ -219,17 +234,18 @@ func LockForSettlement(ctx context.Context, tx pgx.Tx, paymentID, interfaceID uu
 	var out SettlementRows
 	var ord Order
 	var inv Invoice
-	var ordErr, invErr, payErr, takenErr error
+	var ordErr, invOrdErr, invErr, payErr, takenErr error
 	var taken uuid.UUID
 	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
 		ord, ordErr = q.GetOrderOfPaymentForUpdate(ctx, paymentID)
+		_, invOrdErr = q.LockOrderOfInvoiceOfPayment(ctx, paymentID)
 		inv, invErr = q.GetInvoiceOfPaymentForUpdate(ctx, paymentID)
 		out.Payment, payErr = q.GetPaymentForUpdate(ctx, paymentID)
 		taken, takenErr = q.PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
 			GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: paymentID,
 		})
 	})
-	for _, err := range []error{ordErr, invErr, payErr, takenErr, err} {
+	for _, err := range []error{ordErr, invOrdErr, invErr, payErr, takenErr, err} {
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return SettlementRows{}, MapError(err)
 		}

@@ -81,10 +81,93 @@ func TestGetPendingGatewayPaymentFindsTheExactTargetThroughAnIndex(t *testing.T)
 	}
 }
 
+// FailPendingPayments runs in the money transactions (an order or invoice
+// paid or cancelled, a payment failed) under a prepared statement, whose
+// plan may be the generic one: it must fail exactly the pending payments
+// of its selection (several keys narrow it) and, generic plan or not, find
+// them through an index, not by reading every pending payment.
+func TestFailPendingPaymentsFailsItsSelectionThroughAnIndexUnderAGenericPlan(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+
+	// Thousands of other pending payments, each of an order of its own.
+	_, err := b.pool.Exec(ctx, `
+		WITH o AS (
+			INSERT INTO orders (customer_id, total_amount, currency)
+			SELECT $1, 1.00, 'CNY' FROM generate_series(1, 3000)
+			RETURNING id)
+		INSERT INTO payments (order_id, customer_id, method, gateway_interface_id, amount, currency)
+		SELECT id, $1, 'gateway', $2, 1.00, 'CNY' FROM o`, b.otherID, b.gatewayA)
+	require.NoError(t, err)
+	_, err = b.pool.Exec(ctx, `ANALYZE payments`)
+	require.NoError(t, err)
+
+	// The order's own pending payments on both interfaces, and its
+	// invoice's.
+	insert := func(gw uuid.UUID, invoice *uuid.UUID) uuid.UUID {
+		p := b.pendingPayment()
+		p.GatewayInterfaceID, p.InvoiceID = &gw, invoice
+		ins, err := b.q.InsertPayment(ctx, p)
+		require.NoError(t, err)
+		return ins.ID
+	}
+	ownA, ownB, ofInvoice := insert(b.gatewayA, nil), insert(b.gatewayB, nil), insert(b.gatewayA, &b.invoiceID)
+
+	var last pgx.TraceQueryStartData
+	cfg := b.pool.Config().ConnConfig.Copy()
+	cfg.Tracer = tracerFunc(func(d pgx.TraceQueryStartData) { last = d })
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	for _, c := range []struct {
+		name string
+		of   store.PendingOf
+		want []uuid.UUID
+	}{
+		{"a payment", store.PendingOf{ID: &ownB}, []uuid.UUID{ownB}},
+		{"an order's own", store.PendingOf{OrderID: &b.orderID, OrderOnly: true}, []uuid.UUID{ownA, ownB}},
+		{"an order's with its invoices'", store.PendingOf{OrderID: &b.orderID}, []uuid.UUID{ownA, ownB, ofInvoice}},
+		{"an invoice's", store.PendingOf{InvoiceID: &b.invoiceID}, []uuid.UUID{ofInvoice}},
+		{"an order's of the invoice", store.PendingOf{OrderID: &b.orderID, InvoiceID: &b.invoiceID}, []uuid.UUID{ofInvoice}},
+		{"a payment not of the invoice", store.PendingOf{ID: &ownA, InvoiceID: &b.invoiceID}, nil},
+		{"an invoice's payment, order only", store.PendingOf{ID: &ofInvoice, OrderID: &b.orderID, OrderOnly: true}, nil},
+	} {
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`)
+		require.NoError(t, err)
+		failed, err := store.FailPendingPayments(ctx, tx, c.of, "test", at)
+		require.NoError(t, err, c.name)
+		got := make([]uuid.UUID, 0, len(failed))
+		for _, p := range failed {
+			require.Equal(t, "failed", p.Status, c.name)
+			got = append(got, p.ID)
+		}
+		require.ElementsMatch(t, c.want, got, c.name)
+		// EXPLAIN of the statement with parameters would plan for their
+		// values; EXPLAIN EXECUTE of it prepared gets the generic plan (the
+		// arguments written into the text: EXECUTE takes no parameters).
+		q := last
+		_, err = tx.Exec(ctx, "PREPARE fail_pending AS "+q.SQL)
+		require.NoError(t, err)
+		plan := requireIndexedLookup(t, conn, pgx.TraceQueryStartData{
+			SQL:  "EXECUTE fail_pending($1, $2, $3, $4, $5, $6)",
+			Args: append([]any{pgx.QueryExecModeSimpleProtocol}, q.Args...),
+		}, c.name)
+		require.Contains(t, plan, "$3", "%s: not the generic plan:\n%s", c.name, plan)
+		require.NoError(t, tx.Rollback(ctx))
+		_, err = conn.Exec(ctx, "DEALLOCATE fail_pending")
+		require.NoError(t, err)
+	}
+}
+
 // requireIndexedLookup fails unless the statement q, run again under
 // EXPLAIN ANALYZE, looks at a handful of rows: the other payments of the
-// table (the test made thousands) must not be read and filtered out.
-func requireIndexedLookup(t *testing.T, conn *pgx.Conn, q pgx.TraceQueryStartData, name string) {
+// table (the test made thousands) must not be read and filtered out. It
+// returns the plan.
+func requireIndexedLookup(t *testing.T, conn *pgx.Conn, q pgx.TraceQueryStartData, name string) string {
 	t.Helper()
 	rows, err := conn.Query(context.Background(), "EXPLAIN ANALYZE "+q.SQL, q.Args...)
 	require.NoError(t, err)
@@ -97,6 +180,7 @@ func requireIndexedLookup(t *testing.T, conn *pgx.Conn, q pgx.TraceQueryStartDat
 		removed += n
 	}
 	require.LessOrEqual(t, removed, 5, "%s: the lookup reads the other payments:\n%s", name, plan)
+	return plan
 }
 
 type tracerFunc func(pgx.TraceQueryStartData)

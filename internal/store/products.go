@@ -26,6 +26,9 @@ type NewProduct struct {
 	// ProviderConfig is a JSON object; nil: {}.
 	ProviderConfig []byte
 	CreatedAt      time.Time
+	// BillingCycle is one_time or a recurring cycle; Price is per cycle.
+	// "" is one_time.
+	BillingCycle string
 }
 
 // InsertProduct adds a product to the catalogue. A provider plugin that does
@@ -38,12 +41,16 @@ func InsertProduct(ctx context.Context, db DB, p NewProduct) (Product, error) {
 	if cfg == nil {
 		cfg = []byte("{}")
 	}
+	if p.BillingCycle == "" {
+		p.BillingCycle = OneTime
+	}
 	row, err := dbsqlc.New(db).InsertProduct(ctx, dbsqlc.InsertProductParams{
 		ID:             p.ID,
 		Name:           p.Name,
 		Description:    p.Description,
 		Price:          p.Price,
 		Currency:       p.Currency,
+		BillingCycle:   p.BillingCycle,
 		ProviderPlugin: p.ProviderPlugin,
 		ProviderConfig: cfg,
 		CreatedAt:      p.CreatedAt,
@@ -73,11 +80,11 @@ func LockProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
 	return p, MapError(err)
 }
 
-// UpdateProduct writes p's name, description, price, enabled and
-// provider_config, stamped at.
+// UpdateProduct writes p's name, description, price, billing cycle,
+// enabled and provider_config, stamped at.
 func UpdateProduct(ctx context.Context, db DB, p Product, at time.Time) (Product, error) {
 	row, err := dbsqlc.New(db).UpdateProduct(ctx, dbsqlc.UpdateProductParams{
-		ID: p.ID, Name: p.Name, Description: p.Description, Price: p.Price, Enabled: p.Enabled,
+		ID: p.ID, Name: p.Name, Description: p.Description, Price: p.Price, BillingCycle: p.BillingCycle, Enabled: p.Enabled,
 		ProviderConfig: p.ProviderConfig, UpdatedAt: at,
 	})
 	return row, MapError(err)

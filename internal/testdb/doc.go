@@ -29,6 +29,11 @@
 // private cluster in <repo>/.data/postgres started by internal/pgcluster, so
 // `go test ./...` works on a bare machine.
 //
+// EmptyURL is the exception: a database with no schema at all, for tests
+// that migrate it themselves — the migrations' own tests, and internal/app's
+// running services, which migrate at start as production does
+// (docs/development.md, "Testing with a running service and fakes").
+//
 // Packages that want one database for all their tests use Shared, and wrap
 // their run in TestMain so the database is dropped at the end:
 //

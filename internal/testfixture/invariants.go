@@ -9,11 +9,12 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// moneyColumns are every money column of the schema (spec, PaymentRecord
-// rule 1, plus refunds).
+// moneyColumns are every money column of the schema (docs/api.md, "Money and
+// records", plus refunds).
 var moneyColumns = []struct{ table, column string }{
 	{"products", "price"},
 	{"orders", "total_amount"},
+	{"orders", "renewal_price"},
 	{"invoices", "amount"},
 	{"invoices", "paid_amount"},
 	{"payments", "amount"},

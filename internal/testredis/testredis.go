@@ -7,7 +7,7 @@ package testredis
 
 import (
 	"bufio"
-	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
@@ -30,9 +31,9 @@ type Server struct {
 	port int
 	dir  string
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	out *bytes.Buffer
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 }
 
 // Start runs a redis-server for the test and stops it in t.Cleanup.
@@ -42,11 +43,24 @@ func Start(t testing.TB) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{bin: bin, port: FreePort(t), dir: t.TempDir()}
-	s.Start(t)
+	s := &Server{bin: bin, dir: t.TempDir()}
+	// A free port can be taken by another process between FreePort closing
+	// it and redis-server binding it; the first start then tries another.
+	for attempt := 1; ; attempt++ {
+		s.port = FreePort(t)
+		err := s.launch()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+	}
 	t.Cleanup(func() { s.Stop(t) })
 	return s
 }
+
+var errPortTaken = errors.New("port taken")
 
 var installOnce struct {
 	sync.Once
@@ -102,28 +116,52 @@ func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.p
 // Start starts the server (again, on the same port).
 func (s *Server) Start(t testing.TB) {
 	t.Helper()
+	if err := s.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch runs redis-server on s.port and waits for its PONG. It answers
+// errPortTaken when another process holds the port.
+func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	require.Nil(t, s.cmd, "redis-server already running")
-	out := &bytes.Buffer{}
+	if s.cmd != nil {
+		return errors.New("redis-server already running")
+	}
+	out := &testkit.Logs{}
 	cmd := exec.Command(s.bin,
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--daemonize", "no",
 		"--dir", s.dir, "--loglevel", "warning")
 	cmd.Stdout, cmd.Stderr = out, out
-	require.NoError(t, cmd.Start())
-	s.cmd, s.out = cmd, out
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {
+		select {
+		case <-exited:
+			if strings.Contains(out.String(), "Address already in use") {
+				return fmt.Errorf("redis-server on port %d: %w", s.port, errPortTaken)
+			}
+			return fmt.Errorf("redis-server on port %d exited: %s", s.port, out.String())
+		default:
+		}
 		if pong(s.port) {
-			return
+			s.cmd, s.exited = cmd, exited
+			return nil
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			s.cmd = nil
-			t.Fatalf("redis-server on port %d did not answer PING: %s", s.port, out.String())
+			stop()
+			return fmt.Errorf("redis-server on port %d did not answer PING: %s", s.port, out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -138,8 +176,8 @@ func (s *Server) Stop(t testing.TB) {
 		return
 	}
 	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
-	s.cmd = nil
+	<-s.exited
+	s.cmd, s.exited = nil, nil
 }
 
 func pong(port int) bool {

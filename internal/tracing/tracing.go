@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +17,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-
-	"github.com/rustbill/paymentd/internal/config"
 )
 
 // InstrumentationName names paymentd's own tracers.
@@ -30,8 +29,33 @@ type Tracing struct {
 	shutdown   func(context.Context) error
 }
 
-// Options are what New needs besides the configuration.
+// The defaults New applies to a zero option; config.Default() starts
+// [tracing] from the same values.
+const (
+	DefaultEndpoint    = "127.0.0.1:4317"
+	DefaultProtocol    = "grpc"
+	DefaultServiceName = "paymentd"
+)
+
+// DefaultSampleRatio is the share of new traces config.Default() records.
+// New does not apply it: a zero ratio is a valid setting (record none).
+const DefaultSampleRatio = 1.0
+
+// Options are what New builds tracing from: the export ([tracing], mapped
+// by config.Tracing.Options) and what internal/app adds.
 type Options struct {
+	// Enabled: false makes New return Off().
+	Enabled bool
+	// Endpoint is the collector's host:port.
+	Endpoint string
+	// Protocol is grpc or http (OTLP over HTTP, path /v1/traces).
+	Protocol string
+	// Insecure sends without TLS.
+	Insecure bool
+	// SampleRatio is the share of new traces that are recorded (0 to 1).
+	SampleRatio float64
+	// ServiceName is the service.name of every span's resource.
+	ServiceName string
 	// Version is the service version recorded on every span's resource.
 	Version string
 	// Instance names this process (the cluster node id).
@@ -46,26 +70,29 @@ func Off() *Tracing {
 	return &Tracing{provider: noop.NewTracerProvider(), shutdown: func(context.Context) error { return nil }}
 }
 
-// New builds tracing as [tracing] says; Off() when it is not enabled. The
+// New builds tracing as o says; Off() when it is not enabled. The
 // exporter connects lazily: an unreachable collector is logged when spans
 // are exported, it never stops the service.
-func New(ctx context.Context, cfg config.Tracing, o Options) (*Tracing, error) {
-	if !cfg.Enabled {
+func New(ctx context.Context, o Options) (*Tracing, error) {
+	if !o.Enabled {
 		return Off(), nil
 	}
+	o.Endpoint = cmp.Or(o.Endpoint, DefaultEndpoint)
+	o.Protocol = cmp.Or(o.Protocol, DefaultProtocol)
+	o.ServiceName = cmp.Or(o.ServiceName, DefaultServiceName)
 	exp := o.Exporter
 	if exp == nil {
 		var err error
-		switch cfg.Protocol {
+		switch o.Protocol {
 		case "http":
-			opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(cfg.Endpoint)}
-			if cfg.Insecure {
+			opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(o.Endpoint)}
+			if o.Insecure {
 				opts = append(opts, otlptracehttp.WithInsecure())
 			}
 			exp, err = otlptracehttp.New(ctx, opts...)
 		default:
-			opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(cfg.Endpoint)}
-			if cfg.Insecure {
+			opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(o.Endpoint)}
+			if o.Insecure {
 				opts = append(opts, otlptracegrpc.WithInsecure())
 			}
 			exp, err = otlptracegrpc.New(ctx, opts...)
@@ -75,7 +102,7 @@ func New(ctx context.Context, cfg config.Tracing, o Options) (*Tracing, error) {
 		}
 	}
 	attrs := []attribute.KeyValue{
-		attribute.String("service.name", cfg.ServiceName),
+		attribute.String("service.name", o.ServiceName),
 		attribute.String("service.version", o.Version),
 	}
 	if o.Instance != "" {
@@ -93,7 +120,7 @@ func New(ctx context.Context, cfg config.Tracing, o Options) (*Tracing, error) {
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(cfg.SampleRatio))),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(o.SampleRatio))),
 	)
 	if o.Logger != nil {
 		log := o.Logger
@@ -103,7 +130,7 @@ func New(ctx context.Context, cfg config.Tracing, o Options) (*Tracing, error) {
 		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
 			log.Warn("tracing: export failed", "err", err)
 		}))
-		log.Info("tracing on", "endpoint", cfg.Endpoint, "protocol", cfg.Protocol, "sample_ratio", cfg.SampleRatio)
+		log.Info("tracing on", "endpoint", o.Endpoint, "protocol", o.Protocol, "sample_ratio", o.SampleRatio)
 	}
 	return &Tracing{provider: tp, propagator: propagation.TraceContext{}, shutdown: tp.Shutdown}, nil
 }

@@ -35,7 +35,7 @@
 -- declares currencies = {"CNY"}.
 
 function version()
-  return "1.0.0"
+  return "1.1.0"
 end
 
 local CURRENCY = "CNY"
@@ -431,6 +431,9 @@ function config_schema(config_json, input_json)
         description = "The Open API gateway; the sandbox is https://openapi-sandbox.dl.alipaydev.com/gateway.do.",
         pattern = "^https?://",
         default = DEFAULT_GATEWAY,
+        -- Requests signed with the app private key go there: changing it
+        -- needs the key sent again.
+        ["x-endpoint"] = true,
       },
       qr_mode = {
         type = "boolean",
@@ -690,9 +693,18 @@ function test_config(config_json, input_json)
   if not ok then
     return json_encode({ ok = false, message = "the keys cannot be used: " .. tostring(node) })
   end
+  -- The answer's words stay out of the message (they go to the log): an
+  -- admin may point gateway_url anywhere, and the test must not read other
+  -- services' pages for them.
   if node == nil then
     if failure.kind == "signature" then
       return json_encode({ ok = false, message = "Alipay's answer does not verify: check the Alipay public key" })
+    end
+    if failure.kind == "http" then
+      return json_encode({ ok = false, message = "Alipay answered HTTP " .. str(failure.status) })
+    end
+    if failure.kind == "answer" then
+      return json_encode({ ok = false, message = "not an Alipay gateway: the answer is not an Alipay answer" })
     end
     return json_encode({ ok = false, message = "cannot reach Alipay: " .. failure.message })
   end
@@ -700,5 +712,6 @@ function test_config(config_json, input_json)
   if code == "10000" or (code == "40004" and str(node.sub_code) == "ACQ.TRADE_NOT_EXIST") then
     return json_encode({ ok = true, message = "app id and both keys accepted" })
   end
-  return json_encode({ ok = false, message = "Alipay refused the app: " .. refusal(node) })
+  log("warn", "alipay test_config: the app was refused: " .. refusal(node))
+  return json_encode({ ok = false, message = "Alipay refused the app (its reason is in the service log)" })
 end

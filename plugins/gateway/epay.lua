@@ -18,7 +18,7 @@
 -- too, should it ever get here (100.00 USD must never go out as money=100.00).
 
 function version()
-  return "1.2.0"
+  return "1.3.0"
 end
 
 -- CURRENCY is the only currency epay v1 books.
@@ -179,6 +179,8 @@ function config_schema(config_json, input_json)
         title = "API URL",
         description = "Base URL of the epay deployment, e.g. https://pay.example.com/",
         pattern = "^https?://",
+        -- The merchant key goes there: changing it needs the key sent again.
+        ["x-endpoint"] = true,
       },
       pid = { type = "string", title = "Merchant ID (pid)", minLength = 1 },
       key = { type = "string", title = "Merchant key", minLength = 1, ["x-secret"] = true },
@@ -473,14 +475,17 @@ function test_config(config_json, input_json)
   if resp.status < 200 or resp.status > 299 then
     return json_encode({ ok = false, message = "epay answered HTTP " .. str(resp.status) })
   end
+  -- The answer's words stay out of the message: an admin may point api_url
+  -- anywhere, and the test must not read other services' pages for them.
   local body = decode(resp.body)
   local code, msg = str(body.code), str(body.msg)
   if code == "" then
-    return json_encode({ ok = false, message = "not an epay API: " .. snippet(resp.body) })
+    return json_encode({ ok = false, message = "not an epay API: the answer (HTTP " .. str(resp.status) .. ") has no code" })
   end
   if code == "1" or string.find(msg, "订单", 1, true) and string.find(msg, "不存在", 1, true)
       or string.find(string.lower(msg), "not exist", 1, true) then
     return json_encode({ ok = true, message = "pid and key accepted" })
   end
-  return json_encode({ ok = false, message = "epay refused the credentials: " .. msg })
+  log("warn", "epay test_config: the credentials were refused: " .. snippet(msg))
+  return json_encode({ ok = false, message = "epay refused the pid and key (its reason is in the service log)" })
 end

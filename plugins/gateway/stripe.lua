@@ -26,7 +26,7 @@
 -- this script knows.
 
 function version()
-  return "1.0.0"
+  return "1.1.0"
 end
 
 local DEFAULT_API = "https://api.stripe.com"
@@ -296,6 +296,8 @@ function config_schema(config_json, input_json)
         title = "API base URL",
         description = "Leave empty for " .. DEFAULT_API .. ".",
         pattern = "^(https?://.+)?$",
+        -- The secret key goes there: changing it needs the keys sent again.
+        ["x-endpoint"] = true,
       },
       currencies = {
         type = "array",
@@ -308,7 +310,7 @@ function config_schema(config_json, input_json)
   })
 end
 
--- admin_page is the specification's zero-parameter form: what an admin
+-- admin_page is the API contract's zero-parameter form: what an admin
 -- must set up on Stripe's side.
 function admin_page()
   return "Stripe: in the Stripe dashboard, add a webhook endpoint whose URL is this interface's "
@@ -713,14 +715,19 @@ function test_config(config_json, input_json)
   if resp == nil then
     return json_encode({ ok = false, message = "cannot reach Stripe: " .. err })
   end
+  -- The answer's words stay out of the message (they go to the log): an
+  -- admin may point api_base anywhere, and the test must not read other
+  -- services' pages for them.
   if resp.status == 401 or resp.status == 403 then
-    return json_encode({ ok = false, message = "Stripe refused the secret key: " .. stripe_error(resp) })
+    log("warn", "stripe test_config: the secret key was refused: " .. stripe_error(resp))
+    return json_encode({ ok = false, message = "Stripe refused the secret key (HTTP " .. str(resp.status) .. "; its reason is in the service log)" })
   end
   if not ok_status(resp) then
-    return json_encode({ ok = false, message = "Stripe answered " .. stripe_error(resp) })
+    log("warn", "stripe test_config: " .. stripe_error(resp))
+    return json_encode({ ok = false, message = "Stripe answered HTTP " .. str(resp.status) .. " (its reason is in the service log)" })
   end
   if decode(resp.body).object ~= "balance" then
-    return json_encode({ ok = false, message = "not the Stripe API: " .. snippet(resp.body) })
+    return json_encode({ ok = false, message = "not the Stripe API: the answer (HTTP " .. str(resp.status) .. ") is not a balance" })
   end
   local mode = "live"
   if match(str(cfg.secret_key), "^[sr]k_test_") then

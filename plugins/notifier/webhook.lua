@@ -18,7 +18,7 @@
 -- ({"event_type","data"}), so a receiver can act on it without parsing prose.
 
 function version()
-  return "1.0.1"
+  return "1.0.3"
 end
 
 local function decode(s)
@@ -146,6 +146,11 @@ local SUBJECTS = {
   order_provisioned = "Order {order_id} is ready",
   order_cancelled = "Order {order_id} was cancelled",
   order_refunded = "Order {order_id} was refunded",
+  service_renewed = "Service of order {order_id} renewed until {ends_at}",
+  service_suspended = "Service of order {order_id} was suspended",
+  service_resumed = "Service of order {order_id} was resumed",
+  service_terminated = "Service of order {order_id} has ended",
+  renewal_reminder = "Renewal invoice {invoice_id} of order {order_id}: {kind}",
   payment_refunded = "Refund issued for payment {payment_id}",
 }
 

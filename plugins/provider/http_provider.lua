@@ -14,7 +14,7 @@
 -- last attempt cancels the order and refunds it.
 
 function version()
-  return "1.0.0"
+  return "1.1.0"
 end
 
 local function decode(s)
@@ -132,7 +132,8 @@ function config_schema(config_json, input_json)
     required = { "api_url", "token" },
     additionalProperties = false,
     properties = {
-      api_url = { type = "string", title = "API URL", pattern = "^https?://" },
+      -- The token goes there: changing it needs the token sent again.
+      api_url = { type = "string", title = "API URL", pattern = "^https?://", ["x-endpoint"] = true },
       token = { type = "string", title = "API token", minLength = 1, ["x-secret"] = true },
     },
   })

@@ -19,6 +19,8 @@ CREATE TABLE admin_users (
     -- Encoded password hash (algorithm and parameters included), never the password.
     password_hash text        NOT NULL,
     display_name  text        NOT NULL DEFAULT '',
+    -- A disabled admin cannot log in; their sessions are deleted and their
+    -- API keys refused (paymentd admin disable).
     disabled_at   timestamptz,
     last_login_at timestamptz,
     created_at    timestamptz NOT NULL DEFAULT now(),
@@ -117,6 +119,9 @@ CREATE TABLE admin_api_keys (
 );
 
 CREATE INDEX admin_api_keys_created_at_idx ON admin_api_keys (created_at DESC, id DESC);
+-- An admin's active keys, revoked together when their password is reset or
+-- changed or they are disabled.
+CREATE INDEX admin_api_keys_admin_id_idx ON admin_api_keys (admin_id) WHERE revoked_at IS NULL;
 
 -- +goose Down
 DROP TABLE admin_api_keys;

@@ -29,7 +29,7 @@ CREATE TABLE plugins (
     CONSTRAINT plugins_status_check CHECK (status IN ('loaded', 'error', 'missing'))
 );
 
-COMMENT ON COLUMN plugins.status IS 'loaded | error | missing (scanner state, not from the spec).';
+COMMENT ON COLUMN plugins.status IS 'loaded | error | missing (scanner state, not a status of the API contract).';
 
 CREATE TABLE gateway_interfaces (
     id            uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -38,7 +38,7 @@ CREATE TABLE gateway_interfaces (
     display_name  text        NOT NULL,
     -- Secrets (merchant keys) live here; never log or return it unredacted.
     config        jsonb       NOT NULL DEFAULT '{}',
-    -- Copied from the plugin when its version goes up (spec, Versioning 3).
+    -- Copied from the plugin when its version goes up (docs/api.md, versioning).
     config_schema jsonb       NOT NULL DEFAULT '{}',
     enabled       boolean     NOT NULL DEFAULT false,
     created_at    timestamptz NOT NULL DEFAULT now(),

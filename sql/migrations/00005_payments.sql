@@ -16,7 +16,7 @@ CREATE TABLE payments (
     refunded_amount      NUMERIC(12,2) NOT NULL DEFAULT 0,
     currency             text          NOT NULL,
     status               text          NOT NULL DEFAULT 'pending',
-    -- Empty until the gateway has told us (spec: filled after the callback).
+    -- Empty until the gateway has told us (docs/api.md: filled when it settles).
     gateway_payment_id   text          NOT NULL DEFAULT '',
     gateway_tx_id        text          NOT NULL DEFAULT '',
     paid_at              timestamptz,
@@ -151,26 +151,40 @@ CREATE INDEX refunds_status_created_at_idx ON refunds (status, created_at DESC, 
 -- rollup"). What the dashboard's charts count is kept per quarter hour of
 -- UTC, so that the days of any time zone can be cut from it (every zone's
 -- midnights fall on a quarter hour), and read in a few thousand rows
--- however many payments a range holds. Two parts:
---   * payment_trend_changes: what each write to payments and refunds
---     changed, appended by the triggers below in the writer's own
---     transaction (an insert into a table without indexes: no row another
---     writer waits for);
---   * the rollup tables, into which payment_trends_fold() moves the
---     changes (paymentd calls it every few seconds). A reader sums both in
---     one snapshot, so the answer is exact whether a change is folded yet
---     or not.
+-- however many payments a range holds.
+--
+--   payments, refunds ──triggers──▶ payment_trend_*_changes ──payment_trends_fold()──▶ payment_trend_*_quarters, _days
+--
+-- Each rollup table has a changes table of the same columns: a change row
+-- is what one write adds to one rollup row (signed), appended by the
+-- triggers below in the writer's own transaction (a table without indexes:
+-- no row another writer waits for). payment_trends_fold() (paymentd calls
+-- it every few seconds) moves the changes into the rollup. A reader sums
+-- both in one snapshot, so the answer is exact whether a change is folded
+-- yet or not.
+--
 -- A payment counts, like the statements this replaced:
---   * per currency, each event in the quarter it happened: created
---     (created_at), succeeded and received (paid_at, amount), failed
---     (failed_at), refunded (a succeeded refund's updated_at, refunds of
---     paid payments only: returned captured money was never received);
---   * per gateway interface, in the quarter it was created, by its status
---     now: created, succeeded (paid_at set), failed (failed_at set), and
---     its seconds from creation to success in a histogram (trend_seconds_bin).
--- A change is the row's figures now minus its figures before, so any write
--- (a fix by hand included) keeps the rollup equal to the tables; TRUNCATE
--- rebuilds it. payment_trends_rebuild() recomputes it from the tables.
+--   * per currency (payment_trend_currency_*), each event in the quarter it
+--     happened: created (created_at), succeeded and received (paid_at,
+--     amount), failed (failed_at), refunded (a succeeded refund's
+--     updated_at, refunds of paid payments only: returned captured money
+--     was never received);
+--   * per gateway interface (payment_trend_gateway_*), in the quarter it was
+--     created, by its status now: created, succeeded (paid_at set), failed
+--     (failed_at set);
+--   * and its seconds from creation to success, in the same quarter, in a
+--     histogram (payment_trend_seconds_*: how many payments in each bin of
+--     trend_seconds_bin).
+-- "Paid" is paid_at set, which is status success or refunded
+-- (payments_paid_at_check), so a status edit that matters moves paid_at.
+-- The figures are defined once, by payment_currency_trends,
+-- payment_gateway_trends, payment_seconds_trends and refund_trends; a
+-- change is a row's figures after its write minus before it, so any write
+-- (a fix by hand included) keeps the rollup equal to the tables, with one
+-- rule: a statement that changes a payment's paid_at or currency, or
+-- deletes it, does not also write that payment's refunds (each trigger
+-- reads the other table as the statement left it). TRUNCATE rebuilds;
+-- payment_trends_rebuild() recomputes the rollup from the tables.
 
 -- trend_quarter is the UTC quarter hour t falls in.
 CREATE FUNCTION trend_quarter(t timestamptz) RETURNS timestamptz
@@ -195,36 +209,18 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE WHEN bin < 128 THEN bin
             ELSE 128 * power(2, (bin - 128) / 32.0) * (1 + power(2, 1 / 32.0)) / 2 END;
 
--- Unfolded changes. kind: 'c' a currency's events (currency set), 'g' a
--- gateway interface's payments by creation (gateway_interface_id set), 's'
--- its times to success (seconds set; succeeded is the count). Figures are
--- signed: an update appends the row's figures after minus before.
-CREATE TABLE payment_trend_changes (
-    kind                 "char"        NOT NULL,
-    quarter              timestamptz   NOT NULL,
-    currency             text,
-    gateway_interface_id uuid,
-    seconds              smallint,
-    created              integer       NOT NULL DEFAULT 0,
-    succeeded            integer       NOT NULL DEFAULT 0,
-    failed               integer       NOT NULL DEFAULT 0,
-    received_cents       bigint        NOT NULL DEFAULT 0,
-    refunded_cents       bigint        NOT NULL DEFAULT 0,
-    CONSTRAINT payment_trend_changes_kind_check CHECK (kind IN ('c', 'g', 's'))
-);
-
 -- Per currency and quarter: payments created, received and failed in it,
 -- money received and refunded in it, in cents (integers: a sum is exact
 -- and never leaves its type, and the only NUMERIC columns stay the money
 -- columns, NUMERIC(12,2)).
-CREATE TABLE payment_trend_quarters (
-    quarter   timestamptz NOT NULL,
-    currency  text        NOT NULL,
-    created   bigint      NOT NULL,
-    succeeded bigint      NOT NULL,
-    failed    bigint      NOT NULL,
-    received_cents bigint NOT NULL,
-    refunded_cents bigint NOT NULL,
+CREATE TABLE payment_trend_currency_quarters (
+    quarter        timestamptz NOT NULL,
+    currency       text        NOT NULL,
+    created        bigint      NOT NULL,
+    succeeded      bigint      NOT NULL,
+    failed         bigint      NOT NULL,
+    received_cents bigint      NOT NULL,
+    refunded_cents bigint      NOT NULL,
     PRIMARY KEY (quarter, currency)
 );
 
@@ -239,63 +235,92 @@ CREATE TABLE payment_trend_gateway_quarters (
     PRIMARY KEY (quarter, gateway_interface_id)
 );
 
--- The times to success of those payments, per bin: per quarter of
--- creation (read only at a range's ends, where its days do not fall on UTC
--- days) and per UTC day (the rest: a few hundred rows a day).
+-- The times to success of those payments: n of them fell in bin
+-- seconds_bin (trend_seconds_bin). Per quarter of creation (read only at a
+-- range's ends, where its days do not fall on UTC days) and per UTC day
+-- (the rest: a few hundred rows a day).
 CREATE TABLE payment_trend_seconds_quarters (
     quarter              timestamptz NOT NULL,
     gateway_interface_id uuid        NOT NULL,
-    seconds              smallint    NOT NULL,
+    seconds_bin          smallint    NOT NULL,
     n                    bigint      NOT NULL,
-    PRIMARY KEY (quarter, gateway_interface_id, seconds)
+    PRIMARY KEY (quarter, gateway_interface_id, seconds_bin)
 );
 CREATE TABLE payment_trend_seconds_days (
     day                  date        NOT NULL,
     gateway_interface_id uuid        NOT NULL,
-    seconds              smallint    NOT NULL,
+    seconds_bin          smallint    NOT NULL,
     n                    bigint      NOT NULL,
-    PRIMARY KEY (day, gateway_interface_id, seconds)
+    PRIMARY KEY (day, gateway_interface_id, seconds_bin)
 );
 
--- payment_trend_rows are a payment's figures, times sign (1 or -1): one
--- VALUES list filtered, not a union of selects (in a trigger, 16-21
--- against 30 µs a balance payment's insert).
+-- The changes not folded yet, one table per rollup table and of its
+-- columns (the days' rows are folded from the seconds' quarters). A row is
+-- signed figures to add to the rollup row of its key; several rows of one
+-- key add up. No key, no index.
+CREATE TABLE payment_trend_currency_changes (LIKE payment_trend_currency_quarters);
+CREATE TABLE payment_trend_gateway_changes (LIKE payment_trend_gateway_quarters);
+CREATE TABLE payment_trend_seconds_changes (LIKE payment_trend_seconds_quarters);
+
+-- payment_currency_trends are a payment's figures per currency, times sign
+-- (1 or -1): one VALUES list filtered, not a union of selects (in a
+-- trigger, 16-21 against 30 µs a balance payment's insert).
 -- +goose StatementBegin
-CREATE FUNCTION payment_trend_rows(created_at timestamptz, paid_at timestamptz, failed_at timestamptz,
-                                   currency text, gateway uuid, amount numeric, sign integer)
-RETURNS TABLE (kind "char", quarter timestamptz, currency text, gateway_interface_id uuid, seconds smallint,
-               created integer, succeeded integer, failed integer, received_cents bigint, refunded_cents bigint)
+CREATE FUNCTION payment_currency_trends(created_at timestamptz, paid_at timestamptz, failed_at timestamptz,
+                                        currency text, amount numeric, sign integer)
+RETURNS SETOF payment_trend_currency_changes
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
-    SELECT v.kind, v.quarter, v.currency, v.gateway, v.seconds, v.created, v.succeeded, v.failed, v.received, 0::bigint
+    SELECT v.quarter, currency, v.created, v.succeeded, v.failed, v.received, 0::bigint
     FROM (VALUES
-        ('c'::"char", trend_quarter(created_at), currency, NULL::uuid, NULL::smallint, sign, 0, 0, 0::bigint, true),
-        ('c', trend_quarter(paid_at), currency, NULL, NULL, 0, sign, 0, sign * (amount * 100)::bigint, paid_at IS NOT NULL),
-        ('c', trend_quarter(failed_at), currency, NULL, NULL, 0, 0, sign, 0, failed_at IS NOT NULL),
-        ('g', trend_quarter(created_at), NULL, gateway, NULL, sign,
-         CASE WHEN paid_at IS NOT NULL THEN sign ELSE 0 END, CASE WHEN failed_at IS NOT NULL THEN sign ELSE 0 END, 0,
-         gateway IS NOT NULL),
-        ('s', trend_quarter(created_at), NULL, gateway, trend_seconds_bin(extract(epoch FROM paid_at - created_at)::float8),
-         0, sign, 0, 0, gateway IS NOT NULL AND paid_at IS NOT NULL)
-    ) v(kind, quarter, currency, gateway, seconds, created, succeeded, failed, received, counted)
+        (trend_quarter(created_at), sign::bigint, 0::bigint, 0::bigint, 0::bigint, true),
+        (trend_quarter(paid_at), 0, sign, 0, sign * (amount * 100)::bigint, paid_at IS NOT NULL),
+        (trend_quarter(failed_at), 0, 0, sign, 0, failed_at IS NOT NULL)
+    ) v(quarter, created, succeeded, failed, received, counted)
     WHERE v.counted;
 END;
 -- +goose StatementEnd
 
--- refund_trend_rows are a refund's figures, times sign: its amount on the
--- quarter it succeeded in, if it succeeded and its payment had been paid
--- (status and currency: the payment's now).
+-- payment_gateway_trends are a gateway payment's figures per gateway
+-- interface, times sign: none for a balance payment.
 -- +goose StatementBegin
-CREATE FUNCTION refund_trend_rows(refund_payment uuid, refund_status text, refund_at timestamptz,
-                                  refund_amount numeric, sign integer)
-RETURNS TABLE (kind "char", quarter timestamptz, currency text, gateway_interface_id uuid, seconds smallint,
-               created integer, succeeded integer, failed integer, received_cents bigint, refunded_cents bigint)
-LANGUAGE sql STABLE
+CREATE FUNCTION payment_gateway_trends(created_at timestamptz, paid_at timestamptz, failed_at timestamptz,
+                                       gateway uuid, sign integer)
+RETURNS SETOF payment_trend_gateway_changes
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
 BEGIN ATOMIC
-    SELECT 'c'::"char", trend_quarter(refund_at), p.currency, NULL::uuid, NULL::smallint, 0, 0, 0, 0::bigint,
+    SELECT trend_quarter(created_at), gateway, sign::bigint,
+           CASE WHEN paid_at IS NOT NULL THEN sign ELSE 0 END::bigint,
+           CASE WHEN failed_at IS NOT NULL THEN sign ELSE 0 END::bigint
+    WHERE gateway IS NOT NULL;
+END;
+-- +goose StatementEnd
+
+-- payment_seconds_trends are a paid gateway payment's time to success,
+-- times sign: its bin, counted once.
+-- +goose StatementBegin
+CREATE FUNCTION payment_seconds_trends(created_at timestamptz, paid_at timestamptz, gateway uuid, sign integer)
+RETURNS SETOF payment_trend_seconds_changes
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT trend_quarter(created_at), gateway, trend_seconds_bin(extract(epoch FROM paid_at - created_at)::float8),
+           sign::bigint
+    WHERE gateway IS NOT NULL AND paid_at IS NOT NULL;
+END;
+-- +goose StatementEnd
+
+-- refund_trends are a refund's figures, times sign: its amount on the
+-- quarter it succeeded in, if it succeeded and its payment is paid
+-- (payment_currency and payment_paid: the payment's).
+-- +goose StatementBegin
+CREATE FUNCTION refund_trends(payment_currency text, payment_paid boolean, refund_status text,
+                              refund_at timestamptz, refund_amount numeric, sign integer)
+RETURNS SETOF payment_trend_currency_changes
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+BEGIN ATOMIC
+    SELECT trend_quarter(refund_at), payment_currency, 0::bigint, 0::bigint, 0::bigint, 0::bigint,
            sign * (refund_amount * 100)::bigint
-    FROM payments p
-    WHERE p.id = refund_payment AND refund_status = 'succeeded' AND p.status IN ('success', 'refunded');
+    WHERE refund_status = 'succeeded' AND payment_paid;
 END;
 -- +goose StatementEnd
 
@@ -308,7 +333,11 @@ BEGIN
     -- The callback's move, written out (14-28 against 37-51 µs a row
     -- through the after-minus-before below): a pending gateway payment
     -- decided, paid or failed, with nothing else counted changing. It
-    -- appends exactly the rows that path's sum leaves.
+    -- appends what that path would, less what cancels out: the figures
+    -- the decision adds, and the succeeded refunds that count now the
+    -- payment is paid (none, unless written by hand while it was pending;
+    -- one probe of refunds_payment_id_idx). TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay
+    -- holds the two paths to the same rollup.
     IF TG_OP = 'UPDATE' AND OLD.paid_at IS NULL AND OLD.failed_at IS NULL
        AND (NEW.paid_at IS NULL) <> (NEW.failed_at IS NULL)
        AND NEW.created_at = OLD.created_at AND NEW.currency = OLD.currency AND NEW.amount = OLD.amount
@@ -316,59 +345,73 @@ BEGIN
        AND NEW.gateway_interface_id IS NOT NULL THEN
         created_q := trend_quarter(NEW.created_at);
         IF NEW.paid_at IS NOT NULL THEN
-            INSERT INTO payment_trend_changes (kind, quarter, currency, gateway_interface_id, seconds, succeeded, received_cents) VALUES
-                ('c', trend_quarter(NEW.paid_at), NEW.currency, NULL, NULL, 1, (NEW.amount * 100)::bigint),
-                ('g', created_q, NULL, NEW.gateway_interface_id, NULL, 1, 0),
-                ('s', created_q, NULL, NEW.gateway_interface_id,
-                 trend_seconds_bin(extract(epoch FROM NEW.paid_at - NEW.created_at)::float8), 1, 0);
+            WITH per_gateway AS (
+                INSERT INTO payment_trend_gateway_changes VALUES (created_q, NEW.gateway_interface_id, 0, 1, 0)
+            ), seconds AS (
+                INSERT INTO payment_trend_seconds_changes VALUES (created_q, NEW.gateway_interface_id,
+                    trend_seconds_bin(extract(epoch FROM NEW.paid_at - NEW.created_at)::float8), 1)
+            )
+            INSERT INTO payment_trend_currency_changes
+            VALUES (trend_quarter(NEW.paid_at), NEW.currency, 0, 1, 0, (NEW.amount * 100)::bigint, 0)
+            UNION ALL
+            SELECT r.* FROM refunds f, LATERAL refund_trends(NEW.currency, true, f.status, f.updated_at, f.amount, 1) r
+            WHERE f.payment_id = NEW.id;
         ELSE
-            INSERT INTO payment_trend_changes (kind, quarter, currency, gateway_interface_id, failed) VALUES
-                ('c', trend_quarter(NEW.failed_at), NEW.currency, NULL, 1),
-                ('g', created_q, NULL, NEW.gateway_interface_id, 1);
+            WITH per_gateway AS (
+                INSERT INTO payment_trend_gateway_changes VALUES (created_q, NEW.gateway_interface_id, 0, 0, 1)
+            )
+            INSERT INTO payment_trend_currency_changes VALUES (trend_quarter(NEW.failed_at), NEW.currency, 0, 0, 1, 0, 0);
         END IF;
         RETURN NULL;
     END IF;
-    -- A new payment's figures, a deleted one's taken back; anything else
-    -- (a correction by hand): its figures after minus before.
-    IF TG_OP = 'INSERT' THEN
-        INSERT INTO payment_trend_changes
-        SELECT * FROM payment_trend_rows(NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency,
-                                         NEW.gateway_interface_id, NEW.amount, 1);
-    ELSIF TG_OP = 'DELETE' THEN
-        INSERT INTO payment_trend_changes
-        SELECT * FROM payment_trend_rows(OLD.created_at, OLD.paid_at, OLD.failed_at, OLD.currency,
-                                         OLD.gateway_interface_id, OLD.amount, -1);
-    ELSE
-        -- What did not change cancels out.
-        INSERT INTO payment_trend_changes
-        SELECT kind, quarter, currency, gateway_interface_id, seconds,
-               sum(created), sum(succeeded), sum(failed), sum(received_cents), sum(refunded_cents)
-        FROM (
-            SELECT * FROM payment_trend_rows(NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency,
-                                             NEW.gateway_interface_id, NEW.amount, 1)
-            UNION ALL
-            SELECT * FROM payment_trend_rows(OLD.created_at, OLD.paid_at, OLD.failed_at, OLD.currency,
-                                             OLD.gateway_interface_id, OLD.amount, -1)
-        ) r
-        GROUP BY kind, quarter, currency, gateway_interface_id, seconds
-        HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0 OR sum(received_cents) <> 0;
-    END IF;
+    -- Anything else: a new payment's figures, a deleted one's taken back,
+    -- an updated one's (a correction by hand) before taken back and after
+    -- added, what did not change cancelling out in the fold. An update
+    -- also takes back and adds its succeeded refunds, which count by its
+    -- paid_at and currency (a new payment has no refunds yet, a deleted
+    -- one none left).
+    WITH p AS (
+        SELECT NEW.id, NEW.created_at, NEW.paid_at, NEW.failed_at, NEW.currency, NEW.gateway_interface_id AS gateway,
+               NEW.amount, 1 AS sign
+        WHERE TG_OP <> 'DELETE'
+        UNION ALL
+        SELECT OLD.id, OLD.created_at, OLD.paid_at, OLD.failed_at, OLD.currency, OLD.gateway_interface_id,
+               OLD.amount, -1
+        WHERE TG_OP <> 'INSERT'
+    ), per_gateway AS (
+        INSERT INTO payment_trend_gateway_changes
+        SELECT r.* FROM p, LATERAL payment_gateway_trends(p.created_at, p.paid_at, p.failed_at, p.gateway, p.sign) r
+    ), seconds AS (
+        INSERT INTO payment_trend_seconds_changes
+        SELECT r.* FROM p, LATERAL payment_seconds_trends(p.created_at, p.paid_at, p.gateway, p.sign) r
+    )
+    INSERT INTO payment_trend_currency_changes
+    SELECT r.* FROM p, LATERAL payment_currency_trends(p.created_at, p.paid_at, p.failed_at, p.currency, p.amount, p.sign) r
+    UNION ALL
+    SELECT r.* FROM p JOIN refunds f ON f.payment_id = p.id,
+        LATERAL refund_trends(p.currency, p.paid_at IS NOT NULL, f.status, f.updated_at, f.amount, p.sign) r
+    WHERE TG_OP = 'UPDATE';
     RETURN NULL;
 END;
 $$;
 -- +goose StatementEnd
 
+-- A refund counts by its payment's paid_at and currency as they are now.
 -- +goose StatementBegin
 CREATE FUNCTION refunds_trend_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO payment_trend_changes
-        SELECT * FROM refund_trend_rows(OLD.payment_id, OLD.status, OLD.updated_at, OLD.amount, -1);
+        INSERT INTO payment_trend_currency_changes
+        SELECT r.* FROM payments p,
+            LATERAL refund_trends(p.currency, p.paid_at IS NOT NULL, OLD.status, OLD.updated_at, OLD.amount, -1) r
+        WHERE p.id = OLD.payment_id;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO payment_trend_changes
-        SELECT * FROM refund_trend_rows(NEW.payment_id, NEW.status, NEW.updated_at, NEW.amount, 1);
+        INSERT INTO payment_trend_currency_changes
+        SELECT r.* FROM payments p,
+            LATERAL refund_trends(p.currency, p.paid_at IS NOT NULL, NEW.status, NEW.updated_at, NEW.amount, 1) r
+        WHERE p.id = NEW.payment_id;
     END IF;
     RETURN NULL;
 END;
@@ -377,7 +420,9 @@ $$;
 
 -- A payment's update is a change for the trends only when a column they
 -- count moved: the others (the reconciler's bookkeeping, gateway ids,
--- refunded_amount) cost no trigger at all.
+-- refunded_amount) cost no trigger at all. status is not one: paid_at
+-- moves with it wherever it matters (payments_paid_at_check), and success
+-- → refunded changes no figure.
 CREATE TRIGGER payments_trend_insert_delete AFTER INSERT OR DELETE ON payments
     FOR EACH ROW EXECUTE FUNCTION payments_trend_change();
 CREATE TRIGGER payments_trend_update AFTER UPDATE ON payments
@@ -400,6 +445,8 @@ CREATE TRIGGER refunds_trend_update AFTER UPDATE ON refunds
 -- concurrent fold skips (the advisory lock), and a writer's changes
 -- committed meanwhile wait for the next one. Nothing is lost or counted
 -- twice: a change is deleted in the transaction that adds it to the rollup.
+-- A key whose changes cancel out (a correction that moved nothing it
+-- counts) writes no rollup row.
 -- +goose StatementBegin
 CREATE FUNCTION payment_trends_fold() RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -409,35 +456,44 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(hashtextextended('paymentd.payment_trends_fold', 0)) THEN
         RETURN 0;
     END IF;
-    WITH moved AS (
-        DELETE FROM payment_trend_changes RETURNING *
+    WITH currency_moved AS (
+        DELETE FROM payment_trend_currency_changes RETURNING *
+    ), gateway_moved AS (
+        DELETE FROM payment_trend_gateway_changes RETURNING *
+    ), seconds_moved AS (
+        DELETE FROM payment_trend_seconds_changes RETURNING *
     ), per_currency AS (
-        INSERT INTO payment_trend_quarters AS t (quarter, currency, created, succeeded, failed, received_cents, refunded_cents)
+        INSERT INTO payment_trend_currency_quarters AS t
         SELECT quarter, currency, sum(created), sum(succeeded), sum(failed), sum(received_cents), sum(refunded_cents)
-        FROM moved WHERE kind = 'c' GROUP BY quarter, currency
+        FROM currency_moved GROUP BY quarter, currency
+        HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0 OR sum(received_cents) <> 0
+            OR sum(refunded_cents) <> 0
         ON CONFLICT (quarter, currency) DO UPDATE SET
             created = t.created + EXCLUDED.created, succeeded = t.succeeded + EXCLUDED.succeeded,
             failed = t.failed + EXCLUDED.failed, received_cents = t.received_cents + EXCLUDED.received_cents,
             refunded_cents = t.refunded_cents + EXCLUDED.refunded_cents
     ), per_gateway AS (
-        INSERT INTO payment_trend_gateway_quarters AS t (quarter, gateway_interface_id, created, succeeded, failed)
+        INSERT INTO payment_trend_gateway_quarters AS t
         SELECT quarter, gateway_interface_id, sum(created), sum(succeeded), sum(failed)
-        FROM moved WHERE kind = 'g' GROUP BY quarter, gateway_interface_id
+        FROM gateway_moved GROUP BY quarter, gateway_interface_id
+        HAVING sum(created) <> 0 OR sum(succeeded) <> 0 OR sum(failed) <> 0
         ON CONFLICT (quarter, gateway_interface_id) DO UPDATE SET
             created = t.created + EXCLUDED.created, succeeded = t.succeeded + EXCLUDED.succeeded,
             failed = t.failed + EXCLUDED.failed
     ), seconds_quarters AS (
-        INSERT INTO payment_trend_seconds_quarters AS t (quarter, gateway_interface_id, seconds, n)
-        SELECT quarter, gateway_interface_id, seconds, sum(succeeded)
-        FROM moved WHERE kind = 's' GROUP BY quarter, gateway_interface_id, seconds
-        ON CONFLICT (quarter, gateway_interface_id, seconds) DO UPDATE SET n = t.n + EXCLUDED.n
+        INSERT INTO payment_trend_seconds_quarters AS t
+        SELECT quarter, gateway_interface_id, seconds_bin, sum(n)
+        FROM seconds_moved GROUP BY quarter, gateway_interface_id, seconds_bin HAVING sum(n) <> 0
+        ON CONFLICT (quarter, gateway_interface_id, seconds_bin) DO UPDATE SET n = t.n + EXCLUDED.n
     ), seconds_days AS (
-        INSERT INTO payment_trend_seconds_days AS t (day, gateway_interface_id, seconds, n)
-        SELECT (quarter AT TIME ZONE 'UTC')::date, gateway_interface_id, seconds, sum(succeeded)
-        FROM moved WHERE kind = 's' GROUP BY 1, gateway_interface_id, seconds
-        ON CONFLICT (day, gateway_interface_id, seconds) DO UPDATE SET n = t.n + EXCLUDED.n
+        INSERT INTO payment_trend_seconds_days AS t
+        SELECT (quarter AT TIME ZONE 'UTC')::date, gateway_interface_id, seconds_bin, sum(n)
+        FROM seconds_moved GROUP BY 1, gateway_interface_id, seconds_bin HAVING sum(n) <> 0
+        ON CONFLICT (day, gateway_interface_id, seconds_bin) DO UPDATE SET n = t.n + EXCLUDED.n
     )
-    SELECT count(*) INTO moved_rows FROM moved;
+    SELECT (SELECT count(*) FROM currency_moved) + (SELECT count(*) FROM gateway_moved)
+         + (SELECT count(*) FROM seconds_moved)
+    INTO moved_rows;
     RETURN moved_rows;
 END;
 $$;
@@ -451,14 +507,21 @@ $$;
 CREATE FUNCTION payment_trends_rebuild() RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    TRUNCATE payment_trend_changes, payment_trend_quarters, payment_trend_gateway_quarters,
+    TRUNCATE payment_trend_currency_changes, payment_trend_gateway_changes, payment_trend_seconds_changes,
+        payment_trend_currency_quarters, payment_trend_gateway_quarters,
         payment_trend_seconds_quarters, payment_trend_seconds_days;
-    INSERT INTO payment_trend_changes
+    INSERT INTO payment_trend_currency_changes
     SELECT r.* FROM payments p,
-        LATERAL payment_trend_rows(p.created_at, p.paid_at, p.failed_at, p.currency, p.gateway_interface_id, p.amount, 1) r;
-    INSERT INTO payment_trend_changes
-    SELECT r.* FROM refunds f, LATERAL refund_trend_rows(f.payment_id, f.status, f.updated_at, f.amount, 1) r
+        LATERAL payment_currency_trends(p.created_at, p.paid_at, p.failed_at, p.currency, p.amount, 1) r
+    UNION ALL
+    SELECT r.* FROM refunds f JOIN payments p ON p.id = f.payment_id,
+        LATERAL refund_trends(p.currency, p.paid_at IS NOT NULL, f.status, f.updated_at, f.amount, 1) r
     WHERE f.status = 'succeeded';
+    INSERT INTO payment_trend_gateway_changes
+    SELECT r.* FROM payments p,
+        LATERAL payment_gateway_trends(p.created_at, p.paid_at, p.failed_at, p.gateway_interface_id, 1) r;
+    INSERT INTO payment_trend_seconds_changes
+    SELECT r.* FROM payments p, LATERAL payment_seconds_trends(p.created_at, p.paid_at, p.gateway_interface_id, 1) r;
     PERFORM payment_trends_fold();
 END;
 $$;
@@ -484,10 +547,12 @@ COMMENT ON COLUMN refunds.status IS 'pending | succeeded | failed.';
 COMMENT ON COLUMN refunds.amount IS 'Refunded amount, NUMERIC(12,2), > 0, in the payment''s currency.';
 
 -- +goose Down
-DROP FUNCTION refund_trend_rows;
 DROP TABLE refunds;
 DROP TABLE payments;
-DROP TABLE payment_trend_changes, payment_trend_quarters, payment_trend_gateway_quarters,
-    payment_trend_seconds_quarters, payment_trend_seconds_days;
 DROP FUNCTION payment_trends_fold, payment_trends_rebuild, payments_trend_change, refunds_trend_change,
-    payments_trends_truncated, payment_trend_rows, trend_quarter, trend_seconds_bin, trend_seconds_value;
+    payments_trends_truncated, payment_currency_trends, payment_gateway_trends, payment_seconds_trends,
+    refund_trends;
+DROP TABLE payment_trend_currency_changes, payment_trend_gateway_changes, payment_trend_seconds_changes,
+    payment_trend_currency_quarters, payment_trend_gateway_quarters,
+    payment_trend_seconds_quarters, payment_trend_seconds_days;
+DROP FUNCTION trend_quarter, trend_seconds_bin, trend_seconds_value;

@@ -33,7 +33,9 @@ CREATE TABLE events (
     created_at   timestamptz NOT NULL DEFAULT now(),
     updated_at   timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT events_event_type_check CHECK (event_type IN (
-        'order_paid', 'order_provisioned', 'order_cancelled', 'order_refunded')),
+        'order_paid', 'order_provisioned', 'order_cancelled', 'order_refunded',
+        'service_renewed', 'service_suspended', 'service_resumed', 'service_terminated',
+        'renewal_reminder')),
     CONSTRAINT events_status_check CHECK (status IN ('pending', 'processing', 'done', 'failed')),
     CONSTRAINT events_attempts_check CHECK (attempts >= 0),
     CONSTRAINT events_lock_check CHECK (
@@ -52,7 +54,7 @@ CREATE INDEX events_order_id_idx ON events (order_id, created_at);
 CREATE INDEX events_created_at_idx ON events (created_at DESC, id DESC);
 
 COMMENT ON COLUMN events.status IS 'pending | processing | done | failed.';
-COMMENT ON COLUMN events.event_type IS 'order_paid | order_provisioned | order_cancelled | order_refunded.';
+COMMENT ON COLUMN events.event_type IS 'order_paid | order_provisioned | order_cancelled | order_refunded | service_renewed | service_suspended | service_resumed | service_terminated | renewal_reminder.';
 
 -- Wakes the worker (LISTEN paymentd_events) when an event is inserted; the
 -- notification is delivered at commit, so it never runs ahead of the data.

@@ -64,7 +64,7 @@ CREATE INDEX instances_expires_at_idx ON instances (expires_at)
 
 COMMENT ON COLUMN instances.status IS 'provisioning | running | stopped | suspended | terminated | error; terminated is final.';
 
--- "terminated is final and irreversible" (spec): refuse any change of a
+-- "terminated is final and irreversible" (docs/api.md, "Statuses"): refuse any change of a
 -- terminated instance's status.
 -- +goose StatementBegin
 CREATE FUNCTION instances_terminated_is_final() RETURNS trigger

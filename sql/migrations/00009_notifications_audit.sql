@@ -63,6 +63,39 @@ CREATE TRIGGER audit_log_append_only
     BEFORE UPDATE OR DELETE ON audit_log
     FOR EACH ROW EXECUTE FUNCTION reject_update_delete();
 
+-- Idempotency keys (internal/idempotency): the first outcome of a money
+-- procedure called with an Idempotency-Key header, so that a client that
+-- retries (its deadline passed, its connection broke) gets that outcome
+-- again instead of moving the money twice. A key belongs to the account
+-- that sent it (principal: "admin:<id>" or "customer:<id>"; an admin's API
+-- keys act as the admin) and lives until expires_at (24 h after it was
+-- first sent); expired rows are swept by the event worker's leader.
+CREATE TABLE idempotency_keys (
+    principal     text        NOT NULL,
+    key           text        NOT NULL,
+    procedure     text        NOT NULL,
+    -- SHA-256 of the procedure and the request message (deterministic
+    -- protobuf encoding): the same key with another request is refused.
+    request_hash  bytea       NOT NULL,
+    -- running: the first call has not finished (another call with the key
+    -- waits for it); done: response (the encoded response message) or
+    -- error_code and error_message hold its outcome.
+    state         text        NOT NULL DEFAULT 'running',
+    response      bytea,
+    error_code    text,
+    error_message text,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    finished_at   timestamptz,
+    expires_at    timestamptz NOT NULL,
+    PRIMARY KEY (principal, key),
+    CONSTRAINT idempotency_keys_state_check CHECK (state IN ('running', 'done')),
+    CONSTRAINT idempotency_keys_done_check CHECK (
+        state = 'running' OR (finished_at IS NOT NULL AND (response IS NOT NULL) <> (error_code IS NOT NULL)))
+);
+
+CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
+
 -- +goose Down
+DROP TABLE idempotency_keys;
 DROP TABLE audit_log;
 DROP TABLE notifications;

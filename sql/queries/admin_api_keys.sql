@@ -68,6 +68,16 @@ WHERE id = @id
   AND revoked_at IS NULL
 RETURNING *;
 
+-- name: RevokeAdminApiKeysOfAdmin :many
+-- Every active key of an admin (a password reset or change, disabling):
+-- whatever a leaked password could have minted. revoked_by is NULL when an
+-- operator's command revoked them.
+UPDATE admin_api_keys
+SET revoked_at = @revoked_at, revoked_by = sqlc.narg('revoked_by')
+WHERE admin_id = @admin_id
+  AND revoked_at IS NULL
+RETURNING *;
+
 -- name: TouchAdminApiKey :execrows
 -- Moves last_used_at forward only; at most once a minute per key.
 UPDATE admin_api_keys

@@ -42,3 +42,17 @@ SET password_hash = @new_hash,
 WHERE id = @id
   AND password_hash = @old_hash
 RETURNING *;
+
+-- name: CountEnabledAdmins :one
+-- The last enabled admin is not disabled: run under LockAdminUsers, so two
+-- admins disabled at once cannot both be "not the last".
+SELECT count(*) FROM admin_users
+WHERE disabled_at IS NULL;
+
+-- name: SetAdminDisabledAt :one
+-- `paymentd admin disable` (a time) and `enable` (NULL).
+UPDATE admin_users
+SET disabled_at = sqlc.narg('disabled_at'),
+    updated_at = @updated_at
+WHERE id = @id
+RETURNING *;

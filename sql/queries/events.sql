@@ -1,5 +1,5 @@
 -- name: InsertEvent :one
--- Call it with the transaction that made the business change (spec, Events 1).
+-- Call it with the transaction that made the business change (docs/api.md, "Events" 1).
 -- The insert trigger sends NOTIFY paymentd_events at commit.
 INSERT INTO events (event_type, payload, order_id)
 VALUES (@event_type, @payload, @order_id)

@@ -29,8 +29,8 @@ WHERE id = @id
 RETURNING *;
 
 -- name: MarkInstanceTerminated :one
--- → terminated: the provider ended the instance (its order was refunded).
--- No row when it is already terminated.
+-- → terminated: the provider ended the instance (its order was refunded,
+-- terminated or completed). No row when it is already terminated.
 UPDATE instances
 SET status = 'terminated',
     terminated_at = @at::timestamptz,
@@ -68,3 +68,17 @@ SELECT EXISTS (
       AND action = @action
       AND after ->> 'event_id' = @event_id::text
 )::boolean;
+
+-- name: SetInstanceStatus :one
+-- A live instance → status (running or suspended): what the provider did
+-- when the order was suspended or resumed. No row when the instance is not
+-- live (provisioning, error, terminated: terminated is final) or has the
+-- status already.
+UPDATE instances
+SET status = @status,
+    last_error = '',
+    updated_at = @at
+WHERE id = @id
+  AND status IN ('running', 'stopped', 'suspended')
+  AND status <> @status
+RETURNING *;

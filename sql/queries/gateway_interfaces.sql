@@ -75,7 +75,7 @@ ORDER BY created_at, id;
 
 -- name: SetPluginInterfaceSchemas :execrows
 -- A plugin's version went up: its new config schema replaces the schema of
--- every interface of it (spec, Versioning 3).
+-- every interface of it (docs/api.md, versioning).
 UPDATE gateway_interfaces
 SET config_schema = @config_schema, updated_at = @now
 WHERE plugin_name = @plugin_name;

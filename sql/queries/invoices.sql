@@ -62,11 +62,30 @@ WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('custom
   AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'));
 
 -- name: SetInvoiceStatus :one
--- Moves the invoice from from_status to to_status; no row (store.ErrNotFound)
--- when it is no longer in from_status.
+-- The one write of invoices.status (order.InvoiceTransition): moves the
+-- invoice from from_status to to_status, adds add_paid to paid_amount (0
+-- for a move that pays nothing) and sets paid_at when given. to_status may
+-- equal from_status (a payment that does not pay the invoice in full). No
+-- row (store.ErrNotFound) when it is no longer in from_status, or would be
+-- paid beyond its amount. Call it with the invoice row locked.
 UPDATE invoices
 SET status = @to_status,
+    paid_amount = paid_amount + @add_paid,
+    paid_at = coalesce(sqlc.narg('paid_at'), paid_at),
     updated_at = @updated_at
 WHERE id = @id
   AND status = @from_status
+  AND paid_amount + @add_paid <= amount
 RETURNING *;
+
+-- name: LockDueInvoices :many
+-- Up to row_limit issued invoices due by now, oldest due first, locked
+-- (SKIP LOCKED: one a settlement or a cancel holds is left for the next
+-- round), for order.MarkOverdueInvoices to move to overdue one by one. Uses
+-- invoices_issued_due_at_idx.
+SELECT * FROM invoices
+WHERE status = 'issued'
+  AND due_at <= @now::timestamptz
+ORDER BY due_at, id
+LIMIT @row_limit::integer
+FOR UPDATE SKIP LOCKED;

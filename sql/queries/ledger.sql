@@ -17,6 +17,7 @@ SELECT 'money_scale'::text AS rule, ARRAY[t.id]::text[] AS ids,
 FROM (
     SELECT id::text AS id, 'products.price' AS col, price AS v FROM products
     UNION ALL SELECT id::text, 'orders.total_amount', total_amount FROM orders
+    UNION ALL SELECT id::text, 'orders.renewal_price', renewal_price FROM orders WHERE renewal_price IS NOT NULL
     UNION ALL SELECT id::text, 'invoices.amount', amount FROM invoices
     UNION ALL SELECT id::text, 'invoices.paid_amount', paid_amount FROM invoices
     UNION ALL SELECT id::text, 'payments.amount', amount FROM payments

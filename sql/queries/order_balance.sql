@@ -24,10 +24,12 @@ WHERE id = @id
 FOR NO KEY UPDATE;
 
 -- name: InsertBalancePayment :one
--- A payment made from the balance: method balance, no gateway interface,
+-- A payment made from the balance, of an order or of an invoice alone (a
+-- renewal paid automatically): method balance, no gateway interface,
 -- successful and paid at once (amount > 0 by payments_amount_check).
 INSERT INTO payments (
     order_id,
+    invoice_id,
     customer_id,
     method,
     amount,
@@ -37,7 +39,8 @@ INSERT INTO payments (
     created_at,
     updated_at
 ) VALUES (
-    @order_id,
+    sqlc.narg('order_id'),
+    sqlc.narg('invoice_id'),
     @customer_id,
     'balance',
     @amount,
@@ -49,34 +52,37 @@ INSERT INTO payments (
 )
 RETURNING *;
 
--- name: FailPendingOrderPayments :many
--- pending -> failed for every pending payment of the order (the order was
--- cancelled or paid otherwise), with the order row locked by the caller.
+-- name: FailPendingPayments :many
+-- The one pending -> failed rule: every pending payment that is the
+-- payment id, pays order_id and pays invoice_id, for those of the three
+-- that are given (order_only leaves out the payments of the order's
+-- invoices), fails with the reason. A gateway payment is asked about again
+-- for late_capture_days (money captured after all); the first time at the
+-- reconciler's next round. Call it with the row the payments belong to
+-- (order, invoice or payment) locked.
+--
+-- The catch-alls ("key IS NULL OR column = key") state the rule but are no
+-- index condition in a generic plan (pgx prepares; the server may keep one
+-- plan after five executions), which alone read every pending payment. The
+-- line before them finds the payments: an arm per key, never true for a
+-- NULL key (so with none of the three given, no row), each an index
+-- condition (payments_pkey; payments_one_pending_key on order_id, its first
+-- column; payments_invoice_id_idx): a generic plan reads a BitmapOr of the
+-- three, a custom plan drops the NULL arms and reads one index. (A UNION
+-- ALL of one select per key did as well in a generic plan but took three
+-- times as long to plan the custom plans the server keeps choosing:
+-- docs/performance.md.)
 UPDATE payments
 SET status = 'failed',
     failure_reason = @failure_reason,
     failed_at = @updated_at::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
     next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
     reconcile_attempts = 0,
     updated_at = @updated_at
-WHERE order_id = @order_id
-  AND status = 'pending'
-RETURNING *;
-
--- name: FailPendingInvoicePayments :many
--- pending -> failed for every pending payment of the invoice (it was
--- cancelled), with the invoice row locked by the caller.
-UPDATE payments
-SET status = 'failed',
-    failure_reason = @failure_reason,
-    failed_at = @updated_at::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
-    reconcile_attempts = 0,
-    updated_at = @updated_at
-WHERE invoice_id = @invoice_id
-  AND status = 'pending'
+WHERE status = 'pending'
+  AND (id = sqlc.narg('id')::uuid OR order_id = sqlc.narg('order_id')::uuid OR invoice_id = sqlc.narg('invoice_id')::uuid)
+  AND (sqlc.narg('id')::uuid IS NULL OR id = sqlc.narg('id'))
+  AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
+  AND (sqlc.narg('invoice_id')::uuid IS NULL OR invoice_id = sqlc.narg('invoice_id'))
+  AND (NOT @order_only::boolean OR invoice_id IS NULL)
 RETURNING *;

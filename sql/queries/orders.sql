@@ -14,8 +14,9 @@ FOR UPDATE;
 -- bought, so later catalogue edits never change the order. The id is the
 -- caller's when given: the item's encrypted secrets are bound to it before
 -- the insert.
-INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
-VALUES (COALESCE(sqlc.narg('id')::uuid, gen_random_uuid()), @customer_id, sqlc.narg('product_id'), @total_amount, @currency, @description, @item, @created_at, @created_at)
+INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, billing_cycle, renewal_price, created_at, updated_at)
+VALUES (COALESCE(sqlc.narg('id')::uuid, gen_random_uuid()), @customer_id, sqlc.narg('product_id'), @total_amount, @currency, @description, @item,
+        @billing_cycle, sqlc.narg('renewal_price'), @created_at, @created_at)
 RETURNING *;
 
 -- name: ListOrders :many
@@ -41,6 +42,7 @@ WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('custom
 UPDATE orders
 SET status = @to_status,
     paid_at = coalesce(sqlc.narg('paid_at'), paid_at),
+    suspend_reason = '',
     updated_at = @updated_at
 WHERE id = @id
   AND status = @from_status
@@ -55,4 +57,25 @@ SET status = 'cancelled',
     updated_at = @cancelled_at
 WHERE id = @id
   AND status = @from_status
+RETURNING *;
+
+-- name: LockOrdersToReprice :many
+-- The orders of a product in one of the statuses given (the non-final
+-- ones) whose cycle or renewal price differ from the product's new ones,
+-- locked for UpdateProduct's apply_to_existing_orders. Oldest first, so
+-- concurrent callers lock in one order.
+SELECT * FROM orders
+WHERE product_id = @product_id
+  AND status = ANY(@statuses::text[])
+  AND (billing_cycle <> @billing_cycle OR renewal_price IS DISTINCT FROM sqlc.narg('renewal_price')::numeric)
+ORDER BY created_at, id
+FOR UPDATE;
+
+-- name: SetOrderBilling :one
+-- Moves an order's later periods to a new cycle and renewal price.
+UPDATE orders
+SET billing_cycle = @billing_cycle,
+    renewal_price = sqlc.narg('renewal_price'),
+    updated_at = @updated_at
+WHERE id = @id
 RETURNING *;

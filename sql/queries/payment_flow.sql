@@ -73,6 +73,16 @@ SELECT * FROM orders
 WHERE id = (SELECT order_id FROM payments WHERE payments.id = @payment_id)
 FOR UPDATE;
 
+-- name: LockOrderOfInvoiceOfPayment :one
+-- The order of the invoice a payment pays, locked, when the payment names
+-- no order itself (a renewal invoice paid on its own): paying the invoice
+-- may extend or resume the order's service (order.InvoiceTransition), and
+-- the order is locked before its invoice, as everywhere. No row otherwise.
+SELECT o.id FROM orders o
+WHERE o.id = (SELECT i.order_id FROM payments p JOIN invoices i ON i.id = p.invoice_id
+              WHERE p.id = @payment_id AND p.order_id IS NULL)
+FOR UPDATE OF o;
+
 -- name: GetInvoiceOfPaymentForUpdate :one
 -- The invoice a payment pays, locked; no row when it pays none. A
 -- settlement's second lock, after the order's, before the payment's.
@@ -92,22 +102,6 @@ SET status = 'success',
     gateway_tx_id = @gateway_tx_id,
     paid_at = @paid_at,
     next_reconcile_at = NULL,
-    updated_at = @updated_at
-WHERE id = @id
-  AND status = 'pending'
-RETURNING *;
-
--- name: MarkPaymentFailed :one
--- pending -> failed with the reason; no row (store.ErrNotFound) when the
--- payment is no longer pending.
-UPDATE payments
-SET status = 'failed',
-    failure_reason = @failure_reason,
-    failed_at = @updated_at::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
-    reconcile_attempts = 0,
     updated_at = @updated_at
 WHERE id = @id
   AND status = 'pending'
@@ -145,41 +139,6 @@ WHERE gateway_interface_id = @gateway_interface_id
   AND gateway_payment_id <> ''
   AND id <> @id
 LIMIT 1;
-
--- name: FailPendingOrderOnlyPayments :many
--- pending -> failed for the pending payments that pay the order itself (no
--- invoice), once the order has been paid another way. Payments of the
--- order's invoices are left alone: an invoice may bill extras. Call it with
--- the order row locked.
-UPDATE payments
-SET status = 'failed',
-    failure_reason = @failure_reason,
-    failed_at = @updated_at::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN @updated_at::timestamptz END,
-    reconcile_attempts = 0,
-    updated_at = @updated_at
-WHERE order_id = @order_id
-  AND invoice_id IS NULL
-  AND status = 'pending'
-RETURNING *;
-
--- name: AddInvoicePayment :one
--- Adds a settled payment to an issued or overdue invoice, and marks it paid
--- (with paid_at) when the paid amount reaches the invoiced amount. No row
--- (store.ErrNotFound) when the invoice cannot take the amount: not issued or
--- overdue, or it would be paid beyond its amount. Call it with the invoice
--- row locked.
-UPDATE invoices
-SET paid_amount = paid_amount + @amount,
-    status = CASE WHEN paid_amount + @amount = amount THEN 'paid' ELSE status END,
-    paid_at = CASE WHEN paid_amount + @amount = amount THEN @paid_at ELSE paid_at END,
-    updated_at = @updated_at
-WHERE id = @id
-  AND status IN ('issued', 'overdue')
-  AND paid_amount + @amount <= amount
-RETURNING *;
 
 -- name: ExpireReconciliations :execrows
 -- Unschedules, before a claim, the due payments there is nothing more to
@@ -235,31 +194,6 @@ SET reconcile_attempts = p.reconcile_attempts + 1,
 FROM due
 WHERE p.id = due.id
 RETURNING p.*;
-
--- name: MarkOverdueInvoices :execrows
--- issued -> overdue for every invoice past its due time, with one audit_log
--- row each, in one statement. Idempotent: an overdue invoice is no longer
--- issued. Uses invoices_issued_due_at_idx.
-WITH overdue AS (
-    UPDATE invoices
-    SET status = 'overdue',
-        updated_at = @now
-    WHERE status = 'issued'
-      AND due_at <= @now
-    RETURNING id, customer_id, order_id, number, amount, paid_amount, currency, due_at
-)
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, created_at)
-SELECT 'system',
-       @actor_id,
-       'invoice.overdue',
-       'invoice',
-       o.id::text,
-       jsonb_build_object('id', o.id, 'status', 'issued'),
-       jsonb_build_object('id', o.id, 'status', 'overdue', 'customer_id', o.customer_id,
-           'order_id', o.order_id, 'number', o.number, 'amount', o.amount::text,
-           'paid_amount', o.paid_amount::text, 'currency', o.currency, 'due_at', o.due_at),
-       @now
-FROM overdue o;
 
 -- name: PaymentAuditExists :one
 -- Whether the payment already has an audit row of this action whose

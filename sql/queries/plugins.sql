@@ -29,7 +29,7 @@ ON CONFLICT (name) DO NOTHING
 RETURNING *;
 
 -- name: UpdatePluginDefinition :one
--- A file of a greater version: the whole definition (spec, Versioning 3).
+-- A file of a greater version: the whole definition (docs/api.md, versioning).
 UPDATE plugins
 SET type = @type, version = @version, path = @path, source = @source, sha256 = @sha256,
     status = 'loaded', last_error = '', info = @info, config_schema = @config_schema,

@@ -3,8 +3,8 @@
 -- name: InsertProduct :one
 -- The id is the caller's: the provider_config's encrypted secrets are bound
 -- to it before the insert.
-INSERT INTO products (id, name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
-VALUES (@id, @name, @description, @price, @currency, sqlc.narg('provider_plugin'), @provider_config, @created_at, @created_at)
+INSERT INTO products (id, name, description, price, currency, billing_cycle, provider_plugin, provider_config, created_at, updated_at)
+VALUES (@id, @name, @description, @price, @currency, @billing_cycle, sqlc.narg('provider_plugin'), @provider_config, @created_at, @created_at)
 RETURNING *;
 
 -- name: GetProduct :one
@@ -25,14 +25,18 @@ SELECT count(*) FROM products
 WHERE (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'));
 
 -- name: LockProduct :one
--- The product an update changes, locked until the transaction ends.
+-- The product an update changes, locked until the transaction ends. NO KEY:
+-- the update never changes the id, so inserts referring to the product
+-- (orders, instances) are not held up; a fulfilment that holds an order
+-- and inserts its instance cannot deadlock with an update that moves the
+-- product's orders (apply_to_existing_orders).
 SELECT * FROM products
 WHERE id = @id
-FOR UPDATE;
+FOR NO KEY UPDATE;
 
 -- name: UpdateProduct :one
 UPDATE products
-SET name = @name, description = @description, price = @price, enabled = @enabled,
-    provider_config = @provider_config, updated_at = @updated_at
+SET name = @name, description = @description, price = @price, billing_cycle = @billing_cycle,
+    enabled = @enabled, provider_config = @provider_config, updated_at = @updated_at
 WHERE id = @id
 RETURNING *;

@@ -2,49 +2,39 @@ import { identity } from "../api";
 import { h, replace } from "../dom";
 import { dateTime } from "../format";
 import type { AdminApiKey } from "../gen/billing/identity/identity_pb";
-import { setQuery, type RouteContext } from "../router";
-import { alertSlot, announce, badge, busy, confirmDialog, empty, field, loadBlock, pager, pageTitle, table, type Column } from "../ui";
+import type { RouteContext } from "../router";
+import { listScreen, type ListScreen } from "../list";
+import { CreateAdminApiKeyRequestAllowed } from "../gen/billing/identity/identity_allowed";
+import { alertSlot, announce, badge, busy, confirmDialog, field, type Column } from "../ui";
 
-/** What each scope lets a key do, as CreateAdminApiKey documents it. */
-export const scopes: [string, string][] = [
-  ["read", "read: lists, reads and figures"],
-  ["operate", "operate: read, and refunds, bank-transfer confirmations, event retries, resolving refunds"],
-  ["admin", "admin: everything but managing admins and keys"],
-];
-
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
+/** What each scope lets a key do, as CreateAdminApiKey documents it; the
+ * scopes themselves are the request's allowed values. */
+const scopeText: Record<string, string> = {
+  read: "read: lists, reads and figures",
+  operate: "operate: read, and refunds, bank-transfer confirmations, event retries, resolving refunds",
+  admin: "admin: everything but managing admins and keys",
+};
 
 /** The admins' API keys (IdentityService.CreateAdminApiKey, ListAdminApiKeys,
  * RevokeAdminApiKey): keys for buf curl and scripts, each acting as the admin
  * who created it within its scope. A new key is shown once, here. */
-export function apiKeysView({ query, signal }: RouteContext): HTMLElement {
-  const listBox = h("div");
+export function apiKeysView(ctx: RouteContext): HTMLElement {
   const shown = h("div");
-  const loadList = () =>
-    replace(
-      listBox,
-      loadBlock("API keys", async () => {
-        const res = await identity.listAdminApiKeys({ pagination: { page: pageOf(query), pageSize: 20 } }, { signal });
-        if (res.apiKeys.length === 0) {
-          return empty("No admin API key yet.");
-        }
-        return [table("Admin API keys", columns(loadList), res.apiKeys), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-      }),
-    );
-  loadList();
-  return h(
-    "section",
-    null,
-    pageTitle(
-      "API keys",
-      h("p", { class: "subtitle" }, "Keys for buf curl and scripts, sent as x-api-key. Each acts as the admin who created it, within its scope; every audit row it writes names the key."),
-    ),
-    h("div", { class: "card" }, createForm(shown, loadList), shown),
-    listBox,
-  );
+  const reload = () => screen.reload();
+  const screen: ListScreen = listScreen(ctx, {
+    title: "API keys",
+    intro: "Keys for buf curl and scripts, sent as x-api-key. Each acts as the admin who created it, within its scope; every audit row it writes names the key.",
+    what: "API keys",
+    top: h("div", { class: "card" }, createForm(shown, reload), shown),
+    load: async (q) => {
+      const res = await identity.listAdminApiKeys({ pagination: q.pagination }, { signal: ctx.signal });
+      return { rows: res.apiKeys, meta: res.meta };
+    },
+    caption: "Admin API keys",
+    columns: columns(reload),
+    empty: () => "No admin API key yet.",
+  });
+  return screen.element;
 }
 
 function columns(reload: () => void): Column<AdminApiKey>[] {
@@ -88,7 +78,7 @@ function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
     "select",
     { name: "scope", required: true },
     h("option", { value: "" }, "Choose…"),
-    scopes.map(([value, label]) => h("option", { value }, label)),
+    CreateAdminApiKeyRequestAllowed.scope.map((value) => h("option", { value }, scopeText[value] ?? value)),
   );
   const submit = h("button", { type: "submit", class: "primary" }, "Create key");
   const errors = alertSlot();

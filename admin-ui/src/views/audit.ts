@@ -3,8 +3,10 @@ import { changeTable } from "../audit_change";
 import { h, type Child } from "../dom";
 import { dateTime, shortId } from "../format";
 import type { AuditEntry } from "../gen/billing/payment/payment_admin_pb";
-import { setQuery, type RouteContext } from "../router";
-import { empty, field, link, loadBlock, pager, pageTitle, table, type Column } from "../ui";
+import type { RouteContext } from "../router";
+import { choice, listScreen, textFilter } from "../list";
+import { ListAuditEntriesRequestAllowed } from "../gen/billing/payment/payment_admin_allowed";
+import { field, link, type Column } from "../ui";
 
 /** The kinds of entity the service writes audit entries about. */
 export const auditEntityTypes = [
@@ -20,8 +22,6 @@ export const auditEntityTypes = [
   "admin_api_key",
   "event",
 ] as const;
-
-export const actorKinds = ["admin", "customer", "api_key", "gateway", "system"] as const;
 
 /** The audit view's address for one entity's entries (the payment, order
  * and customer pages link here). */
@@ -56,84 +56,42 @@ export const auditColumns: Column<AuditEntry>[] = [
   { header: "Before → after", cell: (a) => changeTable(a.before, a.after, `What ${a.action} changed`) },
 ];
 
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-function select(name: string, current: string, values: readonly string[]): HTMLSelectElement {
-  return h(
-    "select",
-    { name },
-    h("option", { value: "" }, "Any"),
-    values.map((v) => h("option", { value: v, selected: current === v }, v)),
-    current && !values.includes(current) ? h("option", { value: current, selected: true }, current) : null,
-  );
-}
-
 /** Every audit entry, newest first, filtered by entity (kind and id), actor
  * (kind and id) and action (PaymentAdminService.ListAuditEntries); each
  * change shows the entity's fields before and after side by side, money
- * first. The filters live in the URL. */
-export function auditView({ query, signal }: RouteContext): HTMLElement {
-  const q = (k: string) => query.get(k) ?? "";
-  const entityType = select("entity_type", q("entity_type"), auditEntityTypes);
-  const entityId = h("input", { name: "entity_id", value: q("entity_id"), placeholder: "UUID or name", spellcheck: "false", size: 38 });
-  const actorKind = select("actor_kind", q("actor_kind"), actorKinds);
-  const actorId = h("input", { name: "actor_id", value: q("actor_id"), placeholder: "UUID or node id", spellcheck: "false", size: 38 });
-  const action = h("input", { name: "action", value: q("action"), placeholder: "e.g. payment.refund", spellcheck: "false", size: 22 });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter the audit log" },
-    field("Entity", entityType),
-    field("Entity id", entityId),
-    field("Actor", actorKind),
-    field("Actor id", actorId),
-    field("Action", action),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  const keys = ["entity_type", "entity_id", "actor_kind", "actor_id", "action"] as const;
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({
-      entity_type: entityType.value,
-      entity_id: entityId.value.trim(),
-      actor_kind: actorKind.value,
-      actor_id: actorId.value.trim(),
-      action: action.value.trim(),
-      page: undefined,
-    });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ ...Object.fromEntries(keys.map((k) => [k, undefined])), page: undefined });
-  });
-
-  const list = loadBlock("audit log", async () => {
-    const res = await paymentAdmin.listAuditEntries(
-      {
-        entityType: q("entity_type"),
-        entityId: q("entity_id"),
-        actorKind: q("actor_kind"),
-        actorId: q("actor_id"),
-        action: q("action"),
-        pagination: { page: pageOf(query), pageSize: 20 },
-      },
-      { signal },
-    );
-    if (res.entries.length === 0) {
-      return empty(keys.some((k) => q(k)) ? "No audit entry matches these filters." : "The audit log is empty.");
-    }
-    return [table("Audit log", auditColumns, res.entries), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  return h(
-    "section",
-    null,
-    pageTitle(
-      "Audit log",
-      h("p", { class: "subtitle" }, "Who changed what, newest first. Each change shows the fields it changed, before and after; money fields come first."),
-    ),
-    form,
-    list,
-  );
+ * first. */
+export function auditView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Audit log",
+    intro: "Who changed what, newest first. Each change shows the fields it changed, before and after; money fields come first.",
+    what: "audit log",
+    filters: {
+      label: "Filter the audit log",
+      fields: [
+        field("Entity", choice(query, "entity_type", auditEntityTypes)),
+        field("Entity id", textFilter(query, "entity_id", { placeholder: "UUID or name", size: 38 })),
+        field("Actor", choice(query, "actor_kind", ListAuditEntriesRequestAllowed.actorKind)),
+        field("Actor id", textFilter(query, "actor_id", { placeholder: "UUID or node id", size: 38 })),
+        field("Action", textFilter(query, "action", { placeholder: "e.g. payment.refund", size: 22 })),
+      ],
+    },
+    load: async (q) => {
+      const res = await paymentAdmin.listAuditEntries(
+        {
+          entityType: q.get("entity_type"),
+          entityId: q.get("entity_id"),
+          actorKind: q.get("actor_kind"),
+          actorId: q.get("actor_id"),
+          action: q.get("action"),
+          pagination: q.pagination,
+        },
+        { signal },
+      );
+      return { rows: res.entries, meta: res.meta };
+    },
+    caption: "Audit log",
+    columns: auditColumns,
+    empty: (q) => (q.filtered ? "No audit entry matches these filters." : "The audit log is empty."),
+  }).element;
 }

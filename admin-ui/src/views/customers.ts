@@ -1,8 +1,10 @@
 import { customers, orders } from "../api";
+import { MoneyKey } from "../money_key";
 import { h, replace } from "../dom";
 import { dateTime, fromCents, money, toCents } from "../format";
 import type { Customer } from "../gen/billing/identity/identity_pb";
-import { setQuery, type RouteContext } from "../router";
+import type { RouteContext } from "../router";
+import { listScreen, textFilter } from "../list";
 import {
   alertSlot,
   announce,
@@ -15,7 +17,6 @@ import {
   idLink,
   link,
   loadBlock,
-  pager,
   pageTitle,
   table,
   type Column,
@@ -34,38 +35,24 @@ const columns: Column<Customer>[] = [
   { header: "Created", cell: (c) => dateTime(c.createdAt) },
 ];
 
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-export function customersView({ query, signal }: RouteContext): HTMLElement {
-  const email = h("input", { name: "email", type: "search", value: query.get("email") ?? "", maxlength: 254, size: 30 });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Find customers" },
-    field("E-mail contains", email),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Search"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ email: email.value.trim(), page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ email: undefined, page: undefined });
-  });
-  const list = loadBlock("customers", async () => {
-    const res = await customers.listCustomers(
-      { pagination: { page: pageOf(query), pageSize: 20 }, emailContains: query.get("email") || undefined },
-      { signal },
-    );
-    if (res.customers.length === 0) {
-      return empty(query.get("email") ? "No customer's e-mail contains this text." : "No customers yet.");
-    }
-    return [table("Customers", columns, res.customers), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  return h("section", null, pageTitle("Customers"), form, list);
+export function customersView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Customers",
+    what: "customers",
+    filters: {
+      label: "Find customers",
+      fields: [field("E-mail contains", textFilter(query, "email", { type: "search", maxlength: 254, size: 30, spellcheck: null }))],
+      submit: "Search",
+    },
+    load: async (q) => {
+      const res = await customers.listCustomers({ pagination: q.pagination, emailContains: q.get("email") }, { signal });
+      return { rows: res.customers, meta: res.meta };
+    },
+    caption: "Customers",
+    columns,
+    empty: (q) => (q.filtered ? "No customer's e-mail contains this text." : "No customers yet."),
+  }).element;
 }
 
 export function customerDetailView({ params, signal }: RouteContext): HTMLElement {
@@ -175,6 +162,7 @@ function adjustBalanceForm(c: Customer, reload: () => void): HTMLElement {
   const note = h("input", { name: "note", required: true, maxlength: 500, size: 40 });
   const submit = h("button", { type: "submit", class: "primary" }, "Adjust balance…");
   const errors = alertSlot();
+  const key = new MoneyKey();
   const form = h(
     "form",
     { class: "action-form", "aria-label": "Adjust balance" },
@@ -205,7 +193,8 @@ function adjustBalanceForm(c: Customer, reload: () => void): HTMLElement {
     });
     if (!yes) return;
     const ok = await busy(submit, errors, async () => {
-      await customers.adjustBalance({ customerId: c.id, amount: fromCents(cents), note: note.value.trim() });
+      const req = { customerId: c.id, amount: fromCents(cents), note: note.value.trim() };
+      await customers.adjustBalance(req, key.options(req));
     });
     if (ok) {
       announce("Balance adjusted.");

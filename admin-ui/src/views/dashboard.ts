@@ -1,4 +1,5 @@
 import { events, integration, paymentAdmin, payments } from "../api";
+import { MoneyKey } from "../money_key";
 import { h, replace, type Child } from "../dom";
 import { age, dateTime, fromCents, money, percent, startOfToday } from "../format";
 import type { GetPaymentStatsResponse } from "../gen/billing/payment/payment_admin_pb";
@@ -28,12 +29,14 @@ function moneyToReturnQueue(signal: AbortSignal): HTMLElement {
           const label = destination === "balance" ? `Credit ${amount} to balance` : `Return ${amount} through the gateway`;
           const button = h("button", { type: "button", class: destination === "balance" ? "primary" : "", "aria-label": `${label}: payment ${p.id}` },
             destination === "balance" ? "Credit to balance…" : "Return…");
+          const key = new MoneyKey();
           button.addEventListener("click", async () => {
             const yes = await confirmReturn(p, toReturn(p), destination);
             if (!yes) return;
             let status = "";
             const ok = await busy(button, errors, async () => {
-              const res = await payments.refundPayment({ paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination });
+              const req = { paymentId: p.id, amount: "", reason: "captured money returned from the dashboard", destination };
+              const res = await payments.refundPayment(req, key.options(req));
               status = res.refund?.status ?? "";
             });
             if (ok) {

@@ -2,7 +2,9 @@ import { events } from "../api";
 import { h, replace } from "../dom";
 import { dateTime, prettyJSON } from "../format";
 import type { Event, Notification } from "../gen/billing/event/event_pb";
-import { setQuery, type RouteContext } from "../router";
+import type { RouteContext } from "../router";
+import { choice, listScreen, textFilter, type ListScreen } from "../list";
+import { ListEventsRequestAllowed, ListNotificationsRequestAllowed } from "../gen/billing/event/event_allowed";
 import {
   alertSlot,
   announce,
@@ -15,25 +17,10 @@ import {
   idLink,
   link,
   loadBlock,
-  pager,
   pageTitle,
   table,
   type Column,
 } from "../ui";
-
-const eventStatuses = ["pending", "processing", "done", "failed"] as const;
-const eventTypes = ["order_paid", "order_provisioned", "order_cancelled"] as const;
-const notificationStatuses = ["pending", "sent", "failed"] as const;
-const channels = ["webhook", "email"] as const;
-
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-function select(name: string, values: readonly string[], current: string | null): HTMLSelectElement {
-  return h("select", { name }, h("option", { value: "" }, "Any"), values.map((v) => h("option", { value: v, selected: current === v }, v)));
-}
 
 /** RetryEvent, after a confirmation; calls done with the event after. */
 function retryButton(e: Event, done: () => void): HTMLElement {
@@ -57,59 +44,42 @@ function retryButton(e: Event, done: () => void): HTMLElement {
   return h("div", { class: "cell-action" }, btn, errors);
 }
 
-export function eventsView({ query, signal }: RouteContext): HTMLElement {
-  const status = select("status", eventStatuses, query.get("status"));
-  const type = select("type", eventTypes, query.get("type"));
-  const order = h("input", { name: "order", value: query.get("order") ?? "", placeholder: "order UUID", spellcheck: "false", size: 38 });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter events" },
-    field("Status", status),
-    field("Type", type),
-    field("Order", order),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: status.value, type: type.value, order: order.value.trim(), page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: undefined, type: undefined, order: undefined, page: undefined });
-  });
+const eventColumns = (reload: () => void): Column<Event>[] => [
+  { header: "Event", cell: (e) => idLink(`events/${e.id}`, e.id) },
+  { header: "Type", cell: (e) => e.eventType },
+  { header: "Status", cell: (e) => badge(e.status) },
+  { header: "Order", cell: (e) => idLink(`orders/${e.orderId}`, e.orderId) },
+  { header: "Attempts", numeric: true, cell: (e) => `${e.attempts} / ${e.maxAttempts}` },
+  { header: "Last error", cell: (e) => e.lastError || "—" },
+  { header: "Created", cell: (e) => dateTime(e.createdAt) },
+  { header: "Action", cell: (e) => (e.status === "failed" ? retryButton(e, reload) : null) },
+];
 
-  const list = h("div");
-  const load = () =>
-    replace(
-      list,
-      loadBlock("events", async () => {
-        const res = await events.listEvents(
-          {
-            pagination: { page: pageOf(query), pageSize: 20 },
-            status: query.get("status") || undefined,
-            eventType: query.get("type") || undefined,
-            orderId: query.get("order") || undefined,
-          },
-          { signal },
-        );
-        if (res.events.length === 0) {
-          return empty(query.toString() ? "No events match these filters." : "No events yet.");
-        }
-        const columns: Column<Event>[] = [
-          { header: "Event", cell: (e) => idLink(`events/${e.id}`, e.id) },
-          { header: "Type", cell: (e) => e.eventType },
-          { header: "Status", cell: (e) => badge(e.status) },
-          { header: "Order", cell: (e) => idLink(`orders/${e.orderId}`, e.orderId) },
-          { header: "Attempts", numeric: true, cell: (e) => `${e.attempts} / ${e.maxAttempts}` },
-          { header: "Last error", cell: (e) => e.lastError || "—" },
-          { header: "Created", cell: (e) => dateTime(e.createdAt) },
-          { header: "Action", cell: (e) => (e.status === "failed" ? retryButton(e, load) : null) },
-        ];
-        return [table("Events", columns, res.events), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-      }),
-    );
-  load();
-  return h("section", null, pageTitle("Events"), form, list);
+export function eventsView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  const screen: ListScreen = listScreen(ctx, {
+    title: "Events",
+    what: "events",
+    filters: {
+      label: "Filter events",
+      fields: [
+        field("Status", choice(query, "status", ListEventsRequestAllowed.status)),
+        field("Type", choice(query, "type", ListEventsRequestAllowed.eventType)),
+        field("Order", textFilter(query, "order", { placeholder: "order UUID", size: 38 })),
+      ],
+    },
+    load: async (q) => {
+      const res = await events.listEvents(
+        { pagination: q.pagination, status: q.get("status"), eventType: q.get("type"), orderId: q.get("order") },
+        { signal },
+      );
+      return { rows: res.events, meta: res.meta };
+    },
+    caption: "Events",
+    columns: eventColumns(() => screen.reload()),
+    empty: (q) => (q.filtered ? "No events match these filters." : "No events yet."),
+  });
+  return screen.element;
 }
 
 export function eventDetailView({ params, signal }: RouteContext): HTMLElement {
@@ -170,33 +140,24 @@ const notificationColumns: Column<Notification>[] = [
   { header: "Created", cell: (n) => dateTime(n.createdAt) },
 ];
 
-export function notificationsView({ query, signal }: RouteContext): HTMLElement {
-  const status = select("status", notificationStatuses, query.get("status"));
-  const channel = select("channel", channels, query.get("channel"));
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter notifications" },
-    field("Status", status),
-    field("Channel", channel),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: status.value, channel: channel.value, page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: undefined, channel: undefined, page: undefined });
-  });
-  const list = loadBlock("notifications", async () => {
-    const res = await events.listNotifications(
-      { pagination: { page: pageOf(query), pageSize: 20 }, status: query.get("status") || undefined, channel: query.get("channel") || undefined },
-      { signal },
-    );
-    if (res.notifications.length === 0) {
-      return empty(query.toString() ? "No notifications match these filters." : "No notifications yet.");
-    }
-    return [table("Notifications", notificationColumns, res.notifications), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  return h("section", null, pageTitle("Notifications"), form, list);
+export function notificationsView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Notifications",
+    what: "notifications",
+    filters: {
+      label: "Filter notifications",
+      fields: [
+        field("Status", choice(query, "status", ListNotificationsRequestAllowed.status)),
+        field("Channel", choice(query, "channel", ListNotificationsRequestAllowed.channel)),
+      ],
+    },
+    load: async (q) => {
+      const res = await events.listNotifications({ pagination: q.pagination, status: q.get("status"), channel: q.get("channel") }, { signal });
+      return { rows: res.notifications, meta: res.meta };
+    },
+    caption: "Notifications",
+    columns: notificationColumns,
+    empty: (q) => (q.filtered ? "No notifications match these filters." : "No notifications yet."),
+  }).element;
 }

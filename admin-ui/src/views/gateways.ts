@@ -2,7 +2,8 @@ import { gateways, payments } from "../api";
 import { h, replace } from "../dom";
 import { dateTime } from "../format";
 import type { GatewayInterface } from "../gen/billing/gateway/gateway_pb";
-import { navigate, setQuery, type RouteContext } from "../router";
+import { navigate, type RouteContext } from "../router";
+import { choice, listScreen, textFilter } from "../list";
 import { FieldError, schemaForm } from "../schema_form";
 import {
   alertSlot,
@@ -15,7 +16,6 @@ import {
   field,
   link,
   loadBlock,
-  pager,
   pageTitle,
   table,
   type Column,
@@ -32,51 +32,31 @@ const columns: Column<GatewayInterface>[] = [
   { header: "Updated", cell: (g) => dateTime(g.updatedAt) },
 ];
 
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-export function gatewaysView({ query, signal }: RouteContext): HTMLElement {
-  const enabled = h(
-    "select",
-    { name: "enabled" },
-    h("option", { value: "" }, "Any"),
-    h("option", { value: "true", selected: query.get("enabled") === "true" }, "enabled"),
-    h("option", { value: "false", selected: query.get("enabled") === "false" }, "disabled"),
-  );
-  const plugin = h("input", { name: "plugin", value: query.get("plugin") ?? "", maxlength: 100, size: 20 });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter gateway interfaces" },
-    field("Plugin", plugin),
-    field("Enabled", enabled),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ plugin: plugin.value.trim(), enabled: enabled.value, page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ plugin: undefined, enabled: undefined, page: undefined });
-  });
-  const en = query.get("enabled");
-  const list = loadBlock("gateway interfaces", async () => {
-    const res = await gateways.listGatewayInterfaces(
-      {
-        pagination: { page: pageOf(query), pageSize: 20 },
-        pluginName: query.get("plugin") || undefined,
-        enabled: en === "true" ? true : en === "false" ? false : undefined,
-      },
-      { signal },
-    );
-    if (res.gatewayInterfaces.length === 0) {
-      return empty(query.toString() ? "No gateway interfaces match these filters." : "No gateway interfaces yet: create one below.");
-    }
-    return [table("Gateway interfaces", columns, res.gatewayInterfaces), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  return h("section", null, pageTitle("Gateway interfaces"), form, list, createBlock(signal));
+export function gatewaysView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Gateway interfaces",
+    what: "gateway interfaces",
+    filters: {
+      label: "Filter gateway interfaces",
+      fields: [
+        field("Plugin", textFilter(query, "plugin", { maxlength: 100, size: 20, spellcheck: null })),
+        field("Enabled", choice(query, "enabled", ["true", "false"], (v) => (v === "true" ? "enabled" : "disabled"))),
+      ],
+    },
+    below: createBlock(signal),
+    load: async (q) => {
+      const en = q.get("enabled");
+      const res = await gateways.listGatewayInterfaces(
+        { pagination: q.pagination, pluginName: q.get("plugin"), enabled: en === "true" ? true : en === "false" ? false : undefined },
+        { signal },
+      );
+      return { rows: res.gatewayInterfaces, meta: res.meta };
+    },
+    caption: "Gateway interfaces",
+    columns,
+    empty: (q) => (q.filtered ? "No gateway interfaces match these filters." : "No gateway interfaces yet: create one below."),
+  }).element;
 }
 
 /** A new interface: pick a gateway plugin, name it, fill its config form. */

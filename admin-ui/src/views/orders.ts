@@ -1,8 +1,11 @@
 import { orders, payments } from "../api";
-import { h, replace } from "../dom";
-import { dateTime, money } from "../format";
-import type { Order } from "../gen/billing/order/order_pb";
-import { setQuery, type RouteContext } from "../router";
+import { h, replace, type Child } from "../dom";
+import { dateTime, fromLocalInput, money, shortId, timeZoneName, toLocalInput } from "../format";
+import type { Order, ServicePeriod } from "../gen/billing/order/order_pb";
+import { canSetRenewal, extendBlocked, isRecurring, suspendReasonText } from "../renewals";
+import type { RouteContext } from "../router";
+import { choice, listScreen, textFilter } from "../list";
+import { ListOrdersRequestAllowed } from "../gen/billing/order/order_allowed";
 import {
   alertSlot,
   announce,
@@ -15,15 +18,13 @@ import {
   idLink,
   link,
   loadBlock,
-  pager,
   pageTitle,
   table,
   type Column,
 } from "../ui";
 import { auditLink } from "./audit";
+import { cycleLabel } from "./products";
 import { interfaceNames, paymentColumns } from "./payments";
-
-export const orderStatuses = ["pending", "paid", "provisioning", "active", "cancelled", "suspended", "refunded", "completed", "terminated"] as const;
 
 export const orderColumns: Column<Order>[] = [
   { header: "Order", cell: (o) => idLink(`orders/${o.id}`, o.id) },
@@ -35,49 +36,26 @@ export const orderColumns: Column<Order>[] = [
   { header: "Paid", cell: (o) => dateTime(o.paidAt) },
 ];
 
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-export function ordersView({ query, signal }: RouteContext): HTMLElement {
-  const status = h(
-    "select",
-    { name: "status" },
-    h("option", { value: "" }, "Any"),
-    orderStatuses.map((s) => h("option", { value: s, selected: query.get("status") === s }, s)),
-  );
-  const customer = h("input", { name: "customer", value: query.get("customer") ?? "", placeholder: "customer UUID", spellcheck: "false", size: 38 });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter orders" },
-    field("Status", status),
-    field("Customer", customer),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: status.value, customer: customer.value.trim(), page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: undefined, customer: undefined, page: undefined });
-  });
-  const list = loadBlock("orders", async () => {
-    const res = await orders.listOrders(
-      {
-        pagination: { page: pageOf(query), pageSize: 20 },
-        status: query.get("status") || undefined,
-        customerId: query.get("customer") || undefined,
-      },
-      { signal },
-    );
-    if (res.orders.length === 0) {
-      return empty(query.toString() ? "No orders match these filters." : "No orders yet.");
-    }
-    return [table("Orders", orderColumns, res.orders), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  return h("section", null, pageTitle("Orders"), form, list);
+export function ordersView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Orders",
+    what: "orders",
+    filters: {
+      label: "Filter orders",
+      fields: [
+        field("Status", choice(query, "status", ListOrdersRequestAllowed.status)),
+        field("Customer", textFilter(query, "customer", { placeholder: "customer UUID", size: 38 })),
+      ],
+    },
+    load: async (q) => {
+      const res = await orders.listOrders({ pagination: q.pagination, status: q.get("status"), customerId: q.get("customer") }, { signal });
+      return { rows: res.orders, meta: res.meta };
+    },
+    caption: "Orders",
+    columns: orderColumns,
+    empty: (q) => (q.filtered ? "No orders match these filters." : "No orders yet."),
+  }).element;
 }
 
 export function orderDetailView({ params, signal }: RouteContext): HTMLElement {
@@ -87,7 +65,7 @@ export function orderDetailView({ params, signal }: RouteContext): HTMLElement {
     replace(
       body,
       loadBlock("order", async () => {
-        const { order } = await orders.getOrder({ id }, { signal });
+        const { order, periods } = await orders.getOrder({ id }, { signal });
         const o = order!;
         return h(
           "div",
@@ -96,19 +74,17 @@ export function orderDetailView({ params, signal }: RouteContext): HTMLElement {
             "section",
             { class: "card", "aria-labelledby": "order-facts" },
             h("h2", { id: "order-facts" }, "Details"),
-            facts([
-              ["Status", badge(o.status)],
-              ["Total", money(o.totalAmount, o.currency)],
-              ["Customer", link(`customers/${o.customerId}`, h("code", null, o.customerId))],
-              ["Product", o.productId ? h("code", null, o.productId) : ""],
-              ["Description", o.description],
-              ["Paid", dateTime(o.paidAt)],
-              ["Cancelled", o.cancelledAt ? `${dateTime(o.cancelledAt)} (${o.cancelReason})` : ""],
-              ["Created", dateTime(o.createdAt)],
-              ["Updated", dateTime(o.updatedAt)],
-            ]),
+            facts(orderFacts(o)),
           ),
-          o.status === "pending" ? cancelBlock(o, load) : null,
+          isRecurring(o)
+            ? h(
+                "section",
+                { class: "card", "aria-labelledby": "order-periods" },
+                h("h2", { id: "order-periods" }, "Service periods"),
+                periods.length ? table("Service periods", periodColumns, periods) : empty("No service period yet: the first starts when the order goes active."),
+              )
+            : null,
+          actionsCard(o, periods, load),
           h(
             "section",
             { class: "card", "aria-labelledby": "order-payments" },
@@ -125,7 +101,61 @@ export function orderDetailView({ params, signal }: RouteContext): HTMLElement {
   return h("section", null, pageTitle("Order", h("p", { class: "subtitle" }, h("code", null, id)), h("p", { class: "card-links" }, auditLink("order", id, "This order in the audit log"))), body);
 }
 
-function cancelBlock(o: Order, reload: () => void): HTMLElement {
+/** The order's facts; a recurring order's paid end and renewal, and a
+ * suspended one's reason, among them. */
+function orderFacts(o: Order): [string, Child][] {
+  const rows: [string, Child][] = [["Status", h("span", { "data-testid": "order-status" }, badge(o.status))]];
+  if (o.status === "suspended") {
+    rows.push(["Suspended", h("span", { "data-testid": "suspend-reason" }, suspendReasonText(o.suspendReason))]);
+  }
+  rows.push(
+    ["Total", money(o.totalAmount, o.currency)],
+    ["Billing cycle", cycleLabel(o.billingCycle)],
+    ["Renewal price", o.renewalPrice ? money(o.renewalPrice, o.currency) : ""],
+  );
+  if (isRecurring(o)) {
+    rows.push(
+      ["Paid until", h("span", { "data-testid": "paid-until" }, dateTime(o.paidUntil))],
+      ["Renews", h("span", { "data-testid": "renews" }, o.renews ? "yes" : "no")],
+    );
+  }
+  rows.push(
+    ["Customer", link(`customers/${o.customerId}`, h("code", null, o.customerId))],
+    ["Product", o.productId ? h("code", null, o.productId) : ""],
+    ["Description", o.description],
+    ["Paid", dateTime(o.paidAt)],
+    ["Cancelled", o.cancelledAt ? `${dateTime(o.cancelledAt)} (${o.cancelReason})` : ""],
+    ["Created", dateTime(o.createdAt)],
+    ["Updated", dateTime(o.updatedAt)],
+  );
+  return rows;
+}
+
+const periodColumns: Column<ServicePeriod>[] = [
+  { header: "Period", numeric: true, cell: (p) => String(p.period) },
+  { header: "Start", cell: (p) => dateTime(p.startsAt) },
+  { header: "End", cell: (p) => dateTime(p.endsAt) },
+  { header: "Status", cell: (p) => badge(p.status) },
+  { header: "Paid", cell: (p) => dateTime(p.paidAt) },
+  { header: "Outcome", cell: (p) => p.outcome || "—" },
+  { header: "Invoice", cell: (p) => (p.invoiceId ? h("code", { title: p.invoiceId }, shortId(p.invoiceId)) : p.period === 1 ? "with the order" : "—") },
+];
+
+/** The admin actions the order's status allows, in one card; none for a
+ * one-time order past pending. After each, the order is read again. */
+function actionsCard(o: Order, periods: ServicePeriod[], reload: () => void): HTMLElement | null {
+  const forms: (HTMLElement | null)[] = [
+    o.status === "pending" ? cancelForm(o, reload) : null,
+    o.status === "active" ? suspendForm(o, reload) : null,
+    o.status === "suspended" ? resumeForm(o, reload) : null,
+    isRecurring(o) && (o.status === "active" || o.status === "suspended") ? extendForm(o, periods, reload) : null,
+    canSetRenewal(o) ? renewalForm(o, reload) : null,
+  ];
+  if (!forms.some(Boolean)) return null;
+  return h("section", { class: "card", "aria-labelledby": "order-actions" }, h("h2", { id: "order-actions" }, "Actions"), forms);
+}
+
+function cancelForm(o: Order, reload: () => void): HTMLElement {
   const btn = h("button", { type: "button", class: "danger" }, "Cancel order…");
   const errors = alertSlot();
   btn.addEventListener("click", async () => {
@@ -144,5 +174,154 @@ function cancelBlock(o: Order, reload: () => void): HTMLElement {
       reload();
     }
   });
-  return h("section", { class: "card", "aria-labelledby": "order-actions" }, h("h2", { id: "order-actions" }, "Actions"), btn, errors);
+  return h("div", { class: "action-form" }, btn, errors);
+}
+
+/** A required reason, kept in the audit log. */
+function reasonInput(): HTMLInputElement {
+  return h("input", { name: "reason", required: true, maxlength: 500, size: 40, autocomplete: "off" });
+}
+
+/** Checks that the reason is given; otherwise says so and focuses it. */
+function reasonGiven(reason: HTMLInputElement, errors: HTMLElement): boolean {
+  if (reason.value.trim()) return true;
+  replace(errors, h("div", { class: "error", role: "alert" }, "Say why in the reason."));
+  reason.focus();
+  return false;
+}
+
+/** OrderService.SuspendOrder: the provider suspends the service; paying a
+ * renewal invoice does not resume it. */
+function suspendForm(o: Order, reload: () => void): HTMLElement {
+  const reason = reasonInput();
+  const submit = h("button", { type: "submit", class: "danger" }, "Suspend…");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Suspend" },
+    h("h3", null, "Suspend"),
+    field("Reason", reason, "Why; kept in the audit log."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (!reasonGiven(reason, errors)) return;
+    const yes = await confirmDialog({
+      title: "Suspend this order?",
+      body: h("p", null, "The provider suspends the service now. Paying a renewal invoice does not resume it: only resuming it here does."),
+      confirm: "Suspend order",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(submit, errors, async () => {
+      await orders.suspendOrder({ orderId: o.id, reason: reason.value.trim() });
+    });
+    if (ok) {
+      announce("Order suspended.");
+      reload();
+    }
+  });
+  return form;
+}
+
+/** OrderService.ResumeOrder. One suspended for an unpaid renewal invoice
+ * is refused (the service's message says so): paying the invoice resumes
+ * it. */
+function resumeForm(o: Order, reload: () => void): HTMLElement {
+  const reason = reasonInput();
+  const submit = h("button", { type: "submit", class: "primary" }, "Resume");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Resume" },
+    h("h3", null, "Resume"),
+    o.suspendReason === "overdue" ? h("p", { class: "hint" }, "Suspended for an unpaid renewal invoice: paying the invoice resumes the service.") : null,
+    field("Reason", reason, "Why; kept in the audit log."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    if (!reasonGiven(reason, errors)) return;
+    const ok = await busy(submit, errors, async () => {
+      await orders.resumeOrder({ orderId: o.id, reason: reason.value.trim() });
+    });
+    if (ok) {
+      announce("Order resumed.");
+      reload();
+    }
+  });
+  return form;
+}
+
+/** OrderService.ExtendServicePeriod: the current paid period ends later,
+ * at a time the admin picks in their own time zone. */
+function extendForm(o: Order, periods: ServicePeriod[], reload: () => void): HTMLElement {
+  const blocked = extendBlocked(o, periods);
+  if (blocked) {
+    return h("div", { class: "action-form" }, h("h3", null, "Extend the paid period"), h("p", { class: "hint" }, blocked));
+  }
+  const end = h("input", { type: "datetime-local", name: "ends_at", required: true, min: toLocalInput(o.paidUntil) });
+  const reason = reasonInput();
+  const submit = h("button", { type: "submit" }, "Extend");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "Extend the paid period" },
+    h("h3", null, "Extend the paid period"),
+    field("New end", end, `In your time zone (${timeZoneName()}); after the current end, ${dateTime(o.paidUntil)}. Later periods count from it.`),
+    field("Reason", reason, "Why; kept in the audit log."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const endsAt = fromLocalInput(end.value);
+    if (endsAt === null) {
+      replace(errors, h("div", { class: "error", role: "alert" }, "Enter the new end: a date and a time."));
+      end.focus();
+      return;
+    }
+    if (!reasonGiven(reason, errors)) return;
+    const ok = await busy(submit, errors, async () => {
+      await orders.extendServicePeriod({ orderId: o.id, endsAt, reason: reason.value.trim() });
+    });
+    if (ok) {
+      announce(`Paid period extended to ${dateTime(endsAt)}.`);
+      reload();
+    }
+  });
+  return form;
+}
+
+/** OrderService.SetOrderRenewal: off, the order is billed no more and its
+ * service ends at its paid end; on, it renews again. */
+function renewalForm(o: Order, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button" }, o.renews ? "Turn renewal off" : "Turn renewal on");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    const renews = !o.renews;
+    const ok = await busy(btn, errors, async () => {
+      await orders.setOrderRenewal({ orderId: o.id, renews });
+    });
+    if (ok) {
+      announce(renews ? "Renewal on: the order is billed for its next period." : "Renewal off: the service ends at its paid end.");
+      reload();
+    }
+  });
+  return h(
+    "div",
+    { class: "action-form" },
+    h("h3", null, "Renewal"),
+    h(
+      "p",
+      { class: "hint" },
+      o.renews
+        ? "The order is billed for each next period. Turned off, no further invoice is issued and the service ends when its paid period does."
+        : "Renewal is off: no further invoice is issued, and the service ends when its paid period does.",
+    ),
+    btn,
+    errors,
+  );
 }

@@ -1,6 +1,7 @@
 import { ConnectError } from "@connectrpc/connect";
 
 import { gateways, orders, paymentAdmin, payments } from "../api";
+import { MoneyKey } from "../money_key";
 import { h, replace, uid, type Child } from "../dom";
 import { changeTable } from "../audit_change";
 import { exportForm } from "../export_form";
@@ -9,7 +10,9 @@ import { dateTime, fromCents, money, refundable, shortId, toCents } from "../for
 import type { PaymentRecord, Refund, RefundPaymentResponse } from "../gen/billing/payment/payment_pb";
 import type { AuditEntry, ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
 import { refundAnswered, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
-import { setQuery, type RouteContext } from "../router";
+import type { RouteContext } from "../router";
+import { checkFilter, choice, listScreen, textFilter } from "../list";
+import { ListPaymentsRequestAllowed } from "../gen/billing/payment/payment_allowed";
 import {
   alertSlot,
   announce,
@@ -22,13 +25,10 @@ import {
   idLink,
   link,
   loadBlock,
-  pager,
   pageTitle,
   table,
   type Column,
 } from "../ui";
-
-export const paymentStatuses = ["pending", "success", "failed", "refunded"] as const;
 
 let names: { at: number; map: Promise<Map<string, string>> } | null = null;
 
@@ -100,81 +100,51 @@ export function confirmReturn(p: PaymentRecord, cents: bigint, destination: "gat
   });
 }
 
-function page(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
-
-/** Payments with filters (status, order, gateway interface) and paging; the
- * filters live in the URL, so a filtered page can be bookmarked or reloaded. */
-export function paymentsView({ query, signal }: RouteContext): HTMLElement {
-  const status = h(
-    "select",
-    { name: "status" },
-    h("option", { value: "" }, "Any"),
-    paymentStatuses.map((s) => h("option", { value: s, selected: query.get("status") === s }, s)),
-  );
-  const order = h("input", { name: "order", value: query.get("order") ?? "", placeholder: "order UUID", spellcheck: "false", size: 38 });
+/** Payments with filters (status, order, gateway interface, money to return)
+ * and paging. */
+export function paymentsView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
   // A select of the gateway interfaces once their names are known; a UUID
   // field until then, or when the server has no gateway API.
-  let iface: HTMLInputElement | HTMLSelectElement = h("input", { name: "interface", value: query.get("interface") ?? "", placeholder: "gateway interface UUID", spellcheck: "false", size: 38 });
+  let iface: HTMLInputElement | HTMLSelectElement = textFilter(query, "interface", { placeholder: "gateway interface UUID", size: 38 });
   void interfaceNames().then((names) => {
     if (names.size === 0 || signal.aborted) return;
-    const current = query.get("interface") ?? "";
-    const sel = h(
-      "select",
-      { name: "interface", id: iface.id },
-      h("option", { value: "" }, "Any"),
-      [...names].map(([id, name]) => h("option", { value: id, selected: id === current }, name)),
-      current && !names.has(current) ? h("option", { value: current, selected: true }, current) : null,
-    );
+    const sel = choice(query, "interface", [...names.keys()], (id) => names.get(id)!);
+    sel.id = iface.id;
     iface.replaceWith(sel);
     iface = sel;
   });
-  const back = h("input", { type: "checkbox", name: "return", checked: query.get("return") === "1" });
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter payments" },
-    field("Status", status),
-    field("Order", order),
-    field("Gateway interface", iface),
-    field("Money to return", back, "Only payments whose captured money has not gone back yet."),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: status.value, order: order.value.trim(), interface: iface.value.trim(), return: back.checked ? "1" : undefined, page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: undefined, order: undefined, interface: undefined, return: undefined, page: undefined });
-  });
-
-  const list = loadBlock("payments", async () => {
-    const res = await payments.listPayments(
-      {
-        pagination: { page: page(query), pageSize: 20 },
-        status: query.get("status") || undefined,
-        orderId: query.get("order") || undefined,
-        gatewayInterfaceId: query.get("interface") || undefined,
-        toReturn: query.get("return") === "1",
-      },
-      { signal },
-    );
-    if (res.payments.length === 0) {
-      return empty(query.toString() ? "No payments match these filters." : "No payments yet.");
-    }
-    return [table("Payments", paymentColumns(await interfaceNames()), res.payments), pager(res.meta, (p) => setQuery({ page: String(p) }))];
-  });
-  // The download takes the filters the list shows (the URL's), not the
-  // form's unapplied edits.
-  const download = exportForm("payments", {
-    status: query.get("status") || undefined,
-    order_id: query.get("order") || undefined,
-    gateway_interface_id: query.get("interface") || undefined,
-    to_return: query.get("return") === "1" ? "true" : undefined,
-  });
-  return h("section", null, pageTitle("Payments"), form, download, list);
+  return listScreen(ctx, {
+    title: "Payments",
+    what: "payments",
+    filters: {
+      label: "Filter payments",
+      fields: [
+        field("Status", choice(query, "status", ListPaymentsRequestAllowed.status)),
+        field("Order", textFilter(query, "order", { placeholder: "order UUID", size: 38 })),
+        field("Gateway interface", iface),
+        field("Money to return", checkFilter(query, "return"), "Only payments whose captured money has not gone back yet."),
+      ],
+    },
+    // The download takes the filters the list shows (the URL's), not the
+    // form's unapplied edits.
+    aboveList: exportForm("payments", {
+      status: query.get("status") || undefined,
+      order_id: query.get("order") || undefined,
+      gateway_interface_id: query.get("interface") || undefined,
+      to_return: query.get("return") === "1" ? "true" : undefined,
+    }),
+    load: async (q) => {
+      const res = await payments.listPayments(
+        { pagination: q.pagination, status: q.get("status"), orderId: q.get("order"), gatewayInterfaceId: q.get("interface"), toReturn: q.get("return") === "1" },
+        { signal },
+      );
+      return { rows: res.payments, meta: res.meta };
+    },
+    caption: "Payments",
+    columns: async () => paymentColumns(await interfaceNames()),
+    empty: (q) => (q.filtered ? "No payments match these filters." : "No payments yet."),
+  }).element;
 }
 
 /** Loads the payment again (after an action), with what the action came to
@@ -329,6 +299,7 @@ function recordOutcomeDialog(r: Refund, p: PaymentRecord, reload: Reload): void 
   const reference = h("input", { name: "reference", autocomplete: "off", spellcheck: "false", maxlength: 200, size: 32, value: r.gatewayRefundId });
   const note = h("textarea", { name: "note", maxlength: 500, rows: 3, "aria-required": "true" });
   const errors = alertSlot();
+  const resolveKey = new MoneyKey();
   const cancel = h("button", { type: "button" }, "Cancel");
   const submit = h("button", { type: "submit", class: "primary" }, "Record outcome…");
   const form = h(
@@ -395,7 +366,8 @@ function recordOutcomeDialog(r: Refund, p: PaymentRecord, reload: Reload): void 
     if (!yes) return;
     let res: ResolveRefundResponse | undefined;
     const ok = await busy(submit, errors, async () => {
-      res = await paymentAdmin.resolveRefund({ refundId: r.id, outcome, gatewayRefundId: reference.value.trim(), note: note.value.trim() });
+      const req = { refundId: r.id, outcome, gatewayRefundId: reference.value.trim(), note: note.value.trim() };
+      res = await paymentAdmin.resolveRefund(req, resolveKey.options(req));
     });
     if (!ok || !res) {
       stale = true;
@@ -525,6 +497,7 @@ async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: 
     : null;
   const submit = h("button", { type: "submit", class: "danger" }, captured ? "Return…" : "Refund…");
   const errors = alertSlot();
+  const refundKey = new MoneyKey();
   const toBalance = captured
     ? h("button", { type: "button", class: "primary", "data-testid": "credit-to-balance" }, `Credit ${money(fromCents(left), p.currency)} to balance…`)
     : null;
@@ -561,7 +534,8 @@ async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: 
     const ok = await busy(button, errors, async () => {
       try {
         // An empty amount asks the service to refund the whole remainder.
-        answer = await payments.refundPayment({ paymentId: p.id, amount: whole ? "" : fromCents(cents), reason: why, destination: where });
+        const req = { paymentId: p.id, amount: whole ? "" : fromCents(cents), reason: why, destination: where };
+        answer = await payments.refundPayment(req, refundKey.options(req));
       } catch (err) {
         const ce = ConnectError.from(err);
         refused = refundRefused(ce.code, ce.rawMessage);
@@ -623,6 +597,7 @@ function confirmTransferForm(p: PaymentRecord, reload: Reload): HTMLElement {
   const reference = h("input", { name: "reference", autocomplete: "off", maxlength: 200, size: 30 });
   const submit = h("button", { type: "submit", class: "primary" }, "Confirm bank transfer…");
   const errors = alertSlot();
+  const confirmKey = new MoneyKey();
   const form = h(
     "form",
     { class: "action-form", "aria-label": "Confirm bank transfer" },
@@ -651,7 +626,8 @@ function confirmTransferForm(p: PaymentRecord, reload: Reload): HTMLElement {
     });
     if (!yes) return;
     const ok = await busy(submit, errors, async () => {
-      await gateways.confirmBankTransfer({ paymentId: p.id, reference: reference.value.trim() });
+      const req = { paymentId: p.id, reference: reference.value.trim() };
+      await gateways.confirmBankTransfer(req, confirmKey.options(req));
     });
     if (ok) {
       announce("Bank transfer confirmed.");

@@ -4,11 +4,10 @@ import { gateways } from "../api";
 import { h, replace } from "../dom";
 import { dateTime, prettyJSON } from "../format";
 import type { Plugin, ReloadPluginsResponse } from "../gen/billing/gateway/gateway_pb";
-import { setQuery, type RouteContext } from "../router";
+import type { RouteContext } from "../router";
+import { choice, listScreen } from "../list";
+import { ListPluginsRequestAllowed } from "../gen/billing/gateway/gateway_allowed";
 import { alertSlot, announce, badge, busy, confirmDialog, empty, facts, failure, field, link, loadBlock, pageTitle, table, type Column } from "../ui";
-
-const pluginTypes = ["gateway", "notifier", "first_party_provider", "upstream_provider"] as const;
-const pluginStatuses = ["loaded", "error", "missing"] as const;
 
 function versionText(p: Plugin): string {
   if (p.loadedVersion && p.loadedVersion !== p.version) {
@@ -27,68 +26,42 @@ const columns: Column<Plugin>[] = [
   { header: "Path", cell: (p) => h("code", null, p.path || "—") },
 ];
 
-export function pluginsView({ query, signal }: RouteContext): HTMLElement {
-  const type = h(
-    "select",
-    { name: "type" },
-    h("option", { value: "" }, "Any"),
-    pluginTypes.map((t) => h("option", { value: t, selected: query.get("type") === t }, t)),
-  );
-  const status = h(
-    "select",
-    { name: "status" },
-    h("option", { value: "" }, "Any"),
-    pluginStatuses.map((s) => h("option", { value: s, selected: query.get("status") === s }, s)),
-  );
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter plugins" },
-    field("Type", type),
-    field("Status", status),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ type: type.value, status: status.value });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ type: undefined, status: undefined });
-  });
-
-  const list = h("div");
-  const loadList = () =>
-    replace(
-      list,
-      loadBlock("plugins", async () => {
-        const res = await gateways.listPlugins({ type: query.get("type") || undefined, status: query.get("status") || undefined }, { signal });
-        return res.plugins.length ? table("Plugins", columns, res.plugins) : empty(query.toString() ? "No plugins match these filters." : "No plugins found in the plugin directory.");
-      }),
-    );
-  loadList();
-
+/** The plugins of the plugin directory (one page: a directory holds few),
+ * filtered by type and status, and the button that scans it again. */
+export function pluginsView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
   const reload = h("button", { type: "button", class: "primary" }, "Reload plugins");
   const reloadResult = h("div");
   const errors = alertSlot();
+  const screen = listScreen(ctx, {
+    title: "Plugins",
+    what: "plugins",
+    top: [h("div", { class: "inline-actions" }, reload), errors, reloadResult],
+    filters: {
+      label: "Filter plugins",
+      fields: [
+        field("Type", choice(query, "type", ListPluginsRequestAllowed.type)),
+        field("Status", choice(query, "status", ListPluginsRequestAllowed.status)),
+      ],
+    },
+    load: async (q) => {
+      const res = await gateways.listPlugins({ type: q.get("type"), status: q.get("status") }, { signal });
+      return { rows: res.plugins };
+    },
+    caption: "Plugins",
+    columns,
+    empty: (q) => (q.filtered ? "No plugins match these filters." : "No plugins found in the plugin directory."),
+  });
   reload.addEventListener("click", async () => {
     replace(reloadResult);
     await busy(reload, errors, async () => {
       const res = await gateways.reloadPlugins({});
       replace(reloadResult, reloadSummary(res));
       announce(`Scanned ${res.files} plugin files: ${res.changes.length} changed.`);
-      loadList();
+      screen.reload();
     });
   });
-  return h(
-    "section",
-    null,
-    pageTitle("Plugins"),
-    h("div", { class: "inline-actions" }, reload),
-    errors,
-    reloadResult,
-    form,
-    list,
-  );
+  return screen.element;
 }
 
 function reloadSummary(res: ReloadPluginsResponse): HTMLElement {

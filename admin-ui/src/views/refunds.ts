@@ -4,15 +4,10 @@ import { age, dateTime, money, shortId } from "../format";
 import type { Refund } from "../gen/billing/payment/payment_pb";
 import { exportForm } from "../export_form";
 import { refundsNone } from "../refund_outcome";
-import { setQuery, type RouteContext } from "../router";
-import { badge, empty, field, idLink, loadBlock, pager, pageTitle, table, type Column } from "../ui";
-
-export const refundStatuses = ["pending", "succeeded", "failed"] as const;
-
-function pageOf(q: URLSearchParams): number {
-  const n = Number.parseInt(q.get("page") ?? "1", 10);
-  return Number.isFinite(n) && n > 0 ? n : 1;
-}
+import type { RouteContext } from "../router";
+import { choice, listScreen } from "../list";
+import { ListRefundsRequestAllowed } from "../gen/billing/payment/payment_admin_allowed";
+import { badge, field, idLink, type Column } from "../ui";
 
 /** The columns of a list of refunds across payments; ages are counted up
  * to now, the moment the page was loaded. */
@@ -36,55 +31,21 @@ function refundColumns(now: string): Column<Refund>[] {
  * (PaymentAdminService.ListRefunds without a payment). The dashboard's
  * pending refunds lead here with status=pending; each refund links to its
  * payment, where "Record outcome…" records what the gateway did. */
-export function refundsView({ query, signal }: RouteContext): HTMLElement {
-  const current = query.get("status") ?? "";
-  const status = h(
-    "select",
-    { name: "status" },
-    h("option", { value: "" }, "Any"),
-    refundStatuses.map((s) => h("option", { value: s, selected: current === s }, s)),
-  );
-  const form = h(
-    "form",
-    { class: "filters", role: "search", "aria-label": "Filter refunds" },
-    field("Status", status),
-    h("div", { class: "filter-actions" }, h("button", { type: "submit", class: "primary" }, "Apply"), h("button", { type: "reset" }, "Clear")),
-  );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: status.value, page: undefined });
-  });
-  form.addEventListener("reset", (ev) => {
-    ev.preventDefault();
-    setQuery({ status: undefined, page: undefined });
-  });
-
-  const list = loadBlock("refunds", async () => {
-    const res = await paymentAdmin.listRefunds(
-      { status: current || undefined, pagination: { page: pageOf(query), pageSize: 20 } },
-      { signal },
-    );
-    if (res.refunds.length === 0) {
-      return empty(refundsNone(current, pageOf(query)));
-    }
-    return [
-      table(current ? `Refunds ${current}` : "Refunds", refundColumns(new Date().toISOString()), res.refunds),
-      pager(res.meta, (p) => setQuery({ page: String(p) })),
-    ];
-  });
-  return h(
-    "section",
-    null,
-    pageTitle(
-      "Refunds",
-      h(
-        "p",
-        { class: "subtitle" },
-        "A pending refund waits for its gateway, or for an admin to check it there (a bank transfer is sent back by hand): open its payment and record what happened with “Record outcome…”.",
-      ),
-    ),
-    form,
-    exportForm("refunds", { status: current || undefined }),
-    list,
-  );
+export function refundsView(ctx: RouteContext): HTMLElement {
+  const { query, signal } = ctx;
+  return listScreen(ctx, {
+    title: "Refunds",
+    intro:
+      "A pending refund waits for its gateway, or for an admin to check it there (a bank transfer is sent back by hand): open its payment and record what happened with “Record outcome…”.",
+    what: "refunds",
+    filters: { label: "Filter refunds", fields: [field("Status", choice(query, "status", ListRefundsRequestAllowed.status))] },
+    aboveList: exportForm("refunds", { status: query.get("status") || undefined }),
+    load: async (q) => {
+      const res = await paymentAdmin.listRefunds({ status: q.get("status"), pagination: q.pagination }, { signal });
+      return { rows: res.refunds, meta: res.meta };
+    },
+    caption: (q) => (q.get("status") ? `Refunds ${q.get("status")}` : "Refunds"),
+    columns: refundColumns(new Date().toISOString()),
+    empty: (q) => refundsNone(q.get("status") ?? "", q.page),
+  }).element;
 }

@@ -76,7 +76,7 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logging.New(cfg.Log, stderr)
+	log := logging.New(cfg.Log.Options(), stderr)
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func cmdEmptyServer(ctx context.Context, _ []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return runApp(ctx, cfg, logging.New(cfg.Log, stderr), app.WithPaymentHandler(
+	return runApp(ctx, cfg, logging.New(cfg.Log.Options(), stderr), app.WithPaymentHandler(
 		func(h paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler {
 			return emptyPayments{h}
 		}))

@@ -19,16 +19,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -41,9 +37,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/bench/harness"
 	"github.com/rustbill/paymentd/internal/config"
 )
 
@@ -64,7 +58,7 @@ const adminPassword = "export-bench-admin-password"
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-export-bench", flag.ContinueOnError)
 	rows := fs.Int("rows", 1_000_000, "payments to seed and export")
-	dbURL := fs.String("db", firstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL")),
+	dbURL := fs.String("db", harness.FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL")),
 		"a PostgreSQL URL whose server gets a fresh database for the run (default $PAYMENTD_BENCH_DATABASE_URL, then $PAYMENTD_TEST_DATABASE_URL)")
 	keep := fs.Bool("keep", false, "keep the database afterwards")
 	if err := fs.Parse(args); err != nil {
@@ -77,7 +71,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--rows must be at least 1")
 	}
 
-	fresh, drop, err := freshDatabase(ctx, *dbURL)
+	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_export_bench_")
 	if err != nil {
 		return err
 	}
@@ -92,32 +86,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg.JWT.Secret = "export-bench-secret-export-bench-secret"
 	cfg.Bootstrap.AdminPassword = adminPassword
 	cfg.RateLimit.Enabled = false
-	a, err := app.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	svc, err := harness.StartInProcess(ctx, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() { served <- a.Serve(sctx, ln) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	base := "http://" + ln.Addr().String()
+	defer svc.Close()
+	a, base := svc.App, svc.BaseURL
 
 	start := time.Now()
-	from, to, err := seed(ctx, a, *rows)
+	from, to, err := harness.SeedExportPayments(ctx, a.Pool(), *rows, "export-bench", `=HYPERLINK("http://example.com/`, `")`)
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
 	fmt.Fprintf(out, "seeded %d payments in %s (INSERT … SELECT generate_series, then ANALYZE)\n", *rows, time.Since(start).Round(time.Millisecond))
 
-	cookie, err := login(ctx, base)
+	cookie, err := harness.AdminCookie(ctx, base, adminPassword)
 	if err != nil {
 		return err
 	}
@@ -188,45 +171,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
-func firstSet(vs ...string) string {
-	for _, v := range vs {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// freshDatabase creates a database of its own on the server of admin and
-// returns its URL and how to drop it.
-func freshDatabase(ctx context.Context, admin string) (string, func(), error) {
-	conn, err := pgx.Connect(ctx, admin)
-	if err != nil {
-		return "", nil, fmt.Errorf("connect to --db: %w", err)
-	}
-	defer conn.Close(ctx)
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	name := "paymentd_export_bench_" + hex.EncodeToString(b)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", nil, fmt.Errorf("create database %s: %w", name, err)
-	}
-	u, err := url.Parse(admin)
-	if err != nil {
-		return "", nil, err
-	}
-	u.Path = "/" + name
-	drop := func() {
-		c, err := pgx.Connect(context.Background(), admin)
-		if err != nil {
-			return
-		}
-		defer c.Close(context.Background())
-		_, _ = c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
-	}
-	return u.String(), drop, nil
-}
-
 func redact(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -238,63 +182,8 @@ func redact(s string) string {
 // seed inserts one customer, one paid order and n payments of it created a
 // second apart, most succeeded, every tenth failed with a reason a
 // spreadsheet would run; it returns the range that holds them all.
-func seed(ctx context.Context, a *app.App, n int) (time.Time, time.Time, error) {
-	pool := a.Pool()
-	var customer, order string
-	err := pool.QueryRow(ctx, `INSERT INTO customers (email, password_hash, name, currency)
-		VALUES ('export-bench@example.com', 'not-a-hash', 'Export Bench', 'CNY') RETURNING id`).Scan(&customer)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	err = pool.QueryRow(ctx, `INSERT INTO orders (customer_id, status, total_amount, currency, description, paid_at)
-		VALUES ($1, 'paid', 12.30, 'CNY', 'export bench', now()) RETURNING id`, customer).Scan(&order)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	var from, to time.Time
-	err = pool.QueryRow(ctx, `SELECT now() - make_interval(secs => $1::int + 1), now()`, n).Scan(&from, &to)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	_, err = pool.Exec(ctx, `INSERT INTO payments (order_id, customer_id, method, amount, currency, status,
-			paid_at, failed_at, failure_reason, created_at, updated_at)
-		SELECT $1, $2, 'balance', (g % 100000 + 1) / 100.0, 'CNY',
-			CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'success' END,
-			CASE WHEN g % 10 = 0 THEN NULL ELSE t END,
-			CASE WHEN g % 10 = 0 THEN t END,
-			CASE WHEN g % 10 = 0 THEN '=HYPERLINK("http://example.com/' || g || '")' ELSE '' END,
-			t, t
-		FROM generate_series(1, $3::int) AS g, LATERAL (SELECT $4::timestamptz + make_interval(secs => g)) AS s(t)`,
-		order, customer, n, from)
-	if err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	if _, err := pool.Exec(ctx, `ANALYZE payments`); err != nil {
-		return time.Time{}, time.Time{}, err
-	}
-	return from, to, nil
-}
 
 // login signs the bootstrap admin in and returns the session cookie.
-func login(ctx context.Context, base string) (string, error) {
-	body := fmt.Sprintf(`{"username":"admin","password":%q}`, adminPassword)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/billing.identity.IdentityService/AdminLogin", bytes.NewBufferString(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	_, _ = io.Copy(io.Discard, res.Body)
-	c := res.Header.Get("Set-Cookie")
-	if res.StatusCode != http.StatusOK || c == "" {
-		return "", fmt.Errorf("AdminLogin answered %d without a cookie", res.StatusCode)
-	}
-	return strings.SplitN(c, ";", 2)[0], nil
-}
 
 // memory is one sample: the process's resident set and the Go heap's
 // objects (live and not yet swept), in bytes.

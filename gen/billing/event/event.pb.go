@@ -189,7 +189,10 @@ type ListEventsRequest struct {
 	Pagination *payment.PageRequest `protobuf:"bytes,1,opt,name=pagination,proto3" json:"pagination,omitempty"`
 	// Only events of this status.
 	Status *string `protobuf:"bytes,2,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	// Only events of this type.
+	// Only events of this type: one of the types the queue holds
+	// (docs/api.md). internal/event's Types is the list; its test holds this
+	// rule, the migration's CHECK and the list equal, and the console's filter
+	// is generated from this rule.
 	EventType *string `protobuf:"bytes,3,opt,name=event_type,json=eventType,proto3,oneof" json:"event_type,omitempty"`
 	// Only events of this order (UUID).
 	OrderId       *string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3,oneof" json:"order_id,omitempty"`
@@ -1127,16 +1130,16 @@ const file_billing_event_event_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\tR\tupdatedAt\"\xcc\x02\n" +
+	"updated_at\x18\r \x01(\tR\tupdatedAt\"\xbb\x03\n" +
 	"\x11ListEventsRequest\x12D\n" +
 	"\n" +
 	"pagination\x18\x01 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
 	"pagination\x12E\n" +
 	"\x06status\x18\x02 \x01(\tB(\xbaH%r#R\apendingR\n" +
-	"processingR\x04doneR\x06failedH\x00R\x06status\x88\x01\x01\x12Y\n" +
+	"processingR\x04doneR\x06failedH\x00R\x06status\x88\x01\x01\x12\xc7\x01\n" +
 	"\n" +
-	"event_type\x18\x03 \x01(\tB5\xbaH2r0R\n" +
-	"order_paidR\x11order_provisionedR\x0forder_cancelledH\x01R\teventType\x88\x01\x01\x12(\n" +
+	"event_type\x18\x03 \x01(\tB\xa2\x01\xbaH\x9e\x01r\x9b\x01R\n" +
+	"order_paidR\x11order_provisionedR\x0forder_cancelledR\x0eorder_refundedR\x0fservice_renewedR\x11service_suspendedR\x0fservice_resumedR\x12service_terminatedR\x10renewal_reminderH\x01R\teventType\x88\x01\x01\x12(\n" +
 	"\border_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x02R\aorderId\x88\x01\x01B\t\n" +
 	"\a_statusB\r\n" +
 	"\v_event_typeB\v\n" +

@@ -1944,7 +1944,12 @@ type ChangePasswordRequest struct {
 	// The caller's password now.
 	CurrentPassword string `protobuf:"bytes,1,opt,name=current_password,json=currentPassword,proto3" json:"current_password,omitempty"`
 	// The new password, 8 to 128 characters, not the current one.
-	NewPassword   string `protobuf:"bytes,2,opt,name=new_password,json=newPassword,proto3" json:"new_password,omitempty"`
+	NewPassword string `protobuf:"bytes,2,opt,name=new_password,json=newPassword,proto3" json:"new_password,omitempty"`
+	// An admin's API keys survive the change. Without it (the default) every
+	// API key of the admin is revoked, so that what a leaked password could
+	// have minted stops working. Ignored for a customer, whose API keys are
+	// never revoked by a password change.
+	KeepApiKeys   bool `protobuf:"varint,3,opt,name=keep_api_keys,json=keepApiKeys,proto3" json:"keep_api_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1993,15 +1998,25 @@ func (x *ChangePasswordRequest) GetNewPassword() string {
 	return ""
 }
 
+func (x *ChangePasswordRequest) GetKeepApiKeys() bool {
+	if x != nil {
+		return x.KeepApiKeys
+	}
+	return false
+}
+
 type ChangePasswordResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A customer's new access token (the one the call was made with has
 	// ended); empty for an admin, whose new session is in Set-Cookie.
 	AccessToken string `protobuf:"bytes,1,opt,name=access_token,json=accessToken,proto3" json:"access_token,omitempty"`
 	// When the new access token or session expires, RFC 3339.
-	ExpiresAt     string `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ExpiresAt string `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// How many of the admin's API keys the change revoked (0 with
+	// keep_api_keys, and for a customer).
+	ApiKeysRevoked uint32 `protobuf:"varint,3,opt,name=api_keys_revoked,json=apiKeysRevoked,proto3" json:"api_keys_revoked,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ChangePasswordResponse) Reset() {
@@ -2046,6 +2061,13 @@ func (x *ChangePasswordResponse) GetExpiresAt() string {
 		return x.ExpiresAt
 	}
 	return ""
+}
+
+func (x *ChangePasswordResponse) GetApiKeysRevoked() uint32 {
+	if x != nil {
+		return x.ApiKeysRevoked
+	}
+	return 0
 }
 
 type DisableCustomerRequest struct {
@@ -2924,16 +2946,18 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"customerId\x12I\n" +
 	"\fcredit_limit\x18\x02 \x01(\tB&\xbaH#\xc8\x01\x01r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$R\vcreditLimit\"P\n" +
 	"\x16SetCreditLimitResponse\x126\n" +
-	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"}\n" +
+	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"\xa1\x01\n" +
 	"\x15ChangePasswordRequest\x125\n" +
 	"\x10current_password\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\x0fcurrentPassword\x12-\n" +
 	"\fnew_password\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\b\x18\x80\x01R\vnewPassword\"Z\n" +
+	"\xbaH\ar\x05\x10\b\x18\x80\x01R\vnewPassword\x12\"\n" +
+	"\rkeep_api_keys\x18\x03 \x01(\bR\vkeepApiKeys\"\x84\x01\n" +
 	"\x16ChangePasswordResponse\x12!\n" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
 	"\n" +
-	"expires_at\x18\x02 \x01(\tR\texpiresAt\"h\n" +
+	"expires_at\x18\x02 \x01(\tR\texpiresAt\x12(\n" +
+	"\x10api_keys_revoked\x18\x03 \x01(\rR\x0eapiKeysRevoked\"h\n" +
 	"\x16DisableCustomerRequest\x12,\n" +
 	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\n" +
 	"customerId\x12 \n" +

@@ -40,7 +40,8 @@ type Product struct {
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Longer description.
 	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
-	// List price, a decimal string with two fractional digits.
+	// List price of one billing cycle, a decimal string with two fractional
+	// digits.
 	Price string `protobuf:"bytes,4,opt,name=price,proto3" json:"price,omitempty"`
 	// ISO 4217 currency code.
 	Currency string `protobuf:"bytes,5,opt,name=currency,proto3" json:"currency,omitempty"`
@@ -51,7 +52,10 @@ type Product struct {
 	// Creation time, RFC 3339.
 	CreatedAt string `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// How often it is billed: one_time (bought once), monthly, quarterly,
+	// semi_annual or annual.
+	BillingCycle  string `protobuf:"bytes,10,opt,name=billing_cycle,json=billingCycle,proto3" json:"billing_cycle,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -149,6 +153,13 @@ func (x *Product) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *Product) GetBillingCycle() string {
+	if x != nil {
+		return x.BillingCycle
+	}
+	return ""
+}
+
 // Order is one customer order.
 type Order struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -176,7 +187,23 @@ type Order struct {
 	// Creation time, RFC 3339.
 	CreatedAt string `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,12,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// The billing cycle it was bought with (the product's at order time,
+	// unless an admin moved it since): one_time, monthly, quarterly,
+	// semi_annual or annual.
+	BillingCycle string `protobuf:"bytes,13,opt,name=billing_cycle,json=billingCycle,proto3" json:"billing_cycle,omitempty"`
+	// Price of each later period, a decimal string with two fractional
+	// digits; empty for a one_time order.
+	RenewalPrice string `protobuf:"bytes,14,opt,name=renewal_price,json=renewalPrice,proto3" json:"renewal_price,omitempty"`
+	// End of the paid service, RFC 3339: the end of the last paid service
+	// period; empty for an order without periods (one-time, not active yet).
+	PaidUntil string `protobuf:"bytes,15,opt,name=paid_until,json=paidUntil,proto3" json:"paid_until,omitempty"`
+	// Whether a recurring order is billed for its next period; false once
+	// its renewal is turned off (it ends at paid_until).
+	Renews bool `protobuf:"varint,16,opt,name=renews,proto3" json:"renews,omitempty"`
+	// overdue (an unpaid renewal invoice; paying it resumes the service) or
+	// admin; empty unless suspended.
+	SuspendReason string `protobuf:"bytes,17,opt,name=suspend_reason,json=suspendReason,proto3" json:"suspend_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -295,6 +322,142 @@ func (x *Order) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *Order) GetBillingCycle() string {
+	if x != nil {
+		return x.BillingCycle
+	}
+	return ""
+}
+
+func (x *Order) GetRenewalPrice() string {
+	if x != nil {
+		return x.RenewalPrice
+	}
+	return ""
+}
+
+func (x *Order) GetPaidUntil() string {
+	if x != nil {
+		return x.PaidUntil
+	}
+	return ""
+}
+
+func (x *Order) GetRenews() bool {
+	if x != nil {
+		return x.Renews
+	}
+	return false
+}
+
+func (x *Order) GetSuspendReason() string {
+	if x != nil {
+		return x.SuspendReason
+	}
+	return ""
+}
+
+// ServicePeriod is one period of a recurring order's service.
+type ServicePeriod struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 for the first period, then 2, 3, …
+	Period int32 `protobuf:"varint,1,opt,name=period,proto3" json:"period,omitempty"`
+	// Start and end, RFC 3339.
+	StartsAt string `protobuf:"bytes,2,opt,name=starts_at,json=startsAt,proto3" json:"starts_at,omitempty"`
+	EndsAt   string `protobuf:"bytes,3,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	// The renewal invoice billing it; empty for the first period (paid by the
+	// order) and for a period that costs nothing.
+	InvoiceId string `protobuf:"bytes,4,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
+	// unpaid, paid or cancelled.
+	Status string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	// When it was paid, RFC 3339; empty unless paid.
+	PaidAt string `protobuf:"bytes,6,opt,name=paid_at,json=paidAt,proto3" json:"paid_at,omitempty"`
+	// How it ended: renewed, ended, unpaid or refunded; empty while it has
+	// not.
+	Outcome       string `protobuf:"bytes,7,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServicePeriod) Reset() {
+	*x = ServicePeriod{}
+	mi := &file_billing_order_order_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServicePeriod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServicePeriod) ProtoMessage() {}
+
+func (x *ServicePeriod) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServicePeriod.ProtoReflect.Descriptor instead.
+func (*ServicePeriod) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ServicePeriod) GetPeriod() int32 {
+	if x != nil {
+		return x.Period
+	}
+	return 0
+}
+
+func (x *ServicePeriod) GetStartsAt() string {
+	if x != nil {
+		return x.StartsAt
+	}
+	return ""
+}
+
+func (x *ServicePeriod) GetEndsAt() string {
+	if x != nil {
+		return x.EndsAt
+	}
+	return ""
+}
+
+func (x *ServicePeriod) GetInvoiceId() string {
+	if x != nil {
+		return x.InvoiceId
+	}
+	return ""
+}
+
+func (x *ServicePeriod) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ServicePeriod) GetPaidAt() string {
+	if x != nil {
+		return x.PaidAt
+	}
+	return ""
+}
+
+func (x *ServicePeriod) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
 // Invoice is a bill to a customer, for an order or on its own.
 type Invoice struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -332,7 +495,7 @@ type Invoice struct {
 
 func (x *Invoice) Reset() {
 	*x = Invoice{}
-	mi := &file_billing_order_order_proto_msgTypes[2]
+	mi := &file_billing_order_order_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +507,7 @@ func (x *Invoice) String() string {
 func (*Invoice) ProtoMessage() {}
 
 func (x *Invoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[2]
+	mi := &file_billing_order_order_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +520,7 @@ func (x *Invoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invoice.ProtoReflect.Descriptor instead.
 func (*Invoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{2}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Invoice) GetId() string {
@@ -464,7 +627,8 @@ type CreateProductRequest struct {
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Longer description.
 	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	// List price, a decimal with at most two fractional digits; 0 is a free product.
+	// Price of one billing cycle, a decimal with at most two fractional
+	// digits; 0 is a free product.
 	Price string `protobuf:"bytes,3,opt,name=price,proto3" json:"price,omitempty"`
 	// ISO 4217 currency code, one of [billing].currencies.
 	Currency string `protobuf:"bytes,4,opt,name=currency,proto3" json:"currency,omitempty"`
@@ -476,13 +640,16 @@ type CreateProductRequest struct {
 	// with provider_plugin. Secret settings are never shown again: neither in
 	// Product nor in the audit trail. Absent: an empty object.
 	ProviderConfig *structpb.Struct `protobuf:"bytes,6,opt,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How often it is billed: one_time, monthly, quarterly, semi_annual or
+	// annual; empty is one_time.
+	BillingCycle  string `protobuf:"bytes,7,opt,name=billing_cycle,json=billingCycle,proto3" json:"billing_cycle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateProductRequest) Reset() {
 	*x = CreateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[3]
+	mi := &file_billing_order_order_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +661,7 @@ func (x *CreateProductRequest) String() string {
 func (*CreateProductRequest) ProtoMessage() {}
 
 func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[3]
+	mi := &file_billing_order_order_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +674,7 @@ func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductRequest.ProtoReflect.Descriptor instead.
 func (*CreateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{3}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateProductRequest) GetName() string {
@@ -552,6 +719,13 @@ func (x *CreateProductRequest) GetProviderConfig() *structpb.Struct {
 	return nil
 }
 
+func (x *CreateProductRequest) GetBillingCycle() string {
+	if x != nil {
+		return x.BillingCycle
+	}
+	return ""
+}
+
 type CreateProductResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The created product (enabled).
@@ -562,7 +736,7 @@ type CreateProductResponse struct {
 
 func (x *CreateProductResponse) Reset() {
 	*x = CreateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +748,7 @@ func (x *CreateProductResponse) String() string {
 func (*CreateProductResponse) ProtoMessage() {}
 
 func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +761,7 @@ func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductResponse.ProtoReflect.Descriptor instead.
 func (*CreateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateProductResponse) GetProduct() *Product {
@@ -605,7 +779,8 @@ type UpdateProductRequest struct {
 	Name *string `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
 	// New description; absent keeps it.
 	Description *string `protobuf:"bytes,3,opt,name=description,proto3,oneof" json:"description,omitempty"`
-	// New list price for orders placed from now on; absent keeps it.
+	// New price of one billing cycle, for orders placed from now on (and
+	// existing ones with apply_to_existing_orders); absent keeps it.
 	Price *string `protobuf:"bytes,4,opt,name=price,proto3,oneof" json:"price,omitempty"`
 	// Whether customers can see and order it; absent keeps it.
 	Enabled *bool `protobuf:"varint,5,opt,name=enabled,proto3,oneof" json:"enabled,omitempty"`
@@ -613,13 +788,24 @@ type UpdateProductRequest struct {
 	// checked as in CreateProduct; a secret it omits or sends as "********"
 	// keeps its stored value (so a token can stay unsaid). Absent keeps it.
 	ProviderConfig *structpb.Struct `protobuf:"bytes,6,opt,name=provider_config,json=providerConfig,proto3" json:"provider_config,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// New billing cycle, for orders placed from now on (and existing ones
+	// with apply_to_existing_orders): one_time, monthly, quarterly,
+	// semi_annual or annual; empty keeps it.
+	BillingCycle string `protobuf:"bytes,7,opt,name=billing_cycle,json=billingCycle,proto3" json:"billing_cycle,omitempty"`
+	// Also move the orders of the product that are not final (pending, paid,
+	// provisioning, active, suspended) to the product's cycle and price as
+	// they are after this update, for their later periods, in the same
+	// transaction (an order.billing_change audit row each). False (the
+	// default): every existing order keeps the cycle and price it was
+	// bought at.
+	ApplyToExistingOrders bool `protobuf:"varint,8,opt,name=apply_to_existing_orders,json=applyToExistingOrders,proto3" json:"apply_to_existing_orders,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *UpdateProductRequest) Reset() {
 	*x = UpdateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +817,7 @@ func (x *UpdateProductRequest) String() string {
 func (*UpdateProductRequest) ProtoMessage() {}
 
 func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +830,7 @@ func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UpdateProductRequest) GetId() string {
@@ -689,6 +875,20 @@ func (x *UpdateProductRequest) GetProviderConfig() *structpb.Struct {
 	return nil
 }
 
+func (x *UpdateProductRequest) GetBillingCycle() string {
+	if x != nil {
+		return x.BillingCycle
+	}
+	return ""
+}
+
+func (x *UpdateProductRequest) GetApplyToExistingOrders() bool {
+	if x != nil {
+		return x.ApplyToExistingOrders
+	}
+	return false
+}
+
 type UpdateProductResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The product as it now is.
@@ -699,7 +899,7 @@ type UpdateProductResponse struct {
 
 func (x *UpdateProductResponse) Reset() {
 	*x = UpdateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +911,7 @@ func (x *UpdateProductResponse) String() string {
 func (*UpdateProductResponse) ProtoMessage() {}
 
 func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +924,7 @@ func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateProductResponse) GetProduct() *Product {
@@ -747,7 +947,7 @@ type ListProductsRequest struct {
 
 func (x *ListProductsRequest) Reset() {
 	*x = ListProductsRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -759,7 +959,7 @@ func (x *ListProductsRequest) String() string {
 func (*ListProductsRequest) ProtoMessage() {}
 
 func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -772,7 +972,7 @@ func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsRequest.ProtoReflect.Descriptor instead.
 func (*ListProductsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListProductsRequest) GetPagination() *payment.PageRequest {
@@ -801,7 +1001,7 @@ type ListProductsResponse struct {
 
 func (x *ListProductsResponse) Reset() {
 	*x = ListProductsResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1013,7 @@ func (x *ListProductsResponse) String() string {
 func (*ListProductsResponse) ProtoMessage() {}
 
 func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1026,7 @@ func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsResponse.ProtoReflect.Descriptor instead.
 func (*ListProductsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListProductsResponse) GetProducts() []*Product {
@@ -853,7 +1053,7 @@ type CreateOrderRequest struct {
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1065,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1078,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateOrderRequest) GetProductId() string {
@@ -898,7 +1098,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -910,7 +1110,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -923,7 +1123,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -943,7 +1143,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -955,7 +1155,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -968,7 +1168,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetOrderRequest) GetId() string {
@@ -981,14 +1181,16 @@ func (x *GetOrderRequest) GetId() string {
 type GetOrderResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order.
-	Order         *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// Its service periods, first first; empty for a one-time order.
+	Periods       []*ServicePeriod `protobuf:"bytes,2,rep,name=periods,proto3" json:"periods,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1202,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,12 +1215,19 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
 	if x != nil {
 		return x.Order
+	}
+	return nil
+}
+
+func (x *GetOrderResponse) GetPeriods() []*ServicePeriod {
+	if x != nil {
+		return x.Periods
 	}
 	return nil
 }
@@ -1037,7 +1246,7 @@ type ListOrdersRequest struct {
 
 func (x *ListOrdersRequest) Reset() {
 	*x = ListOrdersRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1049,7 +1258,7 @@ func (x *ListOrdersRequest) String() string {
 func (*ListOrdersRequest) ProtoMessage() {}
 
 func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1062,7 +1271,7 @@ func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersRequest.ProtoReflect.Descriptor instead.
 func (*ListOrdersRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListOrdersRequest) GetPagination() *payment.PageRequest {
@@ -1098,7 +1307,7 @@ type ListOrdersResponse struct {
 
 func (x *ListOrdersResponse) Reset() {
 	*x = ListOrdersResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1319,7 @@ func (x *ListOrdersResponse) String() string {
 func (*ListOrdersResponse) ProtoMessage() {}
 
 func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1332,7 @@ func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersResponse.ProtoReflect.Descriptor instead.
 func (*ListOrdersResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOrdersResponse) GetOrders() []*Order {
@@ -1150,7 +1359,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1371,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1384,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1195,7 +1404,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1416,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1429,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1240,7 +1449,7 @@ type PayWithBalanceRequest struct {
 
 func (x *PayWithBalanceRequest) Reset() {
 	*x = PayWithBalanceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1461,7 @@ func (x *PayWithBalanceRequest) String() string {
 func (*PayWithBalanceRequest) ProtoMessage() {}
 
 func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1474,7 @@ func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceRequest.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PayWithBalanceRequest) GetOrderId() string {
@@ -1291,7 +1500,7 @@ type PayWithBalanceResponse struct {
 
 func (x *PayWithBalanceResponse) Reset() {
 	*x = PayWithBalanceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1512,7 @@ func (x *PayWithBalanceResponse) String() string {
 func (*PayWithBalanceResponse) ProtoMessage() {}
 
 func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1525,7 @@ func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceResponse.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PayWithBalanceResponse) GetOrder() *Order {
@@ -1365,7 +1574,7 @@ type CreateInvoiceRequest struct {
 
 func (x *CreateInvoiceRequest) Reset() {
 	*x = CreateInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1586,7 @@ func (x *CreateInvoiceRequest) String() string {
 func (*CreateInvoiceRequest) ProtoMessage() {}
 
 func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1599,7 @@ func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CreateInvoiceRequest) GetTarget() isCreateInvoiceRequest_Target {
@@ -1474,7 +1683,7 @@ type CreateInvoiceResponse struct {
 
 func (x *CreateInvoiceResponse) Reset() {
 	*x = CreateInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1695,7 @@ func (x *CreateInvoiceResponse) String() string {
 func (*CreateInvoiceResponse) ProtoMessage() {}
 
 func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1708,7 @@ func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateInvoiceResponse) GetInvoice() *Invoice {
@@ -1519,7 +1728,7 @@ type GetInvoiceRequest struct {
 
 func (x *GetInvoiceRequest) Reset() {
 	*x = GetInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1740,7 @@ func (x *GetInvoiceRequest) String() string {
 func (*GetInvoiceRequest) ProtoMessage() {}
 
 func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1753,7 @@ func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*GetInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetInvoiceRequest) GetId() string {
@@ -1564,7 +1773,7 @@ type GetInvoiceResponse struct {
 
 func (x *GetInvoiceResponse) Reset() {
 	*x = GetInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1785,7 @@ func (x *GetInvoiceResponse) String() string {
 func (*GetInvoiceResponse) ProtoMessage() {}
 
 func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1798,7 @@ func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*GetInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetInvoiceResponse) GetInvoice() *Invoice {
@@ -1615,7 +1824,7 @@ type ListInvoicesRequest struct {
 
 func (x *ListInvoicesRequest) Reset() {
 	*x = ListInvoicesRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1836,7 @@ func (x *ListInvoicesRequest) String() string {
 func (*ListInvoicesRequest) ProtoMessage() {}
 
 func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1849,7 @@ func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListInvoicesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListInvoicesRequest) GetPagination() *payment.PageRequest {
@@ -1683,7 +1892,7 @@ type ListInvoicesResponse struct {
 
 func (x *ListInvoicesResponse) Reset() {
 	*x = ListInvoicesResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1904,7 @@ func (x *ListInvoicesResponse) String() string {
 func (*ListInvoicesResponse) ProtoMessage() {}
 
 func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1917,7 @@ func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListInvoicesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListInvoicesResponse) GetInvoices() []*Invoice {
@@ -1735,7 +1944,7 @@ type CancelInvoiceRequest struct {
 
 func (x *CancelInvoiceRequest) Reset() {
 	*x = CancelInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1747,7 +1956,7 @@ func (x *CancelInvoiceRequest) String() string {
 func (*CancelInvoiceRequest) ProtoMessage() {}
 
 func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1760,7 +1969,7 @@ func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelInvoiceRequest) GetInvoiceId() string {
@@ -1780,7 +1989,7 @@ type CancelInvoiceResponse struct {
 
 func (x *CancelInvoiceResponse) Reset() {
 	*x = CancelInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +2001,7 @@ func (x *CancelInvoiceResponse) String() string {
 func (*CancelInvoiceResponse) ProtoMessage() {}
 
 func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +2014,7 @@ func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelInvoiceResponse) GetInvoice() *Invoice {
@@ -1815,11 +2024,857 @@ func (x *CancelInvoiceResponse) GetInvoice() *Invoice {
 	return nil
 }
 
+type SetOrderRenewalRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recurring order.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// false: cancel at period end; true: renew again.
+	Renews        bool `protobuf:"varint,2,opt,name=renews,proto3" json:"renews,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetOrderRenewalRequest) Reset() {
+	*x = SetOrderRenewalRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetOrderRenewalRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetOrderRenewalRequest) ProtoMessage() {}
+
+func (x *SetOrderRenewalRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetOrderRenewalRequest.ProtoReflect.Descriptor instead.
+func (*SetOrderRenewalRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SetOrderRenewalRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *SetOrderRenewalRequest) GetRenews() bool {
+	if x != nil {
+		return x.Renews
+	}
+	return false
+}
+
+type SetOrderRenewalResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order as it is now.
+	Order         *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetOrderRenewalResponse) Reset() {
+	*x = SetOrderRenewalResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetOrderRenewalResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetOrderRenewalResponse) ProtoMessage() {}
+
+func (x *SetOrderRenewalResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetOrderRenewalResponse.ProtoReflect.Descriptor instead.
+func (*SetOrderRenewalResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SetOrderRenewalResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+type ExtendServicePeriodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order whose current paid period is extended.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The new end, RFC 3339; must be after the period's end.
+	EndsAt string `protobuf:"bytes,2,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	// Why (kept in the audit log).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendServicePeriodRequest) Reset() {
+	*x = ExtendServicePeriodRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendServicePeriodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendServicePeriodRequest) ProtoMessage() {}
+
+func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendServicePeriodRequest.ProtoReflect.Descriptor instead.
+func (*ExtendServicePeriodRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ExtendServicePeriodRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ExtendServicePeriodRequest) GetEndsAt() string {
+	if x != nil {
+		return x.EndsAt
+	}
+	return ""
+}
+
+func (x *ExtendServicePeriodRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ExtendServicePeriodResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order as it is now.
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The period, extended.
+	Period        *ServicePeriod `protobuf:"bytes,2,opt,name=period,proto3" json:"period,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendServicePeriodResponse) Reset() {
+	*x = ExtendServicePeriodResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendServicePeriodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendServicePeriodResponse) ProtoMessage() {}
+
+func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendServicePeriodResponse.ProtoReflect.Descriptor instead.
+func (*ExtendServicePeriodResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ExtendServicePeriodResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *ExtendServicePeriodResponse) GetPeriod() *ServicePeriod {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+type SuspendOrderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The active order.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// Why (kept in the audit log).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendOrderRequest) Reset() {
+	*x = SuspendOrderRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendOrderRequest) ProtoMessage() {}
+
+func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendOrderRequest.ProtoReflect.Descriptor instead.
+func (*SuspendOrderRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SuspendOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *SuspendOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type SuspendOrderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order, suspended.
+	Order         *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SuspendOrderResponse) Reset() {
+	*x = SuspendOrderResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SuspendOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SuspendOrderResponse) ProtoMessage() {}
+
+func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SuspendOrderResponse.ProtoReflect.Descriptor instead.
+func (*SuspendOrderResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SuspendOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+type ResumeOrderRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The suspended order.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// Why (kept in the audit log).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeOrderRequest) Reset() {
+	*x = ResumeOrderRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeOrderRequest) ProtoMessage() {}
+
+func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeOrderRequest.ProtoReflect.Descriptor instead.
+func (*ResumeOrderRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResumeOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ResumeOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type ResumeOrderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order, active.
+	Order         *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeOrderResponse) Reset() {
+	*x = ResumeOrderResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeOrderResponse) ProtoMessage() {}
+
+func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeOrderResponse.ProtoReflect.Descriptor instead.
+func (*ResumeOrderResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResumeOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+type AdvanceBillingClockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How far forward, in seconds (at most a year).
+	Seconds       int64 `protobuf:"varint,1,opt,name=seconds,proto3" json:"seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdvanceBillingClockRequest) Reset() {
+	*x = AdvanceBillingClockRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdvanceBillingClockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdvanceBillingClockRequest) ProtoMessage() {}
+
+func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdvanceBillingClockRequest.ProtoReflect.Descriptor instead.
+func (*AdvanceBillingClockRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AdvanceBillingClockRequest) GetSeconds() int64 {
+	if x != nil {
+		return x.Seconds
+	}
+	return 0
+}
+
+type AdvanceBillingClockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The billing clock after the move, RFC 3339.
+	Now string `protobuf:"bytes,1,opt,name=now,proto3" json:"now,omitempty"`
+	// What the billing run then did.
+	Issued        int32 `protobuf:"varint,2,opt,name=issued,proto3" json:"issued,omitempty"`
+	AutoPaid      int32 `protobuf:"varint,3,opt,name=auto_paid,json=autoPaid,proto3" json:"auto_paid,omitempty"`
+	Overdue       int32 `protobuf:"varint,4,opt,name=overdue,proto3" json:"overdue,omitempty"`
+	Suspended     int32 `protobuf:"varint,5,opt,name=suspended,proto3" json:"suspended,omitempty"`
+	Terminated    int32 `protobuf:"varint,6,opt,name=terminated,proto3" json:"terminated,omitempty"`
+	Ended         int32 `protobuf:"varint,7,opt,name=ended,proto3" json:"ended,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdvanceBillingClockResponse) Reset() {
+	*x = AdvanceBillingClockResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdvanceBillingClockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdvanceBillingClockResponse) ProtoMessage() {}
+
+func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdvanceBillingClockResponse.ProtoReflect.Descriptor instead.
+func (*AdvanceBillingClockResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AdvanceBillingClockResponse) GetNow() string {
+	if x != nil {
+		return x.Now
+	}
+	return ""
+}
+
+func (x *AdvanceBillingClockResponse) GetIssued() int32 {
+	if x != nil {
+		return x.Issued
+	}
+	return 0
+}
+
+func (x *AdvanceBillingClockResponse) GetAutoPaid() int32 {
+	if x != nil {
+		return x.AutoPaid
+	}
+	return 0
+}
+
+func (x *AdvanceBillingClockResponse) GetOverdue() int32 {
+	if x != nil {
+		return x.Overdue
+	}
+	return 0
+}
+
+func (x *AdvanceBillingClockResponse) GetSuspended() int32 {
+	if x != nil {
+		return x.Suspended
+	}
+	return 0
+}
+
+func (x *AdvanceBillingClockResponse) GetTerminated() int32 {
+	if x != nil {
+		return x.Terminated
+	}
+	return 0
+}
+
+func (x *AdvanceBillingClockResponse) GetEnded() int32 {
+	if x != nil {
+		return x.Ended
+	}
+	return 0
+}
+
+type GetRenewalOverviewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window of "due", in days from now; 0 means 30.
+	Days          int32 `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRenewalOverviewRequest) Reset() {
+	*x = GetRenewalOverviewRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRenewalOverviewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRenewalOverviewRequest) ProtoMessage() {}
+
+func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRenewalOverviewRequest.ProtoReflect.Descriptor instead.
+func (*GetRenewalOverviewRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *GetRenewalOverviewRequest) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+// RenewalsDue is what falls due in one currency.
+type RenewalsDue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ISO 4217 currency code.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// How many services.
+	Count int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// Their renewal prices together, a decimal string with two fractional
+	// digits.
+	Amount        string `protobuf:"bytes,3,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalsDue) Reset() {
+	*x = RenewalsDue{}
+	mi := &file_billing_order_order_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalsDue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalsDue) ProtoMessage() {}
+
+func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalsDue.ProtoReflect.Descriptor instead.
+func (*RenewalsDue) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RenewalsDue) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *RenewalsDue) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *RenewalsDue) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+// RenewalInvoice is an order with its unpaid renewal invoice.
+type RenewalInvoice struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order.
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The unpaid renewal invoice: its id, amount still due and due time
+	// (RFC 3339).
+	InvoiceId string `protobuf:"bytes,2,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
+	AmountDue string `protobuf:"bytes,3,opt,name=amount_due,json=amountDue,proto3" json:"amount_due,omitempty"`
+	DueAt     string `protobuf:"bytes,4,opt,name=due_at,json=dueAt,proto3" json:"due_at,omitempty"`
+	// Whole days past due.
+	DaysOverdue int32 `protobuf:"varint,5,opt,name=days_overdue,json=daysOverdue,proto3" json:"days_overdue,omitempty"`
+	// When the service is suspended (for an active order) or ended (for a
+	// suspended one) if it stays unpaid, RFC 3339; empty when that step is
+	// turned off.
+	NextStepAt    string `protobuf:"bytes,6,opt,name=next_step_at,json=nextStepAt,proto3" json:"next_step_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewalInvoice) Reset() {
+	*x = RenewalInvoice{}
+	mi := &file_billing_order_order_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalInvoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalInvoice) ProtoMessage() {}
+
+func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalInvoice.ProtoReflect.Descriptor instead.
+func (*RenewalInvoice) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RenewalInvoice) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *RenewalInvoice) GetInvoiceId() string {
+	if x != nil {
+		return x.InvoiceId
+	}
+	return ""
+}
+
+func (x *RenewalInvoice) GetAmountDue() string {
+	if x != nil {
+		return x.AmountDue
+	}
+	return ""
+}
+
+func (x *RenewalInvoice) GetDueAt() string {
+	if x != nil {
+		return x.DueAt
+	}
+	return ""
+}
+
+func (x *RenewalInvoice) GetDaysOverdue() int32 {
+	if x != nil {
+		return x.DaysOverdue
+	}
+	return 0
+}
+
+func (x *RenewalInvoice) GetNextStepAt() string {
+	if x != nil {
+		return x.NextStepAt
+	}
+	return ""
+}
+
+type GetRenewalOverviewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window, in days.
+	Days int32 `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"`
+	// Services whose paid period ends within the window and that renew, per
+	// currency.
+	Due []*RenewalsDue `protobuf:"bytes,2,rep,name=due,proto3" json:"due,omitempty"`
+	// Active services with a renewal invoice past due, most overdue first
+	// (at most 100), and how many there are.
+	Overdue      []*RenewalInvoice `protobuf:"bytes,3,rep,name=overdue,proto3" json:"overdue,omitempty"`
+	OverdueCount int64             `protobuf:"varint,4,opt,name=overdue_count,json=overdueCount,proto3" json:"overdue_count,omitempty"`
+	// Services suspended for non-payment, the nearest end first (at most
+	// 100), and how many there are.
+	Suspended      []*RenewalInvoice `protobuf:"bytes,5,rep,name=suspended,proto3" json:"suspended,omitempty"`
+	SuspendedCount int64             `protobuf:"varint,6,opt,name=suspended_count,json=suspendedCount,proto3" json:"suspended_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetRenewalOverviewResponse) Reset() {
+	*x = GetRenewalOverviewResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRenewalOverviewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRenewalOverviewResponse) ProtoMessage() {}
+
+func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
+func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *GetRenewalOverviewResponse) GetDays() int32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *GetRenewalOverviewResponse) GetDue() []*RenewalsDue {
+	if x != nil {
+		return x.Due
+	}
+	return nil
+}
+
+func (x *GetRenewalOverviewResponse) GetOverdue() []*RenewalInvoice {
+	if x != nil {
+		return x.Overdue
+	}
+	return nil
+}
+
+func (x *GetRenewalOverviewResponse) GetOverdueCount() int64 {
+	if x != nil {
+		return x.OverdueCount
+	}
+	return 0
+}
+
+func (x *GetRenewalOverviewResponse) GetSuspended() []*RenewalInvoice {
+	if x != nil {
+		return x.Suspended
+	}
+	return nil
+}
+
+func (x *GetRenewalOverviewResponse) GetSuspendedCount() int64 {
+	if x != nil {
+		return x.SuspendedCount
+	}
+	return 0
+}
+
 var File_billing_order_order_proto protoreflect.FileDescriptor
 
 const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
-	"\x19billing/order/order.proto\x12\rbilling.order\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x82\x02\n" +
+	"\x19billing/order/order.proto\x12\rbilling.order\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xa7\x02\n" +
 	"\aProduct\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1831,7 +2886,9 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\b \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\t \x01(\tR\tupdatedAt\"\xef\x02\n" +
+	"updated_at\x18\t \x01(\tR\tupdatedAt\x12#\n" +
+	"\rbilling_cycle\x18\n" +
+	" \x01(\tR\fbillingCycle\"\x97\x04\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\tR\n" +
@@ -1849,7 +2906,22 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\v \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\f \x01(\tR\tupdatedAt\"\x87\x03\n" +
+	"updated_at\x18\f \x01(\tR\tupdatedAt\x12#\n" +
+	"\rbilling_cycle\x18\r \x01(\tR\fbillingCycle\x12#\n" +
+	"\rrenewal_price\x18\x0e \x01(\tR\frenewalPrice\x12\x1d\n" +
+	"\n" +
+	"paid_until\x18\x0f \x01(\tR\tpaidUntil\x12\x16\n" +
+	"\x06renews\x18\x10 \x01(\bR\x06renews\x12%\n" +
+	"\x0esuspend_reason\x18\x11 \x01(\tR\rsuspendReason\"\xc7\x01\n" +
+	"\rServicePeriod\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\x05R\x06period\x12\x1b\n" +
+	"\tstarts_at\x18\x02 \x01(\tR\bstartsAt\x12\x17\n" +
+	"\aends_at\x18\x03 \x01(\tR\x06endsAt\x12\x1d\n" +
+	"\n" +
+	"invoice_id\x18\x04 \x01(\tR\tinvoiceId\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x17\n" +
+	"\apaid_at\x18\x06 \x01(\tR\x06paidAt\x12\x18\n" +
+	"\aoutcome\x18\a \x01(\tR\aoutcome\"\x87\x03\n" +
 	"\aInvoice\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\tR\n" +
@@ -1869,7 +2941,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\tR\tupdatedAt\"\xe2\x02\n" +
+	"updated_at\x18\x0e \x01(\tR\tupdatedAt\"\xc4\x03\n" +
 	"\x14CreateProductRequest\x12\x1f\n" +
 	"\x04name\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\vdescription\x12<\n" +
@@ -1877,10 +2949,11 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\bcurrency\x18\x04 \x01(\tB\x14\xbaH\x11\xc8\x01\x01r\f2\n" +
 	"^[A-Z]{3}$R\bcurrency\x127\n" +
 	"\x0fprovider_plugin\x18\x05 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dH\x00R\x0eproviderPlugin\x88\x01\x01\x12@\n" +
-	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfigB\x12\n" +
+	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfig\x12`\n" +
+	"\rbilling_cycle\x18\a \x01(\tB;\xbaH8\xd8\x01\x01r3R\bone_timeR\amonthlyR\tquarterlyR\vsemi_annualR\x06annualR\fbillingCycleB\x12\n" +
 	"\x10_provider_plugin\"I\n" +
 	"\x15CreateProductResponse\x120\n" +
-	"\aproduct\x18\x01 \x01(\v2\x16.billing.order.ProductR\aproduct\"\xd9\x02\n" +
+	"\aproduct\x18\x01 \x01(\v2\x16.billing.order.ProductR\aproduct\"\xf4\x03\n" +
 	"\x14UpdateProductRequest\x12\x1b\n" +
 	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\x12#\n" +
 	"\x04name\x18\x02 \x01(\tB\n" +
@@ -1888,7 +2961,9 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\vdescription\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fH\x01R\vdescription\x88\x01\x01\x12>\n" +
 	"\x05price\x18\x04 \x01(\tB#\xbaH r\x1e2\x1c^[0-9]{1,10}(\\.[0-9]{1,2})?$H\x02R\x05price\x88\x01\x01\x12\x1d\n" +
 	"\aenabled\x18\x05 \x01(\bH\x03R\aenabled\x88\x01\x01\x12@\n" +
-	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfigB\a\n" +
+	"\x0fprovider_config\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x0eproviderConfig\x12`\n" +
+	"\rbilling_cycle\x18\a \x01(\tB;\xbaH8\xd8\x01\x01r3R\bone_timeR\amonthlyR\tquarterlyR\vsemi_annualR\x06annualR\fbillingCycle\x127\n" +
+	"\x18apply_to_existing_orders\x18\b \x01(\bR\x15applyToExistingOrdersB\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\b\n" +
 	"\x06_priceB\n" +
@@ -1912,9 +2987,10 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x13CreateOrderResponse\x12*\n" +
 	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\".\n" +
 	"\x0fGetOrderRequest\x12\x1b\n" +
-	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\">\n" +
+	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"v\n" +
 	"\x10GetOrderResponse\x12*\n" +
-	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"\xa4\x02\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x126\n" +
+	"\aperiods\x18\x02 \x03(\v2\x1c.billing.order.ServicePeriodR\aperiods\"\xa4\x02\n" +
 	"\x11ListOrdersRequest\x12D\n" +
 	"\n" +
 	"pagination\x18\x01 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
@@ -1972,7 +3048,66 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"invoice_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tinvoiceId\"I\n" +
 	"\x15CancelInvoiceResponse\x120\n" +
-	"\ainvoice\x18\x01 \x01(\v2\x16.billing.order.InvoiceR\ainvoice2\xc7\b\n" +
+	"\ainvoice\x18\x01 \x01(\v2\x16.billing.order.InvoiceR\ainvoice\"X\n" +
+	"\x16SetOrderRenewalRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12\x16\n" +
+	"\x06renews\x18\x02 \x01(\bR\x06renews\"E\n" +
+	"\x17SetOrderRenewalResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"\x8e\x01\n" +
+	"\x1aExtendServicePeriodRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
+	"\aends_at\x18\x02 \x01(\tB\n" +
+	"\xbaH\a\xc8\x01\x01r\x02\x18@R\x06endsAt\x12#\n" +
+	"\x06reason\x18\x03 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x06reason\"\x7f\n" +
+	"\x1bExtendServicePeriodResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x124\n" +
+	"\x06period\x18\x02 \x01(\v2\x1c.billing.order.ServicePeriodR\x06period\"b\n" +
+	"\x13SuspendOrderRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
+	"\x06reason\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x06reason\"B\n" +
+	"\x14SuspendOrderResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"a\n" +
+	"\x12ResumeOrderRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
+	"\x06reason\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x06reason\"A\n" +
+	"\x13ResumeOrderResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"D\n" +
+	"\x1aAdvanceBillingClockRequest\x12&\n" +
+	"\aseconds\x18\x01 \x01(\x03B\f\xbaH\t\"\a\x18\x80\x8a\x8a\x0f \x00R\aseconds\"\xd2\x01\n" +
+	"\x1bAdvanceBillingClockResponse\x12\x10\n" +
+	"\x03now\x18\x01 \x01(\tR\x03now\x12\x16\n" +
+	"\x06issued\x18\x02 \x01(\x05R\x06issued\x12\x1b\n" +
+	"\tauto_paid\x18\x03 \x01(\x05R\bautoPaid\x12\x18\n" +
+	"\aoverdue\x18\x04 \x01(\x05R\aoverdue\x12\x1c\n" +
+	"\tsuspended\x18\x05 \x01(\x05R\tsuspended\x12\x1e\n" +
+	"\n" +
+	"terminated\x18\x06 \x01(\x05R\n" +
+	"terminated\x12\x14\n" +
+	"\x05ended\x18\a \x01(\x05R\x05ended\";\n" +
+	"\x19GetRenewalOverviewRequest\x12\x1e\n" +
+	"\x04days\x18\x01 \x01(\x05B\n" +
+	"\xbaH\a\x1a\x05\x18\xee\x02(\x00R\x04days\"W\n" +
+	"\vRenewalsDue\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\"\xd6\x01\n" +
+	"\x0eRenewalInvoice\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x1d\n" +
+	"\n" +
+	"invoice_id\x18\x02 \x01(\tR\tinvoiceId\x12\x1d\n" +
+	"\n" +
+	"amount_due\x18\x03 \x01(\tR\tamountDue\x12\x15\n" +
+	"\x06due_at\x18\x04 \x01(\tR\x05dueAt\x12!\n" +
+	"\fdays_overdue\x18\x05 \x01(\x05R\vdaysOverdue\x12 \n" +
+	"\fnext_step_at\x18\x06 \x01(\tR\n" +
+	"nextStepAt\"\xa2\x02\n" +
+	"\x1aGetRenewalOverviewResponse\x12\x12\n" +
+	"\x04days\x18\x01 \x01(\x05R\x04days\x12,\n" +
+	"\x03due\x18\x02 \x03(\v2\x1a.billing.order.RenewalsDueR\x03due\x127\n" +
+	"\aoverdue\x18\x03 \x03(\v2\x1d.billing.order.RenewalInvoiceR\aoverdue\x12#\n" +
+	"\roverdue_count\x18\x04 \x01(\x03R\foverdueCount\x12;\n" +
+	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
+	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount2\xa4\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -1987,7 +3122,13 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"GetInvoice\x12 .billing.order.GetInvoiceRequest\x1a!.billing.order.GetInvoiceResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fListInvoices\x12\".billing.order.ListInvoicesRequest\x1a#.billing.order.ListInvoicesResponse\"\x03\x90\x02\x01\x12Z\n" +
-	"\rCancelInvoice\x12#.billing.order.CancelInvoiceRequest\x1a$.billing.order.CancelInvoiceResponseB8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
+	"\rCancelInvoice\x12#.billing.order.CancelInvoiceRequest\x1a$.billing.order.CancelInvoiceResponse\x12`\n" +
+	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12l\n" +
+	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
+	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
+	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
+	"\x13AdvanceBillingClock\x12).billing.order.AdvanceBillingClockRequest\x1a*.billing.order.AdvanceBillingClockResponse\x12n\n" +
+	"\x12GetRenewalOverview\x12(.billing.order.GetRenewalOverviewRequest\x1a).billing.order.GetRenewalOverviewResponse\"\x03\x90\x02\x01B8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
 
 var (
 	file_billing_order_order_proto_rawDescOnce sync.Once
@@ -2001,91 +3142,128 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_billing_order_order_proto_goTypes = []any{
-	(*Product)(nil),                // 0: billing.order.Product
-	(*Order)(nil),                  // 1: billing.order.Order
-	(*Invoice)(nil),                // 2: billing.order.Invoice
-	(*CreateProductRequest)(nil),   // 3: billing.order.CreateProductRequest
-	(*CreateProductResponse)(nil),  // 4: billing.order.CreateProductResponse
-	(*UpdateProductRequest)(nil),   // 5: billing.order.UpdateProductRequest
-	(*UpdateProductResponse)(nil),  // 6: billing.order.UpdateProductResponse
-	(*ListProductsRequest)(nil),    // 7: billing.order.ListProductsRequest
-	(*ListProductsResponse)(nil),   // 8: billing.order.ListProductsResponse
-	(*CreateOrderRequest)(nil),     // 9: billing.order.CreateOrderRequest
-	(*CreateOrderResponse)(nil),    // 10: billing.order.CreateOrderResponse
-	(*GetOrderRequest)(nil),        // 11: billing.order.GetOrderRequest
-	(*GetOrderResponse)(nil),       // 12: billing.order.GetOrderResponse
-	(*ListOrdersRequest)(nil),      // 13: billing.order.ListOrdersRequest
-	(*ListOrdersResponse)(nil),     // 14: billing.order.ListOrdersResponse
-	(*CancelOrderRequest)(nil),     // 15: billing.order.CancelOrderRequest
-	(*CancelOrderResponse)(nil),    // 16: billing.order.CancelOrderResponse
-	(*PayWithBalanceRequest)(nil),  // 17: billing.order.PayWithBalanceRequest
-	(*PayWithBalanceResponse)(nil), // 18: billing.order.PayWithBalanceResponse
-	(*CreateInvoiceRequest)(nil),   // 19: billing.order.CreateInvoiceRequest
-	(*CreateInvoiceResponse)(nil),  // 20: billing.order.CreateInvoiceResponse
-	(*GetInvoiceRequest)(nil),      // 21: billing.order.GetInvoiceRequest
-	(*GetInvoiceResponse)(nil),     // 22: billing.order.GetInvoiceResponse
-	(*ListInvoicesRequest)(nil),    // 23: billing.order.ListInvoicesRequest
-	(*ListInvoicesResponse)(nil),   // 24: billing.order.ListInvoicesResponse
-	(*CancelInvoiceRequest)(nil),   // 25: billing.order.CancelInvoiceRequest
-	(*CancelInvoiceResponse)(nil),  // 26: billing.order.CancelInvoiceResponse
-	(*structpb.Struct)(nil),        // 27: google.protobuf.Struct
-	(*payment.PageRequest)(nil),    // 28: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),       // 29: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),  // 30: billing.payment.PaymentRecord
+	(*Product)(nil),                     // 0: billing.order.Product
+	(*Order)(nil),                       // 1: billing.order.Order
+	(*ServicePeriod)(nil),               // 2: billing.order.ServicePeriod
+	(*Invoice)(nil),                     // 3: billing.order.Invoice
+	(*CreateProductRequest)(nil),        // 4: billing.order.CreateProductRequest
+	(*CreateProductResponse)(nil),       // 5: billing.order.CreateProductResponse
+	(*UpdateProductRequest)(nil),        // 6: billing.order.UpdateProductRequest
+	(*UpdateProductResponse)(nil),       // 7: billing.order.UpdateProductResponse
+	(*ListProductsRequest)(nil),         // 8: billing.order.ListProductsRequest
+	(*ListProductsResponse)(nil),        // 9: billing.order.ListProductsResponse
+	(*CreateOrderRequest)(nil),          // 10: billing.order.CreateOrderRequest
+	(*CreateOrderResponse)(nil),         // 11: billing.order.CreateOrderResponse
+	(*GetOrderRequest)(nil),             // 12: billing.order.GetOrderRequest
+	(*GetOrderResponse)(nil),            // 13: billing.order.GetOrderResponse
+	(*ListOrdersRequest)(nil),           // 14: billing.order.ListOrdersRequest
+	(*ListOrdersResponse)(nil),          // 15: billing.order.ListOrdersResponse
+	(*CancelOrderRequest)(nil),          // 16: billing.order.CancelOrderRequest
+	(*CancelOrderResponse)(nil),         // 17: billing.order.CancelOrderResponse
+	(*PayWithBalanceRequest)(nil),       // 18: billing.order.PayWithBalanceRequest
+	(*PayWithBalanceResponse)(nil),      // 19: billing.order.PayWithBalanceResponse
+	(*CreateInvoiceRequest)(nil),        // 20: billing.order.CreateInvoiceRequest
+	(*CreateInvoiceResponse)(nil),       // 21: billing.order.CreateInvoiceResponse
+	(*GetInvoiceRequest)(nil),           // 22: billing.order.GetInvoiceRequest
+	(*GetInvoiceResponse)(nil),          // 23: billing.order.GetInvoiceResponse
+	(*ListInvoicesRequest)(nil),         // 24: billing.order.ListInvoicesRequest
+	(*ListInvoicesResponse)(nil),        // 25: billing.order.ListInvoicesResponse
+	(*CancelInvoiceRequest)(nil),        // 26: billing.order.CancelInvoiceRequest
+	(*CancelInvoiceResponse)(nil),       // 27: billing.order.CancelInvoiceResponse
+	(*SetOrderRenewalRequest)(nil),      // 28: billing.order.SetOrderRenewalRequest
+	(*SetOrderRenewalResponse)(nil),     // 29: billing.order.SetOrderRenewalResponse
+	(*ExtendServicePeriodRequest)(nil),  // 30: billing.order.ExtendServicePeriodRequest
+	(*ExtendServicePeriodResponse)(nil), // 31: billing.order.ExtendServicePeriodResponse
+	(*SuspendOrderRequest)(nil),         // 32: billing.order.SuspendOrderRequest
+	(*SuspendOrderResponse)(nil),        // 33: billing.order.SuspendOrderResponse
+	(*ResumeOrderRequest)(nil),          // 34: billing.order.ResumeOrderRequest
+	(*ResumeOrderResponse)(nil),         // 35: billing.order.ResumeOrderResponse
+	(*AdvanceBillingClockRequest)(nil),  // 36: billing.order.AdvanceBillingClockRequest
+	(*AdvanceBillingClockResponse)(nil), // 37: billing.order.AdvanceBillingClockResponse
+	(*GetRenewalOverviewRequest)(nil),   // 38: billing.order.GetRenewalOverviewRequest
+	(*RenewalsDue)(nil),                 // 39: billing.order.RenewalsDue
+	(*RenewalInvoice)(nil),              // 40: billing.order.RenewalInvoice
+	(*GetRenewalOverviewResponse)(nil),  // 41: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 42: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 43: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 44: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 45: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	27, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	42, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 1: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	27, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	42, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 3: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	28, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	43, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 5: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	29, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	44, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 7: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
 	1,  // 8: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
-	28, // 9: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
-	1,  // 10: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	29, // 11: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 12: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
-	1,  // 13: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	30, // 14: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
-	2,  // 15: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	2,  // 16: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	28, // 17: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
-	2,  // 18: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	29, // 19: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
-	2,  // 20: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	3,  // 21: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	7,  // 22: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	5,  // 23: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	9,  // 24: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	11, // 25: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	13, // 26: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	15, // 27: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	17, // 28: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	19, // 29: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	21, // 30: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	23, // 31: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	25, // 32: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	4,  // 33: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	8,  // 34: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	6,  // 35: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	10, // 36: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	12, // 37: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	14, // 38: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	16, // 39: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	18, // 40: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	20, // 41: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	22, // 42: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	24, // 43: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	26, // 44: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	2,  // 9: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
+	43, // 10: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	1,  // 11: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
+	44, // 12: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 13: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
+	1,  // 14: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
+	45, // 15: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	3,  // 16: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	3,  // 17: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	43, // 18: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	3,  // 19: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
+	44, // 20: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	3,  // 21: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	1,  // 22: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
+	1,  // 23: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
+	2,  // 24: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
+	1,  // 25: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
+	1,  // 26: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
+	1,  // 27: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
+	39, // 28: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	40, // 29: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	40, // 30: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	4,  // 31: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	8,  // 32: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	6,  // 33: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	10, // 34: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	12, // 35: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	14, // 36: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	16, // 37: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	18, // 38: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	20, // 39: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	22, // 40: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	24, // 41: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	26, // 42: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	28, // 43: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	30, // 44: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	32, // 45: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	34, // 46: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	36, // 47: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	38, // 48: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	5,  // 49: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	9,  // 50: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	7,  // 51: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	11, // 52: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	13, // 53: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	15, // 54: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	17, // 55: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	19, // 56: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	21, // 57: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	23, // 58: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	25, // 59: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	27, // 60: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	29, // 61: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	31, // 62: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	33, // 63: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	35, // 64: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	37, // 65: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	41, // 66: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	49, // [49:67] is the sub-list for method output_type
+	31, // [31:49] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -2093,22 +3271,22 @@ func file_billing_order_order_proto_init() {
 	if File_billing_order_order_proto != nil {
 		return
 	}
-	file_billing_order_order_proto_msgTypes[3].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[5].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[7].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[13].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[19].OneofWrappers = []any{
+	file_billing_order_order_proto_msgTypes[4].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[6].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[8].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[14].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[20].OneofWrappers = []any{
 		(*CreateInvoiceRequest_OrderId)(nil),
 		(*CreateInvoiceRequest_CustomerId)(nil),
 	}
-	file_billing_order_order_proto_msgTypes[23].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,12 +41,12 @@ func keys(t *testing.T) {
 	})
 }
 
-type env struct {
+type bundle struct {
 	fake *alipay.Server
 	key  *rsa.PrivateKey // the app's
 }
 
-func start(t *testing.T, opts alipay.Options) env {
+func start(t *testing.T, opts alipay.Options) bundle {
 	t.Helper()
 	keys(t)
 	if opts.Key == nil {
@@ -62,7 +62,7 @@ func start(t *testing.T, opts alipay.Options) env {
 	require.NoError(t, err)
 	require.NoError(t, s.Start())
 	t.Cleanup(s.Close)
-	return env{fake: s, key: appKey}
+	return bundle{fake: s, key: appKey}
 }
 
 // params are the common parameters of a call of method, signed with key.
@@ -86,12 +86,12 @@ func params(t *testing.T, key *rsa.PrivateKey, method string, biz map[string]any
 
 // call posts a signed call and returns the response node, after checking
 // the answer's signature over the node's text as written.
-func (e env) call(t *testing.T, method string, biz map[string]any) map[string]any {
+func (e bundle) call(t *testing.T, method string, biz map[string]any) map[string]any {
 	t.Helper()
 	return e.post(t, params(t, e.key, method, biz, nil), strings.ReplaceAll(method, ".", "_")+"_response", true)
 }
 
-func (e env) post(t *testing.T, p url.Values, node string, signed bool) map[string]any {
+func (e bundle) post(t *testing.T, p url.Values, node string, signed bool) map[string]any {
 	t.Helper()
 	resp, err := http.PostForm(e.fake.GatewayURL(), p)
 	require.NoError(t, err)

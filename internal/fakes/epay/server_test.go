@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // merchant is the notify receiver: it records what arrived and answers
@@ -292,11 +293,7 @@ func TestCloseCancelsPendingNotifyRetries(t *testing.T) {
 		b.epay.Close()
 		close(done)
 	}()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close waited for the hour-long retry")
-	}
+	testkit.WaitOrTimeout(t, done, "Close, without waiting for the hour-long retry")
 	require.ErrorIs(t, b.epay.Renotify("p-8"), epay.ErrClosed)
 }
 

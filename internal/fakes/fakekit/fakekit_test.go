@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/fakes/fakekit"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 var errClosed = errors.New("test fake: closed")
@@ -221,11 +222,7 @@ func TestCloseEndsAWaitingRoundAndRefusesNewOnes(t *testing.T) {
 
 	closed := make(chan struct{})
 	go func() { h.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end the round waiting an hour")
-	}
+	testkit.WaitOrTimeout(t, closed, "Close to end the round waiting an hour")
 	require.Equal(t, 1, n.Count())
 	require.ErrorIs(t, n.Start("T1", notification(m.srv.URL)), errClosed)
 }

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // Server is a running stripe-mock.
@@ -67,31 +69,13 @@ func build(t testing.TB) string {
 	return binary.path
 }
 
-// output collects the process's output for the line naming its address.
-type output struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
 var listening = regexp.MustCompile(`Listening for HTTP at address: (127\.0\.0\.1:\d+)`)
 
 // Start runs stripe-mock on free loopback ports (HTTP and the HTTPS it
 // always opens) and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	out := &output{}
+	out := &testkit.Logs{} // the process output, read for the line naming its address
 	cmd := exec.Command(build(t), "-http-addr", "127.0.0.1:", "-https-addr", "127.0.0.1:")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

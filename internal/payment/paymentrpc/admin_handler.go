@@ -59,9 +59,7 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 	}
 	out := &paymentpb.ListRefundsResponse{
 		Refunds: make([]*paymentpb.Refund, 0, len(rows)),
-		Meta: &paymentpb.PageMeta{
-			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
-		},
+		Meta:    rpc.PageMeta(page),
 	}
 	for _, r := range rows {
 		out.Refunds = append(out.Refunds, refundRecord(r.Refund, r.Currency))
@@ -83,9 +81,7 @@ func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Reques
 	}
 	out := &paymentpb.ListAuditEntriesResponse{
 		Entries: make([]*paymentpb.AuditEntry, 0, len(rows)),
-		Meta: &paymentpb.PageMeta{
-			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
-		},
+		Meta:    rpc.PageMeta(page),
 	}
 	for _, e := range rows {
 		out.Entries = append(out.Entries, auditRecord(e))

@@ -16,9 +16,9 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// Policy is who may call each PaymentService procedure (the spec's
-// permission table). Customers are scoped to their own payments by the
-// operations themselves.
+// Policy is who may call each PaymentService procedure (the API contract's
+// permissions: docs/api.md, "Credential layers"). Customers are scoped to their
+// own payments by the operations themselves.
 var Policy = auth.Policy{
 	paymentpbconnect.PaymentServiceCreatePaymentProcedure:      auth.Authenticated,
 	paymentpbconnect.PaymentServiceListPaymentsProcedure:       auth.Authenticated,
@@ -42,7 +42,7 @@ func NewHandler(svc *payment.Service) *Handler {
 
 var _ paymentpbconnect.PaymentServiceHandler = (*Handler)(nil)
 
-// GetPayment implements the spec's GetPayment.
+// GetPayment implements the contract's GetPayment (docs/api.md).
 func (h *Handler) GetPayment(ctx context.Context, req *connect.Request[paymentpb.GetPaymentRequest]) (*connect.Response[paymentpb.GetPaymentResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetId(), "id")
 	if err != nil {
@@ -55,7 +55,7 @@ func (h *Handler) GetPayment(ctx context.Context, req *connect.Request[paymentpb
 	return connect.NewResponse(&paymentpb.GetPaymentResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
 
-// ListPayments implements the spec's ListPayments.
+// ListPayments implements the contract's ListPayments (docs/api.md).
 func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[paymentpb.ListPaymentsRequest]) (*connect.Response[paymentpb.ListPaymentsResponse], error) {
 	m := req.Msg
 	var f store.PaymentFilter
@@ -77,9 +77,7 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 	}
 	out := &paymentpb.ListPaymentsResponse{
 		Payments: make([]*paymentpb.PaymentRecord, 0, len(rows)),
-		Meta: &paymentpb.PageMeta{
-			Total: page.Total, Page: page.Number, PageSize: page.Size, TotalPages: page.TotalPages(),
-		},
+		Meta:     rpc.PageMeta(page),
 	}
 	for _, p := range rows {
 		out.Payments = append(out.Payments, rpc.PaymentRecord(p))
@@ -87,8 +85,8 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 	return connect.NewResponse(out), nil
 }
 
-// CreatePayment implements the spec's CreatePayment. An empty order_id or
-// invoice_id means "not given".
+// CreatePayment implements the contract's CreatePayment (docs/api.md). An empty
+// order_id or invoice_id means "not given".
 func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymentpb.CreatePaymentRequest]) (*connect.Response[paymentpb.CreatePaymentResponse], error) {
 	m := req.Msg
 	var in payment.NewPayment
@@ -113,7 +111,7 @@ func (h *Handler) CreatePayment(ctx context.Context, req *connect.Request[paymen
 	}), nil
 }
 
-// QueryPaymentStatus implements the spec's QueryPaymentStatus.
+// QueryPaymentStatus implements the contract's QueryPaymentStatus (docs/api.md).
 func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[paymentpb.QueryPaymentStatusRequest]) (*connect.Response[paymentpb.QueryPaymentStatusResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")
 	if err != nil {
@@ -126,9 +124,9 @@ func (h *Handler) QueryPaymentStatus(ctx context.Context, req *connect.Request[p
 	return connect.NewResponse(&paymentpb.QueryPaymentStatusResponse{Payment: rpc.PaymentRecord(p)}), nil
 }
 
-// HandleCallback implements the spec's HandleCallback: the payload is the
-// raw notification, handed to the plugin as a POST without a content type.
-// A repeat of an applied callback is AlreadyExists.
+// HandleCallback implements the contract's HandleCallback (docs/api.md,
+// "Callbacks"): the payload is the raw notification, handed to the plugin as a
+// POST without a content type. A repeat of an applied callback is AlreadyExists.
 func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[paymentpb.PaymentCallbackRequest]) (*connect.Response[paymentpb.PaymentCallbackResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetGatewayInterfaceId(), "gateway_interface_id")
 	if err != nil {
@@ -148,8 +146,8 @@ func (h *Handler) HandleCallback(ctx context.Context, req *connect.Request[payme
 	return connect.NewResponse(&paymentpb.PaymentCallbackResponse{Payment: rpc.PaymentRecord(res.Payment)}), nil
 }
 
-// RefundPayment implements the spec's RefundPayment; an empty amount
-// refunds everything not yet refunded, an unset destination sends the
+// RefundPayment implements the contract's RefundPayment (docs/api.md); an empty
+// amount refunds everything not yet refunded, an unset destination sends the
 // money back the payment's own way.
 func (h *Handler) RefundPayment(ctx context.Context, req *connect.Request[paymentpb.RefundPaymentRequest]) (*connect.Response[paymentpb.RefundPaymentResponse], error) {
 	id, err := rpc.ParseID(req.Msg.GetPaymentId(), "payment_id")

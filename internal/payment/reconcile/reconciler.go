@@ -12,7 +12,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
@@ -198,7 +200,7 @@ func (r *Reconciler) round(ctx context.Context) {
 // overdue invoices.
 func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	var round Round
-	now := r.opts.Clock().UTC().Truncate(time.Microsecond)
+	now := store.Timestamp(r.opts.Clock())
 	var claimed []store.Payment
 	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
 		var err error
@@ -247,7 +249,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	}
 	wg.Wait()
 
-	round.Overdue, err = store.MarkOverdueInvoices(ctx, r.db, now, r.opts.NodeID)
+	round.Overdue, err = order.MarkOverdueInvoices(ctx, r.db, now, audit.System(r.opts.NodeID))
 	if err != nil {
 		return round, err
 	}

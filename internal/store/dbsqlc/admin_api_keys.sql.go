@@ -246,6 +246,53 @@ func (q *Queries) RevokeAdminApiKey(ctx context.Context, arg RevokeAdminApiKeyPa
 	return i, err
 }
 
+const revokeAdminApiKeysOfAdmin = `-- name: RevokeAdminApiKeysOfAdmin :many
+UPDATE admin_api_keys
+SET revoked_at = $1, revoked_by = $2
+WHERE admin_id = $3
+  AND revoked_at IS NULL
+RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by
+`
+
+type RevokeAdminApiKeysOfAdminParams struct {
+	RevokedAt *time.Time
+	RevokedBy *uuid.UUID
+	AdminID   uuid.UUID
+}
+
+// Every active key of an admin (a password reset or change, disabling):
+// whatever a leaked password could have minted. revoked_by is NULL when an
+// operator's command revoked them.
+func (q *Queries) RevokeAdminApiKeysOfAdmin(ctx context.Context, arg RevokeAdminApiKeysOfAdminParams) ([]AdminApiKey, error) {
+	rows, err := q.db.Query(ctx, revokeAdminApiKeysOfAdmin, arg.RevokedAt, arg.RevokedBy, arg.AdminID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AdminApiKey
+	for rows.Next() {
+		var i AdminApiKey
+		if err := rows.Scan(
+			&i.ID,
+			&i.AdminID,
+			&i.Name,
+			&i.Scope,
+			&i.SecretHash,
+			&i.CreatedAt,
+			&i.LastUsedAt,
+			&i.RevokedAt,
+			&i.RevokedBy,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const touchAdminApiKey = `-- name: TouchAdminApiKey :execrows
 UPDATE admin_api_keys
 SET last_used_at = $1

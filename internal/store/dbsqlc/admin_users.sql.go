@@ -63,6 +63,20 @@ func (q *Queries) CountAdmins(ctx context.Context) (int64, error) {
 	return count, err
 }
 
+const countEnabledAdmins = `-- name: CountEnabledAdmins :one
+SELECT count(*) FROM admin_users
+WHERE disabled_at IS NULL
+`
+
+// The last enabled admin is not disabled: run under LockAdminUsers, so two
+// admins disabled at once cannot both be "not the last".
+func (q *Queries) CountEnabledAdmins(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, countEnabledAdmins)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createAdmin = `-- name: CreateAdmin :one
 INSERT INTO admin_users (username, password_hash, display_name)
 VALUES ($1, $2, $3)
@@ -150,6 +164,37 @@ LOCK TABLE admin_users IN SHARE ROW EXCLUSIVE MODE
 func (q *Queries) LockAdminUsers(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, lockAdminUsers)
 	return err
+}
+
+const setAdminDisabledAt = `-- name: SetAdminDisabledAt :one
+UPDATE admin_users
+SET disabled_at = $1,
+    updated_at = $2
+WHERE id = $3
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+`
+
+type SetAdminDisabledAtParams struct {
+	DisabledAt *time.Time
+	UpdatedAt  time.Time
+	ID         uuid.UUID
+}
+
+// `paymentd admin disable` (a time) and `enable` (NULL).
+func (q *Queries) SetAdminDisabledAt(ctx context.Context, arg SetAdminDisabledAtParams) (AdminUser, error) {
+	row := q.db.QueryRow(ctx, setAdminDisabledAt, arg.DisabledAt, arg.UpdatedAt, arg.ID)
+	var i AdminUser
+	err := row.Scan(
+		&i.ID,
+		&i.Username,
+		&i.PasswordHash,
+		&i.DisplayName,
+		&i.DisabledAt,
+		&i.LastLoginAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const setAdminPassword = `-- name: SetAdminPassword :one

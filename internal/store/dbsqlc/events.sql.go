@@ -42,7 +42,7 @@ type InsertEventParams struct {
 	OrderID   uuid.UUID
 }
 
-// Call it with the transaction that made the business change (spec, Events 1).
+// Call it with the transaction that made the business change (docs/api.md, "Events" 1).
 // The insert trigger sends NOTIFY paymentd_events at commit.
 func (q *Queries) InsertEvent(ctx context.Context, arg InsertEventParams) (Event, error) {
 	row := q.db.QueryRow(ctx, insertEvent, arg.EventType, arg.Payload, arg.OrderID)

@@ -13,7 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const exportPayments = `-- name: ExportPayments :many
+const exportPaymentsPage = `-- name: ExportPaymentsPage :many
 
 SELECT id, created_at, updated_at, paid_at, failed_at, status, method,
        amount, refunded_amount, captured_amount, currency, customer_id,
@@ -22,27 +22,33 @@ SELECT id, created_at, updated_at, paid_at, failed_at, status, method,
 FROM payments
 WHERE created_at >= $1::timestamptz
   AND created_at < $2::timestamptz
-  AND ($3::uuid IS NULL OR customer_id = $3)
-  AND ($4::uuid IS NULL OR order_id = $4)
-  AND ($5::uuid IS NULL OR invoice_id = $5)
-  AND ($6::uuid IS NULL OR gateway_interface_id = $6)
-  AND ($7::text IS NULL OR status = $7)
-  AND (NOT $8::boolean OR captured_amount > refunded_amount)
+  AND created_at >= $3::timestamptz
+  AND ($4::uuid IS NULL OR (created_at, id) > ($3::timestamptz, $4::uuid))
+  AND ($5::uuid IS NULL OR customer_id = $5)
+  AND ($6::uuid IS NULL OR order_id = $6)
+  AND ($7::uuid IS NULL OR invoice_id = $7)
+  AND ($8::uuid IS NULL OR gateway_interface_id = $8)
+  AND ($9::text IS NULL OR status = $9)
+  AND (NOT $10::boolean OR captured_amount > refunded_amount)
 ORDER BY created_at, id
+LIMIT $11::int
 `
 
-type ExportPaymentsParams struct {
+type ExportPaymentsPageParams struct {
 	CreatedFrom        time.Time
 	CreatedTo          time.Time
+	AfterCreatedAt     time.Time
+	AfterID            *uuid.UUID
 	CustomerID         *uuid.UUID
 	OrderID            *uuid.UUID
 	InvoiceID          *uuid.UUID
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
 	ToReturn           bool
+	PageRows           int32
 }
 
-type ExportPaymentsRow struct {
+type ExportPaymentsPageRow struct {
 	ID                 uuid.UUID
 	CreatedAt          time.Time
 	UpdatedAt          time.Time
@@ -65,28 +71,34 @@ type ExportPaymentsRow struct {
 
 // The accountant's CSV exports (internal/export): every payment or refund
 // created in [created_from, created_to), oldest first, with the list's
-// optional filters (NULL: no filter). The store reads these rows one at a
-// time as they arrive (store.EachExportPayment), never as one slice: an
-// export may hold millions. Read in payments_created_at_idx /
-// refunds_created_at_idx order (scanned backwards).
-func (q *Queries) ExportPayments(ctx context.Context, arg ExportPaymentsParams) ([]ExportPaymentsRow, error) {
-	rows, err := q.db.Query(ctx, exportPayments,
+// optional filters (NULL: no filter), read in keyset pages: the rows after
+// (after_created_at, after_id) in (created_at, id) order, page_rows of
+// them. The first page starts at created_from with after_id NULL. The store
+// reads page after page (store.EachExportPayment) and holds a connection
+// only while one is read, never while the client takes the rows. Read in
+// payments_created_at_idx / refunds_created_at_idx order (scanned
+// backwards); the row comparison is an index condition.
+func (q *Queries) ExportPaymentsPage(ctx context.Context, arg ExportPaymentsPageParams) ([]ExportPaymentsPageRow, error) {
+	rows, err := q.db.Query(ctx, exportPaymentsPage,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.AfterCreatedAt,
+		arg.AfterID,
 		arg.CustomerID,
 		arg.OrderID,
 		arg.InvoiceID,
 		arg.GatewayInterfaceID,
 		arg.Status,
 		arg.ToReturn,
+		arg.PageRows,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ExportPaymentsRow
+	var items []ExportPaymentsPageRow
 	for rows.Next() {
-		var i ExportPaymentsRow
+		var i ExportPaymentsPageRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.CreatedAt,
@@ -117,7 +129,7 @@ func (q *Queries) ExportPayments(ctx context.Context, arg ExportPaymentsParams) 
 	return items, nil
 }
 
-const exportRefunds = `-- name: ExportRefunds :many
+const exportRefundsPage = `-- name: ExportRefundsPage :many
 SELECT refunds.id, refunds.payment_id, refunds.amount, payments.currency,
        refunds.status, refunds.destination, refunds.gateway_refund_id,
        refunds.reason, refunds.error, refunds.requested_by,
@@ -126,21 +138,27 @@ FROM refunds
 JOIN payments ON payments.id = refunds.payment_id
 WHERE refunds.created_at >= $1::timestamptz
   AND refunds.created_at < $2::timestamptz
-  AND ($3::uuid IS NULL OR refunds.payment_id = $3)
-  AND ($4::uuid IS NULL OR payments.customer_id = $4)
-  AND ($5::text IS NULL OR refunds.status = $5)
+  AND refunds.created_at >= $3::timestamptz
+  AND ($4::uuid IS NULL OR (refunds.created_at, refunds.id) > ($3::timestamptz, $4::uuid))
+  AND ($5::uuid IS NULL OR refunds.payment_id = $5)
+  AND ($6::uuid IS NULL OR payments.customer_id = $6)
+  AND ($7::text IS NULL OR refunds.status = $7)
 ORDER BY refunds.created_at, refunds.id
+LIMIT $8::int
 `
 
-type ExportRefundsParams struct {
-	CreatedFrom time.Time
-	CreatedTo   time.Time
-	PaymentID   *uuid.UUID
-	CustomerID  *uuid.UUID
-	Status      *string
+type ExportRefundsPageParams struct {
+	CreatedFrom    time.Time
+	CreatedTo      time.Time
+	AfterCreatedAt time.Time
+	AfterID        *uuid.UUID
+	PaymentID      *uuid.UUID
+	CustomerID     *uuid.UUID
+	Status         *string
+	PageRows       int32
 }
 
-type ExportRefundsRow struct {
+type ExportRefundsPageRow struct {
 	ID              uuid.UUID
 	PaymentID       uuid.UUID
 	Amount          money.Amount
@@ -158,21 +176,24 @@ type ExportRefundsRow struct {
 
 // Each refund with its payment's currency and customer (joined by primary
 // key).
-func (q *Queries) ExportRefunds(ctx context.Context, arg ExportRefundsParams) ([]ExportRefundsRow, error) {
-	rows, err := q.db.Query(ctx, exportRefunds,
+func (q *Queries) ExportRefundsPage(ctx context.Context, arg ExportRefundsPageParams) ([]ExportRefundsPageRow, error) {
+	rows, err := q.db.Query(ctx, exportRefundsPage,
 		arg.CreatedFrom,
 		arg.CreatedTo,
+		arg.AfterCreatedAt,
+		arg.AfterID,
 		arg.PaymentID,
 		arg.CustomerID,
 		arg.Status,
+		arg.PageRows,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ExportRefundsRow
+	var items []ExportRefundsPageRow
 	for rows.Next() {
-		var i ExportRefundsRow
+		var i ExportRefundsPageRow
 		if err := rows.Scan(
 			&i.ID,
 			&i.PaymentID,

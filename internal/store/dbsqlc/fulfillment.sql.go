@@ -227,8 +227,8 @@ type MarkInstanceTerminatedParams struct {
 	ID uuid.UUID
 }
 
-// → terminated: the provider ended the instance (its order was refunded).
-// No row when it is already terminated.
+// → terminated: the provider ended the instance (its order was refunded,
+// terminated or completed). No row when it is already terminated.
 func (q *Queries) MarkInstanceTerminated(ctx context.Context, arg MarkInstanceTerminatedParams) (Instance, error) {
 	row := q.db.QueryRow(ctx, markInstanceTerminated, arg.At, arg.ID)
 	var i Instance
@@ -269,4 +269,47 @@ type SetInstanceLastErrorParams struct {
 func (q *Queries) SetInstanceLastError(ctx context.Context, arg SetInstanceLastErrorParams) error {
 	_, err := q.db.Exec(ctx, setInstanceLastError, arg.LastError, arg.At, arg.ID)
 	return err
+}
+
+const setInstanceStatus = `-- name: SetInstanceStatus :one
+UPDATE instances
+SET status = $1,
+    last_error = '',
+    updated_at = $2
+WHERE id = $3
+  AND status IN ('running', 'stopped', 'suspended')
+  AND status <> $1
+RETURNING id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at
+`
+
+type SetInstanceStatusParams struct {
+	Status string
+	At     time.Time
+	ID     uuid.UUID
+}
+
+// A live instance → status (running or suspended): what the provider did
+// when the order was suspended or resumed. No row when the instance is not
+// live (provisioning, error, terminated: terminated is final) or has the
+// status already.
+func (q *Queries) SetInstanceStatus(ctx context.Context, arg SetInstanceStatusParams) (Instance, error) {
+	row := q.db.QueryRow(ctx, setInstanceStatus, arg.Status, arg.At, arg.ID)
+	var i Instance
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.OrderID,
+		&i.ProductID,
+		&i.ProviderPlugin,
+		&i.ExternalID,
+		&i.Status,
+		&i.Name,
+		&i.Details,
+		&i.LastError,
+		&i.ExpiresAt,
+		&i.TerminatedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }

@@ -360,7 +360,7 @@ type SetPluginInterfaceSchemasParams struct {
 }
 
 // A plugin's version went up: its new config schema replaces the schema of
-// every interface of it (spec, Versioning 3).
+// every interface of it (docs/api.md, versioning).
 func (q *Queries) SetPluginInterfaceSchemas(ctx context.Context, arg SetPluginInterfaceSchemasParams) (int64, error) {
 	result, err := q.db.Exec(ctx, setPluginInterfaceSchemas, arg.ConfigSchema, arg.Now, arg.PluginName)
 	if err != nil {

@@ -235,27 +235,91 @@ func (q *Queries) ListInvoices(ctx context.Context, arg ListInvoicesParams) ([]I
 	return items, nil
 }
 
+const lockDueInvoices = `-- name: LockDueInvoices :many
+SELECT id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at FROM invoices
+WHERE status = 'issued'
+  AND due_at <= $1::timestamptz
+ORDER BY due_at, id
+LIMIT $2::integer
+FOR UPDATE SKIP LOCKED
+`
+
+type LockDueInvoicesParams struct {
+	Now      time.Time
+	RowLimit int32
+}
+
+// Up to row_limit issued invoices due by now, oldest due first, locked
+// (SKIP LOCKED: one a settlement or a cancel holds is left for the next
+// round), for order.MarkOverdueInvoices to move to overdue one by one. Uses
+// invoices_issued_due_at_idx.
+func (q *Queries) LockDueInvoices(ctx context.Context, arg LockDueInvoicesParams) ([]Invoice, error) {
+	rows, err := q.db.Query(ctx, lockDueInvoices, arg.Now, arg.RowLimit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Invoice
+	for rows.Next() {
+		var i Invoice
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.Number,
+			&i.Status,
+			&i.Amount,
+			&i.PaidAmount,
+			&i.Currency,
+			&i.Description,
+			&i.IssuedAt,
+			&i.DueAt,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setInvoiceStatus = `-- name: SetInvoiceStatus :one
 UPDATE invoices
 SET status = $1,
-    updated_at = $2
-WHERE id = $3
-  AND status = $4
+    paid_amount = paid_amount + $2,
+    paid_at = coalesce($3, paid_at),
+    updated_at = $4
+WHERE id = $5
+  AND status = $6
+  AND paid_amount + $2 <= amount
 RETURNING id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at
 `
 
 type SetInvoiceStatusParams struct {
 	ToStatus   string
+	AddPaid    money.Amount
+	PaidAt     *time.Time
 	UpdatedAt  time.Time
 	ID         uuid.UUID
 	FromStatus string
 }
 
-// Moves the invoice from from_status to to_status; no row (store.ErrNotFound)
-// when it is no longer in from_status.
+// The one write of invoices.status (order.InvoiceTransition): moves the
+// invoice from from_status to to_status, adds add_paid to paid_amount (0
+// for a move that pays nothing) and sets paid_at when given. to_status may
+// equal from_status (a payment that does not pay the invoice in full). No
+// row (store.ErrNotFound) when it is no longer in from_status, or would be
+// paid beyond its amount. Call it with the invoice row locked.
 func (q *Queries) SetInvoiceStatus(ctx context.Context, arg SetInvoiceStatusParams) (Invoice, error) {
 	row := q.db.QueryRow(ctx, setInvoiceStatus,
 		arg.ToStatus,
+		arg.AddPaid,
+		arg.PaidAt,
 		arg.UpdatedAt,
 		arg.ID,
 		arg.FromStatus,

@@ -95,7 +95,7 @@ type Customer struct {
 
 type Event struct {
 	ID uuid.UUID
-	// order_paid | order_provisioned | order_cancelled | order_refunded.
+	// order_paid | order_provisioned | order_cancelled | order_refunded | service_renewed | service_suspended | service_resumed | service_terminated | renewal_reminder.
 	EventType string
 	Payload   []byte
 	// pending | processing | done | failed.
@@ -120,6 +120,20 @@ type GatewayInterface struct {
 	Enabled      bool
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+}
+
+type IdempotencyKey struct {
+	Principal    string
+	Key          string
+	Procedure    string
+	RequestHash  []byte
+	State        string
+	Response     []byte
+	ErrorCode    *string
+	ErrorMessage *string
+	CreatedAt    time.Time
+	FinishedAt   *time.Time
+	ExpiresAt    time.Time
 }
 
 type Instance struct {
@@ -206,8 +220,17 @@ type Order struct {
 	PaidAt       *time.Time
 	CancelledAt  *time.Time
 	CancelReason string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// one_time | monthly | quarterly | semi_annual | annual; the product's when the order was placed.
+	BillingCycle string
+	// Price of each later period, NUMERIC(12,2), in orders.currency; NULL for a one_time order.
+	RenewalPrice money.NullAmount
+	Renews       bool
+	// overdue | admin while suspended; empty otherwise.
+	SuspendReason string
+	// End of the last paid service period; NULL for an order without periods.
+	PaidUntil *time.Time
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type Payment struct {
@@ -242,17 +265,32 @@ type Payment struct {
 	UpdatedAt         time.Time
 }
 
-type PaymentTrendChange struct {
-	Kind               interface{}
+type PaymentTrendCurrencyChange struct {
+	Quarter       time.Time
+	Currency      string
+	Created       int64
+	Succeeded     int64
+	Failed        int64
+	ReceivedCents int64
+	RefundedCents int64
+}
+
+type PaymentTrendCurrencyQuarter struct {
+	Quarter       time.Time
+	Currency      string
+	Created       int64
+	Succeeded     int64
+	Failed        int64
+	ReceivedCents int64
+	RefundedCents int64
+}
+
+type PaymentTrendGatewayChange struct {
 	Quarter            time.Time
-	Currency           *string
-	GatewayInterfaceID *uuid.UUID
-	Seconds            *int16
-	Created            int32
-	Succeeded          int32
-	Failed             int32
-	ReceivedCents      int64
-	RefundedCents      int64
+	GatewayInterfaceID uuid.UUID
+	Created            int64
+	Succeeded          int64
+	Failed             int64
 }
 
 type PaymentTrendGatewayQuarter struct {
@@ -263,27 +301,24 @@ type PaymentTrendGatewayQuarter struct {
 	Failed             int64
 }
 
-type PaymentTrendQuarter struct {
-	Quarter       time.Time
-	Currency      string
-	Created       int64
-	Succeeded     int64
-	Failed        int64
-	ReceivedCents int64
-	RefundedCents int64
+type PaymentTrendSecondsChange struct {
+	Quarter            time.Time
+	GatewayInterfaceID uuid.UUID
+	SecondsBin         int16
+	N                  int64
 }
 
 type PaymentTrendSecondsDay struct {
 	Day                pgtype.Date
 	GatewayInterfaceID uuid.UUID
-	Seconds            int16
+	SecondsBin         int16
 	N                  int64
 }
 
 type PaymentTrendSecondsQuarter struct {
 	Quarter            time.Time
 	GatewayInterfaceID uuid.UUID
-	Seconds            int16
+	SecondsBin         int16
 	N                  int64
 }
 
@@ -295,7 +330,7 @@ type Plugin struct {
 	Source  string
 	Sha256  string
 	Enabled bool
-	// loaded | error | missing (scanner state, not from the spec).
+	// loaded | error | missing (scanner state, not a status of the API contract).
 	Status       string
 	LastError    string
 	Info         []byte
@@ -308,14 +343,16 @@ type Product struct {
 	ID          uuid.UUID
 	Name        string
 	Description string
-	// List price, NUMERIC(12,2), in products.currency.
+	// List price, NUMERIC(12,2), in products.currency: the price of one billing_cycle.
 	Price          money.Amount
 	Currency       string
 	ProviderPlugin *string
 	ProviderConfig []byte
 	Enabled        bool
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// one_time | monthly | quarterly | semi_annual | annual.
+	BillingCycle string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 type Refund struct {
@@ -332,6 +369,25 @@ type Refund struct {
 	Destination     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+type ServicePeriod struct {
+	OrderID      uuid.UUID
+	Seq          int32
+	StartsAt     time.Time
+	EndsAt       time.Time
+	AnchorAt     time.Time
+	AnchorMonths int32
+	InvoiceID    *uuid.UUID
+	// unpaid | paid | cancelled.
+	Status   string
+	PaidAt   *time.Time
+	Followed bool
+	Notices  []string
+	// renewed | ended | unpaid | refunded; NULL while the period has not ended.
+	Outcome   *string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 type Session struct {

@@ -13,100 +13,60 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const failPendingInvoicePayments = `-- name: FailPendingInvoicePayments :many
+const failPendingPayments = `-- name: FailPendingPayments :many
 UPDATE payments
 SET status = 'failed',
     failure_reason = $1,
     failed_at = $2::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
     next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
     reconcile_attempts = 0,
     updated_at = $2
-WHERE invoice_id = $3
-  AND status = 'pending'
+WHERE status = 'pending'
+  AND (id = $3::uuid OR order_id = $4::uuid OR invoice_id = $5::uuid)
+  AND ($3::uuid IS NULL OR id = $3)
+  AND ($4::uuid IS NULL OR order_id = $4)
+  AND ($5::uuid IS NULL OR invoice_id = $5)
+  AND (NOT $6::boolean OR invoice_id IS NULL)
 RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
-type FailPendingInvoicePaymentsParams struct {
+type FailPendingPaymentsParams struct {
 	FailureReason string
 	UpdatedAt     time.Time
-	InvoiceID     *uuid.UUID
-}
-
-// pending -> failed for every pending payment of the invoice (it was
-// cancelled), with the invoice row locked by the caller.
-func (q *Queries) FailPendingInvoicePayments(ctx context.Context, arg FailPendingInvoicePaymentsParams) ([]Payment, error) {
-	rows, err := q.db.Query(ctx, failPendingInvoicePayments, arg.FailureReason, arg.UpdatedAt, arg.InvoiceID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Payment
-	for rows.Next() {
-		var i Payment
-		if err := rows.Scan(
-			&i.ID,
-			&i.OrderID,
-			&i.InvoiceID,
-			&i.CustomerID,
-			&i.Method,
-			&i.GatewayInterfaceID,
-			&i.Amount,
-			&i.RefundedAmount,
-			&i.Currency,
-			&i.Status,
-			&i.GatewayPaymentID,
-			&i.GatewayTxID,
-			&i.PaidAt,
-			&i.PaymentUrl,
-			&i.QrCode,
-			&i.Instructions,
-			&i.ReturnUrl,
-			&i.FailureReason,
-			&i.FailedAt,
-			&i.CapturedAmount,
-			&i.CapturedAt,
-			&i.ReconcileAttempts,
-			&i.NextReconcileAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const failPendingOrderPayments = `-- name: FailPendingOrderPayments :many
-UPDATE payments
-SET status = 'failed',
-    failure_reason = $1,
-    failed_at = $2::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
-    reconcile_attempts = 0,
-    updated_at = $2
-WHERE order_id = $3
-  AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
-`
-
-type FailPendingOrderPaymentsParams struct {
-	FailureReason string
-	UpdatedAt     time.Time
+	ID            *uuid.UUID
 	OrderID       *uuid.UUID
+	InvoiceID     *uuid.UUID
+	OrderOnly     bool
 }
 
-// pending -> failed for every pending payment of the order (the order was
-// cancelled or paid otherwise), with the order row locked by the caller.
-func (q *Queries) FailPendingOrderPayments(ctx context.Context, arg FailPendingOrderPaymentsParams) ([]Payment, error) {
-	rows, err := q.db.Query(ctx, failPendingOrderPayments, arg.FailureReason, arg.UpdatedAt, arg.OrderID)
+// The one pending -> failed rule: every pending payment that is the
+// payment id, pays order_id and pays invoice_id, for those of the three
+// that are given (order_only leaves out the payments of the order's
+// invoices), fails with the reason. A gateway payment is asked about again
+// for late_capture_days (money captured after all); the first time at the
+// reconciler's next round. Call it with the row the payments belong to
+// (order, invoice or payment) locked.
+//
+// The catch-alls ("key IS NULL OR column = key") state the rule but are no
+// index condition in a generic plan (pgx prepares; the server may keep one
+// plan after five executions), which alone read every pending payment. The
+// line before them finds the payments: an arm per key, never true for a
+// NULL key (so with none of the three given, no row), each an index
+// condition (payments_pkey; payments_one_pending_key on order_id, its first
+// column; payments_invoice_id_idx): a generic plan reads a BitmapOr of the
+// three, a custom plan drops the NULL arms and reads one index. (A UNION
+// ALL of one select per key did as well in a generic plan but took three
+// times as long to plan the custom plans the server keeps choosing:
+// docs/performance.md.)
+func (q *Queries) FailPendingPayments(ctx context.Context, arg FailPendingPaymentsParams) ([]Payment, error) {
+	rows, err := q.db.Query(ctx, failPendingPayments,
+		arg.FailureReason,
+		arg.UpdatedAt,
+		arg.ID,
+		arg.OrderID,
+		arg.InvoiceID,
+		arg.OrderOnly,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +146,7 @@ func (q *Queries) GetOrderCustomerAccount(ctx context.Context, id uuid.UUID) (Ge
 const insertBalancePayment = `-- name: InsertBalancePayment :one
 INSERT INTO payments (
     order_id,
+    invoice_id,
     customer_id,
     method,
     amount,
@@ -197,30 +158,34 @@ INSERT INTO payments (
 ) VALUES (
     $1,
     $2,
-    'balance',
     $3,
+    'balance',
     $4,
+    $5,
     'success',
-    $5,
-    $5,
-    $5
+    $6,
+    $6,
+    $6
 )
 RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type InsertBalancePaymentParams struct {
 	OrderID    *uuid.UUID
+	InvoiceID  *uuid.UUID
 	CustomerID uuid.UUID
 	Amount     money.Amount
 	Currency   string
 	PaidAt     *time.Time
 }
 
-// A payment made from the balance: method balance, no gateway interface,
+// A payment made from the balance, of an order or of an invoice alone (a
+// renewal paid automatically): method balance, no gateway interface,
 // successful and paid at once (amount > 0 by payments_amount_check).
 func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePaymentParams) (Payment, error) {
 	row := q.db.QueryRow(ctx, insertBalancePayment,
 		arg.OrderID,
+		arg.InvoiceID,
 		arg.CustomerID,
 		arg.Amount,
 		arg.Currency,

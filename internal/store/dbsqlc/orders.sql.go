@@ -21,7 +21,7 @@ SET status = 'cancelled',
     updated_at = $2
 WHERE id = $3
   AND status = $4
-RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
 `
 
 type CancelOrderParams struct {
@@ -52,6 +52,11 @@ func (q *Queries) CancelOrder(ctx context.Context, arg CancelOrderParams) (Order
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -78,7 +83,7 @@ func (q *Queries) CountOrders(ctx context.Context, arg CountOrdersParams) (int64
 }
 
 const getOrder = `-- name: GetOrder :one
-SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at FROM orders
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
 WHERE id = $1
 `
 
@@ -97,6 +102,11 @@ func (q *Queries) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -104,7 +114,7 @@ func (q *Queries) GetOrder(ctx context.Context, id uuid.UUID) (Order, error) {
 }
 
 const getOrderForUpdate = `-- name: GetOrderForUpdate :one
-SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at FROM orders
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
 WHERE id = $1
 FOR UPDATE
 `
@@ -126,6 +136,11 @@ func (q *Queries) GetOrderForUpdate(ctx context.Context, id uuid.UUID) (Order, e
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -133,20 +148,23 @@ func (q *Queries) GetOrderForUpdate(ctx context.Context, id uuid.UUID) (Order, e
 }
 
 const insertOrder = `-- name: InsertOrder :one
-INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, created_at, updated_at)
-VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, $3, $4, $5, $6, $7, $8, $8)
-RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at
+INSERT INTO orders (id, customer_id, product_id, total_amount, currency, description, item, billing_cycle, renewal_price, created_at, updated_at)
+VALUES (COALESCE($1::uuid, gen_random_uuid()), $2, $3, $4, $5, $6, $7,
+        $8, $9, $10, $10)
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
 `
 
 type InsertOrderParams struct {
-	ID          *uuid.UUID
-	CustomerID  uuid.UUID
-	ProductID   *uuid.UUID
-	TotalAmount money.Amount
-	Currency    string
-	Description string
-	Item        []byte
-	CreatedAt   time.Time
+	ID           *uuid.UUID
+	CustomerID   uuid.UUID
+	ProductID    *uuid.UUID
+	TotalAmount  money.Amount
+	Currency     string
+	Description  string
+	Item         []byte
+	BillingCycle string
+	RenewalPrice money.NullAmount
+	CreatedAt    time.Time
 }
 
 // A new order is always pending (the column default). item freezes what was
@@ -162,6 +180,8 @@ func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (Order
 		arg.Currency,
 		arg.Description,
 		arg.Item,
+		arg.BillingCycle,
+		arg.RenewalPrice,
 		arg.CreatedAt,
 	)
 	var i Order
@@ -177,6 +197,11 @@ func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (Order
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -184,7 +209,7 @@ func (q *Queries) InsertOrder(ctx context.Context, arg InsertOrderParams) (Order
 }
 
 const listOrders = `-- name: ListOrders :many
-SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at FROM orders
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
 WHERE ($1::uuid IS NULL OR customer_id = $1)
   AND ($2::text IS NULL OR status = $2)
 ORDER BY created_at DESC, id DESC
@@ -227,6 +252,11 @@ func (q *Queries) ListOrders(ctx context.Context, arg ListOrdersParams) ([]Order
 			&i.PaidAt,
 			&i.CancelledAt,
 			&i.CancelReason,
+			&i.BillingCycle,
+			&i.RenewalPrice,
+			&i.Renews,
+			&i.SuspendReason,
+			&i.PaidUntil,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -240,14 +270,127 @@ func (q *Queries) ListOrders(ctx context.Context, arg ListOrdersParams) ([]Order
 	return items, nil
 }
 
+const lockOrdersToReprice = `-- name: LockOrdersToReprice :many
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
+WHERE product_id = $1
+  AND status = ANY($2::text[])
+  AND (billing_cycle <> $3 OR renewal_price IS DISTINCT FROM $4::numeric)
+ORDER BY created_at, id
+FOR UPDATE
+`
+
+type LockOrdersToRepriceParams struct {
+	ProductID    *uuid.UUID
+	Statuses     []string
+	BillingCycle string
+	RenewalPrice money.NullAmount
+}
+
+// The orders of a product in one of the statuses given (the non-final
+// ones) whose cycle or renewal price differ from the product's new ones,
+// locked for UpdateProduct's apply_to_existing_orders. Oldest first, so
+// concurrent callers lock in one order.
+func (q *Queries) LockOrdersToReprice(ctx context.Context, arg LockOrdersToRepriceParams) ([]Order, error) {
+	rows, err := q.db.Query(ctx, lockOrdersToReprice,
+		arg.ProductID,
+		arg.Statuses,
+		arg.BillingCycle,
+		arg.RenewalPrice,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Order
+	for rows.Next() {
+		var i Order
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.ProductID,
+			&i.Status,
+			&i.TotalAmount,
+			&i.Currency,
+			&i.Description,
+			&i.Item,
+			&i.PaidAt,
+			&i.CancelledAt,
+			&i.CancelReason,
+			&i.BillingCycle,
+			&i.RenewalPrice,
+			&i.Renews,
+			&i.SuspendReason,
+			&i.PaidUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const setOrderBilling = `-- name: SetOrderBilling :one
+UPDATE orders
+SET billing_cycle = $1,
+    renewal_price = $2,
+    updated_at = $3
+WHERE id = $4
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
+`
+
+type SetOrderBillingParams struct {
+	BillingCycle string
+	RenewalPrice money.NullAmount
+	UpdatedAt    time.Time
+	ID           uuid.UUID
+}
+
+// Moves an order's later periods to a new cycle and renewal price.
+func (q *Queries) SetOrderBilling(ctx context.Context, arg SetOrderBillingParams) (Order, error) {
+	row := q.db.QueryRow(ctx, setOrderBilling,
+		arg.BillingCycle,
+		arg.RenewalPrice,
+		arg.UpdatedAt,
+		arg.ID,
+	)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.ProductID,
+		&i.Status,
+		&i.TotalAmount,
+		&i.Currency,
+		&i.Description,
+		&i.Item,
+		&i.PaidAt,
+		&i.CancelledAt,
+		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const setOrderStatus = `-- name: SetOrderStatus :one
 UPDATE orders
 SET status = $1,
     paid_at = coalesce($2, paid_at),
+    suspend_reason = '',
     updated_at = $3
 WHERE id = $4
   AND status = $5
-RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
 `
 
 type SetOrderStatusParams struct {
@@ -282,6 +425,11 @@ func (q *Queries) SetOrderStatus(ctx context.Context, arg SetOrderStatusParams) 
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

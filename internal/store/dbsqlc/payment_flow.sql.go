@@ -13,57 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
-const addInvoicePayment = `-- name: AddInvoicePayment :one
-UPDATE invoices
-SET paid_amount = paid_amount + $1,
-    status = CASE WHEN paid_amount + $1 = amount THEN 'paid' ELSE status END,
-    paid_at = CASE WHEN paid_amount + $1 = amount THEN $2 ELSE paid_at END,
-    updated_at = $3
-WHERE id = $4
-  AND status IN ('issued', 'overdue')
-  AND paid_amount + $1 <= amount
-RETURNING id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at
-`
-
-type AddInvoicePaymentParams struct {
-	Amount    money.Amount
-	PaidAt    *time.Time
-	UpdatedAt time.Time
-	ID        uuid.UUID
-}
-
-// Adds a settled payment to an issued or overdue invoice, and marks it paid
-// (with paid_at) when the paid amount reaches the invoiced amount. No row
-// (store.ErrNotFound) when the invoice cannot take the amount: not issued or
-// overdue, or it would be paid beyond its amount. Call it with the invoice
-// row locked.
-func (q *Queries) AddInvoicePayment(ctx context.Context, arg AddInvoicePaymentParams) (Invoice, error) {
-	row := q.db.QueryRow(ctx, addInvoicePayment,
-		arg.Amount,
-		arg.PaidAt,
-		arg.UpdatedAt,
-		arg.ID,
-	)
-	var i Invoice
-	err := row.Scan(
-		&i.ID,
-		&i.CustomerID,
-		&i.OrderID,
-		&i.Number,
-		&i.Status,
-		&i.Amount,
-		&i.PaidAmount,
-		&i.Currency,
-		&i.Description,
-		&i.IssuedAt,
-		&i.DueAt,
-		&i.PaidAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const capturePayment = `-- name: CapturePayment :one
 UPDATE payments
 SET status = 'failed',
@@ -269,78 +218,6 @@ func (q *Queries) ExpireReconciliations(ctx context.Context, arg ExpireReconcili
 	return result.RowsAffected(), nil
 }
 
-const failPendingOrderOnlyPayments = `-- name: FailPendingOrderOnlyPayments :many
-UPDATE payments
-SET status = 'failed',
-    failure_reason = $1,
-    failed_at = $2::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
-    reconcile_attempts = 0,
-    updated_at = $2
-WHERE order_id = $3
-  AND invoice_id IS NULL
-  AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
-`
-
-type FailPendingOrderOnlyPaymentsParams struct {
-	FailureReason string
-	UpdatedAt     time.Time
-	OrderID       *uuid.UUID
-}
-
-// pending -> failed for the pending payments that pay the order itself (no
-// invoice), once the order has been paid another way. Payments of the
-// order's invoices are left alone: an invoice may bill extras. Call it with
-// the order row locked.
-func (q *Queries) FailPendingOrderOnlyPayments(ctx context.Context, arg FailPendingOrderOnlyPaymentsParams) ([]Payment, error) {
-	rows, err := q.db.Query(ctx, failPendingOrderOnlyPayments, arg.FailureReason, arg.UpdatedAt, arg.OrderID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []Payment
-	for rows.Next() {
-		var i Payment
-		if err := rows.Scan(
-			&i.ID,
-			&i.OrderID,
-			&i.InvoiceID,
-			&i.CustomerID,
-			&i.Method,
-			&i.GatewayInterfaceID,
-			&i.Amount,
-			&i.RefundedAmount,
-			&i.Currency,
-			&i.Status,
-			&i.GatewayPaymentID,
-			&i.GatewayTxID,
-			&i.PaidAt,
-			&i.PaymentUrl,
-			&i.QrCode,
-			&i.Instructions,
-			&i.ReturnUrl,
-			&i.FailureReason,
-			&i.FailedAt,
-			&i.CapturedAmount,
-			&i.CapturedAt,
-			&i.ReconcileAttempts,
-			&i.NextReconcileAt,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
 const getInvoiceOfPaymentForUpdate = `-- name: GetInvoiceOfPaymentForUpdate :one
 SELECT id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at FROM invoices
 WHERE id = (SELECT invoice_id FROM payments WHERE payments.id = $1)
@@ -372,7 +249,7 @@ func (q *Queries) GetInvoiceOfPaymentForUpdate(ctx context.Context, paymentID uu
 }
 
 const getOrderOfPaymentForUpdate = `-- name: GetOrderOfPaymentForUpdate :one
-SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, created_at, updated_at FROM orders
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
 WHERE id = (SELECT order_id FROM payments WHERE payments.id = $1)
 FOR UPDATE
 `
@@ -395,6 +272,11 @@ func (q *Queries) GetOrderOfPaymentForUpdate(ctx context.Context, paymentID uuid
 		&i.PaidAt,
 		&i.CancelledAt,
 		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -572,99 +454,22 @@ func (q *Queries) InsertGatewayPayment(ctx context.Context, arg InsertGatewayPay
 	return i, err
 }
 
-const markOverdueInvoices = `-- name: MarkOverdueInvoices :execrows
-WITH overdue AS (
-    UPDATE invoices
-    SET status = 'overdue',
-        updated_at = $2
-    WHERE status = 'issued'
-      AND due_at <= $2
-    RETURNING id, customer_id, order_id, number, amount, paid_amount, currency, due_at
-)
-INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, created_at)
-SELECT 'system',
-       $1,
-       'invoice.overdue',
-       'invoice',
-       o.id::text,
-       jsonb_build_object('id', o.id, 'status', 'issued'),
-       jsonb_build_object('id', o.id, 'status', 'overdue', 'customer_id', o.customer_id,
-           'order_id', o.order_id, 'number', o.number, 'amount', o.amount::text,
-           'paid_amount', o.paid_amount::text, 'currency', o.currency, 'due_at', o.due_at),
-       $2
-FROM overdue o
+const lockOrderOfInvoiceOfPayment = `-- name: LockOrderOfInvoiceOfPayment :one
+SELECT o.id FROM orders o
+WHERE o.id = (SELECT i.order_id FROM payments p JOIN invoices i ON i.id = p.invoice_id
+              WHERE p.id = $1 AND p.order_id IS NULL)
+FOR UPDATE OF o
 `
 
-type MarkOverdueInvoicesParams struct {
-	ActorID string
-	Now     time.Time
-}
-
-// issued -> overdue for every invoice past its due time, with one audit_log
-// row each, in one statement. Idempotent: an overdue invoice is no longer
-// issued. Uses invoices_issued_due_at_idx.
-func (q *Queries) MarkOverdueInvoices(ctx context.Context, arg MarkOverdueInvoicesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, markOverdueInvoices, arg.ActorID, arg.Now)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const markPaymentFailed = `-- name: MarkPaymentFailed :one
-UPDATE payments
-SET status = 'failed',
-    failure_reason = $1,
-    failed_at = $2::timestamptz,
-    -- A gateway payment is asked about again for late_capture_days (money
-    -- captured after all); the first time at the reconciler's next round.
-    next_reconcile_at = CASE WHEN method = 'gateway' THEN $2::timestamptz END,
-    reconcile_attempts = 0,
-    updated_at = $2
-WHERE id = $3
-  AND status = 'pending'
-RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
-`
-
-type MarkPaymentFailedParams struct {
-	FailureReason string
-	UpdatedAt     time.Time
-	ID            uuid.UUID
-}
-
-// pending -> failed with the reason; no row (store.ErrNotFound) when the
-// payment is no longer pending.
-func (q *Queries) MarkPaymentFailed(ctx context.Context, arg MarkPaymentFailedParams) (Payment, error) {
-	row := q.db.QueryRow(ctx, markPaymentFailed, arg.FailureReason, arg.UpdatedAt, arg.ID)
-	var i Payment
-	err := row.Scan(
-		&i.ID,
-		&i.OrderID,
-		&i.InvoiceID,
-		&i.CustomerID,
-		&i.Method,
-		&i.GatewayInterfaceID,
-		&i.Amount,
-		&i.RefundedAmount,
-		&i.Currency,
-		&i.Status,
-		&i.GatewayPaymentID,
-		&i.GatewayTxID,
-		&i.PaidAt,
-		&i.PaymentUrl,
-		&i.QrCode,
-		&i.Instructions,
-		&i.ReturnUrl,
-		&i.FailureReason,
-		&i.FailedAt,
-		&i.CapturedAmount,
-		&i.CapturedAt,
-		&i.ReconcileAttempts,
-		&i.NextReconcileAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
+// The order of the invoice a payment pays, locked, when the payment names
+// no order itself (a renewal invoice paid on its own): paying the invoice
+// may extend or resume the order's service (order.InvoiceTransition), and
+// the order is locked before its invoice, as everywhere. No row otherwise.
+func (q *Queries) LockOrderOfInvoiceOfPayment(ctx context.Context, paymentID uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockOrderOfInvoiceOfPayment, paymentID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const markPaymentSucceeded = `-- name: MarkPaymentSucceeded :one

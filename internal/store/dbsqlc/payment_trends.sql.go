@@ -39,30 +39,30 @@ cut AS (
          LATERAL (SELECT least(date_trunc('day', b.lo - interval '1 microsecond', 'UTC') + interval '1 day', b.hi) AS days_lo) d
 ),
 counted AS (
-    SELECT s.gateway_interface_id, s.seconds, s.n
+    SELECT s.gateway_interface_id, s.seconds_bin, s.n
     FROM payment_trend_seconds_days s, cut c
     WHERE s.day >= (c.days_lo AT TIME ZONE 'UTC')::date AND s.day < (c.days_hi AT TIME ZONE 'UTC')::date
     UNION ALL
     -- The quarters before the first whole day and after the last: two
     -- ranges of the index, not the whole range filtered.
-    SELECT s.gateway_interface_id, s.seconds, s.n
+    SELECT s.gateway_interface_id, s.seconds_bin, s.n
     FROM payment_trend_seconds_quarters s, cut c
     WHERE s.quarter >= c.lo AND s.quarter < c.days_lo
     UNION ALL
-    SELECT s.gateway_interface_id, s.seconds, s.n
+    SELECT s.gateway_interface_id, s.seconds_bin, s.n
     FROM payment_trend_seconds_quarters s, cut c
     WHERE s.quarter >= c.days_hi AND s.quarter < c.hi
     UNION ALL
-    SELECT c.gateway_interface_id, c.seconds, c.succeeded
-    FROM payment_trend_changes c, cut w
-    WHERE c.kind = 's' AND c.quarter >= w.lo AND c.quarter < w.hi
+    SELECT c.gateway_interface_id, c.seconds_bin, c.n
+    FROM payment_trend_seconds_changes c, cut w
+    WHERE c.quarter >= w.lo AND c.quarter < w.hi
 )
-SELECT gateway_interface_id::uuid AS gateway_interface_id, trend_seconds_value(seconds)::float8 AS seconds,
+SELECT gateway_interface_id::uuid AS gateway_interface_id, trend_seconds_value(seconds_bin)::float8 AS seconds,
        sum(n)::bigint AS n
 FROM counted
-GROUP BY gateway_interface_id, seconds
+GROUP BY gateway_interface_id, seconds_bin
 HAVING sum(n) <> 0
-ORDER BY gateway_interface_id, seconds
+ORDER BY gateway_interface_id, seconds_bin
 `
 
 type PaymentTrendSecondsParams struct {
@@ -113,12 +113,12 @@ WITH bounds AS (
 ),
 happened AS (
     SELECT q.quarter, q.currency, q.created, q.succeeded, q.failed, q.received_cents, q.refunded_cents
-    FROM payment_trend_quarters q, bounds b
+    FROM payment_trend_currency_quarters q, bounds b
     WHERE q.quarter >= b.lo AND q.quarter < b.hi
     UNION ALL
     SELECT c.quarter, c.currency, c.created, c.succeeded, c.failed, c.received_cents, c.refunded_cents
-    FROM payment_trend_changes c, bounds b
-    WHERE c.kind = 'c' AND c.quarter >= b.lo AND c.quarter < b.hi
+    FROM payment_trend_currency_changes c, bounds b
+    WHERE c.quarter >= b.lo AND c.quarter < b.hi
 ),
 per_day AS (
     SELECT $2::date + width_bucket(h.quarter, b.starts) - 1 AS day, h.currency,
@@ -173,8 +173,8 @@ type PaymentTrendsByCurrencyRow struct {
 // zone's midnight is a UTC quarter hour, so a quarter lies in one day: its
 // day is found by width_bucket in the sorted array of the days' first
 // instants (bounds.starts), bucket i being first_day + i - 1. Each answer
-// sums the folded rollup and the changes not folded yet (read in the same
-// snapshot, a change is in one or the other).
+// sums the folded rollup and its changes table, the changes not folded
+// yet (read in the same snapshot, a change is in one or the other).
 // Per currency and day: the payments created, received (paid_at) and failed
 // (failed_at) that day, the amounts received, and the refunds of paid
 // payments that succeeded that day. The days are a dense grid: every day of
@@ -221,8 +221,8 @@ happened AS (
     WHERE q.quarter >= b.lo AND q.quarter < b.hi
     UNION ALL
     SELECT c.quarter, c.gateway_interface_id, c.created, c.succeeded, c.failed
-    FROM payment_trend_changes c, bounds b
-    WHERE c.kind = 'g' AND c.quarter >= b.lo AND c.quarter < b.hi
+    FROM payment_trend_gateway_changes c, bounds b
+    WHERE c.quarter >= b.lo AND c.quarter < b.hi
 ),
 per_day AS (
     SELECT h.gateway_interface_id AS gateway, $2::date + width_bucket(h.quarter, b.starts) - 1 AS day,

@@ -299,7 +299,7 @@ type UpdatePluginDefinitionParams struct {
 	Name         string
 }
 
-// A file of a greater version: the whole definition (spec, Versioning 3).
+// A file of a greater version: the whole definition (docs/api.md, versioning).
 func (q *Queries) UpdatePluginDefinition(ctx context.Context, arg UpdatePluginDefinitionParams) (Plugin, error) {
 	row := q.db.QueryRow(ctx, updatePluginDefinition,
 		arg.Type,

@@ -27,7 +27,7 @@ func (q *Queries) CountProducts(ctx context.Context, enabled *bool) (int64, erro
 }
 
 const getProduct = `-- name: GetProduct :one
-SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at FROM products
+SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at FROM products
 WHERE id = $1
 `
 
@@ -43,6 +43,7 @@ func (q *Queries) GetProduct(ctx context.Context, id uuid.UUID) (Product, error)
 		&i.ProviderPlugin,
 		&i.ProviderConfig,
 		&i.Enabled,
+		&i.BillingCycle,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -51,9 +52,9 @@ func (q *Queries) GetProduct(ctx context.Context, id uuid.UUID) (Product, error)
 
 const insertProduct = `-- name: InsertProduct :one
 
-INSERT INTO products (id, name, description, price, currency, provider_plugin, provider_config, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8)
-RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at
+INSERT INTO products (id, name, description, price, currency, billing_cycle, provider_plugin, provider_config, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
+RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at
 `
 
 type InsertProductParams struct {
@@ -62,6 +63,7 @@ type InsertProductParams struct {
 	Description    string
 	Price          money.Amount
 	Currency       string
+	BillingCycle   string
 	ProviderPlugin *string
 	ProviderConfig []byte
 	CreatedAt      time.Time
@@ -77,6 +79,7 @@ func (q *Queries) InsertProduct(ctx context.Context, arg InsertProductParams) (P
 		arg.Description,
 		arg.Price,
 		arg.Currency,
+		arg.BillingCycle,
 		arg.ProviderPlugin,
 		arg.ProviderConfig,
 		arg.CreatedAt,
@@ -91,6 +94,7 @@ func (q *Queries) InsertProduct(ctx context.Context, arg InsertProductParams) (P
 		&i.ProviderPlugin,
 		&i.ProviderConfig,
 		&i.Enabled,
+		&i.BillingCycle,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -98,7 +102,7 @@ func (q *Queries) InsertProduct(ctx context.Context, arg InsertProductParams) (P
 }
 
 const listProducts = `-- name: ListProducts :many
-SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at FROM products
+SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at FROM products
 WHERE ($1::boolean IS NULL OR enabled = $1)
 ORDER BY created_at DESC, id DESC
 LIMIT $3::bigint
@@ -130,6 +134,7 @@ func (q *Queries) ListProducts(ctx context.Context, arg ListProductsParams) ([]P
 			&i.ProviderPlugin,
 			&i.ProviderConfig,
 			&i.Enabled,
+			&i.BillingCycle,
 			&i.CreatedAt,
 			&i.UpdatedAt,
 		); err != nil {
@@ -144,12 +149,16 @@ func (q *Queries) ListProducts(ctx context.Context, arg ListProductsParams) ([]P
 }
 
 const lockProduct = `-- name: LockProduct :one
-SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at FROM products
+SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at FROM products
 WHERE id = $1
-FOR UPDATE
+FOR NO KEY UPDATE
 `
 
-// The product an update changes, locked until the transaction ends.
+// The product an update changes, locked until the transaction ends. NO KEY:
+// the update never changes the id, so inserts referring to the product
+// (orders, instances) are not held up; a fulfilment that holds an order
+// and inserts its instance cannot deadlock with an update that moves the
+// product's orders (apply_to_existing_orders).
 func (q *Queries) LockProduct(ctx context.Context, id uuid.UUID) (Product, error) {
 	row := q.db.QueryRow(ctx, lockProduct, id)
 	var i Product
@@ -162,6 +171,7 @@ func (q *Queries) LockProduct(ctx context.Context, id uuid.UUID) (Product, error
 		&i.ProviderPlugin,
 		&i.ProviderConfig,
 		&i.Enabled,
+		&i.BillingCycle,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -170,16 +180,17 @@ func (q *Queries) LockProduct(ctx context.Context, id uuid.UUID) (Product, error
 
 const updateProduct = `-- name: UpdateProduct :one
 UPDATE products
-SET name = $1, description = $2, price = $3, enabled = $4,
-    provider_config = $5, updated_at = $6
-WHERE id = $7
-RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, created_at, updated_at
+SET name = $1, description = $2, price = $3, billing_cycle = $4,
+    enabled = $5, provider_config = $6, updated_at = $7
+WHERE id = $8
+RETURNING id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at
 `
 
 type UpdateProductParams struct {
 	Name           string
 	Description    string
 	Price          money.Amount
+	BillingCycle   string
 	Enabled        bool
 	ProviderConfig []byte
 	UpdatedAt      time.Time
@@ -191,6 +202,7 @@ func (q *Queries) UpdateProduct(ctx context.Context, arg UpdateProductParams) (P
 		arg.Name,
 		arg.Description,
 		arg.Price,
+		arg.BillingCycle,
 		arg.Enabled,
 		arg.ProviderConfig,
 		arg.UpdatedAt,
@@ -206,6 +218,7 @@ func (q *Queries) UpdateProduct(ctx context.Context, arg UpdateProductParams) (P
 		&i.ProviderPlugin,
 		&i.ProviderConfig,
 		&i.Enabled,
+		&i.BillingCycle,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

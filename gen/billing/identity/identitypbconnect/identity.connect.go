@@ -139,8 +139,10 @@ type IdentityServiceClient interface {
 	// is PermissionDenied. Every access token (customer) or session (admin)
 	// issued before ends, on every instance within seconds; the answer
 	// carries the caller's new one (a customer's access_token; an admin's
-	// session cookie in Set-Cookie). API keys are not touched. Rate limited
-	// per client IP as Login is.
+	// session cookie in Set-Cookie). An admin's API keys are revoked as well
+	// (a leaked password could have minted them), unless keep_api_keys; a
+	// customer's API keys are not touched. Rate limited per client IP as
+	// Login is.
 	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
 	// CreateAdminApiKey creates an admin API key acting as the calling admin
 	// within a scope (read, operate or admin) and returns it in full, the only
@@ -359,8 +361,10 @@ type IdentityServiceHandler interface {
 	// is PermissionDenied. Every access token (customer) or session (admin)
 	// issued before ends, on every instance within seconds; the answer
 	// carries the caller's new one (a customer's access_token; an admin's
-	// session cookie in Set-Cookie). API keys are not touched. Rate limited
-	// per client IP as Login is.
+	// session cookie in Set-Cookie). An admin's API keys are revoked as well
+	// (a leaked password could have minted them), unless keep_api_keys; a
+	// customer's API keys are not touched. Rate limited per client IP as
+	// Login is.
 	ChangePassword(context.Context, *connect.Request[identity.ChangePasswordRequest]) (*connect.Response[identity.ChangePasswordResponse], error)
 	// CreateAdminApiKey creates an admin API key acting as the calling admin
 	// within a scope (read, operate or admin) and returns it in full, the only

@@ -73,6 +73,24 @@ const (
 	// OrderServiceCancelInvoiceProcedure is the fully-qualified name of the OrderService's
 	// CancelInvoice RPC.
 	OrderServiceCancelInvoiceProcedure = "/billing.order.OrderService/CancelInvoice"
+	// OrderServiceSetOrderRenewalProcedure is the fully-qualified name of the OrderService's
+	// SetOrderRenewal RPC.
+	OrderServiceSetOrderRenewalProcedure = "/billing.order.OrderService/SetOrderRenewal"
+	// OrderServiceExtendServicePeriodProcedure is the fully-qualified name of the OrderService's
+	// ExtendServicePeriod RPC.
+	OrderServiceExtendServicePeriodProcedure = "/billing.order.OrderService/ExtendServicePeriod"
+	// OrderServiceSuspendOrderProcedure is the fully-qualified name of the OrderService's SuspendOrder
+	// RPC.
+	OrderServiceSuspendOrderProcedure = "/billing.order.OrderService/SuspendOrder"
+	// OrderServiceResumeOrderProcedure is the fully-qualified name of the OrderService's ResumeOrder
+	// RPC.
+	OrderServiceResumeOrderProcedure = "/billing.order.OrderService/ResumeOrder"
+	// OrderServiceAdvanceBillingClockProcedure is the fully-qualified name of the OrderService's
+	// AdvanceBillingClock RPC.
+	OrderServiceAdvanceBillingClockProcedure = "/billing.order.OrderService/AdvanceBillingClock"
+	// OrderServiceGetRenewalOverviewProcedure is the fully-qualified name of the OrderService's
+	// GetRenewalOverview RPC.
+	OrderServiceGetRenewalOverviewProcedure = "/billing.order.OrderService/GetRenewalOverview"
 )
 
 // OrderServiceClient is a client for the billing.order.OrderService service.
@@ -85,11 +103,14 @@ type OrderServiceClient interface {
 	// enabled products only.
 	ListProducts(context.Context, *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error)
 	// UpdateProduct changes a product (admin): name, description, price,
-	// whether customers can order it, and its provider_config. Orders already
-	// placed keep the copy of the product they were placed with.
+	// billing cycle, whether customers can order it, and its provider_config.
+	// Orders already placed keep the copy of the product they were placed
+	// with, and their billing cycle and renewal price unless
+	// apply_to_existing_orders.
 	UpdateProduct(context.Context, *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error)
 	// CreateOrder orders one product for the calling customer: a `pending`
-	// order whose total is the product's price, in the product's currency.
+	// order whose total is the product's price, in the product's currency,
+	// billed in the product's cycle (later periods at renewal_price).
 	CreateOrder(context.Context, *connect.Request[order.CreateOrderRequest]) (*connect.Response[order.CreateOrderResponse], error)
 	// GetOrder reads one order. Customers may read only their own.
 	GetOrder(context.Context, *connect.Request[order.GetOrderRequest]) (*connect.Response[order.GetOrderResponse], error)
@@ -119,6 +140,32 @@ type OrderServiceClient interface {
 	// (admin) and fails its pending payments. A paid, partly paid or cancelled
 	// invoice answers InvalidArgument.
 	CancelInvoice(context.Context, *connect.Request[order.CancelInvoiceRequest]) (*connect.Response[order.CancelInvoiceResponse], error)
+	// SetOrderRenewal turns a recurring order's renewal off (cancel at period
+	// end: no further invoice, the service ends when its paid period does)
+	// or back on (the customer their own order, an admin any). A one-time or
+	// ended order answers FailedPrecondition.
+	SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error)
+	// ExtendServicePeriod moves the end of an order's current paid period
+	// later, by hand (admin), with a reason kept in the audit log; later
+	// periods count from the new end.
+	ExtendServicePeriod(context.Context, *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error)
+	// SuspendOrder suspends an active order (admin), with a reason kept in the
+	// audit log; the provider suspends the service. Paying a renewal invoice
+	// does not resume an order an admin suspended.
+	SuspendOrder(context.Context, *connect.Request[order.SuspendOrderRequest]) (*connect.Response[order.SuspendOrderResponse], error)
+	// ResumeOrder resumes a suspended order (admin), with a reason kept in the
+	// audit log; the provider resumes the service.
+	ResumeOrder(context.Context, *connect.Request[order.ResumeOrderRequest]) (*connect.Response[order.ResumeOrderResponse], error)
+	// AdvanceBillingClock moves this instance's billing clock forward and runs
+	// the billing run at once as of the new time (admin), to rehearse the
+	// renewal cycle. Only where [billing].test_clock is on (`paymentd dev`
+	// turns it on); elsewhere FailedPrecondition naming the setting.
+	AdvanceBillingClock(context.Context, *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error)
+	// GetRenewalOverview is the renewal cycle at a glance (admin): what falls
+	// due in the next `days` days (count and amount per currency), the unpaid
+	// renewal invoices past due, and the services suspended for non-payment
+	// with the day each ends.
+	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 
 // NewOrderServiceClient constructs a client for the billing.order.OrderService service. By default,
@@ -209,23 +256,66 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(orderServiceMethods.ByName("CancelInvoice")),
 			connect.WithClientOptions(opts...),
 		),
+		setOrderRenewal: connect.NewClient[order.SetOrderRenewalRequest, order.SetOrderRenewalResponse](
+			httpClient,
+			baseURL+OrderServiceSetOrderRenewalProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("SetOrderRenewal")),
+			connect.WithClientOptions(opts...),
+		),
+		extendServicePeriod: connect.NewClient[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse](
+			httpClient,
+			baseURL+OrderServiceExtendServicePeriodProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("ExtendServicePeriod")),
+			connect.WithClientOptions(opts...),
+		),
+		suspendOrder: connect.NewClient[order.SuspendOrderRequest, order.SuspendOrderResponse](
+			httpClient,
+			baseURL+OrderServiceSuspendOrderProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("SuspendOrder")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeOrder: connect.NewClient[order.ResumeOrderRequest, order.ResumeOrderResponse](
+			httpClient,
+			baseURL+OrderServiceResumeOrderProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("ResumeOrder")),
+			connect.WithClientOptions(opts...),
+		),
+		advanceBillingClock: connect.NewClient[order.AdvanceBillingClockRequest, order.AdvanceBillingClockResponse](
+			httpClient,
+			baseURL+OrderServiceAdvanceBillingClockProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("AdvanceBillingClock")),
+			connect.WithClientOptions(opts...),
+		),
+		getRenewalOverview: connect.NewClient[order.GetRenewalOverviewRequest, order.GetRenewalOverviewResponse](
+			httpClient,
+			baseURL+OrderServiceGetRenewalOverviewProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("GetRenewalOverview")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // orderServiceClient implements OrderServiceClient.
 type orderServiceClient struct {
-	createProduct  *connect.Client[order.CreateProductRequest, order.CreateProductResponse]
-	listProducts   *connect.Client[order.ListProductsRequest, order.ListProductsResponse]
-	updateProduct  *connect.Client[order.UpdateProductRequest, order.UpdateProductResponse]
-	createOrder    *connect.Client[order.CreateOrderRequest, order.CreateOrderResponse]
-	getOrder       *connect.Client[order.GetOrderRequest, order.GetOrderResponse]
-	listOrders     *connect.Client[order.ListOrdersRequest, order.ListOrdersResponse]
-	cancelOrder    *connect.Client[order.CancelOrderRequest, order.CancelOrderResponse]
-	payWithBalance *connect.Client[order.PayWithBalanceRequest, order.PayWithBalanceResponse]
-	createInvoice  *connect.Client[order.CreateInvoiceRequest, order.CreateInvoiceResponse]
-	getInvoice     *connect.Client[order.GetInvoiceRequest, order.GetInvoiceResponse]
-	listInvoices   *connect.Client[order.ListInvoicesRequest, order.ListInvoicesResponse]
-	cancelInvoice  *connect.Client[order.CancelInvoiceRequest, order.CancelInvoiceResponse]
+	createProduct       *connect.Client[order.CreateProductRequest, order.CreateProductResponse]
+	listProducts        *connect.Client[order.ListProductsRequest, order.ListProductsResponse]
+	updateProduct       *connect.Client[order.UpdateProductRequest, order.UpdateProductResponse]
+	createOrder         *connect.Client[order.CreateOrderRequest, order.CreateOrderResponse]
+	getOrder            *connect.Client[order.GetOrderRequest, order.GetOrderResponse]
+	listOrders          *connect.Client[order.ListOrdersRequest, order.ListOrdersResponse]
+	cancelOrder         *connect.Client[order.CancelOrderRequest, order.CancelOrderResponse]
+	payWithBalance      *connect.Client[order.PayWithBalanceRequest, order.PayWithBalanceResponse]
+	createInvoice       *connect.Client[order.CreateInvoiceRequest, order.CreateInvoiceResponse]
+	getInvoice          *connect.Client[order.GetInvoiceRequest, order.GetInvoiceResponse]
+	listInvoices        *connect.Client[order.ListInvoicesRequest, order.ListInvoicesResponse]
+	cancelInvoice       *connect.Client[order.CancelInvoiceRequest, order.CancelInvoiceResponse]
+	setOrderRenewal     *connect.Client[order.SetOrderRenewalRequest, order.SetOrderRenewalResponse]
+	extendServicePeriod *connect.Client[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse]
+	suspendOrder        *connect.Client[order.SuspendOrderRequest, order.SuspendOrderResponse]
+	resumeOrder         *connect.Client[order.ResumeOrderRequest, order.ResumeOrderResponse]
+	advanceBillingClock *connect.Client[order.AdvanceBillingClockRequest, order.AdvanceBillingClockResponse]
+	getRenewalOverview  *connect.Client[order.GetRenewalOverviewRequest, order.GetRenewalOverviewResponse]
 }
 
 // CreateProduct calls billing.order.OrderService.CreateProduct.
@@ -288,6 +378,36 @@ func (c *orderServiceClient) CancelInvoice(ctx context.Context, req *connect.Req
 	return c.cancelInvoice.CallUnary(ctx, req)
 }
 
+// SetOrderRenewal calls billing.order.OrderService.SetOrderRenewal.
+func (c *orderServiceClient) SetOrderRenewal(ctx context.Context, req *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error) {
+	return c.setOrderRenewal.CallUnary(ctx, req)
+}
+
+// ExtendServicePeriod calls billing.order.OrderService.ExtendServicePeriod.
+func (c *orderServiceClient) ExtendServicePeriod(ctx context.Context, req *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error) {
+	return c.extendServicePeriod.CallUnary(ctx, req)
+}
+
+// SuspendOrder calls billing.order.OrderService.SuspendOrder.
+func (c *orderServiceClient) SuspendOrder(ctx context.Context, req *connect.Request[order.SuspendOrderRequest]) (*connect.Response[order.SuspendOrderResponse], error) {
+	return c.suspendOrder.CallUnary(ctx, req)
+}
+
+// ResumeOrder calls billing.order.OrderService.ResumeOrder.
+func (c *orderServiceClient) ResumeOrder(ctx context.Context, req *connect.Request[order.ResumeOrderRequest]) (*connect.Response[order.ResumeOrderResponse], error) {
+	return c.resumeOrder.CallUnary(ctx, req)
+}
+
+// AdvanceBillingClock calls billing.order.OrderService.AdvanceBillingClock.
+func (c *orderServiceClient) AdvanceBillingClock(ctx context.Context, req *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error) {
+	return c.advanceBillingClock.CallUnary(ctx, req)
+}
+
+// GetRenewalOverview calls billing.order.OrderService.GetRenewalOverview.
+func (c *orderServiceClient) GetRenewalOverview(ctx context.Context, req *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error) {
+	return c.getRenewalOverview.CallUnary(ctx, req)
+}
+
 // OrderServiceHandler is an implementation of the billing.order.OrderService service.
 type OrderServiceHandler interface {
 	// CreateProduct adds a product to the catalogue (admin). The currency must
@@ -298,11 +418,14 @@ type OrderServiceHandler interface {
 	// enabled products only.
 	ListProducts(context.Context, *connect.Request[order.ListProductsRequest]) (*connect.Response[order.ListProductsResponse], error)
 	// UpdateProduct changes a product (admin): name, description, price,
-	// whether customers can order it, and its provider_config. Orders already
-	// placed keep the copy of the product they were placed with.
+	// billing cycle, whether customers can order it, and its provider_config.
+	// Orders already placed keep the copy of the product they were placed
+	// with, and their billing cycle and renewal price unless
+	// apply_to_existing_orders.
 	UpdateProduct(context.Context, *connect.Request[order.UpdateProductRequest]) (*connect.Response[order.UpdateProductResponse], error)
 	// CreateOrder orders one product for the calling customer: a `pending`
-	// order whose total is the product's price, in the product's currency.
+	// order whose total is the product's price, in the product's currency,
+	// billed in the product's cycle (later periods at renewal_price).
 	CreateOrder(context.Context, *connect.Request[order.CreateOrderRequest]) (*connect.Response[order.CreateOrderResponse], error)
 	// GetOrder reads one order. Customers may read only their own.
 	GetOrder(context.Context, *connect.Request[order.GetOrderRequest]) (*connect.Response[order.GetOrderResponse], error)
@@ -332,6 +455,32 @@ type OrderServiceHandler interface {
 	// (admin) and fails its pending payments. A paid, partly paid or cancelled
 	// invoice answers InvalidArgument.
 	CancelInvoice(context.Context, *connect.Request[order.CancelInvoiceRequest]) (*connect.Response[order.CancelInvoiceResponse], error)
+	// SetOrderRenewal turns a recurring order's renewal off (cancel at period
+	// end: no further invoice, the service ends when its paid period does)
+	// or back on (the customer their own order, an admin any). A one-time or
+	// ended order answers FailedPrecondition.
+	SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error)
+	// ExtendServicePeriod moves the end of an order's current paid period
+	// later, by hand (admin), with a reason kept in the audit log; later
+	// periods count from the new end.
+	ExtendServicePeriod(context.Context, *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error)
+	// SuspendOrder suspends an active order (admin), with a reason kept in the
+	// audit log; the provider suspends the service. Paying a renewal invoice
+	// does not resume an order an admin suspended.
+	SuspendOrder(context.Context, *connect.Request[order.SuspendOrderRequest]) (*connect.Response[order.SuspendOrderResponse], error)
+	// ResumeOrder resumes a suspended order (admin), with a reason kept in the
+	// audit log; the provider resumes the service.
+	ResumeOrder(context.Context, *connect.Request[order.ResumeOrderRequest]) (*connect.Response[order.ResumeOrderResponse], error)
+	// AdvanceBillingClock moves this instance's billing clock forward and runs
+	// the billing run at once as of the new time (admin), to rehearse the
+	// renewal cycle. Only where [billing].test_clock is on (`paymentd dev`
+	// turns it on); elsewhere FailedPrecondition naming the setting.
+	AdvanceBillingClock(context.Context, *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error)
+	// GetRenewalOverview is the renewal cycle at a glance (admin): what falls
+	// due in the next `days` days (count and amount per currency), the unpaid
+	// renewal invoices past due, and the services suspended for non-payment
+	// with the day each ends.
+	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 
 // NewOrderServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -418,6 +567,43 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(orderServiceMethods.ByName("CancelInvoice")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orderServiceSetOrderRenewalHandler := connect.NewUnaryHandler(
+		OrderServiceSetOrderRenewalProcedure,
+		svc.SetOrderRenewal,
+		connect.WithSchema(orderServiceMethods.ByName("SetOrderRenewal")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceExtendServicePeriodHandler := connect.NewUnaryHandler(
+		OrderServiceExtendServicePeriodProcedure,
+		svc.ExtendServicePeriod,
+		connect.WithSchema(orderServiceMethods.ByName("ExtendServicePeriod")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceSuspendOrderHandler := connect.NewUnaryHandler(
+		OrderServiceSuspendOrderProcedure,
+		svc.SuspendOrder,
+		connect.WithSchema(orderServiceMethods.ByName("SuspendOrder")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceResumeOrderHandler := connect.NewUnaryHandler(
+		OrderServiceResumeOrderProcedure,
+		svc.ResumeOrder,
+		connect.WithSchema(orderServiceMethods.ByName("ResumeOrder")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceAdvanceBillingClockHandler := connect.NewUnaryHandler(
+		OrderServiceAdvanceBillingClockProcedure,
+		svc.AdvanceBillingClock,
+		connect.WithSchema(orderServiceMethods.ByName("AdvanceBillingClock")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceGetRenewalOverviewHandler := connect.NewUnaryHandler(
+		OrderServiceGetRenewalOverviewProcedure,
+		svc.GetRenewalOverview,
+		connect.WithSchema(orderServiceMethods.ByName("GetRenewalOverview")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.order.OrderService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OrderServiceCreateProductProcedure:
@@ -444,6 +630,18 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 			orderServiceListInvoicesHandler.ServeHTTP(w, r)
 		case OrderServiceCancelInvoiceProcedure:
 			orderServiceCancelInvoiceHandler.ServeHTTP(w, r)
+		case OrderServiceSetOrderRenewalProcedure:
+			orderServiceSetOrderRenewalHandler.ServeHTTP(w, r)
+		case OrderServiceExtendServicePeriodProcedure:
+			orderServiceExtendServicePeriodHandler.ServeHTTP(w, r)
+		case OrderServiceSuspendOrderProcedure:
+			orderServiceSuspendOrderHandler.ServeHTTP(w, r)
+		case OrderServiceResumeOrderProcedure:
+			orderServiceResumeOrderHandler.ServeHTTP(w, r)
+		case OrderServiceAdvanceBillingClockProcedure:
+			orderServiceAdvanceBillingClockHandler.ServeHTTP(w, r)
+		case OrderServiceGetRenewalOverviewProcedure:
+			orderServiceGetRenewalOverviewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -499,4 +697,28 @@ func (UnimplementedOrderServiceHandler) ListInvoices(context.Context, *connect.R
 
 func (UnimplementedOrderServiceHandler) CancelInvoice(context.Context, *connect.Request[order.CancelInvoiceRequest]) (*connect.Response[order.CancelInvoiceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.CancelInvoice is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.SetOrderRenewal is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) ExtendServicePeriod(context.Context, *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.ExtendServicePeriod is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) SuspendOrder(context.Context, *connect.Request[order.SuspendOrderRequest]) (*connect.Response[order.SuspendOrderResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.SuspendOrder is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) ResumeOrder(context.Context, *connect.Request[order.ResumeOrderRequest]) (*connect.Response[order.ResumeOrderResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.ResumeOrder is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) AdvanceBillingClock(context.Context, *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.AdvanceBillingClock is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.GetRenewalOverview is not implemented"))
 }

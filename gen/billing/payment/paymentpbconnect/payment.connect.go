@@ -76,7 +76,7 @@ type PaymentServiceClient interface {
 	QueryPaymentStatus(context.Context, *connect.Request[payment.QueryPaymentStatusRequest]) (*connect.Response[payment.QueryPaymentStatusResponse], error)
 	// HandleCallback applies a gateway's asynchronous notification. Public: the
 	// gateway signature is its protection. A duplicate answers AlreadyExists.
-	// The message names are the specification's.
+	// The message names are the API contract's (docs/api.md).
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	HandleCallback(context.Context, *connect.Request[payment.PaymentCallbackRequest]) (*connect.Response[payment.PaymentCallbackResponse], error)
@@ -194,7 +194,7 @@ type PaymentServiceHandler interface {
 	QueryPaymentStatus(context.Context, *connect.Request[payment.QueryPaymentStatusRequest]) (*connect.Response[payment.QueryPaymentStatusResponse], error)
 	// HandleCallback applies a gateway's asynchronous notification. Public: the
 	// gateway signature is its protection. A duplicate answers AlreadyExists.
-	// The message names are the specification's.
+	// The message names are the API contract's (docs/api.md).
 	// buf:lint:ignore RPC_REQUEST_STANDARD_NAME
 	// buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
 	HandleCallback(context.Context, *connect.Request[payment.PaymentCallbackRequest]) (*connect.Response[payment.PaymentCallbackResponse], error)

@@ -144,7 +144,10 @@ export type ListEventsRequest = Message<"billing.event.ListEventsRequest"> & {
   status?: string | undefined;
 
   /**
-   * Only events of this type.
+   * Only events of this type: one of the types the queue holds
+   * (docs/api.md). internal/event's Types is the list; its test holds this
+   * rule, the migration's CHECK and the list equal, and the console's filter
+   * is generated from this rule.
    *
    * @generated from field: optional string event_type = 3;
    */

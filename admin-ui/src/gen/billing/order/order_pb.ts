@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file billing/order/order.proto.
  */
 export const file_billing_order_order: GenFile = /*@__PURE__*/
-  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIqsBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJIu8BCgVPcmRlchIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRISCgpwcm9kdWN0X2lkGAMgASgJEg4KBnN0YXR1cxgEIAEoCRIUCgx0b3RhbF9hbW91bnQYBSABKAkSEAoIY3VycmVuY3kYBiABKAkSEwoLZGVzY3JpcHRpb24YByABKAkSDwoHcGFpZF9hdBgIIAEoCRIUCgxjYW5jZWxsZWRfYXQYCSABKAkSFQoNY2FuY2VsX3JlYXNvbhgKIAEoCRISCgpjcmVhdGVkX2F0GAsgASgJEhIKCnVwZGF0ZWRfYXQYDCABKAkihAIKB0ludm9pY2USCgoCaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSDgoGbnVtYmVyGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZhbW91bnQYBiABKAkSEwoLcGFpZF9hbW91bnQYByABKAkSEAoIY3VycmVuY3kYCCABKAkSEwoLZGVzY3JpcHRpb24YCSABKAkSEQoJaXNzdWVkX2F0GAogASgJEg4KBmR1ZV9hdBgLIAEoCRIPCgdwYWlkX2F0GAwgASgJEhIKCmNyZWF0ZWRfYXQYDSABKAkSEgoKdXBkYXRlZF9hdBgOIAEoCSK+AQoUQ3JlYXRlUHJvZHVjdFJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRINCgVwcmljZRgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRIcCg9wcm92aWRlcl9wbHVnaW4YBSABKAlIAIgBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0QhIKEF9wcm92aWRlcl9wbHVnaW4iQAoVQ3JlYXRlUHJvZHVjdFJlc3BvbnNlEicKB3Byb2R1Y3QYASABKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3Qi2gEKFFVwZGF0ZVByb2R1Y3RSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBG5hbWUYAiABKAlIAIgBARIYCgtkZXNjcmlwdGlvbhgDIAEoCUgBiAEBEhIKBXByaWNlGAQgASgJSAKIAQESFAoHZW5hYmxlZBgFIAEoCEgDiAEBEjAKD3Byb3ZpZGVyX2NvbmZpZxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RCBwoFX25hbWVCDgoMX2Rlc2NyaXB0aW9uQggKBl9wcmljZUIKCghfZW5hYmxlZCJAChVVcGRhdGVQcm9kdWN0UmVzcG9uc2USJwoHcHJvZHVjdBgBIAEoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdCJpChNMaXN0UHJvZHVjdHNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSFAoHZW5hYmxlZBgCIAEoCEgAiAEBQgoKCF9lbmFibGVkImkKFExpc3RQcm9kdWN0c1Jlc3BvbnNlEigKCHByb2R1Y3RzGAEgAygLMhYuYmlsbGluZy5vcmRlci5Qcm9kdWN0EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKAoSQ3JlYXRlT3JkZXJSZXF1ZXN0EhIKCnByb2R1Y3RfaWQYASABKAkiOgoTQ3JlYXRlT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiHQoPR2V0T3JkZXJSZXF1ZXN0EgoKAmlkGAEgASgJIjcKEEdldE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIo8BChFMaXN0T3JkZXJzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhgKC2N1c3RvbWVyX2lkGAIgASgJSACIAQESEwoGc3RhdHVzGAMgASgJSAGIAQFCDgoMX2N1c3RvbWVyX2lkQgkKB19zdGF0dXMiYwoSTGlzdE9yZGVyc1Jlc3BvbnNlEiQKBm9yZGVycxgBIAMoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSImChJDYW5jZWxPcmRlclJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkiOgoTQ2FuY2VsT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiKQoVUGF5V2l0aEJhbGFuY2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIn8KFlBheVdpdGhCYWxhbmNlUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEi8KB3BheW1lbnQYAiABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBIPCgdiYWxhbmNlGAMgASgJIpIBChRDcmVhdGVJbnZvaWNlUmVxdWVzdBISCghvcmRlcl9pZBgBIAEoCUgAEhUKC2N1c3RvbWVyX2lkGAIgASgJSAASDgoGYW1vdW50GAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEg4KBmR1ZV9hdBgGIAEoCUIICgZ0YXJnZXQiQAoVQ3JlYXRlSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UiHwoRR2V0SW52b2ljZVJlcXVlc3QSCgoCaWQYASABKAkiPQoSR2V0SW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UitQEKE0xpc3RJbnZvaWNlc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhUKCG9yZGVyX2lkGAMgASgJSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQFCDgoMX2N1c3RvbWVyX2lkQgsKCV9vcmRlcl9pZEIJCgdfc3RhdHVzImkKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEigKCGludm9pY2VzGAEgAygLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKgoUQ2FuY2VsSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSJAChVDYW5jZWxJbnZvaWNlUmVzcG9uc2USJwoHaW52b2ljZRgBIAEoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZTLHCAoMT3JkZXJTZXJ2aWNlEloKDUNyZWF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLkNyZWF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVzcG9uc2USXAoMTGlzdFByb2R1Y3RzEiIuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXNwb25zZSIDkAIBEloKDVVwZGF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLlVwZGF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5VcGRhdGVQcm9kdWN0UmVzcG9uc2USVAoLQ3JlYXRlT3JkZXISIS5iaWxsaW5nLm9yZGVyLkNyZWF0ZU9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuQ3JlYXRlT3JkZXJSZXNwb25zZRJQCghHZXRPcmRlchIeLmJpbGxpbmcub3JkZXIuR2V0T3JkZXJSZXF1ZXN0Gh8uYmlsbGluZy5vcmRlci5HZXRPcmRlclJlc3BvbnNlIgOQAgESVgoKTGlzdE9yZGVycxIgLmJpbGxpbmcub3JkZXIuTGlzdE9yZGVyc1JlcXVlc3QaIS5iaWxsaW5nLm9yZGVyLkxpc3RPcmRlcnNSZXNwb25zZSIDkAIBElQKC0NhbmNlbE9yZGVyEiEuYmlsbGluZy5vcmRlci5DYW5jZWxPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLkNhbmNlbE9yZGVyUmVzcG9uc2USXQoOUGF5V2l0aEJhbGFuY2USJC5iaWxsaW5nLm9yZGVyLlBheVdpdGhCYWxhbmNlUmVxdWVzdBolLmJpbGxpbmcub3JkZXIuUGF5V2l0aEJhbGFuY2VSZXNwb25zZRJaCg1DcmVhdGVJbnZvaWNlEiMuYmlsbGluZy5vcmRlci5DcmVhdGVJbnZvaWNlUmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlSW52b2ljZVJlc3BvbnNlElYKCkdldEludm9pY2USIC5iaWxsaW5nLm9yZGVyLkdldEludm9pY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5HZXRJbnZvaWNlUmVzcG9uc2UiA5ACARJcCgxMaXN0SW52b2ljZXMSIi5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1JlcXVlc3QaIy5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1Jlc3BvbnNlIgOQAgESWgoNQ2FuY2VsSW52b2ljZRIjLmJpbGxpbmcub3JkZXIuQ2FuY2VsSW52b2ljZVJlcXVlc3QaJC5iaWxsaW5nLm9yZGVyLkNhbmNlbEludm9pY2VSZXNwb25zZUI4WjZnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL29yZGVyO29yZGVycGJiBnByb3RvMw", [file_billing_payment_payment, file_google_protobuf_struct]);
+  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIsIBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJEhUKDWJpbGxpbmdfY3ljbGUYCiABKAki2QIKBU9yZGVyEgoKAmlkGAEgASgJEhMKC2N1c3RvbWVyX2lkGAIgASgJEhIKCnByb2R1Y3RfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhQKDHRvdGFsX2Ftb3VudBgFIAEoCRIQCghjdXJyZW5jeRgGIAEoCRITCgtkZXNjcmlwdGlvbhgHIAEoCRIPCgdwYWlkX2F0GAggASgJEhQKDGNhbmNlbGxlZF9hdBgJIAEoCRIVCg1jYW5jZWxfcmVhc29uGAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIVCg1iaWxsaW5nX2N5Y2xlGA0gASgJEhUKDXJlbmV3YWxfcHJpY2UYDiABKAkSEgoKcGFpZF91bnRpbBgPIAEoCRIOCgZyZW5ld3MYECABKAgSFgoOc3VzcGVuZF9yZWFzb24YESABKAkiiQEKDVNlcnZpY2VQZXJpb2QSDgoGcGVyaW9kGAEgASgFEhEKCXN0YXJ0c19hdBgCIAEoCRIPCgdlbmRzX2F0GAMgASgJEhIKCmludm9pY2VfaWQYBCABKAkSDgoGc3RhdHVzGAUgASgJEg8KB3BhaWRfYXQYBiABKAkSDwoHb3V0Y29tZRgHIAEoCSKEAgoHSW52b2ljZRIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIOCgZudW1iZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEg4KBmFtb3VudBgGIAEoCRITCgtwYWlkX2Ftb3VudBgHIAEoCRIQCghjdXJyZW5jeRgIIAEoCRITCgtkZXNjcmlwdGlvbhgJIAEoCRIRCglpc3N1ZWRfYXQYCiABKAkSDgoGZHVlX2F0GAsgASgJEg8KB3BhaWRfYXQYDCABKAkSEgoKY3JlYXRlZF9hdBgNIAEoCRISCgp1cGRhdGVkX2F0GA4gASgJItUBChRDcmVhdGVQcm9kdWN0UmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXByaWNlGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhwKD3Byb3ZpZGVyX3BsdWdpbhgFIAEoCUgAiAEBEjAKD3Byb3ZpZGVyX2NvbmZpZxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFQoNYmlsbGluZ19jeWNsZRgHIAEoCUISChBfcHJvdmlkZXJfcGx1Z2luIkAKFUNyZWF0ZVByb2R1Y3RSZXNwb25zZRInCgdwcm9kdWN0GAEgASgLMhYuYmlsbGluZy5vcmRlci5Qcm9kdWN0IpMCChRVcGRhdGVQcm9kdWN0UmVxdWVzdBIKCgJpZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESGAoLZGVzY3JpcHRpb24YAyABKAlIAYgBARISCgVwcmljZRgEIAEoCUgCiAEBEhQKB2VuYWJsZWQYBSABKAhIA4gBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDWJpbGxpbmdfY3ljbGUYByABKAkSIAoYYXBwbHlfdG9fZXhpc3Rpbmdfb3JkZXJzGAggASgIQgcKBV9uYW1lQg4KDF9kZXNjcmlwdGlvbkIICgZfcHJpY2VCCgoIX2VuYWJsZWQiQAoVVXBkYXRlUHJvZHVjdFJlc3BvbnNlEicKB3Byb2R1Y3QYASABKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3QiaQoTTGlzdFByb2R1Y3RzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhQKB2VuYWJsZWQYAiABKAhIAIgBAUIKCghfZW5hYmxlZCJpChRMaXN0UHJvZHVjdHNSZXNwb25zZRIoCghwcm9kdWN0cxgBIAMoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIigKEkNyZWF0ZU9yZGVyUmVxdWVzdBISCgpwcm9kdWN0X2lkGAEgASgJIjoKE0NyZWF0ZU9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIh0KD0dldE9yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJmChBHZXRPcmRlclJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchItCgdwZXJpb2RzGAIgAygLMhwuYmlsbGluZy5vcmRlci5TZXJ2aWNlUGVyaW9kIo8BChFMaXN0T3JkZXJzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhgKC2N1c3RvbWVyX2lkGAIgASgJSACIAQESEwoGc3RhdHVzGAMgASgJSAGIAQFCDgoMX2N1c3RvbWVyX2lkQgkKB19zdGF0dXMiYwoSTGlzdE9yZGVyc1Jlc3BvbnNlEiQKBm9yZGVycxgBIAMoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSImChJDYW5jZWxPcmRlclJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkiOgoTQ2FuY2VsT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiKQoVUGF5V2l0aEJhbGFuY2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIn8KFlBheVdpdGhCYWxhbmNlUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEi8KB3BheW1lbnQYAiABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBIPCgdiYWxhbmNlGAMgASgJIpIBChRDcmVhdGVJbnZvaWNlUmVxdWVzdBISCghvcmRlcl9pZBgBIAEoCUgAEhUKC2N1c3RvbWVyX2lkGAIgASgJSAASDgoGYW1vdW50GAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEg4KBmR1ZV9hdBgGIAEoCUIICgZ0YXJnZXQiQAoVQ3JlYXRlSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UiHwoRR2V0SW52b2ljZVJlcXVlc3QSCgoCaWQYASABKAkiPQoSR2V0SW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UitQEKE0xpc3RJbnZvaWNlc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhUKCG9yZGVyX2lkGAMgASgJSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQFCDgoMX2N1c3RvbWVyX2lkQgsKCV9vcmRlcl9pZEIJCgdfc3RhdHVzImkKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEigKCGludm9pY2VzGAEgAygLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKgoUQ2FuY2VsSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSJAChVDYW5jZWxJbnZvaWNlUmVzcG9uc2USJwoHaW52b2ljZRgBIAEoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZSI6ChZTZXRPcmRlclJlbmV3YWxSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJEg4KBnJlbmV3cxgCIAEoCCI+ChdTZXRPcmRlclJlbmV3YWxSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiTwoaRXh0ZW5kU2VydmljZVBlcmlvZFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSDwoHZW5kc19hdBgCIAEoCRIOCgZyZWFzb24YAyABKAkicAobRXh0ZW5kU2VydmljZVBlcmlvZFJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIsCgZwZXJpb2QYAiABKAsyHC5iaWxsaW5nLm9yZGVyLlNlcnZpY2VQZXJpb2QiNwoTU3VzcGVuZE9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOwoUU3VzcGVuZE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIjYKElJlc3VtZU9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOgoTUmVzdW1lT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiLQoaQWR2YW5jZUJpbGxpbmdDbG9ja1JlcXVlc3QSDwoHc2Vjb25kcxgBIAEoAyKUAQobQWR2YW5jZUJpbGxpbmdDbG9ja1Jlc3BvbnNlEgsKA25vdxgBIAEoCRIOCgZpc3N1ZWQYAiABKAUSEQoJYXV0b19wYWlkGAMgASgFEg8KB292ZXJkdWUYBCABKAUSEQoJc3VzcGVuZGVkGAUgASgFEhIKCnRlcm1pbmF0ZWQYBiABKAUSDQoFZW5kZWQYByABKAUiKQoZR2V0UmVuZXdhbE92ZXJ2aWV3UmVxdWVzdBIMCgRkYXlzGAEgASgFIj4KC1JlbmV3YWxzRHVlEhAKCGN1cnJlbmN5GAEgASgJEg0KBWNvdW50GAIgASgDEg4KBmFtb3VudBgDIAEoCSKZAQoOUmVuZXdhbEludm9pY2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEhIKCmludm9pY2VfaWQYAiABKAkSEgoKYW1vdW50X2R1ZRgDIAEoCRIOCgZkdWVfYXQYBCABKAkSFAoMZGF5c19vdmVyZHVlGAUgASgFEhQKDG5leHRfc3RlcF9hdBgGIAEoCSLlAQoaR2V0UmVuZXdhbE92ZXJ2aWV3UmVzcG9uc2USDAoEZGF5cxgBIAEoBRInCgNkdWUYAiADKAsyGi5iaWxsaW5nLm9yZGVyLlJlbmV3YWxzRHVlEi4KB292ZXJkdWUYAyADKAsyHS5iaWxsaW5nLm9yZGVyLlJlbmV3YWxJbnZvaWNlEhUKDW92ZXJkdWVfY291bnQYBCABKAMSMAoJc3VzcGVuZGVkGAUgAygLMh0uYmlsbGluZy5vcmRlci5SZW5ld2FsSW52b2ljZRIXCg9zdXNwZW5kZWRfY291bnQYBiABKAMypA0KDE9yZGVyU2VydmljZRJaCg1DcmVhdGVQcm9kdWN0EiMuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlUHJvZHVjdFJlc3BvbnNlElwKDExpc3RQcm9kdWN0cxIiLmJpbGxpbmcub3JkZXIuTGlzdFByb2R1Y3RzUmVxdWVzdBojLmJpbGxpbmcub3JkZXIuTGlzdFByb2R1Y3RzUmVzcG9uc2UiA5ACARJaCg1VcGRhdGVQcm9kdWN0EiMuYmlsbGluZy5vcmRlci5VcGRhdGVQcm9kdWN0UmVxdWVzdBokLmJpbGxpbmcub3JkZXIuVXBkYXRlUHJvZHVjdFJlc3BvbnNlElQKC0NyZWF0ZU9yZGVyEiEuYmlsbGluZy5vcmRlci5DcmVhdGVPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLkNyZWF0ZU9yZGVyUmVzcG9uc2USUAoIR2V0T3JkZXISHi5iaWxsaW5nLm9yZGVyLkdldE9yZGVyUmVxdWVzdBofLmJpbGxpbmcub3JkZXIuR2V0T3JkZXJSZXNwb25zZSIDkAIBElYKCkxpc3RPcmRlcnMSIC5iaWxsaW5nLm9yZGVyLkxpc3RPcmRlcnNSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5MaXN0T3JkZXJzUmVzcG9uc2UiA5ACARJUCgtDYW5jZWxPcmRlchIhLmJpbGxpbmcub3JkZXIuQ2FuY2VsT3JkZXJSZXF1ZXN0GiIuYmlsbGluZy5vcmRlci5DYW5jZWxPcmRlclJlc3BvbnNlEl0KDlBheVdpdGhCYWxhbmNlEiQuYmlsbGluZy5vcmRlci5QYXlXaXRoQmFsYW5jZVJlcXVlc3QaJS5iaWxsaW5nLm9yZGVyLlBheVdpdGhCYWxhbmNlUmVzcG9uc2USWgoNQ3JlYXRlSW52b2ljZRIjLmJpbGxpbmcub3JkZXIuQ3JlYXRlSW52b2ljZVJlcXVlc3QaJC5iaWxsaW5nLm9yZGVyLkNyZWF0ZUludm9pY2VSZXNwb25zZRJWCgpHZXRJbnZvaWNlEiAuYmlsbGluZy5vcmRlci5HZXRJbnZvaWNlUmVxdWVzdBohLmJpbGxpbmcub3JkZXIuR2V0SW52b2ljZVJlc3BvbnNlIgOQAgESXAoMTGlzdEludm9pY2VzEiIuYmlsbGluZy5vcmRlci5MaXN0SW52b2ljZXNSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5MaXN0SW52b2ljZXNSZXNwb25zZSIDkAIBEloKDUNhbmNlbEludm9pY2USIy5iaWxsaW5nLm9yZGVyLkNhbmNlbEludm9pY2VSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DYW5jZWxJbnZvaWNlUmVzcG9uc2USYAoPU2V0T3JkZXJSZW5ld2FsEiUuYmlsbGluZy5vcmRlci5TZXRPcmRlclJlbmV3YWxSZXF1ZXN0GiYuYmlsbGluZy5vcmRlci5TZXRPcmRlclJlbmV3YWxSZXNwb25zZRJsChNFeHRlbmRTZXJ2aWNlUGVyaW9kEikuYmlsbGluZy5vcmRlci5FeHRlbmRTZXJ2aWNlUGVyaW9kUmVxdWVzdBoqLmJpbGxpbmcub3JkZXIuRXh0ZW5kU2VydmljZVBlcmlvZFJlc3BvbnNlElcKDFN1c3BlbmRPcmRlchIiLmJpbGxpbmcub3JkZXIuU3VzcGVuZE9yZGVyUmVxdWVzdBojLmJpbGxpbmcub3JkZXIuU3VzcGVuZE9yZGVyUmVzcG9uc2USVAoLUmVzdW1lT3JkZXISIS5iaWxsaW5nLm9yZGVyLlJlc3VtZU9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuUmVzdW1lT3JkZXJSZXNwb25zZRJsChNBZHZhbmNlQmlsbGluZ0Nsb2NrEikuYmlsbGluZy5vcmRlci5BZHZhbmNlQmlsbGluZ0Nsb2NrUmVxdWVzdBoqLmJpbGxpbmcub3JkZXIuQWR2YW5jZUJpbGxpbmdDbG9ja1Jlc3BvbnNlEm4KEkdldFJlbmV3YWxPdmVydmlldxIoLmJpbGxpbmcub3JkZXIuR2V0UmVuZXdhbE92ZXJ2aWV3UmVxdWVzdBopLmJpbGxpbmcub3JkZXIuR2V0UmVuZXdhbE92ZXJ2aWV3UmVzcG9uc2UiA5ACAUI4WjZnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL29yZGVyO29yZGVycGJiBnByb3RvMw", [file_billing_payment_payment, file_google_protobuf_struct]);
 
 /**
  * Product is one entry of the catalogue.
@@ -50,7 +50,8 @@ export type Product = Message<"billing.order.Product"> & {
   description: string;
 
   /**
-   * List price, a decimal string with two fractional digits.
+   * List price of one billing cycle, a decimal string with two fractional
+   * digits.
    *
    * @generated from field: string price = 4;
    */
@@ -90,6 +91,14 @@ export type Product = Message<"billing.order.Product"> & {
    * @generated from field: string updated_at = 9;
    */
   updatedAt: string;
+
+  /**
+   * How often it is billed: one_time (bought once), monthly, quarterly,
+   * semi_annual or annual.
+   *
+   * @generated from field: string billing_cycle = 10;
+   */
+  billingCycle: string;
 };
 
 /**
@@ -189,6 +198,47 @@ export type Order = Message<"billing.order.Order"> & {
    * @generated from field: string updated_at = 12;
    */
   updatedAt: string;
+
+  /**
+   * The billing cycle it was bought with (the product's at order time,
+   * unless an admin moved it since): one_time, monthly, quarterly,
+   * semi_annual or annual.
+   *
+   * @generated from field: string billing_cycle = 13;
+   */
+  billingCycle: string;
+
+  /**
+   * Price of each later period, a decimal string with two fractional
+   * digits; empty for a one_time order.
+   *
+   * @generated from field: string renewal_price = 14;
+   */
+  renewalPrice: string;
+
+  /**
+   * End of the paid service, RFC 3339: the end of the last paid service
+   * period; empty for an order without periods (one-time, not active yet).
+   *
+   * @generated from field: string paid_until = 15;
+   */
+  paidUntil: string;
+
+  /**
+   * Whether a recurring order is billed for its next period; false once
+   * its renewal is turned off (it ends at paid_until).
+   *
+   * @generated from field: bool renews = 16;
+   */
+  renews: boolean;
+
+  /**
+   * overdue (an unpaid renewal invoice; paying it resumes the service) or
+   * admin; empty unless suspended.
+   *
+   * @generated from field: string suspend_reason = 17;
+   */
+  suspendReason: string;
 };
 
 /**
@@ -197,6 +247,69 @@ export type Order = Message<"billing.order.Order"> & {
  */
 export const OrderSchema: GenMessage<Order> = /*@__PURE__*/
   messageDesc(file_billing_order_order, 1);
+
+/**
+ * ServicePeriod is one period of a recurring order's service.
+ *
+ * @generated from message billing.order.ServicePeriod
+ */
+export type ServicePeriod = Message<"billing.order.ServicePeriod"> & {
+  /**
+   * 1 for the first period, then 2, 3, …
+   *
+   * @generated from field: int32 period = 1;
+   */
+  period: number;
+
+  /**
+   * Start and end, RFC 3339.
+   *
+   * @generated from field: string starts_at = 2;
+   */
+  startsAt: string;
+
+  /**
+   * @generated from field: string ends_at = 3;
+   */
+  endsAt: string;
+
+  /**
+   * The renewal invoice billing it; empty for the first period (paid by the
+   * order) and for a period that costs nothing.
+   *
+   * @generated from field: string invoice_id = 4;
+   */
+  invoiceId: string;
+
+  /**
+   * unpaid, paid or cancelled.
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * When it was paid, RFC 3339; empty unless paid.
+   *
+   * @generated from field: string paid_at = 6;
+   */
+  paidAt: string;
+
+  /**
+   * How it ended: renewed, ended, unpaid or refunded; empty while it has
+   * not.
+   *
+   * @generated from field: string outcome = 7;
+   */
+  outcome: string;
+};
+
+/**
+ * Describes the message billing.order.ServicePeriod.
+ * Use `create(ServicePeriodSchema)` to create a new message.
+ */
+export const ServicePeriodSchema: GenMessage<ServicePeriod> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 2);
 
 /**
  * Invoice is a bill to a customer, for an order or on its own.
@@ -308,7 +421,7 @@ export type Invoice = Message<"billing.order.Invoice"> & {
  * Use `create(InvoiceSchema)` to create a new message.
  */
 export const InvoiceSchema: GenMessage<Invoice> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 2);
+  messageDesc(file_billing_order_order, 3);
 
 /**
  * @generated from message billing.order.CreateProductRequest
@@ -329,7 +442,8 @@ export type CreateProductRequest = Message<"billing.order.CreateProductRequest">
   description: string;
 
   /**
-   * List price, a decimal with at most two fractional digits; 0 is a free product.
+   * Price of one billing cycle, a decimal with at most two fractional
+   * digits; 0 is a free product.
    *
    * @generated from field: string price = 3;
    */
@@ -359,6 +473,14 @@ export type CreateProductRequest = Message<"billing.order.CreateProductRequest">
    * @generated from field: google.protobuf.Struct provider_config = 6;
    */
   providerConfig?: JsonObject | undefined;
+
+  /**
+   * How often it is billed: one_time, monthly, quarterly, semi_annual or
+   * annual; empty is one_time.
+   *
+   * @generated from field: string billing_cycle = 7;
+   */
+  billingCycle: string;
 };
 
 /**
@@ -366,7 +488,7 @@ export type CreateProductRequest = Message<"billing.order.CreateProductRequest">
  * Use `create(CreateProductRequestSchema)` to create a new message.
  */
 export const CreateProductRequestSchema: GenMessage<CreateProductRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 3);
+  messageDesc(file_billing_order_order, 4);
 
 /**
  * @generated from message billing.order.CreateProductResponse
@@ -385,7 +507,7 @@ export type CreateProductResponse = Message<"billing.order.CreateProductResponse
  * Use `create(CreateProductResponseSchema)` to create a new message.
  */
 export const CreateProductResponseSchema: GenMessage<CreateProductResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 4);
+  messageDesc(file_billing_order_order, 5);
 
 /**
  * @generated from message billing.order.UpdateProductRequest
@@ -413,7 +535,8 @@ export type UpdateProductRequest = Message<"billing.order.UpdateProductRequest">
   description?: string | undefined;
 
   /**
-   * New list price for orders placed from now on; absent keeps it.
+   * New price of one billing cycle, for orders placed from now on (and
+   * existing ones with apply_to_existing_orders); absent keeps it.
    *
    * @generated from field: optional string price = 4;
    */
@@ -434,6 +557,27 @@ export type UpdateProductRequest = Message<"billing.order.UpdateProductRequest">
    * @generated from field: google.protobuf.Struct provider_config = 6;
    */
   providerConfig?: JsonObject | undefined;
+
+  /**
+   * New billing cycle, for orders placed from now on (and existing ones
+   * with apply_to_existing_orders): one_time, monthly, quarterly,
+   * semi_annual or annual; empty keeps it.
+   *
+   * @generated from field: string billing_cycle = 7;
+   */
+  billingCycle: string;
+
+  /**
+   * Also move the orders of the product that are not final (pending, paid,
+   * provisioning, active, suspended) to the product's cycle and price as
+   * they are after this update, for their later periods, in the same
+   * transaction (an order.billing_change audit row each). False (the
+   * default): every existing order keeps the cycle and price it was
+   * bought at.
+   *
+   * @generated from field: bool apply_to_existing_orders = 8;
+   */
+  applyToExistingOrders: boolean;
 };
 
 /**
@@ -441,7 +585,7 @@ export type UpdateProductRequest = Message<"billing.order.UpdateProductRequest">
  * Use `create(UpdateProductRequestSchema)` to create a new message.
  */
 export const UpdateProductRequestSchema: GenMessage<UpdateProductRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 5);
+  messageDesc(file_billing_order_order, 6);
 
 /**
  * @generated from message billing.order.UpdateProductResponse
@@ -460,7 +604,7 @@ export type UpdateProductResponse = Message<"billing.order.UpdateProductResponse
  * Use `create(UpdateProductResponseSchema)` to create a new message.
  */
 export const UpdateProductResponseSchema: GenMessage<UpdateProductResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 6);
+  messageDesc(file_billing_order_order, 7);
 
 /**
  * @generated from message billing.order.ListProductsRequest
@@ -487,7 +631,7 @@ export type ListProductsRequest = Message<"billing.order.ListProductsRequest"> &
  * Use `create(ListProductsRequestSchema)` to create a new message.
  */
 export const ListProductsRequestSchema: GenMessage<ListProductsRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 7);
+  messageDesc(file_billing_order_order, 8);
 
 /**
  * @generated from message billing.order.ListProductsResponse
@@ -513,7 +657,7 @@ export type ListProductsResponse = Message<"billing.order.ListProductsResponse">
  * Use `create(ListProductsResponseSchema)` to create a new message.
  */
 export const ListProductsResponseSchema: GenMessage<ListProductsResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 8);
+  messageDesc(file_billing_order_order, 9);
 
 /**
  * @generated from message billing.order.CreateOrderRequest
@@ -532,7 +676,7 @@ export type CreateOrderRequest = Message<"billing.order.CreateOrderRequest"> & {
  * Use `create(CreateOrderRequestSchema)` to create a new message.
  */
 export const CreateOrderRequestSchema: GenMessage<CreateOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 9);
+  messageDesc(file_billing_order_order, 10);
 
 /**
  * @generated from message billing.order.CreateOrderResponse
@@ -551,7 +695,7 @@ export type CreateOrderResponse = Message<"billing.order.CreateOrderResponse"> &
  * Use `create(CreateOrderResponseSchema)` to create a new message.
  */
 export const CreateOrderResponseSchema: GenMessage<CreateOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 10);
+  messageDesc(file_billing_order_order, 11);
 
 /**
  * @generated from message billing.order.GetOrderRequest
@@ -570,7 +714,7 @@ export type GetOrderRequest = Message<"billing.order.GetOrderRequest"> & {
  * Use `create(GetOrderRequestSchema)` to create a new message.
  */
 export const GetOrderRequestSchema: GenMessage<GetOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 11);
+  messageDesc(file_billing_order_order, 12);
 
 /**
  * @generated from message billing.order.GetOrderResponse
@@ -582,6 +726,13 @@ export type GetOrderResponse = Message<"billing.order.GetOrderResponse"> & {
    * @generated from field: billing.order.Order order = 1;
    */
   order?: Order | undefined;
+
+  /**
+   * Its service periods, first first; empty for a one-time order.
+   *
+   * @generated from field: repeated billing.order.ServicePeriod periods = 2;
+   */
+  periods: ServicePeriod[];
 };
 
 /**
@@ -589,7 +740,7 @@ export type GetOrderResponse = Message<"billing.order.GetOrderResponse"> & {
  * Use `create(GetOrderResponseSchema)` to create a new message.
  */
 export const GetOrderResponseSchema: GenMessage<GetOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 12);
+  messageDesc(file_billing_order_order, 13);
 
 /**
  * @generated from message billing.order.ListOrdersRequest
@@ -622,7 +773,7 @@ export type ListOrdersRequest = Message<"billing.order.ListOrdersRequest"> & {
  * Use `create(ListOrdersRequestSchema)` to create a new message.
  */
 export const ListOrdersRequestSchema: GenMessage<ListOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 13);
+  messageDesc(file_billing_order_order, 14);
 
 /**
  * @generated from message billing.order.ListOrdersResponse
@@ -648,7 +799,7 @@ export type ListOrdersResponse = Message<"billing.order.ListOrdersResponse"> & {
  * Use `create(ListOrdersResponseSchema)` to create a new message.
  */
 export const ListOrdersResponseSchema: GenMessage<ListOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 14);
+  messageDesc(file_billing_order_order, 15);
 
 /**
  * @generated from message billing.order.CancelOrderRequest
@@ -667,7 +818,7 @@ export type CancelOrderRequest = Message<"billing.order.CancelOrderRequest"> & {
  * Use `create(CancelOrderRequestSchema)` to create a new message.
  */
 export const CancelOrderRequestSchema: GenMessage<CancelOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 15);
+  messageDesc(file_billing_order_order, 16);
 
 /**
  * @generated from message billing.order.CancelOrderResponse
@@ -686,7 +837,7 @@ export type CancelOrderResponse = Message<"billing.order.CancelOrderResponse"> &
  * Use `create(CancelOrderResponseSchema)` to create a new message.
  */
 export const CancelOrderResponseSchema: GenMessage<CancelOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 16);
+  messageDesc(file_billing_order_order, 17);
 
 /**
  * @generated from message billing.order.PayWithBalanceRequest
@@ -705,7 +856,7 @@ export type PayWithBalanceRequest = Message<"billing.order.PayWithBalanceRequest
  * Use `create(PayWithBalanceRequestSchema)` to create a new message.
  */
 export const PayWithBalanceRequestSchema: GenMessage<PayWithBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 17);
+  messageDesc(file_billing_order_order, 18);
 
 /**
  * @generated from message billing.order.PayWithBalanceResponse
@@ -740,7 +891,7 @@ export type PayWithBalanceResponse = Message<"billing.order.PayWithBalanceRespon
  * Use `create(PayWithBalanceResponseSchema)` to create a new message.
  */
 export const PayWithBalanceResponseSchema: GenMessage<PayWithBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 18);
+  messageDesc(file_billing_order_order, 19);
 
 /**
  * @generated from message billing.order.CreateInvoiceRequest
@@ -805,7 +956,7 @@ export type CreateInvoiceRequest = Message<"billing.order.CreateInvoiceRequest">
  * Use `create(CreateInvoiceRequestSchema)` to create a new message.
  */
 export const CreateInvoiceRequestSchema: GenMessage<CreateInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 19);
+  messageDesc(file_billing_order_order, 20);
 
 /**
  * @generated from message billing.order.CreateInvoiceResponse
@@ -824,7 +975,7 @@ export type CreateInvoiceResponse = Message<"billing.order.CreateInvoiceResponse
  * Use `create(CreateInvoiceResponseSchema)` to create a new message.
  */
 export const CreateInvoiceResponseSchema: GenMessage<CreateInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 20);
+  messageDesc(file_billing_order_order, 21);
 
 /**
  * @generated from message billing.order.GetInvoiceRequest
@@ -843,7 +994,7 @@ export type GetInvoiceRequest = Message<"billing.order.GetInvoiceRequest"> & {
  * Use `create(GetInvoiceRequestSchema)` to create a new message.
  */
 export const GetInvoiceRequestSchema: GenMessage<GetInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 21);
+  messageDesc(file_billing_order_order, 22);
 
 /**
  * @generated from message billing.order.GetInvoiceResponse
@@ -862,7 +1013,7 @@ export type GetInvoiceResponse = Message<"billing.order.GetInvoiceResponse"> & {
  * Use `create(GetInvoiceResponseSchema)` to create a new message.
  */
 export const GetInvoiceResponseSchema: GenMessage<GetInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 22);
+  messageDesc(file_billing_order_order, 23);
 
 /**
  * @generated from message billing.order.ListInvoicesRequest
@@ -902,7 +1053,7 @@ export type ListInvoicesRequest = Message<"billing.order.ListInvoicesRequest"> &
  * Use `create(ListInvoicesRequestSchema)` to create a new message.
  */
 export const ListInvoicesRequestSchema: GenMessage<ListInvoicesRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 23);
+  messageDesc(file_billing_order_order, 24);
 
 /**
  * @generated from message billing.order.ListInvoicesResponse
@@ -928,7 +1079,7 @@ export type ListInvoicesResponse = Message<"billing.order.ListInvoicesResponse">
  * Use `create(ListInvoicesResponseSchema)` to create a new message.
  */
 export const ListInvoicesResponseSchema: GenMessage<ListInvoicesResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 24);
+  messageDesc(file_billing_order_order, 25);
 
 /**
  * @generated from message billing.order.CancelInvoiceRequest
@@ -947,7 +1098,7 @@ export type CancelInvoiceRequest = Message<"billing.order.CancelInvoiceRequest">
  * Use `create(CancelInvoiceRequestSchema)` to create a new message.
  */
 export const CancelInvoiceRequestSchema: GenMessage<CancelInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 25);
+  messageDesc(file_billing_order_order, 26);
 
 /**
  * @generated from message billing.order.CancelInvoiceResponse
@@ -966,7 +1117,434 @@ export type CancelInvoiceResponse = Message<"billing.order.CancelInvoiceResponse
  * Use `create(CancelInvoiceResponseSchema)` to create a new message.
  */
 export const CancelInvoiceResponseSchema: GenMessage<CancelInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 26);
+  messageDesc(file_billing_order_order, 27);
+
+/**
+ * @generated from message billing.order.SetOrderRenewalRequest
+ */
+export type SetOrderRenewalRequest = Message<"billing.order.SetOrderRenewalRequest"> & {
+  /**
+   * The recurring order.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * false: cancel at period end; true: renew again.
+   *
+   * @generated from field: bool renews = 2;
+   */
+  renews: boolean;
+};
+
+/**
+ * Describes the message billing.order.SetOrderRenewalRequest.
+ * Use `create(SetOrderRenewalRequestSchema)` to create a new message.
+ */
+export const SetOrderRenewalRequestSchema: GenMessage<SetOrderRenewalRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 28);
+
+/**
+ * @generated from message billing.order.SetOrderRenewalResponse
+ */
+export type SetOrderRenewalResponse = Message<"billing.order.SetOrderRenewalResponse"> & {
+  /**
+   * The order as it is now.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+};
+
+/**
+ * Describes the message billing.order.SetOrderRenewalResponse.
+ * Use `create(SetOrderRenewalResponseSchema)` to create a new message.
+ */
+export const SetOrderRenewalResponseSchema: GenMessage<SetOrderRenewalResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 29);
+
+/**
+ * @generated from message billing.order.ExtendServicePeriodRequest
+ */
+export type ExtendServicePeriodRequest = Message<"billing.order.ExtendServicePeriodRequest"> & {
+  /**
+   * The order whose current paid period is extended.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * The new end, RFC 3339; must be after the period's end.
+   *
+   * @generated from field: string ends_at = 2;
+   */
+  endsAt: string;
+
+  /**
+   * Why (kept in the audit log).
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message billing.order.ExtendServicePeriodRequest.
+ * Use `create(ExtendServicePeriodRequestSchema)` to create a new message.
+ */
+export const ExtendServicePeriodRequestSchema: GenMessage<ExtendServicePeriodRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 30);
+
+/**
+ * @generated from message billing.order.ExtendServicePeriodResponse
+ */
+export type ExtendServicePeriodResponse = Message<"billing.order.ExtendServicePeriodResponse"> & {
+  /**
+   * The order as it is now.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+
+  /**
+   * The period, extended.
+   *
+   * @generated from field: billing.order.ServicePeriod period = 2;
+   */
+  period?: ServicePeriod | undefined;
+};
+
+/**
+ * Describes the message billing.order.ExtendServicePeriodResponse.
+ * Use `create(ExtendServicePeriodResponseSchema)` to create a new message.
+ */
+export const ExtendServicePeriodResponseSchema: GenMessage<ExtendServicePeriodResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 31);
+
+/**
+ * @generated from message billing.order.SuspendOrderRequest
+ */
+export type SuspendOrderRequest = Message<"billing.order.SuspendOrderRequest"> & {
+  /**
+   * The active order.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * Why (kept in the audit log).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message billing.order.SuspendOrderRequest.
+ * Use `create(SuspendOrderRequestSchema)` to create a new message.
+ */
+export const SuspendOrderRequestSchema: GenMessage<SuspendOrderRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 32);
+
+/**
+ * @generated from message billing.order.SuspendOrderResponse
+ */
+export type SuspendOrderResponse = Message<"billing.order.SuspendOrderResponse"> & {
+  /**
+   * The order, suspended.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+};
+
+/**
+ * Describes the message billing.order.SuspendOrderResponse.
+ * Use `create(SuspendOrderResponseSchema)` to create a new message.
+ */
+export const SuspendOrderResponseSchema: GenMessage<SuspendOrderResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 33);
+
+/**
+ * @generated from message billing.order.ResumeOrderRequest
+ */
+export type ResumeOrderRequest = Message<"billing.order.ResumeOrderRequest"> & {
+  /**
+   * The suspended order.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * Why (kept in the audit log).
+   *
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message billing.order.ResumeOrderRequest.
+ * Use `create(ResumeOrderRequestSchema)` to create a new message.
+ */
+export const ResumeOrderRequestSchema: GenMessage<ResumeOrderRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 34);
+
+/**
+ * @generated from message billing.order.ResumeOrderResponse
+ */
+export type ResumeOrderResponse = Message<"billing.order.ResumeOrderResponse"> & {
+  /**
+   * The order, active.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+};
+
+/**
+ * Describes the message billing.order.ResumeOrderResponse.
+ * Use `create(ResumeOrderResponseSchema)` to create a new message.
+ */
+export const ResumeOrderResponseSchema: GenMessage<ResumeOrderResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 35);
+
+/**
+ * @generated from message billing.order.AdvanceBillingClockRequest
+ */
+export type AdvanceBillingClockRequest = Message<"billing.order.AdvanceBillingClockRequest"> & {
+  /**
+   * How far forward, in seconds (at most a year).
+   *
+   * @generated from field: int64 seconds = 1;
+   */
+  seconds: bigint;
+};
+
+/**
+ * Describes the message billing.order.AdvanceBillingClockRequest.
+ * Use `create(AdvanceBillingClockRequestSchema)` to create a new message.
+ */
+export const AdvanceBillingClockRequestSchema: GenMessage<AdvanceBillingClockRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 36);
+
+/**
+ * @generated from message billing.order.AdvanceBillingClockResponse
+ */
+export type AdvanceBillingClockResponse = Message<"billing.order.AdvanceBillingClockResponse"> & {
+  /**
+   * The billing clock after the move, RFC 3339.
+   *
+   * @generated from field: string now = 1;
+   */
+  now: string;
+
+  /**
+   * What the billing run then did.
+   *
+   * @generated from field: int32 issued = 2;
+   */
+  issued: number;
+
+  /**
+   * @generated from field: int32 auto_paid = 3;
+   */
+  autoPaid: number;
+
+  /**
+   * @generated from field: int32 overdue = 4;
+   */
+  overdue: number;
+
+  /**
+   * @generated from field: int32 suspended = 5;
+   */
+  suspended: number;
+
+  /**
+   * @generated from field: int32 terminated = 6;
+   */
+  terminated: number;
+
+  /**
+   * @generated from field: int32 ended = 7;
+   */
+  ended: number;
+};
+
+/**
+ * Describes the message billing.order.AdvanceBillingClockResponse.
+ * Use `create(AdvanceBillingClockResponseSchema)` to create a new message.
+ */
+export const AdvanceBillingClockResponseSchema: GenMessage<AdvanceBillingClockResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 37);
+
+/**
+ * @generated from message billing.order.GetRenewalOverviewRequest
+ */
+export type GetRenewalOverviewRequest = Message<"billing.order.GetRenewalOverviewRequest"> & {
+  /**
+   * The window of "due", in days from now; 0 means 30.
+   *
+   * @generated from field: int32 days = 1;
+   */
+  days: number;
+};
+
+/**
+ * Describes the message billing.order.GetRenewalOverviewRequest.
+ * Use `create(GetRenewalOverviewRequestSchema)` to create a new message.
+ */
+export const GetRenewalOverviewRequestSchema: GenMessage<GetRenewalOverviewRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 38);
+
+/**
+ * RenewalsDue is what falls due in one currency.
+ *
+ * @generated from message billing.order.RenewalsDue
+ */
+export type RenewalsDue = Message<"billing.order.RenewalsDue"> & {
+  /**
+   * ISO 4217 currency code.
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * How many services.
+   *
+   * @generated from field: int64 count = 2;
+   */
+  count: bigint;
+
+  /**
+   * Their renewal prices together, a decimal string with two fractional
+   * digits.
+   *
+   * @generated from field: string amount = 3;
+   */
+  amount: string;
+};
+
+/**
+ * Describes the message billing.order.RenewalsDue.
+ * Use `create(RenewalsDueSchema)` to create a new message.
+ */
+export const RenewalsDueSchema: GenMessage<RenewalsDue> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 39);
+
+/**
+ * RenewalInvoice is an order with its unpaid renewal invoice.
+ *
+ * @generated from message billing.order.RenewalInvoice
+ */
+export type RenewalInvoice = Message<"billing.order.RenewalInvoice"> & {
+  /**
+   * The order.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+
+  /**
+   * The unpaid renewal invoice: its id, amount still due and due time
+   * (RFC 3339).
+   *
+   * @generated from field: string invoice_id = 2;
+   */
+  invoiceId: string;
+
+  /**
+   * @generated from field: string amount_due = 3;
+   */
+  amountDue: string;
+
+  /**
+   * @generated from field: string due_at = 4;
+   */
+  dueAt: string;
+
+  /**
+   * Whole days past due.
+   *
+   * @generated from field: int32 days_overdue = 5;
+   */
+  daysOverdue: number;
+
+  /**
+   * When the service is suspended (for an active order) or ended (for a
+   * suspended one) if it stays unpaid, RFC 3339; empty when that step is
+   * turned off.
+   *
+   * @generated from field: string next_step_at = 6;
+   */
+  nextStepAt: string;
+};
+
+/**
+ * Describes the message billing.order.RenewalInvoice.
+ * Use `create(RenewalInvoiceSchema)` to create a new message.
+ */
+export const RenewalInvoiceSchema: GenMessage<RenewalInvoice> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 40);
+
+/**
+ * @generated from message billing.order.GetRenewalOverviewResponse
+ */
+export type GetRenewalOverviewResponse = Message<"billing.order.GetRenewalOverviewResponse"> & {
+  /**
+   * The window, in days.
+   *
+   * @generated from field: int32 days = 1;
+   */
+  days: number;
+
+  /**
+   * Services whose paid period ends within the window and that renew, per
+   * currency.
+   *
+   * @generated from field: repeated billing.order.RenewalsDue due = 2;
+   */
+  due: RenewalsDue[];
+
+  /**
+   * Active services with a renewal invoice past due, most overdue first
+   * (at most 100), and how many there are.
+   *
+   * @generated from field: repeated billing.order.RenewalInvoice overdue = 3;
+   */
+  overdue: RenewalInvoice[];
+
+  /**
+   * @generated from field: int64 overdue_count = 4;
+   */
+  overdueCount: bigint;
+
+  /**
+   * Services suspended for non-payment, the nearest end first (at most
+   * 100), and how many there are.
+   *
+   * @generated from field: repeated billing.order.RenewalInvoice suspended = 5;
+   */
+  suspended: RenewalInvoice[];
+
+  /**
+   * @generated from field: int64 suspended_count = 6;
+   */
+  suspendedCount: bigint;
+};
+
+/**
+ * Describes the message billing.order.GetRenewalOverviewResponse.
+ * Use `create(GetRenewalOverviewResponseSchema)` to create a new message.
+ */
+export const GetRenewalOverviewResponseSchema: GenMessage<GetRenewalOverviewResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 41);
 
 /**
  * OrderService sells products: the catalogue, orders, balance payment and
@@ -1004,8 +1582,10 @@ export const OrderService: GenService<{
   },
   /**
    * UpdateProduct changes a product (admin): name, description, price,
-   * whether customers can order it, and its provider_config. Orders already
-   * placed keep the copy of the product they were placed with.
+   * billing cycle, whether customers can order it, and its provider_config.
+   * Orders already placed keep the copy of the product they were placed
+   * with, and their billing cycle and renewal price unless
+   * apply_to_existing_orders.
    *
    * @generated from rpc billing.order.OrderService.UpdateProduct
    */
@@ -1016,7 +1596,8 @@ export const OrderService: GenService<{
   },
   /**
    * CreateOrder orders one product for the calling customer: a `pending`
-   * order whose total is the product's price, in the product's currency.
+   * order whose total is the product's price, in the product's currency,
+   * billed in the product's cycle (later periods at renewal_price).
    *
    * @generated from rpc billing.order.OrderService.CreateOrder
    */
@@ -1116,6 +1697,80 @@ export const OrderService: GenService<{
     methodKind: "unary";
     input: typeof CancelInvoiceRequestSchema;
     output: typeof CancelInvoiceResponseSchema;
+  },
+  /**
+   * SetOrderRenewal turns a recurring order's renewal off (cancel at period
+   * end: no further invoice, the service ends when its paid period does)
+   * or back on (the customer their own order, an admin any). A one-time or
+   * ended order answers FailedPrecondition.
+   *
+   * @generated from rpc billing.order.OrderService.SetOrderRenewal
+   */
+  setOrderRenewal: {
+    methodKind: "unary";
+    input: typeof SetOrderRenewalRequestSchema;
+    output: typeof SetOrderRenewalResponseSchema;
+  },
+  /**
+   * ExtendServicePeriod moves the end of an order's current paid period
+   * later, by hand (admin), with a reason kept in the audit log; later
+   * periods count from the new end.
+   *
+   * @generated from rpc billing.order.OrderService.ExtendServicePeriod
+   */
+  extendServicePeriod: {
+    methodKind: "unary";
+    input: typeof ExtendServicePeriodRequestSchema;
+    output: typeof ExtendServicePeriodResponseSchema;
+  },
+  /**
+   * SuspendOrder suspends an active order (admin), with a reason kept in the
+   * audit log; the provider suspends the service. Paying a renewal invoice
+   * does not resume an order an admin suspended.
+   *
+   * @generated from rpc billing.order.OrderService.SuspendOrder
+   */
+  suspendOrder: {
+    methodKind: "unary";
+    input: typeof SuspendOrderRequestSchema;
+    output: typeof SuspendOrderResponseSchema;
+  },
+  /**
+   * ResumeOrder resumes a suspended order (admin), with a reason kept in the
+   * audit log; the provider resumes the service.
+   *
+   * @generated from rpc billing.order.OrderService.ResumeOrder
+   */
+  resumeOrder: {
+    methodKind: "unary";
+    input: typeof ResumeOrderRequestSchema;
+    output: typeof ResumeOrderResponseSchema;
+  },
+  /**
+   * AdvanceBillingClock moves this instance's billing clock forward and runs
+   * the billing run at once as of the new time (admin), to rehearse the
+   * renewal cycle. Only where [billing].test_clock is on (`paymentd dev`
+   * turns it on); elsewhere FailedPrecondition naming the setting.
+   *
+   * @generated from rpc billing.order.OrderService.AdvanceBillingClock
+   */
+  advanceBillingClock: {
+    methodKind: "unary";
+    input: typeof AdvanceBillingClockRequestSchema;
+    output: typeof AdvanceBillingClockResponseSchema;
+  },
+  /**
+   * GetRenewalOverview is the renewal cycle at a glance (admin): what falls
+   * due in the next `days` days (count and amount per currency), the unpaid
+   * renewal invoices past due, and the services suspended for non-payment
+   * with the day each ends.
+   *
+   * @generated from rpc billing.order.OrderService.GetRenewalOverview
+   */
+  getRenewalOverview: {
+    methodKind: "unary";
+    input: typeof GetRenewalOverviewRequestSchema;
+    output: typeof GetRenewalOverviewResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_order_order, 0);

@@ -1,6 +1,6 @@
 // Admin-only reads behind the console's payment page: a payment's refunds and
 // the audit log of any entity. Kept apart from payment.proto, whose service
-// is the specification's.
+// is the API contract's (docs/api.md).
 //
 // Money is always a decimal string with exactly two fractional digits
 // ("12.30"); timestamps are RFC 3339 strings, empty when not set.

@@ -748,7 +748,7 @@ export const PaymentService: GenService<{
   /**
    * HandleCallback applies a gateway's asynchronous notification. Public: the
    * gateway signature is its protection. A duplicate answers AlreadyExists.
-   * The message names are the specification's.
+   * The message names are the API contract's (docs/api.md).
    * buf:lint:ignore RPC_REQUEST_STANDARD_NAME
    * buf:lint:ignore RPC_RESPONSE_STANDARD_NAME
    *

@@ -1,0 +1,236 @@
+package adminui_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/config"
+)
+
+// renewalsFixture is what the renewal screens must show (mode renewals):
+// the Renewals screen's three parts, and the order the browser acts on.
+type renewalsFixture struct {
+	// Due in the next 30 days, CNY: "10.00 CNY", "1 service renews".
+	DueCNY      string `json:"dueCNY"`
+	DueCountCNY string `json:"dueCountCNY"`
+	// The order whose renewal invoice is past due, and the one suspended
+	// for non-payment.
+	Overdue   renewalRow `json:"overdue"`
+	Suspended renewalRow `json:"suspended"`
+	// Order is the monthly order the browser suspends, resumes, extends
+	// and turns the renewal of off.
+	Order renewalOrder `json:"order"`
+	// The reasons the admin types.
+	SuspendReason string `json:"suspendReason"`
+	ResumeReason  string `json:"resumeReason"`
+	ExtendReason  string `json:"extendReason"`
+	// ExtendTo is the new end as the admin types it (datetime-local, UTC:
+	// the browser's zone), ExtendedUntil as the page then shows it.
+	ExtendTo      string `json:"extendTo"`
+	ExtendedUntil string `json:"extendedUntil"`
+}
+
+// renewalRow is an order as a list of the Renewals screen shows it: each
+// cell as the page writes it (times in UTC, the browser's zone).
+type renewalRow struct {
+	OrderID     string `json:"orderId"`
+	InvoiceID   string `json:"invoiceId"`
+	AmountDue   string `json:"amountDue"`
+	Due         string `json:"due"`
+	DaysOverdue string `json:"daysOverdue"`
+	// NextStep is when it is suspended (overdue) or ends (suspended),
+	// followed by the whole days left.
+	NextStep string `json:"nextStep"`
+}
+
+// renewalOrder is a monthly order with one paid period.
+type renewalOrder struct {
+	ID          string `json:"id"`
+	PaidUntil   string `json:"paidUntil"`
+	PeriodStart string `json:"periodStart"`
+}
+
+// shown is an RFC 3339 time as the console writes it in UTC.
+func shown(t *testing.T, rfc3339 string) string {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, rfc3339)
+	require.NoError(t, err)
+	return at.UTC().Format(time.DateTime)
+}
+
+// renewalWorld makes, through the API, three monthly orders of one
+// customer paid from the balance (which they empty), and moves the billing
+// test clock so that the Renewals screen has something in each part: the
+// first order's paid end is E; the second's is moved to E + 2 days, the
+// third's to E + 20 days (ExtendServicePeriod). The clock goes to 7 days
+// before E (the first's renewal invoice is issued), just past E (it is
+// overdue; the second's invoice is issued), then 3 days and a minute past
+// E: the first is suspended for non-payment (ended 14 days past due), the
+// second is a day overdue (suspended 3 days past due), and the third falls
+// due within 30 days.
+func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.OrderServiceClient) {
+	t.Helper()
+	ctx := context.Background()
+	reg, err := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL).Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
+		Email: fmt.Sprintf("renewals-%s@example.com", uuid.NewString()[:8]), Password: "customer-password", Name: "Renewals Customer",
+	}))
+	require.NoError(t, err)
+	customer := &http.Client{Transport: bearer{reg.Msg.GetAccessToken()}}
+	_, err = identitypbconnect.NewCustomerAdminServiceClient(s.admin, s.baseURL).AdjustBalance(ctx, connect.NewRequest(&identitypb.AdjustBalanceRequest{
+		CustomerId: reg.Msg.GetCustomer().GetId(), Amount: "30.00", Note: "renewals e2e top-up",
+	}))
+	require.NoError(t, err)
+
+	admin := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL)
+	prod, err := admin.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
+		Name: "VPS monthly (e2e)", Price: "10.00", Currency: "CNY", BillingCycle: "monthly",
+	}))
+	require.NoError(t, err)
+	orders := orderpbconnect.NewOrderServiceClient(customer, s.baseURL)
+	get := func(id string) *orderpb.GetOrderResponse {
+		t.Helper()
+		res, err := admin.GetOrder(ctx, connect.NewRequest(&orderpb.GetOrderRequest{Id: id}))
+		require.NoError(t, err)
+		return res.Msg
+	}
+	// Paid from the balance, the order goes active (nothing to provision)
+	// once the event worker takes order_paid, and its first period starts.
+	paidOrder := func() string {
+		t.Helper()
+		o, err := orders.CreateOrder(ctx, connect.NewRequest(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
+		require.NoError(t, err)
+		_, err = orders.PayWithBalance(ctx, connect.NewRequest(&orderpb.PayWithBalanceRequest{OrderId: o.Msg.GetOrder().GetId()}))
+		require.NoError(t, err)
+		return o.Msg.GetOrder().GetId()
+	}
+	suspended, overdue, due := paidOrder(), paidOrder(), paidOrder()
+	for _, id := range []string{suspended, overdue, due} {
+		require.Eventually(t, func() bool { return get(id).GetOrder().GetStatus() == "active" }, 30*time.Second, 50*time.Millisecond, "order %s goes active", id)
+	}
+	end, err := time.Parse(time.RFC3339Nano, get(suspended).GetOrder().GetPaidUntil())
+	require.NoError(t, err)
+	extend := func(id string, to time.Time) {
+		t.Helper()
+		_, err := admin.ExtendServicePeriod(ctx, connect.NewRequest(&orderpb.ExtendServicePeriodRequest{
+			OrderId: id, EndsAt: to.Format(time.RFC3339), Reason: "renewals e2e: staggered ends",
+		}))
+		require.NoError(t, err)
+	}
+	overdueEnd := end.Add(2 * 24 * time.Hour).Truncate(time.Minute)
+	dueEnd := end.Add(20 * 24 * time.Hour).Truncate(time.Minute)
+	extend(overdue, overdueEnd)
+	extend(due, dueEnd)
+
+	clock := time.Now() // the billing clock starts at the service's
+	advance := func(to time.Time) {
+		t.Helper()
+		d := to.Sub(clock)
+		clock = to
+		res, err := admin.AdvanceBillingClock(ctx, connect.NewRequest(&orderpb.AdvanceBillingClockRequest{Seconds: int64(d / time.Second)}))
+		require.NoError(t, err)
+		t.Logf("billing clock at %s: %v", res.Msg.GetNow(), res.Msg)
+	}
+	advance(end.Add(-7*24*time.Hour + time.Minute))
+	advance(end.Add(time.Minute))
+	advance(end.Add(3*24*time.Hour + time.Minute))
+
+	ov, err := admin.GetRenewalOverview(ctx, connect.NewRequest(&orderpb.GetRenewalOverviewRequest{Days: 30}))
+	require.NoError(t, err)
+	require.Len(t, ov.Msg.GetDue(), 1)
+	require.EqualValues(t, 1, ov.Msg.GetDue()[0].GetCount())
+	require.EqualValues(t, 1, ov.Msg.GetOverdueCount())
+	require.EqualValues(t, 1, ov.Msg.GetSuspendedCount())
+	o, sp := ov.Msg.GetOverdue()[0], ov.Msg.GetSuspended()[0]
+	require.Equal(t, overdue, o.GetOrder().GetId())
+	require.Equal(t, suspended, sp.GetOrder().GetId())
+	require.EqualValues(t, 1, o.GetDaysOverdue())
+	require.EqualValues(t, 3, sp.GetDaysOverdue())
+	require.Equal(t, overdueEnd.Add(3*24*time.Hour).UTC().Format(time.DateTime), shown(t, o.GetNextStepAt()), "suspended 3 days past due")
+	require.Equal(t, end.Add(14*24*time.Hour).UTC().Format(time.DateTime), shown(t, sp.GetNextStepAt()), "ended 14 days past due")
+	require.Equal(t, "overdue", get(suspended).GetOrder().GetSuspendReason())
+
+	row := func(r *orderpb.RenewalInvoice, left string) renewalRow {
+		return renewalRow{
+			OrderID: r.GetOrder().GetId(), InvoiceID: r.GetInvoiceId(), AmountDue: r.GetAmountDue() + " CNY", Due: shown(t, r.GetDueAt()),
+			DaysOverdue: fmt.Sprint(r.GetDaysOverdue()), NextStep: shown(t, r.GetNextStepAt()) + " " + left,
+		}
+	}
+	first := get(due).GetPeriods()[0]
+	extendTo := dueEnd.Add(10 * 24 * time.Hour)
+	return &renewalsFixture{
+		DueCNY: ov.Msg.GetDue()[0].GetAmount() + " CNY", DueCountCNY: "1 service renews",
+		// 1 day 23 h 59 min before the suspension, 10 days 23 h 59 min
+		// before the end: whole days.
+		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
+		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
+		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",
+		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: extendTo.UTC().Format(time.DateTime),
+	}, admin
+}
+
+// renewalsRunScreens are the screenshots a renewals run takes.
+var renewalsRunScreens = []string{
+	"renewals", "order-renewal-overdue", "order-suspended-overdue", "order-renewal", "order-suspended-by-admin", "order-renewal-off", "renewals-after",
+}
+
+// TestRenewalsEndToEnd drives the renewal screens in Chromium against the
+// world of renewalWorld (the billing test clock on): the Renewals screen
+// shows what falls due, the overdue order with its invoice, amount, days
+// overdue and suspension day, and the suspended one with its end; the
+// overdue order's page shows its second period invoiced and unpaid, the
+// suspended one's refuses to resume it by hand with the service's message;
+// and on the due order's page the admin suspends it with a reason,
+// resumes it, extends its paid period and turns its renewal off, after
+// which nothing is due. With PAYMENTD_E2E_DOCS_SCREENSHOT=1 it writes
+// docs/screenshots/renewals.png.
+func TestRenewalsEndToEnd(t *testing.T) {
+	t.Parallel()
+	s := startService(t, "/admin", func(c *config.Config) {
+		c.Billing.TestClock = true
+		c.Events.PollInterval = 100 * time.Millisecond
+	})
+	rf, admin := renewalWorld(t, s)
+	runBrowser(t, fixture{Mode: "renewals", BaseURL: s.baseURL, AdminPath: "/admin", Username: "admin", Password: adminPassword, Renewals: rf})
+
+	// What the browser did, as the service has it: the order active again,
+	// its period extended, its renewal off, and the admin's reasons in its
+	// audit trail.
+	ctx := context.Background()
+	res, err := admin.GetOrder(ctx, connect.NewRequest(&orderpb.GetOrderRequest{Id: rf.Order.ID}))
+	require.NoError(t, err)
+	require.Equal(t, "active", res.Msg.GetOrder().GetStatus())
+	require.False(t, res.Msg.GetOrder().GetRenews())
+	require.Equal(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()))
+	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
+		EntityType: "order", EntityId: rf.Order.ID, Pagination: &paymentpb.PageRequest{PageSize: 50},
+	}))
+	require.NoError(t, err)
+	notes := map[string][]string{}
+	for _, e := range trail.Msg.GetEntries() {
+		var after struct {
+			Note string `json:"note"`
+		}
+		if e.GetAfter() != "" {
+			require.NoError(t, json.Unmarshal([]byte(e.GetAfter()), &after), e.GetAction())
+		}
+		notes[e.GetAction()] = append(notes[e.GetAction()], after.Note)
+	}
+	require.Equal(t, []string{rf.SuspendReason}, notes["order.suspend"])
+	require.Equal(t, []string{rf.ResumeReason}, notes["order.resume"])
+	require.Contains(t, notes["order.extend"], rf.ExtendReason)
+	require.Len(t, notes["order.renewal"], 1)
+}

@@ -1,0 +1,71 @@
+import { describe, expect, it } from "vitest";
+
+import { canSetRenewal, daysLeft, daysLeftText, extendBlocked, isRecurring, services, suspendReasonText } from "./renewals";
+
+describe("what a recurring order allows", () => {
+  it("tells recurring orders from one-time ones", () => {
+    expect(isRecurring({ billingCycle: "monthly" })).toBe(true);
+    expect(isRecurring({ billingCycle: "annual" })).toBe(true);
+    expect(isRecurring({ billingCycle: "one_time" })).toBe(false);
+    expect(isRecurring({ billingCycle: "" })).toBe(false);
+  });
+
+  it("turns renewal off or on until the service has ended", () => {
+    for (const status of ["pending", "paid", "provisioning", "active", "suspended"]) {
+      expect(canSetRenewal({ billingCycle: "monthly", status })).toBe(true);
+    }
+    for (const status of ["cancelled", "refunded", "completed", "terminated"]) {
+      expect(canSetRenewal({ billingCycle: "monthly", status })).toBe(false);
+    }
+    expect(canSetRenewal({ billingCycle: "one_time", status: "active" })).toBe(false);
+  });
+
+  it("extends a running service whose last period is paid", () => {
+    const paid = [{ period: 1, status: "paid", invoiceId: "" }];
+    expect(extendBlocked({ status: "active" }, paid)).toBeNull();
+    expect(extendBlocked({ status: "suspended" }, paid)).toBeNull();
+    expect(extendBlocked({ status: "completed" }, paid)).toContain("running service");
+    expect(extendBlocked({ status: "active" }, [])).toContain("no service period");
+    const unpaid = [...paid, { period: 2, status: "unpaid", invoiceId: "inv-2" }];
+    expect(extendBlocked({ status: "active" }, unpaid)).toBe(
+      "Period 2 is invoiced and not paid (invoice inv-2): its invoice must be paid or cancelled before the service can be extended.",
+    );
+  });
+
+  it("says why an order is suspended", () => {
+    expect(suspendReasonText("overdue")).toContain("paying it resumes the service");
+    expect(suspendReasonText("admin")).toContain("by an admin");
+    expect(suspendReasonText("")).toBe("—");
+    expect(suspendReasonText("later")).toBe("later");
+  });
+});
+
+describe("days left before an unpaid renewal's next step", () => {
+  const due = "2026-12-01T10:00:00Z";
+
+  it("counts whole days by the service's clock: the span less the days overdue and the day under way", () => {
+    // Suspended 3 days past due, ended 14 days past due: 10 d 23 h left.
+    expect(daysLeft({ dueAt: due, nextStepAt: "2026-12-15T10:00:00Z", daysOverdue: 3 })).toBe(10);
+    expect(daysLeftText({ dueAt: due, nextStepAt: "2026-12-15T10:00:00Z", daysOverdue: 3 })).toBe("10 days left");
+    // Overdue 1 day, suspended 3 days past due: 1 d 23 h left.
+    expect(daysLeftText({ dueAt: due, nextStepAt: "2026-12-04T10:00:00Z", daysOverdue: 1 })).toBe("1 day left");
+    expect(daysLeftText({ dueAt: due, nextStepAt: "2026-12-04T10:00:00Z", daysOverdue: 2 })).toBe("less than a day left");
+  });
+
+  it("holds a span that a change of daylight saving time made an hour off to whole days", () => {
+    expect(daysLeft({ dueAt: "2026-10-20T10:00:00+02:00", nextStepAt: "2026-11-03T10:00:00+01:00", daysOverdue: 0 })).toBe(13);
+  });
+
+  it("never goes below zero, and has no figure without a next step", () => {
+    expect(daysLeft({ dueAt: due, nextStepAt: "2026-12-04T10:00:00Z", daysOverdue: 5 })).toBe(0);
+    expect(daysLeft({ dueAt: due, nextStepAt: "", daysOverdue: 1 })).toBeNull();
+    expect(daysLeftText({ dueAt: due, nextStepAt: "", daysOverdue: 1 })).toBe("");
+    expect(daysLeft({ dueAt: "", nextStepAt: "2026-12-04T10:00:00Z", daysOverdue: 1 })).toBeNull();
+  });
+
+  it("counts services", () => {
+    expect(services(1n)).toBe("1 service");
+    expect(services(0n)).toBe("0 services");
+    expect(services(3)).toBe("3 services");
+  });
+});

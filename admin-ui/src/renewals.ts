@@ -1,0 +1,78 @@
+// The renewal cycle of recurring orders in words and rules, pure so the
+// unit tests hold the order page and the Renewals screen to them: which
+// admin actions an order allows, what a suspension's reason means, and how
+// long is left before an unpaid renewal's next step.
+
+/** The statuses no transition leaves: the order's service is over. */
+const finalStatuses: readonly string[] = ["cancelled", "refunded", "completed", "terminated"];
+
+/** Whether the order is billed again and again (a billing cycle other than
+ * one-time; a record of a server older than cycles has none). */
+export function isRecurring(o: { billingCycle: string }): boolean {
+  return o.billingCycle !== "" && o.billingCycle !== "one_time";
+}
+
+/** Whether its renewal can be turned off or on (SetOrderRenewal): a
+ * recurring order whose service has not ended. */
+export function canSetRenewal(o: { billingCycle: string; status: string }): boolean {
+  return isRecurring(o) && !finalStatuses.includes(o.status);
+}
+
+/** What stands in the way of extending the current paid period by hand
+ * (ExtendServicePeriod): null when nothing does (a running service whose
+ * last period is paid), else why, in words. */
+export function extendBlocked(o: { status: string }, periods: readonly { period: number; status: string; invoiceId: string }[]): string | null {
+  if (o.status !== "active" && o.status !== "suspended") {
+    return "Only a running service (active or suspended) can be extended.";
+  }
+  const last = periods.at(-1);
+  if (!last) {
+    return "The order has no service period yet.";
+  }
+  if (last.status !== "paid") {
+    return `Period ${last.period} is invoiced and not paid${last.invoiceId ? ` (invoice ${last.invoiceId})` : ""}: its invoice must be paid or cancelled before the service can be extended.`;
+  }
+  return null;
+}
+
+/** An order's suspend_reason in words. */
+export function suspendReasonText(reason: string): string {
+  switch (reason) {
+    case "overdue":
+      return "overdue: a renewal invoice is unpaid; paying it resumes the service";
+    case "admin":
+      return "by an admin: only resuming it here brings the service back";
+    default:
+      return reason || "—";
+  }
+}
+
+const day = 86_400_000;
+
+/** Whole days left before an unpaid renewal's next step (suspension, or
+ * the end of a suspended service), by the service's clock, not the
+ * browser's (which a test clock leaves behind): the whole days from the
+ * due time to nextStepAt, less the days already overdue and the day under
+ * way. Never below 0; null when there is no next step or a time does not
+ * parse. */
+export function daysLeft(r: { dueAt: string; nextStepAt: string; daysOverdue: number }): number | null {
+  if (!r.nextStepAt) return null;
+  const due = Date.parse(r.dueAt);
+  const next = Date.parse(r.nextStepAt);
+  if (Number.isNaN(due) || Number.isNaN(next)) return null;
+  return Math.max(0, Math.round((next - due) / day) - r.daysOverdue - 1);
+}
+
+/** daysLeft in words: "10 days left", "1 day left", "less than a day
+ * left"; "" when there is no next step. */
+export function daysLeftText(r: { dueAt: string; nextStepAt: string; daysOverdue: number }): string {
+  const n = daysLeft(r);
+  if (n === null) return "";
+  if (n === 0) return "less than a day left";
+  return `${n} ${n === 1 ? "day" : "days"} left`;
+}
+
+/** "1 service", "3 services". */
+export function services(n: bigint | number): string {
+  return `${n} ${n === 1n || n === 1 ? "service" : "services"}`;
+}

@@ -1,0 +1,113 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
+)
+
+// InProcess is a paymentd started inside the tool's own process, serving
+// on a loopback port, for the tools that measure one path of the service
+// (the export, the slow bodies) rather than a built binary.
+type InProcess struct {
+	App *app.App
+	// Addr is host:port; BaseURL is http://Addr.
+	Addr, BaseURL string
+	stop          func()
+}
+
+// StartInProcess starts cfg's service (migrating its database) and serves
+// it on 127.0.0.1 until Close.
+func StartInProcess(ctx context.Context, cfg config.Config, log *slog.Logger) (*InProcess, error) {
+	a, err := app.New(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(sctx, ln) }()
+	addr := ln.Addr().String()
+	return &InProcess{App: a, Addr: addr, BaseURL: "http://" + addr, stop: func() {
+		cancel()
+		<-served
+		a.Close()
+	}}, nil
+}
+
+// Close stops serving and closes the service.
+func (p *InProcess) Close() { p.stop() }
+
+// AdminCookie logs in as the bootstrap admin "admin" and returns the
+// session cookie ("name=value").
+func AdminCookie(ctx context.Context, baseURL, password string) (string, error) {
+	body := fmt.Sprintf(`{"username":"admin","password":%q}`, password)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/billing.identity.IdentityService/AdminLogin", bytes.NewBufferString(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	_, _ = io.Copy(io.Discard, res.Body)
+	c := res.Header.Get("Set-Cookie")
+	if res.StatusCode != http.StatusOK || c == "" {
+		return "", fmt.Errorf("AdminLogin answered %d without a cookie", res.StatusCode)
+	}
+	return strings.SplitN(c, ";", 2)[0], nil
+}
+
+// SeedExportPayments inserts n balance payments of one customer (label
+// names both) a second apart, ending now, every tenth failed with the
+// reason reasonPrefix || g || reasonSuffix (g the row's number), and
+// returns the created_at range [from, to) that holds them all.
+func SeedExportPayments(ctx context.Context, pool *pgxpool.Pool, n int, label, reasonPrefix, reasonSuffix string) (from, to time.Time, err error) {
+	var customer, order string
+	err = pool.QueryRow(ctx, `INSERT INTO customers (email, password_hash, name, currency)
+		VALUES ($1 || '@example.com', 'not-a-hash', $1, 'CNY') RETURNING id`, label).Scan(&customer)
+	if err != nil {
+		return from, to, err
+	}
+	err = pool.QueryRow(ctx, `INSERT INTO orders (customer_id, status, total_amount, currency, description, paid_at)
+		VALUES ($1, 'paid', 12.30, 'CNY', $2, now()) RETURNING id`, customer, label).Scan(&order)
+	if err != nil {
+		return from, to, err
+	}
+	err = pool.QueryRow(ctx, `SELECT now() - make_interval(secs => $1::int + 1), now()`, n).Scan(&from, &to)
+	if err != nil {
+		return from, to, err
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO payments (order_id, customer_id, method, amount, currency, status,
+			paid_at, failed_at, failure_reason, created_at, updated_at)
+		SELECT $1, $2, 'balance', (g % 100000 + 1) / 100.0, 'CNY',
+			CASE WHEN g % 10 = 0 THEN 'failed' ELSE 'success' END,
+			CASE WHEN g % 10 = 0 THEN NULL ELSE t END,
+			CASE WHEN g % 10 = 0 THEN t END,
+			CASE WHEN g % 10 = 0 THEN $5::text || g || $6::text ELSE '' END,
+			t, t
+		FROM generate_series(1, $3::int) AS g, LATERAL (SELECT $4::timestamptz + make_interval(secs => g)) AS s(t)`,
+		order, customer, n, from, reasonPrefix, reasonSuffix)
+	if err != nil {
+		return from, to, err
+	}
+	_, err = pool.Exec(ctx, `ANALYZE payments`)
+	return from, to, err
+}

@@ -1,0 +1,40 @@
+package app
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/renewal"
+)
+
+// billingTestClock is the billing run's clock when [billing].test_clock is
+// on: the service's clock plus an offset that AdvanceBillingClock moves
+// forward, never back. It is this instance's: a rehearsal runs on one
+// instance (paymentd dev), where the advance's own pass and the periodic
+// ones all see it.
+type billingTestClock struct {
+	base   func() time.Time
+	offset atomic.Int64
+	run    *renewal.Run
+}
+
+// Now is the billing clock's time.
+func (c *billingTestClock) Now() time.Time {
+	return c.base().Add(time.Duration(c.offset.Load()))
+}
+
+// Advance implements order.BillingClock: the clock moves forward by d and
+// a billing pass runs at once as of the new time.
+func (c *billingTestClock) Advance(ctx context.Context, d time.Duration) (order.ClockAdvanced, error) {
+	c.offset.Add(int64(d))
+	r, err := c.run.RunOnce(ctx)
+	if err != nil {
+		return order.ClockAdvanced{}, err
+	}
+	return order.ClockAdvanced{
+		Now: c.Now(), Issued: r.Issued, AutoPaid: r.AutoPaid, Overdue: r.Overdue,
+		Suspended: r.Suspended, Terminated: r.Terminated, Ended: r.Ended,
+	}, nil
+}

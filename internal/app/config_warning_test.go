@@ -1,0 +1,32 @@
+package app_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/testkit"
+)
+
+// The start logs what config check warns of, before anything else can
+// fail (here the database, which nothing listens for).
+func TestStartLogsTheWarningOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg.DB.AcquireTimeoutSecs = 2
+	cfg.Server.PublicURL = "https://pay.example.com"
+	cfg.Session.CookieSecure = false
+	logs := &testkit.Logs{}
+	_, err = app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	require.ErrorContains(t, err, "[db].url")
+	require.Contains(t, logs.String(), "level=WARN")
+	require.Contains(t, logs.String(), "[server].public_url is https://pay.example.com but [session].cookie_secure = false")
+}

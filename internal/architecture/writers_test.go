@@ -1,0 +1,179 @@
+package architecture_test
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// statusWriters are the columns with one writer (docs/development.md,
+// "Where an order's status changes"): the sqlc queries that may write the
+// column (a row's creation included), and the production Go files that may
+// call the store functions that run them (the store's wrappers aside).
+var statusWriters = []struct {
+	table string
+	// queries may write table.status: the insert that creates a row and
+	// the transition's update.
+	queries []string
+	// calls match a call of a store function that writes the status, or
+	// of the generated query behind it.
+	calls *regexp.Regexp
+	// callers are the files allowed to make those calls: the one writer
+	// and the store's wrappers.
+	callers []string
+}{
+	{
+		table:   "invoices",
+		queries: []string{"InsertInvoice", "SetInvoiceStatus"},
+		calls:   regexp.MustCompile(`\.SetInvoiceStatus\(`),
+		callers: []string{"internal/order/invoice_transition.go", "internal/store/invoices.go"},
+	},
+	{
+		table:   "orders",
+		queries: []string{"InsertOrder", "SetOrderStatus", "CancelOrder", "SuspendOrder"},
+		calls:   regexp.MustCompile(`\.(SetOrderStatus|SetOrderStatusFailingPayments|CancelOrderFailingPayments)\(|(\bq|\))\.CancelOrder\(|(\bstore|\))\.SuspendOrder\(`),
+		callers: []string{"internal/order/transition.go", "internal/store/orders.go"},
+	},
+}
+
+// writesStatus matches a statement that sets table.status: an UPDATE of
+// the table whose SET list names status, or an INSERT into it. The SET
+// list ends at WHERE, FROM, RETURNING or the statement's end.
+func writesStatus(table, sql string) bool {
+	update := regexp.MustCompile(`(?is)\bUPDATE\s+` + table + `\b(?:\s+(?:AS\s+)?\w+)?\s+SET\s+(.*?)(?:\bWHERE\b|\bFROM\b|\bRETURNING\b|;|$)`)
+	for _, m := range update.FindAllStringSubmatch(sql, -1) {
+		if regexp.MustCompile(`(?i)(^|[\s,.])status\s*=`).MatchString(m[1]) {
+			return true
+		}
+	}
+	return regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+` + table + `\b`).MatchString(sql)
+}
+
+// sqlComments strips "--" comments, so a query's doc can name what it
+// does not do.
+var sqlComments = regexp.MustCompile(`--[^\n]*`)
+
+// queryBlocks splits sql/queries into its sqlc queries, by name, comments
+// stripped.
+func queryBlocks(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("../../sql/queries/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("sql/queries: %v (%d files)", err, len(files))
+	}
+	name := regexp.MustCompile(`(?m)^-- name: (\w+) :\w+`)
+	blocks := map[string]string{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(src)
+		at := name.FindAllStringSubmatchIndex(s, -1)
+		for i, m := range at {
+			end := len(s)
+			if i+1 < len(at) {
+				end = at[i+1][0]
+			}
+			blocks[s[m[2]:m[3]]] = sqlComments.ReplaceAllString(s[m[1]:end], "")
+		}
+	}
+	return blocks
+}
+
+// productionGo lists the service's Go files, by path from the root: tests,
+// sqlc's output (which mirrors sql/queries), the bench and the TestOnly
+// packages (which seed rows of their own) left out.
+func productionGo(t *testing.T) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("../..", path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			switch {
+			case rel == ".git", rel == "admin-ui", rel == "gen", rel == ".data", rel == "internal/store/dbsqlc",
+				partOf(rel) == "TestOnly", partOf(rel) == "Entry" && strings.HasPrefix(rel, "bench"):
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		files[rel] = string(src)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// orders.status and invoices.status each have one writer (order.Transition,
+// order.InvoiceTransition): a query that writes the column and is not the
+// writer's, a call of the writer's store function from elsewhere, or SQL
+// in Go that writes the column fails here.
+func TestEachStatusHasOneWriter(t *testing.T) {
+	t.Parallel()
+	blocks := queryBlocks(t)
+	goFiles := productionGo(t)
+	for _, w := range statusWriters {
+		var queries []string
+		for name, sql := range blocks {
+			if writesStatus(w.table, sql) {
+				queries = append(queries, name)
+			}
+		}
+		sort.Strings(queries)
+		want := append([]string(nil), w.queries...)
+		sort.Strings(want)
+		if strings.Join(queries, ",") != strings.Join(want, ",") {
+			t.Errorf("queries writing %s.status: %v, want only %v (one writer: go through the transition)", w.table, queries, want)
+		}
+		allowed := map[string]bool{}
+		for _, f := range w.callers {
+			allowed[f] = true
+		}
+		for path, src := range goFiles {
+			if !allowed[path] && w.calls.MatchString(src) {
+				t.Errorf("%s writes %s.status (%s): go through the transition", path, w.table, w.calls.FindString(src))
+			}
+			if writesStatus(w.table, src) {
+				t.Errorf("%s holds SQL writing %s.status: go through the transition", path, w.table)
+			}
+		}
+	}
+}
+
+// audit.Write (internal/audit) is the one writer of audit_log: one query
+// inserts into it.
+func TestAuditLogHasOneWriter(t *testing.T) {
+	t.Parallel()
+	insert := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+audit_log\b`)
+	var writers []string
+	for name, sql := range queryBlocks(t) {
+		if insert.MatchString(sql) {
+			writers = append(writers, name)
+		}
+	}
+	if len(writers) != 1 || writers[0] != "InsertAuditLog" {
+		t.Errorf("queries inserting into audit_log: %v, want only InsertAuditLog (write through audit.Write)", writers)
+	}
+	for path, src := range productionGo(t) {
+		if insert.MatchString(src) {
+			t.Errorf("%s inserts into audit_log: write through audit.Write", path)
+		}
+	}
+}

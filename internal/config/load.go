@@ -1,0 +1,94 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/toml/v2"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/structs"
+	"github.com/knadh/koanf/v2"
+)
+
+// Load reads defaults, then path (when not empty; a missing explicit file is
+// an error), then the environment given as KEY=VALUE strings (os.Environ()).
+// It does not validate: call Validate.
+func Load(path string, environ []string) (Config, error) {
+	var paths []string
+	if path != "" {
+		paths = append(paths, path)
+	}
+	return LoadFiles(paths, environ)
+}
+
+// LoadFiles is Load with several files, each overriding the ones before it.
+func LoadFiles(paths []string, environ []string) (Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(structs.Provider(Default(), "koanf"), nil); err != nil {
+		return Config{}, fmt.Errorf("config defaults: %w", err)
+	}
+	for _, path := range paths {
+		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
+			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	envProvider := env.Provider(".", env.Opt{
+		Prefix:        EnvPrefix,
+		TransformFunc: envKey,
+		EnvironFunc:   func() []string { return environ },
+	})
+	if err := k.Load(envProvider, nil); err != nil {
+		return Config{}, fmt.Errorf("config environment: %w", err)
+	}
+	var c Config
+	dc := &mapstructure.DecoderConfig{
+		TagName:          "koanf",
+		Result:           &c,
+		WeaklyTypedInput: true,
+		ErrorUnused:      true,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+	}
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return c, nil
+}
+
+// envKey maps PAYMENTD_DB__URL to "db.url": a double underscore separates the
+// section from the key, since keys themselves contain single underscores.
+// A PAYMENTD_ variable without a double underscore (PAYMENTD_TEST_DATABASE_URL,
+// PAYMENTD_BENCH_DATABASE_URL: the tests' and tools' own settings) is not
+// configuration and is left out; a misspelt key within a section is still
+// refused as unknown.
+func envKey(k, v string) (string, any) {
+	if !IsConfigEnv(k) {
+		return "", nil
+	}
+	k = strings.ToLower(strings.TrimPrefix(k, EnvPrefix))
+	return strings.ReplaceAll(k, "__", "."), v
+}
+
+// IsConfigEnv reports whether an environment variable's name is a
+// configuration key: PAYMENTD_<SECTION>__<KEY>.
+func IsConfigEnv(name string) bool {
+	rest, ok := strings.CutPrefix(name, EnvPrefix)
+	return ok && strings.Contains(rest, "__")
+}
+
+// ResolvePath picks the file to load: the flag when given, else DefaultFile
+// when it exists, else none.
+func ResolvePath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	if _, err := os.Stat(DefaultFile); err == nil {
+		return DefaultFile
+	}
+	return ""
+}

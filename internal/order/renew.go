@@ -1,0 +1,117 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// startFirstPeriod starts the first service period of a recurring order
+// that has just gone active: from now, one cycle long in the billing time
+// zone, paid by the order's own payment. A one-time order has none.
+func startFirstPeriod(ctx context.Context, tx pgx.Tx, o store.Order, m Move) error {
+	months := BillingCycle(o.BillingCycle).Months()
+	if months == 0 {
+		return nil
+	}
+	end := AddMonths(m.At, months, m.Location)
+	if _, err := store.InsertServicePeriod(ctx, tx, store.NewServicePeriod{
+		OrderID: o.ID, Seq: 1, StartsAt: m.At, EndsAt: end, AnchorAt: m.At, AnchorMonths: int32(months),
+		PaidAt: &m.At, CreatedAt: m.At,
+	}); err != nil {
+		return err
+	}
+	return store.SetPaidEnd(ctx, tx, o.ID, end, m.At)
+}
+
+// renewOnPaid is what paying an invoice in full does when the invoice
+// bills a service period, whoever paid it (gateway callback, bank-transfer
+// confirmation, reconciler, late capture, balance): in the caller's
+// transaction, the period is paid, so the service runs until its end —
+// one cycle from the previous end, not from the day of payment — the
+// instance's expiry follows, service_renewed is queued, and an order
+// suspended for non-payment is resumed (an admin's suspension stays).
+//
+// The caller holds the order's lock (the settlement locks an invoice's
+// order before the invoice) and the invoice's.
+func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) error {
+	if inv.OrderID == nil {
+		return nil
+	}
+	p, err := store.GetServicePeriodByInvoiceForUpdate(ctx, tx, inv.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // not a renewal invoice
+	}
+	if err != nil {
+		return err
+	}
+	paidAt := m.At
+	if !m.PaidAt.IsZero() {
+		paidAt = m.PaidAt
+	}
+	if p, err = store.MarkServicePeriodPaid(ctx, tx, p.OrderID, p.Seq, paidAt, m.At); err != nil {
+		// The invoice was payable, so its period is unpaid: a cancelled
+		// period has a cancelled invoice.
+		return store.BugIfNotFound(err, "mark the renewed period paid")
+	}
+	if err := store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At); err != nil {
+		return err
+	}
+	o, err := store.GetOrderForUpdate(ctx, tx, p.OrderID)
+	if err != nil {
+		return store.BugIfNotFound(err, "lock the renewed order")
+	}
+	resume := Status(o.Status) == StatusSuspended && o.SuspendReason == SuspendReasonOverdue
+	body, err := json.Marshal(ServiceRenewedPayload{
+		OrderID: o.ID, InvoiceID: inv.ID, Period: p.Seq, StartsAt: p.StartsAt, EndsAt: p.EndsAt,
+		Amount: inv.Amount, Currency: inv.Currency, Resumed: resume,
+	})
+	if err != nil {
+		return err
+	}
+	if err := store.AppendEvent(ctx, tx, EventServiceRenewed, o.ID, body); err != nil {
+		return err
+	}
+	if !resume {
+		return nil
+	}
+	_, err = Transition(ctx, tx, o, Move{To: StatusActive, By: m.By, At: m.At})
+	return err
+}
+
+// QueueRenewalReminder queues the renewal_reminder of kind (days before or
+// after the due time) about the unpaid invoice inv of period seq, in tx,
+// and records notice as sent with the ones that it makes stale (an
+// overdue reminder sent late stands for the earlier ones), so that each is
+// sent at most once. The caller holds the order's lock and has checked
+// that notice was not sent.
+func QueueRenewalReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq int32, kind string, days int, notices []string, at time.Time) error {
+	if inv.OrderID == nil {
+		return nil
+	}
+	due, err := inv.Amount.Sub(inv.PaidAmount)
+	if err != nil {
+		return err
+	}
+	var dueAt time.Time
+	if inv.DueAt != nil {
+		dueAt = *inv.DueAt
+	}
+	body, err := json.Marshal(RenewalReminderPayload{
+		OrderID: *inv.OrderID, InvoiceID: inv.ID, Period: seq, Kind: kind, Days: days,
+		DueAt: dueAt, Amount: due, Currency: inv.Currency,
+	})
+	if err != nil {
+		return err
+	}
+	if err := store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body); err != nil {
+		return err
+	}
+	return store.AddServicePeriodNotices(ctx, tx, *inv.OrderID, seq, notices, at)
+}

@@ -1,0 +1,523 @@
+package renewal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/startstop"
+	"github.com/rustbill/paymentd/internal/store"
+)
+
+// DB is what the run needs of the database: reads for its scans and a
+// transaction per order.
+type DB interface {
+	store.DB
+	store.TxBeginner
+}
+
+// Run is the billing run. RunOnce is one pass; the billing leader calls it
+// every Options.Interval.
+type Run struct {
+	db   DB
+	opts Options
+	log  *slog.Logger
+	loop startstop.Loop
+}
+
+// Start runs a pass every Options.Interval, while Options.Active says so,
+// until ctx is cancelled or Stop is called.
+func (r *Run) Start(ctx context.Context) error {
+	if err := r.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { r.every(ctx) }); err != nil {
+		return err
+	}
+	r.log.Info("billing run started", "interval", r.opts.Interval.String(), "renewal_invoice_days", r.opts.InvoiceDays,
+		"suspend_after_days", r.opts.SuspendAfterDays, "terminate_after_days", r.opts.TerminateAfterDays,
+		"auto_apply_balance", r.opts.AutoApplyBalance, "time_zone", r.opts.Location.String())
+	return nil
+}
+
+// followerPoll is how often an instance that does not lead looks whether
+// it does now.
+const followerPoll = time.Second
+
+// Stop ends the passes and waits for the one in progress.
+func (r *Run) Stop() { r.loop.Stop() }
+
+func (r *Run) every(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if r.opts.Active == nil || r.opts.Active() {
+			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+				r.log.ErrorContext(ctx, "billing run failed; tried again at the next interval", "err", err)
+			}
+			t.Reset(r.opts.Interval)
+			continue
+		}
+		// A follower looks every second, so that it runs at once when it
+		// takes the role over, not an interval later.
+		t.Reset(min(r.opts.Interval, followerPoll))
+	}
+}
+
+// New returns a run over db; zero options take their defaults.
+func New(db DB, opts Options) *Run {
+	d := DefaultOptions()
+	if opts.Location == nil {
+		opts.Location = d.Location
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = d.Interval
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = d.BatchSize
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Run{db: db, opts: opts, log: log.With("role", "billing")}
+}
+
+// Round is what one pass did.
+type Round struct {
+	Issued, AutoPaid, Overdue, Suspended, Terminated, Ended, Reminded int
+	// Errors counts the orders a step failed for; each is tried again on
+	// the next pass.
+	Errors int
+}
+
+// day is a billing day: the settings count whole days of 24 hours.
+const day = 24 * time.Hour
+
+// RunOnce is one pass of the billing run as of the billing clock's now.
+// Issued invoices past due become overdue (order.MarkOverdueInvoices), then:
+//
+//  1. every renewing order whose paid period ends within InvoiceDays gets
+//     the next period and its invoice, due at the period's end, paid at
+//     once from the balance when AutoApplyBalance and the balance covers
+//     it;
+//  2. every unpaid renewal invoice that the customer's balance now covers
+//     (topped up since) is paid from it, when AutoApplyBalance;
+//  3. every service whose paid period has ended and that does not renew
+//     ends (completed; terminated if it was suspended);
+//  4. every active order whose renewal invoice is SuspendAfterDays past
+//     due is suspended (reason overdue);
+//  5. every active or suspended order whose renewal invoice is
+//     TerminateAfterDays past due ends (terminated), the invoice cancelled.
+//
+// Each order is one transaction, locked customer → order → invoice, and
+// each step checks its condition again under the locks, so a pass that
+// stops anywhere leaves nothing half done, a pass run twice (two leaders
+// for a moment, a restart) does nothing twice, and a pass after downtime
+// catches up on everything that fell due meanwhile. The database holds the
+// last word: a second invoice for a period is refused by service_periods'
+// primary key.
+func (r *Run) RunOnce(ctx context.Context) (Round, error) {
+	now := store.Timestamp(r.opts.Clock())
+	by := audit.System(r.opts.Node)
+	var round Round
+	// Invoices past due are overdue first (the reconciler does it too, on
+	// its own clock; the test clock moves only this one).
+	overdue, err := order.MarkOverdueInvoices(ctx, r.db, now, by)
+	if err != nil {
+		return round, fmt.Errorf("billing run: overdue invoices: %w", err)
+	}
+	round.Overdue = int(overdue)
+	steps := []struct {
+		name string
+		on   bool
+		scan func(ctx context.Context, limit int) ([]uuid.UUID, error)
+		act  func(ctx context.Context, id uuid.UUID) (bool, error)
+		done *int
+	}{
+		{"renewal invoice", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.ListRenewalsDue(ctx, r.db, now.Add(time.Duration(r.opts.InvoiceDays)*day), limit)
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			issued, paid, err := r.issue(ctx, id, now, by)
+			if paid {
+				round.AutoPaid++
+			}
+			return issued, err
+		}, &round.Issued},
+		{"balance payment", r.opts.AutoApplyBalance, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.ListUnpaidPeriodsCoveredByBalance(ctx, r.db, now.Add(366*day), limit)
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.payFromBalance(ctx, id, now, by)
+		}, &round.AutoPaid},
+		{"reminder", r.opts.ReminderDaysBefore > 0 || len(r.opts.OverdueReminderDays) > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			// Unpaid periods are few (the invoices outstanding): the scan
+			// reads them all, page by page, and keeps those a reminder is
+			// due for.
+			var ids []uuid.UUID
+			for skip := 0; len(ids) < limit; skip += r.opts.BatchSize {
+				rows, err := store.ListUnpaidPeriodsForNotices(ctx, r.db, now.Add(time.Duration(r.opts.ReminderDaysBefore)*day), r.opts.BatchSize, skip)
+				if err != nil {
+					return nil, err
+				}
+				for _, p := range rows {
+					if r.notice(p.StartsAt, p.Notices, now).kind != "" && len(ids) < limit {
+						ids = append(ids, p.OrderID)
+					}
+				}
+				if len(rows) < r.opts.BatchSize {
+					break
+				}
+			}
+			return ids, nil
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.remind(ctx, id, now)
+		}, &round.Reminded},
+		{"end of service", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.ListServicesEnding(ctx, r.db, now, limit)
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.end(ctx, id, now, by)
+		}, &round.Ended},
+		{"suspension", r.opts.SuspendAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.SuspendAfterDays)*day), []string{string(order.StatusActive)}, limit)
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.suspend(ctx, id, now, by)
+		}, &round.Suspended},
+		{"termination", r.opts.TerminateAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.TerminateAfterDays)*day),
+				[]string{string(order.StatusActive), string(order.StatusSuspended)}, limit)
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.terminate(ctx, id, now, by)
+		}, &round.Terminated},
+	}
+	for _, s := range steps {
+		if !s.on {
+			continue
+		}
+		// Scan, act on each order, scan again until a scan finds nothing
+		// new: an order a step failed for is left for the next pass.
+		tried := map[uuid.UUID]bool{}
+		for {
+			limit := r.opts.BatchSize + len(tried)
+			ids, err := s.scan(ctx, limit)
+			if err != nil {
+				return round, fmt.Errorf("billing run: %s scan: %w", s.name, err)
+			}
+			fresh := 0
+			for _, id := range ids {
+				if tried[id] {
+					continue
+				}
+				tried[id], fresh = true, fresh+1
+				did, err := s.act(ctx, id)
+				switch {
+				case ctx.Err() != nil:
+					return round, ctx.Err()
+				case err != nil:
+					round.Errors++
+					r.log.ErrorContext(ctx, "billing run: "+s.name+" failed; tried again on the next pass", "order_id", id, "err", err)
+				case did:
+					*s.done++
+				}
+			}
+			if fresh == 0 || len(ids) < limit {
+				break
+			}
+		}
+	}
+	if round != (Round{}) {
+		r.log.InfoContext(ctx, "billing run", "issued", round.Issued, "auto_paid", round.AutoPaid, "overdue", round.Overdue,
+			"reminded", round.Reminded, "suspended", round.Suspended,
+			"terminated", round.Terminated, "ended", round.Ended, "errors", round.Errors)
+	}
+	return round, nil
+}
+
+// locked is an order with its customer's balance, locked in that order.
+type locked struct {
+	acct store.BalanceAccount
+	o    store.Order
+}
+
+// lockOrder locks the order's customer, then the order, in tx.
+func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
+	o, err := store.GetOrder(ctx, tx, id) // an order's customer never changes
+	if err != nil {
+		return locked{}, store.BugIfNotFound(err, "read order")
+	}
+	acct, err := store.LockBalanceAccount(ctx, tx, o.CustomerID)
+	if err != nil {
+		return locked{}, store.BugIfNotFound(err, "lock customer")
+	}
+	if o, err = store.GetOrderForUpdate(ctx, tx, id); err != nil {
+		return locked{}, store.BugIfNotFound(err, "lock order")
+	}
+	return locked{acct: acct, o: o}, nil
+}
+
+func live(o store.Order) bool {
+	st := order.Status(o.Status)
+	return st == order.StatusActive || st == order.StatusSuspended
+}
+
+// issue issues order id's next period and its invoice, and pays it from the
+// balance when it may and can.
+func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (issued, paid bool, err error) {
+	err = store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		cycle := order.BillingCycle(l.o.BillingCycle)
+		if !l.o.Renews || !live(l.o) || !cycle.Recurring() || !l.o.RenewalPrice.Valid {
+			return nil
+		}
+		last, err := store.LatestServicePeriod(ctx, tx, id)
+		if err != nil {
+			return store.BugIfNotFound(err, "read the last period") // the scan found it
+		}
+		if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil ||
+			last.EndsAt.After(now.Add(time.Duration(r.opts.InvoiceDays)*day)) {
+			return nil // issued meanwhile, or no longer due
+		}
+		months := last.AnchorMonths + int32(cycle.Months())
+		next := store.NewServicePeriod{
+			OrderID: id, Seq: last.Seq + 1, StartsAt: last.EndsAt,
+			EndsAt: order.AddMonths(last.AnchorAt, int(months), r.opts.Location), AnchorAt: last.AnchorAt, AnchorMonths: months,
+			CreatedAt: now,
+		}
+		price := l.o.RenewalPrice.Amount
+		var inv store.Invoice
+		if price.Sign() == 0 {
+			next.PaidAt = &now // a free period needs no invoice
+		} else {
+			if inv, err = order.IssueRenewalInvoice(ctx, tx, l.o, next.Seq, next.StartsAt, next.EndsAt, r.opts.Location, price, by, now); err != nil {
+				return err
+			}
+			next.InvoiceID = &inv.ID
+		}
+		if _, err := store.InsertServicePeriod(ctx, tx, next); err != nil {
+			return err // ErrConflict: issued by another run; this one rolls back
+		}
+		if err := store.MarkServicePeriodFollowed(ctx, tx, id, last.Seq, now); err != nil {
+			return err
+		}
+		issued = true
+		if price.Sign() == 0 {
+			return store.SetPaidEnd(ctx, tx, id, next.EndsAt, now)
+		}
+		if r.opts.AutoApplyBalance {
+			if paid, err = order.PayInvoiceFromBalance(ctx, tx, l.acct, inv, by, now); err != nil || paid {
+				return err // paid: service_renewed tells the customer
+			}
+		}
+		// Issued and unpaid: the customer is told, and that stands for
+		// the reminder before the due day when it falls within it.
+		sent := []string{noticeIssued}
+		if r.opts.ReminderDaysBefore > 0 && !next.StartsAt.After(now.Add(time.Duration(r.opts.ReminderDaysBefore)*day)) {
+			sent = append(sent, noticeBefore)
+		}
+		days := int(next.StartsAt.Sub(now) / day)
+		return order.QueueRenewalReminder(ctx, tx, inv, next.Seq, order.ReminderIssued, days, sent, now)
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return false, false, nil
+	}
+	return issued, paid, err
+}
+
+// The notices a period records (service_periods.notices).
+const (
+	noticeIssued  = "issued"
+	noticeBefore  = "before"
+	noticeOverdue = "overdue:"
+)
+
+// dueNotice is the reminder due for an unpaid period: its kind ("" when
+// none), the days before or past due, and what to record as sent.
+type dueNotice struct {
+	kind string
+	days int
+	sent []string
+}
+
+// notice is the reminder due now for an unpaid period due at due that has
+// notices recorded: before the due time, the one reminder within
+// ReminderDaysBefore; after it, the latest overdue day reached, which also
+// stands for the earlier ones not sent (a run that was down for a week
+// sends one reminder, not two).
+func (r *Run) notice(due time.Time, notices []string, now time.Time) dueNotice {
+	if now.Before(due) {
+		if r.opts.ReminderDaysBefore > 0 && !slices.Contains(notices, noticeBefore) &&
+			!due.After(now.Add(time.Duration(r.opts.ReminderDaysBefore)*day)) {
+			return dueNotice{kind: order.ReminderDueSoon, days: int((due.Sub(now) + day - 1) / day), sent: []string{noticeBefore}}
+		}
+		return dueNotice{}
+	}
+	late := -1
+	for _, d := range r.opts.OverdueReminderDays {
+		if !now.Before(due.Add(time.Duration(d) * day)) {
+			late = d
+		}
+	}
+	if late < 0 || slices.Contains(notices, noticeOverdue+strconv.Itoa(late)) {
+		return dueNotice{}
+	}
+	sent := []string{noticeBefore}
+	for _, d := range r.opts.OverdueReminderDays {
+		if d <= late {
+			sent = append(sent, noticeOverdue+strconv.Itoa(d))
+		}
+	}
+	return dueNotice{kind: order.ReminderOverdue, days: late, sent: sent}
+}
+
+// remind queues the reminder due now about order id's unpaid renewal
+// invoice, if one still is under the order's lock.
+func (r *Run) remind(ctx context.Context, id uuid.UUID, now time.Time) (bool, error) {
+	sent := false
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil || !live(l.o) {
+			return err
+		}
+		last, inv, ok, err := unpaid(ctx, tx, id, now, -366*day)
+		if err != nil || !ok {
+			return err
+		}
+		n := r.notice(last.StartsAt, last.Notices, now)
+		if n.kind == "" {
+			return nil
+		}
+		sent = true
+		return order.QueueRenewalReminder(ctx, tx, inv, last.Seq, n.kind, n.days, n.sent, now)
+	})
+	return sent, err
+}
+
+// unpaid is the order's last period when it is unpaid and its invoice is
+// at least age past due as of now, with that invoice locked.
+func unpaid(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, age time.Duration) (store.ServicePeriod, store.Invoice, bool, error) {
+	last, err := store.LatestServicePeriod(ctx, tx, id)
+	if err != nil {
+		return store.ServicePeriod{}, store.Invoice{}, false, store.BugIfNotFound(err, "read the last period")
+	}
+	if last.Status != store.PeriodUnpaid || last.InvoiceID == nil || last.StartsAt.After(now.Add(-age)) {
+		return last, store.Invoice{}, false, nil
+	}
+	inv, err := store.GetInvoiceForUpdate(ctx, tx, *last.InvoiceID)
+	if err != nil {
+		return last, inv, false, store.BugIfNotFound(err, "lock the renewal invoice")
+	}
+	return last, inv, true, nil
+}
+
+// payFromBalance pays order id's unpaid renewal invoice from a balance
+// that covers it now (topped up since the invoice was issued).
+func (r *Run) payFromBalance(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (bool, error) {
+	paid := false
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil || !live(l.o) {
+			return err
+		}
+		_, inv, ok, err := unpaid(ctx, tx, id, now, -366*day)
+		if err != nil || !ok {
+			return err
+		}
+		paid, err = order.PayInvoiceFromBalance(ctx, tx, l.acct, inv, by, now)
+		return err
+	})
+	return paid, err
+}
+
+// suspend suspends order id for non-payment.
+func (r *Run) suspend(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (bool, error) {
+	suspended := false
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil || order.Status(l.o.Status) != order.StatusActive {
+			return err
+		}
+		_, _, due, err := unpaid(ctx, tx, id, now, time.Duration(r.opts.SuspendAfterDays)*day)
+		if err != nil || !due {
+			return err
+		}
+		_, err = order.Transition(ctx, tx, l.o, order.Move{To: order.StatusSuspended, SuspendReason: order.SuspendReasonOverdue, By: by, At: now})
+		suspended = err == nil
+		return err
+	})
+	return suspended, err
+}
+
+// terminate ends order id's service for non-payment and cancels the
+// unpaid invoice.
+func (r *Run) terminate(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (bool, error) {
+	terminated := false
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil || !live(l.o) {
+			return err
+		}
+		_, inv, due, err := unpaid(ctx, tx, id, now, time.Duration(r.opts.TerminateAfterDays)*day)
+		if err != nil || !due {
+			return err
+		}
+		if inv.PaidAmount.Sign() > 0 {
+			// Partly paid: cancelling would strand the money. An admin
+			// decides (refund, or a payment of the rest).
+			r.log.WarnContext(ctx, "billing run: a partly paid renewal invoice is past the termination day; left for an admin",
+				"order_id", id, "invoice_id", inv.ID, "paid_amount", inv.PaidAmount.String())
+			return nil
+		}
+		if _, err := order.InvoiceTransition(ctx, tx, inv, order.InvoiceMove{
+			To: order.InvoiceCancelled, By: by, At: now, FailReason: "invoice cancelled: the service ended unpaid",
+		}); err != nil {
+			return err
+		}
+		_, err = order.Transition(ctx, tx, l.o, order.Move{To: order.StatusTerminated, EndReason: order.EndReasonUnpaid, By: by, At: now})
+		terminated = err == nil
+		return err
+	})
+	return terminated, err
+}
+
+// end ends the service of order id whose paid period is over and that does
+// not renew.
+func (r *Run) end(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (bool, error) {
+	ended := false
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil || !live(l.o) || (l.o.Renews && order.BillingCycle(l.o.BillingCycle).Recurring()) {
+			return err
+		}
+		last, err := store.LatestServicePeriod(ctx, tx, id)
+		if err != nil {
+			return store.BugIfNotFound(err, "read the last period")
+		}
+		if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil || last.EndsAt.After(now) {
+			return nil
+		}
+		to := order.StatusCompleted
+		if order.Status(l.o.Status) == order.StatusSuspended {
+			to = order.StatusTerminated
+		}
+		_, err = order.Transition(ctx, tx, l.o, order.Move{To: to, EndReason: order.EndReasonNotRenewed, By: by, At: now})
+		ended = err == nil
+		return err
+	})
+	return ended, err
+}

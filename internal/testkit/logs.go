@@ -1,0 +1,70 @@
+package testkit
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Logs collects log output written from many goroutines (the service's
+// requests and workers) and is safe to read while they go on writing.
+type Logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p; it is the io.Writer a slog handler writes to.
+func (l *Logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String is everything written so far.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Text is a logger that writes slog's text format to l at debug level.
+func (l *Logs) Text() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// JSON is a logger that writes one JSON object per line to l at debug level.
+func (l *Logs) JSON() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// Count is the number of text-format lines at level that contain msg.
+func (l *Logs) Count(level slog.Level, msg string) int {
+	n := 0
+	for line := range strings.Lines(l.String()) {
+		if strings.Contains(line, "level="+level.String()) && strings.Contains(line, msg) {
+			n++
+		}
+	}
+	return n
+}
+
+// Lines decodes every JSON line written so far; a line that is not JSON
+// fails the test.
+func (l *Logs) Lines(t testing.TB) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.Lines(l.String()) {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line is not JSON: %v: %q", err, line)
+		}
+		out = append(out, m)
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+-- name: InsertServicePeriod :one
+-- A new service period. The primary key (order_id, seq) and the invoice's
+-- uniqueness refuse a second row for the same period.
+INSERT INTO service_periods (
+    order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, created_at, updated_at
+) VALUES (
+    @order_id, @seq, @starts_at, @ends_at, @anchor_at, @anchor_months, sqlc.narg('invoice_id'), @status, sqlc.narg('paid_at'), @created_at, @created_at
+)
+RETURNING *;
+
+-- name: GetServicePeriodByInvoiceForUpdate :one
+SELECT * FROM service_periods WHERE invoice_id = @invoice_id FOR UPDATE;
+
+-- name: LatestServicePeriod :one
+-- The order's last period (the current one, or the one its renewal invoice
+-- bills).
+SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq DESC LIMIT 1;
+
+-- name: LatestPaidServicePeriod :one
+SELECT * FROM service_periods WHERE order_id = @order_id AND status = 'paid' ORDER BY seq DESC LIMIT 1;
+
+-- name: ListServicePeriods :many
+SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq;
+
+-- name: MarkServicePeriodPaid :one
+-- The period's invoice was paid: the period is paid and the one before it
+-- ends renewed.
+WITH paid AS (
+    UPDATE service_periods p
+    SET status = 'paid', paid_at = @paid_at, updated_at = @updated_at
+    WHERE p.order_id = @order_id AND p.seq = @seq AND p.status = 'unpaid'
+    RETURNING p.*
+), before AS (
+    UPDATE service_periods b
+    SET outcome = 'renewed', updated_at = @updated_at
+    FROM paid
+    WHERE b.order_id = paid.order_id AND b.seq = paid.seq - 1 AND b.outcome IS NULL
+)
+SELECT * FROM paid;
+
+-- name: MarkServicePeriodFollowed :exec
+UPDATE service_periods SET followed = true, updated_at = @updated_at
+WHERE order_id = @order_id AND seq = @seq;
+
+-- name: CloseServicePeriods :many
+-- The order's service ended: every period that has not ended does, with
+-- the outcome given; an unpaid one is cancelled and ends unpaid.
+UPDATE service_periods
+SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE @outcome END,
+    status = CASE WHEN status = 'unpaid' THEN 'cancelled' ELSE status END,
+    paid_at = CASE WHEN status = 'unpaid' THEN NULL ELSE paid_at END,
+    updated_at = @updated_at
+WHERE order_id = @order_id AND outcome IS NULL
+RETURNING *;
+
+-- name: ExtendServicePeriod :one
+-- An admin moves the end of a period by hand; later periods count from the
+-- new end (a new anchor).
+UPDATE service_periods
+SET ends_at = @ends_at, anchor_at = @ends_at, anchor_months = 0, updated_at = @updated_at
+WHERE order_id = @order_id AND seq = @seq
+RETURNING *;
+
+-- name: SetInstanceExpiry :exec
+-- instances.expires_at follows the paid end of the order's service.
+UPDATE instances SET expires_at = @expires_at, updated_at = @updated_at
+WHERE order_id = @order_id AND status <> 'terminated';
+
+-- name: ListRenewalsDue :many
+-- The billing run's renewal scan: the last paid period of each live
+-- recurring order that renews, not yet followed, ending by @ends_before
+-- (now + renewal_invoice_days). Oldest end first.
+SELECT p.order_id FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
+  AND p.ends_at <= @ends_before
+  AND o.renews AND o.status IN ('active', 'suspended') AND o.billing_cycle <> 'one_time'
+ORDER BY p.ends_at, p.order_id
+LIMIT @max_rows;
+
+-- name: ListServicesEnding :many
+-- The orders whose last paid period has ended and that are not renewed
+-- (renewal off, or a one-time cycle set by an admin since): their service
+-- ends.
+SELECT p.order_id FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
+  AND p.ends_at <= @now
+  AND (NOT o.renews OR o.billing_cycle = 'one_time') AND o.status IN ('active', 'suspended')
+ORDER BY p.ends_at, p.order_id
+LIMIT @max_rows;
+
+-- name: ListUnpaidPeriodsDue :many
+-- The unpaid periods whose invoice (due at the period's start) is at least
+-- the given age past due, of orders in one of the statuses given: the
+-- suspension and termination scans.
+SELECT p.order_id FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
+  AND o.status = ANY(@statuses::text[])
+ORDER BY p.starts_at, p.order_id
+LIMIT @max_rows;
+
+-- name: SuspendOrder :one
+-- SetOrderStatus to suspended, with the reason (orders_suspend_reason_check).
+UPDATE orders
+SET status = 'suspended', suspend_reason = @suspend_reason, updated_at = @updated_at
+WHERE id = @id AND status = @from_status
+RETURNING *;
+
+-- name: SetOrderRenews :one
+UPDATE orders SET renews = @renews, updated_at = @updated_at
+WHERE id = @id
+RETURNING *;
+
+-- name: ListUnpaidPeriodsCoveredByBalance :many
+-- The unpaid renewal invoices of live orders, due by @due_before, that the
+-- customer's balance now covers (down to -credit_limit): the billing run
+-- pays them from it.
+SELECT p.order_id FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+JOIN customers c ON c.id = o.customer_id
+WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
+  AND o.status IN ('active', 'suspended')
+  AND i.status IN ('issued', 'overdue') AND c.currency = i.currency AND c.disabled_at IS NULL
+  AND c.balance + c.credit_limit >= i.amount - i.paid_amount
+ORDER BY p.starts_at, p.order_id
+LIMIT @max_rows;
+
+-- name: SetOrderPaidUntil :exec
+-- The end of the order's last paid period, kept on the order.
+UPDATE orders SET paid_until = @paid_until, updated_at = @updated_at WHERE id = @id;
+
+-- name: CancelUnpaidServicePeriod :one
+-- The invoice billing an unpaid period was cancelled: the period is
+-- cancelled (it ends unpaid), the one before is the last again, and the
+-- order no longer renews, so its service ends at that period's end.
+WITH cancelled AS (
+    UPDATE service_periods p
+    SET status = 'cancelled', outcome = 'unpaid', updated_at = @updated_at
+    WHERE p.invoice_id = @invoice_id AND p.status = 'unpaid'
+    RETURNING p.*
+), before AS (
+    UPDATE service_periods b
+    SET followed = false, updated_at = @updated_at
+    FROM cancelled
+    WHERE b.order_id = cancelled.order_id AND b.seq = cancelled.seq - 1
+), o AS (
+    UPDATE orders
+    SET renews = false, updated_at = @updated_at
+    FROM cancelled
+    WHERE orders.id = cancelled.order_id
+)
+SELECT * FROM cancelled;
+
+-- name: RenewalsDueByCurrency :many
+-- The renewal overview's "due": live recurring orders that renew and whose
+-- paid service ends in [@now, @until), per currency.
+SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
+FROM orders
+WHERE paid_until >= @now AND paid_until < @until AND renews
+  AND status IN ('active', 'suspended') AND billing_cycle <> 'one_time'
+GROUP BY currency
+ORDER BY currency;
+
+-- name: ListUnpaidRenewals :many
+-- The renewal overview's lists: orders in @status (and, for suspended, with
+-- @suspend_reason) with an unpaid renewal invoice due before @now, the
+-- oldest due first.
+SELECT sqlc.embed(o), i.id AS invoice_id, (i.amount - i.paid_amount)::numeric(12,2) AS amount_due, p.starts_at AS due_at
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+WHERE p.status = 'unpaid' AND p.starts_at < @now
+  AND o.status = @status AND o.suspend_reason = @suspend_reason
+ORDER BY p.starts_at, p.order_id
+LIMIT @max_rows;
+
+-- name: CountUnpaidRenewals :one
+SELECT count(*)::bigint
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'unpaid' AND p.starts_at < @now
+  AND o.status = @status AND o.suspend_reason = @suspend_reason;
+
+-- name: ListUnpaidPeriodsForNotices :many
+-- The unpaid periods whose invoice is due by @due_before (now plus the
+-- days of the reminder before the due day), with the notices already
+-- queued: the billing run's reminder scan.
+SELECT p.order_id, p.seq, p.starts_at, p.notices FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
+  AND o.status IN ('active', 'suspended')
+ORDER BY p.starts_at, p.order_id
+LIMIT @max_rows OFFSET @skip;
+
+-- name: AddServicePeriodNotices :exec
+-- Records notices as queued for the period.
+UPDATE service_periods
+SET notices = ARRAY(SELECT DISTINCT n FROM unnest(notices || @notices::text[]) AS n ORDER BY n),
+    updated_at = @updated_at
+WHERE order_id = @order_id AND seq = @seq;
