@@ -160,6 +160,7 @@ func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 	if !channels {
 		wrap = func(n fulfillment.Notifier) fulfillment.Notifier { return silentNotifier{n} }
 	}
+	var workerPool *pgxpool.Pool
 	r := setup(t, rigOptions{
 		wrapNotify:   wrap,
 		pollInterval: time.Hour, // no polling rounds: NOTIFY and finished handlers wake the worker
@@ -171,6 +172,7 @@ func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 			require.NoError(t, err)
 			t.Cleanup(pool.Close)
+			workerPool = pool
 			return pool
 		},
 	})
@@ -181,8 +183,18 @@ func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 		r.waitEventsDone(t, id, 2)
 	}
 	cycle() // warm-up: every statement gets prepared on the one connection
+	// A cycle's last COMMIT is visible to the test before the tracer
+	// records it (a batch is recorded when it ends): taking the pool's one
+	// connection waits until the worker has let go of it, trace included.
+	settle := func() {
+		conn, err := workerPool.Acquire(context.Background())
+		require.NoError(t, err)
+		conn.Release()
+	}
+	settle()
 	trips.reset()
 	cycle()
+	settle()
 
 	claims, handlers := trips.split()
 	t.Logf("handler round trips of one cycle: %d", len(handlers))
