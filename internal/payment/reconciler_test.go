@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/store"
@@ -167,7 +168,9 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 		created.Add(reconcileAfter+2*reconcileAfter).UTC().Truncate(time.Microsecond)), "the second wait is twice the first")
 }
 
-func TestReconcilerMarksOverdueInvoicesOnce(t *testing.T) {
+// The billing run (internal/order/renewal) is the one place invoices past
+// due become overdue; an overdue invoice stays payable by a callback.
+func TestTheBillingRunMarksOverdueInvoicesOnce(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	due := f.invoice(t, nil, "5.00")
@@ -175,7 +178,7 @@ func TestReconcilerMarksOverdueInvoicesOnce(t *testing.T) {
 	_, err := f.pool.Exec(context.Background(), `UPDATE invoices SET due_at = $2 WHERE id = $1`, due, f.clock.Now().Add(-time.Minute))
 	require.NoError(t, err)
 
-	r := f.reconciler(reconcile.Options{NodeID: "n1", BaseBackoff: reconcileAfter, Clock: f.clock.Now})
+	r := renewal.New(f.pool, renewal.Options{Node: "n1", Clock: f.clock.Now})
 	round, err := r.RunOnce(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, round.Overdue)

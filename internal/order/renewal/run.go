@@ -135,8 +135,9 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 	now := store.Timestamp(r.opts.Clock())
 	by := audit.System(r.opts.Node)
 	var round Round
-	// Invoices past due are overdue first (the reconciler does it too, on
-	// its own clock; the test clock moves only this one).
+	// Invoices past due are overdue first: the billing run is the one
+	// place that marks them, on the billing clock (which the test clock
+	// moves), so every later step sees them overdue.
 	overdue, err := order.MarkOverdueInvoices(ctx, r.db, now, by)
 	if err != nil {
 		return round, fmt.Errorf("billing run: overdue invoices: %w", err)

@@ -12,9 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/apperr"
-	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/logging"
-	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
@@ -46,8 +44,7 @@ type Options struct {
 	NodeID string
 	// Active, when set, is asked before every round, which runs only when
 	// it answers true: internal/app passes the `billing` elector's
-	// IsLeader, so only the billing leader reconciles and marks overdue
-	// invoices. The claim (FOR UPDATE SKIP LOCKED plus rescheduling in the
+	// IsLeader, so only the billing leader reconciles. The claim (FOR UPDATE SKIP LOCKED plus rescheduling in the
 	// same statement) would keep two instances from asking a gateway about
 	// the same payment at once even without it.
 	Active func() bool
@@ -68,8 +65,7 @@ const (
 // Reconciler is the background service that repairs lost callbacks: it
 // claims pending gateway payments whose next_reconcile_at has come, asks
 // their gateway (query_payment, outside any transaction), and applies the
-// answer through the same settlement code as a callback. It also moves
-// issued invoices past their due time to overdue.
+// answer through the same settlement code as a callback.
 //
 //	stopped ──Start──▶ running ──Stop──▶ stopped
 //	                     │ every Interval (and once at start):
@@ -77,7 +73,6 @@ const (
 //	      claim ≤ BatchSize due payments (SKIP LOCKED; attempts+1 and
 //	      next_reconcile_at = now + min(BaseBackoff·2^attempts, MaxBackoff)
 //	      in the same statement) ──▶ query each gateway ──▶ settle
-//	      mark overdue invoices (one statement)
 //
 // Syncer asks a payment's gateway about it and applies the answer
 // (*payment.Service).
@@ -102,7 +97,6 @@ type Round struct {
 	// Captured: failed payments whose money the gateway took after all.
 	Captured int
 	Errors   int
-	Overdue  int64
 }
 
 // New returns a stopped Reconciler: it claims due payments in db and has
@@ -196,8 +190,7 @@ func (r *Reconciler) round(ctx context.Context) {
 	}
 }
 
-// RunOnce runs one round now: claim due payments, reconcile each, mark
-// overdue invoices.
+// RunOnce runs one round now: claim due payments, reconcile each.
 func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	var round Round
 	now := store.Timestamp(r.opts.Clock())
@@ -249,13 +242,6 @@ func (r *Reconciler) RunOnce(ctx context.Context) (Round, error) {
 	}
 	wg.Wait()
 
-	round.Overdue, err = order.MarkOverdueInvoices(ctx, r.db, now, audit.System(r.opts.NodeID))
-	if err != nil {
-		return round, err
-	}
-	if round.Overdue > 0 {
-		r.log.InfoContext(ctx, "invoices overdue", "count", round.Overdue)
-	}
 	if round.Claimed > 0 {
 		r.log.InfoContext(ctx, "reconciliation round", "claimed", round.Claimed, "settled", round.Settled, "failed", round.Failed, "captured", round.Captured, "errors", round.Errors)
 	}
