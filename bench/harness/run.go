@@ -324,12 +324,7 @@ func (b *bench) database(ctx context.Context) error {
 			}
 		}
 		// A server on this machine: our backend's parent is the postmaster.
-		var backend int
-		if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
-			if st, err := readStat(backend); err == nil && st.ppid > 1 {
-				b.postmaster = st.ppid
-			}
-		}
+		b.postmaster = PostmasterOf(ctx, conn)
 		note := "its CPU is measured"
 		if b.postmaster == 0 {
 			note = "not on this machine: PostgreSQL CPU is not measured"
