@@ -7,7 +7,7 @@
 // handlers with the shared interceptors (errors, validation, credentials,
 // the policy of each procedure), the HTTP routes (/callbacks, /admin,
 // probes), and the background services with their leader roles — the
-// reconciler and the overdue-invoice marker under `billing`, the event
+// reconciler and the billing run (renewals, overdue invoices) under `billing`, the event
 // worker and the payment-timeout scanner under `event_worker`, plus the
 // heartbeat, the plugin scanner and the notifier on every instance — and
 // it starts and stops them in order (app.go, events.go, plugins.go,
