@@ -37,6 +37,7 @@ import (
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/alipay"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
@@ -98,6 +99,11 @@ type fixture struct {
 	// customerToken and customerKey are the customer's credentials, which
 	// the browser's sign-out everywhere (with the API keys) ends.
 	customerToken, customerKey string
+	// CallbackOut is a file the browser writes the callback URL it copied
+	// from the secret interface's page into; the test then pays through
+	// that interface at epay (a fake) and compares the notify URL it got.
+	CallbackOut string `json:"callbackOut"`
+	epay        *epay.Server
 }
 
 // manualRefund: the refund's reason, and the outcome recorded for it.
@@ -138,6 +144,7 @@ type payment struct {
 // secretInterface is an epay interface whose merchant key must never reach
 // the page.
 type secretInterface struct {
+	ID     string `json:"id"`
 	Name   string `json:"name"`
 	PID    string `json:"pid"`
 	Secret string `json:"secret"`
@@ -418,8 +425,15 @@ func world(t *testing.T, s *service) fixture {
 	}
 
 	// An epay interface whose merchant key the console must never show.
-	createInterface("epay", fx.SecretInterface.Name,
-		map[string]any{"api_url": "https://pay.example.com/", "pid": fx.SecretInterface.PID, "key": fx.SecretInterface.Secret})
+	// Its gateway is a fake epay, which records the notify URL of each
+	// payment: the test pays through it after the browser copied the
+	// interface's callback URL.
+	fx.epay = epay.New(epay.Options{Merchants: map[string]string{fx.SecretInterface.PID: fx.SecretInterface.Secret}})
+	require.NoError(t, fx.epay.Start())
+	t.Cleanup(fx.epay.Close)
+	fx.SecretInterface.ID = createInterface("epay", fx.SecretInterface.Name,
+		map[string]any{"api_url": fx.epay.URL() + "/", "pid": fx.SecretInterface.PID, "key": fx.SecretInterface.Secret})
+	fx.CallbackOut = filepath.Join(t.TempDir(), "callback-url")
 
 	// An alipay interface, its private key write-only.
 	appKey, err := alipay.GenerateKey()
@@ -705,6 +719,29 @@ func TestConsoleEndToEnd(t *testing.T) {
 		require.Equal(t, c.destination, rs.Msg.GetRefunds()[0].GetDestination())
 		require.Equal(t, c.payment.Amount, rs.Msg.GetRefunds()[0].GetAmount(), c.destination)
 	}
+
+	// The callback URL the browser copied is the notify URL a payment
+	// through that interface gives the gateway.
+	copied, err := os.ReadFile(fx.CallbackOut)
+	require.NoError(t, err, "the browser did not copy the callback URL")
+	gws := gatewaypbconnect.NewGatewayAdminServiceClient(s.admin, s.baseURL)
+	_, err = gws.EnableGatewayInterface(ctx, connect.NewRequest(&gatewaypb.EnableGatewayInterfaceRequest{Id: fx.SecretInterface.ID}))
+	require.NoError(t, err)
+	prod, err := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL).CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{Name: "callback (e2e)", Price: "1.00", Currency: "CNY"}))
+	require.NoError(t, err)
+	reg, err := ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{Email: fmt.Sprintf("e2e-cb-%s@example.com", uuid.NewString()[:8]), Password: "customer-password", Name: "E2E Callback"}))
+	require.NoError(t, err)
+	buyer := &http.Client{Transport: bearer{reg.Msg.GetAccessToken()}}
+	o, err := orderpbconnect.NewOrderServiceClient(buyer, s.baseURL).CreateOrder(ctx, connect.NewRequest(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
+	require.NoError(t, err)
+	pay, err := paymentpbconnect.NewPaymentServiceClient(buyer, s.baseURL).CreatePayment(ctx, connect.NewRequest(&paymentpb.CreatePaymentRequest{
+		OrderId: o.Msg.GetOrder().GetId(), GatewayInterfaceId: fx.SecretInterface.ID, ReturnUrl: "https://shop.example.com/return",
+	}))
+	require.NoError(t, err)
+	sent, ok := fx.epay.Order(pay.Msg.GetPayment().GetId())
+	require.True(t, ok, "the payment reached the fake epay")
+	require.Equal(t, sent.NotifyURL, string(copied))
+	require.True(t, strings.HasSuffix(sent.NotifyURL, "/callbacks/"+fx.SecretInterface.ID), sent.NotifyURL)
 }
 
 // The same build served under another [server].admin_path: assets, deep

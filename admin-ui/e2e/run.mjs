@@ -23,7 +23,7 @@
 //     scrolling sideways inside a card.
 // The last line sums up: "e2e: N passed".
 
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, copyFileSync } from "node:fs";
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, copyFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -806,6 +806,11 @@ try {
       await applyFilters({ Status: "" });
       await expectRows(1);
       await paymentLink(fx.paidPayment.id).waitFor();
+      // The transfer reference a bank-transfer customer quotes, in either case.
+      await applyFilters({ Order: "", "Transfer reference": fx.pendingPayment.id.slice(0, 8).toLowerCase() });
+      await page.waitForURL(/reference=/);
+      await expectRows(1);
+      await paymentLink(fx.pendingPayment.id).waitFor();
       await clearFilters();
       await expectRows(20);
     });
@@ -913,8 +918,11 @@ try {
       await page.goto(`${base}payments/${fx.pendingPayment.id}`);
       await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
       await settled();
+      const ref = fx.pendingPayment.id.slice(0, 8).toUpperCase();
+      const shownRef = (await page.getByTestId("transfer-reference").textContent())?.trim();
+      if (shownRef !== ref) throw new Error(`the transfer reference shows ${shownRef}, want ${ref}`);
       const form = page.getByRole("form", { name: "Confirm bank transfer" });
-      await form.getByLabel("Bank reference").fill("E2E-TRANSFER-0001");
+      await form.getByLabel("Bank statement reference").fill("E2E-TRANSFER-0001");
       await form.getByRole("button", { name: "Confirm bank transfer…" }).click();
       await confirmDialog("Confirm transfer");
       await page.getByTestId("payment-status").filter({ hasText: "success" }).waitFor();
@@ -1226,6 +1234,18 @@ try {
         return document.documentElement.outerHTML.includes(secret) || values.some((v) => v.includes(secret));
       }, fx.secretInterface.secret);
       if (leaked) throw new Error("the merchant key reached the page");
+      // The callback URL to enter in a gateway's dashboard: shown, and
+      // copied as shown; the test pays through this interface afterwards
+      // and compares it with the notify URL the gateway received.
+      const shown = (await page.getByTestId("callback-url").textContent())?.trim() ?? "";
+      const want = `/callbacks/${page.url().split("/").pop()}`;
+      if (!/^https?:\/\//.test(shown) || !shown.endsWith(want)) throw new Error(`the callback URL shows ${shown}, want [server].public_url + ${want}`);
+      await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(fx.baseURL).origin });
+      await page.getByRole("button", { name: "Copy the callback URL" }).click();
+      await page.getByText("Callback URL copied.").waitFor();
+      const copied = await page.evaluate(() => navigator.clipboard.readText());
+      if (copied !== shown) throw new Error(`the copy button copied ${copied}, the page shows ${shown}`);
+      if (fx.callbackOut) writeFileSync(fx.callbackOut, copied);
       await shot("gateway-detail");
       await form.screenshot({ path: join(shots, "gateway-config-form.png") });
     });
@@ -1358,7 +1378,7 @@ try {
       await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
       await settled();
       const form = page.getByRole("form", { name: "Confirm bank transfer" });
-      await form.getByLabel("Bank reference").fill("E2E-LATE-TRANSFER-0001");
+      await form.getByLabel("Bank statement reference").fill("E2E-LATE-TRANSFER-0001");
       await form.getByRole("button", { name: "Confirm bank transfer…" }).click();
       await expectText(page.getByRole("dialog"), "recorded as money to return");
       await confirmDialog("Confirm transfer");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { age, dateTime, fromCents, fromLocalInput, money, percent, refundable, startOfToday, toCents, toLocalInput } from "./format";
+import { age, dateTime, fromCents, fromLocalInput, money, percent, refundable, startOfToday, toCents, toLocalInput, transferReference } from "./format";
 
 describe("money on integer cents", () => {
   it.each([
@@ -36,6 +36,12 @@ describe("money on integer cents", () => {
     expect(refundable("99.00", "")).toBe(9900n);
     expect(refundable("99.00", "99.00")).toBe(0n);
     expect(refundable("10.00", "12.00")).toBe(0n);
+  });
+});
+
+describe("transfer reference", () => {
+  it("is the first 8 characters of the payment id, upper case, as bank_transfer.lua says", () => {
+    expect(transferReference("44b14f89-0c1d-4e2f-9a3b-5c6d7e8f9a0b")).toBe("44B14F89");
   });
 });
 

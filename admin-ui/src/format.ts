@@ -60,6 +60,13 @@ export function shortId(id: string): string {
   return id ? id.slice(0, 8) : "—";
 }
 
+/** The transfer reference of a payment: what a bank-transfer customer is
+ * told to quote, the first 8 characters of its id in upper case (the
+ * bank_transfer plugin's rule; ListPayments searches by it). */
+export function transferReference(paymentId: string): string {
+  return paymentId.slice(0, 8).toUpperCase();
+}
+
 /** A rate from 0 to 1 (the service's success rate) in percent with one
  * decimal, or "—" when there is none (nothing was decided). */
 export function percent(rate: number | undefined): string {

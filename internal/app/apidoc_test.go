@@ -481,7 +481,7 @@ func runAPIDoc(t *testing.T, tool string) {
 	examples := parseAPIDoc(t, doc)
 	update := tool == "curl" && os.Getenv("PAYMENTD_UPDATE_API_DOC") != ""
 
-	// The buf the README's alias runs and grpcurl, built (or found in the
+	// The buf the README's function runs and grpcurl, built (or found in the
 	// build cache) by the go command from tools/go.mod.
 	bufPath, grpcurlPath := pinnedTool(t, root, "buf"), pinnedTool(t, root, "grpcurl")
 

@@ -200,7 +200,7 @@ func TestExportsStreamTheWorldAsCSVToAdminsOnly(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, body)
 		header, rows := records(t, body)
 		require.Equal(t, []string{"id", "created_at", "updated_at", "status", "destination", "amount", "currency",
-			"payment_id", "customer_id", "requested_by", "gateway_refund_id", "reason", "error"}, header)
+			"payment_id", "customer_id", "requested_by", "gateway_refund_id", "reason", "error", "message"}, header)
 		require.Len(t, rows, 2)
 		// ListRefunds is newest first; the export oldest first.
 		for i, r := range []*paymentpb.Refund{w.refunds[1], w.refunds[0]} {
@@ -213,6 +213,12 @@ func TestExportsStreamTheWorldAsCSVToAdminsOnly(t *testing.T) {
 			require.Equal(t, w.paid.GetId(), got["payment_id"])
 			require.Equal(t, r.GetRequestedBy(), got["requested_by"])
 			require.Equal(t, r.GetGatewayRefundId(), got["gateway_refund_id"])
+			// error means failure: a succeeded refund's gateway text is
+			// its message, as in ListRefunds.
+			require.Equal(t, "succeeded", got["status"])
+			require.Equal(t, "", got["error"])
+			require.NotEmpty(t, r.GetMessage())
+			require.Equal(t, r.GetMessage(), got["message"])
 		}
 		require.Equal(t, "'=HYPERLINK(\"http://evil.example\",\"x\")", rows[0]["reason"])
 		require.Equal(t, "'+1, -2, @SUM", rows[1]["reason"])

@@ -63,7 +63,11 @@ func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Se
 	svc := gateway.NewService(a.db, a.registry, a.opts.clock, a.log)
 	confirm, _ := pay.(gateway.BankTransferConfirmer)
 	due, _ := pay.(gateway.CurrencyDue)
-	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(svc, confirm), opts...)
+	admin := gateway.NewHandler(svc, confirm)
+	if urls, ok := pay.(gateway.CallbackURLs); ok {
+		admin = admin.WithCallbackURLs(urls)
+	}
+	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(admin, opts...)
 	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, due), opts...)
 	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound), opts...)
 	return []server.Service{

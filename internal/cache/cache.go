@@ -42,7 +42,7 @@ type Options struct {
 const (
 	DefaultURL            = "redis://127.0.0.1:6379/0"
 	DefaultMaxConnections = 10
-	DefaultKeyPrefix      = "rustbill"
+	DefaultKeyPrefix      = "paymentd"
 )
 
 // Option configures a Cache.
@@ -167,7 +167,7 @@ func (c *Cache) Client() *redis.Client {
 }
 
 // Key joins parts under the configured prefix: Key("ratelimit", "x") is
-// "rustbill:ratelimit:x".
+// "paymentd:ratelimit:x".
 func (c *Cache) Key(parts ...string) string {
 	if len(parts) == 0 {
 		return c.prefix

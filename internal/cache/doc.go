@@ -2,7 +2,7 @@
 // session state and rate-limit counters that every instance sees. It is a
 // thin wrapper over go-redis that adds the two things the service needs on
 // top of a client: keys under one prefix ([redis].key_prefix, default
-// "rustbill"), and outage tracking.
+// "paymentd"), and outage tracking.
 //
 // Redis is never the system of record. When it is down the service degrades
 // (sessions from the database, rate counters in memory, advisory locks in the

@@ -123,7 +123,7 @@ func (h *Handler) Refunds() http.Handler {
 			return store.EachExportRefund(ctx, h.db, f, h.opts.PageRows, func(r store.ExportRefund) error {
 				return out.write(r.ID.String(), out.time(r.CreatedAt), out.time(r.UpdatedAt), r.Status, r.Destination,
 					r.Amount.String(), r.Currency, r.PaymentID.String(), r.CustomerID.String(), optID(r.RequestedBy),
-					r.GatewayRefundID, r.Reason, r.Error)
+					r.GatewayRefundID, r.Reason, store.RefundError(r.Status, r.Error), r.Error)
 			})
 		}, q.err()
 	}, "from", "to", "tz", "status", "payment_id", "customer_id")
@@ -135,7 +135,7 @@ var (
 		"amount", "refunded_amount", "captured_amount", "currency", "customer_id", "order_id", "invoice_id",
 		"gateway_interface_id", "gateway_payment_id", "gateway_tx_id", "failure_reason"}
 	refundHeader = []string{"id", "created_at", "updated_at", "status", "destination", "amount", "currency",
-		"payment_id", "customer_id", "requested_by", "gateway_refund_id", "reason", "error"}
+		"payment_id", "customer_id", "requested_by", "gateway_refund_id", "reason", "error", "message"}
 )
 
 // serve is one export: authorize, read the parameters (parse returns the

@@ -45,12 +45,20 @@ type BankTransferConfirmer interface {
 	ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, reference string) (store.Payment, error)
 }
 
+// CallbackURLs gives the notify URL payments through a gateway interface
+// give the gateway ([server].public_url + /callbacks/ + id).
+// *payment.Service implements it.
+type CallbackURLs interface {
+	CallbackURL(gatewayInterfaceID uuid.UUID) string
+}
+
 // Handler serves billing.gateway.GatewayAdminService: decode, call the
 // domain, encode.
 type Handler struct {
 	gatewaypbconnect.UnimplementedGatewayAdminServiceHandler
-	svc     *Service
-	confirm BankTransferConfirmer
+	svc       *Service
+	confirm   BankTransferConfirmer
+	callbacks CallbackURLs
 }
 
 // NewHandler returns the GatewayAdminService handler. confirm may be nil
@@ -58,6 +66,13 @@ type Handler struct {
 // answers Unimplemented.
 func NewHandler(svc *Service, confirm BankTransferConfirmer) *Handler {
 	return &Handler{svc: svc, confirm: confirm}
+}
+
+// WithCallbackURLs makes the interfaces' answers carry callback_url, the
+// payments' own notify URL; without it the field is empty.
+func (h *Handler) WithCallbackURLs(urls CallbackURLs) *Handler {
+	h.callbacks = urls
+	return h
 }
 
 var _ gatewaypbconnect.GatewayAdminServiceHandler = (*Handler)(nil)
@@ -158,7 +173,7 @@ func (h *Handler) CreateGatewayInterface(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
-	gi, err := interfaceRecord(v)
+	gi, err := h.interfaceRecord(v)
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +195,7 @@ func (h *Handler) UpdateGatewayInterface(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
-	gi, err := interfaceRecord(v)
+	gi, err := h.interfaceRecord(v)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +229,7 @@ func (h *Handler) setEnabled(ctx context.Context, rawID string, enabled bool) (*
 	if err != nil {
 		return nil, err
 	}
-	gi, err := interfaceRecord(v)
+	gi, err := h.interfaceRecord(v)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +249,7 @@ func (h *Handler) ListGatewayInterfaces(ctx context.Context, req *connect.Reques
 		Meta:              rpc.PageMeta(page),
 	}
 	for _, v := range rows {
-		gi, err := interfaceRecord(v)
+		gi, err := h.interfaceRecord(v)
 		if err != nil {
 			return nil, err
 		}
@@ -253,7 +268,7 @@ func (h *Handler) GetGatewayInterface(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, err
 	}
-	gi, err := interfaceRecord(v)
+	gi, err := h.interfaceRecord(v)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +384,7 @@ func pluginRecord(p PluginView) (*gatewaypb.Plugin, error) {
 	return m, nil
 }
 
-func interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
+func (h *Handler) interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
 	cfg, err := toStruct(v.Config)
 	if err != nil {
 		return nil, err
@@ -378,11 +393,15 @@ func interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gatewaypb.GatewayInterface{
+	gi := &gatewaypb.GatewayInterface{
 		Id: v.ID.String(), PluginName: v.PluginName, DisplayName: v.DisplayName,
 		Config: cfg, ConfigSchema: schema, Enabled: v.Enabled, PluginStatus: v.PluginStatus, PluginEnabled: v.PluginEnabled,
 		CreatedAt: rpc.Time(v.CreatedAt), UpdatedAt: rpc.Time(v.UpdatedAt),
-	}, nil
+	}
+	if h.callbacks != nil {
+		gi.CallbackUrl = h.callbacks.CallbackURL(v.ID)
+	}
+	return gi, nil
 }
 
 func toStruct(m map[string]any) (*structpb.Struct, error) {

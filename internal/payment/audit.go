@@ -52,11 +52,14 @@ type refundState struct {
 	GatewayRefundID string       `json:"gateway_refund_id,omitempty"`
 	Reason          string       `json:"reason,omitempty"`
 	RequestedBy     *uuid.UUID   `json:"requested_by,omitempty"`
-	Error           string       `json:"error,omitempty"`
+	// Error is the text of a failure only (store.RefundError); Message
+	// is the gateway's text of any outcome.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 func refundSnapshot(r store.Refund) refundState {
-	return refundState{ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, GatewayRefundID: r.GatewayRefundID, Reason: r.Reason, RequestedBy: r.RequestedBy, Error: r.Error}
+	return refundState{ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, GatewayRefundID: r.GatewayRefundID, Reason: r.Reason, RequestedBy: r.RequestedBy, Error: store.RefundError(r.Status, r.Error), Message: r.Error}
 }
 
 // anomaly is something a gateway (or an admin) reported that this service

@@ -36,6 +36,21 @@ type NewPayment struct {
 // [server].public_url + CallbackPath + gateway_interface_id.
 const CallbackPath = "/callbacks/"
 
+// CallbackURL is the notify URL of a gateway interface: publicURL
+// ([server].public_url, a trailing slash or not) + CallbackPath + its id.
+// Payments give it to the gateway, and the admin API shows it for the
+// gateways whose dashboards need it entered by hand: one function, so the
+// two never differ.
+func CallbackURL(publicURL string, gatewayInterfaceID uuid.UUID) string {
+	return strings.TrimRight(publicURL, "/") + CallbackPath + gatewayInterfaceID.String()
+}
+
+// CallbackURL is the notify URL this service gives the gateway for
+// payments through the interface id.
+func (s *Service) CallbackURL(gatewayInterfaceID uuid.UUID) string {
+	return CallbackURL(s.publicURL, gatewayInterfaceID)
+}
+
 // recordTimeout bounds the transaction that records a payment the gateway
 // has already created, which runs even when the caller has gone away.
 const recordTimeout = 15 * time.Second
@@ -104,7 +119,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 	if err := callPlugin(ctx, gw, "create_payment", createPaymentInput{
 		PaymentID: id.String(), OrderID: rpc.IDString(tgt.orderID), InvoiceID: rpc.IDString(tgt.invoiceID),
 		Amount: tgt.amount, Currency: tgt.currency, Subject: tgt.subject, ReturnURL: in.ReturnURL,
-		NotifyURL: s.publicURL + CallbackPath + gw.InterfaceID.String(), ClientIP: in.ClientIP,
+		NotifyURL: s.CallbackURL(gw.InterfaceID), ClientIP: in.ClientIP,
 	}, &out); err != nil {
 		return store.Payment{}, err
 	}

@@ -79,6 +79,8 @@ func TestRefundsInPartThenInFullRefundTheOrder(t *testing.T) {
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
 	require.Contains(t, err.Error(), "already fully refunded")
 	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.succeed' AND actor_id = $1`, f.adminID.String()))
+	// error means failure: the gateway's "退款成功" is the after's message.
+	require.Equal(t, 2, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.succeed' AND after->>'message' = '退款成功' AND NOT after ? 'error'`))
 	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'order.refund'`))
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
@@ -171,6 +173,8 @@ func TestRefundRefusedByTheGatewayIsInternalAndLeavesThePaymentAlone(t *testing.
 	require.Equal(t, store.RefundFailed, rs[0].Status)
 	require.Contains(t, rs[0].Error, "HTTP 400")
 	require.Equal(t, "0.00", f.payment(t, p.ID).RefundedAmount.String())
+	require.Equal(t, 1, f.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.fail' AND after->>'error' LIKE '%HTTP 400%' AND after->>'message' = after->>'error'`),
+		"a failure's text is its error")
 
 	// The failed refund reserves nothing: the whole amount can be refunded.
 	res, err := f.svc.RefundPayment(f.admin, p.ID, "", "", "")

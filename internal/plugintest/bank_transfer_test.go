@@ -3,8 +3,10 @@ package plugintest_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/plugintest"
 )
@@ -35,6 +37,8 @@ func TestBankTransferInstructionsCarryAmountAndReference(t *testing.T) {
 	require.Equal(t, "", res["payment_url"])
 	require.Equal(t, "", res["qr_code"])
 	require.Equal(t, "3F2504E0", res["gateway_payment_id"])
+	// The reference the customer quotes is the one the API searches by.
+	require.Equal(t, payment.Reference(uuid.MustParse(bankInput()["payment_id"].(string))), res["gateway_payment_id"])
 	text := res["instructions"].(string)
 	require.Contains(t, text, "12.30 USD")
 	require.Contains(t, text, "3F2504E0")

@@ -154,9 +154,12 @@ func New(opts Options) *Server {
 	mux := http.NewServeMux()
 	names := make([]string, 0, len(opts.Services))
 	for _, svc := range opts.Services {
-		mux.Handle(svc.Path, svc.Handler)
+		mux.Handle(svc.Path, knownMethods(svc.Name, svc.Handler))
 		names = append(names, svc.Name)
 	}
+	// Any other path behind the credential layers is an unknown
+	// procedure, answered as an RPC error in the caller's protocol.
+	mux.Handle("/", unknownProcedure())
 
 	inner := http.NewServeMux()
 	for _, r := range opts.Routes {

@@ -20,6 +20,18 @@ const (
 	RefundFailed    = "failed"
 )
 
+// RefundError is a refund's error wherever it is shown (the API, the CSV
+// export, the audit log): its stored text when it failed, else empty. The
+// refunds.error column holds every outcome's text (a gateway's "退款成功"
+// too); error means failure everywhere, and the text of any outcome is
+// shown as the refund's message.
+func RefundError(status, text string) string {
+	if status != RefundFailed {
+		return ""
+	}
+	return text
+}
+
 // Refund destinations (refunds_destination_check).
 const (
 	RefundToGateway = "gateway"

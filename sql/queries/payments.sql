@@ -45,7 +45,10 @@ RETURNING *;
 -- name: ListPayments :many
 -- Every filter is optional (NULL: no filter). customer_id scopes the list to
 -- one customer's payments; it is set for every customer caller. to_return
--- keeps the payments whose captured money is not returned in full.
+-- keeps the payments whose captured money is not returned in full. id_from
+-- and id_to (both or neither) keep the ids in that range: a transfer
+-- reference is an id prefix, and a range on the primary key is what its
+-- index answers (a LIKE over id::text would read every row).
 SELECT * FROM payments
 WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
   AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
@@ -53,6 +56,7 @@ WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('custom
   AND (sqlc.narg('gateway_interface_id')::uuid IS NULL OR gateway_interface_id = sqlc.narg('gateway_interface_id'))
   AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
   AND (NOT @to_return::boolean OR captured_amount > refunded_amount)
+  AND (sqlc.narg('id_from')::uuid IS NULL OR (id >= sqlc.narg('id_from') AND id <= sqlc.narg('id_to')::uuid))
 ORDER BY created_at DESC, id DESC
 LIMIT @row_limit::bigint
 OFFSET @row_offset::bigint;
@@ -65,4 +69,5 @@ WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('custom
   AND (sqlc.narg('invoice_id')::uuid IS NULL OR invoice_id = sqlc.narg('invoice_id'))
   AND (sqlc.narg('gateway_interface_id')::uuid IS NULL OR gateway_interface_id = sqlc.narg('gateway_interface_id'))
   AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
-  AND (NOT @to_return::boolean OR captured_amount > refunded_amount);
+  AND (NOT @to_return::boolean OR captured_amount > refunded_amount)
+  AND (sqlc.narg('id_from')::uuid IS NULL OR (id >= sqlc.narg('id_from') AND id <= sqlc.narg('id_to')::uuid));

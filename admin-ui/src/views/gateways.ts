@@ -120,6 +120,37 @@ function createBlock(signal: AbortSignal): HTMLElement {
   return box;
 }
 
+/** The interface's callback URL with a copy button: what Stripe's webhook
+ * endpoint and Alipay's notify address must be set to, exactly the URL its
+ * payments give the gateway. */
+function callbackURL(g: GatewayInterface): HTMLElement {
+  const url = h("code", { "data-testid": "callback-url" }, g.callbackUrl);
+  const copy = h("button", { type: "button", "aria-label": "Copy the callback URL" }, "Copy");
+  copy.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(g.callbackUrl);
+      announce("Callback URL copied.");
+    } catch {
+      // No clipboard (a page over plain HTTP on another host): select the
+      // text for the admin to copy.
+      const range = document.createRange();
+      range.selectNodeContents(url);
+      const sel = window.getSelection();
+      sel?.removeAllRanges();
+      sel?.addRange(range);
+      announce("The browser refused the clipboard: the URL is selected, copy it with Ctrl+C.");
+    }
+  });
+  return h(
+    "div",
+    { class: "callback-url" },
+    url,
+    " ",
+    copy,
+    h("p", { class: "hint" }, "Where the gateway sends its notifications. Stripe (webhook endpoint) and Alipay (notify address) need it entered in their dashboards."),
+  );
+}
+
 export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement {
   const id = params.id!;
   const body = h("div");
@@ -142,6 +173,7 @@ export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement
               ["Plugin status", badge(g.pluginStatus)],
               ["Plugin enabled", h("span", { "data-testid": "interface-plugin-enabled" }, badge(g.pluginEnabled ? "enabled" : "disabled"))],
               ["Enabled", h("span", { "data-testid": "interface-enabled" }, badge(g.enabled ? "enabled" : "disabled"))],
+              ["Callback URL", callbackURL(g)],
               ["Created", dateTime(g.createdAt)],
               ["Updated", dateTime(g.updatedAt)],
             ]),

@@ -6,7 +6,7 @@ import { h, replace, uid, type Child } from "../dom";
 import { changeTable } from "../audit_change";
 import { exportForm } from "../export_form";
 import { auditLink } from "./audit";
-import { dateTime, fromCents, money, refundable, shortId, toCents } from "../format";
+import { dateTime, fromCents, money, refundable, shortId, toCents, transferReference } from "../format";
 import type { PaymentRecord, Refund, RefundPaymentResponse } from "../gen/billing/payment/payment_pb";
 import type { AuditEntry, ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
 import { refundAnswered, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
@@ -122,6 +122,11 @@ export function paymentsView(ctx: RouteContext): HTMLElement {
       fields: [
         field("Status", choice(query, "status", ListPaymentsRequestAllowed.status)),
         field("Order", textFilter(query, "order", { placeholder: "order UUID", size: 38 })),
+        field(
+          "Transfer reference",
+          textFilter(query, "reference", { placeholder: "44B14F89", size: 10, maxlength: 8, pattern: "[0-9A-Fa-f]{8}", title: "8 hexadecimal characters" }),
+          "What a bank-transfer customer quotes: the first 8 characters of the payment id.",
+        ),
         field("Gateway interface", iface),
         field("Money to return", checkFilter(query, "return"), "Only payments whose captured money has not gone back yet."),
       ],
@@ -136,7 +141,7 @@ export function paymentsView(ctx: RouteContext): HTMLElement {
     }),
     load: async (q) => {
       const res = await payments.listPayments(
-        { pagination: q.pagination, status: q.get("status"), orderId: q.get("order"), gatewayInterfaceId: q.get("interface"), toReturn: q.get("return") === "1" },
+        { pagination: q.pagination, status: q.get("status"), orderId: q.get("order"), reference: q.get("reference"), gatewayInterfaceId: q.get("interface"), toReturn: q.get("return") === "1" },
         { signal },
       );
       return { rows: res.payments, meta: res.meta };
@@ -202,6 +207,7 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: Reload): HTM
         ["Order", p.orderId ? link(`orders/${p.orderId}`, h("code", null, p.orderId)) : ""],
         ["Invoice", p.invoiceId ? h("code", null, p.invoiceId) : ""],
         ["Gateway interface", p.gatewayInterfaceId ? interfaceLink(p.gatewayInterfaceId) : "customer balance"],
+        ["Transfer reference", h("code", { "data-testid": "transfer-reference", title: "What a bank-transfer customer quotes: the first 8 characters of the payment id" }, transferReference(p.id))],
         ["Gateway payment id", p.gatewayPaymentId],
         ["Gateway transaction", p.gatewayTxId],
         ["Paid", dateTime(p.paidAt)],
@@ -602,14 +608,18 @@ function confirmTransferForm(p: PaymentRecord, reload: Reload): HTMLElement {
     "form",
     { class: "action-form", "aria-label": "Confirm bank transfer" },
     h("h3", null, "Bank transfer received"),
-    field("Bank reference", reference, "The transfer's reference from the bank statement."),
+    field(
+      "Bank statement reference",
+      reference,
+      `The bank's own reference of the incoming transfer (its transaction number on the statement), kept as proof. Not the transfer reference the customer quoted (${transferReference(p.id)}).`,
+    ),
     errors,
     submit,
   );
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     if (!reference.value.trim()) {
-      replace(errors, h("div", { class: "error", role: "alert" }, "Enter the bank reference of the transfer."));
+      replace(errors, h("div", { class: "error", role: "alert" }, "Enter the bank statement's reference of the transfer."));
       reference.focus();
       return;
     }

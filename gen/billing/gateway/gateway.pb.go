@@ -899,6 +899,12 @@ type GatewayInterface struct {
 	// Whether an admin left the plugin enabled (DisablePlugin). New payments
 	// need it, as they need enabled and plugin_status loaded.
 	PluginEnabled bool `protobuf:"varint,10,opt,name=plugin_enabled,json=pluginEnabled,proto3" json:"plugin_enabled,omitempty"`
+	// Output only: where the gateway sends its notifications,
+	// [server].public_url + "/callbacks/" + id: the notify URL every payment
+	// through this interface gives the gateway. Gateways configured by hand
+	// (Stripe's webhook endpoint, Alipay's notify address) need it entered
+	// in their dashboards. Ignored in requests.
+	CallbackUrl   string `protobuf:"bytes,11,opt,name=callback_url,json=callbackUrl,proto3" json:"callback_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1001,6 +1007,13 @@ func (x *GatewayInterface) GetPluginEnabled() bool {
 		return x.PluginEnabled
 	}
 	return false
+}
+
+func (x *GatewayInterface) GetCallbackUrl() string {
+	if x != nil {
+		return x.CallbackUrl
+	}
+	return ""
 }
 
 type CreateGatewayInterfaceRequest struct {
@@ -1711,7 +1724,12 @@ type ConfirmBankTransferRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The pending bank-transfer payment.
 	PaymentId string `protobuf:"bytes,1,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
-	// What identifies the transfer on the bank statement.
+	// The bank statement's reference: what identifies the incoming transfer
+	// on the bank's statement (e.g. the bank's transaction number), kept in
+	// the audit log as proof. Not the transfer reference the customer was
+	// told to quote (the first 8 characters of payment_id, upper case): that
+	// one is how the admin found the payment; this one is how the bank
+	// names the money that arrived.
 	Reference     string `protobuf:"bytes,2,opt,name=reference,proto3" json:"reference,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2056,7 +2074,7 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tB\n" +
 	"\xbaH\a\xc8\x01\x01r\x02\x18dR\x04name\"H\n" +
 	"\x15DisablePluginResponse\x12/\n" +
-	"\x06plugin\x18\x01 \x01(\v2\x17.billing.gateway.PluginR\x06plugin\"\xf9\x02\n" +
+	"\x06plugin\x18\x01 \x01(\v2\x17.billing.gateway.PluginR\x06plugin\"\x9c\x03\n" +
 	"\x10GatewayInterface\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vplugin_name\x18\x02 \x01(\tR\n" +
@@ -2071,7 +2089,8 @@ const file_billing_gateway_gateway_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\t \x01(\tR\tupdatedAt\x12%\n" +
 	"\x0eplugin_enabled\x18\n" +
-	" \x01(\bR\rpluginEnabled\"\xad\x01\n" +
+	" \x01(\bR\rpluginEnabled\x12!\n" +
+	"\fcallback_url\x18\v \x01(\tR\vcallbackUrl\"\xad\x01\n" +
 	"\x1dCreateGatewayInterfaceRequest\x12+\n" +
 	"\vplugin_name\x18\x01 \x01(\tB\n" +
 	"\xbaH\a\xc8\x01\x01r\x02\x18dR\n" +

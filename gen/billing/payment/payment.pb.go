@@ -509,7 +509,12 @@ type ListPaymentsRequest struct {
 	Status *string `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
 	// Only payments whose captured money is not returned in full
 	// (captured_amount > refunded_amount): the money to return.
-	ToReturn      bool `protobuf:"varint,6,opt,name=to_return,json=toReturn,proto3" json:"to_return,omitempty"`
+	ToReturn bool `protobuf:"varint,6,opt,name=to_return,json=toReturn,proto3" json:"to_return,omitempty"`
+	// Only payments whose transfer reference is this: the 8 hexadecimal
+	// characters a bank-transfer customer is told to quote, which are the
+	// first 8 of the payment id ("44B14F89"; case does not matter). Several
+	// payments may share one.
+	Reference     *string `protobuf:"bytes,7,opt,name=reference,proto3,oneof" json:"reference,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -584,6 +589,13 @@ func (x *ListPaymentsRequest) GetToReturn() bool {
 		return x.ToReturn
 	}
 	return false
+}
+
+func (x *ListPaymentsRequest) GetReference() string {
+	if x != nil && x.Reference != nil {
+		return *x.Reference
+	}
+	return ""
 }
 
 type ListPaymentsResponse struct {
@@ -1264,7 +1276,7 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\vpayment_url\x18\x02 \x01(\tR\n" +
 	"paymentUrl\x12\x17\n" +
 	"\aqr_code\x18\x03 \x01(\tR\x06qrCode\x12\"\n" +
-	"\finstructions\x18\x04 \x01(\tR\finstructions\"\x99\x03\n" +
+	"\finstructions\x18\x04 \x01(\tR\finstructions\"\xe6\x03\n" +
 	"\x13ListPaymentsRequest\x12D\n" +
 	"\n" +
 	"pagination\x18\x01 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
@@ -1274,11 +1286,14 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"invoice_id\x18\x03 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x01R\tinvoiceId\x88\x01\x01\x12?\n" +
 	"\x14gateway_interface_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x02R\x12gatewayInterfaceId\x88\x01\x01\x12F\n" +
 	"\x06status\x18\x05 \x01(\tB)\xbaH&r$R\apendingR\asuccessR\x06failedR\brefundedH\x03R\x06status\x88\x01\x01\x12\x1b\n" +
-	"\tto_return\x18\x06 \x01(\bR\btoReturnB\v\n" +
+	"\tto_return\x18\x06 \x01(\bR\btoReturn\x12=\n" +
+	"\treference\x18\a \x01(\tB\x1a\xbaH\x17r\x152\x10^[0-9A-Fa-f]{8}$\x98\x01\bH\x04R\treference\x88\x01\x01B\v\n" +
 	"\t_order_idB\r\n" +
 	"\v_invoice_idB\x17\n" +
 	"\x15_gateway_interface_idB\t\n" +
-	"\a_status\"\x81\x01\n" +
+	"\a_statusB\f\n" +
+	"\n" +
+	"_reference\"\x81\x01\n" +
 	"\x14ListPaymentsResponse\x12:\n" +
 	"\bpayments\x18\x01 \x03(\v2\x1e.billing.payment.PaymentRecordR\bpayments\x12-\n" +
 	"\x04meta\x18\x02 \x01(\v2\x19.billing.payment.PageMetaR\x04meta\"0\n" +

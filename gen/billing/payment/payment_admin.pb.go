@@ -406,7 +406,7 @@ type ListAuditEntriesRequest struct {
 	// Only entries about this entity (a UUID for most kinds; a name for
 	// plugins); needs entity_type.
 	EntityId string `protobuf:"bytes,2,opt,name=entity_id,json=entityId,proto3" json:"entity_id,omitempty"`
-	// Paging parameters.
+	// Paging parameters; absent: the first page of the default size.
 	Pagination *PageRequest `protobuf:"bytes,3,opt,name=pagination,proto3" json:"pagination,omitempty"`
 	// Only entries by this kind of actor: admin, customer, api_key, gateway
 	// or system.
@@ -1446,13 +1446,13 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x04note\x18\x04 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x04note\"\x82\x01\n" +
 	"\x15ResolveRefundResponse\x12/\n" +
 	"\x06refund\x18\x01 \x01(\v2\x17.billing.payment.RefundR\x06refund\x128\n" +
-	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xb6\x04\n" +
+	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xae\x04\n" +
 	"\x17ListAuditEntriesRequest\x12;\n" +
 	"\ventity_type\x18\x01 \x01(\tB\x1a\xbaH\x17r\x15\x18@2\x11^([a-z][a-z_]*)?$R\n" +
 	"entityType\x12%\n" +
-	"\tentity_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bentityId\x12D\n" +
+	"\tentity_id\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\bentityId\x12<\n" +
 	"\n" +
-	"pagination\x18\x03 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
+	"pagination\x18\x03 \x01(\v2\x1c.billing.payment.PageRequestR\n" +
 	"pagination\x12Q\n" +
 	"\n" +
 	"actor_kind\x18\x04 \x01(\tB2\xbaH/r-R\x00R\x05adminR\bcustomerR\aapi_keyR\agatewayR\x06systemR\tactorKind\x12#\n" +

@@ -111,16 +111,6 @@ func (h *AdminHandler) ResolveRefund(ctx context.Context, req *connect.Request[p
 	return connect.NewResponse(&paymentpb.ResolveRefundResponse{Refund: refundRecord(r.Refund, r.Payment.Currency), Payment: rpc.PaymentRecord(r.Payment)}), nil
 }
 
-// refundFailure is the refund's error on the wire: the text stored with it
-// (the column is named error, but it holds every outcome's text, such as a
-// gateway's success message) only when the refund failed.
-func refundFailure(r store.Refund) string {
-	if r.Status != store.RefundFailed {
-		return ""
-	}
-	return r.Error
-}
-
 // refundRecord is the wire form of a refund of a payment in currency.
 func refundRecord(r store.Refund, currency string) *paymentpb.Refund {
 	return &paymentpb.Refund{
@@ -130,7 +120,7 @@ func refundRecord(r store.Refund, currency string) *paymentpb.Refund {
 		Status:          r.Status,
 		GatewayRefundId: r.GatewayRefundID,
 		Reason:          r.Reason,
-		Error:           refundFailure(r),
+		Error:           store.RefundError(r.Status, r.Error),
 		Message:         r.Error,
 		RequestedBy:     rpc.IDString(r.RequestedBy),
 		CreatedAt:       rpc.Time(r.CreatedAt),

@@ -71,6 +71,13 @@ func (h *Handler) ListPayments(ctx context.Context, req *connect.Request[payment
 	}
 	f.Status = m.Status
 	f.ToReturn = m.GetToReturn()
+	if m.Reference != nil {
+		r, err := payment.ReferenceRange(m.GetReference())
+		if err != nil {
+			return nil, err
+		}
+		f.IDRange = &r
+	}
 	rows, page, err := h.svc.List(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ WHERE ($1::uuid IS NULL OR customer_id = $1)
   AND ($4::uuid IS NULL OR gateway_interface_id = $4)
   AND ($5::text IS NULL OR status = $5)
   AND (NOT $6::boolean OR captured_amount > refunded_amount)
+  AND ($7::uuid IS NULL OR (id >= $7 AND id <= $8::uuid))
 `
 
 type CountPaymentsParams struct {
@@ -30,6 +31,8 @@ type CountPaymentsParams struct {
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
 	ToReturn           bool
+	IDFrom             *uuid.UUID
+	IDTo               *uuid.UUID
 }
 
 // Same filters as ListPayments.
@@ -41,6 +44,8 @@ func (q *Queries) CountPayments(ctx context.Context, arg CountPaymentsParams) (i
 		arg.GatewayInterfaceID,
 		arg.Status,
 		arg.ToReturn,
+		arg.IDFrom,
+		arg.IDTo,
 	)
 	var count int64
 	err := row.Scan(&count)
@@ -229,9 +234,10 @@ WHERE ($1::uuid IS NULL OR customer_id = $1)
   AND ($4::uuid IS NULL OR gateway_interface_id = $4)
   AND ($5::text IS NULL OR status = $5)
   AND (NOT $6::boolean OR captured_amount > refunded_amount)
+  AND ($7::uuid IS NULL OR (id >= $7 AND id <= $8::uuid))
 ORDER BY created_at DESC, id DESC
-LIMIT $8::bigint
-OFFSET $7::bigint
+LIMIT $10::bigint
+OFFSET $9::bigint
 `
 
 type ListPaymentsParams struct {
@@ -241,13 +247,18 @@ type ListPaymentsParams struct {
 	GatewayInterfaceID *uuid.UUID
 	Status             *string
 	ToReturn           bool
+	IDFrom             *uuid.UUID
+	IDTo               *uuid.UUID
 	RowOffset          int64
 	RowLimit           int64
 }
 
 // Every filter is optional (NULL: no filter). customer_id scopes the list to
 // one customer's payments; it is set for every customer caller. to_return
-// keeps the payments whose captured money is not returned in full.
+// keeps the payments whose captured money is not returned in full. id_from
+// and id_to (both or neither) keep the ids in that range: a transfer
+// reference is an id prefix, and a range on the primary key is what its
+// index answers (a LIKE over id::text would read every row).
 func (q *Queries) ListPayments(ctx context.Context, arg ListPaymentsParams) ([]Payment, error) {
 	rows, err := q.db.Query(ctx, listPayments,
 		arg.CustomerID,
@@ -256,6 +267,8 @@ func (q *Queries) ListPayments(ctx context.Context, arg ListPaymentsParams) ([]P
 		arg.GatewayInterfaceID,
 		arg.Status,
 		arg.ToReturn,
+		arg.IDFrom,
+		arg.IDTo,
 		arg.RowOffset,
 		arg.RowLimit,
 	)

@@ -135,7 +135,9 @@ type GatewayAdminServiceClient interface {
 	// config (it may call the gateway).
 	TestGatewayInterface(context.Context, *connect.Request[gateway.TestGatewayInterfaceRequest]) (*connect.Response[gateway.TestGatewayInterfaceResponse], error)
 	// ConfirmBankTransfer marks a pending bank-transfer payment paid once the
-	// money has arrived: the same success path as a gateway callback.
+	// money has arrived: the same success path as a gateway callback. Its
+	// reference is the bank statement's, not the transfer reference the
+	// customer quoted.
 	ConfirmBankTransfer(context.Context, *connect.Request[gateway.ConfirmBankTransferRequest]) (*connect.Response[gateway.ConfirmBankTransferResponse], error)
 }
 
@@ -374,7 +376,9 @@ type GatewayAdminServiceHandler interface {
 	// config (it may call the gateway).
 	TestGatewayInterface(context.Context, *connect.Request[gateway.TestGatewayInterfaceRequest]) (*connect.Response[gateway.TestGatewayInterfaceResponse], error)
 	// ConfirmBankTransfer marks a pending bank-transfer payment paid once the
-	// money has arrived: the same success path as a gateway callback.
+	// money has arrived: the same success path as a gateway callback. Its
+	// reference is the bank statement's, not the transfer reference the
+	// customer quoted.
 	ConfirmBankTransfer(context.Context, *connect.Request[gateway.ConfirmBankTransferRequest]) (*connect.Response[gateway.ConfirmBankTransferResponse], error)
 }
 

@@ -252,7 +252,7 @@ export type ListAuditEntriesRequest = Message<"billing.payment.ListAuditEntriesR
   entityId: string;
 
   /**
-   * Paging parameters.
+   * Paging parameters; absent: the first page of the default size.
    *
    * @generated from field: billing.payment.PageRequest pagination = 3;
    */
