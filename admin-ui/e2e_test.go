@@ -69,15 +69,17 @@ type fixture struct {
 	ReturnedPayment capturedPayment `json:"returnedPayment"`
 	// OldestPayment is the first filler payment: the last row of the last
 	// page of payments (newest first).
-	OldestPayment        string          `json:"oldestPayment"`
-	RefundAmount         string          `json:"refundAmount"`
-	GatewayInterfaceName string          `json:"gatewayInterfaceName"`
-	SecretInterface      secretInterface `json:"secretInterface"`
-	AlipayInterface      alipayInterface `json:"alipayInterface"`
-	TestPlugin           testPlugin      `json:"testPlugin"`
-	FailedEventID        string          `json:"failedEventId"`
-	NotifiedEventID      string          `json:"notifiedEventId"`
-	Dashboard            dashboard       `json:"dashboard"`
+	OldestPayment        string `json:"oldestPayment"`
+	RefundAmount         string `json:"refundAmount"`
+	GatewayInterfaceName string `json:"gatewayInterfaceName"`
+	// Currencies is [billing].currencies; the bank interface takes the first.
+	Currencies      []string        `json:"currencies"`
+	SecretInterface secretInterface `json:"secretInterface"`
+	AlipayInterface alipayInterface `json:"alipayInterface"`
+	TestPlugin      testPlugin      `json:"testPlugin"`
+	FailedEventID   string          `json:"failedEventId"`
+	NotifiedEventID string          `json:"notifiedEventId"`
+	Dashboard       dashboard       `json:"dashboard"`
 	// ManualRefund is what the admin types when refunding the confirmed
 	// bank transfer (pending: sent back by hand) and recording it.
 	ManualRefund manualRefund `json:"manualRefund"`
@@ -192,6 +194,9 @@ type service struct {
 	app     *app.App
 	baseURL string
 	admin   *http.Client // carries the admin session cookie
+	// currencies is [billing].currencies, which a bank account's currency
+	// list offers.
+	currencies []string
 }
 
 // The test plugin: a gateway that works like any other, whose admin page is
@@ -272,7 +277,7 @@ func startService(t *testing.T, adminPath string, configure ...func(*config.Conf
 
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	s := &service{app: a, baseURL: "http://" + ln.Addr().String(), admin: &http.Client{Jar: jar}}
+	s := &service{app: a, baseURL: "http://" + ln.Addr().String(), admin: &http.Client{Jar: jar}, currencies: cfg.Billing.Currencies}
 	t.Cleanup(func() {
 		s.admin.CloseIdleConnections()
 		http.DefaultClient.CloseIdleConnections()
@@ -310,7 +315,7 @@ func world(t *testing.T, s *service) fixture {
 	t.Helper()
 	ctx := context.Background()
 	fx := fixture{
-		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)",
+		Username: "admin", Password: adminPassword, RefundAmount: "10.00", GatewayInterfaceName: "Bank transfer (e2e)", Currencies: s.currencies,
 		DisableReason: "chargeback under review (e2e)", NewPassword: "e2e-admin-new-password", AdminKeyName: "nightly reconciliation (e2e)",
 		SecretInterface: secretInterface{Name: "Alipay (e2e)", PID: "1001", Secret: "e2e-merchant-secret-" + uuid.NewString()[:8]},
 		TestPlugin:      testPlugin{Name: testPluginName, Version: testPluginVersion, Page: testPluginPage},

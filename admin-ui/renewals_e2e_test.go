@@ -69,7 +69,8 @@ func shown(t *testing.T, rfc3339 string) string {
 	t.Helper()
 	at, err := time.Parse(time.RFC3339Nano, rfc3339)
 	require.NoError(t, err)
-	return at.UTC().Format(time.DateTime)
+	// The browser's zone is UTC; the console names it after every time.
+	return at.UTC().Format(time.DateTime) + " UTC"
 }
 
 // renewalWorld makes, through the API, three monthly orders of one
@@ -159,8 +160,8 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	require.Equal(t, suspended, sp.GetOrder().GetId())
 	require.EqualValues(t, 1, o.GetDaysOverdue())
 	require.EqualValues(t, 3, sp.GetDaysOverdue())
-	require.Equal(t, overdueEnd.Add(3*24*time.Hour).UTC().Format(time.DateTime), shown(t, o.GetNextStepAt()), "suspended 3 days past due")
-	require.Equal(t, end.Add(14*24*time.Hour).UTC().Format(time.DateTime), shown(t, sp.GetNextStepAt()), "ended 14 days past due")
+	require.Equal(t, shown(t, overdueEnd.Add(3*24*time.Hour).Format(time.RFC3339)), shown(t, o.GetNextStepAt()), "suspended 3 days past due")
+	require.Equal(t, shown(t, end.Add(14*24*time.Hour).Format(time.RFC3339)), shown(t, sp.GetNextStepAt()), "ended 14 days past due")
 	require.Equal(t, "overdue", get(suspended).GetOrder().GetSuspendReason())
 
 	row := func(r *orderpb.RenewalInvoice, left string) renewalRow {
@@ -178,7 +179,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
 		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
 		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",
-		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: extendTo.UTC().Format(time.DateTime),
+		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: shown(t, extendTo.Format(time.RFC3339)),
 	}, admin
 }
 

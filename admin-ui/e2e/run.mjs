@@ -356,7 +356,9 @@ async function applyFilters(values) {
   const form = page.getByRole("search");
   for (const [label, value] of Object.entries(values)) {
     const control = form.getByLabel(label, { exact: true });
-    if ((await control.evaluate((el) => el.tagName)) === "SELECT") {
+    if (typeof value === "boolean") {
+      await control.setChecked(value);
+    } else if ((await control.evaluate((el) => el.tagName)) === "SELECT") {
       await control.selectOption(value === "" ? "" : { label: value });
     } else {
       await control.fill(value);
@@ -734,6 +736,14 @@ try {
       await expectMoneyToReturn(`${r.amount} ${r.currency}`, 1, r.capturedAt);
       await paymentLink(r.id).waitFor();
       await expectText(rows("Money to return").first(), "order cancelled");
+      // Said once on the dashboard: its own block, not also a figure of the
+      // Payments card (the table's hidden caption aside).
+      const said = await page.evaluate(() =>
+        [...document.querySelectorAll("main *")].filter(
+          (el) => !el.closest(".visually-hidden") && [...el.childNodes].some((n) => n.nodeType === Node.TEXT_NODE && n.textContent.trim() === "Money to return"),
+        ).length,
+      );
+      if (said !== 1) throw new Error(`"Money to return" is on the dashboard ${said} times, want once`);
       await expectTestId("received-CNY", d.receivedCNY);
       await expectTestId("failed-events", String(d.failedEvents));
       await expectRows(d.nodes.length, "Nodes");
@@ -848,7 +858,12 @@ try {
       await form.waitFor();
       await form.getByLabel("Amount").fill(fx.refundAmount);
       await form.getByRole("button", { name: "Refund…" }).click();
-      await confirmDialog(`Refund ${fx.refundAmount} ${fx.paidPayment.currency}`);
+      // The dialog repeats the amount with its currency and where it goes:
+      // a balance payment's refund goes to the customer's balance.
+      const dlg = page.getByRole("dialog");
+      await expectTestId("confirm-amount", `${fx.refundAmount} ${fx.paidPayment.currency}`);
+      await expectText(dlg.getByTestId("confirm-destination"), `${fx.refundAmount} ${fx.paidPayment.currency} goes to the customer's balance`);
+      await confirmDialog(`Refund ${fx.refundAmount} ${fx.paidPayment.currency} to the balance`);
       await page.getByTestId("refunded-amount").filter({ hasText: `${fx.refundAmount} ${fx.paidPayment.currency}` }).waitFor();
       await settled();
       await shot("payment-refunded");
@@ -896,6 +911,8 @@ try {
         if (got.join(" → ") !== pair.join(" → ")) throw new Error(`${field}: ${got.join(" → ")}, want ${pair.join(" → ")} (the refund of ${rest} then)`);
       }
       await expectText(change(full, "refunded_amount").locator(".badge"), "money");
+      // The admin who refunded, by name, not by a short id.
+      await expectTestId("actor", `admin ${fx.username}`, full);
       // The money field comes first.
       const first = await textOf(full.locator("table.change tbody tr th code").first());
       if (first !== "refunded_amount") throw new Error(`the change starts with ${first}`);
@@ -910,6 +927,24 @@ try {
       await expectRows(2, "Audit log");
       await applyFilters({ Actor: "gateway" });
       await page.getByText("No audit entry matches these filters.").waitFor();
+      await clearFilters();
+      await rows("Audit log").first().waitFor();
+
+      // The sign-ins (the test's own, at least one) hide on request, by the
+      // service's filter: every page of the list loses them.
+      await applyFilters({ Action: "admin.login" });
+      await page.waitForURL(/action=admin.login/);
+      const logins = await rows("Audit log").count();
+      if (logins === 0) throw new Error("no admin.login entry in the audit log");
+      await expectTestId("actor", `admin ${fx.username}`, rows("Audit log").first());
+      await applyFilters({ "Hide sign-ins": true });
+      await page.waitForURL(/hide_logins=1/);
+      await page.getByText("No audit entry matches these filters.").waitFor();
+      await applyFilters({ Action: "", "Hide sign-ins": true });
+      await rows("Audit log").first().waitFor();
+      const actions = await rows("Audit log").locator("td:nth-child(2) code").allInnerTexts();
+      if (actions.some((a) => a === "admin.login" || a === "admin.logout")) throw new Error(`sign-ins shown while hidden: ${actions.join(", ")}`);
+      await shot("audit-log-no-sign-ins");
       await clearFilters();
       await rows("Audit log").first().waitFor();
     });
@@ -941,7 +976,10 @@ try {
       const dlg = page.getByRole("dialog");
       await dlg.getByRole("heading", { name: "Refund in full?" }).waitFor();
       await expectText(dlg, `Reason: ${fx.manualRefund.reason}`);
-      await confirmDialog(`Refund ${bankAmount}`);
+      // The money goes back through the interface, named, not to the balance.
+      await expectTestId("confirm-amount", bankAmount);
+      await expectText(dlg.getByTestId("confirm-destination"), `${bankAmount} goes back to the payer through the gateway interface “${fx.gatewayInterfaceName}”`);
+      await confirmDialog(`Refund ${bankAmount} through ${fx.gatewayInterfaceName}`);
       // The page says what happened and what the admin must do next.
       const outcome = page.getByTestId("refund-outcome");
       await expectText(outcome, `Refund of ${bankAmount} pending: the gateway completes it later`);
@@ -1279,6 +1317,40 @@ try {
       await form.screenshot({ path: join(shots, "gateway-alipay-form.png") });
     });
 
+    await step("gateway interfaces: a bank account's currencies are chosen from the service's, not typed as JSON", async () => {
+      await nav("Gateway interfaces");
+      await page.getByRole("link", { name: fx.gatewayInterfaceName }).click();
+      await page.getByRole("heading", { name: "Gateway interface", level: 1 }).waitFor();
+      await settled();
+      const form = page.getByRole("form", { name: "Edit gateway interface" });
+      const list = form.getByRole("group", { name: "Configuration" }).getByLabel("Currencies of the account");
+      const shape = await list.evaluate((el) => ({ tag: el.tagName, multiple: el.multiple }));
+      if (shape.tag !== "SELECT" || !shape.multiple) throw new Error(`the currencies are a ${JSON.stringify(shape)}, want a multi-select`);
+      const picked = () => list.evaluate((el) => [...el.selectedOptions].map((o) => o.value));
+      sameJSON(await list.evaluate((el) => [...el.options].map((o) => o.value)), fx.currencies, "the currencies offered");
+      sameJSON(await picked(), [fx.currencies[0]], "the account's currencies");
+      // None chosen: refused on the page, nothing sent.
+      await list.selectOption([]);
+      await form.getByRole("button", { name: "Save" }).click();
+      await form.getByRole("alert").filter({ hasText: "choose at least one currency" }).waitFor();
+      // Two chosen: saved, and shown so after a reload.
+      await list.selectOption(fx.currencies);
+      await form.getByRole("button", { name: "Save" }).click();
+      await expectText(page.locator(".toast"), "Interface saved.");
+      await page.reload();
+      await page.getByRole("heading", { name: "Gateway interface", level: 1 }).waitFor();
+      await settled();
+      sameJSON(await picked(), fx.currencies, "the account's currencies after saving both");
+      await form.screenshot({ path: join(shots, "gateway-bank-transfer-form.png") });
+      // Back to the account's one currency for the steps that follow.
+      await list.selectOption([fx.currencies[0]]);
+      await form.getByRole("button", { name: "Save" }).click();
+      await expectText(page.locator(".toast"), "Interface saved.");
+      await page.reload();
+      await settled();
+      sameJSON(await picked(), [fx.currencies[0]], "the account's currency restored");
+    });
+
     await step("plugins and reload", async () => {
       await nav("Plugins");
       await page.getByRole("heading", { name: "Plugins", level: 1 }).waitFor();
@@ -1412,7 +1484,8 @@ try {
       // Returned in one step from the dashboard's queue.
       await nav("Dashboard");
       await rows("Money to return").filter({ has: paymentLink(late.id) }).getByRole("button", { name: `Credit ${amount} to balance: payment ${late.id}` }).click();
-      await confirmDialog(`Credit ${amount}`);
+      await expectText(page.getByRole("dialog").getByTestId("confirm-destination"), `${amount} goes to the customer's balance`);
+      await confirmDialog(`Credit ${amount} to the balance`);
       await rows("Money to return").filter({ has: paymentLink(late.id) }).waitFor({ state: "detached" });
       await page.goto(`${base}payments/${late.id}`);
       await page.getByRole("heading", { name: "Payment", level: 1 }).waitFor();
@@ -1433,7 +1506,8 @@ try {
       await row.getByRole("button", { name: `Return ${amount} through the gateway: payment ${r.id}` }).click();
       const dlg = page.getByRole("dialog");
       await dlg.getByRole("heading", { name: "Return through the gateway?" }).waitFor();
-      await expectText(dlg, "is sent back to the payer through its gateway");
+      await expectTestId("confirm-amount", amount);
+      await expectText(dlg.getByTestId("confirm-destination"), `${amount} goes back to the payer through the gateway interface “${fx.gatewayInterfaceName}”`);
       // Cancelling sends nothing (one refund in all, below).
       await dlg.getByRole("button", { name: "Cancel" }).click();
       await dlg.waitFor({ state: "detached" });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { age, dateTime, fromCents, fromLocalInput, money, percent, refundable, startOfToday, toCents, toLocalInput, transferReference } from "./format";
+import { age, dateTime, utcOffset, fromCents, fromLocalInput, money, percent, refundable, startOfToday, toCents, toLocalInput, transferReference } from "./format";
 
 describe("money on integer cents", () => {
   it.each([
@@ -58,7 +58,18 @@ describe("other formats", () => {
   it("shows an empty time as a dash and a bad one as it came", () => {
     expect(dateTime("")).toBe("—");
     expect(dateTime("yesterday")).toBe("yesterday");
-    expect(dateTime("2026-01-02T03:04:05Z")).toMatch(/^2026-01-0[12] \d\d:04:05$/);
+    expect(dateTime("2026-01-02T03:04:05Z")).toMatch(/^2026-01-0[12] \d\d:\d\d:05 UTC([+-]\d{1,2}(:\d\d)?)?$/);
+  });
+
+  it("names the zone of every time by its offset at that instant", () => {
+    expect(utcOffset(0)).toBe("UTC");
+    expect(utcOffset(480)).toBe("UTC+8");
+    expect(utcOffset(-180)).toBe("UTC-3");
+    expect(utcOffset(330)).toBe("UTC+5:30");
+    expect(utcOffset(-570)).toBe("UTC-9:30");
+    expect(utcOffset(Number.NaN)).toBe("UTC");
+    const d = new Date("2026-01-02T03:04:05Z");
+    expect(dateTime("2026-01-02T03:04:05Z").endsWith(` ${utcOffset(-d.getTimezoneOffset())}`)).toBe(true);
   });
 
   it("tells an age in its two largest units", () => {

@@ -43,7 +43,22 @@ function pad(n: number): string {
   return n.toString().padStart(2, "0");
 }
 
-/** An RFC 3339 time as local "YYYY-MM-DD HH:MM:SS"; "—" when empty. */
+/** A zone's offset from UTC, in minutes east, as "UTC", "UTC+8",
+ * "UTC-3" or "UTC+5:30". */
+export function utcOffset(minutesEast: number): string {
+  if (!Number.isFinite(minutesEast) || minutesEast === 0) {
+    return "UTC";
+  }
+  const abs = Math.abs(Math.round(minutesEast));
+  const hours = Math.floor(abs / 60);
+  const mins = abs % 60;
+  return `UTC${minutesEast < 0 ? "-" : "+"}${hours}${mins ? `:${pad(mins)}` : ""}`;
+}
+
+/** An RFC 3339 time in the browser's time zone with that zone's offset at
+ * that instant: "2026-11-27 14:03:05 UTC+8"; "—" when empty, the text as it
+ * came when it is not a time. Every time the console shows goes through
+ * here, so none is read in the wrong zone. */
 export function dateTime(rfc3339: string): string {
   if (!rfc3339) {
     return "—";
@@ -52,7 +67,9 @@ export function dateTime(rfc3339: string): string {
   if (Number.isNaN(d.getTime())) {
     return rfc3339;
   }
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  // getTimezoneOffset is minutes west of UTC, for this instant (summer time
+  // included).
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${utcOffset(-d.getTimezoneOffset())}`;
 }
 
 /** The first 8 characters of a UUID, for tables; the full id goes in a title. */

@@ -1,7 +1,7 @@
 import { Code } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 
-import { refundAnswered, refundRefused, refundResolved, refundsNone } from "./refund_outcome";
+import { refundAnswered, refundConfirmation, refundRefused, refundResolved, refundsNone } from "./refund_outcome";
 
 const refund = (status: string, extra: Partial<{ gatewayRefundId: string; message: string; error: string }> = {}) => ({
   amount: "99.00",
@@ -117,5 +117,37 @@ describe("an empty list of refunds", () => {
 
   it("says a page past the last is empty, not that there are none", () => {
     expect(refundsNone("pending", 3)).toBe("No refunds on this page.");
+  });
+});
+
+describe("what a refund's confirmation asks", () => {
+  it("names the gateway interface the money goes back through, and the amount with its currency", () => {
+    const c = refundConfirmation({ cents: 1000n, left: 9900n, currency: "CNY", destination: "gateway", gateway: "Bank transfer (e2e)" });
+    expect(c.title).toBe("Refund part of this payment?");
+    expect(c.amount).toBe("10.00 CNY");
+    expect(c.destination).toBe("10.00 CNY goes back to the payer through the gateway interface “Bank transfer (e2e)”.");
+    expect(c.remainder).toBe("89.00 CNY will remain refundable.");
+    expect(c.confirm).toBe("Refund 10.00 CNY through Bank transfer (e2e)");
+  });
+
+  it("says the customer's balance when the money goes there, whether chosen or because the payment was from the balance", () => {
+    const chosen = refundConfirmation({ cents: 9900n, left: 9900n, currency: "EUR", destination: "balance", gateway: "Stripe" });
+    expect(chosen.title).toBe("Refund in full?");
+    expect(chosen.destination).toContain("99.00 EUR goes to the customer's balance");
+    expect(chosen.destination).toContain("nothing goes back through the gateway interface “Stripe”");
+    expect(chosen.remainder).toBe("Nothing will be left to refund.");
+    expect(chosen.confirm).toBe("Refund 99.00 EUR to the balance");
+    const balancePaid = refundConfirmation({ cents: 500n, left: 9900n, currency: "CNY", destination: "gateway", gateway: "" });
+    expect(balancePaid.destination).toBe("5.00 CNY goes to the customer's balance here, credited at once; nothing goes back through a gateway.");
+  });
+
+  it("asks to return or credit captured money", () => {
+    const back = refundConfirmation({ cents: 9900n, left: 9900n, currency: "CNY", destination: "gateway", gateway: "Bank transfer", captured: true });
+    expect(back.title).toBe("Return through the gateway?");
+    expect(back.confirm).toBe("Return 99.00 CNY through Bank transfer");
+    expect(back.remainder).toBe("Nothing will be left to return.");
+    const credit = refundConfirmation({ cents: 9900n, left: 9900n, currency: "CNY", destination: "balance", gateway: "Bank transfer", captured: true });
+    expect(credit.title).toBe("Credit to the customer's balance?");
+    expect(credit.confirm).toBe("Credit 99.00 CNY to the balance");
   });
 });

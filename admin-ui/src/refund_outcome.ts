@@ -8,7 +8,7 @@
 
 import { Code } from "@connectrpc/connect";
 
-import { money } from "./format";
+import { fromCents, money } from "./format";
 
 /** ok: the money went back; pending: it waits for the gateway or an admin;
  * error: nothing was refunded, or nobody knows yet. */
@@ -141,4 +141,55 @@ export function refundsNone(status: string, page: number): string {
     default:
       return `No ${status} refunds.`;
   }
+}
+
+/** What a refund's confirmation dialog asks, in words: its title, the
+ * amount with its currency, where the money goes (the gateway interface by
+ * name, or the customer's balance), what stays refundable, and its button. */
+export interface RefundConfirmation {
+  title: string;
+  /** "10.00 CNY" */
+  amount: string;
+  /** Where the money goes, in a sentence. */
+  destination: string;
+  /** What is left to refund afterwards, or that nothing is. */
+  remainder: string;
+  confirm: string;
+}
+
+export interface RefundAsk {
+  /** The amount to refund and what is left to refund before it, in cents. */
+  cents: bigint;
+  left: bigint;
+  currency: string;
+  /** gateway: back through the payment's gateway interface; balance: to the customer's balance. */
+  destination: "gateway" | "balance";
+  /** The gateway interface's display name (its id when the name is unknown); empty for a balance payment. */
+  gateway: string;
+  /** Captured money of a failed payment, returned rather than refunded. */
+  captured?: boolean;
+}
+
+export function refundConfirmation(a: RefundAsk): RefundConfirmation {
+  const amount = money(fromCents(a.cents), a.currency);
+  const toBalance = a.destination === "balance" || a.gateway === "";
+  const full = a.cents >= a.left;
+  const verb = a.captured ? (toBalance ? "Credit" : "Return") : "Refund";
+  return {
+    title: a.captured
+      ? toBalance
+        ? "Credit to the customer's balance?"
+        : "Return through the gateway?"
+      : full
+        ? "Refund in full?"
+        : "Refund part of this payment?",
+    amount,
+    destination: toBalance
+      ? `${amount} goes to the customer's balance here, credited at once; nothing goes back through ${a.gateway ? `the gateway interface “${a.gateway}”` : "a gateway"}.`
+      : `${amount} goes back to the payer through the gateway interface “${a.gateway}”.`,
+    remainder: full
+      ? `Nothing will be left to ${a.captured ? "return" : "refund"}.`
+      : `${money(fromCents(a.left - a.cents), a.currency)} will remain ${a.captured ? "to return" : "refundable"}.`,
+    confirm: toBalance ? `${verb} ${amount} to the balance` : `${verb} ${amount} through ${a.gateway}`,
+  };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { fieldsOf, isSecret } from "./schema_form";
+import { currencyChoices, fieldsOf, isCurrencyList, isSecret } from "./schema_form";
 
 // The epay plugin's config schema (plugins/gateway/epay.lua).
 const epay = {
@@ -58,10 +58,38 @@ describe("fieldsOf", () => {
     };
     expect(fieldsOf(stripe).map((f) => [f.key, f.kind, f.required, f.label])).toEqual([
       ["api_base", "string", false, "API base URL"],
-      ["currencies", "json", false, "Currencies"],
+      ["currencies", "currencies", false, "Currencies"],
       ["secret_key", "secret", true, "Secret key"],
       ["webhook_secret", "secret", true, "Webhook signing secret"],
     ]);
+  });
+
+  it("makes the bank transfer's currencies a choice of the service's currencies, not JSON", () => {
+    // plugins/gateway/bank_transfer.lua's config_schema.
+    const currencies = { type: "array", title: "Currencies of the account", items: { type: "string", pattern: "^[A-Z]{3}$" }, minItems: 1, uniqueItems: true };
+    const bank = {
+      type: "object",
+      required: ["bank_name", "currencies"],
+      properties: { bank_name: { type: "string", title: "Bank" }, currencies },
+    };
+    expect(fieldsOf(bank).map((f) => [f.key, f.kind, f.required])).toEqual([
+      ["bank_name", "string", true],
+      ["currencies", "currencies", true],
+    ]);
+    // The service's currencies are offered; a chosen one the service no
+    // longer lists stays, so saving does not drop it unseen.
+    expect(currencyChoices(currencies, ["CNY", "EUR"], ["EUR"])).toEqual(["CNY", "EUR"]);
+    expect(currencyChoices(currencies, ["CNY", "EUR"], ["USD", "EUR"])).toEqual(["CNY", "EUR", "USD"]);
+    expect(currencyChoices(currencies, [], undefined)).toEqual([]);
+    // An enum of its own (Stripe's) is what it offers.
+    expect(currencyChoices({ type: "array", items: { type: "string", enum: ["JPY", "USD"] } }, ["CNY"], [])).toEqual(["JPY", "USD"]);
+  });
+
+  it("keeps other arrays and objects as JSON", () => {
+    expect(isCurrencyList("tags", { type: "array", items: { type: "string" } })).toBe(false);
+    expect(isCurrencyList("methods", { type: "array", items: { type: "string", enum: ["card", "sepa_debit"] } })).toBe(false);
+    expect(isCurrencyList("currencies", { type: "object" })).toBe(false);
+    expect(isCurrencyList("accounts", { type: "array", items: { type: "string", pattern: "^[A-Z]{3}$" } })).toBe(true);
   });
 
   it("has no fields for a schema without properties", () => {

@@ -26,13 +26,16 @@ export interface PropertySchema {
   format?: string;
   writeOnly?: boolean;
   "x-secret"?: boolean;
+  items?: PropertySchema;
+  minItems?: number;
+  uniqueItems?: boolean;
 }
 
 export interface FieldSpec {
   key: string;
   label: string;
   description: string;
-  kind: "string" | "secret" | "enum" | "boolean" | "integer" | "number" | "json";
+  kind: "string" | "secret" | "enum" | "boolean" | "integer" | "number" | "currencies" | "json";
   required: boolean;
   schema: PropertySchema;
 }
@@ -52,6 +55,28 @@ function typeOf(p: PropertySchema): string {
   return p.type ?? (p.enum ? "enum" : "string");
 }
 
+const currencyCode = /^[A-Z]{3}$/;
+
+/** Whether p is a list of ISO 4217 codes: an array of strings that are
+ * three capital letters (the pattern ^[A-Z]{3}$, or an enum of such
+ * codes), or the gateway key "currencies" (docs/plugins.md). */
+export function isCurrencyList(key: string, p: PropertySchema): boolean {
+  if (typeOf(p) !== "array" || !isObject(p.items as JsonValue)) return false;
+  const items = p.items!;
+  if (typeOf(items) !== "string" && !Array.isArray(items.enum)) return false;
+  if (Array.isArray(items.enum)) return items.enum.length > 0 && items.enum.every((v) => typeof v === "string" && currencyCode.test(v));
+  return items.pattern === "^[A-Z]{3}$" || key === "currencies";
+}
+
+/** The currencies a currency list offers: its enum when the schema has one,
+ * else the service's ([billing].currencies); a value already chosen that is
+ * not among them is kept, so saving never drops it unseen. */
+export function currencyChoices(p: PropertySchema, configured: readonly string[], chosen: JsonValue | undefined): string[] {
+  const offered = Array.isArray(p.items?.enum) ? p.items.enum.filter((v): v is string => typeof v === "string") : [...configured];
+  const kept = Array.isArray(chosen) ? chosen.filter((v): v is string => typeof v === "string" && !offered.includes(v)) : [];
+  return [...offered, ...kept];
+}
+
 /** The fields of an object schema, in the schema's key order. */
 export function fieldsOf(schema: JsonObject | undefined): FieldSpec[] {
   if (!schema || !isObject(schema.properties)) {
@@ -69,6 +94,7 @@ export function fieldsOf(schema: JsonObject | undefined): FieldSpec[] {
     else if (t === "integer") kind = "integer";
     else if (t === "number") kind = "number";
     else if (t === "string") kind = "string";
+    else if (isCurrencyList(key, p)) kind = "currencies";
     else kind = "json";
     out.push({ key, label: typeof p.title === "string" && p.title ? p.title : key, description: typeof p.description === "string" ? p.description : "", kind, required: required.has(key), schema: p });
   }
@@ -111,9 +137,15 @@ function long(spec: FieldSpec, cur: JsonValue | undefined): boolean {
   return /template|instructions|description|body/i.test(spec.key) || v.length > 60 || v.includes("\n");
 }
 
+export interface SchemaFormOptions {
+  /** The service's currencies ([billing].currencies, GetMe): what a list of
+   * currencies without an enum of its own offers. */
+  currencies?: readonly string[];
+}
+
 /** Builds the form for schema, filled from current (the masked config the
  * service answered; absent for a new interface, then defaults apply). */
-export function schemaForm(schema: JsonObject | undefined, current?: JsonObject): SchemaForm {
+export function schemaForm(schema: JsonObject | undefined, current?: JsonObject, opts: SchemaFormOptions = {}): SchemaForm {
   const fields = fieldsOf(schema);
   const controls: Control[] = [];
   const rows: HTMLElement[] = [];
@@ -158,6 +190,16 @@ export function schemaForm(schema: JsonObject | undefined, current?: JsonObject)
           value: display(cur),
         });
         break;
+      case "currencies": {
+        const chosen = Array.isArray(cur) ? cur : [];
+        const choices = currencyChoices(spec.schema, opts.currencies ?? [], cur);
+        el = h(
+          "select",
+          { id, multiple: true, size: Math.min(Math.max(choices.length, 2), 8), "data-kind": "currencies" },
+          choices.map((c) => h("option", { value: c, selected: chosen.includes(c) }, c)),
+        );
+        break;
+      }
       case "json":
         el = h("textarea", { id, spellcheck: "false", rows: 4 });
         el.value = display(cur);
@@ -184,6 +226,7 @@ export function schemaForm(schema: JsonObject | undefined, current?: JsonObject)
     if (spec.description) hints.push(spec.description);
     if (spec.kind === "secret") hints.push(stored ? "Secret: stored and never shown; type a new value to replace it." : "Secret: never shown again once saved.");
     if (spec.kind === "json") hints.push("JSON.");
+    if (spec.kind === "currencies") hints.push("Choose one or more (Ctrl or ⌘ and click for several).");
     const hintId = hints.length ? `${id}-hint` : undefined;
     if (hintId) el.setAttribute("aria-describedby", hintId);
     rows.push(
@@ -247,6 +290,14 @@ export function schemaForm(schema: JsonObject | undefined, current?: JsonObject)
             if (spec.schema.minimum !== undefined && n < spec.schema.minimum) fail(c, `must be at least ${spec.schema.minimum}.`);
             if (spec.schema.maximum !== undefined && n > spec.schema.maximum) fail(c, `must be at most ${spec.schema.maximum}.`);
             out[spec.key] = n;
+            continue;
+          }
+          case "currencies": {
+            const picked = [...(c.el as HTMLSelectElement).selectedOptions].map((o) => o.value);
+            const least = Math.max(spec.schema.minItems ?? 0, spec.required ? 1 : 0);
+            if (picked.length < least) fail(c, least === 1 ? "choose at least one currency." : `choose at least ${least} currencies.`);
+            if (picked.length === 0) continue;
+            out[spec.key] = picked;
             continue;
           }
           case "json": {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -13,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/config"
 )
 
 // The audit view's filters: by entity, by kind of entity, by actor and by
@@ -133,5 +135,87 @@ func TestAuditEntriesFilterByEntityActorAndAction(t *testing.T) {
 		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
 		_, err = list(&paymentpb.ListAuditEntriesRequest{}, e.c.key)
 		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+	})
+}
+
+// Each entry names its actor as it is now: the admin's username, the API
+// key's name, the customer's e-mail; exclude_actions leaves the sign-ins
+// out of the page and of its total, and is bounded. GetMe answers the
+// service's currencies, which the console offers for a bank account.
+func TestAuditEntriesNameTheirActorsAndHideSignIns(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t, func(c *config.Config) { c.Billing.Currencies = []string{"CNY", "EUR"} })
+	ctx := context.Background()
+	client := paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, e.r.baseURL)
+	admin, err := ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, []string{"CNY", "EUR"}, admin.Msg.GetCurrencies())
+	customer, err := ids.GetMe(ctx, with(&identitypb.GetMeRequest{}, e.c.customer))
+	require.NoError(t, err)
+
+	id := e.createPayment(t, e.order(t)).GetPayment().GetId()
+	require.NoError(t, e.fake.Pay(id))
+	e.waitSettled(t, id)
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: "1.00"}, e.c.admin))
+	require.NoError(t, err)
+	key := newAdminKey(t, e.r.baseURL, e.c.admin, "operate")
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: id, Amount: "2.00"}, key.cred))
+	require.NoError(t, err)
+
+	list := func(req *paymentpb.ListAuditEntriesRequest) (*paymentpb.ListAuditEntriesResponse, error) {
+		req.Pagination = &paymentpb.PageRequest{PageSize: 100}
+		res, err := client.ListAuditEntries(ctx, with(req, e.c.admin))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+
+	t.Run("ActorsByName", func(t *testing.T) {
+		res, err := list(&paymentpb.ListAuditEntriesRequest{EntityType: "payment", EntityId: id, Action: "payment.refund"})
+		require.NoError(t, err)
+		require.Len(t, res.GetEntries(), 2)
+		byKind := map[string]*paymentpb.AuditEntry{}
+		for _, a := range res.GetEntries() {
+			byKind[a.GetActorKind()] = a
+		}
+		require.Equal(t, admin.Msg.GetUsername(), byKind["admin"].GetActorName())
+		require.Equal(t, key.id, byKind["api_key"].GetActorId())
+		require.Equal(t, "operate automation", byKind["api_key"].GetActorName())
+
+		created, err := list(&paymentpb.ListAuditEntriesRequest{EntityType: "payment", EntityId: id, Action: "payment.create"})
+		require.NoError(t, err)
+		require.Len(t, created.GetEntries(), 1)
+		require.Equal(t, "customer", created.GetEntries()[0].GetActorKind())
+		require.Equal(t, customer.Msg.GetEmail(), created.GetEntries()[0].GetActorName())
+	})
+
+	t.Run("SignInsHidden", func(t *testing.T) {
+		var all, signIns int64
+		require.NoError(t, e.r.app.Pool().QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE action IN ('admin.login', 'admin.logout')) FROM audit_log`).Scan(&all, &signIns))
+		require.Positive(t, signIns, "the admin's sign-in is logged")
+		res, err := list(&paymentpb.ListAuditEntriesRequest{ExcludeActions: []string{"admin.login", "admin.logout"}})
+		require.NoError(t, err)
+		require.Equal(t, uint64(all-signIns), res.GetMeta().GetTotal())
+		require.Len(t, res.GetEntries(), int(all-signIns))
+		for _, a := range res.GetEntries() {
+			require.NotContains(t, []string{"admin.login", "admin.logout"}, a.GetAction())
+		}
+		// With another filter: none of the sign-ins it selects.
+		res, err = list(&paymentpb.ListAuditEntriesRequest{Action: "admin.login", ExcludeActions: []string{"admin.login"}})
+		require.NoError(t, err)
+		require.Zero(t, res.GetMeta().GetTotal())
+	})
+
+	t.Run("ExclusionsAreBounded", func(t *testing.T) {
+		many := make([]string, 21)
+		for i := range many {
+			many[i] = "admin.login"
+		}
+		for _, ex := range [][]string{many, {strings.Repeat("a", 129)}} {
+			_, err := list(&paymentpb.ListAuditEntriesRequest{ExcludeActions: ex})
+			require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+		}
 	})
 }

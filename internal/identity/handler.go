@@ -97,6 +97,7 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 		CanCreateApiKeys: me.CanCreateAPIKeys,
 		Credential:       string(me.Credential),
 		Scope:            scopeName(me.Scope),
+		Currencies:       h.svc.Currencies(),
 	}), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -99,6 +100,7 @@ type Service struct {
 	idle       time.Duration
 	absolute   time.Duration
 	currency   string
+	currencies []string
 	dummyHash  string
 	hashSlots  chan struct{}
 	sessions   *SessionAuthenticator
@@ -109,6 +111,12 @@ type Service struct {
 	verified *verifiedTokens
 	// access answers whether a customer's tokens still work (access.go).
 	access *accessStates
+}
+
+// Currencies is [billing].currencies, the first being a new customer's
+// balance currency; the caller gets its own copy.
+func (s *Service) Currencies() []string {
+	return slices.Clone(s.currencies)
 }
 
 // NewService builds the identity domain.
@@ -134,6 +142,7 @@ func NewService(o Options) (*Service, error) {
 		idle:       o.Session.IdleTimeout,
 		absolute:   o.Session.AbsoluteTimeout,
 		currency:   o.Currencies[0],
+		currencies: slices.Clone(o.Currencies),
 		dummyHash:  dummyHash,
 		hashSlots:  make(chan struct{}, runtime.GOMAXPROCS(0)),
 		cookieName: o.Session.CookieName,

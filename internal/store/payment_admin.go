@@ -8,8 +8,13 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
-// AuditLogRow is a stored audit_log row as the admin reads it back.
-type AuditLogRow = dbsqlc.AuditLog
+// AuditLogRow is a stored audit_log row as the admin reads it back, with
+// its actor's name as it is now (” for the system or an actor that is
+// gone).
+type AuditLogRow struct {
+	dbsqlc.AuditLog
+	ActorName string
+}
 
 // ListedRefund is a refund as the admin's lists show it: with the currency
 // of its payment, which is the refund's.
@@ -74,20 +79,33 @@ type AuditFilter struct {
 	EntityType, EntityID *string
 	ActorKind, ActorID   *string
 	Action               *string
+	// ExcludedActions leaves these actions out; empty leaves none out.
+	ExcludedActions []string
 }
 
 // ListAuditEntries returns one page of the audit entries f selects, newest
 // first, and how many there are in all.
 func ListAuditEntries(ctx context.Context, db DB, f AuditFilter, page Page) ([]AuditLogRow, int64, error) {
 	q := dbsqlc.New(db)
+	// NULL, not an empty array, when nothing is left out.
+	var excluded []string
+	if len(f.ExcludedActions) > 0 {
+		excluded = f.ExcludedActions
+	}
 	return countThenList(func() (int64, error) {
 		return q.CountAuditEntries(ctx, dbsqlc.CountAuditEntriesParams{
 			EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
+			ExcludedActions: excluded,
 		})
 	}, page.Offset, func() ([]AuditLogRow, error) {
-		return q.ListAuditEntries(ctx, dbsqlc.ListAuditEntriesParams{
+		rows, err := q.ListAuditEntries(ctx, dbsqlc.ListAuditEntriesParams{
 			EntityType: f.EntityType, EntityID: f.EntityID, ActorKind: f.ActorKind, ActorID: f.ActorID, Action: f.Action,
-			RowLimit: page.Limit, RowOffset: page.Offset,
+			ExcludedActions: excluded, RowLimit: page.Limit, RowOffset: page.Offset,
 		})
+		out := make([]AuditLogRow, len(rows))
+		for i, r := range rows {
+			out[i] = AuditLogRow{AuditLog: r.AuditLog, ActorName: r.ActorName}
+		}
+		return out, err
 	})
 }

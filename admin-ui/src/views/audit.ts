@@ -4,7 +4,8 @@ import { h, type Child } from "../dom";
 import { dateTime, shortId } from "../format";
 import type { AuditEntry } from "../gen/billing/payment/payment_admin_pb";
 import type { RouteContext } from "../router";
-import { choice, listScreen, textFilter } from "../list";
+import { checkFilter, choice, listScreen, textFilter } from "../list";
+import { actorText, sessionActions } from "../audit_actor";
 import { ListAuditEntriesRequestAllowed } from "../gen/billing/payment/payment_admin_allowed";
 import { field, link, type Column } from "../ui";
 
@@ -42,10 +43,14 @@ function entityLink(a: AuditEntry): Child {
   return [a.entityType, " ", to ? link(`${to}/${a.entityId}`, id, { "aria-label": `${a.entityType} ${a.entityId}` }) : id];
 }
 
+/** Who acted, by name (the id in its title); a customer links to their
+ * page. */
 function actorCell(a: AuditEntry): Child {
-  if (!a.actorId) return a.actorKind;
-  const id = h("code", { title: a.actorId }, shortId(a.actorId));
-  return [a.actorKind, " ", a.actorKind === "customer" ? link(`customers/${a.actorId}`, id, { "aria-label": `customer ${a.actorId}` }) : id];
+  const text = actorText(a);
+  if (a.actorKind === "customer" && a.actorId) {
+    return link(`customers/${a.actorId}`, text, { title: a.actorId, "data-testid": "actor" });
+  }
+  return h("span", { title: a.actorId || null, "data-testid": "actor" }, text);
 }
 
 export const auditColumns: Column<AuditEntry>[] = [
@@ -57,7 +62,8 @@ export const auditColumns: Column<AuditEntry>[] = [
 ];
 
 /** Every audit entry, newest first, filtered by entity (kind and id), actor
- * (kind and id) and action (PaymentAdminService.ListAuditEntries); each
+ * (kind and id) and action, sign-ins hidden on request
+ * (PaymentAdminService.ListAuditEntries); each
  * change shows the entity's fields before and after side by side, money
  * first. */
 export function auditView(ctx: RouteContext): HTMLElement {
@@ -74,6 +80,7 @@ export function auditView(ctx: RouteContext): HTMLElement {
         field("Actor", choice(query, "actor_kind", ListAuditEntriesRequestAllowed.actorKind)),
         field("Actor id", textFilter(query, "actor_id", { placeholder: "UUID or node id", size: 38 })),
         field("Action", textFilter(query, "action", { placeholder: "e.g. payment.refund", size: 22 })),
+        field("Hide sign-ins", checkFilter(query, "hide_logins"), `Leaves out ${sessionActions.join(" and ")}.`),
       ],
     },
     load: async (q) => {
@@ -84,6 +91,7 @@ export function auditView(ctx: RouteContext): HTMLElement {
           actorKind: q.get("actor_kind"),
           actorId: q.get("actor_id"),
           action: q.get("action"),
+          excludeActions: q.get("hide_logins") === "1" ? [...sessionActions] : [],
           pagination: q.pagination,
         },
         { signal },

@@ -1,4 +1,4 @@
-import { gateways, payments } from "../api";
+import { gateways, identity, payments } from "../api";
 import { h, replace } from "../dom";
 import { dateTime } from "../format";
 import type { GatewayInterface } from "../gen/billing/gateway/gateway_pb";
@@ -59,12 +59,18 @@ export function gatewaysView(ctx: RouteContext): HTMLElement {
   }).element;
 }
 
+/** The service's currencies ([billing].currencies), which a gateway
+ * config's list of currencies offers. */
+async function serviceCurrencies(signal: AbortSignal): Promise<string[]> {
+  return (await identity.getMe({}, { signal })).currencies;
+}
+
 /** A new interface: pick a gateway plugin, name it, fill its config form. */
 function createBlock(signal: AbortSignal): HTMLElement {
   const box = h("section", { class: "card create", "aria-labelledby": "new-interface" }, h("h2", { id: "new-interface" }, "New gateway interface"));
   box.append(
     loadBlock("gateway plugins", async () => {
-      const { plugins } = await gateways.listPlugins({ type: "gateway" }, { signal });
+      const [{ plugins }, currencies] = await Promise.all([gateways.listPlugins({ type: "gateway" }, { signal }), serviceCurrencies(signal)]);
       const usable = plugins.filter((p) => p.status === "loaded");
       if (usable.length === 0) {
         return empty("No loaded gateway plugin: put one in the plugin directory and reload plugins.");
@@ -76,11 +82,11 @@ function createBlock(signal: AbortSignal): HTMLElement {
       );
       const name = h("input", { name: "display_name", required: true, maxlength: 200, size: 30 });
       const cfgSlot = h("div");
-      let cfg = schemaForm(usable[0]!.configSchema);
+      let cfg = schemaForm(usable[0]!.configSchema, undefined, { currencies });
       replace(cfgSlot, cfg.element);
       pluginSel.addEventListener("change", () => {
         const p = usable.find((x) => x.name === pluginSel.value);
-        cfg = schemaForm(p?.configSchema);
+        cfg = schemaForm(p?.configSchema, undefined, { currencies });
         replace(cfgSlot, cfg.element);
       });
       const submit = h("button", { type: "submit", class: "primary" }, "Create interface");
@@ -158,7 +164,7 @@ export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement
     replace(
       body,
       loadBlock("gateway interface", async () => {
-        const { gatewayInterface } = await gateways.getGatewayInterface({ id }, { signal });
+        const [{ gatewayInterface }, currencies] = await Promise.all([gateways.getGatewayInterface({ id }, { signal }), serviceCurrencies(signal)]);
         const g = gatewayInterface!;
         return h(
           "div",
@@ -186,7 +192,7 @@ export function gatewayDetailView({ params, signal }: RouteContext): HTMLElement
                 ),
             h("div", { class: "inline-actions" }, enableButton(g, load), testButton(g)),
           ),
-          editBlock(g, load),
+          editBlock(g, currencies, load),
           h(
             "section",
             { class: "card", "aria-labelledby": "gi-admin-page" },
@@ -253,9 +259,9 @@ function testButton(g: GatewayInterface): HTMLElement {
   return h("div", null, btn, result, errors);
 }
 
-function editBlock(g: GatewayInterface, reload: () => void): HTMLElement {
+function editBlock(g: GatewayInterface, currencies: string[], reload: () => void): HTMLElement {
   const name = h("input", { name: "display_name", required: true, maxlength: 200, value: g.displayName, size: 30 });
-  const cfg = schemaForm(g.configSchema, g.config ?? {});
+  const cfg = schemaForm(g.configSchema, g.config ?? {}, { currencies });
   const submit = h("button", { type: "submit", class: "primary" }, "Save");
   const errors = alertSlot();
   const form = h("form", { class: "action-form", "aria-label": "Edit gateway interface" }, field("Display name", name), cfg.element, errors, submit);

@@ -3,13 +3,12 @@ import { ConnectError } from "@connectrpc/connect";
 import { gateways, orders, paymentAdmin, payments } from "../api";
 import { MoneyKey } from "../money_key";
 import { h, replace, uid, type Child } from "../dom";
-import { changeTable } from "../audit_change";
 import { exportForm } from "../export_form";
-import { auditLink } from "./audit";
+import { auditColumns, auditLink } from "./audit";
 import { dateTime, fromCents, money, refundable, shortId, toCents, transferReference } from "../format";
 import type { PaymentRecord, Refund, RefundPaymentResponse } from "../gen/billing/payment/payment_pb";
-import type { AuditEntry, ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
-import { refundAnswered, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
+import type { ResolveRefundResponse } from "../gen/billing/payment/payment_admin_pb";
+import { refundAnswered, refundConfirmation, refundRefused, refundResolved, type RefundNotice } from "../refund_outcome";
 import type { RouteContext } from "../router";
 import { checkFilter, choice, listScreen, textFilter } from "../list";
 import { ListPaymentsRequestAllowed } from "../gen/billing/payment/payment_allowed";
@@ -76,28 +75,43 @@ export function toReturn(p: PaymentRecord): bigint {
   return refundable(p.capturedAmount || "0", p.refundedAmount);
 }
 
-/** Asks the admin to confirm returning cents of a payment's money to
- * destination (the customer's balance, or back through the gateway), with
- * the reason when there is one. */
-export function confirmReturn(p: PaymentRecord, cents: bigint, destination: "gateway" | "balance", why = ""): Promise<boolean> {
-  const amount = money(fromCents(cents), p.currency);
-  const toBalance = destination === "balance";
+/** The name of a payment's gateway interface (its id until the name is
+ * known); "" for a balance payment. */
+async function gatewayName(p: PaymentRecord): Promise<string> {
+  if (!p.gatewayInterfaceId) return "";
+  return (await interfaceNames()).get(p.gatewayInterfaceId) ?? p.gatewayInterfaceId;
+}
+
+/** Asks the admin to confirm sending cents of a payment's money to
+ * destination, repeating the amount with its currency and where it goes
+ * (the gateway interface by name, or the customer's balance), with the
+ * reason when there is one. left is what can still go back before it. */
+export async function confirmRefund(
+  p: PaymentRecord,
+  cents: bigint,
+  left: bigint,
+  destination: "gateway" | "balance",
+  why = "",
+  captured = false,
+): Promise<boolean> {
+  const c = refundConfirmation({ cents, left, currency: p.currency, destination, gateway: await gatewayName(p), captured });
   return confirmDialog({
-    title: toBalance ? "Credit to the customer's balance?" : "Return through the gateway?",
+    title: c.title,
     body: [
-      h(
-        "p",
-        null,
-        `${amount} of payment `,
-        h("code", null, p.id.slice(0, 8)),
-        toBalance
-          ? " is credited to the customer's balance at once, with a refund ledger entry. Nothing goes back through the gateway."
-          : " is sent back to the payer through its gateway.",
-      ),
+      h("p", null, `${captured ? "Payment" : "Refund of payment"} `, h("code", { title: p.id }, p.id.slice(0, 8)), ": ", h("strong", { "data-testid": "confirm-amount" }, c.amount), "."),
+      h("p", { "data-testid": "confirm-destination" }, c.destination),
+      h("p", null, c.remainder),
       why ? h("p", null, `Reason: ${why}`) : null,
     ],
-    confirm: toBalance ? `Credit ${amount}` : `Return ${amount}`,
+    confirm: c.confirm,
+    danger: !captured,
   });
+}
+
+/** Asks the admin to confirm returning all of a failed payment's captured
+ * cents to destination. */
+export function confirmReturn(p: PaymentRecord, cents: bigint, destination: "gateway" | "balance", why = ""): Promise<boolean> {
+  return confirmRefund(p, cents, cents, destination, why, true);
 }
 
 /** Payments with filters (status, order, gateway interface, money to return)
@@ -418,14 +432,6 @@ async function auditTrail(p: PaymentRecord, refunds: Refund[], signal: AbortSign
   ];
 }
 
-const auditColumns: Column<AuditEntry>[] = [
-  { header: "Time", cell: (a) => dateTime(a.createdAt) },
-  { header: "Action", cell: (a) => h("code", null, a.action) },
-  { header: "Entity", cell: (a) => [a.entityType, " ", h("code", { title: a.entityId }, shortId(a.entityId))] },
-  { header: "Actor", cell: (a) => [a.actorKind, a.actorId ? " " : "", a.actorId ? h("code", { title: a.actorId }, shortId(a.actorId)) : ""] },
-  { header: "Before → after", cell: (a) => changeTable(a.before, a.after, `What ${a.action} changed`) },
-];
-
 /** A link to the interface, showing its name once known. */
 function interfaceLink(id: string): HTMLElement {
   const a = link(`gateways/${id}`, h("code", null, id));
@@ -582,17 +588,7 @@ async function refundForm(p: PaymentRecord, refunds: Promise<Refund[]>, reload: 
     }
     const why = reason.value.trim();
     const where = destination?.value;
-    const full = cents === left;
-    const yes = await confirmDialog({
-      title: full ? "Refund in full?" : "Refund part of this payment?",
-      body: [
-        h("p", null, `Refund ${money(fromCents(cents), p.currency)} of payment `, h("code", null, p.id.slice(0, 8)), full ? ". Nothing will be left to refund." : `. ${money(fromCents(left - cents), p.currency)} will remain refundable.`),
-        where === "balance" ? h("p", null, "The money is credited to the customer's balance, not sent back through the gateway.") : null,
-        why ? h("p", null, `Reason: ${why}`) : null,
-      ],
-      confirm: `Refund ${money(fromCents(cents), p.currency)}`,
-      danger: true,
-    });
+    const yes = await confirmRefund(p, cents, left, where === "balance" ? "balance" : "gateway", why, captured);
     if (!yes) return;
     await send(submit, cents, raw === "", where, why);
   });

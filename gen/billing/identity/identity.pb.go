@@ -1053,7 +1053,10 @@ type GetMeResponse struct {
 	Credential string `protobuf:"bytes,6,opt,name=credential,proto3" json:"credential,omitempty"`
 	// The scope of the admin API key used (read, operate or admin); empty for
 	// every other credential.
-	Scope         string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
+	// The currencies the service takes ([billing].currencies, ISO 4217), the
+	// first being a new customer's balance currency (output only).
+	Currencies    []string `protobuf:"bytes,8,rep,name=currencies,proto3" json:"currencies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1135,6 +1138,13 @@ func (x *GetMeResponse) GetScope() string {
 		return x.Scope
 	}
 	return ""
+}
+
+func (x *GetMeResponse) GetCurrencies() []string {
+	if x != nil {
+		return x.Currencies
+	}
+	return nil
 }
 
 type CreateApiKeyRequest struct {
@@ -2885,7 +2895,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\xca\x01\n" +
+	"\fGetMeRequest\"\xea\x01\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -2895,7 +2905,10 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\n" +
 	"credential\x18\x06 \x01(\tR\n" +
 	"credential\x12\x14\n" +
-	"\x05scope\x18\a \x01(\tR\x05scope\"4\n" +
+	"\x05scope\x18\a \x01(\tR\x05scope\x12\x1e\n" +
+	"\n" +
+	"currencies\x18\b \x03(\tR\n" +
+	"currencies\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +

@@ -52,7 +52,12 @@ type AuditEntry struct {
 	// secret.
 	After string `protobuf:"bytes,8,opt,name=after,proto3" json:"after,omitempty"`
 	// When it happened, RFC 3339.
-	CreatedAt     string `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	CreatedAt string `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// Who acted, by name (output only): the admin's username, the API key's
+	// name, the customer's e-mail address or the gateway interface's display
+	// name, as they are now; empty for the system, or when the actor no
+	// longer exists.
+	ActorName     string `protobuf:"bytes,10,opt,name=actor_name,json=actorName,proto3" json:"actor_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +151,13 @@ func (x *AuditEntry) GetAfter() string {
 func (x *AuditEntry) GetCreatedAt() string {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetActorName() string {
+	if x != nil {
+		return x.ActorName
 	}
 	return ""
 }
@@ -415,9 +427,13 @@ type ListAuditEntriesRequest struct {
 	// interface id, or a node id); needs actor_kind.
 	ActorId string `protobuf:"bytes,5,opt,name=actor_id,json=actorId,proto3" json:"actor_id,omitempty"`
 	// Only entries of this action, e.g. "payment.refund".
-	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Action string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
+	// Leave out the entries of these actions, e.g. "admin.login" and
+	// "admin.logout" to hide sign-ins; at most 20, each at most 128
+	// characters.
+	ExcludeActions []string `protobuf:"bytes,7,rep,name=exclude_actions,json=excludeActions,proto3" json:"exclude_actions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListAuditEntriesRequest) Reset() {
@@ -490,6 +506,13 @@ func (x *ListAuditEntriesRequest) GetAction() string {
 		return x.Action
 	}
 	return ""
+}
+
+func (x *ListAuditEntriesRequest) GetExcludeActions() []string {
+	if x != nil {
+		return x.ExcludeActions
+	}
+	return nil
 }
 
 type ListAuditEntriesResponse struct {
@@ -1413,7 +1436,7 @@ var File_billing_payment_payment_admin_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\n" +
-	"#billing/payment/payment_admin.proto\x12\x0fbilling.payment\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\"\xf9\x01\n" +
+	"#billing/payment/payment_admin.proto\x12\x0fbilling.payment\x1a\x1dbilling/payment/payment.proto\x1a\x1bbuf/validate/validate.proto\"\x98\x02\n" +
 	"\n" +
 	"AuditEntry\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
@@ -1427,7 +1450,10 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x06before\x18\a \x01(\tR\x06before\x12\x14\n" +
 	"\x05after\x18\b \x01(\tR\x05after\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\t \x01(\tR\tcreatedAt\"\xc9\x01\n" +
+	"created_at\x18\t \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"actor_name\x18\n" +
+	" \x01(\tR\tactorName\"\xc9\x01\n" +
 	"\x12ListRefundsRequest\x12*\n" +
 	"\n" +
 	"payment_id\x18\x01 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\tpaymentId\x12>\n" +
@@ -1446,7 +1472,7 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x04note\x18\x04 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xf4\x03R\x04note\"\x82\x01\n" +
 	"\x15ResolveRefundResponse\x12/\n" +
 	"\x06refund\x18\x01 \x01(\v2\x17.billing.payment.RefundR\x06refund\x128\n" +
-	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xae\x04\n" +
+	"\apayment\x18\x02 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\"\xe8\x04\n" +
 	"\x17ListAuditEntriesRequest\x12;\n" +
 	"\ventity_type\x18\x01 \x01(\tB\x1a\xbaH\x17r\x15\x18@2\x11^([a-z][a-z_]*)?$R\n" +
 	"entityType\x12%\n" +
@@ -1457,7 +1483,8 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\n" +
 	"actor_kind\x18\x04 \x01(\tB2\xbaH/r-R\x00R\x05adminR\bcustomerR\aapi_keyR\agatewayR\x06systemR\tactorKind\x12#\n" +
 	"\bactor_id\x18\x05 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x02R\aactorId\x12 \n" +
-	"\x06action\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x06action:\xd6\x01\xbaH\xd2\x01\x1aj\n" +
+	"\x06action\x18\x06 \x01(\tB\b\xbaH\x05r\x03\x18\x80\x01R\x06action\x128\n" +
+	"\x0fexclude_actions\x18\a \x03(\tB\x0f\xbaH\f\x92\x01\t\x10\x14\"\x05r\x03\x18\x80\x01R\x0eexcludeActions:\xd6\x01\xbaH\xd2\x01\x1aj\n" +
 	"\x1bentity_id_needs_entity_type\x12\x1bentity_id needs entity_type\x1a.this.entity_id == '' || this.entity_type != ''\x1ad\n" +
 	"\x19actor_id_needs_actor_kind\x12\x19actor_id needs actor_kind\x1a,this.actor_id == '' || this.actor_kind != ''\"\x80\x01\n" +
 	"\x18ListAuditEntriesResponse\x125\n" +

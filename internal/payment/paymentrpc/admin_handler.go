@@ -74,6 +74,7 @@ func (h *AdminHandler) ListAuditEntries(ctx context.Context, req *connect.Reques
 	f := store.AuditFilter{
 		EntityType: optional(m.GetEntityType()), EntityID: optional(m.GetEntityId()),
 		ActorKind: optional(m.GetActorKind()), ActorID: optional(m.GetActorId()), Action: optional(m.GetAction()),
+		ExcludedActions: m.GetExcludeActions(),
 	}
 	rows, page, err := h.svc.AuditTrail(ctx, f, m.GetPagination().GetPage(), m.GetPagination().GetPageSize())
 	if err != nil {
@@ -144,5 +145,6 @@ func auditRecord(e store.AuditLogRow) *paymentpb.AuditEntry {
 		Before:     string(e.Before),
 		After:      string(e.After),
 		CreatedAt:  rpc.Time(e.CreatedAt),
+		ActorName:  e.ActorName,
 	}
 }

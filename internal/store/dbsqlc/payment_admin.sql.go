@@ -18,14 +18,16 @@ WHERE ($1::text IS NULL OR entity_type = $1)
   AND ($3::text IS NULL OR actor_kind = $3)
   AND ($4::text IS NULL OR actor_id = $4)
   AND ($5::text IS NULL OR action = $5)
+  AND ($6::text[] IS NULL OR action <> ALL ($6::text[]))
 `
 
 type CountAuditEntriesParams struct {
-	EntityType *string
-	EntityID   *string
-	ActorKind  *string
-	ActorID    *string
-	Action     *string
+	EntityType      *string
+	EntityID        *string
+	ActorKind       *string
+	ActorID         *string
+	Action          *string
+	ExcludedActions []string
 }
 
 // Same filters as ListAuditEntries.
@@ -36,6 +38,7 @@ func (q *Queries) CountAuditEntries(ctx context.Context, arg CountAuditEntriesPa
 		arg.ActorKind,
 		arg.ActorID,
 		arg.Action,
+		arg.ExcludedActions,
 	)
 	var count int64
 	err := row.Scan(&count)
@@ -86,38 +89,64 @@ func (q *Queries) CountRefundsInStatus(ctx context.Context, status string) (int6
 }
 
 const listAuditEntries = `-- name: ListAuditEntries :many
-SELECT id, actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at FROM audit_log
-WHERE ($1::text IS NULL OR entity_type = $1)
-  AND ($2::text IS NULL OR entity_id = $2)
-  AND ($3::text IS NULL OR actor_kind = $3)
-  AND ($4::text IS NULL OR actor_id = $4)
-  AND ($5::text IS NULL OR action = $5)
-ORDER BY created_at DESC, id DESC
-LIMIT $7::bigint OFFSET $6::bigint
+SELECT audit_log.id, audit_log.actor_kind, audit_log.actor_id, audit_log.action, audit_log.entity_type, audit_log.entity_id, audit_log.before, audit_log.after, audit_log.request_id, audit_log.created_at, COALESCE(CASE
+    WHEN audit_log.actor_id !~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' THEN NULL
+    WHEN audit_log.actor_kind = 'admin' THEN
+      (SELECT admin_users.username FROM admin_users WHERE admin_users.id = audit_log.actor_id::uuid)
+    WHEN audit_log.actor_kind = 'api_key' THEN COALESCE(
+      (SELECT admin_api_keys.name FROM admin_api_keys WHERE admin_api_keys.id = audit_log.actor_id::uuid),
+      (SELECT api_keys.name FROM api_keys WHERE api_keys.id = audit_log.actor_id::uuid))
+    WHEN audit_log.actor_kind = 'customer' THEN
+      (SELECT customers.email FROM customers WHERE customers.id = audit_log.actor_id::uuid)
+    WHEN audit_log.actor_kind = 'gateway' THEN
+      (SELECT gateway_interfaces.display_name FROM gateway_interfaces WHERE gateway_interfaces.id = audit_log.actor_id::uuid)
+  END, '')::text AS actor_name
+FROM audit_log
+WHERE ($1::text IS NULL OR audit_log.entity_type = $1)
+  AND ($2::text IS NULL OR audit_log.entity_id = $2)
+  AND ($3::text IS NULL OR audit_log.actor_kind = $3)
+  AND ($4::text IS NULL OR audit_log.actor_id = $4)
+  AND ($5::text IS NULL OR audit_log.action = $5)
+  AND ($6::text[] IS NULL OR audit_log.action <> ALL ($6::text[]))
+ORDER BY audit_log.created_at DESC, audit_log.id DESC
+LIMIT $8::bigint OFFSET $7::bigint
 `
 
 type ListAuditEntriesParams struct {
-	EntityType *string
-	EntityID   *string
-	ActorKind  *string
-	ActorID    *string
-	Action     *string
-	RowOffset  int64
-	RowLimit   int64
+	EntityType      *string
+	EntityID        *string
+	ActorKind       *string
+	ActorID         *string
+	Action          *string
+	ExcludedActions []string
+	RowOffset       int64
+	RowLimit        int64
+}
+
+type ListAuditEntriesRow struct {
+	AuditLog  AuditLog
+	ActorName string
 }
 
 // A page of the audit log, newest first; every filter is optional (NULL:
 // no filter). id breaks ties between rows written in one transaction (same
 // now()). One entity's log reads audit_log_entity_idx; an actor's
 // audit_log_actor_idx; an action's audit_log_action_idx; the whole log
-// audit_log_created_at_idx.
-func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesParams) ([]AuditLog, error) {
+// audit_log_created_at_idx. excluded_actions leaves those actions out
+// (the console's "hide logins"). actor_name is who acted, by name, looked
+// up by primary key for the page's rows alone: an admin's username, an API
+// key's name (an admin's key, else a customer's), a customer's e-mail, a
+// gateway interface's display name; ” for the system, or when the actor
+// is gone. The guard on actor_id keeps a malformed id from failing the
+// cast.
+func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesParams) ([]ListAuditEntriesRow, error) {
 	rows, err := q.db.Query(ctx, listAuditEntries,
 		arg.EntityType,
 		arg.EntityID,
 		arg.ActorKind,
 		arg.ActorID,
 		arg.Action,
+		arg.ExcludedActions,
 		arg.RowOffset,
 		arg.RowLimit,
 	)
@@ -125,20 +154,21 @@ func (q *Queries) ListAuditEntries(ctx context.Context, arg ListAuditEntriesPara
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AuditLog
+	var items []ListAuditEntriesRow
 	for rows.Next() {
-		var i AuditLog
+		var i ListAuditEntriesRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.ActorKind,
-			&i.ActorID,
-			&i.Action,
-			&i.EntityType,
-			&i.EntityID,
-			&i.Before,
-			&i.After,
-			&i.RequestID,
-			&i.CreatedAt,
+			&i.AuditLog.ID,
+			&i.AuditLog.ActorKind,
+			&i.AuditLog.ActorID,
+			&i.AuditLog.Action,
+			&i.AuditLog.EntityType,
+			&i.AuditLog.EntityID,
+			&i.AuditLog.Before,
+			&i.AuditLog.After,
+			&i.AuditLog.RequestID,
+			&i.AuditLog.CreatedAt,
+			&i.ActorName,
 		); err != nil {
 			return nil, err
 		}
