@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what deploy/deploy_test.go needs to run the reverse-proxy example:
+# Installs what deploy/nginx_test.go needs to run the reverse-proxy example:
 # Debian's nginx (apt-get, only as root) when no nginx binary is found.
 # PAYMENTD_NGINX names a binary to use instead. Prints the binary's path on
 # stdout; every failure is one line on stderr saying what to install.
