@@ -163,7 +163,7 @@ func startProxied(t *testing.T) *proxied {
 	})
 
 	conf := readRepoFile(t, "deploy/nginx/paymentd.conf")
-	conf = replaceN(t, conf, "    server 10.0.1.11:8080;\n    server 10.0.1.12:8080;\n", "    server "+p.svc.addr+";\n", 2)
+	conf = replaceN(t, conf, "    server 10.0.1.11:50051;\n    server 10.0.1.12:50051;\n", "    server "+p.svc.addr+";\n", 2)
 	conf = replaceN(t, conf, "listen 80;", fmt.Sprintf("listen 127.0.0.1:%d;", p80), 1)
 	conf = replaceN(t, conf, "listen 443 ssl http2;", fmt.Sprintf("listen 127.0.0.1:%d ssl http2;", p443), 1)
 	conf = replaceN(t, conf, "/etc/nginx/tls/pay.example.com.crt", filepath.Join(dir, "cert.pem"), 1)
