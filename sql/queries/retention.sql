@@ -3,7 +3,9 @@
 -- row_limit rows in index order after a cursor (created_at, id) and deletes
 -- those of them that are due, so one statement holds few locks and a run
 -- walks past the rows it keeps only once; it answers how many it examined
--- and deleted, and where the next statement starts.
+-- and deleted, and where the next statement starts. The delete names the
+-- due rows' ids (ANY of an array: probes of the primary key), never a join
+-- the planner could turn into a scan of the whole table per statement.
 
 -- name: PurgeDoneEvents :one
 -- Done events finished (updated_at) before before, except the types in
@@ -12,7 +14,8 @@
 -- events_created_at_idx backwards (oldest first); an event is finished no
 -- earlier than it was created, so the walk stops at before.
 WITH batch AS (
-    SELECT id, created_at
+    SELECT id, created_at,
+           status = 'done' AND updated_at < @before::timestamptz AND event_type <> ALL (@kept_types::text[]) AS due
     FROM events
     WHERE (created_at, id) > (@after_created_at::timestamptz, @after_id::uuid)
       AND created_at < @before::timestamptz
@@ -20,8 +23,7 @@ WITH batch AS (
     LIMIT @row_limit::integer
 ), gone AS (
     DELETE FROM events AS e
-    USING batch AS b
-    WHERE e.id = b.id
+    WHERE e.id = ANY (ARRAY(SELECT id FROM batch WHERE due))
       AND e.status = 'done'
       AND e.updated_at < @before::timestamptz
       AND e.event_type <> ALL (@kept_types::text[])
@@ -38,7 +40,7 @@ SELECT (SELECT count(*) FROM batch)::integer AS examined,
 -- Notifications sent before before. Pending and failed ones stay. Walks
 -- notifications_created_at_idx backwards like PurgeDoneEvents.
 WITH batch AS (
-    SELECT id, created_at
+    SELECT id, created_at, status = 'sent' AND sent_at < @before::timestamptz AS due
     FROM notifications
     WHERE (created_at, id) > (@after_created_at::timestamptz, @after_id::uuid)
       AND created_at < @before::timestamptz
@@ -46,8 +48,7 @@ WITH batch AS (
     LIMIT @row_limit::integer
 ), gone AS (
     DELETE FROM notifications AS n
-    USING batch AS b
-    WHERE n.id = b.id
+    WHERE n.id = ANY (ARRAY(SELECT id FROM batch WHERE due))
       AND n.status = 'sent'
       AND n.sent_at < @before::timestamptz
     RETURNING 1

@@ -59,19 +59,19 @@ func (q *Queries) DropAuditPartitions(ctx context.Context, keepFrom time.Time) (
 const purgeDoneEvents = `-- name: PurgeDoneEvents :one
 
 WITH batch AS (
-    SELECT id, created_at
+    SELECT id, created_at,
+           status = 'done' AND updated_at < $3::timestamptz AND event_type <> ALL ($4::text[]) AS due
     FROM events
     WHERE (created_at, id) > ($1::timestamptz, $2::uuid)
       AND created_at < $3::timestamptz
     ORDER BY created_at, id
-    LIMIT $4::integer
+    LIMIT $5::integer
 ), gone AS (
     DELETE FROM events AS e
-    USING batch AS b
-    WHERE e.id = b.id
+    WHERE e.id = ANY (ARRAY(SELECT id FROM batch WHERE due))
       AND e.status = 'done'
       AND e.updated_at < $3::timestamptz
-      AND e.event_type <> ALL ($5::text[])
+      AND e.event_type <> ALL ($4::text[])
     RETURNING 1
 ), last AS (
     SELECT created_at, id FROM batch ORDER BY created_at DESC, id DESC LIMIT 1
@@ -86,8 +86,8 @@ type PurgeDoneEventsParams struct {
 	AfterCreatedAt time.Time
 	AfterID        uuid.UUID
 	Before         time.Time
-	RowLimit       int32
 	KeptTypes      []string
+	RowLimit       int32
 }
 
 type PurgeDoneEventsRow struct {
@@ -102,7 +102,9 @@ type PurgeDoneEventsRow struct {
 // row_limit rows in index order after a cursor (created_at, id) and deletes
 // those of them that are due, so one statement holds few locks and a run
 // walks past the rows it keeps only once; it answers how many it examined
-// and deleted, and where the next statement starts.
+// and deleted, and where the next statement starts. The delete names the
+// due rows' ids (ANY of an array: probes of the primary key), never a join
+// the planner could turn into a scan of the whole table per statement.
 // Done events finished (updated_at) before before, except the types in
 // kept_types (order_paid: the ledger check's record of how each order was
 // paid). Pending, processing and failed events stay. Walks
@@ -113,8 +115,8 @@ func (q *Queries) PurgeDoneEvents(ctx context.Context, arg PurgeDoneEventsParams
 		arg.AfterCreatedAt,
 		arg.AfterID,
 		arg.Before,
-		arg.RowLimit,
 		arg.KeptTypes,
+		arg.RowLimit,
 	)
 	var i PurgeDoneEventsRow
 	err := row.Scan(
@@ -128,7 +130,7 @@ func (q *Queries) PurgeDoneEvents(ctx context.Context, arg PurgeDoneEventsParams
 
 const purgeSentNotifications = `-- name: PurgeSentNotifications :one
 WITH batch AS (
-    SELECT id, created_at
+    SELECT id, created_at, status = 'sent' AND sent_at < $3::timestamptz AS due
     FROM notifications
     WHERE (created_at, id) > ($1::timestamptz, $2::uuid)
       AND created_at < $3::timestamptz
@@ -136,8 +138,7 @@ WITH batch AS (
     LIMIT $4::integer
 ), gone AS (
     DELETE FROM notifications AS n
-    USING batch AS b
-    WHERE n.id = b.id
+    WHERE n.id = ANY (ARRAY(SELECT id FROM batch WHERE due))
       AND n.status = 'sent'
       AND n.sent_at < $3::timestamptz
     RETURNING 1
