@@ -14,14 +14,15 @@ import (
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
+	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
 // background is the cluster side of an instance: the LISTEN connection,
 // the heartbeat, the billing and event_worker leader roles, the event worker
-// with its fulfilment handlers and periodic tasks, and the notification
-// sender. Started in
+// with its fulfilment handlers and periodic tasks, the notification
+// sender, and the retention job. Started in
 // order, stopped in reverse (gracefully: leases are resigned).
 type background struct {
 	node      string
@@ -31,6 +32,7 @@ type background struct {
 	eventLead *cluster.Elector
 	worker    *event.Worker
 	notifier  *notify.Notifier
+	retention *retention.Purger
 	admin     *event.Admin
 }
 
@@ -109,6 +111,14 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 			}
 		}
 	}})
+	// Retention ([retention]) runs on the event_worker leader like the
+	// other housekeeping, as a service of its own: a round over a backlog
+	// takes minutes, and it starts and stops apart from the worker.
+	ropts := c.Retention.Options()
+	ropts.Clock, ropts.Active, ropts.Logger, ropts.Tracer = a.opts.clock, b.eventLead.IsLeader, a.log, a.backgroundTracer()
+	if b.retention, err = retention.New(a.pool, ropts); err != nil {
+		return nil, err
+	}
 	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
 	return b, nil
 }
@@ -124,7 +134,7 @@ func (b *background) start(ctx context.Context) error {
 	starters := []interface {
 		Start(context.Context) error
 		Stop()
-	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier}
+	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier, b.retention}
 	for i, s := range starters {
 		if err := s.Start(ctx); err != nil {
 			for j := i - 1; j >= 0; j-- {
@@ -139,6 +149,7 @@ func (b *background) start(ctx context.Context) error {
 // stop is the graceful path: drain the worker and the sender, resign the
 // leases so another instance takes over at once, then stop beating.
 func (b *background) stop() {
+	b.retention.Stop()
 	b.worker.Stop()
 	b.notifier.Stop()
 	b.eventLead.Stop()

@@ -40,6 +40,7 @@ type Config struct {
 	Tracing   Tracing   `koanf:"tracing"`
 	Outbound  Outbound  `koanf:"outbound"`
 	Export    Export    `koanf:"export"`
+	Retention Retention `koanf:"retention"`
 }
 
 // Server is the listener and what it serves.
@@ -238,6 +239,26 @@ type Payments struct {
 // LateCapture is LateCaptureDays as a duration.
 func (p Payments) LateCapture() time.Duration {
 	return time.Duration(p.LateCaptureDays) * 24 * time.Hour
+}
+
+// Retention is how long what grows with business is kept
+// (internal/retention; docs/operations.md, "Retention"). Money rows
+// (payments, refunds, invoices, orders, the balance ledger) are never
+// deleted. A retention of 0 keeps that kind for good.
+type Retention struct {
+	// EventDays: a done event (but order_paid) is deleted this many days
+	// after it finished.
+	EventDays int `koanf:"event_days"`
+	// NotificationDays: a sent notification is deleted this many days
+	// after it was sent.
+	NotificationDays int `koanf:"notification_days"`
+	// AuditMonths: a month of audit_log is dropped this many months after
+	// it ended (at least 12).
+	AuditMonths int `koanf:"audit_months"`
+	// Interval is how often the event_worker leader applies it.
+	Interval time.Duration `koanf:"interval"`
+	// BatchSize bounds the rows one delete statement examines.
+	BatchSize int `koanf:"batch_size"`
 }
 
 // Cluster is leader leases and heartbeats.

@@ -16,6 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/tracing"
 )
@@ -110,7 +111,11 @@ func Default() Config {
 			FailureThreshold: outbound.DefaultFailureThreshold, Cooldown: outbound.DefaultCooldown,
 			Attempts: outbound.DefaultAttempts, Timeout: outbound.DefaultTimeout,
 		},
-		Export:  Export{MaxConcurrent: export.DefaultMaxConcurrent, WriteTimeout: export.DefaultWriteTimeout},
+		Export: Export{MaxConcurrent: export.DefaultMaxConcurrent, WriteTimeout: export.DefaultWriteTimeout},
+		Retention: Retention{
+			EventDays: retention.DefaultEventDays, NotificationDays: retention.DefaultNotificationDays,
+			AuditMonths: retention.DefaultAuditMonths, Interval: retention.DefaultInterval, BatchSize: retention.DefaultBatchSize,
+		},
 		Metrics: Metrics{Enabled: true, Host: "127.0.0.1", Port: 9464},
 		Tracing: Tracing{
 			Endpoint: tracing.DefaultEndpoint, Protocol: tracing.DefaultProtocol,

@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/tracing"
 )
@@ -135,5 +136,21 @@ func (b Billing) RenewalOptions(node string) renewal.Options {
 		SuspendAfterDays: b.SuspendAfterDays, TerminateAfterDays: b.TerminateAfterDays,
 		ReminderDaysBefore: b.ReminderDaysBefore, OverdueReminderDays: slices.Clone(b.OverdueReminderDays),
 		Interval: b.RunInterval, BatchSize: renewal.DefaultBatchSize,
+	}
+}
+
+// Options maps [retention] onto the retention job's options; a retention
+// of 0 (keep for good) is retention.KeepForever. internal/app adds the
+// clock, the leader check and the logger.
+func (r Retention) Options() retention.Options {
+	keep := func(n int) int {
+		if n == 0 {
+			return retention.KeepForever
+		}
+		return n
+	}
+	return retention.Options{
+		EventDays: keep(r.EventDays), NotificationDays: keep(r.NotificationDays), AuditMonths: keep(r.AuditMonths),
+		Interval: r.Interval, BatchSize: r.BatchSize,
 	}
 }

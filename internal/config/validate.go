@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/secrets"
 )
 
@@ -55,6 +56,7 @@ func (c Config) Validate() error {
 	c.Cluster.validate(bad)
 	c.Outbound.validate(bad)
 	c.Export.validate(bad)
+	c.Retention.validate(bad)
 	c.Log.validate(bad)
 	c.Metrics.validate(c.Server, bad)
 	c.Tracing.validate(bad)
@@ -353,6 +355,26 @@ func (e Export) validate(bad badFunc) {
 	}
 	if e.WriteTimeout < time.Second || e.WriteTimeout > 10*time.Minute {
 		bad("[export].write_timeout", "must be between 1s and 10m, got %s", e.WriteTimeout)
+	}
+}
+
+// validate reports problems of the retention through bad.
+func (r Retention) validate(bad badFunc) {
+	if r.EventDays < 0 || r.EventDays > 36600 {
+		bad("[retention].event_days", "must be from 0 (keep for good) to 36600, got %d", r.EventDays)
+	}
+	if r.NotificationDays < 0 || r.NotificationDays > 36600 {
+		bad("[retention].notification_days", "must be from 0 (keep for good) to 36600, got %d", r.NotificationDays)
+	}
+	if r.AuditMonths != 0 && (r.AuditMonths < retention.MinAuditMonths || r.AuditMonths > 1200) {
+		bad("[retention].audit_months", "must be 0 (keep for good) or from %d (a year of audit trail, PCI DSS 10.5.1) to 1200, got %d",
+			retention.MinAuditMonths, r.AuditMonths)
+	}
+	if r.Interval < time.Minute || r.Interval > 7*24*time.Hour {
+		bad("[retention].interval", "must be from 1m to 168h, got %s", r.Interval)
+	}
+	if r.BatchSize < 100 || r.BatchSize > 100_000 {
+		bad("[retention].batch_size", "must be from 100 to 100000, got %d", r.BatchSize)
 	}
 }
 

@@ -53,11 +53,10 @@ var indexUses = map[string][]string{
 	"events_order_id_idx":   {"ClaimEvents", "ListOrderEvents"},
 	"events_created_at_idx": {"ListEvents"},
 
-	"audit_log_pkey":           {"InsertAuditLog"},
-	"audit_log_entity_idx":     {"ListAuditEntries", "PaymentAuditExists", "AuditEntryExists"},
-	"audit_log_created_at_idx": {"ListAuditEntries"},
-	"audit_log_actor_idx":      {"ListAuditEntries"},
-	"audit_log_action_idx":     {"ListAuditEntries", "AuditActionExists"},
+	"audit_log_pkey":       {"InsertAuditLog", "ListAuditEntries"},
+	"audit_log_entity_idx": {"ListAuditEntries", "PaymentAuditExists", "AuditEntryExists"},
+	"audit_log_actor_idx":  {"ListAuditEntries"},
+	"audit_log_action_idx": {"ListAuditEntries", "AuditActionExists"},
 }
 
 // An index on payments, orders, events or audit_log that is not in

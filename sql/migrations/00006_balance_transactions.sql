@@ -9,15 +9,18 @@
 -- +goose Up
 -- Shared by append-only tables (balance_transactions, audit_log). Raised as a
 -- check_violation so that store.MapError reports the constraint name
--- "<table>_append_only".
+-- "<table>_append_only"; the table is the trigger's argument when it has
+-- one (a partitioned table's trigger fires on the partition).
 -- +goose StatementBegin
 CREATE FUNCTION reject_update_delete() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    tbl text := coalesce(TG_ARGV[0], TG_TABLE_NAME);
 BEGIN
-    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME
+    RAISE EXCEPTION '% is append-only', tbl
         USING ERRCODE = 'check_violation',
-              CONSTRAINT = TG_TABLE_NAME || '_append_only',
-              TABLE = TG_TABLE_NAME;
+              CONSTRAINT = tbl || '_append_only',
+              TABLE = tbl;
 END;
 $$;
 -- +goose StatementEnd

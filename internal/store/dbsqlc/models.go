@@ -58,6 +58,19 @@ type AuditLog struct {
 	CreatedAt  time.Time
 }
 
+type AuditLogDefault struct {
+	ID         int64
+	ActorKind  string
+	ActorID    string
+	Action     string
+	EntityType string
+	EntityID   string
+	Before     []byte
+	After      []byte
+	RequestID  string
+	CreatedAt  time.Time
+}
+
 type BalanceTransaction struct {
 	ID         uuid.UUID
 	CustomerID uuid.UUID
