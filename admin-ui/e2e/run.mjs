@@ -1481,8 +1481,26 @@ try {
         await expectText(row, fx.adminKeyName);
         await expectText(row, "operate");
         await expectText(row.locator(".badge"), "active");
+        await expectText(row, "never");
         await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
         await shot("api-keys");
+        // A key expiring within 14 days is marked; its expiry is listed.
+        const soon = await page.evaluate(() => new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10));
+        await form.getByLabel("Name").fill("expiring soon");
+        await form.getByLabel("Scope").selectOption("read");
+        await form.getByLabel("Expires").fill(soon);
+        await form.getByRole("button", { name: "Create key" }).click();
+        await settled();
+        await expectRows(2, "Admin API keys");
+        const expiring = rows("Admin API keys").filter({ hasText: "expiring soon" });
+        await expectText(expiring.getByTestId("key-expiry-soon"), "expires soon");
+        if ((await rows("Admin API keys").filter({ hasText: fx.adminKeyName }).getByTestId("key-expiry-soon").count()) !== 0) {
+          throw new Error("a key that never expires is marked as expiring");
+        }
+        await expiring.getByRole("button", { name: "Revoke expiring soon" }).click();
+        await confirmDialog("Revoke key");
+        await expiring.locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await settled();
         // The key, sent without the session, is an operate key of this admin.
         const call = (k) =>
           page.evaluate(async (k) => {
@@ -1504,9 +1522,10 @@ try {
         await settled();
         const leaked = await page.evaluate((k) => document.documentElement.outerHTML.includes(k.slice(-43)), key);
         if (leaked) throw new Error("the key's secret is on the page after a reload");
-        await rows("Admin API keys").first().getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
+        const mine = rows("Admin API keys").filter({ hasText: fx.adminKeyName });
+        await mine.getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
         await confirmDialog("Revoke key");
-        await rows("Admin API keys").first().locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await mine.locator(".badge").filter({ hasText: "revoked" }).waitFor();
         await settled();
         const after = await call(key);
         if (after.status !== 401) throw new Error(`GetMe with the revoked key answered ${after.status}`);

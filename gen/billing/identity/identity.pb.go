@@ -826,7 +826,12 @@ type AdminLoginRequest struct {
 	// Admin login name.
 	Username string `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
 	// Password.
-	Password      string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// The admin's current 6-digit TOTP code, or one of their recovery codes,
+	// when they have two-factor sign-in. Without it such an admin's right
+	// password answers Unauthenticated with the reason "totp_required" in
+	// an ErrorInfo detail (domain "paymentd"), so the console asks for it.
+	TotpCode      string `protobuf:"bytes,3,opt,name=totp_code,json=totpCode,proto3" json:"totp_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +876,13 @@ func (x *AdminLoginRequest) GetUsername() string {
 func (x *AdminLoginRequest) GetPassword() string {
 	if x != nil {
 		return x.Password
+	}
+	return ""
+}
+
+func (x *AdminLoginRequest) GetTotpCode() string {
+	if x != nil {
+		return x.TotpCode
 	}
 	return ""
 }
@@ -2392,7 +2404,10 @@ type AdminApiKey struct {
 	// Revocation time, RFC 3339; empty while the key is active.
 	RevokedAt string `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// The admin who revoked it; empty while the key is active.
-	RevokedBy     string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	RevokedBy string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// When the key stops working, RFC 3339; empty if it never expires. An
+	// expired key is refused as an unknown one is (Unauthenticated).
+	ExpiresAt     string `protobuf:"bytes,11,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2497,12 +2512,24 @@ func (x *AdminApiKey) GetRevokedBy() string {
 	return ""
 }
 
+func (x *AdminApiKey) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
 type CreateAdminApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A label to recognise the key by.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// read, operate or admin.
-	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// When the key stops working, RFC 3339, in the future and at most
+	// [admin].api_key_max_lifetime_days from now. Empty: never, allowed only
+	// while that setting is 0 (otherwise the key expires after the maximum
+	// lifetime).
+	ExpiresAt     string `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2547,6 +2574,13 @@ func (x *CreateAdminApiKeyRequest) GetName() string {
 func (x *CreateAdminApiKeyRequest) GetScope() string {
 	if x != nil {
 		return x.Scope
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyRequest) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
 	}
 	return ""
 }
@@ -2873,12 +2907,13 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\x126\n" +
-	"\bcustomer\x18\x03 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"c\n" +
+	"\bcustomer\x18\x03 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"\x89\x01\n" +
 	"\x11AdminLoginRequest\x12&\n" +
 	"\busername\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\busername\x12&\n" +
 	"\bpassword\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\b\x18\x80\x01R\bpassword\"b\n" +
+	"\xbaH\ar\x05\x10\b\x18\x80\x01R\bpassword\x12$\n" +
+	"\ttotp_code\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18 R\btotpCode\"b\n" +
 	"\x12AdminLoginResponse\x12-\n" +
 	"\x05admin\x18\x01 \x01(\v2\x17.billing.identity.AdminR\x05admin\x12\x1d\n" +
 	"\n" +
@@ -2975,7 +3010,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x0frevoke_api_keys\x18\x02 \x01(\bR\rrevokeApiKeys\"}\n" +
 	"\x19SignOutEverywhereResponse\x126\n" +
 	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\x12(\n" +
-	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xa0\x02\n" +
+	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xbf\x02\n" +
 	"\vAdminApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -2991,10 +3026,14 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"revoked_at\x18\t \x01(\tR\trevokedAt\x12\x1d\n" +
 	"\n" +
 	"revoked_by\x18\n" +
-	" \x01(\tR\trevokedBy\"l\n" +
+	" \x01(\tR\trevokedBy\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\v \x01(\tR\texpiresAt\"\x94\x01\n" +
 	"\x18CreateAdminApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\x121\n" +
-	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\"e\n" +
+	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\x12&\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\texpiresAt\"e\n" +
 	"\x19CreateAdminApiKeyResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
 	"\aapi_key\x18\x02 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"`\n" +
