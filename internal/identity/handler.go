@@ -2,9 +2,11 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
@@ -61,7 +63,16 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 		UserAgent:     req.Header().Get("User-Agent"),
 		RemoteAddr:    req.Peer().Addr,
 		PreviousToken: previous,
+		TOTPCode:      req.Msg.GetTotpCode(),
 	})
+	var te *TOTPError
+	if errors.As(err, &te) {
+		cerr := connect.NewError(connect.CodeUnauthenticated, te)
+		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: te.Reason, Domain: "paymentd"}); derr == nil {
+			cerr.AddDetail(d)
+		}
+		return nil, cerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +109,7 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 		CanCreateApiKeys: me.CanCreateAPIKeys,
 		Credential:       string(me.Credential),
 		Scope:            scopeName(me.Scope),
+		TotpEnabled:      me.TOTPEnabled,
 	}), nil
 }
 
@@ -304,4 +316,30 @@ func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransact
 		out.CreatedBy = t.CreatedBy.String()
 	}
 	return out
+}
+
+// StartTotpEnrolment begins the caller's two-factor enrolment.
+func (h *Handler) StartTotpEnrolment(ctx context.Context, _ *connect.Request[identitypb.StartTotpEnrolmentRequest]) (*connect.Response[identitypb.StartTotpEnrolmentResponse], error) {
+	e, err := h.svc.StartTOTPEnrolment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return noStore(connect.NewResponse(&identitypb.StartTotpEnrolmentResponse{OtpauthUrl: e.URL, Secret: e.Secret, QrPng: e.QRPNG})), nil
+}
+
+// ConfirmTotpEnrolment confirms it and answers the recovery codes, once.
+func (h *Handler) ConfirmTotpEnrolment(ctx context.Context, req *connect.Request[identitypb.ConfirmTotpEnrolmentRequest]) (*connect.Response[identitypb.ConfirmTotpEnrolmentResponse], error) {
+	codes, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetCode())
+	if err != nil {
+		return nil, err
+	}
+	return noStore(connect.NewResponse(&identitypb.ConfirmTotpEnrolmentResponse{RecoveryCodes: codes})), nil
+}
+
+// DisableTotp removes the caller's two-factor sign-in.
+func (h *Handler) DisableTotp(ctx context.Context, req *connect.Request[identitypb.DisableTotpRequest]) (*connect.Response[identitypb.DisableTotpResponse], error) {
+	if err := h.svc.DisableTOTP(ctx, req.Msg.GetPassword()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.DisableTotpResponse{}), nil
 }
