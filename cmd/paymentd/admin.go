@@ -48,8 +48,7 @@ keys revoked stay revoked.
 
 reset-2fa removes an admin's two-factor sign-in (TOTP) and recovery codes, for
 an admin who lost both their authenticator and their codes: they then sign in
-with the password alone and can enrol again (with [admin].require_2fa they
-must).
+with the password alone and can enrol again.
 
 Each writes audit rows (actor system, "cli:<user>@<host>"), one per revoked key
 too. With [redis] enabled the ended sessions are dropped from the shared

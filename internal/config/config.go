@@ -117,15 +117,11 @@ type Bootstrap struct {
 	AdminPassword string `koanf:"admin_password"`
 }
 
-// Admin is how admins sign in: their API keys' lifetime and two-factor
-// sign-in.
+// Admin is how admins sign in: their API keys' lifetime.
 type Admin struct {
 	// APIKeyMaxLifetimeDays bounds an admin API key's expires_at; 0 lets
 	// keys never expire (the default, as before expiry existed).
 	APIKeyMaxLifetimeDays int `koanf:"api_key_max_lifetime_days"`
-	// Require2FA: an admin without confirmed TOTP two-factor sign-in can
-	// sign in only to enrol.
-	Require2FA bool `koanf:"require_2fa"`
 }
 
 // RateLimit bounds login and registration attempts per client IP.

@@ -48,9 +48,6 @@ func (c Config) Validate() error {
 	if c.Admin.APIKeyMaxLifetimeDays < 0 || c.Admin.APIKeyMaxLifetimeDays > 3650 {
 		bad("[admin].api_key_max_lifetime_days", "must be 0 (keys may never expire) to 3650, got %d", c.Admin.APIKeyMaxLifetimeDays)
 	}
-	if c.Admin.Require2FA && c.Secrets.Current == "" {
-		bad("[admin].require_2fa", "needs a key in [secrets] (current) to seal the admins' TOTP secrets")
-	}
 	c.RateLimit.validate(bad)
 	c.Redis.validate(bad)
 	c.Events.validate(bad)

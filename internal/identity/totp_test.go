@@ -180,4 +180,3 @@ func TestTOTPEnrolmentNeedsASecretsKey(t *testing.T) {
 	requireCode(t, connect.CodeFailedPrecondition, err)
 	require.Zero(t, e.count(t, `SELECT count(*) FROM admin_users WHERE totp_secret IS NOT NULL`))
 }
-

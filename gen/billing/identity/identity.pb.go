@@ -1068,10 +1068,7 @@ type GetMeResponse struct {
 	Scope string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
 	// Whether the admin has confirmed TOTP two-factor sign-in; false for
 	// customers.
-	TotpEnabled bool `protobuf:"varint,8,opt,name=totp_enabled,json=totpEnabled,proto3" json:"totp_enabled,omitempty"`
-	// Whether the admin must enrol in two-factor sign-in before anything
-	// else ([admin].require_2fa, and they have none yet).
-	TotpRequired  bool `protobuf:"varint,9,opt,name=totp_required,json=totpRequired,proto3" json:"totp_required,omitempty"`
+	TotpEnabled   bool `protobuf:"varint,8,opt,name=totp_enabled,json=totpEnabled,proto3" json:"totp_enabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1158,13 +1155,6 @@ func (x *GetMeResponse) GetScope() string {
 func (x *GetMeResponse) GetTotpEnabled() bool {
 	if x != nil {
 		return x.TotpEnabled
-	}
-	return false
-}
-
-func (x *GetMeResponse) GetTotpRequired() bool {
-	if x != nil {
-		return x.TotpRequired
 	}
 	return false
 }
@@ -3211,7 +3201,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\x92\x02\n" +
+	"\fGetMeRequest\"\xed\x01\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -3222,8 +3212,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"credential\x18\x06 \x01(\tR\n" +
 	"credential\x12\x14\n" +
 	"\x05scope\x18\a \x01(\tR\x05scope\x12!\n" +
-	"\ftotp_enabled\x18\b \x01(\bR\vtotpEnabled\x12#\n" +
-	"\rtotp_required\x18\t \x01(\bR\ftotpRequired\"4\n" +
+	"\ftotp_enabled\x18\b \x01(\bR\vtotpEnabled\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +
