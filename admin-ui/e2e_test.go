@@ -89,6 +89,9 @@ type fixture struct {
 	NewPassword   string `json:"newPassword"`
 	// AdminKeyName names the admin API key the browser creates and revokes.
 	AdminKeyName string `json:"adminKeyName"`
+	// TOTPCodeURL answers the current TOTP code of ?secret= (plus ?steps=
+	// 30-second steps), computed in Go (mode totp).
+	TOTPCodeURL string `json:"totpCodeURL,omitempty"`
 	// Renewals is what the renewal screens must show (mode renewals).
 	Renewals *renewalsFixture `json:"renewals,omitempty"`
 	// Trends are GetPaymentTrends' answers (protojson) for the last 7, 30

@@ -374,6 +374,17 @@ async function clearFilters() {
   await settled();
 }
 
+/** The secret of the two-factor enrolment the totp run made. */
+let totpSecret = "";
+
+/** The TOTP code of totpSecret for now plus steps 30-second steps, as the
+ * Go test computes it with github.com/pquerna/otp. */
+async function totpCode(steps) {
+  const res = await fetch(`${fx.totpCodeURL}?secret=${encodeURIComponent(totpSecret)}&steps=${steps}`);
+  if (!res.ok) throw new Error(`the test's TOTP helper answered ${res.status}`);
+  return (await res.text()).trim();
+}
+
 async function login(password = fx.password) {
   await page.getByLabel("Username").fill(fx.username);
   await page.getByLabel("Password").fill(password);
@@ -722,6 +733,8 @@ try {
       await expectTestId("suspended-count", "1");
       await shot("renewals-after");
     });
+  } else if (fx.mode === "totp") {
+    // Two-factor sign-in needs no world: its steps come before the logout.
   } else {
     await step("dashboard shows the figures of the world the test made", async () => {
       await settled();
@@ -1575,8 +1588,26 @@ try {
         await expectText(row, fx.adminKeyName);
         await expectText(row, "operate");
         await expectText(row.locator(".badge"), "active");
+        await expectText(row, "never");
         await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
         await shot("api-keys");
+        // A key expiring within 14 days is marked; its expiry is listed.
+        const soon = await page.evaluate(() => new Date(Date.now() + 5 * 86_400_000).toISOString().slice(0, 10));
+        await form.getByLabel("Name").fill("expiring soon");
+        await form.getByLabel("Scope").selectOption("read");
+        await form.getByLabel("Expires").fill(soon);
+        await form.getByRole("button", { name: "Create key" }).click();
+        await settled();
+        await expectRows(2, "Admin API keys");
+        const expiring = rows("Admin API keys").filter({ hasText: "expiring soon" });
+        await expectText(expiring.getByTestId("key-expiry-soon"), "expires soon");
+        if ((await rows("Admin API keys").filter({ hasText: fx.adminKeyName }).getByTestId("key-expiry-soon").count()) !== 0) {
+          throw new Error("a key that never expires is marked as expiring");
+        }
+        await expiring.getByRole("button", { name: "Revoke expiring soon" }).click();
+        await confirmDialog("Revoke key");
+        await expiring.locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await settled();
         // The key, sent without the session, is an operate key of this admin.
         const call = (k) =>
           page.evaluate(async (k) => {
@@ -1598,9 +1629,10 @@ try {
         await settled();
         const leaked = await page.evaluate((k) => document.documentElement.outerHTML.includes(k.slice(-43)), key);
         if (leaked) throw new Error("the key's secret is on the page after a reload");
-        await rows("Admin API keys").first().getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
+        const mine = rows("Admin API keys").filter({ hasText: fx.adminKeyName });
+        await mine.getByRole("button", { name: `Revoke ${fx.adminKeyName}` }).click();
         await confirmDialog("Revoke key");
-        await rows("Admin API keys").first().locator(".badge").filter({ hasText: "revoked" }).waitFor();
+        await mine.locator(".badge").filter({ hasText: "revoked" }).waitFor();
         await settled();
         const after = await call(key);
         if (after.status !== 401) throw new Error(`GetMe with the revoked key answered ${after.status}`);
@@ -1634,6 +1666,37 @@ try {
     );
   }
 
+  if (fx.mode === "totp") {
+    await step(
+      "two-factor sign-in: enrol with the QR code's secret and confirm with a code",
+      async () => {
+        await page.getByRole("link", { name: "Change password" }).click();
+        await page.getByRole("heading", { name: "Account", level: 1 }).waitFor();
+        const card = page.getByRole("region", { name: "Two-factor sign-in" });
+        await card.getByRole("button", { name: "Set up two-factor sign-in" }).click();
+        const qr = card.getByTestId("totp-qr");
+        await qr.waitFor();
+        const qrState = await qr.evaluate((img) => ({ src: img.getAttribute("src") ?? "", width: img.naturalWidth }));
+        if (!qrState.src.startsWith("data:image/png;base64,") || qrState.width < 100) throw new Error(`the QR code is not a PNG shown: ${qrState.src.slice(0, 40)} ${qrState.width}`);
+        const url = new URL(await textOf(card.getByTestId("totp-url")));
+        if (url.protocol !== "otpauth:") throw new Error(`the page shows ${url}`);
+        totpSecret = url.searchParams.get("secret") ?? "";
+        if (totpSecret !== (await textOf(card.getByTestId("totp-secret")))) throw new Error("the secret shown differs from the URL's");
+        const form = card.getByRole("form", { name: "Confirm two-factor sign-in" });
+        await form.getByLabel("Code").fill("000000");
+        await form.getByRole("button", { name: "Confirm" }).click();
+        await card.getByRole("alert").waitFor();
+        await form.getByLabel("Code").fill(await totpCode(0));
+        await form.getByRole("button", { name: "Confirm" }).click();
+        await card.getByTestId("totp-on").waitFor();
+        const codes = await card.getByTestId("recovery-codes").locator("li").allInnerTexts();
+        if (codes.length !== 10 || !codes.every((c) => /^[A-Z2-7]{4}(-[A-Z2-7]{4}){3}$/.test(c.trim()))) throw new Error(`recovery codes: ${JSON.stringify(codes)}`);
+        await card.getByRole("form", { name: "Turn off two-factor sign-in" }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/ConfirmTotpEnrolment", "invalid_argument"]] },
+    );
+  }
+
   await step(
     "logout",
     async () => {
@@ -1655,6 +1718,26 @@ try {
         await page.getByRole("alert").filter({ hasText: "Wrong username or password." }).waitFor();
         await login(fx.newPassword);
         await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
+      },
+      { allow: [["/billing.identity.IdentityService/AdminLogin", "unauthenticated"]] },
+    );
+  }
+
+  if (fx.mode === "totp") {
+    await step(
+      "two-factor sign-in: the password alone is not enough, the next code signs in",
+      async () => {
+        await page.getByLabel("Username").fill(fx.username);
+        await page.getByLabel("Password").fill(fx.password);
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.getByRole("alert").filter({ hasText: "Enter your two-factor code." }).waitFor();
+        // The confirmation spent this step's code: the next step's is
+        // accepted (one step of drift either side).
+        await page.getByLabel("Two-factor code").fill(await totpCode(1));
+        await page.getByRole("button", { name: "Log in" }).click();
+        await page.getByText("Signed in as").waitFor();
+        // Back where the admin logged out: the account page, 2FA on.
+        await page.getByRole("region", { name: "Two-factor sign-in" }).getByRole("form", { name: "Turn off two-factor sign-in" }).waitFor();
       },
       { allow: [["/billing.identity.IdentityService/AdminLogin", "unauthenticated"]] },
     );

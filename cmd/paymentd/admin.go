@@ -26,6 +26,7 @@ const adminUsage = `Usage:
   paymentd admin reset-password --username U [--password-file F] [--keep-keys] [--config FILE]
   paymentd admin disable        --username U [--reason R] [--keep-keys] [--config FILE]
   paymentd admin enable         --username U [--config FILE]
+  paymentd admin reset-2fa      --username U [--config FILE]
 
 create-admin adds an admin account.
 
@@ -45,12 +46,16 @@ with --keep-keys they are only refused while the admin is disabled. The last
 enabled admin cannot be disabled. enable lets a disabled admin log in again;
 keys revoked stay revoked.
 
+reset-2fa removes an admin's two-factor sign-in (TOTP) and recovery codes, for
+an admin who lost both their authenticator and their codes: they then sign in
+with the password alone and can enrol again.
+
 Each writes audit rows (actor system, "cli:<user>@<host>"), one per revoked key
 too. With [redis] enabled the ended sessions are dropped from the shared
 session cache as well. The database must be migrated (paymentd migrate up).
 `
 
-var adminSubcommands = []string{"create-admin", "reset-password", "disable", "enable"}
+var adminSubcommands = []string{"create-admin", "reset-password", "disable", "enable", "reset-2fa"}
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -155,6 +160,16 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		printKeys(stdout, ch, *keepKeys, "disable")
 		warnCache(stderr, ch)
+	case "reset-2fa":
+		had, err := op.ResetTOTP(ctx, *username)
+		if err != nil {
+			return cliError(err)
+		}
+		if had {
+			fmt.Fprintf(stdout, "two-factor sign-in of admin %q removed: they sign in with their password and can enrol again\n", *username)
+		} else {
+			fmt.Fprintf(stdout, "admin %q had no two-factor sign-in; nothing changed\n", *username)
+		}
 	default:
 		ch, err := op.Enable(ctx, *username)
 		if err != nil {

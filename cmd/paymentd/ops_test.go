@@ -24,7 +24,7 @@ func TestEveryCommandAnswersHelpWithExitZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"-h"}, {"serve", "--help"}, {"migrate", "--help"}, {"config", "--help"},
 		{"config", "check", "--help"}, {"admin", "--help"}, {"admin", "create-admin", "--help"},
-		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
+		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"admin", "reset-2fa", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
 		{"secrets", "--help"}, {"secrets", "rotate", "--help"}, {"dev", "--help"}, {"dev", "fake-epay", "--help"}, {"dev", "fake-alipay", "--help"}, {"dev", "fake-provider", "--help"}, {"version", "--help"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
@@ -288,4 +288,38 @@ func TestOperatorCommandsRefuseAnUnmigratedDatabase(t *testing.T) {
 	code, _, stderr = runCLI(t, "admin", "create-admin", "--username", "ops")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "run paymentd migrate up")
+}
+
+// reset-2fa removes an admin's two-factor sign-in and recovery codes, with
+// an audit row naming the operator; an admin without it is left alone.
+func TestAdminReset2FARemovesTheSecondFactor(t *testing.T) {
+	conn := migratedEnv(t)
+	ctx := context.Background()
+	withStdin(t, "password of ops 2fa\n")
+	code, _, stderr := runCLI(t, "admin", "create-admin", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	_, err := conn.Exec(ctx, `UPDATE admin_users SET totp_secret = 'enc:v1:k:x', totp_confirmed_at = now() WHERE username = 'ops'`)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `INSERT INTO admin_recovery_codes (admin_id, code_hash) SELECT id, sha256('c') FROM admin_users WHERE username = 'ops'`)
+	require.NoError(t, err)
+
+	code, stdout, stderr := runCLI(t, "admin", "reset-2fa", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `two-factor sign-in of admin "ops" removed`)
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM admin_users WHERE totp_secret IS NOT NULL`).Scan(&left))
+	require.Zero(t, left)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM admin_recovery_codes`).Scan(&left))
+	require.Zero(t, left)
+	var actorKind, actorID string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT actor_kind, actor_id FROM audit_log WHERE action = 'admin.totp_reset'`).Scan(&actorKind, &actorID))
+	require.Equal(t, "system", actorKind)
+	require.True(t, strings.HasPrefix(actorID, "cli:"), actorID)
+
+	code, stdout, _ = runCLI(t, "admin", "reset-2fa", "--username", "ops")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "had no two-factor sign-in")
+	code, _, stderr = runCLI(t, "admin", "reset-2fa", "--username", "nobody")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, `no admin named "nobody"`)
 }

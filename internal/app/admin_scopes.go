@@ -41,12 +41,15 @@ var AdminKeyScopes = auth.Scopes{
 
 	// IdentityService: a key may ask who it is; credentials are managed
 	// with a session only.
-	identitypbconnect.IdentityServiceGetMeProcedure:             auth.ScopeRead,
-	identitypbconnect.IdentityServiceLogoutProcedure:            auth.ScopeSession,
-	identitypbconnect.IdentityServiceChangePasswordProcedure:    auth.ScopeSession,
-	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure: auth.ScopeSession,
-	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:  auth.ScopeSession,
-	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure: auth.ScopeSession,
+	identitypbconnect.IdentityServiceGetMeProcedure:                auth.ScopeRead,
+	identitypbconnect.IdentityServiceLogoutProcedure:               auth.ScopeSession,
+	identitypbconnect.IdentityServiceChangePasswordProcedure:       auth.ScopeSession,
+	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure:    auth.ScopeSession,
+	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:     auth.ScopeSession,
+	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure:    auth.ScopeSession,
+	identitypbconnect.IdentityServiceStartTotpEnrolmentProcedure:   auth.ScopeSession,
+	identitypbconnect.IdentityServiceConfirmTotpEnrolmentProcedure: auth.ScopeSession,
+	identitypbconnect.IdentityServiceDisableTotpProcedure:          auth.ScopeSession,
 
 	identitypbconnect.CustomerAdminServiceListCustomersProcedure:       auth.ScopeRead,
 	identitypbconnect.CustomerAdminServiceGetCustomerProcedure:         auth.ScopeRead,

@@ -248,8 +248,10 @@ func (a *App) init(ctx context.Context) error {
 		// Customers' token generations and disabled flags, shared so that
 		// ending a customer's tokens on one instance is seen on the
 		// others within a second.
-		AccessCache: identity.NewRedisAccessCache(a.cache),
-		Log:         a.log,
+		AccessCache:            identity.NewRedisAccessCache(a.cache),
+		Log:                    a.log,
+		AdminAPIKeyMaxLifetime: time.Duration(a.cfg.Admin.APIKeyMaxLifetimeDays) * 24 * time.Hour,
+		Secrets:                a.secrets,
 	})
 	if err != nil {
 		return err

@@ -27,6 +27,7 @@ type Config struct {
 	Secrets   Secrets   `koanf:"secrets"`
 	Session   Session   `koanf:"session"`
 	Bootstrap Bootstrap `koanf:"bootstrap"`
+	Admin     Admin     `koanf:"admin"`
 	RateLimit RateLimit `koanf:"rate_limit"`
 	Redis     Redis     `koanf:"redis"`
 	Events    Events    `koanf:"events"`
@@ -115,6 +116,13 @@ type Session struct {
 type Bootstrap struct {
 	AdminUsername string `koanf:"admin_username"`
 	AdminPassword string `koanf:"admin_password"`
+}
+
+// Admin is how admins sign in: their API keys' lifetime.
+type Admin struct {
+	// APIKeyMaxLifetimeDays bounds an admin API key's expires_at; 0 lets
+	// keys never expire (the default, as before expiry existed).
+	APIKeyMaxLifetimeDays int `koanf:"api_key_max_lifetime_days"`
 }
 
 // RateLimit bounds login and registration attempts per client IP.

@@ -46,6 +46,9 @@ func (c Config) Validate() error {
 	c.JWT.validate(bad)
 	c.Session.validate(bad)
 	c.Bootstrap.validate(bad)
+	if c.Admin.APIKeyMaxLifetimeDays < 0 || c.Admin.APIKeyMaxLifetimeDays > 3650 {
+		bad("[admin].api_key_max_lifetime_days", "must be 0 (keys may never expire) to 3650, got %d", c.Admin.APIKeyMaxLifetimeDays)
+	}
 	c.RateLimit.validate(bad)
 	c.Redis.validate(bad)
 	c.Events.validate(bad)

@@ -45,6 +45,7 @@ type AdminAPIKey struct {
 	LastUsedAt    *time.Time `json:"last_used_at,omitempty"`
 	RevokedAt     *time.Time `json:"revoked_at,omitempty"`
 	RevokedBy     *uuid.UUID `json:"revoked_by,omitempty"`
+	ExpiresAt     *time.Time `json:"expires_at,omitempty"`
 }
 
 // Prefix is the public part of the key, "ak_<id>", to recognise it by.
@@ -53,7 +54,7 @@ func (k AdminAPIKey) Prefix() string { return adminKeyPrefix + hexID(k.ID) }
 func adminAPIKeyOf(k store.AdminAPIKey) AdminAPIKey {
 	return AdminAPIKey{
 		ID: k.ID, Name: k.Name, Scope: k.Scope, AdminID: k.AdminID, AdminUsername: k.AdminUsername,
-		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy,
+		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy, ExpiresAt: k.ExpiresAt,
 	}
 }
 
@@ -75,6 +76,9 @@ func (s *Service) authenticateAdminKey(ctx context.Context, key string) (auth.Pr
 	if err := checkKey(storedKey{kind: "admin API key", owner: "admin", id: id, hash: k.SecretHash,
 		revokedAt: k.RevokedAt, ownerDisabledAt: k.AdminDisabledAt}, sum); err != nil {
 		return auth.Principal{}, err
+	}
+	if k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt) {
+		return auth.Principal{}, &auth.Invalid{Reason: "admin API key " + id.String() + " expired at " + k.ExpiresAt.Format(time.RFC3339)}
 	}
 	scope, ok := auth.ParseScope(k.Scope)
 	if !ok {
@@ -100,8 +104,11 @@ func requireAdminSession(ctx context.Context) (auth.Principal, error) {
 
 // CreateAdminAPIKey creates a key acting as the calling admin within scope
 // (read, operate or admin) and returns it in full, the only time it exists
-// outside the caller: only SHA-256 of its secret is stored.
-func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string) (AdminAPIKey, string, error) {
+// outside the caller: only SHA-256 of its secret is stored. The key stops
+// working at expiresAt: nil means never while no maximum lifetime is
+// configured, and the maximum lifetime from now otherwise; a time in the
+// past or beyond the maximum lifetime is InvalidArgument.
+func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string, expiresAt *time.Time) (AdminAPIKey, string, error) {
 	p, err := requireAdminSession(ctx)
 	if err != nil {
 		return AdminAPIKey{}, "", err
@@ -113,11 +120,15 @@ func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string) (Ad
 	if _, ok := auth.ParseScope(scope); !ok {
 		return AdminAPIKey{}, "", apperr.New(apperr.InvalidArgument, "scope must be read, operate or admin")
 	}
+	now := s.now()
+	expiresAt, err = s.keyExpiry(now, expiresAt)
+	if err != nil {
+		return AdminAPIKey{}, "", err
+	}
 	secret, hash, err := newSecret()
 	if err != nil {
 		return AdminAPIKey{}, "", err
 	}
-	now := s.now()
 	var k store.AdminAPIKey
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := store.LockAdminAPIKeys(ctx, tx); err != nil {
@@ -130,7 +141,7 @@ func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string) (Ad
 		if n >= maxActiveAdminKeys {
 			return apperr.New(apperr.FailedPrecondition, "at most %d active admin API keys; revoke one first", maxActiveAdminKeys)
 		}
-		k, err = store.InsertAdminAPIKey(ctx, tx, store.NewAdminAPIKey{AdminID: p.ID, Name: name, Scope: scope, SecretHash: hash, CreatedAt: now})
+		k, err = store.InsertAdminAPIKey(ctx, tx, store.NewAdminAPIKey{AdminID: p.ID, Name: name, Scope: scope, SecretHash: hash, CreatedAt: now, ExpiresAt: expiresAt})
 		if err != nil {
 			return err
 		}
@@ -197,4 +208,25 @@ func (s *Service) RevokeAdminAPIKey(ctx context.Context, id uuid.UUID) (AdminAPI
 		return AdminAPIKey{}, err
 	}
 	return adminAPIKeyOf(k), nil
+}
+
+// keyExpiry checks a new admin key's expiry against now and the maximum
+// lifetime, and fills it in when the caller gave none and a maximum is set.
+func (s *Service) keyExpiry(now time.Time, at *time.Time) (*time.Time, error) {
+	if at == nil {
+		if s.keyMaxLifetime == 0 {
+			return nil, nil
+		}
+		t := now.Add(s.keyMaxLifetime)
+		return &t, nil
+	}
+	t := store.Timestamp(*at)
+	if !t.After(now) {
+		return nil, apperr.New(apperr.InvalidArgument, "expires_at must be in the future, got %s", t.Format(time.RFC3339))
+	}
+	if s.keyMaxLifetime > 0 && t.Sub(now) > s.keyMaxLifetime {
+		return nil, apperr.New(apperr.InvalidArgument, "expires_at must be within %d days of now ([admin].api_key_max_lifetime_days), got %s",
+			int(s.keyMaxLifetime/(24*time.Hour)), t.Format(time.RFC3339))
+	}
+	return &t, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/internal/config"
 )
 
 func (e *bundle) createAdminKey(session string, name, scope string) (*identitypb.CreateAdminApiKeyResponse, error) {
@@ -120,5 +121,63 @@ func TestActiveAdminAPIKeysAreBounded(t *testing.T) {
 	_, err = e.identity.RevokeAdminApiKey(context.Background(), req(&identitypb.RevokeAdminApiKeyRequest{Id: first}, cookie(session)))
 	require.NoError(t, err)
 	_, err = e.createAdminKey(session, "in its place", "read")
+	require.NoError(t, err)
+}
+
+// An admin key's expires_at must be in the future and within
+// [admin].api_key_max_lifetime_days; a key without one gets the maximum.
+// From its expiry on, the key is refused as an unknown key is.
+func TestExpiredAdminAPIKeyIsRefusedAsAnUnknownOne(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withConfig(func(c *config.Config) { c.Admin.APIKeyMaxLifetimeDays = 30 }))
+	ctx := context.Background()
+	session := e.adminLogin(t).Value
+	now := e.clock.Now().UTC()
+	create := func(expiresAt string) (*identitypb.CreateAdminApiKeyResponse, error) {
+		res, err := e.identity.CreateAdminApiKey(ctx, req(&identitypb.CreateAdminApiKeyRequest{Name: "ci", Scope: "read", ExpiresAt: expiresAt}, cookie(session)))
+		if err != nil {
+			return nil, err
+		}
+		return res.Msg, nil
+	}
+	for _, bad := range []string{"tomorrow", now.Add(-time.Minute).Format(time.RFC3339), now.Format(time.RFC3339), now.Add(31 * 24 * time.Hour).Format(time.RFC3339)} {
+		_, err := create(bad)
+		requireCode(t, connect.CodeInvalidArgument, err)
+	}
+	require.Zero(t, e.count(t, `SELECT count(*) FROM admin_api_keys`), "a refused key is not stored")
+
+	defaulted, err := create("")
+	require.NoError(t, err)
+	require.Equal(t, now.Add(30*24*time.Hour).Format(time.RFC3339), defaulted.GetApiKey().GetExpiresAt())
+
+	at := now.Add(time.Hour)
+	short, err := create(at.Format(time.RFC3339))
+	require.NoError(t, err)
+	require.Equal(t, at.Format(time.RFC3339), short.GetApiKey().GetExpiresAt())
+	_, err = e.me(apiKey(short.GetKey()))
+	require.NoError(t, err)
+
+	e.clock.Advance(time.Hour)
+	_, expired := e.me(apiKey(short.GetKey()))
+	_, unknown := e.me(apiKey(short.GetApiKey().GetPrefix() + "_" + strings.Repeat("A", 43)))
+	requireCode(t, connect.CodeUnauthenticated, expired)
+	requireCode(t, connect.CodeUnauthenticated, unknown)
+	require.Equal(t, connect.CodeOf(unknown), connect.CodeOf(expired))
+	require.Equal(t, unknown.(*connect.Error).Message(), expired.(*connect.Error).Message(), "an expired key reads as a wrong one")
+	_, err = e.me(apiKey(defaulted.GetKey()))
+	require.NoError(t, err, "the other key has 30 days")
+}
+
+// Without a maximum lifetime (the default), a key without expires_at never
+// expires, as before expiry existed.
+func TestAdminAPIKeyWithoutMaximumNeverExpires(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	session := e.adminLogin(t).Value
+	k, err := e.createAdminKey(session, "forever", "read")
+	require.NoError(t, err)
+	require.Empty(t, k.GetApiKey().GetExpiresAt())
+	e.clock.Advance(10 * 365 * 24 * time.Hour)
+	_, err = e.me(apiKey(k.GetKey()))
 	require.NoError(t, err)
 }

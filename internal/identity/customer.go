@@ -97,6 +97,7 @@ func (s *Service) Me(ctx context.Context) (Me, error) {
 			return Me{}, err
 		}
 		me.Username = a.Username
+		me.TOTPEnabled = a.TOTPConfirmedAt != nil
 	case auth.RoleCustomer:
 		c, err := store.GetCustomer(ctx, s.db, p.ID)
 		if errors.Is(err, store.ErrNotFound) {

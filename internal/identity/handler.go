@@ -2,12 +2,15 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
@@ -60,7 +63,16 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 		UserAgent:     req.Header().Get("User-Agent"),
 		RemoteAddr:    req.Peer().Addr,
 		PreviousToken: previous,
+		TOTPCode:      req.Msg.GetTotpCode(),
 	})
+	var te *TOTPError
+	if errors.As(err, &te) {
+		cerr := connect.NewError(connect.CodeUnauthenticated, te)
+		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: te.Reason, Domain: "paymentd"}); derr == nil {
+			cerr.AddDetail(d)
+		}
+		return nil, cerr
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +110,7 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 		Credential:       string(me.Credential),
 		Scope:            scopeName(me.Scope),
 		Currencies:       h.svc.Currencies(),
+		TotpEnabled:      me.TOTPEnabled,
 	}), nil
 }
 
@@ -173,7 +186,15 @@ func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[ident
 
 // CreateAdminApiKey creates an admin API key and returns it in full, once.
 func (h *Handler) CreateAdminApiKey(ctx context.Context, req *connect.Request[identitypb.CreateAdminApiKeyRequest]) (*connect.Response[identitypb.CreateAdminApiKeyResponse], error) {
-	k, key, err := h.svc.CreateAdminAPIKey(ctx, req.Msg.GetName(), req.Msg.GetScope())
+	var expiresAt *time.Time
+	if v := req.Msg.GetExpiresAt(); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			return nil, apperr.New(apperr.InvalidArgument, "expires_at must be an RFC 3339 time such as 2026-12-31T00:00:00Z, got %q", v)
+		}
+		expiresAt = &t
+	}
+	k, key, err := h.svc.CreateAdminAPIKey(ctx, req.Msg.GetName(), req.Msg.GetScope(), expiresAt)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +238,7 @@ func adminAPIKeyToProto(k AdminAPIKey) *identitypb.AdminApiKey {
 		CreatedAt:     timestamp(k.CreatedAt),
 		LastUsedAt:    optionalTimestamp(k.LastUsedAt),
 		RevokedAt:     optionalTimestamp(k.RevokedAt),
+		ExpiresAt:     optionalTimestamp(k.ExpiresAt),
 	}
 	if k.RevokedBy != nil {
 		out.RevokedBy = k.RevokedBy.String()
@@ -295,4 +317,30 @@ func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransact
 		out.CreatedBy = t.CreatedBy.String()
 	}
 	return out
+}
+
+// StartTotpEnrolment begins the caller's two-factor enrolment.
+func (h *Handler) StartTotpEnrolment(ctx context.Context, _ *connect.Request[identitypb.StartTotpEnrolmentRequest]) (*connect.Response[identitypb.StartTotpEnrolmentResponse], error) {
+	e, err := h.svc.StartTOTPEnrolment(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return noStore(connect.NewResponse(&identitypb.StartTotpEnrolmentResponse{OtpauthUrl: e.URL, Secret: e.Secret, QrPng: e.QRPNG})), nil
+}
+
+// ConfirmTotpEnrolment confirms it and answers the recovery codes, once.
+func (h *Handler) ConfirmTotpEnrolment(ctx context.Context, req *connect.Request[identitypb.ConfirmTotpEnrolmentRequest]) (*connect.Response[identitypb.ConfirmTotpEnrolmentResponse], error) {
+	codes, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetCode())
+	if err != nil {
+		return nil, err
+	}
+	return noStore(connect.NewResponse(&identitypb.ConfirmTotpEnrolmentResponse{RecoveryCodes: codes})), nil
+}
+
+// DisableTotp removes the caller's two-factor sign-in.
+func (h *Handler) DisableTotp(ctx context.Context, req *connect.Request[identitypb.DisableTotpRequest]) (*connect.Response[identitypb.DisableTotpResponse], error) {
+	if err := h.svc.DisableTOTP(ctx, req.Msg.GetPassword()); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&identitypb.DisableTotpResponse{}), nil
 }

@@ -110,6 +110,8 @@ type Me struct {
 	Credential auth.Kind
 	// Scope is the admin API key's scope; zero for any other credential.
 	Scope auth.Scope
+	// TOTPEnabled: the admin's two-factor sign-in is confirmed.
+	TOTPEnabled bool
 }
 
 // AccessToken is a customer's JWT and when it expires.

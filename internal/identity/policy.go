@@ -22,9 +22,12 @@ var Policy = auth.Policy{
 	// operation refuses API keys.
 	identitypbconnect.IdentityServiceChangePasswordProcedure: auth.Authenticated,
 	// Admins with a session; the operations refuse API keys.
-	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure: auth.AdminOnly,
-	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:  auth.AdminOnly,
-	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure: auth.AdminOnly,
+	identitypbconnect.IdentityServiceCreateAdminApiKeyProcedure:    auth.AdminOnly,
+	identitypbconnect.IdentityServiceListAdminApiKeysProcedure:     auth.AdminOnly,
+	identitypbconnect.IdentityServiceRevokeAdminApiKeyProcedure:    auth.AdminOnly,
+	identitypbconnect.IdentityServiceStartTotpEnrolmentProcedure:   auth.AdminOnly,
+	identitypbconnect.IdentityServiceConfirmTotpEnrolmentProcedure: auth.AdminOnly,
+	identitypbconnect.IdentityServiceDisableTotpProcedure:          auth.AdminOnly,
 }
 
 // CustomerAdminPolicy is who may call each CustomerAdminService procedure:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -86,6 +87,12 @@ type Options struct {
 	// Log receives warnings (a cache that failed, a write that failed); nil
 	// means slog.Default().
 	Log *slog.Logger
+	// AdminAPIKeyMaxLifetime bounds how long an admin API key may work
+	// ([admin].api_key_max_lifetime_days); zero lets a key never expire.
+	AdminAPIKeyMaxLifetime time.Duration
+	// Secrets seals admins' TOTP secrets ([secrets]); nil refuses 2FA
+	// enrolment (FailedPrecondition).
+	Secrets *secrets.Keyring
 }
 
 // Service is the identity domain.
@@ -111,6 +118,10 @@ type Service struct {
 	verified *verifiedTokens
 	// access answers whether a customer's tokens still work (access.go).
 	access *accessStates
+	// keyMaxLifetime is Options.AdminAPIKeyMaxLifetime.
+	keyMaxLifetime time.Duration
+	// keyring is Options.Secrets.
+	keyring *secrets.Keyring
 }
 
 // Currencies is [billing].currencies, the first being a new customer's
@@ -147,6 +158,9 @@ func NewService(o Options) (*Service, error) {
 		hashSlots:  make(chan struct{}, runtime.GOMAXPROCS(0)),
 		cookieName: o.Session.CookieName,
 		verified:   newVerifiedTokens(tokenCacheSize),
+
+		keyMaxLifetime: max(o.AdminAPIKeyMaxLifetime, 0),
+		keyring:        o.Secrets,
 	}
 	if s.clock == nil {
 		s.clock = time.Now

@@ -265,6 +265,9 @@ type AdminLoginInput struct {
 	// PreviousToken is the session cookie the request carried, if any; that
 	// session is ended, as the new one replaces it.
 	PreviousToken string
+	// TOTPCode is the admin's TOTP or recovery code, needed once their
+	// two-factor sign-in is confirmed.
+	TOTPCode string
 }
 
 // AdminSession is a started admin session. Token goes into the cookie and
@@ -296,6 +299,11 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 	}
 
 	now := s.now()
+	if a.TOTPConfirmedAt != nil {
+		if err := s.checkSecondFactor(ctx, a, in.TOTPCode, now); err != nil {
+			return AdminSession{}, err
+		}
+	}
 	token, row, err := s.newSession(a.ID, in.UserAgent, in.RemoteAddr, now)
 	if err != nil {
 		return AdminSession{}, err

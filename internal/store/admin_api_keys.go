@@ -21,6 +21,8 @@ type AdminAPIKey struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	RevokedBy  *uuid.UUID
+	// ExpiresAt is when the key stops working; nil never.
+	ExpiresAt *time.Time
 	// AdminUsername and AdminDisabledAt are the admin's (reads only; zero
 	// in what an insert or a revocation returns).
 	AdminUsername   string
@@ -33,7 +35,7 @@ func adminAPIKeyResult(k dbsqlc.AdminApiKey, err error) (AdminAPIKey, error) {
 	}
 	return AdminAPIKey{
 		ID: k.ID, AdminID: k.AdminID, Name: k.Name, Scope: k.Scope, SecretHash: k.SecretHash,
-		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy,
+		CreatedAt: k.CreatedAt, LastUsedAt: k.LastUsedAt, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy, ExpiresAt: k.ExpiresAt,
 	}, nil
 }
 
@@ -44,12 +46,13 @@ type NewAdminAPIKey struct {
 	Scope      string
 	SecretHash []byte
 	CreatedAt  time.Time
+	ExpiresAt  *time.Time
 }
 
 // InsertAdminAPIKey stores a new admin key.
 func InsertAdminAPIKey(ctx context.Context, db DB, k NewAdminAPIKey) (AdminAPIKey, error) {
 	return adminAPIKeyResult(dbsqlc.New(db).InsertAdminApiKey(ctx, dbsqlc.InsertAdminApiKeyParams{
-		AdminID: k.AdminID, Name: k.Name, Scope: k.Scope, SecretHash: k.SecretHash, CreatedAt: k.CreatedAt,
+		AdminID: k.AdminID, Name: k.Name, Scope: k.Scope, SecretHash: k.SecretHash, CreatedAt: k.CreatedAt, ExpiresAt: k.ExpiresAt,
 	}))
 }
 

@@ -19,6 +19,12 @@ type Admin struct {
 	LastLoginAt  *time.Time
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	// TOTPSecret is the sealed TOTP secret, "" without 2FA; it is asked for
+	// at login once TOTPConfirmedAt is set. TOTPLastStep is the time step
+	// of the last code accepted.
+	TOTPSecret      string
+	TOTPConfirmedAt *time.Time
+	TOTPLastStep    int64
 }
 
 func adminResult(a dbsqlc.AdminUser, err error) (Admin, error) {
@@ -34,6 +40,7 @@ func adminResult(a dbsqlc.AdminUser, err error) (Admin, error) {
 		LastLoginAt:  a.LastLoginAt,
 		CreatedAt:    a.CreatedAt,
 		UpdatedAt:    a.UpdatedAt,
+		TOTPSecret:   deref(a.TotpSecret), TOTPConfirmedAt: a.TotpConfirmedAt, TOTPLastStep: a.TotpLastStep,
 	}, nil
 }
 

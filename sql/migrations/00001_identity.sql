@@ -23,11 +23,33 @@ CREATE TABLE admin_users (
     -- API keys refused (paymentd admin disable).
     disabled_at   timestamptz,
     last_login_at timestamptz,
+    -- TOTP two-factor (RFC 6238): the secret sealed under [secrets] (enc:v1:...,
+    -- never in clear), NULL without 2FA. It is required at login only once
+    -- confirmed (totp_confirmed_at); before that the enrolment is pending.
+    totp_secret       text,
+    totp_confirmed_at timestamptz,
+    -- The last time step whose code was accepted: a code is accepted once,
+    -- so only a later step's code is accepted after it.
+    totp_last_step    bigint      NOT NULL DEFAULT 0,
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT admin_users_username_key UNIQUE (username),
     CONSTRAINT admin_users_username_check CHECK (username <> ''),
-    CONSTRAINT admin_users_password_hash_check CHECK (password_hash <> '')
+    CONSTRAINT admin_users_password_hash_check CHECK (password_hash <> ''),
+    CONSTRAINT admin_users_totp_check CHECK (totp_confirmed_at IS NULL OR totp_secret IS NOT NULL)
+);
+
+-- An admin's one-time recovery codes, made when their 2FA is confirmed and
+-- shown once: SHA-256 of the code (80 random bits, so a fast hash is
+-- enough), never the code.
+CREATE TABLE admin_recovery_codes (
+    admin_id   uuid        NOT NULL REFERENCES admin_users (id) ON DELETE CASCADE,
+    code_hash  bytea       NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    -- Each code signs in once.
+    used_at    timestamptz,
+    PRIMARY KEY (admin_id, code_hash),
+    CONSTRAINT admin_recovery_codes_code_hash_check CHECK (octet_length(code_hash) = 32)
 );
 
 CREATE TABLE customers (
@@ -114,8 +136,12 @@ CREATE TABLE admin_api_keys (
     last_used_at timestamptz,
     revoked_at   timestamptz,
     revoked_by   uuid        REFERENCES admin_users (id) ON DELETE SET NULL,
+    -- The key is refused from this instant on; NULL never expires (allowed
+    -- only while [admin].api_key_max_lifetime_days is 0).
+    expires_at   timestamptz,
     CONSTRAINT admin_api_keys_scope_check CHECK (scope IN ('read', 'operate', 'admin')),
-    CONSTRAINT admin_api_keys_secret_hash_check CHECK (octet_length(secret_hash) = 32)
+    CONSTRAINT admin_api_keys_secret_hash_check CHECK (octet_length(secret_hash) = 32),
+    CONSTRAINT admin_api_keys_expires_at_check CHECK (expires_at IS NULL OR expires_at > created_at)
 );
 
 CREATE INDEX admin_api_keys_created_at_idx ON admin_api_keys (created_at DESC, id DESC);
@@ -128,4 +154,5 @@ DROP TABLE admin_api_keys;
 DROP TABLE api_keys;
 DROP TABLE sessions;
 DROP TABLE customers;
+DROP TABLE admin_recovery_codes;
 DROP TABLE admin_users;

@@ -1,8 +1,8 @@
 -- Admin API keys "ak_<id>_<secret>": only SHA-256 of the secret is stored.
 
 -- name: InsertAdminApiKey :one
-INSERT INTO admin_api_keys (admin_id, name, scope, secret_hash, created_at)
-VALUES (@admin_id, @name, @scope, @secret_hash, @created_at)
+INSERT INTO admin_api_keys (admin_id, name, scope, secret_hash, created_at, expires_at)
+VALUES (@admin_id, @name, @scope, @secret_hash, @created_at, sqlc.narg('expires_at'))
 RETURNING *;
 
 -- name: GetAdminApiKeyWithAdmin :one
@@ -18,6 +18,7 @@ SELECT
     k.last_used_at,
     k.revoked_at,
     k.revoked_by,
+    k.expires_at,
     a.username AS admin_username,
     a.disabled_at AS admin_disabled_at
 FROM admin_api_keys k
@@ -37,6 +38,7 @@ SELECT
     k.last_used_at,
     k.revoked_at,
     k.revoked_by,
+    k.expires_at,
     a.username AS admin_username,
     a.disabled_at AS admin_disabled_at
 FROM admin_api_keys k

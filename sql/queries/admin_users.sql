@@ -56,3 +56,66 @@ SET disabled_at = sqlc.narg('disabled_at'),
     updated_at = @updated_at
 WHERE id = @id
 RETURNING *;
+
+-- name: StartAdminTotp :execrows
+-- A pending enrolment's secret (sealed), replacing an earlier pending one;
+-- no row when the admin's 2FA is confirmed already.
+UPDATE admin_users
+SET totp_secret = @totp_secret,
+    totp_confirmed_at = NULL,
+    totp_last_step = 0,
+    updated_at = @updated_at
+WHERE id = @id
+  AND totp_confirmed_at IS NULL;
+
+-- name: ConfirmAdminTotp :execrows
+-- Confirms the pending enrolment whose first code was of step; no row when
+-- there is none (or it was confirmed meanwhile).
+UPDATE admin_users
+SET totp_confirmed_at = @updated_at,
+    totp_last_step = @step,
+    updated_at = @updated_at
+WHERE id = @id
+  AND totp_secret = @totp_secret
+  AND totp_confirmed_at IS NULL;
+
+-- name: UseAdminTotpStep :execrows
+-- Accepts a code of step once: no row when a code of this step or a later
+-- one was accepted already (a replay).
+UPDATE admin_users
+SET totp_last_step = @step
+WHERE id = @id
+  AND totp_confirmed_at IS NOT NULL
+  AND totp_last_step < @step;
+
+-- name: ClearAdminTotp :execrows
+-- Removes an admin's 2FA, pending or confirmed (no row when there was
+-- none), and with it their recovery codes (DeleteAdminRecoveryCodes).
+UPDATE admin_users
+SET totp_secret = NULL,
+    totp_confirmed_at = NULL,
+    totp_last_step = 0,
+    updated_at = @updated_at
+WHERE id = @id
+  AND totp_secret IS NOT NULL;
+
+-- name: DeleteAdminRecoveryCodes :exec
+DELETE FROM admin_recovery_codes
+WHERE admin_id = @admin_id;
+
+-- name: InsertAdminRecoveryCode :exec
+INSERT INTO admin_recovery_codes (admin_id, code_hash, created_at)
+VALUES (@admin_id, @code_hash, @created_at);
+
+-- name: UseAdminRecoveryCode :execrows
+-- Spends a recovery code: no row when it is unknown or spent.
+UPDATE admin_recovery_codes
+SET used_at = @used_at
+WHERE admin_id = @admin_id
+  AND code_hash = @code_hash
+  AND used_at IS NULL;
+
+-- name: CountAdminRecoveryCodesLeft :one
+SELECT count(*) FROM admin_recovery_codes
+WHERE admin_id = @admin_id
+  AND used_at IS NULL;

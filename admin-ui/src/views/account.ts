@@ -46,5 +46,100 @@ export function accountView(_: RouteContext): HTMLElement {
       current.select();
     }
   });
-  return h("section", null, pageTitle("Account"), h("div", { class: "card" }, form, done));
+  return h("section", null, pageTitle("Account"), h("div", { class: "card" }, form, done), twoFactorCard());
+}
+
+/** Two-factor sign-in (IdentityService.StartTotpEnrolment,
+ * ConfirmTotpEnrolment, DisableTotp): the QR code is the service's PNG. */
+function twoFactorCard(): HTMLElement {
+  const card = h("div", { class: "card", "aria-label": "Two-factor sign-in", role: "region" });
+  const errors = alertSlot();
+  const render = async () => {
+    replace(card, h("h2", null, "Two-factor sign-in"), h("p", { class: "hint" }, "Loading…"));
+    try {
+      const me = await identity.getMe({});
+      replace(card, h("h2", null, "Two-factor sign-in"), me.totpEnabled ? disableForm() : startButton(), errors);
+    } catch (err) {
+      replace(card, h("h2", null, "Two-factor sign-in"), errors);
+      replace(errors, h("div", { class: "error", role: "alert" }, String(err)));
+    }
+  };
+  const startButton = () => {
+    const btn = h("button", { type: "button", class: "primary" }, "Set up two-factor sign-in");
+    const out = h("div");
+    btn.addEventListener("click", async () => {
+      let url = "";
+      let secret = "";
+      let png = "";
+      const ok = await busy(btn, errors, async () => {
+        const res = await identity.startTotpEnrolment({});
+        url = res.otpauthUrl;
+        secret = res.secret;
+        png = res.qrPng;
+      });
+      if (ok) replace(out, enrolment(url, secret, png));
+    });
+    return h("div", null, h("p", null, "Off. Signing in asks for your password only."), btn, out);
+  };
+  const enrolment = (url: string, secret: string, png: string) => {
+    const code = h("input", { name: "code", autocomplete: "one-time-code", inputmode: "numeric", maxlength: 8, size: 10, required: true });
+    const submit = h("button", { type: "submit", class: "primary" }, "Confirm");
+    const form = h(
+      "form",
+      { class: "action-form", "aria-label": "Confirm two-factor sign-in", novalidate: true },
+      h("p", null, "Scan the QR code with your authenticator app, or type in the secret, then enter the app's current code."),
+      h("img", { src: png, alt: "QR code of the two-factor secret", width: 200, height: 200, "data-testid": "totp-qr" }),
+      h("p", null, "Secret: ", h("code", { "data-testid": "totp-secret" }, secret)),
+      h("p", { class: "hint" }, h("code", { "data-testid": "totp-url" }, url)),
+      field("Code", code),
+      submit,
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      let codes: string[] = [];
+      const ok = await busy(submit, errors, async () => {
+        const res = await identity.confirmTotpEnrolment({ code: code.value.trim() });
+        codes = res.recoveryCodes;
+      });
+      if (!ok) return;
+      replace(
+        card,
+        h("h2", null, "Two-factor sign-in"),
+        h(
+          "div",
+          { class: "notice", role: "status", "data-testid": "totp-on" },
+          h("p", null, h("strong", null, "Two-factor sign-in is on."), " Keep these recovery codes somewhere safe: each signs in once in place of a code, and they are not shown again."),
+          h("ul", { "data-testid": "recovery-codes" }, codes.map((c) => h("li", null, h("code", null, c)))),
+        ),
+        disableForm(),
+        errors,
+      );
+      announce("Two-factor sign-in is on.");
+    });
+    return form;
+  };
+  const disableForm = () => {
+    const password = h("input", { name: "password", type: "password", autocomplete: "current-password", required: true, maxlength: 128 });
+    const submit = h("button", { type: "submit", class: "danger" }, "Turn off");
+    const form = h(
+      "form",
+      { class: "action-form", "aria-label": "Turn off two-factor sign-in", novalidate: true },
+      h("p", null, "On. Signing in asks for a code of your authenticator app."),
+      field("Password", password),
+      submit,
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const ok = await busy(submit, errors, async () => {
+        await identity.disableTotp({ password: password.value });
+      });
+      if (ok) {
+        announce("Two-factor sign-in is off.");
+        void render();
+      }
+    });
+    return form;
+  };
+  void render();
+  return card;
 }

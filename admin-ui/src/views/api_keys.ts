@@ -37,7 +37,21 @@ export function apiKeysView(ctx: RouteContext): HTMLElement {
   return screen.element;
 }
 
+/** A key that expires within this many days is marked on the list. */
+const expirySoonDays = 14;
+
+/** The key's expiry cell: "never", the time, marked when it is within
+ * expirySoonDays or past. */
+function expiryCell(k: AdminApiKey, now: number): HTMLElement | string {
+  if (!k.expiresAt) return "never";
+  const left = Date.parse(k.expiresAt) - now;
+  if (k.revokedAt || left > expirySoonDays * 86_400_000) return dateTime(k.expiresAt);
+  const note = left <= 0 ? "expired" : "expires soon";
+  return h("span", { class: "expiry-soon", "data-testid": "key-expiry-soon", title: note }, dateTime(k.expiresAt), " ", h("strong", null, `(${note})`));
+}
+
 function columns(reload: () => void): Column<AdminApiKey>[] {
+  const now = Date.now();
   return [
     { header: "Name", cell: (k) => k.name },
     { header: "Key", cell: (k) => h("code", null, `${k.prefix}_…`) },
@@ -45,7 +59,16 @@ function columns(reload: () => void): Column<AdminApiKey>[] {
     { header: "Acts as", cell: (k) => k.adminUsername || k.adminId },
     { header: "Created", cell: (k) => dateTime(k.createdAt) },
     { header: "Last used", cell: (k) => (k.lastUsedAt ? dateTime(k.lastUsedAt) : "never") },
-    { header: "Status", cell: (k) => (k.revokedAt ? h("span", { title: `revoked ${dateTime(k.revokedAt)}` }, badge("revoked")) : badge("active")) },
+    { header: "Expires", cell: (k) => expiryCell(k, now) },
+    {
+      header: "Status",
+      cell: (k) =>
+        k.revokedAt
+          ? h("span", { title: `revoked ${dateTime(k.revokedAt)}` }, badge("revoked"))
+          : k.expiresAt && Date.parse(k.expiresAt) <= now
+            ? badge("expired")
+            : badge("active"),
+    },
     { header: "", cell: (k) => (k.revokedAt ? "" : revokeButton(k, reload)) },
   ];
 }
@@ -80,6 +103,7 @@ function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
     h("option", { value: "" }, "Choose…"),
     CreateAdminApiKeyRequestAllowed.scope.map((value) => h("option", { value }, scopeText[value] ?? value)),
   );
+  const expires = h("input", { name: "expires", type: "date" });
   const submit = h("button", { type: "submit", class: "primary" }, "Create key");
   const errors = alertSlot();
   const form = h(
@@ -88,6 +112,7 @@ function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
     h("h2", null, "Create an API key"),
     field("Name", name, "What the key is for; shown in the list."),
     field("Scope", scope),
+    field("Expires", expires, "Optional: the key stops working at the start of this day (UTC). The service may cap how far ahead."),
     errors,
     submit,
   );
@@ -106,7 +131,8 @@ function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
     }
     let key = "";
     const ok = await busy(submit, errors, async () => {
-      const res = await identity.createAdminApiKey({ name: name.value.trim(), scope: scope.value });
+      const expiresAt = expires.value ? `${expires.value}T00:00:00Z` : "";
+      const res = await identity.createAdminApiKey({ name: name.value.trim(), scope: scope.value, expiresAt });
       key = res.key;
     });
     if (!ok) return;
@@ -122,6 +148,7 @@ function createForm(shown: HTMLElement, reload: () => void): HTMLElement {
     );
     name.value = "";
     scope.value = "";
+    expires.value = "";
     out.select();
     announce("API key created.");
     reload();

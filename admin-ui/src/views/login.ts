@@ -9,10 +9,29 @@ export interface LoginOptions {
   onLoggedIn: (username: string) => void;
 }
 
-/** IdentityService.AdminLogin: the answer sets the httpOnly session cookie. */
+/** The reason of AdminLogin's ErrorInfo detail ("totp_required",
+ * "totp_invalid"), "" without one. ErrorInfo's reason is its field 1, so the
+ * bytes read 0x0a, a one-byte length, the reason. */
+export function loginReason(err: unknown): string {
+  for (const d of ConnectError.from(err).details) {
+    if (!("type" in d) || d.type !== "google.rpc.ErrorInfo") continue;
+    const v = d.value;
+    if (v.length >= 2 && v[0] === 0x0a && v[1]! < 0x80 && v.length >= 2 + v[1]!) {
+      return new TextDecoder().decode(v.subarray(2, 2 + v[1]!));
+    }
+  }
+  return "";
+}
+
+/** IdentityService.AdminLogin: the answer sets the httpOnly session cookie.
+ * An admin with two-factor sign-in is asked for the code (or a recovery
+ * code) once the service answers that it needs one. */
 export function loginView(opts: LoginOptions): HTMLElement {
   const username = h("input", { name: "username", autocomplete: "username", required: true, maxlength: 128, autocapitalize: "none", spellcheck: "false" });
   const password = h("input", { name: "password", type: "password", autocomplete: "current-password", required: true, minlength: 8, maxlength: 128 });
+  const code = h("input", { name: "totp_code", autocomplete: "one-time-code", inputmode: "text", maxlength: 32, size: 20, spellcheck: "false" });
+  const codeField = field("Two-factor code", code, "The 6-digit code of your authenticator app, or one of your recovery codes.");
+  codeField.hidden = true;
   const submit = h("button", { type: "submit", class: "primary" }, "Log in");
   const errors = alertSlot();
   const form = h(
@@ -22,6 +41,7 @@ export function loginView(opts: LoginOptions): HTMLElement {
     opts.message ? h("p", { class: "notice", role: "status" }, opts.message) : null,
     field("Username", username),
     field("Password", password),
+    codeField,
     errors,
     submit,
   );
@@ -36,10 +56,22 @@ export function loginView(opts: LoginOptions): HTMLElement {
     submit.setAttribute("aria-busy", "true");
     replace(errors);
     try {
-      const res = await identity.adminLogin({ username: username.value.trim(), password: password.value });
+      const res = await identity.adminLogin({ username: username.value.trim(), password: password.value, totpCode: code.value.trim() });
       password.value = "";
+      code.value = "";
       opts.onLoggedIn(res.admin?.username ?? username.value.trim());
     } catch (err) {
+      const why = loginReason(err);
+      if (why === "totp_required" || why === "totp_invalid") {
+        codeField.hidden = false;
+        replace(
+          errors,
+          h("div", { class: "error", role: "alert" }, why === "totp_required" ? "Enter your two-factor code." : "That code is not right, or was used already."),
+        );
+        code.select();
+        code.focus();
+        return;
+      }
       // AdminLogin answers the same Unauthenticated for an unknown user and
       // a wrong password.
       replace(

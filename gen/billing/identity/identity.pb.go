@@ -826,7 +826,12 @@ type AdminLoginRequest struct {
 	// Admin login name.
 	Username string `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
 	// Password.
-	Password      string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	Password string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// The admin's current 6-digit TOTP code, or one of their recovery codes,
+	// when they have two-factor sign-in. Without it such an admin's right
+	// password answers Unauthenticated with the reason "totp_required" in
+	// an ErrorInfo detail (domain "paymentd"), so the console asks for it.
+	TotpCode      string `protobuf:"bytes,3,opt,name=totp_code,json=totpCode,proto3" json:"totp_code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -871,6 +876,13 @@ func (x *AdminLoginRequest) GetUsername() string {
 func (x *AdminLoginRequest) GetPassword() string {
 	if x != nil {
 		return x.Password
+	}
+	return ""
+}
+
+func (x *AdminLoginRequest) GetTotpCode() string {
+	if x != nil {
+		return x.TotpCode
 	}
 	return ""
 }
@@ -1056,7 +1068,10 @@ type GetMeResponse struct {
 	Scope string `protobuf:"bytes,7,opt,name=scope,proto3" json:"scope,omitempty"`
 	// The currencies the service takes ([billing].currencies, ISO 4217), the
 	// first being a new customer's balance currency (output only).
-	Currencies    []string `protobuf:"bytes,8,rep,name=currencies,proto3" json:"currencies,omitempty"`
+	Currencies []string `protobuf:"bytes,8,rep,name=currencies,proto3" json:"currencies,omitempty"`
+	// Whether the admin has confirmed TOTP two-factor sign-in; false for
+	// customers.
+	TotpEnabled   bool `protobuf:"varint,9,opt,name=totp_enabled,json=totpEnabled,proto3" json:"totp_enabled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1145,6 +1160,13 @@ func (x *GetMeResponse) GetCurrencies() []string {
 		return x.Currencies
 	}
 	return nil
+}
+
+func (x *GetMeResponse) GetTotpEnabled() bool {
+	if x != nil {
+		return x.TotpEnabled
+	}
+	return false
 }
 
 type CreateApiKeyRequest struct {
@@ -2402,7 +2424,10 @@ type AdminApiKey struct {
 	// Revocation time, RFC 3339; empty while the key is active.
 	RevokedAt string `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// The admin who revoked it; empty while the key is active.
-	RevokedBy     string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	RevokedBy string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
+	// When the key stops working, RFC 3339; empty if it never expires. An
+	// expired key is refused as an unknown one is (Unauthenticated).
+	ExpiresAt     string `protobuf:"bytes,11,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2507,12 +2532,24 @@ func (x *AdminApiKey) GetRevokedBy() string {
 	return ""
 }
 
+func (x *AdminApiKey) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return ""
+}
+
 type CreateAdminApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A label to recognise the key by.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// read, operate or admin.
-	Scope         string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	// When the key stops working, RFC 3339, in the future and at most
+	// [admin].api_key_max_lifetime_days from now. Empty: never, allowed only
+	// while that setting is 0 (otherwise the key expires after the maximum
+	// lifetime).
+	ExpiresAt     string `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2557,6 +2594,13 @@ func (x *CreateAdminApiKeyRequest) GetName() string {
 func (x *CreateAdminApiKeyRequest) GetScope() string {
 	if x != nil {
 		return x.Scope
+	}
+	return ""
+}
+
+func (x *CreateAdminApiKeyRequest) GetExpiresAt() string {
+	if x != nil {
+		return x.ExpiresAt
 	}
 	return ""
 }
@@ -2804,6 +2848,277 @@ func (x *RevokeAdminApiKeyResponse) GetApiKey() *AdminApiKey {
 	return nil
 }
 
+type StartTotpEnrolmentRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartTotpEnrolmentRequest) Reset() {
+	*x = StartTotpEnrolmentRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartTotpEnrolmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartTotpEnrolmentRequest) ProtoMessage() {}
+
+func (x *StartTotpEnrolmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartTotpEnrolmentRequest.ProtoReflect.Descriptor instead.
+func (*StartTotpEnrolmentRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{47}
+}
+
+type StartTotpEnrolmentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// otpauth://totp/... for an authenticator app: SHA1, 6 digits, 30 s.
+	OtpauthUrl string `protobuf:"bytes,1,opt,name=otpauth_url,json=otpauthUrl,proto3" json:"otpauth_url,omitempty"`
+	// The secret in base32, to type in when the QR code cannot be scanned.
+	Secret string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	// The otpauth URL as a QR code: data:image/png;base64,...
+	QrPng         string `protobuf:"bytes,3,opt,name=qr_png,json=qrPng,proto3" json:"qr_png,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartTotpEnrolmentResponse) Reset() {
+	*x = StartTotpEnrolmentResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartTotpEnrolmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartTotpEnrolmentResponse) ProtoMessage() {}
+
+func (x *StartTotpEnrolmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartTotpEnrolmentResponse.ProtoReflect.Descriptor instead.
+func (*StartTotpEnrolmentResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *StartTotpEnrolmentResponse) GetOtpauthUrl() string {
+	if x != nil {
+		return x.OtpauthUrl
+	}
+	return ""
+}
+
+func (x *StartTotpEnrolmentResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *StartTotpEnrolmentResponse) GetQrPng() string {
+	if x != nil {
+		return x.QrPng
+	}
+	return ""
+}
+
+type ConfirmTotpEnrolmentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The authenticator app's current 6-digit code.
+	Code          string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmTotpEnrolmentRequest) Reset() {
+	*x = ConfirmTotpEnrolmentRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmTotpEnrolmentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmTotpEnrolmentRequest) ProtoMessage() {}
+
+func (x *ConfirmTotpEnrolmentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmTotpEnrolmentRequest.ProtoReflect.Descriptor instead.
+func (*ConfirmTotpEnrolmentRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ConfirmTotpEnrolmentRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+type ConfirmTotpEnrolmentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One-time recovery codes, shown this once: each signs in once in place
+	// of a TOTP code (AdminLoginRequest.totp_code).
+	RecoveryCodes []string `protobuf:"bytes,1,rep,name=recovery_codes,json=recoveryCodes,proto3" json:"recovery_codes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConfirmTotpEnrolmentResponse) Reset() {
+	*x = ConfirmTotpEnrolmentResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConfirmTotpEnrolmentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConfirmTotpEnrolmentResponse) ProtoMessage() {}
+
+func (x *ConfirmTotpEnrolmentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConfirmTotpEnrolmentResponse.ProtoReflect.Descriptor instead.
+func (*ConfirmTotpEnrolmentResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ConfirmTotpEnrolmentResponse) GetRecoveryCodes() []string {
+	if x != nil {
+		return x.RecoveryCodes
+	}
+	return nil
+}
+
+type DisableTotpRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The admin's password.
+	Password      string `protobuf:"bytes,1,opt,name=password,proto3" json:"password,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableTotpRequest) Reset() {
+	*x = DisableTotpRequest{}
+	mi := &file_billing_identity_identity_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableTotpRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableTotpRequest) ProtoMessage() {}
+
+func (x *DisableTotpRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableTotpRequest.ProtoReflect.Descriptor instead.
+func (*DisableTotpRequest) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DisableTotpRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+type DisableTotpResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DisableTotpResponse) Reset() {
+	*x = DisableTotpResponse{}
+	mi := &file_billing_identity_identity_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisableTotpResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisableTotpResponse) ProtoMessage() {}
+
+func (x *DisableTotpResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_identity_identity_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisableTotpResponse.ProtoReflect.Descriptor instead.
+func (*DisableTotpResponse) Descriptor() ([]byte, []int) {
+	return file_billing_identity_identity_proto_rawDescGZIP(), []int{52}
+}
+
 var File_billing_identity_identity_proto protoreflect.FileDescriptor
 
 const file_billing_identity_identity_proto_rawDesc = "" +
@@ -2883,19 +3198,20 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\faccess_token\x18\x01 \x01(\tR\vaccessToken\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\x126\n" +
-	"\bcustomer\x18\x03 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"c\n" +
+	"\bcustomer\x18\x03 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\"\x89\x01\n" +
 	"\x11AdminLoginRequest\x12&\n" +
 	"\busername\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\busername\x12&\n" +
 	"\bpassword\x18\x02 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\b\x18\x80\x01R\bpassword\"b\n" +
+	"\xbaH\ar\x05\x10\b\x18\x80\x01R\bpassword\x12$\n" +
+	"\ttotp_code\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18 R\btotpCode\"b\n" +
 	"\x12AdminLoginResponse\x12-\n" +
 	"\x05admin\x18\x01 \x01(\v2\x17.billing.identity.AdminR\x05admin\x12\x1d\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\xea\x01\n" +
+	"\fGetMeRequest\"\x8d\x02\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -2908,7 +3224,8 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x05scope\x18\a \x01(\tR\x05scope\x12\x1e\n" +
 	"\n" +
 	"currencies\x18\b \x03(\tR\n" +
-	"currencies\"4\n" +
+	"currencies\x12!\n" +
+	"\ftotp_enabled\x18\t \x01(\bR\vtotpEnabled\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +
@@ -2988,7 +3305,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x0frevoke_api_keys\x18\x02 \x01(\bR\rrevokeApiKeys\"}\n" +
 	"\x19SignOutEverywhereResponse\x126\n" +
 	"\bcustomer\x18\x01 \x01(\v2\x1a.billing.identity.CustomerR\bcustomer\x12(\n" +
-	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xa0\x02\n" +
+	"\x10api_keys_revoked\x18\x02 \x01(\rR\x0eapiKeysRevoked\"\xbf\x02\n" +
 	"\vAdminApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
@@ -3004,10 +3321,14 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"revoked_at\x18\t \x01(\tR\trevokedAt\x12\x1d\n" +
 	"\n" +
 	"revoked_by\x18\n" +
-	" \x01(\tR\trevokedBy\"l\n" +
+	" \x01(\tR\trevokedBy\x12\x1d\n" +
+	"\n" +
+	"expires_at\x18\v \x01(\tR\texpiresAt\"\x94\x01\n" +
 	"\x18CreateAdminApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\x121\n" +
-	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\"e\n" +
+	"\x05scope\x18\x02 \x01(\tB\x1b\xbaH\x18r\x16R\x04readR\aoperateR\x05adminR\x05scope\x12&\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\texpiresAt\"e\n" +
 	"\x19CreateAdminApiKeyResponse\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x126\n" +
 	"\aapi_key\x18\x02 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"`\n" +
@@ -3021,7 +3342,21 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x18RevokeAdminApiKeyRequest\x12\x1b\n" +
 	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"S\n" +
 	"\x19RevokeAdminApiKeyResponse\x126\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey2\xf3\b\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"\x1b\n" +
+	"\x19StartTotpEnrolmentRequest\"l\n" +
+	"\x1aStartTotpEnrolmentResponse\x12\x1f\n" +
+	"\votpauth_url\x18\x01 \x01(\tR\n" +
+	"otpauthUrl\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x15\n" +
+	"\x06qr_png\x18\x03 \x01(\tR\x05qrPng\"<\n" +
+	"\x1bConfirmTotpEnrolmentRequest\x12\x1d\n" +
+	"\x04code\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x06\x18\bR\x04code\"E\n" +
+	"\x1cConfirmTotpEnrolmentResponse\x12%\n" +
+	"\x0erecovery_codes\x18\x01 \x03(\tR\rrecoveryCodes\"<\n" +
+	"\x12DisableTotpRequest\x12&\n" +
+	"\bpassword\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\bpassword\"\x15\n" +
+	"\x13DisableTotpResponse2\xb7\v\n" +
 	"\x0fIdentityService\x12Q\n" +
 	"\bRegister\x12!.billing.identity.RegisterRequest\x1a\".billing.identity.RegisterResponse\x12H\n" +
 	"\x05Login\x12\x1e.billing.identity.LoginRequest\x1a\x1f.billing.identity.LoginResponse\x12W\n" +
@@ -3035,7 +3370,10 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x0eChangePassword\x12'.billing.identity.ChangePasswordRequest\x1a(.billing.identity.ChangePasswordResponse\x12l\n" +
 	"\x11CreateAdminApiKey\x12*.billing.identity.CreateAdminApiKeyRequest\x1a+.billing.identity.CreateAdminApiKeyResponse\x12n\n" +
 	"\x10ListAdminApiKeys\x12).billing.identity.ListAdminApiKeysRequest\x1a*.billing.identity.ListAdminApiKeysResponse\"\x03\x90\x02\x01\x12l\n" +
-	"\x11RevokeAdminApiKey\x12*.billing.identity.RevokeAdminApiKeyRequest\x1a+.billing.identity.RevokeAdminApiKeyResponse2\xd4\x06\n" +
+	"\x11RevokeAdminApiKey\x12*.billing.identity.RevokeAdminApiKeyRequest\x1a+.billing.identity.RevokeAdminApiKeyResponse\x12o\n" +
+	"\x12StartTotpEnrolment\x12+.billing.identity.StartTotpEnrolmentRequest\x1a,.billing.identity.StartTotpEnrolmentResponse\x12u\n" +
+	"\x14ConfirmTotpEnrolment\x12-.billing.identity.ConfirmTotpEnrolmentRequest\x1a..billing.identity.ConfirmTotpEnrolmentResponse\x12Z\n" +
+	"\vDisableTotp\x12$.billing.identity.DisableTotpRequest\x1a%.billing.identity.DisableTotpResponse2\xd4\x06\n" +
 	"\x14CustomerAdminService\x12e\n" +
 	"\rListCustomers\x12&.billing.identity.ListCustomersRequest\x1a'.billing.identity.ListCustomersResponse\"\x03\x90\x02\x01\x12_\n" +
 	"\vGetCustomer\x12$.billing.identity.GetCustomerRequest\x1a%.billing.identity.GetCustomerResponse\"\x03\x90\x02\x01\x12r\n" +
@@ -3058,55 +3396,61 @@ func file_billing_identity_identity_proto_rawDescGZIP() []byte {
 	return file_billing_identity_identity_proto_rawDescData
 }
 
-var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_billing_identity_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_billing_identity_identity_proto_goTypes = []any{
-	(*Customer)(nil),                    // 0: billing.identity.Customer
-	(*Admin)(nil),                       // 1: billing.identity.Admin
-	(*ApiKey)(nil),                      // 2: billing.identity.ApiKey
-	(*BalanceTransaction)(nil),          // 3: billing.identity.BalanceTransaction
-	(*PageRequest)(nil),                 // 4: billing.identity.PageRequest
-	(*PageMeta)(nil),                    // 5: billing.identity.PageMeta
-	(*RegisterRequest)(nil),             // 6: billing.identity.RegisterRequest
-	(*RegisterResponse)(nil),            // 7: billing.identity.RegisterResponse
-	(*LoginRequest)(nil),                // 8: billing.identity.LoginRequest
-	(*LoginResponse)(nil),               // 9: billing.identity.LoginResponse
-	(*AdminLoginRequest)(nil),           // 10: billing.identity.AdminLoginRequest
-	(*AdminLoginResponse)(nil),          // 11: billing.identity.AdminLoginResponse
-	(*LogoutRequest)(nil),               // 12: billing.identity.LogoutRequest
-	(*LogoutResponse)(nil),              // 13: billing.identity.LogoutResponse
-	(*GetMeRequest)(nil),                // 14: billing.identity.GetMeRequest
-	(*GetMeResponse)(nil),               // 15: billing.identity.GetMeResponse
-	(*CreateApiKeyRequest)(nil),         // 16: billing.identity.CreateApiKeyRequest
-	(*CreateApiKeyResponse)(nil),        // 17: billing.identity.CreateApiKeyResponse
-	(*ListApiKeysRequest)(nil),          // 18: billing.identity.ListApiKeysRequest
-	(*ListApiKeysResponse)(nil),         // 19: billing.identity.ListApiKeysResponse
-	(*RevokeApiKeyRequest)(nil),         // 20: billing.identity.RevokeApiKeyRequest
-	(*RevokeApiKeyResponse)(nil),        // 21: billing.identity.RevokeApiKeyResponse
-	(*ListCustomersRequest)(nil),        // 22: billing.identity.ListCustomersRequest
-	(*ListCustomersResponse)(nil),       // 23: billing.identity.ListCustomersResponse
-	(*GetCustomerRequest)(nil),          // 24: billing.identity.GetCustomerRequest
-	(*GetCustomerResponse)(nil),         // 25: billing.identity.GetCustomerResponse
-	(*SetCanCreateApiKeysRequest)(nil),  // 26: billing.identity.SetCanCreateApiKeysRequest
-	(*SetCanCreateApiKeysResponse)(nil), // 27: billing.identity.SetCanCreateApiKeysResponse
-	(*AdjustBalanceRequest)(nil),        // 28: billing.identity.AdjustBalanceRequest
-	(*AdjustBalanceResponse)(nil),       // 29: billing.identity.AdjustBalanceResponse
-	(*SetCreditLimitRequest)(nil),       // 30: billing.identity.SetCreditLimitRequest
-	(*SetCreditLimitResponse)(nil),      // 31: billing.identity.SetCreditLimitResponse
-	(*ChangePasswordRequest)(nil),       // 32: billing.identity.ChangePasswordRequest
-	(*ChangePasswordResponse)(nil),      // 33: billing.identity.ChangePasswordResponse
-	(*DisableCustomerRequest)(nil),      // 34: billing.identity.DisableCustomerRequest
-	(*DisableCustomerResponse)(nil),     // 35: billing.identity.DisableCustomerResponse
-	(*EnableCustomerRequest)(nil),       // 36: billing.identity.EnableCustomerRequest
-	(*EnableCustomerResponse)(nil),      // 37: billing.identity.EnableCustomerResponse
-	(*SignOutEverywhereRequest)(nil),    // 38: billing.identity.SignOutEverywhereRequest
-	(*SignOutEverywhereResponse)(nil),   // 39: billing.identity.SignOutEverywhereResponse
-	(*AdminApiKey)(nil),                 // 40: billing.identity.AdminApiKey
-	(*CreateAdminApiKeyRequest)(nil),    // 41: billing.identity.CreateAdminApiKeyRequest
-	(*CreateAdminApiKeyResponse)(nil),   // 42: billing.identity.CreateAdminApiKeyResponse
-	(*ListAdminApiKeysRequest)(nil),     // 43: billing.identity.ListAdminApiKeysRequest
-	(*ListAdminApiKeysResponse)(nil),    // 44: billing.identity.ListAdminApiKeysResponse
-	(*RevokeAdminApiKeyRequest)(nil),    // 45: billing.identity.RevokeAdminApiKeyRequest
-	(*RevokeAdminApiKeyResponse)(nil),   // 46: billing.identity.RevokeAdminApiKeyResponse
+	(*Customer)(nil),                     // 0: billing.identity.Customer
+	(*Admin)(nil),                        // 1: billing.identity.Admin
+	(*ApiKey)(nil),                       // 2: billing.identity.ApiKey
+	(*BalanceTransaction)(nil),           // 3: billing.identity.BalanceTransaction
+	(*PageRequest)(nil),                  // 4: billing.identity.PageRequest
+	(*PageMeta)(nil),                     // 5: billing.identity.PageMeta
+	(*RegisterRequest)(nil),              // 6: billing.identity.RegisterRequest
+	(*RegisterResponse)(nil),             // 7: billing.identity.RegisterResponse
+	(*LoginRequest)(nil),                 // 8: billing.identity.LoginRequest
+	(*LoginResponse)(nil),                // 9: billing.identity.LoginResponse
+	(*AdminLoginRequest)(nil),            // 10: billing.identity.AdminLoginRequest
+	(*AdminLoginResponse)(nil),           // 11: billing.identity.AdminLoginResponse
+	(*LogoutRequest)(nil),                // 12: billing.identity.LogoutRequest
+	(*LogoutResponse)(nil),               // 13: billing.identity.LogoutResponse
+	(*GetMeRequest)(nil),                 // 14: billing.identity.GetMeRequest
+	(*GetMeResponse)(nil),                // 15: billing.identity.GetMeResponse
+	(*CreateApiKeyRequest)(nil),          // 16: billing.identity.CreateApiKeyRequest
+	(*CreateApiKeyResponse)(nil),         // 17: billing.identity.CreateApiKeyResponse
+	(*ListApiKeysRequest)(nil),           // 18: billing.identity.ListApiKeysRequest
+	(*ListApiKeysResponse)(nil),          // 19: billing.identity.ListApiKeysResponse
+	(*RevokeApiKeyRequest)(nil),          // 20: billing.identity.RevokeApiKeyRequest
+	(*RevokeApiKeyResponse)(nil),         // 21: billing.identity.RevokeApiKeyResponse
+	(*ListCustomersRequest)(nil),         // 22: billing.identity.ListCustomersRequest
+	(*ListCustomersResponse)(nil),        // 23: billing.identity.ListCustomersResponse
+	(*GetCustomerRequest)(nil),           // 24: billing.identity.GetCustomerRequest
+	(*GetCustomerResponse)(nil),          // 25: billing.identity.GetCustomerResponse
+	(*SetCanCreateApiKeysRequest)(nil),   // 26: billing.identity.SetCanCreateApiKeysRequest
+	(*SetCanCreateApiKeysResponse)(nil),  // 27: billing.identity.SetCanCreateApiKeysResponse
+	(*AdjustBalanceRequest)(nil),         // 28: billing.identity.AdjustBalanceRequest
+	(*AdjustBalanceResponse)(nil),        // 29: billing.identity.AdjustBalanceResponse
+	(*SetCreditLimitRequest)(nil),        // 30: billing.identity.SetCreditLimitRequest
+	(*SetCreditLimitResponse)(nil),       // 31: billing.identity.SetCreditLimitResponse
+	(*ChangePasswordRequest)(nil),        // 32: billing.identity.ChangePasswordRequest
+	(*ChangePasswordResponse)(nil),       // 33: billing.identity.ChangePasswordResponse
+	(*DisableCustomerRequest)(nil),       // 34: billing.identity.DisableCustomerRequest
+	(*DisableCustomerResponse)(nil),      // 35: billing.identity.DisableCustomerResponse
+	(*EnableCustomerRequest)(nil),        // 36: billing.identity.EnableCustomerRequest
+	(*EnableCustomerResponse)(nil),       // 37: billing.identity.EnableCustomerResponse
+	(*SignOutEverywhereRequest)(nil),     // 38: billing.identity.SignOutEverywhereRequest
+	(*SignOutEverywhereResponse)(nil),    // 39: billing.identity.SignOutEverywhereResponse
+	(*AdminApiKey)(nil),                  // 40: billing.identity.AdminApiKey
+	(*CreateAdminApiKeyRequest)(nil),     // 41: billing.identity.CreateAdminApiKeyRequest
+	(*CreateAdminApiKeyResponse)(nil),    // 42: billing.identity.CreateAdminApiKeyResponse
+	(*ListAdminApiKeysRequest)(nil),      // 43: billing.identity.ListAdminApiKeysRequest
+	(*ListAdminApiKeysResponse)(nil),     // 44: billing.identity.ListAdminApiKeysResponse
+	(*RevokeAdminApiKeyRequest)(nil),     // 45: billing.identity.RevokeAdminApiKeyRequest
+	(*RevokeAdminApiKeyResponse)(nil),    // 46: billing.identity.RevokeAdminApiKeyResponse
+	(*StartTotpEnrolmentRequest)(nil),    // 47: billing.identity.StartTotpEnrolmentRequest
+	(*StartTotpEnrolmentResponse)(nil),   // 48: billing.identity.StartTotpEnrolmentResponse
+	(*ConfirmTotpEnrolmentRequest)(nil),  // 49: billing.identity.ConfirmTotpEnrolmentRequest
+	(*ConfirmTotpEnrolmentResponse)(nil), // 50: billing.identity.ConfirmTotpEnrolmentResponse
+	(*DisableTotpRequest)(nil),           // 51: billing.identity.DisableTotpRequest
+	(*DisableTotpResponse)(nil),          // 52: billing.identity.DisableTotpResponse
 }
 var file_billing_identity_identity_proto_depIdxs = []int32{
 	0,  // 0: billing.identity.RegisterResponse.customer:type_name -> billing.identity.Customer
@@ -3145,36 +3489,42 @@ var file_billing_identity_identity_proto_depIdxs = []int32{
 	41, // 33: billing.identity.IdentityService.CreateAdminApiKey:input_type -> billing.identity.CreateAdminApiKeyRequest
 	43, // 34: billing.identity.IdentityService.ListAdminApiKeys:input_type -> billing.identity.ListAdminApiKeysRequest
 	45, // 35: billing.identity.IdentityService.RevokeAdminApiKey:input_type -> billing.identity.RevokeAdminApiKeyRequest
-	22, // 36: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
-	24, // 37: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
-	26, // 38: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
-	28, // 39: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
-	30, // 40: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
-	34, // 41: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
-	36, // 42: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
-	38, // 43: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
-	7,  // 44: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
-	9,  // 45: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
-	11, // 46: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
-	13, // 47: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
-	15, // 48: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
-	17, // 49: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
-	19, // 50: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
-	21, // 51: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
-	33, // 52: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
-	42, // 53: billing.identity.IdentityService.CreateAdminApiKey:output_type -> billing.identity.CreateAdminApiKeyResponse
-	44, // 54: billing.identity.IdentityService.ListAdminApiKeys:output_type -> billing.identity.ListAdminApiKeysResponse
-	46, // 55: billing.identity.IdentityService.RevokeAdminApiKey:output_type -> billing.identity.RevokeAdminApiKeyResponse
-	23, // 56: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
-	25, // 57: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
-	27, // 58: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
-	29, // 59: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
-	31, // 60: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
-	35, // 61: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
-	37, // 62: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
-	39, // 63: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
-	44, // [44:64] is the sub-list for method output_type
-	24, // [24:44] is the sub-list for method input_type
+	47, // 36: billing.identity.IdentityService.StartTotpEnrolment:input_type -> billing.identity.StartTotpEnrolmentRequest
+	49, // 37: billing.identity.IdentityService.ConfirmTotpEnrolment:input_type -> billing.identity.ConfirmTotpEnrolmentRequest
+	51, // 38: billing.identity.IdentityService.DisableTotp:input_type -> billing.identity.DisableTotpRequest
+	22, // 39: billing.identity.CustomerAdminService.ListCustomers:input_type -> billing.identity.ListCustomersRequest
+	24, // 40: billing.identity.CustomerAdminService.GetCustomer:input_type -> billing.identity.GetCustomerRequest
+	26, // 41: billing.identity.CustomerAdminService.SetCanCreateApiKeys:input_type -> billing.identity.SetCanCreateApiKeysRequest
+	28, // 42: billing.identity.CustomerAdminService.AdjustBalance:input_type -> billing.identity.AdjustBalanceRequest
+	30, // 43: billing.identity.CustomerAdminService.SetCreditLimit:input_type -> billing.identity.SetCreditLimitRequest
+	34, // 44: billing.identity.CustomerAdminService.DisableCustomer:input_type -> billing.identity.DisableCustomerRequest
+	36, // 45: billing.identity.CustomerAdminService.EnableCustomer:input_type -> billing.identity.EnableCustomerRequest
+	38, // 46: billing.identity.CustomerAdminService.SignOutEverywhere:input_type -> billing.identity.SignOutEverywhereRequest
+	7,  // 47: billing.identity.IdentityService.Register:output_type -> billing.identity.RegisterResponse
+	9,  // 48: billing.identity.IdentityService.Login:output_type -> billing.identity.LoginResponse
+	11, // 49: billing.identity.IdentityService.AdminLogin:output_type -> billing.identity.AdminLoginResponse
+	13, // 50: billing.identity.IdentityService.Logout:output_type -> billing.identity.LogoutResponse
+	15, // 51: billing.identity.IdentityService.GetMe:output_type -> billing.identity.GetMeResponse
+	17, // 52: billing.identity.IdentityService.CreateApiKey:output_type -> billing.identity.CreateApiKeyResponse
+	19, // 53: billing.identity.IdentityService.ListApiKeys:output_type -> billing.identity.ListApiKeysResponse
+	21, // 54: billing.identity.IdentityService.RevokeApiKey:output_type -> billing.identity.RevokeApiKeyResponse
+	33, // 55: billing.identity.IdentityService.ChangePassword:output_type -> billing.identity.ChangePasswordResponse
+	42, // 56: billing.identity.IdentityService.CreateAdminApiKey:output_type -> billing.identity.CreateAdminApiKeyResponse
+	44, // 57: billing.identity.IdentityService.ListAdminApiKeys:output_type -> billing.identity.ListAdminApiKeysResponse
+	46, // 58: billing.identity.IdentityService.RevokeAdminApiKey:output_type -> billing.identity.RevokeAdminApiKeyResponse
+	48, // 59: billing.identity.IdentityService.StartTotpEnrolment:output_type -> billing.identity.StartTotpEnrolmentResponse
+	50, // 60: billing.identity.IdentityService.ConfirmTotpEnrolment:output_type -> billing.identity.ConfirmTotpEnrolmentResponse
+	52, // 61: billing.identity.IdentityService.DisableTotp:output_type -> billing.identity.DisableTotpResponse
+	23, // 62: billing.identity.CustomerAdminService.ListCustomers:output_type -> billing.identity.ListCustomersResponse
+	25, // 63: billing.identity.CustomerAdminService.GetCustomer:output_type -> billing.identity.GetCustomerResponse
+	27, // 64: billing.identity.CustomerAdminService.SetCanCreateApiKeys:output_type -> billing.identity.SetCanCreateApiKeysResponse
+	29, // 65: billing.identity.CustomerAdminService.AdjustBalance:output_type -> billing.identity.AdjustBalanceResponse
+	31, // 66: billing.identity.CustomerAdminService.SetCreditLimit:output_type -> billing.identity.SetCreditLimitResponse
+	35, // 67: billing.identity.CustomerAdminService.DisableCustomer:output_type -> billing.identity.DisableCustomerResponse
+	37, // 68: billing.identity.CustomerAdminService.EnableCustomer:output_type -> billing.identity.EnableCustomerResponse
+	39, // 69: billing.identity.CustomerAdminService.SignOutEverywhere:output_type -> billing.identity.SignOutEverywhereResponse
+	47, // [47:70] is the sub-list for method output_type
+	24, // [24:47] is the sub-list for method input_type
 	24, // [24:24] is the sub-list for extension type_name
 	24, // [24:24] is the sub-list for extension extendee
 	0,  // [0:24] is the sub-list for field type_name
@@ -3192,7 +3542,7 @@ func file_billing_identity_identity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_identity_identity_proto_rawDesc), len(file_billing_identity_identity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   47,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -46,6 +46,7 @@ SELECT
     k.last_used_at,
     k.revoked_at,
     k.revoked_by,
+    k.expires_at,
     a.username AS admin_username,
     a.disabled_at AS admin_disabled_at
 FROM admin_api_keys k
@@ -63,6 +64,7 @@ type GetAdminApiKeyWithAdminRow struct {
 	LastUsedAt      *time.Time
 	RevokedAt       *time.Time
 	RevokedBy       *uuid.UUID
+	ExpiresAt       *time.Time
 	AdminUsername   string
 	AdminDisabledAt *time.Time
 }
@@ -82,6 +84,7 @@ func (q *Queries) GetAdminApiKeyWithAdmin(ctx context.Context, id uuid.UUID) (Ge
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedBy,
+		&i.ExpiresAt,
 		&i.AdminUsername,
 		&i.AdminDisabledAt,
 	)
@@ -90,9 +93,9 @@ func (q *Queries) GetAdminApiKeyWithAdmin(ctx context.Context, id uuid.UUID) (Ge
 
 const insertAdminApiKey = `-- name: InsertAdminApiKey :one
 
-INSERT INTO admin_api_keys (admin_id, name, scope, secret_hash, created_at)
-VALUES ($1, $2, $3, $4, $5)
-RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by
+INSERT INTO admin_api_keys (admin_id, name, scope, secret_hash, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6)
+RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by, expires_at
 `
 
 type InsertAdminApiKeyParams struct {
@@ -101,6 +104,7 @@ type InsertAdminApiKeyParams struct {
 	Scope      string
 	SecretHash []byte
 	CreatedAt  time.Time
+	ExpiresAt  *time.Time
 }
 
 // Admin API keys "ak_<id>_<secret>": only SHA-256 of the secret is stored.
@@ -111,6 +115,7 @@ func (q *Queries) InsertAdminApiKey(ctx context.Context, arg InsertAdminApiKeyPa
 		arg.Scope,
 		arg.SecretHash,
 		arg.CreatedAt,
+		arg.ExpiresAt,
 	)
 	var i AdminApiKey
 	err := row.Scan(
@@ -123,6 +128,7 @@ func (q *Queries) InsertAdminApiKey(ctx context.Context, arg InsertAdminApiKeyPa
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedBy,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -138,6 +144,7 @@ SELECT
     k.last_used_at,
     k.revoked_at,
     k.revoked_by,
+    k.expires_at,
     a.username AS admin_username,
     a.disabled_at AS admin_disabled_at
 FROM admin_api_keys k
@@ -162,6 +169,7 @@ type ListAdminApiKeysRow struct {
 	LastUsedAt      *time.Time
 	RevokedAt       *time.Time
 	RevokedBy       *uuid.UUID
+	ExpiresAt       *time.Time
 	AdminUsername   string
 	AdminDisabledAt *time.Time
 }
@@ -187,6 +195,7 @@ func (q *Queries) ListAdminApiKeys(ctx context.Context, arg ListAdminApiKeysPara
 			&i.LastUsedAt,
 			&i.RevokedAt,
 			&i.RevokedBy,
+			&i.ExpiresAt,
 			&i.AdminUsername,
 			&i.AdminDisabledAt,
 		); err != nil {
@@ -218,7 +227,7 @@ UPDATE admin_api_keys
 SET revoked_at = $1, revoked_by = $2
 WHERE id = $3
   AND revoked_at IS NULL
-RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by
+RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by, expires_at
 `
 
 type RevokeAdminApiKeyParams struct {
@@ -242,6 +251,7 @@ func (q *Queries) RevokeAdminApiKey(ctx context.Context, arg RevokeAdminApiKeyPa
 		&i.LastUsedAt,
 		&i.RevokedAt,
 		&i.RevokedBy,
+		&i.ExpiresAt,
 	)
 	return i, err
 }
@@ -251,7 +261,7 @@ UPDATE admin_api_keys
 SET revoked_at = $1, revoked_by = $2
 WHERE admin_id = $3
   AND revoked_at IS NULL
-RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by
+RETURNING id, admin_id, name, scope, secret_hash, created_at, last_used_at, revoked_at, revoked_by, expires_at
 `
 
 type RevokeAdminApiKeysOfAdminParams struct {
@@ -282,6 +292,7 @@ func (q *Queries) RevokeAdminApiKeysOfAdmin(ctx context.Context, arg RevokeAdmin
 			&i.LastUsedAt,
 			&i.RevokedAt,
 			&i.RevokedBy,
+			&i.ExpiresAt,
 		); err != nil {
 			return nil, err
 		}

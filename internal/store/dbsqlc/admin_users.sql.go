@@ -18,7 +18,7 @@ SET password_hash = $1,
     updated_at = $2
 WHERE id = $3
   AND password_hash = $4
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
 `
 
 type ChangeAdminPasswordParams struct {
@@ -45,10 +45,83 @@ func (q *Queries) ChangeAdminPassword(ctx context.Context, arg ChangeAdminPasswo
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const clearAdminTotp = `-- name: ClearAdminTotp :execrows
+UPDATE admin_users
+SET totp_secret = NULL,
+    totp_confirmed_at = NULL,
+    totp_last_step = 0,
+    updated_at = $1
+WHERE id = $2
+  AND totp_secret IS NOT NULL
+`
+
+type ClearAdminTotpParams struct {
+	UpdatedAt time.Time
+	ID        uuid.UUID
+}
+
+// Removes an admin's 2FA, pending or confirmed (no row when there was
+// none), and with it their recovery codes (DeleteAdminRecoveryCodes).
+func (q *Queries) ClearAdminTotp(ctx context.Context, arg ClearAdminTotpParams) (int64, error) {
+	result, err := q.db.Exec(ctx, clearAdminTotp, arg.UpdatedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const confirmAdminTotp = `-- name: ConfirmAdminTotp :execrows
+UPDATE admin_users
+SET totp_confirmed_at = $1,
+    totp_last_step = $2,
+    updated_at = $1
+WHERE id = $3
+  AND totp_secret = $4
+  AND totp_confirmed_at IS NULL
+`
+
+type ConfirmAdminTotpParams struct {
+	UpdatedAt  *time.Time
+	Step       int64
+	ID         uuid.UUID
+	TotpSecret *string
+}
+
+// Confirms the pending enrolment whose first code was of step; no row when
+// there is none (or it was confirmed meanwhile).
+func (q *Queries) ConfirmAdminTotp(ctx context.Context, arg ConfirmAdminTotpParams) (int64, error) {
+	result, err := q.db.Exec(ctx, confirmAdminTotp,
+		arg.UpdatedAt,
+		arg.Step,
+		arg.ID,
+		arg.TotpSecret,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const countAdminRecoveryCodesLeft = `-- name: CountAdminRecoveryCodesLeft :one
+SELECT count(*) FROM admin_recovery_codes
+WHERE admin_id = $1
+  AND used_at IS NULL
+`
+
+func (q *Queries) CountAdminRecoveryCodesLeft(ctx context.Context, adminID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countAdminRecoveryCodesLeft, adminID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
 }
 
 const countAdmins = `-- name: CountAdmins :one
@@ -80,7 +153,7 @@ func (q *Queries) CountEnabledAdmins(ctx context.Context) (int64, error) {
 const createAdmin = `-- name: CreateAdmin :one
 INSERT INTO admin_users (username, password_hash, display_name)
 VALUES ($1, $2, $3)
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
 `
 
 type CreateAdminParams struct {
@@ -99,10 +172,23 @@ func (q *Queries) CreateAdmin(ctx context.Context, arg CreateAdminParams) (Admin
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const deleteAdminRecoveryCodes = `-- name: DeleteAdminRecoveryCodes :exec
+DELETE FROM admin_recovery_codes
+WHERE admin_id = $1
+`
+
+func (q *Queries) DeleteAdminRecoveryCodes(ctx context.Context, adminID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, deleteAdminRecoveryCodes, adminID)
+	return err
 }
 
 const deleteAdminSessions = `-- name: DeleteAdminSessions :many
@@ -135,7 +221,7 @@ func (q *Queries) DeleteAdminSessions(ctx context.Context, adminID uuid.UUID) ([
 }
 
 const getAdminByUsername = `-- name: GetAdminByUsername :one
-SELECT id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at FROM admin_users
+SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at FROM admin_users
 WHERE username = $1
 `
 
@@ -149,10 +235,29 @@ func (q *Queries) GetAdminByUsername(ctx context.Context, username string) (Admi
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const insertAdminRecoveryCode = `-- name: InsertAdminRecoveryCode :exec
+INSERT INTO admin_recovery_codes (admin_id, code_hash, created_at)
+VALUES ($1, $2, $3)
+`
+
+type InsertAdminRecoveryCodeParams struct {
+	AdminID   uuid.UUID
+	CodeHash  []byte
+	CreatedAt time.Time
+}
+
+func (q *Queries) InsertAdminRecoveryCode(ctx context.Context, arg InsertAdminRecoveryCodeParams) error {
+	_, err := q.db.Exec(ctx, insertAdminRecoveryCode, arg.AdminID, arg.CodeHash, arg.CreatedAt)
+	return err
 }
 
 const lockAdminUsers = `-- name: LockAdminUsers :exec
@@ -171,7 +276,7 @@ UPDATE admin_users
 SET disabled_at = $1,
     updated_at = $2
 WHERE id = $3
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
 `
 
 type SetAdminDisabledAtParams struct {
@@ -191,6 +296,9 @@ func (q *Queries) SetAdminDisabledAt(ctx context.Context, arg SetAdminDisabledAt
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -202,7 +310,7 @@ UPDATE admin_users
 SET password_hash = $1,
     updated_at = now()
 WHERE username = $2
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
 `
 
 type SetAdminPasswordParams struct {
@@ -222,8 +330,83 @@ func (q *Queries) SetAdminPassword(ctx context.Context, arg SetAdminPasswordPara
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const startAdminTotp = `-- name: StartAdminTotp :execrows
+UPDATE admin_users
+SET totp_secret = $1,
+    totp_confirmed_at = NULL,
+    totp_last_step = 0,
+    updated_at = $2
+WHERE id = $3
+  AND totp_confirmed_at IS NULL
+`
+
+type StartAdminTotpParams struct {
+	TotpSecret *string
+	UpdatedAt  time.Time
+	ID         uuid.UUID
+}
+
+// A pending enrolment's secret (sealed), replacing an earlier pending one;
+// no row when the admin's 2FA is confirmed already.
+func (q *Queries) StartAdminTotp(ctx context.Context, arg StartAdminTotpParams) (int64, error) {
+	result, err := q.db.Exec(ctx, startAdminTotp, arg.TotpSecret, arg.UpdatedAt, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const useAdminRecoveryCode = `-- name: UseAdminRecoveryCode :execrows
+UPDATE admin_recovery_codes
+SET used_at = $1
+WHERE admin_id = $2
+  AND code_hash = $3
+  AND used_at IS NULL
+`
+
+type UseAdminRecoveryCodeParams struct {
+	UsedAt   *time.Time
+	AdminID  uuid.UUID
+	CodeHash []byte
+}
+
+// Spends a recovery code: no row when it is unknown or spent.
+func (q *Queries) UseAdminRecoveryCode(ctx context.Context, arg UseAdminRecoveryCodeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, useAdminRecoveryCode, arg.UsedAt, arg.AdminID, arg.CodeHash)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const useAdminTotpStep = `-- name: UseAdminTotpStep :execrows
+UPDATE admin_users
+SET totp_last_step = $1
+WHERE id = $2
+  AND totp_confirmed_at IS NOT NULL
+  AND totp_last_step < $1
+`
+
+type UseAdminTotpStepParams struct {
+	Step int64
+	ID   uuid.UUID
+}
+
+// Accepts a code of step once: no row when a code of this step or a later
+// one was accepted already (a replay).
+func (q *Queries) UseAdminTotpStep(ctx context.Context, arg UseAdminTotpStepParams) (int64, error) {
+	result, err := q.db.Exec(ctx, useAdminTotpStep, arg.Step, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -22,17 +22,28 @@ type AdminApiKey struct {
 	LastUsedAt *time.Time
 	RevokedAt  *time.Time
 	RevokedBy  *uuid.UUID
+	ExpiresAt  *time.Time
+}
+
+type AdminRecoveryCode struct {
+	AdminID   uuid.UUID
+	CodeHash  []byte
+	CreatedAt time.Time
+	UsedAt    *time.Time
 }
 
 type AdminUser struct {
-	ID           uuid.UUID
-	Username     string
-	PasswordHash string
-	DisplayName  string
-	DisabledAt   *time.Time
-	LastLoginAt  *time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	ID              uuid.UUID
+	Username        string
+	PasswordHash    string
+	DisplayName     string
+	DisabledAt      *time.Time
+	LastLoginAt     *time.Time
+	TotpSecret      *string
+	TotpConfirmedAt *time.Time
+	TotpLastStep    int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 type ApiKey struct {

@@ -47,7 +47,7 @@ func (q *Queries) DeleteSession(ctx context.Context, id []byte) (int64, error) {
 }
 
 const getAdminByID = `-- name: GetAdminByID :one
-SELECT id, username, password_hash, display_name, disabled_at, last_login_at, created_at, updated_at FROM admin_users
+SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at FROM admin_users
 WHERE id = $1
 `
 
@@ -62,6 +62,9 @@ func (q *Queries) GetAdminByID(ctx context.Context, id uuid.UUID) (AdminUser, er
 		&i.DisplayName,
 		&i.DisabledAt,
 		&i.LastLoginAt,
+		&i.TotpSecret,
+		&i.TotpConfirmedAt,
+		&i.TotpLastStep,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

@@ -76,6 +76,15 @@ const (
 	// IdentityServiceRevokeAdminApiKeyProcedure is the fully-qualified name of the IdentityService's
 	// RevokeAdminApiKey RPC.
 	IdentityServiceRevokeAdminApiKeyProcedure = "/billing.identity.IdentityService/RevokeAdminApiKey"
+	// IdentityServiceStartTotpEnrolmentProcedure is the fully-qualified name of the IdentityService's
+	// StartTotpEnrolment RPC.
+	IdentityServiceStartTotpEnrolmentProcedure = "/billing.identity.IdentityService/StartTotpEnrolment"
+	// IdentityServiceConfirmTotpEnrolmentProcedure is the fully-qualified name of the IdentityService's
+	// ConfirmTotpEnrolment RPC.
+	IdentityServiceConfirmTotpEnrolmentProcedure = "/billing.identity.IdentityService/ConfirmTotpEnrolment"
+	// IdentityServiceDisableTotpProcedure is the fully-qualified name of the IdentityService's
+	// DisableTotp RPC.
+	IdentityServiceDisableTotpProcedure = "/billing.identity.IdentityService/DisableTotp"
 	// CustomerAdminServiceListCustomersProcedure is the fully-qualified name of the
 	// CustomerAdminService's ListCustomers RPC.
 	CustomerAdminServiceListCustomersProcedure = "/billing.identity.CustomerAdminService/ListCustomers"
@@ -157,6 +166,21 @@ type IdentityServiceClient interface {
 	// from the very next request. Revoking a revoked key returns it unchanged.
 	// Needs an admin session.
 	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
+	// StartTotpEnrolment begins the calling admin's TOTP two-factor sign-in
+	// (RFC 6238): a new secret, kept sealed under [secrets], answered as an
+	// otpauth:// URL and a QR code for an authenticator app. Starting again
+	// replaces a pending enrolment; an admin with 2FA confirmed already gets
+	// FailedPrecondition (DisableTotp first). Needs an admin session.
+	StartTotpEnrolment(context.Context, *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error)
+	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
+	// first code: from then on AdminLogin asks for a code. Answers 10
+	// recovery codes, shown this once, each of which signs in once in place
+	// of a code. A wrong code is InvalidArgument. Needs an admin session.
+	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
+	// DisableTotp removes the calling admin's two-factor sign-in and recovery
+	// codes, given their password (a wrong one is PermissionDenied). Needs an
+	// admin session.
+	DisableTotp(context.Context, *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error)
 }
 
 // NewIdentityServiceClient constructs a client for the billing.identity.IdentityService service. By
@@ -245,23 +269,44 @@ func NewIdentityServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
 			connect.WithClientOptions(opts...),
 		),
+		startTotpEnrolment: connect.NewClient[identity.StartTotpEnrolmentRequest, identity.StartTotpEnrolmentResponse](
+			httpClient,
+			baseURL+IdentityServiceStartTotpEnrolmentProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("StartTotpEnrolment")),
+			connect.WithClientOptions(opts...),
+		),
+		confirmTotpEnrolment: connect.NewClient[identity.ConfirmTotpEnrolmentRequest, identity.ConfirmTotpEnrolmentResponse](
+			httpClient,
+			baseURL+IdentityServiceConfirmTotpEnrolmentProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("ConfirmTotpEnrolment")),
+			connect.WithClientOptions(opts...),
+		),
+		disableTotp: connect.NewClient[identity.DisableTotpRequest, identity.DisableTotpResponse](
+			httpClient,
+			baseURL+IdentityServiceDisableTotpProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("DisableTotp")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // identityServiceClient implements IdentityServiceClient.
 type identityServiceClient struct {
-	register          *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
-	login             *connect.Client[identity.LoginRequest, identity.LoginResponse]
-	adminLogin        *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
-	logout            *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
-	getMe             *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
-	createApiKey      *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
-	listApiKeys       *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
-	revokeApiKey      *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
-	changePassword    *connect.Client[identity.ChangePasswordRequest, identity.ChangePasswordResponse]
-	createAdminApiKey *connect.Client[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse]
-	listAdminApiKeys  *connect.Client[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse]
-	revokeAdminApiKey *connect.Client[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse]
+	register             *connect.Client[identity.RegisterRequest, identity.RegisterResponse]
+	login                *connect.Client[identity.LoginRequest, identity.LoginResponse]
+	adminLogin           *connect.Client[identity.AdminLoginRequest, identity.AdminLoginResponse]
+	logout               *connect.Client[identity.LogoutRequest, identity.LogoutResponse]
+	getMe                *connect.Client[identity.GetMeRequest, identity.GetMeResponse]
+	createApiKey         *connect.Client[identity.CreateApiKeyRequest, identity.CreateApiKeyResponse]
+	listApiKeys          *connect.Client[identity.ListApiKeysRequest, identity.ListApiKeysResponse]
+	revokeApiKey         *connect.Client[identity.RevokeApiKeyRequest, identity.RevokeApiKeyResponse]
+	changePassword       *connect.Client[identity.ChangePasswordRequest, identity.ChangePasswordResponse]
+	createAdminApiKey    *connect.Client[identity.CreateAdminApiKeyRequest, identity.CreateAdminApiKeyResponse]
+	listAdminApiKeys     *connect.Client[identity.ListAdminApiKeysRequest, identity.ListAdminApiKeysResponse]
+	revokeAdminApiKey    *connect.Client[identity.RevokeAdminApiKeyRequest, identity.RevokeAdminApiKeyResponse]
+	startTotpEnrolment   *connect.Client[identity.StartTotpEnrolmentRequest, identity.StartTotpEnrolmentResponse]
+	confirmTotpEnrolment *connect.Client[identity.ConfirmTotpEnrolmentRequest, identity.ConfirmTotpEnrolmentResponse]
+	disableTotp          *connect.Client[identity.DisableTotpRequest, identity.DisableTotpResponse]
 }
 
 // Register calls billing.identity.IdentityService.Register.
@@ -324,6 +369,21 @@ func (c *identityServiceClient) RevokeAdminApiKey(ctx context.Context, req *conn
 	return c.revokeAdminApiKey.CallUnary(ctx, req)
 }
 
+// StartTotpEnrolment calls billing.identity.IdentityService.StartTotpEnrolment.
+func (c *identityServiceClient) StartTotpEnrolment(ctx context.Context, req *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error) {
+	return c.startTotpEnrolment.CallUnary(ctx, req)
+}
+
+// ConfirmTotpEnrolment calls billing.identity.IdentityService.ConfirmTotpEnrolment.
+func (c *identityServiceClient) ConfirmTotpEnrolment(ctx context.Context, req *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error) {
+	return c.confirmTotpEnrolment.CallUnary(ctx, req)
+}
+
+// DisableTotp calls billing.identity.IdentityService.DisableTotp.
+func (c *identityServiceClient) DisableTotp(ctx context.Context, req *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error) {
+	return c.disableTotp.CallUnary(ctx, req)
+}
+
 // IdentityServiceHandler is an implementation of the billing.identity.IdentityService service.
 type IdentityServiceHandler interface {
 	// Register creates a customer account and returns an access token for it.
@@ -379,6 +439,21 @@ type IdentityServiceHandler interface {
 	// from the very next request. Revoking a revoked key returns it unchanged.
 	// Needs an admin session.
 	RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error)
+	// StartTotpEnrolment begins the calling admin's TOTP two-factor sign-in
+	// (RFC 6238): a new secret, kept sealed under [secrets], answered as an
+	// otpauth:// URL and a QR code for an authenticator app. Starting again
+	// replaces a pending enrolment; an admin with 2FA confirmed already gets
+	// FailedPrecondition (DisableTotp first). Needs an admin session.
+	StartTotpEnrolment(context.Context, *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error)
+	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
+	// first code: from then on AdminLogin asks for a code. Answers 10
+	// recovery codes, shown this once, each of which signs in once in place
+	// of a code. A wrong code is InvalidArgument. Needs an admin session.
+	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
+	// DisableTotp removes the calling admin's two-factor sign-in and recovery
+	// codes, given their password (a wrong one is PermissionDenied). Needs an
+	// admin session.
+	DisableTotp(context.Context, *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error)
 }
 
 // NewIdentityServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -463,6 +538,24 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 		connect.WithSchema(identityServiceMethods.ByName("RevokeAdminApiKey")),
 		connect.WithHandlerOptions(opts...),
 	)
+	identityServiceStartTotpEnrolmentHandler := connect.NewUnaryHandler(
+		IdentityServiceStartTotpEnrolmentProcedure,
+		svc.StartTotpEnrolment,
+		connect.WithSchema(identityServiceMethods.ByName("StartTotpEnrolment")),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceConfirmTotpEnrolmentHandler := connect.NewUnaryHandler(
+		IdentityServiceConfirmTotpEnrolmentProcedure,
+		svc.ConfirmTotpEnrolment,
+		connect.WithSchema(identityServiceMethods.ByName("ConfirmTotpEnrolment")),
+		connect.WithHandlerOptions(opts...),
+	)
+	identityServiceDisableTotpHandler := connect.NewUnaryHandler(
+		IdentityServiceDisableTotpProcedure,
+		svc.DisableTotp,
+		connect.WithSchema(identityServiceMethods.ByName("DisableTotp")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.identity.IdentityService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IdentityServiceRegisterProcedure:
@@ -489,6 +582,12 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 			identityServiceListAdminApiKeysHandler.ServeHTTP(w, r)
 		case IdentityServiceRevokeAdminApiKeyProcedure:
 			identityServiceRevokeAdminApiKeyHandler.ServeHTTP(w, r)
+		case IdentityServiceStartTotpEnrolmentProcedure:
+			identityServiceStartTotpEnrolmentHandler.ServeHTTP(w, r)
+		case IdentityServiceConfirmTotpEnrolmentProcedure:
+			identityServiceConfirmTotpEnrolmentHandler.ServeHTTP(w, r)
+		case IdentityServiceDisableTotpProcedure:
+			identityServiceDisableTotpHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -544,6 +643,18 @@ func (UnimplementedIdentityServiceHandler) ListAdminApiKeys(context.Context, *co
 
 func (UnimplementedIdentityServiceHandler) RevokeAdminApiKey(context.Context, *connect.Request[identity.RevokeAdminApiKeyRequest]) (*connect.Response[identity.RevokeAdminApiKeyResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.RevokeAdminApiKey is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) StartTotpEnrolment(context.Context, *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.StartTotpEnrolment is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.ConfirmTotpEnrolment is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) DisableTotp(context.Context, *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.identity.IdentityService.DisableTotp is not implemented"))
 }
 
 // CustomerAdminServiceClient is a client for the billing.identity.CustomerAdminService service.
