@@ -248,7 +248,7 @@ func (a *App) init(ctx context.Context) error {
 	// configuration does (2), which systemd does not restart.
 	if err := identity.CheckBootstrap(ctx, a.pool, a.cfg.Bootstrap.Options()); err != nil {
 		if errors.Is(err, identity.ErrBootstrapPasswordRequired) {
-			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+			return config.Invalid(err)
 		}
 		return err
 	}

@@ -71,6 +71,15 @@ func (s Server) publicPortWarning() string {
 // errors, since restarting cannot fix it.
 var ErrInvalid = errors.New("invalid configuration")
 
+// Invalid marks err as a configuration problem (errors.Is(_, ErrInvalid))
+// without changing its message.
+func Invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ error }
+
+func (e invalidError) Unwrap() error        { return e.error }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
 // Section names a section of the configuration for ValidateSections.
 type Section string
 
@@ -159,8 +168,8 @@ func (c Config) CheckPluginDir() error {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return fmt.Errorf("%w: [plugins].dir %s cannot be read: %v (a relative dir is resolved against the configuration file's directory; docs/operations.md, \"Plugins\")",
-			ErrInvalid, c.Plugins.Dir, err)
+		return Invalid(fmt.Errorf("[plugins].dir %s cannot be read: %v (a relative dir is resolved against the configuration file's directory; docs/operations.md, \"The plugin directory\")",
+			c.Plugins.Dir, err))
 	}
 	return nil
 }
