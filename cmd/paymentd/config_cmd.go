@@ -73,7 +73,9 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = checkBootstrap(ctx, cfg, stderr)
 	}
 	if err != nil {
-		return fmt.Errorf("invalid configuration:\n%w", err)
+		// %v: config check exits 1 on an invalid configuration, not
+		// the 2 that config.ErrInvalid means for the other commands.
+		return fmt.Errorf("invalid configuration:\n%v", err)
 	}
 	fmt.Fprintln(stderr, "configuration is valid")
 	return nil

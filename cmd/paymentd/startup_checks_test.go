@@ -16,12 +16,15 @@ import (
 // These tests set environment variables and change directory, so they do
 // not run in parallel.
 
-// repoPlugins is the checkout's plugin directory, absolute.
+// repoPluginsDir is the checkout's plugin directory, absolute: taken when
+// the test binary starts, in the package's directory, before a test moves.
+var repoPluginsDir, repoPluginsErr = filepath.Abs(filepath.Join("..", "..", "plugins"))
+
+// repoPlugins is repoPluginsDir, for tests that run a service.
 func repoPlugins(t *testing.T) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "plugins"))
-	require.NoError(t, err)
-	return p
+	require.NoError(t, repoPluginsErr)
+	return repoPluginsDir
 }
 
 // etcDir is a configuration directory with a paymentd.toml holding body
