@@ -6,9 +6,11 @@
 # PostgreSQL it started. Not `go run`: go run ignores SIGINT and dies of
 # SIGTERM without passing either on. Not task: task compiles its own
 # dependencies first. Arguments go to paymentd dev (--keep-db, --config FILE).
-# -tags grpcnotrace: as deploy/Containerfile (docs/performance.md, "Idle RSS").
+# deploy/build.sh builds as the image and the benchmark do (-trimpath and
+# the same flags each time, so the build cache serves a clone at any path;
+# the version from git describe).
 set -eu
 cd "$(dirname "$0")"
 mkdir -p .data/bin
-go build -tags grpcnotrace -o .data/bin/paymentd ./cmd/paymentd
+deploy/build.sh .data/bin/paymentd
 exec .data/bin/paymentd dev "$@"

@@ -1,8 +1,9 @@
 package harness
 
 import (
+	"os"
 	"os/exec"
-	"slices"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -19,8 +20,14 @@ func TestReleaseBuildLeavesOutTemplateExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := releaseBuildArgs("unused")
-	tags := args[slices.Index(args, "-tags")+1]
+	script, err := os.ReadFile(filepath.Join(root, "deploy", "build.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := releaseTags
+	if !strings.Contains(string(script), " -tags "+tags+" ") || !strings.Contains(string(script), "CGO_ENABLED=0") {
+		t.Fatalf("deploy/build.sh no longer builds with CGO_ENABLED=0 and -tags %s", tags)
+	}
 	cmd := exec.Command("go", "list", "-deps", "-tags", tags,
 		"-f", `{{.ImportPath}} {{join .Imports " "}}`, "./cmd/paymentd")
 	cmd.Dir = root

@@ -170,14 +170,13 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// releaseBuildArgs are the arguments of go that build paymentd into out as
-// deploy/Containerfile builds the release (with CGO_ENABLED=0): the
+// releaseTags are the build tags of deploy/build.sh, which builds the
+// release (and ./run.sh's binary) and which the benchmark runs: the
 // grpcnotrace tag leaves out golang.org/x/net/trace, whose init reaches
 // html/template's Execute and so makes the linker keep every exported
 // method of every type (a binary 17 MB larger, idle RSS +5 MiB).
-func releaseBuildArgs(out string) []string {
-	return []string{"build", "-trimpath", "-tags", "grpcnotrace", "-ldflags=-s -w", "-o", out, "./cmd/paymentd"}
-}
+// TestReleaseBuildLeavesOutTemplateExecution checks the script uses them.
+const releaseTags = "grpcnotrace"
 
 // runCmd runs a command to completion, with its output in the error.
 func runCmd(ctx context.Context, dir, name string, args ...string) error {

@@ -206,9 +206,9 @@ func (b *bench) setup(ctx context.Context) error {
 
 	t := time.Now()
 	b.paymentd = filepath.Join(b.tmp, "paymentd")
-	// Built as deploy/Containerfile builds the release: static, without
-	// grpc's x/net/trace (docs/performance.md, "Idle RSS").
-	if err := runCmd(ctx, b.root, "env", append([]string{"CGO_ENABLED=0", "go"}, releaseBuildArgs(b.paymentd)...)...); err != nil {
+	// Built as deploy/Containerfile builds the release, by its script:
+	// static, without grpc's x/net/trace (docs/performance.md, "Idle RSS").
+	if err := runCmd(ctx, b.root, "deploy/build.sh", b.paymentd); err != nil {
 		return err
 	}
 	if b.self, err = os.Executable(); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/cache"
+	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/identity"
 )
 
@@ -106,7 +107,7 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return cliError(err)
 		}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfigFor(*cfgPath, config.SectionDB, config.SectionRedis)
 	if err != nil {
 		return err
 	}

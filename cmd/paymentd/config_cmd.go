@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/identity"
 )
 
 const configUsage = `Usage:
@@ -20,13 +23,18 @@ and prints the effective configuration as TOML on standard output with every sec
 masked (the JWT secret, passwords, the passwords in database and Redis URLs, webhook
 secrets and header values). Problems go to standard error, each naming its key, and
 so do warnings (valid, but most likely a mistake: an https [server].public_url with
-[session].cookie_secure = false), which do not change the exit status.
+[session].cookie_secure = false, a public_url on this host on another port than
+[server].port), which do not change the exit status. It also does what the start
+does before it touches the database: [plugins].dir must be a directory it can read
+(a relative one is resolved against the configuration file's directory, and the
+resolved path is printed), and without [bootstrap].admin_password the database of
+[db].url, when it answers, must already have an admin.
 
 Exit status: 0 when the configuration is valid, 1 when it is not, 2 on a bad command
 line.
 `
 
-func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, configUsage)
 		return nil
@@ -60,10 +68,44 @@ func cmdConfig(_ context.Context, args []string, stdout, stderr io.Writer) error
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("invalid configuration:\n%w", err)
+	err = errors.Join(cfg.Validate(), cfg.CheckPluginDir())
+	if err == nil {
+		err = checkBootstrap(ctx, cfg, stderr)
+	}
+	if err != nil {
+		// %v: config check exits 1 on an invalid configuration, not
+		// the 2 that config.ErrInvalid means for the other commands.
+		return fmt.Errorf("invalid configuration:\n%v", err)
 	}
 	fmt.Fprintln(stderr, "configuration is valid")
+	return nil
+}
+
+// checkBootstrap does what the start does before migrating when no
+// bootstrap password is set: it asks the database whether it has an admin,
+// and fails as the start would when it has none. An unreachable database
+// leaves the question open, which a warning says.
+func checkBootstrap(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	if cfg.Bootstrap.AdminPassword != "" {
+		return nil
+	}
+	const open = "warning: [bootstrap].admin_password is empty: the service refuses to start on a database without admins"
+	if cfg.DB.URL == "" {
+		fmt.Fprintln(stderr, open+" ([db].url is not set here, so the database could not be asked)")
+		return nil
+	}
+	pool, err := app.OpenPool(ctx, cfg.DB)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+		return nil
+	}
+	defer pool.Close()
+	if err := identity.CheckBootstrap(ctx, pool, cfg.Bootstrap.Options()); err != nil {
+		if errors.Is(err, identity.ErrBootstrapPasswordRequired) {
+			return fmt.Errorf("%w (asked the database of [db].url)", err)
+		}
+		fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+	}
 	return nil
 }
 

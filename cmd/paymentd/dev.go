@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -82,6 +84,10 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return usageError{err}
 	}
+	// Before a private PostgreSQL is started for nothing.
+	if err := cfg.CheckPluginDir(); err != nil {
+		return err
+	}
 	if cfg.DB.URL == "" {
 		url, err := pgcluster.Ensure(ctx, devPGDir, devDBName, logf)
 		if err != nil {
@@ -104,15 +110,26 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return serve(ctx, cfg, stderr)
 }
 
-// loadDevConfig loads the files and the environment as serve does, then
-// turns [billing].test_clock on: local development may move the billing
-// clock forward. serve leaves the key as the files say.
+// loadDevConfig loads the files and the environment as serve does, with
+// three differences for a checkout: the default [plugins].dir is the
+// working directory's plugins (the checkout ./run.sh runs in, not .data/
+// where dev.toml is), [billing].test_clock is on (local development may
+// move the billing clock forward), and a moved [server].port takes the
+// default [server].public_url along. serve leaves all three as the
+// configuration says.
 func loadDevConfig(paths, environ []string) (config.Config, error) {
-	cfg, err := config.LoadFiles(paths, environ)
+	wd, err := os.Getwd()
+	if err != nil {
+		return config.Config{}, err
+	}
+	cfg, err := config.LoadFilesFrom(paths, environ, wd)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Billing.TestClock = true
+	if def := config.Default().Server; cfg.Server.PublicURL == def.PublicURL && cfg.Server.Port != def.Port {
+		cfg.Server.PublicURL = "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Server.Port))
+	}
 	return cfg, nil
 }
 

@@ -73,7 +73,8 @@ func startDev(t *testing.T, dir string, wrapped bool, args ...string) *devProces
 	cmd.Env = append(cmd.Env, runMainEnv+"=1",
 		"PAYMENTD_SERVER__PORT="+strconv.Itoa(d.httpPort),
 		"PAYMENTD_SERVER__PUBLIC_URL=http://127.0.0.1:"+strconv.Itoa(d.httpPort),
-		"PAYMENTD_METRICS__PORT=0")
+		"PAYMENTD_METRICS__PORT=0",
+		"PAYMENTD_PLUGINS__DIR="+repoPlugins(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // no signal meant for the test reaches it
 	cmd.Stdout, cmd.Stderr = d.out, d.out
 	require.NoError(t, cmd.Start())

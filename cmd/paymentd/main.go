@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/rustbill/paymentd/internal/config"
 )
 
 // exitUsage is the exit code for a bad command line or configuration.
@@ -148,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "paymentd:", err)
 	var ue usageError
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) || errors.Is(err, config.ErrInvalid) {
 		return exitUsage
 	}
 	return 1

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rustbill/paymentd/internal/app"
+	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/migrate"
 )
 
@@ -28,7 +29,7 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() != 1 {
 		return usageError{fmt.Errorf("migrate needs one of: up, down, status")}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfigFor(*cfgPath, config.SectionDB, config.SectionCluster)
 	if err != nil {
 		return err
 	}

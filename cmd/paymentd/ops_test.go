@@ -64,6 +64,7 @@ headers = { "Authorization" = "Bearer header-token-123" }
 `), 0o600))
 	t.Setenv("PAYMENTD_JWT__SECRET", cliSecret)
 	t.Setenv("PAYMENTD_METRICS__PORT", "9500")
+	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
 
 	code, stdout, stderr := runCLI(t, "config", "check")
 	require.Equal(t, 0, code, stderr)
@@ -91,6 +92,8 @@ func TestConfigCheckWarnsOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) {
 	t.Setenv("PAYMENTD_JWT__SECRET", cliSecret)
 	t.Setenv("PAYMENTD_SERVER__PUBLIC_URL", "https://pay.example.com")
 	t.Setenv("PAYMENTD_SESSION__COOKIE_SECURE", "false")
+	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
+	t.Setenv("PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD", "bootstrap-password")
 	code, _, stderr := runCLI(t, "config", "check")
 	require.Equal(t, 0, code, "a warning is no error: %s", stderr)
 	require.Contains(t, stderr, "warning: [server].public_url is https://pay.example.com but [session].cookie_secure = false")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/secretpass"
 )
 
@@ -55,7 +56,7 @@ func cmdSecrets(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() != 0 {
 		return usageError{fmt.Errorf("secrets rotate takes no arguments, got %q", fs.Args())}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfigFor(*cfgPath, config.SectionDB, config.SectionSecrets)
 	if err != nil {
 		return err
 	}

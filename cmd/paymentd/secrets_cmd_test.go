@@ -59,6 +59,7 @@ func TestServeRefusesToStartWhenTheDatabaseHoldsSecretsAndNoKeyIsConfigured(t *t
 	t.Setenv("PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD", "bootstrap-password")
 	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(freeTCPPort(t)))
 	t.Setenv("PAYMENTD_METRICS__PORT", "0")
+	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
 	ids := withInterfaces(t, conn, "clear-merchant-key")
 
 	code, _, stderr := runCLI(t, "serve")

@@ -16,14 +16,28 @@ func configFlag(fs *flag.FlagSet) *string {
 	return fs.String("config", "", "configuration file (default ./paymentd.toml when present)")
 }
 
-// loadConfig loads and validates the configuration, turning every problem
-// into a usage error that names the key.
+// loadConfig loads and validates the whole configuration, as the service
+// uses it, turning every problem into a usage error that names the key.
 func loadConfig(path string) (config.Config, error) {
 	cfg, err := config.Load(config.ResolvePath(path), os.Environ())
 	if err != nil {
 		return cfg, usageError{err}
 	}
 	if err := cfg.Validate(); err != nil {
+		return cfg, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
+	}
+	return cfg, nil
+}
+
+// loadConfigFor loads the configuration and validates only the sections an
+// operator's command uses: verify on a scratch restore needs [db], not the
+// service's [jwt].secret.
+func loadConfigFor(path string, sections ...config.Section) (config.Config, error) {
+	cfg, err := config.Load(config.ResolvePath(path), os.Environ())
+	if err != nil {
+		return cfg, usageError{err}
+	}
+	if err := cfg.ValidateSections(sections...); err != nil {
 		return cfg, usageError{fmt.Errorf("invalid configuration:\n%w", err)}
 	}
 	return cfg, nil
@@ -49,6 +63,9 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg, err := loadConfig(*cfgPath)
 	if err != nil {
+		return err
+	}
+	if err := cfg.CheckPluginDir(); err != nil {
 		return err
 	}
 	return serve(ctx, cfg, stderr)

@@ -35,7 +35,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 0 {
 		return usageError{fmt.Errorf("verify takes no arguments, got %q", fs.Args())}
 	}
-	cfg, err := loadConfig(*cfgPath)
+	cfg, err := loadConfigFor(*cfgPath, config.SectionDB)
 	if err != nil {
 		return err
 	}

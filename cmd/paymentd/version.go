@@ -9,10 +9,12 @@ import (
 const versionUsage = `Usage:
   paymentd version
 
-Prints what debug.BuildInfo records about this binary: the module version, the
-commit it was built from and that commit's time (Go records no build time), whether
-the working tree had uncommitted changes, and the Go version. Commit fields are
-"unknown" for a binary built without VCS information (go run, -buildvcs=false).
+Prints the version and commit the build scripts stamped in (deploy/build.sh: git
+describe of the newest v* tag, v0.0.0-<commits>-g<commit> before the first), else
+what debug.BuildInfo records: the module version (devel+<commit> when Go has none),
+the commit it was built from and that commit's time (Go records no build time),
+whether the working tree had uncommitted changes, and the Go version. Commit fields
+are "unknown" for a binary built without VCS information (go run, -buildvcs=false).
 `
 
 // version is what a binary knows about its own build.
@@ -28,8 +30,36 @@ type version struct {
 	Go       string
 }
 
-// readVersion reads the running binary's build information.
-func readVersion() version { return versionOf(debug.ReadBuildInfo()) }
+// buildVersion and buildCommit are set by deploy/build.sh (./run.sh, the
+// image, the benchmark) with -ldflags -X from deploy/version.sh and git
+// rev-parse HEAD; empty in a plain go build, go run or test binary.
+var buildVersion, buildCommit string
+
+// readVersion reads the running binary's build information, with what the
+// build scripts stamped in first.
+func readVersion() version {
+	return versionOf(debug.ReadBuildInfo()).stamped(buildVersion, buildCommit)
+}
+
+// stamped puts the build scripts' version and commit in place of what Go
+// recorded. Without them a version Go could not name ((devel): go run, a
+// build in a container without .git) becomes devel+<vcs.revision>, so
+// that even then the binary names its commit when Go recorded one.
+func (v version) stamped(ver, commit string) version {
+	if commit != "" && commit != v.Commit {
+		v.Commit, v.CommitTime, v.Modified = commit, "unknown", strings.HasSuffix(ver, "-dirty")
+	}
+	switch {
+	case ver != "":
+		v.Version = ver
+	case (v.Version == "(devel)" || v.Version == "unknown") && v.Commit != "unknown":
+		v.Version = "devel+" + v.Commit[:min(12, len(v.Commit))]
+		if v.Modified {
+			v.Version += "-dirty"
+		}
+	}
+	return v
+}
 
 // versionOf extracts the version from build information; ok false means
 // there is none.

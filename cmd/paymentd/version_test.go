@@ -95,3 +95,60 @@ func TestVersionOfABinaryBuiltFromACheckoutNamesItsCommit(t *testing.T) {
 	require.Equal(t, "commit time: "+commitTime.UTC().Format(time.RFC3339), lines[3], "vcs.time is the commit's time")
 	require.Regexp(t, regexp.MustCompile(`^go:          go1\.\d+`), lines[4])
 }
+
+func TestTheBuildScriptsVersionAndCommitComeFirstAndDevelNamesTheRevision(t *testing.T) {
+	t.Parallel()
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	bi := &debug.BuildInfo{
+		GoVersion: "go1.26.7",
+		Main:      debug.Module{Path: "github.com/rustbill/paymentd", Version: "(devel)"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: rev},
+			{Key: "vcs.time", Value: "2026-11-22T04:08:59Z"},
+		},
+	}
+	v := versionOf(bi, true).stamped("v1.2.0-3-g0123456789ab", rev)
+	require.Equal(t, "v1.2.0-3-g0123456789ab", v.Version)
+	require.Equal(t, rev, v.Commit)
+	require.Equal(t, "2026-11-22T04:08:59Z", v.CommitTime, "the commit Go recorded: its time stays")
+
+	// Not stamped (go run, a plain go build in a container): not (devel),
+	// but the revision Go recorded.
+	v = versionOf(bi, true).stamped("", "")
+	require.Equal(t, "devel+0123456789ab", v.Version)
+	bi.Settings = append(bi.Settings, debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	require.Equal(t, "devel+0123456789ab-dirty", versionOf(bi, true).stamped("", "").Version)
+
+	// Nothing known at all: it says so.
+	require.Equal(t, "unknown", versionOf(nil, false).stamped("", "").Version)
+}
+
+// deploy/build.sh, which ./run.sh, the image and the benchmark build with,
+// stamps git describe's version and the commit into the binary.
+func TestABinaryBuiltByTheBuildScriptPrintsItsGitVersionAndCommit(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	describe := func() string {
+		out, err := exec.Command(filepath.Join(root, "deploy", "version.sh")).Output()
+		require.NoError(t, err)
+		return strings.TrimSpace(string(out))
+	}
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	require.NoError(t, err, "the tests run in a git checkout")
+	before := describe()
+	require.Regexp(t, `^v\d+\.\d+\.\d+(-\d+-g[0-9a-f]{12})?(-dirty)?$`, before)
+	bin := filepath.Join(t.TempDir(), "paymentd")
+	out, err := exec.Command(filepath.Join(root, "deploy", "build.sh"), bin).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	after := describe()
+
+	out, err = exec.Command(bin, "version").Output()
+	require.NoError(t, err)
+	lines := strings.Split(string(out), "\n")
+	if before == after { // the tree did not change under the build
+		require.Equal(t, "paymentd "+before, lines[0])
+	}
+	require.NotContains(t, lines[0], "(devel)")
+	require.True(t, strings.HasPrefix(lines[2], "commit:      "+strings.TrimSpace(string(head))), lines[2])
+}

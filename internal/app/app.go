@@ -8,9 +8,12 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -175,9 +178,34 @@ func OpenPool(ctx context.Context, c config.DB) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
+		if hint := setUpHint(err, pc.ConnConfig); hint != "" {
+			return nil, errors.New(hint)
+		}
 		return nil, fmt.Errorf("connect to database ([db].url): %w", err)
 	}
 	return pool, nil
+}
+
+// setUpHint is the one line that says what to run when [db].url names a
+// database or a role that does not exist (a first installation); "" for
+// any other failure. docs/operations.md's set-up steps run the same.
+func setUpHint(err error, cc *pgx.ConnConfig) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return ""
+	}
+	where := fmt.Sprintf("-h %s -p %d", cc.Host, cc.Port)
+	role := fmt.Sprintf(`psql %s -U postgres -c "CREATE ROLE %s LOGIN PASSWORD '…'"`, where, cc.User)
+	db := fmt.Sprintf("createdb %s -U postgres -O %s %s", where, cc.User, cc.Database)
+	switch {
+	case pgErr.Code == "3D000": // invalid_catalog_name
+		return fmt.Sprintf("[db].url names database %q, which does not exist on %s:%d: create it as a PostgreSQL superuser: %s (and the role first if it is missing too: %s)",
+			cc.Database, cc.Host, cc.Port, db, role)
+	case pgErr.Code == "28000" && strings.Contains(pgErr.Message, "does not exist"): // role "x" does not exist
+		return fmt.Sprintf("[db].url names role %q, which does not exist on %s:%d: create it and its database as a PostgreSQL superuser: %s, then %s",
+			cc.User, cc.Host, cc.Port, role, db)
+	}
+	return ""
 }
 
 // New opens the pool, applies migrations (waiting for another instance's run
@@ -194,6 +222,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: " + w)
 	}
+	// Where gateways are told to post: the one figure to compare with the
+	// gateway's merchant settings and the proxy in front.
+	log.Info("gateway callbacks go to [server].public_url", "callback_base",
+		strings.TrimRight(cfg.Server.PublicURL, "/")+payment.CallbackPath+"<gateway_interface_id>", "listen", cfg.Server.Addr())
 	pool, err := OpenPool(ctx, cfg.DB)
 	if err != nil {
 		return nil, err
@@ -211,6 +243,15 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 }
 
 func (a *App) init(ctx context.Context) error {
+	// Before migrating: a start that must stop for want of a bootstrap
+	// password leaves an empty database empty, and exits as a bad
+	// configuration does (2), which systemd does not restart.
+	if err := identity.CheckBootstrap(ctx, a.pool, a.cfg.Bootstrap.Options()); err != nil {
+		if errors.Is(err, identity.ErrBootstrapPasswordRequired) {
+			return config.Invalid(err)
+		}
+		return err
+	}
 	start := time.Now()
 	db := stdlib.OpenDBFromPool(a.pool)
 	err := migrate.UpWith(ctx, db, migrate.Options{

@@ -123,7 +123,43 @@ func TestRefusesToStartWithoutBootstrapPasswordOnADatabaseWithoutAdmins(t *testi
 	cfg.Bootstrap.AdminPassword = ""
 	_, err := app.New(context.Background(), cfg, logger(t))
 	require.ErrorIs(t, err, identity.ErrBootstrapPasswordRequired)
+	require.ErrorIs(t, err, config.ErrInvalid, "a bad configuration: the commands exit 2")
 	require.ErrorContains(t, err, "[bootstrap].admin_password")
+
+	// Refused before migrating: the empty database is left empty.
+	conn, err := pgx.Connect(context.Background(), cfg.DB.URL)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var tables int
+	require.NoError(t, conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
+	require.Zero(t, tables, "nothing migrated")
+}
+
+func TestAMissingDatabaseOrRoleIsRefusedSayingWhatToRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	base, err := testdb.BaseURL(ctx)
+	require.NoError(t, err)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	host, port := u.Hostname(), u.Port()
+
+	u.Path = "/paymentd_no_such_database"
+	cfg := testConfig(u.String())
+	_, err = app.New(ctx, cfg, logger(t))
+	require.EqualError(t, err, `[db].url names database "paymentd_no_such_database", which does not exist on `+host+`:`+port+
+		`: create it as a PostgreSQL superuser: createdb -h `+host+` -p `+port+` -U postgres -O `+u.User.Username()+` paymentd_no_such_database`+
+		` (and the role first if it is missing too: psql -h `+host+` -p `+port+` -U postgres -c "CREATE ROLE `+u.User.Username()+` LOGIN PASSWORD '…'")`)
+
+	u.User = url.User("paymentd_no_such_role")
+	_, err = app.New(ctx, testConfig(u.String()), logger(t))
+	if err != nil && strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("the test server asks unknown roles for a password, hiding that the role is missing: %v", err)
+	}
+	require.ErrorContains(t, err, `[db].url names role "paymentd_no_such_role", which does not exist on `+host+`:`+port+
+		`: create it and its database as a PostgreSQL superuser: psql -h `+host+` -p `+port+` -U postgres -c "CREATE ROLE paymentd_no_such_role LOGIN PASSWORD '…'", then createdb`)
+	require.NotContains(t, err.Error(), "\n")
 }
 
 func TestBootstrapPasswordIsNotNeededOnceAnAdminExists(t *testing.T) {

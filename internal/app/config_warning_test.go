@@ -30,3 +30,23 @@ func TestStartLogsTheWarningOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) 
 	require.Contains(t, logs.String(), "level=WARN")
 	require.Contains(t, logs.String(), "[server].public_url is https://pay.example.com but [session].cookie_secure = false")
 }
+
+// A public URL on this host whose port is not the listener's is warned of
+// at start, and the start says where gateways will post callbacks.
+func TestStartWarnsOfALoopbackPublicURLOnAnotherPortAndLogsTheCallbackBase(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg.DB.AcquireTimeoutSecs = 2
+	cfg.Server.Port = 6000
+	cfg.Server.PublicURL = "http://127.0.0.1:50051"
+	logs := &testkit.Logs{}
+	_, err = app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	require.ErrorContains(t, err, "[db].url")
+	require.Contains(t, logs.String(), "level=WARN")
+	require.Contains(t, logs.String(), "[server].public_url http://127.0.0.1:50051 is this host on port 50051 but [server].port is 6000")
+	require.Contains(t, logs.String(), "callback_base=http://127.0.0.1:50051/callbacks/<gateway_interface_id>")
+}

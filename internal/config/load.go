@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -25,14 +26,46 @@ func Load(path string, environ []string) (Config, error) {
 }
 
 // LoadFiles is Load with several files, each overriding the ones before it.
+// A relative [plugins].dir is made absolute as docs/operations.md says
+// (PluginDirBase): against the directory of the file that set it, against
+// the working directory when PAYMENTD_PLUGINS__DIR set it, and the default
+// against the last file's directory, else the binary's.
 func LoadFiles(paths []string, environ []string) (Config, error) {
+	return LoadFilesFrom(paths, environ, "")
+}
+
+// LoadFilesFrom is LoadFiles with defaultBase, when not empty, as the
+// directory the default [plugins].dir is resolved against: paymentd dev
+// passes the working directory (the checkout it runs in).
+func LoadFilesFrom(paths []string, environ []string, defaultBase string) (Config, error) {
 	k := koanf.New(".")
 	if err := k.Load(structs.Provider(Default(), "koanf"), nil); err != nil {
 		return Config{}, fmt.Errorf("config defaults: %w", err)
 	}
+	// pluginBase is the directory a relative [plugins].dir is read
+	// against: the default's first, then each source that sets it.
+	pluginBase, setByFile := defaultBase, false
 	for _, path := range paths {
-		if err := k.Load(file.Provider(path), toml.Parser()); err != nil {
+		fk := koanf.New(".")
+		if err := fk.Load(file.Provider(path), toml.Parser()); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+		if fk.Exists("plugins.dir") || (!setByFile && defaultBase == "") {
+			pluginBase = fileDir(path)
+			setByFile = setByFile || fk.Exists("plugins.dir")
+		}
+		if err := k.Merge(fk); err != nil {
+			return Config{}, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if pluginBase == "" {
+		pluginBase = binaryDir()
+	}
+	for _, kv := range environ {
+		if name, _, _ := strings.Cut(kv, "="); IsConfigEnv(name) {
+			if key, _ := envKey(name, ""); key == "plugins.dir" {
+				pluginBase = "." // a shell's relative path: the working directory
+			}
 		}
 	}
 	envProvider := env.Provider(".", env.Opt{
@@ -57,7 +90,34 @@ func LoadFiles(paths []string, environ []string) (Config, error) {
 	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	if c.Plugins.Dir != "" && !filepath.IsAbs(c.Plugins.Dir) {
+		c.Plugins.Dir = filepath.Join(pluginBase, c.Plugins.Dir)
+	}
+	if abs, err := filepath.Abs(c.Plugins.Dir); err == nil && c.Plugins.Dir != "" {
+		c.Plugins.Dir = abs
+	}
 	return c, nil
+}
+
+// fileDir is the absolute directory of the file at path.
+func fileDir(path string) string {
+	if abs, err := filepath.Abs(path); err == nil {
+		return filepath.Dir(abs)
+	}
+	return filepath.Dir(path)
+}
+
+// binaryDir is the directory of the running binary (symbolic links
+// followed), the working directory when it cannot be known.
+func binaryDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "."
+	}
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	return filepath.Dir(exe)
 }
 
 // envKey maps PAYMENTD_DB__URL to "db.url": a double underscore separates the

@@ -17,6 +17,7 @@ func TestTOMLReadsBackAsTheSameConfiguration(t *testing.T) {
 	c.Events.RetryMax = 90 * time.Minute
 	c.Events.PollInterval = 250 * time.Millisecond
 	c.Tracing.SampleRatio = 0.25
+	c.Plugins.Dir = "/srv/paymentd/plugins" // Load makes a relative one absolute
 	c.Notify.AdminEmails = []string{"ops@example.com"}
 	c.Notify.SMTP.From = "billing \"desk\" <billing@example.com>\t"
 	c.Notify.Webhooks = []NotifyWebhook{

@@ -3,11 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // [billing].time_zone loads on a host without /usr/share/zoneinfo
@@ -30,41 +34,153 @@ func (c Config) Warnings() []string {
 		// so the public URL is what says browsers reach it over HTTPS.
 		out = append(out, fmt.Sprintf("[server].public_url is %s but [session].cookie_secure = false: browsers will also send the admin session cookie over plain HTTP; set [session].cookie_secure = true", u.Scheme+"://"+u.Host))
 	}
+	if w := c.Server.publicPortWarning(); w != "" {
+		out = append(out, w)
+	}
 	return out
 }
 
+// publicPortWarning names a loopback [server].public_url on another port
+// than [server].port: gateways (here, a fake or a tunnel on this host)
+// would post callbacks to a port nothing of ours listens on, typically
+// after the port was moved and the URL was not. A public URL on another
+// host is a proxy's or a tunnel's, whose port is rightly its own: not
+// looked at. A loopback proxy in front is possible too, hence a warning.
+func (s Server) publicPortWarning() string {
+	u, err := url.Parse(s.PublicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return ""
+	}
+	host := u.Hostname()
+	if ip, err := netip.ParseAddr(host); !(strings.EqualFold(host, "localhost") || (err == nil && ip.IsLoopback())) {
+		return ""
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port == strconv.Itoa(s.Port) {
+		return ""
+	}
+	return fmt.Sprintf("[server].public_url %s is this host on port %s but [server].port is %d: gateways would post callbacks to %s/callbacks/… where the service does not listen; set [server].public_url to %s://%s unless a proxy on this host listens on %s",
+		s.PublicURL, port, s.Port, strings.TrimSuffix(s.PublicURL, "/"), u.Scheme, net.JoinHostPort(host, strconv.Itoa(s.Port)), port)
+}
+
+// ErrInvalid marks a configuration problem found outside Validate (a
+// plugin directory that cannot be read, a bootstrap password a database
+// without admins needs): the commands exit 2 on it, as on Validate's
+// errors, since restarting cannot fix it.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Invalid marks err as a configuration problem (errors.Is(_, ErrInvalid))
+// without changing its message.
+func Invalid(err error) error { return invalidError{err} }
+
+type invalidError struct{ error }
+
+func (e invalidError) Unwrap() error        { return e.error }
+func (e invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Section names a section of the configuration for ValidateSections.
+type Section string
+
+// The sections, in the order of the file.
+const (
+	SectionServer    Section = "server"
+	SectionDB        Section = "db"
+	SectionJWT       Section = "jwt"
+	SectionSession   Section = "session"
+	SectionBootstrap Section = "bootstrap"
+	SectionAdmin     Section = "admin"
+	SectionRateLimit Section = "rate_limit"
+	SectionRedis     Section = "redis"
+	SectionEvents    Section = "events"
+	SectionNotify    Section = "notify"
+	SectionPlugins   Section = "plugins"
+	SectionBilling   Section = "billing"
+	SectionPayments  Section = "payments"
+	SectionCluster   Section = "cluster"
+	SectionOutbound  Section = "outbound"
+	SectionExport    Section = "export"
+	SectionRetention Section = "retention"
+	SectionLog       Section = "log"
+	SectionMetrics   Section = "metrics"
+	SectionTracing   Section = "tracing"
+	SectionSecrets   Section = "secrets"
+)
+
+// sectionChecks are the sections' validations in the order of the file;
+// [metrics] also looks at [server]'s port.
+var sectionChecks = []struct {
+	section Section
+	check   func(c Config, bad badFunc)
+}{
+	{SectionServer, func(c Config, bad badFunc) { c.Server.validate(bad) }},
+	{SectionDB, func(c Config, bad badFunc) { c.DB.validate(bad) }},
+	{SectionJWT, func(c Config, bad badFunc) { c.JWT.validate(bad) }},
+	{SectionSession, func(c Config, bad badFunc) { c.Session.validate(bad) }},
+	{SectionBootstrap, func(c Config, bad badFunc) { c.Bootstrap.validate(bad) }},
+	{SectionAdmin, func(c Config, bad badFunc) {
+		if c.Admin.APIKeyMaxLifetimeDays < 0 || c.Admin.APIKeyMaxLifetimeDays > 3650 {
+			bad("[admin].api_key_max_lifetime_days", "must be 0 (keys may never expire) to 3650, got %d", c.Admin.APIKeyMaxLifetimeDays)
+		}
+	}},
+	{SectionRateLimit, func(c Config, bad badFunc) { c.RateLimit.validate(bad) }},
+	{SectionRedis, func(c Config, bad badFunc) { c.Redis.validate(bad) }},
+	{SectionEvents, func(c Config, bad badFunc) { c.Events.validate(bad) }},
+	{SectionNotify, func(c Config, bad badFunc) { c.Notify.validate(bad) }},
+	{SectionPlugins, func(c Config, bad badFunc) { c.Plugins.validate(bad) }},
+	{SectionBilling, func(c Config, bad badFunc) { c.Billing.validate(bad) }},
+	{SectionPayments, func(c Config, bad badFunc) { c.Payments.validate(bad) }},
+	{SectionCluster, func(c Config, bad badFunc) { c.Cluster.validate(bad) }},
+	{SectionOutbound, func(c Config, bad badFunc) { c.Outbound.validate(bad) }},
+	{SectionExport, func(c Config, bad badFunc) { c.Export.validate(bad) }},
+	{SectionRetention, func(c Config, bad badFunc) { c.Retention.validate(bad) }},
+	{SectionLog, func(c Config, bad badFunc) { c.Log.validate(bad) }},
+	{SectionMetrics, func(c Config, bad badFunc) { c.Metrics.validate(c.Server, bad) }},
+	{SectionTracing, func(c Config, bad badFunc) { c.Tracing.validate(bad) }},
+	{SectionSecrets, func(c Config, bad badFunc) { c.Secrets.validate(bad) }},
+}
+
 // Validate checks every key and returns all problems joined, each naming its
-// key as [section].key. Each section checks its own keys, in the order of
-// the file; [metrics] also looks at [server]'s port.
+// key as [section].key: what the service (serve, dev) and config check ask.
 func (c Config) Validate() error {
+	return c.validate(func(Section) bool { return true })
+}
+
+// ValidateSections checks the keys of the given sections only: an
+// operator's command asks for what it uses (verify reads the ledger and
+// needs [db], not a [jwt].secret).
+func (c Config) ValidateSections(sections ...Section) error {
+	return c.validate(func(s Section) bool { return slices.Contains(sections, s) })
+}
+
+func (c Config) validate(want func(Section) bool) error {
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s %s", key, fmt.Sprintf(format, args...)))
 	}
-	c.Server.validate(bad)
-	c.DB.validate(bad)
-	c.JWT.validate(bad)
-	c.Session.validate(bad)
-	c.Bootstrap.validate(bad)
-	if c.Admin.APIKeyMaxLifetimeDays < 0 || c.Admin.APIKeyMaxLifetimeDays > 3650 {
-		bad("[admin].api_key_max_lifetime_days", "must be 0 (keys may never expire) to 3650, got %d", c.Admin.APIKeyMaxLifetimeDays)
+	for _, sc := range sectionChecks {
+		if want(sc.section) {
+			sc.check(c, bad)
+		}
 	}
-	c.RateLimit.validate(bad)
-	c.Redis.validate(bad)
-	c.Events.validate(bad)
-	c.Notify.validate(bad)
-	c.Plugins.validate(bad)
-	c.Billing.validate(bad)
-	c.Payments.validate(bad)
-	c.Cluster.validate(bad)
-	c.Outbound.validate(bad)
-	c.Export.validate(bad)
-	c.Retention.validate(bad)
-	c.Log.validate(bad)
-	c.Metrics.validate(c.Server, bad)
-	c.Tracing.validate(bad)
-	c.Secrets.validate(bad)
 	return errors.Join(errs...)
+}
+
+// CheckPluginDir reports, wrapping ErrInvalid, a [plugins].dir that cannot
+// be read: the service would start with no gateway loaded and answer
+// /ready all the same. One line, naming the key and the resolved path.
+func (c Config) CheckPluginDir() error {
+	if _, err := os.ReadDir(c.Plugins.Dir); err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return Invalid(fmt.Errorf("[plugins].dir %s cannot be read: %v (a relative dir is resolved against the configuration file's directory; docs/operations.md, \"The plugin directory\")",
+			c.Plugins.Dir, err))
+	}
+	return nil
 }
 
 // badFunc reports one problem of key; Validate collects them.

@@ -13,6 +13,23 @@ import (
 // no bootstrap password is configured: nobody could ever log in.
 var ErrBootstrapPasswordRequired = errors.New("[bootstrap].admin_password is required: the database has no admin users yet")
 
+// CheckBootstrap returns ErrBootstrapPasswordRequired when the database
+// (migrated or not) has no admin users and o has no password: the start
+// asks before it migrates, so that an empty database is left as it was.
+func CheckBootstrap(ctx context.Context, db store.DB, o BootstrapOptions) error {
+	if o.AdminPassword != "" {
+		return nil
+	}
+	has, err := store.HasAdmins(ctx, db)
+	if err != nil {
+		return err
+	}
+	if !has {
+		return ErrBootstrapPasswordRequired
+	}
+	return nil
+}
+
 // EnsureBootstrapAdmin creates the [bootstrap] admin when the database has no
 // admin users, and does nothing otherwise (the configured password is never
 // applied to an existing admin).

@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
@@ -14,6 +16,18 @@ import (
 func CountAdmins(ctx context.Context, db DB) (int64, error) {
 	n, err := dbsqlc.New(db).CountAdmins(ctx)
 	return n, MapError(err)
+}
+
+// HasAdmins reports whether the database holds an admin user; a database
+// not migrated yet (no admin_users table) holds none. The start asks it
+// before migrating, and config check asks it too.
+func HasAdmins(ctx context.Context, db DB) (bool, error) {
+	n, err := dbsqlc.New(db).CountAdmins(ctx)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return false, nil
+	}
+	return n > 0, MapError(err)
 }
 
 // CreateFirstAdmin creates an admin named username when admin_users is empty,
