@@ -20,7 +20,7 @@ var designTables = []string{
 	"payment_trend_gateway_quarters", "payment_trend_seconds_quarters", "payment_trend_seconds_days",
 	"payment_trend_currency_changes", "payment_trend_gateway_changes", "payment_trend_seconds_changes",
 	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",
-	"notifications", "audit_log", "idempotency_keys",
+	"notifications", "audit_log", "idempotency_keys", "admin_recovery_codes",
 }
 
 const gooseTable = "goose_db_version"
