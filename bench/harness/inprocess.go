@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -29,7 +31,16 @@ type InProcess struct {
 
 // StartInProcess starts cfg's service (migrating its database) and serves
 // it on 127.0.0.1 until Close.
+//
+// Without PAYMENTD_PLUGINS__DIR the plugins are the checkout's: a tool run
+// from the repository (go run, task) has no configuration file, and the
+// default directory would be the one next to the built tool.
 func StartInProcess(ctx context.Context, cfg config.Config, log *slog.Logger) (*InProcess, error) {
+	if os.Getenv("PAYMENTD_PLUGINS__DIR") == "" {
+		if root, err := repoRoot(); err == nil {
+			cfg.Plugins.Dir = filepath.Join(root, "plugins")
+		}
+	}
 	a, err := app.New(ctx, cfg, log)
 	if err != nil {
 		return nil, err
