@@ -69,12 +69,16 @@ type Fakes struct {
 }
 
 // StartFakes starts the fakes on loopback ports.
-func StartFakes() (*Fakes, error) {
-	gw := epay.New(epay.Options{Merchants: map[string]string{merchantPID: merchantKey}})
+func StartFakes() (*Fakes, error) { return StartFakesAs(merchantPID, merchantKey, providerToken) }
+
+// StartFakesAs starts the fakes for epay merchant pid with key, and the
+// provider's API token.
+func StartFakesAs(pid, key, token string) (*Fakes, error) {
+	gw := epay.New(epay.Options{Merchants: map[string]string{pid: key}})
 	if err := gw.Start(); err != nil {
 		return nil, err
 	}
-	prov := provider.New(provider.Options{Token: providerToken})
+	prov := provider.New(provider.Options{Token: token})
 	if err := prov.Start(); err != nil {
 		gw.Close()
 		return nil, err

@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/rustbill/paymentd/bench/harness"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
@@ -37,17 +38,12 @@ func cmdFakes(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	gw := epay.New(epay.Options{Merchants: map[string]string{*pid: *key}})
-	if err := gw.Start(); err != nil {
+	f, err := harness.StartFakesAs(*pid, *key, *token)
+	if err != nil {
 		return err
 	}
-	defer gw.Close()
-	prov := provider.New(provider.Options{Token: *token})
-	if err := prov.Start(); err != nil {
-		return err
-	}
-	defer prov.Close()
-	line, _ := json.Marshal(map[string]string{"epay": gw.URL(), "provider": prov.URL()})
+	defer f.Close()
+	line, _ := json.Marshal(map[string]string{"epay": f.EpayURL, "provider": f.ProviderURL})
 	fmt.Fprintln(stdout, string(line))
 	<-ctx.Done()
 	return nil
