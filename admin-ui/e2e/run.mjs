@@ -537,6 +537,15 @@ try {
 
   await step("login", async () => {
     await login();
+    if (fx.mode === "totp") {
+      // [admin].require_2fa: an admin without a second factor gets the
+      // enrolment and nothing else, whatever address is asked for.
+      await page.getByRole("heading", { name: "Set up two-factor sign-in", level: 1 }).waitFor();
+      if (await page.getByRole("navigation", { name: "Sections" }).count()) throw new Error("the sections are offered before enrolment");
+      await page.goto(`${fx.baseURL}${fx.adminPath}/payments`);
+      await page.getByRole("heading", { name: "Set up two-factor sign-in", level: 1 }).waitFor();
+      return;
+    }
     await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
   });
 
@@ -1012,6 +1021,8 @@ try {
       await expectText(row.locator(".badge"), "pending");
       await expectText(row, fx.manualRefund.reason);
       await expectText(row, "refund manually");
+      // Who asked, by name: the signed-in admin.
+      await expectText(row.getByTestId("requested-by"), fx.username);
       await row.getByRole("button", { name: /^Record outcome/ }).waitFor();
       await expectText(rows("Audit trail of this payment, its order and its refunds"), "refund.accepted");
       await shot("payment-refund-pending");
@@ -1114,6 +1125,7 @@ try {
       const newest = rows("Refunds").first();
       await newest.getByRole("link", { name: bank.id, exact: true }).waitFor();
       await expectText(newest.locator(".badge"), "succeeded");
+      await expectText(newest.getByTestId("requested-by"), fx.username);
       // The docs' picture of the list with its CSV export (task ui-screenshot).
       await page.evaluate(() => document.querySelector(".toast")?.classList.remove("visible"));
       await page.getByRole("group", { name: "Download refunds as CSV" }).waitFor();
@@ -1670,8 +1682,6 @@ try {
     await step(
       "two-factor sign-in: enrol with the QR code's secret and confirm with a code",
       async () => {
-        await page.getByRole("link", { name: "Change password" }).click();
-        await page.getByRole("heading", { name: "Account", level: 1 }).waitFor();
         const card = page.getByRole("region", { name: "Two-factor sign-in" });
         await card.getByRole("button", { name: "Set up two-factor sign-in" }).click();
         const qr = card.getByTestId("totp-qr");
@@ -1691,7 +1701,15 @@ try {
         await card.getByTestId("totp-on").waitFor();
         const codes = await card.getByTestId("recovery-codes").locator("li").allInnerTexts();
         if (codes.length !== 10 || !codes.every((c) => /^[A-Z2-7]{4}(-[A-Z2-7]{4}){3}$/.test(c.trim()))) throw new Error(`recovery codes: ${JSON.stringify(codes)}`);
-        await card.getByRole("form", { name: "Turn off two-factor sign-in" }).waitFor();
+        // Required: it cannot be turned off from the console.
+        if (await card.getByRole("form", { name: "Turn off two-factor sign-in" }).count()) throw new Error("2FA is offered to be turned off though it is required");
+        await shot("totp-enrolled");
+        // The confirmation's answer replaced the session: the console opens
+        // where the admin asked to go before enrolling.
+        await page.getByRole("button", { name: "Continue to the console" }).click();
+        await page.getByRole("heading", { name: "Payments", level: 1 }).waitFor();
+        await nav("Dashboard");
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
       },
       { allow: [["/billing.identity.IdentityService/ConfirmTotpEnrolment", "invalid_argument"]] },
     );
@@ -1736,8 +1754,8 @@ try {
         await page.getByLabel("Two-factor code").fill(await totpCode(1));
         await page.getByRole("button", { name: "Log in" }).click();
         await page.getByText("Signed in as").waitFor();
-        // Back where the admin logged out: the account page, 2FA on.
-        await page.getByRole("region", { name: "Two-factor sign-in" }).getByRole("form", { name: "Turn off two-factor sign-in" }).waitFor();
+        // Enrolled: the console itself, not the enrolment.
+        await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
       },
       { allow: [["/billing.identity.IdentityService/AdminLogin", "unauthenticated"]] },
     );

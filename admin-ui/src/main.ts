@@ -9,6 +9,7 @@ import { errorMessage, identity, isAbort, onSessionEnded } from "./api";
 import { h, replace } from "./dom";
 import { currentRelative, match, onNavigate, sectionOf, start, type Route } from "./router";
 import { announce, errorBox, link, pageTitle, statusRegionElement } from "./ui";
+import { twoFactorCard } from "./views/account";
 import { loginView } from "./views/login";
 import { routes } from "./routes";
 
@@ -29,16 +30,8 @@ function notFound(): Route {
   };
 }
 
-function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
-  const nav = h(
-    "nav",
-    { class: "sections", "aria-label": "Sections" },
-    h(
-      "ul",
-      null,
-      routes.map((r) => (r.nav ? h("li", null, link(r.pattern, r.nav, { "data-section": r.pattern })) : null)),
-    ),
-  );
+/** The Log out button of the top bar. */
+function logoutButton(): HTMLButtonElement {
   const logout = h("button", { type: "button", class: "link-button" }, "Log out");
   logout.addEventListener("click", async () => {
     logout.disabled = true;
@@ -51,6 +44,19 @@ function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
     session = null;
     showLogin("You are logged out.");
   });
+  return logout;
+}
+
+function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
+  const nav = h(
+    "nav",
+    { class: "sections", "aria-label": "Sections" },
+    h(
+      "ul",
+      null,
+      routes.map((r) => (r.nav ? h("li", null, link(r.pattern, r.nav, { "data-section": r.pattern })) : null)),
+    ),
+  );
   const main = h("main", { id: "main", tabindex: -1 });
   replace(
     root,
@@ -61,7 +67,7 @@ function buildShell(s: Session): { main: HTMLElement; nav: HTMLElement } {
       link("", "paymentd admin", { class: "brand" }),
       h("span", { class: "who" }, "Signed in as ", h("strong", { "data-testid": "admin-name" }, s.username)),
       link("account", "Change password", { class: "account-link" }),
-      logout,
+      logoutButton(),
     ),
     statusRegionElement(),
     h("div", { class: "layout" }, nav, main),
@@ -120,13 +126,71 @@ function showLogin(message?: string): void {
     statusRegionElement(),
     loginView({
       message,
-      onLoggedIn: (username) => {
-        session = { username };
-        void render();
-      },
+      onLoggedIn: () => void enter(),
     }),
   );
   document.title = "Log in · paymentd admin";
+}
+
+/** The one screen of an admin who must enrol two-factor sign-in first
+ * ([admin].require_2fa): the service answers nothing else to the session
+ * until the enrolment is confirmed, whose answer replaces the session. */
+function showEnrolment(username: string): void {
+  shell = null;
+  current?.abort();
+  const proceed = h("button", { type: "button", class: "primary" }, "Continue to the console");
+  proceed.addEventListener("click", () => void enter());
+  const next = h("div", { hidden: true }, proceed);
+  replace(
+    root,
+    h(
+      "header",
+      { class: "topbar" },
+      h("span", { class: "brand" }, "paymentd admin"),
+      h("span", { class: "who" }, "Signed in as ", h("strong", { "data-testid": "admin-name" }, username)),
+      logoutButton(),
+    ),
+    statusRegionElement(),
+    h(
+      "main",
+      { id: "main", tabindex: -1, class: "enrolment" },
+      h(
+        "section",
+        null,
+        pageTitle("Set up two-factor sign-in"),
+        h(
+          "p",
+          { class: "notice", role: "status" },
+          "This service requires two-factor sign-in for every admin. Set it up to go on: until then nothing else is open to your session.",
+        ),
+        twoFactorCard({
+          onConfirmed: () => {
+            next.hidden = false;
+          },
+        }),
+        next,
+      ),
+    ),
+  );
+  document.title = "Set up two-factor sign-in · paymentd admin";
+}
+
+/** Asks the service who is signed in and shows the console, the
+ * enrolment an admin must do first, or the login. */
+async function enter(): Promise<void> {
+  const me = await identity.getMe({});
+  if (me.role !== "admin") {
+    showLogin("This console is for admins. Log in with an admin account.");
+    return;
+  }
+  if (me.totpRequired) {
+    session = null;
+    showEnrolment(me.username);
+    return;
+  }
+  session = { username: me.username };
+  shell = null;
+  await render();
 }
 
 onSessionEnded(() => {
@@ -141,13 +205,7 @@ async function boot(): Promise<void> {
   start();
   onNavigate(() => void render());
   try {
-    const me = await identity.getMe({});
-    if (me.role === "admin") {
-      session = { username: me.username };
-      await render();
-      return;
-    }
-    showLogin("This console is for admins. Log in with an admin account.");
+    await enter();
   } catch (err) {
     // Unauthenticated is the normal "no session yet"; anything else (the
     // service is down, say) is worth saying above the form.

@@ -4,6 +4,7 @@
 
 import { errorMessage, isAbort, isUnimplemented } from "./api";
 import { h, replace, uid, type Child } from "./dom";
+import { shortId } from "./format";
 import { href } from "./router";
 
 /** The page heading; focused after navigation so screen readers announce it. */
@@ -213,4 +214,12 @@ export function facts(rows: [string, Child][]): HTMLElement {
 /** A region whose children are errors: role=alert announces them. */
 export function alertSlot(): HTMLElement {
   return h("div", { class: "alert-slot", "aria-live": "assertive" });
+}
+
+/** Who asked for a refund: the admin's name (the id on hover), the short
+ * id of an admin the service could not name, or "system". */
+export function requestedBy(r: { requestedBy: string; requestedByName: string }): Child {
+  if (!r.requestedBy) return "system";
+  if (r.requestedByName) return h("span", { title: r.requestedBy, "data-testid": "requested-by" }, r.requestedByName);
+  return h("code", { title: r.requestedBy }, shortId(r.requestedBy));
 }

@@ -292,6 +292,7 @@ func (a *App) init(ctx context.Context) error {
 		AccessCache:            identity.NewRedisAccessCache(a.cache),
 		Log:                    a.log,
 		AdminAPIKeyMaxLifetime: time.Duration(a.cfg.Admin.APIKeyMaxLifetimeDays) * 24 * time.Hour,
+		Require2FA:             a.cfg.Admin.Require2FA,
 		Secrets:                a.secrets,
 	})
 	if err != nil {
@@ -316,7 +317,7 @@ func (a *App) init(ctx context.Context) error {
 	keys := idempotency.New(a.db, idempotency.Options{Procedures: IdempotentProcedures, Clock: a.opts.clock, Logger: a.log})
 	srv := a.cfg.Server.Options()
 	opts, err := server.HandlerOptionsAround(srv, a.log,
-		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes)), []connect.Interceptor{keys})
+		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identity.EnrolmentProcedures...)), []connect.Interceptor{keys})
 	if err != nil {
 		return err
 	}

@@ -75,6 +75,7 @@ func TestPaymentAdminServiceShowsRefundsAndTheirAuditEntriesToAdminsOnly(t *test
 			require.Equal(t, id, r.GetPaymentId())
 			require.Equal(t, "succeeded", r.GetStatus())
 			require.NotEmpty(t, r.GetRequestedBy(), "an admin asked for it")
+			require.Equal(t, "admin", r.GetRequestedByName(), "named")
 			require.NotEmpty(t, r.GetCreatedAt())
 			require.NotEmpty(t, r.GetUpdatedAt())
 			require.NoError(t, uuid.Validate(r.GetId()))

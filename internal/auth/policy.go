@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/rpcanswer"
@@ -80,9 +81,19 @@ func Check(ctx context.Context, access Access) error {
 	return nil
 }
 
+// ReasonEnrolmentRequired is the ErrorInfo reason of the PermissionDenied
+// answer to an enrolling admin session (Principal.Enrolling) calling
+// anything but an enrolment procedure; the console then shows enrolment.
+const ReasonEnrolmentRequired = "totp_enrolment_required"
+
 // NewInterceptor enforces policy on every unary call before the handler
 // runs, and for an admin API key the scope the procedure needs (scopes).
-func NewInterceptor(policy Policy, scopes Scopes) connect.Interceptor {
+// An enrolling admin session may call only the enrolment procedures.
+func NewInterceptor(policy Policy, scopes Scopes, enrolment ...string) connect.Interceptor {
+	enrol := make(map[string]bool, len(enrolment))
+	for _, proc := range enrolment {
+		enrol[proc] = true
+	}
 	return connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			proc := req.Spec().Procedure
@@ -97,10 +108,29 @@ func NewInterceptor(policy Policy, scopes Scopes) connect.Interceptor {
 				if err := checkScope(ctx, scopes, proc); err != nil {
 					return nil, err
 				}
+				if !enrol[proc] {
+					if err := refuseEnrolling(ctx); err != nil {
+						return nil, err
+					}
+				}
 			}
 			return next(ctx, req)
 		}
 	})
+}
+
+// refuseEnrolling answers PermissionDenied, with ReasonEnrolmentRequired,
+// to an enrolling admin session.
+func refuseEnrolling(ctx context.Context) error {
+	p, ok := FromContext(ctx)
+	if !ok || !p.Enrolling {
+		return nil
+	}
+	err := connect.NewError(connect.CodePermissionDenied, errors.New("two-factor sign-in is required ([admin].require_2fa): enrol it first"))
+	if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonEnrolmentRequired, Domain: "paymentd"}); derr == nil {
+		err.AddDetail(d)
+	}
+	return err
 }
 
 // Require returns the caller, or an Unauthenticated domain error.

@@ -36,6 +36,10 @@ type Principal struct {
 	// Scope is what an admin API key may do; zero for every other
 	// credential (an admin session may do all an admin may).
 	Scope Scope
+	// Enrolling marks an admin session whose admin has no confirmed second
+	// factor while one is required ([admin].require_2fa): it may call only
+	// the procedures the interceptor was given as enrolment procedures.
+	Enrolling bool
 }
 
 // IsAdmin reports whether p is an admin.

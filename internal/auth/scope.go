@@ -108,5 +108,8 @@ func CheckRoute(ctx context.Context, access Access, need Scope) error {
 	if access == Public {
 		return nil
 	}
+	if err := refuseEnrolling(ctx); err != nil {
+		return err
+	}
 	return requireScope(ctx, need)
 }

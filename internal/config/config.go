@@ -118,11 +118,15 @@ type Bootstrap struct {
 	AdminPassword string `koanf:"admin_password"`
 }
 
-// Admin is how admins sign in: their API keys' lifetime.
+// Admin is how admins sign in: their API keys' lifetime, and whether a
+// second factor is required.
 type Admin struct {
 	// APIKeyMaxLifetimeDays bounds an admin API key's expires_at; 0 lets
 	// keys never expire (the default, as before expiry existed).
 	APIKeyMaxLifetimeDays int `koanf:"api_key_max_lifetime_days"`
+	// Require2FA makes every admin enrol TOTP: a session of an admin
+	// without it may only enrol (and GetMe, Logout) until it is confirmed.
+	Require2FA bool `koanf:"require_2fa"`
 }
 
 // RateLimit bounds login and registration attempts per client IP.

@@ -124,6 +124,11 @@ var sectionChecks = []struct {
 		if c.Admin.APIKeyMaxLifetimeDays < 0 || c.Admin.APIKeyMaxLifetimeDays > 3650 {
 			bad("[admin].api_key_max_lifetime_days", "must be 0 (keys may never expire) to 3650, got %d", c.Admin.APIKeyMaxLifetimeDays)
 		}
+		if c.Admin.Require2FA && c.Secrets.Current == "" {
+			// Enrolment seals the TOTP secret with [secrets]: without a key
+			// no admin could ever get past enrolment.
+			bad("[admin].require_2fa", "needs a [secrets] key (current and keys), which seals the admins' TOTP secrets; without one no admin could enrol")
+		}
 	}},
 	{SectionRateLimit, func(c Config, bad badFunc) { c.RateLimit.validate(bad) }},
 	{SectionRedis, func(c Config, bad badFunc) { c.Redis.validate(bad) }},

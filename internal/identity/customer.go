@@ -98,6 +98,7 @@ func (s *Service) Me(ctx context.Context) (Me, error) {
 		}
 		me.Username = a.Username
 		me.TOTPEnabled = a.TOTPConfirmedAt != nil
+		me.TOTPRequired = p.Enrolling
 	case auth.RoleCustomer:
 		c, err := store.GetCustomer(ctx, s.db, p.ID)
 		if errors.Is(err, store.ErrNotFound) {

@@ -111,6 +111,7 @@ func (h *Handler) GetMe(ctx context.Context, _ *connect.Request[identitypb.GetMe
 		Scope:            scopeName(me.Scope),
 		Currencies:       h.svc.Currencies(),
 		TotpEnabled:      me.TOTPEnabled,
+		TotpRequired:     me.TOTPRequired,
 	}), nil
 }
 
@@ -330,11 +331,13 @@ func (h *Handler) StartTotpEnrolment(ctx context.Context, _ *connect.Request[ide
 
 // ConfirmTotpEnrolment confirms it and answers the recovery codes, once.
 func (h *Handler) ConfirmTotpEnrolment(ctx context.Context, req *connect.Request[identitypb.ConfirmTotpEnrolmentRequest]) (*connect.Response[identitypb.ConfirmTotpEnrolmentResponse], error) {
-	codes, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetCode())
+	c, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetCode(), req.Header().Get("User-Agent"), req.Peer().Addr)
 	if err != nil {
 		return nil, err
 	}
-	return noStore(connect.NewResponse(&identitypb.ConfirmTotpEnrolmentResponse{RecoveryCodes: codes})), nil
+	res := noStore(connect.NewResponse(&identitypb.ConfirmTotpEnrolmentResponse{RecoveryCodes: c.RecoveryCodes}))
+	res.Header().Add("Set-Cookie", h.svc.SessionCookie(c.Session.Token).String())
+	return res, nil
 }
 
 // DisableTotp removes the caller's two-factor sign-in.

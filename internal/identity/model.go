@@ -112,6 +112,10 @@ type Me struct {
 	Scope auth.Scope
 	// TOTPEnabled: the admin's two-factor sign-in is confirmed.
 	TOTPEnabled bool
+	// TOTPRequired: the admin must enrol a second factor before anything
+	// else ([admin].require_2fa): only GetMe, Logout and the enrolment
+	// answer this session until ConfirmTotpEnrolment replaces it.
+	TOTPRequired bool
 }
 
 // AccessToken is a customer's JWT and when it expires.

@@ -164,7 +164,7 @@ func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in 
 	for _, id := range ended {
 		s.cacheDelete(ctx, id)
 	}
-	s.cacheNewSession(ctx, row)
+	s.cacheNewSession(ctx, row, a.TOTPConfirmedAt != nil)
 	return AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}, revoked, nil
 }
 

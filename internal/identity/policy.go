@@ -30,6 +30,16 @@ var Policy = auth.Policy{
 	identitypbconnect.IdentityServiceDisableTotpProcedure:          auth.AdminOnly,
 }
 
+// EnrolmentProcedures are what an admin session may call while its admin
+// must enrol a second factor first ([admin].require_2fa): who it is, the
+// enrolment, and logging out.
+var EnrolmentProcedures = []string{
+	identitypbconnect.IdentityServiceGetMeProcedure,
+	identitypbconnect.IdentityServiceLogoutProcedure,
+	identitypbconnect.IdentityServiceStartTotpEnrolmentProcedure,
+	identitypbconnect.IdentityServiceConfirmTotpEnrolmentProcedure,
+}
+
 // CustomerAdminPolicy is who may call each CustomerAdminService procedure:
 // admins only.
 var CustomerAdminPolicy = auth.Policy{

@@ -93,6 +93,10 @@ type Options struct {
 	// Secrets seals admins' TOTP secrets ([secrets]); nil refuses 2FA
 	// enrolment (FailedPrecondition).
 	Secrets *secrets.Keyring
+	// Require2FA is [admin].require_2fa: an admin session without a
+	// confirmed second factor may call only the enrolment procedures (see
+	// auth.Principal.Enrolling); 2FA cannot be turned off.
+	Require2FA bool
 }
 
 // Service is the identity domain.
@@ -122,6 +126,8 @@ type Service struct {
 	keyMaxLifetime time.Duration
 	// keyring is Options.Secrets.
 	keyring *secrets.Keyring
+	// require2FA is Options.Require2FA.
+	require2FA bool
 }
 
 // Currencies is [billing].currencies, the first being a new customer's
@@ -161,6 +167,7 @@ func NewService(o Options) (*Service, error) {
 
 		keyMaxLifetime: max(o.AdminAPIKeyMaxLifetime, 0),
 		keyring:        o.Secrets,
+		require2FA:     o.Require2FA,
 	}
 	if s.clock == nil {
 		s.clock = time.Now

@@ -76,6 +76,9 @@ type Session struct {
 	LastSeenAt        time.Time `json:"last_seen_at"`
 	AbsoluteExpiresAt time.Time `json:"absolute_expires_at"`
 	AdminDisabled     bool      `json:"admin_disabled"`
+	// AdminTOTP is whether the admin had confirmed a second factor when
+	// this copy was read.
+	AdminTOTP bool `json:"admin_totp"`
 	// VerifiedAt is when this copy was read from the database; a cached
 	// copy older than a minute is read again.
 	VerifiedAt time.Time `json:"verified_at"`
@@ -107,6 +110,7 @@ func sessionFromStore(s store.SessionWithAdmin, now time.Time) Session {
 		LastSeenAt:        s.LastSeenAt,
 		AbsoluteExpiresAt: s.AbsoluteExpiresAt,
 		AdminDisabled:     s.AdminDisabledAt != nil,
+		AdminTOTP:         s.AdminTOTP,
 		VerifiedAt:        now,
 	}
 }
@@ -153,7 +157,10 @@ func (a *SessionAuthenticator) Authenticate(ctx context.Context, r *http.Request
 	if reason != "" {
 		return auth.Principal{}, &auth.Invalid{Reason: reason}
 	}
-	return auth.Principal{Role: auth.RoleAdmin, ID: s.AdminID, Kind: auth.KindSession, CredentialID: sessionLabel(id)}, nil
+	return auth.Principal{
+		Role: auth.RoleAdmin, ID: s.AdminID, Kind: auth.KindSession, CredentialID: sessionLabel(id),
+		Enrolling: a.svc.require2FA && !s.AdminTOTP,
+	}, nil
 }
 
 // checkSession finds the session with id, enforces both timeouts and the
@@ -339,7 +346,7 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 	if previous != nil {
 		s.cacheDelete(ctx, previous)
 	}
-	s.cacheNewSession(ctx, row)
+	s.cacheNewSession(ctx, row, a.TOTPConfirmedAt != nil)
 	return AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}, nil
 }
 
@@ -364,12 +371,13 @@ func (s *Service) newSession(admin uuid.UUID, userAgent, remoteAddr string, now 
 	}, nil
 }
 
-// cacheNewSession puts a session just inserted into the shared cache.
-func (s *Service) cacheNewSession(ctx context.Context, row store.Session) {
+// cacheNewSession puts a session just inserted into the shared cache;
+// totp is whether its admin has confirmed a second factor.
+func (s *Service) cacheNewSession(ctx context.Context, row store.Session, totp bool) {
 	if s.cache == nil {
 		return
 	}
-	sess := Session{ID: row.ID, AdminID: row.AdminID, CreatedAt: row.CreatedAt, LastSeenAt: row.LastSeenAt, AbsoluteExpiresAt: row.AbsoluteExpiresAt, VerifiedAt: row.CreatedAt}
+	sess := Session{ID: row.ID, AdminID: row.AdminID, CreatedAt: row.CreatedAt, LastSeenAt: row.LastSeenAt, AbsoluteExpiresAt: row.AbsoluteExpiresAt, AdminTOTP: totp, VerifiedAt: row.CreatedAt}
 	if err := s.cache.Put(ctx, sess); err != nil {
 		s.log.WarnContext(ctx, "session cache put failed", "session", sessionLabel(row.ID), "err", err)
 	}

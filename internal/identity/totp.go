@@ -151,33 +151,49 @@ func (s *Service) StartTOTPEnrolment(ctx context.Context) (TOTPEnrolment, error)
 	return TOTPEnrolment{URL: key.URL(), Secret: key.Secret(), QRPNG: "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes())}, nil
 }
 
+// TOTPConfirmation is what ConfirmTOTPEnrolment hands back.
+type TOTPConfirmation struct {
+	// RecoveryCodes are shown this once.
+	RecoveryCodes []string
+	// Session replaces the one the enrolment was confirmed in.
+	Session AdminSession
+}
+
 // ConfirmTOTPEnrolment confirms the calling admin's pending enrolment with
 // a code of the new secret and answers the recovery codes, shown once.
-func (s *Service) ConfirmTOTPEnrolment(ctx context.Context, code string) ([]string, error) {
+// Every session of the admin was started without the second factor, so
+// all end, and a new one replaces the caller's (userAgent and remoteAddr
+// are stored with it); API keys stay.
+func (s *Service) ConfirmTOTPEnrolment(ctx context.Context, code, userAgent, remoteAddr string) (TOTPConfirmation, error) {
 	p, err := requireAdminSession(ctx)
 	if err != nil {
-		return nil, err
+		return TOTPConfirmation{}, err
 	}
 	a, err := store.GetAdmin(ctx, s.db, p.ID)
 	if err != nil {
-		return nil, err
+		return TOTPConfirmation{}, err
 	}
 	if a.TOTPSecret == "" || a.TOTPConfirmedAt != nil {
-		return nil, apperr.New(apperr.FailedPrecondition, "no two-factor enrolment is pending; start one first")
+		return TOTPConfirmation{}, apperr.New(apperr.FailedPrecondition, "no two-factor enrolment is pending; start one first")
 	}
 	secret, err := s.openTOTP(a.ID, a.TOTPSecret)
 	if err != nil {
-		return nil, err
+		return TOTPConfirmation{}, err
 	}
 	now := s.now()
 	step, ok := matchTOTP(secret, strings.TrimSpace(code), now)
 	if !ok {
-		return nil, apperr.New(apperr.InvalidArgument, "the code is not the authenticator app's current one")
+		return TOTPConfirmation{}, apperr.New(apperr.InvalidArgument, "the code is not the authenticator app's current one")
 	}
 	codes, hashes, err := newRecoveryCodes()
 	if err != nil {
-		return nil, err
+		return TOTPConfirmation{}, err
 	}
+	token, row, err := s.newSession(a.ID, userAgent, remoteAddr, now)
+	if err != nil {
+		return TOTPConfirmation{}, err
+	}
+	var ended [][]byte
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		if err := store.ConfirmAdminTOTP(ctx, tx, a.ID, a.TOTPSecret, step, now); err != nil {
 			return store.NotFound(err, "the two-factor enrolment changed meanwhile; start again")
@@ -185,12 +201,24 @@ func (s *Service) ConfirmTOTPEnrolment(ctx context.Context, code string) ([]stri
 		if err := store.ReplaceAdminRecoveryCodes(ctx, tx, a.ID, hashes, now); err != nil {
 			return err
 		}
-		return audit.Write(ctx, tx, audit.Of(p), now, ActionTOTPConfirmed, "admin_user", a.ID.String(), nil, map[string]any{"recovery_codes": len(codes)})
+		if ended, _, err = cutOff(ctx, tx, audit.Of(p), a.ID, &p.ID, now, true, ActionTOTPConfirmed); err != nil {
+			return err
+		}
+		if _, err := store.InsertSession(ctx, tx, row); err != nil {
+			return err
+		}
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionTOTPConfirmed, "admin_user", a.ID.String(), nil, map[string]any{
+			"recovery_codes": len(codes), "sessions_ended": len(ended), "session": sessionLabel(row.ID),
+		})
 	})
 	if err != nil {
-		return nil, err
+		return TOTPConfirmation{}, err
 	}
-	return codes, nil
+	for _, id := range ended {
+		s.cacheDelete(ctx, id)
+	}
+	s.cacheNewSession(ctx, row, true)
+	return TOTPConfirmation{RecoveryCodes: codes, Session: AdminSession{Admin: adminOf(a), Token: token, ExpiresAt: row.AbsoluteExpiresAt}}, nil
 }
 
 // DisableTOTP removes the calling admin's 2FA, given their password.
@@ -198,6 +226,9 @@ func (s *Service) DisableTOTP(ctx context.Context, password string) error {
 	p, err := requireAdminSession(ctx)
 	if err != nil {
 		return err
+	}
+	if s.require2FA {
+		return apperr.New(apperr.FailedPrecondition, "two-factor sign-in is required for every admin ([admin].require_2fa) and cannot be turned off; an operator can reset it (paymentd admin reset-2fa)")
 	}
 	a, err := store.GetAdmin(ctx, s.db, p.ID)
 	if err != nil {

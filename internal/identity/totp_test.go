@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/identity"
 )
@@ -88,14 +91,23 @@ func TestAdminTOTPEnrolmentAndSignIn(t *testing.T) {
 	now := e.clock.Now()
 	_, err = e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, secret, now.Add(-5*time.Minute))}, cookie(session)))
 	requireCode(t, connect.CodeInvalidArgument, err)
+	other := e.adminLogin(t).Value
 	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, secret, now)}, cookie(session)))
 	require.NoError(t, err)
 	codes := confirmed.Msg.GetRecoveryCodes()
 	require.Len(t, codes, 10)
 	require.Equal(t, 10, e.count(t, `SELECT count(*) FROM admin_recovery_codes WHERE used_at IS NULL`))
+	// Every session started with the password alone has ended, this one
+	// too: the answer's cookie is the session that goes on.
+	for _, old := range []string{session, other} {
+		_, err = e.me(cookie(old))
+		requireCode(t, connect.CodeUnauthenticated, err)
+	}
+	session = sessionCookie(t, confirmed.Header()).Value
 	me, err := e.me(cookie(session))
 	require.NoError(t, err)
 	require.True(t, me.GetTotpEnabled())
+	require.False(t, me.GetTotpRequired())
 
 	// Now the code is required; the code of the confirmation is spent.
 	_, err = e.loginWithCode("")
@@ -163,8 +175,9 @@ func TestAdminDisablesTOTPWithThePassword(t *testing.T) {
 	session := e.adminLogin(t).Value
 	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
 	require.NoError(t, err)
-	_, err = e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
+	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
 	require.NoError(t, err)
+	session = sessionCookie(t, confirmed.Header()).Value
 	_, err = e.identity.DisableTotp(ctx, req(&identitypb.DisableTotpRequest{Password: bootstrapPassword}, cookie(session)))
 	require.NoError(t, err)
 	_, err = e.loginWithCode("")
@@ -179,4 +192,80 @@ func TestTOTPEnrolmentNeedsASecretsKey(t *testing.T) {
 	_, err := e.identity.StartTotpEnrolment(context.Background(), req(&identitypb.StartTotpEnrolmentRequest{}, cookie(e.adminLogin(t).Value)))
 	requireCode(t, connect.CodeFailedPrecondition, err)
 	require.Zero(t, e.count(t, `SELECT count(*) FROM admin_users WHERE totp_secret IS NOT NULL`))
+}
+
+// With [admin].require_2fa a session of an admin without a confirmed second
+// factor may call GetMe, Logout and the enrolment, and nothing else: every
+// other procedure (an admin one, a customer one, an export) answers
+// permission_denied with the reason totp_enrolment_required, whichever
+// protocol asks. Confirming replaces the session with one that may do
+// everything; 2FA cannot then be turned off, and an operator's reset puts
+// the admin's sessions back to enrolment only. API keys are not sign-ins
+// and keep working.
+func TestRequired2FALetsAnAdminWithoutItOnlyEnrol(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withSecretsKey(t), withConfig(func(c *config.Config) { c.Admin.Require2FA = true }))
+	ctx := context.Background()
+	session := e.adminLogin(t).Value
+
+	me, err := e.me(cookie(session))
+	require.NoError(t, err)
+	require.True(t, me.GetTotpRequired())
+	require.False(t, me.GetTotpEnabled())
+
+	refused := func(t *testing.T, session string) {
+		t.Helper()
+		_, err := e.admin.ListCustomers(ctx, req(&identitypb.ListCustomersRequest{Pagination: &identitypb.PageRequest{}}, cookie(session)))
+		requireCode(t, connect.CodePermissionDenied, err)
+		require.Equal(t, auth.ReasonEnrolmentRequired, reason(t, err))
+		_, err = e.identity.CreateAdminApiKey(ctx, req(&identitypb.CreateAdminApiKeyRequest{Name: "k", Scope: "read"}, cookie(session)))
+		requireCode(t, connect.CodePermissionDenied, err)
+		_, err = e.identity.ChangePassword(ctx, req(&identitypb.ChangePasswordRequest{CurrentPassword: bootstrapPassword, NewPassword: "another-password"}, cookie(session)))
+		requireCode(t, connect.CodePermissionDenied, err)
+		// Over gRPC as well.
+		grpcAdmin := identitypbconnect.NewCustomerAdminServiceClient(e.h2c, e.baseURL, connect.WithGRPC())
+		_, err = grpcAdmin.ListCustomers(ctx, req(&identitypb.ListCustomersRequest{Pagination: &identitypb.PageRequest{}}, cookie(session)))
+		requireCode(t, connect.CodePermissionDenied, err)
+		// An export, a plain HTTP route.
+		r, err := http.NewRequestWithContext(ctx, http.MethodGet, e.baseURL+"/export/payments.csv", nil)
+		require.NoError(t, err)
+		r.Header.Set("Cookie", cookieName+"="+session)
+		res, err := e.http.Do(r)
+		require.NoError(t, err)
+		_ = res.Body.Close()
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+	}
+	refused(t, session)
+
+	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
+	require.NoError(t, err)
+	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
+	require.NoError(t, err)
+	_, err = e.me(cookie(session))
+	requireCode(t, connect.CodeUnauthenticated, err)
+	session = sessionCookie(t, confirmed.Header()).Value
+	me, err = e.me(cookie(session))
+	require.NoError(t, err)
+	require.False(t, me.GetTotpRequired())
+	_, err = e.admin.ListCustomers(ctx, req(&identitypb.ListCustomersRequest{Pagination: &identitypb.PageRequest{}}, cookie(session)))
+	require.NoError(t, err)
+	key, err := e.identity.CreateAdminApiKey(ctx, req(&identitypb.CreateAdminApiKeyRequest{Name: "k", Scope: "read"}, cookie(session)))
+	require.NoError(t, err)
+
+	_, err = e.identity.DisableTotp(ctx, req(&identitypb.DisableTotpRequest{Password: bootstrapPassword}, cookie(session)))
+	requireCode(t, connect.CodeFailedPrecondition, err)
+	require.Contains(t, err.Error(), "reset-2fa")
+
+	// The operator's reset: the session that is left may only enrol again
+	// once it is read from the database (at most a minute later).
+	_, err = identity.Operator{DB: e.app.Pool(), By: "cli:ops@host", Clock: e.clock.Now}.ResetTOTP(ctx, "admin")
+	require.NoError(t, err)
+	e.clock.Advance(2 * time.Minute)
+	refused(t, session)
+	// The key acts as before.
+	_, err = e.admin.ListCustomers(ctx, req(&identitypb.ListCustomersRequest{Pagination: &identitypb.PageRequest{}}, apiKey(key.Msg.GetKey())))
+	require.NoError(t, err)
+	// Logging out is open.
+	_, err = e.identity.Logout(ctx, req(&identitypb.LogoutRequest{}, cookie(session)))
+	require.NoError(t, err)
 }

@@ -57,6 +57,9 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 	limit := store.PageOf(pg)
 	if q.PaymentID == nil {
 		rows, total, err := store.ListRefundsNewestFirst(ctx, s.db, q.Status, limit)
+		if err == nil {
+			err = store.NameRequesters(ctx, s.db, rows)
+		}
 		if err != nil {
 			return nil, paging.Page{}, err
 		}
@@ -77,6 +80,9 @@ func (s *Service) ListRefunds(ctx context.Context, q RefundQuery) ([]store.Liste
 	out := make([]store.ListedRefund, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, store.ListedRefund{Refund: r, Currency: pay.Currency})
+	}
+	if err := store.NameRequesters(ctx, s.db, out); err != nil {
+		return nil, paging.Page{}, err
 	}
 	if !q.Paged {
 		// One page holding them all.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/google/uuid"
 
@@ -21,6 +22,35 @@ type AuditLogRow struct {
 type ListedRefund struct {
 	Refund
 	Currency string
+	// RequestedByName is the username of the admin who asked for it; ""
+	// for the system's refunds (and an admin since deleted).
+	RequestedByName string
+}
+
+// NameRequesters fills in rows' RequestedByName with one read of the
+// admins the rows name.
+func NameRequesters(ctx context.Context, db DB, rows []ListedRefund) error {
+	var ids []uuid.UUID
+	for _, r := range rows {
+		if r.RequestedBy != nil && !slices.Contains(ids, *r.RequestedBy) {
+			ids = append(ids, *r.RequestedBy)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	admins, err := dbsqlc.New(db).AdminUsernames(ctx, ids)
+	if err != nil {
+		return MapError(err)
+	}
+	for i := range rows {
+		for _, a := range admins {
+			if rows[i].RequestedBy != nil && *rows[i].RequestedBy == a.ID {
+				rows[i].RequestedByName = a.Username
+			}
+		}
+	}
+	return nil
 }
 
 // ListPaymentRefundsNewestFirst returns a payment's refunds, newest first

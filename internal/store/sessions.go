@@ -75,6 +75,8 @@ type SessionWithAdmin struct {
 	Session
 	AdminUsername   string
 	AdminDisabledAt *time.Time
+	// AdminTOTP is whether the admin has confirmed a second factor.
+	AdminTOTP bool
 }
 
 // InsertSession stores a new session; every time in s is written as given.
@@ -113,6 +115,7 @@ func GetSession(ctx context.Context, db DB, id []byte) (SessionWithAdmin, error)
 		},
 		AdminUsername:   r.AdminUsername,
 		AdminDisabledAt: r.AdminDisabledAt,
+		AdminTOTP:       r.AdminTotp,
 	}, nil
 }
 

@@ -119,3 +119,9 @@ WHERE admin_id = @admin_id
 SELECT count(*) FROM admin_recovery_codes
 WHERE admin_id = @admin_id
   AND used_at IS NULL;
+
+-- name: AdminUsernames :many
+-- The usernames of the admins with these ids (a list's "requested by");
+-- an id of no admin is left out.
+SELECT id, username FROM admin_users
+WHERE id = ANY(@ids::uuid[]);

@@ -9,7 +9,8 @@ RETURNING *;
 
 -- name: GetSessionWithAdmin :one
 -- The session and the state of its admin (a disabled admin's sessions are
--- refused).
+-- refused; one without a confirmed second factor may only enrol one when
+-- [admin].require_2fa is on).
 SELECT
     s.id,
     s.admin_id,
@@ -19,7 +20,8 @@ SELECT
     s.last_seen_at,
     s.absolute_expires_at,
     a.username AS admin_username,
-    a.disabled_at AS admin_disabled_at
+    a.disabled_at AS admin_disabled_at,
+    (a.totp_confirmed_at IS NOT NULL)::boolean AS admin_totp
 FROM sessions s
 JOIN admin_users a ON a.id = s.admin_id
 WHERE s.id = @id;

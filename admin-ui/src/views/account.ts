@@ -49,15 +49,24 @@ export function accountView(_: RouteContext): HTMLElement {
   return h("section", null, pageTitle("Account"), h("div", { class: "card" }, form, done), twoFactorCard());
 }
 
+export interface TwoFactorOptions {
+  /** Called once the enrolment is confirmed (and the session replaced). */
+  onConfirmed?: () => void;
+}
+
 /** Two-factor sign-in (IdentityService.StartTotpEnrolment,
- * ConfirmTotpEnrolment, DisableTotp): the QR code is the service's PNG. */
-function twoFactorCard(): HTMLElement {
+ * ConfirmTotpEnrolment, DisableTotp): the QR code is the service's PNG.
+ * Confirming ends the admin's other sessions; the answer's cookie is the
+ * new one. While [admin].require_2fa is on it cannot be turned off. */
+export function twoFactorCard(opts: TwoFactorOptions = {}): HTMLElement {
   const card = h("div", { class: "card", "aria-label": "Two-factor sign-in", role: "region" });
   const errors = alertSlot();
+  let required = false;
   const render = async () => {
     replace(card, h("h2", null, "Two-factor sign-in"), h("p", { class: "hint" }, "Loading…"));
     try {
       const me = await identity.getMe({});
+      required = me.totpRequired;
       replace(card, h("h2", null, "Two-factor sign-in"), me.totpEnabled ? disableForm() : startButton(), errors);
     } catch (err) {
       replace(card, h("h2", null, "Two-factor sign-in"), errors);
@@ -79,7 +88,7 @@ function twoFactorCard(): HTMLElement {
       });
       if (ok) replace(out, enrolment(url, secret, png));
     });
-    return h("div", null, h("p", null, "Off. Signing in asks for your password only."), btn, out);
+    return h("div", null, h("p", null, required ? "Not set up yet." : "Off. Signing in asks for your password only."), btn, out);
   };
   const enrolment = (url: string, secret: string, png: string) => {
     const code = h("input", { name: "code", autocomplete: "one-time-code", inputmode: "numeric", maxlength: 8, size: 10, required: true });
@@ -110,11 +119,13 @@ function twoFactorCard(): HTMLElement {
           { class: "notice", role: "status", "data-testid": "totp-on" },
           h("p", null, h("strong", null, "Two-factor sign-in is on."), " Keep these recovery codes somewhere safe: each signs in once in place of a code, and they are not shown again."),
           h("ul", { "data-testid": "recovery-codes" }, codes.map((c) => h("li", null, h("code", null, c)))),
+          h("p", { class: "hint" }, "Your other sessions have ended."),
         ),
-        disableForm(),
+        required ? null : disableForm(),
         errors,
       );
       announce("Two-factor sign-in is on.");
+      opts.onConfirmed?.();
     });
     return form;
   };

@@ -25,6 +25,7 @@ import {
   link,
   loadBlock,
   pageTitle,
+  requestedBy,
   table,
   type Column,
 } from "../ui";
@@ -289,7 +290,7 @@ function refundColumns(p: PaymentRecord, reload: Reload): Column<Refund>[] {
     // What the gateway said: its success text, what to send back or why
     // the outcome is unknown for a pending refund, why a failed one failed.
     { header: "Message", cell: (r) => r.message || r.error || "—" },
-    { header: "Requested by", cell: (r) => (r.requestedBy ? h("code", { title: r.requestedBy }, shortId(r.requestedBy)) : "system") },
+    { header: "Requested by", cell: (r) => requestedBy(r) },
     { header: "Created", cell: (r) => dateTime(r.createdAt) },
     { header: "Updated", cell: (r) => dateTime(r.updatedAt) },
     {

@@ -7,7 +7,7 @@ import { refundsNone } from "../refund_outcome";
 import type { RouteContext } from "../router";
 import { choice, listScreen } from "../list";
 import { ListRefundsRequestAllowed } from "../gen/billing/payment/payment_admin_allowed";
-import { badge, field, idLink, type Column } from "../ui";
+import { badge, field, idLink, requestedBy, type Column } from "../ui";
 
 /** The columns of a list of refunds across payments; ages are counted up
  * to now, the moment the page was loaded. */
@@ -23,7 +23,7 @@ function refundColumns(now: string): Column<Refund>[] {
     // What the gateway asked for (a bank transfer to send back by hand),
     // why the outcome is unknown, or why it failed.
     { header: "Message", cell: (r) => r.message || r.error || "—" },
-    { header: "Requested by", cell: (r) => (r.requestedBy ? h("code", { title: r.requestedBy }, shortId(r.requestedBy)) : "system") },
+    { header: "Requested by", cell: (r) => requestedBy(r) },
   ];
 }
 

@@ -1071,7 +1071,13 @@ type GetMeResponse struct {
 	Currencies []string `protobuf:"bytes,8,rep,name=currencies,proto3" json:"currencies,omitempty"`
 	// Whether the admin has confirmed TOTP two-factor sign-in; false for
 	// customers.
-	TotpEnabled   bool `protobuf:"varint,9,opt,name=totp_enabled,json=totpEnabled,proto3" json:"totp_enabled,omitempty"`
+	TotpEnabled bool `protobuf:"varint,9,opt,name=totp_enabled,json=totpEnabled,proto3" json:"totp_enabled,omitempty"`
+	// Whether this admin session must enrol TOTP before anything else
+	// ([admin].require_2fa and no confirmed second factor): until
+	// ConfirmTotpEnrolment replaces the session, every procedure but GetMe,
+	// Logout, StartTotpEnrolment and ConfirmTotpEnrolment answers
+	// permission_denied with the ErrorInfo reason "totp_enrolment_required".
+	TotpRequired  bool `protobuf:"varint,10,opt,name=totp_required,json=totpRequired,proto3" json:"totp_required,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1165,6 +1171,13 @@ func (x *GetMeResponse) GetCurrencies() []string {
 func (x *GetMeResponse) GetTotpEnabled() bool {
 	if x != nil {
 		return x.TotpEnabled
+	}
+	return false
+}
+
+func (x *GetMeResponse) GetTotpRequired() bool {
+	if x != nil {
+		return x.TotpRequired
 	}
 	return false
 }
@@ -3211,7 +3224,7 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"expires_at\x18\x02 \x01(\tR\texpiresAt\"\x0f\n" +
 	"\rLogoutRequest\"\x10\n" +
 	"\x0eLogoutResponse\"\x0e\n" +
-	"\fGetMeRequest\"\x8d\x02\n" +
+	"\fGetMeRequest\"\xb2\x02\n" +
 	"\rGetMeResponse\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1a\n" +
@@ -3225,7 +3238,9 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\n" +
 	"currencies\x18\b \x03(\tR\n" +
 	"currencies\x12!\n" +
-	"\ftotp_enabled\x18\t \x01(\bR\vtotpEnabled\"4\n" +
+	"\ftotp_enabled\x18\t \x01(\bR\vtotpEnabled\x12#\n" +
+	"\rtotp_required\x18\n" +
+	" \x01(\bR\ftotpRequired\"4\n" +
 	"\x13CreateApiKeyRequest\x12\x1d\n" +
 	"\x04name\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dR\x04name\"[\n" +
 	"\x14CreateApiKeyResponse\x12\x10\n" +

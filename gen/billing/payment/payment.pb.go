@@ -1099,9 +1099,12 @@ type Refund struct {
 	// why the outcome is unknown for a pending one, why a failed one failed.
 	Message string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
 	// Where the money went: gateway or balance.
-	Destination   string `protobuf:"bytes,13,opt,name=destination,proto3" json:"destination,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Destination string `protobuf:"bytes,13,opt,name=destination,proto3" json:"destination,omitempty"`
+	// The username of the admin in requested_by (output only; ListRefunds
+	// fills it, other answers leave it empty); empty for the system.
+	RequestedByName string `protobuf:"bytes,14,opt,name=requested_by_name,json=requestedByName,proto3" json:"requested_by_name,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Refund) Reset() {
@@ -1225,6 +1228,13 @@ func (x *Refund) GetDestination() string {
 	return ""
 }
 
+func (x *Refund) GetRequestedByName() string {
+	if x != nil {
+		return x.RequestedByName
+	}
+	return ""
+}
+
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_proto_rawDesc = "" +
@@ -1320,7 +1330,7 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\f_destination\"\x82\x01\n" +
 	"\x15RefundPaymentResponse\x128\n" +
 	"\apayment\x18\x01 \x01(\v2\x1e.billing.payment.PaymentRecordR\apayment\x12/\n" +
-	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xfa\x02\n" +
+	"\x06refund\x18\x02 \x01(\v2\x17.billing.payment.RefundR\x06refund\"\xa6\x03\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -1338,7 +1348,8 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	" \x01(\tR\tupdatedAt\x12\x1a\n" +
 	"\bcurrency\x18\v \x01(\tR\bcurrency\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
-	"\vdestination\x18\r \x01(\tR\vdestination2\xe2\x04\n" +
+	"\vdestination\x18\r \x01(\tR\vdestination\x12*\n" +
+	"\x11requested_by_name\x18\x0e \x01(\tR\x0frequestedByName2\xe2\x04\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +

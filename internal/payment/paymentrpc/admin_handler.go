@@ -62,7 +62,9 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 		Meta:    rpc.PageMeta(page),
 	}
 	for _, r := range rows {
-		out.Refunds = append(out.Refunds, refundRecord(r.Refund, r.Currency))
+		rec := refundRecord(r.Refund, r.Currency)
+		rec.RequestedByName = r.RequestedByName
+		out.Refunds = append(out.Refunds, rec)
 	}
 	return connect.NewResponse(out), nil
 }

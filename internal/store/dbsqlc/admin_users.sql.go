@@ -12,6 +12,38 @@ import (
 	"github.com/google/uuid"
 )
 
+const adminUsernames = `-- name: AdminUsernames :many
+SELECT id, username FROM admin_users
+WHERE id = ANY($1::uuid[])
+`
+
+type AdminUsernamesRow struct {
+	ID       uuid.UUID
+	Username string
+}
+
+// The usernames of the admins with these ids (a list's "requested by");
+// an id of no admin is left out.
+func (q *Queries) AdminUsernames(ctx context.Context, ids []uuid.UUID) ([]AdminUsernamesRow, error) {
+	rows, err := q.db.Query(ctx, adminUsernames, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AdminUsernamesRow
+	for rows.Next() {
+		var i AdminUsernamesRow
+		if err := rows.Scan(&i.ID, &i.Username); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const changeAdminPassword = `-- name: ChangeAdminPassword :one
 UPDATE admin_users
 SET password_hash = $1,

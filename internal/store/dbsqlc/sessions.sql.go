@@ -81,7 +81,8 @@ SELECT
     s.last_seen_at,
     s.absolute_expires_at,
     a.username AS admin_username,
-    a.disabled_at AS admin_disabled_at
+    a.disabled_at AS admin_disabled_at,
+    (a.totp_confirmed_at IS NOT NULL)::boolean AS admin_totp
 FROM sessions s
 JOIN admin_users a ON a.id = s.admin_id
 WHERE s.id = $1
@@ -97,10 +98,12 @@ type GetSessionWithAdminRow struct {
 	AbsoluteExpiresAt time.Time
 	AdminUsername     string
 	AdminDisabledAt   *time.Time
+	AdminTotp         bool
 }
 
 // The session and the state of its admin (a disabled admin's sessions are
-// refused).
+// refused; one without a confirmed second factor may only enrol one when
+// [admin].require_2fa is on).
 func (q *Queries) GetSessionWithAdmin(ctx context.Context, id []byte) (GetSessionWithAdminRow, error) {
 	row := q.db.QueryRow(ctx, getSessionWithAdmin, id)
 	var i GetSessionWithAdminRow
@@ -114,6 +117,7 @@ func (q *Queries) GetSessionWithAdmin(ctx context.Context, id []byte) (GetSessio
 		&i.AbsoluteExpiresAt,
 		&i.AdminUsername,
 		&i.AdminDisabledAt,
+		&i.AdminTotp,
 	)
 	return i, err
 }

@@ -175,11 +175,15 @@ type IdentityServiceClient interface {
 	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
 	// first code: from then on AdminLogin asks for a code. Answers 10
 	// recovery codes, shown this once, each of which signs in once in place
-	// of a code. A wrong code is InvalidArgument. Needs an admin session.
+	// of a code. A wrong code is InvalidArgument. Every session of the admin
+	// ends (each was started without the second factor) and the answer's
+	// Set-Cookie carries the new one that replaces the caller's; API keys
+	// stay. Needs an admin session.
 	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
 	// DisableTotp removes the calling admin's two-factor sign-in and recovery
-	// codes, given their password (a wrong one is PermissionDenied). Needs an
-	// admin session.
+	// codes, given their password (a wrong one is PermissionDenied). With
+	// [admin].require_2fa it is FailedPrecondition: only an operator's
+	// `paymentd admin reset-2fa` removes it then. Needs an admin session.
 	DisableTotp(context.Context, *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error)
 }
 
@@ -448,11 +452,15 @@ type IdentityServiceHandler interface {
 	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
 	// first code: from then on AdminLogin asks for a code. Answers 10
 	// recovery codes, shown this once, each of which signs in once in place
-	// of a code. A wrong code is InvalidArgument. Needs an admin session.
+	// of a code. A wrong code is InvalidArgument. Every session of the admin
+	// ends (each was started without the second factor) and the answer's
+	// Set-Cookie carries the new one that replaces the caller's; API keys
+	// stay. Needs an admin session.
 	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
 	// DisableTotp removes the calling admin's two-factor sign-in and recovery
-	// codes, given their password (a wrong one is PermissionDenied). Needs an
-	// admin session.
+	// codes, given their password (a wrong one is PermissionDenied). With
+	// [admin].require_2fa it is FailedPrecondition: only an operator's
+	// `paymentd admin reset-2fa` removes it then. Needs an admin session.
 	DisableTotp(context.Context, *connect.Request[identity.DisableTotpRequest]) (*connect.Response[identity.DisableTotpResponse], error)
 }
 
