@@ -316,6 +316,9 @@ func (a *App) init(ctx context.Context) error {
 	}
 	keys := idempotency.New(a.db, idempotency.Options{Procedures: IdempotentProcedures, Clock: a.opts.clock, Logger: a.log})
 	srv := a.cfg.Server.Options()
+	// A handler's panic is answered Internal, logged and counted
+	// (paymentd_panics_total), in the Connect handlers and the plain routes.
+	srv.Panicked = a.tel.metrics.Panic
 	opts, err := server.HandlerOptionsAround(srv, a.log,
 		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identity.EnrolmentProcedures...)), []connect.Interceptor{keys})
 	if err != nil {

@@ -208,8 +208,12 @@ func (c call) do(ctx context.Context, run func(context.Context) (connect.AnyResp
 func (c call) run(ctx context.Context, run func(context.Context) (connect.AnyResponse, error)) (connect.AnyResponse, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.i.opts.RunTimeout)
 	defer cancel()
-	// A panic leaves the key running: once stale it answers
-	// FailedPrecondition, since what the call did is unknown.
+	// A panic in the handler comes back as Internal (server.HandlerOptions
+	// recovers it inside this interceptor) and is kept as any Internal
+	// outcome: what the call did is unknown, so a retry under the key is
+	// answered it rather than run again. A panic that got past the
+	// recovery would leave the key running: once stale it answers
+	// FailedPrecondition, for the same reason.
 	res, runErr := run(rctx)
 
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)

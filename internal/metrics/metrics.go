@@ -37,6 +37,7 @@ type Metrics struct {
 	refundedCents  *prometheus.CounterVec
 	pluginDuration *prometheus.HistogramVec
 	pluginErrors   *prometheus.CounterVec
+	panics         *prometheus.CounterVec
 }
 
 // New returns Metrics on a registry of its own, with the Go runtime,
@@ -75,8 +76,10 @@ func New() *Metrics {
 		[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}, "plugin", "function")
 	m.pluginErrors = counterVec("plugin_call_errors_total",
 		"Failed plugin calls, by plugin, function and kind (script_error, timeout, budget, memory, bad_result, circuit_open, other).", "plugin", "function", "kind")
+	m.panics = counterVec("panics_total",
+		"Panics recovered from request handlers (answered Internal, or 500 to plain HTTP; logged at ERROR with the stack), by route: the procedure for an RPC, else the path the server mounts (/callbacks/, /export/payments.csv, the admin path, /ready, other). A panic is a defect: alert on any.", "route")
 	for _, c := range []prometheus.Collector{m.rpcRequests, m.rpcDuration, m.httpRequests, m.httpDuration, m.transitions,
-		m.settledCents, m.capturedCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors} {
+		m.settledCents, m.capturedCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors, m.panics} {
 		f(c)
 	}
 	return m
@@ -133,6 +136,15 @@ func (m *Metrics) HTTP(route string, status int, took time.Duration) {
 	}
 	m.httpRequests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.httpDuration.WithLabelValues(route).Observe(took.Seconds())
+}
+
+// Panic counts a panic the server recovered from a handler
+// (server.Options.Panicked).
+func (m *Metrics) Panic(route string) {
+	if m == nil {
+		return
+	}
+	m.panics.WithLabelValues(route).Inc()
 }
 
 // PaymentTransition implements payment.Metrics.

@@ -3,6 +3,7 @@
 // gRPC-Web and Connect JSON), gRPC server reflection, and the platform routes.
 //
 //	request ─▶ Options.Observe (request id, span, access line: every request)
+//	        ─▶ panic recovery (500 / Internal, logged, counted: recover.go)
 //	        ─▶ /health (answered here, before every other layer)
 //	        ─▶ [server].admin_path/* (the embedded admin console, before every layer)
 //	        ─▶ read deadline ([server].read_timeout_secs)
@@ -13,6 +14,7 @@
 //	               too large: 413 at once; not in time: cut off)
 //	            ─▶ middleware layers (concurrency limit, rate limit, credentials)
 //	            ─▶ mux ── /billing.payment.PaymentService/*, …
+//	                       (interceptors; innermost, a panic becomes Internal)
 //
 // The console's files are public, static and held in memory: they need no
 // credential, so they skip the credential layers (which would look a session

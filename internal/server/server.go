@@ -97,6 +97,10 @@ type Options struct {
 	// Observe, when set, wraps everything, /health and the console
 	// included: request ids, traces and access lines cover every request.
 	Observe Middleware
+	// Panicked, when set, counts a panic recovered from a handler, by
+	// route: the procedure of an RPC, else the path New mounted it at
+	// (recover.go). HandlerOptions reads it too.
+	Panicked func(route string)
 }
 
 // defaults fills the zero settings; a negative one counts as zero.
@@ -122,9 +126,10 @@ type Server struct {
 
 // HandlerOptions returns the Connect options every service handler is built
 // with: the extra interceptors (outermost first), request validation, the
-// one mapping of domain errors to Connect codes (innermost: handlers return
-// their errors as they are) and the request size limit of opts (the same
-// options the Server is built from).
+// one mapping of domain errors to Connect codes (handlers return their
+// errors as they are), the recovery of a handler's panic (innermost: the
+// panic is an Internal error to every interceptor) and the request size
+// limit of opts (the same options the Server is built from).
 func HandlerOptions(opts Options, log *slog.Logger, extra ...connect.Interceptor) ([]connect.HandlerOption, error) {
 	return HandlerOptionsAround(opts, log, extra, nil)
 }
@@ -141,8 +146,14 @@ func HandlerOptionsAround(opts Options, log *slog.Logger, outer, inner []connect
 	}
 	interceptors := append(append([]connect.Interceptor(nil), outer...), validate)
 	interceptors = append(append(interceptors, inner...), rpc.NewErrorInterceptor(log))
+	if log == nil {
+		log = opts.Logger
+	}
+	panics := recoverer{log: log, count: opts.Panicked}
 	return []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
+		// After the interceptors: the innermost of them.
+		connect.WithRecover(panics.rpc),
 		connect.WithReadMaxBytes(opts.MaxRequestBytes),
 	}, nil
 }
@@ -193,6 +204,10 @@ func New(opts Options) *Server {
 		h = withAdminUI(opts.AdminUI, opts.AdminPath, log, h)
 	}
 	h = withHealth(h)
+	// Inside Observe, so that a recovered panic's answer is what the
+	// access line and the request's span record.
+	panics := recoverer{log: log, count: opts.Panicked}
+	h = panics.wrap(routeLabels(opts, v1Path, alphaPath), h)
 	if opts.Observe != nil {
 		h = opts.Observe(h)
 	}
