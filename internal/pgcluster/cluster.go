@@ -282,7 +282,10 @@ func (c *Cluster) initdb(ctx context.Context) error {
 	// on loopback; listen_addresses keeps every other interface closed anyway.
 	hba := "# Written by paymentd (internal/pgcluster): a private cluster, trusted on loopback only.\n" +
 		"local all all trust\n" +
-		"host  all all 127.0.0.1/32 trust\n"
+		"host  all all 127.0.0.1/32 trust\n" +
+		"# A standby on this machine (pg_basebackup, streaming), as the failover tests make.\n" +
+		"local replication all trust\n" +
+		"host  replication all 127.0.0.1/32 trust\n"
 	if err := c.writeFile(filepath.Join(tmp, "pg_hba.conf"), hba); err != nil {
 		return err
 	}
