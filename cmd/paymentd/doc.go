@@ -14,5 +14,7 @@
 //	paymentd version
 //
 // Exit status: 0 success, 1 failure (including a check that found a
-// problem), 2 a bad command line or configuration.
+// problem), 2 a bad command line or configuration, or a database whose
+// schema is not the one this build expects (internal/migrate's schema
+// check).
 package main

@@ -11,9 +11,12 @@ import (
 	"syscall"
 
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/migrate"
 )
 
-// exitUsage is the exit code for a bad command line or configuration.
+// exitUsage is the exit code for a bad command line or configuration, and
+// for a database whose schema is not this build's: restarting fixes none of
+// them, and systemd's RestartPreventExitStatus=2 stops restarting.
 const exitUsage = 2
 
 func main() {
@@ -62,7 +65,8 @@ Usage:
   paymentd help                               print this help
 
 Every command takes --help. Exit status: 0 success, 1 failure (a check that found a
-problem included), 2 a bad command line or configuration.
+problem included), 2 a bad command line or configuration, or a database whose schema
+is not the one this build expects.
 
 Configuration: --config FILE, else ./paymentd.toml when present; every key can be
 overridden by PAYMENTD_<SECTION>__<KEY> environment variables (koanf.example.toml).
@@ -150,7 +154,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "paymentd:", err)
 	var ue usageError
-	if errors.As(err, &ue) || errors.Is(err, config.ErrInvalid) {
+	if errors.As(err, &ue) || errors.Is(err, config.ErrInvalid) || errors.Is(err, migrate.ErrSchemaDrift) {
 		return exitUsage
 	}
 	return 1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/rustbill/paymentd/internal/app"
@@ -17,7 +18,10 @@ const migrateUsage = `Usage:
 
 up applies every pending migration (waiting up to [cluster].migration_wait for
 another instance's run), down rolls back the most recent one, status lists them.
-Each prints the list afterwards.
+Each prints the list afterwards; up and status then compare the database's schema
+with the one this build expects, as the service's start does, and print every
+difference with both definitions. Exit status 2 when a difference would refuse
+the start (docs/operations.md, "Upgrading").
 `
 
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -60,12 +64,41 @@ func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	pending := 0
 	for _, s := range st {
 		applied := "pending"
 		if !s.AppliedAt.IsZero() {
 			applied = "applied " + s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
+		} else {
+			pending++
 		}
 		fmt.Fprintf(stdout, "%05d  %-40s %s\n", s.Source.Version, s.Source.Path, applied)
 	}
-	return nil
+	if fs.Arg(0) == "down" {
+		return nil // a rolled-back schema is not this build's, on purpose
+	}
+	if pending > 0 {
+		fmt.Fprintf(stdout, "schema: not compared, %d migration(s) pending (paymentd migrate up applies them)\n", pending)
+		return nil
+	}
+	return printSchemaCheck(ctx, pool, stdout)
+}
+
+// printSchemaCheck compares the schema with this build's, prints the
+// verdict and every difference, and returns the start's refusal if any.
+func printSchemaCheck(ctx context.Context, pool *pgxpool.Pool, stdout io.Writer) error {
+	r, err := migrate.CheckSchema(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if len(r.Differences) == 0 {
+		fmt.Fprintf(stdout, "schema: as this build expects (%d objects)\n", r.Objects)
+		return nil
+	}
+	fmt.Fprintf(stdout, "schema: %d difference(s) from this build's (%d refused, %d left alone; the database records migration %05d, this build knows up to %05d):\n",
+		len(r.Differences), len(r.Refused()), len(r.LeftAlone()), r.Recorded, r.Known)
+	for _, d := range r.Differences {
+		fmt.Fprintln(stdout, "  "+d.Detail())
+	}
+	return r.Err()
 }

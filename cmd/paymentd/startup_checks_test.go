@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -101,6 +102,49 @@ func TestServeRefusesAMissingBootstrapPasswordBeforeMigratingWithExitTwo(t *test
 	var tables int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
 	require.Zero(t, tables, "the empty database is left empty")
+}
+
+// A database whose schema is not this build's (here a column an older
+// build lacked) is never served: serve exits 2 with the schema check's line
+// last, before the bootstrap admin is made; migrate status lists every
+// difference and exits 2 likewise; the operator's commands refuse it.
+func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing.T) {
+	conn := migratedEnv(t)
+	ctx := context.Background()
+	t.Setenv("PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD", "bootstrap-password")
+	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(freeTCPPort(t)))
+	t.Setenv("PAYMENTD_METRICS__PORT", "0")
+	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
+
+	code, stdout, stderr := runCLI(t, "migrate", "status")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `\nschema: as this build expects \(\d+ objects\)\n$`, stdout)
+
+	_, err := conn.Exec(ctx, `ALTER TABLE customers DROP COLUMN token_generation`)
+	require.NoError(t, err)
+	code, _, stderr = runCLI(t, "serve")
+	require.Equal(t, exitUsage, code, "restarting cannot fix a schema: %s", stderr)
+	require.Equal(t, "paymentd: schema check: the database's schema is not the one this build expects: "+
+		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more difference); nothing was served: "+
+		"run the paymentd that made this database, or bring its schema back to this build's "+
+		"(restore a backup, recreate the database, or undo a change made by hand); "+
+		`paymentd migrate status lists every difference (docs/operations.md, "Upgrading")`, lastLine(stderr))
+	require.NotContains(t, stderr, "bootstrap admin")
+	var admins int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM admin_users`).Scan(&admins))
+	require.Zero(t, admins, "nothing was done after the check")
+
+	code, stdout, stderr = runCLI(t, "migrate", "status")
+	require.Equal(t, exitUsage, code, stderr)
+	require.Contains(t, stdout, "\nschema: 2 difference(s) from this build's (2 refused, 0 left alone; "+
+		"the database records migration 00009, this build knows up to 00009):\n"+
+		"  missing  column customers.token_generation (00001_identity.sql): bigint not null default 0 [refused]\n"+
+		"  missing  constraint customers.customers_token_generation_check (00001_identity.sql): CHECK ((token_generation >= 0)) [refused]\n")
+	require.Contains(t, lastLine(stderr), "paymentd: schema check: ")
+
+	code, _, stderr = runCLI(t, "verify")
+	require.Equal(t, exitUsage, code, stderr)
+	require.Contains(t, lastLine(stderr), "column customers.token_generation is missing")
 }
 
 func TestConfigCheckAsksTheDatabaseWhetherABootstrapPasswordIsNeeded(t *testing.T) {

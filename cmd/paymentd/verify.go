@@ -56,8 +56,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // openMigrated opens the pool and checks that every migration of this
-// binary is applied: the operator's commands work on the schema they were
-// built for, and never migrate it themselves.
+// binary is applied and that the schema is the one it expects, as the
+// service's start does: the operator's commands work on the schema they
+// were built for, and never migrate it themselves.
 func openMigrated(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error) {
 	pool, err := app.OpenPool(ctx, cfg.DB)
 	if err != nil {
@@ -79,6 +80,14 @@ func openMigrated(ctx context.Context, cfg config.Config) (*pgxpool.Pool, error)
 	if pending > 0 {
 		pool.Close()
 		return nil, fmt.Errorf("the database schema is not up to date (%d migration(s) pending): run paymentd migrate up", pending)
+	}
+	r, err := migrate.CheckSchema(ctx, pool)
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		pool.Close()
+		return nil, err
 	}
 	return pool, nil
 }

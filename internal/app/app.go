@@ -48,7 +48,8 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// App is a started paymentd: pool open, schema migrated, admin bootstrapped.
+// App is a started paymentd: pool open, schema migrated and checked, admin
+// bootstrapped.
 type App struct {
 	cfg  config.Config
 	log  *slog.Logger
@@ -209,8 +210,9 @@ func setUpHint(err error, cc *pgx.ConnConfig) string {
 }
 
 // New opens the pool, applies migrations (waiting for another instance's run
-// up to [cluster].migration_wait), creates the bootstrap admin when the
-// database has none, and builds the server.
+// up to [cluster].migration_wait), checks that the schema is the one this
+// build expects, creates the bootstrap admin when the database has none,
+// and builds the server.
 func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*App, error) {
 	var o options
 	for _, opt := range opts {
@@ -242,6 +244,27 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	return a, nil
 }
 
+// checkSchema compares the database's schema with this build's once the
+// migrations ran: a difference that refuses the start is returned (one
+// line, migrate.ErrSchemaDrift: the command exits 2), and what is left
+// alone — an operator's index, a newer release's table — is one warning.
+func (a *App) checkSchema(ctx context.Context) error {
+	start := time.Now()
+	r, err := migrate.CheckSchema(ctx, a.pool)
+	if err != nil {
+		return err
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if left := r.LeftAlone(); len(left) > 0 {
+		a.log.Warn("schema check: the database holds what this build does not know (or a newer release changed); left alone",
+			"count", len(left), "objects", r.LeftAloneSummary(), "recorded_migration", r.Recorded, "known_migration", r.Known)
+	}
+	a.log.Info("schema checked", "objects", r.Objects, "took", time.Since(start).Round(time.Millisecond).String())
+	return nil
+}
+
 func (a *App) init(ctx context.Context) error {
 	// Before migrating: a start that must stop for want of a bootstrap
 	// password leaves an empty database empty, and exits as a bad
@@ -263,6 +286,9 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	a.log.Info("schema migrated", "took", time.Since(start).Round(time.Millisecond).String())
+	if err := a.checkSchema(ctx); err != nil {
+		return err
+	}
 
 	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap.Options(), a.log); err != nil {
 		return err

@@ -8,3 +8,10 @@ func WithBeforeMigration(o Options, f func(ctx context.Context, version int64) e
 	o.beforeMigration = f
 	return o
 }
+
+// CompareSchema is compareSchema: how live differs from expected, and what
+// refuses the start (newer: the database records migrations this build
+// does not have).
+func CompareSchema(expected, live []Object, newer bool) []Difference {
+	return compareSchema(expected, live, newer)
+}
