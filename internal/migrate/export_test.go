@@ -15,3 +15,7 @@ func WithBeforeMigration(o Options, f func(ctx context.Context, version int64) e
 func CompareSchema(expected, live []Object, newer bool) []Difference {
 	return compareSchema(expected, live, newer)
 }
+
+// SameDefinition is sameDefinition: whether two renderings of an object
+// are the same object.
+func SameDefinition(a, b string) bool { return sameDefinition(a, b) }

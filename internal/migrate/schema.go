@@ -173,6 +173,38 @@ func unqualify(def, schema string) string {
 	return def
 }
 
+// sameDefinition compares two renderings of an object, the parentheses
+// aside: PostgreSQL keeps an expression's tree as it was parsed, so a
+// trigger's WHEN written (a OR b) OR c renders with nested parentheses
+// where pg_dump's text of it, parsed again by pg_restore, gives one flat
+// OR; a database restored from a dump must describe as the one dumped.
+// Grouping alone is all this leaves unseen; a changed operator, column or
+// constant still differs.
+func sameDefinition(a, b string) bool {
+	return a == b || withoutParentheses(a) == withoutParentheses(b)
+}
+
+// withoutParentheses drops the parentheses of def outside its quoted
+// literals and identifiers.
+func withoutParentheses(def string) string {
+	var b strings.Builder
+	var quote rune
+	for _, r := range def {
+		switch {
+		case quote != 0:
+			if r == quote {
+				quote = 0
+			}
+		case r == '\'' || r == '"':
+			quote = r
+		case r == '(' || r == ')':
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // Change says how an object of the database differs from this build's.
 type Change string
 
@@ -266,7 +298,7 @@ func compareSchema(expected, live []Object, newer bool) []Difference {
 		switch {
 		case !ok:
 			diffs = append(diffs, Difference{Change: Missing, Expected: e, Refused: true})
-		case f.Def != e.Def:
+		case !sameDefinition(f.Def, e.Def):
 			diffs = append(diffs, Difference{Change: Changed, Expected: e, Found: f, Refused: !newer})
 		}
 	}
