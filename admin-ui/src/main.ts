@@ -140,7 +140,7 @@ function showEnrolment(username: string): void {
   current?.abort();
   const proceed = h("button", { type: "button", class: "primary" }, "Continue to the console");
   proceed.addEventListener("click", () => void enter());
-  const next = h("div", { hidden: true }, proceed);
+  const next = h("div", { hidden: true, class: "enrolment-next" }, proceed);
   replace(
     root,
     h(
