@@ -54,6 +54,7 @@ func TestConfigCheckPrintsTheEffectiveConfigurationWithSecretsMasked(t *testing.
 port = 6000
 [db]
 url = "postgres://paymentd:db-password-123@db.internal:5432/paymentd"
+replica_url = "postgres://paymentd:replica-password-123@db-standby.internal:5432/paymentd"
 [bootstrap]
 admin_password = "bootstrap-password-123"
 [[notify.webhooks]]
@@ -69,13 +70,14 @@ headers = { "Authorization" = "Bearer header-token-123" }
 	code, stdout, stderr := runCLI(t, "config", "check")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, "configuration is valid")
-	for _, secret := range []string{cliSecret, "db-password-123", "bootstrap-password-123", "webhook-secret-1234567", "header-token-123"} {
+	for _, secret := range []string{cliSecret, "db-password-123", "replica-password-123", "bootstrap-password-123", "webhook-secret-1234567", "header-token-123"} {
 		require.NotContains(t, stdout, secret)
 	}
 	require.Contains(t, stdout, "# paymentd configuration from defaults + paymentd.toml + PAYMENTD_JWT__SECRET, PAYMENTD_METRICS__PORT")
 	require.Contains(t, stdout, "\n[server]\nhost = \"127.0.0.1\"\nport = 6000\n")
 	require.Contains(t, stdout, "\n[metrics]\nenabled = true\nhost = \"127.0.0.1\"\nport = 9500\n")
 	require.Contains(t, stdout, `url = "postgres://paymentd:xxxxx@db.internal:5432/paymentd"`)
+	require.Contains(t, stdout, `replica_url = "postgres://paymentd:xxxxx@db-standby.internal:5432/paymentd"`)
 
 	// The output is a configuration file: it loads back (masked values and all).
 	p := filepath.Join(t.TempDir(), "effective.toml")

@@ -82,6 +82,8 @@ type App struct {
 	// sealing is the orders' sealing pass begun at start (sealSecrets),
 	// stopped by Close.
 	sealing startstop.Loop
+	// replica is [db].replica_url's pool and lag watcher; nil without one.
+	replica *readReplica
 }
 
 // Option adjusts how New builds the App.
@@ -151,10 +153,32 @@ func OpenPool(ctx context.Context, c config.DB) (*pgxpool.Pool, error) {
 	if c.URL == "" {
 		return nil, ErrNoDatabaseURL
 	}
-	pc, err := pgxpool.ParseConfig(c.URL)
+	pc, err := poolConfig("[db].url", c.URL, c)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Duration(c.AcquireTimeoutSecs)*time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		if hint := setUpHint(err, pc.ConnConfig); hint != "" {
+			return nil, errors.New(hint)
+		}
+		return nil, fmt.Errorf("connect to database ([db].url): %w", err)
+	}
+	return pool, nil
+}
+
+// poolConfig is the pool of rawURL ([db] key) with the [db] settings.
+func poolConfig(key, rawURL string, c config.DB) (*pgxpool.Config, error) {
+	pc, err := pgxpool.ParseConfig(rawURL)
 	if err != nil {
 		// The parser's message may quote the URL, password included.
-		return nil, errors.New("[db].url: cannot parse the connection URL")
+		return nil, errors.New(key + ": cannot parse the connection URL")
 	}
 	pc.MaxConns = int32(c.MaxConnections)
 	pc.MinConns = int32(c.MinConnections)
@@ -171,20 +195,7 @@ func OpenPool(ctx context.Context, c config.DB) (*pgxpool.Pool, error) {
 	} else {
 		pc.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("open database pool: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Duration(c.AcquireTimeoutSecs)*time.Second)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		if hint := setUpHint(err, pc.ConnConfig); hint != "" {
-			return nil, errors.New(hint)
-		}
-		return nil, fmt.Errorf("connect to database ([db].url): %w", err)
-	}
-	return pool, nil
+	return pc, nil
 }
 
 // setUpHint is the one line that says what to run when [db].url names a
@@ -237,6 +248,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	log = logging.Contextual(log)
 	a := &App{cfg: cfg, log: log, opts: o, pool: pool, node: cluster.NewNodeID(),
 		db: store.NewBoundedPool(pool, time.Duration(cfg.DB.AcquireTimeoutSecs)*time.Second)}
+	if err := a.openReplica(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := a.init(ctx); err != nil {
 		a.Close()
 		return nil, err
@@ -356,7 +371,8 @@ func (a *App) init(ctx context.Context) error {
 		payment.WithReconcileAfter(a.cfg.Billing.ReconcileAfter),
 		payment.WithLateCapture(a.cfg.Payments.LateCapture()),
 		payment.WithClock(a.opts.clock),
-		payment.WithMetrics(a.tel.metrics))
+		payment.WithMetrics(a.tel.metrics),
+		payment.WithReads(a.reads()))
 	a.bg, err = a.buildBackground(paySvc)
 	if err != nil {
 		return err
@@ -387,7 +403,9 @@ func (a *App) init(ctx context.Context) error {
 		testClock.run = a.renewals
 	}
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
-	exports := export.NewHandler(a.db, a.log, a.cfg.Export.Options())
+	eopts := a.cfg.Export.Options()
+	eopts.Reads = a.reads()
+	exports := export.NewHandler(a.db, a.log, eopts)
 	var payHandler paymentpbconnect.PaymentServiceHandler = paymentrpc.NewHandler(paySvc)
 	if a.opts.wrapPayments != nil {
 		payHandler = a.opts.wrapPayments(payHandler)
@@ -400,7 +418,7 @@ func (a *App) init(ctx context.Context) error {
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orderHandler(orderSvc, testClock, ropts), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
-	if err := a.registerCollectors(limiter); err != nil {
+	if err := errors.Join(a.registerCollectors(limiter), a.registerReplica()); err != nil {
 		return err
 	}
 	srv.DB, srv.Logger = a.pool, a.log
@@ -561,6 +579,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer a.renewals.Stop()
+	stopReplica, err := a.startReplica(bgCtx)
+	if err != nil {
+		return err
+	}
+	defer stopReplica()
 	// The start's garbage (migrations, plugin compilation, the validator's
 	// CEL environment: half the heap the process ever had) goes back to
 	// the OS now, in one collection while the server starts answering,
@@ -578,6 +601,7 @@ func (a *App) Close() {
 	if a.cache != nil {
 		_ = a.cache.Close()
 	}
+	a.closeReplica()
 	a.pool.Close()
 }
 

@@ -20,7 +20,7 @@ var parts = map[string][]string{
 	"Transport": {"internal/payment/paymentrpc/", "internal/server/", "internal/export/", "internal/integration/"},
 	"Domain": {"internal/payment/", "internal/order/", "internal/balance/", "internal/fulfillment/", "internal/identity/",
 		"internal/gateway/", "internal/event/", "internal/notify/"},
-	"Cluster": {"internal/cluster/", "internal/migrate/", "internal/ledger/", "internal/retention/"},
+	"Cluster": {"internal/cluster/", "internal/migrate/", "internal/ledger/", "internal/retention/", "internal/replica/"},
 	"Store":   {"internal/store/"},
 	"Plugins": {"internal/plugin/", "internal/outbound/"},
 	"Leaves": {"internal/money/", "internal/audit/", "internal/paging/", "internal/text/", "internal/apperr/",

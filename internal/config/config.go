@@ -95,6 +95,11 @@ type DB struct {
 	MaxLifetimeSecs    int    `koanf:"max_lifetime_secs"`
 	AcquireTimeoutSecs int    `koanf:"acquire_timeout_secs"`
 	TestBeforeAcquire  bool   `koanf:"test_before_acquire"`
+	// ReplicaURL is a streaming standby of the primary that answers the
+	// heavy reads (exports, trends, stats, an admin's payment list) while
+	// it is at most ReplicaMaxLag behind; empty: none.
+	ReplicaURL    string        `koanf:"replica_url"`
+	ReplicaMaxLag time.Duration `koanf:"replica_max_lag"`
 }
 
 // JWT signs customer access tokens.

@@ -157,6 +157,11 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"relative public url", func(c *Config) { c.Server.PublicURL = "example.com" }, "[server].public_url"},
 		{"cert without key", func(c *Config) { c.Server.TLSCertFile = "c.pem" }, "[server].tls_cert_file"},
 		{"mysql url", func(c *Config) { c.DB.URL = "mysql://x" }, "[db].url"},
+		{"mysql replica url", func(c *Config) { c.DB.ReplicaURL = "mysql://x" }, "[db].replica_url must be a postgres:// URL"},
+		{"replica url is the primary's", func(c *Config) { c.DB.URL, c.DB.ReplicaURL = "postgres://h/db", "postgres://h/db" }, "[db].replica_url is [db].url"},
+		{"sub-second replica lag", func(c *Config) { c.DB.ReplicaMaxLag = 500 * time.Millisecond }, "[db].replica_max_lag must be between 1s and 1h, got 500ms"},
+		{"no replica lag", func(c *Config) { c.DB.ReplicaMaxLag = 0 }, "[db].replica_max_lag must be between 1s and 1h, got 0s"},
+		{"a day of replica lag", func(c *Config) { c.DB.ReplicaMaxLag = 24 * time.Hour }, "[db].replica_max_lag must be between 1s and 1h"},
 		{"min above max connections", func(c *Config) { c.DB.MinConnections = 50 }, "[db].min_connections"},
 		{"zero acquire timeout", func(c *Config) { c.DB.AcquireTimeoutSecs = 0 }, "[db].acquire_timeout_secs"},
 		{"bad same site", func(c *Config) { c.Session.CookieSameSite = "lax" }, "[session].cookie_same_site"},
@@ -205,7 +210,10 @@ func TestMaskedHidesSecrets(t *testing.T) {
 	c := valid()
 	c.Bootstrap.AdminPassword = "hunter22hunter22"
 	c.DB.URL = "postgres://app:s3cret@db:5432/pay"
+	c.DB.ReplicaURL = "postgres://reader:r3plica@db-standby:5432/pay"
 	m := c.Masked()
+	require.NotContains(t, m.DB.ReplicaURL, "r3plica")
+	require.Contains(t, m.DB.ReplicaURL, "reader:xxxxx@db-standby")
 	require.NotContains(t, m.JWT.Secret, goodSecret)
 	require.NotContains(t, m.Bootstrap.AdminPassword, "hunter")
 	require.NotContains(t, m.DB.URL, "s3cret")

@@ -16,6 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/ratelimit"
+	"github.com/rustbill/paymentd/internal/replica"
 	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/tracing"
@@ -55,6 +56,7 @@ func Default() Config {
 			MaxLifetimeSecs:    1800,
 			AcquireTimeoutSecs: 5,
 			TestBeforeAcquire:  true,
+			ReplicaMaxLag:      replica.DefaultMaxLag,
 		},
 		JWT: JWT{ExpiryHours: int(identity.DefaultJWTExpiry / time.Hour)},
 		Session: Session{

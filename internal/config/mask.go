@@ -17,6 +17,7 @@ func (c Config) Masked() Config {
 	m.JWT.Secret = mask(c.JWT.Secret)
 	m.Bootstrap.AdminPassword = mask(c.Bootstrap.AdminPassword)
 	m.DB.URL = maskURL(c.DB.URL)
+	m.DB.ReplicaURL = maskURL(c.DB.ReplicaURL)
 	m.Redis.URL = maskURL(c.Redis.URL)
 	m.Billing.Currencies = append([]string(nil), c.Billing.Currencies...)
 	m.Server.TrustedProxies = slices.Clone(c.Server.TrustedProxies)

@@ -241,10 +241,22 @@ func (s Server) validate(bad badFunc) {
 
 // validate reports problems of the pool through bad.
 func (d DB) validate(bad badFunc) {
-	if d.URL != "" {
-		if _, err := url.Parse(d.URL); err != nil || !(strings.HasPrefix(d.URL, "postgres://") || strings.HasPrefix(d.URL, "postgresql://")) {
-			bad("[db].url", "must be a postgres:// URL")
+	for _, k := range [][2]string{{"[db].url", d.URL}, {"[db].replica_url", d.ReplicaURL}} {
+		key, u := k[0], k[1]
+		if u == "" {
+			continue
 		}
+		if _, err := url.Parse(u); err != nil || !(strings.HasPrefix(u, "postgres://") || strings.HasPrefix(u, "postgresql://")) {
+			bad(key, "must be a postgres:// URL")
+		}
+	}
+	if d.ReplicaURL != "" && d.ReplicaURL == d.URL {
+		bad("[db].replica_url", "is [db].url: name a streaming standby of it, or leave it empty")
+	}
+	// Below a second the once-a-second check could not keep the replica in
+	// use; past an hour the reports it serves are another day's.
+	if d.ReplicaMaxLag < time.Second || d.ReplicaMaxLag > time.Hour {
+		bad("[db].replica_max_lag", "must be between 1s and 1h, got %s", d.ReplicaMaxLag)
 	}
 	if d.MaxConnections < 1 {
 		bad("[db].max_connections", "must be at least 1, got %d", d.MaxConnections)

@@ -57,6 +57,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// PageRows is how many rows a page reads (store.ExportPageRows).
 	PageRows int
+	// Reads picks the database the rows are read from, once per export
+	// (a read replica while it is close enough behind, internal/replica);
+	// nil: the handler's db. The audit row is always written to db.
+	Reads func() store.DB
 }
 
 // Handler serves both exports.
@@ -76,12 +80,15 @@ func NewHandler(db store.DB, log *slog.Logger, opts Options) *Handler {
 	opts.MaxConcurrent = cmp.Or(opts.MaxConcurrent, DefaultMaxConcurrent)
 	opts.WriteTimeout = cmp.Or(opts.WriteTimeout, DefaultWriteTimeout)
 	opts.PageRows = cmp.Or(opts.PageRows, store.ExportPageRows)
+	if opts.Reads == nil {
+		opts.Reads = func() store.DB { return db }
+	}
 	return &Handler{db: db, log: log, opts: opts, slots: make(chan struct{}, opts.MaxConcurrent)}
 }
 
 // Payments serves GET PaymentsPath.
 func (h *Handler) Payments() http.Handler {
-	return h.serve("payments", ActionExportPayments, func(q *query) (func(context.Context, *rowWriter) error, error) {
+	return h.serve("payments", ActionExportPayments, func(q *query) (func(context.Context, store.DB, *rowWriter) error, error) {
 		w := q.window()
 		f := store.ExportPaymentFilter{
 			CreatedFrom: w.from, CreatedTo: w.to,
@@ -91,12 +98,12 @@ func (h *Handler) Payments() http.Handler {
 				string(payment.StatusFailed), string(payment.StatusRefunded)),
 			ToReturn: q.flag("to_return"),
 		}
-		return func(ctx context.Context, out *rowWriter) error {
+		return func(ctx context.Context, db store.DB, out *rowWriter) error {
 			out.loc = w.loc
 			if err := out.write(paymentHeader...); err != nil {
 				return err
 			}
-			return store.EachExportPayment(ctx, h.db, f, h.opts.PageRows, func(p store.ExportPayment) error {
+			return store.EachExportPayment(ctx, db, f, h.opts.PageRows, func(p store.ExportPayment) error {
 				return out.write(p.ID.String(), out.time(p.CreatedAt), out.time(p.UpdatedAt), out.optTime(p.PaidAt),
 					out.optTime(p.FailedAt), p.Status, p.Method, p.Amount.String(), p.RefundedAmount.String(),
 					p.CapturedAmount.String(), p.Currency, p.CustomerID.String(), optID(p.OrderID), optID(p.InvoiceID),
@@ -108,19 +115,19 @@ func (h *Handler) Payments() http.Handler {
 
 // Refunds serves GET RefundsPath.
 func (h *Handler) Refunds() http.Handler {
-	return h.serve("refunds", ActionExportRefunds, func(q *query) (func(context.Context, *rowWriter) error, error) {
+	return h.serve("refunds", ActionExportRefunds, func(q *query) (func(context.Context, store.DB, *rowWriter) error, error) {
 		w := q.window()
 		f := store.ExportRefundFilter{
 			CreatedFrom: w.from, CreatedTo: w.to,
 			PaymentID: q.id("payment_id"), CustomerID: q.id("customer_id"),
 			Status: q.oneOf("status", store.RefundPending, store.RefundSucceeded, store.RefundFailed),
 		}
-		return func(ctx context.Context, out *rowWriter) error {
+		return func(ctx context.Context, db store.DB, out *rowWriter) error {
 			out.loc = w.loc
 			if err := out.write(refundHeader...); err != nil {
 				return err
 			}
-			return store.EachExportRefund(ctx, h.db, f, h.opts.PageRows, func(r store.ExportRefund) error {
+			return store.EachExportRefund(ctx, db, f, h.opts.PageRows, func(r store.ExportRefund) error {
 				return out.write(r.ID.String(), out.time(r.CreatedAt), out.time(r.UpdatedAt), r.Status, r.Destination,
 					r.Amount.String(), r.Currency, r.PaymentID.String(), r.CustomerID.String(), optID(r.RequestedBy),
 					r.GatewayRefundID, r.Reason, store.RefundError(r.Status, r.Error), r.Error)
@@ -141,7 +148,7 @@ var (
 // serve is one export: authorize, read the parameters (parse returns the
 // writer of the rows, or the parameters' problems), take a slot, then
 // stream, each chunk under the write timeout.
-func (h *Handler) serve(name, action string, parse func(*query) (func(context.Context, *rowWriter) error, error), known ...string) http.Handler {
+func (h *Handler) serve(name, action string, parse func(*query) (func(context.Context, store.DB, *rowWriter) error, error), known ...string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		if err := auth.CheckRoute(ctx, Access, Scope); err != nil {
@@ -181,7 +188,9 @@ func (h *Handler) serve(name, action string, parse func(*query) (func(context.Co
 		}
 
 		rw := newRowWriter(out, nil)
-		err = rows(ctx, rw)
+		// Every page from the database chosen now: an export that began on
+		// the replica finishes there.
+		err = rows(ctx, h.opts.Reads(), rw)
 		if err == nil {
 			// The audit row before the file's last bytes: a complete
 			// download always has one.

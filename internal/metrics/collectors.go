@@ -302,3 +302,40 @@ func emitQueue(ch chan<- prometheus.Metric, depth, age *prometheus.Desc, kinds, 
 		emit(k)
 	}
 }
+
+// Replica is what the read replica's watcher reports (internal/replica).
+type Replica interface {
+	InUse() bool
+	Lag() (time.Duration, bool)
+}
+
+// RegisterReplica exposes the read replica of [db].replica_url: whether
+// the heavy reads go to it, its lag at the last check (no series while it
+// cannot be measured: down, not a standby), and its pool's connections.
+// With r nil (no replica configured) the families are described but have
+// no series, so that an alert on them never fires where there is none.
+func (m *Metrics) RegisterReplica(r Replica, pool *pgxpool.Pool) error {
+	inUse := desc("db_replica_in_use", "1 while the heavy reads (exports, trends, stats, admins' payment lists) go to the read replica, 0 while they go to the primary because the replica lags past [db].replica_max_lag, is down or is not a standby. No series without [db].replica_url.")
+	lag := desc("db_replica_lag_seconds", "How far the read replica was behind the primary at its last check (every second); no series while the check fails or cannot tell.")
+	conns := desc("db_replica_pool_connections", "Connections of the read replica's pool, by state: acquired (in use), idle, constructing.", "state")
+	return m.reg.Register(collectorFunc{
+		descs: []*prometheus.Desc{inUse, lag, conns},
+		collect: func(ch chan<- prometheus.Metric) {
+			if r == nil {
+				return
+			}
+			v := 0.0
+			if r.InUse() {
+				v = 1
+			}
+			ch <- prometheus.MustNewConstMetric(inUse, prometheus.GaugeValue, v)
+			if l, ok := r.Lag(); ok {
+				ch <- prometheus.MustNewConstMetric(lag, prometheus.GaugeValue, l.Seconds())
+			}
+			s := pool.Stat()
+			ch <- prometheus.MustNewConstMetric(conns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
+			ch <- prometheus.MustNewConstMetric(conns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
+			ch <- prometheus.MustNewConstMetric(conns, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
+		},
+	})
+}

@@ -24,6 +24,8 @@ type Service struct {
 	lateCapture    time.Duration
 	clock          func() time.Time
 	metrics        Metrics
+	// reads picks the database of the heavy reads (WithReads).
+	reads func() store.DB
 }
 
 // Option configures a Service.
@@ -53,6 +55,12 @@ func WithLateCapture(d time.Duration) Option {
 	return func(s *Service) { s.lateCapture = max(d, 0) }
 }
 
+// WithReads sets where the heavy reads go: GetPaymentTrends,
+// GetPaymentStats and an admin's ListPayments read reads() (a read replica
+// while it is close enough behind, internal/replica); without it, the
+// service's db. Nothing that decides on money uses it.
+func WithReads(reads func() store.DB) Option { return func(s *Service) { s.reads = reads } }
+
 // WithClock sets the time source (default time.Now).
 func WithClock(clock func() time.Time) Option { return func(s *Service) { s.clock = clock } }
 
@@ -80,6 +88,9 @@ func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
 	}
 	if s.reconcileAfter <= 0 {
 		s.reconcileAfter = DefaultReconcileAfter
+	}
+	if s.reads == nil {
+		s.reads = func() store.DB { return s.db }
 	}
 	return s
 }
@@ -120,7 +131,14 @@ func (s *Service) List(ctx context.Context, f store.PaymentFilter, page, size ui
 		return nil, paging.Page{}, err
 	}
 	f.CustomerID = auth.CustomerScope(p)
-	rows, total, err := store.ListPayments(ctx, s.db, f, pg.Limit(), pg.Offset())
+	// An admin's list is a report and may read the replica; a customer's
+	// is not: one who has just paid lists to see the payment, which a
+	// replica a few seconds behind would not show yet.
+	db := s.db
+	if f.CustomerID == nil {
+		db = s.reads()
+	}
+	rows, total, err := store.ListPayments(ctx, db, f, pg.Limit(), pg.Offset())
 	if err != nil {
 		return nil, paging.Page{}, err
 	}

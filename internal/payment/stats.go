@@ -79,19 +79,21 @@ func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, er
 			return Stats{}, apperr.New(apperr.InvalidArgument, "since: at most %d days back", int(MaxStatsWindow/(24*time.Hour)))
 		}
 	}
-	groups, err := store.PaymentStatsSince(ctx, s.db, from)
+	// One database for the four figures: the replica when it is in use.
+	db := s.reads()
+	groups, err := store.PaymentStatsSince(ctx, db, from)
 	if err != nil {
 		return Stats{}, err
 	}
-	pending, err := store.CountPendingPayments(ctx, s.db)
+	pending, err := store.CountPendingPayments(ctx, db)
 	if err != nil {
 		return Stats{}, err
 	}
-	refunds, err := store.PendingRefundSummary(ctx, s.db)
+	refunds, err := store.PendingRefundSummary(ctx, db)
 	if err != nil {
 		return Stats{}, err
 	}
-	toReturn, err := store.MoneyToReturn(ctx, s.db)
+	toReturn, err := store.MoneyToReturn(ctx, db)
 	if err != nil {
 		return Stats{}, err
 	}

@@ -146,7 +146,7 @@ func (s *Service) PaymentTrends(ctx context.Context, q TrendQuery) (Trends, erro
 	if err != nil {
 		return Trends{}, err
 	}
-	got, err := store.PaymentTrendsIn(ctx, s.db, r)
+	got, err := store.PaymentTrendsIn(ctx, s.reads(), r)
 	if err != nil {
 		return Trends{}, err
 	}
