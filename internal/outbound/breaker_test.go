@@ -278,7 +278,7 @@ func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
 	// real deadline can pass before a loaded machine sends the request at
 	// all, and a call that never got there proves nothing.
 	for range 2 * DefaultFailureThreshold {
-		_, err := b.do(expiresOnArrival(arrived), http.MethodPost, srv.URL, "{}", false)
+		_, err := b.do(testkit.ExpiresOn(arrived), http.MethodPost, srv.URL, "{}", false)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, ErrCircuitOpen)
 	}

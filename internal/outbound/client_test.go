@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 func TestGetIsRetriedAndSucceedsOnTheThirdAttempt(t *testing.T) {
@@ -244,7 +246,7 @@ func TestCallerDeadlineEndsTheWholeCall(t *testing.T) {
 	// The deadline passes once the host has the request: a short real one
 	// could pass before a busy machine sent it, and no hit would prove
 	// nothing about retries.
-	ctx := expiresOnArrival(arrived)
+	ctx := testkit.ExpiresOn(arrived)
 	start := time.Now()
 	_, err := b.do(ctx, http.MethodGet, srv.URL, "", true)
 	require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -123,40 +123,6 @@ func (b *bundle) status(t *testing.T, host string) BreakerStatus {
 	return BreakerStatus{}
 }
 
-// arrivalDeadline is a caller's context whose deadline passes the moment
-// the host has the request (a value on arrived): a test of what a passed
-// deadline does to a call the host got, without racing a short real
-// deadline against a machine too busy to send the request in time.
-type arrivalDeadline struct {
-	// Background, not the test's context: context.Cause and the contexts
-	// derived from this one must see this context's error, not look through
-	// it to a parent's.
-	context.Context
-	done chan struct{}
-}
-
-// expiresOnArrival returns an arrivalDeadline that passes at the next value
-// on arrived.
-func expiresOnArrival(arrived <-chan struct{}) context.Context {
-	c := &arrivalDeadline{Context: context.Background(), done: make(chan struct{})}
-	go func() {
-		<-arrived
-		close(c.done)
-	}()
-	return c
-}
-
-func (c *arrivalDeadline) Done() <-chan struct{} { return c.done }
-
-func (c *arrivalDeadline) Err() error {
-	select {
-	case <-c.done:
-		return context.DeadlineExceeded
-	default:
-		return nil
-	}
-}
-
 // openBreaker sends FailureThreshold (5) non-retried POSTs to a server
 // that fails them, which opens its breaker.
 func (b *bundle) openBreaker(t *testing.T, s *testServer) {
