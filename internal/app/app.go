@@ -46,6 +46,7 @@ import (
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // App is a started paymentd: pool open, schema migrated and checked, admin
@@ -99,6 +100,8 @@ type options struct {
 	smtpTLS *tls.Config
 	// pollOnlyWorker: the event worker is not woken by NOTIFY (benchmarks).
 	pollOnlyWorker bool
+	// signals: the background loops' test signals (tests).
+	signals Signals
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -142,6 +145,21 @@ func WithSessionCache(c identity.SessionCache) Option {
 // what the transport costs; the service itself never sets it.
 func WithPaymentHandler(wrap func(paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler) Option {
 	return func(o *options) { o.wrapPayments = wrap }
+}
+
+// Signals are test signals (internal/testsignal) for the background loops
+// New builds: a test waits on them for rounds that ran instead of sleeping.
+// Nil fields are off; the service never sets any.
+type Signals struct {
+	// Reconciler and Renewals count the rounds of the reconciler and of the
+	// billing run: each look at whether this instance leads `billing`, and
+	// the work it then does, if any.
+	Reconciler, Renewals *testsignal.Signal
+}
+
+// WithSignals hands the background loops the test signals in s.
+func WithSignals(s Signals) Option {
+	return func(o *options) { o.signals = s }
 }
 
 // ErrNoDatabaseURL is returned when [db].url is empty.
@@ -389,9 +407,11 @@ func (a *App) init(ctx context.Context) error {
 		// keep several from asking about one payment at once anyway.
 		Active: a.bg.billing.IsLeader,
 		Tracer: a.backgroundTracer(),
+		Rounds: a.opts.signals.Reconciler,
 	})
 	ropts := a.cfg.Billing.RenewalOptions(a.bg.node)
 	ropts.Clock, ropts.Logger, ropts.Active = a.opts.clock, a.log, a.bg.billing.IsLeader
+	ropts.Rounds = a.opts.signals.Renewals
 	var testClock *billingTestClock
 	if a.cfg.Billing.TestClock {
 		testClock = &billingTestClock{base: a.opts.clock}

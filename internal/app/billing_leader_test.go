@@ -8,10 +8,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // The reconciler and the marking of overdue invoices run only on the
@@ -31,7 +33,8 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	other, err := store.AttemptElect(ctx, pool, cluster.RoleBilling, "another-instance", time.Hour)
 	require.NoError(t, err)
 	const reconcileAfter = 300 * time.Millisecond // also the reconcile interval: min(30 s, this)
-	e := startPayments(t, func(c *config.Config) {
+	signals := app.Signals{Reconciler: testsignal.New(), Renewals: testsignal.New()}
+	e := startPaymentsWith(t, []app.Option{app.WithSignals(signals)}, func(c *config.Config) {
 		c.DB.URL = url
 		c.Billing.ReconcileAfter = reconcileAfter
 	})
@@ -52,14 +55,20 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 		return s
 	}
 
-	// The instance works (it leads event_worker and serves), but for many
-	// reconcile intervals after the payment fell due nothing of billing's
-	// happened.
+	// The instance works (it leads event_worker and serves), but in the
+	// rounds of the reconciler and of the billing run that began after the
+	// payment fell due nothing of billing's happened: each looked, saw
+	// another instance lead `billing`, and did nothing.
 	require.Eventually(t, func() bool {
 		l, err := store.LeaderRemaining(ctx, pool, cluster.RoleEventWorker)
 		return err == nil && l.Holder != ""
 	}, 10*time.Second, 20*time.Millisecond)
-	time.Sleep(reconcileAfter + 8*reconcileAfter)
+	require.Eventually(t, func() bool {
+		return e.count(t, `SELECT count(*) FROM payments WHERE id = $1 AND next_reconcile_at <= now()`, p.GetId()) == 1
+	}, 10*time.Second, 20*time.Millisecond, "the payment fell due for reconciliation")
+	reconciles, renewals := signals.Reconciler.Mark(), signals.Renewals.Mark()
+	signals.Reconciler.WaitAfter(t, reconciles, 5, "five reconciler rounds after the payment fell due")
+	signals.Renewals.WaitAfter(t, renewals, 2, "two billing-run rounds after the payment fell due")
 	require.Equal(t, "pending", e.getPayment(t, p.GetId()).GetStatus())
 	require.Zero(t, e.count(t, `SELECT reconcile_attempts FROM payments WHERE id = $1`, p.GetId()), "the gateway was never asked")
 	require.Equal(t, "issued", invoiceStatus())

@@ -17,6 +17,7 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/idempotency"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // keyed is c with an Idempotency-Key.
@@ -64,12 +65,14 @@ func TestARefundRetriedWithItsIdempotencyKeyRefundsOnce(t *testing.T) {
 	require.Contains(t, err.Error(), "another request")
 	require.Len(t, e.fake.Refunds(), 1)
 
-	// The client gives up after 300 ms while the gateway takes 1.5 s; the
-	// refund goes on, and the retries (three at once) wait for it.
-	e.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Delay: 1500 * time.Millisecond, Times: 1})
-	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, err = refund(short, "key-2", "1.00")
-	cancel()
+	// The client's deadline passes once the gateway has the refund, which
+	// takes it 1.5 s; the refund goes on, and the retries (three at once)
+	// wait for it. A short real deadline could pass before a busy machine
+	// even called the gateway: the retries would then make the refund, and
+	// the test would pass without a call outliving its client.
+	arrived := make(chan struct{}, 1)
+	e.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Delay: 1500 * time.Millisecond, Times: 1, Arrived: arrived})
+	_, err = refund(testkit.ExpiresOn(arrived), "key-2", "1.00")
 	require.Equal(t, connect.CodeDeadlineExceeded, connect.CodeOf(err), "%v", err)
 	var wg sync.WaitGroup
 	ids := make([]string, 3)

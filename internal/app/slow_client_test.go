@@ -234,9 +234,12 @@ func (s slowPayments) GetPayment(ctx context.Context, req *connect.Request[payme
 func TestAHandlerMayOutliveTheReadTimeoutOnceTheBodyIsIn(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(testdb.EmptyURL(t))
-	cfg.Server.ReadTimeoutSecs = 1
+	// The body's half-second pause leaves 1.5 s of the read timeout to a
+	// busy machine (with 1 s, a stall of half a second would have refused
+	// the body); the handler then outlives the timeout by half a second.
+	cfg.Server.ReadTimeoutSecs = 2
 	r := start(t, cfg, app.WithPaymentHandler(func(h paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler {
-		return slowPayments{PaymentServiceHandler: h, pause: 1500 * time.Millisecond}
+		return slowPayments{PaymentServiceHandler: h, pause: 2500 * time.Millisecond}
 	}))
 	c := login(t, r)
 	pr, pw := io.Pipe()

@@ -24,7 +24,7 @@ var parts = map[string][]string{
 	"Store":   {"internal/store/"},
 	"Plugins": {"internal/plugin/", "internal/outbound/"},
 	"Leaves": {"internal/money/", "internal/audit/", "internal/paging/", "internal/text/", "internal/apperr/",
-		"internal/startstop/", "internal/configschema/", "internal/rpcanswer/", "internal/rpc/"},
+		"internal/startstop/", "internal/testsignal/", "internal/configschema/", "internal/rpcanswer/", "internal/rpc/"},
 	"Config": {"internal/config/"},
 	"TestOnly": {"internal/testdb/", "internal/testfixture/", "internal/plugintest/", "internal/clustertest/",
 		"internal/testredis/", "internal/testkit/", "internal/fakes/"},

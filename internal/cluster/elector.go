@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // Waker wakes its subscribers when a notification arrives on a channel
@@ -50,6 +51,15 @@ type ElectorOptions struct {
 	// monotonic (time.Now, the default, is).
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Rounds and Stopping, set by tests only, let a test wait for the
+	// elector instead of sleeping (internal/testsignal). Rounds counts the
+	// bids and renewals whose answer (or failure) has been dealt with;
+	// Stopping counts the stops that found a query on the wire and give it
+	// stopGrace. Nil in the service: a nil check per bid or renewal.
+	Rounds, Stopping *testsignal.Signal
+	// stopGrace replaces the constant stopGrace when set (tests:
+	// export_test.go).
+	stopGrace time.Duration
 }
 
 // stopGrace is how long a bid or renewal already sent may still take once
@@ -62,9 +72,12 @@ const stopGrace = time.Second
 // queryContext bounds one query of the elector by timeout. Stopping (ctx
 // done) cuts the query off only after stopGrace, so that one already on the
 // wire is answered and its connection stays usable for the resignation.
-func queryContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+func (e *Elector) queryContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	stop := context.AfterFunc(ctx, func() { time.AfterFunc(stopGrace, cancel) })
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(cmp.Or(e.opts.stopGrace, stopGrace), cancel)
+		e.opts.Stopping.Done()
+	})
 	return qctx, func() { stop(); cancel() }
 }
 
@@ -194,7 +207,7 @@ func (e *Elector) run(ctx context.Context, wake <-chan struct{}) {
 		if !keepTerm {
 			// The term may still stand in the database (the renew was not
 			// answered in time): give it up, so that nobody waits for it.
-			rctx, cancel := queryContext(ctx, e.opts.RenewInterval)
+			rctx, cancel := e.queryContext(ctx, e.opts.RenewInterval)
 			e.resign(rctx)
 			cancel()
 		}
@@ -212,13 +225,15 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		e.opts.Rounds.Begin()
 		sent := e.opts.Now()
-		cctx, cancel := queryContext(ctx, e.opts.RenewInterval)
+		cctx, cancel := e.queryContext(ctx, e.opts.RenewInterval)
 		lease, err := store.AttemptElect(cctx, e.db, e.opts.Role, e.opts.Holder, e.opts.TTL)
 		wait := e.opts.RenewInterval
 		switch {
 		case err == nil:
 			cancel()
+			e.opts.Rounds.Done() // won: run takes the role next
 			return lease, sent.Add(e.opts.TTL - e.opts.Margin), true
 		case errors.Is(err, store.ErrNotFound):
 			if failures > 0 {
@@ -240,6 +255,7 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 		default:
 			if ctx.Err() != nil {
 				cancel()
+				e.opts.Rounds.Done()
 				return store.LeaderLease{}, time.Time{}, false
 			}
 			failures++
@@ -249,6 +265,7 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 			wait = min(e.opts.RenewInterval, time.Duration(failures)*100*time.Millisecond)
 		}
 		cancel()
+		e.opts.Rounds.Done()
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
@@ -287,11 +304,17 @@ func (e *Elector) hold(ctx context.Context) (reason string, keepTerm bool) {
 				return "could not renew the lease within its trust window", false
 			}
 			// The renew may take until the trust window closes, no longer.
-			rctx, cancel := queryContext(ctx, left)
+			e.opts.Rounds.Begin()
+			rctx, cancel := e.queryContext(ctx, left)
 			_, err := store.ReElect(rctx, e.db, e.opts.Role, e.opts.Holder, term.ElectedAt, e.opts.TTL)
 			cancel()
 			if err == nil {
 				e.extend(sent.Add(e.opts.TTL - e.opts.Margin))
+			}
+			// The round has ended: the trust window moved, or the role is
+			// given up next (hold returns), or the renewal is retried.
+			e.opts.Rounds.Done()
+			if err == nil {
 				if failures > 0 {
 					e.log.Info("lease renewed again", "failed_renewals", failures)
 				}

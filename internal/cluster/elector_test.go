@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testkit"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
@@ -32,9 +33,20 @@ func TestOneOfThreeElectorsLeadsAndKeepsRenewing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, leader.name, first.Holder)
 
-	// Over several TTLs: still one leader, the same one, and its lease moves.
-	deadline := time.Now().Add(2500 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	// Over several TTLs: still one leader, the same one, and its lease
+	// moves. Counted in the leader's renewals rather than in time, so that
+	// a slow machine makes the test slower, not weaker: twelve renewals
+	// begun after the lease was read, each a renew interval after the one
+	// before, move its expiry more than two seconds.
+	const renewals = 12
+	from := leader.rounds.Mark()
+	marks := make([]testsignal.Mark, 0, 2)
+	for _, m := range others(ms, leader) {
+		marks = append(marks, m.rounds.Mark())
+	}
+	stop := time.Now().Add(testsignal.Timeout)
+	for leader.rounds.Count() < int(from)+renewals {
+		require.True(t, time.Now().Before(stop), "the leader did not renew %d times within %s", renewals, testsignal.Timeout)
 		n := 0
 		for _, m := range ms {
 			if m.isLeader() {
@@ -45,6 +57,11 @@ func TestOneOfThreeElectorsLeadsAndKeepsRenewing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.True(t, leader.isLeader())
+	// The followers went on bidding meanwhile: "never gained" below is
+	// about bids that were made and lost.
+	for i, m := range others(ms, leader) {
+		m.rounds.WaitAfter(t, marks[i], 2, m.name+"'s bids")
+	}
 	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, first.ElectedAt, now.ElectedAt, "one term, renewed")
@@ -155,7 +172,7 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	conn, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	opts := cluster.ElectorOptions{TTL: time.Minute, RenewInterval: 50 * time.Millisecond}
+	opts := cluster.WithStopGrace(cluster.ElectorOptions{TTL: time.Minute, RenewInterval: 50 * time.Millisecond}, 20*time.Second)
 	m := startMember(t, conn, "node-a", opts)
 	waitLeader(t, 5*time.Second, m)
 
@@ -173,7 +190,9 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond)
 	stopped := make(chan struct{})
 	go func() { m.e.Stop(); close(stopped) }()
-	time.Sleep(300 * time.Millisecond) // the stop is now waiting for the renewal
+	// The stop has reached the renewal on the wire and waits for it (for
+	// stopGrace, set long above so that a slow machine cannot run it out).
+	m.stopping.Wait(t, 1, "the stop to reach the renewal on the wire")
 	require.NoError(t, tx.Rollback(ctx))
 	testkit.WaitOrTimeout(t, stopped, "the stop")
 
@@ -196,15 +215,23 @@ func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 	a := startMember(t, flaky, "node-a", opts)
 	waitLeader(t, 5*time.Second, a)
 	b := startMember(t, pool, "node-b", opts)
-	time.Sleep(500 * time.Millisecond)
+	b.rounds.Wait(t, 1, "b's first bid") // b is a follower that has seen a's lease
 
 	flaky.down.Store(true)
-	require.Eventually(t, func() bool { return len(a.lostAt()) == 1 }, 2*ttl, 5*time.Millisecond)
+	// a's lease as last seen while a still holds it: its final renewal
+	// (one already past the hanging database when it went down may land
+	// after the first look). Read once after a stepped down, it could
+	// already be b's on a machine that kept this test waiting a second.
+	var lease store.LeaseRemaining
+	require.Eventually(t, func() bool {
+		if l, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker); err == nil && l.Holder == "node-a" {
+			lease = l
+		}
+		return len(a.lostAt()) == 1
+	}, 2*ttl, 5*time.Millisecond)
 	steppedDown := a.lostAt()[0]
 	require.False(t, a.isLeader())
-	lease, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
-	require.NoError(t, err)
-	require.Equal(t, "node-a", lease.Holder, "the lease is still a's: nobody took over yet")
+	require.Equal(t, "node-a", lease.Holder, "a's lease was seen")
 	require.True(t, steppedDown.Before(lease.ExpiresAt),
 		"stepped down at %s, before the lease expires at %s", steppedDown.Format(time.RFC3339Nano), lease.ExpiresAt.Format(time.RFC3339Nano))
 	t.Logf("stepped down %s before the lease expired", lease.ExpiresAt.Sub(steppedDown).Round(time.Millisecond))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -81,6 +82,9 @@ type member struct {
 	gained  []time.Time
 	lost    []time.Time
 	watchWG sync.WaitGroup
+	// rounds counts the elector's bids and renewals, stopping the stops
+	// that found a query on the wire: tests wait on them, never sleep.
+	rounds, stopping *testsignal.Signal
 }
 
 func (m *member) isLeader() bool { return m.e.IsLeader() }
@@ -106,9 +110,10 @@ func startMember(t *testing.T, db store.DB, name string, opts cluster.ElectorOpt
 		opts.Role = cluster.RoleEventWorker
 	}
 	opts.Logger = quietLog()
+	opts.Rounds, opts.Stopping = testsignal.New(), testsignal.New()
 	e, err := cluster.NewElector(db, opts)
 	require.NoError(t, err)
-	m := &member{name: name, e: e}
+	m := &member{name: name, e: e, rounds: opts.Rounds, stopping: opts.Stopping}
 	changes, unsubscribe := e.Subscribe()
 	stopWatch := make(chan struct{})
 	m.watchWG.Add(1)

@@ -31,7 +31,7 @@ func BenchmarkInsertToHandleLatencyWithNotify(b *testing.B) {
 	})
 	n := startNode(b, w.pool, "bench", nodeOptions{handler: h, worker: event.WorkerOptions{PollInterval: 10 * time.Second}})
 	waitLeader(b, 5*time.Second, n)
-	time.Sleep(300 * time.Millisecond) // past the first claim round of the new leader
+	n.rounds.Wait(b, 1, "the new leader's first claim round") // the inserts below are woken, not found by it
 	orders := make([]uuid.UUID, 32)
 	for i := range orders {
 		orders[i] = w.order(b)

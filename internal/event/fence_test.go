@@ -133,7 +133,7 @@ func TestAHandlerThatOutlivesItsClaimNeverOverlapsTheNextAttemptAndItsOutcomeIsD
 		t.Fatal("another order's event was not handled while one handler hung")
 	}
 	w.waitStatus(t, other.ID, store.EventDone, 5*time.Second)
-	time.Sleep(10 * poll)
+	n.rounds.WaitNext(t, 5, "five claim rounds while the stale handler runs")
 	require.Equal(t, 1, log.calls(), "no second attempt while the first one runs")
 	got = w.event(t, e.ID)
 	require.Equal(t, store.EventPending, got.Status)
@@ -182,7 +182,11 @@ func TestAHandlerOfANodeThatLostItsLeaseCommitsNothing(t *testing.T) {
 		}
 		return err
 	})
-	n := startNode(t, w.pool, "node-a", nodeOptions{handler: h})
+	// The elector renews only every 20 s, so it does not notice the
+	// takeover while the test runs: the worker goes on believing it leads
+	// and claiming, and only the claim's own check of the lease can stop
+	// it.
+	n := startNode(t, w.pool, "node-a", nodeOptions{handler: h, ttl: time.Minute, renew: 20 * time.Second})
 	waitLeader(t, 5*time.Second, n)
 	e := w.insert(t, "order_paid", order)
 	select {
@@ -194,8 +198,10 @@ func TestAHandlerOfANodeThatLostItsLeaseCommitsNothing(t *testing.T) {
 	got := w.waitStatus(t, e.ID, store.EventPending, 5*time.Second)
 	require.EqualValues(t, 0, got.Attempts, "handed back, not counted")
 	require.Empty(t, w.description(t, order))
-	// It claims nothing more: the claim checks the lease as well.
-	time.Sleep(500 * time.Millisecond)
+	// It claims nothing more in rounds it still runs as leader, as far as
+	// it knows: the claim checks the lease as well.
+	n.rounds.WaitNext(t, 3, "three claim rounds after the takeover")
+	require.True(t, n.elector.IsLeader(), "the rounds ran while the node still believed it led")
 	require.Equal(t, store.EventPending, w.event(t, e.ID).Status)
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -69,13 +70,17 @@ type node struct {
 	worker   *event.Worker
 	listener *cluster.Listener
 	cancel   context.CancelFunc
+	// rounds and attempts are the worker's test signals: its claim rounds
+	// and its attempts that ended. A test waits on them instead of sleeping.
+	rounds, attempts *testsignal.Signal
 }
 
 func startNode(t testing.TB, pool *pgxpool.Pool, name string, o nodeOptions) *node {
 	t.Helper()
 	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{name: name, cancel: cancel}
+	n := &node{name: name, cancel: cancel, rounds: testsignal.New(), attempts: testsignal.New()}
+	o.worker.Rounds, o.worker.Attempts = n.rounds, n.attempts
 	var waker cluster.Waker
 	if !o.noListener {
 		n.listener = cluster.NewListener(cluster.ConnectLike(pool, "paymentd-"+name), cluster.ListenerOptions{

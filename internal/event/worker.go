@@ -20,6 +20,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 	"github.com/rustbill/paymentd/internal/text"
 )
 
@@ -83,6 +84,12 @@ type WorkerOptions struct {
 	// Tracer, when set (tracing on), gives each attempt and each periodic
 	// run a span, whose trace id the lines logged for it carry.
 	Tracer trace.Tracer
+	// Rounds and Attempts, set by tests only, count the claim rounds (each
+	// reclaim and claim, whether it found anything or not) and the attempts
+	// that ended (outcome recorded or discarded), so that a test waits for
+	// them instead of sleeping (internal/testsignal). Nil in the service:
+	// a nil check per round and per attempt.
+	Rounds, Attempts *testsignal.Signal
 }
 
 func (o *WorkerOptions) defaults() error {
@@ -328,6 +335,8 @@ func (s *session) loop(ctx context.Context, wake <-chan struct{}) {
 // round reclaims expired claims and claims what the free slots can take.
 func (s *session) round(ctx context.Context) error {
 	w := s.w
+	w.opts.Rounds.Begin()
+	defer w.opts.Rounds.Done()
 	if !w.leader.IsLeader() {
 		return nil // the trust window closed; the elector will tell us
 	}
@@ -418,6 +427,7 @@ func (w *Worker) busyOrders() []uuid.UUID {
 // handler outlived it), the outcome is discarded.
 func (s *session) handle(row store.Event) {
 	w := s.w
+	defer w.opts.Attempts.Done() // last: after the outcome is written
 	e := fromRow(row, w.opts.MaxAttempts)
 	claim := store.ClaimOf(row)
 	e.claim, e.leaderRole = &claim, w.leaderRole

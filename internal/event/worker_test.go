@@ -97,7 +97,9 @@ func TestNotifyWakesTheWorkerLongBeforeThePoll(t *testing.T) {
 	rec := newRecorder(0)
 	n := startNode(t, w.pool, "node-a", nodeOptions{handler: rec, worker: event.WorkerOptions{PollInterval: 10 * time.Second}})
 	waitLeader(t, 5*time.Second, n)
-	time.Sleep(300 * time.Millisecond) // past the first round at the start of leadership
+	// Past the first round at the start of leadership, which would find
+	// an event inserted before it without any notification.
+	n.rounds.Wait(t, 1, "the first claim round")
 
 	for range 3 {
 		order := w.order(t)
@@ -266,7 +268,10 @@ func TestAClaimStillValidIsNotTakenOver(t *testing.T) {
 	rec := newRecorder(0)
 	n := startNode(t, w.pool, "node-a", nodeOptions{handler: rec})
 	waitLeader(t, 5*time.Second, n)
-	time.Sleep(500 * time.Millisecond)
+	// Rounds run only while leading; the first of a session looks for
+	// expired claims before it claims, and every one of them came after
+	// the claim above was made.
+	n.rounds.Wait(t, 3, "three claim rounds")
 	require.Equal(t, store.EventProcessing, w.event(t, e.ID).Status)
 	require.Equal(t, store.EventPending, w.event(t, later.ID).Status)
 	require.Zero(t, rec.callsOf(later.ID))
@@ -348,7 +353,9 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the dead leader's handler did not return")
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Its attempt, the only one it made, has ended: its outcome was
+	// written or refused by now.
+	leader.attempts.Wait(t, 1, "the dead leader's attempt to end")
 	require.Equal(t, store.EventDone, w.event(t, e.ID).Status)
 	require.NotContains(t, w.event(t, e.ID).LastError, "died")
 	require.Empty(t, w.description(t, order))

@@ -65,7 +65,12 @@ func TestEveryRetryAttemptCountsAgainstTheBreaker(t *testing.T) {
 
 func TestAfterTheCooldownExactlyOneProbeGoesThroughAndItsSuccessClosesTheBreaker(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Cooldown: testCooldown, Timeout: testTimeout})
+	// The probe is held at the host while twenty other calls are refused,
+	// and its attempt's timeout runs meanwhile: it must outlast that work
+	// on a machine busy with other jobs (400 ms could run out), and the
+	// cool-down must stay longer than it.
+	const cooldown, timeout = 2 * time.Second, 1500 * time.Millisecond
+	b := setup(t, Options{Cooldown: cooldown, Timeout: timeout})
 	var (
 		mu      sync.Mutex
 		healthy bool
@@ -105,7 +110,7 @@ func TestAfterTheCooldownExactlyOneProbeGoesThroughAndItsSuccessClosesTheBreaker
 		resp, err := b.do(t.Context(), http.MethodPost, srv.URL, "amount=12.30", false)
 		probe <- result{resp, err}
 	}()
-	testkit.WaitOrTimeoutFor(t, probeArrived, testTimeout, "the probe to reach the host")
+	testkit.WaitOrTimeout(t, probeArrived, "the probe to reach the host")
 	require.Equal(t, StateHalfOpen, b.status(t, srv.host).State)
 
 	// While the probe is in flight every other caller fails fast, retryable
@@ -269,17 +274,13 @@ func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 
-	// The deadline leaves a loaded machine time to reach the host: a call
-	// that never got there would prove nothing.
+	// Each caller's deadline passes once the host has the request: a short
+	// real deadline can pass before a loaded machine sends the request at
+	// all, and a call that never got there proves nothing.
 	for range 2 * DefaultFailureThreshold {
-		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
-		_, err := b.do(ctx, http.MethodPost, srv.URL, "{}", false)
-		cancel()
+		_, err := b.do(testkit.ExpiresOn(arrived), http.MethodPost, srv.URL, "{}", false)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		require.NotErrorIs(t, err, ErrCircuitOpen)
-	}
-	for range 2 * DefaultFailureThreshold {
-		<-arrived
 	}
 	for range DefaultFailureThreshold {
 		// Cancelled once the host has the request.

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 func TestGetIsRetriedAndSucceedsOnTheThirdAttempt(t *testing.T) {
@@ -217,15 +219,23 @@ func TestPerAttemptTimeoutEndsAHungCallInTime(t *testing.T) {
 	require.Contains(t, err.Error(), srv.host)
 	require.GreaterOrEqual(t, elapsed, 3*perAttempt)
 	require.Less(t, elapsed, 3*perAttempt+time.Second)
-	require.EqualValues(t, 3, srv.hits.Load())
+	// Three attempts, each ended by its timeout. An attempt whose 100 ms
+	// ran out before a busy machine even sent it never reached the host,
+	// so the host's count is at most three
+	// (TestEveryRetryAttemptCountsAgainstTheBreaker shows that retries reach
+	// it); the breaker counts every attempt.
+	require.LessOrEqual(t, srv.hits.Load(), int64(3))
 	require.Equal(t, 3, b.status(t, srv.host).RecentFailures)
 }
 
 func TestCallerDeadlineEndsTheWholeCall(t *testing.T) {
 	t.Parallel()
-	b := setup(t, Options{Timeout: 5 * time.Second})
+	const perAttempt = 5 * time.Second
+	b := setup(t, Options{Timeout: perAttempt})
 	release := make(chan struct{})
+	arrived := make(chan struct{}, 3)
 	srv := newServer(t, func(_ http.ResponseWriter, r *http.Request, _ int64) {
+		arrived <- struct{}{}
 		select {
 		case <-r.Context().Done():
 		case <-release:
@@ -233,12 +243,14 @@ func TestCallerDeadlineEndsTheWholeCall(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) })
 
-	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
-	defer cancel()
+	// The deadline passes once the host has the request: a short real one
+	// could pass before a busy machine sent it, and no hit would prove
+	// nothing about retries.
+	ctx := testkit.ExpiresOn(arrived)
 	start := time.Now()
 	_, err := b.do(ctx, http.MethodGet, srv.URL, "", true)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.Less(t, time.Since(start), time.Second)
+	require.Less(t, time.Since(start), perAttempt, "ended by the caller's deadline, not the attempt's timeout")
 	require.EqualValues(t, 1, srv.hits.Load(), "no retry once the caller's deadline has passed")
 
 	// A caller that has already given up sends nothing.

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -54,4 +55,21 @@ func TestWaitOrTimeoutFailsSayingWhatItWaitedFor(t *testing.T) {
 	got := WaitOrTimeoutFor(rec, make(chan int), 10*time.Millisecond, "the worker to stop")
 	require.Zero(t, got)
 	require.Equal(t, "waited 10ms for the worker to stop", rec.failed)
+}
+
+// ExpiresOn's deadline passes at the event, and what is derived from it
+// (as net/http and the retry policies derive) sees a passed deadline too.
+func TestExpiresOnPassesItsDeadlineAtTheEvent(t *testing.T) {
+	event := make(chan struct{})
+	ctx := ExpiresOn(event)
+	child, cancel := context.WithCancel(ctx)
+	defer cancel()
+	require.NoError(t, ctx.Err())
+	require.NoError(t, child.Err())
+	event <- struct{}{}
+	<-child.Done()
+	require.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, child.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+	require.ErrorIs(t, context.Cause(child), context.DeadlineExceeded)
 }

@@ -125,6 +125,10 @@ type Fault struct {
 	// Hangup closes the connection after Delay without any answer (a
 	// gateway that is not there, or dies mid-request).
 	Hangup bool
+	// Arrived, when set, is sent a value (without blocking: give it room)
+	// as each request the fault applies to arrives, before its Delay: a
+	// test waits for the gateway to have the request instead of guessing.
+	Arrived chan<- struct{}
 }
 
 // Server is the fake epay v1 gateway. It is safe for concurrent use.
@@ -579,6 +583,12 @@ func (s *Server) faulty(h http.HandlerFunc) http.HandlerFunc {
 		if f == nil {
 			h(w, r)
 			return
+		}
+		if f.Arrived != nil {
+			select {
+			case f.Arrived <- struct{}{}:
+			default:
+			}
 		}
 		if f.Delay > 0 && !s.host.Sleep(r.Context(), f.Delay) {
 			return

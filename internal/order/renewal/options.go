@@ -3,6 +3,8 @@ package renewal
 import (
 	"log/slog"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // The defaults of Options, and of the [billing] settings that map onto
@@ -58,6 +60,10 @@ type Options struct {
 	// (it holds the billing role); nil: always.
 	Active func() bool
 	Logger *slog.Logger
+	// Rounds, set by tests only, counts the loop's rounds: each look at
+	// Active and the pass it then runs, if any (internal/testsignal). Nil
+	// in the service: a nil check per round.
+	Rounds *testsignal.Signal
 }
 
 // DefaultOptions are the Options of an unconfigured service.

@@ -62,17 +62,23 @@ func (r *Run) every(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if r.opts.Active == nil || r.opts.Active() {
-			if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
-				r.log.ErrorContext(ctx, "billing run failed; tried again at the next interval", "err", err)
-			}
-			t.Reset(r.opts.Interval)
-			continue
-		}
-		// A follower looks every second, so that it runs at once when it
-		// takes the role over, not an interval later.
-		t.Reset(min(r.opts.Interval, followerPoll))
+		t.Reset(r.round(ctx))
 	}
+}
+
+// round runs a pass when this instance may, and says when to look again.
+func (r *Run) round(ctx context.Context) (next time.Duration) {
+	r.opts.Rounds.Begin()
+	defer r.opts.Rounds.Done()
+	if r.opts.Active == nil || r.opts.Active() {
+		if _, err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			r.log.ErrorContext(ctx, "billing run failed; tried again at the next interval", "err", err)
+		}
+		return r.opts.Interval
+	}
+	// A follower looks every second, so that it runs at once when it
+	// takes the role over, not an interval later.
+	return min(r.opts.Interval, followerPoll)
 }
 
 // New returns a run over db; zero options take their defaults.

@@ -16,6 +16,7 @@ import (
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // Options configure a Reconciler; zero fields take the defaults.
@@ -52,6 +53,10 @@ type Options struct {
 	// Tracer, when set (tracing on), gives each background round a span,
 	// whose trace id its lines, gateway calls included, carry.
 	Tracer trace.Tracer
+	// Rounds, set by tests only, counts the background rounds: each look
+	// at Active and the round it then runs, if any (internal/testsignal).
+	// Nil in the service: a nil check per round.
+	Rounds *testsignal.Signal
 }
 
 // Defaults of Options.
@@ -163,6 +168,7 @@ func (r *Reconciler) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		r.opts.Rounds.Begin()
 		now := r.opts.Active == nil || r.opts.Active()
 		if now != active {
 			active = now
@@ -171,6 +177,7 @@ func (r *Reconciler) run(ctx context.Context) {
 		if active {
 			r.round(ctx)
 		}
+		r.opts.Rounds.Done()
 		t.Reset(r.opts.Interval)
 	}
 }

@@ -1,0 +1,68 @@
+package testsignal_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/testsignal"
+)
+
+// A nil signal is what the service runs with: every call is a no-op.
+func TestANilSignalDoesNothing(t *testing.T) {
+	t.Parallel()
+	var s *testsignal.Signal
+	s.Begin()
+	s.Done()
+}
+
+// A wait does not count the round under way at its mark: that one may have
+// read the state before the test changed it.
+func TestWaitAfterSkipsTheRoundUnderWayAtTheMark(t *testing.T) {
+	t.Parallel()
+	s := testsignal.NewWithin(20 * time.Millisecond)
+	s.Begin() // a round under way
+	m := s.Mark()
+	s.Done() // it ends: not enough
+	s.Begin()
+	var f fatal
+	s.WaitAfter(&f, m, 1, "a round")
+	require.Contains(t, f.msg, "1 of 2 seen", "the round under way at the mark was counted")
+	s.Done()
+	s.WaitAfter(t, m, 1, "a round")
+	require.Equal(t, 2, s.Count())
+}
+
+func TestWaitCountsEveryDone(t *testing.T) {
+	t.Parallel()
+	s := testsignal.New()
+	go func() {
+		for range 3 {
+			s.Done()
+		}
+	}()
+	s.Wait(t, 3, "three")
+	s.WaitNext(t, 0, "nothing more")
+	go s.Done()
+	s.WaitNext(t, 1, "one more, without Begin")
+	require.Equal(t, 4, s.Count())
+}
+
+// fatal records a wait's failure instead of ending the test.
+type fatal struct{ msg string }
+
+func (f *fatal) Helper() {}
+func (f *fatal) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+}
+
+func TestAWaitThatSeesNothingFailsTheTestInItsWords(t *testing.T) {
+	t.Parallel()
+	s := testsignal.NewWithin(50 * time.Millisecond)
+	var f fatal
+	s.Wait(&f, 1, "the loop's first round")
+	require.Contains(t, f.msg, "for the loop's first round: 0 of 1 seen")
+	require.Contains(t, f.msg, "waited 50ms")
+}
