@@ -135,6 +135,10 @@ func TestRenewalModel(t *testing.T) {
 					_, err := order.Transition(ctx, tx, ord, order.Move{To: order.StatusActive, By: audit.System("admin"), At: store.Timestamp(clock.Now())})
 					return err
 				})
+				// The leader runs every interval: an order resumed while its
+				// renewal is overdue past the suspension day is suspended
+				// again by the next pass, which the check below then asks for.
+				pass()
 			case 8: // renewal turned off
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				if !o.renewOff {
