@@ -34,9 +34,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/rustbill/paymentd/bench/harness"
@@ -44,17 +42,7 @@ import (
 	"github.com/rustbill/paymentd/internal/order/renewal"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "paymentd-billing-bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("paymentd-billing-bench", run) }
 
 // window is how long one paced stretch of callbacks lasts while the pass
 // runs: the load stops at most this long after the pass does.

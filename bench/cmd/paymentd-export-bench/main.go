@@ -28,30 +28,18 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rustbill/paymentd/bench/harness"
 	"github.com/rustbill/paymentd/internal/config"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "paymentd-export-bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("paymentd-export-bench", run) }
 
 const adminPassword = "export-bench-admin-password"
 

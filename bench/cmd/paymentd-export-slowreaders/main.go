@@ -21,7 +21,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,11 +28,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/rustbill/paymentd/bench/harness"
@@ -41,17 +38,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "paymentd-export-slowreaders:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("paymentd-export-slowreaders", run) }
 
 const adminPassword = "export-slowreaders-admin-password"
 

@@ -34,10 +34,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -48,17 +46,7 @@ import (
 	"github.com/rustbill/paymentd/internal/pgcluster"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "paymentd-replica-bench:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("paymentd-replica-bench", run) }
 
 const (
 	adminPassword = "replica-bench-admin-password"

@@ -39,11 +39,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -55,17 +53,7 @@ import (
 
 const getMe = "/billing.identity.IdentityService/GetMe"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
-		fmt.Fprintln(os.Stderr, "paymentd-slowbody-probe:", err)
-		os.Exit(1)
-	}
-}
+func main() { harness.Main("paymentd-slowbody-probe", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-slowbody-probe", flag.ContinueOnError)
