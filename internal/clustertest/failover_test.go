@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/clustertest"
 	"github.com/rustbill/paymentd/internal/pgcluster"
 )
 
@@ -32,28 +33,31 @@ type answer struct {
 // (AlreadyExists); every other code is a refusal the gateway retries.
 func settledAnswer(c connect.Code) bool { return c == 0 || c == connect.CodeAlreadyExists }
 
-// failoverStorm sends the gateway's notifications to every node from
-// several goroutines each until ctx ends, recording every answer: first
-// each payment once, in order, so that settlements go on for a while, then
-// random ones again. settled counts the answers that settled a payment.
-func failoverStorm(ctx context.Context, b *bundle, ids []string, settled *atomic.Int64) []answer {
+// notifyStorm sends the gateway's notifications to each of nodes from
+// workers goroutines per node until ctx ends, recording every answer.
+// inOrder: first each payment once, in order, so that settlements go on
+// for a while, then random ones; otherwise random ones from the start.
+// settled, when not nil, counts the answers that settled a payment.
+func notifyStorm(ctx context.Context, b *bundle, nodes []*clustertest.Node, workers int, ids []string, inOrder bool, settled *atomic.Int64) []answer {
 	var mu sync.Mutex
 	var out []answer
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for _, node := range b.c.Nodes {
-		for range 4 {
+	for _, node := range nodes {
+		for range workers {
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					id := ids[rand.IntN(len(ids))]
-					if i := next.Add(1) - 1; i < int64(len(ids)) {
-						id = ids[i]
+					if inOrder {
+						if i := next.Add(1) - 1; i < int64(len(ids)) {
+							id = ids[i]
+						}
 					}
 					callCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 					sent := time.Now()
 					err := b.w.Notify(callCtx, node, id)
 					cancel()
-					if err == nil {
+					if err == nil && settled != nil {
 						settled.Add(1)
 					}
 					mu.Lock()
@@ -146,7 +150,7 @@ func runFailover(t *testing.T, b *bundle, top *topology, ids []string) failoverF
 	stormCtx, stop := context.WithCancel(ctx)
 	done := make(chan []answer, 1)
 	var settled atomic.Int64
-	go func() { done <- failoverStorm(stormCtx, b, ids, &settled) }()
+	go func() { done <- notifyStorm(stormCtx, b, b.c.Nodes, 4, ids, true, &settled) }()
 	// A standby falls behind when the network or the standby is slow; on
 	// one machine it hardly ever is, so the primary's WAL sender is
 	// stopped (SIGSTOP) once a quarter of the payments are settled, and

@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -49,22 +48,10 @@ func privatePostgres(t *testing.T) (dbURL, dir string) {
 // storm sends the gateway's notification for random payments to node from
 // several goroutines until ctx ends, counting every answer's code.
 func storm(ctx context.Context, b *bundle, node *clustertest.Node, ids []string) map[connect.Code]int {
-	var mu sync.Mutex
 	codes := map[connect.Code]int{}
-	var wg sync.WaitGroup
-	for range 6 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				callCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := b.w.Notify(callCtx, node, ids[rand.IntN(len(ids))])
-				cancel()
-				mu.Lock()
-				codes[codeOf(err)]++
-				mu.Unlock()
-			}
-		})
+	for _, a := range notifyStorm(ctx, b, []*clustertest.Node{node}, 6, ids, false, nil) {
+		codes[a.code]++
 	}
-	wg.Wait()
 	return codes
 }
 
