@@ -43,11 +43,13 @@ func NameRequesters(ctx context.Context, db DB, rows []ListedRefund) error {
 	if err != nil {
 		return MapError(err)
 	}
-	for i := range rows {
-		for _, a := range admins {
-			if rows[i].RequestedBy != nil && *rows[i].RequestedBy == a.ID {
-				rows[i].RequestedByName = a.Username
-			}
+	names := make(map[uuid.UUID]string, len(admins))
+	for _, a := range admins {
+		names[a.ID] = a.Username
+	}
+	for i, r := range rows {
+		if r.RequestedBy != nil {
+			rows[i].RequestedByName = names[*r.RequestedBy]
 		}
 	}
 	return nil
