@@ -45,8 +45,11 @@ func TestWaitCountsEveryDone(t *testing.T) {
 	}()
 	s.Wait(t, 3, "three")
 	s.WaitNext(t, 0, "nothing more")
+	// The mark comes before the Done it waits for: a WaitNext after `go
+	// s.Done()` could take its mark after that Done and wait for another.
+	m := s.Mark()
 	go s.Done()
-	s.WaitNext(t, 1, "one more, without Begin")
+	s.WaitAfter(t, m, 1, "one more, without Begin")
 	require.Equal(t, 4, s.Count())
 }
 
