@@ -140,6 +140,33 @@ func TestJSONDecodeRefusesInvalidJSON(t *testing.T) {
 	requireKind(t, err, KindScriptError, "nested deeper than 200")
 }
 
+// TestJSONDecodeReadsBytesThatAreNotUTF8AsGoDoes: a gateway's body is
+// bytes, and a signed one that is not UTF-8 once made json_encode of a
+// decoded field fail (stripe.lua's "ignored" reason, found by
+// FuzzStripeSignature). json_decode now answers U+FFFD for each such
+// byte, as encoding/json does, on the copying path (after an escape) and
+// the slicing one, in keys and values.
+func TestJSONDecodeReadsBytesThatAreNotUTF8AsGoDoes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, doc := range []string{
+		"\"a\xffb\"", "\"\xc3\"", "\"é\xe2\x82\"", "\"x\\n\xff\xfe y\"", "\"\xed\xa0\x80\"",
+		"{\"k\xff\":\"v\xc0\xaf\"}", "[\"ok é 😀\", \"\\u00e9\xf4\x90\x80\x80\"]",
+	} {
+		var want any
+		require.NoError(t, json.Unmarshal([]byte(doc), &want), doc)
+		wantJSON, err := json.Marshal(want)
+		require.NoError(t, err)
+		out, err := b.run(t, `return json_encode(json_decode(`+luaQuote(doc)+`))`)
+		require.NoError(t, err, "%q", doc)
+		var got any
+		require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+		gotJSON, err := json.Marshal(got)
+		require.NoError(t, err)
+		require.Equal(t, string(wantJSON), string(gotJSON), "%q", doc)
+	}
+}
+
 // luaQuote writes s as a Lua string literal.
 func luaQuote(s string) string {
 	out := []byte{'"'}

@@ -516,6 +516,14 @@ func (d *jsonDecoder) str() (string, bool) {
 			d.errorf("control character in string")
 			return "", false
 		}
+		if c >= utf8.RuneSelf {
+			r, n := utf8.DecodeRuneInString(in[d.pos:])
+			if r == utf8.RuneError && n == 1 {
+				break // not UTF-8: the copying loop replaces it
+			}
+			d.pos += n
+			continue
+		}
 		d.pos++
 	}
 	var b []byte
@@ -534,6 +542,18 @@ func (d *jsonDecoder) str() (string, bool) {
 		case c < 0x20:
 			d.errorf("control character in string")
 			return "", false
+		case c >= utf8.RuneSelf:
+			// Bytes that are not UTF-8 become U+FFFD, as encoding/json
+			// decodes them, so that every string json_decode answers can
+			// go back out through json_encode.
+			r, n := utf8.DecodeRuneInString(in[d.pos:])
+			if r == utf8.RuneError && n == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, in[d.pos:d.pos+n]...)
+			}
+			d.pos += n
+			continue
 		case c != '\\':
 			b = append(b, c)
 			d.pos++

@@ -36,6 +36,12 @@ func FuzzStripeSignature(f *testing.F) {
 	f.Add(uint8(0), "t=0001,v1=x", "{")
 	f.Add(uint8(1), "", `{"type":"checkout.session.completed","data":{"object":{"object":"checkout.session","mode":"payment","client_reference_id":"x","payment_status":"paid","amount_total":-5,"currency":"usd"}}}`)
 
+	// Signed bodies that are not UTF-8, and a type cut for the reason
+	// inside a character: each once ended in json_encode's refusal.
+	f.Add(uint8(1), "", "{\"type\":\"a\xff\"}")
+	f.Add(uint8(1), "", `{"type":"`+strings.Repeat("a", 199)+`é"}`)
+	f.Add(uint8(1), "", `{"type":"checkout.session.completed","data":{"object":{"object":"checkout.session","mode":"payment","client_reference_id":"x`+"\xff"+`","payment_status":"paid","amount_total":5,"currency":"usd"}}}`)
+
 	p := loadStripe(f)
 	cfg := stripeConfig("http://127.0.0.1:1")
 	f.Fuzz(func(t *testing.T, mode uint8, header, payload string) {
@@ -72,20 +78,23 @@ func FuzzStripeSignature(f *testing.F) {
 		if v.Status == "ignored" {
 			return
 		}
-		var ev struct {
-			Data struct {
-				Object struct {
-					Ref         string      `json:"client_reference_id"`
-					AmountTotal json.Number `json:"amount_total"`
-					Currency    string      `json:"currency"`
-				} `json:"object"`
-			} `json:"data"`
+		// Read the body by its exact keys, as Stripe writes them and the
+		// plugin reads them: encoding/json's struct fields would also take
+		// "Amount_totAl" for amount_total.
+		if !json.Valid([]byte(payload)) {
+			t.Fatalf("found genuine, but the body is not JSON Go reads: %q", payload)
 		}
-		if err := json.Unmarshal([]byte(payload), &ev); err != nil {
-			t.Fatalf("found genuine, but the body is not JSON Go reads: %v", err)
+		dec := json.NewDecoder(strings.NewReader(payload))
+		dec.UseNumber()
+		var ev map[string]any
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatalf("found genuine, but the body is not a JSON object: %v", err)
 		}
-		if ev.Data.Object.Ref != "" && v.PaymentID != ev.Data.Object.Ref {
-			t.Fatalf("reports payment %q, the body names %q", v.PaymentID, ev.Data.Object.Ref)
+		data, _ := ev["data"].(map[string]any)
+		obj, _ := data["object"].(map[string]any)
+		ref, _ := obj["client_reference_id"].(string)
+		if ref != "" && v.PaymentID != ref {
+			t.Fatalf("reports payment %q, the body names %q", v.PaymentID, ref)
 		}
 		if v.Status != "success" {
 			return
@@ -93,15 +102,17 @@ func FuzzStripeSignature(f *testing.F) {
 		// A success reports amount_total in the currency's unit: exactly,
 		// or (a figure the service cannot hold) in a form money.Parse
 		// refuses, never another amount.
-		minor, err := ev.Data.Object.AmountTotal.Int64()
+		total, _ := obj["amount_total"].(json.Number)
+		currency, _ := obj["currency"].(string)
+		minor, err := total.Int64()
 		if err != nil || minor < 0 {
-			t.Fatalf("a success for amount_total %q", ev.Data.Object.AmountTotal)
+			t.Fatalf("a success for amount_total %v", obj["amount_total"])
 		}
 		got, err := money.Parse(v.Amount)
 		if err != nil {
 			return
 		}
-		scale := map[string]int64{"jpy": 1, "krw": 1, "vnd": 1, "clp": 1, "bhd": 10, "jod": 10, "kwd": 10, "omr": 10, "tnd": 10}[strings.ToLower(ev.Data.Object.Currency)]
+		scale := map[string]int64{"jpy": 1, "krw": 1, "vnd": 1, "clp": 1, "bhd": 10, "jod": 10, "kwd": 10, "omr": 10, "tnd": 10}[strings.ToLower(currency)]
 		want := minor // cents
 		switch scale {
 		case 1:
@@ -110,7 +121,7 @@ func FuzzStripeSignature(f *testing.F) {
 			want = minor / 10
 		}
 		if got.Cents() != want {
-			t.Fatalf("reports %s for amount_total %d %s", v.Amount, minor, ev.Data.Object.Currency)
+			t.Fatalf("reports %s for amount_total %d %s", v.Amount, minor, currency)
 		}
 	})
 }

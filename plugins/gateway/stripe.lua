@@ -91,10 +91,18 @@ local function str(v)
   return ""
 end
 
+-- snippet keeps the first 200 bytes of s for a message, cut before a
+-- character, never inside one (json_encode refuses half a character).
 local function snippet(s)
   s = str(s)
   if #s > 200 then
-    return sub(s, 1, 200) .. "..."
+    local n = 200
+    local c = string.byte(s, n + 1)
+    while n > 0 and c >= 0x80 and c < 0xC0 do
+      n = n - 1
+      c = string.byte(s, n + 1)
+    end
+    return sub(s, 1, n) .. "..."
   end
   return s
 end
