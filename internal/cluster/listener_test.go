@@ -41,10 +41,16 @@ func TestListenerWakesSubscribersOfTheNotifiedChannelOnly(t *testing.T) {
 	_, err := pool.Exec(context.Background(), "SELECT pg_notify($1, 'x')", cluster.ChannelEvents)
 	require.NoError(t, err)
 	requireWake(t, events, 2*time.Second, "NOTIFY paymentd_events")
+	// The listener handles notifications one at a time, in order: once the
+	// second one has woken its subscriber, the first one's wake-ups are all
+	// done, and the other channel's subscriber must have none.
+	_, err = pool.Exec(context.Background(), "SELECT pg_notify($1, 'y')", cluster.ChannelEvents)
+	require.NoError(t, err)
+	requireWake(t, events, 2*time.Second, "the second NOTIFY paymentd_events")
 	select {
 	case <-leadership:
 		t.Fatal("a subscriber of another channel was woken")
-	case <-time.After(50 * time.Millisecond):
+	default:
 	}
 }
 

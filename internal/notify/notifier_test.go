@@ -210,13 +210,20 @@ func TestTwoSendersDeliverEachNotificationOnce(t *testing.T) {
 	hook := notifytest.StartWebhook(t, secret)
 	opts := notify.Options{BatchSize: 3, Webhooks: []notify.Webhook{{Name: "ops", URL: hook.URL, Secret: secret}}}
 	n1 := b.start(t, opts)
-	b.start(t, opts)
+	n2 := b.start(t, opts)
 	const count = 30
-	for range count {
-		b.enqueue(t, n1, b.event(t), "")
+	events := make([]uuid.UUID, count)
+	for i := range events {
+		events[i] = b.event(t)
+		b.enqueue(t, n1, events[i], "")
 	}
-	require.Eventually(t, func() bool { return len(hook.Deliveries()) >= count }, 20*time.Second, 10*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
+	for _, id := range events {
+		b.waitAll(t, id, store.NotificationSent, 1)
+	}
+	// Every row is sent, so neither sender claims anything more; once
+	// both have stopped, a second delivery of any row has been seen.
+	n1.Stop()
+	n2.Stop()
 	seen := map[string]int{}
 	for _, d := range hook.Deliveries() {
 		seen[d.NotificationID]++

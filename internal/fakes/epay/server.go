@@ -301,6 +301,10 @@ func (s *Server) ClearFaults() {
 // Notifications returns every notify attempt so far, in order.
 func (s *Server) Notifications() []Notification { return s.notify.Notifications() }
 
+// NotifyRoundsEnded counts the notify rounds (Pay, Renotify) that have
+// ended: no attempt of theirs comes after.
+func (s *Server) NotifyRoundsEnded() int { return s.notify.RoundsEnded() }
+
 // Refunds returns every accepted refund, in order.
 func (s *Server) Refunds() []Refund {
 	s.mu.Lock()

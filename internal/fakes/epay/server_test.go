@@ -210,11 +210,8 @@ func TestNotifyRetriesUntilTheMerchantAnswersSuccess(t *testing.T) {
 	tradeNo := b.create(t, "p-4", "1")
 	require.NoError(t, b.epay.Pay("p-4"))
 
-	require.Eventually(t, func() bool {
-		ns := b.epay.Notifications()
-		return len(ns) == 3 && ns[2].Acked
-	}, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(20 * time.Millisecond) // no fourth attempt after the ack
+	// The round ends at the ack: no fourth attempt.
+	require.Eventually(t, func() bool { return b.epay.NotifyRoundsEnded() == 1 }, 5*time.Second, 5*time.Millisecond)
 	ns := b.epay.Notifications()
 	require.Len(t, ns, 3)
 	for i, n := range ns {
@@ -239,8 +236,7 @@ func TestNotifyGivesUpWhenTheScheduleIsExhausted(t *testing.T) {
 	b.merchant.answer = func(int) string { return "error" }
 	b.create(t, "p-5", "1.00")
 	require.NoError(t, b.epay.Pay("p-5"))
-	require.Eventually(t, func() bool { return len(b.epay.Notifications()) == 3 }, 5*time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
+	require.Eventually(t, func() bool { return b.epay.NotifyRoundsEnded() == 1 }, 5*time.Second, time.Millisecond)
 	require.Len(t, b.epay.Notifications(), 3)
 
 	// The merchant console's re-send starts a new round.

@@ -53,9 +53,10 @@ type NotifyOptions struct {
 
 // Notifier runs the notify rounds of one fake and keeps every attempt.
 type Notifier struct {
-	host *Host
-	opts NotifyOptions
-	drop atomic.Bool
+	host  *Host
+	opts  NotifyOptions
+	drop  atomic.Bool
+	ended atomic.Int64
 
 	mu   sync.Mutex
 	sent []Notification
@@ -88,6 +89,7 @@ func NewNotifier(host *Host, opts NotifyOptions) *Notifier {
 // notify and ends the round.
 func (n *Notifier) Start(tradeNo string, prepare func() Notification) error {
 	return n.host.Go(func() {
+		defer n.ended.Add(1)
 		for i, wait := range n.opts.Schedule {
 			if !n.host.Sleep(context.Background(), time.Duration(float64(wait)*n.opts.Scale)) {
 				return
@@ -165,6 +167,11 @@ func (n *Notifier) record(nf Notification) {
 // Drop makes every attempt, while on, get "lost": recorded with Dropped
 // set, nothing sent, and the round goes on to its next retry.
 func (n *Notifier) Drop(drop bool) { n.drop.Store(drop) }
+
+// RoundsEnded counts the rounds that have ended (acknowledged, schedule
+// exhausted, nowhere to send, or the host closed): a test waits for it
+// before asserting that a round made no further attempt.
+func (n *Notifier) RoundsEnded() int { return int(n.ended.Load()) }
 
 // Notifications returns every attempt so far, in order, with their own
 // copies of the parameters.
