@@ -9,9 +9,13 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/migrate"
 )
 
 const configUsage = `Usage:
@@ -28,7 +32,10 @@ so do warnings (valid, but most likely a mistake: an https [server].public_url w
 does before it touches the database: [plugins].dir must be a directory it can read
 (a relative one is resolved against the configuration file's directory, and the
 resolved path is printed), and without [bootstrap].admin_password the database of
-[db].url, when it answers, must already have an admin.
+[db].url, when it answers, must already have an admin. When that database answers and
+has no migration pending, its schema is compared with this build's, as the start
+does after migrating: a difference that would refuse the start fails the check, one
+the start leaves alone is a warning (paymentd migrate status lists them all).
 
 Exit status: 0 when the configuration is valid, 1 when it is not, 2 on a bad command
 line.
@@ -70,7 +77,7 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	err = errors.Join(cfg.Validate(), cfg.CheckPluginDir())
 	if err == nil {
-		err = checkBootstrap(ctx, cfg, stderr)
+		err = checkDatabase(ctx, cfg, stderr)
 	}
 	if err != nil {
 		// %v: config check exits 1 on an invalid configuration, not
@@ -81,30 +88,73 @@ func cmdConfig(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// checkBootstrap does what the start does before migrating when no
-// bootstrap password is set: it asks the database whether it has an admin,
-// and fails as the start would when it has none. An unreachable database
-// leaves the question open, which a warning says.
-func checkBootstrap(ctx context.Context, cfg config.Config, stderr io.Writer) error {
-	if cfg.Bootstrap.AdminPassword != "" {
-		return nil
-	}
+// checkDatabase asks the database of [db].url what the start would: when
+// no bootstrap password is set, whether it has an admin (the start fails
+// without one), and whether its schema is the one this build serves. An
+// unreachable database leaves both questions open, which a warning says
+// when the first one matters.
+func checkDatabase(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	const open = "warning: [bootstrap].admin_password is empty: the service refuses to start on a database without admins"
+	needAdmin := cfg.Bootstrap.AdminPassword == ""
 	if cfg.DB.URL == "" {
-		fmt.Fprintln(stderr, open+" ([db].url is not set here, so the database could not be asked)")
+		if needAdmin {
+			fmt.Fprintln(stderr, open+" ([db].url is not set here, so the database could not be asked)")
+		}
 		return nil
 	}
 	pool, err := app.OpenPool(ctx, cfg.DB)
 	if err != nil {
-		fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+		if needAdmin {
+			fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+		} else {
+			fmt.Fprintf(stderr, "warning: the database of [db].url could not be asked, so its schema was not compared: %v\n", err)
+		}
 		return nil
 	}
 	defer pool.Close()
-	if err := identity.CheckBootstrap(ctx, pool, cfg.Bootstrap.Options()); err != nil {
-		if errors.Is(err, identity.ErrBootstrapPasswordRequired) {
-			return fmt.Errorf("%w (asked the database of [db].url)", err)
+	if needAdmin {
+		if err := identity.CheckBootstrap(ctx, pool, cfg.Bootstrap.Options()); err != nil {
+			if errors.Is(err, identity.ErrBootstrapPasswordRequired) {
+				return fmt.Errorf("%w (asked the database of [db].url)", err)
+			}
+			fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+			return nil
 		}
-		fmt.Fprintf(stderr, "%s (the database could not be asked: %v)\n", open, err)
+	}
+	return checkDatabaseSchema(ctx, pool, stderr)
+}
+
+// checkDatabaseSchema compares the schema of a database that has no
+// migration pending with this build's. Pending migrations are the start's
+// to apply, and only then can the schema be compared.
+func checkDatabaseSchema(ctx context.Context, pool *pgxpool.Pool, stderr io.Writer) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	st, err := migrate.Status(ctx, db)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: the schema was not compared: %v\n", err)
+		return nil
+	}
+	pending := 0
+	for _, s := range st {
+		if s.AppliedAt.IsZero() {
+			pending++
+		}
+	}
+	if pending > 0 {
+		fmt.Fprintf(stderr, "schema: not compared, %d migration(s) pending (the start applies them, and then compares)\n", pending)
+		return nil
+	}
+	r, err := migrate.CheckSchema(ctx, pool)
+	if err != nil {
+		fmt.Fprintf(stderr, "warning: the schema was not compared: %v\n", err)
+		return nil
+	}
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if left := r.LeftAlone(); len(left) > 0 {
+		fmt.Fprintf(stderr, "warning: schema: the database holds %d object(s) this build does not know or a newer release changed, which the start leaves alone: %s\n", len(left), r.LeftAloneSummary())
 	}
 	return nil
 }

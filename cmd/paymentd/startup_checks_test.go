@@ -119,9 +119,25 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	code, stdout, stderr := runCLI(t, "migrate", "status")
 	require.Equal(t, 0, code, stderr)
 	require.Regexp(t, `\nschema: as this build expects \(\d+ objects\)\n$`, stdout)
+	code, _, stderr = runCLI(t, "config", "check")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "schema")
 
-	_, err := conn.Exec(ctx, `ALTER TABLE customers DROP COLUMN token_generation`)
+	// An operator's own index is left alone by the start: config check warns.
+	_, err := conn.Exec(ctx, `CREATE INDEX ops_payments_by_amount ON payments (amount)`)
 	require.NoError(t, err)
+	code, _, stderr = runCLI(t, "config", "check")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "warning: schema: the database holds 1 object(s) this build does not know or a newer release changed, which the start leaves alone: index payments.ops_payments_by_amount")
+	_, err = conn.Exec(ctx, `DROP INDEX ops_payments_by_amount`)
+	require.NoError(t, err)
+
+	_, err = conn.Exec(ctx, `ALTER TABLE customers DROP COLUMN token_generation`)
+	require.NoError(t, err)
+	// config check foresees the start's refusal.
+	code, _, stderr = runCLI(t, "config", "check")
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "invalid configuration:\nschema check: the database's schema is not the one this build expects: column customers.token_generation is missing")
 	code, _, stderr = runCLI(t, "serve")
 	require.Equal(t, exitUsage, code, "restarting cannot fix a schema: %s", stderr)
 	require.Equal(t, "paymentd: schema check: the database's schema is not the one this build expects: "+
