@@ -322,6 +322,7 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.checkSchema(ctx); err != nil {
 		return err
 	}
+	a.warnServerSettings(ctx)
 
 	if err := identity.EnsureBootstrapAdmin(ctx, a.pool, a.cfg.Bootstrap.Options(), a.log); err != nil {
 		return err

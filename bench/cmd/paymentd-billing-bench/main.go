@@ -87,6 +87,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer svc.Close()
 	pool := svc.App.Pool()
+	var autovacuum string
+	if pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&autovacuum) == nil && autovacuum != "on" {
+		fmt.Fprintln(out, "note: autovacuum is off on this server, so plans made on the empty invoices table are never refreshed: "+
+			"PostgreSQL's CPU per service grows with the run (docs/performance.md, \"The billing run\")")
+	}
 
 	began := time.Now()
 	world, err := harness.SeedWorld(ctx, pool, fakes.EpayURL, fakes.ProviderURL, cfg.JWT.Secret, 1000)
