@@ -41,6 +41,7 @@ var fuzzHostFunctions = []string{
 	"urlencode", "urldecode", "json_encode", "json_decode", "parse_query", "now",
 	// Appended, so the indexes of the seeds above keep their functions.
 	"rsa_sha256_sign", "rsa_sha256_verify", "aes_256_gcm_decrypt", "constant_time_equals", "now_unix",
+	"clip",
 }
 
 var fuzzKinds = []string{"string", "nil", "number", "table", "bool"}

@@ -27,7 +27,8 @@ const (
 )
 
 // hostFunc is one function the service offers to scripts. Every argument is
-// a string or nil (json_encode excepted, which takes any value); a call with
+// a string or nil (json_encode excepted, which takes any value, and clip's
+// max_bytes, a number); a call with
 // more arguments than params, or an argument of another type, raises an error
 // naming the function and the argument.
 type hostFunc struct {
@@ -57,6 +58,7 @@ var hostFunctions = []hostFunc{
 	{"urldecode", []string{"s"}, hostURLDecode},
 	{"json_encode", []string{"value"}, hostJSONEncode},
 	{"json_decode", []string{"s"}, hostJSONDecode},
+	{"clip", []string{"s", "max_bytes"}, hostClip},
 	{"parse_query", []string{"s"}, hostParseQuery},
 	{"now", nil, hostNow},
 	{"now_unix", nil, hostNowUnix},
@@ -215,6 +217,22 @@ func hostURLDecode(s *state, L *lua.LState, a args) int {
 		L.RaiseError("urldecode: %s", err.Error())
 	}
 	return s.pushString(L, out)
+}
+
+// maxClip bounds clip's max_bytes: what a message or a log line holds.
+const maxClip = 64 << 10
+
+// hostClip keeps at most max_bytes of s for a message, cut before a
+// character, never inside one, with "…" when it cut; bytes that are not
+// UTF-8 and NULs become "?". What it answers can always go out through
+// json_encode (text.Clip, as the service clips what it stores).
+func hostClip(s *state, L *lua.LState, a args) int {
+	in := a.str(1)
+	n, ok := L.Get(2).(lua.LNumber)
+	if !ok || n < 1 || n > maxClip || n != lua.LNumber(int(n)) {
+		L.RaiseError("clip: argument 2 (max_bytes) must be a whole number from 1 to %d", maxClip)
+	}
+	return s.pushString(L, text.Clip(in, int(n)))
 }
 
 func hostJSONEncode(s *state, L *lua.LState, _ args) int {

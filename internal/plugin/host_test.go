@@ -140,6 +140,27 @@ func TestJSONDecodeRefusesInvalidJSON(t *testing.T) {
 	requireKind(t, err, KindScriptError, "nested deeper than 200")
 }
 
+// clip cuts before a character and cleans what json_encode would refuse;
+// a max_bytes that is not a whole number in range is the script's error.
+func TestClipCutsBeforeACharacterAndAnswersWhatJSONEncodeTakes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	got := b.runOK(t, `return json_encode({
+		short = clip("abc", 200),
+		cut = clip("ab" .. "\195\169" .. "cd", 3),
+		exact = clip("ab" .. "\195\169", 4),
+		bad = clip("a\255b\0c", 200),
+	})`)
+	require.Equal(t, "abc", got["short"])
+	require.Equal(t, "ab…", got["cut"], "é is not cut in half")
+	require.Equal(t, "abé", got["exact"])
+	require.Equal(t, "a?b?c", got["bad"])
+	for _, code := range []string{`return clip("x", 0)`, `return clip("x", 1.5)`, `return clip("x", 70000)`, `return clip("x", "10")`, `return clip("x")`} {
+		_, err := b.run(t, code)
+		requireKind(t, err, KindScriptError, "clip: argument 2 (max_bytes) must be a whole number", code)
+	}
+}
+
 // TestJSONDecodeReadsBytesThatAreNotUTF8AsGoDoes: a gateway's body is
 // bytes, and a signed one that is not UTF-8 once made json_encode of a
 // decoded field fail (stripe.lua's "ignored" reason, found by

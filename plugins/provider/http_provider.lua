@@ -57,20 +57,10 @@ local function headers(cfg, with_body)
   return json_encode(h)
 end
 
--- snippet keeps the first 200 bytes of s for a message, cut before a
--- character, never inside one (json_encode refuses half a character).
+-- snippet keeps the first 200 bytes of s for a message (the host's clip
+-- cuts before a character, never inside one).
 local function snippet(s)
-  s = str(s)
-  if #s > 200 then
-    local n = 200
-    local c = string.byte(s, n + 1)
-    while n > 0 and c >= 0x80 and c < 0xC0 do
-      n = n - 1
-      c = string.byte(s, n + 1)
-    end
-    return string.sub(s, 1, n) .. "..."
-  end
-  return s
+  return clip(str(s), 200)
 end
 
 -- call runs one host HTTP call and returns status, decoded body, raw body;
