@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/export"
 	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/testdb"
 )
 
 // replicaSet is a private primary and a streaming (asynchronous) standby
@@ -34,23 +34,16 @@ type replicaSet struct {
 // is empty: the service migrates it on the primary, the standby follows.
 func startReplicaSet(t *testing.T) *replicaSet {
 	t.Helper()
-	// t.TempDir's parent is 0700; a server running as postgres (when the
-	// tests run as root) could not enter it.
-	base, err := os.MkdirTemp("", "paymentd-replica-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	s := &replicaSet{primaryDir: filepath.Join(base, "primary"), standbyDir: filepath.Join(base, "standby")}
+	s := &replicaSet{}
+	s.primaryURL, s.primaryDir = testdb.PrivateServer(t, "paymentd")
+	s.standbyDir = filepath.Join(filepath.Dir(s.primaryDir), "standby")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		require.NoError(t, pgcluster.Stop(ctx, s.standbyDir))
-		require.NoError(t, pgcluster.Stop(ctx, s.primaryDir))
-		_ = os.RemoveAll(base)
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s.primaryURL, err = pgcluster.Ensure(ctx, s.primaryDir, "paymentd", t.Logf)
-	require.NoError(t, err)
 	standby, err := pgcluster.StartStandby(ctx, s.primaryDir, s.standbyDir, "replica1", t.Logf)
 	require.NoError(t, err)
 	s.standbyURL = standby.URL("paymentd")

@@ -3,8 +3,6 @@ package app_test
 import (
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/app"
-	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
@@ -22,18 +20,7 @@ import (
 func TestStartWarnsWhenTheDatabaseServerRunsWithoutAutovacuum(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	// os.MkdirTemp, not t.TempDir: the server runs as postgres when the
-	// tests run as root, and t.TempDir's parent is 0700.
-	base, err := os.MkdirTemp("", "paymentd-autovacuum-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	dir := filepath.Join(base, "postgres")
-	t.Cleanup(func() {
-		require.NoError(t, pgcluster.Stop(context.Background(), dir))
-		_ = os.RemoveAll(base)
-	})
-	dbURL, err := pgcluster.Ensure(ctx, dir, "paymentd", t.Logf)
-	require.NoError(t, err)
+	dbURL, _ := testdb.PrivateServer(t, "paymentd")
 
 	set := func(value string) {
 		t.Helper()

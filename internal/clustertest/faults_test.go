@@ -6,8 +6,6 @@ import (
 	"net"
 	"strconv"
 
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/clustertest"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/testdb"
 )
 
 // privatePostgres starts a PostgreSQL cluster of the test's own in a
@@ -26,23 +25,7 @@ import (
 // not stop) and returns its database URL and data directory.
 func privatePostgres(t *testing.T) (dbURL, dir string) {
 	t.Helper()
-	// t.TempDir's parent is 0700; a server running as postgres (we are
-	// root) could not enter it.
-	base, err := os.MkdirTemp("", "paymentd-faults-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	dir = filepath.Join(base, "postgres")
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		require.NoError(t, pgcluster.Stop(ctx, dir))
-		_ = os.RemoveAll(base)
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dbURL, err = pgcluster.Ensure(ctx, dir, "paymentd", t.Logf)
-	require.NoError(t, err)
-	return dbURL, dir
+	return testdb.PrivateServer(t, "paymentd")
 }
 
 // storm sends the gateway's notification for random payments to node from
