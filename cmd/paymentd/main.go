@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/rustbill/paymentd/internal/config"
@@ -38,10 +39,12 @@ Usage:
   paymentd admin reset-password --username U [--password-file F] [--keep-keys] [--config FILE]
   paymentd admin disable --username U [--reason R] [--keep-keys] [--config FILE]
   paymentd admin enable --username U [--config FILE]
+  paymentd admin reset-2fa --username U [--config FILE]
                                               add an admin; set an admin's password, end
                                               their sessions and revoke their API keys;
                                               disable or enable an admin (password from
-                                              the file or standard input)
+                                              the file or standard input); remove an
+                                              admin's second factor (a lost device)
   paymentd verify  [--config FILE]            check that payments, refunds, orders,
                                               invoices, events and balances add up;
                                               exit 1 when they do not
@@ -64,7 +67,8 @@ Usage:
                                               time and Go version
   paymentd help                               print this help
 
-Every command takes --help. Exit status: 0 success, 1 failure (a check that found a
+Every command takes --help; flags may come before or after a command's arguments.
+Exit status: 0 success, 1 failure (a check that found a
 problem included), 2 a bad command line or configuration, or a database whose schema
 is not the one this build expects.
 
@@ -93,9 +97,12 @@ func newFlags(name, usageText string, stderr io.Writer) *flag.FlagSet {
 }
 
 // parseFlags parses args: --help is flag.ErrHelp (exit 0, the usage was
-// printed), any other problem a usage error.
+// printed), any other problem a usage error. Flags may come before or after
+// the arguments (`migrate status --config F` as `migrate --config F
+// status`): the standard flag package stops at the first argument, which an
+// operator typing a documented command does not expect. A "--" ends the flags.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(flagsFirst(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -158,4 +165,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	return 1
+}
+
+// flagsFirst reorders args so that every flag (with its value, when it takes
+// one and is not written --name=value) comes before the arguments, which
+// follow a "--". Whether a flag takes a value is read from fs: a boolean
+// flag does not. An unknown flag is left where flags go, for fs.Parse to
+// refuse by name.
+func flagsFirst(fs *flag.FlagSet, args []string) []string {
+	var flags, rest []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			rest = append(rest, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			rest = append(rest, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	return append(append(flags, "--"), rest...)
 }

@@ -130,3 +130,36 @@ func TestDevTurnsTheTestClockOnAndServeLeavesItAsTheFileSays(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, served.Billing.TestClock)
 }
+
+func TestFlagsMayFollowTheCommandsArguments(t *testing.T) {
+	// operations.md's `paymentd migrate status --config FILE` failed with
+	// exit 2: the flag package stopped at "status".
+	fs := newFlags("migrate", "", &bytes.Buffer{})
+	cfg := configFlag(fs)
+	keep := fs.Bool("keep", false, "")
+	require.NoError(t, parseFlags(fs, []string{"status", "--config", "a.toml", "--keep"}))
+	require.Equal(t, "a.toml", *cfg)
+	require.True(t, *keep)
+	require.Equal(t, []string{"status"}, fs.Args())
+
+	fs = newFlags("plugin check", "", &bytes.Buffer{})
+	cfg = configFlag(fs)
+	require.NoError(t, parseFlags(fs, []string{"a.lua", "--config=b.toml", "--", "--not-a-flag"}))
+	require.Equal(t, "b.toml", *cfg)
+	require.Equal(t, []string{"a.lua", "--not-a-flag"}, fs.Args(), "after -- nothing is a flag")
+
+	fs = newFlags("verify", "", &bytes.Buffer{})
+	configFlag(fs)
+	err := parseFlags(fs, []string{"status", "--nope"})
+	require.ErrorAs(t, err, new(usageError))
+	require.ErrorContains(t, err, "nope", "an unknown flag is refused by name")
+}
+
+func TestMigrateStatusTakesItsConfigAfterTheAction(t *testing.T) {
+	t.Chdir(t.TempDir())
+	cfg := filepath.Join(t.TempDir(), "paymentd.toml")
+	require.NoError(t, os.WriteFile(cfg, []byte("[db]\nurl = \"postgres://postgres@127.0.0.1:1/none?connect_timeout=1\"\n"), 0o600))
+	code, _, stderr := runCLI(t, "migrate", "status", "--config", cfg)
+	require.Equal(t, 1, code, "the flag is read (the database is what fails): %s", stderr)
+	require.Contains(t, stderr, "127.0.0.1:1")
+}
