@@ -151,6 +151,17 @@ func stopDevCluster(logf func(string, ...any)) {
 	}
 }
 
+// untilStopped returns when ctx ends (Ctrl-C, SIGTERM) or when the process
+// that started the command goes away, as paymentd dev does: a demo fake run
+// under `go run` must not outlive the `go run` a person stopped.
+func untilStopped(ctx context.Context, name string, stderr io.Writer) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer watchParent(ctx, cancel, func(format string, args ...any) {
+		fmt.Fprintf(stderr, "paymentd "+name+": "+format+"\n", args...)
+	})()
+	<-ctx.Done()
+}
+
 // watchParent cancels the run when the process that started paymentd dev goes
 // away. "go run" ignores SIGINT (it expects the terminal to send it to the
 // whole process group) and dies of SIGTERM without passing it on, and a task
@@ -170,7 +181,7 @@ func watchParent(ctx context.Context, cancel context.CancelFunc, logf func(strin
 				return
 			case <-tick.C:
 				if os.Getppid() != parent {
-					logf("the process that started paymentd dev (pid %d) is gone; stopping", parent)
+					logf("the process that started it (pid %d) is gone; stopping", parent)
 					cancel()
 					return
 				}

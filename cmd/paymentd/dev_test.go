@@ -223,3 +223,47 @@ func TestDevKeepDBLeavesThePrivateDatabaseRunning(t *testing.T) {
 	require.NoError(t, again.waitExited(t))
 	requireAllStopped(t, again, pgPid, pgPort)
 }
+
+func TestDevFakesStopWhenTheWrapperThatStartedThemIsKilled(t *testing.T) {
+	// `go run ./cmd/paymentd dev fake-epay` left its child running after a
+	// SIGTERM to go run: go run dies without passing the signal on.
+	for _, fake := range []string{"fake-epay", "fake-alipay", "fake-provider"} {
+		t.Run(fake, func(t *testing.T) {
+			t.Parallel()
+			exe, err := os.Executable()
+			require.NoError(t, err)
+			dir := t.TempDir()
+			// "; exit" keeps sh from exec'ing paymentd: sh stays the parent.
+			cmd := exec.Command("sh", "-c", `"$@"; exit $?`, "sh", exe, "dev", fake, "--addr", "127.0.0.1:0")
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), runMainEnv+"=1")
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out := &testkit.Logs{}
+			cmd.Stdout, cmd.Stderr = out, out
+			require.NoError(t, cmd.Start())
+			exited := make(chan struct{})
+			go func() { _ = cmd.Wait(); close(exited) }()
+			t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); <-exited })
+
+			var child int
+			require.Eventually(t, func() bool {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", cmd.Process.Pid, cmd.Process.Pid))
+				if err != nil {
+					return false
+				}
+				child, err = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil
+			}, 10*time.Second, 20*time.Millisecond, "sh started no paymentd")
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), "Ctrl-C") }, time.Minute, 20*time.Millisecond,
+				"the fake serves:\n%s", out)
+
+			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM)) // sh dies and passes nothing on
+			// Not <-exited: Wait also waits for the output pipes, which a
+			// fake left running would hold open.
+			require.Eventually(t, func() bool { return !alive(cmd.Process.Pid) }, time.Minute, 20*time.Millisecond, "sh died")
+			require.Eventually(t, func() bool { return !alive(child) }, time.Minute, 50*time.Millisecond,
+				"the fake (pid %d) stops with its wrapper:\n%s", child, out)
+			require.Contains(t, out.String(), "is gone; stopping")
+		})
+	}
+}

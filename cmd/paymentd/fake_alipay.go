@@ -88,7 +88,7 @@ Payments are paid with the "Pay" button of the cashier page their payment_url op
 notifies go to the notify_url in the payment ([server].public_url + /callbacks/{id}).
 `, srv.URL(), srv.GatewayURL(), alipay.DefaultAppID, alipay.DefaultSellerID,
 		strings.TrimSpace(alipay.PrivateKeyPEM(appKey)), strings.TrimSpace(srv.PublicKeyPEM()), cfgJSON)
-	<-ctx.Done()
+	untilStopped(ctx, "dev fake-alipay", stderr)
 	return nil
 }
 

@@ -62,6 +62,6 @@ merchant account for a gateway interface of plugin "epay":
 Payments are paid with the "Pay" button of the cashier page their payment_url opens;
 notifies go to the notify_url in the payment ([server].public_url + /callbacks/{id}).
 `, srv.URL(), apiURL, *pid, *key, cfg)
-	<-ctx.Done()
+	untilStopped(ctx, "dev fake-epay", stderr)
 	return nil
 }

@@ -61,6 +61,6 @@ settings for a product of provider plugin "http_provider":
 A paid order of that product is provisioned here (POST /v1/instances) and goes active;
 its instance runs after %s. Instances live in memory until this stops.
 `, srv.URL(), srv.URL(), *token, cfg, delay.String())
-	<-ctx.Done()
+	untilStopped(ctx, "dev fake-provider", stderr)
 	return nil
 }
