@@ -141,11 +141,13 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	code, _, stderr = runCLI(t, "serve")
 	require.Equal(t, exitUsage, code, "restarting cannot fix a schema: %s", stderr)
 	require.Equal(t, "paymentd: schema check: the database's schema is not the one this build expects: "+
-		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more difference); nothing was served: "+
+		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more refused); nothing was served: "+
 		"run the paymentd that made this database, or bring its schema back to this build's "+
 		"(restore a backup, recreate the database, or undo a change made by hand); "+
 		`paymentd migrate status lists every difference (docs/operations.md, "Upgrading")`, lastLine(stderr))
 	require.NotContains(t, stderr, "bootstrap admin")
+	require.NotContains(t, stderr, "schema migrated", "the refused start applied nothing, and its log says so")
+	require.Contains(t, stderr, "no migration pending")
 	var admins int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM admin_users`).Scan(&admins))
 	require.Zero(t, admins, "nothing was done after the check")

@@ -310,15 +310,23 @@ func (a *App) init(ctx context.Context) error {
 	}
 	start := time.Now()
 	db := stdlib.OpenDBFromPool(a.pool)
+	applied := 0
 	err := migrate.UpWith(ctx, db, migrate.Options{
 		Logger: a.log, Wait: a.cfg.Cluster.MigrationWait,
 		Holder: a.node, LeaseTTL: a.cfg.Cluster.LeaseTTL, LeaseRenew: a.cfg.Cluster.LeaseRenew,
+		Applied: &applied,
 	})
 	_ = db.Close()
 	if err != nil {
 		return err
 	}
-	a.log.Info("schema migrated", "took", time.Since(start).Round(time.Millisecond).String())
+	// Say what happened: a start that applied nothing did not migrate.
+	took := time.Since(start).Round(time.Millisecond).String()
+	if applied > 0 {
+		a.log.Info("schema migrated", "applied", applied, "took", took)
+	} else {
+		a.log.Info("no migration pending", "took", took)
+	}
 	if err := a.checkSchema(ctx); err != nil {
 		return err
 	}

@@ -56,6 +56,10 @@ type Options struct {
 	// interval ([cluster].lease_ttl and lease_renew).
 	LeaseTTL   time.Duration
 	LeaseRenew time.Duration
+	// Applied, when set, is added the number of migrations this call
+	// applied (0 when the database was up to date or another instance
+	// migrated it), so the caller can log what happened.
+	Applied *int
 
 	// beforeMigration (tests): called under the role before each
 	// migration is applied, with its version.
@@ -129,6 +133,9 @@ func UpWith(ctx context.Context, db *sql.DB, o Options) error {
 			}
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
+			}
+			if o.Applied != nil {
+				*o.Applied++
 			}
 			// One line per migration this instance applied: the log says
 			// which instance migrated, and what (the others apply nothing).

@@ -440,8 +440,16 @@ func (e *DriftError) Error() string {
 	b.WriteString(ErrSchemaDrift.Error())
 	b.WriteString(": ")
 	b.WriteString(refused[0].phrase())
-	if n := len(refused) - 1; n > 0 {
-		fmt.Fprintf(&b, " (and %d more difference%s)", n, plural(n))
+	// The counts say what `migrate status` will list: the other refused
+	// differences, and those the start leaves alone.
+	n, left := len(refused)-1, len(e.Report.LeftAlone())
+	switch {
+	case n > 0 && left > 0:
+		fmt.Fprintf(&b, " (and %d more refused, %d left alone)", n, left)
+	case n > 0:
+		fmt.Fprintf(&b, " (and %d more refused)", n)
+	case left > 0:
+		fmt.Fprintf(&b, " (and %d left alone)", left)
 	}
 	b.WriteString("; nothing was served: ")
 	if e.Report.Newer() {

@@ -141,7 +141,7 @@ func TestADroppedColumnRefusesTheStartNamingItAndItsMigration(t *testing.T) {
 	t.Parallel()
 	_, r := checked(t, `ALTER TABLE customers DROP COLUMN token_generation`)
 	requireRefused(t, r, "schema check: the database's schema is not the one this build expects: "+
-		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more difference); nothing was served: "+
+		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more refused); nothing was served: "+
 		"run the paymentd that made this database, or bring its schema back to this build's")
 	// Its CHECK went with it.
 	require.Len(t, r.Refused(), 2)
