@@ -39,7 +39,7 @@ if [ "${1:-}" = "--browser" ]; then
     [ "$(id -u)" = 0 ] || fail "$chromium is missing: install Debian's chromium as root (apt-get install -y chromium)"
     echo "admin-ui: apt-get install chromium" >&2
     export DEBIAN_FRONTEND=noninteractive
-    { apt-get update -qq && apt-get install -y -qq chromium; } >&2 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; } >&2 ||
       fail "apt-get install chromium failed"
     [ -x "$chromium" ] || fail "chromium was installed but $chromium is still missing"
   fi
