@@ -5,8 +5,10 @@
 // never ran during the sleep; waiting for a signal makes "nothing happened"
 // mean "nothing happened in the rounds that ran".
 //
-// A loop holds a *Signal, nil in the service: every method of a nil Signal
-// returns at once, so production pays one nil check per round. Tests set it
+// A loop holds a *Signal, nil in the service: the methods a loop calls
+// (Begin and Done) return at once on a nil Signal, so production pays one
+// nil check per round. The methods a test calls (Count, Mark and the
+// waits) need a Signal the test made. Tests set it
 // through the loop's options before it starts. The package imports neither
 // testing nor anything of the module: production code links it.
 package testsignal

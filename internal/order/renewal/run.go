@@ -81,7 +81,10 @@ func (r *Run) round(ctx context.Context) (next time.Duration) {
 	return min(r.opts.Interval, followerPoll)
 }
 
-// New returns a run over db; zero options take their defaults.
+// New returns a run over db. A zero Location, Interval, BatchSize or Clock
+// takes its default; the other options are read as given, so a zero
+// SuspendAfterDays or TerminateAfterDays turns that step off, and a zero
+// ReminderDaysBefore sends no reminder (DefaultOptions has every default).
 func New(db DB, opts Options) *Run {
 	d := DefaultOptions()
 	if opts.Location == nil {
