@@ -56,3 +56,90 @@ func TestStartWarnsWhenTheDatabaseServerRunsWithoutAutovacuum(t *testing.T) {
 	set("on")
 	require.NotContains(t, start(), "autovacuum")
 }
+
+// A promoted standby that kept the old primary's synchronous_standby_names
+// makes every commit wait for a standby that is not there. The metric shows
+// it (over a connection of its own, so the hung pool does not blind it),
+// and the commits complete once the setting is cleared. A private server,
+// since the setting is the whole server's.
+func TestCommitsWaitingForAMissingSyncStandbyAreCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL, _ := testdb.PrivateServer(t, "paymentd")
+	a, err := app.New(ctx, testConfig(dbURL), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(a.Close)
+	// No require in these: they run inside Eventually's goroutine.
+	gauge := func(name string) (float64, bool) {
+		families, err := a.Metrics().Registry().Gather()
+		if err != nil {
+			return 0, false
+		}
+		for _, f := range families {
+			if f.GetName() == name && len(f.GetMetric()) == 1 {
+				return f.GetMetric()[0].GetGauge().GetValue(), true
+			}
+		}
+		return 0, false
+	}
+	// waiting is the count of waiting commits, -1 while it cannot be read
+	// (a read that failed on this loaded machine is tried again 10 s on).
+	waiting := func() float64 {
+		if up, _ := gauge("paymentd_db_sync_replication_stats_up"); up != 1 {
+			return -1
+		}
+		n, ok := gauge("paymentd_db_sync_replication_waiting")
+		if !ok {
+			return -1
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return waiting() == 0 }, 30*time.Second, 10*time.Millisecond,
+		"no synchronous standby is configured: none waits")
+
+	admin, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	setting := func(sql string) {
+		t.Helper()
+		_, err := admin.Exec(ctx, sql)
+		require.NoError(t, err)
+		_, err = admin.Exec(ctx, "SELECT pg_reload_conf()")
+		require.NoError(t, err)
+	}
+	_, err = admin.Exec(ctx, "CREATE TABLE sync_probe (x int)")
+	require.NoError(t, err)
+	setting("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+	// The postmaster reloads on its own time; a new session sees it.
+	require.Eventually(t, func() bool {
+		var got string
+		return admin.QueryRow(ctx, "SHOW synchronous_standby_names").Scan(&got) == nil && got == "gone"
+	}, 10*time.Second, 20*time.Millisecond)
+	// Each of the pool's connections that writes now hangs in its commit.
+	committed := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := a.Pool().Exec(ctx, `INSERT INTO sync_probe VALUES (1)`)
+			committed <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return waiting() == 3 }, 30*time.Second, 10*time.Millisecond,
+		"the three commits wait for the standby (the answers are kept 10 s, so a read may be that old)")
+	oldest, _ := gauge("paymentd_db_sync_replication_oldest_wait_seconds")
+	require.Positive(t, oldest)
+	select {
+	case err := <-committed:
+		t.Fatalf("a commit returned while no standby confirmed it: %v", err)
+	default:
+	}
+
+	setting("ALTER SYSTEM RESET synchronous_standby_names")
+	for range 3 {
+		select {
+		case err := <-committed:
+			require.NoError(t, err, "the waiting commit completes once the setting is cleared")
+		case <-time.After(30 * time.Second):
+			t.Fatal("a commit still waits after the setting was cleared")
+		}
+	}
+}

@@ -78,7 +78,8 @@ func (a *App) interceptors() ([]connect.Interceptor, error) {
 }
 
 // registerCollectors puts what is read at scrape time on the registry: the
-// pool, the limiter, the breakers, the leader roles and the queues.
+// pool, the limiter, the breakers, the leader roles, the queues and the
+// commits waiting for a synchronous standby.
 func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 	m := a.tel.metrics
 	return errors.Join(
@@ -90,6 +91,7 @@ func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 			cluster.RoleEventWorker: a.bg.eventLead.IsLeader,
 		}),
 		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log}),
+		m.RegisterSyncReplication(a.pool.Config().ConnConfig, metrics.QueueOptions{Logger: a.log}),
 	)
 }
 

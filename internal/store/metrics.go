@@ -62,3 +62,13 @@ func PendingRefundStats(ctx context.Context, db DB) (QueueStat, error) {
 	}
 	return QueueStat{Kind: "refund", Status: "pending", Count: r.Refunds, OldestAge: seconds(r.OldestAgeSeconds)}, nil
 }
+
+// SyncReplicationWaits is how many commits of this database wait for a
+// synchronous standby now, and the oldest's wait so far.
+func SyncReplicationWaits(ctx context.Context, db DB) (QueueStat, error) {
+	r, err := dbsqlc.New(db).SyncReplicationWaits(ctx)
+	if err != nil {
+		return QueueStat{}, MapError(err)
+	}
+	return QueueStat{Kind: "commit", Status: "sync_rep", Count: r.Waiting, OldestAge: seconds(r.OldestWaitSeconds)}, nil
+}

@@ -31,3 +31,16 @@ SELECT count(*)::bigint AS refunds,
        coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_seconds
 FROM refunds
 WHERE status = 'pending';
+
+-- name: SyncReplicationWaits :one
+-- Backends of this database whose COMMIT waits for a synchronous standby
+-- to confirm it (wait_event SyncRep), and how long the oldest has waited
+-- (since its statement began). A primary whose synchronous_standby_names
+-- names a standby that is gone, a promoted standby that kept the old
+-- primary's setting, waits forever: every write hangs.
+SELECT count(*)::bigint AS waiting,
+       coalesce(extract(epoch FROM now() - min(query_start)), 0)::float8 AS oldest_wait_seconds
+FROM pg_catalog.pg_stat_activity
+WHERE datname = current_database()
+  AND wait_event_type = 'IPC'
+  AND wait_event = 'SyncRep';

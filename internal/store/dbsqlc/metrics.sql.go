@@ -121,3 +121,29 @@ func (q *Queries) PendingRefundStats(ctx context.Context) (PendingRefundStatsRow
 	err := row.Scan(&i.Refunds, &i.OldestAgeSeconds)
 	return i, err
 }
+
+const syncReplicationWaits = `-- name: SyncReplicationWaits :one
+SELECT count(*)::bigint AS waiting,
+       coalesce(extract(epoch FROM now() - min(query_start)), 0)::float8 AS oldest_wait_seconds
+FROM pg_catalog.pg_stat_activity
+WHERE datname = current_database()
+  AND wait_event_type = 'IPC'
+  AND wait_event = 'SyncRep'
+`
+
+type SyncReplicationWaitsRow struct {
+	Waiting           int64
+	OldestWaitSeconds float64
+}
+
+// Backends of this database whose COMMIT waits for a synchronous standby
+// to confirm it (wait_event SyncRep), and how long the oldest has waited
+// (since its statement began). A primary whose synchronous_standby_names
+// names a standby that is gone, a promoted standby that kept the old
+// primary's setting, waits forever: every write hangs.
+func (q *Queries) SyncReplicationWaits(ctx context.Context) (SyncReplicationWaitsRow, error) {
+	row := q.db.QueryRow(ctx, syncReplicationWaits)
+	var i SyncReplicationWaitsRow
+	err := row.Scan(&i.Waiting, &i.OldestWaitSeconds)
+	return i, err
+}
