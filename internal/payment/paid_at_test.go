@@ -34,13 +34,12 @@ func TestAPaidAtTheServiceCannotStoreSettlesAtTheServicesTime(t *testing.T) {
 	for paidAt, orderID := range reports {
 		p := payments[orderID]
 		answer = `{"status":"success","amount":"20.00","gateway_payment_id":"T-` + p.ID.String() + `","paid_at":"` + paidAt + `"}`
-		before := time.Now()
 		_, err = f.svc.QueryPaymentStatus(f.admin, p.ID)
 		require.NoError(t, err, paidAt)
 		got := f.payment(t, p.ID)
 		require.Equal(t, "success", got.Status)
 		require.NotNil(t, got.PaidAt)
-		require.WithinRange(t, *got.PaidAt, before.Add(-time.Second), time.Now().Add(time.Second), "%s: settled now", paidAt)
+		require.WithinDuration(t, f.clock.Now(), *got.PaidAt, time.Millisecond, "%s: paid at the service's time", paidAt)
 		require.Equal(t, "paid", f.orderStatus(t, orderID))
 	}
 }
