@@ -18,6 +18,7 @@ import (
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 )
 
 // procedure is one unary procedure the service serves.
@@ -166,6 +167,28 @@ func FuzzRequestsNeverInternal(f *testing.F) {
 		f.Add(index(path), uint8(customerI|keyedBit), true, []byte(`{"amount":"1.00"}`))
 	}
 
+	// The third round's times (issue 35): who's bit 3 makes body the
+	// parts of an RFC 3339 time (fuzzTime) that an admin sends in every
+	// time field of one of the procedures that take one (timeProcs),
+	// the rest of the request valid, so the time reaches the rule, the
+	// store and the audit log. Seeds: the probe's two requests as it sent
+	// them, and each procedure with years 0000, 0001, 1969, 1970, 9998
+	// and 9999 under extreme offsets.
+	const timeBit = 8
+	order := e.activeMonthlyOrder(f)
+	timeProcs := timeProcedures(order, e.c.customerID.String())
+	f.Add(index("/billing.order.OrderService/ExtendServicePeriod"), uint8(adminI), true,
+		[]byte(`{"orderId":"`+order+`","endsAt":"9999-12-31T23:59:59-23:59","reason":"probe"}`))
+	f.Add(index("/billing.identity.IdentityService/CreateAdminApiKey"), uint8(adminI), true,
+		[]byte(`{"name":"probe","scope":"read","expiresAt":"9999-12-31T23:59:59-23:59"}`))
+	for i := range timeProcs {
+		for _, year := range []uint16{0, 1, 1969, 1970, 9998, 9999} {
+			for _, offset := range []int16{0, -(23*60 + 59), 23*60 + 59} {
+				f.Add(uint16(i), uint8(timeBit), i%2 == 0, timeSeed(year, offset))
+			}
+		}
+	}
+
 	logout := index("/billing.identity.IdentityService/Logout")
 	f.Fuzz(func(t *testing.T, proc uint16, who uint8, asJSON bool, body []byte) {
 		p := procs[int(proc)%len(procs)]
@@ -177,10 +200,94 @@ func FuzzRequestsNeverInternal(f *testing.F) {
 		if who&keyedBit != 0 {
 			cred = keyed(cred, fmt.Sprintf("fuzz-%d-%d", proc, who))
 		}
+		if who&timeBit != 0 {
+			tp := timeProcs[int(proc)%len(timeProcs)]
+			p, cred, body = procedure{path: tp.path}, e.c.admin, marshal(tp.request(fuzzTime(body)), asJSON)
+		}
 		code, msg := callRaw(t, e.r.baseURL, p.path, cred, asJSON, body)
 		switch {
 		case code == "internal", code == "unknown", strings.HasPrefix(code, "http 5"):
 			t.Fatalf("%s (json %v) with %q answered %s: %s", p.path, asJSON, body, code, msg)
 		}
 	})
+}
+
+// timeProcedure is a procedure that takes a time, and its request with
+// every time field set to one time (a date field to its date).
+type timeProcedure struct {
+	path    string
+	request func(at string) proto.Message
+}
+
+// timeProcedures lists every procedure whose request holds a time, each
+// with its other fields valid: order is an active monthly order, customer
+// its customer.
+func timeProcedures(order, customer string) []timeProcedure {
+	date := func(at string) string { return at[:min(len(at), 10)] }
+	return []timeProcedure{
+		{"/billing.order.OrderService/ExtendServicePeriod", func(at string) proto.Message {
+			return &orderpb.ExtendServicePeriodRequest{OrderId: order, EndsAt: at, Reason: "fuzz"}
+		}},
+		{"/billing.identity.IdentityService/CreateAdminApiKey", func(at string) proto.Message {
+			return &identitypb.CreateAdminApiKeyRequest{Name: "fuzz", Scope: "read", ExpiresAt: at}
+		}},
+		{"/billing.order.OrderService/CreateInvoice", func(at string) proto.Message {
+			return &orderpb.CreateInvoiceRequest{Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: customer}, Amount: "1.00", DueAt: at}
+		}},
+		{"/billing.payment.PaymentAdminService/GetPaymentStats", func(at string) proto.Message {
+			return &paymentpb.GetPaymentStatsRequest{Since: at}
+		}},
+		{"/billing.payment.PaymentAdminService/GetPaymentTrends", func(at string) proto.Message {
+			return &paymentpb.GetPaymentTrendsRequest{From: date(at), To: date(at), TimeZone: "Pacific/Kiritimati"}
+		}},
+	}
+}
+
+// fuzzTime makes an RFC 3339 time of b: two bytes of year (0000 to 9999,
+// or with b[2]'s top bit one of the years at the edges), then month, day,
+// hour, minute, second, up to nine fractional digits, and an offset of up
+// to ±24:59 or Z. Missing bytes are zero; a byte past a field's range
+// makes a time that does not exist (month 13, second 60), as a client may
+// send.
+func fuzzTime(b []byte) string {
+	at := func(i int) int {
+		if i < len(b) {
+			return int(b[i])
+		}
+		return 0
+	}
+	year := (at(0)<<8 | at(1)) % 10000
+	if at(2)&0x80 != 0 {
+		edges := []int{0, 1, 1969, 1970, 2038, 9998, 9999}
+		year = edges[at(0)%len(edges)]
+	}
+	s := fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d", year, at(2)&0x7f%14, at(3)%33, at(4)%26, at(5)%61, at(6)%62)
+	if n := at(7) % 10; n > 0 {
+		s += "." + fmt.Sprintf("%09d", at(8)<<16|at(9)<<8|at(10))[:n]
+	}
+	switch at(11) % 3 {
+	case 0:
+		return s + "Z"
+	case 1:
+		return s + fmt.Sprintf("+%02d:%02d", at(12)%25, at(13)%60)
+	default:
+		return s + fmt.Sprintf("-%02d:%02d", at(12)%25, at(13)%60)
+	}
+}
+
+// timeSeed is fuzzTime's input for the last second of year (31 Dec
+// 23:59:59, or 1 Jan 00:00:00 for a year at the start of the range) with
+// offset minutes east of UTC.
+func timeSeed(year uint16, offset int16) []byte {
+	b := []byte{byte(year >> 8), byte(year), 12, 31, 23, 59, 59, 0, 0, 0, 0, 0, 0, 0}
+	if year < 5000 {
+		b[2], b[3], b[4], b[5], b[6] = 1, 1, 0, 0, 0
+	}
+	switch {
+	case offset > 0:
+		b[11], b[12], b[13] = 1, byte(offset/60), byte(offset%60)
+	case offset < 0:
+		b[11], b[12], b[13] = 2, byte(-offset/60), byte(-offset%60)
+	}
+	return b
 }

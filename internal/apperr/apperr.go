@@ -49,6 +49,18 @@ type Error struct {
 	// any other Internal error answers a generic message. Errors of every
 	// other kind always show their message.
 	Shown bool
+	// Violation, when set, names the request field an InvalidArgument
+	// error is about; the transport adds it as the buf.validate.Violations
+	// detail the request validator gives for its own rules, so a program
+	// reads either the same way. Made by Field.
+	Violation *Violation
+}
+
+// Violation is a request field's broken rule: the field's name as the
+// proto spells it ("ends_at"), a stable rule id ("paymentd.time_range")
+// and what is wrong with the value.
+type Violation struct {
+	Field, Rule, Message string
 }
 
 // Show marks an Internal error's message as meant for the caller (see
@@ -70,6 +82,15 @@ func (e *Error) Unwrap() error { return e.Cause }
 // New returns an error of kind with a caller-facing message.
 func New(kind Kind, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// Field returns an InvalidArgument error about one field of a request,
+// worded as the request validator words its own violations
+// ("validation error: ends_at: must be before 9999-01-01T00:00:00Z").
+func Field(field, rule, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Kind: InvalidArgument, Message: "validation error: " + field + ": " + msg,
+		Violation: &Violation{Field: field, Rule: rule, Message: msg}}
 }
 
 // Wrap returns an error of kind with a caller-facing message and a cause that

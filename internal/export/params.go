@@ -1,6 +1,7 @@
 package export
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -10,6 +11,9 @@ import (
 	_ "time/tzdata" // IANA zones even on a host without /usr/share/zoneinfo
 
 	"github.com/google/uuid"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/rpc"
 )
 
 // badParam is a query parameter the export refuses: 400 with this message.
@@ -95,6 +99,9 @@ func (q *query) moment(name string, loc *time.Location, end bool) (time.Time, bo
 		return time.Time{}, false
 	}
 	if d, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
+		if !q.inRange(rpc.CheckDate(name, d)) {
+			return time.Time{}, false
+		}
 		if end {
 			d = d.AddDate(0, 0, 1) // the whole day of to
 		}
@@ -105,7 +112,21 @@ func (q *query) moment(name string, loc *time.Location, end bool) (time.Time, bo
 		q.fail("%s: %q is neither a date (2026-05-01) nor an RFC 3339 time (2026-05-01T00:00:00Z)", name, s)
 		return time.Time{}, false
 	}
+	if !q.inRange(rpc.CheckTime(name, t)) {
+		return time.Time{}, false
+	}
 	return t, true
+}
+
+// inRange records the refusal of a from or to outside the times the
+// service accepts (rpc.CheckTime), in the export's words; false then.
+func (q *query) inRange(err error) bool {
+	var ae *apperr.Error
+	if !errors.As(err, &ae) {
+		return true
+	}
+	q.fail("%s", strings.TrimPrefix(ae.Message, "validation error: "))
+	return false
 }
 
 // id reads an optional UUID; nil when absent.

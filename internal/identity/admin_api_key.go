@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -223,6 +224,9 @@ func (s *Service) keyExpiry(now time.Time, at *time.Time) (*time.Time, error) {
 	t := store.Timestamp(*at)
 	if !t.After(now) {
 		return nil, apperr.New(apperr.InvalidArgument, "expires_at must be in the future, got %s", t.Format(time.RFC3339))
+	}
+	if err := rpc.CheckAhead("expires_at", t, now); err != nil {
+		return nil, err
 	}
 	if s.keyMaxLifetime > 0 && t.Sub(now) > s.keyMaxLifetime {
 		return nil, apperr.New(apperr.InvalidArgument, "expires_at must be within %d days of now ([admin].api_key_max_lifetime_days), got %s",

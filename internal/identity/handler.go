@@ -10,7 +10,6 @@ import (
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
-	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
@@ -187,13 +186,9 @@ func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[ident
 
 // CreateAdminApiKey creates an admin API key and returns it in full, once.
 func (h *Handler) CreateAdminApiKey(ctx context.Context, req *connect.Request[identitypb.CreateAdminApiKeyRequest]) (*connect.Response[identitypb.CreateAdminApiKeyResponse], error) {
-	var expiresAt *time.Time
-	if v := req.Msg.GetExpiresAt(); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return nil, apperr.New(apperr.InvalidArgument, "expires_at must be an RFC 3339 time such as 2026-12-31T00:00:00Z, got %q", v)
-		}
-		expiresAt = &t
+	expiresAt, err := rpc.OptionalTime("expires_at", req.Msg.GetExpiresAt())
+	if err != nil {
+		return nil, err
 	}
 	k, key, err := h.svc.CreateAdminAPIKey(ctx, req.Msg.GetName(), req.Msg.GetScope(), expiresAt)
 	if err != nil {

@@ -198,9 +198,9 @@ func (h *Handler) ExtendServicePeriod(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, err
 	}
-	end, err := time.Parse(time.RFC3339, req.Msg.GetEndsAt())
+	end, err := rpc.ParseTime("ends_at", req.Msg.GetEndsAt())
 	if err != nil {
-		return nil, apperr.New(apperr.InvalidArgument, "ends_at %q is not an RFC 3339 time", req.Msg.GetEndsAt())
+		return nil, err
 	}
 	o, p, err := h.svc.ExtendServicePeriod(ctx, id, end, req.Msg.GetReason())
 	if err != nil {
@@ -324,8 +324,8 @@ func (h *Handler) CreateInvoice(ctx context.Context, req *connect.Request[orderp
 	if in.Amount, err = money.ParsePositive(m.GetAmount()); err != nil {
 		return nil, apperr.New(apperr.InvalidArgument, "amount must be greater than 0 with at most two decimals")
 	}
-	if in.DueAt, err = time.Parse(time.RFC3339Nano, m.GetDueAt()); err != nil {
-		return nil, apperr.New(apperr.InvalidArgument, "due_at must be an RFC 3339 time")
+	if in.DueAt, err = rpc.ParseTime("due_at", m.GetDueAt()); err != nil {
+		return nil, err
 	}
 	inv, err := h.svc.CreateInvoice(ctx, in)
 	if err != nil {

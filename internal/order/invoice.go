@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -52,6 +53,9 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 	now := s.now()
 	if !in.DueAt.After(now) {
 		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "due_at must be in the future")
+	}
+	if err := rpc.CheckAhead("due_at", in.DueAt, now); err != nil {
+		return store.Invoice{}, err
 	}
 	id := uuid.New()
 	due := store.Timestamp(in.DueAt)

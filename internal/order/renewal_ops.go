@@ -11,6 +11,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -85,6 +86,10 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 		return store.Order{}, store.ServicePeriod{}, err
 	}
 	end = store.Timestamp(end)
+	// Against the billing clock, which renewals run on.
+	if err := rpc.CheckAhead("ends_at", end, s.now()); err != nil {
+		return store.Order{}, store.ServicePeriod{}, err
+	}
 	var out store.Order
 	var period store.ServicePeriod
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {

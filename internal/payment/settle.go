@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
 )
@@ -227,7 +228,9 @@ func decide(rows store.SettlementRows, interfaceID uuid.UUID, rep report, now ti
 	}
 
 	paidAt := rep.PaidAt
-	if paidAt.IsZero() || paidAt.After(now) {
+	// A time the service could not store and encode (year -1 from
+	// "0000-01-01T00:00:00+08:00") is no better than none.
+	if paidAt.IsZero() || paidAt.After(now) || !rpc.InRange(paidAt) {
 		paidAt = now
 	}
 	paidAt = store.Timestamp(paidAt)

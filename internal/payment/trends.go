@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -104,7 +105,7 @@ func parseTrendQuery(q TrendQuery, now time.Time) (store.TrendRange, error) {
 		if err != nil {
 			return t, apperr.New(apperr.InvalidArgument, "%s: %q is not a date such as 2026-05-01", field, raw)
 		}
-		return t, nil
+		return t, rpc.CheckDate(field, t)
 	}
 	y, m, d := now.In(loc).Date()
 	to := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)

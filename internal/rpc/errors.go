@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"connectrpc.com/connect"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -70,7 +71,11 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 				return connect.NewError(code, errors.New("internal error"))
 			}
 		}
-		return connect.NewError(code, errors.New(ae.Message))
+		cerr := connect.NewError(code, errors.New(ae.Message))
+		if ae.Violation != nil {
+			addViolation(cerr, *ae.Violation)
+		}
+		return cerr
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -98,4 +103,20 @@ func logError(ctx context.Context, log *slog.Logger, err error) {
 		log = slog.Default()
 	}
 	log.ErrorContext(ctx, "request failed", "err", err)
+}
+
+// addViolation attaches v to cerr as the buf.validate.Violations detail the
+// request validator attaches to its own refusals: one violation whose path
+// is the field's name.
+func addViolation(cerr *connect.Error, v apperr.Violation) {
+	el := validate.FieldPathElement_builder{FieldName: new(v.Field)}.Build()
+	pv := validate.Violation_builder{
+		Field:   validate.FieldPath_builder{Elements: []*validate.FieldPathElement{el}}.Build(),
+		RuleId:  new(v.Rule),
+		Message: new(v.Message),
+	}.Build()
+	detail, err := connect.NewErrorDetail(validate.Violations_builder{Violations: []*validate.Violation{pv}}.Build())
+	if err == nil {
+		cerr.AddDetail(detail)
+	}
 }

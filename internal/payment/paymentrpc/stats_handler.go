@@ -2,25 +2,19 @@ package paymentrpc
 
 import (
 	"context"
-	"time"
 
 	"connectrpc.com/connect"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
-	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
 // GetPaymentStats implements PaymentAdminService.GetPaymentStats.
 func (h *AdminHandler) GetPaymentStats(ctx context.Context, req *connect.Request[paymentpb.GetPaymentStatsRequest]) (*connect.Response[paymentpb.GetPaymentStatsResponse], error) {
-	var since *time.Time
-	if raw := req.Msg.GetSince(); raw != "" {
-		t, err := time.Parse(time.RFC3339Nano, raw)
-		if err != nil {
-			return nil, apperr.New(apperr.InvalidArgument, "since: %q is not an RFC 3339 time such as 2024-05-01T00:00:00Z", raw)
-		}
-		since = &t
+	since, err := rpc.OptionalTime("since", req.Msg.GetSince())
+	if err != nil {
+		return nil, err
 	}
 	st, err := h.svc.PaymentStats(ctx, since)
 	if err != nil {
