@@ -139,7 +139,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	}
 	if err != nil {
 		// The row is locked by the caller in status from: a miss is a bug.
-		return Moved{}, apperr.Wrap(apperr.Internal, err, "order %s: move %s → %s", o.ID, from, m.To)
+		return Moved{}, store.Bug(err, "order %s: move %s → %s", o.ID, from, m.To)
 	}
 	after := orderSnapshot(out.Order)
 	after.Note = m.Note
