@@ -212,3 +212,11 @@ func ListUnpaidPeriodsForNotices(ctx context.Context, db DB, dueBefore time.Time
 func AddServicePeriodNotices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, notices []string, at time.Time) error {
 	return MapError(dbsqlc.New(tx).AddServicePeriodNotices(ctx, dbsqlc.AddServicePeriodNoticesParams{OrderID: orderID, Seq: seq, Notices: notices, UpdatedAt: at}))
 }
+
+// LockOpenRenewalInvoices locks the issued or overdue invoices billing the
+// unpaid periods of order id, oldest period first: what an order that ends
+// cancels (order.Transition). The caller holds the order's lock.
+func LockOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) ([]Invoice, error) {
+	rows, err := dbsqlc.New(tx).LockOpenRenewalInvoices(ctx, orderID)
+	return rows, MapError(err)
+}

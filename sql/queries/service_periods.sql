@@ -201,3 +201,13 @@ UPDATE service_periods
 SET notices = ARRAY(SELECT DISTINCT n FROM unnest(notices || @notices::text[]) AS n ORDER BY n),
     updated_at = @updated_at
 WHERE order_id = @order_id AND seq = @seq;
+
+-- name: LockOpenRenewalInvoices :many
+-- The open (issued or overdue) invoices billing the order's unpaid
+-- periods, locked, oldest period first: what an order that ends cancels.
+-- The caller holds the order's lock (order before invoice, as everywhere).
+SELECT i.* FROM invoices i
+JOIN service_periods p ON p.invoice_id = i.id
+WHERE p.order_id = @order_id AND p.status = 'unpaid' AND i.status IN ('issued', 'overdue')
+ORDER BY p.seq
+FOR UPDATE OF i;

@@ -678,6 +678,52 @@ func (q *Queries) ListUnpaidRenewals(ctx context.Context, arg ListUnpaidRenewals
 	return items, nil
 }
 
+const lockOpenRenewalInvoices = `-- name: LockOpenRenewalInvoices :many
+SELECT i.id, i.customer_id, i.order_id, i.number, i.status, i.amount, i.paid_amount, i.currency, i.description, i.issued_at, i.due_at, i.paid_at, i.created_at, i.updated_at FROM invoices i
+JOIN service_periods p ON p.invoice_id = i.id
+WHERE p.order_id = $1 AND p.status = 'unpaid' AND i.status IN ('issued', 'overdue')
+ORDER BY p.seq
+FOR UPDATE OF i
+`
+
+// The open (issued or overdue) invoices billing the order's unpaid
+// periods, locked, oldest period first: what an order that ends cancels.
+// The caller holds the order's lock (order before invoice, as everywhere).
+func (q *Queries) LockOpenRenewalInvoices(ctx context.Context, orderID uuid.UUID) ([]Invoice, error) {
+	rows, err := q.db.Query(ctx, lockOpenRenewalInvoices, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Invoice
+	for rows.Next() {
+		var i Invoice
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.Number,
+			&i.Status,
+			&i.Amount,
+			&i.PaidAmount,
+			&i.Currency,
+			&i.Description,
+			&i.IssuedAt,
+			&i.DueAt,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markServicePeriodFollowed = `-- name: MarkServicePeriodFollowed :exec
 UPDATE service_periods SET followed = true, updated_at = $1
 WHERE order_id = $2 AND seq = $3
