@@ -145,16 +145,28 @@ func (r *Renewals) Bump(ctx context.Context, n *Node) {
 	r.CatchUp(ctx, n)
 }
 
+// maxAdvance is the most one AdvanceBillingClock moves (the API takes at
+// most a year).
+const maxAdvance = 360 * 24 * time.Hour
+
 // CatchUp advances n's billing clock to the target. A node that started
 // again has its clock at the real time (offset 0): it is advanced the
-// whole way. The advance runs a billing pass on n.
+// whole way, a year at most per call. Each advance runs a billing pass on
+// n.
 func (r *Renewals) CatchUp(ctx context.Context, n *Node) {
+	for ctx.Err() == nil && r.advance(ctx, n) {
+	}
+}
+
+// advance moves n's clock one call closer to the target; false when it is
+// there, or the call failed.
+func (r *Renewals) advance(ctx context.Context, n *Node) bool {
 	id := n.ID()
 	r.mu.Lock()
-	by := r.target - r.offsets[id]
+	by := min(r.target-r.offsets[id], maxAdvance)
 	r.mu.Unlock()
 	if by <= 0 || id == "" {
-		return
+		return false
 	}
 	orders := orderpbconnect.NewOrderServiceClient(r.w.http, n.URL)
 	_, err := orders.AdvanceBillingClock(ctx, asAdmin(r.w, &orderpb.AdvanceBillingClockRequest{Seconds: int64(by / time.Second)}))
@@ -167,12 +179,13 @@ func (r *Renewals) CatchUp(ctx context.Context, n *Node) {
 		r.mu.Lock()
 		r.offsets[id] = r.target
 		r.mu.Unlock()
-		return
+		return false
 	}
 	r.mu.Lock()
 	r.offsets[id] += by
 	r.advances++
 	r.mu.Unlock()
+	return true
 }
 
 // payInvoices pays every open renewal invoice not handled yet: from the
