@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/config"
@@ -61,6 +62,12 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedOverTheWire(t *test
 	require.NoError(t, err)
 	renewal := started.Msg.GetPayment()
 	require.Equal(t, id, renewal.GetOrderId(), "the invoice's payment carries the order")
+	bankGW := e.addGateway(t, "bank_transfer", "Bank transfer", map[string]any{
+		"bank_name": "Bank", "account_name": "Hosting Ltd", "account_number": "1234", "currencies": []any{"CNY"},
+	})
+	wired, err := e.payments.CreatePayment(ctx, with(&paymentpb.CreatePaymentRequest{InvoiceId: invoiceID, GatewayInterfaceId: bankGW, ReturnUrl: "https://shop.example/done"}, e.c.customer))
+	require.NoError(t, err)
+	transfer := wired.Msg.GetPayment()
 
 	// 3. An admin refunds the first payment in full: the order ends refunded.
 	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: first.GetId(), Reason: "customer left"}, e.c.admin))
@@ -72,6 +79,7 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedOverTheWire(t *test
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", inv.Msg.GetInvoice().GetStatus())
 	require.Equal(t, "failed", e.getPayment(t, renewal.GetId()).GetStatus())
+	require.Equal(t, "failed", e.getPayment(t, transfer.GetId()).GetStatus())
 
 	// 5. The gateway reports the renewal payment paid, on the route real
 	// gateways call.
@@ -94,10 +102,21 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedOverTheWire(t *test
 	p := e.getPayment(t, renewal.GetId())
 	require.Equal(t, "failed", p.GetStatus())
 	require.Equal(t, "10.00", p.GetCapturedAmount())
+
+	// The customer's bank transfer arrives too: the admin's confirmation
+	// records it as captured money to return, not Internal.
+	confirmed, err := e.admin.ConfirmBankTransfer(ctx, with(&gatewaypb.ConfirmBankTransferRequest{PaymentId: transfer.GetId(), Reference: "STATEMENT-35"}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "failed", confirmed.Msg.GetPayment().GetStatus())
+	require.Equal(t, "10.00", confirmed.Msg.GetPayment().GetCapturedAmount())
+
 	list, err := e.payments.ListPayments(ctx, with(&paymentpb.ListPaymentsRequest{Pagination: &paymentpb.PageRequest{}, ToReturn: true}, e.c.admin))
 	require.NoError(t, err)
-	require.Len(t, list.Msg.GetPayments(), 1, "listed as money to return")
-	require.Equal(t, renewal.GetId(), list.Msg.GetPayments()[0].GetId())
+	var toReturn []string
+	for _, p := range list.Msg.GetPayments() {
+		toReturn = append(toReturn, p.GetId())
+	}
+	require.ElementsMatch(t, []string{renewal.GetId(), transfer.GetId()}, toReturn, "listed as money to return")
 	inv, err = e.orders.GetInvoice(ctx, with(&orderpb.GetInvoiceRequest{Id: invoiceID}, e.c.admin))
 	require.NoError(t, err)
 	require.Equal(t, "0.00", inv.Msg.GetInvoice().GetPaidAmount(), "nothing applied to the invoice")
