@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ type options struct {
 	minutes  float64
 	nodes    int
 	workers  int
+	renewals int
 	dbURL    string
 	keep     bool
 	interval time.Duration
@@ -45,6 +47,7 @@ func run() int {
 	flag.Float64Var(&o.minutes, "minutes", 2, "how long the load runs (faults included)")
 	flag.IntVar(&o.nodes, "nodes", 3, "paymentd instances")
 	flag.IntVar(&o.workers, "workers", 6, "concurrent customers")
+	flag.IntVar(&o.renewals, "renewals", 6, "customers with a monthly order that renews (the billing clock moves 9 days every 3 s)")
 	flag.StringVar(&o.dbURL, "db", "", "an existing PostgreSQL server (its URL; a database of its own is created there); default: a private cluster in a temporary directory")
 	flag.BoolVar(&o.keep, "keep", false, "keep the logs, the database and the private cluster's directory")
 	flag.DurationVar(&o.interval, "fault-every", 12*time.Second, "time between the start of two faults")
@@ -133,7 +136,7 @@ func soak(ctx context.Context, o options) error {
 	}
 	defer fake.Close()
 
-	c, err := clustertest.Start(ctx, clustertest.Options{Binary: bin, Nodes: o.nodes, DatabaseURL: dbURL, Dir: logs, Logf: logf})
+	c, err := clustertest.Start(ctx, clustertest.Options{Binary: bin, Nodes: o.nodes, DatabaseURL: dbURL, Dir: logs, Logf: logf, Env: clustertest.RenewalEnv})
 	if err != nil {
 		return err
 	}
@@ -153,12 +156,16 @@ func soak(ctx context.Context, o options) error {
 	loadCtx, stopLoad := context.WithTimeout(ctx, runFor)
 	defer stopLoad()
 	loadDone := make(chan struct{})
+	renewals := w.NewRenewals(clustertest.RenewalOptions{Customers: o.renewals, Balance: 0.4, Refunds: 0.15})
 	go func() {
 		defer close(loadDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { renewals.Run(loadCtx) })
 		w.Run(loadCtx, clustertest.LoadOptions{Workers: o.workers, Duplicates: 0.5, Hostile: 0.2, Refunds: 0.1, Balance: 0.15})
+		wg.Wait()
 	}()
 
-	f := &faults{c: c, w: w, fake: fake, pgDir: pgDir, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)), counts: map[string]int{}}
+	f := &faults{c: c, w: w, renewals: renewals, fake: fake, pgDir: pgDir, rng: rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)), counts: map[string]int{}}
 	f.loop(loadCtx, o.interval)
 	<-loadDone
 	if ctx.Err() != nil {
@@ -184,6 +191,18 @@ func soak(ctx context.Context, o options) error {
 		return err
 	}
 	fmt.Println(res.String())
+	fmt.Println(renewals.String())
+	fmt.Println(figures(ctx, c))
+	internal := w.InternalAnswers()
+	fmt.Printf("Internal answers: %d kinds\n", len(internal))
+	for _, line := range internal {
+		fmt.Println("  " + line)
+	}
+	failures := requestFailures(logs)
+	fmt.Printf("Causes the nodes logged for Internal and Unavailable answers: %d kinds\n", len(failures))
+	for _, line := range failures {
+		fmt.Println("  " + line)
+	}
 	for _, role := range []string{"event_worker", "billing"} {
 		if err := c.CheckLeadership(role); err != nil {
 			res.Problems = append(res.Problems, err.Error())
@@ -200,16 +219,17 @@ func soak(ctx context.Context, o options) error {
 
 // faults injects one fault at a time.
 type faults struct {
-	c      *clustertest.Cluster
-	w      *clustertest.Bundle
-	fake   *epay.Server
-	pgDir  string
-	rng    *rand.Rand
-	counts map[string]int
+	c        *clustertest.Cluster
+	w        *clustertest.Bundle
+	renewals *clustertest.Renewals
+	fake     *epay.Server
+	pgDir    string
+	rng      *rand.Rand
+	counts   map[string]int
 }
 
 func (f *faults) loop(ctx context.Context, every time.Duration) {
-	kinds := []string{"kill_leader", "kill_random", "stop_random", "terminate_connections", "gateway_500", "gateway_slow", "gateway_hangup", "notifications_lost"}
+	kinds := []string{"kill_leader", "kill_billing_leader", "kill_random", "stop_random", "terminate_connections", "gateway_500", "gateway_slow", "gateway_hangup", "notifications_lost"}
 	if f.pgDir != "" {
 		kinds = append(kinds, "restart_postgres")
 	}
@@ -262,6 +282,25 @@ func (f *faults) inject(ctx context.Context, kind string) error {
 			return err
 		}
 		logf("fault %s: %s (%s) killed", kind, n.Name, n.ID())
+		sleep(ctx, 5*time.Second)
+		return f.restart(bg, n)
+	case "kill_billing_leader":
+		// Killed in the middle of the billing pass that an advance of its
+		// clock runs (the renewals due in the step: invoices issued,
+		// balances applied, orders suspended); the next leader finishes
+		// it, and the restarted node catches its clock up.
+		wctx, cancel := context.WithTimeout(bg, 10*time.Second)
+		n, err := f.c.WaitLeader(wctx, "billing", nil)
+		cancel()
+		if err != nil {
+			return err
+		}
+		go f.renewals.Bump(bg, n)
+		sleep(ctx, time.Duration(10+f.rng.IntN(150))*time.Millisecond)
+		if _, err := n.Kill(); err != nil {
+			return err
+		}
+		logf("fault %s: %s (%s) killed during its billing pass", kind, n.Name, n.ID())
 		sleep(ctx, 5*time.Second)
 		return f.restart(bg, n)
 	case "stop_random":

@@ -117,7 +117,7 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 	if err != nil {
 		// The row is locked at acct.Balance and the checks above hold: a
 		// refusal here is a bug, never the caller's.
-		return Posted{}, apperr.Wrap(apperr.Internal, err, "balance: post %s of %s for customer %s", e.Kind, e.Amount, e.CustomerID)
+		return Posted{}, store.Bug(err, "balance: post %s of %s for customer %s", e.Kind, e.Amount, e.CustomerID)
 	}
 	before := state{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
 	afterState := before

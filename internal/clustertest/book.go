@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -25,10 +26,12 @@ type book struct {
 	hostileAccepted []string
 	// unexpected lists answers no fault explains.
 	unexpected []string
+	// internal counts the Internal answers by "op: message".
+	internal map[string]int
 }
 
 func newBook() *book {
-	return &book{outcomes: map[string]int{}, paid: map[string]int64{}, orders: map[string]string{}, balance: map[string]int64{}}
+	return &book{outcomes: map[string]int{}, paid: map[string]int64{}, orders: map[string]string{}, balance: map[string]int64{}, internal: map[string]int{}}
 }
 
 func codeName(err error) string {
@@ -42,6 +45,43 @@ func (b *book) count(op string, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.outcomes[op+" "+codeName(err)]++
+	if connect.CodeOf(err) == connect.CodeInternal {
+		msg := err.Error()
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			msg = ce.Message()
+		}
+		b.internal[op+": "+msg]++
+	}
+}
+
+// InternalAnswers are the Internal answers of the run, grouped by call and
+// message, most frequent first, each marked whether the message names a
+// gateway's failure (a refund whose outcome is unknown, a plugin that
+// failed) or not (a fault of the service's own).
+func (w *Bundle) InternalAnswers() []string {
+	b := w.book
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	keys := make([]string, 0, len(b.internal))
+	for k := range b.internal {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if b.internal[keys[i]] != b.internal[keys[j]] {
+			return b.internal[keys[i]] > b.internal[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		kind := "service"
+		if strings.Contains(k, ": gateway ") {
+			kind = "gateway"
+		}
+		out = append(out, fmt.Sprintf("%5d × [%s] %s", b.internal[k], kind, k))
+	}
+	return out
 }
 
 func (b *book) unexpectedf(format string, args ...any) {

@@ -30,7 +30,8 @@ func (w *Bundle) Settle(ctx context.Context, timeout time.Duration) error {
 		var unsettled, busy, waiting int
 		err := w.C.Pool.QueryRow(ctx, `SELECT
 			(SELECT count(*) FROM unnest($1::uuid[]) AS p(id) LEFT JOIN payments USING (id)
-			  WHERE payments.status IS DISTINCT FROM 'success' AND payments.status IS DISTINCT FROM 'refunded'),
+			  WHERE payments.status IS DISTINCT FROM 'success' AND payments.status IS DISTINCT FROM 'refunded'
+			    AND NOT (payments.status = 'failed' AND payments.captured_amount = payments.amount)),
 			(SELECT count(*) FROM events WHERE status IN ('pending', 'processing')),
 			(SELECT count(*) FROM orders WHERE status IN ('paid', 'provisioning'))`, ids).Scan(&unsettled, &busy, &waiting)
 		if err == nil {
@@ -69,6 +70,9 @@ type Result struct {
 	// Lost and Doubled are the cents the gateway and the database disagree
 	// about (both 0 in a good run).
 	Lost, Doubled int64
+	// Captured is the money the gateway took for payments that could no
+	// longer take it, recorded as captured to return.
+	Captured int64
 }
 
 // OK reports whether the run ended with nothing lost, doubled or broken.
@@ -76,7 +80,7 @@ func (r Result) OK() bool { return r.Ledger.OK() && len(r.Problems) == 0 }
 
 func (r Result) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nmoney lost %s, doubled %s\n%s", r.Figures, formatCents(r.Lost), formatCents(r.Doubled), r.Ledger)
+	fmt.Fprintf(&b, "%s\nmoney lost %s, doubled %s, captured to return %s\n%s", r.Figures, formatCents(r.Lost), formatCents(r.Doubled), formatCents(r.Captured), r.Ledger)
 	for _, p := range r.Problems {
 		b.WriteString("\nPROBLEM: ")
 		b.WriteString(p)
@@ -104,9 +108,10 @@ func (w *Bundle) Check(ctx context.Context) (Result, error) {
 		status              string
 		amount              money.Amount
 		succeeded, reserved int64
+		captured            bool
 	}
 	db := map[string]row{}
-	rows, err := w.C.Pool.Query(ctx, `SELECT p.id::text, p.status, p.amount,
+	rows, err := w.C.Pool.Query(ctx, `SELECT p.id::text, p.status, p.amount, p.captured_amount = p.amount,
 			coalesce(sum(r.amount) FILTER (WHERE r.status = 'succeeded'), 0)::numeric(12,2),
 			coalesce(sum(r.amount) FILTER (WHERE r.status IN ('succeeded', 'pending')), 0)::numeric(12,2)
 		FROM payments AS p LEFT JOIN refunds AS r ON r.payment_id = p.id
@@ -119,7 +124,7 @@ func (w *Bundle) Check(ctx context.Context) (Result, error) {
 		var id string
 		var x row
 		var ok, res money.Amount
-		if err := rows.Scan(&id, &x.status, &x.amount, &ok, &res); err != nil {
+		if err := rows.Scan(&id, &x.status, &x.amount, &x.captured, &ok, &res); err != nil {
 			rows.Close()
 			return r, err
 		}
@@ -151,6 +156,10 @@ func (w *Bundle) Check(ctx context.Context) (Result, error) {
 		case !ok:
 			r.Lost += cents
 			problem("lost: the gateway took %s for payment %s, which the database does not have", formatCents(cents), id)
+		case x.status == "failed" && x.captured:
+			// Money that came for a payment that can no longer take it
+			// (its order ended meanwhile): recorded, listed to return.
+			r.Captured += cents
 		case x.status != "success" && x.status != "refunded":
 			r.Lost += cents
 			problem("lost: the gateway took %s for payment %s, which is %s", formatCents(cents), id, x.status)
@@ -184,6 +193,9 @@ func (w *Bundle) Check(ctx context.Context) (Result, error) {
 			problem("refunds of payment %s: %s succeeded in the database, nothing at the gateway", id, formatCents(x.succeeded))
 		}
 	}
+	if err := w.checkInvoicesAndPeriods(ctx, problem); err != nil {
+		return r, err
+	}
 	for _, h := range hostile {
 		problem("hostile callback accepted: %s", h)
 	}
@@ -198,7 +210,8 @@ func (w *Bundle) Check(ctx context.Context) (Result, error) {
 // is not settled yet.
 func (w *Bundle) renotifyUnsettled(ctx context.Context, ids []string) {
 	rows, err := w.C.Pool.Query(ctx, `SELECT p.id::text FROM unnest($1::uuid[]) AS p(id)
-		LEFT JOIN payments USING (id) WHERE payments.status IS DISTINCT FROM 'success' AND payments.status IS DISTINCT FROM 'refunded'`, ids)
+		LEFT JOIN payments USING (id) WHERE payments.status IS DISTINCT FROM 'success' AND payments.status IS DISTINCT FROM 'refunded'
+		  AND NOT (payments.status = 'failed' AND payments.captured_amount = payments.amount)`, ids)
 	if err != nil {
 		return
 	}
@@ -213,4 +226,61 @@ func (w *Bundle) renotifyUnsettled(ctx context.Context, ids []string) {
 	for _, id := range todo {
 		_ = w.Fake.Renotify(id)
 	}
+}
+
+// invoiceRules are the money rules of renewal invoices and service
+// periods; each query lists what breaks its rule.
+var invoiceRules = []struct{ rule, sql string }{
+	{"every period paid once: an invoice's settled payments never exceed it", `
+		SELECT i.id::text || ': ' || sum(p.amount)::text || ' settled of ' || i.amount::text
+		FROM invoices i JOIN payments p ON p.invoice_id = i.id AND p.status IN ('success', 'refunded')
+		GROUP BY i.id HAVING sum(p.amount) > i.amount`},
+	{"every paid invoice's money applied: paid_amount is its settled payments, all of it when paid", `
+		SELECT i.id::text || ': ' || i.status || ', paid ' || i.paid_amount::text || ' of ' || i.amount::text
+		   || ', settled ' || coalesce(s.total, 0)::text
+		FROM invoices i LEFT JOIN (SELECT invoice_id, sum(amount) AS total FROM payments
+		                           WHERE status IN ('success', 'refunded') GROUP BY invoice_id) s ON s.invoice_id = i.id
+		WHERE i.paid_amount <> coalesce(s.total, 0) OR (i.status = 'paid' AND i.paid_amount <> i.amount)`},
+	{"a paid renewal invoice's period was paid", `
+		SELECT 'order ' || sp.order_id::text || ' period ' || sp.seq || ': ' || sp.status
+		FROM service_periods sp JOIN invoices i ON i.id = sp.invoice_id
+		WHERE i.status = 'paid' AND sp.paid_at IS NULL`},
+	{"a paid later period has its invoice paid", `
+		SELECT 'order ' || sp.order_id::text || ' period ' || sp.seq || ': invoice ' || i.status
+		FROM service_periods sp JOIN invoices i ON i.id = sp.invoice_id
+		WHERE sp.paid_at IS NOT NULL AND i.status <> 'paid'`},
+	{"one invoice per period", `
+		SELECT invoice_id::text FROM service_periods WHERE invoice_id IS NOT NULL GROUP BY invoice_id HAVING count(*) > 1`},
+	{"nothing captured and forgotten: captured money only on a failed payment, all of it, returned at most once", `
+		SELECT id::text FROM payments
+		WHERE (captured_amount <> 0 AND (status <> 'failed' OR captured_amount <> amount))
+		   OR (status = 'failed' AND refunded_amount > captured_amount)`},
+	{"no open invoice of an ended order but a partly paid one", `
+		SELECT i.id::text || ' of ' || o.status || ' order ' || o.id::text
+		FROM invoices i JOIN orders o ON o.id = i.order_id
+		WHERE i.status IN ('issued', 'overdue') AND i.paid_amount = 0
+		  AND o.status IN ('refunded', 'terminated', 'completed', 'cancelled')`},
+}
+
+// checkInvoicesAndPeriods runs invoiceRules.
+func (w *Bundle) checkInvoicesAndPeriods(ctx context.Context, problem func(string, ...any)) error {
+	for _, r := range invoiceRules {
+		rows, err := w.C.Pool.Query(ctx, r.sql)
+		if err != nil {
+			return fmt.Errorf("clustertest: %s: %w", r.rule, err)
+		}
+		for rows.Next() {
+			var what string
+			if err := rows.Scan(&what); err != nil {
+				rows.Close()
+				return err
+			}
+			problem("%s: %s", r.rule, what)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

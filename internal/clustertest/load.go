@@ -104,11 +104,17 @@ func (w *Bundle) worker(ctx context.Context, i int, o LoadOptions) {
 
 // once places one order and pays it.
 func (w *Bundle) once(ctx context.Context, c customer, o LoadOptions) {
+	w.orderAndPay(ctx, c, w.Product, rand.Float64() < o.Balance, o)
+}
+
+// orderAndPay orders product as c and pays it from the balance or through
+// the gateway.
+func (w *Bundle) orderAndPay(ctx context.Context, c customer, product string, fromBalance bool, o LoadOptions) {
 	bearer := "Bearer " + c.token
 	var orderID string
 	err := w.retry(ctx, "create_order", func(base string) error {
 		orders := orderpbconnect.NewOrderServiceClient(w.http, base)
-		res, err := orders.CreateOrder(ctx, withHeader(&orderpb.CreateOrderRequest{ProductId: w.Product}, "Authorization", bearer))
+		res, err := orders.CreateOrder(ctx, withHeader(&orderpb.CreateOrderRequest{ProductId: product}, "Authorization", bearer))
 		if err != nil {
 			return err
 		}
@@ -120,7 +126,7 @@ func (w *Bundle) once(ctx context.Context, c customer, o LoadOptions) {
 		return
 	}
 
-	if rand.Float64() < o.Balance {
+	if fromBalance {
 		w.payFromBalance(ctx, c, orderID)
 		return
 	}

@@ -171,6 +171,12 @@ type QueueOptions struct {
 	// queries (default 10 s).
 	MaxAge time.Duration
 	Logger *slog.Logger
+	// TerminateAfter is [billing].terminate_after_days (0: the billing run
+	// ends no service) and BillingNow the billing clock (time.Now when nil):
+	// together they say which partly paid renewal invoices are past their
+	// termination day (renewal_partly_paid_past_termination).
+	TerminateAfter time.Duration
+	BillingNow     func() time.Time
 }
 
 // Every type and status the queues can hold: they are exposed as 0 when
@@ -196,6 +202,9 @@ func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.BillingNow == nil {
+		o.BillingNow = time.Now
+	}
 	q := &queueCollector{
 		db: db, opts: o,
 		eventDepth:  desc("event_queue_depth", "Events not done, by type and status (pending includes events waiting for a retry).", "type", "status"),
@@ -205,6 +214,8 @@ func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
 		refundDepth: desc("refunds_pending", "Refunds waiting for the gateway to complete them or for an admin to record their outcome (ResolveRefund); their amounts stay reserved."),
 		refundAge:   desc("refunds_pending_oldest_age_seconds", "Age of the oldest pending refund; 0 when there is none."),
 		up:          desc("queue_stats_up", "1 when the last read of the queue statistics from the database succeeded, else 0."),
+		partlyPaidDesc: desc("renewal_partly_paid_past_termination", "Renewal invoices partly paid and past their termination day ([billing].terminate_after_days) of services still running: "+
+			"the billing run does not end them (cancelling would strand the money paid); an admin decides (GetRenewalOverview). 0 while the termination step is off."),
 	}
 	return m.reg.Register(q)
 }
@@ -213,14 +224,15 @@ type queueCollector struct {
 	db   store.DB
 	opts QueueOptions
 
-	eventDepth, eventAge, notifyDepth, notifyAge, refundDepth, refundAge, up *prometheus.Desc
+	eventDepth, eventAge, notifyDepth, notifyAge, refundDepth, refundAge, up, partlyPaidDesc *prometheus.Desc
 
-	mu      sync.Mutex
-	at      time.Time
-	events  []store.QueueStat
-	notes   []store.QueueStat
-	refunds store.QueueStat
-	ok      bool
+	mu         sync.Mutex
+	at         time.Time
+	events     []store.QueueStat
+	notes      []store.QueueStat
+	refunds    store.QueueStat
+	partlyPaid int64
+	ok         bool
 	// failing: the last read failed (logged once per outage).
 	failing bool
 }
@@ -233,6 +245,7 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- q.refundDepth
 	ch <- q.refundAge
 	ch <- q.up
+	ch <- q.partlyPaidDesc
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -248,6 +261,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 		emitQueue(ch, q.notifyDepth, q.notifyAge, notificationChannels, notificationStatuses, q.notes)
 		ch <- prometheus.MustNewConstMetric(q.refundDepth, prometheus.GaugeValue, float64(q.refunds.Count))
 		ch <- prometheus.MustNewConstMetric(q.refundAge, prometheus.GaugeValue, q.refunds.OldestAge.Seconds())
+		ch <- prometheus.MustNewConstMetric(q.partlyPaidDesc, prometheus.GaugeValue, float64(q.partlyPaid))
 	}
 	ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, up)
 }
@@ -264,7 +278,11 @@ func (q *queueCollector) refresh() {
 		if err == nil {
 			refunds, err = store.PendingRefundStats(ctx, q.db)
 		}
-		q.events, q.notes, q.refunds = events, notes, refunds
+		var partly int64
+		if err == nil && q.opts.TerminateAfter > 0 {
+			partly, err = store.CountPartlyPaidPastTermination(ctx, q.db, q.opts.BillingNow().Add(-q.opts.TerminateAfter))
+		}
+		q.events, q.notes, q.refunds, q.partlyPaid = events, notes, refunds, partly
 	}
 	if err != nil {
 		if !q.failing {

@@ -167,9 +167,14 @@ func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 	if err != nil || after.Cmp(acct.CreditLimit.Neg()) < 0 {
 		return false, nil
 	}
-	pay, err := store.InsertBalancePayment(ctx, tx, store.NewBalancePayment{
-		InvoiceID: &inv.ID, CustomerID: inv.CustomerID, Amount: due, Currency: inv.Currency, PaidAt: at,
-	})
+	// The payment carries the invoice's order, as a gateway payment of the
+	// invoice does (payment.CreatePayment): a refund of it then treats the
+	// order alike (a full refund refunds the order; RefundOrder finds it).
+	np := store.NewBalancePayment{InvoiceID: &inv.ID, CustomerID: inv.CustomerID, Amount: due, Currency: inv.Currency, PaidAt: at}
+	if inv.OrderID != nil {
+		np.OrderID = *inv.OrderID
+	}
+	pay, err := store.InsertBalancePayment(ctx, tx, np)
 	if err != nil {
 		return false, err
 	}

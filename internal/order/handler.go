@@ -437,11 +437,12 @@ func (h *Handler) GetRenewalOverview(ctx context.Context, req *connect.Request[o
 	if h.clock != nil {
 		now = store.Timestamp(h.clock.Now()) // the billing run's time
 	}
-	ov, err := h.svc.RenewalOverview(ctx, now, time.Duration(days)*24*time.Hour)
+	ov, err := h.svc.RenewalOverview(ctx, now, time.Duration(days)*24*time.Hour, h.policy.TerminateAfter)
 	if err != nil {
 		return nil, err
 	}
-	out := &orderpb.GetRenewalOverviewResponse{Days: days, OverdueCount: ov.OverdueCount, SuspendedCount: ov.SuspendedCount}
+	out := &orderpb.GetRenewalOverviewResponse{Days: days, OverdueCount: ov.OverdueCount, SuspendedCount: ov.SuspendedCount,
+		PartlyPaidPastTerminationCount: ov.PartlyPaidPastTerminationCount}
 	for _, d := range ov.Due {
 		out.Due = append(out.Due, &orderpb.RenewalsDue{Currency: d.Currency, Count: d.Count, Amount: d.Amount.String()})
 	}
@@ -461,6 +462,9 @@ func (h *Handler) GetRenewalOverview(ctx context.Context, req *connect.Request[o
 	}
 	for _, r := range ov.Suspended {
 		out.Suspended = append(out.Suspended, record(r, h.policy.TerminateAfter))
+	}
+	for _, r := range ov.PartlyPaidPastTermination {
+		out.PartlyPaidPastTermination = append(out.PartlyPaidPastTermination, record(r, 0))
 	}
 	return connect.NewResponse(out), nil
 }

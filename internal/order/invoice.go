@@ -38,7 +38,8 @@ type NewInvoice struct {
 
 // CreateInvoice issues an invoice (admin): status issued, issued now, with
 // a number INV-<yyyymmdd>-<12 hex digits of its id>. An order's invoice may
-// not be created for a cancelled or refunded order.
+// not be created for an order that ended (cancelled, refunded, terminated,
+// completed).
 func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoice, error) {
 	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
@@ -95,7 +96,9 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 		if err != nil {
 			return uuid.Nil, "", store.NotFound(err, "order %s not found", *in.OrderID)
 		}
-		if st := Status(o.Status); st == StatusCancelled || st == StatusRefunded {
+		if Status(o.Status).IsFinal() {
+			// An order that ended takes no more money (a payment of the
+			// invoice would be refused, or captured to be returned).
 			return uuid.Nil, "", apperr.New(apperr.InvalidArgument, "order %s is %s", o.ID, o.Status)
 		}
 		if in.Currency != "" && in.Currency != o.Currency {

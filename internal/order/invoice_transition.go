@@ -100,7 +100,7 @@ func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invo
 	if out.Invoice, err = store.SetInvoiceStatus(ctx, tx, inv.ID, w); err != nil {
 		// The row is locked by the caller in status from, and the amount
 		// checked: a miss is a bug.
-		return InvoiceMoved{}, apperr.Wrap(apperr.Internal, err, "invoice %s: move %s → %s", inv.ID, from, to)
+		return InvoiceMoved{}, store.Bug(err, "invoice %s: move %s → %s", inv.ID, from, to)
 	}
 	if err := audit.Write(ctx, tx, m.By, m.At, action, entityInvoice, inv.ID.String(), InvoiceSnapshot(inv), InvoiceSnapshot(out.Invoice)); err != nil {
 		return InvoiceMoved{}, err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -55,9 +56,16 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 	if !m.PaidAt.IsZero() {
 		paidAt = m.PaidAt
 	}
+	if p.Status != store.PeriodUnpaid {
+		// The period was closed (its order ended) while its invoice stayed
+		// open: a partly paid invoice, left for an admin. That is a
+		// verdict on the payment, not a bug: the payers check
+		// (payment's notPayable) and capture the money instead.
+		return apperr.Wrap(apperr.FailedPrecondition, ErrPeriodNotRenewable,
+			"invoice %s bills period %d of order %s, which is %s: it can no longer be renewed", inv.ID, p.Seq, p.OrderID, p.Status)
+	}
 	if p, err = store.MarkServicePeriodPaid(ctx, tx, p.OrderID, p.Seq, paidAt, m.At); err != nil {
-		// The invoice was payable, so its period is unpaid: a cancelled
-		// period has a cancelled invoice.
+		// Locked and unpaid just above: a miss is a bug.
 		return store.BugIfNotFound(err, "mark the renewed period paid")
 	}
 	if err := store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At); err != nil {
@@ -84,6 +92,11 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 	_, err = Transition(ctx, tx, o, Move{To: StatusActive, By: m.By, At: m.At})
 	return err
 }
+
+// ErrPeriodNotRenewable marks a payment that would complete a renewal
+// invoice whose period is closed (cancelled when its order ended): the
+// invoice cannot be paid (FailedPrecondition), and nothing changes.
+var ErrPeriodNotRenewable = apperr.New(apperr.FailedPrecondition, "the invoice's service period can no longer be renewed")
 
 // QueueRenewalReminder queues the renewal_reminder of kind (days before or
 // after the due time) about the unpaid invoice inv of period seq, in tx,

@@ -189,6 +189,12 @@ type RenewalOverview struct {
 	Due                          []store.RenewalsDue
 	Overdue, Suspended           []store.UnpaidRenewal
 	OverdueCount, SuspendedCount int64
+	// PartlyPaidPastTermination are the live orders whose renewal invoice
+	// is partly paid and past the termination day: the billing run does not
+	// end them (cancelling the invoice would strand the money), an admin
+	// decides.
+	PartlyPaidPastTermination      []store.UnpaidRenewal
+	PartlyPaidPastTerminationCount int64
 }
 
 // overviewRows is how many orders each list of the overview shows.
@@ -196,8 +202,10 @@ const overviewRows = 100
 
 // RenewalOverview is the renewal cycle as of now (admin): what renews with
 // a paid end in the next window, the active orders with a renewal invoice
-// past due, and the orders suspended for non-payment.
-func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window time.Duration) (RenewalOverview, error) {
+// past due, the orders suspended for non-payment, and, when the billing
+// run ends services (terminateAfter > 0), the partly paid renewal invoices
+// past that day that it leaves for an admin.
+func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window, terminateAfter time.Duration) (RenewalOverview, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return RenewalOverview{}, err
 	}
@@ -209,6 +217,11 @@ func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window tim
 	if out.Overdue, out.OverdueCount, err = store.ListUnpaidRenewals(ctx, s.db, now, string(StatusActive), "", overviewRows); err != nil {
 		return RenewalOverview{}, err
 	}
-	out.Suspended, out.SuspendedCount, err = store.ListUnpaidRenewals(ctx, s.db, now, string(StatusSuspended), SuspendReasonOverdue, overviewRows)
+	if out.Suspended, out.SuspendedCount, err = store.ListUnpaidRenewals(ctx, s.db, now, string(StatusSuspended), SuspendReasonOverdue, overviewRows); err != nil {
+		return RenewalOverview{}, err
+	}
+	if terminateAfter > 0 {
+		out.PartlyPaidPastTermination, out.PartlyPaidPastTerminationCount, err = store.ListPartlyPaidPastTermination(ctx, s.db, now.Add(-terminateAfter), overviewRows)
+	}
 	return out, err
 }

@@ -54,10 +54,12 @@ type Move struct {
 
 // Moved is what a transition did: the order as it is now, and the pending
 // payments it failed (an order that is paid or cancelled takes no other
-// payment).
+// payment). CancelledInvoices are the open renewal invoices an order that
+// ended cancelled, each with the pending payments it failed.
 type Moved struct {
-	Order          store.Order
-	FailedPayments []store.Payment
+	Order             store.Order
+	FailedPayments    []store.Payment
+	CancelledInvoices []InvoiceMoved
 }
 
 // actions name each transition in the audit log.
@@ -105,6 +107,14 @@ var ErrTransition = apperr.New(apperr.FailedPrecondition, "order transition not 
 //	→ refunded                  end the open service periods, queue
 //	                            order_refunded (its handler ends the service)
 //
+// and, on every move to a final status (terminated, completed, cancelled,
+// refunded), whichever path makes it (a refund, an admin, the billing
+// run, a cancellation), it cancels the order's open renewal invoice and
+// fails its pending payments through InvoiceTransition — except a partly
+// paid one, which stays for an admin to decide (its money is the
+// customer's; cancelling would strand it). Money that arrives for the
+// order afterwards is captured, to be returned (payment's settlement).
+//
 // and writes the audit rows of the order and of every payment it failed. A
 // move the table refuses is ErrTransition (FailedPrecondition) and changes
 // nothing.
@@ -116,9 +126,20 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	if from == StatusPending && (m.To == StatusPaid || m.To == StatusProvisioning) && m.Paid == nil {
 		return Moved{}, apperr.New(apperr.Internal, "order %s: paid without an order_paid payload", o.ID)
 	}
+	// An order that ends takes no more money for its service: its open
+	// renewal invoice is cancelled first, through the one invoice writer
+	// (audit rows, its pending payments failed), so that the order row
+	// written next already carries what the cancel changed of it.
+	var out Moved
+	var cancelled []InvoiceMoved
+	if m.To.IsFinal() {
+		var err error
+		if cancelled, err = cancelOpenRenewalInvoices(ctx, tx, o, m); err != nil {
+			return Moved{}, err
+		}
+	}
 	// The order and the pending payments the move fails are written in one
 	// round trip.
-	var out Moved
 	var err error
 	switch {
 	case m.To == StatusCancelled:
@@ -139,8 +160,9 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	}
 	if err != nil {
 		// The row is locked by the caller in status from: a miss is a bug.
-		return Moved{}, apperr.Wrap(apperr.Internal, err, "order %s: move %s → %s", o.ID, from, m.To)
+		return Moved{}, store.Bug(err, "order %s: move %s → %s", o.ID, from, m.To)
 	}
+	out.CancelledInvoices = cancelled
 	after := orderSnapshot(out.Order)
 	after.Note = m.Note
 	if err := audit.Write(ctx, tx, m.By, m.At, TransitionAction(from, m.To), entityOrder, o.ID.String(), orderSnapshot(o), after); err != nil {
@@ -231,4 +253,33 @@ func servicePayload(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, reason st
 		return ServicePayload{}, err
 	}
 	return p, nil
+}
+
+// failedByOrderEnd is the failure reason of the pending payments of a
+// renewal invoice cancelled because its order ended.
+const failedByOrderEnd = "invoice cancelled: the order ended"
+
+// cancelOpenRenewalInvoices cancels, through InvoiceTransition, the issued
+// or overdue invoices billing order o's unpaid periods, for the move m to
+// a final status; a partly paid one is left as it is (an admin decides:
+// refund what was paid, or take the rest). The caller holds o's lock.
+func cancelOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, o store.Order, m Move) ([]InvoiceMoved, error) {
+	invs, err := store.LockOpenRenewalInvoices(ctx, tx, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	var out []InvoiceMoved
+	for _, inv := range invs {
+		if !inv.PaidAmount.IsZero() {
+			continue
+		}
+		moved, err := InvoiceTransition(ctx, tx, inv, InvoiceMove{
+			To: InvoiceCancelled, By: m.By, At: m.At, FailReason: failedByOrderEnd + " (" + string(m.To) + ")",
+		})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, moved)
+	}
+	return out, nil
 }

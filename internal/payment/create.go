@@ -235,8 +235,8 @@ type target struct {
 // the payment.
 //
 // An invoice decides what is paid: issued or overdue, with something left
-// to pay; its order (named or not) must not be cancelled or refunded but
-// need not be pending, since an invoice may bill extras of an active order.
+// to pay; its order (named or not) must not have ended (cancelled,
+// refunded, terminated, completed) but need not be pending, since an invoice may bill extras of an active order.
 // An order paid without an invoice must be pending and cost more than 0.00.
 // A payment of an order's invoice carries the order's id, so the order's
 // cancellation fails it and its settlement can pay the order.
@@ -306,7 +306,10 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		}
 		ord = &o
 	}
-	if ord != nil && (order.Status(ord.Status) == order.StatusCancelled || order.Status(ord.Status) == order.StatusRefunded) {
+	if ord != nil && order.Status(ord.Status).IsFinal() {
+		// An order that ended (terminated, completed, cancelled, refunded)
+		// takes no more money: the settlement would capture it
+		// (notPayable).
 		return t, apperr.New(apperr.InvalidArgument, "order %s of invoice %s is %s", ord.ID, inv.ID, ord.Status)
 	}
 	subject := "Invoice " + inv.ID.String()

@@ -297,7 +297,7 @@ func decide(rows store.SettlementRows, interfaceID uuid.UUID, rep report, now ti
 		return decision{verdict: verdictNothing}, nil
 	}
 	// Can the order or invoice still take this money?
-	if problem := notPayable(rows.Order, rows.Invoice, p); problem != "" {
+	if problem := notPayable(rows, p); problem != "" {
 		return capture("paid_after_close", fmt.Sprintf("payment %s cannot be applied: %s; recorded as captured money to return", p.ID, problem),
 			problem+"; paid at the gateway, to be returned")
 	}
@@ -528,11 +528,22 @@ func sameGatewayIDs(p store.Payment, rep report) bool {
 
 // notPayable says why a pending payment's order or invoice can no longer
 // take it ("" when they can): the invoice must be issued or overdue with
-// room for the amount; an order paid without an invoice must be pending.
-func notPayable(ord *store.Order, inv *store.Invoice, p store.Payment) string {
+// room for the amount, and its order (the payment's, or the invoice's) must
+// not have ended (terminated, completed, cancelled, refunded: an ending
+// cancels its renewal invoice, but a partly paid one stays open for an
+// admin, and money arriving for it is captured, not applied); an order
+// paid without an invoice must be pending.
+func notPayable(rows store.SettlementRows, p store.Payment) string {
+	ord, inv := rows.Order, rows.Invoice
 	if inv != nil {
 		if !order.CanTransitionInvoice(order.InvoiceStatus(inv.Status), order.InvoicePaid) {
 			return fmt.Sprintf("invoice %s is %s", inv.ID, inv.Status)
+		}
+		if ord == nil {
+			ord = rows.InvoiceOrder
+		}
+		if ord != nil && order.Status(ord.Status).IsFinal() {
+			return fmt.Sprintf("order %s of invoice %s is %s", ord.ID, inv.ID, ord.Status)
 		}
 		total, err := inv.PaidAmount.Add(p.Amount)
 		if err != nil || total.Cmp(inv.Amount) > 0 {

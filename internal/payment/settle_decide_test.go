@@ -37,6 +37,16 @@ func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
 	over, under, sameAmount := money.MustParse("12.31"), money.MustParse("12.29"), money.MustParse("12.3")
 	taken := uuid.New()
 	withTaken := func(r store.SettlementRows) store.SettlementRows { r.GatewayIDTakenBy = &taken; return r }
+	// An invoice payment: of an invoice of the order in orderStatus, the
+	// order named by the payment, or (byInvoice) only by the invoice.
+	invoiceRows := func(orderStatus string, byInvoice bool) store.SettlementRows {
+		r := rows(payment(StatusPending, "", false), orderStatus)
+		r.Invoice = &store.Invoice{ID: uuid.New(), OrderID: &orderID, Status: "issued", Amount: amount, PaidAmount: money.Zero()}
+		if byInvoice {
+			r.InvoiceOrder, r.Order, r.Payment.OrderID = r.Order, nil, nil
+		}
+		return r
+	}
 
 	for _, c := range []struct {
 		name  string
@@ -64,6 +74,11 @@ func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
 		{"pending changes nothing", rows(payment(StatusPending, "", false), "pending"), gw, report{Status: gatewayPending}, verdictNothing, ""},
 		{"success for a cancelled order is captured", rows(payment(StatusPending, "", false), "cancelled"), gw, success, verdictCapture, "paid_after_close"},
 		{"a capture may not take another payment's gateway order", withTaken(rows(payment(StatusPending, "", false), "cancelled")), gw, success, verdictReject, "order_number_mismatch"},
+		{"success pays an invoice of an active order", invoiceRows("active", false), gw, success, verdictPay, ""},
+		{"success for an invoice of a refunded order is captured", invoiceRows("refunded", false), gw, success, verdictCapture, "paid_after_close"},
+		{"success for an invoice of a terminated order is captured", invoiceRows("terminated", false), gw, success, verdictCapture, "paid_after_close"},
+		{"success for an invoice of a completed order is captured", invoiceRows("completed", false), gw, success, verdictCapture, "paid_after_close"},
+		{"success for an invoice of an ended order the payment does not name is captured", invoiceRows("refunded", true), gw, success, verdictCapture, "paid_after_close"},
 		{"the same success again is a duplicate", rows(payment(StatusSuccess, "T1", false), "paid"), gw, success, verdictDuplicate, ""},
 		{"a success with another gateway order is rejected", rows(payment(StatusSuccess, "T0", false), "paid"), gw, success, verdictReject, "order_number_mismatch"},
 		{"a failure after success is rejected", rows(payment(StatusRefunded, "T1", false), "refunded"), gw, report{Status: gatewayFailed}, verdictReject, "failed_after_success"},

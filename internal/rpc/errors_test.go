@@ -58,6 +58,24 @@ func TestStoreAndContextErrorsMap(t *testing.T) {
 	require.Same(t, ce, Error(ctx, log, ce))
 }
 
+// An Internal some layer wrapped around the database failing the call is
+// no bug: the client gets Unavailable or Aborted and retries with its
+// Idempotency-Key. An Internal shown on purpose (a refund whose outcome
+// could not be recorded: retrying it could pay twice) keeps its code.
+func TestAnInternalAroundALostDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	lost := apperr.Wrap(apperr.Internal, fmt.Errorf("insert: %w", store.ErrUnavailable), "balance: post payment")
+	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(Error(ctx, log, lost)))
+	conflict := apperr.Wrap(apperr.Internal, store.ErrRetryable, "order: move")
+	require.Equal(t, connect.CodeAborted, connect.CodeOf(Error(ctx, log, conflict)))
+	shown := apperr.Wrap(apperr.Internal, store.ErrUnavailable, "refund r1: the gateway's answer could not be recorded").Show()
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(Error(ctx, log, shown)))
+	bug := apperr.Wrap(apperr.Internal, store.ErrNotFound, "lock order")
+	require.Equal(t, connect.CodeInternal, connect.CodeOf(Error(ctx, log, bug)))
+}
+
 // The interceptor maps what a handler returns, and only errors: an answer
 // passes untouched, a domain error arrives with its code and message, a
 // store error with its generic one.

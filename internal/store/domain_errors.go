@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -17,6 +19,32 @@ func NotFound(err error, format string, args ...any) error {
 		return apperr.New(apperr.NotFound, format, args...)
 	}
 	return err
+}
+
+// Bug wraps err, which the caller's checks and locks should have made
+// impossible, as Internal with a message for the logs (format and args) —
+// unless err is the database itself failing the call: a dropped or refused
+// connection, a shut-down or restarting server (IsUnavailable), no pooled
+// connection free, a serialization failure or deadlock, a lock timeout,
+// or the call's own context ending. Those are no bug: they come back
+// wrapped with the message but keep their kind, so that the edge answers
+// Unavailable or Aborted and the client retries (with its Idempotency-Key)
+// instead of reading Internal. nil stays nil.
+func Bug(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	if Transient(err) {
+		return fmt.Errorf(format+": %w", append(args, err)...)
+	}
+	return apperr.Wrap(apperr.Internal, err, format, args...)
+}
+
+// Transient reports whether err is the database failing a call rather than
+// a fault of the call: see Bug.
+func Transient(err error) bool {
+	return IsUnavailable(err) || errors.Is(err, ErrPoolBusy) || errors.Is(err, ErrRetryable) ||
+		errors.Is(err, ErrLockNotAvailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // BugIfNotFound turns an ErrNotFound that the locks held make impossible (a

@@ -159,7 +159,34 @@ func IsUnavailable(err error) bool {
 	}
 	// SafeToRetry: pgx knows the query never reached the server (the
 	// connection failed first).
-	return pgconn.SafeToRetry(err) || err.Error() == "conn closed" || errors.Is(err, net.ErrClosed)
+	return pgconn.SafeToRetry(err) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, net.ErrClosed) ||
+		inChain(err, func(e error) bool { return e.Error() == "conn closed" || e.Error() == "closed pool" })
+}
+
+// inChain reports whether f holds for err or any error it wraps. A
+// connection closed under a transaction, or a pool closed at shutdown
+// (puddle's "closed pool"), comes wrapped by the layers above: a match on
+// the outermost message alone missed it, and the call answered Internal.
+func inChain(err error, f func(error) bool) bool {
+	for err != nil {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if inChain(e, f) {
+					return true
+				}
+			}
+			return false
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // ConstraintOf returns the name of the constraint behind err, "" when err is

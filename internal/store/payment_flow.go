@@ -217,7 +217,11 @@ type SettlementRows struct {
 	// Order and Invoice are the payment's, nil when it has none.
 	Order   *Order
 	Invoice *Invoice
-	Payment Payment
+	// InvoiceOrder is the invoice's order when the payment names no order
+	// itself (nil otherwise): whether the invoice can still be paid
+	// depends on it too.
+	InvoiceOrder *Order
+	Payment      Payment
 	// GatewayIDTakenBy is the other payment of interfaceID that already
 	// carries the reported gateway payment id (PaymentWithGatewayID), nil
 	// when none does or the id is empty.
@@ -232,13 +236,13 @@ type SettlementRows struct {
 // does not exist.
 func LockForSettlement(ctx context.Context, tx pgx.Tx, paymentID, interfaceID uuid.UUID, gatewayPaymentID string) (SettlementRows, error) {
 	var out SettlementRows
-	var ord Order
+	var ord, invOrd Order
 	var inv Invoice
 	var ordErr, invOrdErr, invErr, payErr, takenErr error
 	var taken uuid.UUID
 	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
 		ord, ordErr = q.GetOrderOfPaymentForUpdate(ctx, paymentID)
-		_, invOrdErr = q.LockOrderOfInvoiceOfPayment(ctx, paymentID)
+		invOrd, invOrdErr = q.LockOrderOfInvoiceOfPayment(ctx, paymentID)
 		inv, invErr = q.GetInvoiceOfPaymentForUpdate(ctx, paymentID)
 		out.Payment, payErr = q.GetPaymentForUpdate(ctx, paymentID)
 		taken, takenErr = q.PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
@@ -258,6 +262,9 @@ func LockForSettlement(ctx context.Context, tx pgx.Tx, paymentID, interfaceID uu
 	}
 	if invErr == nil {
 		out.Invoice = &inv
+	}
+	if invOrdErr == nil {
+		out.InvoiceOrder = &invOrd
 	}
 	if takenErr == nil {
 		out.GatewayIDTakenBy = &taken

@@ -212,3 +212,35 @@ func ListUnpaidPeriodsForNotices(ctx context.Context, db DB, dueBefore time.Time
 func AddServicePeriodNotices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, notices []string, at time.Time) error {
 	return MapError(dbsqlc.New(tx).AddServicePeriodNotices(ctx, dbsqlc.AddServicePeriodNoticesParams{OrderID: orderID, Seq: seq, Notices: notices, UpdatedAt: at}))
 }
+
+// LockOpenRenewalInvoices locks the issued or overdue invoices billing the
+// unpaid periods of order id, oldest period first: what an order that ends
+// cancels (order.Transition). The caller holds the order's lock.
+func LockOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) ([]Invoice, error) {
+	rows, err := dbsqlc.New(tx).LockOpenRenewalInvoices(ctx, orderID)
+	return rows, MapError(err)
+}
+
+// ListPartlyPaidPastTermination lists up to limit live orders whose
+// renewal invoice is partly paid and due by dueBefore (now less the
+// termination days), the oldest due first, and how many there are: the
+// billing run leaves them for an admin.
+func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time, limit int) ([]UnpaidRenewal, int64, error) {
+	q := dbsqlc.New(db)
+	rows, err := q.ListPartlyPaidPastTermination(ctx, dbsqlc.ListPartlyPaidPastTerminationParams{DueBefore: dueBefore, MaxRows: int32(limit)})
+	if err != nil {
+		return nil, 0, MapError(err)
+	}
+	out := make([]UnpaidRenewal, len(rows))
+	for i, r := range rows {
+		out[i] = UnpaidRenewal(r)
+	}
+	n, err := q.CountPartlyPaidPastTermination(ctx, dueBefore)
+	return out, n, MapError(err)
+}
+
+// CountPartlyPaidPastTermination is ListPartlyPaidPastTermination's count.
+func CountPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time) (int64, error) {
+	n, err := dbsqlc.New(db).CountPartlyPaidPastTermination(ctx, dueBefore)
+	return n, MapError(err)
+}

@@ -78,7 +78,7 @@ FOR UPDATE;
 -- no order itself (a renewal invoice paid on its own): paying the invoice
 -- may extend or resume the order's service (order.InvoiceTransition), and
 -- the order is locked before its invoice, as everywhere. No row otherwise.
-SELECT o.id FROM orders o
+SELECT o.* FROM orders o
 WHERE o.id = (SELECT i.order_id FROM payments p JOIN invoices i ON i.id = p.invoice_id
               WHERE p.id = @payment_id AND p.order_id IS NULL)
 FOR UPDATE OF o;

@@ -201,3 +201,39 @@ UPDATE service_periods
 SET notices = ARRAY(SELECT DISTINCT n FROM unnest(notices || @notices::text[]) AS n ORDER BY n),
     updated_at = @updated_at
 WHERE order_id = @order_id AND seq = @seq;
+
+-- name: LockOpenRenewalInvoices :many
+-- The open (issued or overdue) invoices billing the order's unpaid
+-- periods, locked, oldest period first: what an order that ends cancels.
+-- The caller holds the order's lock (order before invoice, as everywhere).
+SELECT i.* FROM invoices i
+JOIN service_periods p ON p.invoice_id = i.id
+WHERE p.order_id = @order_id AND p.status = 'unpaid' AND i.status IN ('issued', 'overdue')
+ORDER BY p.seq
+FOR UPDATE OF i;
+
+-- name: ListPartlyPaidPastTermination :many
+-- The renewal overview's partly paid invoices: live orders whose renewal
+-- invoice is partly paid and due by @due_before (now less
+-- terminate_after_days). The billing run does not end them (cancelling
+-- would strand the money): an admin decides. Oldest due first.
+SELECT sqlc.embed(o), i.id AS invoice_id, (i.amount - i.paid_amount)::numeric(12,2) AS amount_due, p.starts_at AS due_at
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
+  AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
+  AND o.status IN ('active', 'suspended')
+ORDER BY p.starts_at, p.order_id
+LIMIT @max_rows;
+
+-- name: CountPartlyPaidPastTermination :one
+-- How many ListPartlyPaidPastTermination finds (the overview's count and
+-- the metric paymentd_renewal_partly_paid_past_termination).
+SELECT count(*)::bigint
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
+  AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
+  AND o.status IN ('active', 'suspended');

@@ -84,10 +84,31 @@ function suspendedList(res: GetRenewalOverviewResponse): Child {
   ];
 }
 
+/** The partly paid renewal invoices past their termination day: the
+ * billing run does not end these services (cancelling the invoice would
+ * strand the money paid), an admin decides. Alert
+ * PaymentdRenewalPartlyPaidPastTermination points here. */
+function partlyPaidList(res: GetRenewalOverviewResponse): Child {
+  if (res.partlyPaidPastTerminationCount === 0n && res.partlyPaidPastTermination.length === 0) {
+    return empty("No partly paid renewal invoice is past its termination day.");
+  }
+  return [
+    listSummary(
+      res.partlyPaidPastTerminationCount,
+      res.partlyPaidPastTermination.length,
+      "partly-paid-count",
+      "with a partly paid renewal invoice past its termination day, left for an admin: refund what was paid, or take the rest",
+      "the %d most overdue are listed",
+    ),
+    table("Partly paid past termination", unpaidColumns, res.partlyPaidPastTermination),
+  ];
+}
+
 /** The renewal cycle at a glance (OrderService.GetRenewalOverview), by the
  * billing clock: what falls due in the next 30 days, the active services
- * whose renewal invoice is past due with the day each is suspended, and the
- * services suspended for non-payment with the day each ends. */
+ * whose renewal invoice is past due with the day each is suspended, the
+ * services suspended for non-payment with the day each ends, and the
+ * partly paid renewal invoices past the termination day left for an admin. */
 export function renewalsView({ signal }: RouteContext): HTMLElement {
   return h(
     "section",
@@ -105,6 +126,12 @@ export function renewalsView({ signal }: RouteContext): HTMLElement {
           { class: "card card-wide", "aria-labelledby": "renewals-suspended" },
           h("h2", { id: "renewals-suspended" }, "Suspended for non-payment"),
           suspendedList(res),
+        ),
+        h(
+          "section",
+          { class: "card card-wide", "aria-labelledby": "renewals-partly-paid" },
+          h("h2", { id: "renewals-partly-paid" }, "Partly paid past termination"),
+          partlyPaidList(res),
         ),
       );
     }),

@@ -2794,8 +2794,17 @@ type GetRenewalOverviewResponse struct {
 	// 100), and how many there are.
 	Suspended      []*RenewalInvoice `protobuf:"bytes,5,rep,name=suspended,proto3" json:"suspended,omitempty"`
 	SuspendedCount int64             `protobuf:"varint,6,opt,name=suspended_count,json=suspendedCount,proto3" json:"suspended_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Services whose renewal invoice is partly paid and past the termination
+	// day ([billing].terminate_after_days): the billing run does not end
+	// them, since cancelling the invoice would strand the money paid; an
+	// admin decides (refund what was paid, or take the rest). The oldest
+	// due first (at most 100), and how many there are; none while the
+	// termination step is off. next_step_at is empty: nothing happens by
+	// itself.
+	PartlyPaidPastTermination      []*RenewalInvoice `protobuf:"bytes,7,rep,name=partly_paid_past_termination,json=partlyPaidPastTermination,proto3" json:"partly_paid_past_termination,omitempty"`
+	PartlyPaidPastTerminationCount int64             `protobuf:"varint,8,opt,name=partly_paid_past_termination_count,json=partlyPaidPastTerminationCount,proto3" json:"partly_paid_past_termination_count,omitempty"`
+	unknownFields                  protoimpl.UnknownFields
+	sizeCache                      protoimpl.SizeCache
 }
 
 func (x *GetRenewalOverviewResponse) Reset() {
@@ -2866,6 +2875,20 @@ func (x *GetRenewalOverviewResponse) GetSuspended() []*RenewalInvoice {
 func (x *GetRenewalOverviewResponse) GetSuspendedCount() int64 {
 	if x != nil {
 		return x.SuspendedCount
+	}
+	return 0
+}
+
+func (x *GetRenewalOverviewResponse) GetPartlyPaidPastTermination() []*RenewalInvoice {
+	if x != nil {
+		return x.PartlyPaidPastTermination
+	}
+	return nil
+}
+
+func (x *GetRenewalOverviewResponse) GetPartlyPaidPastTerminationCount() int64 {
+	if x != nil {
+		return x.PartlyPaidPastTerminationCount
 	}
 	return 0
 }
@@ -3100,14 +3123,16 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x06due_at\x18\x04 \x01(\tR\x05dueAt\x12!\n" +
 	"\fdays_overdue\x18\x05 \x01(\x05R\vdaysOverdue\x12 \n" +
 	"\fnext_step_at\x18\x06 \x01(\tR\n" +
-	"nextStepAt\"\xa2\x02\n" +
+	"nextStepAt\"\xce\x03\n" +
 	"\x1aGetRenewalOverviewResponse\x12\x12\n" +
 	"\x04days\x18\x01 \x01(\x05R\x04days\x12,\n" +
 	"\x03due\x18\x02 \x03(\v2\x1a.billing.order.RenewalsDueR\x03due\x127\n" +
 	"\aoverdue\x18\x03 \x03(\v2\x1d.billing.order.RenewalInvoiceR\aoverdue\x12#\n" +
 	"\roverdue_count\x18\x04 \x01(\x03R\foverdueCount\x12;\n" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
-	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount2\xa4\r\n" +
+	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
+	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa4\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3223,47 +3248,48 @@ var file_billing_order_order_proto_depIdxs = []int32{
 	39, // 28: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
 	40, // 29: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
 	40, // 30: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	4,  // 31: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	8,  // 32: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	6,  // 33: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	10, // 34: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	12, // 35: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	14, // 36: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	16, // 37: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	18, // 38: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	20, // 39: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	22, // 40: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	24, // 41: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	26, // 42: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	28, // 43: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	30, // 44: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	32, // 45: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	34, // 46: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	36, // 47: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	38, // 48: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	5,  // 49: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	9,  // 50: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	7,  // 51: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	11, // 52: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	13, // 53: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	15, // 54: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	17, // 55: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	19, // 56: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	21, // 57: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	23, // 58: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	25, // 59: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	27, // 60: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	29, // 61: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	31, // 62: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	33, // 63: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	35, // 64: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	37, // 65: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	41, // 66: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	49, // [49:67] is the sub-list for method output_type
-	31, // [31:49] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	40, // 31: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	4,  // 32: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	8,  // 33: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	6,  // 34: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	10, // 35: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	12, // 36: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	14, // 37: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	16, // 38: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	18, // 39: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	20, // 40: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	22, // 41: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	24, // 42: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	26, // 43: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	28, // 44: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	30, // 45: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	32, // 46: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	34, // 47: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	36, // 48: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	38, // 49: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	5,  // 50: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	9,  // 51: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	7,  // 52: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	11, // 53: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	13, // 54: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	15, // 55: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	17, // 56: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	19, // 57: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	21, // 58: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	23, // 59: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	25, // 60: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	27, // 61: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	29, // 62: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	31, // 63: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	33, // 64: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	35, // 65: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	37, // 66: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	41, // 67: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	50, // [50:68] is the sub-list for method output_type
+	32, // [32:50] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }

@@ -2,8 +2,10 @@ package renewal_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"os"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/order/renewal"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
 	"github.com/rustbill/paymentd/internal/testkit"
@@ -27,20 +30,41 @@ import (
 // runs more (RAPID_CHECKS).
 const modelChecks = 25
 
+// modelActions are the model's actions, each as often as it is listed.
+var modelActions = []string{
+	"time passes", "time passes", "time passes", "pass cut off", "top-up", "top-up",
+	"admin suspends", "admin resumes", "renewal off", "months pass",
+	"invoice gateway payment", "invoice gateway payment", "invoice gateway payment",
+	"gateway takes money", "notification arrives", "notification arrives",
+	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
+}
+
 // modelOrder is what the model knows of one order.
 type modelOrder struct {
 	id     uuid.UUID
 	months int
 	// adminSuspended: an admin suspended it and has not resumed it.
 	adminSuspended bool
-	renewOff       bool
+	// adminEnded: an admin ended it (terminated before any due day).
+	adminEnded bool
+	renewOff   bool
 }
 
-// The renewal cycle as a model: random recurring orders of one customer,
-// a clock that runs through months in random steps, payments on time,
-// late, never, or from a balance topped up later, admin suspensions and
-// resumptions, renewal turned off, and billing passes cut off midway (a
-// leader killed during its run) — and after every step:
+// The renewal cycle as a model: random recurring orders of one customer
+// (the first period free, or paid from the balance or through the
+// gateway), a clock that runs through months in random steps, payments on
+// time, late, never, or from a balance topped up later, gateway payments of
+// renewal invoices whose money the gateway takes now, later, or never, and
+// whose notification arrives at once, after other actions, or from two
+// callers at once; full and partial refunds of any period's payment (the
+// first or a renewal, gateway or balance); an admin cancelling an invoice,
+// or suspending, resuming or ending an order; renewal turned off, and
+// billing passes cut off midway (a leader killed during its run) — and
+// after every step:
+//   - no call answers Internal (what the client would get over the wire);
+//   - money taken is always recorded: every payment whose money the
+//     gateway took, once its notification arrived, is settled or failed
+//     with the whole amount captured, to be returned;
 //   - one invoice per (order, period): every later period has its own
 //     invoice and every renewal invoice its period;
 //   - the periods follow each other without gap, each ends where the
@@ -49,7 +73,8 @@ type modelOrder struct {
 //   - never suspended for non-payment while its last period is paid;
 //   - never terminated before terminate_after_days past an unpaid due time;
 //   - an admin's suspension is never lifted by a payment;
-//   - at the end of each sequence, ledger.Verify is clean and the money
+//   - at the end of each sequence, after the gateway delivered every
+//     notification once more, ledger.Verify is clean and the money
 //     invariants hold.
 func TestRenewalModel(t *testing.T) {
 	t.Parallel()
@@ -61,37 +86,52 @@ func TestRenewalModel(t *testing.T) {
 	opts := renewal.DefaultOptions()
 	opts.Location = loc
 	b := setup(t, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), opts)
+	w := newPayWorld(t, b)
 	ctx := context.Background()
 	began := time.Now()
-	var sequences, steps, passes, cut atomic.Int64
+	var sequences, steps, passes, cut, gatewayPays, refunds atomic.Int64
 	var simulated atomic.Int64 // hours
 
 	rapid.Check(t, func(rt *rapid.T) {
+		tb := propertyTB{TB: t, rt: rt}
 		sequences.Add(1)
 		start := time.Date(2027, time.Month(rapid.IntRange(1, 12).Draw(rt, "month")), rapid.IntRange(1, 31).Draw(rt, "day"),
 			rapid.IntRange(0, 23).Draw(rt, "hour"), 0, 0, 0, loc)
 		clock := testkit.NewClockAt(start)
+		w.clock.Store(clock)
 		run := renewal.New(b.pool, renewal.Options{
 			Node: "model", Location: loc, InvoiceDays: opts.InvoiceDays, AutoApplyBalance: true,
 			SuspendAfterDays: opts.SuspendAfterDays, TerminateAfterDays: opts.TerminateAfterDays,
 			ReminderDaysBefore: opts.ReminderDaysBefore, OverdueReminderDays: opts.OverdueReminderDays,
 			Clock: clock.Now, BatchSize: 3,
 		})
-		customer := testfixture.Customer(t, b.pool)
+		customer := testfixture.Customer(tb, b.pool)
 		b.clock.Set(start)
 		var orders []*modelOrder
+		var gps []*gatewayPayment
 		for range rapid.IntRange(1, 3).Draw(rt, "orders") {
 			cycle := rapid.SampledFrom([]string{"monthly", "quarterly", "annual"}).Draw(rt, "cycle")
-			o := &modelOrder{id: b.activeOrder(t, customer, cycle, "7.00"), months: order.BillingCycle(cycle).Months()}
+			o := &modelOrder{months: order.BillingCycle(cycle).Months()}
+			switch rapid.SampledFrom([]string{"free", "balance", "gateway"}).Draw(rt, "first payment") {
+			case "free":
+				o.id = b.activeOrder(tb, customer, cycle, "7.00")
+			case "balance":
+				o.id, _ = b.paidOrder(rt, w, customer, cycle, "7.00", false)
+			case "gateway":
+				var gp *gatewayPayment
+				o.id, gp = b.paidOrder(rt, w, customer, cycle, "7.00", true)
+				gps = append(gps, gp)
+			}
 			orders = append(orders, o)
 		}
 		pass := func() {
 			passes.Add(1)
 			_, err := run.RunOnce(ctx)
-			require.NoError(t, err)
+			noInternal(rt, "a billing pass", err)
+			require.NoError(tb, err)
 		}
 		withOrder := func(o *modelOrder, f func(tx pgx.Tx, ord store.Order) error) {
-			require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+			require.NoError(tb, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
 				ord, err := store.GetOrderForUpdate(ctx, tx, o.id)
 				if err != nil {
 					return err
@@ -99,79 +139,161 @@ func TestRenewalModel(t *testing.T) {
 				return f(tx, ord)
 			}))
 		}
+		// latestInvoice is the order's newest invoice (any status: paying
+		// or cancelling a closed one must be refused, not break).
+		latestInvoice := func(o *modelOrder) (uuid.UUID, bool) {
+			var id uuid.UUID
+			err := b.pool.QueryRow(ctx, `SELECT id FROM invoices WHERE order_id = $1 ORDER BY created_at DESC, id LIMIT 1`, o.id).Scan(&id)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return id, false
+			}
+			require.NoError(tb, err)
+			return id, true
+		}
 		before := clock.Now()
 		for range rapid.IntRange(1, 25).Draw(rt, "steps") {
 			steps.Add(1)
-			switch rapid.IntRange(0, 9).Draw(rt, "action") {
-			case 0, 1, 2: // time passes, the leader runs
+			switch rapid.SampledFrom(modelActions).Draw(rt, "action") {
+			case "time passes": // time passes, the leader runs
 				clock.Advance(time.Duration(rapid.Int64Range(1, 20*24).Draw(rt, "hours")) * time.Hour)
 				pass()
-			case 3: // a pass cut off midway, then a whole one
+			case "pass cut off": // a pass cut off midway, then a whole one
 				cctx, cancel := context.WithTimeout(ctx, time.Duration(rapid.IntRange(0, 3000).Draw(rt, "µs"))*time.Microsecond)
 				_, _ = run.RunOnce(cctx)
 				cancel()
 				cut.Add(1)
 				pass()
-			case 4, 5: // the customer tops up (pays, on time or late)
-				topUp(t, b, customer, rapid.SampledFrom([]string{"7.00", "14.00", "3.50"}).Draw(rt, "top-up"), clock.Now())
+			case "top-up": // the customer tops up (pays, on time or late)
+				topUp(tb, b, customer, rapid.SampledFrom([]string{"7.00", "14.00", "3.50"}).Draw(rt, "top-up"), clock.Now())
 				pass()
-			case 6: // an admin suspends an active order
+			case "admin suspends": // an admin suspends an order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
-				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
-					if order.Status(ord.Status) != order.StatusActive {
-						return nil
-					}
+				_, err := w.orders.SuspendOrder(w.admin, o.id, "model")
+				noInternal(rt, "SuspendOrder", err)
+				if err == nil {
 					o.adminSuspended = true
-					_, err := order.Transition(ctx, tx, ord, order.Move{To: order.StatusSuspended, SuspendReason: order.SuspendReasonAdmin, By: audit.System("admin"), At: store.Timestamp(clock.Now())})
-					return err
-				})
-			case 7: // the admin resumes it
+				}
+			case "admin resumes": // the admin resumes it
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
-				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
-					if order.Status(ord.Status) != order.StatusSuspended || ord.SuspendReason != order.SuspendReasonAdmin {
-						return nil
+				if o.adminSuspended {
+					_, err := w.orders.ResumeOrder(w.admin, o.id, "model")
+					noInternal(rt, "ResumeOrder", err)
+					if err == nil {
+						o.adminSuspended = false
 					}
-					o.adminSuspended = false
-					_, err := order.Transition(ctx, tx, ord, order.Move{To: order.StatusActive, By: audit.System("admin"), At: store.Timestamp(clock.Now())})
-					return err
-				})
+				}
 				// The leader runs every interval: an order resumed while its
 				// renewal is overdue past the suspension day is suspended
 				// again by the next pass, which the check below then asks for.
 				pass()
-			case 8: // renewal turned off
+			case "renewal off": // renewal turned off
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				if !o.renewOff {
 					o.renewOff = true
 					_, err := store.SetOrderRenews(ctx, b.pool, o.id, false, clock.Now())
-					require.NoError(t, err)
+					require.NoError(tb, err)
 				}
-			case 9: // nothing happens for months
+			case "months pass": // nothing happens for months
 				clock.Advance(time.Duration(rapid.IntRange(30, 120).Draw(rt, "days")) * 24 * time.Hour)
 				pass()
+			case "invoice gateway payment": // the customer starts a gateway payment of the renewal invoice
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				// No invoice out yet: time passes to the day the next one is
+				// issued, and the leader issues it.
+				ps := b.periods(tb, o.id)
+				if last := ps[len(ps)-1]; last.Status == store.PeriodPaid {
+					if due := last.EndsAt.Add(-time.Duration(opts.InvoiceDays)*24*time.Hour + time.Hour); clock.Now().Before(due) {
+						clock.Set(due)
+						pass()
+					}
+				}
+				inv, ok := latestInvoice(o)
+				if !ok {
+					break
+				}
+				p, err := w.pays.CreatePayment(asCustomer(customer), payment.NewPayment{InvoiceID: &inv, GatewayInterfaceID: w.gw.InterfaceID, ReturnURL: "https://shop.example/done"})
+				noInternal(rt, "CreatePayment of a renewal invoice", err)
+				if err == nil && !slices.ContainsFunc(gps, func(g *gatewayPayment) bool { return g.id == p.ID }) {
+					gatewayPays.Add(1)
+					gps = append(gps, &gatewayPayment{id: p.ID})
+				}
+			case "gateway takes money": // the buyer pays at the gateway; its notification is lost for now
+				if len(gps) > 0 {
+					w.take(rt, rapid.SampledFrom(gps).Draw(rt, "payment"))
+				}
+			case "notification arrives": // the gateway's notification arrives (now or late), or two at once
+				if len(gps) > 0 {
+					p := rapid.SampledFrom(gps).Draw(rt, "payment")
+					w.take(rt, p)
+					w.deliver(rt, p, rapid.IntRange(1, 2).Draw(rt, "callers"))
+				}
+			case "admin refunds": // an admin refunds a payment of any period, in full or in part
+				var ids []uuid.UUID
+				rows, err := b.pool.Query(ctx, `SELECT id FROM payments WHERE customer_id = $1
+					AND (status = 'success' OR (status = 'failed' AND captured_amount > refunded_amount)) ORDER BY created_at, id`, customer)
+				require.NoError(tb, err)
+				ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+				require.NoError(tb, err)
+				if len(ids) == 0 {
+					break
+				}
+				id := rapid.SampledFrom(ids).Draw(rt, "refunded payment")
+				amount := rapid.SampledFrom([]string{"", "", "1.00", "3.50"}).Draw(rt, "refund amount") // "": all that is left
+				_, err = w.pays.RefundPayment(w.admin, id, amount, "model", "")
+				noInternal(rt, "RefundPayment", err)
+				if err == nil {
+					refunds.Add(1)
+				}
+			case "admin cancels invoice": // an admin cancels the order's newest invoice
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				if inv, ok := latestInvoice(o); ok {
+					_, err := w.orders.CancelInvoice(w.admin, inv)
+					noInternal(rt, "CancelInvoice", err)
+				}
+			case "admin ends order": // an admin ends an active or suspended order
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
+					st := order.Status(ord.Status)
+					if st != order.StatusActive && st != order.StatusSuspended {
+						return nil
+					}
+					_, err := order.Transition(ctx, tx, ord, order.Move{To: order.StatusTerminated, EndReason: order.EndReasonAdmin, By: audit.System("admin"), At: store.Timestamp(clock.Now())})
+					noInternal(rt, "ending an order", err)
+					o.adminEnded = err == nil
+					return err
+				})
 			}
+			checkTakenMoneyRecorded(rt, b, gps)
 			for _, o := range orders {
-				checkRenewalModel(t, b, o, clock.Now(), opts, loc)
+				checkRenewalModel(tb, b, o, clock.Now(), opts, loc)
 			}
 		}
+		// In the end every buyer pays, however late (a payment page left
+		// open for weeks), and the gateway delivers every notification
+		// once more (its retry): all the money it took is recorded.
+		for _, p := range gps {
+			w.take(rt, p)
+			w.deliver(rt, p, 1)
+		}
+		checkTakenMoneyRecorded(rt, b, gps)
 		simulated.Add(int64(clock.Now().Sub(before) / time.Hour))
-		testfixture.CheckMoneyInvariants(t, b.pool)
+		testfixture.CheckMoneyInvariants(tb, b.pool)
 		rep, err := ledger.Verify(ctx, b.pool)
-		require.NoError(t, err)
-		require.True(t, rep.OK(), rep.String())
+		require.NoError(tb, err)
+		require.True(tb, rep.OK(), rep.String())
 	})
-	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %.0f simulated months, %s",
-		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
+	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %.0f simulated months, %s",
+		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
 }
 
-func topUp(t *testing.T, b *bundle, customer uuid.UUID, amount string, at time.Time) {
+func topUp(t testing.TB, b *bundle, customer uuid.UUID, amount string, at time.Time) {
 	t.Helper()
 	b.clock.Set(at)
 	b.topUp(t, customer, amount)
 }
 
 // checkRenewalModel checks the model's rules for one order as of now.
-func checkRenewalModel(t *testing.T, b *bundle, o *modelOrder, now time.Time, opts renewal.Options, loc *time.Location) {
+func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, opts renewal.Options, loc *time.Location) {
 	t.Helper()
 	ctx := context.Background()
 	ord := b.order(t, o.id)
@@ -201,10 +323,12 @@ func checkRenewalModel(t *testing.T, b *bundle, o *modelOrder, now time.Time, op
 	last := ps[len(ps)-1]
 	st := order.Status(ord.Status)
 	if st == order.StatusSuspended && ord.SuspendReason == order.SuspendReasonOverdue {
-		require.Equal(t, store.PeriodUnpaid, last.Status, "suspended for non-payment while its last period is paid")
+		// Unpaid, or cancelled by an admin's CancelInvoice: the next pass
+		// ends the service at its paid end.
+		require.NotEqual(t, store.PeriodPaid, last.Status, "suspended for non-payment while its last period is paid")
 		require.False(t, now.Before(last.StartsAt.Add(time.Duration(opts.SuspendAfterDays)*24*time.Hour)), "suspended before suspend_after_days")
 	}
-	if st == order.StatusTerminated && last.Status == store.PeriodCancelled {
+	if st == order.StatusTerminated && last.Status == store.PeriodCancelled && !o.adminEnded {
 		require.False(t, last.UpdatedAt.Before(last.StartsAt.Add(time.Duration(opts.TerminateAfterDays)*24*time.Hour)),
 			"terminated at %s, before terminate_after_days past the due time %s", last.UpdatedAt, last.StartsAt)
 	}

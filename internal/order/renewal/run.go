@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -32,6 +33,12 @@ type Run struct {
 	opts Options
 	log  *slog.Logger
 	loop startstop.Loop
+
+	// leftForAdmin are the partly paid renewal invoices past their
+	// termination day already logged: each is logged once per process,
+	// not on every pass (the metric and the overview keep counting them).
+	mu           sync.Mutex
+	leftForAdmin map[uuid.UUID]bool
 }
 
 // Start runs a pass every Options.Interval, while Options.Active says so,
@@ -52,6 +59,13 @@ const followerPoll = time.Second
 
 // Stop ends the passes and waits for the one in progress.
 func (r *Run) Stop() { r.loop.Stop() }
+
+// Now is the billing clock's time (the test clock's, when it is on).
+func (r *Run) Now() time.Time { return r.opts.Clock() }
+
+// TerminateAfter is how long past due an unpaid renewal invoice ends the
+// service (0: never).
+func (r *Run) TerminateAfter() time.Duration { return time.Duration(r.opts.TerminateAfterDays) * day }
 
 func (r *Run) every(ctx context.Context) {
 	t := time.NewTimer(0)
@@ -103,7 +117,7 @@ func New(db DB, opts Options) *Run {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Run{db: db, opts: opts, log: log.With("role", "billing")}
+	return &Run{db: db, opts: opts, log: log.With("role", "billing"), leftForAdmin: map[uuid.UUID]bool{}}
 }
 
 // Round is what one pass did.
@@ -488,9 +502,13 @@ func (r *Run) terminate(ctx context.Context, id uuid.UUID, now time.Time, by aud
 		}
 		if inv.PaidAmount.Sign() > 0 {
 			// Partly paid: cancelling would strand the money. An admin
-			// decides (refund, or a payment of the rest).
-			r.log.WarnContext(ctx, "billing run: a partly paid renewal invoice is past the termination day; left for an admin",
-				"order_id", id, "invoice_id", inv.ID, "paid_amount", inv.PaidAmount.String())
+			// decides (refund, or a payment of the rest); the overview
+			// lists it and paymentd_renewal_partly_paid_past_termination
+			// counts it (alert PaymentdRenewalPartlyPaidPastTermination).
+			if r.firstTimeLeft(inv.ID) {
+				r.log.WarnContext(ctx, "billing run: a partly paid renewal invoice is past the termination day; left for an admin (GetRenewalOverview)",
+					"order_id", id, "invoice_id", inv.ID, "paid_amount", inv.PaidAmount.String())
+			}
 			return nil
 		}
 		if _, err := order.InvoiceTransition(ctx, tx, inv, order.InvoiceMove{
@@ -503,6 +521,18 @@ func (r *Run) terminate(ctx context.Context, id uuid.UUID, now time.Time, by aud
 		return err
 	})
 	return terminated, err
+}
+
+// firstTimeLeft reports whether the partly paid invoice id is left for an
+// admin for the first time in this process, and records it.
+func (r *Run) firstTimeLeft(id uuid.UUID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leftForAdmin[id] {
+		return false
+	}
+	r.leftForAdmin[id] = true
+	return true
 }
 
 // end ends the service of order id whose paid period is over and that does

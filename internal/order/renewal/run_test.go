@@ -47,7 +47,7 @@ func defaults() renewal.Options { return renewal.DefaultOptions() }
 
 // activeOrder is a recurring order of customer that went active at the
 // clock's now, its first period started.
-func (b *bundle) activeOrder(t *testing.T, customer uuid.UUID, cycle, price string) uuid.UUID {
+func (b *bundle) activeOrder(t testing.TB, customer uuid.UUID, cycle, price string) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	var id uuid.UUID
@@ -77,21 +77,21 @@ func (b *bundle) pass(t *testing.T) renewal.Round {
 	return r
 }
 
-func (b *bundle) order(t *testing.T, id uuid.UUID) store.Order {
+func (b *bundle) order(t testing.TB, id uuid.UUID) store.Order {
 	t.Helper()
 	o, err := store.GetOrder(context.Background(), b.pool, id)
 	require.NoError(t, err)
 	return o
 }
 
-func (b *bundle) periods(t *testing.T, id uuid.UUID) []store.ServicePeriod {
+func (b *bundle) periods(t testing.TB, id uuid.UUID) []store.ServicePeriod {
 	t.Helper()
 	ps, err := store.ListServicePeriods(context.Background(), b.pool, id)
 	require.NoError(t, err)
 	return ps
 }
 
-func (b *bundle) invoice(t *testing.T, id uuid.UUID) store.Invoice {
+func (b *bundle) invoice(t testing.TB, id uuid.UUID) store.Invoice {
 	t.Helper()
 	inv, err := store.GetInvoice(context.Background(), b.pool, id)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func (b *bundle) invoice(t *testing.T, id uuid.UUID) store.Invoice {
 
 // topUp credits the customer's balance by amount, as an admin's manual
 // adjustment does (a ledger row, so the ledger stays whole).
-func (b *bundle) topUp(t *testing.T, customer uuid.UUID, amount string) {
+func (b *bundle) topUp(t testing.TB, customer uuid.UUID, amount string) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
@@ -122,7 +122,7 @@ func (b *bundle) eventTypes(t *testing.T, orderID uuid.UUID) []string {
 	return out
 }
 
-func (b *bundle) checkMoney(t *testing.T) {
+func (b *bundle) checkMoney(t testing.TB) {
 	t.Helper()
 	testfixture.CheckMoneyInvariants(t, b.pool)
 	rep, err := ledger.Verify(context.Background(), b.pool)

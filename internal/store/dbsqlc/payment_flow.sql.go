@@ -455,7 +455,7 @@ func (q *Queries) InsertGatewayPayment(ctx context.Context, arg InsertGatewayPay
 }
 
 const lockOrderOfInvoiceOfPayment = `-- name: LockOrderOfInvoiceOfPayment :one
-SELECT o.id FROM orders o
+SELECT o.id, o.customer_id, o.product_id, o.status, o.total_amount, o.currency, o.description, o.item, o.paid_at, o.cancelled_at, o.cancel_reason, o.billing_cycle, o.renewal_price, o.renews, o.suspend_reason, o.paid_until, o.created_at, o.updated_at FROM orders o
 WHERE o.id = (SELECT i.order_id FROM payments p JOIN invoices i ON i.id = p.invoice_id
               WHERE p.id = $1 AND p.order_id IS NULL)
 FOR UPDATE OF o
@@ -465,11 +465,30 @@ FOR UPDATE OF o
 // no order itself (a renewal invoice paid on its own): paying the invoice
 // may extend or resume the order's service (order.InvoiceTransition), and
 // the order is locked before its invoice, as everywhere. No row otherwise.
-func (q *Queries) LockOrderOfInvoiceOfPayment(ctx context.Context, paymentID uuid.UUID) (uuid.UUID, error) {
+func (q *Queries) LockOrderOfInvoiceOfPayment(ctx context.Context, paymentID uuid.UUID) (Order, error) {
 	row := q.db.QueryRow(ctx, lockOrderOfInvoiceOfPayment, paymentID)
-	var id uuid.UUID
-	err := row.Scan(&id)
-	return id, err
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.ProductID,
+		&i.Status,
+		&i.TotalAmount,
+		&i.Currency,
+		&i.Description,
+		&i.Item,
+		&i.PaidAt,
+		&i.CancelledAt,
+		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const markPaymentSucceeded = `-- name: MarkPaymentSucceeded :one

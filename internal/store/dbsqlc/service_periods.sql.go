@@ -158,6 +158,25 @@ func (q *Queries) CloseServicePeriods(ctx context.Context, arg CloseServicePerio
 	return items, nil
 }
 
+const countPartlyPaidPastTermination = `-- name: CountPartlyPaidPastTermination :one
+SELECT count(*)::bigint
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+WHERE p.status = 'unpaid' AND p.starts_at <= $1
+  AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
+  AND o.status IN ('active', 'suspended')
+`
+
+// How many ListPartlyPaidPastTermination finds (the overview's count and
+// the metric paymentd_renewal_partly_paid_past_termination).
+func (q *Queries) CountPartlyPaidPastTermination(ctx context.Context, dueBefore time.Time) (int64, error) {
+	row := q.db.QueryRow(ctx, countPartlyPaidPastTermination, dueBefore)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
+}
+
 const countUnpaidRenewals = `-- name: CountUnpaidRenewals :one
 SELECT count(*)::bigint
 FROM service_periods p
@@ -357,6 +376,76 @@ func (q *Queries) LatestServicePeriod(ctx context.Context, orderID uuid.UUID) (S
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const listPartlyPaidPastTermination = `-- name: ListPartlyPaidPastTermination :many
+SELECT o.id, o.customer_id, o.product_id, o.status, o.total_amount, o.currency, o.description, o.item, o.paid_at, o.cancelled_at, o.cancel_reason, o.billing_cycle, o.renewal_price, o.renews, o.suspend_reason, o.paid_until, o.created_at, o.updated_at, i.id AS invoice_id, (i.amount - i.paid_amount)::numeric(12,2) AS amount_due, p.starts_at AS due_at
+FROM service_periods p
+JOIN orders o ON o.id = p.order_id
+JOIN invoices i ON i.id = p.invoice_id
+WHERE p.status = 'unpaid' AND p.starts_at <= $1
+  AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
+  AND o.status IN ('active', 'suspended')
+ORDER BY p.starts_at, p.order_id
+LIMIT $2
+`
+
+type ListPartlyPaidPastTerminationParams struct {
+	DueBefore time.Time
+	MaxRows   int32
+}
+
+type ListPartlyPaidPastTerminationRow struct {
+	Order     Order
+	InvoiceID uuid.UUID
+	AmountDue money.Amount
+	DueAt     time.Time
+}
+
+// The renewal overview's partly paid invoices: live orders whose renewal
+// invoice is partly paid and due by @due_before (now less
+// terminate_after_days). The billing run does not end them (cancelling
+// would strand the money): an admin decides. Oldest due first.
+func (q *Queries) ListPartlyPaidPastTermination(ctx context.Context, arg ListPartlyPaidPastTerminationParams) ([]ListPartlyPaidPastTerminationRow, error) {
+	rows, err := q.db.Query(ctx, listPartlyPaidPastTermination, arg.DueBefore, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListPartlyPaidPastTerminationRow
+	for rows.Next() {
+		var i ListPartlyPaidPastTerminationRow
+		if err := rows.Scan(
+			&i.Order.ID,
+			&i.Order.CustomerID,
+			&i.Order.ProductID,
+			&i.Order.Status,
+			&i.Order.TotalAmount,
+			&i.Order.Currency,
+			&i.Order.Description,
+			&i.Order.Item,
+			&i.Order.PaidAt,
+			&i.Order.CancelledAt,
+			&i.Order.CancelReason,
+			&i.Order.BillingCycle,
+			&i.Order.RenewalPrice,
+			&i.Order.Renews,
+			&i.Order.SuspendReason,
+			&i.Order.PaidUntil,
+			&i.Order.CreatedAt,
+			&i.Order.UpdatedAt,
+			&i.InvoiceID,
+			&i.AmountDue,
+			&i.DueAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listRenewalsDue = `-- name: ListRenewalsDue :many
@@ -667,6 +756,52 @@ func (q *Queries) ListUnpaidRenewals(ctx context.Context, arg ListUnpaidRenewals
 			&i.InvoiceID,
 			&i.AmountDue,
 			&i.DueAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockOpenRenewalInvoices = `-- name: LockOpenRenewalInvoices :many
+SELECT i.id, i.customer_id, i.order_id, i.number, i.status, i.amount, i.paid_amount, i.currency, i.description, i.issued_at, i.due_at, i.paid_at, i.created_at, i.updated_at FROM invoices i
+JOIN service_periods p ON p.invoice_id = i.id
+WHERE p.order_id = $1 AND p.status = 'unpaid' AND i.status IN ('issued', 'overdue')
+ORDER BY p.seq
+FOR UPDATE OF i
+`
+
+// The open (issued or overdue) invoices billing the order's unpaid
+// periods, locked, oldest period first: what an order that ends cancels.
+// The caller holds the order's lock (order before invoice, as everywhere).
+func (q *Queries) LockOpenRenewalInvoices(ctx context.Context, orderID uuid.UUID) ([]Invoice, error) {
+	rows, err := q.db.Query(ctx, lockOpenRenewalInvoices, orderID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Invoice
+	for rows.Next() {
+		var i Invoice
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.Number,
+			&i.Status,
+			&i.Amount,
+			&i.PaidAmount,
+			&i.Currency,
+			&i.Description,
+			&i.IssuedAt,
+			&i.DueAt,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
 		); err != nil {
 			return nil, err
 		}

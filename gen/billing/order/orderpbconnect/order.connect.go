@@ -163,8 +163,9 @@ type OrderServiceClient interface {
 	AdvanceBillingClock(context.Context, *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error)
 	// GetRenewalOverview is the renewal cycle at a glance (admin): what falls
 	// due in the next `days` days (count and amount per currency), the unpaid
-	// renewal invoices past due, and the services suspended for non-payment
-	// with the day each ends.
+	// renewal invoices past due, the services suspended for non-payment
+	// with the day each ends, and the partly paid renewal invoices past the
+	// termination day that are left for an admin.
 	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 
@@ -478,8 +479,9 @@ type OrderServiceHandler interface {
 	AdvanceBillingClock(context.Context, *connect.Request[order.AdvanceBillingClockRequest]) (*connect.Response[order.AdvanceBillingClockResponse], error)
 	// GetRenewalOverview is the renewal cycle at a glance (admin): what falls
 	// due in the next `days` days (count and amount per currency), the unpaid
-	// renewal invoices past due, and the services suspended for non-payment
-	// with the day each ends.
+	// renewal invoices past due, the services suspended for non-payment
+	// with the day each ends, and the partly paid renewal invoices past the
+	// termination day that are left for an admin.
 	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 
