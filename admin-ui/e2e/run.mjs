@@ -1683,6 +1683,12 @@ try {
       "two-factor sign-in: enrol with the QR code's secret and confirm with a code",
       async () => {
         const card = page.getByRole("region", { name: "Two-factor sign-in" });
+        // Enrolling asks for the password: a wrong one starts nothing.
+        await card.getByLabel("Password").fill("not-the-password");
+        await card.getByRole("button", { name: "Set up two-factor sign-in" }).click();
+        await card.getByRole("alert").filter({ hasText: "password is not right" }).waitFor();
+        if (await card.getByTestId("totp-qr").count()) throw new Error("a wrong password started an enrolment");
+        await card.getByLabel("Password").fill(fx.password);
         await card.getByRole("button", { name: "Set up two-factor sign-in" }).click();
         const qr = card.getByTestId("totp-qr");
         await qr.waitFor();
@@ -1711,7 +1717,12 @@ try {
         await nav("Dashboard");
         await page.getByRole("heading", { name: "Dashboard", level: 1 }).waitFor();
       },
-      { allow: [["/billing.identity.IdentityService/ConfirmTotpEnrolment", "invalid_argument"]] },
+      {
+        allow: [
+          ["/billing.identity.IdentityService/StartTotpEnrolment", "permission_denied"],
+          ["/billing.identity.IdentityService/ConfirmTotpEnrolment", "invalid_argument"],
+        ],
+      },
     );
   }
 

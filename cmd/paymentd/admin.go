@@ -28,6 +28,7 @@ const adminUsage = `Usage:
   paymentd admin disable        --username U [--reason R] [--keep-keys] [--config FILE]
   paymentd admin enable         --username U [--config FILE]
   paymentd admin reset-2fa      --username U [--config FILE]
+  paymentd admin unlock-2fa     --username U [--config FILE]
 
 create-admin adds an admin account.
 
@@ -51,12 +52,17 @@ reset-2fa removes an admin's two-factor sign-in (TOTP) and recovery codes, for
 an admin who lost both their authenticator and their codes: they then sign in
 with the password alone and can enrol again.
 
+unlock-2fa lifts the lock that too many wrong two-factor codes in a row put
+on an admin's codes (TOTP and recovery codes alike), and sets the count of
+wrong codes back to 0; their second factor stays. Someone who sends wrong
+codes had the password: reset it first (reset-password).
+
 Each writes audit rows (actor system, "cli:<user>@<host>"), one per revoked key
 too. With [redis] enabled the ended sessions are dropped from the shared
 session cache as well. The database must be migrated (paymentd migrate up).
 `
 
-var adminSubcommands = []string{"create-admin", "reset-password", "disable", "enable", "reset-2fa"}
+var adminSubcommands = []string{"create-admin", "reset-password", "disable", "enable", "reset-2fa", "unlock-2fa"}
 
 func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
@@ -170,6 +176,16 @@ func cmdAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, "two-factor sign-in of admin %q removed: they sign in with their password and can enrol again\n", *username)
 		} else {
 			fmt.Fprintf(stdout, "admin %q had no two-factor sign-in; nothing changed\n", *username)
+		}
+	case "unlock-2fa":
+		had, err := op.UnlockSecondFactor(ctx, *username)
+		if err != nil {
+			return cliError(err)
+		}
+		if had {
+			fmt.Fprintf(stdout, "two-factor codes of admin %q unlocked: the count of wrong codes is back to 0\n", *username)
+		} else {
+			fmt.Fprintf(stdout, "admin %q had no wrong two-factor codes to forget; nothing changed\n", *username)
 		}
 	default:
 		ch, err := op.Enable(ctx, *username)

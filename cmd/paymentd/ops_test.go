@@ -24,7 +24,7 @@ func TestEveryCommandAnswersHelpWithExitZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"--help"}, {"help"}, {"-h"}, {"serve", "--help"}, {"migrate", "--help"}, {"config", "--help"},
 		{"config", "check", "--help"}, {"admin", "--help"}, {"admin", "create-admin", "--help"},
-		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"admin", "reset-2fa", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
+		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"admin", "reset-2fa", "--help"}, {"admin", "unlock-2fa", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
 		{"secrets", "--help"}, {"secrets", "rotate", "--help"}, {"dev", "--help"}, {"dev", "fake-epay", "--help"}, {"dev", "fake-alipay", "--help"}, {"dev", "fake-provider", "--help"}, {"version", "--help"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
@@ -327,4 +327,43 @@ func TestAdminReset2FARemovesTheSecondFactor(t *testing.T) {
 	code, _, stderr = runCLI(t, "admin", "reset-2fa", "--username", "nobody")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, `no admin named "nobody"`)
+}
+
+// unlock-2fa lifts the lock of too many wrong second-factor codes and keeps
+// the factor, with an audit row naming the operator; reset-2fa, which
+// removes the factor, lifts it too.
+func TestAdminUnlock2FALiftsTheLock(t *testing.T) {
+	conn := migratedEnv(t)
+	ctx := context.Background()
+	withStdin(t, "password of ops 2fa\n")
+	code, _, stderr := runCLI(t, "admin", "create-admin", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	lock := func() {
+		t.Helper()
+		_, err := conn.Exec(ctx, `UPDATE admin_users SET totp_secret = 'enc:v1:k:x', totp_confirmed_at = now(), totp_failures = 7, totp_locked_until = now() + interval '4 hours' WHERE username = 'ops'`)
+		require.NoError(t, err)
+	}
+	lock()
+	code, stdout, stderr := runCLI(t, "admin", "unlock-2fa", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `two-factor codes of admin "ops" unlocked`)
+	var failures int
+	var locked, confirmed bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT totp_failures, totp_locked_until IS NOT NULL, totp_confirmed_at IS NOT NULL FROM admin_users WHERE username = 'ops'`).Scan(&failures, &locked, &confirmed))
+	require.Zero(t, failures)
+	require.False(t, locked)
+	require.True(t, confirmed, "the factor stays")
+	var actorID string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT actor_id FROM audit_log WHERE action = 'admin.second_factor_unlocked'`).Scan(&actorID))
+	require.True(t, strings.HasPrefix(actorID, "cli:"), actorID)
+	code, stdout, _ = runCLI(t, "admin", "unlock-2fa", "--username", "ops")
+	require.Equal(t, 0, code)
+	require.Contains(t, stdout, "nothing changed")
+
+	lock()
+	code, _, stderr = runCLI(t, "admin", "reset-2fa", "--username", "ops")
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, conn.QueryRow(ctx, `SELECT totp_failures, totp_locked_until IS NOT NULL FROM admin_users WHERE username = 'ops'`).Scan(&failures, &locked))
+	require.Zero(t, failures)
+	require.False(t, locked)
 }

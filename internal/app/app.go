@@ -347,6 +347,10 @@ func (a *App) init(ctx context.Context) error {
 		a.opts.sessionCache = identity.NewRedisSessionCache(a.cache, a.opts.clock)
 	}
 
+	// Before the identity domain, which counts second-factor refusals.
+	if err := a.startTelemetry(ctx); err != nil {
+		return err
+	}
 	ids, err := identity.NewService(identity.Options{
 		DB:         a.db,
 		JWT:        a.cfg.JWT.Options(),
@@ -362,14 +366,12 @@ func (a *App) init(ctx context.Context) error {
 		AdminAPIKeyMaxLifetime: time.Duration(a.cfg.Admin.APIKeyMaxLifetimeDays) * 24 * time.Hour,
 		Require2FA:             a.cfg.Admin.Require2FA,
 		Secrets:                a.secrets,
+		SecondFactorMetrics:    a.tel.metrics,
 	})
 	if err != nil {
 		return err
 	}
 
-	if err := a.startTelemetry(ctx); err != nil {
-		return err
-	}
 	if err := a.startPlugins(ctx); err != nil {
 		return err
 	}

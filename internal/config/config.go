@@ -126,7 +126,8 @@ type Bootstrap struct {
 // Admin is how admins sign in: their API keys' lifetime, and whether a
 // second factor is required.
 type Admin struct {
-	// APIKeyMaxLifetimeDays bounds an admin API key's expires_at; 0 lets
+	// APIKeyMaxLifetimeDays bounds an admin API key's expires_at, and
+	// every key's life from its creation, checked at every request; 0 lets
 	// keys never expire (the default, as before expiry existed).
 	APIKeyMaxLifetimeDays int `koanf:"api_key_max_lifetime_days"`
 	// Require2FA makes every admin enrol TOTP: a session of an admin

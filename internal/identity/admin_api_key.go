@@ -78,8 +78,8 @@ func (s *Service) authenticateAdminKey(ctx context.Context, key string) (auth.Pr
 		revokedAt: k.RevokedAt, ownerDisabledAt: k.AdminDisabledAt}, sum); err != nil {
 		return auth.Principal{}, err
 	}
-	if k.ExpiresAt != nil && !s.now().Before(*k.ExpiresAt) {
-		return auth.Principal{}, &auth.Invalid{Reason: "admin API key " + id.String() + " expired at " + k.ExpiresAt.Format(time.RFC3339)}
+	if exp := s.keyExpiresAt(k.CreatedAt, k.ExpiresAt); exp != nil && !s.now().Before(*exp) {
+		return auth.Principal{}, &auth.Invalid{Reason: "admin API key " + id.String() + " expired at " + exp.Format(time.RFC3339)}
 	}
 	scope, ok := auth.ParseScope(k.Scope)
 	if !ok {
@@ -174,6 +174,7 @@ func (s *Service) ListAdminAPIKeys(ctx context.Context, page, size uint32) ([]Ad
 	out := make([]AdminAPIKey, len(rows))
 	for i, r := range rows {
 		out[i] = adminAPIKeyOf(r)
+		out[i].ExpiresAt = s.keyExpiresAt(r.CreatedAt, r.ExpiresAt)
 	}
 	return out, pg.WithTotal(total), nil
 }
@@ -208,7 +209,25 @@ func (s *Service) RevokeAdminAPIKey(ctx context.Context, id uuid.UUID) (AdminAPI
 	if err != nil {
 		return AdminAPIKey{}, err
 	}
-	return adminAPIKeyOf(k), nil
+	out := adminAPIKeyOf(k)
+	out.ExpiresAt = s.keyExpiresAt(k.CreatedAt, k.ExpiresAt)
+	return out, nil
+}
+
+// keyExpiresAt is when an admin key created at created stops working: at
+// its own expiry, or [admin].api_key_max_lifetime_days after its creation
+// when that comes first. The maximum is applied at every check, not only
+// when a key is made, so that setting it (or lowering it) bounds the keys
+// made before as well; nil when the key never expires.
+func (s *Service) keyExpiresAt(created time.Time, stored *time.Time) *time.Time {
+	if s.keyMaxLifetime == 0 {
+		return stored
+	}
+	limit := created.Add(s.keyMaxLifetime)
+	if stored != nil && stored.Before(limit) {
+		return stored
+	}
+	return &limit
 }
 
 // keyExpiry checks a new admin key's expiry against now and the maximum

@@ -3,10 +3,13 @@ package identity
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
@@ -71,6 +74,10 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 			cerr.AddDetail(d)
 		}
 		return nil, cerr
+	}
+	var le *TOTPLockedError
+	if errors.As(err, &le) {
+		return nil, lockedError(le)
 	}
 	if err != nil {
 		return nil, err
@@ -316,8 +323,8 @@ func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransact
 }
 
 // StartTotpEnrolment begins the caller's two-factor enrolment.
-func (h *Handler) StartTotpEnrolment(ctx context.Context, _ *connect.Request[identitypb.StartTotpEnrolmentRequest]) (*connect.Response[identitypb.StartTotpEnrolmentResponse], error) {
-	e, err := h.svc.StartTOTPEnrolment(ctx)
+func (h *Handler) StartTotpEnrolment(ctx context.Context, req *connect.Request[identitypb.StartTotpEnrolmentRequest]) (*connect.Response[identitypb.StartTotpEnrolmentResponse], error) {
+	e, err := h.svc.StartTOTPEnrolment(ctx, req.Msg.GetPassword())
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +333,7 @@ func (h *Handler) StartTotpEnrolment(ctx context.Context, _ *connect.Request[ide
 
 // ConfirmTotpEnrolment confirms it and answers the recovery codes, once.
 func (h *Handler) ConfirmTotpEnrolment(ctx context.Context, req *connect.Request[identitypb.ConfirmTotpEnrolmentRequest]) (*connect.Response[identitypb.ConfirmTotpEnrolmentResponse], error) {
-	c, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetCode(), req.Header().Get("User-Agent"), req.Peer().Addr)
+	c, err := h.svc.ConfirmTOTPEnrolment(ctx, req.Msg.GetPassword(), req.Msg.GetCode(), req.Header().Get("User-Agent"), req.Peer().Addr)
 	if err != nil {
 		return nil, err
 	}
@@ -341,4 +348,20 @@ func (h *Handler) DisableTotp(ctx context.Context, req *connect.Request[identity
 		return nil, err
 	}
 	return connect.NewResponse(&identitypb.DisableTotpResponse{}), nil
+}
+
+// lockedError is the answer to a second-factor code refused unjudged:
+// ResourceExhausted with the reason totp_locked, a RetryInfo detail and
+// Retry-After (whole seconds, rounded up), as the rate limits answer.
+func lockedError(le *TOTPLockedError) *connect.Error {
+	secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
+	cerr := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%s, retry after %ds", le.Error(), secs))
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonTOTPLocked, Domain: "paymentd"}); err == nil {
+		cerr.AddDetail(d)
+	}
+	if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(le.RetryAfter)}); err == nil {
+		cerr.AddDetail(d)
+	}
+	cerr.Meta().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return cerr
 }

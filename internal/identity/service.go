@@ -97,6 +97,16 @@ type Options struct {
 	// confirmed second factor may call only the enrolment procedures (see
 	// auth.Principal.Enrolling); 2FA cannot be turned off.
 	Require2FA bool
+	// SecondFactorMetrics counts the second-factor codes refused; nil
+	// counts nothing.
+	SecondFactorMetrics SecondFactorMetrics
+}
+
+// SecondFactorMetrics counts refused second-factor codes by outcome:
+// SecondFactorWrong (judged wrong) or SecondFactorLocked (refused unjudged
+// while the admin's codes are locked out).
+type SecondFactorMetrics interface {
+	SecondFactorRefused(outcome string)
 }
 
 // Service is the identity domain.
@@ -128,6 +138,8 @@ type Service struct {
 	keyring *secrets.Keyring
 	// require2FA is Options.Require2FA.
 	require2FA bool
+	// factorMetrics is Options.SecondFactorMetrics.
+	factorMetrics SecondFactorMetrics
 }
 
 // Currencies is [billing].currencies, the first being a new customer's
@@ -168,6 +180,7 @@ func NewService(o Options) (*Service, error) {
 		keyMaxLifetime: max(o.AdminAPIKeyMaxLifetime, 0),
 		keyring:        o.Secrets,
 		require2FA:     o.Require2FA,
+		factorMetrics:  o.SecondFactorMetrics,
 	}
 	if s.clock == nil {
 		s.clock = time.Now

@@ -307,7 +307,7 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 
 	now := s.now()
 	if a.TOTPConfirmedAt != nil {
-		if err := s.checkSecondFactor(ctx, a, in.TOTPCode, now); err != nil {
+		if err := s.checkSecondFactor(ctx, a, in.TOTPCode, in.RemoteAddr, now); err != nil {
 			return AdminSession{}, err
 		}
 	}

@@ -49,6 +49,23 @@ const (
 	recoveryCodeBytes = 10
 )
 
+// secondFactorBudget bounds the guessing of an admin's second factor, TOTP
+// and recovery codes alike, across every address and instance (the count
+// is admin_users.totp_failures). Four wrong codes in a row are free (typos,
+// a clock off by a minute); the fifth locks codes out for a minute, and
+// each wrong one after a lock for twice as long as the last, at most a day.
+// So 16 guesses fill the first day and then one a day is left: 100 wrong
+// codes in a row (NIST SP 800-63B's most) take some 85 days, and each
+// guess has 3 chances in a million (the step and one either side). A right
+// code ends the run; so does an operator (paymentd admin unlock-2fa).
+var secondFactorBudget = store.SecondFactorBudget{FreeFailures: 5, BaseLock: time.Minute, MaxLock: 24 * time.Hour}
+
+// The outcomes SecondFactorMetrics counts.
+const (
+	SecondFactorWrong  = "wrong"
+	SecondFactorLocked = "locked"
+)
+
 // Audit actions of two-factor sign-in.
 const (
 	ActionTOTPEnrolmentStarted = "admin.totp_enrolment_started"
@@ -56,6 +73,12 @@ const (
 	ActionTOTPDisabled         = "admin.totp_disabled"
 	ActionTOTPReset            = "admin.totp_reset"
 	ActionRecoveryCodeUsed     = "admin.recovery_code_used"
+	// ActionSecondFactorFailed is a second-factor code judged wrong after
+	// a right password (one row each; codes refused unjudged under a lock
+	// are only counted in metrics, so a flood cannot flood the log).
+	ActionSecondFactorFailed = "admin.second_factor_failed"
+	// ActionSecondFactorUnlocked is an operator's unlock-2fa.
+	ActionSecondFactorUnlocked = "admin.second_factor_unlocked"
 )
 
 // ReasonTOTPRequired is the ErrorInfo reason of AdminLogin's answer to a
@@ -64,7 +87,20 @@ const (
 const (
 	ReasonTOTPRequired = "totp_required"
 	ReasonTOTPInvalid  = "totp_invalid"
+	// ReasonTOTPLocked is the reason of the ResourceExhausted answer to a
+	// code sent while the admin's codes are locked out after too many
+	// wrong ones: the code was not judged.
+	ReasonTOTPLocked = "totp_locked"
 )
+
+// TOTPLockedError is AdminLogin's ResourceExhausted answer to a code sent
+// while the admin's codes are locked out; the handler adds the reason and
+// RetryAfter (RetryInfo, Retry-After).
+type TOTPLockedError struct{ RetryAfter time.Duration }
+
+func (e *TOTPLockedError) Error() string {
+	return "too many wrong two-factor codes in a row: codes for this admin are refused unread until the lock ends (an operator can lift it: paymentd admin unlock-2fa)"
+}
 
 // TOTPError is AdminLogin's Unauthenticated answer that asks for a code;
 // the handler adds Reason as an ErrorInfo detail.
@@ -105,15 +141,36 @@ func (s *Service) openTOTP(admin uuid.UUID, sealed string) (string, error) {
 	return s.keyring.Open(sealed, totpAAD(admin))
 }
 
+// errWrongPassword answers a wrong password where a signed-in admin
+// confirms a change with it (enrolment, DisableTotp).
+var errWrongPassword = apperr.New(apperr.PermissionDenied, "the password is not right")
+
+// confirmPassword checks the calling admin's password, for a change of
+// their second factor: a stolen session alone cannot make one.
+func (s *Service) confirmPassword(ctx context.Context, a store.Admin, password string) error {
+	ok, err := s.checkPassword(ctx, a.PasswordHash, password)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errWrongPassword
+	}
+	return nil
+}
+
 // StartTOTPEnrolment makes a new secret for the calling admin (a session,
-// never a key) and stores it sealed as a pending enrolment.
-func (s *Service) StartTOTPEnrolment(ctx context.Context) (TOTPEnrolment, error) {
+// never a key, and their password) and stores it sealed as a pending
+// enrolment.
+func (s *Service) StartTOTPEnrolment(ctx context.Context, password string) (TOTPEnrolment, error) {
 	p, err := requireAdminSession(ctx)
 	if err != nil {
 		return TOTPEnrolment{}, err
 	}
 	a, err := store.GetAdmin(ctx, s.db, p.ID)
 	if err != nil {
+		return TOTPEnrolment{}, err
+	}
+	if err := s.confirmPassword(ctx, a, password); err != nil {
 		return TOTPEnrolment{}, err
 	}
 	if a.TOTPConfirmedAt != nil {
@@ -160,17 +217,24 @@ type TOTPConfirmation struct {
 }
 
 // ConfirmTOTPEnrolment confirms the calling admin's pending enrolment with
-// a code of the new secret and answers the recovery codes, shown once.
-// Every session of the admin was started without the second factor, so
-// all end, and a new one replaces the caller's (userAgent and remoteAddr
-// are stored with it); API keys stay.
-func (s *Service) ConfirmTOTPEnrolment(ctx context.Context, code, userAgent, remoteAddr string) (TOTPConfirmation, error) {
+// their password and a code of the new secret, and answers the recovery
+// codes, shown once. Every session of the admin was started without the
+// second factor, so all end, and a new one replaces the caller's
+// (userAgent and remoteAddr are stored with it); API keys stay.
+//
+// A wrong code here is not counted in secondFactorBudget: it is a code of
+// a secret the caller was just given, not a guess at the admin's factor,
+// and each try costs a password check.
+func (s *Service) ConfirmTOTPEnrolment(ctx context.Context, password, code, userAgent, remoteAddr string) (TOTPConfirmation, error) {
 	p, err := requireAdminSession(ctx)
 	if err != nil {
 		return TOTPConfirmation{}, err
 	}
 	a, err := store.GetAdmin(ctx, s.db, p.ID)
 	if err != nil {
+		return TOTPConfirmation{}, err
+	}
+	if err := s.confirmPassword(ctx, a, password); err != nil {
 		return TOTPConfirmation{}, err
 	}
 	if a.TOTPSecret == "" || a.TOTPConfirmedAt != nil {
@@ -234,12 +298,8 @@ func (s *Service) DisableTOTP(ctx context.Context, password string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := s.checkPassword(ctx, a.PasswordHash, password)
-	if err != nil {
+	if err := s.confirmPassword(ctx, a, password); err != nil {
 		return err
-	}
-	if !ok {
-		return apperr.New(apperr.PermissionDenied, "the password is not right")
 	}
 	now := s.now()
 	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
@@ -270,40 +330,105 @@ func (o Operator) ResetTOTP(ctx context.Context, username string) (bool, error) 
 	return had, err
 }
 
+// UnlockSecondFactor ends an admin's run of wrong second-factor codes and
+// any lock it set (`paymentd admin unlock-2fa`), keeping their second
+// factor; false when there was none.
+func (o Operator) UnlockSecondFactor(ctx context.Context, username string) (bool, error) {
+	now := o.now()
+	var had bool
+	err := store.WithTx(ctx, o.DB, func(tx pgx.Tx) error {
+		a, err := store.GetAdminByUsername(ctx, tx, username)
+		if err != nil {
+			return store.NotFound(err, "no admin named %q", username)
+		}
+		if had, err = store.ResetAdminSecondFactorFailures(ctx, tx, a.ID); err != nil || !had {
+			return err
+		}
+		before := map[string]any{"totp_failures": a.TOTPFailures}
+		if a.TOTPLockedUntil != nil {
+			before["totp_locked_until"] = *a.TOTPLockedUntil
+		}
+		return audit.Note(ctx, tx, o.actor(), now, ActionSecondFactorUnlocked, "admin_user", a.ID.String(), before, map[string]any{"username": a.Username})
+	})
+	return had, err
+}
+
 // checkSecondFactor is AdminLogin's check of a confirmed admin's code: a
 // TOTP code of a step not accepted before, or an unspent recovery code
-// (spent here, with an audit row).
-func (s *Service) checkSecondFactor(ctx context.Context, a store.Admin, code string, now time.Time) error {
+// (spent here, with an audit row). Both draw on one budget
+// (secondFactorBudget): the code is counted as wrong before it is judged,
+// and refused unjudged while a lock holds (*TOTPLockedError); a right one
+// sets the count back. Each wrong code is audited.
+func (s *Service) checkSecondFactor(ctx context.Context, a store.Admin, code, remoteAddr string, now time.Time) error {
 	code = strings.TrimSpace(code)
 	if code == "" {
 		return &TOTPError{Reason: ReasonTOTPRequired}
 	}
+	attempt, err := store.CountAdminSecondFactorAttempt(ctx, s.db, a.ID, now, secondFactorBudget)
+	if err != nil {
+		return err
+	}
+	if !attempt.Allowed {
+		s.countFactor(SecondFactorLocked)
+		retry := time.Second
+		if attempt.LockedUntil != nil {
+			retry = max(attempt.LockedUntil.Sub(now), time.Second)
+		}
+		return &TOTPLockedError{RetryAfter: retry}
+	}
+	kind := "totp"
+	ok := false
 	if len(code) <= 8 {
-		secret, err := s.openTOTP(a.ID, a.TOTPSecret)
-		if err != nil {
+		if ok, err = s.checkTOTPCode(ctx, a, code, now); err != nil {
 			return err
 		}
-		step, ok := matchTOTP(secret, code, now)
-		if !ok {
-			return &TOTPError{Reason: ReasonTOTPInvalid}
-		}
-		fresh, err := store.UseAdminTOTPStep(ctx, s.db, a.ID, step)
-		if err != nil {
+	} else {
+		kind = "recovery_code"
+		if ok, err = s.spendRecoveryCode(ctx, a, code, now); err != nil {
 			return err
 		}
-		if !fresh {
-			return &TOTPError{Reason: ReasonTOTPInvalid}
-		}
+	}
+	if ok {
 		return nil
 	}
+	s.countFactor(SecondFactorWrong)
+	after := map[string]any{"kind": kind, "failures": attempt.Failures, "remote_addr": remoteAddr}
+	if attempt.LockedUntil != nil {
+		after["locked_until"] = *attempt.LockedUntil
+	}
+	who := auth.Principal{Role: auth.RoleAdmin, ID: a.ID, Kind: auth.KindSession}
+	if err := audit.Note(ctx, s.db, audit.Of(who), now, ActionSecondFactorFailed, "admin_user", a.ID.String(), nil, after); err != nil {
+		return err
+	}
+	return &TOTPError{Reason: ReasonTOTPInvalid}
+}
+
+// checkTOTPCode reports whether code is the admin's TOTP code of a step not
+// accepted before, accepting it (which ends the run of wrong codes).
+func (s *Service) checkTOTPCode(ctx context.Context, a store.Admin, code string, now time.Time) (bool, error) {
+	secret, err := s.openTOTP(a.ID, a.TOTPSecret)
+	if err != nil {
+		return false, err
+	}
+	step, ok := matchTOTP(secret, code, now)
+	if !ok {
+		return false, nil
+	}
+	return store.UseAdminTOTPStep(ctx, s.db, a.ID, step)
+}
+
+// spendRecoveryCode reports whether code is an unspent recovery code of the
+// admin, spending it (audited, and ending the run of wrong codes).
+func (s *Service) spendRecoveryCode(ctx context.Context, a store.Admin, code string, now time.Time) (bool, error) {
 	sum := recoveryHash(code)
-	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		ok, err := store.UseAdminRecoveryCode(ctx, tx, a.ID, sum, now)
-		if err != nil {
+	ok := false
+	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		var err error
+		if ok, err = store.UseAdminRecoveryCode(ctx, tx, a.ID, sum, now); err != nil || !ok {
 			return err
 		}
-		if !ok {
-			return &TOTPError{Reason: ReasonTOTPInvalid}
+		if _, err := store.ResetAdminSecondFactorFailures(ctx, tx, a.ID); err != nil {
+			return err
 		}
 		left, err := store.CountAdminRecoveryCodesLeft(ctx, tx, a.ID)
 		if err != nil {
@@ -312,6 +437,13 @@ func (s *Service) checkSecondFactor(ctx context.Context, a store.Admin, code str
 		who := auth.Principal{Role: auth.RoleAdmin, ID: a.ID, Kind: auth.KindSession}
 		return audit.Write(ctx, tx, audit.Of(who), now, ActionRecoveryCodeUsed, "admin_user", a.ID.String(), nil, map[string]any{"recovery_codes_left": left})
 	})
+	return ok, err
+}
+
+func (s *Service) countFactor(outcome string) {
+	if s.factorMetrics != nil {
+		s.factorMetrics.SecondFactorRefused(outcome)
+	}
 }
 
 // matchTOTP finds the step, within one step either side of now, whose code

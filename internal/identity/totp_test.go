@@ -70,10 +70,10 @@ func TestAdminTOTPEnrolmentAndSignIn(t *testing.T) {
 	ctx := context.Background()
 	session := e.adminLogin(t).Value
 
-	_, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: "123456"}, cookie(session)))
+	_, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Password: bootstrapPassword, Code: "123456"}, cookie(session)))
 	requireCode(t, connect.CodeFailedPrecondition, err)
 
-	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
+	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{Password: bootstrapPassword}, cookie(session)))
 	require.NoError(t, err)
 	u, err := url.Parse(started.Msg.GetOtpauthUrl())
 	require.NoError(t, err)
@@ -89,10 +89,10 @@ func TestAdminTOTPEnrolmentAndSignIn(t *testing.T) {
 	require.NoError(t, err)
 
 	now := e.clock.Now()
-	_, err = e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, secret, now.Add(-5*time.Minute))}, cookie(session)))
+	_, err = e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Password: bootstrapPassword, Code: codeAt(t, secret, now.Add(-5*time.Minute))}, cookie(session)))
 	requireCode(t, connect.CodeInvalidArgument, err)
 	other := e.adminLogin(t).Value
-	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, secret, now)}, cookie(session)))
+	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Password: bootstrapPassword, Code: codeAt(t, secret, now)}, cookie(session)))
 	require.NoError(t, err)
 	codes := confirmed.Msg.GetRecoveryCodes()
 	require.Len(t, codes, 10)
@@ -140,7 +140,7 @@ func TestAdminTOTPEnrolmentAndSignIn(t *testing.T) {
 	require.Zero(t, e.count(t, `SELECT count(*) FROM admin_recovery_codes WHERE position(convert_to($1, 'UTF8') IN code_hash) > 0`, codes[0]))
 
 	// Enrolling again needs the 2FA off first; off needs the password.
-	_, err = e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
+	_, err = e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{Password: bootstrapPassword}, cookie(session)))
 	requireCode(t, connect.CodeFailedPrecondition, err)
 	_, err = e.identity.DisableTotp(ctx, req(&identitypb.DisableTotpRequest{Password: "wrong-password"}, cookie(session)))
 	requireCode(t, connect.CodePermissionDenied, err)
@@ -173,9 +173,9 @@ func TestAdminDisablesTOTPWithThePassword(t *testing.T) {
 	e := setup(t, withSecretsKey(t))
 	ctx := context.Background()
 	session := e.adminLogin(t).Value
-	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
+	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{Password: bootstrapPassword}, cookie(session)))
 	require.NoError(t, err)
-	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
+	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Password: bootstrapPassword, Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
 	require.NoError(t, err)
 	session = sessionCookie(t, confirmed.Header()).Value
 	_, err = e.identity.DisableTotp(ctx, req(&identitypb.DisableTotpRequest{Password: bootstrapPassword}, cookie(session)))
@@ -189,7 +189,7 @@ func TestAdminDisablesTOTPWithThePassword(t *testing.T) {
 func TestTOTPEnrolmentNeedsASecretsKey(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	_, err := e.identity.StartTotpEnrolment(context.Background(), req(&identitypb.StartTotpEnrolmentRequest{}, cookie(e.adminLogin(t).Value)))
+	_, err := e.identity.StartTotpEnrolment(context.Background(), req(&identitypb.StartTotpEnrolmentRequest{Password: bootstrapPassword}, cookie(e.adminLogin(t).Value)))
 	requireCode(t, connect.CodeFailedPrecondition, err)
 	require.Zero(t, e.count(t, `SELECT count(*) FROM admin_users WHERE totp_secret IS NOT NULL`))
 }
@@ -237,9 +237,9 @@ func TestRequired2FALetsAnAdminWithoutItOnlyEnrol(t *testing.T) {
 	}
 	refused(t, session)
 
-	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{}, cookie(session)))
+	started, err := e.identity.StartTotpEnrolment(ctx, req(&identitypb.StartTotpEnrolmentRequest{Password: bootstrapPassword}, cookie(session)))
 	require.NoError(t, err)
-	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
+	confirmed, err := e.identity.ConfirmTotpEnrolment(ctx, req(&identitypb.ConfirmTotpEnrolmentRequest{Password: bootstrapPassword, Code: codeAt(t, started.Msg.GetSecret(), e.clock.Now())}, cookie(session)))
 	require.NoError(t, err)
 	_, err = e.me(cookie(session))
 	requireCode(t, connect.CodeUnauthenticated, err)

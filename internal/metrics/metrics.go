@@ -38,6 +38,7 @@ type Metrics struct {
 	pluginDuration *prometheus.HistogramVec
 	pluginErrors   *prometheus.CounterVec
 	panics         *prometheus.CounterVec
+	secondFactor   *prometheus.CounterVec
 }
 
 // New returns Metrics on a registry of its own, with the Go runtime,
@@ -78,8 +79,13 @@ func New() *Metrics {
 		"Failed plugin calls, by plugin, function and kind (script_error, timeout, budget, memory, bad_result, circuit_open, other).", "plugin", "function", "kind")
 	m.panics = counterVec("panics_total",
 		"Panics recovered from request handlers (answered Internal, or 500 to plain HTTP; logged at ERROR with the stack), by route: the procedure for an RPC, else the path the server mounts (/callbacks/, /export/payments.csv, the admin path, /ready, other). A panic is a defect: alert on any.", "route")
+	m.secondFactor = counterVec("admin_second_factor_refused_total",
+		"Admins' second-factor codes (TOTP or recovery) refused after a right password, by outcome: wrong (judged wrong), locked (refused unjudged while the admin's codes are locked out after too many wrong ones). Both series exist from the start at 0. Anything but a rare typo is someone who has an admin's password.", "outcome")
+	for _, outcome := range []string{"wrong", "locked"} {
+		m.secondFactor.WithLabelValues(outcome)
+	}
 	for _, c := range []prometheus.Collector{m.rpcRequests, m.rpcDuration, m.httpRequests, m.httpDuration, m.transitions,
-		m.settledCents, m.capturedCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors, m.panics} {
+		m.settledCents, m.capturedCents, m.callbacks, m.refunds, m.refundedCents, m.pluginDuration, m.pluginErrors, m.panics, m.secondFactor} {
 		f(c)
 	}
 	return m
@@ -145,6 +151,14 @@ func (m *Metrics) Panic(route string) {
 		return
 	}
 	m.panics.WithLabelValues(route).Inc()
+}
+
+// SecondFactorRefused implements identity.SecondFactorMetrics.
+func (m *Metrics) SecondFactorRefused(outcome string) {
+	if m == nil {
+		return
+	}
+	m.secondFactor.WithLabelValues(outcome).Inc()
 }
 
 // PaymentTransition implements payment.Metrics.

@@ -25,6 +25,10 @@ type Admin struct {
 	TOTPSecret      string
 	TOTPConfirmedAt *time.Time
 	TOTPLastStep    int64
+	// TOTPFailures counts the second-factor codes judged wrong in a row;
+	// TOTPLockedUntil is when codes are judged again after too many.
+	TOTPFailures    int32
+	TOTPLockedUntil *time.Time
 }
 
 func adminResult(a dbsqlc.AdminUser, err error) (Admin, error) {
@@ -41,6 +45,7 @@ func adminResult(a dbsqlc.AdminUser, err error) (Admin, error) {
 		CreatedAt:    a.CreatedAt,
 		UpdatedAt:    a.UpdatedAt,
 		TOTPSecret:   deref(a.TotpSecret), TOTPConfirmedAt: a.TotpConfirmedAt, TOTPLastStep: a.TotpLastStep,
+		TOTPFailures: a.TotpFailures, TOTPLockedUntil: a.TotpLockedUntil,
 	}, nil
 }
 

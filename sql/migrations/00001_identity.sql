@@ -31,12 +31,20 @@ CREATE TABLE admin_users (
     -- The last time step whose code was accepted: a code is accepted once,
     -- so only a later step's code is accepted after it.
     totp_last_step    bigint      NOT NULL DEFAULT 0,
+    -- Second-factor codes (TOTP or recovery) judged wrong in a row, counted
+    -- before each code is judged and set back to 0 by a right one; from the
+    -- fifth on, each sets totp_locked_until, before which no code is judged
+    -- (identity.checkSecondFactor). Counted here, not in memory, so that
+    -- every instance and every address share one budget per admin.
+    totp_failures     integer     NOT NULL DEFAULT 0,
+    totp_locked_until timestamptz,
     created_at    timestamptz NOT NULL DEFAULT now(),
     updated_at    timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT admin_users_username_key UNIQUE (username),
     CONSTRAINT admin_users_username_check CHECK (username <> ''),
     CONSTRAINT admin_users_password_hash_check CHECK (password_hash <> ''),
-    CONSTRAINT admin_users_totp_check CHECK (totp_confirmed_at IS NULL OR totp_secret IS NOT NULL)
+    CONSTRAINT admin_users_totp_check CHECK (totp_confirmed_at IS NULL OR totp_secret IS NOT NULL),
+    CONSTRAINT admin_users_totp_failures_check CHECK (totp_failures >= 0)
 );
 
 -- An admin's one-time recovery codes, made when their 2FA is confirmed and

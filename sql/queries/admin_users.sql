@@ -81,12 +81,39 @@ WHERE id = @id
 
 -- name: UseAdminTotpStep :execrows
 -- Accepts a code of step once: no row when a code of this step or a later
--- one was accepted already (a replay).
+-- one was accepted already (a replay). A right code ends the run of wrong
+-- ones.
 UPDATE admin_users
-SET totp_last_step = @step
+SET totp_last_step = @step,
+    totp_failures = 0,
+    totp_locked_until = NULL
 WHERE id = @id
   AND totp_confirmed_at IS NOT NULL
   AND totp_last_step < @step;
+
+-- name: LockAdminSecondFactor :one
+-- The admin's run of wrong second-factor codes, the row locked until the
+-- transaction ends, so that attempts racing on every instance are counted
+-- one after the other (store.CountAdminSecondFactorAttempt).
+SELECT totp_failures, totp_locked_until, (totp_confirmed_at IS NOT NULL)::boolean AS confirmed
+FROM admin_users
+WHERE id = @id
+FOR UPDATE;
+
+-- name: SetAdminSecondFactorFailures :exec
+UPDATE admin_users
+SET totp_failures = @failures,
+    totp_locked_until = sqlc.narg('locked_until')
+WHERE id = @id;
+
+-- name: ResetAdminSecondFactorFailures :execrows
+-- A right recovery code, or an operator (paymentd admin unlock-2fa), ends
+-- the run of wrong codes and any lock; no row when there was none.
+UPDATE admin_users
+SET totp_failures = 0,
+    totp_locked_until = NULL
+WHERE id = @id
+  AND (totp_failures > 0 OR totp_locked_until IS NOT NULL);
 
 -- name: ClearAdminTotp :execrows
 -- Removes an admin's 2FA, pending or confirmed (no row when there was
@@ -95,6 +122,8 @@ UPDATE admin_users
 SET totp_secret = NULL,
     totp_confirmed_at = NULL,
     totp_last_step = 0,
+    totp_failures = 0,
+    totp_locked_until = NULL,
     updated_at = @updated_at
 WHERE id = @id
   AND totp_secret IS NOT NULL;

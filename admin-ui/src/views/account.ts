@@ -73,24 +73,39 @@ export function twoFactorCard(opts: TwoFactorOptions = {}): HTMLElement {
       replace(errors, h("div", { class: "error", role: "alert" }, String(err)));
     }
   };
+  // Enrolling needs the password at both steps (a stolen session alone
+  // cannot enrol a factor): asked once, kept only in this closure until
+  // the confirmation.
   const startButton = () => {
-    const btn = h("button", { type: "button", class: "primary" }, "Set up two-factor sign-in");
+    const password = h("input", { name: "password", type: "password", autocomplete: "current-password", required: true, maxlength: 128 });
+    const btn = h("button", { type: "submit", class: "primary" }, "Set up two-factor sign-in");
     const out = h("div");
-    btn.addEventListener("click", async () => {
+    const form = h("form", { class: "action-form", "aria-label": "Set up two-factor sign-in", novalidate: true }, field("Password", password), btn);
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      if (!password.value) {
+        replace(errors, h("div", { class: "error", role: "alert" }, "Enter your password."));
+        password.focus();
+        return;
+      }
       let url = "";
       let secret = "";
       let png = "";
+      const pw = password.value;
       const ok = await busy(btn, errors, async () => {
-        const res = await identity.startTotpEnrolment({});
+        const res = await identity.startTotpEnrolment({ password: pw });
         url = res.otpauthUrl;
         secret = res.secret;
         png = res.qrPng;
       });
-      if (ok) replace(out, enrolment(url, secret, png));
+      if (ok) {
+        password.value = "";
+        replace(out, enrolment(url, secret, png, pw));
+      }
     });
-    return h("div", null, h("p", null, required ? "Not set up yet." : "Off. Signing in asks for your password only."), btn, out);
+    return h("div", null, h("p", null, required ? "Not set up yet." : "Off. Signing in asks for your password only."), form, out);
   };
-  const enrolment = (url: string, secret: string, png: string) => {
+  const enrolment = (url: string, secret: string, png: string, password: string) => {
     const code = h("input", { name: "code", autocomplete: "one-time-code", inputmode: "numeric", maxlength: 8, size: 10, required: true });
     const submit = h("button", { type: "submit", class: "primary" }, "Confirm");
     const form = h(
@@ -107,7 +122,7 @@ export function twoFactorCard(opts: TwoFactorOptions = {}): HTMLElement {
       ev.preventDefault();
       let codes: string[] = [];
       const ok = await busy(submit, errors, async () => {
-        const res = await identity.confirmTotpEnrolment({ code: code.value.trim() });
+        const res = await identity.confirmTotpEnrolment({ code: code.value.trim(), password });
         codes = res.recoveryCodes;
       });
       if (!ok) return;

@@ -2438,8 +2438,10 @@ type AdminApiKey struct {
 	RevokedAt string `protobuf:"bytes,9,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
 	// The admin who revoked it; empty while the key is active.
 	RevokedBy string `protobuf:"bytes,10,opt,name=revoked_by,json=revokedBy,proto3" json:"revoked_by,omitempty"`
-	// When the key stops working, RFC 3339; empty if it never expires. An
-	// expired key is refused as an unknown one is (Unauthenticated).
+	// When the key stops working, RFC 3339; empty if it never expires: its
+	// own expiry, or [admin].api_key_max_lifetime_days after created_at when
+	// that comes first (the maximum bounds keys made before it was set too).
+	// An expired key is refused as an unknown one is (Unauthenticated).
 	ExpiresAt     string `protobuf:"bytes,11,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2862,7 +2864,9 @@ func (x *RevokeAdminApiKeyResponse) GetApiKey() *AdminApiKey {
 }
 
 type StartTotpEnrolmentRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The admin's password.
+	Password      string `protobuf:"bytes,1,opt,name=password,proto3" json:"password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2895,6 +2899,13 @@ func (x *StartTotpEnrolmentRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StartTotpEnrolmentRequest.ProtoReflect.Descriptor instead.
 func (*StartTotpEnrolmentRequest) Descriptor() ([]byte, []int) {
 	return file_billing_identity_identity_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *StartTotpEnrolmentRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
 }
 
 type StartTotpEnrolmentResponse struct {
@@ -2963,7 +2974,9 @@ func (x *StartTotpEnrolmentResponse) GetQrPng() string {
 type ConfirmTotpEnrolmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The authenticator app's current 6-digit code.
-	Code          string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The admin's password.
+	Password      string `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3001,6 +3014,13 @@ func (*ConfirmTotpEnrolmentRequest) Descriptor() ([]byte, []int) {
 func (x *ConfirmTotpEnrolmentRequest) GetCode() string {
 	if x != nil {
 		return x.Code
+	}
+	return ""
+}
+
+func (x *ConfirmTotpEnrolmentRequest) GetPassword() string {
+	if x != nil {
+		return x.Password
 	}
 	return ""
 }
@@ -3357,15 +3377,19 @@ const file_billing_identity_identity_proto_rawDesc = "" +
 	"\x18RevokeAdminApiKeyRequest\x12\x1b\n" +
 	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"S\n" +
 	"\x19RevokeAdminApiKeyResponse\x126\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"\x1b\n" +
-	"\x19StartTotpEnrolmentRequest\"l\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x1d.billing.identity.AdminApiKeyR\x06apiKey\"C\n" +
+	"\x19StartTotpEnrolmentRequest\x12&\n" +
+	"\bpassword\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\bpassword\"l\n" +
 	"\x1aStartTotpEnrolmentResponse\x12\x1f\n" +
 	"\votpauth_url\x18\x01 \x01(\tR\n" +
 	"otpauthUrl\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\x12\x15\n" +
-	"\x06qr_png\x18\x03 \x01(\tR\x05qrPng\"<\n" +
+	"\x06qr_png\x18\x03 \x01(\tR\x05qrPng\"d\n" +
 	"\x1bConfirmTotpEnrolmentRequest\x12\x1d\n" +
-	"\x04code\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x06\x18\bR\x04code\"E\n" +
+	"\x04code\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x06\x18\bR\x04code\x12&\n" +
+	"\bpassword\x18\x02 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\x80\x01R\bpassword\"E\n" +
 	"\x1cConfirmTotpEnrolmentResponse\x12%\n" +
 	"\x0erecovery_codes\x18\x01 \x03(\tR\rrecoveryCodes\"<\n" +
 	"\x12DisableTotpRequest\x12&\n" +

@@ -50,7 +50,7 @@ SET password_hash = $1,
     updated_at = $2
 WHERE id = $3
   AND password_hash = $4
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at
 `
 
 type ChangeAdminPasswordParams struct {
@@ -80,6 +80,8 @@ func (q *Queries) ChangeAdminPassword(ctx context.Context, arg ChangeAdminPasswo
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -91,6 +93,8 @@ UPDATE admin_users
 SET totp_secret = NULL,
     totp_confirmed_at = NULL,
     totp_last_step = 0,
+    totp_failures = 0,
+    totp_locked_until = NULL,
     updated_at = $1
 WHERE id = $2
   AND totp_secret IS NOT NULL
@@ -185,7 +189,7 @@ func (q *Queries) CountEnabledAdmins(ctx context.Context) (int64, error) {
 const createAdmin = `-- name: CreateAdmin :one
 INSERT INTO admin_users (username, password_hash, display_name)
 VALUES ($1, $2, $3)
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at
 `
 
 type CreateAdminParams struct {
@@ -207,6 +211,8 @@ func (q *Queries) CreateAdmin(ctx context.Context, arg CreateAdminParams) (Admin
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -253,7 +259,7 @@ func (q *Queries) DeleteAdminSessions(ctx context.Context, adminID uuid.UUID) ([
 }
 
 const getAdminByUsername = `-- name: GetAdminByUsername :one
-SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at FROM admin_users
+SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at FROM admin_users
 WHERE username = $1
 `
 
@@ -270,6 +276,8 @@ func (q *Queries) GetAdminByUsername(ctx context.Context, username string) (Admi
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -292,6 +300,29 @@ func (q *Queries) InsertAdminRecoveryCode(ctx context.Context, arg InsertAdminRe
 	return err
 }
 
+const lockAdminSecondFactor = `-- name: LockAdminSecondFactor :one
+SELECT totp_failures, totp_locked_until, (totp_confirmed_at IS NOT NULL)::boolean AS confirmed
+FROM admin_users
+WHERE id = $1
+FOR UPDATE
+`
+
+type LockAdminSecondFactorRow struct {
+	TotpFailures    int32
+	TotpLockedUntil *time.Time
+	Confirmed       bool
+}
+
+// The admin's run of wrong second-factor codes, the row locked until the
+// transaction ends, so that attempts racing on every instance are counted
+// one after the other (store.CountAdminSecondFactorAttempt).
+func (q *Queries) LockAdminSecondFactor(ctx context.Context, id uuid.UUID) (LockAdminSecondFactorRow, error) {
+	row := q.db.QueryRow(ctx, lockAdminSecondFactor, id)
+	var i LockAdminSecondFactorRow
+	err := row.Scan(&i.TotpFailures, &i.TotpLockedUntil, &i.Confirmed)
+	return i, err
+}
+
 const lockAdminUsers = `-- name: LockAdminUsers :exec
 LOCK TABLE admin_users IN SHARE ROW EXCLUSIVE MODE
 `
@@ -303,12 +334,30 @@ func (q *Queries) LockAdminUsers(ctx context.Context) error {
 	return err
 }
 
+const resetAdminSecondFactorFailures = `-- name: ResetAdminSecondFactorFailures :execrows
+UPDATE admin_users
+SET totp_failures = 0,
+    totp_locked_until = NULL
+WHERE id = $1
+  AND (totp_failures > 0 OR totp_locked_until IS NOT NULL)
+`
+
+// A right recovery code, or an operator (paymentd admin unlock-2fa), ends
+// the run of wrong codes and any lock; no row when there was none.
+func (q *Queries) ResetAdminSecondFactorFailures(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, resetAdminSecondFactorFailures, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const setAdminDisabledAt = `-- name: SetAdminDisabledAt :one
 UPDATE admin_users
 SET disabled_at = $1,
     updated_at = $2
 WHERE id = $3
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at
 `
 
 type SetAdminDisabledAtParams struct {
@@ -331,6 +380,8 @@ func (q *Queries) SetAdminDisabledAt(ctx context.Context, arg SetAdminDisabledAt
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
@@ -342,7 +393,7 @@ UPDATE admin_users
 SET password_hash = $1,
     updated_at = now()
 WHERE username = $2
-RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at
+RETURNING id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at
 `
 
 type SetAdminPasswordParams struct {
@@ -365,10 +416,30 @@ func (q *Queries) SetAdminPassword(ctx context.Context, arg SetAdminPasswordPara
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const setAdminSecondFactorFailures = `-- name: SetAdminSecondFactorFailures :exec
+UPDATE admin_users
+SET totp_failures = $1,
+    totp_locked_until = $2
+WHERE id = $3
+`
+
+type SetAdminSecondFactorFailuresParams struct {
+	Failures    int32
+	LockedUntil *time.Time
+	ID          uuid.UUID
+}
+
+func (q *Queries) SetAdminSecondFactorFailures(ctx context.Context, arg SetAdminSecondFactorFailuresParams) error {
+	_, err := q.db.Exec(ctx, setAdminSecondFactorFailures, arg.Failures, arg.LockedUntil, arg.ID)
+	return err
 }
 
 const startAdminTotp = `-- name: StartAdminTotp :execrows
@@ -422,7 +493,9 @@ func (q *Queries) UseAdminRecoveryCode(ctx context.Context, arg UseAdminRecovery
 
 const useAdminTotpStep = `-- name: UseAdminTotpStep :execrows
 UPDATE admin_users
-SET totp_last_step = $1
+SET totp_last_step = $1,
+    totp_failures = 0,
+    totp_locked_until = NULL
 WHERE id = $2
   AND totp_confirmed_at IS NOT NULL
   AND totp_last_step < $1
@@ -434,7 +507,8 @@ type UseAdminTotpStepParams struct {
 }
 
 // Accepts a code of step once: no row when a code of this step or a later
-// one was accepted already (a replay).
+// one was accepted already (a replay). A right code ends the run of wrong
+// ones.
 func (q *Queries) UseAdminTotpStep(ctx context.Context, arg UseAdminTotpStepParams) (int64, error) {
 	result, err := q.db.Exec(ctx, useAdminTotpStep, arg.Step, arg.ID)
 	if err != nil {

@@ -42,6 +42,8 @@ type AdminUser struct {
 	TotpSecret      *string
 	TotpConfirmedAt *time.Time
 	TotpLastStep    int64
+	TotpFailures    int32
+	TotpLockedUntil *time.Time
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
 }

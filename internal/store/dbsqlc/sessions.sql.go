@@ -47,7 +47,7 @@ func (q *Queries) DeleteSession(ctx context.Context, id []byte) (int64, error) {
 }
 
 const getAdminByID = `-- name: GetAdminByID :one
-SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, created_at, updated_at FROM admin_users
+SELECT id, username, password_hash, display_name, disabled_at, last_login_at, totp_secret, totp_confirmed_at, totp_last_step, totp_failures, totp_locked_until, created_at, updated_at FROM admin_users
 WHERE id = $1
 `
 
@@ -65,6 +65,8 @@ func (q *Queries) GetAdminByID(ctx context.Context, id uuid.UUID) (AdminUser, er
 		&i.TotpSecret,
 		&i.TotpConfirmedAt,
 		&i.TotpLastStep,
+		&i.TotpFailures,
+		&i.TotpLockedUntil,
 		&i.CreatedAt,
 		&i.UpdatedAt,
 	)

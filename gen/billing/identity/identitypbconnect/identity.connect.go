@@ -170,7 +170,9 @@ type IdentityServiceClient interface {
 	// (RFC 6238): a new secret, kept sealed under [secrets], answered as an
 	// otpauth:// URL and a QR code for an authenticator app. Starting again
 	// replaces a pending enrolment; an admin with 2FA confirmed already gets
-	// FailedPrecondition (DisableTotp first). Needs an admin session.
+	// FailedPrecondition (DisableTotp first). Needs an admin session and the
+	// admin's password (a wrong one is PermissionDenied and changes nothing),
+	// so that a stolen session cannot enrol a factor the admin does not have.
 	StartTotpEnrolment(context.Context, *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error)
 	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
 	// first code: from then on AdminLogin asks for a code. Answers 10
@@ -178,7 +180,8 @@ type IdentityServiceClient interface {
 	// of a code. A wrong code is InvalidArgument. Every session of the admin
 	// ends (each was started without the second factor) and the answer's
 	// Set-Cookie carries the new one that replaces the caller's; API keys
-	// stay. Needs an admin session.
+	// stay. Needs an admin session and the admin's password, as
+	// StartTotpEnrolment.
 	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
 	// DisableTotp removes the calling admin's two-factor sign-in and recovery
 	// codes, given their password (a wrong one is PermissionDenied). With
@@ -447,7 +450,9 @@ type IdentityServiceHandler interface {
 	// (RFC 6238): a new secret, kept sealed under [secrets], answered as an
 	// otpauth:// URL and a QR code for an authenticator app. Starting again
 	// replaces a pending enrolment; an admin with 2FA confirmed already gets
-	// FailedPrecondition (DisableTotp first). Needs an admin session.
+	// FailedPrecondition (DisableTotp first). Needs an admin session and the
+	// admin's password (a wrong one is PermissionDenied and changes nothing),
+	// so that a stolen session cannot enrol a factor the admin does not have.
 	StartTotpEnrolment(context.Context, *connect.Request[identity.StartTotpEnrolmentRequest]) (*connect.Response[identity.StartTotpEnrolmentResponse], error)
 	// ConfirmTotpEnrolment confirms the pending enrolment with the app's
 	// first code: from then on AdminLogin asks for a code. Answers 10
@@ -455,7 +460,8 @@ type IdentityServiceHandler interface {
 	// of a code. A wrong code is InvalidArgument. Every session of the admin
 	// ends (each was started without the second factor) and the answer's
 	// Set-Cookie carries the new one that replaces the caller's; API keys
-	// stay. Needs an admin session.
+	// stay. Needs an admin session and the admin's password, as
+	// StartTotpEnrolment.
 	ConfirmTotpEnrolment(context.Context, *connect.Request[identity.ConfirmTotpEnrolmentRequest]) (*connect.Response[identity.ConfirmTotpEnrolmentResponse], error)
 	// DisableTotp removes the calling admin's two-factor sign-in and recovery
 	// codes, given their password (a wrong one is PermissionDenied). With
