@@ -59,10 +59,12 @@ type App struct {
 	// db is pool for the request path: acquiring a connection waits at
 	// most [db].acquire_timeout_secs (store.BoundedPool), then the request
 	// answers Unavailable "database busy, retry" instead of waiting on.
-	db     store.DB
-	cache  *cache.Cache
-	bg     *background
-	server *server.Server
+	db    store.DB
+	cache *cache.Cache
+	// counters are the rate counters (rateCounters).
+	counters *ratelimit.Fallback
+	bg       *background
+	server   *server.Server
 	// outbound is the process's one HTTP client; registry the plugin
 	// scanner and the loaded plugins (plugins.go).
 	outbound *outbound.Client
@@ -155,11 +157,25 @@ type Signals struct {
 	// billing run: each look at whether this instance leads `billing`, and
 	// the work it then does, if any.
 	Reconciler, Renewals *testsignal.Signal
+	// BeforeHash runs in every argon2id run on a caller's password while
+	// it holds its hashing slot: a test blocks in it to keep the slots
+	// full.
+	BeforeHash func()
 }
 
 // WithSignals hands the background loops the test signals in s.
 func WithSignals(s Signals) Option {
 	return func(o *options) { o.signals = s }
+}
+
+// rateCounters is the one set of rate counters the per-address limit and
+// the password budgets share: Redis while it answers, else this
+// instance's memory.
+func (a *App) rateCounters() *ratelimit.Fallback {
+	if a.counters == nil {
+		a.counters = ratelimit.NewFallback(a.cache)
+	}
+	return a.counters
 }
 
 // ErrNoDatabaseURL is returned when [db].url is empty.
@@ -354,6 +370,13 @@ func (a *App) init(ctx context.Context) error {
 		AdminAPIKeyMaxLifetime: time.Duration(a.cfg.Admin.APIKeyMaxLifetimeDays) * 24 * time.Hour,
 		Require2FA:             a.cfg.Admin.Require2FA,
 		Secrets:                a.secrets,
+		// Password attempts across every address and per account, counted
+		// where the per-address limit counts (Redis, else memory).
+		Passwords: ratelimit.NewPasswordBudget(a.rateCounters(), a.cfg.RateLimit.Limits(), a.log),
+		// A password call waiting for argon2id gives back its slot of
+		// [server].max_concurrency (issue 35).
+		ReleaseSlot: concurrency.Release,
+		BeforeHash:  a.opts.signals.BeforeHash,
 	})
 	if err != nil {
 		return err
@@ -458,7 +481,7 @@ func (a *App) init(ctx context.Context) error {
 	// an invalid credential never falls through to a later layer.
 	srv.Limits = []server.Middleware{
 		limiter.Middleware(),
-		ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit.Limits()), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
+		ratelimit.Middleware(a.rateCounters(), ratelimit.Rules(a.cfg.RateLimit.Limits()), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
 	}
 	// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
 	// notifications, behind the limits and before the credential

@@ -234,6 +234,9 @@ func (s *Service) DisableTOTP(ctx context.Context, password string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.admitPassword(ctx, adminBudgetKey(a.Username)); err != nil {
+		return err
+	}
 	ok, err := s.checkPassword(ctx, a.PasswordHash, password)
 	if err != nil {
 		return err
