@@ -61,6 +61,7 @@ type App struct {
 	// answers Unavailable "database busy, retry" instead of waiting on.
 	db    store.DB
 	cache *cache.Cache
+	ids   *identity.Service
 	// counters are the rate counters (rateCounters).
 	counters *ratelimit.Fallback
 	bg       *background
@@ -104,6 +105,13 @@ type options struct {
 	pollOnlyWorker bool
 	// signals: the background loops' test signals (tests).
 	signals Signals
+	// hashSlots, hashQueue, hashWait: identity.Options.HashSlots,
+	// HashQueue and HashWait (tests; zero: the defaults).
+	hashSlots, hashQueue int
+	hashWait             time.Duration
+	// rateClock: the rate counters' clock (tests); nil: time.Now, and
+	// Redis's own clock while Redis counts.
+	rateClock func() time.Time
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -163,6 +171,20 @@ type Signals struct {
 	BeforeHash func()
 }
 
+// WithPasswordHashing sets how many argon2id runs go at once, how many
+// password calls may wait for one and for how long (tests hold the slots
+// to fill the queue; the service uses identity's defaults).
+func WithPasswordHashing(slots, queue int, wait time.Duration) Option {
+	return func(o *options) { o.hashSlots, o.hashQueue, o.hashWait = slots, queue, wait }
+}
+
+// WithRateLimitClock makes the rate counters (the per-address limit and
+// the password budgets) run on clock, so a test can hold time still
+// while it spends a budget.
+func WithRateLimitClock(clock func() time.Time) Option {
+	return func(o *options) { o.rateClock = clock }
+}
+
 // WithSignals hands the background loops the test signals in s.
 func WithSignals(s Signals) Option {
 	return func(o *options) { o.signals = s }
@@ -173,7 +195,11 @@ func WithSignals(s Signals) Option {
 // instance's memory.
 func (a *App) rateCounters() *ratelimit.Fallback {
 	if a.counters == nil {
-		a.counters = ratelimit.NewFallback(a.cache)
+		var opts []ratelimit.Option
+		if a.opts.rateClock != nil {
+			opts = append(opts, ratelimit.WithClock(a.opts.rateClock))
+		}
+		a.counters = ratelimit.NewFallback(a.cache, opts...)
 	}
 	return a.counters
 }
@@ -377,10 +403,14 @@ func (a *App) init(ctx context.Context) error {
 		// [server].max_concurrency (issue 35).
 		ReleaseSlot: concurrency.Release,
 		BeforeHash:  a.opts.signals.BeforeHash,
+		HashSlots:   a.opts.hashSlots,
+		HashQueue:   a.opts.hashQueue,
+		HashWait:    a.opts.hashWait,
 	})
 	if err != nil {
 		return err
 	}
+	a.ids = ids
 
 	if err := a.startTelemetry(ctx); err != nil {
 		return err
@@ -585,6 +615,10 @@ func MergePolicies(policies ...auth.Policy) (auth.Policy, error) {
 
 // Pool is the database pool.
 func (a *App) Pool() *pgxpool.Pool { return a.pool }
+
+// PasswordChecksWaiting is the number of password calls waiting for a
+// hashing slot now (tests wait for the queue to fill).
+func (a *App) PasswordChecksWaiting() int { return a.ids.HashesWaiting() }
 
 // Server is the HTTP server.
 func (a *App) Server() *server.Server { return a.server }

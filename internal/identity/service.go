@@ -355,6 +355,9 @@ func (s *Service) acquireHashSlot(ctx context.Context) (func(), error) {
 	}
 }
 
+// HashesWaiting is the number of calls waiting for a hashing slot now.
+func (s *Service) HashesWaiting() int { return int(s.hashWaiting.Load()) }
+
 // holdSlot runs with a hashing slot taken: the call gives back its
 // concurrency slot (if it still holds one) and the test hook runs.
 func (s *Service) holdSlot(ctx context.Context) {
