@@ -59,10 +59,13 @@ type App struct {
 	// db is pool for the request path: acquiring a connection waits at
 	// most [db].acquire_timeout_secs (store.BoundedPool), then the request
 	// answers Unavailable "database busy, retry" instead of waiting on.
-	db     store.DB
-	cache  *cache.Cache
-	bg     *background
-	server *server.Server
+	db    store.DB
+	cache *cache.Cache
+	ids   *identity.Service
+	// counters are the rate counters (rateCounters).
+	counters *ratelimit.Fallback
+	bg       *background
+	server   *server.Server
 	// outbound is the process's one HTTP client; registry the plugin
 	// scanner and the loaded plugins (plugins.go).
 	outbound *outbound.Client
@@ -102,6 +105,13 @@ type options struct {
 	pollOnlyWorker bool
 	// signals: the background loops' test signals (tests).
 	signals Signals
+	// hashSlots, hashQueue, hashWait: identity.Options.HashSlots,
+	// HashQueue and HashWait (tests; zero: the defaults).
+	hashSlots, hashQueue int
+	hashWait             time.Duration
+	// rateClock: the rate counters' clock (tests); nil: time.Now, and
+	// Redis's own clock while Redis counts.
+	rateClock func() time.Time
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -155,11 +165,43 @@ type Signals struct {
 	// billing run: each look at whether this instance leads `billing`, and
 	// the work it then does, if any.
 	Reconciler, Renewals *testsignal.Signal
+	// BeforeHash runs in every argon2id run on a caller's password while
+	// it holds its hashing slot: a test blocks in it to keep the slots
+	// full.
+	BeforeHash func()
+}
+
+// WithPasswordHashing sets how many argon2id runs go at once, how many
+// password calls may wait for one and for how long (tests hold the slots
+// to fill the queue; the service uses identity's defaults).
+func WithPasswordHashing(slots, queue int, wait time.Duration) Option {
+	return func(o *options) { o.hashSlots, o.hashQueue, o.hashWait = slots, queue, wait }
+}
+
+// WithRateLimitClock makes the rate counters (the per-address limit and
+// the password budgets) run on clock, so a test can hold time still
+// while it spends a budget.
+func WithRateLimitClock(clock func() time.Time) Option {
+	return func(o *options) { o.rateClock = clock }
 }
 
 // WithSignals hands the background loops the test signals in s.
 func WithSignals(s Signals) Option {
 	return func(o *options) { o.signals = s }
+}
+
+// rateCounters is the one set of rate counters the per-address limit and
+// the password budgets share: Redis while it answers, else this
+// instance's memory.
+func (a *App) rateCounters() *ratelimit.Fallback {
+	if a.counters == nil {
+		var opts []ratelimit.Option
+		if a.opts.rateClock != nil {
+			opts = append(opts, ratelimit.WithClock(a.opts.rateClock))
+		}
+		a.counters = ratelimit.NewFallback(a.cache, opts...)
+	}
+	return a.counters
 }
 
 // ErrNoDatabaseURL is returned when [db].url is empty.
@@ -367,10 +409,21 @@ func (a *App) init(ctx context.Context) error {
 		Require2FA:             a.cfg.Admin.Require2FA,
 		Secrets:                a.secrets,
 		SecondFactorMetrics:    a.tel.metrics,
+		// Password attempts across every address and per account, counted
+		// where the per-address limit counts (Redis, else memory).
+		Passwords: ratelimit.NewPasswordBudget(a.rateCounters(), a.cfg.RateLimit.Limits(), a.log),
+		// A password call waiting for argon2id gives back its slot of
+		// [server].max_concurrency (issue 35).
+		ReleaseSlot: concurrency.Release,
+		BeforeHash:  a.opts.signals.BeforeHash,
+		HashSlots:   a.opts.hashSlots,
+		HashQueue:   a.opts.hashQueue,
+		HashWait:    a.opts.hashWait,
 	})
 	if err != nil {
 		return err
 	}
+	a.ids = ids
 
 	if err := a.startPlugins(ctx); err != nil {
 		return err
@@ -468,7 +521,7 @@ func (a *App) init(ctx context.Context) error {
 	// an invalid credential never falls through to a later layer.
 	srv.Limits = []server.Middleware{
 		limiter.Middleware(),
-		ratelimit.Middleware(ratelimit.NewFallback(a.cache), ratelimit.Rules(a.cfg.RateLimit.Limits()), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
+		ratelimit.Middleware(a.rateCounters(), ratelimit.Rules(a.cfg.RateLimit.Limits()), ratelimit.ClientIP(a.cfg.Server.TrustedProxyPrefixes()), a.log),
 	}
 	// GET/POST /callbacks/{gateway_interface_id}: gateways' plain HTTP
 	// notifications, behind the limits and before the credential
@@ -572,6 +625,10 @@ func MergePolicies(policies ...auth.Policy) (auth.Policy, error) {
 
 // Pool is the database pool.
 func (a *App) Pool() *pgxpool.Pool { return a.pool }
+
+// PasswordChecksWaiting is the number of password calls waiting for a
+// hashing slot now (tests wait for the queue to fill).
+func (a *App) PasswordChecksWaiting() int { return a.ids.HashesWaiting() }
 
 // Server is the HTTP server.
 func (a *App) Server() *server.Server { return a.server }

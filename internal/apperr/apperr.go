@@ -3,6 +3,7 @@ package apperr
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kind classifies a domain error. Each maps to exactly one gRPC code.
@@ -49,6 +50,10 @@ type Error struct {
 	// any other Internal error answers a generic message. Errors of every
 	// other kind always show their message.
 	Shown bool
+	// RetryAfter, when positive, is how long the caller should wait before
+	// trying again (a limit that refused the call): answered as a
+	// RetryInfo detail and a Retry-After header, as the rate limit does.
+	RetryAfter time.Duration
 	// Violation, when set, names the request field an InvalidArgument
 	// error is about; the transport adds it as the buf.validate.Violations
 	// detail the request validator gives for its own rules, so a program
@@ -97,6 +102,12 @@ func Field(field, rule, format string, args ...any) *Error {
 // is logged but never shown.
 func Wrap(kind Kind, cause error, format string, args ...any) *Error {
 	return &Error{Kind: kind, Message: fmt.Sprintf(format, args...), Cause: cause}
+}
+
+// RetryLater returns a ResourceExhausted error that asks the caller to
+// retry after retryAfter.
+func RetryLater(retryAfter time.Duration, format string, args ...any) *Error {
+	return &Error{Kind: ResourceExhausted, Message: fmt.Sprintf(format, args...), RetryAfter: retryAfter}
 }
 
 // KindOf returns the kind of the first *Error in err's chain, and false when

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -118,11 +119,12 @@ func (l *Limiter) Middleware() func(http.Handler) http.Handler {
 				}
 			}
 			l.inFlight.Add(1)
-			defer func() {
+			s := &slot{release: func() {
 				l.inFlight.Add(-1)
 				l.sem.Release(1)
-			}()
-			next.ServeHTTP(w, r)
+			}}
+			defer s.free()
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), slotKey{}, s)))
 		})
 	}
 }
@@ -161,6 +163,33 @@ func (l *Limiter) wait(w http.ResponseWriter, r *http.Request) bool {
 		l.leftCanceled.Add(1)
 	}
 	return false
+}
+
+// slot is a request's place among the Max in flight, freed once: by
+// Release when the handler lets go of it early, else when the handler
+// returns.
+type slot struct {
+	once    sync.Once
+	release func()
+}
+
+func (s *slot) free() { s.once.Do(s.release) }
+
+type slotKey struct{}
+
+// Release gives back the slot the request of ctx holds, before its handler
+// returns, to the next queued request; it does nothing for a context
+// without one or whose slot is already given back. A handler about to wait
+// for something other than the service's own work calls it, so that the
+// wait holds no slot: a password check queued for argon2id
+// (internal/identity) would otherwise fill the slots with calls that only
+// wait, and every other call would queue behind them (issue 35). What the
+// request does after Release is no longer counted in flight nor bounded by
+// Max: the caller bounds it itself.
+func Release(ctx context.Context) {
+	if s, ok := ctx.Value(slotKey{}).(*slot); ok {
+		s.free()
+	}
 }
 
 // ClientTimeout is the deadline a gRPC, gRPC-Web or Connect client sent

@@ -135,11 +135,20 @@ type Admin struct {
 	Require2FA bool `koanf:"require_2fa"`
 }
 
-// RateLimit bounds login and registration attempts per client IP.
+// RateLimit bounds login and registration attempts per client IP, and
+// password attempts across every address and per account.
 type RateLimit struct {
 	Enabled        bool `koanf:"enabled"`
 	LoginPerSec    int  `koanf:"login_per_sec"`
 	RegisterPerSec int  `koanf:"register_per_sec"`
+	// PasswordPerSec bounds the password attempts (logins, admin logins,
+	// registrations, password changes, turning 2FA off) of every address
+	// together.
+	PasswordPerSec int `koanf:"password_per_sec"`
+	// PasswordPerAccountPerMin bounds the password attempts on one
+	// account (an e-mail or admin username, whether it exists or not)
+	// from every address together.
+	PasswordPerAccountPerMin int `koanf:"password_per_account_per_min"`
 }
 
 // Redis is the optional shared cache for sessions and rate counters.

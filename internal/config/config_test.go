@@ -173,6 +173,8 @@ func TestValidateNamesTheKey(t *testing.T) {
 		{"cookie name with space", func(c *Config) { c.Session.CookieName = "a b" }, "[session].cookie_name"},
 		{"short bootstrap password", func(c *Config) { c.Bootstrap.AdminPassword = "short" }, "[bootstrap].admin_password"},
 		{"zero login rate", func(c *Config) { c.RateLimit.LoginPerSec = 0 }, "[rate_limit].login_per_sec"},
+		{"zero password budget", func(c *Config) { c.RateLimit.PasswordPerSec = 0 }, "[rate_limit].password_per_sec"},
+		{"zero account password budget", func(c *Config) { c.RateLimit.PasswordPerAccountPerMin = 0 }, "[rate_limit].password_per_account_per_min"},
 		{"redis http url", func(c *Config) { c.Redis.Enabled = true; c.Redis.URL = "http://x" }, "[redis].url"},
 		{"lowercase currency", func(c *Config) { c.Billing.Currencies = []string{"usd"} }, "[billing].currencies"},
 		{"no currencies", func(c *Config) { c.Billing.Currencies = nil }, "[billing].currencies"},

@@ -66,8 +66,9 @@ func Default() Config {
 			CookieSameSite:       identity.DefaultSessionCookieSameSite,
 		},
 		Bootstrap: Bootstrap{AdminUsername: identity.DefaultBootstrapAdminUsername},
-		RateLimit: RateLimit{Enabled: true, LoginPerSec: ratelimit.DefaultLoginPerSec, RegisterPerSec: ratelimit.DefaultRegisterPerSec},
-		Redis:     Redis{URL: cache.DefaultURL, MaxConnections: cache.DefaultMaxConnections, KeyPrefix: cache.DefaultKeyPrefix},
+		RateLimit: RateLimit{Enabled: true, LoginPerSec: ratelimit.DefaultLoginPerSec, RegisterPerSec: ratelimit.DefaultRegisterPerSec,
+			PasswordPerSec: ratelimit.DefaultPasswordPerSec, PasswordPerAccountPerMin: ratelimit.DefaultPasswordPerAccountPerMin},
+		Redis: Redis{URL: cache.DefaultURL, MaxConnections: cache.DefaultMaxConnections, KeyPrefix: cache.DefaultKeyPrefix},
 		Events: Events{
 			PollInterval: event.DefaultPollInterval, BatchSize: event.DefaultBatchSize,
 			MaxAttempts: event.DefaultMaxAttempts, Concurrency: event.DefaultConcurrency,

@@ -38,7 +38,8 @@ func (s Server) Options() server.Options {
 
 // Limits maps [rate_limit] onto the rate limiter's limits.
 func (r RateLimit) Limits() ratelimit.Limits {
-	return ratelimit.Limits{Enabled: r.Enabled, LoginPerSec: r.LoginPerSec, RegisterPerSec: r.RegisterPerSec}
+	return ratelimit.Limits{Enabled: r.Enabled, LoginPerSec: r.LoginPerSec, RegisterPerSec: r.RegisterPerSec,
+		PasswordPerSec: r.PasswordPerSec, PasswordPerAccountPerMin: r.PasswordPerAccountPerMin}
 }
 
 // Options maps [tracing] onto the tracing options; internal/app adds the

@@ -331,6 +331,12 @@ func (r RateLimit) validate(bad badFunc) {
 		if r.RegisterPerSec < 1 {
 			bad("[rate_limit].register_per_sec", "must be at least 1, got %d", r.RegisterPerSec)
 		}
+		if r.PasswordPerSec < 1 {
+			bad("[rate_limit].password_per_sec", "must be at least 1, got %d", r.PasswordPerSec)
+		}
+		if r.PasswordPerAccountPerMin < 1 {
+			bad("[rate_limit].password_per_account_per_min", "must be at least 1, got %d", r.PasswordPerAccountPerMin)
+		}
 	}
 }
 

@@ -32,6 +32,9 @@ func (s *Service) Register(ctx context.Context, email, password, name string) (C
 	if n := utf8.RuneCountInString(password); n < minPasswordLen || n > maxPasswordLen {
 		return Customer{}, AccessToken{}, apperr.New(apperr.InvalidArgument, "password must be 8 to 128 characters")
 	}
+	if err := s.admitPassword(ctx, customerBudgetKey(email)); err != nil {
+		return Customer{}, AccessToken{}, err
+	}
 	hash, err := s.hashPassword(ctx, password)
 	if err != nil {
 		return Customer{}, AccessToken{}, err
@@ -56,6 +59,9 @@ func (s *Service) Register(ctx context.Context, email, password, name string) (C
 // password, an unknown address and a disabled account all answer the same
 // Unauthenticated, after the same one password verification.
 func (s *Service) Login(ctx context.Context, email, password string) (Customer, AccessToken, error) {
+	if err := s.admitPassword(ctx, customerBudgetKey(email)); err != nil {
+		return Customer{}, AccessToken{}, err
+	}
 	c, err := store.GetCustomerByEmail(ctx, s.db, NormalizeEmail(email))
 	switch {
 	case errors.Is(err, store.ErrNotFound):

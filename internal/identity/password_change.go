@@ -89,6 +89,9 @@ func (s *Service) changeCustomerPassword(ctx context.Context, p auth.Principal, 
 	if err != nil {
 		return AccessToken{}, err
 	}
+	if err := s.admitPassword(ctx, customerBudgetKey(c.Email)); err != nil {
+		return AccessToken{}, err
+	}
 	hash, err := s.checkAndHash(ctx, c.PasswordHash, in)
 	if err != nil {
 		return AccessToken{}, err
@@ -123,6 +126,9 @@ func (s *Service) changeAdminPassword(ctx context.Context, p auth.Principal, in 
 		return AdminSession{}, 0, apperr.New(apperr.Unauthenticated, "account not found")
 	}
 	if err != nil {
+		return AdminSession{}, 0, err
+	}
+	if err := s.admitPassword(ctx, adminBudgetKey(a.Username)); err != nil {
 		return AdminSession{}, 0, err
 	}
 	hash, err := s.checkAndHash(ctx, a.PasswordHash, in)

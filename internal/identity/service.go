@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -100,6 +103,28 @@ type Options struct {
 	// SecondFactorMetrics counts the second-factor codes refused; nil
 	// counts nothing.
 	SecondFactorMetrics SecondFactorMetrics
+	// Passwords is the budget of password attempts across every address
+	// and per account ([rate_limit]); nil for none.
+	Passwords PasswordLimiter
+	// HashSlots is how many argon2id runs this instance does at once
+	// (DefaultHashSlots when zero).
+	HashSlots int
+	// HashQueue is how many password calls may wait for a hashing slot
+	// (DefaultHashQueue when zero); the next is refused at once,
+	// ResourceExhausted with a retry delay.
+	HashQueue int
+	// HashWait is how long a password call may wait for a hashing slot
+	// (DefaultHashWait when zero); then it is refused, ResourceExhausted
+	// with a retry delay.
+	HashWait time.Duration
+	// ReleaseSlot gives back the request's slot of the concurrency limit
+	// (concurrency.Release), so that a call waiting for a hashing slot
+	// holds none; nil when there is no such limit.
+	ReleaseSlot func(context.Context)
+	// BeforeHash, when set, runs in every argon2id run on a caller's input
+	// while it holds its hashing slot, before it hashes: tests block in it
+	// to keep the slots full. The service never sets it.
+	BeforeHash func()
 }
 
 // SecondFactorMetrics counts refused second-factor codes by outcome:
@@ -108,6 +133,51 @@ type Options struct {
 type SecondFactorMetrics interface {
 	SecondFactorRefused(outcome string)
 }
+
+// PasswordLimiter decides whether one more password attempt on account
+// may be judged now; when not, retryAfter is how long until one would.
+// account names the account the caller claims ("customer:<e-mail>",
+// "admin:<username>"), whether or not it exists, so that the answer says
+// nothing of its existence.
+type PasswordLimiter interface {
+	AllowPassword(ctx context.Context, account string) (ok bool, retryAfter time.Duration)
+}
+
+// DefaultHashQueue and DefaultHashWait are Options.HashQueue's and
+// HashWait's defaults. With one hashing slot and an argon2id run of about
+// 0.1 s the last of the queue waits about a second; on a machine so busy
+// that a run takes a second, the wait bound answers first, so a password
+// call is answered within the wait, its own run and its writes: a few
+// seconds at worst (docs/security.md, "Login flood").
+const (
+	DefaultHashQueue = 8
+	DefaultHashWait  = 2 * time.Second
+)
+
+// defaultHashQueue and defaultHashWait are the defaults, but in a test
+// binary, whose hashes are cheap (newHashCost) and whose machine may be
+// busy with other packages' tests: there a burst of logins that a test
+// expects to be judged must not be refused by a bound meant for the
+// production cost. The tests of the bounds set them (Options).
+func defaultHashQueue() int {
+	if testing.Testing() {
+		return 256
+	}
+	return DefaultHashQueue
+}
+
+func defaultHashWait() time.Duration {
+	if testing.Testing() {
+		return time.Minute
+	}
+	return DefaultHashWait
+}
+
+// DefaultHashSlots is Options.HashSlots's default: half the CPUs Go uses,
+// at least one. Each run hashes on argonThreads (2) threads, so that many
+// runs already keep every CPU busy; more would only slow every other call
+// (and the database, on the same machine) without hashing faster.
+func DefaultHashSlots() int { return max(1, runtime.GOMAXPROCS(0)/int(argonThreads)) }
 
 // Service is the identity domain.
 type Service struct {
@@ -124,10 +194,17 @@ type Service struct {
 	currencies []string
 	dummyHash  string
 	hashSlots  chan struct{}
-	sessions   *SessionAuthenticator
-	tokens     *JWTAuthenticator
-	apiKeys    *APIKeyAuthenticator
-	cookieName string
+	// hashQueue bounds hashWaiting, the calls waiting for a hashSlot.
+	hashQueue   int64
+	hashWaiting atomic.Int64
+	hashWait    time.Duration
+	passwords   PasswordLimiter
+	releaseSlot func(context.Context)
+	beforeHash  func()
+	sessions    *SessionAuthenticator
+	tokens      *JWTAuthenticator
+	apiKeys     *APIKeyAuthenticator
+	cookieName  string
 	// verified are access tokens verified before (token_cache.go).
 	verified *verifiedTokens
 	// access answers whether a customer's tokens still work (access.go).
@@ -173,9 +250,15 @@ func NewService(o Options) (*Service, error) {
 		currency:   o.Currencies[0],
 		currencies: slices.Clone(o.Currencies),
 		dummyHash:  dummyHash,
-		hashSlots:  make(chan struct{}, runtime.GOMAXPROCS(0)),
-		cookieName: o.Session.CookieName,
-		verified:   newVerifiedTokens(tokenCacheSize),
+		hashSlots:  make(chan struct{}, cmp.Or(max(o.HashSlots, 0), DefaultHashSlots())),
+		hashQueue:  int64(cmp.Or(max(o.HashQueue, 0), defaultHashQueue())),
+		hashWait:   cmp.Or(max(o.HashWait, 0), defaultHashWait()),
+
+		passwords:   o.Passwords,
+		releaseSlot: o.ReleaseSlot,
+		beforeHash:  o.BeforeHash,
+		cookieName:  o.Session.CookieName,
+		verified:    newVerifiedTokens(tokenCacheSize),
 
 		keyMaxLifetime: max(o.AdminAPIKeyMaxLifetime, 0),
 		keyring:        o.Secrets,
@@ -257,16 +340,92 @@ func (s *Service) hashPassword(ctx context.Context, password string) (string, er
 	return HashPassword(password)
 }
 
-// acquireHashSlot bounds the argon2id runs in flight to one per CPU: each
-// takes 64 MiB, so a burst of logins queues here instead of exhausting
-// memory. It waits until ctx is done.
+// errHashQueueFull answers a password call that finds HashQueue calls
+// already waiting for a hashing slot, or that waited HashWait for one. A
+// second: several runs of argon2id.
+var errHashQueueFull = apperr.RetryLater(hashQueueRetryAfter, "too many password checks at once")
+
+const hashQueueRetryAfter = time.Second
+
+// acquireHashSlot bounds the argon2id runs in flight to HashSlots: each
+// takes 64 MiB and two CPUs' worth of work, so a burst of logins queues
+// here instead of exhausting memory. At most HashQueue calls wait, each
+// at most HashWait; the next is refused at once, and a call that waited
+// HashWait is refused then (errHashQueueFull), so a flood is answered
+// rather than queued without end. Before it waits (or hashes) the call
+// gives back its slot of the concurrency limit: it needs none to wait for
+// a CPU, and holding one would make every other call wait behind the
+// flood (docs/decisions.md, "Password checks outside the concurrency
+// limit"). What the call does after its hash (a session or token, a
+// write) runs without a slot, bounded by how fast the slots hash. A wait
+// ends with ctx.
 func (s *Service) acquireHashSlot(ctx context.Context) (func(), error) {
+	release := func() { <-s.hashSlots }
 	select {
 	case s.hashSlots <- struct{}{}:
-		return func() { <-s.hashSlots }, nil
+		s.holdSlot(ctx)
+		return release, nil
+	default:
+	}
+	if s.hashWaiting.Add(1) > s.hashQueue {
+		s.hashWaiting.Add(-1)
+		return nil, errHashQueueFull
+	}
+	defer s.hashWaiting.Add(-1)
+	if s.releaseSlot != nil {
+		s.releaseSlot(ctx)
+	}
+	waited := time.NewTimer(s.hashWait)
+	defer waited.Stop()
+	select {
+	case s.hashSlots <- struct{}{}:
+		s.holdSlot(ctx)
+		return release, nil
+	case <-waited.C:
+		return nil, errHashQueueFull
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// HashesWaiting is the number of calls waiting for a hashing slot now.
+func (s *Service) HashesWaiting() int { return int(s.hashWaiting.Load()) }
+
+// holdSlot runs with a hashing slot taken: the call gives back its
+// concurrency slot (if it still holds one) and the test hook runs.
+func (s *Service) holdSlot(ctx context.Context) {
+	if s.releaseSlot != nil {
+		s.releaseSlot(ctx)
+	}
+	if s.beforeHash != nil {
+		s.beforeHash()
+	}
+}
+
+// errTooManyPasswordAttempts answers an attempt refused by the password
+// budget. Its words are the same for an account that exists and one that
+// does not.
+const errTooManyPasswordAttempts = "too many password attempts"
+
+// admitPassword counts one password attempt on account in the budget
+// (Options.Passwords) and refuses it, ResourceExhausted with a retry
+// delay, when the budget is spent: before any argon2id run, so a refused
+// attempt judges nothing. Every procedure that checks or hashes a
+// caller's password calls it first.
+func (s *Service) admitPassword(ctx context.Context, account string) error {
+	if s.passwords == nil {
+		return nil
+	}
+	if ok, retryAfter := s.passwords.AllowPassword(ctx, account); !ok {
+		return apperr.RetryLater(retryAfter, errTooManyPasswordAttempts)
+	}
+	return nil
+}
+
+// customerBudgetKey and adminBudgetKey name an account in the password budget.
+func customerBudgetKey(email string) string { return "customer:" + NormalizeEmail(email) }
+func adminBudgetKey(username string) string {
+	return "admin:" + strings.ToLower(strings.TrimSpace(username))
 }
 
 // requireCustomer returns the calling customer.

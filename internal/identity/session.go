@@ -287,6 +287,9 @@ type AdminSession struct {
 
 // AdminLogin checks an admin's password and starts a session.
 func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSession, error) {
+	if err := s.admitPassword(ctx, adminBudgetKey(in.Username)); err != nil {
+		return AdminSession{}, err
+	}
 	a, err := store.GetAdminByUsername(ctx, s.db, in.Username)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

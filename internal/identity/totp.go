@@ -148,6 +148,12 @@ var errWrongPassword = apperr.New(apperr.PermissionDenied, "the password is not 
 // confirmPassword checks the calling admin's password, for a change of
 // their second factor: a stolen session alone cannot make one.
 func (s *Service) confirmPassword(ctx context.Context, a store.Admin, password string) error {
+	// The password budgets first (the global one and the admin's), as for
+	// every password a caller sends: a stolen session is no faster way to
+	// guess it.
+	if err := s.admitPassword(ctx, adminBudgetKey(a.Username)); err != nil {
+		return err
+	}
 	ok, err := s.checkPassword(ctx, a.PasswordHash, password)
 	if err != nil {
 		return err

@@ -39,4 +39,10 @@
 // The layer sits after the concurrency limit and before the credential
 // layers: a refused attempt costs neither a password hash nor a database
 // call, and the request body is never read.
+//
+// PasswordBudget counts in the same limiters, per Rate (a count per period:
+// GCRA with interval period/count and a burst of count): the password
+// attempts of every address together, and per account named. The identity
+// service asks it before any hash, once it has the account's name from the
+// request (identity.PasswordLimiter).
 package ratelimit

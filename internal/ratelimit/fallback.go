@@ -33,13 +33,21 @@ func (f *Fallback) Allow(ctx context.Context, key string, perSec int) (bool, tim
 	if err := checkPerSec(perSec); err != nil {
 		return false, 0, err
 	}
+	return f.AllowRate(ctx, key, PerSecond(perSec))
+}
+
+// AllowRate is Allow for any Rate.
+func (f *Fallback) AllowRate(ctx context.Context, key string, rate Rate) (bool, time.Duration, error) {
+	if err := checkRate(rate); err != nil {
+		return false, 0, err
+	}
 	if f.cache.Available() {
-		allowed, retryAfter, err := f.redis.Allow(ctx, key, perSec)
+		allowed, retryAfter, err := f.redis.AllowRate(ctx, key, rate)
 		if err == nil {
 			f.cache.ReportOK()
 			return allowed, retryAfter, nil
 		}
 		f.cache.ReportError(err)
 	}
-	return f.memory.Allow(ctx, key, perSec)
+	return f.memory.AllowRate(ctx, key, rate)
 }

@@ -17,13 +17,18 @@ type Limiter interface {
 }
 
 // The procedures the API contract rate-limits (docs/api.md, "Limits"), and
-// ChangePassword, which checks a password as a login does (a stolen token must
-// not become a fast way to guess its account's password).
+// ChangePassword and DisableTotp, which check a password as a login does (a
+// stolen token or session must not become a fast way to guess its account's
+// password).
 const (
 	LoginProcedure          = "/billing.identity.IdentityService/Login"
 	AdminLoginProcedure     = "/billing.identity.IdentityService/AdminLogin"
 	RegisterProcedure       = "/billing.identity.IdentityService/Register"
 	ChangePasswordProcedure = "/billing.identity.IdentityService/ChangePassword"
+	DisableTotpProcedure    = "/billing.identity.IdentityService/DisableTotp"
+	// The enrolment of a second factor asks for the password too.
+	StartTotpEnrolmentProcedure   = "/billing.identity.IdentityService/StartTotpEnrolment"
+	ConfirmTotpEnrolmentProcedure = "/billing.identity.IdentityService/ConfirmTotpEnrolment"
 )
 
 // The per-second limits Rules applies to a zero Limits field (the API
@@ -39,10 +44,15 @@ const (
 type Limits struct {
 	// Enabled: false turns the rate limit off.
 	Enabled bool
-	// LoginPerSec bounds logins, admin logins and password changes;
-	// RegisterPerSec bounds registrations.
+	// LoginPerSec bounds logins, admin logins, password changes and
+	// enrolling or turning off the second factor (each asks for the
+	// password); RegisterPerSec bounds registrations.
 	LoginPerSec    int
 	RegisterPerSec int
+	// PasswordPerSec and PasswordPerAccountPerMin are the password
+	// budgets (PasswordBudget): across every address, and per account.
+	PasswordPerSec           int
+	PasswordPerAccountPerMin int
 }
 
 // Rules maps the rate-limited procedures to their per-second limits; nil
@@ -57,8 +67,12 @@ func Rules(l Limits) map[string]int {
 		LoginProcedure:      login,
 		AdminLoginProcedure: login,
 		RegisterProcedure:   cmp.Or(max(l.RegisterPerSec, 0), DefaultRegisterPerSec),
-		// Not in the contract's list: a password check all the same.
+		// Not in the contract's list: password checks all the same.
 		ChangePasswordProcedure: login,
+		DisableTotpProcedure:    login,
+		// And the enrolment of a second factor, which asks for it too.
+		StartTotpEnrolmentProcedure:   login,
+		ConfirmTotpEnrolmentProcedure: login,
 	}
 }
 
@@ -66,11 +80,24 @@ func Rules(l Limits) map[string]int {
 // and Rules never makes.
 var errPerSec = errors.New("ratelimit: perSec must be at least 1")
 
+// Rate is Count requests at once (the burst) and then one every Per/Count:
+// Count per Per on average. A per-second limit n is Rate{n, time.Second}.
+type Rate struct {
+	Count int
+	Per   time.Duration
+}
+
+// PerSecond is the Rate of n requests a second.
+func PerSecond(n int) Rate { return Rate{Count: n, Per: time.Second} }
+
+// PerMinute is the Rate of n requests a minute.
+func PerMinute(n int) Rate { return Rate{Count: n, Per: time.Minute} }
+
 // gcra decides one request at now for a key whose theoretical arrival time
 // is tat (zero when the key is unknown). It returns the TAT to store when
 // the request is allowed, or how long to wait when it is not.
-func gcra(now, tat time.Time, perSec int) (allowed bool, newTAT time.Time, retryAfter time.Duration) {
-	interval, window := intervals(perSec)
+func gcra(now, tat time.Time, r Rate) (allowed bool, newTAT time.Time, retryAfter time.Duration) {
+	interval, window := intervals(r)
 	if tat.Before(now) {
 		tat = now
 	}
@@ -81,16 +108,17 @@ func gcra(now, tat time.Time, perSec int) (allowed bool, newTAT time.Time, retry
 	return true, newTAT, 0
 }
 
-// intervals is the emission interval and the burst window for perSec. The
-// window is interval × perSec rather than a second so that the two agree
-// when a second does not divide evenly (perSec = 3).
-func intervals(perSec int) (interval, window time.Duration) {
-	interval = time.Second / time.Duration(perSec)
-	return interval, interval * time.Duration(perSec)
+// intervals is the emission interval and the burst window for r. The
+// window is interval × Count rather than Per so that the two agree when
+// Per does not divide evenly (3 a second).
+func intervals(r Rate) (interval, window time.Duration) {
+	interval = r.Per / time.Duration(r.Count)
+	return interval, interval * time.Duration(r.Count)
 }
 
-// maxWindow bounds every key's window: a TAT is never more than this ahead
-// of the last allowed request, so state untouched for longer is forgettable.
+// maxWindow bounds every per-second key's window: a TAT is never more than
+// this ahead of the last allowed request, so state untouched for longer is
+// forgettable. Memory widens it to the longest Rate.Per it is asked for.
 const maxWindow = time.Second
 
 // Option configures Memory, Redis and Fallback.
@@ -128,6 +156,15 @@ func buildOptions(opts []Option) options {
 func checkPerSec(perSec int) error {
 	if perSec < 1 {
 		return fmt.Errorf("%w, got %d", errPerSec, perSec)
+	}
+	return nil
+}
+
+// checkRate refuses a Rate that allows nothing or whose interval would be
+// zero.
+func checkRate(r Rate) error {
+	if r.Count < 1 || r.Per < time.Duration(r.Count) {
+		return fmt.Errorf("%w, got %d per %s", errPerSec, r.Count, r.Per)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ type Memory struct {
 	cur     map[string]time.Time // key → TAT
 	prev    map[string]time.Time
 	rotated time.Time
+	window  time.Duration // how long a generation lasts
 }
 
 // NewMemory returns an empty Memory limiter.
@@ -38,24 +39,37 @@ func NewMemory(opts ...Option) *Memory {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	return &Memory{now: o.now, maxKeys: o.maxKeys, cur: map[string]time.Time{}, prev: map[string]time.Time{}}
+	return &Memory{now: o.now, maxKeys: o.maxKeys, window: maxWindow, cur: map[string]time.Time{}, prev: map[string]time.Time{}}
 }
 
 // Allow implements Limiter. It never fails except for perSec below 1.
-func (m *Memory) Allow(_ context.Context, key string, perSec int) (bool, time.Duration, error) {
+func (m *Memory) Allow(ctx context.Context, key string, perSec int) (bool, time.Duration, error) {
 	if err := checkPerSec(perSec); err != nil {
+		return false, 0, err
+	}
+	return m.AllowRate(ctx, key, PerSecond(perSec))
+}
+
+// AllowRate is Allow for any Rate. The generations last the longest
+// Rate.Per asked for so far (a second at least), so that a key of a slow
+// rate is not forgotten while its TAT is ahead.
+func (m *Memory) AllowRate(_ context.Context, key string, rate Rate) (bool, time.Duration, error) {
+	if err := checkRate(rate); err != nil {
 		return false, 0, err
 	}
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if _, w := intervals(rate); w > m.window {
+		m.window = w
+	}
 	m.rotate(now)
 
 	tat, inCur := m.cur[key]
 	if !inCur {
 		tat = m.prev[key] // zero when unknown: a full bucket
 	}
-	allowed, newTAT, retryAfter := gcra(now, tat, perSec)
+	allowed, newTAT, retryAfter := gcra(now, tat, rate)
 	if !allowed {
 		return false, retryAfter, nil
 	}
@@ -78,13 +92,13 @@ func (m *Memory) Len() int {
 
 func (m *Memory) rotate(now time.Time) {
 	switch since := now.Sub(m.rotated); {
-	case since >= 2*maxWindow:
+	case since >= 2*m.window:
 		// Both generations are older than a window. Fresh maps rather than
 		// clear(): a map keeps its buckets, and after a flood those are large.
 		m.prev = map[string]time.Time{}
 		m.cur = map[string]time.Time{}
 		m.rotated = now
-	case since >= maxWindow:
+	case since >= m.window:
 		m.shift(now)
 	}
 }

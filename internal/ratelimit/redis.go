@@ -63,11 +63,20 @@ func (r *Redis) Allow(ctx context.Context, key string, perSec int) (bool, time.D
 	if err := checkPerSec(perSec); err != nil {
 		return false, 0, err
 	}
+	return r.AllowRate(ctx, key, PerSecond(perSec))
+}
+
+// AllowRate is Allow for any Rate; a key expires once its bucket is full
+// again (at most rate.Per).
+func (r *Redis) AllowRate(ctx context.Context, key string, rate Rate) (bool, time.Duration, error) {
+	if err := checkRate(rate); err != nil {
+		return false, 0, err
+	}
 	client := r.cache.Client()
 	if client == nil {
 		return false, 0, ErrNoRedis
 	}
-	interval, window := intervals(perSec)
+	interval, window := intervals(rate)
 	now := int64(-1)
 	if r.now != nil {
 		now = r.now().UnixMicro()

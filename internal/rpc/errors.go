@@ -71,6 +71,9 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 				return connect.NewError(code, errors.New("internal error"))
 			}
 		}
+		if ae.RetryAfter > 0 {
+			return rpcanswer.RetryError(code, ae.Message, ae.RetryAfter)
+		}
 		cerr := connect.NewError(code, errors.New(ae.Message))
 		if ae.Violation != nil {
 			addViolation(cerr, *ae.Violation)

@@ -59,14 +59,28 @@ func Status(w http.ResponseWriter, r *http.Request, code connect.Code, status in
 // with a Retry-After header (whole seconds, rounded up) and, for RPC
 // clients, a google.rpc.RetryInfo detail holding retryAfter exactly.
 func RetryLater(w http.ResponseWriter, r *http.Request, code connect.Code, msg string, retryAfter time.Duration) {
+	cerr, secs := retryError(code, msg, retryAfter)
+	w.Header().Set("Retry-After", secs)
+	write(w, r, cerr, 0)
+}
+
+// RetryError is RetryLater's answer for a handler to return: the same
+// message, RetryInfo detail and Retry-After (as the error's metadata,
+// which connect-go sends as headers).
+func RetryError(code connect.Code, msg string, retryAfter time.Duration) *connect.Error {
+	cerr, secs := retryError(code, msg, retryAfter)
+	cerr.Meta().Set("Retry-After", secs)
+	return cerr
+}
+
+func retryError(code connect.Code, msg string, retryAfter time.Duration) (*connect.Error, string) {
 	retryAfter = max(retryAfter, time.Millisecond).Round(time.Millisecond)
-	secs := int((retryAfter + time.Second - 1) / time.Second)
-	w.Header().Set("Retry-After", strconv.Itoa(secs))
-	cerr := connect.NewError(code, errors.New(msg+", retry after "+strconv.Itoa(secs)+"s"))
+	secs := strconv.Itoa(int((retryAfter + time.Second - 1) / time.Second))
+	cerr := connect.NewError(code, errors.New(msg+", retry after "+secs+"s"))
 	if detail, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(retryAfter)}); err == nil {
 		cerr.AddDetail(detail)
 	}
-	write(w, r, cerr, 0)
+	return cerr, secs
 }
 
 // write answers with cerr; status, when not 0, is the plain-text answer's.
