@@ -134,7 +134,9 @@
 // out — take at most five arguments, strings or nil, and answer a string or
 // nothing, as the API contract requires (docs/api.md, "Plugin contract"). The
 // data helpers (hashes, encodings, now) take and answer strings too, except
-// json_encode (any value in), json_decode and parse_query (a table out), and the
+// json_encode (any value in), json_decode and parse_query (a table out), the
+// shared helpers of helpers.go that every shipped plugin used to write for itself
+// (str, snippet and json_table take any value, form_encode a table), and the
 // signing helpers of crypto.go, whose verdicts are booleans (or nil for a text
 // that does not decrypt). Those parse RSA keys once per runtime, in a small
 // cache keyed by the key text's hash, and charge private-key operations to the

@@ -42,6 +42,7 @@ var fuzzHostFunctions = []string{
 	// Appended, so the indexes of the seeds above keep their functions.
 	"rsa_sha256_sign", "rsa_sha256_verify", "aes_256_gcm_decrypt", "constant_time_equals", "now_unix",
 	"clip",
+	"str", "snippet", "json_table", "form_encode",
 }
 
 var fuzzKinds = []string{"string", "nil", "number", "table", "bool"}
@@ -75,6 +76,14 @@ func FuzzHostFunctionArguments(f *testing.F) {
 	f.Add(uint8(20), uint8(0), uint8(0), "", "", "", "", "")
 	f.Add(uint8(7), uint8(3), uint8(0), "key", "msg", "base64", "", "")
 	f.Add(uint8(7), uint8(3), uint8(0), "key", "msg", "binary", "", "")
+	// The shared helpers (22 str … 25 form_encode): kinds 2 is a number, 3 a
+	// table ({v, x = v}: neither names to values nor pairs), 4 a boolean.
+	f.Add(uint8(22), uint8(1), uint8(2), "12345", "", "", "", "")
+	f.Add(uint8(23), uint8(1), uint8(0), "\xff\x00"+string(make([]byte, 300)), "", "", "", "")
+	f.Add(uint8(24), uint8(1), uint8(0), `{"a":[1,{"b":null}]} x`, "", "", "", "")
+	f.Add(uint8(24), uint8(1), uint8(3), `[1]`, "", "", "", "")
+	f.Add(uint8(25), uint8(1), uint8(3), "a b&c=d", "", "", "", "")
+	f.Add(uint8(25), uint8(2), uint8(4), "", "", "", "", "")
 
 	b := &bundle{logs: &testkit.Logs{}}
 	b.opts = Options{

@@ -27,8 +27,9 @@ const (
 )
 
 // hostFunc is one function the service offers to scripts. Every argument is
-// a string or nil (json_encode excepted, which takes any value, and clip's
-// max_bytes, a number); a call with
+// a string or nil (json_encode, str, snippet and json_table excepted, which
+// take any value, form_encode, which takes a table, and clip's max_bytes, a
+// number); a call with
 // more arguments than params, or an argument of another type, raises an error
 // naming the function and the argument.
 type hostFunc struct {
@@ -59,6 +60,10 @@ var hostFunctions = []hostFunc{
 	{"json_encode", []string{"value"}, hostJSONEncode},
 	{"json_decode", []string{"s"}, hostJSONDecode},
 	{"clip", []string{"s", "max_bytes"}, hostClip},
+	{"str", []string{"value"}, hostStr},
+	{"snippet", []string{"value"}, hostSnippet},
+	{"json_table", []string{"s"}, hostJSONTable},
+	{"form_encode", []string{"params"}, hostFormEncode},
 	{"parse_query", []string{"s"}, hostParseQuery},
 	{"now", nil, hostNow},
 	{"now_unix", nil, hostNowUnix},

@@ -246,6 +246,16 @@ func validJSON(s string) bool {
 }
 
 func (s *state) jsonDecode(L *lua.LState, in string) lua.LValue {
+	v, err := s.tryJSONDecode(L, in)
+	if err != "" {
+		L.RaiseError("json_decode: %s", err)
+	}
+	return v
+}
+
+// tryJSONDecode is jsonDecode answering what is wrong with in instead of
+// raising it (json_table's nil); a tripped limit still raises.
+func (s *state) tryJSONDecode(L *lua.LState, in string) (lua.LValue, string) {
 	d := jsonDecoder{s: s, L: L, in: in}
 	d.skipSpace()
 	v := d.value()
@@ -254,10 +264,10 @@ func (s *state) jsonDecode(L *lua.LState, in string) lua.LValue {
 		d.errorf("unexpected data after the value")
 	}
 	if d.err != "" {
-		L.RaiseError("json_decode: %s", d.err)
+		return lua.LNil, d.err
 	}
 	d.flush()
-	return v
+	return v, ""
 }
 
 func (d *jsonDecoder) errorf(msg string) {

@@ -46,37 +46,6 @@ local DEFAULT_GATEWAY = "https://openapi.alipay.com/gateway.do"
 local find, sub, gsub, match = string.find, string.sub, string.gsub, string.match
 local floor = math.floor
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
--- str turns a JSON scalar into a string; nil and JSON null become "".
-local function str(v)
-  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
-    return ""
-  end
-  if type(v) == "number" then
-    if v == floor(v) then
-      return string.format("%d", v)
-    end
-    return tostring(v)
-  end
-  return tostring(v)
-end
-
--- snippet keeps the first 200 bytes of s for a message (the host's clip
--- cuts before a character, never inside one).
-local function snippet(s)
-  return clip(str(s), 200)
-end
-
 local function gateway_url(cfg)
   local u = str(cfg.gateway_url)
   if u == "" then
@@ -191,21 +160,6 @@ local function signing_string(params, without_sign_type)
   return table.concat(parts, "&")
 end
 
-local function form(params)
-  local keys = {}
-  for k in pairs(params) do
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    if params[k] ~= nil and params[k] ~= "" then
-      parts[#parts + 1] = urlencode(k) .. "=" .. urlencode(params[k])
-    end
-  end
-  return table.concat(parts, "&")
-end
-
 -- key_text is a configured key as the host functions read it. A PEM block
 -- pasted into a one-line form field (a browser drops the line breaks of an
 -- <input>) gets them back; bare base64 is read as it is.
@@ -276,7 +230,7 @@ end
 -- (unreadable), "signature" (an answer that is not Alipay's).
 local function call(cfg, method, biz, retry, timeout_ms, extra)
   local params = signed_request(cfg, method, biz, extra)
-  local ok, raw = pcall(http_post, gateway_url(cfg), form(params),
+  local ok, raw = pcall(http_post, gateway_url(cfg), form_encode(params),
     "application/x-www-form-urlencoded;charset=utf-8",
     json_encode({ timeout_ms = timeout_ms, retry = retry }))
   if not ok then
@@ -286,7 +240,7 @@ local function call(cfg, method, biz, retry, timeout_ms, extra)
     end
     return nil, { kind = "transport", message = msg }
   end
-  local resp = decode(raw)
+  local resp = json_table(raw) or {}
   if resp.status == nil then
     return nil, { kind = "transport", message = "no response" }
   end
@@ -294,7 +248,7 @@ local function call(cfg, method, biz, retry, timeout_ms, extra)
     return nil, { kind = "http", message = "HTTP " .. str(resp.status) .. ": " .. snippet(resp.body), status = resp.status }
   end
   local body = str(resp.body)
-  local doc = decode(body)
+  local doc = json_table(body) or {}
   local name = gsub(method, "%.", "_") .. "_response"
   local node = doc[name]
   if type(node) ~= "table" then
@@ -444,7 +398,7 @@ function config_schema(config_json, input_json)
 end
 
 function create_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("alipay config: " .. bad)
@@ -469,7 +423,7 @@ function create_payment(config_json, input_json)
       sep = "&"
     end
     return json_encode({
-      payment_url = base .. sep .. form(params),
+      payment_url = base .. sep .. form_encode(params),
       qr_code = "",
       instructions = "",
       gateway_payment_id = "", -- Alipay names the trade when the buyer opens the cashier
@@ -500,7 +454,7 @@ function create_payment(config_json, input_json)
 end
 
 function query_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("alipay config: " .. bad)
@@ -543,7 +497,7 @@ function query_payment(config_json, input_json)
 end
 
 function parse_callback(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local function invalid(reason)
     return json_encode({ valid = false, reason = reason })
   end
@@ -612,7 +566,7 @@ function parse_callback(config_json, input_json)
 end
 
 function refund(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("alipay config: " .. bad)
@@ -679,7 +633,7 @@ function refund(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local bad = check_config(cfg)
   if bad then
     return json_encode({ ok = false, message = bad })

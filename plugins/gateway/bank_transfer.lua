@@ -25,24 +25,6 @@ local DEFAULT_TEMPLATE = "Please transfer {amount} {currency} to {account_name},
     "{bank_name}, account {account_number}. Quote the reference {reference} " ..
     "so we can match your payment."
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
-local function str(v)
-  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
-    return ""
-  end
-  return tostring(v)
-end
-
 local function reference(payment_id)
   local compact = string.gsub(str(payment_id), "[^%w]", "")
   return string.upper(string.sub(compact, 1, 8))
@@ -121,7 +103,7 @@ function config_schema(config_json, input_json)
 end
 
 function create_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local m = missing(cfg)
   if #m > 0 then
     error("bank_transfer config: missing " .. table.concat(m, ", "))
@@ -155,7 +137,7 @@ function create_payment(config_json, input_json)
 end
 
 function query_payment(config_json, input_json)
-  local input = decode(input_json)
+  local input = json_table(input_json) or {}
   -- There is no one to ask: an admin confirms the transfer.
   return json_encode({
     status = "pending",
@@ -171,7 +153,7 @@ function parse_callback(config_json, input_json)
 end
 
 function refund(config_json, input_json)
-  local input = decode(input_json)
+  local input = json_table(input_json) or {}
   return json_encode({
     status = "pending",
     gateway_refund_id = "",
@@ -181,7 +163,7 @@ function refund(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local m = missing(cfg)
   if #m > 0 then
     return json_encode({ ok = false, message = "missing " .. table.concat(m, ", ") })

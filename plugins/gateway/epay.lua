@@ -28,31 +28,6 @@ local CURRENCY = "CNY"
 
 local find, sub, byte = string.find, string.sub, string.byte
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
--- str turns a JSON scalar into a string; nil and JSON null become "".
-local function str(v)
-  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
-    return ""
-  end
-  if type(v) == "number" then
-    if v == math.floor(v) then
-      return string.format("%d", v)
-    end
-    return tostring(v)
-  end
-  return tostring(v)
-end
-
 local function base_url(cfg)
   local u = str(cfg.api_url)
   return (string.gsub(u, "/+$", ""))
@@ -104,27 +79,6 @@ local function decode_pair(k, v)
   return form_decode(k), form_decode(v)
 end
 
-local function form(params)
-  local keys = {}
-  for k in pairs(params) do
-    keys[#keys + 1] = k
-  end
-  table.sort(keys)
-  local parts = {}
-  for _, k in ipairs(keys) do
-    if params[k] ~= nil and params[k] ~= "" then
-      parts[#parts + 1] = urlencode(k) .. "=" .. urlencode(params[k])
-    end
-  end
-  return table.concat(parts, "&")
-end
-
--- snippet keeps the first 200 bytes of s for a message (the host's clip
--- cuts before a character, never inside one).
-local function snippet(s)
-  return clip(str(s), 200)
-end
-
 -- request runs one host HTTP call; it returns the decoded response table or
 -- nil and a message (transport error, open circuit, unparseable answer).
 local function request(fn, ...)
@@ -132,7 +86,7 @@ local function request(fn, ...)
   if not ok then
     return nil, tostring(raw)
   end
-  local resp = decode(raw)
+  local resp = json_table(raw) or {}
   if resp.status == nil then
     return nil, "no response"
   end
@@ -194,7 +148,7 @@ function config_schema(config_json, input_json)
 end
 
 function create_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("epay config: " .. bad)
@@ -225,7 +179,7 @@ function create_payment(config_json, input_json)
   params.sign_type = "MD5"
 
   -- No retry: a payment creation is never sent twice blindly.
-  local resp, err = request(http_post, base_url(cfg) .. "/mapi.php", form(params),
+  local resp, err = request(http_post, base_url(cfg) .. "/mapi.php", form_encode(params),
     "application/x-www-form-urlencoded", json_encode({ timeout_ms = 10000, retry = false }))
   if resp == nil then
     error("epay create: " .. err)
@@ -233,7 +187,7 @@ function create_payment(config_json, input_json)
   if resp.status < 200 or resp.status > 299 then
     error("epay create: HTTP " .. str(resp.status) .. ": " .. snippet(resp.body))
   end
-  local body = decode(resp.body)
+  local body = json_table(resp.body) or {}
   if str(body.code) ~= "1" then
     local msg = str(body.msg)
     if msg == "" then
@@ -266,7 +220,7 @@ local function rfc3339(t)
 end
 
 function query_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("epay config: " .. bad)
@@ -281,7 +235,7 @@ function query_payment(config_json, input_json)
   if resp.status < 200 or resp.status > 299 then
     error("epay query: HTTP " .. str(resp.status))
   end
-  local body = decode(resp.body)
+  local body = json_table(resp.body) or {}
   if str(body.code) ~= "1" then
     local msg = str(body.msg)
     if msg == "" then
@@ -310,7 +264,7 @@ function query_payment(config_json, input_json)
 end
 
 function parse_callback(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local function invalid(reason)
     return json_encode({ valid = false, reason = reason })
   end
@@ -397,7 +351,7 @@ function parse_callback(config_json, input_json)
 end
 
 function refund(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("epay config: " .. bad)
@@ -418,7 +372,7 @@ function refund(config_json, input_json)
     params.out_trade_no = str(input.payment_id)
   end
   -- No retry: a refund sent twice may be paid out twice.
-  local resp, err = request(http_post, base_url(cfg) .. "/api.php?act=refund", form(params),
+  local resp, err = request(http_post, base_url(cfg) .. "/api.php?act=refund", form_encode(params),
     "application/x-www-form-urlencoded", json_encode({ timeout_ms = 15000, retry = false }))
   if resp == nil then
     -- Nothing was sent when the breaker is open or the connection was
@@ -439,7 +393,7 @@ function refund(config_json, input_json)
   if resp.status < 200 or resp.status > 299 then
     return json_encode({ status = "failed", gateway_refund_id = "", message = "HTTP " .. str(resp.status) })
   end
-  local body = decode(resp.body)
+  local body = json_table(resp.body) or {}
   local code = str(body.code)
   if code == "" then
     return json_encode({ status = "unknown", gateway_refund_id = "",
@@ -457,7 +411,7 @@ function refund(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local bad = check_config(cfg)
   if bad then
     return json_encode({ ok = false, message = bad })
@@ -475,7 +429,7 @@ function test_config(config_json, input_json)
   end
   -- The answer's words stay out of the message: an admin may point api_url
   -- anywhere, and the test must not read other services' pages for them.
-  local body = decode(resp.body)
+  local body = json_table(resp.body) or {}
   local code, msg = str(body.code), str(body.msg)
   if code == "" then
     return json_encode({ ok = false, message = "not an epay API: the answer (HTTP " .. str(resp.status) .. ") has no code" })

@@ -62,41 +62,6 @@ local ACK = '{"received":true}'
 
 local find, sub, match, gsub, lower, upper = string.find, string.sub, string.match, string.gsub, string.lower, string.upper
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
--- str turns a JSON scalar into a string; nil, null and tables become "".
-local function str(v)
-  local t = type(v)
-  if t == "string" then
-    return v
-  end
-  if t == "number" then
-    if v == math.floor(v) and v > -1e15 and v < 1e15 then
-      return string.format("%d", v)
-    end
-    return tostring(v)
-  end
-  if t == "boolean" then
-    return tostring(v)
-  end
-  return ""
-end
-
--- snippet keeps the first 200 bytes of s for a message (the host's clip
--- cuts before a character, never inside one).
-local function snippet(s)
-  return clip(str(s), 200)
-end
-
 local function api_base(cfg)
   local u = str(cfg.api_base)
   if u == "" then
@@ -174,18 +139,6 @@ local function from_minor(n, currency)
   return int .. "." .. frac
 end
 
--- form encodes an array of {name, value} pairs in order (Stripe reads
--- nested parameters from bracketed names: metadata[payment_id]=…).
-local function form(pairs_)
-  local parts = {}
-  for _, p in ipairs(pairs_) do
-    if p[2] ~= nil and p[2] ~= "" then
-      parts[#parts + 1] = urlencode(p[1]) .. "=" .. urlencode(p[2])
-    end
-  end
-  return table.concat(parts, "&")
-end
-
 local function headers(cfg, idempotency_key)
   local h = {
     ["Authorization"] = "Bearer " .. str(cfg.secret_key),
@@ -204,7 +157,7 @@ local function call(fn, ...)
   if not ok then
     return nil, tostring(raw)
   end
-  local resp = decode(raw)
+  local resp = json_table(raw) or {}
   if resp.status == nil then
     return nil, "no response"
   end
@@ -222,7 +175,7 @@ end
 
 -- stripe_error is Stripe's message of a refused request.
 local function stripe_error(resp)
-  local e = decode(resp.body).error
+  local e = (json_table(resp.body) or {}).error
   if type(e) == "table" and str(e.message) ~= "" then
     return "HTTP " .. str(resp.status) .. ": " .. snippet(e.message), str(e.type)
   end
@@ -319,7 +272,7 @@ function admin_page()
 end
 
 function create_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("stripe config: " .. bad)
@@ -343,7 +296,7 @@ function create_payment(config_json, input_json)
   elseif name == "" then
     name = "Invoice " .. str(input.invoice_id)
   end
-  local body = form({
+  local body = form_encode({
     { "mode", "payment" },
     { "line_items[0][quantity]", "1" },
     { "line_items[0][price_data][currency]", lower(currency) },
@@ -367,7 +320,7 @@ function create_payment(config_json, input_json)
   if not ok_status(resp) then
     error("stripe create refused: " .. stripe_error(resp))
   end
-  local s = decode(resp.body)
+  local s = json_table(resp.body) or {}
   if str(s.id) == "" or str(s.url) == "" then
     error("stripe create: the answer has no session id or url: " .. snippet(resp.body))
   end
@@ -415,7 +368,7 @@ local function find_session(cfg, pid)
   if not ok_status(resp) then
     error("stripe query refused: " .. stripe_error(resp))
   end
-  local found = decode(resp.body).data
+  local found = (json_table(resp.body) or {}).data
   if type(found) ~= "table" then
     error("stripe query: not a search result: " .. snippet(resp.body))
   end
@@ -429,7 +382,7 @@ local function find_session(cfg, pid)
       if not ok_status(r) then
         error("stripe query refused: " .. stripe_error(r))
       end
-      local list = decode(r.body).data
+      local list = (json_table(r.body) or {}).data
       if type(list) == "table" and type(list[1]) == "table" and str(list[1].client_reference_id) == pid then
         return list[1]
       end
@@ -439,7 +392,7 @@ local function find_session(cfg, pid)
 end
 
 function query_payment(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("stripe config: " .. bad)
@@ -460,7 +413,7 @@ function query_payment(config_json, input_json)
     if not ok_status(resp) then
       error("stripe query refused: " .. stripe_error(resp))
     end
-    s = decode(resp.body)
+    s = json_table(resp.body) or {}
     if str(s.id) ~= id then
       error("stripe query: the answer is not session " .. snippet(id))
     end
@@ -545,7 +498,7 @@ local function verify(secret, header, payload)
 end
 
 function parse_callback(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local function invalid(reason)
     return json_encode({ valid = false, reason = reason })
   end
@@ -573,7 +526,7 @@ function parse_callback(config_json, input_json)
     return invalid(why)
   end
 
-  local event = decode(payload)
+  local event = json_table(payload) or {}
   local etype = str(event.type)
   if etype == "" then
     return invalid("the event has no type")
@@ -617,7 +570,7 @@ function parse_callback(config_json, input_json)
 end
 
 function refund(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local bad = check_config(cfg)
   if bad then
     error("stripe config: " .. bad)
@@ -647,7 +600,7 @@ function refund(config_json, input_json)
     if not ok_status(resp) then
       error("stripe refund not sent: session " .. id .. ": " .. stripe_error(resp))
     end
-    pi = id_of(decode(resp.body).payment_intent)
+    pi = id_of((json_table(resp.body) or {}).payment_intent)
     if pi == "" then
       return json_encode({ status = "failed", gateway_refund_id = "", message = "session " .. id .. " has no PaymentIntent" })
     end
@@ -656,7 +609,7 @@ function refund(config_json, input_json)
   if #reason > 500 then
     reason = sub(reason, 1, 500)
   end
-  local body = form({
+  local body = form_encode({
     { "payment_intent", pi },
     { "amount", minor },
     { "metadata[refund_id]", rid },
@@ -685,7 +638,7 @@ function refund(config_json, input_json)
     end
     return json_encode({ status = "failed", gateway_refund_id = "", message = msg })
   end
-  local r = decode(resp.body)
+  local r = json_table(resp.body) or {}
   local st = str(r.status)
   local out = { gateway_refund_id = str(r.id), message = "" }
   if st == "succeeded" then
@@ -704,7 +657,7 @@ function refund(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local bad = check_config(cfg)
   if bad then
     return json_encode({ ok = false, message = bad })
@@ -724,7 +677,7 @@ function test_config(config_json, input_json)
     log("warn", "stripe test_config: " .. stripe_error(resp))
     return json_encode({ ok = false, message = "Stripe answered HTTP " .. str(resp.status) .. " (its reason is in the service log)" })
   end
-  if decode(resp.body).object ~= "balance" then
+  if (json_table(resp.body) or {}).object ~= "balance" then
     return json_encode({ ok = false, message = "not the Stripe API: the answer (HTTP " .. str(resp.status) .. ") is not a balance" })
   end
   local mode = "live"

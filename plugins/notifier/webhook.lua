@@ -21,24 +21,6 @@ function version()
   return "1.0.3"
 end
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
-local function str(v)
-  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
-    return ""
-  end
-  return tostring(v)
-end
-
 local RESERVED = {
   ["content-type"] = true,
   ["x-paymentd-timestamp"] = true,
@@ -95,7 +77,7 @@ local function deliver(cfg, payload)
   if not ok then
     return { status = "failed", message = "delivery failed: " .. tostring(raw), retryable = true }
   end
-  local resp = decode(raw)
+  local resp = json_table(raw) or {}
   local code = tonumber(resp.status)
   if code == nil then
     return { status = "failed", message = "delivery failed: no response", retryable = true }
@@ -134,7 +116,7 @@ function config_schema(config_json, input_json)
 end
 
 function validate_config(config_json, input_json)
-  local errs = config_errors(decode(config_json))
+  local errs = config_errors(json_table(config_json) or {})
   if #errs == 0 then
     return '{"ok":true,"errors":[]}' -- json_encode would write the empty table as {}
   end
@@ -155,7 +137,7 @@ local SUBJECTS = {
 }
 
 function render(config_json, input_json)
-  local input = decode(input_json)
+  local input = json_table(input_json) or {}
   local event = str(input.event_type)
   local data = input.data
   if type(data) ~= "table" then
@@ -176,7 +158,7 @@ function render(config_json, input_json)
 end
 
 function send(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local errs = config_errors(cfg)
   if #errs > 0 then
     return json_encode({ status = "failed", message = "bad config: " .. errs[1].key .. " " .. errs[1].message, retryable = false })
@@ -191,7 +173,7 @@ function send(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local errs = config_errors(cfg)
   if #errs > 0 then
     return json_encode({ ok = false, message = errs[1].key .. " " .. errs[1].message })

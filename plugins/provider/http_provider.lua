@@ -17,27 +17,6 @@ function version()
   return "1.1.0"
 end
 
-local function decode(s)
-  if s == nil or s == "" then
-    return {}
-  end
-  local ok, v = pcall(json_decode, s)
-  if not ok or type(v) ~= "table" then
-    return {}
-  end
-  return v
-end
-
-local function str(v)
-  if v == nil or type(v) == "table" or type(v) == "function" or type(v) == "userdata" then
-    return ""
-  end
-  if type(v) == "number" and v == math.floor(v) then
-    return string.format("%d", v)
-  end
-  return tostring(v)
-end
-
 local function base(cfg)
   local u = str(cfg.api_url)
   if not string.match(u, "^https?://[^/%s]+") then
@@ -57,12 +36,6 @@ local function headers(cfg, with_body)
   return json_encode(h)
 end
 
--- snippet keeps the first 200 bytes of s for a message (the host's clip
--- cuts before a character, never inside one).
-local function snippet(s)
-  return clip(str(s), 200)
-end
-
 -- call runs one host HTTP call and returns status, decoded body, raw body;
 -- a transport failure or an open circuit raises.
 local function call(fn, ...)
@@ -70,12 +43,12 @@ local function call(fn, ...)
   if not ok then
     error("provider API unreachable: " .. tostring(raw))
   end
-  local resp = decode(raw)
+  local resp = json_table(raw) or {}
   local code = tonumber(resp.status)
   if code == nil then
     error("provider API: no response")
   end
-  return code, decode(resp.body), resp.body
+  return code, json_table(resp.body) or {}, resp.body
 end
 
 local function api_message(body, raw)
@@ -138,7 +111,7 @@ function config_schema(config_json, input_json)
 end
 
 function test_config(config_json, input_json)
-  local cfg = decode(config_json)
+  local cfg = json_table(config_json) or {}
   local ok, res = pcall(function()
     local code, body, raw = call(http_get, base(cfg) .. "/v1/ping", headers(cfg, false))
     if code == 401 or code == 403 then
@@ -156,7 +129,7 @@ function test_config(config_json, input_json)
 end
 
 function provision(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local product = input.product
   if type(product) ~= "table" then
     product = {}
@@ -192,7 +165,7 @@ function provision(config_json, input_json)
 end
 
 function status(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local code, body, raw = call(http_get, base(cfg) .. "/v1/instances/" .. path_id(input), headers(cfg, false))
   if code == 404 then
     return json_encode({ status = "error", details = { message = "the provider does not know this instance" } })
@@ -207,7 +180,7 @@ end
 -- the API (repeating it when the instance is already there is a no-op), so
 -- only reboot is sent without retries.
 local function action(name, config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local code, body, raw = call(http_post_headers, base(cfg) .. "/v1/instances/" .. path_id(input) .. "/" .. name,
     "{}", headers(cfg, true), json_encode({ timeout_ms = 30000, retry = name ~= "reboot" }))
   if code >= 200 and code <= 299 then
@@ -244,7 +217,7 @@ function terminate(config_json, input_json)
 end
 
 function usage(config_json, input_json)
-  local cfg, input = decode(config_json), decode(input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local url = base(cfg) .. "/v1/instances/" .. path_id(input) .. "/usage?from=" ..
       urlencode(str(input.from)) .. "&to=" .. urlencode(str(input.to))
   local code, body, raw = call(http_get, url, headers(cfg, false))
