@@ -196,10 +196,13 @@ func flagsFirst(fs *flag.FlagSet, args []string) []string {
 		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 			continue
 		}
-		if i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
+		if i+1 == len(args) {
+			// The value is missing: as written, so that fs.Parse says so
+			// instead of taking the "--" below for it.
+			return args
 		}
+		i++
+		flags = append(flags, args[i])
 	}
 	return append(append(flags, "--"), rest...)
 }

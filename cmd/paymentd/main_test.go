@@ -153,6 +153,12 @@ func TestFlagsMayFollowTheCommandsArguments(t *testing.T) {
 	err := parseFlags(fs, []string{"status", "--nope"})
 	require.ErrorAs(t, err, new(usageError))
 	require.ErrorContains(t, err, "nope", "an unknown flag is refused by name")
+
+	fs = newFlags("admin", "", &bytes.Buffer{})
+	user := fs.String("username", "", "")
+	err = parseFlags(fs, []string{"--username"})
+	require.ErrorContains(t, err, "flag needs an argument", "a last flag without its value is refused, not given the \"--\"")
+	require.Empty(t, *user)
 }
 
 func TestMigrateStatusTakesItsConfigAfterTheAction(t *testing.T) {
