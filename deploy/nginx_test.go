@@ -338,12 +338,19 @@ func TestNginxExampleFrontsPaymentdAndKeepsAdminsToTheOperatorNetwork(t *testing
 		got, err := payments.GetPayment(ctx, withHeader(&paymentpb.GetPaymentRequest{Id: paymentID}, "Authorization", bearer))
 		return err == nil && got.Msg.GetPayment().GetStatus() == "success"
 	}, 20*time.Second, 50*time.Millisecond, "the callback through the proxy settles the payment")
-	var acked bool
 	for _, n := range p.fake.Notifications() {
 		require.True(t, strings.HasPrefix(n.URL, p.httpsURL+"/callbacks/"+gwID), n.URL)
-		acked = acked || n.Acked
 	}
-	require.True(t, acked, "the gateway got paymentd's acknowledgement through the proxy")
+	// The payment is settled when its transaction commits, a moment before
+	// the answer crosses the proxy back to the gateway: wait for that too.
+	require.Eventually(t, func() bool {
+		for _, n := range p.fake.Notifications() {
+			if n.Acked {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 20*time.Millisecond, "the gateway got paymentd's acknowledgement through the proxy")
 
 	// Every procedure of the policy, from outside and from the operator
 	// network: the admin ones (and the admin login) stop at the proxy
