@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -193,20 +192,11 @@ var (
 // and status) and of the pending refunds, read from the database at scrape
 // time.
 func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
-	}
-	if o.MaxAge <= 0 {
-		o.MaxAge = 10 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	if o.BillingNow == nil {
 		o.BillingNow = time.Now
 	}
 	q := &queueCollector{
-		db: db, opts: o,
+		db: db, opts: o, cache: newScrapeCache("the queue statistics", o),
 		eventDepth:  desc("event_queue_depth", "Events not done, by type and status (pending includes events waiting for a retry).", "type", "status"),
 		eventAge:    desc("event_queue_oldest_age_seconds", "Age of the oldest event not done, by type and status; 0 when there is none.", "type", "status"),
 		notifyDepth: desc("notification_queue_depth", "Notifications not sent, by channel and status.", "channel", "status"),
@@ -226,15 +216,12 @@ type queueCollector struct {
 
 	eventDepth, eventAge, notifyDepth, notifyAge, refundDepth, refundAge, up, partlyPaidDesc *prometheus.Desc
 
-	mu         sync.Mutex
-	at         time.Time
+	cache scrapeCache
+	// What the last read found (under cache's lock).
 	events     []store.QueueStat
 	notes      []store.QueueStat
 	refunds    store.QueueStat
 	partlyPaid int64
-	ok         bool
-	// failing: the last read failed (logged once per outage).
-	failing bool
 }
 
 func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -249,52 +236,43 @@ func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.at.IsZero() || time.Since(q.at) >= q.opts.MaxAge {
-		q.refresh()
-	}
-	up := 0.0
-	if q.ok {
-		up = 1
-		emitQueue(ch, q.eventDepth, q.eventAge, eventTypes, eventStatuses, q.events)
-		emitQueue(ch, q.notifyDepth, q.notifyAge, notificationChannels, notificationStatuses, q.notes)
-		ch <- prometheus.MustNewConstMetric(q.refundDepth, prometheus.GaugeValue, float64(q.refunds.Count))
-		ch <- prometheus.MustNewConstMetric(q.refundAge, prometheus.GaugeValue, q.refunds.OldestAge.Seconds())
-		ch <- prometheus.MustNewConstMetric(q.partlyPaidDesc, prometheus.GaugeValue, float64(q.partlyPaid))
-	}
-	ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, up)
+	q.cache.collect(q.read, func(ok bool) {
+		up := 0.0
+		if ok {
+			up = 1
+			emitQueue(ch, q.eventDepth, q.eventAge, eventTypes, eventStatuses, q.events)
+			emitQueue(ch, q.notifyDepth, q.notifyAge, notificationChannels, notificationStatuses, q.notes)
+			ch <- prometheus.MustNewConstMetric(q.refundDepth, prometheus.GaugeValue, float64(q.refunds.Count))
+			ch <- prometheus.MustNewConstMetric(q.refundAge, prometheus.GaugeValue, q.refunds.OldestAge.Seconds())
+			ch <- prometheus.MustNewConstMetric(q.partlyPaidDesc, prometheus.GaugeValue, float64(q.partlyPaid))
+		}
+		ch <- prometheus.MustNewConstMetric(q.up, prometheus.GaugeValue, up)
+	})
 }
 
-func (q *queueCollector) refresh() {
-	ctx, cancel := context.WithTimeout(context.Background(), q.opts.Timeout)
-	defer cancel()
-	q.at = time.Now()
+// read asks the database for every figure; they are kept only when all
+// were read.
+func (q *queueCollector) read(ctx context.Context) error {
 	events, err := store.EventQueueStats(ctx, q.db)
-	if err == nil {
-		var notes []store.QueueStat
-		var refunds store.QueueStat
-		notes, err = store.NotificationQueueStats(ctx, q.db)
-		if err == nil {
-			refunds, err = store.PendingRefundStats(ctx, q.db)
-		}
-		var partly int64
-		if err == nil && q.opts.TerminateAfter > 0 {
-			partly, err = store.CountPartlyPaidPastTermination(ctx, q.db, q.opts.BillingNow().Add(-q.opts.TerminateAfter))
-		}
-		q.events, q.notes, q.refunds, q.partlyPaid = events, notes, refunds, partly
-	}
 	if err != nil {
-		if !q.failing {
-			q.opts.Logger.Warn("metrics: cannot read the queue statistics", "err", err)
+		return err
+	}
+	notes, err := store.NotificationQueueStats(ctx, q.db)
+	if err != nil {
+		return err
+	}
+	refunds, err := store.PendingRefundStats(ctx, q.db)
+	if err != nil {
+		return err
+	}
+	var partly int64
+	if q.opts.TerminateAfter > 0 {
+		if partly, err = store.CountPartlyPaidPastTermination(ctx, q.db, q.opts.BillingNow().Add(-q.opts.TerminateAfter)); err != nil {
+			return err
 		}
-		q.ok, q.failing = false, true
-		return
 	}
-	if q.failing {
-		q.opts.Logger.Info("metrics: queue statistics readable again")
-	}
-	q.ok, q.failing = true, false
+	q.events, q.notes, q.refunds, q.partlyPaid = events, notes, refunds, partly
+	return nil
 }
 
 // emitQueue writes depth and age for every known (kind, status), 0 for the

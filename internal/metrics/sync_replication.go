@@ -2,9 +2,6 @@ package metrics
 
 import (
 	"context"
-	"log/slog"
-	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,17 +22,9 @@ import (
 // the pool's connections are all held by them, and a scrape through the
 // pool would only time out. Answers are reused for o.MaxAge.
 func (m *Metrics) RegisterSyncReplication(conn *pgx.ConnConfig, o QueueOptions) error {
-	if o.Timeout <= 0 {
-		o.Timeout = 2 * time.Second
-	}
-	if o.MaxAge <= 0 {
-		o.MaxAge = 10 * time.Second
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
 	c := &syncRepCollector{
-		conn: conn, opts: o,
+		conn:    conn,
+		cache:   newScrapeCache("the commits waiting for a synchronous standby", o),
 		waiting: desc("db_sync_replication_waiting", "Commits of the service's database waiting now for a synchronous standby to confirm them (wait_event SyncRep); they hang until one does."),
 		oldest:  desc("db_sync_replication_oldest_wait_seconds", "How long the oldest commit waiting for a synchronous standby has waited; 0 when none waits."),
 		up:      desc("db_sync_replication_stats_up", "1 when the last read of the waiting commits (over a connection of its own) succeeded, else 0."),
@@ -44,16 +33,11 @@ func (m *Metrics) RegisterSyncReplication(conn *pgx.ConnConfig, o QueueOptions) 
 }
 
 type syncRepCollector struct {
-	conn *pgx.ConnConfig
-	opts QueueOptions
+	conn  *pgx.ConnConfig
+	cache scrapeCache
+	last  store.QueueStat // the last read's answer (under cache's lock)
 
 	waiting, oldest, up *prometheus.Desc
-
-	mu      sync.Mutex
-	at      time.Time
-	last    store.QueueStat
-	ok      bool
-	failing bool
 }
 
 func (c *syncRepCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -63,43 +47,23 @@ func (c *syncRepCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *syncRepCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.at.IsZero() || time.Since(c.at) >= c.opts.MaxAge {
-		c.refresh()
-	}
-	up := 0.0
-	if c.ok {
-		up = 1
-		ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(c.last.Count))
-		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.last.OldestAge.Seconds())
-	}
-	ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
-}
-
-func (c *syncRepCollector) refresh() {
-	ctx, cancel := context.WithTimeout(context.Background(), c.opts.Timeout)
-	defer cancel()
-	c.at = time.Now()
-	last, err := c.read(ctx)
-	if err != nil {
-		if !c.failing {
-			c.opts.Logger.Warn("metrics: cannot read the commits waiting for a synchronous standby", "err", err)
+	c.cache.collect(c.read, func(ok bool) {
+		up := 0.0
+		if ok {
+			up = 1
+			ch <- prometheus.MustNewConstMetric(c.waiting, prometheus.GaugeValue, float64(c.last.Count))
+			ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, c.last.OldestAge.Seconds())
 		}
-		c.ok, c.failing = false, true
-		return
-	}
-	if c.failing {
-		c.opts.Logger.Info("metrics: commits waiting for a synchronous standby readable again")
-	}
-	c.last, c.ok, c.failing = last, true, false
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up)
+	})
 }
 
-func (c *syncRepCollector) read(ctx context.Context) (store.QueueStat, error) {
+func (c *syncRepCollector) read(ctx context.Context) error {
 	conn, err := pgx.ConnectConfig(ctx, c.conn.Copy())
 	if err != nil {
-		return store.QueueStat{}, err
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	return store.SyncReplicationWaits(ctx, conn)
+	c.last, err = store.SyncReplicationWaits(ctx, conn)
+	return err
 }
