@@ -39,17 +39,28 @@ func TestABalancePaymentWhoseConnectionIsTerminatedMidCallAnswersUnavailable(t *
 		_, err := b.svc.PayWithBalance(b.asAlice, o.ID)
 		done <- err
 	}()
+	// Asked from a connection of the pool, one statement a transaction:
+	// pg_stat_activity is a snapshot taken at its first read in a
+	// transaction, so asking inside hold would see the payment's state as
+	// it was at the first look, forever. No require in the condition: it
+	// runs outside the test's goroutine.
+	var early error
+	returned := false
 	require.Eventually(t, func() bool {
 		select {
-		case err := <-done:
-			t.Fatalf("the payment did not wait for the ledger insert: %v", err)
+		case early = <-done:
+			returned = true
+			return true
 		default:
 		}
 		var n int
-		require.NoError(t, hold.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&n))
+		if err := b.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			return false
+		}
 		return n == 1
 	}, 10*time.Second, 5*time.Millisecond, "the payment waits on the ledger insert")
+	require.False(t, returned, "the payment did not wait for the ledger insert: %v", early)
 	err = <-done
 	require.NoError(t, hold.Rollback(ctx))
 
