@@ -63,7 +63,10 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 		return rpcanswer.Ended(ended)
 	}
 	var ae *apperr.Error
-	if errors.As(err, &ae) && !(ae.Kind == apperr.Internal && !ae.Shown && databaseFailed(err)) {
+	// An unshown Internal that a layer wrapped around the database failing
+	// the call (store.Bug is the rule; this catches a layer that forgot) is
+	// no bug: it falls through, and the client gets Unavailable or Aborted.
+	if errors.As(err, &ae) && !(ae.Kind == apperr.Internal && !ae.Shown && store.DatabaseFailed(err)) {
 		code := codes[ae.Kind]
 		if ae.Kind == apperr.Internal {
 			logError(ctx, log, err)
@@ -99,15 +102,6 @@ func Error(ctx context.Context, log *slog.Logger, err error) error {
 	}
 	logError(ctx, log, err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error"))
-}
-
-// databaseFailed: err holds the database failing the call (gone away,
-// busy, a conflict to retry). An Internal that a layer wrapped around it
-// (store.Bug is the rule; this catches a layer that forgot) is no bug:
-// the client gets Unavailable or Aborted and retries.
-func databaseFailed(err error) bool {
-	return store.IsUnavailable(err) || errors.Is(err, store.ErrPoolBusy) ||
-		errors.Is(err, store.ErrRetryable) || errors.Is(err, store.ErrLockNotAvailable)
 }
 
 func logError(ctx context.Context, log *slog.Logger, err error) {

@@ -40,11 +40,18 @@ func Bug(err error, format string, args ...any) error {
 	return apperr.Wrap(apperr.Internal, err, format, args...)
 }
 
-// Transient reports whether err is the database failing a call rather than
-// a fault of the call: see Bug.
+// Transient reports whether err is the database failing a call, or the
+// call's own context ending, rather than a fault of the call: see Bug.
 func Transient(err error) bool {
+	return DatabaseFailed(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// DatabaseFailed reports whether err holds the database failing the call:
+// gone away or refusing (IsUnavailable), no pooled connection free, a
+// serialization failure or deadlock to retry, a lock timeout.
+func DatabaseFailed(err error) bool {
 	return IsUnavailable(err) || errors.Is(err, ErrPoolBusy) || errors.Is(err, ErrRetryable) ||
-		errors.Is(err, ErrLockNotAvailable) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+		errors.Is(err, ErrLockNotAvailable)
 }
 
 // BugIfNotFound turns an ErrNotFound that the locks held make impossible (a
