@@ -132,7 +132,10 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	// written next already carries what the cancel changed of it.
 	var out Moved
 	var cancelled []InvoiceMoved
-	if m.To.IsFinal() {
+	// Only a recurring order has periods, so only its end looks for their
+	// invoices: a one-time order's cancellation (the pending timeout's
+	// sweep, a customer's) or refund makes no extra round trip.
+	if m.To.IsFinal() && BillingCycle(o.BillingCycle).Months() > 0 {
 		var err error
 		if cancelled, err = cancelOpenRenewalInvoices(ctx, tx, o, m); err != nil {
 			return Moved{}, err
