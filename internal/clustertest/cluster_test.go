@@ -123,7 +123,7 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 	// One leader per role, and it is one of ours.
 	worker, err := b.c.WaitLeader(ctx, "event_worker", nil)
 	require.NoError(t, err)
-	_, err = b.c.WaitLeader(ctx, "billing", nil)
+	biller, err := b.c.WaitLeader(ctx, "billing", nil)
 	require.NoError(t, err)
 
 	// Load on every node: orders, payments, duplicate and hostile callbacks.
@@ -167,15 +167,17 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 
 	// Crash the event_worker leader mid-load: no resignation, no handed
 	// back events. Another instance must take over within one TTL of the
-	// kill. Measured on the database clock, from just before the kill to
-	// the successor's election, so the harness's polling is not part of it.
-	var killedAtDB time.Time
-	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAtDB))
+	// kill. Measured on the database clock, from the moment the kill has
+	// returned (the process is gone: its last renewal was before that
+	// moment, so its lease ends at most one TTL after it) to the
+	// successor's election, so the harness's polling is not part of it.
 	leases, err = b.c.Leases(ctx)
 	require.NoError(t, err)
 	dead := leases["event_worker"]
 	killedAt, err := worker.Kill()
 	require.NoError(t, err)
+	var killedAtDB time.Time
+	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAtDB))
 	next, err := b.c.WaitLeader(ctx, "event_worker", worker)
 	require.NoError(t, err)
 	observed := time.Since(killedAt)
@@ -186,13 +188,13 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 	ttl := 3 * time.Second
 	t.Logf("event_worker: %s killed (its lease, read just before, had %s left; it may have renewed once more); %s elected %s after the kill, seen by the harness after %s",
 		worker.Name, dead.ExpiresIn.Round(time.Millisecond), next.Name, takeover.Round(time.Millisecond), observed.Round(time.Millisecond))
-	// The dead leader's lease ran out at most one TTL after the kill (it
-	// renewed at the latest just before it); a follower bids 5 ms after
-	// the expiry it read from the database. The slack is that bid's
-	// wake-up and round trip in a process that shares 2 CPUs with two
-	// other busy instances, the load generator and other tests — process
-	// scheduling, not another renew interval.
-	const slack = 500 * time.Millisecond
+	// A follower bids 5 ms after the expiry it read from the database;
+	// internal/cluster's TestKilledLeaderIsReplacedWithinOneTTL holds that
+	// promptness tightly. Here three processes share 2 CPUs with the load
+	// generator and the other tests of the command, so the slack is process
+	// scheduling (seen past 500 ms on a loaded CI machine), not another
+	// renew interval: the property is one TTL, not a timing target.
+	const slack = time.Second
 	require.Less(t, takeover, ttl+slack, "takeover within one TTL of the kill")
 	require.False(t, elected.Before(dead.ExpiresAt), "not before the dead leader's lease ran out")
 
@@ -203,7 +205,13 @@ func TestThreeInstancesMigrateOnceElectOneLeaderAndSurviveAKilledEventWorker(t *
 	stopSampling()
 	gaps := <-sampled
 	t.Logf("longest time a role had no valid lease: %v", gaps)
-	require.Less(t, gaps["billing"], time.Second, "the billing leader was not killed: its role never lapsed")
+	if biller == worker {
+		// Both roles were on the killed process: billing was taken over
+		// like event_worker, from its lease's end.
+		require.Less(t, gaps["billing"], ttl+slack, "billing taken over within one TTL of the kill")
+	} else {
+		require.Less(t, gaps["billing"], time.Second, "the billing leader was not killed: its role never lapsed")
+	}
 
 	// Every paid order has exactly one order_paid event, every event is done
 	// or visibly failed, no order provisioned twice, nothing lost or doubled.
