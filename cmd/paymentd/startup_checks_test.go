@@ -142,8 +142,9 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	require.Equal(t, exitUsage, code, "restarting cannot fix a schema: %s", stderr)
 	require.Equal(t, "paymentd: schema check: the database's schema is not the one this build expects: "+
 		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more refused); nothing was served: "+
-		"run the paymentd that made this database, or bring its schema back to this build's "+
-		"(restore a backup, recreate the database, or undo a change made by hand); "+
+		"if a pre-release build (from before v0.1.0) made this database, it has no upgrade path: "+
+		"export what you keep and start on a new database (CHANGELOG.md, v0.1.0); "+
+		"otherwise bring its schema back to this build's (restore a backup, or undo a change made by hand); "+
 		`paymentd migrate status lists every difference (docs/operations.md, "Upgrading")`, lastLine(stderr))
 	require.NotContains(t, stderr, "bootstrap admin")
 	require.NotContains(t, stderr, "schema migrated", "the refused start applied nothing, and its log says so")

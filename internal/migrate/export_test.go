@@ -1,6 +1,10 @@
 package migrate
 
-import "context"
+import (
+	"context"
+
+	"github.com/rustbill/paymentd/internal/store"
+)
 
 // WithBeforeMigration returns o with a hook called under the migration role
 // before each migration is applied (tests pause a run with it).
@@ -19,3 +23,9 @@ func CompareSchema(expected, live []Object, newer bool) []Difference {
 // SameDefinition is sameDefinition: whether two renderings of an object
 // are the same object.
 func SameDefinition(a, b string) bool { return sameDefinition(a, b) }
+
+// CheckBeforeUp is checkBeforeUp as a build that knows migrations up to
+// known would run it on a database that records recorded.
+func CheckBeforeUp(ctx context.Context, db store.DB, recorded, known int64) error {
+	return checkBeforeUp(ctx, db, recorded, known)
+}

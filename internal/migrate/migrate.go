@@ -107,13 +107,25 @@ func UpWith(ctx context.Context, db *sql.DB, o Options) error {
 		return err
 	}
 	return withRole(ctx, db, o, func(ctx context.Context, r *role) error {
-		for {
+		for first := true; ; first = false {
 			pending, err := p.HasPending(ctx)
 			if err != nil {
 				return fmt.Errorf("migrate up: %w", err)
 			}
 			if !pending {
 				return nil
+			}
+			if first {
+				// A release's database gets newer migrations only if it
+				// has that release's schema (a pre-release build's does
+				// not): refused in one line, nothing applied.
+				recorded, err := p.GetDBVersion(ctx)
+				if err != nil {
+					return fmt.Errorf("migrate up: read the migrations applied: %w", err)
+				}
+				if err := checkBeforeUp(ctx, r.conn, recorded, KnownVersion()); err != nil {
+					return err
+				}
 			}
 			if err := r.holdLease(ctx); err != nil {
 				return err

@@ -370,6 +370,9 @@ type SchemaReport struct {
 	Recorded, Known int64
 	// Differences, the refused ones first.
 	Differences []Difference
+	// Release is set when the database was compared with a release's
+	// schema before newer migrations ran on it (not with this build's).
+	Release string
 }
 
 // Newer reports whether the database records migrations this build does
@@ -452,10 +455,20 @@ func (e *DriftError) Error() string {
 		fmt.Fprintf(&b, " (and %d left alone)", left)
 	}
 	b.WriteString("; nothing was served: ")
-	if e.Report.Newer() {
+	if e.Report.Release != "" {
+		fmt.Fprintf(&b, "the database records migration %05d, the last of %[2]s, without %[2]s's schema, so this build's newer migrations were not applied; ",
+			e.Report.Recorded, e.Report.Release)
+	}
+	switch {
+	case e.Report.Newer():
 		fmt.Fprintf(&b, "a newer release migrated this database (it records migration %05d, this build knows up to %05d) and removed what this build needs: run that release, or restore the backup taken before it",
 			e.Report.Recorded, e.Report.Known)
-	} else {
+	case preRelease(e.Report.Recorded):
+		// Pre-release builds recorded the same nine migrations with other
+		// contents: their databases cannot be told from a hand change.
+		fmt.Fprintf(&b, "if a pre-release build (from before %[1]s) made this database, it has no upgrade path: export what you keep and start on a new database (CHANGELOG.md, %[1]s); otherwise bring its schema back to this build's (restore a backup, or undo a change made by hand)",
+			FirstRelease().Version)
+	default:
 		b.WriteString("run the paymentd that made this database, or bring its schema back to this build's (restore a backup, recreate the database, or undo a change made by hand)")
 	}
 	b.WriteString(`; paymentd migrate status lists every difference (docs/operations.md, "Upgrading")`)
