@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
@@ -219,8 +220,12 @@ func (e *payBundle) orderStatus(t *testing.T, id string) string {
 // moves a paid order on asynchronously).
 func (e *payBundle) waitOrderStatus(t *testing.T, id, status string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.orderStatus(t, id) == status }, 10*time.Second, 20*time.Millisecond,
-		"order %s never reached %s (now %s)", id, status, e.orderStatus(t, id))
+	// The condition runs in another goroutine: it reports to c, never to t.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o, err := e.orders.GetOrder(context.Background(), with(&orderpb.GetOrderRequest{Id: id}, e.c.customer))
+		require.NoError(c, err)
+		assert.Equal(c, status, o.Msg.GetOrder().GetStatus(), "order %s", id)
+	}, 10*time.Second, 20*time.Millisecond, "order %s never reached %s", id, status)
 }
 
 func (e *payBundle) count(t *testing.T, sql string, args ...any) int {
@@ -233,7 +238,11 @@ func (e *payBundle) count(t *testing.T, sql string, args ...any) int {
 // waitSettled waits until a payment is success.
 func (e *payBundle) waitSettled(t *testing.T, id string) *paymentpb.PaymentRecord {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.getPayment(t, id).GetStatus() == "success" }, 15*time.Second, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		res, err := e.payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: id}, e.c.admin))
+		require.NoError(c, err)
+		assert.Equal(c, "success", res.Msg.GetPayment().GetStatus(), "payment %s", id)
+	}, 15*time.Second, 20*time.Millisecond, "payment %s never settled", id)
 	return e.getPayment(t, id)
 }
 

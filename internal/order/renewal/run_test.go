@@ -289,18 +289,25 @@ func TestCatchUpAndConcurrentPassesIssueEachInvoiceOnce(t *testing.T) {
 		ids = append(ids, b.activeOrder(t, testfixture.Customer(t, b.pool), "monthly", "5.00"))
 	}
 	b.clock.Set(at(time.January, 29, 0))
-	runs := make(chan renewal.Round, 3)
+	// The passes report to the test goroutine, which alone may fail the
+	// test (a require in a goroutine would end it as a timeout).
+	type pass struct {
+		round renewal.Round
+		err   error
+	}
+	runs := make(chan pass, 3)
 	for range 3 {
 		go func() {
 			r, err := renewal.New(b.pool, renewal.Options{Clock: b.clock.Now, Node: "n", BatchSize: 7, InvoiceDays: 7,
 				SuspendAfterDays: 3, TerminateAfterDays: 14}).RunOnce(context.Background())
-			require.NoError(t, err)
-			runs <- r
+			runs <- pass{r, err}
 		}()
 	}
 	issued := 0
 	for range 3 {
-		issued += testkit.WaitOrTimeout(t, runs, "a pass").Issued
+		p := testkit.WaitOrTimeout(t, runs, "a pass")
+		require.NoError(t, p.err)
+		issued += p.round.Issued
 	}
 	require.Equal(t, orders, issued, "each invoice once across the three passes")
 	var invoices int
