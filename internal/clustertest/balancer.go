@@ -16,15 +16,15 @@ import (
 )
 
 // Balancer is the load balancer an operator puts in front of the
-// instances, as small as nginx's upstream block with its defaults: each
-// request goes to the next node round robin; a node that refuses the
-// connection is skipped for FailTimeout and the request goes to the next
-// one (nothing was sent, so any request may; nginx's proxy_next_upstream
-// error); a request a node took and then broke off is not sent again
-// (it may have been handled) and is answered 502, as is one no node
-// takes. Connections to the nodes are not kept alive (nginx's default), so
-// a stopping node's closed listener is what a request meets, never a
-// kept-alive connection the node is closing.
+// instances, modelled on deploy/nginx/paymentd.conf's upstreams with
+// nginx's defaults: each request goes to the next node round robin, over a
+// kept-alive connection when one is idle (keepalive); a node that refuses
+// the connection is passed over for FailTimeout and the request goes to
+// the next one (nothing was sent; proxy_next_upstream error); a request
+// whose connection fails after it was sent goes to the next node only when
+// its method is idempotent (a GET callback: nginx passes no POST on once
+// sent, it may have been handled) and is otherwise answered 502, as is one
+// no node takes.
 //
 // The nodes' [server].public_url is the balancer's URL (Options.Env), so
 // the gateway's notifications pass through it as well as the load's
@@ -87,7 +87,7 @@ func StartBalancer() (*Balancer, error) {
 		ln:          ln,
 		downUntil:   map[*Node]time.Time{},
 		tr: &http.Transport{
-			DisableKeepAlives:     true,
+			MaxIdleConnsPerHost:   16,
 			DialContext:           (&net.Dialer{Timeout: time.Second}).DialContext,
 			ResponseHeaderTimeout: 30 * time.Second,
 		},
@@ -193,11 +193,15 @@ func (b *Balancer) serve(w http.ResponseWriter, r *http.Request) {
 // (nginx's 499): not a failure of the service.
 const statusClientClosed = 499
 
+// idempotent are the methods nginx passes to the next node after an error
+// on a request already sent.
+var idempotent = map[string]bool{http.MethodGet: true, http.MethodHead: true, http.MethodOptions: true}
+
 // errNoNode is the answer when no node took the connection.
 var errNoNode = errors.New("no node took the connection")
 
 // roundTrip sends r to the nodes in turn, the ones passed over last, until
-// one takes the connection.
+// one takes the connection (or, for an idempotent request, answers).
 func (b *Balancer) roundTrip(r *http.Request) (*http.Response, error) {
 	ex, _ := r.Context().Value(exchangeKey{}).(*Exchange)
 	var body []byte
@@ -205,11 +209,16 @@ func (b *Balancer) roundTrip(r *http.Request) (*http.Response, error) {
 		body, _ = io.ReadAll(r.Body)
 		_ = r.Body.Close()
 	}
+	var last error
 	for _, n := range b.order() {
 		out := r.Clone(r.Context())
 		out.URL.Host = strings.TrimPrefix(n.URL, "http://")
 		out.Host = out.URL.Host
-		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.Body, out.GetBody = http.NoBody, nil
+		if len(body) > 0 {
+			out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+			out.Body, _ = out.GetBody()
+		}
 		resp, err := b.tr.RoundTrip(out)
 		if err == nil {
 			if ex != nil {
@@ -218,15 +227,22 @@ func (b *Balancer) roundTrip(r *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		var op *net.OpError
-		if !errors.As(err, &op) || op.Op != "dial" {
+		if errors.As(err, &op) && op.Op == "dial" {
+			b.mu.Lock()
+			b.downUntil[n] = time.Now().Add(b.FailTimeout)
+			b.mu.Unlock()
+			continue
+		}
+		if r.Context().Err() != nil || !idempotent[r.Method] {
 			if ex != nil {
 				ex.Node = n.Name
 			}
 			return nil, err // sent: it may have been handled
 		}
-		b.mu.Lock()
-		b.downUntil[n] = time.Now().Add(b.FailTimeout)
-		b.mu.Unlock()
+		last = fmt.Errorf("%s: %w", n.Name, err)
+	}
+	if last != nil {
+		return nil, last
 	}
 	return nil, errNoNode
 }
