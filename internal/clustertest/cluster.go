@@ -26,8 +26,11 @@ const (
 
 // Options describe a cluster to start.
 type Options struct {
-	// Binary is the paymentd to run (Build).
+	// Binary is the paymentd to run (Build, BuildCommit).
 	Binary string
+	// Plugins is [plugins].dir (default the repository's plugins/; a
+	// BuildCommit binary runs with its own commit's, Built.Plugins).
+	Plugins string
 	// Nodes is how many instances (default 3).
 	Nodes int
 	// DatabaseURL is the one database every node uses.
@@ -72,7 +75,7 @@ func (o Options) env(port int) []string {
 		"PAYMENTD_SECRETS__KEYS__CLUSTER=" + SecretsKey,
 		"PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD=" + AdminPassword,
 		"PAYMENTD_RATE_LIMIT__ENABLED=false",
-		"PAYMENTD_PLUGINS__DIR=" + PluginsDir(),
+		"PAYMENTD_PLUGINS__DIR=" + o.Plugins,
 		"PAYMENTD_LOG__FORMAT=json",
 		"PAYMENTD_METRICS__PORT=0",
 		"PAYMENTD_CLUSTER__LEASE_TTL=" + ttl.String(),
@@ -105,6 +108,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
+	}
+	if o.Plugins == "" {
+		o.Plugins = PluginsDir()
 	}
 	c := &Cluster{opts: o}
 	for i := range o.Nodes {

@@ -13,9 +13,12 @@
 // one instance held a leader role at any moment, and internal/ledger.Verify
 // reports a clean ledger. Bundle.Check says which of these failed.
 //
-//	Build ──▶ paymentd binary (go build, once per process)
+//	Build ──▶ paymentd binary (deploy/build.sh's flags, once per process)
+//	BuildCommit ▶ a past commit's paymentd and plugins (the release)
 //	Start ──▶ Cluster: N nodes, own ports, one database, short leases
-//	            │  Node.Kill (SIGKILL) / Node.Stop (SIGTERM) / Node.Start
+//	            │  Node.Kill (SIGKILL) / Node.Stop (SIGTERM) / Node.Start,
+//	            │  Node.Use (another binary at the next Start)
+//	            │  Balancer: round robin in front, as nginx (Bundle.Through)
 //	            ▼
 //	Setup ──▶ Bundle: admin session, epay interface on the fake, a product
 //	            │

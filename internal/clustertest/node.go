@@ -291,6 +291,28 @@ func (n *Node) Stop(timeout time.Duration) error {
 	}
 }
 
+// Use makes the node's next Start run bin with plugins as [plugins].dir
+// (empty: the repository's plugins/): an operator replacing an instance's
+// binary, for an upgrade or a rollback. The configuration stays the same,
+// so it must hold only keys both builds know.
+func (n *Node) Use(bin, plugins string) {
+	if plugins == "" {
+		plugins = PluginsDir()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.bin = bin
+	// The last of a duplicated variable wins (os/exec).
+	n.env = append(n.env[:len(n.env):len(n.env)], "PAYMENTD_PLUGINS__DIR="+plugins)
+}
+
+// Binary is the paymentd the node runs (or runs at its next Start).
+func (n *Node) Binary() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.bin
+}
+
 // Tail is the last lines the process logged, for failure messages.
 func (n *Node) Tail(lines int) string {
 	n.mu.Lock()

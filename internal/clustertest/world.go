@@ -40,6 +40,9 @@ type Bundle struct {
 	book *book
 	// buyer is the customer of CreatePayment (guarded by book.mu).
 	buyer customer
+	// via, when set, is where every call goes (a Balancer's URL) instead
+	// of a random live node.
+	via string
 }
 
 // Setup logs in as the bootstrap admin on a live node and creates the
@@ -123,21 +126,32 @@ func withHeader[T any](msg *T, key, value string) *connect.Request[T] {
 // transient reports whether a call may succeed on another node or later:
 // the node is down (transport error: connect reports a reset connection as
 // Canceled or Unavailable), the database is (Unavailable, Internal,
-// Aborted), or the call ran out of time. retry stops on its own context.
+// Aborted), the call ran out of time, or the node asked to be asked again
+// later (ResourceExhausted with Retry-After: the password gate's bound on
+// argon2 hashes at once, which registrations meet on a busy machine).
+// retry stops on its own context.
 func transient(err error) bool {
 	if err == nil {
 		return false
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeInternal, connect.CodeAborted, connect.CodeDeadlineExceeded,
-		connect.CodeUnknown, connect.CodeCanceled:
+		connect.CodeUnknown, connect.CodeCanceled, connect.CodeResourceExhausted:
 		return true
 	}
 	return false
 }
 
-// node picks a live node at random ("" when none is alive).
+// Through sends the load's calls to the balancer from now on, as clients
+// of an operator's deployment reach it, instead of to random live nodes.
+func (w *Bundle) Through(b *Balancer) { w.via = b.URL() }
+
+// node picks a live node at random ("" when none is alive), or is the
+// balancer (Through).
 func (w *Bundle) node() string {
+	if w.via != "" {
+		return w.via
+	}
 	alive := w.C.Alive()
 	if len(alive) == 0 {
 		return ""
