@@ -113,8 +113,9 @@ func (a *upgradeAPI) checkCredentials(t *testing.T, r *released) {
 	_, err = a.ids.AdminLogin(ctx, connect.NewRequest(&identitypb.AdminLoginRequest{Username: "admin", Password: upgradeAdminPassword}))
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "the password without a code: %v", err)
 	require.Equal(t, "totp_required", errorReason(t, err))
-	// A code of the next step: the release accepted one of this step or
-	// the one before, and a step is accepted once.
+	// A code is accepted once per 30-second step, and the release accepted
+	// the code of its confirmation's step: the next step's code is a later
+	// one, and within the step either side that a code may be off by.
 	a.adminLogin(t, totpCode(t, r.totpSecret, time.Now().Add(30*time.Second)))
 	a.adminLogin(t, r.recovery[0])
 }
@@ -124,7 +125,7 @@ func (a *upgradeAPI) checkCredentials(t *testing.T, r *released) {
 func (a *upgradeAPI) checkReplays(t *testing.T, r *released) {
 	t.Helper()
 	for _, rp := range r.replays {
-		got, h, err := rp.send(t.Context(), a)
+		got, h, err := rp.send(t.Context())
 		require.NoError(t, err, "%s sent again with the release's key", rp.name)
 		require.Equal(t, "true", h.Get("Idempotent-Replayed"), "%s: the kept outcome", rp.name)
 		if !proto.Equal(rp.answer, got) {

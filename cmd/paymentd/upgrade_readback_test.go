@@ -55,9 +55,13 @@ type readbackOpts struct {
 	overview bool
 }
 
-// read asks every read call of the API, as the admin (a session started
-// on the release), as each customer (access tokens the release issued),
-// and the CSV exports. Independent calls go in parallel.
+// read asks every read call of the API about the rows, as the admin (a
+// session started on the release) and as each customer (access tokens
+// the release issued), and the CSV exports: the lists page by page, then
+// every row of the lists by its Get. Independent calls go in parallel.
+// Left out are the calls about processes rather than rows: ListNodes and
+// ListLeaders (the instances running), ListCircuitBreakers (an instance's
+// memory); and GetPlugin, whose record ListPlugins answers.
 func (a *upgradeAPI) read(t *testing.T, r *released, o readbackOpts) *readback {
 	t.Helper()
 	ctx := t.Context()

@@ -95,8 +95,27 @@ type upgradeCustomer struct {
 // answered, and move nothing.
 type replay struct {
 	name   string
-	send   func(ctx context.Context, a *upgradeAPI) (proto.Message, http.Header, error)
+	send   func(ctx context.Context) (proto.Message, http.Header, error)
 	answer proto.Message
+}
+
+// keyed makes a money call with c under an Idempotency-Key and keeps it
+// to send again after the upgrade (both builds listen on one address, so
+// call reaches whichever runs).
+func keyed[Req, Res any](t *testing.T, r *released, name, key string, c cred, req *Req,
+	call func(context.Context, *connect.Request[Req]) (*connect.Response[Res], error)) *Res {
+	t.Helper()
+	res, err := call(t.Context(), withKey(c, key, req))
+	require.NoError(t, err, name)
+	r.replays = append(r.replays, replay{name: name, answer: any(res.Msg).(proto.Message),
+		send: func(ctx context.Context) (proto.Message, http.Header, error) {
+			res, err := call(ctx, withKey(c, key, req))
+			if err != nil {
+				return nil, nil, err
+			}
+			return any(res.Msg).(proto.Message), res.Header(), nil
+		}})
+	return res.Msg
 }
 
 // billingClock is how far a build's billing test clock runs ahead of the
@@ -118,8 +137,7 @@ type released struct {
 	oldKey    string                     // carol's revoked one
 	epay      string                     // gateway interfaces
 	bank      string
-	once      string // products
-	monthly   string
+	once      string // the one-time product
 	// orders and payments by their part in the story.
 	orders   map[string]string
 	payments map[string]string
@@ -127,9 +145,6 @@ type released struct {
 	pendingRefund string
 	replays       []replay
 	clock         billingClock
-	// first is the first period's end of the monthly orders that were
-	// not extended.
-	first time.Time
 	// from and to are the range of days the exports and the trends read,
 	// since the start of the payment figures.
 	from, to, since string
@@ -222,7 +237,7 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 
 	// Products.
 	r.once = a.product(t, admin, &orderpb.CreateProductRequest{Name: "VPS 1个月", Description: "one month, paid once", Price: "12.30", Currency: "CNY"})
-	r.monthly = a.product(t, admin, &orderpb.CreateProductRequest{Name: "VPS monthly", Price: "10.00", Currency: "CNY", BillingCycle: "monthly"})
+	monthly := a.product(t, admin, &orderpb.CreateProductRequest{Name: "VPS monthly", Price: "10.00", Currency: "CNY", BillingCycle: "monthly"})
 	provider := "http_provider"
 	boxCfg, err := structpb.NewStruct(map[string]any{"api_url": providerDown, "token": "provider-token-1", "plan": "box-1"})
 	require.NoError(t, err)
@@ -249,16 +264,7 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 		require.NoError(t, err)
 	}
 	topUp := &identitypb.AdjustBalanceRequest{CustomerId: bob.id, Amount: "200.00", Note: "bank deposit 2024-0001"}
-	adj, err := a.customers.AdjustBalance(ctx, withKey(admin, "upgrade-topup-bob", topUp))
-	require.NoError(t, err)
-	r.replays = append(r.replays, replay{name: "AdjustBalance", answer: adj.Msg,
-		send: func(ctx context.Context, a *upgradeAPI) (proto.Message, http.Header, error) {
-			res, err := a.customers.AdjustBalance(ctx, withKey(admin, "upgrade-topup-bob", topUp))
-			if err != nil {
-				return nil, nil, err
-			}
-			return res.Msg, res.Header(), nil
-		}})
+	keyed(t, r, "AdjustBalance", "upgrade-topup-bob", admin, topUp, a.customers.AdjustBalance)
 	_, err = a.customers.SetCanCreateApiKeys(ctx, as(admin, &identitypb.SetCanCreateApiKeysRequest{CustomerId: carol.id, Allowed: true}))
 	require.NoError(t, err)
 	for _, name := range []string{"shop", "old"} {
@@ -289,7 +295,7 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 		pay(role, r.once)
 	}
 	for _, role := range []string{"terminated", "suspended", "overdue", "renewed-by-gateway", "monthly-refunded"} {
-		pay(role, r.monthly)
+		pay(role, monthly)
 	}
 	for _, role := range []string{"refunded", "monthly-refunded"} {
 		_, err = a.payments.RefundPayment(ctx, as(admin, &paymentpb.RefundPaymentRequest{PaymentId: r.payments[role], Reason: "customer asked"}))
@@ -300,16 +306,7 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 	require.NoError(t, err)
 	toBalance := "balance"
 	credit := &paymentpb.RefundPaymentRequest{PaymentId: r.payments["part-refunded"], Amount: "1.00", Reason: "goodwill", Destination: &toBalance}
-	cr, err := a.payments.RefundPayment(ctx, withKey(admin, "upgrade-goodwill-alice", credit))
-	require.NoError(t, err)
-	r.replays = append(r.replays, replay{name: "RefundPayment", answer: cr.Msg,
-		send: func(ctx context.Context, a *upgradeAPI) (proto.Message, http.Header, error) {
-			res, err := a.payments.RefundPayment(ctx, withKey(admin, "upgrade-goodwill-alice", credit))
-			if err != nil {
-				return nil, nil, err
-			}
-			return res.Msg, res.Header(), nil
-		}})
+	keyed(t, r, "RefundPayment", "upgrade-goodwill-alice", admin, credit, a.payments.RefundPayment)
 	_, err = a.orders.SuspendOrder(ctx, as(admin, &orderpb.SuspendOrderRequest{OrderId: r.orders["suspended-by-admin"], Reason: "abuse report"}))
 	require.NoError(t, err)
 
@@ -352,21 +349,12 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 	bc := bearerCred(bob.token)
 	r.orders["balance"] = a.order(t, bc, r.once)
 	payBob := &orderpb.PayWithBalanceRequest{OrderId: r.orders["balance"]}
-	pb, err := a.orders.PayWithBalance(ctx, withKey(bc, "upgrade-pay-bob-1", payBob))
-	require.NoError(t, err)
-	r.replays = append(r.replays, replay{name: "PayWithBalance", answer: pb.Msg,
-		send: func(ctx context.Context, a *upgradeAPI) (proto.Message, http.Header, error) {
-			res, err := a.orders.PayWithBalance(ctx, withKey(bc, "upgrade-pay-bob-1", payBob))
-			if err != nil {
-				return nil, nil, err
-			}
-			return res.Msg, res.Header(), nil
-		}})
-	r.payments["balance"] = pb.Msg.GetPayment().GetId()
+	pb := keyed(t, r, "PayWithBalance", "upgrade-pay-bob-1", bc, payBob, a.orders.PayWithBalance)
+	r.payments["balance"] = pb.GetPayment().GetId()
 	for _, role := range []string{"balance-refunded", "renewed"} {
 		product := r.once
 		if role == "renewed" {
-			product = r.monthly
+			product = monthly
 		}
 		r.orders[role] = a.order(t, bc, product)
 		res, err := a.orders.PayWithBalance(ctx, as(bc, &orderpb.PayWithBalanceRequest{OrderId: r.orders[role]}))
@@ -385,7 +373,7 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 
 	// Carol buys on credit and turns the renewal off.
 	cc := bearerCred(carol.token)
-	r.orders["completed"] = a.order(t, cc, r.monthly)
+	r.orders["completed"] = a.order(t, cc, monthly)
 	_, err = a.orders.PayWithBalance(ctx, as(cc, &orderpb.PayWithBalanceRequest{OrderId: r.orders["completed"]}))
 	require.NoError(t, err)
 	a.waitOrder(t, admin, r.orders["completed"], "active")
@@ -415,23 +403,23 @@ func (a *upgradeAPI) fill(t *testing.T, fake *epay.Server, providerDown string) 
 	// A month and a half of billing. The first periods end together
 	// (within the seconds the orders took); two are moved later by hand,
 	// so that at the end one is overdue, one suspended, one terminated.
-	r.first = a.periodEnd(t, admin, r.orders["terminated"], r.orders["renewed-by-gateway"], r.orders["renewed"], r.orders["completed"])
+	first := a.periodEnd(t, admin, r.orders["terminated"], r.orders["renewed-by-gateway"], r.orders["renewed"], r.orders["completed"])
 	for role, days := range map[string]int{"suspended": 10, "overdue": 14} {
 		_, err := a.orders.ExtendServicePeriod(ctx, as(admin, &orderpb.ExtendServicePeriodRequest{OrderId: r.orders[role],
-			EndsAt: r.first.Add(time.Duration(days) * 24 * time.Hour).UTC().Format(time.RFC3339), Reason: "outage credit"}))
+			EndsAt: first.Add(time.Duration(days) * 24 * time.Hour).UTC().Format(time.RFC3339), Reason: "outage credit"}))
 		require.NoError(t, err)
 	}
 	day := 24 * time.Hour
-	res := a.advanceTo(t, admin, &r.clock, r.first.Add(-7*day+time.Minute))
+	res := a.advanceTo(t, admin, &r.clock, first.Add(-7*day+time.Minute))
 	require.EqualValues(t, 3, res.GetIssued(), "the renewal invoices of the orders that renew: %v", res)
 	require.EqualValues(t, 1, res.GetAutoPaid(), "bob's, from his balance: %v", res)
 	renewal := a.openRenewalInvoice(t, admin, r.orders["renewed-by-gateway"])
 	r.payments["renewal-by-gateway"] = a.payByEpay(t, fake, ac, "", renewal, r.epay)
-	a.advanceTo(t, admin, &r.clock, r.first.Add(time.Minute))
-	a.advanceTo(t, admin, &r.clock, r.first.Add(3*day+time.Minute))
-	a.advanceTo(t, admin, &r.clock, r.first.Add(8*day))
-	a.advanceTo(t, admin, &r.clock, r.first.Add(10*day+time.Hour))
-	a.advanceTo(t, admin, &r.clock, r.first.Add(15*day+time.Minute))
+	a.advanceTo(t, admin, &r.clock, first.Add(time.Minute))
+	a.advanceTo(t, admin, &r.clock, first.Add(3*day+time.Minute))
+	a.advanceTo(t, admin, &r.clock, first.Add(8*day))
+	a.advanceTo(t, admin, &r.clock, first.Add(10*day+time.Hour))
+	a.advanceTo(t, admin, &r.clock, first.Add(15*day+time.Minute))
 	for role, want := range map[string]string{"terminated": "terminated", "suspended": "suspended", "overdue": "active",
 		"renewed-by-gateway": "active", "renewed": "active", "completed": "completed", "suspended-by-admin": "suspended"} {
 		a.waitOrder(t, admin, r.orders[role], want)
