@@ -199,7 +199,7 @@ func buildPaymentd(t *testing.T, dir string) string {
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the previous commit's paymentd:\n%s", out)
+	require.NoError(t, err, "building the release's paymentd:\n%s", out)
 	return bin
 }
 
