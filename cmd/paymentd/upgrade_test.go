@@ -3,13 +3,11 @@ package main
 import (
 	"archive/tar"
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,39 +17,45 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/proto"
 
-	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
-	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
-	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
-	orderpb "github.com/rustbill/paymentd/gen/billing/order"
-	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
-	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
-	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
-// upgradeFromFile names the commit the upgrade test upgrades from: the
-// last landed one, updated each round, so that CI runs the upgrade from
-// what was landed before the change under test.
+// upgradeFromFile names the commit of the release the upgrade test
+// upgrades from. It moves when a release is named, never between.
 const upgradeFromFile = ".ci/upgrade-from"
 
-// The upgrade an operator makes: the previous landed commit's binary makes
-// and fills a database through its API (a customer, an order, a payment
-// paid by an epay callback), stops on SIGTERM, and this code starts on
-// that database. Either the upgrade works — /ready, the old data reads
-// back, a new customer registers and pays, the trends answer, no error is
-// logged, `paymentd verify` is clean — or the start is refused by the
-// schema check in one line with exit 2. Never a start that serves and
-// fails later (issue 30: /ready 200, then Register failing on a missing
-// column).
-func TestUpgradeFromTheLastLandedCommitWorksOrIsRefusedInOneLine(t *testing.T) {
+// An operator's upgrade from the release. The release's binary makes an
+// empty database and fills it through its API with every kind of row it
+// knows (fill), lets its background work come to rest, reads every row
+// back over the API and stops on SIGTERM. This code then starts on that
+// database and must serve it:
+//
+//   - every row reads back as the release answered, whole answers compared
+//     (compareReadbacks), before this code writes anything and again after
+//     its billing pass as of the release's last billing moment, which must
+//     find nothing left to do;
+//   - the release's credentials work: passwords, customer access tokens
+//     and API keys, admin sessions and API keys within their scopes, TOTP
+//     codes and recovery codes; its idempotency keys answer its outcomes;
+//   - new work goes on on its rows: its pending payment settles, a new
+//     customer pays, its payments are refunded, its pending refund is
+//     resolved, a billing pass renews its recurring orders;
+//   - nothing is logged at ERROR, and `paymentd verify` is clean.
+//
+// A start refused by the schema check fails the test, as any other: from
+// the first release on, an upgrade from the release is served (issue 30
+// was a start that served and failed later; issue 36 made serving the
+// release's database the rule).
+func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
+	step := func(what string) { t.Logf("%s (%s so far)", what, time.Since(began).Round(100*time.Millisecond)) }
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
 	from := upgradeFrom(t, root)
@@ -59,45 +63,70 @@ func TestUpgradeFromTheLastLandedCommitWorksOrIsRefusedInOneLine(t *testing.T) {
 	old := filepath.Join(t.TempDir(), "src")
 	extractCommit(t, root, from, old)
 	oldBin := buildPaymentd(t, old)
-	t.Logf("built %s in %s", from[:12], time.Since(began).Round(time.Second))
+	step("built the release " + from[:12])
 
 	fake := epay.New(epay.Options{})
 	require.NoError(t, fake.Start())
 	t.Cleanup(fake.Close)
+	hook := notifytest.StartWebhook(t, "upgrade-webhook-secret-0001")
 	dbURL := testdb.EmptyURL(t)
 	port := freeTCPPort(t)
+	conf := upgradeConfig(t, hook, freeTCPPort(t))
+	providerDown := fmt.Sprintf("http://127.0.0.1:%d/api", freeTCPPort(t))
 
-	// The previous build makes and fills the database.
-	prev := startPaymentd(t, "previous", oldBin, upgradeEnv(dbURL, port, filepath.Join(old, "plugins")))
-	require.True(t, prev.waitReady(t), "the previous build did not start:\n%s", prev.logTail())
-	api := newUpgradeAPI(prev.baseURL)
-	made := api.fill(t, fake.URL())
-	prev.stop(t)
-	t.Logf("the previous build made and filled the database; %s so far", time.Since(began).Round(time.Second))
+	// The release makes the database, fills it and reads it back.
+	rel := startPaymentd(t, "release", oldBin, upgradeEnv(dbURL, port, filepath.Join(old, "plugins")), "--config", conf)
+	require.True(t, rel.waitReady(t), "the release did not start:\n%s", rel.logTail())
+	api := newUpgradeAPI(rel.baseURL)
+	made := api.fill(t, fake, providerDown)
+	step("the release filled the database")
+	api.settled(t, made.admin)
+	was := api.read(t, made, readbackOpts{overview: true})
+	opts := was.ids()
+	rel.stop(t)
+	step(fmt.Sprintf("the release read back %d answers and stopped", len(was.answers)))
 
-	// This code on that database: served, or refused in one line.
+	// This code on the release's database.
 	self, err := os.Executable()
 	require.NoError(t, err)
-	cur := startPaymentd(t, "current", self, append(upgradeEnv(dbURL, port, repoPlugins(t)), runMainEnv+"=1"))
+	env := append(upgradeEnv(dbURL, port, repoPlugins(t)), runMainEnv+"=1")
+	cur := startPaymentd(t, "current", self, env, "--config", conf)
 	if !cur.waitReady(t) {
-		code := cur.exitCode()
-		last := lastLine(cur.output())
-		require.Equal(t, exitUsage, code, "neither served nor refused by the schema check:\n%s", cur.logTail())
-		require.True(t, strings.HasPrefix(last, "paymentd: schema check: "), "the refusal is the schema check's line: %s", last)
-		t.Logf("refused, as the schema check does on a database it does not serve (%s in all): %s", time.Since(began).Round(time.Second), last)
-		return
+		t.Fatalf("this build does not serve the release's database (exit %d): %s\n%s",
+			cur.exitCode(), lastLine(cur.output()), cur.logTail())
 	}
-	api = newUpgradeAPI(cur.baseURL)
-	api.checkUpgraded(t, made)
+	step("this build serves the release's database")
+	compareReadbacks(t, was.without("GetRenewalOverview"), api.read(t, made, opts))
+	step("every answer reads back as the release gave it")
+
+	// Its billing clock catches up with the release's (it starts at the
+	// wall clock): a pass as of the same moment, give or take the seconds
+	// the upgrade took, has nothing left to do.
+	ahead := made.clock.ahead
+	made.clock = billingClock{}
+	pass := api.advanceBy(t, made.admin, &made.clock, ahead)
+	require.True(t, pass.GetIssued()+pass.GetAutoPaid()+pass.GetOverdue()+pass.GetSuspended()+pass.GetTerminated()+pass.GetEnded() == 0,
+		"a billing pass as of the release's last one found work left: %v", pass)
+	opts.overview = true
+	compareReadbacks(t, was, api.read(t, made, opts))
+	step("a billing pass as of the release's clock changed nothing")
+
+	api.checkCredentials(t, made)
+	api.checkReplays(t, made)
+	bob := made.customers["bob"].id
+	again, err := api.customers.GetCustomer(t.Context(), as(made.admin, &identitypb.GetCustomerRequest{Id: bob}))
+	require.NoError(t, err)
+	require.True(t, proto.Equal(was.answers["GetCustomer "+bob], again.Msg), "the replays moved no money: %v", again.Msg)
+	step("the release's credentials and idempotency keys work")
+	api.carryOn(t, fake, made)
 	cur.stop(t)
-	require.Empty(t, errorLines(cur.output()), "the upgraded service logged errors")
+	require.Empty(t, errorLines(cur.output()), "this build logged errors")
 
 	verify := exec.Command(self, "verify")
 	verify.Env = append(childEnv(upgradeEnv(dbURL, port, repoPlugins(t))), runMainEnv+"=1")
 	out, err := verify.CombinedOutput()
 	require.NoError(t, err, "paymentd verify after the upgrade:\n%s", out)
-	t.Logf("upgraded from %s: served, old data read back, new payment settled, verify clean (%s in all)",
-		from[:12], time.Since(began).Round(time.Second))
+	step("upgraded from the release " + from[:12] + ": new work done, verify clean")
 }
 
 // upgradeFrom reads the commit of .ci/upgrade-from and makes sure the
@@ -170,11 +199,15 @@ func buildPaymentd(t *testing.T, dir string) string {
 	build.Dir = dir
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the previous commit's paymentd:\n%s", out)
+	require.NoError(t, err, "building the release's paymentd:\n%s", out)
 	return bin
 }
 
 // upgradeEnv is the configuration both builds run with: keys both know.
+// The billing test clock lets the test move a month and a half of
+// renewals; failed events and notifications wait two hours or more for
+// their retry, so that what the release leaves waiting is still waiting
+// when the next build reads it.
 func upgradeEnv(dbURL string, port int, plugins string) []string {
 	return []string{
 		"PAYMENTD_DB__URL=" + dbURL,
@@ -190,10 +223,33 @@ func upgradeEnv(dbURL string, port int, plugins string) []string {
 		// The merchant key is stored encrypted, as in production.
 		"PAYMENTD_SECRETS__CURRENT=up1",
 		"PAYMENTD_SECRETS__KEYS__UP1=" + b64Key(7),
+		"PAYMENTD_BILLING__TEST_CLOCK=true",
+		"PAYMENTD_EVENTS__RETRY_BASE=2h",
+		"PAYMENTD_EVENTS__RETRY_MAX=4h",
+		"PAYMENTD_NOTIFY__RETRY_BASE=2h",
+		"PAYMENTD_NOTIFY__RETRY_MAX=4h",
 	}
 }
 
-const upgradeAdminPassword = "upgrade-bootstrap-password"
+// upgradeConfig is the configuration file both builds read: two webhook
+// endpoints, one that takes every notice and one that is down (its
+// notices wait for a retry).
+func upgradeConfig(t *testing.T, hook *notifytest.Webhook, downPort int) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "paymentd.toml")
+	body := fmt.Sprintf(`[[notify.webhooks]]
+name = "ops"
+url = %q
+secret = %q
+
+[[notify.webhooks]]
+name = "backup"
+url = "http://127.0.0.1:%d/hooks"
+secret = "backup-webhook-secret-0001"
+`, hook.URL, hook.Secret, downPort)
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+	return path
+}
 
 // childEnv is ours without PAYMENTD_* variables, then env.
 func childEnv(env []string) []string {
@@ -216,7 +272,7 @@ type paymentdProcess struct {
 	waitErr error
 }
 
-func startPaymentd(t *testing.T, name, bin string, env []string) *paymentdProcess {
+func startPaymentd(t *testing.T, name, bin string, env []string, args ...string) *paymentdProcess {
 	t.Helper()
 	dir := t.TempDir()
 	p := &paymentdProcess{name: name, logPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
@@ -227,7 +283,7 @@ func startPaymentd(t *testing.T, name, bin string, env []string) *paymentdProces
 	}
 	f, err := os.Create(p.logPath)
 	require.NoError(t, err)
-	p.cmd = exec.Command(bin, "serve")
+	p.cmd = exec.Command(bin, append([]string{"serve"}, args...)...)
 	p.cmd.Dir = dir
 	p.cmd.Env = childEnv(env)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
@@ -317,144 +373,4 @@ func errorLines(log string) []string {
 		}
 	}
 	return out
-}
-
-// upgradeAPI is a client of a running paymentd, as the shop, the console
-// and a gateway call it.
-type upgradeAPI struct {
-	base     string
-	ids      identitypbconnect.IdentityServiceClient
-	gateways gatewaypbconnect.GatewayAdminServiceClient
-	orders   orderpbconnect.OrderServiceClient
-	payments paymentpbconnect.PaymentServiceClient
-	stats    paymentpbconnect.PaymentAdminServiceClient
-}
-
-func newUpgradeAPI(base string) *upgradeAPI {
-	c := http.DefaultClient
-	return &upgradeAPI{
-		base:     base,
-		ids:      identitypbconnect.NewIdentityServiceClient(c, base),
-		gateways: gatewaypbconnect.NewGatewayAdminServiceClient(c, base),
-		orders:   orderpbconnect.NewOrderServiceClient(c, base),
-		payments: paymentpbconnect.NewPaymentServiceClient(c, base),
-		stats:    paymentpbconnect.NewPaymentAdminServiceClient(c, base),
-	}
-}
-
-// filled is what the previous build wrote.
-type filled struct {
-	customerEmail, gateway, product, order, payment string
-}
-
-const upgradeCustomerPassword = "a long enough password"
-
-func authed[T any](msg *T, header, value string) *connect.Request[T] {
-	r := connect.NewRequest(msg)
-	r.Header().Set(header, value)
-	return r
-}
-
-// adminCookie signs the bootstrap admin in.
-func (a *upgradeAPI) adminCookie(t *testing.T) string {
-	t.Helper()
-	res, err := a.ids.AdminLogin(context.Background(), connect.NewRequest(&identitypb.AdminLoginRequest{
-		Username: "admin", Password: upgradeAdminPassword}))
-	require.NoError(t, err)
-	c := res.Header().Get("Set-Cookie")
-	require.NotEmpty(t, c)
-	return strings.SplitN(c, ";", 2)[0]
-}
-
-// fill makes an epay interface, a product, a customer, an order and a
-// payment the gateway's callback settles.
-func (a *upgradeAPI) fill(t *testing.T, epayURL string) filled {
-	t.Helper()
-	ctx := context.Background()
-	admin := a.adminCookie(t)
-	cfg, err := structpb.NewStruct(map[string]any{"api_url": epayURL + "/", "pid": epay.DefaultPID, "key": epay.DefaultKey})
-	require.NoError(t, err)
-	gw, err := a.gateways.CreateGatewayInterface(ctx, authed(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "epay", DisplayName: "Alipay", Config: cfg}, "Cookie", admin))
-	require.NoError(t, err)
-	f := filled{customerEmail: "alice@example.com", gateway: gw.Msg.GetGatewayInterface().GetId()}
-	_, err = a.gateways.EnableGatewayInterface(ctx, authed(&gatewaypb.EnableGatewayInterfaceRequest{Id: f.gateway}, "Cookie", admin))
-	require.NoError(t, err)
-	prod, err := a.orders.CreateProduct(ctx, authed(&orderpb.CreateProductRequest{Name: "VPS 1个月", Price: "12.30", Currency: "CNY"}, "Cookie", admin))
-	require.NoError(t, err)
-	f.product = prod.Msg.GetProduct().GetId()
-	reg, err := a.ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
-		Email: f.customerEmail, Password: upgradeCustomerPassword, Name: "Alice"}))
-	require.NoError(t, err)
-	f.order, f.payment = a.payOrder(t, reg.Msg.GetAccessToken(), f.product, f.gateway, "T-UPGRADE-1")
-	return f
-}
-
-// payOrder places an order as the customer, pays it through gw and has the
-// gateway's callback settle it; it returns the order and payment ids.
-func (a *upgradeAPI) payOrder(t *testing.T, token, product, gw, tradeNo string) (orderID, paymentID string) {
-	t.Helper()
-	ctx := context.Background()
-	bearer := "Bearer " + token
-	o, err := a.orders.CreateOrder(ctx, authed(&orderpb.CreateOrderRequest{ProductId: product}, "Authorization", bearer))
-	require.NoError(t, err)
-	p, err := a.payments.CreatePayment(ctx, authed(&paymentpb.CreatePaymentRequest{
-		OrderId: o.Msg.GetOrder().GetId(), GatewayInterfaceId: gw, ReturnUrl: "https://shop.example/done"}, "Authorization", bearer))
-	require.NoError(t, err)
-	paymentID = p.Msg.GetPayment().GetId()
-
-	v := url.Values{}
-	for k, s := range map[string]string{"pid": epay.DefaultPID, "trade_no": tradeNo, "out_trade_no": paymentID,
-		"type": "alipay", "name": "VPS", "money": "12.30", "trade_status": "TRADE_SUCCESS"} {
-		v.Set(k, s)
-	}
-	v.Set("sign", epay.Sign(v, epay.DefaultKey))
-	v.Set("sign_type", "MD5")
-	resp, err := http.Get(a.base + "/callbacks/" + gw + "?" + v.Encode())
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, errors.Join(err, resp.Body.Close()))
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the gateway's callback: %s", body)
-
-	got, err := a.payments.GetPayment(ctx, authed(&paymentpb.GetPaymentRequest{Id: paymentID}, "Authorization", bearer))
-	require.NoError(t, err)
-	require.Equal(t, "success", got.Msg.GetPayment().GetStatus())
-	return o.Msg.GetOrder().GetId(), paymentID
-}
-
-// checkUpgraded reads the previous build's data back and takes a new
-// customer's payment.
-func (a *upgradeAPI) checkUpgraded(t *testing.T, f filled) {
-	t.Helper()
-	ctx := context.Background()
-	login, err := a.ids.Login(ctx, connect.NewRequest(&identitypb.LoginRequest{Email: f.customerEmail, Password: upgradeCustomerPassword}))
-	require.NoError(t, err, "the previous build's customer signs in")
-	bearer := "Bearer " + login.Msg.GetAccessToken()
-	p, err := a.payments.GetPayment(ctx, authed(&paymentpb.GetPaymentRequest{Id: f.payment}, "Authorization", bearer))
-	require.NoError(t, err)
-	require.Equal(t, "success", p.Msg.GetPayment().GetStatus())
-	require.Equal(t, "12.30", p.Msg.GetPayment().GetAmount())
-	o, err := a.orders.GetOrder(ctx, authed(&orderpb.GetOrderRequest{Id: f.order}, "Authorization", bearer))
-	require.NoError(t, err)
-	require.NotEqual(t, "pending", o.Msg.GetOrder().GetStatus(), "the paid order stays paid")
-
-	reg, err := a.ids.Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
-		Email: "bob@example.com", Password: upgradeCustomerPassword, Name: "Bob"}))
-	require.NoError(t, err, "a new customer registers")
-	a.payOrder(t, reg.Msg.GetAccessToken(), f.product, f.gateway, "T-UPGRADE-2")
-
-	admin := a.adminCookie(t)
-	success := "success"
-	list, err := a.payments.ListPayments(ctx, authed(&paymentpb.ListPaymentsRequest{Pagination: &paymentpb.PageRequest{}, Status: &success}, "Cookie", admin))
-	require.NoError(t, err)
-	require.Len(t, list.Msg.GetPayments(), 2, "both builds' payments")
-	trends, err := a.stats.GetPaymentTrends(ctx, authed(&paymentpb.GetPaymentTrendsRequest{}, "Cookie", admin))
-	require.NoError(t, err)
-	var succeeded uint64
-	for _, c := range trends.Msg.GetCurrencies() {
-		for _, d := range c.GetDays() {
-			succeeded += d.GetSucceeded()
-		}
-	}
-	require.EqualValues(t, 2, succeeded, "the trends count both payments")
 }
