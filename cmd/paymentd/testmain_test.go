@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/rustbill/paymentd/internal/clustertest"
 )
 
 // runMainEnv makes the test binary act as paymentd itself, so tests can run
@@ -15,5 +17,14 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		main()
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(removingBuilds{m})
+}
+
+// removingBuilds deletes the binaries clustertest built (the release the
+// upgrade test starts from) once the tests ran.
+type removingBuilds struct{ m *testing.M }
+
+func (r removingBuilds) Run() int {
+	defer clustertest.RemoveBuilt()
+	return r.m.Run()
 }

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"archive/tar"
-	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,14 +18,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/internal/clustertest"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
-
-// upgradeFromFile names the commit of the release the upgrade test
-// upgrades from. It moves when a release is named, never between.
-const upgradeFromFile = ".ci/upgrade-from"
 
 // An operator's upgrade from the release. The release's binary makes an
 // empty database and fills it through its API with every kind of row it
@@ -56,13 +50,11 @@ func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
 	step := func(what string) { t.Logf("%s (%s so far)", what, time.Since(began).Round(100*time.Millisecond)) }
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	from, err := clustertest.UpgradeFrom()
 	require.NoError(t, err)
-	from := upgradeFrom(t, root)
-
-	old := filepath.Join(t.TempDir(), "src")
-	extractCommit(t, root, from, old)
-	oldBin := buildPaymentd(t, old)
+	release, err := clustertest.BuildCommit(t.Context(), from)
+	require.NoError(t, err, "building the release named in %s", clustertest.UpgradeFromFile)
+	oldBin := release.Binary
 	step("built the release " + from[:12])
 
 	fake := epay.New(epay.Options{})
@@ -75,7 +67,7 @@ func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	providerDown := fmt.Sprintf("http://127.0.0.1:%d/api", freeTCPPort(t))
 
 	// The release makes the database, fills it and reads it back.
-	rel := startPaymentd(t, "release", oldBin, upgradeEnv(dbURL, port, filepath.Join(old, "plugins")), "--config", conf)
+	rel := startPaymentd(t, "release", oldBin, upgradeEnv(dbURL, port, release.Plugins), "--config", conf)
 	require.True(t, rel.waitReady(t), "the release did not start:\n%s", rel.logTail())
 	api := newUpgradeAPI(rel.baseURL)
 	made := api.fill(t, fake, providerDown)
@@ -127,80 +119,6 @@ func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	out, err := verify.CombinedOutput()
 	require.NoError(t, err, "paymentd verify after the upgrade:\n%s", out)
 	step("upgraded from the release " + from[:12] + ": new work done, verify clean")
-}
-
-// upgradeFrom reads the commit of .ci/upgrade-from and makes sure the
-// checkout has it.
-func upgradeFrom(t *testing.T, root string) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(root, upgradeFromFile))
-	require.NoError(t, err)
-	var commit string
-	for _, l := range strings.Split(string(raw), "\n") {
-		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
-			commit = l
-			break
-		}
-	}
-	require.Regexp(t, `^[0-9a-f]{40}$`, commit, "%s names a full commit id", upgradeFromFile)
-	out, err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput()
-	if err != nil {
-		t.Fatalf("the upgrade test starts from commit %s (%s), which this checkout does not have (%v: %s): "+
-			"run the tests in a full clone of the repository (git fetch --unshallow in a shallow one)",
-			commit, upgradeFromFile, err, strings.TrimSpace(string(out)))
-	}
-	return commit
-}
-
-// extractCommit writes commit's tree into dir with git archive, which
-// reads the repository and changes nothing in it (a worktree would be
-// registered in .git until pruned, and left behind by a killed test).
-func extractCommit(t *testing.T, root, commit, dir string) {
-	t.Helper()
-	cmd := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	tr := tar.NewReader(bufio.NewReader(stdout))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		path := filepath.Join(dir, filepath.FromSlash(h.Name))
-		require.True(t, strings.HasPrefix(path, dir+string(filepath.Separator)), "archive entry %q", h.Name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			require.NoError(t, os.MkdirAll(path, 0o755))
-		case tar.TypeSymlink:
-			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-			require.NoError(t, os.Symlink(h.Linkname, path))
-		case tar.TypeReg:
-			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
-			f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode)&0o777)
-			require.NoError(t, err)
-			_, err = io.Copy(f, tr)
-			require.NoError(t, errors.Join(err, f.Close()))
-		}
-	}
-	require.NoError(t, cmd.Wait(), "git archive %s: %s", commit, stderr.String())
-}
-
-// buildPaymentd builds dir's paymentd as deploy/build.sh compiles it
-// (static, -trimpath, grpcnotrace), so that Go's build cache serves every
-// package the commits share.
-func buildPaymentd(t *testing.T, dir string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "paymentd")
-	build := exec.Command("go", "build", "-trimpath", "-buildvcs=false", "-tags", "grpcnotrace", "-o", bin, "./cmd/paymentd")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "building the release's paymentd:\n%s", out)
-	return bin
 }
 
 // upgradeEnv is the configuration both builds run with: keys both know.
