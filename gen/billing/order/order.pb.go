@@ -3132,7 +3132,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
 	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
 	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
-	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa4\r\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa7\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3152,8 +3152,8 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
 	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
 	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
-	"\x13AdvanceBillingClock\x12).billing.order.AdvanceBillingClockRequest\x1a*.billing.order.AdvanceBillingClockResponse\x12n\n" +
-	"\x12GetRenewalOverview\x12(.billing.order.GetRenewalOverviewRequest\x1a).billing.order.GetRenewalOverviewResponse\"\x03\x90\x02\x01B8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
+	"\x13AdvanceBillingClock\x12).billing.order.AdvanceBillingClockRequest\x1a*.billing.order.AdvanceBillingClockResponse\x12q\n" +
+	"\x12GetRenewalOverview\x12(.billing.order.GetRenewalOverviewRequest\x1a).billing.order.GetRenewalOverviewResponse\"\x06\x88\x02\x01\x90\x02\x01B8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
 
 var (
 	file_billing_order_order_proto_rawDescOnce sync.Once
