@@ -1135,7 +1135,8 @@ func (x *CreateOrderResponse) GetOrder() *Order {
 
 type GetOrderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Order id.
+	// Order id: `id` in this read, as in GetPayment; `order_id` in the calls
+	// that act on an order (docs/api.md, "Naming").
 	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1351,7 +1352,8 @@ func (x *ListOrdersResponse) GetMeta() *payment.PageMeta {
 
 type CancelOrderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Order to cancel.
+	// Order to cancel: `order_id`, as in every call that acts on an order
+	// (GetOrder, a read, takes `id`: docs/api.md, "Naming").
 	OrderId       string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -702,7 +702,8 @@ export const CreateOrderResponseSchema: GenMessage<CreateOrderResponse> = /*@__P
  */
 export type GetOrderRequest = Message<"billing.order.GetOrderRequest"> & {
   /**
-   * Order id.
+   * Order id: `id` in this read, as in GetPayment; `order_id` in the calls
+   * that act on an order (docs/api.md, "Naming").
    *
    * @generated from field: string id = 1;
    */
@@ -806,7 +807,8 @@ export const ListOrdersResponseSchema: GenMessage<ListOrdersResponse> = /*@__PUR
  */
 export type CancelOrderRequest = Message<"billing.order.CancelOrderRequest"> & {
   /**
-   * Order to cancel.
+   * Order to cancel: `order_id`, as in every call that acts on an order
+   * (GetOrder, a read, takes `id`: docs/api.md, "Naming").
    *
    * @generated from field: string order_id = 1;
    */
