@@ -149,7 +149,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	advance(end.Add(time.Minute))
 	advance(end.Add(3*24*time.Hour + time.Minute))
 
-	ov, err := admin.GetRenewalOverview(ctx, connect.NewRequest(&orderpb.GetRenewalOverviewRequest{Days: 30}))
+	ov, err := orderpbconnect.NewOrderAdminServiceClient(s.admin, s.baseURL).GetRenewalOverview(ctx, connect.NewRequest(&orderpb.GetRenewalOverviewRequest{Days: 30}))
 	require.NoError(t, err)
 	require.Len(t, ov.Msg.GetDue(), 1)
 	require.EqualValues(t, 1, ov.Msg.GetDue()[0].GetCount())

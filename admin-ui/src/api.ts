@@ -15,6 +15,7 @@ import { GatewayAdminService } from "./gen/billing/gateway/gateway_pb";
 import { CustomerAdminService, IdentityService } from "./gen/billing/identity/identity_pb";
 import { IntegrationService } from "./gen/billing/integration/integration_pb";
 import { OrderService } from "./gen/billing/order/order_pb";
+import { OrderAdminService } from "./gen/billing/order/order_admin_pb";
 import { PaymentService } from "./gen/billing/payment/payment_pb";
 import { PaymentAdminService } from "./gen/billing/payment/payment_admin_pb";
 
@@ -56,6 +57,7 @@ function client<T extends DescService>(service: T): Client<T> {
 export const identity = client(IdentityService);
 export const customers = client(CustomerAdminService);
 export const orders = client(OrderService);
+export const orderAdmin = client(OrderAdminService);
 export const payments = client(PaymentService);
 export const paymentAdmin = client(PaymentAdminService);
 export const gateways = client(GatewayAdminService);

@@ -81,6 +81,9 @@ var AdminKeyScopes = auth.Scopes{
 	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.ScopeAdmin,
 	orderpbconnect.OrderServiceAdvanceBillingClockProcedure: auth.ScopeAdmin,
 	orderpbconnect.OrderServiceGetRenewalOverviewProcedure:  auth.ScopeRead,
+	// OrderAdminService: the renewal overview's own place (the procedure
+	// above is its deprecated first home), a read like it.
+	orderpbconnect.OrderAdminServiceGetRenewalOverviewProcedure: auth.ScopeRead,
 
 	// GatewayAdminService: configuration is admin's; a plugin's admin page
 	// is a read (its script only renders); testing an interface's config
@@ -116,5 +119,5 @@ var AdminKeyScopes = auth.Scopes{
 // what an admin API key needs.
 func Policy() (auth.Policy, error) {
 	return MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
-		gateway.Policy, integration.Policy, event.Policy)
+		order.AdminPolicy, gateway.Policy, integration.Policy, event.Policy)
 }

@@ -499,7 +499,9 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
-	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orderHandler(orderSvc, testClock, ropts), opts...)
+	orders := orderHandler(orderSvc, testClock, ropts)
+	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
+	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(order.NewAdminHandler(orders), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := errors.Join(a.registerCollectors(limiter), a.registerReplica()); err != nil {
@@ -512,6 +514,7 @@ func (a *App) init(ctx context.Context) error {
 		{Name: identitypbconnect.IdentityServiceName, Path: identityPath, Handler: identityHandler},
 		{Name: identitypbconnect.CustomerAdminServiceName, Path: customerAdminPath, Handler: customerAdminHandler},
 		{Name: orderpbconnect.OrderServiceName, Path: orderPath, Handler: orderHandler},
+		{Name: orderpbconnect.OrderAdminServiceName, Path: orderAdminPath, Handler: orderAdminHandler},
 		a.bg.eventService(opts, a),
 	}, a.gatewayServices(opts, paySvc)...)
 	// The API contract's order (docs/api.md, "Limits" and "Credential

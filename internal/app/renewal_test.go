@@ -8,10 +8,12 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -104,11 +106,31 @@ func TestAMonthOfRenewalRehearsedWithTheTestClock(t *testing.T) {
 	require.Equal(t, "10.00", inv.Msg.GetInvoice().GetAmount())
 	require.Equal(t, first.GetOrder().GetPaidUntil(), inv.Msg.GetInvoice().GetDueAt(), "due at the period's end")
 
+	// The overview's own service and its deprecated first home on
+	// OrderService (kept for the first release's clients) answer the same,
+	// field for field, at every step of the month.
+	orderAdmin := orderpbconnect.NewOrderAdminServiceClient(http.DefaultClient, e.r.baseURL)
 	overview := func() *orderpb.GetRenewalOverviewResponse {
 		t.Helper()
-		res, err := e.orders.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.admin))
+		res, err := orderAdmin.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.admin))
 		require.NoError(t, err)
+		old, err := e.orders.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.admin))
+		require.NoError(t, err)
+		require.True(t, proto.Equal(res.Msg, old.Msg), "OrderAdminService and OrderService answer the same overview:\n%v\n%v", res.Msg, old.Msg)
 		return res.Msg
+	}
+	for _, ask := range []func() error{
+		func() error {
+			_, err := orderAdmin.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.customer))
+			return err
+		},
+		func() error {
+			_, err := e.orders.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.customer))
+			return err
+		},
+	} {
+		err := ask()
+		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "a customer reads no overview: %v", err)
 	}
 	ov := overview()
 	require.EqualValues(t, 30, ov.GetDays())

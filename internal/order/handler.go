@@ -427,9 +427,21 @@ func OrderRecord(o store.Order) *orderpb.Order {
 	}
 }
 
-// GetRenewalOverview implements OrderService.GetRenewalOverview.
+// GetRenewalOverview implements OrderService.GetRenewalOverview, which the
+// proto deprecates for OrderAdminService.GetRenewalOverview: both answer
+// renewalOverview's answer.
 func (h *Handler) GetRenewalOverview(ctx context.Context, req *connect.Request[orderpb.GetRenewalOverviewRequest]) (*connect.Response[orderpb.GetRenewalOverviewResponse], error) {
-	days := req.Msg.GetDays()
+	out, err := h.renewalOverview(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(out), nil
+}
+
+// renewalOverview is the renewal cycle as of the billing run's time, in
+// the wire form both GetRenewalOverview procedures answer.
+func (h *Handler) renewalOverview(ctx context.Context, m *orderpb.GetRenewalOverviewRequest) (*orderpb.GetRenewalOverviewResponse, error) {
+	days := m.GetDays()
 	if days == 0 {
 		days = 30
 	}
@@ -466,7 +478,7 @@ func (h *Handler) GetRenewalOverview(ctx context.Context, req *connect.Request[o
 	for _, r := range ov.PartlyPaidPastTermination {
 		out.PartlyPaidPastTermination = append(out.PartlyPaidPastTermination, record(r, 0))
 	}
-	return connect.NewResponse(out), nil
+	return out, nil
 }
 
 // PeriodRecord is the wire form of a service period.

@@ -95,6 +95,13 @@ func TestPolicyCoversEveryProcedureOfTheService(t *testing.T) {
 	require.Equal(t, auth.CustomerOnly, order.Policy[orderpbconnect.OrderServiceCreateOrderProcedure])
 	require.Equal(t, auth.AdminOnly, order.Policy[orderpbconnect.OrderServiceCreateInvoiceProcedure])
 	require.Equal(t, auth.AdminOnly, order.Policy[orderpbconnect.OrderServiceCancelInvoiceProcedure])
+
+	admin := orderpb.File_billing_order_order_admin_proto.Services().ByName("OrderAdminService").Methods()
+	require.Equal(t, admin.Len(), len(order.AdminPolicy))
+	for i := range admin.Len() {
+		proc := "/" + orderpbconnect.OrderAdminServiceName + "/" + string(admin.Get(i).Name())
+		require.Equal(t, auth.AdminOnly, order.AdminPolicy[proc], "%s is for admins alone", proc)
+	}
 }
 
 func TestWireRefusesCallersThePolicyDoesNotAllow(t *testing.T) {

@@ -1,4 +1,4 @@
-import { orders } from "../api";
+import { orderAdmin } from "../api";
 import { h, type Child } from "../dom";
 import { dateTime, money, shortId } from "../format";
 import type { GetRenewalOverviewResponse, RenewalInvoice } from "../gen/billing/order/order_pb";
@@ -104,7 +104,7 @@ function partlyPaidList(res: GetRenewalOverviewResponse): Child {
   ];
 }
 
-/** The renewal cycle at a glance (OrderService.GetRenewalOverview), by the
+/** The renewal cycle at a glance (OrderAdminService.GetRenewalOverview), by the
  * billing clock: what falls due in the next 30 days, the active services
  * whose renewal invoice is past due with the day each is suspended, the
  * services suspended for non-payment with the day each ends, and the
@@ -115,7 +115,7 @@ export function renewalsView({ signal }: RouteContext): HTMLElement {
     null,
     pageTitle("Renewals", h("p", { class: "subtitle" }, "Recurring orders: what falls due, what is past due, and what is suspended for non-payment.")),
     loadBlock("renewals", async () => {
-      const res = await orders.getRenewalOverview({ days: dueDays }, { signal });
+      const res = await orderAdmin.getRenewalOverview({ days: dueDays }, { signal });
       return h(
         "div",
         { class: "cards" },

@@ -1135,7 +1135,8 @@ func (x *CreateOrderResponse) GetOrder() *Order {
 
 type GetOrderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Order id.
+	// Order id: `id` in this read, as in GetPayment; `order_id` in the calls
+	// that act on an order (docs/api.md, "Naming").
 	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1351,7 +1352,8 @@ func (x *ListOrdersResponse) GetMeta() *payment.PageMeta {
 
 type CancelOrderRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Order to cancel.
+	// Order to cancel: `order_id`, as in every call that acts on an order
+	// (GetOrder, a read, takes `id`: docs/api.md, "Naming").
 	OrderId       string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3132,7 +3134,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
 	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
 	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
-	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa4\r\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa7\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3152,8 +3154,8 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
 	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
 	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
-	"\x13AdvanceBillingClock\x12).billing.order.AdvanceBillingClockRequest\x1a*.billing.order.AdvanceBillingClockResponse\x12n\n" +
-	"\x12GetRenewalOverview\x12(.billing.order.GetRenewalOverviewRequest\x1a).billing.order.GetRenewalOverviewResponse\"\x03\x90\x02\x01B8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
+	"\x13AdvanceBillingClock\x12).billing.order.AdvanceBillingClockRequest\x1a*.billing.order.AdvanceBillingClockResponse\x12q\n" +
+	"\x12GetRenewalOverview\x12(.billing.order.GetRenewalOverviewRequest\x1a).billing.order.GetRenewalOverviewResponse\"\x06\x88\x02\x01\x90\x02\x01B8Z6github.com/rustbill/paymentd/gen/billing/order;orderpbb\x06proto3"
 
 var (
 	file_billing_order_order_proto_rawDescOnce sync.Once

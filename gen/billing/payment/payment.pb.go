@@ -60,7 +60,11 @@ type PaymentRecord struct {
 	// Money the gateway captured although the payment could no longer apply
 	// (a success reported after it failed, or for an order or invoice already
 	// closed): the payment stays failed and the money is to be returned with
-	// RefundPayment; refunded_amount counts what went back. "0.00" otherwise.
+	// RefundPayment; refunded_amount counts what went back. "0.00" otherwise,
+	// a successful payment's included: the money of a success is amount (and
+	// paid_at says when), never captured_amount. A money field is always two
+	// decimals, so "0.00" rather than empty (docs/api.md, "Surprises, and
+	// why").
 	CapturedAmount string `protobuf:"bytes,14,opt,name=captured_amount,json=capturedAmount,proto3" json:"captured_amount,omitempty"`
 	// When the gateway took that money, RFC 3339; empty when none was
 	// captured.
@@ -359,7 +363,10 @@ type CreatePaymentRequest struct {
 	InvoiceId string `protobuf:"bytes,2,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
 	// Gateway interface to pay through.
 	GatewayInterfaceId string `protobuf:"bytes,3,opt,name=gateway_interface_id,json=gatewayInterfaceId,proto3" json:"gateway_interface_id,omitempty"`
-	// Where the payer's browser goes after paying (http or https).
+	// Where the payer's browser goes after paying (http or https). Required
+	// whatever the gateway, as the API contract lists it: a gateway with no
+	// page to come back from (bank_transfer answers instructions) ignores
+	// it, so send your page of the order, as for any gateway.
 	ReturnUrl     string `protobuf:"bytes,4,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -654,7 +661,8 @@ func (x *ListPaymentsResponse) GetMeta() *PageMeta {
 
 type GetPaymentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Payment record id.
+	// Payment record id: `id` here, `payment_id` in the calls that act on a
+	// payment (the API contract names them so; docs/api.md, "Naming").
 	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -166,6 +166,14 @@ type OrderServiceClient interface {
 	// renewal invoices past due, the services suspended for non-payment
 	// with the day each ends, and the partly paid renewal invoices past the
 	// termination day that are left for an admin.
+	//
+	// Superseded by OrderAdminService.GetRenewalOverview (order_admin.proto),
+	// the admin view's own service, which takes and answers the same
+	// messages; this procedure stays, answering the same, for the clients of
+	// the first release (docs/api.md, "Surprises, and why").
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	//
+	// Deprecated: do not use.
 	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 
@@ -405,6 +413,8 @@ func (c *orderServiceClient) AdvanceBillingClock(ctx context.Context, req *conne
 }
 
 // GetRenewalOverview calls billing.order.OrderService.GetRenewalOverview.
+//
+// Deprecated: do not use.
 func (c *orderServiceClient) GetRenewalOverview(ctx context.Context, req *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error) {
 	return c.getRenewalOverview.CallUnary(ctx, req)
 }
@@ -482,6 +492,14 @@ type OrderServiceHandler interface {
 	// renewal invoices past due, the services suspended for non-payment
 	// with the day each ends, and the partly paid renewal invoices past the
 	// termination day that are left for an admin.
+	//
+	// Superseded by OrderAdminService.GetRenewalOverview (order_admin.proto),
+	// the admin view's own service, which takes and answers the same
+	// messages; this procedure stays, answering the same, for the clients of
+	// the first release (docs/api.md, "Surprises, and why").
+	// buf:lint:ignore RPC_REQUEST_RESPONSE_UNIQUE
+	//
+	// Deprecated: do not use.
 	GetRenewalOverview(context.Context, *connect.Request[order.GetRenewalOverviewRequest]) (*connect.Response[order.GetRenewalOverviewResponse], error)
 }
 

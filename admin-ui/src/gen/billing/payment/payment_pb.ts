@@ -119,7 +119,11 @@ export type PaymentRecord = Message<"billing.payment.PaymentRecord"> & {
    * Money the gateway captured although the payment could no longer apply
    * (a success reported after it failed, or for an order or invoice already
    * closed): the payment stays failed and the money is to be returned with
-   * RefundPayment; refunded_amount counts what went back. "0.00" otherwise.
+   * RefundPayment; refunded_amount counts what went back. "0.00" otherwise,
+   * a successful payment's included: the money of a success is amount (and
+   * paid_at says when), never captured_amount. A money field is always two
+   * decimals, so "0.00" rather than empty (docs/api.md, "Surprises, and
+   * why").
    *
    * @generated from field: string captured_amount = 14;
    */
@@ -252,7 +256,10 @@ export type CreatePaymentRequest = Message<"billing.payment.CreatePaymentRequest
   gatewayInterfaceId: string;
 
   /**
-   * Where the payer's browser goes after paying (http or https).
+   * Where the payer's browser goes after paying (http or https). Required
+   * whatever the gateway, as the API contract lists it: a gateway with no
+   * page to come back from (bank_transfer answers instructions) ignores
+   * it, so send your page of the order, as for any gateway.
    *
    * @generated from field: string return_url = 4;
    */
@@ -402,7 +409,8 @@ export const ListPaymentsResponseSchema: GenMessage<ListPaymentsResponse> = /*@_
  */
 export type GetPaymentRequest = Message<"billing.payment.GetPaymentRequest"> & {
   /**
-   * Payment record id.
+   * Payment record id: `id` here, `payment_id` in the calls that act on a
+   * payment (the API contract names them so; docs/api.md, "Naming").
    *
    * @generated from field: string id = 1;
    */
