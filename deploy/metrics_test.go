@@ -3,8 +3,6 @@ package deploy_test
 import (
 	"bytes"
 	"encoding/json"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -204,15 +202,6 @@ func TestAlertRulesUseExportedDocumentedMetricsAndLinkToRunbooks(t *testing.T) {
 		require.True(t, linked[a], "the runbook %q is linked by no alert", m[1])
 	}
 	require.Contains(t, seen, "PaymentdMoneyCaptured")
-
-	// promtool knows the whole grammar; where it is installed (Debian's
-	// prometheus package, 96 MB: not installed for this test) it must agree.
-	if promtool, err := exec.LookPath("promtool"); err == nil {
-		out, err := exec.Command(promtool, "check", "rules", filepath.Join("prometheus", "paymentd-alerts.yml")).CombinedOutput()
-		require.NoError(t, err, "promtool check rules: %s", out)
-	} else {
-		t.Log("promtool is not installed: the rules were checked by the tokenizer only")
-	}
 
 	ops := readRepoFile(t, "docs/operations.md")
 	require.True(t, strings.Contains(ops, "deploy/prometheus/paymentd-alerts.yml"), "docs/operations.md does not point at the rules")

@@ -547,6 +547,12 @@ func (a *App) init(ctx context.Context) error {
 	// access line.
 	srv.Observe = a.tel.observer.Middleware
 	a.server = server.New(srv)
+	// The counters an alert watches for any increase hold every label set
+	// known now at zero, so that the first event after a start is an
+	// increase (docs/decisions.md, "alerts on the first event").
+	a.tel.metrics.PanicRoutes(a.server.PanicRoutes())
+	known := payment.KnownMetricLabels(a.registry.GatewayPlugins(), a.cfg.Billing.Currencies)
+	a.tel.metrics.PaymentSeries(known.Transitions, known.Captured, known.Callbacks, known.Refunds)
 	return a.tel.metrics.RegisterRequestBodies(a.server)
 }
 

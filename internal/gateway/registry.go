@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -360,6 +361,19 @@ func (r *Registry) Loaded(name string) (LoadedPlugin, bool) {
 		return LoadedPlugin{}, false
 	}
 	return LoadedPlugin{Type: l.typ, Version: l.script.Version(), SHA256: l.script.SHA256(), HasAdminPage: l.script.HasAdminPage()}, true
+}
+
+// GatewayPlugins lists the names of the gateway plugins loaded in this
+// process, sorted: the gateway label values of the payment metrics.
+func (r *Registry) GatewayPlugins() []string {
+	var out []string
+	for name, l := range r.current() {
+		if l.typ == plugin.Gateway {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Scan reads the plugin directory and brings the plugins table and the

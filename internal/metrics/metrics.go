@@ -153,6 +153,37 @@ func (m *Metrics) Panic(route string) {
 	m.panics.WithLabelValues(route).Inc()
 }
 
+// PanicRoutes creates the panic counter's series of these routes at zero
+// (server.Server.PanicRoutes: every label it can count), so that an alert
+// on any increase sees the first panic as one.
+func (m *Metrics) PanicRoutes(routes []string) {
+	if m == nil {
+		return
+	}
+	for _, r := range routes {
+		m.panics.WithLabelValues(r)
+	}
+}
+
+// PaymentSeries creates the payment domain's series at zero, each a
+// gateway and a status (transitions), a currency (captured money) or an
+// outcome (callbacks, refunds): payment.KnownMetricLabels. The money
+// settled and refunded, which no alert watches, appear with their first
+// event.
+func (m *Metrics) PaymentSeries(transitions, captured, callbacks, refunds [][2]string) {
+	if m == nil {
+		return
+	}
+	for _, set := range []struct {
+		vec    *prometheus.CounterVec
+		labels [][2]string
+	}{{m.transitions, transitions}, {m.capturedCents, captured}, {m.callbacks, callbacks}, {m.refunds, refunds}} {
+		for _, l := range set.labels {
+			set.vec.WithLabelValues(l[0], l[1])
+		}
+	}
+}
+
 // SecondFactorRefused implements identity.SecondFactorMetrics.
 func (m *Metrics) SecondFactorRefused(outcome string) {
 	if m == nil {

@@ -2,9 +2,11 @@ package payment
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // Metrics counts what the payment domain does, for monitoring
@@ -55,6 +57,42 @@ const (
 	gatewayBalance = "balance"
 	gatewayUnknown = "unknown"
 )
+
+// MetricLabels are the label sets the domain can give Metrics, each a
+// gateway and a status (PaymentTransition), a currency (MoneyCaptured) or
+// an outcome (CallbackOutcome, RefundOutcome).
+type MetricLabels struct {
+	Transitions, Captured, Callbacks, Refunds [][2]string
+}
+
+// KnownMetricLabels lists every label set the domain can count for these
+// gateway plugins and currencies, and for "balance" (refunds to the
+// balance) and "unknown" (callbacks naming no interface) in the counters
+// they appear in. The service creates them at zero when it starts, so that
+// an alert on any increase sees the first event as one (docs/decisions.md,
+// "alerts on the first event").
+func KnownMetricLabels(gateways, currencies []string) MetricLabels {
+	statuses := []string{string(StatusPending), string(StatusSuccess), string(StatusFailed), string(StatusRefunded)}
+	callbacks := []string{CallbackAccepted, CallbackDuplicate, CallbackIgnored, CallbackBadSignature,
+		CallbackMalformed, CallbackMismatch, CallbackNotFound, CallbackUnavailable, CallbackError}
+	refunds := []string{store.RefundSucceeded, store.RefundFailed, refundAccepted, refundUnknown}
+	pairs := func(names, values []string) [][2]string {
+		var out [][2]string
+		for _, n := range names {
+			for _, v := range values {
+				out = append(out, [2]string{n, v})
+			}
+		}
+		return out
+	}
+	withBalance := append(slices.Clone(gateways), gatewayBalance)
+	return MetricLabels{
+		Transitions: pairs(withBalance, statuses),
+		Captured:    pairs(gateways, currencies),
+		Callbacks:   pairs(append(slices.Clone(gateways), gatewayUnknown), callbacks),
+		Refunds:     pairs(withBalance, refunds),
+	}
+}
 
 // errBadSignature marks a callback the plugin refused (valid=false).
 var errBadSignature = errors.New("bad signature")

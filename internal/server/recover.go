@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"connectrpc.com/connect"
@@ -164,8 +165,11 @@ func (labelOf) ServeHTTP(http.ResponseWriter, *http.Request) {}
 // for a panic in a layer in front of its handler), a route's pattern
 // without its method (/callbacks/, /export/payments.csv), /ready, the
 // reflection services' paths, the admin path; "other" for the rest. Never
-// the client's path: a client choosing paths must not create series.
-func routeLabels(opts Options, reflection ...string) func(*http.Request) string {
+// the client's path: a client choosing paths must not create series. It
+// also returns every label it can give, with the procedures of the
+// services (the labels of the Connect handlers' recovery): all the routes
+// the counter can count.
+func routeLabels(opts Options, reflection ...string) (label func(*http.Request) string, all []string) {
 	names := http.NewServeMux()
 	add := func(pattern string) {
 		path := pattern
@@ -173,9 +177,11 @@ func routeLabels(opts Options, reflection ...string) func(*http.Request) string 
 			path = p // "GET /export/payments.csv"
 		}
 		names.Handle(pattern, labelOf(path))
+		all = append(all, path)
 	}
 	for _, svc := range opts.Services {
 		add(svc.Path)
+		all = append(all, procedures(svc.Name)...)
 	}
 	for _, r := range opts.Routes {
 		add(r.Pattern)
@@ -185,6 +191,11 @@ func routeLabels(opts Options, reflection ...string) func(*http.Request) string 
 	}
 	add("GET /ready")
 	admin := opts.AdminPath
+	if opts.AdminUI != nil {
+		all = append(all, admin)
+	}
+	all = append(all, "other")
+	slices.Sort(all)
 	return func(r *http.Request) string {
 		if opts.AdminUI != nil && (r.URL.Path == admin || strings.HasPrefix(r.URL.Path, admin+"/")) {
 			return admin
@@ -195,5 +206,5 @@ func routeLabels(opts Options, reflection ...string) func(*http.Request) string 
 			}
 		}
 		return "other"
-	}
+	}, slices.Compact(all)
 }

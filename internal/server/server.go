@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,7 +123,15 @@ type Server struct {
 	handler http.Handler
 	http    *http.Server
 	bodies  *bodyReader
+	// panicRoutes are the routes Options.Panicked can be given.
+	panicRoutes []string
 }
+
+// PanicRoutes lists every route Options.Panicked can be given: each
+// service's procedures and path, the routes' paths, /ready, reflection,
+// the admin path when the console is served, and "other". The service
+// creates their series of paymentd_panics_total at zero.
+func (s *Server) PanicRoutes() []string { return slices.Clone(s.panicRoutes) }
 
 // HandlerOptions returns the Connect options every service handler is built
 // with: the extra interceptors (outermost first), request validation, the
@@ -207,12 +216,13 @@ func New(opts Options) *Server {
 	// Inside Observe, so that a recovered panic's answer is what the
 	// access line and the request's span record.
 	panics := recoverer{log: log, count: opts.Panicked}
-	h = panics.wrap(routeLabels(opts, v1Path, alphaPath), h)
+	label, panicRoutes := routeLabels(opts, v1Path, alphaPath)
+	h = panics.wrap(label, h)
 	if opts.Observe != nil {
 		h = opts.Observe(h)
 	}
 
-	s := &Server{opts: opts, log: log, handler: h, bodies: bodies}
+	s := &Server{opts: opts, log: log, handler: h, bodies: bodies, panicRoutes: panicRoutes}
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
 	protocols.SetHTTP2(true)

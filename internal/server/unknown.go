@@ -51,3 +51,18 @@ func knownMethods(svc string, h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// procedures are the procedures of the service svc (/svc/Method), none
+// for a service missing from the registry.
+func procedures(svc string) []string {
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if err != nil || !ok {
+		return nil
+	}
+	var out []string
+	for i := range sd.Methods().Len() {
+		out = append(out, "/"+svc+"/"+string(sd.Methods().Get(i).Name()))
+	}
+	return out
+}
