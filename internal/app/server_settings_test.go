@@ -94,7 +94,7 @@ func TestCommitsWaitingForAMissingSyncStandbyAreCounted(t *testing.T) {
 		}
 		return n
 	}
-	require.Eventually(t, func() bool { return waiting() == 0 }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return waiting() == 0 }, 60*time.Second, 10*time.Millisecond,
 		"no synchronous standby is configured: none waits")
 
 	admin, err := pgx.Connect(ctx, dbURL)
@@ -110,6 +110,22 @@ func TestCommitsWaitingForAMissingSyncStandbyAreCounted(t *testing.T) {
 	_, err = admin.Exec(ctx, "CREATE TABLE sync_probe (x int)")
 	require.NoError(t, err)
 	setting("ALTER SYSTEM SET synchronous_standby_names = 'gone'")
+	// Whatever fails below, the setting is cleared before a.Close (cleanups
+	// run last first): the pool's close waits for its connections, and a
+	// commit waiting for the standby would hold one for ever, hanging the
+	// package until its timeout.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, dbURL)
+		if err != nil {
+			t.Logf("clearing synchronous_standby_names: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		_, _ = c.Exec(ctx, "ALTER SYSTEM RESET synchronous_standby_names")
+		_, _ = c.Exec(ctx, "SELECT pg_reload_conf()")
+	})
 	// The postmaster reloads on its own time; a new session sees it.
 	require.Eventually(t, func() bool {
 		var got string
@@ -123,7 +139,7 @@ func TestCommitsWaitingForAMissingSyncStandbyAreCounted(t *testing.T) {
 			committed <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return waiting() == 3 }, 30*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return waiting() == 3 }, 60*time.Second, 10*time.Millisecond,
 		"the three commits wait for the standby (the answers are kept 10 s, so a read may be that old)")
 	oldest, _ := gauge("paymentd_db_sync_replication_oldest_wait_seconds")
 	require.Positive(t, oldest)
