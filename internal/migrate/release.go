@@ -26,7 +26,7 @@ type Release struct {
 // migrations are the first release's schema; a later schema change is a
 // later migration (docs/decisions.md, "Released migrations").
 var Releases = []Release{
-	{Version: "v0.1.0", Migration: 9},
+	{Version: "v0.1.0", Migration: 9, Commit: "f8620e63e0db394189b234ca216b1bd1bac5ec53"},
 }
 
 // FirstRelease is the first released version: a database made by a build

@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,4 +131,23 @@ func TestAPreReleaseDatabaseIsRefusedBeforeNewerMigrationsRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, r.Err().Error(), "nothing was served: if a pre-release build (from before v0.1.0) made this database, it has no upgrade path: export what you keep and start on a new database (CHANGELOG.md, v0.1.0)")
 	require.True(t, strings.HasPrefix(r.Err().Error(), "schema check: "))
+}
+
+// The release is recorded where every clone sees it, the same in each
+// place: CHANGELOG.md's heading, .ci/upgrade-from (what the upgrade tests
+// start from) and migrate.Releases.
+func TestTheNewestReleaseIsNamedAlikeInTheChangelogAndUpgradeFrom(t *testing.T) {
+	t.Parallel()
+	newest := migrate.Releases[len(migrate.Releases)-1]
+	if newest.Commit == "" {
+		t.Skipf("%s is this commit: the next one names it", newest.Version)
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	changelog, err := os.ReadFile(filepath.Join(root, "CHANGELOG.md"))
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^## `+regexp.QuoteMeta(newest.Version)+` — \d{4}-\d{2}-\d{2}, commit `+newest.Commit+`$`, string(changelog))
+	upgradeFrom, err := os.ReadFile(filepath.Join(root, ".ci", "upgrade-from"))
+	require.NoError(t, err)
+	require.Regexp(t, `(?m)^`+newest.Commit+`$`, string(upgradeFrom), ".ci/upgrade-from names the newest release")
 }
