@@ -15,8 +15,9 @@ import (
 // PeriodicOptions configure a Periodic. Name, Interval and Round are
 // required.
 type PeriodicOptions struct {
-	// Name is the job in the log lines: "<Name> failed", "<Name> works
-	// again", "<Name> activity changed".
+	// Name is the job in the log lines: "<Name> round failed" (once, until
+	// a round succeeds: "<Name> works again") and "<Name> activity
+	// changed".
 	Name string
 	// Span names each round's span when Tracer is set (default: Name).
 	Span string
@@ -122,10 +123,10 @@ func (p *Periodic) round(ctx context.Context, h *health) {
 	case ctx.Err() != nil:
 		// Stopping: a cancelled statement is no failure.
 	case err != nil:
-		span.SetStatus(codes.Error, p.opts.Name+" failed")
+		span.SetStatus(codes.Error, p.opts.Name+" round failed")
 		if !h.failing {
 			h.failing = true
-			p.log.ErrorContext(ctx, p.opts.Name+" failed", "err", err)
+			p.log.ErrorContext(ctx, p.opts.Name+" round failed", "err", err)
 		}
 	case h.failing:
 		h.failing = false

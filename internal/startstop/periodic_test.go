@@ -68,7 +68,7 @@ func TestPeriodicLogsAFailureOnceAndItsRecovery(t *testing.T) {
 	require.NoError(t, p.Start(t.Context()))
 	rounds.Wait(t, 5, "five rounds")
 	p.Stop()
-	require.Equal(t, 1, strings.Count(logs.String(), `msg="job failed"`), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="job round failed"`), logs.String())
 	require.Equal(t, 1, strings.Count(logs.String(), `msg="job works again"`), logs.String())
 }
 
