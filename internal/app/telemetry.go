@@ -48,9 +48,10 @@ func (a *App) startTelemetry(ctx context.Context) error {
 }
 
 // backgroundTracer starts the spans of background work (an event handled,
-// a periodic task, a reconciliation round, a plugin scan, a notification
-// delivered), so that their log lines carry a trace id as requests' do. It
-// is nil while tracing is off: then they start no span and cost nothing.
+// a periodic task or housekeeping round, a reconciliation round, a plugin
+// scan, a notification delivered), so that their log lines carry a trace
+// id as requests' do. It is nil while tracing is off: then they start no
+// span and cost nothing.
 func (a *App) backgroundTracer() trace.Tracer {
 	if !a.tel.tracing.Enabled() {
 		return nil
