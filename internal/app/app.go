@@ -39,7 +39,6 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
-	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/ratelimit"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
@@ -64,17 +63,14 @@ type App struct {
 	ids   *identity.Service
 	// counters are the rate counters (rateCounters).
 	counters *ratelimit.Fallback
-	bg       *background
-	server   *server.Server
+	// bg is the cluster side and the leader roles' services (events.go),
+	// running while Serve runs.
+	bg     *background
+	server *server.Server
 	// outbound is the process's one HTTP client; registry the plugin
 	// scanner and the loaded plugins (plugins.go).
 	outbound *outbound.Client
 	registry *gateway.Registry
-	// reconciler repairs lost gateway callbacks while Serve runs.
-	reconciler *reconcile.Reconciler
-	// renewals is the billing run of recurring orders (renewal invoices,
-	// suspension, termination) while Serve runs, on the billing leader.
-	renewals *renewal.Run
 	// tel is metrics, tracing and the request observer (telemetry.go).
 	tel telemetry
 	// node is this process's cluster node id: the holder of its leases
@@ -340,7 +336,9 @@ func (a *App) checkSchema(ctx context.Context) error {
 	return nil
 }
 
-func (a *App) init(ctx context.Context) error {
+// migrate brings the schema to this build's: the bootstrap check first,
+// then the migrations under the migration role, then the schema check.
+func (a *App) migrate(ctx context.Context) error {
 	// Before migrating: a start that must stop for want of a bootstrap
 	// password leaves an empty database empty, and exits as a bad
 	// configuration does (2), which systemd does not restart.
@@ -369,7 +367,14 @@ func (a *App) init(ctx context.Context) error {
 	} else {
 		a.log.Info("no migration pending", "took", took)
 	}
-	if err := a.checkSchema(ctx); err != nil {
+	return a.checkSchema(ctx)
+}
+
+// init migrates, then wires the parts: the domain services, the
+// background (events.go) and the server with its handlers and layers. The
+// parts' own logic lives in their packages.
+func (a *App) init(ctx context.Context) error {
+	if err := a.migrate(ctx); err != nil {
 		return err
 	}
 	a.warnServerSettings(ctx)
@@ -381,8 +386,8 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 
-	a.cache, err = cache.New(a.cfg.Redis.Options(), a.log)
-	if err != nil {
+	var err error
+	if a.cache, err = cache.New(a.cfg.Redis.Options(), a.log); err != nil {
 		return err
 	}
 	if a.opts.sessionCache == nil {
@@ -459,33 +464,6 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.reconciler = reconcile.New(a.pool, paySvc, reconcile.Options{
-		// Poll at least as often as a payment becomes due.
-		Interval:    min(reconcile.DefaultInterval, a.cfg.Billing.ReconcileAfter),
-		BaseBackoff: a.cfg.Billing.ReconcileAfter,
-		LateCapture: lateCapture(a.cfg.Payments),
-		Clock:       a.opts.clock,
-		Logger:      a.log,
-		NodeID:      a.bg.node,
-		// Only the billing leader reconciles; the SKIP LOCKED claim would
-		// keep several from asking about one payment at once anyway.
-		Active: a.bg.billing.IsLeader,
-		Tracer: a.backgroundTracer(),
-		Rounds: a.opts.signals.Reconciler,
-	})
-	ropts := a.cfg.Billing.RenewalOptions(a.bg.node)
-	ropts.Clock, ropts.Logger, ropts.Active = a.opts.clock, a.log, a.bg.billing.IsLeader
-	ropts.Rounds = a.opts.signals.Renewals
-	var testClock *billingTestClock
-	if a.cfg.Billing.TestClock {
-		testClock = &billingTestClock{base: a.opts.clock}
-		ropts.Clock = testClock.Now
-		a.log.Warn("the billing test clock is on ([billing].test_clock): an admin can move the billing run's time forward; never in production")
-	}
-	a.renewals = renewal.New(a.pool, ropts)
-	if testClock != nil {
-		testClock.run = a.renewals
-	}
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
 	eopts := a.cfg.Export.Options()
 	eopts.Reads = a.reads()
@@ -499,7 +477,7 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
-	orders := orderHandler(orderSvc, testClock, ropts)
+	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(order.NewAdminHandler(orders), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
@@ -657,8 +635,8 @@ func (a *App) Run(ctx context.Context) error {
 	return a.ServeWithMetrics(ctx, ln, mln)
 }
 
-// Serve serves on ln until ctx is cancelled, with the payment reconciler
-// running meanwhile.
+// Serve serves on ln until ctx is cancelled, with the background services
+// (the leader roles' work, the notification sender) running meanwhile.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// The background services outlive a cancelled ctx only as long as their
 	// graceful stop takes: they are stopped (leases resigned) on the way out.
@@ -668,14 +646,6 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	defer a.bg.stop()
-	if err := a.reconciler.Start(bgCtx); err != nil {
-		return err
-	}
-	defer a.reconciler.Stop()
-	if err := a.renewals.Start(bgCtx); err != nil {
-		return err
-	}
-	defer a.renewals.Stop()
 	stopReplica, err := a.startReplica(bgCtx)
 	if err != nil {
 		return err
@@ -713,12 +683,9 @@ func lateCapture(p config.Payments) time.Duration {
 
 // orderHandler is the OrderService handler, with the billing run's
 // settings for the renewal overview and the billing test clock when it is
-// on.
-func orderHandler(svc *order.Service, clock *billingTestClock, r renewal.Options) *order.Handler {
-	day := 24 * time.Hour
-	h := order.NewHandler(svc).WithRenewalPolicy(order.RenewalPolicy{
-		SuspendAfter: time.Duration(r.SuspendAfterDays) * day, TerminateAfter: time.Duration(r.TerminateAfterDays) * day,
-	})
+// on (clock nil: off).
+func orderHandler(svc *order.Service, run *renewal.Run, clock *billingTestClock) *order.Handler {
+	h := order.NewHandler(svc).WithRenewalPolicy(run.Policy())
 	if clock != nil {
 		h.WithBillingClock(clock)
 	}

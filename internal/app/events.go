@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"runtime/debug"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -11,19 +10,23 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/fulfillment"
+	"github.com/rustbill/paymentd/internal/idempotency"
 	"github.com/rustbill/paymentd/internal/notify"
+	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
-	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/startstop"
 )
 
 // background is the cluster side of an instance: the LISTEN connection,
-// the heartbeat, the billing and event_worker leader roles, the event worker
-// with its fulfilment handlers and periodic tasks, the notification
-// sender, and the retention job. Started in
-// order, stopped in reverse (gracefully: leases are resigned).
+// the heartbeat, the billing and event_worker leader roles and what each
+// role runs (docs/architecture.md, "Who runs what"): the event worker with
+// its fulfilment handlers, the housekeeping (the trends fold, the
+// idempotency key sweep, retention), the reconciler and the billing run;
+// and the notification sender. services lists them in start order.
 type background struct {
 	node      string
 	listener  *cluster.Listener
@@ -32,22 +35,40 @@ type background struct {
 	eventLead *cluster.Elector
 	worker    *event.Worker
 	notifier  *notify.Notifier
+	// The event_worker leader's housekeeping.
+	trends    *payment.TrendFolder
+	keys      *idempotency.Sweeper
 	retention *retention.Purger
-	admin     *event.Admin
+	// The billing leader's services.
+	reconciler *reconcile.Reconciler
+	renewals   *renewal.Run
+	// billingClock is the billing run's test clock ([billing].test_clock);
+	// nil when it is off.
+	billingClock *billingTestClock
+	admin        *event.Admin
 }
 
-// trendFoldInterval is how often the payment trends' changes are folded:
-// what waits for a fold is what every GetPaymentTrends reads beside the
-// rollup, so it stays a few seconds' worth of writes.
-const trendFoldInterval = 2 * time.Second
-
-// idempotencySweepInterval is how often expired idempotency keys are
-// deleted: they are ignored once expired, so this only bounds the table.
-const idempotencySweepInterval = 10 * time.Minute
-
 func (a *App) buildBackground(pay *payment.Service) (*background, error) {
-	c := a.cfg
 	b := &background{node: a.node}
+	if err := a.buildCluster(b); err != nil {
+		return nil, err
+	}
+	if err := a.buildEvents(b, pay); err != nil {
+		return nil, err
+	}
+	if err := a.buildHousekeeping(b); err != nil {
+		return nil, err
+	}
+	a.buildBilling(b, pay)
+	c := a.cfg
+	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
+	return b, nil
+}
+
+// buildCluster makes the LISTEN connection, the heartbeat and the electors
+// of the two leader roles.
+func (a *App) buildCluster(b *background) error {
+	c := a.cfg
 	b.listener = cluster.NewListener(cluster.ConnectLike(a.pool, "paymentd-"+b.node), cluster.ListenerOptions{Logger: a.log})
 	var err error
 	b.heartbeat, err = cluster.NewHeartbeat(a.pool, cluster.HeartbeatOptions{
@@ -55,7 +76,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		Interval: c.Cluster.HeartbeatInterval, LostAfter: c.Cluster.NodeLostAfter, Logger: a.log,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	elector := func(role string) (*cluster.Elector, error) {
 		return cluster.NewElector(a.pool, cluster.ElectorOptions{
@@ -64,98 +85,111 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 		})
 	}
 	if b.billing, err = elector(cluster.RoleBilling); err != nil {
-		return nil, err
+		return err
 	}
-	if b.eventLead, err = elector(cluster.RoleEventWorker); err != nil {
-		return nil, err
-	}
+	b.eventLead, err = elector(cluster.RoleEventWorker)
+	return err
+}
+
+// buildEvents makes the event worker, the notification sender and the
+// fulfilment handlers the worker runs.
+func (a *App) buildEvents(b *background, pay *payment.Service) error {
+	c := a.cfg
 	var wake cluster.Waker = b.listener
 	if a.opts.pollOnlyWorker {
 		wake = nil
 	}
 	wopts := c.Events.WorkerOptions(b.node)
 	wopts.Waker, wopts.Logger, wopts.Tracer = wake, a.log, a.backgroundTracer()
-	b.worker, err = event.NewWorker(a.pool, b.eventLead, wopts)
-	if err != nil {
-		return nil, err
+	var err error
+	if b.worker, err = event.NewWorker(a.pool, b.eventLead, wopts); err != nil {
+		return err
 	}
 	plugins := plugin.PluginsFunc(a.registry.Plugin)
 	nopts := c.Notify.Options()
 	nopts.Tracer = a.backgroundTracer()
 	nopts.SMTP.TLSConfig = a.opts.smtpTLS
 	if err := nopts.Validate(); err != nil {
-		return nil, err
+		return err
 	}
-	b.notifier, err = notify.New(a.pool, plugins, nopts, b.listener, a.log)
-	if err != nil {
-		return nil, err
+	if b.notifier, err = notify.New(a.pool, plugins, nopts, b.listener, a.log); err != nil {
+		return err
 	}
 	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins, a.secrets), pay, b.notifier, fulfillment.Options{
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, BillingLocation: c.Billing.RenewalOptions(b.node).Location, Logger: a.log,
 	}).Register(b.worker)
-	// The trends' changes go into their rollup while this instance leads
-	// the worker (docs/decisions.md, "trends rollup"): readers count the
-	// unfolded ones too, so folding only keeps GetPaymentTrends fast.
-	b.worker.Every(event.Periodic{Name: "payment trends fold", Every: trendFoldInterval, Run: func(ctx context.Context) error {
-		_, err := store.FoldPaymentTrends(ctx, a.pool)
-		return err
-	}})
-	// Idempotency keys are kept a day (internal/idempotency); the leader
-	// deletes the expired ones a thousand at a time.
-	b.worker.Every(event.Periodic{Name: "idempotency key sweep", Every: idempotencySweepInterval, Run: func(ctx context.Context) error {
-		for {
-			n, err := store.SweepIdempotencyKeys(ctx, a.pool, a.opts.clock(), 1000)
-			if err != nil || n < 1000 {
-				return err
-			}
-		}
-	}})
-	// Retention ([retention]) runs on the event_worker leader like the
-	// other housekeeping, as a service of its own: a round over a backlog
-	// takes minutes, and it starts and stops apart from the worker.
-	ropts := c.Retention.Options()
-	ropts.Clock, ropts.Active, ropts.Logger, ropts.Tracer = a.opts.clock, b.eventLead.IsLeader, a.log, a.backgroundTracer()
-	if b.retention, err = retention.New(a.pool, ropts); err != nil {
-		return nil, err
-	}
-	b.admin = event.NewAdmin(a.db, event.AdminOptions{MaxAttempts: c.Events.MaxAttempts, NodeLostAfter: c.Cluster.NodeLostAfter, Clock: a.opts.clock})
-	return b, nil
+	return nil
 }
+
+// buildHousekeeping makes the event_worker leader's periodic jobs, each a
+// service of the package that owns its table: the trends fold
+// (docs/decisions.md, "trends rollup"), the idempotency key sweep and
+// retention ([retention]). They run beside the worker, not in it, so a
+// long round (retention over a backlog takes minutes) never holds up the
+// queue, and each starts and stops on its own.
+func (a *App) buildHousekeeping(b *background) error {
+	leads, tracer := b.eventLead.IsLeader, a.backgroundTracer()
+	b.trends = payment.NewTrendFolder(a.pool, payment.TrendFoldOptions{Active: leads, Logger: a.log, Tracer: tracer})
+	b.keys = idempotency.NewSweeper(a.pool, idempotency.SweepOptions{Clock: a.opts.clock, Active: leads, Logger: a.log, Tracer: tracer})
+	ropts := a.cfg.Retention.Options()
+	ropts.Clock, ropts.Active, ropts.Logger, ropts.Tracer = a.opts.clock, leads, a.log, tracer
+	var err error
+	b.retention, err = retention.New(a.pool, ropts)
+	return err
+}
+
+// buildBilling makes the billing leader's services: the reconciler and
+// the billing run, on the billing test clock when [billing].test_clock is
+// on.
+func (a *App) buildBilling(b *background, pay *payment.Service) {
+	c := a.cfg
+	b.reconciler = reconcile.New(a.pool, pay, reconcile.Options{
+		BaseBackoff: c.Billing.ReconcileAfter, LateCapture: lateCapture(c.Payments),
+		Clock: a.opts.clock, Logger: a.log, NodeID: b.node, Tracer: a.backgroundTracer(),
+		// Only the billing leader reconciles; the SKIP LOCKED claim would
+		// keep several from asking about one payment at once anyway.
+		Active: b.billing.IsLeader, Rounds: a.opts.signals.Reconciler,
+	})
+	ropts := c.Billing.RenewalOptions(b.node)
+	ropts.Clock, ropts.Logger, ropts.Active, ropts.Rounds = a.opts.clock, a.log, b.billing.IsLeader, a.opts.signals.Renewals
+	if c.Billing.TestClock {
+		b.billingClock = &billingTestClock{base: a.opts.clock}
+		ropts.Clock = b.billingClock.Now
+		a.log.Warn("the billing test clock is on ([billing].test_clock): an admin can move the billing run's time forward; never in production")
+	}
+	b.renewals = renewal.New(a.pool, ropts)
+	if b.billingClock != nil {
+		b.billingClock.run = b.renewals
+	}
+}
+
+// services are the background services in start order, each after what
+// it uses: the listener wakes the electors, the notifier and the worker;
+// the leases gate the work; the notifier sends what the worker's handlers
+// queue. Stopped in reverse, that is the graceful path: the billing and
+// housekeeping rounds end, the worker and then the sender drain, the
+// leases are resigned so another instance takes over at once, and the
+// heartbeat stops last but the listener.
+func (b *background) services() []startstop.Service {
+	return []startstop.Service{
+		b.listener, b.heartbeat, b.billing, b.eventLead, b.notifier, b.worker,
+		b.trends, b.keys, b.retention, b.reconciler, b.renewals,
+	}
+}
+
+// start brings the cluster side up; on an error what started is stopped.
+func (b *background) start(ctx context.Context) error {
+	return startstop.StartAll(ctx, b.services()...)
+}
+
+// stop stops every background service, the last started first.
+func (b *background) stop() { startstop.StopAll(b.services()...) }
 
 // eventService mounts EventAdminService.
 func (b *background) eventService(opts []connect.HandlerOption, a *App) server.Service {
 	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin), opts...)
 	return server.Service{Name: eventpbconnect.EventAdminServiceName, Path: path, Handler: h}
-}
-
-// start brings the cluster side up; on an error what started is stopped.
-func (b *background) start(ctx context.Context) error {
-	starters := []interface {
-		Start(context.Context) error
-		Stop()
-	}{b.listener, b.heartbeat, b.billing, b.eventLead, b.worker, b.notifier, b.retention}
-	for i, s := range starters {
-		if err := s.Start(ctx); err != nil {
-			for j := i - 1; j >= 0; j-- {
-				starters[j].Stop()
-			}
-			return err
-		}
-	}
-	return nil
-}
-
-// stop is the graceful path: drain the worker and the sender, resign the
-// leases so another instance takes over at once, then stop beating.
-func (b *background) stop() {
-	b.retention.Stop()
-	b.worker.Stop()
-	b.notifier.Stop()
-	b.eventLead.Stop()
-	b.billing.Stop()
-	b.heartbeat.Stop()
-	b.listener.Stop()
 }
 
 // buildVersion is the module version the binary was built from.

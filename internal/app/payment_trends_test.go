@@ -213,7 +213,7 @@ func TestGetPaymentTrendsCutsDaysInTheAdminsTimeZone(t *testing.T) {
 }
 
 // The instance that leads the event worker folds the trends' changes into
-// their rollup (a periodic task, every 2 s), so what every GetPaymentTrends
+// their rollup (payment.TrendFolder, every 2 s), so what every GetPaymentTrends
 // adds up beside the rollup stays a few seconds' worth of writes.
 func TestTheLeadingInstanceFoldsTheTrendsChanges(t *testing.T) {
 	t.Parallel()

@@ -48,9 +48,10 @@ func (a *App) startTelemetry(ctx context.Context) error {
 }
 
 // backgroundTracer starts the spans of background work (an event handled,
-// a periodic task, a reconciliation round, a plugin scan, a notification
-// delivered), so that their log lines carry a trace id as requests' do. It
-// is nil while tracing is off: then they start no span and cost nothing.
+// a periodic task or housekeeping round, a reconciliation round, a plugin
+// scan, a notification delivered), so that their log lines carry a trace
+// id as requests' do. It is nil while tracing is off: then they start no
+// span and cost nothing.
 func (a *App) backgroundTracer() trace.Tracer {
 	if !a.tel.tracing.Enabled() {
 		return nil
@@ -90,7 +91,7 @@ func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 			cluster.RoleBilling:     a.bg.billing.IsLeader,
 			cluster.RoleEventWorker: a.bg.eventLead.IsLeader,
 		}),
-		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log, TerminateAfter: a.renewals.TerminateAfter(), BillingNow: a.renewals.Now}),
+		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log, TerminateAfter: a.bg.renewals.TerminateAfter(), BillingNow: a.bg.renewals.Now}),
 		m.RegisterSyncReplication(a.pool.Config().ConnConfig, metrics.QueueOptions{Logger: a.log}),
 	)
 }

@@ -19,7 +19,8 @@
 // it to the rollup (keeping a folded change would count it twice).
 //
 // A Purger runs one round every Interval while Active says so (internal/app
-// passes the event_worker elector's IsLeader: one instance purges):
+// passes the event_worker elector's IsLeader: one instance purges), in the
+// shape of every leader's housekeeping (startstop.Periodic):
 //
 //	stopped ──Start──▶ running ──Stop──▶ stopped
 //	                     │ at start, then every Interval, while Active:

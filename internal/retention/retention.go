@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/rustbill/paymentd/internal/event"
-	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // Defaults of Options, and the floor of AuditMonths.
@@ -65,17 +64,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Tracer, when set, gives each round a span.
 	Tracer trace.Tracer
-	// Ticked, when set, is called after every background tick with what
-	// it did: tests wait for it instead of sleeping.
-	Ticked func(Tick)
-}
-
-// Tick is what one background tick did: a round when Active, nothing
-// otherwise.
-type Tick struct {
-	Active bool
-	Report Report
-	Err    error
+	// Rounds, set by tests only, counts the ticks: each look at Active and
+	// the round it then runs, if any (internal/testsignal). Nil in the
+	// service.
+	Rounds *testsignal.Signal
 }
 
 // DefaultOptions are the options with every default.
@@ -107,10 +99,10 @@ func (o *Options) defaults() error {
 
 // Purger is the background service that applies the retention.
 type Purger struct {
-	db   store.DB
-	opts Options
-	log  *slog.Logger
-	loop startstop.Loop
+	db       store.DB
+	opts     Options
+	log      *slog.Logger
+	periodic *startstop.Periodic
 }
 
 // Report is what one round did.
@@ -137,12 +129,18 @@ func New(db store.DB, o Options) (*Purger, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	return &Purger{db: db, opts: o, log: o.Logger.With("service", "retention")}, nil
+	p := &Purger{db: db, opts: o, log: o.Logger.With("service", "retention")}
+	p.periodic = startstop.NewPeriodic(startstop.PeriodicOptions{
+		Name: "retention", Span: "retention.round", Interval: o.Interval,
+		Active: o.Active, Round: p.round, Logger: p.log, Tracer: o.Tracer, Rounds: o.Rounds,
+	})
+	return p, nil
 }
 
-// Start runs rounds in the background until ctx ends or Stop is called.
+// Start runs a round at once and then every Interval while Active, until
+// ctx ends or Stop is called.
 func (p *Purger) Start(ctx context.Context) error {
-	if err := p.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { p.run(ctx) }); err != nil {
+	if err := p.periodic.Start(ctx); err != nil {
 		return err
 	}
 	p.log.Info("retention started", "interval", p.opts.Interval.String(), "event_days", p.opts.EventDays,
@@ -154,62 +152,18 @@ func (p *Purger) Start(ctx context.Context) error {
 // between (or in) its statements, each of which commits or rolls back
 // whole.
 func (p *Purger) Stop() {
-	if p.loop.Stop() {
+	if p.periodic.Stop() {
 		p.log.Info("retention stopped")
 	}
 }
 
-func (p *Purger) run(ctx context.Context) {
-	t := time.NewTimer(0)
-	defer t.Stop()
-	active := true
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := p.opts.Active == nil || p.opts.Active()
-		if now != active {
-			active = now
-			p.log.Info("retention activity changed", "active", active)
-		}
-		tick := Tick{Active: active}
-		if active {
-			tick.Report, tick.Err = p.round(ctx)
-			err := tick.Err
-			switch {
-			case ctx.Err() != nil:
-			case err != nil && !failing:
-				failing = true
-				p.log.ErrorContext(ctx, "retention round failed", "err", err)
-			case err == nil && failing:
-				failing = false
-				p.log.InfoContext(ctx, "retention works again")
-			}
-		}
-		if p.opts.Ticked != nil {
-			p.opts.Ticked(tick)
-		}
-		t.Reset(p.opts.Interval)
-	}
-}
-
-// round is one background round under a span of its own.
-func (p *Purger) round(ctx context.Context) (Report, error) {
-	ctx, span := logging.BackgroundSpan(ctx, p.opts.Tracer, "retention.round")
-	defer span.End()
+// round is one background round, what it did on the round's span.
+func (p *Purger) round(ctx context.Context) error {
 	rep, err := p.RunOnce(ctx)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.Int("retention.events_deleted", rep.Events.Deleted),
-			attribute.Int("retention.notifications_deleted", rep.Notifications.Deleted),
-			attribute.Int("retention.partitions_dropped", len(rep.PartitionsDropped)))
-		if err != nil {
-			span.SetStatus(codes.Error, "retention round failed")
-		}
-	}
-	return rep, err
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int("retention.events_deleted", rep.Events.Deleted),
+		attribute.Int("retention.notifications_deleted", rep.Notifications.Deleted),
+		attribute.Int("retention.partitions_dropped", len(rep.PartitionsDropped)))
+	return err
 }
 
 // RunOnce runs one round now, whoever leads: the audit months, then the

@@ -19,6 +19,7 @@ import (
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
 	"github.com/rustbill/paymentd/internal/testkit"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
@@ -407,28 +408,36 @@ func TestOnlyTheLeaderPurges(t *testing.T) {
 	require.NoError(t, follower.Start(ctx))
 	t.Cleanup(follower.Stop)
 
-	start := func(e *cluster.Elector) <-chan retention.Tick {
-		ticks := make(chan retention.Tick, 16)
+	start := func(e *cluster.Elector) (*retention.Purger, *testsignal.Signal) {
+		rounds := testsignal.New()
 		p := b.purger(t, func(o *retention.Options) {
 			o.Active = e.IsLeader
-			o.Interval = time.Hour
-			o.Ticked = func(tk retention.Tick) { ticks <- tk }
+			o.Interval = time.Millisecond
+			o.Rounds = rounds
 		})
 		require.NoError(t, p.Start(ctx))
 		t.Cleanup(p.Stop)
-		return ticks
+		return p, rounds
 	}
-	tick := testkit.WaitOrTimeout(t, start(follower), "the follower's first tick")
-	require.False(t, tick.Active)
+	follows, followerRounds := start(follower)
+	followerRounds.Wait(t, 3, "three ticks of the follower")
 	require.ElementsMatch(t, b.goneEvents, exist(t, b.pool, "events", b.goneEvents), "the follower deleted nothing")
 	require.ElementsMatch(t, b.goneNotifications, exist(t, b.pool, "notifications", b.goneNotifications))
 
-	tick = testkit.WaitOrTimeout(t, start(leader), "the leader's first tick")
-	require.True(t, tick.Active)
-	require.NoError(t, tick.Err)
-	require.Equal(t, len(b.goneEvents), tick.Report.Events.Deleted)
+	leads, leaderRounds := start(leader)
+	leaderRounds.Wait(t, 1, "the leader's first tick")
 	require.Empty(t, exist(t, b.pool, "events", b.goneEvents))
 	require.Empty(t, exist(t, b.pool, "notifications", b.goneNotifications))
+	require.ElementsMatch(t, b.keptEvents, exist(t, b.pool, "events", b.keptEvents))
+
+	// Both stop with no round half done.
+	for _, s := range []struct {
+		p      *retention.Purger
+		rounds *testsignal.Signal
+	}{{follows, followerRounds}, {leads, leaderRounds}} {
+		s.p.Stop()
+		require.Equal(t, testsignal.Mark(s.rounds.Count()), s.rounds.Mark(), "Stop waited for the tick under way")
+	}
 }
 
 func TestAnAuditRetentionBelowTheMinimumIsRefused(t *testing.T) {

@@ -5,12 +5,13 @@
 // never ran during the sleep; waiting for a signal makes "nothing happened"
 // mean "nothing happened in the rounds that ran".
 //
-// A loop holds a *Signal, nil in the service: the methods a loop calls
-// (Begin and Done) return at once on a nil Signal, so production pays one
-// nil check per round. The methods a test calls (Count, Mark and the
-// waits) need a Signal the test made. Tests set it
-// through the loop's options before it starts. The package imports neither
-// testing nor anything of the module: production code links it.
+// A loop holds a *Signal, nil in the service, and every method returns at
+// once on a nil Signal: Begin and Done do nothing, so production pays one
+// nil check per round; Count and Mark answer 0; a wait fails the test at
+// once, since no loop counts into a signal it was never given (a test that
+// forgot to set it learns so instead of waiting out Timeout). Tests set
+// it through the loop's options before it starts. The package imports
+// neither testing nor anything of the module: production code links it.
 package testsignal
 
 import (
@@ -72,15 +73,18 @@ func (s *Signal) Done() {
 	s.mu.Unlock()
 }
 
-// Count is how many times Done was called.
+// Count is how many times Done was called. Nil: 0.
 func (s *Signal) Count() int {
+	if s == nil {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.done
 }
 
 // Wait waits until Done has been called n times in all, and fails the test
-// after Timeout.
+// after Timeout (nil: at once).
 func (s *Signal) Wait(t TB, n int, what string) {
 	t.Helper()
 	s.waitFor(t, n, what)
@@ -90,8 +94,11 @@ func (s *Signal) Wait(t TB, n int, what string) {
 type Mark int
 
 // Mark returns the point after which WaitAfter counts rounds: the round
-// under way now, if any, is before it.
+// under way now, if any, is before it. Nil: 0.
 func (s *Signal) Mark() Mark {
+	if s == nil {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Mark(max(s.begun, s.done))
@@ -115,6 +122,10 @@ func (s *Signal) WaitNext(t TB, n int, what string) {
 
 func (s *Signal) waitFor(t TB, target int, what string) {
 	t.Helper()
+	if s == nil {
+		t.Fatalf("waited for %s on a nil signal: no loop counts into it", what)
+		return
+	}
 	limit := cmp.Or(s.timeout, Timeout)
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()

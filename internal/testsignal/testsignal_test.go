@@ -10,12 +10,28 @@ import (
 	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
-// A nil signal is what the service runs with: every call is a no-op.
-func TestANilSignalDoesNothing(t *testing.T) {
+// A nil signal is what the service runs with: every method returns at
+// once. Begin and Done do nothing, Count and Mark answer 0, and a wait
+// fails the test in its words rather than panicking or waiting out the
+// timeout.
+func TestANilSignalReturnsAtOnce(t *testing.T) {
 	t.Parallel()
 	var s *testsignal.Signal
 	s.Begin()
 	s.Done()
+	require.Zero(t, s.Count())
+	require.Zero(t, s.Mark())
+	for name, wait := range map[string]func(testsignal.TB){
+		"Wait":      func(f testsignal.TB) { s.Wait(f, 1, "a round") },
+		"WaitNext":  func(f testsignal.TB) { s.WaitNext(f, 1, "a round") },
+		"WaitAfter": func(f testsignal.TB) { s.WaitAfter(f, 0, 1, "a round") },
+	} {
+		var f fatal
+		began := time.Now()
+		wait(&f)
+		require.Contains(t, f.msg, "waited for a round on a nil signal", name)
+		require.Less(t, time.Since(began), testsignal.Timeout/2, name)
+	}
 }
 
 // A wait does not count the round under way at its mark: that one may have

@@ -67,6 +67,12 @@ func (r *Run) Now() time.Time { return r.opts.Clock() }
 // service (0: never).
 func (r *Run) TerminateAfter() time.Duration { return time.Duration(r.opts.TerminateAfterDays) * day }
 
+// Policy is what GetRenewalOverview tells of the run's settings: how long
+// past due an unpaid renewal suspends, then ends, the service.
+func (r *Run) Policy() order.RenewalPolicy {
+	return order.RenewalPolicy{SuspendAfter: time.Duration(r.opts.SuspendAfterDays) * day, TerminateAfter: r.TerminateAfter()}
+}
+
 func (r *Run) every(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()

@@ -21,7 +21,9 @@ import (
 
 // Options configure a Reconciler; zero fields take the defaults.
 type Options struct {
-	// Interval is the time between rounds (default 30 s).
+	// Interval is the time between rounds (default DefaultInterval, or
+	// BaseBackoff when that is shorter: a round at least as often as a
+	// payment falls due).
 	Interval time.Duration
 	// BatchSize is how many due payments one round claims (default 10).
 	BatchSize int
@@ -107,14 +109,14 @@ type Round struct {
 // New returns a stopped Reconciler: it claims due payments in db and has
 // svc ask their gateways.
 func New(db store.DB, svc Syncer, o Options) *Reconciler {
-	if o.Interval <= 0 {
-		o.Interval = DefaultInterval
-	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = DefaultBatchSize
 	}
 	if o.BaseBackoff <= 0 {
 		o.BaseBackoff = payment.DefaultReconcileAfter
+	}
+	if o.Interval <= 0 {
+		o.Interval = min(DefaultInterval, o.BaseBackoff)
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = DefaultMaxBackoff
