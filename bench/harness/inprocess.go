@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -63,6 +64,73 @@ func StartInProcess(ctx context.Context, cfg config.Config, log *slog.Logger) (*
 
 // Close stops serving and closes the service.
 func (p *InProcess) Close() { p.stop() }
+
+// DatabaseFlag defines a tool's --db: the PostgreSQL server StartFresh
+// makes its database on, by default PAYMENTD_BENCH_DATABASE_URL, then
+// PAYMENTD_TEST_DATABASE_URL, then the local server.
+func DatabaseFlag(fs *flag.FlagSet) *string {
+	return fs.String("db", FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"),
+		"a PostgreSQL URL whose server gets a fresh database for the run")
+}
+
+// FreshOptions say where StartFresh makes the database and what the
+// service logs to.
+type FreshOptions struct {
+	// Tool names the database (paymentd_<tool>_<random hex>, a "-" as
+	// "_") and the secrets.
+	Tool string
+	// DB is the URL of the PostgreSQL server the database is made on.
+	DB string
+	// Keep keeps the database after Close.
+	Keep bool
+	// Log is the service's logger; nil discards.
+	Log *slog.Logger
+}
+
+// Fresh is a paymentd started in this process on a database of its own.
+type Fresh struct {
+	*InProcess
+	// Config is what the service runs with: the caller's, with the fresh
+	// database's URL, a JWT secret and the bootstrap admin's password
+	// (Config.Bootstrap.AdminPassword, for AdminCookie).
+	Config config.Config
+	drop   func()
+}
+
+// StartFresh makes a fresh database on the server of o.DB and starts
+// paymentd on it in this process (StartInProcess), on 127.0.0.1: the one
+// start of the tools that measure one path of the service. cfg is the
+// tool's configuration (config.Default(), or config.Load's where the
+// PAYMENTD_… variables may change it) with its own settings (the rate
+// limit, timeouts); StartFresh fills in what every tool sets alike.
+func StartFresh(ctx context.Context, cfg config.Config, o FreshOptions) (*Fresh, error) {
+	dbURL, drop, err := FreshDatabase(ctx, o.DB, "paymentd_"+strings.ReplaceAll(o.Tool, "-", "_")+"_")
+	if err != nil {
+		return nil, err
+	}
+	if o.Keep {
+		drop = func() {}
+	}
+	cfg.DB.URL = dbURL
+	cfg.JWT.Secret = "paymentd-" + o.Tool + "-jwt-secret-for-this-run-only"
+	cfg.Bootstrap.AdminPassword = o.Tool + "-admin-password"
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	svc, err := StartInProcess(ctx, cfg, log)
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	return &Fresh{InProcess: svc, Config: cfg, drop: drop}, nil
+}
+
+// Close stops the service and drops its database (unless kept).
+func (f *Fresh) Close() {
+	f.InProcess.Close()
+	f.drop()
+}
 
 // AdminCookie logs in as the bootstrap admin "admin" and returns the
 // session cookie ("name=value").

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/app"
@@ -13,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
@@ -49,7 +51,7 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO invoices (customer_id, number, status, amount, currency, issued_at, due_at)
 		VALUES ($1, 'INV-BILLING-GATE', 'issued', 5.00, 'CNY', now() - interval '2 hours', now() - interval '1 hour')
 		RETURNING id::text`, e.c.customerID).Scan(&invoiceID))
-	invoiceStatus := func() string {
+	invoiceStatus := func(t testkit.T) string {
 		var s string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM invoices WHERE id = $1`, invoiceID).Scan(&s))
 		return s
@@ -63,15 +65,15 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 		l, err := store.LeaderRemaining(ctx, pool, cluster.RoleEventWorker)
 		return err == nil && l.Holder != ""
 	}, 10*time.Second, 20*time.Millisecond)
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM payments WHERE id = $1 AND next_reconcile_at <= now()`, p.GetId()) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM payments WHERE id = $1 AND next_reconcile_at <= now()`, p.GetId()))
 	}, 10*time.Second, 20*time.Millisecond, "the payment fell due for reconciliation")
 	reconciles, renewals := signals.Reconciler.Mark(), signals.Renewals.Mark()
 	signals.Reconciler.WaitAfter(t, reconciles, 5, "five reconciler rounds after the payment fell due")
 	signals.Renewals.WaitAfter(t, renewals, 2, "two billing-run rounds after the payment fell due")
 	require.Equal(t, "pending", e.getPayment(t, p.GetId()).GetStatus())
 	require.Zero(t, e.count(t, `SELECT reconcile_attempts FROM payments WHERE id = $1`, p.GetId()), "the gateway was never asked")
-	require.Equal(t, "issued", invoiceStatus())
+	require.Equal(t, "issued", invoiceStatus(t))
 	require.Zero(t, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'invoice.overdue'`))
 	held, err := store.LeaderRemaining(ctx, pool, cluster.RoleBilling)
 	require.NoError(t, err)
@@ -83,7 +85,7 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, resigned)
 	e.waitSettled(t, p.GetId())
-	require.Eventually(t, func() bool { return invoiceStatus() == "overdue" }, 10*time.Second, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, "overdue", invoiceStatus(c)) }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'invoice.overdue' AND entity_id = $1`, invoiceID))
 	held, err = store.LeaderRemaining(ctx, pool, cluster.RoleBilling)
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
@@ -105,7 +106,9 @@ func TestMoneyCapturedAfterTheOrderClosedIsFoundAndReturnedThroughTheGateway(t *
 	orderID, p := e.cancelledWithPayment(t, e.epayGW)
 
 	require.NoError(t, e.fake.Pay(p.GetId()))
-	require.Eventually(t, func() bool { return e.getPayment(t, p.GetId()).GetCapturedAmount() == "12.30" }, 15*time.Second, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, "12.30", e.getPayment(c, p.GetId()).GetCapturedAmount())
+	}, 15*time.Second, 20*time.Millisecond)
 	got := e.getPayment(t, p.GetId())
 	require.Equal(t, "failed", got.GetStatus(), "a final state is never left")
 	require.NotEmpty(t, got.GetCapturedAt())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -112,9 +113,9 @@ func TestAnExportBeyondTheCapIs429WithRetryAfter(t *testing.T) {
 
 	// The first client goes away: its slot is free again.
 	require.NoError(t, first.Body.Close())
-	require.Eventually(t, func() bool {
-		status, _, _ := (&exportBundle{e: e}).get(t, "/export/refunds.csv", today(), e.c.admin)
-		return status == http.StatusOK
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		status, _, body := (&exportBundle{e: e}).get(c, "/export/refunds.csv", today(), e.c.admin)
+		assert.Equal(c, http.StatusOK, status, body)
 	}, 20*time.Second, 50*time.Millisecond)
 }
 
@@ -132,9 +133,9 @@ func TestAnExportWhoseClientStopsReadingIsCutOffAfterTheWriteTimeout(t *testing.
 
 	// The slot comes free when the server gives up on the stalled client.
 	w := &exportBundle{e: e}
-	require.Eventually(t, func() bool {
-		status, _, _ := w.get(t, "/export/refunds.csv", today(), e.c.admin)
-		return status == http.StatusOK
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		status, _, body := w.get(c, "/export/refunds.csv", today(), e.c.admin)
+		assert.Equal(c, http.StatusOK, status, body)
 	}, 60*time.Second, 100*time.Millisecond, "the stalled export still holds the only slot")
 
 	rest, err := io.ReadAll(stalled.Body)

@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // exportBundle is what TestExports made: payments in each status today, one
@@ -71,8 +73,9 @@ func makeExportWorld(t *testing.T) *exportBundle {
 	return w
 }
 
-// get fetches an export as cr; the status, the Content-Type and the body.
-func (w *exportBundle) get(t *testing.T, path string, params url.Values, cr credential) (int, string, string) {
+// get fetches an export as cr; the status, the Content-Type and the body
+// (t may be an EventuallyWithT condition's collector).
+func (w *exportBundle) get(t testkit.T, path string, params url.Values, cr credential) (int, string, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, w.e.r.baseURL+path+"?"+params.Encode(), nil)
 	require.NoError(t, err)
@@ -339,11 +342,11 @@ func TestAnExportCutOffHalfWayIsABrokenDownloadNotAShortFile(t *testing.T) {
 		done <- read{len(rest), err}
 	}()
 	var killed int
-	require.Eventually(t, func() bool {
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		require.NoError(c, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'
 			  AND query LIKE '%gateway_tx_id, failure_reason%FROM payments%'`).Scan(&killed))
-		return killed == 1
+		assert.Equal(c, 1, killed, "waiting export queries terminated")
 	}, 30*time.Second, 20*time.Millisecond, "the export's next page waits for the lock")
 	require.NoError(t, tx.Rollback(ctx))
 

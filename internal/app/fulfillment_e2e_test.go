@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/app"
@@ -58,8 +59,8 @@ func TestProvisioningFailureRefundsThroughEpayExactlyOnce(t *testing.T) {
 	require.Eventually(t, func() bool { return len(e.fake.Refunds()) == 1 }, 15*time.Second, 20*time.Millisecond,
 		"the gateway refunds the paid order")
 	require.Equal(t, "12.30", e.fake.Refunds()[0].Money)
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_cancelled' AND status = 'done'`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_cancelled' AND status = 'done'`, orderID))
 	}, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM payments WHERE id = $1 AND status = 'refunded' AND refunded_amount = amount`, p.GetId()))
 
@@ -68,8 +69,8 @@ func TestProvisioningFailureRefundsThroughEpayExactlyOnce(t *testing.T) {
 	_, err := e.r.app.Pool().Exec(context.Background(), `UPDATE events SET status = 'pending', run_at = now(), locked_by = NULL, locked_until = NULL
 		WHERE order_id = $1 AND event_type = 'order_cancelled'`, orderID)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_cancelled' AND status = 'done'`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_cancelled' AND status = 'done'`, orderID))
 	}, 15*time.Second, 20*time.Millisecond)
 	require.Len(t, e.fake.Refunds(), 1, "a redelivered order_cancelled refunds nothing")
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM refunds WHERE payment_id = $1`, p.GetId()))
@@ -143,8 +144,8 @@ func TestCallbackToActiveOrderWithASignedWebhookNotification(t *testing.T) {
 	require.Equal(t, "Your order is ready", byRecipient["alice@example.com"].Header.Get("Subject"))
 	require.Contains(t, byRecipient["ops@example.com"].Header.Get("Subject"), orderID)
 
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM notifications WHERE status = 'sent'`) == 3
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 3, e.count(c, `SELECT count(*) FROM notifications WHERE status = 'sent'`))
 	}, 15*time.Second, 20*time.Millisecond, "the webhook and both e-mails are recorded as sent")
 	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND status = 'done'`, orderID),
 		"order_paid and order_provisioned are done")

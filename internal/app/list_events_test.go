@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	eventpb "github.com/rustbill/paymentd/gen/billing/event"
@@ -32,10 +33,10 @@ func TestListEventsFiltersByEveryEventType(t *testing.T) {
 		}
 		return res.Msg, nil
 	}
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		res, err := list("order_refunded")
-		require.NoError(t, err, "order_refunded is a type the queue holds")
-		return len(res.GetEvents()) == 1
+		require.NoError(c, err, "order_refunded is a type the queue holds")
+		assert.Len(c, res.GetEvents(), 1)
 	}, 15*time.Second, 50*time.Millisecond, "the refund's order_refunded event")
 	res, err := list("order_refunded")
 	require.NoError(t, err)

@@ -14,6 +14,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -277,12 +278,15 @@ func TestQueuedRequestWhoseClientGoesAwayOverTheWireIsCountedAndNeverServed(t *t
 		}, o.c.customer))
 		answered <- err
 	}()
-	require.Eventually(t, func() bool { return o.scrape(t)["paymentd_concurrency_waiting"] == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1.0, o.scrape(c)["paymentd_concurrency_waiting"])
+	}, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	require.Equal(t, connect.CodeCanceled, connect.CodeOf(<-answered))
-	require.Eventually(t, func() bool {
-		m := o.scrape(t)
-		return m[queueLeft("canceled")] == 1 && m["paymentd_concurrency_waiting"] == 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := o.scrape(c)
+		assert.Equal(c, 1.0, m[queueLeft("canceled")])
+		assert.Equal(c, 0.0, m["paymentd_concurrency_waiting"])
 	}, 10*time.Second, 5*time.Millisecond, "the server saw the client go and took it out of the queue")
 	m := o.scrape(t)
 	require.Zero(t, m[queueLeft("deadline_exceeded")])

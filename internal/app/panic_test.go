@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -110,7 +111,9 @@ func TestPanickingProcedureOverTheWire(t *testing.T) {
 	require.EqualValues(t, 1, dials.Load(), "every call went on the one connection")
 
 	procedure := paymentpbconnect.PaymentServiceGetPaymentProcedure
-	require.Eventually(t, func() bool { return o.scrape(t)["paymentd_concurrency_in_flight"] == 0 }, 10*time.Second, 5*time.Millisecond,
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 0.0, o.scrape(c)["paymentd_concurrency_in_flight"])
+	}, 10*time.Second, 5*time.Millisecond,
 		"no slot of the concurrency limit stays taken")
 	m := o.scrape(t)
 	require.Equal(t, 3.0, m[`paymentd_panics_total{route="`+procedure+`"}`])

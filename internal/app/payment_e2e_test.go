@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -47,8 +48,8 @@ func TestOrderPaidThroughEpayEndToEnd(t *testing.T) {
 	require.Equal(t, http.MethodGet, ns[0].Method)
 
 	// The worker marks the event done just after the handler's transaction.
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid' AND status = 'done'`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid' AND status = 'done'`, orderID))
 	}, 10*time.Second, 20*time.Millisecond)
 	var payload []byte
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(),

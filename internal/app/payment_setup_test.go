@@ -25,6 +25,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // payBundle is a running paymentd whose [server].public_url is its own
@@ -202,7 +203,9 @@ func (e *payBundle) createPayment(t testing.TB, orderID string) *paymentpb.Creat
 	return res.Msg
 }
 
-func (e *payBundle) getPayment(t *testing.T, id string) *paymentpb.PaymentRecord {
+// getPayment reads a payment as the admin; t may be an EventuallyWithT
+// condition's collector.
+func (e *payBundle) getPayment(t testkit.T, id string) *paymentpb.PaymentRecord {
 	t.Helper()
 	res, err := e.payments.GetPayment(context.Background(), with(&paymentpb.GetPaymentRequest{Id: id}, e.c.admin))
 	require.NoError(t, err)
@@ -228,7 +231,9 @@ func (e *payBundle) waitOrderStatus(t *testing.T, id, status string) {
 	}, 10*time.Second, 20*time.Millisecond, "order %s never reached %s", id, status)
 }
 
-func (e *payBundle) count(t *testing.T, sql string, args ...any) int {
+// count runs a count query; t may be an EventuallyWithT condition's
+// collector.
+func (e *payBundle) count(t testkit.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, e.r.app.Pool().QueryRow(context.Background(), sql, args...).Scan(&n))

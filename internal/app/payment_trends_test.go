@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -221,11 +222,11 @@ func TestTheLeadingInstanceFoldsTheTrendsChanges(t *testing.T) {
 	ctx := context.Background()
 	pool := e.r.app.Pool()
 	testfixture.InsertPayment(t, pool, testfixture.Payment{Customer: e.c.customerID, Gateway: uuid.MustParse(e.epayGW), Status: "success"})
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var waiting int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM payment_trend_currency_changes)
+		require.NoError(c, pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM payment_trend_currency_changes)
 			+ (SELECT count(*) FROM payment_trend_gateway_changes) + (SELECT count(*) FROM payment_trend_seconds_changes)`).Scan(&waiting))
-		return waiting == 0
+		assert.Zero(c, waiting, "changes waiting")
 	}, 15*time.Second, 50*time.Millisecond, "the changes are folded")
 	var created, succeeded int64
 	require.NoError(t, pool.QueryRow(ctx, `SELECT sum(created), sum(succeeded) FROM payment_trend_currency_quarters`).Scan(&created, &succeeded))

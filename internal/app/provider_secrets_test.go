@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -217,9 +218,10 @@ func TestClearProviderSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstan
 	} {
 		// The orders' copies are sealed in the background of the start.
 		var stored map[string]any
-		require.Eventually(t, func() bool {
-			require.NoError(t, pool.QueryRow(ctx, c.query, c.id).Scan(&stored))
-			return strings.HasPrefix(stored["token"].(string), "enc:v1:")
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			require.NoError(ct, pool.QueryRow(ctx, c.query, c.id).Scan(&stored))
+			token, _ := stored["token"].(string)
+			assert.True(ct, strings.HasPrefix(token, "enc:v1:"), "token %q", token)
 		}, 10*time.Second, 10*time.Millisecond, "%s not sealed", c.tbl.Owner(c.id))
 		require.True(t, strings.HasPrefix(stored["token"].(string), "enc:v1:"+testKeyID+":"), "%v", stored)
 		require.Equal(t, "vps-1", stored["plan"], "only secrets are encrypted")

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -87,11 +88,11 @@ func (e *refundBundle) instanceAt(t *testing.T, orderID string) provider.Instanc
 // terminated both at the provider and in our records.
 func (e *refundBundle) waitEnded(t *testing.T, orderID string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded' AND status = 'done'`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded' AND status = 'done'`, orderID))
 	}, 15*time.Second, 20*time.Millisecond, "order_refunded is handled")
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM instances WHERE order_id = $1 AND status = 'terminated' AND terminated_at IS NOT NULL`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM instances WHERE order_id = $1 AND status = 'terminated' AND terminated_at IS NOT NULL`, orderID))
 	}, 15*time.Second, 20*time.Millisecond, "the instance is recorded terminated")
 	require.Equal(t, provider.StatusTerminated, e.instanceAt(t, orderID).Status, "the provider ended the instance")
 }
@@ -137,8 +138,8 @@ func TestRefundThatCommitsBeforeProvisioningEndsNeverLetsTheOrderGoActive(t *tes
 	hold.Release()
 
 	e.waitEnded(t, orderID)
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid' AND status = 'done'`, orderID) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_paid' AND status = 'done'`, orderID))
 	}, 15*time.Second, 20*time.Millisecond)
 	require.Equal(t, "refunded", e.orderStatus(t, orderID))
 	require.Zero(t, e.count(t, `SELECT count(*) FROM audit_log WHERE entity_type = 'order' AND entity_id = $1 AND action = 'order.activate'`, orderID),

@@ -22,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
@@ -562,16 +563,16 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	e.product = vps
 	provisioned := e.createPayment(t, e.order(t)).GetPayment().GetId()
 	require.NoError(t, fake.Pay(provisioned))
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE event_type = 'order_paid' AND attempts >= 1 AND last_error <> ''`) >= 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, e.count(c, `SELECT count(*) FROM events WHERE event_type = 'order_paid' AND attempts >= 1 AND last_error <> ''`), 1)
 	}, 20*time.Second, 100*time.Millisecond, "provisioning failed against the closed port")
 	var eventErrors string
 	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT string_agg(last_error, ' ') FROM events`).Scan(&eventErrors))
 	errs = append(errs, eventErrors)
 
 	// Notifications fail against the closed SMTP and webhook ports.
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM notifications WHERE attempts >= 1 AND last_error <> ''`) >= 2
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, e.count(c, `SELECT count(*) FROM notifications WHERE attempts >= 1 AND last_error <> ''`), 2)
 	}, 20*time.Second, 100*time.Millisecond)
 
 	cookieValue := ""

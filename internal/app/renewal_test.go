@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
@@ -180,8 +181,8 @@ func TestAMonthOfRenewalRehearsedWithTheTestClock(t *testing.T) {
 	require.Eventually(t, func() bool { return instance() == "terminated" }, 15*time.Second, 20*time.Millisecond, "ended at the provider")
 	// Every event of the month was handled: the provider's, and the
 	// notices (the invoice issued, the reminders).
-	require.Eventually(t, func() bool {
-		return e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND status <> 'done'`, id) == 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 0, e.count(c, `SELECT count(*) FROM events WHERE order_id = $1 AND status <> 'done'`, id))
 	}, 15*time.Second, 20*time.Millisecond, "every event of the order done")
 	require.Equal(t, 2, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'renewal_reminder'`, id),
 		"issued, and 1 day overdue (the clock jumped over the reminder 3 days before the due day, which is then not sent late)")

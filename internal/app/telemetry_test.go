@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -92,8 +93,9 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 }
 
 // scrape reads /metrics and returns every sample by its series name
-// (`family{label="v",…}` as written).
-func (o *observed) scrape(t *testing.T) map[string]float64 {
+// (`family{label="v",…}` as written); t may be an EventuallyWithT
+// condition's collector.
+func (o *observed) scrape(t testkit.T) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(o.metricsURL + "/metrics")
 	require.NoError(t, err)
@@ -223,9 +225,10 @@ func TestMetricsListenerShowsEveryDocumentedFamily(t *testing.T) {
 	require.Equal(t, 1.0, m[`paymentd_refunds_total{gateway="epay",outcome="succeeded"}`])
 	require.Equal(t, 100.0, m[`paymentd_refunded_cents_total{currency="CNY",gateway="epay"}`])
 	require.Equal(t, 1.0, m[`paymentd_rpc_requests_total{code="ok",procedure="/billing.payment.PaymentService/RefundPayment"}`])
-	require.Eventually(t, func() bool {
-		m := o.scrape(t)
-		return m[`paymentd_leader{role="billing"}`] == 1 && m[`paymentd_leader{role="event_worker"}`] == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		m := o.scrape(c)
+		assert.Equal(c, 1.0, m[`paymentd_leader{role="billing"}`])
+		assert.Equal(c, 1.0, m[`paymentd_leader{role="event_worker"}`])
 	}, 10*time.Second, 50*time.Millisecond, "the only instance leads both roles")
 	require.Equal(t, 1.0, m[`paymentd_queue_stats_up`])
 	require.Contains(t, m, `paymentd_event_queue_depth{status="pending",type="order_paid"}`)
@@ -523,9 +526,9 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 	find := func(msg string, attrs map[string]any) map[string]any {
 		t.Helper()
 		var found map[string]any
-		require.Eventually(t, func() bool {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
 		lines:
-			for _, l := range o.logs.Lines(t) {
+			for _, l := range o.logs.Lines(c) {
 				if l["msg"] != msg {
 					continue
 				}
@@ -535,9 +538,9 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 					}
 				}
 				found = l
-				return true
+				return
 			}
-			return false
+			assert.Fail(c, "not logged yet")
 		}, 15*time.Second, 50*time.Millisecond, "no %q line with %v", msg, attrs)
 		return found
 	}

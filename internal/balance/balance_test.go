@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -108,7 +109,9 @@ func TestConcurrentDebitsNeverOverdrawTheBalance(t *testing.T) {
 			if err == nil {
 				taken++
 			} else {
-				require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+				// assert, not require: FailNow here would end this
+				// goroutine, not the test.
+				assert.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
 				refused++
 			}
 		}()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -183,10 +184,10 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	// Wait until a renewal on the elector's connection is blocked on the
 	// locked row.
 	pid := conn.PgConn().PID()
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var waiting bool
-		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
-		return waiting
+		require.NoError(c, pool.QueryRow(ctx, `SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
+		assert.True(c, waiting, "the renewal waits on the locked row")
 	}, 20*time.Second, 10*time.Millisecond)
 	stopped := make(chan struct{})
 	go func() { m.e.Stop(); close(stopped) }()

@@ -5,21 +5,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
-func nodeByID(t *testing.T, nodes []store.NodeState, id string) store.NodeState {
+// nodeByID finds a node in a listing; t may be an EventuallyWithT
+// condition's collector.
+func nodeByID(t testkit.T, nodes []store.NodeState, id string) store.NodeState {
 	t.Helper()
 	for _, n := range nodes {
 		if n.ID == id {
 			return n
 		}
 	}
-	t.Fatalf("node %s not listed", id)
+	t.Errorf("node %s not listed", id)
+	t.FailNow()
 	return store.NodeState{}
 }
 
@@ -58,9 +63,10 @@ func TestHeartbeatsListNodesAndReportASilentOneLost(t *testing.T) {
 	startedAt := alive.StartedAt
 
 	kill() // no Stop: the row stays, and ages
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		nodes, err := store.ListNodes(ctx, pool, lostAfter)
-		return err == nil && nodeByID(t, nodes, "doomed").Lost
+		require.NoError(c, err)
+		assert.True(c, nodeByID(c, nodes, "doomed").Lost, "doomed is reported lost")
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(watcher.Lost()) == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"doomed"}, watcher.Lost())

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // seedDueServices makes n monthly services of n customers, each active
@@ -50,30 +52,36 @@ func TestABillingLeaderKilledMidRunIssuesAndChargesEachRenewalOnce(t *testing.T)
 	leader, err := b.c.WaitLeader(ctx, "billing", nil)
 	require.NoError(t, err)
 	seedDueServices(t, b, services)
-	count := func(sql string) int {
+	// count runs a count(*) query; t may be an EventuallyWithT
+	// condition's collector.
+	count := func(t testkit.T, sql string) int {
 		var n int
 		require.NoError(t, b.c.Pool.QueryRow(ctx, sql).Scan(&n))
 		return n
 	}
 	// Kill the leader once it has issued part of the run.
-	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM invoices`) >= 100 }, 60*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.GreaterOrEqual(c, count(c, `SELECT count(*) FROM invoices`), 100)
+	}, 60*time.Second, 5*time.Millisecond)
 	killedAt, err := leader.Kill()
 	require.NoError(t, err)
-	atKill := count(`SELECT count(*) FROM invoices`)
+	atKill := count(t, `SELECT count(*) FROM invoices`)
 	t.Logf("billing leader %s killed after issuing %d of %d invoices", leader.Name, atKill, services)
 	require.Less(t, atKill, services, "killed in the middle of the run")
 
 	next, err := b.c.WaitLeader(ctx, "billing", leader)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return count(`SELECT count(*) FROM service_periods WHERE seq = 2`) == services }, 90*time.Second, 50*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, services, count(c, `SELECT count(*) FROM service_periods WHERE seq = 2`))
+	}, 90*time.Second, 50*time.Millisecond)
 	t.Logf("%s took over and finished the run %s after the kill", next.Name, time.Since(killedAt).Round(time.Millisecond))
 
-	require.Equal(t, services, count(`SELECT count(*) FROM invoices`), "one invoice per service")
-	require.Zero(t, count(`SELECT count(*) FROM (SELECT order_id FROM invoices GROUP BY order_id HAVING count(*) > 1) d`), "no order has two")
-	require.Equal(t, services/2, count(`SELECT count(*) FROM payments WHERE method = 'balance' AND status = 'success'`), "each covered renewal paid once")
-	require.Equal(t, services/2, count(`SELECT count(*) FROM invoices WHERE status = 'paid'`))
-	require.Equal(t, services/2, count(`SELECT count(*) FROM balance_transactions WHERE type = 'payment'`), "one ledger row each")
-	require.Equal(t, services/2, count(`SELECT count(*) FROM customers WHERE email LIKE 'renewal%' AND balance = 15.00`))
+	require.Equal(t, services, count(t, `SELECT count(*) FROM invoices`), "one invoice per service")
+	require.Zero(t, count(t, `SELECT count(*) FROM (SELECT order_id FROM invoices GROUP BY order_id HAVING count(*) > 1) d`), "no order has two")
+	require.Equal(t, services/2, count(t, `SELECT count(*) FROM payments WHERE method = 'balance' AND status = 'success'`), "each covered renewal paid once")
+	require.Equal(t, services/2, count(t, `SELECT count(*) FROM invoices WHERE status = 'paid'`))
+	require.Equal(t, services/2, count(t, `SELECT count(*) FROM balance_transactions WHERE type = 'payment'`), "one ledger row each")
+	require.Equal(t, services/2, count(t, `SELECT count(*) FROM customers WHERE email LIKE 'renewal%' AND balance = 15.00`))
 	require.NoError(t, b.c.CheckLeadership("billing"))
 	rep, err := ledger.Verify(ctx, b.c.Pool)
 	require.NoError(t, err)

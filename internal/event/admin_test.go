@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	eventpb "github.com/rustbill/paymentd/gen/billing/event"
@@ -192,11 +193,11 @@ func TestListNodesAndLeadersShowTheCluster(t *testing.T) {
 	waitLeader(t, 5*time.Second, n)
 
 	var nodes []*eventpb.Node
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		res, err := b.client.ListNodes(ctx, as(b.admin(), &eventpb.ListNodesRequest{}))
-		require.NoError(t, err)
+		require.NoError(c, err)
 		nodes = res.Msg.Nodes
-		return len(nodes) == 2
+		assert.Len(c, nodes, 2)
 	}, 5*time.Second, 10*time.Millisecond)
 	byID := map[string]*eventpb.Node{}
 	for _, n := range nodes {

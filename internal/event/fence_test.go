@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/event"
@@ -115,9 +116,10 @@ func TestAHandlerThatOutlivesItsClaimNeverOverlapsTheNextAttemptAndItsOutcomeIsD
 	// The claim (timeout + grace) runs out while the handler still runs:
 	// the event is reclaimed, its first attempt counted.
 	var got store.Event
-	require.Eventually(t, func() bool {
-		got = w.event(t, e.ID)
-		return got.Status == store.EventPending && got.Attempts == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got = w.event(c, e.ID)
+		assert.Equal(c, store.EventPending, got.Status)
+		assert.Equal(c, int32(1), got.Attempts)
 	}, 10*time.Second, 5*time.Millisecond, "the expired claim was not reclaimed")
 	require.Contains(t, got.LastError, "claim of node-a expired during attempt 1")
 	require.Nil(t, got.ClaimToken)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/cluster"
@@ -16,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
@@ -228,19 +230,27 @@ func (w *bundle) order(t testing.TB) uuid.UUID {
 // insert queues one event of typ for an order (its own transaction).
 func (w *bundle) insert(t testing.TB, typ string, orderID uuid.UUID) store.Event {
 	t.Helper()
-	e, err := store.InsertEvent(context.Background(), w.pool, typ, orderID, []byte(`{"order_id":"`+orderID.String()+`"}`))
+	e, err := w.tryInsert(typ, orderID)
 	require.NoError(t, err)
 	return e
 }
 
-func (w *bundle) event(t *testing.T, id uuid.UUID) store.Event {
+// tryInsert is insert for a goroutine of the test's: it returns the error.
+func (w *bundle) tryInsert(typ string, orderID uuid.UUID) (store.Event, error) {
+	return store.InsertEvent(context.Background(), w.pool, typ, orderID, []byte(`{"order_id":"`+orderID.String()+`"}`))
+}
+
+// event reads one event; t may be an EventuallyWithT condition's collector.
+func (w *bundle) event(t testkit.T, id uuid.UUID) store.Event {
 	t.Helper()
 	e, err := store.GetEvent(context.Background(), w.pool, id)
 	require.NoError(t, err)
 	return e
 }
 
-func (w *bundle) countStatus(t *testing.T, status string) int {
+// countStatus counts the events in status; t may be an EventuallyWithT
+// condition's collector.
+func (w *bundle) countStatus(t testkit.T, status string) int {
 	t.Helper()
 	var n int
 	require.NoError(t, w.pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE status = $1`, status).Scan(&n))
@@ -250,9 +260,9 @@ func (w *bundle) countStatus(t *testing.T, status string) int {
 func (w *bundle) waitStatus(t *testing.T, id uuid.UUID, status string, within time.Duration) store.Event {
 	t.Helper()
 	var e store.Event
-	require.Eventually(t, func() bool {
-		e = w.event(t, id)
-		return e.Status == status
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e = w.event(c, id)
+		assert.Equal(c, status, e.Status, "event %s", id)
 	}, within, 5*time.Millisecond, "event %s did not become %s", id, status)
 	return e
 }

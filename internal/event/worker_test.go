@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -37,11 +38,16 @@ func TestThreeWorkersHandleEveryEventExactlyOnceAndOrdersInSequence(t *testing.T
 	types := []string{"order_paid", "order_provisioned", "order_cancelled"}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	errs := make(chan error, orders)
 	for range orders {
 		id := w.order(t)
 		wg.Go(func() {
 			for i := range perOrder {
-				e := w.insert(t, types[i], id)
+				e, err := w.tryInsert(types[i], id)
+				if err != nil {
+					errs <- err
+					return
+				}
 				mu.Lock()
 				want[id] = append(want[id], e.ID)
 				all = append(all, e.ID)
@@ -50,8 +56,14 @@ func TestThreeWorkersHandleEveryEventExactlyOnceAndOrdersInSequence(t *testing.T
 		})
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 
-	require.Eventually(t, func() bool { return w.countStatus(t, store.EventDone) == orders*perOrder }, 30*time.Second, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, orders*perOrder, w.countStatus(c, store.EventDone))
+	}, 30*time.Second, 20*time.Millisecond)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, id := range all {
@@ -81,7 +93,9 @@ func TestEventsOfOneOrderNeverOverlapWhileDifferentOrdersDo(t *testing.T) {
 			w.insert(t, "order_paid", id)
 		}
 	}
-	require.Eventually(t, func() bool { return w.countStatus(t, store.EventDone) == orders*perOrder }, 30*time.Second, 20*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, orders*perOrder, w.countStatus(c, store.EventDone))
+	}, 30*time.Second, 20*time.Millisecond)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	require.Zero(t, rec.overlaps)
@@ -310,7 +324,9 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	leader := waitLeader(t, 5*time.Second, nodes...)
 	order := w.order(t)
 	e := w.insert(t, "order_paid", order)
-	require.Eventually(t, func() bool { return w.event(t, e.ID).Status == store.EventProcessing }, 5*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, store.EventProcessing, w.event(c, e.ID).Status)
+	}, 5*time.Second, 5*time.Millisecond)
 
 	// The hand-over is measured on the database clock, from just before
 	// the kill to the successor's election: the harness's polling is not

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/cluster"
@@ -29,6 +30,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 const webhookSecret = "whsec-0123456789abcdef"
@@ -250,7 +252,8 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 	}))
 }
 
-func (r *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
+// getOrder reads an order; t may be an EventuallyWithT condition's collector.
+func (r *bundle) getOrder(t testkit.T, id uuid.UUID) store.Order {
 	t.Helper()
 	o, err := store.GetOrder(context.Background(), r.pool, id)
 	require.NoError(t, err)
@@ -260,14 +263,16 @@ func (r *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
 func (r *bundle) waitOrder(t *testing.T, id uuid.UUID, status string) store.Order {
 	t.Helper()
 	var o store.Order
-	require.Eventually(t, func() bool {
-		o = r.getOrder(t, id)
-		return o.Status == status
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		o = r.getOrder(c, id)
+		assert.Equal(c, status, o.Status, "order %s", id)
 	}, 20*time.Second, 10*time.Millisecond, "order %s did not become %s", id, status)
 	return o
 }
 
-func (r *bundle) events(t *testing.T, id uuid.UUID) []store.Event {
+// events lists an order's events; t may be an EventuallyWithT condition's
+// collector.
+func (r *bundle) events(t testkit.T, id uuid.UUID) []store.Event {
 	t.Helper()
 	es, err := store.ListOrderEvents(context.Background(), r.pool, id)
 	require.NoError(t, err)
@@ -278,22 +283,19 @@ func (r *bundle) events(t *testing.T, id uuid.UUID) []store.Event {
 func (r *bundle) waitEventsDone(t *testing.T, id uuid.UUID, n int) []store.Event {
 	t.Helper()
 	var es []store.Event
-	require.Eventually(t, func() bool {
-		es = r.events(t, id)
-		if len(es) != n {
-			return false
-		}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		es = r.events(c, id)
+		require.Len(c, es, n, "events of order %s", id)
 		for _, e := range es {
-			if e.Status != store.EventDone {
-				return false
-			}
+			assert.Equal(c, store.EventDone, e.Status, "event %s (%s)", e.ID, e.EventType)
 		}
-		return true
 	}, 20*time.Second, 10*time.Millisecond)
 	return es
 }
 
-func (r *bundle) notifications(t *testing.T, eventID uuid.UUID) []store.Notification {
+// notifications lists an event's notifications; t may be an
+// EventuallyWithT condition's collector.
+func (r *bundle) notifications(t testkit.T, eventID uuid.UUID) []store.Notification {
 	t.Helper()
 	rows, _, err := store.ListNotifications(context.Background(), r.pool, store.NotificationFilter{EventID: &eventID}, store.Page{Limit: 100})
 	require.NoError(t, err)
@@ -303,17 +305,12 @@ func (r *bundle) notifications(t *testing.T, eventID uuid.UUID) []store.Notifica
 func (r *bundle) waitNotificationsSent(t *testing.T, eventID uuid.UUID, n int) []store.Notification {
 	t.Helper()
 	var rows []store.Notification
-	require.Eventually(t, func() bool {
-		rows = r.notifications(t, eventID)
-		if len(rows) != n {
-			return false
-		}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rows = r.notifications(c, eventID)
+		require.Len(c, rows, n, "notifications of event %s", eventID)
 		for _, row := range rows {
-			if row.Status != store.NotificationSent {
-				return false
-			}
+			assert.Equal(c, store.NotificationSent, row.Status, "notification %s", row.ID)
 		}
-		return true
 	}, 20*time.Second, 10*time.Millisecond)
 	return rows
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -530,8 +531,11 @@ func TestGetCachesAnInterfaceBrieflyAndForgetsItOnAChange(t *testing.T) {
 	_, err := b.pool.Exec(ctx, `UPDATE gateway_interfaces SET display_name = 'renamed elsewhere' WHERE id = $1`, id)
 	require.NoError(t, err)
 	require.Equal(t, name, get().DisplayName, "read less than a second ago: from memory")
-	require.Eventually(t, func() bool { return get().DisplayName == "renamed elsewhere" }, 3*time.Second, 50*time.Millisecond,
-		"another instance's change is seen within the TTL")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		g, err := b.reg.Get(ctx, id)
+		require.NoError(c, err)
+		assert.Equal(c, "renamed elsewhere", g.DisplayName)
+	}, 3*time.Second, 50*time.Millisecond, "another instance's change is seen within the TTL")
 
 	require.False(t, get().Enabled)
 	_, err = b.svc.SetInterfaceEnabled(b.asAdmin, id, true)

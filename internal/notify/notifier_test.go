@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
@@ -82,7 +84,9 @@ func (b *bundle) enqueue(t *testing.T, n *notify.Notifier, eventID uuid.UUID, em
 	return count
 }
 
-func (b *bundle) notifications(t *testing.T, eventID uuid.UUID) []store.Notification {
+// notifications lists an event's notifications; t may be an
+// EventuallyWithT condition's collector.
+func (b *bundle) notifications(t testkit.T, eventID uuid.UUID) []store.Notification {
 	t.Helper()
 	rows, _, err := store.ListNotifications(context.Background(), b.pool, store.NotificationFilter{EventID: &eventID}, store.Page{Limit: 100})
 	require.NoError(t, err)
@@ -92,17 +96,12 @@ func (b *bundle) notifications(t *testing.T, eventID uuid.UUID) []store.Notifica
 func (b *bundle) waitAll(t *testing.T, eventID uuid.UUID, status string, n int) []store.Notification {
 	t.Helper()
 	var rows []store.Notification
-	require.Eventually(t, func() bool {
-		rows = b.notifications(t, eventID)
-		if len(rows) != n {
-			return false
-		}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rows = b.notifications(c, eventID)
+		require.Len(c, rows, n, "notifications of event %s", eventID)
 		for _, r := range rows {
-			if r.Status != status {
-				return false
-			}
+			assert.Equal(c, status, r.Status, "notification %s", r.ID)
 		}
-		return true
 	}, 10*time.Second, 10*time.Millisecond)
 	return rows
 }

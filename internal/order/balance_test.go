@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -464,9 +465,9 @@ func TestBalancePaymentWaitingForTheOrderDoesNotDeadlockAnOrderLockHolder(t *tes
 	done := make(chan error, 1)
 	go func() { _, err := b.svc.PayWithBalance(b.asAlice, o.ID); done <- err }()
 	// Wait until the payment holds the customer and waits for the order.
-	require.Eventually(t, func() bool {
-		return b.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-			AND wait_event_type = 'Lock' AND query LIKE '%FROM orders%FOR UPDATE%'`) == 1
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 1, b.count(c, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND query LIKE '%FROM orders%FOR UPDATE%'`))
 	}, 10*time.Second, 10*time.Millisecond)
 
 	now := time.Now()

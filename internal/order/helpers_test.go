@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 var currencies = []string{"CNY", "USD"}
@@ -83,7 +84,9 @@ func (b *bundle) exec(t *testing.T, sql string, args ...any) {
 	require.NoError(t, err)
 }
 
-func (b *bundle) count(t *testing.T, sql string, args ...any) int {
+// count runs a count(*) query; t may be an EventuallyWithT condition's
+// collector.
+func (b *bundle) count(t testkit.T, sql string, args ...any) int {
 	t.Helper()
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), sql, args...).Scan(&n))

@@ -170,15 +170,20 @@ func TestConcurrentCreatePaymentsMakeOnePayment(t *testing.T) {
 	orderID := f.order(t, "50.00")
 	const n = 10
 	ids := make([]uuid.UUID, n)
+	errs := make([]error, n) // required here: FailNow in a goroutine would end it, not the test
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			p, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
-			require.NoError(t, err)
-			ids[i] = p.ID
+			if errs[i] = err; err == nil {
+				ids[i] = p.ID
+			}
 		})
 	}
 	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "call %d", i)
+	}
 	for _, id := range ids {
 		require.Equal(t, ids[0], id)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -139,17 +140,23 @@ func TestReconcilerClaimsAPaymentOnceAndBacksOff(t *testing.T) {
 	for {
 		var wg sync.WaitGroup
 		claimed := 0
-		for _, r := range rs {
+		errs := make([]error, len(rs)) // required here: FailNow in a goroutine would end it, not the test
+		for i, r := range rs {
 			wg.Go(func() {
 				round, err := r.RunOnce(context.Background())
-				require.NoError(t, err)
-				require.LessOrEqual(t, round.Claimed, reconcile.DefaultBatchSize)
+				if errs[i] = err; err != nil {
+					return
+				}
+				assert.LessOrEqual(t, round.Claimed, reconcile.DefaultBatchSize)
 				mu.Lock()
 				claimed += round.Claimed
 				mu.Unlock()
 			})
 		}
 		wg.Wait()
+		for i, err := range errs {
+			require.NoError(t, err, "reconciler %d", i)
+		}
 		total += claimed
 		if claimed == 0 {
 			break

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"testing"
 )
 
 // Logs collects log output written from many goroutines (the service's
@@ -52,8 +51,8 @@ func (l *Logs) Count(level slog.Level, msg string) int {
 }
 
 // Lines decodes every JSON line written so far; a line that is not JSON
-// fails the test.
-func (l *Logs) Lines(t testing.TB) []map[string]any {
+// fails the check (t may be an EventuallyWithT condition's collector).
+func (l *Logs) Lines(t T) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for line := range strings.Lines(l.String()) {
@@ -62,7 +61,8 @@ func (l *Logs) Lines(t testing.TB) []map[string]any {
 		}
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line is not JSON: %v: %q", err, line)
+			t.Errorf("log line is not JSON: %v: %q", err, line)
+			t.FailNow()
 		}
 		out = append(out, m)
 	}

@@ -54,17 +54,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rate := fs.Float64("rate", 50, "epay callbacks per second, during the baseline and the pass")
 	baseline := fs.Int("baseline", 20, "seconds of callbacks alone, before the pass")
 	maxPass := fs.Duration("max-pass", 30*time.Minute, "the longest pass the seeded payments give callbacks for")
-	dbURL := fs.String("db", harness.FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"),
-		"a PostgreSQL URL whose server gets a fresh database for the run")
+	dbURL := harness.DatabaseFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_billing_bench_")
-	if err != nil {
-		return err
-	}
-	defer drop()
-
 	fakes, err := harness.StartFakes()
 	if err != nil {
 		return err
@@ -74,14 +67,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.DB.URL = fresh
-	cfg.JWT.Secret = "billing-bench-secret-billing-bench-secret"
-	cfg.Bootstrap.AdminPassword = "billing-bench-admin-password"
 	cfg.RateLimit.Enabled = false
 	// The service's own billing leader runs once at its start, before
 	// anything is due; the pass measured is this tool's.
 	cfg.Billing.RunInterval = 24 * time.Hour
-	svc, err := harness.StartInProcess(ctx, cfg, slog.New(slog.DiscardHandler))
+	svc, err := harness.StartFresh(ctx, cfg, harness.FreshOptions{Tool: "billing-bench", DB: *dbURL})
 	if err != nil {
 		return err
 	}
@@ -94,7 +84,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	began := time.Now()
-	world, err := harness.SeedWorld(ctx, pool, fakes.EpayURL, fakes.ProviderURL, cfg.JWT.Secret, 1000)
+	world, err := harness.SeedWorld(ctx, pool, fakes.EpayURL, fakes.ProviderURL, svc.Config.JWT.Secret, 1000)
 	if err != nil {
 		return err
 	}

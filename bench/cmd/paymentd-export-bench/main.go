@@ -24,7 +24,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -40,8 +39,6 @@ import (
 )
 
 func main() { harness.Main("paymentd-export-bench", run) }
-
-const adminPassword = "export-bench-admin-password"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-export-bench", flag.ContinueOnError)
@@ -59,26 +56,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--rows must be at least 1")
 	}
 
-	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_export_bench_")
-	if err != nil {
-		return err
-	}
-	if !*keep {
-		defer drop()
-	} else {
-		fmt.Fprintf(out, "database kept: %s\n", redact(fresh))
-	}
-
 	cfg := config.Default()
-	cfg.DB.URL = fresh
-	cfg.JWT.Secret = "export-bench-secret-export-bench-secret"
-	cfg.Bootstrap.AdminPassword = adminPassword
 	cfg.RateLimit.Enabled = false
-	svc, err := harness.StartInProcess(ctx, cfg, slog.New(slog.DiscardHandler))
+	svc, err := harness.StartFresh(ctx, cfg, harness.FreshOptions{Tool: "export-bench", DB: *dbURL, Keep: *keep})
 	if err != nil {
 		return err
 	}
 	defer svc.Close()
+	if *keep {
+		fmt.Fprintf(out, "database kept: %s\n", redact(svc.Config.DB.URL))
+	}
 	a, base := svc.App, svc.BaseURL
 
 	start := time.Now()
@@ -88,7 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "seeded %d payments in %s (INSERT … SELECT generate_series, then ANALYZE)\n", *rows, time.Since(start).Round(time.Millisecond))
 
-	cookie, err := harness.AdminCookie(ctx, base, adminPassword)
+	cookie, err := harness.AdminCookie(ctx, base, svc.Config.Bootstrap.AdminPassword)
 	if err != nil {
 		return err
 	}

@@ -40,36 +40,24 @@ import (
 
 func main() { harness.Main("paymentd-export-slowreaders", run) }
 
-const adminPassword = "export-slowreaders-admin-password"
-
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-export-slowreaders", flag.ContinueOnError)
 	rows := fs.Int("rows", 150_000, "payments to seed")
 	readers := fs.Int("readers", 20, "slow readers of the export, each on its own connection")
 	seconds := fs.Int("seconds", 30, "how long the readers read, one byte a second")
-	dbURL := fs.String("db", harness.FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"),
-		"a PostgreSQL URL whose server gets a fresh database for the run")
+	dbURL := harness.DatabaseFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_export_slowreaders_")
-	if err != nil {
-		return err
-	}
-	defer drop()
-
 	// The defaults, and what PAYMENTD_… variables set (e.g.
 	// PAYMENTD_EXPORT__MAX_CONCURRENT=20 to see the pages alone at work).
 	cfg, err := config.Load("", os.Environ())
 	if err != nil {
 		return err
 	}
-	cfg.DB.URL = fresh
-	cfg.JWT.Secret = "export-slowreaders-secret-export-slowreaders"
-	cfg.Bootstrap.AdminPassword = adminPassword
 	cfg.RateLimit.Enabled = false
 	exportLog := &exportLines{began: time.Now(), first: map[string]time.Duration{}, n: map[string]int{}}
-	svc, err := harness.StartInProcess(ctx, cfg, slog.New(exportLog))
+	svc, err := harness.StartFresh(ctx, cfg, harness.FreshOptions{Tool: "export-slowreaders", DB: *dbURL, Log: slog.New(exportLog)})
 	if err != nil {
 		return err
 	}
@@ -82,7 +70,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("seed: %w", err)
 	}
 	fmt.Fprintf(out, "seeded %d payments in %s\n", *rows, time.Since(began).Round(time.Millisecond))
-	cookie, err := harness.AdminCookie(ctx, base, adminPassword)
+	cookie, err := harness.AdminCookie(ctx, base, svc.Config.Bootstrap.AdminPassword)
 	if err != nil {
 		return err
 	}

@@ -41,10 +41,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,8 +75,7 @@ var scenarios = map[string]scenario{
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-loginflood-probe", flag.ContinueOnError)
-	dbURL := fs.String("db", harness.FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"),
-		"a PostgreSQL URL whose server gets a fresh database for the run")
+	dbURL := harness.DatabaseFlag(fs)
 	window := fs.Duration("window", 20*time.Second, "how long each attack runs and the other clients are measured")
 	only := fs.String("only", "2x32,16x4", "the scenarios to run, comma-separated")
 	rate := fs.Float64("rate", 4.8, "wrong logins per second from each attacking address (the limit is 5)")
@@ -92,17 +89,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--rate must be positive")
 	}
 
-	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_loginflood_probe_")
-	if err != nil {
-		return err
-	}
-	defer drop()
 	cfg := config.Default()
-	cfg.DB.URL = fresh
-	cfg.JWT.Secret = "loginflood-probe-secret-loginflood-probe"
-	cfg.Bootstrap.AdminPassword = "loginflood-probe-admin-password"
 	cfg.Server.ShutdownTimeout = 2 * time.Second
-	svc, err := harness.StartInProcess(ctx, cfg, slog.New(slog.DiscardHandler))
+	svc, err := harness.StartFresh(ctx, cfg, harness.FreshOptions{Tool: "loginflood-probe", DB: *dbURL})
 	if err != nil {
 		return err
 	}

@@ -35,10 +35,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -57,8 +55,7 @@ func main() { harness.Main("paymentd-slowbody-probe", run) }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("paymentd-slowbody-probe", flag.ContinueOnError)
-	dbURL := fs.String("db", harness.FirstSet(os.Getenv("PAYMENTD_BENCH_DATABASE_URL"), os.Getenv("PAYMENTD_TEST_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres"),
-		"a PostgreSQL URL whose server gets a fresh database for the run")
+	dbURL := harness.DatabaseFlag(fs)
 	window := fs.Duration("window", 9*time.Second, "how long the other clients are measured during each attack (under the read timeout, 10 s)")
 	only := fs.String("only", "a-h1,a-h2,b", "the attacks to run, comma-separated")
 	if err := fs.Parse(args); err != nil {
@@ -68,18 +65,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("--window must be between 0 and 10s")
 	}
 
-	fresh, drop, err := harness.FreshDatabase(ctx, *dbURL, "paymentd_slowbody_probe_")
-	if err != nil {
-		return err
-	}
-	defer drop()
 	cfg := config.Default()
-	cfg.DB.URL = fresh
-	cfg.JWT.Secret = "slowbody-probe-secret-slowbody-probe-secret"
-	cfg.Bootstrap.AdminPassword = "slowbody-probe-admin-password"
 	cfg.RateLimit.Enabled = false
 	cfg.Server.ShutdownTimeout = 2 * time.Second
-	svc, err := harness.StartInProcess(ctx, cfg, slog.New(slog.DiscardHandler))
+	svc, err := harness.StartFresh(ctx, cfg, harness.FreshOptions{Tool: "slowbody-probe", DB: *dbURL})
 	if err != nil {
 		return err
 	}
