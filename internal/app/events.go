@@ -129,11 +129,11 @@ func (a *App) buildEvents(b *background, pay *payment.Service) error {
 // long round (retention over a backlog takes minutes) never holds up the
 // queue, and each starts and stops on its own.
 func (a *App) buildHousekeeping(b *background) error {
-	leads, tracer := b.eventLead.IsLeader, a.backgroundTracer()
-	b.trends = payment.NewTrendFolder(a.pool, payment.TrendFoldOptions{Active: leads, Logger: a.log, Tracer: tracer})
-	b.keys = idempotency.NewSweeper(a.pool, idempotency.SweepOptions{Clock: a.opts.clock, Active: leads, Logger: a.log, Tracer: tracer})
+	job := startstop.Job{Active: b.eventLead.IsLeader, Logger: a.log, Tracer: a.backgroundTracer()}
+	b.trends = payment.NewTrendFolder(a.pool, payment.TrendFoldOptions{Job: job})
+	b.keys = idempotency.NewSweeper(a.pool, idempotency.SweepOptions{Clock: a.opts.clock, Job: job})
 	ropts := a.cfg.Retention.Options()
-	ropts.Clock, ropts.Active, ropts.Logger, ropts.Tracer = a.opts.clock, leads, a.log, tracer
+	ropts.Clock, ropts.Job = a.opts.clock, job
 	var err error
 	b.retention, err = retention.New(a.pool, ropts)
 	return err

@@ -1,8 +1,8 @@
 package idempotency
 
 import (
+	"cmp"
 	"context"
-	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -10,7 +10,6 @@ import (
 
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
-	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // Defaults of SweepOptions: expired keys are ignored at once (the
@@ -33,66 +32,32 @@ type SweepOptions struct {
 	// Clock is what "expired" is measured from (default time.Now): the
 	// interceptor's clock.
 	Clock func() time.Time
-	// Active, when set, is asked before every sweep, which runs only when
-	// it answers true (internal/app: the event_worker elector's IsLeader,
-	// so one instance sweeps). Two sweeps at once only delete the same
+	// Job: Active is the event_worker elector's IsLeader in internal/app,
+	// so one instance sweeps; two sweeps at once only delete the same
 	// expired rows.
-	Active func() bool
-	Logger *slog.Logger
-	// Tracer, when set, gives each sweep a span.
-	Tracer trace.Tracer
-	// Rounds, set by tests only, counts the ticks: each look at Active and
-	// the sweep it then runs, if any (internal/testsignal).
-	Rounds *testsignal.Signal
+	startstop.Job
 }
 
 // Sweeper is the background service that deletes the expired keys.
 type Sweeper struct {
-	db       store.DB
-	opts     SweepOptions
-	log      *slog.Logger
-	periodic *startstop.Periodic
+	*startstop.Periodic
+	db   store.DB
+	opts SweepOptions
 }
 
 // NewSweeper returns a stopped Sweeper over db.
 func NewSweeper(db store.DB, o SweepOptions) *Sweeper {
-	if o.Interval <= 0 {
-		o.Interval = DefaultSweepInterval
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultSweepBatchSize
-	}
+	o.Interval = cmp.Or(max(o.Interval, 0), DefaultSweepInterval)
+	o.BatchSize = cmp.Or(max(o.BatchSize, 0), DefaultSweepBatchSize)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	s := &Sweeper{db: db, opts: o, log: log.With("service", "idempotency_sweep")}
-	s.periodic = startstop.NewPeriodic(startstop.PeriodicOptions{
-		Name: "idempotency key sweep", Span: "idempotency.sweep", Interval: o.Interval,
-		Active: o.Active, Round: s.round, Logger: s.log, Tracer: o.Tracer, Rounds: o.Rounds,
+	s := &Sweeper{db: db, opts: o}
+	s.Periodic = startstop.NewPeriodic(startstop.PeriodicOptions{
+		Job: o.Job, Name: "idempotency key sweep", Service: "idempotency_sweep", Span: "idempotency.sweep", Interval: o.Interval,
+		Round: s.round, StartAttrs: []any{"batch_size", o.BatchSize},
 	})
 	return s
-}
-
-// Start sweeps at once and then every Interval while Active, until ctx
-// ends or Stop is called.
-func (s *Sweeper) Start(ctx context.Context) error {
-	if err := s.periodic.Start(ctx); err != nil {
-		return err
-	}
-	s.log.Info("idempotency key sweep started", "interval", s.opts.Interval.String(), "batch_size", s.opts.BatchSize)
-	return nil
-}
-
-// Stop ends the sweeps; a statement in progress is cancelled and rolls
-// back whole.
-func (s *Sweeper) Stop() {
-	if s.periodic.Stop() {
-		s.log.Info("idempotency key sweep stopped")
-	}
 }
 
 // RunOnce deletes every key expired by now, BatchSize per statement, and

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/idempotency"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testsignal"
@@ -41,8 +42,8 @@ func TestTheSweeperDeletesExpiredKeysOnlyWhileActive(t *testing.T) {
 	var leads atomic.Bool
 	rounds := testsignal.New()
 	s := idempotency.NewSweeper(pool, idempotency.SweepOptions{
-		Interval: time.Millisecond, BatchSize: 2, Clock: func() time.Time { return now }, Active: leads.Load,
-		Rounds: rounds, Logger: slog.New(slog.DiscardHandler),
+		Interval: time.Millisecond, BatchSize: 2, Clock: func() time.Time { return now },
+		Job: startstop.Job{Active: leads.Load, Rounds: rounds, Logger: slog.New(slog.DiscardHandler)},
 	})
 	require.NoError(t, s.Start(t.Context()))
 	t.Cleanup(s.Stop)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
 	"github.com/rustbill/paymentd/internal/testsignal"
@@ -29,7 +30,7 @@ func TestTheTrendFolderFoldsOnlyWhileActive(t *testing.T) {
 	var leads atomic.Bool
 	rounds := testsignal.New()
 	f := payment.NewTrendFolder(pool, payment.TrendFoldOptions{
-		Interval: time.Millisecond, Active: leads.Load, Rounds: rounds, Logger: slog.New(slog.DiscardHandler),
+		Interval: time.Millisecond, Job: startstop.Job{Active: leads.Load, Rounds: rounds, Logger: slog.New(slog.DiscardHandler)},
 	})
 	require.NoError(t, f.Start(t.Context()))
 	t.Cleanup(f.Stop)

@@ -13,7 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
-	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // Defaults of Options, and the floor of AuditMonths.
@@ -58,16 +57,8 @@ type Options struct {
 	BatchSize int
 	// Clock is what "old" is measured from (default time.Now).
 	Clock func() time.Time
-	// Active, when set, is asked before every round, which runs only when
-	// it answers true (internal/app: the event_worker elector's IsLeader).
-	Active func() bool
-	Logger *slog.Logger
-	// Tracer, when set, gives each round a span.
-	Tracer trace.Tracer
-	// Rounds, set by tests only, counts the ticks: each look at Active and
-	// the round it then runs, if any (internal/testsignal). Nil in the
-	// service.
-	Rounds *testsignal.Signal
+	// Job: Active is the event_worker elector's IsLeader in internal/app.
+	startstop.Job
 }
 
 // DefaultOptions are the options with every default.
@@ -99,10 +90,10 @@ func (o *Options) defaults() error {
 
 // Purger is the background service that applies the retention.
 type Purger struct {
-	db       store.DB
-	opts     Options
-	log      *slog.Logger
-	periodic *startstop.Periodic
+	*startstop.Periodic
+	db   store.DB
+	opts Options
+	log  *slog.Logger
 }
 
 // Report is what one round did.
@@ -130,31 +121,12 @@ func New(db store.DB, o Options) (*Purger, error) {
 		return nil, err
 	}
 	p := &Purger{db: db, opts: o, log: o.Logger.With("service", "retention")}
-	p.periodic = startstop.NewPeriodic(startstop.PeriodicOptions{
-		Name: "retention", Span: "retention.round", Interval: o.Interval,
-		Active: o.Active, Round: p.round, Logger: p.log, Tracer: o.Tracer, Rounds: o.Rounds,
+	p.Periodic = startstop.NewPeriodic(startstop.PeriodicOptions{
+		Job: o.Job, Name: "retention", Service: "retention", Span: "retention.round", Interval: o.Interval,
+		Round: p.round, StartAttrs: []any{"event_days", o.EventDays, "notification_days", o.NotificationDays,
+			"audit_months", o.AuditMonths, "batch_size", o.BatchSize},
 	})
 	return p, nil
-}
-
-// Start runs a round at once and then every Interval while Active, until
-// ctx ends or Stop is called.
-func (p *Purger) Start(ctx context.Context) error {
-	if err := p.periodic.Start(ctx); err != nil {
-		return err
-	}
-	p.log.Info("retention started", "interval", p.opts.Interval.String(), "event_days", p.opts.EventDays,
-		"notification_days", p.opts.NotificationDays, "audit_months", p.opts.AuditMonths, "batch_size", p.opts.BatchSize)
-	return nil
-}
-
-// Stop ends the background rounds; a round in progress is cancelled
-// between (or in) its statements, each of which commits or rolls back
-// whole.
-func (p *Purger) Stop() {
-	if p.periodic.Stop() {
-		p.log.Info("retention stopped")
-	}
 }
 
 // round is one background round, what it did on the round's span.

@@ -15,6 +15,7 @@ import (
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/retention"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -139,7 +140,7 @@ func setup(t *testing.T) *bundle {
 // purger is a Purger over b's database with the default retention.
 func (b *bundle) purger(t *testing.T, edit func(*retention.Options)) *retention.Purger {
 	t.Helper()
-	o := retention.Options{Clock: func() time.Time { return b.now }, Logger: slog.New(slog.DiscardHandler)}
+	o := retention.Options{Clock: func() time.Time { return b.now }, Job: startstop.Job{Logger: slog.New(slog.DiscardHandler)}}
 	if edit != nil {
 		edit(&o)
 	}

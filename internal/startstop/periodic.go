@@ -1,6 +1,7 @@
 package startstop
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -12,26 +13,16 @@ import (
 	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
-// PeriodicOptions configure a Periodic. Name, Interval and Round are
-// required.
-type PeriodicOptions struct {
-	// Name is the job in the log lines: "<Name> round failed" (once, until
-	// a round succeeds: "<Name> works again") and "<Name> activity
-	// changed".
-	Name string
-	// Span names each round's span when Tracer is set (default: Name).
-	Span string
-	// Interval is the time from the end of one look at Active to the next.
-	Interval time.Duration
+// Job is what the options of every periodic job share: its owner's
+// options embed it, and hand it on to the Periodic.
+type Job struct {
 	// Active, when set, is asked before every round, which runs only when
 	// it answers true (a leader role's IsLeader: one instance does the
 	// job). A round that began goes on if the answer changes meanwhile, so
 	// a job must be safe to run twice at once.
 	Active func() bool
-	// Round is one run of the job; its error is logged once until a round
-	// succeeds again.
-	Round  func(ctx context.Context) error
 	Logger *slog.Logger
+	// Tracer, when set, gives each round a span.
 	Tracer trace.Tracer
 	// Rounds, set by tests only, counts the ticks: each look at Active and
 	// the round it then runs, if any (internal/testsignal). Nil in the
@@ -39,10 +30,33 @@ type PeriodicOptions struct {
 	Rounds *testsignal.Signal
 }
 
+// PeriodicOptions configure a Periodic. Name, Interval and Round are
+// required.
+type PeriodicOptions struct {
+	Job
+	// Name is the job in the log lines: "<Name> started" (with the
+	// interval and StartAttrs), "<Name> stopped", "<Name> round failed"
+	// (once, until a round succeeds: "<Name> works again") and "<Name>
+	// activity changed".
+	Name string
+	// Service, when set, is the "service" attribute of every line.
+	Service string
+	// Span names each round's span when Tracer is set (default: Name).
+	Span string
+	// Interval is the time from the end of one look at Active to the next.
+	Interval time.Duration
+	// Round is one run of the job; its error is logged once until a round
+	// succeeds again.
+	Round func(ctx context.Context) error
+	// StartAttrs are the job's settings on its "started" line.
+	StartAttrs []any
+}
+
 // Periodic is the shape of a leader's housekeeping (the payment trends
 // fold, the idempotency key sweep, retention): a Loop that runs a round at
 // once and then every Interval, each only while Active says so. The owner
-// makes one in its constructor and its Start and Stop are the Periodic's.
+// makes one in its constructor and embeds it: its Start and Stop are the
+// Periodic's.
 //
 //	stopped ──Start──▶ running ──Stop──▶ stopped
 //	                     │ at start, then every Interval:
@@ -64,9 +78,9 @@ func NewPeriodic(o PeriodicOptions) *Periodic {
 	if o.Span == "" {
 		o.Span = o.Name
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+	log := cmp.Or(o.Logger, slog.Default())
+	if o.Service != "" {
+		log = log.With("service", o.Service)
 	}
 	return &Periodic{opts: o, log: log}
 }
@@ -74,12 +88,21 @@ func NewPeriodic(o PeriodicOptions) *Periodic {
 // Start runs the rounds in the background until ctx ends or Stop is
 // called; ErrStarted while they run.
 func (p *Periodic) Start(ctx context.Context) error {
-	return p.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { p.run(ctx) })
+	if err := p.loop.Start(ctx, func(ctx context.Context, _ <-chan struct{}) { p.run(ctx) }); err != nil {
+		return err
+	}
+	p.log.Info(p.opts.Name+" started", append([]any{"interval", p.opts.Interval.String()}, p.opts.StartAttrs...)...)
+	return nil
 }
 
 // Stop cancels the round in progress (the job commits or rolls back whole
-// statements) and waits for it. It reports whether the rounds were running.
-func (p *Periodic) Stop() bool { return p.loop.Stop() }
+// statements) and waits for it; a Periodic that was not running stays
+// silent.
+func (p *Periodic) Stop() {
+	if p.loop.Stop() {
+		p.log.Info(p.opts.Name + " stopped")
+	}
+}
 
 // health is what the loop remembers between ticks, to log changes once.
 type health struct{ active, failing bool }

@@ -23,10 +23,11 @@ func TestPeriodicRunsOnlyWhileActive(t *testing.T) {
 	var active atomic.Bool
 	var runs atomic.Int32
 	rounds := testsignal.New()
+	var logs bytes.Buffer
 	p := startstop.NewPeriodic(startstop.PeriodicOptions{
-		Name: "job", Interval: time.Millisecond, Active: active.Load, Rounds: rounds,
-		Logger: slog.New(slog.DiscardHandler),
-		Round:  func(context.Context) error { runs.Add(1); return nil },
+		Job:  startstop.Job{Active: active.Load, Rounds: rounds, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		Name: "job", Interval: time.Millisecond, StartAttrs: []any{"batch_size", 7},
+		Round: func(context.Context) error { runs.Add(1); return nil },
 	})
 	require.NoError(t, p.Start(t.Context()))
 	require.ErrorIs(t, p.Start(t.Context()), startstop.ErrStarted)
@@ -44,9 +45,11 @@ func TestPeriodicRunsOnlyWhileActive(t *testing.T) {
 	rounds.WaitNext(t, 3, "three more rounds while inactive")
 	require.Equal(t, ran, runs.Load(), "no round ran once inactive again")
 
-	require.True(t, p.Stop())
+	p.Stop()
 	require.Equal(t, testsignal.Mark(rounds.Count()), rounds.Mark(), "Stop waited for the round under way")
-	require.False(t, p.Stop(), "a second Stop does nothing")
+	p.Stop()
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="job started" interval=1ms batch_size=7`), logs.String())
+	require.Equal(t, 1, strings.Count(logs.String(), `msg="job stopped"`), "a second Stop does nothing: %s", logs.String())
 }
 
 // A failing job is logged once, not every round, and its recovery once.
@@ -56,8 +59,8 @@ func TestPeriodicLogsAFailureOnceAndItsRecovery(t *testing.T) {
 	var runs atomic.Int32
 	rounds := testsignal.New()
 	p := startstop.NewPeriodic(startstop.PeriodicOptions{
-		Name: "job", Interval: time.Millisecond, Rounds: rounds,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Job:  startstop.Job{Rounds: rounds, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		Name: "job", Interval: time.Millisecond,
 		Round: func(context.Context) error {
 			if runs.Add(1) <= 3 {
 				return errors.New("database down")
@@ -76,16 +79,19 @@ func TestPeriodicLogsAFailureOnceAndItsRecovery(t *testing.T) {
 func TestPeriodicEndsWithItsContextAndRestarts(t *testing.T) {
 	t.Parallel()
 	rounds := testsignal.New()
+	var logs bytes.Buffer
 	p := startstop.NewPeriodic(startstop.PeriodicOptions{
-		Name: "job", Interval: time.Hour, Rounds: rounds, Logger: slog.New(slog.DiscardHandler),
+		Job:  startstop.Job{Rounds: rounds, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		Name: "job", Interval: time.Hour,
 		Round: func(ctx context.Context) error { return nil },
 	})
 	ctx, cancel := context.WithCancel(t.Context())
 	require.NoError(t, p.Start(ctx))
 	rounds.Wait(t, 1, "the round at start")
 	cancel()
-	require.True(t, p.Stop())
+	p.Stop()
 	require.NoError(t, p.Start(t.Context()), "a stopped Periodic starts again")
 	rounds.Wait(t, 2, "the round at the second start")
-	require.True(t, p.Stop())
+	p.Stop()
+	require.Equal(t, 2, strings.Count(logs.String(), `msg="job stopped"`), logs.String())
 }

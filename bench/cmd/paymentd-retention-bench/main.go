@@ -33,6 +33,7 @@ import (
 	"github.com/rustbill/paymentd/bench/harness"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/retention"
+	"github.com/rustbill/paymentd/internal/startstop"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -126,7 +127,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 
 	p, err := retention.New(pool, retention.Options{AuditMonths: 12, Clock: func() time.Time { return now },
-		Logger: slog.New(slog.DiscardHandler)})
+		Job: startstop.Job{Logger: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		return err
 	}
