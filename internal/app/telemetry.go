@@ -91,7 +91,7 @@ func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 			cluster.RoleBilling:     a.bg.billing.IsLeader,
 			cluster.RoleEventWorker: a.bg.eventLead.IsLeader,
 		}),
-		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log, TerminateAfter: a.bg.renewals.TerminateAfter(), BillingNow: a.bg.renewals.Now}),
+		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log, PartlyPaidPastTermination: a.bg.renewals.PartlyPaidPastTermination}),
 		m.RegisterSyncReplication(a.pool.Config().ConnConfig, metrics.QueueOptions{Logger: a.log}),
 	)
 }

@@ -170,12 +170,11 @@ type QueueOptions struct {
 	// queries (default 10 s).
 	MaxAge time.Duration
 	Logger *slog.Logger
-	// TerminateAfter is [billing].terminate_after_days (0: the billing run
-	// ends no service) and BillingNow the billing clock (time.Now when nil):
-	// together they say which partly paid renewal invoices are past their
-	// termination day (renewal_partly_paid_past_termination).
-	TerminateAfter time.Duration
-	BillingNow     func() time.Time
+	// PartlyPaidPastTermination counts the partly paid renewal invoices past
+	// their termination day (renewal_partly_paid_past_termination). The
+	// billing run gives it (renewal.Run.PartlyPaidPastTermination): it
+	// knows the day, the billing clock and which orders are live. Nil: 0.
+	PartlyPaidPastTermination func(context.Context) (int64, error)
 }
 
 // Every type and status the queues can hold: they are exposed as 0 when
@@ -192,9 +191,6 @@ var (
 // and status) and of the pending refunds, read from the database at scrape
 // time.
 func (m *Metrics) RegisterQueues(db store.DB, o QueueOptions) error {
-	if o.BillingNow == nil {
-		o.BillingNow = time.Now
-	}
 	q := &queueCollector{
 		db: db, opts: o, cache: newScrapeCache("the queue statistics", o),
 		eventDepth:  desc("event_queue_depth", "Events not done, by type and status (pending includes events waiting for a retry).", "type", "status"),
@@ -266,8 +262,8 @@ func (q *queueCollector) read(ctx context.Context) error {
 		return err
 	}
 	var partly int64
-	if q.opts.TerminateAfter > 0 {
-		if partly, err = store.CountPartlyPaidPastTermination(ctx, q.db, q.opts.BillingNow().Add(-q.opts.TerminateAfter)); err != nil {
+	if q.opts.PartlyPaidPastTermination != nil {
+		if partly, err = q.opts.PartlyPaidPastTermination(ctx); err != nil {
 			return err
 		}
 	}

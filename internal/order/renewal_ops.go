@@ -97,7 +97,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 		if err != nil {
 			return err
 		}
-		if st := Status(o.Status); st != StatusActive && st != StatusSuspended {
+		if !Status(o.Status).Live() {
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s; only a running service can be extended", id, o.Status)
 		}
 		last, err := store.LatestServicePeriod(ctx, tx, id)
@@ -211,7 +211,7 @@ func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window, te
 	}
 	var out RenewalOverview
 	var err error
-	if out.Due, err = store.RenewalsDueByCurrency(ctx, s.db, now, now.Add(window)); err != nil {
+	if out.Due, err = store.RenewalsDueByCurrency(ctx, s.db, now, now.Add(window), LiveStatuses()); err != nil {
 		return RenewalOverview{}, err
 	}
 	if out.Overdue, out.OverdueCount, err = store.ListUnpaidRenewals(ctx, s.db, now, string(StatusActive), "", overviewRows); err != nil {
@@ -221,7 +221,7 @@ func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window, te
 		return RenewalOverview{}, err
 	}
 	if terminateAfter > 0 {
-		out.PartlyPaidPastTermination, out.PartlyPaidPastTerminationCount, err = store.ListPartlyPaidPastTermination(ctx, s.db, now.Add(-terminateAfter), overviewRows)
+		out.PartlyPaidPastTermination, out.PartlyPaidPastTerminationCount, err = store.ListPartlyPaidPastTermination(ctx, s.db, now.Add(-terminateAfter), LiveStatuses(), overviewRows)
 	}
 	return out, err
 }

@@ -1,5 +1,7 @@
 package order
 
+import "slices"
+
 // Status is an order's status (orders.status).
 type Status string
 
@@ -22,6 +24,29 @@ const (
 var Statuses = []Status{
 	StatusPending, StatusPaid, StatusProvisioning, StatusActive, StatusSuspended,
 	StatusCompleted, StatusTerminated, StatusCancelled, StatusRefunded,
+}
+
+// live are the statuses in which an order's service runs: paid for and
+// provisioned, suspended or not. The billing run issues renewal invoices,
+// reminds, pays from the balance, suspends, terminates and ends the
+// services of these orders only, the renewal overview and its metric count
+// them, and an admin extends only them. This is the set's one home: the
+// queries that select live orders take it as a parameter (LiveStatuses,
+// `o.status = ANY(@live_statuses)`), so no SQL spells it out, and
+// live_test.go fails on a query that does.
+var live = []Status{StatusActive, StatusSuspended}
+
+// Live reports whether an order in status s has a running service (live).
+func (s Status) Live() bool { return slices.Contains(live, s) }
+
+// LiveStatuses is the live set as the queries take it (a text[]
+// parameter); a new slice each call, so a caller cannot change the set.
+func LiveStatuses() []string {
+	out := make([]string, len(live))
+	for i, s := range live {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // transitions is the order state machine of docs/decisions.md ("order

@@ -114,17 +114,18 @@ func SetInstanceExpiry(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, expire
 	return MapError(dbsqlc.New(tx).SetInstanceExpiry(ctx, dbsqlc.SetInstanceExpiryParams{OrderID: orderID, ExpiresAt: &expires, UpdatedAt: at}))
 }
 
-// ListRenewalsDue is the renewal scan: orders whose last paid period ends
-// by endsBefore and has no successor yet.
-func ListRenewalsDue(ctx context.Context, db DB, endsBefore time.Time, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListRenewalsDue(ctx, dbsqlc.ListRenewalsDueParams{EndsBefore: endsBefore, MaxRows: int32(limit)})
+// ListRenewalsDue is the renewal scan: orders in one of the live statuses
+// (order.LiveStatuses) whose last paid period ends by endsBefore and has
+// no successor yet.
+func ListRenewalsDue(ctx context.Context, db DB, endsBefore time.Time, live []string, limit int) ([]uuid.UUID, error) {
+	ids, err := dbsqlc.New(db).ListRenewalsDue(ctx, dbsqlc.ListRenewalsDueParams{EndsBefore: endsBefore, LiveStatuses: live, MaxRows: int32(limit)})
 	return ids, MapError(err)
 }
 
-// ListServicesEnding is the scan of services whose paid period has ended
-// and that do not renew.
-func ListServicesEnding(ctx context.Context, db DB, now time.Time, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListServicesEnding(ctx, dbsqlc.ListServicesEndingParams{Now: now, MaxRows: int32(limit)})
+// ListServicesEnding is the scan of services (orders in one of the live
+// statuses) whose paid period has ended and that do not renew.
+func ListServicesEnding(ctx context.Context, db DB, now time.Time, live []string, limit int) ([]uuid.UUID, error) {
+	ids, err := dbsqlc.New(db).ListServicesEnding(ctx, dbsqlc.ListServicesEndingParams{Now: now, LiveStatuses: live, MaxRows: int32(limit)})
 	return ids, MapError(err)
 }
 
@@ -144,8 +145,8 @@ func SetOrderRenews(ctx context.Context, db DB, id uuid.UUID, renews bool, at ti
 // ListUnpaidPeriodsCoveredByBalance is the scan of live orders with an
 // unpaid renewal invoice due by dueBefore that the customer's balance now
 // covers.
-func ListUnpaidPeriodsCoveredByBalance(ctx context.Context, db DB, dueBefore time.Time, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListUnpaidPeriodsCoveredByBalance(ctx, dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams{DueBefore: dueBefore, MaxRows: int32(limit)})
+func ListUnpaidPeriodsCoveredByBalance(ctx context.Context, db DB, dueBefore time.Time, live []string, limit int) ([]uuid.UUID, error) {
+	ids, err := dbsqlc.New(db).ListUnpaidPeriodsCoveredByBalance(ctx, dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit)})
 	return ids, MapError(err)
 }
 
@@ -178,9 +179,10 @@ type RenewalsDue = dbsqlc.RenewalsDueByCurrencyRow
 // UnpaidRenewal is an order with its unpaid renewal invoice.
 type UnpaidRenewal = dbsqlc.ListUnpaidRenewalsRow
 
-// RenewalsDueByCurrency is what renews with a paid end in [now, until).
-func RenewalsDueByCurrency(ctx context.Context, db DB, now, until time.Time) ([]RenewalsDue, error) {
-	rows, err := dbsqlc.New(db).RenewalsDueByCurrency(ctx, dbsqlc.RenewalsDueByCurrencyParams{Now: &now, Until: &until})
+// RenewalsDueByCurrency is what renews, of the live orders, with a paid
+// end in [now, until).
+func RenewalsDueByCurrency(ctx context.Context, db DB, now, until time.Time, live []string) ([]RenewalsDue, error) {
+	rows, err := dbsqlc.New(db).RenewalsDueByCurrency(ctx, dbsqlc.RenewalsDueByCurrencyParams{Now: &now, Until: &until, LiveStatuses: live})
 	return rows, MapError(err)
 }
 
@@ -203,8 +205,8 @@ type PeriodNotices = dbsqlc.ListUnpaidPeriodsForNoticesRow
 // ListUnpaidPeriodsForNotices is the reminder scan: unpaid periods due by
 // dueBefore of live orders, with their notices, a page of limit after the
 // first skip.
-func ListUnpaidPeriodsForNotices(ctx context.Context, db DB, dueBefore time.Time, limit, skip int) ([]PeriodNotices, error) {
-	rows, err := dbsqlc.New(db).ListUnpaidPeriodsForNotices(ctx, dbsqlc.ListUnpaidPeriodsForNoticesParams{DueBefore: dueBefore, MaxRows: int32(limit), Skip: int32(skip)})
+func ListUnpaidPeriodsForNotices(ctx context.Context, db DB, dueBefore time.Time, live []string, limit, skip int) ([]PeriodNotices, error) {
+	rows, err := dbsqlc.New(db).ListUnpaidPeriodsForNotices(ctx, dbsqlc.ListUnpaidPeriodsForNoticesParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit), Skip: int32(skip)})
 	return rows, MapError(err)
 }
 
@@ -225,9 +227,9 @@ func LockOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) 
 // renewal invoice is partly paid and due by dueBefore (now less the
 // termination days), the oldest due first, and how many there are: the
 // billing run leaves them for an admin.
-func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time, limit int) ([]UnpaidRenewal, int64, error) {
+func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time, live []string, limit int) ([]UnpaidRenewal, int64, error) {
 	q := dbsqlc.New(db)
-	rows, err := q.ListPartlyPaidPastTermination(ctx, dbsqlc.ListPartlyPaidPastTerminationParams{DueBefore: dueBefore, MaxRows: int32(limit)})
+	rows, err := q.ListPartlyPaidPastTermination(ctx, dbsqlc.ListPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit)})
 	if err != nil {
 		return nil, 0, MapError(err)
 	}
@@ -235,12 +237,12 @@ func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Ti
 	for i, r := range rows {
 		out[i] = UnpaidRenewal(r)
 	}
-	n, err := q.CountPartlyPaidPastTermination(ctx, dueBefore)
+	n, err := q.CountPartlyPaidPastTermination(ctx, dbsqlc.CountPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live})
 	return out, n, MapError(err)
 }
 
 // CountPartlyPaidPastTermination is ListPartlyPaidPastTermination's count.
-func CountPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time) (int64, error) {
-	n, err := dbsqlc.New(db).CountPartlyPaidPastTermination(ctx, dueBefore)
+func CountPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time, live []string) (int64, error) {
+	n, err := dbsqlc.New(db).CountPartlyPaidPastTermination(ctx, dbsqlc.CountPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live})
 	return n, MapError(err)
 }

@@ -69,24 +69,26 @@ WHERE order_id = @order_id AND status <> 'terminated';
 -- name: ListRenewalsDue :many
 -- The billing run's renewal scan: the last paid period of each live
 -- recurring order that renews, not yet followed, ending by @ends_before
--- (now + renewal_invoice_days). Oldest end first.
+-- (now + renewal_invoice_days). Oldest end first. "Live" is
+-- @live_statuses, order.LiveStatuses() in every query here: the set's one
+-- home is internal/order/status.go, and no query spells it out.
 SELECT p.order_id FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
   AND p.ends_at <= @ends_before
-  AND o.renews AND o.status IN ('active', 'suspended') AND o.billing_cycle <> 'one_time'
+  AND o.renews AND o.status = ANY(@live_statuses::text[]) AND o.billing_cycle <> 'one_time'
 ORDER BY p.ends_at, p.order_id
 LIMIT @max_rows;
 
 -- name: ListServicesEnding :many
--- The orders whose last paid period has ended and that are not renewed
--- (renewal off, or a one-time cycle set by an admin since): their service
--- ends.
+-- The live orders (@live_statuses) whose last paid period has ended and
+-- that are not renewed (renewal off, or a one-time cycle set by an admin
+-- since): their service ends.
 SELECT p.order_id FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
   AND p.ends_at <= @now
-  AND (NOT o.renews OR o.billing_cycle = 'one_time') AND o.status IN ('active', 'suspended')
+  AND (NOT o.renews OR o.billing_cycle = 'one_time') AND o.status = ANY(@live_statuses::text[])
 ORDER BY p.ends_at, p.order_id
 LIMIT @max_rows;
 
@@ -114,15 +116,15 @@ WHERE id = @id
 RETURNING *;
 
 -- name: ListUnpaidPeriodsCoveredByBalance :many
--- The unpaid renewal invoices of live orders, due by @due_before, that the
--- customer's balance now covers (down to -credit_limit): the billing run
--- pays them from it.
+-- The unpaid renewal invoices of live orders (@live_statuses), due by
+-- @due_before, that the customer's balance now covers (down to
+-- -credit_limit): the billing run pays them from it.
 SELECT p.order_id FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 JOIN customers c ON c.id = o.customer_id
 WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY(@live_statuses::text[])
   AND i.status IN ('issued', 'overdue') AND c.currency = i.currency AND c.disabled_at IS NULL
   AND c.balance + c.credit_limit >= i.amount - i.paid_amount
 ORDER BY p.starts_at, p.order_id
@@ -155,12 +157,12 @@ WITH cancelled AS (
 SELECT * FROM cancelled;
 
 -- name: RenewalsDueByCurrency :many
--- The renewal overview's "due": live recurring orders that renew and whose
--- paid service ends in [@now, @until), per currency.
+-- The renewal overview's "due": live recurring orders (@live_statuses)
+-- that renew and whose paid service ends in [@now, @until), per currency.
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
 WHERE paid_until >= @now AND paid_until < @until AND renews
-  AND status IN ('active', 'suspended') AND billing_cycle <> 'one_time'
+  AND status = ANY(@live_statuses::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency;
 
@@ -185,13 +187,13 @@ WHERE p.status = 'unpaid' AND p.starts_at < @now
   AND o.status = @status AND o.suspend_reason = @suspend_reason;
 
 -- name: ListUnpaidPeriodsForNotices :many
--- The unpaid periods whose invoice is due by @due_before (now plus the
--- days of the reminder before the due day), with the notices already
--- queued: the billing run's reminder scan.
+-- The unpaid periods of live orders (@live_statuses) whose invoice is due
+-- by @due_before (now plus the days of the reminder before the due day),
+-- with the notices already queued: the billing run's reminder scan.
 SELECT p.order_id, p.seq, p.starts_at, p.notices FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY(@live_statuses::text[])
 ORDER BY p.starts_at, p.order_id
 LIMIT @max_rows OFFSET @skip;
 
@@ -213,17 +215,18 @@ ORDER BY p.seq
 FOR UPDATE OF i;
 
 -- name: ListPartlyPaidPastTermination :many
--- The renewal overview's partly paid invoices: live orders whose renewal
--- invoice is partly paid and due by @due_before (now less
--- terminate_after_days). The billing run does not end them (cancelling
--- would strand the money): an admin decides. Oldest due first.
+-- The renewal overview's partly paid invoices: live orders
+-- (@live_statuses) whose renewal invoice is partly paid and due by
+-- @due_before (now less terminate_after_days). The billing run does not
+-- end them (cancelling would strand the money): an admin decides. Oldest
+-- due first.
 SELECT sqlc.embed(o), i.id AS invoice_id, (i.amount - i.paid_amount)::numeric(12,2) AS amount_due, p.starts_at AS due_at
 FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
   AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY(@live_statuses::text[])
 ORDER BY p.starts_at, p.order_id
 LIMIT @max_rows;
 
@@ -236,4 +239,4 @@ JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
   AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
-  AND o.status IN ('active', 'suspended');
+  AND o.status = ANY(@live_statuses::text[]);

@@ -12,6 +12,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -79,6 +80,14 @@ func TestAPartlyPaidRenewalInvoicePastTerminationIsLeftForAnAdmin(t *testing.T) 
 	require.EqualValues(t, 1, ov.PartlyPaidPastTerminationCount)
 	require.Len(t, ov.PartlyPaidPastTermination, 1)
 	require.Equal(t, id, ov.PartlyPaidPastTermination[0].Order.ID)
+	// The metric renewal_partly_paid_past_termination reads the run's count.
+	n, err := b.run.PartlyPaidPastTermination(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	off := renewal.New(b.pool, renewal.Options{Clock: b.clock.Now, TerminateAfterDays: 0})
+	n, err = off.PartlyPaidPastTermination(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "0 while the run ends no service")
 }
 
 // A renewal paid from the balance carries its order, as a gateway payment

@@ -67,6 +67,17 @@ func (r *Run) Now() time.Time { return r.opts.Clock() }
 // service (0: never).
 func (r *Run) TerminateAfter() time.Duration { return time.Duration(r.opts.TerminateAfterDays) * day }
 
+// PartlyPaidPastTermination counts the live orders whose renewal invoice
+// is partly paid and past the termination day as of the billing clock: the
+// ones the run leaves for an admin (the metric
+// renewal_partly_paid_past_termination). 0 while the run ends no service.
+func (r *Run) PartlyPaidPastTermination(ctx context.Context) (int64, error) {
+	if r.TerminateAfter() <= 0 {
+		return 0, nil
+	}
+	return store.CountPartlyPaidPastTermination(ctx, r.db, r.Now().Add(-r.TerminateAfter()), order.LiveStatuses())
+}
+
 // Policy is what GetRenewalOverview tells of the run's settings: how long
 // past due an unpaid renewal suspends, then ends, the service.
 func (r *Run) Policy() order.RenewalPolicy {
@@ -180,7 +191,7 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 		done *int
 	}{
 		{"renewal invoice", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListRenewalsDue(ctx, r.db, now.Add(time.Duration(r.opts.InvoiceDays)*day), limit)
+			return store.ListRenewalsDue(ctx, r.db, now.Add(time.Duration(r.opts.InvoiceDays)*day), order.LiveStatuses(), limit)
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			issued, paid, err := r.issue(ctx, id, now, by)
 			if paid {
@@ -189,7 +200,7 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			return issued, err
 		}, &round.Issued},
 		{"balance payment", r.opts.AutoApplyBalance, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListUnpaidPeriodsCoveredByBalance(ctx, r.db, now.Add(366*day), limit)
+			return store.ListUnpaidPeriodsCoveredByBalance(ctx, r.db, now.Add(366*day), order.LiveStatuses(), limit)
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.payFromBalance(ctx, id, now, by)
 		}, &round.AutoPaid},
@@ -199,7 +210,7 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			// due for.
 			var ids []uuid.UUID
 			for skip := 0; len(ids) < limit; skip += r.opts.BatchSize {
-				rows, err := store.ListUnpaidPeriodsForNotices(ctx, r.db, now.Add(time.Duration(r.opts.ReminderDaysBefore)*day), r.opts.BatchSize, skip)
+				rows, err := store.ListUnpaidPeriodsForNotices(ctx, r.db, now.Add(time.Duration(r.opts.ReminderDaysBefore)*day), order.LiveStatuses(), r.opts.BatchSize, skip)
 				if err != nil {
 					return nil, err
 				}
@@ -217,7 +228,7 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			return r.remind(ctx, id, now)
 		}, &round.Reminded},
 		{"end of service", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListServicesEnding(ctx, r.db, now, limit)
+			return store.ListServicesEnding(ctx, r.db, now, order.LiveStatuses(), limit)
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.end(ctx, id, now, by)
 		}, &round.Ended},
@@ -227,8 +238,7 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			return r.suspend(ctx, id, now, by)
 		}, &round.Suspended},
 		{"termination", r.opts.TerminateAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.TerminateAfterDays)*day),
-				[]string{string(order.StatusActive), string(order.StatusSuspended)}, limit)
+			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.TerminateAfterDays)*day), order.LiveStatuses(), limit)
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.terminate(ctx, id, now, by)
 		}, &round.Terminated},
@@ -298,10 +308,10 @@ func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
 	return locked{acct: acct, o: o}, nil
 }
 
-func live(o store.Order) bool {
-	st := order.Status(o.Status)
-	return st == order.StatusActive || st == order.StatusSuspended
-}
+// live reports whether o's service runs (order.Status.Live, the set the
+// scans take as order.LiveStatuses): each step checks it again under the
+// order's lock.
+func live(o store.Order) bool { return order.Status(o.Status).Live() }
 
 // issue issues order id's next period and its invoice, and pays it from the
 // balance when it may and can.

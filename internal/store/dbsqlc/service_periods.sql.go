@@ -165,13 +165,18 @@ JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 WHERE p.status = 'unpaid' AND p.starts_at <= $1
   AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY($2::text[])
 `
+
+type CountPartlyPaidPastTerminationParams struct {
+	DueBefore    time.Time
+	LiveStatuses []string
+}
 
 // How many ListPartlyPaidPastTermination finds (the overview's count and
 // the metric paymentd_renewal_partly_paid_past_termination).
-func (q *Queries) CountPartlyPaidPastTermination(ctx context.Context, dueBefore time.Time) (int64, error) {
-	row := q.db.QueryRow(ctx, countPartlyPaidPastTermination, dueBefore)
+func (q *Queries) CountPartlyPaidPastTermination(ctx context.Context, arg CountPartlyPaidPastTerminationParams) (int64, error) {
+	row := q.db.QueryRow(ctx, countPartlyPaidPastTermination, arg.DueBefore, arg.LiveStatuses)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err
@@ -385,14 +390,15 @@ JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 WHERE p.status = 'unpaid' AND p.starts_at <= $1
   AND i.paid_amount > 0 AND i.status IN ('issued', 'overdue')
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY($2::text[])
 ORDER BY p.starts_at, p.order_id
-LIMIT $2
+LIMIT $3
 `
 
 type ListPartlyPaidPastTerminationParams struct {
-	DueBefore time.Time
-	MaxRows   int32
+	DueBefore    time.Time
+	LiveStatuses []string
+	MaxRows      int32
 }
 
 type ListPartlyPaidPastTerminationRow struct {
@@ -402,12 +408,13 @@ type ListPartlyPaidPastTerminationRow struct {
 	DueAt     time.Time
 }
 
-// The renewal overview's partly paid invoices: live orders whose renewal
-// invoice is partly paid and due by @due_before (now less
-// terminate_after_days). The billing run does not end them (cancelling
-// would strand the money): an admin decides. Oldest due first.
+// The renewal overview's partly paid invoices: live orders
+// (@live_statuses) whose renewal invoice is partly paid and due by
+// @due_before (now less terminate_after_days). The billing run does not
+// end them (cancelling would strand the money): an admin decides. Oldest
+// due first.
 func (q *Queries) ListPartlyPaidPastTermination(ctx context.Context, arg ListPartlyPaidPastTerminationParams) ([]ListPartlyPaidPastTerminationRow, error) {
-	rows, err := q.db.Query(ctx, listPartlyPaidPastTermination, arg.DueBefore, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listPartlyPaidPastTermination, arg.DueBefore, arg.LiveStatuses, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -453,21 +460,24 @@ SELECT p.order_id FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
   AND p.ends_at <= $1
-  AND o.renews AND o.status IN ('active', 'suspended') AND o.billing_cycle <> 'one_time'
+  AND o.renews AND o.status = ANY($2::text[]) AND o.billing_cycle <> 'one_time'
 ORDER BY p.ends_at, p.order_id
-LIMIT $2
+LIMIT $3
 `
 
 type ListRenewalsDueParams struct {
-	EndsBefore time.Time
-	MaxRows    int32
+	EndsBefore   time.Time
+	LiveStatuses []string
+	MaxRows      int32
 }
 
 // The billing run's renewal scan: the last paid period of each live
 // recurring order that renews, not yet followed, ending by @ends_before
-// (now + renewal_invoice_days). Oldest end first.
+// (now + renewal_invoice_days). Oldest end first. "Live" is
+// @live_statuses, order.LiveStatuses() in every query here: the set's one
+// home is internal/order/status.go, and no query spells it out.
 func (q *Queries) ListRenewalsDue(ctx context.Context, arg ListRenewalsDueParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listRenewalsDue, arg.EndsBefore, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listRenewalsDue, arg.EndsBefore, arg.LiveStatuses, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -530,21 +540,22 @@ SELECT p.order_id FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.outcome IS NULL AND p.status = 'paid' AND NOT p.followed
   AND p.ends_at <= $1
-  AND (NOT o.renews OR o.billing_cycle = 'one_time') AND o.status IN ('active', 'suspended')
+  AND (NOT o.renews OR o.billing_cycle = 'one_time') AND o.status = ANY($2::text[])
 ORDER BY p.ends_at, p.order_id
-LIMIT $2
+LIMIT $3
 `
 
 type ListServicesEndingParams struct {
-	Now     time.Time
-	MaxRows int32
+	Now          time.Time
+	LiveStatuses []string
+	MaxRows      int32
 }
 
-// The orders whose last paid period has ended and that are not renewed
-// (renewal off, or a one-time cycle set by an admin since): their service
-// ends.
+// The live orders (@live_statuses) whose last paid period has ended and
+// that are not renewed (renewal off, or a one-time cycle set by an admin
+// since): their service ends.
 func (q *Queries) ListServicesEnding(ctx context.Context, arg ListServicesEndingParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listServicesEnding, arg.Now, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listServicesEnding, arg.Now, arg.LiveStatuses, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -569,23 +580,24 @@ JOIN orders o ON o.id = p.order_id
 JOIN invoices i ON i.id = p.invoice_id
 JOIN customers c ON c.id = o.customer_id
 WHERE p.status = 'unpaid' AND p.starts_at <= $1
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY($2::text[])
   AND i.status IN ('issued', 'overdue') AND c.currency = i.currency AND c.disabled_at IS NULL
   AND c.balance + c.credit_limit >= i.amount - i.paid_amount
 ORDER BY p.starts_at, p.order_id
-LIMIT $2
+LIMIT $3
 `
 
 type ListUnpaidPeriodsCoveredByBalanceParams struct {
-	DueBefore time.Time
-	MaxRows   int32
+	DueBefore    time.Time
+	LiveStatuses []string
+	MaxRows      int32
 }
 
-// The unpaid renewal invoices of live orders, due by @due_before, that the
-// customer's balance now covers (down to -credit_limit): the billing run
-// pays them from it.
+// The unpaid renewal invoices of live orders (@live_statuses), due by
+// @due_before, that the customer's balance now covers (down to
+// -credit_limit): the billing run pays them from it.
 func (q *Queries) ListUnpaidPeriodsCoveredByBalance(ctx context.Context, arg ListUnpaidPeriodsCoveredByBalanceParams) ([]uuid.UUID, error) {
-	rows, err := q.db.Query(ctx, listUnpaidPeriodsCoveredByBalance, arg.DueBefore, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listUnpaidPeriodsCoveredByBalance, arg.DueBefore, arg.LiveStatuses, arg.MaxRows)
 	if err != nil {
 		return nil, err
 	}
@@ -646,15 +658,16 @@ const listUnpaidPeriodsForNotices = `-- name: ListUnpaidPeriodsForNotices :many
 SELECT p.order_id, p.seq, p.starts_at, p.notices FROM service_periods p
 JOIN orders o ON o.id = p.order_id
 WHERE p.status = 'unpaid' AND p.starts_at <= $1
-  AND o.status IN ('active', 'suspended')
+  AND o.status = ANY($2::text[])
 ORDER BY p.starts_at, p.order_id
-LIMIT $3 OFFSET $2
+LIMIT $4 OFFSET $3
 `
 
 type ListUnpaidPeriodsForNoticesParams struct {
-	DueBefore time.Time
-	Skip      int32
-	MaxRows   int32
+	DueBefore    time.Time
+	LiveStatuses []string
+	Skip         int32
+	MaxRows      int32
 }
 
 type ListUnpaidPeriodsForNoticesRow struct {
@@ -664,11 +677,16 @@ type ListUnpaidPeriodsForNoticesRow struct {
 	Notices  []string
 }
 
-// The unpaid periods whose invoice is due by @due_before (now plus the
-// days of the reminder before the due day), with the notices already
-// queued: the billing run's reminder scan.
+// The unpaid periods of live orders (@live_statuses) whose invoice is due
+// by @due_before (now plus the days of the reminder before the due day),
+// with the notices already queued: the billing run's reminder scan.
 func (q *Queries) ListUnpaidPeriodsForNotices(ctx context.Context, arg ListUnpaidPeriodsForNoticesParams) ([]ListUnpaidPeriodsForNoticesRow, error) {
-	rows, err := q.db.Query(ctx, listUnpaidPeriodsForNotices, arg.DueBefore, arg.Skip, arg.MaxRows)
+	rows, err := q.db.Query(ctx, listUnpaidPeriodsForNotices,
+		arg.DueBefore,
+		arg.LiveStatuses,
+		arg.Skip,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -901,14 +919,15 @@ const renewalsDueByCurrency = `-- name: RenewalsDueByCurrency :many
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
 WHERE paid_until >= $1 AND paid_until < $2 AND renews
-  AND status IN ('active', 'suspended') AND billing_cycle <> 'one_time'
+  AND status = ANY($3::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency
 `
 
 type RenewalsDueByCurrencyParams struct {
-	Now   *time.Time
-	Until *time.Time
+	Now          *time.Time
+	Until        *time.Time
+	LiveStatuses []string
 }
 
 type RenewalsDueByCurrencyRow struct {
@@ -917,10 +936,10 @@ type RenewalsDueByCurrencyRow struct {
 	Amount   money.Amount
 }
 
-// The renewal overview's "due": live recurring orders that renew and whose
-// paid service ends in [@now, @until), per currency.
+// The renewal overview's "due": live recurring orders (@live_statuses)
+// that renew and whose paid service ends in [@now, @until), per currency.
 func (q *Queries) RenewalsDueByCurrency(ctx context.Context, arg RenewalsDueByCurrencyParams) ([]RenewalsDueByCurrencyRow, error) {
-	rows, err := q.db.Query(ctx, renewalsDueByCurrency, arg.Now, arg.Until)
+	rows, err := q.db.Query(ctx, renewalsDueByCurrency, arg.Now, arg.Until, arg.LiveStatuses)
 	if err != nil {
 		return nil, err
 	}
