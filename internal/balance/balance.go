@@ -102,7 +102,7 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 	if err != nil {
 		return Posted{}, apperr.New(apperr.InvalidArgument, "the balance would leave the range of amounts")
 	}
-	if e.Amount.Sign() < 0 && after.Cmp(acct.CreditLimit.Neg()) < 0 {
+	if e.Amount.Sign() < 0 && !withinCredit(after, acct.CreditLimit) {
 		return Posted{}, apperr.Wrap(apperr.InvalidArgument, &InsufficientError{After: after, CreditLimit: acct.CreditLimit}, "insufficient balance")
 	}
 	if e.At.IsZero() {
@@ -129,6 +129,29 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 	}
 	acct.Balance = after
 	return Posted{Account: acct, Before: before.Balance, Ledger: row}, nil
+}
+
+// Covers reports whether acct's balance covers a debit of amount (> 0):
+// the balance after it stays at or above -credit_limit. It is the credit
+// limit rule for one debit, which Post applies and the billing run's
+// order.PayInvoiceFromBalance asks before it pays an invoice.
+//
+// Two other places state the rule in SQL and are held to this one by
+// internal/order's credit_test.go, on the boundaries (exactly covered, a
+// cent short, no credit limit, a negative balance, a partly paid
+// invoice): the billing run's set-wise scan ListUnpaidPeriodsCoveredByBalance
+// (sql/queries/service_periods.sql: balance + credit_limit >= amount due),
+// and the schema's last word, customers_balance_check (balance >=
+// -credit_limit).
+func Covers(acct store.BalanceAccount, amount money.Amount) bool {
+	after, err := acct.Balance.Sub(amount)
+	return err == nil && withinCredit(after, acct.CreditLimit)
+}
+
+// withinCredit is the comparison itself, written once: a balance may go
+// down to -creditLimit and no further.
+func withinCredit(after, creditLimit money.Amount) bool {
+	return after.Cmp(creditLimit.Neg()) >= 0
 }
 
 // state is the audit snapshot of a balance.

@@ -148,12 +148,13 @@ func payable(o store.Order) error {
 const failedByInvoiceBalancePay = "invoice paid from the balance"
 
 // PayInvoiceFromBalance pays inv in full from its customer's balance when
-// the balance covers it — down to −credit_limit, the rule PayWithBalance
-// follows — and reports whether it did; a balance that does not cover it
-// is left alone (false, nil). The same rows as PayWithBalance: a ledger row
-// through balance.Post, a successful balance payment of the invoice, the
-// invoice paid through InvoiceTransition (which renews a renewal invoice's
-// service) and their audit rows.
+// the balance covers it — down to −credit_limit: balance.Covers, the rule
+// PayWithBalance follows through balance.Post — and reports whether it
+// did; a balance that does not cover it is left alone (false, nil). The
+// same rows as PayWithBalance: a ledger row through balance.Post, a
+// successful balance payment of the invoice, the invoice paid through
+// InvoiceTransition (which renews a renewal invoice's service) and their
+// audit rows.
 //
 // The caller holds, in tx, the customer's lock (acct, as
 // store.LockBalanceAccount read it), then the invoice's order's, then the
@@ -163,8 +164,12 @@ func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 	if err != nil || due.Sign() <= 0 || acct.Currency != inv.Currency || acct.DisabledAt != nil {
 		return false, err
 	}
-	after, err := acct.Balance.Sub(due)
-	if err != nil || after.Cmp(acct.CreditLimit.Neg()) < 0 {
+	// The credit-limit rule: balance.Covers is its one Go home. The billing
+	// run's scan that found this invoice (ListUnpaidPeriodsCoveredByBalance
+	// in sql/queries/service_periods.sql) states it set-wise in SQL;
+	// credit_test.go holds the two, and the schema's CHECK, to the same
+	// boundaries.
+	if !balance.Covers(acct, due) {
 		return false, nil
 	}
 	// The payment carries the invoice's order, as a gateway payment of the

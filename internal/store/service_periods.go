@@ -144,7 +144,7 @@ func SetOrderRenews(ctx context.Context, db DB, id uuid.UUID, renews bool, at ti
 
 // ListUnpaidPeriodsCoveredByBalance is the scan of live orders with an
 // unpaid renewal invoice due by dueBefore that the customer's balance now
-// covers.
+// covers (balance.Covers, written set-wise in the query).
 func ListUnpaidPeriodsCoveredByBalance(ctx context.Context, db DB, dueBefore time.Time, live []string, limit int) ([]uuid.UUID, error) {
 	ids, err := dbsqlc.New(db).ListUnpaidPeriodsCoveredByBalance(ctx, dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit)})
 	return ids, MapError(err)

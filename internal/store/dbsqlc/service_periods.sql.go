@@ -595,7 +595,13 @@ type ListUnpaidPeriodsCoveredByBalanceParams struct {
 
 // The unpaid renewal invoices of live orders (@live_statuses), due by
 // @due_before, that the customer's balance now covers (down to
-// -credit_limit): the billing run pays them from it.
+// -credit_limit): the billing run pays them from it. The comparison is the
+// credit-limit rule written set-wise for the scan; its Go home is
+// balance.Covers (internal/balance), which the billing run asks again for
+// each invoice under the locks. internal/order's credit_test.go holds the
+// two, and customers_balance_check, to the same boundaries (exactly
+// covered, a cent short, no credit limit, a negative balance, a partly
+// paid invoice).
 func (q *Queries) ListUnpaidPeriodsCoveredByBalance(ctx context.Context, arg ListUnpaidPeriodsCoveredByBalanceParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, listUnpaidPeriodsCoveredByBalance, arg.DueBefore, arg.LiveStatuses, arg.MaxRows)
 	if err != nil {
