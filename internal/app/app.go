@@ -35,6 +35,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/orderrpc"
 	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -501,7 +502,7 @@ func (a *App) init(ctx context.Context) error {
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
 	orders := orderHandler(orderSvc, testClock, ropts)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
-	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(order.NewAdminHandler(orders), opts...)
+	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := errors.Join(a.registerCollectors(limiter), a.registerReplica()); err != nil {
@@ -714,9 +715,9 @@ func lateCapture(p config.Payments) time.Duration {
 // orderHandler is the OrderService handler, with the billing run's
 // settings for the renewal overview and the billing test clock when it is
 // on.
-func orderHandler(svc *order.Service, clock *billingTestClock, r renewal.Options) *order.Handler {
+func orderHandler(svc *order.Service, clock *billingTestClock, r renewal.Options) *orderrpc.Handler {
 	day := 24 * time.Hour
-	h := order.NewHandler(svc).WithRenewalPolicy(order.RenewalPolicy{
+	h := orderrpc.NewHandler(svc).WithRenewalPolicy(orderrpc.RenewalPolicy{
 		SuspendAfter: time.Duration(r.SuspendAfterDays) * day, TerminateAfter: time.Duration(r.TerminateAfterDays) * day,
 	})
 	if clock != nil {

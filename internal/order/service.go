@@ -56,6 +56,10 @@ func (s *Service) now() time.Time {
 	return store.Timestamp(s.clock())
 }
 
+// Now is the order domain's time, as its operations take it: the renewal
+// overview's "now" when the billing run has no test clock of its own.
+func (s *Service) Now() time.Time { return s.now() }
+
 // checkCurrency refuses a currency outside [billing].currencies.
 func (s *Service) checkCurrency(c string) error {
 	if !slices.Contains(s.currencies, c) {
