@@ -32,6 +32,7 @@ import (
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/idempotency"
 	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
@@ -444,7 +445,7 @@ func (a *App) init(ctx context.Context) error {
 	// (paymentd_panics_total), in the Connect handlers and the plain routes.
 	srv.Panicked = a.tel.metrics.Panic
 	opts, err := server.HandlerOptionsAround(srv, a.log,
-		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identity.EnrolmentProcedures...)), []connect.Interceptor{keys})
+		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identityrpc.EnrolmentProcedures...)), []connect.Interceptor{keys})
 	if err != nil {
 		return err
 	}
@@ -497,8 +498,8 @@ func (a *App) init(ctx context.Context) error {
 	}
 	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
-	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
-	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
+	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
+	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
 	orders := orderHandler(orderSvc, testClock, ropts)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
