@@ -9,7 +9,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/event"
-	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
 	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/integration"
 	"github.com/rustbill/paymentd/internal/order/orderrpc"
@@ -119,5 +119,5 @@ var AdminKeyScopes = auth.Scopes{
 // what an admin API key needs.
 func Policy() (auth.Policy, error) {
 	return MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identityrpc.Policy, identityrpc.CustomerAdminPolicy, orderrpc.Policy,
-		orderrpc.AdminPolicy, gateway.Policy, integration.Policy, event.Policy)
+		orderrpc.AdminPolicy, gatewayrpc.Policy, integration.Policy, event.Policy)
 }
