@@ -8,7 +8,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/event/eventrpc"
 	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
 	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/integration"
@@ -119,5 +119,5 @@ var AdminKeyScopes = auth.Scopes{
 // what an admin API key needs.
 func Policy() (auth.Policy, error) {
 	return MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identityrpc.Policy, identityrpc.CustomerAdminPolicy, orderrpc.Policy,
-		orderrpc.AdminPolicy, gatewayrpc.Policy, integration.Policy, event.Policy)
+		orderrpc.AdminPolicy, gatewayrpc.Policy, integration.Policy, eventrpc.Policy)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/event/eventrpc"
 	"github.com/rustbill/paymentd/internal/fulfillment"
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -125,7 +126,7 @@ func (a *App) buildBackground(pay *payment.Service) (*background, error) {
 
 // eventService mounts EventAdminService.
 func (b *background) eventService(opts []connect.HandlerOption, a *App) server.Service {
-	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin), opts...)
+	path, h := eventpbconnect.NewEventAdminServiceHandler(eventrpc.NewAdminHandler(b.admin), opts...)
 	return server.Service{Name: eventpbconnect.EventAdminServiceName, Path: path, Handler: h}
 }
 
