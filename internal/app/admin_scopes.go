@@ -8,11 +8,11 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/event"
-	"github.com/rustbill/paymentd/internal/gateway"
-	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/event/eventrpc"
+	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
+	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/integration"
-	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/orderrpc"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
 )
 
@@ -118,6 +118,6 @@ var AdminKeyScopes = auth.Scopes{
 // call each procedure (the per-package tables), before AdminKeyScopes says
 // what an admin API key needs.
 func Policy() (auth.Policy, error) {
-	return MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identity.Policy, identity.CustomerAdminPolicy, order.Policy,
-		order.AdminPolicy, gateway.Policy, integration.Policy, event.Policy)
+	return MergePolicies(paymentrpc.Policy, paymentrpc.AdminPolicy, identityrpc.Policy, identityrpc.CustomerAdminPolicy, orderrpc.Policy,
+		orderrpc.AdminPolicy, gatewayrpc.Policy, integration.Policy, eventrpc.Policy)
 }

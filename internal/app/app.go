@@ -32,9 +32,11 @@ import (
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/idempotency"
 	"github.com/rustbill/paymentd/internal/identity"
+	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/orderrpc"
 	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -448,7 +450,7 @@ func (a *App) init(ctx context.Context) error {
 	// (paymentd_panics_total), in the Connect handlers and the plain routes.
 	srv.Panicked = a.tel.metrics.Panic
 	opts, err := server.HandlerOptionsAround(srv, a.log,
-		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identity.EnrolmentProcedures...)), []connect.Interceptor{keys})
+		append(interceptors, auth.NewInterceptor(policy, AdminKeyScopes, identityrpc.EnrolmentProcedures...)), []connect.Interceptor{keys})
 	if err != nil {
 		return err
 	}
@@ -474,12 +476,12 @@ func (a *App) init(ctx context.Context) error {
 	}
 	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
-	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identity.NewHandler(ids), opts...)
-	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identity.NewAdminHandler(ids), opts...)
+	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
+	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
-	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(order.NewAdminHandler(orders), opts...)
+	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,
 		concurrency.WithQueueTimeout(time.Duration(a.cfg.Server.QueueTimeoutMS)*time.Millisecond))
 	if err := errors.Join(a.registerCollectors(limiter), a.registerReplica()); err != nil {
@@ -684,8 +686,8 @@ func lateCapture(p config.Payments) time.Duration {
 // orderHandler is the OrderService handler, with the billing run's
 // settings for the renewal overview and the billing test clock when it is
 // on (clock nil: off).
-func orderHandler(svc *order.Service, run *renewal.Run, clock *billingTestClock) *order.Handler {
-	h := order.NewHandler(svc).WithRenewalPolicy(run.Policy())
+func orderHandler(svc *order.Service, run *renewal.Run, clock *billingTestClock) *orderrpc.Handler {
+	h := orderrpc.NewHandler(svc).WithRenewalPolicy(orderrpc.RenewalPolicy{SuspendAfter: run.SuspendAfter(), TerminateAfter: run.TerminateAfter()})
 	if clock != nil {
 		h.WithBillingClock(clock)
 	}

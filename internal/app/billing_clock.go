@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/orderrpc"
 	"github.com/rustbill/paymentd/internal/order/renewal"
 )
 
@@ -25,15 +25,15 @@ func (c *billingTestClock) Now() time.Time {
 	return c.base().Add(time.Duration(c.offset.Load()))
 }
 
-// Advance implements order.BillingClock: the clock moves forward by d and
+// Advance implements orderrpc.BillingClock: the clock moves forward by d and
 // a billing pass runs at once as of the new time.
-func (c *billingTestClock) Advance(ctx context.Context, d time.Duration) (order.ClockAdvanced, error) {
+func (c *billingTestClock) Advance(ctx context.Context, d time.Duration) (orderrpc.ClockAdvanced, error) {
 	c.offset.Add(int64(d))
 	r, err := c.run.RunOnce(ctx)
 	if err != nil {
-		return order.ClockAdvanced{}, err
+		return orderrpc.ClockAdvanced{}, err
 	}
-	return order.ClockAdvanced{
+	return orderrpc.ClockAdvanced{
 		Now: c.Now(), Issued: r.Issued, AutoPaid: r.AutoPaid, Overdue: r.Overdue,
 		Suspended: r.Suspended, Terminated: r.Terminated, Ended: r.Ended,
 	}, nil

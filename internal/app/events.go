@@ -9,6 +9,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	"github.com/rustbill/paymentd/internal/cluster"
 	"github.com/rustbill/paymentd/internal/event"
+	"github.com/rustbill/paymentd/internal/event/eventrpc"
 	"github.com/rustbill/paymentd/internal/fulfillment"
 	"github.com/rustbill/paymentd/internal/idempotency"
 	"github.com/rustbill/paymentd/internal/notify"
@@ -188,7 +189,7 @@ func (b *background) stop() { startstop.StopAll(b.services()...) }
 
 // eventService mounts EventAdminService.
 func (b *background) eventService(opts []connect.HandlerOption, a *App) server.Service {
-	path, h := eventpbconnect.NewEventAdminServiceHandler(event.NewAdminHandler(b.admin), opts...)
+	path, h := eventpbconnect.NewEventAdminServiceHandler(eventrpc.NewAdminHandler(b.admin), opts...)
 	return server.Service{Name: eventpbconnect.EventAdminServiceName, Path: path, Handler: h}
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	"github.com/rustbill/paymentd/gen/billing/integration/integrationpbconnect"
 	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
 	"github.com/rustbill/paymentd/internal/integration"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -56,19 +57,19 @@ func (a *App) stopPlugins() {
 
 // gatewayServices mounts GatewayAdminService, PaymentMethodService and
 // IntegrationService. ConfirmBankTransfer goes to the payment domain when
-// it offers it (pay implements gateway.BankTransferConfirmer), and so does
+// it offers it (pay implements gatewayrpc.BankTransferConfirmer), and so does
 // the currency of an order whose payment methods are asked for
-// (gateway.CurrencyDue).
+// (gatewayrpc.CurrencyDue).
 func (a *App) gatewayServices(opts []connect.HandlerOption, pay any) []server.Service {
 	svc := gateway.NewService(a.db, a.registry, a.opts.clock, a.log)
-	confirm, _ := pay.(gateway.BankTransferConfirmer)
-	due, _ := pay.(gateway.CurrencyDue)
-	admin := gateway.NewHandler(svc, confirm)
-	if urls, ok := pay.(gateway.CallbackURLs); ok {
+	confirm, _ := pay.(gatewayrpc.BankTransferConfirmer)
+	due, _ := pay.(gatewayrpc.CurrencyDue)
+	admin := gatewayrpc.NewHandler(svc, confirm)
+	if urls, ok := pay.(gatewayrpc.CallbackURLs); ok {
 		admin = admin.WithCallbackURLs(urls)
 	}
 	adminPath, adminHandler := gatewaypbconnect.NewGatewayAdminServiceHandler(admin, opts...)
-	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gateway.NewMethodsHandler(svc, due), opts...)
+	methodsPath, methodsHandler := gatewaypbconnect.NewPaymentMethodServiceHandler(gatewayrpc.NewMethodsHandler(svc, due), opts...)
 	integrationPath, integrationHandler := integrationpbconnect.NewIntegrationServiceHandler(integration.NewHandler(a.outbound), opts...)
 	return []server.Service{
 		{Name: gatewaypbconnect.GatewayAdminServiceName, Path: adminPath, Handler: adminHandler},

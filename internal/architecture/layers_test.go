@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path"
 	"sort"
 	"strings"
 	"testing"
@@ -15,16 +16,18 @@ const module = "github.com/rustbill/paymentd/"
 // parts are the layers of docs/architecture.md ("The layers"), each a list
 // of path prefixes under the module; the longest prefix decides.
 var parts = map[string][]string{
-	"Entry":     {"cmd/", "bench/"},
-	"App":       {"internal/app/"},
-	"Transport": {"internal/payment/paymentrpc/", "internal/server/", "internal/export/", "internal/integration/"},
+	"Entry": {"cmd/", "bench/"},
+	"App":   {"internal/app/"},
+	"Transport": {"internal/server/", "internal/rpc/", "internal/export/", "internal/integration/",
+		"internal/payment/paymentrpc/", "internal/order/orderrpc/", "internal/gateway/gatewayrpc/",
+		"internal/identity/identityrpc/", "internal/event/eventrpc/"},
 	"Domain": {"internal/payment/", "internal/order/", "internal/balance/", "internal/fulfillment/", "internal/identity/",
 		"internal/gateway/", "internal/event/", "internal/notify/"},
 	"Cluster": {"internal/cluster/", "internal/migrate/", "internal/ledger/", "internal/retention/", "internal/replica/"},
 	"Store":   {"internal/store/"},
 	"Plugins": {"internal/plugin/", "internal/outbound/"},
 	"Leaves": {"internal/money/", "internal/audit/", "internal/paging/", "internal/text/", "internal/apperr/",
-		"internal/startstop/", "internal/testsignal/", "internal/configschema/", "internal/rpcanswer/", "internal/rpc/"},
+		"internal/startstop/", "internal/testsignal/", "internal/configschema/", "internal/rpcanswer/", "internal/timerange/"},
 	"Config": {"internal/config/"},
 	"TestOnly": {"internal/testdb/", "internal/testfixture/", "internal/plugintest/", "internal/clustertest/",
 		"internal/testredis/", "internal/testkit/", "internal/fakes/"},
@@ -50,6 +53,31 @@ var never = []struct{ from, to, why string }{
 	{"App", "TestOnly", "production code never links a fake or a test harness"},
 }
 
+// wire are the import paths of the wire, each with what lies under it:
+// Connect, the generated messages and services, protovalidate, and the
+// protobuf runtime and well-known types. A Domain package's production files
+// import none of them, so a handler cannot hide inside the domain: it needs
+// them, and lives in the domain's Transport package (<domain>rpc) instead.
+var wire = []string{
+	"connectrpc.com",
+	module + "gen",
+	"buf.build/go/protovalidate",
+	"buf.build/gen/go/bufbuild/protovalidate",
+	"google.golang.org/protobuf",
+	"google.golang.org/genproto",
+}
+
+// onTheWire reports whether import path imp is one of wire's or lies
+// under one.
+func onTheWire(imp string) bool {
+	for _, w := range wire {
+		if imp == w || strings.HasPrefix(imp, w+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // partOf is the part of a package path under the module ("" for none).
 func partOf(path string) string {
 	best, part := "", ""
@@ -66,6 +94,22 @@ func partOf(path string) string {
 // imports lists the module's packages and the module packages each one's
 // production files import (test files are left out: a test may use a fake).
 func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	graph := map[string][]string{}
+	for pkg, imps := range allImports(t) {
+		graph[pkg] = nil
+		for _, imp := range imps {
+			if strings.HasPrefix(imp, module) {
+				graph[pkg] = append(graph[pkg], strings.TrimPrefix(imp, module))
+			}
+		}
+	}
+	return graph
+}
+
+// allImports lists the module's packages (under the module, without its
+// path) and every package each one's production files import, whole paths.
+func allImports(t *testing.T) map[string][]string {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"...")
 	cmd.Dir = "../.."
@@ -84,13 +128,7 @@ func imports(t *testing.T) map[string][]string {
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
-		from := strings.TrimPrefix(p.ImportPath, module)
-		graph[from] = nil
-		for _, imp := range p.Imports {
-			if strings.HasPrefix(imp, module) {
-				graph[from] = append(graph[from], strings.TrimPrefix(imp, module))
-			}
-		}
+		graph[strings.TrimPrefix(p.ImportPath, module)] = p.Imports
 	}
 	return graph
 }
@@ -153,6 +191,86 @@ func TestImportsKeepTheLayersOfTheArchitectureDoc(t *testing.T) {
 	}
 }
 
+// No Domain package's production files import the wire (Connect, gen/,
+// protovalidate, protobuf): the handlers and the wire forms live in
+// Transport, each domain's in its <domain>rpc package. Only direct imports
+// count: a domain may use a helper of no part (auth) that speaks Connect
+// for its own interceptor.
+func TestNoDomainPackageImportsTheWire(t *testing.T) {
+	t.Parallel()
+	var broken []string
+	domains := 0
+	for pkg, imps := range allImports(t) {
+		if partOf(pkg) != "Domain" {
+			continue
+		}
+		domains++
+		for _, imp := range imps {
+			if onTheWire(imp) {
+				broken = append(broken, fmt.Sprintf("%s (Domain) imports %s: never Domain -> the wire, its handler and wire forms belong in %s (Transport)",
+					pkg, imp, rpcHome(pkg)))
+			}
+		}
+	}
+	sort.Strings(broken)
+	if len(broken) > 0 {
+		t.Fatalf("Domain packages that speak the wire, against docs/architecture.md's layers:\n%s", strings.Join(broken, "\n"))
+	}
+	if domains < 8 {
+		t.Fatalf("only %d Domain packages found: the part's prefixes no longer name the domain", domains)
+	}
+}
+
+// rpcHome is where the transport of Domain package pkg lives: the
+// <domain>rpc package in its domain's folder (internal/order/orderrpc for
+// internal/order and internal/order/renewal).
+func rpcHome(pkg string) string {
+	root := ""
+	for _, p := range parts["Domain"] {
+		if strings.HasPrefix(pkg+"/", p) && len(p) > len(root) {
+			root = p
+		}
+	}
+	return root + path.Base(root) + "rpc"
+}
+
+// onTheWire takes a wire path and what lies under it, and nothing that
+// merely begins like one.
+func TestOnTheWireTakesWholePathElements(t *testing.T) {
+	t.Parallel()
+	for imp, want := range map[string]bool{
+		"connectrpc.com/connect":                          true,
+		"connectrpc.com/otelconnect":                      true,
+		module + "gen/billing/order":                      true,
+		module + "gen/billing/order/orderpbconnect":       true,
+		"buf.build/go/protovalidate":                      true,
+		"google.golang.org/protobuf/types/known/structpb": true,
+		module + "generated":                              false,
+		module + "internal/rpc":                           false,
+		"github.com/google/uuid":                          false,
+	} {
+		if got := onTheWire(imp); got != want {
+			t.Errorf("onTheWire(%s) = %v, want %v", imp, got, want)
+		}
+	}
+}
+
+// rpcHome names the domain's own <domain>rpc package, from any of the
+// domain's packages.
+func TestRPCHomeIsTheDomainsRPCPackage(t *testing.T) {
+	t.Parallel()
+	for pkg, want := range map[string]string{
+		"internal/order":             "internal/order/orderrpc",
+		"internal/order/renewal":     "internal/order/orderrpc",
+		"internal/payment/reconcile": "internal/payment/paymentrpc",
+		"internal/identity":          "internal/identity/identityrpc",
+	} {
+		if got := rpcHome(pkg); got != want {
+			t.Errorf("rpcHome(%s) = %s, want %s", pkg, got, want)
+		}
+	}
+}
+
 // partOf takes the longest prefix, and a folder that only begins like a
 // part's is on no part.
 func TestPartOfTakesTheLongestPrefix(t *testing.T) {
@@ -160,6 +278,12 @@ func TestPartOfTakesTheLongestPrefix(t *testing.T) {
 	for path, want := range map[string]string{
 		"internal/payment/paymentrpc": "Transport",
 		"internal/payment":            "Domain",
+		"internal/order/orderrpc":     "Transport",
+		"internal/order":              "Domain",
+		"internal/order/renewal":      "Domain",
+		"internal/rpc":                "Transport",
+		"internal/rpcanswer":          "Leaves",
+		"internal/timerange":          "Leaves",
 		"internal/payment/reconcile":  "Domain",
 		"internal/store/dbsqlc":       "Store",
 		"internal/auth":               "",

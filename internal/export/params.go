@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/apperr"
-	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // badParam is a query parameter the export refuses: 400 with this message.
@@ -99,7 +99,7 @@ func (q *query) moment(name string, loc *time.Location, end bool) (time.Time, bo
 		return time.Time{}, false
 	}
 	if d, err := time.ParseInLocation(time.DateOnly, s, loc); err == nil {
-		if !q.inRange(rpc.CheckDate(name, d)) {
+		if !q.inRange(timerange.CheckDate(name, d)) {
 			return time.Time{}, false
 		}
 		if end {
@@ -112,14 +112,14 @@ func (q *query) moment(name string, loc *time.Location, end bool) (time.Time, bo
 		q.fail("%s: %q is neither a date (2026-05-01) nor an RFC 3339 time (2026-05-01T00:00:00Z)", name, s)
 		return time.Time{}, false
 	}
-	if !q.inRange(rpc.CheckTime(name, t)) {
+	if !q.inRange(timerange.Check(name, t)) {
 		return time.Time{}, false
 	}
 	return t, true
 }
 
 // inRange records the refusal of a from or to outside the times the
-// service accepts (rpc.CheckTime), in the export's words; false then.
+// service accepts (timerange.Check), in the export's words; false then.
 func (q *query) inRange(err error) bool {
 	var ae *apperr.Error
 	if !errors.As(err, &ae) {

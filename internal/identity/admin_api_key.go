@@ -13,8 +13,8 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/paging"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // An admin API key reads "ak_<id>_<secret>", shaped as a customer's
@@ -244,7 +244,7 @@ func (s *Service) keyExpiry(now time.Time, at *time.Time) (*time.Time, error) {
 	if !t.After(now) {
 		return nil, apperr.New(apperr.InvalidArgument, "expires_at must be in the future, got %s", t.Format(time.RFC3339))
 	}
-	if err := rpc.CheckAhead("expires_at", t, now); err != nil {
+	if err := timerange.CheckAhead("expires_at", t, now); err != nil {
 		return nil, err
 	}
 	if s.keyMaxLifetime > 0 && t.Sub(now) > s.keyMaxLifetime {

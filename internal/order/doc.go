@@ -1,6 +1,9 @@
-// Package order is the order domain: the product catalogue, customer orders
-// and their life cycle, payment of an order from the customer's prepaid
-// balance, and invoices.
+// Package order is the order domain: the product catalogue (catalog.go)
+// and the provider settings a product carries and an order freezes, their
+// secrets sealed to the one that owns them (provider_config.go), customer
+// orders (orders.go) and their life cycle, payment of an order from the
+// customer's prepaid balance, and invoices. Its Connect handlers are in
+// orderrpc.
 //
 // # Order states
 //

@@ -14,8 +14,8 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/paging"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // NewInvoice is an invoice to issue: exactly one of OrderID and CustomerID.
@@ -55,7 +55,7 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 	if !in.DueAt.After(now) {
 		return store.Invoice{}, apperr.New(apperr.InvalidArgument, "due_at must be in the future")
 	}
-	if err := rpc.CheckAhead("due_at", in.DueAt, now); err != nil {
+	if err := timerange.CheckAhead("due_at", in.DueAt, now); err != nil {
 		return store.Invoice{}, err
 	}
 	id := uuid.New()

@@ -11,8 +11,8 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // GetOrderPeriods reads an order and its service periods (first first).
@@ -87,7 +87,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 	}
 	end = store.Timestamp(end)
 	// Against the billing clock, which renewals run on.
-	if err := rpc.CheckAhead("ends_at", end, s.now()); err != nil {
+	if err := timerange.CheckAhead("ends_at", end, s.now()); err != nil {
 		return store.Order{}, store.ServicePeriod{}, err
 	}
 	var out store.Order

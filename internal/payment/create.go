@@ -8,7 +8,6 @@ import (
 
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/order"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/text"
 
 	"github.com/google/uuid"
@@ -117,7 +116,7 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 	id := uuid.New()
 	var out createPaymentOutput
 	if err := callPlugin(ctx, gw, "create_payment", createPaymentInput{
-		PaymentID: id.String(), OrderID: rpc.IDString(tgt.orderID), InvoiceID: rpc.IDString(tgt.invoiceID),
+		PaymentID: id.String(), OrderID: optionalID(tgt.orderID), InvoiceID: optionalID(tgt.invoiceID),
 		Amount: tgt.amount, Currency: tgt.currency, Subject: tgt.subject, ReturnURL: in.ReturnURL,
 		NotifyURL: s.CallbackURL(gw.InterfaceID), ClientIP: in.ClientIP,
 	}, &out); err != nil {
@@ -165,8 +164,8 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		return store.Payment{}, err
 	}
 	s.metrics.PaymentTransition(gw.PluginName, pay.Status, pay.Amount, pay.Currency)
-	s.log.InfoContext(ctx, "payment created", "payment_id", pay.ID, "order_id", rpc.IDString(pay.OrderID),
-		"invoice_id", rpc.IDString(pay.InvoiceID), "gateway_interface_id", gw.InterfaceID, "amount", pay.Amount.String(),
+	s.log.InfoContext(ctx, "payment created", "payment_id", pay.ID, "order_id", optionalID(pay.OrderID),
+		"invoice_id", optionalID(pay.InvoiceID), "gateway_interface_id", gw.InterfaceID, "amount", pay.Amount.String(),
 		"currency", pay.Currency, "principal", p.String())
 	return pay, nil
 }
@@ -335,4 +334,13 @@ func getInvoice(ctx context.Context, db store.DB, id uuid.UUID, lock bool) (stor
 		return store.GetInvoiceForUpdate(ctx, db, id)
 	}
 	return store.GetInvoice(ctx, db, id)
+}
+
+// optionalID is an optional id as the plugin and the log take it: "" when
+// absent.
+func optionalID(id *uuid.UUID) string {
+	if id == nil {
+		return ""
+	}
+	return id.String()
 }

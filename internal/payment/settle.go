@@ -14,9 +14,9 @@ import (
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/text"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // Where a gateway's word about a payment came from.
@@ -230,7 +230,7 @@ func decide(rows store.SettlementRows, interfaceID uuid.UUID, rep report, now ti
 	paidAt := rep.PaidAt
 	// A time the service could not store and encode (year -1 from
 	// "0000-01-01T00:00:00+08:00") is no better than none.
-	if paidAt.IsZero() || paidAt.After(now) || !rpc.InRange(paidAt) {
+	if paidAt.IsZero() || paidAt.After(now) || !timerange.Contains(paidAt) {
 		paidAt = now
 	}
 	paidAt = store.Timestamp(paidAt)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // MaxTrendDays is how many days GetPaymentTrends answers at most: a year
@@ -105,7 +105,7 @@ func parseTrendQuery(q TrendQuery, now time.Time) (store.TrendRange, error) {
 		if err != nil {
 			return t, apperr.New(apperr.InvalidArgument, "%s: %q is not a date such as 2026-05-01", field, raw)
 		}
-		return t, rpc.CheckDate(field, t)
+		return t, timerange.CheckDate(field, t)
 	}
 	y, m, d := now.In(loc).Date()
 	to := time.Date(y, m, d, 0, 0, 0, 0, time.UTC)

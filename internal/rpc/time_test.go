@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/timerange"
 )
 
 // Every time ParseTime takes is one the audit log's JSON can write, with a
@@ -55,32 +56,6 @@ func TestParseTimeTakesOnlyTimesTheServiceCanStoreAndEncode(t *testing.T) {
 	require.ErrorContains(t, err, "validation error: expires_at: ")
 }
 
-// A date is checked as a date: 1970-01-01 to 9998-12-31, whatever zone
-// its midnight is read in.
-func TestCheckDateTakesTheRangeAsCalendarDates(t *testing.T) {
-	t.Parallel()
-	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
-	require.NoError(t, err)
-	require.NoError(t, CheckDate("from", time.Date(1970, 1, 1, 0, 0, 0, 0, kiritimati)))
-	require.NoError(t, CheckDate("to", time.Date(9998, 12, 31, 0, 0, 0, 0, time.UTC)))
-	require.EqualError(t, CheckDate("to", time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)),
-		"validation error: to: 9999-01-01 is outside the accepted range 1970-01-01 to 9998-12-31")
-	require.ErrorContains(t, CheckDate("from", time.Date(1969, 12, 31, 0, 0, 0, 0, kiritimati)), "from: 1969-12-31 is outside")
-	require.ErrorContains(t, CheckDate("from", time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)), "from: 0000-01-01 is outside")
-}
-
-// An end or expiry may lie up to ten years after the caller's now, and not
-// a second more.
-func TestCheckAheadRefusesMoreThanTenYears(t *testing.T) {
-	t.Parallel()
-	now := time.Date(2026, 11, 28, 23, 0, 0, 0, time.FixedZone("UTC+8", 8*3600))
-	limit := time.Date(2036, 11, 28, 15, 0, 0, 0, time.UTC)
-	require.NoError(t, CheckAhead("expires_at", limit, now))
-	require.NoError(t, CheckAhead("expires_at", now.Add(-time.Hour), now), "the past is another rule's")
-	require.EqualError(t, CheckAhead("expires_at", limit.Add(time.Second), now),
-		"validation error: expires_at: 2036-11-28T15:00:01Z is more than 10 years ahead (after 2036-11-28T15:00:00Z)")
-}
-
 // A field's violation reaches the client as the request validator's own
 // do: the message, and a buf.validate.Violations detail naming the field
 // with the rule's id.
@@ -100,7 +75,7 @@ func TestAFieldViolationCarriesTheValidatorsDetail(t *testing.T) {
 	require.Len(t, vs.GetViolations(), 1)
 	got := vs.GetViolations()[0]
 	require.Equal(t, "due_at", got.GetField().GetElements()[0].GetFieldName())
-	require.Equal(t, RuleTimeRange, got.GetRuleId())
+	require.Equal(t, timerange.RuleRange, got.GetRuleId())
 	require.Contains(t, got.GetMessage(), "is outside the accepted range")
 
 	plain := Error(context.Background(), slog.New(slog.DiscardHandler), apperr.New(apperr.InvalidArgument, "amount exceeds the payment"))

@@ -78,11 +78,10 @@ func (r *Run) PartlyPaidPastTermination(ctx context.Context) (int64, error) {
 	return store.CountPartlyPaidPastTermination(ctx, r.db, r.Now().Add(-r.TerminateAfter()), order.LiveStatuses())
 }
 
-// Policy is what GetRenewalOverview tells of the run's settings: how long
-// past due an unpaid renewal suspends, then ends, the service.
-func (r *Run) Policy() order.RenewalPolicy {
-	return order.RenewalPolicy{SuspendAfter: time.Duration(r.opts.SuspendAfterDays) * day, TerminateAfter: r.TerminateAfter()}
-}
+// SuspendAfter is how long past due an unpaid renewal invoice suspends the
+// service (0: never); with TerminateAfter, what GetRenewalOverview tells
+// of the run's settings.
+func (r *Run) SuspendAfter() time.Duration { return time.Duration(r.opts.SuspendAfterDays) * day }
 
 func (r *Run) every(ctx context.Context) {
 	t := time.NewTimer(0)

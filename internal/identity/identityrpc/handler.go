@@ -1,4 +1,4 @@
-package identity
+package identityrpc
 
 import (
 	"context"
@@ -14,19 +14,20 @@ import (
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
 // Handler serves billing.identity.IdentityService: decode, call the
 // Service, encode. Tokens and keys leave only in responses, never in logs.
 type Handler struct {
-	svc *Service
+	svc *identity.Service
 }
 
 var _ identitypbconnect.IdentityServiceHandler = (*Handler)(nil)
 
 // NewHandler returns the IdentityService handler.
-func NewHandler(svc *Service) *Handler {
+func NewHandler(svc *identity.Service) *Handler {
 	return &Handler{svc: svc}
 }
 
@@ -59,7 +60,7 @@ func (h *Handler) Login(ctx context.Context, req *connect.Request[identitypb.Log
 // AdminLogin starts an admin session and sets its cookie.
 func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identitypb.AdminLoginRequest]) (*connect.Response[identitypb.AdminLoginResponse], error) {
 	previous, _ := h.svc.SessionToken(req.Header())
-	s, err := h.svc.AdminLogin(ctx, AdminLoginInput{
+	s, err := h.svc.AdminLogin(ctx, identity.AdminLoginInput{
 		Username:      req.Msg.GetUsername(),
 		Password:      req.Msg.GetPassword(),
 		UserAgent:     req.Header().Get("User-Agent"),
@@ -67,7 +68,7 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 		PreviousToken: previous,
 		TOTPCode:      req.Msg.GetTotpCode(),
 	})
-	var te *TOTPError
+	var te *identity.TOTPError
 	if errors.As(err, &te) {
 		cerr := connect.NewError(connect.CodeUnauthenticated, te)
 		if d, derr := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: te.Reason, Domain: "paymentd"}); derr == nil {
@@ -75,7 +76,7 @@ func (h *Handler) AdminLogin(ctx context.Context, req *connect.Request[identityp
 		}
 		return nil, cerr
 	}
-	var le *TOTPLockedError
+	var le *identity.TOTPLockedError
 	if errors.As(err, &le) {
 		return nil, lockedError(le)
 	}
@@ -167,7 +168,7 @@ func (h *Handler) RevokeApiKey(ctx context.Context, req *connect.Request[identit
 // ChangePassword sets the caller's password; a customer gets a new access
 // token in the answer, an admin a new session cookie.
 func (h *Handler) ChangePassword(ctx context.Context, req *connect.Request[identitypb.ChangePasswordRequest]) (*connect.Response[identitypb.ChangePasswordResponse], error) {
-	ch, err := h.svc.ChangePassword(ctx, ChangePasswordInput{
+	ch, err := h.svc.ChangePassword(ctx, identity.ChangePasswordInput{
 		Current:     req.Msg.GetCurrentPassword(),
 		New:         req.Msg.GetNewPassword(),
 		UserAgent:   req.Header().Get("User-Agent"),
@@ -230,7 +231,7 @@ func (h *Handler) RevokeAdminApiKey(ctx context.Context, req *connect.Request[id
 	return connect.NewResponse(&identitypb.RevokeAdminApiKeyResponse{ApiKey: adminAPIKeyToProto(k)}), nil
 }
 
-func adminAPIKeyToProto(k AdminAPIKey) *identitypb.AdminApiKey {
+func adminAPIKeyToProto(k identity.AdminAPIKey) *identitypb.AdminApiKey {
 	out := &identitypb.AdminApiKey{
 		Id:            k.ID.String(),
 		Name:          k.Name,
@@ -269,7 +270,7 @@ func optionalTimestamp(t *time.Time) string {
 	return timestamp(*t)
 }
 
-func customerToProto(c Customer) *identitypb.Customer {
+func customerToProto(c identity.Customer) *identitypb.Customer {
 	return &identitypb.Customer{
 		Id:               c.ID.String(),
 		Email:            c.Email,
@@ -284,7 +285,7 @@ func customerToProto(c Customer) *identitypb.Customer {
 	}
 }
 
-func adminToProto(a Admin) *identitypb.Admin {
+func adminToProto(a identity.Admin) *identitypb.Admin {
 	return &identitypb.Admin{
 		Id:          a.ID.String(),
 		Username:    a.Username,
@@ -294,7 +295,7 @@ func adminToProto(a Admin) *identitypb.Admin {
 	}
 }
 
-func apiKeyToProto(k APIKey) *identitypb.ApiKey {
+func apiKeyToProto(k identity.APIKey) *identitypb.ApiKey {
 	return &identitypb.ApiKey{
 		Id:         k.ID.String(),
 		Name:       k.Name,
@@ -305,7 +306,7 @@ func apiKeyToProto(k APIKey) *identitypb.ApiKey {
 	}
 }
 
-func balanceTransactionToProto(t BalanceTransaction) *identitypb.BalanceTransaction {
+func balanceTransactionToProto(t identity.BalanceTransaction) *identitypb.BalanceTransaction {
 	out := &identitypb.BalanceTransaction{
 		Id:            t.ID.String(),
 		CustomerId:    t.CustomerID.String(),
@@ -353,10 +354,10 @@ func (h *Handler) DisableTotp(ctx context.Context, req *connect.Request[identity
 // lockedError is the answer to a second-factor code refused unjudged:
 // ResourceExhausted with the reason totp_locked, a RetryInfo detail and
 // Retry-After (whole seconds, rounded up), as the rate limits answer.
-func lockedError(le *TOTPLockedError) *connect.Error {
+func lockedError(le *identity.TOTPLockedError) *connect.Error {
 	secs := int64((le.RetryAfter + time.Second - 1) / time.Second)
 	cerr := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%s, retry after %ds", le.Error(), secs))
-	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: ReasonTOTPLocked, Domain: "paymentd"}); err == nil {
+	if d, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: identity.ReasonTOTPLocked, Domain: "paymentd"}); err == nil {
 		cerr.AddDetail(d)
 	}
 	if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(le.RetryAfter)}); err == nil {

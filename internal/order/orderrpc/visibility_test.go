@@ -1,4 +1,4 @@
-package order_test
+package orderrpc_test
 
 import (
 	"context"

@@ -1,14 +1,12 @@
-package gateway_test
+package gatewayrpc_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -21,6 +19,7 @@ import (
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
+	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
@@ -51,8 +50,8 @@ func setupWire(t *testing.T) *wireBundle {
 			return next(auth.WithPrincipal(ctx, p), req)
 		}
 	})
-	path, h := gatewaypbconnect.NewGatewayAdminServiceHandler(gateway.NewHandler(b.svc, nil),
-		connect.WithInterceptors(who, auth.NewInterceptor(gateway.Policy, app.AdminKeyScopes), rpc.NewErrorInterceptor(nil)))
+	path, h := gatewaypbconnect.NewGatewayAdminServiceHandler(gatewayrpc.NewHandler(b.svc, nil),
+		connect.WithInterceptors(who, auth.NewInterceptor(gatewayrpc.Policy, app.AdminKeyScopes), rpc.NewErrorInterceptor(nil)))
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	srv := httptest.NewServer(mux)
@@ -72,83 +71,6 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 	s, err := structpb.NewStruct(m)
 	require.NoError(t, err)
 	return s
-}
-
-// recorder is an HTTP server that records the requests it receives and
-// answers body.
-type recorder struct {
-	*httptest.Server
-	mu   sync.Mutex
-	seen []string // each request's URI and Authorization
-}
-
-func newRecorder(t *testing.T, status int, body string) *recorder {
-	t.Helper()
-	r := &recorder{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		r.mu.Lock()
-		r.seen = append(r.seen, req.URL.RequestURI()+" "+req.Header.Get("Authorization"))
-		r.mu.Unlock()
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte(body))
-	}))
-	t.Cleanup(r.Close)
-	return r
-}
-
-func (r *recorder) requests() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.seen...)
-}
-
-// schemaEndpoint is epay's shape: the plugin sends the secret key to
-// api_url.
-const schemaEndpoint = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "required": ["api_url", "pid", "key"],
-  "additionalProperties": false,
-  "properties": {
-    "api_url": {"type": "string", "pattern": "^https?://", "x-endpoint": true},
-    "pid": {"type": "string", "minLength": 1},
-    "key": {"type": "string", "minLength": 1, "x-secret": true}
-  }
-}`
-
-// sendingScript is a gateway plugin whose test_config sends the key to
-// api_url (as epay's does) and answers with what came back.
-func sendingScript(version string) string {
-	return strings.Replace(gatewayScript(version, "Sender", schemaEndpoint), `function test_config(config_json, input_json)
-  local cfg = json_decode(config_json)
-  return json_encode({ ok = cfg.pid ~= nil, message = "pid " .. tostring(cfg.pid) })
-end`, `function test_config(config_json, input_json)
-  local cfg = json_decode(config_json)
-  local resp = json_decode(http_get(cfg.api_url .. "/api.php?key=" .. urlencode(cfg.key)))
-  if resp.status ~= 200 then
-    error("upstream said: " .. resp.body)
-  end
-  return json_encode({ ok = false, message = "not the API: " .. resp.body })
-end`, 1)
-}
-
-// auditAfter is the after state of the interface's last row of action.
-func (b *bundle) auditAfter(t *testing.T, id, action string) (map[string]any, string) {
-	t.Helper()
-	var raw []byte
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT after FROM audit_log WHERE entity_id = $1 AND action = $2 ORDER BY id DESC LIMIT 1`, id, action).Scan(&raw))
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(raw, &m))
-	return m, string(raw)
-}
-
-func (b *bundle) auditRows(t *testing.T, id, action string) int {
-	t.Helper()
-	var n int
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT count(*) FROM audit_log WHERE entity_id = $1 AND action = $2`, id, action).Scan(&n))
-	return n
 }
 
 // M3: an admin who may edit an interface's config but does not know its

@@ -1,4 +1,4 @@
-package gateway
+package gatewayrpc
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -56,7 +57,7 @@ type CallbackURLs interface {
 // domain, encode.
 type Handler struct {
 	gatewaypbconnect.UnimplementedGatewayAdminServiceHandler
-	svc       *Service
+	svc       *gateway.Service
 	confirm   BankTransferConfirmer
 	callbacks CallbackURLs
 }
@@ -64,7 +65,7 @@ type Handler struct {
 // NewHandler returns the GatewayAdminService handler. confirm may be nil
 // while the payment domain does not offer it: ConfirmBankTransfer then
 // answers Unimplemented.
-func NewHandler(svc *Service, confirm BankTransferConfirmer) *Handler {
+func NewHandler(svc *gateway.Service, confirm BankTransferConfirmer) *Handler {
 	return &Handler{svc: svc, confirm: confirm}
 }
 
@@ -169,7 +170,7 @@ func (h *Handler) setPluginEnabled(ctx context.Context, name string, enabled boo
 // CreateGatewayInterface implements GatewayAdminService.CreateGatewayInterface.
 func (h *Handler) CreateGatewayInterface(ctx context.Context, req *connect.Request[gatewaypb.CreateGatewayInterfaceRequest]) (*connect.Response[gatewaypb.CreateGatewayInterfaceResponse], error) {
 	m := req.Msg
-	v, err := h.svc.CreateInterface(ctx, NewInterface{PluginName: m.GetPluginName(), DisplayName: m.GetDisplayName(), Config: structMap(m.GetConfig())})
+	v, err := h.svc.CreateInterface(ctx, gateway.NewInterface{PluginName: m.GetPluginName(), DisplayName: m.GetDisplayName(), Config: structMap(m.GetConfig())})
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +188,7 @@ func (h *Handler) UpdateGatewayInterface(ctx context.Context, req *connect.Reque
 	if err != nil {
 		return nil, err
 	}
-	u := InterfaceUpdate{DisplayName: m.DisplayName}
+	u := gateway.InterfaceUpdate{DisplayName: m.DisplayName}
 	if m.Config != nil {
 		u.Config = structMap(m.Config)
 	}
@@ -311,7 +312,7 @@ func (h *Handler) ConfirmBankTransfer(ctx context.Context, req *connect.Request[
 // MethodsHandler serves billing.gateway.PaymentMethodService.
 type MethodsHandler struct {
 	gatewaypbconnect.UnimplementedPaymentMethodServiceHandler
-	svc *Service
+	svc *gateway.Service
 	due CurrencyDue
 }
 
@@ -324,7 +325,7 @@ type CurrencyDue interface {
 
 // NewMethodsHandler returns the PaymentMethodService handler; due (nil:
 // order_id and invoice_id are Unimplemented) resolves an order's currency.
-func NewMethodsHandler(svc *Service, due CurrencyDue) *MethodsHandler {
+func NewMethodsHandler(svc *gateway.Service, due CurrencyDue) *MethodsHandler {
 	return &MethodsHandler{svc: svc, due: due}
 }
 
@@ -364,7 +365,7 @@ func (h *MethodsHandler) ListPaymentMethods(ctx context.Context, req *connect.Re
 
 // ---- encoding ----
 
-func pluginRecord(p PluginView) (*gatewaypb.Plugin, error) {
+func pluginRecord(p gateway.PluginView) (*gatewaypb.Plugin, error) {
 	info, err := toStruct(p.Info)
 	if err != nil {
 		return nil, err
@@ -384,7 +385,7 @@ func pluginRecord(p PluginView) (*gatewaypb.Plugin, error) {
 	return m, nil
 }
 
-func (h *Handler) interfaceRecord(v InterfaceView) (*gatewaypb.GatewayInterface, error) {
+func (h *Handler) interfaceRecord(v gateway.InterfaceView) (*gatewaypb.GatewayInterface, error) {
 	cfg, err := toStruct(v.Config)
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package order_test
+package orderrpc_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/order/orderpbconnect"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/order/orderrpc"
 	"github.com/rustbill/paymentd/internal/server"
 )
 
@@ -50,9 +50,9 @@ type wireBundle struct {
 func setupWire(t *testing.T) *wireBundle {
 	t.Helper()
 	b := setup(t)
-	opts, err := server.HandlerOptions(server.Options{}, slog.New(slog.DiscardHandler), auth.NewInterceptor(order.Policy, nil))
+	opts, err := server.HandlerOptions(server.Options{}, slog.New(slog.DiscardHandler), auth.NewInterceptor(orderrpc.Policy, nil))
 	require.NoError(t, err)
-	path, h := orderpbconnect.NewOrderServiceHandler(order.NewHandler(b.svc), opts...)
+	path, h := orderpbconnect.NewOrderServiceHandler(orderrpc.NewHandler(b.svc), opts...)
 	mux := http.NewServeMux()
 	mux.Handle(path, testPrincipal(h))
 	srv := httptest.NewUnstartedServer(mux)
@@ -85,22 +85,22 @@ func requireCode(t *testing.T, want connect.Code, err error, msgAndArgs ...any) 
 func TestPolicyCoversEveryProcedureOfTheService(t *testing.T) {
 	t.Parallel()
 	methods := orderpb.File_billing_order_order_proto.Services().ByName("OrderService").Methods()
-	require.Equal(t, methods.Len(), len(order.Policy))
+	require.Equal(t, methods.Len(), len(orderrpc.Policy))
 	for i := range methods.Len() {
 		proc := "/" + orderpbconnect.OrderServiceName + "/" + string(methods.Get(i).Name())
-		_, ok := order.Policy[proc]
+		_, ok := orderrpc.Policy[proc]
 		require.True(t, ok, "%s has no access rule", proc)
 	}
-	require.Equal(t, auth.AdminOnly, order.Policy[orderpbconnect.OrderServiceCreateProductProcedure])
-	require.Equal(t, auth.CustomerOnly, order.Policy[orderpbconnect.OrderServiceCreateOrderProcedure])
-	require.Equal(t, auth.AdminOnly, order.Policy[orderpbconnect.OrderServiceCreateInvoiceProcedure])
-	require.Equal(t, auth.AdminOnly, order.Policy[orderpbconnect.OrderServiceCancelInvoiceProcedure])
+	require.Equal(t, auth.AdminOnly, orderrpc.Policy[orderpbconnect.OrderServiceCreateProductProcedure])
+	require.Equal(t, auth.CustomerOnly, orderrpc.Policy[orderpbconnect.OrderServiceCreateOrderProcedure])
+	require.Equal(t, auth.AdminOnly, orderrpc.Policy[orderpbconnect.OrderServiceCreateInvoiceProcedure])
+	require.Equal(t, auth.AdminOnly, orderrpc.Policy[orderpbconnect.OrderServiceCancelInvoiceProcedure])
 
 	admin := orderpb.File_billing_order_order_admin_proto.Services().ByName("OrderAdminService").Methods()
-	require.Equal(t, admin.Len(), len(order.AdminPolicy))
+	require.Equal(t, admin.Len(), len(orderrpc.AdminPolicy))
 	for i := range admin.Len() {
 		proc := "/" + orderpbconnect.OrderAdminServiceName + "/" + string(admin.Get(i).Name())
-		require.Equal(t, auth.AdminOnly, order.AdminPolicy[proc], "%s is for admins alone", proc)
+		require.Equal(t, auth.AdminOnly, orderrpc.AdminPolicy[proc], "%s is for admins alone", proc)
 	}
 }
 

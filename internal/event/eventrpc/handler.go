@@ -1,4 +1,4 @@
-package event
+package eventrpc
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	eventpb "github.com/rustbill/paymentd/gen/billing/event"
 	"github.com/rustbill/paymentd/gen/billing/event/eventpbconnect"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -26,13 +27,13 @@ var Policy = auth.Policy{
 // encode.
 type AdminHandler struct {
 	eventpbconnect.UnimplementedEventAdminServiceHandler
-	admin *Admin
+	admin *event.Admin
 }
 
 var _ eventpbconnect.EventAdminServiceHandler = (*AdminHandler)(nil)
 
 // NewAdminHandler returns the EventAdminService handler over admin.
-func NewAdminHandler(admin *Admin) *AdminHandler {
+func NewAdminHandler(admin *event.Admin) *AdminHandler {
 	return &AdminHandler{admin: admin}
 }
 

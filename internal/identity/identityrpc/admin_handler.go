@@ -1,4 +1,4 @@
-package identity
+package identityrpc
 
 import (
 	"context"
@@ -7,18 +7,19 @@ import (
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
+	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/rpc"
 )
 
 // AdminHandler serves billing.identity.CustomerAdminService.
 type AdminHandler struct {
-	svc *Service
+	svc *identity.Service
 }
 
 var _ identitypbconnect.CustomerAdminServiceHandler = (*AdminHandler)(nil)
 
 // NewAdminHandler returns the CustomerAdminService handler.
-func NewAdminHandler(svc *Service) *AdminHandler {
+func NewAdminHandler(svc *identity.Service) *AdminHandler {
 	return &AdminHandler{svc: svc}
 }
 

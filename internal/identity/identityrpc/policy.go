@@ -1,4 +1,4 @@
-package identity
+package identityrpc
 
 import (
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"

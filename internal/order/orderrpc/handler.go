@@ -1,4 +1,4 @@
-package order
+package orderrpc
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/rpc"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -63,7 +64,7 @@ type ClockAdvanced struct {
 // Handler serves billing.order.OrderService: decode, call the domain, encode.
 type Handler struct {
 	orderpbconnect.UnimplementedOrderServiceHandler
-	svc    *Service
+	svc    *order.Service
 	clock  BillingClock
 	policy RenewalPolicy
 }
@@ -83,7 +84,7 @@ func (h *Handler) WithBillingClock(c BillingClock) *Handler {
 }
 
 // NewHandler returns the OrderService handler over svc.
-func NewHandler(svc *Service) *Handler {
+func NewHandler(svc *order.Service) *Handler {
 	return &Handler{svc: svc}
 }
 
@@ -96,7 +97,7 @@ func (h *Handler) CreateProduct(ctx context.Context, req *connect.Request[orderp
 	if err != nil {
 		return nil, apperr.New(apperr.InvalidArgument, "price must be a non-negative amount with at most two decimals")
 	}
-	p, err := h.svc.CreateProduct(ctx, NewProduct{
+	p, err := h.svc.CreateProduct(ctx, order.NewProduct{
 		Name: m.GetName(), Description: m.GetDescription(), Price: price,
 		Currency: m.GetCurrency(), BillingCycle: m.GetBillingCycle(), ProviderPlugin: m.ProviderPlugin,
 		ProviderConfig: m.GetProviderConfig().AsMap(),
@@ -114,7 +115,7 @@ func (h *Handler) UpdateProduct(ctx context.Context, req *connect.Request[orderp
 	if err != nil {
 		return nil, err
 	}
-	u := ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled, ApplyToExistingOrders: m.GetApplyToExistingOrders()}
+	u := order.ProductUpdate{Name: m.Name, Description: m.Description, Enabled: m.Enabled, ApplyToExistingOrders: m.GetApplyToExistingOrders()}
 	if c := m.GetBillingCycle(); c != "" {
 		u.BillingCycle = &c
 	}
@@ -306,7 +307,7 @@ func (h *Handler) PayWithBalance(ctx context.Context, req *connect.Request[order
 // CreateInvoice implements OrderService.CreateInvoice.
 func (h *Handler) CreateInvoice(ctx context.Context, req *connect.Request[orderpb.CreateInvoiceRequest]) (*connect.Response[orderpb.CreateInvoiceResponse], error) {
 	m := req.Msg
-	in := NewInvoice{Currency: m.GetCurrency(), Description: m.GetDescription()}
+	in := order.NewInvoice{Currency: m.GetCurrency(), Description: m.GetDescription()}
 	var err error
 	switch t := m.GetTarget().(type) {
 	case *orderpb.CreateInvoiceRequest_OrderId:
@@ -422,7 +423,7 @@ func OrderRecord(o store.Order) *orderpb.Order {
 		BillingCycle:  o.BillingCycle,
 		RenewalPrice:  rpc.NullMoney(o.RenewalPrice),
 		PaidUntil:     rpc.TimePtr(o.PaidUntil),
-		Renews:        o.Renews && BillingCycle(o.BillingCycle).Recurring(),
+		Renews:        o.Renews && order.BillingCycle(o.BillingCycle).Recurring(),
 		SuspendReason: o.SuspendReason,
 	}
 }
@@ -445,7 +446,7 @@ func (h *Handler) renewalOverview(ctx context.Context, m *orderpb.GetRenewalOver
 	if days == 0 {
 		days = 30
 	}
-	now := h.svc.now()
+	now := h.svc.Now()
 	if h.clock != nil {
 		now = store.Timestamp(h.clock.Now()) // the billing run's time
 	}
