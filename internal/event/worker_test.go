@@ -84,8 +84,10 @@ func TestEventsOfOneOrderNeverOverlapWhileDifferentOrdersDo(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	rec := newRecorder(30 * time.Millisecond)
-	startNode(t, w.pool, "node-a", nodeOptions{handler: rec, worker: event.WorkerOptions{Concurrency: 8, BatchSize: 10}})
-
+	// Every event is queued before the worker starts, so its first claims
+	// see all four orders: inserted while it ran, a slow insert on a busy
+	// machine let the first orders finish before the last one's events
+	// existed, and fewer than four ran at once.
 	const orders, perOrder = 4, 6
 	for range orders {
 		id := w.order(t)
@@ -93,6 +95,7 @@ func TestEventsOfOneOrderNeverOverlapWhileDifferentOrdersDo(t *testing.T) {
 			w.insert(t, "order_paid", id)
 		}
 	}
+	startNode(t, w.pool, "node-a", nodeOptions{handler: rec, worker: event.WorkerOptions{Concurrency: 8, BatchSize: 10}})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, orders*perOrder, w.countStatus(c, store.EventDone))
 	}, 30*time.Second, 20*time.Millisecond)
