@@ -34,7 +34,7 @@ func startService(t *testing.T, mutate func(*config.Config)) *service {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	cfg := config.Default()
-	cfg.DB.URL = testdb.EmptyURL(t)
+	cfg.DB.URL = testdb.URL(t)
 	cfg.JWT.Secret = "deploy-test-secret-deploy-test-secret"
 	cfg.Bootstrap.AdminPassword = "bootstrap-password"
 	cfg.Server.ShutdownTimeout = 5 * time.Second

@@ -80,7 +80,7 @@ func TestEndingAccessOnOneInstanceIsSeenByTheOtherWithinSeconds(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := testConfig(testdb.EmptyURL(t))
+			cfg := testConfig(testdb.URL(t))
 			if shared {
 				cfg.Redis.Enabled = true
 				cfg.Redis.URL = testredis.Start(t).URL()

@@ -22,7 +22,7 @@ import (
 // Unauthenticated from the very next request on either instance.
 func TestOperatorCommandsCutAnAdminOffOnEveryInstanceAtOnce(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Redis.Enabled = true
 	cfg.Redis.URL = testredis.Start(t).URL()
 	a := newInstance(t, "instance A", cfg)

@@ -73,7 +73,7 @@ func TestEveryAdminProcedureHasAnAPIKeyScope(t *testing.T) {
 // Unauthenticated everywhere.
 func TestAdminAPIKeyScopesOnEveryProcedure(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	c := login(t, r)
 	keys := map[string]adminKey{}
 	for _, scope := range []string{"read", "operate", "admin"} {
@@ -130,7 +130,7 @@ func TestAdminAPIKeyScopesOnEveryProcedure(t *testing.T) {
 // a balance, an operate key refunding a payment.
 func TestEveryAuditRowOfAnAdminKeysCallNamesTheKey(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	c := login(t, r)
 	ctx := context.Background()
 	adminK := newAdminKey(t, r.baseURL, c.admin, "admin")

@@ -498,7 +498,7 @@ func runAPIDoc(t *testing.T, tool string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	hook := notifytest.StartWebhook(t, "webhook-secret-0123456789")
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	src, err := os.ReadFile(filepath.Join(root, "plugins", "notifier", "webhook.lua"))
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ import (
 // /callbacks nor the admin console ever answers cross-origin.
 func TestCORSLetsAnAllowedOriginCallTheAPIAndNoOtherOrPath(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Server.CORSAllowedOrigins = []string{"https://shop.example"}
 	r := start(t, cfg)
 	register := r.baseURL + identitypbconnect.IdentityServiceRegisterProcedure
@@ -87,7 +87,7 @@ func TestCORSLetsAnAllowedOriginCallTheAPIAndNoOtherOrPath(t *testing.T) {
 // gets CORS headers.
 func TestNoCORSWithoutConfiguredOrigins(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	req, err := http.NewRequest(http.MethodOptions, r.baseURL+identitypbconnect.IdentityServiceRegisterProcedure, nil)
 	require.NoError(t, err)
 	req.Header.Set("Origin", "https://shop.example")

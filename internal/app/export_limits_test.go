@@ -182,7 +182,7 @@ func TestAnExportQuotesFormulasBehindInvisibleCharacters(t *testing.T) {
 // principal and the key's id, as RPC lines do.
 func TestAnExportIsAuditedAndLoggedWithItsPrincipal(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	r, logs := startLogged(t, cfg)
 	c := login(t, r)

@@ -52,7 +52,7 @@ type gatewayClients struct {
 
 func startWithPlugins(t *testing.T, dir string) (*running, callers, gatewayClients) {
 	t.Helper()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = dir
 	r := start(t, cfg)
 	return r, login(t, r), gatewayClients{

@@ -48,7 +48,7 @@ func (b blockingPayments) GetPayment(ctx context.Context, req *connect.Request[p
 // layer.
 func TestHealthPassesOnlyObserveNoLimitNoCredentialLayerAndNoDatabase(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	cfg.Server.MaxConcurrency = 1
 	cfg.RateLimit.Enabled = true

@@ -92,7 +92,7 @@ func requireRetryLater(t *testing.T, err error) {
 // a slot of the limit while it waits or hashes.
 func TestACallWaitingForAPasswordHashHoldsNoConcurrencySlot(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Server.MaxConcurrency = 2
 	gate := newHashGate(t)
 	r := start(t, cfg, app.WithSignals(app.Signals{BeforeHash: gate.hook}), app.WithPasswordHashing(1, 4, time.Hour))
@@ -128,7 +128,7 @@ func TestACallWaitingForAPasswordHashHoldsNoConcurrencySlot(t *testing.T) {
 // retry delay: it is answered while the hashing slot is still held.
 func TestAPasswordCallPastTheHashQueueIsRefusedAtOnceWithARetryDelay(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	gate := newHashGate(t)
 	r := start(t, cfg, app.WithSignals(app.Signals{BeforeHash: gate.hook}), app.WithPasswordHashing(1, 2, time.Hour))
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
@@ -162,7 +162,7 @@ func TestAPasswordCallPastTheHashQueueIsRefusedAtOnceWithARetryDelay(t *testing.
 // Another account is not touched.
 func TestThePerAccountPasswordBudgetRefusesBeforeAnyHash(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.RateLimit.Enabled = true
 	cfg.RateLimit.LoginPerSec = 100
 	cfg.RateLimit.PasswordPerSec = 100
@@ -199,7 +199,7 @@ func TestThePerAccountPasswordBudgetRefusesBeforeAnyHash(t *testing.T) {
 // together and refuses the next with a retry delay before any hash.
 func TestTheGlobalPasswordBudgetRefusesBeforeAnyHash(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.RateLimit.Enabled = true
 	cfg.RateLimit.LoginPerSec = 100
 	cfg.RateLimit.PasswordPerSec = 3

@@ -80,7 +80,7 @@ const allowed connect.Code = 0
 
 func TestPermissionMatrixOfEveryPaymentProcedure(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	c := login(t, r)
 	gw := testfixture.GatewayInterface(t, r.app.Pool(), "epay")
 	alicePayment := testfixture.InsertPayment(t, r.app.Pool(), testfixture.Payment{Customer: c.customerID, Gateway: gw}).String()
@@ -167,7 +167,7 @@ func TestPermissionMatrixOfEveryPaymentProcedure(t *testing.T) {
 
 func TestLoginIsRateLimitedPerIPThroughTheWholeStack(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.RateLimit.Enabled = true
 	r := start(t, cfg)
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)

@@ -586,56 +586,101 @@ func (m *lifecycleModel) digest(rt *rapid.T) string {
 }
 
 // check holds the lifecycle's invariants on the state at rest.
+//
+// A step's time is mostly round trips to the database, and check is most
+// of them: the ledger check runs on a connection of its own while the
+// model's own figures are read in one statement, and the results are then
+// judged in the order below. At rest nothing writes, and each query read
+// a snapshot of its own before as well.
 func (m *lifecycleModel) check(rt *rapid.T) {
 	ctx := m.ctx()
-	// The ledger, checked independently of the code that writes it.
-	rep, err := ledger.Verify(ctx, m.e.r.app.Pool())
-	if err != nil {
-		rt.Fatalf("ledger.Verify: %v", err)
+	type verified struct {
+		rep ledger.Report
+		err error
 	}
-	if !rep.OK() {
-		rt.Fatalf("ledger: %s", rep)
-	}
+	ledgerDone := make(chan verified, 1)
+	go func() {
+		rep, err := ledger.Verify(ctx, m.e.r.app.Pool())
+		ledgerDone <- verified{rep, err}
+	}()
 	// The checks of single orders look at this sequence's orders only, so
 	// that a failing sequence reproduces (and shrinks) on its own.
 	ids := make([]string, 0, len(m.orders))
 	for _, o := range m.orders {
 		ids = append(ids, o.id)
 	}
-	// No order in service whose money went back: an active or
-	// provisioning order keeps a settled payment that is not refunded in
-	// full — through a gateway, or from the balance (a balance payment is
-	// a payment row of method balance, refunded to the balance). (A
-	// partial refund is a goodwill credit that leaves the order as it is,
-	// so "net of refunds" is above zero, not the whole price.)
-	if n := m.count(rt, `SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status IN ('active', 'provisioning')
-		AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.invoice_id IS NULL
-			AND p.status = 'success' AND p.refunded_amount < p.amount)`, ids); n > 0 {
-		rt.Fatalf("%d order(s) in service whose money went back in full", n)
+	var f struct {
+		moneyBack, instanceRuns, paidTwice, notProvisioned, refundedEvents, failedForGood int
+		settled, returned, balance, spent, credited                                       string
 	}
-	// Every refunded order's instance is ended, and its order_refunded done.
-	if n := m.count(rt, `SELECT count(*) FROM orders o JOIN instances i ON i.order_id = o.id
-		WHERE o.id::text = ANY($1) AND o.status = 'refunded' AND i.external_id <> '' AND i.status <> 'terminated'`, ids); n > 0 {
-		rt.Fatalf("%d refunded order(s) whose instance still runs", n)
+	figuresErr := m.e.r.app.Pool().QueryRow(ctx, `SELECT
+		-- No order in service whose money went back: an active or
+		-- provisioning order keeps a settled payment that is not refunded
+		-- in full — through a gateway, or from the balance (a balance
+		-- payment is a payment row of method balance, refunded to the
+		-- balance). (A partial refund is a goodwill credit that leaves the
+		-- order as it is, so "net of refunds" is above zero, not the whole
+		-- price.)
+		(SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status IN ('active', 'provisioning')
+			AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.invoice_id IS NULL
+				AND p.status = 'success' AND p.refunded_amount < p.amount)),
+		-- Every refunded order's instance is ended, and its order_refunded done.
+		(SELECT count(*) FROM orders o JOIN instances i ON i.order_id = o.id
+			WHERE o.id::text = ANY($1) AND o.status = 'refunded' AND i.external_id <> '' AND i.status <> 'terminated'),
+		-- Events agree with each order's history.
+		(SELECT count(*) FROM (SELECT order_id FROM events WHERE event_type = 'order_paid' GROUP BY order_id HAVING count(*) > 1) x),
+		(SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status = 'active'
+			AND (SELECT count(*) FROM events e WHERE e.order_id = o.id AND e.event_type = 'order_provisioned') <> 1),
+		(SELECT count(*) FROM events e JOIN orders o ON o.id = e.order_id
+			WHERE e.event_type = 'order_refunded' AND o.status <> 'refunded'),
+		-- Nothing fails for good but what waits for an admin by design: the
+		-- automatic refund of an order whose refund is pending (a bank
+		-- transfer, returned by hand until ResolveRefund records it).
+		(SELECT count(*) FROM events e WHERE e.status = 'failed' AND NOT (e.event_type = 'order_cancelled'
+			AND EXISTS (SELECT 1 FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.order_id = e.order_id AND r.status = 'pending'))),
+		-- What the settled and captured epay payments hold, and what their
+		-- succeeded refunds through the gateway gave back.
+		(SELECT coalesce(sum(amount) FILTER (WHERE status IN ('success', 'refunded')), 0) + coalesce(sum(captured_amount), 0)
+			FROM payments WHERE gateway_interface_id = $2)::text,
+		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
+			WHERE p.gateway_interface_id = $2 AND r.status = 'succeeded' AND r.destination = 'gateway')::text,
+		-- The customer's balance, the balance payments that stand, and the
+		-- refunds made to the balance.
+		(SELECT balance FROM customers WHERE id = $3)::text,
+		(SELECT coalesce(sum(amount), 0) FROM payments WHERE customer_id = $3 AND method = 'balance' AND status IN ('success', 'refunded'))::text,
+		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
+			WHERE p.customer_id = $3 AND r.destination = 'balance' AND r.status = 'succeeded')::text`,
+		ids, m.e.epayGW, m.e.c.customerID).Scan(&f.moneyBack, &f.instanceRuns, &f.paidTwice, &f.notProvisioned, &f.refundedEvents, &f.failedForGood,
+		&f.settled, &f.returned, &f.balance, &f.spent, &f.credited)
+
+	// The ledger, checked independently of the code that writes it.
+	v := <-ledgerDone
+	if v.err != nil {
+		rt.Fatalf("ledger.Verify: %v", v.err)
 	}
-	// Events agree with each order's history.
-	if n := m.count(rt, `SELECT count(*) FROM (SELECT order_id FROM events WHERE event_type = 'order_paid' GROUP BY order_id HAVING count(*) > 1) x`); n > 0 {
-		rt.Fatalf("%d order(s) paid twice", n)
+	if !v.rep.OK() {
+		rt.Fatalf("ledger: %s", v.rep)
 	}
-	if n := m.count(rt, `SELECT count(*) FROM orders o WHERE o.id::text = ANY($1) AND o.status = 'active'
-		AND (SELECT count(*) FROM events e WHERE e.order_id = o.id AND e.event_type = 'order_provisioned') <> 1`, ids); n > 0 {
-		rt.Fatalf("%d active order(s) without exactly one order_provisioned", n)
+	if figuresErr != nil {
+		rt.Fatalf("the model's figures: %v", figuresErr)
 	}
-	if n := m.count(rt, `SELECT count(*) FROM events e JOIN orders o ON o.id = e.order_id
-		WHERE e.event_type = 'order_refunded' AND o.status <> 'refunded'`); n > 0 {
-		rt.Fatalf("%d order_refunded event(s) for orders that are not refunded", n)
+	if f.moneyBack > 0 {
+		rt.Fatalf("%d order(s) in service whose money went back in full", f.moneyBack)
 	}
-	// Nothing fails for good but what waits for an admin by design: the
-	// automatic refund of an order whose refund is pending (a bank
-	// transfer, returned by hand until ResolveRefund records it).
-	if n := m.count(rt, `SELECT count(*) FROM events e WHERE e.status = 'failed' AND NOT (e.event_type = 'order_cancelled'
-		AND EXISTS (SELECT 1 FROM refunds r JOIN payments p ON p.id = r.payment_id WHERE p.order_id = e.order_id AND r.status = 'pending'))`); n > 0 {
-		rt.Fatalf("%d event(s) failed for good", n)
+	if f.instanceRuns > 0 {
+		rt.Fatalf("%d refunded order(s) whose instance still runs", f.instanceRuns)
+	}
+	if f.paidTwice > 0 {
+		rt.Fatalf("%d order(s) paid twice", f.paidTwice)
+	}
+	if f.notProvisioned > 0 {
+		rt.Fatalf("%d active order(s) without exactly one order_provisioned", f.notProvisioned)
+	}
+	if f.refundedEvents > 0 {
+		rt.Fatalf("%d order_refunded event(s) for orders that are not refunded", f.refundedEvents)
+	}
+	if f.failedForGood > 0 {
+		rt.Fatalf("%d event(s) failed for good", f.failedForGood)
 	}
 	// Money is conserved at the gateway: what epay took is what our settled
 	// epay payments hold plus the money captured for those that could no
@@ -652,14 +697,7 @@ func (m *lifecycleModel) check(rt *rapid.T) {
 	for _, r := range m.e.fake.Refunds() {
 		refundedAtGateway = mustAdd(rt, refundedAtGateway, r.Money)
 	}
-	var settled, returned string
-	if err := m.e.r.app.Pool().QueryRow(ctx, `SELECT
-		(coalesce(sum(amount) FILTER (WHERE status IN ('success', 'refunded')), 0) + coalesce(sum(captured_amount), 0))::text,
-		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
-		 WHERE p.gateway_interface_id = $1 AND r.status = 'succeeded' AND r.destination = 'gateway')::text
-		FROM payments WHERE gateway_interface_id = $1`, m.e.epayGW).Scan(&settled, &returned); err != nil {
-		rt.Fatalf("sums: %v", err)
-	}
+	settled, returned := f.settled, f.returned
 	if paidAtGateway.String() != money.MustParse(settled).String() {
 		rt.Fatalf("epay took %s but the settled and captured gateway payments hold %s", paidAtGateway, settled)
 	}
@@ -669,14 +707,7 @@ func (m *lifecycleModel) check(rt *rapid.T) {
 	// The balance is conserved: what the customer holds is what the admin
 	// credited, less the balance payments that stand, plus the refunds
 	// made to the balance (of balance payments and of gateway ones).
-	var balance, spent, credited string
-	if err := m.e.r.app.Pool().QueryRow(ctx, `SELECT
-		(SELECT balance FROM customers WHERE id = $1)::text,
-		(SELECT coalesce(sum(amount), 0) FROM payments WHERE customer_id = $1 AND method = 'balance' AND status IN ('success', 'refunded'))::text,
-		(SELECT coalesce(sum(r.amount), 0) FROM refunds r JOIN payments p ON p.id = r.payment_id
-		 WHERE p.customer_id = $1 AND r.destination = 'balance' AND r.status = 'succeeded')::text`, m.e.c.customerID).Scan(&balance, &spent, &credited); err != nil {
-		rt.Fatalf("balance sums: %v", err)
-	}
+	balance, spent, credited := f.balance, f.spent, f.credited
 	want, err := m.toppedUp.Sub(money.MustParse(spent))
 	if err != nil {
 		rt.Fatalf("balance: %v", err)

@@ -37,7 +37,7 @@ func startLogged(t *testing.T, cfg config.Config) (*running, *testkit.Logs) {
 // used to answer Internal from the failed INSERT or SELECT).
 func TestNULInAStringFieldIsInvalidArgumentAndChangesNothing(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	r, logs := startLogged(t, cfg)
 	c := login(t, r)

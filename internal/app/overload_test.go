@@ -34,7 +34,7 @@ import (
 // whatever the server said.
 func TestQueuedRequestPastItsDeadlineIsAnsweredDeadlineExceededInItsProtocol(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Server.MaxConcurrency = 1
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	r := start(t, cfg, app.WithPaymentHandler(func(h paymentpbconnect.PaymentServiceHandler) paymentpbconnect.PaymentServiceHandler {
@@ -97,7 +97,7 @@ func TestQueuedRequestPastItsDeadlineIsAnsweredDeadlineExceededInItsProtocol(t *
 // held for as long as its client waits.
 func TestRequestThatFindsNoFreePooledConnectionIsUnavailableDatabaseBusy(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.DB.MaxConnections = 3
 	cfg.DB.MinConnections = 0
 	cfg.DB.AcquireTimeoutSecs = 1

@@ -64,7 +64,7 @@ func startPaymentsWith(t testing.TB, opts []app.Option, mutate ...func(*config.C
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
 	for _, m := range mutate {

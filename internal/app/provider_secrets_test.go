@@ -171,7 +171,7 @@ func TestRotationKeepsProvisioningWorking(t *testing.T) {
 func TestClearProviderSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstances(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	addProviderPlugin(t, cfg.Plugins.Dir)
 	keys := cfg.Secrets

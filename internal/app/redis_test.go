@@ -18,7 +18,7 @@ import (
 func TestRedisStoppedMidTestLeavesLoginAndSessionsWorking(t *testing.T) {
 	t.Parallel()
 	redis := testredis.Start(t)
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Redis.Enabled = true
 	cfg.Redis.URL = redis.URL()
 	cfg.RateLimit.Enabled = true // counters in Redis, then in memory

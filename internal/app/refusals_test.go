@@ -270,7 +270,7 @@ func jwtWith(t *testing.T, alg string, key []byte, claims map[string]any) string
 // credential that fails never falls through to a weaker layer.
 func TestForgedRevokedAndGuessedCredentialsAreRefused(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	c := login(t, r)
 	ctx := context.Background()
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
@@ -443,7 +443,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	require.NoError(t, os.MkdirAll(filepath.Join(cfg.Plugins.Dir, "notifier"), 0o755))
 	src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "notifier", "webhook.lua"))
@@ -886,7 +886,7 @@ var publicProcedures = map[string]bool{
 // aside — never passed on as someone, never another code.
 func TestEndedCustomerAccessIsRefusedByEveryProcedure(t *testing.T) {
 	t.Parallel()
-	r := start(t, testConfig(testdb.EmptyURL(t)))
+	r := start(t, testConfig(testdb.URL(t)))
 	c := login(t, r)
 	ctx := context.Background()
 	ids := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, r.baseURL)
@@ -1018,7 +1018,7 @@ func TestOutOfScopeAdminKeysAreRefusedAndChangeNothing(t *testing.T) {
 // exports), and no answer ever allows credentials.
 func TestDisallowedOriginsGetNoCORSHeadersAnywhere(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Server.CORSAllowedOrigins = []string{"https://shop.example"}
 	r := start(t, cfg)
 	api := []string{

@@ -203,7 +203,7 @@ func TestRotationToANewKeyLeavesEveryInterfaceWorking(t *testing.T) {
 func TestClearSecretsAreEncryptedAtTheFirstStartWithAKeyOnceAcrossInstances(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	keys := cfg.Secrets
 	cfg.Secrets = config.Secrets{Keys: map[string]string{}}

@@ -147,7 +147,7 @@ func (s *slowH2C) answers(t *testing.T, within time.Duration) (map[uint32]string
 // Connect call deadline_exceeded (504), a gRPC one DEADLINE_EXCEEDED.
 func TestSlowRequestBodiesNeitherHoldSlotsNorStopOtherClients(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Server.ReadTimeoutSecs = 3
 	r := start(t, cfg)
 	addr := strings.TrimPrefix(r.baseURL, "http://")
@@ -233,7 +233,7 @@ func (s slowPayments) GetPayment(ctx context.Context, req *connect.Request[payme
 // would cancel the handler's context once it passed.
 func TestAHandlerMayOutliveTheReadTimeoutOnceTheBodyIsIn(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	// The body's half-second pause leaves 1.5 s of the read timeout to a
 	// busy machine (with 1 s, a stall of half a second would have refused
 	// the body); the handler then outlives the timeout by half a second.

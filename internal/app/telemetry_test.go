@@ -59,7 +59,7 @@ func startObserved(t *testing.T, opts []app.Option, mutate ...func(*config.Confi
 	require.NoError(t, err)
 	mln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cfg := testConfig(testdb.EmptyURL(t))
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
 	cfg.Log = config.Log{Level: "debug", Format: "json"}

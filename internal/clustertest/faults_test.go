@@ -118,7 +118,7 @@ func TestPostgresRestartedDuringACallbackStormLosesNothing(t *testing.T) {
 func TestGatewayFaultsOpenTheBreakerAndItClosesAfterTheCooldown(t *testing.T) {
 	t.Parallel()
 	// A 1.5 s attempt timeout and a 2 s cool-down (clustertest's defaults).
-	b := setup(t, 1, "")
+	b := setup(t, 1, testdb.URL(t))
 	node := b.c.Nodes[0]
 	ctx := context.Background()
 
@@ -240,7 +240,7 @@ func TestSMTPDownDelaysNotificationsButNotEvents(t *testing.T) {
 	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	require.NoError(t, l.Close()) // nothing answers there until later
-	b := setup(t, 1, "",
+	b := setup(t, 1, testdb.URL(t),
 		"PAYMENTD_NOTIFY__SMTP__HOST=127.0.0.1", "PAYMENTD_NOTIFY__SMTP__PORT="+strconv.Itoa(port),
 		"PAYMENTD_NOTIFY__SMTP__FROM=billing@example.com", "PAYMENTD_NOTIFY__SMTP__TLS_POLICY=none",
 		"PAYMENTD_NOTIFY__SMTP__TIMEOUT=1s", "PAYMENTD_NOTIFY__SEND_TIMEOUT=2s",

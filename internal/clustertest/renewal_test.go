@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
@@ -46,7 +47,7 @@ FROM o`, n)
 // the ledger is clean.
 func TestABillingLeaderKilledMidRunIssuesAndChargesEachRenewalOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 2, "", "PAYMENTD_BILLING__RUN_INTERVAL=1s")
+	b := setup(t, 2, testdb.URL(t), "PAYMENTD_BILLING__RUN_INTERVAL=1s")
 	ctx := context.Background()
 	const services = 1000
 	leader, err := b.c.WaitLeader(ctx, "billing", nil)
