@@ -34,6 +34,7 @@ import (
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/identity/identityrpc"
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/metrics"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/order/orderrpc"
@@ -103,6 +104,9 @@ type options struct {
 	pollOnlyWorker bool
 	// signals: the background loops' test signals (tests).
 	signals Signals
+	// dbScrape: the database metrics' read bound and reuse (zero: the
+	// metrics package's defaults, 2 s and 10 s).
+	dbScrape metrics.QueueOptions
 	// hashSlots, hashQueue, hashWait: identity.Options.HashSlots,
 	// HashQueue and HashWait (tests; zero: the defaults).
 	hashSlots, hashQueue int
@@ -186,6 +190,14 @@ func WithRateLimitClock(clock func() time.Time) Option {
 // WithSignals hands the background loops the test signals in s.
 func WithSignals(s Signals) Option {
 	return func(o *options) { o.signals = s }
+}
+
+// WithDatabaseMetricsScrape bounds each read of the database's metrics (the
+// queues, the commits waiting for a synchronous standby) by timeout and
+// reuses an answer for maxAge (default 2 s and 10 s): a test on a loaded
+// machine gives a read more time and takes a fresh one sooner.
+func WithDatabaseMetricsScrape(timeout, maxAge time.Duration) Option {
+	return func(o *options) { o.dbScrape.Timeout, o.dbScrape.MaxAge = timeout, maxAge }
 }
 
 // rateCounters is the one set of rate counters the per-address limit and

@@ -91,8 +91,9 @@ func (a *App) registerCollectors(limiter *concurrency.Limiter) error {
 			cluster.RoleBilling:     a.bg.billing.IsLeader,
 			cluster.RoleEventWorker: a.bg.eventLead.IsLeader,
 		}),
-		m.RegisterQueues(a.pool, metrics.QueueOptions{Logger: a.log, PartlyPaidPastTermination: a.bg.renewals.PartlyPaidPastTermination}),
-		m.RegisterSyncReplication(a.pool.Config().ConnConfig, metrics.QueueOptions{Logger: a.log}),
+		m.RegisterQueues(a.pool, metrics.QueueOptions{Timeout: a.opts.dbScrape.Timeout, MaxAge: a.opts.dbScrape.MaxAge,
+			Logger: a.log, PartlyPaidPastTermination: a.bg.renewals.PartlyPaidPastTermination}),
+		m.RegisterSyncReplication(a.pool.Config().ConnConfig, metrics.QueueOptions{Timeout: a.opts.dbScrape.Timeout, MaxAge: a.opts.dbScrape.MaxAge, Logger: a.log}),
 	)
 }
 
