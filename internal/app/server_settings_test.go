@@ -142,7 +142,10 @@ func TestCommitsWaitingForAMissingSyncStandbyAreCounted(t *testing.T) {
 			committed <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return waiting() == 3 }, 60*time.Second, 10*time.Millisecond,
+	// At least three: the service's own writes meanwhile (its heartbeat,
+	// its leases, the event worker's claims) wait as well, more of them the
+	// slower the machine.
+	require.Eventually(t, func() bool { return waiting() >= 3 }, 60*time.Second, 10*time.Millisecond,
 		"the three commits wait for the standby")
 	oldest, _ := gauge("paymentd_db_sync_replication_oldest_wait_seconds")
 	require.Positive(t, oldest)
