@@ -240,7 +240,9 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		if _, err := store.SetOrderStatus(ctx, tx, orderID, "pending", "paid", &now, now); err != nil {
+		if _, err := store.Q(tx).SetOrderStatus(ctx, store.SetOrderStatusParams{
+			ID: orderID, FromStatus: "pending", ToStatus: "paid", PaidAt: &now, UpdatedAt: now,
+		}); err != nil {
 			return err
 		}
 		payload, err := json.Marshal(order.OrderPaidPayload{OrderID: orderID, Amount: money.MustParse("12.30"), Currency: "CNY", Method: order.MethodGateway})
@@ -255,7 +257,7 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 // getOrder reads an order; t may be an EventuallyWithT condition's collector.
 func (r *bundle) getOrder(t testkit.T, id uuid.UUID) store.Order {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), r.pool, id)
+	o, err := store.Q(r.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o
 }

@@ -175,7 +175,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	var req ProvisionRequest
 	done := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
 		}
@@ -198,7 +198,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		}
 		var product *store.Product
 		if o.ProductID != nil {
-			pr, err := store.GetProduct(ctx, tx, *o.ProductID)
+			pr, err := store.Q(tx).GetProduct(ctx, *o.ProductID)
 			if err != nil {
 				return err
 			}
@@ -241,7 +241,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	if perr == nil {
 		orphaned := false
 		err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-			o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 			if err != nil {
 				return err
 			}
@@ -301,7 +301,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	}
 	log.WarnContext(ctx, "provisioning failed for good; cancelling the order", "err", perr)
 	return e.Tx(bctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(bctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(bctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (s *Service) instanceOf(ctx context.Context, orderID uuid.UUID) (ProvisionR
 	}
 	req := ProvisionRequest{Instance: inst}
 	if inst.ProductID != nil {
-		if req.Product, err = store.GetProduct(ctx, s.db, *inst.ProductID); err != nil {
+		if req.Product, err = store.Q(s.db).GetProduct(ctx, *inst.ProductID); err != nil {
 			return ProvisionRequest{}, false, err
 		}
 	}
@@ -530,7 +530,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	var target, why string
 	act := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
 		}
@@ -553,7 +553,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 		}
 		req = ProvisionRequest{Order: o, Instance: inst}
 		if inst.ProductID != nil {
-			if req.Product, err = store.GetProduct(ctx, tx, *inst.ProductID); err != nil {
+			if req.Product, err = store.Q(tx).GetProduct(ctx, *inst.ProductID); err != nil {
 				return err
 			}
 		}
@@ -568,7 +568,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	}
 
 	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -703,7 +703,7 @@ func (s *Service) queueNotices(ctx context.Context, tx pgx.Tx, e event.Event, o 
 		return e.Complete(ctx, tx)
 	}
 	if o == nil {
-		got, err := store.GetOrder(ctx, tx, e.OrderID)
+		got, err := store.Q(tx).GetOrder(ctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -768,7 +768,7 @@ func (s *Service) CancelExpiredOrders(ctx context.Context) (int, error) {
 func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.Time) (bool, error) {
 	cancelled := false
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -238,7 +238,7 @@ func TestAPendingOrderPastThePaymentTimeoutIsCancelled(t *testing.T) {
 
 	o := r.waitOrder(t, old, string(order.StatusCancelled))
 	require.Equal(t, order.CancelReasonTimeout, o.CancelReason)
-	p, err := store.GetPayment(ctx, r.pool, pay)
+	p, err := store.Q(r.pool).GetPayment(ctx, pay)
 	require.NoError(t, err)
 	require.Equal(t, "failed", p.Status)
 	require.Equal(t, "payment timeout", p.FailureReason)

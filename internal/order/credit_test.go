@@ -87,9 +87,9 @@ func payFromBalance(t *testing.T, db *pgxpool.Pool, r *renewalRows, now time.Tim
 	err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
 		acct, err := store.LockBalanceAccount(ctx, tx, r.customer)
 		require.NoError(t, err)
-		_, err = store.GetOrderForUpdate(ctx, tx, r.order)
+		_, err = store.Q(tx).GetOrderForUpdate(ctx, r.order)
 		require.NoError(t, err)
-		inv, err := store.GetInvoiceForUpdate(ctx, tx, r.invoice)
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, r.invoice)
 		require.NoError(t, err)
 		paid, err = order.PayInvoiceFromBalance(ctx, tx, acct, inv, audit.System("test"), now)
 		require.NoError(t, err)

@@ -71,7 +71,7 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 	if err := store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At); err != nil {
 		return err
 	}
-	o, err := store.GetOrderForUpdate(ctx, tx, p.OrderID)
+	o, err := store.Q(tx).GetOrderForUpdate(ctx, p.OrderID)
 	if err != nil {
 		return store.BugIfNotFound(err, "lock the renewed order")
 	}

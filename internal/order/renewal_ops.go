@@ -29,7 +29,7 @@ func (s *Service) GetOrderPeriods(ctx context.Context, id uuid.UUID) (store.Orde
 // lockOwnOrder locks order id in tx for p: a customer's own, any for an
 // admin; another customer's is NotFound, as for reads.
 func lockOwnOrder(ctx context.Context, tx pgx.Tx, p auth.Principal, id uuid.UUID) (store.Order, error) {
-	o, err := store.GetOrderForUpdate(ctx, tx, id)
+	o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 	hidden := apperr.New(apperr.NotFound, "order %s not found", id)
 	if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 		return store.Order{}, err
@@ -121,7 +121,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 		if err := store.SetPaidEnd(ctx, tx, id, end, now); err != nil {
 			return err
 		}
-		if out, err = store.GetOrder(ctx, tx, id); err != nil {
+		if out, err = store.Q(tx).GetOrder(ctx, id); err != nil {
 			return err
 		}
 		after := orderSnapshot(out)

@@ -157,9 +157,13 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.SuspendReason != SuspendReasonOverdue && m.SuspendReason != SuspendReasonAdmin {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: suspended without a reason", o.ID)
 		}
-		out.Order, err = store.SuspendOrder(ctx, tx, o.ID, string(from), m.SuspendReason, m.At)
+		out.Order, err = store.Q(tx).SuspendOrder(ctx, store.SuspendOrderParams{
+			ID: o.ID, FromStatus: string(from), SuspendReason: m.SuspendReason, UpdatedAt: m.At,
+		})
 	default:
-		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), nil, m.At)
+		out.Order, err = store.Q(tx).SetOrderStatus(ctx, store.SetOrderStatusParams{
+			ID: o.ID, FromStatus: string(from), ToStatus: string(m.To), UpdatedAt: m.At,
+		})
 	}
 	if err != nil {
 		// The row is locked by the caller in status from: a miss is a bug.

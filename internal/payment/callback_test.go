@@ -293,7 +293,7 @@ func TestInvoicePaymentPaysTheInvoiceAndThenItsOrder(t *testing.T) {
 	_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T1", "40")))
 	require.NoError(t, err)
 
-	inv, err := store.GetInvoice(ctx, f.pool, invoiceID)
+	inv, err := store.Q(f.pool).GetInvoice(ctx, invoiceID)
 	require.NoError(t, err)
 	require.Equal(t, "paid", inv.Status)
 	require.Equal(t, "40.00", inv.PaidAmount.String())

@@ -44,7 +44,7 @@ func (f *flowBundle) renewalWorld(t *testing.T) renewalWorld {
 	require.NoError(t, err)
 	now := store.Timestamp(f.clock.Now())
 	require.NoError(t, store.WithTx(ctx, f.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, w.order)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, w.order)
 		require.NoError(t, err)
 		for _, to := range []order.Status{order.StatusProvisioning, order.StatusActive} {
 			moved, err := order.Transition(ctx, tx, o, order.Move{To: to, By: audit.System("test"), At: now})
@@ -83,7 +83,7 @@ func (f *flowBundle) refundFirst(t *testing.T, w renewalWorld) {
 
 func (f *flowBundle) invoiceOf(t *testing.T, id uuid.UUID) store.Invoice {
 	t.Helper()
-	inv, err := store.GetInvoice(context.Background(), f.pool, id)
+	inv, err := store.Q(f.pool).GetInvoice(context.Background(), id)
 	require.NoError(t, err)
 	return inv
 }

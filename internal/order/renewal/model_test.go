@@ -132,7 +132,7 @@ func TestRenewalModel(t *testing.T) {
 		}
 		withOrder := func(o *modelOrder, f func(tx pgx.Tx, ord store.Order) error) {
 			require.NoError(tb, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-				ord, err := store.GetOrderForUpdate(ctx, tx, o.id)
+				ord, err := store.Q(tx).GetOrderForUpdate(ctx, o.id)
 				if err != nil {
 					return err
 				}

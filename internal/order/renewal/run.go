@@ -293,7 +293,7 @@ type locked struct {
 
 // lockOrder locks the order's customer, then the order, in tx.
 func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
-	o, err := store.GetOrder(ctx, tx, id) // an order's customer never changes
+	o, err := store.Q(tx).GetOrder(ctx, id) // an order's customer never changes
 	if err != nil {
 		return locked{}, store.BugIfNotFound(err, "read order")
 	}
@@ -301,7 +301,7 @@ func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
 	if err != nil {
 		return locked{}, store.BugIfNotFound(err, "lock customer")
 	}
-	if o, err = store.GetOrderForUpdate(ctx, tx, id); err != nil {
+	if o, err = store.Q(tx).GetOrderForUpdate(ctx, id); err != nil {
 		return locked{}, store.BugIfNotFound(err, "lock order")
 	}
 	return locked{acct: acct, o: o}, nil
@@ -457,7 +457,7 @@ func unpaid(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, age tim
 	if last.Status != store.PeriodUnpaid || last.InvoiceID == nil || last.StartsAt.After(now.Add(-age)) {
 		return last, store.Invoice{}, false, nil
 	}
-	inv, err := store.GetInvoiceForUpdate(ctx, tx, *last.InvoiceID)
+	inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, *last.InvoiceID)
 	if err != nil {
 		return last, inv, false, store.BugIfNotFound(err, "lock the renewal invoice")
 	}

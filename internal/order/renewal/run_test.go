@@ -61,7 +61,7 @@ func (b *bundle) activeOrder(t testing.TB, customer uuid.UUID, cycle, price stri
 		return store.AppendEvent(ctx, tx, order.EventOrderPaid, id, body)
 	}))
 	require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		require.NoError(t, err)
 		_, err = order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: audit.System("test"), At: store.Timestamp(b.clock.Now()), Location: b.loc})
 		return err
@@ -79,7 +79,7 @@ func (b *bundle) pass(t *testing.T) renewal.Round {
 
 func (b *bundle) order(t testing.TB, id uuid.UUID) store.Order {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), b.pool, id)
+	o, err := store.Q(b.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o
 }
@@ -93,7 +93,7 @@ func (b *bundle) periods(t testing.TB, id uuid.UUID) []store.ServicePeriod {
 
 func (b *bundle) invoice(t testing.TB, id uuid.UUID) store.Invoice {
 	t.Helper()
-	inv, err := store.GetInvoice(context.Background(), b.pool, id)
+	inv, err := store.Q(b.pool).GetInvoice(context.Background(), id)
 	require.NoError(t, err)
 	return inv
 }
