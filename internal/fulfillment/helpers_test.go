@@ -249,7 +249,9 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 		if err != nil {
 			return err
 		}
-		_, err = store.InsertEvent(ctx, tx, order.EventOrderPaid, orderID, payload)
+		_, err = store.Q(tx).InsertEvent(ctx, store.InsertEventParams{
+			EventType: order.EventOrderPaid, OrderID: orderID, Payload: payload,
+		})
 		return err
 	}))
 }
@@ -276,7 +278,7 @@ func (r *bundle) waitOrder(t *testing.T, id uuid.UUID, status string) store.Orde
 // collector.
 func (r *bundle) events(t testkit.T, id uuid.UUID) []store.Event {
 	t.Helper()
-	es, err := store.ListOrderEvents(context.Background(), r.pool, id)
+	es, err := store.Q(r.pool).ListOrderEvents(context.Background(), id)
 	require.NoError(t, err)
 	return es
 }
@@ -334,7 +336,7 @@ func (r *bundle) provisioned(t *testing.T) (uuid.UUID, store.Instance) {
 	r.pay(t, id)
 	r.waitOrder(t, id, string(order.StatusActive))
 	r.waitEventsDone(t, id, 2)
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, store.InstanceRunning, inst.Status)
 	return id, inst
@@ -360,7 +362,7 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		var instanceID *uuid.UUID
-		if inst, err := store.GetOrderInstance(ctx, tx, id); err == nil {
+		if inst, err := store.Q(tx).GetOrderInstance(ctx, id); err == nil {
 			instanceID = &inst.ID
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -378,7 +380,9 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 			if err != nil {
 				return err
 			}
-			e, err := store.InsertEvent(ctx, tx, m.Event, id, payload)
+			e, err := store.Q(tx).InsertEvent(ctx, store.InsertEventParams{
+				EventType: m.Event, OrderID: id, Payload: payload,
+			})
 			if err != nil {
 				return err
 			}
@@ -394,7 +398,7 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 
 func (r *bundle) instance(t *testing.T, orderID uuid.UUID) store.Instance {
 	t.Helper()
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, orderID)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), orderID)
 	require.NoError(t, err)
 	return inst
 }

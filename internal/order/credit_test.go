@@ -65,7 +65,9 @@ func TestTheCreditLimitRuleAgreesInGoTheBillingScanAndTheSchema(t *testing.T) {
 		seedRenewal(t, db, rows[i])
 	}
 	now := periodEnd.Add(24 * time.Hour)
-	scanned, err := store.ListUnpaidPeriodsCoveredByBalance(ctx, db, now, order.LiveStatuses(), 100)
+	scanned, err := store.Q(db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
+		DueBefore: now, LiveStatuses: order.LiveStatuses(), MaxRows: 100,
+	})
 	require.NoError(t, err)
 
 	for i, c := range cases {

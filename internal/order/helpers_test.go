@@ -137,7 +137,7 @@ func (b *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
 
 func (b *bundle) events(t *testing.T, orderID uuid.UUID) []store.Event {
 	t.Helper()
-	ev, err := store.ListOrderEvents(context.Background(), b.pool, orderID)
+	ev, err := store.Q(b.pool).ListOrderEvents(context.Background(), orderID)
 	require.NoError(t, err)
 	return ev
 }

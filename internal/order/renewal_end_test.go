@@ -40,7 +40,7 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 		require.NoError(t, err)
 		moved, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: audit.System("test"), At: start})
 		require.NoError(t, err)
-		first, err := store.LatestServicePeriod(ctx, tx, id)
+		first, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		require.NoError(t, err)
 		end := order.AddMonths(first.AnchorAt, 2, time.UTC)
 		inv, err = order.IssueRenewalInvoice(ctx, tx, moved.Order, 2, first.EndsAt, end, time.UTC, money.MustParse(price), audit.System("test"), start)
@@ -49,7 +49,9 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 			OrderID: id, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, InvoiceID: &inv.ID, CreatedAt: start,
 		})
 		require.NoError(t, err)
-		return store.MarkServicePeriodFollowed(ctx, tx, id, 1, start)
+		return store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
+			OrderID: id, Seq: 1, UpdatedAt: start,
+		})
 	}))
 	return renewing{order: id, invoice: inv, start: start}
 }
@@ -92,7 +94,7 @@ func (b *bundle) paymentOf(t *testing.T, id uuid.UUID) store.Payment {
 
 func (b *bundle) periodsOf(t *testing.T, id uuid.UUID) []store.ServicePeriod {
 	t.Helper()
-	ps, err := store.ListServicePeriods(context.Background(), b.pool, id)
+	ps, err := store.Q(b.pool).ListServicePeriods(context.Background(), id)
 	require.NoError(t, err)
 	return ps
 }

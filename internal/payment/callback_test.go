@@ -45,7 +45,7 @@ func TestEpayNotifyOverHTTPPaysTheOrderOnceAndIsAcknowledged(t *testing.T) {
 	require.Nil(t, paid.NextReconcileAt, "a settled payment is not reconciled")
 	require.Equal(t, "paid", f.orderStatus(t, orderID))
 
-	events, err := store.ListOrderEvents(context.Background(), f.pool, orderID)
+	events, err := store.Q(f.pool).ListOrderEvents(context.Background(), orderID)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	require.Equal(t, "order_paid", events[0].EventType)

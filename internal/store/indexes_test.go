@@ -186,7 +186,9 @@ func TestTheTimeoutScanReadsOnlyThePendingOrders(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 
-	ids, err := store.PendingOrdersCreatedBefore(ctx, conn, time.Now().Add(-12*time.Hour), 100)
+	ids, err := store.Q(conn).ListPendingOrdersCreatedBefore(ctx, store.ListPendingOrdersCreatedBeforeParams{
+		Cutoff: time.Now().Add(-12 * time.Hour), RowLimit: 100,
+	})
 	require.NoError(t, err)
 	// b.orderID (the fixture's, pending, created now) and pending[0] are
 	// too young; the other three are due, oldest first.

@@ -348,12 +348,16 @@ func TestEventsAndAuditRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	e, err := store.InsertEvent(ctx, b.pool, "order_paid", b.orderID, []byte(`{"order_id":"x"}`))
+	e, err := store.Q(b.pool).InsertEvent(ctx, store.InsertEventParams{
+		EventType: "order_paid", OrderID: b.orderID, Payload: []byte(`{"order_id":"x"}`),
+	})
 	require.NoError(t, err)
 	require.Equal(t, "pending", e.Status)
-	_, err = store.InsertEvent(ctx, b.pool, "order_lost", b.orderID, []byte(`{}`))
+	_, err = store.Q(b.pool).InsertEvent(ctx, store.InsertEventParams{
+		EventType: "order_lost", OrderID: b.orderID, Payload: []byte(`{}`),
+	})
 	require.ErrorIs(t, err, store.ErrCheckViolation)
-	events, err := store.ListOrderEvents(ctx, b.pool, b.orderID)
+	events, err := store.Q(b.pool).ListOrderEvents(ctx, b.orderID)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	require.JSONEq(t, `{"order_id":"x"}`, string(events[0].Payload))

@@ -52,7 +52,7 @@ WHERE order_id = @order_id AND seq = @seq;
 -- The order's service ended: every period that has not ended does, with
 -- the outcome given; an unpaid one is cancelled and ends unpaid.
 UPDATE service_periods
-SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE @outcome END,
+SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE @outcome::text END,
     status = CASE WHEN status = 'unpaid' THEN 'cancelled' ELSE status END,
     paid_at = CASE WHEN status = 'unpaid' THEN NULL ELSE paid_at END,
     updated_at = @updated_at
@@ -174,7 +174,7 @@ SELECT * FROM cancelled;
 -- that renew and whose paid service ends in [@now, @until), per currency.
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
-WHERE paid_until >= @now AND paid_until < @until AND renews
+WHERE paid_until >= @now::timestamptz AND paid_until < @until::timestamptz AND renews
   AND status = ANY(@live_statuses::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency;

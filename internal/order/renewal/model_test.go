@@ -190,7 +190,9 @@ func TestRenewalModel(t *testing.T) {
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				if !o.renewOff {
 					o.renewOff = true
-					_, err := store.SetOrderRenews(ctx, b.pool, o.id, false, clock.Now())
+					_, err := store.Q(b.pool).SetOrderRenews(ctx, store.SetOrderRenewsParams{
+						ID: o.id, Renews: false, UpdatedAt: clock.Now(),
+					})
 					require.NoError(tb, err)
 				}
 			case "months pass": // nothing happens for months

@@ -86,7 +86,7 @@ func (b *bundle) order(t testing.TB, id uuid.UUID) store.Order {
 
 func (b *bundle) periods(t testing.TB, id uuid.UUID) []store.ServicePeriod {
 	t.Helper()
-	ps, err := store.ListServicePeriods(context.Background(), b.pool, id)
+	ps, err := store.Q(b.pool).ListServicePeriods(context.Background(), id)
 	require.NoError(t, err)
 	return ps
 }
@@ -265,7 +265,9 @@ func TestAServiceWhoseRenewalIsOffEndsAtItsPeriodEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t, at(time.May, 10, 0), defaults())
 	id := b.activeOrder(t, testfixture.Customer(t, b.pool), "monthly", "10.00")
-	_, err := store.SetOrderRenews(context.Background(), b.pool, id, false, b.clock.Now())
+	_, err := store.Q(b.pool).SetOrderRenews(context.Background(), store.SetOrderRenewsParams{
+		ID: id, Renews: false, UpdatedAt: b.clock.Now(),
+	})
 	require.NoError(t, err)
 	b.clock.Set(at(time.June, 9, 23))
 	require.Zero(t, b.pass(t))

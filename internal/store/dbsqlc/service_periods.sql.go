@@ -107,7 +107,7 @@ func (q *Queries) CancelUnpaidServicePeriod(ctx context.Context, arg CancelUnpai
 
 const closeServicePeriods = `-- name: CloseServicePeriods :many
 UPDATE service_periods
-SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE $1 END,
+SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE $1::text END,
     status = CASE WHEN status = 'unpaid' THEN 'cancelled' ELSE status END,
     paid_at = CASE WHEN status = 'unpaid' THEN NULL ELSE paid_at END,
     updated_at = $2
@@ -116,7 +116,7 @@ RETURNING order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_i
 `
 
 type CloseServicePeriodsParams struct {
-	Outcome   *string
+	Outcome   string
 	UpdatedAt time.Time
 	OrderID   uuid.UUID
 }
@@ -930,15 +930,15 @@ func (q *Queries) MarkServicePeriodPaid(ctx context.Context, arg MarkServicePeri
 const renewalsDueByCurrency = `-- name: RenewalsDueByCurrency :many
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
-WHERE paid_until >= $1 AND paid_until < $2 AND renews
+WHERE paid_until >= $1::timestamptz AND paid_until < $2::timestamptz AND renews
   AND status = ANY($3::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency
 `
 
 type RenewalsDueByCurrencyParams struct {
-	Now          *time.Time
-	Until        *time.Time
+	Now          time.Time
+	Until        time.Time
 	LiveStatuses []string
 }
 
