@@ -137,7 +137,7 @@ func (a *Admin) ListNodes(ctx context.Context) ([]store.NodeState, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return store.ListNodes(ctx, a.db, a.opts.NodeLostAfter)
+	return store.Q(a.db).ListNodesWithAge(ctx, a.opts.NodeLostAfter)
 }
 
 // ListLeaders returns the held leader roles.
@@ -145,7 +145,7 @@ func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return store.ListLeases(ctx, a.db)
+	return store.Q(a.db).ListLeaderLeases(ctx)
 }
 
 // ListNotifications returns a page of notifications, newest first.
