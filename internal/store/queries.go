@@ -11,15 +11,21 @@ import (
 
 // Queries are sqlc's generated queries (sql/queries) with the store's
 // errors: every error one of them returns has been through MapError, so
-// errors.Is(err, ErrNotFound) and the other kinds hold on it. A query that
-// needs nothing else — no conversion of its row, no second query — is
-// called through Q, not wrapped in a function of its own:
+// errors.Is(err, ErrNotFound) and the other kinds hold on it (a :one query
+// that finds no row answers ErrNotFound). A query that needs nothing else —
+// no conversion of its row or its arguments, no second query — is called
+// through Q, not wrapped in a function of its own:
 //
 //	p, err := store.Q(db).GetPayment(ctx, id)
+//	r, err := store.Q(tx).NoteRefund(ctx, store.NoteRefundParams{ID: id, Error: why, UpdatedAt: at})
 //
-// Its row and parameter types are re-exported here as aliases
-// (store.Payment, store.SetOrderStatusParams, …), so nothing above the
-// store imports dbsqlc.
+// What the query does, and when it finds no row, is said on the query in
+// sql/queries, which sqlc copies onto the generated method. Its row and
+// parameter types are re-exported by the store as aliases (store.Payment,
+// store.SetOrderStatusParams, …), so nothing above the store imports
+// dbsqlc (internal/architecture's TestOnlyTheStoreImportsDbsqlc), and a
+// store function that only hands a query on fails
+// TestTheStoreWrapsNoQueryItOnlyHandsOn.
 type Queries struct {
 	*dbsqlc.Queries
 }
