@@ -32,7 +32,9 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	t.Cleanup(pool.Close)
 
 	// Another instance holds `billing` for an hour, before this one starts.
-	other, err := store.AttemptElect(ctx, pool, cluster.RoleBilling, "another-instance", time.Hour)
+	other, err := store.Q(pool).LeaderAttemptElect(ctx, store.LeaderAttemptElectParams{
+		Role: cluster.RoleBilling, Holder: "another-instance", Ttl: time.Hour,
+	})
 	require.NoError(t, err)
 	const reconcileAfter = 300 * time.Millisecond // also the reconcile interval: min(30 s, this)
 	signals := app.Signals{Reconciler: testsignal.New(), Renewals: testsignal.New()}
@@ -62,7 +64,7 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	// payment fell due nothing of billing's happened: each looked, saw
 	// another instance lead `billing`, and did nothing.
 	require.Eventually(t, func() bool {
-		l, err := store.LeaderRemaining(ctx, pool, cluster.RoleEventWorker)
+		l, err := store.Q(pool).LeaderLeaseRemaining(ctx, cluster.RoleEventWorker)
 		return err == nil && l.Holder != ""
 	}, 10*time.Second, 20*time.Millisecond)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -75,7 +77,7 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	require.Zero(t, e.count(t, `SELECT reconcile_attempts FROM payments WHERE id = $1`, p.GetId()), "the gateway was never asked")
 	require.Equal(t, "issued", invoiceStatus(t))
 	require.Zero(t, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'invoice.overdue'`))
-	held, err := store.LeaderRemaining(ctx, pool, cluster.RoleBilling)
+	held, err := store.Q(pool).LeaderLeaseRemaining(ctx, cluster.RoleBilling)
 	require.NoError(t, err)
 	require.Equal(t, "another-instance", held.Holder)
 
@@ -87,7 +89,7 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	e.waitSettled(t, p.GetId())
 	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, "overdue", invoiceStatus(c)) }, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM audit_log WHERE action = 'invoice.overdue' AND entity_id = $1`, invoiceID))
-	held, err = store.LeaderRemaining(ctx, pool, cluster.RoleBilling)
+	held, err = store.Q(pool).LeaderLeaseRemaining(ctx, cluster.RoleBilling)
 	require.NoError(t, err)
 	require.NotEqual(t, "another-instance", held.Holder)
 }

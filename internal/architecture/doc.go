@@ -8,5 +8,7 @@
 // writer of orders.status, invoices.status and audit_log. The goroutines
 // test reads the test files and fails on a test stopped (require.*,
 // t.Fatal) from a goroutine that is not the test's (docs/testing.md,
-// "Waiting instead of sleeping").
+// "Waiting instead of sleeping"). The store test keeps sqlc's package
+// inside internal/store and the store free of functions that only hand a
+// generated query on (store.Q runs those).
 package architecture

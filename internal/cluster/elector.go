@@ -228,7 +228,9 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 		e.opts.Rounds.Begin()
 		sent := e.opts.Now()
 		cctx, cancel := e.queryContext(ctx, e.opts.RenewInterval)
-		lease, err := store.AttemptElect(cctx, e.db, e.opts.Role, e.opts.Holder, e.opts.TTL)
+		lease, err := store.Q(e.db).LeaderAttemptElect(cctx, store.LeaderAttemptElectParams{
+			Role: e.opts.Role, Holder: e.opts.Holder, Ttl: e.opts.TTL,
+		})
 		wait := e.opts.RenewInterval
 		switch {
 		case err == nil:
@@ -241,7 +243,7 @@ func (e *Elector) campaign(ctx context.Context, wake <-chan struct{}) (store.Lea
 			}
 			failures = 0
 			// Held by someone: bid again the moment that lease runs out.
-			r, err := store.LeaderRemaining(cctx, e.db, e.opts.Role)
+			r, err := store.Q(e.db).LeaderLeaseRemaining(cctx, e.opts.Role)
 			switch {
 			case err == nil:
 				wait = min(wait, r.Remaining+5*time.Millisecond)
@@ -306,7 +308,9 @@ func (e *Elector) hold(ctx context.Context) (reason string, keepTerm bool) {
 			// The renew may take until the trust window closes, no longer.
 			e.opts.Rounds.Begin()
 			rctx, cancel := e.queryContext(ctx, left)
-			_, err := store.ReElect(rctx, e.db, e.opts.Role, e.opts.Holder, term.ElectedAt, e.opts.TTL)
+			_, err := store.Q(e.db).LeaderReElect(rctx, store.LeaderReElectParams{
+				Role: e.opts.Role, Holder: e.opts.Holder, ElectedAt: term.ElectedAt, Ttl: e.opts.TTL,
+			})
 			cancel()
 			if err == nil {
 				e.extend(sent.Add(e.opts.TTL - e.opts.Margin))

@@ -30,7 +30,7 @@ func TestOneOfThreeElectorsLeadsAndKeepsRenewing(t *testing.T) {
 	}
 	leader := waitLeader(t, 5*time.Second, ms...)
 
-	first, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	first, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, leader.name, first.Holder)
 
@@ -63,7 +63,7 @@ func TestOneOfThreeElectorsLeadsAndKeepsRenewing(t *testing.T) {
 	for i, m := range others(ms, leader) {
 		m.rounds.WaitAfter(t, marks[i], 2, m.name+"'s bids")
 	}
-	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	now, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, first.ElectedAt, now.ElectedAt, "one term, renewed")
 	require.True(t, now.ExpiresAt.After(first.ExpiresAt.Add(2*time.Second)), "the lease was renewed")
@@ -82,7 +82,7 @@ func TestRolesAreIndependent(t *testing.T) {
 	worker := startMember(t, pool, "node-a", opts)
 	waitLeader(t, 5*time.Second, billing)
 	waitLeader(t, 5*time.Second, worker)
-	leases, err := store.ListLeases(context.Background(), pool)
+	leases, err := store.Q(pool).ListLeaderLeases(context.Background())
 	require.NoError(t, err)
 	require.Len(t, leases, 2)
 	require.Equal(t, cluster.RoleBilling, leases[0].Role)
@@ -109,13 +109,13 @@ func TestKilledLeaderIsReplacedWithinOneTTL(t *testing.T) {
 	require.Eventually(t, func() bool { return !leader.isLeader() }, 5*time.Second, 5*time.Millisecond)
 	// Read after the death: a renewal cut off by it can only have moved the
 	// expiry later, which makes the check below stricter, never looser.
-	dead, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	dead, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, leader.name, dead.Holder, "the dead leader keeps the role until its lease runs out")
 	// Liveness: a follower takes over; how soon depends on the machine's
 	// load, so the bound is generous and the delay is logged.
 	next := waitLeader(t, 10*ttl, others(ms, leader)...)
-	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	now, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, next.name, now.Holder)
 	// Safety, on the database's clock (the one the lease uses): the new
@@ -141,13 +141,13 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 		ms = append(ms, startMember(t, pool, name, o))
 	}
 	leader := waitLeader(t, 5*time.Second, ms...)
-	before, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	before, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 
 	leader.e.Stop()
 	resigned := time.Now() // the database runs on this machine: one clock
 	next := waitLeader(t, 30*time.Second, others(ms, leader)...)
-	after, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	after, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, next.name, after.Holder)
 	// The new term (the database's time of the election, not when this
@@ -197,7 +197,7 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	testkit.WaitOrTimeout(t, stopped, "the stop")
 
-	_, err = store.LeaderRemaining(ctx, pool, cluster.RoleEventWorker)
+	_, err = store.Q(pool).LeaderLeaseRemaining(ctx, cluster.RoleEventWorker)
 	require.ErrorIs(t, err, store.ErrNotFound, "resigned by the stop")
 	require.False(t, conn.IsClosed(), "the connection survived the stop")
 }
@@ -225,7 +225,7 @@ func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 	// already be b's on a machine that kept this test waiting a second.
 	var lease store.LeaseRemaining
 	require.Eventually(t, func() bool {
-		if l, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker); err == nil && l.Holder == "node-a" {
+		if l, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker); err == nil && l.Holder == "node-a" {
 			lease = l
 		}
 		return len(a.lostAt()) == 1
@@ -238,7 +238,7 @@ func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 	t.Logf("stepped down %s before the lease expired", lease.ExpiresAt.Sub(steppedDown).Round(time.Millisecond))
 
 	waitLeader(t, 10*ttl, b)
-	now, err := store.LeaderRemaining(context.Background(), pool, cluster.RoleEventWorker)
+	now, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, "node-b", now.Holder)
 	require.False(t, now.ElectedAt.Before(lease.ExpiresAt), "b took over once a's lease had expired (the database's clock)")

@@ -127,15 +127,17 @@ func (h *Heartbeat) beat(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.opts.Interval)
 	defer cancel()
 	n := h.opts.Node
-	if _, err := store.Heartbeat(ctx, h.db, n.ID, n.Hostname, n.Version); err != nil {
+	if _, err := store.Q(h.db).UpsertNodeHeartbeat(ctx, store.UpsertNodeHeartbeatParams{
+		ID: n.ID, Hostname: n.Hostname, Version: n.Version,
+	}); err != nil {
 		return err
 	}
-	nodes, err := store.ListNodes(ctx, h.db, h.opts.LostAfter)
+	nodes, err := store.Q(h.db).ListNodesWithAge(ctx, h.opts.LostAfter)
 	if err != nil {
 		return err
 	}
 	h.watch(nodes)
-	_, err = store.ForgetSilentNodes(ctx, h.db, h.opts.ForgetAfter)
+	_, err = store.Q(h.db).DeleteNodesSilentFor(ctx, h.opts.ForgetAfter)
 	return err
 }
 

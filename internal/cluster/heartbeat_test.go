@@ -50,10 +50,10 @@ func TestHeartbeatsListNodesAndReportASilentOneLost(t *testing.T) {
 
 	ctx := context.Background()
 	require.Eventually(t, func() bool {
-		nodes, err := store.ListNodes(ctx, pool, lostAfter)
+		nodes, err := store.Q(pool).ListNodesWithAge(ctx, lostAfter)
 		return err == nil && len(nodes) == 2
 	}, 5*time.Second, 10*time.Millisecond)
-	nodes, err := store.ListNodes(ctx, pool, lostAfter)
+	nodes, err := store.Q(pool).ListNodesWithAge(ctx, lostAfter)
 	require.NoError(t, err)
 	alive := nodeByID(t, nodes, "alive")
 	require.Equal(t, "host-alive", alive.Hostname)
@@ -64,14 +64,14 @@ func TestHeartbeatsListNodesAndReportASilentOneLost(t *testing.T) {
 
 	kill() // no Stop: the row stays, and ages
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		nodes, err := store.ListNodes(ctx, pool, lostAfter)
+		nodes, err := store.Q(pool).ListNodesWithAge(ctx, lostAfter)
 		require.NoError(c, err)
 		assert.True(c, nodeByID(c, nodes, "doomed").Lost, "doomed is reported lost")
 	}, 10*time.Second, 20*time.Millisecond)
 	require.Eventually(t, func() bool { return len(watcher.Lost()) == 1 }, 10*time.Second, 10*time.Millisecond)
 	require.Equal(t, []string{"doomed"}, watcher.Lost())
 
-	nodes, err = store.ListNodes(ctx, pool, lostAfter)
+	nodes, err = store.Q(pool).ListNodesWithAge(ctx, lostAfter)
 	require.NoError(t, err)
 	alive = nodeByID(t, nodes, "alive")
 	require.False(t, alive.Lost, "the live node keeps beating")
@@ -88,11 +88,11 @@ func TestAStoppedNodeLeavesTheList(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, h.Start(context.Background()))
 	require.Eventually(t, func() bool {
-		nodes, err := store.ListNodes(context.Background(), pool, time.Second)
+		nodes, err := store.Q(pool).ListNodesWithAge(context.Background(), time.Second)
 		return err == nil && len(nodes) == 1
 	}, 5*time.Second, 10*time.Millisecond)
 	h.Stop()
-	nodes, err := store.ListNodes(context.Background(), pool, time.Second)
+	nodes, err := store.Q(pool).ListNodesWithAge(context.Background(), time.Second)
 	require.NoError(t, err)
 	require.Empty(t, nodes)
 }

@@ -89,7 +89,7 @@ func (a *Admin) GetEvent(ctx context.Context, id uuid.UUID) (store.Event, error)
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return store.Event{}, err
 	}
-	e, err := store.GetEvent(ctx, a.db, id)
+	e, err := store.Q(a.db).GetEvent(ctx, id)
 	return e, store.NotFound(err, "event %s not found", id)
 }
 
@@ -105,9 +105,9 @@ func (a *Admin) RetryEvent(ctx context.Context, id uuid.UUID) (store.Event, erro
 	}
 	var out store.Event
 	err = store.WithTx(ctx, a.db, func(tx pgx.Tx) error {
-		e, err := store.RetryFailedEvent(ctx, tx, id)
+		e, err := store.Q(tx).RetryFailedEvent(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
-			cur, gerr := store.GetEvent(ctx, tx, id)
+			cur, gerr := store.Q(tx).GetEvent(ctx, id)
 			if gerr != nil {
 				return store.NotFound(gerr, "event %s not found", id)
 			}
@@ -137,7 +137,7 @@ func (a *Admin) ListNodes(ctx context.Context) ([]store.NodeState, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return store.ListNodes(ctx, a.db, a.opts.NodeLostAfter)
+	return store.Q(a.db).ListNodesWithAge(ctx, a.opts.NodeLostAfter)
 }
 
 // ListLeaders returns the held leader roles.
@@ -145,7 +145,7 @@ func (a *Admin) ListLeaders(ctx context.Context) ([]store.LeaseState, error) {
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	return store.ListLeases(ctx, a.db)
+	return store.Q(a.db).ListLeaderLeases(ctx)
 }
 
 // ListNotifications returns a page of notifications, newest first.

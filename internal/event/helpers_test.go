@@ -237,13 +237,15 @@ func (w *bundle) insert(t testing.TB, typ string, orderID uuid.UUID) store.Event
 
 // tryInsert is insert for a goroutine of the test's: it returns the error.
 func (w *bundle) tryInsert(typ string, orderID uuid.UUID) (store.Event, error) {
-	return store.InsertEvent(context.Background(), w.pool, typ, orderID, []byte(`{"order_id":"`+orderID.String()+`"}`))
+	return store.Q(w.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: typ, OrderID: orderID, Payload: []byte(`{"order_id":"` + orderID.String() + `"}`),
+	})
 }
 
 // event reads one event; t may be an EventuallyWithT condition's collector.
 func (w *bundle) event(t testkit.T, id uuid.UUID) store.Event {
 	t.Helper()
-	e, err := store.GetEvent(context.Background(), w.pool, id)
+	e, err := store.Q(w.pool).GetEvent(context.Background(), id)
 	require.NoError(t, err)
 	return e
 }

@@ -341,7 +341,7 @@ func (s *session) round(ctx context.Context) error {
 		return nil // the trust window closed; the elector will tell us
 	}
 	if time.Since(s.lastReclaim) >= w.opts.PollInterval {
-		reclaimed, err := store.ReclaimExpiredEvents(ctx, w.db, w.opts.MaxAttempts)
+		reclaimed, err := store.Q(w.db).ReclaimExpiredEvents(ctx, int32(w.opts.MaxAttempts))
 		if err != nil {
 			return fmt.Errorf("reclaim expired claims: %w", err)
 		}
@@ -493,7 +493,10 @@ func (s *session) handle(row store.Event) {
 			maxAttempts = e.Attempt // fail now
 		}
 		backoff := Backoff(e.Attempt, w.opts.RetryBase, w.opts.RetryMax, w.opts.Jitter())
-		status, rerr := store.FailEventAttempt(rctx, w.db, claim, maxAttempts, backoff, text.Clip(err.Error(), 2000))
+		status, rerr := store.Q(w.db).FailEventAttempt(rctx, store.FailEventAttemptParams{
+			MaxAttempts: int32(maxAttempts), Backoff: backoff, LastError: text.Clip(err.Error(), 2000),
+			ID: claim.ID, ClaimToken: &claim.Token,
+		})
 		switch {
 		case rerr != nil:
 			lost("failed", rerr)

@@ -337,7 +337,7 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	ctx := context.Background()
 	var killedAt time.Time
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAt))
-	old, err := store.LeaderRemaining(ctx, w.pool, cluster.RoleEventWorker)
+	old, err := store.Q(w.pool).LeaderLeaseRemaining(ctx, cluster.RoleEventWorker)
 	require.NoError(t, err)
 	leader.kill()
 	var next *node
@@ -347,7 +347,7 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 		}
 	}
 	waitLeader(t, 10*ttl, next)
-	now, err := store.LeaderRemaining(ctx, w.pool, cluster.RoleEventWorker)
+	now, err := store.Q(w.pool).LeaderLeaseRemaining(ctx, cluster.RoleEventWorker)
 	require.NoError(t, err)
 	require.Equal(t, next.name, now.Holder)
 	took := now.ElectedAt.Sub(killedAt)

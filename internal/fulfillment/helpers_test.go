@@ -240,14 +240,18 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		now := time.Now().UTC().Truncate(time.Microsecond)
-		if _, err := store.SetOrderStatus(ctx, tx, orderID, "pending", "paid", &now, now); err != nil {
+		if _, err := store.Q(tx).SetOrderStatus(ctx, store.SetOrderStatusParams{
+			ID: orderID, FromStatus: "pending", ToStatus: "paid", PaidAt: &now, UpdatedAt: now,
+		}); err != nil {
 			return err
 		}
 		payload, err := json.Marshal(order.OrderPaidPayload{OrderID: orderID, Amount: money.MustParse("12.30"), Currency: "CNY", Method: order.MethodGateway})
 		if err != nil {
 			return err
 		}
-		_, err = store.InsertEvent(ctx, tx, order.EventOrderPaid, orderID, payload)
+		_, err = store.Q(tx).InsertEvent(ctx, store.InsertEventParams{
+			EventType: order.EventOrderPaid, OrderID: orderID, Payload: payload,
+		})
 		return err
 	}))
 }
@@ -255,7 +259,7 @@ func (r *bundle) pay(t *testing.T, orderID uuid.UUID) {
 // getOrder reads an order; t may be an EventuallyWithT condition's collector.
 func (r *bundle) getOrder(t testkit.T, id uuid.UUID) store.Order {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), r.pool, id)
+	o, err := store.Q(r.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o
 }
@@ -274,7 +278,7 @@ func (r *bundle) waitOrder(t *testing.T, id uuid.UUID, status string) store.Orde
 // collector.
 func (r *bundle) events(t testkit.T, id uuid.UUID) []store.Event {
 	t.Helper()
-	es, err := store.ListOrderEvents(context.Background(), r.pool, id)
+	es, err := store.Q(r.pool).ListOrderEvents(context.Background(), id)
 	require.NoError(t, err)
 	return es
 }
@@ -332,7 +336,7 @@ func (r *bundle) provisioned(t *testing.T) (uuid.UUID, store.Instance) {
 	r.pay(t, id)
 	r.waitOrder(t, id, string(order.StatusActive))
 	r.waitEventsDone(t, id, 2)
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, store.InstanceRunning, inst.Status)
 	return id, inst
@@ -358,7 +362,7 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
 		var instanceID *uuid.UUID
-		if inst, err := store.GetOrderInstance(ctx, tx, id); err == nil {
+		if inst, err := store.Q(tx).GetOrderInstance(ctx, id); err == nil {
 			instanceID = &inst.ID
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -376,7 +380,9 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 			if err != nil {
 				return err
 			}
-			e, err := store.InsertEvent(ctx, tx, m.Event, id, payload)
+			e, err := store.Q(tx).InsertEvent(ctx, store.InsertEventParams{
+				EventType: m.Event, OrderID: id, Payload: payload,
+			})
 			if err != nil {
 				return err
 			}
@@ -392,7 +398,7 @@ func (r *bundle) moveOrder(t *testing.T, id uuid.UUID, steps ...move) {
 
 func (r *bundle) instance(t *testing.T, orderID uuid.UUID) store.Instance {
 	t.Helper()
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, orderID)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), orderID)
 	require.NoError(t, err)
 	return inst
 }

@@ -175,7 +175,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	var req ProvisionRequest
 	done := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
 		}
@@ -198,7 +198,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		}
 		var product *store.Product
 		if o.ProductID != nil {
-			pr, err := store.GetProduct(ctx, tx, *o.ProductID)
+			pr, err := store.Q(tx).GetProduct(ctx, *o.ProductID)
 			if err != nil {
 				return err
 			}
@@ -212,9 +212,9 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			return e.Complete(ctx, tx)
 		}
 		// The order row is locked: nobody creates its instance meanwhile.
-		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		inst, err := store.Q(tx).GetOrderInstance(ctx, o.ID)
 		if errors.Is(err, store.ErrNotFound) {
-			inst, err = store.EnsureOrderInstance(ctx, tx, store.NewInstance{
+			inst, err = store.Q(tx).EnsureOrderInstance(ctx, store.EnsureOrderInstanceParams{
 				CustomerID: o.CustomerID, OrderID: o.ID, ProductID: &product.ID,
 				ProviderPlugin: product.ProviderPlugin, Name: product.Name, At: now,
 			})
@@ -241,14 +241,16 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	if perr == nil {
 		orphaned := false
 		err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-			o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 			if err != nil {
 				return err
 			}
 			now := s.now()
 			// Recorded whatever became of the order meanwhile: the provider
 			// has the instance, so it must be known to be ended.
-			inst, err := store.MarkInstanceProvisioned(ctx, tx, req.Instance.ID, externalID, store.InstanceRunning, details, now)
+			inst, err := store.Q(tx).MarkInstanceProvisioned(ctx, store.MarkInstanceProvisionedParams{
+				ID: req.Instance.ID, ExternalID: externalID, Status: store.InstanceRunning, Details: details, At: now,
+			})
 			if err != nil {
 				return err
 			}
@@ -292,7 +294,9 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	defer cancel()
 	if !final {
 		err := e.Tx(bctx, s.db, func(tx pgx.Tx) error {
-			return store.SetInstanceLastError(bctx, tx, req.Instance.ID, text.Clip(perr.Error(), 1000), s.now())
+			return store.Q(tx).SetInstanceLastError(bctx, store.SetInstanceLastErrorParams{
+				ID: req.Instance.ID, LastError: text.Clip(perr.Error(), 1000), At: s.now(),
+			})
 		})
 		if err != nil {
 			log.WarnContext(ctx, "could not record the provisioning error on the instance", "err", err)
@@ -301,7 +305,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	}
 	log.WarnContext(ctx, "provisioning failed for good; cancelling the order", "err", perr)
 	return e.Tx(bctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(bctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(bctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -309,7 +313,9 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			return nil
 		}
 		now := s.now()
-		inst, err := store.MarkInstanceFailed(bctx, tx, req.Instance.ID, text.Clip(perr.Error(), 1000), now)
+		inst, err := store.Q(tx).MarkInstanceFailed(bctx, store.MarkInstanceFailedParams{
+			ID: req.Instance.ID, LastError: text.Clip(perr.Error(), 1000), At: now,
+		})
 		if err != nil {
 			return err
 		}
@@ -372,7 +378,7 @@ func (s *Service) HandleOrderRefunded(ctx context.Context, e event.Event) error 
 // whether the provider has it (running, stopped or suspended, with an
 // external id) and it is not terminated yet.
 func (s *Service) instanceOf(ctx context.Context, orderID uuid.UUID) (ProvisionRequest, bool, error) {
-	inst, err := store.GetOrderInstance(ctx, s.db, orderID)
+	inst, err := store.Q(s.db).GetOrderInstance(ctx, orderID)
 	if errors.Is(err, store.ErrNotFound) {
 		return ProvisionRequest{}, false, nil
 	}
@@ -381,7 +387,7 @@ func (s *Service) instanceOf(ctx context.Context, orderID uuid.UUID) (ProvisionR
 	}
 	req := ProvisionRequest{Instance: inst}
 	if inst.ProductID != nil {
-		if req.Product, err = store.GetProduct(ctx, s.db, *inst.ProductID); err != nil {
+		if req.Product, err = store.Q(s.db).GetProduct(ctx, *inst.ProductID); err != nil {
 			return ProvisionRequest{}, false, err
 		}
 	}
@@ -439,13 +445,13 @@ func (s *Service) recordInstance(ctx context.Context, tx pgx.Tx, before store.In
 	action := ActionInstanceTerminated
 	switch target {
 	case store.InstanceTerminated:
-		inst, err = store.MarkInstanceTerminated(ctx, tx, before.ID, now)
+		inst, err = store.Q(tx).MarkInstanceTerminated(ctx, store.MarkInstanceTerminatedParams{ID: before.ID, At: now})
 	case store.InstanceSuspended:
 		action = ActionInstanceSuspended
-		inst, err = store.SetInstanceStatus(ctx, tx, before.ID, target, now)
+		inst, err = store.Q(tx).SetInstanceStatus(ctx, store.SetInstanceStatusParams{ID: before.ID, Status: target, At: now})
 	default:
 		action = ActionInstanceResumed
-		inst, err = store.SetInstanceStatus(ctx, tx, before.ID, target, now)
+		inst, err = store.Q(tx).SetInstanceStatus(ctx, store.SetInstanceStatusParams{ID: before.ID, Status: target, At: now})
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // recorded by another path already
@@ -530,7 +536,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	var target, why string
 	act := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if errors.Is(err, store.ErrNotFound) {
 			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
 		}
@@ -538,7 +544,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 			return err
 		}
 		target, why = instanceTarget(order.Status(o.Status)), "order "+o.Status
-		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		inst, err := store.Q(tx).GetOrderInstance(ctx, o.ID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
@@ -553,7 +559,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 		}
 		req = ProvisionRequest{Order: o, Instance: inst}
 		if inst.ProductID != nil {
-			if req.Product, err = store.GetProduct(ctx, tx, *inst.ProductID); err != nil {
+			if req.Product, err = store.Q(tx).GetProduct(ctx, *inst.ProductID); err != nil {
 				return err
 			}
 		}
@@ -568,7 +574,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	}
 
 	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, e.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -703,7 +709,7 @@ func (s *Service) queueNotices(ctx context.Context, tx pgx.Tx, e event.Event, o 
 		return e.Complete(ctx, tx)
 	}
 	if o == nil {
-		got, err := store.GetOrder(ctx, tx, e.OrderID)
+		got, err := store.Q(tx).GetOrder(ctx, e.OrderID)
 		if err != nil {
 			return err
 		}
@@ -745,7 +751,9 @@ func (s *Service) CancelExpiredOrders(ctx context.Context) (int, error) {
 	const batch = 100
 	total := 0
 	for {
-		ids, err := store.PendingOrdersCreatedBefore(ctx, s.db, cutoff, batch)
+		ids, err := store.Q(s.db).ListPendingOrdersCreatedBefore(ctx, store.ListPendingOrdersCreatedBeforeParams{
+			Cutoff: cutoff, RowLimit: int32(batch),
+		})
 		if err != nil {
 			return total, err
 		}
@@ -768,7 +776,7 @@ func (s *Service) CancelExpiredOrders(ctx context.Context) (int, error) {
 func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.Time) (bool, error) {
 	cancelled := false
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -79,7 +79,9 @@ func TestSuspensionAndResumptionReachTheProvider(t *testing.T) {
 
 	// A repeated event (a replay, a second delivery) finds the instance
 	// where the order wants it: the provider is not asked again.
-	_, err := store.InsertEvent(context.Background(), r.pool, order.EventServiceResumed, id, es[3].Payload)
+	_, err := store.Q(r.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: order.EventServiceResumed, OrderID: id, Payload: es[3].Payload,
+	})
 	require.NoError(t, err)
 	r.waitEventsDone(t, id, 5)
 	require.Equal(t, 1, r.api.ActionCalls(inst.ExternalID, "unsuspend"))
@@ -137,7 +139,9 @@ func TestAnEndedServiceIsTerminatedAtTheProvider(t *testing.T) {
 	// instance back, and asks the provider nothing.
 	payload, err := json.Marshal(order.ServicePayload{OrderID: fromActive, InstanceID: &instA.ID})
 	require.NoError(t, err)
-	_, err = store.InsertEvent(context.Background(), r.pool, order.EventServiceResumed, fromActive, payload)
+	_, err = store.Q(r.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: order.EventServiceResumed, OrderID: fromActive, Payload: payload,
+	})
 	require.NoError(t, err)
 	r.waitEventsDone(t, fromActive, 4)
 	require.Equal(t, store.InstanceTerminated, r.instance(t, fromActive).Status)
@@ -232,7 +236,9 @@ func TestARenewalIsAnnounced(t *testing.T) {
 		Amount: money.MustParse("9.90"), Currency: "CNY",
 	})
 	require.NoError(t, err)
-	_, err = store.InsertEvent(context.Background(), r.pool, order.EventServiceRenewed, id, payload)
+	_, err = store.Q(r.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: order.EventServiceRenewed, OrderID: id, Payload: payload,
+	})
 	require.NoError(t, err)
 	es := r.waitEventsDone(t, id, 3)
 	rows := r.waitNotificationsSent(t, es[2].ID, 3)

@@ -34,7 +34,7 @@ func TestPaidOrderIsProvisionedActivatedAndAnnounced(t *testing.T) {
 
 	o := r.waitOrder(t, id, string(order.StatusActive))
 	require.Equal(t, "", o.CancelReason)
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, store.InstanceRunning, inst.Status)
 	require.Equal(t, r.customer.ID, inst.CustomerID)
@@ -114,7 +114,7 @@ func TestProvisioningFailureCancelsTheOrderAndRefundsItExactlyOnce(t *testing.T)
 
 	require.Equal(t, 1, r.refunds.count(id), "refunded exactly once across the retry")
 	require.Equal(t, order.CancelReasonProvisioningFailed, r.refunds.reasons[id])
-	inst, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	inst, err := store.Q(r.pool).GetOrderInstance(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, store.InstanceError, inst.Status)
 	require.Contains(t, inst.LastError, "no capacity in region")
@@ -190,7 +190,7 @@ func TestAnOrderWithNothingToProvisionBecomesActiveAtOnce(t *testing.T) {
 	r.waitOrder(t, id, string(order.StatusActive))
 	es := r.waitEventsDone(t, id, 2)
 	require.JSONEq(t, fmt.Sprintf(`{"order_id":%q,"instance_id":null}`, id), string(es[1].Payload))
-	_, err := store.GetOrderInstance(context.Background(), r.pool, id)
+	_, err := store.Q(r.pool).GetOrderInstance(context.Background(), id)
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -205,7 +205,9 @@ func TestOrderPaidForAnOrderAlreadyDealtWithDoesNothing(t *testing.T) {
 	r.waitOrder(t, id, string(order.StatusActive))
 	r.waitEventsDone(t, id, 2)
 
-	_, err := store.InsertEvent(context.Background(), r.pool, order.EventOrderPaid, id, []byte(`{"order_id":"`+id.String()+`"}`))
+	_, err := store.Q(r.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: order.EventOrderPaid, OrderID: id, Payload: []byte(`{"order_id":"` + id.String() + `"}`),
+	})
 	require.NoError(t, err)
 	r.waitEventsDone(t, id, 3)
 	require.Equal(t, 1, r.api.ProvisionRequests(id.String()), "not provisioned again")
@@ -238,7 +240,7 @@ func TestAPendingOrderPastThePaymentTimeoutIsCancelled(t *testing.T) {
 
 	o := r.waitOrder(t, old, string(order.StatusCancelled))
 	require.Equal(t, order.CancelReasonTimeout, o.CancelReason)
-	p, err := store.GetPayment(ctx, r.pool, pay)
+	p, err := store.Q(r.pool).GetPayment(ctx, pay)
 	require.NoError(t, err)
 	require.Equal(t, "failed", p.Status)
 	require.Equal(t, "payment timeout", p.FailureReason)
@@ -284,13 +286,15 @@ func TestMalformedPayloadFailsTheEventAtOnce(t *testing.T) {
 	t.Parallel()
 	r := setup(t, rigOptions{maxAttempts: 8})
 	id := r.order(t, &r.product, time.Time{})
-	e, err := store.InsertEvent(context.Background(), r.pool, order.EventOrderCancelled, id, []byte(`{"refund_due":"maybe"}`))
+	e, err := store.Q(r.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: order.EventOrderCancelled, OrderID: id, Payload: []byte(`{"refund_due":"maybe"}`),
+	})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		got, err := store.GetEvent(context.Background(), r.pool, e.ID)
+		got, err := store.Q(r.pool).GetEvent(context.Background(), e.ID)
 		return err == nil && got.Status == store.EventFailed
 	}, 10*time.Second, 10*time.Millisecond)
-	got, err := store.GetEvent(context.Background(), r.pool, e.ID)
+	got, err := store.Q(r.pool).GetEvent(context.Background(), e.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, got.Attempts)
 	require.Contains(t, got.LastError, "order_cancelled payload")

@@ -95,7 +95,7 @@ func (b *bundle) scan(t *testing.T) gateway.Report {
 
 func (b *bundle) plugin(t *testing.T, name string) store.Plugin {
 	t.Helper()
-	p, err := store.GetPlugin(context.Background(), b.pool, name)
+	p, err := store.Q(b.pool).GetPlugin(context.Background(), name)
 	require.NoError(t, err)
 	return p
 }

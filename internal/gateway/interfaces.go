@@ -70,7 +70,7 @@ func (s *Service) masked(gi store.GatewayInterface, cfg map[string]any) map[stri
 }
 
 func (s *Service) iface(ctx context.Context, db store.DB, id uuid.UUID) (store.GatewayInterface, error) {
-	gi, err := store.GetGatewayInterface(ctx, db, id)
+	gi, err := store.Q(db).GetGatewayInterface(ctx, id)
 	return gi, store.NotFound(err, "gateway interface %s not found", id)
 }
 
@@ -102,7 +102,7 @@ func (s *Service) CreateInterface(ctx context.Context, in NewInterface) (Interfa
 	err = s.write(ctx, func(tx pgx.Tx) error {
 		// Locked so that an upgrade cannot slip between reading the schema
 		// and the insert and leave this interface with the old schema.
-		pl, err := store.LockPlugin(ctx, tx, in.PluginName)
+		pl, err := store.Q(tx).LockPlugin(ctx, in.PluginName)
 		if err != nil {
 			return store.NotFound(err, "plugin %q not found", in.PluginName)
 		}
@@ -273,7 +273,9 @@ func (s *Service) SetInterfaceEnabled(ctx context.Context, id uuid.UUID, enabled
 				return apperr.New(apperr.FailedPrecondition, "gateway interface %s takes no currency: plugin %q declares none in info().currencies, or the interface config's currencies names none it takes (docs/plugins.md)", id, pl.Name)
 			}
 		}
-		updated, err := store.SetGatewayInterfaceEnabled(ctx, tx, id, enabled, s.now())
+		updated, err := store.Q(tx).SetGatewayInterfaceEnabled(ctx, store.SetGatewayInterfaceEnabledParams{
+			Enabled: enabled, Now: s.now(), ID: id,
+		})
 		if err != nil {
 			return err
 		}
@@ -310,10 +312,10 @@ func configSatisfiesSchema(k *secrets.Keyring, gi store.GatewayInterface) error 
 // lockIface locks interface id for a change and reads its plugin; before
 // is the interface as it is, for the change's audit row.
 func (s *Service) lockIface(ctx context.Context, tx pgx.Tx, id uuid.UUID) (gi store.GatewayInterface, pl store.Plugin, before InterfaceView, err error) {
-	if gi, err = store.LockGatewayInterface(ctx, tx, id); err != nil {
+	if gi, err = store.Q(tx).LockGatewayInterface(ctx, id); err != nil {
 		return gi, pl, before, store.NotFound(err, "gateway interface %s not found", id)
 	}
-	if pl, err = store.GetPlugin(ctx, tx, gi.PluginName); err != nil {
+	if pl, err = store.Q(tx).GetPlugin(ctx, gi.PluginName); err != nil {
 		return gi, pl, before, err
 	}
 	before, err = s.view(gi, pl.Status, pl.Enabled)
@@ -442,7 +444,7 @@ func (s *Service) PaymentMethods(ctx context.Context, currency string) ([]Paymen
 	if _, err := auth.Require(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := store.ListPaymentMethods(ctx, s.db)
+	rows, err := store.Q(s.db).ListPaymentMethods(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (s *Service) ListPlugins(ctx context.Context, f store.PluginFilter) ([]Plug
 	if _, err := auth.RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
-	rows, err := store.ListPlugins(ctx, s.db, f)
+	rows, err := store.Q(s.db).ListPlugins(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s *Service) GetPlugin(ctx context.Context, name string) (PluginView, error
 }
 
 func (s *Service) plugin(ctx context.Context, db store.DB, name string) (store.Plugin, error) {
-	p, err := store.GetPlugin(ctx, db, name)
+	p, err := store.Q(db).GetPlugin(ctx, name)
 	return p, store.NotFound(err, "plugin %q not found", name)
 }
 
@@ -170,7 +170,7 @@ func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled boo
 		changed = false
 		// The row lock orders this after a scan deciding about the plugin
 		// (and a scan after it); scans never write enabled.
-		pl, err := store.LockPlugin(ctx, tx, name)
+		pl, err := store.Q(tx).LockPlugin(ctx, name)
 		if err != nil {
 			return store.NotFound(err, "plugin %q not found", name)
 		}
@@ -182,7 +182,9 @@ func (s *Service) SetPluginEnabled(ctx context.Context, name string, enabled boo
 			return apperr.New(apperr.FailedPrecondition,
 				"plugin %q is a %s plugin; only gateway plugins can be disabled (disable a provider's products with UpdateProduct, a notifier in [notify])", pl.Name, pl.Type)
 		}
-		if out, err = store.SetPluginEnabled(ctx, tx, name, enabled, s.now()); err != nil {
+		if out, err = store.Q(tx).SetPluginEnabled(ctx, store.SetPluginEnabledParams{
+			Enabled: enabled, Now: s.now(), Name: name,
+		}); err != nil {
 			return err
 		}
 		changed = true

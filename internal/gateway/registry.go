@@ -405,7 +405,7 @@ func (r *Registry) scan(ctx context.Context, by audit.Actor) (Report, error) {
 		r.log.ErrorContext(ctx, "plugin directory cannot be read; nothing changed", "err", err)
 		return Report{}, err
 	}
-	rows, err := store.ListPlugins(ctx, r.db, store.PluginFilter{})
+	rows, err := store.Q(r.db).ListPlugins(ctx, store.PluginFilter{})
 	if err != nil {
 		return Report{}, err
 	}
@@ -542,7 +542,7 @@ func (r *Registry) logOutcome(ctx context.Context, name string, f *pluginFile, c
 // the schema is pushed); an admin has to fix what no longer fits, and
 // EnableGatewayInterface refuses it until then.
 func (r *Registry) checkInterfaces(ctx context.Context, name string, schema *configschema.Schema) []string {
-	gis, err := store.ListGatewayInterfacesOfPlugin(ctx, r.db, name)
+	gis, err := store.Q(r.db).ListGatewayInterfacesOfPlugin(ctx, name)
 	if err != nil {
 		r.log.WarnContext(ctx, "cannot check the interfaces of an upgraded plugin", "plugin", name, "err", err)
 		return nil

@@ -88,7 +88,7 @@ func TestGreaterVersionReplacesTheDefinitionAndPushesTheSchemaToEveryInterface(t
 	other := b.create(t, "other", cfg)
 	stored := map[uuid.UUID]string{}
 	for _, id := range []uuid.UUID{first, second} {
-		gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+		gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 		require.NoError(t, err)
 		stored[id] = string(gi.Config)
 	}
@@ -109,7 +109,7 @@ func TestGreaterVersionReplacesTheDefinitionAndPushesTheSchemaToEveryInterface(t
 	require.Equal(t, sum(v2), p.Sha256)
 
 	for _, id := range []uuid.UUID{first, second} {
-		gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+		gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 		require.NoError(t, err)
 		require.True(t, hasProperty(t, gi.ConfigSchema, "region"), "interface %s got the new schema", id)
 		require.JSONEq(t, stored[id], string(gi.Config), "configs are not touched")
@@ -117,7 +117,7 @@ func TestGreaterVersionReplacesTheDefinitionAndPushesTheSchemaToEveryInterface(t
 		require.NoError(t, err)
 		require.JSONEq(t, `{"pid":"1001","key":"s3cret"}`, gw.ConfigJSON)
 	}
-	gi, err := store.GetGatewayInterface(context.Background(), b.pool, other)
+	gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), other)
 	require.NoError(t, err)
 	require.False(t, hasProperty(t, gi.ConfigSchema, "region"))
 
@@ -155,7 +155,7 @@ func TestEqualOrLowerVersionStoresOnlySourceAndHash(t *testing.T) {
 			b.scan(t)
 			id := b.create(t, "demo", map[string]any{"pid": "1001", "key": "s3cret"})
 			before := b.plugin(t, "demo")
-			giBefore, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+			giBefore, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 			require.NoError(t, err)
 
 			file := gatewayScript(tc.version, "File", schemaWithRegion)
@@ -172,7 +172,7 @@ func TestEqualOrLowerVersionStoresOnlySourceAndHash(t *testing.T) {
 			require.JSONEq(t, string(before.ConfigSchema), string(after.ConfigSchema))
 			require.Equal(t, store.PluginLoaded, after.Status)
 
-			giAfter, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+			giAfter, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 			require.NoError(t, err)
 			require.JSONEq(t, string(giBefore.ConfigSchema), string(giAfter.ConfigSchema), "interface schemas untouched")
 			require.Equal(t, giBefore.UpdatedAt, giAfter.UpdatedAt)

@@ -36,7 +36,7 @@ type decision struct {
 // apply returns the outcome and, for an upgrade, the new config schema the
 // interfaces were given.
 func (d *decision) apply() (outcome, *configschema.Schema, error) {
-	row, err := store.LockPlugin(d.ctx, d.tx, d.name)
+	row, err := store.Q(d.tx).LockPlugin(d.ctx, d.name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		if d.file == nil {
@@ -47,7 +47,7 @@ func (d *decision) apply() (outcome, *configschema.Schema, error) {
 			return out, nil, err
 		}
 		// Another instance inserted it first: decide on its row.
-		if row, err = store.LockPlugin(d.ctx, d.tx, d.name); err != nil {
+		if row, err = store.Q(d.tx).LockPlugin(d.ctx, d.name); err != nil {
 			return outcome{}, nil, err
 		}
 	case err != nil:
@@ -97,7 +97,9 @@ func (d *decision) update(row store.Plugin) (outcome, *configschema.Schema, erro
 			return outcome{}, nil, nil
 		}
 		msg := fmt.Sprintf("%s is no longer in the plugin directory", row.Path)
-		after, err := store.SetPluginStatus(d.ctx, d.tx, d.name, store.PluginMissing, msg, d.at)
+		after, err := store.Q(d.tx).SetPluginStatus(d.ctx, store.SetPluginStatusParams{
+			Status: store.PluginMissing, LastError: msg, Now: d.at, Name: d.name,
+		})
 		if err != nil {
 			return outcome{}, nil, err
 		}
@@ -152,7 +154,9 @@ func (d *decision) update(row store.Plugin) (outcome, *configschema.Schema, erro
 	if row.Sha256 == f.sha256 && row.Status == store.PluginLoaded && row.Path == f.rel {
 		return outcome{load: c}, nil, nil
 	}
-	after, err := store.UpdatePluginSource(d.ctx, d.tx, d.name, f.rel, string(f.source), f.sha256, d.at)
+	after, err := store.Q(d.tx).UpdatePluginSource(d.ctx, store.UpdatePluginSourceParams{
+		Path: f.rel, Source: string(f.source), Sha256: f.sha256, Now: d.at, Name: d.name,
+	})
 	if err != nil {
 		return outcome{}, nil, err
 	}
@@ -173,7 +177,9 @@ func (d *decision) fail(row store.Plugin, fileVersion, msg string) (outcome, *co
 	if row.Status == store.PluginError && row.LastError == msg {
 		return outcome{}, nil, nil
 	}
-	after, err := store.SetPluginStatus(d.ctx, d.tx, d.name, store.PluginError, msg, d.at)
+	after, err := store.Q(d.tx).SetPluginStatus(d.ctx, store.SetPluginStatusParams{
+		Status: store.PluginError, LastError: msg, Now: d.at, Name: d.name,
+	})
 	if err != nil {
 		return outcome{}, nil, err
 	}

@@ -25,7 +25,7 @@ import (
 // storedConfig is an interface's config as the database holds it.
 func (b *bundle) storedConfig(t *testing.T, id uuid.UUID) map[string]any {
 	t.Helper()
-	gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+	gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(gi.Config, &m))

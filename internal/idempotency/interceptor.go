@@ -269,7 +269,7 @@ func retryable(code connect.Code) bool {
 // become free (given back, or expired) and the call should claim it.
 func (c call) taken(ctx context.Context, deadline time.Time) (res connect.AnyResponse, err error, again bool) {
 	for {
-		k, err := store.GetIdempotencyKey(ctx, c.i.db, c.principal, c.key)
+		k, err := store.Q(c.i.db).GetIdempotencyKey(ctx, store.GetIdempotencyKeyParams{Principal: c.principal, Key: c.key})
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, true // given back by a retryable outcome
 		}

@@ -66,7 +66,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int64, error) {
 	now := s.opts.Clock()
 	var swept int64
 	for {
-		n, err := store.SweepIdempotencyKeys(ctx, s.db, now, int32(s.opts.BatchSize))
+		n, err := store.Q(s.db).SweepIdempotencyKeys(ctx, store.SweepIdempotencyKeysParams{
+			SweptBefore: now, RowLimit: int32(s.opts.BatchSize),
+		})
 		swept += n
 		if err != nil || n < int64(s.opts.BatchSize) {
 			return swept, err

@@ -186,7 +186,7 @@ func (o Operator) Disable(ctx context.Context, username, reason string, keepKeys
 	var out AdminAccessChange
 	var ended [][]byte
 	err := store.WithTx(ctx, o.DB, func(tx pgx.Tx) error {
-		if err := store.LockAdminUsers(ctx, tx); err != nil {
+		if err := store.Q(tx).LockAdminUsers(ctx); err != nil {
 			return err
 		}
 		before, err := store.GetAdminByUsername(ctx, tx, username)
@@ -195,7 +195,7 @@ func (o Operator) Disable(ctx context.Context, username, reason string, keepKeys
 		}
 		a := before
 		if before.DisabledAt == nil {
-			n, err := store.CountEnabledAdmins(ctx, tx)
+			n, err := store.Q(tx).CountEnabledAdmins(ctx)
 			if err != nil {
 				return err
 			}
@@ -265,7 +265,7 @@ func (o Operator) Enable(ctx context.Context, username string) (AdminAccessChang
 // the row on every request), so a revocation committed here is refused by
 // every instance from the next request.
 func cutOff(ctx context.Context, tx pgx.Tx, actor audit.Actor, adminID uuid.UUID, revokedBy *uuid.UUID, now time.Time, keepKeys bool, cause string) ([][]byte, int, error) {
-	ended, err := store.DeleteAdminSessions(ctx, tx, adminID)
+	ended, err := store.Q(tx).DeleteAdminSessions(ctx, adminID)
 	if err != nil || keepKeys {
 		return ended, 0, err
 	}

@@ -132,10 +132,10 @@ func (s *Service) CreateAdminAPIKey(ctx context.Context, name, scope string, exp
 	}
 	var k store.AdminAPIKey
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := store.LockAdminAPIKeys(ctx, tx); err != nil {
+		if err := store.Q(tx).LockAdminApiKeys(ctx); err != nil {
 			return err
 		}
-		n, err := store.CountActiveAdminAPIKeys(ctx, tx)
+		n, err := store.Q(tx).CountActiveAdminApiKeys(ctx)
 		if err != nil {
 			return err
 		}

@@ -164,7 +164,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string) (APIKey, string
 		if c.DisabledAt != nil || !c.CanCreateAPIKeys {
 			return apperr.New(apperr.PermissionDenied, "this account may not create API keys")
 		}
-		n, err := store.CountActiveCustomerAPIKeys(ctx, tx, p.ID)
+		n, err := store.Q(tx).CountActiveCustomerApiKeys(ctx, p.ID)
 		if err != nil {
 			return err
 		}

@@ -34,7 +34,7 @@ func CheckBootstrap(ctx context.Context, db store.DB, o BootstrapOptions) error 
 // admin users, and does nothing otherwise (the configured password is never
 // applied to an existing admin).
 func EnsureBootstrapAdmin(ctx context.Context, db store.DB, o BootstrapOptions, log *slog.Logger) error {
-	n, err := store.CountAdmins(ctx, db)
+	n, err := store.Q(db).CountAdmins(ctx)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,9 @@ func (s *Service) SignOutEverywhere(ctx context.Context, id uuid.UUID, revokeKey
 			return err
 		}
 		if revokeKeys {
-			if revoked, err = store.RevokeCustomerAPIKeys(ctx, tx, id, now); err != nil {
+			if revoked, err = store.Q(tx).RevokeCustomerApiKeys(ctx, store.RevokeCustomerApiKeysParams{
+				CustomerID: id, RevokedAt: &now,
+			}); err != nil {
 				return err
 			}
 		}

@@ -330,13 +330,15 @@ func (s *Service) AdminLogin(ctx context.Context, in AdminLoginInput) (AdminSess
 				return err
 			}
 		}
-		if _, err := store.DeleteExpiredAdminSessions(ctx, tx, a.ID, now, now.Add(-s.idle)); err != nil {
+		if _, err := store.Q(tx).DeleteExpiredAdminSessions(ctx, store.DeleteExpiredAdminSessionsParams{
+			AdminID: a.ID, Now: now, IdleBefore: now.Add(-s.idle),
+		}); err != nil {
 			return err
 		}
 		if _, err := store.InsertSession(ctx, tx, row); err != nil {
 			return err
 		}
-		if err := store.SetAdminLastLogin(ctx, tx, a.ID, now); err != nil {
+		if err := store.Q(tx).SetAdminLastLogin(ctx, store.SetAdminLastLoginParams{ID: a.ID, LastLoginAt: &now}); err != nil {
 			return err
 		}
 		return audit.Write(ctx, tx, audit.Of(principal), s.now(), "admin.login", "admin_user", a.ID.String(), nil, map[string]any{

@@ -436,7 +436,7 @@ func (s *Service) spendRecoveryCode(ctx context.Context, a store.Admin, code str
 		if _, err := store.ResetAdminSecondFactorFailures(ctx, tx, a.ID); err != nil {
 			return err
 		}
-		left, err := store.CountAdminRecoveryCodesLeft(ctx, tx, a.ID)
+		left, err := store.Q(tx).CountAdminRecoveryCodesLeft(ctx, a.ID)
 		if err != nil {
 			return err
 		}

@@ -87,7 +87,7 @@ func Verify(ctx context.Context, db store.DB) (Report, error) {
 	err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
 		r = Report{}
 		if !inTx {
-			if err := store.LedgerSnapshot(ctx, tx); err != nil {
+			if err := store.Q(tx).LedgerSnapshot(ctx); err != nil {
 				return fmt.Errorf("ledger: snapshot: %w", err)
 			}
 		}
@@ -100,7 +100,7 @@ func Verify(ctx context.Context, db store.DB) (Report, error) {
 				r.Violations = append(r.Violations, Violation(f))
 			}
 		}
-		t, err := store.GetLedgerTotals(ctx, tx)
+		t, err := store.Q(tx).LedgerTotals(ctx)
 		if err != nil {
 			return fmt.Errorf("ledger: totals: %w", err)
 		}

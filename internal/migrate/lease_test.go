@@ -65,7 +65,7 @@ func TestTheMigrationLeaseIsVisibleWhileMigratingAndResignedAfter(t *testing.T) 
 			s := seen{version: version}
 			if version > 8 { // 00008 creates leader_leases
 				var err error
-				s.leases, err = store.ListLeases(ctx, pool)
+				s.leases, err = store.Q(pool).ListLeaderLeases(ctx)
 				if err != nil {
 					return err
 				}

@@ -242,7 +242,7 @@ func withRole(ctx context.Context, db *sql.DB, o Options, fn func(ctx context.Co
 func (r *role) lock(ctx context.Context) error {
 	waiting := false
 	for {
-		ok, err := store.MigrationTryLock(ctx, r.conn, LockID)
+		ok, err := store.Q(r.conn).MigrationTryLock(ctx, LockID)
 		if err != nil {
 			return fmt.Errorf("migrate: take the migration lock: %w", err)
 		}
@@ -275,7 +275,7 @@ func (r *role) lock(ctx context.Context) error {
 func (r *role) unlock() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := store.MigrationUnlock(ctx, r.conn, LockID); err != nil {
+	if _, err := store.Q(r.conn).MigrationUnlock(ctx, LockID); err != nil {
 		r.log.Warn("could not release the migration lock; closing its connection", "err", err)
 		_ = r.conn.Close(ctx)
 	}
@@ -293,7 +293,7 @@ func (r *role) holdLease(ctx context.Context) error {
 		}
 		return nil
 	}
-	exists, err := store.LeaderLeasesTableExists(ctx, r.conn)
+	exists, err := store.Q(r.conn).LeaderLeasesTableExists(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate: look for the lease table: %w", err)
 	}

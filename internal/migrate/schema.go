@@ -122,7 +122,7 @@ func ExpectedSchema() []Object { return expected() }
 // ReadSchema describes the objects of the session's current schema that a
 // migration can make (store.SchemaCatalog says what is left out).
 func ReadSchema(ctx context.Context, db store.DB) ([]Object, error) {
-	schema, err := store.CurrentSchema(ctx, db)
+	schema, err := store.Q(db).CurrentSchema(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schema check: read the current schema: %w", err)
 	}

@@ -187,7 +187,9 @@ func (n *Notifier) run(ctx context.Context, wake <-chan struct{}) {
 // round claims one batch and delivers it; more reports a full batch.
 func (n *Notifier) round(ctx context.Context) (more bool, err error) {
 	lease := n.opts.SendTimeout + 30*time.Second
-	rows, err := store.ClaimNotifications(ctx, n.db, n.opts.BatchSize, lease)
+	rows, err := store.Q(n.db).ClaimNotifications(ctx, store.ClaimNotificationsParams{
+		MaxRows: int32(n.opts.BatchSize), Lease: lease,
+	})
 	if err != nil {
 		return false, err
 	}
@@ -235,8 +237,14 @@ func (n *Notifier) deliver(ctx context.Context, row store.Notification) {
 	}
 	span.SetStatus(codes.Error, "notification not delivered")
 	backoff := event.Backoff(int(row.Attempts), n.opts.RetryBase, n.opts.RetryMax, rand.Float64())
-	status, rerr := store.MarkNotificationAttemptFailed(rctx, n.db, row.ID, row.Attempts, event.IsPermanent(err),
-		n.opts.MaxAttempts, backoff, text.Clip(err.Error(), 2000))
+	status, rerr := store.Q(n.db).MarkNotificationAttemptFailed(rctx, store.MarkNotificationAttemptFailedParams{
+		ID:          row.ID,
+		Attempts:    row.Attempts,
+		GiveUp:      event.IsPermanent(err),
+		MaxAttempts: int32(n.opts.MaxAttempts),
+		Backoff:     backoff,
+		LastError:   text.Clip(err.Error(), 2000),
+	})
 	switch {
 	case rerr != nil:
 		log.ErrorContext(ctx, "notification failed and the failure could not be recorded", "err", err, "record_err", rerr)

@@ -53,7 +53,9 @@ func setup(t *testing.T) *bundle {
 // event inserts an event of the bundle's order for notifications to name.
 func (b *bundle) event(t *testing.T) uuid.UUID {
 	t.Helper()
-	e, err := store.InsertEvent(context.Background(), b.pool, "order_provisioned", b.order, []byte(`{}`))
+	e, err := store.Q(b.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: "order_provisioned", OrderID: b.order, Payload: []byte(`{}`),
+	})
 	require.NoError(t, err)
 	return e.ID
 }

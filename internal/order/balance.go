@@ -62,7 +62,7 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		// An unlocked read to learn the customer (an order's customer never
 		// changes): locks are taken customer first, then order, the same
 		// order every balance change of the customer uses.
-		o, err := store.GetOrder(ctx, tx, orderID)
+		o, err := store.Q(tx).GetOrder(ctx, orderID)
 		hidden := apperr.New(apperr.NotFound, "order %s not found", orderID)
 		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 			return err
@@ -71,7 +71,7 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		if err != nil {
 			return store.BugIfNotFound(err, "lock customer of order") // it exists: foreign key
 		}
-		if o, err = store.GetOrderForUpdate(ctx, tx, orderID); err != nil {
+		if o, err = store.Q(tx).GetOrderForUpdate(ctx, orderID); err != nil {
 			return store.BugIfNotFound(err, "lock order")
 		}
 		if err := payable(o); err != nil {

@@ -106,7 +106,7 @@ func TestPayWithBalanceDeductsRecordsAndQueuesOrderPaid(t *testing.T) {
 
 	// The payment record.
 	require.NotNil(t, res.Payment)
-	pay, err := store.GetPayment(context.Background(), b.pool, res.Payment.ID)
+	pay, err := store.Q(b.pool).GetPayment(context.Background(), res.Payment.ID)
 	require.NoError(t, err)
 	require.Equal(t, *res.Payment, pay)
 	require.Equal(t, "balance", pay.Method)
@@ -275,7 +275,7 @@ func TestPayWithBalanceFailsTheOrdersPendingGatewayPayments(t *testing.T) {
 
 	_, err := b.svc.PayWithBalance(b.asAlice, o.ID)
 	require.NoError(t, err)
-	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	pay, err := store.Q(b.pool).GetPayment(context.Background(), pending)
 	require.NoError(t, err)
 	require.Equal(t, "failed", pay.Status)
 	require.Equal(t, "order paid with balance", pay.FailureReason)
@@ -459,7 +459,7 @@ func TestBalancePaymentWaitingForTheOrderDoesNotDeadlockAnOrderLockHolder(t *tes
 	holder, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = holder.Rollback(ctx) }()
-	_, err = store.GetOrderForUpdate(ctx, holder, o.ID)
+	_, err = store.Q(holder).GetOrderForUpdate(ctx, o.ID)
 	require.NoError(t, err)
 
 	done := make(chan error, 1)

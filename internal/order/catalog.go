@@ -115,7 +115,7 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 	var out store.Product
 	moved := 0
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		before, err := store.LockProduct(ctx, tx, id)
+		before, err := store.Q(tx).LockProduct(ctx, id)
 		if err != nil {
 			return store.NotFound(err, "product %s not found", id)
 		}
@@ -168,7 +168,16 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 			}
 		}
 		now := s.now()
-		if out, err = store.UpdateProduct(ctx, tx, next, now); err != nil {
+		if out, err = store.Q(tx).UpdateProduct(ctx, store.UpdateProductParams{
+			ID:             next.ID,
+			Name:           next.Name,
+			Description:    next.Description,
+			Price:          next.Price,
+			BillingCycle:   next.BillingCycle,
+			Enabled:        next.Enabled,
+			ProviderConfig: next.ProviderConfig,
+			UpdatedAt:      now,
+		}); err != nil {
 			return err
 		}
 		if err := audit.Write(ctx, tx, audit.Of(p), now, ActionProductUpdate, entityProduct, id.String(), productSnapshot(before), productSnapshot(out)); err != nil {
@@ -195,12 +204,19 @@ func (s *Service) UpdateProduct(ctx context.Context, id uuid.UUID, u ProductUpda
 // before the update keeps that reading: it was bought at the price shown.
 func repriceOrders(ctx context.Context, tx pgx.Tx, by audit.Actor, prod store.Product, at time.Time) (int, error) {
 	billing := billingOf(prod)
-	orders, err := store.LockOrdersToReprice(ctx, tx, prod.ID, nonFinalStatuses(), billing)
+	orders, err := store.Q(tx).LockOrdersToReprice(ctx, store.LockOrdersToRepriceParams{
+		ProductID:    &prod.ID,
+		Statuses:     nonFinalStatuses(),
+		BillingCycle: billing.BillingCycle,
+		RenewalPrice: billing.RenewalPrice,
+	})
 	if err != nil {
 		return 0, err
 	}
 	for _, before := range orders {
-		after, err := store.SetOrderBilling(ctx, tx, before.ID, billing, at)
+		after, err := store.Q(tx).SetOrderBilling(ctx, store.SetOrderBillingParams{
+			ID: before.ID, BillingCycle: billing.BillingCycle, RenewalPrice: billing.RenewalPrice, UpdatedAt: at,
+		})
 		if err != nil {
 			return 0, store.BugIfNotFound(err, "moving an order's billing")
 		}

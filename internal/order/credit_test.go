@@ -65,7 +65,9 @@ func TestTheCreditLimitRuleAgreesInGoTheBillingScanAndTheSchema(t *testing.T) {
 		seedRenewal(t, db, rows[i])
 	}
 	now := periodEnd.Add(24 * time.Hour)
-	scanned, err := store.ListUnpaidPeriodsCoveredByBalance(ctx, db, now, order.LiveStatuses(), 100)
+	scanned, err := store.Q(db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
+		DueBefore: now, LiveStatuses: order.LiveStatuses(), MaxRows: 100,
+	})
 	require.NoError(t, err)
 
 	for i, c := range cases {
@@ -87,9 +89,9 @@ func payFromBalance(t *testing.T, db *pgxpool.Pool, r *renewalRows, now time.Tim
 	err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
 		acct, err := store.LockBalanceAccount(ctx, tx, r.customer)
 		require.NoError(t, err)
-		_, err = store.GetOrderForUpdate(ctx, tx, r.order)
+		_, err = store.Q(tx).GetOrderForUpdate(ctx, r.order)
 		require.NoError(t, err)
-		inv, err := store.GetInvoiceForUpdate(ctx, tx, r.invoice)
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, r.invoice)
 		require.NoError(t, err)
 		paid, err = order.PayInvoiceFromBalance(ctx, tx, acct, inv, audit.System("test"), now)
 		require.NoError(t, err)

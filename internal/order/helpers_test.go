@@ -130,14 +130,14 @@ func (b *bundle) orderIn(t *testing.T, ctx context.Context, price, currency stri
 
 func (b *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), b.pool, id)
+	o, err := store.Q(b.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o
 }
 
 func (b *bundle) events(t *testing.T, orderID uuid.UUID) []store.Event {
 	t.Helper()
-	ev, err := store.ListOrderEvents(context.Background(), b.pool, orderID)
+	ev, err := store.Q(b.pool).ListOrderEvents(context.Background(), orderID)
 	require.NoError(t, err)
 	return ev
 }
@@ -193,7 +193,7 @@ func future() time.Time { return time.Now().Add(30 * 24 * time.Hour) }
 // storedConfig is product id's provider_config as the database holds it.
 func (b *bundle) storedConfig(t *testing.T, id uuid.UUID) map[string]any {
 	t.Helper()
-	p, err := store.GetProduct(context.Background(), b.pool, id)
+	p, err := store.Q(b.pool).GetProduct(context.Background(), id)
 	require.NoError(t, err)
 	cfg, err := secrets.DecodeConfig(p.ProviderConfig)
 	require.NoError(t, err)

@@ -92,7 +92,7 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 	var customerID uuid.UUID
 	var currency string
 	if in.OrderID != nil {
-		o, err := store.GetOrderForUpdate(ctx, tx, *in.OrderID)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, *in.OrderID)
 		if err != nil {
 			return uuid.Nil, "", store.NotFound(err, "order %s not found", *in.OrderID)
 		}
@@ -132,7 +132,7 @@ func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, 
 	if err != nil {
 		return store.Invoice{}, err
 	}
-	inv, err := store.GetInvoice(ctx, s.db, id)
+	inv, err := store.Q(s.db).GetInvoice(ctx, id)
 	hidden := apperr.New(apperr.NotFound, "invoice %s not found", id)
 	if err := auth.Owned(p, inv.CustomerID, err, hidden, hidden); err != nil {
 		return store.Invoice{}, err
@@ -172,18 +172,18 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 	var out store.Invoice
 	var failed []store.Payment
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		inv, err := store.GetInvoice(ctx, tx, id)
+		inv, err := store.Q(tx).GetInvoice(ctx, id)
 		if err != nil {
 			return store.NotFound(err, "invoice %s not found", id)
 		}
 		// The order first (a renewal invoice's cancel changes it), then
 		// the invoice: the lock order of every writer.
 		if inv.OrderID != nil {
-			if _, err := store.GetOrderForUpdate(ctx, tx, *inv.OrderID); err != nil {
+			if _, err := store.Q(tx).GetOrderForUpdate(ctx, *inv.OrderID); err != nil {
 				return store.BugIfNotFound(err, "lock the invoice's order")
 			}
 		}
-		if inv, err = store.GetInvoiceForUpdate(ctx, tx, id); err != nil {
+		if inv, err = store.Q(tx).GetInvoiceForUpdate(ctx, id); err != nil {
 			return store.BugIfNotFound(err, "lock invoice")
 		}
 		from := InvoiceStatus(inv.Status)

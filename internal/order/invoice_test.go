@@ -164,7 +164,7 @@ func TestCancelInvoiceCancelsAnUnpaidInvoiceAndFailsItsPendingPayments(t *testin
 	c, err := b.svc.CancelInvoice(b.asAdmin, inv.ID)
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", c.Status)
-	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	pay, err := store.Q(b.pool).GetPayment(context.Background(), pending)
 	require.NoError(t, err)
 	require.Equal(t, "failed", pay.Status)
 	require.Equal(t, "invoice cancelled", pay.FailureReason)

@@ -79,25 +79,25 @@ var ErrInvoiceTransition = apperr.New(apperr.FailedPrecondition, "invoice transi
 // partly paid invoice, the settlement one that cannot take the amount).
 func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) (InvoiceMoved, error) {
 	from := InvoiceStatus(inv.Status)
-	w := store.InvoiceMove{From: inv.Status, To: string(m.To), AddPaid: m.Pay, At: m.At}
+	w := store.SetInvoiceStatusParams{ID: inv.ID, FromStatus: inv.Status, ToStatus: string(m.To), AddPaid: m.Pay, UpdatedAt: m.At}
 	if m.Pay.Sign() > 0 {
-		w.To = string(from)
+		w.ToStatus = string(from)
 		if sum, err := inv.PaidAmount.Add(m.Pay); err == nil && sum.Equal(inv.Amount) {
 			paidAt := m.At
 			if !m.PaidAt.IsZero() {
 				paidAt = m.PaidAt
 			}
-			w.To, w.PaidAt = string(InvoicePaid), &paidAt
+			w.ToStatus, w.PaidAt = string(InvoicePaid), &paidAt
 		}
 	}
-	to := InvoiceStatus(w.To)
+	to := InvoiceStatus(w.ToStatus)
 	action := invoiceActions[[2]InvoiceStatus{from, to}]
 	if action == "" || (from != to && !CanTransitionInvoice(from, to)) || (to == InvoicePaid && m.Pay.Sign() <= 0) {
 		return InvoiceMoved{}, apperr.Wrap(apperr.FailedPrecondition, ErrInvoiceTransition, "invoice %s is %s; it cannot become %s", inv.ID, from, to)
 	}
 	var out InvoiceMoved
 	var err error
-	if out.Invoice, err = store.SetInvoiceStatus(ctx, tx, inv.ID, w); err != nil {
+	if out.Invoice, err = store.Q(tx).SetInvoiceStatus(ctx, w); err != nil {
 		// The row is locked by the caller in status from, and the amount
 		// checked: a miss is a bug.
 		return InvoiceMoved{}, store.Bug(err, "invoice %s: move %s → %s", inv.ID, from, to)
@@ -142,7 +142,7 @@ func MarkOverdueInvoices(ctx context.Context, db store.TxBeginner, now time.Time
 	for {
 		var n int
 		err := store.WithTx(ctx, db, func(tx pgx.Tx) error {
-			due, err := store.LockDueInvoices(ctx, tx, now, overdueBatch)
+			due, err := store.Q(tx).LockDueInvoices(ctx, store.LockDueInvoicesParams{Now: now, RowLimit: overdueBatch})
 			if err != nil {
 				return err
 			}

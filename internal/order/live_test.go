@@ -109,27 +109,37 @@ func TestEveryLiveOrderQueryTakesTheLiveSetFromGo(t *testing.T) {
 
 	scans := map[string]func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status){
 		"ListRenewalsDue": func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status) {
-			ids, err := store.ListRenewalsDue(ctx, db, now, set, 100)
+			ids, err := store.Q(db).ListRenewalsDue(ctx, store.ListRenewalsDueParams{
+				EndsBefore: now, LiveStatuses: set, MaxRows: 100,
+			})
 			require.NoError(t, err)
 			return ids, renewing
 		},
 		"ListServicesEnding": func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status) {
-			ids, err := store.ListServicesEnding(ctx, db, now, set, 100)
+			ids, err := store.Q(db).ListServicesEnding(ctx, store.ListServicesEndingParams{
+				Now: now, LiveStatuses: set, MaxRows: 100,
+			})
 			require.NoError(t, err)
 			return ids, ending
 		},
 		"ListUnpaidPeriodsDue (termination)": func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status) {
-			ids, err := store.ListUnpaidPeriodsDue(ctx, db, now, set, 100)
+			ids, err := store.Q(db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
+				DueBefore: now, Statuses: set, MaxRows: 100,
+			})
 			require.NoError(t, err)
 			return ids, renewing
 		},
 		"ListUnpaidPeriodsCoveredByBalance": func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status) {
-			ids, err := store.ListUnpaidPeriodsCoveredByBalance(ctx, db, now, set, 100)
+			ids, err := store.Q(db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
+				DueBefore: now, LiveStatuses: set, MaxRows: 100,
+			})
 			require.NoError(t, err)
 			return ids, renewing
 		},
 		"ListUnpaidPeriodsForNotices": func(set []string) ([]uuid.UUID, map[uuid.UUID]order.Status) {
-			rows, err := store.ListUnpaidPeriodsForNotices(ctx, db, now, set, 100, 0)
+			rows, err := store.Q(db).ListUnpaidPeriodsForNotices(ctx, store.ListUnpaidPeriodsForNoticesParams{
+				DueBefore: now, LiveStatuses: set, MaxRows: 100, Skip: 0,
+			})
 			require.NoError(t, err)
 			var ids []uuid.UUID
 			for _, r := range rows {
@@ -145,7 +155,9 @@ func TestEveryLiveOrderQueryTakesTheLiveSetFromGo(t *testing.T) {
 				ids = append(ids, r.Order.ID)
 			}
 			require.EqualValues(t, len(ids), n, "the count is the list's")
-			count, err := store.CountPartlyPaidPastTermination(ctx, db, now, set)
+			count, err := store.Q(db).CountPartlyPaidPastTermination(ctx, store.CountPartlyPaidPastTerminationParams{
+				DueBefore: now, LiveStatuses: set,
+			})
 			require.NoError(t, err)
 			require.EqualValues(t, len(ids), count, "CountPartlyPaidPastTermination")
 			return ids, renewing
@@ -169,7 +181,9 @@ func TestEveryLiveOrderQueryTakesTheLiveSetFromGo(t *testing.T) {
 			slices.Sort(got)
 			require.Equal(t, want, got, "%s with the statuses %v", name, set)
 		}
-		due, err := store.RenewalsDueByCurrency(ctx, db, now, now.Add(24*time.Hour), set)
+		due, err := store.Q(db).RenewalsDueByCurrency(ctx, store.RenewalsDueByCurrencyParams{
+			Now: now, Until: now.Add(24 * time.Hour), LiveStatuses: set,
+		})
 		require.NoError(t, err)
 		n := int64(0)
 		for _, d := range due {

@@ -38,7 +38,7 @@ func (s *Service) CreateOrder(ctx context.Context, productID uuid.UUID) (store.O
 	if p.Role != auth.RoleCustomer {
 		return store.Order{}, apperr.New(apperr.PermissionDenied, "orders are placed by customers")
 	}
-	prod, err := store.GetProduct(ctx, s.db, productID)
+	prod, err := store.Q(s.db).GetProduct(ctx, productID)
 	if err != nil {
 		return store.Order{}, store.NotFound(err, "product %s not found", productID)
 	}
@@ -100,7 +100,7 @@ func (s *Service) GetOrder(ctx context.Context, id uuid.UUID) (store.Order, erro
 	if err != nil {
 		return store.Order{}, err
 	}
-	o, err := store.GetOrder(ctx, s.db, id)
+	o, err := store.Q(s.db).GetOrder(ctx, id)
 	hidden := apperr.New(apperr.NotFound, "order %s not found", id)
 	if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 		return store.Order{}, err
@@ -148,7 +148,7 @@ func (s *Service) CancelOrder(ctx context.Context, id uuid.UUID) (store.Order, e
 	var out store.Order
 	var failed []store.Payment
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		hidden := apperr.New(apperr.NotFound, "order %s not found", id)
 		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 			return err

@@ -40,7 +40,7 @@ func (s *Service) checkProvider(ctx context.Context, id uuid.UUID, name *string,
 
 // providerSchema is the config schema of provider plugin name.
 func (s *Service) providerSchema(ctx context.Context, db store.DB, name string) (*configschema.Schema, error) {
-	pl, err := store.GetPlugin(ctx, db, name)
+	pl, err := store.Q(db).GetPlugin(ctx, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, apperr.New(apperr.InvalidArgument, "provider plugin %q does not exist", name)
 	}

@@ -45,7 +45,7 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 	if inv.OrderID == nil {
 		return nil
 	}
-	p, err := store.GetServicePeriodByInvoiceForUpdate(ctx, tx, inv.ID)
+	p, err := store.Q(tx).GetServicePeriodByInvoiceForUpdate(ctx, &inv.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // not a renewal invoice
 	}
@@ -71,7 +71,7 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 	if err := store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At); err != nil {
 		return err
 	}
-	o, err := store.GetOrderForUpdate(ctx, tx, p.OrderID)
+	o, err := store.Q(tx).GetOrderForUpdate(ctx, p.OrderID)
 	if err != nil {
 		return store.BugIfNotFound(err, "lock the renewed order")
 	}
@@ -126,5 +126,7 @@ func QueueRenewalReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq
 	if err := store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body); err != nil {
 		return err
 	}
-	return store.AddServicePeriodNotices(ctx, tx, *inv.OrderID, seq, notices, at)
+	return store.Q(tx).AddServicePeriodNotices(ctx, store.AddServicePeriodNoticesParams{
+		OrderID: *inv.OrderID, Seq: seq, Notices: notices, UpdatedAt: at,
+	})
 }

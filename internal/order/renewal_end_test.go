@@ -36,11 +36,11 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 		VALUES ($1, 0, 'CNY', 'provisioning', 'monthly', $2, $3, 'VPS') RETURNING id`, b.alice, money.MustParse(price), start).Scan(&id))
 	var inv store.Invoice
 	require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		require.NoError(t, err)
 		moved, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: audit.System("test"), At: start})
 		require.NoError(t, err)
-		first, err := store.LatestServicePeriod(ctx, tx, id)
+		first, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		require.NoError(t, err)
 		end := order.AddMonths(first.AnchorAt, 2, time.UTC)
 		inv, err = order.IssueRenewalInvoice(ctx, tx, moved.Order, 2, first.EndsAt, end, time.UTC, money.MustParse(price), audit.System("test"), start)
@@ -49,7 +49,9 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 			OrderID: id, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, InvoiceID: &inv.ID, CreatedAt: start,
 		})
 		require.NoError(t, err)
-		return store.MarkServicePeriodFollowed(ctx, tx, id, 1, start)
+		return store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
+			OrderID: id, Seq: 1, UpdatedAt: start,
+		})
 	}))
 	return renewing{order: id, invoice: inv, start: start}
 }
@@ -60,9 +62,17 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 func (b *bundle) pendingPayment(t *testing.T, r renewing, amount string) store.Payment {
 	t.Helper()
 	gw := testfixture.GatewayInterface(t, b.pool, "epay")
-	p, err := store.InsertGatewayPayment(context.Background(), b.pool, store.NewGatewayPayment{
-		ID: uuid.New(), OrderID: &r.order, InvoiceID: &r.invoice.ID, CustomerID: b.alice, GatewayInterfaceID: gw,
-		Amount: money.MustParse(amount), Currency: "CNY", PaymentURL: "https://pay.example/x", NextReconcileAt: time.Now(), CreatedAt: time.Now(),
+	p, err := store.Q(b.pool).InsertGatewayPayment(context.Background(), store.InsertGatewayPaymentParams{
+		ID:                 uuid.New(),
+		OrderID:            &r.order,
+		InvoiceID:          &r.invoice.ID,
+		CustomerID:         b.alice,
+		GatewayInterfaceID: &gw,
+		Amount:             money.MustParse(amount),
+		Currency:           "CNY",
+		PaymentUrl:         "https://pay.example/x",
+		NextReconcileAt:    time.Now(),
+		CreatedAt:          time.Now(),
 	})
 	require.NoError(t, err)
 	return p
@@ -70,21 +80,21 @@ func (b *bundle) pendingPayment(t *testing.T, r renewing, amount string) store.P
 
 func (b *bundle) invoiceOf(t *testing.T, id uuid.UUID) store.Invoice {
 	t.Helper()
-	inv, err := store.GetInvoice(context.Background(), b.pool, id)
+	inv, err := store.Q(b.pool).GetInvoice(context.Background(), id)
 	require.NoError(t, err)
 	return inv
 }
 
 func (b *bundle) paymentOf(t *testing.T, id uuid.UUID) store.Payment {
 	t.Helper()
-	p, err := store.GetPayment(context.Background(), b.pool, id)
+	p, err := store.Q(b.pool).GetPayment(context.Background(), id)
 	require.NoError(t, err)
 	return p
 }
 
 func (b *bundle) periodsOf(t *testing.T, id uuid.UUID) []store.ServicePeriod {
 	t.Helper()
-	ps, err := store.ListServicePeriods(context.Background(), b.pool, id)
+	ps, err := store.Q(b.pool).ListServicePeriods(context.Background(), id)
 	require.NoError(t, err)
 	return ps
 }
@@ -95,7 +105,7 @@ func (b *bundle) move(t *testing.T, id uuid.UUID, m order.Move) (order.Moved, er
 	ctx := context.Background()
 	var out order.Moved
 	err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		require.NoError(t, err)
 		if m.By == (audit.Actor{}) {
 			m.By = audit.System("test")
@@ -118,9 +128,9 @@ func (b *bundle) pay(t *testing.T, r renewing, amount string) (order.InvoiceMove
 	ctx := context.Background()
 	var out order.InvoiceMoved
 	err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-		_, err := store.GetOrderForUpdate(ctx, tx, r.order)
+		_, err := store.Q(tx).GetOrderForUpdate(ctx, r.order)
 		require.NoError(t, err)
-		inv, err := store.GetInvoiceForUpdate(ctx, tx, r.invoice.ID)
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, r.invoice.ID)
 		require.NoError(t, err)
 		out, err = order.InvoiceTransition(ctx, tx, inv, order.InvoiceMove{
 			By: audit.System("test"), At: store.Timestamp(time.Now()), Pay: money.MustParse(amount), FailReason: "invoice paid by test",

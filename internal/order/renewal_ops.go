@@ -22,14 +22,14 @@ func (s *Service) GetOrderPeriods(ctx context.Context, id uuid.UUID) (store.Orde
 	if err != nil {
 		return store.Order{}, nil, err
 	}
-	ps, err := store.ListServicePeriods(ctx, s.db, id)
+	ps, err := store.Q(s.db).ListServicePeriods(ctx, id)
 	return o, ps, err
 }
 
 // lockOwnOrder locks order id in tx for p: a customer's own, any for an
 // admin; another customer's is NotFound, as for reads.
 func lockOwnOrder(ctx context.Context, tx pgx.Tx, p auth.Principal, id uuid.UUID) (store.Order, error) {
-	o, err := store.GetOrderForUpdate(ctx, tx, id)
+	o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 	hidden := apperr.New(apperr.NotFound, "order %s not found", id)
 	if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 		return store.Order{}, err
@@ -64,7 +64,9 @@ func (s *Service) SetOrderRenewal(ctx context.Context, id uuid.UUID, renews bool
 			return nil
 		}
 		now := s.now()
-		if out, err = store.SetOrderRenews(ctx, tx, id, renews, now); err != nil {
+		if out, err = store.Q(tx).SetOrderRenews(ctx, store.SetOrderRenewsParams{
+			ID: id, Renews: renews, UpdatedAt: now,
+		}); err != nil {
 			return err
 		}
 		return audit.Write(ctx, tx, audit.Of(p), now, ActionOrderRenewal, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(out))
@@ -100,7 +102,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 		if !Status(o.Status).Live() {
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s; only a running service can be extended", id, o.Status)
 		}
-		last, err := store.LatestServicePeriod(ctx, tx, id)
+		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return apperr.New(apperr.FailedPrecondition, "order %s has no service periods (one_time)", id)
 		}
@@ -115,13 +117,15 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 			return apperr.New(apperr.InvalidArgument, "ends_at %s is not after the period's end %s", end.Format(time.RFC3339), last.EndsAt.Format(time.RFC3339))
 		}
 		now := s.now()
-		if period, err = store.ExtendServicePeriod(ctx, tx, id, last.Seq, end, now); err != nil {
+		if period, err = store.Q(tx).ExtendServicePeriod(ctx, store.ExtendServicePeriodParams{
+			OrderID: id, Seq: last.Seq, EndsAt: end, UpdatedAt: now,
+		}); err != nil {
 			return err
 		}
 		if err := store.SetPaidEnd(ctx, tx, id, end, now); err != nil {
 			return err
 		}
-		if out, err = store.GetOrder(ctx, tx, id); err != nil {
+		if out, err = store.Q(tx).GetOrder(ctx, id); err != nil {
 			return err
 		}
 		after := orderSnapshot(out)
@@ -166,7 +170,7 @@ func (s *Service) manualMove(ctx context.Context, id uuid.UUID, from Status, m M
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s; it must be %s to become %s", id, o.Status, from, m.To)
 		}
 		if m.To == StatusActive && o.SuspendReason == SuspendReasonOverdue {
-			last, err := store.LatestServicePeriod(ctx, tx, id)
+			last, err := store.Q(tx).LatestServicePeriod(ctx, id)
 			if err == nil && last.Status == store.PeriodUnpaid {
 				return apperr.New(apperr.FailedPrecondition,
 					"order %s is suspended for its unpaid renewal invoice, and the billing run would suspend it again: paying the invoice resumes it (cancelling the invoice ends the service at its paid end)", id)
@@ -211,7 +215,9 @@ func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window, te
 	}
 	var out RenewalOverview
 	var err error
-	if out.Due, err = store.RenewalsDueByCurrency(ctx, s.db, now, now.Add(window), LiveStatuses()); err != nil {
+	if out.Due, err = store.Q(s.db).RenewalsDueByCurrency(ctx, store.RenewalsDueByCurrencyParams{
+		Now: now, Until: now.Add(window), LiveStatuses: LiveStatuses(),
+	}); err != nil {
 		return RenewalOverview{}, err
 	}
 	if out.Overdue, out.OverdueCount, err = store.ListUnpaidRenewals(ctx, s.db, now, string(StatusActive), "", overviewRows); err != nil {

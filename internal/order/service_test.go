@@ -166,7 +166,7 @@ func TestUpdateProductChangesFutureOrdersOnly(t *testing.T) {
 	requireKind(t, err, apperr.InvalidArgument)
 	_, err = b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{ProviderConfig: map[string]any{"plan": "x"}})
 	requireKind(t, err, apperr.InvalidArgument, "no provider plugin, no provider config")
-	got, err := store.GetProduct(context.Background(), b.pool, prod.ID)
+	got, err := store.Q(b.pool).GetProduct(context.Background(), prod.ID)
 	require.NoError(t, err)
 	require.Equal(t, prod, got, "refused updates change nothing")
 
@@ -504,7 +504,7 @@ func TestCancelOrderCancelsFailsPendingPaymentsAndQueuesTheEvent(t *testing.T) {
 	require.NotNil(t, c.CancelledAt)
 	require.Equal(t, c, b.getOrder(t, o.ID))
 
-	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	pay, err := store.Q(b.pool).GetPayment(context.Background(), pending)
 	require.NoError(t, err)
 	require.Equal(t, "failed", pay.Status)
 	require.Equal(t, "order cancelled", pay.FailureReason)
@@ -579,7 +579,7 @@ func TestCancelOrderAndItsEventCommitTogetherOrNotAtAll(t *testing.T) {
 	_, err := b.svc.CancelOrder(b.asAlice, o.ID)
 	require.Error(t, err)
 	require.Equal(t, o, b.getOrder(t, o.ID), "the order is untouched when its event cannot be queued")
-	pay, err := store.GetPayment(context.Background(), b.pool, pending)
+	pay, err := store.Q(b.pool).GetPayment(context.Background(), pending)
 	require.NoError(t, err)
 	require.Equal(t, "pending", pay.Status)
 	require.Len(t, b.audits(t, "order", o.ID.String()), 1, "only the create")

@@ -157,9 +157,13 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.SuspendReason != SuspendReasonOverdue && m.SuspendReason != SuspendReasonAdmin {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: suspended without a reason", o.ID)
 		}
-		out.Order, err = store.SuspendOrder(ctx, tx, o.ID, string(from), m.SuspendReason, m.At)
+		out.Order, err = store.Q(tx).SuspendOrder(ctx, store.SuspendOrderParams{
+			ID: o.ID, FromStatus: string(from), SuspendReason: m.SuspendReason, UpdatedAt: m.At,
+		})
 	default:
-		out.Order, err = store.SetOrderStatus(ctx, tx, o.ID, string(from), string(m.To), nil, m.At)
+		out.Order, err = store.Q(tx).SetOrderStatus(ctx, store.SetOrderStatusParams{
+			ID: o.ID, FromStatus: string(from), ToStatus: string(m.To), UpdatedAt: m.At,
+		})
 	}
 	if err != nil {
 		// The row is locked by the caller in status from: a miss is a bug.
@@ -198,7 +202,9 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.EndReason == "" {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: ended without a reason", o.ID)
 		}
-		if _, err := store.CloseServicePeriods(ctx, tx, o.ID, store.OutcomeEnded, m.At); err != nil {
+		if _, err := store.Q(tx).CloseServicePeriods(ctx, store.CloseServicePeriodsParams{
+			OrderID: o.ID, Outcome: store.OutcomeEnded, UpdatedAt: m.At,
+		}); err != nil {
 			return Moved{}, err
 		}
 		p, err := servicePayload(ctx, tx, o.ID, m.EndReason)
@@ -212,14 +218,16 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.Refunded == nil {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: refunded without an order_refunded payload", o.ID)
 		}
-		if _, err := store.CloseServicePeriods(ctx, tx, o.ID, store.OutcomeRefunded, m.At); err != nil {
+		if _, err := store.Q(tx).CloseServicePeriods(ctx, store.CloseServicePeriodsParams{
+			OrderID: o.ID, Outcome: store.OutcomeRefunded, UpdatedAt: m.At,
+		}); err != nil {
 			return Moved{}, err
 		}
 		p := *m.Refunded
 		p.OrderID = o.ID
 		// The order row is locked: its instance, if any, is the one the
 		// worker created under the same lock.
-		inst, err := store.GetOrderInstance(ctx, tx, o.ID)
+		inst, err := store.Q(tx).GetOrderInstance(ctx, o.ID)
 		switch {
 		case err == nil:
 			p.InstanceID = &inst.ID
@@ -248,7 +256,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 // holds), if any, and the reason.
 func servicePayload(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, reason string) (ServicePayload, error) {
 	p := ServicePayload{OrderID: orderID, Reason: reason}
-	inst, err := store.GetOrderInstance(ctx, tx, orderID)
+	inst, err := store.Q(tx).GetOrderInstance(ctx, orderID)
 	switch {
 	case err == nil:
 		p.InstanceID = &inst.ID
@@ -267,7 +275,7 @@ const failedByOrderEnd = "invoice cancelled: the order ended"
 // a final status; a partly paid one is left as it is (an admin decides:
 // refund what was paid, or take the rest). The caller holds o's lock.
 func cancelOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, o store.Order, m Move) ([]InvoiceMoved, error) {
-	invs, err := store.LockOpenRenewalInvoices(ctx, tx, o.ID)
+	invs, err := store.Q(tx).LockOpenRenewalInvoices(ctx, o.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -136,7 +136,7 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 	if note == "" {
 		return Refunded{}, apperr.New(apperr.InvalidArgument, "note is required: say what was checked at the gateway")
 	}
-	ref, err := store.GetRefund(ctx, s.db, refundID)
+	ref, err := store.Q(s.db).GetRefund(ctx, refundID)
 	if err != nil {
 		return Refunded{}, store.NotFound(err, "refund %s not found", refundID)
 	}
@@ -150,7 +150,7 @@ func (s *Service) ResolveRefund(ctx context.Context, refundID uuid.UUID, outcome
 		return Refunded{}, apperr.New(apperr.FailedPrecondition, "refund %s has no answer from the gateway yet and its call may still be running: resolve it after %s",
 			ref.ID, until.UTC().Format(time.RFC3339))
 	}
-	pay, err := store.GetPayment(ctx, s.db, ref.PaymentID)
+	pay, err := store.Q(s.db).GetPayment(ctx, ref.PaymentID)
 	if err != nil {
 		return Refunded{}, store.BugIfNotFound(err, "payment of refund")
 	}

@@ -106,7 +106,7 @@ func TestAuditHistoriesReplayToTheEntitysOneSnapshot(t *testing.T) {
 		require.NoError(t, err)
 		_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T1", "12.00")))
 		require.NoError(t, err)
-		now, err := store.GetInvoice(ctx, f.pool, inv.ID)
+		now, err := store.Q(f.pool).GetInvoice(ctx, inv.ID)
 		require.NoError(t, err)
 		require.Equal(t, "paid", now.Status)
 		require.Equal(t, asJSON(t, order.InvoiceSnapshot(now)), replay(t, f, "invoice", inv.ID.String()))

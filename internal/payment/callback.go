@@ -177,7 +177,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 	if res.Status != gatewaySuccess {
 		// Nothing to apply; answer the record as it is, after the same
 		// identity checks a success gets.
-		pay, err := store.GetPayment(ctx, s.db, paymentID)
+		pay, err := store.Q(s.db).GetPayment(ctx, paymentID)
 		if err != nil {
 			return CallbackResult{}, store.NotFound(err, "payment %s not found", paymentID)
 		}
@@ -274,7 +274,7 @@ func (s *Service) QueryPaymentStatus(ctx context.Context, id uuid.UUID) (store.P
 	if err != nil {
 		return store.Payment{}, err
 	}
-	pay, err := store.GetPayment(ctx, s.db, id)
+	pay, err := store.Q(s.db).GetPayment(ctx, id)
 	if err != nil {
 		return store.Payment{}, store.NotFound(err, "payment %s not found", id)
 	}
@@ -367,7 +367,7 @@ func (s *Service) ConfirmBankTransfer(ctx context.Context, paymentID uuid.UUID, 
 	if len(reference) > 128 {
 		return store.Payment{}, apperr.New(apperr.InvalidArgument, "reference must be at most 128 bytes")
 	}
-	pay, err := store.GetPayment(ctx, s.db, paymentID)
+	pay, err := store.Q(s.db).GetPayment(ctx, paymentID)
 	if err != nil {
 		return store.Payment{}, store.NotFound(err, "payment %s not found", paymentID)
 	}

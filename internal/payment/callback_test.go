@@ -45,7 +45,7 @@ func TestEpayNotifyOverHTTPPaysTheOrderOnceAndIsAcknowledged(t *testing.T) {
 	require.Nil(t, paid.NextReconcileAt, "a settled payment is not reconciled")
 	require.Equal(t, "paid", f.orderStatus(t, orderID))
 
-	events, err := store.ListOrderEvents(context.Background(), f.pool, orderID)
+	events, err := store.Q(f.pool).ListOrderEvents(context.Background(), orderID)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	require.Equal(t, "order_paid", events[0].EventType)
@@ -293,7 +293,7 @@ func TestInvoicePaymentPaysTheInvoiceAndThenItsOrder(t *testing.T) {
 	_, err = f.svc.HandleCallback(ctx, f.callbackOf(notify(p.ID, "T1", "40")))
 	require.NoError(t, err)
 
-	inv, err := store.GetInvoice(ctx, f.pool, invoiceID)
+	inv, err := store.Q(f.pool).GetInvoice(ctx, invoiceID)
 	require.NoError(t, err)
 	require.Equal(t, "paid", inv.Status)
 	require.Equal(t, "40.00", inv.PaidAmount.String())

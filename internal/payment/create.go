@@ -104,7 +104,9 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 			gw.InterfaceID, gw.DisplayName, tgt.currency, gw.takesText())
 	}
 
-	existing, err := store.GetPendingGatewayPayment(ctx, s.db, tgt.orderID, tgt.invoiceID, gw.InterfaceID)
+	existing, err := store.Q(s.db).GetPendingGatewayPayment(ctx, store.GetPendingGatewayPaymentParams{
+		OrderID: tgt.orderID, InvoiceID: tgt.invoiceID, GatewayInterfaceID: &gw.InterfaceID,
+	})
 	if err == nil {
 		s.log.InfoContext(ctx, "pending payment returned again", "payment_id", existing.ID, "principal", p.String())
 		return existing, nil
@@ -138,11 +140,20 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 			return apperr.New(apperr.InvalidArgument, "the amount due changed from %s to %s; try again", tgt.amount, again.amount)
 		}
 		now := s.now()
-		pay, err = store.InsertGatewayPayment(rctx, tx, store.NewGatewayPayment{
-			ID: id, OrderID: tgt.orderID, InvoiceID: tgt.invoiceID, CustomerID: tgt.customerID,
-			GatewayInterfaceID: gw.InterfaceID, Amount: tgt.amount, Currency: tgt.currency,
-			PaymentURL: text.Clip(out.PaymentURL, 4096), QRCode: text.Clip(out.QRCode, 16384), Instructions: text.Clip(out.Instructions, 4096),
-			ReturnURL: in.ReturnURL, NextReconcileAt: now.Add(s.reconcileAfter), CreatedAt: now,
+		pay, err = store.Q(tx).InsertGatewayPayment(rctx, store.InsertGatewayPaymentParams{
+			ID:                 id,
+			OrderID:            tgt.orderID,
+			InvoiceID:          tgt.invoiceID,
+			CustomerID:         tgt.customerID,
+			GatewayInterfaceID: &gw.InterfaceID,
+			Amount:             tgt.amount,
+			Currency:           tgt.currency,
+			PaymentUrl:         text.Clip(out.PaymentURL, 4096),
+			QrCode:             text.Clip(out.QRCode, 16384),
+			Instructions:       text.Clip(out.Instructions, 4096),
+			ReturnUrl:          in.ReturnURL,
+			NextReconcileAt:    now.Add(s.reconcileAfter),
+			CreatedAt:          now,
 		})
 		if err != nil {
 			return err
@@ -153,7 +164,9 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 		// A concurrent call for the same order, invoice and interface won:
 		// answer its payment. Ours stays an unused gateway order.
 		s.log.InfoContext(ctx, "concurrent payment creation lost; returning the winner", "unused_gateway_order", id)
-		winner, werr := store.GetPendingGatewayPayment(rctx, s.db, tgt.orderID, tgt.invoiceID, gw.InterfaceID)
+		winner, werr := store.Q(s.db).GetPendingGatewayPayment(rctx, store.GetPendingGatewayPaymentParams{
+			OrderID: tgt.orderID, InvoiceID: tgt.invoiceID, GatewayInterfaceID: &gw.InterfaceID,
+		})
 		if errors.Is(werr, store.ErrNotFound) {
 			return store.Payment{}, apperr.New(apperr.InvalidArgument, "a concurrent payment of this order was settled meanwhile; check the order")
 		}
@@ -270,7 +283,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 
 	if ord == nil && lock {
 		// Lock the invoice's order first, as every writer does.
-		inv, err := store.GetInvoice(ctx, db, *invoiceID)
+		inv, err := store.Q(db).GetInvoice(ctx, *invoiceID)
 		if err == nil && inv.OrderID != nil && auth.CanAccessCustomer(p, inv.CustomerID) == nil {
 			if _, err := getOrder(ctx, db, *inv.OrderID, true); err != nil {
 				return t, err
@@ -299,7 +312,7 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		return t, apperr.New(apperr.InvalidArgument, "invoice %s is %s and cannot be paid yet", inv.ID, inv.Status)
 	}
 	if ord == nil && inv.OrderID != nil {
-		o, err := store.GetOrder(ctx, db, *inv.OrderID)
+		o, err := store.Q(db).GetOrder(ctx, *inv.OrderID)
 		if err != nil {
 			return t, store.BugIfNotFound(err, "read invoice's order")
 		}
@@ -324,16 +337,16 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 
 func getOrder(ctx context.Context, db store.DB, id uuid.UUID, lock bool) (store.Order, error) {
 	if lock {
-		return store.GetOrderForUpdate(ctx, db, id)
+		return store.Q(db).GetOrderForUpdate(ctx, id)
 	}
-	return store.GetOrder(ctx, db, id)
+	return store.Q(db).GetOrder(ctx, id)
 }
 
 func getInvoice(ctx context.Context, db store.DB, id uuid.UUID, lock bool) (store.Invoice, error) {
 	if lock {
-		return store.GetInvoiceForUpdate(ctx, db, id)
+		return store.Q(db).GetInvoiceForUpdate(ctx, id)
 	}
-	return store.GetInvoice(ctx, db, id)
+	return store.Q(db).GetInvoice(ctx, id)
 }
 
 // optionalID is an optional id as the plugin and the log take it: "" when

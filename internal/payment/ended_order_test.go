@@ -44,14 +44,14 @@ func (f *flowBundle) renewalWorld(t *testing.T) renewalWorld {
 	require.NoError(t, err)
 	now := store.Timestamp(f.clock.Now())
 	require.NoError(t, store.WithTx(ctx, f.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, w.order)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, w.order)
 		require.NoError(t, err)
 		for _, to := range []order.Status{order.StatusProvisioning, order.StatusActive} {
 			moved, err := order.Transition(ctx, tx, o, order.Move{To: to, By: audit.System("test"), At: now})
 			require.NoError(t, err)
 			o = moved.Order
 		}
-		first, err := store.LatestServicePeriod(ctx, tx, w.order)
+		first, err := store.Q(tx).LatestServicePeriod(ctx, w.order)
 		require.NoError(t, err)
 		end := order.AddMonths(first.AnchorAt, 2, time.UTC)
 		inv, err := order.IssueRenewalInvoice(ctx, tx, o, 2, first.EndsAt, end, time.UTC, money.MustParse(w.renewalPrice), audit.System("test"), now)
@@ -62,7 +62,9 @@ func (f *flowBundle) renewalWorld(t *testing.T) renewalWorld {
 		}); err != nil {
 			return err
 		}
-		return store.MarkServicePeriodFollowed(ctx, tx, w.order, 1, now)
+		return store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
+			OrderID: w.order, Seq: 1, UpdatedAt: now,
+		})
 	}))
 	w.byEpay, err = f.svc.CreatePayment(f.asAlice, payment.NewPayment{InvoiceID: &w.invoice, GatewayInterfaceID: f.epayGW, ReturnURL: "https://shop.example/done"})
 	require.NoError(t, err)
@@ -83,7 +85,7 @@ func (f *flowBundle) refundFirst(t *testing.T, w renewalWorld) {
 
 func (f *flowBundle) invoiceOf(t *testing.T, id uuid.UUID) store.Invoice {
 	t.Helper()
-	inv, err := store.GetInvoice(context.Background(), f.pool, id)
+	inv, err := store.Q(f.pool).GetInvoice(context.Background(), id)
 	require.NoError(t, err)
 	return inv
 }
@@ -146,7 +148,7 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedToReturn(t *testing
 	inv = f.invoiceOf(t, w.invoice)
 	require.Equal(t, string(order.InvoiceCancelled), inv.Status)
 	require.True(t, inv.PaidAmount.IsZero(), "nothing applied to the invoice")
-	ps, err := store.ListServicePeriods(ctx, f.pool, w.order)
+	ps, err := store.Q(f.pool).ListServicePeriods(ctx, w.order)
 	require.NoError(t, err)
 	require.Equal(t, store.PeriodCancelled, ps[1].Status, "the period is not renewed")
 	require.Equal(t, "refunded", f.orderStatus(t, w.order))

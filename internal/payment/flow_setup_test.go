@@ -199,14 +199,14 @@ func (f *flowBundle) callbackOf(payload string) payment.Callback {
 
 func (f *flowBundle) payment(t *testing.T, id uuid.UUID) store.Payment {
 	t.Helper()
-	p, err := store.GetPayment(context.Background(), f.pool, id)
+	p, err := store.Q(f.pool).GetPayment(context.Background(), id)
 	require.NoError(t, err)
 	return p
 }
 
 func (f *flowBundle) orderStatus(t *testing.T, id uuid.UUID) string {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), f.pool, id)
+	o, err := store.Q(f.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o.Status
 }

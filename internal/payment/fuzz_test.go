@@ -123,7 +123,7 @@ func FuzzCallbackRoute(f *testing.F) {
 		if strings.Contains(rec.Body.String(), "SELECT") || strings.Contains(rec.Body.String(), epay.DefaultKey+"\"") {
 			t.Fatalf("the answer leaks internals: %q", rec.Body.String())
 		}
-		p, err := store.GetPayment(context.Background(), w.pool, pay)
+		p, err := store.Q(w.pool).GetPayment(context.Background(), pay)
 		if err != nil {
 			t.Fatal(err)
 		}

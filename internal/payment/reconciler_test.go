@@ -193,7 +193,7 @@ func TestTheBillingRunMarksOverdueInvoicesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, round.Overdue, "idempotent")
 	for id, want := range map[uuid.UUID]string{due: "overdue", notYet: "issued"} {
-		inv, err := store.GetInvoice(context.Background(), f.pool, id)
+		inv, err := store.Q(f.pool).GetInvoice(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, want, inv.Status)
 	}
@@ -204,7 +204,7 @@ func TestTheBillingRunMarksOverdueInvoicesOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, err = f.svc.HandleCallback(context.Background(), f.callbackOf(notify(p.ID, "T1", "5.00")))
 	require.NoError(t, err)
-	inv, err := store.GetInvoice(context.Background(), f.pool, due)
+	inv, err := store.Q(f.pool).GetInvoice(context.Background(), due)
 	require.NoError(t, err)
 	require.Equal(t, "paid", inv.Status)
 	testfixture.CheckMoneyInvariants(t, f.pool)

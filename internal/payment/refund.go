@@ -91,7 +91,7 @@ func (s *Service) RefundPayment(ctx context.Context, paymentID uuid.UUID, amount
 		requested = &a
 	}
 	reason = text.Clip(strings.TrimSpace(reason), 500)
-	pay, err := store.GetPayment(ctx, s.db, paymentID)
+	pay, err := store.Q(s.db).GetPayment(ctx, paymentID)
 	if err != nil {
 		return Refunded{}, store.NotFound(err, "payment %s not found", paymentID)
 	}
@@ -140,7 +140,7 @@ func (s *Service) RefundOrder(ctx context.Context, orderID uuid.UUID, reason str
 		if err != nil && !errors.Is(err, errNothingLeft) && !errors.Is(err, errOutcomeUnknown) {
 			return err
 		}
-		rs, err := store.ListPaymentRefunds(ctx, s.db, pay.ID)
+		rs, err := store.Q(s.db).ListPaymentRefunds(ctx, pay.ID)
 		if err != nil {
 			return err
 		}
@@ -197,11 +197,11 @@ func (s *Service) refund(ctx context.Context, who audit.Actor, requestedBy *uuid
 
 	var ref store.Refund
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		locked, err := store.GetPaymentForUpdate(ctx, tx, paymentID)
+		locked, err := store.Q(tx).GetPaymentForUpdate(ctx, paymentID)
 		if err != nil {
 			return store.BugIfNotFound(err, "lock payment")
 		}
-		reserved, err := store.ReservedRefundAmount(ctx, tx, paymentID)
+		reserved, err := store.Q(tx).ReservedRefundAmount(ctx, paymentID)
 		if err != nil {
 			return err
 		}
@@ -380,13 +380,13 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.
 	err := func() error {
 		var ord *store.Order
 		if pay.OrderID != nil {
-			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, *pay.OrderID)
 			if err != nil {
 				return store.BugIfNotFound(err, "lock order of payment")
 			}
 			ord = &o
 		}
-		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
+		locked, err := store.Q(tx).GetPaymentForUpdate(ctx, pay.ID)
 		if err != nil {
 			return store.BugIfNotFound(err, "lock payment")
 		}
@@ -394,7 +394,13 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.
 		result.Payment = locked
 		switch out.status {
 		case store.RefundSucceeded:
-			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundSucceeded, out.gatewayRefundID, out.message, now)
+			done, err := store.Q(tx).FinishRefund(ctx, store.FinishRefundParams{
+				ID:              ref.ID,
+				Status:          store.RefundSucceeded,
+				GatewayRefundID: out.gatewayRefundID,
+				Error:           out.message,
+				UpdatedAt:       now,
+			})
 			if err != nil {
 				return notPending(err, ref.ID)
 			}
@@ -405,14 +411,22 @@ func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.
 			result.Payment, err = s.addRefund(ctx, tx, who, now, ord, locked, ref)
 			return err
 		case store.RefundFailed:
-			done, err := store.FinishRefund(ctx, tx, ref.ID, store.RefundFailed, out.gatewayRefundID, out.message, now)
+			done, err := store.Q(tx).FinishRefund(ctx, store.FinishRefundParams{
+				ID:              ref.ID,
+				Status:          store.RefundFailed,
+				GatewayRefundID: out.gatewayRefundID,
+				Error:           out.message,
+				UpdatedAt:       now,
+			})
 			if err != nil {
 				return notPending(err, ref.ID)
 			}
 			result.Refund = done
 			return audit.Write(ctx, tx, who, now, ActionRefundFail, entityRefund, ref.ID.String(), refundSnapshot(ref), refundSnapshot(done))
 		default:
-			noted, err := store.NoteRefund(ctx, tx, ref.ID, out.gatewayRefundID, out.message, now)
+			noted, err := store.Q(tx).NoteRefund(ctx, store.NoteRefundParams{
+				ID: ref.ID, GatewayRefundID: out.gatewayRefundID, Error: out.message, UpdatedAt: now,
+			})
 			if err != nil {
 				return notPending(err, ref.ID)
 			}
@@ -446,7 +460,9 @@ func notPending(err error, id uuid.UUID) error {
 // in full: order_refunded then ends the service. A partial refund leaves
 // the order as it is.
 func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, ord *store.Order, pay store.Payment, ref store.Refund) (store.Payment, error) {
-	after, err := store.AddRefundedAmount(ctx, tx, pay.ID, ref.Amount, now)
+	after, err := store.Q(tx).AddRefundedAmount(ctx, store.AddRefundedAmountParams{
+		ID: pay.ID, Amount: ref.Amount, UpdatedAt: now,
+	})
 	if err != nil {
 		// Impossible while refunds are reserved under the payment lock.
 		return store.Payment{}, store.BugIfNotFound(err, "add refund to payment")
@@ -482,17 +498,17 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 		}
 		var ord *store.Order
 		if pay.OrderID != nil {
-			o, err := store.GetOrderForUpdate(ctx, tx, *pay.OrderID)
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, *pay.OrderID)
 			if err != nil {
 				return store.BugIfNotFound(err, "lock order of payment")
 			}
 			ord = &o
 		}
-		locked, err := store.GetPaymentForUpdate(ctx, tx, pay.ID)
+		locked, err := store.Q(tx).GetPaymentForUpdate(ctx, pay.ID)
 		if err != nil {
 			return store.BugIfNotFound(err, "lock payment")
 		}
-		reserved, err := store.ReservedRefundAmount(ctx, tx, pay.ID)
+		reserved, err := store.Q(tx).ReservedRefundAmount(ctx, pay.ID)
 		if err != nil {
 			return err
 		}

@@ -38,7 +38,7 @@ func (f *flowBundle) paidAtTheGateway(t *testing.T, amount string) store.Payment
 
 func (f *flowBundle) refunds(t *testing.T, paymentID uuid.UUID) []store.Refund {
 	t.Helper()
-	rs, err := store.ListPaymentRefunds(context.Background(), f.pool, paymentID)
+	rs, err := store.Q(f.pool).ListPaymentRefunds(context.Background(), paymentID)
 	require.NoError(t, err)
 	return rs
 }

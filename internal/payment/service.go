@@ -109,7 +109,7 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (store.Payment, error) 
 	if err != nil {
 		return store.Payment{}, err
 	}
-	pay, err := store.GetPayment(ctx, s.db, id)
+	pay, err := store.Q(s.db).GetPayment(ctx, id)
 	err = auth.Owned(p, pay.CustomerID, err,
 		apperr.New(apperr.NotFound, "payment %s not found", id),
 		apperr.New(apperr.PermissionDenied, "payment %s belongs to another customer", id))

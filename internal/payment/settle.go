@@ -349,9 +349,9 @@ func (st *settling) reject(ctx context.Context, kind, msg string) error {
 // reconciler and a confirmation get the captured record.
 func (st *settling) capture(ctx context.Context, d decision) error {
 	p, rep := st.rows.Payment, st.rep
-	captured, err := store.CapturePayment(ctx, st.tx, p.ID, store.Capture{
+	captured, err := store.Q(st.tx).CapturePayment(ctx, store.CapturePaymentParams{
+		ID: p.ID, FailureReason: text.Clip(d.reason, 200), UpdatedAt: st.now, CapturedAt: &d.paidAt,
 		GatewayPaymentID: rep.GatewayPaymentID, GatewayTxID: rep.GatewayTxID,
-		FailureReason: text.Clip(d.reason, 200), CapturedAt: d.paidAt, At: st.now,
 	})
 	if err != nil {
 		return store.BugIfNotFound(err, "capture payment") // locked, pending or failed, not captured

@@ -85,7 +85,7 @@ func (s *Service) PaymentStats(ctx context.Context, since *time.Time) (Stats, er
 	if err != nil {
 		return Stats{}, err
 	}
-	pending, err := store.CountPendingPayments(ctx, db)
+	pending, err := store.Q(db).CountPendingPayments(ctx)
 	if err != nil {
 		return Stats{}, err
 	}

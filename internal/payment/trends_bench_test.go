@@ -75,7 +75,7 @@ func seedTrendPayments(b *testing.B, n int) *pgxpool.Pool {
 	require.NoError(b, err)
 	seeded := time.Now()
 	// What paymentd's periodic fold does every two seconds, at once.
-	moved, err := store.FoldPaymentTrends(ctx, pool)
+	moved, err := store.Q(pool).FoldPaymentTrends(ctx)
 	require.NoError(b, err)
 	b.Logf("seeded %d payments in %s (triggers included), folded %d trend changes in %s", n,
 		seeded.Sub(start).Round(time.Second), moved, time.Since(seeded).Round(time.Millisecond))

@@ -50,7 +50,7 @@ func NewTrendFolder(db store.DB, o TrendFoldOptions) *TrendFolder {
 
 // round is one fold, its count on the round's span.
 func (f *TrendFolder) round(ctx context.Context) error {
-	moved, err := store.FoldPaymentTrends(ctx, f.db)
+	moved, err := store.Q(f.db).FoldPaymentTrends(ctx)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("trends.changes_folded", moved))
 	return err
 }

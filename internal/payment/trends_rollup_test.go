@@ -204,7 +204,7 @@ func TestPaymentTrendsFromTheRollupAreWhatThePaymentsSay(t *testing.T) {
 				if rapid.IntRange(0, 9).Draw(rt, "rebuild") == 0 {
 					exec(`SELECT payment_trends_rebuild()`)
 				} else {
-					_, err := store.FoldPaymentTrends(ctx, pool)
+					_, err := store.Q(pool).FoldPaymentTrends(ctx)
 					require.NoError(t, err)
 				}
 			}

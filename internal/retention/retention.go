@@ -152,7 +152,7 @@ func (p *Purger) RunOnce(ctx context.Context) (Report, error) {
 		p.log.InfoContext(ctx, "audit months created", "created", rep.PartitionsCreated)
 	}
 	if p.opts.AuditMonths > 0 {
-		if rep.PartitionsDropped, err = store.DropAuditPartitions(ctx, p.db, AuditKeepFrom(now, p.opts.AuditMonths)); err != nil {
+		if rep.PartitionsDropped, err = store.Q(p.db).DropAuditPartitions(ctx, AuditKeepFrom(now, p.opts.AuditMonths)); err != nil {
 			return rep, fmt.Errorf("audit months past retention: %w", err)
 		}
 		if len(rep.PartitionsDropped) > 0 {

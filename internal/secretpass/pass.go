@@ -143,7 +143,7 @@ func AtStart(ctx context.Context, db store.DB, k *secrets.Keyring, by audit.Acto
 	if err != nil {
 		return rep, nil, err
 	}
-	done, err := store.AuditActionExists(ctx, db, ActionOrdersSealed)
+	done, err := store.Q(db).AuditActionExists(ctx, ActionOrdersSealed)
 	if err != nil {
 		return rep, nil, err
 	}

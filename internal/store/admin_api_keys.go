@@ -82,18 +82,6 @@ func ListAdminAPIKeys(ctx context.Context, db DB, page Page) ([]AdminAPIKey, int
 	return out, total, err
 }
 
-// LockAdminAPIKeys serialises key creation until db's transaction ends (db
-// must be a pgx.Tx), so that the bound on active keys holds.
-func LockAdminAPIKeys(ctx context.Context, db DB) error {
-	return MapError(dbsqlc.New(db).LockAdminApiKeys(ctx))
-}
-
-// CountActiveAdminAPIKeys counts the admin keys not revoked.
-func CountActiveAdminAPIKeys(ctx context.Context, db DB) (int64, error) {
-	n, err := dbsqlc.New(db).CountActiveAdminApiKeys(ctx)
-	return n, MapError(err)
-}
-
 // RevokeAdminAPIKey marks an active key revoked at now by admin by;
 // ErrNotFound when the key does not exist or is revoked already.
 func RevokeAdminAPIKey(ctx context.Context, db DB, id, by uuid.UUID, now time.Time) (AdminAPIKey, error) {

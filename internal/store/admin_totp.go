@@ -84,12 +84,6 @@ func UseAdminRecoveryCode(ctx context.Context, db DB, id uuid.UUID, hash []byte,
 	return n == 1, MapError(err)
 }
 
-// CountAdminRecoveryCodesLeft counts the admin's unspent recovery codes.
-func CountAdminRecoveryCodesLeft(ctx context.Context, db DB, id uuid.UUID) (int64, error) {
-	n, err := dbsqlc.New(db).CountAdminRecoveryCodesLeft(ctx, id)
-	return n, MapError(err)
-}
-
 // SecondFactorBudget is how many second-factor codes an admin may get wrong
 // in a row before codes are locked out, and for how long.
 type SecondFactorBudget struct {

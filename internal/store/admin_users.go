@@ -12,12 +12,6 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
-// CountAdmins returns the number of admin users.
-func CountAdmins(ctx context.Context, db DB) (int64, error) {
-	n, err := dbsqlc.New(db).CountAdmins(ctx)
-	return n, MapError(err)
-}
-
 // HasAdmins reports whether the database holds an admin user; a database
 // not migrated yet (no admin_users table) holds none. The start asks it
 // before migrating, and config check asks it too.
@@ -76,13 +70,6 @@ func SetAdminPassword(ctx context.Context, db DB, username, passwordHash string)
 	}))
 }
 
-// DeleteAdminSessions logs an admin out everywhere and returns the ids
-// (token hashes) of the sessions it ended.
-func DeleteAdminSessions(ctx context.Context, db DB, adminID uuid.UUID) ([][]byte, error) {
-	ids, err := dbsqlc.New(db).DeleteAdminSessions(ctx, adminID)
-	return ids, MapError(err)
-}
-
 // ChangeAdminPassword replaces the admin's password hash while it is still
 // oldHash; ErrNotFound when the admin does not exist or the hash changed
 // meanwhile.
@@ -90,19 +77,6 @@ func ChangeAdminPassword(ctx context.Context, db DB, id uuid.UUID, oldHash, newH
 	return adminResult(dbsqlc.New(db).ChangeAdminPassword(ctx, dbsqlc.ChangeAdminPasswordParams{
 		ID: id, OldHash: oldHash, NewHash: newHash, UpdatedAt: now,
 	}))
-}
-
-// CountEnabledAdmins counts the admins not disabled; under LockAdminUsers
-// it stays true until the transaction ends.
-func CountEnabledAdmins(ctx context.Context, db DB) (int64, error) {
-	n, err := dbsqlc.New(db).CountEnabledAdmins(ctx)
-	return n, MapError(err)
-}
-
-// LockAdminUsers serialises the writers of admin accounts that count them
-// (db must be a pgx.Tx): the bootstrap and disabling.
-func LockAdminUsers(ctx context.Context, db DB) error {
-	return MapError(dbsqlc.New(db).LockAdminUsers(ctx))
 }
 
 // SetAdminDisabledAt disables the admin at *at, or enables them (nil);

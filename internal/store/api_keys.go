@@ -9,6 +9,11 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	RevokeCustomerApiKeysParams = dbsqlc.RevokeCustomerApiKeysParams
+)
+
 // APIKey is a row of api_keys. SecretHash is SHA-256 of the key's secret.
 type APIKey struct {
 	ID         uuid.UUID
@@ -88,12 +93,6 @@ func ListCustomerAPIKeys(ctx context.Context, db DB, customerID uuid.UUID, page 
 	return out, total, nil
 }
 
-// CountActiveCustomerAPIKeys counts the customer's keys not revoked.
-func CountActiveCustomerAPIKeys(ctx context.Context, db DB, customerID uuid.UUID) (int64, error) {
-	n, err := dbsqlc.New(db).CountActiveCustomerApiKeys(ctx, customerID)
-	return n, MapError(err)
-}
-
 // RevokeAPIKey marks the customer's active key revoked at now; ErrNotFound
 // when the key is not the customer's or is revoked already.
 func RevokeAPIKey(ctx context.Context, db DB, customerID, id uuid.UUID, now time.Time) (APIKey, error) {
@@ -104,11 +103,4 @@ func RevokeAPIKey(ctx context.Context, db DB, customerID, id uuid.UUID, now time
 func TouchAPIKey(ctx context.Context, db DB, id uuid.UUID, at time.Time) error {
 	_, err := dbsqlc.New(db).TouchApiKey(ctx, dbsqlc.TouchApiKeyParams{ID: id, LastUsedAt: &at})
 	return MapError(err)
-}
-
-// RevokeCustomerAPIKeys revokes every active key of the customer at now and
-// returns how many it revoked.
-func RevokeCustomerAPIKeys(ctx context.Context, db DB, customerID uuid.UUID, now time.Time) (int64, error) {
-	n, err := dbsqlc.New(db).RevokeCustomerApiKeys(ctx, dbsqlc.RevokeCustomerApiKeysParams{CustomerID: customerID, RevokedAt: &now})
-	return n, MapError(err)
 }

@@ -51,9 +51,3 @@ func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
 		CreatedAt:  r.At,
 	}))
 }
-
-// AuditActionExists reports whether any audit_log row records action.
-func AuditActionExists(ctx context.Context, db DB, action string) (bool, error) {
-	ok, err := dbsqlc.New(db).AuditActionExists(ctx, action)
-	return ok, MapError(err)
-}

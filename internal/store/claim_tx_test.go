@@ -22,7 +22,9 @@ func TestWithClaimTxCommitsOnlyUnderTheClaimWhateverItsFirstStatement(t *testing
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	ev, err := store.InsertEvent(ctx, b.pool, "order_paid", b.orderID, []byte(`{}`))
+	ev, err := store.Q(b.pool).InsertEvent(ctx, store.InsertEventParams{
+		EventType: "order_paid", OrderID: b.orderID, Payload: []byte(`{}`),
+	})
 	require.NoError(t, err)
 	claimed, err := store.ClaimEvents(ctx, b.pool, "node-1", 1, time.Minute, nil, "")
 	require.NoError(t, err)

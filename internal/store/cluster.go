@@ -9,6 +9,13 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	LeaderAttemptElectParams  = dbsqlc.LeaderAttemptElectParams
+	LeaderReElectParams       = dbsqlc.LeaderReElectParams
+	UpsertNodeHeartbeatParams = dbsqlc.UpsertNodeHeartbeatParams
+)
+
 // LeaderLease is a leader_leases row: a term (Holder, ElectedAt) of a role,
 // valid until ExpiresAt by the database clock.
 type LeaderLease = dbsqlc.LeaderLease
@@ -27,22 +34,6 @@ type Node = dbsqlc.Node
 // NodeState is a node with the age of its last heartbeat and whether that
 // makes it lost, both by the database clock.
 type NodeState = dbsqlc.ListNodesWithAgeRow
-
-// AttemptElect takes role for holder for ttl when nobody holds it or the
-// lease has expired. ErrNotFound when someone (holder included) holds an
-// unexpired lease.
-func AttemptElect(ctx context.Context, db DB, role, holder string, ttl time.Duration) (LeaderLease, error) {
-	l, err := dbsqlc.New(db).LeaderAttemptElect(ctx, dbsqlc.LeaderAttemptElectParams{Role: role, Holder: holder, Ttl: ttl})
-	return l, MapError(err)
-}
-
-// ReElect extends the term (holder, electedAt) of role by ttl from the
-// database's now. ErrNotFound when the term is over: it expired or another
-// holder took the role.
-func ReElect(ctx context.Context, db DB, role, holder string, electedAt time.Time, ttl time.Duration) (LeaderLease, error) {
-	l, err := dbsqlc.New(db).LeaderReElect(ctx, dbsqlc.LeaderReElectParams{Role: role, Holder: holder, ElectedAt: electedAt, Ttl: ttl})
-	return l, MapError(err)
-}
 
 // Resign ends the term (holder, electedAt) of role and tells every instance
 // that the role is free (NOTIFY paymentd_leadership at commit). It reports
@@ -63,64 +54,8 @@ func Resign(ctx context.Context, db DB, role, holder string, electedAt time.Time
 	return n > 0, err
 }
 
-// LeaderRemaining is the lease of role and its time left; ErrNotFound when
-// nobody holds the role.
-func LeaderRemaining(ctx context.Context, db DB, role string) (LeaseRemaining, error) {
-	r, err := dbsqlc.New(db).LeaderLeaseRemaining(ctx, role)
-	return r, MapError(err)
-}
-
-// ListLeases returns every held role, by role name.
-func ListLeases(ctx context.Context, db DB) ([]LeaseState, error) {
-	rows, err := dbsqlc.New(db).ListLeaderLeases(ctx)
-	return rows, MapError(err)
-}
-
-// Heartbeat records that node id is alive now (database clock), creating
-// its row on the first beat.
-func Heartbeat(ctx context.Context, db DB, id, hostname, version string) (Node, error) {
-	n, err := dbsqlc.New(db).UpsertNodeHeartbeat(ctx, dbsqlc.UpsertNodeHeartbeatParams{ID: id, Hostname: hostname, Version: version})
-	return n, MapError(err)
-}
-
-// ListNodes returns every node, newest start first, lost when its last
-// heartbeat is older than lostAfter.
-func ListNodes(ctx context.Context, db DB, lostAfter time.Duration) ([]NodeState, error) {
-	rows, err := dbsqlc.New(db).ListNodesWithAge(ctx, lostAfter)
-	return rows, MapError(err)
-}
-
 // DeleteNode removes node id (it stopped cleanly).
 func DeleteNode(ctx context.Context, db DB, id string) error {
 	_, err := dbsqlc.New(db).DeleteNode(ctx, id)
 	return MapError(err)
-}
-
-// ForgetSilentNodes removes nodes without a heartbeat for forgetAfter and
-// returns how many.
-func ForgetSilentNodes(ctx context.Context, db DB, forgetAfter time.Duration) (int64, error) {
-	n, err := dbsqlc.New(db).DeleteNodesSilentFor(ctx, forgetAfter)
-	return n, MapError(err)
-}
-
-// MigrationTryLock takes the migration role's session advisory lock lockID
-// on db, which must be one connection (the lock is the session's), without
-// waiting; false when another session holds it.
-func MigrationTryLock(ctx context.Context, db DB, lockID int64) (bool, error) {
-	ok, err := dbsqlc.New(db).MigrationTryLock(ctx, lockID)
-	return ok, MapError(err)
-}
-
-// MigrationUnlock releases the advisory lock lockID taken on the same
-// connection; false when this session did not hold it.
-func MigrationUnlock(ctx context.Context, db DB, lockID int64) (bool, error) {
-	ok, err := dbsqlc.New(db).MigrationUnlock(ctx, lockID)
-	return ok, MapError(err)
-}
-
-// LeaderLeasesTableExists reports whether the migrations have created the
-// lease table yet.
-func LeaderLeasesTableExists(ctx context.Context, db DB) (bool, error) {
-	ok, err := dbsqlc.New(db).LeaderLeasesTableExists(ctx)
-	return ok, MapError(err)
 }

@@ -5,15 +5,21 @@
 // dbsqlc. Only this package and its subpackages import dbsqlc; everything
 // above calls store.
 //
+// Callers run a generated query through Q(db) (queries.go), which maps its
+// errors; a hand-written function here is left only where it converts types,
+// joins queries in one round trip (batches, pipelined transactions) or
+// holds one of the rules below.
+//
 // Three rules make the layer safe for money:
 //
-//  1. Every store function takes its executor (a DB: the pool or a pgx.Tx) as
-//     an argument, so a business write and the event it queues share one
-//     transaction.
+//  1. Every store function, and Q, takes its executor (a DB: the pool or a
+//     pgx.Tx) as an argument, so a business write and the event it queues
+//     share one transaction.
 //  2. WithTx owns begin, commit and rollback. The rollback runs even when the
 //     request's context is already cancelled, and a transaction whose context
 //     was cancelled is rolled back rather than committed.
-//  3. Errors are translated here, once: MapError turns pgx.ErrNoRows into
+//  3. Errors are translated here, once (in Q for a generated query, in the
+//     function for the others): MapError turns pgx.ErrNoRows into
 //     ErrNotFound and constraint violations into ErrConflict,
 //     ErrCheckViolation, ... wrapped in an *Error that names the constraint.
 //     No SQL text and no row values ever reach an error message. Above the

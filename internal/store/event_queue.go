@@ -11,6 +11,12 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	FailEventAttemptParams               = dbsqlc.FailEventAttemptParams
+	ListPendingOrdersCreatedBeforeParams = dbsqlc.ListPendingOrdersCreatedBeforeParams
+)
+
 // Event statuses (events_status_check).
 const (
 	EventPending    = "pending"
@@ -108,13 +114,6 @@ func ClaimEvents(ctx context.Context, db DB, node string, limit int, lease time.
 	return claimed, nil
 }
 
-// ReclaimExpiredEvents returns processing events whose claim expired to
-// pending (failed when that attempt was the maxAttempts-th).
-func ReclaimExpiredEvents(ctx context.Context, db DB, maxAttempts int) ([]ReclaimedEvent, error) {
-	rows, err := dbsqlc.New(db).ReclaimExpiredEvents(ctx, int32(maxAttempts))
-	return rows, MapError(err)
-}
-
 // WithClaimTx runs fn in a transaction on db that commits only while c is
 // its event's claim: the transaction starts with the claim fence
 // (HoldEventClaim) — c's token is still the event's, its lease unexpired
@@ -162,18 +161,6 @@ func CompleteEvent(ctx context.Context, db DB, c Claim) error {
 	return nil
 }
 
-// FailEventAttempt records a failed attempt with lastError: the event is
-// pending again after backoff, or failed when the attempt was the
-// maxAttempts-th. It returns the new status; ErrNotFound when the claim was
-// lost.
-func FailEventAttempt(ctx context.Context, db DB, c Claim, maxAttempts int, backoff time.Duration, lastError string) (string, error) {
-	st, err := dbsqlc.New(db).FailEventAttempt(ctx, dbsqlc.FailEventAttemptParams{
-		MaxAttempts: int32(maxAttempts), Backoff: backoff, LastError: lastError,
-		ID: c.ID, ClaimToken: &c.Token,
-	})
-	return st, MapError(err)
-}
-
 // ReleaseEvent hands a claimed event back without counting the attempt (the
 // worker stopped while it ran). ErrNotFound when the claim was lost.
 func ReleaseEvent(ctx context.Context, db DB, c Claim) error {
@@ -185,12 +172,6 @@ func ReleaseEvent(ctx context.Context, db DB, c Claim) error {
 		return ErrNotFound
 	}
 	return nil
-}
-
-// GetEvent reads one event; ErrNotFound when there is none.
-func GetEvent(ctx context.Context, db DB, id uuid.UUID) (Event, error) {
-	e, err := dbsqlc.New(db).GetEvent(ctx, id)
-	return e, MapError(err)
 }
 
 // EventFilter selects events; nil fields do not filter.
@@ -212,19 +193,4 @@ func ListEvents(ctx context.Context, db DB, f EventFilter, p Page) ([]Event, int
 				Status: f.Status, EventType: f.EventType, OrderID: f.OrderID, RowLimit: p.Limit, RowOffset: p.Offset,
 			})
 		})
-}
-
-// RetryFailedEvent puts a failed event back to pending, due at once, with
-// its attempts reset. ErrNotFound when the event does not exist or is not
-// failed.
-func RetryFailedEvent(ctx context.Context, db DB, id uuid.UUID) (Event, error) {
-	e, err := dbsqlc.New(db).RetryFailedEvent(ctx, id)
-	return e, MapError(err)
-}
-
-// PendingOrdersCreatedBefore returns up to limit ids of pending orders
-// created before cutoff, oldest first.
-func PendingOrdersCreatedBefore(ctx context.Context, db DB, cutoff time.Time, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListPendingOrdersCreatedBefore(ctx, dbsqlc.ListPendingOrdersCreatedBeforeParams{Cutoff: cutoff, RowLimit: int32(limit)})
-	return ids, MapError(err)
 }

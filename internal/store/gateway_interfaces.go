@@ -9,6 +9,11 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	SetGatewayInterfaceEnabledParams = dbsqlc.SetGatewayInterfaceEnabledParams
+)
+
 // GatewayInterface is a gateway_interfaces row. Config holds merchant
 // secrets: it goes to the plugin, and anywhere else only masked.
 type GatewayInterface = dbsqlc.GatewayInterface
@@ -51,23 +56,11 @@ func InsertGatewayInterface(ctx context.Context, db DB, n NewGatewayInterface) (
 	return row, MapError(err)
 }
 
-// GetGatewayInterface reads one interface; ErrNotFound when there is none.
-func GetGatewayInterface(ctx context.Context, db DB, id uuid.UUID) (GatewayInterface, error) {
-	row, err := dbsqlc.New(db).GetGatewayInterface(ctx, id)
-	return row, MapError(err)
-}
-
 // GetGatewayInterfaceView reads one interface with its plugin's status and
 // enabled flag.
 func GetGatewayInterfaceView(ctx context.Context, db DB, id uuid.UUID) (GatewayInterfaceView, error) {
 	row, err := dbsqlc.New(db).GetGatewayInterfaceView(ctx, id)
 	return GatewayInterfaceView{GatewayInterface: row.GatewayInterface, PluginStatus: row.PluginStatus, PluginEnabled: row.PluginEnabled}, MapError(err)
-}
-
-// LockGatewayInterface reads one interface FOR NO KEY UPDATE.
-func LockGatewayInterface(ctx context.Context, db DB, id uuid.UUID) (GatewayInterface, error) {
-	row, err := dbsqlc.New(db).LockGatewayInterface(ctx, id)
-	return row, MapError(err)
 }
 
 // UpdateGatewayInterface sets the display name and the config.
@@ -82,14 +75,6 @@ func UpdateGatewayInterface(ctx context.Context, db DB, id uuid.UUID, displayNam
 // touching updated_at (its secrets re-encrypted, not an admin's change).
 func SetGatewayInterfaceConfig(ctx context.Context, db DB, id uuid.UUID, config []byte) error {
 	return MapError(dbsqlc.New(db).SetGatewayInterfaceConfig(ctx, dbsqlc.SetGatewayInterfaceConfigParams{Config: jsonOrEmpty(config), ID: id}))
-}
-
-// SetGatewayInterfaceEnabled enables or disables an interface.
-func SetGatewayInterfaceEnabled(ctx context.Context, db DB, id uuid.UUID, enabled bool, at time.Time) (GatewayInterface, error) {
-	row, err := dbsqlc.New(db).SetGatewayInterfaceEnabled(ctx, dbsqlc.SetGatewayInterfaceEnabledParams{
-		Enabled: enabled, Now: at, ID: id,
-	})
-	return row, MapError(err)
 }
 
 // ListGatewayInterfaces returns one page of interfaces, newest first, and the
@@ -113,13 +98,6 @@ func ListGatewayInterfaces(ctx context.Context, db DB, f GatewayInterfaceFilter,
 	return out, total, nil
 }
 
-// ListGatewayInterfacesOfPlugin returns every interface of a plugin, oldest
-// first.
-func ListGatewayInterfacesOfPlugin(ctx context.Context, db DB, plugin string) ([]GatewayInterface, error) {
-	rows, err := dbsqlc.New(db).ListGatewayInterfacesOfPlugin(ctx, plugin)
-	return rows, MapError(err)
-}
-
 // SetPluginInterfaceSchemas gives every interface of plugin the config schema
 // and returns how many it changed.
 func SetPluginInterfaceSchemas(ctx context.Context, db DB, plugin string, schema []byte, at time.Time) (int64, error) {
@@ -127,11 +105,4 @@ func SetPluginInterfaceSchemas(ctx context.Context, db DB, plugin string, schema
 		ConfigSchema: jsonOrEmpty(schema), Now: at, PluginName: plugin,
 	})
 	return n, MapError(err)
-}
-
-// ListPaymentMethods returns the enabled interfaces of enabled, loaded
-// gateway plugins, by display name.
-func ListPaymentMethods(ctx context.Context, db DB) ([]PaymentMethod, error) {
-	rows, err := dbsqlc.New(db).ListPaymentMethods(ctx)
-	return rows, MapError(err)
 }

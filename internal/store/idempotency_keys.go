@@ -7,6 +7,12 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	GetIdempotencyKeyParams    = dbsqlc.GetIdempotencyKeyParams
+	SweepIdempotencyKeysParams = dbsqlc.SweepIdempotencyKeysParams
+)
+
 // IdempotencyKey is a kept Idempotency-Key (internal/idempotency): who sent
 // it, for which request, and the first call's outcome once it is done.
 type IdempotencyKey = dbsqlc.IdempotencyKey
@@ -37,12 +43,6 @@ func ClaimIdempotencyKey(ctx context.Context, db DB, c IdempotencyClaim) (bool, 
 	return n == 1, MapError(err)
 }
 
-// GetIdempotencyKey reads a kept key; ErrNotFound when there is none.
-func GetIdempotencyKey(ctx context.Context, db DB, principal, key string) (IdempotencyKey, error) {
-	k, err := dbsqlc.New(db).GetIdempotencyKey(ctx, dbsqlc.GetIdempotencyKeyParams{Principal: principal, Key: key})
-	return k, MapError(err)
-}
-
 // FinishIdempotencyKey keeps a running key's outcome.
 func FinishIdempotencyKey(ctx context.Context, db DB, o IdempotencyOutcome) error {
 	_, err := dbsqlc.New(db).FinishIdempotencyKey(ctx, dbsqlc.FinishIdempotencyKeyParams{
@@ -63,11 +63,4 @@ func ReleaseIdempotencyKey(ctx context.Context, db DB, principal, key string) er
 func DeleteExpiredIdempotencyKey(ctx context.Context, db DB, principal, key string, now time.Time) error {
 	_, err := dbsqlc.New(db).DeleteExpiredIdempotencyKey(ctx, dbsqlc.DeleteExpiredIdempotencyKeyParams{Principal: principal, Key: key, Now: now})
 	return MapError(err)
-}
-
-// SweepIdempotencyKeys deletes up to limit keys that expired by before and
-// says how many went.
-func SweepIdempotencyKeys(ctx context.Context, db DB, before time.Time, limit int32) (int64, error) {
-	n, err := dbsqlc.New(db).SweepIdempotencyKeys(ctx, dbsqlc.SweepIdempotencyKeysParams{SweptBefore: before, RowLimit: limit})
-	return n, MapError(err)
 }

@@ -133,15 +133,21 @@ func TestAnOrdersStatusMovesAfterPaymentAreHOT(t *testing.T) {
 	}
 	now := time.Now()
 	all0, hot0 := updates()
-	_, err = store.SetOrderStatus(ctx, conn, b.orderID, "pending", "paid", &now, now)
+	_, err = store.Q(conn).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "pending", ToStatus: "paid", PaidAt: &now, UpdatedAt: now,
+	})
 	require.NoError(t, err)
 	all1, hot1 := updates()
 	require.Equal(t, all0+1, all1)
 	require.Equal(t, hot0, hot1, "pending → paid leaves the timeout scan's index: not HOT")
 
-	_, err = store.SetOrderStatus(ctx, conn, b.orderID, "paid", "provisioning", nil, now)
+	_, err = store.Q(conn).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "paid", ToStatus: "provisioning", UpdatedAt: now,
+	})
 	require.NoError(t, err)
-	_, err = store.SetOrderStatus(ctx, conn, b.orderID, "provisioning", "active", nil, now)
+	_, err = store.Q(conn).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "provisioning", ToStatus: "active", UpdatedAt: now,
+	})
 	require.NoError(t, err)
 	all2, hot2 := updates()
 	require.Equal(t, all1+2, all2)
@@ -180,7 +186,9 @@ func TestTheTimeoutScanReadsOnlyThePendingOrders(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(ctx)
 
-	ids, err := store.PendingOrdersCreatedBefore(ctx, conn, time.Now().Add(-12*time.Hour), 100)
+	ids, err := store.Q(conn).ListPendingOrdersCreatedBefore(ctx, store.ListPendingOrdersCreatedBeforeParams{
+		Cutoff: time.Now().Add(-12 * time.Hour), RowLimit: 100,
+	})
 	require.NoError(t, err)
 	// b.orderID (the fixture's, pending, created now) and pending[0] are
 	// too young; the other three are due, oldest first.

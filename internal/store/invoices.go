@@ -5,10 +5,15 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// The parameters of the queries run through Q.
+type (
+	LockDueInvoicesParams  = dbsqlc.LockDueInvoicesParams
+	SetInvoiceStatusParams = dbsqlc.SetInvoiceStatusParams
 )
 
 // Invoice is an invoices row.
@@ -63,19 +68,6 @@ func InsertInvoice(ctx context.Context, db DB, in NewInvoice) (Invoice, error) {
 	return row, MapError(err)
 }
 
-// GetInvoice reads one invoice; ErrNotFound when there is none.
-func GetInvoice(ctx context.Context, db DB, id uuid.UUID) (Invoice, error) {
-	inv, err := dbsqlc.New(db).GetInvoice(ctx, id)
-	return inv, MapError(err)
-}
-
-// GetInvoiceForUpdate reads one invoice and locks its row until db's
-// transaction ends; ErrNotFound when there is none.
-func GetInvoiceForUpdate(ctx context.Context, db DB, id uuid.UUID) (Invoice, error) {
-	inv, err := dbsqlc.New(db).GetInvoiceForUpdate(ctx, id)
-	return inv, MapError(err)
-}
-
 // ListInvoices returns one page of invoices, newest first (created_at DESC,
 // id DESC), and the number of invoices matching f.
 func ListInvoices(ctx context.Context, db DB, f InvoiceFilter, limit, offset int64) ([]Invoice, int64, error) {
@@ -91,31 +83,4 @@ func ListInvoices(ctx context.Context, db DB, f InvoiceFilter, limit, offset int
 				RowLimit: limit, RowOffset: offset,
 			})
 		})
-}
-
-// InvoiceMove is one write of an invoice's status: from the status it is
-// in (the optimistic lock) to To, adding AddPaid to its paid amount and
-// setting paid_at to PaidAt when not nil.
-type InvoiceMove struct {
-	From, To string
-	AddPaid  money.Amount
-	PaidAt   *time.Time
-	At       time.Time
-}
-
-// SetInvoiceStatus writes m to invoice id; order.InvoiceTransition is its
-// one caller. ErrNotFound when the invoice does not exist, is no longer in
-// m.From, or would be paid beyond its amount.
-func SetInvoiceStatus(ctx context.Context, db DB, id uuid.UUID, m InvoiceMove) (Invoice, error) {
-	inv, err := dbsqlc.New(db).SetInvoiceStatus(ctx, dbsqlc.SetInvoiceStatusParams{
-		ID: id, FromStatus: m.From, ToStatus: m.To, AddPaid: m.AddPaid, PaidAt: m.PaidAt, UpdatedAt: m.At,
-	})
-	return inv, MapError(err)
-}
-
-// LockDueInvoices locks up to limit issued invoices due by now, oldest due
-// first, skipping rows another transaction holds.
-func LockDueInvoices(ctx context.Context, tx pgx.Tx, now time.Time, limit int32) ([]Invoice, error) {
-	rows, err := dbsqlc.New(tx).LockDueInvoices(ctx, dbsqlc.LockDueInvoicesParams{Now: now, RowLimit: limit})
-	return rows, MapError(err)
 }

@@ -67,15 +67,3 @@ var LedgerChecks = []LedgerCheck{
 	ledgerCheck("balance references", (*dbsqlc.Queries).LedgerBalanceReferences),
 	ledgerCheck("events", (*dbsqlc.Queries).LedgerEvents),
 }
-
-// LedgerSnapshot makes the transaction it runs in REPEATABLE READ and READ
-// ONLY; it must be the transaction's first statement.
-func LedgerSnapshot(ctx context.Context, db DB) error {
-	return MapError(dbsqlc.New(db).LedgerSnapshot(ctx))
-}
-
-// GetLedgerTotals counts what the ledger check looked at.
-func GetLedgerTotals(ctx context.Context, db DB) (LedgerTotals, error) {
-	t, err := dbsqlc.New(db).LedgerTotals(ctx)
-	return t, MapError(err)
-}

@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+)
+
+// The parameters of the queries run through Q.
+type (
+	ClaimNotificationsParams            = dbsqlc.ClaimNotificationsParams
+	MarkNotificationAttemptFailedParams = dbsqlc.MarkNotificationAttemptFailedParams
 )
 
 // Notification is a notifications row.
@@ -50,13 +55,6 @@ func InsertNotifications(ctx context.Context, db DB, eventID *uuid.UUID, ns []Ne
 	return int(row.Inserted), nil
 }
 
-// ClaimNotifications claims up to limit due pending notifications: one
-// attempt more each, and not due again before lease has passed.
-func ClaimNotifications(ctx context.Context, db DB, limit int, lease time.Duration) ([]Notification, error) {
-	rows, err := dbsqlc.New(db).ClaimNotifications(ctx, dbsqlc.ClaimNotificationsParams{MaxRows: int32(limit), Lease: lease})
-	return rows, MapError(err)
-}
-
 // MarkNotificationSent records the successful delivery of the claimed
 // attempt; ErrNotFound when the claim was lost.
 func MarkNotificationSent(ctx context.Context, db DB, id uuid.UUID, attempts int32) error {
@@ -68,16 +66,6 @@ func MarkNotificationSent(ctx context.Context, db DB, id uuid.UUID, attempts int
 		return ErrNotFound
 	}
 	return nil
-}
-
-// MarkNotificationAttemptFailed records a failed delivery: pending again
-// after backoff, or failed when giveUp or after maxAttempts. It returns the
-// new status; ErrNotFound when the claim was lost.
-func MarkNotificationAttemptFailed(ctx context.Context, db DB, id uuid.UUID, attempts int32, giveUp bool, maxAttempts int, backoff time.Duration, lastError string) (string, error) {
-	st, err := dbsqlc.New(db).MarkNotificationAttemptFailed(ctx, dbsqlc.MarkNotificationAttemptFailedParams{
-		ID: id, Attempts: attempts, GiveUp: giveUp, MaxAttempts: int32(maxAttempts), Backoff: backoff, LastError: lastError,
-	})
-	return st, MapError(err)
 }
 
 // NotificationFilter selects notifications; nil fields do not filter.

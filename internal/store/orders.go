@@ -11,6 +11,14 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	LockOrdersToRepriceParams = dbsqlc.LockOrdersToRepriceParams
+	SetOrderBillingParams     = dbsqlc.SetOrderBillingParams
+	SetOrderStatusParams      = dbsqlc.SetOrderStatusParams
+	SuspendOrderParams        = dbsqlc.SuspendOrderParams
+)
+
 // Order is an orders row.
 type Order = dbsqlc.Order
 
@@ -66,19 +74,6 @@ func InsertOrder(ctx context.Context, db DB, o NewOrder) (Order, error) {
 	return row, MapError(err)
 }
 
-// GetOrder reads one order; ErrNotFound when there is none.
-func GetOrder(ctx context.Context, db DB, id uuid.UUID) (Order, error) {
-	o, err := dbsqlc.New(db).GetOrder(ctx, id)
-	return o, MapError(err)
-}
-
-// GetOrderForUpdate reads one order and locks its row until db's transaction
-// ends; ErrNotFound when there is none.
-func GetOrderForUpdate(ctx context.Context, db DB, id uuid.UUID) (Order, error) {
-	o, err := dbsqlc.New(db).GetOrderForUpdate(ctx, id)
-	return o, MapError(err)
-}
-
 // ListOrders returns one page of orders, newest first (created_at DESC, id
 // DESC), and the number of orders matching f.
 func ListOrders(ctx context.Context, db DB, f OrderFilter, limit, offset int64) ([]Order, int64, error) {
@@ -102,35 +97,6 @@ const OneTime = "one_time"
 type OrderBilling struct {
 	BillingCycle string
 	RenewalPrice money.NullAmount
-}
-
-// LockOrdersToReprice locks, oldest first, the orders of product productID
-// in one of statuses whose billing differs from b.
-func LockOrdersToReprice(ctx context.Context, tx pgx.Tx, productID uuid.UUID, statuses []string, b OrderBilling) ([]Order, error) {
-	rows, err := dbsqlc.New(tx).LockOrdersToReprice(ctx, dbsqlc.LockOrdersToRepriceParams{
-		ProductID: &productID, Statuses: statuses, BillingCycle: b.BillingCycle, RenewalPrice: b.RenewalPrice,
-	})
-	return rows, MapError(err)
-}
-
-// SetOrderBilling writes b as order id's billing, stamped at. Call it with
-// the order row locked.
-func SetOrderBilling(ctx context.Context, tx pgx.Tx, id uuid.UUID, b OrderBilling, at time.Time) (Order, error) {
-	o, err := dbsqlc.New(tx).SetOrderBilling(ctx, dbsqlc.SetOrderBillingParams{
-		ID: id, BillingCycle: b.BillingCycle, RenewalPrice: b.RenewalPrice, UpdatedAt: at,
-	})
-	return o, MapError(err)
-}
-
-// SetOrderStatus moves an order from status from to status to, setting
-// paid_at when paidAt is not nil. ErrNotFound when the order does not exist
-// or is no longer in from: a transition decided on a stale read is never
-// applied.
-func SetOrderStatus(ctx context.Context, db DB, id uuid.UUID, from, to string, paidAt *time.Time, at time.Time) (Order, error) {
-	o, err := dbsqlc.New(db).SetOrderStatus(ctx, dbsqlc.SetOrderStatusParams{
-		ID: id, FromStatus: from, ToStatus: to, PaidAt: paidAt, UpdatedAt: at,
-	})
-	return o, MapError(err)
 }
 
 // SetOrderStatusFailingPayments is SetOrderStatus and FailPendingPayments
@@ -169,11 +135,4 @@ func CancelOrderFailingPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, fr
 		return Order{}, nil, MapError(err)
 	}
 	return o, failed, nil
-}
-
-// SuspendOrder moves order id from status from to suspended, with reason;
-// ErrNotFound when it is no longer in from.
-func SuspendOrder(ctx context.Context, db DB, id uuid.UUID, from, reason string, at time.Time) (Order, error) {
-	o, err := dbsqlc.New(db).SuspendOrder(ctx, dbsqlc.SuspendOrderParams{ID: id, FromStatus: from, SuspendReason: reason, UpdatedAt: at})
-	return o, MapError(err)
 }

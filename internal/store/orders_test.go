@@ -21,24 +21,34 @@ func TestSetOrderStatusMovesOnlyFromTheExpectedStatusAndStampsUpdatedAt(t *testi
 	b := setup(t)
 	ctx := context.Background()
 
-	o, err := store.SetOrderStatus(ctx, b.pool, b.orderID, "pending", "provisioning", &at, at)
+	o, err := store.Q(b.pool).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "pending", ToStatus: "provisioning", PaidAt: &at, UpdatedAt: at,
+	})
 	require.NoError(t, err)
 	require.Equal(t, "provisioning", o.Status)
 	require.True(t, at.Equal(*o.PaidAt))
 	require.True(t, at.Equal(o.UpdatedAt))
 
-	_, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "pending", "paid", nil, at)
+	_, err = store.Q(b.pool).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "pending", ToStatus: "paid", UpdatedAt: at,
+	})
 	require.ErrorIs(t, err, store.ErrNotFound, "a transition decided on a stale status is not applied")
 
 	later := at.Add(time.Hour)
-	o, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "provisioning", "active", nil, later)
+	o, err = store.Q(b.pool).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "provisioning", ToStatus: "active", UpdatedAt: later,
+	})
 	require.NoError(t, err)
 	require.True(t, at.Equal(*o.PaidAt), "paid_at kept")
 	require.True(t, later.Equal(o.UpdatedAt))
 
-	_, err = store.SetOrderStatus(ctx, b.pool, b.orderID, "active", "lost", nil, at)
+	_, err = store.Q(b.pool).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: b.orderID, FromStatus: "active", ToStatus: "lost", UpdatedAt: at,
+	})
 	require.ErrorIs(t, err, store.ErrCheckViolation)
-	_, err = store.SetOrderStatus(ctx, b.pool, uuid.New(), "pending", "paid", nil, at)
+	_, err = store.Q(b.pool).SetOrderStatus(ctx, store.SetOrderStatusParams{
+		ID: uuid.New(), FromStatus: "pending", ToStatus: "paid", UpdatedAt: at,
+	})
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
@@ -254,7 +264,7 @@ func TestFailPendingPaymentsTouchOnlyPendingOnesOfTheirOrderOrInvoice(t *testing
 	require.True(t, at.Equal(*failed[0].NextReconcileAt))
 	require.Zero(t, failed[0].ReconcileAttempts)
 
-	still, err := store.GetPayment(ctx, b.pool, paid.ID)
+	still, err := store.Q(b.pool).GetPayment(ctx, paid.ID)
 	require.NoError(t, err)
 	require.Equal(t, "success", still.Status)
 }
@@ -283,14 +293,18 @@ func TestInvoiceRows(t *testing.T) {
 	require.ErrorIs(t, err, store.ErrForeignKeyViolation, "an order's invoice has the order's currency")
 
 	later := at.Add(time.Hour)
-	c, err := store.SetInvoiceStatus(ctx, b.pool, inv.ID, store.InvoiceMove{From: "issued", To: "cancelled", At: later})
+	c, err := store.Q(b.pool).SetInvoiceStatus(ctx, store.SetInvoiceStatusParams{
+		ID: inv.ID, FromStatus: "issued", ToStatus: "cancelled", UpdatedAt: later,
+	})
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", c.Status)
 	require.True(t, later.Equal(c.UpdatedAt))
-	_, err = store.SetInvoiceStatus(ctx, b.pool, inv.ID, store.InvoiceMove{From: "issued", To: "cancelled", At: later})
+	_, err = store.Q(b.pool).SetInvoiceStatus(ctx, store.SetInvoiceStatusParams{
+		ID: inv.ID, FromStatus: "issued", ToStatus: "cancelled", UpdatedAt: later,
+	})
 	require.ErrorIs(t, err, store.ErrNotFound)
 
-	locked, err := store.GetInvoiceForUpdate(ctx, b.pool, inv.ID)
+	locked, err := store.Q(b.pool).GetInvoiceForUpdate(ctx, inv.ID)
 	require.NoError(t, err)
 	require.Equal(t, c, locked)
 
@@ -316,7 +330,7 @@ func TestProductRows(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, p.Enabled)
 	require.JSONEq(t, `{}`, string(p.ProviderConfig), "no provider config is an empty object")
-	got, err := store.GetProduct(ctx, b.pool, p.ID)
+	got, err := store.Q(b.pool).GetProduct(ctx, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, p, got)
 	_, err = b.pool.Exec(ctx, `UPDATE products SET enabled = false WHERE id = $1`, p.ID)
@@ -334,12 +348,16 @@ func TestEventsAndAuditRows(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	e, err := store.InsertEvent(ctx, b.pool, "order_paid", b.orderID, []byte(`{"order_id":"x"}`))
+	e, err := store.Q(b.pool).InsertEvent(ctx, store.InsertEventParams{
+		EventType: "order_paid", OrderID: b.orderID, Payload: []byte(`{"order_id":"x"}`),
+	})
 	require.NoError(t, err)
 	require.Equal(t, "pending", e.Status)
-	_, err = store.InsertEvent(ctx, b.pool, "order_lost", b.orderID, []byte(`{}`))
+	_, err = store.Q(b.pool).InsertEvent(ctx, store.InsertEventParams{
+		EventType: "order_lost", OrderID: b.orderID, Payload: []byte(`{}`),
+	})
 	require.ErrorIs(t, err, store.ErrCheckViolation)
-	events, err := store.ListOrderEvents(ctx, b.pool, b.orderID)
+	events, err := store.Q(b.pool).ListOrderEvents(ctx, b.orderID)
 	require.NoError(t, err)
 	require.Len(t, events, 1)
 	require.JSONEq(t, `{"order_id":"x"}`, string(events[0].Payload))

@@ -8,66 +8,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
-// NewGatewayPayment is a pending gateway payment to record once the gateway
-// plugin has created its side of it.
-type NewGatewayPayment struct {
-	// ID is the id the plugin was given (the gateway's order number).
-	ID                 uuid.UUID
-	OrderID            *uuid.UUID
-	InvoiceID          *uuid.UUID
-	CustomerID         uuid.UUID
-	GatewayInterfaceID uuid.UUID
-	Amount             money.Amount
-	Currency           string
-	PaymentURL         string
-	QRCode             string
-	Instructions       string
-	ReturnURL          string
-	NextReconcileAt    time.Time
-	CreatedAt          time.Time
-}
-
-// InsertGatewayPayment records a pending gateway payment. A second pending
-// payment for the same (order, invoice, interface) fails with ErrConflict on
-// constraint payments_one_pending_key.
-func InsertGatewayPayment(ctx context.Context, db DB, p NewGatewayPayment) (Payment, error) {
-	row, err := dbsqlc.New(db).InsertGatewayPayment(ctx, dbsqlc.InsertGatewayPaymentParams{
-		ID:                 p.ID,
-		OrderID:            p.OrderID,
-		InvoiceID:          p.InvoiceID,
-		CustomerID:         p.CustomerID,
-		GatewayInterfaceID: &p.GatewayInterfaceID,
-		Amount:             p.Amount,
-		Currency:           p.Currency,
-		PaymentUrl:         p.PaymentURL,
-		QrCode:             p.QRCode,
-		Instructions:       p.Instructions,
-		ReturnUrl:          p.ReturnURL,
-		NextReconcileAt:    &p.NextReconcileAt,
-		CreatedAt:          p.CreatedAt,
-	})
-	return row, MapError(err)
-}
-
-// GetPendingGatewayPayment returns the pending payment of (order, invoice,
-// interface); nil order or invoice match NULL. ErrNotFound when there is none.
-func GetPendingGatewayPayment(ctx context.Context, db DB, orderID, invoiceID *uuid.UUID, interfaceID uuid.UUID) (Payment, error) {
-	row, err := dbsqlc.New(db).GetPendingGatewayPayment(ctx, dbsqlc.GetPendingGatewayPaymentParams{
-		OrderID: orderID, InvoiceID: invoiceID, GatewayInterfaceID: &interfaceID,
-	})
-	return row, MapError(err)
-}
-
-// GetPaymentForUpdate reads one payment and locks its row until db's
-// transaction ends; ErrNotFound when there is none.
-func GetPaymentForUpdate(ctx context.Context, db DB, id uuid.UUID) (Payment, error) {
-	row, err := dbsqlc.New(db).GetPaymentForUpdate(ctx, id)
-	return row, MapError(err)
-}
+// The parameters of the queries run through Q.
+type (
+	CapturePaymentParams           = dbsqlc.CapturePaymentParams
+	GetPendingGatewayPaymentParams = dbsqlc.GetPendingGatewayPaymentParams
+	InsertGatewayPaymentParams     = dbsqlc.InsertGatewayPaymentParams
+	PaymentWithGatewayIDParams     = dbsqlc.PaymentWithGatewayIDParams
+)
 
 // PaymentSuccess is what a settled payment records.
 type PaymentSuccess struct {
@@ -135,38 +85,6 @@ func MarkPaymentFailed(ctx context.Context, db DB, id uuid.UUID, reason string, 
 		return Payment{}, ErrNotFound
 	}
 	return rows[0], nil
-}
-
-// Capture is money a gateway captured for a payment that can no longer
-// apply.
-type Capture struct {
-	GatewayPaymentID string
-	GatewayTxID      string
-	// FailureReason is recorded when the payment was still pending.
-	FailureReason string
-	// CapturedAt is when the gateway took the money.
-	CapturedAt time.Time
-	At         time.Time
-}
-
-// CapturePayment records captured money on a pending or failed payment,
-// which is failed afterwards. ErrNotFound when it is neither or its money
-// is already captured; ErrConflict on payments_gateway_payment_id_key.
-func CapturePayment(ctx context.Context, db DB, id uuid.UUID, c Capture) (Payment, error) {
-	row, err := dbsqlc.New(db).CapturePayment(ctx, dbsqlc.CapturePaymentParams{
-		ID: id, FailureReason: c.FailureReason, UpdatedAt: c.At, CapturedAt: &c.CapturedAt,
-		GatewayPaymentID: c.GatewayPaymentID, GatewayTxID: c.GatewayTxID,
-	})
-	return row, MapError(err)
-}
-
-// PaymentWithGatewayID returns another payment of the interface (not
-// exceptID) that carries gatewayPaymentID; ErrNotFound when there is none.
-func PaymentWithGatewayID(ctx context.Context, db DB, interfaceID uuid.UUID, gatewayPaymentID string, exceptID uuid.UUID) (uuid.UUID, error) {
-	id, err := dbsqlc.New(db).PaymentWithGatewayID(ctx, dbsqlc.PaymentWithGatewayIDParams{
-		GatewayInterfaceID: &interfaceID, GatewayPaymentID: gatewayPaymentID, ID: exceptID,
-	})
-	return id, MapError(err)
 }
 
 // ReconcileClaim is how many due payments to claim and how to reschedule

@@ -70,7 +70,9 @@ func TestGetPendingGatewayPaymentFindsTheExactTargetThroughAnIndex(t *testing.T)
 		{name: "another interface", o: ptr(b.orderID), gw: b.gatewayB, absent: true},
 		{name: "another order", o: ptr(uuid.New()), gw: b.gatewayA, absent: true},
 	} {
-		got, err := store.GetPendingGatewayPayment(ctx, conn, c.o, c.i, c.gw)
+		got, err := store.Q(conn).GetPendingGatewayPayment(ctx, store.GetPendingGatewayPaymentParams{
+			OrderID: c.o, InvoiceID: c.i, GatewayInterfaceID: &c.gw,
+		})
 		requireIndexedLookup(t, conn, last, c.name)
 		if c.absent {
 			require.ErrorIs(t, err, store.ErrNotFound, c.name)

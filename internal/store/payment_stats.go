@@ -34,12 +34,6 @@ func PaymentStatsSince(ctx context.Context, db DB, since time.Time) ([]PaymentSt
 	return out, nil
 }
 
-// CountPendingPayments counts every payment pending now.
-func CountPendingPayments(ctx context.Context, db DB) (int64, error) {
-	n, err := dbsqlc.New(db).CountPendingPayments(ctx)
-	return n, MapError(err)
-}
-
 // PendingRefunds sums up the refunds pending now: how many, and when the
 // oldest was requested (nil when none is).
 type PendingRefunds struct {

@@ -80,7 +80,7 @@ func TestPaymentStatsGroupTheWindowAndCountPendingThroughIndexes(t *testing.T) {
 		{Status: "success", Currency: "USD", Payments: 2, AmountCents: 2 * 999_999_999_999},
 	}, groups)
 
-	pending, err := store.CountPendingPayments(ctx, conn)
+	pending, err := store.Q(conn).CountPendingPayments(ctx)
 	require.NoError(t, err)
 	q = last
 	requireIndexedLookup(t, conn, q, "CountPendingPayments")

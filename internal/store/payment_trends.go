@@ -123,7 +123,7 @@ func PaymentTrendsIn(ctx context.Context, db DB, r TrendRange) (PaymentTrends, e
 	var out PaymentTrends
 	err := WithTx(ctx, db, func(tx pgx.Tx) error {
 		// The ledger check's first statement, for the same reason.
-		if err := LedgerSnapshot(ctx, tx); err != nil {
+		if err := Q(tx).LedgerSnapshot(ctx); err != nil {
 			return err
 		}
 		var err error
@@ -137,12 +137,4 @@ func PaymentTrendsIn(ctx context.Context, db DB, r TrendRange) (PaymentTrends, e
 		return err
 	})
 	return out, err
-}
-
-// FoldPaymentTrends moves the trends' changes into their rollup
-// (payment_trends_fold) and answers how many it moved: 0 when there were
-// none or another fold was at it.
-func FoldPaymentTrends(ctx context.Context, db DB) (int64, error) {
-	n, err := dbsqlc.New(db).FoldPaymentTrends(ctx)
-	return n, MapError(err)
 }

@@ -36,12 +36,6 @@ func (f PaymentFilter) idRange() (from, to *uuid.UUID) {
 	return &f.IDRange[0], &f.IDRange[1]
 }
 
-// GetPayment reads one payment; ErrNotFound when there is none.
-func GetPayment(ctx context.Context, db DB, id uuid.UUID) (Payment, error) {
-	p, err := dbsqlc.New(db).GetPayment(ctx, id)
-	return p, MapError(err)
-}
-
 // ListPayments returns one page of payments, newest first (created_at DESC,
 // id DESC), and the number of payments matching f.
 func ListPayments(ctx context.Context, db DB, f PaymentFilter, limit, offset int64) ([]Payment, int64, error) {

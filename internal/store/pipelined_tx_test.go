@@ -140,7 +140,7 @@ func TestLaterIsAnsweredByTheStatementItWentWith(t *testing.T) {
 	})
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.Equal(t, "pending", func() string {
-		q, err := store.GetPayment(ctx, b.pool, other.ID)
+		q, err := store.Q(b.pool).GetPayment(ctx, other.ID)
 		require.NoError(t, err)
 		return q.Status
 	}())

@@ -7,6 +7,14 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	ListPluginsParams        = dbsqlc.ListPluginsParams
+	SetPluginEnabledParams   = dbsqlc.SetPluginEnabledParams
+	SetPluginStatusParams    = dbsqlc.SetPluginStatusParams
+	UpdatePluginSourceParams = dbsqlc.UpdatePluginSourceParams
+)
+
 // Plugin is a plugins row.
 type Plugin = dbsqlc.Plugin
 
@@ -17,29 +25,8 @@ const (
 	PluginMissing = "missing"
 )
 
-// PluginFilter selects plugins; nil fields do not filter.
-type PluginFilter struct {
-	Type   *string
-	Status *string
-}
-
-// ListPlugins returns the plugins matching f by name.
-func ListPlugins(ctx context.Context, db DB, f PluginFilter) ([]Plugin, error) {
-	rows, err := dbsqlc.New(db).ListPlugins(ctx, dbsqlc.ListPluginsParams{Type: f.Type, Status: f.Status})
-	return rows, MapError(err)
-}
-
-// GetPlugin reads one plugin; ErrNotFound when there is none.
-func GetPlugin(ctx context.Context, db DB, name string) (Plugin, error) {
-	p, err := dbsqlc.New(db).GetPlugin(ctx, name)
-	return p, MapError(err)
-}
-
-// LockPlugin reads one plugin FOR UPDATE; ErrNotFound when there is none.
-func LockPlugin(ctx context.Context, db DB, name string) (Plugin, error) {
-	p, err := dbsqlc.New(db).LockPlugin(ctx, name)
-	return p, MapError(err)
-}
+// PluginFilter selects plugins (ListPlugins); nil fields do not filter.
+type PluginFilter = ListPluginsParams
 
 // NewPlugin is a plugin seen for the first time.
 type NewPlugin struct {
@@ -86,32 +73,6 @@ func UpdatePluginDefinition(ctx context.Context, db DB, d PluginDefinition) (Plu
 	row, err := dbsqlc.New(db).UpdatePluginDefinition(ctx, dbsqlc.UpdatePluginDefinitionParams{
 		Type: d.Type, Version: d.Version, Path: d.Path, Source: d.Source, Sha256: d.SHA256,
 		Info: jsonOrEmpty(d.Info), ConfigSchema: jsonOrEmpty(d.ConfigSchema), Now: d.At, Name: d.Name,
-	})
-	return row, MapError(err)
-}
-
-// UpdatePluginSource replaces only the stored source, its hash and path, and
-// marks the plugin loaded; version, info and config schema stay.
-func UpdatePluginSource(ctx context.Context, db DB, name, path, source, sha256 string, at time.Time) (Plugin, error) {
-	row, err := dbsqlc.New(db).UpdatePluginSource(ctx, dbsqlc.UpdatePluginSourceParams{
-		Path: path, Source: source, Sha256: sha256, Now: at, Name: name,
-	})
-	return row, MapError(err)
-}
-
-// SetPluginStatus records status (error or missing) and its message.
-func SetPluginStatus(ctx context.Context, db DB, name, status, lastError string, at time.Time) (Plugin, error) {
-	row, err := dbsqlc.New(db).SetPluginStatus(ctx, dbsqlc.SetPluginStatusParams{
-		Status: status, LastError: lastError, Now: at, Name: name,
-	})
-	return row, MapError(err)
-}
-
-// SetPluginEnabled records an admin's choice to enable or disable a plugin;
-// ErrNotFound when there is no such plugin.
-func SetPluginEnabled(ctx context.Context, db DB, name string, enabled bool, at time.Time) (Plugin, error) {
-	row, err := dbsqlc.New(db).SetPluginEnabled(ctx, dbsqlc.SetPluginEnabledParams{
-		Enabled: enabled, Now: at, Name: name,
 	})
 	return row, MapError(err)
 }

@@ -10,6 +10,11 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	UpdateProductParams = dbsqlc.UpdateProductParams
+)
+
 // Product is a products row.
 type Product = dbsqlc.Product
 
@@ -58,12 +63,6 @@ func InsertProduct(ctx context.Context, db DB, p NewProduct) (Product, error) {
 	return row, MapError(err)
 }
 
-// GetProduct reads one product; ErrNotFound when there is none.
-func GetProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
-	p, err := dbsqlc.New(db).GetProduct(ctx, id)
-	return p, MapError(err)
-}
-
 // ListProducts returns one page of products, newest first, and the number of
 // products matching; enabled nil lists enabled and disabled ones.
 func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64) ([]Product, int64, error) {
@@ -72,20 +71,4 @@ func ListProducts(ctx context.Context, db DB, enabled *bool, limit, offset int64
 		func() ([]Product, error) {
 			return q.ListProducts(ctx, dbsqlc.ListProductsParams{Enabled: enabled, RowLimit: limit, RowOffset: offset})
 		})
-}
-
-// LockProduct reads one product FOR UPDATE; ErrNotFound when there is none.
-func LockProduct(ctx context.Context, db DB, id uuid.UUID) (Product, error) {
-	p, err := dbsqlc.New(db).LockProduct(ctx, id)
-	return p, MapError(err)
-}
-
-// UpdateProduct writes p's name, description, price, billing cycle,
-// enabled and provider_config, stamped at.
-func UpdateProduct(ctx context.Context, db DB, p Product, at time.Time) (Product, error) {
-	row, err := dbsqlc.New(db).UpdateProduct(ctx, dbsqlc.UpdateProductParams{
-		ID: p.ID, Name: p.Name, Description: p.Description, Price: p.Price, BillingCycle: p.BillingCycle, Enabled: p.Enabled,
-		ProviderConfig: p.ProviderConfig, UpdatedAt: at,
-	})
-	return row, MapError(err)
 }

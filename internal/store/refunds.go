@@ -10,6 +10,13 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	AddRefundedAmountParams = dbsqlc.AddRefundedAmountParams
+	FinishRefundParams      = dbsqlc.FinishRefundParams
+	NoteRefundParams        = dbsqlc.NoteRefundParams
+)
+
 // Refund is a refunds row.
 type Refund = dbsqlc.Refund
 
@@ -61,53 +68,5 @@ func InsertRefund(ctx context.Context, db DB, r NewRefund) (Refund, error) {
 		PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, Destination: r.Destination, Reason: r.Reason,
 		RequestedBy: r.RequestedBy, CreatedAt: r.CreatedAt,
 	})
-	return row, MapError(err)
-}
-
-// ReservedRefundAmount is the sum of the payment's succeeded and pending
-// refunds. Read it with the payment row locked.
-func ReservedRefundAmount(ctx context.Context, db DB, paymentID uuid.UUID) (money.Amount, error) {
-	a, err := dbsqlc.New(db).ReservedRefundAmount(ctx, paymentID)
-	return a, MapError(err)
-}
-
-// FinishRefund moves a pending refund to status (RefundSucceeded or
-// RefundFailed) with the gateway's refund id and error text. ErrNotFound
-// when it is no longer pending.
-func FinishRefund(ctx context.Context, db DB, id uuid.UUID, status, gatewayRefundID, errText string, at time.Time) (Refund, error) {
-	row, err := dbsqlc.New(db).FinishRefund(ctx, dbsqlc.FinishRefundParams{
-		ID: id, Status: status, GatewayRefundID: gatewayRefundID, Error: errText, UpdatedAt: at,
-	})
-	return row, MapError(err)
-}
-
-// NoteRefund keeps a pending refund pending and records why. ErrNotFound
-// when it is no longer pending.
-func NoteRefund(ctx context.Context, db DB, id uuid.UUID, gatewayRefundID, note string, at time.Time) (Refund, error) {
-	row, err := dbsqlc.New(db).NoteRefund(ctx, dbsqlc.NoteRefundParams{
-		ID: id, GatewayRefundID: gatewayRefundID, Error: note, UpdatedAt: at,
-	})
-	return row, MapError(err)
-}
-
-// AddRefundedAmount adds a succeeded refund to a successful payment, which
-// becomes refunded when the refunds reach its amount. ErrNotFound when the
-// payment is not success or the refund would exceed its amount.
-func AddRefundedAmount(ctx context.Context, db DB, paymentID uuid.UUID, amount money.Amount, at time.Time) (Payment, error) {
-	row, err := dbsqlc.New(db).AddRefundedAmount(ctx, dbsqlc.AddRefundedAmountParams{
-		ID: paymentID, Amount: amount, UpdatedAt: at,
-	})
-	return row, MapError(err)
-}
-
-// ListPaymentRefunds returns a payment's refunds, oldest first.
-func ListPaymentRefunds(ctx context.Context, db DB, paymentID uuid.UUID) ([]Refund, error) {
-	rows, err := dbsqlc.New(db).ListPaymentRefunds(ctx, paymentID)
-	return rows, MapError(err)
-}
-
-// GetRefund returns one refund. ErrNotFound when there is none.
-func GetRefund(ctx context.Context, db DB, id uuid.UUID) (Refund, error) {
-	row, err := dbsqlc.New(db).GetRefund(ctx, id)
 	return row, MapError(err)
 }

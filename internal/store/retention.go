@@ -69,10 +69,3 @@ func CreateAuditPartitions(ctx context.Context, db DB, first time.Time, months i
 	n, err := dbsqlc.New(db).CreateAuditPartitions(ctx, dbsqlc.CreateAuditPartitionsParams{FirstMonth: first, Months: int32(months)})
 	return int(n), MapError(err)
 }
-
-// DropAuditPartitions drops the audit_log months that end at or before
-// keepFrom; their names.
-func DropAuditPartitions(ctx context.Context, db DB, keepFrom time.Time) ([]string, error) {
-	names, err := dbsqlc.New(db).DropAuditPartitions(ctx, keepFrom)
-	return names, MapError(err)
-}

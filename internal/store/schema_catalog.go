@@ -15,12 +15,6 @@ type CatalogObject struct {
 	Kind, Name, Def, Body string
 }
 
-// CurrentSchema is the schema the session creates objects in.
-func CurrentSchema(ctx context.Context, db DB) (string, error) {
-	s, err := dbsqlc.New(db).CurrentSchema(ctx)
-	return s, MapError(err)
-}
-
 // SchemaCatalog reads every object of the current schema that a migration
 // can make, in no particular order.
 func SchemaCatalog(ctx context.Context, db DB) ([]CatalogObject, error) {

@@ -10,6 +10,24 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	AddServicePeriodNoticesParams           = dbsqlc.AddServicePeriodNoticesParams
+	CloseServicePeriodsParams               = dbsqlc.CloseServicePeriodsParams
+	CountPartlyPaidPastTerminationParams    = dbsqlc.CountPartlyPaidPastTerminationParams
+	ExtendServicePeriodParams               = dbsqlc.ExtendServicePeriodParams
+	ListRenewalsDueParams                   = dbsqlc.ListRenewalsDueParams
+	ListServicesEndingParams                = dbsqlc.ListServicesEndingParams
+	ListUnpaidPeriodsCoveredByBalanceParams = dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams
+	ListUnpaidPeriodsDueParams              = dbsqlc.ListUnpaidPeriodsDueParams
+	ListUnpaidPeriodsForNoticesParams       = dbsqlc.ListUnpaidPeriodsForNoticesParams
+	MarkServicePeriodFollowedParams         = dbsqlc.MarkServicePeriodFollowedParams
+	RenewalsDueByCurrencyParams             = dbsqlc.RenewalsDueByCurrencyParams
+	SetInstanceExpiryParams                 = dbsqlc.SetInstanceExpiryParams
+	SetOrderPaidUntilParams                 = dbsqlc.SetOrderPaidUntilParams
+	SetOrderRenewsParams                    = dbsqlc.SetOrderRenewsParams
+)
+
 // ServicePeriod is a service_periods row.
 type ServicePeriod = dbsqlc.ServicePeriod
 
@@ -53,33 +71,6 @@ func InsertServicePeriod(ctx context.Context, db DB, p NewServicePeriod) (Servic
 	return row, MapError(err)
 }
 
-// GetServicePeriodByInvoiceForUpdate locks the period invoice id bills;
-// ErrNotFound when it bills none (an invoice that is not a renewal).
-func GetServicePeriodByInvoiceForUpdate(ctx context.Context, tx pgx.Tx, invoiceID uuid.UUID) (ServicePeriod, error) {
-	p, err := dbsqlc.New(tx).GetServicePeriodByInvoiceForUpdate(ctx, &invoiceID)
-	return p, MapError(err)
-}
-
-// LatestServicePeriod is the order's last period; ErrNotFound when it has
-// none (one-time, or not active yet).
-func LatestServicePeriod(ctx context.Context, db DB, orderID uuid.UUID) (ServicePeriod, error) {
-	p, err := dbsqlc.New(db).LatestServicePeriod(ctx, orderID)
-	return p, MapError(err)
-}
-
-// LatestPaidServicePeriod is the order's last paid period: its end is the
-// paid end of the service.
-func LatestPaidServicePeriod(ctx context.Context, db DB, orderID uuid.UUID) (ServicePeriod, error) {
-	p, err := dbsqlc.New(db).LatestPaidServicePeriod(ctx, orderID)
-	return p, MapError(err)
-}
-
-// ListServicePeriods is the order's periods, first first.
-func ListServicePeriods(ctx context.Context, db DB, orderID uuid.UUID) ([]ServicePeriod, error) {
-	ps, err := dbsqlc.New(db).ListServicePeriods(ctx, orderID)
-	return ps, MapError(err)
-}
-
 // MarkServicePeriodPaid marks the unpaid period (order, seq) paid and ends
 // the one before it renewed; ErrNotFound when it is not unpaid.
 func MarkServicePeriodPaid(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, paidAt, at time.Time) (ServicePeriod, error) {
@@ -89,79 +80,16 @@ func MarkServicePeriodPaid(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, se
 	return ServicePeriod(r), MapError(err)
 }
 
-// MarkServicePeriodFollowed records that the period's successor was issued.
-func MarkServicePeriodFollowed(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, at time.Time) error {
-	return MapError(dbsqlc.New(tx).MarkServicePeriodFollowed(ctx, dbsqlc.MarkServicePeriodFollowedParams{OrderID: orderID, Seq: seq, UpdatedAt: at}))
-}
-
-// CloseServicePeriods ends every period of the order that has not ended,
-// with outcome (an unpaid one is cancelled and ends unpaid).
-func CloseServicePeriods(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, outcome string, at time.Time) ([]ServicePeriod, error) {
-	ps, err := dbsqlc.New(tx).CloseServicePeriods(ctx, dbsqlc.CloseServicePeriodsParams{OrderID: orderID, Outcome: &outcome, UpdatedAt: at})
-	return ps, MapError(err)
-}
-
-// ExtendServicePeriod moves the end of period (order, seq) to end, which
-// becomes the anchor of the later periods.
-func ExtendServicePeriod(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, end, at time.Time) (ServicePeriod, error) {
-	p, err := dbsqlc.New(tx).ExtendServicePeriod(ctx, dbsqlc.ExtendServicePeriodParams{OrderID: orderID, Seq: seq, EndsAt: end, UpdatedAt: at})
-	return p, MapError(err)
-}
-
-// SetInstanceExpiry sets the expiry of the order's live instance, if it
-// has one.
-func SetInstanceExpiry(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, expires, at time.Time) error {
-	return MapError(dbsqlc.New(tx).SetInstanceExpiry(ctx, dbsqlc.SetInstanceExpiryParams{OrderID: orderID, ExpiresAt: &expires, UpdatedAt: at}))
-}
-
-// ListRenewalsDue is the renewal scan: orders in one of the live statuses
-// (order.LiveStatuses) whose last paid period ends by endsBefore and has
-// no successor yet.
-func ListRenewalsDue(ctx context.Context, db DB, endsBefore time.Time, live []string, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListRenewalsDue(ctx, dbsqlc.ListRenewalsDueParams{EndsBefore: endsBefore, LiveStatuses: live, MaxRows: int32(limit)})
-	return ids, MapError(err)
-}
-
-// ListServicesEnding is the scan of services (orders in one of the live
-// statuses) whose paid period has ended and that do not renew.
-func ListServicesEnding(ctx context.Context, db DB, now time.Time, live []string, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListServicesEnding(ctx, dbsqlc.ListServicesEndingParams{Now: now, LiveStatuses: live, MaxRows: int32(limit)})
-	return ids, MapError(err)
-}
-
-// ListUnpaidPeriodsDue is the scan of orders in one of statuses with an
-// unpaid period due by dueBefore.
-func ListUnpaidPeriodsDue(ctx context.Context, db DB, dueBefore time.Time, statuses []string, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListUnpaidPeriodsDue(ctx, dbsqlc.ListUnpaidPeriodsDueParams{DueBefore: dueBefore, Statuses: statuses, MaxRows: int32(limit)})
-	return ids, MapError(err)
-}
-
-// SetOrderRenews turns the order's renewal on or off.
-func SetOrderRenews(ctx context.Context, db DB, id uuid.UUID, renews bool, at time.Time) (Order, error) {
-	o, err := dbsqlc.New(db).SetOrderRenews(ctx, dbsqlc.SetOrderRenewsParams{ID: id, Renews: renews, UpdatedAt: at})
-	return o, MapError(err)
-}
-
-// ListUnpaidPeriodsCoveredByBalance is the scan of live orders with an
-// unpaid renewal invoice due by dueBefore that the customer's balance now
-// covers (balance.Covers, written set-wise in the query).
-func ListUnpaidPeriodsCoveredByBalance(ctx context.Context, db DB, dueBefore time.Time, live []string, limit int) ([]uuid.UUID, error) {
-	ids, err := dbsqlc.New(db).ListUnpaidPeriodsCoveredByBalance(ctx, dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit)})
-	return ids, MapError(err)
-}
-
-// SetOrderPaidUntil records the end of the order's last paid period.
-func SetOrderPaidUntil(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, until, at time.Time) error {
-	return MapError(dbsqlc.New(tx).SetOrderPaidUntil(ctx, dbsqlc.SetOrderPaidUntilParams{ID: orderID, PaidUntil: &until, UpdatedAt: at}))
-}
-
 // SetPaidEnd records that the order's service is paid until until: its
 // paid_until and its instance's expiry follow.
 func SetPaidEnd(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, until, at time.Time) error {
-	if err := SetOrderPaidUntil(ctx, tx, orderID, until, at); err != nil {
+	q := Q(tx)
+	if err := q.SetOrderPaidUntil(ctx, dbsqlc.SetOrderPaidUntilParams{
+		ID: orderID, PaidUntil: &until, UpdatedAt: at,
+	}); err != nil {
 		return err
 	}
-	return SetInstanceExpiry(ctx, tx, orderID, until, at)
+	return q.SetInstanceExpiry(ctx, dbsqlc.SetInstanceExpiryParams{OrderID: orderID, ExpiresAt: &until, UpdatedAt: at})
 }
 
 // CancelUnpaidServicePeriod cancels the unpaid period invoiceID bills (its
@@ -179,13 +107,6 @@ type RenewalsDue = dbsqlc.RenewalsDueByCurrencyRow
 // UnpaidRenewal is an order with its unpaid renewal invoice.
 type UnpaidRenewal = dbsqlc.ListUnpaidRenewalsRow
 
-// RenewalsDueByCurrency is what renews, of the live orders, with a paid
-// end in [now, until).
-func RenewalsDueByCurrency(ctx context.Context, db DB, now, until time.Time, live []string) ([]RenewalsDue, error) {
-	rows, err := dbsqlc.New(db).RenewalsDueByCurrency(ctx, dbsqlc.RenewalsDueByCurrencyParams{Now: &now, Until: &until, LiveStatuses: live})
-	return rows, MapError(err)
-}
-
 // ListUnpaidRenewals lists up to limit orders in status (with
 // suspendReason: "" unless suspended) whose renewal invoice was due before
 // now, oldest due first, and counts them all.
@@ -201,27 +122,6 @@ func ListUnpaidRenewals(ctx context.Context, db DB, now time.Time, status, suspe
 
 // PeriodNotices is an unpaid period with the notices queued about it.
 type PeriodNotices = dbsqlc.ListUnpaidPeriodsForNoticesRow
-
-// ListUnpaidPeriodsForNotices is the reminder scan: unpaid periods due by
-// dueBefore of live orders, with their notices, a page of limit after the
-// first skip.
-func ListUnpaidPeriodsForNotices(ctx context.Context, db DB, dueBefore time.Time, live []string, limit, skip int) ([]PeriodNotices, error) {
-	rows, err := dbsqlc.New(db).ListUnpaidPeriodsForNotices(ctx, dbsqlc.ListUnpaidPeriodsForNoticesParams{DueBefore: dueBefore, LiveStatuses: live, MaxRows: int32(limit), Skip: int32(skip)})
-	return rows, MapError(err)
-}
-
-// AddServicePeriodNotices records notices as queued for period (order, seq).
-func AddServicePeriodNotices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, notices []string, at time.Time) error {
-	return MapError(dbsqlc.New(tx).AddServicePeriodNotices(ctx, dbsqlc.AddServicePeriodNoticesParams{OrderID: orderID, Seq: seq, Notices: notices, UpdatedAt: at}))
-}
-
-// LockOpenRenewalInvoices locks the issued or overdue invoices billing the
-// unpaid periods of order id, oldest period first: what an order that ends
-// cancels (order.Transition). The caller holds the order's lock.
-func LockOpenRenewalInvoices(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) ([]Invoice, error) {
-	rows, err := dbsqlc.New(tx).LockOpenRenewalInvoices(ctx, orderID)
-	return rows, MapError(err)
-}
 
 // ListPartlyPaidPastTermination lists up to limit live orders whose
 // renewal invoice is partly paid and due by dueBefore (now less the
@@ -239,10 +139,4 @@ func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Ti
 	}
 	n, err := q.CountPartlyPaidPastTermination(ctx, dbsqlc.CountPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live})
 	return out, n, MapError(err)
-}
-
-// CountPartlyPaidPastTermination is ListPartlyPaidPastTermination's count.
-func CountPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Time, live []string) (int64, error) {
-	n, err := dbsqlc.New(db).CountPartlyPaidPastTermination(ctx, dbsqlc.CountPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live})
-	return n, MapError(err)
 }

@@ -9,6 +9,12 @@ import (
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
 
+// The parameters of the queries run through Q.
+type (
+	DeleteExpiredAdminSessionsParams = dbsqlc.DeleteExpiredAdminSessionsParams
+	SetAdminLastLoginParams          = dbsqlc.SetAdminLastLoginParams
+)
+
 // Admin is a row of admin_users.
 type Admin struct {
 	ID           uuid.UUID
@@ -57,11 +63,6 @@ func GetAdminByUsername(ctx context.Context, db DB, username string) (Admin, err
 // GetAdmin reads an admin; ErrNotFound when there is none.
 func GetAdmin(ctx context.Context, db DB, id uuid.UUID) (Admin, error) {
 	return adminResult(dbsqlc.New(db).GetAdminByID(ctx, id))
-}
-
-// SetAdminLastLogin records a successful login.
-func SetAdminLastLogin(ctx context.Context, db DB, id uuid.UUID, at time.Time) error {
-	return MapError(dbsqlc.New(db).SetAdminLastLogin(ctx, dbsqlc.SetAdminLastLoginParams{ID: id, LastLoginAt: &at}))
 }
 
 // Session is a row of sessions. ID is SHA-256 of the session token.
@@ -135,13 +136,4 @@ func TouchSession(ctx context.Context, db DB, id []byte, at time.Time) (bool, er
 func DeleteSession(ctx context.Context, db DB, id []byte) (bool, error) {
 	n, err := dbsqlc.New(db).DeleteSession(ctx, id)
 	return n > 0, MapError(err)
-}
-
-// DeleteExpiredAdminSessions removes the admin's sessions created before
-// absolute expiry passed now, or last seen at or before idleBefore.
-func DeleteExpiredAdminSessions(ctx context.Context, db DB, adminID uuid.UUID, now, idleBefore time.Time) (int64, error) {
-	n, err := dbsqlc.New(db).DeleteExpiredAdminSessions(ctx, dbsqlc.DeleteExpiredAdminSessionsParams{
-		AdminID: adminID, Now: now, IdleBefore: idleBefore,
-	})
-	return n, MapError(err)
 }

@@ -56,7 +56,7 @@ func TestUUIDsTravelAsBytesAndKeepTheirMeaning(t *testing.T) {
 	p := b.pendingPayment()
 	ins, err := b.q.InsertPayment(ctx, p)
 	require.NoError(t, err)
-	row, err := store.GetPayment(ctx, conn, ins.ID)
+	row, err := store.Q(conn).GetPayment(ctx, ins.ID)
 	require.NoError(t, err)
 	require.Equal(t, ins, row)
 }

@@ -51,6 +51,7 @@ OFFSET @row_offset::bigint;
 SELECT count(*) FROM admin_api_keys;
 
 -- name: CountActiveAdminApiKeys :one
+-- The admin keys not revoked.
 SELECT count(*) FROM admin_api_keys
 WHERE revoked_at IS NULL;
 

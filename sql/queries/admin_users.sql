@@ -12,8 +12,10 @@ SELECT * FROM admin_users
 WHERE username = @username;
 
 -- name: LockAdminUsers :exec
--- Serialises the bootstrap of the first admin across instances starting at
--- once: readers are not blocked, a second locker waits for the commit.
+-- Serialises the writers of admin accounts that count them (the bootstrap
+-- of the first admin across instances starting at once, the disabling of
+-- an admin) until the transaction ends: run it in one. Readers are not
+-- blocked, a second locker waits for the commit.
 LOCK TABLE admin_users IN SHARE ROW EXCLUSIVE MODE;
 
 -- name: SetAdminPassword :one
@@ -145,6 +147,7 @@ WHERE admin_id = @admin_id
   AND used_at IS NULL;
 
 -- name: CountAdminRecoveryCodesLeft :one
+-- The admin's unspent recovery codes.
 SELECT count(*) FROM admin_recovery_codes
 WHERE admin_id = @admin_id
   AND used_at IS NULL;

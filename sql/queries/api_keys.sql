@@ -40,6 +40,7 @@ SELECT count(*) FROM api_keys
 WHERE customer_id = @customer_id;
 
 -- name: CountActiveCustomerApiKeys :one
+-- The customer's keys not revoked.
 SELECT count(*) FROM api_keys
 WHERE customer_id = @customer_id
   AND revoked_at IS NULL;

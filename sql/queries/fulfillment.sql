@@ -5,6 +5,7 @@
 -- The order's instance, created in status provisioning on the first call;
 -- a retried order_paid finds the one it made (instances_order_id_key) and
 -- never provisions a second.
+-- Call it with the order row locked.
 INSERT INTO instances (customer_id, order_id, product_id, provider_plugin, name, created_at, updated_at)
 VALUES (@customer_id, @order_id, sqlc.narg('product_id'), sqlc.narg('provider_plugin'), @name, @at, @at)
 ON CONFLICT (order_id) DO UPDATE
@@ -12,6 +13,7 @@ ON CONFLICT (order_id) DO UPDATE
 RETURNING *;
 
 -- name: GetOrderInstance :one
+-- The instance of an order; no row when it has none.
 SELECT * FROM instances
 WHERE order_id = @order_id;
 
@@ -40,7 +42,8 @@ WHERE id = @id
 RETURNING *;
 
 -- name: MarkInstanceFailed :one
--- provisioning → error: provisioning failed for good.
+-- provisioning → error with last_error: provisioning failed for good. No
+-- row when the instance is no longer provisioning.
 UPDATE instances
 SET status = 'error',
     last_error = @last_error,

@@ -45,6 +45,7 @@ SET config = @config
 WHERE id = @id;
 
 -- name: SetGatewayInterfaceEnabled :one
+-- Enables or disables an interface.
 UPDATE gateway_interfaces
 SET enabled = @enabled, updated_at = @now
 WHERE id = @id
@@ -69,6 +70,7 @@ WHERE (sqlc.narg('plugin_name')::text IS NULL OR plugin_name = sqlc.narg('plugin
   AND (sqlc.narg('enabled')::boolean IS NULL OR enabled = sqlc.narg('enabled'));
 
 -- name: ListGatewayInterfacesOfPlugin :many
+-- Every interface of a plugin, oldest first.
 SELECT * FROM gateway_interfaces
 WHERE plugin_name = @plugin_name
 ORDER BY created_at, id;

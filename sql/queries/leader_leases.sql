@@ -4,7 +4,7 @@
 
 -- name: LeaderAttemptElect :one
 -- Takes the role when nobody holds it or the holder's lease has expired.
--- Returns the new term, or no row (pgx.ErrNoRows) when someone else holds
+-- Returns the new term, or no row (store.ErrNotFound) when someone else holds
 -- an unexpired lease, including this holder itself: renewing is LeaderReElect.
 INSERT INTO leader_leases AS l (role, holder, elected_at, expires_at)
 VALUES (@role, @holder, now(), now() + @ttl::interval)
@@ -45,9 +45,13 @@ WHERE role = @role;
 -- advisory lock, the one guard that works before leader_leases exists (a
 -- migration creates it). Released by MigrationUnlock or when the session
 -- ends, so a killed migrator never leaves it behind.
+-- Run it on one connection (the lock is the session's); it does not wait:
+-- false when another session holds the lock.
 SELECT pg_try_advisory_lock(@lock_id::bigint) AS locked;
 
 -- name: MigrationUnlock :one
+-- Releases MigrationTryLock's lock, on the same connection; false when this
+-- session did not hold it.
 SELECT pg_advisory_unlock(@lock_id::bigint) AS unlocked;
 
 -- name: LeaderLeasesTableExists :one

@@ -6,7 +6,8 @@
 -- in one REPEATABLE READ, READ ONLY transaction so they see one snapshot.
 
 -- name: LedgerSnapshot :exec
--- The first statement of Verify's transaction.
+-- Makes the transaction REPEATABLE READ and READ ONLY: the first statement
+-- of Verify's transaction, and of the trends' reads (PaymentTrendsIn).
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 
 -- name: LedgerMoneyScale :many

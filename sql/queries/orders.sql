@@ -73,6 +73,7 @@ FOR UPDATE;
 
 -- name: SetOrderBilling :one
 -- Moves an order's later periods to a new cycle and renewal price.
+-- Call it with the order row locked.
 UPDATE orders
 SET billing_cycle = @billing_cycle,
     renewal_price = sqlc.narg('renewal_price'),

@@ -44,7 +44,7 @@ INSERT INTO payments (
     @qr_code,
     @instructions,
     @return_url,
-    @next_reconcile_at,
+    @next_reconcile_at::timestamptz,
     @created_at,
     @created_at
 )

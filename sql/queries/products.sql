@@ -35,6 +35,8 @@ WHERE id = @id
 FOR NO KEY UPDATE;
 
 -- name: UpdateProduct :one
+-- Writes the product's name, description, price, billing cycle, enabled
+-- and provider_config, stamped updated_at.
 UPDATE products
 SET name = @name, description = @description, price = @price, billing_cycle = @billing_cycle,
     enabled = @enabled, provider_config = @provider_config, updated_at = @updated_at

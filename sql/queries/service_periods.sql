@@ -9,17 +9,22 @@ INSERT INTO service_periods (
 RETURNING *;
 
 -- name: GetServicePeriodByInvoiceForUpdate :one
+-- The period the invoice bills, locked; no row when it bills none (an
+-- invoice that is not a renewal).
 SELECT * FROM service_periods WHERE invoice_id = @invoice_id FOR UPDATE;
 
 -- name: LatestServicePeriod :one
 -- The order's last period (the current one, or the one its renewal invoice
 -- bills).
+-- No row when the order has none (one-time, or not active yet).
 SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq DESC LIMIT 1;
 
 -- name: LatestPaidServicePeriod :one
+-- The order's last paid period: its end is the paid end of the service.
 SELECT * FROM service_periods WHERE order_id = @order_id AND status = 'paid' ORDER BY seq DESC LIMIT 1;
 
 -- name: ListServicePeriods :many
+-- The order's periods, first first.
 SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq;
 
 -- name: MarkServicePeriodPaid :one
@@ -39,6 +44,7 @@ WITH paid AS (
 SELECT * FROM paid;
 
 -- name: MarkServicePeriodFollowed :exec
+-- Records that the period's successor was issued.
 UPDATE service_periods SET followed = true, updated_at = @updated_at
 WHERE order_id = @order_id AND seq = @seq;
 
@@ -46,7 +52,7 @@ WHERE order_id = @order_id AND seq = @seq;
 -- The order's service ended: every period that has not ended does, with
 -- the outcome given; an unpaid one is cancelled and ends unpaid.
 UPDATE service_periods
-SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE @outcome END,
+SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE @outcome::text END,
     status = CASE WHEN status = 'unpaid' THEN 'cancelled' ELSE status END,
     paid_at = CASE WHEN status = 'unpaid' THEN NULL ELSE paid_at END,
     updated_at = @updated_at
@@ -111,6 +117,7 @@ WHERE id = @id AND status = @from_status
 RETURNING *;
 
 -- name: SetOrderRenews :one
+-- Turns the order's renewal on or off.
 UPDATE orders SET renews = @renews, updated_at = @updated_at
 WHERE id = @id
 RETURNING *;
@@ -167,7 +174,7 @@ SELECT * FROM cancelled;
 -- that renew and whose paid service ends in [@now, @until), per currency.
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
-WHERE paid_until >= @now AND paid_until < @until AND renews
+WHERE paid_until >= @now::timestamptz AND paid_until < @until::timestamptz AND renews
   AND status = ANY(@live_statuses::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency;

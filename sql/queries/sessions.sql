@@ -50,6 +50,7 @@ SELECT * FROM admin_users
 WHERE id = @id;
 
 -- name: SetAdminLastLogin :exec
+-- A successful login.
 UPDATE admin_users
 SET last_login_at = @last_login_at
 WHERE id = @id;

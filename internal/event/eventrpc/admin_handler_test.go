@@ -76,7 +76,9 @@ func (b *adminBundle) order(t *testing.T) uuid.UUID {
 // insert queues one event of typ for an order.
 func (b *adminBundle) insert(t *testing.T, typ string, orderID uuid.UUID) store.Event {
 	t.Helper()
-	e, err := store.InsertEvent(context.Background(), b.pool, typ, orderID, []byte(`{"order_id":"`+orderID.String()+`"}`))
+	e, err := store.Q(b.pool).InsertEvent(context.Background(), store.InsertEventParams{
+		EventType: typ, OrderID: orderID, Payload: []byte(`{"order_id":"` + orderID.String() + `"}`),
+	})
 	require.NoError(t, err)
 	return e
 }

@@ -70,7 +70,7 @@ func (b *bundle) scan(t *testing.T) {
 // storedConfig is interface id's config as the database holds it.
 func (b *bundle) storedConfig(t *testing.T, id uuid.UUID) map[string]any {
 	t.Helper()
-	gi, err := store.GetGatewayInterface(context.Background(), b.pool, id)
+	gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
 	require.NoError(t, err)
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(gi.Config, &m))

@@ -132,7 +132,7 @@ func TestRenewalModel(t *testing.T) {
 		}
 		withOrder := func(o *modelOrder, f func(tx pgx.Tx, ord store.Order) error) {
 			require.NoError(tb, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-				ord, err := store.GetOrderForUpdate(ctx, tx, o.id)
+				ord, err := store.Q(tx).GetOrderForUpdate(ctx, o.id)
 				if err != nil {
 					return err
 				}
@@ -190,7 +190,9 @@ func TestRenewalModel(t *testing.T) {
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				if !o.renewOff {
 					o.renewOff = true
-					_, err := store.SetOrderRenews(ctx, b.pool, o.id, false, clock.Now())
+					_, err := store.Q(b.pool).SetOrderRenews(ctx, store.SetOrderRenewsParams{
+						ID: o.id, Renews: false, UpdatedAt: clock.Now(),
+					})
 					require.NoError(tb, err)
 				}
 			case "months pass": // nothing happens for months

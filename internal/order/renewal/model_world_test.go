@@ -165,7 +165,7 @@ func checkTakenMoneyRecorded(rt *rapid.T, b *bundle, ps []*gatewayPayment) {
 		if !p.taken || !p.delivered {
 			continue
 		}
-		got, err := store.GetPayment(context.Background(), b.pool, p.id)
+		got, err := store.Q(b.pool).GetPayment(context.Background(), p.id)
 		if err != nil {
 			rt.Fatalf("payment %s: %v", p.id, err)
 		}
@@ -210,7 +210,7 @@ func (b *bundle) paidOrder(rt *rapid.T, w *payWorld, customer uuid.UUID, cycle, 
 	}
 	for _, to := range []order.Status{order.StatusProvisioning, order.StatusActive} {
 		if err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-			o, err := store.GetOrderForUpdate(ctx, tx, id)
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 			if err != nil || order.Status(o.Status) == to {
 				return err
 			}

@@ -75,7 +75,9 @@ func (r *Run) PartlyPaidPastTermination(ctx context.Context) (int64, error) {
 	if r.TerminateAfter() <= 0 {
 		return 0, nil
 	}
-	return store.CountPartlyPaidPastTermination(ctx, r.db, r.Now().Add(-r.TerminateAfter()), order.LiveStatuses())
+	return store.Q(r.db).CountPartlyPaidPastTermination(ctx, store.CountPartlyPaidPastTerminationParams{
+		DueBefore: r.Now().Add(-r.TerminateAfter()), LiveStatuses: order.LiveStatuses(),
+	})
 }
 
 // SuspendAfter is how long past due an unpaid renewal invoice suspends the
@@ -190,7 +192,11 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 		done *int
 	}{
 		{"renewal invoice", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListRenewalsDue(ctx, r.db, now.Add(time.Duration(r.opts.InvoiceDays)*day), order.LiveStatuses(), limit)
+			return store.Q(r.db).ListRenewalsDue(ctx, store.ListRenewalsDueParams{
+				EndsBefore:   now.Add(time.Duration(r.opts.InvoiceDays) * day),
+				LiveStatuses: order.LiveStatuses(),
+				MaxRows:      int32(limit),
+			})
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			issued, paid, err := r.issue(ctx, id, now, by)
 			if paid {
@@ -199,7 +205,9 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			return issued, err
 		}, &round.Issued},
 		{"balance payment", r.opts.AutoApplyBalance, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListUnpaidPeriodsCoveredByBalance(ctx, r.db, now.Add(366*day), order.LiveStatuses(), limit)
+			return store.Q(r.db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
+				DueBefore: now.Add(366 * day), LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
+			})
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.payFromBalance(ctx, id, now, by)
 		}, &round.AutoPaid},
@@ -209,7 +217,12 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			// due for.
 			var ids []uuid.UUID
 			for skip := 0; len(ids) < limit; skip += r.opts.BatchSize {
-				rows, err := store.ListUnpaidPeriodsForNotices(ctx, r.db, now.Add(time.Duration(r.opts.ReminderDaysBefore)*day), order.LiveStatuses(), r.opts.BatchSize, skip)
+				rows, err := store.Q(r.db).ListUnpaidPeriodsForNotices(ctx, store.ListUnpaidPeriodsForNoticesParams{
+					DueBefore:    now.Add(time.Duration(r.opts.ReminderDaysBefore) * day),
+					LiveStatuses: order.LiveStatuses(),
+					MaxRows:      int32(r.opts.BatchSize),
+					Skip:         int32(skip),
+				})
 				if err != nil {
 					return nil, err
 				}
@@ -227,17 +240,27 @@ func (r *Run) RunOnce(ctx context.Context) (Round, error) {
 			return r.remind(ctx, id, now)
 		}, &round.Reminded},
 		{"end of service", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListServicesEnding(ctx, r.db, now, order.LiveStatuses(), limit)
+			return store.Q(r.db).ListServicesEnding(ctx, store.ListServicesEndingParams{
+				Now: now, LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
+			})
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.end(ctx, id, now, by)
 		}, &round.Ended},
 		{"suspension", r.opts.SuspendAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.SuspendAfterDays)*day), []string{string(order.StatusActive)}, limit)
+			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
+				DueBefore: now.Add(-time.Duration(r.opts.SuspendAfterDays) * day),
+				Statuses:  []string{string(order.StatusActive)},
+				MaxRows:   int32(limit),
+			})
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.suspend(ctx, id, now, by)
 		}, &round.Suspended},
 		{"termination", r.opts.TerminateAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
-			return store.ListUnpaidPeriodsDue(ctx, r.db, now.Add(-time.Duration(r.opts.TerminateAfterDays)*day), order.LiveStatuses(), limit)
+			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
+				DueBefore: now.Add(-time.Duration(r.opts.TerminateAfterDays) * day),
+				Statuses:  order.LiveStatuses(),
+				MaxRows:   int32(limit),
+			})
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.terminate(ctx, id, now, by)
 		}, &round.Terminated},
@@ -293,7 +316,7 @@ type locked struct {
 
 // lockOrder locks the order's customer, then the order, in tx.
 func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
-	o, err := store.GetOrder(ctx, tx, id) // an order's customer never changes
+	o, err := store.Q(tx).GetOrder(ctx, id) // an order's customer never changes
 	if err != nil {
 		return locked{}, store.BugIfNotFound(err, "read order")
 	}
@@ -301,7 +324,7 @@ func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
 	if err != nil {
 		return locked{}, store.BugIfNotFound(err, "lock customer")
 	}
-	if o, err = store.GetOrderForUpdate(ctx, tx, id); err != nil {
+	if o, err = store.Q(tx).GetOrderForUpdate(ctx, id); err != nil {
 		return locked{}, store.BugIfNotFound(err, "lock order")
 	}
 	return locked{acct: acct, o: o}, nil
@@ -324,7 +347,7 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		if !l.o.Renews || !live(l.o) || !cycle.Recurring() || !l.o.RenewalPrice.Valid {
 			return nil
 		}
-		last, err := store.LatestServicePeriod(ctx, tx, id)
+		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		if err != nil {
 			return store.BugIfNotFound(err, "read the last period") // the scan found it
 		}
@@ -351,7 +374,9 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		if _, err := store.InsertServicePeriod(ctx, tx, next); err != nil {
 			return err // ErrConflict: issued by another run; this one rolls back
 		}
-		if err := store.MarkServicePeriodFollowed(ctx, tx, id, last.Seq, now); err != nil {
+		if err := store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
+			OrderID: id, Seq: last.Seq, UpdatedAt: now,
+		}); err != nil {
 			return err
 		}
 		issued = true
@@ -450,14 +475,14 @@ func (r *Run) remind(ctx context.Context, id uuid.UUID, now time.Time) (bool, er
 // unpaid is the order's last period when it is unpaid and its invoice is
 // at least age past due as of now, with that invoice locked.
 func unpaid(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time, age time.Duration) (store.ServicePeriod, store.Invoice, bool, error) {
-	last, err := store.LatestServicePeriod(ctx, tx, id)
+	last, err := store.Q(tx).LatestServicePeriod(ctx, id)
 	if err != nil {
 		return store.ServicePeriod{}, store.Invoice{}, false, store.BugIfNotFound(err, "read the last period")
 	}
 	if last.Status != store.PeriodUnpaid || last.InvoiceID == nil || last.StartsAt.After(now.Add(-age)) {
 		return last, store.Invoice{}, false, nil
 	}
-	inv, err := store.GetInvoiceForUpdate(ctx, tx, *last.InvoiceID)
+	inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, *last.InvoiceID)
 	if err != nil {
 		return last, inv, false, store.BugIfNotFound(err, "lock the renewal invoice")
 	}
@@ -559,7 +584,7 @@ func (r *Run) end(ctx context.Context, id uuid.UUID, now time.Time, by audit.Act
 		if err != nil || !live(l.o) || (l.o.Renews && order.BillingCycle(l.o.BillingCycle).Recurring()) {
 			return err
 		}
-		last, err := store.LatestServicePeriod(ctx, tx, id)
+		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		if err != nil {
 			return store.BugIfNotFound(err, "read the last period")
 		}

@@ -61,7 +61,7 @@ func (b *bundle) activeOrder(t testing.TB, customer uuid.UUID, cycle, price stri
 		return store.AppendEvent(ctx, tx, order.EventOrderPaid, id, body)
 	}))
 	require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
-		o, err := store.GetOrderForUpdate(ctx, tx, id)
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, id)
 		require.NoError(t, err)
 		_, err = order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: audit.System("test"), At: store.Timestamp(b.clock.Now()), Location: b.loc})
 		return err
@@ -79,21 +79,21 @@ func (b *bundle) pass(t *testing.T) renewal.Round {
 
 func (b *bundle) order(t testing.TB, id uuid.UUID) store.Order {
 	t.Helper()
-	o, err := store.GetOrder(context.Background(), b.pool, id)
+	o, err := store.Q(b.pool).GetOrder(context.Background(), id)
 	require.NoError(t, err)
 	return o
 }
 
 func (b *bundle) periods(t testing.TB, id uuid.UUID) []store.ServicePeriod {
 	t.Helper()
-	ps, err := store.ListServicePeriods(context.Background(), b.pool, id)
+	ps, err := store.Q(b.pool).ListServicePeriods(context.Background(), id)
 	require.NoError(t, err)
 	return ps
 }
 
 func (b *bundle) invoice(t testing.TB, id uuid.UUID) store.Invoice {
 	t.Helper()
-	inv, err := store.GetInvoice(context.Background(), b.pool, id)
+	inv, err := store.Q(b.pool).GetInvoice(context.Background(), id)
 	require.NoError(t, err)
 	return inv
 }
@@ -265,7 +265,9 @@ func TestAServiceWhoseRenewalIsOffEndsAtItsPeriodEnd(t *testing.T) {
 	t.Parallel()
 	b := setup(t, at(time.May, 10, 0), defaults())
 	id := b.activeOrder(t, testfixture.Customer(t, b.pool), "monthly", "10.00")
-	_, err := store.SetOrderRenews(context.Background(), b.pool, id, false, b.clock.Now())
+	_, err := store.Q(b.pool).SetOrderRenews(context.Background(), store.SetOrderRenewsParams{
+		ID: id, Renews: false, UpdatedAt: b.clock.Now(),
+	})
 	require.NoError(t, err)
 	b.clock.Set(at(time.June, 9, 23))
 	require.Zero(t, b.pass(t))

@@ -17,6 +17,7 @@ SELECT count(*) FROM admin_api_keys
 WHERE revoked_at IS NULL
 `
 
+// The admin keys not revoked.
 func (q *Queries) CountActiveAdminApiKeys(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, countActiveAdminApiKeys)
 	var count int64

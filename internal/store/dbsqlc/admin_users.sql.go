@@ -153,6 +153,7 @@ WHERE admin_id = $1
   AND used_at IS NULL
 `
 
+// The admin's unspent recovery codes.
 func (q *Queries) CountAdminRecoveryCodesLeft(ctx context.Context, adminID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, countAdminRecoveryCodesLeft, adminID)
 	var count int64
@@ -327,8 +328,10 @@ const lockAdminUsers = `-- name: LockAdminUsers :exec
 LOCK TABLE admin_users IN SHARE ROW EXCLUSIVE MODE
 `
 
-// Serialises the bootstrap of the first admin across instances starting at
-// once: readers are not blocked, a second locker waits for the commit.
+// Serialises the writers of admin accounts that count them (the bootstrap
+// of the first admin across instances starting at once, the disabling of
+// an admin) until the transaction ends: run it in one. Readers are not
+// blocked, a second locker waits for the commit.
 func (q *Queries) LockAdminUsers(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, lockAdminUsers)
 	return err

@@ -18,6 +18,7 @@ WHERE customer_id = $1
   AND revoked_at IS NULL
 `
 
+// The customer's keys not revoked.
 func (q *Queries) CountActiveCustomerApiKeys(ctx context.Context, customerID uuid.UUID) (int64, error) {
 	row := q.db.QueryRow(ctx, countActiveCustomerApiKeys, customerID)
 	var count int64

@@ -67,6 +67,7 @@ type EnsureOrderInstanceParams struct {
 // The order's instance, created in status provisioning on the first call;
 // a retried order_paid finds the one it made (instances_order_id_key) and
 // never provisions a second.
+// Call it with the order row locked.
 func (q *Queries) EnsureOrderInstance(ctx context.Context, arg EnsureOrderInstanceParams) (Instance, error) {
 	row := q.db.QueryRow(ctx, ensureOrderInstance,
 		arg.CustomerID,
@@ -101,6 +102,7 @@ SELECT id, customer_id, order_id, product_id, provider_plugin, external_id, stat
 WHERE order_id = $1
 `
 
+// The instance of an order; no row when it has none.
 func (q *Queries) GetOrderInstance(ctx context.Context, orderID uuid.UUID) (Instance, error) {
 	row := q.db.QueryRow(ctx, getOrderInstance, orderID)
 	var i Instance
@@ -139,7 +141,8 @@ type MarkInstanceFailedParams struct {
 	ID        uuid.UUID
 }
 
-// provisioning → error: provisioning failed for good.
+// provisioning → error with last_error: provisioning failed for good. No
+// row when the instance is no longer provisioning.
 func (q *Queries) MarkInstanceFailed(ctx context.Context, arg MarkInstanceFailedParams) (Instance, error) {
 	row := q.db.QueryRow(ctx, markInstanceFailed, arg.LastError, arg.At, arg.ID)
 	var i Instance

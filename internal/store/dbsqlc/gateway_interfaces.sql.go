@@ -200,6 +200,7 @@ WHERE plugin_name = $1
 ORDER BY created_at, id
 `
 
+// Every interface of a plugin, oldest first.
 func (q *Queries) ListGatewayInterfacesOfPlugin(ctx context.Context, pluginName string) ([]GatewayInterface, error) {
 	rows, err := q.db.Query(ctx, listGatewayInterfacesOfPlugin, pluginName)
 	if err != nil {
@@ -331,6 +332,7 @@ type SetGatewayInterfaceEnabledParams struct {
 	ID      uuid.UUID
 }
 
+// Enables or disables an interface.
 func (q *Queries) SetGatewayInterfaceEnabled(ctx context.Context, arg SetGatewayInterfaceEnabledParams) (GatewayInterface, error) {
 	row := q.db.QueryRow(ctx, setGatewayInterfaceEnabled, arg.Enabled, arg.Now, arg.ID)
 	var i GatewayInterface

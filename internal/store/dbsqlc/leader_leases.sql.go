@@ -32,7 +32,7 @@ type LeaderAttemptElectParams struct {
 // river_leader.sql. Every time is the database's now(); ttl is an interval
 // (time.Duration in Go). A term is (holder, elected_at).
 // Takes the role when nobody holds it or the holder's lease has expired.
-// Returns the new term, or no row (pgx.ErrNoRows) when someone else holds
+// Returns the new term, or no row (store.ErrNotFound) when someone else holds
 // an unexpired lease, including this holder itself: renewing is LeaderReElect.
 func (q *Queries) LeaderAttemptElect(ctx context.Context, arg LeaderAttemptElectParams) (LeaderLease, error) {
 	row := q.db.QueryRow(ctx, leaderAttemptElect, arg.Role, arg.Holder, arg.Ttl)
@@ -154,6 +154,8 @@ SELECT pg_try_advisory_lock($1::bigint) AS locked
 // advisory lock, the one guard that works before leader_leases exists (a
 // migration creates it). Released by MigrationUnlock or when the session
 // ends, so a killed migrator never leaves it behind.
+// Run it on one connection (the lock is the session's); it does not wait:
+// false when another session holds the lock.
 func (q *Queries) MigrationTryLock(ctx context.Context, lockID int64) (bool, error) {
 	row := q.db.QueryRow(ctx, migrationTryLock, lockID)
 	var locked bool
@@ -165,6 +167,8 @@ const migrationUnlock = `-- name: MigrationUnlock :one
 SELECT pg_advisory_unlock($1::bigint) AS unlocked
 `
 
+// Releases MigrationTryLock's lock, on the same connection; false when this
+// session did not hold it.
 func (q *Queries) MigrationUnlock(ctx context.Context, lockID int64) (bool, error) {
 	row := q.db.QueryRow(ctx, migrationUnlock, lockID)
 	var unlocked bool

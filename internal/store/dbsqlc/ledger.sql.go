@@ -589,7 +589,8 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 // rows of (rule, ids, detail): the rule's name, the ids of the rows involved
 // and a short human text; no row means the rule holds. Verify runs them all
 // in one REPEATABLE READ, READ ONLY transaction so they see one snapshot.
-// The first statement of Verify's transaction.
+// Makes the transaction REPEATABLE READ and READ ONLY: the first statement
+// of Verify's transaction, and of the trends' reads (PaymentTrendsIn).
 func (q *Queries) LedgerSnapshot(ctx context.Context) error {
 	_, err := q.db.Exec(ctx, ledgerSnapshot)
 	return err

@@ -351,6 +351,7 @@ type SetOrderBillingParams struct {
 }
 
 // Moves an order's later periods to a new cycle and renewal price.
+// Call it with the order row locked.
 func (q *Queries) SetOrderBilling(ctx context.Context, arg SetOrderBillingParams) (Order, error) {
 	row := q.db.QueryRow(ctx, setOrderBilling,
 		arg.BillingCycle,

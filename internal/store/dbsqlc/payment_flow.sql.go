@@ -371,7 +371,7 @@ INSERT INTO payments (
     $9,
     $10,
     $11,
-    $12,
+    $12::timestamptz,
     $13,
     $13
 )
@@ -390,7 +390,7 @@ type InsertGatewayPaymentParams struct {
 	QrCode             string
 	Instructions       string
 	ReturnUrl          string
-	NextReconcileAt    *time.Time
+	NextReconcileAt    time.Time
 	CreatedAt          time.Time
 }
 

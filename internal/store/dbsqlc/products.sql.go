@@ -197,6 +197,8 @@ type UpdateProductParams struct {
 	ID             uuid.UUID
 }
 
+// Writes the product's name, description, price, billing cycle, enabled
+// and provider_config, stamped updated_at.
 func (q *Queries) UpdateProduct(ctx context.Context, arg UpdateProductParams) (Product, error) {
 	row := q.db.QueryRow(ctx, updateProduct,
 		arg.Name,

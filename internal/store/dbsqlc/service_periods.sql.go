@@ -107,7 +107,7 @@ func (q *Queries) CancelUnpaidServicePeriod(ctx context.Context, arg CancelUnpai
 
 const closeServicePeriods = `-- name: CloseServicePeriods :many
 UPDATE service_periods
-SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE $1 END,
+SET outcome = CASE WHEN status = 'unpaid' THEN 'unpaid' ELSE $1::text END,
     status = CASE WHEN status = 'unpaid' THEN 'cancelled' ELSE status END,
     paid_at = CASE WHEN status = 'unpaid' THEN NULL ELSE paid_at END,
     updated_at = $2
@@ -116,7 +116,7 @@ RETURNING order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_i
 `
 
 type CloseServicePeriodsParams struct {
-	Outcome   *string
+	Outcome   string
 	UpdatedAt time.Time
 	OrderID   uuid.UUID
 }
@@ -250,6 +250,8 @@ const getServicePeriodByInvoiceForUpdate = `-- name: GetServicePeriodByInvoiceFo
 SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods WHERE invoice_id = $1 FOR UPDATE
 `
 
+// The period the invoice bills, locked; no row when it bills none (an
+// invoice that is not a renewal).
 func (q *Queries) GetServicePeriodByInvoiceForUpdate(ctx context.Context, invoiceID *uuid.UUID) (ServicePeriod, error) {
 	row := q.db.QueryRow(ctx, getServicePeriodByInvoiceForUpdate, invoiceID)
 	var i ServicePeriod
@@ -333,6 +335,7 @@ const latestPaidServicePeriod = `-- name: LatestPaidServicePeriod :one
 SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods WHERE order_id = $1 AND status = 'paid' ORDER BY seq DESC LIMIT 1
 `
 
+// The order's last paid period: its end is the paid end of the service.
 func (q *Queries) LatestPaidServicePeriod(ctx context.Context, orderID uuid.UUID) (ServicePeriod, error) {
 	row := q.db.QueryRow(ctx, latestPaidServicePeriod, orderID)
 	var i ServicePeriod
@@ -361,6 +364,7 @@ SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, 
 
 // The order's last period (the current one, or the one its renewal invoice
 // bills).
+// No row when the order has none (one-time, or not active yet).
 func (q *Queries) LatestServicePeriod(ctx context.Context, orderID uuid.UUID) (ServicePeriod, error) {
 	row := q.db.QueryRow(ctx, latestServicePeriod, orderID)
 	var i ServicePeriod
@@ -500,6 +504,7 @@ const listServicePeriods = `-- name: ListServicePeriods :many
 SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods WHERE order_id = $1 ORDER BY seq
 `
 
+// The order's periods, first first.
 func (q *Queries) ListServicePeriods(ctx context.Context, orderID uuid.UUID) ([]ServicePeriod, error) {
 	rows, err := q.db.Query(ctx, listServicePeriods, orderID)
 	if err != nil {
@@ -848,6 +853,7 @@ type MarkServicePeriodFollowedParams struct {
 	Seq       int32
 }
 
+// Records that the period's successor was issued.
 func (q *Queries) MarkServicePeriodFollowed(ctx context.Context, arg MarkServicePeriodFollowedParams) error {
 	_, err := q.db.Exec(ctx, markServicePeriodFollowed, arg.UpdatedAt, arg.OrderID, arg.Seq)
 	return err
@@ -924,15 +930,15 @@ func (q *Queries) MarkServicePeriodPaid(ctx context.Context, arg MarkServicePeri
 const renewalsDueByCurrency = `-- name: RenewalsDueByCurrency :many
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders
-WHERE paid_until >= $1 AND paid_until < $2 AND renews
+WHERE paid_until >= $1::timestamptz AND paid_until < $2::timestamptz AND renews
   AND status = ANY($3::text[]) AND billing_cycle <> 'one_time'
 GROUP BY currency
 ORDER BY currency
 `
 
 type RenewalsDueByCurrencyParams struct {
-	Now          *time.Time
-	Until        *time.Time
+	Now          time.Time
+	Until        time.Time
 	LiveStatuses []string
 }
 
@@ -1009,6 +1015,7 @@ type SetOrderRenewsParams struct {
 	ID        uuid.UUID
 }
 
+// Turns the order's renewal on or off.
 func (q *Queries) SetOrderRenews(ctx context.Context, arg SetOrderRenewsParams) (Order, error) {
 	row := q.db.QueryRow(ctx, setOrderRenews, arg.Renews, arg.UpdatedAt, arg.ID)
 	var i Order

@@ -178,6 +178,7 @@ type SetAdminLastLoginParams struct {
 	ID          uuid.UUID
 }
 
+// A successful login.
 func (q *Queries) SetAdminLastLogin(ctx context.Context, arg SetAdminLastLoginParams) error {
 	_, err := q.db.Exec(ctx, setAdminLastLogin, arg.LastLoginAt, arg.ID)
 	return err
