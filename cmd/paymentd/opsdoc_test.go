@@ -1191,11 +1191,15 @@ type opsInvocation struct {
 }
 
 // invocations lets bash expand line (quotes, variables, pipes) with
-// paymentd replaced by a function that notes what it gets.
+// paymentd replaced by a function that notes what it gets. The function
+// reads its standard input to the end, as paymentd does: a line that pipes
+// a password in (printf … | paymentd admin create-admin) would otherwise
+// see its printf killed by SIGPIPE, exit 141 under pipefail, whenever the
+// function ended before printf wrote.
 func (e *opsEnv) invocations(w *opsWork, line string) ([]opsInvocation, error) {
 	rec := filepath.Join(w.dir, ".invocations")
 	_ = os.Remove(rec)
-	script := `paymentd() { { printf '%s\0' "${PAYMENTD_DB__URL-}" "$@"; printf '\001\0'; } >>"$OPSDOC_REC"; }` + "\n" + line
+	script := `paymentd() { cat >/dev/null; { printf '%s\0' "${PAYMENTD_DB__URL-}" "$@"; printf '\001\0'; } >>"$OPSDOC_REC"; }` + "\n" + line
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c := e.command(ctx, w, script, "OPSDOC_REC="+rec)
@@ -1268,4 +1272,15 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// A line that pipes a password into paymentd is read for its arguments
+// without the pipe's writer being killed, however late the writer writes.
+func TestTheOperationsTestReadsAPipedLineWithoutKillingItsWriter(t *testing.T) {
+	e := &opsEnv{t: t, path: os.Getenv("PATH"), password: opsPassword}
+	w := &opsWork{dir: t.TempDir()}
+	invs, err := e.invocations(w, `{ sleep 0.3; printf '%s\n' "$PW"; } | paymentd admin create-admin --username ops`)
+	require.NoError(t, err)
+	require.Len(t, invs, 1)
+	require.Equal(t, []string{"admin", "create-admin", "--username", "ops"}, invs[0].argv)
 }
