@@ -48,9 +48,14 @@
 //	balance_recharge         a recharge not matching a settled payment
 //	event_status             an event outside pending/processing/done/failed
 //	event_stuck              processing past its claim (a dead worker's
-//	                         event no leader has reclaimed)
+//	                         event) for over a minute under a leader of
+//	                         the event worker's role that has not
+//	                         reclaimed it
 //	order_provisioned_twice  two order_provisioned events or instances
 //
 // Failed events and pending refunds are not violations — they are visible
-// to admins and waiting for one — but the report counts them.
+// to admins and waiting for one — but the report counts them. So is a
+// processing event past its claim while no leader holds the event worker's
+// role (every node stopped, a restored dump not yet served): the next
+// leader reclaims it first, and the report names how many wait.
 package ledger

@@ -64,6 +64,9 @@ func (r Report) String() string {
 		status, t.Payments, t.SettledPayments, t.Received, t.Captured, t.ToReturn, t.Refunded, t.Refunds, t.PendingRefunds,
 		t.Orders, t.Invoices, t.Customers, t.Balances, t.BalanceTransactions,
 		t.Events, t.EventsDone, t.EventsPending, t.EventsProcessing, t.EventsFailed, r.Took.Round(time.Millisecond))
+	if t.EventsPastClaim > 0 {
+		fmt.Fprintf(&b, "\n  %d processing event(s) past their claim, waiting for the event worker's leader to reclaim them (no leader holds the role, or it was elected under a minute ago)", t.EventsPastClaim)
+	}
 	for _, v := range r.Violations {
 		b.WriteString("\n  ")
 		b.WriteString(v.String())
