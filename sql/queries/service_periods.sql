@@ -19,10 +19,6 @@ SELECT * FROM service_periods WHERE invoice_id = @invoice_id FOR UPDATE;
 -- No row when the order has none (one-time, or not active yet).
 SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq DESC LIMIT 1;
 
--- name: LatestPaidServicePeriod :one
--- The order's last paid period: its end is the paid end of the service.
-SELECT * FROM service_periods WHERE order_id = @order_id AND status = 'paid' ORDER BY seq DESC LIMIT 1;
-
 -- name: ListServicePeriods :many
 -- The order's periods, first first.
 SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq;

@@ -331,33 +331,6 @@ func (q *Queries) InsertServicePeriod(ctx context.Context, arg InsertServicePeri
 	return i, err
 }
 
-const latestPaidServicePeriod = `-- name: LatestPaidServicePeriod :one
-SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods WHERE order_id = $1 AND status = 'paid' ORDER BY seq DESC LIMIT 1
-`
-
-// The order's last paid period: its end is the paid end of the service.
-func (q *Queries) LatestPaidServicePeriod(ctx context.Context, orderID uuid.UUID) (ServicePeriod, error) {
-	row := q.db.QueryRow(ctx, latestPaidServicePeriod, orderID)
-	var i ServicePeriod
-	err := row.Scan(
-		&i.OrderID,
-		&i.Seq,
-		&i.StartsAt,
-		&i.EndsAt,
-		&i.AnchorAt,
-		&i.AnchorMonths,
-		&i.InvoiceID,
-		&i.Status,
-		&i.PaidAt,
-		&i.Followed,
-		&i.Notices,
-		&i.Outcome,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const latestServicePeriod = `-- name: LatestServicePeriod :one
 SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods WHERE order_id = $1 ORDER BY seq DESC LIMIT 1
 `
