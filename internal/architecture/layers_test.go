@@ -30,7 +30,8 @@ var parts = map[string][]string{
 		"internal/startstop/", "internal/testsignal/", "internal/configschema/", "internal/rpcanswer/", "internal/timerange/"},
 	"Config": {"internal/config/"},
 	"TestOnly": {"internal/testdb/", "internal/testfixture/", "internal/plugintest/", "internal/clustertest/",
-		"internal/testredis/", "internal/testkit/", "internal/fakes/"},
+		"internal/testredis/", "internal/testkit/", "internal/fakes/", "internal/ordertest/", "internal/gatewaytest/",
+		"internal/rpctest/"},
 }
 
 // never are the arrows the map forbids, with why.

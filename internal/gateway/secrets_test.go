@@ -19,18 +19,7 @@ import (
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
-	"github.com/rustbill/paymentd/internal/store"
 )
-
-// storedConfig is an interface's config as the database holds it.
-func (b *bundle) storedConfig(t *testing.T, id uuid.UUID) map[string]any {
-	t.Helper()
-	gi, err := store.Q(b.pool).GetGatewayInterface(context.Background(), id)
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal(gi.Config, &m))
-	return m
-}
 
 // setStored writes an interface's config behind the service's back, as
 // someone with write access to the database would.
@@ -54,15 +43,6 @@ func (b *bundle) registryWith(t *testing.T, keys *secrets.Keyring) *gateway.Regi
 	_, err := reg.Scan(context.Background())
 	require.NoError(t, err)
 	return reg
-}
-
-func (b *bundle) pluginConfig(t *testing.T, reg *gateway.Registry, id uuid.UUID) map[string]any {
-	t.Helper()
-	gw, err := reg.Get(context.Background(), id)
-	require.NoError(t, err)
-	var m map[string]any
-	require.NoError(t, json.Unmarshal([]byte(gw.ConfigJSON), &m))
-	return m
 }
 
 func TestSecretsAreStoredEncryptedAndReachOnlyThePlugin(t *testing.T) {

@@ -1,10 +1,8 @@
 package order_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -13,22 +11,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
-	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/ordertest"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
-	"github.com/rustbill/paymentd/internal/testfixture"
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
-var currencies = []string{"CNY", "USD"}
-
-// bundle is a database of one's own, the service over it, two CNY customers
-// and principals to call as.
+// bundle is ordertest's (a database of one's own, the service over it, two
+// CNY customers and principals to call as) under the names these tests use;
+// its helpers are ordertest's, which orderrpc's tests share.
 type bundle struct {
+	o         *ordertest.Bundle
 	pool      *pgxpool.Pool
 	keys      *secrets.Keyring
 	svc       *order.Service
@@ -48,22 +44,49 @@ func setup(t *testing.T) *bundle {
 
 func setupWithPool(t *testing.T, pool *pgxpool.Pool) *bundle {
 	t.Helper()
-	keys, err := secrets.New("k1", map[string][]byte{"k1": bytes.Repeat([]byte{1}, secrets.KeySize)})
-	require.NoError(t, err)
-	b := &bundle{pool: pool, keys: keys, svc: order.NewService(pool, currencies, keys, nil, slog.New(slog.DiscardHandler))}
-	b.alice = testfixture.Customer(t, pool)
-	b.bob = testfixture.Customer(t, pool)
-	b.adminID = uuid.New()
-	bg := context.Background()
-	b.asAlice = asCustomer(b.alice)
-	b.asBob = asCustomer(b.bob)
-	b.asAdmin = auth.WithPrincipal(bg, auth.Principal{Role: auth.RoleAdmin, ID: b.adminID, Kind: auth.KindSession})
-	b.anonymous = bg
-	return b
+	o := ordertest.SetupWithPool(t, pool)
+	return &bundle{o: o, pool: o.Pool, keys: o.Keys, svc: o.Svc, alice: o.Alice, bob: o.Bob, adminID: o.AdminID,
+		asAlice: o.AsAlice, asBob: o.AsBob, asAdmin: o.AsAdmin, anonymous: o.Anonymous}
 }
 
-func asCustomer(id uuid.UUID) context.Context {
-	return auth.WithPrincipal(context.Background(), auth.Principal{Role: auth.RoleCustomer, ID: id, Kind: auth.KindJWT})
+var (
+	currencies = ordertest.Currencies
+	asCustomer = ordertest.AsCustomer
+)
+
+func (b *bundle) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	b.o.Exec(t, sql, args...)
+}
+
+// setAccount sets a customer's balance and credit limit directly.
+func (b *bundle) setAccount(t *testing.T, customer uuid.UUID, balance, credit string) {
+	t.Helper()
+	b.o.SetAccount(t, customer, balance, credit)
+}
+
+// product creates an enabled product through the service.
+func (b *bundle) product(t *testing.T, price, currency string) store.Product {
+	t.Helper()
+	return b.o.Product(t, price, currency)
+}
+
+// order creates a pending order of price (CNY) for the customer of ctx.
+func (b *bundle) order(t *testing.T, ctx context.Context, price string) store.Order {
+	t.Helper()
+	return b.o.Order(t, ctx, price)
+}
+
+func (b *bundle) orderIn(t *testing.T, ctx context.Context, price, currency string) store.Order {
+	t.Helper()
+	return b.o.OrderIn(t, ctx, price, currency)
+}
+
+// failEventInserts makes every insert into events fail in this test's
+// database, to show that a change and its event commit together or not at all.
+func (b *bundle) failEventInserts(t *testing.T) {
+	t.Helper()
+	b.o.FailEventInserts(t)
 }
 
 // bigPool is a pool with room for n concurrent transactions.
@@ -78,12 +101,6 @@ func bigPool(t *testing.T, n int32) *pgxpool.Pool {
 	return pool
 }
 
-func (b *bundle) exec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	_, err := b.pool.Exec(context.Background(), sql, args...)
-	require.NoError(t, err)
-}
-
 // count runs a count(*) query; t may be an EventuallyWithT condition's
 // collector.
 func (b *bundle) count(t testkit.T, sql string, args ...any) int {
@@ -93,39 +110,11 @@ func (b *bundle) count(t testkit.T, sql string, args ...any) int {
 	return n
 }
 
-// setAccount sets a customer's balance and credit limit directly.
-func (b *bundle) setAccount(t *testing.T, customer uuid.UUID, balance, credit string) {
-	t.Helper()
-	b.exec(t, `UPDATE customers SET credit_limit = $2, balance = $3 WHERE id = $1`,
-		customer, money.MustParse(credit), money.MustParse(balance))
-}
-
 func (b *bundle) account(t *testing.T, customer uuid.UUID) store.BalanceAccount {
 	t.Helper()
 	a, err := store.GetBalanceAccount(context.Background(), b.pool, customer)
 	require.NoError(t, err)
 	return a
-}
-
-// product creates an enabled product through the service.
-func (b *bundle) product(t *testing.T, price, currency string) store.Product {
-	t.Helper()
-	p, err := b.svc.CreateProduct(b.asAdmin, order.NewProduct{Name: "VPS " + price, Price: money.MustParse(price), Currency: currency})
-	require.NoError(t, err)
-	return p
-}
-
-// order creates a pending order of price (CNY) for the customer of ctx.
-func (b *bundle) order(t *testing.T, ctx context.Context, price string) store.Order {
-	t.Helper()
-	return b.orderIn(t, ctx, price, "CNY")
-}
-
-func (b *bundle) orderIn(t *testing.T, ctx context.Context, price, currency string) store.Order {
-	t.Helper()
-	o, err := b.svc.CreateOrder(ctx, b.product(t, price, currency).ID)
-	require.NoError(t, err)
-	return o
 }
 
 func (b *bundle) getOrder(t *testing.T, id uuid.UUID) store.Order {
@@ -169,15 +158,6 @@ func (b *bundle) audits(t *testing.T, entityType, entityID string) []auditRow {
 	}
 	require.NoError(t, rows.Err())
 	return out
-}
-
-// failEventInserts makes every insert into events fail in this test's
-// database, to show that a change and its event commit together or not at all.
-func (b *bundle) failEventInserts(t *testing.T) {
-	t.Helper()
-	b.exec(t, `CREATE FUNCTION test_fail_event() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'event queue unavailable'; END; $$`)
-	b.exec(t, `CREATE TRIGGER test_fail_event BEFORE INSERT ON events FOR EACH ROW EXECUTE FUNCTION test_fail_event()`)
 }
 
 func requireKind(t *testing.T, err error, kind apperr.Kind, msgAndArgs ...any) {

@@ -2,11 +2,8 @@ package eventrpc_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,28 +18,14 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/event"
 	"github.com/rustbill/paymentd/internal/event/eventrpc"
-	"github.com/rustbill/paymentd/internal/server"
+	"github.com/rustbill/paymentd/internal/rpctest"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
-// principalHeader carries "admin:<uuid>" or "customer:<uuid>" to the test
-// middleware, which stands in for the credential layers.
-const principalHeader = "X-Test-Principal"
-
-func testPrincipal(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get(principalHeader); v != "" {
-			role, id, _ := strings.Cut(v, ":")
-			r = r.WithContext(auth.WithPrincipal(r.Context(), auth.Principal{Role: auth.Role(role), ID: uuid.MustParse(id), Kind: auth.KindSession}))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // adminBundle is a database of one's own with a customer, and
-// EventAdminService over it served over HTTP with the service's policy.
+// EventAdminService over it, served by rpctest with the service's policy.
 type adminBundle struct {
 	pool     *pgxpool.Pool
 	customer uuid.UUID
@@ -53,17 +36,10 @@ type adminBundle struct {
 func setupAdmin(t *testing.T) *adminBundle {
 	t.Helper()
 	pool := testdb.Pool(t)
-	log := slog.New(slog.DiscardHandler)
-	admin := event.NewAdmin(pool, event.AdminOptions{MaxAttempts: 3, NodeLostAfter: 30 * time.Second, Logger: log})
-	opts, err := server.HandlerOptions(server.Options{}, log, auth.NewInterceptor(eventrpc.Policy, nil))
-	require.NoError(t, err)
-	path, h := eventpbconnect.NewEventAdminServiceHandler(eventrpc.NewAdminHandler(admin), opts...)
-	mux := http.NewServeMux()
-	mux.Handle(path, testPrincipal(h))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+	admin := event.NewAdmin(pool, event.AdminOptions{MaxAttempts: 3, NodeLostAfter: 30 * time.Second, Logger: slog.New(slog.DiscardHandler)})
+	srv := rpctest.Serve(t, eventrpc.Policy, nil, func(opts ...connect.HandlerOption) (string, http.Handler) {
+		return eventpbconnect.NewEventAdminServiceHandler(eventrpc.NewAdminHandler(admin), opts...)
+	})
 	return &adminBundle{pool: pool, customer: testfixture.Customer(t, pool),
 		client: eventpbconnect.NewEventAdminServiceClient(srv.Client(), srv.URL), adminID: uuid.New()}
 }
@@ -83,22 +59,7 @@ func (b *adminBundle) insert(t *testing.T, typ string, orderID uuid.UUID) store.
 	return e
 }
 
-func as[T any](who string, msg *T) *connect.Request[T] {
-	req := connect.NewRequest(msg)
-	if who != "" {
-		req.Header().Set(principalHeader, who)
-	}
-	return req
-}
-
-func (b *adminBundle) admin() string { return "admin:" + b.adminID.String() }
-
-func requireCode(t *testing.T, err error, code connect.Code) {
-	t.Helper()
-	var ce *connect.Error
-	require.True(t, errors.As(err, &ce), "want a connect error, got %v", err)
-	require.Equal(t, code, ce.Code(), ce.Message())
-}
+func (b *adminBundle) admin() string { return rpctest.Admin(b.adminID) }
 
 func page(n, size uint32) *paymentpb.PageRequest {
 	return &paymentpb.PageRequest{Page: n, PageSize: size}
@@ -110,12 +71,12 @@ func TestEventAdminIsForAdminsOnly(t *testing.T) {
 	t.Parallel()
 	b := setupAdmin(t)
 	ctx := context.Background()
-	_, err := b.client.ListEvents(ctx, as("", &eventpb.ListEventsRequest{Pagination: page(1, 10)}))
-	requireCode(t, err, connect.CodeUnauthenticated)
-	_, err = b.client.ListNodes(ctx, as("customer:"+b.customer.String(), &eventpb.ListNodesRequest{}))
-	requireCode(t, err, connect.CodePermissionDenied)
-	_, err = b.client.RetryEvent(ctx, as("customer:"+b.customer.String(), &eventpb.RetryEventRequest{Id: uuid.NewString()}))
-	requireCode(t, err, connect.CodePermissionDenied)
+	_, err := b.client.ListEvents(ctx, rpctest.As("", &eventpb.ListEventsRequest{Pagination: page(1, 10)}))
+	rpctest.RequireCode(t, connect.CodeUnauthenticated, err)
+	_, err = b.client.ListNodes(ctx, rpctest.As(rpctest.Customer(b.customer), &eventpb.ListNodesRequest{}))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err)
+	_, err = b.client.RetryEvent(ctx, rpctest.As(rpctest.Customer(b.customer), &eventpb.RetryEventRequest{Id: uuid.NewString()}))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err)
 	for proc := range eventrpc.Policy {
 		require.Equal(t, auth.AdminOnly, eventrpc.Policy[proc])
 	}
@@ -133,7 +94,7 @@ func TestListEventsFiltersAndPages(t *testing.T) {
 	}
 	b.insert(t, "order_cancelled", o2)
 
-	res, err := b.client.ListEvents(ctx, as(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 2), OrderId: ptr(o1.String())}))
+	res, err := b.client.ListEvents(ctx, rpctest.As(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 2), OrderId: ptr(o1.String())}))
 	require.NoError(t, err)
 	require.Equal(t, uint64(3), res.Msg.Meta.Total)
 	require.Equal(t, uint32(2), res.Msg.Meta.TotalPages)
@@ -143,22 +104,22 @@ func TestListEventsFiltersAndPages(t *testing.T) {
 	require.Equal(t, "pending", res.Msg.Events[0].Status)
 	require.Contains(t, res.Msg.Events[0].Payload, o1.String())
 
-	res, err = b.client.ListEvents(ctx, as(b.admin(), &eventpb.ListEventsRequest{Pagination: page(2, 2), OrderId: ptr(o1.String())}))
+	res, err = b.client.ListEvents(ctx, rpctest.As(b.admin(), &eventpb.ListEventsRequest{Pagination: page(2, 2), OrderId: ptr(o1.String())}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.Events, 1)
 	require.Equal(t, ids[0], res.Msg.Events[0].Id)
 
-	res, err = b.client.ListEvents(ctx, as(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), EventType: ptr("order_cancelled")}))
+	res, err = b.client.ListEvents(ctx, rpctest.As(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), EventType: ptr("order_cancelled")}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.Events, 1)
 	require.Equal(t, o2.String(), res.Msg.Events[0].OrderId)
 
-	res, err = b.client.ListEvents(ctx, as(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), Status: ptr("failed")}))
+	res, err = b.client.ListEvents(ctx, rpctest.As(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), Status: ptr("failed")}))
 	require.NoError(t, err)
 	require.Empty(t, res.Msg.Events)
 
-	_, err = b.client.ListEvents(ctx, as(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), Status: ptr("weird")}))
-	requireCode(t, err, connect.CodeInvalidArgument)
+	_, err = b.client.ListEvents(ctx, rpctest.As(b.admin(), &eventpb.ListEventsRequest{Pagination: page(1, 10), Status: ptr("weird")}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
 }
 
 // RetryEvent answers with the event as it is after the retry; its refusals
@@ -170,20 +131,20 @@ func TestRetryEventOverTheWire(t *testing.T) {
 	ctx := context.Background()
 	e := b.insert(t, "order_paid", b.order(t))
 
-	_, err := b.client.RetryEvent(ctx, as(b.admin(), &eventpb.RetryEventRequest{Id: e.ID.String()}))
-	requireCode(t, err, connect.CodeInvalidArgument)
-	_, err = b.client.RetryEvent(ctx, as(b.admin(), &eventpb.RetryEventRequest{Id: uuid.NewString()}))
-	requireCode(t, err, connect.CodeNotFound)
+	_, err := b.client.RetryEvent(ctx, rpctest.As(b.admin(), &eventpb.RetryEventRequest{Id: e.ID.String()}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
+	_, err = b.client.RetryEvent(ctx, rpctest.As(b.admin(), &eventpb.RetryEventRequest{Id: uuid.NewString()}))
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
 
 	_, err = b.pool.Exec(ctx, `UPDATE events SET status = 'failed', attempts = 3, last_error = 'provider down' WHERE id = $1`, e.ID)
 	require.NoError(t, err)
-	got, err := b.client.GetEvent(ctx, as(b.admin(), &eventpb.GetEventRequest{Id: e.ID.String()}))
+	got, err := b.client.GetEvent(ctx, rpctest.As(b.admin(), &eventpb.GetEventRequest{Id: e.ID.String()}))
 	require.NoError(t, err)
 	require.Equal(t, "failed", got.Msg.Event.Status)
 	require.Equal(t, "provider down", got.Msg.Event.LastError)
 	require.Equal(t, int32(3), got.Msg.Event.Attempts)
 
-	res, err := b.client.RetryEvent(ctx, as(b.admin(), &eventpb.RetryEventRequest{Id: e.ID.String()}))
+	res, err := b.client.RetryEvent(ctx, rpctest.As(b.admin(), &eventpb.RetryEventRequest{Id: e.ID.String()}))
 	require.NoError(t, err)
 	require.Equal(t, "pending", res.Msg.Event.Status)
 	require.Equal(t, int32(0), res.Msg.Event.Attempts)
@@ -205,7 +166,7 @@ func TestListNodesAndLeadersOverTheWire(t *testing.T) {
 	_, err = b.pool.Exec(ctx, `INSERT INTO leader_leases (role, holder, elected_at, expires_at) VALUES ('event_worker', 'node-a', now(), now() + interval '1 minute')`)
 	require.NoError(t, err)
 
-	nodes, err := b.client.ListNodes(ctx, as(b.admin(), &eventpb.ListNodesRequest{}))
+	nodes, err := b.client.ListNodes(ctx, rpctest.As(b.admin(), &eventpb.ListNodesRequest{}))
 	require.NoError(t, err)
 	byID := map[string]*eventpb.Node{}
 	for _, n := range nodes.Msg.Nodes {
@@ -221,7 +182,7 @@ func TestListNodesAndLeadersOverTheWire(t *testing.T) {
 	_, err = time.Parse(time.RFC3339Nano, byID["node-gone"].StartedAt)
 	require.NoError(t, err)
 
-	leaders, err := b.client.ListLeaders(ctx, as(b.admin(), &eventpb.ListLeadersRequest{}))
+	leaders, err := b.client.ListLeaders(ctx, rpctest.As(b.admin(), &eventpb.ListLeadersRequest{}))
 	require.NoError(t, err)
 	require.Len(t, leaders.Msg.Leaders, 1)
 	l := leaders.Msg.Leaders[0]
@@ -250,7 +211,7 @@ func TestListNotificationsFilters(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "one per event, channel and recipient")
 
-	res, err := b.client.ListNotifications(ctx, as(b.admin(), &eventpb.ListNotificationsRequest{Pagination: page(1, 10), Channel: ptr("webhook")}))
+	res, err := b.client.ListNotifications(ctx, rpctest.As(b.admin(), &eventpb.ListNotificationsRequest{Pagination: page(1, 10), Channel: ptr("webhook")}))
 	require.NoError(t, err)
 	require.Len(t, res.Msg.Notifications, 1)
 	got := res.Msg.Notifications[0]
@@ -259,7 +220,7 @@ func TestListNotificationsFilters(t *testing.T) {
 	require.Equal(t, "pending", got.Status)
 	require.NotEmpty(t, got.NextAttemptAt)
 
-	res, err = b.client.ListNotifications(ctx, as(b.admin(), &eventpb.ListNotificationsRequest{Pagination: page(1, 10), EventId: ptr(e.ID.String())}))
+	res, err = b.client.ListNotifications(ctx, rpctest.As(b.admin(), &eventpb.ListNotificationsRequest{Pagination: page(1, 10), EventId: ptr(e.ID.String())}))
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), res.Msg.Meta.Total)
 }

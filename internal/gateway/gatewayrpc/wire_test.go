@@ -3,9 +3,6 @@ package gatewayrpc_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,50 +17,39 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/gateway/gatewayrpc"
-	"github.com/rustbill/paymentd/internal/rpc"
+	"github.com/rustbill/paymentd/internal/gatewaytest"
+	"github.com/rustbill/paymentd/internal/rpctest"
 )
 
-// wireBundle is the bundle's GatewayAdminService served over HTTP, with the
-// service's policy, API key scopes and error mapping. The caller is named
-// by a header the test's own interceptor reads (the real authentication is
-// internal/app's): "session" (an admin signed in), "read" (an admin API key
-// of scope read), "admin" (a key of scope admin).
+// wireBundle is gatewaytest's bundle with its GatewayAdminService served by
+// rpctest, with the service's policy, API key scopes and error mapping.
 type wireBundle struct {
-	*bundle
+	*gatewaytest.Bundle
 	admin gatewaypbconnect.GatewayAdminServiceClient
 }
 
-const callerHeader = "X-Test-Caller"
-
 func setupWire(t *testing.T) *wireBundle {
 	t.Helper()
-	b := setup(t)
-	who := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			p := auth.Principal{Role: auth.RoleAdmin, ID: b.adminID, Kind: auth.KindSession}
-			switch req.Header().Get(callerHeader) {
-			case "read":
-				p.Kind, p.CredentialID, p.Scope = auth.KindAPIKey, "key-read", auth.ScopeRead
-			case "admin":
-				p.Kind, p.CredentialID, p.Scope = auth.KindAPIKey, "key-admin", auth.ScopeAdmin
-			}
-			return next(auth.WithPrincipal(ctx, p), req)
-		}
+	b := gatewaytest.Setup(t)
+	srv := rpctest.Serve(t, gatewayrpc.Policy, app.AdminKeyScopes, func(opts ...connect.HandlerOption) (string, http.Handler) {
+		return gatewaypbconnect.NewGatewayAdminServiceHandler(gatewayrpc.NewHandler(b.Svc, nil), opts...)
 	})
-	path, h := gatewaypbconnect.NewGatewayAdminServiceHandler(gatewayrpc.NewHandler(b.svc, nil),
-		connect.WithInterceptors(who, auth.NewInterceptor(gatewayrpc.Policy, app.AdminKeyScopes), rpc.NewErrorInterceptor(nil)))
-	mux := http.NewServeMux()
-	mux.Handle(path, h)
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return &wireBundle{bundle: b, admin: gatewaypbconnect.NewGatewayAdminServiceClient(srv.Client(), srv.URL)}
+	return &wireBundle{Bundle: b, admin: gatewaypbconnect.NewGatewayAdminServiceClient(srv.Client(), srv.URL)}
 }
 
-// as is a request of msg made by caller ("session", "read", "admin").
-func as[T any](caller string, msg *T) *connect.Request[T] {
-	req := connect.NewRequest(msg)
-	req.Header().Set(callerHeader, caller)
-	return req
+// as is a request of msg made by the bundle's admin as caller: "session"
+// (signed in), "read" (an API key of scope read) or "admin" (a key of scope
+// admin).
+func as[T any](w *wireBundle, caller string, msg *T) *connect.Request[T] {
+	who := rpctest.Admin(w.AdminID)
+	if caller != "session" {
+		scope, ok := auth.ParseScope(caller)
+		if !ok {
+			panic("no caller " + caller)
+		}
+		who = rpctest.AdminKey(w.AdminID, scope)
+	}
+	return rpctest.As(who, msg)
 }
 
 func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
@@ -79,35 +65,35 @@ func mustStruct(t *testing.T, m map[string]any) *structpb.Struct {
 func TestChangedEndpointWithTheMaskIsRefusedAndTheKeyNeverReachesTheNewURL(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
-	w.write(t, "gateway/sender.lua", sendingScript("1.0.0"))
-	w.scan(t)
+	w.Write(t, "gateway/sender.lua", sendingScript("1.0.0"))
+	w.Scan(t)
 	legit := newRecorder(t, http.StatusNotFound, "legit")
 	listener := newRecorder(t, http.StatusNotFound, "listener")
 	ctx := context.Background()
 
-	created, err := w.admin.CreateGatewayInterface(ctx, as("session", &gatewaypb.CreateGatewayInterfaceRequest{
+	created, err := w.admin.CreateGatewayInterface(ctx, as(w, "session", &gatewaypb.CreateGatewayInterfaceRequest{
 		PluginName: "sender", DisplayName: "Sender",
 		Config: mustStruct(t, map[string]any{"api_url": legit.URL, "pid": "1001", "key": "merchant-key-1"}),
 	}))
 	require.NoError(t, err)
 	id := created.Msg.GetGatewayInterface().GetId()
-	storedBefore := w.storedConfig(t, uuid.MustParse(id))
+	storedBefore := w.StoredConfig(t, uuid.MustParse(id))
 
 	for name, cfg := range map[string]map[string]any{
 		"mask":    {"api_url": listener.URL, "pid": "1001", "key": "********"},
 		"omitted": {"api_url": listener.URL, "pid": "1001"},
 	} {
-		_, err := w.admin.UpdateGatewayInterface(ctx, as("session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id, Config: mustStruct(t, cfg)}))
+		_, err := w.admin.UpdateGatewayInterface(ctx, as(w, "session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id, Config: mustStruct(t, cfg)}))
 		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", name, err)
 		require.ErrorContains(t, err, "config.api_url changed", name)
 		require.ErrorContains(t, err, "send config.key again", name)
 		require.NotContains(t, err.Error(), "merchant-key-1", name)
 	}
-	require.Equal(t, storedBefore, w.storedConfig(t, uuid.MustParse(id)), "nothing changed in the database")
+	require.Equal(t, storedBefore, w.StoredConfig(t, uuid.MustParse(id)), "nothing changed in the database")
 	require.Zero(t, w.auditRows(t, id, gateway.ActionInterfaceUpdate))
 
 	// The test goes where the config still says: the listener hears nothing.
-	_, err = w.admin.TestGatewayInterface(ctx, as("session", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
+	_, err = w.admin.TestGatewayInterface(ctx, as(w, "session", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
 	require.NoError(t, err)
 	require.Empty(t, listener.requests())
 	require.Len(t, legit.requests(), 1)
@@ -115,26 +101,26 @@ func TestChangedEndpointWithTheMaskIsRefusedAndTheKeyNeverReachesTheNewURL(t *te
 
 	// Sending the secret again with the new endpoint is accepted, and the
 	// audit row says what changed, without the value.
-	_, err = w.admin.UpdateGatewayInterface(ctx, as("session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id,
+	_, err = w.admin.UpdateGatewayInterface(ctx, as(w, "session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id,
 		Config: mustStruct(t, map[string]any{"api_url": listener.URL, "pid": "1001", "key": "merchant-key-2"})}))
 	require.NoError(t, err)
 	after, raw := w.auditAfter(t, id, gateway.ActionInterfaceUpdate)
 	require.Equal(t, []any{"api_url"}, after["endpoints_changed"])
 	require.Equal(t, []any{"key"}, after["secrets_replaced"])
 	require.NotContains(t, raw, "merchant-key")
-	_, err = w.admin.TestGatewayInterface(ctx, as("session", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
+	_, err = w.admin.TestGatewayInterface(ctx, as(w, "session", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
 	require.NoError(t, err)
 	require.Len(t, listener.requests(), 1)
 	require.Contains(t, listener.requests()[0], "key=merchant-key-2", "the admin's own new key")
 
 	// An unchanged endpoint keeps today's behaviour: the mask keeps the key.
-	_, err = w.admin.UpdateGatewayInterface(ctx, as("session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id,
+	_, err = w.admin.UpdateGatewayInterface(ctx, as(w, "session", &gatewaypb.UpdateGatewayInterfaceRequest{Id: id,
 		Config: mustStruct(t, map[string]any{"api_url": listener.URL, "pid": "1002", "key": "********"})}))
 	require.NoError(t, err)
 	after, _ = w.auditAfter(t, id, gateway.ActionInterfaceUpdate)
 	require.Nil(t, after["endpoints_changed"])
 	require.Nil(t, after["secrets_replaced"])
-	require.Equal(t, "merchant-key-2", w.pluginConfig(t, w.reg, uuid.MustParse(id))["key"])
+	require.Equal(t, "merchant-key-2", w.PluginConfig(t, w.Reg, uuid.MustParse(id))["key"])
 }
 
 // L1: the test's answer and its audit row never quote the upstream's
@@ -142,20 +128,20 @@ func TestChangedEndpointWithTheMaskIsRefusedAndTheKeyNeverReachesTheNewURL(t *te
 func TestTestGatewayInterfaceNeverEchoesTheUpstreamAnswer(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
-	w.write(t, "gateway/sender.lua", sendingScript("1.0.0"))
-	w.scan(t)
+	w.Write(t, "gateway/sender.lua", sendingScript("1.0.0"))
+	w.Scan(t)
 	const distinctive = "go_build_info{path=\"paymentd\",version=\"zq-distinctive-7731\"} 1"
 	ctx := context.Background()
 	for _, status := range []int{http.StatusOK, http.StatusInternalServerError} {
 		upstream := newRecorder(t, status, distinctive)
-		created, err := w.admin.CreateGatewayInterface(ctx, as("session", &gatewaypb.CreateGatewayInterfaceRequest{
+		created, err := w.admin.CreateGatewayInterface(ctx, as(w, "session", &gatewaypb.CreateGatewayInterfaceRequest{
 			PluginName: "sender", DisplayName: "Sender",
 			Config: mustStruct(t, map[string]any{"api_url": upstream.URL, "pid": "1001", "key": "k"}),
 		}))
 		require.NoError(t, err)
 		id := created.Msg.GetGatewayInterface().GetId()
 
-		res, err := w.admin.TestGatewayInterface(ctx, as("admin", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
+		res, err := w.admin.TestGatewayInterface(ctx, as(w, "admin", &gatewaypb.TestGatewayInterfaceRequest{Id: id}))
 		require.NoError(t, err)
 		require.NotEmpty(t, upstream.requests(), "the plugin did call the upstream")
 		require.False(t, res.Msg.GetOk())
@@ -168,7 +154,7 @@ func TestTestGatewayInterfaceNeverEchoesTheUpstreamAnswer(t *testing.T) {
 		require.Equal(t, false, after["ok"])
 		require.Equal(t, []any{strings.TrimPrefix(upstream.URL, "http://")}, after["hosts"])
 
-		p, err := w.admin.GetPlugin(ctx, as("read", &gatewaypb.GetPluginRequest{Name: "sender"}))
+		p, err := w.admin.GetPlugin(ctx, as(w, "read", &gatewaypb.GetPluginRequest{Name: "sender"}))
 		require.NoError(t, err)
 		require.NotContains(t, p.Msg.GetPlugin().GetLastError(), "zq-distinctive", "the plugin's last error")
 	}
@@ -179,12 +165,10 @@ func TestTestGatewayInterfaceNeverEchoesTheUpstreamAnswer(t *testing.T) {
 func TestAdminPageGetsTheMaskedConfigForEveryCaller(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
-	src, err := os.ReadFile(filepath.Join("testdata", "plugins", "echo_admin_page.lua"))
-	require.NoError(t, err)
-	w.write(t, "gateway/echo.lua", string(src))
-	w.scan(t)
+	w.Write(t, "gateway/echo.lua", echoScript())
+	w.Scan(t)
 	ctx := context.Background()
-	created, err := w.admin.CreateGatewayInterface(ctx, as("session", &gatewaypb.CreateGatewayInterfaceRequest{
+	created, err := w.admin.CreateGatewayInterface(ctx, as(w, "session", &gatewaypb.CreateGatewayInterfaceRequest{
 		PluginName: "echo", DisplayName: "Echo",
 		Config: mustStruct(t, map[string]any{"api_url": "https://pay.example/", "pid": "1001", "key": "merchant-key-1"}),
 	}))
@@ -192,7 +176,7 @@ func TestAdminPageGetsTheMaskedConfigForEveryCaller(t *testing.T) {
 	id := created.Msg.GetGatewayInterface().GetId()
 
 	for _, caller := range []string{"read", "admin", "session"} {
-		page, err := w.admin.GetPluginAdminPage(ctx, as(caller, &gatewaypb.GetPluginAdminPageRequest{Name: "echo", GatewayInterfaceId: &id}))
+		page, err := w.admin.GetPluginAdminPage(ctx, as(w, caller, &gatewaypb.GetPluginAdminPageRequest{Name: "echo", GatewayInterfaceId: &id}))
 		require.NoError(t, err, caller)
 		require.NotContains(t, page.Msg.GetContent(), "merchant-key-1", caller)
 		require.Contains(t, page.Msg.GetContent(), `"key":"********"`, caller)

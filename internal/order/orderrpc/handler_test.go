@@ -3,9 +3,6 @@ package orderrpc_test
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,68 +16,8 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/order/orderrpc"
-	"github.com/rustbill/paymentd/internal/server"
+	"github.com/rustbill/paymentd/internal/rpctest"
 )
-
-// principalHeader carries "admin:<uuid>" or "customer:<uuid>" to the test
-// middleware, which stands in for the credential layers of the identity
-// service.
-const principalHeader = "X-Test-Principal"
-
-func testPrincipal(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get(principalHeader); v != "" {
-			role, id, _ := strings.Cut(v, ":")
-			p := auth.Principal{Role: auth.Role(role), ID: uuid.MustParse(id), Kind: auth.KindJWT}
-			if p.Role == auth.RoleAdmin {
-				p.Kind = auth.KindSession
-			}
-			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-type wireBundle struct {
-	*bundle
-	client orderpbconnect.OrderServiceClient
-	grpc   orderpbconnect.OrderServiceClient
-}
-
-func setupWire(t *testing.T) *wireBundle {
-	t.Helper()
-	b := setup(t)
-	opts, err := server.HandlerOptions(server.Options{}, slog.New(slog.DiscardHandler), auth.NewInterceptor(orderrpc.Policy, nil))
-	require.NoError(t, err)
-	path, h := orderpbconnect.NewOrderServiceHandler(orderrpc.NewHandler(b.svc), opts...)
-	mux := http.NewServeMux()
-	mux.Handle(path, testPrincipal(h))
-	srv := httptest.NewUnstartedServer(mux)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return &wireBundle{
-		bundle: b,
-		client: orderpbconnect.NewOrderServiceClient(srv.Client(), srv.URL),
-		grpc:   orderpbconnect.NewOrderServiceClient(srv.Client(), srv.URL, connect.WithGRPC()),
-	}
-}
-
-func as[T any](who string, msg *T) *connect.Request[T] {
-	req := connect.NewRequest(msg)
-	if who != "" {
-		req.Header().Set(principalHeader, who)
-	}
-	return req
-}
-
-func (w *wireBundle) admin() string { return "admin:" + w.adminID.String() }
-func customer(id uuid.UUID) string  { return "customer:" + id.String() }
-func requireCode(t *testing.T, want connect.Code, err error, msgAndArgs ...any) {
-	t.Helper()
-	require.Error(t, err, msgAndArgs...)
-	require.Equal(t, want.String(), connect.CodeOf(err).String(), append([]any{"%v"}, err)...)
-}
 
 func TestPolicyCoversEveryProcedureOfTheService(t *testing.T) {
 	t.Parallel()
@@ -110,25 +47,25 @@ func TestWireRefusesCallersThePolicyDoesNotAllow(t *testing.T) {
 	ctx := context.Background()
 	product := &orderpb.CreateProductRequest{Name: "x", Price: "1.00", Currency: "CNY"}
 
-	_, err := w.client.CreateProduct(ctx, as("", product))
-	requireCode(t, connect.CodeUnauthenticated, err)
-	_, err = w.client.CreateProduct(ctx, as(customer(w.alice), product))
-	requireCode(t, connect.CodePermissionDenied, err)
-	_, err = w.client.CreateOrder(ctx, as(w.admin(), &orderpb.CreateOrderRequest{ProductId: uuid.NewString()}))
-	requireCode(t, connect.CodePermissionDenied, err, "orders are placed by customers")
-	_, err = w.client.ListOrders(ctx, as("", &orderpb.ListOrdersRequest{Pagination: &paymentpb.PageRequest{}}))
-	requireCode(t, connect.CodeUnauthenticated, err)
-	_, err = w.client.CancelInvoice(ctx, as(customer(w.alice), &orderpb.CancelInvoiceRequest{InvoiceId: uuid.NewString()}))
-	requireCode(t, connect.CodePermissionDenied, err)
-	_, err = w.client.CreateInvoice(ctx, as(customer(w.alice), &orderpb.CreateInvoiceRequest{}))
-	requireCode(t, connect.CodePermissionDenied, err, "the policy answers before validation")
+	_, err := w.client.CreateProduct(ctx, rpctest.As("", product))
+	rpctest.RequireCode(t, connect.CodeUnauthenticated, err)
+	_, err = w.client.CreateProduct(ctx, rpctest.As(rpctest.Customer(w.Alice), product))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err)
+	_, err = w.client.CreateOrder(ctx, rpctest.As(w.admin(), &orderpb.CreateOrderRequest{ProductId: uuid.NewString()}))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err, "orders are placed by customers")
+	_, err = w.client.ListOrders(ctx, rpctest.As("", &orderpb.ListOrdersRequest{Pagination: &paymentpb.PageRequest{}}))
+	rpctest.RequireCode(t, connect.CodeUnauthenticated, err)
+	_, err = w.client.CancelInvoice(ctx, rpctest.As(rpctest.Customer(w.Alice), &orderpb.CancelInvoiceRequest{InvoiceId: uuid.NewString()}))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err)
+	_, err = w.client.CreateInvoice(ctx, rpctest.As(rpctest.Customer(w.Alice), &orderpb.CreateInvoiceRequest{}))
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err, "the policy answers before validation")
 }
 
 func TestWireValidatesRequestsNamingTheField(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
 	ctx := context.Background()
-	admin, alice := w.admin(), customer(w.alice)
+	admin, alice := w.admin(), rpctest.Customer(w.Alice)
 	due := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	page := &paymentpb.PageRequest{}
 
@@ -138,66 +75,66 @@ func TestWireValidatesRequestsNamingTheField(t *testing.T) {
 		field string
 	}{
 		{"BadUUID", func() error {
-			_, err := w.client.GetOrder(ctx, as(alice, &orderpb.GetOrderRequest{Id: "nope"}))
+			_, err := w.client.GetOrder(ctx, rpctest.As(alice, &orderpb.GetOrderRequest{Id: "nope"}))
 			return err
 		}, "id"},
 		{"ThreeDecimals", func() error {
-			_, err := w.client.CreateProduct(ctx, as(admin, &orderpb.CreateProductRequest{Name: "x", Price: "1.234", Currency: "CNY"}))
+			_, err := w.client.CreateProduct(ctx, rpctest.As(admin, &orderpb.CreateProductRequest{Name: "x", Price: "1.234", Currency: "CNY"}))
 			return err
 		}, "price"},
 		{"LowercaseCurrency", func() error {
-			_, err := w.client.CreateProduct(ctx, as(admin, &orderpb.CreateProductRequest{Name: "x", Price: "1.00", Currency: "cny"}))
+			_, err := w.client.CreateProduct(ctx, rpctest.As(admin, &orderpb.CreateProductRequest{Name: "x", Price: "1.00", Currency: "cny"}))
 			return err
 		}, "currency"},
 		{"MissingName", func() error {
-			_, err := w.client.CreateProduct(ctx, as(admin, &orderpb.CreateProductRequest{Price: "1.00", Currency: "CNY"}))
+			_, err := w.client.CreateProduct(ctx, rpctest.As(admin, &orderpb.CreateProductRequest{Price: "1.00", Currency: "CNY"}))
 			return err
 		}, "name"},
 		{"LongName", func() error {
-			_, err := w.client.CreateProduct(ctx, as(admin, &orderpb.CreateProductRequest{Name: strings.Repeat("x", 201), Price: "1.00", Currency: "CNY"}))
+			_, err := w.client.CreateProduct(ctx, rpctest.As(admin, &orderpb.CreateProductRequest{Name: strings.Repeat("x", 201), Price: "1.00", Currency: "CNY"}))
 			return err
 		}, "name"},
 		{"PageTooLarge", func() error {
-			_, err := w.client.ListOrders(ctx, as(alice, &orderpb.ListOrdersRequest{Pagination: &paymentpb.PageRequest{PageSize: 101}}))
+			_, err := w.client.ListOrders(ctx, rpctest.As(alice, &orderpb.ListOrdersRequest{Pagination: &paymentpb.PageRequest{PageSize: 101}}))
 			return err
 		}, "page_size"},
 		{"MissingPagination", func() error {
-			_, err := w.client.ListInvoices(ctx, as(alice, &orderpb.ListInvoicesRequest{}))
+			_, err := w.client.ListInvoices(ctx, rpctest.As(alice, &orderpb.ListInvoicesRequest{}))
 			return err
 		}, "pagination"},
 		{"UnknownStatus", func() error {
-			_, err := w.client.ListOrders(ctx, as(alice, &orderpb.ListOrdersRequest{Pagination: page, Status: ptr("lost")}))
+			_, err := w.client.ListOrders(ctx, rpctest.As(alice, &orderpb.ListOrdersRequest{Pagination: page, Status: ptr("lost")}))
 			return err
 		}, "status"},
 		{"InvoiceWithoutTarget", func() error {
-			_, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{Amount: "1.00", DueAt: due}))
+			_, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{Amount: "1.00", DueAt: due}))
 			return err
 		}, "target"},
 		{"InvoiceNegativeAmount", func() error {
-			_, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
-				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.alice.String()}, Amount: "-1.00", DueAt: due}))
+			_, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
+				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.Alice.String()}, Amount: "-1.00", DueAt: due}))
 			return err
 		}, "amount"},
 		{"InvoiceDueAtNotATime", func() error {
-			_, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
-				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.alice.String()}, Amount: "1.00", DueAt: "tomorrow"}))
+			_, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
+				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.Alice.String()}, Amount: "1.00", DueAt: "tomorrow"}))
 			return err
 		}, "due_at"},
 		{"InvoiceDueAtImpossibleDate", func() error {
 			// Passes the pattern; the handler's parse refuses it.
-			_, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
-				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.alice.String()}, Amount: "1.00", DueAt: "2031-13-45T00:00:00Z"}))
+			_, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
+				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.Alice.String()}, Amount: "1.00", DueAt: "2031-13-45T00:00:00Z"}))
 			return err
 		}, "due_at"},
 		{"InvoiceZeroAmount", func() error {
-			_, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
-				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.alice.String()}, Amount: "0.00", DueAt: due}))
+			_, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
+				Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: w.Alice.String()}, Amount: "0.00", DueAt: due}))
 			return err
 		}, "amount"},
 	}
 	for _, tc := range cases {
 		err := tc.call()
-		requireCode(t, connect.CodeInvalidArgument, err, tc.name)
+		rpctest.RequireCode(t, connect.CodeInvalidArgument, err, tc.name)
 		require.Contains(t, err.Error(), tc.field, tc.name)
 	}
 }
@@ -206,48 +143,48 @@ func TestWireOrderLifeCycleWithBalancePayment(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
 	ctx := context.Background()
-	admin, alice, bob := w.admin(), customer(w.alice), customer(w.bob)
+	admin, alice, bob := w.admin(), rpctest.Customer(w.Alice), rpctest.Customer(w.Bob)
 
-	prod, err := w.client.CreateProduct(ctx, as(admin, &orderpb.CreateProductRequest{
+	prod, err := w.client.CreateProduct(ctx, rpctest.As(admin, &orderpb.CreateProductRequest{
 		Name: "VPS", Description: "2 vCPU", Price: "12.3", Currency: "CNY",
 	}))
 	require.NoError(t, err)
 	require.Equal(t, "12.30", prod.Msg.GetProduct().GetPrice(), "always two decimals")
 	require.True(t, prod.Msg.GetProduct().GetEnabled())
 
-	list, err := w.client.ListProducts(ctx, as(alice, &orderpb.ListProductsRequest{Pagination: &paymentpb.PageRequest{}}))
+	list, err := w.client.ListProducts(ctx, rpctest.As(alice, &orderpb.ListProductsRequest{Pagination: &paymentpb.PageRequest{}}))
 	require.NoError(t, err)
 	require.Len(t, list.Msg.GetProducts(), 1)
 	require.Equal(t, &paymentpb.PageMeta{Total: 1, Page: 1, PageSize: 20, TotalPages: 1}, list.Msg.GetMeta())
 
-	created, err := w.client.CreateOrder(ctx, as(alice, &orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
+	created, err := w.client.CreateOrder(ctx, rpctest.As(alice, &orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
 	require.NoError(t, err)
 	o := created.Msg.GetOrder()
 	require.Equal(t, "pending", o.GetStatus())
 	require.Equal(t, "12.30", o.GetTotalAmount())
 	require.Equal(t, "CNY", o.GetCurrency())
-	require.Equal(t, w.alice.String(), o.GetCustomerId())
+	require.Equal(t, w.Alice.String(), o.GetCustomerId())
 	require.Empty(t, o.GetPaidAt())
 	_, err = time.Parse(time.RFC3339, o.GetCreatedAt())
 	require.NoError(t, err)
 
-	_, err = w.client.GetOrder(ctx, as(bob, &orderpb.GetOrderRequest{Id: o.GetId()}))
-	requireCode(t, connect.CodeNotFound, err)
-	_, err = w.client.GetOrder(ctx, as(alice, &orderpb.GetOrderRequest{Id: uuid.NewString()}))
-	requireCode(t, connect.CodeNotFound, err)
-	_, err = w.client.ListOrders(ctx, as(alice, &orderpb.ListOrdersRequest{
-		Pagination: &paymentpb.PageRequest{}, CustomerId: ptr(w.bob.String()),
+	_, err = w.client.GetOrder(ctx, rpctest.As(bob, &orderpb.GetOrderRequest{Id: o.GetId()}))
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
+	_, err = w.client.GetOrder(ctx, rpctest.As(alice, &orderpb.GetOrderRequest{Id: uuid.NewString()}))
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
+	_, err = w.client.ListOrders(ctx, rpctest.As(alice, &orderpb.ListOrdersRequest{
+		Pagination: &paymentpb.PageRequest{}, CustomerId: ptr(w.Bob.String()),
 	}))
-	requireCode(t, connect.CodePermissionDenied, err)
+	rpctest.RequireCode(t, connect.CodePermissionDenied, err)
 
-	_, err = w.client.PayWithBalance(ctx, as(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
-	requireCode(t, connect.CodeInvalidArgument, err)
+	_, err = w.client.PayWithBalance(ctx, rpctest.As(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
 	require.Contains(t, err.Error(), "insufficient balance")
 
-	w.setAccount(t, w.alice, "20.00", "0.00")
-	_, err = w.client.PayWithBalance(ctx, as(bob, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
-	requireCode(t, connect.CodeNotFound, err)
-	paid, err := w.grpc.PayWithBalance(ctx, as(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
+	w.SetAccount(t, w.Alice, "20.00", "0.00")
+	_, err = w.client.PayWithBalance(ctx, rpctest.As(bob, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
+	paid, err := w.grpc.PayWithBalance(ctx, rpctest.As(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
 	require.NoError(t, err, "over gRPC as well")
 	require.Equal(t, "provisioning", paid.Msg.GetOrder().GetStatus())
 	require.NotEmpty(t, paid.Msg.GetOrder().GetPaidAt())
@@ -259,25 +196,25 @@ func TestWireOrderLifeCycleWithBalancePayment(t *testing.T) {
 	require.Empty(t, pay.GetGatewayInterfaceId(), "a balance payment has no gateway interface")
 	require.NotEmpty(t, pay.GetPaidAt())
 
-	_, err = w.client.PayWithBalance(ctx, as(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
-	requireCode(t, connect.CodeInvalidArgument, err)
+	_, err = w.client.PayWithBalance(ctx, rpctest.As(alice, &orderpb.PayWithBalanceRequest{OrderId: o.GetId()}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
 	require.Contains(t, err.Error(), "already paid")
-	_, err = w.client.CancelOrder(ctx, as(alice, &orderpb.CancelOrderRequest{OrderId: o.GetId()}))
-	requireCode(t, connect.CodeInvalidArgument, err)
+	_, err = w.client.CancelOrder(ctx, rpctest.As(alice, &orderpb.CancelOrderRequest{OrderId: o.GetId()}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
 
-	got, err := w.client.GetOrder(ctx, as(admin, &orderpb.GetOrderRequest{Id: o.GetId()}))
+	got, err := w.client.GetOrder(ctx, rpctest.As(admin, &orderpb.GetOrderRequest{Id: o.GetId()}))
 	require.NoError(t, err)
 	require.Equal(t, "provisioning", got.Msg.GetOrder().GetStatus())
 
-	second, err := w.client.CreateOrder(ctx, as(alice, &orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
+	second, err := w.client.CreateOrder(ctx, rpctest.As(alice, &orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}))
 	require.NoError(t, err)
-	cancelled, err := w.client.CancelOrder(ctx, as(alice, &orderpb.CancelOrderRequest{OrderId: second.Msg.GetOrder().GetId()}))
+	cancelled, err := w.client.CancelOrder(ctx, rpctest.As(alice, &orderpb.CancelOrderRequest{OrderId: second.Msg.GetOrder().GetId()}))
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", cancelled.Msg.GetOrder().GetStatus())
 	require.Equal(t, "customer", cancelled.Msg.GetOrder().GetCancelReason())
 	require.NotEmpty(t, cancelled.Msg.GetOrder().GetCancelledAt())
 
-	orders, err := w.client.ListOrders(ctx, as(alice, &orderpb.ListOrdersRequest{
+	orders, err := w.client.ListOrders(ctx, rpctest.As(alice, &orderpb.ListOrdersRequest{
 		Pagination: &paymentpb.PageRequest{Page: 1, PageSize: 1}, Status: ptr("cancelled"),
 	}))
 	require.NoError(t, err)
@@ -290,11 +227,11 @@ func TestWireInvoices(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
 	ctx := context.Background()
-	admin, alice, bob := w.admin(), customer(w.alice), customer(w.bob)
-	o := w.orderIn(t, w.asAlice, "10.00", "USD")
+	admin, alice, bob := w.admin(), rpctest.Customer(w.Alice), rpctest.Customer(w.Bob)
+	o := w.OrderIn(t, w.AsAlice, "10.00", "USD")
 	due := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
 
-	created, err := w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
+	created, err := w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
 		Target: &orderpb.CreateInvoiceRequest_OrderId{OrderId: o.ID.String()},
 		Amount: "4.5", Description: "domain", DueAt: due.Format(time.RFC3339),
 	}))
@@ -304,53 +241,53 @@ func TestWireInvoices(t *testing.T) {
 	require.Equal(t, "4.50", inv.GetAmount())
 	require.Equal(t, "0.00", inv.GetPaidAmount())
 	require.Equal(t, "USD", inv.GetCurrency())
-	require.Equal(t, w.alice.String(), inv.GetCustomerId())
+	require.Equal(t, w.Alice.String(), inv.GetCustomerId())
 	require.Equal(t, o.ID.String(), inv.GetOrderId())
 	require.Equal(t, due.Format(time.RFC3339), inv.GetDueAt())
 	require.Empty(t, inv.GetPaidAt())
 	require.NotEmpty(t, inv.GetNumber())
 
-	_, err = w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
+	_, err = w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
 		Target: &orderpb.CreateInvoiceRequest_OrderId{OrderId: o.ID.String()},
 		Amount: "4.50", Currency: "CNY", DueAt: due.Format(time.RFC3339),
 	}))
-	requireCode(t, connect.CodeInvalidArgument, err, "an order's invoice is in the order's currency")
-	_, err = w.client.CreateInvoice(ctx, as(admin, &orderpb.CreateInvoiceRequest{
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err, "an order's invoice is in the order's currency")
+	_, err = w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
 		Target: &orderpb.CreateInvoiceRequest_CustomerId{CustomerId: uuid.NewString()},
 		Amount: "4.50", DueAt: due.Format(time.RFC3339),
 	}))
-	requireCode(t, connect.CodeNotFound, err)
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
 
-	got, err := w.client.GetInvoice(ctx, as(alice, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
+	got, err := w.client.GetInvoice(ctx, rpctest.As(alice, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
 	require.NoError(t, err)
 	require.Equal(t, inv.GetNumber(), got.Msg.GetInvoice().GetNumber())
-	_, err = w.client.GetInvoice(ctx, as(bob, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
-	requireCode(t, connect.CodeNotFound, err)
+	_, err = w.client.GetInvoice(ctx, rpctest.As(bob, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
+	rpctest.RequireCode(t, connect.CodeNotFound, err)
 
-	list, err := w.client.ListInvoices(ctx, as(bob, &orderpb.ListInvoicesRequest{Pagination: &paymentpb.PageRequest{}}))
+	list, err := w.client.ListInvoices(ctx, rpctest.As(bob, &orderpb.ListInvoicesRequest{Pagination: &paymentpb.PageRequest{}}))
 	require.NoError(t, err)
 	require.Empty(t, list.Msg.GetInvoices())
-	list, err = w.client.ListInvoices(ctx, as(alice, &orderpb.ListInvoicesRequest{
+	list, err = w.client.ListInvoices(ctx, rpctest.As(alice, &orderpb.ListInvoicesRequest{
 		Pagination: &paymentpb.PageRequest{}, OrderId: ptr(o.ID.String()), Status: ptr("issued"),
 	}))
 	require.NoError(t, err)
 	require.Len(t, list.Msg.GetInvoices(), 1)
 
-	cancelled, err := w.client.CancelInvoice(ctx, as(admin, &orderpb.CancelInvoiceRequest{InvoiceId: inv.GetId()}))
+	cancelled, err := w.client.CancelInvoice(ctx, rpctest.As(admin, &orderpb.CancelInvoiceRequest{InvoiceId: inv.GetId()}))
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", cancelled.Msg.GetInvoice().GetStatus())
-	_, err = w.client.CancelInvoice(ctx, as(admin, &orderpb.CancelInvoiceRequest{InvoiceId: inv.GetId()}))
-	requireCode(t, connect.CodeInvalidArgument, err)
+	_, err = w.client.CancelInvoice(ctx, rpctest.As(admin, &orderpb.CancelInvoiceRequest{InvoiceId: inv.GetId()}))
+	rpctest.RequireCode(t, connect.CodeInvalidArgument, err)
 }
 
 func TestWireInternalErrorsDoNotLeakDetails(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
-	w.setAccount(t, w.alice, "50.00", "0.00")
-	o := w.order(t, w.asAlice, "10.00")
-	w.failEventInserts(t)
-	_, err := w.client.PayWithBalance(context.Background(), as(customer(w.alice), &orderpb.PayWithBalanceRequest{OrderId: o.ID.String()}))
-	requireCode(t, connect.CodeInternal, err)
+	w.SetAccount(t, w.Alice, "50.00", "0.00")
+	o := w.Order(t, w.AsAlice, "10.00")
+	w.FailEventInserts(t)
+	_, err := w.client.PayWithBalance(context.Background(), rpctest.As(rpctest.Customer(w.Alice), &orderpb.PayWithBalanceRequest{OrderId: o.ID.String()}))
+	rpctest.RequireCode(t, connect.CodeInternal, err)
 	var ce *connect.Error
 	require.True(t, errors.As(err, &ce))
 	require.Equal(t, "internal error", ce.Message(), "no SQL or trigger text reaches the client")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
+	"github.com/rustbill/paymentd/internal/rpctest"
 )
 
 // To a customer, another customer's order or invoice is no order at all:
@@ -21,9 +22,9 @@ func TestWireAnotherCustomersIDReadsAsAMissingOne(t *testing.T) {
 	t.Parallel()
 	w := setupWire(t)
 	ctx := context.Background()
-	bob := customer(w.bob)
-	o := w.orderIn(t, w.asAlice, "10.00", "USD")
-	created, err := w.client.CreateInvoice(ctx, as(w.admin(), &orderpb.CreateInvoiceRequest{
+	bob := rpctest.Customer(w.Bob)
+	o := w.OrderIn(t, w.AsAlice, "10.00", "USD")
+	created, err := w.client.CreateInvoice(ctx, rpctest.As(w.admin(), &orderpb.CreateInvoiceRequest{
 		Target: &orderpb.CreateInvoiceRequest_OrderId{OrderId: o.ID.String()},
 		Amount: "4.50", Description: "domain", DueAt: time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339),
 	}))
@@ -32,19 +33,19 @@ func TestWireAnotherCustomersIDReadsAsAMissingOne(t *testing.T) {
 
 	calls := map[string]func(id string) error{
 		"GetOrder": func(id string) error {
-			_, err := w.client.GetOrder(ctx, as(bob, &orderpb.GetOrderRequest{Id: id}))
+			_, err := w.client.GetOrder(ctx, rpctest.As(bob, &orderpb.GetOrderRequest{Id: id}))
 			return err
 		},
 		"CancelOrder": func(id string) error {
-			_, err := w.client.CancelOrder(ctx, as(bob, &orderpb.CancelOrderRequest{OrderId: id}))
+			_, err := w.client.CancelOrder(ctx, rpctest.As(bob, &orderpb.CancelOrderRequest{OrderId: id}))
 			return err
 		},
 		"PayWithBalance": func(id string) error {
-			_, err := w.client.PayWithBalance(ctx, as(bob, &orderpb.PayWithBalanceRequest{OrderId: id}))
+			_, err := w.client.PayWithBalance(ctx, rpctest.As(bob, &orderpb.PayWithBalanceRequest{OrderId: id}))
 			return err
 		},
 		"GetInvoice": func(id string) error {
-			_, err := w.client.GetInvoice(ctx, as(bob, &orderpb.GetInvoiceRequest{Id: id}))
+			_, err := w.client.GetInvoice(ctx, rpctest.As(bob, &orderpb.GetInvoiceRequest{Id: id}))
 			return err
 		},
 	}
@@ -61,7 +62,7 @@ func TestWireAnotherCustomersIDReadsAsAMissingOne(t *testing.T) {
 		require.Equal(t, connect.CodeOf(none), connect.CodeOf(others), "%s: %v", name, others)
 		require.Equal(t, strings.ReplaceAll(none.Error(), missing, existing), others.Error(), name)
 	}
-	got, err := w.client.GetOrder(ctx, as(customer(w.alice), &orderpb.GetOrderRequest{Id: o.ID.String()}))
+	got, err := w.client.GetOrder(ctx, rpctest.As(rpctest.Customer(w.Alice), &orderpb.GetOrderRequest{Id: o.ID.String()}))
 	require.NoError(t, err)
 	require.Equal(t, "pending", got.Msg.GetOrder().GetStatus(), "bob's calls changed nothing")
 }
