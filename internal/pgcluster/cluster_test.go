@@ -307,3 +307,64 @@ func TestStopUnlessInUseLeavesAClusterWithClientsRunning(t *testing.T) {
 	_, state := (&Cluster{Dir: tb.dir}).state()
 	require.Equal(t, stateStopped, state)
 }
+
+func TestStartCopyStartsACopyOfAStoppedClusterOnAPortOfItsOwn(t *testing.T) {
+	t.Parallel()
+	b, ctx := setup(t), testContext(t)
+	url, err := Ensure(ctx, b.dir, "kept", b.log.logf)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE TABLE survivor (id int); INSERT INTO survivor VALUES (42)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	copyDir := filepath.Join(filepath.Dir(b.dir), "copy")
+	t.Cleanup(func() { // runs before setup's removal of the directory
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, Stop(stopCtx, copyDir))
+	})
+	_, err = StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.ErrorContains(t, err, "is running", "a running cluster is not copied")
+	require.NoDirExists(t, copyDir)
+
+	require.NoError(t, Stop(ctx, b.dir))
+	c, err := StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.NoError(t, err)
+	require.NotContains(t, url, fmt.Sprintf(":%d/", c.Port), "the copy has a port of its own")
+	copyURL, err := Ensure(ctx, copyDir, "other", b.log.logf)
+	require.NoError(t, err)
+	require.Equal(t, c.URL("other"), copyURL, "Ensure reuses the running copy")
+	requireDatabaseAnswers(ctx, t, copyURL, "other")
+	conn, err = pgx.Connect(ctx, c.URL("kept"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var id int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT id FROM survivor").Scan(&id))
+	require.Equal(t, 42, id, "the copy holds the original's data")
+	_, err = conn.Exec(ctx, "INSERT INTO survivor VALUES (43)")
+	require.NoError(t, err)
+
+	_, state := (&Cluster{Dir: b.dir}).state()
+	require.Equal(t, stateStopped, state, "the original stays stopped")
+	again, err := Ensure(ctx, b.dir, "kept", b.log.logf)
+	require.NoError(t, err)
+	require.Equal(t, url, again, "the original keeps its port")
+	orig, err := pgx.Connect(ctx, again)
+	require.NoError(t, err)
+	defer orig.Close(ctx)
+	var n int
+	require.NoError(t, orig.QueryRow(ctx, "SELECT count(*) FROM survivor").Scan(&n))
+	require.Equal(t, 1, n, "what the copy writes stays in the copy")
+
+	require.NoError(t, orig.Close(ctx))
+	require.NoError(t, Stop(ctx, b.dir))
+	_, err = StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.ErrorContains(t, err, "exists already", "a copy never goes over an existing directory")
+	entries, err := os.ReadDir(filepath.Dir(b.dir))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name(), ".copy-", "no copy leftovers")
+	}
+}

@@ -80,8 +80,18 @@ func (r mainRunner) Run() int {
 	shared.mu.Lock()
 	shared.managed = true
 	shared.mu.Unlock()
+	private.mu.Lock()
+	private.managed = true
+	private.mu.Unlock()
 
 	code := r.m.Run()
+
+	if err := removePrivateTemplate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
 
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
