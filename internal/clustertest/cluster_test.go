@@ -15,7 +15,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	stopBuilds := clustertest.Prebuild()
 	code := testdb.Main(m).Run()
+	stopBuilds()
 	clustertest.RemoveBuilt()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
