@@ -13,40 +13,70 @@ import (
 	"time"
 )
 
-// StartCopy makes dir a copy of the stopped cluster in from and starts it
-// on a port of its own: a private cluster for a test in a fraction of
-// initdb's time (internal/testdb makes one cluster per test process with
-// Ensure and Stop, and copies it for each test that needs a server of its
-// own). The copy is written into a temporary sibling of dir and renamed
-// into place once complete, as initdb's is; dir must not exist. The
-// server log and the port of from are not copied. Ensure on dir then
-// reuses the running copy and creates the database asked for. A service
-// never uses it.
+// StartCopy makes dir a copy of the stopped cluster in from (Copy) and
+// starts it. Ensure on dir then reuses the running copy and creates the
+// database asked for. A service never uses it.
 func StartCopy(ctx context.Context, from, dir string, logf func(format string, args ...any)) (*Cluster, error) {
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
-	from, err := filepath.Abs(from)
-	if err != nil {
-		return nil, fmt.Errorf("pgcluster: %w", err)
-	}
-	if dir, err = filepath.Abs(dir); err != nil {
-		return nil, fmt.Errorf("pgcluster: %w", err)
-	}
-	if _, err := os.Stat(filepath.Join(from, "PG_VERSION")); err != nil {
-		return nil, fmt.Errorf("pgcluster: %s holds no cluster to copy: %w", from, err)
-	}
-	// Nobody starts from while it is read, nor dir while it is written.
-	unlockFrom, err := lockDir(ctx, from)
-	if err != nil {
-		return nil, err
-	}
-	defer unlockFrom()
-	unlock, err := lockDir(ctx, dir)
+	c, unlock, err := copyLocked(ctx, from, dir, logf)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	if err := c.start(ctx, true); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Copy makes dir a copy of the stopped cluster in from, with a port of its
+// own, and leaves it stopped: a private cluster for a test in a fraction of
+// initdb's time (internal/testdb makes one cluster per test process with
+// Ensure and Stop, and copies it for each test that needs a cluster of its
+// own). The copy is written into a temporary sibling of dir and renamed
+// into place once complete, as initdb's is; dir must not exist. The
+// server log and the port of from are not copied. Ensure starts the copy
+// as any stopped cluster. A service never uses it.
+func Copy(ctx context.Context, from, dir string, logf func(format string, args ...any)) error {
+	_, unlock, err := copyLocked(ctx, from, dir, logf)
+	if err != nil {
+		return err
+	}
+	unlock()
+	return nil
+}
+
+// copyLocked is Copy, returning with dir's lock still held.
+func copyLocked(ctx context.Context, from, dir string, logf func(format string, args ...any)) (c *Cluster, unlock func(), err error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if from, err = filepath.Abs(from); err != nil {
+		return nil, nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, nil, fmt.Errorf("pgcluster: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(from, "PG_VERSION")); err != nil {
+		return nil, nil, fmt.Errorf("pgcluster: %s holds no cluster to copy: %w", from, err)
+	}
+	// Nobody starts from while it is read, nor dir while it is written.
+	unlockFrom, err := lockDir(ctx, from)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlockFrom()
+	if unlock, err = lockDir(ctx, dir); err != nil {
+		return nil, nil, err
+	}
+	if c, err = copyTo(ctx, from, dir, logf); err != nil {
+		unlock()
+		return nil, nil, err
+	}
+	return c, unlock, nil
+}
+
+// copyTo copies with both locks held.
+func copyTo(ctx context.Context, from, dir string, logf func(format string, args ...any)) (*Cluster, error) {
 	if _, state := (&Cluster{Dir: from}).state(); state == stateRunning {
 		return nil, fmt.Errorf("pgcluster: the cluster in %s is running; only a stopped cluster can be copied", from)
 	}
@@ -92,9 +122,6 @@ func StartCopy(ctx context.Context, from, dir string, logf func(format string, a
 	}
 	c.Port = port
 	logf("pgcluster: copied the cluster in %s into %s in %s; port %d", from, dir, time.Since(start).Round(time.Millisecond), port)
-	if err := c.start(ctx, true); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 

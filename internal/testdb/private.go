@@ -57,6 +57,33 @@ func PrivateServer(t testing.TB, dbname string) (dbURL, dir string) {
 	return dbURL, dir
 }
 
+// StoppedPrivateCluster puts a stopped copy of the process's template of
+// private servers (see PrivateServer) into dir, which must not exist yet,
+// for a test of a command that starts the cluster in dir itself (paymentd
+// dev) and is not about its first initdb. The test stops and removes dir.
+// The package's TestMain must run the tests through Main.
+func StoppedPrivateCluster(t testing.TB, dir string) {
+	t.Helper()
+	private.mu.Lock()
+	managed := private.managed
+	private.mu.Unlock()
+	if !managed {
+		t.Fatal("testdb.StoppedPrivateCluster needs the package's TestMain to run the tests through testdb.Main")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	template, err := privateTemplate(ctx, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgcluster.Copy(ctx, template, dir, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // serverBase makes a base directory for a data directory. Not t.TempDir:
 // its parent is 0700, and a server running as postgres (when the tests
 // run as root) could not enter it.
