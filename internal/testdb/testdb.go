@@ -65,7 +65,8 @@ var shared struct {
 }
 
 // Main wraps m for TestMain so that the package's shared database (see
-// Shared) is dropped after all its tests ran:
+// Shared) is dropped, and the template of its private servers (see
+// PrivateServer) removed, after all its tests ran:
 //
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
 //
