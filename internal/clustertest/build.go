@@ -280,19 +280,19 @@ func lockBuilds(ctx context.Context) (unlock func(), err error) {
 	}
 }
 
-// Prebuild starts Build and then the build of the release upgrades are
-// tested from (UpgradeFrom, BuildCommit) in the background, so that they
-// run while the first tests make their databases; Build and BuildCommit
-// then wait for them or find them done. A build that fails here is tried
-// again, and reported, by the test that needs it. The returned function
-// cancels what is still building and waits for it to end; call it before
-// leaving TestMain.
-func Prebuild() (stop func()) {
+// Prebuild starts Build and then, with release, the build of the release
+// upgrades are tested from (UpgradeFrom, BuildCommit) in the background,
+// so that they run while the first tests make their databases; Build and
+// BuildCommit then wait for them or find them done. A build that fails
+// here is tried again, and reported, by the test that needs it. The
+// returned function cancels what is still building and waits for it to
+// end; call it before leaving TestMain.
+func Prebuild(release bool) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if _, err := Build(ctx); err != nil {
+		if _, err := Build(ctx); err != nil || !release {
 			return
 		}
 		if from, err := UpgradeFrom(); err == nil {
