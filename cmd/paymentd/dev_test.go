@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/pgcluster"
+	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
@@ -35,7 +36,8 @@ type devProcess struct {
 
 // newDevDir is a working directory for paymentd dev, reachable by the
 // postgres user (the cluster runs as it when we are root); its cluster is
-// stopped and the directory removed at the end.
+// stopped and the directory removed at the end. Its .data/postgres holds
+// no cluster: paymentd dev makes one with initdb.
 func newDevDir(t *testing.T) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "paymentd-dev-test-")
@@ -47,6 +49,18 @@ func newDevDir(t *testing.T) string {
 		_ = pgcluster.Stop(ctx, filepath.Join(dir, devPGDir))
 		_ = os.RemoveAll(dir)
 	})
+	return dir
+}
+
+// newDevDirWithCluster is newDevDir with a stopped cluster already in its
+// .data/postgres (a copy of the process's template, testdb), as a second
+// run of paymentd dev finds it: for the tests of how paymentd dev stops,
+// which do not need an initdb each (TestDevKeepDBLeavesThePrivateDatabaseRunning
+// starts in an empty directory).
+func newDevDirWithCluster(t *testing.T) string {
+	t.Helper()
+	dir := newDevDir(t)
+	testdb.StoppedPrivateCluster(t, filepath.Join(dir, devPGDir))
 	return dir
 }
 
@@ -188,7 +202,7 @@ func TestDevSignalStopsTheServiceThenItsPrivateDatabase(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		t.Run(sig.String(), func(t *testing.T) {
 			t.Parallel()
-			d := startDev(t, newDevDir(t), false)
+			d := startDev(t, newDevDirWithCluster(t), false)
 			pgPid, pgPort := d.postgres(t)
 			require.NoError(t, d.cmd.Process.Signal(sig))
 			require.NoError(t, d.waitExited(t), "a signal is a graceful stop, exit status 0:\n%s", d.out)
@@ -199,7 +213,7 @@ func TestDevSignalStopsTheServiceThenItsPrivateDatabase(t *testing.T) {
 
 func TestDevStopsWhenTheWrapperThatStartedItIsKilled(t *testing.T) {
 	t.Parallel()
-	d := startDev(t, newDevDir(t), true)
+	d := startDev(t, newDevDirWithCluster(t), true)
 	pgPid, pgPort := d.postgres(t)
 	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM)) // sh dies and passes nothing on
 	var exit *exec.ExitError

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/rustbill/paymentd/internal/clustertest"
+	"github.com/rustbill/paymentd/internal/testdb"
 )
 
 // runMainEnv makes the test binary act as paymentd itself, so tests can run
@@ -17,12 +18,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(runMainEnv) == "1" {
 		main()
 	}
-	goleak.VerifyTestMain(removingBuilds{m})
+	goleak.VerifyTestMain(removingBuilds{testdb.Main(m)})
 }
 
 // removingBuilds deletes the binaries clustertest built (the release the
 // upgrade test starts from) once the tests ran.
-type removingBuilds struct{ m *testing.M }
+type removingBuilds struct{ m interface{ Run() int } }
 
 func (r removingBuilds) Run() int {
 	defer clustertest.RemoveBuilt()

@@ -13,6 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // RepoRoot is the repository's root directory (where go.mod is).
@@ -25,8 +27,9 @@ func RepoRoot() string {
 func PluginsDir() string { return filepath.Join(RepoRoot(), "plugins") }
 
 // built holds the binaries of this process's builds: Build's under "",
-// BuildCommit's under their commit. Each has its own lock, so that two
-// builds run at once.
+// BuildCommit's under their commit. Each has its own lock, so that a
+// build of one waits for no other; the go commands themselves then take
+// turns (goBuild).
 var built struct {
 	sync.Mutex
 	m map[string]*build
@@ -82,7 +85,18 @@ func Build(ctx context.Context) (string, error) {
 // every build of every commit, so a commit whose packages equal the
 // working tree's costs a link. commit, when given, is stamped in as
 // deploy/build.sh does (the process logs it at start).
+//
+// Builds take a lock file in os.TempDir one at a time, in this process and
+// across the test processes of one go test run (cmd/paymentd's tests build
+// the release too): two go commands compiling the same packages at once
+// both compile them, where the second one, waiting, finds them in the
+// build cache and only links.
 func goBuild(ctx context.Context, dir, out, commit string) error {
+	unlock, err := lockBuilds(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	args := []string{"build", "-trimpath", "-tags", "grpcnotrace", "-o", out}
 	if commit != "" {
 		args = append(args, "-buildvcs=false", "-ldflags", "-X main.buildCommit="+commit)
@@ -233,4 +247,57 @@ func RemoveBuilt() {
 		e.Unlock()
 		delete(built.m, key)
 	}
+}
+
+// buildLock is the lock file goBuild holds while it builds.
+var buildLock = filepath.Join(os.TempDir(), "paymentd-clustertest-build.lock")
+
+// lockBuilds takes buildLock (flock, exclusive), waiting until ctx is done.
+// The kernel drops it when the process dies.
+func lockBuilds(ctx context.Context) (unlock func(), err error) {
+	f, err := os.OpenFile(buildLock, os.O_CREATE|os.O_RDONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("clustertest: %w", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			_ = f.Close()
+			return nil, fmt.Errorf("clustertest: lock %s: %w", buildLock, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, fmt.Errorf("clustertest: waiting for another build (%s): %w", buildLock, context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Prebuild starts Build and then, with release, the build of the release
+// upgrades are tested from (UpgradeFrom, BuildCommit) in the background,
+// so that they run while the first tests make their databases; Build and
+// BuildCommit then wait for them or find them done. A build that fails
+// here is tried again, and reported, by the test that needs it. The
+// returned function cancels what is still building and waits for it to
+// end; call it before leaving TestMain.
+func Prebuild(release bool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := Build(ctx); err != nil || !release {
+			return
+		}
+		if from, err := UpgradeFrom(); err == nil {
+			_, _ = BuildCommit(ctx, from)
+		}
+	}()
+	return func() { cancel(); <-done }
 }

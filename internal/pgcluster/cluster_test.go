@@ -166,6 +166,65 @@ func TestStopThenEnsureRestartsOnTheSameURLWithTheData(t *testing.T) {
 	var id int
 	require.NoError(t, conn.QueryRow(ctx, "SELECT id FROM survivor").Scan(&id))
 	require.Equal(t, 42, id)
+
+	// The stopped cluster copied (StartCopy) is a cluster of its own: the
+	// same data, another port, and the original untouched. Here rather than
+	// in a test of its own, which would pay for another initdb.
+	requireStartCopyCopiesAStoppedCluster(ctx, t, b, again)
+}
+
+// requireStartCopyCopiesAStoppedCluster copies the running cluster in
+// b.dir, whose URL is url and whose table survivor holds one row, 42.
+func requireStartCopyCopiesAStoppedCluster(ctx context.Context, t *testing.T, b *testBundle, url string) {
+	t.Helper()
+	copyDir := filepath.Join(filepath.Dir(b.dir), "copy")
+	t.Cleanup(func() { // runs before setup's removal of the directory
+		stopCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		assert.NoError(t, Stop(stopCtx, copyDir))
+	})
+	_, err := StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.ErrorContains(t, err, "is running", "a running cluster is not copied")
+	require.NoDirExists(t, copyDir)
+
+	require.NoError(t, Stop(ctx, b.dir))
+	c, err := StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.NoError(t, err)
+	require.NotContains(t, url, fmt.Sprintf(":%d/", c.Port), "the copy has a port of its own")
+	copyURL, err := Ensure(ctx, copyDir, "other", b.log.logf)
+	require.NoError(t, err)
+	require.Equal(t, c.URL("other"), copyURL, "Ensure reuses the running copy")
+	requireDatabaseAnswers(ctx, t, copyURL, "other")
+	conn, err := pgx.Connect(ctx, c.URL("kept"))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var id int
+	require.NoError(t, conn.QueryRow(ctx, "SELECT id FROM survivor").Scan(&id))
+	require.Equal(t, 42, id, "the copy holds the original's data")
+	_, err = conn.Exec(ctx, "INSERT INTO survivor VALUES (43)")
+	require.NoError(t, err)
+
+	_, state := (&Cluster{Dir: b.dir}).state()
+	require.Equal(t, stateStopped, state, "the original stays stopped")
+	again, err := Ensure(ctx, b.dir, "kept", b.log.logf)
+	require.NoError(t, err)
+	require.Equal(t, url, again, "the original keeps its port")
+	orig, err := pgx.Connect(ctx, again)
+	require.NoError(t, err)
+	defer orig.Close(ctx)
+	var n int
+	require.NoError(t, orig.QueryRow(ctx, "SELECT count(*) FROM survivor").Scan(&n))
+	require.Equal(t, 1, n, "what the copy writes stays in the copy")
+
+	require.NoError(t, orig.Close(ctx))
+	require.NoError(t, Stop(ctx, b.dir))
+	_, err = StartCopy(ctx, b.dir, copyDir, b.log.logf)
+	require.ErrorContains(t, err, "exists already", "a copy never goes over an existing directory")
+	entries, err := os.ReadDir(filepath.Dir(b.dir))
+	require.NoError(t, err)
+	for _, e := range entries {
+		require.NotContains(t, e.Name(), ".copy-", "no copy leftovers")
+	}
 }
 
 func TestEnsureReplacesAStalePidFile(t *testing.T) {

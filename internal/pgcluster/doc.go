@@ -35,6 +35,9 @@
 // as the owner of an existing data directory, or else as the `postgres` system
 // user (created with useradd when Debian's package has not created it yet).
 //
+// Tests that need many private clusters copy one stopped cluster (Copy,
+// StartCopy) instead of running initdb for each; a service never does.
+//
 // Every call takes an exclusive flock on a lock file beside the data directory,
 // so parallel test processes and a running service can call Ensure and Stop at
 // the same time.

@@ -65,7 +65,8 @@ var shared struct {
 }
 
 // Main wraps m for TestMain so that the package's shared database (see
-// Shared) is dropped after all its tests ran:
+// Shared) is dropped, and the template of its private servers (see
+// PrivateServer) removed, after all its tests ran:
 //
 //	func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m)) }
 //
@@ -80,8 +81,18 @@ func (r mainRunner) Run() int {
 	shared.mu.Lock()
 	shared.managed = true
 	shared.mu.Unlock()
+	private.mu.Lock()
+	private.managed = true
+	private.mu.Unlock()
 
 	code := r.m.Run()
+
+	if err := removePrivateTemplate(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		if code == 0 {
+			code = 1
+		}
+	}
 
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
