@@ -42,6 +42,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
+	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/ratelimit"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
@@ -114,6 +115,9 @@ type options struct {
 	// rateClock: the rate counters' clock (tests); nil: time.Now, and
 	// Redis's own clock while Redis counts.
 	rateClock func() time.Time
+	// pluginLimits: the plugin runtime's limits per call (tests); zero
+	// fields take plugin.DefaultLimits.
+	pluginLimits plugin.Limits
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -178,6 +182,14 @@ type Signals struct {
 // to fill the queue; the service uses identity's defaults).
 func WithPasswordHashing(slots, queue int, wait time.Duration) Option {
 	return func(o *options) { o.hashSlots, o.hashQueue, o.hashWait = slots, queue, wait }
+}
+
+// WithPluginLimits bounds each plugin call by l instead of
+// plugin.DefaultLimits (zero fields keep the default): a test of a runaway
+// plugin gives it a call timeout of a second rather than waiting out the
+// service's 10 s. The service never sets it.
+func WithPluginLimits(l plugin.Limits) Option {
+	return func(o *options) { o.pluginLimits = l }
 }
 
 // WithRateLimitClock makes the rate counters (the per-address limit and
