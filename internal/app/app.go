@@ -171,6 +171,12 @@ type Signals struct {
 	// billing run: each look at whether this instance leads `billing`, and
 	// the work it then does, if any.
 	Reconciler, Renewals *testsignal.Signal
+	// Events counts the event worker's claim rounds
+	// (event.WorkerOptions.Rounds): a handler's end starts one, and the
+	// worker polls at [events].poll_interval besides. TimeoutScans counts
+	// the payment timeout scans, run while this instance leads
+	// `event_worker`.
+	Events, TimeoutScans *testsignal.Signal
 	// BeforeHash runs in every argon2id run on a caller's password while
 	// it holds its hashing slot: a test blocks in it to keep the slots
 	// full.
