@@ -42,6 +42,7 @@ import (
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/payment/paymentrpc"
+	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/ratelimit"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/secrets"
@@ -114,6 +115,9 @@ type options struct {
 	// rateClock: the rate counters' clock (tests); nil: time.Now, and
 	// Redis's own clock while Redis counts.
 	rateClock func() time.Time
+	// pluginLimits: the plugin runtime's limits per call (tests); zero
+	// fields take plugin.DefaultLimits.
+	pluginLimits plugin.Limits
 }
 
 // WithClock makes every timeout (sessions, access tokens, API key use) run
@@ -167,6 +171,12 @@ type Signals struct {
 	// billing run: each look at whether this instance leads `billing`, and
 	// the work it then does, if any.
 	Reconciler, Renewals *testsignal.Signal
+	// Events counts the event worker's claim rounds
+	// (event.WorkerOptions.Rounds): a handler's end starts one, and the
+	// worker polls at [events].poll_interval besides. TimeoutScans counts
+	// the payment timeout scans, run while this instance leads
+	// `event_worker`.
+	Events, TimeoutScans *testsignal.Signal
 	// BeforeHash runs in every argon2id run on a caller's password while
 	// it holds its hashing slot: a test blocks in it to keep the slots
 	// full.
@@ -178,6 +188,14 @@ type Signals struct {
 // to fill the queue; the service uses identity's defaults).
 func WithPasswordHashing(slots, queue int, wait time.Duration) Option {
 	return func(o *options) { o.hashSlots, o.hashQueue, o.hashWait = slots, queue, wait }
+}
+
+// WithPluginLimits bounds each plugin call by l instead of
+// plugin.DefaultLimits (zero fields keep the default): a test of a runaway
+// plugin gives it a call timeout of a second rather than waiting out the
+// service's 10 s. The service never sets it.
+func WithPluginLimits(l plugin.Limits) Option {
+	return func(o *options) { o.pluginLimits = l }
 }
 
 // WithRateLimitClock makes the rate counters (the per-address limit and

@@ -102,6 +102,7 @@ func (a *App) buildEvents(b *background, pay *payment.Service) error {
 	}
 	wopts := c.Events.WorkerOptions(b.node)
 	wopts.Waker, wopts.Logger, wopts.Tracer = wake, a.log, a.backgroundTracer()
+	wopts.Rounds = a.opts.signals.Events
 	var err error
 	if b.worker, err = event.NewWorker(a.pool, b.eventLead, wopts); err != nil {
 		return err
@@ -119,6 +120,7 @@ func (a *App) buildEvents(b *background, pay *payment.Service) error {
 	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins, a.secrets), pay, b.notifier, fulfillment.Options{
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
 		Clock: a.opts.clock, BillingLocation: c.Billing.RenewalOptions(b.node).Location, Logger: a.log,
+		TimeoutScans: a.opts.signals.TimeoutScans,
 	}).Register(b.worker)
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/testkit"
+	"github.com/rustbill/paymentd/internal/testsignal"
 )
 
 // The money lifecycle as a state machine, tried with random sequences of
@@ -62,13 +63,20 @@ func TestMoneyLifecycleModel(t *testing.T) {
 	require.NoError(t, prov.Start())
 	t.Cleanup(prov.Close)
 	clock := testkit.NewClockAt(time.Now().UTC())
-	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.Now)}, func(c *config.Config) {
+	signals := app.Signals{Events: testsignal.New(), TimeoutScans: testsignal.New()}
+	e := startPaymentsWith(t, []app.Option{app.WithClock(clock.Now), app.WithSignals(signals)}, func(c *config.Config) {
 		addProviderPlugin(t, c.Plugins.Dir)
-		c.Events.PollInterval = 50 * time.Millisecond
+		// The model waits for the worker's rounds (settle) and the timeout
+		// scans (the 24 h step): a retried event is due 10 to 20 ms after
+		// its failure and claimed at the next poll, and a scan runs every
+		// 10 ms, so that those waits are the handlers' work rather than
+		// the intervals' (with 50 ms for both they took 4.5 s of a run of
+		// 1,092 steps, with these 2.0 s).
+		c.Events.PollInterval = 20 * time.Millisecond
 		c.Events.MaxAttempts = 2
 		c.Events.RetryBase = 10 * time.Millisecond
 		c.Events.RetryMax = 20 * time.Millisecond
-		c.Events.TimeoutScanInterval = 50 * time.Millisecond
+		c.Events.TimeoutScanInterval = 10 * time.Millisecond
 	})
 	plain := e.product
 	provisioned := e.provisionWith(t, prov, "vps-1")
@@ -88,7 +96,7 @@ func TestMoneyLifecycleModel(t *testing.T) {
 	began := time.Now()
 	rapid.Check(t, func(rt *rapid.T) {
 		sequences.Add(1)
-		m := &lifecycleModel{e: e, prov: prov, clock: clock, plain: plain, provisioned: provisioned, bankGW: bankGW, finals: finals,
+		m := &lifecycleModel{e: e, prov: prov, clock: clock, signals: signals, plain: plain, provisioned: provisioned, bankGW: bankGW, finals: finals,
 			customers: customers, toppedUp: &toppedUp, failedNotices: &failedNotices}
 		rt.Repeat(map[string]func(*rapid.T){
 			"order":              m.order,
@@ -140,6 +148,7 @@ type lifecycleModel struct {
 	e                  *payBundle
 	prov               *provider.Server
 	clock              *testkit.Clock
+	signals            app.Signals // the event worker's rounds, the timeout scans
 	plain, provisioned string
 	bankGW             string
 	orders             []*modelOrder
@@ -508,14 +517,8 @@ func (m *lifecycleModel) query(rt *rapid.T) {
 func (m *lifecycleModel) timeout(rt *rapid.T) {
 	m.clock.Advance(25 * time.Hour)
 	m.signInAgain(rt)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if m.count(rt, `SELECT count(*) FROM orders WHERE status = 'pending'`) == 0 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	rt.Fatalf("pending orders survived the payment timeout")
+	m.waitUntilNone(rt, m.signals.TimeoutScans, `SELECT count(*) FROM orders WHERE status = 'pending'`,
+		"pending orders survived the payment timeout", 10*time.Second)
 }
 
 // signInAgain replaces the admin's session and the customer's token, which
@@ -546,15 +549,36 @@ func signIn(ctx context.Context, baseURL string) (admin, customer credential, er
 // settle waits until no event is pending or being handled (a failed one is
 // the model's to look at), so the invariants see a state at rest.
 func (m *lifecycleModel) settle(rt *rapid.T) {
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if m.count(rt, `SELECT count(*) FROM events WHERE status IN ('pending', 'processing')`) == 0 {
+	m.waitUntilNone(rt, m.signals.Events, `SELECT count(*) FROM events WHERE status IN ('pending', 'processing')`,
+		"the event queue did not drain in 15 s", 15*time.Second)
+}
+
+// waitUntilNone waits until query counts no row, looking again after each
+// round of the loop that changes them (sig: the event worker's claim
+// rounds, which a handler's end starts and its poll interval repeats; the
+// timeout scans) rather than on a timer of the test's own, and fails with
+// what after limit.
+func (m *lifecycleModel) waitUntilNone(rt *rapid.T, sig *testsignal.Signal, query, what string, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for {
+		// The mark comes before the count: a round begun after it saw
+		// whatever changed since.
+		mark := sig.Mark()
+		if m.count(rt, query) == 0 {
 			return
 		}
-		time.Sleep(20 * time.Millisecond)
+		if time.Now().After(deadline) {
+			rt.Fatalf("%s", what)
+		}
+		sig.WaitAfter(rapidTB{rt}, mark, 1, what)
 	}
-	rt.Fatalf("the event queue did not drain in 15 s")
 }
+
+// rapidTB is a *rapid.T as the test signals' waits take it: rapid's T has
+// no Helper.
+type rapidTB struct{ *rapid.T }
+
+func (rapidTB) Helper() {}
 
 func (m *lifecycleModel) count(rt *rapid.T, sql string, args ...any) int {
 	var n int

@@ -30,6 +30,7 @@ func (a *App) startPlugins(ctx context.Context) error {
 		HTTP:   plugin.Outbound(a.outbound),
 		Logger: a.log.With("component", "plugin"),
 		Now:    a.opts.clock,
+		Limits: a.opts.pluginLimits,
 	})
 	a.registry = gateway.NewRegistry(gateway.RegistryOptions{
 		DB:           a.pool,

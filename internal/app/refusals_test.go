@@ -39,6 +39,7 @@ import (
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/secretpass"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testkit"
@@ -382,10 +383,15 @@ end
 
 // A gateway plugin cannot read files, run commands, load code or hang the
 // service: each attempt fails its own call (Internal, nothing leaked), and
-// the service and the plugin keep working.
+// the service and the plugin keep working. The endless loop is cut off by
+// the instruction budget (plugin.DefaultLimits) or the call timeout,
+// whichever comes first: the budget's 10 million instructions take 4 s
+// under -race on the loaded 2-core machine, so the call timeout is 1 s
+// here instead of the service's 10 s (plugin.Limits has the unit tests of
+// each bound); the plugin's other calls take milliseconds.
 func TestHostilePluginCannotReadFilesOrHangTheService(t *testing.T) {
 	t.Parallel()
-	e := startPayments(t, func(c *config.Config) {
+	e := startPaymentsWith(t, []app.Option{app.WithPluginLimits(plugin.Limits{CallTimeout: time.Second})}, func(c *config.Config) {
 		require.NoError(t, os.WriteFile(filepath.Join(c.Plugins.Dir, "gateway", "hostile.lua"), []byte(hostileGateway), 0o644))
 	})
 	ctx := context.Background()

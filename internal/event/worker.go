@@ -124,6 +124,10 @@ type Periodic struct {
 	Name  string
 	Every time.Duration
 	Run   func(ctx context.Context) error
+	// Rounds, set by tests only, counts the runs (Begin and Done around
+	// each), so that a test waits for a run that began after it changed
+	// the clock instead of sleeping. Nil in the service.
+	Rounds *testsignal.Signal
 }
 
 // Worker consumes the event queue while this instance holds the
@@ -533,6 +537,8 @@ func (s *session) every(ctx context.Context, p Periodic) {
 	defer t.Stop()
 	failing := false
 	run := func() {
+		p.Rounds.Begin()
+		defer p.Rounds.Done()
 		// Each run is a span: the task's lines carry its trace id.
 		rctx, span := logging.BackgroundSpan(ctx, s.w.opts.Tracer, "periodic.run")
 		defer span.End()

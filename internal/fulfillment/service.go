@@ -17,6 +17,7 @@ import (
 	"github.com/rustbill/paymentd/internal/notify"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testsignal"
 	"github.com/rustbill/paymentd/internal/text"
 )
 
@@ -85,6 +86,9 @@ type Options struct {
 	// first service period of a recurring order is counted in; nil: UTC.
 	BillingLocation *time.Location
 	Logger          *slog.Logger
+	// TimeoutScans, set by tests only, counts the payment timeout scans
+	// (event.Periodic's Rounds). Nil in the service.
+	TimeoutScans *testsignal.Signal
 }
 
 // Service is the fulfilment of orders: the handlers of order_paid,
@@ -129,7 +133,7 @@ func (s *Service) Register(w *event.Worker) {
 	w.Handle(order.EventServiceTerminated, event.HandlerFunc(s.HandleServiceChange))
 	w.Handle(order.EventServiceRenewed, event.HandlerFunc(s.HandleServiceRenewed))
 	w.Handle(event.TypeRenewalReminder, event.HandlerFunc(s.HandleRenewalReminder))
-	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Run: func(ctx context.Context) error {
+	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Rounds: s.opts.TimeoutScans, Run: func(ctx context.Context) error {
 		_, err := s.CancelExpiredOrders(ctx)
 		return err
 	}})
