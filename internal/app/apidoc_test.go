@@ -1126,7 +1126,9 @@ func TestREADMECallingTheServiceRuns(t *testing.T) {
 	script := readmeScript(t, root, "calling")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cfg := testConfig(testdb.EmptyURL(t))
+	// The block calls a service that is running, not one's first start (the
+	// quick start's test migrates an empty database): a migrated clone.
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	r := startOn(t, cfg, ln)
 
