@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -201,17 +202,28 @@ type invocation struct {
 // with the command replaced by a function that prints what it got.
 func parseWithBash(t *testing.T, env []string, cmd string) invocation {
 	t.Helper()
+	inv, err := bashInvocation(env, cmd)
+	require.NoError(t, err)
+	return inv
+}
+
+// bashInvocation is parseWithBash for any goroutine: it returns its error.
+func bashInvocation(env []string, cmd string) (invocation, error) {
 	name := strings.Fields(cmd)[0]
 	script := name + "() { printf '%s\\0' \"$@\"; printf '\\001\\0'; cat; }\n" + cmd
 	c := exec.Command("bash", "-c", script)
 	c.Env = env
 	c.Stdin = strings.NewReader("")
 	out, err := c.CombinedOutput()
-	require.NoError(t, err, "%s\n%s", cmd, out)
+	if err != nil {
+		return invocation{}, fmt.Errorf("%s: %w\n%s", cmd, err, out)
+	}
 	parts := strings.SplitN(string(out), "\001\x00", 2)
-	require.Len(t, parts, 2, "%s", out)
+	if len(parts) != 2 {
+		return invocation{}, fmt.Errorf("%s: no end of arguments in %q", cmd, out)
+	}
 	args := strings.Split(strings.TrimSuffix(parts[0], "\x00"), "\x00")
-	return invocation{args: args, stdin: parts[1]}
+	return invocation{args: args, stdin: parts[1]}, nil
 }
 
 // request is what a command asks for, whichever tool it is.
@@ -445,7 +457,8 @@ func abridge(v any, schemas bool) any {
 // The examples of docs/api.md are run, in document order, against a live
 // service: every curl command, and every buf curl command whose call may
 // be repeated. An example that needs a variable another example sets (or
-// declares after=Method) waits until that example ran.
+// declares after=Method) waits until that example ran. Reads (Get and List
+// calls) between two changes run side by side (runAPIDoc).
 //
 // PAYMENTD_UPDATE_API_DOC=1 writes the answers the service gave into the
 // document's api-answer blocks instead of comparing them.
@@ -485,9 +498,22 @@ func runAPIDoc(t *testing.T, tool string) {
 	// build cache) by the go command from tools/go.mod.
 	bufPath, grpcurlPath := pinnedTool(t, root, "buf"), pinnedTool(t, root, "grpcurl")
 
-	for _, ex := range examples {
-		inv := parseWithBash(t, (&docBundle{vars: placeholderVars()}).environ(), ex.curl)
-		ex.procedure = inv.request(t, "curl", "http://api.test", "grpc.test:443").procedure
+	// Each example's procedure, from its curl form (bash reads four at a time).
+	invs := make([]invocation, len(examples))
+	errs := make([]error, len(examples))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 4)
+	for i, ex := range examples {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			invs[i], errs[i] = bashInvocation((&docBundle{vars: placeholderVars()}).environ(), ex.curl)
+		})
+	}
+	wg.Wait()
+	for i, ex := range examples {
+		require.NoError(t, errs[i], "line %d", ex.line)
+		ex.procedure = invs[i].request(t, "curl", "http://api.test", "grpc.test:443").procedure
 	}
 
 	// The service, the fake gateway, and what the examples cannot create
@@ -545,25 +571,83 @@ func runAPIDoc(t *testing.T, tool string) {
 		}
 		return env.has(vars(ex.buf + ex.grpcurl + ex.curl)...)
 	}
-	var run func(ex *docExample)
-	run = func(ex *docExample) {
-		t.Run(strings.TrimPrefix(ex.procedure, "/"), func(t *testing.T) {
-			runDocExample(t, ex, env, update, tool)
-		})
-		ex.ran = true
-		if ex.invalidates != "" {
-			for _, other := range examples {
-				if other != ex && (other.cookie == ex.invalidates || slices.ContainsFunc(other.sets, func(s [2]string) bool { return s[0] == ex.invalidates })) {
-					delete(env.vars, ex.invalidates)
-					runDocExample(t, other, env, false, tool)
+	// The examples run in the order a sequential run would take them (the
+	// first ready one each time), but a call that only reads (readOnly) may
+	// start while other reads are under way: reads between two changes see
+	// the same state in any order. Anything else waits until every example
+	// under way is done, runs alone, and the next waits for it. A read also
+	// waits while an example under way sets variables or is one a waiting
+	// example declares after=, since its end could make an earlier example
+	// ready, which a sequential run would have taken first. What an example
+	// sets is applied, and the fixtures run, once nothing is under way.
+	type outcome struct {
+		ex   *docExample
+		sets map[string]string
+	}
+	done := make(chan outcome)
+	var inFlight []*docExample
+	var ended []outcome
+	start := func(ex *docExample) {
+		inFlight = append(inFlight, ex)
+		go func() {
+			var sets map[string]string
+			t.Run(strings.TrimPrefix(ex.procedure, "/"), func(t *testing.T) {
+				sets = runDocExample(t, ex, env, update, tool)
+			})
+			done <- outcome{ex, sets}
+		}()
+	}
+	// settle waits for every example under way, then applies what they set
+	// and runs the fixtures, as a sequential run does after each example.
+	settle := func() {
+		for len(inFlight) > 0 {
+			o := <-done
+			inFlight = slices.DeleteFunc(inFlight, func(ex *docExample) bool { return ex == o.ex })
+			ended = append(ended, o)
+		}
+		if len(ended) == 0 {
+			return
+		}
+		for _, o := range ended {
+			maps.Copy(env.vars, o.sets)
+			o.ex.ran = true
+			if o.ex.invalidates != "" {
+				for _, other := range examples {
+					if other != o.ex && (other.cookie == o.ex.invalidates || slices.ContainsFunc(other.sets, func(s [2]string) bool { return s[0] == o.ex.invalidates })) {
+						delete(env.vars, o.ex.invalidates)
+						maps.Copy(env.vars, runDocExample(t, other, env, false, tool))
+					}
 				}
 			}
 		}
+		ended = ended[:0]
 		fixtures()
 	}
+	// joins says whether ex may start beside the examples under way.
+	const maxInFlight = 4
+	joins := func(ex *docExample, pending []*docExample) bool {
+		if !readOnly(ex) || len(inFlight) >= maxInFlight {
+			return false
+		}
+		for _, f := range inFlight {
+			if len(f.sets) > 0 || f.cookie != "" || slices.ContainsFunc(pending, func(p *docExample) bool { return byName[p.after] == f }) {
+				return false
+			}
+		}
+		return true
+	}
 	pending := slices.Clone(examples)
+	rounds := 0
 	for len(pending) > 0 {
 		i := slices.IndexFunc(pending, ready)
+		if i >= 0 && len(inFlight) > 0 && !joins(pending[i], pending) {
+			settle()
+			continue
+		}
+		if i < 0 && len(inFlight) > 0 {
+			settle()
+			continue
+		}
 		if i < 0 {
 			var waiting []string
 			for _, ex := range pending {
@@ -579,8 +663,16 @@ func runAPIDoc(t *testing.T, tool string) {
 		}
 		ex := pending[i]
 		pending = slices.Delete(pending, i, i+1)
-		run(ex)
+		if len(inFlight) == 0 {
+			rounds++
+		}
+		start(ex)
+		if !readOnly(ex) {
+			settle()
+		}
 	}
+	settle()
+	t.Logf("%d examples in %d rounds (reads side by side)", len(examples), rounds)
 
 	if update {
 		var b strings.Builder
@@ -650,15 +742,37 @@ func placeholderVars() map[string]string {
 	return map[string]string{"API": "http://api.test", "GRPC": "grpc.test:443"}
 }
 
+// readOnly says whether an example's call changes nothing another example
+// could see: a Get or a List.
+func readOnly(ex *docExample) bool {
+	m := ex.procedure[strings.LastIndexByte(ex.procedure, '/')+1:]
+	return strings.HasPrefix(m, "Get") || strings.HasPrefix(m, "List")
+}
+
 // runDocExample runs one example with tool: its curl (and buf curl, when
 // the call may be repeated) command, or its grpcurl command; and checks the
-// answers.
-func runDocExample(t *testing.T, ex *docExample, env *docBundle, update bool, tool string) {
+// answers. It returns the variables the example sets (sets=, cookie=), for
+// the caller to add to env: examples may run side by side, reading env.
+func runDocExample(t *testing.T, ex *docExample, env *docBundle, update bool, tool string) map[string]string {
 	api, grpcAddr := env.vars["API"], env.vars["GRPC"]
-	// The three forms ask for the same thing.
+	// The three forms ask for the same thing (bash reads the three at once).
+	forms := map[string]string{"buf": ex.buf, "grpcurl": ex.grpcurl, "curl": ex.curl}
+	invs, errs := map[string]invocation{}, map[string]error{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for form, cmd := range forms {
+		wg.Go(func() {
+			inv, err := bashInvocation(env.environ(), cmd)
+			mu.Lock()
+			defer mu.Unlock()
+			invs[form], errs[form] = inv, err
+		})
+	}
+	wg.Wait()
 	reqs := map[string]request{}
-	for form, cmd := range map[string]string{"buf": ex.buf, "grpcurl": ex.grpcurl, "curl": ex.curl} {
-		reqs[form] = parseWithBash(t, env.environ(), cmd).request(t, form, api, grpcAddr)
+	for form := range forms {
+		require.NoError(t, errs[form], "line %d: %s", ex.line, forms[form])
+		reqs[form] = invs[form].request(t, form, api, grpcAddr)
 	}
 	require.Equal(t, ex.procedure, reqs["buf"].procedure, "line %d: buf curl calls another procedure", ex.line)
 	require.Equal(t, ex.procedure, reqs["grpcurl"].procedure, "line %d: grpcurl calls another procedure", ex.line)
@@ -706,35 +820,40 @@ func runDocExample(t *testing.T, ex *docExample, env *docBundle, update bool, to
 		require.NotContains(t, got, "code", "line %d: %s failed: %v", ex.line, ex.procedure, got)
 		require.NoError(t, checkShape(want, got, "answer", true), "line %d: %s answered %s to %s", ex.line, ex.procedure, body, tool)
 	}
+	sets := map[string]string{}
 	for _, s := range ex.sets {
 		v, ok := jsonPath(got, s[1])
 		require.True(t, ok, "line %d: no %s in %s", ex.line, s[1], body)
-		env.vars[s[0]] = v
+		sets[s[0]] = v
 	}
 	if ex.cookie != "" {
 		sc := header.Get("Set-Cookie")
 		require.NotEmpty(t, sc, "line %d: no Set-Cookie", ex.line)
-		env.vars[ex.cookie] = strings.SplitN(sc, ";", 2)[0]
+		sets[ex.cookie] = strings.SplitN(sc, ";", 2)[0]
 	}
 
-	// buf curl, for real, when the call can be repeated.
+	// buf curl, for real, when the call can be repeated: in the shell the
+	// example leaves, with what it set.
 	if tool != "curl" || ex.once {
-		return
+		return sets
 	}
+	after := &docBundle{vars: maps.Clone(env.vars)}
+	maps.Copy(after.vars, sets)
 	c := exec.Command("bash", "-c", "buf() { \"$PAYMENTD_DOC_BUF\" \"$@\"; }\n"+ex.buf)
-	c.Env = env.environ()
+	c.Env = after.environ()
 	var stderr bytes.Buffer
 	c.Stderr = &stderr
 	bufOut, err := c.Output()
 	if code := errorCode(want); code != "" {
 		require.Error(t, err, "line %d: buf curl succeeded: %s", ex.line, bufOut)
 		require.Contains(t, stderr.String(), `"code": "`+code+`"`, "line %d", ex.line)
-		return
+		return sets
 	}
 	require.NoError(t, err, "line %d: %s\n%s", ex.line, ex.buf, stderr.String())
 	var bufGot map[string]any
 	require.NoError(t, json.Unmarshal(bufOut, &bufGot), "line %d: buf curl printed %q", ex.line, bufOut)
 	require.NoError(t, checkShape(want, bufGot, "buf answer", true), "line %d: buf curl answered %s", ex.line, bufOut)
+	return sets
 }
 
 // runGrpcurl runs an example's grpcurl command with the pinned grpcurl and
@@ -1007,7 +1126,9 @@ func TestREADMECallingTheServiceRuns(t *testing.T) {
 	script := readmeScript(t, root, "calling")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	cfg := testConfig(testdb.EmptyURL(t))
+	// The block calls a service that is running, not one's first start (the
+	// quick start's test migrates an empty database): a migrated clone.
+	cfg := testConfig(testdb.URL(t))
 	cfg.Plugins.Dir = pluginDir(t)
 	r := startOn(t, cfg, ln)
 

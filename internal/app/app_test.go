@@ -21,12 +21,17 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
+	"github.com/rustbill/paymentd/internal/fakes/stripemock"
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testredis"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(testdb.Main(m), testredis.IgnoreRedial) }
+// TestMain runs the tests with testdb's shared database and one stripe-mock
+// for the Stripe tests (stripemock.Shared), both stopped at the end.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(stripemock.Main(testdb.Main(m)), testredis.IgnoreRedial)
+}
 
 func testConfig(dbURL string) config.Config {
 	c := config.Default()

@@ -19,6 +19,7 @@ import (
 // docs/decisions.md ("billing cycles") that a product's new price reaches
 // existing orders only with apply_to_existing_orders.
 func TestProductBillingCycleOverTheWire(t *testing.T) {
+	t.Parallel()
 	e := startPayments(t)
 	ctx := context.Background()
 	createProduct := func(req *orderpb.CreateProductRequest) (*orderpb.Product, error) {

@@ -39,7 +39,8 @@ type stripeBundle struct {
 func startStripe(t *testing.T, opts ...app.Option) *stripeBundle {
 	t.Helper()
 	e := startPaymentsWith(t, opts)
-	sm := stripemock.Start(t)
+	// stripe-mock keeps no state: the package's tests share one.
+	sm := stripemock.Shared(t)
 	e.installGateway(t, "stripe", "stripe", nil)
 	s := &stripeBundle{payBundle: e, gw: e.addGateway(t, "stripe", "Card (Stripe)", map[string]any{
 		"secret_key": stripemock.Key, "webhook_secret": stripeWhsec, "api_base": sm.URL(),

@@ -495,7 +495,11 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	hook := notifytest.StartWebhook(t, "webhook-secret-0123456789")
-	o := startObserved(t, []app.Option{app.WithSpanExporter(exp)}, func(c *config.Config) {
+	// The business clock stands still until the test moves it: the
+	// reconciliation and the payment timeout come when it says, not after
+	// seconds of real time waited out.
+	clock := testkit.NewClockAt(time.Now().UTC())
+	o := startObserved(t, []app.Option{app.WithSpanExporter(exp), app.WithClock(clock.Now)}, func(c *config.Config) {
 		c.Tracing.Enabled = true
 		c.Tracing.SampleRatio = 1
 		c.Events.PollInterval = 100 * time.Millisecond
@@ -518,8 +522,13 @@ func TestTracingPutsATraceIDInTheLogsOfBackgroundWork(t *testing.T) {
 	o.fake.DropNotify(true)
 	require.NoError(t, o.fake.Pay(p.GetId()))
 	unpaidOrder := o.order(t)
+	// The payment falls due for reconciliation (after 300 ms), both orders
+	// still far from their 5 s timeout; once the paid one is active, the
+	// other is past it.
+	clock.Advance(time.Second)
 	o.waitSettled(t, p.GetId())
 	o.waitOrderStatus(t, paidOrder, "active")
+	clock.Advance(5 * time.Second)
 	o.waitOrderStatus(t, unpaidOrder, "cancelled")
 
 	// find waits for a line of msg whose attributes include those given.

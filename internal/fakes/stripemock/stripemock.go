@@ -14,6 +14,7 @@ package stripemock
 
 import (
 	"bytes"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -75,27 +76,109 @@ var listening = regexp.MustCompile(`Listening for HTTP at address: (127\.0\.0\.1
 // always opens) and stops it when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, stop, err := launch(build(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return s
+}
+
+// launch starts a stripe-mock process and waits until it listens; stop
+// kills it.
+func launch(path string) (s *Server, stop func(), err error) {
 	out := &testkit.Logs{} // the process output, read for the line naming its address
-	cmd := exec.Command(build(t), "-http-addr", "127.0.0.1:", "-https-addr", "127.0.0.1:")
+	cmd := exec.Command(path, "-http-addr", "127.0.0.1:", "-https-addr", "127.0.0.1:")
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("stripemock: %v", err)
+		return nil, nil, fmt.Errorf("stripemock: %w", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+	exited := make(chan struct{})
+	go func() {
 		_ = cmd.Wait()
-	})
-	// Loading Stripe's OpenAPI description takes a few seconds.
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			return &Server{url: "http://" + m[1]}
-		}
-		if cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
+		close(exited)
+	}()
+	stop = func() {
+		_ = cmd.Process.Kill()
+		<-exited
 	}
-	t.Fatalf("stripemock: stripe-mock did not start:\n%s", out.String())
-	return nil
+	// Loading Stripe's OpenAPI description takes a few seconds.
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			return &Server{url: "http://" + m[1]}, stop, nil
+		}
+		select {
+		case <-tick.C:
+		case <-exited:
+			if m := listening.FindStringSubmatch(out.String()); m == nil {
+				return nil, nil, fmt.Errorf("stripemock: stripe-mock exited before it listened:\n%s", out.String())
+			}
+		case <-deadline.C:
+			stop()
+			return nil, nil, fmt.Errorf("stripemock: stripe-mock did not start in 60 s:\n%s", out.String())
+		}
+	}
+}
+
+// shared is the one stripe-mock of a package's tests that call Shared:
+// started by the first, stopped by Main when the tests have run.
+var shared struct {
+	sync.Mutex
+	managed bool
+	server  *Server
+	stop    func()
+	err     error
+}
+
+// Shared is one stripe-mock for every test of the package that asks for
+// it, started by the first and stopped when the run ends. stripe-mock keeps
+// no state (see the package doc), so tests cannot see each other through
+// it; each one saves the seconds a process takes to load Stripe's OpenAPI
+// description. The package's TestMain must run the tests through Main.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	path := build(t)
+	shared.Lock()
+	defer shared.Unlock()
+	if !shared.managed {
+		t.Fatal("stripemock.Shared needs the package's TestMain to run the tests through stripemock.Main: " +
+			"func TestMain(m *testing.M) { goleak.VerifyTestMain(stripemock.Main(m)) }")
+	}
+	if shared.server == nil && shared.err == nil {
+		shared.server, shared.stop, shared.err = launch(path)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.server
+}
+
+// Main runs a package's tests (m: a *testing.M, or a runner wrapping one
+// such as testdb.Main's) so that Shared may be called, and stops the shared
+// stripe-mock once they have run.
+func Main(m interface{ Run() int }) interface{ Run() int } {
+	return mainRunner{m: m}
+}
+
+type mainRunner struct{ m interface{ Run() int } }
+
+func (r mainRunner) Run() int {
+	shared.Lock()
+	shared.managed = true
+	shared.Unlock()
+
+	code := r.m.Run()
+
+	shared.Lock()
+	defer shared.Unlock()
+	shared.managed = false
+	if shared.stop != nil {
+		shared.stop()
+	}
+	shared.server, shared.stop, shared.err = nil, nil, nil
+	return code
 }
