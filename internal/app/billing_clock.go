@@ -26,10 +26,10 @@ func (c *billingTestClock) Now() time.Time {
 }
 
 // Advance implements orderrpc.BillingClock: the clock moves forward by d and
-// a billing pass runs at once as of the new time.
+// a billing pass runs at once as of the new time, before any periodic pass
+// of this instance sees it, so that the counts it reports are what fell due.
 func (c *billingTestClock) Advance(ctx context.Context, d time.Duration) (orderrpc.ClockAdvanced, error) {
-	c.offset.Add(int64(d))
-	r, err := c.run.RunOnce(ctx)
+	r, err := c.run.RunAfter(ctx, func() { c.offset.Add(int64(d)) })
 	if err != nil {
 		return orderrpc.ClockAdvanced{}, err
 	}

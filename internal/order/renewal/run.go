@@ -39,6 +39,10 @@ type Run struct {
 	// not on every pass (the metric and the overview keep counting them).
 	mu           sync.Mutex
 	leftForAdmin map[uuid.UUID]bool
+
+	// passes makes this Run's passes take turns, so that RunAfter's pass
+	// is the first to see what its move changed.
+	passes sync.Mutex
 }
 
 // Start runs a pass every Options.Interval, while Options.Active says so,
@@ -173,6 +177,23 @@ const day = 24 * time.Hour
 // last word: a second invoice for a period is refused by service_periods'
 // primary key.
 func (r *Run) RunOnce(ctx context.Context) (Round, error) {
+	return r.RunAfter(ctx, nil)
+}
+
+// RunAfter runs move, when not nil, and then a pass (RunOnce), with no
+// other pass of this Run in between: the billing test clock moves its
+// clock this way, so that the pass it reports is the one that finds what
+// fell due, not the periodic pass that happened to start first.
+func (r *Run) RunAfter(ctx context.Context, move func()) (Round, error) {
+	r.passes.Lock()
+	defer r.passes.Unlock()
+	if move != nil {
+		move()
+	}
+	return r.pass(ctx)
+}
+
+func (r *Run) pass(ctx context.Context) (Round, error) {
 	now := store.Timestamp(r.opts.Clock())
 	by := audit.System(r.opts.Node)
 	var round Round

@@ -372,3 +372,29 @@ func TestRenewalRemindersAreSentOnceEachOnTheirDays(t *testing.T) {
 	b2.pass(t)
 	require.Equal(t, []string{"issued:7", "overdue:7"}, b2.reminders(t, id2))
 }
+
+// A pass after a move of the clock (the billing test clock's advance) is
+// the first pass to see it: the periodic passes of the same Run, running
+// back to back here, wait, so the pass reports the invoice that fell due.
+// (Planted: RunAfter without the turn, the move followed by RunOnce; the
+// periodic pass issued the invoice during the move and the reported pass
+// found none.)
+func TestAPassAfterAMoveOfTheClockIsTheFirstToSeeIt(t *testing.T) {
+	t.Parallel()
+	opts := defaults()
+	opts.Interval = time.Millisecond
+	b := setup(t, at(time.January, 1, 0), opts)
+	id := b.activeOrder(t, testfixture.Customer(t, b.pool), "monthly", "5.00")
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, b.run.Start(ctx))
+	t.Cleanup(func() { cancel(); b.run.Stop() })
+
+	r, err := b.run.RunAfter(ctx, func() {
+		b.clock.Set(at(time.January, 29, 0))
+		// Time for a periodic pass to start, were it allowed to.
+		time.Sleep(50 * time.Millisecond)
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Issued, "the pass after the move issues the renewal invoice")
+	require.Len(t, b.periods(t, id), 2)
+}
