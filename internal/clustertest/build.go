@@ -13,8 +13,8 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
-	"time"
+
+	"github.com/rustbill/paymentd/internal/pgcluster"
 )
 
 // RepoRoot is the repository's root directory (where go.mod is).
@@ -252,32 +252,9 @@ func RemoveBuilt() {
 // buildLock is the lock file goBuild holds while it builds.
 var buildLock = filepath.Join(os.TempDir(), "paymentd-clustertest-build.lock")
 
-// lockBuilds takes buildLock (flock, exclusive), waiting until ctx is done.
-// The kernel drops it when the process dies.
+// lockBuilds takes buildLock, waiting until ctx is done.
 func lockBuilds(ctx context.Context) (unlock func(), err error) {
-	f, err := os.OpenFile(buildLock, os.O_CREATE|os.O_RDONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("clustertest: %w", err)
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
-			_ = f.Close()
-			return nil, fmt.Errorf("clustertest: lock %s: %w", buildLock, err)
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("clustertest: waiting for another build (%s): %w", buildLock, context.Cause(ctx))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return pgcluster.LockFile(ctx, buildLock)
 }
 
 // Prebuild starts Build and then, with release, the build of the release

@@ -84,14 +84,7 @@ func copyTo(ctx context.Context, from, dir string, logf func(format string, args
 		return nil, fmt.Errorf("pgcluster: %s exists already; a copy goes into a new directory", dir)
 	}
 
-	binDir, err := ensureBinaries(ctx, logf)
-	if err != nil {
-		return nil, err
-	}
-	if binDir, err = binariesFor(ctx, from, binDir); err != nil {
-		return nil, err
-	}
-	runAs, err := serverOwner(ctx, from, false, logf)
+	binDir, runAs, err := serverOf(ctx, from, logf)
 	if err != nil {
 		return nil, err
 	}

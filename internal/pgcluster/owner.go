@@ -160,3 +160,19 @@ func canSearch(fi os.FileInfo, o *owner) bool {
 		return perm&0o001 != 0
 	}
 }
+
+// serverOf is how the existing cluster in dir runs: the binaries of its
+// major version and the user that owns it, for a cluster made from it (a
+// standby, a copy).
+func serverOf(ctx context.Context, dir string, logf func(string, ...any)) (binDir string, runAs *owner, err error) {
+	if binDir, err = ensureBinaries(ctx, logf); err != nil {
+		return "", nil, err
+	}
+	if binDir, err = binariesFor(ctx, dir, binDir); err != nil {
+		return "", nil, err
+	}
+	if runAs, err = serverOwner(ctx, dir, false, logf); err != nil {
+		return "", nil, err
+	}
+	return binDir, runAs, nil
+}

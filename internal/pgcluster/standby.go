@@ -38,14 +38,7 @@ func StartStandby(ctx context.Context, primaryDir, dir, name string, logf func(f
 	if err := primary.loadPort(); err != nil {
 		return nil, err
 	}
-	binDir, err := ensureBinaries(ctx, logf)
-	if err != nil {
-		return nil, err
-	}
-	if binDir, err = binariesFor(ctx, primaryDir, binDir); err != nil {
-		return nil, err
-	}
-	runAs, err := serverOwner(ctx, primaryDir, false, logf)
+	binDir, runAs, err := serverOf(ctx, primaryDir, logf)
 	if err != nil {
 		return nil, err
 	}
