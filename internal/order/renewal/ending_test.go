@@ -63,6 +63,13 @@ func TestAPartlyPaidRenewalInvoicePastTerminationIsLeftForAnAdmin(t *testing.T) 
 	inv := *b.periods(t, id)[1].InvoiceID
 	_, err := b.pool.Exec(context.Background(), `UPDATE invoices SET paid_amount = 4 WHERE id = $1`, inv)
 	require.NoError(t, err)
+	// The metric counts it from the termination day on, not before.
+	// (Planted: the window `now - TerminateAfter` as `now + TerminateAfter`
+	// — caught.)
+	b.clock.Set(at(time.April, 14, 23)) // an hour before the termination day
+	n, err := b.run.PartlyPaidPastTermination(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n, "not yet past the termination day")
 
 	b.clock.Set(at(time.April, 20, 0)) // 19 days past due
 	r := b.pass(t)
@@ -81,7 +88,7 @@ func TestAPartlyPaidRenewalInvoicePastTerminationIsLeftForAnAdmin(t *testing.T) 
 	require.Len(t, ov.PartlyPaidPastTermination, 1)
 	require.Equal(t, id, ov.PartlyPaidPastTermination[0].Order.ID)
 	// The metric renewal_partly_paid_past_termination reads the run's count.
-	n, err := b.run.PartlyPaidPastTermination(context.Background())
+	n, err = b.run.PartlyPaidPastTermination(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	off := renewal.New(b.pool, renewal.Options{Clock: b.clock.Now, TerminateAfterDays: 0})
