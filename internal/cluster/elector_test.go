@@ -28,7 +28,7 @@ func TestOneOfThreeElectorsLeadsAndKeepsRenewing(t *testing.T) {
 		startMember(t, pool, "node-b", opts),
 		startMember(t, pool, "node-c", opts),
 	}
-	leader := waitLeader(t, 5*time.Second, ms...)
+	leader := waitLeader(t, firstElection, ms...)
 
 	first, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
@@ -80,8 +80,8 @@ func TestRolesAreIndependent(t *testing.T) {
 	billing := startMember(t, pool, "node-a", opts)
 	opts.Role = cluster.RoleEventWorker
 	worker := startMember(t, pool, "node-a", opts)
-	waitLeader(t, 5*time.Second, billing)
-	waitLeader(t, 5*time.Second, worker)
+	waitLeader(t, firstElection, billing)
+	waitLeader(t, firstElection, worker)
 	leases, err := store.Q(pool).ListLeaderLeases(context.Background())
 	require.NoError(t, err)
 	require.Len(t, leases, 2)
@@ -103,7 +103,7 @@ func TestKilledLeaderIsReplacedWithinOneTTL(t *testing.T) {
 		startMember(t, pool, "node-b", opts),
 		startMember(t, pool, "node-c", opts),
 	}
-	leader := waitLeader(t, 5*time.Second, ms...)
+	leader := waitLeader(t, firstElection, ms...)
 
 	leader.cancel() // no Stop(): no resign
 	require.Eventually(t, func() bool { return !leader.isLeader() }, 5*time.Second, 5*time.Millisecond)
@@ -140,7 +140,7 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 		o.Waker = startListener(t, pool, name)
 		ms = append(ms, startMember(t, pool, name, o))
 	}
-	leader := waitLeader(t, 5*time.Second, ms...)
+	leader := waitLeader(t, firstElection, ms...)
 	before, err := store.Q(pool).LeaderLeaseRemaining(context.Background(), cluster.RoleEventWorker)
 	require.NoError(t, err)
 
@@ -175,7 +175,7 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	opts := cluster.WithStopGrace(cluster.ElectorOptions{TTL: time.Minute, RenewInterval: 50 * time.Millisecond}, 20*time.Second)
 	m := startMember(t, conn, "node-a", opts)
-	waitLeader(t, 5*time.Second, m)
+	waitLeader(t, firstElection, m)
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -214,7 +214,7 @@ func TestLeaderThatCannotRenewStepsDownBeforeItsLeaseExpires(t *testing.T) {
 	opts := cluster.ElectorOptions{TTL: ttl, RenewInterval: 300 * time.Millisecond, Margin: time.Second}
 	flaky := &hangingDB{pool: pool}
 	a := startMember(t, flaky, "node-a", opts)
-	waitLeader(t, 5*time.Second, a)
+	waitLeader(t, firstElection, a)
 	b := startMember(t, pool, "node-b", opts)
 	b.rounds.Wait(t, 1, "b's first bid") // b is a follower that has seen a's lease
 

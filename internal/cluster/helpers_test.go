@@ -159,6 +159,11 @@ func (m *member) leading() bool {
 	return len(m.gained) > len(m.lost)
 }
 
+// firstElection bounds the wait for a first leader: a bound on waiting,
+// not a claim about speed (a test that measures a hand-over measures it),
+// so it leaves room for a machine busy building and testing beside it.
+const firstElection = 30 * time.Second
+
 // waitLeader waits until exactly one of ms leads, with its gain recorded
 // (gainedAt()[0] exists), and returns it.
 func waitLeader(t *testing.T, within time.Duration, ms ...*member) *member {
