@@ -2,9 +2,6 @@ package app_test
 
 import (
 	"context"
-	"net"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,15 +62,7 @@ func TestPanickingProcedureOverTheWire(t *testing.T) {
 	})})
 	paymentID := o.createPayment(t, o.order(t)).GetPayment().GetId()
 
-	var dials atomic.Int64
-	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &protocols, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}}
-	t.Cleanup(tr.CloseIdleConnections)
-	h2c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	h2c, conn := testkit.OneConnection(t, true)
 	clients := map[string]paymentpbconnect.PaymentServiceClient{
 		"connect":  paymentpbconnect.NewPaymentServiceClient(h2c, o.r.baseURL),
 		"grpc":     paymentpbconnect.NewPaymentServiceClient(h2c, o.r.baseURL, connect.WithGRPC()),
@@ -108,7 +97,7 @@ func TestPanickingProcedureOverTheWire(t *testing.T) {
 		require.NoError(t, err, "%s after the panics", name)
 		require.Equal(t, paymentID, res.Msg.GetPayment().GetId())
 	}
-	require.EqualValues(t, 1, dials.Load(), "every call went on the one connection")
+	require.NoError(t, conn.Err(), "every call went on the one connection, still open")
 
 	procedure := paymentpbconnect.PaymentServiceGetPaymentProcedure
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

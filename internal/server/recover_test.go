@@ -146,61 +146,6 @@ func pooledClient(t *testing.T, h2c bool) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
 }
 
-// oneConnection is an HTTP client (h2c, or HTTP/1.1) that sends every
-// request on one connection, opened by the first: a request after the
-// server closed it fails instead of going out on a new one. (Counting a
-// pooled client's dials cannot tell: the pool may dial again for its own
-// reasons, as when a second request comes before the first connection is
-// back in the pool.) Err says whether the connection is still usable.
-func oneConnection(t *testing.T, h2c bool) (*http.Client, *singleConn) {
-	t.Helper()
-	c := &singleConn{tr: &http.Transport{}}
-	if h2c {
-		var protocols http.Protocols
-		protocols.SetUnencryptedHTTP2(true)
-		c.tr.Protocols = &protocols
-	}
-	t.Cleanup(func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.cc != nil {
-			_ = c.cc.Close()
-		}
-	})
-	return &http.Client{Transport: c, Timeout: 30 * time.Second}, c
-}
-
-type singleConn struct {
-	tr *http.Transport
-	mu sync.Mutex
-	cc *http.ClientConn
-}
-
-func (c *singleConn) RoundTrip(req *http.Request) (*http.Response, error) {
-	c.mu.Lock()
-	if c.cc == nil {
-		cc, err := c.tr.NewClientConn(req.Context(), "http", req.URL.Host)
-		if err != nil {
-			c.mu.Unlock()
-			return nil, err
-		}
-		c.cc = cc
-	}
-	cc := c.cc
-	c.mu.Unlock()
-	return cc.RoundTrip(req)
-}
-
-// Err is nil while the one connection can carry requests.
-func (c *singleConn) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cc == nil {
-		return errors.New("no connection was opened")
-	}
-	return c.cc.Err()
-}
-
 // panicLines are the log's "handler panicked" lines.
 func (p *panics) panicLines(t *testing.T) []map[string]any {
 	t.Helper()
@@ -230,7 +175,7 @@ func (p *panics) requireNoSlotHeld(t *testing.T) {
 func TestPanickingProcedureAnswersInternalInEveryProtocolOnALiveConnection(t *testing.T) {
 	t.Parallel()
 	p := setupPanics(t)
-	client, conn := oneConnection(t, true)
+	client, conn := testkit.OneConnection(t, true)
 	protocols := map[string][]connect.ClientOption{
 		"connect":  nil,
 		"grpc":     {connect.WithGRPC()},
@@ -286,7 +231,7 @@ func TestPanickingProcedureAnswersInternalInEveryProtocolOnALiveConnection(t *te
 func TestPanickingRouteAnswers500AndKeepsTheHTTP1Connection(t *testing.T) {
 	t.Parallel()
 	p := setupPanics(t)
-	client, conn := oneConnection(t, false)
+	client, conn := testkit.OneConnection(t, false)
 	do := func(path string) (*http.Response, string) {
 		resp, err := client.Get(p.url + path)
 		require.NoError(t, err)
@@ -326,7 +271,7 @@ func TestPanickingRouteAnswers500AndKeepsTheHTTP1Connection(t *testing.T) {
 func TestPanicInFrontOfAConnectHandlerIsAnsweredInTheCallersProtocol(t *testing.T) {
 	t.Parallel()
 	p := setupPanics(t)
-	client, conn := oneConnection(t, true)
+	client, conn := testkit.OneConnection(t, true)
 	for _, opts := range [][]connect.ClientOption{nil, {connect.WithGRPC()}, {connect.WithGRPCWeb()}} {
 		c := paymentpbconnect.NewPaymentServiceClient(client, p.url, opts...)
 		req := connect.NewRequest(&paymentpb.GetPaymentRequest{Id: validID})
@@ -351,7 +296,7 @@ func TestPanicInFrontOfAConnectHandlerIsAnsweredInTheCallersProtocol(t *testing.
 func TestPanicAfterTheAnswerStartedResetsOnlyItsStream(t *testing.T) {
 	t.Parallel()
 	p := setupPanics(t)
-	client, conn := oneConnection(t, true)
+	client, conn := testkit.OneConnection(t, true)
 	resp, err := client.Get(p.url + "/export/payments.csv")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "the status went out before the panic")
