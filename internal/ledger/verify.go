@@ -65,7 +65,7 @@ func (r Report) String() string {
 		t.Orders, t.Invoices, t.Customers, t.Balances, t.BalanceTransactions,
 		t.Events, t.EventsDone, t.EventsPending, t.EventsProcessing, t.EventsFailed, r.Took.Round(time.Millisecond))
 	if t.EventsPastClaim > 0 {
-		fmt.Fprintf(&b, "\n  %d processing event(s) past their claim, waiting for the event worker's leader to reclaim them (no leader holds the role, or it was elected under a minute ago)", t.EventsPastClaim)
+		fmt.Fprintf(&b, "\n  %d processing event(s) past their claim, waiting for the event worker's leader to reclaim them (no leader holds the role, or it has had under a minute since it was elected and the claim ran out)", t.EventsPastClaim)
 	}
 	for _, v := range r.Violations {
 		b.WriteString("\n  ")
