@@ -119,3 +119,17 @@ func checkAllows(t *testing.T, db *pgxpool.Pool, r *renewalRows) bool {
 	require.ErrorIs(t, err, errRollBack)
 	return true
 }
+
+// An invoice with nothing left to pay (paid_amount = amount, still issued:
+// the schema allows it) is left alone: PayInvoiceFromBalance answers false
+// without writing a payment of 0.00, which payments.amount > 0 would
+// refuse, failing the caller's whole transaction (the billing run's pass
+// over the order).
+func TestPayInvoiceFromBalanceLeavesAnInvoiceWithNothingDueAlone(t *testing.T) {
+	t.Parallel()
+	db := testdb.Pool(t)
+	r := &renewalRows{status: order.StatusActive, renews: true, balance: "100.00", credit: "0.00",
+		amount: "10.00", paid: "10.00", paidUntil: periodEnd}
+	seedRenewal(t, db, r)
+	require.False(t, payFromBalance(t, db, r, periodEnd.Add(24*time.Hour)))
+}
