@@ -337,3 +337,27 @@ func TestARenewalInvoiceDescribesItsPeriodInTheBillingTimeZone(t *testing.T) {
 		require.ErrorIs(t, err, errRollBack, c.name)
 	}
 }
+
+// Only money pays an invoice: a move to paid that carries no payment is
+// refused as a transition the invoice writer does not make
+// (ErrInvoiceTransition, FailedPrecondition), not left to the schema's
+// paid-status CHECK, and changes nothing.
+func TestAMoveToPaidWithoutAPaymentIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := b.renewing(t, "10.00")
+	err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := store.Q(tx).GetOrderForUpdate(ctx, r.order)
+		require.NoError(t, err)
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, r.invoice.ID)
+		require.NoError(t, err)
+		_, err = order.InvoiceTransition(ctx, tx, inv, order.InvoiceMove{
+			To: order.InvoicePaid, By: audit.System("test"), At: store.Timestamp(time.Now()), Pay: money.Zero(),
+		})
+		return err
+	})
+	require.ErrorIs(t, err, order.ErrInvoiceTransition)
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.Equal(t, "issued", b.invoiceOf(t, r.invoice.ID).Status)
+}
