@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testdb"
@@ -118,4 +120,55 @@ func checkAllows(t *testing.T, db *pgxpool.Pool, r *renewalRows) bool {
 	}
 	require.ErrorIs(t, err, errRollBack)
 	return true
+}
+
+// An invoice with nothing left to pay (paid_amount = amount, still issued:
+// the schema allows it) is left alone: PayInvoiceFromBalance answers false
+// without writing a payment of 0.00, which payments.amount > 0 would
+// refuse, failing the caller's whole transaction (the billing run's pass
+// over the order).
+func TestPayInvoiceFromBalanceLeavesAnInvoiceWithNothingDueAlone(t *testing.T) {
+	t.Parallel()
+	db := testdb.Pool(t)
+	r := &renewalRows{status: order.StatusActive, renews: true, balance: "100.00", credit: "0.00",
+		amount: "10.00", paid: "10.00", paidUntil: periodEnd}
+	seedRenewal(t, db, r)
+	require.False(t, payFromBalance(t, db, r, periodEnd.Add(24*time.Hour)))
+}
+
+// A balance payment of an order's invoice carries the order, as a gateway
+// payment of the invoice does (a full refund of it then refunds the
+// order); one of a customer's invoice for no order carries none.
+func TestPayInvoiceFromBalanceRecordsThePaymentAgainstTheInvoicesOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	payKept := func(customer, invoice uuid.UUID) store.Payment {
+		t.Helper()
+		require.NoError(t, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+			acct, err := store.LockBalanceAccount(ctx, tx, customer)
+			require.NoError(t, err)
+			inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, invoice)
+			require.NoError(t, err)
+			paid, err := order.PayInvoiceFromBalance(ctx, tx, acct, inv, audit.System("test"), store.Timestamp(time.Now()))
+			require.True(t, paid)
+			return err
+		}))
+		var id uuid.UUID
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM payments WHERE invoice_id = $1 AND method = 'balance'`, invoice).Scan(&id))
+		return b.paymentOf(t, id)
+	}
+
+	r := &renewalRows{status: order.StatusActive, renews: true, balance: "10.00", credit: "0.00",
+		amount: "10.00", paid: "0.00", paidUntil: periodEnd}
+	seedRenewal(t, b.pool, r)
+	p := payKept(r.customer, r.invoice)
+	require.NotNil(t, p.OrderID, "the renewal invoice's payment")
+	require.Equal(t, r.order, *p.OrderID)
+
+	b.setAccount(t, b.alice, "5.00", "0.00")
+	inv, err := b.svc.CreateInvoice(b.asAdmin, order.NewInvoice{CustomerID: &b.alice, Amount: money.MustParse("5.00"), DueAt: future()})
+	require.NoError(t, err)
+	p = payKept(b.alice, inv.ID)
+	require.Nil(t, p.OrderID, "the payment of a customer's invoice for no order")
 }

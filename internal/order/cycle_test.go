@@ -90,6 +90,8 @@ func TestUpdateProductMovesExistingOrdersOnlyWhenAsked(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.svc.CancelOrder(b.asBob, closed.ID)
 	require.NoError(t, err)
+	another, err := b.svc.CreateOrder(b.asBob, prodID)
+	require.NoError(t, err)
 
 	price := money.MustParse("12.00")
 	_, err = b.svc.UpdateProduct(b.asAdmin, prodID, order.ProductUpdate{Price: &price})
@@ -110,6 +112,7 @@ func TestUpdateProductMovesExistingOrdersOnlyWhenAsked(t *testing.T) {
 	require.Equal(t, "10.00", last.Before["renewal_price"])
 	require.Equal(t, "annual", last.After["billing_cycle"])
 	require.Equal(t, "12.00", last.After["renewal_price"])
+	require.Equal(t, "annual", b.getOrder(t, another.ID).BillingCycle, "every open order moves, not only the first")
 
 	kept := b.getOrder(t, closed.ID)
 	require.Equal(t, "monthly", kept.BillingCycle, "a cancelled order has no later periods")

@@ -301,3 +301,63 @@ func TestCancelInvoiceCancelsAnOverdueRenewalInvoice(t *testing.T) {
 		require.False(t, b.getOrder(t, r.order).Renews, "the order stops renewing")
 	}
 }
+
+// A renewal invoice names what it renews (the order's description, or the
+// order's id when it has none) and its period's dates in the billing time
+// zone, UTC when none is given; it is due when the period starts.
+func TestARenewalInvoiceDescribesItsPeriodInTheBillingTimeZone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := b.renewing(t, "10.00")
+	start := time.Date(2027, 3, 1, 20, 0, 0, 0, time.UTC)
+	end := time.Date(2027, 4, 1, 20, 0, 0, 0, time.UTC)
+	shanghai := time.FixedZone("UTC+8", 8*60*60)
+	cases := []struct {
+		name, description string
+		loc               *time.Location
+		want              string
+	}{
+		{"described, in UTC+8", "VPS", shanghai, "Renewal of VPS: period 3, 2027-03-02 to 2027-04-02"},
+		{"described, in UTC", "VPS", time.UTC, "Renewal of VPS: period 3, 2027-03-01 to 2027-04-01"},
+		{"no zone is UTC", "VPS", nil, "Renewal of VPS: period 3, 2027-03-01 to 2027-04-01"},
+		{"no description", "", shanghai, "Renewal of order " + r.order.String() + ": period 3, 2027-03-02 to 2027-04-02"},
+	}
+	for _, c := range cases {
+		err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+			o, err := store.Q(tx).GetOrderForUpdate(ctx, r.order)
+			require.NoError(t, err)
+			o.Description = c.description
+			inv, err := order.IssueRenewalInvoice(ctx, tx, o, 3, start, end, c.loc, money.MustParse("10.00"), audit.System("test"), r.start)
+			require.NoError(t, err, c.name)
+			require.Equal(t, c.want, inv.Description, c.name)
+			require.Equal(t, start, inv.DueAt.UTC(), c.name)
+			return errRollBack
+		})
+		require.ErrorIs(t, err, errRollBack, c.name)
+	}
+}
+
+// Only money pays an invoice: a move to paid that carries no payment is
+// refused as a transition the invoice writer does not make
+// (ErrInvoiceTransition, FailedPrecondition), not left to the schema's
+// paid-status CHECK, and changes nothing.
+func TestAMoveToPaidWithoutAPaymentIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	r := b.renewing(t, "10.00")
+	err := store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+		_, err := store.Q(tx).GetOrderForUpdate(ctx, r.order)
+		require.NoError(t, err)
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, r.invoice.ID)
+		require.NoError(t, err)
+		_, err = order.InvoiceTransition(ctx, tx, inv, order.InvoiceMove{
+			To: order.InvoicePaid, By: audit.System("test"), At: store.Timestamp(time.Now()), Pay: money.Zero(),
+		})
+		return err
+	})
+	require.ErrorIs(t, err, order.ErrInvoiceTransition)
+	requireKind(t, err, apperr.FailedPrecondition)
+	require.Equal(t, "issued", b.invoiceOf(t, r.invoice.ID).Status)
+}

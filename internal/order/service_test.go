@@ -192,6 +192,10 @@ func TestUpdateProductChangesFutureOrdersOnly(t *testing.T) {
 	require.Equal(t, "10.00", audits[1].Before["price"])
 	require.Equal(t, "15.50", audits[1].After["price"])
 	require.Equal(t, false, audits[2].After["enabled"])
+
+	free, err := b.svc.UpdateProduct(b.asAdmin, prod.ID, order.ProductUpdate{Price: ptr(money.MustParse("0.00"))})
+	require.NoError(t, err, "a price of 0.00 is a free product, as CreateProduct takes one")
+	require.True(t, free.Price.IsZero())
 }
 
 // A provider_config update replaces the config; a secret it leaves out or
