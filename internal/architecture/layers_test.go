@@ -112,26 +112,39 @@ func imports(t *testing.T) map[string][]string {
 // path) and every package each one's production files import, whole paths.
 func allImports(t *testing.T) map[string][]string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"...")
+	graph := map[string][]string{}
+	for _, p := range listPackages(t) {
+		graph[strings.TrimPrefix(p.ImportPath, module)] = p.Imports
+	}
+	return graph
+}
+
+// listedPackage is what go list says of one of the module's packages.
+type listedPackage struct {
+	ImportPath                         string
+	Imports, TestImports, XTestImports []string
+}
+
+// listPackages is go list's view of every package of the module.
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", module+"...")
 	cmd.Dir = "../.."
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("go list: %v: %s", err, errb.String())
 	}
-	graph := map[string][]string{}
+	var pkgs []listedPackage
 	dec := json.NewDecoder(&out)
 	for dec.More() {
-		var p struct {
-			ImportPath string
-			Imports    []string
-		}
+		var p listedPackage
 		if err := dec.Decode(&p); err != nil {
 			t.Fatal(err)
 		}
-		graph[strings.TrimPrefix(p.ImportPath, module)] = p.Imports
+		pkgs = append(pkgs, p)
 	}
-	return graph
+	return pkgs
 }
 
 // No import runs where the map says never, straight or through packages

@@ -1,12 +1,9 @@
 package architecture_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -241,23 +238,8 @@ func TestTheStoreWrapsNoQueryItOnlyHandsOn(t *testing.T) {
 // parameter types the store re-exports (docs/architecture.md, "The layers").
 func TestOnlyTheStoreImportsDbsqlc(t *testing.T) {
 	t.Parallel()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,TestImports,XTestImports", module+"...")
-	cmd.Dir = "../.."
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("go list: %v: %s", err, errb.String())
-	}
 	const dbsqlc = module + "internal/store/dbsqlc"
-	dec := json.NewDecoder(&out)
-	for dec.More() {
-		var p struct {
-			ImportPath                         string
-			Imports, TestImports, XTestImports []string
-		}
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
-		}
+	for _, p := range listPackages(t) {
 		if strings.HasPrefix(p.ImportPath+"/", module+"internal/store/") {
 			continue
 		}
