@@ -92,7 +92,7 @@ func Build(ctx context.Context) (string, error) {
 // both compile them, where the second one, waiting, finds them in the
 // build cache and only links.
 func goBuild(ctx context.Context, dir, out, commit string) error {
-	unlock, err := lockBuilds(ctx)
+	unlock, err := pgcluster.LockFile(ctx, buildLock)
 	if err != nil {
 		return err
 	}
@@ -251,11 +251,6 @@ func RemoveBuilt() {
 
 // buildLock is the lock file goBuild holds while it builds.
 var buildLock = filepath.Join(os.TempDir(), "paymentd-clustertest-build.lock")
-
-// lockBuilds takes buildLock, waiting until ctx is done.
-func lockBuilds(ctx context.Context) (unlock func(), err error) {
-	return pgcluster.LockFile(ctx, buildLock)
-}
 
 // Prebuild starts Build and then, with release, the build of the release
 // upgrades are tested from (UpgradeFrom, BuildCommit) in the background,
