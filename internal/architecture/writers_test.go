@@ -157,6 +157,134 @@ func TestEachStatusHasOneWriter(t *testing.T) {
 	}
 }
 
+// periodWriters are the queries that write an order's periods, by what
+// each may write: service_periods rows, orders.paid_until and
+// orders.renews (docs/decisions.md, "One owner for periods"). The order's
+// renewal turned off when a renewal invoice is cancelled is Go's, with an
+// audit row (CancelUnpaidServicePeriod writes the periods only).
+var periodWriters = []struct {
+	what    string
+	writes  func(sql string) bool
+	queries []string
+}{
+	{"service_periods", writesServicePeriods, []string{
+		"InsertServicePeriod", "MarkServicePeriodPaid", "MarkServicePeriodFollowed", "CloseServicePeriods",
+		"ExtendServicePeriod", "CancelUnpaidServicePeriod", "AddServicePeriodNotices",
+	}},
+	{"orders.paid_until", func(sql string) bool { return writesOrdersColumn("paid_until", sql) }, []string{"SetOrderPaidUntil"}},
+	{"orders.renews", func(sql string) bool { return writesOrdersColumn("renews", sql) }, []string{"SetOrderRenews"}},
+}
+
+// periodCalls matches a call of a store function that runs one of them
+// (store.SetPaidEnd runs SetOrderPaidUntil), through the store package or
+// a query set (store.Q(tx).X, q.X); not a method of the same name on
+// another type (order.Service.ExtendServicePeriod).
+var periodCalls = func() *regexp.Regexp {
+	names := []string{"SetPaidEnd"}
+	for _, w := range periodWriters {
+		names = append(names, w.queries...)
+	}
+	return regexp.MustCompile(`(\bstore\.|\)\.|\bq\.)(` + strings.Join(names, "|") + `)\(`)
+}()
+
+// periodOwner is the one file that calls them, beside the store's wrappers.
+var periodOwner = []string{"internal/order/periods.go", "internal/store/service_periods.go"}
+
+// writesServicePeriods matches an UPDATE of or an INSERT into
+// service_periods.
+func writesServicePeriods(sql string) bool {
+	return regexp.MustCompile(`(?is)\b(UPDATE|INSERT\s+INTO)\s+service_periods\b`).MatchString(sql)
+}
+
+// writesOrdersColumn matches an UPDATE of orders whose SET list names
+// column, or an INSERT into orders whose column list does.
+func writesOrdersColumn(column, sql string) bool {
+	named := regexp.MustCompile(`(?i)(^|[\s,.(])` + column + `\s*(=|,|\)|$)`)
+	update := regexp.MustCompile(`(?is)\bUPDATE\s+orders\b(?:\s+(?:AS\s+)?\w+)?\s+SET\s+(.*?)(?:\bWHERE\b|\bFROM\b|\bRETURNING\b|;|$)`)
+	for _, m := range update.FindAllStringSubmatch(sql, -1) {
+		if named.MatchString(m[1]) {
+			return true
+		}
+	}
+	insert := regexp.MustCompile(`(?is)\bINSERT\s+INTO\s+orders\s*\(([^)]*)\)`)
+	for _, m := range insert.FindAllStringSubmatch(sql, -1) {
+		if named.MatchString(m[1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// writesPeriods matches SQL that writes any of the periods' columns.
+func writesPeriods(sql string) bool {
+	for _, w := range periodWriters {
+		if w.writes(sql) {
+			return true
+		}
+	}
+	return false
+}
+
+// An order's periods have one owner (internal/order's periods.go), as
+// orders.status has Transition: a query that writes service_periods,
+// orders.paid_until or orders.renews and is not that column's writer, a
+// call of one of those queries from another file, or SQL in Go that writes
+// them fails here.
+func TestPeriodsHaveOneOwner(t *testing.T) {
+	t.Parallel()
+	blocks := queryBlocks(t)
+	for _, w := range periodWriters {
+		var queries []string
+		for name, sql := range blocks {
+			if w.writes(sql) {
+				queries = append(queries, name)
+			}
+		}
+		sort.Strings(queries)
+		want := append([]string(nil), w.queries...)
+		sort.Strings(want)
+		if strings.Join(queries, ",") != strings.Join(want, ",") {
+			t.Errorf("queries writing %s: %v, want only %v (one owner: internal/order/periods.go)", w.what, queries, want)
+		}
+	}
+	allowed := map[string]bool{}
+	for _, f := range periodOwner {
+		allowed[f] = true
+	}
+	for path, src := range productionGo(t) {
+		if !allowed[path] && periodCalls.MatchString(src) {
+			t.Errorf("%s writes an order's periods (%s): go through internal/order/periods.go", path, periodCalls.FindString(src))
+		}
+		if writesPeriods(src) {
+			t.Errorf("%s holds SQL writing an order's periods: go through internal/order/periods.go", path)
+		}
+	}
+}
+
+// The period writers' matchers find each way SQL can write the columns,
+// and not the reads or the other columns.
+func TestWritesPeriodsMatcher(t *testing.T) {
+	t.Parallel()
+	for sql, want := range map[string]bool{
+		"UPDATE service_periods SET notices = @n WHERE order_id = @id":                      true,
+		"INSERT INTO service_periods (order_id) VALUES (@id)":                               true,
+		"WITH c AS (SELECT 1) UPDATE orders SET renews = false, updated_at = @at FROM c":    true,
+		"UPDATE orders o SET updated_at = @at, paid_until = @p WHERE id = @id":              true,
+		"UPDATE orders SET renews=@r":                                                       true,
+		"INSERT INTO orders (id, renews) VALUES (@id, false)":                               true,
+		"INSERT INTO orders (id, paid_until) VALUES (@id, @p)":                              true,
+		"SELECT * FROM service_periods WHERE order_id = @id":                                false,
+		"UPDATE orders SET status = @s WHERE id = @id AND renews":                           false,
+		"UPDATE orders SET status = @s WHERE paid_until < @now":                             false,
+		"INSERT INTO orders (id, status) VALUES (@id, @s)":                                  false,
+		"UPDATE orders SET renewal_price = @p, updated_at = @at WHERE id = @id RETURNING *": false,
+	} {
+		if got := writesPeriods(sql); got != want {
+			t.Errorf("writesPeriods(%q) = %v, want %v", sql, got, want)
+		}
+	}
+}
+
 // audit.Write (internal/audit) is the one writer of audit_log: one query
 // inserts into it.
 func TestAuditLogHasOneWriter(t *testing.T) {

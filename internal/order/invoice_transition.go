@@ -2,7 +2,6 @@ package order
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +27,10 @@ type InvoiceMove struct {
 	// full; zero means At).
 	Pay    money.Amount
 	PaidAt time.Time
+	// BillingAt is At on the billing clock (zero means At, as in
+	// production): a renewal invoice's period counts as paid at PaidAt (or
+	// At) moved onto that clock.
+	BillingAt time.Time
 	// FailReason is what the pending payments of an invoice that is paid or
 	// cancelled are failed with (payments.failure_reason).
 	FailReason string
@@ -112,7 +115,7 @@ func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invo
 	}
 	if to == InvoiceCancelled {
 		// A cancelled renewal invoice: its period will not be served.
-		if _, err := store.CancelUnpaidServicePeriod(ctx, tx, inv.ID, m.At); err != nil && !errors.Is(err, store.ErrNotFound) {
+		if err := cancelUnpaidPeriod(ctx, tx, inv, m); err != nil {
 			return InvoiceMoved{}, err
 		}
 	}

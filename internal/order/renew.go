@@ -13,24 +13,6 @@ import (
 	"github.com/rustbill/paymentd/internal/store"
 )
 
-// startFirstPeriod starts the first service period of a recurring order
-// that has just gone active: from now, one cycle long in the billing time
-// zone, paid by the order's own payment. A one-time order has none.
-func startFirstPeriod(ctx context.Context, tx pgx.Tx, o store.Order, m Move) error {
-	months := BillingCycle(o.BillingCycle).Months()
-	if months == 0 {
-		return nil
-	}
-	end := AddMonths(m.At, months, m.Location)
-	if _, err := store.InsertServicePeriod(ctx, tx, store.NewServicePeriod{
-		OrderID: o.ID, Seq: 1, StartsAt: m.At, EndsAt: end, AnchorAt: m.At, AnchorMonths: int32(months),
-		PaidAt: &m.At, CreatedAt: m.At,
-	}); err != nil {
-		return err
-	}
-	return store.SetPaidEnd(ctx, tx, o.ID, end, m.At)
-}
-
 // renewOnPaid is what paying an invoice in full does when the invoice
 // bills a service period, whoever paid it (gateway callback, bank-transfer
 // confirmation, reconciler, late capture, balance): in the caller's
@@ -64,11 +46,7 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 		return apperr.Wrap(apperr.FailedPrecondition, ErrPeriodNotRenewable,
 			"invoice %s bills period %d of order %s, which is %s: it can no longer be renewed", inv.ID, p.Seq, p.OrderID, p.Status)
 	}
-	if p, err = store.MarkServicePeriodPaid(ctx, tx, p.OrderID, p.Seq, paidAt, m.At); err != nil {
-		// Locked and unpaid just above: a miss is a bug.
-		return store.BugIfNotFound(err, "mark the renewed period paid")
-	}
-	if err := store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At); err != nil {
+	if p, err = payPeriod(ctx, tx, p, m, paidAt); err != nil {
 		return err
 	}
 	o, err := store.Q(tx).GetOrderForUpdate(ctx, p.OrderID)
@@ -126,7 +104,5 @@ func QueueRenewalReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq
 	if err := store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body); err != nil {
 		return err
 	}
-	return store.Q(tx).AddServicePeriodNotices(ctx, store.AddServicePeriodNoticesParams{
-		OrderID: *inv.OrderID, Seq: seq, Notices: notices, UpdatedAt: at,
-	})
+	return recordNotices(ctx, tx, *inv.OrderID, seq, notices, at)
 }

@@ -59,17 +59,8 @@ func (s *Service) SetOrderRenewal(ctx context.Context, id uuid.UUID, renews bool
 		if Status(o.Status).IsFinal() || Status(o.Status) == StatusCancelled {
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s: its service has ended", id, o.Status)
 		}
-		out = o
-		if o.Renews == renews {
-			return nil
-		}
-		now := s.now()
-		if out, err = store.Q(tx).SetOrderRenews(ctx, store.SetOrderRenewsParams{
-			ID: id, Renews: renews, UpdatedAt: now,
-		}); err != nil {
-			return err
-		}
-		return audit.Write(ctx, tx, audit.Of(p), now, ActionOrderRenewal, entityOrder, id.String(), orderSnapshot(o), orderSnapshot(out))
+		out, err = setRenews(ctx, tx, o, renews, audit.Of(p), s.now(), "")
+		return err
 	})
 	if err != nil {
 		return store.Order{}, err
@@ -89,7 +80,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 	}
 	end = store.Timestamp(end)
 	// Against the billing clock, which renewals run on.
-	if err := timerange.CheckAhead("ends_at", end, s.now()); err != nil {
+	if err := timerange.CheckAhead("ends_at", end, s.billingNow()); err != nil {
 		return store.Order{}, store.ServicePeriod{}, err
 	}
 	var out store.Order
@@ -117,12 +108,7 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 			return apperr.New(apperr.InvalidArgument, "ends_at %s is not after the period's end %s", end.Format(time.RFC3339), last.EndsAt.Format(time.RFC3339))
 		}
 		now := s.now()
-		if period, err = store.Q(tx).ExtendServicePeriod(ctx, store.ExtendServicePeriodParams{
-			OrderID: id, Seq: last.Seq, EndsAt: end, UpdatedAt: now,
-		}); err != nil {
-			return err
-		}
-		if err := store.SetPaidEnd(ctx, tx, id, end, now); err != nil {
+		if period, err = extendPeriod(ctx, tx, id, last.Seq, end, now); err != nil {
 			return err
 		}
 		if out, err = store.Q(tx).GetOrder(ctx, id); err != nil {

@@ -22,7 +22,26 @@ type Service struct {
 	// of the copies orders keep; nil without [secrets] keys.
 	keys  *secrets.Keyring
 	clock func() time.Time
-	log   *slog.Logger
+	// billingClock is the billing clock when it is not clock
+	// (WithBillingClock: [billing].test_clock); nil in production.
+	billingClock func() time.Time
+	log          *slog.Logger
+}
+
+// WithBillingClock returns s with the billing clock c ([billing].test_clock
+// on): the periods' dates its operations check are against c's now.
+func (s *Service) WithBillingClock(c func() time.Time) *Service {
+	s.billingClock = c
+	return s
+}
+
+// billingNow is the billing clock's now: the service's clock unless the
+// test clock moved it.
+func (s *Service) billingNow() time.Time {
+	if s.billingClock == nil {
+		return s.now()
+	}
+	return store.Timestamp(s.billingClock())
 }
 
 // NewService returns the order domain over db. currencies is

@@ -23,6 +23,10 @@ type Move struct {
 	// PaidAt is when the money arrived, for a move from pending (the
 	// gateway's time of payment); zero means At.
 	PaidAt time.Time
+	// BillingAt is At on the billing clock, which dates the periods the
+	// move starts (provisioning → active): the moved clock with
+	// [billing].test_clock on; zero means At (production).
+	BillingAt time.Time
 
 	// Paid is the order_paid event of a move to paid (a gateway payment
 	// settled it) or, for a balance payment, pending → provisioning.
@@ -202,9 +206,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.EndReason == "" {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: ended without a reason", o.ID)
 		}
-		if _, err := store.Q(tx).CloseServicePeriods(ctx, store.CloseServicePeriodsParams{
-			OrderID: o.ID, Outcome: store.OutcomeEnded, UpdatedAt: m.At,
-		}); err != nil {
+		if err := closePeriods(ctx, tx, o.ID, store.OutcomeEnded, m.At); err != nil {
 			return Moved{}, err
 		}
 		p, err := servicePayload(ctx, tx, o.ID, m.EndReason)
@@ -218,9 +220,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if m.Refunded == nil {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: refunded without an order_refunded payload", o.ID)
 		}
-		if _, err := store.Q(tx).CloseServicePeriods(ctx, store.CloseServicePeriodsParams{
-			OrderID: o.ID, Outcome: store.OutcomeRefunded, UpdatedAt: m.At,
-		}); err != nil {
+		if err := closePeriods(ctx, tx, o.ID, store.OutcomeRefunded, m.At); err != nil {
 			return Moved{}, err
 		}
 		p := *m.Refunded

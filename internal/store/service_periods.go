@@ -93,9 +93,9 @@ func SetPaidEnd(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, until, at tim
 }
 
 // CancelUnpaidServicePeriod cancels the unpaid period invoiceID bills (its
-// invoice was cancelled): the period before is the last again and the
-// order stops renewing. ErrNotFound when the invoice bills no unpaid
-// period.
+// invoice was cancelled): the period before is the last again (the order's
+// renewal is turned off by its caller, internal/order's periods.go).
+// ErrNotFound when the invoice bills no unpaid period.
 func CancelUnpaidServicePeriod(ctx context.Context, tx pgx.Tx, invoiceID uuid.UUID, at time.Time) (ServicePeriod, error) {
 	r, err := dbsqlc.New(tx).CancelUnpaidServicePeriod(ctx, dbsqlc.CancelUnpaidServicePeriodParams{InvoiceID: &invoiceID, UpdatedAt: at})
 	return ServicePeriod(r), MapError(err)

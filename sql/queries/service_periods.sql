@@ -145,8 +145,9 @@ UPDATE orders SET paid_until = @paid_until, updated_at = @updated_at WHERE id = 
 
 -- name: CancelUnpaidServicePeriod :one
 -- The invoice billing an unpaid period was cancelled: the period is
--- cancelled (it ends unpaid), the one before is the last again, and the
--- order no longer renews, so its service ends at that period's end.
+-- cancelled (it ends unpaid) and the one before is the last again. The
+-- order's renewal is turned off in Go, with its audit row (order's
+-- cancelUnpaidPeriod, internal/order/periods.go), not here.
 WITH cancelled AS (
     UPDATE service_periods p
     SET status = 'cancelled', outcome = 'unpaid', updated_at = @updated_at
@@ -157,11 +158,6 @@ WITH cancelled AS (
     SET followed = false, updated_at = @updated_at
     FROM cancelled
     WHERE b.order_id = cancelled.order_id AND b.seq = cancelled.seq - 1
-), o AS (
-    UPDATE orders
-    SET renews = false, updated_at = @updated_at
-    FROM cancelled
-    WHERE orders.id = cancelled.order_id
 )
 SELECT * FROM cancelled;
 

@@ -132,6 +132,52 @@ func TestARefundOfABalancePaidRenewalRefundsTheOrderLikeAGatewayOne(t *testing.T
 	b.checkMoney(t)
 }
 
+// Cancelling a renewal invoice by hand turns the order's renewal off (its
+// service ends at its paid end) with an order.renewal audit row, by the
+// admin who cancelled, naming the invoice (issue 38, §4: before, a CTE in
+// the query turned it off with no row). The service then ends at the
+// paid end and no further invoice is issued: before, the end step read
+// the cancelled period as the last and never ended it. (Planted: the audit
+// row left out of cancelUnpaidPeriod; the end step reading the cancelled
+// period — each caught.)
+func TestCancellingARenewalInvoiceTurnsRenewalOffWithAnAuditRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.March, 1, 0), defaults())
+	id := b.activeOrder(t, testfixture.Customer(t, b.pool), "monthly", "10.00")
+	b.clock.Set(at(time.March, 25, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	inv := *b.periods(t, id)[1].InvoiceID
+	require.True(t, b.order(t, id).Renews)
+
+	svc := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	ctx := b.admin(t)
+	_, err := svc.CancelInvoice(ctx, inv)
+	require.NoError(t, err)
+	require.False(t, b.order(t, id).Renews)
+	require.Equal(t, store.PeriodCancelled, b.periods(t, id)[1].Status)
+	var kind, before, after, note string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT actor_kind, before->>'renews', after->>'renews', after->>'note' FROM audit_log
+		WHERE entity_type = 'order' AND entity_id = $1 AND action = $2`, id.String(), order.ActionOrderRenewal).Scan(&kind, &before, &after, &note))
+	require.Equal(t, "admin", kind)
+	require.Equal(t, "true", before)
+	require.Equal(t, "false", after)
+	require.Contains(t, note, inv.String())
+
+	// At the paid end the service ends (completed), with no second
+	// renewal row and no invoice.
+	b.clock.Set(at(time.April, 1, 1))
+	r := b.pass(t)
+	require.Equal(t, 1, r.Ended)
+	require.Zero(t, r.Issued)
+	require.Equal(t, string(order.StatusCompleted), b.order(t, id).Status)
+	var rows int
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT count(*) FROM audit_log WHERE entity_type = 'order' AND entity_id = $1 AND action = $2`, id.String(), order.ActionOrderRenewal).Scan(&rows))
+	require.Equal(t, 1, rows)
+	b.checkMoney(t)
+}
+
 // admin is a context of a new admin user (refunds name who asked).
 func (b *bundle) admin(t *testing.T) context.Context {
 	t.Helper()

@@ -392,17 +392,12 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 			}
 			next.InvoiceID = &inv.ID
 		}
-		if _, err := store.InsertServicePeriod(ctx, tx, next); err != nil {
+		if err := order.IssuePeriod(ctx, tx, last, next, now); err != nil {
 			return err // ErrConflict: issued by another run; this one rolls back
-		}
-		if err := store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
-			OrderID: id, Seq: last.Seq, UpdatedAt: now,
-		}); err != nil {
-			return err
 		}
 		issued = true
 		if price.Sign() == 0 {
-			return store.SetPaidEnd(ctx, tx, id, next.EndsAt, now)
+			return nil // paid: the order's paid end moved
 		}
 		if r.opts.AutoApplyBalance {
 			if paid, err = order.PayInvoiceFromBalance(ctx, tx, l.acct, inv, by, now); err != nil || paid {
@@ -596,6 +591,28 @@ func (r *Run) firstTimeLeft(id uuid.UUID) bool {
 	return true
 }
 
+// lastServed is order id's last period that is not cancelled: the one
+// whose end the service ends at when the order does not renew. A renewal
+// invoice cancelled by hand leaves its period, cancelled, as the order's
+// latest; the one before is the last again (before, the end step read the
+// cancelled one and never ended the service).
+func lastServed(ctx context.Context, tx pgx.Tx, id uuid.UUID) (store.ServicePeriod, error) {
+	last, err := store.Q(tx).LatestServicePeriod(ctx, id)
+	if err != nil || last.Status != store.PeriodCancelled {
+		return last, store.BugIfNotFound(err, "read the last period") // the scan found one
+	}
+	ps, err := store.Q(tx).ListServicePeriods(ctx, id)
+	if err != nil {
+		return store.ServicePeriod{}, err
+	}
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].Status != store.PeriodCancelled {
+			return ps[i], nil
+		}
+	}
+	return last, nil
+}
+
 // end ends the service of order id whose paid period is over and that does
 // not renew.
 func (r *Run) end(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (bool, error) {
@@ -605,9 +622,9 @@ func (r *Run) end(ctx context.Context, id uuid.UUID, now time.Time, by audit.Act
 		if err != nil || !live(l.o) || (l.o.Renews && order.BillingCycle(l.o.BillingCycle).Recurring()) {
 			return err
 		}
-		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
+		last, err := lastServed(ctx, tx, id)
 		if err != nil {
-			return store.BugIfNotFound(err, "read the last period")
+			return err
 		}
 		if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil || last.EndsAt.After(now) {
 			return nil

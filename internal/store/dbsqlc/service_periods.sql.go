@@ -49,11 +49,6 @@ WITH cancelled AS (
     SET followed = false, updated_at = $1
     FROM cancelled
     WHERE b.order_id = cancelled.order_id AND b.seq = cancelled.seq - 1
-), o AS (
-    UPDATE orders
-    SET renews = false, updated_at = $1
-    FROM cancelled
-    WHERE orders.id = cancelled.order_id
 )
 SELECT order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM cancelled
 `
@@ -81,8 +76,9 @@ type CancelUnpaidServicePeriodRow struct {
 }
 
 // The invoice billing an unpaid period was cancelled: the period is
-// cancelled (it ends unpaid), the one before is the last again, and the
-// order no longer renews, so its service ends at that period's end.
+// cancelled (it ends unpaid) and the one before is the last again. The
+// order's renewal is turned off in Go, with its audit row (order's
+// cancelUnpaidPeriod, internal/order/periods.go), not here.
 func (q *Queries) CancelUnpaidServicePeriod(ctx context.Context, arg CancelUnpaidServicePeriodParams) (CancelUnpaidServicePeriodRow, error) {
 	row := q.db.QueryRow(ctx, cancelUnpaidServicePeriod, arg.UpdatedAt, arg.InvoiceID)
 	var i CancelUnpaidServicePeriodRow
