@@ -484,15 +484,25 @@ func (a *App) init(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The billing test clock ([billing].test_clock; nil when off) comes
+	// before the services that date periods by it: the settlement of a
+	// renewal invoice's payment, the order domain, the activation of an
+	// order (the fulfilment) and the billing run (docs/decisions.md, "The
+	// test clock is the one clock of billing").
+	var testClock *billingTestClock
+	if a.cfg.Billing.TestClock {
+		testClock = &billingTestClock{base: a.opts.clock}
+	}
 	paySvc := payment.NewService(a.db, a.log,
 		payment.WithGateways(a.Gateways()),
 		payment.WithPublicURL(a.cfg.Server.PublicURL),
 		payment.WithReconcileAfter(a.cfg.Billing.ReconcileAfter),
 		payment.WithLateCapture(a.cfg.Payments.LateCapture()),
 		payment.WithClock(a.opts.clock),
+		payment.WithBillingClock(testClock.clock()),
 		payment.WithMetrics(a.tel.metrics),
 		payment.WithReads(a.reads()))
-	a.bg, err = a.buildBackground(paySvc)
+	a.bg, err = a.buildBackground(paySvc, testClock)
 	if err != nil {
 		return err
 	}
@@ -508,7 +518,7 @@ func (a *App) init(ctx context.Context) error {
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
-	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
+	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock())
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)

@@ -49,8 +49,8 @@ type background struct {
 	admin        *event.Admin
 }
 
-func (a *App) buildBackground(pay *payment.Service) (*background, error) {
-	b := &background{node: a.node}
+func (a *App) buildBackground(pay *payment.Service, testClock *billingTestClock) (*background, error) {
+	b := &background{node: a.node, billingClock: testClock}
 	if err := a.buildCluster(b); err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (a *App) buildEvents(b *background, pay *payment.Service) error {
 	}
 	fulfillment.New(a.pool, fulfillment.NewPluginProvisioner(plugins, a.secrets), pay, b.notifier, fulfillment.Options{
 		Node: b.node, PaymentTimeout: c.Billing.PaymentTimeout, TimeoutScanInterval: c.Events.TimeoutScanInterval,
-		Clock: a.opts.clock, BillingLocation: c.Billing.RenewalOptions(b.node).Location, Logger: a.log,
+		Clock: a.opts.clock, BillingClock: b.billingClock.clock(), BillingLocation: c.Billing.RenewalOptions(b.node).Location, Logger: a.log,
 		TimeoutScans: a.opts.signals.TimeoutScans,
 	}).Register(b.worker)
 	return nil
@@ -156,8 +156,7 @@ func (a *App) buildBilling(b *background, pay *payment.Service) {
 	})
 	ropts := c.Billing.RenewalOptions(b.node)
 	ropts.Clock, ropts.Logger, ropts.Active, ropts.Rounds = a.opts.clock, a.log, b.billing.IsLeader, a.opts.signals.Renewals
-	if c.Billing.TestClock {
-		b.billingClock = &billingTestClock{base: a.opts.clock}
+	if b.billingClock != nil {
 		ropts.Clock = b.billingClock.Now
 		a.log.Warn("the billing test clock is on ([billing].test_clock): an admin can move the billing run's time forward; never in production")
 	}

@@ -82,6 +82,10 @@ type Options struct {
 	// Clock is the business clock (order and audit times, the timeout
 	// cutoff); nil: time.Now.
 	Clock func() time.Time
+	// BillingClock is the billing clock when it is not Clock
+	// ([billing].test_clock on): the first service period of an order
+	// that goes active starts at its now. Nil: Clock (production).
+	BillingClock func() time.Time
 	// BillingLocation is the billing time zone ([billing].time_zone) the
 	// first service period of a recurring order is counted in; nil: UTC.
 	BillingLocation *time.Location
@@ -335,9 +339,11 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 // activate moves a provisioning order to active (queuing
 // order_provisioned), in tx.
 func (s *Service) activate(ctx context.Context, tx pgx.Tx, o store.Order, instanceID *uuid.UUID, now time.Time) error {
-	_, err := order.Transition(ctx, tx, o, order.Move{
-		To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID, Location: s.opts.BillingLocation,
-	})
+	m := order.Move{To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID, Location: s.opts.BillingLocation}
+	if s.opts.BillingClock != nil {
+		m.BillingAt = store.Timestamp(s.opts.BillingClock())
+	}
+	_, err := order.Transition(ctx, tx, o, m)
 	return err
 }
 

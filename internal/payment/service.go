@@ -23,7 +23,10 @@ type Service struct {
 	reconcileAfter time.Duration
 	lateCapture    time.Duration
 	clock          func() time.Time
-	metrics        Metrics
+	// billingClock is the billing clock when it is not clock
+	// (WithBillingClock); nil in production.
+	billingClock func() time.Time
+	metrics      Metrics
 	// reads picks the database of the heavy reads (WithReads).
 	reads func() store.DB
 }
@@ -64,6 +67,14 @@ func WithReads(reads func() store.DB) Option { return func(s *Service) { s.reads
 // WithClock sets the time source (default time.Now).
 func WithClock(clock func() time.Time) Option { return func(s *Service) { s.clock = clock } }
 
+// WithBillingClock sets the billing clock when [billing].test_clock moves
+// it away from the service's clock: a renewal invoice a payment completes
+// pays its period at the payment's time moved onto it. Without it (in
+// production) the billing clock is the service's.
+func WithBillingClock(clock func() time.Time) Option {
+	return func(s *Service) { s.billingClock = clock }
+}
+
 // Defaults of the options.
 const (
 	DefaultPublicURL      = "http://127.0.0.1:50051"
@@ -99,6 +110,15 @@ func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
 // read back compares equal.
 func (s *Service) now() time.Time {
 	return store.Timestamp(s.clock())
+}
+
+// billingNow is the billing clock's now when it is not the service's (the
+// test clock), zero otherwise: an order.InvoiceMove's BillingAt.
+func (s *Service) billingNow() time.Time {
+	if s.billingClock == nil {
+		return time.Time{}
+	}
+	return store.Timestamp(s.billingClock())
 }
 
 // Get returns one payment: admins any, customers their own (another customer's

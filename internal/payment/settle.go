@@ -430,7 +430,7 @@ func (st *settling) applyToInvoice(ctx context.Context, paidAt time.Time) (bool,
 		return false, nil
 	}
 	moved, err := order.InvoiceTransition(ctx, st.tx, *inv, order.InvoiceMove{
-		By: st.who, At: st.now, Pay: p.Amount, PaidAt: paidAt,
+		By: st.who, At: st.now, BillingAt: st.s.billingNow(), Pay: p.Amount, PaidAt: paidAt,
 		FailReason: "invoice paid by payment " + p.ID.String(),
 	})
 	if err != nil {
