@@ -16,6 +16,7 @@ func (b *bench) computeRatios() {
 	get, okGet := r.Summary("get", 8)
 	drain, okDrain := r.Summary("drain", 0)
 	probe, okProbe := r.Summary("commit-to-active", 0)
+	bal, okBal := r.Summary("balance", 8)
 
 	if okCB && okPgb {
 		r.ratio("HandleCallback / pgbench callback ceiling, 8 in flight", cb.Throughput/pgb.Throughput, cb.Throughput/pgb.Throughput >= 0.80,
@@ -35,6 +36,13 @@ func (b *bench) computeRatios() {
 	if okCB && cb.PostgresCPUus > 0 {
 		r.ratio("paymentd CPU per callback / PostgreSQL CPU per callback", cb.ServerCPUus/cb.PostgresCPUus, cb.ServerCPUus <= 0.35*cb.PostgresCPUus,
 			"≤ 0.35", fmt.Sprintf("%.0f / %.0f µs, 8 in flight", cb.ServerCPUus, cb.PostgresCPUus))
+	}
+	if okCB && okBal && cb.PostgresCPUus > 0 {
+		// PayWithBalance does the callback's kind of work (one payment,
+		// one order move, one event) plus the ledger row: issue 40 holds
+		// it to no more of the database than a callback, in the same run.
+		r.ratio("PayWithBalance PostgreSQL CPU / callback's, 8 in flight", bal.PostgresCPUus/cb.PostgresCPUus, bal.PostgresCPUus <= cb.PostgresCPUus,
+			"≤ 1.0", fmt.Sprintf("%.0f / %.0f µs", bal.PostgresCPUus, cb.PostgresCPUus))
 	}
 	if okCB && okPgb {
 		r.ratio("HandleCallback p99 / pgbench callback p99, 8 in flight", cb.P99ms/pgb.P99ms, cb.P99ms <= 2*pgb.P99ms,

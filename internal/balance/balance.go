@@ -95,39 +95,77 @@ func Post(ctx context.Context, tx pgx.Tx, e Entry) (Posted, error) {
 	if err != nil {
 		return Posted{}, store.NotFound(err, "customer %s not found", e.CustomerID)
 	}
+	p, err := PostLocked(ctx, tx, acct, e)
+	if err != nil {
+		return Posted{}, err
+	}
+	return p.Done(ctx)
+}
+
+// PostLocked is Post for a caller that holds the customer's lock already:
+// acct is the customer as store.LockBalanceAccount read it, in tx (or as
+// store.LockForBalancePayment did). It checks what Post checks and refuses
+// as Post does, before anything is written; then the ledger statement is
+// queued, and in a pipelined transaction (store.WithPipelinedTx) goes with
+// the next statement that is sent. Done reads its answer and writes the
+// audit row; a Posting whose Done is never called must not commit.
+func PostLocked(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, e Entry) (*Posting, error) {
+	if _, ok := actions[e.Kind]; !ok {
+		return nil, apperr.New(apperr.Internal, "balance: unknown entry kind %q", e.Kind)
+	}
+	if acct.CustomerID != e.CustomerID {
+		return nil, apperr.New(apperr.Internal, "balance: the locked customer %s is not the entry's %s", acct.CustomerID, e.CustomerID)
+	}
 	if e.Currency != "" && e.Currency != acct.Currency {
-		return Posted{}, apperr.New(apperr.InvalidArgument, "the customer's balance is in %s, not %s", acct.Currency, e.Currency)
+		return nil, apperr.New(apperr.InvalidArgument, "the customer's balance is in %s, not %s", acct.Currency, e.Currency)
 	}
 	after, err := acct.Balance.Add(e.Amount)
 	if err != nil {
-		return Posted{}, apperr.New(apperr.InvalidArgument, "the balance would leave the range of amounts")
+		return nil, apperr.New(apperr.InvalidArgument, "the balance would leave the range of amounts")
 	}
 	if e.Amount.Sign() < 0 && !withinCredit(after, acct.CreditLimit) {
-		return Posted{}, apperr.Wrap(apperr.InvalidArgument, &InsufficientError{After: after, CreditLimit: acct.CreditLimit}, "insufficient balance")
+		return nil, apperr.Wrap(apperr.InvalidArgument, &InsufficientError{After: after, CreditLimit: acct.CreditLimit}, "insufficient balance")
 	}
 	if e.At.IsZero() {
 		e.At = store.Timestamp(time.Now())
 	}
-	row, err := store.PostBalance(ctx, tx, store.BalanceTransaction{
+	row := store.PostBalanceLater(ctx, tx, store.BalanceTransaction{
 		CustomerID: e.CustomerID, Type: string(e.Kind), Amount: e.Amount,
 		BalanceBefore: acct.Balance, BalanceAfter: after,
 		PaymentID: e.PaymentID, RefundID: e.RefundID, CreatedBy: e.CreatedBy,
 		Description: e.Description, CreatedAt: e.At,
 	})
+	return &Posting{tx: tx, acct: acct, after: after, e: e, row: row}, nil
+}
+
+// Posting is an entry whose ledger statement has been queued (PostLocked).
+type Posting struct {
+	tx    pgx.Tx
+	acct  store.BalanceAccount
+	after money.Amount
+	e     Entry
+	row   *store.Later[store.BalanceTransaction]
+}
+
+// Done reads the ledger row (sending the statement if nothing has carried
+// it yet) and writes the entry's audit row; its answer is Post's.
+func (p *Posting) Done(ctx context.Context) (Posted, error) {
+	row, err := p.row.Get(ctx)
 	if err != nil {
 		// The row is locked at acct.Balance and the checks above hold: a
 		// refusal here is a bug, never the caller's.
-		return Posted{}, store.Bug(err, "balance: post %s of %s for customer %s", e.Kind, e.Amount, e.CustomerID)
+		return Posted{}, store.Bug(err, "balance: post %s of %s for customer %s", p.e.Kind, p.e.Amount, p.e.CustomerID)
 	}
+	acct, e := p.acct, p.e
 	before := state{CustomerID: acct.CustomerID, Balance: acct.Balance, CreditLimit: acct.CreditLimit, Currency: acct.Currency}
 	afterState := before
-	afterState.Balance = after
-	if err := audit.Write(ctx, tx, e.By, e.At, actions[e.Kind], "customer", acct.CustomerID.String(), before, posted{
+	afterState.Balance = p.after
+	if err := audit.Write(ctx, p.tx, e.By, e.At, actions[e.Kind], "customer", acct.CustomerID.String(), before, posted{
 		state: afterState, Amount: e.Amount, Kind: e.Kind, BalanceTransactionID: row.ID, Note: e.Description,
 	}); err != nil {
 		return Posted{}, err
 	}
-	acct.Balance = after
+	acct.Balance = p.after
 	return Posted{Account: acct, Before: before.Balance, Ledger: row}, nil
 }
 

@@ -247,3 +247,57 @@ func TestFormEncodeRefusesWhatItCannotWriteFaithfully(t *testing.T) {
 		requireKind(t, err, KindScriptError, want, code)
 	}
 }
+
+// sign_string writes the text epay's sign and alipay's signing_string built
+// in Lua: names sorted by bytes, raw k=v joined with &, empty values and
+// the excluded names left out.
+func TestSignStringWritesWhatThePluginsCopiesWrote(t *testing.T) {
+	t.Parallel()
+	got := setup(t).runOK(t, `
+		local function old(params, without_sign_type)
+		  local keys = {}
+		  for k, v in pairs(params) do
+		    if k ~= "sign" and not (without_sign_type and k == "sign_type") and v ~= nil and v ~= "" then
+		      keys[#keys + 1] = k
+		    end
+		  end
+		  table.sort(keys)
+		  local parts = {}
+		  for i, k in ipairs(keys) do
+		    parts[i] = k .. "=" .. params[k]
+		  end
+		  return table.concat(parts, "&")
+		end
+		local t = {pid = "1001", type = "alipay", out_trade_no = "0b7c-41", notify_url = "https://x/cb?a=1&b=2",
+			return_url = "", name = "VIP 会员 & co", money = "12.30", clientip = "", sign = "abc+/=", sign_type = "MD5",
+			Zed = "\255", ["~"] = "~", ["a b"] = "x=y", [""] = "v"}
+		return json_encode({
+			epay = sign_string(t, "sign,sign_type") == old(t, true),
+			alipay = sign_string(t, "sign") == old(t, false),
+			spaces = sign_string(t, " sign , sign_type ") == old(t, true),
+			text = sign_string({b = "2", a = "1", c = "", sign = "s", sign_type = "MD5", B = "3"}, "sign,sign_type"),
+			all = sign_string({b = "2", a = "1", sign = "s"}),
+			empty = sign_string({}, "sign"),
+		})`)
+	require.Equal(t, map[string]any{
+		"epay": true, "alipay": true, "spaces": true,
+		"text": "B=3&a=1&b=2", "all": "a=1&b=2&sign=s", "empty": "",
+	}, got)
+}
+
+func TestSignStringRefusesWhatItCannotSignFaithfully(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for code, want := range map[string]string{
+		`return sign_string("a=1")`:            "sign_string: argument 1 (params) must be a table, got string",
+		`return sign_string(nil, "sign")`:      "sign_string: argument 1 (params) must be a table, got nil",
+		`return sign_string({a = 1})`:          `the value of "a" must be a string, got number`,
+		`return sign_string({a = {}})`:         `the value of "a" must be a string, got table`,
+		`return sign_string({[1] = "x"})`:      "has a name that is not a string (number)",
+		`return sign_string({a = "1"}, {"x"})`: "sign_string: argument 2 (exclude) must be a string, got table",
+		`return sign_string({}, "a", "b")`:     "sign_string: takes at most 2 arguments, got 3",
+	} {
+		_, err := b.run(t, code)
+		requireKind(t, err, KindScriptError, want, code)
+	}
+}

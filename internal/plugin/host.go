@@ -28,8 +28,8 @@ const (
 
 // hostFunc is one function the service offers to scripts. Every argument is
 // a string or nil (json_encode, str, snippet and json_table excepted, which
-// take any value, form_encode, which takes a table, and clip's max_bytes, a
-// number); a call with
+// take any value, form_encode and sign_string's params, a table, and clip's
+// max_bytes, a number); a call with
 // more arguments than params, or an argument of another type, raises an error
 // naming the function and the argument.
 type hostFunc struct {
@@ -64,6 +64,7 @@ var hostFunctions = []hostFunc{
 	{"snippet", []string{"value"}, hostSnippet},
 	{"json_table", []string{"s"}, hostJSONTable},
 	{"form_encode", []string{"params"}, hostFormEncode},
+	{"sign_string", []string{"params", "exclude"}, hostSignString},
 	{"parse_query", []string{"s"}, hostParseQuery},
 	{"now", nil, hostNow},
 	{"now_unix", nil, hostNowUnix},

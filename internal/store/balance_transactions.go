@@ -42,7 +42,26 @@ type BalanceTransaction struct {
 // zero amount, a wrong sign for the type, or after ≠ before + amount.
 // internal/balance is its one caller.
 func PostBalance(ctx context.Context, db DB, t BalanceTransaction) (BalanceTransaction, error) {
-	r, err := dbsqlc.New(db).PostBalance(ctx, dbsqlc.PostBalanceParams{
+	r, err := dbsqlc.New(db).PostBalance(ctx, postBalanceParams(t))
+	if err != nil {
+		return BalanceTransaction{}, MapError(err)
+	}
+	return BalanceTransaction(r), nil
+}
+
+// PostBalanceLater is PostBalance that, in a pipelined transaction
+// (WithPipelinedTx), waits to go with the next statement that is sent;
+// its Get answers as PostBalance would.
+func PostBalanceLater(ctx context.Context, db DB, t BalanceTransaction) *Later[BalanceTransaction] {
+	params := postBalanceParams(t)
+	return laterRow(ctx, db, func(q *dbsqlc.Queries) (BalanceTransaction, error) {
+		r, err := q.PostBalance(ctx, params)
+		return BalanceTransaction(r), err
+	})
+}
+
+func postBalanceParams(t BalanceTransaction) dbsqlc.PostBalanceParams {
+	return dbsqlc.PostBalanceParams{
 		CustomerID:    t.CustomerID,
 		Type:          t.Type,
 		Amount:        t.Amount,
@@ -53,11 +72,7 @@ func PostBalance(ctx context.Context, db DB, t BalanceTransaction) (BalanceTrans
 		CreatedBy:     t.CreatedBy,
 		Description:   t.Description,
 		CreatedAt:     t.CreatedAt,
-	})
-	if err != nil {
-		return BalanceTransaction{}, MapError(err)
 	}
-	return BalanceTransaction(r), nil
 }
 
 // ListCustomerBalanceTransactions returns one page of the customer's ledger,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -42,8 +43,30 @@ func LockBalanceAccount(ctx context.Context, db DB, customerID uuid.UUID) (Balan
 	return BalanceAccount{CustomerID: r.ID, Currency: r.Currency, Balance: r.Balance, CreditLimit: r.CreditLimit, DisabledAt: r.DisabledAt}, nil
 }
 
+// LockForBalancePayment locks, in one round trip, the customer of an order
+// (LockBalanceAccount, found through the order) and then the order
+// (GetOrderForUpdate): the lock order of every balance change, customer
+// first. ErrNotFound when there is no such order. In a pipelined
+// transaction (WithPipelinedTx) BEGIN and whatever waits go with it.
+func LockForBalancePayment(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) (BalanceAccount, Order, error) {
+	var acct dbsqlc.LockCustomerAccountOfOrderRow
+	var o Order
+	var acctErr, oErr error
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		acct, acctErr = q.LockCustomerAccountOfOrder(ctx, orderID)
+		o, oErr = q.GetOrderForUpdate(ctx, orderID)
+	})
+	if err := firstError(acctErr, oErr, err); err != nil {
+		return BalanceAccount{}, Order{}, MapError(err)
+	}
+	return BalanceAccount{CustomerID: acct.ID, Currency: acct.Currency, Balance: acct.Balance, CreditLimit: acct.CreditLimit, DisabledAt: acct.DisabledAt}, o, nil
+}
+
 // NewBalancePayment is a payment of an order from the customer's balance.
 type NewBalancePayment struct {
+	// ID is the payment's id; uuid.Nil draws a random one (what the
+	// column's default would).
+	ID uuid.UUID
 	// OrderID is the order paid; uuid.Nil for a payment of InvoiceID alone.
 	OrderID    uuid.UUID
 	InvoiceID  *uuid.UUID
@@ -57,17 +80,35 @@ type NewBalancePayment struct {
 // no gateway interface, paid_at set). The customer and currency must be the
 // order's (payments_order_fkey).
 func InsertBalancePayment(ctx context.Context, db DB, p NewBalancePayment) (Payment, error) {
+	row, err := dbsqlc.New(db).InsertBalancePayment(ctx, balancePaymentParams(p))
+	return row, MapError(err)
+}
+
+// InsertBalancePaymentLater is InsertBalancePayment that, in a pipelined
+// transaction (WithPipelinedTx), waits to go with the next statement that
+// is sent; give it p.ID to name the payment in that statement.
+func InsertBalancePaymentLater(ctx context.Context, db DB, p NewBalancePayment) *Later[Payment] {
+	params := balancePaymentParams(p)
+	return laterRow(ctx, db, func(q *dbsqlc.Queries) (Payment, error) {
+		return q.InsertBalancePayment(ctx, params)
+	})
+}
+
+func balancePaymentParams(p NewBalancePayment) dbsqlc.InsertBalancePaymentParams {
 	orderID := &p.OrderID
 	if p.OrderID == uuid.Nil {
 		orderID = nil
 	}
-	row, err := dbsqlc.New(db).InsertBalancePayment(ctx, dbsqlc.InsertBalancePaymentParams{
+	if p.ID == uuid.Nil {
+		p.ID = uuid.New()
+	}
+	return dbsqlc.InsertBalancePaymentParams{
+		ID:         p.ID,
 		OrderID:    orderID,
 		InvoiceID:  p.InvoiceID,
 		CustomerID: p.CustomerID,
 		Amount:     p.Amount,
 		Currency:   p.Currency,
 		PaidAt:     &p.PaidAt,
-	})
-	return row, MapError(err)
+	}
 }

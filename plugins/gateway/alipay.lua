@@ -144,20 +144,13 @@ local function rfc3339(t)
 end
 
 -- signing_string is the text RSA2 signs: non-empty parameters but sign
--- (and sign_type, for what Alipay sends us), sorted, k=v joined with &.
+-- (and sign_type, for what Alipay sends us), sorted, k=v joined with &
+-- (the host's sign_string).
 local function signing_string(params, without_sign_type)
-  local keys = {}
-  for k, v in pairs(params) do
-    if k ~= "sign" and not (without_sign_type and k == "sign_type") and v ~= nil and v ~= "" then
-      keys[#keys + 1] = k
-    end
+  if without_sign_type then
+    return sign_string(params, "sign,sign_type")
   end
-  table.sort(keys)
-  local parts = {}
-  for i, k in ipairs(keys) do
-    parts[i] = k .. "=" .. params[k]
-  end
-  return table.concat(parts, "&")
+  return sign_string(params, "sign")
 end
 
 -- key_text is a configured key as the host functions read it. A PEM block

@@ -33,20 +33,10 @@ local function base_url(cfg)
   return (string.gsub(u, "/+$", ""))
 end
 
--- sign is the epay v1 MD5 signature of params (a table of strings).
+-- sign is the epay v1 MD5 signature of params (a table of strings): the
+-- host's sign_string sorts the names and joins the raw k=v pairs.
 local function sign(params, key)
-  local keys = {}
-  for k, v in pairs(params) do
-    if k ~= "sign" and k ~= "sign_type" and v ~= nil and v ~= "" then
-      keys[#keys + 1] = k
-    end
-  end
-  table.sort(keys)
-  local parts = {}
-  for i, k in ipairs(keys) do
-    parts[i] = k .. "=" .. params[k]
-  end
-  return md5(table.concat(parts, "&") .. key)
+  return md5(sign_string(params, "sign,sign_type") .. key)
 end
 
 -- same compares two signatures without stopping at the first difference.

@@ -23,11 +23,26 @@ FROM customers
 WHERE id = @id
 FOR NO KEY UPDATE;
 
+-- name: LockCustomerAccountOfOrder :one
+-- LockOrderCustomerAccount of the customer of an order, found through the
+-- order (an order's customer never changes): the first lock of
+-- PayWithBalance, sent in one round trip with the order's own lock after
+-- it (store.LockForBalancePayment), keeping the lock order customer, then
+-- order. No row when there is no such order.
+SELECT c.id, c.currency, c.balance, c.credit_limit, c.disabled_at
+FROM customers c
+WHERE c.id = (SELECT o.customer_id FROM orders o WHERE o.id = @order_id)
+FOR NO KEY UPDATE OF c;
+
 -- name: InsertBalancePayment :one
 -- A payment made from the balance, of an order or of an invoice alone (a
 -- renewal paid automatically): method balance, no gateway interface,
--- successful and paid at once (amount > 0 by payments_amount_check).
+-- successful and paid at once (amount > 0 by payments_amount_check). The
+-- id is the caller's (store.InsertBalancePayment draws a random one, as
+-- the column's default would), so that the ledger row naming the payment
+-- can be sent in the same round trip.
 INSERT INTO payments (
+    id,
     order_id,
     invoice_id,
     customer_id,
@@ -39,6 +54,7 @@ INSERT INTO payments (
     created_at,
     updated_at
 ) VALUES (
+    @id,
     sqlc.narg('order_id'),
     sqlc.narg('invoice_id'),
     @customer_id,

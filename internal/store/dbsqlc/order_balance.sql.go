@@ -145,6 +145,7 @@ func (q *Queries) GetOrderCustomerAccount(ctx context.Context, id uuid.UUID) (Ge
 
 const insertBalancePayment = `-- name: InsertBalancePayment :one
 INSERT INTO payments (
+    id,
     order_id,
     invoice_id,
     customer_id,
@@ -159,18 +160,20 @@ INSERT INTO payments (
     $1,
     $2,
     $3,
-    'balance',
     $4,
+    'balance',
     $5,
+    $6,
     'success',
-    $6,
-    $6,
-    $6
+    $7,
+    $7,
+    $7
 )
 RETURNING id, order_id, invoice_id, customer_id, method, gateway_interface_id, amount, refunded_amount, currency, status, gateway_payment_id, gateway_tx_id, paid_at, payment_url, qr_code, instructions, return_url, failure_reason, failed_at, captured_amount, captured_at, reconcile_attempts, next_reconcile_at, created_at, updated_at
 `
 
 type InsertBalancePaymentParams struct {
+	ID         uuid.UUID
 	OrderID    *uuid.UUID
 	InvoiceID  *uuid.UUID
 	CustomerID uuid.UUID
@@ -181,9 +184,13 @@ type InsertBalancePaymentParams struct {
 
 // A payment made from the balance, of an order or of an invoice alone (a
 // renewal paid automatically): method balance, no gateway interface,
-// successful and paid at once (amount > 0 by payments_amount_check).
+// successful and paid at once (amount > 0 by payments_amount_check). The
+// id is the caller's (store.InsertBalancePayment draws a random one, as
+// the column's default would), so that the ledger row naming the payment
+// can be sent in the same round trip.
 func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePaymentParams) (Payment, error) {
 	row := q.db.QueryRow(ctx, insertBalancePayment,
+		arg.ID,
 		arg.OrderID,
 		arg.InvoiceID,
 		arg.CustomerID,
@@ -218,6 +225,39 @@ func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePay
 		&i.NextReconcileAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const lockCustomerAccountOfOrder = `-- name: LockCustomerAccountOfOrder :one
+SELECT c.id, c.currency, c.balance, c.credit_limit, c.disabled_at
+FROM customers c
+WHERE c.id = (SELECT o.customer_id FROM orders o WHERE o.id = $1)
+FOR NO KEY UPDATE OF c
+`
+
+type LockCustomerAccountOfOrderRow struct {
+	ID          uuid.UUID
+	Currency    string
+	Balance     money.Amount
+	CreditLimit money.Amount
+	DisabledAt  *time.Time
+}
+
+// LockOrderCustomerAccount of the customer of an order, found through the
+// order (an order's customer never changes): the first lock of
+// PayWithBalance, sent in one round trip with the order's own lock after
+// it (store.LockForBalancePayment), keeping the lock order customer, then
+// order. No row when there is no such order.
+func (q *Queries) LockCustomerAccountOfOrder(ctx context.Context, orderID uuid.UUID) (LockCustomerAccountOfOrderRow, error) {
+	row := q.db.QueryRow(ctx, lockCustomerAccountOfOrder, orderID)
+	var i LockCustomerAccountOfOrderRow
+	err := row.Scan(
+		&i.ID,
+		&i.Currency,
+		&i.Balance,
+		&i.CreditLimit,
+		&i.DisabledAt,
 	)
 	return i, err
 }
