@@ -40,6 +40,11 @@ type stripeFront struct {
 	mu             sync.Mutex
 	versions       map[string]string // "METHOD path" → Stripe-Version
 	pendingRefunds bool
+	// refundArrived and refundGoes, when set, hold a refund's POST: the
+	// front tells refundArrived it has it, and sends it on to stripe-mock
+	// when refundGoes is closed.
+	refundArrived chan struct{}
+	refundGoes    chan struct{}
 }
 
 func newStripeFront(t *testing.T) *stripeFront {
@@ -76,7 +81,12 @@ func newStripeFront(t *testing.T) *stripeFront {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.versions[r.Method+" "+r.URL.Path] = r.Header.Get("Stripe-Version")
+		arrived, goes := f.refundArrived, f.refundGoes
 		f.mu.Unlock()
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/refunds" && arrived != nil {
+			arrived <- struct{}{}
+			<-goes
+		}
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.Close)
@@ -140,8 +150,8 @@ func refundEvent(r *paymentpb.Refund, typ, status string, amount int) []byte {
 	return b
 }
 
-// send posts a signed event and requires the answer status.
-func (s *stripeBundle) send(t *testing.T, ev []byte, want int) string {
+// deliver posts a signed event and requires the answer status.
+func (s *stripeBundle) deliver(t *testing.T, ev []byte, want int) string {
 	t.Helper()
 	status, body := s.post(t, ev, stripeSign(ev, stripeWhsec, time.Now()))
 	require.Equal(t, want, status, body)
@@ -169,12 +179,12 @@ func TestStripeExpiredAndFailedSessionsFailThePendingPaymentOnce(t *testing.T) {
 	require.Contains(t, body, "timestamp outside the tolerance")
 	require.Equal(t, "pending", s.getPayment(t, p.GetId()).GetStatus())
 
-	s.send(t, expired, http.StatusOK)
+	s.deliver(t, expired, http.StatusOK)
 	failed := s.getPayment(t, p.GetId())
 	require.Equal(t, "failed", failed.GetStatus())
 	require.Contains(t, failed.GetFailureReason(), "expired")
 	// Stripe delivers at least once: the repeat is acknowledged, nothing moves.
-	s.send(t, expired, http.StatusOK)
+	s.deliver(t, expired, http.StatusOK)
 	require.Equal(t, failed.GetUpdatedAt(), s.getPayment(t, p.GetId()).GetUpdatedAt())
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.fail' AND entity_id = $1`, p.GetId()))
 	require.Equal(t, 0, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1`, p.GetId()))
@@ -188,30 +198,30 @@ func TestStripeExpiredAndFailedSessionsFailThePendingPaymentOnce(t *testing.T) {
 	// A bank debit that failed after the session completed: pending, then
 	// failed.
 	orderID2, p2, _ := s.pay(t)
-	s.send(t, sessionEvent(p2, "checkout.session.completed", "complete", "unpaid", 1230), http.StatusOK)
+	s.deliver(t, sessionEvent(p2, "checkout.session.completed", "complete", "unpaid", 1230), http.StatusOK)
 	require.Equal(t, "pending", s.getPayment(t, p2.GetId()).GetStatus(), "a debit on its way")
 	asyncFailed := sessionEvent(p2, "checkout.session.async_payment_failed", "complete", "unpaid", 1230)
-	s.send(t, asyncFailed, http.StatusOK)
-	s.send(t, asyncFailed, http.StatusOK)
+	s.deliver(t, asyncFailed, http.StatusOK)
+	s.deliver(t, asyncFailed, http.StatusOK)
 	require.Equal(t, "failed", s.getPayment(t, p2.GetId()).GetStatus())
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.fail' AND entity_id = $1`, p2.GetId()))
 	require.Equal(t, "pending", s.orderStatus(t, orderID2))
 	// An expired event for another amount is refused and recorded, as a
 	// success of another amount is.
 	orderID3, p3, _ := s.pay(t)
-	s.send(t, sessionEvent(p3, "checkout.session.expired", "expired", "unpaid", 1), http.StatusBadRequest)
+	s.deliver(t, sessionEvent(p3, "checkout.session.expired", "expired", "unpaid", 1), http.StatusBadRequest)
 	require.Equal(t, "pending", s.getPayment(t, p3.GetId()).GetStatus())
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'payment.anomaly' AND entity_id = $1
 		AND after->>'kind' = 'amount_mismatch'`, p3.GetId()))
 
 	// A session already paid does not expire here: the payment stays paid,
 	// the order active, and the contradiction is recorded once for an admin.
-	s.send(t, completed(p3, "checkout.session.completed", 1230), http.StatusOK)
+	s.deliver(t, completed(p3, "checkout.session.completed", 1230), http.StatusOK)
 	s.waitOrderStatus(t, orderID3, "active")
 	paidExpired := sessionEvent(p3, "checkout.session.expired", "expired", "unpaid", 1230)
-	body = s.send(t, paidExpired, http.StatusBadRequest)
+	body = s.deliver(t, paidExpired, http.StatusBadRequest)
 	require.Contains(t, body, "failed")
-	s.send(t, paidExpired, http.StatusBadRequest)
+	s.deliver(t, paidExpired, http.StatusBadRequest)
 	paid := s.getPayment(t, p3.GetId())
 	require.Equal(t, "success", paid.GetStatus())
 	require.Equal(t, "active", s.orderStatus(t, orderID3))
@@ -239,7 +249,7 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	s := startStripeAt(t, front.URL)
 	ctx := context.Background()
 	orderID, p, _ := s.pay(t)
-	s.send(t, completed(p, "checkout.session.completed", 1230), http.StatusOK)
+	s.deliver(t, completed(p, "checkout.session.completed", 1230), http.StatusOK)
 	s.waitOrderStatus(t, orderID, "active")
 
 	refund := func(amount string) *paymentpb.RefundPaymentResponse {
@@ -264,13 +274,13 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	r1 := refund("5.00").GetRefund()
 	_, err := s.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: p.GetId(), Amount: "7.31"}, s.c.admin))
 	require.Error(t, err, "5.00 is reserved")
-	s.send(t, refundEvent(r1, "refund.updated", "pending", 500), http.StatusOK)
+	s.deliver(t, refundEvent(r1, "refund.updated", "pending", 500), http.StatusOK)
 	require.Equal(t, "pending", refundStatus(r1.GetId()), "still pending: nothing changes")
 
 	// Stripe could not pay it out: the refund fails, its 5.00 are
 	// refundable again, and it says so.
 	failedEv := refundEvent(r1, "refund.failed", "failed", 500)
-	s.send(t, failedEv, http.StatusOK)
+	s.deliver(t, failedEv, http.StatusOK)
 	require.Equal(t, "failed", refundStatus(r1.GetId()))
 	var msg string
 	require.NoError(t, s.r.app.Pool().QueryRow(ctx, `SELECT error FROM refunds WHERE id = $1`, r1.GetId()).Scan(&msg))
@@ -292,7 +302,7 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	require.Equal(t, "failed", refundStatus(r1.GetId()))
 	// A success reported for the failed refund contradicts it: recorded,
 	// nothing changed.
-	s.send(t, refundEvent(r1, "refund.updated", "succeeded", 500), http.StatusBadRequest)
+	s.deliver(t, refundEvent(r1, "refund.updated", "succeeded", 500), http.StatusBadRequest)
 	require.Equal(t, "failed", refundStatus(r1.GetId()))
 	require.Equal(t, "0.00", refunded())
 	require.Equal(t, 1, anomalies("refund_status_mismatch"))
@@ -301,7 +311,7 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	r2 := refund("").GetRefund()
 	require.Equal(t, "12.30", r2.GetAmount(), "the failed refund's 5.00 went back to refundable")
 	// Another amount is refused and recorded.
-	s.send(t, refundEvent(r2, "refund.updated", "succeeded", 500), http.StatusBadRequest)
+	s.deliver(t, refundEvent(r2, "refund.updated", "succeeded", 500), http.StatusBadRequest)
 	require.Equal(t, 1, anomalies("amount_mismatch"))
 	require.Equal(t, "pending", refundStatus(r2.GetId()))
 
@@ -326,7 +336,7 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.succeed' AND entity_id = $1
 		AND actor_kind = 'gateway' AND actor_id = $2`, r2.GetId(), s.gw))
 	// A failure reported after the success is recorded, nothing changes.
-	s.send(t, refundEvent(r2, "refund.failed", "failed", 1230), http.StatusBadRequest)
+	s.deliver(t, refundEvent(r2, "refund.failed", "failed", 1230), http.StatusBadRequest)
 	require.Equal(t, "succeeded", refundStatus(r2.GetId()))
 	require.Equal(t, "12.30", refunded())
 	require.Equal(t, 2, anomalies("refund_status_mismatch"))
@@ -334,10 +344,65 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	// A refund this service does not know is NotFound; one made in
 	// Stripe's dashboard (no refund id of ours) is acknowledged, ignored.
 	unknown := &paymentpb.Refund{Id: "5c4b9c0e-3d0b-4e57-8f5b-0b9f7d0e1a2b", PaymentId: p.GetId(), GatewayRefundId: "re_other"}
-	s.send(t, refundEvent(unknown, "refund.updated", "succeeded", 500), http.StatusNotFound)
+	s.deliver(t, refundEvent(unknown, "refund.updated", "succeeded", 500), http.StatusNotFound)
 	dashboard := []byte(`{"id":"evt_d","object":"event","type":"refund.updated","data":{"object":{"id":"re_d","object":"refund","amount":100,"currency":"usd","status":"succeeded","metadata":{}}}}`)
-	s.send(t, dashboard, http.StatusOK)
+	s.deliver(t, dashboard, http.StatusOK)
 
 	require.Equal(t, stripePinned, front.seen()["POST /v1/refunds"])
+	testfixture.CheckMoneyInvariants(t, s.r.app.Pool())
+}
+
+// A refund's notification that overtakes the refund call (Stripe answers
+// the webhook before the POST's answer is back) is refused with 503, so
+// Stripe sends it again once the call has recorded its own answer: the
+// call never finds its refund finished under it.
+func TestStripeRefundNotificationWaitsForTheRefundCallsOwnAnswer(t *testing.T) {
+	t.Parallel()
+	front := newStripeFront(t)
+	s := startStripeAt(t, front.URL)
+	ctx := context.Background()
+	orderID, p, _ := s.pay(t)
+	s.deliver(t, completed(p, "checkout.session.completed", 1230), http.StatusOK)
+	s.waitOrderStatus(t, orderID, "active")
+
+	arrived, goes := make(chan struct{}), make(chan struct{})
+	var release sync.Once
+	let := func() { release.Do(func() { close(goes) }) }
+	t.Cleanup(let) // a failure below must not leave the POST held
+	front.mu.Lock()
+	front.refundArrived, front.refundGoes = arrived, goes
+	front.mu.Unlock()
+	type answer struct {
+		res *paymentpb.RefundPaymentResponse
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := s.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: p.GetId(), Amount: "5.00", Reason: "asked"}, s.c.admin))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		done <- answer{res: r.Msg}
+	}()
+	<-arrived // reserved (committed before the call), the POST at Stripe
+	var id string
+	require.NoError(t, s.r.app.Pool().QueryRow(ctx, `SELECT id::text FROM refunds WHERE payment_id = $1`, p.GetId()).Scan(&id))
+	early := refundEvent(&paymentpb.Refund{Id: id, PaymentId: p.GetId(), GatewayRefundId: "re_early", Reason: "asked"}, "refund.updated", "succeeded", 500)
+	require.Contains(t, s.deliver(t, early, http.StatusServiceUnavailable), "unavailable")
+	require.Equal(t, 0, s.count(t, `SELECT count(*) FROM refunds WHERE id = $1 AND status <> 'pending'`, id), "the call's refund is left to the call")
+	let()
+	got := <-done
+	require.NoError(t, got.err, "the call records its own answer")
+	r := got.res.GetRefund()
+	require.Equal(t, id, r.GetId())
+	require.Equal(t, "pending", r.GetStatus())
+	require.Equal(t, "0.00", got.res.GetPayment().GetRefundedAmount())
+
+	// Stripe's retry comes after the answer: taken.
+	s.deliver(t, refundEvent(r, "refund.updated", "succeeded", 500), http.StatusOK)
+	after := s.getPayment(t, p.GetId())
+	require.Equal(t, "5.00", after.GetRefundedAmount())
+	require.Equal(t, "success", after.GetStatus(), "refunded in part")
 	testfixture.CheckMoneyInvariants(t, s.r.app.Pool())
 }
