@@ -509,6 +509,7 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log)
+	orderSvc.SetLocation(a.cfg.Billing.RenewalOptions("").Location)
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
