@@ -65,7 +65,9 @@ func TestAnInvoicesAmountIsTheSumOfItsLinesAtCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
-	lines := func(id uuid.UUID) int { return countRows(t, b, `SELECT count(*) FROM invoice_lines WHERE invoice_id = $1`, id) }
+	lines := func(id uuid.UUID) int {
+		return countRows(t, b, `SELECT count(*) FROM invoice_lines WHERE invoice_id = $1`, id)
+	}
 
 	ok := uuid.New()
 	require.NoError(t, b.inTx(t, b.newInvoice(ok, "INV-2026-000001", "10.00"), line(ok, 1, "12.00"), line(ok, 2, "-2.00")),
