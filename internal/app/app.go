@@ -547,6 +547,7 @@ func (a *App) init(ctx context.Context) error {
 		{Pattern: payment.CallbackPath, Handler: callbacks},
 		{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
 		{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
+		{Pattern: "GET " + export.InvoicesPath, Handler: exports.Invoices(), Authenticated: true},
 	}
 	srv.Credentials = []server.Middleware{
 		auth.Layer(ids.SessionAuthenticator(), a.log),
