@@ -21,7 +21,7 @@ func (b *bundle) inTx(t *testing.T, stmts ...func(tx pgx.Tx) error) error {
 	return store.WithTx(context.Background(), b.pool, func(tx pgx.Tx) error {
 		for _, s := range stmts {
 			if err := s(tx); err != nil {
-				return err
+				return store.MapError(err)
 			}
 		}
 		return nil
@@ -193,4 +193,34 @@ func countRows(t *testing.T, b *bundle, sql string, args ...any) int {
 	var n int
 	require.NoError(t, b.pool.QueryRow(context.Background(), sql, args...).Scan(&n))
 	return n
+}
+
+// A line's own figures agree: quantity at least 1, amount = quantity ×
+// unit amount, and a period has both ends, the end after the start.
+func TestAnInvoiceLinesOwnFiguresMustAgree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name, constraint string
+		quantity         int
+		unit, amount     string
+		periodStart, end *time.Time
+	}{
+		{"no quantity", "invoice_lines_quantity_check", 0, "5.00", "0.00", nil, nil},
+		{"amount not quantity × unit", "invoice_lines_amount_check", 2, "5.00", "5.00", nil, nil},
+		{"a start without an end", "invoice_lines_period_check", 1, "5.00", "5.00", &start, nil},
+		{"an end before the start", "invoice_lines_period_check", 1, "5.00", "5.00", ptr(start.Add(time.Hour)), &start},
+	} {
+		id := uuid.New()
+		err := b.inTx(t, b.newInvoice(id, "INV-2026-000001", "5.00"), exec(`INSERT INTO invoice_lines
+			(invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount)
+			VALUES ($1, 1, 'x', $2, $3, $4, $5, $6)`, id, c.periodStart, c.end, c.quantity, money.MustParse(c.unit), money.MustParse(c.amount)))
+		require.ErrorIs(t, err, store.ErrCheckViolation, c.name)
+		require.Equal(t, c.constraint, store.ConstraintOf(err), c.name)
+	}
+	ok := uuid.New()
+	require.NoError(t, b.inTx(t, b.newInvoice(ok, "INV-2026-000001", "15.00"), exec(`INSERT INTO invoice_lines
+		(invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount)
+		VALUES ($1, 1, 'x', $2, $3, 3, 5.00, 15.00)`, ok, start, start.AddDate(0, 1, 0))), "the same rows, right")
 }
