@@ -704,6 +704,21 @@ try {
       await shot("order-renewal-overdue");
     });
 
+    await step("the unpaid period's invoice: numbered in its year's series, one line for the period", async () => {
+      await rows("Service periods").nth(1).getByRole("link").click();
+      await page.getByRole("heading", { name: "Invoice", level: 1 }).waitFor();
+      await settled();
+      const number = await textOf(page.getByTestId("invoice-number"));
+      if (!/^INV-\d{4}-\d{6}$/.test(number)) throw new Error(`the invoice's number is ${number}, want INV-<year>-<6 digits>`);
+      await expectRows(1, "Lines of this invoice");
+      const line = rows("Lines of this invoice").first();
+      await expectText(line, r.overdue.amountDue);
+      await expectText(line, "Renewal of");
+      const amount = await textOf(page.getByTestId("invoice-amount"));
+      if (amount !== r.overdue.amountDue) throw new Error(`the invoice's amount shows ${amount}, want ${r.overdue.amountDue}`);
+      await shot("invoice-lines");
+    });
+
     await step(
       "a service suspended for non-payment is not resumed by hand: the service's refusal is shown",
       async () => {

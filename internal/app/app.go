@@ -519,6 +519,7 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock())
+	orderSvc.SetLocation(a.cfg.Billing.RenewalOptions("").Location)
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
@@ -556,6 +557,7 @@ func (a *App) init(ctx context.Context) error {
 		{Pattern: payment.CallbackPath, Handler: callbacks},
 		{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
 		{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
+		{Pattern: "GET " + export.InvoicesPath, Handler: exports.Invoices(), Authenticated: true},
 	}
 	srv.Credentials = []server.Middleware{
 		auth.Layer(ids.SessionAuthenticator(), a.log),
