@@ -56,7 +56,13 @@ func TestTheContractsNineMigrationsComeFirstNumberedWithoutAGap(t *testing.T) {
 	require.GreaterOrEqual(t, len(st), 9, "the API contract counts 9 migrations (docs/api.md)")
 	require.EqualValues(t, 9, migrate.FirstRelease().Migration, "the first release is the contract's nine")
 	for i, s := range st {
-		require.EqualValues(t, i+1, s.Source.Version)
+		if i < 9 {
+			require.EqualValues(t, i+1, s.Source.Version)
+			continue
+		}
+		// Later changes get their numbers when they are planned and may
+		// land in another order; they still only go up.
+		require.Greater(t, s.Source.Version, st[i-1].Source.Version)
 	}
 }
 
@@ -65,11 +71,11 @@ func TestUpDownUpOnARealDatabase(t *testing.T) {
 	ctx := context.Background()
 	db := open(t, testdb.EmptyURL(t))
 	require.NoError(t, migrate.Up(ctx, db))
-	require.Equal(t, 9, appliedVersions(t, db))
+	require.Equal(t, migrationCount(t), appliedVersions(t, db))
 	require.NoError(t, migrate.Up(ctx, db), "a second run has nothing to do")
 
 	require.NoError(t, migrate.Down(ctx, db))
-	require.Equal(t, 8, appliedVersions(t, db))
+	require.Equal(t, migrationCount(t)-1, appliedVersions(t, db))
 	require.NoError(t, migrate.DownTo(ctx, db, 0))
 	require.Equal(t, 0, appliedVersions(t, db))
 
@@ -79,7 +85,7 @@ func TestUpDownUpOnARealDatabase(t *testing.T) {
 	require.Zero(t, tables, "down to zero leaves only goose's own table")
 
 	require.NoError(t, migrate.Up(ctx, db))
-	require.Equal(t, 9, appliedVersions(t, db))
+	require.Equal(t, migrationCount(t), appliedVersions(t, db))
 }
 
 func TestConcurrentInstancesMigrateOnce(t *testing.T) {
@@ -107,7 +113,7 @@ func TestConcurrentInstancesMigrateOnce(t *testing.T) {
 	db := open(t, url)
 	var rows int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&rows))
-	require.Equal(t, 9, rows, "each migration applied exactly once")
+	require.Equal(t, migrationCount(t), rows, "each migration applied exactly once")
 }
 
 func TestWaiterGivesUpWhenTheMigrationRoleStaysTaken(t *testing.T) {
@@ -132,7 +138,7 @@ func TestWaiterGivesUpWhenTheMigrationRoleStaysTaken(t *testing.T) {
 	// Once the holder is gone, the waiter's next attempt migrates.
 	require.NoError(t, holder.Close(ctx))
 	require.NoError(t, migrate.UpWith(ctx, db, migrate.Options{Wait: 5 * time.Second}))
-	require.Equal(t, 9, appliedVersions(t, db))
+	require.Equal(t, migrationCount(t), appliedVersions(t, db))
 }
 
 func TestFingerprintIsStable(t *testing.T) {

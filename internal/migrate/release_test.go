@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -103,12 +104,12 @@ func TestAPreReleaseDatabaseIsRefusedBeforeNewerMigrationsRun(t *testing.T) {
 	first := migrate.FirstRelease()
 
 	// The release's own database: newer migrations may run.
-	pool := testdb.Pool(t)
+	pool := releasePool(t)
 	require.NoError(t, migrate.CheckBeforeUp(ctx, pool, first.Migration, first.Migration+1))
 
 	// A pre-release build's: a column of the release missing, one it did
 	// not have.
-	pool = testdb.Pool(t)
+	pool = releasePool(t)
 	for _, sql := range []string{
 		`ALTER TABLE customers DROP COLUMN token_generation`,
 		`ALTER TABLE customers ADD COLUMN legacy_flag boolean NOT NULL`,
@@ -154,4 +155,17 @@ func TestTheNewestReleaseIsNamedAlikeInTheChangelogAndUpgradeFrom(t *testing.T) 
 	upgradeFrom, err := os.ReadFile(filepath.Join(root, ".ci", "upgrade-from"))
 	require.NoError(t, err)
 	require.Regexp(t, `(?m)^`+newest.Commit+`$`, string(upgradeFrom), ".ci/upgrade-from names the newest release")
+}
+
+// releasePool is a database migrated to the first release's last
+// migration and no further (what v0.1.0 made), with its pool.
+func releasePool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	require.NoError(t, migrate.DownTo(ctx, open(t, url), migrate.FirstRelease().Migration))
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
