@@ -21,6 +21,7 @@ var moneyColumns = []struct{ table, column string }{
 	{"payments", "refunded_amount"},
 	{"payments", "captured_amount"},
 	{"refunds", "amount"},
+	{"disputes", "amount"},
 	{"customers", "balance"},
 	{"customers", "credit_limit"},
 	{"balance_transactions", "amount"},
