@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/stripemock"
 	"github.com/rustbill/paymentd/internal/ledger"
@@ -204,6 +206,34 @@ func TestDisputeWonResumesAndAPartlyLostOneLeavesTheOrderActive(t *testing.T) {
 	require.Equal(t, "suspended", st)
 	require.Equal(t, "admin", reason)
 	s.ledgerClean(t)
+
+	// The queue: the nearest evidence deadline first, with the links.
+	_, err = s.r.app.Pool().Exec(context.Background(), `UPDATE disputes SET evidence_due_by = CASE gateway_dispute_id
+		WHEN 'dp_part' THEN '2030-01-01T00:00:00Z'::timestamptz WHEN 'dp_won' THEN NULL ELSE evidence_due_by END`)
+	require.NoError(t, err)
+	admin := paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, s.r.baseURL)
+	list, err := admin.ListDisputes(context.Background(), with(&paymentpb.ListDisputesRequest{}, s.c.admin))
+	require.NoError(t, err)
+	var ids []string
+	for _, d := range list.Msg.GetDisputes() {
+		ids = append(ids, d.GetGatewayDisputeId())
+	}
+	require.Equal(t, []string{"dp_part", "dp_admin", "dp_won"}, ids)
+	first := list.Msg.GetDisputes()[0]
+	require.Equal(t, pp.GetId(), first.GetPaymentId())
+	require.Equal(t, partOrder, first.GetOrderId())
+	var customer string
+	require.NoError(t, s.r.app.Pool().QueryRow(context.Background(), `SELECT customer_id::text FROM orders WHERE id = $1`, partOrder).Scan(&customer))
+	require.Equal(t, customer, first.GetCustomerId())
+	require.Equal(t, "5.00", first.GetAmount())
+	require.Equal(t, "lost", first.GetStatus())
+	require.NotEmpty(t, first.GetRefundId())
+	require.Equal(t, "2030-01-01T00:00:00Z", first.GetEvidenceDueBy())
+	wonOnly, err := admin.ListDisputes(context.Background(), with(&paymentpb.ListDisputesRequest{Status: proto.String("won")}, s.c.admin))
+	require.NoError(t, err)
+	require.Len(t, wonOnly.Msg.GetDisputes(), 2)
+	_, err = admin.ListDisputes(context.Background(), with(&paymentpb.ListDisputesRequest{}, s.c.customer))
+	require.Error(t, err, "admins only")
 }
 
 func TestDisputeOfAnUnknownPaymentAnotherCurrencyOrTooMuchIsAnAnomalyAndChangesNothing(t *testing.T) {

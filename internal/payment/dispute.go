@@ -15,6 +15,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
@@ -355,4 +356,32 @@ func (s *Service) recordDisputeAnomaly(ctx context.Context, who audit.Actor, an 
 		}
 		return audit.Note(ctx, tx, who, s.now(), ActionPaymentAnomaly, entityDispute, an.DisputeID, nil, an)
 	})
+}
+
+// DisputeQuery selects the disputes an admin lists (ListDisputes).
+type DisputeQuery struct {
+	// Status, when set, keeps the disputes in that gateway status.
+	Status *string
+	// Limit caps the answer (1 to 500; 0: 100).
+	Limit uint32
+}
+
+// ListDisputes returns the disputes, the nearest evidence deadline first
+// (those without one last), each with its payment's order, invoice and
+// customer (admin): the console's disputes queue.
+func (s *Service) ListDisputes(ctx context.Context, q DisputeQuery) ([]store.ListDisputesRow, error) {
+	if _, err := auth.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	if limit > 500 {
+		return nil, apperr.New(apperr.InvalidArgument, "limit must be at most 500, got %d", limit)
+	}
+	if q.Status != nil && (strings.TrimSpace(*q.Status) == "" || len(*q.Status) > 40) {
+		return nil, apperr.New(apperr.InvalidArgument, "status must be a gateway's dispute status, got %q", text.Clip(*q.Status, 40))
+	}
+	return store.Q(s.db).ListDisputes(ctx, store.ListDisputesParams{Status: q.Status, RowLimit: int32(limit)})
 }

@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50Ir0BCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgphY3Rvcl9uYW1lGAogASgJInoKEkxpc3RSZWZ1bmRzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhMKBnN0YXR1cxgCIAEoCUgAiAEBEjAKCnBhZ2luYXRpb24YAyABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3RCCQoHX3N0YXR1cyJoChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiYwoUUmVzb2x2ZVJlZnVuZFJlcXVlc3QSEQoJcmVmdW5kX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYAyABKAkSDAoEbm90ZRgEIAEoCSJxChVSZXNvbHZlUmVmdW5kUmVzcG9uc2USJwoGcmVmdW5kGAEgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiwgEKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhIKCmFjdG9yX2tpbmQYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEhcKD2V4Y2x1ZGVfYWN0aW9ucxgHIAMoCSJxChhMaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLmJpbGxpbmcucGF5bWVudC5BdWRpdEVudHJ5EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJwoWR2V0UGF5bWVudFN0YXRzUmVxdWVzdBINCgVzaW5jZRgBIAEoCSLzAgoXR2V0UGF5bWVudFN0YXRzUmVzcG9uc2USDQoFc2luY2UYASABKAkSDQoFYXNfb2YYAiABKAkSDQoFdG90YWwYAyABKAQSDwoHcGVuZGluZxgEIAEoBBIPCgdzdWNjZXNzGAUgASgEEg4KBmZhaWxlZBgGIAEoBBIQCghyZWZ1bmRlZBgHIAEoBBIZCgxzdWNjZXNzX3JhdGUYCCABKAFIAIgBARITCgtwZW5kaW5nX25vdxgJIAEoBBI4CglzdWNjZWVkZWQYCiADKAsyJS5iaWxsaW5nLnBheW1lbnQuUGF5bWVudEN1cnJlbmN5VG90YWwSFwoPcmVmdW5kc19wZW5kaW5nGAsgASgEEiAKGG9sZGVzdF9wZW5kaW5nX3JlZnVuZF9hdBgMIAEoCRIxCgl0b19yZXR1cm4YDSADKAsyHi5iaWxsaW5nLnBheW1lbnQuTW9uZXlUb1JldHVybkIPCg1fc3VjY2Vzc19yYXRlIl8KDU1vbmV5VG9SZXR1cm4SEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhoKEm9sZGVzdF9jYXB0dXJlZF9hdBgEIAEoCSJjChRQYXltZW50Q3VycmVuY3lUb3RhbBIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSFwoPcmVmdW5kZWRfYW1vdW50GAQgASgJIkYKF0dldFBheW1lbnRUcmVuZHNSZXF1ZXN0EgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSEQoJdGltZV96b25lGAMgASgJIskBChhHZXRQYXltZW50VHJlbmRzUmVzcG9uc2USDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkSDQoFYXNfb2YYBCABKAkSDAoEZGF5cxgFIAMoCRIyCgpjdXJyZW5jaWVzGAYgAygLMh4uYmlsbGluZy5wYXltZW50LkN1cnJlbmN5VHJlbmQSLwoIZ2F0ZXdheXMYByADKAsyHS5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheVRyZW5kIk0KDUN1cnJlbmN5VHJlbmQSEAoIY3VycmVuY3kYASABKAkSKgoEZGF5cxgCIAMoCzIcLmJpbGxpbmcucGF5bWVudC5DdXJyZW5jeURheSJyCgtDdXJyZW5jeURheRILCgNkYXkYASABKAkSDwoHY3JlYXRlZBgCIAEoBBIRCglzdWNjZWVkZWQYAyABKAQSDgoGZmFpbGVkGAQgASgEEhAKCHJlY2VpdmVkGAUgASgJEhAKCHJlZnVuZGVkGAYgASgJIosCCgxHYXRld2F5VHJlbmQSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjcmVhdGVkGAMgASgEEhEKCXN1Y2NlZWRlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSGQoMc3VjY2Vzc19yYXRlGAYgASgBSACIAQESJgoZbWVkaWFuX3NlY29uZHNfdG9fc3VjY2VzcxgHIAEoAUgBiAEBEikKBGRheXMYCCADKAsyGy5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheURheUIPCg1fc3VjY2Vzc19yYXRlQhwKGl9tZWRpYW5fc2Vjb25kc190b19zdWNjZXNzInkKCkdhdGV3YXlEYXkSCwoDZGF5GAEgASgJEg8KB2NyZWF0ZWQYAiABKAQSEQoJc3VjY2VlZGVkGAMgASgEEg4KBmZhaWxlZBgEIAEoBBIZCgxzdWNjZXNzX3JhdGUYBSABKAFIAIgBAUIPCg1fc3VjY2Vzc19yYXRlMpsEChNQYXltZW50QWRtaW5TZXJ2aWNlEl0KC0xpc3RSZWZ1bmRzEiMuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVxdWVzdBokLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1Jlc3BvbnNlIgOQAgESbAoQTGlzdEF1ZGl0RW50cmllcxIoLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVxdWVzdBopLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2UiA5ACARJeCg1SZXNvbHZlUmVmdW5kEiUuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXNwb25zZRJpCg9HZXRQYXltZW50U3RhdHMSJy5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVxdWVzdBooLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXNwb25zZSIDkAIBEmwKEEdldFBheW1lbnRUcmVuZHMSKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50Ir0BCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgphY3Rvcl9uYW1lGAogASgJInoKEkxpc3RSZWZ1bmRzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhMKBnN0YXR1cxgCIAEoCUgAiAEBEjAKCnBhZ2luYXRpb24YAyABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3RCCQoHX3N0YXR1cyJoChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiYwoUUmVzb2x2ZVJlZnVuZFJlcXVlc3QSEQoJcmVmdW5kX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYAyABKAkSDAoEbm90ZRgEIAEoCSJxChVSZXNvbHZlUmVmdW5kUmVzcG9uc2USJwoGcmVmdW5kGAEgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiwgEKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhIKCmFjdG9yX2tpbmQYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEhcKD2V4Y2x1ZGVfYWN0aW9ucxgHIAMoCSJxChhMaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLmJpbGxpbmcucGF5bWVudC5BdWRpdEVudHJ5EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJwoWR2V0UGF5bWVudFN0YXRzUmVxdWVzdBINCgVzaW5jZRgBIAEoCSLzAgoXR2V0UGF5bWVudFN0YXRzUmVzcG9uc2USDQoFc2luY2UYASABKAkSDQoFYXNfb2YYAiABKAkSDQoFdG90YWwYAyABKAQSDwoHcGVuZGluZxgEIAEoBBIPCgdzdWNjZXNzGAUgASgEEg4KBmZhaWxlZBgGIAEoBBIQCghyZWZ1bmRlZBgHIAEoBBIZCgxzdWNjZXNzX3JhdGUYCCABKAFIAIgBARITCgtwZW5kaW5nX25vdxgJIAEoBBI4CglzdWNjZWVkZWQYCiADKAsyJS5iaWxsaW5nLnBheW1lbnQuUGF5bWVudEN1cnJlbmN5VG90YWwSFwoPcmVmdW5kc19wZW5kaW5nGAsgASgEEiAKGG9sZGVzdF9wZW5kaW5nX3JlZnVuZF9hdBgMIAEoCRIxCgl0b19yZXR1cm4YDSADKAsyHi5iaWxsaW5nLnBheW1lbnQuTW9uZXlUb1JldHVybkIPCg1fc3VjY2Vzc19yYXRlIl8KDU1vbmV5VG9SZXR1cm4SEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhoKEm9sZGVzdF9jYXB0dXJlZF9hdBgEIAEoCSJjChRQYXltZW50Q3VycmVuY3lUb3RhbBIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSFwoPcmVmdW5kZWRfYW1vdW50GAQgASgJIkYKF0dldFBheW1lbnRUcmVuZHNSZXF1ZXN0EgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSEQoJdGltZV96b25lGAMgASgJIskBChhHZXRQYXltZW50VHJlbmRzUmVzcG9uc2USDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkSDQoFYXNfb2YYBCABKAkSDAoEZGF5cxgFIAMoCRIyCgpjdXJyZW5jaWVzGAYgAygLMh4uYmlsbGluZy5wYXltZW50LkN1cnJlbmN5VHJlbmQSLwoIZ2F0ZXdheXMYByADKAsyHS5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheVRyZW5kIk0KDUN1cnJlbmN5VHJlbmQSEAoIY3VycmVuY3kYASABKAkSKgoEZGF5cxgCIAMoCzIcLmJpbGxpbmcucGF5bWVudC5DdXJyZW5jeURheSJyCgtDdXJyZW5jeURheRILCgNkYXkYASABKAkSDwoHY3JlYXRlZBgCIAEoBBIRCglzdWNjZWVkZWQYAyABKAQSDgoGZmFpbGVkGAQgASgEEhAKCHJlY2VpdmVkGAUgASgJEhAKCHJlZnVuZGVkGAYgASgJIosCCgxHYXRld2F5VHJlbmQSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjcmVhdGVkGAMgASgEEhEKCXN1Y2NlZWRlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSGQoMc3VjY2Vzc19yYXRlGAYgASgBSACIAQESJgoZbWVkaWFuX3NlY29uZHNfdG9fc3VjY2VzcxgHIAEoAUgBiAEBEikKBGRheXMYCCADKAsyGy5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheURheUIPCg1fc3VjY2Vzc19yYXRlQhwKGl9tZWRpYW5fc2Vjb25kc190b19zdWNjZXNzInkKCkdhdGV3YXlEYXkSCwoDZGF5GAEgASgJEg8KB2NyZWF0ZWQYAiABKAQSEQoJc3VjY2VlZGVkGAMgASgEEg4KBmZhaWxlZBgEIAEoBBIZCgxzdWNjZXNzX3JhdGUYBSABKAFIAIgBAUIPCg1fc3VjY2Vzc19yYXRlIkQKE0xpc3REaXNwdXRlc1JlcXVlc3QSEwoGc3RhdHVzGAEgASgJSACIAQESDQoFbGltaXQYAiABKA1CCQoHX3N0YXR1cyJCChRMaXN0RGlzcHV0ZXNSZXNwb25zZRIqCghkaXNwdXRlcxgBIAMoCzIYLmJpbGxpbmcucGF5bWVudC5EaXNwdXRlIrQCCgdEaXNwdXRlEgoKAmlkGAEgASgJEhIKCnBheW1lbnRfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSEgoKaW52b2ljZV9pZBgEIAEoCRITCgtjdXN0b21lcl9pZBgFIAEoCRIcChRnYXRld2F5X2ludGVyZmFjZV9pZBgGIAEoCRIaChJnYXRld2F5X2Rpc3B1dGVfaWQYByABKAkSDgoGYW1vdW50GAggASgJEhAKCGN1cnJlbmN5GAkgASgJEg4KBnJlYXNvbhgKIAEoCRIOCgZzdGF0dXMYCyABKAkSFwoPZXZpZGVuY2VfZHVlX2J5GAwgASgJEhEKCXJlZnVuZF9pZBgNIAEoCRISCgpjcmVhdGVkX2F0GA4gASgJEhIKCnVwZGF0ZWRfYXQYDyABKAky/QQKE1BheW1lbnRBZG1pblNlcnZpY2USXQoLTGlzdFJlZnVuZHMSIy5iaWxsaW5nLnBheW1lbnQuTGlzdFJlZnVuZHNSZXF1ZXN0GiQuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVzcG9uc2UiA5ACARJgCgxMaXN0RGlzcHV0ZXMSJC5iaWxsaW5nLnBheW1lbnQuTGlzdERpc3B1dGVzUmVxdWVzdBolLmJpbGxpbmcucGF5bWVudC5MaXN0RGlzcHV0ZXNSZXNwb25zZSIDkAIBEmwKEExpc3RBdWRpdEVudHJpZXMSKC5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuTGlzdEF1ZGl0RW50cmllc1Jlc3BvbnNlIgOQAgESXgoNUmVzb2x2ZVJlZnVuZBIlLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZXNvbHZlUmVmdW5kUmVzcG9uc2USaQoPR2V0UGF5bWVudFN0YXRzEicuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRTdGF0c1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVzcG9uc2UiA5ACARJsChBHZXRQYXltZW50VHJlbmRzEiguYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRUcmVuZHNSZXF1ZXN0GikuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRUcmVuZHNSZXNwb25zZSIDkAIBQjxaOmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvcGF5bWVudDtwYXltZW50cGJiBnByb3RvMw", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -847,6 +847,155 @@ export const GatewayDaySchema: GenMessage<GatewayDay> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment_admin, 16);
 
 /**
+ * @generated from message billing.payment.ListDisputesRequest
+ */
+export type ListDisputesRequest = Message<"billing.payment.ListDisputesRequest"> & {
+  /**
+   * Only disputes in this gateway status (won, lost, needs_response, ...).
+   *
+   * @generated from field: optional string status = 1;
+   */
+  status?: string | undefined;
+
+  /**
+   * At most this many (1 to 500); 0: 100.
+   *
+   * @generated from field: uint32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message billing.payment.ListDisputesRequest.
+ * Use `create(ListDisputesRequestSchema)` to create a new message.
+ */
+export const ListDisputesRequestSchema: GenMessage<ListDisputesRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 17);
+
+/**
+ * @generated from message billing.payment.ListDisputesResponse
+ */
+export type ListDisputesResponse = Message<"billing.payment.ListDisputesResponse"> & {
+  /**
+   * The disputes, the nearest evidence deadline first.
+   *
+   * @generated from field: repeated billing.payment.Dispute disputes = 1;
+   */
+  disputes: Dispute[];
+};
+
+/**
+ * Describes the message billing.payment.ListDisputesResponse.
+ * Use `create(ListDisputesResponseSchema)` to create a new message.
+ */
+export const ListDisputesResponseSchema: GenMessage<ListDisputesResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 18);
+
+/**
+ * Dispute is a gateway's dispute (chargeback) of a payment.
+ *
+ * @generated from message billing.payment.Dispute
+ */
+export type Dispute = Message<"billing.payment.Dispute"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The disputed payment, its order (empty for none), invoice (empty for
+   * none) and customer: the console links to them.
+   *
+   * @generated from field: string payment_id = 2;
+   */
+  paymentId: string;
+
+  /**
+   * @generated from field: string order_id = 3;
+   */
+  orderId: string;
+
+  /**
+   * @generated from field: string invoice_id = 4;
+   */
+  invoiceId: string;
+
+  /**
+   * @generated from field: string customer_id = 5;
+   */
+  customerId: string;
+
+  /**
+   * @generated from field: string gateway_interface_id = 6;
+   */
+  gatewayInterfaceId: string;
+
+  /**
+   * The gateway's id of the dispute (Stripe: dp_…).
+   *
+   * @generated from field: string gateway_dispute_id = 7;
+   */
+  gatewayDisputeId: string;
+
+  /**
+   * Money, in the payment's currency.
+   *
+   * @generated from field: string amount = 8;
+   */
+  amount: string;
+
+  /**
+   * @generated from field: string currency = 9;
+   */
+  currency: string;
+
+  /**
+   * The gateway's reason (Stripe: fraudulent, product_not_received, ...).
+   *
+   * @generated from field: string reason = 10;
+   */
+  reason: string;
+
+  /**
+   * The gateway's status; won and lost are final.
+   *
+   * @generated from field: string status = 11;
+   */
+  status: string;
+
+  /**
+   * The evidence deadline; empty when the gateway gave none.
+   *
+   * @generated from field: string evidence_due_by = 12;
+   */
+  evidenceDueBy: string;
+
+  /**
+   * The succeeded refund a lost dispute became; empty otherwise.
+   *
+   * @generated from field: string refund_id = 13;
+   */
+  refundId: string;
+
+  /**
+   * @generated from field: string created_at = 14;
+   */
+  createdAt: string;
+
+  /**
+   * @generated from field: string updated_at = 15;
+   */
+  updatedAt: string;
+};
+
+/**
+ * Describes the message billing.payment.Dispute.
+ * Use `create(DisputeSchema)` to create a new message.
+ */
+export const DisputeSchema: GenMessage<Dispute> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 19);
+
+/**
  * PaymentAdminService reads what the admin console shows beside a payment
  * (admin only).
  *
@@ -864,6 +1013,18 @@ export const PaymentAdminService: GenService<{
     methodKind: "unary";
     input: typeof ListRefundsRequestSchema;
     output: typeof ListRefundsResponseSchema;
+  },
+  /**
+   * ListDisputes lists the payments' disputes (chargebacks) the gateways
+   * reported, the nearest evidence deadline first (those without one
+   * last), in one status when asked: the console's disputes queue.
+   *
+   * @generated from rpc billing.payment.PaymentAdminService.ListDisputes
+   */
+  listDisputes: {
+    methodKind: "unary";
+    input: typeof ListDisputesRequestSchema;
+    output: typeof ListDisputesResponseSchema;
   },
   /**
    * ListAuditEntries pages through the audit log, newest first: every
