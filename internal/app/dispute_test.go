@@ -156,6 +156,10 @@ func TestDisputeSuspendsOnCreationAndALostOneGivesTheMoneyBackOnce(t *testing.T)
 	require.Equal(t, "refunded", st)
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded'`, orderID))
 	require.Equal(t, 3, notices())
+	// The trends count the money gone back (their rollups are fed as a
+	// refund's are).
+	require.Equal(t, 1230, s.count(t, `SELECT (coalesce((SELECT sum(refunded_cents) FROM payment_trend_currency_changes WHERE currency = 'USD'), 0)
+		+ coalesce((SELECT sum(refunded_cents) FROM payment_trend_currency_quarters WHERE currency = 'USD'), 0))::int`))
 	// A late update after the close changes nothing.
 	s.deliver(t, disputeEvent("dp_full", pi, "charge.dispute.updated", "under_review", 1230, "usd"), http.StatusOK)
 	require.Equal(t, "lost", s.disputeStatus(t, "dp_full"))
