@@ -102,6 +102,7 @@ func Default() Config {
 			OverdueReminderDays: renewal.DefaultOverdueReminderDays(),
 		},
 		Payments: Payments{LateCaptureDays: int(payment.DefaultLateCapture / (24 * time.Hour))},
+		Disputes: Disputes{Suspend: true},
 		Cluster: Cluster{
 			LeaseTTL:          cluster.DefaultLeaseTTL,
 			LeaseRenew:        cluster.DefaultLeaseRenew,
