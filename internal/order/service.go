@@ -25,6 +25,9 @@ type Service struct {
 	// billingClock is the billing clock when it is not clock
 	// (WithBillingClock: [billing].test_clock); nil in production.
 	billingClock func() time.Time
+	// endNowCredit is [billing].end_now_credit: the most a customer who
+	// ends a service now gets ("": DefaultEndNowCredit).
+	endNowCredit EndCredit
 	log          *slog.Logger
 }
 

@@ -612,3 +612,25 @@ func decideRefund(p store.Payment, reserved money.Amount, requested *money.Amoun
 	}
 	return *requested, nil
 }
+
+// RefundShare refunds amount of payment paymentID back the payment's own
+// way (its gateway; the balance for a balance payment), as the admin in
+// ctx, through the same steps as RefundPayment: EndService's gateway
+// credit of the unused share of the period the payment paid. The amount
+// is checked against what is left of the payment, under its lock, as
+// every refund is.
+func (s *Service) RefundShare(ctx context.Context, paymentID uuid.UUID, amount money.Amount, reason string) (uuid.UUID, error) {
+	p, err := auth.RequireAdmin(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	pay, err := store.Q(s.db).GetPayment(ctx, paymentID)
+	if err != nil {
+		return uuid.Nil, store.NotFound(err, "payment %s not found", paymentID)
+	}
+	out, err := s.refund(ctx, audit.Of(p), &p.ID, pay, &amount, text.Clip(reason, 500), "")
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return out.Refund.ID, nil
+}

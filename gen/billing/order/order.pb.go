@@ -2125,6 +2125,142 @@ func (x *SetOrderRenewalResponse) GetOrder() *Order {
 	return nil
 }
 
+type EndServiceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recurring order, active or suspended.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// What becomes of the unused share: none, balance or gateway (admin).
+	Credit        string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndServiceRequest) Reset() {
+	*x = EndServiceRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndServiceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndServiceRequest) ProtoMessage() {}
+
+func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndServiceRequest.ProtoReflect.Descriptor instead.
+func (*EndServiceRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *EndServiceRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *EndServiceRequest) GetCredit() string {
+	if x != nil {
+		return x.Credit
+	}
+	return ""
+}
+
+type EndServiceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order, terminated; its paid_until is now.
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The credit mode applied.
+	Credit string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	// The unused share of the paid period(s) at the moment the service ended.
+	Unused string `protobuf:"bytes,3,opt,name=unused,proto3" json:"unused,omitempty"`
+	// What of it the customer gets: on the balance (balance), refunded
+	// (gateway), nothing (none).
+	Credited string `protobuf:"bytes,4,opt,name=credited,proto3" json:"credited,omitempty"`
+	// The refunds made (gateway): their ids.
+	RefundIds     []string `protobuf:"bytes,5,rep,name=refund_ids,json=refundIds,proto3" json:"refund_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndServiceResponse) Reset() {
+	*x = EndServiceResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndServiceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndServiceResponse) ProtoMessage() {}
+
+func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndServiceResponse.ProtoReflect.Descriptor instead.
+func (*EndServiceResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EndServiceResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *EndServiceResponse) GetCredit() string {
+	if x != nil {
+		return x.Credit
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetUnused() string {
+	if x != nil {
+		return x.Unused
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetCredited() string {
+	if x != nil {
+		return x.Credited
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetRefundIds() []string {
+	if x != nil {
+		return x.RefundIds
+	}
+	return nil
+}
+
 type ExtendServicePeriodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order whose current paid period is extended.
@@ -2139,7 +2275,7 @@ type ExtendServicePeriodRequest struct {
 
 func (x *ExtendServicePeriodRequest) Reset() {
 	*x = ExtendServicePeriodRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2287,7 @@ func (x *ExtendServicePeriodRequest) String() string {
 func (*ExtendServicePeriodRequest) ProtoMessage() {}
 
 func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2300,7 @@ func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodRequest.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExtendServicePeriodRequest) GetOrderId() string {
@@ -2200,7 +2336,7 @@ type ExtendServicePeriodResponse struct {
 
 func (x *ExtendServicePeriodResponse) Reset() {
 	*x = ExtendServicePeriodResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2348,7 @@ func (x *ExtendServicePeriodResponse) String() string {
 func (*ExtendServicePeriodResponse) ProtoMessage() {}
 
 func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2361,7 @@ func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodResponse.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendServicePeriodResponse) GetOrder() *Order {
@@ -2254,7 +2390,7 @@ type SuspendOrderRequest struct {
 
 func (x *SuspendOrderRequest) Reset() {
 	*x = SuspendOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2402,7 @@ func (x *SuspendOrderRequest) String() string {
 func (*SuspendOrderRequest) ProtoMessage() {}
 
 func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2415,7 @@ func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderRequest.ProtoReflect.Descriptor instead.
 func (*SuspendOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SuspendOrderRequest) GetOrderId() string {
@@ -2306,7 +2442,7 @@ type SuspendOrderResponse struct {
 
 func (x *SuspendOrderResponse) Reset() {
 	*x = SuspendOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2454,7 @@ func (x *SuspendOrderResponse) String() string {
 func (*SuspendOrderResponse) ProtoMessage() {}
 
 func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2467,7 @@ func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderResponse.ProtoReflect.Descriptor instead.
 func (*SuspendOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SuspendOrderResponse) GetOrder() *Order {
@@ -2353,7 +2489,7 @@ type ResumeOrderRequest struct {
 
 func (x *ResumeOrderRequest) Reset() {
 	*x = ResumeOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2365,7 +2501,7 @@ func (x *ResumeOrderRequest) String() string {
 func (*ResumeOrderRequest) ProtoMessage() {}
 
 func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2378,7 +2514,7 @@ func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResumeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResumeOrderRequest) GetOrderId() string {
@@ -2405,7 +2541,7 @@ type ResumeOrderResponse struct {
 
 func (x *ResumeOrderResponse) Reset() {
 	*x = ResumeOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2553,7 @@ func (x *ResumeOrderResponse) String() string {
 func (*ResumeOrderResponse) ProtoMessage() {}
 
 func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2566,7 @@ func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResumeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeOrderResponse) GetOrder() *Order {
@@ -2450,7 +2586,7 @@ type AdvanceBillingClockRequest struct {
 
 func (x *AdvanceBillingClockRequest) Reset() {
 	*x = AdvanceBillingClockRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2598,7 @@ func (x *AdvanceBillingClockRequest) String() string {
 func (*AdvanceBillingClockRequest) ProtoMessage() {}
 
 func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2611,7 @@ func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockRequest.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AdvanceBillingClockRequest) GetSeconds() int64 {
@@ -2502,7 +2638,7 @@ type AdvanceBillingClockResponse struct {
 
 func (x *AdvanceBillingClockResponse) Reset() {
 	*x = AdvanceBillingClockResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2650,7 @@ func (x *AdvanceBillingClockResponse) String() string {
 func (*AdvanceBillingClockResponse) ProtoMessage() {}
 
 func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2663,7 @@ func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockResponse.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AdvanceBillingClockResponse) GetNow() string {
@@ -2589,7 +2725,7 @@ type GetRenewalOverviewRequest struct {
 
 func (x *GetRenewalOverviewRequest) Reset() {
 	*x = GetRenewalOverviewRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2601,7 +2737,7 @@ func (x *GetRenewalOverviewRequest) String() string {
 func (*GetRenewalOverviewRequest) ProtoMessage() {}
 
 func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2614,7 +2750,7 @@ func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetRenewalOverviewRequest) GetDays() int32 {
@@ -2640,7 +2776,7 @@ type RenewalsDue struct {
 
 func (x *RenewalsDue) Reset() {
 	*x = RenewalsDue{}
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +2788,7 @@ func (x *RenewalsDue) String() string {
 func (*RenewalsDue) ProtoMessage() {}
 
 func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +2801,7 @@ func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalsDue.ProtoReflect.Descriptor instead.
 func (*RenewalsDue) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenewalsDue) GetCurrency() string {
@@ -2711,7 +2847,7 @@ type RenewalInvoice struct {
 
 func (x *RenewalInvoice) Reset() {
 	*x = RenewalInvoice{}
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +2859,7 @@ func (x *RenewalInvoice) String() string {
 func (*RenewalInvoice) ProtoMessage() {}
 
 func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +2872,7 @@ func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalInvoice.ProtoReflect.Descriptor instead.
 func (*RenewalInvoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenewalInvoice) GetOrder() *Order {
@@ -2811,7 +2947,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +2959,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +2972,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3078,7 +3214,17 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12\x16\n" +
 	"\x06renews\x18\x02 \x01(\bR\x06renews\"E\n" +
 	"\x17SetOrderRenewalResponse\x12*\n" +
-	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"\x8e\x01\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"u\n" +
+	"\x11EndServiceRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x128\n" +
+	"\x06credit\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18R\x04noneR\abalanceR\agatewayR\x06credit\"\xab\x01\n" +
+	"\x12EndServiceResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x16\n" +
+	"\x06credit\x18\x02 \x01(\tR\x06credit\x12\x16\n" +
+	"\x06unused\x18\x03 \x01(\tR\x06unused\x12\x1a\n" +
+	"\bcredited\x18\x04 \x01(\tR\bcredited\x12\x1d\n" +
+	"\n" +
+	"refund_ids\x18\x05 \x03(\tR\trefundIds\"\x8e\x01\n" +
 	"\x1aExtendServicePeriodRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
 	"\aends_at\x18\x02 \x01(\tB\n" +
@@ -3134,7 +3280,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
 	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
 	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
-	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa7\r\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xfa\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3150,7 +3296,9 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"GetInvoice\x12 .billing.order.GetInvoiceRequest\x1a!.billing.order.GetInvoiceResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fListInvoices\x12\".billing.order.ListInvoicesRequest\x1a#.billing.order.ListInvoicesResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\rCancelInvoice\x12#.billing.order.CancelInvoiceRequest\x1a$.billing.order.CancelInvoiceResponse\x12`\n" +
-	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12l\n" +
+	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12Q\n" +
+	"\n" +
+	"EndService\x12 .billing.order.EndServiceRequest\x1a!.billing.order.EndServiceResponse\x12l\n" +
 	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
 	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
 	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
@@ -3169,7 +3317,7 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
@@ -3201,97 +3349,102 @@ var file_billing_order_order_proto_goTypes = []any{
 	(*CancelInvoiceResponse)(nil),       // 27: billing.order.CancelInvoiceResponse
 	(*SetOrderRenewalRequest)(nil),      // 28: billing.order.SetOrderRenewalRequest
 	(*SetOrderRenewalResponse)(nil),     // 29: billing.order.SetOrderRenewalResponse
-	(*ExtendServicePeriodRequest)(nil),  // 30: billing.order.ExtendServicePeriodRequest
-	(*ExtendServicePeriodResponse)(nil), // 31: billing.order.ExtendServicePeriodResponse
-	(*SuspendOrderRequest)(nil),         // 32: billing.order.SuspendOrderRequest
-	(*SuspendOrderResponse)(nil),        // 33: billing.order.SuspendOrderResponse
-	(*ResumeOrderRequest)(nil),          // 34: billing.order.ResumeOrderRequest
-	(*ResumeOrderResponse)(nil),         // 35: billing.order.ResumeOrderResponse
-	(*AdvanceBillingClockRequest)(nil),  // 36: billing.order.AdvanceBillingClockRequest
-	(*AdvanceBillingClockResponse)(nil), // 37: billing.order.AdvanceBillingClockResponse
-	(*GetRenewalOverviewRequest)(nil),   // 38: billing.order.GetRenewalOverviewRequest
-	(*RenewalsDue)(nil),                 // 39: billing.order.RenewalsDue
-	(*RenewalInvoice)(nil),              // 40: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 41: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 42: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 43: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 44: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 45: billing.payment.PaymentRecord
+	(*EndServiceRequest)(nil),           // 30: billing.order.EndServiceRequest
+	(*EndServiceResponse)(nil),          // 31: billing.order.EndServiceResponse
+	(*ExtendServicePeriodRequest)(nil),  // 32: billing.order.ExtendServicePeriodRequest
+	(*ExtendServicePeriodResponse)(nil), // 33: billing.order.ExtendServicePeriodResponse
+	(*SuspendOrderRequest)(nil),         // 34: billing.order.SuspendOrderRequest
+	(*SuspendOrderResponse)(nil),        // 35: billing.order.SuspendOrderResponse
+	(*ResumeOrderRequest)(nil),          // 36: billing.order.ResumeOrderRequest
+	(*ResumeOrderResponse)(nil),         // 37: billing.order.ResumeOrderResponse
+	(*AdvanceBillingClockRequest)(nil),  // 38: billing.order.AdvanceBillingClockRequest
+	(*AdvanceBillingClockResponse)(nil), // 39: billing.order.AdvanceBillingClockResponse
+	(*GetRenewalOverviewRequest)(nil),   // 40: billing.order.GetRenewalOverviewRequest
+	(*RenewalsDue)(nil),                 // 41: billing.order.RenewalsDue
+	(*RenewalInvoice)(nil),              // 42: billing.order.RenewalInvoice
+	(*GetRenewalOverviewResponse)(nil),  // 43: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 44: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 45: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 46: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 47: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	42, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	44, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 1: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	42, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	44, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 3: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	43, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	45, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 5: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	44, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	46, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 7: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
 	1,  // 8: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
 	2,  // 9: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	43, // 10: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	45, // 10: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
 	1,  // 11: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	44, // 12: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	46, // 12: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 13: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
 	1,  // 14: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	45, // 15: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	47, // 15: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
 	3,  // 16: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	3,  // 17: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	43, // 18: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	45, // 18: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
 	3,  // 19: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	44, // 20: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	46, // 20: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
 	3,  // 21: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	1,  // 22: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
-	1,  // 23: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
-	2,  // 24: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
-	1,  // 25: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
-	1,  // 26: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
-	1,  // 27: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	39, // 28: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	40, // 29: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	40, // 30: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	40, // 31: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	4,  // 32: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	8,  // 33: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	6,  // 34: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	10, // 35: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	12, // 36: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	14, // 37: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	16, // 38: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	18, // 39: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	20, // 40: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	22, // 41: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	24, // 42: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	26, // 43: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	28, // 44: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	30, // 45: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	32, // 46: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	34, // 47: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	36, // 48: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	38, // 49: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	5,  // 50: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	9,  // 51: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	7,  // 52: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	11, // 53: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	13, // 54: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	15, // 55: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	17, // 56: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	19, // 57: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	21, // 58: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	23, // 59: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	25, // 60: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	27, // 61: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	29, // 62: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	31, // 63: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	33, // 64: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	35, // 65: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	37, // 66: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	41, // 67: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	50, // [50:68] is the sub-list for method output_type
-	32, // [32:50] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	1,  // 23: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
+	1,  // 24: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
+	2,  // 25: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
+	1,  // 26: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
+	1,  // 27: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
+	1,  // 28: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
+	41, // 29: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	42, // 30: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	42, // 31: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	42, // 32: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	4,  // 33: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	8,  // 34: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	6,  // 35: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	10, // 36: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	12, // 37: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	14, // 38: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	16, // 39: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	18, // 40: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	20, // 41: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	22, // 42: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	24, // 43: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	26, // 44: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	28, // 45: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	30, // 46: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	32, // 47: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	34, // 48: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	36, // 49: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	38, // 50: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	40, // 51: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	5,  // 52: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	9,  // 53: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	7,  // 54: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	11, // 55: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	13, // 56: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	15, // 57: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	17, // 58: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	19, // 59: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	21, // 60: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	23, // 61: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	25, // 62: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	27, // 63: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	29, // 64: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	31, // 65: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	33, // 66: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	35, // 67: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	37, // 68: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	39, // 69: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	43, // 70: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	52, // [52:71] is the sub-list for method output_type
+	33, // [33:52] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -3314,7 +3467,7 @@ func file_billing_order_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
