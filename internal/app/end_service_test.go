@@ -193,3 +193,32 @@ func TestAnAdminEndsAServiceNowWithAGatewayRefund(t *testing.T) {
 	require.True(t, strings.HasPrefix(refunds[0].Money, credited.String()), "the gateway refunded %s", refunds[0].Money)
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 }
+
+// The credit never exceeds what the period's payments still hold: an admin
+// refunded 9.00 of the 10.00 paid for the period, so ending it the next
+// second credits 1.00 to the balance, not the ~10.00 share.
+func TestEndingNowNeverCreditsMoreThanThePeriodsPaymentsHold(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t)
+	ctx := context.Background()
+	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS monthly", Price: "10.00", Currency: "CNY", BillingCycle: "monthly"}, e.c.admin))
+	require.NoError(t, err)
+	placed, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}, e.c.customer))
+	require.NoError(t, err)
+	id := placed.Msg.GetOrder().GetId()
+	pay := e.createPaymentVia(t, id, e.epayGW).GetPayment()
+	require.NoError(t, e.fake.Pay(pay.GetId()))
+	e.waitSettled(t, pay.GetId())
+	e.waitOrderStatus(t, id, "active")
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: pay.GetId(), Amount: "9.00", Reason: "goodwill"}, e.c.admin))
+	require.NoError(t, err)
+
+	ended, err := e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "1.00", ended.Msg.GetUnused())
+	require.Equal(t, "1.00", ended.Msg.GetCredited())
+	var b money.Amount
+	require.NoError(t, e.r.app.Pool().QueryRow(ctx, `SELECT balance FROM customers WHERE id = $1`, e.c.customerID).Scan(&b))
+	require.Equal(t, "1.00", b.String())
+	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+}
