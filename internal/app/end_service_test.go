@@ -166,6 +166,9 @@ func TestAnAdminEndsAServiceNowWithAGatewayRefund(t *testing.T) {
 	placed, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}, e.c.customer))
 	require.NoError(t, err)
 	id := placed.Msg.GetOrder().GetId()
+	// Still pending: nothing to end.
+	_, err = e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "none"}, e.c.admin))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "a pending order: %v", err)
 	pay := e.createPaymentVia(t, id, e.epayGW).GetPayment()
 	require.NoError(t, e.fake.Pay(pay.GetId()))
 	e.waitSettled(t, pay.GetId())
