@@ -14,9 +14,11 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -34,8 +36,15 @@ func TestACustomerEndsTheirServiceNowWithABalanceCredit(t *testing.T) {
 	prov := provider.New(provider.Options{})
 	require.NoError(t, prov.Start())
 	t.Cleanup(prov.Close)
-	e := startPayments(t, func(c *config.Config) {
+	smtp := notifytest.StartSMTP(t, "mailer", "mail-password")
+	e := startPaymentsWith(t, []app.Option{app.WithSMTPTLSConfig(smtp.ClientTLS)}, func(c *config.Config) {
 		addProviderPlugin(t, c.Plugins.Dir)
+		c.Notify.SMTP = config.NotifySMTP{
+			Host: smtp.Host, Port: smtp.Port, From: "Billing <billing@example.com>",
+			TLSPolicy: "mandatory", Auth: "plain", Username: smtp.Username, Password: smtp.Password, Timeout: 5 * time.Second,
+		}
+		c.Notify.CustomerEmail = true
+		c.Notify.PollInterval = 100 * time.Millisecond
 		c.Billing.TestClock = true
 		c.Events.PollInterval = 100 * time.Millisecond
 		c.Events.RetryBase = 20 * time.Millisecond
@@ -137,6 +146,15 @@ func TestACustomerEndsTheirServiceNowWithABalanceCredit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "cancelled", inv.Msg.GetInvoice().GetStatus())
 	require.Eventually(t, func() bool { return instance() == "terminated" }, 15*time.Second, 20*time.Millisecond, "ended at the provider")
+	// The customer's notice says what was credited.
+	require.Eventually(t, func() bool {
+		for _, m := range smtp.Mails() {
+			if strings.Contains(m.Body, "has ended") && strings.Contains(m.Body, want.String()+" CNY") && strings.Contains(m.Body, "credited to your balance") {
+				return true
+			}
+		}
+		return false
+	}, 15*time.Second, 20*time.Millisecond, "the customer's notice of the end, with the credit: %v", mailBodies(smtp))
 
 	// Ending it again is refused, and credits nothing more.
 	_, err = e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, e.c.customer))
@@ -224,4 +242,12 @@ func TestEndingNowNeverCreditsMoreThanThePeriodsPaymentsHold(t *testing.T) {
 	require.NoError(t, e.r.app.Pool().QueryRow(ctx, `SELECT balance FROM customers WHERE id = $1`, e.c.customerID).Scan(&b))
 	require.Equal(t, "1.00", b.String())
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+}
+
+func mailBodies(s *notifytest.SMTPServer) []string {
+	var out []string
+	for _, m := range s.Mails() {
+		out = append(out, m.Body)
+	}
+	return out
 }
