@@ -97,6 +97,9 @@ type fixture struct {
 	// Trends are GetPaymentTrends' answers (protojson) for the last 7, 30
 	// and 90 days, keyed by the number of days (mode trends).
 	Trends map[string]json.RawMessage `json:"trends,omitempty"`
+	// Recurring is GetRecurringRevenue's answer (protojson) for the last
+	// 30 days, in UTC.
+	Recurring json.RawMessage `json:"recurring,omitempty"`
 	// ExportPayments are the world's payments as the CSV export must list
 	// them (in UTC, the browser's zone): oldest first, before the browser
 	// changes any.

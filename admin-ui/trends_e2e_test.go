@@ -87,6 +87,38 @@ func trendWorld(t *testing.T, s *service) {
 	}
 }
 
+// recurringWorld writes recurring services with their first periods
+// (directly: no API starts a service in the past): a monthly one of 40
+// days, a monthly one started 10 days ago, and an annual one that started
+// 60 days ago and ended 5 days ago.
+func recurringWorld(t *testing.T, s *service) {
+	t.Helper()
+	pool := s.app.Pool()
+	customer := testfixture.Customer(t, pool)
+	now := time.Now().UTC()
+	for _, o := range []struct {
+		cycle, price, status string
+		started, ended       time.Duration
+	}{
+		{"monthly", "10.00", "active", 40 * 24 * time.Hour, 0},
+		{"monthly", "15.00", "active", 10 * 24 * time.Hour, 0},
+		{"annual", "120.00", "completed", 60 * 24 * time.Hour, 5 * 24 * time.Hour},
+	} {
+		start := now.Add(-o.started)
+		var id uuid.UUID
+		require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO orders (customer_id, total_amount, currency, status, billing_cycle, renewal_price, paid_at)
+			VALUES ($1, $2, 'CNY', $3, $4, $2, $5) RETURNING id`, customer, o.price, o.status, o.cycle, start).Scan(&id))
+		outcome, closed := (*string)(nil), start
+		if o.ended > 0 {
+			ended := "ended"
+			outcome, closed = &ended, now.Add(-o.ended)
+		}
+		_, err := pool.Exec(context.Background(), `INSERT INTO service_periods (order_id, seq, starts_at, ends_at, anchor_at, anchor_months, status, paid_at, outcome, created_at, updated_at)
+			VALUES ($1, 1, $2, $3, $2, 1, 'paid', $2, $4, $2, $5)`, id, start, start.AddDate(0, 2, 0), outcome, closed)
+		require.NoError(t, err)
+	}
+}
+
 // TestDashboardTrendsEndToEnd drives the dashboard's trends in Chromium
 // against the world above: for 7, 30 and 90 days, every point of every
 // chart (the values given to uPlot) and every cell of the tables under
@@ -116,5 +148,14 @@ func TestDashboardTrendsEndToEnd(t *testing.T) {
 		require.NoError(t, err)
 		fx.Trends[strconv.Itoa(days)] = b
 	}
+	recurringWorld(t, s)
+	rr, err := admin.GetRecurringRevenue(context.Background(), connect.NewRequest(&paymentpb.GetRecurringRevenueRequest{
+		From: today.AddDate(0, 0, -29).Format("2006-01-02"), To: today.Format("2006-01-02"), TimeZone: "UTC",
+	}))
+	require.NoError(t, err)
+	require.Len(t, rr.Msg.GetCurrencies(), 1)
+	require.Equal(t, "25.00", rr.Msg.GetCurrencies()[0].GetEnd().GetAmount(), "10.00 + 15.00 monthly; the annual one ended")
+	fx.Recurring, err = protojson.Marshal(rr.Msg)
+	require.NoError(t, err)
 	runBrowser(t, fx)
 }

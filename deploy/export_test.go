@@ -34,8 +34,9 @@ func TestThePreReleaseExportWritesCustomersOpenInvoicesAndLiveOrders(t *testing.
 		VALUES ($1, 'CNY', 30.00, 'active', now()) RETURNING id`, alice).Scan(&order))
 	_, err = pool.Exec(ctx, `INSERT INTO orders (customer_id, currency, total_amount) VALUES ($1, 'CNY', 5.00)`, bob)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, `INSERT INTO invoices (customer_id, order_id, currency, amount, paid_amount, status, issued_at, due_at)
-		VALUES ($1, $2, 'CNY', 30.00, 10.00, 'overdue', now(), now()), ($1, $2, 'CNY', 30.00, 30.00, 'paid', now(), now())`, alice, order)
+	_, err = pool.Exec(ctx, `WITH i AS (INSERT INTO invoices (customer_id, order_id, currency, amount, paid_amount, status, issued_at, due_at)
+		VALUES ($1, $2, 'CNY', 30.00, 10.00, 'overdue', now(), now()), ($1, $2, 'CNY', 30.00, 30.00, 'paid', now(), now()) RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT count(*) FROM i`, alice, order)
 	require.NoError(t, err)
 
 	dir := t.TempDir()

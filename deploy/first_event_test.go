@@ -114,7 +114,7 @@ func TestAlertedCountersExistAtZeroBeforeTheFirstEvent(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, policy)
 	routes := map[string]bool{}
-	for _, route := range []string{"/callbacks/", "/export/payments.csv", "/export/refunds.csv", "/ready", "/admin",
+	for _, route := range []string{"/callbacks/", "/export/payments.csv", "/export/refunds.csv", "/export/invoices.csv", "/ready", "/admin",
 		"/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/", "other"} {
 		routes[route] = true
 	}

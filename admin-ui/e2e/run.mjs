@@ -461,6 +461,40 @@ async function expectTrends(days) {
   if ((await card.locator("figure.chart").count()) !== want.currencies.length + 1) throw new Error("a chart too many or too few");
 }
 
+/** The dashboard's recurring revenue of 30 days equals GetRecurringRevenue's
+ * answer (fx.recurring, protojson): each currency's MRR series given to
+ * uPlot, and the movements table beside it. */
+async function expectRecurring() {
+  const want = fx.recurring;
+  const card = page.getByRole("region", { name: "Recurring revenue" });
+  await card.getByRole("button", { name: "30 days", pressed: true }).waitFor();
+  await expectText(card.locator(".chart-range"), `${want.from} to ${want.to} (UTC)`);
+  await settled();
+  const fig = (f) => `${f?.amount ?? "0.00"} (${Number(f?.services ?? 0)})`;
+  if (want.currencies.length === 0) throw new Error("no recurring revenue to check");
+  for (const c of want.currencies) {
+    const chart = card.locator(`figure[data-chart="mrr-${c.currency}"]`);
+    await chart.locator("canvas").waitFor();
+    const points = JSON.parse(await chart.getAttribute("data-points"));
+    sameJSON(points.days, want.days, `${c.currency} MRR days`);
+    sameJSON(points.series[0], { label: "MRR", values: c.days.map((d) => Number(d.mrr?.amount ?? "0")) }, `${c.currency} MRR chart`);
+    const m = c.movements ?? {};
+    sameJSON(
+      await cellTexts(card.getByTestId(`mrr-movements-${c.currency}`).locator("table")),
+      [
+        ["MRR at the start", fig(c.start)],
+        ["+ New", fig(m.newBusiness)],
+        ["+ Expansion", fig(m.expansion)],
+        ["− Contraction", fig(m.contraction)],
+        ["− Churn", fig(m.churn)],
+        ["+ Reactivation", fig(m.reactivation)],
+        ["MRR at the end", fig(c.end)],
+      ],
+      `${c.currency} movements table`,
+    );
+  }
+}
+
 /** Under the pointer, a chart's legend shows that day's figures. */
 async function expectHover(days, currency) {
   const want = fx.trends[String(days)];
@@ -553,6 +587,9 @@ try {
     await step("dashboard trends of 30 days equal GetPaymentTrends' figures", async () => {
       await page.getByRole("region", { name: "Trends" }).getByRole("button", { name: "30 days", pressed: true }).waitFor();
       await expectTrends(30);
+    });
+    await step("dashboard recurring revenue of 30 days equals GetRecurringRevenue's figures", async () => {
+      await expectRecurring();
     });
     await step("the legend shows a day's figures under the pointer", async () => {
       await expectHover(30, "CNY");
@@ -665,6 +702,21 @@ try {
       await expectText(page.getByRole("region", { name: "Actions" }), "Period 2 is invoiced and not paid");
       await expectAbsent(page.getByRole("form", { name: "Extend the paid period" }), "the extend form of an order whose next period is unpaid");
       await shot("order-renewal-overdue");
+    });
+
+    await step("the unpaid period's invoice: numbered in its year's series, one line for the period", async () => {
+      await rows("Service periods").nth(1).getByRole("link").click();
+      await page.getByRole("heading", { name: "Invoice", level: 1 }).waitFor();
+      await settled();
+      const number = await textOf(page.getByTestId("invoice-number"));
+      if (!/^INV-\d{4}-\d{6}$/.test(number)) throw new Error(`the invoice's number is ${number}, want INV-<year>-<6 digits>`);
+      await expectRows(1, "Lines of this invoice");
+      const line = rows("Lines of this invoice").first();
+      await expectText(line, r.overdue.amountDue);
+      await expectText(line, "Renewal of");
+      const amount = await textOf(page.getByTestId("invoice-amount"));
+      if (amount !== r.overdue.amountDue) throw new Error(`the invoice's amount shows ${amount}, want ${r.overdue.amountDue}`);
+      await shot("invoice-lines");
     });
 
     await step(

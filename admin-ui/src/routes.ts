@@ -12,6 +12,7 @@ import { gatewayDetailView, gatewaysView } from "./views/gateways";
 import { pluginDetailView, pluginsView } from "./views/plugins";
 import { productsView } from "./views/products";
 import { refundsView } from "./views/refunds";
+import { invoiceDetailView } from "./views/invoices";
 import { renewalsView } from "./views/renewals";
 import { auditView } from "./views/audit";
 
@@ -25,6 +26,7 @@ export const routes: Route[] = [
   { pattern: "refunds", nav: "Refunds", render: refundsView },
   { pattern: "orders", nav: "Orders", render: ordersView },
   { pattern: "orders/:id", render: orderDetailView },
+  { pattern: "invoices/:id", render: invoiceDetailView },
   { pattern: "renewals", nav: "Renewals", render: renewalsView },
   { pattern: "products", nav: "Products", render: productsView },
   { pattern: "customers", nav: "Customers", render: customersView },

@@ -1,8 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { describe, expect, it } from "vitest";
 
-import { GetPaymentTrendsResponseSchema } from "./gen/billing/payment/payment_admin_pb";
-import { duration, moneyCharts, successRateChart, trendRange } from "./trends";
+import { GetPaymentTrendsResponseSchema, GetRecurringRevenueResponseSchema } from "./gen/billing/payment/payment_admin_pb";
+import { duration, moneyCharts, mrrCharts, successRateChart, trendRange } from "./trends";
 
 describe("trend ranges", () => {
   it("ends today and counts today in", () => {
@@ -42,5 +42,38 @@ describe("trend series", () => {
 
   it("writes durations shortly", () => {
     expect([duration(undefined), duration(2), duration(185), duration(7800)]).toEqual(["—", "2 s", "3 min 5 s", "2 h 10 min"]);
+  });
+});
+
+describe("recurring revenue series", () => {
+  const zero = { services: 0n, amount: "0.00" };
+  const moves = (n: string, churn: string) => ({
+    newBusiness: { services: 1n, amount: n },
+    expansion: zero,
+    contraction: zero,
+    churn: { services: 1n, amount: churn },
+    reactivation: zero,
+  });
+  const res = create(GetRecurringRevenueResponseSchema, {
+    days: ["2027-01-01", "2027-01-02"],
+    currencies: [
+      {
+        currency: "CNY",
+        movements: moves("18.33", "10.00"),
+        days: [
+          { day: "2027-01-01", mrr: { services: 2n, amount: "18.33" }, movements: moves("18.33", "0.00") },
+          { day: "2027-01-02", mrr: { services: 1n, amount: "8.33" }, movements: moves("0.00", "10.00") },
+        ],
+      },
+    ],
+  });
+
+  it("plots MRR and its movements per day, keeps the exact text, and leaves out plan changes until they move", () => {
+    const [cny] = mrrCharts(res);
+    expect(cny?.id).toBe("mrr-CNY");
+    expect(cny?.series.map((s) => s.label)).toEqual(["MRR", "New", "Churn", "Reactivation"]);
+    expect(cny?.series[0]?.values).toEqual([18.33, 8.33]);
+    expect(cny?.series[0]?.texts).toEqual(["18.33", "8.33"]);
+    expect(cny?.series[2]?.texts).toEqual(["0.00", "10.00"]);
   });
 });

@@ -2,7 +2,12 @@
 // series: pure functions, so the unit tests and the browser test can hold
 // the charts to the service's figures.
 
-import type { GetPaymentTrendsResponse } from "./gen/billing/payment/payment_admin_pb";
+import type {
+  GetPaymentTrendsResponse,
+  GetRecurringRevenueResponse,
+  MrrDay,
+  MrrMovements,
+} from "./gen/billing/payment/payment_admin_pb";
 
 /** The ranges the dashboard offers, in days. */
 export const trendRanges = [7, 30, 90] as const;
@@ -99,4 +104,28 @@ export function duration(seconds: number | undefined): string {
   if (s < 60) return `${s} s`;
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** Per currency: MRR at each day's end and what moved it that day
+ * (PaymentAdminService.GetRecurringRevenue). Expansion and contraction are
+ * drawn only once plan changes move them. */
+export function mrrCharts(res: GetRecurringRevenueResponse): Chart[] {
+  return res.currencies.map((c) => {
+    const pick = (label: string, f: (d: MrrDay) => string): Series => ({
+      label,
+      values: c.days.map((d) => plotted(f(d))),
+      texts: c.days.map((d) => f(d)),
+    });
+    const mv = (d: MrrDay) => d.movements;
+    const series: Series[] = [
+      pick("MRR", (d) => d.mrr?.amount ?? "0.00"),
+      pick("New", (d) => mv(d)?.newBusiness?.amount ?? "0.00"),
+      pick("Churn", (d) => mv(d)?.churn?.amount ?? "0.00"),
+      pick("Reactivation", (d) => mv(d)?.reactivation?.amount ?? "0.00"),
+    ];
+    const moved = (f: (m: MrrMovements) => string | undefined) => c.movements !== undefined && (f(c.movements) ?? "0.00") !== "0.00";
+    if (moved((m) => m.expansion?.amount)) series.push(pick("Expansion", (d) => mv(d)?.expansion?.amount ?? "0.00"));
+    if (moved((m) => m.contraction?.amount)) series.push(pick("Contraction", (d) => mv(d)?.contraction?.amount ?? "0.00"));
+    return { id: `mrr-${c.currency}`, title: `Monthly recurring revenue per day (${c.currency})`, unit: c.currency, days: res.days, series };
+  });
 }

@@ -33,11 +33,12 @@ var AdminKeyScopes = auth.Scopes{
 	paymentpbconnect.PaymentServiceQueryPaymentStatusProcedure: auth.ScopeOperate,
 	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.ScopeOperate,
 
-	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.ScopeRead,
-	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.ScopeRead,
-	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:  auth.ScopeRead,
-	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure: auth.ScopeRead,
-	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.ScopeOperate,
+	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:         auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure:    auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:     auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure:    auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceGetRecurringRevenueProcedure: auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:       auth.ScopeOperate,
 
 	// IdentityService: a key may ask who it is; credentials are managed
 	// with a session only.

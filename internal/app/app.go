@@ -515,11 +515,12 @@ func (a *App) init(ctx context.Context) error {
 		payHandler = a.opts.wrapPayments(payHandler)
 	}
 	paymentPath, paymentHandler := paymentpbconnect.NewPaymentServiceHandler(payHandler, opts...)
-	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentrpc.NewAdminHandler(paySvc), opts...)
+	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentAdminHandler(paySvc, a.bg.renewals, a.bg.billingClock), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock()).
 		WithEndNowCredit(order.EndCredit(a.cfg.Billing.EndNowCredit))
+	orderSvc.SetLocation(a.cfg.Billing.RenewalOptions("").Location)
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock).WithRefunder(paySvc)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
@@ -557,6 +558,7 @@ func (a *App) init(ctx context.Context) error {
 		{Pattern: payment.CallbackPath, Handler: callbacks},
 		{Pattern: "GET " + export.PaymentsPath, Handler: exports.Payments(), Authenticated: true},
 		{Pattern: "GET " + export.RefundsPath, Handler: exports.Refunds(), Authenticated: true},
+		{Pattern: "GET " + export.InvoicesPath, Handler: exports.Invoices(), Authenticated: true},
 	}
 	srv.Credentials = []server.Middleware{
 		auth.Layer(ids.SessionAuthenticator(), a.log),
@@ -722,6 +724,17 @@ func lateCapture(p config.Payments) time.Duration {
 		return -1
 	}
 	return p.LateCapture()
+}
+
+// paymentAdminHandler is the PaymentAdminService handler, with the billing
+// run's clock (the test clock when it is on) and rules for the recurring
+// revenue's renewals, suspensions and terminations ahead.
+func paymentAdminHandler(svc *payment.Service, run *renewal.Run, clock *billingTestClock) *paymentrpc.AdminHandler {
+	rules := paymentrpc.BillingRules{SuspendAfter: run.SuspendAfter(), TerminateAfter: run.TerminateAfter(), Clock: run.Now}
+	if clock != nil {
+		rules.Clock = clock.Now
+	}
+	return paymentrpc.NewAdminHandler(svc).WithBillingRules(rules)
 }
 
 // orderHandler is the OrderService handler, with the billing run's

@@ -50,9 +50,10 @@ func TestOnlyTheBillingLeaderReconcilesAndMarksOverdueInvoices(t *testing.T) {
 	p := e.createPayment(t, orderID).GetPayment()
 	require.NoError(t, e.fake.Pay(p.GetId()))
 	var invoiceID string
-	require.NoError(t, pool.QueryRow(ctx, `INSERT INTO invoices (customer_id, number, status, amount, currency, issued_at, due_at)
+	require.NoError(t, pool.QueryRow(ctx, `WITH i AS (INSERT INTO invoices (customer_id, number, status, amount, currency, issued_at, due_at)
 		VALUES ($1, 'INV-BILLING-GATE', 'issued', 5.00, 'CNY', now() - interval '2 hours', now() - interval '1 hour')
-		RETURNING id::text`, e.c.customerID).Scan(&invoiceID))
+		RETURNING *), l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i)
+		SELECT id::text FROM i`, e.c.customerID).Scan(&invoiceID))
 	invoiceStatus := func(t testkit.T) string {
 		var s string
 		require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM invoices WHERE id = $1`, invoiceID).Scan(&s))

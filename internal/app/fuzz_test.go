@@ -240,6 +240,9 @@ func timeProcedures(order, customer string) []timeProcedure {
 		{"/billing.payment.PaymentAdminService/GetPaymentTrends", func(at string) proto.Message {
 			return &paymentpb.GetPaymentTrendsRequest{From: date(at), To: date(at), TimeZone: "Pacific/Kiritimati"}
 		}},
+		{"/billing.payment.PaymentAdminService/GetRecurringRevenue", func(at string) proto.Message {
+			return &paymentpb.GetRecurringRevenueRequest{From: date(at), To: date(at), TimeZone: "Pacific/Kiritimati"}
+		}},
 	}
 }
 

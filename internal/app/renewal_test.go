@@ -106,6 +106,11 @@ func TestAMonthOfRenewalRehearsedWithTheTestClock(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "10.00", inv.Msg.GetInvoice().GetAmount())
 	require.Equal(t, first.GetOrder().GetPaidUntil(), inv.Msg.GetInvoice().GetDueAt(), "due at the period's end")
+	lines := inv.Msg.GetInvoice().GetLines()
+	require.Len(t, lines, 1, "a renewal invoice has one line, the period")
+	require.Equal(t, []string{"10.00", "10.00", periods[1].GetStartsAt(), periods[1].GetEndsAt()},
+		[]string{lines[0].GetUnitAmount(), lines[0].GetAmount(), lines[0].GetPeriodStart(), lines[0].GetPeriodEnd()})
+	require.Regexp(t, `^INV-\d{4}-\d{6}$`, inv.Msg.GetInvoice().GetNumber(), "numbered in its year's series")
 
 	// The overview's own service and its deprecated first home on
 	// OrderService (kept for the first release's clients) answer the same,

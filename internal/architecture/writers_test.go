@@ -169,7 +169,7 @@ var periodWriters = []struct {
 }{
 	{"service_periods", writesServicePeriods, []string{
 		"InsertServicePeriod", "MarkServicePeriodPaid", "MarkServicePeriodFollowed", "CloseServicePeriods",
-		"ExtendServicePeriod", "CancelUnpaidServicePeriod", "AddServicePeriodNotices",
+		"ExtendServicePeriod", "CancelUnpaidServicePeriod", "AddServicePeriodNotices", "ReissueServicePeriod",
 	}},
 	{"orders.paid_until", func(sql string) bool { return writesOrdersColumn("paid_until", sql) }, []string{"SetOrderPaidUntil"}},
 	{"orders.renews", func(sql string) bool { return writesOrdersColumn("renews", sql) }, []string{"SetOrderRenews"}},

@@ -34,6 +34,30 @@ func Cell(s string) string {
 	return s
 }
 
+// negativeDecimal reports whether s is a negative decimal number and
+// nothing else (-5.00, a credit line's amount): a spreadsheet reads it as
+// the number, not as a formula, and a quote would make it text that no
+// sum counts. Only the columns the export fills with its own amounts
+// (rowWriter.amounts) take it; text a client or a gateway wrote is quoted
+// by Cell whatever it holds.
+func negativeDecimal(s string) bool {
+	if len(s) < 2 || s[0] != '-' {
+		return false
+	}
+	digits, dot := 0, false
+	for _, c := range s[1:] {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !dot && digits > 0:
+			dot = true
+		default:
+			return false
+		}
+	}
+	return digits > 0 && s[len(s)-1] != '.'
+}
+
 // formulaStarts are the characters a formula starts with: =, +, -, @ and
 // their fullwidth (＝＋－＠) and small (﹦﹢﹣﹫) forms, which input methods
 // type and some spreadsheets read as the ASCII ones.
@@ -56,6 +80,9 @@ type rowWriter struct {
 	w   *csv.Writer
 	loc *time.Location
 	buf []string
+	// amounts are the columns (by index) holding the export's own money
+	// amounts, written as numbers when negative (negativeDecimal).
+	amounts map[int]bool
 	// records is the number written, the header row included.
 	records int64
 }
@@ -69,7 +96,11 @@ func newRowWriter(w io.Writer, loc *time.Location) *rowWriter {
 // write writes one record; the slice is reused for the next.
 func (r *rowWriter) write(cells ...string) error {
 	r.buf = r.buf[:0]
-	for _, c := range cells {
+	for i, c := range cells {
+		if r.amounts[i] && negativeDecimal(c) {
+			r.buf = append(r.buf, c) // an amount of the export's own, a number
+			continue
+		}
 		r.buf = append(r.buf, Cell(c))
 	}
 	r.records++

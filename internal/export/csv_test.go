@@ -3,6 +3,7 @@ package export
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -90,4 +91,18 @@ func FuzzCell(f *testing.F) {
 			t.Fatalf("Cell(%q) left a formula unquoted", s)
 		}
 	})
+}
+
+// A negative amount the export writes itself (a credit line's) stays a
+// number; the same text in any other column is quoted.
+func TestANegativeAmountIsANumberOnlyInAnAmountColumn(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	w := newRowWriter(&b, time.UTC)
+	w.amounts = map[int]bool{1: true}
+	require.NoError(t, w.write("-5.00", "-5.00", "-5.00+1", "-", "-1.", "--1"))
+	w.amounts = map[int]bool{0: true, 1: true, 2: true, 3: true}
+	require.NoError(t, w.write("-1.5", "-1+cmd", "-", "-.5"))
+	require.NoError(t, w.flush())
+	require.Equal(t, "'-5.00,-5.00,'-5.00+1,'-,'-1.,'--1\r\n-1.5,'-1+cmd,'-,'-.5\r\n", b.String())
 }

@@ -1,8 +1,10 @@
 // Package export writes the accountant's files: every payment or refund
-// created in a date range, with the console list's filters, as CSV.
+// or invoice (with its lines, one row each, on lines=1) created in a date
+// range, with the console list's filters, as CSV.
 //
 //	GET /export/payments.csv?from=2026-05-01&to=2026-05-31&tz=Europe/Berlin&status=success
 //	GET /export/refunds.csv?from=2026-05-01&to=2026-05-31
+//	GET /export/invoices.csv?from=2026-05-01&to=2026-05-31&lines=1
 //
 // Who: an admin, by session cookie or by an admin API key (x-api-key) of
 // scope read or wider — the credential layers and the checks of Connect
@@ -51,9 +53,9 @@
 // which every HTTP client reports as an error, so a truncated file is
 // never mistaken for a complete one.
 //
-// Every export leaves an audit row (internal/audit): action export.payments
-// or export.refunds, entity ("export", "payments" or "refunds"), actor the
-// admin or the admin API key, and after = the parameters as given, the rows
+// Every export leaves an audit row (internal/audit): action export.payments,
+// export.refunds or export.invoices, entity ("export", "payments", "refunds"
+// or "invoices"), actor the admin or the admin API key, and after = the parameters as given, the rows
 // read and the outcome. A complete export's row is written before the
 // file's last bytes (no row, no complete file); a cut-off one's after the
 // cut. The "export streamed" log line names the principal, the kind of

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 const (
 	PaymentsPath = "/export/payments.csv"
 	RefundsPath  = "/export/refunds.csv"
+	InvoicesPath = "/export/invoices.csv"
 )
 
 // Access and Scope are who may export: an admin; with an API key, one of
@@ -47,6 +49,7 @@ const RetryAfter = 10
 const (
 	ActionExportPayments = "export.payments"
 	ActionExportRefunds  = "export.refunds"
+	ActionExportInvoices = "export.invoices"
 )
 
 // Options bound the exports; zero values take the defaults.
@@ -136,6 +139,52 @@ func (h *Handler) Refunds() http.Handler {
 	}, "from", "to", "tz", "status", "payment_id", "customer_id")
 }
 
+// Invoices serves GET InvoicesPath: one row per invoice, or with lines=1
+// one row per line, the invoice's columns repeated on each.
+func (h *Handler) Invoices() http.Handler {
+	return h.serve("invoices", ActionExportInvoices, func(q *query) (func(context.Context, store.DB, *rowWriter) error, error) {
+		w := q.window()
+		f := store.ExportInvoiceFilter{
+			CreatedFrom: w.from, CreatedTo: w.to,
+			CustomerID: q.id("customer_id"), OrderID: q.id("order_id"),
+			Status: q.oneOf("status", "draft", "issued", "paid", "overdue", "cancelled"),
+		}
+		withLines := q.flag("lines")
+		return func(ctx context.Context, db store.DB, out *rowWriter) error {
+			out.loc = w.loc
+			header := invoiceHeader
+			if withLines {
+				header = append(slices.Clip(invoiceHeader), invoiceLineHeader...)
+			}
+			if err := out.write(header...); err != nil {
+				return err
+			}
+			// A credit line's amounts are negative: numbers, not text.
+			out.amounts = map[int]bool{len(invoiceHeader) + 5: true, len(invoiceHeader) + 6: true}
+			return store.EachExportInvoice(ctx, db, f, h.opts.PageRows, withLines, func(i store.ExportInvoice, lines []store.InvoiceLine) error {
+				number := ""
+				if i.Number != nil {
+					number = *i.Number
+				}
+				cols := []string{i.ID.String(), number, out.time(i.CreatedAt), out.time(i.UpdatedAt), out.optTime(i.IssuedAt),
+					out.optTime(i.DueAt), out.optTime(i.PaidAt), i.Status, i.Amount.String(), i.PaidAmount.String(), i.Currency,
+					i.CustomerID.String(), optID(i.OrderID), i.Description}
+				if !withLines {
+					return out.write(cols...)
+				}
+				for _, l := range lines {
+					if err := out.write(append(slices.Clip(cols), strconv.Itoa(int(l.Position)), l.Description,
+						out.optTime(l.PeriodStart), out.optTime(l.PeriodEnd), strconv.Itoa(int(l.Quantity)),
+						l.UnitAmount.String(), l.Amount.String())...); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+		}, q.err()
+	}, "from", "to", "tz", "status", "customer_id", "order_id", "lines")
+}
+
 // The header rows: the columns of every row, in order.
 var (
 	paymentHeader = []string{"id", "created_at", "updated_at", "paid_at", "failed_at", "status", "method",
@@ -143,6 +192,11 @@ var (
 		"gateway_interface_id", "gateway_payment_id", "gateway_tx_id", "failure_reason"}
 	refundHeader = []string{"id", "created_at", "updated_at", "status", "destination", "amount", "currency",
 		"payment_id", "customer_id", "requested_by", "gateway_refund_id", "reason", "error", "message"}
+	invoiceHeader = []string{"id", "number", "created_at", "updated_at", "issued_at", "due_at", "paid_at", "status",
+		"amount", "paid_amount", "currency", "customer_id", "order_id", "description"}
+	// invoiceLineHeader follows invoiceHeader with lines=1.
+	invoiceLineHeader = []string{"line", "line_description", "line_period_start", "line_period_end",
+		"line_quantity", "line_unit_amount", "line_amount"}
 )
 
 // serve is one export: authorize, read the parameters (parse returns the

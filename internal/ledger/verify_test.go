@@ -125,14 +125,16 @@ func setup(t *testing.T) *bundle {
 
 	// An order paid through its invoice in two payments.
 	w.invoiced = order("paid", "40.00", true)
-	w.orderInvoice = q(`INSERT INTO invoices (customer_id, order_id, status, amount, paid_amount, currency, paid_at)
-		VALUES ($1, $2, 'paid', 40.00, 40.00, 'CNY', now()) RETURNING id`, w.customer, w.invoiced)
+	w.orderInvoice = q(`WITH i AS (INSERT INTO invoices (customer_id, order_id, status, amount, paid_amount, currency, paid_at)
+		VALUES ($1, $2, 'paid', 40.00, 40.00, 'CNY', now()) RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT id FROM i`, w.customer, w.invoiced)
 	w.invoicePay1 = payment(&w.invoiced, &w.orderInvoice, "gateway", "success", "20.00", "0")
 	w.invoicePay2 = payment(&w.invoiced, &w.orderInvoice, "gateway", "success", "20.00", "0")
 	event(w.invoiced, "order_paid", "failed", `{"order_id":"`+w.invoiced.String()+`","payment_id":"`+w.invoicePay2.String()+`","amount":"20.00","currency":"CNY","method":"gateway"}`)
 
 	// An invoice without order, paid in part.
-	w.looseInvoice = q(`INSERT INTO invoices (customer_id, status, amount, paid_amount, currency) VALUES ($1, 'issued', 15.00, 5.00, 'CNY') RETURNING id`, w.customer)
+	w.looseInvoice = q(`WITH i AS (INSERT INTO invoices (customer_id, status, amount, paid_amount, currency) VALUES ($1, 'issued', 15.00, 5.00, 'CNY') RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT id FROM i`, w.customer)
 	payment(nil, &w.looseInvoice, "gateway", "success", "5.00", "0")
 	return w
 }

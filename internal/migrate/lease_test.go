@@ -74,9 +74,9 @@ func TestTheMigrationLeaseIsVisibleWhileMigratingAndResignedAfter(t *testing.T) 
 			return nil
 		})
 	require.NoError(t, migrate.UpWith(ctx, db, o))
-	require.Len(t, during, 9, "one call before each migration")
-	last := during[8]
-	require.EqualValues(t, 9, last.version)
+	require.Len(t, during, latest, "one call before each migration")
+	last := during[latest-1]
+	require.EqualValues(t, latest, last.version)
 	require.Len(t, last.leases, 1)
 	require.Equal(t, cluster.RoleMigration, last.leases[0].Role)
 	require.Equal(t, "migrator-a", last.leases[0].Holder)
@@ -84,7 +84,7 @@ func TestTheMigrationLeaseIsVisibleWhileMigratingAndResignedAfter(t *testing.T) 
 
 	_, held := readMigrationLease(t, db)
 	require.False(t, held, "resigned when the run ended")
-	require.Equal(t, 9, appliedVersions(t, db))
+	require.Equal(t, latest, appliedVersions(t, db))
 
 	// Nothing pending: a later run takes neither lock for long nor lease.
 	var calls int
@@ -145,22 +145,26 @@ func TestConcurrentInstancesMigrateOnceUnderTheLease(t *testing.T) {
 	}
 	require.Len(t, applied, 1, "one instance migrated: %v", applied)
 	for name, versions := range applied {
-		require.Equal(t, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}, versions)
+		want := make([]int64, latest)
+		for i := range want {
+			want[i] = int64(i + 1)
+		}
+		require.Equal(t, want, versions)
 		require.Equal(t, map[string]bool{name: true}, holders, "the migrator held the lease")
 	}
 	var rows int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&rows))
-	require.Equal(t, 9, rows, "each migration applied exactly once")
+	require.Equal(t, latest, rows, "each migration applied exactly once")
 }
 
 // helperEnv makes the test binary, run again as a child process, act as a
-// migrator that stops before migration 9 and waits to be killed.
+// migrator that stops before the last migration and waits to be killed.
 const helperEnv = "MIGRATE_TEST_KILLED_MIGRATOR_URL"
 
 // killedMigrator is the child process of
 // TestAKilledMigratorsLeaseExpiresAndAnotherTakesOver (TestMain runs it
 // instead of the tests when helperEnv is set): a migrator that stops
-// before migration 9, renewing its lease, until it is killed.
+// before the last migration, renewing its lease, until it is killed.
 func killedMigrator(url string) int {
 	db, err := sql.Open("pgx", url)
 	if err != nil {
@@ -169,8 +173,8 @@ func killedMigrator(url string) int {
 	}
 	o := migrate.WithBeforeMigration(migrate.Options{Holder: "migrator-killed", LeaseTTL: 2 * time.Second, LeaseRenew: 400 * time.Millisecond},
 		func(ctx context.Context, version int64) error {
-			if version == 9 {
-				os.Stdout.WriteString("paused before 9\n")
+			if version == int64(latest) {
+				os.Stdout.WriteString("paused before the last\n")
 				select {} // until killed, renewing the lease meanwhile
 			}
 			return nil
@@ -201,17 +205,17 @@ func TestAKilledMigratorsLeaseExpiresAndAnotherTakesOver(t *testing.T) {
 	go func() {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
-			if strings.Contains(sc.Text(), "paused before 9") {
+			if strings.Contains(sc.Text(), "paused before the last") {
 				close(paused)
 			}
 		}
 	}()
-	testkit.WaitOrTimeoutFor(t, paused, 60*time.Second, "the child migrator to reach migration 9")
+	testkit.WaitOrTimeoutFor(t, paused, 60*time.Second, "the child migrator to reach the last migration")
 	dead, held := readMigrationLease(t, db)
 	require.True(t, held)
 	require.Equal(t, "migrator-killed", dead.holder)
 	require.True(t, dead.valid)
-	require.Equal(t, 8, appliedVersions(t, db))
+	require.Equal(t, latest-1, appliedVersions(t, db))
 
 	var killedAt time.Time
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT now()`).Scan(&killedAt))
@@ -232,11 +236,11 @@ func TestAKilledMigratorsLeaseExpiresAndAnotherTakesOver(t *testing.T) {
 			return nil
 		})
 	require.NoError(t, migrate.UpWith(ctx, db, o))
-	require.Equal(t, []int64{9}, versions, "only what was left")
-	require.Equal(t, 9, appliedVersions(t, db))
+	require.Equal(t, []int64{int64(latest)}, versions, "only what was left")
+	require.Equal(t, latest, appliedVersions(t, db))
 	var rows int
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM goose_db_version WHERE version_id > 0`).Scan(&rows))
-	require.Equal(t, 9, rows)
+	require.Equal(t, latest, rows)
 
 	took := tookOver.Sub(killedAt)
 	t.Logf("migration lease taken over %s after the kill (TTL %s)", took.Round(time.Millisecond), ttl)

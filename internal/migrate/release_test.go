@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
@@ -93,6 +94,19 @@ func TestTheReleasesSchemaIsWhatItsMigrationsMake(t *testing.T) {
 	}
 }
 
+// releasePool is a database at the first release's last migration: a
+// clone of this build's, the migrations after the release's rolled back.
+func releasePool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	url := testdb.URL(t)
+	require.NoError(t, migrate.DownTo(ctx, open(t, url), migrate.FirstRelease().Migration))
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // A database at a release's last migration gets a newer build's
 // migrations only if it has the release's schema. A pre-release build's
 // database (the same nine migrations recorded, other contents) is refused
@@ -103,12 +117,12 @@ func TestAPreReleaseDatabaseIsRefusedBeforeNewerMigrationsRun(t *testing.T) {
 	first := migrate.FirstRelease()
 
 	// The release's own database: newer migrations may run.
-	pool := testdb.Pool(t)
+	pool := releasePool(t)
 	require.NoError(t, migrate.CheckBeforeUp(ctx, pool, first.Migration, first.Migration+1))
 
 	// A pre-release build's: a column of the release missing, one it did
 	// not have.
-	pool = testdb.Pool(t)
+	pool = releasePool(t)
 	for _, sql := range []string{
 		`ALTER TABLE customers DROP COLUMN token_generation`,
 		`ALTER TABLE customers ADD COLUMN legacy_flag boolean NOT NULL`,

@@ -55,7 +55,7 @@ func (o *Observer) route(path string) string {
 	switch {
 	case strings.HasPrefix(path, "/callbacks/"):
 		return "/callbacks/{gateway_interface_id}"
-	case path == "/health", path == "/ready", path == "/export/payments.csv", path == "/export/refunds.csv":
+	case path == "/health", path == "/ready", path == "/export/payments.csv", path == "/export/refunds.csv", path == "/export/invoices.csv":
 		return path
 	case strings.HasPrefix(path, "/grpc.reflection."):
 		return "reflection"

@@ -37,7 +37,7 @@ func TestRoutesAreAFixedSet(t *testing.T) {
 	for path, want := range map[string]string{
 		"/callbacks/7b0f1c3e-8a7d-4f51-9d1e-2a3b4c5d6e7f": "/callbacks/{gateway_interface_id}",
 		"/health": "/health", "/ready": "/ready", "/admin": "/admin", "/admin/assets/x.js": "/admin",
-		"/export/payments.csv": "/export/payments.csv", "/export/refunds.csv": "/export/refunds.csv", "/export/x.csv": "other",
+		"/export/payments.csv": "/export/payments.csv", "/export/refunds.csv": "/export/refunds.csv", "/export/invoices.csv": "/export/invoices.csv", "/export/x.csv": "other",
 		"/billing.payment.PaymentService/GetPayment": "rpc", "/anything/else": "other", "/administrator": "other",
 		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": "reflection",
 		"/" + strings.Repeat("a", 100):                              "other",

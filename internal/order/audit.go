@@ -31,6 +31,9 @@ const (
 	// by hand.
 	ActionOrderRenewal = "order.renewal"
 	ActionOrderExtend  = "order.extend"
+	// A period whose renewal invoice was cancelled, reissued with a new
+	// invoice once renewal was turned back on.
+	ActionOrderPeriodReissue = "order.period_reissue"
 	// The transitions' own (order.Transition).
 	ActionOrderPaid         = "order.paid"
 	ActionOrderProvisioning = "order.provisioning"

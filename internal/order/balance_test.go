@@ -474,6 +474,7 @@ func TestBalancePaymentWaitingForTheOrderDoesNotDeadlockAnOrderLockHolder(t *tes
 	_, err = store.InsertInvoice(ctx, holder, store.NewInvoice{
 		ID: uuid.New(), CustomerID: b.alice, OrderID: &o.ID, Number: "INV-LOCK", Status: "issued",
 		Amount: money.MustParse("1.00"), Currency: "CNY", CreatedAt: now,
+		Lines: []store.NewInvoiceLine{{Description: "lock", Quantity: 1, UnitAmount: money.MustParse("1.00")}},
 	})
 	require.NoError(t, err, "the order holder's insert referring to the customer must not wait for the payment")
 	require.NoError(t, holder.Commit(ctx))

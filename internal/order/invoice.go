@@ -3,7 +3,7 @@ package order
 import (
 	"context"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,9 +37,9 @@ type NewInvoice struct {
 }
 
 // CreateInvoice issues an invoice (admin): status issued, issued now, with
-// a number INV-<yyyymmdd>-<12 hex digits of its id>. An order's invoice may
-// not be created for an order that ended (cancelled, refunded, terminated,
-// completed).
+// the next number of its year's series (TakeInvoiceNumber) and one line,
+// its description and amount. An order's invoice may not be created for an
+// order that ended (cancelled, refunded, terminated, completed).
 func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoice, error) {
 	p, err := auth.RequireAdmin(ctx)
 	if err != nil {
@@ -66,10 +66,15 @@ func (s *Service) CreateInvoice(ctx context.Context, in NewInvoice) (store.Invoi
 		if err != nil {
 			return err
 		}
+		number, err := TakeInvoiceNumber(ctx, tx, now, s.loc)
+		if err != nil {
+			return err
+		}
 		inv, err := store.InsertInvoice(ctx, tx, store.NewInvoice{
-			ID: id, CustomerID: customerID, OrderID: in.OrderID, Number: invoiceNumber(id, now),
+			ID: id, CustomerID: customerID, OrderID: in.OrderID, Number: number,
 			Status: string(InvoiceIssued), Amount: in.Amount, Currency: currency,
 			Description: in.Description, IssuedAt: &now, DueAt: &due, CreatedAt: now,
+			Lines: []store.NewInvoiceLine{{Description: in.Description, Quantity: 1, UnitAmount: in.Amount}},
 		})
 		if err != nil {
 			return err
@@ -118,26 +123,50 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 	return customerID, currency, s.checkCurrency(currency)
 }
 
-// invoiceNumber is INV-<issue date>-<the first 12 hex digits of the id>:
-// readable, and unique in practice (48 random bits a day); the unique
-// constraint catches the rest.
-func invoiceNumber(id uuid.UUID, issued time.Time) string {
-	hex := strings.ToUpper(strings.ReplaceAll(id.String(), "-", ""))
-	return "INV-" + issued.Format("20060102") + "-" + hex[:12]
+// TakeInvoiceNumber takes the next number of the series of an invoice
+// issued at issued, in tx, the transaction that issues it: INV-<year of
+// issue in the billing time zone loc (nil: UTC)>-<the number, 6 digits or
+// more>, 1, 2, 3, ... in each year. The series' counter row stays locked
+// until tx ends, so the numbers have no gap and no duplicate: a rollback
+// gives its number back (docs/decisions.md, "invoice numbers").
+func TakeInvoiceNumber(ctx context.Context, tx pgx.Tx, issued time.Time, loc *time.Location) (string, error) {
+	if loc == nil {
+		loc = time.UTC
+	}
+	series := "INV-" + strconv.Itoa(issued.In(loc).Year())
+	n, err := store.Q(tx).TakeInvoiceNumber(ctx, store.TakeInvoiceNumberParams{Series: series, UpdatedAt: issued})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s-%06d", series, n), nil
 }
 
-// GetInvoice returns one invoice: admins any, customers their own.
-func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, error) {
+// GetInvoice returns one invoice and its lines: admins any, customers
+// their own.
+func (s *Service) GetInvoice(ctx context.Context, id uuid.UUID) (store.Invoice, []store.InvoiceLine, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return store.Invoice{}, err
+		return store.Invoice{}, nil, err
 	}
 	inv, err := store.Q(s.db).GetInvoice(ctx, id)
 	hidden := apperr.New(apperr.NotFound, "invoice %s not found", id)
 	if err := auth.Owned(p, inv.CustomerID, err, hidden, hidden); err != nil {
-		return store.Invoice{}, err
+		return store.Invoice{}, nil, err
 	}
-	return inv, nil
+	lines, err := store.InvoiceLines(ctx, s.db, []uuid.UUID{id})
+	if err != nil {
+		return store.Invoice{}, nil, err
+	}
+	return inv, lines[id], nil
+}
+
+// Lines returns the lines of invoices, by invoice id.
+func (s *Service) Lines(ctx context.Context, invoices []store.Invoice) (map[uuid.UUID][]store.InvoiceLine, error) {
+	ids := make([]uuid.UUID, len(invoices))
+	for i, inv := range invoices {
+		ids[i] = inv.ID
+	}
+	return store.InvoiceLines(ctx, s.db, ids)
 }
 
 // ListInvoices returns a page of invoices, newest first. Customers see only
@@ -215,19 +244,25 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 
 // IssueRenewalInvoice issues the invoice of period seq (start to end) of
 // the recurring order o, locked in tx by the caller: the renewal price,
-// due when the period starts (the previous one's end); its description
-// gives the period's dates in the billing time zone loc. The billing run
-// writes the period row that names it in the same transaction.
+// due when the period starts (the previous one's end), numbered in its
+// year's series, with one line for the period; its description gives the
+// period's dates in the billing time zone loc. The billing run writes the
+// period row that names it in the same transaction.
 func IssueRenewalInvoice(ctx context.Context, tx pgx.Tx, o store.Order, seq int32, start, end time.Time, loc *time.Location, price money.Amount, by audit.Actor, now time.Time) (store.Invoice, error) {
 	id := uuid.New()
 	if loc == nil {
 		loc = time.UTC
 	}
 	desc := fmt.Sprintf("%s: period %d, %s to %s", renewalSubject(o), seq, start.In(loc).Format(time.DateOnly), end.In(loc).Format(time.DateOnly))
+	number, err := TakeInvoiceNumber(ctx, tx, now, loc)
+	if err != nil {
+		return store.Invoice{}, err
+	}
 	inv, err := store.InsertInvoice(ctx, tx, store.NewInvoice{
-		ID: id, CustomerID: o.CustomerID, OrderID: &o.ID, Number: invoiceNumber(id, now),
+		ID: id, CustomerID: o.CustomerID, OrderID: &o.ID, Number: number,
 		Status: string(InvoiceIssued), Amount: price, Currency: o.Currency,
 		Description: desc, IssuedAt: &now, DueAt: &start, CreatedAt: now,
+		Lines: []store.NewInvoiceLine{{Description: desc, PeriodStart: &start, PeriodEnd: &end, Quantity: 1, UnitAmount: price}},
 	})
 	if err != nil {
 		return store.Invoice{}, err

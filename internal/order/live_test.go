@@ -65,8 +65,9 @@ func seedRenewal(t *testing.T, db store.DB, r *renewalRows) {
 	if !r.renews {
 		return
 	}
-	require.NoError(t, db.QueryRow(ctx, `INSERT INTO invoices (customer_id, order_id, status, amount, paid_amount, currency, issued_at, due_at)
-		VALUES ($1, $2, 'issued', $3, $4, 'CNY', $5, $6) RETURNING id`,
+	require.NoError(t, db.QueryRow(ctx, `WITH i AS (INSERT INTO invoices (customer_id, order_id, status, amount, paid_amount, currency, issued_at, due_at)
+		VALUES ($1, $2, 'issued', $3, $4, 'CNY', $5, $6) RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT id FROM i`,
 		r.customer, r.order, money.MustParse(r.amount), money.MustParse(r.paid), start, periodEnd).Scan(&r.invoice))
 	_, err = db.Exec(ctx, `INSERT INTO service_periods (order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status)
 		VALUES ($1, 2, $2, $3, $4, 2, $5, 'unpaid')`, r.order, periodEnd, periodEnd.AddDate(0, 1, 0), start, r.invoice)

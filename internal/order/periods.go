@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -58,14 +59,31 @@ func startFirstPeriod(ctx context.Context, tx pgx.Tx, o store.Order, m Move) err
 	return store.SetPaidEnd(ctx, tx, o.ID, end, m.At)
 }
 
-// IssuePeriod writes next, the period after last (the order's last, paid
-// and not followed, read under the order's lock, which the caller holds),
-// and records last as followed: the billing run's renewal. A free period
-// (next.PaidAt set) is paid at once, so the order's paid end moves to its
-// end. A second period for the same time is store.ErrConflict (another
-// run issued it; the caller rolls back).
-func IssuePeriod(ctx context.Context, tx pgx.Tx, last store.ServicePeriod, next store.NewServicePeriod, at time.Time) error {
-	if _, err := store.InsertServicePeriod(ctx, tx, next); err != nil {
+// IssuePeriod writes next, the period after last (the order's last
+// served period, paid and not followed, read under the order's lock, which
+// the caller holds: LastServedPeriod), and records last as followed: the
+// billing run's renewal, by by at at. A free period (next.PaidAt set) is
+// paid at once, so the order's paid end moves to its end. A second period
+// for the same time is store.ErrConflict (another run issued it; the
+// caller rolls back).
+//
+// When next's row is there, cancelled (its invoice was cancelled, and
+// renewal has been turned back on since), the period is reissued in that
+// row (docs/decisions.md, "renewals": what a cancelled period keeps): the
+// keys (order_id, seq) and (order_id, starts_at) hold one row per period,
+// so the new invoice takes the cancelled one's place, with an
+// order.period_reissue audit row naming both.
+func IssuePeriod(ctx context.Context, tx pgx.Tx, last store.ServicePeriod, next store.NewServicePeriod, by audit.Actor, at time.Time) error {
+	latest, err := store.Q(tx).LatestServicePeriod(ctx, next.OrderID)
+	if err != nil {
+		return store.BugIfNotFound(err, "read the order's latest period") // last is one
+	}
+	if latest.Seq == next.Seq && latest.Status == store.PeriodCancelled {
+		err = reissuePeriod(ctx, tx, latest, next, by, at)
+	} else {
+		_, err = store.InsertServicePeriod(ctx, tx, next)
+	}
+	if err != nil {
 		return err
 	}
 	if err := store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
@@ -77,6 +95,55 @@ func IssuePeriod(ctx context.Context, tx pgx.Tx, last store.ServicePeriod, next 
 		return nil
 	}
 	return store.SetPaidEnd(ctx, tx, next.OrderID, next.EndsAt, at)
+}
+
+// periodState is the audit snapshot of a period reissued.
+type periodState struct {
+	Seq       int32      `json:"seq"`
+	Status    string     `json:"status"`
+	InvoiceID *uuid.UUID `json:"invoice_id,omitempty"`
+	StartsAt  time.Time  `json:"starts_at"`
+	EndsAt    time.Time  `json:"ends_at"`
+}
+
+func periodSnapshot(p store.ServicePeriod) periodState {
+	return periodState{Seq: p.Seq, Status: p.Status, InvoiceID: p.InvoiceID, StartsAt: p.StartsAt, EndsAt: p.EndsAt}
+}
+
+// reissuePeriod bills the cancelled period was again as next says, in its
+// row, audited (order.period_reissue: the period before, with the
+// cancelled invoice, and after, with the new one).
+func reissuePeriod(ctx context.Context, tx pgx.Tx, was store.ServicePeriod, next store.NewServicePeriod, by audit.Actor, at time.Time) error {
+	p, err := store.ReissueServicePeriod(ctx, tx, next)
+	if err != nil {
+		// Read cancelled under the order's lock: a miss is a bug.
+		return store.BugIfNotFound(err, "reissue the cancelled period")
+	}
+	return audit.Write(ctx, tx, by, at, ActionOrderPeriodReissue, entityOrder, p.OrderID.String(), periodSnapshot(was), periodSnapshot(p))
+}
+
+// LastServedPeriod is order id's last period that is not cancelled: the
+// one the next period follows, and whose end the service ends at when the
+// order does not renew. A renewal invoice cancelled by hand leaves its
+// period, cancelled, as the order's latest; the one before is the last
+// again (before, the end step read the cancelled one and never ended the
+// service, and the renewal step never issued the next period once renewal
+// was back on). ErrNotFound when the order has no period.
+func LastServedPeriod(ctx context.Context, db store.DB, id uuid.UUID) (store.ServicePeriod, error) {
+	last, err := store.Q(db).LatestServicePeriod(ctx, id)
+	if err != nil || last.Status != store.PeriodCancelled {
+		return last, err
+	}
+	ps, err := store.Q(db).ListServicePeriods(ctx, id)
+	if err != nil {
+		return store.ServicePeriod{}, err
+	}
+	for i := len(ps) - 1; i >= 0; i-- {
+		if ps[i].Status != store.PeriodCancelled {
+			return ps[i], nil
+		}
+	}
+	return last, nil
 }
 
 // payPeriod marks the unpaid period p (locked by the caller) paid, at
@@ -135,6 +202,29 @@ func cancelUnpaidPeriod(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Inv
 	}
 	_, err = setRenews(ctx, tx, o, false, m.By, m.At, fmt.Sprintf(renewalOffNote, inv.ID))
 	return err
+}
+
+// checkRenewsAgain refuses to turn order o's renewal (locked by the
+// caller, off) back on once its paid service is over as of now, on the
+// billing clock: its last served period paid, not followed by an invoiced
+// one, and ended. The service ended at its paid end (the billing run ends
+// the order on its next pass, if it has not yet); a new period would start
+// in the past, due at once. Before the paid end, or while the next
+// period's invoice is still open, it may.
+func checkRenewsAgain(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) error {
+	last, err := LastServedPeriod(ctx, tx, o.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // not active yet: no period
+	}
+	if err != nil {
+		return err
+	}
+	if last.Status == store.PeriodPaid && !last.Followed && last.Outcome == nil && !last.EndsAt.After(now) {
+		return apperr.New(apperr.FailedPrecondition,
+			"order %s's paid service ended at %s with its renewal off: renewal cannot be turned back on (a new order buys the service again)",
+			o.ID, last.EndsAt.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // setRenews turns order o's renewal (locked by the caller) on or off, by

@@ -304,7 +304,8 @@ func TestCancelInvoiceCancelsAnOverdueRenewalInvoice(t *testing.T) {
 
 // A renewal invoice names what it renews (the order's description, or the
 // order's id when it has none) and its period's dates in the billing time
-// zone, UTC when none is given; it is due when the period starts.
+// zone, UTC when none is given; it is due when the period starts, and its
+// one line bills the period.
 func TestARenewalInvoiceDescribesItsPeriodInTheBillingTimeZone(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -332,6 +333,13 @@ func TestARenewalInvoiceDescribesItsPeriodInTheBillingTimeZone(t *testing.T) {
 			require.NoError(t, err, c.name)
 			require.Equal(t, c.want, inv.Description, c.name)
 			require.Equal(t, start, inv.DueAt.UTC(), c.name)
+			lines, err := store.InvoiceLines(ctx, tx, []uuid.UUID{inv.ID})
+			require.NoError(t, err)
+			require.Len(t, lines[inv.ID], 1, "%s: one line, the period", c.name)
+			l := lines[inv.ID][0]
+			require.Equal(t, []any{c.want, int32(1), "10.00", "10.00"}, []any{l.Description, l.Quantity, l.UnitAmount.String(), l.Amount.String()}, c.name)
+			require.Equal(t, start, l.PeriodStart.UTC(), c.name)
+			require.Equal(t, end, l.PeriodEnd.UTC(), c.name)
 			return errRollBack
 		})
 		require.ErrorIs(t, err, errRollBack, c.name)

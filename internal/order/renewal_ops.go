@@ -39,7 +39,9 @@ func lockOwnOrder(ctx context.Context, tx pgx.Tx, p auth.Principal, id uuid.UUID
 
 // SetOrderRenewal turns a recurring order's renewal off (cancel at period
 // end) or on again. The customer acts on their own orders, an admin on any.
-// A one-time order, or one whose service has ended, is FailedPrecondition.
+// A one-time order, or one whose service has ended, is FailedPrecondition;
+// so is turning renewal back on once the paid end has passed (on the
+// billing clock), even before the billing run ends the order.
 // Turning it off once the next period's invoice is issued leaves that
 // invoice to be paid or to run its course; no later one is issued.
 func (s *Service) SetOrderRenewal(ctx context.Context, id uuid.UUID, renews bool) (store.Order, error) {
@@ -58,6 +60,11 @@ func (s *Service) SetOrderRenewal(ctx context.Context, id uuid.UUID, renews bool
 		}
 		if Status(o.Status).IsFinal() || Status(o.Status) == StatusCancelled {
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s: its service has ended", id, o.Status)
+		}
+		if renews && !o.Renews {
+			if err := checkRenewsAgain(ctx, tx, o, s.billingNow()); err != nil {
+				return err
+			}
 		}
 		out, err = setRenews(ctx, tx, o, renews, audit.Of(p), s.now(), "")
 		return err
@@ -93,7 +100,10 @@ func (s *Service) ExtendServicePeriod(ctx context.Context, id uuid.UUID, end tim
 		if !Status(o.Status).Live() {
 			return apperr.New(apperr.FailedPrecondition, "order %s is %s; only a running service can be extended", id, o.Status)
 		}
-		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
+		// The last served period: a period after it whose invoice was
+		// cancelled bills nothing (reissued from the new end if renewal is
+		// turned back on).
+		last, err := LastServedPeriod(ctx, tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return apperr.New(apperr.FailedPrecondition, "order %s has no service periods (one_time)", id)
 		}

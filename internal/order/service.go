@@ -29,6 +29,9 @@ type Service struct {
 	// ends a service now gets ("": DefaultEndNowCredit).
 	endNowCredit EndCredit
 	log          *slog.Logger
+	// loc is the billing time zone, whose year names an invoice's number
+	// series (nil: UTC); SetLocation sets it.
+	loc *time.Location
 }
 
 // WithBillingClock returns s with the billing clock c ([billing].test_clock
@@ -61,6 +64,11 @@ func NewService(db store.DB, currencies []string, keys *secrets.Keyring, clock f
 	}
 	return &Service{db: db, currencies: slices.Clone(currencies), keys: keys, clock: clock, log: log}
 }
+
+// SetLocation sets the billing time zone ([billing].time_zone), in which
+// the year of an invoice's number series is counted. Call it before the
+// service serves.
+func (s *Service) SetLocation(loc *time.Location) { s.loc = loc }
 
 // now is the clock in UTC at PostgreSQL's precision, so a time written and
 // read back compares equal.

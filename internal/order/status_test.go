@@ -96,8 +96,9 @@ func TestStatusesAreTheSchemaVocabulary(t *testing.T) {
 			_, err = tx.Exec(ctx, `INSERT INTO orders (customer_id, total_amount, currency, status, suspend_reason)
 				VALUES ($1, 1, 'CNY', $2, CASE WHEN $2 = 'suspended' THEN 'admin' ELSE '' END)`, customer, status)
 		default:
-			_, err = tx.Exec(ctx, `INSERT INTO invoices (customer_id, amount, currency, status, paid_amount)
-				VALUES ($1, 1, 'CNY', $2, CASE WHEN $2 = 'paid' THEN 1 ELSE 0 END)`, customer, status)
+			_, err = tx.Exec(ctx, `WITH i AS (INSERT INTO invoices (customer_id, amount, currency, status, paid_amount)
+				VALUES ($1, 1, 'CNY', $2, CASE WHEN $2 = 'paid' THEN 1 ELSE 0 END) RETURNING *),
+				l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT count(*) FROM i`, customer, status)
 		}
 		return err
 	}

@@ -76,7 +76,12 @@ type anomaly struct {
 	GatewayTxID      string `json:"gateway_tx_id,omitempty"`
 	Amount           string `json:"amount,omitempty"`
 	Currency         string `json:"currency,omitempty"`
-	Fingerprint      string `json:"fingerprint"`
+	// RefundID, GatewayRefundID and RefundStatus name the refund a
+	// gateway's refund notification is about, and what it says of it.
+	RefundID        string `json:"refund_id,omitempty"`
+	GatewayRefundID string `json:"gateway_refund_id,omitempty"`
+	RefundStatus    string `json:"refund_status,omitempty"`
+	Fingerprint     string `json:"fingerprint"`
 }
 
 // recordAnomaly writes a once in db's transaction (with the payment row
@@ -87,6 +92,10 @@ func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor,
 		// Only then: the fingerprints of reports without a currency stay
 		// what they were before currencies were reported.
 		key += "\x00" + an.Currency
+	}
+	if an.RefundID != "" {
+		// Likewise: a payment's reports keep their fingerprints.
+		key += "\x00refund\x00" + an.RefundID + "\x00" + an.GatewayRefundID + "\x00" + an.RefundStatus
 	}
 	sum := sha256.Sum256([]byte(key))
 	an.Fingerprint = hex.EncodeToString(sum[:16])

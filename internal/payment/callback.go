@@ -110,9 +110,18 @@ type CallbackResult struct {
 //     order_paid queued, in one transaction under the row locks; a repeat of
 //     the applied callback comes back with Duplicate set; an interface,
 //     amount or order-number mismatch is InvalidArgument and is recorded;
-//   - another status (pending, failed) changes nothing and answers the
-//     record as it is: a payment fails only on the gateway's answer to a
-//     status query, never on a notification;
+//   - a failure the plugin marks final (Stripe: the Checkout Session
+//     expired, its bank debit failed) is settled too (see finalFailure): a
+//     pending payment fails, freeing its order or invoice for another
+//     payment; a repeat is Duplicate; a paid payment stays paid and the
+//     contradiction is recorded (InvalidArgument);
+//   - another status (pending, a failure not marked final) changes nothing
+//     and answers the record as it is: such a notification may mean
+//     something else (Alipay's TRADE_CLOSED is also a trade refunded in
+//     full), so those payments fail on a status query's answer;
+//   - "refund" (a verified notification about a refund the service asked
+//     for) completes or fails that pending refund, exactly once (see
+//     refundCallback);
 //   - "ignored" (a verified notification about nothing a payment needs,
 //     such as a Stripe event of another type) changes nothing, looks up
 //     nothing and answers the ack with Ignored set.
@@ -165,9 +174,15 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		s.log.InfoContext(ctx, "gateway callback ignored", "gateway_interface_id", cb.GatewayInterfaceID, "reason", text.Clip(res.Reason, 120))
 		return CallbackResult{Ack: res.Ack, Ignored: true}, nil
 	}
+	if res.Status == gatewayRefund {
+		return s.refundCallback(ctx, cb.GatewayInterfaceID, gw, res)
+	}
 	paymentID, err := uuid.Parse(res.PaymentID)
 	if err != nil {
 		return CallbackResult{}, apperr.New(apperr.NotFound, "payment %q not found", text.Clip(res.PaymentID, 64))
+	}
+	if res.Status == gatewayFailed && res.Final {
+		return s.finalFailure(ctx, cb.GatewayInterfaceID, gw, paymentID, res)
 	}
 	amount, err := money.Parse(res.Amount)
 	if err != nil {
@@ -192,6 +207,37 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 		Status: gatewaySuccess, GatewayPaymentID: res.GatewayPaymentID, GatewayTxID: res.GatewayTxID,
 		Amount: &amount, RawAmount: res.Amount, Currency: res.Currency, Takes: takes(gw), Gateway: gw.PluginName,
 	})
+	if err != nil {
+		return CallbackResult{}, err
+	}
+	return CallbackResult{Payment: st.Payment, Ack: res.Ack, Duplicate: st.Duplicate, Applied: st.Applied}, nil
+}
+
+// finalFailure applies a notification that says a payment can never be
+// paid (parse_callback's failed with final: Stripe's expired session or
+// failed bank debit) through the settlement, as a status query's failure
+// is: a pending payment fails (its order or invoice is free for another
+// payment), a failed one is a duplicate, a paid one stays paid and the
+// contradiction is recorded as a failed_after_success anomaly
+// (InvalidArgument). The amount and currency, when reported, are held to
+// the payment's as for a success.
+func (s *Service) finalFailure(ctx context.Context, interfaceID uuid.UUID, gw Gateway, paymentID uuid.UUID, res parseCallbackOutput) (CallbackResult, error) {
+	rep := report{
+		Status: gatewayFailed, GatewayPaymentID: res.GatewayPaymentID, GatewayTxID: res.GatewayTxID,
+		RawAmount: res.Amount, Currency: res.Currency, Takes: takes(gw), Gateway: gw.PluginName,
+		Reason: text.Clip(strings.TrimSpace(res.Reason), 200),
+	}
+	if rep.Reason == "" {
+		rep.Reason = "the gateway reports the payment can no longer be paid"
+	}
+	if res.Amount != "" {
+		amount, err := money.Parse(res.Amount)
+		if err != nil {
+			return CallbackResult{}, apperr.New(apperr.InvalidArgument, "the gateway reports an unreadable amount %q", text.Clip(res.Amount, 40))
+		}
+		rep.Amount = &amount
+	}
+	st, err := s.settle(ctx, fromCallback, audit.Gateway(interfaceID), paymentID, interfaceID, rep)
 	if err != nil {
 		return CallbackResult{}, err
 	}

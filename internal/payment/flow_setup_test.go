@@ -14,6 +14,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -156,12 +157,16 @@ func (f *flowBundle) invoice(t *testing.T, orderID *uuid.UUID, amount string) uu
 	id := uuid.New()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	due := now.Add(24 * time.Hour)
-	inv, err := store.InsertInvoice(context.Background(), f.pool, store.NewInvoice{
-		ID: id, CustomerID: f.alice, OrderID: orderID, Number: "INV-" + id.String()[:12], Status: "issued",
-		Amount: money.MustParse(amount), Currency: "CNY", IssuedAt: &now, DueAt: &due, CreatedAt: now,
+	err := store.WithTx(context.Background(), f.pool, func(tx pgx.Tx) error {
+		_, err := store.InsertInvoice(context.Background(), tx, store.NewInvoice{
+			ID: id, CustomerID: f.alice, OrderID: orderID, Number: "INV-" + id.String()[:12], Status: "issued",
+			Amount: money.MustParse(amount), Currency: "CNY", IssuedAt: &now, DueAt: &due, CreatedAt: now,
+			Lines: []store.NewInvoiceLine{{Description: "invoice", Quantity: 1, UnitAmount: money.MustParse(amount)}},
+		})
+		return err
 	})
 	require.NoError(t, err)
-	return inv.ID
+	return id
 }
 
 // pay creates an epay payment of an order as alice.

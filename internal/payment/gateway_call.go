@@ -75,6 +75,28 @@ type parseCallbackOutput struct {
 	GatewayPaymentID string `json:"gateway_payment_id"`
 	GatewayTxID      string `json:"gateway_tx_id"`
 	Ack              string `json:"ack"`
+	// Final, with status failed: the gateway says the payment can never
+	// be paid any more (Stripe: the Checkout Session expired, its bank
+	// debit failed), so the pending payment fails through the settlement.
+	// A failure without it changes nothing (it may mean something else:
+	// Alipay's TRADE_CLOSED is also a trade refunded in full).
+	Final bool `json:"final"`
+	// Refund is what a notification with status "refund" says of a refund
+	// the service asked for.
+	Refund *callbackRefund `json:"refund"`
+}
+
+// callbackRefund is a gateway's notification about a refund
+// (parse_callback's status "refund").
+type callbackRefund struct {
+	RefundID string `json:"refund_id"`
+	// Status is refundSucceeded, refundFailed or refundPending.
+	Status          string `json:"status"`
+	GatewayRefundID string `json:"gateway_refund_id"`
+	// Amount and Currency are the refund's as the gateway holds it.
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+	Message  string `json:"message"`
 }
 
 type refundInput struct {
@@ -102,6 +124,9 @@ const (
 	// gatewayIgnored: parse_callback verified a notification that concerns
 	// no payment's status (a gateway's other event types).
 	gatewayIgnored = "ignored"
+	// gatewayRefund: parse_callback verified a notification about a
+	// refund (parseCallbackOutput.Refund).
+	gatewayRefund = "refund"
 
 	refundSucceeded = "succeeded"
 	refundFailed    = "failed"

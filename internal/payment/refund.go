@@ -376,20 +376,37 @@ func (s *Service) finishRefund(ctx context.Context, who audit.Actor, pay store.P
 // (if any) and the payment are locked first, then the refund moves (only
 // while it is still pending: errRefundNotPending otherwise).
 func (s *Service) recordRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.Actor, pay store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
+	ord, locked, err := lockRefundRows(ctx, tx, pay)
+	if err != nil {
+		return Refunded{}, err
+	}
+	return s.recordLockedRefundOutcome(ctx, tx, who, ord, locked, ref, out)
+}
+
+// lockRefundRows locks a payment's order (if any), then the payment, as
+// a refund's outcome is recorded: a refund moves only under its payment's
+// lock.
+func lockRefundRows(ctx context.Context, tx pgx.Tx, pay store.Payment) (*store.Order, store.Payment, error) {
+	var ord *store.Order
+	if pay.OrderID != nil {
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, *pay.OrderID)
+		if err != nil {
+			return nil, store.Payment{}, store.BugIfNotFound(err, "lock order of payment")
+		}
+		ord = &o
+	}
+	locked, err := store.Q(tx).GetPaymentForUpdate(ctx, pay.ID)
+	if err != nil {
+		return nil, store.Payment{}, store.BugIfNotFound(err, "lock payment")
+	}
+	return ord, locked, nil
+}
+
+// recordLockedRefundOutcome is recordRefundOutcome once the order (ord)
+// and the payment (locked) are locked.
+func (s *Service) recordLockedRefundOutcome(ctx context.Context, tx pgx.Tx, who audit.Actor, ord *store.Order, locked store.Payment, ref store.Refund, out refundOutcome) (Refunded, error) {
 	var result Refunded
 	err := func() error {
-		var ord *store.Order
-		if pay.OrderID != nil {
-			o, err := store.Q(tx).GetOrderForUpdate(ctx, *pay.OrderID)
-			if err != nil {
-				return store.BugIfNotFound(err, "lock order of payment")
-			}
-			ord = &o
-		}
-		locked, err := store.Q(tx).GetPaymentForUpdate(ctx, pay.ID)
-		if err != nil {
-			return store.BugIfNotFound(err, "lock payment")
-		}
 		now := s.now()
 		result.Payment = locked
 		switch out.status {

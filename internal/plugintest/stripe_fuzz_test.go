@@ -31,6 +31,9 @@ func FuzzStripeSignature(f *testing.F) {
 	f.Add(uint8(1), "t=1", string(paid))
 	f.Add(uint8(1), "v0=abc", string(event("checkout.session.async_payment_failed", "unpaid", 1230, "jpy", pid)))
 	f.Add(uint8(1), "", `{"type":"charge.succeeded"}`)
+	f.Add(uint8(1), "", string(event("checkout.session.expired", "unpaid", 1230, "usd", pid)))
+	f.Add(uint8(1), "", string(refundEvent("refund.failed", "failed", 500, "usd", "5c4b9c0e-3d0b-4e57-8f5b-0b9f7d0e1a2b")))
+	f.Add(uint8(1), "", `{"type":"refund.updated","data":{"object":{"object":"refund","status":"succeeded","amount":-5,"currency":"usd","metadata":{"refund_id":"x"}}}}`)
 	f.Add(uint8(0), fmt.Sprintf("t=%d,v1=%s", stripeNow.Unix(), strings.Repeat("a", 64)), string(paid))
 	f.Add(uint8(0), "t=,v1=,,=,==", "")
 	f.Add(uint8(0), "t=0001,v1=x", "{")
@@ -62,6 +65,11 @@ func FuzzStripeSignature(f *testing.F) {
 			Status    string `json:"status"`
 			PaymentID string `json:"payment_id"`
 			Amount    string `json:"amount"`
+			Refund    *struct {
+				RefundID string `json:"refund_id"`
+				Amount   string `json:"amount"`
+				Currency string `json:"currency"`
+			} `json:"refund"`
 		}
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
 			t.Fatalf("answer %q: %v", out, err)
@@ -96,19 +104,34 @@ func FuzzStripeSignature(f *testing.F) {
 		if ref != "" && v.PaymentID != ref {
 			t.Fatalf("reports payment %q, the body names %q", v.PaymentID, ref)
 		}
-		if v.Status != "success" {
+		amountKey, reported := "amount_total", v.Amount
+		switch v.Status {
+		case "success":
+		case "refund":
+			// A refund report names the refund id of our metadata and
+			// the refund's amount, as exactly as a success's.
+			meta, _ := obj["metadata"].(map[string]any)
+			rid, _ := meta["refund_id"].(string)
+			if v.Refund == nil || rid == "" || v.Refund.RefundID != rid {
+				t.Fatalf("a refund report %q for metadata %v", out, meta)
+			}
+			amountKey, reported = "amount", v.Refund.Amount
+		default:
 			return
 		}
-		// A success reports amount_total in the currency's unit: exactly,
-		// or (a figure the service cannot hold) in a form money.Parse
-		// refuses, never another amount.
-		total, _ := obj["amount_total"].(json.Number)
+		// A success reports amount_total (a refund its amount) in the
+		// currency's unit: exactly, or (a figure the service cannot hold)
+		// in a form money.Parse refuses, never another amount.
+		total, _ := obj[amountKey].(json.Number)
 		currency, _ := obj["currency"].(string)
 		minor, err := total.Int64()
 		if err != nil || minor < 0 {
-			t.Fatalf("a success for amount_total %v", obj["amount_total"])
+			if v.Status == "refund" && reported == "" {
+				return // an amount the service cannot read is not reported
+			}
+			t.Fatalf("a %s for %s %v", v.Status, amountKey, obj[amountKey])
 		}
-		got, err := money.Parse(v.Amount)
+		got, err := money.Parse(reported)
 		if err != nil {
 			return
 		}
@@ -121,7 +144,7 @@ func FuzzStripeSignature(f *testing.F) {
 			want = minor / 10
 		}
 		if got.Cents() != want {
-			t.Fatalf("reports %s for amount_total %d %s", v.Amount, minor, currency)
+			t.Fatalf("reports %s for %s %d %s", reported, amountKey, minor, currency)
 		}
 	})
 }

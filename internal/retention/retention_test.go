@@ -108,7 +108,8 @@ func setup(t *testing.T) *bundle {
 	exec(`UPDATE customers SET balance = 80.00 WHERE id = $1`, customer)
 	b.keptEvents = append(b.keptEvents, event(balanceOrder, "order_paid", "done", paidPayload(balanceOrder, balancePay, "30.00", "balance"), old))
 	// An invoice, paid in part.
-	exec(`INSERT INTO invoices (customer_id, status, amount, paid_amount, currency) VALUES ($1, 'issued', 15.00, 0, 'CNY')`, customer)
+	exec(`WITH i AS (INSERT INTO invoices (customer_id, status, amount, paid_amount, currency) VALUES ($1, 'issued', 15.00, 0, 'CNY') RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT count(*) FROM i`, customer)
 
 	// Events of an unpaid order: an old done one goes, a recent done one,
 	// an old failed one and an old pending one stay.

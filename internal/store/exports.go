@@ -18,7 +18,16 @@ const ExportPageRows = 1000
 type (
 	ExportPayment = dbsqlc.ExportPaymentsPageRow
 	ExportRefund  = dbsqlc.ExportRefundsPageRow
+	ExportInvoice = dbsqlc.ExportInvoicesPageRow
 )
+
+// ExportInvoiceFilter selects the invoices of an export.
+type ExportInvoiceFilter struct {
+	CreatedFrom, CreatedTo time.Time
+	CustomerID             *uuid.UUID
+	OrderID                *uuid.UUID
+	Status                 *string
+}
 
 // ExportPaymentFilter selects the payments of an export.
 type ExportPaymentFilter struct {
@@ -72,6 +81,43 @@ func EachExportRefund(ctx context.Context, db DB, f ExportRefundFilter, pageRows
 		p.AfterCreatedAt, p.AfterID, p.PageRows = cmp.Or(after.at, f.CreatedFrom), after.id, rows
 		return dbsqlc.New(db).ExportRefundsPage(ctx, p)
 	}, func(r ExportRefund) keyset { return keyset{r.CreatedAt, &r.ID} }, fn)
+}
+
+// EachExportInvoice is EachExportPayment for invoices. With lines, each
+// page's lines are read with it (one more statement on the same page's
+// turn, no connection held while fn runs), and fn gets each invoice's
+// lines in position order; without, nil.
+func EachExportInvoice(ctx context.Context, db DB, f ExportInvoiceFilter, pageRows int, lines bool, fn func(ExportInvoice, []InvoiceLine) error) error {
+	p := dbsqlc.ExportInvoicesPageParams{
+		CreatedFrom: f.CreatedFrom, CreatedTo: f.CreatedTo,
+		CustomerID: f.CustomerID, OrderID: f.OrderID, Status: f.Status,
+	}
+	type withLines struct {
+		inv   ExportInvoice
+		lines []InvoiceLine
+	}
+	return eachPage(pageRows, func(after keyset, rows int32) ([]withLines, error) {
+		p.AfterCreatedAt, p.AfterID, p.PageRows = cmp.Or(after.at, f.CreatedFrom), after.id, rows
+		got, err := dbsqlc.New(db).ExportInvoicesPage(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]withLines, len(got))
+		ids := make([]uuid.UUID, len(got))
+		for i, inv := range got {
+			out[i].inv, ids[i] = inv, inv.ID
+		}
+		if lines {
+			byInvoice, err := InvoiceLines(ctx, db, ids)
+			if err != nil {
+				return nil, err
+			}
+			for i := range out {
+				out[i].lines = byInvoice[out[i].inv.ID]
+			}
+		}
+		return out, nil
+	}, func(r withLines) keyset { return keyset{r.inv.CreatedAt, &r.inv.ID} }, func(r withLines) error { return fn(r.inv, r.lines) })
 }
 
 // keyset is where a page starts: after the row of (at, id); the zero value

@@ -44,8 +44,9 @@ func setup(t *testing.T) *bundle {
 	b.customerID = row(`INSERT INTO customers (email, password_hash, currency) VALUES ('a@example.com', 'h', 'CNY') RETURNING id`)
 	b.otherID = row(`INSERT INTO customers (email, password_hash, currency) VALUES ('b@example.com', 'h', 'CNY') RETURNING id`)
 	b.orderID = row(`INSERT INTO orders (customer_id, total_amount, currency) VALUES ($1, 100.00, 'CNY') RETURNING id`, b.customerID)
-	b.invoiceID = row(`INSERT INTO invoices (customer_id, order_id, amount, currency, status)
-		VALUES ($1, $2, 100.00, 'CNY', 'issued') RETURNING id`, b.customerID, b.orderID)
+	b.invoiceID = row(`WITH i AS (INSERT INTO invoices (customer_id, order_id, amount, currency, status)
+		VALUES ($1, $2, 100.00, 'CNY', 'issued') RETURNING *),
+		l AS (INSERT INTO invoice_lines (invoice_id, position, description, unit_amount, amount) SELECT id, 1, description, amount, amount FROM i) SELECT id FROM i`, b.customerID, b.orderID)
 	_, err := pool.Exec(ctx, `INSERT INTO plugins (name, type, source, sha256) VALUES ('epay', 'gateway', '-- lua', repeat('a', 64))`)
 	require.NoError(t, err)
 	b.gatewayA = row(`INSERT INTO gateway_interfaces (plugin_name, display_name, enabled) VALUES ('epay', 'Epay A', true) RETURNING id`)

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
@@ -12,12 +14,40 @@ import (
 
 // The parameters of the queries run through Q.
 type (
-	LockDueInvoicesParams  = dbsqlc.LockDueInvoicesParams
-	SetInvoiceStatusParams = dbsqlc.SetInvoiceStatusParams
+	LockDueInvoicesParams   = dbsqlc.LockDueInvoicesParams
+	SetInvoiceStatusParams  = dbsqlc.SetInvoiceStatusParams
+	TakeInvoiceNumberParams = dbsqlc.TakeInvoiceNumberParams
 )
 
 // Invoice is an invoices row.
 type Invoice = dbsqlc.Invoice
+
+// InvoiceLine is an invoice_lines row.
+type InvoiceLine = dbsqlc.InvoiceLine
+
+// NewInvoiceLine is one line InsertInvoice writes with its invoice.
+type NewInvoiceLine struct {
+	Description string
+	// PeriodStart and PeriodEnd are the period the line bills: both or
+	// neither, the end after the start (invoice_lines_period_check).
+	PeriodStart, PeriodEnd *time.Time
+	// Quantity is at least 1; the line's amount is Quantity × UnitAmount,
+	// which may be negative (a credit).
+	Quantity   int32
+	UnitAmount money.Amount
+}
+
+// Amount is the line's amount, Quantity × UnitAmount.
+func (l NewInvoiceLine) Amount() (money.Amount, error) {
+	if l.Quantity < 1 {
+		return money.Amount{}, fmt.Errorf("store: invoice line %q has quantity %d; at least 1", l.Description, l.Quantity)
+	}
+	c := l.UnitAmount.Cents()
+	if p := c * int64(l.Quantity); p/int64(l.Quantity) == c {
+		return money.FromCents(p)
+	}
+	return money.Amount{}, fmt.Errorf("store: invoice line %q: %d × %s is out of range", l.Description, l.Quantity, l.UnitAmount)
+}
 
 // NewInvoice is what InsertInvoice writes.
 type NewInvoice struct {
@@ -35,6 +65,9 @@ type NewInvoice struct {
 	IssuedAt    *time.Time
 	DueAt       *time.Time
 	CreatedAt   time.Time
+	// Lines are what the invoice bills, numbered 1, 2, ... in this order;
+	// their amounts must sum to Amount (invoice_lines_sum_check, at commit).
+	Lines []NewInvoiceLine
 }
 
 // InvoiceFilter selects invoices; nil fields do not filter.
@@ -45,14 +78,21 @@ type InvoiceFilter struct {
 	Status     *string
 }
 
-// InsertInvoice creates an invoice. A duplicate number fails with ErrConflict
-// (constraint invoices_number_key).
-func InsertInvoice(ctx context.Context, db DB, in NewInvoice) (Invoice, error) {
+// InsertInvoice creates an invoice and its lines in tx: the database checks
+// at commit that the lines sum to the amount (invoice_lines_sum_check), so
+// both must be in one transaction. A duplicate number fails with
+// ErrConflict (constraint invoices_number_key). Lines that do not sum to
+// the amount fail here, before the database's check would at commit.
+func InsertInvoice(ctx context.Context, tx pgx.Tx, in NewInvoice) (Invoice, error) {
+	if err := checkLinesSum(in); err != nil {
+		return Invoice{}, err
+	}
 	var number *string
 	if in.Number != "" {
 		number = &in.Number
 	}
-	row, err := dbsqlc.New(db).InsertInvoice(ctx, dbsqlc.InsertInvoiceParams{
+	q := dbsqlc.New(tx)
+	row, err := q.InsertInvoice(ctx, dbsqlc.InsertInvoiceParams{
 		ID:          in.ID,
 		CustomerID:  in.CustomerID,
 		OrderID:     in.OrderID,
@@ -65,7 +105,63 @@ func InsertInvoice(ctx context.Context, db DB, in NewInvoice) (Invoice, error) {
 		DueAt:       in.DueAt,
 		CreatedAt:   in.CreatedAt,
 	})
-	return row, MapError(err)
+	if err != nil {
+		return Invoice{}, MapError(err)
+	}
+	for i, l := range in.Lines {
+		amount, err := l.Amount()
+		if err != nil {
+			return Invoice{}, err
+		}
+		if err := q.InsertInvoiceLine(ctx, dbsqlc.InsertInvoiceLineParams{
+			InvoiceID: row.ID, Position: int32(i + 1), Description: l.Description,
+			PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd,
+			Quantity: l.Quantity, UnitAmount: l.UnitAmount, Amount: amount, CreatedAt: in.CreatedAt,
+		}); err != nil {
+			return Invoice{}, MapError(err)
+		}
+	}
+	return row, nil
+}
+
+// checkLinesSum refuses an invoice without lines or whose lines do not sum
+// to its amount: a bug of the caller, which the database would refuse at
+// commit (invoice_lines_sum_check) without saying which caller.
+func checkLinesSum(in NewInvoice) error {
+	if len(in.Lines) == 0 {
+		return fmt.Errorf("store: invoice %s has no lines", in.ID)
+	}
+	sum := money.Zero()
+	for _, l := range in.Lines {
+		a, err := l.Amount()
+		if err != nil {
+			return err
+		}
+		if sum, err = sum.Add(a); err != nil {
+			return err
+		}
+	}
+	if sum.Cmp(in.Amount) != 0 {
+		return fmt.Errorf("store: invoice %s of %s has lines summing to %s", in.ID, in.Amount, sum)
+	}
+	return nil
+}
+
+// InvoiceLines returns the lines of the given invoices, by invoice id, each
+// invoice's in position order.
+func InvoiceLines(ctx context.Context, db DB, ids []uuid.UUID) (map[uuid.UUID][]InvoiceLine, error) {
+	out := make(map[uuid.UUID][]InvoiceLine, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := dbsqlc.New(db).ListInvoiceLines(ctx, ids)
+	if err != nil {
+		return nil, MapError(err)
+	}
+	for _, l := range rows {
+		out[l.InvoiceID] = append(out[l.InvoiceID], l)
+	}
+	return out, nil
 }
 
 // ListInvoices returns one page of invoices, newest first (created_at DESC,

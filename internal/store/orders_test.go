@@ -276,20 +276,28 @@ func TestInvoiceRows(t *testing.T) {
 	in := store.NewInvoice{
 		ID: uuid.New(), CustomerID: b.customerID, OrderID: &b.orderID, Number: "INV-1", Status: "issued",
 		Amount: money.MustParse("5.00"), Currency: "CNY", IssuedAt: &at, DueAt: &at, CreatedAt: at,
+		Lines: []store.NewInvoiceLine{{Description: "setup", Quantity: 1, UnitAmount: money.MustParse("5.00")}},
 	}
-	inv, err := store.InsertInvoice(ctx, b.pool, in)
+	insert := func(in store.NewInvoice) (inv store.Invoice, err error) {
+		err = store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
+			inv, err = store.InsertInvoice(ctx, tx, in)
+			return err
+		})
+		return inv, err
+	}
+	inv, err := insert(in)
 	require.NoError(t, err)
 	require.Equal(t, "INV-1", *inv.Number)
 
 	dup := in
 	dup.ID = uuid.New()
-	_, err = store.InsertInvoice(ctx, b.pool, dup)
+	_, err = insert(dup)
 	require.ErrorIs(t, err, store.ErrConflict)
 	require.Equal(t, "invoices_number_key", store.ConstraintOf(err))
 
 	usd := in
 	usd.ID, usd.Number, usd.Currency = uuid.New(), "INV-2", "USD"
-	_, err = store.InsertInvoice(ctx, b.pool, usd)
+	_, err = insert(usd)
 	require.ErrorIs(t, err, store.ErrForeignKeyViolation, "an order's invoice has the order's currency")
 
 	later := at.Add(time.Hour)

@@ -71,6 +71,22 @@ func InsertServicePeriod(ctx context.Context, db DB, p NewServicePeriod) (Servic
 	return row, MapError(err)
 }
 
+// ReissueServicePeriod bills the cancelled period (p.OrderID, p.Seq) again
+// in its own row, as p says (a new invoice; PaidAt set makes it paid, a
+// free one): renewal was turned back on after its invoice was cancelled.
+// ErrNotFound when that period is not cancelled.
+func ReissueServicePeriod(ctx context.Context, tx pgx.Tx, p NewServicePeriod) (ServicePeriod, error) {
+	status := PeriodUnpaid
+	if p.PaidAt != nil {
+		status = PeriodPaid
+	}
+	r, err := dbsqlc.New(tx).ReissueServicePeriod(ctx, dbsqlc.ReissueServicePeriodParams{
+		OrderID: p.OrderID, Seq: p.Seq, StartsAt: p.StartsAt, EndsAt: p.EndsAt, AnchorAt: p.AnchorAt,
+		AnchorMonths: p.AnchorMonths, InvoiceID: p.InvoiceID, Status: status, PaidAt: p.PaidAt, UpdatedAt: p.CreatedAt,
+	})
+	return ServicePeriod(r), MapError(err)
+}
+
 // MarkServicePeriodPaid marks the unpaid period (order, seq) paid and ends
 // the one before it renewed; ErrNotFound when it is not unpaid.
 func MarkServicePeriodPaid(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, seq int32, paidAt, at time.Time) (ServicePeriod, error) {

@@ -10,22 +10,25 @@ import (
 )
 
 // moneyColumns are every money column of the schema (docs/api.md, "Money and
-// records", plus refunds).
-var moneyColumns = []struct{ table, column string }{
-	{"products", "price"},
-	{"orders", "total_amount"},
-	{"orders", "renewal_price"},
-	{"invoices", "amount"},
-	{"invoices", "paid_amount"},
-	{"payments", "amount"},
-	{"payments", "refunded_amount"},
-	{"payments", "captured_amount"},
-	{"refunds", "amount"},
-	{"customers", "balance"},
-	{"customers", "credit_limit"},
-	{"balance_transactions", "amount"},
-	{"balance_transactions", "balance_before"},
-	{"balance_transactions", "balance_after"},
+// records", plus refunds and invoice lines). key names a row in a failure
+// ("" is id).
+var moneyColumns = []struct{ table, column, key string }{
+	{"products", "price", ""},
+	{"orders", "total_amount", ""},
+	{"orders", "renewal_price", ""},
+	{"invoices", "amount", ""},
+	{"invoices", "paid_amount", ""},
+	{"payments", "amount", ""},
+	{"payments", "refunded_amount", ""},
+	{"payments", "captured_amount", ""},
+	{"refunds", "amount", ""},
+	{"customers", "balance", ""},
+	{"customers", "credit_limit", ""},
+	{"balance_transactions", "amount", ""},
+	{"balance_transactions", "balance_before", ""},
+	{"balance_transactions", "balance_after", ""},
+	{"invoice_lines", "unit_amount", "invoice_id::text || '/' || position"},
+	{"invoice_lines", "amount", "invoice_id::text || '/' || position"},
 }
 
 // violations runs a query that lists rows breaking a rule, one text per
@@ -58,7 +61,7 @@ func violations(t testing.TB, db store.DB, rule, sql string) {
 //     of the amount) only on a failed payment, never returned beyond what
 //     was captured;
 //   - an invoice's paid_amount is the sum of its settled payments, never
-//     above its amount;
+//     above its amount, and its amount is the sum of its lines;
 //   - no order has more than one order_paid event, and a paid order's
 //     settled payments (without invoice) cover its total exactly once.
 func CheckMoneyInvariants(t testing.TB, db store.DB) {
@@ -88,10 +91,18 @@ func CheckMoneyInvariants(t testing.TB, db store.DB) {
 	rows.Close()
 	require.ElementsMatch(t, declared, numeric, "money invariant broken: every numeric column is a money column of NUMERIC(12,2)")
 	for _, c := range moneyColumns {
+		key := c.key
+		if key == "" {
+			key = "id::text"
+		}
 		violations(t, db, c.table+"."+c.column+" has at most two decimals",
-			`SELECT id::text || ': ' || `+c.column+`::text FROM `+c.table+
+			`SELECT `+key+` || ': ' || `+c.column+`::text FROM `+c.table+
 				` WHERE `+c.column+` <> round(`+c.column+`, 2) OR scale(`+c.column+`) > 2`)
 	}
+	violations(t, db, "an invoice's amount is the sum of its lines",
+		`SELECT i.id::text || ': ' || i.amount::text || ', lines ' || coalesce(sum(l.amount)::text, 'none')
+		FROM invoices i LEFT JOIN invoice_lines l ON l.invoice_id = i.id
+		GROUP BY i.id HAVING i.amount IS DISTINCT FROM sum(l.amount)`)
 	violations(t, db, "balance_after = balance_before + amount",
 		`SELECT id::text FROM balance_transactions WHERE balance_after <> balance_before + amount`)
 	violations(t, db, "succeeded refunds = refunded_amount <= amount",

@@ -13,10 +13,23 @@
 --   notify  POST to notify_url, a JSON event signed in the Stripe-Signature
 --           header: "t=<unix time>,v1=<hex HMAC-SHA256(secret, t.payload)>"
 --           (several v1 entries while a secret is rolled); any 2xx stops it.
+--           checkout.session.completed / async_payment_succeeded pay the
+--           payment; async_payment_failed and expired fail it (final);
+--           refund.updated / refund.failed complete or fail a refund that
+--           Stripe answered pending.
 --
 -- Every POST carries an Idempotency-Key naming what it does (the payment,
 -- the refund), so Stripe answers a resend with its first answer and the
 -- service may retry it safely.
+--
+-- Every request carries Stripe-Version: STRIPE_VERSION, the API version
+-- this script reads and writes, so the account's default version (which an
+-- admin may upgrade in the dashboard) never changes the shapes it gets.
+-- Moving it (docs/plugins.md, "Stripe's API version"): read Stripe's
+-- changelog between the two versions for the objects used here (Checkout
+-- Session, PaymentIntent search, Refund, Event), set STRIPE_VERSION, bump
+-- version(), run internal/plugintest's and internal/app's Stripe tests, and
+-- set the webhook endpoint's API version in the dashboard to the same.
 --
 -- Money: the service sends "12.30"; Stripe counts in the currency's minor
 -- unit (1230 cents, but 1230 yen for "1230.00" JPY, 12300 fils for
@@ -26,10 +39,15 @@
 -- this script knows.
 
 function version()
-  return "1.1.0"
+  return "1.2.0"
 end
 
 local DEFAULT_API = "https://api.stripe.com"
+
+-- STRIPE_VERSION is the Stripe API version this script was written
+-- against (stripe-go v84's APIVersion): sent as Stripe-Version with every
+-- request. See the header comment for how to move it.
+local STRIPE_VERSION = "2026-02-25.clover"
 
 -- Tolerance of a webhook's timestamp against the service clock, in
 -- seconds: Stripe's own libraries use 300.
@@ -48,13 +66,23 @@ local EXPONENTS = {
   BHD = 3, JOD = 3, KWD = 3, OMR = 3, TND = 3,
 }
 
--- The events a payment needs; every other event type is acknowledged and
--- ignored.
+-- The events a payment or a refund needs; every other event type is
+-- acknowledged and ignored.
 local HANDLED = {
   ["checkout.session.completed"] = true,
   ["checkout.session.async_payment_succeeded"] = true,
   ["checkout.session.async_payment_failed"] = true,
+  ["checkout.session.expired"] = true,
 }
+local REFUND_EVENTS = {
+  ["refund.updated"] = true,
+  ["refund.failed"] = true,
+}
+
+-- EVENTS is what the webhook endpoint must send, in the words of
+-- admin_page and docs/plugins.md.
+local EVENTS = "checkout.session.completed, checkout.session.async_payment_succeeded, "
+  .. "checkout.session.async_payment_failed, checkout.session.expired, refund.updated and refund.failed"
 
 local ACK = '{"received":true}'
 
@@ -143,6 +171,7 @@ local function headers(cfg, idempotency_key)
   local h = {
     ["Authorization"] = "Bearer " .. str(cfg.secret_key),
     ["Content-Type"] = "application/x-www-form-urlencoded",
+    ["Stripe-Version"] = STRIPE_VERSION,
   }
   if idempotency_key then
     h["Idempotency-Key"] = idempotency_key
@@ -265,9 +294,8 @@ end
 -- must set up on Stripe's side.
 function admin_page()
   return "Stripe: in the Stripe dashboard, add a webhook endpoint whose URL is this interface's "
-    .. "callback URL ({public_url}/callbacks/{interface id}) with the events "
-    .. "checkout.session.completed, checkout.session.async_payment_succeeded and "
-    .. "checkout.session.async_payment_failed, and paste its signing secret (whsec_…) here. "
+    .. "callback URL ({public_url}/callbacks/{interface id}) and API version " .. STRIPE_VERSION .. ", with the events "
+    .. EVENTS .. ", and paste its signing secret (whsec_…) here. "
     .. "Other events sent to it are acknowledged and ignored."
 end
 
@@ -497,6 +525,55 @@ local function verify(secret, header, payload)
   return nil
 end
 
+-- refund_event reads refund.updated / refund.failed: a refund this
+-- service asked for carries our refund id in its metadata (refund()), and
+-- its status says what became of it. A refund made elsewhere (the
+-- dashboard, another integration) is ignored.
+local function refund_event(etype, r)
+  if type(r) ~= "table" or str(r.object) ~= "refund" then
+    return json_encode({ valid = false, reason = etype .. " without a refund" })
+  end
+  local meta = type(r.metadata) == "table" and r.metadata or {}
+  local rid = str(meta.refund_id)
+  if rid == "" then
+    return json_encode({ valid = true, status = "ignored", reason = "a refund this service did not make", ack = ACK })
+  end
+  local st = str(r.status)
+  local status
+  if etype == "refund.failed" or st == "failed" or st == "canceled" then
+    status = "failed"
+  elseif st == "succeeded" then
+    status = "succeeded"
+  elseif st == "pending" or st == "requires_action" then
+    status = "pending"
+  else
+    return json_encode({ valid = false, reason = "refund " .. snippet(str(r.id)) .. " has status " .. snippet(st) })
+  end
+  local message = ""
+  if status == "failed" then
+    message = "Stripe reports the refund " .. (st ~= "" and st or "failed")
+    if str(r.failure_reason) ~= "" then
+      message = message .. ": " .. snippet(str(r.failure_reason))
+    end
+  end
+  local currency = str(r.currency)
+  return json_encode({
+    valid = true,
+    reason = "",
+    status = "refund",
+    payment_id = str(meta.payment_id),
+    refund = {
+      refund_id = rid,
+      status = status,
+      gateway_refund_id = str(r.id),
+      amount = from_minor(r.amount, currency),
+      currency = upper(currency),
+      message = message,
+    },
+    ack = ACK,
+  })
+end
+
 function parse_callback(config_json, input_json)
   local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local function invalid(reason)
@@ -531,6 +608,9 @@ function parse_callback(config_json, input_json)
   if etype == "" then
     return invalid("the event has no type")
   end
+  if REFUND_EVENTS[etype] then
+    return refund_event(etype, type(event.data) == "table" and event.data.object or nil)
+  end
   if not HANDLED[etype] then
     return ignored("event type " .. snippet(etype))
   end
@@ -553,8 +633,15 @@ function parse_callback(config_json, input_json)
   end
 
   local status = "pending" -- completed but not yet paid (a bank debit)
+  local final, reason = false, ""
   if etype == "checkout.session.async_payment_failed" then
-    status = "failed"
+    -- The bank debit behind a completed session failed: this session
+    -- will never be paid.
+    status, final, reason = "failed", true, "Stripe: the payment failed (checkout.session.async_payment_failed)"
+  elseif etype == "checkout.session.expired" then
+    -- Stripe expires a session that was never paid (24 h by default):
+    -- nobody can pay it any more.
+    status, final, reason = "failed", true, "Stripe: the Checkout Session expired unpaid (checkout.session.expired)"
   elseif str(s.payment_status) == "paid" then
     status = "success"
   end
@@ -563,9 +650,14 @@ function parse_callback(config_json, input_json)
     return invalid(bad)
   end
   out.valid = true
-  out.reason = ""
+  out.reason = reason
   out.payment_id = pid
   out.ack = ACK
+  if final then
+    -- A final failure: the service fails the pending payment (a payment
+    -- already paid stays paid, and the contradiction is recorded).
+    out.final = true
+  end
   return json_encode(out)
 end
 

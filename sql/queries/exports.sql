@@ -45,3 +45,20 @@ WHERE refunds.created_at >= @created_from::timestamptz
   AND (sqlc.narg('status')::text IS NULL OR refunds.status = sqlc.narg('status'))
 ORDER BY refunds.created_at, refunds.id
 LIMIT @page_rows::int;
+
+-- name: ExportInvoicesPage :many
+-- Each invoice created in the range, the same keyset pages, read in
+-- invoices_created_at_idx order (scanned backwards).
+SELECT id, number, status, customer_id, order_id, amount, paid_amount,
+       currency, description, issued_at, due_at, paid_at, created_at,
+       updated_at
+FROM invoices
+WHERE created_at >= @created_from::timestamptz
+  AND created_at < @created_to::timestamptz
+  AND created_at >= @after_created_at::timestamptz
+  AND (sqlc.narg('after_id')::uuid IS NULL OR (created_at, id) > (@after_created_at::timestamptz, sqlc.narg('after_id')::uuid))
+  AND (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
+  AND (sqlc.narg('order_id')::uuid IS NULL OR order_id = sqlc.narg('order_id'))
+  AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'))
+ORDER BY created_at, id
+LIMIT @page_rows::int;

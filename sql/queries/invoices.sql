@@ -89,3 +89,48 @@ WHERE status = 'issued'
 ORDER BY due_at, id
 LIMIT @row_limit::integer
 FOR UPDATE SKIP LOCKED;
+
+-- name: InsertInvoiceLine :exec
+-- One line of an invoice, written in the transaction that inserts the
+-- invoice: at commit the invoice's amount must be the sum of its lines
+-- (invoice_lines_sum_check).
+INSERT INTO invoice_lines (
+    invoice_id,
+    position,
+    description,
+    period_start,
+    period_end,
+    quantity,
+    unit_amount,
+    amount,
+    created_at
+) VALUES (
+    @invoice_id,
+    @position,
+    @description,
+    sqlc.narg('period_start'),
+    sqlc.narg('period_end'),
+    @quantity,
+    @unit_amount,
+    @amount,
+    @created_at
+);
+
+-- name: ListInvoiceLines :many
+-- The lines of the given invoices, each invoice's in position order. Uses
+-- invoice_lines_pkey.
+SELECT * FROM invoice_lines
+WHERE invoice_id = ANY(@invoice_ids::uuid[])
+ORDER BY invoice_id, position;
+
+-- name: TakeInvoiceNumber :one
+-- The next number of series, taken in the transaction that issues the
+-- invoice: the series' row stays locked until it ends, so concurrent
+-- issues take 1, 2, 3, ... one after the other, and a rollback gives the
+-- number back (no gap).
+INSERT INTO invoice_number_series (series, last_number, updated_at)
+VALUES (@series, 1, @updated_at)
+ON CONFLICT (series) DO UPDATE
+SET last_number = invoice_number_series.last_number + 1,
+    updated_at = excluded.updated_at
+RETURNING last_number;

@@ -161,6 +161,22 @@ WITH cancelled AS (
 )
 SELECT * FROM cancelled;
 
+-- name: ReissueServicePeriod :one
+-- Renewal was turned back on after the invoice of period @seq was
+-- cancelled: the cancelled period is billed again, by a new invoice, in
+-- the same row (its seq and, unless an extension moved the paid end, its
+-- start: the keys (order_id, seq) and (order_id, starts_at) allow no
+-- second row). Unpaid (or paid, when free), not ended, its notices
+-- cleared for the new invoice. Only a cancelled period is reissued; the
+-- caller holds the order's lock and audits it (order's IssuePeriod,
+-- internal/order/periods.go).
+UPDATE service_periods
+SET starts_at = @starts_at, ends_at = @ends_at, anchor_at = @anchor_at, anchor_months = @anchor_months,
+    invoice_id = sqlc.narg('invoice_id'), status = @status, paid_at = sqlc.narg('paid_at'),
+    followed = false, notices = '{}', outcome = NULL, updated_at = @updated_at
+WHERE order_id = @order_id AND seq = @seq AND status = 'cancelled'
+RETURNING *;
+
 -- name: RenewalsDueByCurrency :many
 -- The renewal overview's "due": live recurring orders (@live_statuses)
 -- that renew and whose paid service ends in [@now, @until), per currency.

@@ -7,6 +7,7 @@ import type { PaymentRecord } from "../gen/billing/payment/payment_pb";
 import type { RouteContext } from "../router";
 import { alertSlot, announce, badge, busy, empty, idLink, link, loadBlock, pageTitle, table } from "../ui";
 import { confirmReturn, toReturn } from "./payments";
+import { recurringCard } from "./recurring";
 import { trendsCard } from "./trends";
 
 /** The dashboard's one "Money to return" block: how much captured money
@@ -172,6 +173,7 @@ export function dashboardView({ signal }: RouteContext): HTMLElement {
       { class: "cards" },
       h("section", { class: "card", "aria-labelledby": "dash-payments" }, h("h2", { id: "dash-payments" }, "Payments"), today),
       trendsCard(signal),
+      recurringCard(signal),
       h(
         "section",
         { class: "card card-wide", "aria-labelledby": "dash-to-return" },

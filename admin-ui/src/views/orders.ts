@@ -1,6 +1,6 @@
 import { orders, payments } from "../api";
 import { h, replace, type Child } from "../dom";
-import { dateTime, fromLocalInput, money, shortId, timeZoneName, toLocalInput } from "../format";
+import { dateTime, fromLocalInput, money, timeZoneName, toLocalInput } from "../format";
 import type { Order, ServicePeriod } from "../gen/billing/order/order_pb";
 import { canSetRenewal, extendBlocked, isRecurring, suspendReasonText } from "../renewals";
 import type { RouteContext } from "../router";
@@ -23,6 +23,7 @@ import {
   type Column,
 } from "../ui";
 import { auditLink } from "./audit";
+import { invoiceLink } from "./invoices";
 import { cycleLabel } from "./products";
 import { interfaceNames, paymentColumns } from "./payments";
 
@@ -138,7 +139,7 @@ const periodColumns: Column<ServicePeriod>[] = [
   { header: "Status", cell: (p) => badge(p.status) },
   { header: "Paid", cell: (p) => dateTime(p.paidAt) },
   { header: "Outcome", cell: (p) => p.outcome || "—" },
-  { header: "Invoice", cell: (p) => (p.invoiceId ? h("code", { title: p.invoiceId }, shortId(p.invoiceId)) : p.period === 1 ? "with the order" : "—") },
+  { header: "Invoice", cell: (p) => (p.invoiceId ? invoiceLink(p.invoiceId) : p.period === 1 ? "with the order" : "—") },
 ];
 
 /** The admin actions the order's status allows, in one card; none for a

@@ -220,7 +220,7 @@ function paymentBody(p: PaymentRecord, signal: AbortSignal, reload: Reload): HTM
         ["Amount", money(p.amount, p.currency)],
         ["Refunded", h("span", { "data-testid": "refunded-amount" }, money(p.refundedAmount || "0.00", p.currency))],
         ["Order", p.orderId ? link(`orders/${p.orderId}`, h("code", null, p.orderId)) : ""],
-        ["Invoice", p.invoiceId ? h("code", null, p.invoiceId) : ""],
+        ["Invoice", p.invoiceId ? link(`invoices/${p.invoiceId}`, h("code", null, p.invoiceId)) : ""],
         ["Gateway interface", p.gatewayInterfaceId ? interfaceLink(p.gatewayInterfaceId) : "customer balance"],
         ["Transfer reference", h("code", { "data-testid": "transfer-reference", title: "What a bank-transfer customer quotes: the first 8 characters of the payment id" }, transferReference(p.id))],
         ["Gateway payment id", p.gatewayPaymentId],

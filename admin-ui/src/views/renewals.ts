@@ -1,10 +1,11 @@
 import { orderAdmin } from "../api";
 import { h, type Child } from "../dom";
-import { dateTime, money, shortId } from "../format";
+import { dateTime, money } from "../format";
 import type { GetRenewalOverviewResponse, RenewalInvoice } from "../gen/billing/order/order_pb";
 import { daysLeftText, services } from "../renewals";
 import type { RouteContext } from "../router";
 import { empty, idLink, loadBlock, pageTitle, table, type Column } from "../ui";
+import { invoiceLink } from "./invoices";
 
 /** How many days ahead "due" looks. */
 const dueDays = 30;
@@ -28,7 +29,7 @@ function dueFigures(res: GetRenewalOverviewResponse): HTMLElement {
 
 /** The invoice's id, short, with the whole id in its title. */
 function invoiceCell(r: RenewalInvoice): HTMLElement {
-  return h("code", { title: r.invoiceId }, shortId(r.invoiceId));
+  return invoiceLink(r.invoiceId);
 }
 
 /** The columns both lists share: the order, its customer, the unpaid

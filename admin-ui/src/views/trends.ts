@@ -114,7 +114,7 @@ function chartTable(chart: Chart): HTMLElement[] {
 /** One chart with its caption, the plot, and its figures as a table. The
  * plot's data is written on the element too (data-points: the values given
  * to uPlot, per series), for the browser test. */
-function chartFigure(chart: Chart): HTMLElement {
+export function chartFigure(chart: Chart): HTMLElement {
   const headingId = `chart-${chart.id}`;
   const box = h("div", { class: "chart-plot" });
   const figure = h(

@@ -488,7 +488,9 @@ type Invoice struct {
 	// Creation time, RFC 3339.
 	CreatedAt string `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Update time, RFC 3339.
-	UpdatedAt     string `protobuf:"bytes,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	UpdatedAt string `protobuf:"bytes,14,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// What the invoice bills, in order; their amounts sum to amount.
+	Lines         []*InvoiceLine `protobuf:"bytes,15,rep,name=lines,proto3" json:"lines,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -621,6 +623,117 @@ func (x *Invoice) GetUpdatedAt() string {
 	return ""
 }
 
+func (x *Invoice) GetLines() []*InvoiceLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+// One line of an invoice.
+type InvoiceLine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Place on the invoice: 1, 2, ...
+	Position int32 `protobuf:"varint,1,opt,name=position,proto3" json:"position,omitempty"`
+	// What the line bills.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Start of the period the line bills, RFC 3339; empty for a line that
+	// bills no period.
+	PeriodStart string `protobuf:"bytes,3,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	// End of the period the line bills, RFC 3339; empty for a line that
+	// bills no period.
+	PeriodEnd string `protobuf:"bytes,4,opt,name=period_end,json=periodEnd,proto3" json:"period_end,omitempty"`
+	// How many units, at least 1.
+	Quantity int32 `protobuf:"varint,5,opt,name=quantity,proto3" json:"quantity,omitempty"`
+	// Price of one unit, a decimal string with two fractional digits;
+	// negative for a credit.
+	UnitAmount string `protobuf:"bytes,6,opt,name=unit_amount,json=unitAmount,proto3" json:"unit_amount,omitempty"`
+	// quantity × unit_amount, a decimal string with two fractional digits;
+	// negative for a credit.
+	Amount        string `protobuf:"bytes,7,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvoiceLine) Reset() {
+	*x = InvoiceLine{}
+	mi := &file_billing_order_order_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvoiceLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvoiceLine) ProtoMessage() {}
+
+func (x *InvoiceLine) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvoiceLine.ProtoReflect.Descriptor instead.
+func (*InvoiceLine) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InvoiceLine) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *InvoiceLine) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *InvoiceLine) GetPeriodStart() string {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return ""
+}
+
+func (x *InvoiceLine) GetPeriodEnd() string {
+	if x != nil {
+		return x.PeriodEnd
+	}
+	return ""
+}
+
+func (x *InvoiceLine) GetQuantity() int32 {
+	if x != nil {
+		return x.Quantity
+	}
+	return 0
+}
+
+func (x *InvoiceLine) GetUnitAmount() string {
+	if x != nil {
+		return x.UnitAmount
+	}
+	return ""
+}
+
+func (x *InvoiceLine) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
 type CreateProductRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Display name.
@@ -649,7 +762,7 @@ type CreateProductRequest struct {
 
 func (x *CreateProductRequest) Reset() {
 	*x = CreateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +774,7 @@ func (x *CreateProductRequest) String() string {
 func (*CreateProductRequest) ProtoMessage() {}
 
 func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +787,7 @@ func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductRequest.ProtoReflect.Descriptor instead.
 func (*CreateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateProductRequest) GetName() string {
@@ -736,7 +849,7 @@ type CreateProductResponse struct {
 
 func (x *CreateProductResponse) Reset() {
 	*x = CreateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +861,7 @@ func (x *CreateProductResponse) String() string {
 func (*CreateProductResponse) ProtoMessage() {}
 
 func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +874,7 @@ func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductResponse.ProtoReflect.Descriptor instead.
 func (*CreateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateProductResponse) GetProduct() *Product {
@@ -805,7 +918,7 @@ type UpdateProductRequest struct {
 
 func (x *UpdateProductRequest) Reset() {
 	*x = UpdateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +930,7 @@ func (x *UpdateProductRequest) String() string {
 func (*UpdateProductRequest) ProtoMessage() {}
 
 func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +943,7 @@ func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UpdateProductRequest) GetId() string {
@@ -899,7 +1012,7 @@ type UpdateProductResponse struct {
 
 func (x *UpdateProductResponse) Reset() {
 	*x = UpdateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1024,7 @@ func (x *UpdateProductResponse) String() string {
 func (*UpdateProductResponse) ProtoMessage() {}
 
 func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1037,7 @@ func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateProductResponse) GetProduct() *Product {
@@ -947,7 +1060,7 @@ type ListProductsRequest struct {
 
 func (x *ListProductsRequest) Reset() {
 	*x = ListProductsRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1072,7 @@ func (x *ListProductsRequest) String() string {
 func (*ListProductsRequest) ProtoMessage() {}
 
 func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1085,7 @@ func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsRequest.ProtoReflect.Descriptor instead.
 func (*ListProductsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListProductsRequest) GetPagination() *payment.PageRequest {
@@ -1001,7 +1114,7 @@ type ListProductsResponse struct {
 
 func (x *ListProductsResponse) Reset() {
 	*x = ListProductsResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1126,7 @@ func (x *ListProductsResponse) String() string {
 func (*ListProductsResponse) ProtoMessage() {}
 
 func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1139,7 @@ func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsResponse.ProtoReflect.Descriptor instead.
 func (*ListProductsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListProductsResponse) GetProducts() []*Product {
@@ -1053,7 +1166,7 @@ type CreateOrderRequest struct {
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1178,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1191,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateOrderRequest) GetProductId() string {
@@ -1098,7 +1211,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1223,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1236,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -1144,7 +1257,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1156,7 +1269,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1169,7 +1282,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetOrderRequest) GetId() string {
@@ -1191,7 +1304,7 @@ type GetOrderResponse struct {
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1316,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1329,7 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
@@ -1247,7 +1360,7 @@ type ListOrdersRequest struct {
 
 func (x *ListOrdersRequest) Reset() {
 	*x = ListOrdersRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1259,7 +1372,7 @@ func (x *ListOrdersRequest) String() string {
 func (*ListOrdersRequest) ProtoMessage() {}
 
 func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1272,7 +1385,7 @@ func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersRequest.ProtoReflect.Descriptor instead.
 func (*ListOrdersRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListOrdersRequest) GetPagination() *payment.PageRequest {
@@ -1308,7 +1421,7 @@ type ListOrdersResponse struct {
 
 func (x *ListOrdersResponse) Reset() {
 	*x = ListOrdersResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1433,7 @@ func (x *ListOrdersResponse) String() string {
 func (*ListOrdersResponse) ProtoMessage() {}
 
 func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1446,7 @@ func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersResponse.ProtoReflect.Descriptor instead.
 func (*ListOrdersResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListOrdersResponse) GetOrders() []*Order {
@@ -1361,7 +1474,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1486,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1499,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1406,7 +1519,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +1531,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +1544,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1451,7 +1564,7 @@ type PayWithBalanceRequest struct {
 
 func (x *PayWithBalanceRequest) Reset() {
 	*x = PayWithBalanceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1576,7 @@ func (x *PayWithBalanceRequest) String() string {
 func (*PayWithBalanceRequest) ProtoMessage() {}
 
 func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1589,7 @@ func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceRequest.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PayWithBalanceRequest) GetOrderId() string {
@@ -1502,7 +1615,7 @@ type PayWithBalanceResponse struct {
 
 func (x *PayWithBalanceResponse) Reset() {
 	*x = PayWithBalanceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1627,7 @@ func (x *PayWithBalanceResponse) String() string {
 func (*PayWithBalanceResponse) ProtoMessage() {}
 
 func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1640,7 @@ func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceResponse.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PayWithBalanceResponse) GetOrder() *Order {
@@ -1576,7 +1689,7 @@ type CreateInvoiceRequest struct {
 
 func (x *CreateInvoiceRequest) Reset() {
 	*x = CreateInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1701,7 @@ func (x *CreateInvoiceRequest) String() string {
 func (*CreateInvoiceRequest) ProtoMessage() {}
 
 func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1714,7 @@ func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CreateInvoiceRequest) GetTarget() isCreateInvoiceRequest_Target {
@@ -1685,7 +1798,7 @@ type CreateInvoiceResponse struct {
 
 func (x *CreateInvoiceResponse) Reset() {
 	*x = CreateInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +1810,7 @@ func (x *CreateInvoiceResponse) String() string {
 func (*CreateInvoiceResponse) ProtoMessage() {}
 
 func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +1823,7 @@ func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateInvoiceResponse) GetInvoice() *Invoice {
@@ -1730,7 +1843,7 @@ type GetInvoiceRequest struct {
 
 func (x *GetInvoiceRequest) Reset() {
 	*x = GetInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1855,7 @@ func (x *GetInvoiceRequest) String() string {
 func (*GetInvoiceRequest) ProtoMessage() {}
 
 func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1868,7 @@ func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*GetInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetInvoiceRequest) GetId() string {
@@ -1775,7 +1888,7 @@ type GetInvoiceResponse struct {
 
 func (x *GetInvoiceResponse) Reset() {
 	*x = GetInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1900,7 @@ func (x *GetInvoiceResponse) String() string {
 func (*GetInvoiceResponse) ProtoMessage() {}
 
 func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1913,7 @@ func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*GetInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetInvoiceResponse) GetInvoice() *Invoice {
@@ -1826,7 +1939,7 @@ type ListInvoicesRequest struct {
 
 func (x *ListInvoicesRequest) Reset() {
 	*x = ListInvoicesRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1838,7 +1951,7 @@ func (x *ListInvoicesRequest) String() string {
 func (*ListInvoicesRequest) ProtoMessage() {}
 
 func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1851,7 +1964,7 @@ func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListInvoicesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListInvoicesRequest) GetPagination() *payment.PageRequest {
@@ -1894,7 +2007,7 @@ type ListInvoicesResponse struct {
 
 func (x *ListInvoicesResponse) Reset() {
 	*x = ListInvoicesResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2019,7 @@ func (x *ListInvoicesResponse) String() string {
 func (*ListInvoicesResponse) ProtoMessage() {}
 
 func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2032,7 @@ func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListInvoicesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListInvoicesResponse) GetInvoices() []*Invoice {
@@ -1946,7 +2059,7 @@ type CancelInvoiceRequest struct {
 
 func (x *CancelInvoiceRequest) Reset() {
 	*x = CancelInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1958,7 +2071,7 @@ func (x *CancelInvoiceRequest) String() string {
 func (*CancelInvoiceRequest) ProtoMessage() {}
 
 func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1971,7 +2084,7 @@ func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelInvoiceRequest) GetInvoiceId() string {
@@ -1991,7 +2104,7 @@ type CancelInvoiceResponse struct {
 
 func (x *CancelInvoiceResponse) Reset() {
 	*x = CancelInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[27]
+	mi := &file_billing_order_order_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2116,7 @@ func (x *CancelInvoiceResponse) String() string {
 func (*CancelInvoiceResponse) ProtoMessage() {}
 
 func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[27]
+	mi := &file_billing_order_order_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2129,7 @@ func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{27}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelInvoiceResponse) GetInvoice() *Invoice {
@@ -2038,7 +2151,7 @@ type SetOrderRenewalRequest struct {
 
 func (x *SetOrderRenewalRequest) Reset() {
 	*x = SetOrderRenewalRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[28]
+	mi := &file_billing_order_order_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2050,7 +2163,7 @@ func (x *SetOrderRenewalRequest) String() string {
 func (*SetOrderRenewalRequest) ProtoMessage() {}
 
 func (x *SetOrderRenewalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[28]
+	mi := &file_billing_order_order_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2063,7 +2176,7 @@ func (x *SetOrderRenewalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOrderRenewalRequest.ProtoReflect.Descriptor instead.
 func (*SetOrderRenewalRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{28}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetOrderRenewalRequest) GetOrderId() string {
@@ -2090,7 +2203,7 @@ type SetOrderRenewalResponse struct {
 
 func (x *SetOrderRenewalResponse) Reset() {
 	*x = SetOrderRenewalResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[29]
+	mi := &file_billing_order_order_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2215,7 @@ func (x *SetOrderRenewalResponse) String() string {
 func (*SetOrderRenewalResponse) ProtoMessage() {}
 
 func (x *SetOrderRenewalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[29]
+	mi := &file_billing_order_order_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2228,7 @@ func (x *SetOrderRenewalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOrderRenewalResponse.ProtoReflect.Descriptor instead.
 func (*SetOrderRenewalResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{29}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetOrderRenewalResponse) GetOrder() *Order {
@@ -2137,7 +2250,7 @@ type EndServiceRequest struct {
 
 func (x *EndServiceRequest) Reset() {
 	*x = EndServiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2149,7 +2262,7 @@ func (x *EndServiceRequest) String() string {
 func (*EndServiceRequest) ProtoMessage() {}
 
 func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2162,7 +2275,7 @@ func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndServiceRequest.ProtoReflect.Descriptor instead.
 func (*EndServiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *EndServiceRequest) GetOrderId() string {
@@ -2198,7 +2311,7 @@ type EndServiceResponse struct {
 
 func (x *EndServiceResponse) Reset() {
 	*x = EndServiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2323,7 @@ func (x *EndServiceResponse) String() string {
 func (*EndServiceResponse) ProtoMessage() {}
 
 func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2336,7 @@ func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndServiceResponse.ProtoReflect.Descriptor instead.
 func (*EndServiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndServiceResponse) GetOrder() *Order {
@@ -2275,7 +2388,7 @@ type ExtendServicePeriodRequest struct {
 
 func (x *ExtendServicePeriodRequest) Reset() {
 	*x = ExtendServicePeriodRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2400,7 @@ func (x *ExtendServicePeriodRequest) String() string {
 func (*ExtendServicePeriodRequest) ProtoMessage() {}
 
 func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2413,7 @@ func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodRequest.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendServicePeriodRequest) GetOrderId() string {
@@ -2336,7 +2449,7 @@ type ExtendServicePeriodResponse struct {
 
 func (x *ExtendServicePeriodResponse) Reset() {
 	*x = ExtendServicePeriodResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +2461,7 @@ func (x *ExtendServicePeriodResponse) String() string {
 func (*ExtendServicePeriodResponse) ProtoMessage() {}
 
 func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +2474,7 @@ func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodResponse.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExtendServicePeriodResponse) GetOrder() *Order {
@@ -2390,7 +2503,7 @@ type SuspendOrderRequest struct {
 
 func (x *SuspendOrderRequest) Reset() {
 	*x = SuspendOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2402,7 +2515,7 @@ func (x *SuspendOrderRequest) String() string {
 func (*SuspendOrderRequest) ProtoMessage() {}
 
 func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2415,7 +2528,7 @@ func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderRequest.ProtoReflect.Descriptor instead.
 func (*SuspendOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SuspendOrderRequest) GetOrderId() string {
@@ -2442,7 +2555,7 @@ type SuspendOrderResponse struct {
 
 func (x *SuspendOrderResponse) Reset() {
 	*x = SuspendOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2454,7 +2567,7 @@ func (x *SuspendOrderResponse) String() string {
 func (*SuspendOrderResponse) ProtoMessage() {}
 
 func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2467,7 +2580,7 @@ func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderResponse.ProtoReflect.Descriptor instead.
 func (*SuspendOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SuspendOrderResponse) GetOrder() *Order {
@@ -2489,7 +2602,7 @@ type ResumeOrderRequest struct {
 
 func (x *ResumeOrderRequest) Reset() {
 	*x = ResumeOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2614,7 @@ func (x *ResumeOrderRequest) String() string {
 func (*ResumeOrderRequest) ProtoMessage() {}
 
 func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2627,7 @@ func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResumeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeOrderRequest) GetOrderId() string {
@@ -2541,7 +2654,7 @@ type ResumeOrderResponse struct {
 
 func (x *ResumeOrderResponse) Reset() {
 	*x = ResumeOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2553,7 +2666,7 @@ func (x *ResumeOrderResponse) String() string {
 func (*ResumeOrderResponse) ProtoMessage() {}
 
 func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2566,7 +2679,7 @@ func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResumeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeOrderResponse) GetOrder() *Order {
@@ -2586,7 +2699,7 @@ type AdvanceBillingClockRequest struct {
 
 func (x *AdvanceBillingClockRequest) Reset() {
 	*x = AdvanceBillingClockRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2711,7 @@ func (x *AdvanceBillingClockRequest) String() string {
 func (*AdvanceBillingClockRequest) ProtoMessage() {}
 
 func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2724,7 @@ func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockRequest.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AdvanceBillingClockRequest) GetSeconds() int64 {
@@ -2638,7 +2751,7 @@ type AdvanceBillingClockResponse struct {
 
 func (x *AdvanceBillingClockResponse) Reset() {
 	*x = AdvanceBillingClockResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2763,7 @@ func (x *AdvanceBillingClockResponse) String() string {
 func (*AdvanceBillingClockResponse) ProtoMessage() {}
 
 func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2776,7 @@ func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockResponse.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AdvanceBillingClockResponse) GetNow() string {
@@ -2725,7 +2838,7 @@ type GetRenewalOverviewRequest struct {
 
 func (x *GetRenewalOverviewRequest) Reset() {
 	*x = GetRenewalOverviewRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2850,7 @@ func (x *GetRenewalOverviewRequest) String() string {
 func (*GetRenewalOverviewRequest) ProtoMessage() {}
 
 func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2863,7 @@ func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetRenewalOverviewRequest) GetDays() int32 {
@@ -2776,7 +2889,7 @@ type RenewalsDue struct {
 
 func (x *RenewalsDue) Reset() {
 	*x = RenewalsDue{}
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +2901,7 @@ func (x *RenewalsDue) String() string {
 func (*RenewalsDue) ProtoMessage() {}
 
 func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +2914,7 @@ func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalsDue.ProtoReflect.Descriptor instead.
 func (*RenewalsDue) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenewalsDue) GetCurrency() string {
@@ -2847,7 +2960,7 @@ type RenewalInvoice struct {
 
 func (x *RenewalInvoice) Reset() {
 	*x = RenewalInvoice{}
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +2972,7 @@ func (x *RenewalInvoice) String() string {
 func (*RenewalInvoice) ProtoMessage() {}
 
 func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +2985,7 @@ func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalInvoice.ProtoReflect.Descriptor instead.
 func (*RenewalInvoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RenewalInvoice) GetOrder() *Order {
@@ -2947,7 +3060,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[43]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3072,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[43]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3085,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3082,7 +3195,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"invoice_id\x18\x04 \x01(\tR\tinvoiceId\x12\x16\n" +
 	"\x06status\x18\x05 \x01(\tR\x06status\x12\x17\n" +
 	"\apaid_at\x18\x06 \x01(\tR\x06paidAt\x12\x18\n" +
-	"\aoutcome\x18\a \x01(\tR\aoutcome\"\x87\x03\n" +
+	"\aoutcome\x18\a \x01(\tR\aoutcome\"\xb9\x03\n" +
 	"\aInvoice\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\tR\n" +
@@ -3102,7 +3215,18 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\r \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\x0e \x01(\tR\tupdatedAt\"\xc4\x03\n" +
+	"updated_at\x18\x0e \x01(\tR\tupdatedAt\x120\n" +
+	"\x05lines\x18\x0f \x03(\v2\x1a.billing.order.InvoiceLineR\x05lines\"\xe2\x01\n" +
+	"\vInvoiceLine\x12\x1a\n" +
+	"\bposition\x18\x01 \x01(\x05R\bposition\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12!\n" +
+	"\fperiod_start\x18\x03 \x01(\tR\vperiodStart\x12\x1d\n" +
+	"\n" +
+	"period_end\x18\x04 \x01(\tR\tperiodEnd\x12\x1a\n" +
+	"\bquantity\x18\x05 \x01(\x05R\bquantity\x12\x1f\n" +
+	"\vunit_amount\x18\x06 \x01(\tR\n" +
+	"unitAmount\x12\x16\n" +
+	"\x06amount\x18\a \x01(\tR\x06amount\"\xc4\x03\n" +
 	"\x14CreateProductRequest\x12\x1f\n" +
 	"\x04name\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\x18\xc8\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xd0\x0fR\vdescription\x12<\n" +
@@ -3317,134 +3441,136 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
 	(*ServicePeriod)(nil),               // 2: billing.order.ServicePeriod
 	(*Invoice)(nil),                     // 3: billing.order.Invoice
-	(*CreateProductRequest)(nil),        // 4: billing.order.CreateProductRequest
-	(*CreateProductResponse)(nil),       // 5: billing.order.CreateProductResponse
-	(*UpdateProductRequest)(nil),        // 6: billing.order.UpdateProductRequest
-	(*UpdateProductResponse)(nil),       // 7: billing.order.UpdateProductResponse
-	(*ListProductsRequest)(nil),         // 8: billing.order.ListProductsRequest
-	(*ListProductsResponse)(nil),        // 9: billing.order.ListProductsResponse
-	(*CreateOrderRequest)(nil),          // 10: billing.order.CreateOrderRequest
-	(*CreateOrderResponse)(nil),         // 11: billing.order.CreateOrderResponse
-	(*GetOrderRequest)(nil),             // 12: billing.order.GetOrderRequest
-	(*GetOrderResponse)(nil),            // 13: billing.order.GetOrderResponse
-	(*ListOrdersRequest)(nil),           // 14: billing.order.ListOrdersRequest
-	(*ListOrdersResponse)(nil),          // 15: billing.order.ListOrdersResponse
-	(*CancelOrderRequest)(nil),          // 16: billing.order.CancelOrderRequest
-	(*CancelOrderResponse)(nil),         // 17: billing.order.CancelOrderResponse
-	(*PayWithBalanceRequest)(nil),       // 18: billing.order.PayWithBalanceRequest
-	(*PayWithBalanceResponse)(nil),      // 19: billing.order.PayWithBalanceResponse
-	(*CreateInvoiceRequest)(nil),        // 20: billing.order.CreateInvoiceRequest
-	(*CreateInvoiceResponse)(nil),       // 21: billing.order.CreateInvoiceResponse
-	(*GetInvoiceRequest)(nil),           // 22: billing.order.GetInvoiceRequest
-	(*GetInvoiceResponse)(nil),          // 23: billing.order.GetInvoiceResponse
-	(*ListInvoicesRequest)(nil),         // 24: billing.order.ListInvoicesRequest
-	(*ListInvoicesResponse)(nil),        // 25: billing.order.ListInvoicesResponse
-	(*CancelInvoiceRequest)(nil),        // 26: billing.order.CancelInvoiceRequest
-	(*CancelInvoiceResponse)(nil),       // 27: billing.order.CancelInvoiceResponse
-	(*SetOrderRenewalRequest)(nil),      // 28: billing.order.SetOrderRenewalRequest
-	(*SetOrderRenewalResponse)(nil),     // 29: billing.order.SetOrderRenewalResponse
-	(*EndServiceRequest)(nil),           // 30: billing.order.EndServiceRequest
-	(*EndServiceResponse)(nil),          // 31: billing.order.EndServiceResponse
-	(*ExtendServicePeriodRequest)(nil),  // 32: billing.order.ExtendServicePeriodRequest
-	(*ExtendServicePeriodResponse)(nil), // 33: billing.order.ExtendServicePeriodResponse
-	(*SuspendOrderRequest)(nil),         // 34: billing.order.SuspendOrderRequest
-	(*SuspendOrderResponse)(nil),        // 35: billing.order.SuspendOrderResponse
-	(*ResumeOrderRequest)(nil),          // 36: billing.order.ResumeOrderRequest
-	(*ResumeOrderResponse)(nil),         // 37: billing.order.ResumeOrderResponse
-	(*AdvanceBillingClockRequest)(nil),  // 38: billing.order.AdvanceBillingClockRequest
-	(*AdvanceBillingClockResponse)(nil), // 39: billing.order.AdvanceBillingClockResponse
-	(*GetRenewalOverviewRequest)(nil),   // 40: billing.order.GetRenewalOverviewRequest
-	(*RenewalsDue)(nil),                 // 41: billing.order.RenewalsDue
-	(*RenewalInvoice)(nil),              // 42: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 43: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 44: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 45: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 46: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 47: billing.payment.PaymentRecord
+	(*InvoiceLine)(nil),                 // 4: billing.order.InvoiceLine
+	(*CreateProductRequest)(nil),        // 5: billing.order.CreateProductRequest
+	(*CreateProductResponse)(nil),       // 6: billing.order.CreateProductResponse
+	(*UpdateProductRequest)(nil),        // 7: billing.order.UpdateProductRequest
+	(*UpdateProductResponse)(nil),       // 8: billing.order.UpdateProductResponse
+	(*ListProductsRequest)(nil),         // 9: billing.order.ListProductsRequest
+	(*ListProductsResponse)(nil),        // 10: billing.order.ListProductsResponse
+	(*CreateOrderRequest)(nil),          // 11: billing.order.CreateOrderRequest
+	(*CreateOrderResponse)(nil),         // 12: billing.order.CreateOrderResponse
+	(*GetOrderRequest)(nil),             // 13: billing.order.GetOrderRequest
+	(*GetOrderResponse)(nil),            // 14: billing.order.GetOrderResponse
+	(*ListOrdersRequest)(nil),           // 15: billing.order.ListOrdersRequest
+	(*ListOrdersResponse)(nil),          // 16: billing.order.ListOrdersResponse
+	(*CancelOrderRequest)(nil),          // 17: billing.order.CancelOrderRequest
+	(*CancelOrderResponse)(nil),         // 18: billing.order.CancelOrderResponse
+	(*PayWithBalanceRequest)(nil),       // 19: billing.order.PayWithBalanceRequest
+	(*PayWithBalanceResponse)(nil),      // 20: billing.order.PayWithBalanceResponse
+	(*CreateInvoiceRequest)(nil),        // 21: billing.order.CreateInvoiceRequest
+	(*CreateInvoiceResponse)(nil),       // 22: billing.order.CreateInvoiceResponse
+	(*GetInvoiceRequest)(nil),           // 23: billing.order.GetInvoiceRequest
+	(*GetInvoiceResponse)(nil),          // 24: billing.order.GetInvoiceResponse
+	(*ListInvoicesRequest)(nil),         // 25: billing.order.ListInvoicesRequest
+	(*ListInvoicesResponse)(nil),        // 26: billing.order.ListInvoicesResponse
+	(*CancelInvoiceRequest)(nil),        // 27: billing.order.CancelInvoiceRequest
+	(*CancelInvoiceResponse)(nil),       // 28: billing.order.CancelInvoiceResponse
+	(*SetOrderRenewalRequest)(nil),      // 29: billing.order.SetOrderRenewalRequest
+	(*SetOrderRenewalResponse)(nil),     // 30: billing.order.SetOrderRenewalResponse
+	(*EndServiceRequest)(nil),           // 31: billing.order.EndServiceRequest
+	(*EndServiceResponse)(nil),          // 32: billing.order.EndServiceResponse
+	(*ExtendServicePeriodRequest)(nil),  // 33: billing.order.ExtendServicePeriodRequest
+	(*ExtendServicePeriodResponse)(nil), // 34: billing.order.ExtendServicePeriodResponse
+	(*SuspendOrderRequest)(nil),         // 35: billing.order.SuspendOrderRequest
+	(*SuspendOrderResponse)(nil),        // 36: billing.order.SuspendOrderResponse
+	(*ResumeOrderRequest)(nil),          // 37: billing.order.ResumeOrderRequest
+	(*ResumeOrderResponse)(nil),         // 38: billing.order.ResumeOrderResponse
+	(*AdvanceBillingClockRequest)(nil),  // 39: billing.order.AdvanceBillingClockRequest
+	(*AdvanceBillingClockResponse)(nil), // 40: billing.order.AdvanceBillingClockResponse
+	(*GetRenewalOverviewRequest)(nil),   // 41: billing.order.GetRenewalOverviewRequest
+	(*RenewalsDue)(nil),                 // 42: billing.order.RenewalsDue
+	(*RenewalInvoice)(nil),              // 43: billing.order.RenewalInvoice
+	(*GetRenewalOverviewResponse)(nil),  // 44: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 45: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 46: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 47: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 48: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	44, // 0: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
-	0,  // 1: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	44, // 2: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
-	0,  // 3: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	45, // 4: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
-	0,  // 5: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	46, // 6: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 7: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
-	1,  // 8: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
-	2,  // 9: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	45, // 10: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
-	1,  // 11: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	46, // 12: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 13: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
-	1,  // 14: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	47, // 15: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
-	3,  // 16: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	3,  // 17: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	45, // 18: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
-	3,  // 19: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	46, // 20: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
-	3,  // 21: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	1,  // 22: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
-	1,  // 23: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
-	1,  // 24: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
-	2,  // 25: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
-	1,  // 26: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
-	1,  // 27: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
-	1,  // 28: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	41, // 29: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	42, // 30: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	42, // 31: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	42, // 32: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	4,  // 33: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	8,  // 34: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	6,  // 35: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	10, // 36: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	12, // 37: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	14, // 38: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	16, // 39: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	18, // 40: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	20, // 41: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	22, // 42: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	24, // 43: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	26, // 44: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	28, // 45: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	30, // 46: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
-	32, // 47: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	34, // 48: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	36, // 49: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	38, // 50: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	40, // 51: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	5,  // 52: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	9,  // 53: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	7,  // 54: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	11, // 55: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	13, // 56: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	15, // 57: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	17, // 58: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	19, // 59: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	21, // 60: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	23, // 61: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	25, // 62: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	27, // 63: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	29, // 64: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	31, // 65: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
-	33, // 66: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	35, // 67: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	37, // 68: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	39, // 69: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	43, // 70: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	52, // [52:71] is the sub-list for method output_type
-	33, // [33:52] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	4,  // 0: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
+	45, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 2: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
+	45, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 4: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
+	46, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 6: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
+	47, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 8: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
+	1,  // 9: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
+	2,  // 10: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
+	46, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	1,  // 12: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
+	47, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 14: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
+	1,  // 15: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
+	48, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	3,  // 17: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	3,  // 18: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	46, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	3,  // 20: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
+	47, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	3,  // 22: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	1,  // 23: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
+	1,  // 24: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
+	1,  // 25: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
+	2,  // 26: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
+	1,  // 27: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
+	1,  // 28: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
+	1,  // 29: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
+	42, // 30: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	43, // 31: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	43, // 32: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	43, // 33: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	5,  // 34: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	9,  // 35: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	7,  // 36: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	11, // 37: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	13, // 38: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	15, // 39: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	17, // 40: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	19, // 41: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	21, // 42: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	23, // 43: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	25, // 44: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	27, // 45: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	29, // 46: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	31, // 47: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	33, // 48: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	35, // 49: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	37, // 50: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	39, // 51: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	41, // 52: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	6,  // 53: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	10, // 54: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	8,  // 55: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	12, // 56: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	14, // 57: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	16, // 58: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	18, // 59: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	20, // 60: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	22, // 61: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	24, // 62: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	26, // 63: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	28, // 64: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	30, // 65: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	32, // 66: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	34, // 67: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	36, // 68: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	38, // 69: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	40, // 70: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	44, // 71: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	53, // [53:72] is the sub-list for method output_type
+	34, // [34:53] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -3452,22 +3578,22 @@ func file_billing_order_order_proto_init() {
 	if File_billing_order_order_proto != nil {
 		return
 	}
-	file_billing_order_order_proto_msgTypes[4].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[6].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[8].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[14].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[20].OneofWrappers = []any{
+	file_billing_order_order_proto_msgTypes[5].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[7].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[9].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[15].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[21].OneofWrappers = []any{
 		(*CreateInvoiceRequest_OrderId)(nil),
 		(*CreateInvoiceRequest_CustomerId)(nil),
 	}
-	file_billing_order_order_proto_msgTypes[24].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1432,6 +1432,583 @@ func (x *GatewayDay) GetSuccessRate() float64 {
 	return 0
 }
 
+type GetRecurringRevenueRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First day of the range, YYYY-MM-DD in time_zone; empty: 29 days before
+	// to (a 30-day range).
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Last day of the range (included), YYYY-MM-DD in time_zone; empty:
+	// today in time_zone by the billing clock. At most 366 days, not ending
+	// before it starts.
+	To string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	// IANA time zone whose midnights cut the days, e.g. "Asia/Shanghai";
+	// empty: UTC.
+	TimeZone      string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRecurringRevenueRequest) Reset() {
+	*x = GetRecurringRevenueRequest{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecurringRevenueRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecurringRevenueRequest) ProtoMessage() {}
+
+func (x *GetRecurringRevenueRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecurringRevenueRequest.ProtoReflect.Descriptor instead.
+func (*GetRecurringRevenueRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetRecurringRevenueRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueRequest) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+type GetRecurringRevenueResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The range answered, YYYY-MM-DD, and its zone.
+	From     string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To       string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	TimeZone string `protobuf:"bytes,3,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	// The billing clock's time the figures are taken at (the test clock's
+	// when it is on), RFC 3339 in UTC.
+	AsOf string `protobuf:"bytes,4,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	// Every day of the range in order, YYYY-MM-DD: each currency's days
+	// follow it.
+	Days []string `protobuf:"bytes,5,rep,name=days,proto3" json:"days,omitempty"`
+	// Per currency (by code) with recurring revenue in the range or
+	// renewals ahead.
+	Currencies []*CurrencyRecurringRevenue `protobuf:"bytes,6,rep,name=currencies,proto3" json:"currencies,omitempty"`
+	// The billing run's rules the suspensions and terminations ahead come
+	// from: [billing] suspend_after_days and terminate_after_days (0: the
+	// step is off).
+	SuspendAfterDays   uint32 `protobuf:"varint,7,opt,name=suspend_after_days,json=suspendAfterDays,proto3" json:"suspend_after_days,omitempty"`
+	TerminateAfterDays uint32 `protobuf:"varint,8,opt,name=terminate_after_days,json=terminateAfterDays,proto3" json:"terminate_after_days,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *GetRecurringRevenueResponse) Reset() {
+	*x = GetRecurringRevenueResponse{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRecurringRevenueResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRecurringRevenueResponse) ProtoMessage() {}
+
+func (x *GetRecurringRevenueResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRecurringRevenueResponse.ProtoReflect.Descriptor instead.
+func (*GetRecurringRevenueResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetRecurringRevenueResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueResponse) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueResponse) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
+}
+
+func (x *GetRecurringRevenueResponse) GetDays() []string {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *GetRecurringRevenueResponse) GetCurrencies() []*CurrencyRecurringRevenue {
+	if x != nil {
+		return x.Currencies
+	}
+	return nil
+}
+
+func (x *GetRecurringRevenueResponse) GetSuspendAfterDays() uint32 {
+	if x != nil {
+		return x.SuspendAfterDays
+	}
+	return 0
+}
+
+func (x *GetRecurringRevenueResponse) GetTerminateAfterDays() uint32 {
+	if x != nil {
+		return x.TerminateAfterDays
+	}
+	return 0
+}
+
+// MrrFigure is a number of services and the monthly revenue they make or
+// moved: a decimal string with two fractional digits, rounded half up to
+// the cent from the exact figure (each figure on its own, so rounded
+// figures may miss their sum by a cent or so).
+type MrrFigure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Services      uint64                 `protobuf:"varint,1,opt,name=services,proto3" json:"services,omitempty"`
+	Amount        string                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MrrFigure) Reset() {
+	*x = MrrFigure{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MrrFigure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MrrFigure) ProtoMessage() {}
+
+func (x *MrrFigure) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MrrFigure.ProtoReflect.Descriptor instead.
+func (*MrrFigure) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MrrFigure) GetServices() uint64 {
+	if x != nil {
+		return x.Services
+	}
+	return 0
+}
+
+func (x *MrrFigure) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+// MrrMovements are what moved MRR: start + new_business + expansion -
+// contraction - churn + reactivation = end, exactly before rounding.
+type MrrMovements struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Services that started (their order went active), their customer having
+	// no ended recurring service or another one running.
+	NewBusiness *MrrFigure `protobuf:"bytes,1,opt,name=new_business,json=newBusiness,proto3" json:"new_business,omitempty"`
+	// Live services moved to a higher monthly price (a plan change); none
+	// until plan changes exist.
+	Expansion *MrrFigure `protobuf:"bytes,2,opt,name=expansion,proto3" json:"expansion,omitempty"`
+	// Live services moved to a lower monthly price; none until plan changes
+	// exist.
+	Contraction *MrrFigure `protobuf:"bytes,3,opt,name=contraction,proto3" json:"contraction,omitempty"`
+	// Services that ended: completed (renewal off), terminated (unpaid, or
+	// by an admin) or refunded.
+	Churn *MrrFigure `protobuf:"bytes,4,opt,name=churn,proto3" json:"churn,omitempty"`
+	// Services that started for a customer whose recurring services had all
+	// ended: a customer coming back.
+	Reactivation  *MrrFigure `protobuf:"bytes,5,opt,name=reactivation,proto3" json:"reactivation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MrrMovements) Reset() {
+	*x = MrrMovements{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MrrMovements) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MrrMovements) ProtoMessage() {}
+
+func (x *MrrMovements) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MrrMovements.ProtoReflect.Descriptor instead.
+func (*MrrMovements) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *MrrMovements) GetNewBusiness() *MrrFigure {
+	if x != nil {
+		return x.NewBusiness
+	}
+	return nil
+}
+
+func (x *MrrMovements) GetExpansion() *MrrFigure {
+	if x != nil {
+		return x.Expansion
+	}
+	return nil
+}
+
+func (x *MrrMovements) GetContraction() *MrrFigure {
+	if x != nil {
+		return x.Contraction
+	}
+	return nil
+}
+
+func (x *MrrMovements) GetChurn() *MrrFigure {
+	if x != nil {
+		return x.Churn
+	}
+	return nil
+}
+
+func (x *MrrMovements) GetReactivation() *MrrFigure {
+	if x != nil {
+		return x.Reactivation
+	}
+	return nil
+}
+
+// MrrDay is one currency's MRR at the end of one day and what moved it
+// that day.
+type MrrDay struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// YYYY-MM-DD in the request's zone.
+	Day string `protobuf:"bytes,1,opt,name=day,proto3" json:"day,omitempty"`
+	// MRR at the day's end.
+	Mrr           *MrrFigure    `protobuf:"bytes,2,opt,name=mrr,proto3" json:"mrr,omitempty"`
+	Movements     *MrrMovements `protobuf:"bytes,3,opt,name=movements,proto3" json:"movements,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MrrDay) Reset() {
+	*x = MrrDay{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MrrDay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MrrDay) ProtoMessage() {}
+
+func (x *MrrDay) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MrrDay.ProtoReflect.Descriptor instead.
+func (*MrrDay) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *MrrDay) GetDay() string {
+	if x != nil {
+		return x.Day
+	}
+	return ""
+}
+
+func (x *MrrDay) GetMrr() *MrrFigure {
+	if x != nil {
+		return x.Mrr
+	}
+	return nil
+}
+
+func (x *MrrDay) GetMovements() *MrrMovements {
+	if x != nil {
+		return x.Movements
+	}
+	return nil
+}
+
+// RenewalsAhead is what the renewal cycle does in one horizon from now,
+// per currency.
+type RenewalsAhead struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Days from now: 7 or 30.
+	Days uint32 `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"`
+	// Live recurring orders that renew and whose paid service ends in the
+	// horizon, and the sum of their renewal prices (one period each).
+	Renewals       uint64 `protobuf:"varint,2,opt,name=renewals,proto3" json:"renewals,omitempty"`
+	RenewalsAmount string `protobuf:"bytes,3,opt,name=renewals_amount,json=renewalsAmount,proto3" json:"renewals_amount,omitempty"`
+	// Active orders the billing run suspends in the horizon (their renewal
+	// invoice still unpaid suspend_after_days past due), and what they owe.
+	Suspensions       uint64 `protobuf:"varint,4,opt,name=suspensions,proto3" json:"suspensions,omitempty"`
+	SuspensionsAmount string `protobuf:"bytes,5,opt,name=suspensions_amount,json=suspensionsAmount,proto3" json:"suspensions_amount,omitempty"`
+	// Live orders the billing run terminates in the horizon (unpaid
+	// terminate_after_days past due; a partly paid invoice is left to an
+	// admin and not counted), and what they owe.
+	Terminations       uint64 `protobuf:"varint,6,opt,name=terminations,proto3" json:"terminations,omitempty"`
+	TerminationsAmount string `protobuf:"bytes,7,opt,name=terminations_amount,json=terminationsAmount,proto3" json:"terminations_amount,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RenewalsAhead) Reset() {
+	*x = RenewalsAhead{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewalsAhead) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewalsAhead) ProtoMessage() {}
+
+func (x *RenewalsAhead) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewalsAhead.ProtoReflect.Descriptor instead.
+func (*RenewalsAhead) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RenewalsAhead) GetDays() uint32 {
+	if x != nil {
+		return x.Days
+	}
+	return 0
+}
+
+func (x *RenewalsAhead) GetRenewals() uint64 {
+	if x != nil {
+		return x.Renewals
+	}
+	return 0
+}
+
+func (x *RenewalsAhead) GetRenewalsAmount() string {
+	if x != nil {
+		return x.RenewalsAmount
+	}
+	return ""
+}
+
+func (x *RenewalsAhead) GetSuspensions() uint64 {
+	if x != nil {
+		return x.Suspensions
+	}
+	return 0
+}
+
+func (x *RenewalsAhead) GetSuspensionsAmount() string {
+	if x != nil {
+		return x.SuspensionsAmount
+	}
+	return ""
+}
+
+func (x *RenewalsAhead) GetTerminations() uint64 {
+	if x != nil {
+		return x.Terminations
+	}
+	return 0
+}
+
+func (x *RenewalsAhead) GetTerminationsAmount() string {
+	if x != nil {
+		return x.TerminationsAmount
+	}
+	return ""
+}
+
+// CurrencyRecurringRevenue is one currency's recurring revenue.
+type CurrencyRecurringRevenue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ISO 4217 code.
+	Currency string `protobuf:"bytes,1,opt,name=currency,proto3" json:"currency,omitempty"`
+	// MRR when the range begins and when it ends.
+	Start *MrrFigure `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End   *MrrFigure `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	// What moved it over the range.
+	Movements *MrrMovements `protobuf:"bytes,4,opt,name=movements,proto3" json:"movements,omitempty"`
+	// One entry per day of the range, in order.
+	Days []*MrrDay `protobuf:"bytes,5,rep,name=days,proto3" json:"days,omitempty"`
+	// The next 7 and 30 days, in that order.
+	Ahead         []*RenewalsAhead `protobuf:"bytes,6,rep,name=ahead,proto3" json:"ahead,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CurrencyRecurringRevenue) Reset() {
+	*x = CurrencyRecurringRevenue{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CurrencyRecurringRevenue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CurrencyRecurringRevenue) ProtoMessage() {}
+
+func (x *CurrencyRecurringRevenue) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CurrencyRecurringRevenue.ProtoReflect.Descriptor instead.
+func (*CurrencyRecurringRevenue) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CurrencyRecurringRevenue) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *CurrencyRecurringRevenue) GetStart() *MrrFigure {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *CurrencyRecurringRevenue) GetEnd() *MrrFigure {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *CurrencyRecurringRevenue) GetMovements() *MrrMovements {
+	if x != nil {
+		return x.Movements
+	}
+	return nil
+}
+
+func (x *CurrencyRecurringRevenue) GetDays() []*MrrDay {
+	if x != nil {
+		return x.Days
+	}
+	return nil
+}
+
+func (x *CurrencyRecurringRevenue) GetAhead() []*RenewalsAhead {
+	if x != nil {
+		return x.Ahead
+	}
+	return nil
+}
+
 var File_billing_payment_payment_admin_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_admin_proto_rawDesc = "" +
@@ -1563,13 +2140,59 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\tsucceeded\x18\x03 \x01(\x04R\tsucceeded\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\x04R\x06failed\x12&\n" +
 	"\fsuccess_rate\x18\x05 \x01(\x01H\x00R\vsuccessRate\x88\x01\x01B\x0f\n" +
-	"\r_success_rate2\x9b\x04\n" +
+	"\r_success_rate\"x\n" +
+	"\x1aGetRecurringRevenueRequest\x12\x1b\n" +
+	"\x04from\x18\x01 \x01(\tB\a\xbaH\x04r\x02\x18\n" +
+	"R\x04from\x12\x17\n" +
+	"\x02to\x18\x02 \x01(\tB\a\xbaH\x04r\x02\x18\n" +
+	"R\x02to\x12$\n" +
+	"\ttime_zone\x18\x03 \x01(\tB\a\xbaH\x04r\x02\x18@R\btimeZone\"\xb2\x02\n" +
+	"\x1bGetRecurringRevenueResponse\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1b\n" +
+	"\ttime_zone\x18\x03 \x01(\tR\btimeZone\x12\x13\n" +
+	"\x05as_of\x18\x04 \x01(\tR\x04asOf\x12\x12\n" +
+	"\x04days\x18\x05 \x03(\tR\x04days\x12I\n" +
+	"\n" +
+	"currencies\x18\x06 \x03(\v2).billing.payment.CurrencyRecurringRevenueR\n" +
+	"currencies\x12,\n" +
+	"\x12suspend_after_days\x18\a \x01(\rR\x10suspendAfterDays\x120\n" +
+	"\x14terminate_after_days\x18\b \x01(\rR\x12terminateAfterDays\"?\n" +
+	"\tMrrFigure\x12\x1a\n" +
+	"\bservices\x18\x01 \x01(\x04R\bservices\x12\x16\n" +
+	"\x06amount\x18\x02 \x01(\tR\x06amount\"\xb7\x02\n" +
+	"\fMrrMovements\x12=\n" +
+	"\fnew_business\x18\x01 \x01(\v2\x1a.billing.payment.MrrFigureR\vnewBusiness\x128\n" +
+	"\texpansion\x18\x02 \x01(\v2\x1a.billing.payment.MrrFigureR\texpansion\x12<\n" +
+	"\vcontraction\x18\x03 \x01(\v2\x1a.billing.payment.MrrFigureR\vcontraction\x120\n" +
+	"\x05churn\x18\x04 \x01(\v2\x1a.billing.payment.MrrFigureR\x05churn\x12>\n" +
+	"\freactivation\x18\x05 \x01(\v2\x1a.billing.payment.MrrFigureR\freactivation\"\x85\x01\n" +
+	"\x06MrrDay\x12\x10\n" +
+	"\x03day\x18\x01 \x01(\tR\x03day\x12,\n" +
+	"\x03mrr\x18\x02 \x01(\v2\x1a.billing.payment.MrrFigureR\x03mrr\x12;\n" +
+	"\tmovements\x18\x03 \x01(\v2\x1d.billing.payment.MrrMovementsR\tmovements\"\x8e\x02\n" +
+	"\rRenewalsAhead\x12\x12\n" +
+	"\x04days\x18\x01 \x01(\rR\x04days\x12\x1a\n" +
+	"\brenewals\x18\x02 \x01(\x04R\brenewals\x12'\n" +
+	"\x0frenewals_amount\x18\x03 \x01(\tR\x0erenewalsAmount\x12 \n" +
+	"\vsuspensions\x18\x04 \x01(\x04R\vsuspensions\x12-\n" +
+	"\x12suspensions_amount\x18\x05 \x01(\tR\x11suspensionsAmount\x12\"\n" +
+	"\fterminations\x18\x06 \x01(\x04R\fterminations\x12/\n" +
+	"\x13terminations_amount\x18\a \x01(\tR\x12terminationsAmount\"\xb6\x02\n" +
+	"\x18CurrencyRecurringRevenue\x12\x1a\n" +
+	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x120\n" +
+	"\x05start\x18\x02 \x01(\v2\x1a.billing.payment.MrrFigureR\x05start\x12,\n" +
+	"\x03end\x18\x03 \x01(\v2\x1a.billing.payment.MrrFigureR\x03end\x12;\n" +
+	"\tmovements\x18\x04 \x01(\v2\x1d.billing.payment.MrrMovementsR\tmovements\x12+\n" +
+	"\x04days\x18\x05 \x03(\v2\x17.billing.payment.MrrDayR\x04days\x124\n" +
+	"\x05ahead\x18\x06 \x03(\v2\x1e.billing.payment.RenewalsAheadR\x05ahead2\x92\x05\n" +
 	"\x13PaymentAdminService\x12]\n" +
 	"\vListRefunds\x12#.billing.payment.ListRefundsRequest\x1a$.billing.payment.ListRefundsResponse\"\x03\x90\x02\x01\x12l\n" +
 	"\x10ListAuditEntries\x12(.billing.payment.ListAuditEntriesRequest\x1a).billing.payment.ListAuditEntriesResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\rResolveRefund\x12%.billing.payment.ResolveRefundRequest\x1a&.billing.payment.ResolveRefundResponse\x12i\n" +
 	"\x0fGetPaymentStats\x12'.billing.payment.GetPaymentStatsRequest\x1a(.billing.payment.GetPaymentStatsResponse\"\x03\x90\x02\x01\x12l\n" +
-	"\x10GetPaymentTrends\x12(.billing.payment.GetPaymentTrendsRequest\x1a).billing.payment.GetPaymentTrendsResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
+	"\x10GetPaymentTrends\x12(.billing.payment.GetPaymentTrendsRequest\x1a).billing.payment.GetPaymentTrendsResponse\"\x03\x90\x02\x01\x12u\n" +
+	"\x13GetRecurringRevenue\x12+.billing.payment.GetRecurringRevenueRequest\x1a,.billing.payment.GetRecurringRevenueResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
 
 var (
 	file_billing_payment_payment_admin_proto_rawDescOnce sync.Once
@@ -1583,60 +2206,82 @@ func file_billing_payment_payment_admin_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_admin_proto_rawDescData
 }
 
-var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_billing_payment_payment_admin_proto_goTypes = []any{
-	(*AuditEntry)(nil),               // 0: billing.payment.AuditEntry
-	(*ListRefundsRequest)(nil),       // 1: billing.payment.ListRefundsRequest
-	(*ListRefundsResponse)(nil),      // 2: billing.payment.ListRefundsResponse
-	(*ResolveRefundRequest)(nil),     // 3: billing.payment.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),    // 4: billing.payment.ResolveRefundResponse
-	(*ListAuditEntriesRequest)(nil),  // 5: billing.payment.ListAuditEntriesRequest
-	(*ListAuditEntriesResponse)(nil), // 6: billing.payment.ListAuditEntriesResponse
-	(*GetPaymentStatsRequest)(nil),   // 7: billing.payment.GetPaymentStatsRequest
-	(*GetPaymentStatsResponse)(nil),  // 8: billing.payment.GetPaymentStatsResponse
-	(*MoneyToReturn)(nil),            // 9: billing.payment.MoneyToReturn
-	(*PaymentCurrencyTotal)(nil),     // 10: billing.payment.PaymentCurrencyTotal
-	(*GetPaymentTrendsRequest)(nil),  // 11: billing.payment.GetPaymentTrendsRequest
-	(*GetPaymentTrendsResponse)(nil), // 12: billing.payment.GetPaymentTrendsResponse
-	(*CurrencyTrend)(nil),            // 13: billing.payment.CurrencyTrend
-	(*CurrencyDay)(nil),              // 14: billing.payment.CurrencyDay
-	(*GatewayTrend)(nil),             // 15: billing.payment.GatewayTrend
-	(*GatewayDay)(nil),               // 16: billing.payment.GatewayDay
-	(*PageRequest)(nil),              // 17: billing.payment.PageRequest
-	(*Refund)(nil),                   // 18: billing.payment.Refund
-	(*PageMeta)(nil),                 // 19: billing.payment.PageMeta
-	(*PaymentRecord)(nil),            // 20: billing.payment.PaymentRecord
+	(*AuditEntry)(nil),                  // 0: billing.payment.AuditEntry
+	(*ListRefundsRequest)(nil),          // 1: billing.payment.ListRefundsRequest
+	(*ListRefundsResponse)(nil),         // 2: billing.payment.ListRefundsResponse
+	(*ResolveRefundRequest)(nil),        // 3: billing.payment.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),       // 4: billing.payment.ResolveRefundResponse
+	(*ListAuditEntriesRequest)(nil),     // 5: billing.payment.ListAuditEntriesRequest
+	(*ListAuditEntriesResponse)(nil),    // 6: billing.payment.ListAuditEntriesResponse
+	(*GetPaymentStatsRequest)(nil),      // 7: billing.payment.GetPaymentStatsRequest
+	(*GetPaymentStatsResponse)(nil),     // 8: billing.payment.GetPaymentStatsResponse
+	(*MoneyToReturn)(nil),               // 9: billing.payment.MoneyToReturn
+	(*PaymentCurrencyTotal)(nil),        // 10: billing.payment.PaymentCurrencyTotal
+	(*GetPaymentTrendsRequest)(nil),     // 11: billing.payment.GetPaymentTrendsRequest
+	(*GetPaymentTrendsResponse)(nil),    // 12: billing.payment.GetPaymentTrendsResponse
+	(*CurrencyTrend)(nil),               // 13: billing.payment.CurrencyTrend
+	(*CurrencyDay)(nil),                 // 14: billing.payment.CurrencyDay
+	(*GatewayTrend)(nil),                // 15: billing.payment.GatewayTrend
+	(*GatewayDay)(nil),                  // 16: billing.payment.GatewayDay
+	(*GetRecurringRevenueRequest)(nil),  // 17: billing.payment.GetRecurringRevenueRequest
+	(*GetRecurringRevenueResponse)(nil), // 18: billing.payment.GetRecurringRevenueResponse
+	(*MrrFigure)(nil),                   // 19: billing.payment.MrrFigure
+	(*MrrMovements)(nil),                // 20: billing.payment.MrrMovements
+	(*MrrDay)(nil),                      // 21: billing.payment.MrrDay
+	(*RenewalsAhead)(nil),               // 22: billing.payment.RenewalsAhead
+	(*CurrencyRecurringRevenue)(nil),    // 23: billing.payment.CurrencyRecurringRevenue
+	(*PageRequest)(nil),                 // 24: billing.payment.PageRequest
+	(*Refund)(nil),                      // 25: billing.payment.Refund
+	(*PageMeta)(nil),                    // 26: billing.payment.PageMeta
+	(*PaymentRecord)(nil),               // 27: billing.payment.PaymentRecord
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	17, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
-	18, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	19, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
-	18, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
-	20, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
-	17, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	24, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
+	25, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	26, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
+	25, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	27, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	24, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	19, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	26, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
 	10, // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
 	9,  // 9: billing.payment.GetPaymentStatsResponse.to_return:type_name -> billing.payment.MoneyToReturn
 	13, // 10: billing.payment.GetPaymentTrendsResponse.currencies:type_name -> billing.payment.CurrencyTrend
 	15, // 11: billing.payment.GetPaymentTrendsResponse.gateways:type_name -> billing.payment.GatewayTrend
 	14, // 12: billing.payment.CurrencyTrend.days:type_name -> billing.payment.CurrencyDay
 	16, // 13: billing.payment.GatewayTrend.days:type_name -> billing.payment.GatewayDay
-	1,  // 14: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	5,  // 15: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3,  // 16: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
-	7,  // 17: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
-	11, // 18: billing.payment.PaymentAdminService.GetPaymentTrends:input_type -> billing.payment.GetPaymentTrendsRequest
-	2,  // 19: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	6,  // 20: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	4,  // 21: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
-	8,  // 22: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
-	12, // 23: billing.payment.PaymentAdminService.GetPaymentTrends:output_type -> billing.payment.GetPaymentTrendsResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	23, // 14: billing.payment.GetRecurringRevenueResponse.currencies:type_name -> billing.payment.CurrencyRecurringRevenue
+	19, // 15: billing.payment.MrrMovements.new_business:type_name -> billing.payment.MrrFigure
+	19, // 16: billing.payment.MrrMovements.expansion:type_name -> billing.payment.MrrFigure
+	19, // 17: billing.payment.MrrMovements.contraction:type_name -> billing.payment.MrrFigure
+	19, // 18: billing.payment.MrrMovements.churn:type_name -> billing.payment.MrrFigure
+	19, // 19: billing.payment.MrrMovements.reactivation:type_name -> billing.payment.MrrFigure
+	19, // 20: billing.payment.MrrDay.mrr:type_name -> billing.payment.MrrFigure
+	20, // 21: billing.payment.MrrDay.movements:type_name -> billing.payment.MrrMovements
+	19, // 22: billing.payment.CurrencyRecurringRevenue.start:type_name -> billing.payment.MrrFigure
+	19, // 23: billing.payment.CurrencyRecurringRevenue.end:type_name -> billing.payment.MrrFigure
+	20, // 24: billing.payment.CurrencyRecurringRevenue.movements:type_name -> billing.payment.MrrMovements
+	21, // 25: billing.payment.CurrencyRecurringRevenue.days:type_name -> billing.payment.MrrDay
+	22, // 26: billing.payment.CurrencyRecurringRevenue.ahead:type_name -> billing.payment.RenewalsAhead
+	1,  // 27: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	5,  // 28: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 29: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 30: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	11, // 31: billing.payment.PaymentAdminService.GetPaymentTrends:input_type -> billing.payment.GetPaymentTrendsRequest
+	17, // 32: billing.payment.PaymentAdminService.GetRecurringRevenue:input_type -> billing.payment.GetRecurringRevenueRequest
+	2,  // 33: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	6,  // 34: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 35: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 36: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	12, // 37: billing.payment.PaymentAdminService.GetPaymentTrends:output_type -> billing.payment.GetPaymentTrendsResponse
+	18, // 38: billing.payment.PaymentAdminService.GetRecurringRevenue:output_type -> billing.payment.GetRecurringRevenueResponse
+	33, // [33:39] is the sub-list for method output_type
+	27, // [27:33] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -1655,7 +2300,7 @@ func file_billing_payment_payment_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_admin_proto_rawDesc), len(file_billing_payment_payment_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

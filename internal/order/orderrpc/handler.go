@@ -384,7 +384,11 @@ func (h *Handler) CreateInvoice(ctx context.Context, req *connect.Request[orderp
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&orderpb.CreateInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
+	rec, err := h.invoiceWithLines(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.CreateInvoiceResponse{Invoice: rec}), nil
 }
 
 // GetInvoice implements OrderService.GetInvoice.
@@ -393,11 +397,11 @@ func (h *Handler) GetInvoice(ctx context.Context, req *connect.Request[orderpb.G
 	if err != nil {
 		return nil, err
 	}
-	inv, err := h.svc.GetInvoice(ctx, id)
+	inv, lines, err := h.svc.GetInvoice(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&orderpb.GetInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
+	return connect.NewResponse(&orderpb.GetInvoiceResponse{Invoice: InvoiceRecord(inv, lines...)}), nil
 }
 
 // ListInvoices implements OrderService.ListInvoices.
@@ -416,9 +420,13 @@ func (h *Handler) ListInvoices(ctx context.Context, req *connect.Request[orderpb
 	if err != nil {
 		return nil, err
 	}
+	lines, err := h.svc.Lines(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
 	out := &orderpb.ListInvoicesResponse{Invoices: make([]*orderpb.Invoice, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, inv := range rows {
-		out.Invoices = append(out.Invoices, InvoiceRecord(inv))
+		out.Invoices = append(out.Invoices, InvoiceRecord(inv, lines[inv.ID]...))
 	}
 	return connect.NewResponse(out), nil
 }
@@ -433,7 +441,11 @@ func (h *Handler) CancelInvoice(ctx context.Context, req *connect.Request[orderp
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&orderpb.CancelInvoiceResponse{Invoice: InvoiceRecord(inv)}), nil
+	rec, err := h.invoiceWithLines(ctx, inv)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.CancelInvoiceResponse{Invoice: rec}), nil
 }
 
 // ProductRecord is the wire form of a product.
@@ -546,8 +558,31 @@ func PeriodRecord(p store.ServicePeriod) *orderpb.ServicePeriod {
 	}
 }
 
-// InvoiceRecord is the wire form of an invoice.
-func InvoiceRecord(i store.Invoice) *orderpb.Invoice {
+// invoiceWithLines is the wire form of inv with its lines, read after the
+// call that wrote it.
+func (h *Handler) invoiceWithLines(ctx context.Context, inv store.Invoice) (*orderpb.Invoice, error) {
+	lines, err := h.svc.Lines(ctx, []store.Invoice{inv})
+	if err != nil {
+		return nil, err
+	}
+	return InvoiceRecord(inv, lines[inv.ID]...), nil
+}
+
+// InvoiceLineRecord is the wire form of an invoice's line.
+func InvoiceLineRecord(l store.InvoiceLine) *orderpb.InvoiceLine {
+	return &orderpb.InvoiceLine{
+		Position: l.Position, Description: l.Description,
+		PeriodStart: rpc.TimePtr(l.PeriodStart), PeriodEnd: rpc.TimePtr(l.PeriodEnd),
+		Quantity: l.Quantity, UnitAmount: l.UnitAmount.String(), Amount: l.Amount.String(),
+	}
+}
+
+// InvoiceRecord is the wire form of an invoice and its lines.
+func InvoiceRecord(i store.Invoice, lines ...store.InvoiceLine) *orderpb.Invoice {
+	recs := make([]*orderpb.InvoiceLine, len(lines))
+	for k, l := range lines {
+		recs[k] = InvoiceLineRecord(l)
+	}
 	number := ""
 	if i.Number != nil {
 		number = *i.Number
@@ -567,5 +602,6 @@ func InvoiceRecord(i store.Invoice) *orderpb.Invoice {
 		PaidAt:      rpc.TimePtr(i.PaidAt),
 		CreatedAt:   rpc.TimePtr(&i.CreatedAt),
 		UpdatedAt:   rpc.TimePtr(&i.UpdatedAt),
+		Lines:       recs,
 	}
 }

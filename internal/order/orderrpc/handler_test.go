@@ -246,6 +246,14 @@ func TestWireInvoices(t *testing.T) {
 	require.Equal(t, due.Format(time.RFC3339), inv.GetDueAt())
 	require.Empty(t, inv.GetPaidAt())
 	require.NotEmpty(t, inv.GetNumber())
+	wantLines := func(lines []*orderpb.InvoiceLine, msg string) {
+		t.Helper()
+		require.Len(t, lines, 1, msg)
+		l := lines[0]
+		require.Equal(t, []any{int32(1), "domain", int32(1), "4.50", "4.50", "", ""},
+			[]any{l.GetPosition(), l.GetDescription(), l.GetQuantity(), l.GetUnitAmount(), l.GetAmount(), l.GetPeriodStart(), l.GetPeriodEnd()}, msg)
+	}
+	wantLines(inv.GetLines(), "CreateInvoice returns the line")
 
 	_, err = w.client.CreateInvoice(ctx, rpctest.As(admin, &orderpb.CreateInvoiceRequest{
 		Target: &orderpb.CreateInvoiceRequest_OrderId{OrderId: o.ID.String()},
@@ -261,6 +269,7 @@ func TestWireInvoices(t *testing.T) {
 	got, err := w.client.GetInvoice(ctx, rpctest.As(alice, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
 	require.NoError(t, err)
 	require.Equal(t, inv.GetNumber(), got.Msg.GetInvoice().GetNumber())
+	wantLines(got.Msg.GetInvoice().GetLines(), "GetInvoice returns the lines")
 	_, err = w.client.GetInvoice(ctx, rpctest.As(bob, &orderpb.GetInvoiceRequest{Id: inv.GetId()}))
 	rpctest.RequireCode(t, connect.CodeNotFound, err)
 
@@ -272,6 +281,7 @@ func TestWireInvoices(t *testing.T) {
 	}))
 	require.NoError(t, err)
 	require.Len(t, list.Msg.GetInvoices(), 1)
+	wantLines(list.Msg.GetInvoices()[0].GetLines(), "ListInvoices returns the lines")
 
 	cancelled, err := w.client.CancelInvoice(ctx, rpctest.As(admin, &orderpb.CancelInvoiceRequest{InvoiceId: inv.GetId()}))
 	require.NoError(t, err)

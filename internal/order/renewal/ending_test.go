@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -185,4 +186,157 @@ func (b *bundle) admin(t *testing.T) context.Context {
 	require.NoError(t, b.pool.QueryRow(context.Background(),
 		`INSERT INTO admin_users (username, password_hash) VALUES ($1, 'x') RETURNING id`, "admin-"+uuid.NewString()[:8]).Scan(&id))
 	return auth.WithPrincipal(context.Background(), auth.Principal{Role: auth.RoleAdmin, ID: id, Kind: auth.KindSession})
+}
+
+// A renewal invoice cancelled (renewal turned off with it), then renewal
+// turned back on before the paid end: the next pass issues a new invoice
+// for the same next period, once; the cancelled period's row is reissued
+// for it (same seq and start, the new invoice, an order.period_reissue
+// audit row naming both invoices); paying it extends the service by
+// exactly one period and the next renewal follows on. Before, the run read
+// the cancelled period as the order's last and issued nothing, pass after
+// pass, and the service neither renewed nor ended. (Planted: the run
+// reading the latest period, cancelled, again — caught.)
+func TestARenewalTurnedBackOnAfterItsInvoiceWasCancelledIsInvoicedOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.March, 1, 0), defaults())
+	customer := testfixture.Customer(t, b.pool)
+	id := b.activeOrder(t, customer, "monthly", "10.00")
+	b.clock.Set(at(time.March, 25, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	cancelled := *b.periods(t, id)[1].InvoiceID
+
+	svc := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	_, err := svc.CancelInvoice(b.admin(t), cancelled)
+	require.NoError(t, err)
+	require.False(t, b.order(t, id).Renews)
+	o, err := svc.SetOrderRenewal(asCustomer(customer), id, true)
+	require.NoError(t, err)
+	require.True(t, o.Renews)
+
+	b.clock.Set(at(time.March, 26, 0))
+	require.Equal(t, 1, b.pass(t).Issued, "a new invoice for the same next period")
+	require.Zero(t, b.pass(t).Issued, "once")
+	ps := b.periods(t, id)
+	require.Len(t, ps, 2, "the cancelled period's row is reissued, not a second row")
+	require.EqualValues(t, 2, ps[1].Seq)
+	require.Equal(t, store.PeriodUnpaid, ps[1].Status)
+	require.Nil(t, ps[1].Outcome)
+	require.Equal(t, at(time.April, 1, 0), ps[1].StartsAt.UTC())
+	require.Equal(t, at(time.May, 1, 0), ps[1].EndsAt.UTC())
+	reissued := *ps[1].InvoiceID
+	require.NotEqual(t, cancelled, reissued)
+	inv := b.invoice(t, reissued)
+	require.Equal(t, string(order.InvoiceIssued), inv.Status)
+	require.Equal(t, "10.00", inv.Amount.String())
+	require.Equal(t, at(time.April, 1, 0), inv.DueAt.UTC())
+	require.Equal(t, string(order.InvoiceCancelled), b.invoice(t, cancelled).Status, "the cancelled invoice stays cancelled")
+	var before, after string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT before->>'invoice_id', after->>'invoice_id' FROM audit_log
+		WHERE entity_type = 'order' AND entity_id = $1 AND action = $2`, id.String(), order.ActionOrderPeriodReissue).Scan(&before, &after))
+	require.Equal(t, cancelled.String(), before)
+	require.Equal(t, reissued.String(), after)
+
+	// Paid from the balance: one period more, nothing billed twice.
+	b.topUp(t, customer, "10.00")
+	b.clock.Set(at(time.March, 27, 0))
+	require.Equal(t, 1, b.pass(t).AutoPaid)
+	ps = b.periods(t, id)
+	require.Equal(t, store.PeriodPaid, ps[1].Status)
+	require.Equal(t, store.OutcomeRenewed, *ps[0].Outcome)
+	var paidFor time.Duration
+	for _, p := range ps {
+		if p.Status == store.PeriodPaid {
+			paidFor += p.EndsAt.Sub(p.StartsAt)
+		}
+	}
+	require.Equal(t, at(time.May, 1, 0), b.order(t, id).PaidUntil.UTC(), "extended by exactly one period")
+	require.Equal(t, b.order(t, id).PaidUntil.UTC(), ps[0].StartsAt.Add(paidFor).UTC(), "the paid end is the sum of the paid periods")
+	var invoices int
+	var billed string
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+		SELECT count(*), coalesce(sum(paid_amount), 0)::text FROM invoices WHERE order_id = $1`, id).Scan(&invoices, &billed))
+	require.Equal(t, 2, invoices)
+	require.Equal(t, "10.00", billed)
+	acct, err := store.GetBalanceAccount(context.Background(), b.pool, customer)
+	require.NoError(t, err)
+	require.Equal(t, "0.00", acct.Balance.String())
+
+	// The renewals go on: the next period follows the reissued one.
+	b.clock.Set(at(time.April, 24, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	ps = b.periods(t, id)
+	require.Len(t, ps, 3)
+	require.Equal(t, at(time.May, 1, 0), ps[2].StartsAt.UTC())
+	require.Equal(t, at(time.June, 1, 0), ps[2].EndsAt.UTC())
+	b.checkMoney(t)
+}
+
+// Renewal turned back on once the paid end has passed is refused
+// (FailedPrecondition), whether the billing run has ended the service yet
+// or not, and changes nothing: the service ended at its paid end; a new
+// order buys it again. Before, an order the run had not ended yet took
+// the flag, and the run then neither renewed it nor ended it. (Planted:
+// the check of the paid end left out — caught.)
+func TestRenewalTurnedBackOnAfterThePaidEndIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.March, 1, 0), defaults())
+	customer := testfixture.Customer(t, b.pool)
+	id := b.activeOrder(t, customer, "monthly", "10.00")
+	b.clock.Set(at(time.March, 25, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	svc := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	_, err := svc.CancelInvoice(b.admin(t), *b.periods(t, id)[1].InvoiceID)
+	require.NoError(t, err)
+
+	// Past the paid end, before the pass that ends the service.
+	b.clock.Set(at(time.April, 1, 1))
+	_, err = svc.SetOrderRenewal(asCustomer(customer), id, true)
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
+	require.False(t, b.order(t, id).Renews)
+	r := b.pass(t)
+	require.Equal(t, 1, r.Ended)
+	require.Zero(t, r.Issued)
+	require.Equal(t, string(order.StatusCompleted), b.order(t, id).Status)
+
+	// Ended: refused too.
+	_, err = svc.SetOrderRenewal(asCustomer(customer), id, true)
+	require.Equal(t, connect.CodeFailedPrecondition, codeOf(err), "%v", err)
+	require.Zero(t, b.pass(t))
+	require.Len(t, b.periods(t, id), 2)
+	b.checkMoney(t)
+}
+
+// A paid period followed by one whose invoice was cancelled can be
+// extended by an admin (before, the cancelled period was read as the last
+// and the extension refused as "already invoiced, unpaid"); renewal turned
+// back on then bills the cancelled period again from the new end.
+// (Planted: the extension reading the latest period, cancelled — caught.)
+func TestAPeriodBeforeACancelledOneCanBeExtendedAndRenewsFromTheNewEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.March, 1, 0), defaults())
+	customer := testfixture.Customer(t, b.pool)
+	id := b.activeOrder(t, customer, "monthly", "10.00")
+	b.clock.Set(at(time.March, 25, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	svc := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	admin := b.admin(t)
+	_, err := svc.CancelInvoice(admin, *b.periods(t, id)[1].InvoiceID)
+	require.NoError(t, err)
+	_, p, err := svc.ExtendServicePeriod(admin, id, at(time.April, 11, 0), "goodwill")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, p.Seq)
+	require.Equal(t, at(time.April, 11, 0), b.order(t, id).PaidUntil.UTC())
+	_, err = svc.SetOrderRenewal(asCustomer(customer), id, true)
+	require.NoError(t, err)
+	b.clock.Set(at(time.April, 4, 0))
+	require.Equal(t, 1, b.pass(t).Issued)
+	ps := b.periods(t, id)
+	require.Len(t, ps, 2)
+	require.Equal(t, store.PeriodUnpaid, ps[1].Status)
+	require.Equal(t, at(time.April, 11, 0), ps[1].StartsAt.UTC(), "from the new end")
+	require.Equal(t, at(time.May, 11, 0), ps[1].EndsAt.UTC())
+	require.Equal(t, at(time.April, 11, 0), b.invoice(t, *ps[1].InvoiceID).DueAt.UTC())
+	b.checkMoney(t)
 }

@@ -37,6 +37,7 @@ var modelActions = []string{
 	"invoice gateway payment", "invoice gateway payment", "invoice gateway payment",
 	"gateway takes money", "notification arrives", "notification arrives",
 	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
+	"invoice cancelled, renewal back on",
 }
 
 // modelOrder is what the model knows of one order.
@@ -48,6 +49,22 @@ type modelOrder struct {
 	// adminEnded: an admin ended it (terminated before any due day).
 	adminEnded bool
 	renewOff   bool
+	// cancelledByHand are the invoices an admin cancelled: their period
+	// ends the service at its paid end (terminated if suspended then), not
+	// terminate_after_days past due.
+	cancelledByHand map[uuid.UUID]bool
+}
+
+// cancelInvoice has the admin cancel invoice inv of o, and records it.
+func (o *modelOrder) cancelInvoice(rt *rapid.T, w *payWorld, inv uuid.UUID, what string) {
+	_, err := w.orders.CancelInvoice(w.admin, inv)
+	noInternal(rt, what, err)
+	if err == nil {
+		if o.cancelledByHand == nil {
+			o.cancelledByHand = map[uuid.UUID]bool{}
+		}
+		o.cancelledByHand[inv] = true
+	}
 }
 
 // The renewal cycle as a model: random recurring orders of one customer
@@ -58,7 +75,8 @@ type modelOrder struct {
 // whose notification arrives at once, after other actions, or from two
 // callers at once; full and partial refunds of any period's payment (the
 // first or a renewal, gateway or balance); an admin cancelling an invoice,
-// or suspending, resuming or ending an order; renewal turned off, and
+// or suspending, resuming or ending an order; renewal turned off, the open
+// renewal invoice cancelled and renewal turned back on, and
 // billing passes cut off midway (a leader killed during its run) — and
 // after every step:
 //   - no call answers Internal (what the client would get over the wire);
@@ -66,11 +84,14 @@ type modelOrder struct {
 //     gateway took, once its notification arrived, is settled or failed
 //     with the whole amount captured, to be returned;
 //   - one invoice per (order, period): every later period has its own
-//     invoice and every renewal invoice its period;
+//     invoice and every renewal invoice its period, but a cancelled one
+//     whose period was reissued (renewal turned back on) with a new one;
 //   - the periods follow each other without gap, each ends where the
 //     calendar rule puts it (the anchor plus whole cycles in the billing
 //     time zone), and the order's paid_until is the last paid period's end;
 //   - never suspended for non-payment while its last period is paid;
+//   - a live order that renews never keeps a cancelled period as its
+//     latest (renewal turned back on: the period is billed again);
 //   - never terminated before terminate_after_days past an unpaid due time;
 //   - an admin's suspension is never lifted by a payment;
 //   - at the end of each sequence, after the gateway delivered every
@@ -249,9 +270,31 @@ func TestRenewalModel(t *testing.T) {
 			case "admin cancels invoice": // an admin cancels the order's newest invoice
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				if inv, ok := latestInvoice(o); ok {
-					_, err := w.orders.CancelInvoice(w.admin, inv)
-					noInternal(rt, "CancelInvoice", err)
+					o.cancelInvoice(rt, w, inv, "CancelInvoice")
 				}
+			case "invoice cancelled, renewal back on": // the open renewal invoice cancelled (renewal off with it), then renewal turned back on
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				// No invoice out yet: time passes to the day the next one is
+				// issued, and the leader issues it.
+				ps := b.periods(tb, o.id)
+				if last := ps[len(ps)-1]; last.Status == store.PeriodPaid {
+					if due := last.EndsAt.Add(-time.Duration(opts.InvoiceDays)*24*time.Hour + time.Hour); clock.Now().Before(due) {
+						clock.Set(due)
+						pass()
+					}
+				}
+				ps = b.periods(tb, o.id)
+				if last := ps[len(ps)-1]; last.Status == store.PeriodUnpaid && last.InvoiceID != nil {
+					o.cancelInvoice(rt, w, *last.InvoiceID, "CancelInvoice of the open renewal invoice")
+				}
+				// Refused (FailedPrecondition) once the paid end has passed
+				// or the order has ended; never Internal.
+				_, err := w.orders.SetOrderRenewal(asCustomer(customer), o.id, true)
+				noInternal(rt, "SetOrderRenewal back on", err)
+				if err == nil {
+					o.renewOff = false
+				}
+				pass()
 			case "admin ends order": // an admin ends an active or suspended order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
@@ -284,8 +327,10 @@ func TestRenewalModel(t *testing.T) {
 		require.NoError(tb, err)
 		require.True(tb, rep.OK(), rep.String())
 	})
-	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %.0f simulated months, %s",
-		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
+	var reissued int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = $1`, order.ActionOrderPeriodReissue).Scan(&reissued))
+	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %d periods reissued, %.0f simulated months, %s",
+		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), reissued, float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
 }
 
 func topUp(t testing.TB, b *bundle, customer uuid.UUID, amount string, at time.Time) {
@@ -301,9 +346,19 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 	ord := b.order(t, o.id)
 	ps := b.periods(t, o.id)
 	require.NotEmpty(t, ps)
-	var invoices int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM invoices WHERE order_id = $1`, o.id).Scan(&invoices))
+	// One invoice per later period; an invoice no period names is one
+	// cancelled, unpaid, whose period was reissued with a new invoice
+	// (order.period_reissue names it): nothing billed twice.
+	var invoices, stray int
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT count(*) FILTER (WHERE p.invoice_id IS NOT NULL),
+		       count(*) FILTER (WHERE p.invoice_id IS NULL AND NOT (i.status = 'cancelled' AND i.paid_amount = 0 AND EXISTS (
+		           SELECT 1 FROM audit_log a WHERE a.entity_type = 'order' AND a.entity_id = $2 AND a.action = $3
+		             AND a.before->>'invoice_id' = i.id::text)))
+		FROM invoices i LEFT JOIN service_periods p ON p.invoice_id = i.id
+		WHERE i.order_id = $1`, o.id, o.id.String(), order.ActionOrderPeriodReissue).Scan(&invoices, &stray))
 	require.Equal(t, len(ps)-1, invoices, "one invoice per later period (order %s)", o.id)
+	require.Zero(t, stray, "an invoice of order %s bills no period and was not replaced by a reissue", o.id)
 	anchor := ps[0].StartsAt
 	var lastPaid *store.ServicePeriod
 	for i, p := range ps {
@@ -330,9 +385,18 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 		require.NotEqual(t, store.PeriodPaid, last.Status, "suspended for non-payment while its last period is paid")
 		require.False(t, now.Before(last.StartsAt.Add(time.Duration(opts.SuspendAfterDays)*24*time.Hour)), "suspended before suspend_after_days")
 	}
-	if st == order.StatusTerminated && last.Status == store.PeriodCancelled && !o.adminEnded {
+	// An invoice cancelled by hand ends the service at its paid end
+	// (terminated when it was suspended then), whenever that is.
+	byHand := last.InvoiceID != nil && o.cancelledByHand[*last.InvoiceID]
+	if st == order.StatusTerminated && last.Status == store.PeriodCancelled && !o.adminEnded && !byHand {
 		require.False(t, last.UpdatedAt.Before(last.StartsAt.Add(time.Duration(opts.TerminateAfterDays)*24*time.Hour)),
 			"terminated at %s, before terminate_after_days past the due time %s", last.UpdatedAt, last.StartsAt)
+	}
+	if st.Live() && ord.Renews && last.Status == store.PeriodCancelled {
+		// Renewal turned back on after the invoice was cancelled (before the
+		// paid end: later is refused), and a pass has run since: the
+		// period is billed again, not left cancelled with nothing due.
+		require.Failf(t, "renewing with its next period cancelled", "order %s renews, yet period %d stays cancelled after a pass", o.id, last.Seq)
 	}
 	if o.adminSuspended {
 		require.Contains(t, []order.Status{order.StatusSuspended, order.StatusTerminated, order.StatusCompleted}, st, "an admin's suspension lifted")

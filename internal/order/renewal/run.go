@@ -368,9 +368,11 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		if !l.o.Renews || !live(l.o) || !cycle.Recurring() || !l.o.RenewalPrice.Valid {
 			return nil
 		}
-		last, err := store.Q(tx).LatestServicePeriod(ctx, id)
+		// The last served period: a cancelled one after it (its invoice
+		// cancelled, renewal turned back on since) is reissued.
+		last, err := lastServed(ctx, tx, id)
 		if err != nil {
-			return store.BugIfNotFound(err, "read the last period") // the scan found it
+			return err
 		}
 		if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil ||
 			last.EndsAt.After(now.Add(time.Duration(r.opts.InvoiceDays)*day)) {
@@ -392,7 +394,7 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 			}
 			next.InvoiceID = &inv.ID
 		}
-		if err := order.IssuePeriod(ctx, tx, last, next, now); err != nil {
+		if err := order.IssuePeriod(ctx, tx, last, next, by, now); err != nil {
 			return err // ErrConflict: issued by another run; this one rolls back
 		}
 		issued = true
@@ -591,26 +593,11 @@ func (r *Run) firstTimeLeft(id uuid.UUID) bool {
 	return true
 }
 
-// lastServed is order id's last period that is not cancelled: the one
-// whose end the service ends at when the order does not renew. A renewal
-// invoice cancelled by hand leaves its period, cancelled, as the order's
-// latest; the one before is the last again (before, the end step read the
-// cancelled one and never ended the service).
+// lastServed is order id's last period that is not cancelled
+// (order.LastServedPeriod); the scan that found the order found one.
 func lastServed(ctx context.Context, tx pgx.Tx, id uuid.UUID) (store.ServicePeriod, error) {
-	last, err := store.Q(tx).LatestServicePeriod(ctx, id)
-	if err != nil || last.Status != store.PeriodCancelled {
-		return last, store.BugIfNotFound(err, "read the last period") // the scan found one
-	}
-	ps, err := store.Q(tx).ListServicePeriods(ctx, id)
-	if err != nil {
-		return store.ServicePeriod{}, err
-	}
-	for i := len(ps) - 1; i >= 0; i-- {
-		if ps[i].Status != store.PeriodCancelled {
-			return ps[i], nil
-		}
-	}
-	return last, nil
+	last, err := order.LastServedPeriod(ctx, tx, id)
+	return last, store.BugIfNotFound(err, "read the last period")
 }
 
 // end ends the service of order id whose paid period is over and that does

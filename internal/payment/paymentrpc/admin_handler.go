@@ -17,18 +17,20 @@ import (
 // AdminPolicy is who may call each PaymentAdminService procedure: the
 // console's reads of refunds and the audit log are for admins alone.
 var AdminPolicy = auth.Policy{
-	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:      auth.AdminOnly,
-	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure: auth.AdminOnly,
-	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:  auth.AdminOnly,
-	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure: auth.AdminOnly,
-	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:    auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:         auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure:    auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:     auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure:    auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceGetRecurringRevenueProcedure: auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceResolveRefundProcedure:       auth.AdminOnly,
 }
 
 // AdminHandler serves billing.PaymentAdminService: decode, call the
 // domain, encode.
 type AdminHandler struct {
 	paymentpbconnect.UnimplementedPaymentAdminServiceHandler
-	svc *payment.Service
+	svc     *payment.Service
+	billing BillingRules
 }
 
 // NewAdminHandler returns the PaymentAdminService handler over svc.

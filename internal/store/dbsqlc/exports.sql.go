@@ -13,6 +13,96 @@ import (
 	"github.com/rustbill/paymentd/internal/money"
 )
 
+const exportInvoicesPage = `-- name: ExportInvoicesPage :many
+SELECT id, number, status, customer_id, order_id, amount, paid_amount,
+       currency, description, issued_at, due_at, paid_at, created_at,
+       updated_at
+FROM invoices
+WHERE created_at >= $1::timestamptz
+  AND created_at < $2::timestamptz
+  AND created_at >= $3::timestamptz
+  AND ($4::uuid IS NULL OR (created_at, id) > ($3::timestamptz, $4::uuid))
+  AND ($5::uuid IS NULL OR customer_id = $5)
+  AND ($6::uuid IS NULL OR order_id = $6)
+  AND ($7::text IS NULL OR status = $7)
+ORDER BY created_at, id
+LIMIT $8::int
+`
+
+type ExportInvoicesPageParams struct {
+	CreatedFrom    time.Time
+	CreatedTo      time.Time
+	AfterCreatedAt time.Time
+	AfterID        *uuid.UUID
+	CustomerID     *uuid.UUID
+	OrderID        *uuid.UUID
+	Status         *string
+	PageRows       int32
+}
+
+type ExportInvoicesPageRow struct {
+	ID          uuid.UUID
+	Number      *string
+	Status      string
+	CustomerID  uuid.UUID
+	OrderID     *uuid.UUID
+	Amount      money.Amount
+	PaidAmount  money.Amount
+	Currency    string
+	Description string
+	IssuedAt    *time.Time
+	DueAt       *time.Time
+	PaidAt      *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+// Each invoice created in the range, the same keyset pages, read in
+// invoices_created_at_idx order (scanned backwards).
+func (q *Queries) ExportInvoicesPage(ctx context.Context, arg ExportInvoicesPageParams) ([]ExportInvoicesPageRow, error) {
+	rows, err := q.db.Query(ctx, exportInvoicesPage,
+		arg.CreatedFrom,
+		arg.CreatedTo,
+		arg.AfterCreatedAt,
+		arg.AfterID,
+		arg.CustomerID,
+		arg.OrderID,
+		arg.Status,
+		arg.PageRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ExportInvoicesPageRow
+	for rows.Next() {
+		var i ExportInvoicesPageRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Number,
+			&i.Status,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.Amount,
+			&i.PaidAmount,
+			&i.Currency,
+			&i.Description,
+			&i.IssuedAt,
+			&i.DueAt,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const exportPaymentsPage = `-- name: ExportPaymentsPage :many
 
 SELECT id, created_at, updated_at, paid_at, failed_at, status, method,

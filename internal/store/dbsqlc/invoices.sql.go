@@ -174,6 +174,98 @@ func (q *Queries) InsertInvoice(ctx context.Context, arg InsertInvoiceParams) (I
 	return i, err
 }
 
+const insertInvoiceLine = `-- name: InsertInvoiceLine :exec
+INSERT INTO invoice_lines (
+    invoice_id,
+    position,
+    description,
+    period_start,
+    period_end,
+    quantity,
+    unit_amount,
+    amount,
+    created_at
+) VALUES (
+    $1,
+    $2,
+    $3,
+    $4,
+    $5,
+    $6,
+    $7,
+    $8,
+    $9
+)
+`
+
+type InsertInvoiceLineParams struct {
+	InvoiceID   uuid.UUID
+	Position    int32
+	Description string
+	PeriodStart *time.Time
+	PeriodEnd   *time.Time
+	Quantity    int32
+	UnitAmount  money.Amount
+	Amount      money.Amount
+	CreatedAt   time.Time
+}
+
+// One line of an invoice, written in the transaction that inserts the
+// invoice: at commit the invoice's amount must be the sum of its lines
+// (invoice_lines_sum_check).
+func (q *Queries) InsertInvoiceLine(ctx context.Context, arg InsertInvoiceLineParams) error {
+	_, err := q.db.Exec(ctx, insertInvoiceLine,
+		arg.InvoiceID,
+		arg.Position,
+		arg.Description,
+		arg.PeriodStart,
+		arg.PeriodEnd,
+		arg.Quantity,
+		arg.UnitAmount,
+		arg.Amount,
+		arg.CreatedAt,
+	)
+	return err
+}
+
+const listInvoiceLines = `-- name: ListInvoiceLines :many
+SELECT invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount, created_at FROM invoice_lines
+WHERE invoice_id = ANY($1::uuid[])
+ORDER BY invoice_id, position
+`
+
+// The lines of the given invoices, each invoice's in position order. Uses
+// invoice_lines_pkey.
+func (q *Queries) ListInvoiceLines(ctx context.Context, invoiceIds []uuid.UUID) ([]InvoiceLine, error) {
+	rows, err := q.db.Query(ctx, listInvoiceLines, invoiceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []InvoiceLine
+	for rows.Next() {
+		var i InvoiceLine
+		if err := rows.Scan(
+			&i.InvoiceID,
+			&i.Position,
+			&i.Description,
+			&i.PeriodStart,
+			&i.PeriodEnd,
+			&i.Quantity,
+			&i.UnitAmount,
+			&i.Amount,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listInvoices = `-- name: ListInvoices :many
 SELECT id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at FROM invoices
 WHERE ($1::uuid IS NULL OR customer_id = $1)
@@ -342,4 +434,29 @@ func (q *Queries) SetInvoiceStatus(ctx context.Context, arg SetInvoiceStatusPara
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const takeInvoiceNumber = `-- name: TakeInvoiceNumber :one
+INSERT INTO invoice_number_series (series, last_number, updated_at)
+VALUES ($1, 1, $2)
+ON CONFLICT (series) DO UPDATE
+SET last_number = invoice_number_series.last_number + 1,
+    updated_at = excluded.updated_at
+RETURNING last_number
+`
+
+type TakeInvoiceNumberParams struct {
+	Series    string
+	UpdatedAt time.Time
+}
+
+// The next number of series, taken in the transaction that issues the
+// invoice: the series' row stays locked until it ends, so concurrent
+// issues take 1, 2, 3, ... one after the other, and a rollback gives the
+// number back (no gap).
+func (q *Queries) TakeInvoiceNumber(ctx context.Context, arg TakeInvoiceNumberParams) (int64, error) {
+	row := q.db.QueryRow(ctx, takeInvoiceNumber, arg.Series, arg.UpdatedAt)
+	var last_number int64
+	err := row.Scan(&last_number)
+	return last_number, err
 }

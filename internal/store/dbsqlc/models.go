@@ -200,6 +200,27 @@ type Invoice struct {
 	UpdatedAt   time.Time
 }
 
+// What an invoice bills; invoices.amount is the sum of its lines (invoice_lines_sum_check, at commit).
+type InvoiceLine struct {
+	InvoiceID   uuid.UUID
+	Position    int32
+	Description string
+	PeriodStart *time.Time
+	PeriodEnd   *time.Time
+	Quantity    int32
+	UnitAmount  money.Amount
+	// quantity * unit_amount, NUMERIC(12,2), may be negative (a credit), in the invoice's currency.
+	Amount    money.Amount
+	CreatedAt time.Time
+}
+
+// Last invoice number taken per series; numbers are gapless and never reused.
+type InvoiceNumberSeries struct {
+	Series     string
+	LastNumber int64
+	UpdatedAt  time.Time
+}
+
 type LeaderLease struct {
 	Role      string
 	Holder    string

@@ -896,6 +896,69 @@ func (q *Queries) MarkServicePeriodPaid(ctx context.Context, arg MarkServicePeri
 	return i, err
 }
 
+const reissueServicePeriod = `-- name: ReissueServicePeriod :one
+UPDATE service_periods
+SET starts_at = $1, ends_at = $2, anchor_at = $3, anchor_months = $4,
+    invoice_id = $5, status = $6, paid_at = $7,
+    followed = false, notices = '{}', outcome = NULL, updated_at = $8
+WHERE order_id = $9 AND seq = $10 AND status = 'cancelled'
+RETURNING order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at
+`
+
+type ReissueServicePeriodParams struct {
+	StartsAt     time.Time
+	EndsAt       time.Time
+	AnchorAt     time.Time
+	AnchorMonths int32
+	InvoiceID    *uuid.UUID
+	Status       string
+	PaidAt       *time.Time
+	UpdatedAt    time.Time
+	OrderID      uuid.UUID
+	Seq          int32
+}
+
+// Renewal was turned back on after the invoice of period @seq was
+// cancelled: the cancelled period is billed again, by a new invoice, in
+// the same row (its seq and, unless an extension moved the paid end, its
+// start: the keys (order_id, seq) and (order_id, starts_at) allow no
+// second row). Unpaid (or paid, when free), not ended, its notices
+// cleared for the new invoice. Only a cancelled period is reissued; the
+// caller holds the order's lock and audits it (order's IssuePeriod,
+// internal/order/periods.go).
+func (q *Queries) ReissueServicePeriod(ctx context.Context, arg ReissueServicePeriodParams) (ServicePeriod, error) {
+	row := q.db.QueryRow(ctx, reissueServicePeriod,
+		arg.StartsAt,
+		arg.EndsAt,
+		arg.AnchorAt,
+		arg.AnchorMonths,
+		arg.InvoiceID,
+		arg.Status,
+		arg.PaidAt,
+		arg.UpdatedAt,
+		arg.OrderID,
+		arg.Seq,
+	)
+	var i ServicePeriod
+	err := row.Scan(
+		&i.OrderID,
+		&i.Seq,
+		&i.StartsAt,
+		&i.EndsAt,
+		&i.AnchorAt,
+		&i.AnchorMonths,
+		&i.InvoiceID,
+		&i.Status,
+		&i.PaidAt,
+		&i.Followed,
+		&i.Notices,
+		&i.Outcome,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const renewalsDueByCurrency = `-- name: RenewalsDueByCurrency :many
 SELECT currency, count(*)::bigint AS count, coalesce(sum(renewal_price), 0)::numeric(12,2) AS amount
 FROM orders

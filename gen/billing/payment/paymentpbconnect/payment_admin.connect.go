@@ -55,6 +55,9 @@ const (
 	// PaymentAdminServiceGetPaymentTrendsProcedure is the fully-qualified name of the
 	// PaymentAdminService's GetPaymentTrends RPC.
 	PaymentAdminServiceGetPaymentTrendsProcedure = "/billing.payment.PaymentAdminService/GetPaymentTrends"
+	// PaymentAdminServiceGetRecurringRevenueProcedure is the fully-qualified name of the
+	// PaymentAdminService's GetRecurringRevenue RPC.
+	PaymentAdminServiceGetRecurringRevenueProcedure = "/billing.payment.PaymentAdminService/GetRecurringRevenue"
 )
 
 // PaymentAdminServiceClient is a client for the billing.payment.PaymentAdminService service.
@@ -87,6 +90,15 @@ type PaymentAdminServiceClient interface {
 	// range (and of each day's) and the median time from creation to
 	// success. The database computes it, however many payments there are.
 	GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error)
+	// GetRecurringRevenue answers, per currency, the monthly recurring
+	// revenue (MRR: the live recurring orders' renewal prices, each
+	// normalised to a month) at the start and the end of a range of days in
+	// the admin's time zone, what moved it day by day (new, expansion,
+	// contraction, churn, reactivation), and the renewals, suspensions and
+	// terminations of the next 7 and 30 days by the billing run's clock and
+	// rules. Read from the orders and their service periods, the records the
+	// renewal invoices are issued from (docs/api.md, "Recurring revenue").
+	GetRecurringRevenue(context.Context, *connect.Request[payment.GetRecurringRevenueRequest]) (*connect.Response[payment.GetRecurringRevenueResponse], error)
 }
 
 // NewPaymentAdminServiceClient constructs a client for the billing.payment.PaymentAdminService
@@ -134,16 +146,24 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getRecurringRevenue: connect.NewClient[payment.GetRecurringRevenueRequest, payment.GetRecurringRevenueResponse](
+			httpClient,
+			baseURL+PaymentAdminServiceGetRecurringRevenueProcedure,
+			connect.WithSchema(paymentAdminServiceMethods.ByName("GetRecurringRevenue")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // paymentAdminServiceClient implements PaymentAdminServiceClient.
 type paymentAdminServiceClient struct {
-	listRefunds      *connect.Client[payment.ListRefundsRequest, payment.ListRefundsResponse]
-	listAuditEntries *connect.Client[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse]
-	resolveRefund    *connect.Client[payment.ResolveRefundRequest, payment.ResolveRefundResponse]
-	getPaymentStats  *connect.Client[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse]
-	getPaymentTrends *connect.Client[payment.GetPaymentTrendsRequest, payment.GetPaymentTrendsResponse]
+	listRefunds         *connect.Client[payment.ListRefundsRequest, payment.ListRefundsResponse]
+	listAuditEntries    *connect.Client[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse]
+	resolveRefund       *connect.Client[payment.ResolveRefundRequest, payment.ResolveRefundResponse]
+	getPaymentStats     *connect.Client[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse]
+	getPaymentTrends    *connect.Client[payment.GetPaymentTrendsRequest, payment.GetPaymentTrendsResponse]
+	getRecurringRevenue *connect.Client[payment.GetRecurringRevenueRequest, payment.GetRecurringRevenueResponse]
 }
 
 // ListRefunds calls billing.payment.PaymentAdminService.ListRefunds.
@@ -169,6 +189,11 @@ func (c *paymentAdminServiceClient) GetPaymentStats(ctx context.Context, req *co
 // GetPaymentTrends calls billing.payment.PaymentAdminService.GetPaymentTrends.
 func (c *paymentAdminServiceClient) GetPaymentTrends(ctx context.Context, req *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error) {
 	return c.getPaymentTrends.CallUnary(ctx, req)
+}
+
+// GetRecurringRevenue calls billing.payment.PaymentAdminService.GetRecurringRevenue.
+func (c *paymentAdminServiceClient) GetRecurringRevenue(ctx context.Context, req *connect.Request[payment.GetRecurringRevenueRequest]) (*connect.Response[payment.GetRecurringRevenueResponse], error) {
+	return c.getRecurringRevenue.CallUnary(ctx, req)
 }
 
 // PaymentAdminServiceHandler is an implementation of the billing.payment.PaymentAdminService
@@ -202,6 +227,15 @@ type PaymentAdminServiceHandler interface {
 	// range (and of each day's) and the median time from creation to
 	// success. The database computes it, however many payments there are.
 	GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error)
+	// GetRecurringRevenue answers, per currency, the monthly recurring
+	// revenue (MRR: the live recurring orders' renewal prices, each
+	// normalised to a month) at the start and the end of a range of days in
+	// the admin's time zone, what moved it day by day (new, expansion,
+	// contraction, churn, reactivation), and the renewals, suspensions and
+	// terminations of the next 7 and 30 days by the billing run's clock and
+	// rules. Read from the orders and their service periods, the records the
+	// renewal invoices are issued from (docs/api.md, "Recurring revenue").
+	GetRecurringRevenue(context.Context, *connect.Request[payment.GetRecurringRevenueRequest]) (*connect.Response[payment.GetRecurringRevenueResponse], error)
 }
 
 // NewPaymentAdminServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -245,6 +279,13 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	paymentAdminServiceGetRecurringRevenueHandler := connect.NewUnaryHandler(
+		PaymentAdminServiceGetRecurringRevenueProcedure,
+		svc.GetRecurringRevenue,
+		connect.WithSchema(paymentAdminServiceMethods.ByName("GetRecurringRevenue")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.payment.PaymentAdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PaymentAdminServiceListRefundsProcedure:
@@ -257,6 +298,8 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 			paymentAdminServiceGetPaymentStatsHandler.ServeHTTP(w, r)
 		case PaymentAdminServiceGetPaymentTrendsProcedure:
 			paymentAdminServiceGetPaymentTrendsHandler.ServeHTTP(w, r)
+		case PaymentAdminServiceGetRecurringRevenueProcedure:
+			paymentAdminServiceGetRecurringRevenueHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -284,4 +327,8 @@ func (UnimplementedPaymentAdminServiceHandler) GetPaymentStats(context.Context, 
 
 func (UnimplementedPaymentAdminServiceHandler) GetPaymentTrends(context.Context, *connect.Request[payment.GetPaymentTrendsRequest]) (*connect.Response[payment.GetPaymentTrendsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.GetPaymentTrends is not implemented"))
+}
+
+func (UnimplementedPaymentAdminServiceHandler) GetRecurringRevenue(context.Context, *connect.Request[payment.GetRecurringRevenueRequest]) (*connect.Response[payment.GetRecurringRevenueResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.GetRecurringRevenue is not implemented"))
 }

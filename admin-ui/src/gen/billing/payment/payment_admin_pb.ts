@@ -19,7 +19,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment_admin.proto.
  */
 export const file_billing_payment_payment_admin: GenFile = /*@__PURE__*/
-  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50Ir0BCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgphY3Rvcl9uYW1lGAogASgJInoKEkxpc3RSZWZ1bmRzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhMKBnN0YXR1cxgCIAEoCUgAiAEBEjAKCnBhZ2luYXRpb24YAyABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3RCCQoHX3N0YXR1cyJoChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiYwoUUmVzb2x2ZVJlZnVuZFJlcXVlc3QSEQoJcmVmdW5kX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYAyABKAkSDAoEbm90ZRgEIAEoCSJxChVSZXNvbHZlUmVmdW5kUmVzcG9uc2USJwoGcmVmdW5kGAEgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiwgEKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhIKCmFjdG9yX2tpbmQYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEhcKD2V4Y2x1ZGVfYWN0aW9ucxgHIAMoCSJxChhMaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLmJpbGxpbmcucGF5bWVudC5BdWRpdEVudHJ5EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJwoWR2V0UGF5bWVudFN0YXRzUmVxdWVzdBINCgVzaW5jZRgBIAEoCSLzAgoXR2V0UGF5bWVudFN0YXRzUmVzcG9uc2USDQoFc2luY2UYASABKAkSDQoFYXNfb2YYAiABKAkSDQoFdG90YWwYAyABKAQSDwoHcGVuZGluZxgEIAEoBBIPCgdzdWNjZXNzGAUgASgEEg4KBmZhaWxlZBgGIAEoBBIQCghyZWZ1bmRlZBgHIAEoBBIZCgxzdWNjZXNzX3JhdGUYCCABKAFIAIgBARITCgtwZW5kaW5nX25vdxgJIAEoBBI4CglzdWNjZWVkZWQYCiADKAsyJS5iaWxsaW5nLnBheW1lbnQuUGF5bWVudEN1cnJlbmN5VG90YWwSFwoPcmVmdW5kc19wZW5kaW5nGAsgASgEEiAKGG9sZGVzdF9wZW5kaW5nX3JlZnVuZF9hdBgMIAEoCRIxCgl0b19yZXR1cm4YDSADKAsyHi5iaWxsaW5nLnBheW1lbnQuTW9uZXlUb1JldHVybkIPCg1fc3VjY2Vzc19yYXRlIl8KDU1vbmV5VG9SZXR1cm4SEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhoKEm9sZGVzdF9jYXB0dXJlZF9hdBgEIAEoCSJjChRQYXltZW50Q3VycmVuY3lUb3RhbBIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSFwoPcmVmdW5kZWRfYW1vdW50GAQgASgJIkYKF0dldFBheW1lbnRUcmVuZHNSZXF1ZXN0EgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSEQoJdGltZV96b25lGAMgASgJIskBChhHZXRQYXltZW50VHJlbmRzUmVzcG9uc2USDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkSDQoFYXNfb2YYBCABKAkSDAoEZGF5cxgFIAMoCRIyCgpjdXJyZW5jaWVzGAYgAygLMh4uYmlsbGluZy5wYXltZW50LkN1cnJlbmN5VHJlbmQSLwoIZ2F0ZXdheXMYByADKAsyHS5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheVRyZW5kIk0KDUN1cnJlbmN5VHJlbmQSEAoIY3VycmVuY3kYASABKAkSKgoEZGF5cxgCIAMoCzIcLmJpbGxpbmcucGF5bWVudC5DdXJyZW5jeURheSJyCgtDdXJyZW5jeURheRILCgNkYXkYASABKAkSDwoHY3JlYXRlZBgCIAEoBBIRCglzdWNjZWVkZWQYAyABKAQSDgoGZmFpbGVkGAQgASgEEhAKCHJlY2VpdmVkGAUgASgJEhAKCHJlZnVuZGVkGAYgASgJIosCCgxHYXRld2F5VHJlbmQSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjcmVhdGVkGAMgASgEEhEKCXN1Y2NlZWRlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSGQoMc3VjY2Vzc19yYXRlGAYgASgBSACIAQESJgoZbWVkaWFuX3NlY29uZHNfdG9fc3VjY2VzcxgHIAEoAUgBiAEBEikKBGRheXMYCCADKAsyGy5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheURheUIPCg1fc3VjY2Vzc19yYXRlQhwKGl9tZWRpYW5fc2Vjb25kc190b19zdWNjZXNzInkKCkdhdGV3YXlEYXkSCwoDZGF5GAEgASgJEg8KB2NyZWF0ZWQYAiABKAQSEQoJc3VjY2VlZGVkGAMgASgEEg4KBmZhaWxlZBgEIAEoBBIZCgxzdWNjZXNzX3JhdGUYBSABKAFIAIgBAUIPCg1fc3VjY2Vzc19yYXRlMpsEChNQYXltZW50QWRtaW5TZXJ2aWNlEl0KC0xpc3RSZWZ1bmRzEiMuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVxdWVzdBokLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1Jlc3BvbnNlIgOQAgESbAoQTGlzdEF1ZGl0RW50cmllcxIoLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVxdWVzdBopLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2UiA5ACARJeCg1SZXNvbHZlUmVmdW5kEiUuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXNwb25zZRJpCg9HZXRQYXltZW50U3RhdHMSJy5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVxdWVzdBooLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXNwb25zZSIDkAIBEmwKEEdldFBheW1lbnRUcmVuZHMSKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1Jlc3BvbnNlIgOQAgFCPFo6Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9wYXltZW50O3BheW1lbnRwYmIGcHJvdG8z", [file_billing_payment_payment]);
+  fileDesc("CiNiaWxsaW5nL3BheW1lbnQvcGF5bWVudF9hZG1pbi5wcm90bxIPYmlsbGluZy5wYXltZW50Ir0BCgpBdWRpdEVudHJ5EgoKAmlkGAEgASgJEhIKCmFjdG9yX2tpbmQYAiABKAkSEAoIYWN0b3JfaWQYAyABKAkSDgoGYWN0aW9uGAQgASgJEhMKC2VudGl0eV90eXBlGAUgASgJEhEKCWVudGl0eV9pZBgGIAEoCRIOCgZiZWZvcmUYByABKAkSDQoFYWZ0ZXIYCCABKAkSEgoKY3JlYXRlZF9hdBgJIAEoCRISCgphY3Rvcl9uYW1lGAogASgJInoKEkxpc3RSZWZ1bmRzUmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJEhMKBnN0YXR1cxgCIAEoCUgAiAEBEjAKCnBhZ2luYXRpb24YAyABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3RCCQoHX3N0YXR1cyJoChNMaXN0UmVmdW5kc1Jlc3BvbnNlEigKB3JlZnVuZHMYASADKAsyFy5iaWxsaW5nLnBheW1lbnQuUmVmdW5kEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiYwoUUmVzb2x2ZVJlZnVuZFJlcXVlc3QSEQoJcmVmdW5kX2lkGAEgASgJEg8KB291dGNvbWUYAiABKAkSGQoRZ2F0ZXdheV9yZWZ1bmRfaWQYAyABKAkSDAoEbm90ZRgEIAEoCSJxChVSZXNvbHZlUmVmdW5kUmVzcG9uc2USJwoGcmVmdW5kGAEgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZBIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQiwgEKF0xpc3RBdWRpdEVudHJpZXNSZXF1ZXN0EhMKC2VudGl0eV90eXBlGAEgASgJEhEKCWVudGl0eV9pZBgCIAEoCRIwCgpwYWdpbmF0aW9uGAMgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhIKCmFjdG9yX2tpbmQYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEhcKD2V4Y2x1ZGVfYWN0aW9ucxgHIAMoCSJxChhMaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2USLAoHZW50cmllcxgBIAMoCzIbLmJpbGxpbmcucGF5bWVudC5BdWRpdEVudHJ5EicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJwoWR2V0UGF5bWVudFN0YXRzUmVxdWVzdBINCgVzaW5jZRgBIAEoCSLzAgoXR2V0UGF5bWVudFN0YXRzUmVzcG9uc2USDQoFc2luY2UYASABKAkSDQoFYXNfb2YYAiABKAkSDQoFdG90YWwYAyABKAQSDwoHcGVuZGluZxgEIAEoBBIPCgdzdWNjZXNzGAUgASgEEg4KBmZhaWxlZBgGIAEoBBIQCghyZWZ1bmRlZBgHIAEoBBIZCgxzdWNjZXNzX3JhdGUYCCABKAFIAIgBARITCgtwZW5kaW5nX25vdxgJIAEoBBI4CglzdWNjZWVkZWQYCiADKAsyJS5iaWxsaW5nLnBheW1lbnQuUGF5bWVudEN1cnJlbmN5VG90YWwSFwoPcmVmdW5kc19wZW5kaW5nGAsgASgEEiAKGG9sZGVzdF9wZW5kaW5nX3JlZnVuZF9hdBgMIAEoCRIxCgl0b19yZXR1cm4YDSADKAsyHi5iaWxsaW5nLnBheW1lbnQuTW9uZXlUb1JldHVybkIPCg1fc3VjY2Vzc19yYXRlIl8KDU1vbmV5VG9SZXR1cm4SEAoIY3VycmVuY3kYASABKAkSEAoIcGF5bWVudHMYAiABKAQSDgoGYW1vdW50GAMgASgJEhoKEm9sZGVzdF9jYXB0dXJlZF9hdBgEIAEoCSJjChRQYXltZW50Q3VycmVuY3lUb3RhbBIQCghjdXJyZW5jeRgBIAEoCRIQCghwYXltZW50cxgCIAEoBBIOCgZhbW91bnQYAyABKAkSFwoPcmVmdW5kZWRfYW1vdW50GAQgASgJIkYKF0dldFBheW1lbnRUcmVuZHNSZXF1ZXN0EgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSEQoJdGltZV96b25lGAMgASgJIskBChhHZXRQYXltZW50VHJlbmRzUmVzcG9uc2USDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkSDQoFYXNfb2YYBCABKAkSDAoEZGF5cxgFIAMoCRIyCgpjdXJyZW5jaWVzGAYgAygLMh4uYmlsbGluZy5wYXltZW50LkN1cnJlbmN5VHJlbmQSLwoIZ2F0ZXdheXMYByADKAsyHS5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheVRyZW5kIk0KDUN1cnJlbmN5VHJlbmQSEAoIY3VycmVuY3kYASABKAkSKgoEZGF5cxgCIAMoCzIcLmJpbGxpbmcucGF5bWVudC5DdXJyZW5jeURheSJyCgtDdXJyZW5jeURheRILCgNkYXkYASABKAkSDwoHY3JlYXRlZBgCIAEoBBIRCglzdWNjZWVkZWQYAyABKAQSDgoGZmFpbGVkGAQgASgEEhAKCHJlY2VpdmVkGAUgASgJEhAKCHJlZnVuZGVkGAYgASgJIosCCgxHYXRld2F5VHJlbmQSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDAoEbmFtZRgCIAEoCRIPCgdjcmVhdGVkGAMgASgEEhEKCXN1Y2NlZWRlZBgEIAEoBBIOCgZmYWlsZWQYBSABKAQSGQoMc3VjY2Vzc19yYXRlGAYgASgBSACIAQESJgoZbWVkaWFuX3NlY29uZHNfdG9fc3VjY2VzcxgHIAEoAUgBiAEBEikKBGRheXMYCCADKAsyGy5iaWxsaW5nLnBheW1lbnQuR2F0ZXdheURheUIPCg1fc3VjY2Vzc19yYXRlQhwKGl9tZWRpYW5fc2Vjb25kc190b19zdWNjZXNzInkKCkdhdGV3YXlEYXkSCwoDZGF5GAEgASgJEg8KB2NyZWF0ZWQYAiABKAQSEQoJc3VjY2VlZGVkGAMgASgEEg4KBmZhaWxlZBgEIAEoBBIZCgxzdWNjZXNzX3JhdGUYBSABKAFIAIgBAUIPCg1fc3VjY2Vzc19yYXRlIkkKGkdldFJlY3VycmluZ1JldmVudWVSZXF1ZXN0EgwKBGZyb20YASABKAkSCgoCdG8YAiABKAkSEQoJdGltZV96b25lGAMgASgJIuABChtHZXRSZWN1cnJpbmdSZXZlbnVlUmVzcG9uc2USDAoEZnJvbRgBIAEoCRIKCgJ0bxgCIAEoCRIRCgl0aW1lX3pvbmUYAyABKAkSDQoFYXNfb2YYBCABKAkSDAoEZGF5cxgFIAMoCRI9CgpjdXJyZW5jaWVzGAYgAygLMikuYmlsbGluZy5wYXltZW50LkN1cnJlbmN5UmVjdXJyaW5nUmV2ZW51ZRIaChJzdXNwZW5kX2FmdGVyX2RheXMYByABKA0SHAoUdGVybWluYXRlX2FmdGVyX2RheXMYCCABKA0iLQoJTXJyRmlndXJlEhAKCHNlcnZpY2VzGAEgASgEEg4KBmFtb3VudBgCIAEoCSL9AQoMTXJyTW92ZW1lbnRzEjAKDG5ld19idXNpbmVzcxgBIAEoCzIaLmJpbGxpbmcucGF5bWVudC5NcnJGaWd1cmUSLQoJZXhwYW5zaW9uGAIgASgLMhouYmlsbGluZy5wYXltZW50Lk1yckZpZ3VyZRIvCgtjb250cmFjdGlvbhgDIAEoCzIaLmJpbGxpbmcucGF5bWVudC5NcnJGaWd1cmUSKQoFY2h1cm4YBCABKAsyGi5iaWxsaW5nLnBheW1lbnQuTXJyRmlndXJlEjAKDHJlYWN0aXZhdGlvbhgFIAEoCzIaLmJpbGxpbmcucGF5bWVudC5NcnJGaWd1cmUicAoGTXJyRGF5EgsKA2RheRgBIAEoCRInCgNtcnIYAiABKAsyGi5iaWxsaW5nLnBheW1lbnQuTXJyRmlndXJlEjAKCW1vdmVtZW50cxgDIAEoCzIdLmJpbGxpbmcucGF5bWVudC5NcnJNb3ZlbWVudHMirAEKDVJlbmV3YWxzQWhlYWQSDAoEZGF5cxgBIAEoDRIQCghyZW5ld2FscxgCIAEoBBIXCg9yZW5ld2Fsc19hbW91bnQYAyABKAkSEwoLc3VzcGVuc2lvbnMYBCABKAQSGgoSc3VzcGVuc2lvbnNfYW1vdW50GAUgASgJEhQKDHRlcm1pbmF0aW9ucxgGIAEoBBIbChN0ZXJtaW5hdGlvbnNfYW1vdW50GAcgASgJIogCChhDdXJyZW5jeVJlY3VycmluZ1JldmVudWUSEAoIY3VycmVuY3kYASABKAkSKQoFc3RhcnQYAiABKAsyGi5iaWxsaW5nLnBheW1lbnQuTXJyRmlndXJlEicKA2VuZBgDIAEoCzIaLmJpbGxpbmcucGF5bWVudC5NcnJGaWd1cmUSMAoJbW92ZW1lbnRzGAQgASgLMh0uYmlsbGluZy5wYXltZW50Lk1yck1vdmVtZW50cxIlCgRkYXlzGAUgAygLMhcuYmlsbGluZy5wYXltZW50Lk1yckRheRItCgVhaGVhZBgGIAMoCzIeLmJpbGxpbmcucGF5bWVudC5SZW5ld2Fsc0FoZWFkMpIFChNQYXltZW50QWRtaW5TZXJ2aWNlEl0KC0xpc3RSZWZ1bmRzEiMuYmlsbGluZy5wYXltZW50Lkxpc3RSZWZ1bmRzUmVxdWVzdBokLmJpbGxpbmcucGF5bWVudC5MaXN0UmVmdW5kc1Jlc3BvbnNlIgOQAgESbAoQTGlzdEF1ZGl0RW50cmllcxIoLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVxdWVzdBopLmJpbGxpbmcucGF5bWVudC5MaXN0QXVkaXRFbnRyaWVzUmVzcG9uc2UiA5ACARJeCg1SZXNvbHZlUmVmdW5kEiUuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LlJlc29sdmVSZWZ1bmRSZXNwb25zZRJpCg9HZXRQYXltZW50U3RhdHMSJy5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFN0YXRzUmVxdWVzdBooLmJpbGxpbmcucGF5bWVudC5HZXRQYXltZW50U3RhdHNSZXNwb25zZSIDkAIBEmwKEEdldFBheW1lbnRUcmVuZHMSKC5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1JlcXVlc3QaKS5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFRyZW5kc1Jlc3BvbnNlIgOQAgESdQoTR2V0UmVjdXJyaW5nUmV2ZW51ZRIrLmJpbGxpbmcucGF5bWVudC5HZXRSZWN1cnJpbmdSZXZlbnVlUmVxdWVzdBosLmJpbGxpbmcucGF5bWVudC5HZXRSZWN1cnJpbmdSZXZlbnVlUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM", [file_billing_payment_payment]);
 
 /**
  * AuditEntry is one row of the append-only audit log.
@@ -847,6 +847,342 @@ export const GatewayDaySchema: GenMessage<GatewayDay> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment_admin, 16);
 
 /**
+ * @generated from message billing.payment.GetRecurringRevenueRequest
+ */
+export type GetRecurringRevenueRequest = Message<"billing.payment.GetRecurringRevenueRequest"> & {
+  /**
+   * First day of the range, YYYY-MM-DD in time_zone; empty: 29 days before
+   * to (a 30-day range).
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * Last day of the range (included), YYYY-MM-DD in time_zone; empty:
+   * today in time_zone by the billing clock. At most 366 days, not ending
+   * before it starts.
+   *
+   * @generated from field: string to = 2;
+   */
+  to: string;
+
+  /**
+   * IANA time zone whose midnights cut the days, e.g. "Asia/Shanghai";
+   * empty: UTC.
+   *
+   * @generated from field: string time_zone = 3;
+   */
+  timeZone: string;
+};
+
+/**
+ * Describes the message billing.payment.GetRecurringRevenueRequest.
+ * Use `create(GetRecurringRevenueRequestSchema)` to create a new message.
+ */
+export const GetRecurringRevenueRequestSchema: GenMessage<GetRecurringRevenueRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 17);
+
+/**
+ * @generated from message billing.payment.GetRecurringRevenueResponse
+ */
+export type GetRecurringRevenueResponse = Message<"billing.payment.GetRecurringRevenueResponse"> & {
+  /**
+   * The range answered, YYYY-MM-DD, and its zone.
+   *
+   * @generated from field: string from = 1;
+   */
+  from: string;
+
+  /**
+   * @generated from field: string to = 2;
+   */
+  to: string;
+
+  /**
+   * @generated from field: string time_zone = 3;
+   */
+  timeZone: string;
+
+  /**
+   * The billing clock's time the figures are taken at (the test clock's
+   * when it is on), RFC 3339 in UTC.
+   *
+   * @generated from field: string as_of = 4;
+   */
+  asOf: string;
+
+  /**
+   * Every day of the range in order, YYYY-MM-DD: each currency's days
+   * follow it.
+   *
+   * @generated from field: repeated string days = 5;
+   */
+  days: string[];
+
+  /**
+   * Per currency (by code) with recurring revenue in the range or
+   * renewals ahead.
+   *
+   * @generated from field: repeated billing.payment.CurrencyRecurringRevenue currencies = 6;
+   */
+  currencies: CurrencyRecurringRevenue[];
+
+  /**
+   * The billing run's rules the suspensions and terminations ahead come
+   * from: [billing] suspend_after_days and terminate_after_days (0: the
+   * step is off).
+   *
+   * @generated from field: uint32 suspend_after_days = 7;
+   */
+  suspendAfterDays: number;
+
+  /**
+   * @generated from field: uint32 terminate_after_days = 8;
+   */
+  terminateAfterDays: number;
+};
+
+/**
+ * Describes the message billing.payment.GetRecurringRevenueResponse.
+ * Use `create(GetRecurringRevenueResponseSchema)` to create a new message.
+ */
+export const GetRecurringRevenueResponseSchema: GenMessage<GetRecurringRevenueResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 18);
+
+/**
+ * MrrFigure is a number of services and the monthly revenue they make or
+ * moved: a decimal string with two fractional digits, rounded half up to
+ * the cent from the exact figure (each figure on its own, so rounded
+ * figures may miss their sum by a cent or so).
+ *
+ * @generated from message billing.payment.MrrFigure
+ */
+export type MrrFigure = Message<"billing.payment.MrrFigure"> & {
+  /**
+   * @generated from field: uint64 services = 1;
+   */
+  services: bigint;
+
+  /**
+   * @generated from field: string amount = 2;
+   */
+  amount: string;
+};
+
+/**
+ * Describes the message billing.payment.MrrFigure.
+ * Use `create(MrrFigureSchema)` to create a new message.
+ */
+export const MrrFigureSchema: GenMessage<MrrFigure> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 19);
+
+/**
+ * MrrMovements are what moved MRR: start + new_business + expansion -
+ * contraction - churn + reactivation = end, exactly before rounding.
+ *
+ * @generated from message billing.payment.MrrMovements
+ */
+export type MrrMovements = Message<"billing.payment.MrrMovements"> & {
+  /**
+   * Services that started (their order went active), their customer having
+   * no ended recurring service or another one running.
+   *
+   * @generated from field: billing.payment.MrrFigure new_business = 1;
+   */
+  newBusiness?: MrrFigure | undefined;
+
+  /**
+   * Live services moved to a higher monthly price (a plan change); none
+   * until plan changes exist.
+   *
+   * @generated from field: billing.payment.MrrFigure expansion = 2;
+   */
+  expansion?: MrrFigure | undefined;
+
+  /**
+   * Live services moved to a lower monthly price; none until plan changes
+   * exist.
+   *
+   * @generated from field: billing.payment.MrrFigure contraction = 3;
+   */
+  contraction?: MrrFigure | undefined;
+
+  /**
+   * Services that ended: completed (renewal off), terminated (unpaid, or
+   * by an admin) or refunded.
+   *
+   * @generated from field: billing.payment.MrrFigure churn = 4;
+   */
+  churn?: MrrFigure | undefined;
+
+  /**
+   * Services that started for a customer whose recurring services had all
+   * ended: a customer coming back.
+   *
+   * @generated from field: billing.payment.MrrFigure reactivation = 5;
+   */
+  reactivation?: MrrFigure | undefined;
+};
+
+/**
+ * Describes the message billing.payment.MrrMovements.
+ * Use `create(MrrMovementsSchema)` to create a new message.
+ */
+export const MrrMovementsSchema: GenMessage<MrrMovements> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 20);
+
+/**
+ * MrrDay is one currency's MRR at the end of one day and what moved it
+ * that day.
+ *
+ * @generated from message billing.payment.MrrDay
+ */
+export type MrrDay = Message<"billing.payment.MrrDay"> & {
+  /**
+   * YYYY-MM-DD in the request's zone.
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+
+  /**
+   * MRR at the day's end.
+   *
+   * @generated from field: billing.payment.MrrFigure mrr = 2;
+   */
+  mrr?: MrrFigure | undefined;
+
+  /**
+   * @generated from field: billing.payment.MrrMovements movements = 3;
+   */
+  movements?: MrrMovements | undefined;
+};
+
+/**
+ * Describes the message billing.payment.MrrDay.
+ * Use `create(MrrDaySchema)` to create a new message.
+ */
+export const MrrDaySchema: GenMessage<MrrDay> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 21);
+
+/**
+ * RenewalsAhead is what the renewal cycle does in one horizon from now,
+ * per currency.
+ *
+ * @generated from message billing.payment.RenewalsAhead
+ */
+export type RenewalsAhead = Message<"billing.payment.RenewalsAhead"> & {
+  /**
+   * Days from now: 7 or 30.
+   *
+   * @generated from field: uint32 days = 1;
+   */
+  days: number;
+
+  /**
+   * Live recurring orders that renew and whose paid service ends in the
+   * horizon, and the sum of their renewal prices (one period each).
+   *
+   * @generated from field: uint64 renewals = 2;
+   */
+  renewals: bigint;
+
+  /**
+   * @generated from field: string renewals_amount = 3;
+   */
+  renewalsAmount: string;
+
+  /**
+   * Active orders the billing run suspends in the horizon (their renewal
+   * invoice still unpaid suspend_after_days past due), and what they owe.
+   *
+   * @generated from field: uint64 suspensions = 4;
+   */
+  suspensions: bigint;
+
+  /**
+   * @generated from field: string suspensions_amount = 5;
+   */
+  suspensionsAmount: string;
+
+  /**
+   * Live orders the billing run terminates in the horizon (unpaid
+   * terminate_after_days past due; a partly paid invoice is left to an
+   * admin and not counted), and what they owe.
+   *
+   * @generated from field: uint64 terminations = 6;
+   */
+  terminations: bigint;
+
+  /**
+   * @generated from field: string terminations_amount = 7;
+   */
+  terminationsAmount: string;
+};
+
+/**
+ * Describes the message billing.payment.RenewalsAhead.
+ * Use `create(RenewalsAheadSchema)` to create a new message.
+ */
+export const RenewalsAheadSchema: GenMessage<RenewalsAhead> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 22);
+
+/**
+ * CurrencyRecurringRevenue is one currency's recurring revenue.
+ *
+ * @generated from message billing.payment.CurrencyRecurringRevenue
+ */
+export type CurrencyRecurringRevenue = Message<"billing.payment.CurrencyRecurringRevenue"> & {
+  /**
+   * ISO 4217 code.
+   *
+   * @generated from field: string currency = 1;
+   */
+  currency: string;
+
+  /**
+   * MRR when the range begins and when it ends.
+   *
+   * @generated from field: billing.payment.MrrFigure start = 2;
+   */
+  start?: MrrFigure | undefined;
+
+  /**
+   * @generated from field: billing.payment.MrrFigure end = 3;
+   */
+  end?: MrrFigure | undefined;
+
+  /**
+   * What moved it over the range.
+   *
+   * @generated from field: billing.payment.MrrMovements movements = 4;
+   */
+  movements?: MrrMovements | undefined;
+
+  /**
+   * One entry per day of the range, in order.
+   *
+   * @generated from field: repeated billing.payment.MrrDay days = 5;
+   */
+  days: MrrDay[];
+
+  /**
+   * The next 7 and 30 days, in that order.
+   *
+   * @generated from field: repeated billing.payment.RenewalsAhead ahead = 6;
+   */
+  ahead: RenewalsAhead[];
+};
+
+/**
+ * Describes the message billing.payment.CurrencyRecurringRevenue.
+ * Use `create(CurrencyRecurringRevenueSchema)` to create a new message.
+ */
+export const CurrencyRecurringRevenueSchema: GenMessage<CurrencyRecurringRevenue> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment_admin, 23);
+
+/**
  * PaymentAdminService reads what the admin console shows beside a payment
  * (admin only).
  *
@@ -920,6 +1256,23 @@ export const PaymentAdminService: GenService<{
     methodKind: "unary";
     input: typeof GetPaymentTrendsRequestSchema;
     output: typeof GetPaymentTrendsResponseSchema;
+  },
+  /**
+   * GetRecurringRevenue answers, per currency, the monthly recurring
+   * revenue (MRR: the live recurring orders' renewal prices, each
+   * normalised to a month) at the start and the end of a range of days in
+   * the admin's time zone, what moved it day by day (new, expansion,
+   * contraction, churn, reactivation), and the renewals, suspensions and
+   * terminations of the next 7 and 30 days by the billing run's clock and
+   * rules. Read from the orders and their service periods, the records the
+   * renewal invoices are issued from (docs/api.md, "Recurring revenue").
+   *
+   * @generated from rpc billing.payment.PaymentAdminService.GetRecurringRevenue
+   */
+  getRecurringRevenue: {
+    methodKind: "unary";
+    input: typeof GetRecurringRevenueRequestSchema;
+    output: typeof GetRecurringRevenueResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_payment_payment_admin, 0);

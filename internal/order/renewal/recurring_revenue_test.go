@@ -1,0 +1,215 @@
+package renewal_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/apd/v3"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/money"
+	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/testfixture"
+)
+
+// mrrService is what the test knows of a service it drove: its monthly
+// price in twelfths of a cent, when it started, when it ended (zero: not),
+// and whether its customer came back with it.
+type mrrService struct {
+	id           uuid.UUID
+	twelfths     int64
+	start, end   time.Time
+	reactivation bool
+}
+
+// mrrModel is the figures a range should have, from what the test did.
+func mrrModel(services []*mrrService, lo, hi time.Time) (start, end, newBiz, churn, react int64) {
+	in := func(s *mrrService, t time.Time) bool {
+		return s.start.Before(t) && (s.end.IsZero() || !s.end.Before(t))
+	}
+	for _, s := range services {
+		if in(s, lo) {
+			start += s.twelfths
+		}
+		if in(s, hi) {
+			end += s.twelfths
+		}
+		if !s.start.Before(lo) && s.start.Before(hi) {
+			if s.reactivation {
+				react += s.twelfths
+			} else {
+				newBiz += s.twelfths
+			}
+		}
+		if !s.end.IsZero() && !s.end.Before(lo) && s.end.Before(hi) {
+			churn += s.twelfths
+		}
+	}
+	return
+}
+
+// liveMRR is the sum of the live recurring orders' renewal prices, each
+// divided by its cycle's months with apd, rounded half up to the cent:
+// what GetRecurringRevenue's MRR at the end of a range ending today must
+// say, computed apart from it.
+func (b *bundle) liveMRR(t *testing.T) string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `SELECT billing_cycle, renewal_price FROM orders
+		WHERE status = ANY($1) AND billing_cycle <> 'one_time'`, order.LiveStatuses())
+	require.NoError(t, err)
+	defer rows.Close()
+	ctx := apd.BaseContext.WithPrecision(50)
+	sum := apd.New(0, 0)
+	for rows.Next() {
+		var cycle string
+		var price money.Amount
+		require.NoError(t, rows.Scan(&cycle, &price))
+		d := price.Decimal()
+		var month apd.Decimal
+		_, err := ctx.Quo(&month, &d, apd.New(int64(order.BillingCycle(cycle).Months()), 0))
+		require.NoError(t, err)
+		_, err = ctx.Add(sum, sum, &month)
+		require.NoError(t, err)
+	}
+	require.NoError(t, rows.Err())
+	ctx.Rounding = apd.RoundHalfUp
+	var out apd.Decimal
+	_, err = ctx.Quantize(&out, sum, -2)
+	require.NoError(t, err)
+	return out.Text('f')
+}
+
+// A sequence of services through the real renewal run — bought, renewed
+// from the balance, ended with renewal off, suspended and terminated,
+// suspended and resumed on payment, and a customer coming back — and
+// GetRecurringRevenue's figures over several ranges: MRR at the end of a
+// range ending now is the live orders' monthly-normalised renewal prices
+// (annual / 12, quarterly / 3); each range's start, movements and end are
+// what the services did; they add up; consecutive ranges meet; and the
+// renewals, suspensions and terminations ahead are the run's next steps.
+func TestRecurringRevenueIsWhatTheOrdersAndPeriodsSay(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.January, 1, 0), defaults())
+	ctx := b.admin(t)
+	svc := payment.NewService(b.pool, slog.New(slog.DiscardHandler))
+	opts := defaults()
+	ask := func(from, to string) payment.RecurringRevenue {
+		t.Helper()
+		rr, err := svc.RecurringRevenue(ctx, payment.RecurringQuery{
+			TrendQuery: payment.TrendQuery{From: from, To: to, Zone: "UTC"}, Now: b.clock.Now(),
+			SuspendAfter:   time.Duration(opts.SuspendAfterDays) * 24 * time.Hour,
+			TerminateAfter: time.Duration(opts.TerminateAfterDays) * 24 * time.Hour,
+		})
+		require.NoError(t, err)
+		return rr
+	}
+	var services []*mrrService
+	buy := func(customer uuid.UUID, cycle, price string, reactivation bool) *mrrService {
+		t.Helper()
+		cents := money.MustParse(price).Cents()
+		s := &mrrService{twelfths: cents * 12 / int64(order.BillingCycle(cycle).Months()), start: b.clock.Now(), reactivation: reactivation}
+		s.id = b.activeOrder(t, customer, cycle, price)
+		services = append(services, s)
+		return s
+	}
+	ended := func(s *mrrService, status order.Status) {
+		t.Helper()
+		require.Equal(t, string(status), b.order(t, s.id).Status)
+		s.end = b.clock.Now()
+	}
+	a, bc, c, d, e := testfixture.Customer(t, b.pool), testfixture.Customer(t, b.pool), testfixture.Customer(t, b.pool),
+		testfixture.Customer(t, b.pool), testfixture.Customer(t, b.pool)
+
+	a1 := buy(a, "monthly", "10.00", false)
+	b.clock.Set(at(time.January, 2, 0))
+	b1 := buy(bc, "monthly", "20.00", false)
+	b.clock.Set(at(time.January, 3, 0))
+	c1 := buy(c, "monthly", "15.00", false)
+	_, err := store.Q(b.pool).SetOrderRenews(context.Background(), store.SetOrderRenewsParams{ID: c1.id, Renews: false, UpdatedAt: b.clock.Now()})
+	require.NoError(t, err)
+	b.clock.Set(at(time.January, 4, 0))
+	buy(a, "annual", "100.00", false) // 8.333… a month, exact until answered
+	b.clock.Set(at(time.January, 5, 0))
+	buy(e, "quarterly", "30.00", false)
+	b.clock.Set(at(time.January, 6, 0))
+	d1 := buy(d, "monthly", "12.00", false)
+	b.topUp(t, a, "100.00")
+
+	// Jan 27: A1's renewal is issued and paid from the balance, B1's is
+	// issued unpaid. Ahead: B1 renews by Feb 2 (7 days), D1 by Feb 6 (30
+	// days); B1 is suspended on Feb 5 and terminated on Feb 16 (30 days).
+	b.clock.Set(at(time.January, 27, 0))
+	r := b.pass(t)
+	require.Equal(t, 2, r.Issued)
+	require.Equal(t, 1, r.AutoPaid)
+	now := ask("", "")
+	require.Len(t, now.Currencies, 1)
+	cny := now.Currencies[0]
+	require.Equal(t, payment.Ahead{Renewals: 1, RenewalCents: 2000}, cny.Near)
+	require.Equal(t, payment.Ahead{Renewals: 2, RenewalCents: 3200, Suspensions: 1, SuspensionCents: 2000, Terminations: 1, TerminationCents: 2000}, cny.Far)
+	require.Equal(t, b.liveMRR(t), cny.End.Amount.String())
+
+	b.clock.Set(at(time.January, 30, 0))
+	require.Equal(t, 1, b.pass(t).Issued, "D1's renewal, unpaid")
+	b.clock.Set(at(time.February, 3, 0))
+	require.Equal(t, 1, b.pass(t).Ended, "C1 at its paid end, renewal off")
+	ended(c1, order.StatusCompleted)
+	b.clock.Set(at(time.February, 5, 0))
+	require.Equal(t, 1, b.pass(t).Suspended, "B1")
+	b.clock.Set(at(time.February, 9, 0))
+	require.Equal(t, 1, b.pass(t).Suspended, "D1")
+	require.Equal(t, b.liveMRR(t), ask("", "").Currencies[0].End.Amount.String(), "suspended services stay in MRR")
+	b.clock.Set(at(time.February, 10, 0))
+	buy(c, "monthly", "15.00", true) // C comes back
+	b.clock.Set(at(time.February, 11, 0))
+	b.topUp(t, d, "12.00")
+	require.Equal(t, 1, b.pass(t).AutoPaid, "D1 paid and resumed")
+	require.Equal(t, string(order.StatusActive), b.order(t, d1.id).Status)
+	b.clock.Set(at(time.February, 16, 0))
+	require.Equal(t, 1, b.pass(t).Terminated, "B1")
+	ended(b1, order.StatusTerminated)
+	b.clock.Set(at(time.February, 16, 5))
+	require.Equal(t, string(order.StatusActive), b.order(t, a1.id).Status)
+
+	day := func(s string) time.Time {
+		d, err := time.Parse("2006-01-02", s)
+		require.NoError(t, err)
+		return d
+	}
+	for _, w := range []struct{ from, to string }{
+		{"2027-01-01", "2027-01-31"}, {"2027-02-01", "2027-02-16"}, {"2026-12-20", "2027-02-16"},
+		{"2027-01-10", "2027-02-04"}, {"2027-02-03", "2027-02-03"}, {"2027-02-10", "2027-02-16"},
+	} {
+		rr := ask(w.from, w.to)
+		require.Len(t, rr.Currencies, 1, "%v", w)
+		got := rr.Currencies[0]
+		start, end, newBiz, churn, react := mrrModel(services, day(w.from), day(w.to).AddDate(0, 0, 1))
+		require.Equal(t, payment.Twelfths(start), got.Start.Amount, "start of %v", w)
+		require.Equal(t, payment.Twelfths(newBiz), got.New.Amount, "new in %v", w)
+		require.Equal(t, payment.Twelfths(churn), got.Churn.Amount, "churn in %v", w)
+		require.Equal(t, payment.Twelfths(react), got.Reactivation.Amount, "reactivation in %v", w)
+		require.Equal(t, payment.Twelfths(end), got.End.Amount, "end of %v", w)
+		require.Zero(t, got.Expansion.Amount, "no plan changes yet")
+		require.Zero(t, got.Contraction.Amount, "no plan changes yet")
+		require.Equal(t, got.End.Amount, got.Start.Amount+got.New.Amount+got.Expansion.Amount-got.Contraction.Amount-got.Churn.Amount+got.Reactivation.Amount,
+			"the movements add up in %v", w)
+		require.Equal(t, got.End, got.Days[len(got.Days)-1].End, "the last day ends at the range's end")
+		var net payment.Movement
+		for _, d := range got.Days {
+			n := d.Net()
+			net.Services += n.Services
+			net.Amount += n.Amount
+		}
+		require.Equal(t, got.Net(), net, "the days add up to the range in %v", w)
+	}
+	today := ask("2027-02-01", "")
+	require.Equal(t, b.liveMRR(t), today.Currencies[0].End.Amount.String())
+	require.Equal(t, "55.33", today.Currencies[0].End.Amount.String(), "A1 10 + A2 8.33… + E1 10 + D1 12 + C2 15 (B1 and C1 ended)")
+	require.Equal(t, ask("2027-01-01", "2027-01-31").Currencies[0].End, today.Currencies[0].Start, "consecutive ranges meet")
+	b.checkMoney(t)
+}
