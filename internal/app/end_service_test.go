@@ -17,9 +17,11 @@ import (
 	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
+	"github.com/rustbill/paymentd/internal/ledger"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
 
@@ -167,7 +169,7 @@ func TestACustomerEndsTheirServiceNowWithABalanceCredit(t *testing.T) {
 	require.Zero(t, r.Msg.GetIssued())
 	require.Len(t, get().GetPeriods(), 2)
 	require.Equal(t, want, balance())
-	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+	endLedgerClean(t, e.r.app.Pool())
 }
 
 // An admin ends a gateway-paid service with a gateway credit: the unused
@@ -212,7 +214,7 @@ func TestAnAdminEndsAServiceNowWithAGatewayRefund(t *testing.T) {
 	refunds := e.fake.Refunds()
 	require.Len(t, refunds, 1)
 	require.True(t, strings.HasPrefix(refunds[0].Money, credited.String()), "the gateway refunded %s", refunds[0].Money)
-	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+	endLedgerClean(t, e.r.app.Pool())
 }
 
 // The credit never exceeds what the period's payments still hold: an admin
@@ -241,7 +243,105 @@ func TestEndingNowNeverCreditsMoreThanThePeriodsPaymentsHold(t *testing.T) {
 	var b money.Amount
 	require.NoError(t, e.r.app.Pool().QueryRow(ctx, `SELECT balance FROM customers WHERE id = $1`, e.c.customerID).Scan(&b))
 	require.Equal(t, "1.00", b.String())
-	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
+	// The credit is a refund of the payment to the balance: the payment is
+	// refunded in full now, but the order stays terminated by the end
+	// (no order_refunded, no refunded status).
+	after, err := e.payments.GetPayment(ctx, with(&paymentpb.GetPaymentRequest{Id: pay.GetId()}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "10.00", after.Msg.GetPayment().GetRefundedAmount())
+	require.Equal(t, "refunded", after.Msg.GetPayment().GetStatus())
+	require.Equal(t, "terminated", ended.Msg.GetOrder().GetStatus())
+	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded'`, id))
+	endLedgerClean(t, e.r.app.Pool())
+}
+
+// A balance credit is recorded against the period's payment, as a refund
+// of it to the balance: ended with a 7.00 credit of a 30.00 payment, the
+// payment shows 7.00 refunded and only 23.00 is left for an admin's
+// RefundPayment. Asking for more is refused and changes nothing; the rest
+// refunds the payment in full without a second end of the order (it stays
+// terminated, no order_refunded). The money went out exactly once:
+// 7.00 on the balance, 23.00 at the gateway.
+func TestAnEndingNowBalanceCreditIsARefundOfThePeriodsPayment(t *testing.T) {
+	t.Parallel()
+	e := startPayments(t, func(c *config.Config) {
+		c.Billing.TestClock = true
+	})
+	ctx := context.Background()
+	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS monthly", Price: "30.00", Currency: "CNY", BillingCycle: "monthly"}, e.c.admin))
+	require.NoError(t, err)
+	placed, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}, e.c.customer))
+	require.NoError(t, err)
+	id := placed.Msg.GetOrder().GetId()
+	pay := e.createPaymentVia(t, id, e.epayGW).GetPayment()
+	require.NoError(t, e.fake.Pay(pay.GetId()))
+	e.waitSettled(t, pay.GetId())
+	e.waitOrderStatus(t, id, "active")
+	got, err := e.orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	p1 := got.Msg.GetPeriods()[0]
+	start, err := time.Parse(time.RFC3339Nano, p1.GetStartsAt())
+	require.NoError(t, err)
+	end, err := time.Parse(time.RFC3339Nano, p1.GetEndsAt())
+	require.NoError(t, err)
+	// The billing clock moves to a second past the point where 7/30 of the
+	// period is left: the share is 7.00 less a few seconds' worth, 7.00 to
+	// the cent.
+	left := end.Sub(start) * 7 / 30
+	_, err = e.orders.AdvanceBillingClock(ctx, with(&orderpb.AdvanceBillingClockRequest{Seconds: int64(end.Add(-left).Sub(time.Now())/time.Second) + 1}, e.c.admin))
+	require.NoError(t, err)
+
+	ended, err := e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, e.c.customer))
+	require.NoError(t, err)
+	require.Equal(t, "7.00", ended.Msg.GetCredited())
+	payment := func() *paymentpb.PaymentRecord {
+		t.Helper()
+		res, err := e.payments.GetPayment(ctx, with(&paymentpb.GetPaymentRequest{Id: pay.GetId()}, e.c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetPayment()
+	}
+	require.Equal(t, "7.00", payment().GetRefundedAmount(), "the credit is on the period's payment")
+	require.Equal(t, "success", payment().GetStatus())
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM refunds WHERE payment_id = $1 AND destination = 'balance' AND status = 'succeeded' AND amount = 7.00`, pay.GetId()))
+	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM balance_transactions WHERE customer_id = $1 AND type = 'refund' AND payment_id = $2 AND amount = 7.00`,
+		e.c.customerID, pay.GetId()))
+	endLedgerClean(t, e.r.app.Pool())
+
+	// More than the 23.00 left is refused, and nothing changes.
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: pay.GetId(), Amount: "23.01", Reason: "changed mind"}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	require.Equal(t, "7.00", payment().GetRefundedAmount())
+	require.Empty(t, e.fake.Refunds())
+
+	// The rest, in full: 23.00 at the gateway, the payment refunded.
+	res, err := e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: pay.GetId(), Reason: "the rest"}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "23.00", res.Msg.GetRefund().GetAmount())
+	require.Equal(t, "30.00", payment().GetRefundedAmount())
+	require.Equal(t, "refunded", payment().GetStatus())
+	refunds := e.fake.Refunds()
+	require.Len(t, refunds, 1)
+	require.True(t, strings.HasPrefix(refunds[0].Money, "23.00"), "the gateway refunded %s", refunds[0].Money)
+	o, err := e.orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "terminated", o.Msg.GetOrder().GetStatus(), "the end stands: the full refund does not end the order again")
+	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'order_refunded'`, id))
+	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: pay.GetId(), Amount: "0.01", Reason: "again"}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	var b money.Amount
+	require.NoError(t, e.r.app.Pool().QueryRow(ctx, `SELECT balance FROM customers WHERE id = $1`, e.c.customerID).Scan(&b))
+	require.Equal(t, "7.00", b.String())
+	endLedgerClean(t, e.r.app.Pool())
+}
+
+// endLedgerClean: ledger.Verify finds nothing broken and the money
+// invariants hold.
+func endLedgerClean(t *testing.T, db store.DB) {
+	t.Helper()
+	rep, err := ledger.Verify(context.Background(), db)
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%s", rep)
+	testfixture.CheckMoneyInvariants(t, db)
 }
 
 func mailBodies(s *notifytest.SMTPServer) []string {

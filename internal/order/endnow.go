@@ -11,7 +11,6 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/auth"
-	"github.com/rustbill/paymentd/internal/balance"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -75,6 +74,24 @@ type Ended struct {
 	Refunds  []ShareRefund
 }
 
+// BalanceRefunder refunds part of a payment to the customer's balance
+// inside the caller's transaction, through internal/payment's refund path
+// (payment.Service.RefundToBalanceInTx): a succeeded refund row with
+// destination balance, a refund ledger row, the payment's refunded amount
+// grown, the order left to the caller. acct is the customer, locked in tx
+// before the order; the answer is the refund and the customer afterwards.
+type BalanceRefunder interface {
+	RefundToBalanceInTx(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, who audit.Actor, requestedBy *uuid.UUID,
+		paymentID uuid.UUID, amount money.Amount, reason, description string) (uuid.UUID, store.BalanceAccount, error)
+}
+
+// WithBalanceRefunder returns s recording EndService's balance credit
+// through r.
+func (s *Service) WithBalanceRefunder(r BalanceRefunder) *Service {
+	s.balanceRefunder = r
+	return s
+}
+
 // WithEndNowCredit returns s with [billing].end_now_credit: the most a
 // customer who ends a service now may get (none or balance).
 func (s *Service) WithEndNowCredit(c EndCredit) *Service {
@@ -87,9 +104,12 @@ func (s *Service) WithEndNowCredit(c EndCredit) *Service {
 // order is terminated (Transition: its periods end, its open renewal
 // invoice is cancelled, service_terminated ends the instance at the
 // provider), its paid end moves to now on the billing clock, and the
-// unused share of its paid periods (UnusedShare) is kept (none), credited
-// to the balance in the same transaction (balance), or returned for the
-// caller to refund to each period's payments (gateway, admin only).
+// unused share of its paid periods (UnusedShare) is kept (none), refunded
+// from each period's payments to the customer's balance in the same
+// transaction (balance: refund rows with destination balance, through
+// BalanceRefunder, so the payments' refundable amount shrinks by the
+// credit), or returned for the caller to refund to each period's payments
+// their own way (gateway, admin only).
 //
 // A customer asking for gateway is PermissionDenied; asking for more than
 // [billing].end_now_credit (balance when it says none) is
@@ -112,10 +132,16 @@ func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (
 			return Ended{}, apperr.New(apperr.FailedPrecondition, "this service credits %s when a service ends now ([billing].end_now_credit); ask for that or less", s.endCredit())
 		}
 	}
+	if mode == CreditBalance && s.balanceRefunder == nil {
+		return Ended{}, apperr.New(apperr.FailedPrecondition, "balance credits are not available here")
+	}
 	var out Ended
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := lockOwnOrder(ctx, tx, p, id)
-		if err != nil {
+		// The customer first, then the order: the lock order of every
+		// balance change (the balance credit is refunds to the balance).
+		acct, o, err := store.LockForBalancePayment(ctx, tx, id)
+		hidden := apperr.New(apperr.NotFound, "order %s not found", id)
+		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
 			return err
 		}
 		if !BillingCycle(o.BillingCycle).Recurring() {
@@ -138,42 +164,31 @@ func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (
 		by := audit.Of(p)
 		switch mode {
 		case CreditBalance:
-			out.Credited = out.Unused
-			if out.Credited.Sign() > 0 {
-				var admin *uuid.UUID
-				if p.IsAdmin() {
-					admin = &p.ID
+			var admin *uuid.UUID
+			if p.IsAdmin() {
+				admin = &p.ID
+			}
+			refunds, err := splitShares(ctx, tx, shares)
+			if err != nil {
+				return err
+			}
+			for _, r := range refunds {
+				if _, acct, err = s.balanceRefunder.RefundToBalanceInTx(ctx, tx, acct, by, admin, r.PaymentID, r.Amount,
+					fmt.Sprintf("order %s ended now: unused share", o.ID),
+					fmt.Sprintf("order %s ended now: unused share of its paid period, refund of payment %s", o.ID, r.PaymentID)); err != nil {
+					return err
 				}
-				if _, err := balance.Post(ctx, tx, balance.Entry{
-					CustomerID: o.CustomerID, Kind: balance.ManualAdjust, Amount: out.Credited, Currency: o.Currency,
-					CreatedBy: admin, Description: fmt.Sprintf("order %s ended now: unused share of its paid period", o.ID),
-					By: by, At: at,
-				}); err != nil {
+				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
 					return err
 				}
 			}
 		case CreditGateway:
-			for _, sh := range shares {
-				left := sh.share
-				for _, pay := range sh.payments {
-					if left.Sign() <= 0 {
-						break
-					}
-					room, err := pay.Amount.Sub(pay.RefundedAmount)
-					if err != nil || room.Sign() <= 0 {
-						continue
-					}
-					amt := left
-					if amt.Cmp(room) > 0 {
-						amt = room
-					}
-					out.Refunds = append(out.Refunds, ShareRefund{PaymentID: pay.ID, Amount: amt})
-					if left, err = left.Sub(amt); err != nil {
-						return err
-					}
-					if out.Credited, err = out.Credited.Add(amt); err != nil {
-						return err
-					}
+			if out.Refunds, err = splitShares(ctx, tx, shares); err != nil {
+				return err
+			}
+			for _, r := range out.Refunds {
+				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
+					return err
 				}
 			}
 		}
@@ -192,6 +207,42 @@ func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (
 	}
 	s.log.InfoContext(ctx, "service ended now", "order_id", id, "credit", mode, "unused", out.Unused.String(),
 		"credited", out.Credited.String(), "principal", p.String())
+	return out, nil
+}
+
+// splitShares splits each period's unused share over the payments that
+// paid it, oldest first, each at most what is neither refunded nor being
+// refunded of it (a pending refund reserves its amount): the refunds that
+// credit the share.
+func splitShares(ctx context.Context, tx pgx.Tx, shares []periodShare) ([]ShareRefund, error) {
+	var out []ShareRefund
+	for _, sh := range shares {
+		left := sh.share
+		for _, pay := range sh.payments {
+			if left.Sign() <= 0 {
+				break
+			}
+			reserved, err := store.Q(tx).ReservedRefundAmount(ctx, pay.ID)
+			if err != nil {
+				return nil, err
+			}
+			room, err := pay.Amount.Sub(reserved)
+			if err != nil {
+				return nil, err
+			}
+			if room.Sign() <= 0 {
+				continue
+			}
+			amt := left
+			if amt.Cmp(room) > 0 {
+				amt = room
+			}
+			out = append(out, ShareRefund{PaymentID: pay.ID, Amount: amt})
+			if left, err = left.Sub(amt); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return out, nil
 }
 
