@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -142,9 +144,8 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	require.Equal(t, exitUsage, code, "restarting cannot fix a schema: %s", stderr)
 	require.Equal(t, "paymentd: schema check: the database's schema is not the one this build expects: "+
 		"column customers.token_generation is missing (00001_identity.sql makes it) (and 1 more refused); nothing was served: "+
-		"if a pre-release build (from before v0.1.0) made this database, it has no upgrade path: "+
-		"export what you keep and start on a new database (CHANGELOG.md, v0.1.0); "+
-		"otherwise bring its schema back to this build's (restore a backup, or undo a change made by hand); "+
+		"run the paymentd that made this database, or bring its schema back to this build's "+
+		"(restore a backup, recreate the database, or undo a change made by hand); "+
 		`paymentd migrate status lists every difference (docs/operations.md, "Upgrading")`, lastLine(stderr))
 	require.NotContains(t, stderr, "bootstrap admin")
 	require.NotContains(t, stderr, "schema migrated", "the refused start applied nothing, and its log says so")
@@ -156,7 +157,7 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	code, stdout, stderr = runCLI(t, "migrate", "status")
 	require.Equal(t, exitUsage, code, stderr)
 	require.Contains(t, stdout, "\nschema: 2 difference(s) from this build's (2 refused, 0 left alone; "+
-		"the database records migration 00009, this build knows up to 00009):\n"+
+		fmt.Sprintf("the database records migration %05[1]d, this build knows up to %05[1]d):\n", migrate.KnownVersion())+
 		"  missing  column customers.token_generation (00001_identity.sql): bigint not null default 0 [refused]\n"+
 		"  missing  constraint customers.customers_token_generation_check (00001_identity.sql): CHECK ((token_generation >= 0)) [refused]\n")
 	require.Contains(t, lastLine(stderr), "paymentd: schema check: ")

@@ -289,14 +289,16 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 	// Delivered again (and delivered twice at once): nothing more.
 	var wg sync.WaitGroup
 	codes := make([]int, 4)
+	errs := make([]error, 4)
 	for i := range codes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i], _ = s.post(t, failedEv, stripeSign(failedEv, stripeWhsec, time.Now()))
+			codes[i], _, errs[i] = s.send(failedEv, stripeSign(failedEv, stripeWhsec, time.Now()))
 		}()
 	}
 	wg.Wait()
+	require.Equal(t, []error{nil, nil, nil, nil}, errs)
 	require.Equal(t, []int{200, 200, 200, 200}, codes)
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM audit_log WHERE action = 'refund.fail' AND entity_id = $1`, r1.GetId()))
 	require.Equal(t, "failed", refundStatus(r1.GetId()))
@@ -320,10 +322,11 @@ func TestStripeRefundNotificationsCompleteOrFailAPendingRefundOnce(t *testing.T)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes[i], _ = s.post(t, succeeded, stripeSign(succeeded, stripeWhsec, time.Now()))
+			codes[i], _, errs[i] = s.send(succeeded, stripeSign(succeeded, stripeWhsec, time.Now()))
 		}()
 	}
 	wg.Wait()
+	require.Equal(t, []error{nil, nil, nil, nil}, errs)
 	require.Equal(t, []int{200, 200, 200, 200}, codes)
 	require.Equal(t, "succeeded", refundStatus(r2.GetId()))
 	after := s.getPayment(t, p.GetId())

@@ -106,18 +106,30 @@ func completedIn(p *paymentpb.PaymentRecord, typ string, amount int, currency st
 // status and body.
 func (s *stripeBundle) post(t *testing.T, payload []byte, signature string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.r.baseURL+"/callbacks/"+s.gw, strings.NewReader(string(payload)))
+	code, body, err := s.send(payload, signature)
 	require.NoError(t, err)
+	return code, body
+}
+
+// send is post for a goroutine of the test's own: the error is returned
+// for the test's goroutine to require on.
+func (s *stripeBundle) send(payload []byte, signature string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPost, s.r.baseURL+"/callbacks/"+s.gw, strings.NewReader(string(payload)))
+	if err != nil {
+		return 0, "", err
+	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks)")
 	if signature != "" {
 		req.Header.Set("Stripe-Signature", signature)
 	}
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, "", err
+	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 func stripeSign(payload []byte, secret string, at time.Time) string {

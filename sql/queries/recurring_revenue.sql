@@ -16,8 +16,9 @@
 -- MRR at the end of the range is the live recurring orders now, corrected
 -- by the services that started or ended after the range (a range in the
 -- past); the movements are the first periods that started and the
--- periods closed ended or refunded since the range began, each order
--- looked up by its key (docs/performance.md, "Recurring revenue").
+-- periods closed ended or refunded since the range began, read through
+-- the partial indexes of migration 00011, each order looked up by its key
+-- (docs/performance.md, "Recurring revenue").
 
 -- name: RecurringRevenueMovements :many
 -- Per currency and billing cycle: kind 'live', the live recurring orders
