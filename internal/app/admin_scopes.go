@@ -78,6 +78,7 @@ var AdminKeyScopes = auth.Scopes{
 	// The renewal cycle's manual actions change what a customer is billed
 	// and served; the test clock drives the billing run.
 	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.ScopeAdmin,
+	orderpbconnect.OrderServiceEndServiceProcedure:          auth.ScopeAdmin,
 	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.ScopeAdmin,
 	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.ScopeAdmin,
 	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.ScopeAdmin,

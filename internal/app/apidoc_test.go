@@ -1018,6 +1018,25 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle) fu
 			}, 10*time.Second, 20*time.Millisecond)
 			env.vars["RENEWAL_ORDER_ID"] = id
 		}
+		if env.has("RENEWAL_ORDER_ID") && !env.has("END_ORDER_ID") {
+			// A second monthly service, active, for EndService's example
+			// (which ends it), paid from a balance an admin credited.
+			o, err := orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: renewalProduct(t, ctx, orders, env.vars["RENEWAL_ORDER_ID"], customer())}, customer()))
+			require.NoError(t, err)
+			customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, r.baseURL)
+			_, err = customers.AdjustBalance(ctx, with(&identitypb.AdjustBalanceRequest{
+				CustomerId: env.vars["CUSTOMER_ID"], Amount: "20.00", Note: "for the EndService example",
+			}, adminCookie()))
+			require.NoError(t, err)
+			id := o.Msg.GetOrder().GetId()
+			_, err = orders.PayWithBalance(ctx, with(&orderpb.PayWithBalanceRequest{OrderId: id}, customer()))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				got, err := orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, customer()))
+				return err == nil && got.Msg.GetOrder().GetStatus() == "active"
+			}, 10*time.Second, 20*time.Millisecond)
+			env.vars["END_ORDER_ID"] = id
+		}
 		if env.has("EVENT_ID", "ORDER2_ID") && !env.has("FAILED_EVENT_ID") {
 			// An event whose handler gave up: the order_paid of the order
 			// paid from the balance, once its worker is done with it (its
@@ -1143,4 +1162,12 @@ func TestREADMECallingTheServiceRuns(t *testing.T) {
 	require.Contains(t, out, `"asOf"`, "GetPaymentStats with the admin's read key")
 	require.Contains(t, out, `"code":"not_found"`, "GetPayment of an unknown id")
 	require.Equal(t, 2, strings.Count(out, "HTTP/1.1 200 OK"), "both probes answer 200:\n%s", out)
+}
+
+// renewalProduct is the product of the renewal examples' order id.
+func renewalProduct(t *testing.T, ctx context.Context, orders orderpbconnect.OrderServiceClient, id string, c credential) string {
+	t.Helper()
+	got, err := orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, c))
+	require.NoError(t, err)
+	return got.Msg.GetOrder().GetProductId()
 }

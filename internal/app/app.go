@@ -522,9 +522,10 @@ func (a *App) init(ctx context.Context) error {
 	paymentAdminPath, paymentAdminHandler := paymentpbconnect.NewPaymentAdminServiceHandler(paymentAdminHandler(paySvc, a.bg.renewals, a.bg.billingClock), opts...)
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
-	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock())
+	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock()).
+		WithEndNowCredit(order.EndCredit(a.cfg.Billing.EndNowCredit)).WithBalanceRefunder(paySvc)
 	orderSvc.SetLocation(a.cfg.Billing.RenewalOptions("").Location)
-	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock)
+	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock).WithRefunder(paySvc)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)
 	orderAdminPath, orderAdminHandler := orderpbconnect.NewOrderAdminServiceHandler(orderrpc.NewAdminHandler(orders), opts...)
 	limiter := concurrency.New(a.cfg.Server.MaxConcurrency,

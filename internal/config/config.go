@@ -254,6 +254,11 @@ type Billing struct {
 	// TestClock allows the admin procedure that moves the billing clock
 	// forward. paymentd dev turns it on; never in production.
 	TestClock bool `koanf:"test_clock"`
+	// EndNowCredit is what a customer who ends a service now (EndService)
+	// may get of the unused share of the paid period: "balance" (credited
+	// to the balance) or "none" (kept). An admin may choose any mode,
+	// gateway included.
+	EndNowCredit string `koanf:"end_now_credit"`
 }
 
 // Payments holds the rules of the payment domain that are configuration.

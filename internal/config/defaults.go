@@ -12,6 +12,7 @@ import (
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/notify"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/outbound"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -100,6 +101,7 @@ func Default() Config {
 			TerminateAfterDays:  renewal.DefaultTerminateAfterDays,
 			ReminderDaysBefore:  renewal.DefaultReminderDaysBefore,
 			OverdueReminderDays: renewal.DefaultOverdueReminderDays(),
+			EndNowCredit:        string(order.DefaultEndNowCredit),
 		},
 		Payments: Payments{LateCaptureDays: int(payment.DefaultLateCapture / (24 * time.Hour))},
 		Disputes: Disputes{Suspend: true},

@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/rustbill/paymentd/internal/logging"
+	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/secrets"
 )
@@ -445,6 +446,10 @@ func (b Billing) validate(bad badFunc) {
 			bad("[billing].overdue_reminder_days", "must be ascending days from 1 to 366, got %v", b.OverdueReminderDays)
 			break
 		}
+	}
+	if c := order.EndCredit(b.EndNowCredit); c != order.CreditBalance && c != order.CreditNone {
+		bad("[billing].end_now_credit", "must be %q or %q (a customer never refunds to the gateway themselves), got %q",
+			order.CreditBalance, order.CreditNone, b.EndNowCredit)
 	}
 	if b.SuspendAfterDays > 0 && b.TerminateAfterDays > 0 && b.TerminateAfterDays <= b.SuspendAfterDays {
 		bad("[billing].terminate_after_days", "must be greater than [billing].suspend_after_days (%d) or 0 (off), got %d: termination before suspension",

@@ -542,6 +542,11 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	}
 	log := s.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
 	data := map[string]string{"reason": p.Reason}
+	if p.CreditMode != "" && p.Credited != nil {
+		// A service ended now: what of the unused share the customer gets
+		// (the currency is the order's, filled in with it).
+		data["credit_mode"], data["credited"] = p.CreditMode, p.Credited.String()
+	}
 	var req ProvisionRequest
 	var target, why string
 	act := false

@@ -38,6 +38,7 @@ var endReasons = map[string]string{
 	"unpaid":      "its renewal invoice was not paid",
 	"not_renewed": "its renewal was turned off and its last paid period is over",
 	"admin":       "our staff ended it",
+	"ended_now":   "it was ended now, before the end of its paid period",
 }
 
 var reasons = map[string]string{
@@ -133,6 +134,12 @@ func customerText(eventType, name string, data map[string]string) (subject, body
 		body = fmt.Sprintf("%s\n\nthe service of your order %s has ended: %s.\n", greeting, order, why)
 		if id := data["instance_id"]; id != "" {
 			body += "Instance " + id + " has been shut down.\n"
+		}
+		switch data["credit_mode"] {
+		case "balance":
+			body += fmt.Sprintf("\n%s %s, the unused part of the period you paid for, was credited to your balance.\n", data["credited"], data["currency"])
+		case "gateway":
+			body += fmt.Sprintf("\n%s %s, the unused part of the period you paid for, is refunded to your payment.\n", data["credited"], data["currency"])
 		}
 	case "renewal_reminder":
 		switch data["kind"] {

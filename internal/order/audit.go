@@ -89,6 +89,9 @@ type orderState struct {
 	// Note is an admin's reason for the change, in the "after" snapshot of
 	// a manual suspension, resumption or extension.
 	Note string `json:"note,omitempty"`
+	// EndCredit is what an ending now did with the unused share, in the
+	// "after" snapshot of its termination (EndService).
+	EndCredit *EndCreditNote `json:"end_credit,omitempty"`
 }
 
 func orderSnapshot(o store.Order) orderState {

@@ -36,11 +36,13 @@ const (
 
 // Why a service ended (the service_terminated payload): its renewal
 // invoice went unpaid, its renewal was turned off and its period ran out,
-// or an admin ended it.
+// an admin ended it, or the customer or an admin ended it now, before its
+// paid end (EndService).
 const (
 	EndReasonUnpaid     = "unpaid"
 	EndReasonNotRenewed = "not_renewed"
 	EndReasonAdmin      = "admin"
+	EndReasonEndedNow   = "ended_now"
 )
 
 // ServicePayload is the JSON body of service_suspended, service_resumed and
@@ -52,6 +54,12 @@ type ServicePayload struct {
 	OrderID    uuid.UUID  `json:"order_id"`
 	InstanceID *uuid.UUID `json:"instance_id"`
 	Reason     string     `json:"reason"`
+	// CreditMode, Credited and Currency: for a service ended now
+	// (reason ended_now), what of the unused share the customer gets and
+	// how (none, balance, gateway); absent otherwise.
+	CreditMode string        `json:"credit_mode,omitempty"`
+	Credited   *money.Amount `json:"credited,omitempty"`
+	Currency   string        `json:"currency,omitempty"`
 }
 
 // ServiceRenewedPayload is the JSON body of a service_renewed event: the

@@ -161,6 +161,14 @@ func payPeriod(ctx context.Context, tx pgx.Tx, p store.ServicePeriod, m InvoiceM
 	return p, store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At)
 }
 
+// endPaidNow moves order id's paid end (and its instance's expiry) to now
+// on the billing clock: its service ends now, before the end of its paid
+// period (EndService). The periods keep their calendar dates (what was
+// paid for); Transition ends them.
+func endPaidNow(ctx context.Context, tx pgx.Tx, id uuid.UUID, now, at time.Time) error {
+	return store.SetPaidEnd(ctx, tx, id, now, at)
+}
+
 // closePeriods ends every period of order id that has not ended, with
 // outcome (an unpaid one is cancelled): the order's service ended.
 func closePeriods(ctx context.Context, tx pgx.Tx, id uuid.UUID, outcome string, at time.Time) error {

@@ -25,7 +25,14 @@ type Service struct {
 	// billingClock is the billing clock when it is not clock
 	// (WithBillingClock: [billing].test_clock); nil in production.
 	billingClock func() time.Time
-	log          *slog.Logger
+	// endNowCredit is [billing].end_now_credit: the most a customer who
+	// ends a service now gets ("": DefaultEndNowCredit).
+	endNowCredit EndCredit
+	// balanceRefunder records EndService's balance credit as refunds of
+	// the period's payments to the balance (WithBalanceRefunder); nil: a
+	// balance credit is FailedPrecondition.
+	balanceRefunder BalanceRefunder
+	log             *slog.Logger
 	// loc is the billing time zone, whose year names an invoice's number
 	// series (nil: UTC); SetLocation sets it.
 	loc *time.Location

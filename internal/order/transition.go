@@ -54,6 +54,10 @@ type Move struct {
 	Location *time.Location
 	// Note is an admin's reason, kept in the audit row's "after".
 	Note string
+	// EndCredit is what an ending now (EndService) did with the unused
+	// share: kept in the audit row's "after" and the service_terminated
+	// payload (the customer's notice).
+	EndCredit *EndCreditNote
 }
 
 // Moved is what a transition did: the order as it is now, and the pending
@@ -177,6 +181,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 	out.CancelledInvoices = cancelled
 	after := orderSnapshot(out.Order)
 	after.Note = m.Note
+	after.EndCredit = m.EndCredit
 	if err := audit.Write(ctx, tx, m.By, m.At, TransitionAction(from, m.To), entityOrder, o.ID.String(), orderSnapshot(o), after); err != nil {
 		return Moved{}, err
 	}
@@ -213,6 +218,9 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		p, err := servicePayload(ctx, tx, o.ID, m.EndReason)
 		if err != nil {
 			return Moved{}, err
+		}
+		if c := m.EndCredit; c != nil {
+			p.CreditMode, p.Credited, p.Currency = c.Mode, &c.Credited, c.Currency
 		}
 		event, payload = EventServiceTerminated, p
 	case m.To == StatusCancelled:

@@ -507,7 +507,7 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requestedBy *uuid.UUID, pay store.Payment, requested *money.Amount, reason string) (Refunded, error) {
 	var out store.Payment
 	var ref store.Refund
-	var balanceAfter money.Amount
+	var balanceAfter store.BalanceAccount
 	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		acct, err := store.LockBalanceAccount(ctx, tx, pay.CustomerID)
 		if err != nil {
@@ -525,38 +525,8 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 		if err != nil {
 			return store.BugIfNotFound(err, "lock payment")
 		}
-		reserved, err := store.Q(tx).ReservedRefundAmount(ctx, pay.ID)
-		if err != nil {
-			return err
-		}
-		amt, err := decideRefund(locked, reserved, requested)
-		if err != nil {
-			return err
-		}
-		if acct.Currency != locked.Currency {
-			return apperr.New(apperr.InvalidArgument, "the customer's balance is in %s but payment %s is in %s", acct.Currency, locked.ID, locked.Currency)
-		}
-		now := s.now()
-		ref, err = store.InsertRefund(ctx, tx, store.NewRefund{
-			PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Destination: store.RefundToBalance,
-			Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
-		})
-		if err != nil {
-			return err
-		}
-		posted, err := balance.Post(ctx, tx, balance.Entry{
-			CustomerID: acct.CustomerID, Kind: balance.Refund, Amount: amt, Currency: locked.Currency,
-			PaymentID: &locked.ID, RefundID: &ref.ID, CreatedBy: requestedBy,
-			Description: "refund of payment " + locked.ID.String(), By: who, At: now,
-		})
-		if err != nil {
-			return err
-		}
-		if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
-			return err
-		}
-		out, err = s.addRefund(ctx, tx, who, now, ord, locked, ref)
-		balanceAfter = posted.Account.Balance
+		ref, out, balanceAfter, err = s.refundLockedToBalance(ctx, tx, who, requestedBy, acct, ord, locked, requested, reason,
+			"refund of payment "+locked.ID.String())
 		return err
 	})
 	if err != nil {
@@ -564,8 +534,87 @@ func (s *Service) refundToBalance(ctx context.Context, who audit.Actor, requeste
 	}
 	s.countRefund(gatewayBalance, pay, ref.Amount, store.RefundSucceeded, out, nil)
 	s.log.InfoContext(ctx, "payment refunded to the balance", "refund_id", ref.ID, "payment_id", pay.ID,
-		"amount", ref.Amount.String(), "balance_after", balanceAfter.String(), "payment_status", out.Status, "actor", who.Kind+":"+who.ID)
+		"amount", ref.Amount.String(), "balance_after", balanceAfter.Balance.String(), "payment_status", out.Status, "actor", who.Kind+":"+who.ID)
 	return Refunded{Payment: out, Refund: ref}, nil
+}
+
+// refundLockedToBalance is refundToBalance's work in tx, the customer
+// (acct), the order (ord, nil when the payment has none or the caller
+// ends the order itself) and the payment (locked) locked in that order: the
+// amount decided against what is refunded or reserved, a succeeded refund
+// row, the balance credited with a refund ledger row (description), the
+// refunded amount added (addRefund).
+func (s *Service) refundLockedToBalance(ctx context.Context, tx pgx.Tx, who audit.Actor, requestedBy *uuid.UUID, acct store.BalanceAccount,
+	ord *store.Order, locked store.Payment, requested *money.Amount, reason, description string) (store.Refund, store.Payment, store.BalanceAccount, error) {
+	reserved, err := store.Q(tx).ReservedRefundAmount(ctx, locked.ID)
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	amt, err := decideRefund(locked, reserved, requested)
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	if acct.Currency != locked.Currency {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, apperr.New(apperr.InvalidArgument, "the customer's balance is in %s but payment %s is in %s", acct.Currency, locked.ID, locked.Currency)
+	}
+	now := s.now()
+	ref, err := store.InsertRefund(ctx, tx, store.NewRefund{
+		PaymentID: locked.ID, Amount: amt, Status: store.RefundSucceeded, Destination: store.RefundToBalance,
+		Reason: reason, RequestedBy: requestedBy, CreatedAt: now,
+	})
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	posting, err := balance.PostLocked(ctx, tx, acct, balance.Entry{
+		CustomerID: acct.CustomerID, Kind: balance.Refund, Amount: amt, Currency: locked.Currency,
+		PaymentID: &locked.ID, RefundID: &ref.ID, CreatedBy: requestedBy,
+		Description: description, By: who, At: now,
+	})
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	posted, err := posting.Done(ctx)
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	if err := audit.Write(ctx, tx, who, now, ActionRefundSucceed, entityRefund, ref.ID.String(), nil, refundSnapshot(ref)); err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	out, err := s.addRefund(ctx, tx, who, now, ord, locked, ref)
+	if err != nil {
+		return store.Refund{}, store.Payment{}, store.BalanceAccount{}, err
+	}
+	return ref, out, posted.Account, nil
+}
+
+// RefundToBalanceInTx refunds amount of payment paymentID to the
+// customer's balance inside the caller's transaction tx, through
+// refundToBalance's steps: EndService's balance credit, the unused share
+// of the period the payment paid, recorded against that payment so a later
+// RefundPayment can only return the rest. The caller holds the customer's
+// lock (acct, taken before the order, the lock order of every balance
+// change) and the order's, and ends the order itself: a refund that
+// empties the payment does not move the order to refunded. The payment is
+// locked here; the amount is checked against what is left of it, as every
+// refund is. who is the actor, requestedBy the admin (nil for a customer).
+// It answers the refund and the customer afterwards, the acct of the next
+// refund in the same transaction.
+func (s *Service) RefundToBalanceInTx(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, who audit.Actor, requestedBy *uuid.UUID,
+	paymentID uuid.UUID, amount money.Amount, reason, description string) (uuid.UUID, store.BalanceAccount, error) {
+	locked, err := store.Q(tx).GetPaymentForUpdate(ctx, paymentID)
+	if err != nil {
+		return uuid.Nil, acct, store.NotFound(err, "payment %s not found", paymentID)
+	}
+	if locked.CustomerID != acct.CustomerID {
+		return uuid.Nil, acct, apperr.New(apperr.Internal, "payment %s is not customer %s's", paymentID, acct.CustomerID)
+	}
+	ref, _, after, err := s.refundLockedToBalance(ctx, tx, who, requestedBy, acct, nil, locked, &amount, text.Clip(reason, 500), description)
+	if err != nil {
+		return uuid.Nil, acct, err
+	}
+	s.log.InfoContext(ctx, "payment refunded to the balance", "refund_id", ref.ID, "payment_id", paymentID,
+		"amount", ref.Amount.String(), "actor", who.Kind+":"+who.ID)
+	return ref.ID, after, nil
 }
 
 // countRefund feeds the metrics with a refund's outcome (succeeded, failed,
@@ -628,4 +677,26 @@ func decideRefund(p store.Payment, reserved money.Amount, requested *money.Amoun
 			requested, left, took, p.Currency)
 	}
 	return *requested, nil
+}
+
+// RefundShare refunds amount of payment paymentID back the payment's own
+// way (its gateway; the balance for a balance payment), as the admin in
+// ctx, through the same steps as RefundPayment: EndService's gateway
+// credit of the unused share of the period the payment paid. The amount
+// is checked against what is left of the payment, under its lock, as
+// every refund is.
+func (s *Service) RefundShare(ctx context.Context, paymentID uuid.UUID, amount money.Amount, reason string) (uuid.UUID, error) {
+	p, err := auth.RequireAdmin(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	pay, err := store.Q(s.db).GetPayment(ctx, paymentID)
+	if err != nil {
+		return uuid.Nil, store.NotFound(err, "payment %s not found", paymentID)
+	}
+	out, err := s.refund(ctx, audit.Of(p), &p.ID, pay, &amount, text.Clip(reason, 500), "")
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return out.Refund.ID, nil
 }

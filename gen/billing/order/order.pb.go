@@ -2238,6 +2238,142 @@ func (x *SetOrderRenewalResponse) GetOrder() *Order {
 	return nil
 }
 
+type EndServiceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recurring order, active or suspended.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// What becomes of the unused share: none, balance or gateway (admin).
+	Credit        string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndServiceRequest) Reset() {
+	*x = EndServiceRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndServiceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndServiceRequest) ProtoMessage() {}
+
+func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndServiceRequest.ProtoReflect.Descriptor instead.
+func (*EndServiceRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EndServiceRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *EndServiceRequest) GetCredit() string {
+	if x != nil {
+		return x.Credit
+	}
+	return ""
+}
+
+type EndServiceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order, terminated; its paid_until is now.
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The credit mode applied.
+	Credit string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	// The unused share of the paid period(s) at the moment the service ended.
+	Unused string `protobuf:"bytes,3,opt,name=unused,proto3" json:"unused,omitempty"`
+	// What of it the customer gets: on the balance (balance), refunded
+	// (gateway), nothing (none).
+	Credited string `protobuf:"bytes,4,opt,name=credited,proto3" json:"credited,omitempty"`
+	// The refunds made (gateway): their ids.
+	RefundIds     []string `protobuf:"bytes,5,rep,name=refund_ids,json=refundIds,proto3" json:"refund_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndServiceResponse) Reset() {
+	*x = EndServiceResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndServiceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndServiceResponse) ProtoMessage() {}
+
+func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndServiceResponse.ProtoReflect.Descriptor instead.
+func (*EndServiceResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *EndServiceResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *EndServiceResponse) GetCredit() string {
+	if x != nil {
+		return x.Credit
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetUnused() string {
+	if x != nil {
+		return x.Unused
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetCredited() string {
+	if x != nil {
+		return x.Credited
+	}
+	return ""
+}
+
+func (x *EndServiceResponse) GetRefundIds() []string {
+	if x != nil {
+		return x.RefundIds
+	}
+	return nil
+}
+
 type ExtendServicePeriodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order whose current paid period is extended.
@@ -2252,7 +2388,7 @@ type ExtendServicePeriodRequest struct {
 
 func (x *ExtendServicePeriodRequest) Reset() {
 	*x = ExtendServicePeriodRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2400,7 @@ func (x *ExtendServicePeriodRequest) String() string {
 func (*ExtendServicePeriodRequest) ProtoMessage() {}
 
 func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2413,7 @@ func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodRequest.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExtendServicePeriodRequest) GetOrderId() string {
@@ -2313,7 +2449,7 @@ type ExtendServicePeriodResponse struct {
 
 func (x *ExtendServicePeriodResponse) Reset() {
 	*x = ExtendServicePeriodResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2461,7 @@ func (x *ExtendServicePeriodResponse) String() string {
 func (*ExtendServicePeriodResponse) ProtoMessage() {}
 
 func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2474,7 @@ func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodResponse.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExtendServicePeriodResponse) GetOrder() *Order {
@@ -2367,7 +2503,7 @@ type SuspendOrderRequest struct {
 
 func (x *SuspendOrderRequest) Reset() {
 	*x = SuspendOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2515,7 @@ func (x *SuspendOrderRequest) String() string {
 func (*SuspendOrderRequest) ProtoMessage() {}
 
 func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2528,7 @@ func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderRequest.ProtoReflect.Descriptor instead.
 func (*SuspendOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SuspendOrderRequest) GetOrderId() string {
@@ -2419,7 +2555,7 @@ type SuspendOrderResponse struct {
 
 func (x *SuspendOrderResponse) Reset() {
 	*x = SuspendOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2431,7 +2567,7 @@ func (x *SuspendOrderResponse) String() string {
 func (*SuspendOrderResponse) ProtoMessage() {}
 
 func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2444,7 +2580,7 @@ func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderResponse.ProtoReflect.Descriptor instead.
 func (*SuspendOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SuspendOrderResponse) GetOrder() *Order {
@@ -2466,7 +2602,7 @@ type ResumeOrderRequest struct {
 
 func (x *ResumeOrderRequest) Reset() {
 	*x = ResumeOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2478,7 +2614,7 @@ func (x *ResumeOrderRequest) String() string {
 func (*ResumeOrderRequest) ProtoMessage() {}
 
 func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2491,7 +2627,7 @@ func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResumeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResumeOrderRequest) GetOrderId() string {
@@ -2518,7 +2654,7 @@ type ResumeOrderResponse struct {
 
 func (x *ResumeOrderResponse) Reset() {
 	*x = ResumeOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2666,7 @@ func (x *ResumeOrderResponse) String() string {
 func (*ResumeOrderResponse) ProtoMessage() {}
 
 func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2679,7 @@ func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResumeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResumeOrderResponse) GetOrder() *Order {
@@ -2563,7 +2699,7 @@ type AdvanceBillingClockRequest struct {
 
 func (x *AdvanceBillingClockRequest) Reset() {
 	*x = AdvanceBillingClockRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +2711,7 @@ func (x *AdvanceBillingClockRequest) String() string {
 func (*AdvanceBillingClockRequest) ProtoMessage() {}
 
 func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +2724,7 @@ func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockRequest.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AdvanceBillingClockRequest) GetSeconds() int64 {
@@ -2615,7 +2751,7 @@ type AdvanceBillingClockResponse struct {
 
 func (x *AdvanceBillingClockResponse) Reset() {
 	*x = AdvanceBillingClockResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2763,7 @@ func (x *AdvanceBillingClockResponse) String() string {
 func (*AdvanceBillingClockResponse) ProtoMessage() {}
 
 func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2776,7 @@ func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockResponse.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AdvanceBillingClockResponse) GetNow() string {
@@ -2702,7 +2838,7 @@ type GetRenewalOverviewRequest struct {
 
 func (x *GetRenewalOverviewRequest) Reset() {
 	*x = GetRenewalOverviewRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2850,7 @@ func (x *GetRenewalOverviewRequest) String() string {
 func (*GetRenewalOverviewRequest) ProtoMessage() {}
 
 func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2863,7 @@ func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *GetRenewalOverviewRequest) GetDays() int32 {
@@ -2753,7 +2889,7 @@ type RenewalsDue struct {
 
 func (x *RenewalsDue) Reset() {
 	*x = RenewalsDue{}
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2901,7 @@ func (x *RenewalsDue) String() string {
 func (*RenewalsDue) ProtoMessage() {}
 
 func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2914,7 @@ func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalsDue.ProtoReflect.Descriptor instead.
 func (*RenewalsDue) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenewalsDue) GetCurrency() string {
@@ -2824,7 +2960,7 @@ type RenewalInvoice struct {
 
 func (x *RenewalInvoice) Reset() {
 	*x = RenewalInvoice{}
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2972,7 @@ func (x *RenewalInvoice) String() string {
 func (*RenewalInvoice) ProtoMessage() {}
 
 func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2985,7 @@ func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalInvoice.ProtoReflect.Descriptor instead.
 func (*RenewalInvoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RenewalInvoice) GetOrder() *Order {
@@ -2924,7 +3060,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3072,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3085,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3202,7 +3338,17 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12\x16\n" +
 	"\x06renews\x18\x02 \x01(\bR\x06renews\"E\n" +
 	"\x17SetOrderRenewalResponse\x12*\n" +
-	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"\x8e\x01\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"u\n" +
+	"\x11EndServiceRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x128\n" +
+	"\x06credit\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18R\x04noneR\abalanceR\agatewayR\x06credit\"\xab\x01\n" +
+	"\x12EndServiceResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x16\n" +
+	"\x06credit\x18\x02 \x01(\tR\x06credit\x12\x16\n" +
+	"\x06unused\x18\x03 \x01(\tR\x06unused\x12\x1a\n" +
+	"\bcredited\x18\x04 \x01(\tR\bcredited\x12\x1d\n" +
+	"\n" +
+	"refund_ids\x18\x05 \x03(\tR\trefundIds\"\x8e\x01\n" +
 	"\x1aExtendServicePeriodRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
 	"\aends_at\x18\x02 \x01(\tB\n" +
@@ -3258,7 +3404,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
 	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
 	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
-	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xa7\r\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xfa\r\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3274,7 +3420,9 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"GetInvoice\x12 .billing.order.GetInvoiceRequest\x1a!.billing.order.GetInvoiceResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\fListInvoices\x12\".billing.order.ListInvoicesRequest\x1a#.billing.order.ListInvoicesResponse\"\x03\x90\x02\x01\x12Z\n" +
 	"\rCancelInvoice\x12#.billing.order.CancelInvoiceRequest\x1a$.billing.order.CancelInvoiceResponse\x12`\n" +
-	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12l\n" +
+	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12Q\n" +
+	"\n" +
+	"EndService\x12 .billing.order.EndServiceRequest\x1a!.billing.order.EndServiceResponse\x12l\n" +
 	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
 	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
 	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
@@ -3293,7 +3441,7 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
@@ -3326,98 +3474,103 @@ var file_billing_order_order_proto_goTypes = []any{
 	(*CancelInvoiceResponse)(nil),       // 28: billing.order.CancelInvoiceResponse
 	(*SetOrderRenewalRequest)(nil),      // 29: billing.order.SetOrderRenewalRequest
 	(*SetOrderRenewalResponse)(nil),     // 30: billing.order.SetOrderRenewalResponse
-	(*ExtendServicePeriodRequest)(nil),  // 31: billing.order.ExtendServicePeriodRequest
-	(*ExtendServicePeriodResponse)(nil), // 32: billing.order.ExtendServicePeriodResponse
-	(*SuspendOrderRequest)(nil),         // 33: billing.order.SuspendOrderRequest
-	(*SuspendOrderResponse)(nil),        // 34: billing.order.SuspendOrderResponse
-	(*ResumeOrderRequest)(nil),          // 35: billing.order.ResumeOrderRequest
-	(*ResumeOrderResponse)(nil),         // 36: billing.order.ResumeOrderResponse
-	(*AdvanceBillingClockRequest)(nil),  // 37: billing.order.AdvanceBillingClockRequest
-	(*AdvanceBillingClockResponse)(nil), // 38: billing.order.AdvanceBillingClockResponse
-	(*GetRenewalOverviewRequest)(nil),   // 39: billing.order.GetRenewalOverviewRequest
-	(*RenewalsDue)(nil),                 // 40: billing.order.RenewalsDue
-	(*RenewalInvoice)(nil),              // 41: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 42: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 43: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 44: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 45: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 46: billing.payment.PaymentRecord
+	(*EndServiceRequest)(nil),           // 31: billing.order.EndServiceRequest
+	(*EndServiceResponse)(nil),          // 32: billing.order.EndServiceResponse
+	(*ExtendServicePeriodRequest)(nil),  // 33: billing.order.ExtendServicePeriodRequest
+	(*ExtendServicePeriodResponse)(nil), // 34: billing.order.ExtendServicePeriodResponse
+	(*SuspendOrderRequest)(nil),         // 35: billing.order.SuspendOrderRequest
+	(*SuspendOrderResponse)(nil),        // 36: billing.order.SuspendOrderResponse
+	(*ResumeOrderRequest)(nil),          // 37: billing.order.ResumeOrderRequest
+	(*ResumeOrderResponse)(nil),         // 38: billing.order.ResumeOrderResponse
+	(*AdvanceBillingClockRequest)(nil),  // 39: billing.order.AdvanceBillingClockRequest
+	(*AdvanceBillingClockResponse)(nil), // 40: billing.order.AdvanceBillingClockResponse
+	(*GetRenewalOverviewRequest)(nil),   // 41: billing.order.GetRenewalOverviewRequest
+	(*RenewalsDue)(nil),                 // 42: billing.order.RenewalsDue
+	(*RenewalInvoice)(nil),              // 43: billing.order.RenewalInvoice
+	(*GetRenewalOverviewResponse)(nil),  // 44: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 45: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 46: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 47: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 48: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
 	4,  // 0: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
-	43, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	45, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 2: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	43, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	45, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 4: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	44, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	46, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	45, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	47, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 8: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
 	1,  // 9: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
 	2,  // 10: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	44, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	46, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
 	1,  // 12: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	45, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	47, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 14: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
 	1,  // 15: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	46, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	48, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
 	3,  // 17: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	3,  // 18: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	44, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	46, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
 	3,  // 20: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	45, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	47, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
 	3,  // 22: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	1,  // 23: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
-	1,  // 24: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
-	2,  // 25: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
-	1,  // 26: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
-	1,  // 27: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
-	1,  // 28: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	40, // 29: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	41, // 30: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	41, // 31: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	41, // 32: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	5,  // 33: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	9,  // 34: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	7,  // 35: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	11, // 36: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	13, // 37: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	15, // 38: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	17, // 39: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	19, // 40: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	21, // 41: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	23, // 42: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	25, // 43: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	27, // 44: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	29, // 45: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	31, // 46: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	33, // 47: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	35, // 48: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	37, // 49: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	39, // 50: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	6,  // 51: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	10, // 52: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	8,  // 53: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	12, // 54: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	14, // 55: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	16, // 56: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	18, // 57: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	20, // 58: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	22, // 59: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	24, // 60: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	26, // 61: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	28, // 62: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	30, // 63: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	32, // 64: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	34, // 65: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	36, // 66: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	38, // 67: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	42, // 68: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	51, // [51:69] is the sub-list for method output_type
-	33, // [33:51] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	1,  // 24: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
+	1,  // 25: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
+	2,  // 26: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
+	1,  // 27: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
+	1,  // 28: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
+	1,  // 29: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
+	42, // 30: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	43, // 31: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	43, // 32: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	43, // 33: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	5,  // 34: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	9,  // 35: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	7,  // 36: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	11, // 37: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	13, // 38: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	15, // 39: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	17, // 40: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	19, // 41: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	21, // 42: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	23, // 43: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	25, // 44: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	27, // 45: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	29, // 46: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	31, // 47: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	33, // 48: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	35, // 49: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	37, // 50: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	39, // 51: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	41, // 52: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	6,  // 53: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	10, // 54: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	8,  // 55: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	12, // 56: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	14, // 57: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	16, // 58: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	18, // 59: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	20, // 60: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	22, // 61: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	24, // 62: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	26, // 63: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	28, // 64: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	30, // 65: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	32, // 66: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	34, // 67: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	36, // 68: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	38, // 69: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	40, // 70: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	44, // 71: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	53, // [53:72] is the sub-list for method output_type
+	34, // [34:53] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -3440,7 +3593,7 @@ func file_billing_order_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   43,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

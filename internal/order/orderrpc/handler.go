@@ -2,7 +2,10 @@ package orderrpc
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/google/uuid"
 
 	"connectrpc.com/connect"
 
@@ -32,6 +35,7 @@ var Policy = auth.Policy{
 	orderpbconnect.OrderServiceListInvoicesProcedure:        auth.Authenticated,
 	orderpbconnect.OrderServiceCancelInvoiceProcedure:       auth.AdminOnly,
 	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.Authenticated,
+	orderpbconnect.OrderServiceEndServiceProcedure:          auth.Authenticated,
 	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.AdminOnly,
 	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.AdminOnly,
 	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.AdminOnly,
@@ -61,12 +65,27 @@ type ClockAdvanced struct {
 	Issued, AutoPaid, Overdue, Suspended, Terminated, Ended int
 }
 
+// ShareRefunder refunds part of a payment back its own way (its gateway,
+// or the balance for a balance payment) through internal/payment's refund
+// path, as the admin in ctx: EndService's gateway credit.
+type ShareRefunder interface {
+	RefundShare(ctx context.Context, paymentID uuid.UUID, amount money.Amount, reason string) (refundID uuid.UUID, err error)
+}
+
 // Handler serves billing.order.OrderService: decode, call the domain, encode.
 type Handler struct {
 	orderpbconnect.UnimplementedOrderServiceHandler
-	svc    *order.Service
-	clock  BillingClock
-	policy RenewalPolicy
+	svc      *order.Service
+	clock    BillingClock
+	policy   RenewalPolicy
+	refunder ShareRefunder
+}
+
+// WithRefunder returns h making EndService's gateway refunds through r;
+// without it a gateway credit answers FailedPrecondition.
+func (h *Handler) WithRefunder(r ShareRefunder) *Handler {
+	h.refunder = r
+	return h
 }
 
 // WithRenewalPolicy returns h answering GetRenewalOverview's next steps by
@@ -191,6 +210,39 @@ func (h *Handler) SetOrderRenewal(ctx context.Context, req *connect.Request[orde
 		return nil, err
 	}
 	return connect.NewResponse(&orderpb.SetOrderRenewalResponse{Order: OrderRecord(o)}), nil
+}
+
+// EndService implements OrderService.EndService. The gateway credit's
+// refunds are made after the ending committed (a gateway call never runs
+// inside a transaction): a refund that fails then leaves the service ended
+// and the answer names the refund still owed, to make with RefundPayment.
+func (h *Handler) EndService(ctx context.Context, req *connect.Request[orderpb.EndServiceRequest]) (*connect.Response[orderpb.EndServiceResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	if order.EndCredit(req.Msg.GetCredit()) == order.CreditGateway && h.refunder == nil {
+		return nil, apperr.New(apperr.FailedPrecondition, "gateway refunds are not available here")
+	}
+	ended, err := h.svc.EndService(ctx, id, req.Msg.GetCredit())
+	if err != nil {
+		return nil, err
+	}
+	out := &orderpb.EndServiceResponse{
+		Order: OrderRecord(ended.Order), Credit: string(ended.Credit),
+		Unused: ended.Unused.String(), Credited: ended.Credited.String(),
+	}
+	for i, r := range ended.Refunds {
+		rid, err := h.refunder.RefundShare(ctx, r.PaymentID, r.Amount, fmt.Sprintf("order %s ended now: unused share", id))
+		if err != nil {
+			owed := ended.Refunds[i:]
+			return nil, apperr.Wrap(apperr.Internal, err,
+				"order %s has ended, but the refund of %s from payment %s failed (%d of %d refunds still owed): refund them with RefundPayment",
+				id, r.Amount, r.PaymentID, len(owed), len(ended.Refunds)).Show()
+		}
+		out.RefundIds = append(out.RefundIds, rid.String())
+	}
+	return connect.NewResponse(out), nil
 }
 
 // ExtendServicePeriod implements OrderService.ExtendServicePeriod.

@@ -76,6 +76,8 @@ const (
 	// OrderServiceSetOrderRenewalProcedure is the fully-qualified name of the OrderService's
 	// SetOrderRenewal RPC.
 	OrderServiceSetOrderRenewalProcedure = "/billing.order.OrderService/SetOrderRenewal"
+	// OrderServiceEndServiceProcedure is the fully-qualified name of the OrderService's EndService RPC.
+	OrderServiceEndServiceProcedure = "/billing.order.OrderService/EndService"
 	// OrderServiceExtendServicePeriodProcedure is the fully-qualified name of the OrderService's
 	// ExtendServicePeriod RPC.
 	OrderServiceExtendServicePeriodProcedure = "/billing.order.OrderService/ExtendServicePeriod"
@@ -145,6 +147,15 @@ type OrderServiceClient interface {
 	// or back on (the customer their own order, an admin any). A one-time or
 	// ended order answers FailedPrecondition.
 	SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error)
+	// EndService ends a recurring order's service now (the customer their own
+	// order, an admin any): the order is terminated, its open renewal invoice
+	// cancelled, the provider ends the instance, and the unused share of the
+	// paid period (seconds left over the period's seconds, times what was
+	// paid for it, rounded half-even to the cent) is kept (none), credited to
+	// the balance (balance) or refunded to the period's payment (gateway,
+	// admin only). A customer gets at most [billing].end_now_credit. An order
+	// that is not active or suspended answers FailedPrecondition.
+	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
 	// periods count from the new end.
@@ -271,6 +282,12 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(orderServiceMethods.ByName("SetOrderRenewal")),
 			connect.WithClientOptions(opts...),
 		),
+		endService: connect.NewClient[order.EndServiceRequest, order.EndServiceResponse](
+			httpClient,
+			baseURL+OrderServiceEndServiceProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("EndService")),
+			connect.WithClientOptions(opts...),
+		),
 		extendServicePeriod: connect.NewClient[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse](
 			httpClient,
 			baseURL+OrderServiceExtendServicePeriodProcedure,
@@ -320,6 +337,7 @@ type orderServiceClient struct {
 	listInvoices        *connect.Client[order.ListInvoicesRequest, order.ListInvoicesResponse]
 	cancelInvoice       *connect.Client[order.CancelInvoiceRequest, order.CancelInvoiceResponse]
 	setOrderRenewal     *connect.Client[order.SetOrderRenewalRequest, order.SetOrderRenewalResponse]
+	endService          *connect.Client[order.EndServiceRequest, order.EndServiceResponse]
 	extendServicePeriod *connect.Client[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse]
 	suspendOrder        *connect.Client[order.SuspendOrderRequest, order.SuspendOrderResponse]
 	resumeOrder         *connect.Client[order.ResumeOrderRequest, order.ResumeOrderResponse]
@@ -390,6 +408,11 @@ func (c *orderServiceClient) CancelInvoice(ctx context.Context, req *connect.Req
 // SetOrderRenewal calls billing.order.OrderService.SetOrderRenewal.
 func (c *orderServiceClient) SetOrderRenewal(ctx context.Context, req *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error) {
 	return c.setOrderRenewal.CallUnary(ctx, req)
+}
+
+// EndService calls billing.order.OrderService.EndService.
+func (c *orderServiceClient) EndService(ctx context.Context, req *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error) {
+	return c.endService.CallUnary(ctx, req)
 }
 
 // ExtendServicePeriod calls billing.order.OrderService.ExtendServicePeriod.
@@ -471,6 +494,15 @@ type OrderServiceHandler interface {
 	// or back on (the customer their own order, an admin any). A one-time or
 	// ended order answers FailedPrecondition.
 	SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error)
+	// EndService ends a recurring order's service now (the customer their own
+	// order, an admin any): the order is terminated, its open renewal invoice
+	// cancelled, the provider ends the instance, and the unused share of the
+	// paid period (seconds left over the period's seconds, times what was
+	// paid for it, rounded half-even to the cent) is kept (none), credited to
+	// the balance (balance) or refunded to the period's payment (gateway,
+	// admin only). A customer gets at most [billing].end_now_credit. An order
+	// that is not active or suspended answers FailedPrecondition.
+	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
 	// periods count from the new end.
@@ -593,6 +625,12 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(orderServiceMethods.ByName("SetOrderRenewal")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orderServiceEndServiceHandler := connect.NewUnaryHandler(
+		OrderServiceEndServiceProcedure,
+		svc.EndService,
+		connect.WithSchema(orderServiceMethods.ByName("EndService")),
+		connect.WithHandlerOptions(opts...),
+	)
 	orderServiceExtendServicePeriodHandler := connect.NewUnaryHandler(
 		OrderServiceExtendServicePeriodProcedure,
 		svc.ExtendServicePeriod,
@@ -652,6 +690,8 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 			orderServiceCancelInvoiceHandler.ServeHTTP(w, r)
 		case OrderServiceSetOrderRenewalProcedure:
 			orderServiceSetOrderRenewalHandler.ServeHTTP(w, r)
+		case OrderServiceEndServiceProcedure:
+			orderServiceEndServiceHandler.ServeHTTP(w, r)
 		case OrderServiceExtendServicePeriodProcedure:
 			orderServiceExtendServicePeriodHandler.ServeHTTP(w, r)
 		case OrderServiceSuspendOrderProcedure:
@@ -721,6 +761,10 @@ func (UnimplementedOrderServiceHandler) CancelInvoice(context.Context, *connect.
 
 func (UnimplementedOrderServiceHandler) SetOrderRenewal(context.Context, *connect.Request[order.SetOrderRenewalRequest]) (*connect.Response[order.SetOrderRenewalResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.SetOrderRenewal is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.EndService is not implemented"))
 }
 
 func (UnimplementedOrderServiceHandler) ExtendServicePeriod(context.Context, *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error) {

@@ -20,3 +20,8 @@ export const ListOrdersRequestAllowed = {
 export const ListInvoicesRequestAllowed = {
   status: ["draft", "issued", "paid", "overdue", "cancelled"],
 } as const;
+
+/** The values EndServiceRequest's fields allow (their protovalidate `in` rules). */
+export const EndServiceRequestAllowed = {
+  credit: ["none", "balance", "gateway"],
+} as const;
