@@ -3,75 +3,14 @@ package order_test
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/testdb"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
-
-// roundTrips counts what a pool sends to PostgreSQL and waits for: each
-// Query, QueryRow and Exec (BEGIN and COMMIT included) is one round trip,
-// a batch is one however many statements it carries (internal/payment's
-// TestASuccessfulCallbackSettlesInFewRoundTrips counts the callback's the
-// same way).
-type roundTrips struct {
-	mu    sync.Mutex
-	trips []string
-}
-
-func (r *roundTrips) add(what string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.trips = append(r.trips, what)
-}
-
-func (r *roundTrips) reset() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	trips := r.trips
-	r.trips = nil
-	return trips
-}
-
-func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	r.add(statementName(d.SQL))
-	return ctx
-}
-
-func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	names := make([]string, 0, d.Batch.Len())
-	for _, q := range d.Batch.QueuedQueries {
-		names = append(names, statementName(q.SQL))
-	}
-	r.add("batch[" + strings.Join(names, ", ") + "]")
-	return ctx
-}
-
-func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-
-// statementName is sqlc's name of a statement ("-- name: X :one"), or its
-// first words.
-func statementName(sql string) string {
-	sql = strings.TrimSpace(sql)
-	if rest, ok := strings.CutPrefix(sql, "-- name: "); ok {
-		name, _, _ := strings.Cut(rest, " ")
-		return name
-	}
-	first, _, _ := strings.Cut(sql, "\n")
-	if len(first) > 40 {
-		first = first[:40]
-	}
-	return first
-}
 
 // maxBalancePaymentRoundTrips bounds the round trips of a PayWithBalance of
 // a pending order (docs/performance.md, "PayWithBalance no dearer than a
@@ -86,7 +25,7 @@ func TestABalancePaymentTakesFewRoundTrips(t *testing.T) {
 	t.Parallel()
 	// A service of its own on one traced connection: every statement of a
 	// payment is seen, and after a first payment all are prepared.
-	trips := &roundTrips{}
+	trips := &testdb.RoundTrips{}
 	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
 	require.NoError(t, err)
 	cfg.MaxConns, cfg.MinConns = 1, 1
@@ -117,10 +56,10 @@ func TestABalancePaymentTakesFewRoundTrips(t *testing.T) {
 		before := prepared()
 		cAll, cHot := updates("customers")
 		oAll, oHot := updates("orders")
-		trips.reset()
+		trips.Reset()
 		res, err := b.svc.PayWithBalance(b.asAlice, o.ID)
 		require.NoError(t, err)
-		sent := trips.reset()
+		sent := trips.Reset()
 		prepares := prepared() - before
 		cAll1, cHot1 := updates("customers")
 		oAll1, oHot1 := updates("orders")
