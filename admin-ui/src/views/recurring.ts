@@ -6,11 +6,11 @@
 // suspensions and terminations of the next 7 and 30 days.
 
 import { paymentAdmin } from "../api";
-import { h, replace } from "../dom";
+import { h } from "../dom";
 import type { CurrencyRecurringRevenue, GetRecurringRevenueResponse, MrrFigure } from "../gen/billing/payment/payment_admin_pb";
-import { browserZone, mrrCharts, trendRange, trendRanges, type TrendDays } from "../trends";
-import { empty, loadBlock, table } from "../ui";
-import { chartFigure } from "./trends";
+import { browserZone, mrrCharts, trendRange } from "../trends";
+import { empty, table } from "../ui";
+import { chartFigure, rangeCard } from "./trends";
 
 function figure(f: MrrFigure | undefined): string {
   return f ? `${f.amount} (${f.services})` : "0.00 (0)";
@@ -77,41 +77,7 @@ function render(res: GetRecurringRevenueResponse): HTMLElement[] {
 /** The recurring revenue card: the range switch, then per currency the
  * MRR chart and its tables. */
 export function recurringCard(signal: AbortSignal): HTMLElement {
-  const body = h("div", { class: "trends-body" });
-  let chosen: TrendDays = 30;
-  const buttons = trendRanges.map((days) =>
-    h(
-      "button",
-      {
-        type: "button",
-        "aria-pressed": String(days === chosen),
-        "data-days": days,
-        onclick: () => {
-          chosen = days;
-          for (const b of buttons) b.setAttribute("aria-pressed", String(b.dataset.days === String(days)));
-          load();
-        },
-      },
-      `${days} days`,
-    ),
-  );
-  const load = () =>
-    replace(
-      body,
-      loadBlock("recurring revenue", async () =>
-        render(await paymentAdmin.getRecurringRevenue({ ...trendRange(chosen), timeZone: browserZone() }, { signal })),
-      ),
-    );
-  load();
-  return h(
-    "section",
-    { class: "card card-wide", "aria-labelledby": "dash-recurring" },
-    h(
-      "div",
-      { class: "card-head" },
-      h("h2", { id: "dash-recurring" }, "Recurring revenue"),
-      h("div", { class: "range-switch", role: "group", "aria-label": "Range" }, buttons),
-    ),
-    body,
+  return rangeCard("dash-recurring", "Recurring revenue", "recurring revenue", async (days) =>
+    render(await paymentAdmin.getRecurringRevenue({ ...trendRange(days), timeZone: browserZone() }, { signal })),
   );
 }

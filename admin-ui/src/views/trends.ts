@@ -171,7 +171,15 @@ function rangeText(res: GetPaymentTrendsResponse): string {
 
 /** The trends card: the range switch, then the charts of the chosen range. */
 export function trendsCard(signal: AbortSignal): HTMLElement {
-  const body = h("div", { class: "trends-body" });
+  return rangeCard("dash-trends", "Trends", "trends", async (days) =>
+    render(await paymentAdmin.getPaymentTrends({ ...trendRange(days), timeZone: browserZone() }, { signal })),
+  );
+}
+
+/** A dashboard card with a range switch of trendRanges (30 days first):
+ * body draws the chosen range, again at each switch. */
+export function rangeCard(id: string, title: string, what: string, body: (days: TrendDays) => Promise<HTMLElement[]>): HTMLElement {
+  const box = h("div", { class: "trends-body" });
   let chosen: TrendDays = 30;
   const buttons = trendRanges.map((days) =>
     h(
@@ -189,18 +197,12 @@ export function trendsCard(signal: AbortSignal): HTMLElement {
       `${days} days`,
     ),
   );
-  const load = () =>
-    replace(
-      body,
-      loadBlock("trends", async () =>
-        render(await paymentAdmin.getPaymentTrends({ ...trendRange(chosen), timeZone: browserZone() }, { signal })),
-      ),
-    );
+  const load = () => replace(box, loadBlock(what, () => body(chosen)));
   load();
   return h(
     "section",
-    { class: "card card-wide", "aria-labelledby": "dash-trends" },
-    h("div", { class: "card-head" }, h("h2", { id: "dash-trends" }, "Trends"), h("div", { class: "range-switch", role: "group", "aria-label": "Range" }, buttons)),
-    body,
+    { class: "card card-wide", "aria-labelledby": id },
+    h("div", { class: "card-head" }, h("h2", { id }, title), h("div", { class: "range-switch", role: "group", "aria-label": "Range" }, buttons)),
+    box,
   );
 }
