@@ -54,8 +54,10 @@ func TestNULInACallbackIsRefusedNeverAnInternalError(t *testing.T) {
 	require.Equal(t, "T1", f.payment(t, p.ID).GatewayPaymentID)
 }
 
-// A gateway's answer to a status query with a NUL in its ids is refused as
-// unreadable, like an unreadable amount: the payment stays pending.
+// A gateway's answer to a status query with a NUL in its ids, wherever it
+// is, is refused as unreadable, like an unreadable amount: the payment
+// stays pending. (settle's check `IndexByte(...) >= 0` as `> 0` let a NUL
+// first through to PostgreSQL, which refused it as no InvalidArgument.)
 func TestNULInAStatusQueryAnswerIsRefused(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
@@ -64,6 +66,7 @@ func TestNULInAStatusQueryAnswerIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	for _, answer := range []string{
 		`{"status":"success","amount":"12.30","gateway_payment_id":"G\u00001"}`,
+		`{"status":"success","amount":"12.30","gateway_payment_id":"\u0000G1"}`, // a NUL first
 		`{"status":"success","amount":"12.30","gateway_payment_id":"G1","gateway_tx_id":"\u0000"}`,
 	} {
 		gw.Plugin = callerFunc(func(string) (string, error) { return answer, nil })
