@@ -236,8 +236,16 @@ func TestAFailingEventHoldsBackItsOrderOnly(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	stuck := w.order(t)
-	h := event.HandlerFunc(func(_ context.Context, e event.Event) error {
+	// The stuck order's first event fails, and its first attempt fails
+	// only once the test has looked: a busy machine cannot run all three
+	// attempts before the look (it once did, with 50 ms between them).
+	looked := make(chan struct{})
+	h := event.HandlerFunc(func(ctx context.Context, e event.Event) error {
 		if e.OrderID == stuck && e.Type == "order_paid" {
+			select {
+			case <-looked:
+			case <-ctx.Done():
+			}
 			return errors.New("provider down")
 		}
 		return nil
@@ -248,7 +256,9 @@ func TestAFailingEventHoldsBackItsOrderOnly(t *testing.T) {
 	other := w.insert(t, "order_paid", w.order(t))
 
 	w.waitStatus(t, other.ID, store.EventDone, 5*time.Second)
+	require.Contains(t, []string{store.EventPending, store.EventProcessing}, w.event(t, first.ID).Status, "the first is not through")
 	require.Equal(t, store.EventPending, w.event(t, second.ID).Status, "waits for the earlier event of its order")
+	close(looked)
 	w.waitStatus(t, first.ID, store.EventFailed, 5*time.Second)
 	// The earlier event is failed, not pending: the later one may go.
 	w.waitStatus(t, second.ID, store.EventDone, 5*time.Second)
