@@ -22,7 +22,6 @@ var moneyColumns = []struct{ table, column, key string }{
 	{"payments", "refunded_amount", ""},
 	{"payments", "captured_amount", ""},
 	{"refunds", "amount", ""},
-	{"disputes", "amount", ""},
 	{"customers", "balance", ""},
 	{"customers", "credit_limit", ""},
 	{"balance_transactions", "amount", ""},
