@@ -32,23 +32,8 @@ func UnusedShare(price money.Amount, start, end, now time.Time) (money.Amount, e
 		return price, nil
 	}
 	// cents × unused / total, exactly, then rounded half-even to a whole
-	// cent: apd keeps every digit of the product (at most 12 + 10) and of
-	// the quotient up to the precision, far more than the rounding needs.
-	ctx := apd.BaseContext.WithPrecision(40)
-	ctx.Rounding = apd.RoundHalfEven
-	var q apd.Decimal
-	num := apd.New(price.Cents(), 0)
-	if _, err := ctx.Mul(num, num, apd.New(unused, 0)); err != nil {
-		return money.Amount{}, err
-	}
-	if _, err := ctx.Quo(&q, num, apd.New(total, 0)); err != nil {
-		return money.Amount{}, err
-	}
-	var cents apd.Decimal
-	if _, err := ctx.Quantize(&cents, &q, 0); err != nil {
-		return money.Amount{}, err
-	}
-	c, err := cents.Int64()
+	// cent.
+	c, err := money.MulDiv(price.Cents(), unused, total, apd.RoundHalfEven)
 	if err != nil {
 		return money.Amount{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/apd/v3"
 
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
 )
@@ -35,26 +36,14 @@ func monthlyTwelfths(cycle string, cents int64) (Twelfths, bool) {
 	return Twelfths(cents * 12 / int64(m)), true
 }
 
-// roundCtx divides by 1,200 (twelfths of a cent to units of the currency)
-// and rounds half up to the cent.
-var roundCtx = func() *apd.Context {
-	c := apd.BaseContext.WithPrecision(40)
-	c.Rounding = apd.RoundHalfUp
-	return c
-}()
-
 // String is t in units of its currency, rounded half up (away from zero)
 // to the cent, with two fractional digits: "8.33" for 100.00 a year.
 func (t Twelfths) String() string {
-	var q apd.Decimal
-	if _, err := roundCtx.Quo(&q, apd.New(int64(t), 0), apd.New(1200, 0)); err != nil {
-		panic(err) // 40 digits hold any int64 divided by 1,200
+	c, err := money.MulDiv(int64(t), 1, 12, apd.RoundHalfUp)
+	if err != nil {
+		panic(err) // any int64 divided by 12 fits
 	}
-	var r apd.Decimal
-	if _, err := roundCtx.Quantize(&r, &q, -2); err != nil {
-		panic(err)
-	}
-	return r.Text('f')
+	return money.FormatCents(c)
 }
 
 // Movement is a number of services and the monthly revenue they moved.
