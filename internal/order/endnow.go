@@ -13,6 +13,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
+	"github.com/rustbill/paymentd/internal/text"
 )
 
 // EndCredit is what becomes of the unused share of the paid period when a
@@ -37,7 +38,7 @@ func ParseEndCredit(s string) (EndCredit, error) {
 	case CreditNone, CreditBalance, CreditGateway:
 		return c, nil
 	}
-	return "", apperr.New(apperr.InvalidArgument, "credit must be none, balance or gateway, got %q", clip(s))
+	return "", apperr.New(apperr.InvalidArgument, "credit must be none, balance or gateway, got %q", text.Clip(s, 20))
 }
 
 // more reports whether c gives the customer more than d (none < balance <
@@ -45,13 +46,6 @@ func ParseEndCredit(s string) (EndCredit, error) {
 func (c EndCredit) more(d EndCredit) bool {
 	rank := map[EndCredit]int{CreditNone: 0, CreditBalance: 1, CreditGateway: 2}
 	return rank[c] > rank[d]
-}
-
-func clip(s string) string {
-	if len(s) > 20 {
-		return s[:20] + "…"
-	}
-	return s
 }
 
 // ShareRefund is part of the unused share to refund from one payment of
