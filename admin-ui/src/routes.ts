@@ -13,6 +13,7 @@ import { pluginDetailView, pluginsView } from "./views/plugins";
 import { productsView } from "./views/products";
 import { refundsView } from "./views/refunds";
 import { invoiceDetailView } from "./views/invoices";
+import { disputesView } from "./views/disputes";
 import { renewalsView } from "./views/renewals";
 import { auditView } from "./views/audit";
 
@@ -24,6 +25,7 @@ export const routes: Route[] = [
   { pattern: "payments", nav: "Payments", render: paymentsView },
   { pattern: "payments/:id", render: paymentDetailView },
   { pattern: "refunds", nav: "Refunds", render: refundsView },
+  { pattern: "disputes", nav: "Disputes", render: disputesView },
   { pattern: "orders", nav: "Orders", render: ordersView },
   { pattern: "orders/:id", render: orderDetailView },
   { pattern: "invoices/:id", render: invoiceDetailView },

@@ -34,6 +34,7 @@ var AdminKeyScopes = auth.Scopes{
 	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.ScopeOperate,
 
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:         auth.ScopeRead,
+	paymentpbconnect.PaymentAdminServiceListDisputesProcedure:        auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure:    auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:     auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure:    auth.ScopeRead,

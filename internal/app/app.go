@@ -501,10 +501,14 @@ func (a *App) init(ctx context.Context) error {
 		payment.WithClock(a.opts.clock),
 		payment.WithBillingClock(testClock.clock()),
 		payment.WithMetrics(a.tel.metrics),
-		payment.WithReads(a.reads()))
+		payment.WithReads(a.reads()),
+		payment.WithDisputeSuspend(a.cfg.Disputes.Suspend))
 	a.bg, err = a.buildBackground(paySvc, testClock)
 	if err != nil {
 		return err
+	}
+	if a.bg.notifier != nil {
+		paySvc.SetAdminNotices(a.bg.notifier)
 	}
 	callbacks := paymentrpc.NewCallbackHandler(paySvc, a.log)
 	eopts := a.cfg.Export.Options()

@@ -34,6 +34,7 @@ type Config struct {
 	Plugins   Plugins   `koanf:"plugins"`
 	Billing   Billing   `koanf:"billing"`
 	Payments  Payments  `koanf:"payments"`
+	Disputes  Disputes  `koanf:"disputes"`
 	Cluster   Cluster   `koanf:"cluster"`
 	Notify    Notify    `koanf:"notify"`
 	Log       Log       `koanf:"log"`
@@ -266,6 +267,14 @@ type Payments struct {
 	// ago is still asked about (the reconciler, QueryPaymentStatus), in
 	// case its gateway took the money after all; 0 turns it off.
 	LateCaptureDays int `koanf:"late_capture_days"`
+}
+
+// Disputes holds what the service does about a payment's dispute
+// (chargeback) a gateway reports.
+type Disputes struct {
+	// Suspend: an open dispute suspends its order's service (reason
+	// dispute) until it is won, lost in part, or an admin resumes it.
+	Suspend bool `koanf:"suspend"`
 }
 
 // LateCapture is LateCaptureDays as a duration.

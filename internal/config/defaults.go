@@ -104,6 +104,7 @@ func Default() Config {
 			EndNowCredit:        string(order.DefaultEndNowCredit),
 		},
 		Payments: Payments{LateCaptureDays: int(payment.DefaultLateCapture / (24 * time.Hour))},
+		Disputes: Disputes{Suspend: true},
 		Cluster: Cluster{
 			LeaseTTL:          cluster.DefaultLeaseTTL,
 			LeaseRenew:        cluster.DefaultLeaseRenew,

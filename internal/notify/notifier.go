@@ -132,6 +132,32 @@ func (n *Notifier) Enqueue(ctx context.Context, db store.DB, notice Notice) (int
 	return store.InsertNotifications(ctx, db, &id, rows)
 }
 
+// NotifyAdmins queues a notice for the admins only in db (the caller's
+// transaction): an e-mail to every admin address when e-mail is
+// configured, and a webhook to every endpoint. It belongs to no event
+// (event_id NULL): the caller queues it once, in the transaction that
+// makes the change it tells of (a payment's dispute).
+func (n *Notifier) NotifyAdmins(ctx context.Context, db store.DB, eventType string, data map[string]string) error {
+	var rows []store.NewNotification
+	if n.opts.SMTP.Enabled() {
+		for _, a := range n.opts.AdminEmails {
+			s, b := adminText(eventType, data)
+			rows = append(rows, store.NewNotification{Recipient: a, Channel: ChannelEmail, Subject: s, Body: b})
+		}
+	}
+	if n.webhook != nil {
+		for _, w := range n.opts.Webhooks {
+			r, ok := n.webhook.render(ctx, w.Name, eventType, data)
+			if !ok {
+				r.Subject, r.Body = webhookText(eventType, w.Name, data)
+			}
+			rows = append(rows, store.NewNotification{Recipient: w.Name, Channel: ChannelWebhook, Subject: r.Subject, Body: r.Body})
+		}
+	}
+	_, err := store.InsertNotifications(ctx, db, nil, rows)
+	return err
+}
+
 // Start runs the delivery loop until Stop or ctx's cancellation. It is safe
 // on every instance at once: claims skip each other's rows.
 func (n *Notifier) Start(ctx context.Context) error {

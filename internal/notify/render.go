@@ -23,6 +23,7 @@ var webhookSubjects = map[string]string{
 	"service_resumed":    "Service of order {order_id} was resumed",
 	"service_terminated": "Service of order {order_id} has ended",
 	"renewal_reminder":   "Renewal invoice {invoice_id} of order {order_id}: {kind}",
+	"dispute":            "Dispute {gateway_dispute_id} of payment {payment_id}: {status}",
 }
 
 // Why a service was suspended or ended (the reason of service_suspended
@@ -30,6 +31,7 @@ var webhookSubjects = map[string]string{
 var suspendReasons = map[string]string{
 	"overdue": "its renewal invoice is unpaid; paying it resumes the service",
 	"admin":   "our staff suspended it",
+	"dispute": "a payment of it is disputed with your bank",
 }
 
 var endReasons = map[string]string{

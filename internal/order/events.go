@@ -24,11 +24,14 @@ const (
 )
 
 // Why a service is suspended (orders.suspend_reason and the
-// service_suspended payload): an unpaid renewal invoice, or an admin.
-// Paying the invoice resumes an overdue suspension only.
+// service_suspended payload): an unpaid renewal invoice, an admin, or a
+// payment's open dispute (chargeback). Paying the invoice resumes an overdue
+// suspension only; a dispute's is lifted when the dispute is won (or lost
+// in part), or by an admin.
 const (
 	SuspendReasonOverdue = "overdue"
 	SuspendReasonAdmin   = "admin"
+	SuspendReasonDispute = "dispute"
 )
 
 // Why a service ended (the service_terminated payload): its renewal

@@ -76,6 +76,7 @@ var transitions = map[Status]map[Status]bool{
 	StatusSuspended: {
 		StatusActive:     true,
 		StatusTerminated: true,
+		StatusRefunded:   true, // the money went back in full while suspended (a lost dispute, an admin's full refund)
 	},
 	// cancelled, refunded, completed and terminated are final.
 }

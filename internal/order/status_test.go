@@ -29,6 +29,7 @@ var orderTransitions = map[[2]order.Status]bool{
 	{order.StatusPaid, order.StatusRefunded}:          true, // paid/provisioning/active → refunded
 	{order.StatusProvisioning, order.StatusRefunded}:  true,
 	{order.StatusActive, order.StatusRefunded}:        true,
+	{order.StatusSuspended, order.StatusRefunded}:     true, // a lost dispute or a full refund while suspended
 }
 
 func TestOrderTransitionTableAllowsExactlyTheDesignedPairs(t *testing.T) {

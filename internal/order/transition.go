@@ -81,6 +81,7 @@ var actions = map[[2]Status]string{
 	{StatusPaid, StatusRefunded}:          ActionOrderRefund,
 	{StatusProvisioning, StatusRefunded}:  ActionOrderRefund,
 	{StatusActive, StatusRefunded}:        ActionOrderRefund,
+	{StatusSuspended, StatusRefunded}:     ActionOrderRefund,
 	{StatusActive, StatusSuspended}:       ActionOrderSuspend,
 	{StatusSuspended, StatusActive}:       ActionOrderResume,
 	{StatusActive, StatusCompleted}:       ActionOrderComplete,
@@ -162,7 +163,7 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		}
 		out.Order, out.FailedPayments, err = store.SetOrderStatusFailingPayments(ctx, tx, o.ID, string(from), string(m.To), &paidAt, m.At, m.FailReason)
 	case m.To == StatusSuspended:
-		if m.SuspendReason != SuspendReasonOverdue && m.SuspendReason != SuspendReasonAdmin {
+		if m.SuspendReason != SuspendReasonOverdue && m.SuspendReason != SuspendReasonAdmin && m.SuspendReason != SuspendReasonDispute {
 			return Moved{}, apperr.New(apperr.Internal, "order %s: suspended without a reason", o.ID)
 		}
 		out.Order, err = store.Q(tx).SuspendOrder(ctx, store.SuspendOrderParams{

@@ -81,7 +81,11 @@ type anomaly struct {
 	RefundID        string `json:"refund_id,omitempty"`
 	GatewayRefundID string `json:"gateway_refund_id,omitempty"`
 	RefundStatus    string `json:"refund_status,omitempty"`
-	Fingerprint     string `json:"fingerprint"`
+	// DisputeID and DisputeStatus name the gateway's dispute a dispute
+	// notification is about, and its status.
+	DisputeID     string `json:"dispute_id,omitempty"`
+	DisputeStatus string `json:"dispute_status,omitempty"`
+	Fingerprint   string `json:"fingerprint"`
 }
 
 // recordAnomaly writes a once in db's transaction (with the payment row
@@ -96,6 +100,9 @@ func (s *Service) recordAnomaly(ctx context.Context, db store.DB, a audit.Actor,
 	if an.RefundID != "" {
 		// Likewise: a payment's reports keep their fingerprints.
 		key += "\x00refund\x00" + an.RefundID + "\x00" + an.GatewayRefundID + "\x00" + an.RefundStatus
+	}
+	if an.DisputeID != "" {
+		key += "\x00dispute\x00" + an.DisputeID + "\x00" + an.DisputeStatus
 	}
 	sum := sha256.Sum256([]byte(key))
 	an.Fingerprint = hex.EncodeToString(sum[:16])

@@ -122,6 +122,9 @@ type CallbackResult struct {
 //   - "refund" (a verified notification about a refund the service asked
 //     for) completes or fails that pending refund, exactly once (see
 //     refundCallback);
+//   - "dispute" (a verified notification about a dispute of a payment)
+//     records it and suspends, resumes or refunds as it says, once per
+//     status change (see disputeCallback);
 //   - "ignored" (a verified notification about nothing a payment needs,
 //     such as a Stripe event of another type) changes nothing, looks up
 //     nothing and answers the ack with Ignored set.
@@ -176,6 +179,9 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 	}
 	if res.Status == gatewayRefund {
 		return s.refundCallback(ctx, cb.GatewayInterfaceID, gw, res)
+	}
+	if res.Status == gatewayDispute {
+		return s.disputeCallback(ctx, cb.GatewayInterfaceID, gw, res)
 	}
 	paymentID, err := uuid.Parse(res.PaymentID)
 	if err != nil {

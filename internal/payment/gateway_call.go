@@ -84,6 +84,25 @@ type parseCallbackOutput struct {
 	// Refund is what a notification with status "refund" says of a refund
 	// the service asked for.
 	Refund *callbackRefund `json:"refund"`
+	// Dispute is what a notification with status "dispute" says of a
+	// dispute (chargeback) of a payment; GatewayTxID names the payment
+	// when PaymentID is empty (Stripe: the PaymentIntent).
+	Dispute *callbackDispute `json:"dispute"`
+}
+
+// callbackDispute is a gateway's notification about a dispute of a
+// payment (parse_callback's status "dispute").
+type callbackDispute struct {
+	DisputeID string `json:"dispute_id"`
+	// Status is the gateway's (Stripe: warning_needs_response,
+	// needs_response, under_review, won, lost, ...).
+	Status   string `json:"status"`
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+	Reason   string `json:"reason"`
+	// EvidenceDueBy is the evidence deadline in Unix seconds, as digits
+	// ("": none).
+	EvidenceDueBy string `json:"evidence_due_by"`
 }
 
 // callbackRefund is a gateway's notification about a refund
@@ -127,6 +146,9 @@ const (
 	// gatewayRefund: parse_callback verified a notification about a
 	// refund (parseCallbackOutput.Refund).
 	gatewayRefund = "refund"
+	// gatewayDispute: parse_callback verified a notification about a
+	// dispute of a payment (parseCallbackOutput.Dispute).
+	gatewayDispute = "dispute"
 
 	refundSucceeded = "succeeded"
 	refundFailed    = "failed"

@@ -29,7 +29,28 @@ type Service struct {
 	metrics      Metrics
 	// reads picks the database of the heavy reads (WithReads).
 	reads func() store.DB
+	// disputeSuspend is [disputes].suspend (WithDisputeSuspend).
+	disputeSuspend bool
+	// admins queues the admins' notices (WithAdminNotices); nil: none.
+	admins AdminNotifier
 }
+
+// AdminNotifier queues a notice for the admins in db (the caller's
+// transaction): internal/notify's Notifier.
+type AdminNotifier interface {
+	NotifyAdmins(ctx context.Context, db store.DB, eventType string, data map[string]string) error
+}
+
+// WithDisputeSuspend sets [disputes].suspend: a dispute suspends its
+// order's service until it is won (default on).
+func WithDisputeSuspend(on bool) Option { return func(s *Service) { s.disputeSuspend = on } }
+
+// WithAdminNotices sets where the admins' notices go (disputes).
+func WithAdminNotices(n AdminNotifier) Option { return func(s *Service) { s.admins = n } }
+
+// SetAdminNotices sets the admins' notifier after construction (the
+// notifier is built with the background services, after this one).
+func (s *Service) SetAdminNotices(n AdminNotifier) { s.admins = n }
 
 // Option configures a Service.
 type Option func(*Service)
@@ -87,7 +108,7 @@ func NewService(db store.DB, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Service{db: db, log: log, publicURL: DefaultPublicURL, reconcileAfter: DefaultReconcileAfter, lateCapture: DefaultLateCapture, clock: time.Now, metrics: noMetrics{}}
+	s := &Service{db: db, log: log, disputeSuspend: true, publicURL: DefaultPublicURL, reconcileAfter: DefaultReconcileAfter, lateCapture: DefaultLateCapture, clock: time.Now, metrics: noMetrics{}}
 	for _, o := range opts {
 		o(s)
 	}

@@ -22,6 +22,7 @@ var moneyColumns = []struct{ table, column, key string }{
 	{"payments", "refunded_amount", ""},
 	{"payments", "captured_amount", ""},
 	{"refunds", "amount", ""},
+	{"disputes", "amount", ""},
 	{"customers", "balance", ""},
 	{"customers", "credit_limit", ""},
 	{"balance_transactions", "amount", ""},

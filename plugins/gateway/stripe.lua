@@ -16,7 +16,9 @@
 --           checkout.session.completed / async_payment_succeeded pay the
 --           payment; async_payment_failed and expired fail it (final);
 --           refund.updated / refund.failed complete or fail a refund that
---           Stripe answered pending.
+--           Stripe answered pending; charge.dispute.created / updated /
+--           closed report a dispute (chargeback) of a payment, named by its
+--           PaymentIntent.
 --
 -- Every POST carries an Idempotency-Key naming what it does (the payment,
 -- the refund), so Stripe answers a resend with its first answer and the
@@ -39,7 +41,7 @@
 -- this script knows.
 
 function version()
-  return "1.2.0"
+  return "1.3.0"
 end
 
 local DEFAULT_API = "https://api.stripe.com"
@@ -78,11 +80,17 @@ local REFUND_EVENTS = {
   ["refund.updated"] = true,
   ["refund.failed"] = true,
 }
+local DISPUTE_EVENTS = {
+  ["charge.dispute.created"] = true,
+  ["charge.dispute.updated"] = true,
+  ["charge.dispute.closed"] = true,
+}
 
 -- EVENTS is what the webhook endpoint must send, in the words of
 -- admin_page and docs/plugins.md.
 local EVENTS = "checkout.session.completed, checkout.session.async_payment_succeeded, "
-  .. "checkout.session.async_payment_failed, checkout.session.expired, refund.updated and refund.failed"
+  .. "checkout.session.async_payment_failed, checkout.session.expired, refund.updated, refund.failed, "
+  .. "charge.dispute.created, charge.dispute.updated and charge.dispute.closed"
 
 local ACK = '{"received":true}'
 
@@ -574,6 +582,49 @@ local function refund_event(etype, r)
   })
 end
 
+-- dispute_event reads charge.dispute.*: Stripe's Dispute object names the
+-- charge and the PaymentIntent (the payment's gateway_tx_id), not our
+-- payment id; the service finds the payment by the PaymentIntent.
+local function dispute_event(etype, d)
+  if type(d) ~= "table" or str(d.object) ~= "dispute" then
+    return json_encode({ valid = false, reason = etype .. " without a dispute" })
+  end
+  local id, st = str(d.id), str(d.status)
+  if id == "" or st == "" then
+    return json_encode({ valid = false, reason = etype .. " without a dispute id or status" })
+  end
+  local pi = id_of(d.payment_intent)
+  if pi == "" then
+    return json_encode({ valid = true, status = "ignored", reason = "a dispute of a charge without a PaymentIntent", ack = ACK })
+  end
+  local currency = str(d.currency)
+  local amount = from_minor(d.amount, currency)
+  if amount == nil or amount == "" then
+    return json_encode({ valid = false, reason = "dispute " .. snippet(id) .. " has an unreadable amount" })
+  end
+  -- The evidence deadline, Unix seconds ("" when Stripe gives none).
+  local due = ""
+  if type(d.evidence_details) == "table" and match(str(d.evidence_details.due_by), "^%d+$") then
+    due = str(d.evidence_details.due_by)
+  end
+  return json_encode({
+    valid = true,
+    reason = "",
+    status = "dispute",
+    payment_id = "",
+    gateway_tx_id = pi,
+    dispute = {
+      dispute_id = id,
+      status = st,
+      amount = amount,
+      currency = upper(currency),
+      reason = str(d.reason),
+      evidence_due_by = due,
+    },
+    ack = ACK,
+  })
+end
+
 function parse_callback(config_json, input_json)
   local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
   local function invalid(reason)
@@ -610,6 +661,9 @@ function parse_callback(config_json, input_json)
   end
   if REFUND_EVENTS[etype] then
     return refund_event(etype, type(event.data) == "table" and event.data.object or nil)
+  end
+  if DISPUTE_EVENTS[etype] then
+    return dispute_event(etype, type(event.data) == "table" and event.data.object or nil)
   end
   if not HANDLED[etype] then
     return ignored("event type " .. snippet(etype))

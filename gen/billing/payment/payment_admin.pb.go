@@ -2009,6 +2009,270 @@ func (x *CurrencyRecurringRevenue) GetAhead() []*RenewalsAhead {
 	return nil
 }
 
+type ListDisputesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only disputes in this gateway status (won, lost, needs_response, ...).
+	Status *string `protobuf:"bytes,1,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// At most this many (1 to 500); 0: 100.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDisputesRequest) Reset() {
+	*x = ListDisputesRequest{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDisputesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDisputesRequest) ProtoMessage() {}
+
+func (x *ListDisputesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDisputesRequest.ProtoReflect.Descriptor instead.
+func (*ListDisputesRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListDisputesRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *ListDisputesRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListDisputesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The disputes, the nearest evidence deadline first.
+	Disputes      []*Dispute `protobuf:"bytes,1,rep,name=disputes,proto3" json:"disputes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDisputesResponse) Reset() {
+	*x = ListDisputesResponse{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDisputesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDisputesResponse) ProtoMessage() {}
+
+func (x *ListDisputesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDisputesResponse.ProtoReflect.Descriptor instead.
+func (*ListDisputesResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListDisputesResponse) GetDisputes() []*Dispute {
+	if x != nil {
+		return x.Disputes
+	}
+	return nil
+}
+
+// Dispute is a gateway's dispute (chargeback) of a payment.
+type Dispute struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The disputed payment, its order (empty for none), invoice (empty for
+	// none) and customer: the console links to them.
+	PaymentId          string `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	OrderId            string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	InvoiceId          string `protobuf:"bytes,4,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
+	CustomerId         string `protobuf:"bytes,5,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	GatewayInterfaceId string `protobuf:"bytes,6,opt,name=gateway_interface_id,json=gatewayInterfaceId,proto3" json:"gateway_interface_id,omitempty"`
+	// The gateway's id of the dispute (Stripe: dp_…).
+	GatewayDisputeId string `protobuf:"bytes,7,opt,name=gateway_dispute_id,json=gatewayDisputeId,proto3" json:"gateway_dispute_id,omitempty"`
+	// Money, in the payment's currency.
+	Amount   string `protobuf:"bytes,8,opt,name=amount,proto3" json:"amount,omitempty"`
+	Currency string `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The gateway's reason (Stripe: fraudulent, product_not_received, ...).
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The gateway's status; won and lost are final.
+	Status string `protobuf:"bytes,11,opt,name=status,proto3" json:"status,omitempty"`
+	// The evidence deadline; empty when the gateway gave none.
+	EvidenceDueBy string `protobuf:"bytes,12,opt,name=evidence_due_by,json=evidenceDueBy,proto3" json:"evidence_due_by,omitempty"`
+	// The succeeded refund a lost dispute became; empty otherwise.
+	RefundId      string `protobuf:"bytes,13,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	CreatedAt     string `protobuf:"bytes,14,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt     string `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dispute) Reset() {
+	*x = Dispute{}
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dispute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dispute) ProtoMessage() {}
+
+func (x *Dispute) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dispute.ProtoReflect.Descriptor instead.
+func (*Dispute) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Dispute) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Dispute) GetPaymentId() string {
+	if x != nil {
+		return x.PaymentId
+	}
+	return ""
+}
+
+func (x *Dispute) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Dispute) GetInvoiceId() string {
+	if x != nil {
+		return x.InvoiceId
+	}
+	return ""
+}
+
+func (x *Dispute) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *Dispute) GetGatewayInterfaceId() string {
+	if x != nil {
+		return x.GatewayInterfaceId
+	}
+	return ""
+}
+
+func (x *Dispute) GetGatewayDisputeId() string {
+	if x != nil {
+		return x.GatewayDisputeId
+	}
+	return ""
+}
+
+func (x *Dispute) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *Dispute) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *Dispute) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Dispute) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Dispute) GetEvidenceDueBy() string {
+	if x != nil {
+		return x.EvidenceDueBy
+	}
+	return ""
+}
+
+func (x *Dispute) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+func (x *Dispute) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *Dispute) GetUpdatedAt() string {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return ""
+}
+
 var File_billing_payment_payment_admin_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_admin_proto_rawDesc = "" +
@@ -2185,9 +2449,38 @@ const file_billing_payment_payment_admin_proto_rawDesc = "" +
 	"\x03end\x18\x03 \x01(\v2\x1a.billing.payment.MrrFigureR\x03end\x12;\n" +
 	"\tmovements\x18\x04 \x01(\v2\x1d.billing.payment.MrrMovementsR\tmovements\x12+\n" +
 	"\x04days\x18\x05 \x03(\v2\x17.billing.payment.MrrDayR\x04days\x124\n" +
-	"\x05ahead\x18\x06 \x03(\v2\x1e.billing.payment.RenewalsAheadR\x05ahead2\x92\x05\n" +
+	"\x05ahead\x18\x06 \x03(\v2\x1e.billing.payment.RenewalsAheadR\x05ahead\"h\n" +
+	"\x13ListDisputesRequest\x12&\n" +
+	"\x06status\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18(H\x00R\x06status\x88\x01\x01\x12\x1e\n" +
+	"\x05limit\x18\x02 \x01(\rB\b\xbaH\x05*\x03\x18\xf4\x03R\x05limitB\t\n" +
+	"\a_status\"L\n" +
+	"\x14ListDisputesResponse\x124\n" +
+	"\bdisputes\x18\x01 \x03(\v2\x18.billing.payment.DisputeR\bdisputes\"\xda\x03\n" +
+	"\aDispute\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"payment_id\x18\x02 \x01(\tR\tpaymentId\x12\x19\n" +
+	"\border_id\x18\x03 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"invoice_id\x18\x04 \x01(\tR\tinvoiceId\x12\x1f\n" +
+	"\vcustomer_id\x18\x05 \x01(\tR\n" +
+	"customerId\x120\n" +
+	"\x14gateway_interface_id\x18\x06 \x01(\tR\x12gatewayInterfaceId\x12,\n" +
+	"\x12gateway_dispute_id\x18\a \x01(\tR\x10gatewayDisputeId\x12\x16\n" +
+	"\x06amount\x18\b \x01(\tR\x06amount\x12\x1a\n" +
+	"\bcurrency\x18\t \x01(\tR\bcurrency\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\x12\x16\n" +
+	"\x06status\x18\v \x01(\tR\x06status\x12&\n" +
+	"\x0fevidence_due_by\x18\f \x01(\tR\revidenceDueBy\x12\x1b\n" +
+	"\trefund_id\x18\r \x01(\tR\brefundId\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\x0e \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"updated_at\x18\x0f \x01(\tR\tupdatedAt2\xf4\x05\n" +
 	"\x13PaymentAdminService\x12]\n" +
-	"\vListRefunds\x12#.billing.payment.ListRefundsRequest\x1a$.billing.payment.ListRefundsResponse\"\x03\x90\x02\x01\x12l\n" +
+	"\vListRefunds\x12#.billing.payment.ListRefundsRequest\x1a$.billing.payment.ListRefundsResponse\"\x03\x90\x02\x01\x12`\n" +
+	"\fListDisputes\x12$.billing.payment.ListDisputesRequest\x1a%.billing.payment.ListDisputesResponse\"\x03\x90\x02\x01\x12l\n" +
 	"\x10ListAuditEntries\x12(.billing.payment.ListAuditEntriesRequest\x1a).billing.payment.ListAuditEntriesResponse\"\x03\x90\x02\x01\x12^\n" +
 	"\rResolveRefund\x12%.billing.payment.ResolveRefundRequest\x1a&.billing.payment.ResolveRefundResponse\x12i\n" +
 	"\x0fGetPaymentStats\x12'.billing.payment.GetPaymentStatsRequest\x1a(.billing.payment.GetPaymentStatsResponse\"\x03\x90\x02\x01\x12l\n" +
@@ -2206,7 +2499,7 @@ func file_billing_payment_payment_admin_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_admin_proto_rawDescData
 }
 
-var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_billing_payment_payment_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*AuditEntry)(nil),                  // 0: billing.payment.AuditEntry
 	(*ListRefundsRequest)(nil),          // 1: billing.payment.ListRefundsRequest
@@ -2232,20 +2525,23 @@ var file_billing_payment_payment_admin_proto_goTypes = []any{
 	(*MrrDay)(nil),                      // 21: billing.payment.MrrDay
 	(*RenewalsAhead)(nil),               // 22: billing.payment.RenewalsAhead
 	(*CurrencyRecurringRevenue)(nil),    // 23: billing.payment.CurrencyRecurringRevenue
-	(*PageRequest)(nil),                 // 24: billing.payment.PageRequest
-	(*Refund)(nil),                      // 25: billing.payment.Refund
-	(*PageMeta)(nil),                    // 26: billing.payment.PageMeta
-	(*PaymentRecord)(nil),               // 27: billing.payment.PaymentRecord
+	(*ListDisputesRequest)(nil),         // 24: billing.payment.ListDisputesRequest
+	(*ListDisputesResponse)(nil),        // 25: billing.payment.ListDisputesResponse
+	(*Dispute)(nil),                     // 26: billing.payment.Dispute
+	(*PageRequest)(nil),                 // 27: billing.payment.PageRequest
+	(*Refund)(nil),                      // 28: billing.payment.Refund
+	(*PageMeta)(nil),                    // 29: billing.payment.PageMeta
+	(*PaymentRecord)(nil),               // 30: billing.payment.PaymentRecord
 }
 var file_billing_payment_payment_admin_proto_depIdxs = []int32{
-	24, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
-	25, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
-	26, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
-	25, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
-	27, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
-	24, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
+	27, // 0: billing.payment.ListRefundsRequest.pagination:type_name -> billing.payment.PageRequest
+	28, // 1: billing.payment.ListRefundsResponse.refunds:type_name -> billing.payment.Refund
+	29, // 2: billing.payment.ListRefundsResponse.meta:type_name -> billing.payment.PageMeta
+	28, // 3: billing.payment.ResolveRefundResponse.refund:type_name -> billing.payment.Refund
+	30, // 4: billing.payment.ResolveRefundResponse.payment:type_name -> billing.payment.PaymentRecord
+	27, // 5: billing.payment.ListAuditEntriesRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.payment.ListAuditEntriesResponse.entries:type_name -> billing.payment.AuditEntry
-	26, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
+	29, // 7: billing.payment.ListAuditEntriesResponse.meta:type_name -> billing.payment.PageMeta
 	10, // 8: billing.payment.GetPaymentStatsResponse.succeeded:type_name -> billing.payment.PaymentCurrencyTotal
 	9,  // 9: billing.payment.GetPaymentStatsResponse.to_return:type_name -> billing.payment.MoneyToReturn
 	13, // 10: billing.payment.GetPaymentTrendsResponse.currencies:type_name -> billing.payment.CurrencyTrend
@@ -2265,23 +2561,26 @@ var file_billing_payment_payment_admin_proto_depIdxs = []int32{
 	20, // 24: billing.payment.CurrencyRecurringRevenue.movements:type_name -> billing.payment.MrrMovements
 	21, // 25: billing.payment.CurrencyRecurringRevenue.days:type_name -> billing.payment.MrrDay
 	22, // 26: billing.payment.CurrencyRecurringRevenue.ahead:type_name -> billing.payment.RenewalsAhead
-	1,  // 27: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
-	5,  // 28: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
-	3,  // 29: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
-	7,  // 30: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
-	11, // 31: billing.payment.PaymentAdminService.GetPaymentTrends:input_type -> billing.payment.GetPaymentTrendsRequest
-	17, // 32: billing.payment.PaymentAdminService.GetRecurringRevenue:input_type -> billing.payment.GetRecurringRevenueRequest
-	2,  // 33: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
-	6,  // 34: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
-	4,  // 35: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
-	8,  // 36: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
-	12, // 37: billing.payment.PaymentAdminService.GetPaymentTrends:output_type -> billing.payment.GetPaymentTrendsResponse
-	18, // 38: billing.payment.PaymentAdminService.GetRecurringRevenue:output_type -> billing.payment.GetRecurringRevenueResponse
-	33, // [33:39] is the sub-list for method output_type
-	27, // [27:33] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	26, // 27: billing.payment.ListDisputesResponse.disputes:type_name -> billing.payment.Dispute
+	1,  // 28: billing.payment.PaymentAdminService.ListRefunds:input_type -> billing.payment.ListRefundsRequest
+	24, // 29: billing.payment.PaymentAdminService.ListDisputes:input_type -> billing.payment.ListDisputesRequest
+	5,  // 30: billing.payment.PaymentAdminService.ListAuditEntries:input_type -> billing.payment.ListAuditEntriesRequest
+	3,  // 31: billing.payment.PaymentAdminService.ResolveRefund:input_type -> billing.payment.ResolveRefundRequest
+	7,  // 32: billing.payment.PaymentAdminService.GetPaymentStats:input_type -> billing.payment.GetPaymentStatsRequest
+	11, // 33: billing.payment.PaymentAdminService.GetPaymentTrends:input_type -> billing.payment.GetPaymentTrendsRequest
+	17, // 34: billing.payment.PaymentAdminService.GetRecurringRevenue:input_type -> billing.payment.GetRecurringRevenueRequest
+	2,  // 35: billing.payment.PaymentAdminService.ListRefunds:output_type -> billing.payment.ListRefundsResponse
+	25, // 36: billing.payment.PaymentAdminService.ListDisputes:output_type -> billing.payment.ListDisputesResponse
+	6,  // 37: billing.payment.PaymentAdminService.ListAuditEntries:output_type -> billing.payment.ListAuditEntriesResponse
+	4,  // 38: billing.payment.PaymentAdminService.ResolveRefund:output_type -> billing.payment.ResolveRefundResponse
+	8,  // 39: billing.payment.PaymentAdminService.GetPaymentStats:output_type -> billing.payment.GetPaymentStatsResponse
+	12, // 40: billing.payment.PaymentAdminService.GetPaymentTrends:output_type -> billing.payment.GetPaymentTrendsResponse
+	18, // 41: billing.payment.PaymentAdminService.GetRecurringRevenue:output_type -> billing.payment.GetRecurringRevenueResponse
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_admin_proto_init() }
@@ -2294,13 +2593,14 @@ func file_billing_payment_payment_admin_proto_init() {
 	file_billing_payment_payment_admin_proto_msgTypes[8].OneofWrappers = []any{}
 	file_billing_payment_payment_admin_proto_msgTypes[15].OneofWrappers = []any{}
 	file_billing_payment_payment_admin_proto_msgTypes[16].OneofWrappers = []any{}
+	file_billing_payment_payment_admin_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_admin_proto_rawDesc), len(file_billing_payment_payment_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

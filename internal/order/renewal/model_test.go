@@ -399,7 +399,9 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 		require.Failf(t, "renewing with its next period cancelled", "order %s renews, yet period %d stays cancelled after a pass", o.id, last.Seq)
 	}
 	if o.adminSuspended {
-		require.Contains(t, []order.Status{order.StatusSuspended, order.StatusTerminated, order.StatusCompleted}, st, "an admin's suspension lifted")
+		// It ends (terminated, completed, or refunded when its money went
+		// back in full), but an admin's suspension is never lifted.
+		require.Contains(t, []order.Status{order.StatusSuspended, order.StatusTerminated, order.StatusCompleted, order.StatusRefunded}, st, "an admin's suspension lifted")
 		if st == order.StatusSuspended {
 			require.Equal(t, order.SuspendReasonAdmin, ord.SuspendReason)
 		}

@@ -18,6 +18,7 @@ import (
 // console's reads of refunds and the audit log are for admins alone.
 var AdminPolicy = auth.Policy{
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:         auth.AdminOnly,
+	paymentpbconnect.PaymentAdminServiceListDisputesProcedure:        auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceListAuditEntriesProcedure:    auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceGetPaymentStatsProcedure:     auth.AdminOnly,
 	paymentpbconnect.PaymentAdminServiceGetPaymentTrendsProcedure:    auth.AdminOnly,
@@ -67,6 +68,28 @@ func (h *AdminHandler) ListRefunds(ctx context.Context, req *connect.Request[pay
 		rec := refundRecord(r.Refund, r.Currency)
 		rec.RequestedByName = r.RequestedByName
 		out.Refunds = append(out.Refunds, rec)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// ListDisputes lists the disputes, the nearest evidence deadline first.
+func (h *AdminHandler) ListDisputes(ctx context.Context, req *connect.Request[paymentpb.ListDisputesRequest]) (*connect.Response[paymentpb.ListDisputesResponse], error) {
+	rows, err := h.svc.ListDisputes(ctx, payment.DisputeQuery{Status: req.Msg.Status, Limit: req.Msg.GetLimit()})
+	if err != nil {
+		return nil, err
+	}
+	out := &paymentpb.ListDisputesResponse{Disputes: make([]*paymentpb.Dispute, 0, len(rows))}
+	for _, d := range rows {
+		rec := &paymentpb.Dispute{
+			Id: d.ID.String(), PaymentId: d.PaymentID.String(), OrderId: rpc.IDString(d.OrderID), InvoiceId: rpc.IDString(d.InvoiceID),
+			CustomerId: d.CustomerID.String(), GatewayInterfaceId: d.GatewayInterfaceID.String(), GatewayDisputeId: d.GatewayDisputeID,
+			Amount: d.Amount.String(), Currency: d.Currency, Reason: d.Reason, Status: d.Status, RefundId: rpc.IDString(d.RefundID),
+			CreatedAt: rpc.Time(d.CreatedAt), UpdatedAt: rpc.Time(d.UpdatedAt),
+		}
+		if d.EvidenceDueBy != nil {
+			rec.EvidenceDueBy = rpc.Time(*d.EvidenceDueBy)
+		}
+		out.Disputes = append(out.Disputes, rec)
 	}
 	return connect.NewResponse(out), nil
 }

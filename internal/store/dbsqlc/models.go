@@ -119,6 +119,22 @@ type Customer struct {
 	UpdatedAt        time.Time
 }
 
+type Dispute struct {
+	ID                 uuid.UUID
+	PaymentID          uuid.UUID
+	GatewayInterfaceID uuid.UUID
+	GatewayDisputeID   string
+	Amount             money.Amount
+	Currency           string
+	Reason             string
+	// the gateway's dispute status (won and lost are final).
+	Status        string
+	EvidenceDueBy *time.Time
+	RefundID      *uuid.UUID
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
 type Event struct {
 	ID uuid.UUID
 	// order_paid | order_provisioned | order_cancelled | order_refunded | service_renewed | service_suspended | service_resumed | service_terminated | renewal_reminder.
@@ -272,7 +288,7 @@ type Order struct {
 	// Price of each later period, NUMERIC(12,2), in orders.currency; NULL for a one_time order.
 	RenewalPrice money.NullAmount
 	Renews       bool
-	// overdue | admin while suspended; empty otherwise.
+	// overdue | admin | dispute while suspended; empty otherwise.
 	SuspendReason string
 	// End of the last paid service period; NULL for an order without periods.
 	PaidUntil *time.Time

@@ -43,6 +43,9 @@ const (
 	// PaymentAdminServiceListRefundsProcedure is the fully-qualified name of the PaymentAdminService's
 	// ListRefunds RPC.
 	PaymentAdminServiceListRefundsProcedure = "/billing.payment.PaymentAdminService/ListRefunds"
+	// PaymentAdminServiceListDisputesProcedure is the fully-qualified name of the PaymentAdminService's
+	// ListDisputes RPC.
+	PaymentAdminServiceListDisputesProcedure = "/billing.payment.PaymentAdminService/ListDisputes"
 	// PaymentAdminServiceListAuditEntriesProcedure is the fully-qualified name of the
 	// PaymentAdminService's ListAuditEntries RPC.
 	PaymentAdminServiceListAuditEntriesProcedure = "/billing.payment.PaymentAdminService/ListAuditEntries"
@@ -66,6 +69,10 @@ type PaymentAdminServiceClient interface {
 	// or a page of every payment's refunds, in one status when asked (the
 	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
+	// ListDisputes lists the payments' disputes (chargebacks) the gateways
+	// reported, the nearest evidence deadline first (those without one
+	// last), in one status when asked: the console's disputes queue.
+	ListDisputes(context.Context, *connect.Request[payment.ListDisputesRequest]) (*connect.Response[payment.ListDisputesResponse], error)
 	// ListAuditEntries pages through the audit log, newest first: every
 	// entry, or those of one entity (or kind of entity), actor or action.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
@@ -119,6 +126,13 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		listDisputes: connect.NewClient[payment.ListDisputesRequest, payment.ListDisputesResponse](
+			httpClient,
+			baseURL+PaymentAdminServiceListDisputesProcedure,
+			connect.WithSchema(paymentAdminServiceMethods.ByName("ListDisputes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 		listAuditEntries: connect.NewClient[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse](
 			httpClient,
 			baseURL+PaymentAdminServiceListAuditEntriesProcedure,
@@ -159,6 +173,7 @@ func NewPaymentAdminServiceClient(httpClient connect.HTTPClient, baseURL string,
 // paymentAdminServiceClient implements PaymentAdminServiceClient.
 type paymentAdminServiceClient struct {
 	listRefunds         *connect.Client[payment.ListRefundsRequest, payment.ListRefundsResponse]
+	listDisputes        *connect.Client[payment.ListDisputesRequest, payment.ListDisputesResponse]
 	listAuditEntries    *connect.Client[payment.ListAuditEntriesRequest, payment.ListAuditEntriesResponse]
 	resolveRefund       *connect.Client[payment.ResolveRefundRequest, payment.ResolveRefundResponse]
 	getPaymentStats     *connect.Client[payment.GetPaymentStatsRequest, payment.GetPaymentStatsResponse]
@@ -169,6 +184,11 @@ type paymentAdminServiceClient struct {
 // ListRefunds calls billing.payment.PaymentAdminService.ListRefunds.
 func (c *paymentAdminServiceClient) ListRefunds(ctx context.Context, req *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error) {
 	return c.listRefunds.CallUnary(ctx, req)
+}
+
+// ListDisputes calls billing.payment.PaymentAdminService.ListDisputes.
+func (c *paymentAdminServiceClient) ListDisputes(ctx context.Context, req *connect.Request[payment.ListDisputesRequest]) (*connect.Response[payment.ListDisputesResponse], error) {
+	return c.listDisputes.CallUnary(ctx, req)
 }
 
 // ListAuditEntries calls billing.payment.PaymentAdminService.ListAuditEntries.
@@ -203,6 +223,10 @@ type PaymentAdminServiceHandler interface {
 	// or a page of every payment's refunds, in one status when asked (the
 	// pending ones wait for an admin's ResolveRefund).
 	ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error)
+	// ListDisputes lists the payments' disputes (chargebacks) the gateways
+	// reported, the nearest evidence deadline first (those without one
+	// last), in one status when asked: the console's disputes queue.
+	ListDisputes(context.Context, *connect.Request[payment.ListDisputesRequest]) (*connect.Response[payment.ListDisputesResponse], error)
 	// ListAuditEntries pages through the audit log, newest first: every
 	// entry, or those of one entity (or kind of entity), actor or action.
 	ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error)
@@ -252,6 +276,13 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	paymentAdminServiceListDisputesHandler := connect.NewUnaryHandler(
+		PaymentAdminServiceListDisputesProcedure,
+		svc.ListDisputes,
+		connect.WithSchema(paymentAdminServiceMethods.ByName("ListDisputes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	paymentAdminServiceListAuditEntriesHandler := connect.NewUnaryHandler(
 		PaymentAdminServiceListAuditEntriesProcedure,
 		svc.ListAuditEntries,
@@ -290,6 +321,8 @@ func NewPaymentAdminServiceHandler(svc PaymentAdminServiceHandler, opts ...conne
 		switch r.URL.Path {
 		case PaymentAdminServiceListRefundsProcedure:
 			paymentAdminServiceListRefundsHandler.ServeHTTP(w, r)
+		case PaymentAdminServiceListDisputesProcedure:
+			paymentAdminServiceListDisputesHandler.ServeHTTP(w, r)
 		case PaymentAdminServiceListAuditEntriesProcedure:
 			paymentAdminServiceListAuditEntriesHandler.ServeHTTP(w, r)
 		case PaymentAdminServiceResolveRefundProcedure:
@@ -311,6 +344,10 @@ type UnimplementedPaymentAdminServiceHandler struct{}
 
 func (UnimplementedPaymentAdminServiceHandler) ListRefunds(context.Context, *connect.Request[payment.ListRefundsRequest]) (*connect.Response[payment.ListRefundsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.ListRefunds is not implemented"))
+}
+
+func (UnimplementedPaymentAdminServiceHandler) ListDisputes(context.Context, *connect.Request[payment.ListDisputesRequest]) (*connect.Response[payment.ListDisputesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentAdminService.ListDisputes is not implemented"))
 }
 
 func (UnimplementedPaymentAdminServiceHandler) ListAuditEntries(context.Context, *connect.Request[payment.ListAuditEntriesRequest]) (*connect.Response[payment.ListAuditEntriesResponse], error) {

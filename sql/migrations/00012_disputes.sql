@@ -1,0 +1,160 @@
+-- Disputes (chargebacks) a gateway reports about a payment (issue 39, 2):
+-- one row per gateway dispute, moved by the gateway's notifications. A lost
+-- dispute's money went back: it is also a succeeded gateway refund of the
+-- payment (refund_id), so the refund and ledger rules count it. An order's
+-- service may be suspended for a dispute (suspend_reason 'dispute').
+--
+-- The release keeps serving while this runs (docs/decisions.md, "migration
+-- locks"): the first version, one transaction, made the rolling upgrade's
+-- release instance answer 500. Its CREATE TABLE took SHARE ROW EXCLUSIVE on
+-- payments and refunds for the foreign keys and held them to the commit;
+-- its ALTER TABLE orders then queued for ACCESS EXCLUSIVE behind the
+-- release's transactions holding orders' rows, which waited for payments
+-- behind the migration: a deadlock, and every orders query queued behind
+-- the waiting ACCESS EXCLUSIVE until the detector killed the release's
+-- transaction a second later. So, the rule for a migration that locks a
+-- table the running release writes:
+--   - NO TRANSACTION, one lock per statement, each committed at once: no
+--     lock is held while another is waited for;
+--   - each such statement under lock_timeout 100ms (below deadlock_timeout,
+--     1 s: the migration gives up, not the release), retried after a pause
+--     until it gets its lock (3 minutes at most, then the migration fails
+--     and the next start tries again: every step is idempotent);
+--   - a CHECK or FOREIGN KEY on a filled table added NOT VALID (no scan
+--     under the lock) and validated apart (SHARE UPDATE EXCLUSIVE: reads
+--     and writes go on).
+
+-- +goose NO TRANSACTION
+-- +goose Up
+
+-- The table, its keys, its indexes: one statement, so that it exists
+-- whole or not at all. The foreign keys lock payments and refunds
+-- (SHARE ROW EXCLUSIVE) for the moment of the commit; the new table is
+-- empty, so there is nothing to validate.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    tries int := 0;
+BEGIN
+    SET LOCAL lock_timeout = '100ms';
+    LOOP
+        BEGIN
+            CREATE TABLE IF NOT EXISTS disputes (
+                id                   uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
+                payment_id           uuid          NOT NULL REFERENCES payments (id),
+                gateway_interface_id uuid          NOT NULL,
+                -- The gateway's id of the dispute (Stripe: dp_…).
+                gateway_dispute_id   text          NOT NULL,
+                amount               NUMERIC(12,2) NOT NULL,
+                currency             text          NOT NULL,
+                reason               text          NOT NULL DEFAULT '',
+                -- The gateway's status, as it says it (Stripe:
+                -- warning_needs_response, needs_response, under_review,
+                -- won, lost, ...).
+                status               text          NOT NULL,
+                evidence_due_by      timestamptz,
+                -- The succeeded refund a lost dispute became.
+                refund_id            uuid          REFERENCES refunds (id),
+                created_at           timestamptz   NOT NULL DEFAULT now(),
+                updated_at           timestamptz   NOT NULL DEFAULT now(),
+                CONSTRAINT disputes_gateway_key UNIQUE (gateway_interface_id, gateway_dispute_id),
+                CONSTRAINT disputes_amount_check CHECK (amount > 0),
+                CONSTRAINT disputes_gateway_dispute_id_check CHECK (gateway_dispute_id <> '')
+            );
+            -- ListDisputes: the evidence deadline first.
+            CREATE INDEX IF NOT EXISTS disputes_evidence_due_by_idx ON disputes (evidence_due_by, id);
+            CREATE INDEX IF NOT EXISTS disputes_payment_id_idx ON disputes (payment_id);
+            COMMENT ON COLUMN disputes.status IS 'the gateway''s dispute status (won and lost are final).';
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 900 THEN
+                RAISE EXCEPTION 'migration 00012: no lock on payments and refunds in % tries; a transaction holds them: retried at the next start', tries;
+            END IF;
+            PERFORM pg_sleep(0.1 + random() * 0.1);
+        END;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- orders' check allows suspend_reason 'dispute': the wider check is added
+-- NOT VALID beside the old one (ACCESS EXCLUSIVE on orders, no scan)...
+-- +goose StatementBegin
+DO $$
+DECLARE
+    tries int := 0;
+BEGIN
+    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass
+               AND conname IN ('orders_suspend_reason_dispute_check')) OR
+       pg_get_constraintdef((SELECT oid FROM pg_constraint WHERE conrelid = 'orders'::regclass
+                             AND conname = 'orders_suspend_reason_check')) LIKE '%dispute%' THEN
+        RETURN; -- done by an earlier, interrupted run
+    END IF;
+    SET LOCAL lock_timeout = '100ms';
+    LOOP
+        BEGIN
+            ALTER TABLE orders ADD CONSTRAINT orders_suspend_reason_dispute_check CHECK (
+                (status = 'suspended') = (suspend_reason IN ('overdue', 'admin', 'dispute'))
+                AND suspend_reason IN ('', 'overdue', 'admin', 'dispute')) NOT VALID;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 900 THEN
+                RAISE EXCEPTION 'migration 00012: no lock on orders in % tries; a transaction holds it: retried at the next start', tries;
+            END IF;
+            PERFORM pg_sleep(0.1 + random() * 0.1);
+        END;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- ...validated without blocking reads or writes (SHARE UPDATE EXCLUSIVE;
+-- every row passes the old, narrower check)...
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass
+               AND conname = 'orders_suspend_reason_dispute_check' AND NOT convalidated) THEN
+        ALTER TABLE orders VALIDATE CONSTRAINT orders_suspend_reason_dispute_check;
+    END IF;
+END $$;
+-- +goose StatementEnd
+
+-- ...and takes the old one's place and name (one ACCESS EXCLUSIVE on
+-- orders, for the two catalog changes).
+-- +goose StatementBegin
+DO $$
+DECLARE
+    tries int := 0;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass
+                   AND conname = 'orders_suspend_reason_dispute_check') THEN
+        RETURN; -- done by an earlier, interrupted run
+    END IF;
+    SET LOCAL lock_timeout = '100ms';
+    LOOP
+        BEGIN
+            ALTER TABLE orders DROP CONSTRAINT IF EXISTS orders_suspend_reason_check;
+            ALTER TABLE orders RENAME CONSTRAINT orders_suspend_reason_dispute_check TO orders_suspend_reason_check;
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 900 THEN
+                RAISE EXCEPTION 'migration 00012: no lock on orders in % tries; a transaction holds it: retried at the next start', tries;
+            END IF;
+            PERFORM pg_sleep(0.1 + random() * 0.1);
+        END;
+    END LOOP;
+    -- A comment takes SHARE UPDATE EXCLUSIVE: reads and writes go on.
+    COMMENT ON COLUMN orders.suspend_reason IS 'overdue | admin | dispute while suspended; empty otherwise.';
+END $$;
+-- +goose StatementEnd
+
+-- +goose Down
+UPDATE orders SET suspend_reason = 'admin' WHERE suspend_reason = 'dispute';
+ALTER TABLE orders DROP CONSTRAINT orders_suspend_reason_check;
+ALTER TABLE orders ADD CONSTRAINT orders_suspend_reason_check CHECK (
+    (status = 'suspended') = (suspend_reason IN ('overdue', 'admin'))
+    AND suspend_reason IN ('', 'overdue', 'admin'));
+COMMENT ON COLUMN orders.suspend_reason IS 'overdue | admin while suspended; empty otherwise.';
+DROP TABLE disputes;
