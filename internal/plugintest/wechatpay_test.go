@@ -498,3 +498,48 @@ func TestWechatpayRefusesUnsignedOrForeignAnswers(t *testing.T) {
 	_, err = plugintest.CallErr(p, "create_payment", cfg, wxCreateInput())
 	require.ErrorContains(t, err, "SIGN_ERROR")
 }
+
+// A refund answer is held to what was asked: WeChat Pay's signed answer
+// about another amount or another refund is "unknown" (an admin looks),
+// never "succeeded"; amounts with one decimal go out in whole fen.
+func TestWechatpayRefundAnswerMustBeAboutTheRefundAsked(t *testing.T) {
+	t.Parallel()
+	var edit atomicEdit
+	fake := startWechatpay(t, wechatpay.Options{EditAnswer: func(path string, doc map[string]any) {
+		if f := edit.get(); f != nil && path == "/v3/refund/domestic/refunds" {
+			f(doc)
+		}
+	}})
+	p := loadWechatpay(t, nil)
+	cfg := wxConfig(t, fake.URL())
+	plugintest.Call(t, p, "create_payment", cfg, wxCreateInput())
+	fake.DropNotify(true)
+	require.NoError(t, fake.Pay(wxOutTradeNo(wxPaymentID)))
+	refund := func(id, amount string) map[string]any {
+		return plugintest.Call(t, p, "refund", cfg, map[string]any{"payment_id": wxPaymentID, "refund_id": id,
+			"amount": amount, "payment_amount": "12.3", "currency": "CNY"})
+	}
+	edit.set(func(doc map[string]any) { doc["amount"].(map[string]any)["refund"] = 1 })
+	res := refund("11111111-2222-4333-8444-555555555551", "2.3")
+	require.Equal(t, "unknown", res["status"], res["message"])
+	edit.set(func(doc map[string]any) { doc["out_refund_no"] = "another" })
+	require.Equal(t, "unknown", refund("11111111-2222-4333-8444-555555555552", "1")["status"])
+	edit.set(nil)
+	require.Equal(t, "succeeded", refund("11111111-2222-4333-8444-555555555553", "0.5")["status"])
+	rs := fake.Refunds()
+	require.Len(t, rs, 3)
+	require.Equal(t, []int64{230, 100, 50}, []int64{rs[0].Refund, rs[1].Refund, rs[2].Refund})
+	require.Equal(t, int64(1230), rs[0].Total, "12.3 is 1230 fen")
+}
+
+type atomicEdit struct {
+	mu sync.Mutex
+	f  func(map[string]any)
+}
+
+func (a *atomicEdit) set(f func(map[string]any)) { a.mu.Lock(); a.f = f; a.mu.Unlock() }
+func (a *atomicEdit) get() func(map[string]any) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.f
+}

@@ -67,6 +67,10 @@ type Options struct {
 	// AnswerSkew moves the Wechatpay-Timestamp of every answer (a test
 	// ages them; the signature covers the moved time).
 	AnswerSkew time.Duration
+	// EditAnswer, when set, may change a successful answer's JSON object
+	// before it is signed (a test's genuine answer that says something
+	// else: another refund amount, another order).
+	EditAnswer     func(path string, doc map[string]any)
 	NotifySchedule []time.Duration
 	NotifyScale    float64
 	NotifyTimeout  time.Duration
@@ -464,6 +468,9 @@ func (s *Server) handleAPI(w http.ResponseWriter, r *http.Request) {
 	if aerr != nil {
 		s.answer(w, nil, aerr)
 		return
+	}
+	if doc, ok := out.(map[string]any); ok && s.opts.EditAnswer != nil {
+		s.opts.EditAnswer(r.URL.Path, doc)
 	}
 	s.answerStatus(w, status, out)
 }
