@@ -3,6 +3,8 @@ package plugintest_test
 import (
 	"crypto/rsa"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -542,4 +544,155 @@ func (a *atomicEdit) get() func(map[string]any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.f
+}
+
+// wxNow is the service clock of the fuzz target.
+var wxNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// wxNotifyBody is a notification of event around resource, sealed with
+// Go's crypto/cipher (wechatpay.Seal).
+func wxNotifyBody(t testing.TB, event, originalType, ad string, resource any) string {
+	t.Helper()
+	plain, err := json.Marshal(resource)
+	require.NoError(t, err)
+	ct, err := wechatpay.Seal(wechatpay.DefaultAPIv3Key, "0123456789ab", ad, plain)
+	require.NoError(t, err)
+	b, err := json.Marshal(map[string]any{"id": "EV-1", "create_time": "2026-11-29T20:00:00+08:00", "event_type": event,
+		"resource_type": "encrypt-resource", "summary": "支付成功", "resource": map[string]any{"algorithm": "AEAD_AES_256_GCM",
+			"ciphertext": ct, "nonce": "0123456789ab", "associated_data": ad, "original_type": originalType}})
+	require.NoError(t, err)
+	return string(b)
+}
+
+// FuzzWechatpayParseCallback feeds arbitrary notifications and signature
+// headers to the shipped wechatpay.lua's parse_callback on a fixed clock.
+// Every input gets a verdict (or a plugin error, never a panic), and one
+// is found valid only when Go's crypto/rsa verifies WeChat Pay's signature
+// over "timestamp\nnonce\nbody\n", the serial is the configured one, the
+// timestamp within 5 minutes, Go's AES-GCM opens the resource for this
+// merchant, and what it reports is what the decrypted resource says. Mode
+// bit 0 signs the fuzzer's body with WeChat Pay's key (so the checks after
+// the signature are reached), bit 1 takes the fuzzer's timestamp, bit 2
+// its serial.
+func FuzzWechatpayParseCallback(f *testing.F) {
+	wxKeys(f)
+	tx := map[string]any{"mchid": wechatpay.DefaultMchID, "appid": wechatpay.DefaultAppID, "out_trade_no": wxOutTradeNo(wxPaymentID),
+		"transaction_id": "4200000000202611290000000001", "trade_state": "SUCCESS", "amount": map[string]any{"total": 1230, "payer_total": 1230, "currency": "CNY"}}
+	genuine := wxNotifyBody(f, "TRANSACTION.SUCCESS", "transaction", "transaction", tx)
+	ts := strconv.FormatInt(wxNow.Unix(), 10)
+	f.Add(uint8(1), genuine, ts, "N1", "", "")
+	f.Add(uint8(0), genuine, ts, "N1", "", "AAAA")
+	f.Add(uint8(3), genuine, strconv.FormatInt(wxNow.Unix()-301, 10), "N1", "", "")
+	f.Add(uint8(3), genuine, "1e9", "N1", "", "")
+	f.Add(uint8(5), genuine, ts, "N1", "PUB_KEY_ID_0000", "")
+	f.Add(uint8(1), wxNotifyBody(f, "TRANSACTION.SUCCESS", "transaction", "refund", tx), ts, "N", "", "")
+	f.Add(uint8(1), wxNotifyBody(f, "REFUND.SUCCESS", "refund", "refund", map[string]any{"mchid": wechatpay.DefaultMchID,
+		"out_trade_no": wxOutTradeNo(wxPaymentID), "out_refund_no": "x", "refund_id": "5", "refund_status": "SUCCESS",
+		"amount": map[string]any{"total": 1230, "refund": -5}}), ts, "N", "", "")
+	f.Add(uint8(1), wxNotifyBody(f, "TRANSACTION.SUCCESS", "transaction", "transaction", map[string]any{"mchid": wechatpay.DefaultMchID,
+		"appid": wechatpay.DefaultAppID, "out_trade_no": "x", "transaction_id": "4", "trade_state": "SUCCESS",
+		"amount": map[string]any{"total": 1.5, "payer_total": "12", "currency": "CNY"}}), ts, "N", "", "")
+	f.Add(uint8(1), `{"event_type":"TRANSACTION.SUCCESS","resource_type":"encrypt-resource","resource":{"algorithm":"AEAD_AES_256_GCM","ciphertext":"!!","nonce":"short"}}`, ts, "N", "", "")
+	f.Add(uint8(1), "{\"resource\":\"\xff\"}", ts, "N", "", "")
+	f.Add(uint8(1), "", ts, "", "", "")
+
+	p := loadWechatpay(f, func() time.Time { return wxNow })
+	cfg := wxConfig(f, "http://127.0.0.1:1")
+	f.Fuzz(func(t *testing.T, mode uint8, body, timestamp, nonce, serial, sig string) {
+		if mode&2 == 0 {
+			timestamp = ts
+		}
+		if mode&4 == 0 {
+			serial = wechatpay.DefaultKeySerial
+		}
+		if mode&1 == 1 {
+			s, err := wechatpay.SignText(wxKey, wechatpay.AnswerText(timestamp, nonce, body))
+			require.NoError(t, err)
+			sig = s
+		}
+		headers := map[string]any{"wechatpay-timestamp": timestamp, "wechatpay-nonce": nonce, "wechatpay-serial": serial, "wechatpay-signature": sig}
+		out, err := plugintest.CallErr(p, "parse_callback", cfg, map[string]any{"method": "POST", "content_type": "application/json", "payload": body, "headers": headers})
+		if err != nil {
+			var ce *plugin.CallError
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a plugin error: %v", err)
+			}
+			return
+		}
+		var v struct {
+			Valid                    bool
+			Reason                   string
+			PaymentID                string `json:"payment_id"`
+			Status, Amount, Currency string
+			GatewayPaymentID         string `json:"gateway_payment_id"`
+			Ack                      string
+			Refund                   *struct {
+				RefundID string `json:"refund_id"`
+				Status   string
+				Amount   string
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("parse_callback answered %q: %v", out, err)
+		}
+		if !v.Valid {
+			return
+		}
+		sec, err := strconv.ParseInt(timestamp, 10, 64)
+		if err != nil || sec < wxNow.Unix()-300 || sec > wxNow.Unix()+300 {
+			t.Fatalf("valid with timestamp %q", timestamp)
+		}
+		if serial != wechatpay.DefaultKeySerial {
+			t.Fatalf("valid with serial %q", serial)
+		}
+		if !wechatpay.VerifyText(&wxKey.PublicKey, wechatpay.AnswerText(timestamp, nonce, body), sig) {
+			t.Fatalf("valid without WeChat Pay's signature: %q", body)
+		}
+		var n struct {
+			EventType string `json:"event_type"`
+			Resource  struct {
+				Ciphertext, Nonce string
+				AD                string `json:"associated_data"`
+			}
+		}
+		if err := json.Unmarshal([]byte(body), &n); err != nil {
+			t.Fatalf("valid for a body Go cannot read: %q", body)
+		}
+		plain, err := wechatpay.Open(wechatpay.DefaultAPIv3Key, n.Resource.Nonce, n.Resource.AD, n.Resource.Ciphertext)
+		if err != nil {
+			t.Fatalf("valid though the resource does not open: %v", err)
+		}
+		var r map[string]any
+		if err := json.Unmarshal(plain, &r); err != nil || r["mchid"] != wechatpay.DefaultMchID {
+			t.Fatalf("valid for resource %q", plain)
+		}
+		switch v.Status {
+		case "success":
+			if n.EventType != "TRANSACTION.SUCCESS" || r["appid"] != wechatpay.DefaultAppID || r["trade_state"] != "SUCCESS" {
+				t.Fatalf("success for %s %q", n.EventType, plain)
+			}
+			if strings.ReplaceAll(v.PaymentID, "-", "") != r["out_trade_no"] || v.GatewayPaymentID != r["transaction_id"] {
+				t.Fatalf("reports %+v for %q", v, plain)
+			}
+			a, _ := r["amount"].(map[string]any)
+			paid := a["payer_total"]
+			if paid == nil {
+				paid = a["total"]
+			}
+			f, ok := paid.(float64)
+			if !ok || fmt.Sprintf("%d.%02d", int64(f)/100, int64(f)%100) != v.Amount || f != float64(int64(f)) {
+				t.Fatalf("amount %q for %q", v.Amount, plain)
+			}
+		case "refund":
+			if !strings.HasPrefix(n.EventType, "REFUND.") || v.Refund == nil || strings.ReplaceAll(v.Refund.RefundID, "-", "") != r["out_refund_no"] {
+				t.Fatalf("refund %+v for %s %q", v.Refund, n.EventType, plain)
+			}
+		case "ignored":
+			if n.EventType == "TRANSACTION.SUCCESS" || strings.HasPrefix(n.EventType, "REFUND.") {
+				t.Fatalf("ignored %s", n.EventType)
+			}
+		default:
+			t.Fatalf("status %q", v.Status)
+		}
+	})
 }
