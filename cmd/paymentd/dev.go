@@ -32,6 +32,7 @@ const devUsage = `Usage:
   paymentd dev [--config FILE] [--keep-db]
   paymentd dev fake-epay [--help]
   paymentd dev fake-alipay [--help]
+  paymentd dev fake-wechatpay [--help]
   paymentd dev fake-provider [--help]
 
 Runs the service for local development: writes .data/dev.toml (a random JWT secret,
@@ -41,8 +42,8 @@ dev.toml written before keys existed, starts a private PostgreSQL in
 listens and the admin login, and serves until SIGINT or SIGTERM, or until the process
 that started it goes away (a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
 private PostgreSQL too, unless --keep-db or another client still uses it. A cluster left
-running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway, fake-alipay a fake Alipay Open API gateway and
-fake-provider a fake instance-provider API, for demos. Never for production.
+running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway, fake-alipay a fake Alipay Open API gateway,
+fake-wechatpay a fake WeChat Pay API v3 and fake-provider a fake instance-provider API, for demos. Never for production.
 `
 
 // cmdDev runs the service for local development: it writes a dev config with
@@ -55,6 +56,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return cmdFakeEpay(ctx, args[1:], stdout, stderr)
 		case "fake-alipay":
 			return cmdFakeAlipay(ctx, args[1:], stdout, stderr)
+		case "fake-wechatpay":
+			return cmdFakeWechatpay(ctx, args[1:], stdout, stderr)
 		case "fake-provider":
 			return cmdFakeProvider(ctx, args[1:], stdout, stderr)
 		}
@@ -66,7 +69,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() != 0 {
-		return usageError{fmt.Errorf("dev takes no arguments besides fake-epay, fake-alipay and fake-provider, got %q", fs.Args())}
+		return usageError{fmt.Errorf("dev takes no arguments besides fake-epay, fake-alipay, fake-wechatpay and fake-provider, got %q", fs.Args())}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "paymentd dev: "+format+"\n", args...) }
 	ctx, cancel := context.WithCancel(ctx)
