@@ -31,8 +31,7 @@
 //     notify_url, amount.total (fen, a positive integer) and
 //     amount.currency CNY. The same out_trade_no again with the same
 //     parameters answers the same order; with others 400 INVALID_REQUEST,
-//     and once paid 400 ORDER_PAID... as WeChat Pay: a paid order is
-//     "ORDERPAID".
+//     once paid or closed 400 ORDERPAID.
 //   - GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid= (404
 //     ORDER_NOT_EXIST), POST …/{out_trade_no}/close with {"mchid"} (204;
 //     a paid order 400 ORDERPAID); trade_state NOTPAY, SUCCESS, REFUND,
