@@ -164,8 +164,12 @@ local function to_fen(amount)
 end
 
 -- from_fen turns an integer of fen from a decoded answer into "12.30";
--- anything but a whole non-negative number is "" (a missing amount).
+-- anything but a whole non-negative JSON number ("1230" as a string too)
+-- is "" (a missing amount).
 local function from_fen(v)
+  if type(v) ~= "number" then
+    return ""
+  end
   local s = str(v)
   if not match(s, "^%d+$") or #s > 15 then
     return ""
@@ -728,7 +732,7 @@ local function refund_outcome(input, out_trade_no, out_refund_no, doc)
   if type(doc.amount) == "table" then
     amount = from_fen(doc.amount.refund)
   end
-  if amount ~= from_fen(to_fen(input.amount)) then
+  if amount ~= from_fen(to_fen(input.amount) or -1) then
     return outcome("unknown", str(doc.refund_id), "WeChat Pay holds refund " .. out_refund_no .. " of " .. snippet(amount) .. ", not " .. str(input.amount))
   end
   local st = str(doc.status)
