@@ -165,6 +165,13 @@ func untilStopped(ctx context.Context, name string, stderr io.Writer) {
 	<-ctx.Done()
 }
 
+// startParent is the process that started paymentd, read when the program
+// starts: read when a fake begins to serve instead, a wrapper killed while
+// the fake was still making its keys was already gone, and the fake took
+// its new parent for the one to watch (under load,
+// TestDevFakesStopWhenTheWrapperThatStartedThemIsKilled saw it).
+var startParent = os.Getppid()
+
 // watchParent cancels the run when the process that started paymentd dev goes
 // away. "go run" ignores SIGINT (it expects the terminal to send it to the
 // whole process group) and dies of SIGTERM without passing it on, and a task
@@ -172,7 +179,7 @@ func untilStopped(ctx context.Context, name string, stderr io.Writer) {
 // would outlive the command that a person stopped. The returned function
 // ends the watch and waits for it.
 func watchParent(ctx context.Context, cancel context.CancelFunc, logf func(string, ...any)) (wait func()) {
-	parent := os.Getppid()
+	parent := startParent
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
