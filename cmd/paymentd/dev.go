@@ -32,6 +32,7 @@ const devUsage = `Usage:
   paymentd dev [--config FILE] [--keep-db]
   paymentd dev fake-epay [--help]
   paymentd dev fake-alipay [--help]
+  paymentd dev fake-wechatpay [--help]
   paymentd dev fake-provider [--help]
 
 Runs the service for local development: writes .data/dev.toml (a random JWT secret,
@@ -41,8 +42,8 @@ dev.toml written before keys existed, starts a private PostgreSQL in
 listens and the admin login, and serves until SIGINT or SIGTERM, or until the process
 that started it goes away (a "go run" or "task" wrapper that was stopped); then it stops gracefully and stops the
 private PostgreSQL too, unless --keep-db or another client still uses it. A cluster left
-running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway, fake-alipay a fake Alipay Open API gateway and
-fake-provider a fake instance-provider API, for demos. Never for production.
+running by a crash or kill -9 is reused by the next run. fake-epay runs a fake epay gateway, fake-alipay a fake Alipay Open API gateway,
+fake-wechatpay a fake WeChat Pay API v3 and fake-provider a fake instance-provider API, for demos. Never for production.
 `
 
 // cmdDev runs the service for local development: it writes a dev config with
@@ -55,6 +56,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return cmdFakeEpay(ctx, args[1:], stdout, stderr)
 		case "fake-alipay":
 			return cmdFakeAlipay(ctx, args[1:], stdout, stderr)
+		case "fake-wechatpay":
+			return cmdFakeWechatpay(ctx, args[1:], stdout, stderr)
 		case "fake-provider":
 			return cmdFakeProvider(ctx, args[1:], stdout, stderr)
 		}
@@ -66,7 +69,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if fs.NArg() != 0 {
-		return usageError{fmt.Errorf("dev takes no arguments besides fake-epay, fake-alipay and fake-provider, got %q", fs.Args())}
+		return usageError{fmt.Errorf("dev takes no arguments besides fake-epay, fake-alipay, fake-wechatpay and fake-provider, got %q", fs.Args())}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "paymentd dev: "+format+"\n", args...) }
 	ctx, cancel := context.WithCancel(ctx)
@@ -162,6 +165,13 @@ func untilStopped(ctx context.Context, name string, stderr io.Writer) {
 	<-ctx.Done()
 }
 
+// startParent is the process that started paymentd, read when the program
+// starts: read when a fake begins to serve instead, a wrapper killed while
+// the fake was still making its keys was already gone, and the fake took
+// its new parent for the one to watch (under load,
+// TestDevFakesStopWhenTheWrapperThatStartedThemIsKilled saw it).
+var startParent = os.Getppid()
+
 // watchParent cancels the run when the process that started paymentd dev goes
 // away. "go run" ignores SIGINT (it expects the terminal to send it to the
 // whole process group) and dies of SIGTERM without passing it on, and a task
@@ -169,7 +179,7 @@ func untilStopped(ctx context.Context, name string, stderr io.Writer) {
 // would outlive the command that a person stopped. The returned function
 // ends the watch and waits for it.
 func watchParent(ctx context.Context, cancel context.CancelFunc, logf func(string, ...any)) (wait func()) {
-	parent := os.Getppid()
+	parent := startParent
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

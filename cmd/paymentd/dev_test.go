@@ -241,7 +241,7 @@ func TestDevKeepDBLeavesThePrivateDatabaseRunning(t *testing.T) {
 func TestDevFakesStopWhenTheWrapperThatStartedThemIsKilled(t *testing.T) {
 	// `go run ./cmd/paymentd dev fake-epay` left its child running after a
 	// SIGTERM to go run: go run dies without passing the signal on.
-	for _, fake := range []string{"fake-epay", "fake-alipay", "fake-provider"} {
+	for _, fake := range []string{"fake-epay", "fake-alipay", "fake-wechatpay", "fake-provider"} {
 		t.Run(fake, func(t *testing.T) {
 			t.Parallel()
 			exe, err := os.Executable()

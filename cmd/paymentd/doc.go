@@ -9,6 +9,7 @@
 //	paymentd secrets rotate [--config FILE]    encrypt every stored secret under [secrets].current
 //	paymentd dev fake-epay [--addr 127.0.0.1:8090] [--public-url URL]
 //	paymentd dev fake-alipay [--addr 127.0.0.1:8092] [--key-dir DIR]
+//	paymentd dev fake-wechatpay [--addr 127.0.0.1:8093] [--key-dir DIR]
 //	paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN]
 //	paymentd plugin check FILE
 //	paymentd version

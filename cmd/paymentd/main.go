@@ -57,6 +57,9 @@ Usage:
   paymentd dev fake-alipay [--addr 127.0.0.1:8092] [--public-url URL] [--key-dir DIR]
                                               run a fake Alipay Open API gateway for demos until
                                               Ctrl-C, printing the app and keys to configure
+  paymentd dev fake-wechatpay [--addr 127.0.0.1:8093] [--public-url URL] [--key-dir DIR]
+                                              run a fake WeChat Pay API v3 for demos until
+                                              Ctrl-C, printing the merchant and keys to configure
   paymentd dev fake-provider [--addr 127.0.0.1:8091] [--token TOKEN] [--provision-delay D]
                                               run a fake instance-provider API for demos until
                                               Ctrl-C, printing the http_provider settings

@@ -25,7 +25,7 @@ func TestEveryCommandAnswersHelpWithExitZero(t *testing.T) {
 		{"--help"}, {"help"}, {"-h"}, {"serve", "--help"}, {"migrate", "--help"}, {"config", "--help"},
 		{"config", "check", "--help"}, {"admin", "--help"}, {"admin", "create-admin", "--help"},
 		{"admin", "reset-password", "-h"}, {"admin", "disable", "--help"}, {"admin", "enable", "--help"}, {"admin", "reset-2fa", "--help"}, {"admin", "unlock-2fa", "--help"}, {"verify", "--help"}, {"plugin", "--help"}, {"plugin", "check", "--help"},
-		{"secrets", "--help"}, {"secrets", "rotate", "--help"}, {"dev", "--help"}, {"dev", "fake-epay", "--help"}, {"dev", "fake-alipay", "--help"}, {"dev", "fake-provider", "--help"}, {"version", "--help"},
+		{"secrets", "--help"}, {"secrets", "rotate", "--help"}, {"dev", "--help"}, {"dev", "fake-epay", "--help"}, {"dev", "fake-alipay", "--help"}, {"dev", "fake-wechatpay", "--help"}, {"dev", "fake-provider", "--help"}, {"version", "--help"},
 	} {
 		code, stdout, stderr := runCLI(t, args...)
 		require.Equal(t, 0, code, "%v: %s", args, stderr)

@@ -45,7 +45,7 @@ var opsDocExcused = map[string]string{}
 // once ready, and then they must exit 0. The fakes serve on the address
 // --addr names, a fixed port by default: they are given a free one.
 var opsServing = map[string]bool{
-	"serve": true, "dev": true, "dev fake-epay": true, "dev fake-alipay": true, "dev fake-provider": true,
+	"serve": true, "dev": true, "dev fake-epay": true, "dev fake-alipay": true, "dev fake-wechatpay": true, "dev fake-provider": true,
 }
 
 // The shell lines of docs/operations.md and docs/runbooks.md run as an

@@ -18,7 +18,7 @@ import (
 
 func TestPluginCheckAcceptsTheShippedPlugins(t *testing.T) {
 	t.Parallel()
-	for _, rel := range []string{"gateway/epay.lua", "gateway/alipay.lua", "gateway/bank_transfer.lua", "gateway/stripe.lua", "notifier/webhook.lua", "provider/http_provider.lua"} {
+	for _, rel := range []string{"gateway/epay.lua", "gateway/alipay.lua", "gateway/wechatpay.lua", "gateway/bank_transfer.lua", "gateway/stripe.lua", "notifier/webhook.lua", "provider/http_provider.lua"} {
 		code, stdout, stderr := runCLI(t, "plugin", "check", filepath.Join("..", "..", "plugins", rel))
 		require.Equal(t, 0, code, stderr)
 		require.Contains(t, stdout, ": ok")

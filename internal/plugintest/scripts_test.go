@@ -22,6 +22,8 @@ func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
 		// 1.3.0: api_url is an endpoint ("x-endpoint"); test_config quotes
 		// no answer.
 		"gateway/epay.lua": {plugin.Gateway, "1.3.0"},
+		// 1.0.0: WeChat Pay API v3 (issue 39).
+		"gateway/wechatpay.lua": {plugin.Gateway, "1.0.0"},
 		// 1.1.0: each interface names its account's currencies.
 		"gateway/bank_transfer.lua": {plugin.Gateway, "1.1.0"},
 		// 1.0.2: subjects for the service_* events of the renewal cycle;
@@ -45,6 +47,7 @@ func TestEndpointsAreMarkedInTheConfigSchemas(t *testing.T) {
 		"gateway/epay.lua":           "api_url",
 		"gateway/stripe.lua":         "api_base",
 		"gateway/alipay.lua":         "gateway_url",
+		"gateway/wechatpay.lua":      "api_base",
 		"provider/http_provider.lua": "api_url",
 	} {
 		p := plugintest.Load(t, rel, plugin.Options{})
