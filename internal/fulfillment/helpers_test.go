@@ -92,6 +92,9 @@ type rigOptions struct {
 	clock       func() time.Time
 	provisioner fulfillment.Provisioner
 	wrapNotify  func(fulfillment.Notifier) fulfillment.Notifier
+	// wrapProvisioner, when set, wraps the provisioner (the plugin's, or
+	// provisioner).
+	wrapProvisioner func(fulfillment.Provisioner) fulfillment.Provisioner
 	// workerDB, when set, is the pool of the event worker and of the
 	// handlers (the rest of the rig uses rig.pool); pollInterval, when set,
 	// is the worker's.
@@ -198,6 +201,9 @@ func setup(t *testing.T, o rigOptions) *bundle {
 	prov := o.provisioner
 	if prov == nil {
 		prov = fulfillment.NewPluginProvisioner(plugins, nil)
+	}
+	if o.wrapProvisioner != nil {
+		prov = o.wrapProvisioner(prov)
 	}
 	svc := fulfillment.New(workerDB, prov, r.refunds, n, fulfillment.Options{
 		Node: node, PaymentTimeout: 24 * time.Hour, TimeoutScanInterval: 100 * time.Millisecond, Clock: o.clock, Logger: quietLog(),
