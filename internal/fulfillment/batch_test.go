@@ -20,7 +20,7 @@ import (
 
 // payAll pays the orders in one transaction, so that their order_paid
 // events become visible together and one claim round takes them all.
-func (r *bundle) payAll(t *testing.T, ids []uuid.UUID) {
+func (r *bundle) payAll(t testing.TB, ids []uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, store.WithTx(ctx, r.pool, func(tx pgx.Tx) error {
