@@ -60,6 +60,24 @@
 // [events].concurrency at once, at most [events].batch_size claimed per
 // round.
 //
+// # Batches
+//
+// A handler that implements BatchHandler gets the events of its type that
+// one claim round took together (up to [events].batch_size, each of a
+// different order), in one goroutine holding their slots, instead of one
+// goroutine per event: it writes through TxAll, one transaction for the
+// batch whose fence checks every claim in one statement
+// (store.WithClaimsTx) and commits only while all of them hold, and
+// completes the events there in one statement (CompleteAll). The claims of
+// one round are taken by one statement with one lease, so they expire,
+// and go with the leader role, together: a batch that lost one claim has
+// lost them all or is about to, and commits nothing; its events go back
+// as a single lost claim's do (handed back, the lost one's outcome
+// discarded). Each event keeps its own outcome: HandleBatch answers one
+// error per event, and a failed one is failed alone, recorded as a
+// single attempt's is. The order_paid and order_provisioned handlers
+// batch (internal/fulfillment); the rest run one event at a time.
+//
 // # Handlers and the idempotency rule
 //
 // A Handler is registered per event type. It runs at least once per event

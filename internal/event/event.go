@@ -94,6 +94,66 @@ func (e Event) Complete(ctx context.Context, tx pgx.Tx) error {
 	return nil
 }
 
+// TxAll is Tx for the events of one batch (BatchHandler): one
+// transaction whose fence checks every event's claim in one statement
+// (store.WithClaimsTx) and that commits only while all of them hold;
+// ErrClaimLost otherwise, with nothing committed. CompleteAll, called in
+// fn, completes them in the same commit.
+func TxAll(ctx context.Context, db store.DB, events []Event, fn func(tx pgx.Tx) error) error {
+	if len(events) == 1 {
+		return events[0].Tx(ctx, db, fn)
+	}
+	claims := make([]store.Claim, 0, len(events))
+	for _, e := range events {
+		if e.attempt != nil {
+			e.attempt.completing = false
+		}
+		if e.claim != nil {
+			claims = append(claims, *e.claim)
+		}
+	}
+	var err error
+	switch {
+	case len(claims) == 0:
+		err = store.WithTx(ctx, db, fn)
+	case len(claims) == len(events):
+		err = store.WithClaimsTx(ctx, db, claims, events[0].leaderRole, fn)
+	default:
+		return errors.New("event: a batch mixes claimed events and events built by hand")
+	}
+	for _, e := range events {
+		if e.attempt != nil {
+			e.attempt.completed = e.attempt.completed || (err == nil && e.attempt.completing)
+			e.attempt.completing = false
+		}
+	}
+	return err
+}
+
+// CompleteAll marks the events of a batch done inside tx, the batch's
+// last transaction (TxAll), in one statement: Complete for many. Events
+// without a claim (built by hand) are skipped.
+func CompleteAll(ctx context.Context, tx pgx.Tx, events []Event) error {
+	claims := make([]store.Claim, 0, len(events))
+	for _, e := range events {
+		if e.claim != nil && e.attempt != nil {
+			claims = append(claims, *e.claim)
+		}
+	}
+	if len(claims) == 0 {
+		return nil
+	}
+	if err := store.CompleteEvents(ctx, tx, claims); err != nil {
+		return err
+	}
+	for _, e := range events {
+		if e.claim != nil && e.attempt != nil {
+			e.attempt.completing = true
+		}
+	}
+	return nil
+}
+
 // completed reports whether the handler completed the event itself.
 func (e Event) completed() bool { return e.attempt != nil && e.attempt.completed }
 
@@ -122,6 +182,24 @@ func fromRow(r store.Event, maxAttempts int) Event {
 // Permanent error fails the event at once.
 type Handler interface {
 	Handle(ctx context.Context, e Event) error
+}
+
+// BatchHandler is a Handler that also handles several events of its type
+// at once: the worker hands it the events of its type that one claim round
+// took (two or more, each of a different order, since a claim never takes
+// two events of one order), so that their transactions, and the
+// statements in them, are one per batch instead of one per event.
+// HandleBatch returns one error per event, in order, with Handle's
+// meaning: nil is success (the event is done, completed by the handler in
+// its batch transaction — TxAll and CompleteAll — or else by the worker),
+// an error fails that event's attempt alone. It writes through TxAll (or
+// each event's Tx), so that nothing commits once a claim is lost. A
+// batch handler may hand any event to Handle, which must stay correct on
+// its own: it is the path of a batch of one, and of whatever the batch
+// path leaves aside.
+type BatchHandler interface {
+	Handler
+	HandleBatch(ctx context.Context, events []Event) []error
 }
 
 // HandlerFunc adapts a function to Handler.

@@ -371,26 +371,54 @@ func (s *session) round(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("claim events: %w", err)
 	}
+	// The events of a type whose handler batches go to it together, in
+	// one goroutine that holds their slots and orders; the rest run one
+	// goroutine each.
+	var batches map[string][]store.Event
 	for _, row := range claimed {
 		w.slots <- struct{}{} // never blocks: at most free were claimed, and only this loop takes slots
 		w.markBusy(row.OrderID, 1)
-		s.inflight.Add(1)
-		s.running.Add(1)
-		go func() {
-			defer func() {
-				s.running.Add(-1)
-				w.markBusy(row.OrderID, -1)
-				<-w.slots
-				s.inflight.Done()
-				w.poke() // a slot is free, and the order's next event may be due
-			}()
-			s.handle(row)
-		}()
+		if _, ok := w.handlers[row.EventType].(BatchHandler); ok {
+			if batches == nil {
+				batches = map[string][]store.Event{}
+			}
+			batches[row.EventType] = append(batches[row.EventType], row)
+			continue
+		}
+		s.start([]store.Event{row}, func() { s.handle(row) })
+	}
+	for _, rows := range batches {
+		if len(rows) == 1 {
+			s.start(rows, func() { s.handle(rows[0]) })
+			continue
+		}
+		s.start(rows, func() { s.handleBatch(rows) })
 	}
 	if len(claimed) == limit {
 		w.poke() // there may be more
 	}
 	return nil
+}
+
+// start runs fn, the handling of rows (their slots taken, their orders
+// marked busy), in a goroutine of the session, and frees both when it
+// returns.
+func (s *session) start(rows []store.Event, fn func()) {
+	w := s.w
+	s.inflight.Add(1)
+	s.running.Add(int64(len(rows)))
+	go func() {
+		defer func() {
+			s.running.Add(-int64(len(rows)))
+			for _, row := range rows {
+				w.markBusy(row.OrderID, -1)
+				<-w.slots
+			}
+			s.inflight.Done()
+			w.poke() // slots are free, and the orders' next events may be due
+		}()
+		fn()
+	}()
 }
 
 func (w *Worker) poke() {
@@ -426,16 +454,30 @@ func (w *Worker) busyOrders() []uuid.UUID {
 	return out
 }
 
+// attempt is one claimed event as the worker runs it.
+type attempt struct {
+	e     Event
+	claim store.Claim
+	log   *slog.Logger
+}
+
+func (s *session) attempt(row store.Event) attempt {
+	w := s.w
+	e := fromRow(row, w.opts.MaxAttempts)
+	claim := store.ClaimOf(row)
+	e.claim, e.leaderRole = &claim, w.leaderRole
+	return attempt{e: e, claim: claim,
+		log: w.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)}
+}
+
 // handle runs one attempt and records its outcome. Every outcome statement
 // names the claim's token: when the claim was reclaimed meanwhile (the
 // handler outlived it), the outcome is discarded.
 func (s *session) handle(row store.Event) {
 	w := s.w
 	defer w.opts.Attempts.Done() // last: after the outcome is written
-	e := fromRow(row, w.opts.MaxAttempts)
-	claim := store.ClaimOf(row)
-	e.claim, e.leaderRole = &claim, w.leaderRole
-	log := w.log.With("event_id", e.ID, "event_type", e.Type, "order_id", e.OrderID, "attempt", e.Attempt)
+	a := s.attempt(row)
+	e := a.e
 	// The attempt's span: its lines, the handler's included, carry its
 	// trace id.
 	sctx, span := logging.BackgroundSpan(s.hctx, w.opts.Tracer, "event.handle")
@@ -450,14 +492,55 @@ func (s *session) handle(row store.Event) {
 	err := w.call(ctx, e)
 	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
 	cancel()
-	took := time.Since(start).Round(time.Millisecond).String()
-
-	// The outcome is written even while stopping: a context of its own.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(sctx), 10*time.Second)
-	defer rcancel()
 	if err != nil {
 		span.SetStatus(codes.Error, "event attempt failed")
 	}
+	s.finish(sctx, a, err, timedOut, time.Since(start))
+}
+
+// handleBatch runs the attempts of rows, events of one type whose handler
+// is a BatchHandler, as one call of HandleBatch, then records each
+// outcome as handle does (one statement per outcome the handler did not
+// write itself: a failure, a hand-back, a success it left to the worker).
+func (s *session) handleBatch(rows []store.Event) {
+	w := s.w
+	defer func() {
+		for range rows {
+			w.opts.Attempts.Done() // last: after the outcomes are written
+		}
+	}()
+	as := make([]attempt, len(rows))
+	events := make([]Event, len(rows))
+	for i, row := range rows {
+		as[i] = s.attempt(row)
+		events[i] = as[i].e
+	}
+	sctx, span := logging.BackgroundSpan(s.hctx, w.opts.Tracer, "event.handle_batch")
+	defer span.End()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("event.type", events[0].Type), attribute.Int("event.count", len(events)))
+	}
+	ctx, cancel := context.WithTimeout(sctx, w.opts.HandlerTimeout)
+	start := time.Now()
+	errs := w.callBatch(ctx, events)
+	timedOut := errors.Is(ctx.Err(), context.DeadlineExceeded)
+	cancel()
+	took := time.Since(start)
+	for i, a := range as {
+		if errs[i] != nil {
+			span.SetStatus(codes.Error, "event attempt failed")
+		}
+		s.finish(sctx, a, errs[i], timedOut, took)
+	}
+}
+
+// finish records the outcome err of attempt a.
+func (s *session) finish(sctx context.Context, a attempt, err error, timedOut bool, d time.Duration) {
+	w, e, claim, log := s.w, a.e, a.claim, a.log
+	took := d.Round(time.Millisecond).String()
+	// The outcome is written even while stopping: a context of its own.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(sctx), 10*time.Second)
+	defer rcancel()
 	lost := func(what string, rerr error) {
 		if errors.Is(rerr, store.ErrNotFound) {
 			log.WarnContext(sctx, "attempt outcome discarded: its claim was reclaimed (the handler outlived it)",
@@ -510,6 +593,36 @@ func (s *session) handle(row store.Event) {
 			log.WarnContext(sctx, "event attempt failed; will retry", "err", err, "retry_in", backoff.Round(time.Millisecond).String(), "took", took)
 		}
 	}
+}
+
+// callBatch runs the batch handler of events (of one type), turning a
+// panic into an error for each of them and a short answer into an error
+// for each event it did not answer for.
+func (w *Worker) callBatch(ctx context.Context, events []Event) (errs []error) {
+	h := w.handlers[events[0].Type].(BatchHandler)
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.ErrorContext(ctx, "event batch handler panicked", "event_type", events[0].Type, "events", len(events),
+				"panic", r, "stack", string(debug.Stack()))
+			errs = make([]error, len(events))
+			for i := range errs {
+				errs[i] = fmt.Errorf("batch handler panicked: %v", r)
+			}
+		}
+	}()
+	errs = h.HandleBatch(ctx, events)
+	if len(errs) != len(events) {
+		got := errs
+		errs = make([]error, len(events))
+		for i := range errs {
+			if i < len(got) {
+				errs[i] = got[i]
+			} else {
+				errs[i] = fmt.Errorf("batch handler answered for %d of %d events", len(got), len(events))
+			}
+		}
+	}
+	return errs
 }
 
 // call runs the handler of e, turning a panic into an error.

@@ -40,6 +40,14 @@
 //	service_renewed   ─▶ notify only (a resumption has its own
 //	                     service_resumed)
 //
+// order_paid and order_provisioned are also handled in batches, the events
+// of one claim round together (HandleOrderPaidBatch,
+// HandleOrderProvisionedBatch; internal/event's BatchHandler): the steps
+// above, one transaction per step for the whole batch, the provider called
+// for each order side by side between them; what does not fit the batch's
+// plain path (a retry, a product without provider, a provider's failure)
+// goes through the per-event handler.
+//
 // The handlers depend on small interfaces — Provisioner, Refunder,
 // Notifier, plugin.Plugins — so the payment domain, the plugin registry and
 // the notification channels can change behind them. They follow the

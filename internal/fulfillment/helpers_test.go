@@ -92,6 +92,11 @@ type rigOptions struct {
 	clock       func() time.Time
 	provisioner fulfillment.Provisioner
 	wrapNotify  func(fulfillment.Notifier) fulfillment.Notifier
+	// batchSize and concurrency, when set, are the worker's.
+	batchSize, concurrency int
+	// wrapProvisioner, when set, wraps the provisioner (the plugin's, or
+	// provisioner).
+	wrapProvisioner func(fulfillment.Provisioner) fulfillment.Provisioner
 	// workerDB, when set, is the pool of the event worker and of the
 	// handlers (the rest of the rig uses rig.pool); pollInterval, when set,
 	// is the worker's.
@@ -116,7 +121,7 @@ type bundle struct {
 	product  uuid.UUID
 }
 
-func setup(t *testing.T, o rigOptions) *bundle {
+func setup(t testing.TB, o rigOptions) *bundle {
 	t.Helper()
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 3
@@ -127,7 +132,7 @@ func setup(t *testing.T, o rigOptions) *bundle {
 	t.Cleanup(pool.Close)
 	workerDB := pool
 	if o.workerDB != nil {
-		workerDB = o.workerDB(t, dbURL)
+		workerDB = o.workerDB(t.(*testing.T), dbURL)
 	}
 	if o.pollInterval == 0 {
 		o.pollInterval = 200 * time.Millisecond
@@ -179,7 +184,7 @@ func setup(t *testing.T, o rigOptions) *bundle {
 	})
 	require.NoError(t, err)
 	worker, err := event.NewWorker(workerDB, elector, event.WorkerOptions{
-		Node: node, PollInterval: o.pollInterval, MaxAttempts: o.maxAttempts,
+		Node: node, PollInterval: o.pollInterval, MaxAttempts: o.maxAttempts, BatchSize: o.batchSize, Concurrency: o.concurrency,
 		RetryBase: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond, HandlerTimeout: 10 * time.Second,
 		Waker: listener, Logger: quietLog(),
 	})
@@ -198,6 +203,9 @@ func setup(t *testing.T, o rigOptions) *bundle {
 	prov := o.provisioner
 	if prov == nil {
 		prov = fulfillment.NewPluginProvisioner(plugins, nil)
+	}
+	if o.wrapProvisioner != nil {
+		prov = o.wrapProvisioner(prov)
 	}
 	svc := fulfillment.New(workerDB, prov, r.refunds, n, fulfillment.Options{
 		Node: node, PaymentTimeout: 24 * time.Hour, TimeoutScanInterval: 100 * time.Millisecond, Clock: o.clock, Logger: quietLog(),
@@ -220,7 +228,7 @@ func setup(t *testing.T, o rigOptions) *bundle {
 
 // order inserts a pending order of the rig's customer for product (nil:
 // none) created at createdAt (zero: now).
-func (r *bundle) order(t *testing.T, product *uuid.UUID, createdAt time.Time) uuid.UUID {
+func (r *bundle) order(t testing.TB, product *uuid.UUID, createdAt time.Time) uuid.UUID {
 	t.Helper()
 	if createdAt.IsZero() {
 		createdAt = time.Now()

@@ -3,6 +3,7 @@ package fulfillment
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,8 +129,9 @@ func New(db store.DB, prov Provisioner, refunder Refunder, notifier Notifier, op
 
 // Register installs the handlers and the payment timeout scan on w.
 func (s *Service) Register(w *event.Worker) {
-	w.Handle(order.EventOrderPaid, event.HandlerFunc(s.HandleOrderPaid))
-	w.Handle(order.EventOrderProvisioned, event.HandlerFunc(s.HandleOrderProvisioned))
+	// The two events of every order batch (HandleOrderPaidBatch).
+	w.Handle(order.EventOrderPaid, orderPaid{s})
+	w.Handle(order.EventOrderProvisioned, orderProvisioned{s})
 	w.Handle(order.EventOrderCancelled, event.HandlerFunc(s.HandleOrderCancelled))
 	w.Handle(order.EventOrderRefunded, event.HandlerFunc(s.HandleOrderRefunded))
 	w.Handle(order.EventServiceSuspended, event.HandlerFunc(s.HandleServiceChange))
@@ -222,15 +224,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		// The order row is locked: nobody creates its instance meanwhile.
 		inst, err := store.Q(tx).GetOrderInstance(ctx, o.ID)
 		if errors.Is(err, store.ErrNotFound) {
-			inst, err = store.Q(tx).EnsureOrderInstance(ctx, store.EnsureOrderInstanceParams{
-				CustomerID: o.CustomerID, OrderID: o.ID, ProductID: &product.ID,
-				ProviderPlugin: product.ProviderPlugin, Name: product.Name, At: now,
-			})
-			if err != nil {
-				return err
-			}
-			err = s.audit(ctx, tx, now, ActionInstanceCreate, "instance", inst.ID.String(), nil,
-				map[string]any{"order_id": o.ID, "status": inst.Status, "provider_plugin": product.ProviderPlugin})
+			inst, err = s.createInstance(ctx, tx, o, *product, now)
 		}
 		if err != nil {
 			return err
@@ -253,33 +247,9 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 			if err != nil {
 				return err
 			}
-			now := s.now()
-			// Recorded whatever became of the order meanwhile: the provider
-			// has the instance, so it must be known to be ended.
-			inst, err := store.Q(tx).MarkInstanceProvisioned(ctx, store.MarkInstanceProvisionedParams{
-				ID: req.Instance.ID, ExternalID: externalID, Status: store.InstanceRunning, Details: details, At: now,
-			})
-			if err != nil {
+			if orphaned, err = s.recordProvisioned(ctx, tx, o, &req, externalID, details, log); err != nil {
 				return err
 			}
-			if err := s.audit(ctx, tx, now, ActionInstanceReady, "instance", inst.ID.String(),
-				map[string]any{"status": store.InstanceProvisioning},
-				map[string]any{"status": inst.Status, "external_id": inst.ExternalID}); err != nil {
-				return err
-			}
-			req.Instance = inst
-			if order.Status(o.Status) != order.StatusProvisioning {
-				// Refunded while the provider worked: the order never goes
-				// active; its instance is ended below (order_refunded may
-				// have found it still provisioning).
-				log.InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
-				orphaned = order.Status(o.Status) == order.StatusRefunded
-				return e.Complete(ctx, tx)
-			}
-			if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
-				return err
-			}
-			log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
 			return e.Complete(ctx, tx)
 		})
 		if err == nil && orphaned {
@@ -292,6 +262,64 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 		return err
 	}
 
+	return s.provisionFailed(ctx, e, req, perr, log)
+}
+
+// createInstance creates the instance row of o (locked in tx, without
+// one), provisioning, with its audit row.
+func (s *Service) createInstance(ctx context.Context, tx pgx.Tx, o store.Order, product store.Product, now time.Time) (store.Instance, error) {
+	inst, err := store.Q(tx).EnsureOrderInstance(ctx, store.EnsureOrderInstanceParams{
+		CustomerID: o.CustomerID, OrderID: o.ID, ProductID: &product.ID,
+		ProviderPlugin: product.ProviderPlugin, Name: product.Name, At: now,
+	})
+	if err != nil {
+		return store.Instance{}, err
+	}
+	return inst, s.audit(ctx, tx, now, ActionInstanceCreate, "instance", inst.ID.String(), nil,
+		map[string]any{"order_id": o.ID, "status": inst.Status, "provider_plugin": product.ProviderPlugin})
+}
+
+// recordProvisioned records in tx what the provider answered for
+// req.Instance (running, its external id and details, an audit row) and
+// moves o (locked in tx) to active, queuing order_provisioned. An order
+// that is no longer provisioning (refunded while the provider worked)
+// never goes active: orphaned says that its instance must be ended once
+// tx commits.
+func (s *Service) recordProvisioned(ctx context.Context, tx pgx.Tx, o store.Order, req *ProvisionRequest, externalID string, details json.RawMessage, log *slog.Logger) (orphaned bool, err error) {
+	now := s.now()
+	// Recorded whatever became of the order meanwhile: the provider
+	// has the instance, so it must be known to be ended.
+	inst, err := store.Q(tx).MarkInstanceProvisioned(ctx, store.MarkInstanceProvisionedParams{
+		ID: req.Instance.ID, ExternalID: externalID, Status: store.InstanceRunning, Details: details, At: now,
+	})
+	if err != nil {
+		return false, err
+	}
+	if err := s.audit(ctx, tx, now, ActionInstanceReady, "instance", inst.ID.String(),
+		map[string]any{"status": store.InstanceProvisioning},
+		map[string]any{"status": inst.Status, "external_id": inst.ExternalID}); err != nil {
+		return false, err
+	}
+	req.Instance = inst
+	if order.Status(o.Status) != order.StatusProvisioning {
+		// Refunded while the provider worked: the order never goes
+		// active; its instance is ended after the commit (order_refunded
+		// may have found it still provisioning).
+		log.InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
+		return order.Status(o.Status) == order.StatusRefunded, nil
+	}
+	if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
+		return false, err
+	}
+	log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
+	return false, nil
+}
+
+// provisionFailed records that the provider failed to provision req for
+// e's attempt: the error on the instance, to be retried; on the last
+// attempt, or for ErrRefused, the instance in error and the order
+// cancelled (refund due).
+func (s *Service) provisionFailed(ctx context.Context, e event.Event, req ProvisionRequest, perr error, log *slog.Logger) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return perr // the worker is stopping: hand the event back
 	}

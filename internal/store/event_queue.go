@@ -194,3 +194,61 @@ func ListEvents(ctx context.Context, db DB, f EventFilter, p Page) ([]Event, int
 			})
 		})
 }
+
+// WithClaimsTx is WithClaimTx for the claims of one batch: one fence
+// statement (HoldEventClaims) checks every claim and share-locks every
+// event row, and the transaction commits only when all of them hold —
+// ErrClaimLost otherwise, with nothing of fn's transaction committed. The
+// claims of one round are taken by one statement with one lease and run
+// out together, so a batch whose one claim is lost has lost them all (or
+// is about to); its events then go the way a single lost claim goes.
+func WithClaimsTx(ctx context.Context, db DB, cs []Claim, leaderRole string, fn func(tx pgx.Tx) error) error {
+	if len(cs) == 1 {
+		return WithClaimTx(ctx, db, cs[0], leaderRole, fn)
+	}
+	var role *string
+	if leaderRole != "" {
+		role = &leaderRole
+	}
+	ids, tokens := claimArrays(cs)
+	var fence statement
+	if _, err := dbsqlc.New(&fence).HoldEventClaims(ctx, dbsqlc.HoldEventClaimsParams{
+		Ids: ids, ClaimTokens: tokens, LeaderRole: role,
+	}); !errors.Is(err, errCaptured) {
+		return errors.Join(errors.New("store: the generated fence sent no statement"), err)
+	}
+	return withPipelinedTx(ctx, db, []prelude{{sql: fence.sql, args: fence.args, check: func(row pgx.Row) error {
+		var held int32
+		if err := row.Scan(&held); err != nil {
+			return MapError(err)
+		}
+		if int(held) != len(cs) {
+			return ErrClaimLost
+		}
+		return nil
+	}}}, fn)
+}
+
+// CompleteEvents marks the claimed events of a batch done, in one
+// statement. ErrNotFound when any of the claims was lost (the caller's
+// transaction must then roll back: the fence of WithClaimsTx makes that
+// impossible inside it).
+func CompleteEvents(ctx context.Context, db DB, cs []Claim) error {
+	ids, tokens := claimArrays(cs)
+	n, err := dbsqlc.New(db).CompleteEvents(ctx, dbsqlc.CompleteEventsParams{Ids: ids, ClaimTokens: tokens})
+	if err != nil {
+		return MapError(err)
+	}
+	if n != int64(len(cs)) {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func claimArrays(cs []Claim) (ids, tokens []uuid.UUID) {
+	ids, tokens = make([]uuid.UUID, len(cs)), make([]uuid.UUID, len(cs))
+	for i, c := range cs {
+		ids[i], tokens[i] = c.ID, c.Token
+	}
+	return ids, tokens
+}

@@ -215,3 +215,42 @@ WHERE status = 'pending'
   AND created_at < @cutoff
 ORDER BY created_at, id
 LIMIT @row_limit::integer;
+
+-- name: HoldEventClaims :one
+-- HoldEventClaim for the claims of one batch (event.Event.TxAll): how many
+-- of the (id, claim_token) pairs still hold, each under the same checks,
+-- their rows share-locked until the transaction ends. The batch's
+-- transaction commits only when every one holds (the count is the number
+-- of pairs): the claims of one round were taken by one statement with one
+-- lease, so they run out, or go with the leader role, together.
+SELECT count(*)::integer
+FROM (
+    SELECT e.id
+    FROM events AS e
+    JOIN (SELECT unnest(@ids::uuid[]) AS id, unnest(@claim_tokens::uuid[]) AS claim_token) AS c
+      ON e.id = c.id AND e.claim_token = c.claim_token
+    WHERE e.status = 'processing'
+      AND e.locked_until > now()
+      AND (sqlc.narg('leader_role')::text IS NULL OR EXISTS (
+          SELECT 1
+          FROM leader_leases AS l
+          WHERE l.role = sqlc.narg('leader_role')::text
+            AND l.holder = e.locked_by
+            AND l.expires_at > now()
+      ))
+    FOR SHARE OF e
+) AS held;
+
+-- name: CompleteEvents :execrows
+-- CompleteEvent for the events of one batch, one statement: the rows
+-- affected are the claims that still held.
+UPDATE events
+SET status = 'done',
+    locked_by = NULL,
+    locked_until = NULL,
+    claim_token = NULL,
+    updated_at = now()
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@claim_tokens::uuid[]) AS claim_token) AS c
+WHERE events.id = c.id
+  AND events.status = 'processing'
+  AND events.claim_token = c.claim_token;

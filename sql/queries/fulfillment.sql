@@ -17,6 +17,12 @@ RETURNING *;
 SELECT * FROM instances
 WHERE order_id = @order_id;
 
+-- name: GetOrdersInstances :many
+-- The instances of a batch of orders (instances_order_id_key), one
+-- statement; an order without one has no row.
+SELECT * FROM instances
+WHERE order_id = ANY(@order_ids::uuid[]);
+
 -- name: MarkInstanceProvisioned :one
 -- provisioning → status (running) with what the provider answered. No row
 -- when the instance is no longer provisioning.

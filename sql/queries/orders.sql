@@ -9,6 +9,16 @@ SELECT * FROM orders
 WHERE id = @id
 FOR UPDATE;
 
+-- name: LockOrdersForUpdate :many
+-- GetOrderForUpdate for the orders of one batch of the event worker, in
+-- one statement: the rows are locked in id order, so two batches (or a
+-- batch and anything else that locks several orders in that order) cannot
+-- deadlock. Orders that do not exist are missing from the result.
+SELECT * FROM orders
+WHERE id = ANY(@ids::uuid[])
+ORDER BY id
+FOR UPDATE;
+
 -- name: InsertOrder :one
 -- A new order is always pending (the column default). item freezes what was
 -- bought, so later catalogue edits never change the order. The id is the

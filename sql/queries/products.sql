@@ -11,6 +11,11 @@ RETURNING *;
 SELECT * FROM products
 WHERE id = @id;
 
+-- name: GetProductsByID :many
+-- The products of a batch of orders, one statement.
+SELECT * FROM products
+WHERE id = ANY(@ids::uuid[]);
+
 -- name: ListProducts :many
 -- enabled NULL: every product (admins); customers always pass true.
 SELECT * FROM products

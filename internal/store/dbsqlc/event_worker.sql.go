@@ -166,6 +166,34 @@ func (q *Queries) CompleteEvent(ctx context.Context, arg CompleteEventParams) (i
 	return result.RowsAffected(), nil
 }
 
+const completeEvents = `-- name: CompleteEvents :execrows
+UPDATE events
+SET status = 'done',
+    locked_by = NULL,
+    locked_until = NULL,
+    claim_token = NULL,
+    updated_at = now()
+FROM (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS claim_token) AS c
+WHERE events.id = c.id
+  AND events.status = 'processing'
+  AND events.claim_token = c.claim_token
+`
+
+type CompleteEventsParams struct {
+	Ids         []uuid.UUID
+	ClaimTokens []uuid.UUID
+}
+
+// CompleteEvent for the events of one batch, one statement: the rows
+// affected are the claims that still held.
+func (q *Queries) CompleteEvents(ctx context.Context, arg CompleteEventsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, completeEvents, arg.Ids, arg.ClaimTokens)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const countEvents = `-- name: CountEvents :one
 SELECT count(*) FROM events
 WHERE ($1::text IS NULL OR status = $1)
@@ -287,6 +315,45 @@ func (q *Queries) HoldEventClaim(ctx context.Context, arg HoldEventClaimParams) 
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const holdEventClaims = `-- name: HoldEventClaims :one
+SELECT count(*)::integer
+FROM (
+    SELECT e.id
+    FROM events AS e
+    JOIN (SELECT unnest($1::uuid[]) AS id, unnest($2::uuid[]) AS claim_token) AS c
+      ON e.id = c.id AND e.claim_token = c.claim_token
+    WHERE e.status = 'processing'
+      AND e.locked_until > now()
+      AND ($3::text IS NULL OR EXISTS (
+          SELECT 1
+          FROM leader_leases AS l
+          WHERE l.role = $3::text
+            AND l.holder = e.locked_by
+            AND l.expires_at > now()
+      ))
+    FOR SHARE OF e
+) AS held
+`
+
+type HoldEventClaimsParams struct {
+	Ids         []uuid.UUID
+	ClaimTokens []uuid.UUID
+	LeaderRole  *string
+}
+
+// HoldEventClaim for the claims of one batch (event.Event.TxAll): how many
+// of the (id, claim_token) pairs still hold, each under the same checks,
+// their rows share-locked until the transaction ends. The batch's
+// transaction commits only when every one holds (the count is the number
+// of pairs): the claims of one round were taken by one statement with one
+// lease, so they run out, or go with the leader role, together.
+func (q *Queries) HoldEventClaims(ctx context.Context, arg HoldEventClaimsParams) (int32, error) {
+	row := q.db.QueryRow(ctx, holdEventClaims, arg.Ids, arg.ClaimTokens, arg.LeaderRole)
+	var column_1 int32
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const listEvents = `-- name: ListEvents :many

@@ -125,6 +125,48 @@ func (q *Queries) GetOrderInstance(ctx context.Context, orderID uuid.UUID) (Inst
 	return i, err
 }
 
+const getOrdersInstances = `-- name: GetOrdersInstances :many
+SELECT id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at FROM instances
+WHERE order_id = ANY($1::uuid[])
+`
+
+// The instances of a batch of orders (instances_order_id_key), one
+// statement; an order without one has no row.
+func (q *Queries) GetOrdersInstances(ctx context.Context, orderIds []uuid.UUID) ([]Instance, error) {
+	rows, err := q.db.Query(ctx, getOrdersInstances, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Instance
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.ProductID,
+			&i.ProviderPlugin,
+			&i.ExternalID,
+			&i.Status,
+			&i.Name,
+			&i.Details,
+			&i.LastError,
+			&i.ExpiresAt,
+			&i.TerminatedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const markInstanceFailed = `-- name: MarkInstanceFailed :one
 UPDATE instances
 SET status = 'error',

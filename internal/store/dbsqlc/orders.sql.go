@@ -270,6 +270,56 @@ func (q *Queries) ListOrders(ctx context.Context, arg ListOrdersParams) ([]Order
 	return items, nil
 }
 
+const lockOrdersForUpdate = `-- name: LockOrdersForUpdate :many
+SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
+WHERE id = ANY($1::uuid[])
+ORDER BY id
+FOR UPDATE
+`
+
+// GetOrderForUpdate for the orders of one batch of the event worker, in
+// one statement: the rows are locked in id order, so two batches (or a
+// batch and anything else that locks several orders in that order) cannot
+// deadlock. Orders that do not exist are missing from the result.
+func (q *Queries) LockOrdersForUpdate(ctx context.Context, ids []uuid.UUID) ([]Order, error) {
+	rows, err := q.db.Query(ctx, lockOrdersForUpdate, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Order
+	for rows.Next() {
+		var i Order
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.ProductID,
+			&i.Status,
+			&i.TotalAmount,
+			&i.Currency,
+			&i.Description,
+			&i.Item,
+			&i.PaidAt,
+			&i.CancelledAt,
+			&i.CancelReason,
+			&i.BillingCycle,
+			&i.RenewalPrice,
+			&i.Renews,
+			&i.SuspendReason,
+			&i.PaidUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockOrdersToReprice = `-- name: LockOrdersToReprice :many
 SELECT id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at FROM orders
 WHERE product_id = $1

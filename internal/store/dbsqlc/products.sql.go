@@ -50,6 +50,44 @@ func (q *Queries) GetProduct(ctx context.Context, id uuid.UUID) (Product, error)
 	return i, err
 }
 
+const getProductsByID = `-- name: GetProductsByID :many
+SELECT id, name, description, price, currency, provider_plugin, provider_config, enabled, billing_cycle, created_at, updated_at FROM products
+WHERE id = ANY($1::uuid[])
+`
+
+// The products of a batch of orders, one statement.
+func (q *Queries) GetProductsByID(ctx context.Context, ids []uuid.UUID) ([]Product, error) {
+	rows, err := q.db.Query(ctx, getProductsByID, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Product
+	for rows.Next() {
+		var i Product
+		if err := rows.Scan(
+			&i.ID,
+			&i.Name,
+			&i.Description,
+			&i.Price,
+			&i.Currency,
+			&i.ProviderPlugin,
+			&i.ProviderConfig,
+			&i.Enabled,
+			&i.BillingCycle,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const insertProduct = `-- name: InsertProduct :one
 
 INSERT INTO products (id, name, description, price, currency, billing_cycle, provider_plugin, provider_config, created_at, updated_at)
