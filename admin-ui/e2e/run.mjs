@@ -794,6 +794,27 @@ try {
       await expectTestId("suspended-count", "1");
       await shot("renewals-after");
     });
+
+    await step("end the service now: the unused share quoted before confirming", async () => {
+      await page.goto(`${base}orders/${r.order.id}`);
+      await page.getByRole("heading", { name: "Order", level: 1 }).waitFor();
+      await settled();
+      const end = page.getByRole("form", { name: "End service now" });
+      await end.getByLabel("Credit").selectOption("none");
+      await end.getByRole("button", { name: "End service now…" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.waitFor();
+      // The quote (EndService with dry_run): nothing has changed yet.
+      const unused = (await dlg.getByTestId("end-unused").textContent())?.trim() ?? "";
+      if (!/^\d+\.\d{2} [A-Z]{3}$/.test(unused)) throw new Error(`the quoted unused share: ${JSON.stringify(unused)}`);
+      await expectText(dlg.getByTestId("end-credited"), "0.00");
+      await expectTestId("order-status", "active");
+      await dlg.getByRole("button", { name: "End service", exact: true }).click();
+      await dlg.waitFor({ state: "detached" });
+      await page.getByTestId("order-status").filter({ hasText: /^terminated$/ }).waitFor();
+      await settled();
+      await expectAbsent(page.getByRole("form", { name: "End service now" }), "the end form of a terminated order");
+    });
   } else if (fx.mode === "totp") {
     // Two-factor sign-in needs no world: its steps come before the logout.
   } else {

@@ -291,6 +291,25 @@ func TestAnEndingNowBalanceCreditIsARefundOfThePeriodsPayment(t *testing.T) {
 	_, err = e.orders.AdvanceBillingClock(ctx, with(&orderpb.AdvanceBillingClockRequest{Seconds: int64(end.Add(-left).Sub(time.Now())/time.Second) + 1}, e.c.admin))
 	require.NoError(t, err)
 
+	// A quote first (dry_run, what the console shows before confirming):
+	// the same answer, with the same refusals, and nothing changes.
+	quote, err := e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance", DryRun: true}, e.c.customer))
+	require.NoError(t, err)
+	require.True(t, quote.Msg.GetDryRun())
+	require.Equal(t, "7.00", quote.Msg.GetUnused())
+	require.Equal(t, "7.00", quote.Msg.GetCredited())
+	require.Equal(t, "active", quote.Msg.GetOrder().GetStatus())
+	_, err = e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "gateway", DryRun: true}, e.c.customer))
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "a customer's gateway quote: %v", err)
+	gw, err := e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "gateway", DryRun: true}, e.c.admin))
+	require.NoError(t, err)
+	require.Equal(t, "7.00", gw.Msg.GetCredited())
+	require.Empty(t, gw.Msg.GetRefundIds(), "a quote refunds nothing")
+	require.Empty(t, e.fake.Refunds())
+	require.Equal(t, "active", e.orderStatus(t, id))
+	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM refunds WHERE payment_id = $1`, pay.GetId()))
+	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM audit_log WHERE entity_type = 'order' AND entity_id = $1 AND action = 'order.terminate'`, id))
+
 	ended, err := e.orders.EndService(ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, e.c.customer))
 	require.NoError(t, err)
 	require.Equal(t, "7.00", ended.Msg.GetCredited())

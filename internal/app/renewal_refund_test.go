@@ -20,7 +20,8 @@ import (
 // Issue 35, finding 5, over the wire: a monthly order is active and its
 // renewal invoice issued (test clock); the customer starts a gateway
 // payment of the invoice; an admin refunds the order's first payment in
-// full, so the order ends refunded. The refund cancels the renewal invoice
+// full: it bought the current period, so the service ends now
+// (terminated). The refund cancels the renewal invoice
 // and fails its pending payment. The gateway then reports that payment
 // paid: before the fix the callback answered HTTP 500, rolled back and was
 // retried forever, the money recorded nowhere. Now the first report is
@@ -69,10 +70,11 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedOverTheWire(t *test
 	require.NoError(t, err)
 	transfer := wired.Msg.GetPayment()
 
-	// 3. An admin refunds the first payment in full: the order ends refunded.
+	// 3. An admin refunds the first payment in full: the order ends (the
+	// payment bought the current period).
 	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: first.GetId(), Reason: "customer left"}, e.c.admin))
 	require.NoError(t, err)
-	require.Equal(t, "refunded", e.orderStatus(t, id))
+	require.Equal(t, "terminated", e.orderStatus(t, id))
 
 	// 4. The renewal invoice is cancelled with it, its payment failed.
 	inv, err := e.orders.GetInvoice(ctx, with(&orderpb.GetInvoiceRequest{Id: invoiceID}, e.c.admin))
@@ -120,7 +122,7 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedOverTheWire(t *test
 	inv, err = e.orders.GetInvoice(ctx, with(&orderpb.GetInvoiceRequest{Id: invoiceID}, e.c.admin))
 	require.NoError(t, err)
 	require.Equal(t, "0.00", inv.Msg.GetInvoice().GetPaidAmount(), "nothing applied to the invoice")
-	require.Equal(t, "refunded", e.orderStatus(t, id))
+	require.Equal(t, "terminated", e.orderStatus(t, id))
 
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 	rep, err := ledger.Verify(ctx, e.r.app.Pool())

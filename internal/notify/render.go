@@ -39,6 +39,7 @@ var endReasons = map[string]string{
 	"not_renewed": "its renewal was turned off and its last paid period is over",
 	"admin":       "our staff ended it",
 	"ended_now":   "it was ended now, before the end of its paid period",
+	"refunded":    "the payment for its current period was refunded",
 }
 
 var reasons = map[string]string{

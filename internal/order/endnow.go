@@ -110,6 +110,20 @@ func (s *Service) WithEndNowCredit(c EndCredit) *Service {
 // FailedPrecondition. An order that is not active or suspended, or one
 // that does not recur, is FailedPrecondition. Refused, nothing changes.
 func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (Ended, error) {
+	return s.endService(ctx, id, credit, false)
+}
+
+// QuoteEndService is EndService's quote (EndServiceRequest.dry_run): the
+// same checks and refusals, the unused share and what credit would give
+// (Credited, and for gateway the refunds it would make) if the service
+// ended now, with nothing changed: no end, no credit, no refund, no audit
+// row. Order is the order as it is.
+func (s *Service) QuoteEndService(ctx context.Context, id uuid.UUID, credit string) (Ended, error) {
+	return s.endService(ctx, id, credit, true)
+}
+
+// endService is EndService, or its quote when dry.
+func (s *Service) endService(ctx context.Context, id uuid.UUID, credit string, dry bool) (Ended, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
 		return Ended{}, err
@@ -156,6 +170,24 @@ func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (
 			}
 		}
 		by := audit.Of(p)
+		if dry {
+			out.Order = o
+			if mode == CreditNone {
+				return nil
+			}
+			if out.Refunds, err = splitShares(ctx, tx, shares); err != nil {
+				return err
+			}
+			for _, r := range out.Refunds {
+				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
+					return err
+				}
+			}
+			if mode == CreditBalance {
+				out.Refunds = nil // credited in the ending's transaction, not refunded after
+			}
+			return nil
+		}
 		switch mode {
 		case CreditBalance:
 			var admin *uuid.UUID
@@ -186,18 +218,18 @@ func (s *Service) EndService(ctx context.Context, id uuid.UUID, credit string) (
 				}
 			}
 		}
-		if err := endPaidNow(ctx, tx, o.ID, now, at); err != nil {
-			return err
-		}
-		moved, err := Transition(ctx, tx, o, Move{
-			To: StatusTerminated, EndReason: EndReasonEndedNow, By: by, At: at, BillingAt: now,
-			EndCredit: &EndCreditNote{Mode: string(mode), Unused: out.Unused, Credited: out.Credited, Currency: o.Currency},
+		moved, err := EndNowInTx(ctx, tx, o, EndNowMove{
+			By: by, At: at, Now: now, Reason: EndReasonEndedNow,
+			Credit: &EndCreditNote{Mode: string(mode), Unused: out.Unused, Credited: out.Credited, Currency: o.Currency},
 		})
 		out.Order = moved.Order
 		return err
 	})
 	if err != nil {
 		return Ended{}, err
+	}
+	if dry {
+		return out, nil
 	}
 	s.log.InfoContext(ctx, "service ended now", "order_id", id, "credit", mode, "unused", out.Unused.String(),
 		"credited", out.Credited.String(), "principal", p.String())
@@ -280,8 +312,8 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 	success := "success"
 	var out []periodShare
 	for _, p := range ps {
-		if p.Status != store.PeriodPaid || p.Outcome != nil {
-			continue
+		if p.Status != store.PeriodPaid || !runs(p) {
+			continue // unpaid, or closed by an end
 		}
 		price := money.Zero()
 		f := store.PaymentFilter{OrderID: &o.ID, Status: &success}

@@ -75,12 +75,17 @@ func (f *flowBundle) renewalWorld(t *testing.T) renewalWorld {
 }
 
 // refundFirst refunds the order's first payment in full (to the balance:
-// no gateway round trip), so the order ends refunded.
+// no gateway round trip): it bought the current period, so the service
+// ends now (terminated, docs/operations.md "Refunds and periods").
 func (f *flowBundle) refundFirst(t *testing.T, w renewalWorld) {
 	t.Helper()
 	_, err := f.svc.RefundPayment(f.admin, w.first.ID, "", "customer left", store.RefundToBalance)
 	require.NoError(t, err)
-	require.Equal(t, "refunded", f.orderStatus(t, w.order))
+	require.Equal(t, "terminated", f.orderStatus(t, w.order))
+	o, err := store.Q(f.pool).GetOrder(context.Background(), w.order)
+	require.NoError(t, err)
+	require.NotNil(t, o.PaidUntil)
+	require.True(t, o.PaidUntil.Equal(store.Timestamp(f.clock.Now())), "the paid end is now (no test clock: the real one), not %s", o.PaidUntil)
 }
 
 func (f *flowBundle) invoiceOf(t *testing.T, id uuid.UUID) store.Invoice {
@@ -151,7 +156,7 @@ func TestMoneyPaidIntoARefundedOrdersRenewalInvoiceIsCapturedToReturn(t *testing
 	ps, err := store.Q(f.pool).ListServicePeriods(ctx, w.order)
 	require.NoError(t, err)
 	require.Equal(t, store.PeriodCancelled, ps[1].Status, "the period is not renewed")
-	require.Equal(t, "refunded", f.orderStatus(t, w.order))
+	require.Equal(t, "terminated", f.orderStatus(t, w.order))
 }
 
 // The same money found by the reconciler, and by an admin's status query.

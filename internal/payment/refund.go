@@ -472,10 +472,14 @@ func notPending(err error, id uuid.UUID) error {
 	return err
 }
 
-// addRefund adds a succeeded refund to the locked payment, and refunds its
-// locked order (paid, provisioning or active) once the payment is refunded
-// in full: order_refunded then ends the service. A partial refund leaves
-// the order as it is.
+// addRefund adds a succeeded refund to the locked payment and, once the
+// payment is refunded in full, applies the one rule of what a refund does
+// to its locked order, whichever way the money was paid (balance or
+// gateway) and came back: a running recurring service ends now
+// (terminated, reason refunded) when the payment bought its current period
+// (order.RefundEndsService) and is left alone otherwise; an order paid for
+// and not yet running, or a one-time order, is refunded (order_refunded
+// ends the service). A partial refund leaves the order as it is.
 func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, ord *store.Order, pay store.Payment, ref store.Refund) (store.Payment, error) {
 	after, err := store.Q(tx).AddRefundedAmount(ctx, store.AddRefundedAmountParams{
 		ID: pay.ID, Amount: ref.Amount, UpdatedAt: now,
@@ -487,8 +491,34 @@ func (s *Service) addRefund(ctx context.Context, tx pgx.Tx, who audit.Actor, now
 	if err := audit.Write(ctx, tx, who, now, ActionPaymentRefund, entityPayment, pay.ID.String(), order.PaymentSnapshot(pay), order.PaymentSnapshot(after)); err != nil {
 		return store.Payment{}, err
 	}
-	if Status(after.Status) == StatusRefunded && ord != nil && order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
-		// The money went back in full: the service ends (order_refunded).
+	if Status(after.Status) != StatusRefunded || ord == nil {
+		return after, nil // a partial refund, or no order: the order stays
+	}
+	if order.BillingCycle(ord.BillingCycle).Recurring() && order.Status(ord.Status).Live() {
+		// A running service: only the payment of its current period (or
+		// one paid ahead), refunded in full, ends it, now, as EndService
+		// with no credit does; an earlier period's payment leaves it alone
+		// (docs/operations.md, "Refunds and periods").
+		billingNow := s.billingNow()
+		if billingNow.IsZero() {
+			billingNow = now // no test clock: the billing clock is the real one
+		}
+		ends, err := order.RefundEndsService(ctx, tx, *ord, pay.ID, billingNow)
+		if err != nil || !ends {
+			return after, err
+		}
+		if _, err := order.EndNowInTx(ctx, tx, *ord, order.EndNowMove{
+			By: who, At: now, Now: billingNow, Reason: order.EndReasonRefunded,
+			Note: fmt.Sprintf("payment %s of the current period refunded in full (refund %s)", pay.ID, ref.ID),
+		}); err != nil {
+			return store.Payment{}, err
+		}
+		return after, nil
+	}
+	if order.CanTransition(order.Status(ord.Status), order.StatusRefunded) {
+		// Paid for and not yet running (paid, provisioning), or a one-time
+		// order: the money went back in full and the order is refunded
+		// (order_refunded ends whatever was provisioned).
 		if _, err := order.Transition(ctx, tx, *ord, order.Move{
 			To: order.StatusRefunded, By: who, At: now,
 			Refunded: &order.OrderRefundedPayload{PaymentID: pay.ID, RefundID: ref.ID},

@@ -150,6 +150,7 @@ function actionsCard(o: Order, periods: ServicePeriod[], reload: () => void): HT
     o.status === "active" ? suspendForm(o, reload) : null,
     o.status === "suspended" ? resumeForm(o, reload) : null,
     isRecurring(o) && (o.status === "active" || o.status === "suspended") ? extendForm(o, periods, reload) : null,
+    isRecurring(o) && (o.status === "active" || o.status === "suspended") ? endForm(o, reload) : null,
     canSetRenewal(o) ? renewalForm(o, reload) : null,
   ];
   if (!forms.some(Boolean)) return null;
@@ -220,6 +221,69 @@ function suspendForm(o: Order, reload: () => void): HTMLElement {
     });
     if (ok) {
       announce("Order suspended.");
+      reload();
+    }
+  });
+  return form;
+}
+
+/** OrderService.EndService: the service ends now, with the credit the
+ * admin chooses for the unused share of the paid period. The amount is
+ * quoted first (dry_run) and shown in the confirmation, before anything
+ * changes. */
+function endForm(o: Order, reload: () => void): HTMLElement {
+  const credit = h(
+    "select",
+    { name: "credit" },
+    h("option", { value: "none" }, "None: the unused share is kept"),
+    h("option", { value: "balance" }, "Balance: credited to the customer's balance"),
+    h("option", { value: "gateway" }, "Gateway: refunded to the period's payment"),
+  );
+  const submit = h("button", { type: "submit", class: "danger" }, "End service now…");
+  const errors = alertSlot();
+  const form = h(
+    "form",
+    { class: "action-form", "aria-label": "End service now" },
+    h("h3", null, "End service now"),
+    h("p", { class: "hint" }, "The order is terminated now, its open renewal invoice cancelled, and the provider ends the instance."),
+    field("Credit", credit, "What becomes of the unused share of the paid period."),
+    errors,
+    submit,
+  );
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const mode = credit.value;
+    let unused = "";
+    let credited = "";
+    const quoted = await busy(submit, errors, async () => {
+      const q = await orders.endService({ orderId: o.id, credit: mode, dryRun: true });
+      unused = q.unused;
+      credited = q.credited;
+    });
+    if (!quoted) return;
+    const yes = await confirmDialog({
+      title: "End this service now?",
+      body: h(
+        "div",
+        null,
+        h("p", null, "The order is terminated now, its open renewal invoice cancelled, and the provider ends the instance. This cannot be undone."),
+        facts([
+          ["Unused share now", h("span", { "data-testid": "end-unused" }, money(unused, o.currency))],
+          [
+            mode === "none" ? "Credited (kept)" : mode === "balance" ? "Credited to the balance" : "Refunded to the payment",
+            h("span", { "data-testid": "end-credited" }, money(credited, o.currency)),
+          ],
+        ]),
+      ),
+      confirm: "End service",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(submit, errors, async () => {
+      await orders.endService({ orderId: o.id, credit: mode });
+    });
+    if (ok) {
+      announce("Service ended.");
       reload();
     }
   });

@@ -2243,7 +2243,11 @@ type EndServiceRequest struct {
 	// The recurring order, active or suspended.
 	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// What becomes of the unused share: none, balance or gateway (admin).
-	Credit        string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	Credit string `protobuf:"bytes,2,opt,name=credit,proto3" json:"credit,omitempty"`
+	// Quote only: answer the unused share and what the credit would give
+	// now, with the same checks, and change nothing (no end, no credit, no
+	// refund, no audit row). The console shows it before asking to confirm.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2292,6 +2296,13 @@ func (x *EndServiceRequest) GetCredit() string {
 	return ""
 }
 
+func (x *EndServiceRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type EndServiceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order, terminated; its paid_until is now.
@@ -2304,7 +2315,9 @@ type EndServiceResponse struct {
 	// (gateway), nothing (none).
 	Credited string `protobuf:"bytes,4,opt,name=credited,proto3" json:"credited,omitempty"`
 	// The refunds made (gateway): their ids.
-	RefundIds     []string `protobuf:"bytes,5,rep,name=refund_ids,json=refundIds,proto3" json:"refund_ids,omitempty"`
+	RefundIds []string `protobuf:"bytes,5,rep,name=refund_ids,json=refundIds,proto3" json:"refund_ids,omitempty"`
+	// A quote (dry_run): nothing changed; order is the order as it is.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2372,6 +2385,13 @@ func (x *EndServiceResponse) GetRefundIds() []string {
 		return x.RefundIds
 	}
 	return nil
+}
+
+func (x *EndServiceResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 type ExtendServicePeriodRequest struct {
@@ -3338,17 +3358,19 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12\x16\n" +
 	"\x06renews\x18\x02 \x01(\bR\x06renews\"E\n" +
 	"\x17SetOrderRenewalResponse\x12*\n" +
-	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"u\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\"\x8e\x01\n" +
 	"\x11EndServiceRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x128\n" +
-	"\x06credit\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18R\x04noneR\abalanceR\agatewayR\x06credit\"\xab\x01\n" +
+	"\x06credit\x18\x02 \x01(\tB \xbaH\x1d\xc8\x01\x01r\x18R\x04noneR\abalanceR\agatewayR\x06credit\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"\xc4\x01\n" +
 	"\x12EndServiceResponse\x12*\n" +
 	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x16\n" +
 	"\x06credit\x18\x02 \x01(\tR\x06credit\x12\x16\n" +
 	"\x06unused\x18\x03 \x01(\tR\x06unused\x12\x1a\n" +
 	"\bcredited\x18\x04 \x01(\tR\bcredited\x12\x1d\n" +
 	"\n" +
-	"refund_ids\x18\x05 \x03(\tR\trefundIds\"\x8e\x01\n" +
+	"refund_ids\x18\x05 \x03(\tR\trefundIds\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x8e\x01\n" +
 	"\x1aExtendServicePeriodRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
 	"\aends_at\x18\x02 \x01(\tB\n" +

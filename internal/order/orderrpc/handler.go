@@ -224,6 +224,17 @@ func (h *Handler) EndService(ctx context.Context, req *connect.Request[orderpb.E
 	if order.EndCredit(req.Msg.GetCredit()) == order.CreditGateway && h.refunder == nil {
 		return nil, apperr.New(apperr.FailedPrecondition, "gateway refunds are not available here")
 	}
+	if req.Msg.GetDryRun() {
+		// A quote: nothing changes, nothing is refunded.
+		q, err := h.svc.QuoteEndService(ctx, id, req.Msg.GetCredit())
+		if err != nil {
+			return nil, err
+		}
+		return connect.NewResponse(&orderpb.EndServiceResponse{
+			Order: OrderRecord(q.Order), Credit: string(q.Credit),
+			Unused: q.Unused.String(), Credited: q.Credited.String(), DryRun: true,
+		}), nil
+	}
 	ended, err := h.svc.EndService(ctx, id, req.Msg.GetCredit())
 	if err != nil {
 		return nil, err

@@ -99,8 +99,10 @@ func TestAPartlyPaidRenewalInvoicePastTerminationIsLeftForAnAdmin(t *testing.T) 
 }
 
 // A renewal paid from the balance carries its order, as a gateway payment
-// of the invoice does, so a refund treats it alike: refunded in full, the
-// order ends refunded and its open renewal invoice is cancelled.
+// of the invoice does, so a refund treats it alike: refunded in full while
+// its period is the current one, the service ends now (terminated) and its
+// open renewal invoice is cancelled (docs/operations.md, "Refunds and
+// periods").
 func TestARefundOfABalancePaidRenewalRefundsTheOrderLikeAGatewayOne(t *testing.T) {
 	t.Parallel()
 	b := setup(t, at(time.March, 1, 0), defaults())
@@ -125,10 +127,10 @@ func TestARefundOfABalancePaidRenewalRefundsTheOrderLikeAGatewayOne(t *testing.T
 	res, err := pay.RefundPayment(b.admin(t), pays[0].ID, "", "goodwill", "")
 	require.NoError(t, err)
 	require.Equal(t, "refunded", res.Payment.Status)
-	require.Equal(t, string(order.StatusRefunded), b.order(t, id).Status, "a full refund ends the order, as for a gateway payment")
+	require.Equal(t, string(order.StatusTerminated), b.order(t, id).Status, "a full refund of the current period's payment ends the service, as for a gateway payment")
 	require.Equal(t, string(order.InvoiceCancelled), b.invoice(t, next).Status, "and cancels its open renewal invoice")
 	ps := b.periods(t, id)
-	require.Equal(t, store.OutcomeRefunded, *ps[1].Outcome)
+	require.Equal(t, store.OutcomeEnded, *ps[1].Outcome)
 	require.Equal(t, store.PeriodCancelled, ps[2].Status)
 	b.checkMoney(t)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/audit"
 	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/order/renewal"
 	"github.com/rustbill/paymentd/internal/payment"
@@ -38,6 +39,7 @@ var modelActions = []string{
 	"gateway takes money", "notification arrives", "notification arrives",
 	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
 	"invoice cancelled, renewal back on",
+	"end now", "end now", "refund a period's payment", "refund a period's payment",
 }
 
 // modelOrder is what the model knows of one order.
@@ -49,6 +51,10 @@ type modelOrder struct {
 	// adminEnded: an admin ended it (terminated before any due day).
 	adminEnded bool
 	renewOff   bool
+	// endedAt: ended now (EndService, or a refund of its current period's
+	// payment) at this paid end; periods is how many it had then.
+	endedAt *time.Time
+	periods int
 	// cancelledByHand are the invoices an admin cancelled: their period
 	// ends the service at its paid end (terminated if suspended then), not
 	// terminate_after_days past due.
@@ -262,10 +268,21 @@ func TestRenewalModel(t *testing.T) {
 				}
 				id := rapid.SampledFrom(ids).Draw(rt, "refunded payment")
 				amount := rapid.SampledFrom([]string{"", "", "1.00", "3.50"}).Draw(rt, "refund amount") // "": all that is left
+				live := map[*modelOrder]bool{}
+				for _, o := range orders {
+					live[o] = order.Status(b.order(tb, o.id).Status).Live()
+				}
 				_, err = w.pays.RefundPayment(w.admin, id, amount, "model", "")
 				noInternal(rt, "RefundPayment", err)
 				if err == nil {
 					refunds.Add(1)
+				}
+				// A refund of a current period's payment in full ended its
+				// service now ("refund a period's payment" checks when).
+				for _, o := range orders {
+					if live[o] && b.order(tb, o.id).Status == string(order.StatusTerminated) {
+						o.ended(tb, b, store.Timestamp(clock.Now()))
+					}
 				}
 			case "admin cancels invoice": // an admin cancels the order's newest invoice
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
@@ -295,6 +312,74 @@ func TestRenewalModel(t *testing.T) {
 					o.renewOff = false
 				}
 				pass()
+			case "end now": // the customer or an admin ends a service now, with each credit
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				credit := rapid.SampledFrom([]string{"none", "balance", "gateway"}).Draw(rt, "credit")
+				who := asCustomer(customer)
+				if credit == "gateway" || rapid.Bool().Draw(rt, "by an admin") {
+					who = w.admin
+				}
+				before := b.order(tb, o.id)
+				ended, err := w.orders.EndService(who, o.id, credit)
+				noInternal(rt, "EndService", err)
+				if err != nil {
+					require.False(tb, order.Status(before.Status).Live(), "EndService of a live order refused: %v", err)
+					break
+				}
+				for _, r := range ended.Refunds {
+					_, err := w.pays.RefundShare(w.admin, r.PaymentID, r.Amount, "model: ended now")
+					noInternal(rt, "the gateway credit's refund", err)
+				}
+				require.Equal(tb, string(order.StatusTerminated), ended.Order.Status)
+				require.True(tb, ended.Credited.Cmp(ended.Unused) <= 0, "credited %s of an unused %s", ended.Credited, ended.Unused)
+				o.ended(tb, b, store.Timestamp(clock.Now()))
+			case "refund a period's payment": // an admin refunds the payment of one paid period, in full or in part
+				o := rapid.SampledFrom(orders).Draw(rt, "order")
+				var paid []store.ServicePeriod
+				for _, p := range b.periods(tb, o.id) {
+					if p.Status == store.PeriodPaid {
+						paid = append(paid, p)
+					}
+				}
+				if len(paid) == 0 {
+					break
+				}
+				p := rapid.SampledFrom(paid).Draw(rt, "period")
+				pays := b.periodPayments(tb, o.id, p)
+				if len(pays) == 0 {
+					break // a free period
+				}
+				pay := rapid.SampledFrom(pays).Draw(rt, "payment")
+				before := b.order(tb, o.id)
+				res, err := w.pays.RefundPayment(w.admin, pay, rapid.SampledFrom([]string{"", "", "1.00"}).Draw(rt, "refund amount"), "model", "")
+				noInternal(rt, "RefundPayment of a period's payment", err)
+				if err != nil || res.Refund.Status != store.RefundSucceeded {
+					break
+				}
+				refunds.Add(1)
+				// The rule (docs/operations.md, "Refunds and periods"): the
+				// service ends now when this payment bought a period still
+				// running and that period's payments now hold nothing;
+				// otherwise it is left as it was.
+				held := money.Zero()
+				for _, id := range b.periodPayments(tb, o.id, p) {
+					got, err := store.Q(b.pool).GetPayment(ctx, id)
+					require.NoError(tb, err)
+					net, err := got.Amount.Sub(got.RefundedAmount)
+					require.NoError(tb, err)
+					held, err = held.Add(net)
+					require.NoError(tb, err)
+				}
+				now := store.Timestamp(clock.Now())
+				ends := order.Status(before.Status).Live() && now.Before(p.EndsAt) && held.Sign() <= 0 && res.Payment.Status == "refunded" &&
+					(p.Outcome == nil || *p.Outcome == store.OutcomeRenewed)
+				after := b.order(tb, o.id)
+				if ends {
+					require.Equal(tb, string(order.StatusTerminated), after.Status, "the current period's payment refunded in full ends the service")
+					o.ended(tb, b, now)
+				} else {
+					require.Equal(tb, before.Status, after.Status, "a refund of an earlier period's payment, or a partial one, leaves the service alone (period %d)", p.Seq)
+				}
 			case "admin ends order": // an admin ends an active or suspended order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
@@ -331,6 +416,38 @@ func TestRenewalModel(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = $1`, order.ActionOrderPeriodReissue).Scan(&reissued))
 	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %d periods reissued, %.0f simulated months, %s",
 		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), reissued, float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
+}
+
+// ended records that o ended now at paid end at: terminated, its paid end
+// that moment and its periods as they are.
+func (o *modelOrder) ended(t testing.TB, b *bundle, at time.Time) {
+	t.Helper()
+	o.adminEnded = true
+	if o.endedAt == nil {
+		o.endedAt = &at
+		o.periods = len(b.periods(t, o.id))
+	}
+	require.True(t, b.order(t, o.id).PaidUntil.Equal(at), "the paid end is the moment it ended")
+}
+
+// periodPayments are the successful payments that paid period p of order
+// id: the order's own for the first, its invoice's for a later one.
+func (b *bundle) periodPayments(t testing.TB, id uuid.UUID, p store.ServicePeriod) []uuid.UUID {
+	t.Helper()
+	q := `SELECT id FROM payments WHERE order_id = $1 AND invoice_id IS NULL AND status IN ('success', 'refunded') ORDER BY created_at, id`
+	args := []any{id}
+	if p.Seq > 1 {
+		if p.InvoiceID == nil {
+			return nil
+		}
+		q = `SELECT id FROM payments WHERE invoice_id = $1 AND status IN ('success', 'refunded') ORDER BY created_at, id`
+		args = []any{*p.InvoiceID}
+	}
+	rows, err := b.pool.Query(context.Background(), q, args...)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(t, err)
+	return ids
 }
 
 func topUp(t testing.TB, b *bundle, customer uuid.UUID, amount string, at time.Time) {
@@ -374,6 +491,14 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 		}
 	}
 	require.NotNil(t, lastPaid)
+	if o.endedAt != nil {
+		// Ended now: the paid end is that moment for good, and nothing was
+		// billed after it (never twice for the same time).
+		require.NotNil(t, ord.PaidUntil)
+		require.True(t, ord.PaidUntil.Equal(*o.endedAt), "paid_until %s, ended now at %s", ord.PaidUntil, o.endedAt)
+		require.Len(t, ps, o.periods, "a period billed after the service ended now")
+		require.Equal(t, string(order.StatusTerminated), ord.Status)
+	}
 	if ord.PaidUntil != nil && lastPaid.Outcome == nil {
 		require.True(t, ord.PaidUntil.Equal(lastPaid.EndsAt), "paid_until %s is the last paid end %s", ord.PaidUntil, lastPaid.EndsAt)
 	}

@@ -74,7 +74,7 @@ func newPayWorld(t *testing.T, b *bundle) *payWorld {
 	}
 	log := slog.New(slog.DiscardHandler)
 	w.pays = payment.NewService(b.pool, log, payment.WithGateways(w), payment.WithPublicURL("http://127.0.0.1:9"), payment.WithClock(w.now))
-	w.orders = order.NewService(b.pool, []string{"CNY"}, nil, w.now, log)
+	w.orders = order.NewService(b.pool, []string{"CNY"}, nil, w.now, log).WithBalanceRefunder(w.pays)
 	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO admin_users (username, password_hash) VALUES ($1, 'x') RETURNING id`,
 		"model-admin-"+uuid.NewString()[:8]).Scan(&adminID))
 	w.admin = auth.WithPrincipal(ctx, auth.Principal{Role: auth.RoleAdmin, ID: adminID, Kind: auth.KindSession})

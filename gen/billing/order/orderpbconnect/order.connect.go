@@ -154,7 +154,8 @@ type OrderServiceClient interface {
 	// paid for it, rounded half-even to the cent) is kept (none), credited to
 	// the balance (balance) or refunded to the period's payment (gateway,
 	// admin only). A customer gets at most [billing].end_now_credit. An order
-	// that is not active or suspended answers FailedPrecondition.
+	// that is not active or suspended answers FailedPrecondition. With
+	// dry_run the answer is a quote and nothing changes.
 	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
@@ -501,7 +502,8 @@ type OrderServiceHandler interface {
 	// paid for it, rounded half-even to the cent) is kept (none), credited to
 	// the balance (balance) or refunded to the period's payment (gateway,
 	// admin only). A customer gets at most [billing].end_now_credit. An order
-	// that is not active or suspended answers FailedPrecondition.
+	// that is not active or suspended answers FailedPrecondition. With
+	// dry_run the answer is a quote and nothing changes.
 	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
