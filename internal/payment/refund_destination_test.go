@@ -2,6 +2,7 @@ package payment_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/auth"
+	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/order"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
@@ -80,5 +82,26 @@ func TestARefundDestinationThePaymentCannotTakeIsRefused(t *testing.T) {
 	require.NoError(t, err, "a gateway payment named back to its gateway")
 	require.Equal(t, "3.00", res.Payment.RefundedAmount.String())
 	require.Len(t, f.fake.Refunds(), 1)
+	testfixture.CheckMoneyInvariants(t, f.pool)
+}
+
+// RefundOrder answers the error of a refund the gateway refused, so the
+// event worker tries again; it does not report the order refunded while
+// its money is still with the gateway.
+func TestRefundOrderAnswersARefusedRefund(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	ctx := context.Background()
+	p := f.paidAtTheGateway(t, "25.00")
+	f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadRequest, Times: 1})
+
+	err := f.svc.RefundOrder(ctx, *p.OrderID, "provisioning_failed")
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	require.Contains(t, err.Error(), "gateway refund failed")
+	require.Equal(t, "success", f.payment(t, p.ID).Status)
+	require.Equal(t, "0.00", f.payment(t, p.ID).RefundedAmount.String())
+
+	require.NoError(t, f.svc.RefundOrder(ctx, *p.OrderID, "provisioning_failed"), "the retry refunds it")
+	require.Equal(t, "refunded", f.payment(t, p.ID).Status)
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
