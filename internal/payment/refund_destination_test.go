@@ -105,3 +105,23 @@ func TestRefundOrderAnswersARefusedRefund(t *testing.T) {
 	require.Equal(t, "refunded", f.payment(t, p.ID).Status)
 	testfixture.CheckMoneyInvariants(t, f.pool)
 }
+
+// A failed payment whose money the gateway never took has nothing to give
+// back: it is refused as not refundable, before its gateway is asked or
+// anything reserved.
+func TestAFailedPaymentWithNothingCapturedIsNotRefundable(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	orderID := f.order(t, "15.00")
+	p := f.pay(t, orderID)
+	_, err := order.NewService(f.pool, []string{"CNY"}, nil, nil, nil).CancelOrder(f.asAlice, orderID)
+	require.NoError(t, err)
+	require.Equal(t, "failed", f.payment(t, p.ID).Status)
+	require.Equal(t, "0.00", f.payment(t, p.ID).CapturedAmount.String())
+
+	_, err = f.svc.RefundPayment(f.admin, p.ID, "", "", "")
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.Contains(t, err.Error(), "is failed; only a successful payment, or a failed one whose money the gateway captured")
+	require.Empty(t, f.refunds(t, p.ID))
+	require.Empty(t, f.fake.Refunds())
+}
