@@ -116,11 +116,11 @@ func (w *planWorld) advanceTo(t *testing.T, at time.Time) *orderpb.AdvanceBillin
 	return r.Msg
 }
 
-// clockNow is the billing clock's now (a move of zero seconds runs the
+// clockNow is the billing clock's now, moved one second (the move runs the
 // billing run too, which is harmless).
 func (w *planWorld) clockNow(t *testing.T) time.Time {
 	t.Helper()
-	r, err := w.e.orders.AdvanceBillingClock(w.ctx, with(&orderpb.AdvanceBillingClockRequest{Seconds: 0}, w.e.c.admin))
+	r, err := w.e.orders.AdvanceBillingClock(w.ctx, with(&orderpb.AdvanceBillingClockRequest{Seconds: 1}, w.e.c.admin))
 	require.NoError(t, err)
 	return planTime(t, r.Msg.GetNow())
 }
