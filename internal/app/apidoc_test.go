@@ -1037,6 +1037,15 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle) fu
 			}, 10*time.Second, 20*time.Millisecond)
 			env.vars["END_ORDER_ID"] = id
 		}
+		if env.has("END_ORDER_ID") && !env.has("PLAN_PRODUCT_ID") {
+			// The product ChangeOrderPlan's example moves END_ORDER_ID to
+			// at the period end (CancelPlanChange's withdraws it).
+			prod, err := orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
+				Name: "VPS 4G monthly", Price: "40.00", Currency: "CNY", BillingCycle: "monthly",
+			}, adminCookie()))
+			require.NoError(t, err)
+			env.vars["PLAN_PRODUCT_ID"] = prod.Msg.GetProduct().GetId()
+		}
 		if env.has("EVENT_ID", "ORDER2_ID") && !env.has("FAILED_EVENT_ID") {
 			// An event whose handler gave up: the order_paid of the order
 			// paid from the balance, once its worker is done with it (its

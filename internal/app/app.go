@@ -523,7 +523,8 @@ func (a *App) init(ctx context.Context) error {
 	identityPath, identityHandler := identitypbconnect.NewIdentityServiceHandler(identityrpc.NewHandler(ids), opts...)
 	customerAdminPath, customerAdminHandler := identitypbconnect.NewCustomerAdminServiceHandler(identityrpc.NewAdminHandler(ids), opts...)
 	orderSvc := order.NewService(a.db, a.cfg.Billing.Currencies, a.secrets, a.opts.clock, a.log).WithBillingClock(testClock.clock()).
-		WithEndNowCredit(order.EndCredit(a.cfg.Billing.EndNowCredit)).WithBalanceRefunder(paySvc)
+		WithEndNowCredit(order.EndCredit(a.cfg.Billing.EndNowCredit)).WithBalanceRefunder(paySvc).
+		WithPlanChanges(a.cfg.Billing.PlanChangeDays, order.EndCredit(a.cfg.Billing.DowngradeCredit))
 	orderSvc.SetLocation(a.cfg.Billing.RenewalOptions("").Location)
 	orders := orderHandler(orderSvc, a.bg.renewals, a.bg.billingClock).WithRefunder(paySvc)
 	orderPath, orderHandler := orderpbconnect.NewOrderServiceHandler(orders, opts...)

@@ -259,6 +259,14 @@ type Billing struct {
 	// to the balance) or "none" (kept). An admin may choose any mode,
 	// gateway included.
 	EndNowCredit string `koanf:"end_now_credit"`
+	// PlanChangeDays is how many days an upgrade's proration invoice may
+	// stay unpaid before the plan change lapses and the invoice is
+	// cancelled (ChangeOrderPlan, when now).
+	PlanChangeDays int `koanf:"plan_change_days"`
+	// DowngradeCredit is what a downgrade now does with the unused
+	// difference of the current period: "balance" (refunded to the
+	// balance from the period's payments) or "none" (kept).
+	DowngradeCredit string `koanf:"downgrade_credit"`
 }
 
 // Payments holds the rules of the payment domain that are configuration.

@@ -102,6 +102,8 @@ func Default() Config {
 			ReminderDaysBefore:  renewal.DefaultReminderDaysBefore,
 			OverdueReminderDays: renewal.DefaultOverdueReminderDays(),
 			EndNowCredit:        string(order.DefaultEndNowCredit),
+			PlanChangeDays:      order.DefaultPlanChangeDays,
+			DowngradeCredit:     string(order.DefaultDowngradeCredit),
 		},
 		Payments: Payments{LateCaptureDays: int(payment.DefaultLateCapture / (24 * time.Hour))},
 		Disputes: Disputes{Suspend: true},

@@ -451,6 +451,12 @@ func (b Billing) validate(bad badFunc) {
 		bad("[billing].end_now_credit", "must be %q or %q (a customer never refunds to the gateway themselves), got %q",
 			order.CreditBalance, order.CreditNone, b.EndNowCredit)
 	}
+	if c := order.EndCredit(b.DowngradeCredit); c != order.CreditBalance && c != order.CreditNone {
+		bad("[billing].downgrade_credit", "must be %q or %q, got %q", order.CreditBalance, order.CreditNone, b.DowngradeCredit)
+	}
+	if b.PlanChangeDays < 1 || b.PlanChangeDays > 60 {
+		bad("[billing].plan_change_days", "must be from 1 to 60, got %d", b.PlanChangeDays)
+	}
 	if b.SuspendAfterDays > 0 && b.TerminateAfterDays > 0 && b.TerminateAfterDays <= b.SuspendAfterDays {
 		bad("[billing].terminate_after_days", "must be greater than [billing].suspend_after_days (%d) or 0 (off), got %d: termination before suspension",
 			b.SuspendAfterDays, b.TerminateAfterDays)

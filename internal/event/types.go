@@ -25,13 +25,17 @@ const (
 	TypeServiceTerminated = "service_terminated"
 	// A notice about a renewal invoice: issued, due soon, or overdue.
 	TypeRenewalReminder = "renewal_reminder"
+	// A plan change took effect (the provider changes the plan), or its
+	// proration invoice went unpaid and it lapsed.
+	TypePlanChanged      = "plan_changed"
+	TypePlanChangeLapsed = "plan_change_lapsed"
 )
 
 // Types lists every event type, in life-cycle order.
 var Types = []string{
 	TypeOrderPaid, TypeOrderProvisioned, TypeOrderCancelled, TypeOrderRefunded,
 	TypeServiceRenewed, TypeServiceSuspended, TypeServiceResumed, TypeServiceTerminated,
-	TypeRenewalReminder,
+	TypeRenewalReminder, TypePlanChanged, TypePlanChangeLapsed,
 }
 
 // CheckType answers InvalidArgument naming t when the queue holds no

@@ -214,3 +214,68 @@ func (p *PluginProvisioner) action(ctx context.Context, req ProvisionRequest, fn
 	}
 	return nil
 }
+
+// PlanChanger moves a provisioned instance to another plan (a plan change
+// took effect: plan_changed). A Provisioner that is not one leaves the
+// instance as it is.
+type PlanChanger interface {
+	// ChangePlan moves req.Instance to req.Product, the order's new
+	// product. Asking for the plan the instance has is not an error.
+	ChangePlan(ctx context.Context, req ProvisionRequest) error
+}
+
+var _ PlanChanger = (*PluginProvisioner)(nil)
+
+// ChangePlan implements PlanChanger: change_plan(config_json,
+// {"instance_id", "external_id", "product"}) of the instance's provider
+// plugin, product being the new product's decrypted settings with its id
+// and name (as provision gets them); the answer {"ok", "status",
+// "message"} must be ok or say running. A plugin that does not declare
+// change_plan (it is optional in the contract) is not asked: nil.
+func (p *PluginProvisioner) ChangePlan(ctx context.Context, req ProvisionRequest) error {
+	name := req.Product.ProviderPlugin
+	if req.Instance.ProviderPlugin != nil {
+		name = req.Instance.ProviderPlugin
+	}
+	if name == nil {
+		return nil // nothing to provision, nothing to change
+	}
+	c, config, ok := p.plugins.Get(*name)
+	if !ok {
+		return fmt.Errorf("provider plugin %q is not loaded", *name)
+	}
+	productConfig, err := p.productConfig(req.Product)
+	if err != nil {
+		return fmt.Errorf("provider plugin %s: %w", *name, err)
+	}
+	if config == "" {
+		config = productConfig
+	}
+	product := map[string]any{}
+	if productConfig != "" {
+		_ = json.Unmarshal([]byte(productConfig), &product) // not an object: no extra fields
+	}
+	product["id"] = req.Product.ID.String()
+	product["name"] = req.Product.Name
+	in, err := json.Marshal(map[string]any{
+		"instance_id": req.Instance.ID.String(), "external_id": req.Instance.ExternalID, "product": product,
+	})
+	if err != nil {
+		return err
+	}
+	out, err := c.Call(ctx, plugin.ChangePlan, config, string(in))
+	if errors.Is(err, plugin.ErrUnknownFunction) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("provider plugin %s: %w", *name, err)
+	}
+	var a actionAnswer
+	if err := json.Unmarshal([]byte(out), &a); err != nil {
+		return fmt.Errorf("provider plugin %s answered no JSON: %w", *name, err)
+	}
+	if !a.OK && a.Status != store.InstanceRunning {
+		return fmt.Errorf("provider plugin %s did not change the plan of instance %s: %s", *name, req.Instance.ExternalID, a.Message)
+	}
+	return nil
+}

@@ -51,6 +51,9 @@ const (
 	// back because its order is active again.
 	ActionInstanceSuspended = "instance.suspended"
 	ActionInstanceResumed   = "instance.resumed"
+	// ActionInstancePlanChanged: the provider moved the instance to the
+	// order's new plan (plan_changed).
+	ActionInstancePlanChanged = "instance.plan_changed"
 	// ActionAutoRefund marks that the automatic refund of an
 	// order_cancelled event was done (after.event_id names the event).
 	ActionAutoRefund = "order.auto_refund"
@@ -138,6 +141,8 @@ func (s *Service) Register(w *event.Worker) {
 	w.Handle(order.EventServiceResumed, event.HandlerFunc(s.HandleServiceChange))
 	w.Handle(order.EventServiceTerminated, event.HandlerFunc(s.HandleServiceChange))
 	w.Handle(order.EventServiceRenewed, event.HandlerFunc(s.HandleServiceRenewed))
+	w.Handle(order.EventPlanChanged, event.HandlerFunc(s.HandlePlanChanged))
+	w.Handle(order.EventPlanChangeLapsed, event.HandlerFunc(s.HandlePlanChangeLapsed))
 	w.Handle(event.TypeRenewalReminder, event.HandlerFunc(s.HandleRenewalReminder))
 	w.Every(event.Periodic{Name: "payment timeout", Every: s.opts.TimeoutScanInterval, Rounds: s.opts.TimeoutScans, Run: func(ctx context.Context) error {
 		_, err := s.CancelExpiredOrders(ctx)
@@ -629,6 +634,96 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 		}
 		return s.queueNotices(ctx, tx, e, &o, data)
 	})
+}
+
+// ---- plan_changed, plan_change_lapsed ----
+
+// planData is the notices' data of a plan change.
+func planData(p order.PlanChangedPayload) map[string]string {
+	data := map[string]string{
+		"change_id": p.ChangeID.String(), "to_product_id": p.ToProduct.String(), "when": p.When,
+		"from_price": p.FromPrice.String(), "to_price": p.ToPrice.String(), "amount": p.Amount.String(),
+		"credited": p.Credited.String(), "currency": p.Currency,
+	}
+	if p.InvoiceID != nil {
+		data["invoice_id"] = p.InvoiceID.String()
+	}
+	return data
+}
+
+// HandlePlanChanged asks the order's provider to move its instance to the
+// new product's plan (PlanChanger: change_plan), records it (an
+// instance.plan_changed audit row naming the event) and queues the
+// notices. An order without a provisioned, live instance, or a provisioner
+// that changes no plans, gets the notices only. A failed call fails the
+// attempt and the queue retries it (change_plan is idempotent).
+func (s *Service) HandlePlanChanged(ctx context.Context, e event.Event) error {
+	var p order.PlanChangedPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("plan_changed payload: %w", err))
+	}
+	data := planData(p)
+	changer, canChange := s.prov.(PlanChanger)
+	var req ProvisionRequest
+	act := false
+	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
+		if errors.Is(err, store.ErrNotFound) {
+			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
+		}
+		if err != nil {
+			return err
+		}
+		inst, err := store.Q(tx).GetOrderInstance(ctx, o.ID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			data["instance_id"] = inst.ID.String()
+			act = canChange && inst.ExternalID != "" &&
+				(inst.Status == store.InstanceRunning || inst.Status == store.InstanceStopped || inst.Status == store.InstanceSuspended)
+		}
+		if !act {
+			return s.queueNotices(ctx, tx, e, &o, data)
+		}
+		req = ProvisionRequest{Order: o, Instance: inst}
+		if req.Product, err = store.Q(tx).GetProduct(ctx, p.ToProduct); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil || !act {
+		return err
+	}
+	if err := changer.ChangePlan(ctx, req); err != nil {
+		return fmt.Errorf("change the plan of instance %s: %w", req.Instance.ID, err)
+	}
+	return e.Tx(ctx, s.db, func(tx pgx.Tx) error {
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if err := s.audit(ctx, tx, now, ActionInstancePlanChanged, "instance", req.Instance.ID.String(),
+			map[string]any{"product_id": req.Instance.ProductID},
+			map[string]any{"product_id": p.ToProduct, "change_id": p.ChangeID, "event_id": e.ID}); err != nil {
+			return err
+		}
+		s.log.InfoContext(ctx, "instance plan changed at the provider", "order_id", o.ID, "instance_id", req.Instance.ID,
+			"product_id", p.ToProduct)
+		return s.queueNotices(ctx, tx, e, &o, data)
+	})
+}
+
+// HandlePlanChangeLapsed queues the notices of a lapsed plan change: the
+// provider has nothing to do (the order kept its plan).
+func (s *Service) HandlePlanChangeLapsed(ctx context.Context, e event.Event) error {
+	var p order.PlanChangedPayload
+	if err := e.Decode(&p); err != nil {
+		return event.Permanent(fmt.Errorf("plan_change_lapsed payload: %w", err))
+	}
+	return s.notify(ctx, e, planData(p))
 }
 
 // ---- service_renewed ----

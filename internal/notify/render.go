@@ -24,6 +24,8 @@ var webhookSubjects = map[string]string{
 	"service_terminated": "Service of order {order_id} has ended",
 	"renewal_reminder":   "Renewal invoice {invoice_id} of order {order_id}: {kind}",
 	"dispute":            "Dispute {gateway_dispute_id} of payment {payment_id}: {status}",
+	"plan_changed":       "Order {order_id} changed plan to {to_product_id}",
+	"plan_change_lapsed": "Plan change of order {order_id} lapsed unpaid",
 }
 
 // Why a service was suspended or ended (the reason of service_suspended
@@ -157,6 +159,18 @@ func customerText(eventType, name string, data map[string]string) (subject, body
 			body = fmt.Sprintf("%s\n\nthe renewal invoice of your order %s, %s %s, was due %s, %s days ago. Paying it keeps your service running.\n",
 				greeting, order, data["amount"], data["currency"], data["due_at"], data["days"])
 		}
+		body += "Invoice: " + data["invoice_id"] + "\n"
+	case "plan_changed":
+		subject = "Your plan was changed"
+		body = fmt.Sprintf("%s\n\nyour order %s is on its new plan now: %s %s a period from the next renewal.\n",
+			greeting, order, data["to_price"], data["currency"])
+		if c := data["credited"]; c != "" && c != "0.00" {
+			body += fmt.Sprintf("\n%s %s, the unused difference of the current period, was credited to your balance.\n", c, data["currency"])
+		}
+	case "plan_change_lapsed":
+		subject = "Your plan change lapsed"
+		body = fmt.Sprintf("%s\n\nthe invoice for the plan change of your order %s, %s %s, was not paid in time: the change was withdrawn and the invoice cancelled. Your order keeps its plan.\n",
+			greeting, order, data["amount"], data["currency"])
 		body += "Invoice: " + data["invoice_id"] + "\n"
 	default:
 		subject = "About your order"

@@ -330,6 +330,11 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 		default:
 			continue // a free period: nothing was paid for it
 		}
+		// Plan changes applied now in the period moved its price for the
+		// rest of it (the proration paid, or the downgrade credited).
+		if price, err = priceAfterPlanChanges(ctx, tx, o.ID, p.Seq, price); err != nil {
+			return nil, err
+		}
 		share, err := UnusedShare(price, p.StartsAt, p.EndsAt, now)
 		if err != nil {
 			return nil, err

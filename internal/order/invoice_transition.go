@@ -112,10 +112,18 @@ func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invo
 		if err := renewOnPaid(ctx, tx, out.Invoice, m); err != nil {
 			return InvoiceMoved{}, err
 		}
+		// An upgrade's proration invoice: the plan change takes effect.
+		if err := planChangeOnPaid(ctx, tx, out.Invoice, m); err != nil {
+			return InvoiceMoved{}, err
+		}
 	}
 	if to == InvoiceCancelled {
 		// A cancelled renewal invoice: its period will not be served.
 		if err := cancelUnpaidPeriod(ctx, tx, inv, m); err != nil {
+			return InvoiceMoved{}, err
+		}
+		// A proration invoice: its plan change lapses or is cancelled.
+		if err := planChangeOnCancel(ctx, tx, inv, m); err != nil {
 			return InvoiceMoved{}, err
 		}
 	}

@@ -32,6 +32,11 @@ type Service struct {
 	// the period's payments to the balance (WithBalanceRefunder); nil: a
 	// balance credit is FailedPrecondition.
 	balanceRefunder BalanceRefunder
+	// planChangeDays and downgradeCredit are [billing].plan_change_days
+	// and [billing].downgrade_credit (WithPlanChanges; zero: the
+	// defaults).
+	planChangeDays  int
+	downgradeCredit EndCredit
 	log             *slog.Logger
 	// loc is the billing time zone, whose year names an invoice's number
 	// series (nil: UTC); SetLocation sets it.

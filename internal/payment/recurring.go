@@ -196,15 +196,20 @@ func (s *Service) RecurringRevenue(ctx context.Context, q RecurringQuery) (Recur
 			total, day = &c.Reactivation, &c.Days[i].Reactivation
 		case store.MovementChurn:
 			total, day = &c.Churn, &c.Days[i].Churn
+		case store.MovementExpansion:
+			total, day = &c.Expansion, &c.Days[i].Expansion
+		case store.MovementContraction:
+			total, day = &c.Contraction, &c.Days[i].Contraction
 		default:
 			continue
 		}
 		total.add(m.Services, amount)
 		day.add(m.Services, amount)
 	}
-	// Expansion and contraction stay zero: nothing changes an active
-	// order's product or price mid-service yet (plan changes, issue 38
-	// section 2, will record them).
+	// Expansion and contraction are the plan changes applied in the range
+	// (the orders' prices above are their prices now: the changes take
+	// the start back to the prices before them). They count no services:
+	// a change moves MRR, not the number of services.
 	for _, c := range byCurrency {
 		c.Start = c.End
 		c.Start.add(-c.Net().Services, -c.Net().Amount)

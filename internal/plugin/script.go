@@ -63,6 +63,13 @@ func (t Type) Valid() bool { return Functions(t) != nil }
 // AdminPage is the optional function a script may declare beside its contract.
 const AdminPage = "admin_page"
 
+// ChangePlan is the provider contract's optional function (docs/plugins.md):
+// change_plan(config_json, {"instance_id", "external_id", "product"}) moves
+// an instance to another plan (a plan change, internal/order). A provider
+// that does not declare it is not asked: the plan change is billed, and the
+// instance stays as it is.
+const ChangePlan = "change_plan"
+
 // MaxSourceBytes bounds a script's source. A plugin is a few hundred lines;
 // the bound keeps a stray file from costing the parser gigabytes.
 const MaxSourceBytes = 1 << 20
@@ -164,6 +171,13 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 			continue
 		}
 		sc.params[fn] = true
+	}
+	if v := st.globals.RawGetString(ChangePlan); v != lua.LNil && (typ == FirstPartyProvider || typ == UpstreamProvider) {
+		if p := checkFunction(v, fmt.Sprintf("%s function %q", typ, ChangePlan), 2); p != "" {
+			problems = append(problems, p)
+		} else {
+			sc.params[ChangePlan] = true
+		}
 	}
 	if v := st.globals.RawGetString(AdminPage); v != lua.LNil {
 		// The API contract writes admin_page(); the two-parameter form of the

@@ -17,7 +17,7 @@ import (
 // invoice lines and number series (issue 38, migration 00010).
 var designTables = []string{
 	"admin_users", "customers", "sessions", "api_keys", "admin_api_keys", "products", "orders",
-	"invoices", "invoice_lines", "invoice_number_series", "service_periods", "payments", "refunds", "disputes", "payment_trend_currency_quarters",
+	"invoices", "invoice_lines", "invoice_number_series", "service_periods", "plan_changes", "payments", "refunds", "disputes", "payment_trend_currency_quarters",
 	"payment_trend_gateway_quarters", "payment_trend_seconds_quarters", "payment_trend_seconds_days",
 	"payment_trend_currency_changes", "payment_trend_gateway_changes", "payment_trend_seconds_changes",
 	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",

@@ -25,6 +25,13 @@ const (
 	MovementNew          = "new"
 	MovementReactivation = "reactivation"
 	MovementChurn        = "churn"
+	// MovementExpansion and MovementContraction: plan changes applied on
+	// a day of the range that raised or lowered a live service's price;
+	// their billing_cycle is "annual" and their cents the change of the
+	// monthly price in twelfths of a cent (an annual price's twelfths are
+	// its cents), so that a change of cycle nets in one row.
+	MovementExpansion   = "expansion"
+	MovementContraction = "contraction"
 )
 
 // RecurringRevenueMovement is the recurring services of one currency and

@@ -30,6 +30,10 @@ var moneyColumns = []struct{ table, column, key string }{
 	{"balance_transactions", "balance_after", ""},
 	{"invoice_lines", "unit_amount", "invoice_id::text || '/' || position"},
 	{"invoice_lines", "amount", "invoice_id::text || '/' || position"},
+	{"plan_changes", "from_price", ""},
+	{"plan_changes", "to_price", ""},
+	{"plan_changes", "amount", ""},
+	{"plan_changes", "credited", ""},
 }
 
 // violations runs a query that lists rows breaking a rule, one text per

@@ -133,6 +133,8 @@ local SUBJECTS = {
   service_resumed = "Service of order {order_id} was resumed",
   service_terminated = "Service of order {order_id} has ended",
   renewal_reminder = "Renewal invoice {invoice_id} of order {order_id}: {kind}",
+  plan_changed = "Order {order_id} changed plan to {to_product_id}",
+  plan_change_lapsed = "Plan change of order {order_id} lapsed unpaid",
   payment_refunded = "Refund issued for payment {payment_id}",
 }
 

@@ -4,6 +4,7 @@
 --   POST /v1/instances                {order_id, plan, customer_id} → 201/200 instance
 --   GET  /v1/instances/{id}           instance {"id","status",...}
 --   POST /v1/instances/{id}/{action}  start|stop|reboot|suspend|unsuspend|terminate
+--   POST /v1/instances/{id}/plan      {plan} → instance on the new plan (change_plan)
 --   GET  /v1/instances/{id}/usage     {"items":[{"metric","quantity","unit"}]}
 --   GET  /v1/ping                     credentials check
 --
@@ -214,6 +215,33 @@ end
 
 function terminate(config_json, input_json)
   return action("terminate", config_json, input_json)
+end
+
+-- change_plan moves the instance to the new product's plan (a plan change
+-- took effect). Idempotent at the API: asking for the plan the instance
+-- has is a no-op, so it is retried like the other actions.
+function change_plan(config_json, input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
+  local product = input.product
+  if type(product) ~= "table" then
+    product = {}
+  end
+  local plan = str(product.plan)
+  if plan == "" then
+    plan = str(product.id)
+  end
+  if plan == "" then
+    error("change_plan: product.plan (or product.id) is required")
+  end
+  local code, body, raw = call(http_post_headers, base(cfg) .. "/v1/instances/" .. path_id(input) .. "/plan",
+    json_encode({ plan = plan }), headers(cfg, true), json_encode({ timeout_ms = 30000, retry = true }))
+  if code >= 200 and code <= 299 then
+    return json_encode({ ok = true, status = contract_status(body.status), message = "" })
+  end
+  if code == 404 or code == 409 or code == 422 then
+    return json_encode({ ok = false, status = "", message = api_message(body, raw) })
+  end
+  error("change_plan (HTTP " .. code .. "): " .. api_message(body, raw))
 end
 
 function usage(config_json, input_json)

@@ -15,7 +15,10 @@
 -- transaction a second later. So, the rule for a migration that locks a
 -- table the running release writes:
 --   - NO TRANSACTION, one lock per statement, each committed at once: no
---     lock is held while another is waited for;
+--     lock is held while another is waited for; a new table is created
+--     without foreign keys (a plain statement: sqlc reads the schema from
+--     the migrations and cannot see into a DO block), and each key is
+--     added apart;
 --   - each such statement under lock_timeout 100ms (below deadlock_timeout,
 --     1 s: the migration gives up, not the release), retried after a pause
 --     until it gets its lock (3 minutes at most, then the migration fails
@@ -27,49 +30,84 @@
 -- +goose NO TRANSACTION
 -- +goose Up
 
--- The table, its keys, its indexes: one statement, so that it exists
--- whole or not at all. The foreign keys lock payments and refunds
--- (SHARE ROW EXCLUSIVE) for the moment of the commit; the new table is
--- empty, so there is nothing to validate.
+-- The table, its own keys and indexes, plain statements (sqlc reads them):
+-- a new table without foreign keys locks no other table.
+CREATE TABLE IF NOT EXISTS disputes (
+    id                   uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
+    payment_id           uuid          NOT NULL,
+    gateway_interface_id uuid          NOT NULL,
+    -- The gateway's id of the dispute (Stripe: dp_…).
+    gateway_dispute_id   text          NOT NULL,
+    amount               NUMERIC(12,2) NOT NULL,
+    currency             text          NOT NULL,
+    reason               text          NOT NULL DEFAULT '',
+    -- The gateway's status, as it says it (Stripe: warning_needs_response,
+    -- needs_response, under_review, won, lost, ...).
+    status               text          NOT NULL,
+    evidence_due_by      timestamptz,
+    -- The succeeded refund a lost dispute became.
+    refund_id            uuid,
+    created_at           timestamptz   NOT NULL DEFAULT now(),
+    updated_at           timestamptz   NOT NULL DEFAULT now(),
+    CONSTRAINT disputes_gateway_key UNIQUE (gateway_interface_id, gateway_dispute_id),
+    CONSTRAINT disputes_amount_check CHECK (amount > 0),
+    CONSTRAINT disputes_gateway_dispute_id_check CHECK (gateway_dispute_id <> '')
+);
+
+-- ListDisputes: the evidence deadline first.
+CREATE INDEX IF NOT EXISTS disputes_evidence_due_by_idx ON disputes (evidence_due_by, id);
+CREATE INDEX IF NOT EXISTS disputes_payment_id_idx ON disputes (payment_id);
+
+COMMENT ON COLUMN disputes.status IS 'the gateway''s dispute status (won and lost are final).';
+
+-- The foreign keys, one referenced table at a time: each takes SHARE ROW
+-- EXCLUSIVE on payments or refunds for the moment of its commit (the new
+-- table is empty: nothing to validate).
 -- +goose StatementBegin
 DO $$
 DECLARE
     tries int := 0;
 BEGIN
+    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass
+               AND conname = 'disputes_payment_id_fkey') THEN
+        RETURN; -- done by an earlier, interrupted run
+    END IF;
     SET LOCAL lock_timeout = '100ms';
     LOOP
         BEGIN
-            CREATE TABLE IF NOT EXISTS disputes (
-                id                   uuid          PRIMARY KEY DEFAULT gen_random_uuid(),
-                payment_id           uuid          NOT NULL REFERENCES payments (id),
-                gateway_interface_id uuid          NOT NULL,
-                -- The gateway's id of the dispute (Stripe: dp_…).
-                gateway_dispute_id   text          NOT NULL,
-                amount               NUMERIC(12,2) NOT NULL,
-                currency             text          NOT NULL,
-                reason               text          NOT NULL DEFAULT '',
-                -- The gateway's status, as it says it (Stripe:
-                -- warning_needs_response, needs_response, under_review,
-                -- won, lost, ...).
-                status               text          NOT NULL,
-                evidence_due_by      timestamptz,
-                -- The succeeded refund a lost dispute became.
-                refund_id            uuid          REFERENCES refunds (id),
-                created_at           timestamptz   NOT NULL DEFAULT now(),
-                updated_at           timestamptz   NOT NULL DEFAULT now(),
-                CONSTRAINT disputes_gateway_key UNIQUE (gateway_interface_id, gateway_dispute_id),
-                CONSTRAINT disputes_amount_check CHECK (amount > 0),
-                CONSTRAINT disputes_gateway_dispute_id_check CHECK (gateway_dispute_id <> '')
-            );
-            -- ListDisputes: the evidence deadline first.
-            CREATE INDEX IF NOT EXISTS disputes_evidence_due_by_idx ON disputes (evidence_due_by, id);
-            CREATE INDEX IF NOT EXISTS disputes_payment_id_idx ON disputes (payment_id);
-            COMMENT ON COLUMN disputes.status IS 'the gateway''s dispute status (won and lost are final).';
+            ALTER TABLE disputes ADD CONSTRAINT disputes_payment_id_fkey
+                FOREIGN KEY (payment_id) REFERENCES payments (id);
             EXIT;
         EXCEPTION WHEN lock_not_available THEN
             tries := tries + 1;
             IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00012: no lock on payments and refunds in % tries; a transaction holds them: retried at the next start', tries;
+                RAISE EXCEPTION 'migration 00012: no lock on payments in % tries; a transaction holds it: retried at the next start', tries;
+            END IF;
+            PERFORM pg_sleep(0.1 + random() * 0.1);
+        END;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+DO $$
+DECLARE
+    tries int := 0;
+BEGIN
+    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass
+               AND conname = 'disputes_refund_id_fkey') THEN
+        RETURN; -- done by an earlier, interrupted run
+    END IF;
+    SET LOCAL lock_timeout = '100ms';
+    LOOP
+        BEGIN
+            ALTER TABLE disputes ADD CONSTRAINT disputes_refund_id_fkey
+                FOREIGN KEY (refund_id) REFERENCES refunds (id);
+            EXIT;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 900 THEN
+                RAISE EXCEPTION 'migration 00012: no lock on refunds in % tries; a transaction holds it: retried at the next start', tries;
             END IF;
             PERFORM pg_sleep(0.1 + random() * 0.1);
         END;
@@ -145,10 +183,11 @@ BEGIN
             PERFORM pg_sleep(0.1 + random() * 0.1);
         END;
     END LOOP;
-    -- A comment takes SHARE UPDATE EXCLUSIVE: reads and writes go on.
-    COMMENT ON COLUMN orders.suspend_reason IS 'overdue | admin | dispute while suspended; empty otherwise.';
 END $$;
 -- +goose StatementEnd
+
+-- A comment takes SHARE UPDATE EXCLUSIVE: reads and writes go on.
+COMMENT ON COLUMN orders.suspend_reason IS 'overdue | admin | dispute while suspended; empty otherwise.';
 
 -- +goose Down
 UPDATE orders SET suspend_reason = 'admin' WHERE suspend_reason = 'dispute';

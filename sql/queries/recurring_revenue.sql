@@ -109,6 +109,26 @@ SELECT 'churn', (sqlc.arg(first_day)::date + width_bucket(e.ended_at, b.starts) 
 FROM ended e, bounds b
 WHERE e.ended_at < b.hi AND e.starts_at < b.hi
 GROUP BY 2, 3, 4
+UNION ALL
+-- 'expansion' and 'contraction': the plan changes applied on a day of the
+-- range (plan_changes, by effective_at: the billing clock's time the order
+-- took the new price), as the change of the monthly price in twelfths of
+-- a cent, reported under cycle 'annual' (whose twelfths are its cents):
+-- to / months(to_cycle) − from / months(from_cycle), exact in twelfths.
+-- No services: a change moves MRR, not the number of services.
+SELECT CASE WHEN c.twelfths > 0 THEN 'expansion' ELSE 'contraction' END,
+       (sqlc.arg(first_day)::date + width_bucket(c.effective_at, b.starts) - 1)::date, c.currency, 'annual',
+       0::bigint, abs(sum(c.twelfths))::bigint
+FROM bounds b
+CROSS JOIN LATERAL (
+    SELECT pc.currency, pc.effective_at,
+           (pc.to_price * 100 * 12 / CASE pc.to_cycle WHEN 'monthly' THEN 1 WHEN 'quarterly' THEN 3 WHEN 'semi_annual' THEN 6 ELSE 12 END)
+         - (pc.from_price * 100 * 12 / CASE pc.from_cycle WHEN 'monthly' THEN 1 WHEN 'quarterly' THEN 3 WHEN 'semi_annual' THEN 6 ELSE 12 END) AS twelfths
+    FROM plan_changes pc
+    WHERE pc.status = 'applied' AND pc.effective_at >= b.lo AND pc.effective_at < b.hi
+) c
+WHERE c.twelfths <> 0
+GROUP BY 1, 2, 3
 ORDER BY 3, 1, 2, 4;
 
 -- name: RenewalsAhead :many

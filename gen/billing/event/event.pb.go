@@ -1130,16 +1130,16 @@ const file_billing_event_event_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\f \x01(\tR\tcreatedAt\x12\x1d\n" +
 	"\n" +
-	"updated_at\x18\r \x01(\tR\tupdatedAt\"\xbb\x03\n" +
+	"updated_at\x18\r \x01(\tR\tupdatedAt\"\xdd\x03\n" +
 	"\x11ListEventsRequest\x12D\n" +
 	"\n" +
 	"pagination\x18\x01 \x01(\v2\x1c.billing.payment.PageRequestB\x06\xbaH\x03\xc8\x01\x01R\n" +
 	"pagination\x12E\n" +
 	"\x06status\x18\x02 \x01(\tB(\xbaH%r#R\apendingR\n" +
-	"processingR\x04doneR\x06failedH\x00R\x06status\x88\x01\x01\x12\xc7\x01\n" +
+	"processingR\x04doneR\x06failedH\x00R\x06status\x88\x01\x01\x12\xe9\x01\n" +
 	"\n" +
-	"event_type\x18\x03 \x01(\tB\xa2\x01\xbaH\x9e\x01r\x9b\x01R\n" +
-	"order_paidR\x11order_provisionedR\x0forder_cancelledR\x0eorder_refundedR\x0fservice_renewedR\x11service_suspendedR\x0fservice_resumedR\x12service_terminatedR\x10renewal_reminderH\x01R\teventType\x88\x01\x01\x12(\n" +
+	"event_type\x18\x03 \x01(\tB\xc4\x01\xbaH\xc0\x01r\xbd\x01R\n" +
+	"order_paidR\x11order_provisionedR\x0forder_cancelledR\x0eorder_refundedR\x0fservice_renewedR\x11service_suspendedR\x0fservice_resumedR\x12service_terminatedR\x10renewal_reminderR\fplan_changedR\x12plan_change_lapsedH\x01R\teventType\x88\x01\x01\x12(\n" +
 	"\border_id\x18\x04 \x01(\tB\b\xbaH\x05r\x03\xb0\x01\x01H\x02R\aorderId\x88\x01\x01B\t\n" +
 	"\a_statusB\r\n" +
 	"\v_event_typeB\v\n" +

@@ -204,8 +204,11 @@ type Order struct {
 	// overdue (an unpaid renewal invoice; paying it resumes the service) or
 	// admin; empty unless suspended.
 	SuspendReason string `protobuf:"bytes,17,opt,name=suspend_reason,json=suspendReason,proto3" json:"suspend_reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The plan change waiting to take effect (ChangeOrderPlan); unset when
+	// there is none.
+	PendingPlanChange *PlanChange `protobuf:"bytes,18,opt,name=pending_plan_change,json=pendingPlanChange,proto3" json:"pending_plan_change,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Order) Reset() {
@@ -357,6 +360,185 @@ func (x *Order) GetSuspendReason() string {
 	return ""
 }
 
+func (x *Order) GetPendingPlanChange() *PlanChange {
+	if x != nil {
+		return x.PendingPlanChange
+	}
+	return nil
+}
+
+// PlanChange is one change of an order's product (ChangeOrderPlan).
+type PlanChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Plan change id (UUID).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The product before and after.
+	FromProductId string `protobuf:"bytes,2,opt,name=from_product_id,json=fromProductId,proto3" json:"from_product_id,omitempty"`
+	ToProductId   string `protobuf:"bytes,3,opt,name=to_product_id,json=toProductId,proto3" json:"to_product_id,omitempty"`
+	// The renewal price before and after, decimal strings.
+	FromPrice string `protobuf:"bytes,4,opt,name=from_price,json=fromPrice,proto3" json:"from_price,omitempty"`
+	ToPrice   string `protobuf:"bytes,5,opt,name=to_price,json=toPrice,proto3" json:"to_price,omitempty"`
+	// The billing cycle before and after.
+	FromCycle string `protobuf:"bytes,6,opt,name=from_cycle,json=fromCycle,proto3" json:"from_cycle,omitempty"`
+	ToCycle   string `protobuf:"bytes,7,opt,name=to_cycle,json=toCycle,proto3" json:"to_cycle,omitempty"`
+	// now or period_end.
+	When string `protobuf:"bytes,8,opt,name=when,proto3" json:"when,omitempty"`
+	// pending, applied, cancelled or lapsed.
+	Status string `protobuf:"bytes,9,opt,name=status,proto3" json:"status,omitempty"`
+	// now: the difference for the rest of the period, (to − from) × unused
+	// share rounded once half-even to the cent; positive is billed
+	// (invoice_id), negative is the downgrade's credit. "0.00" at period_end.
+	Amount string `protobuf:"bytes,10,opt,name=amount,proto3" json:"amount,omitempty"`
+	// What of a downgrade's difference went to the balance.
+	Credited string `protobuf:"bytes,11,opt,name=credited,proto3" json:"credited,omitempty"`
+	// The proration invoice (now, upgrade) or the renewal invoice billing the
+	// new product (period_end, once issued); empty otherwise.
+	InvoiceId string `protobuf:"bytes,12,opt,name=invoice_id,json=invoiceId,proto3" json:"invoice_id,omitempty"`
+	// When an unpaid proration lapses, RFC 3339; empty otherwise.
+	LapseAt string `protobuf:"bytes,13,opt,name=lapse_at,json=lapseAt,proto3" json:"lapse_at,omitempty"`
+	// When it takes (took) effect, RFC 3339; empty while not known.
+	EffectiveAt string `protobuf:"bytes,14,opt,name=effective_at,json=effectiveAt,proto3" json:"effective_at,omitempty"`
+	// The currency of the prices.
+	Currency      string `protobuf:"bytes,15,opt,name=currency,proto3" json:"currency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanChange) Reset() {
+	*x = PlanChange{}
+	mi := &file_billing_order_order_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanChange) ProtoMessage() {}
+
+func (x *PlanChange) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanChange.ProtoReflect.Descriptor instead.
+func (*PlanChange) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PlanChange) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PlanChange) GetFromProductId() string {
+	if x != nil {
+		return x.FromProductId
+	}
+	return ""
+}
+
+func (x *PlanChange) GetToProductId() string {
+	if x != nil {
+		return x.ToProductId
+	}
+	return ""
+}
+
+func (x *PlanChange) GetFromPrice() string {
+	if x != nil {
+		return x.FromPrice
+	}
+	return ""
+}
+
+func (x *PlanChange) GetToPrice() string {
+	if x != nil {
+		return x.ToPrice
+	}
+	return ""
+}
+
+func (x *PlanChange) GetFromCycle() string {
+	if x != nil {
+		return x.FromCycle
+	}
+	return ""
+}
+
+func (x *PlanChange) GetToCycle() string {
+	if x != nil {
+		return x.ToCycle
+	}
+	return ""
+}
+
+func (x *PlanChange) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
+func (x *PlanChange) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *PlanChange) GetAmount() string {
+	if x != nil {
+		return x.Amount
+	}
+	return ""
+}
+
+func (x *PlanChange) GetCredited() string {
+	if x != nil {
+		return x.Credited
+	}
+	return ""
+}
+
+func (x *PlanChange) GetInvoiceId() string {
+	if x != nil {
+		return x.InvoiceId
+	}
+	return ""
+}
+
+func (x *PlanChange) GetLapseAt() string {
+	if x != nil {
+		return x.LapseAt
+	}
+	return ""
+}
+
+func (x *PlanChange) GetEffectiveAt() string {
+	if x != nil {
+		return x.EffectiveAt
+	}
+	return ""
+}
+
+func (x *PlanChange) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
 // ServicePeriod is one period of a recurring order's service.
 type ServicePeriod struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -381,7 +563,7 @@ type ServicePeriod struct {
 
 func (x *ServicePeriod) Reset() {
 	*x = ServicePeriod{}
-	mi := &file_billing_order_order_proto_msgTypes[2]
+	mi := &file_billing_order_order_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +575,7 @@ func (x *ServicePeriod) String() string {
 func (*ServicePeriod) ProtoMessage() {}
 
 func (x *ServicePeriod) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[2]
+	mi := &file_billing_order_order_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +588,7 @@ func (x *ServicePeriod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePeriod.ProtoReflect.Descriptor instead.
 func (*ServicePeriod) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{2}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ServicePeriod) GetPeriod() int32 {
@@ -497,7 +679,7 @@ type Invoice struct {
 
 func (x *Invoice) Reset() {
 	*x = Invoice{}
-	mi := &file_billing_order_order_proto_msgTypes[3]
+	mi := &file_billing_order_order_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -509,7 +691,7 @@ func (x *Invoice) String() string {
 func (*Invoice) ProtoMessage() {}
 
 func (x *Invoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[3]
+	mi := &file_billing_order_order_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -522,7 +704,7 @@ func (x *Invoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Invoice.ProtoReflect.Descriptor instead.
 func (*Invoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{3}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Invoice) GetId() string {
@@ -657,7 +839,7 @@ type InvoiceLine struct {
 
 func (x *InvoiceLine) Reset() {
 	*x = InvoiceLine{}
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +851,7 @@ func (x *InvoiceLine) String() string {
 func (*InvoiceLine) ProtoMessage() {}
 
 func (x *InvoiceLine) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[4]
+	mi := &file_billing_order_order_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +864,7 @@ func (x *InvoiceLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvoiceLine.ProtoReflect.Descriptor instead.
 func (*InvoiceLine) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{4}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvoiceLine) GetPosition() int32 {
@@ -762,7 +944,7 @@ type CreateProductRequest struct {
 
 func (x *CreateProductRequest) Reset() {
 	*x = CreateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +956,7 @@ func (x *CreateProductRequest) String() string {
 func (*CreateProductRequest) ProtoMessage() {}
 
 func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[5]
+	mi := &file_billing_order_order_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +969,7 @@ func (x *CreateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductRequest.ProtoReflect.Descriptor instead.
 func (*CreateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{5}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateProductRequest) GetName() string {
@@ -849,7 +1031,7 @@ type CreateProductResponse struct {
 
 func (x *CreateProductResponse) Reset() {
 	*x = CreateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -861,7 +1043,7 @@ func (x *CreateProductResponse) String() string {
 func (*CreateProductResponse) ProtoMessage() {}
 
 func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[6]
+	mi := &file_billing_order_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -874,7 +1056,7 @@ func (x *CreateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateProductResponse.ProtoReflect.Descriptor instead.
 func (*CreateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{6}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateProductResponse) GetProduct() *Product {
@@ -918,7 +1100,7 @@ type UpdateProductRequest struct {
 
 func (x *UpdateProductRequest) Reset() {
 	*x = UpdateProductRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1112,7 @@ func (x *UpdateProductRequest) String() string {
 func (*UpdateProductRequest) ProtoMessage() {}
 
 func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[7]
+	mi := &file_billing_order_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1125,7 @@ func (x *UpdateProductRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductRequest.ProtoReflect.Descriptor instead.
 func (*UpdateProductRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{7}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UpdateProductRequest) GetId() string {
@@ -1012,7 +1194,7 @@ type UpdateProductResponse struct {
 
 func (x *UpdateProductResponse) Reset() {
 	*x = UpdateProductResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1024,7 +1206,7 @@ func (x *UpdateProductResponse) String() string {
 func (*UpdateProductResponse) ProtoMessage() {}
 
 func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[8]
+	mi := &file_billing_order_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1037,7 +1219,7 @@ func (x *UpdateProductResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateProductResponse.ProtoReflect.Descriptor instead.
 func (*UpdateProductResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{8}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UpdateProductResponse) GetProduct() *Product {
@@ -1060,7 +1242,7 @@ type ListProductsRequest struct {
 
 func (x *ListProductsRequest) Reset() {
 	*x = ListProductsRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1254,7 @@ func (x *ListProductsRequest) String() string {
 func (*ListProductsRequest) ProtoMessage() {}
 
 func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[9]
+	mi := &file_billing_order_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1267,7 @@ func (x *ListProductsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsRequest.ProtoReflect.Descriptor instead.
 func (*ListProductsRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{9}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListProductsRequest) GetPagination() *payment.PageRequest {
@@ -1114,7 +1296,7 @@ type ListProductsResponse struct {
 
 func (x *ListProductsResponse) Reset() {
 	*x = ListProductsResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1308,7 @@ func (x *ListProductsResponse) String() string {
 func (*ListProductsResponse) ProtoMessage() {}
 
 func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[10]
+	mi := &file_billing_order_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1321,7 @@ func (x *ListProductsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProductsResponse.ProtoReflect.Descriptor instead.
 func (*ListProductsResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{10}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListProductsResponse) GetProducts() []*Product {
@@ -1166,7 +1348,7 @@ type CreateOrderRequest struct {
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1360,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[11]
+	mi := &file_billing_order_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1373,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{11}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateOrderRequest) GetProductId() string {
@@ -1211,7 +1393,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1223,7 +1405,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[12]
+	mi := &file_billing_order_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1236,7 +1418,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{12}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -1257,7 +1439,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1451,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[13]
+	mi := &file_billing_order_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1464,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{13}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetOrderRequest) GetId() string {
@@ -1304,7 +1486,7 @@ type GetOrderResponse struct {
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1316,7 +1498,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[14]
+	mi := &file_billing_order_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1329,7 +1511,7 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{14}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
@@ -1360,7 +1542,7 @@ type ListOrdersRequest struct {
 
 func (x *ListOrdersRequest) Reset() {
 	*x = ListOrdersRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1372,7 +1554,7 @@ func (x *ListOrdersRequest) String() string {
 func (*ListOrdersRequest) ProtoMessage() {}
 
 func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[15]
+	mi := &file_billing_order_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1385,7 +1567,7 @@ func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersRequest.ProtoReflect.Descriptor instead.
 func (*ListOrdersRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{15}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListOrdersRequest) GetPagination() *payment.PageRequest {
@@ -1421,7 +1603,7 @@ type ListOrdersResponse struct {
 
 func (x *ListOrdersResponse) Reset() {
 	*x = ListOrdersResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1433,7 +1615,7 @@ func (x *ListOrdersResponse) String() string {
 func (*ListOrdersResponse) ProtoMessage() {}
 
 func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[16]
+	mi := &file_billing_order_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1446,7 +1628,7 @@ func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersResponse.ProtoReflect.Descriptor instead.
 func (*ListOrdersResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{16}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListOrdersResponse) GetOrders() []*Order {
@@ -1474,7 +1656,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1668,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[17]
+	mi := &file_billing_order_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1681,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{17}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1519,7 +1701,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1713,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[18]
+	mi := &file_billing_order_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1726,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{18}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1564,7 +1746,7 @@ type PayWithBalanceRequest struct {
 
 func (x *PayWithBalanceRequest) Reset() {
 	*x = PayWithBalanceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1758,7 @@ func (x *PayWithBalanceRequest) String() string {
 func (*PayWithBalanceRequest) ProtoMessage() {}
 
 func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[19]
+	mi := &file_billing_order_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1771,7 @@ func (x *PayWithBalanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceRequest.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{19}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PayWithBalanceRequest) GetOrderId() string {
@@ -1615,7 +1797,7 @@ type PayWithBalanceResponse struct {
 
 func (x *PayWithBalanceResponse) Reset() {
 	*x = PayWithBalanceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1809,7 @@ func (x *PayWithBalanceResponse) String() string {
 func (*PayWithBalanceResponse) ProtoMessage() {}
 
 func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[20]
+	mi := &file_billing_order_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1822,7 @@ func (x *PayWithBalanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PayWithBalanceResponse.ProtoReflect.Descriptor instead.
 func (*PayWithBalanceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{20}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PayWithBalanceResponse) GetOrder() *Order {
@@ -1689,7 +1871,7 @@ type CreateInvoiceRequest struct {
 
 func (x *CreateInvoiceRequest) Reset() {
 	*x = CreateInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1883,7 @@ func (x *CreateInvoiceRequest) String() string {
 func (*CreateInvoiceRequest) ProtoMessage() {}
 
 func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[21]
+	mi := &file_billing_order_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1896,7 @@ func (x *CreateInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{21}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateInvoiceRequest) GetTarget() isCreateInvoiceRequest_Target {
@@ -1798,7 +1980,7 @@ type CreateInvoiceResponse struct {
 
 func (x *CreateInvoiceResponse) Reset() {
 	*x = CreateInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1810,7 +1992,7 @@ func (x *CreateInvoiceResponse) String() string {
 func (*CreateInvoiceResponse) ProtoMessage() {}
 
 func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[22]
+	mi := &file_billing_order_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1823,7 +2005,7 @@ func (x *CreateInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CreateInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{22}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateInvoiceResponse) GetInvoice() *Invoice {
@@ -1843,7 +2025,7 @@ type GetInvoiceRequest struct {
 
 func (x *GetInvoiceRequest) Reset() {
 	*x = GetInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1855,7 +2037,7 @@ func (x *GetInvoiceRequest) String() string {
 func (*GetInvoiceRequest) ProtoMessage() {}
 
 func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[23]
+	mi := &file_billing_order_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1868,7 +2050,7 @@ func (x *GetInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*GetInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{23}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetInvoiceRequest) GetId() string {
@@ -1888,7 +2070,7 @@ type GetInvoiceResponse struct {
 
 func (x *GetInvoiceResponse) Reset() {
 	*x = GetInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2082,7 @@ func (x *GetInvoiceResponse) String() string {
 func (*GetInvoiceResponse) ProtoMessage() {}
 
 func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[24]
+	mi := &file_billing_order_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2095,7 @@ func (x *GetInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*GetInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{24}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetInvoiceResponse) GetInvoice() *Invoice {
@@ -1939,7 +2121,7 @@ type ListInvoicesRequest struct {
 
 func (x *ListInvoicesRequest) Reset() {
 	*x = ListInvoicesRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2133,7 @@ func (x *ListInvoicesRequest) String() string {
 func (*ListInvoicesRequest) ProtoMessage() {}
 
 func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[25]
+	mi := &file_billing_order_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2146,7 @@ func (x *ListInvoicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesRequest.ProtoReflect.Descriptor instead.
 func (*ListInvoicesRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{25}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListInvoicesRequest) GetPagination() *payment.PageRequest {
@@ -2007,7 +2189,7 @@ type ListInvoicesResponse struct {
 
 func (x *ListInvoicesResponse) Reset() {
 	*x = ListInvoicesResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2201,7 @@ func (x *ListInvoicesResponse) String() string {
 func (*ListInvoicesResponse) ProtoMessage() {}
 
 func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[26]
+	mi := &file_billing_order_order_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2214,7 @@ func (x *ListInvoicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInvoicesResponse.ProtoReflect.Descriptor instead.
 func (*ListInvoicesResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{26}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListInvoicesResponse) GetInvoices() []*Invoice {
@@ -2059,7 +2241,7 @@ type CancelInvoiceRequest struct {
 
 func (x *CancelInvoiceRequest) Reset() {
 	*x = CancelInvoiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[27]
+	mi := &file_billing_order_order_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2253,7 @@ func (x *CancelInvoiceRequest) String() string {
 func (*CancelInvoiceRequest) ProtoMessage() {}
 
 func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[27]
+	mi := &file_billing_order_order_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2266,7 @@ func (x *CancelInvoiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{27}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelInvoiceRequest) GetInvoiceId() string {
@@ -2104,7 +2286,7 @@ type CancelInvoiceResponse struct {
 
 func (x *CancelInvoiceResponse) Reset() {
 	*x = CancelInvoiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[28]
+	mi := &file_billing_order_order_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2298,7 @@ func (x *CancelInvoiceResponse) String() string {
 func (*CancelInvoiceResponse) ProtoMessage() {}
 
 func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[28]
+	mi := &file_billing_order_order_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2311,7 @@ func (x *CancelInvoiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInvoiceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInvoiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{28}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelInvoiceResponse) GetInvoice() *Invoice {
@@ -2151,7 +2333,7 @@ type SetOrderRenewalRequest struct {
 
 func (x *SetOrderRenewalRequest) Reset() {
 	*x = SetOrderRenewalRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[29]
+	mi := &file_billing_order_order_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2345,7 @@ func (x *SetOrderRenewalRequest) String() string {
 func (*SetOrderRenewalRequest) ProtoMessage() {}
 
 func (x *SetOrderRenewalRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[29]
+	mi := &file_billing_order_order_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2358,7 @@ func (x *SetOrderRenewalRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOrderRenewalRequest.ProtoReflect.Descriptor instead.
 func (*SetOrderRenewalRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{29}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetOrderRenewalRequest) GetOrderId() string {
@@ -2203,7 +2385,7 @@ type SetOrderRenewalResponse struct {
 
 func (x *SetOrderRenewalResponse) Reset() {
 	*x = SetOrderRenewalResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2397,7 @@ func (x *SetOrderRenewalResponse) String() string {
 func (*SetOrderRenewalResponse) ProtoMessage() {}
 
 func (x *SetOrderRenewalResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[30]
+	mi := &file_billing_order_order_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2410,7 @@ func (x *SetOrderRenewalResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetOrderRenewalResponse.ProtoReflect.Descriptor instead.
 func (*SetOrderRenewalResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{30}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetOrderRenewalResponse) GetOrder() *Order {
@@ -2254,7 +2436,7 @@ type EndServiceRequest struct {
 
 func (x *EndServiceRequest) Reset() {
 	*x = EndServiceRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2448,7 @@ func (x *EndServiceRequest) String() string {
 func (*EndServiceRequest) ProtoMessage() {}
 
 func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[31]
+	mi := &file_billing_order_order_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2461,7 @@ func (x *EndServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndServiceRequest.ProtoReflect.Descriptor instead.
 func (*EndServiceRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{31}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *EndServiceRequest) GetOrderId() string {
@@ -2324,7 +2506,7 @@ type EndServiceResponse struct {
 
 func (x *EndServiceResponse) Reset() {
 	*x = EndServiceResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2518,7 @@ func (x *EndServiceResponse) String() string {
 func (*EndServiceResponse) ProtoMessage() {}
 
 func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[32]
+	mi := &file_billing_order_order_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2531,7 @@ func (x *EndServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndServiceResponse.ProtoReflect.Descriptor instead.
 func (*EndServiceResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{32}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *EndServiceResponse) GetOrder() *Order {
@@ -2394,6 +2576,223 @@ func (x *EndServiceResponse) GetDryRun() bool {
 	return false
 }
 
+type ChangeOrderPlanRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recurring order, active.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The product to move to: enabled, recurring, in the order's currency.
+	ProductId string `protobuf:"bytes,2,opt,name=product_id,json=productId,proto3" json:"product_id,omitempty"`
+	// now or period_end.
+	When          string `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeOrderPlanRequest) Reset() {
+	*x = ChangeOrderPlanRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeOrderPlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeOrderPlanRequest) ProtoMessage() {}
+
+func (x *ChangeOrderPlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeOrderPlanRequest.ProtoReflect.Descriptor instead.
+func (*ChangeOrderPlanRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ChangeOrderPlanRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ChangeOrderPlanRequest) GetProductId() string {
+	if x != nil {
+		return x.ProductId
+	}
+	return ""
+}
+
+func (x *ChangeOrderPlanRequest) GetWhen() string {
+	if x != nil {
+		return x.When
+	}
+	return ""
+}
+
+type ChangeOrderPlanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order as it is now (its product changed when the change took
+	// effect at once; pending_plan_change set while it waits).
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The change.
+	Change        *PlanChange `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeOrderPlanResponse) Reset() {
+	*x = ChangeOrderPlanResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeOrderPlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeOrderPlanResponse) ProtoMessage() {}
+
+func (x *ChangeOrderPlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeOrderPlanResponse.ProtoReflect.Descriptor instead.
+func (*ChangeOrderPlanResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ChangeOrderPlanResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *ChangeOrderPlanResponse) GetChange() *PlanChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
+type CancelPlanChangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order whose pending change is withdrawn.
+	OrderId       string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPlanChangeRequest) Reset() {
+	*x = CancelPlanChangeRequest{}
+	mi := &file_billing_order_order_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPlanChangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPlanChangeRequest) ProtoMessage() {}
+
+func (x *CancelPlanChangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPlanChangeRequest.ProtoReflect.Descriptor instead.
+func (*CancelPlanChangeRequest) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CancelPlanChangeRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+type CancelPlanChangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order as it is now.
+	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The change, cancelled.
+	Change        *PlanChange `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelPlanChangeResponse) Reset() {
+	*x = CancelPlanChangeResponse{}
+	mi := &file_billing_order_order_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelPlanChangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelPlanChangeResponse) ProtoMessage() {}
+
+func (x *CancelPlanChangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelPlanChangeResponse.ProtoReflect.Descriptor instead.
+func (*CancelPlanChangeResponse) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CancelPlanChangeResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *CancelPlanChangeResponse) GetChange() *PlanChange {
+	if x != nil {
+		return x.Change
+	}
+	return nil
+}
+
 type ExtendServicePeriodRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order whose current paid period is extended.
@@ -2408,7 +2807,7 @@ type ExtendServicePeriodRequest struct {
 
 func (x *ExtendServicePeriodRequest) Reset() {
 	*x = ExtendServicePeriodRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2819,7 @@ func (x *ExtendServicePeriodRequest) String() string {
 func (*ExtendServicePeriodRequest) ProtoMessage() {}
 
 func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[33]
+	mi := &file_billing_order_order_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2832,7 @@ func (x *ExtendServicePeriodRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodRequest.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{33}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ExtendServicePeriodRequest) GetOrderId() string {
@@ -2469,7 +2868,7 @@ type ExtendServicePeriodResponse struct {
 
 func (x *ExtendServicePeriodResponse) Reset() {
 	*x = ExtendServicePeriodResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2880,7 @@ func (x *ExtendServicePeriodResponse) String() string {
 func (*ExtendServicePeriodResponse) ProtoMessage() {}
 
 func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[34]
+	mi := &file_billing_order_order_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2893,7 @@ func (x *ExtendServicePeriodResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendServicePeriodResponse.ProtoReflect.Descriptor instead.
 func (*ExtendServicePeriodResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{34}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExtendServicePeriodResponse) GetOrder() *Order {
@@ -2523,7 +2922,7 @@ type SuspendOrderRequest struct {
 
 func (x *SuspendOrderRequest) Reset() {
 	*x = SuspendOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2535,7 +2934,7 @@ func (x *SuspendOrderRequest) String() string {
 func (*SuspendOrderRequest) ProtoMessage() {}
 
 func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[35]
+	mi := &file_billing_order_order_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2548,7 +2947,7 @@ func (x *SuspendOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderRequest.ProtoReflect.Descriptor instead.
 func (*SuspendOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{35}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SuspendOrderRequest) GetOrderId() string {
@@ -2575,7 +2974,7 @@ type SuspendOrderResponse struct {
 
 func (x *SuspendOrderResponse) Reset() {
 	*x = SuspendOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2587,7 +2986,7 @@ func (x *SuspendOrderResponse) String() string {
 func (*SuspendOrderResponse) ProtoMessage() {}
 
 func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[36]
+	mi := &file_billing_order_order_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2600,7 +2999,7 @@ func (x *SuspendOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SuspendOrderResponse.ProtoReflect.Descriptor instead.
 func (*SuspendOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{36}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SuspendOrderResponse) GetOrder() *Order {
@@ -2622,7 +3021,7 @@ type ResumeOrderRequest struct {
 
 func (x *ResumeOrderRequest) Reset() {
 	*x = ResumeOrderRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2634,7 +3033,7 @@ func (x *ResumeOrderRequest) String() string {
 func (*ResumeOrderRequest) ProtoMessage() {}
 
 func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[37]
+	mi := &file_billing_order_order_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2647,7 +3046,7 @@ func (x *ResumeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResumeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{37}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ResumeOrderRequest) GetOrderId() string {
@@ -2674,7 +3073,7 @@ type ResumeOrderResponse struct {
 
 func (x *ResumeOrderResponse) Reset() {
 	*x = ResumeOrderResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2686,7 +3085,7 @@ func (x *ResumeOrderResponse) String() string {
 func (*ResumeOrderResponse) ProtoMessage() {}
 
 func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[38]
+	mi := &file_billing_order_order_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2699,7 +3098,7 @@ func (x *ResumeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResumeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{38}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ResumeOrderResponse) GetOrder() *Order {
@@ -2719,7 +3118,7 @@ type AdvanceBillingClockRequest struct {
 
 func (x *AdvanceBillingClockRequest) Reset() {
 	*x = AdvanceBillingClockRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +3130,7 @@ func (x *AdvanceBillingClockRequest) String() string {
 func (*AdvanceBillingClockRequest) ProtoMessage() {}
 
 func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[39]
+	mi := &file_billing_order_order_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +3143,7 @@ func (x *AdvanceBillingClockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockRequest.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{39}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AdvanceBillingClockRequest) GetSeconds() int64 {
@@ -2771,7 +3170,7 @@ type AdvanceBillingClockResponse struct {
 
 func (x *AdvanceBillingClockResponse) Reset() {
 	*x = AdvanceBillingClockResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +3182,7 @@ func (x *AdvanceBillingClockResponse) String() string {
 func (*AdvanceBillingClockResponse) ProtoMessage() {}
 
 func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[40]
+	mi := &file_billing_order_order_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +3195,7 @@ func (x *AdvanceBillingClockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdvanceBillingClockResponse.ProtoReflect.Descriptor instead.
 func (*AdvanceBillingClockResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{40}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AdvanceBillingClockResponse) GetNow() string {
@@ -2858,7 +3257,7 @@ type GetRenewalOverviewRequest struct {
 
 func (x *GetRenewalOverviewRequest) Reset() {
 	*x = GetRenewalOverviewRequest{}
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2870,7 +3269,7 @@ func (x *GetRenewalOverviewRequest) String() string {
 func (*GetRenewalOverviewRequest) ProtoMessage() {}
 
 func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[41]
+	mi := &file_billing_order_order_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2883,7 +3282,7 @@ func (x *GetRenewalOverviewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewRequest.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewRequest) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{41}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetRenewalOverviewRequest) GetDays() int32 {
@@ -2909,7 +3308,7 @@ type RenewalsDue struct {
 
 func (x *RenewalsDue) Reset() {
 	*x = RenewalsDue{}
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3320,7 @@ func (x *RenewalsDue) String() string {
 func (*RenewalsDue) ProtoMessage() {}
 
 func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[42]
+	mi := &file_billing_order_order_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3333,7 @@ func (x *RenewalsDue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalsDue.ProtoReflect.Descriptor instead.
 func (*RenewalsDue) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{42}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RenewalsDue) GetCurrency() string {
@@ -2980,7 +3379,7 @@ type RenewalInvoice struct {
 
 func (x *RenewalInvoice) Reset() {
 	*x = RenewalInvoice{}
-	mi := &file_billing_order_order_proto_msgTypes[43]
+	mi := &file_billing_order_order_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3391,7 @@ func (x *RenewalInvoice) String() string {
 func (*RenewalInvoice) ProtoMessage() {}
 
 func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[43]
+	mi := &file_billing_order_order_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3404,7 @@ func (x *RenewalInvoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewalInvoice.ProtoReflect.Descriptor instead.
 func (*RenewalInvoice) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{43}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RenewalInvoice) GetOrder() *Order {
@@ -3080,7 +3479,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[44]
+	mi := &file_billing_order_order_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3092,7 +3491,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[44]
+	mi := &file_billing_order_order_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3105,7 +3504,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3182,7 +3581,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\t \x01(\tR\tupdatedAt\x12#\n" +
 	"\rbilling_cycle\x18\n" +
-	" \x01(\tR\fbillingCycle\"\x97\x04\n" +
+	" \x01(\tR\fbillingCycle\"\xe2\x04\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vcustomer_id\x18\x02 \x01(\tR\n" +
@@ -3206,7 +3605,29 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\n" +
 	"paid_until\x18\x0f \x01(\tR\tpaidUntil\x12\x16\n" +
 	"\x06renews\x18\x10 \x01(\bR\x06renews\x12%\n" +
-	"\x0esuspend_reason\x18\x11 \x01(\tR\rsuspendReason\"\xc7\x01\n" +
+	"\x0esuspend_reason\x18\x11 \x01(\tR\rsuspendReason\x12I\n" +
+	"\x13pending_plan_change\x18\x12 \x01(\v2\x19.billing.order.PlanChangeR\x11pendingPlanChange\"\xb5\x03\n" +
+	"\n" +
+	"PlanChange\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12&\n" +
+	"\x0ffrom_product_id\x18\x02 \x01(\tR\rfromProductId\x12\"\n" +
+	"\rto_product_id\x18\x03 \x01(\tR\vtoProductId\x12\x1d\n" +
+	"\n" +
+	"from_price\x18\x04 \x01(\tR\tfromPrice\x12\x19\n" +
+	"\bto_price\x18\x05 \x01(\tR\atoPrice\x12\x1d\n" +
+	"\n" +
+	"from_cycle\x18\x06 \x01(\tR\tfromCycle\x12\x19\n" +
+	"\bto_cycle\x18\a \x01(\tR\atoCycle\x12\x12\n" +
+	"\x04when\x18\b \x01(\tR\x04when\x12\x16\n" +
+	"\x06status\x18\t \x01(\tR\x06status\x12\x16\n" +
+	"\x06amount\x18\n" +
+	" \x01(\tR\x06amount\x12\x1a\n" +
+	"\bcredited\x18\v \x01(\tR\bcredited\x12\x1d\n" +
+	"\n" +
+	"invoice_id\x18\f \x01(\tR\tinvoiceId\x12\x19\n" +
+	"\blapse_at\x18\r \x01(\tR\alapseAt\x12!\n" +
+	"\feffective_at\x18\x0e \x01(\tR\veffectiveAt\x12\x1a\n" +
+	"\bcurrency\x18\x0f \x01(\tR\bcurrency\"\xc7\x01\n" +
 	"\rServicePeriod\x12\x16\n" +
 	"\x06period\x18\x01 \x01(\x05R\x06period\x12\x1b\n" +
 	"\tstarts_at\x18\x02 \x01(\tR\bstartsAt\x12\x17\n" +
@@ -3370,7 +3791,21 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\bcredited\x18\x04 \x01(\tR\bcredited\x12\x1d\n" +
 	"\n" +
 	"refund_ids\x18\x05 \x03(\tR\trefundIds\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x8e\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x9b\x01\n" +
+	"\x16ChangeOrderPlanRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12*\n" +
+	"\n" +
+	"product_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tproductId\x12-\n" +
+	"\x04when\x18\x03 \x01(\tB\x19\xbaH\x16\xc8\x01\x01r\x11R\x03nowR\n" +
+	"period_endR\x04when\"x\n" +
+	"\x17ChangeOrderPlanResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x121\n" +
+	"\x06change\x18\x02 \x01(\v2\x19.billing.order.PlanChangeR\x06change\"A\n" +
+	"\x17CancelPlanChangeRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\"y\n" +
+	"\x18CancelPlanChangeResponse\x12*\n" +
+	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x121\n" +
+	"\x06change\x18\x02 \x01(\v2\x19.billing.order.PlanChangeR\x06change\"\x8e\x01\n" +
 	"\x1aExtendServicePeriodRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12#\n" +
 	"\aends_at\x18\x02 \x01(\tB\n" +
@@ -3426,7 +3861,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\tsuspended\x18\x05 \x03(\v2\x1d.billing.order.RenewalInvoiceR\tsuspended\x12'\n" +
 	"\x0fsuspended_count\x18\x06 \x01(\x03R\x0esuspendedCount\x12^\n" +
 	"\x1cpartly_paid_past_termination\x18\a \x03(\v2\x1d.billing.order.RenewalInvoiceR\x19partlyPaidPastTermination\x12J\n" +
-	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xfa\r\n" +
+	"\"partly_paid_past_termination_count\x18\b \x01(\x03R\x1epartlyPaidPastTerminationCount2\xc1\x0f\n" +
 	"\fOrderService\x12Z\n" +
 	"\rCreateProduct\x12#.billing.order.CreateProductRequest\x1a$.billing.order.CreateProductResponse\x12\\\n" +
 	"\fListProducts\x12\".billing.order.ListProductsRequest\x1a#.billing.order.ListProductsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -3444,7 +3879,9 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\rCancelInvoice\x12#.billing.order.CancelInvoiceRequest\x1a$.billing.order.CancelInvoiceResponse\x12`\n" +
 	"\x0fSetOrderRenewal\x12%.billing.order.SetOrderRenewalRequest\x1a&.billing.order.SetOrderRenewalResponse\x12Q\n" +
 	"\n" +
-	"EndService\x12 .billing.order.EndServiceRequest\x1a!.billing.order.EndServiceResponse\x12l\n" +
+	"EndService\x12 .billing.order.EndServiceRequest\x1a!.billing.order.EndServiceResponse\x12`\n" +
+	"\x0fChangeOrderPlan\x12%.billing.order.ChangeOrderPlanRequest\x1a&.billing.order.ChangeOrderPlanResponse\x12c\n" +
+	"\x10CancelPlanChange\x12&.billing.order.CancelPlanChangeRequest\x1a'.billing.order.CancelPlanChangeResponse\x12l\n" +
 	"\x13ExtendServicePeriod\x12).billing.order.ExtendServicePeriodRequest\x1a*.billing.order.ExtendServicePeriodResponse\x12W\n" +
 	"\fSuspendOrder\x12\".billing.order.SuspendOrderRequest\x1a#.billing.order.SuspendOrderResponse\x12T\n" +
 	"\vResumeOrder\x12!.billing.order.ResumeOrderRequest\x1a\".billing.order.ResumeOrderResponse\x12l\n" +
@@ -3463,136 +3900,150 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
-	(*ServicePeriod)(nil),               // 2: billing.order.ServicePeriod
-	(*Invoice)(nil),                     // 3: billing.order.Invoice
-	(*InvoiceLine)(nil),                 // 4: billing.order.InvoiceLine
-	(*CreateProductRequest)(nil),        // 5: billing.order.CreateProductRequest
-	(*CreateProductResponse)(nil),       // 6: billing.order.CreateProductResponse
-	(*UpdateProductRequest)(nil),        // 7: billing.order.UpdateProductRequest
-	(*UpdateProductResponse)(nil),       // 8: billing.order.UpdateProductResponse
-	(*ListProductsRequest)(nil),         // 9: billing.order.ListProductsRequest
-	(*ListProductsResponse)(nil),        // 10: billing.order.ListProductsResponse
-	(*CreateOrderRequest)(nil),          // 11: billing.order.CreateOrderRequest
-	(*CreateOrderResponse)(nil),         // 12: billing.order.CreateOrderResponse
-	(*GetOrderRequest)(nil),             // 13: billing.order.GetOrderRequest
-	(*GetOrderResponse)(nil),            // 14: billing.order.GetOrderResponse
-	(*ListOrdersRequest)(nil),           // 15: billing.order.ListOrdersRequest
-	(*ListOrdersResponse)(nil),          // 16: billing.order.ListOrdersResponse
-	(*CancelOrderRequest)(nil),          // 17: billing.order.CancelOrderRequest
-	(*CancelOrderResponse)(nil),         // 18: billing.order.CancelOrderResponse
-	(*PayWithBalanceRequest)(nil),       // 19: billing.order.PayWithBalanceRequest
-	(*PayWithBalanceResponse)(nil),      // 20: billing.order.PayWithBalanceResponse
-	(*CreateInvoiceRequest)(nil),        // 21: billing.order.CreateInvoiceRequest
-	(*CreateInvoiceResponse)(nil),       // 22: billing.order.CreateInvoiceResponse
-	(*GetInvoiceRequest)(nil),           // 23: billing.order.GetInvoiceRequest
-	(*GetInvoiceResponse)(nil),          // 24: billing.order.GetInvoiceResponse
-	(*ListInvoicesRequest)(nil),         // 25: billing.order.ListInvoicesRequest
-	(*ListInvoicesResponse)(nil),        // 26: billing.order.ListInvoicesResponse
-	(*CancelInvoiceRequest)(nil),        // 27: billing.order.CancelInvoiceRequest
-	(*CancelInvoiceResponse)(nil),       // 28: billing.order.CancelInvoiceResponse
-	(*SetOrderRenewalRequest)(nil),      // 29: billing.order.SetOrderRenewalRequest
-	(*SetOrderRenewalResponse)(nil),     // 30: billing.order.SetOrderRenewalResponse
-	(*EndServiceRequest)(nil),           // 31: billing.order.EndServiceRequest
-	(*EndServiceResponse)(nil),          // 32: billing.order.EndServiceResponse
-	(*ExtendServicePeriodRequest)(nil),  // 33: billing.order.ExtendServicePeriodRequest
-	(*ExtendServicePeriodResponse)(nil), // 34: billing.order.ExtendServicePeriodResponse
-	(*SuspendOrderRequest)(nil),         // 35: billing.order.SuspendOrderRequest
-	(*SuspendOrderResponse)(nil),        // 36: billing.order.SuspendOrderResponse
-	(*ResumeOrderRequest)(nil),          // 37: billing.order.ResumeOrderRequest
-	(*ResumeOrderResponse)(nil),         // 38: billing.order.ResumeOrderResponse
-	(*AdvanceBillingClockRequest)(nil),  // 39: billing.order.AdvanceBillingClockRequest
-	(*AdvanceBillingClockResponse)(nil), // 40: billing.order.AdvanceBillingClockResponse
-	(*GetRenewalOverviewRequest)(nil),   // 41: billing.order.GetRenewalOverviewRequest
-	(*RenewalsDue)(nil),                 // 42: billing.order.RenewalsDue
-	(*RenewalInvoice)(nil),              // 43: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 44: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 45: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 46: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 47: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 48: billing.payment.PaymentRecord
+	(*PlanChange)(nil),                  // 2: billing.order.PlanChange
+	(*ServicePeriod)(nil),               // 3: billing.order.ServicePeriod
+	(*Invoice)(nil),                     // 4: billing.order.Invoice
+	(*InvoiceLine)(nil),                 // 5: billing.order.InvoiceLine
+	(*CreateProductRequest)(nil),        // 6: billing.order.CreateProductRequest
+	(*CreateProductResponse)(nil),       // 7: billing.order.CreateProductResponse
+	(*UpdateProductRequest)(nil),        // 8: billing.order.UpdateProductRequest
+	(*UpdateProductResponse)(nil),       // 9: billing.order.UpdateProductResponse
+	(*ListProductsRequest)(nil),         // 10: billing.order.ListProductsRequest
+	(*ListProductsResponse)(nil),        // 11: billing.order.ListProductsResponse
+	(*CreateOrderRequest)(nil),          // 12: billing.order.CreateOrderRequest
+	(*CreateOrderResponse)(nil),         // 13: billing.order.CreateOrderResponse
+	(*GetOrderRequest)(nil),             // 14: billing.order.GetOrderRequest
+	(*GetOrderResponse)(nil),            // 15: billing.order.GetOrderResponse
+	(*ListOrdersRequest)(nil),           // 16: billing.order.ListOrdersRequest
+	(*ListOrdersResponse)(nil),          // 17: billing.order.ListOrdersResponse
+	(*CancelOrderRequest)(nil),          // 18: billing.order.CancelOrderRequest
+	(*CancelOrderResponse)(nil),         // 19: billing.order.CancelOrderResponse
+	(*PayWithBalanceRequest)(nil),       // 20: billing.order.PayWithBalanceRequest
+	(*PayWithBalanceResponse)(nil),      // 21: billing.order.PayWithBalanceResponse
+	(*CreateInvoiceRequest)(nil),        // 22: billing.order.CreateInvoiceRequest
+	(*CreateInvoiceResponse)(nil),       // 23: billing.order.CreateInvoiceResponse
+	(*GetInvoiceRequest)(nil),           // 24: billing.order.GetInvoiceRequest
+	(*GetInvoiceResponse)(nil),          // 25: billing.order.GetInvoiceResponse
+	(*ListInvoicesRequest)(nil),         // 26: billing.order.ListInvoicesRequest
+	(*ListInvoicesResponse)(nil),        // 27: billing.order.ListInvoicesResponse
+	(*CancelInvoiceRequest)(nil),        // 28: billing.order.CancelInvoiceRequest
+	(*CancelInvoiceResponse)(nil),       // 29: billing.order.CancelInvoiceResponse
+	(*SetOrderRenewalRequest)(nil),      // 30: billing.order.SetOrderRenewalRequest
+	(*SetOrderRenewalResponse)(nil),     // 31: billing.order.SetOrderRenewalResponse
+	(*EndServiceRequest)(nil),           // 32: billing.order.EndServiceRequest
+	(*EndServiceResponse)(nil),          // 33: billing.order.EndServiceResponse
+	(*ChangeOrderPlanRequest)(nil),      // 34: billing.order.ChangeOrderPlanRequest
+	(*ChangeOrderPlanResponse)(nil),     // 35: billing.order.ChangeOrderPlanResponse
+	(*CancelPlanChangeRequest)(nil),     // 36: billing.order.CancelPlanChangeRequest
+	(*CancelPlanChangeResponse)(nil),    // 37: billing.order.CancelPlanChangeResponse
+	(*ExtendServicePeriodRequest)(nil),  // 38: billing.order.ExtendServicePeriodRequest
+	(*ExtendServicePeriodResponse)(nil), // 39: billing.order.ExtendServicePeriodResponse
+	(*SuspendOrderRequest)(nil),         // 40: billing.order.SuspendOrderRequest
+	(*SuspendOrderResponse)(nil),        // 41: billing.order.SuspendOrderResponse
+	(*ResumeOrderRequest)(nil),          // 42: billing.order.ResumeOrderRequest
+	(*ResumeOrderResponse)(nil),         // 43: billing.order.ResumeOrderResponse
+	(*AdvanceBillingClockRequest)(nil),  // 44: billing.order.AdvanceBillingClockRequest
+	(*AdvanceBillingClockResponse)(nil), // 45: billing.order.AdvanceBillingClockResponse
+	(*GetRenewalOverviewRequest)(nil),   // 46: billing.order.GetRenewalOverviewRequest
+	(*RenewalsDue)(nil),                 // 47: billing.order.RenewalsDue
+	(*RenewalInvoice)(nil),              // 48: billing.order.RenewalInvoice
+	(*GetRenewalOverviewResponse)(nil),  // 49: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 50: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 51: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 52: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 53: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
-	4,  // 0: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
-	45, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
-	0,  // 2: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	45, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
-	0,  // 4: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	46, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
-	0,  // 6: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	47, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 8: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
-	1,  // 9: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
-	2,  // 10: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	46, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
-	1,  // 12: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	47, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
-	1,  // 14: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
-	1,  // 15: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	48, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
-	3,  // 17: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	3,  // 18: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	46, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
-	3,  // 20: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	47, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
-	3,  // 22: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	1,  // 23: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
-	1,  // 24: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
-	1,  // 25: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
-	2,  // 26: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
-	1,  // 27: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
-	1,  // 28: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
-	1,  // 29: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	42, // 30: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	43, // 31: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	43, // 32: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	43, // 33: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	5,  // 34: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	9,  // 35: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	7,  // 36: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	11, // 37: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	13, // 38: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	15, // 39: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	17, // 40: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	19, // 41: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	21, // 42: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	23, // 43: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	25, // 44: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	27, // 45: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	29, // 46: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	31, // 47: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
-	33, // 48: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	35, // 49: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	37, // 50: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	39, // 51: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	41, // 52: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	6,  // 53: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	10, // 54: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	8,  // 55: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	12, // 56: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	14, // 57: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	16, // 58: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	18, // 59: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	20, // 60: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	22, // 61: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	24, // 62: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	26, // 63: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	28, // 64: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	30, // 65: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	32, // 66: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
-	34, // 67: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	36, // 68: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	38, // 69: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	40, // 70: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	44, // 71: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	53, // [53:72] is the sub-list for method output_type
-	34, // [34:53] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	2,  // 0: billing.order.Order.pending_plan_change:type_name -> billing.order.PlanChange
+	5,  // 1: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
+	50, // 2: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 3: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
+	50, // 4: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	0,  // 5: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
+	51, // 6: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	0,  // 7: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
+	52, // 8: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 9: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
+	1,  // 10: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
+	3,  // 11: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
+	51, // 12: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	1,  // 13: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
+	52, // 14: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	1,  // 15: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
+	1,  // 16: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
+	53, // 17: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	4,  // 18: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	4,  // 19: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	51, // 20: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	4,  // 21: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
+	52, // 22: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	4,  // 23: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
+	1,  // 24: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
+	1,  // 25: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
+	1,  // 26: billing.order.ChangeOrderPlanResponse.order:type_name -> billing.order.Order
+	2,  // 27: billing.order.ChangeOrderPlanResponse.change:type_name -> billing.order.PlanChange
+	1,  // 28: billing.order.CancelPlanChangeResponse.order:type_name -> billing.order.Order
+	2,  // 29: billing.order.CancelPlanChangeResponse.change:type_name -> billing.order.PlanChange
+	1,  // 30: billing.order.ExtendServicePeriodResponse.order:type_name -> billing.order.Order
+	3,  // 31: billing.order.ExtendServicePeriodResponse.period:type_name -> billing.order.ServicePeriod
+	1,  // 32: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
+	1,  // 33: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
+	1,  // 34: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
+	47, // 35: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	48, // 36: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	48, // 37: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	48, // 38: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	6,  // 39: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	10, // 40: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	8,  // 41: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	12, // 42: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	14, // 43: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	16, // 44: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	18, // 45: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	20, // 46: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	22, // 47: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	24, // 48: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	26, // 49: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	28, // 50: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	30, // 51: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	32, // 52: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	34, // 53: billing.order.OrderService.ChangeOrderPlan:input_type -> billing.order.ChangeOrderPlanRequest
+	36, // 54: billing.order.OrderService.CancelPlanChange:input_type -> billing.order.CancelPlanChangeRequest
+	38, // 55: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	40, // 56: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	42, // 57: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	44, // 58: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	46, // 59: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	7,  // 60: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	11, // 61: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	9,  // 62: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	13, // 63: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	15, // 64: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	17, // 65: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	19, // 66: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	21, // 67: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	23, // 68: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	25, // 69: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	27, // 70: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	29, // 71: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	31, // 72: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	33, // 73: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	35, // 74: billing.order.OrderService.ChangeOrderPlan:output_type -> billing.order.ChangeOrderPlanResponse
+	37, // 75: billing.order.OrderService.CancelPlanChange:output_type -> billing.order.CancelPlanChangeResponse
+	39, // 76: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	41, // 77: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	43, // 78: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	45, // 79: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	49, // 80: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	60, // [60:81] is the sub-list for method output_type
+	39, // [39:60] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -3600,22 +4051,22 @@ func file_billing_order_order_proto_init() {
 	if File_billing_order_order_proto != nil {
 		return
 	}
-	file_billing_order_order_proto_msgTypes[5].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[7].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[9].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[15].OneofWrappers = []any{}
-	file_billing_order_order_proto_msgTypes[21].OneofWrappers = []any{
+	file_billing_order_order_proto_msgTypes[6].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[8].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[10].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[16].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[22].OneofWrappers = []any{
 		(*CreateInvoiceRequest_OrderId)(nil),
 		(*CreateInvoiceRequest_CustomerId)(nil),
 	}
-	file_billing_order_order_proto_msgTypes[25].OneofWrappers = []any{}
+	file_billing_order_order_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -306,6 +306,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/instances", s.handleProvision)
 	mux.HandleFunc("GET /v1/instances/{id}", s.handleGet)
 	mux.HandleFunc("POST /v1/instances/{id}/{action}", s.handleAction)
+	mux.HandleFunc("POST /v1/instances/{id}/plan", s.handlePlan)
 	mux.HandleFunc("GET /v1/instances/{id}/usage", s.handleUsage)
 	return s.host.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.authorized(r) {
@@ -487,6 +488,38 @@ func (s *Server) handleAction(w http.ResponseWriter, r *http.Request) {
 	in.UpdatedAt = s.now()
 	s.log.Info("instance action", "instance", id, "action", action, "status", in.Status)
 	writeJSON(w, http.StatusOK, in.Instance)
+}
+
+// handlePlan is POST /v1/instances/{id}/plan {"plan"}: the instance moves
+// to the plan (a plan change; counted as the action "plan"). Asking for
+// the plan it has succeeds without change; a terminated instance is 409.
+func (s *Server) handlePlan(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var req struct {
+		Plan string `json:"plan"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil || req.Plan == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request", "plan is required")
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in, ok := s.instances[id]
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such instance")
+		return
+	}
+	s.actions[id+"/plan"]++
+	if cur := s.viewLocked(in).Status; cur == StatusTerminated {
+		writeError(w, http.StatusConflict, "invalid_state", "cannot change the plan of a terminated instance")
+		return
+	}
+	if in.Plan != req.Plan {
+		in.Plan = req.Plan
+		in.UpdatedAt = s.now()
+		s.log.Info("instance plan changed", "instance", id, "plan", in.Plan)
+	}
+	writeJSON(w, http.StatusOK, s.viewLocked(in))
 }
 
 func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {

@@ -36,6 +36,8 @@ var Policy = auth.Policy{
 	orderpbconnect.OrderServiceCancelInvoiceProcedure:       auth.AdminOnly,
 	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.Authenticated,
 	orderpbconnect.OrderServiceEndServiceProcedure:          auth.Authenticated,
+	orderpbconnect.OrderServiceChangeOrderPlanProcedure:     auth.Authenticated,
+	orderpbconnect.OrderServiceCancelPlanChangeProcedure:    auth.Authenticated,
 	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.AdminOnly,
 	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.AdminOnly,
 	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.AdminOnly,
@@ -193,6 +195,9 @@ func (h *Handler) GetOrder(ctx context.Context, req *connect.Request[orderpb.Get
 		return nil, err
 	}
 	out := &orderpb.GetOrderResponse{Order: OrderRecord(o), Periods: make([]*orderpb.ServicePeriod, 0, len(periods))}
+	if err := h.withPendingChanges(ctx, out.Order); err != nil {
+		return nil, err
+	}
 	for _, p := range periods {
 		out.Periods = append(out.Periods, PeriodRecord(p))
 	}
@@ -254,6 +259,86 @@ func (h *Handler) EndService(ctx context.Context, req *connect.Request[orderpb.E
 		out.RefundIds = append(out.RefundIds, rid.String())
 	}
 	return connect.NewResponse(out), nil
+}
+
+// ChangeOrderPlan implements OrderService.ChangeOrderPlan.
+func (h *Handler) ChangeOrderPlan(ctx context.Context, req *connect.Request[orderpb.ChangeOrderPlanRequest]) (*connect.Response[orderpb.ChangeOrderPlanResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	pid, err := rpc.ParseID(req.Msg.GetProductId(), "product_id")
+	if err != nil {
+		return nil, err
+	}
+	ch, err := h.svc.ChangeOrderPlan(ctx, id, pid, req.Msg.GetWhen())
+	if err != nil {
+		return nil, err
+	}
+	out := &orderpb.ChangeOrderPlanResponse{Order: OrderRecord(ch.Order), Change: PlanChangeRecord(ch.Change)}
+	if ch.Change.Status == store.PlanChangePending {
+		out.Order.PendingPlanChange = out.Change
+	}
+	return connect.NewResponse(out), nil
+}
+
+// CancelPlanChange implements OrderService.CancelPlanChange.
+func (h *Handler) CancelPlanChange(ctx context.Context, req *connect.Request[orderpb.CancelPlanChangeRequest]) (*connect.Response[orderpb.CancelPlanChangeResponse], error) {
+	id, err := rpc.ParseID(req.Msg.GetOrderId(), "order_id")
+	if err != nil {
+		return nil, err
+	}
+	ch, err := h.svc.CancelPlanChange(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&orderpb.CancelPlanChangeResponse{Order: OrderRecord(ch.Order), Change: PlanChangeRecord(ch.Change)}), nil
+}
+
+// withPendingChanges sets the orders' pending_plan_change.
+func (h *Handler) withPendingChanges(ctx context.Context, orders ...*orderpb.Order) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	rows := make([]store.Order, 0, len(orders))
+	for _, o := range orders {
+		id, err := uuid.Parse(o.GetId())
+		if err != nil {
+			return err
+		}
+		rows = append(rows, store.Order{ID: id})
+	}
+	pending, err := h.svc.PendingPlanChanges(ctx, rows...)
+	if err != nil {
+		return err
+	}
+	for i, o := range orders {
+		if ch, ok := pending[rows[i].ID]; ok {
+			o.PendingPlanChange = PlanChangeRecord(ch)
+		}
+	}
+	return nil
+}
+
+// PlanChangeRecord is the wire form of a plan change.
+func PlanChangeRecord(c store.PlanChange) *orderpb.PlanChange {
+	return &orderpb.PlanChange{
+		Id:            c.ID.String(),
+		FromProductId: rpc.IDString(c.FromProduct),
+		ToProductId:   c.ToProduct.String(),
+		FromPrice:     c.FromPrice.String(),
+		ToPrice:       c.ToPrice.String(),
+		FromCycle:     c.FromCycle,
+		ToCycle:       c.ToCycle,
+		When:          c.Timing,
+		Status:        c.Status,
+		Amount:        c.Amount.String(),
+		Credited:      c.Credited.String(),
+		InvoiceId:     rpc.IDString(c.InvoiceID),
+		LapseAt:       rpc.TimePtr(c.LapseAt),
+		EffectiveAt:   rpc.TimePtr(c.EffectiveAt),
+		Currency:      c.Currency,
+	}
 }
 
 // ExtendServicePeriod implements OrderService.ExtendServicePeriod.
@@ -333,6 +418,9 @@ func (h *Handler) ListOrders(ctx context.Context, req *connect.Request[orderpb.L
 	out := &orderpb.ListOrdersResponse{Orders: make([]*orderpb.Order, 0, len(rows)), Meta: rpc.PageMeta(page)}
 	for _, o := range rows {
 		out.Orders = append(out.Orders, OrderRecord(o))
+	}
+	if err := h.withPendingChanges(ctx, out.Orders...); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(out), nil
 }

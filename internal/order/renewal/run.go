@@ -145,6 +145,9 @@ func New(db DB, opts Options) *Run {
 // Round is what one pass did.
 type Round struct {
 	Issued, AutoPaid, Overdue, Suspended, Terminated, Ended, Reminded int
+	// PlanChanged counts the period-end plan changes that took effect,
+	// PlanLapsed the unpaid prorations that lapsed.
+	PlanChanged, PlanLapsed int
 	// Errors counts the orders a step failed for; each is tried again on
 	// the next pass.
 	Errors int
@@ -167,7 +170,10 @@ const day = 24 * time.Hour
 //  4. every active order whose renewal invoice is SuspendAfterDays past
 //     due is suspended (reason overdue);
 //  5. every active or suspended order whose renewal invoice is
-//     TerminateAfterDays past due ends (terminated), the invoice cancelled.
+//     TerminateAfterDays past due ends (terminated), the invoice cancelled;
+//  6. every period-end plan change whose period has started takes effect
+//     (order.ApplyDuePlanChange), and every upgrade whose proration
+//     invoice is unpaid at its lapse time lapses (order.LapsePlanChange).
 //
 // Each order is one transaction, locked customer → order → invoice, and
 // each step checks its condition again under the locks, so a pass that
@@ -285,6 +291,16 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.terminate(ctx, id, now, by)
 		}, &round.Terminated},
+		{"plan change", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.Q(r.db).ListPlanChangesDue(ctx, store.ListPlanChangesDueParams{Now: &now, MaxRows: int32(limit)})
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.planChange(ctx, id, now, by, order.ApplyDuePlanChange)
+		}, &round.PlanChanged},
+		{"plan change lapse", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return store.Q(r.db).ListPlanChangesLapsing(ctx, store.ListPlanChangesLapsingParams{Now: &now, MaxRows: int32(limit)})
+		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+			return r.planChange(ctx, id, now, by, order.LapsePlanChange)
+		}, &round.PlanLapsed},
 	}
 	for _, s := range steps {
 		if !s.on {
@@ -323,7 +339,7 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 	}
 	if round != (Round{}) {
 		r.log.InfoContext(ctx, "billing run", "issued", round.Issued, "auto_paid", round.AutoPaid, "overdue", round.Overdue,
-			"reminded", round.Reminded, "suspended", round.Suspended,
+			"reminded", round.Reminded, "suspended", round.Suspended, "plan_changed", round.PlanChanged, "plan_lapsed", round.PlanLapsed,
 			"terminated", round.Terminated, "ended", round.Ended, "errors", round.Errors)
 	}
 	return round, nil
@@ -385,6 +401,19 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 			CreatedAt: now,
 		}
 		price := l.o.RenewalPrice.Amount
+		// A pending period-end plan change: the next period bills the new
+		// product's price, and a new cycle counts from the period's start.
+		change, changing, err := order.NextPeriodPlan(ctx, tx, l.o)
+		if err != nil {
+			return err
+		}
+		if changing {
+			price = change.ToPrice
+			if to := order.BillingCycle(change.ToCycle); to != cycle {
+				next.AnchorAt, next.AnchorMonths = last.EndsAt, int32(to.Months())
+				next.EndsAt = order.AddMonths(last.EndsAt, to.Months(), r.opts.Location)
+			}
+		}
 		var inv store.Invoice
 		if price.Sign() == 0 {
 			next.PaidAt = &now // a free period needs no invoice
@@ -396,6 +425,11 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		}
 		if err := order.IssuePeriod(ctx, tx, last, next, by, now); err != nil {
 			return err // ErrConflict: issued by another run; this one rolls back
+		}
+		if changing {
+			if err := order.PlanChangeBilled(ctx, tx, change, next, now); err != nil {
+				return err
+			}
 		}
 		issued = true
 		if price.Sign() == 0 {
@@ -419,6 +453,22 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		return false, false, nil
 	}
 	return issued, paid, err
+}
+
+// planChange locks order id (its customer, then it) and runs step on it:
+// a due plan change applied, or an unpaid proration lapsed.
+func (r *Run) planChange(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor,
+	step func(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error)) (bool, error) {
+	var did bool
+	err := store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+		l, err := lockOrder(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		did, err = step(ctx, tx, l.o, by, now, now)
+		return err
+	})
+	return did, err
 }
 
 // The notices a period records (service_periods.notices).

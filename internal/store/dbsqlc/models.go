@@ -137,7 +137,7 @@ type Dispute struct {
 
 type Event struct {
 	ID uuid.UUID
-	// order_paid | order_provisioned | order_cancelled | order_refunded | service_renewed | service_suspended | service_resumed | service_terminated | renewal_reminder.
+	// order_paid | order_provisioned | order_cancelled | order_refunded | service_renewed | service_suspended | service_resumed | service_terminated | renewal_reminder | plan_changed | plan_change_lapsed.
 	EventType string
 	Payload   []byte
 	// pending | processing | done | failed.
@@ -383,6 +383,32 @@ type PaymentTrendSecondsQuarter struct {
 	GatewayInterfaceID uuid.UUID
 	SecondsBin         int16
 	N                  int64
+}
+
+// ChangeOrderPlan's changes: one pending per order at most (plan_changes_pending_key).
+type PlanChange struct {
+	ID          uuid.UUID
+	OrderID     uuid.UUID
+	FromProduct *uuid.UUID
+	ToProduct   uuid.UUID
+	FromPrice   money.Amount
+	ToPrice     money.Amount
+	FromCycle   string
+	ToCycle     string
+	Currency    string
+	Timing      string
+	Status      string
+	PeriodSeq   *int32
+	PeriodStart *time.Time
+	PeriodEnd   *time.Time
+	// now: (to_price - from_price) x unused share of the period, rounded once half-even to the cent; NUMERIC(12,2).
+	Amount      money.Amount
+	Credited    money.Amount
+	InvoiceID   *uuid.UUID
+	LapseAt     *time.Time
+	EffectiveAt *time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 type Plugin struct {

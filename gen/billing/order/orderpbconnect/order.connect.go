@@ -78,6 +78,12 @@ const (
 	OrderServiceSetOrderRenewalProcedure = "/billing.order.OrderService/SetOrderRenewal"
 	// OrderServiceEndServiceProcedure is the fully-qualified name of the OrderService's EndService RPC.
 	OrderServiceEndServiceProcedure = "/billing.order.OrderService/EndService"
+	// OrderServiceChangeOrderPlanProcedure is the fully-qualified name of the OrderService's
+	// ChangeOrderPlan RPC.
+	OrderServiceChangeOrderPlanProcedure = "/billing.order.OrderService/ChangeOrderPlan"
+	// OrderServiceCancelPlanChangeProcedure is the fully-qualified name of the OrderService's
+	// CancelPlanChange RPC.
+	OrderServiceCancelPlanChangeProcedure = "/billing.order.OrderService/CancelPlanChange"
 	// OrderServiceExtendServicePeriodProcedure is the fully-qualified name of the OrderService's
 	// ExtendServicePeriod RPC.
 	OrderServiceExtendServicePeriodProcedure = "/billing.order.OrderService/ExtendServicePeriod"
@@ -157,6 +163,22 @@ type OrderServiceClient interface {
 	// that is not active or suspended answers FailedPrecondition. With
 	// dry_run the answer is a quote and nothing changes.
 	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
+	// ChangeOrderPlan moves a live recurring order to another product (the
+	// customer their own order, an admin any), now or at the end of the
+	// current period (docs/operations.md, "Plan changes"). Now, an upgrade
+	// issues a proration invoice for (new price − old price) × the unused
+	// share of the period, which the balance pays when it can; the order
+	// takes the new product once it is paid, or the change lapses after
+	// [billing].plan_change_days. A downgrade now takes effect at once and
+	// credits the difference to the balance ([billing].downgrade_credit). At
+	// the period end, the next renewal invoice bills the new product. The
+	// new product must renew in the order's currency; a change of cycle is
+	// period_end only. One pending change per order (FailedPrecondition for
+	// a second one).
+	ChangeOrderPlan(context.Context, *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error)
+	// CancelPlanChange withdraws an order's pending plan change until it
+	// takes effect; its unpaid proration invoice is cancelled.
+	CancelPlanChange(context.Context, *connect.Request[order.CancelPlanChangeRequest]) (*connect.Response[order.CancelPlanChangeResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
 	// periods count from the new end.
@@ -289,6 +311,18 @@ func NewOrderServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(orderServiceMethods.ByName("EndService")),
 			connect.WithClientOptions(opts...),
 		),
+		changeOrderPlan: connect.NewClient[order.ChangeOrderPlanRequest, order.ChangeOrderPlanResponse](
+			httpClient,
+			baseURL+OrderServiceChangeOrderPlanProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("ChangeOrderPlan")),
+			connect.WithClientOptions(opts...),
+		),
+		cancelPlanChange: connect.NewClient[order.CancelPlanChangeRequest, order.CancelPlanChangeResponse](
+			httpClient,
+			baseURL+OrderServiceCancelPlanChangeProcedure,
+			connect.WithSchema(orderServiceMethods.ByName("CancelPlanChange")),
+			connect.WithClientOptions(opts...),
+		),
 		extendServicePeriod: connect.NewClient[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse](
 			httpClient,
 			baseURL+OrderServiceExtendServicePeriodProcedure,
@@ -339,6 +373,8 @@ type orderServiceClient struct {
 	cancelInvoice       *connect.Client[order.CancelInvoiceRequest, order.CancelInvoiceResponse]
 	setOrderRenewal     *connect.Client[order.SetOrderRenewalRequest, order.SetOrderRenewalResponse]
 	endService          *connect.Client[order.EndServiceRequest, order.EndServiceResponse]
+	changeOrderPlan     *connect.Client[order.ChangeOrderPlanRequest, order.ChangeOrderPlanResponse]
+	cancelPlanChange    *connect.Client[order.CancelPlanChangeRequest, order.CancelPlanChangeResponse]
 	extendServicePeriod *connect.Client[order.ExtendServicePeriodRequest, order.ExtendServicePeriodResponse]
 	suspendOrder        *connect.Client[order.SuspendOrderRequest, order.SuspendOrderResponse]
 	resumeOrder         *connect.Client[order.ResumeOrderRequest, order.ResumeOrderResponse]
@@ -414,6 +450,16 @@ func (c *orderServiceClient) SetOrderRenewal(ctx context.Context, req *connect.R
 // EndService calls billing.order.OrderService.EndService.
 func (c *orderServiceClient) EndService(ctx context.Context, req *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error) {
 	return c.endService.CallUnary(ctx, req)
+}
+
+// ChangeOrderPlan calls billing.order.OrderService.ChangeOrderPlan.
+func (c *orderServiceClient) ChangeOrderPlan(ctx context.Context, req *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error) {
+	return c.changeOrderPlan.CallUnary(ctx, req)
+}
+
+// CancelPlanChange calls billing.order.OrderService.CancelPlanChange.
+func (c *orderServiceClient) CancelPlanChange(ctx context.Context, req *connect.Request[order.CancelPlanChangeRequest]) (*connect.Response[order.CancelPlanChangeResponse], error) {
+	return c.cancelPlanChange.CallUnary(ctx, req)
 }
 
 // ExtendServicePeriod calls billing.order.OrderService.ExtendServicePeriod.
@@ -505,6 +551,22 @@ type OrderServiceHandler interface {
 	// that is not active or suspended answers FailedPrecondition. With
 	// dry_run the answer is a quote and nothing changes.
 	EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error)
+	// ChangeOrderPlan moves a live recurring order to another product (the
+	// customer their own order, an admin any), now or at the end of the
+	// current period (docs/operations.md, "Plan changes"). Now, an upgrade
+	// issues a proration invoice for (new price − old price) × the unused
+	// share of the period, which the balance pays when it can; the order
+	// takes the new product once it is paid, or the change lapses after
+	// [billing].plan_change_days. A downgrade now takes effect at once and
+	// credits the difference to the balance ([billing].downgrade_credit). At
+	// the period end, the next renewal invoice bills the new product. The
+	// new product must renew in the order's currency; a change of cycle is
+	// period_end only. One pending change per order (FailedPrecondition for
+	// a second one).
+	ChangeOrderPlan(context.Context, *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error)
+	// CancelPlanChange withdraws an order's pending plan change until it
+	// takes effect; its unpaid proration invoice is cancelled.
+	CancelPlanChange(context.Context, *connect.Request[order.CancelPlanChangeRequest]) (*connect.Response[order.CancelPlanChangeResponse], error)
 	// ExtendServicePeriod moves the end of an order's current paid period
 	// later, by hand (admin), with a reason kept in the audit log; later
 	// periods count from the new end.
@@ -633,6 +695,18 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(orderServiceMethods.ByName("EndService")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orderServiceChangeOrderPlanHandler := connect.NewUnaryHandler(
+		OrderServiceChangeOrderPlanProcedure,
+		svc.ChangeOrderPlan,
+		connect.WithSchema(orderServiceMethods.ByName("ChangeOrderPlan")),
+		connect.WithHandlerOptions(opts...),
+	)
+	orderServiceCancelPlanChangeHandler := connect.NewUnaryHandler(
+		OrderServiceCancelPlanChangeProcedure,
+		svc.CancelPlanChange,
+		connect.WithSchema(orderServiceMethods.ByName("CancelPlanChange")),
+		connect.WithHandlerOptions(opts...),
+	)
 	orderServiceExtendServicePeriodHandler := connect.NewUnaryHandler(
 		OrderServiceExtendServicePeriodProcedure,
 		svc.ExtendServicePeriod,
@@ -694,6 +768,10 @@ func NewOrderServiceHandler(svc OrderServiceHandler, opts ...connect.HandlerOpti
 			orderServiceSetOrderRenewalHandler.ServeHTTP(w, r)
 		case OrderServiceEndServiceProcedure:
 			orderServiceEndServiceHandler.ServeHTTP(w, r)
+		case OrderServiceChangeOrderPlanProcedure:
+			orderServiceChangeOrderPlanHandler.ServeHTTP(w, r)
+		case OrderServiceCancelPlanChangeProcedure:
+			orderServiceCancelPlanChangeHandler.ServeHTTP(w, r)
 		case OrderServiceExtendServicePeriodProcedure:
 			orderServiceExtendServicePeriodHandler.ServeHTTP(w, r)
 		case OrderServiceSuspendOrderProcedure:
@@ -767,6 +845,14 @@ func (UnimplementedOrderServiceHandler) SetOrderRenewal(context.Context, *connec
 
 func (UnimplementedOrderServiceHandler) EndService(context.Context, *connect.Request[order.EndServiceRequest]) (*connect.Response[order.EndServiceResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.EndService is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) ChangeOrderPlan(context.Context, *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.ChangeOrderPlan is not implemented"))
+}
+
+func (UnimplementedOrderServiceHandler) CancelPlanChange(context.Context, *connect.Request[order.CancelPlanChangeRequest]) (*connect.Response[order.CancelPlanChangeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.order.OrderService.CancelPlanChange is not implemented"))
 }
 
 func (UnimplementedOrderServiceHandler) ExtendServicePeriod(context.Context, *connect.Request[order.ExtendServicePeriodRequest]) (*connect.Response[order.ExtendServicePeriodResponse], error) {

@@ -4,7 +4,7 @@
 /** The values ListEventsRequest's fields allow (their protovalidate `in` rules). */
 export const ListEventsRequestAllowed = {
   status: ["pending", "processing", "done", "failed"],
-  eventType: ["order_paid", "order_provisioned", "order_cancelled", "order_refunded", "service_renewed", "service_suspended", "service_resumed", "service_terminated", "renewal_reminder"],
+  eventType: ["order_paid", "order_provisioned", "order_cancelled", "order_refunded", "service_renewed", "service_suspended", "service_resumed", "service_terminated", "renewal_reminder", "plan_changed", "plan_change_lapsed"],
 } as const;
 
 /** The values ListNotificationsRequest's fields allow (their protovalidate `in` rules). */

@@ -25,3 +25,8 @@ export const ListInvoicesRequestAllowed = {
 export const EndServiceRequestAllowed = {
   credit: ["none", "balance", "gateway"],
 } as const;
+
+/** The values ChangeOrderPlanRequest's fields allow (their protovalidate `in` rules). */
+export const ChangeOrderPlanRequestAllowed = {
+  when: ["now", "period_end"],
+} as const;

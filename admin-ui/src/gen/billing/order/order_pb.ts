@@ -20,7 +20,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file billing/order/order.proto.
  */
 export const file_billing_order_order: GenFile = /*@__PURE__*/
-  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIsIBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJEhUKDWJpbGxpbmdfY3ljbGUYCiABKAki2QIKBU9yZGVyEgoKAmlkGAEgASgJEhMKC2N1c3RvbWVyX2lkGAIgASgJEhIKCnByb2R1Y3RfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhQKDHRvdGFsX2Ftb3VudBgFIAEoCRIQCghjdXJyZW5jeRgGIAEoCRITCgtkZXNjcmlwdGlvbhgHIAEoCRIPCgdwYWlkX2F0GAggASgJEhQKDGNhbmNlbGxlZF9hdBgJIAEoCRIVCg1jYW5jZWxfcmVhc29uGAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIVCg1iaWxsaW5nX2N5Y2xlGA0gASgJEhUKDXJlbmV3YWxfcHJpY2UYDiABKAkSEgoKcGFpZF91bnRpbBgPIAEoCRIOCgZyZW5ld3MYECABKAgSFgoOc3VzcGVuZF9yZWFzb24YESABKAkiiQEKDVNlcnZpY2VQZXJpb2QSDgoGcGVyaW9kGAEgASgFEhEKCXN0YXJ0c19hdBgCIAEoCRIPCgdlbmRzX2F0GAMgASgJEhIKCmludm9pY2VfaWQYBCABKAkSDgoGc3RhdHVzGAUgASgJEg8KB3BhaWRfYXQYBiABKAkSDwoHb3V0Y29tZRgHIAEoCSKvAgoHSW52b2ljZRIKCgJpZBgBIAEoCRITCgtjdXN0b21lcl9pZBgCIAEoCRIQCghvcmRlcl9pZBgDIAEoCRIOCgZudW1iZXIYBCABKAkSDgoGc3RhdHVzGAUgASgJEg4KBmFtb3VudBgGIAEoCRITCgtwYWlkX2Ftb3VudBgHIAEoCRIQCghjdXJyZW5jeRgIIAEoCRITCgtkZXNjcmlwdGlvbhgJIAEoCRIRCglpc3N1ZWRfYXQYCiABKAkSDgoGZHVlX2F0GAsgASgJEg8KB3BhaWRfYXQYDCABKAkSEgoKY3JlYXRlZF9hdBgNIAEoCRISCgp1cGRhdGVkX2F0GA4gASgJEikKBWxpbmVzGA8gAygLMhouYmlsbGluZy5vcmRlci5JbnZvaWNlTGluZSKVAQoLSW52b2ljZUxpbmUSEAoIcG9zaXRpb24YASABKAUSEwoLZGVzY3JpcHRpb24YAiABKAkSFAoMcGVyaW9kX3N0YXJ0GAMgASgJEhIKCnBlcmlvZF9lbmQYBCABKAkSEAoIcXVhbnRpdHkYBSABKAUSEwoLdW5pdF9hbW91bnQYBiABKAkSDgoGYW1vdW50GAcgASgJItUBChRDcmVhdGVQcm9kdWN0UmVxdWVzdBIMCgRuYW1lGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEg0KBXByaWNlGAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhwKD3Byb3ZpZGVyX3BsdWdpbhgFIAEoCUgAiAEBEjAKD3Byb3ZpZGVyX2NvbmZpZxgGIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFQoNYmlsbGluZ19jeWNsZRgHIAEoCUISChBfcHJvdmlkZXJfcGx1Z2luIkAKFUNyZWF0ZVByb2R1Y3RSZXNwb25zZRInCgdwcm9kdWN0GAEgASgLMhYuYmlsbGluZy5vcmRlci5Qcm9kdWN0IpMCChRVcGRhdGVQcm9kdWN0UmVxdWVzdBIKCgJpZBgBIAEoCRIRCgRuYW1lGAIgASgJSACIAQESGAoLZGVzY3JpcHRpb24YAyABKAlIAYgBARISCgVwcmljZRgEIAEoCUgCiAEBEhQKB2VuYWJsZWQYBSABKAhIA4gBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDWJpbGxpbmdfY3ljbGUYByABKAkSIAoYYXBwbHlfdG9fZXhpc3Rpbmdfb3JkZXJzGAggASgIQgcKBV9uYW1lQg4KDF9kZXNjcmlwdGlvbkIICgZfcHJpY2VCCgoIX2VuYWJsZWQiQAoVVXBkYXRlUHJvZHVjdFJlc3BvbnNlEicKB3Byb2R1Y3QYASABKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3QiaQoTTGlzdFByb2R1Y3RzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhQKB2VuYWJsZWQYAiABKAhIAIgBAUIKCghfZW5hYmxlZCJpChRMaXN0UHJvZHVjdHNSZXNwb25zZRIoCghwcm9kdWN0cxgBIAMoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdBInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIigKEkNyZWF0ZU9yZGVyUmVxdWVzdBISCgpwcm9kdWN0X2lkGAEgASgJIjoKE0NyZWF0ZU9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIh0KD0dldE9yZGVyUmVxdWVzdBIKCgJpZBgBIAEoCSJmChBHZXRPcmRlclJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchItCgdwZXJpb2RzGAIgAygLMhwuYmlsbGluZy5vcmRlci5TZXJ2aWNlUGVyaW9kIo8BChFMaXN0T3JkZXJzUmVxdWVzdBIwCgpwYWdpbmF0aW9uGAEgASgLMhwuYmlsbGluZy5wYXltZW50LlBhZ2VSZXF1ZXN0EhgKC2N1c3RvbWVyX2lkGAIgASgJSACIAQESEwoGc3RhdHVzGAMgASgJSAGIAQFCDgoMX2N1c3RvbWVyX2lkQgkKB19zdGF0dXMiYwoSTGlzdE9yZGVyc1Jlc3BvbnNlEiQKBm9yZGVycxgBIAMoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSImChJDYW5jZWxPcmRlclJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkiOgoTQ2FuY2VsT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiKQoVUGF5V2l0aEJhbGFuY2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIn8KFlBheVdpdGhCYWxhbmNlUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEi8KB3BheW1lbnQYAiABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZBIPCgdiYWxhbmNlGAMgASgJIpIBChRDcmVhdGVJbnZvaWNlUmVxdWVzdBISCghvcmRlcl9pZBgBIAEoCUgAEhUKC2N1c3RvbWVyX2lkGAIgASgJSAASDgoGYW1vdW50GAMgASgJEhAKCGN1cnJlbmN5GAQgASgJEhMKC2Rlc2NyaXB0aW9uGAUgASgJEg4KBmR1ZV9hdBgGIAEoCUIICgZ0YXJnZXQiQAoVQ3JlYXRlSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UiHwoRR2V0SW52b2ljZVJlcXVlc3QSCgoCaWQYASABKAkiPQoSR2V0SW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UitQEKE0xpc3RJbnZvaWNlc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhUKCG9yZGVyX2lkGAMgASgJSAGIAQESEwoGc3RhdHVzGAQgASgJSAKIAQFCDgoMX2N1c3RvbWVyX2lkQgsKCV9vcmRlcl9pZEIJCgdfc3RhdHVzImkKFExpc3RJbnZvaWNlc1Jlc3BvbnNlEigKCGludm9pY2VzGAEgAygLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiKgoUQ2FuY2VsSW52b2ljZVJlcXVlc3QSEgoKaW52b2ljZV9pZBgBIAEoCSJAChVDYW5jZWxJbnZvaWNlUmVzcG9uc2USJwoHaW52b2ljZRgBIAEoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZSI6ChZTZXRPcmRlclJlbmV3YWxSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJEg4KBnJlbmV3cxgCIAEoCCI+ChdTZXRPcmRlclJlbmV3YWxSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiRgoRRW5kU2VydmljZVJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSDgoGY3JlZGl0GAIgASgJEg8KB2RyeV9ydW4YAyABKAgikAEKEkVuZFNlcnZpY2VSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISDgoGY3JlZGl0GAIgASgJEg4KBnVudXNlZBgDIAEoCRIQCghjcmVkaXRlZBgEIAEoCRISCgpyZWZ1bmRfaWRzGAUgAygJEg8KB2RyeV9ydW4YBiABKAgiTwoaRXh0ZW5kU2VydmljZVBlcmlvZFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSDwoHZW5kc19hdBgCIAEoCRIOCgZyZWFzb24YAyABKAkicAobRXh0ZW5kU2VydmljZVBlcmlvZFJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIsCgZwZXJpb2QYAiABKAsyHC5iaWxsaW5nLm9yZGVyLlNlcnZpY2VQZXJpb2QiNwoTU3VzcGVuZE9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOwoUU3VzcGVuZE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIjYKElJlc3VtZU9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOgoTUmVzdW1lT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiLQoaQWR2YW5jZUJpbGxpbmdDbG9ja1JlcXVlc3QSDwoHc2Vjb25kcxgBIAEoAyKUAQobQWR2YW5jZUJpbGxpbmdDbG9ja1Jlc3BvbnNlEgsKA25vdxgBIAEoCRIOCgZpc3N1ZWQYAiABKAUSEQoJYXV0b19wYWlkGAMgASgFEg8KB292ZXJkdWUYBCABKAUSEQoJc3VzcGVuZGVkGAUgASgFEhIKCnRlcm1pbmF0ZWQYBiABKAUSDQoFZW5kZWQYByABKAUiKQoZR2V0UmVuZXdhbE92ZXJ2aWV3UmVxdWVzdBIMCgRkYXlzGAEgASgFIj4KC1JlbmV3YWxzRHVlEhAKCGN1cnJlbmN5GAEgASgJEg0KBWNvdW50GAIgASgDEg4KBmFtb3VudBgDIAEoCSKZAQoOUmVuZXdhbEludm9pY2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEhIKCmludm9pY2VfaWQYAiABKAkSEgoKYW1vdW50X2R1ZRgDIAEoCRIOCgZkdWVfYXQYBCABKAkSFAoMZGF5c19vdmVyZHVlGAUgASgFEhQKDG5leHRfc3RlcF9hdBgGIAEoCSLWAgoaR2V0UmVuZXdhbE92ZXJ2aWV3UmVzcG9uc2USDAoEZGF5cxgBIAEoBRInCgNkdWUYAiADKAsyGi5iaWxsaW5nLm9yZGVyLlJlbmV3YWxzRHVlEi4KB292ZXJkdWUYAyADKAsyHS5iaWxsaW5nLm9yZGVyLlJlbmV3YWxJbnZvaWNlEhUKDW92ZXJkdWVfY291bnQYBCABKAMSMAoJc3VzcGVuZGVkGAUgAygLMh0uYmlsbGluZy5vcmRlci5SZW5ld2FsSW52b2ljZRIXCg9zdXNwZW5kZWRfY291bnQYBiABKAMSQwoccGFydGx5X3BhaWRfcGFzdF90ZXJtaW5hdGlvbhgHIAMoCzIdLmJpbGxpbmcub3JkZXIuUmVuZXdhbEludm9pY2USKgoicGFydGx5X3BhaWRfcGFzdF90ZXJtaW5hdGlvbl9jb3VudBgIIAEoAzL6DQoMT3JkZXJTZXJ2aWNlEloKDUNyZWF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLkNyZWF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVzcG9uc2USXAoMTGlzdFByb2R1Y3RzEiIuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXNwb25zZSIDkAIBEloKDVVwZGF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLlVwZGF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5VcGRhdGVQcm9kdWN0UmVzcG9uc2USVAoLQ3JlYXRlT3JkZXISIS5iaWxsaW5nLm9yZGVyLkNyZWF0ZU9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuQ3JlYXRlT3JkZXJSZXNwb25zZRJQCghHZXRPcmRlchIeLmJpbGxpbmcub3JkZXIuR2V0T3JkZXJSZXF1ZXN0Gh8uYmlsbGluZy5vcmRlci5HZXRPcmRlclJlc3BvbnNlIgOQAgESVgoKTGlzdE9yZGVycxIgLmJpbGxpbmcub3JkZXIuTGlzdE9yZGVyc1JlcXVlc3QaIS5iaWxsaW5nLm9yZGVyLkxpc3RPcmRlcnNSZXNwb25zZSIDkAIBElQKC0NhbmNlbE9yZGVyEiEuYmlsbGluZy5vcmRlci5DYW5jZWxPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLkNhbmNlbE9yZGVyUmVzcG9uc2USXQoOUGF5V2l0aEJhbGFuY2USJC5iaWxsaW5nLm9yZGVyLlBheVdpdGhCYWxhbmNlUmVxdWVzdBolLmJpbGxpbmcub3JkZXIuUGF5V2l0aEJhbGFuY2VSZXNwb25zZRJaCg1DcmVhdGVJbnZvaWNlEiMuYmlsbGluZy5vcmRlci5DcmVhdGVJbnZvaWNlUmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlSW52b2ljZVJlc3BvbnNlElYKCkdldEludm9pY2USIC5iaWxsaW5nLm9yZGVyLkdldEludm9pY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5HZXRJbnZvaWNlUmVzcG9uc2UiA5ACARJcCgxMaXN0SW52b2ljZXMSIi5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1JlcXVlc3QaIy5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1Jlc3BvbnNlIgOQAgESWgoNQ2FuY2VsSW52b2ljZRIjLmJpbGxpbmcub3JkZXIuQ2FuY2VsSW52b2ljZVJlcXVlc3QaJC5iaWxsaW5nLm9yZGVyLkNhbmNlbEludm9pY2VSZXNwb25zZRJgCg9TZXRPcmRlclJlbmV3YWwSJS5iaWxsaW5nLm9yZGVyLlNldE9yZGVyUmVuZXdhbFJlcXVlc3QaJi5iaWxsaW5nLm9yZGVyLlNldE9yZGVyUmVuZXdhbFJlc3BvbnNlElEKCkVuZFNlcnZpY2USIC5iaWxsaW5nLm9yZGVyLkVuZFNlcnZpY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5FbmRTZXJ2aWNlUmVzcG9uc2USbAoTRXh0ZW5kU2VydmljZVBlcmlvZBIpLmJpbGxpbmcub3JkZXIuRXh0ZW5kU2VydmljZVBlcmlvZFJlcXVlc3QaKi5iaWxsaW5nLm9yZGVyLkV4dGVuZFNlcnZpY2VQZXJpb2RSZXNwb25zZRJXCgxTdXNwZW5kT3JkZXISIi5iaWxsaW5nLm9yZGVyLlN1c3BlbmRPcmRlclJlcXVlc3QaIy5iaWxsaW5nLm9yZGVyLlN1c3BlbmRPcmRlclJlc3BvbnNlElQKC1Jlc3VtZU9yZGVyEiEuYmlsbGluZy5vcmRlci5SZXN1bWVPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLlJlc3VtZU9yZGVyUmVzcG9uc2USbAoTQWR2YW5jZUJpbGxpbmdDbG9jaxIpLmJpbGxpbmcub3JkZXIuQWR2YW5jZUJpbGxpbmdDbG9ja1JlcXVlc3QaKi5iaWxsaW5nLm9yZGVyLkFkdmFuY2VCaWxsaW5nQ2xvY2tSZXNwb25zZRJxChJHZXRSZW5ld2FsT3ZlcnZpZXcSKC5iaWxsaW5nLm9yZGVyLkdldFJlbmV3YWxPdmVydmlld1JlcXVlc3QaKS5iaWxsaW5nLm9yZGVyLkdldFJlbmV3YWxPdmVydmlld1Jlc3BvbnNlIgaIAgGQAgFCOFo2Z2l0aHViLmNvbS9ydXN0YmlsbC9wYXltZW50ZC9nZW4vYmlsbGluZy9vcmRlcjtvcmRlcnBiYgZwcm90bzM", [file_billing_payment_payment, file_google_protobuf_struct]);
+  fileDesc("ChliaWxsaW5nL29yZGVyL29yZGVyLnByb3RvEg1iaWxsaW5nLm9yZGVyIsIBCgdQcm9kdWN0EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSDQoFcHJpY2UYBCABKAkSEAoIY3VycmVuY3kYBSABKAkSFwoPcHJvdmlkZXJfcGx1Z2luGAYgASgJEg8KB2VuYWJsZWQYByABKAgSEgoKY3JlYXRlZF9hdBgIIAEoCRISCgp1cGRhdGVkX2F0GAkgASgJEhUKDWJpbGxpbmdfY3ljbGUYCiABKAkikQMKBU9yZGVyEgoKAmlkGAEgASgJEhMKC2N1c3RvbWVyX2lkGAIgASgJEhIKCnByb2R1Y3RfaWQYAyABKAkSDgoGc3RhdHVzGAQgASgJEhQKDHRvdGFsX2Ftb3VudBgFIAEoCRIQCghjdXJyZW5jeRgGIAEoCRITCgtkZXNjcmlwdGlvbhgHIAEoCRIPCgdwYWlkX2F0GAggASgJEhQKDGNhbmNlbGxlZF9hdBgJIAEoCRIVCg1jYW5jZWxfcmVhc29uGAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIVCg1iaWxsaW5nX2N5Y2xlGA0gASgJEhUKDXJlbmV3YWxfcHJpY2UYDiABKAkSEgoKcGFpZF91bnRpbBgPIAEoCRIOCgZyZW5ld3MYECABKAgSFgoOc3VzcGVuZF9yZWFzb24YESABKAkSNgoTcGVuZGluZ19wbGFuX2NoYW5nZRgSIAEoCzIZLmJpbGxpbmcub3JkZXIuUGxhbkNoYW5nZSKiAgoKUGxhbkNoYW5nZRIKCgJpZBgBIAEoCRIXCg9mcm9tX3Byb2R1Y3RfaWQYAiABKAkSFQoNdG9fcHJvZHVjdF9pZBgDIAEoCRISCgpmcm9tX3ByaWNlGAQgASgJEhAKCHRvX3ByaWNlGAUgASgJEhIKCmZyb21fY3ljbGUYBiABKAkSEAoIdG9fY3ljbGUYByABKAkSDAoEd2hlbhgIIAEoCRIOCgZzdGF0dXMYCSABKAkSDgoGYW1vdW50GAogASgJEhAKCGNyZWRpdGVkGAsgASgJEhIKCmludm9pY2VfaWQYDCABKAkSEAoIbGFwc2VfYXQYDSABKAkSFAoMZWZmZWN0aXZlX2F0GA4gASgJEhAKCGN1cnJlbmN5GA8gASgJIokBCg1TZXJ2aWNlUGVyaW9kEg4KBnBlcmlvZBgBIAEoBRIRCglzdGFydHNfYXQYAiABKAkSDwoHZW5kc19hdBgDIAEoCRISCgppbnZvaWNlX2lkGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIPCgdwYWlkX2F0GAYgASgJEg8KB291dGNvbWUYByABKAkirwIKB0ludm9pY2USCgoCaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSEAoIb3JkZXJfaWQYAyABKAkSDgoGbnVtYmVyGAQgASgJEg4KBnN0YXR1cxgFIAEoCRIOCgZhbW91bnQYBiABKAkSEwoLcGFpZF9hbW91bnQYByABKAkSEAoIY3VycmVuY3kYCCABKAkSEwoLZGVzY3JpcHRpb24YCSABKAkSEQoJaXNzdWVkX2F0GAogASgJEg4KBmR1ZV9hdBgLIAEoCRIPCgdwYWlkX2F0GAwgASgJEhIKCmNyZWF0ZWRfYXQYDSABKAkSEgoKdXBkYXRlZF9hdBgOIAEoCRIpCgVsaW5lcxgPIAMoCzIaLmJpbGxpbmcub3JkZXIuSW52b2ljZUxpbmUilQEKC0ludm9pY2VMaW5lEhAKCHBvc2l0aW9uGAEgASgFEhMKC2Rlc2NyaXB0aW9uGAIgASgJEhQKDHBlcmlvZF9zdGFydBgDIAEoCRISCgpwZXJpb2RfZW5kGAQgASgJEhAKCHF1YW50aXR5GAUgASgFEhMKC3VuaXRfYW1vdW50GAYgASgJEg4KBmFtb3VudBgHIAEoCSLVAQoUQ3JlYXRlUHJvZHVjdFJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRINCgVwcmljZRgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRIcCg9wcm92aWRlcl9wbHVnaW4YBSABKAlIAIgBARIwCg9wcm92aWRlcl9jb25maWcYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhUKDWJpbGxpbmdfY3ljbGUYByABKAlCEgoQX3Byb3ZpZGVyX3BsdWdpbiJAChVDcmVhdGVQcm9kdWN0UmVzcG9uc2USJwoHcHJvZHVjdBgBIAEoCzIWLmJpbGxpbmcub3JkZXIuUHJvZHVjdCKTAgoUVXBkYXRlUHJvZHVjdFJlcXVlc3QSCgoCaWQYASABKAkSEQoEbmFtZRgCIAEoCUgAiAEBEhgKC2Rlc2NyaXB0aW9uGAMgASgJSAGIAQESEgoFcHJpY2UYBCABKAlIAogBARIUCgdlbmFibGVkGAUgASgISAOIAQESMAoPcHJvdmlkZXJfY29uZmlnGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIVCg1iaWxsaW5nX2N5Y2xlGAcgASgJEiAKGGFwcGx5X3RvX2V4aXN0aW5nX29yZGVycxgIIAEoCEIHCgVfbmFtZUIOCgxfZGVzY3JpcHRpb25CCAoGX3ByaWNlQgoKCF9lbmFibGVkIkAKFVVwZGF0ZVByb2R1Y3RSZXNwb25zZRInCgdwcm9kdWN0GAEgASgLMhYuYmlsbGluZy5vcmRlci5Qcm9kdWN0ImkKE0xpc3RQcm9kdWN0c1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIUCgdlbmFibGVkGAIgASgISACIAQFCCgoIX2VuYWJsZWQiaQoUTGlzdFByb2R1Y3RzUmVzcG9uc2USKAoIcHJvZHVjdHMYASADKAsyFi5iaWxsaW5nLm9yZGVyLlByb2R1Y3QSJwoEbWV0YRgCIAEoCzIZLmJpbGxpbmcucGF5bWVudC5QYWdlTWV0YSIoChJDcmVhdGVPcmRlclJlcXVlc3QSEgoKcHJvZHVjdF9pZBgBIAEoCSI6ChNDcmVhdGVPcmRlclJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlciIdCg9HZXRPcmRlclJlcXVlc3QSCgoCaWQYASABKAkiZgoQR2V0T3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXISLQoHcGVyaW9kcxgCIAMoCzIcLmJpbGxpbmcub3JkZXIuU2VydmljZVBlcmlvZCKPAQoRTGlzdE9yZGVyc1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIYCgtjdXN0b21lcl9pZBgCIAEoCUgAiAEBEhMKBnN0YXR1cxgDIAEoCUgBiAEBQg4KDF9jdXN0b21lcl9pZEIJCgdfc3RhdHVzImMKEkxpc3RPcmRlcnNSZXNwb25zZRIkCgZvcmRlcnMYASADKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiJgoSQ2FuY2VsT3JkZXJSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIjoKE0NhbmNlbE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIikKFVBheVdpdGhCYWxhbmNlUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCSJ/ChZQYXlXaXRoQmFsYW5jZVJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIvCgdwYXltZW50GAIgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSDwoHYmFsYW5jZRgDIAEoCSKSAQoUQ3JlYXRlSW52b2ljZVJlcXVlc3QSEgoIb3JkZXJfaWQYASABKAlIABIVCgtjdXN0b21lcl9pZBgCIAEoCUgAEg4KBmFtb3VudBgDIAEoCRIQCghjdXJyZW5jeRgEIAEoCRITCgtkZXNjcmlwdGlvbhgFIAEoCRIOCgZkdWVfYXQYBiABKAlCCAoGdGFyZ2V0IkAKFUNyZWF0ZUludm9pY2VSZXNwb25zZRInCgdpbnZvaWNlGAEgASgLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlIh8KEUdldEludm9pY2VSZXF1ZXN0EgoKAmlkGAEgASgJIj0KEkdldEludm9pY2VSZXNwb25zZRInCgdpbnZvaWNlGAEgASgLMhYuYmlsbGluZy5vcmRlci5JbnZvaWNlIrUBChNMaXN0SW52b2ljZXNSZXF1ZXN0EjAKCnBhZ2luYXRpb24YASABKAsyHC5iaWxsaW5nLnBheW1lbnQuUGFnZVJlcXVlc3QSGAoLY3VzdG9tZXJfaWQYAiABKAlIAIgBARIVCghvcmRlcl9pZBgDIAEoCUgBiAEBEhMKBnN0YXR1cxgEIAEoCUgCiAEBQg4KDF9jdXN0b21lcl9pZEILCglfb3JkZXJfaWRCCQoHX3N0YXR1cyJpChRMaXN0SW52b2ljZXNSZXNwb25zZRIoCghpbnZvaWNlcxgBIAMoCzIWLmJpbGxpbmcub3JkZXIuSW52b2ljZRInCgRtZXRhGAIgASgLMhkuYmlsbGluZy5wYXltZW50LlBhZ2VNZXRhIioKFENhbmNlbEludm9pY2VSZXF1ZXN0EhIKCmludm9pY2VfaWQYASABKAkiQAoVQ2FuY2VsSW52b2ljZVJlc3BvbnNlEicKB2ludm9pY2UYASABKAsyFi5iaWxsaW5nLm9yZGVyLkludm9pY2UiOgoWU2V0T3JkZXJSZW5ld2FsUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZW5ld3MYAiABKAgiPgoXU2V0T3JkZXJSZW5ld2FsUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIkYKEUVuZFNlcnZpY2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJEg4KBmNyZWRpdBgCIAEoCRIPCgdkcnlfcnVuGAMgASgIIpABChJFbmRTZXJ2aWNlUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEg4KBmNyZWRpdBgCIAEoCRIOCgZ1bnVzZWQYAyABKAkSEAoIY3JlZGl0ZWQYBCABKAkSEgoKcmVmdW5kX2lkcxgFIAMoCRIPCgdkcnlfcnVuGAYgASgIIkwKFkNoYW5nZU9yZGVyUGxhblJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSEgoKcHJvZHVjdF9pZBgCIAEoCRIMCgR3aGVuGAMgASgJImkKF0NoYW5nZU9yZGVyUGxhblJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIpCgZjaGFuZ2UYAiABKAsyGS5iaWxsaW5nLm9yZGVyLlBsYW5DaGFuZ2UiKwoXQ2FuY2VsUGxhbkNoYW5nZVJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkiagoYQ2FuY2VsUGxhbkNoYW5nZVJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIpCgZjaGFuZ2UYAiABKAsyGS5iaWxsaW5nLm9yZGVyLlBsYW5DaGFuZ2UiTwoaRXh0ZW5kU2VydmljZVBlcmlvZFJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSDwoHZW5kc19hdBgCIAEoCRIOCgZyZWFzb24YAyABKAkicAobRXh0ZW5kU2VydmljZVBlcmlvZFJlc3BvbnNlEiMKBW9yZGVyGAEgASgLMhQuYmlsbGluZy5vcmRlci5PcmRlchIsCgZwZXJpb2QYAiABKAsyHC5iaWxsaW5nLm9yZGVyLlNlcnZpY2VQZXJpb2QiNwoTU3VzcGVuZE9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOwoUU3VzcGVuZE9yZGVyUmVzcG9uc2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyIjYKElJlc3VtZU9yZGVyUmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiOgoTUmVzdW1lT3JkZXJSZXNwb25zZRIjCgVvcmRlchgBIAEoCzIULmJpbGxpbmcub3JkZXIuT3JkZXIiLQoaQWR2YW5jZUJpbGxpbmdDbG9ja1JlcXVlc3QSDwoHc2Vjb25kcxgBIAEoAyKUAQobQWR2YW5jZUJpbGxpbmdDbG9ja1Jlc3BvbnNlEgsKA25vdxgBIAEoCRIOCgZpc3N1ZWQYAiABKAUSEQoJYXV0b19wYWlkGAMgASgFEg8KB292ZXJkdWUYBCABKAUSEQoJc3VzcGVuZGVkGAUgASgFEhIKCnRlcm1pbmF0ZWQYBiABKAUSDQoFZW5kZWQYByABKAUiKQoZR2V0UmVuZXdhbE92ZXJ2aWV3UmVxdWVzdBIMCgRkYXlzGAEgASgFIj4KC1JlbmV3YWxzRHVlEhAKCGN1cnJlbmN5GAEgASgJEg0KBWNvdW50GAIgASgDEg4KBmFtb3VudBgDIAEoCSKZAQoOUmVuZXdhbEludm9pY2USIwoFb3JkZXIYASABKAsyFC5iaWxsaW5nLm9yZGVyLk9yZGVyEhIKCmludm9pY2VfaWQYAiABKAkSEgoKYW1vdW50X2R1ZRgDIAEoCRIOCgZkdWVfYXQYBCABKAkSFAoMZGF5c19vdmVyZHVlGAUgASgFEhQKDG5leHRfc3RlcF9hdBgGIAEoCSLWAgoaR2V0UmVuZXdhbE92ZXJ2aWV3UmVzcG9uc2USDAoEZGF5cxgBIAEoBRInCgNkdWUYAiADKAsyGi5iaWxsaW5nLm9yZGVyLlJlbmV3YWxzRHVlEi4KB292ZXJkdWUYAyADKAsyHS5iaWxsaW5nLm9yZGVyLlJlbmV3YWxJbnZvaWNlEhUKDW92ZXJkdWVfY291bnQYBCABKAMSMAoJc3VzcGVuZGVkGAUgAygLMh0uYmlsbGluZy5vcmRlci5SZW5ld2FsSW52b2ljZRIXCg9zdXNwZW5kZWRfY291bnQYBiABKAMSQwoccGFydGx5X3BhaWRfcGFzdF90ZXJtaW5hdGlvbhgHIAMoCzIdLmJpbGxpbmcub3JkZXIuUmVuZXdhbEludm9pY2USKgoicGFydGx5X3BhaWRfcGFzdF90ZXJtaW5hdGlvbl9jb3VudBgIIAEoAzLBDwoMT3JkZXJTZXJ2aWNlEloKDUNyZWF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLkNyZWF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5DcmVhdGVQcm9kdWN0UmVzcG9uc2USXAoMTGlzdFByb2R1Y3RzEiIuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5MaXN0UHJvZHVjdHNSZXNwb25zZSIDkAIBEloKDVVwZGF0ZVByb2R1Y3QSIy5iaWxsaW5nLm9yZGVyLlVwZGF0ZVByb2R1Y3RSZXF1ZXN0GiQuYmlsbGluZy5vcmRlci5VcGRhdGVQcm9kdWN0UmVzcG9uc2USVAoLQ3JlYXRlT3JkZXISIS5iaWxsaW5nLm9yZGVyLkNyZWF0ZU9yZGVyUmVxdWVzdBoiLmJpbGxpbmcub3JkZXIuQ3JlYXRlT3JkZXJSZXNwb25zZRJQCghHZXRPcmRlchIeLmJpbGxpbmcub3JkZXIuR2V0T3JkZXJSZXF1ZXN0Gh8uYmlsbGluZy5vcmRlci5HZXRPcmRlclJlc3BvbnNlIgOQAgESVgoKTGlzdE9yZGVycxIgLmJpbGxpbmcub3JkZXIuTGlzdE9yZGVyc1JlcXVlc3QaIS5iaWxsaW5nLm9yZGVyLkxpc3RPcmRlcnNSZXNwb25zZSIDkAIBElQKC0NhbmNlbE9yZGVyEiEuYmlsbGluZy5vcmRlci5DYW5jZWxPcmRlclJlcXVlc3QaIi5iaWxsaW5nLm9yZGVyLkNhbmNlbE9yZGVyUmVzcG9uc2USXQoOUGF5V2l0aEJhbGFuY2USJC5iaWxsaW5nLm9yZGVyLlBheVdpdGhCYWxhbmNlUmVxdWVzdBolLmJpbGxpbmcub3JkZXIuUGF5V2l0aEJhbGFuY2VSZXNwb25zZRJaCg1DcmVhdGVJbnZvaWNlEiMuYmlsbGluZy5vcmRlci5DcmVhdGVJbnZvaWNlUmVxdWVzdBokLmJpbGxpbmcub3JkZXIuQ3JlYXRlSW52b2ljZVJlc3BvbnNlElYKCkdldEludm9pY2USIC5iaWxsaW5nLm9yZGVyLkdldEludm9pY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5HZXRJbnZvaWNlUmVzcG9uc2UiA5ACARJcCgxMaXN0SW52b2ljZXMSIi5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1JlcXVlc3QaIy5iaWxsaW5nLm9yZGVyLkxpc3RJbnZvaWNlc1Jlc3BvbnNlIgOQAgESWgoNQ2FuY2VsSW52b2ljZRIjLmJpbGxpbmcub3JkZXIuQ2FuY2VsSW52b2ljZVJlcXVlc3QaJC5iaWxsaW5nLm9yZGVyLkNhbmNlbEludm9pY2VSZXNwb25zZRJgCg9TZXRPcmRlclJlbmV3YWwSJS5iaWxsaW5nLm9yZGVyLlNldE9yZGVyUmVuZXdhbFJlcXVlc3QaJi5iaWxsaW5nLm9yZGVyLlNldE9yZGVyUmVuZXdhbFJlc3BvbnNlElEKCkVuZFNlcnZpY2USIC5iaWxsaW5nLm9yZGVyLkVuZFNlcnZpY2VSZXF1ZXN0GiEuYmlsbGluZy5vcmRlci5FbmRTZXJ2aWNlUmVzcG9uc2USYAoPQ2hhbmdlT3JkZXJQbGFuEiUuYmlsbGluZy5vcmRlci5DaGFuZ2VPcmRlclBsYW5SZXF1ZXN0GiYuYmlsbGluZy5vcmRlci5DaGFuZ2VPcmRlclBsYW5SZXNwb25zZRJjChBDYW5jZWxQbGFuQ2hhbmdlEiYuYmlsbGluZy5vcmRlci5DYW5jZWxQbGFuQ2hhbmdlUmVxdWVzdBonLmJpbGxpbmcub3JkZXIuQ2FuY2VsUGxhbkNoYW5nZVJlc3BvbnNlEmwKE0V4dGVuZFNlcnZpY2VQZXJpb2QSKS5iaWxsaW5nLm9yZGVyLkV4dGVuZFNlcnZpY2VQZXJpb2RSZXF1ZXN0GiouYmlsbGluZy5vcmRlci5FeHRlbmRTZXJ2aWNlUGVyaW9kUmVzcG9uc2USVwoMU3VzcGVuZE9yZGVyEiIuYmlsbGluZy5vcmRlci5TdXNwZW5kT3JkZXJSZXF1ZXN0GiMuYmlsbGluZy5vcmRlci5TdXNwZW5kT3JkZXJSZXNwb25zZRJUCgtSZXN1bWVPcmRlchIhLmJpbGxpbmcub3JkZXIuUmVzdW1lT3JkZXJSZXF1ZXN0GiIuYmlsbGluZy5vcmRlci5SZXN1bWVPcmRlclJlc3BvbnNlEmwKE0FkdmFuY2VCaWxsaW5nQ2xvY2sSKS5iaWxsaW5nLm9yZGVyLkFkdmFuY2VCaWxsaW5nQ2xvY2tSZXF1ZXN0GiouYmlsbGluZy5vcmRlci5BZHZhbmNlQmlsbGluZ0Nsb2NrUmVzcG9uc2UScQoSR2V0UmVuZXdhbE92ZXJ2aWV3EiguYmlsbGluZy5vcmRlci5HZXRSZW5ld2FsT3ZlcnZpZXdSZXF1ZXN0GikuYmlsbGluZy5vcmRlci5HZXRSZW5ld2FsT3ZlcnZpZXdSZXNwb25zZSIGiAIBkAIBQjhaNmdpdGh1Yi5jb20vcnVzdGJpbGwvcGF5bWVudGQvZ2VuL2JpbGxpbmcvb3JkZXI7b3JkZXJwYmIGcHJvdG8z", [file_billing_payment_payment, file_google_protobuf_struct]);
 
 /**
  * Product is one entry of the catalogue.
@@ -239,6 +239,14 @@ export type Order = Message<"billing.order.Order"> & {
    * @generated from field: string suspend_reason = 17;
    */
   suspendReason: string;
+
+  /**
+   * The plan change waiting to take effect (ChangeOrderPlan); unset when
+   * there is none.
+   *
+   * @generated from field: billing.order.PlanChange pending_plan_change = 18;
+   */
+  pendingPlanChange?: PlanChange | undefined;
 };
 
 /**
@@ -247,6 +255,122 @@ export type Order = Message<"billing.order.Order"> & {
  */
 export const OrderSchema: GenMessage<Order> = /*@__PURE__*/
   messageDesc(file_billing_order_order, 1);
+
+/**
+ * PlanChange is one change of an order's product (ChangeOrderPlan).
+ *
+ * @generated from message billing.order.PlanChange
+ */
+export type PlanChange = Message<"billing.order.PlanChange"> & {
+  /**
+   * Plan change id (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * The product before and after.
+   *
+   * @generated from field: string from_product_id = 2;
+   */
+  fromProductId: string;
+
+  /**
+   * @generated from field: string to_product_id = 3;
+   */
+  toProductId: string;
+
+  /**
+   * The renewal price before and after, decimal strings.
+   *
+   * @generated from field: string from_price = 4;
+   */
+  fromPrice: string;
+
+  /**
+   * @generated from field: string to_price = 5;
+   */
+  toPrice: string;
+
+  /**
+   * The billing cycle before and after.
+   *
+   * @generated from field: string from_cycle = 6;
+   */
+  fromCycle: string;
+
+  /**
+   * @generated from field: string to_cycle = 7;
+   */
+  toCycle: string;
+
+  /**
+   * now or period_end.
+   *
+   * @generated from field: string when = 8;
+   */
+  when: string;
+
+  /**
+   * pending, applied, cancelled or lapsed.
+   *
+   * @generated from field: string status = 9;
+   */
+  status: string;
+
+  /**
+   * now: the difference for the rest of the period, (to − from) × unused
+   * share rounded once half-even to the cent; positive is billed
+   * (invoice_id), negative is the downgrade's credit. "0.00" at period_end.
+   *
+   * @generated from field: string amount = 10;
+   */
+  amount: string;
+
+  /**
+   * What of a downgrade's difference went to the balance.
+   *
+   * @generated from field: string credited = 11;
+   */
+  credited: string;
+
+  /**
+   * The proration invoice (now, upgrade) or the renewal invoice billing the
+   * new product (period_end, once issued); empty otherwise.
+   *
+   * @generated from field: string invoice_id = 12;
+   */
+  invoiceId: string;
+
+  /**
+   * When an unpaid proration lapses, RFC 3339; empty otherwise.
+   *
+   * @generated from field: string lapse_at = 13;
+   */
+  lapseAt: string;
+
+  /**
+   * When it takes (took) effect, RFC 3339; empty while not known.
+   *
+   * @generated from field: string effective_at = 14;
+   */
+  effectiveAt: string;
+
+  /**
+   * The currency of the prices.
+   *
+   * @generated from field: string currency = 15;
+   */
+  currency: string;
+};
+
+/**
+ * Describes the message billing.order.PlanChange.
+ * Use `create(PlanChangeSchema)` to create a new message.
+ */
+export const PlanChangeSchema: GenMessage<PlanChange> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 2);
 
 /**
  * ServicePeriod is one period of a recurring order's service.
@@ -309,7 +433,7 @@ export type ServicePeriod = Message<"billing.order.ServicePeriod"> & {
  * Use `create(ServicePeriodSchema)` to create a new message.
  */
 export const ServicePeriodSchema: GenMessage<ServicePeriod> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 2);
+  messageDesc(file_billing_order_order, 3);
 
 /**
  * Invoice is a bill to a customer, for an order or on its own.
@@ -428,7 +552,7 @@ export type Invoice = Message<"billing.order.Invoice"> & {
  * Use `create(InvoiceSchema)` to create a new message.
  */
 export const InvoiceSchema: GenMessage<Invoice> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 3);
+  messageDesc(file_billing_order_order, 4);
 
 /**
  * One line of an invoice.
@@ -495,7 +619,7 @@ export type InvoiceLine = Message<"billing.order.InvoiceLine"> & {
  * Use `create(InvoiceLineSchema)` to create a new message.
  */
 export const InvoiceLineSchema: GenMessage<InvoiceLine> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 4);
+  messageDesc(file_billing_order_order, 5);
 
 /**
  * @generated from message billing.order.CreateProductRequest
@@ -562,7 +686,7 @@ export type CreateProductRequest = Message<"billing.order.CreateProductRequest">
  * Use `create(CreateProductRequestSchema)` to create a new message.
  */
 export const CreateProductRequestSchema: GenMessage<CreateProductRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 5);
+  messageDesc(file_billing_order_order, 6);
 
 /**
  * @generated from message billing.order.CreateProductResponse
@@ -581,7 +705,7 @@ export type CreateProductResponse = Message<"billing.order.CreateProductResponse
  * Use `create(CreateProductResponseSchema)` to create a new message.
  */
 export const CreateProductResponseSchema: GenMessage<CreateProductResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 6);
+  messageDesc(file_billing_order_order, 7);
 
 /**
  * @generated from message billing.order.UpdateProductRequest
@@ -659,7 +783,7 @@ export type UpdateProductRequest = Message<"billing.order.UpdateProductRequest">
  * Use `create(UpdateProductRequestSchema)` to create a new message.
  */
 export const UpdateProductRequestSchema: GenMessage<UpdateProductRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 7);
+  messageDesc(file_billing_order_order, 8);
 
 /**
  * @generated from message billing.order.UpdateProductResponse
@@ -678,7 +802,7 @@ export type UpdateProductResponse = Message<"billing.order.UpdateProductResponse
  * Use `create(UpdateProductResponseSchema)` to create a new message.
  */
 export const UpdateProductResponseSchema: GenMessage<UpdateProductResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 8);
+  messageDesc(file_billing_order_order, 9);
 
 /**
  * @generated from message billing.order.ListProductsRequest
@@ -705,7 +829,7 @@ export type ListProductsRequest = Message<"billing.order.ListProductsRequest"> &
  * Use `create(ListProductsRequestSchema)` to create a new message.
  */
 export const ListProductsRequestSchema: GenMessage<ListProductsRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 9);
+  messageDesc(file_billing_order_order, 10);
 
 /**
  * @generated from message billing.order.ListProductsResponse
@@ -731,7 +855,7 @@ export type ListProductsResponse = Message<"billing.order.ListProductsResponse">
  * Use `create(ListProductsResponseSchema)` to create a new message.
  */
 export const ListProductsResponseSchema: GenMessage<ListProductsResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 10);
+  messageDesc(file_billing_order_order, 11);
 
 /**
  * @generated from message billing.order.CreateOrderRequest
@@ -750,7 +874,7 @@ export type CreateOrderRequest = Message<"billing.order.CreateOrderRequest"> & {
  * Use `create(CreateOrderRequestSchema)` to create a new message.
  */
 export const CreateOrderRequestSchema: GenMessage<CreateOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 11);
+  messageDesc(file_billing_order_order, 12);
 
 /**
  * @generated from message billing.order.CreateOrderResponse
@@ -769,7 +893,7 @@ export type CreateOrderResponse = Message<"billing.order.CreateOrderResponse"> &
  * Use `create(CreateOrderResponseSchema)` to create a new message.
  */
 export const CreateOrderResponseSchema: GenMessage<CreateOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 12);
+  messageDesc(file_billing_order_order, 13);
 
 /**
  * @generated from message billing.order.GetOrderRequest
@@ -789,7 +913,7 @@ export type GetOrderRequest = Message<"billing.order.GetOrderRequest"> & {
  * Use `create(GetOrderRequestSchema)` to create a new message.
  */
 export const GetOrderRequestSchema: GenMessage<GetOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 13);
+  messageDesc(file_billing_order_order, 14);
 
 /**
  * @generated from message billing.order.GetOrderResponse
@@ -815,7 +939,7 @@ export type GetOrderResponse = Message<"billing.order.GetOrderResponse"> & {
  * Use `create(GetOrderResponseSchema)` to create a new message.
  */
 export const GetOrderResponseSchema: GenMessage<GetOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 14);
+  messageDesc(file_billing_order_order, 15);
 
 /**
  * @generated from message billing.order.ListOrdersRequest
@@ -848,7 +972,7 @@ export type ListOrdersRequest = Message<"billing.order.ListOrdersRequest"> & {
  * Use `create(ListOrdersRequestSchema)` to create a new message.
  */
 export const ListOrdersRequestSchema: GenMessage<ListOrdersRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 15);
+  messageDesc(file_billing_order_order, 16);
 
 /**
  * @generated from message billing.order.ListOrdersResponse
@@ -874,7 +998,7 @@ export type ListOrdersResponse = Message<"billing.order.ListOrdersResponse"> & {
  * Use `create(ListOrdersResponseSchema)` to create a new message.
  */
 export const ListOrdersResponseSchema: GenMessage<ListOrdersResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 16);
+  messageDesc(file_billing_order_order, 17);
 
 /**
  * @generated from message billing.order.CancelOrderRequest
@@ -894,7 +1018,7 @@ export type CancelOrderRequest = Message<"billing.order.CancelOrderRequest"> & {
  * Use `create(CancelOrderRequestSchema)` to create a new message.
  */
 export const CancelOrderRequestSchema: GenMessage<CancelOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 17);
+  messageDesc(file_billing_order_order, 18);
 
 /**
  * @generated from message billing.order.CancelOrderResponse
@@ -913,7 +1037,7 @@ export type CancelOrderResponse = Message<"billing.order.CancelOrderResponse"> &
  * Use `create(CancelOrderResponseSchema)` to create a new message.
  */
 export const CancelOrderResponseSchema: GenMessage<CancelOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 18);
+  messageDesc(file_billing_order_order, 19);
 
 /**
  * @generated from message billing.order.PayWithBalanceRequest
@@ -932,7 +1056,7 @@ export type PayWithBalanceRequest = Message<"billing.order.PayWithBalanceRequest
  * Use `create(PayWithBalanceRequestSchema)` to create a new message.
  */
 export const PayWithBalanceRequestSchema: GenMessage<PayWithBalanceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 19);
+  messageDesc(file_billing_order_order, 20);
 
 /**
  * @generated from message billing.order.PayWithBalanceResponse
@@ -967,7 +1091,7 @@ export type PayWithBalanceResponse = Message<"billing.order.PayWithBalanceRespon
  * Use `create(PayWithBalanceResponseSchema)` to create a new message.
  */
 export const PayWithBalanceResponseSchema: GenMessage<PayWithBalanceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 20);
+  messageDesc(file_billing_order_order, 21);
 
 /**
  * @generated from message billing.order.CreateInvoiceRequest
@@ -1032,7 +1156,7 @@ export type CreateInvoiceRequest = Message<"billing.order.CreateInvoiceRequest">
  * Use `create(CreateInvoiceRequestSchema)` to create a new message.
  */
 export const CreateInvoiceRequestSchema: GenMessage<CreateInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 21);
+  messageDesc(file_billing_order_order, 22);
 
 /**
  * @generated from message billing.order.CreateInvoiceResponse
@@ -1051,7 +1175,7 @@ export type CreateInvoiceResponse = Message<"billing.order.CreateInvoiceResponse
  * Use `create(CreateInvoiceResponseSchema)` to create a new message.
  */
 export const CreateInvoiceResponseSchema: GenMessage<CreateInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 22);
+  messageDesc(file_billing_order_order, 23);
 
 /**
  * @generated from message billing.order.GetInvoiceRequest
@@ -1070,7 +1194,7 @@ export type GetInvoiceRequest = Message<"billing.order.GetInvoiceRequest"> & {
  * Use `create(GetInvoiceRequestSchema)` to create a new message.
  */
 export const GetInvoiceRequestSchema: GenMessage<GetInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 23);
+  messageDesc(file_billing_order_order, 24);
 
 /**
  * @generated from message billing.order.GetInvoiceResponse
@@ -1089,7 +1213,7 @@ export type GetInvoiceResponse = Message<"billing.order.GetInvoiceResponse"> & {
  * Use `create(GetInvoiceResponseSchema)` to create a new message.
  */
 export const GetInvoiceResponseSchema: GenMessage<GetInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 24);
+  messageDesc(file_billing_order_order, 25);
 
 /**
  * @generated from message billing.order.ListInvoicesRequest
@@ -1129,7 +1253,7 @@ export type ListInvoicesRequest = Message<"billing.order.ListInvoicesRequest"> &
  * Use `create(ListInvoicesRequestSchema)` to create a new message.
  */
 export const ListInvoicesRequestSchema: GenMessage<ListInvoicesRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 25);
+  messageDesc(file_billing_order_order, 26);
 
 /**
  * @generated from message billing.order.ListInvoicesResponse
@@ -1155,7 +1279,7 @@ export type ListInvoicesResponse = Message<"billing.order.ListInvoicesResponse">
  * Use `create(ListInvoicesResponseSchema)` to create a new message.
  */
 export const ListInvoicesResponseSchema: GenMessage<ListInvoicesResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 26);
+  messageDesc(file_billing_order_order, 27);
 
 /**
  * @generated from message billing.order.CancelInvoiceRequest
@@ -1174,7 +1298,7 @@ export type CancelInvoiceRequest = Message<"billing.order.CancelInvoiceRequest">
  * Use `create(CancelInvoiceRequestSchema)` to create a new message.
  */
 export const CancelInvoiceRequestSchema: GenMessage<CancelInvoiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 27);
+  messageDesc(file_billing_order_order, 28);
 
 /**
  * @generated from message billing.order.CancelInvoiceResponse
@@ -1193,7 +1317,7 @@ export type CancelInvoiceResponse = Message<"billing.order.CancelInvoiceResponse
  * Use `create(CancelInvoiceResponseSchema)` to create a new message.
  */
 export const CancelInvoiceResponseSchema: GenMessage<CancelInvoiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 28);
+  messageDesc(file_billing_order_order, 29);
 
 /**
  * @generated from message billing.order.SetOrderRenewalRequest
@@ -1219,7 +1343,7 @@ export type SetOrderRenewalRequest = Message<"billing.order.SetOrderRenewalReque
  * Use `create(SetOrderRenewalRequestSchema)` to create a new message.
  */
 export const SetOrderRenewalRequestSchema: GenMessage<SetOrderRenewalRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 29);
+  messageDesc(file_billing_order_order, 30);
 
 /**
  * @generated from message billing.order.SetOrderRenewalResponse
@@ -1238,7 +1362,7 @@ export type SetOrderRenewalResponse = Message<"billing.order.SetOrderRenewalResp
  * Use `create(SetOrderRenewalResponseSchema)` to create a new message.
  */
 export const SetOrderRenewalResponseSchema: GenMessage<SetOrderRenewalResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 30);
+  messageDesc(file_billing_order_order, 31);
 
 /**
  * @generated from message billing.order.EndServiceRequest
@@ -1273,7 +1397,7 @@ export type EndServiceRequest = Message<"billing.order.EndServiceRequest"> & {
  * Use `create(EndServiceRequestSchema)` to create a new message.
  */
 export const EndServiceRequestSchema: GenMessage<EndServiceRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 31);
+  messageDesc(file_billing_order_order, 32);
 
 /**
  * @generated from message billing.order.EndServiceResponse
@@ -1328,7 +1452,112 @@ export type EndServiceResponse = Message<"billing.order.EndServiceResponse"> & {
  * Use `create(EndServiceResponseSchema)` to create a new message.
  */
 export const EndServiceResponseSchema: GenMessage<EndServiceResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 32);
+  messageDesc(file_billing_order_order, 33);
+
+/**
+ * @generated from message billing.order.ChangeOrderPlanRequest
+ */
+export type ChangeOrderPlanRequest = Message<"billing.order.ChangeOrderPlanRequest"> & {
+  /**
+   * The recurring order, active.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * The product to move to: enabled, recurring, in the order's currency.
+   *
+   * @generated from field: string product_id = 2;
+   */
+  productId: string;
+
+  /**
+   * now or period_end.
+   *
+   * @generated from field: string when = 3;
+   */
+  when: string;
+};
+
+/**
+ * Describes the message billing.order.ChangeOrderPlanRequest.
+ * Use `create(ChangeOrderPlanRequestSchema)` to create a new message.
+ */
+export const ChangeOrderPlanRequestSchema: GenMessage<ChangeOrderPlanRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 34);
+
+/**
+ * @generated from message billing.order.ChangeOrderPlanResponse
+ */
+export type ChangeOrderPlanResponse = Message<"billing.order.ChangeOrderPlanResponse"> & {
+  /**
+   * The order as it is now (its product changed when the change took
+   * effect at once; pending_plan_change set while it waits).
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+
+  /**
+   * The change.
+   *
+   * @generated from field: billing.order.PlanChange change = 2;
+   */
+  change?: PlanChange | undefined;
+};
+
+/**
+ * Describes the message billing.order.ChangeOrderPlanResponse.
+ * Use `create(ChangeOrderPlanResponseSchema)` to create a new message.
+ */
+export const ChangeOrderPlanResponseSchema: GenMessage<ChangeOrderPlanResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 35);
+
+/**
+ * @generated from message billing.order.CancelPlanChangeRequest
+ */
+export type CancelPlanChangeRequest = Message<"billing.order.CancelPlanChangeRequest"> & {
+  /**
+   * The order whose pending change is withdrawn.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+};
+
+/**
+ * Describes the message billing.order.CancelPlanChangeRequest.
+ * Use `create(CancelPlanChangeRequestSchema)` to create a new message.
+ */
+export const CancelPlanChangeRequestSchema: GenMessage<CancelPlanChangeRequest> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 36);
+
+/**
+ * @generated from message billing.order.CancelPlanChangeResponse
+ */
+export type CancelPlanChangeResponse = Message<"billing.order.CancelPlanChangeResponse"> & {
+  /**
+   * The order as it is now.
+   *
+   * @generated from field: billing.order.Order order = 1;
+   */
+  order?: Order | undefined;
+
+  /**
+   * The change, cancelled.
+   *
+   * @generated from field: billing.order.PlanChange change = 2;
+   */
+  change?: PlanChange | undefined;
+};
+
+/**
+ * Describes the message billing.order.CancelPlanChangeResponse.
+ * Use `create(CancelPlanChangeResponseSchema)` to create a new message.
+ */
+export const CancelPlanChangeResponseSchema: GenMessage<CancelPlanChangeResponse> = /*@__PURE__*/
+  messageDesc(file_billing_order_order, 37);
 
 /**
  * @generated from message billing.order.ExtendServicePeriodRequest
@@ -1361,7 +1590,7 @@ export type ExtendServicePeriodRequest = Message<"billing.order.ExtendServicePer
  * Use `create(ExtendServicePeriodRequestSchema)` to create a new message.
  */
 export const ExtendServicePeriodRequestSchema: GenMessage<ExtendServicePeriodRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 33);
+  messageDesc(file_billing_order_order, 38);
 
 /**
  * @generated from message billing.order.ExtendServicePeriodResponse
@@ -1387,7 +1616,7 @@ export type ExtendServicePeriodResponse = Message<"billing.order.ExtendServicePe
  * Use `create(ExtendServicePeriodResponseSchema)` to create a new message.
  */
 export const ExtendServicePeriodResponseSchema: GenMessage<ExtendServicePeriodResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 34);
+  messageDesc(file_billing_order_order, 39);
 
 /**
  * @generated from message billing.order.SuspendOrderRequest
@@ -1413,7 +1642,7 @@ export type SuspendOrderRequest = Message<"billing.order.SuspendOrderRequest"> &
  * Use `create(SuspendOrderRequestSchema)` to create a new message.
  */
 export const SuspendOrderRequestSchema: GenMessage<SuspendOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 35);
+  messageDesc(file_billing_order_order, 40);
 
 /**
  * @generated from message billing.order.SuspendOrderResponse
@@ -1432,7 +1661,7 @@ export type SuspendOrderResponse = Message<"billing.order.SuspendOrderResponse">
  * Use `create(SuspendOrderResponseSchema)` to create a new message.
  */
 export const SuspendOrderResponseSchema: GenMessage<SuspendOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 36);
+  messageDesc(file_billing_order_order, 41);
 
 /**
  * @generated from message billing.order.ResumeOrderRequest
@@ -1458,7 +1687,7 @@ export type ResumeOrderRequest = Message<"billing.order.ResumeOrderRequest"> & {
  * Use `create(ResumeOrderRequestSchema)` to create a new message.
  */
 export const ResumeOrderRequestSchema: GenMessage<ResumeOrderRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 37);
+  messageDesc(file_billing_order_order, 42);
 
 /**
  * @generated from message billing.order.ResumeOrderResponse
@@ -1477,7 +1706,7 @@ export type ResumeOrderResponse = Message<"billing.order.ResumeOrderResponse"> &
  * Use `create(ResumeOrderResponseSchema)` to create a new message.
  */
 export const ResumeOrderResponseSchema: GenMessage<ResumeOrderResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 38);
+  messageDesc(file_billing_order_order, 43);
 
 /**
  * @generated from message billing.order.AdvanceBillingClockRequest
@@ -1496,7 +1725,7 @@ export type AdvanceBillingClockRequest = Message<"billing.order.AdvanceBillingCl
  * Use `create(AdvanceBillingClockRequestSchema)` to create a new message.
  */
 export const AdvanceBillingClockRequestSchema: GenMessage<AdvanceBillingClockRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 39);
+  messageDesc(file_billing_order_order, 44);
 
 /**
  * @generated from message billing.order.AdvanceBillingClockResponse
@@ -1547,7 +1776,7 @@ export type AdvanceBillingClockResponse = Message<"billing.order.AdvanceBillingC
  * Use `create(AdvanceBillingClockResponseSchema)` to create a new message.
  */
 export const AdvanceBillingClockResponseSchema: GenMessage<AdvanceBillingClockResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 40);
+  messageDesc(file_billing_order_order, 45);
 
 /**
  * @generated from message billing.order.GetRenewalOverviewRequest
@@ -1566,7 +1795,7 @@ export type GetRenewalOverviewRequest = Message<"billing.order.GetRenewalOvervie
  * Use `create(GetRenewalOverviewRequestSchema)` to create a new message.
  */
 export const GetRenewalOverviewRequestSchema: GenMessage<GetRenewalOverviewRequest> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 41);
+  messageDesc(file_billing_order_order, 46);
 
 /**
  * RenewalsDue is what falls due in one currency.
@@ -1602,7 +1831,7 @@ export type RenewalsDue = Message<"billing.order.RenewalsDue"> & {
  * Use `create(RenewalsDueSchema)` to create a new message.
  */
 export const RenewalsDueSchema: GenMessage<RenewalsDue> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 42);
+  messageDesc(file_billing_order_order, 47);
 
 /**
  * RenewalInvoice is an order with its unpaid renewal invoice.
@@ -1657,7 +1886,7 @@ export type RenewalInvoice = Message<"billing.order.RenewalInvoice"> & {
  * Use `create(RenewalInvoiceSchema)` to create a new message.
  */
 export const RenewalInvoiceSchema: GenMessage<RenewalInvoice> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 43);
+  messageDesc(file_billing_order_order, 48);
 
 /**
  * @generated from message billing.order.GetRenewalOverviewResponse
@@ -1728,7 +1957,7 @@ export type GetRenewalOverviewResponse = Message<"billing.order.GetRenewalOvervi
  * Use `create(GetRenewalOverviewResponseSchema)` to create a new message.
  */
 export const GetRenewalOverviewResponseSchema: GenMessage<GetRenewalOverviewResponse> = /*@__PURE__*/
-  messageDesc(file_billing_order_order, 44);
+  messageDesc(file_billing_order_order, 49);
 
 /**
  * OrderService sells products: the catalogue, orders, balance payment and
@@ -1912,6 +2141,38 @@ export const OrderService: GenService<{
     methodKind: "unary";
     input: typeof EndServiceRequestSchema;
     output: typeof EndServiceResponseSchema;
+  },
+  /**
+   * ChangeOrderPlan moves a live recurring order to another product (the
+   * customer their own order, an admin any), now or at the end of the
+   * current period (docs/operations.md, "Plan changes"). Now, an upgrade
+   * issues a proration invoice for (new price − old price) × the unused
+   * share of the period, which the balance pays when it can; the order
+   * takes the new product once it is paid, or the change lapses after
+   * [billing].plan_change_days. A downgrade now takes effect at once and
+   * credits the difference to the balance ([billing].downgrade_credit). At
+   * the period end, the next renewal invoice bills the new product. The
+   * new product must renew in the order's currency; a change of cycle is
+   * period_end only. One pending change per order (FailedPrecondition for
+   * a second one).
+   *
+   * @generated from rpc billing.order.OrderService.ChangeOrderPlan
+   */
+  changeOrderPlan: {
+    methodKind: "unary";
+    input: typeof ChangeOrderPlanRequestSchema;
+    output: typeof ChangeOrderPlanResponseSchema;
+  },
+  /**
+   * CancelPlanChange withdraws an order's pending plan change until it
+   * takes effect; its unpaid proration invoice is cancelled.
+   *
+   * @generated from rpc billing.order.OrderService.CancelPlanChange
+   */
+  cancelPlanChange: {
+    methodKind: "unary";
+    input: typeof CancelPlanChangeRequestSchema;
+    output: typeof CancelPlanChangeResponseSchema;
   },
   /**
    * ExtendServicePeriod moves the end of an order's current paid period
