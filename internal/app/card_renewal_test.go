@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	"github.com/rustbill/paymentd/internal/config"
 )
@@ -96,7 +99,10 @@ type cardOrder struct {
 	advance func(to time.Time) *orderpb.AdvanceBillingClockResponse
 }
 
-func startCardOrder(t *testing.T) *cardOrder {
+func startCardOrder(t *testing.T) *cardOrder { return startCardOrderIn(t, "USD") }
+
+// startCardOrderIn is startCardOrder in currency.
+func startCardOrderIn(t *testing.T, currency string) *cardOrder {
 	t.Helper()
 	fake := newCardStripe(t)
 	var dbURL string
@@ -110,7 +116,7 @@ func startCardOrder(t *testing.T) *cardOrder {
 	})
 	s := &stripeBundle{payBundle: e, gw: gw}
 	ctx := context.Background()
-	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS monthly", Price: "12.30", Currency: "USD", BillingCycle: "monthly"}, e.c.admin))
+	prod, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{Name: "VPS monthly", Price: "12.30", Currency: currency, BillingCycle: "monthly"}, e.c.admin))
 	require.NoError(t, err)
 	placed, err := e.orders.CreateOrder(ctx, with(&orderpb.CreateOrderRequest{ProductId: prod.Msg.GetProduct().GetId()}, e.c.customer))
 	require.NoError(t, err)
@@ -123,7 +129,7 @@ func startCardOrder(t *testing.T) *cardOrder {
 		"id": "evt_card", "object": "event", "type": "checkout.session.completed", "created": time.Now().Unix(),
 		"data": map[string]any{"object": map[string]any{
 			"id": "cs_test_card", "object": "checkout.session", "mode": "payment", "status": "complete",
-			"payment_status": "paid", "amount_total": 1230, "currency": "usd", "client_reference_id": p.GetId(),
+			"payment_status": "paid", "amount_total": 1230, "currency": strings.ToLower(currency), "client_reference_id": p.GetId(),
 			"payment_intent": "pi_checkout", "customer": "cus_Card1",
 			"metadata": map[string]any{"payment_id": p.GetId(), "order_id": id, "save_method": "1"},
 		}},
@@ -256,4 +262,24 @@ func TestADeclinedCardIsRetriedOnTheRetryDaysNoticedAndResumesTheServiceWhenItPa
 
 	advance(end.Add(9*24*time.Hour + time.Minute))
 	require.Len(t, attempts(), 3, "a paid invoice is not charged on the last retry day")
+}
+
+func TestTheBalancePaysFirstAndTheCardIsNotChargedForWhatItCovers(t *testing.T) {
+	t.Parallel()
+	// The balance is kept in the customer's currency, CNY.
+	c := startCardOrderIn(t, "CNY")
+	e, fake, id, end, advance := c.e, c.fake, c.id, c.end, c.advance
+	ctx := context.Background()
+	advance(end.Add(-7*24*time.Hour + time.Minute))
+	// Topped up after the invoice was issued: the run on the due day pays
+	// it from the balance, and the card is left alone.
+	customers := identitypbconnect.NewCustomerAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	_, err := customers.AdjustBalance(ctx, with(&identitypb.AdjustBalanceRequest{CustomerId: e.c.customerID.String(), Amount: "12.30", Note: "top-up"}, e.c.admin))
+	require.NoError(t, err)
+	advance(end.Add(time.Minute))
+	got, err := e.orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, e.c.customer))
+	require.NoError(t, err)
+	require.Equal(t, "paid", got.Msg.GetPeriods()[1].GetStatus())
+	distinct, posts := fake.chargesMade()
+	require.Equal(t, []int{0, 0}, []int{distinct, posts}, "the balance covered the invoice: the card is not charged")
 }
