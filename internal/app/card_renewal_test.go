@@ -40,11 +40,13 @@ type cardStripe struct {
 	charges map[string]url.Values
 	posts   int
 	decline string // "": charges succeed; else the error code
+	// expMonth and expYear are the saved card's expiry.
+	expMonth, expYear int
 }
 
 func newCardStripe(t *testing.T) *cardStripe {
 	t.Helper()
-	f := &cardStripe{charges: map[string]url.Values{}}
+	f := &cardStripe{charges: map[string]url.Values{}, expMonth: 12, expYear: 2035}
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		form, _ := url.ParseQuery(string(body))
@@ -59,7 +61,7 @@ func newCardStripe(t *testing.T) *cardStripe {
 		case r.URL.Path == "/v1/checkout/sessions":
 			_, _ = io.WriteString(w, `{"id":"cs_test_card","object":"checkout.session","url":"https://checkout.stripe.com/c/pay/cs_test_card"}`)
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/pi_checkout":
-			_, _ = io.WriteString(w, `{"id":"pi_checkout","object":"payment_intent","status":"succeeded","payment_method":{"id":"pm_Card1","object":"payment_method","type":"card","card":{"brand":"visa","last4":"4242","exp_month":12,"exp_year":2035}}}`)
+			_, _ = fmt.Fprintf(w, `{"id":"pi_checkout","object":"payment_intent","status":"succeeded","payment_method":{"id":"pm_Card1","object":"payment_method","type":"card","card":{"brand":"visa","last4":"4242","exp_month":%d,"exp_year":%d}}}`, f.expMonth, f.expYear)
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents":
 			f.posts++
 			key := r.Header.Get("Idempotency-Key")
@@ -104,7 +106,12 @@ func startCardOrder(t *testing.T) *cardOrder { return startCardOrderIn(t, "USD")
 // startCardOrderIn is startCardOrder in currency.
 func startCardOrderIn(t *testing.T, currency string) *cardOrder {
 	t.Helper()
-	fake := newCardStripe(t)
+	return startCardOrderWith(t, currency, newCardStripe(t))
+}
+
+// startCardOrderWith is startCardOrderIn with the Stripe fake given.
+func startCardOrderWith(t *testing.T, currency string, fake *cardStripe) *cardOrder {
+	t.Helper()
 	var dbURL string
 	e := startPayments(t, func(c *config.Config) {
 		c.Billing.TestClock = true
@@ -145,7 +152,7 @@ func startCardOrderIn(t *testing.T, currency string) *cardOrder {
 	var month, year int
 	require.NoError(t, db.QueryRow(ctx, `SELECT brand, last4, exp_month, exp_year, gateway_method_id FROM saved_payment_methods`).
 		Scan(&brand, &last4, &month, &year, &method))
-	require.Equal(t, []any{"visa", "4242", 12, 2035, "pm_Card1"}, []any{brand, last4, month, year, method},
+	require.Equal(t, []any{"visa", "4242", fake.expMonth, fake.expYear, "pm_Card1"}, []any{brand, last4, month, year, method},
 		"only the gateway's references, brand, last four digits and expiry are kept")
 
 	got, err := e.orders.GetOrder(ctx, with(&orderpb.GetOrderRequest{Id: id}, e.c.customer))
@@ -282,4 +289,23 @@ func TestTheBalancePaysFirstAndTheCardIsNotChargedForWhatItCovers(t *testing.T) 
 	require.Equal(t, "paid", got.Msg.GetPeriods()[1].GetStatus())
 	distinct, posts := fake.chargesMade()
 	require.Equal(t, []int{0, 0}, []int{distinct, posts}, "the balance covered the invoice: the card is not charged")
+}
+
+func TestACardExpiringBeforeTheNextRenewalIsNoticedOnceTheMonthBefore(t *testing.T) {
+	t.Parallel()
+	fake := newCardStripe(t)
+	now := time.Now().UTC()
+	fake.expMonth, fake.expYear = int(now.Month()), now.Year() // valid through this month only
+	c := startCardOrderWith(t, "USD", fake)
+	ctx := context.Background()
+	expiring := func() int {
+		t.Helper()
+		var n int
+		require.NoError(t, c.db.QueryRow(ctx, `SELECT count(*) FROM events WHERE event_type = 'renewal_reminder' AND payload->>'kind' = 'card_expiring'`).Scan(&n))
+		return n
+	}
+	c.advance(c.end.Add(-7*24*time.Hour + time.Minute))
+	require.Equal(t, 1, expiring(), "the card expires before the renewal a month away: the customer is told")
+	c.advance(c.end.Add(-time.Hour))
+	require.Equal(t, 1, expiring(), "once")
 }

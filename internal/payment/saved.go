@@ -286,7 +286,44 @@ func (s *Service) ChargeDue(ctx context.Context, retryDays []int, node string) (
 			round.Declined++
 		}
 	}
+	if err := s.noticeExpiringCards(ctx, now); err != nil {
+		return round, err
+	}
 	return round, nil
+}
+
+// noticeExpiringCards tells a customer, once per saved method, that its
+// card expires before the next renewal of an order it pays, from a month
+// before that renewal (renewal_reminder of kind card_expiring).
+func (s *Service) noticeExpiringCards(ctx context.Context, now time.Time) error {
+	rows, err := store.Q(s.db).ListSavedMethodsExpiringBeforeRenewal(ctx, store.ListSavedMethodsExpiringBeforeRenewalParams{
+		LiveStatuses: order.LiveStatuses(), Now: now,
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+			at := s.now()
+			n, err := store.Q(tx).MarkSavedMethodExpiryNoticed(ctx, store.MarkSavedMethodExpiryNoticedParams{At: &at, ID: r.SavedMethodID})
+			if err != nil || n == 0 {
+				return err // noticed already (another order of the customer)
+			}
+			var due time.Time
+			if r.PaidUntil != nil {
+				due = *r.PaidUntil
+			}
+			body, err := json.Marshal(order.RenewalReminderPayload{OrderID: r.OrderID, Kind: ReminderCardExpiring, DueAt: due})
+			if err != nil {
+				return err
+			}
+			return store.AppendEvent(ctx, tx, event.TypeRenewalReminder, r.OrderID, body)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // billingPrincipal is who the billing run checks a target as: any

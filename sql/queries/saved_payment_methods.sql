@@ -81,3 +81,22 @@ WHERE i.status IN ('issued', 'overdue')
   AND EXISTS (SELECT 1 FROM saved_payment_methods m WHERE m.customer_id = i.customer_id AND m.removed_at IS NULL)
 ORDER BY i.due_at, i.id
 LIMIT @max_rows::integer;
+
+-- name: ListSavedMethodsExpiringBeforeRenewal :many
+-- Saved methods not yet noticed whose card expires (the end of its expiry
+-- month) before the next renewal of a live renewing order of their
+-- customer that charges it, from a month before that renewal: the
+-- customer is told to save another card (payment.ChargeDue).
+SELECT m.id AS saved_method_id, o.id AS order_id, o.paid_until
+FROM saved_payment_methods m
+JOIN orders o ON o.customer_id = m.customer_id
+WHERE m.removed_at IS NULL AND m.expiry_noticed_at IS NULL
+  AND o.renews AND o.status = ANY(@live_statuses::text[]) AND o.paid_until IS NOT NULL
+  AND make_date(m.exp_year, m.exp_month, 1) + interval '1 month' <= o.paid_until
+  AND o.paid_until - interval '1 month' <= @now::timestamptz
+  AND COALESCE((SELECT c.auto_charge FROM order_auto_charge c WHERE c.order_id = o.id), true)
+ORDER BY m.id, o.id
+LIMIT 100;
+
+-- name: MarkSavedMethodExpiryNoticed :execrows
+UPDATE saved_payment_methods SET expiry_noticed_at = @at WHERE id = @id AND expiry_noticed_at IS NULL;

@@ -224,6 +224,54 @@ func (q *Queries) ListSavedChargeAttempts(ctx context.Context, invoiceID uuid.UU
 	return items, nil
 }
 
+const listSavedMethodsExpiringBeforeRenewal = `-- name: ListSavedMethodsExpiringBeforeRenewal :many
+SELECT m.id AS saved_method_id, o.id AS order_id, o.paid_until
+FROM saved_payment_methods m
+JOIN orders o ON o.customer_id = m.customer_id
+WHERE m.removed_at IS NULL AND m.expiry_noticed_at IS NULL
+  AND o.renews AND o.status = ANY($1::text[]) AND o.paid_until IS NOT NULL
+  AND make_date(m.exp_year, m.exp_month, 1) + interval '1 month' <= o.paid_until
+  AND o.paid_until - interval '1 month' <= $2::timestamptz
+  AND COALESCE((SELECT c.auto_charge FROM order_auto_charge c WHERE c.order_id = o.id), true)
+ORDER BY m.id, o.id
+LIMIT 100
+`
+
+type ListSavedMethodsExpiringBeforeRenewalParams struct {
+	LiveStatuses []string
+	Now          time.Time
+}
+
+type ListSavedMethodsExpiringBeforeRenewalRow struct {
+	SavedMethodID uuid.UUID
+	OrderID       uuid.UUID
+	PaidUntil     *time.Time
+}
+
+// Saved methods not yet noticed whose card expires (the end of its expiry
+// month) before the next renewal of a live renewing order of their
+// customer that charges it, from a month before that renewal: the
+// customer is told to save another card (payment.ChargeDue).
+func (q *Queries) ListSavedMethodsExpiringBeforeRenewal(ctx context.Context, arg ListSavedMethodsExpiringBeforeRenewalParams) ([]ListSavedMethodsExpiringBeforeRenewalRow, error) {
+	rows, err := q.db.Query(ctx, listSavedMethodsExpiringBeforeRenewal, arg.LiveStatuses, arg.Now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListSavedMethodsExpiringBeforeRenewalRow
+	for rows.Next() {
+		var i ListSavedMethodsExpiringBeforeRenewalRow
+		if err := rows.Scan(&i.SavedMethodID, &i.OrderID, &i.PaidUntil); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSavedPaymentMethods = `-- name: ListSavedPaymentMethods :many
 SELECT id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at, removed_at, expiry_noticed_at FROM saved_payment_methods
 WHERE customer_id = $1 AND removed_at IS NULL
@@ -262,6 +310,23 @@ func (q *Queries) ListSavedPaymentMethods(ctx context.Context, customerID uuid.U
 		return nil, err
 	}
 	return items, nil
+}
+
+const markSavedMethodExpiryNoticed = `-- name: MarkSavedMethodExpiryNoticed :execrows
+UPDATE saved_payment_methods SET expiry_noticed_at = $1 WHERE id = $2 AND expiry_noticed_at IS NULL
+`
+
+type MarkSavedMethodExpiryNoticedParams struct {
+	At *time.Time
+	ID uuid.UUID
+}
+
+func (q *Queries) MarkSavedMethodExpiryNoticed(ctx context.Context, arg MarkSavedMethodExpiryNoticedParams) (int64, error) {
+	result, err := q.db.Exec(ctx, markSavedMethodExpiryNoticed, arg.At, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const markSavedPaymentMethodRemoved = `-- name: MarkSavedPaymentMethodRemoved :one
