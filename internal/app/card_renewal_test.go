@@ -39,7 +39,9 @@ type cardStripe struct {
 	// charges are the off-session charges made, by Idempotency-Key.
 	charges map[string]url.Values
 	posts   int
-	decline string // "": charges succeed; else the error code
+	// detached are the PaymentMethods detached, by id.
+	detached []string
+	decline  string // "": charges succeed; else the error code
 	// expMonth and expYear are the saved card's expiry.
 	expMonth, expYear int
 }
@@ -62,6 +64,10 @@ func newCardStripe(t *testing.T) *cardStripe {
 			_, _ = io.WriteString(w, `{"id":"cs_test_card","object":"checkout.session","url":"https://checkout.stripe.com/c/pay/cs_test_card"}`)
 		case r.Method == http.MethodGet && r.URL.Path == "/v1/payment_intents/pi_checkout":
 			_, _ = fmt.Fprintf(w, `{"id":"pi_checkout","object":"payment_intent","status":"succeeded","payment_method":{"id":"pm_Card1","object":"payment_method","type":"card","card":{"brand":"visa","last4":"4242","exp_month":%d,"exp_year":%d}}}`, f.expMonth, f.expYear)
+		case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/payment_methods/") && strings.HasSuffix(r.URL.Path, "/detach"):
+			pm := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/payment_methods/"), "/detach")
+			f.detached = append(f.detached, pm)
+			_, _ = fmt.Fprintf(w, `{"id":%q,"object":"payment_method","customer":null}`, pm)
 		case r.Method == http.MethodPost && r.URL.Path == "/v1/payment_intents":
 			f.posts++
 			key := r.Header.Get("Idempotency-Key")

@@ -225,6 +225,21 @@ func (s *Service) SetAutoCharge(ctx context.Context, orderID uuid.UUID, on bool)
 	return store.Q(s.db).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: s.now()})
 }
 
+// OrderAutoCharge is AutoCharge for a caller: the order's customer or an
+// admin (another customer's order, or none, is NotFound).
+func (s *Service) OrderAutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return false, err
+	}
+	o, err := store.Q(s.db).GetOrder(ctx, orderID)
+	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
+	if err := auth.Owned(p, o.CustomerID, err, notFound, notFound); err != nil {
+		return false, err
+	}
+	return s.AutoCharge(ctx, orderID)
+}
+
 // AutoCharge reports whether the renewals of an order charge the saved
 // method (true unless its customer turned it off).
 func (s *Service) AutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
