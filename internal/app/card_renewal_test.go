@@ -251,6 +251,15 @@ func TestADeclinedCardIsRetriedOnTheRetryDaysNoticedAndResumesTheServiceWhenItPa
 	advance(end.Add(time.Minute))
 	require.Equal(t, []string{"declined/card_declined/failed"}, attempts(), "the due day's charge is declined: its payment failed")
 	require.Equal(t, 1, notices(), "and the customer is told, with the invoice to pay by hand")
+	// The renewal overview shows the admin the declined charge beside the
+	// overdue invoice.
+	ov, err := e.orders.GetRenewalOverview(ctx, with(&orderpb.GetRenewalOverviewRequest{}, e.c.admin))
+	require.NoError(t, err)
+	require.Len(t, ov.Msg.GetOverdue(), 1)
+	charges := ov.Msg.GetOverdue()[0].GetCardCharges()
+	require.Len(t, charges, 1)
+	require.Equal(t, []any{int32(0), "declined", "card_declined"}, []any{charges[0].GetAttempt(), charges[0].GetOutcome(), charges[0].GetCode()})
+	require.NotEmpty(t, charges[0].GetPaymentId())
 
 	advance(end.Add(24*time.Hour + time.Minute))
 	require.Len(t, attempts(), 1, "no retry the day after")

@@ -60,6 +60,11 @@ WHERE payment_id = @payment_id AND outcome = '';
 -- An invoice's attempts, first first.
 SELECT * FROM saved_charge_attempts WHERE invoice_id = @invoice_id ORDER BY attempt;
 
+-- name: ListSavedChargeAttemptsOf :many
+-- The attempts of the invoices given, by invoice, first first (the renewal
+-- overview shows them).
+SELECT * FROM saved_charge_attempts WHERE invoice_id = ANY(@invoice_ids::uuid[]) ORDER BY invoice_id, attempt;
+
 -- name: CountSavedChargeAttempts :one
 SELECT count(*)::integer FROM saved_charge_attempts WHERE invoice_id = @invoice_id;
 

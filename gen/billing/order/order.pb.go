@@ -2953,7 +2953,11 @@ type RenewalInvoice struct {
 	// When the service is suspended (for an active order) or ended (for a
 	// suspended one) if it stays unpaid, RFC 3339; empty when that step is
 	// turned off.
-	NextStepAt    string `protobuf:"bytes,6,opt,name=next_step_at,json=nextStepAt,proto3" json:"next_step_at,omitempty"`
+	NextStepAt string `protobuf:"bytes,6,opt,name=next_step_at,json=nextStepAt,proto3" json:"next_step_at,omitempty"`
+	// The charges of the customer's saved card for this invoice (its due
+	// day's, then one per [billing].card_retry_days), first first; empty
+	// when none was made.
+	CardCharges   []*CardChargeAttempt `protobuf:"bytes,7,rep,name=card_charges,json=cardCharges,proto3" json:"card_charges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3030,6 +3034,113 @@ func (x *RenewalInvoice) GetNextStepAt() string {
 	return ""
 }
 
+func (x *RenewalInvoice) GetCardCharges() []*CardChargeAttempt {
+	if x != nil {
+		return x.CardCharges
+	}
+	return nil
+}
+
+// CardChargeAttempt is one charge of a saved card for a renewal invoice.
+type CardChargeAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: the due day's; n: the n-th retry.
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The payment the charge was recorded as.
+	PaymentId string `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	// The saved card charged.
+	SavedMethodId string `protobuf:"bytes,3,opt,name=saved_method_id,json=savedMethodId,proto3" json:"saved_method_id,omitempty"`
+	// succeeded, declined, authentication_required or failed; empty while the gateway's
+	// answer is awaited.
+	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The gateway's code (card_declined, ...) and message; empty on success.
+	Code    string `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// When it was made, RFC 3339.
+	CreatedAt     string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardChargeAttempt) Reset() {
+	*x = CardChargeAttempt{}
+	mi := &file_billing_order_order_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardChargeAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardChargeAttempt) ProtoMessage() {}
+
+func (x *CardChargeAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardChargeAttempt.ProtoReflect.Descriptor instead.
+func (*CardChargeAttempt) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CardChargeAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CardChargeAttempt) GetPaymentId() string {
+	if x != nil {
+		return x.PaymentId
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetSavedMethodId() string {
+	if x != nil {
+		return x.SavedMethodId
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
 type GetRenewalOverviewResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The window, in days.
@@ -3060,7 +3171,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[44]
+	mi := &file_billing_order_order_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3072,7 +3183,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[44]
+	mi := &file_billing_order_order_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3085,7 +3196,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{44}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3385,7 +3496,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\vRenewalsDue\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
-	"\x06amount\x18\x03 \x01(\tR\x06amount\"\xd6\x01\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\"\x9b\x02\n" +
 	"\x0eRenewalInvoice\x12*\n" +
 	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x1d\n" +
 	"\n" +
@@ -3395,7 +3506,18 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x06due_at\x18\x04 \x01(\tR\x05dueAt\x12!\n" +
 	"\fdays_overdue\x18\x05 \x01(\x05R\vdaysOverdue\x12 \n" +
 	"\fnext_step_at\x18\x06 \x01(\tR\n" +
-	"nextStepAt\"\xce\x03\n" +
+	"nextStepAt\x12C\n" +
+	"\fcard_charges\x18\a \x03(\v2 .billing.order.CardChargeAttemptR\vcardCharges\"\xdb\x01\n" +
+	"\x11CardChargeAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
+	"\n" +
+	"payment_id\x18\x02 \x01(\tR\tpaymentId\x12&\n" +
+	"\x0fsaved_method_id\x18\x03 \x01(\tR\rsavedMethodId\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\tR\tcreatedAt\"\xce\x03\n" +
 	"\x1aGetRenewalOverviewResponse\x12\x12\n" +
 	"\x04days\x18\x01 \x01(\x05R\x04days\x12,\n" +
 	"\x03due\x18\x02 \x03(\v2\x1a.billing.order.RenewalsDueR\x03due\x127\n" +
@@ -3441,7 +3563,7 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
@@ -3487,35 +3609,36 @@ var file_billing_order_order_proto_goTypes = []any{
 	(*GetRenewalOverviewRequest)(nil),   // 41: billing.order.GetRenewalOverviewRequest
 	(*RenewalsDue)(nil),                 // 42: billing.order.RenewalsDue
 	(*RenewalInvoice)(nil),              // 43: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 44: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 45: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 46: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 47: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 48: billing.payment.PaymentRecord
+	(*CardChargeAttempt)(nil),           // 44: billing.order.CardChargeAttempt
+	(*GetRenewalOverviewResponse)(nil),  // 45: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 46: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 47: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 48: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 49: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
 	4,  // 0: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
-	45, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	46, // 1: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 2: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	45, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	46, // 3: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 4: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	46, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	47, // 5: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 6: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	47, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	48, // 7: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 8: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
 	1,  // 9: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
 	2,  // 10: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	46, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	47, // 11: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
 	1,  // 12: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	47, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	48, // 13: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 14: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
 	1,  // 15: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	48, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	49, // 16: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
 	3,  // 17: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	3,  // 18: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	46, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	47, // 19: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
 	3,  // 20: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	47, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	48, // 21: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
 	3,  // 22: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	1,  // 23: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
 	1,  // 24: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
@@ -3524,53 +3647,54 @@ var file_billing_order_order_proto_depIdxs = []int32{
 	1,  // 27: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
 	1,  // 28: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
 	1,  // 29: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	42, // 30: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	43, // 31: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	43, // 32: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	43, // 33: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	5,  // 34: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	9,  // 35: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	7,  // 36: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	11, // 37: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	13, // 38: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	15, // 39: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	17, // 40: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	19, // 41: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	21, // 42: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	23, // 43: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	25, // 44: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	27, // 45: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	29, // 46: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	31, // 47: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
-	33, // 48: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	35, // 49: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	37, // 50: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	39, // 51: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	41, // 52: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	6,  // 53: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	10, // 54: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	8,  // 55: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	12, // 56: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	14, // 57: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	16, // 58: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	18, // 59: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	20, // 60: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	22, // 61: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	24, // 62: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	26, // 63: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	28, // 64: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	30, // 65: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	32, // 66: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
-	34, // 67: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	36, // 68: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	38, // 69: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	40, // 70: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	44, // 71: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	53, // [53:72] is the sub-list for method output_type
-	34, // [34:53] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	44, // 30: billing.order.RenewalInvoice.card_charges:type_name -> billing.order.CardChargeAttempt
+	42, // 31: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	43, // 32: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	43, // 33: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	43, // 34: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	5,  // 35: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	9,  // 36: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	7,  // 37: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	11, // 38: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	13, // 39: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	15, // 40: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	17, // 41: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	19, // 42: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	21, // 43: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	23, // 44: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	25, // 45: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	27, // 46: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	29, // 47: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	31, // 48: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	33, // 49: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	35, // 50: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	37, // 51: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	39, // 52: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	41, // 53: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	6,  // 54: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	10, // 55: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	8,  // 56: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	12, // 57: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	14, // 58: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	16, // 59: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	18, // 60: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	20, // 61: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	22, // 62: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	24, // 63: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	26, // 64: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	28, // 65: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	30, // 66: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	32, // 67: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	34, // 68: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	36, // 69: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	38, // 70: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	40, // 71: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	45, // 72: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	54, // [54:73] is the sub-list for method output_type
+	35, // [35:54] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -3593,7 +3717,7 @@ func file_billing_order_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

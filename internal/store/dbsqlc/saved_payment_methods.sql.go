@@ -224,6 +224,42 @@ func (q *Queries) ListSavedChargeAttempts(ctx context.Context, invoiceID uuid.UU
 	return items, nil
 }
 
+const listSavedChargeAttemptsOf = `-- name: ListSavedChargeAttemptsOf :many
+SELECT invoice_id, attempt, payment_id, saved_method_id, outcome, code, message, created_at, answered_at FROM saved_charge_attempts WHERE invoice_id = ANY($1::uuid[]) ORDER BY invoice_id, attempt
+`
+
+// The attempts of the invoices given, by invoice, first first (the renewal
+// overview shows them).
+func (q *Queries) ListSavedChargeAttemptsOf(ctx context.Context, invoiceIds []uuid.UUID) ([]SavedChargeAttempt, error) {
+	rows, err := q.db.Query(ctx, listSavedChargeAttemptsOf, invoiceIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SavedChargeAttempt
+	for rows.Next() {
+		var i SavedChargeAttempt
+		if err := rows.Scan(
+			&i.InvoiceID,
+			&i.Attempt,
+			&i.PaymentID,
+			&i.SavedMethodID,
+			&i.Outcome,
+			&i.Code,
+			&i.Message,
+			&i.CreatedAt,
+			&i.AnsweredAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listSavedMethodsExpiringBeforeRenewal = `-- name: ListSavedMethodsExpiringBeforeRenewal :many
 SELECT m.id AS saved_method_id, o.id AS order_id, o.paid_until
 FROM saved_payment_methods m
