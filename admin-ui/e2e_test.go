@@ -459,6 +459,13 @@ func world(t *testing.T, s *service) fixture {
 		"app_private_key": appPEM, "alipay_public_key": fx.AlipayInterface.PublicKey,
 	})
 
+	// A card the customer saved (through the bank interface here: the page
+	// lists saved methods whatever their gateway), for the customer page.
+	_, err = s.app.Pool().Exec(ctx, `INSERT INTO saved_payment_methods
+		(id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at)
+		VALUES (gen_random_uuid(), $1, $2, 'cus_E2E', 'pm_E2E', 'visa', '4242', 7, 2031, now())`, fx.CustomerID, bank)
+	require.NoError(t, err)
+
 	// An event that used up its attempts, for the retry step.
 	err = s.app.Pool().QueryRow(ctx, `INSERT INTO events (event_type, payload, status, order_id, attempts, last_error)
 		VALUES ('order_paid', jsonb_build_object('order_id', $1::text), 'failed', $1::uuid, 8, 'provider answered 503 eight times')

@@ -1286,6 +1286,9 @@ try {
       await shot("customers");
       await page.getByRole("link", { name: fx.customerId }).click();
       await settled();
+      // The saved card: brand, last four digits and expiry only.
+      const cards = page.getByRole("table", { name: /Saved cards of this customer/ });
+      await expectText(cards.getByRole("row").nth(1), /visa •••• 4242\s*07\/2031/);
       const audit = await page.getByRole("link", { name: "This customer in the audit log" }).getAttribute("href");
       if (!audit?.endsWith(`audit?entity_type=customer&entity_id=${fx.customerId}`)) throw new Error(`the customer's audit link is ${audit}`);
       const sw = page.getByRole("switch", { name: /API keys/ });

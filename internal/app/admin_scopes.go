@@ -32,6 +32,12 @@ var AdminKeyScopes = auth.Scopes{
 	paymentpbconnect.PaymentServiceGetPaymentProcedure:         auth.ScopeRead,
 	paymentpbconnect.PaymentServiceQueryPaymentStatusProcedure: auth.ScopeOperate,
 	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.ScopeOperate,
+	// Saved cards (issue 39, 1): removing one or turning an order's
+	// charging off changes who gets charged: admin.
+	paymentpbconnect.PaymentServiceListSavedPaymentMethodsProcedure:  auth.ScopeRead,
+	paymentpbconnect.PaymentServiceRemoveSavedPaymentMethodProcedure: auth.ScopeAdmin,
+	paymentpbconnect.PaymentServiceSetAutoChargeProcedure:            auth.ScopeAdmin,
+	paymentpbconnect.PaymentServiceGetAutoChargeProcedure:            auth.ScopeRead,
 
 	paymentpbconnect.PaymentAdminServiceListRefundsProcedure:         auth.ScopeRead,
 	paymentpbconnect.PaymentAdminServiceListDisputesProcedure:        auth.ScopeRead,

@@ -541,7 +541,7 @@ func runAPIDoc(t *testing.T, tool string) {
 		"EPAY_URL": fake.URL() + "/", "EPAY_PID": epay.DefaultPID, "EPAY_KEY": epay.DefaultKey,
 		"PAYMENTD_DOC_BUF": bufPath, "PAYMENTD_DOC_GRPCURL": grpcurlPath,
 	}}
-	fixtures := docFixtures(t, r, fake, env)
+	fixtures := docFixtures(t, r, fake, env, cfg.Plugins.Dir)
 
 	// Every method of every service the server offers (as its reflection
 	// lists them) is shown exactly once.
@@ -934,7 +934,7 @@ func mustIndent(t *testing.T, v any) string {
 // orders, a pending bank-transfer payment (and, once it is confirmed, a
 // pending refund of it), the gateway's signed notification of the epay
 // payment, and a failed event.
-func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle) func() {
+func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle, plugins string) func() {
 	ctx := context.Background()
 	orders := orderpbconnect.NewOrderServiceClient(http.DefaultClient, r.baseURL)
 	payments := paymentpbconnect.NewPaymentServiceClient(http.DefaultClient, r.baseURL)
@@ -994,6 +994,32 @@ func docFixtures(t *testing.T, r *running, fake *epay.Server, env *docBundle) fu
 			fo, ok := fake.Order(env.vars["PAYMENT_ID"])
 			require.True(t, ok, "the fake gateway knows the payment")
 			env.vars["CALLBACK_PAYLOAD"] = signedNotify(env.vars["PAYMENT_ID"], fo.TradeNo, "12.30")
+		}
+		if env.has("TOKEN", "CUSTOMER_ID", "ADMIN_COOKIE", "RENEWAL_ORDER_ID") && !env.has("SAVED_METHOD_ID") {
+			// A card saved through Stripe (its Stripe a fake that detaches),
+			// for the saved-card examples. The customer's renewing orders
+			// do not charge it: the renewal examples' answers stay the
+			// balance's.
+			src, err := os.ReadFile(filepath.Join("..", "..", "plugins", "gateway", "stripe.lua"))
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(filepath.Join(plugins, "gateway", "stripe.lua"), src, 0o644))
+			_, err = admin.ReloadPlugins(ctx, with(&gatewaypb.ReloadPluginsRequest{}, adminCookie()))
+			require.NoError(t, err)
+			stripe := newCardStripe(t)
+			gw, err := admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
+				PluginName: "stripe", DisplayName: "Card (Stripe)",
+				Config: mustStruct(t, map[string]any{"secret_key": "sk_test_paymentd", "webhook_secret": stripeWhsec, "api_base": stripe.URL}),
+			}, adminCookie()))
+			require.NoError(t, err)
+			_, err = r.app.Pool().Exec(ctx, `INSERT INTO order_auto_charge (order_id, auto_charge, updated_at)
+				SELECT id, false, now() FROM orders WHERE customer_id = $1 AND renews`, env.vars["CUSTOMER_ID"])
+			require.NoError(t, err)
+			var id string
+			require.NoError(t, r.app.Pool().QueryRow(ctx, `INSERT INTO saved_payment_methods
+				(id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at)
+				VALUES (gen_random_uuid(), $1, $2, 'cus_Doc1', 'pm_Doc1', 'visa', '4242', 12, 2030, now()) RETURNING id::text`,
+				env.vars["CUSTOMER_ID"], gw.Msg.GetGatewayInterface().GetId()).Scan(&id))
+			env.vars["SAVED_METHOD_ID"] = id
 		}
 		if env.has("TOKEN", "CUSTOMER_ID", "ADMIN_COOKIE") && !env.has("RENEWAL_ORDER_ID") {
 			// A monthly service, active: the renewal examples' order,

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"runtime/debug"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -156,6 +157,11 @@ func (a *App) buildBilling(b *background, pay *payment.Service) {
 	})
 	ropts := c.Billing.RenewalOptions(b.node)
 	ropts.Clock, ropts.Logger, ropts.Active, ropts.Rounds = a.opts.clock, a.log, b.billing.IsLeader, a.opts.signals.Renewals
+	retry := slices.Clone(c.Billing.CardRetryDays)
+	ropts.ChargeSaved = func(ctx context.Context) (int, error) {
+		r, err := pay.ChargeDue(ctx, retry, b.node)
+		return r.Charged, err
+	}
 	if b.billingClock != nil {
 		ropts.Clock = b.billingClock.Now
 		a.log.Warn("the billing test clock is on ([billing].test_clock): an admin can move the billing run's time forward; never in production")

@@ -112,6 +112,22 @@ func TestPermissionMatrixOfEveryPaymentProcedure(t *testing.T) {
 			_, err := client.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: alicePayment}, cr))
 			return err
 		},
+		"ListSavedPaymentMethods": func(cr credential) error {
+			_, err := client.ListSavedPaymentMethods(ctx, with(&paymentpb.ListSavedPaymentMethodsRequest{CustomerId: c.customerID.String()}, cr))
+			return err
+		},
+		"RemoveSavedPaymentMethod": func(cr credential) error {
+			_, err := client.RemoveSavedPaymentMethod(ctx, with(&paymentpb.RemoveSavedPaymentMethodRequest{Id: uuid.NewString()}, cr))
+			return err
+		},
+		"SetAutoCharge": func(cr credential) error {
+			_, err := client.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: uuid.NewString()}, cr))
+			return err
+		},
+		"GetAutoCharge": func(cr credential) error {
+			_, err := client.GetAutoCharge(ctx, with(&paymentpb.GetAutoChargeRequest{OrderId: uuid.NewString()}, cr))
+			return err
+		},
 	}
 	unauth, denied := connect.CodeUnauthenticated, connect.CodePermissionDenied
 	type row struct{ none, customer, other, key, admin connect.Code }
@@ -122,6 +138,12 @@ func TestPermissionMatrixOfEveryPaymentProcedure(t *testing.T) {
 		"QueryPaymentStatus": {unauth, denied, denied, denied, allowed},
 		"HandleCallback":     {allowed, allowed, allowed, allowed, allowed},
 		"RefundPayment":      {unauth, denied, denied, denied, allowed},
+		// Saved cards: the customer's own; another's list is denied, another's
+		// card or order is NotFound (the operations' scoping).
+		"ListSavedPaymentMethods":  {unauth, allowed, denied, allowed, allowed},
+		"RemoveSavedPaymentMethod": {unauth, allowed, allowed, allowed, allowed},
+		"SetAutoCharge":            {unauth, allowed, allowed, allowed, allowed},
+		"GetAutoCharge":            {unauth, allowed, allowed, allowed, allowed},
 	}
 
 	// The matrix covers every procedure of the service: a new operation

@@ -251,6 +251,10 @@ type Billing struct {
 	// and again on these days past due (ascending; empty: not).
 	ReminderDaysBefore  int   `koanf:"reminder_days_before"`
 	OverdueReminderDays []int `koanf:"overdue_reminder_days"`
+	// CardRetryDays are the days past due a renewal invoice is charged to
+	// the saved payment method again after a decline (ascending; empty:
+	// once, on the due day).
+	CardRetryDays []int `koanf:"card_retry_days"`
 	// TestClock allows the admin procedure that moves the billing clock
 	// forward. paymentd dev turns it on; never in production.
 	TestClock bool `koanf:"test_clock"`

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/cache"
@@ -101,6 +102,7 @@ func Default() Config {
 			TerminateAfterDays:  renewal.DefaultTerminateAfterDays,
 			ReminderDaysBefore:  renewal.DefaultReminderDaysBefore,
 			OverdueReminderDays: renewal.DefaultOverdueReminderDays(),
+			CardRetryDays:       slices.Clone(payment.DefaultCardRetryDays),
 			EndNowCredit:        string(order.DefaultEndNowCredit),
 			PlanChangeDays:      order.DefaultPlanChangeDays,
 			DowngradeCredit:     string(order.DefaultDowngradeCredit),

@@ -447,6 +447,12 @@ func (b Billing) validate(bad badFunc) {
 			break
 		}
 	}
+	for i, d := range b.CardRetryDays {
+		if d < 1 || d > 366 || (i > 0 && d <= b.CardRetryDays[i-1]) {
+			bad("[billing].card_retry_days", "must be ascending days from 1 to 366, got %v", b.CardRetryDays)
+			break
+		}
+	}
 	if c := order.EndCredit(b.EndNowCredit); c != order.CreditBalance && c != order.CreditNone {
 		bad("[billing].end_now_credit", "must be %q or %q (a customer never refunds to the gateway themselves), got %q",
 			order.CreditBalance, order.CreditNone, b.EndNowCredit)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/rustbill/paymentd/internal/configschema"
@@ -68,6 +69,9 @@ type Inspected struct {
 	// declares nothing (its interfaces then take no new payment).
 	Currencies []string
 	currencies declaredCurrencies
+	// SavesMethods: a gateway's info().saves_payment_methods is true, and
+	// the script defines charge_saved and remove_saved.
+	SavesMethods bool
 }
 
 // InspectError is why a script cannot be loaded: a compile error (with its
@@ -165,9 +169,39 @@ func inspectAs(ctx context.Context, rt *plugin.Runtime, name string, typ plugin.
 		} else {
 			in.Currencies = in.currencies.codes
 		}
+		if in.SavesMethods, err = savesMethods(in.Info, sc); err != nil {
+			return nil, &InspectError{Plugin: name, Msg: err.Error()}
+		}
 	}
 	in.Plugin = rt.Load(sc)
 	return in, nil
+}
+
+// savesMethods reads info().saves_payment_methods: absent or false, the
+// gateway saves nothing; true, it must define charge_saved and
+// remove_saved (docs/plugins.md), or the plugin is refused rather than
+// offered for renewals it cannot charge.
+func savesMethods(info []byte, sc *plugin.Script) (bool, error) {
+	var in struct {
+		Saves *json.RawMessage `json:"saves_payment_methods"`
+	}
+	_ = json.Unmarshal(info, &in)
+	if in.Saves == nil || string(*in.Saves) == "false" || string(*in.Saves) == "null" {
+		return false, nil
+	}
+	if string(*in.Saves) != "true" {
+		return false, fmt.Errorf("info().saves_payment_methods must be true or false")
+	}
+	var missing []string
+	for _, fn := range plugin.OptionalFunctions(plugin.Gateway) {
+		if !sc.Has(fn) {
+			missing = append(missing, fn)
+		}
+	}
+	if len(missing) > 0 {
+		return false, fmt.Errorf("info().saves_payment_methods is true but the script does not define %s", strings.Join(missing, " and "))
+	}
+	return true, nil
 }
 
 // dryRuntime runs the dry runs: no HTTP, logs discarded.

@@ -137,6 +137,9 @@ type loaded struct {
 	schema     *configschema.Schema
 	// currencies is what info().currencies declares (gateways only).
 	currencies declaredCurrencies
+	// savesMethods: the gateway saves payment methods (charge_saved,
+	// remove_saved).
+	savesMethods bool
 	// lastRecorded is when a failed call was last written (unix nanos).
 	lastRecorded atomic.Int64
 }
@@ -254,6 +257,7 @@ func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gate
 	if l := r.lookup(gi.PluginName); l != nil && l.typ == plugin.Gateway {
 		g.Plugin = l.caller
 		g.Currencies = l.currencies.of(gi.Config)
+		g.SavesMethods = l.savesMethods
 	}
 	return g, nil
 }
@@ -506,7 +510,7 @@ func (r *Registry) prepare(ctx context.Context, f *pluginFile, cur *loaded) (*lo
 	}
 	l := &loaded{name: f.name, folder: f.folder, typ: in.Type, script: in.Script, plugin: in.Plugin}
 	l.caller = &recordingCaller{r: r, l: l}
-	l.info, l.schemaJSON, l.schema, l.currencies = in.Info, in.ConfigSchema, in.Schema, in.currencies
+	l.info, l.schemaJSON, l.schema, l.currencies, l.savesMethods = in.Info, in.ConfigSchema, in.Schema, in.currencies, in.SavesMethods
 	if in.Type == plugin.Gateway && in.Currencies == nil {
 		r.log.WarnContext(ctx, "gateway plugin declares no currencies (info().currencies): its interfaces take no new payments",
 			"plugin", f.name)

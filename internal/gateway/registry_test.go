@@ -278,6 +278,10 @@ func TestContractViolationsDisableThePlugin(t *testing.T) {
 		{"info fails", strings.Replace(full, "return json_encode({ display_name", "error(\"no info\")\n  return json_encode({ display_name", 1), "info() failed"},
 		{"schema not an object", gatewayScript("1.0.0", "Demo", `[1]`), "config_schema() must return a JSON object"},
 		{"schema reads a file", gatewayScript("1.0.0", "Demo", `{"$ref": "file:///etc/passwd"}`), "references outside the schema are not allowed"},
+		{"saves methods without charge_saved", strings.Replace(full, "supports_refund = false,", "supports_refund = false, saves_payment_methods = true,", 1),
+			"saves_payment_methods is true but the script does not define charge_saved and remove_saved"},
+		{"charge_saved with one parameter", strings.Replace(full, "supports_refund = false,", "supports_refund = false, saves_payment_methods = true,", 1) +
+			"\nfunction charge_saved(x) return \"{}\" end\nfunction remove_saved(a, b) return \"{}\" end\n", `"charge_saved" takes 1 parameters`},
 		{"secret in an array", gatewayScript("1.0.0", "Demo", `{"type":"object","properties":{"keys":{"type":"array","items":{"type":"string","x-secret":true}}}}`), "x-secret is supported only on properties"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -150,6 +150,19 @@ func customerText(eventType, name string, data map[string]string) (subject, body
 			subject = "Your renewal invoice"
 			body = fmt.Sprintf("%s\n\nthe invoice for the next period of your order %s is ready: %s %s, due %s.\n",
 				greeting, order, data["amount"], data["currency"], data["due_at"])
+		case "card_declined", "card_authentication_required":
+			subject = "Your card was not charged for your renewal"
+			why := "your card was declined"
+			if data["kind"] == "card_authentication_required" {
+				why = "your bank asks you to confirm the payment yourself"
+			}
+			body = fmt.Sprintf("%s\n\nwe could not charge your saved card for the renewal of your order %s, %s %s: %s. "+
+				"Please pay the invoice by hand (CreatePayment with invoice_id %s); we will try the card again meanwhile.\n",
+				greeting, order, data["amount"], data["currency"], why, data["invoice_id"])
+		case "card_expiring":
+			subject = "Your saved card expires before your next renewal"
+			body = fmt.Sprintf("%s\n\nthe card saved for your order %s expires before its next renewal on %s. "+
+				"Pay with a new card to save it, or the renewal will have to be paid by hand.\n", greeting, order, data["due_at"])
 		case "due_soon":
 			subject = "Your renewal invoice is due soon"
 			body = fmt.Sprintf("%s\n\nthe renewal invoice of your order %s, %s %s, is due %s (in %s days).\n",

@@ -195,6 +195,9 @@ type RenewalOverview struct {
 	// decides.
 	PartlyPaidPastTermination      []store.UnpaidRenewal
 	PartlyPaidPastTerminationCount int64
+	// CardCharges are the saved-card charges of the invoices listed, by
+	// invoice, first first (issue 39, 1).
+	CardCharges map[uuid.UUID][]store.SavedChargeAttempt
 }
 
 // overviewRows is how many orders each list of the overview shows.
@@ -223,7 +226,26 @@ func (s *Service) RenewalOverview(ctx context.Context, now time.Time, window, te
 		return RenewalOverview{}, err
 	}
 	if terminateAfter > 0 {
-		out.PartlyPaidPastTermination, out.PartlyPaidPastTerminationCount, err = store.ListPartlyPaidPastTermination(ctx, s.db, now.Add(-terminateAfter), LiveStatuses(), overviewRows)
+		if out.PartlyPaidPastTermination, out.PartlyPaidPastTerminationCount, err = store.ListPartlyPaidPastTermination(ctx, s.db, now.Add(-terminateAfter), LiveStatuses(), overviewRows); err != nil {
+			return RenewalOverview{}, err
+		}
 	}
-	return out, err
+	var ids []uuid.UUID
+	for _, list := range [][]store.UnpaidRenewal{out.Overdue, out.Suspended, out.PartlyPaidPastTermination} {
+		for _, r := range list {
+			ids = append(ids, r.InvoiceID)
+		}
+	}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	attempts, err := store.Q(s.db).ListSavedChargeAttemptsOf(ctx, ids)
+	if err != nil {
+		return RenewalOverview{}, err
+	}
+	out.CardCharges = map[uuid.UUID][]store.SavedChargeAttempt{}
+	for _, a := range attempts {
+		out.CardCharges[a.InvoiceID] = append(out.CardCharges[a.InvoiceID], a)
+	}
+	return out, nil
 }

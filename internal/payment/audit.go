@@ -30,13 +30,17 @@ const (
 	ActionRefundUnknown  = "refund.outcome_unknown"
 	ActionRefundAccepted = "refund.accepted"
 	ActionRefundResolve  = "refund.resolve"
+	// ActionSavedMethodRemove: a customer (or an admin) removed a saved
+	// payment method.
+	ActionSavedMethodRemove = "saved_method.remove"
 )
 
 // Entity types (audit_log.entity_type).
 const (
-	entityPayment = "payment"
-	entityInvoice = "invoice"
-	entityRefund  = "refund"
+	entityPayment     = "payment"
+	entityInvoice     = "invoice"
+	entityRefund      = "refund"
+	entitySavedMethod = "saved_payment_method"
 )
 
 // The audit snapshots of the entities this package owns, with snake_case

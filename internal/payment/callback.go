@@ -216,6 +216,7 @@ func (s *Service) handleCallback(ctx context.Context, cb Callback, gateway *stri
 	if err != nil {
 		return CallbackResult{}, err
 	}
+	s.keepSavedMethod(ctx, st.Payment, gw, res.SavedMethod)
 	return CallbackResult{Payment: st.Payment, Ack: res.Ack, Duplicate: st.Duplicate, Applied: st.Applied}, nil
 }
 

@@ -117,11 +117,15 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 
 	id := uuid.New()
 	var out createPaymentOutput
-	if err := callPlugin(ctx, gw, "create_payment", createPaymentInput{
+	cin := createPaymentInput{
 		PaymentID: id.String(), OrderID: optionalID(tgt.orderID), InvoiceID: optionalID(tgt.invoiceID),
 		Amount: tgt.amount, Currency: tgt.currency, Subject: tgt.subject, ReturnURL: in.ReturnURL,
 		NotifyURL: s.CallbackURL(gw.InterfaceID), ClientIP: in.ClientIP,
-	}, &out); err != nil {
+	}
+	if err := s.saveMethodFields(ctx, gw, tgt, &cin); err != nil {
+		return store.Payment{}, err
+	}
+	if err := callPlugin(ctx, gw, "create_payment", cin, &out); err != nil {
 		return store.Payment{}, err
 	}
 	if out.PaymentURL == "" && out.QRCode == "" && out.Instructions == "" {
@@ -156,6 +160,9 @@ func (s *Service) CreatePayment(ctx context.Context, in NewPayment) (store.Payme
 			CreatedAt:          now,
 		})
 		if err != nil {
+			return err
+		}
+		if err := rememberGatewayCustomer(rctx, tx, gw, tgt.customerID, out.GatewayCustomerID, now); err != nil {
 			return err
 		}
 		return audit.Write(rctx, tx, audit.Of(p), now, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, order.PaymentSnapshot(pay))
@@ -239,6 +246,9 @@ type target struct {
 	amount     money.Amount
 	currency   string
 	subject    string
+	// recurring: the order renews (a recurring product's), so a gateway
+	// that saves methods is asked to save the card.
+	recurring bool
 }
 
 // paymentTarget checks that the caller may pay the order and/or invoice
@@ -278,7 +288,8 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 		if subject == "" {
 			subject = "Order " + o.ID.String()
 		}
-		return target{customerID: o.CustomerID, orderID: &o.ID, amount: o.TotalAmount, currency: o.Currency, subject: text.Clip(subject, 120)}, nil
+		return target{customerID: o.CustomerID, orderID: &o.ID, amount: o.TotalAmount, currency: o.Currency, subject: text.Clip(subject, 120),
+			recurring: recurringOrder(o)}, nil
 	}
 
 	if ord == nil && lock {
@@ -331,8 +342,14 @@ func (s *Service) paymentTarget(ctx context.Context, db store.DB, p auth.Princip
 	t = target{customerID: inv.CustomerID, invoiceID: &inv.ID, amount: left, currency: inv.Currency, subject: subject}
 	if ord != nil {
 		t.orderID = &ord.ID
+		t.recurring = recurringOrder(*ord)
 	}
 	return t, nil
+}
+
+// recurringOrder reports whether o renews: a recurring product's order.
+func recurringOrder(o store.Order) bool {
+	return o.BillingCycle != "" && o.BillingCycle != "one_time" && o.Renews
 }
 
 func getOrder(ctx context.Context, db store.DB, id uuid.UUID, lock bool) (store.Order, error) {

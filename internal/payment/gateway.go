@@ -41,6 +41,9 @@ type Gateway struct {
 	// "currencies". Empty: none — a plugin that declares nothing is never
 	// assumed to take the order's currency (docs/decisions.md).
 	Currencies []string
+	// SavesMethods: the plugin declares info().saves_payment_methods and
+	// defines charge_saved and remove_saved (docs/plugins.md).
+	SavesMethods bool
 }
 
 // Takes reports whether the interface takes new payments in currency.

@@ -29,6 +29,12 @@ type createPaymentInput struct {
 	ReturnURL string       `json:"return_url"`
 	NotifyURL string       `json:"notify_url"`
 	ClientIP  string       `json:"client_ip"`
+	// SaveMethod asks a gateway that saves methods to save the card of a
+	// recurring order's payment, for CustomerID, whose gateway customer is
+	// GatewayCustomerID ("" before the first).
+	SaveMethod        bool   `json:"save_method,omitempty"`
+	CustomerID        string `json:"customer_id,omitempty"`
+	GatewayCustomerID string `json:"gateway_customer_id,omitempty"`
 }
 
 type createPaymentOutput struct {
@@ -36,6 +42,9 @@ type createPaymentOutput struct {
 	QRCode           string `json:"qr_code"`
 	Instructions     string `json:"instructions"`
 	GatewayPaymentID string `json:"gateway_payment_id"`
+	// GatewayCustomerID: the gateway customer a saving payment was made
+	// for, remembered for the customer's next ones.
+	GatewayCustomerID string `json:"gateway_customer_id"`
 }
 
 type queryPaymentInput struct {
@@ -88,6 +97,9 @@ type parseCallbackOutput struct {
 	// dispute (chargeback) of a payment; GatewayTxID names the payment
 	// when PaymentID is empty (Stripe: the PaymentIntent).
 	Dispute *callbackDispute `json:"dispute"`
+	// SavedMethod: a paid payment saved its payment method (a gateway
+	// that saves methods, asked to by create_payment's save_method).
+	SavedMethod *savedMethodReport `json:"saved_method"`
 }
 
 // callbackDispute is a gateway's notification about a dispute of a

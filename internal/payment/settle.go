@@ -25,6 +25,8 @@ const (
 	fromQuery     = "query"
 	fromReconcile = "reconcile"
 	fromConfirm   = "confirm"
+	// fromCharge: the answer of a charge of a saved method (charge_saved).
+	fromCharge = "charge"
 )
 
 // report is what a gateway (or an admin confirming a bank transfer) says

@@ -57,6 +57,27 @@ func Functions(t Type) []string {
 	return append([]string(nil), fns...)
 }
 
+// Optional gateway functions (docs/plugins.md, "Saved payment methods"):
+// a gateway that declares info().saves_payment_methods defines both.
+const (
+	ChargeSaved = "charge_saved"
+	RemoveSaved = "remove_saved"
+)
+
+// OptionalFunctions returns the functions a script of type t may declare
+// beside its contract, with the contract's two parameters: charge_saved
+// and remove_saved for a gateway, change_plan for a provider, none for the
+// others.
+func OptionalFunctions(t Type) []string {
+	switch t {
+	case Gateway:
+		return []string{ChargeSaved, RemoveSaved}
+	case FirstPartyProvider, UpstreamProvider:
+		return []string{ChangePlan}
+	}
+	return nil
+}
+
 // Valid reports whether t is one of the four plugin types.
 func (t Type) Valid() bool { return Functions(t) != nil }
 
@@ -96,6 +117,10 @@ func (s *Script) Type() Type         { return s.typ }
 func (s *Script) Version() string    { return s.version }
 func (s *Script) SHA256() string     { return s.sha256 }
 func (s *Script) HasAdminPage() bool { return s.hasAdminPage }
+
+// Has reports whether the script defines fn, a contract function or an
+// optional one (admin_page, charge_saved, …) it declared.
+func (s *Script) Has(fn string) bool { return s.params[fn] }
 
 // CompileError is why a script was refused. Line is 0 when the problem is not
 // tied to a line (a missing function, a bad version).
@@ -172,11 +197,13 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 		}
 		sc.params[fn] = true
 	}
-	if v := st.globals.RawGetString(ChangePlan); v != lua.LNil && (typ == FirstPartyProvider || typ == UpstreamProvider) {
-		if p := checkFunction(v, fmt.Sprintf("%s function %q", typ, ChangePlan), 2); p != "" {
-			problems = append(problems, p)
-		} else {
-			sc.params[ChangePlan] = true
+	for _, fn := range OptionalFunctions(typ) {
+		if v := st.globals.RawGetString(fn); v != lua.LNil {
+			if p := checkFunction(v, fmt.Sprintf("%s function %q", typ, fn), 2); p != "" {
+				problems = append(problems, p)
+				continue
+			}
+			sc.params[fn] = true
 		}
 	}
 	if v := st.globals.RawGetString(AdminPage); v != lua.LNil {

@@ -236,6 +236,142 @@ local function session_path(id)
   return "/v1/checkout/sessions/" .. urlencode(id)
 end
 
+-- saved payment methods -----------------------------------------------------
+--
+-- A Checkout for a recurring order (create_payment's save_method) saves the
+-- card for charges without the customer: a Stripe Customer per paymentd
+-- customer (created once, with the service remembering its id), and
+-- payment_intent_data[setup_future_usage]=off_session. When the session is
+-- paid, parse_callback reads the PaymentIntent's payment method and hands
+-- the service its references plus brand, last four digits and expiry —
+-- never a card number, which Stripe never sends. charge_saved charges it
+-- off-session (confirm=true, off_session=true) under the Idempotency-Key
+-- of the attempt's payment; remove_saved detaches it.
+--
+-- These functions are kept apart from the rest of the script on purpose.
+
+-- ensure_customer is the Stripe Customer of paymentd customer cid: the
+-- one the service remembers, else a new one (one key per customer, so a
+-- resend within Stripe's 24 h answers the same Customer).
+local function ensure_customer(cfg, input)
+  local known = str(input.gateway_customer_id)
+  if known ~= "" then
+    if not match(known, "^cus_[%w]+$") then
+      error("stripe create: " .. snippet(known) .. " is not a Stripe Customer id")
+    end
+    return known
+  end
+  local cid = str(input.customer_id)
+  if not match(cid, "^[%w%-]+$") then
+    error("stripe create: customer_id is required to save a payment method")
+  end
+  local resp, err = post(cfg, "/v1/customers", form_encode({
+    { "metadata[customer_id]", cid },
+    { "description", "paymentd customer " .. cid },
+  }), "paymentd-customer-" .. cid, 10000)
+  if resp == nil then
+    error("stripe create: customer: " .. err)
+  end
+  if not ok_status(resp) then
+    error("stripe create: customer refused: " .. stripe_error(resp))
+  end
+  local c = json_table(resp.body) or {}
+  if not match(str(c.id), "^cus_[%w]+$") then
+    error("stripe create: the answer has no customer id: " .. snippet(resp.body))
+  end
+  return str(c.id)
+end
+
+-- save_fields adds to a Checkout Session's fields what saves its card,
+-- when input.save_method; it returns the Stripe Customer ("" otherwise).
+local function save_fields(cfg, input, fields)
+  if input.save_method ~= true then
+    return ""
+  end
+  local customer = ensure_customer(cfg, input)
+  fields[#fields + 1] = { "customer", customer }
+  fields[#fields + 1] = { "payment_intent_data[setup_future_usage]", "off_session" }
+  fields[#fields + 1] = { "metadata[save_method]", "1" }
+  return customer
+end
+
+-- saved_method_of is the payment method that paid session s, as the
+-- service keeps it, or nil (logged) when Stripe does not say: the payment
+-- is settled all the same, and the customer saves a card next time.
+local function saved_method_of(cfg, s)
+  local pi = id_of(s.payment_intent)
+  local customer = id_of(s.customer)
+  if pi == "" or customer == "" then
+    log("warn", "stripe: a session to save a card from has no payment_intent or customer: " .. str(s.id))
+    return nil
+  end
+  local resp, err = get(cfg, "/v1/payment_intents/" .. urlencode(pi) .. "?expand[]=payment_method")
+  if resp == nil or not ok_status(resp) then
+    log("warn", "stripe: cannot read the payment method of " .. pi .. ": " .. (err or stripe_error(resp)))
+    return nil
+  end
+  local pm = (json_table(resp.body) or {}).payment_method
+  if type(pm) ~= "table" or type(pm.card) ~= "table" or str(pm.id) == "" then
+    log("warn", "stripe: " .. pi .. " was not paid by a card; nothing is saved")
+    return nil
+  end
+  local card = pm.card
+  local last4 = str(card.last4)
+  local month, year = tonumber(card.exp_month), tonumber(card.exp_year)
+  if not match(last4, "^%d%d%d%d$") or month == nil or year == nil then
+    log("warn", "stripe: the card of " .. pi .. " has no last4 or expiry; nothing is saved")
+    return nil
+  end
+  return {
+    gateway_customer_id = customer,
+    gateway_method_id = str(pm.id),
+    brand = str(card.brand),
+    last4 = last4,
+    exp_month = math.floor(month),
+    exp_year = math.floor(year),
+  }
+end
+
+-- intent_report is what an off-session PaymentIntent says of its payment.
+local function intent_report(pi)
+  local st = str(pi.status)
+  local status = "pending"
+  if st == "succeeded" then
+    status = "success"
+  elseif st == "canceled" or st == "requires_payment_method" or st == "requires_action" then
+    -- Off-session nobody can confirm it: declined, or authentication
+    -- the customer must give by paying by hand.
+    status = "failed"
+  end
+  local currency = str(pi.currency)
+  local amount = from_minor(pi.amount_received ~= nil and pi.amount_received ~= 0 and pi.amount_received or pi.amount, currency)
+  return {
+    status = status,
+    gateway_payment_id = str(pi.id),
+    gateway_tx_id = str(pi.id),
+    amount = amount,
+    currency = upper(currency),
+    paid_at = "",
+  }
+end
+
+-- query_intent is query_payment for a charge_saved payment.
+local function query_intent(cfg, pid, id)
+  local resp, err = get(cfg, "/v1/payment_intents/" .. urlencode(id))
+  if resp == nil then
+    error("stripe query: " .. err)
+  end
+  if not ok_status(resp) then
+    error("stripe query refused: " .. stripe_error(resp))
+  end
+  local pi = json_table(resp.body) or {}
+  local meta = type(pi.metadata) == "table" and pi.metadata or {}
+  if str(meta.payment_id) ~= "" and str(meta.payment_id) ~= pid then
+    error("stripe query: PaymentIntent " .. snippet(id) .. " belongs to payment " .. snippet(str(meta.payment_id)))
+  end
+  return json_encode(intent_report(pi))
+end
+
 -- contract ------------------------------------------------------------------
 
 function info(config_json, input_json)
@@ -249,6 +385,7 @@ function info(config_json, input_json)
     description = "Cards and wallets through Stripe Checkout (hosted payment page), with signed webhooks and refunds.",
     supports_query = true,
     supports_refund = true,
+    saves_payment_methods = true,
     currencies = codes,
   })
 end
@@ -332,7 +469,7 @@ function create_payment(config_json, input_json)
   elseif name == "" then
     name = "Invoice " .. str(input.invoice_id)
   end
-  local body = form_encode({
+  local fields = {
     { "mode", "payment" },
     { "line_items[0][quantity]", "1" },
     { "line_items[0][price_data][currency]", lower(currency) },
@@ -346,7 +483,9 @@ function create_payment(config_json, input_json)
     { "metadata[invoice_id]", str(input.invoice_id) },
     { "payment_intent_data[metadata][payment_id]", pid },
     { "payment_intent_data[metadata][order_id]", str(input.order_id) },
-  })
+  }
+  local customer = save_fields(cfg, input, fields)
+  local body = form_encode(fields)
   -- One key per payment: a resend, or a second CreatePayment of the same
   -- payment, gets the same session back instead of a second one.
   local resp, err = post(cfg, "/v1/checkout/sessions", body, "paymentd-payment-" .. pid, 10000)
@@ -365,6 +504,8 @@ function create_payment(config_json, input_json)
     qr_code = "",
     instructions = "",
     gateway_payment_id = str(s.id),
+    -- Only when saving: the service remembers it for the customer.
+    gateway_customer_id = customer ~= "" and customer or nil,
   })
 end
 
@@ -410,6 +551,10 @@ local function find_session(cfg, pid)
   end
   for _, pi in ipairs(found) do
     local meta = type(pi) == "table" and type(pi.metadata) == "table" and pi.metadata or {}
+    if str(meta.payment_id) == pid and str(pi.id) ~= "" and str(meta.off_session) == "1" then
+      -- A charge of a saved method (charge_saved) has no session.
+      return { intent = pi }
+    end
     if str(meta.payment_id) == pid and str(pi.id) ~= "" then
       local r, lerr = get(cfg, "/v1/checkout/sessions?limit=1&payment_intent=" .. urlencode(str(pi.id)))
       if r == nil then
@@ -435,11 +580,17 @@ function query_payment(config_json, input_json)
   end
   local pid = str(input.payment_id)
   local id = str(input.gateway_payment_id)
+  if match(id, "^pi_") then
+    return query_intent(cfg, pid, id)
+  end
   local s
   if id == "" then
     s = find_session(cfg, pid)
     if s == nil then
       return json_encode({ status = "pending", gateway_payment_id = "", gateway_tx_id = "", amount = "", currency = "", paid_at = "" })
+    end
+    if s.intent ~= nil then
+      return json_encode(intent_report(s.intent))
     end
   else
     local resp, err = get(cfg, session_path(id))
@@ -707,6 +858,9 @@ function parse_callback(config_json, input_json)
   out.reason = reason
   out.payment_id = pid
   out.ack = ACK
+  if status == "success" and str(meta.save_method) == "1" then
+    out.saved_method = saved_method_of(cfg, s)
+  end
   if final then
     -- A final failure: the service fails the pending payment (a payment
     -- already paid stays paid, and the contradiction is recorded).
@@ -831,4 +985,112 @@ function test_config(config_json, input_json)
     mode = "test"
   end
   return json_encode({ ok = true, message = "secret key accepted (" .. mode .. " mode)" })
+end
+
+-- charge_saved charges a saved card without the customer (issue 39): a
+-- PaymentIntent confirmed off-session, under the attempt's payment id as
+-- Idempotency-Key, so a resend — or a second leader after the first was
+-- killed mid-call — gets the first charge back, never a second one.
+function charge_saved(config_json, input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local pid = str(input.payment_id)
+  if not match(pid, "^[%w%-]+$") then
+    error("stripe charge: payment_id is required")
+  end
+  local customer, method = str(input.gateway_customer_id), str(input.gateway_method_id)
+  if not match(customer, "^cus_[%w]+$") or not match(method, "^[%w_]+$") then
+    return json_encode({ status = "failed", code = "no_method", message = "no Stripe customer and payment method to charge" })
+  end
+  local currency = upper(str(input.currency))
+  local minor, why = to_minor(str(input.amount), currency)
+  if minor == nil then
+    return json_encode({ status = "failed", code = "amount", message = why })
+  end
+  local body = form_encode({
+    { "amount", minor },
+    { "currency", lower(currency) },
+    { "customer", customer },
+    { "payment_method", method },
+    { "confirm", "true" },
+    { "off_session", "true" },
+    { "description", str(input.subject) },
+    { "metadata[payment_id]", pid },
+    { "metadata[invoice_id]", str(input.invoice_id) },
+    { "metadata[order_id]", str(input.order_id) },
+    { "metadata[off_session]", "1" },
+  })
+  local resp, err = post(cfg, "/v1/payment_intents", body, "paymentd-charge-" .. pid, 20000)
+  if resp == nil then
+    if find(err, "circuit open", 1, true) or find(err, "connection refused", 1, true) then
+      return json_encode({ status = "failed", code = "not_sent", message = "not sent: " .. err })
+    end
+    -- It may have reached Stripe: the payment stays pending and a status
+    -- query (or the same key again) says what it did.
+    return json_encode({ status = "unknown", code = "", message = "outcome unknown: " .. err })
+  end
+  if resp.status >= 500 or resp.status == 409 then
+    return json_encode({ status = "unknown", code = "", message = "outcome unknown: " .. stripe_error(resp) })
+  end
+  if not ok_status(resp) then
+    local e = (json_table(resp.body) or {}).error
+    e = type(e) == "table" and e or {}
+    local code = str(e.code)
+    if str(e.decline_code) ~= "" and code == "card_declined" then
+      code = str(e.decline_code)
+    end
+    if str(e.type) == "idempotency_error" then
+      return json_encode({ status = "unknown", code = "", message = stripe_error(resp) })
+    end
+    local msg = stripe_error(resp)
+    if code == "" then
+      code = "declined"
+    end
+    local pi = type(e.payment_intent) == "table" and str(e.payment_intent.id) or ""
+    return json_encode({ status = "failed", code = code, message = msg, gateway_payment_id = pi, gateway_tx_id = pi })
+  end
+  local pi = json_table(resp.body) or {}
+  if str(pi.id) == "" then
+    return json_encode({ status = "unknown", code = "", message = "unexpected answer: " .. snippet(resp.body) })
+  end
+  local out = intent_report(pi)
+  out.code = ""
+  out.message = ""
+  if str(pi.status) == "requires_action" then
+    out.code = "authentication_required"
+    out.message = "the card asks the customer to authenticate"
+  elseif out.status == "failed" then
+    out.code = "declined"
+    out.message = "Stripe reports the PaymentIntent " .. str(pi.status)
+  end
+  return json_encode(out)
+end
+
+-- remove_saved detaches a saved card from its Stripe Customer: it can
+-- never be charged again. One already gone is removed all the same.
+function remove_saved(config_json, input_json)
+  local cfg, input = json_table(config_json) or {}, json_table(input_json) or {}
+  local bad = check_config(cfg)
+  if bad then
+    error("stripe config: " .. bad)
+  end
+  local method = str(input.gateway_method_id)
+  if not match(method, "^[%w_]+$") then
+    error("stripe remove: gateway_method_id is required")
+  end
+  local resp, err = post(cfg, "/v1/payment_methods/" .. urlencode(method) .. "/detach", "", nil, 10000)
+  if resp == nil then
+    error("stripe remove: " .. err)
+  end
+  if not ok_status(resp) then
+    local e = (json_table(resp.body) or {}).error
+    if type(e) == "table" and (str(e.code) == "resource_missing" or str(e.code) == "payment_method_not_attached") then
+      return json_encode({ removed = true, message = "already detached" })
+    end
+    error("stripe remove refused: " .. stripe_error(resp))
+  end
+  return json_encode({ removed = true, message = "" })
 end

@@ -1,8 +1,9 @@
-import { customers, orders } from "../api";
+import { customers, orders, payments } from "../api";
 import { MoneyKey } from "../money_key";
 import { h, replace } from "../dom";
 import { dateTime, fromCents, money, toCents } from "../format";
 import type { Customer } from "../gen/billing/identity/identity_pb";
+import type { SavedPaymentMethod } from "../gen/billing/payment/payment_pb";
 import type { RouteContext } from "../router";
 import { listScreen, textFilter } from "../list";
 import {
@@ -23,6 +24,13 @@ import {
 } from "../ui";
 import { auditLink } from "./audit";
 import { orderColumns } from "./orders";
+
+/** A saved card as the API shows it: brand, last four digits, expiry. */
+const savedMethodColumns: Column<SavedPaymentMethod>[] = [
+  { header: "Card", cell: (m) => `${m.brand || "card"} •••• ${m.last4}` },
+  { header: "Expires", cell: (m) => `${String(m.expMonth).padStart(2, "0")}/${m.expYear}` },
+  { header: "Saved", cell: (m) => dateTime(m.createdAt) },
+];
 
 const columns: Column<Customer>[] = [
   { header: "Customer", cell: (c) => idLink(`customers/${c.id}`, c.id) },
@@ -104,6 +112,17 @@ export function customerDetailView({ params, signal }: RouteContext): HTMLElemen
             loadBlock("orders", async () => {
               const res = await orders.listOrders({ pagination: { page: 1, pageSize: 20 }, customerId: c.id }, { signal });
               return res.orders.length ? table("Orders of this customer", orderColumns, res.orders) : empty("No orders yet.");
+            }),
+          ),
+          h(
+            "section",
+            { class: "card", "aria-labelledby": "customer-saved-cards" },
+            h("h2", { id: "customer-saved-cards" }, "Saved cards"),
+            loadBlock("saved cards", async () => {
+              const res = await payments.listSavedPaymentMethods({ customerId: c.id }, { signal });
+              return res.savedMethods.length
+                ? table("Saved cards of this customer (renewals charge them)", savedMethodColumns, res.savedMethods)
+                : empty("No saved card.");
             }),
           ),
         );

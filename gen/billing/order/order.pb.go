@@ -3372,7 +3372,11 @@ type RenewalInvoice struct {
 	// When the service is suspended (for an active order) or ended (for a
 	// suspended one) if it stays unpaid, RFC 3339; empty when that step is
 	// turned off.
-	NextStepAt    string `protobuf:"bytes,6,opt,name=next_step_at,json=nextStepAt,proto3" json:"next_step_at,omitempty"`
+	NextStepAt string `protobuf:"bytes,6,opt,name=next_step_at,json=nextStepAt,proto3" json:"next_step_at,omitempty"`
+	// The charges of the customer's saved card for this invoice (its due
+	// day's, then one per [billing].card_retry_days), first first; empty
+	// when none was made.
+	CardCharges   []*CardChargeAttempt `protobuf:"bytes,7,rep,name=card_charges,json=cardCharges,proto3" json:"card_charges,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3449,6 +3453,113 @@ func (x *RenewalInvoice) GetNextStepAt() string {
 	return ""
 }
 
+func (x *RenewalInvoice) GetCardCharges() []*CardChargeAttempt {
+	if x != nil {
+		return x.CardCharges
+	}
+	return nil
+}
+
+// CardChargeAttempt is one charge of a saved card for a renewal invoice.
+type CardChargeAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0: the due day's; n: the n-th retry.
+	Attempt int32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The payment the charge was recorded as.
+	PaymentId string `protobuf:"bytes,2,opt,name=payment_id,json=paymentId,proto3" json:"payment_id,omitempty"`
+	// The saved card charged.
+	SavedMethodId string `protobuf:"bytes,3,opt,name=saved_method_id,json=savedMethodId,proto3" json:"saved_method_id,omitempty"`
+	// succeeded, declined, authentication_required or failed; empty while the gateway's
+	// answer is awaited.
+	Outcome string `protobuf:"bytes,4,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The gateway's code (card_declined, ...) and message; empty on success.
+	Code    string `protobuf:"bytes,5,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// When it was made, RFC 3339.
+	CreatedAt     string `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CardChargeAttempt) Reset() {
+	*x = CardChargeAttempt{}
+	mi := &file_billing_order_order_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CardChargeAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CardChargeAttempt) ProtoMessage() {}
+
+func (x *CardChargeAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_order_order_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CardChargeAttempt.ProtoReflect.Descriptor instead.
+func (*CardChargeAttempt) Descriptor() ([]byte, []int) {
+	return file_billing_order_order_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *CardChargeAttempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *CardChargeAttempt) GetPaymentId() string {
+	if x != nil {
+		return x.PaymentId
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetSavedMethodId() string {
+	if x != nil {
+		return x.SavedMethodId
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CardChargeAttempt) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
 type GetRenewalOverviewResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The window, in days.
@@ -3479,7 +3590,7 @@ type GetRenewalOverviewResponse struct {
 
 func (x *GetRenewalOverviewResponse) Reset() {
 	*x = GetRenewalOverviewResponse{}
-	mi := &file_billing_order_order_proto_msgTypes[49]
+	mi := &file_billing_order_order_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +3602,7 @@ func (x *GetRenewalOverviewResponse) String() string {
 func (*GetRenewalOverviewResponse) ProtoMessage() {}
 
 func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_billing_order_order_proto_msgTypes[49]
+	mi := &file_billing_order_order_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +3615,7 @@ func (x *GetRenewalOverviewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRenewalOverviewResponse.ProtoReflect.Descriptor instead.
 func (*GetRenewalOverviewResponse) Descriptor() ([]byte, []int) {
-	return file_billing_order_order_proto_rawDescGZIP(), []int{49}
+	return file_billing_order_order_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetRenewalOverviewResponse) GetDays() int32 {
@@ -3842,7 +3953,7 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\vRenewalsDue\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
-	"\x06amount\x18\x03 \x01(\tR\x06amount\"\xd6\x01\n" +
+	"\x06amount\x18\x03 \x01(\tR\x06amount\"\x9b\x02\n" +
 	"\x0eRenewalInvoice\x12*\n" +
 	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x12\x1d\n" +
 	"\n" +
@@ -3852,7 +3963,18 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\x06due_at\x18\x04 \x01(\tR\x05dueAt\x12!\n" +
 	"\fdays_overdue\x18\x05 \x01(\x05R\vdaysOverdue\x12 \n" +
 	"\fnext_step_at\x18\x06 \x01(\tR\n" +
-	"nextStepAt\"\xce\x03\n" +
+	"nextStepAt\x12C\n" +
+	"\fcard_charges\x18\a \x03(\v2 .billing.order.CardChargeAttemptR\vcardCharges\"\xdb\x01\n" +
+	"\x11CardChargeAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12\x1d\n" +
+	"\n" +
+	"payment_id\x18\x02 \x01(\tR\tpaymentId\x12&\n" +
+	"\x0fsaved_method_id\x18\x03 \x01(\tR\rsavedMethodId\x12\x18\n" +
+	"\aoutcome\x18\x04 \x01(\tR\aoutcome\x12\x12\n" +
+	"\x04code\x18\x05 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\a \x01(\tR\tcreatedAt\"\xce\x03\n" +
 	"\x1aGetRenewalOverviewResponse\x12\x12\n" +
 	"\x04days\x18\x01 \x01(\x05R\x04days\x12,\n" +
 	"\x03due\x18\x02 \x03(\v2\x1a.billing.order.RenewalsDueR\x03due\x127\n" +
@@ -3900,7 +4022,7 @@ func file_billing_order_order_proto_rawDescGZIP() []byte {
 	return file_billing_order_order_proto_rawDescData
 }
 
-var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_billing_order_order_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_billing_order_order_proto_goTypes = []any{
 	(*Product)(nil),                     // 0: billing.order.Product
 	(*Order)(nil),                       // 1: billing.order.Order
@@ -3951,36 +4073,37 @@ var file_billing_order_order_proto_goTypes = []any{
 	(*GetRenewalOverviewRequest)(nil),   // 46: billing.order.GetRenewalOverviewRequest
 	(*RenewalsDue)(nil),                 // 47: billing.order.RenewalsDue
 	(*RenewalInvoice)(nil),              // 48: billing.order.RenewalInvoice
-	(*GetRenewalOverviewResponse)(nil),  // 49: billing.order.GetRenewalOverviewResponse
-	(*structpb.Struct)(nil),             // 50: google.protobuf.Struct
-	(*payment.PageRequest)(nil),         // 51: billing.payment.PageRequest
-	(*payment.PageMeta)(nil),            // 52: billing.payment.PageMeta
-	(*payment.PaymentRecord)(nil),       // 53: billing.payment.PaymentRecord
+	(*CardChargeAttempt)(nil),           // 49: billing.order.CardChargeAttempt
+	(*GetRenewalOverviewResponse)(nil),  // 50: billing.order.GetRenewalOverviewResponse
+	(*structpb.Struct)(nil),             // 51: google.protobuf.Struct
+	(*payment.PageRequest)(nil),         // 52: billing.payment.PageRequest
+	(*payment.PageMeta)(nil),            // 53: billing.payment.PageMeta
+	(*payment.PaymentRecord)(nil),       // 54: billing.payment.PaymentRecord
 }
 var file_billing_order_order_proto_depIdxs = []int32{
 	2,  // 0: billing.order.Order.pending_plan_change:type_name -> billing.order.PlanChange
 	5,  // 1: billing.order.Invoice.lines:type_name -> billing.order.InvoiceLine
-	50, // 2: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	51, // 2: billing.order.CreateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 3: billing.order.CreateProductResponse.product:type_name -> billing.order.Product
-	50, // 4: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
+	51, // 4: billing.order.UpdateProductRequest.provider_config:type_name -> google.protobuf.Struct
 	0,  // 5: billing.order.UpdateProductResponse.product:type_name -> billing.order.Product
-	51, // 6: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
+	52, // 6: billing.order.ListProductsRequest.pagination:type_name -> billing.payment.PageRequest
 	0,  // 7: billing.order.ListProductsResponse.products:type_name -> billing.order.Product
-	52, // 8: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
+	53, // 8: billing.order.ListProductsResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 9: billing.order.CreateOrderResponse.order:type_name -> billing.order.Order
 	1,  // 10: billing.order.GetOrderResponse.order:type_name -> billing.order.Order
 	3,  // 11: billing.order.GetOrderResponse.periods:type_name -> billing.order.ServicePeriod
-	51, // 12: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
+	52, // 12: billing.order.ListOrdersRequest.pagination:type_name -> billing.payment.PageRequest
 	1,  // 13: billing.order.ListOrdersResponse.orders:type_name -> billing.order.Order
-	52, // 14: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
+	53, // 14: billing.order.ListOrdersResponse.meta:type_name -> billing.payment.PageMeta
 	1,  // 15: billing.order.CancelOrderResponse.order:type_name -> billing.order.Order
 	1,  // 16: billing.order.PayWithBalanceResponse.order:type_name -> billing.order.Order
-	53, // 17: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
+	54, // 17: billing.order.PayWithBalanceResponse.payment:type_name -> billing.payment.PaymentRecord
 	4,  // 18: billing.order.CreateInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	4,  // 19: billing.order.GetInvoiceResponse.invoice:type_name -> billing.order.Invoice
-	51, // 20: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
+	52, // 20: billing.order.ListInvoicesRequest.pagination:type_name -> billing.payment.PageRequest
 	4,  // 21: billing.order.ListInvoicesResponse.invoices:type_name -> billing.order.Invoice
-	52, // 22: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
+	53, // 22: billing.order.ListInvoicesResponse.meta:type_name -> billing.payment.PageMeta
 	4,  // 23: billing.order.CancelInvoiceResponse.invoice:type_name -> billing.order.Invoice
 	1,  // 24: billing.order.SetOrderRenewalResponse.order:type_name -> billing.order.Order
 	1,  // 25: billing.order.EndServiceResponse.order:type_name -> billing.order.Order
@@ -3993,57 +4116,58 @@ var file_billing_order_order_proto_depIdxs = []int32{
 	1,  // 32: billing.order.SuspendOrderResponse.order:type_name -> billing.order.Order
 	1,  // 33: billing.order.ResumeOrderResponse.order:type_name -> billing.order.Order
 	1,  // 34: billing.order.RenewalInvoice.order:type_name -> billing.order.Order
-	47, // 35: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
-	48, // 36: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
-	48, // 37: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
-	48, // 38: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
-	6,  // 39: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
-	10, // 40: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
-	8,  // 41: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
-	12, // 42: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
-	14, // 43: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
-	16, // 44: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
-	18, // 45: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
-	20, // 46: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
-	22, // 47: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
-	24, // 48: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
-	26, // 49: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
-	28, // 50: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
-	30, // 51: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
-	32, // 52: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
-	34, // 53: billing.order.OrderService.ChangeOrderPlan:input_type -> billing.order.ChangeOrderPlanRequest
-	36, // 54: billing.order.OrderService.CancelPlanChange:input_type -> billing.order.CancelPlanChangeRequest
-	38, // 55: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
-	40, // 56: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
-	42, // 57: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
-	44, // 58: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
-	46, // 59: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
-	7,  // 60: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
-	11, // 61: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
-	9,  // 62: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
-	13, // 63: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
-	15, // 64: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
-	17, // 65: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
-	19, // 66: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
-	21, // 67: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
-	23, // 68: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
-	25, // 69: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
-	27, // 70: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
-	29, // 71: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
-	31, // 72: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
-	33, // 73: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
-	35, // 74: billing.order.OrderService.ChangeOrderPlan:output_type -> billing.order.ChangeOrderPlanResponse
-	37, // 75: billing.order.OrderService.CancelPlanChange:output_type -> billing.order.CancelPlanChangeResponse
-	39, // 76: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
-	41, // 77: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
-	43, // 78: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
-	45, // 79: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
-	49, // 80: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
-	60, // [60:81] is the sub-list for method output_type
-	39, // [39:60] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	49, // 35: billing.order.RenewalInvoice.card_charges:type_name -> billing.order.CardChargeAttempt
+	47, // 36: billing.order.GetRenewalOverviewResponse.due:type_name -> billing.order.RenewalsDue
+	48, // 37: billing.order.GetRenewalOverviewResponse.overdue:type_name -> billing.order.RenewalInvoice
+	48, // 38: billing.order.GetRenewalOverviewResponse.suspended:type_name -> billing.order.RenewalInvoice
+	48, // 39: billing.order.GetRenewalOverviewResponse.partly_paid_past_termination:type_name -> billing.order.RenewalInvoice
+	6,  // 40: billing.order.OrderService.CreateProduct:input_type -> billing.order.CreateProductRequest
+	10, // 41: billing.order.OrderService.ListProducts:input_type -> billing.order.ListProductsRequest
+	8,  // 42: billing.order.OrderService.UpdateProduct:input_type -> billing.order.UpdateProductRequest
+	12, // 43: billing.order.OrderService.CreateOrder:input_type -> billing.order.CreateOrderRequest
+	14, // 44: billing.order.OrderService.GetOrder:input_type -> billing.order.GetOrderRequest
+	16, // 45: billing.order.OrderService.ListOrders:input_type -> billing.order.ListOrdersRequest
+	18, // 46: billing.order.OrderService.CancelOrder:input_type -> billing.order.CancelOrderRequest
+	20, // 47: billing.order.OrderService.PayWithBalance:input_type -> billing.order.PayWithBalanceRequest
+	22, // 48: billing.order.OrderService.CreateInvoice:input_type -> billing.order.CreateInvoiceRequest
+	24, // 49: billing.order.OrderService.GetInvoice:input_type -> billing.order.GetInvoiceRequest
+	26, // 50: billing.order.OrderService.ListInvoices:input_type -> billing.order.ListInvoicesRequest
+	28, // 51: billing.order.OrderService.CancelInvoice:input_type -> billing.order.CancelInvoiceRequest
+	30, // 52: billing.order.OrderService.SetOrderRenewal:input_type -> billing.order.SetOrderRenewalRequest
+	32, // 53: billing.order.OrderService.EndService:input_type -> billing.order.EndServiceRequest
+	34, // 54: billing.order.OrderService.ChangeOrderPlan:input_type -> billing.order.ChangeOrderPlanRequest
+	36, // 55: billing.order.OrderService.CancelPlanChange:input_type -> billing.order.CancelPlanChangeRequest
+	38, // 56: billing.order.OrderService.ExtendServicePeriod:input_type -> billing.order.ExtendServicePeriodRequest
+	40, // 57: billing.order.OrderService.SuspendOrder:input_type -> billing.order.SuspendOrderRequest
+	42, // 58: billing.order.OrderService.ResumeOrder:input_type -> billing.order.ResumeOrderRequest
+	44, // 59: billing.order.OrderService.AdvanceBillingClock:input_type -> billing.order.AdvanceBillingClockRequest
+	46, // 60: billing.order.OrderService.GetRenewalOverview:input_type -> billing.order.GetRenewalOverviewRequest
+	7,  // 61: billing.order.OrderService.CreateProduct:output_type -> billing.order.CreateProductResponse
+	11, // 62: billing.order.OrderService.ListProducts:output_type -> billing.order.ListProductsResponse
+	9,  // 63: billing.order.OrderService.UpdateProduct:output_type -> billing.order.UpdateProductResponse
+	13, // 64: billing.order.OrderService.CreateOrder:output_type -> billing.order.CreateOrderResponse
+	15, // 65: billing.order.OrderService.GetOrder:output_type -> billing.order.GetOrderResponse
+	17, // 66: billing.order.OrderService.ListOrders:output_type -> billing.order.ListOrdersResponse
+	19, // 67: billing.order.OrderService.CancelOrder:output_type -> billing.order.CancelOrderResponse
+	21, // 68: billing.order.OrderService.PayWithBalance:output_type -> billing.order.PayWithBalanceResponse
+	23, // 69: billing.order.OrderService.CreateInvoice:output_type -> billing.order.CreateInvoiceResponse
+	25, // 70: billing.order.OrderService.GetInvoice:output_type -> billing.order.GetInvoiceResponse
+	27, // 71: billing.order.OrderService.ListInvoices:output_type -> billing.order.ListInvoicesResponse
+	29, // 72: billing.order.OrderService.CancelInvoice:output_type -> billing.order.CancelInvoiceResponse
+	31, // 73: billing.order.OrderService.SetOrderRenewal:output_type -> billing.order.SetOrderRenewalResponse
+	33, // 74: billing.order.OrderService.EndService:output_type -> billing.order.EndServiceResponse
+	35, // 75: billing.order.OrderService.ChangeOrderPlan:output_type -> billing.order.ChangeOrderPlanResponse
+	37, // 76: billing.order.OrderService.CancelPlanChange:output_type -> billing.order.CancelPlanChangeResponse
+	39, // 77: billing.order.OrderService.ExtendServicePeriod:output_type -> billing.order.ExtendServicePeriodResponse
+	41, // 78: billing.order.OrderService.SuspendOrder:output_type -> billing.order.SuspendOrderResponse
+	43, // 79: billing.order.OrderService.ResumeOrder:output_type -> billing.order.ResumeOrderResponse
+	45, // 80: billing.order.OrderService.AdvanceBillingClock:output_type -> billing.order.AdvanceBillingClockResponse
+	50, // 81: billing.order.OrderService.GetRenewalOverview:output_type -> billing.order.GetRenewalOverviewResponse
+	61, // [61:82] is the sub-list for method output_type
+	40, // [40:61] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_billing_order_order_proto_init() }
@@ -4066,7 +4190,7 @@ func file_billing_order_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_order_order_proto_rawDesc), len(file_billing_order_order_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1243,6 +1243,514 @@ func (x *Refund) GetRequestedByName() string {
 	return ""
 }
 
+// SavedPaymentMethod is a card saved at a gateway for charges without the
+// customer (the renewals of their orders).
+type SavedPaymentMethod struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Saved method id (UUID).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Customer the method belongs to.
+	CustomerId string `protobuf:"bytes,2,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	// Gateway interface the method is saved at.
+	GatewayInterfaceId string `protobuf:"bytes,3,opt,name=gateway_interface_id,json=gatewayInterfaceId,proto3" json:"gateway_interface_id,omitempty"`
+	// Card brand as the gateway names it (visa, mastercard, ...).
+	Brand string `protobuf:"bytes,4,opt,name=brand,proto3" json:"brand,omitempty"`
+	// Last four digits of the card number.
+	Last4 string `protobuf:"bytes,5,opt,name=last4,proto3" json:"last4,omitempty"`
+	// Expiry month, 1 to 12.
+	ExpMonth int32 `protobuf:"varint,6,opt,name=exp_month,json=expMonth,proto3" json:"exp_month,omitempty"`
+	// Expiry year, four digits.
+	ExpYear int32 `protobuf:"varint,7,opt,name=exp_year,json=expYear,proto3" json:"exp_year,omitempty"`
+	// When it was saved, RFC 3339.
+	CreatedAt string `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When it was removed, RFC 3339; empty while it may be charged.
+	RemovedAt     string `protobuf:"bytes,9,opt,name=removed_at,json=removedAt,proto3" json:"removed_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SavedPaymentMethod) Reset() {
+	*x = SavedPaymentMethod{}
+	mi := &file_billing_payment_payment_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SavedPaymentMethod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SavedPaymentMethod) ProtoMessage() {}
+
+func (x *SavedPaymentMethod) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SavedPaymentMethod.ProtoReflect.Descriptor instead.
+func (*SavedPaymentMethod) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SavedPaymentMethod) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetGatewayInterfaceId() string {
+	if x != nil {
+		return x.GatewayInterfaceId
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetBrand() string {
+	if x != nil {
+		return x.Brand
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetLast4() string {
+	if x != nil {
+		return x.Last4
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetExpMonth() int32 {
+	if x != nil {
+		return x.ExpMonth
+	}
+	return 0
+}
+
+func (x *SavedPaymentMethod) GetExpYear() int32 {
+	if x != nil {
+		return x.ExpYear
+	}
+	return 0
+}
+
+func (x *SavedPaymentMethod) GetCreatedAt() string {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return ""
+}
+
+func (x *SavedPaymentMethod) GetRemovedAt() string {
+	if x != nil {
+		return x.RemovedAt
+	}
+	return ""
+}
+
+type ListSavedPaymentMethodsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Customer whose methods to list: empty for the caller (a customer);
+	// required for an admin.
+	CustomerId    string `protobuf:"bytes,1,opt,name=customer_id,json=customerId,proto3" json:"customer_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavedPaymentMethodsRequest) Reset() {
+	*x = ListSavedPaymentMethodsRequest{}
+	mi := &file_billing_payment_payment_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavedPaymentMethodsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavedPaymentMethodsRequest) ProtoMessage() {}
+
+func (x *ListSavedPaymentMethodsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavedPaymentMethodsRequest.ProtoReflect.Descriptor instead.
+func (*ListSavedPaymentMethodsRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListSavedPaymentMethodsRequest) GetCustomerId() string {
+	if x != nil {
+		return x.CustomerId
+	}
+	return ""
+}
+
+type ListSavedPaymentMethodsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The methods not removed, newest first.
+	SavedMethods  []*SavedPaymentMethod `protobuf:"bytes,1,rep,name=saved_methods,json=savedMethods,proto3" json:"saved_methods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSavedPaymentMethodsResponse) Reset() {
+	*x = ListSavedPaymentMethodsResponse{}
+	mi := &file_billing_payment_payment_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSavedPaymentMethodsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSavedPaymentMethodsResponse) ProtoMessage() {}
+
+func (x *ListSavedPaymentMethodsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSavedPaymentMethodsResponse.ProtoReflect.Descriptor instead.
+func (*ListSavedPaymentMethodsResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ListSavedPaymentMethodsResponse) GetSavedMethods() []*SavedPaymentMethod {
+	if x != nil {
+		return x.SavedMethods
+	}
+	return nil
+}
+
+type RemoveSavedPaymentMethodRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Saved method id.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSavedPaymentMethodRequest) Reset() {
+	*x = RemoveSavedPaymentMethodRequest{}
+	mi := &file_billing_payment_payment_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSavedPaymentMethodRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSavedPaymentMethodRequest) ProtoMessage() {}
+
+func (x *RemoveSavedPaymentMethodRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSavedPaymentMethodRequest.ProtoReflect.Descriptor instead.
+func (*RemoveSavedPaymentMethodRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RemoveSavedPaymentMethodRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveSavedPaymentMethodResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The method removed (removed_at set).
+	SavedMethod   *SavedPaymentMethod `protobuf:"bytes,1,opt,name=saved_method,json=savedMethod,proto3" json:"saved_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSavedPaymentMethodResponse) Reset() {
+	*x = RemoveSavedPaymentMethodResponse{}
+	mi := &file_billing_payment_payment_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSavedPaymentMethodResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSavedPaymentMethodResponse) ProtoMessage() {}
+
+func (x *RemoveSavedPaymentMethodResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSavedPaymentMethodResponse.ProtoReflect.Descriptor instead.
+func (*RemoveSavedPaymentMethodResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RemoveSavedPaymentMethodResponse) GetSavedMethod() *SavedPaymentMethod {
+	if x != nil {
+		return x.SavedMethod
+	}
+	return nil
+}
+
+type SetAutoChargeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Order whose renewals to charge or not.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// true: renewal invoices charge the saved method on their due day; false:
+	// they wait to be paid by hand.
+	AutoCharge    bool `protobuf:"varint,2,opt,name=auto_charge,json=autoCharge,proto3" json:"auto_charge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAutoChargeRequest) Reset() {
+	*x = SetAutoChargeRequest{}
+	mi := &file_billing_payment_payment_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAutoChargeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAutoChargeRequest) ProtoMessage() {}
+
+func (x *SetAutoChargeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAutoChargeRequest.ProtoReflect.Descriptor instead.
+func (*SetAutoChargeRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SetAutoChargeRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *SetAutoChargeRequest) GetAutoCharge() bool {
+	if x != nil {
+		return x.AutoCharge
+	}
+	return false
+}
+
+type SetAutoChargeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The setting now.
+	AutoCharge    bool `protobuf:"varint,2,opt,name=auto_charge,json=autoCharge,proto3" json:"auto_charge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetAutoChargeResponse) Reset() {
+	*x = SetAutoChargeResponse{}
+	mi := &file_billing_payment_payment_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetAutoChargeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetAutoChargeResponse) ProtoMessage() {}
+
+func (x *SetAutoChargeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetAutoChargeResponse.ProtoReflect.Descriptor instead.
+func (*SetAutoChargeResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *SetAutoChargeResponse) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *SetAutoChargeResponse) GetAutoCharge() bool {
+	if x != nil {
+		return x.AutoCharge
+	}
+	return false
+}
+
+type GetAutoChargeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Order to read.
+	OrderId       string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAutoChargeRequest) Reset() {
+	*x = GetAutoChargeRequest{}
+	mi := &file_billing_payment_payment_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAutoChargeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAutoChargeRequest) ProtoMessage() {}
+
+func (x *GetAutoChargeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAutoChargeRequest.ProtoReflect.Descriptor instead.
+func (*GetAutoChargeRequest) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *GetAutoChargeRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+type GetAutoChargeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The order.
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// Whether its renewal invoices charge the saved method.
+	AutoCharge    bool `protobuf:"varint,2,opt,name=auto_charge,json=autoCharge,proto3" json:"auto_charge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetAutoChargeResponse) Reset() {
+	*x = GetAutoChargeResponse{}
+	mi := &file_billing_payment_payment_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetAutoChargeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetAutoChargeResponse) ProtoMessage() {}
+
+func (x *GetAutoChargeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_billing_payment_payment_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetAutoChargeResponse.ProtoReflect.Descriptor instead.
+func (*GetAutoChargeResponse) Descriptor() ([]byte, []int) {
+	return file_billing_payment_payment_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetAutoChargeResponse) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *GetAutoChargeResponse) GetAutoCharge() bool {
+	if x != nil {
+		return x.AutoCharge
+	}
+	return false
+}
+
 var File_billing_payment_payment_proto protoreflect.FileDescriptor
 
 const file_billing_payment_payment_proto_rawDesc = "" +
@@ -1357,7 +1865,43 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"\bcurrency\x18\v \x01(\tR\bcurrency\x12\x18\n" +
 	"\amessage\x18\f \x01(\tR\amessage\x12 \n" +
 	"\vdestination\x18\r \x01(\tR\vdestination\x12*\n" +
-	"\x11requested_by_name\x18\x0e \x01(\tR\x0frequestedByName2\xe2\x04\n" +
+	"\x11requested_by_name\x18\x0e \x01(\tR\x0frequestedByName\"\x99\x02\n" +
+	"\x12SavedPaymentMethod\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vcustomer_id\x18\x02 \x01(\tR\n" +
+	"customerId\x120\n" +
+	"\x14gateway_interface_id\x18\x03 \x01(\tR\x12gatewayInterfaceId\x12\x14\n" +
+	"\x05brand\x18\x04 \x01(\tR\x05brand\x12\x14\n" +
+	"\x05last4\x18\x05 \x01(\tR\x05last4\x12\x1b\n" +
+	"\texp_month\x18\x06 \x01(\x05R\bexpMonth\x12\x19\n" +
+	"\bexp_year\x18\a \x01(\x05R\aexpYear\x12\x1d\n" +
+	"\n" +
+	"created_at\x18\b \x01(\tR\tcreatedAt\x12\x1d\n" +
+	"\n" +
+	"removed_at\x18\t \x01(\tR\tremovedAt\"N\n" +
+	"\x1eListSavedPaymentMethodsRequest\x12,\n" +
+	"\vcustomer_id\x18\x01 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\xb0\x01\x01R\n" +
+	"customerId\"k\n" +
+	"\x1fListSavedPaymentMethodsResponse\x12H\n" +
+	"\rsaved_methods\x18\x01 \x03(\v2#.billing.payment.SavedPaymentMethodR\fsavedMethods\">\n" +
+	"\x1fRemoveSavedPaymentMethodRequest\x12\x1b\n" +
+	"\x02id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\x02id\"j\n" +
+	" RemoveSavedPaymentMethodResponse\x12F\n" +
+	"\fsaved_method\x18\x01 \x01(\v2#.billing.payment.SavedPaymentMethodR\vsavedMethod\"_\n" +
+	"\x14SetAutoChargeRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12\x1f\n" +
+	"\vauto_charge\x18\x02 \x01(\bR\n" +
+	"autoCharge\"S\n" +
+	"\x15SetAutoChargeResponse\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1f\n" +
+	"\vauto_charge\x18\x02 \x01(\bR\n" +
+	"autoCharge\">\n" +
+	"\x14GetAutoChargeRequest\x12&\n" +
+	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\"S\n" +
+	"\x15GetAutoChargeResponse\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1f\n" +
+	"\vauto_charge\x18\x02 \x01(\bR\n" +
+	"autoCharge2\xac\b\n" +
 	"\x0ePaymentService\x12^\n" +
 	"\rCreatePayment\x12%.billing.payment.CreatePaymentRequest\x1a&.billing.payment.CreatePaymentResponse\x12`\n" +
 	"\fListPayments\x12$.billing.payment.ListPaymentsRequest\x1a%.billing.payment.ListPaymentsResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -1365,7 +1909,11 @@ const file_billing_payment_payment_proto_rawDesc = "" +
 	"GetPayment\x12\".billing.payment.GetPaymentRequest\x1a#.billing.payment.GetPaymentResponse\"\x03\x90\x02\x01\x12m\n" +
 	"\x12QueryPaymentStatus\x12*.billing.payment.QueryPaymentStatusRequest\x1a+.billing.payment.QueryPaymentStatusResponse\x12c\n" +
 	"\x0eHandleCallback\x12'.billing.payment.PaymentCallbackRequest\x1a(.billing.payment.PaymentCallbackResponse\x12^\n" +
-	"\rRefundPayment\x12%.billing.payment.RefundPaymentRequest\x1a&.billing.payment.RefundPaymentResponseB<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
+	"\rRefundPayment\x12%.billing.payment.RefundPaymentRequest\x1a&.billing.payment.RefundPaymentResponse\x12\x81\x01\n" +
+	"\x17ListSavedPaymentMethods\x12/.billing.payment.ListSavedPaymentMethodsRequest\x1a0.billing.payment.ListSavedPaymentMethodsResponse\"\x03\x90\x02\x01\x12\x7f\n" +
+	"\x18RemoveSavedPaymentMethod\x120.billing.payment.RemoveSavedPaymentMethodRequest\x1a1.billing.payment.RemoveSavedPaymentMethodResponse\x12^\n" +
+	"\rSetAutoCharge\x12%.billing.payment.SetAutoChargeRequest\x1a&.billing.payment.SetAutoChargeResponse\x12c\n" +
+	"\rGetAutoCharge\x12%.billing.payment.GetAutoChargeRequest\x1a&.billing.payment.GetAutoChargeResponse\"\x03\x90\x02\x01B<Z:github.com/rustbill/paymentd/gen/billing/payment;paymentpbb\x06proto3"
 
 var (
 	file_billing_payment_payment_proto_rawDescOnce sync.Once
@@ -1379,24 +1927,33 @@ func file_billing_payment_payment_proto_rawDescGZIP() []byte {
 	return file_billing_payment_payment_proto_rawDescData
 }
 
-var file_billing_payment_payment_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_billing_payment_payment_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_billing_payment_payment_proto_goTypes = []any{
-	(*PaymentRecord)(nil),              // 0: billing.payment.PaymentRecord
-	(*PageRequest)(nil),                // 1: billing.payment.PageRequest
-	(*PageMeta)(nil),                   // 2: billing.payment.PageMeta
-	(*CreatePaymentRequest)(nil),       // 3: billing.payment.CreatePaymentRequest
-	(*CreatePaymentResponse)(nil),      // 4: billing.payment.CreatePaymentResponse
-	(*ListPaymentsRequest)(nil),        // 5: billing.payment.ListPaymentsRequest
-	(*ListPaymentsResponse)(nil),       // 6: billing.payment.ListPaymentsResponse
-	(*GetPaymentRequest)(nil),          // 7: billing.payment.GetPaymentRequest
-	(*GetPaymentResponse)(nil),         // 8: billing.payment.GetPaymentResponse
-	(*QueryPaymentStatusRequest)(nil),  // 9: billing.payment.QueryPaymentStatusRequest
-	(*QueryPaymentStatusResponse)(nil), // 10: billing.payment.QueryPaymentStatusResponse
-	(*PaymentCallbackRequest)(nil),     // 11: billing.payment.PaymentCallbackRequest
-	(*PaymentCallbackResponse)(nil),    // 12: billing.payment.PaymentCallbackResponse
-	(*RefundPaymentRequest)(nil),       // 13: billing.payment.RefundPaymentRequest
-	(*RefundPaymentResponse)(nil),      // 14: billing.payment.RefundPaymentResponse
-	(*Refund)(nil),                     // 15: billing.payment.Refund
+	(*PaymentRecord)(nil),                    // 0: billing.payment.PaymentRecord
+	(*PageRequest)(nil),                      // 1: billing.payment.PageRequest
+	(*PageMeta)(nil),                         // 2: billing.payment.PageMeta
+	(*CreatePaymentRequest)(nil),             // 3: billing.payment.CreatePaymentRequest
+	(*CreatePaymentResponse)(nil),            // 4: billing.payment.CreatePaymentResponse
+	(*ListPaymentsRequest)(nil),              // 5: billing.payment.ListPaymentsRequest
+	(*ListPaymentsResponse)(nil),             // 6: billing.payment.ListPaymentsResponse
+	(*GetPaymentRequest)(nil),                // 7: billing.payment.GetPaymentRequest
+	(*GetPaymentResponse)(nil),               // 8: billing.payment.GetPaymentResponse
+	(*QueryPaymentStatusRequest)(nil),        // 9: billing.payment.QueryPaymentStatusRequest
+	(*QueryPaymentStatusResponse)(nil),       // 10: billing.payment.QueryPaymentStatusResponse
+	(*PaymentCallbackRequest)(nil),           // 11: billing.payment.PaymentCallbackRequest
+	(*PaymentCallbackResponse)(nil),          // 12: billing.payment.PaymentCallbackResponse
+	(*RefundPaymentRequest)(nil),             // 13: billing.payment.RefundPaymentRequest
+	(*RefundPaymentResponse)(nil),            // 14: billing.payment.RefundPaymentResponse
+	(*Refund)(nil),                           // 15: billing.payment.Refund
+	(*SavedPaymentMethod)(nil),               // 16: billing.payment.SavedPaymentMethod
+	(*ListSavedPaymentMethodsRequest)(nil),   // 17: billing.payment.ListSavedPaymentMethodsRequest
+	(*ListSavedPaymentMethodsResponse)(nil),  // 18: billing.payment.ListSavedPaymentMethodsResponse
+	(*RemoveSavedPaymentMethodRequest)(nil),  // 19: billing.payment.RemoveSavedPaymentMethodRequest
+	(*RemoveSavedPaymentMethodResponse)(nil), // 20: billing.payment.RemoveSavedPaymentMethodResponse
+	(*SetAutoChargeRequest)(nil),             // 21: billing.payment.SetAutoChargeRequest
+	(*SetAutoChargeResponse)(nil),            // 22: billing.payment.SetAutoChargeResponse
+	(*GetAutoChargeRequest)(nil),             // 23: billing.payment.GetAutoChargeRequest
+	(*GetAutoChargeResponse)(nil),            // 24: billing.payment.GetAutoChargeResponse
 }
 var file_billing_payment_payment_proto_depIdxs = []int32{
 	0,  // 0: billing.payment.CreatePaymentResponse.payment:type_name -> billing.payment.PaymentRecord
@@ -1408,23 +1965,33 @@ var file_billing_payment_payment_proto_depIdxs = []int32{
 	0,  // 6: billing.payment.PaymentCallbackResponse.payment:type_name -> billing.payment.PaymentRecord
 	0,  // 7: billing.payment.RefundPaymentResponse.payment:type_name -> billing.payment.PaymentRecord
 	15, // 8: billing.payment.RefundPaymentResponse.refund:type_name -> billing.payment.Refund
-	3,  // 9: billing.payment.PaymentService.CreatePayment:input_type -> billing.payment.CreatePaymentRequest
-	5,  // 10: billing.payment.PaymentService.ListPayments:input_type -> billing.payment.ListPaymentsRequest
-	7,  // 11: billing.payment.PaymentService.GetPayment:input_type -> billing.payment.GetPaymentRequest
-	9,  // 12: billing.payment.PaymentService.QueryPaymentStatus:input_type -> billing.payment.QueryPaymentStatusRequest
-	11, // 13: billing.payment.PaymentService.HandleCallback:input_type -> billing.payment.PaymentCallbackRequest
-	13, // 14: billing.payment.PaymentService.RefundPayment:input_type -> billing.payment.RefundPaymentRequest
-	4,  // 15: billing.payment.PaymentService.CreatePayment:output_type -> billing.payment.CreatePaymentResponse
-	6,  // 16: billing.payment.PaymentService.ListPayments:output_type -> billing.payment.ListPaymentsResponse
-	8,  // 17: billing.payment.PaymentService.GetPayment:output_type -> billing.payment.GetPaymentResponse
-	10, // 18: billing.payment.PaymentService.QueryPaymentStatus:output_type -> billing.payment.QueryPaymentStatusResponse
-	12, // 19: billing.payment.PaymentService.HandleCallback:output_type -> billing.payment.PaymentCallbackResponse
-	14, // 20: billing.payment.PaymentService.RefundPayment:output_type -> billing.payment.RefundPaymentResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	16, // 9: billing.payment.ListSavedPaymentMethodsResponse.saved_methods:type_name -> billing.payment.SavedPaymentMethod
+	16, // 10: billing.payment.RemoveSavedPaymentMethodResponse.saved_method:type_name -> billing.payment.SavedPaymentMethod
+	3,  // 11: billing.payment.PaymentService.CreatePayment:input_type -> billing.payment.CreatePaymentRequest
+	5,  // 12: billing.payment.PaymentService.ListPayments:input_type -> billing.payment.ListPaymentsRequest
+	7,  // 13: billing.payment.PaymentService.GetPayment:input_type -> billing.payment.GetPaymentRequest
+	9,  // 14: billing.payment.PaymentService.QueryPaymentStatus:input_type -> billing.payment.QueryPaymentStatusRequest
+	11, // 15: billing.payment.PaymentService.HandleCallback:input_type -> billing.payment.PaymentCallbackRequest
+	13, // 16: billing.payment.PaymentService.RefundPayment:input_type -> billing.payment.RefundPaymentRequest
+	17, // 17: billing.payment.PaymentService.ListSavedPaymentMethods:input_type -> billing.payment.ListSavedPaymentMethodsRequest
+	19, // 18: billing.payment.PaymentService.RemoveSavedPaymentMethod:input_type -> billing.payment.RemoveSavedPaymentMethodRequest
+	21, // 19: billing.payment.PaymentService.SetAutoCharge:input_type -> billing.payment.SetAutoChargeRequest
+	23, // 20: billing.payment.PaymentService.GetAutoCharge:input_type -> billing.payment.GetAutoChargeRequest
+	4,  // 21: billing.payment.PaymentService.CreatePayment:output_type -> billing.payment.CreatePaymentResponse
+	6,  // 22: billing.payment.PaymentService.ListPayments:output_type -> billing.payment.ListPaymentsResponse
+	8,  // 23: billing.payment.PaymentService.GetPayment:output_type -> billing.payment.GetPaymentResponse
+	10, // 24: billing.payment.PaymentService.QueryPaymentStatus:output_type -> billing.payment.QueryPaymentStatusResponse
+	12, // 25: billing.payment.PaymentService.HandleCallback:output_type -> billing.payment.PaymentCallbackResponse
+	14, // 26: billing.payment.PaymentService.RefundPayment:output_type -> billing.payment.RefundPaymentResponse
+	18, // 27: billing.payment.PaymentService.ListSavedPaymentMethods:output_type -> billing.payment.ListSavedPaymentMethodsResponse
+	20, // 28: billing.payment.PaymentService.RemoveSavedPaymentMethod:output_type -> billing.payment.RemoveSavedPaymentMethodResponse
+	22, // 29: billing.payment.PaymentService.SetAutoCharge:output_type -> billing.payment.SetAutoChargeResponse
+	24, // 30: billing.payment.PaymentService.GetAutoCharge:output_type -> billing.payment.GetAutoChargeResponse
+	21, // [21:31] is the sub-list for method output_type
+	11, // [11:21] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_billing_payment_payment_proto_init() }
@@ -1440,7 +2007,7 @@ func file_billing_payment_payment_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_billing_payment_payment_proto_rawDesc), len(file_billing_payment_payment_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

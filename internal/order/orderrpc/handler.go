@@ -631,6 +631,12 @@ func (h *Handler) renewalOverview(ctx context.Context, m *orderpb.GetRenewalOver
 			at := r.DueAt.Add(step)
 			rec.NextStepAt = rpc.TimePtr(&at)
 		}
+		for _, a := range ov.CardCharges[r.InvoiceID] {
+			rec.CardCharges = append(rec.CardCharges, &orderpb.CardChargeAttempt{
+				Attempt: a.Attempt, PaymentId: a.PaymentID.String(), SavedMethodId: a.SavedMethodID.String(),
+				Outcome: a.Outcome, Code: a.Code, Message: a.Message, CreatedAt: rpc.Time(a.CreatedAt),
+			})
+		}
 		return rec
 	}
 	for _, r := range ov.Overdue {

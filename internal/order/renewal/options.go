@@ -1,6 +1,7 @@
 package renewal
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -60,6 +61,12 @@ type Options struct {
 	// (it holds the billing role); nil: always.
 	Active func() bool
 	Logger *slog.Logger
+	// ChargeSaved, when set, is the dunning step (payment.Service's
+	// ChargeDue with [billing].card_retry_days): it charges the saved
+	// payment methods of the renewal invoices whose attempt day has come,
+	// after the balance has paid what it covers and before a suspension
+	// is judged. It answers how many invoices it charged.
+	ChargeSaved func(ctx context.Context) (charged int, err error)
 	// Rounds, set by tests only, counts the loop's rounds: each look at
 	// Active and the pass it then runs, if any (internal/testsignal). Nil
 	// in the service: a nil check per round.

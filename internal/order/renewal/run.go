@@ -148,6 +148,8 @@ type Round struct {
 	// PlanChanged counts the period-end plan changes that took effect,
 	// PlanLapsed the unpaid prorations that lapsed.
 	PlanChanged, PlanLapsed int
+	// CardCharged counts the renewal invoices a saved method paid.
+	CardCharged int
 	// Errors counts the orders a step failed for; each is tried again on
 	// the next pass.
 	Errors int
@@ -336,10 +338,23 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 				break
 			}
 		}
+		if s.name == "balance payment" && r.opts.ChargeSaved != nil {
+			// What the balance did not cover, the saved card pays.
+			n, err := r.opts.ChargeSaved(ctx)
+			round.CardCharged += n
+			if err != nil {
+				if ctx.Err() != nil {
+					return round, ctx.Err()
+				}
+				round.Errors++
+				r.log.ErrorContext(ctx, "billing run: saved-method charges failed; tried again on the next pass", "err", err)
+			}
+		}
 	}
 	if round != (Round{}) {
 		r.log.InfoContext(ctx, "billing run", "issued", round.Issued, "auto_paid", round.AutoPaid, "overdue", round.Overdue,
-			"reminded", round.Reminded, "suspended", round.Suspended, "plan_changed", round.PlanChanged, "plan_lapsed", round.PlanLapsed,
+			"reminded", round.Reminded, "card_charged", round.CardCharged, "suspended", round.Suspended,
+			"plan_changed", round.PlanChanged, "plan_lapsed", round.PlanLapsed,
 			"terminated", round.Terminated, "ended", round.Ended, "errors", round.Errors)
 	}
 	return round, nil

@@ -20,12 +20,16 @@ import (
 // permissions: docs/api.md, "Credential layers"). Customers are scoped to their
 // own payments by the operations themselves.
 var Policy = auth.Policy{
-	paymentpbconnect.PaymentServiceCreatePaymentProcedure:      auth.Authenticated,
-	paymentpbconnect.PaymentServiceListPaymentsProcedure:       auth.Authenticated,
-	paymentpbconnect.PaymentServiceGetPaymentProcedure:         auth.Authenticated,
-	paymentpbconnect.PaymentServiceQueryPaymentStatusProcedure: auth.AdminOnly,
-	paymentpbconnect.PaymentServiceHandleCallbackProcedure:     auth.Public,
-	paymentpbconnect.PaymentServiceRefundPaymentProcedure:      auth.AdminOnly,
+	paymentpbconnect.PaymentServiceCreatePaymentProcedure:            auth.Authenticated,
+	paymentpbconnect.PaymentServiceListPaymentsProcedure:             auth.Authenticated,
+	paymentpbconnect.PaymentServiceGetPaymentProcedure:               auth.Authenticated,
+	paymentpbconnect.PaymentServiceQueryPaymentStatusProcedure:       auth.AdminOnly,
+	paymentpbconnect.PaymentServiceHandleCallbackProcedure:           auth.Public,
+	paymentpbconnect.PaymentServiceRefundPaymentProcedure:            auth.AdminOnly,
+	paymentpbconnect.PaymentServiceListSavedPaymentMethodsProcedure:  auth.Authenticated,
+	paymentpbconnect.PaymentServiceRemoveSavedPaymentMethodProcedure: auth.Authenticated,
+	paymentpbconnect.PaymentServiceSetAutoChargeProcedure:            auth.Authenticated,
+	paymentpbconnect.PaymentServiceGetAutoChargeProcedure:            auth.Authenticated,
 }
 
 // Handler serves billing.PaymentService: decode, call the domain,

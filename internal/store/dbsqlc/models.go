@@ -153,6 +153,13 @@ type Event struct {
 	UpdatedAt   time.Time
 }
 
+type GatewayCustomer struct {
+	GatewayInterfaceID uuid.UUID
+	CustomerID         uuid.UUID
+	GatewayCustomerID  string
+	CreatedAt          time.Time
+}
+
 type GatewayInterface struct {
 	ID           uuid.UUID
 	PluginName   string
@@ -294,6 +301,12 @@ type Order struct {
 	PaidUntil *time.Time
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+type OrderAutoCharge struct {
+	OrderID    uuid.UUID
+	AutoCharge bool
+	UpdatedAt  time.Time
 }
 
 type Payment struct {
@@ -458,6 +471,33 @@ type Refund struct {
 	Destination     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+type SavedChargeAttempt struct {
+	InvoiceID     uuid.UUID
+	Attempt       int32
+	PaymentID     uuid.UUID
+	SavedMethodID uuid.UUID
+	Outcome       string
+	Code          string
+	Message       string
+	CreatedAt     time.Time
+	AnsweredAt    *time.Time
+}
+
+type SavedPaymentMethod struct {
+	ID                 uuid.UUID
+	CustomerID         uuid.UUID
+	GatewayInterfaceID uuid.UUID
+	GatewayCustomerID  string
+	GatewayMethodID    string
+	Brand              string
+	Last4              string
+	ExpMonth           int32
+	ExpYear            int32
+	CreatedAt          time.Time
+	RemovedAt          *time.Time
+	ExpiryNoticedAt    *time.Time
 }
 
 type ServicePeriod struct {

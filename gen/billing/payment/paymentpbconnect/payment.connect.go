@@ -57,6 +57,18 @@ const (
 	// PaymentServiceRefundPaymentProcedure is the fully-qualified name of the PaymentService's
 	// RefundPayment RPC.
 	PaymentServiceRefundPaymentProcedure = "/billing.payment.PaymentService/RefundPayment"
+	// PaymentServiceListSavedPaymentMethodsProcedure is the fully-qualified name of the
+	// PaymentService's ListSavedPaymentMethods RPC.
+	PaymentServiceListSavedPaymentMethodsProcedure = "/billing.payment.PaymentService/ListSavedPaymentMethods"
+	// PaymentServiceRemoveSavedPaymentMethodProcedure is the fully-qualified name of the
+	// PaymentService's RemoveSavedPaymentMethod RPC.
+	PaymentServiceRemoveSavedPaymentMethodProcedure = "/billing.payment.PaymentService/RemoveSavedPaymentMethod"
+	// PaymentServiceSetAutoChargeProcedure is the fully-qualified name of the PaymentService's
+	// SetAutoCharge RPC.
+	PaymentServiceSetAutoChargeProcedure = "/billing.payment.PaymentService/SetAutoCharge"
+	// PaymentServiceGetAutoChargeProcedure is the fully-qualified name of the PaymentService's
+	// GetAutoCharge RPC.
+	PaymentServiceGetAutoChargeProcedure = "/billing.payment.PaymentService/GetAutoCharge"
 )
 
 // PaymentServiceClient is a client for the billing.payment.PaymentService service.
@@ -83,6 +95,24 @@ type PaymentServiceClient interface {
 	// RefundPayment refunds a paid payment in full (empty amount) or in part
 	// (admin).
 	RefundPayment(context.Context, *connect.Request[payment.RefundPaymentRequest]) (*connect.Response[payment.RefundPaymentResponse], error)
+	// ListSavedPaymentMethods lists the saved payment methods (cards) not
+	// removed of a customer, newest first: a customer's own (customer_id empty
+	// or theirs; another's is PermissionDenied), any customer's for an admin
+	// (customer_id required). Only brand, last four digits and expiry are
+	// shown; the gateway's references never leave the service.
+	ListSavedPaymentMethods(context.Context, *connect.Request[payment.ListSavedPaymentMethodsRequest]) (*connect.Response[payment.ListSavedPaymentMethodsResponse], error)
+	// RemoveSavedPaymentMethod detaches a saved method at its gateway and then
+	// removes it: it is never charged again. A customer removes their own
+	// (another's, an unknown or an already removed one is NotFound); an admin
+	// anyone's.
+	RemoveSavedPaymentMethod(context.Context, *connect.Request[payment.RemoveSavedPaymentMethodRequest]) (*connect.Response[payment.RemoveSavedPaymentMethodResponse], error)
+	// SetAutoCharge turns on or off the charging of the saved method for the
+	// renewal invoices of an order (the order's customer or an admin; another
+	// customer's order is NotFound). On unless turned off.
+	SetAutoCharge(context.Context, *connect.Request[payment.SetAutoChargeRequest]) (*connect.Response[payment.SetAutoChargeResponse], error)
+	// GetAutoCharge reads whether the renewals of an order charge the saved
+	// method (the order's customer or an admin).
+	GetAutoCharge(context.Context, *connect.Request[payment.GetAutoChargeRequest]) (*connect.Response[payment.GetAutoChargeResponse], error)
 }
 
 // NewPaymentServiceClient constructs a client for the billing.payment.PaymentService service. By
@@ -134,17 +164,47 @@ func NewPaymentServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(paymentServiceMethods.ByName("RefundPayment")),
 			connect.WithClientOptions(opts...),
 		),
+		listSavedPaymentMethods: connect.NewClient[payment.ListSavedPaymentMethodsRequest, payment.ListSavedPaymentMethodsResponse](
+			httpClient,
+			baseURL+PaymentServiceListSavedPaymentMethodsProcedure,
+			connect.WithSchema(paymentServiceMethods.ByName("ListSavedPaymentMethods")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		removeSavedPaymentMethod: connect.NewClient[payment.RemoveSavedPaymentMethodRequest, payment.RemoveSavedPaymentMethodResponse](
+			httpClient,
+			baseURL+PaymentServiceRemoveSavedPaymentMethodProcedure,
+			connect.WithSchema(paymentServiceMethods.ByName("RemoveSavedPaymentMethod")),
+			connect.WithClientOptions(opts...),
+		),
+		setAutoCharge: connect.NewClient[payment.SetAutoChargeRequest, payment.SetAutoChargeResponse](
+			httpClient,
+			baseURL+PaymentServiceSetAutoChargeProcedure,
+			connect.WithSchema(paymentServiceMethods.ByName("SetAutoCharge")),
+			connect.WithClientOptions(opts...),
+		),
+		getAutoCharge: connect.NewClient[payment.GetAutoChargeRequest, payment.GetAutoChargeResponse](
+			httpClient,
+			baseURL+PaymentServiceGetAutoChargeProcedure,
+			connect.WithSchema(paymentServiceMethods.ByName("GetAutoCharge")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // paymentServiceClient implements PaymentServiceClient.
 type paymentServiceClient struct {
-	createPayment      *connect.Client[payment.CreatePaymentRequest, payment.CreatePaymentResponse]
-	listPayments       *connect.Client[payment.ListPaymentsRequest, payment.ListPaymentsResponse]
-	getPayment         *connect.Client[payment.GetPaymentRequest, payment.GetPaymentResponse]
-	queryPaymentStatus *connect.Client[payment.QueryPaymentStatusRequest, payment.QueryPaymentStatusResponse]
-	handleCallback     *connect.Client[payment.PaymentCallbackRequest, payment.PaymentCallbackResponse]
-	refundPayment      *connect.Client[payment.RefundPaymentRequest, payment.RefundPaymentResponse]
+	createPayment            *connect.Client[payment.CreatePaymentRequest, payment.CreatePaymentResponse]
+	listPayments             *connect.Client[payment.ListPaymentsRequest, payment.ListPaymentsResponse]
+	getPayment               *connect.Client[payment.GetPaymentRequest, payment.GetPaymentResponse]
+	queryPaymentStatus       *connect.Client[payment.QueryPaymentStatusRequest, payment.QueryPaymentStatusResponse]
+	handleCallback           *connect.Client[payment.PaymentCallbackRequest, payment.PaymentCallbackResponse]
+	refundPayment            *connect.Client[payment.RefundPaymentRequest, payment.RefundPaymentResponse]
+	listSavedPaymentMethods  *connect.Client[payment.ListSavedPaymentMethodsRequest, payment.ListSavedPaymentMethodsResponse]
+	removeSavedPaymentMethod *connect.Client[payment.RemoveSavedPaymentMethodRequest, payment.RemoveSavedPaymentMethodResponse]
+	setAutoCharge            *connect.Client[payment.SetAutoChargeRequest, payment.SetAutoChargeResponse]
+	getAutoCharge            *connect.Client[payment.GetAutoChargeRequest, payment.GetAutoChargeResponse]
 }
 
 // CreatePayment calls billing.payment.PaymentService.CreatePayment.
@@ -177,6 +237,26 @@ func (c *paymentServiceClient) RefundPayment(ctx context.Context, req *connect.R
 	return c.refundPayment.CallUnary(ctx, req)
 }
 
+// ListSavedPaymentMethods calls billing.payment.PaymentService.ListSavedPaymentMethods.
+func (c *paymentServiceClient) ListSavedPaymentMethods(ctx context.Context, req *connect.Request[payment.ListSavedPaymentMethodsRequest]) (*connect.Response[payment.ListSavedPaymentMethodsResponse], error) {
+	return c.listSavedPaymentMethods.CallUnary(ctx, req)
+}
+
+// RemoveSavedPaymentMethod calls billing.payment.PaymentService.RemoveSavedPaymentMethod.
+func (c *paymentServiceClient) RemoveSavedPaymentMethod(ctx context.Context, req *connect.Request[payment.RemoveSavedPaymentMethodRequest]) (*connect.Response[payment.RemoveSavedPaymentMethodResponse], error) {
+	return c.removeSavedPaymentMethod.CallUnary(ctx, req)
+}
+
+// SetAutoCharge calls billing.payment.PaymentService.SetAutoCharge.
+func (c *paymentServiceClient) SetAutoCharge(ctx context.Context, req *connect.Request[payment.SetAutoChargeRequest]) (*connect.Response[payment.SetAutoChargeResponse], error) {
+	return c.setAutoCharge.CallUnary(ctx, req)
+}
+
+// GetAutoCharge calls billing.payment.PaymentService.GetAutoCharge.
+func (c *paymentServiceClient) GetAutoCharge(ctx context.Context, req *connect.Request[payment.GetAutoChargeRequest]) (*connect.Response[payment.GetAutoChargeResponse], error) {
+	return c.getAutoCharge.CallUnary(ctx, req)
+}
+
 // PaymentServiceHandler is an implementation of the billing.payment.PaymentService service.
 type PaymentServiceHandler interface {
 	// CreatePayment creates a payment record for an order or an invoice and asks
@@ -201,6 +281,24 @@ type PaymentServiceHandler interface {
 	// RefundPayment refunds a paid payment in full (empty amount) or in part
 	// (admin).
 	RefundPayment(context.Context, *connect.Request[payment.RefundPaymentRequest]) (*connect.Response[payment.RefundPaymentResponse], error)
+	// ListSavedPaymentMethods lists the saved payment methods (cards) not
+	// removed of a customer, newest first: a customer's own (customer_id empty
+	// or theirs; another's is PermissionDenied), any customer's for an admin
+	// (customer_id required). Only brand, last four digits and expiry are
+	// shown; the gateway's references never leave the service.
+	ListSavedPaymentMethods(context.Context, *connect.Request[payment.ListSavedPaymentMethodsRequest]) (*connect.Response[payment.ListSavedPaymentMethodsResponse], error)
+	// RemoveSavedPaymentMethod detaches a saved method at its gateway and then
+	// removes it: it is never charged again. A customer removes their own
+	// (another's, an unknown or an already removed one is NotFound); an admin
+	// anyone's.
+	RemoveSavedPaymentMethod(context.Context, *connect.Request[payment.RemoveSavedPaymentMethodRequest]) (*connect.Response[payment.RemoveSavedPaymentMethodResponse], error)
+	// SetAutoCharge turns on or off the charging of the saved method for the
+	// renewal invoices of an order (the order's customer or an admin; another
+	// customer's order is NotFound). On unless turned off.
+	SetAutoCharge(context.Context, *connect.Request[payment.SetAutoChargeRequest]) (*connect.Response[payment.SetAutoChargeResponse], error)
+	// GetAutoCharge reads whether the renewals of an order charge the saved
+	// method (the order's customer or an admin).
+	GetAutoCharge(context.Context, *connect.Request[payment.GetAutoChargeRequest]) (*connect.Response[payment.GetAutoChargeResponse], error)
 }
 
 // NewPaymentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -248,6 +346,32 @@ func NewPaymentServiceHandler(svc PaymentServiceHandler, opts ...connect.Handler
 		connect.WithSchema(paymentServiceMethods.ByName("RefundPayment")),
 		connect.WithHandlerOptions(opts...),
 	)
+	paymentServiceListSavedPaymentMethodsHandler := connect.NewUnaryHandler(
+		PaymentServiceListSavedPaymentMethodsProcedure,
+		svc.ListSavedPaymentMethods,
+		connect.WithSchema(paymentServiceMethods.ByName("ListSavedPaymentMethods")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	paymentServiceRemoveSavedPaymentMethodHandler := connect.NewUnaryHandler(
+		PaymentServiceRemoveSavedPaymentMethodProcedure,
+		svc.RemoveSavedPaymentMethod,
+		connect.WithSchema(paymentServiceMethods.ByName("RemoveSavedPaymentMethod")),
+		connect.WithHandlerOptions(opts...),
+	)
+	paymentServiceSetAutoChargeHandler := connect.NewUnaryHandler(
+		PaymentServiceSetAutoChargeProcedure,
+		svc.SetAutoCharge,
+		connect.WithSchema(paymentServiceMethods.ByName("SetAutoCharge")),
+		connect.WithHandlerOptions(opts...),
+	)
+	paymentServiceGetAutoChargeHandler := connect.NewUnaryHandler(
+		PaymentServiceGetAutoChargeProcedure,
+		svc.GetAutoCharge,
+		connect.WithSchema(paymentServiceMethods.ByName("GetAutoCharge")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/billing.payment.PaymentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PaymentServiceCreatePaymentProcedure:
@@ -262,6 +386,14 @@ func NewPaymentServiceHandler(svc PaymentServiceHandler, opts ...connect.Handler
 			paymentServiceHandleCallbackHandler.ServeHTTP(w, r)
 		case PaymentServiceRefundPaymentProcedure:
 			paymentServiceRefundPaymentHandler.ServeHTTP(w, r)
+		case PaymentServiceListSavedPaymentMethodsProcedure:
+			paymentServiceListSavedPaymentMethodsHandler.ServeHTTP(w, r)
+		case PaymentServiceRemoveSavedPaymentMethodProcedure:
+			paymentServiceRemoveSavedPaymentMethodHandler.ServeHTTP(w, r)
+		case PaymentServiceSetAutoChargeProcedure:
+			paymentServiceSetAutoChargeHandler.ServeHTTP(w, r)
+		case PaymentServiceGetAutoChargeProcedure:
+			paymentServiceGetAutoChargeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -293,4 +425,20 @@ func (UnimplementedPaymentServiceHandler) HandleCallback(context.Context, *conne
 
 func (UnimplementedPaymentServiceHandler) RefundPayment(context.Context, *connect.Request[payment.RefundPaymentRequest]) (*connect.Response[payment.RefundPaymentResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentService.RefundPayment is not implemented"))
+}
+
+func (UnimplementedPaymentServiceHandler) ListSavedPaymentMethods(context.Context, *connect.Request[payment.ListSavedPaymentMethodsRequest]) (*connect.Response[payment.ListSavedPaymentMethodsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentService.ListSavedPaymentMethods is not implemented"))
+}
+
+func (UnimplementedPaymentServiceHandler) RemoveSavedPaymentMethod(context.Context, *connect.Request[payment.RemoveSavedPaymentMethodRequest]) (*connect.Response[payment.RemoveSavedPaymentMethodResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentService.RemoveSavedPaymentMethod is not implemented"))
+}
+
+func (UnimplementedPaymentServiceHandler) SetAutoCharge(context.Context, *connect.Request[payment.SetAutoChargeRequest]) (*connect.Response[payment.SetAutoChargeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentService.SetAutoCharge is not implemented"))
+}
+
+func (UnimplementedPaymentServiceHandler) GetAutoCharge(context.Context, *connect.Request[payment.GetAutoChargeRequest]) (*connect.Response[payment.GetAutoChargeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("billing.payment.PaymentService.GetAutoCharge is not implemented"))
 }

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file billing/payment/payment.proto.
  */
 export const file_billing_payment_payment: GenFile = /*@__PURE__*/
-  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50Iu8CCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkSFwoPY2FwdHVyZWRfYW1vdW50GA4gASgJEhMKC2NhcHR1cmVkX2F0GA8gASgJEhEKCWZhaWxlZF9hdBgQIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgRIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJuChRDcmVhdGVQYXltZW50UmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRISCgppbnZvaWNlX2lkGAIgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAMgASgJEhIKCnJldHVybl91cmwYBCABKAkihAEKFUNyZWF0ZVBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSEwoLcGF5bWVudF91cmwYAiABKAkSDwoHcXJfY29kZRgDIAEoCRIUCgxpbnN0cnVjdGlvbnMYBCABKAkiqAIKE0xpc3RQYXltZW50c1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIVCghvcmRlcl9pZBgCIAEoCUgAiAEBEhcKCmludm9pY2VfaWQYAyABKAlIAYgBARIhChRnYXRld2F5X2ludGVyZmFjZV9pZBgEIAEoCUgCiAEBEhMKBnN0YXR1cxgFIAEoCUgDiAEBEhEKCXRvX3JldHVybhgGIAEoCBIWCglyZWZlcmVuY2UYByABKAlIBIgBAUILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXNCDAoKX3JlZmVyZW5jZSJxChRMaXN0UGF5bWVudHNSZXNwb25zZRIwCghwYXltZW50cxgBIAMoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiHwoRR2V0UGF5bWVudFJlcXVlc3QSCgoCaWQYASABKAkiRQoSR2V0UGF5bWVudFJlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCIvChlRdWVyeVBheW1lbnRTdGF0dXNSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkiTQoaUXVlcnlQYXltZW50U3RhdHVzUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIkcKFlBheW1lbnRDYWxsYmFja1JlcXVlc3QSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDwoHcGF5bG9hZBgCIAEoCSJKChdQYXltZW50Q2FsbGJhY2tSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQidAoUUmVmdW5kUGF5bWVudFJlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRIOCgZhbW91bnQYAiABKAkSDgoGcmVhc29uGAMgASgJEhgKC2Rlc3RpbmF0aW9uGAQgASgJSACIAQFCDgoMX2Rlc3RpbmF0aW9uInEKFVJlZnVuZFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSJwoGcmVmdW5kGAIgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZCKTAgoGUmVmdW5kEgoKAmlkGAEgASgJEhIKCnBheW1lbnRfaWQYAiABKAkSDgoGYW1vdW50GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIZChFnYXRld2F5X3JlZnVuZF9pZBgFIAEoCRIOCgZyZWFzb24YBiABKAkSDQoFZXJyb3IYByABKAkSFAoMcmVxdWVzdGVkX2J5GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAkSEgoKdXBkYXRlZF9hdBgKIAEoCRIQCghjdXJyZW5jeRgLIAEoCRIPCgdtZXNzYWdlGAwgASgJEhMKC2Rlc3RpbmF0aW9uGA0gASgJEhkKEXJlcXVlc3RlZF9ieV9uYW1lGA4gASgJMuIECg5QYXltZW50U2VydmljZRJeCg1DcmVhdGVQYXltZW50EiUuYmlsbGluZy5wYXltZW50LkNyZWF0ZVBheW1lbnRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LkNyZWF0ZVBheW1lbnRSZXNwb25zZRJgCgxMaXN0UGF5bWVudHMSJC5iaWxsaW5nLnBheW1lbnQuTGlzdFBheW1lbnRzUmVxdWVzdBolLmJpbGxpbmcucGF5bWVudC5MaXN0UGF5bWVudHNSZXNwb25zZSIDkAIBEloKCkdldFBheW1lbnQSIi5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFJlcXVlc3QaIy5iaWxsaW5nLnBheW1lbnQuR2V0UGF5bWVudFJlc3BvbnNlIgOQAgESbQoSUXVlcnlQYXltZW50U3RhdHVzEiouYmlsbGluZy5wYXltZW50LlF1ZXJ5UGF5bWVudFN0YXR1c1JlcXVlc3QaKy5iaWxsaW5nLnBheW1lbnQuUXVlcnlQYXltZW50U3RhdHVzUmVzcG9uc2USYwoOSGFuZGxlQ2FsbGJhY2sSJy5iaWxsaW5nLnBheW1lbnQuUGF5bWVudENhbGxiYWNrUmVxdWVzdBooLmJpbGxpbmcucGF5bWVudC5QYXltZW50Q2FsbGJhY2tSZXNwb25zZRJeCg1SZWZ1bmRQYXltZW50EiUuYmlsbGluZy5wYXltZW50LlJlZnVuZFBheW1lbnRSZXF1ZXN0GiYuYmlsbGluZy5wYXltZW50LlJlZnVuZFBheW1lbnRSZXNwb25zZUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM");
+  fileDesc("Ch1iaWxsaW5nL3BheW1lbnQvcGF5bWVudC5wcm90bxIPYmlsbGluZy5wYXltZW50Iu8CCg1QYXltZW50UmVjb3JkEgoKAmlkGAEgASgJEhAKCG9yZGVyX2lkGAIgASgJEhIKCmludm9pY2VfaWQYAyABKAkSDgoGYW1vdW50GAQgASgJEhAKCGN1cnJlbmN5GAUgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAYgASgJEhoKEmdhdGV3YXlfcGF5bWVudF9pZBgHIAEoCRIVCg1nYXRld2F5X3R4X2lkGAggASgJEg4KBnN0YXR1cxgJIAEoCRIPCgdwYWlkX2F0GAogASgJEhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKdXBkYXRlZF9hdBgMIAEoCRIXCg9yZWZ1bmRlZF9hbW91bnQYDSABKAkSFwoPY2FwdHVyZWRfYW1vdW50GA4gASgJEhMKC2NhcHR1cmVkX2F0GA8gASgJEhEKCWZhaWxlZF9hdBgQIAEoCRIWCg5mYWlsdXJlX3JlYXNvbhgRIAEoCSIuCgtQYWdlUmVxdWVzdBIMCgRwYWdlGAEgASgNEhEKCXBhZ2Vfc2l6ZRgCIAEoDSJPCghQYWdlTWV0YRINCgV0b3RhbBgBIAEoBBIMCgRwYWdlGAIgASgNEhEKCXBhZ2Vfc2l6ZRgDIAEoDRITCgt0b3RhbF9wYWdlcxgEIAEoDSJuChRDcmVhdGVQYXltZW50UmVxdWVzdBIQCghvcmRlcl9pZBgBIAEoCRISCgppbnZvaWNlX2lkGAIgASgJEhwKFGdhdGV3YXlfaW50ZXJmYWNlX2lkGAMgASgJEhIKCnJldHVybl91cmwYBCABKAkihAEKFUNyZWF0ZVBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSEwoLcGF5bWVudF91cmwYAiABKAkSDwoHcXJfY29kZRgDIAEoCRIUCgxpbnN0cnVjdGlvbnMYBCABKAkiqAIKE0xpc3RQYXltZW50c1JlcXVlc3QSMAoKcGFnaW5hdGlvbhgBIAEoCzIcLmJpbGxpbmcucGF5bWVudC5QYWdlUmVxdWVzdBIVCghvcmRlcl9pZBgCIAEoCUgAiAEBEhcKCmludm9pY2VfaWQYAyABKAlIAYgBARIhChRnYXRld2F5X2ludGVyZmFjZV9pZBgEIAEoCUgCiAEBEhMKBnN0YXR1cxgFIAEoCUgDiAEBEhEKCXRvX3JldHVybhgGIAEoCBIWCglyZWZlcmVuY2UYByABKAlIBIgBAUILCglfb3JkZXJfaWRCDQoLX2ludm9pY2VfaWRCFwoVX2dhdGV3YXlfaW50ZXJmYWNlX2lkQgkKB19zdGF0dXNCDAoKX3JlZmVyZW5jZSJxChRMaXN0UGF5bWVudHNSZXNwb25zZRIwCghwYXltZW50cxgBIAMoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkEicKBG1ldGEYAiABKAsyGS5iaWxsaW5nLnBheW1lbnQuUGFnZU1ldGEiHwoRR2V0UGF5bWVudFJlcXVlc3QSCgoCaWQYASABKAkiRQoSR2V0UGF5bWVudFJlc3BvbnNlEi8KB3BheW1lbnQYASABKAsyHi5iaWxsaW5nLnBheW1lbnQuUGF5bWVudFJlY29yZCIvChlRdWVyeVBheW1lbnRTdGF0dXNSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkiTQoaUXVlcnlQYXltZW50U3RhdHVzUmVzcG9uc2USLwoHcGF5bWVudBgBIAEoCzIeLmJpbGxpbmcucGF5bWVudC5QYXltZW50UmVjb3JkIkcKFlBheW1lbnRDYWxsYmFja1JlcXVlc3QSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYASABKAkSDwoHcGF5bG9hZBgCIAEoCSJKChdQYXltZW50Q2FsbGJhY2tSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQidAoUUmVmdW5kUGF5bWVudFJlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRIOCgZhbW91bnQYAiABKAkSDgoGcmVhc29uGAMgASgJEhgKC2Rlc3RpbmF0aW9uGAQgASgJSACIAQFCDgoMX2Rlc3RpbmF0aW9uInEKFVJlZnVuZFBheW1lbnRSZXNwb25zZRIvCgdwYXltZW50GAEgASgLMh4uYmlsbGluZy5wYXltZW50LlBheW1lbnRSZWNvcmQSJwoGcmVmdW5kGAIgASgLMhcuYmlsbGluZy5wYXltZW50LlJlZnVuZCKTAgoGUmVmdW5kEgoKAmlkGAEgASgJEhIKCnBheW1lbnRfaWQYAiABKAkSDgoGYW1vdW50GAMgASgJEg4KBnN0YXR1cxgEIAEoCRIZChFnYXRld2F5X3JlZnVuZF9pZBgFIAEoCRIOCgZyZWFzb24YBiABKAkSDQoFZXJyb3IYByABKAkSFAoMcmVxdWVzdGVkX2J5GAggASgJEhIKCmNyZWF0ZWRfYXQYCSABKAkSEgoKdXBkYXRlZF9hdBgKIAEoCRIQCghjdXJyZW5jeRgLIAEoCRIPCgdtZXNzYWdlGAwgASgJEhMKC2Rlc3RpbmF0aW9uGA0gASgJEhkKEXJlcXVlc3RlZF9ieV9uYW1lGA4gASgJIr4BChJTYXZlZFBheW1lbnRNZXRob2QSCgoCaWQYASABKAkSEwoLY3VzdG9tZXJfaWQYAiABKAkSHAoUZ2F0ZXdheV9pbnRlcmZhY2VfaWQYAyABKAkSDQoFYnJhbmQYBCABKAkSDQoFbGFzdDQYBSABKAkSEQoJZXhwX21vbnRoGAYgASgFEhAKCGV4cF95ZWFyGAcgASgFEhIKCmNyZWF0ZWRfYXQYCCABKAkSEgoKcmVtb3ZlZF9hdBgJIAEoCSI1Ch5MaXN0U2F2ZWRQYXltZW50TWV0aG9kc1JlcXVlc3QSEwoLY3VzdG9tZXJfaWQYASABKAkiXQofTGlzdFNhdmVkUGF5bWVudE1ldGhvZHNSZXNwb25zZRI6Cg1zYXZlZF9tZXRob2RzGAEgAygLMiMuYmlsbGluZy5wYXltZW50LlNhdmVkUGF5bWVudE1ldGhvZCItCh9SZW1vdmVTYXZlZFBheW1lbnRNZXRob2RSZXF1ZXN0EgoKAmlkGAEgASgJIl0KIFJlbW92ZVNhdmVkUGF5bWVudE1ldGhvZFJlc3BvbnNlEjkKDHNhdmVkX21ldGhvZBgBIAEoCzIjLmJpbGxpbmcucGF5bWVudC5TYXZlZFBheW1lbnRNZXRob2QiPQoUU2V0QXV0b0NoYXJnZVJlcXVlc3QSEAoIb3JkZXJfaWQYASABKAkSEwoLYXV0b19jaGFyZ2UYAiABKAgiPgoVU2V0QXV0b0NoYXJnZVJlc3BvbnNlEhAKCG9yZGVyX2lkGAEgASgJEhMKC2F1dG9fY2hhcmdlGAIgASgIIigKFEdldEF1dG9DaGFyZ2VSZXF1ZXN0EhAKCG9yZGVyX2lkGAEgASgJIj4KFUdldEF1dG9DaGFyZ2VSZXNwb25zZRIQCghvcmRlcl9pZBgBIAEoCRITCgthdXRvX2NoYXJnZRgCIAEoCDKsCAoOUGF5bWVudFNlcnZpY2USXgoNQ3JlYXRlUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5DcmVhdGVQYXltZW50UmVzcG9uc2USYAoMTGlzdFBheW1lbnRzEiQuYmlsbGluZy5wYXltZW50Lkxpc3RQYXltZW50c1JlcXVlc3QaJS5iaWxsaW5nLnBheW1lbnQuTGlzdFBheW1lbnRzUmVzcG9uc2UiA5ACARJaCgpHZXRQYXltZW50EiIuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXF1ZXN0GiMuYmlsbGluZy5wYXltZW50LkdldFBheW1lbnRSZXNwb25zZSIDkAIBEm0KElF1ZXJ5UGF5bWVudFN0YXR1cxIqLmJpbGxpbmcucGF5bWVudC5RdWVyeVBheW1lbnRTdGF0dXNSZXF1ZXN0GisuYmlsbGluZy5wYXltZW50LlF1ZXJ5UGF5bWVudFN0YXR1c1Jlc3BvbnNlEmMKDkhhbmRsZUNhbGxiYWNrEicuYmlsbGluZy5wYXltZW50LlBheW1lbnRDYWxsYmFja1JlcXVlc3QaKC5iaWxsaW5nLnBheW1lbnQuUGF5bWVudENhbGxiYWNrUmVzcG9uc2USXgoNUmVmdW5kUGF5bWVudBIlLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5SZWZ1bmRQYXltZW50UmVzcG9uc2USgQEKF0xpc3RTYXZlZFBheW1lbnRNZXRob2RzEi8uYmlsbGluZy5wYXltZW50Lkxpc3RTYXZlZFBheW1lbnRNZXRob2RzUmVxdWVzdBowLmJpbGxpbmcucGF5bWVudC5MaXN0U2F2ZWRQYXltZW50TWV0aG9kc1Jlc3BvbnNlIgOQAgESfwoYUmVtb3ZlU2F2ZWRQYXltZW50TWV0aG9kEjAuYmlsbGluZy5wYXltZW50LlJlbW92ZVNhdmVkUGF5bWVudE1ldGhvZFJlcXVlc3QaMS5iaWxsaW5nLnBheW1lbnQuUmVtb3ZlU2F2ZWRQYXltZW50TWV0aG9kUmVzcG9uc2USXgoNU2V0QXV0b0NoYXJnZRIlLmJpbGxpbmcucGF5bWVudC5TZXRBdXRvQ2hhcmdlUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5TZXRBdXRvQ2hhcmdlUmVzcG9uc2USYwoNR2V0QXV0b0NoYXJnZRIlLmJpbGxpbmcucGF5bWVudC5HZXRBdXRvQ2hhcmdlUmVxdWVzdBomLmJpbGxpbmcucGF5bWVudC5HZXRBdXRvQ2hhcmdlUmVzcG9uc2UiA5ACAUI8WjpnaXRodWIuY29tL3J1c3RiaWxsL3BheW1lbnRkL2dlbi9iaWxsaW5nL3BheW1lbnQ7cGF5bWVudHBiYgZwcm90bzM");
 
 /**
  * PaymentRecord is one payment of an order or an invoice.
@@ -720,6 +720,259 @@ export const RefundSchema: GenMessage<Refund> = /*@__PURE__*/
   messageDesc(file_billing_payment_payment, 15);
 
 /**
+ * SavedPaymentMethod is a card saved at a gateway for charges without the
+ * customer (the renewals of their orders).
+ *
+ * @generated from message billing.payment.SavedPaymentMethod
+ */
+export type SavedPaymentMethod = Message<"billing.payment.SavedPaymentMethod"> & {
+  /**
+   * Saved method id (UUID).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * Customer the method belongs to.
+   *
+   * @generated from field: string customer_id = 2;
+   */
+  customerId: string;
+
+  /**
+   * Gateway interface the method is saved at.
+   *
+   * @generated from field: string gateway_interface_id = 3;
+   */
+  gatewayInterfaceId: string;
+
+  /**
+   * Card brand as the gateway names it (visa, mastercard, ...).
+   *
+   * @generated from field: string brand = 4;
+   */
+  brand: string;
+
+  /**
+   * Last four digits of the card number.
+   *
+   * @generated from field: string last4 = 5;
+   */
+  last4: string;
+
+  /**
+   * Expiry month, 1 to 12.
+   *
+   * @generated from field: int32 exp_month = 6;
+   */
+  expMonth: number;
+
+  /**
+   * Expiry year, four digits.
+   *
+   * @generated from field: int32 exp_year = 7;
+   */
+  expYear: number;
+
+  /**
+   * When it was saved, RFC 3339.
+   *
+   * @generated from field: string created_at = 8;
+   */
+  createdAt: string;
+
+  /**
+   * When it was removed, RFC 3339; empty while it may be charged.
+   *
+   * @generated from field: string removed_at = 9;
+   */
+  removedAt: string;
+};
+
+/**
+ * Describes the message billing.payment.SavedPaymentMethod.
+ * Use `create(SavedPaymentMethodSchema)` to create a new message.
+ */
+export const SavedPaymentMethodSchema: GenMessage<SavedPaymentMethod> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 16);
+
+/**
+ * @generated from message billing.payment.ListSavedPaymentMethodsRequest
+ */
+export type ListSavedPaymentMethodsRequest = Message<"billing.payment.ListSavedPaymentMethodsRequest"> & {
+  /**
+   * Customer whose methods to list: empty for the caller (a customer);
+   * required for an admin.
+   *
+   * @generated from field: string customer_id = 1;
+   */
+  customerId: string;
+};
+
+/**
+ * Describes the message billing.payment.ListSavedPaymentMethodsRequest.
+ * Use `create(ListSavedPaymentMethodsRequestSchema)` to create a new message.
+ */
+export const ListSavedPaymentMethodsRequestSchema: GenMessage<ListSavedPaymentMethodsRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 17);
+
+/**
+ * @generated from message billing.payment.ListSavedPaymentMethodsResponse
+ */
+export type ListSavedPaymentMethodsResponse = Message<"billing.payment.ListSavedPaymentMethodsResponse"> & {
+  /**
+   * The methods not removed, newest first.
+   *
+   * @generated from field: repeated billing.payment.SavedPaymentMethod saved_methods = 1;
+   */
+  savedMethods: SavedPaymentMethod[];
+};
+
+/**
+ * Describes the message billing.payment.ListSavedPaymentMethodsResponse.
+ * Use `create(ListSavedPaymentMethodsResponseSchema)` to create a new message.
+ */
+export const ListSavedPaymentMethodsResponseSchema: GenMessage<ListSavedPaymentMethodsResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 18);
+
+/**
+ * @generated from message billing.payment.RemoveSavedPaymentMethodRequest
+ */
+export type RemoveSavedPaymentMethodRequest = Message<"billing.payment.RemoveSavedPaymentMethodRequest"> & {
+  /**
+   * Saved method id.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message billing.payment.RemoveSavedPaymentMethodRequest.
+ * Use `create(RemoveSavedPaymentMethodRequestSchema)` to create a new message.
+ */
+export const RemoveSavedPaymentMethodRequestSchema: GenMessage<RemoveSavedPaymentMethodRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 19);
+
+/**
+ * @generated from message billing.payment.RemoveSavedPaymentMethodResponse
+ */
+export type RemoveSavedPaymentMethodResponse = Message<"billing.payment.RemoveSavedPaymentMethodResponse"> & {
+  /**
+   * The method removed (removed_at set).
+   *
+   * @generated from field: billing.payment.SavedPaymentMethod saved_method = 1;
+   */
+  savedMethod?: SavedPaymentMethod | undefined;
+};
+
+/**
+ * Describes the message billing.payment.RemoveSavedPaymentMethodResponse.
+ * Use `create(RemoveSavedPaymentMethodResponseSchema)` to create a new message.
+ */
+export const RemoveSavedPaymentMethodResponseSchema: GenMessage<RemoveSavedPaymentMethodResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 20);
+
+/**
+ * @generated from message billing.payment.SetAutoChargeRequest
+ */
+export type SetAutoChargeRequest = Message<"billing.payment.SetAutoChargeRequest"> & {
+  /**
+   * Order whose renewals to charge or not.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * true: renewal invoices charge the saved method on their due day; false:
+   * they wait to be paid by hand.
+   *
+   * @generated from field: bool auto_charge = 2;
+   */
+  autoCharge: boolean;
+};
+
+/**
+ * Describes the message billing.payment.SetAutoChargeRequest.
+ * Use `create(SetAutoChargeRequestSchema)` to create a new message.
+ */
+export const SetAutoChargeRequestSchema: GenMessage<SetAutoChargeRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 21);
+
+/**
+ * @generated from message billing.payment.SetAutoChargeResponse
+ */
+export type SetAutoChargeResponse = Message<"billing.payment.SetAutoChargeResponse"> & {
+  /**
+   * The order.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * The setting now.
+   *
+   * @generated from field: bool auto_charge = 2;
+   */
+  autoCharge: boolean;
+};
+
+/**
+ * Describes the message billing.payment.SetAutoChargeResponse.
+ * Use `create(SetAutoChargeResponseSchema)` to create a new message.
+ */
+export const SetAutoChargeResponseSchema: GenMessage<SetAutoChargeResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 22);
+
+/**
+ * @generated from message billing.payment.GetAutoChargeRequest
+ */
+export type GetAutoChargeRequest = Message<"billing.payment.GetAutoChargeRequest"> & {
+  /**
+   * Order to read.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+};
+
+/**
+ * Describes the message billing.payment.GetAutoChargeRequest.
+ * Use `create(GetAutoChargeRequestSchema)` to create a new message.
+ */
+export const GetAutoChargeRequestSchema: GenMessage<GetAutoChargeRequest> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 23);
+
+/**
+ * @generated from message billing.payment.GetAutoChargeResponse
+ */
+export type GetAutoChargeResponse = Message<"billing.payment.GetAutoChargeResponse"> & {
+  /**
+   * The order.
+   *
+   * @generated from field: string order_id = 1;
+   */
+  orderId: string;
+
+  /**
+   * Whether its renewal invoices charge the saved method.
+   *
+   * @generated from field: bool auto_charge = 2;
+   */
+  autoCharge: boolean;
+};
+
+/**
+ * Describes the message billing.payment.GetAutoChargeResponse.
+ * Use `create(GetAutoChargeResponseSchema)` to create a new message.
+ */
+export const GetAutoChargeResponseSchema: GenMessage<GetAutoChargeResponse> = /*@__PURE__*/
+  messageDesc(file_billing_payment_payment, 24);
+
+/**
  * PaymentService creates, reads, synchronises and refunds payments, and takes
  * the gateways' asynchronous callbacks.
  *
@@ -795,6 +1048,56 @@ export const PaymentService: GenService<{
     methodKind: "unary";
     input: typeof RefundPaymentRequestSchema;
     output: typeof RefundPaymentResponseSchema;
+  },
+  /**
+   * ListSavedPaymentMethods lists the saved payment methods (cards) not
+   * removed of a customer, newest first: a customer's own (customer_id empty
+   * or theirs; another's is PermissionDenied), any customer's for an admin
+   * (customer_id required). Only brand, last four digits and expiry are
+   * shown; the gateway's references never leave the service.
+   *
+   * @generated from rpc billing.payment.PaymentService.ListSavedPaymentMethods
+   */
+  listSavedPaymentMethods: {
+    methodKind: "unary";
+    input: typeof ListSavedPaymentMethodsRequestSchema;
+    output: typeof ListSavedPaymentMethodsResponseSchema;
+  },
+  /**
+   * RemoveSavedPaymentMethod detaches a saved method at its gateway and then
+   * removes it: it is never charged again. A customer removes their own
+   * (another's, an unknown or an already removed one is NotFound); an admin
+   * anyone's.
+   *
+   * @generated from rpc billing.payment.PaymentService.RemoveSavedPaymentMethod
+   */
+  removeSavedPaymentMethod: {
+    methodKind: "unary";
+    input: typeof RemoveSavedPaymentMethodRequestSchema;
+    output: typeof RemoveSavedPaymentMethodResponseSchema;
+  },
+  /**
+   * SetAutoCharge turns on or off the charging of the saved method for the
+   * renewal invoices of an order (the order's customer or an admin; another
+   * customer's order is NotFound). On unless turned off.
+   *
+   * @generated from rpc billing.payment.PaymentService.SetAutoCharge
+   */
+  setAutoCharge: {
+    methodKind: "unary";
+    input: typeof SetAutoChargeRequestSchema;
+    output: typeof SetAutoChargeResponseSchema;
+  },
+  /**
+   * GetAutoCharge reads whether the renewals of an order charge the saved
+   * method (the order's customer or an admin).
+   *
+   * @generated from rpc billing.payment.PaymentService.GetAutoCharge
+   */
+  getAutoCharge: {
+    methodKind: "unary";
+    input: typeof GetAutoChargeRequestSchema;
+    output: typeof GetAutoChargeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_billing_payment_payment, 0);
