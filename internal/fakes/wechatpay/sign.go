@@ -1,21 +1,19 @@
 package wechatpay
 
 import (
-	"crypto"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
+
+	"github.com/rustbill/paymentd/internal/fakes/fakekit"
 )
 
 // Scheme is the Authorization scheme of API v3 requests.
@@ -34,22 +32,16 @@ func AnswerText(timestamp, nonce, body string) string {
 
 // SignText is SHA256withRSA (PKCS #1 v1.5) of text, base64.
 func SignText(key *rsa.PrivateKey, text string) (string, error) {
-	sum := sha256.Sum256([]byte(text))
-	sig, err := rsa.SignPKCS1v15(rand.Reader, key, crypto.SHA256, sum[:])
+	sig, err := fakekit.SignRSA(key, text)
 	if err != nil {
 		return "", fmt.Errorf("wechatpay fake: sign: %w", err)
 	}
-	return base64.StdEncoding.EncodeToString(sig), nil
+	return sig, nil
 }
 
 // VerifyText reports whether sig (base64) is key's signature of text.
 func VerifyText(key *rsa.PublicKey, text, sig string) bool {
-	raw, err := base64.StdEncoding.DecodeString(sig)
-	if err != nil || len(raw) == 0 {
-		return false
-	}
-	sum := sha256.Sum256([]byte(text))
-	return rsa.VerifyPKCS1v15(key, crypto.SHA256, sum[:], raw) == nil
+	return fakekit.VerifyRSA(key, text, sig)
 }
 
 // Authorization is a parsed Authorization header.
@@ -142,7 +134,7 @@ func Open(apiV3Key, nonce, associatedData, ciphertext string) ([]byte, error) {
 
 // GenerateKey makes a 2048-bit RSA key, WeChat Pay's size.
 func GenerateKey() (*rsa.PrivateKey, error) {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	k, err := fakekit.GenerateRSAKey()
 	if err != nil {
 		return nil, fmt.Errorf("wechatpay fake: generate key: %w", err)
 	}
@@ -151,39 +143,20 @@ func GenerateKey() (*rsa.PrivateKey, error) {
 
 // PrivateKeyPEM is key as PKCS #8 PEM, the form of apiclient_key.pem.
 func PrivateKeyPEM(key *rsa.PrivateKey) string {
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		panic(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	return fakekit.PrivateKeyPEM(key)
 }
 
 // PublicKeyPEM is key as PKIX PEM, the form of the WeChat Pay public key
 // (pub_key.pem).
 func PublicKeyPEM(key *rsa.PublicKey) string {
-	der, err := x509.MarshalPKIXPublicKey(key)
-	if err != nil {
-		panic(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	return fakekit.PublicKeyPEM(key)
 }
 
 // ParsePrivateKeyPEM reads a PKCS #8 or PKCS #1 RSA private key.
 func ParsePrivateKeyPEM(s string) (*rsa.PrivateKey, error) {
-	b, _ := pem.Decode([]byte(s))
-	if b == nil {
-		return nil, errors.New("wechatpay fake: no PEM block in private key")
-	}
-	if k, err := x509.ParsePKCS1PrivateKey(b.Bytes); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+	k, err := fakekit.ParsePrivateKeyPEM(s)
 	if err != nil {
-		return nil, fmt.Errorf("wechatpay fake: private key: %w", err)
+		return nil, fmt.Errorf("wechatpay fake: %w", err)
 	}
-	rk, ok := k.(*rsa.PrivateKey)
-	if !ok {
-		return nil, errors.New("wechatpay fake: private key is not RSA")
-	}
-	return rk, nil
+	return k, nil
 }
