@@ -207,15 +207,16 @@ func TestRenewalsEndToEnd(t *testing.T) {
 	rf, admin := renewalWorld(t, s)
 	runBrowser(t, fixture{Mode: "renewals", BaseURL: s.baseURL, AdminPath: "/admin", Username: "admin", Password: adminPassword, Renewals: rf})
 
-	// What the browser did, as the service has it: the order active again,
-	// its period extended, its renewal off, and the admin's reasons in its
-	// audit trail.
+	// What the browser did, as the service has it: the order suspended,
+	// resumed, its period extended and its renewal off (the admin's reasons
+	// in its audit trail), then ended now by the last step: terminated, its
+	// paid end moved back from the extended one to the moment it ended.
 	ctx := context.Background()
 	res, err := admin.GetOrder(ctx, connect.NewRequest(&orderpb.GetOrderRequest{Id: rf.Order.ID}))
 	require.NoError(t, err)
-	require.Equal(t, "active", res.Msg.GetOrder().GetStatus())
+	require.Equal(t, "terminated", res.Msg.GetOrder().GetStatus())
 	require.False(t, res.Msg.GetOrder().GetRenews())
-	require.Equal(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()))
+	require.NotEqual(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()), "ending now moves the paid end to the end")
 	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
 		EntityType: "order", EntityId: rf.Order.ID, Pagination: &paymentpb.PageRequest{PageSize: 50},
 	}))
@@ -234,4 +235,5 @@ func TestRenewalsEndToEnd(t *testing.T) {
 	require.Equal(t, []string{rf.ResumeReason}, notes["order.resume"])
 	require.Contains(t, notes["order.extend"], rf.ExtendReason)
 	require.Len(t, notes["order.renewal"], 1)
+	require.Len(t, notes["order.terminate"], 1, "the End service now step: %v", notes)
 }

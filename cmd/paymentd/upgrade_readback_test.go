@@ -391,6 +391,25 @@ func compareReadbacks(t *testing.T, release, current *readback) {
 		}
 		got := proto.Clone(want)
 		want = proto.Clone(release.answers[name])
+		if l, ok := got.(*gatewaypb.ListPluginsResponse); ok {
+			// A plugin shipped since the release is new, not a row that
+			// reads back otherwise: the release's plugins are compared.
+			had := map[string]bool{}
+			for _, p := range want.(*gatewaypb.ListPluginsResponse).GetPlugins() {
+				had[p.GetName()] = true
+			}
+			var added []string
+			l.Plugins = slices.DeleteFunc(l.Plugins, func(p *gatewaypb.Plugin) bool {
+				if !had[p.GetName()] {
+					added = append(added, p.GetName())
+					return true
+				}
+				return false
+			})
+			if len(added) > 0 {
+				t.Logf("plugins shipped since the release (not compared): %v", added)
+			}
+		}
 		for _, m := range []proto.Message{want, got} {
 			normalize(m.ProtoReflect(), changed)
 		}

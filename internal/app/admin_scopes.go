@@ -85,6 +85,8 @@ var AdminKeyScopes = auth.Scopes{
 	// and served; the test clock drives the billing run.
 	orderpbconnect.OrderServiceSetOrderRenewalProcedure:     auth.ScopeAdmin,
 	orderpbconnect.OrderServiceEndServiceProcedure:          auth.ScopeAdmin,
+	orderpbconnect.OrderServiceChangeOrderPlanProcedure:     auth.ScopeAdmin,
+	orderpbconnect.OrderServiceCancelPlanChangeProcedure:    auth.ScopeAdmin,
 	orderpbconnect.OrderServiceExtendServicePeriodProcedure: auth.ScopeAdmin,
 	orderpbconnect.OrderServiceSuspendOrderProcedure:        auth.ScopeAdmin,
 	orderpbconnect.OrderServiceResumeOrderProcedure:         auth.ScopeAdmin,

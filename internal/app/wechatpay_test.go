@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
@@ -186,7 +187,9 @@ func TestWechatPayPendingRefundCompletedByItsNotification(t *testing.T) {
 	require.Equal(t, "pending", r.Msg.GetRefund().GetStatus())
 	require.NoError(t, e.wx.CompleteRefund(outTradeNo(r.Msg.GetRefund().GetId()), true))
 	e.acked(t, "REFUND.SUCCESS", 1)
-	require.Eventually(t, func() bool { return e.getPayment(t, p.GetId()).GetRefundedAmount() == "2.30" }, 10*time.Second, 10*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, "2.30", e.getPayment(c, p.GetId()).GetRefundedAmount())
+	}, 10*time.Second, 10*time.Millisecond)
 	testfixture.CheckMoneyInvariants(t, e.r.app.Pool())
 }
 
