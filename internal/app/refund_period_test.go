@@ -158,7 +158,15 @@ func refundsAndPeriods(t *testing.T, firstByGateway bool) {
 	paidEnd := parse(got.GetOrder().GetPaidUntil())
 	require.True(t, !paidEnd.Before(before.Add(-time.Second)) && paidEnd.Before(time.Now().Add(offset).Add(time.Second)),
 		"the paid end %s is the billing clock's now (%s)", paidEnd, before)
-	require.Equal(t, "cancelled", invoiceStatus(third), "the open renewal invoice is cancelled")
+	if st := invoiceStatus(third); st == "paid" && !firstByGateway {
+		// The first refund gave the balance back what the third invoice
+		// asks, and a billing pass (auto-pay after a top-up) may pay it
+		// before the second refund: the third period was then paid ahead,
+		// and keeps its payment (docs/operations.md, "Refunds and periods").
+		t.Log("the third period was paid ahead from the refunded balance: it keeps its payment")
+	} else {
+		require.Equal(t, "cancelled", st, "the open renewal invoice is cancelled")
+	}
 	require.Equal(t, 1, events("service_terminated"))
 	require.Equal(t, 1, e.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'service_terminated' AND payload->>'reason' = 'refunded'`, id))
 	require.Zero(t, events("order_refunded"))

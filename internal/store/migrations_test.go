@@ -14,7 +14,8 @@ import (
 // admin_api_keys (issue 16), the payment trends' rollup (issue 19;
 // docs/decisions.md, "trends rollup"), the idempotency keys (issue 26),
 // the service periods (issue 28; docs/decisions.md, "renewals") and the
-// invoice lines and number series (issue 38, migration 00010).
+// invoice lines and number series (issue 38, migration 00010), the
+// disputes (00012), the plan changes (00013) and the saved cards (00014).
 var designTables = []string{
 	"admin_users", "customers", "sessions", "api_keys", "admin_api_keys", "products", "orders",
 	"invoices", "invoice_lines", "invoice_number_series", "service_periods", "plan_changes", "payments", "refunds", "disputes", "payment_trend_currency_quarters",
@@ -22,6 +23,7 @@ var designTables = []string{
 	"payment_trend_currency_changes", "payment_trend_gateway_changes", "payment_trend_seconds_changes",
 	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",
 	"notifications", "audit_log", "idempotency_keys", "admin_recovery_codes",
+	"gateway_customers", "saved_payment_methods", "order_auto_charge", "saved_charge_attempts",
 }
 
 const gooseTable = "goose_db_version"
