@@ -43,6 +43,10 @@ func (s *syncBuffer) String() string {
 func TestAPrimaryNamedAsTheReplicaIsNotUsedAndSaidOnce(t *testing.T) {
 	t.Parallel()
 	pool := testdb.SharedPool(t)
+	// A connection made first: the check's 40 ms limit (two Intervals) is
+	// for the check, and a first connection to a database just cloned
+	// from the template can take longer than that.
+	require.NoError(t, pool.Ping(context.Background()))
 	var logs syncBuffer
 	w := replica.New(pool, pool, pool, replica.Options{Interval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
