@@ -67,9 +67,8 @@ func (s *Service) PayWithBalance(ctx context.Context, orderID uuid.UUID) (Balanc
 		// The customer, found through the order (an order's customer never
 		// changes), then the order: the lock order every balance change of
 		// the customer uses.
-		acct, o, err := store.LockForBalancePayment(ctx, tx, orderID)
-		hidden := apperr.New(apperr.NotFound, "order %s not found", orderID)
-		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+		acct, o, err := lockOwnedForBalance(ctx, tx, p, orderID)
+		if err != nil {
 			return err
 		}
 		if err := payable(o); err != nil {
@@ -206,4 +205,17 @@ func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 		return false, err
 	}
 	return true, nil
+}
+
+// lockOwnedForBalance locks the customer of order id, then the order (the
+// lock order of every balance change, store.LockForBalancePayment), for
+// p: the order's customer or an admin. Another customer's order, or none,
+// is NotFound.
+func lockOwnedForBalance(ctx context.Context, tx pgx.Tx, p auth.Principal, id uuid.UUID) (store.BalanceAccount, store.Order, error) {
+	acct, o, err := store.LockForBalancePayment(ctx, tx, id)
+	hidden := apperr.New(apperr.NotFound, "order %s not found", id)
+	if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+		return store.BalanceAccount{}, store.Order{}, err
+	}
+	return acct, o, nil
 }

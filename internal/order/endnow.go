@@ -147,9 +147,8 @@ func (s *Service) endService(ctx context.Context, id uuid.UUID, credit string, d
 	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
 		// The customer first, then the order: the lock order of every
 		// balance change (the balance credit is refunds to the balance).
-		acct, o, err := store.LockForBalancePayment(ctx, tx, id)
-		hidden := apperr.New(apperr.NotFound, "order %s not found", id)
-		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+		acct, o, err := lockOwnedForBalance(ctx, tx, p, id)
+		if err != nil {
 			return err
 		}
 		if !BillingCycle(o.BillingCycle).Recurring() {
@@ -178,10 +177,8 @@ func (s *Service) endService(ctx context.Context, id uuid.UUID, credit string, d
 			if out.Refunds, err = splitShares(ctx, tx, shares); err != nil {
 				return err
 			}
-			for _, r := range out.Refunds {
-				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
-					return err
-				}
+			if out.Credited, err = refundsTotal(out.Refunds); err != nil {
+				return err
 			}
 			if mode == CreditBalance {
 				out.Refunds = nil // credited in the ending's transaction, not refunded after
@@ -190,32 +187,17 @@ func (s *Service) endService(ctx context.Context, id uuid.UUID, credit string, d
 		}
 		switch mode {
 		case CreditBalance:
-			var admin *uuid.UUID
-			if p.IsAdmin() {
-				admin = &p.ID
-			}
-			refunds, err := splitShares(ctx, tx, shares)
-			if err != nil {
+			if out.Credited, err = s.creditShares(ctx, tx, acct, p, shares,
+				fmt.Sprintf("order %s ended now: unused share", o.ID),
+				fmt.Sprintf("order %s ended now: unused share of its paid period", o.ID)); err != nil {
 				return err
-			}
-			for _, r := range refunds {
-				if _, acct, err = s.balanceRefunder.RefundToBalanceInTx(ctx, tx, acct, by, admin, r.PaymentID, r.Amount,
-					fmt.Sprintf("order %s ended now: unused share", o.ID),
-					fmt.Sprintf("order %s ended now: unused share of its paid period, refund of payment %s", o.ID, r.PaymentID)); err != nil {
-					return err
-				}
-				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
-					return err
-				}
 			}
 		case CreditGateway:
 			if out.Refunds, err = splitShares(ctx, tx, shares); err != nil {
 				return err
 			}
-			for _, r := range out.Refunds {
-				if out.Credited, err = out.Credited.Add(r.Amount); err != nil {
-					return err
-				}
+			if out.Credited, err = refundsTotal(out.Refunds); err != nil {
+				return err
 			}
 		}
 		moved, err := EndNowInTx(ctx, tx, o, EndNowMove{
@@ -234,6 +216,43 @@ func (s *Service) endService(ctx context.Context, id uuid.UUID, credit string, d
 	s.log.InfoContext(ctx, "service ended now", "order_id", id, "credit", mode, "unused", out.Unused.String(),
 		"credited", out.Credited.String(), "principal", p.String())
 	return out, nil
+}
+
+// creditShares refunds shares (split over the payments that paid them,
+// splitShares) to the balance of acct (the customer, locked) in tx, as p,
+// through the balance refund path: each payment's refundable amount shrinks
+// by its part, so the same money never goes back twice. reason is the
+// refunds' reason; each ledger row says what, naming its payment. It
+// answers what it credited.
+func (s *Service) creditShares(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, p auth.Principal,
+	shares []periodShare, reason, what string) (money.Amount, error) {
+	refunds, err := splitShares(ctx, tx, shares)
+	if err != nil {
+		return money.Amount{}, err
+	}
+	var admin *uuid.UUID
+	if p.IsAdmin() {
+		admin = &p.ID
+	}
+	for _, r := range refunds {
+		if _, acct, err = s.balanceRefunder.RefundToBalanceInTx(ctx, tx, acct, audit.Of(p), admin, r.PaymentID, r.Amount,
+			reason, fmt.Sprintf("%s, refund of payment %s", what, r.PaymentID)); err != nil {
+			return money.Amount{}, err
+		}
+	}
+	return refundsTotal(refunds)
+}
+
+// refundsTotal is what refunds add up to.
+func refundsTotal(refunds []ShareRefund) (money.Amount, error) {
+	total := money.Zero()
+	for _, r := range refunds {
+		var err error
+		if total, err = total.Add(r.Amount); err != nil {
+			return money.Amount{}, err
+		}
+	}
+	return total, nil
 }
 
 // splitShares splits each period's unused share over the payments that

@@ -182,9 +182,8 @@ func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		// The customer first, then the order: the lock order of every
 		// balance change (the balance pays the proration, or takes the
 		// downgrade's credit).
-		acct, o, err := store.LockForBalancePayment(ctx, tx, id)
-		hidden := apperr.New(apperr.NotFound, "order %s not found", id)
-		if err := auth.Owned(p, o.CustomerID, err, hidden, hidden); err != nil {
+		acct, o, err := lockOwnedForBalance(ctx, tx, p, id)
+		if err != nil {
 			return err
 		}
 		prod, last, err := s.checkPlanChange(ctx, tx, o, productID, when)
@@ -417,26 +416,9 @@ func (s *Service) creditDowngrade(ctx context.Context, tx pgx.Tx, acct store.Bal
 			cur = append(cur, sh)
 		}
 	}
-	refunds, err := splitShares(ctx, tx, cur)
-	if err != nil {
-		return money.Amount{}, err
-	}
-	var admin *uuid.UUID
-	if p.IsAdmin() {
-		admin = &p.ID
-	}
-	credited := money.Zero()
-	for _, r := range refunds {
-		if _, acct, err = s.balanceRefunder.RefundToBalanceInTx(ctx, tx, acct, audit.Of(p), admin, r.PaymentID, r.Amount,
-			fmt.Sprintf("order %s downgraded: unused difference", o.ID),
-			fmt.Sprintf("order %s downgraded: unused difference of its period, refund of payment %s", o.ID, r.PaymentID)); err != nil {
-			return money.Amount{}, err
-		}
-		if credited, err = credited.Add(r.Amount); err != nil {
-			return money.Amount{}, err
-		}
-	}
-	return credited, nil
+	return s.creditShares(ctx, tx, acct, p, cur,
+		fmt.Sprintf("order %s downgraded: unused difference", o.ID),
+		fmt.Sprintf("order %s downgraded: unused difference of its period", o.ID))
 }
 
 // applyPlanChange gives order o (locked) change ch's product, renewal price
