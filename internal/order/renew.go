@@ -86,6 +86,21 @@ func QueueRenewalReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq
 	if inv.OrderID == nil {
 		return nil
 	}
+	if err := AppendInvoiceReminder(ctx, tx, inv, seq, kind, days); err != nil {
+		return err
+	}
+	return recordNotices(ctx, tx, *inv.OrderID, seq, notices, at)
+}
+
+// AppendInvoiceReminder queues, in tx, a renewal_reminder of kind about
+// what is left to pay of order invoice inv (of period seq, 0 when it names
+// none; days as the kind reads it), and nothing for an invoice without an
+// order. QueueRenewalReminder and the saved card's notices send theirs
+// through it.
+func AppendInvoiceReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq int32, kind string, days int) error {
+	if inv.OrderID == nil {
+		return nil
+	}
 	due, err := inv.Amount.Sub(inv.PaidAmount)
 	if err != nil {
 		return err
@@ -101,8 +116,5 @@ func QueueRenewalReminder(ctx context.Context, tx pgx.Tx, inv store.Invoice, seq
 	if err != nil {
 		return err
 	}
-	if err := store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body); err != nil {
-		return err
-	}
-	return recordNotices(ctx, tx, *inv.OrderID, seq, notices, at)
+	return store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body)
 }

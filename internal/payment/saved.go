@@ -213,13 +213,7 @@ func (s *Service) RemoveSavedMethod(ctx context.Context, id uuid.UUID) (SavedMet
 // SetAutoCharge sets whether the renewals of an order charge the saved
 // method (the order's customer or an admin).
 func (s *Service) SetAutoCharge(ctx context.Context, orderID uuid.UUID, on bool) error {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return err
-	}
-	o, err := store.Q(s.db).GetOrder(ctx, orderID)
-	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
-	if err := auth.Owned(p, o.CustomerID, err, notFound, notFound); err != nil {
+	if err := s.callersOrder(ctx, orderID); err != nil {
 		return err
 	}
 	return store.Q(s.db).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: s.now()})
@@ -228,16 +222,22 @@ func (s *Service) SetAutoCharge(ctx context.Context, orderID uuid.UUID, on bool)
 // OrderAutoCharge is AutoCharge for a caller: the order's customer or an
 // admin (another customer's order, or none, is NotFound).
 func (s *Service) OrderAutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	p, err := auth.Require(ctx)
-	if err != nil {
-		return false, err
-	}
-	o, err := store.Q(s.db).GetOrder(ctx, orderID)
-	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
-	if err := auth.Owned(p, o.CustomerID, err, notFound, notFound); err != nil {
+	if err := s.callersOrder(ctx, orderID); err != nil {
 		return false, err
 	}
 	return s.AutoCharge(ctx, orderID)
+}
+
+// callersOrder checks that order orderID is the caller's (an admin: any
+// order's): another customer's order, or none, is NotFound.
+func (s *Service) callersOrder(ctx context.Context, orderID uuid.UUID) error {
+	p, err := auth.Require(ctx)
+	if err != nil {
+		return err
+	}
+	o, err := store.Q(s.db).GetOrder(ctx, orderID)
+	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
+	return auth.Owned(p, o.CustomerID, err, notFound, notFound)
 }
 
 // AutoCharge reports whether the renewals of an order charge the saved
@@ -482,24 +482,7 @@ func (s *Service) applyCharge(ctx context.Context, gw Gateway, id uuid.UUID, inv
 // charge: a renewal_reminder of kind, whose text links to paying the
 // invoice by hand (CreatePayment with its invoice_id).
 func queueCardNotice(ctx context.Context, tx pgx.Tx, inv store.Invoice, kind string, attempt int) error {
-	if inv.OrderID == nil {
-		return nil
-	}
-	left, err := inv.Amount.Sub(inv.PaidAmount)
-	if err != nil {
-		return err
-	}
-	var dueAt time.Time
-	if inv.DueAt != nil {
-		dueAt = *inv.DueAt
-	}
-	body, err := json.Marshal(order.RenewalReminderPayload{
-		OrderID: *inv.OrderID, InvoiceID: inv.ID, Kind: kind, Days: attempt, DueAt: dueAt, Amount: left, Currency: inv.Currency,
-	})
-	if err != nil {
-		return err
-	}
-	return store.AppendEvent(ctx, tx, event.TypeRenewalReminder, *inv.OrderID, body)
+	return order.AppendInvoiceReminder(ctx, tx, inv, 0, kind, attempt)
 }
 
 // ChargeAttempts lists an invoice's saved-method charges, first first (the
