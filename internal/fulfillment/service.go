@@ -190,10 +190,7 @@ func (s *Service) HandleOrderPaid(ctx context.Context, e event.Event) error {
 	var req ProvisionRequest
 	done := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
-		if errors.Is(err, store.ErrNotFound) {
-			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
-		}
+		o, err := lockEventOrder(ctx, tx, e)
 		if err != nil {
 			return err
 		}
@@ -584,10 +581,7 @@ func (s *Service) HandleServiceChange(ctx context.Context, e event.Event) error 
 	var target, why string
 	act := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
-		if errors.Is(err, store.ErrNotFound) {
-			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
-		}
+		o, err := lockEventOrder(ctx, tx, e)
 		if err != nil {
 			return err
 		}
@@ -667,10 +661,7 @@ func (s *Service) HandlePlanChanged(ctx context.Context, e event.Event) error {
 	var req ProvisionRequest
 	act := false
 	err := e.Tx(ctx, s.db, func(tx pgx.Tx) error {
-		o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
-		if errors.Is(err, store.ErrNotFound) {
-			return event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
-		}
+		o, err := lockEventOrder(ctx, tx, e)
 		if err != nil {
 			return err
 		}
@@ -928,4 +919,14 @@ func (s *Service) cancelExpired(ctx context.Context, id uuid.UUID, cutoff time.T
 		return nil
 	})
 	return cancelled, err
+}
+
+// lockEventOrder locks the order event e is about, in tx; an order that
+// does not exist fails the event for good.
+func lockEventOrder(ctx context.Context, tx pgx.Tx, e event.Event) (store.Order, error) {
+	o, err := store.Q(tx).GetOrderForUpdate(ctx, e.OrderID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Order{}, event.Permanent(fmt.Errorf("order %s does not exist", e.OrderID))
+	}
+	return o, err
 }
