@@ -21,8 +21,9 @@
 --     added apart;
 --   - each such statement under lock_timeout 100ms (below deadlock_timeout,
 --     1 s: the migration gives up, not the release), retried after a pause
---     until it gets its lock (3 minutes at most, then the migration fails
---     and the next start tries again: every step is idempotent);
+--     until it gets its lock (about 4 minutes at most, then the migration
+--     fails and the next start tries again: every step is idempotent):
+--     migration_lock_retry, below;
 --   - a CHECK or FOREIGN KEY on a filled table added NOT VALID (no scan
 --     under the lock) and validated apart (SHARE UPDATE EXCLUSIVE: reads
 --     and writes go on).
@@ -60,91 +61,66 @@ CREATE INDEX IF NOT EXISTS disputes_payment_id_idx ON disputes (payment_id);
 
 COMMENT ON COLUMN disputes.status IS 'the gateway''s dispute status (won and lost are final).';
 
+-- migration_lock_retry(done, stmt, what) runs stmt under lock_timeout
+-- 100ms (below deadlock_timeout, 1 s: the migration gives up, never the
+-- release), and again after 100 to 200 ms each time the lock is not to be
+-- had (a failed try's subtransaction lets go of what it took), at most 900
+-- times (about 4 minutes; then it fails naming what, and the next start
+-- tries again). done, a query answering one boolean ('' for none), says
+-- that an earlier, interrupted run took the step already: it is skipped.
+-- Every step of this rule, in this migration and the later ones, runs
+-- through it (docs/decisions.md, "migration locks").
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION migration_lock_retry(done text, stmt text, what text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    skip  boolean := false;
+    tries int := 0;
+BEGIN
+    IF done <> '' THEN
+        EXECUTE done INTO skip;
+        IF skip THEN
+            RETURN;
+        END IF;
+    END IF;
+    PERFORM set_config('lock_timeout', '100ms', true);
+    LOOP
+        BEGIN
+            EXECUTE stmt;
+            RETURN;
+        EXCEPTION WHEN lock_not_available THEN
+            tries := tries + 1;
+            IF tries >= 900 THEN
+                RAISE EXCEPTION '%: no lock in % tries; a transaction holds it: retried at the next start', what, tries;
+            END IF;
+            PERFORM pg_sleep(0.1 + random() * 0.1);
+        END;
+    END LOOP;
+END $$;
+-- +goose StatementEnd
+
 -- The foreign keys, one referenced table at a time: each takes SHARE ROW
 -- EXCLUSIVE on payments or refunds for the moment of its commit (the new
 -- table is empty: nothing to validate).
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass
-               AND conname = 'disputes_payment_id_fkey') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE disputes ADD CONSTRAINT disputes_payment_id_fkey
-                FOREIGN KEY (payment_id) REFERENCES payments (id);
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00012: no lock on payments in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass
-               AND conname = 'disputes_refund_id_fkey') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE disputes ADD CONSTRAINT disputes_refund_id_fkey
-                FOREIGN KEY (refund_id) REFERENCES refunds (id);
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00012: no lock on refunds in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass AND conname = 'disputes_payment_id_fkey')$$,
+    $$ALTER TABLE disputes ADD CONSTRAINT disputes_payment_id_fkey FOREIGN KEY (payment_id) REFERENCES payments (id)$$,
+    'migration 00012: the disputes key to payments');
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'disputes'::regclass AND conname = 'disputes_refund_id_fkey')$$,
+    $$ALTER TABLE disputes ADD CONSTRAINT disputes_refund_id_fkey FOREIGN KEY (refund_id) REFERENCES refunds (id)$$,
+    'migration 00012: the disputes key to refunds');
 
 -- orders' check allows suspend_reason 'dispute': the wider check is added
 -- NOT VALID beside the old one (ACCESS EXCLUSIVE on orders, no scan)...
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass
-               AND conname IN ('orders_suspend_reason_dispute_check')) OR
-       pg_get_constraintdef((SELECT oid FROM pg_constraint WHERE conrelid = 'orders'::regclass
-                             AND conname = 'orders_suspend_reason_check')) LIKE '%dispute%' THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE orders ADD CONSTRAINT orders_suspend_reason_dispute_check CHECK (
-                (status = 'suspended') = (suspend_reason IN ('overdue', 'admin', 'dispute'))
-                AND suspend_reason IN ('', 'overdue', 'admin', 'dispute')) NOT VALID;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00012: no lock on orders in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass AND conname = 'orders_suspend_reason_dispute_check')
+        OR pg_get_constraintdef((SELECT oid FROM pg_constraint WHERE conrelid = 'orders'::regclass
+                                 AND conname = 'orders_suspend_reason_check')) LIKE '%dispute%'$$,
+    $$ALTER TABLE orders ADD CONSTRAINT orders_suspend_reason_dispute_check CHECK (
+        (status = 'suspended') = (suspend_reason IN ('overdue', 'admin', 'dispute'))
+        AND suspend_reason IN ('', 'overdue', 'admin', 'dispute')) NOT VALID$$,
+    'migration 00012: orders');
 
 -- ...validated without blocking reads or writes (SHARE UPDATE EXCLUSIVE;
 -- every row passes the old, narrower check)...
@@ -161,29 +137,11 @@ END $$;
 -- ...and takes the old one's place and name (one ACCESS EXCLUSIVE on
 -- orders, for the two catalog changes).
 -- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass
-                   AND conname = 'orders_suspend_reason_dispute_check') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE orders DROP CONSTRAINT IF EXISTS orders_suspend_reason_check;
-            ALTER TABLE orders RENAME CONSTRAINT orders_suspend_reason_dispute_check TO orders_suspend_reason_check;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00012: no lock on orders in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
+SELECT migration_lock_retry(
+    $$SELECT NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'orders'::regclass AND conname = 'orders_suspend_reason_dispute_check')$$,
+    $$ALTER TABLE orders DROP CONSTRAINT IF EXISTS orders_suspend_reason_check;
+      ALTER TABLE orders RENAME CONSTRAINT orders_suspend_reason_dispute_check TO orders_suspend_reason_check$$,
+    'migration 00012: orders');
 -- +goose StatementEnd
 
 -- A comment takes SHARE UPDATE EXCLUSIVE: reads and writes go on.
@@ -197,3 +155,4 @@ ALTER TABLE orders ADD CONSTRAINT orders_suspend_reason_check CHECK (
     AND suspend_reason IN ('', 'overdue', 'admin'));
 COMMENT ON COLUMN orders.suspend_reason IS 'overdue | admin while suspended; empty otherwise.';
 DROP TABLE disputes;
+DROP FUNCTION migration_lock_retry(text, text, text);

@@ -5,8 +5,8 @@
 -- created without foreign keys, each key added apart; events' check is
 -- widened NOT VALID under a new name, validated without blocking, and put
 -- in the old one's place; every step that locks a table the release writes
--- runs under lock_timeout 100ms and is retried until it gets its lock, and
--- is skipped when an earlier, interrupted run did it.
+-- runs through 00012's migration_lock_retry (lock_timeout 100ms, retried
+-- until it gets its lock, skipped when an earlier, interrupted run did it).
 
 -- +goose NO TRANSACTION
 -- +goose Up
@@ -88,112 +88,37 @@ CREATE INDEX IF NOT EXISTS plan_changes_due_idx ON plan_changes (effective_at)
 CREATE INDEX IF NOT EXISTS plan_changes_applied_idx ON plan_changes (effective_at) WHERE status = 'applied';
 
 -- The foreign keys, one referenced table at a time (SHARE ROW EXCLUSIVE on
--- it for the moment of the commit; the new table is empty).
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_order_id_fkey') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_order_id_fkey
-                FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE RESTRICT;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00013: no lock on orders in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_to_product_fkey') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_from_product_fkey
-                FOREIGN KEY (from_product) REFERENCES products (id) ON DELETE RESTRICT,
-                ADD CONSTRAINT plan_changes_to_product_fkey
-                FOREIGN KEY (to_product) REFERENCES products (id) ON DELETE RESTRICT;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00013: no lock on products in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
-
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_invoice_id_fkey') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_invoice_id_fkey
-                FOREIGN KEY (invoice_id) REFERENCES invoices (id) ON DELETE RESTRICT;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00013: no lock on invoices in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
+-- it for the moment of the commit; the new table is empty), through
+-- migration_lock_retry (00012).
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_order_id_fkey')$$,
+    $$ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_order_id_fkey
+        FOREIGN KEY (order_id) REFERENCES orders (id) ON DELETE RESTRICT$$,
+    'migration 00013: the plan_changes key to orders');
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_to_product_fkey')$$,
+    $$ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_from_product_fkey
+        FOREIGN KEY (from_product) REFERENCES products (id) ON DELETE RESTRICT,
+        ADD CONSTRAINT plan_changes_to_product_fkey
+        FOREIGN KEY (to_product) REFERENCES products (id) ON DELETE RESTRICT$$,
+    'migration 00013: the plan_changes keys to products');
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'plan_changes'::regclass AND conname = 'plan_changes_invoice_id_fkey')$$,
+    $$ALTER TABLE plan_changes ADD CONSTRAINT plan_changes_invoice_id_fkey
+        FOREIGN KEY (invoice_id) REFERENCES invoices (id) ON DELETE RESTRICT$$,
+    'migration 00013: the plan_changes key to invoices');
 
 -- The two new event types: the wider check is added NOT VALID beside the
 -- old one (ACCESS EXCLUSIVE on events for the catalogue change, no scan)...
--- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'events'::regclass AND conname = 'events_event_type_plan_check') OR pg_get_constraintdef((SELECT oid FROM pg_constraint WHERE conrelid = 'events'::regclass AND conname = 'events_event_type_check')) LIKE '%plan_changed%' THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE events ADD CONSTRAINT events_event_type_plan_check CHECK (event_type IN (
-                    'order_paid', 'order_provisioned', 'order_cancelled', 'order_refunded',
-                    'service_renewed', 'service_suspended', 'service_resumed', 'service_terminated',
-                    'renewal_reminder', 'plan_changed', 'plan_change_lapsed')) NOT VALID;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00013: no lock on events in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
--- +goose StatementEnd
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'events'::regclass AND conname = 'events_event_type_plan_check')
+        OR pg_get_constraintdef((SELECT oid FROM pg_constraint WHERE conrelid = 'events'::regclass
+                                 AND conname = 'events_event_type_check')) LIKE '%plan_changed%'$$,
+    $$ALTER TABLE events ADD CONSTRAINT events_event_type_plan_check CHECK (event_type IN (
+            'order_paid', 'order_provisioned', 'order_cancelled', 'order_refunded',
+            'service_renewed', 'service_suspended', 'service_resumed', 'service_terminated',
+            'renewal_reminder', 'plan_changed', 'plan_change_lapsed')) NOT VALID$$,
+    'migration 00013: events');
 
 -- ...validated without blocking reads or writes (SHARE UPDATE EXCLUSIVE;
 -- every row passes the old, narrower check)...
@@ -209,28 +134,11 @@ END $$;
 
 -- ...and takes the old one's place and name.
 -- +goose StatementBegin
-DO $$
-DECLARE
-    tries int := 0;
-BEGIN
-    IF NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'events'::regclass AND conname = 'events_event_type_plan_check') THEN
-        RETURN; -- done by an earlier, interrupted run
-    END IF;
-    SET LOCAL lock_timeout = '100ms';
-    LOOP
-        BEGIN
-            ALTER TABLE events DROP CONSTRAINT IF EXISTS events_event_type_check;
-            ALTER TABLE events RENAME CONSTRAINT events_event_type_plan_check TO events_event_type_check;
-            EXIT;
-        EXCEPTION WHEN lock_not_available THEN
-            tries := tries + 1;
-            IF tries >= 900 THEN
-                RAISE EXCEPTION 'migration 00013: no lock on events in % tries; a transaction holds it: retried at the next start', tries;
-            END IF;
-            PERFORM pg_sleep(0.1 + random() * 0.1);
-        END;
-    END LOOP;
-END $$;
+SELECT migration_lock_retry(
+    $$SELECT NOT EXISTS (SELECT FROM pg_constraint WHERE conrelid = 'events'::regclass AND conname = 'events_event_type_plan_check')$$,
+    $$ALTER TABLE events DROP CONSTRAINT IF EXISTS events_event_type_check;
+      ALTER TABLE events RENAME CONSTRAINT events_event_type_plan_check TO events_event_type_check$$,
+    'migration 00013: events');
 -- +goose StatementEnd
 
 -- A comment takes SHARE UPDATE EXCLUSIVE: reads and writes go on.
