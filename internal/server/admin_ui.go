@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync"
 )
 
 // The admin console is a single-page app built by Vite with relative URLs
@@ -33,13 +34,22 @@ const (
 	cacheRevalidate = "no-cache"
 )
 
-// adminFile is one file of the console, held in memory with its gzip form.
+// adminFile is one file of the console. Its bytes, gzip form and ETag are
+// read from the embedded bundle at its first request, not at start: a
+// process whose console nobody opens holds none of it (about 0.9 MB of
+// heap for the 300 KB script and its compression, docs/performance.md,
+// "Idle RSS").
 type adminFile struct {
-	body        []byte
-	gz          []byte // nil when compressing does not pay
-	etag        string
+	name        string
+	dist        fs.FS
 	contentType string
 	cache       string
+
+	once sync.Once
+	err  error
+	body []byte
+	gz   []byte // nil when compressing does not pay
+	etag string
 }
 
 // adminUI serves the embedded console under prefix ("/admin"): files as they
@@ -52,30 +62,21 @@ type adminUI struct {
 	index  *adminFile
 }
 
-// newAdminUI reads every file of dist into memory and rewrites index.html's
-// base to prefix. It fails on a bundle without index.html or without the
-// <base> placeholder (a build defect the tests catch).
+// newAdminUI lists every file of dist and reads index.html, whose base it
+// rewrites to prefix; the other files are read at their first request. It
+// fails on a bundle without index.html or without the <base> placeholder
+// (a build defect the tests catch).
 func newAdminUI(dist fs.FS, prefix string) (*adminUI, error) {
 	ui := &adminUI{prefix: prefix, files: map[string]*adminFile{}}
 	err := fs.WalkDir(dist, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		body, err := fs.ReadFile(dist, name)
-		if err != nil {
-			return err
-		}
 		cache := cacheRevalidate
 		if strings.HasPrefix(name, "assets/") {
 			cache = cacheImmutable
 		}
-		if name == "index.html" {
-			if !bytes.Contains(body, []byte(adminBasePlaceholder)) {
-				return fmt.Errorf("admin UI: index.html has no %s to rewrite", adminBasePlaceholder)
-			}
-			body = bytes.Replace(body, []byte(adminBasePlaceholder), []byte(baseTag(prefix)), 1)
-		}
-		ui.files[name] = newAdminFile(name, body, cache)
+		ui.files[name] = &adminFile{name: name, dist: dist, contentType: mime.TypeByExtension(path.Ext(name)), cache: cache}
 		return nil
 	})
 	if err != nil {
@@ -85,6 +86,14 @@ func newAdminUI(dist fs.FS, prefix string) (*adminUI, error) {
 	if ui.index == nil {
 		return nil, errors.New("admin UI: the bundle has no index.html (run task ui)")
 	}
+	body, err := fs.ReadFile(dist, "index.html")
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(body, []byte(adminBasePlaceholder)) {
+		return nil, fmt.Errorf("admin UI: index.html has no %s to rewrite", adminBasePlaceholder)
+	}
+	ui.index.once.Do(func() { ui.index.set(bytes.Replace(body, []byte(adminBasePlaceholder), []byte(baseTag(prefix)), 1)) })
 	return ui, nil
 }
 
@@ -94,14 +103,24 @@ func baseTag(prefix string) string {
 	return `<base href="` + html.EscapeString(u.EscapedPath()) + `" />`
 }
 
-func newAdminFile(name string, body []byte, cache string) *adminFile {
+// load reads the file from the bundle once.
+func (f *adminFile) load() error {
+	f.once.Do(func() {
+		body, err := fs.ReadFile(f.dist, f.name)
+		if err != nil {
+			f.err = err
+			return
+		}
+		f.set(body)
+	})
+	return f.err
+}
+
+// set takes body as the file's bytes, with its ETag and its gzip form.
+func (f *adminFile) set(body []byte) {
 	sum := sha256.Sum256(body)
-	f := &adminFile{
-		body:        body,
-		etag:        `"` + hex.EncodeToString(sum[:12]) + `"`,
-		contentType: mime.TypeByExtension(path.Ext(name)),
-		cache:       cache,
-	}
+	f.body = body
+	f.etag = `"` + hex.EncodeToString(sum[:12]) + `"`
 	if f.contentType == "" {
 		f.contentType = http.DetectContentType(body)
 	}
@@ -114,7 +133,6 @@ func newAdminFile(name string, body []byte, cache string) *adminFile {
 			f.gz = buf.Bytes()
 		}
 	}
-	return f
 }
 
 func compressible(contentType string) bool {
@@ -162,6 +180,11 @@ func (ui *adminUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func serveAdminFile(w http.ResponseWriter, r *http.Request, f *adminFile) {
 	h := w.Header()
+	if err := f.load(); err != nil {
+		h.Set("Cache-Control", "no-store")
+		http.Error(w, "the console's file could not be read", http.StatusInternalServerError)
+		return
+	}
 	body, etag := f.body, f.etag
 	if f.gz != nil {
 		h.Add("Vary", "Accept-Encoding")

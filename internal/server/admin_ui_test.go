@@ -228,3 +228,43 @@ func TestCommittedConsoleBundleIsComplete(t *testing.T) {
 		require.Equal(t, "public, max-age=31536000, immutable", resp.Header.Get("Cache-Control"))
 	}
 }
+
+// countingFS counts the opens of each file of a bundle.
+type countingFS struct {
+	fs.FS
+	opens map[string]*atomic.Int64
+}
+
+func (c countingFS) Open(name string) (fs.File, error) {
+	if n := c.opens[name]; n != nil {
+		n.Add(1)
+	}
+	return c.FS.Open(name)
+}
+
+// The console's files are read at their first request, once: a service
+// whose console nobody opens holds none of the bundle in memory.
+func TestConsoleFilesAreReadAtTheirFirstRequestOnly(t *testing.T) {
+	t.Parallel()
+	const asset = "assets/index-abc123.js"
+	opens := map[string]*atomic.Int64{asset: {}, "favicon.svg": {}}
+	c := setupConsole(t, countingFS{FS: testBundle(), opens: opens}, "/admin")
+	require.Zero(t, opens[asset].Load(), "the script is not read at start")
+	require.Zero(t, opens["favicon.svg"].Load())
+
+	var etags []string
+	for range 3 {
+		resp := c.do(t, http.MethodGet, "/admin/"+asset, "Accept-Encoding", "gzip")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "gzip", resp.Header.Get("Content-Encoding"))
+		zr, err := gzip.NewReader(resp.Body)
+		require.NoError(t, err)
+		body, err := io.ReadAll(zr)
+		require.NoError(t, err)
+		require.Equal(t, testBundle()[asset].Data, body)
+		etags = append(etags, resp.Header.Get("ETag"))
+	}
+	require.Equal(t, int64(1), opens[asset].Load(), "read once, at the first request")
+	require.Equal(t, etags[0], etags[2])
+	require.Zero(t, opens["favicon.svg"].Load(), "a file nobody asked for is still unread")
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/config"
+)
+
+// The start collects often and gives the collector's target back after,
+// whether the start succeeds or not: a service that kept 10 % would spend
+// its life collecting.
+func TestTheStartsCollectorTargetComesBackAfterIt(t *testing.T) {
+	cfg := config.Default()
+	cfg.DB.URL = "postgres://postgres@127.0.0.1:1/none?sslmode=disable&connect_timeout=1"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, before := range []int{100, 250, 5, -1} {
+		prev := debug.SetGCPercent(before)
+		_, err := newAppPacked(ctx, cfg, log)
+		require.Error(t, err, "no database answers on port 1")
+		require.Equal(t, before, debug.SetGCPercent(prev), "GOGC=%d comes back", before)
+	}
+}
