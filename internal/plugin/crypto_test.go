@@ -14,6 +14,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"os"
 	"os/exec"
@@ -281,6 +282,43 @@ func TestNowUnixUsesTheRuntimeClock(t *testing.T) {
 	require.Equal(t, map[string]any{"n": float64(at.Unix()), "t": "number", "s": "1772571967"}, got)
 	_, err := b.run(t, `return now_unix(1)`)
 	requireKind(t, err, KindScriptError, "now_unix: takes at most 0 arguments, got 1")
+}
+
+// format_time writes the times Alipay and WeChat Pay read, in Beijing time,
+// across a day, a month and a leap day, and refuses what it cannot write.
+func TestFormatTimeWritesAFixedOffsetsTimeInAGoLayout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cases := []struct {
+		at     time.Time
+		offset string
+		layout string
+		want   string
+	}{
+		{time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC), "+08:00", "2006-01-02 15:04:05", "2026-03-04 13:06:07"},
+		{time.Date(2026, 12, 31, 16, 0, 0, 0, time.UTC), "+08:00", "2006-01-02 15:04:05", "2027-01-01 00:00:00"},
+		{time.Date(2028, 2, 28, 20, 30, 0, 0, time.UTC), "+08:00", time.RFC3339, "2028-02-29T04:30:00+08:00"},
+		{time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC), "-05:30", time.RFC3339, "2025-12-31T20:30:00-05:30"},
+		{time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC), "Z", time.RFC3339, "1970-01-01T00:00:00Z"},
+	}
+	for _, c := range cases {
+		got := b.runOK(t, fmt.Sprintf(`return json_encode({s = format_time(%d, %q, %q)})`, c.at.Unix(), c.offset, c.layout))
+		require.Equal(t, map[string]any{"s": c.want}, got, "%s at %s", c.at, c.offset)
+	}
+	for script, msg := range map[string]string{
+		`return format_time(1.5, "Z", "2006")`:             "argument 1 (unix) must be whole seconds",
+		`return format_time("1", "Z", "2006")`:             "argument 1 (unix) must be whole seconds",
+		`return format_time(1e15, "Z", "2006")`:            "within the years 0001 to 9999",
+		`return format_time(0, "+8:00", "2006")`:           `argument 2 (utc_offset) must be "Z" or`,
+		`return format_time(0, "+15:00", "2006")`:          `argument 2 (utc_offset) must be "Z" or`,
+		`return format_time(0, "+0-:00", "2006")`:          `argument 2 (utc_offset) must be "Z" or`,
+		`return format_time(0, "+08:00", "")`:              "argument 3 (layout) must be a Go time layout",
+		`return format_time(0, "+08:00")`:                  "argument 3 (layout) is required",
+		`return format_time(0, "+08:00", "2006", "extra")`: "takes at most 3 arguments, got 4",
+	} {
+		_, err := b.run(t, script)
+		requireKind(t, err, KindScriptError, msg)
+	}
 }
 
 func jsonQuote(s string) string {

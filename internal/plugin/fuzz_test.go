@@ -43,6 +43,7 @@ var fuzzHostFunctions = []string{
 	"rsa_sha256_sign", "rsa_sha256_verify", "aes_256_gcm_decrypt", "constant_time_equals", "now_unix",
 	"clip",
 	"str", "snippet", "json_table", "form_encode",
+	"sign_string", "format_time",
 }
 
 var fuzzKinds = []string{"string", "nil", "number", "table", "bool"}

@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,7 +31,7 @@ const (
 // hostFunc is one function the service offers to scripts. Every argument is
 // a string or nil (json_encode, str, snippet and json_table excepted, which
 // take any value, form_encode and sign_string's params, a table, and clip's
-// max_bytes, a number); a call with
+// max_bytes and format_time's unix, a number); a call with
 // more arguments than params, or an argument of another type, raises an error
 // naming the function and the argument.
 type hostFunc struct {
@@ -68,6 +70,7 @@ var hostFunctions = []hostFunc{
 	{"parse_query", []string{"s"}, hostParseQuery},
 	{"now", nil, hostNow},
 	{"now_unix", nil, hostNowUnix},
+	{"format_time", []string{"unix", "utc_offset", "layout"}, hostFormatTime},
 }
 
 func init() {
@@ -278,4 +281,53 @@ func hostParseQuery(s *state, L *lua.LState, a args) int {
 
 func hostNow(s *state, L *lua.LState, _ args) int {
 	return s.pushString(L, s.env.now().UTC().Format(time.RFC3339))
+}
+
+// The seconds format_time takes: the years 0001 to 9999, which every
+// layout writes in four digits.
+var (
+	minFormatUnix = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC).Unix() + 14*3600
+	maxFormatUnix = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC).Unix() - 14*3600
+)
+
+// hostFormatTime is format_time(unix, utc_offset, layout): whole seconds
+// since 1970 written in Go's reference layout ("2006-01-02 15:04:05",
+// "2006-01-02T15:04:05Z07:00") at a fixed offset from UTC ("+08:00",
+// "-05:30", "Z"). Gateways that read times in their own zone (Alipay's and
+// WeChat Pay's Beijing time) once each carried a civil-date algorithm in Lua.
+func hostFormatTime(s *state, L *lua.LState, a args) int {
+	n, ok := L.Get(1).(lua.LNumber)
+	if !ok || n != lua.LNumber(int64(n)) || int64(n) < minFormatUnix || int64(n) > maxFormatUnix {
+		L.RaiseError("format_time: argument 1 (unix) must be whole seconds since 1970 within the years 0001 to 9999")
+	}
+	offset, layout := a.str(2), a.str(3)
+	zone, err := fixedZone(offset)
+	if err != nil {
+		L.RaiseError("format_time: argument 2 (utc_offset) %s", err)
+	}
+	if layout == "" || len(layout) > 64 {
+		L.RaiseError("format_time: argument 3 (layout) must be a Go time layout of 1 to 64 bytes, such as \"2006-01-02 15:04:05\"")
+	}
+	return s.pushString(L, time.Unix(int64(n), 0).In(zone).Format(layout))
+}
+
+// fixedZone reads "Z" or "±hh:mm" (at most ±14:00).
+func fixedZone(offset string) (*time.Location, error) {
+	if offset == "Z" {
+		return time.UTC, nil
+	}
+	bad := fmt.Errorf("must be \"Z\" or \"+hh:mm\"/\"-hh:mm\" up to 14:00, got %q", text.Clip(offset, 32))
+	if len(offset) != 6 || (offset[0] != '+' && offset[0] != '-') || offset[3] != ':' {
+		return nil, bad
+	}
+	h, errH := strconv.Atoi(offset[1:3])
+	m, errM := strconv.Atoi(offset[4:6])
+	if errH != nil || errM != nil || h > 14 || m > 59 || (h == 14 && m > 0) || offset[1] == '+' || offset[1] == '-' || offset[4] == '+' || offset[4] == '-' {
+		return nil, bad
+	}
+	secs := h*3600 + m*60
+	if offset[0] == '-' {
+		secs = -secs
+	}
+	return time.FixedZone(offset, secs), nil
 }

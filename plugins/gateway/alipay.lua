@@ -44,7 +44,6 @@ local DEFAULT_GATEWAY = "https://openapi.alipay.com/gateway.do"
 -- helpers -------------------------------------------------------------------
 
 local find, sub, gsub, match = string.find, string.sub, string.gsub, string.match
-local floor = math.floor
 
 local function gateway_url(cfg)
   local u = str(cfg.gateway_url)
@@ -114,24 +113,7 @@ end
 -- beijing_time is the service clock as "yyyy-MM-dd HH:mm:ss" in UTC+8, the
 -- time zone Alipay reads every timestamp in.
 local function beijing_time()
-  local t = now_unix() + 8 * 3600
-  local days = floor(t / 86400)
-  local secs = t - days * 86400
-  -- civil_from_days (H. Hinnant), for days since 1970-01-01.
-  local z = days + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local d = doy - floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  if m <= 2 then
-    y = y + 1
-  end
-  return string.format("%04d-%02d-%02d %02d:%02d:%02d", y, m, d,
-    floor(secs / 3600), floor(secs % 3600 / 60), secs % 60)
+  return format_time(now_unix(), "+08:00", "2006-01-02 15:04:05")
 end
 
 -- rfc3339 reads an Alipay time ("yyyy-MM-dd HH:mm:ss", Beijing time).

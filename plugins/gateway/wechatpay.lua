@@ -186,24 +186,7 @@ end
 -- rfc3339_beijing writes unix seconds as WeChat Pay writes times:
 -- yyyy-MM-DDTHH:mm:ss+08:00.
 local function rfc3339_beijing(unix)
-  local t = unix + 8 * 3600
-  local days = floor(t / 86400)
-  local secs = t - days * 86400
-  -- The civil date of a day count (Hinnant's days-to-civil algorithm).
-  local z = days + 719468
-  local era = floor(z / 146097)
-  local doe = z - era * 146097
-  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
-  local y = yoe + era * 400
-  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
-  local mp = floor((5 * doy + 2) / 153)
-  local d = doy - floor((153 * mp + 2) / 5) + 1
-  local m = mp < 10 and mp + 3 or mp - 9
-  if m <= 2 then
-    y = y + 1
-  end
-  return string.format("%04d-%02d-%02dT%02d:%02d:%02d+08:00", y, m, d,
-    floor(secs / 3600), floor(secs % 3600 / 60), secs % 60)
+  return format_time(unix, "+08:00", "2006-01-02T15:04:05Z07:00")
 end
 
 -- signatures --------------------------------------------------------------------
