@@ -34,6 +34,10 @@ type renewalsFixture struct {
 	// Order is the monthly order the browser suspends, resumes, extends
 	// and turns the renewal of off.
 	Order renewalOrder `json:"order"`
+	// PlanProductID is the dearer monthly product the browser changes the
+	// order to now (then cancels the change); ProductID the order's own.
+	PlanProductID string `json:"planProductId"`
+	ProductID     string `json:"productId"`
 	// The reasons the admin types.
 	SuspendReason string `json:"suspendReason"`
 	ResumeReason  string `json:"resumeReason"`
@@ -99,6 +103,10 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	admin := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL)
 	prod, err := admin.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
 		Name: "VPS monthly (e2e)", Price: "10.00", Currency: "CNY", BillingCycle: "monthly",
+	}))
+	require.NoError(t, err)
+	bigger, err := admin.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
+		Name: "VPS monthly large (e2e)", Price: "20.00", Currency: "CNY", BillingCycle: "monthly",
 	}))
 	require.NoError(t, err)
 	orders := orderpbconnect.NewOrderServiceClient(customer, s.baseURL)
@@ -177,6 +185,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 		// 1 day 23 h 59 min before the suspension, 10 days 23 h 59 min
 		// before the end: whole days.
 		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
+		PlanProductID: bigger.Msg.GetProduct().GetId(), ProductID: prod.Msg.GetProduct().GetId(),
 		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
 		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",
 		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: shown(t, extendTo.Format(time.RFC3339)),
@@ -185,7 +194,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 
 // renewalsRunScreens are the screenshots a renewals run takes.
 var renewalsRunScreens = []string{
-	"renewals", "order-renewal-overdue", "order-suspended-overdue", "order-renewal", "order-suspended-by-admin", "order-renewal-off", "renewals-after",
+	"renewals", "order-renewal-overdue", "order-suspended-overdue", "order-renewal", "order-suspended-by-admin", "order-plan-change-pending", "order-renewal-off", "renewals-after",
 }
 
 // TestRenewalsEndToEnd drives the renewal screens in Chromium against the
@@ -216,6 +225,8 @@ func TestRenewalsEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "terminated", res.Msg.GetOrder().GetStatus())
 	require.False(t, res.Msg.GetOrder().GetRenews())
+	require.Equal(t, rf.ProductID, res.Msg.GetOrder().GetProductId(), "the plan change was cancelled before it was paid")
+	require.Nil(t, res.Msg.GetOrder().GetPendingPlanChange())
 	require.NotEqual(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()), "ending now moves the paid end to the end")
 	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
 		EntityType: "order", EntityId: rf.Order.ID, Pagination: &paymentpb.PageRequest{PageSize: 50},

@@ -781,6 +781,34 @@ try {
       if (periods.length !== 1 || periods[0][2] !== r.extendedUntil) throw new Error(`the periods after the extension: ${JSON.stringify(periods)}`);
     });
 
+    await step("change plan now: the proration quoted before confirming, then the pending change cancelled", async () => {
+      const form = page.getByRole("form", { name: "Change plan", exact: true });
+      await form.getByLabel("Product").selectOption(r.planProductId);
+      await form.getByLabel("When").selectOption("now");
+      await form.getByRole("button", { name: "Change plan…" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.waitFor();
+      // The quote (ChangeOrderPlan with dry_run): nothing has changed yet.
+      const quote = (await dlg.getByTestId("plan-quote").textContent())?.trim() ?? "";
+      if (!/^\d+\.\d{2} CNY$/.test(quote) || quote === "0.00 CNY") throw new Error(`the quoted proration: ${JSON.stringify(quote)}`);
+      await expectAbsent(page.getByTestId("pending-plan-change"), "a pending change before confirming");
+      await dlg.getByRole("button", { name: "Change plan", exact: true }).click();
+      await dlg.waitFor({ state: "detached" });
+      const pending = page.getByTestId("pending-plan-change");
+      await pending.waitFor();
+      await settled();
+      const billed = (await pending.getByTestId("pending-plan-amount").textContent())?.trim() ?? "";
+      if (!/^\d+\.\d{2} CNY$/.test(billed)) throw new Error(`the pending change's proration: ${JSON.stringify(billed)}`);
+      await expectAbsent(page.getByRole("form", { name: "Change plan", exact: true }), "the change form beside a pending change");
+      await hideToast();
+      await shot("order-plan-change-pending");
+      await pending.getByRole("button", { name: "Cancel plan change…" }).click();
+      await confirmDialog("Cancel plan change");
+      await page.getByRole("form", { name: "Change plan", exact: true }).waitFor();
+      await settled();
+      await expectAbsent(page.getByTestId("pending-plan-change"), "the cancelled change");
+    });
+
     await step("turn the renewal off: nothing falls due any more", async () => {
       await page.getByRole("button", { name: "Turn renewal off" }).click();
       await page.getByTestId("renews").filter({ hasText: /^no$/ }).waitFor();

@@ -76,3 +76,31 @@ export function daysLeftText(r: { dueAt: string; nextStepAt: string; daysOverdue
 export function services(n: bigint | number): string {
   return `${n} ${n === 1n || n === 1 ? "service" : "services"}`;
 }
+
+/** The products an order may change plan to (ChangeOrderPlan): enabled,
+ * recurring, in the order's currency, not its own. The server checks the
+ * rest (the provider, the period). */
+export function planTargets<P extends { id: string; enabled: boolean; billingCycle: string; currency: string }>(
+  o: { productId: string; currency: string },
+  products: readonly P[],
+): P[] {
+  return products.filter((p) => p.enabled && isRecurring(p) && p.currency === o.currency && p.id !== o.productId);
+}
+
+/** When a change of order o to product p may take effect: now only on the
+ * same cycle; at the period end only while the order renews (the next
+ * renewal bills the new plan). */
+export function planWhens(o: { billingCycle: string; renews: boolean }, p: { billingCycle: string }): ("now" | "period_end")[] {
+  const out: ("now" | "period_end")[] = [];
+  if (p.billingCycle === o.billingCycle) out.push("now");
+  if (o.renews) out.push("period_end");
+  return out;
+}
+
+/** A plan change's money in words: what it bills or credits now, or what
+ * the next renewal bills at the period end, as [label, amount]. */
+export function planChangeMoney(c: { when: string; amount: string; credited: string; toPrice: string }): [string, string] {
+  if (c.when === "period_end") return ["Next renewal bills", c.toPrice];
+  if (c.amount.startsWith("-")) return ["Credited to the balance now", c.credited];
+  return ["Billed now (prorated)", c.amount];
+}
