@@ -12,6 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
@@ -34,6 +38,8 @@ type renewalsFixture struct {
 	// Order is the monthly order the browser suspends, resumes, extends
 	// and turns the renewal of off.
 	Order renewalOrder `json:"order"`
+	// Charge is the saved card's declined charge for the overdue invoice.
+	Charge chargeRow `json:"charge"`
 	// PlanProductID is the dearer monthly product the browser changes the
 	// order to now (then cancels the change); ProductID the order's own.
 	PlanProductID string `json:"planProductId"`
@@ -59,6 +65,14 @@ type renewalRow struct {
 	// NextStep is when it is suspended (overdue) or ends (suspended),
 	// followed by the whole days left.
 	NextStep string `json:"nextStep"`
+}
+
+// chargeRow is a saved-card charge as the Renewals screen shows it.
+type chargeRow struct {
+	OrderID   string `json:"orderId"`
+	InvoiceID string `json:"invoiceId"`
+	Made      string `json:"made"`
+	Outcome   string `json:"outcome"`
 }
 
 // renewalOrder is a monthly order with one paid period.
@@ -157,6 +171,29 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	advance(end.Add(time.Minute))
 	advance(end.Add(3*24*time.Hour + time.Minute))
 
+	// A card the customer saved and its declined charge on the overdue
+	// invoice's due day, written as SQL: no gateway here charges cards (the
+	// charge itself is internal/app's TestSavedCard tests' business; the
+	// screen shows what GetRenewalOverview reads). The interface is a bank
+	// transfer one, as the full run's saved card's.
+	c, err := structpb.NewStruct(map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00", "currencies": []any{"CNY"}})
+	require.NoError(t, err)
+	gi, err := gatewaypbconnect.NewGatewayAdminServiceClient(s.admin, s.baseURL).CreateGatewayInterface(ctx, connect.NewRequest(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "bank_transfer", DisplayName: "Bank (renewals e2e)", Config: c,
+	}))
+	require.NoError(t, err)
+	var method string
+	require.NoError(t, s.app.Pool().QueryRow(ctx, `INSERT INTO saved_payment_methods
+		(id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at)
+		VALUES (gen_random_uuid(), $1, $2, 'cus_Renewals', 'pm_Renewals', 'visa', '4242', 7, 2031, now()) RETURNING id`,
+		reg.Msg.GetCustomer().GetId(), gi.Msg.GetGatewayInterface().GetId()).Scan(&method))
+	overdueInvoice := get(overdue).GetPeriods()[1].GetInvoiceId()
+	_, err = s.app.Pool().Exec(ctx, `INSERT INTO saved_charge_attempts
+		(invoice_id, attempt, payment_id, saved_method_id, outcome, code, message, created_at, answered_at)
+		SELECT id, 0, gen_random_uuid(), $2, 'declined', 'card_declined', 'Your card was declined.', due_at, due_at FROM invoices WHERE id = $1`,
+		overdueInvoice, method)
+	require.NoError(t, err)
+
 	ov, err := orderpbconnect.NewOrderAdminServiceClient(s.admin, s.baseURL).GetRenewalOverview(ctx, connect.NewRequest(&orderpb.GetRenewalOverviewRequest{Days: 30}))
 	require.NoError(t, err)
 	require.Len(t, ov.Msg.GetDue(), 1)
@@ -172,6 +209,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	require.Equal(t, shown(t, end.Add(14*24*time.Hour).Format(time.RFC3339)), shown(t, sp.GetNextStepAt()), "ended 14 days past due")
 	require.Equal(t, "overdue", get(suspended).GetOrder().GetSuspendReason())
 
+	require.Len(t, o.GetCardCharges(), 1, "the overview reads the charge")
 	row := func(r *orderpb.RenewalInvoice, left string) renewalRow {
 		return renewalRow{
 			OrderID: r.GetOrder().GetId(), InvoiceID: r.GetInvoiceId(), AmountDue: r.GetAmountDue() + " CNY", Due: shown(t, r.GetDueAt()),
@@ -185,6 +223,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 		// 1 day 23 h 59 min before the suspension, 10 days 23 h 59 min
 		// before the end: whole days.
 		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
+		Charge:        chargeRow{OrderID: overdue, InvoiceID: overdueInvoice, Made: shown(t, o.GetDueAt()), Outcome: "declined card_declined: Your card was declined."},
 		PlanProductID: bigger.Msg.GetProduct().GetId(), ProductID: prod.Msg.GetProduct().GetId(),
 		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
 		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",

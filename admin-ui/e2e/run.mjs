@@ -685,6 +685,14 @@ try {
       await expectTestId("suspended-count", "1");
       await expectRenewalRow("Overdue renewals", r.overdue);
       await expectRenewalRow("Suspended for non-payment", r.suspended);
+      // The saved card's charge for the overdue invoice, declined.
+      await expectRows(1, "Saved-card charges");
+      const charge = rows("Saved-card charges").first();
+      await charge.getByRole("link", { name: r.charge.orderId, exact: true }).waitFor();
+      const cells = charge.locator(":scope > td");
+      const got = [];
+      for (const i of [0, 2, 3, 4]) got.push(await textOf(cells.nth(i)));
+      sameJSON(got, [r.charge.made, r.charge.invoiceId.slice(0, 8), "due day", r.charge.outcome], "the saved-card charge");
       const file = await shot("renewals");
       if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "renewals.png"));
     });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { canSetRenewal, daysLeft, daysLeftText, extendBlocked, isRecurring, planChangeMoney, planTargets, planWhens, services, suspendReasonText } from "./renewals";
+import { attemptText, canSetRenewal, cardChargeRows, chargeOutcomeText, daysLeft, daysLeftText, extendBlocked, isRecurring, planChangeMoney, planTargets, planWhens, services, suspendReasonText } from "./renewals";
 
 describe("what a recurring order allows", () => {
   it("tells recurring orders from one-time ones", () => {
@@ -104,5 +104,30 @@ describe("plan changes", () => {
     expect(planChangeMoney({ when: "now", amount: "-21.00", credited: "21.00", toPrice: "30.00" })).toEqual(["Credited to the balance now", "21.00"]);
     expect(planChangeMoney({ when: "now", amount: "-21.00", credited: "0.00", toPrice: "30.00" })).toEqual(["Credited to the balance now", "0.00"]);
     expect(planChangeMoney({ when: "period_end", amount: "0.00", credited: "0.00", toPrice: "60.00" })).toEqual(["Next renewal bills", "60.00"]);
+  });
+});
+
+describe("saved-card charges on the Renewals screen", () => {
+  const charge = (attempt: number, createdAt: string) => ({ attempt, createdAt, outcome: "declined", code: "card_declined", message: "declined" });
+
+  it("lists every listed invoice's charges once, newest first", () => {
+    const a = { order: { id: "o1" }, invoiceId: "i1", cardCharges: [charge(0, "2026-03-01T00:00:00Z"), charge(1, "2026-03-04T00:00:00Z")] };
+    const b = { order: { id: "o2" }, invoiceId: "i2", cardCharges: [charge(0, "2026-03-02T00:00:00Z")] };
+    const none = { order: { id: "o3" }, invoiceId: "i3", cardCharges: [] };
+    const rows = cardChargeRows([[a, none], [b], [a]]);
+    expect(rows.map((r) => [r.orderId, r.invoiceId, r.charge.attempt])).toEqual([
+      ["o1", "i1", 1],
+      ["o2", "i2", 0],
+      ["o1", "i1", 0],
+    ]);
+    expect(cardChargeRows([[none], []])).toEqual([]);
+  });
+
+  it("says which attempt and how it ended", () => {
+    expect(attemptText(0)).toBe("due day");
+    expect(attemptText(2)).toBe("retry 2");
+    expect(chargeOutcomeText({ outcome: "", code: "", message: "" })).toBe("awaiting the gateway");
+    expect(chargeOutcomeText({ outcome: "succeeded", code: "", message: "" })).toBe("");
+    expect(chargeOutcomeText({ outcome: "declined", code: "card_declined", message: "Your card was declined." })).toBe("card_declined: Your card was declined.");
   });
 });

@@ -104,3 +104,40 @@ export function planChangeMoney(c: { when: string; amount: string; credited: str
   if (c.amount.startsWith("-")) return ["Credited to the balance now", c.credited];
   return ["Billed now (prorated)", c.amount];
 }
+
+/** A saved-card charge attempt with the order and invoice it was for (the
+ * Renewals screen's table). */
+export interface ChargeRow<C> {
+  orderId: string;
+  invoiceId: string;
+  charge: C;
+}
+
+/** The saved-card charges of every listed unpaid renewal invoice, newest
+ * first (an invoice listed twice counted once). */
+export function cardChargeRows<C extends { attempt: number; createdAt: string }>(
+  lists: readonly (readonly { order?: { id: string }; invoiceId: string; cardCharges: readonly C[] }[])[],
+): ChargeRow<C>[] {
+  const seen = new Set<string>();
+  const out: ChargeRow<C>[] = [];
+  for (const list of lists) {
+    for (const r of list) {
+      if (seen.has(r.invoiceId)) continue;
+      seen.add(r.invoiceId);
+      for (const charge of r.cardCharges) out.push({ orderId: r.order?.id ?? "", invoiceId: r.invoiceId, charge });
+    }
+  }
+  return out.sort((a, b) => Date.parse(b.charge.createdAt) - Date.parse(a.charge.createdAt) || b.charge.attempt - a.charge.attempt);
+}
+
+/** Which attempt a charge was: the due day's, or the n-th retry. */
+export function attemptText(attempt: number): string {
+  return attempt === 0 ? "due day" : `retry ${attempt}`;
+}
+
+/** Why a charge ended as it did: the gateway's code and message; while
+ * the gateway's answer is awaited, that. */
+export function chargeOutcomeText(c: { outcome: string; code: string; message: string }): string {
+  if (!c.outcome) return "awaiting the gateway";
+  return [c.code, c.message].filter(Boolean).join(": ");
+}
