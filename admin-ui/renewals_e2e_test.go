@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +44,9 @@ type renewalsFixture struct {
 	Order renewalOrder `json:"order"`
 	// Charge is the saved card's declined charge for the overdue invoice.
 	Charge chargeRow `json:"charge"`
+	// CustomerID is the customer of the orders, whose saved card the
+	// browser removes.
+	CustomerID string `json:"customerId"`
 	// PlanProductID is the dearer monthly product the browser changes the
 	// order to now (then cancels the change); ProductID the order's own.
 	PlanProductID string `json:"planProductId"`
@@ -101,7 +108,7 @@ func shown(t *testing.T, rfc3339 string) string {
 // E: the first is suspended for non-payment (ended 14 days past due), the
 // second is a day overdue (suspended 3 days past due), and the third falls
 // due within 30 days.
-func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.OrderServiceClient) {
+func renewalWorld(t *testing.T, s *service, stripe *detachStripe) (*renewalsFixture, orderpbconnect.OrderServiceClient) {
 	t.Helper()
 	ctx := context.Background()
 	reg, err := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL).Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
@@ -171,15 +178,16 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	advance(end.Add(time.Minute))
 	advance(end.Add(3*24*time.Hour + time.Minute))
 
-	// A card the customer saved and its declined charge on the overdue
-	// invoice's due day, written as SQL: no gateway here charges cards (the
-	// charge itself is internal/app's TestSavedCard tests' business; the
-	// screen shows what GetRenewalOverview reads). The interface is a bank
-	// transfer one, as the full run's saved card's.
-	c, err := structpb.NewStruct(map[string]any{"bank_name": "E2E Bank", "account_name": "Rustbill Ltd", "account_number": "DE89 3704 0044 0532 0130 00", "currencies": []any{"CNY"}})
+	// A card the customer saved through a Stripe interface (the fake
+	// answers the plugin's checks and the removal's detach) and its
+	// declined charge on the overdue invoice's due day, written as SQL: no
+	// Checkout runs here (saving and charging cards are internal/app's
+	// card renewal tests' business; the screen shows what
+	// GetRenewalOverview reads).
+	c, err := structpb.NewStruct(map[string]any{"secret_key": "sk_test_renewals", "webhook_secret": "whsec_renewalsE2E0123456789", "api_base": stripe.URL})
 	require.NoError(t, err)
 	gi, err := gatewaypbconnect.NewGatewayAdminServiceClient(s.admin, s.baseURL).CreateGatewayInterface(ctx, connect.NewRequest(&gatewaypb.CreateGatewayInterfaceRequest{
-		PluginName: "bank_transfer", DisplayName: "Bank (renewals e2e)", Config: c,
+		PluginName: "stripe", DisplayName: "Card (renewals e2e)", Config: c,
 	}))
 	require.NoError(t, err)
 	var method string
@@ -224,11 +232,50 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 		// before the end: whole days.
 		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
 		Charge:        chargeRow{OrderID: overdue, InvoiceID: overdueInvoice, Made: shown(t, o.GetDueAt()), Outcome: "declined card_declined: Your card was declined."},
+		CustomerID:    reg.Msg.GetCustomer().GetId(),
 		PlanProductID: bigger.Msg.GetProduct().GetId(), ProductID: prod.Msg.GetProduct().GetId(),
 		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
 		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",
 		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: shown(t, extendTo.Format(time.RFC3339)),
 	}, admin
+}
+
+// detachStripe is as much of Stripe's API as a saved card's removal
+// needs: the balance (the plugin's check of its key) and a PaymentMethod's
+// detach, which it records.
+type detachStripe struct {
+	*httptest.Server
+	mu       sync.Mutex
+	detached []string
+}
+
+func newDetachStripe(t *testing.T) *detachStripe {
+	t.Helper()
+	f := &detachStripe{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/balance":
+			_, _ = io.WriteString(w, `{"object":"balance","available":[]}`)
+		case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/payment_methods/") && strings.HasSuffix(r.URL.Path, "/detach"):
+			pm := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/payment_methods/"), "/detach")
+			f.mu.Lock()
+			f.detached = append(f.detached, pm)
+			f.mu.Unlock()
+			_, _ = fmt.Fprintf(w, `{"id":%q,"object":"payment_method","customer":null}`, pm)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"not in this fake"}}`)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *detachStripe) Detached() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.detached...)
 }
 
 // renewalsRunScreens are the screenshots a renewals run takes.
@@ -252,7 +299,8 @@ func TestRenewalsEndToEnd(t *testing.T) {
 		c.Billing.TestClock = true
 		c.Events.PollInterval = 100 * time.Millisecond
 	})
-	rf, admin := renewalWorld(t, s)
+	stripe := newDetachStripe(t)
+	rf, admin := renewalWorld(t, s, stripe)
 	runBrowser(t, fixture{Mode: "renewals", BaseURL: s.baseURL, AdminPath: "/admin", Username: "admin", Password: adminPassword, Renewals: rf})
 
 	// What the browser did, as the service has it: the order suspended,
@@ -266,6 +314,10 @@ func TestRenewalsEndToEnd(t *testing.T) {
 	require.False(t, res.Msg.GetOrder().GetRenews())
 	require.Equal(t, rf.ProductID, res.Msg.GetOrder().GetProductId(), "the plan change was cancelled before it was paid")
 	require.Nil(t, res.Msg.GetOrder().GetPendingPlanChange())
+	ac, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).GetAutoCharge(ctx, connect.NewRequest(&paymentpb.GetAutoChargeRequest{OrderId: rf.Order.ID}))
+	require.NoError(t, err)
+	require.False(t, ac.Msg.GetAutoCharge(), "the admin turned the card charging off")
+	require.Equal(t, []string{"pm_Renewals"}, stripe.Detached(), "the removed card was detached at the gateway")
 	require.NotEqual(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()), "ending now moves the paid end to the end")
 	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
 		EntityType: "order", EntityId: rf.Order.ID, Pagination: &paymentpb.PageRequest{PageSize: 50},

@@ -817,6 +817,14 @@ try {
       await expectAbsent(page.getByTestId("pending-plan-change"), "the cancelled change");
     });
 
+    await step("card renewals: the saved card's charging turned off", async () => {
+      await expectTestId("auto-charge", "on");
+      await page.getByRole("button", { name: "Turn card charging off" }).click();
+      await page.getByTestId("auto-charge").filter({ hasText: /^off$/ }).waitFor();
+      await page.getByRole("button", { name: "Turn card charging on" }).waitFor();
+      await hideToast();
+    });
+
     await step("turn the renewal off: nothing falls due any more", async () => {
       await page.getByRole("button", { name: "Turn renewal off" }).click();
       await page.getByTestId("renews").filter({ hasText: /^no$/ }).waitFor();
@@ -850,6 +858,20 @@ try {
       await page.getByTestId("order-status").filter({ hasText: /^terminated$/ }).waitFor();
       await settled();
       await expectAbsent(page.getByRole("form", { name: "End service now" }), "the end form of a terminated order");
+    });
+
+    await step("the customer's saved card removed, confirmed first", async () => {
+      await page.goto(`${base}customers/${r.customerId}`);
+      await page.getByRole("heading", { name: "Customer", level: 1 }).waitFor();
+      const cards = page.getByRole("table", { name: /Saved cards of this customer/ });
+      await cards.getByRole("button", { name: "Remove visa •••• 4242" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.waitFor();
+      await expectText(dlg, "This cannot be undone.");
+      await dlg.getByRole("button", { name: "Remove card" }).click();
+      await dlg.waitFor({ state: "detached" });
+      await page.getByText("No saved card.").waitFor();
+      await settled();
     });
   } else if (fx.mode === "totp") {
     // Two-factor sign-in needs no world: its steps come before the logout.

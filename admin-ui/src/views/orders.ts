@@ -154,6 +154,7 @@ function actionsCard(o: Order, periods: ServicePeriod[], reload: () => void): HT
     o.pendingPlanChange ? pendingPlanForm(o, o.pendingPlanChange, reload) : null,
     isRecurring(o) && (o.status === "active" || o.status === "suspended") ? endForm(o, reload) : null,
     canSetRenewal(o) ? renewalForm(o, reload) : null,
+    canSetRenewal(o) ? autoChargeForm(o) : null,
   ];
   if (!forms.some(Boolean)) return null;
   return h("section", { class: "card", "aria-labelledby": "order-actions" }, h("h2", { id: "order-actions" }, "Actions"), forms);
@@ -504,5 +505,46 @@ function renewalForm(o: Order, reload: () => void): HTMLElement {
     ),
     btn,
     errors,
+  );
+}
+
+/** PaymentService.GetAutoCharge and SetAutoCharge: whether the order's
+ * renewal invoices charge the customer's saved card on their due day. */
+function autoChargeForm(o: Order): HTMLElement {
+  const slot = h("div");
+  const show = (on: boolean) => {
+    const btn = h("button", { type: "button" }, on ? "Turn card charging off" : "Turn card charging on");
+    const errors = alertSlot();
+    btn.addEventListener("click", async () => {
+      let now = on;
+      const ok = await busy(btn, errors, async () => {
+        now = (await payments.setAutoCharge({ orderId: o.id, autoCharge: !on })).autoCharge;
+      });
+      if (ok) {
+        announce(now ? "Renewals charge the saved card." : "Renewals no longer charge the saved card.");
+        show(now);
+      }
+    });
+    replace(
+      slot,
+      h(
+        "p",
+        { class: "hint" },
+        "Charge the saved card: ",
+        h("strong", { "data-testid": "auto-charge" }, on ? "on" : "off"),
+        on ? ". Renewal invoices charge the customer's saved card on their due day (when they have one)." : ". Renewal invoices wait to be paid by hand.",
+      ),
+      btn,
+      errors,
+    );
+  };
+  return h(
+    "div",
+    { class: "action-form" },
+    h("h3", null, "Card renewals"),
+    loadBlock("card renewals", async () => {
+      show((await payments.getAutoCharge({ orderId: o.id })).autoCharge);
+      return slot;
+    }),
   );
 }
