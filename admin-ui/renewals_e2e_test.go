@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +16,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
+	gatewaypb "github.com/rustbill/paymentd/gen/billing/gateway"
+	"github.com/rustbill/paymentd/gen/billing/gateway/gatewaypbconnect"
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
@@ -34,6 +42,15 @@ type renewalsFixture struct {
 	// Order is the monthly order the browser suspends, resumes, extends
 	// and turns the renewal of off.
 	Order renewalOrder `json:"order"`
+	// Charge is the saved card's declined charge for the overdue invoice.
+	Charge chargeRow `json:"charge"`
+	// CustomerID is the customer of the orders, whose saved card the
+	// browser removes.
+	CustomerID string `json:"customerId"`
+	// PlanProductID is the dearer monthly product the browser changes the
+	// order to now (then cancels the change); ProductID the order's own.
+	PlanProductID string `json:"planProductId"`
+	ProductID     string `json:"productId"`
 	// The reasons the admin types.
 	SuspendReason string `json:"suspendReason"`
 	ResumeReason  string `json:"resumeReason"`
@@ -55,6 +72,14 @@ type renewalRow struct {
 	// NextStep is when it is suspended (overdue) or ends (suspended),
 	// followed by the whole days left.
 	NextStep string `json:"nextStep"`
+}
+
+// chargeRow is a saved-card charge as the Renewals screen shows it.
+type chargeRow struct {
+	OrderID   string `json:"orderId"`
+	InvoiceID string `json:"invoiceId"`
+	Made      string `json:"made"`
+	Outcome   string `json:"outcome"`
 }
 
 // renewalOrder is a monthly order with one paid period.
@@ -83,7 +108,7 @@ func shown(t *testing.T, rfc3339 string) string {
 // E: the first is suspended for non-payment (ended 14 days past due), the
 // second is a day overdue (suspended 3 days past due), and the third falls
 // due within 30 days.
-func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.OrderServiceClient) {
+func renewalWorld(t *testing.T, s *service, stripe *detachStripe) (*renewalsFixture, orderpbconnect.OrderServiceClient) {
 	t.Helper()
 	ctx := context.Background()
 	reg, err := identitypbconnect.NewIdentityServiceClient(http.DefaultClient, s.baseURL).Register(ctx, connect.NewRequest(&identitypb.RegisterRequest{
@@ -99,6 +124,10 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	admin := orderpbconnect.NewOrderServiceClient(s.admin, s.baseURL)
 	prod, err := admin.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
 		Name: "VPS monthly (e2e)", Price: "10.00", Currency: "CNY", BillingCycle: "monthly",
+	}))
+	require.NoError(t, err)
+	bigger, err := admin.CreateProduct(ctx, connect.NewRequest(&orderpb.CreateProductRequest{
+		Name: "VPS monthly large (e2e)", Price: "20.00", Currency: "CNY", BillingCycle: "monthly",
 	}))
 	require.NoError(t, err)
 	orders := orderpbconnect.NewOrderServiceClient(customer, s.baseURL)
@@ -149,6 +178,30 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	advance(end.Add(time.Minute))
 	advance(end.Add(3*24*time.Hour + time.Minute))
 
+	// A card the customer saved through a Stripe interface (the fake
+	// answers the plugin's checks and the removal's detach) and its
+	// declined charge on the overdue invoice's due day, written as SQL: no
+	// Checkout runs here (saving and charging cards are internal/app's
+	// card renewal tests' business; the screen shows what
+	// GetRenewalOverview reads).
+	c, err := structpb.NewStruct(map[string]any{"secret_key": "sk_test_renewals", "webhook_secret": "whsec_renewalsE2E0123456789", "api_base": stripe.URL})
+	require.NoError(t, err)
+	gi, err := gatewaypbconnect.NewGatewayAdminServiceClient(s.admin, s.baseURL).CreateGatewayInterface(ctx, connect.NewRequest(&gatewaypb.CreateGatewayInterfaceRequest{
+		PluginName: "stripe", DisplayName: "Card (renewals e2e)", Config: c,
+	}))
+	require.NoError(t, err)
+	var method string
+	require.NoError(t, s.app.Pool().QueryRow(ctx, `INSERT INTO saved_payment_methods
+		(id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at)
+		VALUES (gen_random_uuid(), $1, $2, 'cus_Renewals', 'pm_Renewals', 'visa', '4242', 7, 2031, now()) RETURNING id`,
+		reg.Msg.GetCustomer().GetId(), gi.Msg.GetGatewayInterface().GetId()).Scan(&method))
+	overdueInvoice := get(overdue).GetPeriods()[1].GetInvoiceId()
+	_, err = s.app.Pool().Exec(ctx, `INSERT INTO saved_charge_attempts
+		(invoice_id, attempt, payment_id, saved_method_id, outcome, code, message, created_at, answered_at)
+		SELECT id, 0, gen_random_uuid(), $2, 'declined', 'card_declined', 'Your card was declined.', due_at, due_at FROM invoices WHERE id = $1`,
+		overdueInvoice, method)
+	require.NoError(t, err)
+
 	ov, err := orderpbconnect.NewOrderAdminServiceClient(s.admin, s.baseURL).GetRenewalOverview(ctx, connect.NewRequest(&orderpb.GetRenewalOverviewRequest{Days: 30}))
 	require.NoError(t, err)
 	require.Len(t, ov.Msg.GetDue(), 1)
@@ -164,6 +217,7 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 	require.Equal(t, shown(t, end.Add(14*24*time.Hour).Format(time.RFC3339)), shown(t, sp.GetNextStepAt()), "ended 14 days past due")
 	require.Equal(t, "overdue", get(suspended).GetOrder().GetSuspendReason())
 
+	require.Len(t, o.GetCardCharges(), 1, "the overview reads the charge")
 	row := func(r *orderpb.RenewalInvoice, left string) renewalRow {
 		return renewalRow{
 			OrderID: r.GetOrder().GetId(), InvoiceID: r.GetInvoiceId(), AmountDue: r.GetAmountDue() + " CNY", Due: shown(t, r.GetDueAt()),
@@ -177,15 +231,56 @@ func renewalWorld(t *testing.T, s *service) (*renewalsFixture, orderpbconnect.Or
 		// 1 day 23 h 59 min before the suspension, 10 days 23 h 59 min
 		// before the end: whole days.
 		Overdue: row(o, "1 day left"), Suspended: row(sp, "10 days left"),
+		Charge:        chargeRow{OrderID: overdue, InvoiceID: overdueInvoice, Made: shown(t, o.GetDueAt()), Outcome: "declined card_declined: Your card was declined."},
+		CustomerID:    reg.Msg.GetCustomer().GetId(),
+		PlanProductID: bigger.Msg.GetProduct().GetId(), ProductID: prod.Msg.GetProduct().GetId(),
 		Order:         renewalOrder{ID: due, PaidUntil: shown(t, dueEnd.Format(time.RFC3339)), PeriodStart: shown(t, first.GetStartsAt())},
 		SuspendReason: "abuse report #1234 (e2e)", ResumeReason: "abuse report #1234 resolved (e2e)", ExtendReason: "goodwill: two days of downtime (e2e)",
 		ExtendTo: extendTo.UTC().Format("2006-01-02T15:04"), ExtendedUntil: shown(t, extendTo.Format(time.RFC3339)),
 	}, admin
 }
 
+// detachStripe is as much of Stripe's API as a saved card's removal
+// needs: the balance (the plugin's check of its key) and a PaymentMethod's
+// detach, which it records.
+type detachStripe struct {
+	*httptest.Server
+	mu       sync.Mutex
+	detached []string
+}
+
+func newDetachStripe(t *testing.T) *detachStripe {
+	t.Helper()
+	f := &detachStripe{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/balance":
+			_, _ = io.WriteString(w, `{"object":"balance","available":[]}`)
+		case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/payment_methods/") && strings.HasSuffix(r.URL.Path, "/detach"):
+			pm := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1/payment_methods/"), "/detach")
+			f.mu.Lock()
+			f.detached = append(f.detached, pm)
+			f.mu.Unlock()
+			_, _ = fmt.Fprintf(w, `{"id":%q,"object":"payment_method","customer":null}`, pm)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, `{"error":{"type":"invalid_request_error","message":"not in this fake"}}`)
+		}
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *detachStripe) Detached() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.detached...)
+}
+
 // renewalsRunScreens are the screenshots a renewals run takes.
 var renewalsRunScreens = []string{
-	"renewals", "order-renewal-overdue", "order-suspended-overdue", "order-renewal", "order-suspended-by-admin", "order-renewal-off", "renewals-after",
+	"renewals", "order-renewal-overdue", "order-suspended-overdue", "order-renewal", "order-suspended-by-admin", "order-plan-change-pending", "order-renewal-off", "renewals-after",
 }
 
 // TestRenewalsEndToEnd drives the renewal screens in Chromium against the
@@ -204,7 +299,8 @@ func TestRenewalsEndToEnd(t *testing.T) {
 		c.Billing.TestClock = true
 		c.Events.PollInterval = 100 * time.Millisecond
 	})
-	rf, admin := renewalWorld(t, s)
+	stripe := newDetachStripe(t)
+	rf, admin := renewalWorld(t, s, stripe)
 	runBrowser(t, fixture{Mode: "renewals", BaseURL: s.baseURL, AdminPath: "/admin", Username: "admin", Password: adminPassword, Renewals: rf})
 
 	// What the browser did, as the service has it: the order suspended,
@@ -216,6 +312,12 @@ func TestRenewalsEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "terminated", res.Msg.GetOrder().GetStatus())
 	require.False(t, res.Msg.GetOrder().GetRenews())
+	require.Equal(t, rf.ProductID, res.Msg.GetOrder().GetProductId(), "the plan change was cancelled before it was paid")
+	require.Nil(t, res.Msg.GetOrder().GetPendingPlanChange())
+	ac, err := paymentpbconnect.NewPaymentServiceClient(s.admin, s.baseURL).GetAutoCharge(ctx, connect.NewRequest(&paymentpb.GetAutoChargeRequest{OrderId: rf.Order.ID}))
+	require.NoError(t, err)
+	require.False(t, ac.Msg.GetAutoCharge(), "the admin turned the card charging off")
+	require.Equal(t, []string{"pm_Renewals"}, stripe.Detached(), "the removed card was detached at the gateway")
 	require.NotEqual(t, rf.ExtendedUntil, shown(t, res.Msg.GetOrder().GetPaidUntil()), "ending now moves the paid end to the end")
 	trail, err := paymentpbconnect.NewPaymentAdminServiceClient(s.admin, s.baseURL).ListAuditEntries(ctx, connect.NewRequest(&paymentpb.ListAuditEntriesRequest{
 		EntityType: "order", EntityId: rf.Order.ID, Pagination: &paymentpb.PageRequest{PageSize: 50},

@@ -685,6 +685,14 @@ try {
       await expectTestId("suspended-count", "1");
       await expectRenewalRow("Overdue renewals", r.overdue);
       await expectRenewalRow("Suspended for non-payment", r.suspended);
+      // The saved card's charge for the overdue invoice, declined.
+      await expectRows(1, "Saved-card charges");
+      const charge = rows("Saved-card charges").first();
+      await charge.getByRole("link", { name: r.charge.orderId, exact: true }).waitFor();
+      const cells = charge.locator(":scope > td");
+      const got = [];
+      for (const i of [0, 2, 3, 4]) got.push(await textOf(cells.nth(i)));
+      sameJSON(got, [r.charge.made, r.charge.invoiceId.slice(0, 8), "due day", r.charge.outcome], "the saved-card charge");
       const file = await shot("renewals");
       if (fx.docsScreenshots) copyFileSync(file, join(fx.docsScreenshots, "renewals.png"));
     });
@@ -781,6 +789,42 @@ try {
       if (periods.length !== 1 || periods[0][2] !== r.extendedUntil) throw new Error(`the periods after the extension: ${JSON.stringify(periods)}`);
     });
 
+    await step("change plan now: the proration quoted before confirming, then the pending change cancelled", async () => {
+      const form = page.getByRole("form", { name: "Change plan", exact: true });
+      await form.getByLabel("Product").selectOption(r.planProductId);
+      await form.getByLabel("When").selectOption("now");
+      await form.getByRole("button", { name: "Change plan…" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.waitFor();
+      // The quote (ChangeOrderPlan with dry_run): nothing has changed yet.
+      const quote = (await dlg.getByTestId("plan-quote").textContent())?.trim() ?? "";
+      if (!/^\d+\.\d{2} CNY$/.test(quote) || quote === "0.00 CNY") throw new Error(`the quoted proration: ${JSON.stringify(quote)}`);
+      await expectAbsent(page.getByTestId("pending-plan-change"), "a pending change before confirming");
+      await dlg.getByRole("button", { name: "Change plan", exact: true }).click();
+      await dlg.waitFor({ state: "detached" });
+      const pending = page.getByTestId("pending-plan-change");
+      await pending.waitFor();
+      await settled();
+      const billed = (await pending.getByTestId("pending-plan-amount").textContent())?.trim() ?? "";
+      if (!/^\d+\.\d{2} CNY$/.test(billed)) throw new Error(`the pending change's proration: ${JSON.stringify(billed)}`);
+      await expectAbsent(page.getByRole("form", { name: "Change plan", exact: true }), "the change form beside a pending change");
+      await hideToast();
+      await shot("order-plan-change-pending");
+      await pending.getByRole("button", { name: "Cancel plan change…" }).click();
+      await confirmDialog("Cancel plan change");
+      await page.getByRole("form", { name: "Change plan", exact: true }).waitFor();
+      await settled();
+      await expectAbsent(page.getByTestId("pending-plan-change"), "the cancelled change");
+    });
+
+    await step("card renewals: the saved card's charging turned off", async () => {
+      await expectTestId("auto-charge", "on");
+      await page.getByRole("button", { name: "Turn card charging off" }).click();
+      await page.getByTestId("auto-charge").filter({ hasText: /^off$/ }).waitFor();
+      await page.getByRole("button", { name: "Turn card charging on" }).waitFor();
+      await hideToast();
+    });
+
     await step("turn the renewal off: nothing falls due any more", async () => {
       await page.getByRole("button", { name: "Turn renewal off" }).click();
       await page.getByTestId("renews").filter({ hasText: /^no$/ }).waitFor();
@@ -814,6 +858,20 @@ try {
       await page.getByTestId("order-status").filter({ hasText: /^terminated$/ }).waitFor();
       await settled();
       await expectAbsent(page.getByRole("form", { name: "End service now" }), "the end form of a terminated order");
+    });
+
+    await step("the customer's saved card removed, confirmed first", async () => {
+      await page.goto(`${base}customers/${r.customerId}`);
+      await page.getByRole("heading", { name: "Customer", level: 1 }).waitFor();
+      const cards = page.getByRole("table", { name: /Saved cards of this customer/ });
+      await cards.getByRole("button", { name: "Remove visa •••• 4242" }).click();
+      const dlg = page.getByRole("dialog");
+      await dlg.waitFor();
+      await expectText(dlg, "This cannot be undone.");
+      await dlg.getByRole("button", { name: "Remove card" }).click();
+      await dlg.waitFor({ state: "detached" });
+      await page.getByText("No saved card.").waitFor();
+      await settled();
     });
   } else if (fx.mode === "totp") {
     // Two-factor sign-in needs no world: its steps come before the logout.

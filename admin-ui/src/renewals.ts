@@ -76,3 +76,68 @@ export function daysLeftText(r: { dueAt: string; nextStepAt: string; daysOverdue
 export function services(n: bigint | number): string {
   return `${n} ${n === 1n || n === 1 ? "service" : "services"}`;
 }
+
+/** The products an order may change plan to (ChangeOrderPlan): enabled,
+ * recurring, in the order's currency, not its own. The server checks the
+ * rest (the provider, the period). */
+export function planTargets<P extends { id: string; enabled: boolean; billingCycle: string; currency: string }>(
+  o: { productId: string; currency: string },
+  products: readonly P[],
+): P[] {
+  return products.filter((p) => p.enabled && isRecurring(p) && p.currency === o.currency && p.id !== o.productId);
+}
+
+/** When a change of order o to product p may take effect: now only on the
+ * same cycle; at the period end only while the order renews (the next
+ * renewal bills the new plan). */
+export function planWhens(o: { billingCycle: string; renews: boolean }, p: { billingCycle: string }): ("now" | "period_end")[] {
+  const out: ("now" | "period_end")[] = [];
+  if (p.billingCycle === o.billingCycle) out.push("now");
+  if (o.renews) out.push("period_end");
+  return out;
+}
+
+/** A plan change's money in words: what it bills or credits now, or what
+ * the next renewal bills at the period end, as [label, amount]. */
+export function planChangeMoney(c: { when: string; amount: string; credited: string; toPrice: string }): [string, string] {
+  if (c.when === "period_end") return ["Next renewal bills", c.toPrice];
+  if (c.amount.startsWith("-")) return ["Credited to the balance now", c.credited];
+  return ["Billed now (prorated)", c.amount];
+}
+
+/** A saved-card charge attempt with the order and invoice it was for (the
+ * Renewals screen's table). */
+export interface ChargeRow<C> {
+  orderId: string;
+  invoiceId: string;
+  charge: C;
+}
+
+/** The saved-card charges of every listed unpaid renewal invoice, newest
+ * first (an invoice listed twice counted once). */
+export function cardChargeRows<C extends { attempt: number; createdAt: string }>(
+  lists: readonly (readonly { order?: { id: string }; invoiceId: string; cardCharges: readonly C[] }[])[],
+): ChargeRow<C>[] {
+  const seen = new Set<string>();
+  const out: ChargeRow<C>[] = [];
+  for (const list of lists) {
+    for (const r of list) {
+      if (seen.has(r.invoiceId)) continue;
+      seen.add(r.invoiceId);
+      for (const charge of r.cardCharges) out.push({ orderId: r.order?.id ?? "", invoiceId: r.invoiceId, charge });
+    }
+  }
+  return out.sort((a, b) => Date.parse(b.charge.createdAt) - Date.parse(a.charge.createdAt) || b.charge.attempt - a.charge.attempt);
+}
+
+/** Which attempt a charge was: the due day's, or the n-th retry. */
+export function attemptText(attempt: number): string {
+  return attempt === 0 ? "due day" : `retry ${attempt}`;
+}
+
+/** Why a charge ended as it did: the gateway's code and message; while
+ * the gateway's answer is awaited, that. */
+export function chargeOutcomeText(c: { outcome: string; code: string; message: string }): string {
+  if (!c.outcome) return "awaiting the gateway";
+  return [c.code, c.message].filter(Boolean).join(": ");
+}

@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/gen/billing/identity/identitypbconnect"
 	orderpb "github.com/rustbill/paymentd/gen/billing/order"
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/internal/app"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/provider"
 	"github.com/rustbill/paymentd/internal/money"
@@ -30,12 +32,12 @@ type planWorld struct {
 	customers                     identitypbconnect.CustomerAdminServiceClient
 }
 
-func startPlanWorld(t *testing.T) *planWorld {
+func startPlanWorld(t *testing.T, opts ...app.Option) *planWorld {
 	t.Helper()
 	prov := provider.New(provider.Options{})
 	require.NoError(t, prov.Start())
 	t.Cleanup(prov.Close)
-	e := startPayments(t, func(c *config.Config) {
+	e := startPaymentsWith(t, opts, func(c *config.Config) {
 		addProviderPlugin(t, c.Plugins.Dir)
 		c.Billing.TestClock = true
 		c.Events.PollInterval = 100 * time.Millisecond
@@ -336,5 +338,100 @@ func TestADowngradeCreditsTheBalanceAnUnpaidUpgradeLapsesAndAPeriodEndChangeBill
 		in, ok := w.prov.Instance(inst)
 		return ok && in.Plan == "vps-1" && w.prov.ActionCalls(inst, "plan") == 3
 	}, 15*time.Second, 20*time.Millisecond, "down, up, then down at the period end: %d calls", w.prov.ActionCalls(inst, "plan"))
+	endLedgerClean(t, e.r.app.Pool())
+}
+
+// stoppable is a service clock that runs with time.Now until Stop holds
+// it at one instant, so that a quote and the call after it price the same
+// second.
+type stoppable struct{ at atomic.Pointer[time.Time] }
+
+func (c *stoppable) Now() time.Time {
+	if at := c.at.Load(); at != nil {
+		return *at
+	}
+	return time.Now()
+}
+
+func (c *stoppable) Stop() { now := time.Now(); c.at.Store(&now) }
+
+// A quote (dry_run, what the console shows before the admin confirms) is
+// what the change then does, at the same instant: the downgrade's credit
+// to the balance, the upgrade's proration invoice, the renewal price at
+// the period end; and a quote changes nothing: no plan change, invoice,
+// audit row, event, ledger row or balance move, and refusals are the
+// call's.
+func TestAPlanChangeQuoteIsWhatTheChangeThenDoesAndChangesNothing(t *testing.T) {
+	t.Parallel()
+	clock := &stoppable{}
+	w := startPlanWorld(t, app.WithClock(clock.Now))
+	e := w.e
+	w.topUp(t, "60.00")
+	id, _, start, end := w.buy(t, w.big)
+	w.advanceTo(t, start.Add(9*24*time.Hour))
+	clock.Stop()
+
+	written := func() []int {
+		t.Helper()
+		return []int{
+			e.count(t, `SELECT count(*) FROM plan_changes`),
+			e.count(t, `SELECT count(*) FROM invoices`),
+			// The worker's own rows (the provisioning's) may land meanwhile.
+			e.count(t, `SELECT count(*) FROM audit_log WHERE actor_kind <> 'system'`),
+			e.count(t, `SELECT count(*) FROM events`),
+			e.count(t, `SELECT count(*) FROM balance_transactions`),
+			e.count(t, `SELECT count(*) FROM refunds`),
+		}
+	}
+	quote := func(product, when string) *orderpb.ChangeOrderPlanResponse {
+		t.Helper()
+		before, balance := written(), w.balance(t)
+		res, err := e.orders.ChangeOrderPlan(w.ctx, with(&orderpb.ChangeOrderPlanRequest{OrderId: id, ProductId: product, When: when, DryRun: true}, e.c.admin))
+		require.NoError(t, err)
+		require.True(t, res.Msg.GetDryRun())
+		require.Empty(t, res.Msg.GetChange().GetId(), "a quote is not recorded")
+		require.Equal(t, before, written(), "a quote writes nothing")
+		require.Equal(t, balance, w.balance(t), "a quote moves no money")
+		require.Nil(t, w.get(t, id).GetOrder().GetPendingPlanChange())
+		return res.Msg
+	}
+
+	// Refused as the call is.
+	_, err := e.orders.ChangeOrderPlan(w.ctx, with(&orderpb.ChangeOrderPlanRequest{OrderId: id, ProductId: w.yearly, When: "now", DryRun: true}, e.c.admin))
+	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "a cycle change now: %v", err)
+	_, err = e.orders.ChangeOrderPlan(w.ctx, with(&orderpb.ChangeOrderPlanRequest{OrderId: id, ProductId: w.small, When: "now", DryRun: true}, e.c.other))
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "another customer's order: %v", err)
+
+	// At the period end: the next renewal's price, nothing now.
+	pe := quote(w.small, "period_end").GetChange()
+	require.Equal(t, "30.00", pe.GetToPrice())
+	require.Equal(t, "0.00", pe.GetAmount())
+	require.Equal(t, "pending", pe.GetStatus())
+	require.Equal(t, end, planTime(t, pe.GetEffectiveAt()))
+
+	// A downgrade now: the quoted credit is what the balance then gets.
+	q := quote(w.small, "now").GetChange()
+	require.Equal(t, "applied", q.GetStatus())
+	require.Equal(t, "-"+q.GetCredited(), q.GetAmount(), "the whole difference is credited")
+	require.True(t, money.MustParse(q.GetCredited()).Sign() > 0)
+	down := w.change(t, id, w.small, "now").GetChange()
+	require.Equal(t, q.GetAmount(), down.GetAmount())
+	require.Equal(t, q.GetCredited(), down.GetCredited())
+	require.Equal(t, q.GetCredited(), w.balance(t).String(), "the balance got the quoted credit")
+
+	// An upgrade now, beyond the balance: the quoted proration is the
+	// invoice's amount.
+	q = quote(w.huge, "now").GetChange()
+	require.Equal(t, "pending", q.GetStatus())
+	require.Empty(t, q.GetInvoiceId())
+	require.NotEmpty(t, q.GetLapseAt())
+	up := w.change(t, id, w.huge, "now").GetChange()
+	require.Equal(t, q.GetAmount(), up.GetAmount())
+	require.Equal(t, q.GetAmount(), w.invoice(t, up.GetInvoiceId()).GetAmount(), "the invoice bills the quote")
+	require.Equal(t, q.GetLapseAt(), up.GetLapseAt())
+
+	// A pending change refuses a quote as it refuses a change.
+	_, err = e.orders.ChangeOrderPlan(w.ctx, with(&orderpb.ChangeOrderPlanRequest{OrderId: id, ProductId: w.big, When: "period_end", DryRun: true}, e.c.admin))
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	endLedgerClean(t, e.r.app.Pool())
 }

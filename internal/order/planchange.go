@@ -170,6 +170,24 @@ func ProrationAmount(old, new money.Amount, start, end, now time.Time) (money.Am
 // a pending change, or its next period is billed already
 // (FailedPrecondition).
 func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, when string) (PlanChanged, error) {
+	return s.changeOrderPlan(ctx, id, productID, when, false)
+}
+
+// QuoteOrderPlan is ChangeOrderPlan's quote (ChangeOrderPlanRequest.dry_run):
+// the same checks and refusals, and the change as it would be made at the
+// billing clock's now, with nothing changed: no change recorded, no
+// invoice, no credit, no audit row. The change has no id; its status is
+// what it would take (applied for a downgrade now, else pending), its
+// Amount the proration (billed when positive), its Credited what a
+// downgrade would put on the balance (split over the period's payments as
+// the credit is), its ToPrice what the next renewal bills. Order is the
+// order as it is.
+func (s *Service) QuoteOrderPlan(ctx context.Context, id, productID uuid.UUID, when string) (PlanChanged, error) {
+	return s.changeOrderPlan(ctx, id, productID, when, true)
+}
+
+// changeOrderPlan is ChangeOrderPlan, or its quote when dry.
+func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, when string, dry bool) (PlanChanged, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
 		return PlanChanged{}, err
@@ -200,6 +218,10 @@ func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		}
 		if when == store.PlanChangePeriodEnd {
 			in.EffectiveAt = &last.EndsAt
+			if dry {
+				out = PlanChanged{Order: o, Change: quotedChange(in)}
+				return nil
+			}
 			ch, err := s.insertPlanChange(ctx, tx, in, by, at)
 			if err != nil {
 				return err
@@ -215,6 +237,17 @@ func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		in.Amount, in.PeriodSeq, in.PeriodStart, in.PeriodEnd = amount, &seq, &last.StartsAt, &last.EndsAt
 		if amount.Sign() <= 0 {
 			// A downgrade, or nothing left to bill: at once.
+			if dry {
+				q := quotedChange(in)
+				q.Status, q.EffectiveAt = store.PlanChangeApplied, &now
+				if amount.Sign() < 0 && s.downgradeMode() == CreditBalance && s.balanceRefunder != nil {
+					if q.Credited, err = quoteDowngrade(ctx, tx, o, last, amount.Neg(), now); err != nil {
+						return err
+					}
+				}
+				out = PlanChanged{Order: o, Change: q}
+				return nil
+			}
 			ch, err := s.insertPlanChange(ctx, tx, in, by, at)
 			if err != nil {
 				return err
@@ -236,6 +269,10 @@ func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		// plan_change_days on the billing clock.
 		due := now.Add(time.Duration(s.planDays()) * 24 * time.Hour)
 		in.LapseAt = &due
+		if dry {
+			out = PlanChanged{Order: o, Change: quotedChange(in)}
+			return nil
+		}
 		inv, err := s.issueProration(ctx, tx, o, prod, last, in, now, at, due, by)
 		if err != nil {
 			return err
@@ -268,6 +305,9 @@ func (s *Service) ChangeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 	})
 	if err != nil {
 		return PlanChanged{}, err
+	}
+	if dry {
+		return out, nil
 	}
 	s.log.InfoContext(ctx, "plan change", "order_id", id, "product_id", productID, "when", when,
 		"status", out.Change.Status, "amount", out.Change.Amount.String(), "principal", p.String())
@@ -397,6 +437,50 @@ func planName(o store.Order) string {
 	return "order " + o.ID.String()
 }
 
+// quotedChange is the change in would make, unwritten (a quote).
+func quotedChange(in store.InsertPlanChangeParams) store.PlanChange {
+	return store.PlanChange{
+		OrderID: in.OrderID, FromProduct: in.FromProduct, ToProduct: in.ToProduct,
+		FromPrice: in.FromPrice, ToPrice: in.ToPrice, FromCycle: in.FromCycle, ToCycle: in.ToCycle,
+		Currency: in.Currency, Timing: in.Timing, Status: in.Status,
+		PeriodSeq: in.PeriodSeq, PeriodStart: in.PeriodStart, PeriodEnd: in.PeriodEnd,
+		Amount: in.Amount, Credited: in.Credited, LapseAt: in.LapseAt, EffectiveAt: in.EffectiveAt,
+		CreatedAt: in.CreatedAt, UpdatedAt: in.CreatedAt,
+	}
+}
+
+// quoteDowngrade is what creditDowngrade would credit, refunding nothing:
+// credit split over the current period's payments as the credit is.
+func quoteDowngrade(ctx context.Context, tx pgx.Tx, o store.Order, last store.ServicePeriod, credit money.Amount, now time.Time) (money.Amount, error) {
+	shares, err := currentShare(ctx, tx, o, last, credit, now)
+	if err != nil {
+		return money.Amount{}, err
+	}
+	refunds, err := splitShares(ctx, tx, shares)
+	if err != nil {
+		return money.Amount{}, err
+	}
+	return refundsTotal(refunds)
+}
+
+// currentShare is the current period last's share of order o's unused
+// shares (unusedShares), its amount set to credit: what a downgrade's
+// credit refunds from.
+func currentShare(ctx context.Context, tx pgx.Tx, o store.Order, last store.ServicePeriod, credit money.Amount, now time.Time) ([]periodShare, error) {
+	shares, err := unusedShares(ctx, tx, o, now)
+	if err != nil {
+		return nil, err
+	}
+	var cur []periodShare
+	for _, sh := range shares {
+		if sh.period.Seq == last.Seq {
+			sh.share = credit
+			cur = append(cur, sh)
+		}
+	}
+	return cur, nil
+}
+
 // creditDowngrade refunds credit, a downgrade's unused difference, to the
 // customer's balance from the payments of the current period last (at
 // most what of them is not refunded: splitShares), through the balance
@@ -405,16 +489,9 @@ func planName(o store.Order) string {
 // credited.
 func (s *Service) creditDowngrade(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, o store.Order, last store.ServicePeriod,
 	credit money.Amount, p auth.Principal, now time.Time) (money.Amount, error) {
-	shares, err := unusedShares(ctx, tx, o, now)
+	cur, err := currentShare(ctx, tx, o, last, credit, now)
 	if err != nil {
 		return money.Amount{}, err
-	}
-	var cur []periodShare
-	for _, sh := range shares {
-		if sh.period.Seq == last.Seq {
-			sh.share = credit
-			cur = append(cur, sh)
-		}
 	}
 	return s.creditShares(ctx, tx, acct, p, cur,
 		fmt.Sprintf("order %s downgraded: unused difference", o.ID),

@@ -26,11 +26,43 @@ import { auditLink } from "./audit";
 import { orderColumns } from "./orders";
 
 /** A saved card as the API shows it: brand, last four digits, expiry. */
-const savedMethodColumns: Column<SavedPaymentMethod>[] = [
-  { header: "Card", cell: (m) => `${m.brand || "card"} •••• ${m.last4}` },
-  { header: "Expires", cell: (m) => `${String(m.expMonth).padStart(2, "0")}/${m.expYear}` },
-  { header: "Saved", cell: (m) => dateTime(m.createdAt) },
-];
+function cardName(m: SavedPaymentMethod): string {
+  return `${m.brand || "card"} •••• ${m.last4}`;
+}
+
+/** The saved cards, each with its Remove action (reload: read them again). */
+function savedMethodColumns(reload: () => void): Column<SavedPaymentMethod>[] {
+  return [
+    { header: "Card", cell: (m) => cardName(m) },
+    { header: "Expires", cell: (m) => `${String(m.expMonth).padStart(2, "0")}/${m.expYear}` },
+    { header: "Saved", cell: (m) => dateTime(m.createdAt) },
+    { header: "Actions", cell: (m) => removeCardButton(m, reload) },
+  ];
+}
+
+/** PaymentService.RemoveSavedPaymentMethod, confirmed first: the gateway
+ * detaches the card, and renewals no longer charge it. */
+function removeCardButton(m: SavedPaymentMethod, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button", class: "danger", "aria-label": `Remove ${cardName(m)}` }, "Remove…");
+  const errors = alertSlot();
+  btn.addEventListener("click", async () => {
+    const yes = await confirmDialog({
+      title: `Remove ${cardName(m)}?`,
+      body: h("p", null, "The gateway detaches the card, and renewal invoices no longer charge it: they wait to be paid by hand until the customer saves another. This cannot be undone."),
+      confirm: "Remove card",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(btn, errors, async () => {
+      await payments.removeSavedPaymentMethod({ id: m.id });
+    });
+    if (ok) {
+      announce("Card removed.");
+      reload();
+    }
+  });
+  return h("div", null, btn, errors);
+}
 
 const columns: Column<Customer>[] = [
   { header: "Customer", cell: (c) => idLink(`customers/${c.id}`, c.id) },
@@ -118,12 +150,7 @@ export function customerDetailView({ params, signal }: RouteContext): HTMLElemen
             "section",
             { class: "card", "aria-labelledby": "customer-saved-cards" },
             h("h2", { id: "customer-saved-cards" }, "Saved cards"),
-            loadBlock("saved cards", async () => {
-              const res = await payments.listSavedPaymentMethods({ customerId: c.id }, { signal });
-              return res.savedMethods.length
-                ? table("Saved cards of this customer (renewals charge them)", savedMethodColumns, res.savedMethods)
-                : empty("No saved card.");
-            }),
+            savedCards(c.id, signal),
           ),
         );
       }),
@@ -344,4 +371,21 @@ function signOutForm(c: Customer, reload: () => void): HTMLElement {
     }
   });
   return form;
+}
+
+/** The customer's saved cards; after a removal, read again. */
+function savedCards(customerId: string, signal: AbortSignal): HTMLElement {
+  const box = h("div");
+  const load = () =>
+    replace(
+      box,
+      loadBlock("saved cards", async () => {
+        const res = await payments.listSavedPaymentMethods({ customerId }, { signal });
+        return res.savedMethods.length
+          ? table("Saved cards of this customer (renewals charge them)", savedMethodColumns(load), res.savedMethods)
+          : empty("No saved card.");
+      }),
+    );
+  load();
+  return box;
 }

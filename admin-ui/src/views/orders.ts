@@ -1,8 +1,8 @@
 import { orders, payments } from "../api";
 import { h, replace, type Child } from "../dom";
 import { dateTime, fromLocalInput, money, timeZoneName, toLocalInput } from "../format";
-import type { Order, ServicePeriod } from "../gen/billing/order/order_pb";
-import { canSetRenewal, extendBlocked, isRecurring, suspendReasonText } from "../renewals";
+import type { Order, PlanChange, Product, ServicePeriod } from "../gen/billing/order/order_pb";
+import { canSetRenewal, extendBlocked, isRecurring, planChangeMoney, planTargets, planWhens, suspendReasonText } from "../renewals";
 import type { RouteContext } from "../router";
 import { choice, listScreen, textFilter } from "../list";
 import { ListOrdersRequestAllowed } from "../gen/billing/order/order_allowed";
@@ -150,8 +150,11 @@ function actionsCard(o: Order, periods: ServicePeriod[], reload: () => void): HT
     o.status === "active" ? suspendForm(o, reload) : null,
     o.status === "suspended" ? resumeForm(o, reload) : null,
     isRecurring(o) && (o.status === "active" || o.status === "suspended") ? extendForm(o, periods, reload) : null,
+    isRecurring(o) && o.status === "active" && !o.pendingPlanChange ? planForm(o, reload) : null,
+    o.pendingPlanChange ? pendingPlanForm(o, o.pendingPlanChange, reload) : null,
     isRecurring(o) && (o.status === "active" || o.status === "suspended") ? endForm(o, reload) : null,
     canSetRenewal(o) ? renewalForm(o, reload) : null,
+    canSetRenewal(o) ? autoChargeForm(o) : null,
   ];
   if (!forms.some(Boolean)) return null;
   return h("section", { class: "card", "aria-labelledby": "order-actions" }, h("h2", { id: "order-actions" }, "Actions"), forms);
@@ -290,6 +293,120 @@ function endForm(o: Order, reload: () => void): HTMLElement {
   return form;
 }
 
+const whenLabels: Record<string, string> = { now: "Now (prorated)", period_end: "At the period end" };
+
+/** OrderService.ChangeOrderPlan: the order moves to another recurring
+ * product in its currency, now or at the period end. The change is quoted
+ * first (dry_run) and the amount shown in the confirmation, before
+ * anything changes. */
+function planForm(o: Order, reload: () => void): HTMLElement {
+  return loadBlock("products", async () => {
+    const res = await orders.listProducts({ pagination: { page: 1, pageSize: 100 }, enabled: true });
+    const targets = planTargets(o, res.products);
+    if (!targets.length) {
+      return h("div", { class: "action-form" }, h("h3", null, "Change plan"), h("p", { class: "hint" }, `No other enabled recurring product in ${o.currency}.`));
+    }
+    const product = h(
+      "select",
+      { name: "product" },
+      targets.map((p) => h("option", { value: p.id }, `${p.name} (${money(p.price, p.currency)}, ${cycleLabel(p.billingCycle)})`)),
+    );
+    const when = h("select", { name: "when" });
+    const fillWhen = () => {
+      const p = targets.find((t) => t.id === product.value)!;
+      replace(when, planWhens(o, p).map((w) => h("option", { value: w }, whenLabels[w])));
+    };
+    product.addEventListener("change", fillWhen);
+    fillWhen();
+    const submit = h("button", { type: "submit" }, "Change plan…");
+    const errors = alertSlot();
+    const form = h(
+      "form",
+      { class: "action-form", "aria-label": "Change plan" },
+      h("h3", null, "Change plan"),
+      field("Product", product, `Recurring products in ${o.currency}.`),
+      field("When", when, "Now prorates the rest of the period (a change of cycle is at the period end only); at the period end the next renewal bills the new product."),
+      errors,
+      submit,
+    );
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const to: Product | undefined = targets.find((t) => t.id === product.value);
+      if (!to || !when.value) {
+        replace(errors, h("div", { class: "error", role: "alert" }, "This product cannot be taken now: the order does not renew and its cycle differs."));
+        return;
+      }
+      const req = { orderId: o.id, productId: to.id, when: when.value };
+      let quote: PlanChange | undefined;
+      const quoted = await busy(submit, errors, async () => {
+        quote = (await orders.changeOrderPlan({ ...req, dryRun: true })).change;
+      });
+      if (!quoted || !quote) return;
+      const [label, amount] = planChangeMoney(quote);
+      const yes = await confirmDialog({
+        title: "Change this order's plan?",
+        body: h(
+          "div",
+          null,
+          h("p", null, `From ${money(quote.fromPrice, o.currency)} to ${to.name} at ${money(quote.toPrice, o.currency)} (${cycleLabel(quote.toCycle)}), ${whenLabels[quote.when]?.toLowerCase()}.`),
+          facts([[label, h("span", { "data-testid": "plan-quote" }, money(amount, o.currency))]]),
+          quote.when === "now" && !quote.amount.startsWith("-")
+            ? h("p", { class: "hint" }, "An invoice is issued for it; the order takes the new plan once it is paid (the balance pays it at once when it covers it).")
+            : null,
+        ),
+        confirm: "Change plan",
+      });
+      if (!yes) return;
+      const ok = await busy(submit, errors, async () => {
+        await orders.changeOrderPlan(req);
+      });
+      if (ok) {
+        announce("Plan change made.");
+        reload();
+      }
+    });
+    return form;
+  });
+}
+
+/** The order's pending plan change and OrderService.CancelPlanChange. */
+function pendingPlanForm(o: Order, c: PlanChange, reload: () => void): HTMLElement {
+  const btn = h("button", { type: "button", class: "danger" }, "Cancel plan change…");
+  const errors = alertSlot();
+  const [label, amount] = planChangeMoney(c);
+  btn.addEventListener("click", async () => {
+    const yes = await confirmDialog({
+      title: "Cancel the plan change?",
+      body: h("p", null, c.invoiceId ? "The change is withdrawn and its unpaid invoice cancelled." : "The change is withdrawn; the order keeps its plan."),
+      confirm: "Cancel plan change",
+      danger: true,
+    });
+    if (!yes) return;
+    const ok = await busy(btn, errors, async () => {
+      await orders.cancelPlanChange({ orderId: o.id });
+    });
+    if (ok) {
+      announce("Plan change cancelled.");
+      reload();
+    }
+  });
+  return h(
+    "div",
+    { class: "action-form", "data-testid": "pending-plan-change" },
+    h("h3", null, "Pending plan change"),
+    facts([
+      ["To", h("code", null, c.toProductId)],
+      ["New price", `${money(c.toPrice, c.currency)} (${cycleLabel(c.toCycle)})`],
+      ["When", whenLabels[c.when] ?? c.when],
+      [label, h("span", { "data-testid": "pending-plan-amount" }, money(amount, c.currency))],
+      ["Invoice", c.invoiceId ? invoiceLink(c.invoiceId) : ""],
+      ["Lapses", c.lapseAt ? dateTime(c.lapseAt) : ""],
+    ]),
+    btn,
+    errors,
+  );
+}
+
 /** OrderService.ResumeOrder. One suspended for an unpaid renewal invoice
  * is refused (the service's message says so): paying the invoice resumes
  * it. */
@@ -388,5 +505,46 @@ function renewalForm(o: Order, reload: () => void): HTMLElement {
     ),
     btn,
     errors,
+  );
+}
+
+/** PaymentService.GetAutoCharge and SetAutoCharge: whether the order's
+ * renewal invoices charge the customer's saved card on their due day. */
+function autoChargeForm(o: Order): HTMLElement {
+  const slot = h("div");
+  const show = (on: boolean) => {
+    const btn = h("button", { type: "button" }, on ? "Turn card charging off" : "Turn card charging on");
+    const errors = alertSlot();
+    btn.addEventListener("click", async () => {
+      let now = on;
+      const ok = await busy(btn, errors, async () => {
+        now = (await payments.setAutoCharge({ orderId: o.id, autoCharge: !on })).autoCharge;
+      });
+      if (ok) {
+        announce(now ? "Renewals charge the saved card." : "Renewals no longer charge the saved card.");
+        show(now);
+      }
+    });
+    replace(
+      slot,
+      h(
+        "p",
+        { class: "hint" },
+        "Charge the saved card: ",
+        h("strong", { "data-testid": "auto-charge" }, on ? "on" : "off"),
+        on ? ". Renewal invoices charge the customer's saved card on their due day (when they have one)." : ". Renewal invoices wait to be paid by hand.",
+      ),
+      btn,
+      errors,
+    );
+  };
+  return h(
+    "div",
+    { class: "action-form" },
+    h("h3", null, "Card renewals"),
+    loadBlock("card renewals", async () => {
+      show((await payments.getAutoCharge({ orderId: o.id })).autoCharge);
+      return slot;
+    }),
   );
 }

@@ -1,10 +1,10 @@
 import { orderAdmin } from "../api";
 import { h, type Child } from "../dom";
 import { dateTime, money } from "../format";
-import type { GetRenewalOverviewResponse, RenewalInvoice } from "../gen/billing/order/order_pb";
-import { daysLeftText, services } from "../renewals";
+import type { CardChargeAttempt, GetRenewalOverviewResponse, RenewalInvoice } from "../gen/billing/order/order_pb";
+import { attemptText, cardChargeRows, chargeOutcomeText, daysLeftText, services, type ChargeRow } from "../renewals";
 import type { RouteContext } from "../router";
-import { empty, idLink, loadBlock, pageTitle, table, type Column } from "../ui";
+import { badge, empty, idLink, loadBlock, pageTitle, table, type Column } from "../ui";
 import { invoiceLink } from "./invoices";
 
 /** How many days ahead "due" looks. */
@@ -105,11 +105,36 @@ function partlyPaidList(res: GetRenewalOverviewResponse): Child {
   ];
 }
 
+const chargeColumns: Column<ChargeRow<CardChargeAttempt>>[] = [
+  { header: "Made", cell: (r) => dateTime(r.charge.createdAt) },
+  { header: "Order", cell: (r) => idLink(`orders/${r.orderId}`, r.orderId) },
+  { header: "Invoice", cell: (r) => invoiceLink(r.invoiceId) },
+  { header: "Attempt", cell: (r) => attemptText(r.charge.attempt) },
+  {
+    header: "Outcome",
+    cell: (r) => {
+      const why = chargeOutcomeText(r.charge);
+      return [badge(r.charge.outcome || "pending"), why ? [" ", h("small", { class: "hint" }, why)] : null];
+    },
+  },
+  { header: "Payment", cell: (r) => idLink(`payments/${r.charge.paymentId}`, r.charge.paymentId) },
+];
+
+/** The charges of the customers' saved cards for the listed unpaid
+ * renewal invoices (the due day's, then the retries), newest first. */
+function chargesList(res: GetRenewalOverviewResponse): Child {
+  const rows = cardChargeRows([res.overdue, res.suspended, res.partlyPaidPastTermination]);
+  if (!rows.length) {
+    return empty("No saved card was charged for a listed invoice.");
+  }
+  return table("Saved-card charges", chargeColumns, rows);
+}
+
 /** The renewal cycle at a glance (OrderAdminService.GetRenewalOverview), by the
  * billing clock: what falls due in the next 30 days, the active services
  * whose renewal invoice is past due with the day each is suspended, the
- * services suspended for non-payment with the day each ends, and the
- * partly paid renewal invoices past the termination day left for an admin. */
+ * services suspended for non-payment with the day each ends, the saved-card
+ * charges made for those invoices, and the partly paid renewal invoices past the termination day left for an admin. */
 export function renewalsView({ signal }: RouteContext): HTMLElement {
   return h(
     "section",
@@ -127,6 +152,12 @@ export function renewalsView({ signal }: RouteContext): HTMLElement {
           { class: "card card-wide", "aria-labelledby": "renewals-suspended" },
           h("h2", { id: "renewals-suspended" }, "Suspended for non-payment"),
           suspendedList(res),
+        ),
+        h(
+          "section",
+          { class: "card card-wide", "aria-labelledby": "renewals-charges" },
+          h("h2", { id: "renewals-charges" }, "Saved-card charges"),
+          chargesList(res),
         ),
         h(
           "section",

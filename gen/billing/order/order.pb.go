@@ -2583,7 +2583,15 @@ type ChangeOrderPlanRequest struct {
 	// The product to move to: enabled, recurring, in the order's currency.
 	ProductId string `protobuf:"bytes,2,opt,name=product_id,json=productId,proto3" json:"product_id,omitempty"`
 	// now or period_end.
-	When          string `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
+	When string `protobuf:"bytes,3,opt,name=when,proto3" json:"when,omitempty"`
+	// Quote only: answer the change as it would be made now, with the same
+	// checks and refusals, and change nothing (no change recorded, no
+	// invoice, no credit, no audit row). The quote is the change's amount
+	// (now: the proration billed for an upgrade, positive; the downgrade's
+	// difference, negative), credited (what a downgrade would put on the
+	// balance) and to_price (what the next renewal bills, period_end). The
+	// console shows it before asking to confirm.
+	DryRun        bool `protobuf:"varint,4,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2639,13 +2647,24 @@ func (x *ChangeOrderPlanRequest) GetWhen() string {
 	return ""
 }
 
+func (x *ChangeOrderPlanRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 type ChangeOrderPlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The order as it is now (its product changed when the change took
 	// effect at once; pending_plan_change set while it waits).
 	Order *Order `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
-	// The change.
-	Change        *PlanChange `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	// The change. A quote's has no id and the status the change would take:
+	// applied (a downgrade now) or pending (an upgrade, even when the
+	// balance would pay it at once).
+	Change *PlanChange `protobuf:"bytes,2,opt,name=change,proto3" json:"change,omitempty"`
+	// A quote (dry_run): nothing changed; order is the order as it is.
+	DryRun        bool `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2692,6 +2711,13 @@ func (x *ChangeOrderPlanResponse) GetChange() *PlanChange {
 		return x.Change
 	}
 	return nil
+}
+
+func (x *ChangeOrderPlanResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 type CancelPlanChangeRequest struct {
@@ -3902,16 +3928,18 @@ const file_billing_order_order_proto_rawDesc = "" +
 	"\bcredited\x18\x04 \x01(\tR\bcredited\x12\x1d\n" +
 	"\n" +
 	"refund_ids\x18\x05 \x03(\tR\trefundIds\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x9b\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xb4\x01\n" +
 	"\x16ChangeOrderPlanRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\x12*\n" +
 	"\n" +
 	"product_id\x18\x02 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\tproductId\x12-\n" +
 	"\x04when\x18\x03 \x01(\tB\x19\xbaH\x16\xc8\x01\x01r\x11R\x03nowR\n" +
-	"period_endR\x04when\"x\n" +
+	"period_endR\x04when\x12\x17\n" +
+	"\adry_run\x18\x04 \x01(\bR\x06dryRun\"\x91\x01\n" +
 	"\x17ChangeOrderPlanResponse\x12*\n" +
 	"\x05order\x18\x01 \x01(\v2\x14.billing.order.OrderR\x05order\x121\n" +
-	"\x06change\x18\x02 \x01(\v2\x19.billing.order.PlanChangeR\x06change\"A\n" +
+	"\x06change\x18\x02 \x01(\v2\x19.billing.order.PlanChangeR\x06change\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"A\n" +
 	"\x17CancelPlanChangeRequest\x12&\n" +
 	"\border_id\x18\x01 \x01(\tB\v\xbaH\b\xc8\x01\x01r\x03\xb0\x01\x01R\aorderId\"y\n" +
 	"\x18CancelPlanChangeResponse\x12*\n" +

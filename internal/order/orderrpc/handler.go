@@ -271,6 +271,16 @@ func (h *Handler) ChangeOrderPlan(ctx context.Context, req *connect.Request[orde
 	if err != nil {
 		return nil, err
 	}
+	if req.Msg.GetDryRun() {
+		// A quote: nothing changes.
+		q, err := h.svc.QuoteOrderPlan(ctx, id, pid, req.Msg.GetWhen())
+		if err != nil {
+			return nil, err
+		}
+		out := &orderpb.ChangeOrderPlanResponse{Order: OrderRecord(q.Order), Change: PlanChangeRecord(q.Change), DryRun: true}
+		out.Change.Id = "" // not recorded
+		return connect.NewResponse(out), nil
+	}
 	ch, err := h.svc.ChangeOrderPlan(ctx, id, pid, req.Msg.GetWhen())
 	if err != nil {
 		return nil, err

@@ -174,7 +174,7 @@ type OrderServiceClient interface {
 	// the period end, the next renewal invoice bills the new product. The
 	// new product must renew in the order's currency; a change of cycle is
 	// period_end only. One pending change per order (FailedPrecondition for
-	// a second one).
+	// a second one). With dry_run the answer is a quote and nothing changes.
 	ChangeOrderPlan(context.Context, *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error)
 	// CancelPlanChange withdraws an order's pending plan change until it
 	// takes effect; its unpaid proration invoice is cancelled.
@@ -562,7 +562,7 @@ type OrderServiceHandler interface {
 	// the period end, the next renewal invoice bills the new product. The
 	// new product must renew in the order's currency; a change of cycle is
 	// period_end only. One pending change per order (FailedPrecondition for
-	// a second one).
+	// a second one). With dry_run the answer is a quote and nothing changes.
 	ChangeOrderPlan(context.Context, *connect.Request[order.ChangeOrderPlanRequest]) (*connect.Response[order.ChangeOrderPlanResponse], error)
 	// CancelPlanChange withdraws an order's pending plan change until it
 	// takes effect; its unpaid proration invoice is cancelled.
