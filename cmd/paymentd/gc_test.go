@@ -29,3 +29,13 @@ func TestTheStartsCollectorTargetComesBackAfterIt(t *testing.T) {
 		require.Equal(t, before, debug.SetGCPercent(prev), "GOGC=%d comes back", before)
 	}
 }
+
+// Allocations are sampled for a heap profile only where one can be read.
+func TestAllocationsAreSampledOnlyWhenPprofIsOn(t *testing.T) {
+	t.Parallel()
+	cfg := config.Default()
+	require.False(t, cfg.Metrics.Pprof, "off by default")
+	require.Zero(t, memProfileRate(cfg, 512*1024))
+	cfg.Metrics.Pprof = true
+	require.Equal(t, 512*1024, memProfileRate(cfg, 512*1024))
+}

@@ -222,6 +222,11 @@ func TestCompiledPrototypesHoldNoSpareRoom(t *testing.T) {
 		require.Equal(t, len(p.Code), cap(p.Code), "code of the function at line %d", p.LineDefined)
 		require.Equal(t, len(p.DbgSourcePositions), cap(p.DbgSourcePositions), "lines of the function at line %d", p.LineDefined)
 		require.Equal(t, len(p.Code), len(p.DbgSourcePositions))
+		require.Equal(t, len(p.Constants), cap(p.Constants), "constants of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.FunctionPrototypes), cap(p.FunctionPrototypes), "nested functions of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.DbgLocals), cap(p.DbgLocals), "locals of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.DbgCalls), cap(p.DbgCalls), "calls of the function at line %d", p.LineDefined)
+		require.Equal(t, len(p.DbgUpvalues), cap(p.DbgUpvalues), "upvalues of the function at line %d", p.LineDefined)
 		n := 1
 		for _, c := range p.FunctionPrototypes {
 			n += walk(c)
