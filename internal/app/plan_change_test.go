@@ -435,3 +435,49 @@ func TestAPlanChangeQuoteIsWhatTheChangeThenDoesAndChangesNothing(t *testing.T) 
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	endLedgerClean(t, e.r.app.Pool())
 }
+
+// Ending now after an upgrade credits the unused share at the new price,
+// paid by the period's payment and the proration's (issue 38): 30.00 a
+// month, upgraded to 90.00 on day 1 (the proration, about 58.00, paid
+// from the balance), ended on day 2. The unused share at 90.00, about
+// 84.00, is more than the 30.00 the period's own payment holds: the
+// proration's payment pays the rest. Before, the credit stopped at 30.00
+// and the proration's money stayed with the service.
+func TestEndingNowAfterAnUpgradeCreditsTheProrationsMoneyToo(t *testing.T) {
+	t.Parallel()
+	w := startPlanWorld(t)
+	w.topUp(t, "200.00")
+	id, _, start, end := w.buy(t, w.small)
+	w.advanceTo(t, start.Add(24*time.Hour))
+	up := w.change(t, id, w.huge, "now")
+	require.Equal(t, "applied", up.GetChange().GetStatus(), "paid from the balance at once")
+	proration := money.MustParse(up.GetChange().GetAmount())
+	require.True(t, proration.Cmp(money.MustParse("50.00")) > 0, "about 58.00: %s", proration)
+	w.advanceTo(t, start.Add(2*24*time.Hour))
+	before := w.balance(t)
+
+	ended, err := w.e.orders.EndService(w.ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, w.e.c.customer))
+	require.NoError(t, err)
+	endedAt := planTime(t, w.get(t, id).GetOrder().GetPaidUntil())
+	want, err := order.UnusedShare(money.MustParse("90.00"), start, end, endedAt)
+	require.NoError(t, err)
+	require.True(t, want.Cmp(money.MustParse("80.00")) > 0, "about 84.00: %s", want)
+	require.Equal(t, want.String(), ended.Msg.GetUnused())
+	require.Equal(t, want.String(), ended.Msg.GetCredited(), "the whole unused share: the period's 30.00 and the rest of the proration's payment")
+	after := w.balance(t)
+	rise, err := after.Sub(before)
+	require.NoError(t, err)
+	require.Equal(t, want.String(), rise.String())
+
+	// The period's payment is refunded first (30.00, in full), the
+	// proration's with the rest.
+	var first, second money.Amount
+	require.NoError(t, w.e.r.app.Pool().QueryRow(w.ctx, `SELECT
+		(SELECT refunded_amount FROM payments WHERE order_id = $1 AND invoice_id IS NULL),
+		(SELECT refunded_amount FROM payments WHERE order_id = $1 AND invoice_id IS NOT NULL)`, id).Scan(&first, &second))
+	require.Equal(t, "30.00", first.String())
+	rest, err := want.Sub(money.MustParse("30.00"))
+	require.NoError(t, err)
+	require.Equal(t, rest.String(), second.String())
+	endLedgerClean(t, w.e.r.app.Pool())
+}

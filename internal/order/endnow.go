@@ -363,12 +363,19 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 			return nil, err
 		}
 		kept := pays[:0]
-		paid := money.Zero()
 		for _, pay := range pays {
 			if p.Seq == 1 && pay.InvoiceID != nil {
 				continue // a renewal's payment, not the order's own
 			}
 			kept = append(kept, pay)
+		}
+		// An upgrade's proration paid for the rest of the period at the
+		// new price: its payments hold the share beside the period's own.
+		if kept, err = withProrationPayments(ctx, tx, o.ID, p.Seq, kept); err != nil {
+			return nil, err
+		}
+		paid := money.Zero()
+		for _, pay := range kept {
 			net, err := pay.Amount.Sub(pay.RefundedAmount)
 			if err != nil {
 				return nil, err
@@ -386,4 +393,26 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 		out = append(out, periodShare{period: p, share: share, payments: kept})
 	}
 	return out, nil
+}
+
+// withProrationPayments adds to pays the successful payments of the
+// proration invoices of the upgrades applied now in period seq of order
+// id, after the period's own (a share is credited from the oldest first).
+func withProrationPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, seq int32, pays []store.Payment) ([]store.Payment, error) {
+	chs, err := store.Q(tx).AppliedPlanChangesInPeriod(ctx, store.AppliedPlanChangesInPeriodParams{OrderID: id, PeriodSeq: &seq})
+	if err != nil {
+		return nil, err
+	}
+	success := "success"
+	for _, ch := range chs {
+		if ch.InvoiceID == nil {
+			continue // a downgrade, or the same price: nothing paid
+		}
+		more, _, err := store.ListPayments(ctx, tx, store.PaymentFilter{OrderID: &id, InvoiceID: ch.InvoiceID, Status: &success}, 1000, 0)
+		if err != nil {
+			return nil, err
+		}
+		pays = append(pays, more...)
+	}
+	return pays, nil
 }
