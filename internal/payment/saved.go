@@ -279,7 +279,9 @@ type ChargeDueRound struct {
 // the gateway's answer — never a second charge.
 func (s *Service) ChargeDue(ctx context.Context, retryDays []int, node string) (ChargeDueRound, error) {
 	var round ChargeDueRound
-	now := s.billingNow()
+	// The billing clock, not billingNow: that is zero unless the test
+	// clock is on, and nothing would ever be due.
+	now := s.billingTime()
 	due, err := store.Q(s.db).ListInvoicesToCharge(ctx, store.ListInvoicesToChargeParams{Now: &now, LiveStatuses: order.LiveStatuses(), MaxRows: 500})
 	if err != nil {
 		return round, err
