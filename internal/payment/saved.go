@@ -211,39 +211,67 @@ func (s *Service) RemoveSavedMethod(ctx context.Context, id uuid.UUID) (SavedMet
 }
 
 // SetAutoCharge sets whether the renewals of an order charge the saved
-// method (the order's customer or an admin).
+// method (the order's customer or an admin). A change writes an audit row
+// (ActionAutoChargeSet: who, the order, before and after) in its
+// transaction; setting the value the order has writes none.
 func (s *Service) SetAutoCharge(ctx context.Context, orderID uuid.UUID, on bool) error {
-	if err := s.callersOrder(ctx, orderID); err != nil {
+	p, err := s.callersOrder(ctx, orderID)
+	if err != nil {
 		return err
 	}
-	return store.Q(s.db).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: s.now()})
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		// The order's lock puts two changes of it one after the other, so
+		// that each row's before is the value its change replaced.
+		if _, err := store.Q(tx).GetOrderForUpdate(ctx, orderID); err != nil {
+			return store.NotFound(err, "order %s not found", orderID)
+		}
+		before, err := autoCharge(ctx, tx, orderID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if err := store.Q(tx).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: now}); err != nil {
+			return err
+		}
+		if before == on {
+			return nil
+		}
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionAutoChargeSet, entityOrder, orderID.String(),
+			autoChargeState{AutoCharge: before}, autoChargeState{AutoCharge: on})
+	})
 }
 
 // OrderAutoCharge is AutoCharge for a caller: the order's customer or an
 // admin (another customer's order, or none, is NotFound).
 func (s *Service) OrderAutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	if err := s.callersOrder(ctx, orderID); err != nil {
+	if _, err := s.callersOrder(ctx, orderID); err != nil {
 		return false, err
 	}
 	return s.AutoCharge(ctx, orderID)
 }
 
 // callersOrder checks that order orderID is the caller's (an admin: any
-// order's): another customer's order, or none, is NotFound.
-func (s *Service) callersOrder(ctx context.Context, orderID uuid.UUID) error {
+// order's) and returns the caller: another customer's order, or none, is
+// NotFound.
+func (s *Service) callersOrder(ctx context.Context, orderID uuid.UUID) (auth.Principal, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return err
+		return auth.Principal{}, err
 	}
 	o, err := store.Q(s.db).GetOrder(ctx, orderID)
 	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
-	return auth.Owned(p, o.CustomerID, err, notFound, notFound)
+	return p, auth.Owned(p, o.CustomerID, err, notFound, notFound)
 }
 
 // AutoCharge reports whether the renewals of an order charge the saved
 // method (true unless its customer turned it off).
 func (s *Service) AutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	on, err := store.Q(s.db).GetOrderAutoCharge(ctx, orderID)
+	return autoCharge(ctx, s.db, orderID)
+}
+
+// autoCharge is AutoCharge read through db.
+func autoCharge(ctx context.Context, db store.DB, orderID uuid.UUID) (bool, error) {
+	on, err := store.Q(db).GetOrderAutoCharge(ctx, orderID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
