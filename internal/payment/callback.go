@@ -460,3 +460,18 @@ func takes(gw Gateway) []string {
 	}
 	return gw.Currencies
 }
+
+// CallbackRefusal is the body interface id's plugin declares for a refused
+// callback (info().callback_refusal), nil when it declares none or the
+// interface or its plugin cannot be had: the refusal is then a short
+// plain-text reason.
+func (s *Service) CallbackRefusal(ctx context.Context, id uuid.UUID) *CallbackRefusal {
+	if s.gateways == nil {
+		return nil
+	}
+	gw, err := s.gateways.Get(ctx, id)
+	if err != nil || gw.Plugin == nil {
+		return nil
+	}
+	return gw.CallbackRefusal
+}
