@@ -259,8 +259,10 @@ func addStripe(t *testing.T, b *bundle, api string) string {
 // once, each by one charge under one Idempotency-Key (the payment id of
 // its one attempt); the charges whose answer was cut on the way back were
 // resent with the same key and got the first charge back; declined cards
-// are charged once, not again on every pass; auto_charge off charges
-// nothing; no payment is left pending; the ledger is clean.
+// are charged once, not again on every pass, and noticed once; the
+// attempt whose answer died with the leader is answered from the status
+// query; auto_charge off charges nothing; no payment is left pending; the
+// ledger is clean.
 func TestABillingLeaderKilledMidChargeChargesEachSavedCardOnce(t *testing.T) {
 	t.Parallel()
 	const (
@@ -311,6 +313,7 @@ func TestABillingLeaderKilledMidChargeChargesEachSavedCardOnce(t *testing.T) {
 		assert.Equal(c, charging, count(c, `SELECT count(*) FROM invoices WHERE status = 'paid'`))
 		assert.Equal(c, declining, count(c, `SELECT count(*) FROM payments WHERE status = 'failed'`))
 		assert.Zero(c, count(c, `SELECT count(*) FROM payments WHERE status = 'pending'`))
+		assert.Zero(c, count(c, `SELECT count(*) FROM saved_charge_attempts WHERE outcome = ''`), "every attempt answered")
 	}, 90*time.Second, 100*time.Millisecond)
 	t.Logf("%s took over and finished the charges %s after the kill", next.Name, time.Since(killedAt).Round(time.Millisecond))
 	// A pass or two more: nothing is charged again.
@@ -328,6 +331,13 @@ func TestABillingLeaderKilledMidChargeChargesEachSavedCardOnce(t *testing.T) {
 	require.Zero(t, count(t, `SELECT count(*) FROM payments p JOIN invoices i ON i.id = p.invoice_id JOIN order_auto_charge a ON a.order_id = i.order_id`),
 		"auto_charge off: not charged")
 	require.Equal(t, charging, count(t, `SELECT count(*) FROM service_periods WHERE seq = 2 AND status = 'paid'`))
+	// The attempt whose answer died with the leader was answered from the
+	// reconciler's status query.
+	require.Equal(t, charging, count(t, `SELECT count(*) FROM saved_charge_attempts a JOIN payments p ON p.id = a.payment_id
+		WHERE a.outcome = 'succeeded' AND p.status = 'success'`))
+	require.Equal(t, 1, count(t, `SELECT count(*) FROM saved_charge_attempts WHERE message LIKE '%answer was lost%'`))
+	require.Equal(t, declining, count(t, `SELECT count(*) FROM events WHERE event_type = 'renewal_reminder' AND payload->>'kind' = 'card_declined'`),
+		"each decline noticed once")
 
 	// The gateway: per invoice one key, the attempt's payment id; at most
 	// one charge; the cut answers were sent again under their key.

@@ -489,15 +489,20 @@ func (s *Service) applyCharge(ctx context.Context, gw Gateway, id uuid.UUID, inv
 	if _, err := s.settle(ctx, fromCharge, who, id, gw.InterfaceID, rep); err != nil {
 		return "", err
 	}
+	return outcome, s.answerAttempt(ctx, id, inv, n, outcome, out.Code, out.Message)
+}
+
+// answerAttempt records the outcome of attempt n of invoice inv (payment
+// id) and, for a decline, queues the customer's notice, once: an attempt
+// answered already is left as it is.
+func (s *Service) answerAttempt(ctx context.Context, id uuid.UUID, inv store.Invoice, n int, outcome, code, message string) error {
 	now := s.now()
-	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := store.Q(tx).AnswerSavedChargeAttempt(ctx, store.AnswerSavedChargeAttemptParams{
-			PaymentID: id, Outcome: outcome, Code: text.Clip(out.Code, 100), Message: text.Clip(out.Message, 500), AnsweredAt: &now,
-		}); err != nil {
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		answered, err := store.Q(tx).AnswerSavedChargeAttempt(ctx, store.AnswerSavedChargeAttemptParams{
+			PaymentID: id, Outcome: outcome, Code: text.Clip(code, 100), Message: text.Clip(message, 500), AnsweredAt: &now,
+		})
+		if err != nil || answered == 0 || outcome == ChargeSucceeded {
 			return err
-		}
-		if outcome == ChargeSucceeded {
-			return nil
 		}
 		kind := ReminderCardDeclined
 		if outcome == ChargeAuthentication {
@@ -505,7 +510,41 @@ func (s *Service) applyCharge(ctx context.Context, gw Gateway, id uuid.UUID, inv
 		}
 		return queueCardNotice(ctx, tx, inv, kind, n)
 	})
-	return outcome, err
+}
+
+// answerLostCharge gives a saved-method charge whose answer was lost (its
+// leader killed mid-charge, the call cut off) the outcome a status query
+// settled its payment with, so that the attempt no longer reads unknown
+// and a decline is noticed to the customer. A payment that is no such
+// charge, or whose attempt was answered, is left alone.
+func (s *Service) answerLostCharge(ctx context.Context, pay store.Payment) error {
+	outcome := ""
+	switch Status(pay.Status) {
+	case StatusSuccess:
+		outcome = ChargeSucceeded
+	case StatusFailed:
+		outcome = ChargeDeclined
+	default:
+		return nil
+	}
+	if pay.InvoiceID == nil {
+		return nil
+	}
+	attempts, err := store.Q(s.db).ListSavedChargeAttempts(ctx, *pay.InvoiceID)
+	if err != nil {
+		return err
+	}
+	for _, a := range attempts {
+		if a.PaymentID != pay.ID || a.Outcome != "" {
+			continue
+		}
+		inv, err := store.Q(s.db).GetInvoice(ctx, *pay.InvoiceID)
+		if err != nil {
+			return err
+		}
+		return s.answerAttempt(ctx, pay.ID, inv, int(a.Attempt), outcome, "", "the charge's answer was lost; a status query found the payment "+pay.Status)
+	}
+	return nil
 }
 
 // queueCardNotice queues the notice of a declined or unauthenticated
