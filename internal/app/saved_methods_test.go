@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
+	"github.com/rustbill/paymentd/gen/billing/payment/paymentpbconnect"
 )
 
 // Saved cards as the API shows them (issue 39, 1): a customer lists and
@@ -101,10 +103,28 @@ func TestAutoChargeOffLeavesTheRenewalToBePaidByHand(t *testing.T) {
 	_, err = e.payments.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: "order-1", AutoCharge: false}, e.c.customer))
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM order_auto_charge`), "nothing changed")
+	audits := paymentpbconnect.NewPaymentAdminServiceClient(http.DefaultClient, e.r.baseURL)
+	changes := func() []*paymentpb.AuditEntry {
+		t.Helper()
+		res, err := audits.ListAuditEntries(ctx, with(&paymentpb.ListAuditEntriesRequest{
+			EntityType: "order", EntityId: id, Action: "order.auto_charge", Pagination: &paymentpb.PageRequest{PageSize: 10},
+		}, e.c.admin))
+		require.NoError(t, err)
+		return res.Msg.GetEntries()
+	}
+	require.Empty(t, changes(), "a refused change writes no audit row")
 
 	set, err := e.payments.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: id, AutoCharge: false}, e.c.customer))
 	require.NoError(t, err)
 	require.False(t, set.Msg.GetAutoCharge())
+	// The change is in the audit log: the customer, the order, before
+	// and after. Setting it off again changes nothing and writes nothing.
+	_, err = e.payments.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: id, AutoCharge: false}, e.c.customer))
+	require.NoError(t, err)
+	logged := changes()
+	require.Len(t, logged, 1)
+	require.Equal(t, []string{"customer", e.c.customerID.String(), "order", id, `{"auto_charge": true}`, `{"auto_charge": false}`},
+		[]string{logged[0].GetActorKind(), logged[0].GetActorId(), logged[0].GetEntityType(), logged[0].GetEntityId(), logged[0].GetBefore(), logged[0].GetAfter()})
 	got, err = e.payments.GetAutoCharge(ctx, with(&paymentpb.GetAutoChargeRequest{OrderId: id}, e.c.admin))
 	require.NoError(t, err)
 	require.False(t, got.Msg.GetAutoCharge(), "the admin reads it too")
@@ -115,9 +135,14 @@ func TestAutoChargeOffLeavesTheRenewalToBePaidByHand(t *testing.T) {
 	require.Equal(t, []int{0, 0}, []int{distinct, posts}, "auto_charge off: the due day charges nothing")
 	require.Equal(t, 0, e.count(t, `SELECT count(*) FROM saved_charge_attempts`))
 
-	// Turned back on, the next retry day charges it.
-	_, err = e.payments.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: id, AutoCharge: true}, e.c.customer))
+	// Turned back on (by the admin this time), the next retry day charges
+	// it.
+	_, err = e.payments.SetAutoCharge(ctx, with(&paymentpb.SetAutoChargeRequest{OrderId: id, AutoCharge: true}, e.c.admin))
 	require.NoError(t, err)
+	logged = changes()
+	require.Len(t, logged, 2)
+	require.Equal(t, []string{"admin", `{"auto_charge": false}`, `{"auto_charge": true}`},
+		[]string{logged[0].GetActorKind(), logged[0].GetBefore(), logged[0].GetAfter()}, "newest first")
 	advance(end.Add(2*24*time.Hour + time.Minute))
 	distinct, _ = fake.chargesMade()
 	require.Equal(t, 1, distinct, "on again: the retry day charges the card")

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"mime"
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rustbill/paymentd/internal/configschema"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 )
 
@@ -72,6 +75,9 @@ type Inspected struct {
 	// SavesMethods: a gateway's info().saves_payment_methods is true, and
 	// the script defines charge_saved and remove_saved.
 	SavesMethods bool
+	// CallbackRefusal is a gateway's info().callback_refusal, nil when it
+	// declares none.
+	CallbackRefusal *payment.CallbackRefusal
 }
 
 // InspectError is why a script cannot be loaded: a compile error (with its
@@ -172,6 +178,9 @@ func inspectAs(ctx context.Context, rt *plugin.Runtime, name string, typ plugin.
 		if in.SavesMethods, err = savesMethods(in.Info, sc); err != nil {
 			return nil, &InspectError{Plugin: name, Msg: err.Error()}
 		}
+		if in.CallbackRefusal, err = callbackRefusal(in.Info); err != nil {
+			return nil, &InspectError{Plugin: name, Msg: err.Error()}
+		}
 	}
 	in.Plugin = rt.Load(sc)
 	return in, nil
@@ -202,6 +211,40 @@ func savesMethods(info []byte, sc *plugin.Script) (bool, error) {
 		return false, fmt.Errorf("info().saves_payment_methods is true but the script does not define %s", strings.Join(missing, " and "))
 	}
 	return true, nil
+}
+
+// Bounds of info().callback_refusal.
+const (
+	maxRefusalContentType = 100
+	maxRefusalBody        = 1024
+)
+
+// callbackRefusal reads info().callback_refusal, the body a refused
+// callback is answered with (docs/plugins.md): absent or null, none; else
+// an object whose content_type is a media type and whose body is UTF-8 of
+// at most 1 KiB, or the plugin is refused.
+func callbackRefusal(info []byte) (*payment.CallbackRefusal, error) {
+	var in struct {
+		Refusal json.RawMessage `json:"callback_refusal"`
+	}
+	_ = json.Unmarshal(info, &in)
+	if len(in.Refusal) == 0 || string(in.Refusal) == "null" {
+		return nil, nil
+	}
+	var r payment.CallbackRefusal
+	dec := json.NewDecoder(bytes.NewReader(in.Refusal))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("info().callback_refusal must be {\"content_type\", \"body\"}: %v", err)
+	}
+	mt, _, err := mime.ParseMediaType(r.ContentType)
+	if err != nil || !strings.Contains(mt, "/") || len(r.ContentType) > maxRefusalContentType || strings.ContainsAny(r.ContentType, "\r\n") {
+		return nil, fmt.Errorf("info().callback_refusal.content_type must be a media type of at most %d bytes, got %q", maxRefusalContentType, r.ContentType)
+	}
+	if r.Body == "" || len(r.Body) > maxRefusalBody || !utf8.ValidString(r.Body) {
+		return nil, fmt.Errorf("info().callback_refusal.body must be 1 to %d bytes of UTF-8", maxRefusalBody)
+	}
+	return &r, nil
 }
 
 // dryRuntime runs the dry runs: no HTTP, logs discarded.

@@ -140,6 +140,8 @@ type loaded struct {
 	// savesMethods: the gateway saves payment methods (charge_saved,
 	// remove_saved).
 	savesMethods bool
+	// refusal is what info().callback_refusal declares (gateways only).
+	refusal *payment.CallbackRefusal
 	// lastRecorded is when a failed call was last written (unix nanos).
 	lastRecorded atomic.Int64
 }
@@ -258,6 +260,7 @@ func (r *Registry) Get(ctx context.Context, interfaceID uuid.UUID) (payment.Gate
 		g.Plugin = l.caller
 		g.Currencies = l.currencies.of(gi.Config)
 		g.SavesMethods = l.savesMethods
+		g.CallbackRefusal = l.refusal
 	}
 	return g, nil
 }
@@ -511,6 +514,7 @@ func (r *Registry) prepare(ctx context.Context, f *pluginFile, cur *loaded) (*lo
 	l := &loaded{name: f.name, folder: f.folder, typ: in.Type, script: in.Script, plugin: in.Plugin}
 	l.caller = &recordingCaller{r: r, l: l}
 	l.info, l.schemaJSON, l.schema, l.currencies, l.savesMethods = in.Info, in.ConfigSchema, in.Schema, in.currencies, in.SavesMethods
+	l.refusal = in.CallbackRefusal
 	if in.Type == plugin.Gateway && in.Currencies == nil {
 		r.log.WarnContext(ctx, "gateway plugin declares no currencies (info().currencies): its interfaces take no new payments",
 			"plugin", f.name)

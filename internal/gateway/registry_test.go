@@ -282,6 +282,12 @@ func TestContractViolationsDisableThePlugin(t *testing.T) {
 			"saves_payment_methods is true but the script does not define charge_saved and remove_saved"},
 		{"charge_saved with one parameter", strings.Replace(full, "supports_refund = false,", "supports_refund = false, saves_payment_methods = true,", 1) +
 			"\nfunction charge_saved(x) return \"{}\" end\nfunction remove_saved(a, b) return \"{}\" end\n", `"charge_saved" takes 1 parameters`},
+		{"callback_refusal without a media type", strings.Replace(full, "supports_refund = false,", `supports_refund = false, callback_refusal = { content_type = "json", body = "FAIL" },`, 1),
+			"info().callback_refusal.content_type must be a media type"},
+		{"callback_refusal with no body", strings.Replace(full, "supports_refund = false,", `supports_refund = false, callback_refusal = { content_type = "application/json", body = "" },`, 1),
+			"info().callback_refusal.body must be 1 to 1024 bytes of UTF-8"},
+		{"callback_refusal with another field", strings.Replace(full, "supports_refund = false,", `supports_refund = false, callback_refusal = { content_type = "text/plain", body = "FAIL", status = 200 },`, 1),
+			`info().callback_refusal must be {"content_type", "body"}`},
 		{"secret in an array", gatewayScript("1.0.0", "Demo", `{"type":"object","properties":{"keys":{"type":"array","items":{"type":"string","x-secret":true}}}}`), "x-secret is supported only on properties"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

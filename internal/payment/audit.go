@@ -33,6 +33,10 @@ const (
 	// ActionSavedMethodRemove: a customer (or an admin) removed a saved
 	// payment method.
 	ActionSavedMethodRemove = "saved_method.remove"
+	// ActionAutoChargeSet: a customer (or an admin) turned the charging
+	// of an order's renewals to its saved method off or on; before and
+	// after are autoChargeState.
+	ActionAutoChargeSet = "order.auto_charge"
 )
 
 // Entity types (audit_log.entity_type).
@@ -41,6 +45,7 @@ const (
 	entityInvoice     = "invoice"
 	entityRefund      = "refund"
 	entitySavedMethod = "saved_payment_method"
+	entityOrder       = "order"
 )
 
 // The audit snapshots of the entities this package owns, with snake_case
@@ -64,6 +69,12 @@ type refundState struct {
 
 func refundSnapshot(r store.Refund) refundState {
 	return refundState{ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Status: r.Status, GatewayRefundID: r.GatewayRefundID, Reason: r.Reason, RequestedBy: r.RequestedBy, Error: store.RefundError(r.Status, r.Error), Message: r.Error}
+}
+
+// autoChargeState is an order's auto_charge in an ActionAutoChargeSet
+// row.
+type autoChargeState struct {
+	AutoCharge bool `json:"auto_charge"`
 }
 
 // anomaly is something a gateway (or an admin) reported that this service

@@ -395,6 +395,11 @@ func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src st
 	if err != nil {
 		return store.Payment{}, err
 	}
+	if err := s.answerLostCharge(ctx, st.Payment); err != nil {
+		// The payment is settled all the same; the attempt's row stays
+		// unknown, for an admin (docs/operations.md, "Card renewals").
+		s.log.ErrorContext(ctx, "saved-method charge settled by a status query, but its attempt not answered", "payment_id", pay.ID, "err", err)
+	}
 	return st.Payment, nil
 }
 
@@ -459,4 +464,19 @@ func takes(gw Gateway) []string {
 		return []string{}
 	}
 	return gw.Currencies
+}
+
+// CallbackRefusal is the body interface id's plugin declares for a refused
+// callback (info().callback_refusal), nil when it declares none or the
+// interface or its plugin cannot be had: the refusal is then a short
+// plain-text reason.
+func (s *Service) CallbackRefusal(ctx context.Context, id uuid.UUID) *CallbackRefusal {
+	if s.gateways == nil {
+		return nil
+	}
+	gw, err := s.gateways.Get(ctx, id)
+	if err != nil || gw.Plugin == nil {
+		return nil
+	}
+	return gw.CallbackRefusal
 }

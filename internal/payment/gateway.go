@@ -44,6 +44,18 @@ type Gateway struct {
 	// SavesMethods: the plugin declares info().saves_payment_methods and
 	// defines charge_saved and remove_saved (docs/plugins.md).
 	SavesMethods bool
+	// CallbackRefusal is the answer body of a refused callback the plugin
+	// declares (info().callback_refusal), nil when it declares none: the
+	// refusal is then a short plain-text reason.
+	CallbackRefusal *CallbackRefusal
+}
+
+// CallbackRefusal is the body a gateway expects when its notification is
+// refused (WeChat Pay: {"code":"FAIL","message":"失败"}), sent with the
+// refusal's 4xx or 5xx status instead of the short plain-text reason.
+type CallbackRefusal struct {
+	ContentType string `json:"content_type"`
+	Body        string `json:"body"`
 }
 
 // Takes reports whether the interface takes new payments in currency.

@@ -211,39 +211,67 @@ func (s *Service) RemoveSavedMethod(ctx context.Context, id uuid.UUID) (SavedMet
 }
 
 // SetAutoCharge sets whether the renewals of an order charge the saved
-// method (the order's customer or an admin).
+// method (the order's customer or an admin). A change writes an audit row
+// (ActionAutoChargeSet: who, the order, before and after) in its
+// transaction; setting the value the order has writes none.
 func (s *Service) SetAutoCharge(ctx context.Context, orderID uuid.UUID, on bool) error {
-	if err := s.callersOrder(ctx, orderID); err != nil {
+	p, err := s.callersOrder(ctx, orderID)
+	if err != nil {
 		return err
 	}
-	return store.Q(s.db).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: s.now()})
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		// The order's lock puts two changes of it one after the other, so
+		// that each row's before is the value its change replaced.
+		if _, err := store.Q(tx).GetOrderForUpdate(ctx, orderID); err != nil {
+			return store.NotFound(err, "order %s not found", orderID)
+		}
+		before, err := autoCharge(ctx, tx, orderID)
+		if err != nil {
+			return err
+		}
+		now := s.now()
+		if err := store.Q(tx).SetOrderAutoCharge(ctx, store.SetOrderAutoChargeParams{OrderID: orderID, AutoCharge: on, UpdatedAt: now}); err != nil {
+			return err
+		}
+		if before == on {
+			return nil
+		}
+		return audit.Write(ctx, tx, audit.Of(p), now, ActionAutoChargeSet, entityOrder, orderID.String(),
+			autoChargeState{AutoCharge: before}, autoChargeState{AutoCharge: on})
+	})
 }
 
 // OrderAutoCharge is AutoCharge for a caller: the order's customer or an
 // admin (another customer's order, or none, is NotFound).
 func (s *Service) OrderAutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	if err := s.callersOrder(ctx, orderID); err != nil {
+	if _, err := s.callersOrder(ctx, orderID); err != nil {
 		return false, err
 	}
 	return s.AutoCharge(ctx, orderID)
 }
 
 // callersOrder checks that order orderID is the caller's (an admin: any
-// order's): another customer's order, or none, is NotFound.
-func (s *Service) callersOrder(ctx context.Context, orderID uuid.UUID) error {
+// order's) and returns the caller: another customer's order, or none, is
+// NotFound.
+func (s *Service) callersOrder(ctx context.Context, orderID uuid.UUID) (auth.Principal, error) {
 	p, err := auth.Require(ctx)
 	if err != nil {
-		return err
+		return auth.Principal{}, err
 	}
 	o, err := store.Q(s.db).GetOrder(ctx, orderID)
 	notFound := apperr.New(apperr.NotFound, "order %s not found", orderID)
-	return auth.Owned(p, o.CustomerID, err, notFound, notFound)
+	return p, auth.Owned(p, o.CustomerID, err, notFound, notFound)
 }
 
 // AutoCharge reports whether the renewals of an order charge the saved
 // method (true unless its customer turned it off).
 func (s *Service) AutoCharge(ctx context.Context, orderID uuid.UUID) (bool, error) {
-	on, err := store.Q(s.db).GetOrderAutoCharge(ctx, orderID)
+	return autoCharge(ctx, s.db, orderID)
+}
+
+// autoCharge is AutoCharge read through db.
+func autoCharge(ctx context.Context, db store.DB, orderID uuid.UUID) (bool, error) {
+	on, err := store.Q(db).GetOrderAutoCharge(ctx, orderID)
 	if errors.Is(err, store.ErrNotFound) {
 		return true, nil
 	}
@@ -279,7 +307,9 @@ type ChargeDueRound struct {
 // the gateway's answer — never a second charge.
 func (s *Service) ChargeDue(ctx context.Context, retryDays []int, node string) (ChargeDueRound, error) {
 	var round ChargeDueRound
-	now := s.billingNow()
+	// The billing clock, not billingNow: that is zero unless the test
+	// clock is on, and nothing would ever be due.
+	now := s.billingTime()
 	due, err := store.Q(s.db).ListInvoicesToCharge(ctx, store.ListInvoicesToChargeParams{Now: &now, LiveStatuses: order.LiveStatuses(), MaxRows: 500})
 	if err != nil {
 		return round, err
@@ -459,15 +489,20 @@ func (s *Service) applyCharge(ctx context.Context, gw Gateway, id uuid.UUID, inv
 	if _, err := s.settle(ctx, fromCharge, who, id, gw.InterfaceID, rep); err != nil {
 		return "", err
 	}
+	return outcome, s.answerAttempt(ctx, id, inv, n, outcome, out.Code, out.Message)
+}
+
+// answerAttempt records the outcome of attempt n of invoice inv (payment
+// id) and, for a decline, queues the customer's notice, once: an attempt
+// answered already is left as it is.
+func (s *Service) answerAttempt(ctx context.Context, id uuid.UUID, inv store.Invoice, n int, outcome, code, message string) error {
 	now := s.now()
-	err := store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
-		if err := store.Q(tx).AnswerSavedChargeAttempt(ctx, store.AnswerSavedChargeAttemptParams{
-			PaymentID: id, Outcome: outcome, Code: text.Clip(out.Code, 100), Message: text.Clip(out.Message, 500), AnsweredAt: &now,
-		}); err != nil {
+	return store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+		answered, err := store.Q(tx).AnswerSavedChargeAttempt(ctx, store.AnswerSavedChargeAttemptParams{
+			PaymentID: id, Outcome: outcome, Code: text.Clip(code, 100), Message: text.Clip(message, 500), AnsweredAt: &now,
+		})
+		if err != nil || answered == 0 || outcome == ChargeSucceeded {
 			return err
-		}
-		if outcome == ChargeSucceeded {
-			return nil
 		}
 		kind := ReminderCardDeclined
 		if outcome == ChargeAuthentication {
@@ -475,7 +510,41 @@ func (s *Service) applyCharge(ctx context.Context, gw Gateway, id uuid.UUID, inv
 		}
 		return queueCardNotice(ctx, tx, inv, kind, n)
 	})
-	return outcome, err
+}
+
+// answerLostCharge gives a saved-method charge whose answer was lost (its
+// leader killed mid-charge, the call cut off) the outcome a status query
+// settled its payment with, so that the attempt no longer reads unknown
+// and a decline is noticed to the customer. A payment that is no such
+// charge, or whose attempt was answered, is left alone.
+func (s *Service) answerLostCharge(ctx context.Context, pay store.Payment) error {
+	outcome := ""
+	switch Status(pay.Status) {
+	case StatusSuccess:
+		outcome = ChargeSucceeded
+	case StatusFailed:
+		outcome = ChargeDeclined
+	default:
+		return nil
+	}
+	if pay.InvoiceID == nil {
+		return nil
+	}
+	attempts, err := store.Q(s.db).ListSavedChargeAttempts(ctx, *pay.InvoiceID)
+	if err != nil {
+		return err
+	}
+	for _, a := range attempts {
+		if a.PaymentID != pay.ID || a.Outcome != "" {
+			continue
+		}
+		inv, err := store.Q(s.db).GetInvoice(ctx, *pay.InvoiceID)
+		if err != nil {
+			return err
+		}
+		return s.answerAttempt(ctx, pay.ID, inv, int(a.Attempt), outcome, "", "the charge's answer was lost; a status query found the payment "+pay.Status)
+	}
+	return nil
 }
 
 // queueCardNotice queues the notice of a declined or unauthenticated

@@ -142,6 +142,15 @@ func (s *Service) billingNow() time.Time {
 	return store.Timestamp(s.billingClock())
 }
 
+// billingTime is the billing clock's now: the test clock's when it is on,
+// the service's own otherwise.
+func (s *Service) billingTime() time.Time {
+	if t := s.billingNow(); !t.IsZero() {
+		return t
+	}
+	return s.now()
+}
+
 // Get returns one payment: admins any, customers their own (another customer's
 // payment is PermissionDenied, as the API contract says: docs/api.md, "Errors by
 // operation").

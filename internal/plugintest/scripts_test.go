@@ -22,8 +22,9 @@ func TestShippedScriptsCompileAgainstTheirContracts(t *testing.T) {
 		// 1.3.0: api_url is an endpoint ("x-endpoint"); test_config quotes
 		// no answer.
 		"gateway/epay.lua": {plugin.Gateway, "1.3.0"},
-		// 1.0.0: WeChat Pay API v3 (issue 39).
-		"gateway/wechatpay.lua": {plugin.Gateway, "1.0.0"},
+		// 1.0.0: WeChat Pay API v3 (issue 39); 1.1.0: refusals answer
+		// {"code":"FAIL","message":"失败"} (info().callback_refusal).
+		"gateway/wechatpay.lua": {plugin.Gateway, "1.1.0"},
 		// 1.1.0: each interface names its account's currencies.
 		"gateway/bank_transfer.lua": {plugin.Gateway, "1.1.0"},
 		// 1.0.2: subjects for the service_* events of the renewal cycle;

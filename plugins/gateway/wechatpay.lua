@@ -33,7 +33,9 @@
 --            TRANSACTION.SUCCESS pays, REFUND.SUCCESS / REFUND.CLOSED /
 --            REFUND.ABNORMAL report a refund. WeChat Pay takes any 2xx as
 --            the acknowledgement; we answer {"code":"SUCCESS"}; the
---            service's refusals are 4xx/5xx, which WeChat Pay retries.
+--            service's refusals are 4xx/5xx, which WeChat Pay retries,
+--            with the body its documentation asks of a failed handling,
+--            {"code":"FAIL","message":"失败"} (info().callback_refusal).
 --   refund   POST /v3/refund/domestic/refunds with out_refund_no = the
 --            refund id (a resend is the same refund); a lost answer is
 --            asked again with GET /v3/refund/domestic/refunds/{out_refund_no}.
@@ -45,7 +47,7 @@
 -- Domestic WeChat Pay books CNY only.
 
 function version()
-  return "1.0.0"
+  return "1.1.0"
 end
 
 local CURRENCY = "CNY"
@@ -54,6 +56,7 @@ local AUTH_SCHEME = "WECHATPAY2-SHA256-RSA2048"
 local MAX_SKEW = 300 -- seconds either way, for answers and notifications
 local DEFAULT_EXPIRE_MINUTES = 120
 local ACK = '{"code":"SUCCESS","message":"成功"}'
+local REFUSAL = '{"code":"FAIL","message":"失败"}'
 
 local find, sub, gsub, match, lower, upper = string.find, string.sub, string.gsub, string.match, string.lower, string.upper
 local floor = math.floor
@@ -350,6 +353,7 @@ function info(config_json, input_json)
     supports_query = true,
     supports_refund = true,
     currencies = { CURRENCY },
+    callback_refusal = { content_type = "application/json", body = REFUSAL },
   })
 end
 

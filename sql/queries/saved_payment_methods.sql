@@ -52,7 +52,9 @@ ON CONFLICT (order_id) DO UPDATE SET auto_charge = EXCLUDED.auto_charge, updated
 INSERT INTO saved_charge_attempts (invoice_id, attempt, payment_id, saved_method_id, created_at)
 VALUES (@invoice_id, @attempt, @payment_id, @saved_method_id, @created_at);
 
--- name: AnswerSavedChargeAttempt :exec
+-- name: AnswerSavedChargeAttempt :execrows
+-- Records an attempt's outcome once: the charge's answer, or, when that was
+-- lost, the status query's (payment.answerLostCharge).
 UPDATE saved_charge_attempts SET outcome = @outcome, code = @code, message = @message, answered_at = @answered_at
 WHERE payment_id = @payment_id AND outcome = '';
 

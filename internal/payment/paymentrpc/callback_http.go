@@ -29,6 +29,11 @@ import (
 //	plugin not loaded, circuit open       503 (the gateway retries)
 //	anything else                         500 (the gateway retries)
 //
+// A refusal's body is the short reason in plain text, or, when the
+// interface's plugin declares one (info().callback_refusal: WeChat Pay's
+// {"code":"FAIL","message":"失败"}), the body the gateway expects, with
+// the same status.
+//
 // It needs no credential (the signature is the protection) and must sit
 // behind the concurrency limit like every request: the server mounts it as
 // a route between its limits and its credential layers.
@@ -54,11 +59,21 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	logging.Add(ctx, slog.String("gateway_interface_id", id.String()))
+	refuse := func(status int, msg string) {
+		if ref := h.svc.CallbackRefusal(ctx, id); ref != nil {
+			w.Header().Set("Content-Type", ref.ContentType)
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, ref.Body)
+			return
+		}
+		plain(w, status, msg)
+	}
 	cb := payment.Callback{GatewayInterfaceID: id, Method: r.Method, Headers: payment.CallbackHeaders(r.Header)}
 	switch r.Method {
 	case http.MethodGet:
 		if len(r.URL.RawQuery) > payment.MaxCallbackBytes {
-			plain(w, http.StatusRequestEntityTooLarge, "callback too large")
+			refuse(http.StatusRequestEntityTooLarge, "callback too large")
 			return
 		}
 		cb.Payload = r.URL.RawQuery
@@ -66,18 +81,18 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, payment.MaxCallbackBytes))
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			plain(w, http.StatusRequestEntityTooLarge, "callback too large")
+			refuse(http.StatusRequestEntityTooLarge, "callback too large")
 			return
 		}
 		if err != nil {
-			plain(w, http.StatusBadRequest, "cannot read body")
+			refuse(http.StatusBadRequest, "cannot read body")
 			return
 		}
 		cb.Payload = string(body)
 		cb.ContentType = r.Header.Get("Content-Type")
 	default:
 		w.Header().Set("Allow", "GET, POST")
-		plain(w, http.StatusMethodNotAllowed, "method not allowed")
+		refuse(http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
 
@@ -98,7 +113,7 @@ func (h *CallbackHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			level = slog.LevelError
 		}
 		h.log.Log(ctx, level, "gateway callback refused", "gateway_interface_id", id, "method", r.Method, "status", status, "err", err)
-		plain(w, status, msg)
+		refuse(status, msg)
 		return
 	}
 	if res.Ignored {

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const answerSavedChargeAttempt = `-- name: AnswerSavedChargeAttempt :exec
+const answerSavedChargeAttempt = `-- name: AnswerSavedChargeAttempt :execrows
 UPDATE saved_charge_attempts SET outcome = $1, code = $2, message = $3, answered_at = $4
 WHERE payment_id = $5 AND outcome = ''
 `
@@ -25,15 +25,20 @@ type AnswerSavedChargeAttemptParams struct {
 	PaymentID  uuid.UUID
 }
 
-func (q *Queries) AnswerSavedChargeAttempt(ctx context.Context, arg AnswerSavedChargeAttemptParams) error {
-	_, err := q.db.Exec(ctx, answerSavedChargeAttempt,
+// Records an attempt's outcome once: the charge's answer, or, when that was
+// lost, the status query's (payment.answerLostCharge).
+func (q *Queries) AnswerSavedChargeAttempt(ctx context.Context, arg AnswerSavedChargeAttemptParams) (int64, error) {
+	result, err := q.db.Exec(ctx, answerSavedChargeAttempt,
 		arg.Outcome,
 		arg.Code,
 		arg.Message,
 		arg.AnsweredAt,
 		arg.PaymentID,
 	)
-	return err
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const countSavedChargeAttempts = `-- name: CountSavedChargeAttempts :one
