@@ -40,12 +40,22 @@ var modelActions = []string{
 	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
 	"invoice cancelled, renewal back on",
 	"end now", "end now", "refund a period's payment", "refund a period's payment",
+	"plan change now", "plan change now", "plan change at period end", "cancel plan change",
+	"pay the proration", "proration lapses",
 }
 
 // modelOrder is what the model knows of one order.
 type modelOrder struct {
-	id     uuid.UUID
-	months int
+	id uuid.UUID
+	// price, cycle and product are the order's plan as the model has it:
+	// 7.00 in its first cycle and no product, until a plan change.
+	price   money.Amount
+	cycle   string
+	product *uuid.UUID
+	// firstCycle is the cycle it was bought with.
+	firstCycle string
+	// pending is its pending plan change.
+	pending *modelChange
 	// adminSuspended: an admin suspended it and has not resumed it.
 	adminSuspended bool
 	// adminEnded: an admin ended it (terminated before any due day).
@@ -114,6 +124,8 @@ func TestRenewalModel(t *testing.T) {
 	opts.Location = loc
 	b := setup(t, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), opts)
 	w := newPayWorld(t, b)
+	products := modelCatalogue(t, b)
+	changes := planCounts{refused: map[string]int{}}
 	ctx := context.Background()
 	began := time.Now()
 	var sequences, steps, passes, cut, gatewayPays, refunds atomic.Int64
@@ -138,7 +150,7 @@ func TestRenewalModel(t *testing.T) {
 		var gps []*gatewayPayment
 		for range rapid.IntRange(1, 3).Draw(rt, "orders") {
 			cycle := rapid.SampledFrom([]string{"monthly", "quarterly", "annual"}).Draw(rt, "cycle")
-			o := &modelOrder{months: order.BillingCycle(cycle).Months()}
+			o := &modelOrder{price: money.MustParse("7.00"), cycle: cycle, firstCycle: cycle}
 			switch rapid.SampledFrom([]string{"free", "balance", "gateway"}).Draw(rt, "first payment") {
 			case "free":
 				o.id = b.activeOrder(tb, customer, cycle, "7.00")
@@ -151,12 +163,15 @@ func TestRenewalModel(t *testing.T) {
 			}
 			orders = append(orders, o)
 		}
+		seq := &modelSeq{rt: rt, tb: tb, b: b, w: w, customer: customer, clock: clock, products: products, gps: &gps, changes: &changes}
 		pass := func() {
 			passes.Add(1)
 			_, err := run.RunOnce(ctx)
 			noInternal(rt, "a billing pass", err)
 			require.NoError(tb, err)
+			seq.lastPass = clock.Now()
 		}
+		seq.pass = pass
 		withOrder := func(o *modelOrder, f func(tx pgx.Tx, ord store.Order) error) {
 			require.NoError(tb, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
 				ord, err := store.Q(tx).GetOrderForUpdate(ctx, o.id)
@@ -380,6 +395,16 @@ func TestRenewalModel(t *testing.T) {
 				} else {
 					require.Equal(tb, before.Status, after.Status, "a refund of an earlier period's payment, or a partial one, leaves the service alone (period %d)", p.Seq)
 				}
+			case "plan change now": // the customer or an admin changes the plan now: an upgrade, a downgrade, the same price
+				seq.changePlan(rapid.SampledFrom(orders).Draw(rt, "order"), store.PlanChangeNow)
+			case "plan change at period end": // or at the period end, maybe to another cycle
+				seq.changePlan(rapid.SampledFrom(orders).Draw(rt, "order"), store.PlanChangePeriodEnd)
+			case "cancel plan change": // the pending change withdrawn
+				seq.cancelPlanChange(seq.pendingFirst(orders))
+			case "pay the proration": // a gateway payment of an open proration invoice
+				seq.payProration(seq.pendingFirst(orders))
+			case "proration lapses": // an unpaid proration's lapse time passes, the leader runs
+				seq.lapse(seq.pendingFirst(orders))
 			case "admin ends order": // an admin ends an active or suspended order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
@@ -395,6 +420,7 @@ func TestRenewalModel(t *testing.T) {
 			}
 			checkTakenMoneyRecorded(rt, b, gps)
 			for _, o := range orders {
+				seq.checkPlan(o)
 				checkRenewalModel(tb, b, o, clock.Now(), opts, loc)
 			}
 		}
@@ -406,6 +432,10 @@ func TestRenewalModel(t *testing.T) {
 			w.deliver(rt, p, 1)
 		}
 		checkTakenMoneyRecorded(rt, b, gps)
+		for _, o := range orders {
+			seq.checkPlan(o)
+		}
+		seq.checkMRR(orders)
 		simulated.Add(int64(clock.Now().Sub(before) / time.Hour))
 		testfixture.CheckMoneyInvariants(tb, b.pool)
 		rep, err := ledger.Verify(ctx, b.pool)
@@ -414,8 +444,13 @@ func TestRenewalModel(t *testing.T) {
 	})
 	var reissued int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = $1`, order.ActionOrderPeriodReissue).Scan(&reissued))
+	var applied, lapsed, periodEnd int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'applied'), count(*) FILTER (WHERE status = 'lapsed'),
+		count(*) FILTER (WHERE status = 'applied' AND timing = 'period_end') FROM plan_changes`).Scan(&applied, &lapsed, &periodEnd))
 	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %d periods reissued, %.0f simulated months, %s",
 		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), reissued, float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
+	t.Logf("plan changes: %d upgrades now, %d downgrades now, %d at period end asked, refused %v, %d cancelled; %d applied (%d at period end), %d lapsed",
+		changes.upgrades, changes.downgrades, changes.periodEnd, changes.refused, changes.cancelled, applied, periodEnd, lapsed)
 }
 
 // ended records that o ended now at paid end at: terminated, its paid end
@@ -463,7 +498,8 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 	ord := b.order(t, o.id)
 	ps := b.periods(t, o.id)
 	require.NotEmpty(t, ps)
-	// One invoice per later period; an invoice no period names is one
+	// One invoice per later period (a proration invoice bills no period);
+	// an invoice no period names is one
 	// cancelled, unpaid, whose period was reissued with a new invoice
 	// (order.period_reissue names it): nothing billed twice.
 	var invoices, stray int
@@ -473,18 +509,43 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 		           SELECT 1 FROM audit_log a WHERE a.entity_type = 'order' AND a.entity_id = $2 AND a.action = $3
 		             AND a.before->>'invoice_id' = i.id::text)))
 		FROM invoices i LEFT JOIN service_periods p ON p.invoice_id = i.id
-		WHERE i.order_id = $1`, o.id, o.id.String(), order.ActionOrderPeriodReissue).Scan(&invoices, &stray))
+		WHERE i.order_id = $1
+		  AND NOT EXISTS (SELECT 1 FROM plan_changes pc WHERE pc.invoice_id = i.id AND pc.timing = 'now')`, o.id, o.id.String(), order.ActionOrderPeriodReissue).Scan(&invoices, &stray))
 	require.Equal(t, len(ps)-1, invoices, "one invoice per later period (order %s)", o.id)
 	require.Zero(t, stray, "an invoice of order %s bills no period and was not replaced by a reissue", o.id)
-	anchor := ps[0].StartsAt
+	// The calendar: the anchor plus whole cycles, and a period-end change
+	// of cycle counts from the start of the period it billed (the period
+	// still bills that change's invoice: one reissued after its invoice was
+	// cancelled bills the old plan).
+	type billed struct {
+		Invoice            uuid.UUID
+		FromCycle, ToCycle string
+	}
+	cycles := map[uuid.UUID]billed{}
+	rows, err := b.pool.Query(ctx, `SELECT invoice_id, from_cycle, to_cycle FROM plan_changes
+		WHERE order_id = $1 AND timing = 'period_end' AND invoice_id IS NOT NULL`, o.id)
+	require.NoError(t, err)
+	chs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[billed])
+	require.NoError(t, err)
+	for _, ch := range chs {
+		cycles[ch.Invoice] = ch
+	}
+	anchor, months, cycle := ps[0].StartsAt, 0, o.firstCycle
 	var lastPaid *store.ServicePeriod
 	for i, p := range ps {
 		require.EqualValues(t, i+1, p.Seq)
 		if i > 0 {
 			require.NotNil(t, p.InvoiceID, "period %d has its invoice", p.Seq)
 			require.True(t, p.StartsAt.Equal(ps[i-1].EndsAt), "period %d starts where %d ended", p.Seq, i)
+			if ch, ok := cycles[*p.InvoiceID]; ok {
+				if ch.ToCycle != ch.FromCycle {
+					anchor, months = p.StartsAt, 0
+				}
+				cycle = ch.ToCycle
+			}
 		}
-		want := order.AddMonths(anchor, (i+1)*o.months, loc)
+		months += order.BillingCycle(cycle).Months()
+		want := order.AddMonths(anchor, months, loc)
 		require.True(t, p.EndsAt.Equal(want), "period %d ends %s, the calendar says %s", p.Seq, p.EndsAt, want)
 		if p.Status == store.PeriodPaid {
 			lastPaid = &ps[i]
