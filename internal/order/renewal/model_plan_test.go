@@ -198,6 +198,7 @@ func (s *modelSeq) changePlan(o *modelOrder, when string) {
 		require.NotNil(tb, ch.EffectiveAt)
 		require.True(tb, ch.EffectiveAt.Equal(last.EndsAt), "a period-end change takes effect at the paid end %s, not %s", last.EndsAt, ch.EffectiveAt)
 		o.pending = &modelChange{id: ch.ID, when: when, to: prod}
+		o.periodEndAsked = true
 		s.changes.periodEnd++
 		return
 	}
@@ -209,6 +210,16 @@ func (s *modelSeq) changePlan(o *modelOrder, when string) {
 		require.NotNil(tb, res.Invoice, "an upgrade's proration invoice")
 		inv := *res.Invoice
 		require.Equal(tb, want.String(), inv.Amount.String(), "the proration invoice bills exactly the prorated difference")
+		// Two lines: the unused old plan (its share rounded alone,
+		// negative) and the new plan's remainder, which sum to the amount.
+		lines, err := store.InvoiceLines(context.Background(), s.b.pool, []uuid.UUID{inv.ID})
+		require.NoError(tb, err)
+		require.Len(tb, lines[inv.ID], 2)
+		oldShare := prorate(money.Zero(), o.price, last.StartsAt, last.EndsAt, now)
+		require.Equal(tb, oldShare.Neg().String(), lines[inv.ID][0].Amount.String(), "the unused old plan")
+		sum, err := lines[inv.ID][0].Amount.Add(lines[inv.ID][1].Amount)
+		require.NoError(tb, err)
+		require.Equal(tb, want.String(), sum.String(), "the lines sum to the amount")
 		require.NotNil(tb, ch.LapseAt)
 		require.True(tb, ch.LapseAt.Equal(now.Add(time.Duration(3)*24*time.Hour)), "lapses plan_change_days after it is issued: %s", ch.LapseAt)
 		if before.Cmp(want) >= 0 {
@@ -377,8 +388,7 @@ func (s *modelSeq) lapse(o *modelOrder) {
 
 // checkPlan follows order o's pending change to what became of it, checks
 // that it became that for a reason, and that the order's plan is the
-// model's: its product, renewal price and cycle. It checks every
-// invoice's lines sum to its amount, and that a period billed by a
+// model's: its product, renewal price and cycle; a period billed by a
 // period-end change bills the new price.
 func (s *modelSeq) checkPlan(o *modelOrder) {
 	tb, ctx := s.tb, context.Background()
@@ -437,7 +447,11 @@ func (s *modelSeq) checkPlan(o *modelOrder) {
 	require.Equal(tb, o.price.String(), ord.RenewalPrice.Amount.String(), "order %s's renewal price", o.id)
 	require.Equal(tb, o.cycle, ord.BillingCycle, "order %s's cycle", o.id)
 	require.Equal(tb, fmt.Sprint(o.product), fmt.Sprint(ord.ProductID), "order %s's product", o.id)
-	// Every invoice's lines sum to its amount.
+}
+
+// checkLines: every invoice of o has lines, and they sum to its amount.
+func (s *modelSeq) checkLines(o *modelOrder) {
+	tb, ctx := s.tb, context.Background()
 	var bad int
 	require.NoError(tb, s.b.pool.QueryRow(ctx, `SELECT count(*) FROM invoices i
 		WHERE i.order_id = $1 AND i.amount IS DISTINCT FROM (SELECT sum(l.amount) FROM invoice_lines l WHERE l.invoice_id = i.id)`, o.id).Scan(&bad))
