@@ -280,6 +280,9 @@ type ChargeDueRound struct {
 func (s *Service) ChargeDue(ctx context.Context, retryDays []int, node string) (ChargeDueRound, error) {
 	var round ChargeDueRound
 	now := s.billingNow()
+	if now.IsZero() {
+		now = s.now() // no test clock: the billing clock is the real one
+	}
 	due, err := store.Q(s.db).ListInvoicesToCharge(ctx, store.ListInvoicesToChargeParams{Now: &now, LiveStatuses: order.LiveStatuses(), MaxRows: 500})
 	if err != nil {
 		return round, err
