@@ -27,6 +27,12 @@ import (
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
+// cardRetryDays is [billing].card_retry_days in the model: its default.
+var cardRetryDays = []int{2, 5, 9}
+
+// cardModes are the answers of the saved card's gateway.
+var cardModes = []string{cardSucceeds, cardDeclines, cardAuth}
+
 // modelChecks is how many sequences the test command runs; `task model`
 // runs more (RAPID_CHECKS).
 const modelChecks = 25
@@ -38,7 +44,7 @@ var modelActions = []string{
 	"invoice gateway payment", "invoice gateway payment", "invoice gateway payment",
 	"gateway takes money", "notification arrives", "notification arrives",
 	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
-	"invoice cancelled, renewal back on",
+	"invoice cancelled, renewal back on", "the card's answer changes",
 	"end now", "end now", "refund a period's payment", "refund a period's payment",
 	"plan change now", "plan change now", "plan change at period end", "cancel plan change",
 	"pay the proration", "proration lapses",
@@ -145,9 +151,22 @@ func TestRenewalModel(t *testing.T) {
 			SuspendAfterDays: opts.SuspendAfterDays, TerminateAfterDays: opts.TerminateAfterDays,
 			ReminderDaysBefore: opts.ReminderDaysBefore, OverdueReminderDays: opts.OverdueReminderDays,
 			Clock: clock.Now, BatchSize: 3,
+			// The dunning step charges a saved card (the customer has one
+			// in some sequences) for what the balance did not cover.
+			ChargeSaved: func(ctx context.Context) (int, error) {
+				r, err := w.pays.ChargeDue(ctx, cardRetryDays, "model")
+				return r.Charged, err
+			},
 		})
 		customer := testfixture.Customer(tb, b.pool)
 		b.clock.Set(start)
+		// A saved card in some sequences; its gateway answers as drawn
+		// until the model changes it.
+		card := rapid.Bool().Draw(rt, "a saved card")
+		if card {
+			w.card.saveCard(tb, b, customer, start)
+		}
+		w.card.setMode(rapid.SampledFrom(cardModes).Draw(rt, "the card's answer"))
 		var orders []*modelOrder
 		var gps []*gatewayPayment
 		for range rapid.IntRange(1, 3).Draw(rt, "orders") {
@@ -397,6 +416,9 @@ func TestRenewalModel(t *testing.T) {
 				} else {
 					require.Equal(tb, before.Status, after.Status, "a refund of an earlier period's payment, or a partial one, leaves the service alone (period %d)", p.Seq)
 				}
+			case "the card's answer changes": // the saved card succeeds, is declined, or asks for authentication from now on
+				w.card.setMode(rapid.SampledFrom(cardModes).Draw(rt, "the card's answer"))
+				pass()
 			case "plan change now": // the customer or an admin changes the plan now: an upgrade, a downgrade, the same price
 				seq.changePlan(rapid.SampledFrom(orders).Draw(rt, "order"), store.PlanChangeNow)
 			case "plan change at period end": // or at the period end, maybe to another cycle
@@ -421,6 +443,9 @@ func TestRenewalModel(t *testing.T) {
 				})
 			}
 			checkTakenMoneyRecorded(rt, b, gps)
+			if card {
+				w.card.checkCardCharges(rt, b, customer, cardRetryDays)
+			}
 			for _, o := range orders {
 				seq.checkPlan(o)
 				checkRenewalModel(tb, b, o, clock.Now(), opts, loc)
@@ -454,6 +479,10 @@ func TestRenewalModel(t *testing.T) {
 		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), reissued, float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
 	t.Logf("plan changes: %d upgrades now, %d downgrades now, %d at period end asked, refused %v, %d cancelled; %d applied (%d at period end), %d lapsed",
 		changes.upgrades, changes.downgrades, changes.periodEnd, changes.refused, changes.cancelled, applied, periodEnd, lapsed)
+	var charged, declined, auth int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome = 'succeeded'), count(*) FILTER (WHERE outcome = 'declined'),
+		count(*) FILTER (WHERE outcome = 'authentication_required') FROM saved_charge_attempts`).Scan(&charged, &declined, &auth))
+	t.Logf("saved-card charges: %d succeeded, %d declined, %d asked for authentication", charged, declined, auth)
 }
 
 // ended records that o ended now at paid end at: terminated, its paid end
