@@ -391,6 +391,9 @@ func (s *modelSeq) lapse(o *modelOrder) {
 // model's: its product, renewal price and cycle; a period billed by a
 // period-end change bills the new price.
 func (s *modelSeq) checkPlan(o *modelOrder) {
+	if o.pending == nil && o.product == nil {
+		return // never changed: nothing to follow
+	}
 	tb, ctx := s.tb, context.Background()
 	ord := s.b.order(tb, o.id)
 	if c := o.pending; c != nil {
