@@ -421,6 +421,16 @@ func (s *modelSeq) checkPlan(o *modelOrder) {
 			if ch.InvoiceID != nil && ch.Timing == store.PlanChangeNow {
 				require.Equal(tb, string(order.InvoicePaid), s.b.invoice(tb, *ch.InvoiceID).Status, "an upgrade takes effect only once paid")
 			}
+			if ch.Timing == store.PlanChangeNow && ch.PeriodSeq != nil {
+				// Never served the new plan through a period billed at the
+				// old one.
+				for _, p := range s.b.periods(tb, o.id) {
+					if p.Seq > *ch.PeriodSeq && p.Status != store.PeriodCancelled && p.InvoiceID != nil {
+						amount := s.b.invoice(tb, *p.InvoiceID).Amount
+						require.Equal(tb, ch.ToPrice.String(), amount.String(), "period %d, billed at %s, is served on the plan of %s (change %s)", p.Seq, amount, ch.ToPrice, ch.ID)
+					}
+				}
+			}
 			if ch.Timing == store.PlanChangePeriodEnd {
 				require.NotNil(tb, ch.PeriodSeq)
 				require.True(tb, !ch.EffectiveAt.After(s.lastPass), "applied at %s before its period started (pass %s)", ch.EffectiveAt, s.lastPass)
@@ -439,7 +449,10 @@ func (s *modelSeq) checkPlan(o *modelOrder) {
 		case store.PlanChangeLapsed:
 			require.Equal(tb, store.PlanChangeNow, ch.Timing)
 			require.NotNil(tb, ch.InvoiceID)
-			require.False(tb, s.lastPass.Before(c.lapseAt), "lapsed before its lapse time %s", c.lapseAt)
+			// At its lapse time, or earlier when the next period was billed.
+			ps := s.b.periods(tb, o.id)
+			renewed := ch.PeriodSeq != nil && ps[len(ps)-1].Seq > *ch.PeriodSeq
+			require.True(tb, renewed || !s.lastPass.Before(c.lapseAt), "lapsed before its lapse time %s, the next period not billed", c.lapseAt)
 			require.Equal(tb, string(order.InvoiceCancelled), s.b.invoice(tb, *ch.InvoiceID).Status)
 			o.pending = nil
 			s.changes.lapsed++

@@ -3,14 +3,17 @@ package renewal_test
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
 )
@@ -79,4 +82,61 @@ func planEvents(t *testing.T, b *bundle, id uuid.UUID) []string {
 		}
 	}
 	return out
+}
+
+// An upgrade asked nine days before the period's end and not paid when
+// the billing run issues the next period's invoice (at the old price,
+// seven days before the end) lapses then, before its own lapse time: paid
+// later, it would have served the new plan through a period billed at the
+// old price. The buyer who pays the proration at the gateway after that
+// has the money recorded to return, and the order keeps its plan. Found
+// writing the renewal model's rule that no period billed at the old plan
+// is served on the new one (the model reaches the case rarely).
+func TestAnUnpaidUpgradeLapsesWhenTheNextPeriodIsBilled(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.January, 1, 0), defaults())
+	w := newPayWorld(t, b)
+	ctx := context.Background()
+	customer := testfixture.Customer(t, b.pool)
+	id := b.activeOrder(t, customer, "monthly", "7.00")
+	var dear uuid.UUID
+	require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, billing_cycle)
+		VALUES ('VPS 4 GB', 13.37, 'CNY', 'monthly') RETURNING id`).Scan(&dear))
+	b.clock.Set(at(time.January, 23, 0))
+	res, err := w.orders.ChangeOrderPlan(asCustomer(customer), id, dear, store.PlanChangeNow)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangePending, res.Change.Status)
+	require.True(t, res.Change.LapseAt.Equal(at(time.January, 26, 0)))
+	started, err := w.pays.CreatePayment(asCustomer(customer), payment.NewPayment{InvoiceID: &res.Invoice.ID, GatewayInterfaceID: w.gw.InterfaceID, ReturnURL: "https://shop.example/done"})
+	require.NoError(t, err)
+
+	// Jan 25: the February period is billed at the plan the order has, and
+	// the upgrade lapses with its invoice.
+	b.clock.Set(at(time.January, 25, 1))
+	r := b.pass(t)
+	require.Equal(t, 1, r.Issued)
+	ps := b.periods(t, id)
+	require.Len(t, ps, 2)
+	require.Equal(t, "7.00", b.invoice(t, *ps[1].InvoiceID).Amount.String())
+	ch, err := store.Q(b.pool).GetPlanChangeForUpdate(ctx, res.Change.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangeLapsed, ch.Status)
+	require.Equal(t, string(order.InvoiceCancelled), b.invoice(t, res.Invoice.ID).Status)
+	require.Equal(t, []string{order.EventOrderPaid, order.EventPlanChangeLapsed}, planEvents(t, b, id))
+
+	// The buyer pays the proration at the gateway all the same: recorded,
+	// to return; the order keeps its plan.
+	var once sync.Once // the helpers want a *rapid.T; one run is the test
+	rapid.Check(t, func(rt *rapid.T) {
+		once.Do(func() {
+			gp := &gatewayPayment{id: started.ID}
+			w.take(rt, gp)
+			w.deliver(rt, gp, 1)
+			checkTakenMoneyRecorded(rt, b, []*gatewayPayment{gp})
+		})
+	})
+	o := b.order(t, id)
+	require.Equal(t, "7.00", o.RenewalPrice.Amount.String())
+	require.Nil(t, o.ProductID)
+	b.checkMoney(t)
 }

@@ -443,6 +443,12 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 				next.EndsAt = order.AddMonths(last.EndsAt, to.Months(), r.opts.Location)
 			}
 		}
+		// An upgrade still unpaid lapses now: the period billed here is
+		// billed at the plan the order has, and the upgrade's proration
+		// covers the current period only.
+		if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, l.o, by, now, now); err != nil {
+			return err
+		}
 		var inv store.Invoice
 		if price.Sign() == 0 {
 			next.PaidAt = &now // a free period needs no invoice
