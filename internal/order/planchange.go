@@ -753,6 +753,21 @@ func ApplyDuePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.
 // and plan_change_lapsed tells the customer. A partly paid invoice is
 // left for an admin (false). It reports whether it lapsed one.
 func LapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error) {
+	return lapsePlanChange(ctx, tx, o, by, at, now, false)
+}
+
+// LapseUpgradeBeforeRenewal lapses order o's (locked) pending upgrade
+// whose proration invoice is still unpaid when the billing run issues the
+// next period (before its lapse time): that period's invoice bills the
+// old plan, so an upgrade paid after it would serve the new plan through
+// a period billed at the old price. Its proration covers the current
+// period only. A partly paid invoice is left for an admin (false). It
+// reports whether it lapsed one.
+func LapseUpgradeBeforeRenewal(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error) {
+	return lapsePlanChange(ctx, tx, o, by, at, now, true)
+}
+
+func lapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time, renewing bool) (bool, error) {
 	ch, err := store.Q(tx).PendingPlanChange(ctx, o.ID)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
@@ -760,7 +775,7 @@ func LapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Act
 	if err != nil {
 		return false, err
 	}
-	if ch.InvoiceID == nil || ch.LapseAt == nil || ch.LapseAt.After(now) {
+	if ch.Timing != store.PlanChangeNow || ch.InvoiceID == nil || ch.LapseAt == nil || (!renewing && ch.LapseAt.After(now)) {
 		return false, nil
 	}
 	inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, *ch.InvoiceID)

@@ -27,6 +27,12 @@ import (
 	"github.com/rustbill/paymentd/internal/testkit"
 )
 
+// cardRetryDays is [billing].card_retry_days in the model: its default.
+var cardRetryDays = []int{2, 5, 9}
+
+// cardModes are the answers of the saved card's gateway.
+var cardModes = []string{cardSucceeds, cardDeclines, cardAuth}
+
 // modelChecks is how many sequences the test command runs; `task model`
 // runs more (RAPID_CHECKS).
 const modelChecks = 25
@@ -38,14 +44,26 @@ var modelActions = []string{
 	"invoice gateway payment", "invoice gateway payment", "invoice gateway payment",
 	"gateway takes money", "notification arrives", "notification arrives",
 	"admin refunds", "admin refunds", "admin cancels invoice", "admin ends order",
-	"invoice cancelled, renewal back on",
+	"invoice cancelled, renewal back on", "the card's answer changes",
 	"end now", "end now", "refund a period's payment", "refund a period's payment",
+	"plan change now", "plan change now", "plan change at period end", "cancel plan change",
+	"pay the proration", "proration lapses",
 }
 
 // modelOrder is what the model knows of one order.
 type modelOrder struct {
-	id     uuid.UUID
-	months int
+	id uuid.UUID
+	// price, cycle and product are the order's plan as the model has it:
+	// 7.00 in its first cycle and no product, until a plan change.
+	price   money.Amount
+	cycle   string
+	product *uuid.UUID
+	// firstCycle is the cycle it was bought with.
+	firstCycle string
+	// pending is its pending plan change; periodEndAsked: it was asked a
+	// change at the period end.
+	pending        *modelChange
+	periodEndAsked bool
 	// adminSuspended: an admin suspended it and has not resumed it.
 	adminSuspended bool
 	// adminEnded: an admin ended it (terminated before any due day).
@@ -114,6 +132,8 @@ func TestRenewalModel(t *testing.T) {
 	opts.Location = loc
 	b := setup(t, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), opts)
 	w := newPayWorld(t, b)
+	products := modelCatalogue(t, b)
+	changes := planCounts{refused: map[string]int{}}
 	ctx := context.Background()
 	began := time.Now()
 	var sequences, steps, passes, cut, gatewayPays, refunds atomic.Int64
@@ -131,14 +151,27 @@ func TestRenewalModel(t *testing.T) {
 			SuspendAfterDays: opts.SuspendAfterDays, TerminateAfterDays: opts.TerminateAfterDays,
 			ReminderDaysBefore: opts.ReminderDaysBefore, OverdueReminderDays: opts.OverdueReminderDays,
 			Clock: clock.Now, BatchSize: 3,
+			// The dunning step charges a saved card (the customer has one
+			// in some sequences) for what the balance did not cover.
+			ChargeSaved: func(ctx context.Context) (int, error) {
+				r, err := w.pays.ChargeDue(ctx, cardRetryDays, "model")
+				return r.Charged, err
+			},
 		})
 		customer := testfixture.Customer(tb, b.pool)
 		b.clock.Set(start)
+		// A saved card in some sequences; its gateway answers as drawn
+		// until the model changes it.
+		card := rapid.Bool().Draw(rt, "a saved card")
+		if card {
+			w.card.saveCard(tb, b, customer, start)
+		}
+		w.card.setMode(rapid.SampledFrom(cardModes).Draw(rt, "the card's answer"))
 		var orders []*modelOrder
 		var gps []*gatewayPayment
 		for range rapid.IntRange(1, 3).Draw(rt, "orders") {
 			cycle := rapid.SampledFrom([]string{"monthly", "quarterly", "annual"}).Draw(rt, "cycle")
-			o := &modelOrder{months: order.BillingCycle(cycle).Months()}
+			o := &modelOrder{price: money.MustParse("7.00"), cycle: cycle, firstCycle: cycle}
 			switch rapid.SampledFrom([]string{"free", "balance", "gateway"}).Draw(rt, "first payment") {
 			case "free":
 				o.id = b.activeOrder(tb, customer, cycle, "7.00")
@@ -151,12 +184,15 @@ func TestRenewalModel(t *testing.T) {
 			}
 			orders = append(orders, o)
 		}
+		seq := &modelSeq{rt: rt, tb: tb, b: b, w: w, customer: customer, clock: clock, products: products, gps: &gps, changes: &changes}
 		pass := func() {
 			passes.Add(1)
 			_, err := run.RunOnce(ctx)
 			noInternal(rt, "a billing pass", err)
 			require.NoError(tb, err)
+			seq.lastPass = clock.Now()
 		}
+		seq.pass = pass
 		withOrder := func(o *modelOrder, f func(tx pgx.Tx, ord store.Order) error) {
 			require.NoError(tb, store.WithTx(ctx, b.pool, func(tx pgx.Tx) error {
 				ord, err := store.Q(tx).GetOrderForUpdate(ctx, o.id)
@@ -380,6 +416,19 @@ func TestRenewalModel(t *testing.T) {
 				} else {
 					require.Equal(tb, before.Status, after.Status, "a refund of an earlier period's payment, or a partial one, leaves the service alone (period %d)", p.Seq)
 				}
+			case "the card's answer changes": // the saved card succeeds, is declined, or asks for authentication from now on
+				w.card.setMode(rapid.SampledFrom(cardModes).Draw(rt, "the card's answer"))
+				pass()
+			case "plan change now": // the customer or an admin changes the plan now: an upgrade, a downgrade, the same price
+				seq.changePlan(rapid.SampledFrom(orders).Draw(rt, "order"), store.PlanChangeNow)
+			case "plan change at period end": // or at the period end, maybe to another cycle
+				seq.changePlan(rapid.SampledFrom(orders).Draw(rt, "order"), store.PlanChangePeriodEnd)
+			case "cancel plan change": // the pending change withdrawn
+				seq.cancelPlanChange(seq.pendingFirst(orders))
+			case "pay the proration": // a gateway payment of an open proration invoice
+				seq.payProration(seq.pendingFirst(orders))
+			case "proration lapses": // an unpaid proration's lapse time passes, the leader runs
+				seq.lapse(seq.pendingFirst(orders))
 			case "admin ends order": // an admin ends an active or suspended order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
@@ -394,7 +443,11 @@ func TestRenewalModel(t *testing.T) {
 				})
 			}
 			checkTakenMoneyRecorded(rt, b, gps)
+			if card {
+				w.card.checkCardCharges(rt, b, customer, cardRetryDays)
+			}
 			for _, o := range orders {
+				seq.checkPlan(o)
 				checkRenewalModel(tb, b, o, clock.Now(), opts, loc)
 			}
 		}
@@ -406,6 +459,17 @@ func TestRenewalModel(t *testing.T) {
 			w.deliver(rt, p, 1)
 		}
 		checkTakenMoneyRecorded(rt, b, gps)
+		for _, o := range orders {
+			seq.checkPlan(o)
+			seq.checkLines(o)
+		}
+		seq.checkMRR(orders)
+		if card {
+			// The customer removes the card: later sequences' passes
+			// charge their own customers only.
+			_, err := b.pool.Exec(ctx, `UPDATE saved_payment_methods SET removed_at = $2 WHERE customer_id = $1`, customer, clock.Now())
+			require.NoError(tb, err)
+		}
 		simulated.Add(int64(clock.Now().Sub(before) / time.Hour))
 		testfixture.CheckMoneyInvariants(tb, b.pool)
 		rep, err := ledger.Verify(ctx, b.pool)
@@ -414,8 +478,17 @@ func TestRenewalModel(t *testing.T) {
 	})
 	var reissued int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE action = $1`, order.ActionOrderPeriodReissue).Scan(&reissued))
+	var applied, lapsed, periodEnd int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'applied'), count(*) FILTER (WHERE status = 'lapsed'),
+		count(*) FILTER (WHERE status = 'applied' AND timing = 'period_end') FROM plan_changes`).Scan(&applied, &lapsed, &periodEnd))
 	t.Logf("renewal model: %d sequences, %d steps, %d passes (%d cut off midway), %d gateway payments of invoices, %d refunds, %d periods reissued, %.0f simulated months, %s",
 		sequences.Load(), steps.Load(), passes.Load(), cut.Load(), gatewayPays.Load(), refunds.Load(), reissued, float64(simulated.Load())/24/30.44, time.Since(began).Round(time.Millisecond))
+	t.Logf("plan changes: %d upgrades now, %d downgrades now, %d at period end asked, refused %v, %d cancelled; %d applied (%d at period end), %d lapsed",
+		changes.upgrades, changes.downgrades, changes.periodEnd, changes.refused, changes.cancelled, applied, periodEnd, lapsed)
+	var charged, declined, auth int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome = 'succeeded'), count(*) FILTER (WHERE outcome = 'declined'),
+		count(*) FILTER (WHERE outcome = 'authentication_required') FROM saved_charge_attempts`).Scan(&charged, &declined, &auth))
+	t.Logf("saved-card charges: %d succeeded, %d declined, %d asked for authentication", charged, declined, auth)
 }
 
 // ended records that o ended now at paid end at: terminated, its paid end
@@ -463,7 +536,8 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 	ord := b.order(t, o.id)
 	ps := b.periods(t, o.id)
 	require.NotEmpty(t, ps)
-	// One invoice per later period; an invoice no period names is one
+	// One invoice per later period (a proration invoice bills no period);
+	// an invoice no period names is one
 	// cancelled, unpaid, whose period was reissued with a new invoice
 	// (order.period_reissue names it): nothing billed twice.
 	var invoices, stray int
@@ -473,18 +547,45 @@ func checkRenewalModel(t testing.TB, b *bundle, o *modelOrder, now time.Time, op
 		           SELECT 1 FROM audit_log a WHERE a.entity_type = 'order' AND a.entity_id = $2 AND a.action = $3
 		             AND a.before->>'invoice_id' = i.id::text)))
 		FROM invoices i LEFT JOIN service_periods p ON p.invoice_id = i.id
-		WHERE i.order_id = $1`, o.id, o.id.String(), order.ActionOrderPeriodReissue).Scan(&invoices, &stray))
+		WHERE i.order_id = $1
+		  AND NOT EXISTS (SELECT 1 FROM plan_changes pc WHERE pc.invoice_id = i.id AND pc.timing = 'now')`, o.id, o.id.String(), order.ActionOrderPeriodReissue).Scan(&invoices, &stray))
 	require.Equal(t, len(ps)-1, invoices, "one invoice per later period (order %s)", o.id)
 	require.Zero(t, stray, "an invoice of order %s bills no period and was not replaced by a reissue", o.id)
-	anchor := ps[0].StartsAt
+	// The calendar: the anchor plus whole cycles, and a period-end change
+	// of cycle counts from the start of the period it billed (the period
+	// still bills that change's invoice: one reissued after its invoice was
+	// cancelled bills the old plan).
+	type billed struct {
+		Invoice            uuid.UUID
+		FromCycle, ToCycle string
+	}
+	cycles := map[uuid.UUID]billed{}
+	if o.periodEndAsked {
+		rows, err := b.pool.Query(ctx, `SELECT invoice_id, from_cycle, to_cycle FROM plan_changes
+			WHERE order_id = $1 AND timing = 'period_end' AND invoice_id IS NOT NULL`, o.id)
+		require.NoError(t, err)
+		chs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[billed])
+		require.NoError(t, err)
+		for _, ch := range chs {
+			cycles[ch.Invoice] = ch
+		}
+	}
+	anchor, months, cycle := ps[0].StartsAt, 0, o.firstCycle
 	var lastPaid *store.ServicePeriod
 	for i, p := range ps {
 		require.EqualValues(t, i+1, p.Seq)
 		if i > 0 {
 			require.NotNil(t, p.InvoiceID, "period %d has its invoice", p.Seq)
 			require.True(t, p.StartsAt.Equal(ps[i-1].EndsAt), "period %d starts where %d ended", p.Seq, i)
+			if ch, ok := cycles[*p.InvoiceID]; ok {
+				if ch.ToCycle != ch.FromCycle {
+					anchor, months = p.StartsAt, 0
+				}
+				cycle = ch.ToCycle
+			}
 		}
-		want := order.AddMonths(anchor, (i+1)*o.months, loc)
+		months += order.BillingCycle(cycle).Months()
+		want := order.AddMonths(anchor, months, loc)
 		require.True(t, p.EndsAt.Equal(want), "period %d ends %s, the calendar says %s", p.Seq, p.EndsAt, want)
 		if p.Status == store.PeriodPaid {
 			lastPaid = &ps[i]

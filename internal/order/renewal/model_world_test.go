@@ -43,11 +43,16 @@ type payWorld struct {
 	pays   *payment.Service
 	orders *order.Service
 	admin  context.Context
+	// card is the saved cards' Stripe.
+	card *cardGateway
 	// clock is the running sequence's clock.
 	clock atomic.Pointer[testkit.Clock]
 }
 
 func (w *payWorld) Get(_ context.Context, id uuid.UUID) (payment.Gateway, error) {
+	if w.card != nil && id == w.card.gw.InterfaceID {
+		return w.card.gw, nil
+	}
 	if id != w.gw.InterfaceID {
 		return payment.Gateway{}, errors.New("no such gateway interface")
 	}
@@ -72,6 +77,7 @@ func newPayWorld(t *testing.T, b *bundle) *payWorld {
 		InterfaceID: gwID, PluginName: "epay", DisplayName: "epay", Enabled: true, ConfigJSON: string(cfg),
 		Plugin: plugintest.Load(t, "gateway/epay.lua", plugin.Options{}), Currencies: []string{"CNY"},
 	}
+	w.card = newCardGateway(t, b)
 	log := slog.New(slog.DiscardHandler)
 	w.pays = payment.NewService(b.pool, log, payment.WithGateways(w), payment.WithPublicURL("http://127.0.0.1:9"), payment.WithClock(w.now))
 	w.orders = order.NewService(b.pool, []string{"CNY"}, nil, w.now, log).WithBalanceRefunder(w.pays)

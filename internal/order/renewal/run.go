@@ -395,8 +395,22 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		if err != nil {
 			return err
 		}
+		if !l.o.Renews || !live(l.o) {
+			return nil
+		}
+		// A period-end change whose period has started takes effect
+		// first (the plan change step does it too, later in the pass): a
+		// pass that catches up on more than a period must bill the next
+		// one at the plan the order now has, not bill the change again.
+		if applied, err := order.ApplyDuePlanChange(ctx, tx, l.o, by, now, now); err != nil {
+			return err
+		} else if applied {
+			if l.o, err = store.Q(tx).GetOrder(ctx, id); err != nil {
+				return err
+			}
+		}
 		cycle := order.BillingCycle(l.o.BillingCycle)
-		if !l.o.Renews || !live(l.o) || !cycle.Recurring() || !l.o.RenewalPrice.Valid {
+		if !cycle.Recurring() || !l.o.RenewalPrice.Valid {
 			return nil
 		}
 		// The last served period: a cancelled one after it (its invoice
@@ -428,6 +442,12 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 				next.AnchorAt, next.AnchorMonths = last.EndsAt, int32(to.Months())
 				next.EndsAt = order.AddMonths(last.EndsAt, to.Months(), r.opts.Location)
 			}
+		}
+		// An upgrade still unpaid lapses now: the period billed here is
+		// billed at the plan the order has, and the upgrade's proration
+		// covers the current period only.
+		if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, l.o, by, now, now); err != nil {
+			return err
 		}
 		var inv store.Invoice
 		if price.Sign() == 0 {
