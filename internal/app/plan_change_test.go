@@ -481,3 +481,43 @@ func TestEndingNowAfterAnUpgradeCreditsTheProrationsMoneyToo(t *testing.T) {
 	require.Equal(t, rest.String(), second.String())
 	endLedgerClean(t, w.e.r.app.Pool())
 }
+
+// An order that ends takes its pending plan change with it (issue 38): an
+// unpaid upgrade's proration invoice is cancelled, so nobody pays for a
+// plan of a service that has ended, and a change waiting for the period
+// end is cancelled rather than left pending for good.
+func TestAnOrderThatEndsCancelsItsPendingPlanChange(t *testing.T) {
+	t.Parallel()
+	w := startPlanWorld(t)
+	w.topUp(t, "60.00")
+	up, _, start, _ := w.buy(t, w.small)
+	later, _, _, _ := w.buy(t, w.small)
+	w.advanceTo(t, start.Add(24*time.Hour))
+	// The balance is spent: the upgrade's proration waits for a payment.
+	changed := w.change(t, up, w.huge, "now")
+	require.Equal(t, "pending", changed.GetChange().GetStatus())
+	proration := changed.GetChange().GetInvoiceId()
+	require.NotEmpty(t, proration)
+	require.Equal(t, "issued", w.invoice(t, proration).GetStatus())
+	require.Equal(t, "pending", w.change(t, later, w.big, "period_end").GetChange().GetStatus())
+
+	for _, id := range []string{up, later} {
+		_, err := w.e.orders.EndService(w.ctx, with(&orderpb.EndServiceRequest{OrderId: id, Credit: "balance"}, w.e.c.customer))
+		require.NoError(t, err)
+		got := w.get(t, id)
+		require.Equal(t, "terminated", got.GetOrder().GetStatus())
+		require.Nil(t, got.GetOrder().GetPendingPlanChange(), "order %s keeps no pending plan change", id)
+	}
+	require.Equal(t, "cancelled", w.invoice(t, proration).GetStatus(), "the proration of an ended service is not payable")
+	var statuses []string
+	rows, err := w.e.r.app.Pool().Query(w.ctx, `SELECT status FROM plan_changes WHERE order_id = ANY($1::uuid[]) ORDER BY created_at`, []string{up, later})
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		statuses = append(statuses, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"cancelled", "cancelled"}, statuses)
+	endLedgerClean(t, w.e.r.app.Pool())
+}

@@ -149,6 +149,11 @@ func Transition(ctx context.Context, tx pgx.Tx, o store.Order, m Move) (Moved, e
 		if cancelled, err = cancelOpenRenewalInvoices(ctx, tx, o, m); err != nil {
 			return Moved{}, err
 		}
+		proration, err := cancelPendingPlanChange(ctx, tx, o, m)
+		if err != nil {
+			return Moved{}, err
+		}
+		cancelled = append(cancelled, proration...)
 	}
 	// The order and the pending payments the move fails are written in one
 	// round trip.
@@ -278,6 +283,51 @@ func servicePayload(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, reason st
 // failedByOrderEnd is the failure reason of the pending payments of a
 // renewal invoice cancelled because its order ended.
 const failedByOrderEnd = "invoice cancelled: the order ended"
+
+// cancelPendingPlanChange cancels order o's pending plan change for the
+// move m to a final status: an upgrade's unpaid proration invoice through
+// InvoiceTransition (which cancels the change, planChangeOnCancel, and
+// fails the invoice's pending payments), a change waiting for the period
+// end directly. A partly paid proration is left as it is, as a partly paid
+// renewal invoice is (an admin decides). A period-end change already billed
+// went with its renewal invoice (cancelOpenRenewalInvoices, first). The
+// caller holds o's lock.
+func cancelPendingPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, m Move) ([]InvoiceMoved, error) {
+	pending, err := store.Q(tx).PendingPlanChange(ctx, o.ID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ch, err := store.Q(tx).GetPlanChangeForUpdate(ctx, pending.ID)
+	if err != nil {
+		return nil, store.BugIfNotFound(err, "lock the pending plan change")
+	}
+	if ch.InvoiceID != nil {
+		inv, err := store.Q(tx).GetInvoiceForUpdate(ctx, *ch.InvoiceID)
+		if err != nil {
+			return nil, store.BugIfNotFound(err, "lock the plan change's invoice")
+		}
+		if !inv.PaidAmount.IsZero() || (InvoiceStatus(inv.Status) != InvoiceIssued && InvoiceStatus(inv.Status) != InvoiceOverdue) {
+			return nil, nil
+		}
+		moved, err := InvoiceTransition(ctx, tx, inv, InvoiceMove{
+			To: InvoiceCancelled, By: m.By, At: m.At, FailReason: failedByOrderEnd + " (" + string(m.To) + ")",
+		})
+		if err != nil {
+			return nil, err
+		}
+		return []InvoiceMoved{moved}, nil
+	}
+	after, err := store.Q(tx).SetPlanChangeStatus(ctx, store.SetPlanChangeStatusParams{
+		ID: ch.ID, Status: store.PlanChangeCancelled, Credited: ch.Credited, UpdatedAt: m.At,
+	})
+	if err != nil {
+		return nil, store.BugIfNotFound(err, "cancel the plan change")
+	}
+	return nil, audit.Write(ctx, tx, m.By, m.At, ActionPlanChangeCancel, entityPlanChange, ch.ID.String(), planChangeSnapshot(ch), planChangeSnapshot(after))
+}
 
 // cancelOpenRenewalInvoices cancels, through InvoiceTransition, the issued
 // or overdue invoices billing order o's unpaid periods, for the move m to
