@@ -78,8 +78,11 @@ type fixture struct {
 	AlipayInterface alipayInterface `json:"alipayInterface"`
 	TestPlugin      testPlugin      `json:"testPlugin"`
 	FailedEventID   string          `json:"failedEventId"`
-	NotifiedEventID string          `json:"notifiedEventId"`
-	Dashboard       dashboard       `json:"dashboard"`
+	// Disputes are the gateway ids of two disputes of the paid payment,
+	// the nearer evidence deadline first.
+	Disputes        []string  `json:"disputes"`
+	NotifiedEventID string    `json:"notifiedEventId"`
+	Dashboard       dashboard `json:"dashboard"`
 	// ManualRefund is what the admin types when refunding the confirmed
 	// bank transfer (pending: sent back by hand) and recording it.
 	ManualRefund manualRefund `json:"manualRefund"`
@@ -465,6 +468,19 @@ func world(t *testing.T, s *service) fixture {
 		(id, customer_id, gateway_interface_id, gateway_customer_id, gateway_method_id, brand, last4, exp_month, exp_year, created_at)
 		VALUES (gen_random_uuid(), $1, $2, 'cus_E2E', 'pm_E2E', 'visa', '4242', 7, 2031, now())`, fx.CustomerID, bank)
 	require.NoError(t, err)
+
+	// Two disputes of the paid payment, the later deadline written first:
+	// the queue lists the nearer one first.
+	for _, d := range []struct {
+		id  string
+		due time.Duration
+	}{{"dp_E2E_later", 9 * 24 * time.Hour}, {"dp_E2E_sooner", 2 * 24 * time.Hour}} {
+		_, err = s.app.Pool().Exec(ctx, `INSERT INTO disputes (payment_id, gateway_interface_id, gateway_dispute_id, amount, currency, reason, status, evidence_due_by)
+			SELECT id, coalesce(gateway_interface_id, $4), $2, 10.00, currency, 'fraudulent', 'needs_response', now() + $3::interval FROM payments WHERE id = $1`,
+			fx.PaidPayment.ID, d.id, fmt.Sprintf("%d seconds", int(d.due.Seconds())), bank)
+		require.NoError(t, err)
+	}
+	fx.Disputes = []string{"dp_E2E_sooner", "dp_E2E_later"}
 
 	// An event that used up its attempts, for the retry step.
 	err = s.app.Pool().QueryRow(ctx, `INSERT INTO events (event_type, payload, status, order_id, attempts, last_error)

@@ -1580,6 +1580,19 @@ try {
       await clearFilters();
     });
 
+    await step("disputes: the nearest evidence deadline first, each linked to its payment, order and customer", async () => {
+      await nav("Disputes");
+      await page.getByRole("heading", { name: "Disputes", level: 1 }).waitFor();
+      await rows().first().waitFor();
+      const got = (await cellTexts(page.locator("main table").first())).map((r) => r[0]);
+      sameJSON(got, fx.disputes, "the disputes in the queue's order");
+      const first = rows().first();
+      for (const href of [`payments/${fx.paidPayment.id}`, `orders/${fx.paidPayment.orderId}`, `customers/${fx.customerId}`]) {
+        if ((await first.locator(`a[href$="${href}"]`).count()) !== 1) throw new Error(`the dispute's row links to no ${href}`);
+      }
+      await shot("disputes");
+    });
+
     await step("event detail and its notifications", async () => {
       await page.goto(`${base}events/${fx.notifiedEventId}`);
       await page.getByRole("heading", { name: "Event", level: 1 }).waitFor();
