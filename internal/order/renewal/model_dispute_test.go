@@ -340,7 +340,7 @@ func (s *modelSeq) refundEnds(o *modelOrder, periods []store.ServicePeriod, p di
 			net, _ := got.Amount.Sub(got.RefundedAmount)
 			held, _ = held.Add(net)
 		}
-			if mine {
+		if mine {
 			return live && now.Before(per.EndsAt) && held.Sign() <= 0 && (per.Outcome == nil || *per.Outcome == store.OutcomeRenewed), per.Seq
 		}
 	}
