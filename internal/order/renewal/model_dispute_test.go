@@ -132,12 +132,17 @@ func orderOf(orders []*modelOrder, id *uuid.UUID) *modelOrder {
 // it or a part, and checks: the order's running service suspended with
 // reason dispute; one suspended for another reason, or no longer
 // running, left as it was; no money moved.
-func (s *modelSeq) openDispute(orders []*modelOrder, card bool, ds *[]*modelDispute, n *disputeCounts) {
+func (s *modelSeq) openDispute(orders []*modelOrder, card *bool, ds *[]*modelDispute, n *disputeCounts) {
 	ps := s.stripePays()
-	if len(ps) == 0 && card {
-		// Nothing charged yet: the card succeeds from now on, and time
-		// passes to an order's next due day, when the leader charges it
-		// for what the balance does not cover.
+	if len(ps) == 0 {
+		// Nothing charged yet: the customer saves a card (if they had
+		// none), it succeeds from now on, and time passes to an order's
+		// next due day, when the leader charges it for what the balance
+		// does not cover.
+		if !*card {
+			s.w.card.saveCard(s.tb, s.b, s.customer, s.clock.Now())
+			*card = true
+		}
 		s.w.card.setMode(cardSucceeds)
 		o := rapid.SampledFrom(orders).Draw(s.rt, "charged order")
 		per := s.b.periods(s.tb, o.id)

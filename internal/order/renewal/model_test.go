@@ -48,7 +48,7 @@ var modelActions = []string{
 	"end now", "end now", "refund a period's payment", "refund a period's payment",
 	"plan change now", "plan change now", "plan change at period end", "cancel plan change",
 	"pay the proration", "proration lapses",
-	"dispute opened", "dispute opened", "dispute moves", "dispute moves", "invalid dispute",
+	"dispute opened", "dispute moves", "dispute moves", "dispute moves", "invalid dispute",
 }
 
 // modelOrder is what the model knows of one order.
@@ -436,12 +436,12 @@ func TestRenewalModel(t *testing.T) {
 			case "proration lapses": // an unpaid proration's lapse time passes, the leader runs
 				seq.lapse(seq.pendingFirst(orders))
 			case "dispute opened": // the card's holder disputes a settled charge, in full or in part
-				seq.openDispute(orders, card, &ds, &disputes)
+				seq.openDispute(orders, &card, &ds, &disputes)
 				pass()
 			case "dispute moves": // an open dispute goes under review, is won or lost, or is reported again
 				if !anyOpen(ds) {
 					// None open: one is opened, and days pass.
-					seq.openDispute(orders, card, &ds, &disputes)
+					seq.openDispute(orders, &card, &ds, &disputes)
 					clock.Advance(time.Duration(rapid.IntRange(1, 10).Draw(rt, "days")) * 24 * time.Hour)
 					pass()
 				}
