@@ -30,8 +30,10 @@ import (
 
 // modelDispute is a dispute the model opened at its Stripe.
 type modelDispute struct {
-	id     string
-	pay    uuid.UUID
+	id  string
+	pay uuid.UUID
+	// order is the order of its payment (nil: none).
+	order  *uuid.UUID
 	pi     string
 	amount money.Amount
 	status string
@@ -169,7 +171,7 @@ func (s *modelSeq) openDispute(orders []*modelOrder, card *bool, ds *[]*modelDis
 	if o != nil {
 		before = s.b.order(s.tb, o.id)
 	}
-	d := &modelDispute{id: "dp_" + uuid.NewString()[:12], pay: p.ID, pi: p.Tx, amount: amount,
+	d := &modelDispute{id: "dp_" + uuid.NewString()[:12], pay: p.ID, order: p.Order, pi: p.Tx, amount: amount,
 		status: rapid.SampledFrom([]string{"warning_needs_response", "needs_response"}).Draw(s.rt, "opened as")}
 	if err := s.deliverDispute(d.id, d.pi, "charge.dispute.created", d.status, amount.Cents(), "cny"); err != nil {
 		s.rt.Fatalf("dispute %s of payment %s refused: %v", d.id, p.ID, err)
@@ -310,7 +312,21 @@ func (s *modelSeq) moveDispute(orders []*modelOrder, ds []*modelDispute, n *disp
 		}
 	}
 	// Won, or lost without ending the service: the dispute's suspension
-	// lifted, any other left.
+	// lifted once no other dispute of the order's payments is open; any
+	// other suspension left.
+	others := 0
+	for _, e := range ds {
+		if e != d && e.open() && e.order != nil && *e.order == o.id {
+			others++
+		}
+	}
+	if others > 0 && before.Status == string(order.StatusSuspended) && before.SuspendReason == order.SuspendReasonDispute {
+		if after.Status != before.Status || after.SuspendReason != before.SuspendReason {
+			s.rt.Fatalf("dispute %s %s with %d other dispute(s) of order %s open: it went %s (%s), want still suspended for them",
+				d.id, to, others, o.id, after.Status, after.SuspendReason)
+		}
+		return
+	}
 	if before.Status == string(order.StatusSuspended) && before.SuspendReason == order.SuspendReasonDispute {
 		if after.Status != string(order.StatusActive) {
 			s.rt.Fatalf("dispute %s %s: order %s suspended for it is %s (%s), want resumed", d.id, to, o.id, after.Status, after.SuspendReason)
