@@ -281,3 +281,32 @@ func TestDisputeWithSuspendOffOnlyRecordsAndTells(t *testing.T) {
 	require.Equal(t, "active", st)
 	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM notifications WHERE event_id IS NULL`))
 }
+
+// Two disputes of one order (found writing the renewal model's rule):
+// the first one closed, won or lost in part, while the other is still
+// open leaves the order suspended for the open one; the last one closed
+// resumes it.
+func TestADisputeClosedWhileAnotherOfTheOrderIsOpenKeepsItSuspended(t *testing.T) {
+	t.Parallel()
+	s := startStripeDisputes(t)
+	orderID, p := s.paidActive(t)
+	pi := piOf(p)
+	s.deliver(t, disputeEvent("dp_first", pi, "charge.dispute.created", "needs_response", 500, "usd"), http.StatusOK)
+	s.deliver(t, disputeEvent("dp_second", pi, "charge.dispute.created", "needs_response", 300, "usd"), http.StatusOK)
+	st, reason := s.orderRow(t, orderID)
+	require.Equal(t, "suspended", st)
+	require.Equal(t, "dispute", reason)
+
+	s.deliver(t, disputeEvent("dp_first", pi, "charge.dispute.closed", "won", 500, "usd"), http.StatusOK)
+	st, reason = s.orderRow(t, orderID)
+	require.Equal(t, "suspended", st, "dp_second is still open")
+	require.Equal(t, "dispute", reason)
+
+	s.deliver(t, disputeEvent("dp_second", pi, "charge.dispute.closed", "lost", 300, "usd"), http.StatusOK)
+	st, reason = s.orderRow(t, orderID)
+	require.Equal(t, "active", st, "the last open dispute closed")
+	require.Empty(t, reason)
+	require.Equal(t, "3.00", s.getPayment(t, p.GetId()).GetRefundedAmount())
+	require.Equal(t, 1, s.count(t, `SELECT count(*) FROM events WHERE order_id = $1 AND event_type = 'service_resumed'`, orderID))
+	s.ledgerClean(t)
+}

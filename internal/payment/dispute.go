@@ -77,7 +77,8 @@ func disputeSnapshot(d store.Dispute) disputeState {
 //     order's running service with reason dispute when [disputes].suspend
 //     is on (an order suspended for another reason stays as it is);
 //   - won (or Stripe's warning_closed) resumes an order suspended for the
-//     dispute; an admin's or an overdue suspension stays;
+//     dispute once no other dispute of its payments is open; an admin's or
+//     an overdue suspension stays;
 //   - lost: the amount went back to the customer through the gateway, so
 //     it is recorded as a succeeded gateway refund of the payment (the
 //     refund rules, ledger.Verify and the trends count it): a payment lost
@@ -287,7 +288,9 @@ func (s *Service) disputeCallback(ctx context.Context, interfaceID uuid.UUID, gw
 
 // disputeMovesOrder suspends, resumes or leaves the locked order o for
 // dispute d's new status, and answers the status it moved to ("" if none).
-// A lost dispute's refund has already ended an order paid back in full.
+// A lost dispute's refund has already ended an order paid back in full;
+// a closed dispute resumes the order only when no other dispute of its
+// payments is open.
 func (s *Service) disputeMovesOrder(ctx context.Context, tx pgx.Tx, who audit.Actor, now time.Time, o store.Order, d store.Dispute, existed bool) (string, error) {
 	st := order.Status(o.Status)
 	switch {
@@ -302,7 +305,13 @@ func (s *Service) disputeMovesOrder(ctx context.Context, tx pgx.Tx, who audit.Ac
 		if st != order.StatusSuspended || o.SuspendReason != order.SuspendReasonDispute {
 			return "", nil
 		}
-		_, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: who, At: now,
+		// Another dispute of the order's payments still open holds the
+		// suspension until it closes too.
+		open, err := store.Q(tx).OpenDisputesOfOrder(ctx, store.OpenDisputesOfOrderParams{OrderID: &o.ID, ExceptID: d.ID})
+		if err != nil || open > 0 {
+			return "", err
+		}
+		_, err = order.Transition(ctx, tx, o, order.Move{To: order.StatusActive, By: who, At: now,
 			Note: "dispute " + d.GatewayDisputeID + " " + d.Status})
 		return string(order.StatusActive), err
 	}

@@ -14,4 +14,5 @@ type (
 	ListDisputesParams             = dbsqlc.ListDisputesParams
 	ListDisputesRow                = dbsqlc.ListDisputesRow
 	DisputeAuditExistsParams       = dbsqlc.DisputeAuditExistsParams
+	OpenDisputesOfOrderParams      = dbsqlc.OpenDisputesOfOrderParams
 )

@@ -57,3 +57,11 @@ SELECT EXISTS (
 -- Serialises the reports about one gateway dispute whose payment is
 -- unknown (no row to lock), for the length of the transaction.
 SELECT pg_advisory_xact_lock(hashtext('dispute:' || @gateway_dispute_id::text));
+
+-- name: OpenDisputesOfOrder :one
+-- How many disputes of the order's payments other than except_id are
+-- still open (not won, lost, or closed without a chargeback).
+SELECT count(*) FROM disputes d JOIN payments p ON p.id = d.payment_id
+WHERE p.order_id = @order_id
+  AND d.id <> @except_id
+  AND d.status NOT IN ('won', 'lost', 'warning_closed');

@@ -255,10 +255,12 @@ func (s *modelSeq) changePlan(o *modelOrder, when string) {
 	}
 }
 
-// held is what the payments of period p still hold (paid, not refunded).
+// held is what the payments of period p still hold (paid, not refunded),
+// with those of the prorations of the upgrades applied now in it: they
+// paid for the rest of the period at the new price.
 func (s *modelSeq) held(o *modelOrder, p store.ServicePeriod) money.Amount {
 	held := money.Zero()
-	for _, id := range s.b.periodPayments(s.tb, o.id, p) {
+	for _, id := range s.heldBy(o, p) {
 		got, err := store.Q(s.b.pool).GetPayment(context.Background(), id)
 		require.NoError(s.tb, err)
 		net, err := got.Amount.Sub(got.RefundedAmount)
@@ -269,10 +271,22 @@ func (s *modelSeq) held(o *modelOrder, p store.ServicePeriod) money.Amount {
 	return held
 }
 
-// refundsPending: a refund of one of period p's payments is under way
-// (its amount is reserved).
+// heldBy are the payments of period p and of the prorations of the
+// upgrades applied now in it.
+func (s *modelSeq) heldBy(o *modelOrder, p store.ServicePeriod) []uuid.UUID {
+	rows, err := s.b.pool.Query(context.Background(), `SELECT pay.id FROM plan_changes c JOIN payments pay ON pay.invoice_id = c.invoice_id
+		WHERE c.order_id = $1 AND c.period_seq = $2 AND c.timing = 'now' AND c.status = 'applied' AND pay.status IN ('success', 'refunded')
+		ORDER BY pay.created_at, pay.id`, o.id, p.Seq)
+	require.NoError(s.tb, err)
+	prorations, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	require.NoError(s.tb, err)
+	return append(s.b.periodPayments(s.tb, o.id, p), prorations...)
+}
+
+// refundsPending: a refund of one of period p's payments (its prorations'
+// included) is under way (its amount is reserved).
 func (s *modelSeq) refundsPending(o *modelOrder, p store.ServicePeriod) bool {
-	ids := s.b.periodPayments(s.tb, o.id, p)
+	ids := s.heldBy(o, p)
 	if len(ids) == 0 {
 		return false
 	}

@@ -48,6 +48,7 @@ var modelActions = []string{
 	"end now", "end now", "refund a period's payment", "refund a period's payment",
 	"plan change now", "plan change now", "plan change at period end", "cancel plan change",
 	"pay the proration", "proration lapses",
+	"dispute opened", "dispute moves", "dispute moves", "dispute moves", "invalid dispute",
 }
 
 // modelOrder is what the model knows of one order.
@@ -73,6 +74,9 @@ type modelOrder struct {
 	// payment) at this paid end; periods is how many it had then.
 	endedAt *time.Time
 	periods int
+	// disputeSuspended: a dispute of one of its payments suspended it,
+	// and has not been won or lost.
+	disputeSuspended bool
 	// cancelledByHand are the invoices an admin cancelled: their period
 	// ends the service at its paid end (terminated if suspended then), not
 	// terminate_after_days past due.
@@ -134,6 +138,7 @@ func TestRenewalModel(t *testing.T) {
 	w := newPayWorld(t, b)
 	products := modelCatalogue(t, b)
 	changes := planCounts{refused: map[string]int{}}
+	var disputes disputeCounts
 	ctx := context.Background()
 	began := time.Now()
 	var sequences, steps, passes, cut, gatewayPays, refunds atomic.Int64
@@ -169,6 +174,7 @@ func TestRenewalModel(t *testing.T) {
 		w.card.setMode(rapid.SampledFrom(cardModes).Draw(rt, "the card's answer"))
 		var orders []*modelOrder
 		var gps []*gatewayPayment
+		var ds []*modelDispute
 		for range rapid.IntRange(1, 3).Draw(rt, "orders") {
 			cycle := rapid.SampledFrom([]string{"monthly", "quarterly", "annual"}).Draw(rt, "cycle")
 			o := &modelOrder{price: money.MustParse("7.00"), cycle: cycle, firstCycle: cycle}
@@ -429,6 +435,22 @@ func TestRenewalModel(t *testing.T) {
 				seq.payProration(seq.pendingFirst(orders))
 			case "proration lapses": // an unpaid proration's lapse time passes, the leader runs
 				seq.lapse(seq.pendingFirst(orders))
+			case "dispute opened": // the card's holder disputes a settled charge, in full or in part
+				seq.openDispute(orders, &card, &ds, &disputes)
+				pass()
+			case "dispute moves": // an open dispute goes under review, is won or lost, or is reported again
+				if !anyOpen(ds) {
+					// None open: one is opened, and days pass.
+					seq.openDispute(orders, &card, &ds, &disputes)
+					clock.Advance(time.Duration(rapid.IntRange(1, 10).Draw(rt, "days")) * 24 * time.Hour)
+					pass()
+				}
+				seq.moveDispute(orders, ds, &disputes)
+				// The leader runs every interval: an order resumed while its
+				// renewal is overdue is suspended for that by the next pass.
+				pass()
+			case "invalid dispute": // a dispute that is about none of the customer's payments as they are
+				seq.invalidDispute(orders, &disputes)
 			case "admin ends order": // an admin ends an active or suspended order
 				o := rapid.SampledFrom(orders).Draw(rt, "order")
 				withOrder(o, func(tx pgx.Tx, ord store.Order) error {
@@ -448,6 +470,7 @@ func TestRenewalModel(t *testing.T) {
 			}
 			for _, o := range orders {
 				seq.checkPlan(o)
+				seq.checkDisputeHold(o)
 				checkRenewalModel(tb, b, o, clock.Now(), opts, loc)
 			}
 		}
@@ -489,6 +512,8 @@ func TestRenewalModel(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE outcome = 'succeeded'), count(*) FILTER (WHERE outcome = 'declined'),
 		count(*) FILTER (WHERE outcome = 'authentication_required') FROM saved_charge_attempts`).Scan(&charged, &declined, &auth))
 	t.Logf("saved-card charges: %d succeeded, %d declined, %d asked for authentication", charged, declined, auth)
+	t.Logf("disputes: %d opened, %d under review, %d won, %d lost (%d in full), %d reported again, %d refused as anomalies",
+		disputes.opened, disputes.updated, disputes.won, disputes.lost, disputes.lostInFull, disputes.replayed, disputes.invalid)
 }
 
 // ended records that o ended now at paid end at: terminated, its paid end

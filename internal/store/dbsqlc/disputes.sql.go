@@ -263,6 +263,27 @@ func (q *Queries) LockDisputeReport(ctx context.Context, gatewayDisputeID string
 	return err
 }
 
+const openDisputesOfOrder = `-- name: OpenDisputesOfOrder :one
+SELECT count(*) FROM disputes d JOIN payments p ON p.id = d.payment_id
+WHERE p.order_id = $1
+  AND d.id <> $2
+  AND d.status NOT IN ('won', 'lost', 'warning_closed')
+`
+
+type OpenDisputesOfOrderParams struct {
+	OrderID  *uuid.UUID
+	ExceptID uuid.UUID
+}
+
+// How many disputes of the order's payments other than except_id are
+// still open (not won, lost, or closed without a chargeback).
+func (q *Queries) OpenDisputesOfOrder(ctx context.Context, arg OpenDisputesOfOrderParams) (int64, error) {
+	row := q.db.QueryRow(ctx, openDisputesOfOrder, arg.OrderID, arg.ExceptID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const updateDispute = `-- name: UpdateDispute :one
 UPDATE disputes
 SET status = $1,
