@@ -127,3 +127,25 @@ func TestCallbackRouteHandsThePluginTheExactBodyAndTheHeaders(t *testing.T) {
 	require.Nil(t, res.Msg.GetPayment())
 	require.Contains(t, rec.input, `"headers":{}`)
 }
+
+// The bounds are inclusive: a header of exactly 4 KiB (name and value) is
+// kept and one byte more is not; headers of exactly 32 KiB in all are kept
+// and the next one is not.
+func TestCallbackHeadersKeepExactlyTheirBounds(t *testing.T) {
+	t.Parallel()
+	h := http.Header{}
+	h.Set("X-A", strings.Repeat("a", 4<<10-len("x-a")))
+	h.Set("X-B", strings.Repeat("b", 4<<10-len("x-b")+1))
+	got := payment.CallbackHeaders(h)
+	require.Contains(t, got, "x-a", "4 KiB exactly")
+	require.NotContains(t, got, "x-b", "a byte over 4 KiB")
+
+	full := http.Header{}
+	for i := range 9 {
+		name := fmt.Sprintf("X-E%d", i)
+		full.Set(name, strings.Repeat("e", 4<<10-len(name)))
+	}
+	got = payment.CallbackHeaders(full)
+	require.Len(t, got, 8, "eight of 4 KiB fill the 32 KiB exactly; the ninth is left out")
+	require.NotContains(t, got, "x-e8")
+}
