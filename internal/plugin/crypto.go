@@ -16,6 +16,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -259,15 +260,28 @@ func (c *keyCache) public(s *state, L *lua.LState, text string) (*rsa.PublicKey,
 	return key, nil
 }
 
-// keyDER is the DER inside a PEM block, with the block's type; text without
-// PEM armour is taken as base64 DER (as Alipay's console hands out keys),
-// with the type "".
+// onePEM is a PEM block whose line breaks were lost: pasted into a
+// one-line form field (a browser drops the line breaks of an <input>).
+var onePEM = regexp.MustCompile(`^\s*-----BEGIN ([A-Z ]+)-----(.*?)-----END ([A-Z ]+)-----\s*$`)
+
+// keyDER is the DER inside a PEM block, with the block's type, its line
+// breaks optional (a key pasted into a one-line field); text without PEM
+// armour is taken as base64 DER (as Alipay's console hands out keys), with
+// the type "".
 func keyDER(text string) (string, []byte, error) {
 	if block, _ := pem.Decode([]byte(text)); block != nil {
 		return block.Type, block.Bytes, nil
 	}
 	if strings.Contains(text, "-----") {
-		return "", nil, errors.New("not a readable PEM block")
+		m := onePEM.FindStringSubmatch(text)
+		if m == nil || m[1] != m[3] {
+			return "", nil, errors.New("not a readable PEM block")
+		}
+		der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(m[2]), ""))
+		if err != nil || len(der) == 0 {
+			return "", nil, errors.New("not a readable PEM block")
+		}
+		return m[1], der, nil
 	}
 	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
 	if err != nil || len(der) == 0 {

@@ -98,7 +98,8 @@ func TestRSASHA256VerifiesGoSignaturesInEveryKeyForm(t *testing.T) {
 	b := setup(t)
 	msg := "app_id=2021&biz_content={\"out_trade_no\":\"p1\"}&charset=utf-8\n\x00é"
 	sig := goSign(t, k.key, msg)
-	for name, pub := range map[string]string{"pkix": k.pkix, "pkcs1": k.pkcs1Public, "certificate": k.crt, "bare base64 pkix": k.bareX} {
+	for name, pub := range map[string]string{"pkix": k.pkix, "pkcs1": k.pkcs1Public, "certificate": k.crt, "bare base64 pkix": k.bareX,
+		"pkix on one line": oneLine(k.pkix), "certificate on one line": oneLine(k.crt)} {
 		got := b.runOK(t, `
 			local pub, msg, sig = [[`+pub+`]], `+luaQuote(msg)+`, "`+sig+`"
 			local bad = string.sub(sig, 1, 10) .. (string.sub(sig, 11, 11) == "A" and "B" or "A") .. string.sub(sig, 12)
@@ -116,13 +117,18 @@ func TestRSASHA256VerifiesGoSignaturesInEveryKeyForm(t *testing.T) {
 	}
 }
 
+// oneLine is a PEM block pasted into a one-line form field: its line
+// breaks dropped.
+func oneLine(pemText string) string { return strings.ReplaceAll(pemText, "\n", "") }
+
 func TestRSASHA256SignsWhatGoVerifiesAndMatchesGoByteForByte(t *testing.T) {
 	t.Parallel()
 	k := goKeys()
 	b := setup(t)
 	msg := "charset=utf-8&method=alipay.trade.page.pay&total_amount=12.30"
 	want := goSign(t, k.key, msg) // PKCS #1 v1.5 is deterministic
-	for name, priv := range map[string]string{"pkcs1": k.pkcs1, "pkcs8": k.pkcs8, "bare base64 pkcs8": k.bare8} {
+	for name, priv := range map[string]string{"pkcs1": k.pkcs1, "pkcs8": k.pkcs8, "bare base64 pkcs8": k.bare8,
+		"pkcs8 on one line": oneLine(k.pkcs8), "pkcs1 on one line, spaces for line breaks": strings.ReplaceAll(strings.TrimSpace(k.pkcs1), "\n", " ")} {
 		got := b.runOK(t, `return json_encode({sig = rsa_sha256_sign([[`+priv+`]], `+luaQuote(msg)+`)})`)
 		sig := got["sig"].(string)
 		require.Equal(t, want, sig, name)
@@ -184,6 +190,7 @@ func TestRSAKeysThatCannotBeUsedRaiseErrors(t *testing.T) {
 		`rsa_sha256_sign([[` + k.pkix + `]], "m")`:                                                     `a PEM block of type "PUBLIC KEY"`,
 		`rsa_sha256_sign("not a key", "m")`:                                                            "neither PEM nor base64 DER",
 		`rsa_sha256_sign("-----BEGIN PRIVATE KEY-----\nxx", "m")`:                                      "not a readable PEM block",
+		`rsa_sha256_sign("-----BEGIN PRIVATE KEY-----AAAA-----END PUBLIC KEY-----", "m")`:              "not a readable PEM block",
 		`rsa_sha256_verify([[` + enc("PUBLIC KEY", ecPub) + `]], "m", "AAAA")`:                         "not an RSA public key",
 		`rsa_sha256_verify([[` + k.pkcs8 + `]], "m", "AAAA")`:                                          `a PEM block of type "PRIVATE KEY"`,
 		`rsa_sha256_verify("", "m", "AAAA")`:                                                           "rsa_sha256_verify: argument 1 (public_key_pem): neither PEM",

@@ -135,21 +135,6 @@ local function signing_string(params, without_sign_type)
   return sign_string(params, "sign")
 end
 
--- key_text is a configured key as the host functions read it. A PEM block
--- pasted into a one-line form field (a browser drops the line breaks of an
--- <input>) gets them back; bare base64 is read as it is.
-local function key_text(k)
-  k = str(k)
-  if find(k, "\n", 1, true) or not find(k, "-----", 1, true) then
-    return k -- PEM with its line breaks, or bare base64
-  end
-  local typ, body = match(k, "^%s*%-%-%-%-%-BEGIN ([%u ]+)%-%-%-%-%-(.-)%-%-%-%-%-END [%u ]+%-%-%-%-%-%s*$")
-  if typ == nil then
-    return k
-  end
-  return "-----BEGIN " .. typ .. "-----\n" .. gsub(body, "%s", "") .. "\n-----END " .. typ .. "-----\n"
-end
-
 -- signed_request is the parameters of a call of method with biz (the
 -- biz_content) and extra common parameters, signed with the app's key.
 local function signed_request(cfg, method, biz, extra)
@@ -166,14 +151,14 @@ local function signed_request(cfg, method, biz, extra)
   for k, v in pairs(extra or {}) do
     p[k] = v
   end
-  p.sign = rsa_sha256_sign(key_text(cfg.app_private_key), signing_string(p, false))
+  p.sign = rsa_sha256_sign(str(cfg.app_private_key), signing_string(p, false))
   return p
 end
 
 -- verify checks Alipay's signature of text with the configured public key;
 -- a key that cannot be read is an error of the configuration (raised).
 local function verify(cfg, text, sig)
-  return rsa_sha256_verify(key_text(cfg.alipay_public_key), text, sig) == true
+  return rsa_sha256_verify(str(cfg.alipay_public_key), text, sig) == true
 end
 
 -- node_text is the JSON text of node in body exactly as it arrived: from

@@ -123,20 +123,6 @@ local function check_config(cfg)
   return nil
 end
 
--- key_text is a configured key as the host functions read it: a PEM block
--- pasted into a one-line field gets its line breaks back.
-local function key_text(k)
-  k = str(k)
-  if find(k, "\n", 1, true) or not find(k, "-----", 1, true) then
-    return k
-  end
-  local typ, body = match(k, "^%s*%-%-%-%-%-BEGIN ([%u ]+)%-%-%-%-%-(.-)%-%-%-%-%-END [%u ]+%-%-%-%-%-%s*$")
-  if typ == nil then
-    return k
-  end
-  return "-----BEGIN " .. typ .. "-----\n" .. gsub(body, "%s", "") .. "\n-----END " .. typ .. "-----\n"
-end
-
 -- ids and money ---------------------------------------------------------------
 
 local function compact(id)
@@ -202,7 +188,7 @@ end
 local function authorization(cfg, method, path, body)
   local ts, n = str(now_unix()), nonce(method .. path .. body)
   local text = method .. "\n" .. path .. "\n" .. ts .. "\n" .. n .. "\n" .. body .. "\n"
-  local sig = rsa_sha256_sign(key_text(cfg.merchant_private_key), text)
+  local sig = rsa_sha256_sign(str(cfg.merchant_private_key), text)
   return AUTH_SCHEME .. ' mchid="' .. str(cfg.mchid) .. '",nonce_str="' .. n .. '",signature="' .. sig ..
     '",timestamp="' .. ts .. '",serial_no="' .. str(cfg.merchant_serial_no) .. '"'
 end
@@ -227,7 +213,7 @@ local function verify_signed(cfg, h, body)
     return "stale Wechatpay-Timestamp"
   end
   local text = ts .. "\n" .. n .. "\n" .. body .. "\n"
-  if not rsa_sha256_verify(key_text(cfg.wechatpay_public_key), text, sig) then
+  if not rsa_sha256_verify(str(cfg.wechatpay_public_key), text, sig) then
     return "bad signature"
   end
   return nil
