@@ -351,7 +351,12 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 		}
 		// Plan changes applied now in the period moved its price for the
 		// rest of it (the proration paid, or the downgrade credited).
-		if price, err = priceAfterPlanChanges(ctx, tx, o.ID, p.Seq, price); err != nil {
+		seq := p.Seq
+		changes, err := store.Q(tx).AppliedPlanChangesInPeriod(ctx, store.AppliedPlanChangesInPeriodParams{OrderID: o.ID, PeriodSeq: &seq})
+		if err != nil {
+			return nil, err
+		}
+		if price, err = priceAfterPlanChanges(changes, price); err != nil {
 			return nil, err
 		}
 		share, err := UnusedShare(price, p.StartsAt, p.EndsAt, now)
@@ -371,7 +376,7 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 		}
 		// An upgrade's proration paid for the rest of the period at the
 		// new price: its payments hold the share beside the period's own.
-		if kept, err = withProrationPayments(ctx, tx, o.ID, p.Seq, kept); err != nil {
+		if kept, err = withProrationPayments(ctx, tx, o.ID, changes, kept); err != nil {
 			return nil, err
 		}
 		paid := money.Zero()
@@ -395,14 +400,10 @@ func unusedShares(ctx context.Context, tx pgx.Tx, o store.Order, now time.Time) 
 	return out, nil
 }
 
-// withProrationPayments adds to pays the successful payments of the
-// proration invoices of the upgrades applied now in period seq of order
-// id, after the period's own (a share is credited from the oldest first).
-func withProrationPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, seq int32, pays []store.Payment) ([]store.Payment, error) {
-	chs, err := store.Q(tx).AppliedPlanChangesInPeriod(ctx, store.AppliedPlanChangesInPeriodParams{OrderID: id, PeriodSeq: &seq})
-	if err != nil {
-		return nil, err
-	}
+// withProrationPayments adds to pays the successful payments of order
+// id's proration invoices of chs, the upgrades applied now in a period,
+// after the period's own (a share is credited from the oldest first).
+func withProrationPayments(ctx context.Context, tx pgx.Tx, id uuid.UUID, chs []store.PlanChange, pays []store.Payment) ([]store.Payment, error) {
 	success := "success"
 	for _, ch := range chs {
 		if ch.InvoiceID == nil {

@@ -789,17 +789,13 @@ func lapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Act
 	return err == nil, err
 }
 
-// priceAfterPlanChanges is price, what was paid for period seq of order
-// id, moved by the plan changes applied now in that period (each by its
+// priceAfterPlanChanges is price, what was paid for a period, moved by
+// chs, the plan changes applied now in that period (each by its
 // new price less its old): the price of the rest of the period, whose
 // unused share an ending now credits. A downgrade lowers it (its
 // difference was credited already), an upgrade raises it (its proration
 // was paid). Never below zero.
-func priceAfterPlanChanges(ctx context.Context, tx pgx.Tx, id uuid.UUID, seq int32, price money.Amount) (money.Amount, error) {
-	chs, err := store.Q(tx).AppliedPlanChangesInPeriod(ctx, store.AppliedPlanChangesInPeriodParams{OrderID: id, PeriodSeq: &seq})
-	if err != nil {
-		return money.Amount{}, err
-	}
+func priceAfterPlanChanges(chs []store.PlanChange, price money.Amount) (money.Amount, error) {
 	for _, ch := range chs {
 		d, err := ch.ToPrice.Sub(ch.FromPrice)
 		if err != nil {
