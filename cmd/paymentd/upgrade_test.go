@@ -14,13 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
 	identitypb "github.com/rustbill/paymentd/gen/billing/identity"
+	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/clustertest"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/testdb"
 )
 
@@ -102,6 +105,8 @@ func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	opts.overview = true
 	compareReadbacks(t, was, api.read(t, made, opts))
 	step("a billing pass as of the release's clock changed nothing")
+	checkRecurringRevenue(t, api, made.admin, dbURL)
+	step("the recurring revenue's rollup, backfilled by migration 00015, is what the release's orders say")
 
 	api.checkCredentials(t, made)
 	api.checkReplays(t, made)
@@ -291,4 +296,52 @@ func errorLines(log string) []string {
 		}
 	}
 	return out
+}
+
+// checkRecurringRevenue: on the release's database, MRR now and the
+// renewals due in the next 30 days, which migration 00015 backfilled from
+// the orders and their periods, are what the orders say: the live
+// recurring orders' renewal prices a month, and those whose paid service
+// ends in the 30 days (each end at the start of its UTC quarter hour).
+func checkRecurringRevenue(t *testing.T, api *upgradeAPI, admin cred, dbURL string) {
+	t.Helper()
+	ctx := t.Context()
+	got, err := api.payAdmin.GetRecurringRevenue(ctx, as(admin, &paymentpb.GetRecurringRevenueRequest{}))
+	require.NoError(t, err)
+	asOf, err := time.Parse(time.RFC3339Nano, got.Msg.GetAsOf())
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, dbURL)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+		SELECT currency, count(*),
+		       sum(renewal_price * 100 * 12 / CASE billing_cycle WHEN 'monthly' THEN 1 WHEN 'quarterly' THEN 3 WHEN 'semi_annual' THEN 6 ELSE 12 END)::bigint,
+		       count(*) FILTER (WHERE renews AND paid_until >= trend_quarter($1) AND paid_until < trend_quarter($1 + interval '30 days'))
+		FROM orders WHERE status IN ('active', 'suspended') AND billing_cycle <> 'one_time'
+		GROUP BY currency ORDER BY currency`, asOf)
+	require.NoError(t, err)
+	want := map[string][3]int64{}
+	for rows.Next() {
+		var c string
+		var n, twelfths, due int64
+		require.NoError(t, rows.Scan(&c, &n, &twelfths, &due))
+		want[c] = [3]int64{n, twelfths, due}
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, want, "the release made recurring orders")
+	have := map[string][3]int64{}
+	for _, c := range got.Msg.GetCurrencies() {
+		var due int64
+		for _, a := range c.GetAhead() {
+			if a.GetDays() == 30 {
+				due = int64(a.GetRenewals())
+			}
+		}
+		have[c.GetCurrency()] = [3]int64{int64(c.GetEnd().GetServices()), 0, due}
+		w := want[c.GetCurrency()]
+		require.Equal(t, payment.Twelfths(w[1]).String(), c.GetEnd().GetAmount(), "MRR in %s", c.GetCurrency())
+		w[1] = 0
+		want[c.GetCurrency()] = w
+	}
+	require.Equal(t, want, have, "services in MRR and renewals due in 30 days, per currency")
 }

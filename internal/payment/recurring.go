@@ -27,15 +27,6 @@ const (
 // a figure is answered (Cents, String).
 type Twelfths int64
 
-// monthlyTwelfths is one month of a renewal price of cents per cycle.
-func monthlyTwelfths(cycle string, cents int64) (Twelfths, bool) {
-	m := order.BillingCycle(cycle).Months()
-	if m <= 0 {
-		return 0, false
-	}
-	return Twelfths(cents * 12 / int64(m)), true
-}
-
 // String is t in units of its currency, rounded half up (away from zero)
 // to the cent, with two fractional digits: "8.33" for 100.00 a year.
 func (t Twelfths) String() string {
@@ -145,8 +136,8 @@ func (s *Service) RecurringRevenue(ctx context.Context, q RecurringQuery) (Recur
 		TerminateNear: now.Add(NearHorizon - q.TerminateAfter), TerminateFar: now.Add(FarHorizon - q.TerminateAfter),
 		LiveStatuses: live,
 	}
-	got, err := store.RecurringRevenueIn(ctx, s.reads(), r, live,
-		store.RenewalsAheadParams{Now: now, Near: now.Add(NearHorizon), Far: now.Add(FarHorizon), LiveStatuses: live}, steps)
+	got, err := store.RecurringRevenueIn(ctx, s.reads(), r,
+		store.RenewalsAheadParams{Now: now, Near: now.Add(NearHorizon), Far: now.Add(FarHorizon)}, steps)
 	if err != nil {
 		return RecurringRevenue{}, err
 	}
@@ -167,21 +158,17 @@ func (s *Service) RecurringRevenue(ctx context.Context, q RecurringQuery) (Recur
 		}
 		return c
 	}
-	// MRR at the end of the range: the live services now, less those that
-	// started after the range, plus those that ended after it. MRR at its
-	// start is that, less what moved it during the range.
+	// MRR at the end of the range: every change ever, less those after
+	// the range. MRR at its start is that, less what moved it during the
+	// range. The sums come signed: an end or a lower price is negative.
 	for _, m := range got.Movements {
-		amount, ok := monthlyTwelfths(m.BillingCycle, m.Cents)
-		if !ok {
-			continue // the query reads recurring orders only
-		}
 		c := currency(m.Currency)
 		switch m.Kind {
-		case store.MovementLive, store.MovementEndedAfter:
-			c.End.add(m.Services, amount)
+		case store.MovementTotal:
+			c.End.add(m.Services, Twelfths(m.Twelfths))
 			continue
-		case store.MovementStartedAfter:
-			c.End.add(-m.Services, -amount)
+		case store.MovementAfter:
+			c.End.add(-m.Services, -Twelfths(m.Twelfths))
 			continue
 		}
 		i := days(r.FirstDay, m.Day) - 1
@@ -189,27 +176,26 @@ func (s *Service) RecurringRevenue(ctx context.Context, q RecurringQuery) (Recur
 			continue // bucketed into the range by the query
 		}
 		var total, day *Movement
+		sign := int64(1)
 		switch m.Kind {
 		case store.MovementNew:
 			total, day = &c.New, &c.Days[i].New
 		case store.MovementReactivation:
 			total, day = &c.Reactivation, &c.Days[i].Reactivation
 		case store.MovementChurn:
-			total, day = &c.Churn, &c.Days[i].Churn
+			total, day, sign = &c.Churn, &c.Days[i].Churn, -1
 		case store.MovementExpansion:
 			total, day = &c.Expansion, &c.Days[i].Expansion
 		case store.MovementContraction:
-			total, day = &c.Contraction, &c.Days[i].Contraction
+			total, day, sign = &c.Contraction, &c.Days[i].Contraction, -1
 		default:
 			continue
 		}
-		total.add(m.Services, amount)
-		day.add(m.Services, amount)
+		total.add(sign*m.Services, Twelfths(sign*m.Twelfths))
+		day.add(sign*m.Services, Twelfths(sign*m.Twelfths))
 	}
-	// Expansion and contraction are the plan changes applied in the range
-	// (the orders' prices above are their prices now: the changes take
-	// the start back to the prices before them). They count no services:
-	// a change moves MRR, not the number of services.
+	// Expansion and contraction count no services: a change moves MRR,
+	// not the number of services.
 	for _, c := range byCurrency {
 		c.Start = c.End
 		c.Start.add(-c.Net().Services, -c.Net().Amount)

@@ -28,8 +28,10 @@ type TrendFoldOptions struct {
 
 // TrendFolder is the background service that moves the trends' changes
 // into their rollup (payment_trends_fold; docs/decisions.md, "trends
-// rollup"). Readers add the unfolded changes, so folding only keeps
-// GetPaymentTrends fast: a fold that fails or does not run loses nothing.
+// rollup"), and the recurring revenue's into theirs (mrr_fold; "recurring
+// revenue rollup"). Readers add the unfolded changes, so folding only
+// keeps GetPaymentTrends and GetRecurringRevenue fast: a fold that fails
+// or does not run loses nothing.
 type TrendFolder struct {
 	*startstop.Periodic
 	db store.DB
@@ -52,5 +54,10 @@ func NewTrendFolder(db store.DB, o TrendFoldOptions) *TrendFolder {
 func (f *TrendFolder) round(ctx context.Context) error {
 	moved, err := store.Q(f.db).FoldPaymentTrends(ctx)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("trends.changes_folded", moved))
+	if err != nil {
+		return err
+	}
+	mrr, err := store.Q(f.db).FoldRecurringRevenue(ctx)
+	trace.SpanFromContext(ctx).SetAttributes(attribute.Int64("recurring_revenue.changes_folded", mrr))
 	return err
 }

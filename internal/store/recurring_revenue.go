@@ -19,42 +19,38 @@ type (
 
 // The kinds of RecurringRevenueMovement.
 const (
-	MovementLive         = "live"
-	MovementStartedAfter = "started_after"
-	MovementEndedAfter   = "ended_after"
+	// MovementTotal is every change of MRR ever (MRR now); MovementAfter
+	// the changes at or after the range's end. Both on its first day.
+	MovementTotal = "total"
+	MovementAfter = "after"
+	// The changes of one day of the range: a service started (new, or a
+	// customer coming back: reactivation) or ended (churn), a plan change
+	// raised or lowered a live service's price (expansion, contraction).
 	MovementNew          = "new"
 	MovementReactivation = "reactivation"
 	MovementChurn        = "churn"
-	// MovementExpansion and MovementContraction: plan changes applied on
-	// a day of the range that raised or lowered a live service's price;
-	// their billing_cycle is "annual" and their cents the change of the
-	// monthly price in twelfths of a cent (an annual price's twelfths are
-	// its cents), so that a change of cycle nets in one row.
-	MovementExpansion   = "expansion"
-	MovementContraction = "contraction"
+	MovementExpansion    = "expansion"
+	MovementContraction  = "contraction"
 )
 
-// RecurringRevenueMovement is the recurring services of one currency and
-// billing cycle that are live now (Kind live), that started or ended after
-// the range (the corrections started_after and ended_after, on its first
-// day), or that started (new, reactivation) or ended (churn) on Day (a
-// date at midnight UTC): how many, and the sum of their renewal prices in
-// cents of one period (sql/queries/recurring_revenue.sql).
+// RecurringRevenueMovement is a sum of changes of MRR of one currency
+// (sql/queries/recurring_revenue.sql): services and the monthly price in
+// twelfths of a cent, signed (an end or a lower price negative), of Kind
+// on Day (a date at midnight UTC).
 type RecurringRevenueMovement struct {
-	Kind         string
-	Day          time.Time
-	Currency     string
-	BillingCycle string
-	Services     int64
-	Cents        int64
+	Kind     string
+	Day      time.Time
+	Currency string
+	Services int64
+	Twelfths int64
 }
 
 // RecurringRevenueMovements answers what r's MRR and its movements day by
-// day are made of, read from the orders and their service periods;
-// liveStatuses is order.LiveStatuses().
-func RecurringRevenueMovements(ctx context.Context, db DB, r TrendRange, liveStatuses []string) ([]RecurringRevenueMovement, error) {
+// day are made of, read from the recurring revenue's rollup and the
+// changes not folded into it yet.
+func RecurringRevenueMovements(ctx context.Context, db DB, r TrendRange) ([]RecurringRevenueMovement, error) {
 	rows, err := dbsqlc.New(db).RecurringRevenueMovements(ctx, dbsqlc.RecurringRevenueMovementsParams{
-		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay), LiveStatuses: liveStatuses,
+		Zone: r.Zone, FirstDay: pgDate(r.FirstDay), LastDay: pgDate(r.LastDay),
 	})
 	if err != nil {
 		return nil, MapError(err)
@@ -62,7 +58,7 @@ func RecurringRevenueMovements(ctx context.Context, db DB, r TrendRange, liveSta
 	out := make([]RecurringRevenueMovement, len(rows))
 	for i, x := range rows {
 		out[i] = RecurringRevenueMovement{Kind: x.Kind, Day: dateOf(x.Day), Currency: x.Currency,
-			BillingCycle: x.BillingCycle, Services: x.Services, Cents: x.Cents}
+			Services: x.Services, Twelfths: x.Twelfths}
 	}
 	return out, nil
 }
@@ -78,7 +74,7 @@ type RecurringRevenueAnswers struct {
 // RecurringRevenueIn reads the movements of r, the renewals ahead and the
 // billing run's steps ahead in one transaction begun as the trends' is, so
 // an order moving meanwhile is counted in all three answers or in none.
-func RecurringRevenueIn(ctx context.Context, db DB, r TrendRange, liveStatuses []string,
+func RecurringRevenueIn(ctx context.Context, db DB, r TrendRange,
 	renewals RenewalsAheadParams, steps RenewalStepsAheadParams) (RecurringRevenueAnswers, error) {
 	var out RecurringRevenueAnswers
 	err := WithTx(ctx, db, func(tx pgx.Tx) error {
@@ -89,7 +85,7 @@ func RecurringRevenueIn(ctx context.Context, db DB, r TrendRange, liveStatuses [
 			return err
 		}
 		var err error
-		if out.Movements, err = RecurringRevenueMovements(ctx, tx, r, liveStatuses); err != nil {
+		if out.Movements, err = RecurringRevenueMovements(ctx, tx, r); err != nil {
 			return err
 		}
 		if out.Renewals, err = Q(tx).RenewalsAhead(ctx, renewals); err != nil {

@@ -1824,7 +1824,10 @@ type RenewalsAhead struct {
 	// Days from now: 7 or 30.
 	Days uint32 `protobuf:"varint,1,opt,name=days,proto3" json:"days,omitempty"`
 	// Live recurring orders that renew and whose paid service ends in the
-	// horizon, and the sum of their renewal prices (one period each).
+	// horizon, and the sum of their renewal prices (one period each). Read
+	// from the renewal schedule, which keeps each paid end to the start of
+	// its UTC quarter hour: the horizon runs from now's quarter hour to its
+	// own, at most 15 minutes off at either end.
 	Renewals       uint64 `protobuf:"varint,2,opt,name=renewals,proto3" json:"renewals,omitempty"`
 	RenewalsAmount string `protobuf:"bytes,3,opt,name=renewals_amount,json=renewalsAmount,proto3" json:"renewals_amount,omitempty"`
 	// Active orders the billing run suspends in the horizon (their renewal

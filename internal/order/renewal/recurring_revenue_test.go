@@ -153,6 +153,8 @@ func TestRecurringRevenueIsWhatTheOrdersAndPeriodsSay(t *testing.T) {
 	require.Equal(t, payment.Ahead{Renewals: 1, RenewalCents: 2000}, cny.Near)
 	require.Equal(t, payment.Ahead{Renewals: 2, RenewalCents: 3200, Suspensions: 1, SuspensionCents: 2000, Terminations: 1, TerminationCents: 2000}, cny.Far)
 	require.Equal(t, b.liveMRR(t), cny.End.Amount.String())
+	_, err = store.Q(b.pool).FoldRecurringRevenue(context.Background())
+	require.NoError(t, err) // what follows reads folded changes and new ones
 
 	b.clock.Set(at(time.January, 30, 0))
 	require.Equal(t, 1, b.pass(t).Issued, "D1's renewal, unpaid")
@@ -211,5 +213,143 @@ func TestRecurringRevenueIsWhatTheOrdersAndPeriodsSay(t *testing.T) {
 	require.Equal(t, b.liveMRR(t), today.Currencies[0].End.Amount.String())
 	require.Equal(t, "55.33", today.Currencies[0].End.Amount.String(), "A1 10 + A2 8.33… + E1 10 + D1 12 + C2 15 (B1 and C1 ended)")
 	require.Equal(t, ask("2027-01-01", "2027-01-31").Currencies[0].End, today.Currencies[0].Start, "consecutive ranges meet")
+	b.checkMRRRollup(t, func() []payment.RecurringRevenue {
+		return []payment.RecurringRevenue{ask("2027-01-01", "2027-01-31"), ask("2026-12-20", "2027-02-16"), ask("2027-02-10", "")}
+	})
 	b.checkMoney(t)
+}
+
+// checkMRRRollup: the answers of ask are the same before and after the
+// changes are folded, and after the rollup and the renewal schedule are
+// rebuilt from the records by migration 00015's backfills (what an
+// upgraded database starts from): the triggers and the backfills write the
+// same changes.
+func (b *bundle) checkMRRRollup(t *testing.T, ask func() []payment.RecurringRevenue) {
+	t.Helper()
+	ctx := context.Background()
+	want := ask()
+	moved, err := store.Q(b.pool).FoldRecurringRevenue(ctx)
+	require.NoError(t, err)
+	require.Positive(t, moved, "changes to fold")
+	require.Equal(t, want, ask(), "folded")
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // committed below
+	_, err = tx.Exec(ctx, `LOCK TABLE orders IN SHARE ROW EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `TRUNCATE mrr_changes, mrr_quarters, mrr_totals, renewal_schedule_changes, renewal_schedule_quarters`)
+	require.NoError(t, err)
+	var added, scheduled int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT mrr_backfill()`).Scan(&added))
+	require.Positive(t, added)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT renewal_schedule_install()`).Scan(&scheduled))
+	require.Positive(t, scheduled)
+	added += scheduled
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, want, ask(), "rebuilt by the backfill, not folded")
+	moved, err = store.Q(b.pool).FoldRecurringRevenue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, added, moved)
+	require.Equal(t, want, ask(), "rebuilt and folded")
+}
+
+// A service counts in MRR at the price it started at until a plan change
+// or a repricing moves it: the move is expansion or contraction on its
+// day, and a range that ends before it has the service at its old price.
+// Two services: A monthly at 10.00, upgraded on Jan 11 to 30.00; B monthly
+// at 30.00, downgraded on Jan 12 to 25.00, both now and paid (or credited)
+// from the balance, and B's new product repriced for its orders to 28.00
+// on Jan 15. Before the rollup (migration 00015) a service that started in
+// a range counted at its price now, and its plan change again as
+// expansion: A's start read 30.00, not 10.00.
+func TestRecurringRevenueCountsAServiceAtItsPriceBeforeAPlanChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.January, 1, 0), defaults())
+	ctx := context.Background()
+	admin := b.admin(t)
+	pays := payment.NewService(b.pool, slog.New(slog.DiscardHandler))
+	orders := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	ask := func(from, to string) payment.CurrencyMRR {
+		t.Helper()
+		rr, err := pays.RecurringRevenue(admin, payment.RecurringQuery{
+			TrendQuery: payment.TrendQuery{From: from, To: to, Zone: "UTC"}, Now: b.clock.Now(),
+		})
+		require.NoError(t, err)
+		require.Len(t, rr.Currencies, 1)
+		c := rr.Currencies[0]
+		require.Equal(t, c.End, func() payment.Movement {
+			s := c.Start
+			s.Services += c.Net().Services
+			s.Amount += c.Net().Amount
+			return s
+		}(), "the movements add up in %s to %s", from, to)
+		return c
+	}
+	month := func(price string) payment.Twelfths { return payment.Twelfths(money.MustParse(price).Cents() * 12) }
+	product := func(price string) uuid.UUID {
+		var id uuid.UUID
+		require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, billing_cycle)
+			VALUES ('VPS ' || $1::text, $1::numeric, 'CNY', 'monthly') RETURNING id`, price).Scan(&id))
+		return id
+	}
+	ca, cb := testfixture.Customer(t, b.pool), testfixture.Customer(t, b.pool)
+	a := b.activeOrder(t, ca, "monthly", "10.00")
+	b.clock.Set(at(time.January, 2, 0))
+	bo := b.activeOrder(t, cb, "monthly", "30.00")
+	b.topUp(t, ca, "100.00")
+
+	b.clock.Set(at(time.January, 11, 0))
+	res, err := orders.ChangeOrderPlan(asCustomer(ca), a, product("30.00"), store.PlanChangeNow)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangeApplied, res.Change.Status, "the proration paid from the balance")
+	b.clock.Set(at(time.January, 12, 0))
+	cheaper := product("25.00")
+	res, err = orders.ChangeOrderPlan(asCustomer(cb), bo, cheaper, store.PlanChangeNow)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangeApplied, res.Change.Status, "a downgrade's credit")
+	b.clock.Set(at(time.January, 20, 0))
+
+	before := ask("2027-01-01", "2027-01-10")
+	require.Equal(t, payment.Movement{}, before.Start)
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("40.00")}, before.New, "A at 10.00 and B at 30.00, the prices they started at")
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("40.00")}, before.End)
+
+	changes := ask("2027-01-11", "2027-01-19")
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("40.00")}, changes.Start)
+	require.Equal(t, payment.Movement{}, changes.New)
+	require.Equal(t, payment.Movement{Amount: month("20.00")}, changes.Expansion)
+	require.Equal(t, payment.Movement{Amount: month("5.00")}, changes.Contraction)
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("55.00")}, changes.End)
+	require.Equal(t, month("20.00"), changes.Days[0].Expansion.Amount, "Jan 11")
+	require.Equal(t, month("5.00"), changes.Days[1].Contraction.Amount, "Jan 12")
+
+	all := ask("2027-01-01", "2027-01-19")
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("40.00")}, all.New)
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("55.00")}, all.End)
+	require.Equal(t, b.liveMRR(t), all.End.Amount.String())
+	b.checkMRRRollup(t, func() []payment.RecurringRevenue {
+		var out []payment.RecurringRevenue
+		for _, w := range [][2]string{{"2027-01-01", "2027-01-10"}, {"2027-01-11", "2027-01-19"}, {"2027-01-01", "2027-01-19"}, {"2027-01-05", "2027-01-05"}} {
+			rr, err := pays.RecurringRevenue(admin, payment.RecurringQuery{
+				TrendQuery: payment.TrendQuery{From: w[0], To: w[1], Zone: "Asia/Kathmandu"}, Now: b.clock.Now(),
+			})
+			require.NoError(t, err)
+			out = append(out, rr)
+		}
+		return out
+	})
+
+	// Jan 20: the admin reprices B's new product to 28.00 for the orders
+	// that have it: B's price moves by 3.00 that day, with no plan change.
+	// (The backfill cannot know this: a repricing has no record but the
+	// order's price.)
+	dearer := money.MustParse("28.00")
+	_, err = orders.UpdateProduct(admin, cheaper, order.ProductUpdate{Price: &dearer, ApplyToExistingOrders: true})
+	require.NoError(t, err)
+	require.Equal(t, "28.00", b.order(t, bo).RenewalPrice.Amount.String())
+	repriced := ask("2027-01-11", "2027-01-20")
+	require.Equal(t, payment.Movement{Amount: month("23.00")}, repriced.Expansion)
+	require.Equal(t, month("3.00"), repriced.Days[9].Expansion.Amount, "Jan 20")
+	require.Equal(t, payment.Movement{Services: 2, Amount: month("58.00")}, repriced.End)
+	require.Equal(t, b.liveMRR(t), repriced.End.Amount.String())
 }

@@ -251,6 +251,30 @@ type LeaderLease struct {
 	ExpiresAt time.Time
 }
 
+type MrrChange struct {
+	Source   string
+	Ref      uuid.UUID
+	At       time.Time
+	Currency string
+	Kind     string
+	Services int32
+	Twelfths int64
+}
+
+type MrrQuarter struct {
+	Quarter  time.Time
+	Currency string
+	Kind     string
+	Services int64
+	Twelfths int64
+}
+
+type MrrTotal struct {
+	Currency string
+	Services int64
+	Twelfths int64
+}
+
 type Node struct {
 	ID          string
 	Hostname    string
@@ -471,6 +495,20 @@ type Refund struct {
 	Destination     string
 	CreatedAt       time.Time
 	UpdatedAt       time.Time
+}
+
+type RenewalScheduleChange struct {
+	Quarter  time.Time
+	Currency string
+	Renewals int32
+	Cents    int64
+}
+
+type RenewalScheduleQuarter struct {
+	Quarter  time.Time
+	Currency string
+	Renewals int64
+	Cents    int64
 }
 
 type SavedChargeAttempt struct {

@@ -12,6 +12,19 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const foldRecurringRevenue = `-- name: FoldRecurringRevenue :one
+SELECT mrr_fold()::bigint AS moved
+`
+
+// Moves the recurring revenue's changes into their rollup (mrr_fold): how
+// many it moved, 0 when another fold holds the lock.
+func (q *Queries) FoldRecurringRevenue(ctx context.Context) (int64, error) {
+	row := q.db.QueryRow(ctx, foldRecurringRevenue)
+	var moved int64
+	err := row.Scan(&moved)
+	return moved, err
+}
+
 const recurringRevenueMovements = `-- name: RecurringRevenueMovements :many
 
 WITH bounds AS (
@@ -19,156 +32,62 @@ WITH bounds AS (
            ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
            ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
     FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
-),
-live AS (
-    SELECT o.currency, o.billing_cycle, count(*) AS services, sum(o.renewal_price * 100) AS cents
-    FROM orders o
-    WHERE o.status = ANY($4::text[]) AND o.billing_cycle <> 'one_time'
-    GROUP BY 1, 2
-),
-started AS (
-    SELECT o.id, o.customer_id, o.currency, o.billing_cycle, o.cents, o.live, f.starts_at
-    FROM bounds b
-    JOIN service_periods f ON f.seq = 1 AND f.starts_at >= b.lo
-    CROSS JOIN LATERAL (
-        SELECT o.id, o.customer_id, o.currency, o.billing_cycle, o.renewal_price * 100 AS cents,
-               o.status = ANY($4::text[]) AS live
-        FROM orders o WHERE o.id = f.order_id AND o.billing_cycle <> 'one_time'
-        OFFSET 0
-    ) o
-),
-ended AS (
-    SELECT o.currency, o.billing_cycle, o.cents, e.updated_at AS ended_at, f.starts_at
-    FROM bounds b
-    JOIN service_periods e ON e.outcome IN ('ended', 'refunded') AND e.updated_at >= b.lo
-    CROSS JOIN LATERAL (
-        SELECT o.currency, o.billing_cycle, o.renewal_price * 100 AS cents
-        FROM orders o WHERE o.id = e.order_id AND o.billing_cycle <> 'one_time'
-        OFFSET 0
-    ) o
-    CROSS JOIN LATERAL (
-        SELECT f.starts_at FROM service_periods f WHERE f.order_id = e.order_id AND f.seq = 1
-        OFFSET 0
-    ) f
 )
-SELECT 'live'::text AS kind, $2::date AS day, l.currency::text AS currency, l.billing_cycle::text AS billing_cycle,
-       l.services::bigint AS services, l.cents::bigint AS cents
-FROM live l
+SELECT 'total'::text AS kind, $2::date AS day, t.currency::text AS currency,
+       sum(t.services)::bigint AS services, sum(t.twelfths)::bigint AS twelfths
+FROM (
+    SELECT currency, services, twelfths FROM mrr_totals
+    UNION ALL
+    SELECT currency, services, twelfths FROM mrr_changes
+) t
+GROUP BY 3
 UNION ALL
-SELECT 'started_after', $2::date, s.currency, s.billing_cycle, count(*), sum(s.cents)::bigint
-FROM started s, bounds b
-WHERE s.live AND s.starts_at >= b.hi
-GROUP BY 3, 4
-UNION ALL
-SELECT 'ended_after', $2::date, e.currency, e.billing_cycle, count(*), sum(e.cents)::bigint
-FROM ended e, bounds b
-WHERE e.ended_at >= b.hi AND e.starts_at < b.hi
-GROUP BY 3, 4
-UNION ALL
-SELECT CASE WHEN EXISTS (
-           SELECT 1 FROM orders o2
-           JOIN service_periods e2 ON e2.order_id = o2.id AND e2.outcome IN ('ended', 'refunded')
-           WHERE o2.customer_id = s.customer_id AND o2.status IN ('completed', 'terminated', 'refunded')
-             AND o2.billing_cycle <> 'one_time' AND e2.updated_at <= s.starts_at)
-       AND NOT EXISTS (
-           SELECT 1 FROM orders o3
-           JOIN service_periods f3 ON f3.order_id = o3.id AND f3.seq = 1
-           WHERE o3.customer_id = s.customer_id AND o3.id <> s.id AND o3.billing_cycle <> 'one_time'
-             AND f3.starts_at <= s.starts_at
-             AND (o3.status = ANY($4::text[]) OR EXISTS (
-                 SELECT 1 FROM service_periods e3
-                 WHERE e3.order_id = o3.id AND e3.outcome IN ('ended', 'refunded') AND e3.updated_at > s.starts_at)))
-       THEN 'reactivation' ELSE 'new' END,
-       ($2::date + width_bucket(s.starts_at, b.starts) - 1)::date, s.currency, s.billing_cycle,
-       count(*), sum(s.cents)::bigint
-FROM started s, bounds b
-WHERE s.starts_at < b.hi
-GROUP BY 1, 2, 3, 4
-UNION ALL
-SELECT 'churn', ($2::date + width_bucket(e.ended_at, b.starts) - 1)::date, e.currency, e.billing_cycle,
-       count(*), sum(e.cents)::bigint
-FROM ended e, bounds b
-WHERE e.ended_at < b.hi AND e.starts_at < b.hi
-GROUP BY 2, 3, 4
-UNION ALL
-SELECT CASE WHEN c.twelfths > 0 THEN 'expansion' ELSE 'contraction' END,
-       ($2::date + width_bucket(c.effective_at, b.starts) - 1)::date, c.currency, 'annual',
-       0::bigint, abs(sum(c.twelfths))::bigint
+SELECT CASE WHEN s.quarter >= b.hi THEN 'after' ELSE s.kind END,
+       CASE WHEN s.quarter >= b.hi THEN $2::date
+            ELSE ($2::date + width_bucket(s.quarter, b.starts) - 1)::date END,
+       s.currency, sum(s.services)::bigint, sum(s.twelfths)::bigint
 FROM bounds b
 CROSS JOIN LATERAL (
-    SELECT pc.currency, pc.effective_at,
-           (pc.to_price * 100 * 12 / CASE pc.to_cycle WHEN 'monthly' THEN 1 WHEN 'quarterly' THEN 3 WHEN 'semi_annual' THEN 6 ELSE 12 END)
-         - (pc.from_price * 100 * 12 / CASE pc.from_cycle WHEN 'monthly' THEN 1 WHEN 'quarterly' THEN 3 WHEN 'semi_annual' THEN 6 ELSE 12 END) AS twelfths
-    FROM plan_changes pc
-    WHERE pc.status = 'applied' AND pc.effective_at >= b.lo AND pc.effective_at < b.hi
-) c
-WHERE c.twelfths <> 0
+    SELECT q.quarter, q.currency, q.kind, q.services, q.twelfths FROM mrr_quarters q WHERE q.quarter >= b.lo
+    UNION ALL
+    SELECT trend_quarter(c.at), c.currency, c.kind, c.services, c.twelfths FROM mrr_changes c WHERE c.at >= b.lo
+) s
 GROUP BY 1, 2, 3
-ORDER BY 3, 1, 2, 4
+ORDER BY 3, 1, 2
 `
 
 type RecurringRevenueMovementsParams struct {
-	Zone         string
-	FirstDay     pgtype.Date
-	LastDay      pgtype.Date
-	LiveStatuses []string
+	Zone     string
+	FirstDay pgtype.Date
+	LastDay  pgtype.Date
 }
 
 type RecurringRevenueMovementsRow struct {
-	Kind         string
-	Day          pgtype.Date
-	Currency     string
-	BillingCycle string
-	Services     int64
-	Cents        int64
+	Kind     string
+	Day      pgtype.Date
+	Currency string
+	Services int64
+	Twelfths int64
 }
 
 // Recurring revenue of the admin console's dashboard
 // (PaymentAdminService.GetRecurringRevenue, docs/decisions.md "recurring
-// revenue"). Read from the orders and their service periods, the records
-// the renewal invoices are issued from. Amounts are whole cents of one
-// period of the order's cycle; internal/payment normalises them to a month.
-//
-// A recurring order (billing_cycle not one_time) is in MRR from the start
-// of its first service period (the order went active) until its service
-// ended: the time its current period was closed with outcome ended or
-// refunded, which order.Transition writes as the period's updated_at when
-// the order becomes completed, terminated or refunded (nothing writes a
-// closed period after). A live order (@live_statuses: active or suspended)
-// has not ended. In MRR at instant t: started < t and (not ended, or ended
-// at or after t).
-//
-// MRR at the end of the range is the live recurring orders now, corrected
-// by the services that started or ended after the range (a range in the
-// past); the movements are the first periods that started and the
-// periods closed ended or refunded since the range began, read through
-// the partial indexes of migration 00011, each order looked up by its key
-// (docs/performance.md, "Recurring revenue").
-// Per currency and billing cycle: kind 'live', the live recurring orders
-// now; 'started_after' and 'ended_after', the corrections for a range that
-// ended before now (live orders that started after it; orders that started
-// before its end and ended after it); 'new' and 'reactivation', the
-// services that started on a day of the range (reactivation: the customer
-// had a recurring service that ended by then, and none other running);
-// 'churn', the services that ended on a day of the range. Days are local
-// dates in @zone, cut as the payment trends cut them; the corrections carry
-// first_day.
-// The services started since the range began, each order found by its key
-// (OFFSET 0 keeps the planner from hashing the whole orders table).
-// The services ended since the range began, with their start.
-// 'expansion' and 'contraction': the plan changes applied on a day of the
-// range (plan_changes, by effective_at: the billing clock's time the order
-// took the new price), as the change of the monthly price in twelfths of
-// a cent, reported under cycle 'annual' (whose twelfths are its cents):
-// to / months(to_cycle) − from / months(from_cycle), exact in twelfths.
-// No services: a change moves MRR, not the number of services.
+// revenue" and "recurring revenue rollup"). MRR moves by the changes the
+// triggers of migration 00015 write when a recurring order's first service
+// period starts (new or reactivation), when its service is closed ended
+// or refunded (churn), and when a plan change is applied (expansion or
+// contraction): signed services and twelfths of a cent a month, folded by
+// mrr_fold() into UTC quarter hours (mrr_quarters) and totals per currency
+// (mrr_totals); what is not folded yet is read from mrr_changes.
+// Per currency: kind 'total', every change ever (MRR now); 'after', the
+// changes at or after the range's end (MRR at its end is total - after);
+// and per local day of the range (@zone, cut as the payment trends cut
+// them) the changes of each kind, their sums signed (churn and
+// contraction negative). The totals and corrections carry first_day.
+// The changes since the range began, folded or not, in one pass: those
+// from its end on as 'after', the others on their day.
 func (q *Queries) RecurringRevenueMovements(ctx context.Context, arg RecurringRevenueMovementsParams) ([]RecurringRevenueMovementsRow, error) {
-	rows, err := q.db.Query(ctx, recurringRevenueMovements,
-		arg.Zone,
-		arg.FirstDay,
-		arg.LastDay,
-		arg.LiveStatuses,
-	)
+	rows, err := q.db.Query(ctx, recurringRevenueMovements, arg.Zone, arg.FirstDay, arg.LastDay)
 	if err != nil {
 		return nil, err
 	}
@@ -180,9 +99,8 @@ func (q *Queries) RecurringRevenueMovements(ctx context.Context, arg RecurringRe
 			&i.Kind,
 			&i.Day,
 			&i.Currency,
-			&i.BillingCycle,
 			&i.Services,
-			&i.Cents,
+			&i.Twelfths,
 		); err != nil {
 			return nil, err
 		}
@@ -304,23 +222,27 @@ func (q *Queries) RenewalStepsAhead(ctx context.Context, arg RenewalStepsAheadPa
 }
 
 const renewalsAhead = `-- name: RenewalsAhead :many
-SELECT currency::text AS currency,
-       count(*) FILTER (WHERE paid_until < $1::timestamptz)::bigint AS near_count,
-       coalesce(sum(renewal_price * 100) FILTER (WHERE paid_until < $1::timestamptz), 0)::bigint AS near_cents,
-       count(*)::bigint AS far_count,
-       coalesce(sum(renewal_price * 100), 0)::bigint AS far_cents
-FROM orders
-WHERE paid_until >= $2::timestamptz AND paid_until < $3::timestamptz AND renews
-  AND status = ANY($4::text[]) AND billing_cycle <> 'one_time'
-GROUP BY currency
-ORDER BY currency
+SELECT s.currency::text AS currency,
+       coalesce(sum(s.renewals) FILTER (WHERE s.quarter < trend_quarter($1::timestamptz)), 0)::bigint AS near_count,
+       coalesce(sum(s.cents) FILTER (WHERE s.quarter < trend_quarter($1::timestamptz)), 0)::bigint AS near_cents,
+       sum(s.renewals)::bigint AS far_count,
+       sum(s.cents)::bigint AS far_cents
+FROM (
+    SELECT quarter, currency, renewals::bigint AS renewals, cents FROM renewal_schedule_quarters
+    WHERE quarter >= trend_quarter($2::timestamptz) AND quarter < trend_quarter($3::timestamptz)
+    UNION ALL
+    SELECT quarter, currency, renewals::bigint, cents FROM renewal_schedule_changes
+    WHERE quarter >= trend_quarter($2::timestamptz) AND quarter < trend_quarter($3::timestamptz)
+) s
+GROUP BY s.currency
+HAVING sum(s.renewals) <> 0
+ORDER BY s.currency
 `
 
 type RenewalsAheadParams struct {
-	Near         time.Time
-	Now          time.Time
-	Far          time.Time
-	LiveStatuses []string
+	Near time.Time
+	Now  time.Time
+	Far  time.Time
 }
 
 type RenewalsAheadRow struct {
@@ -332,15 +254,13 @@ type RenewalsAheadRow struct {
 }
 
 // Per currency, the live recurring orders that renew and whose paid
-// service ends in [@now, @near) and in [@now, @far): what GetRenewalOverview
-// counts as due, for two horizons at once; amounts in cents of one period.
+// service ends in [@now, @near) and in [@now, @far), each instant taken to
+// the start of its UTC quarter hour: what GetRenewalOverview counts as
+// due, for two horizons at once, read from the renewal schedule (migration
+// 00015: its folded quarters and the changes not folded yet); amounts in
+// cents of one period.
 func (q *Queries) RenewalsAhead(ctx context.Context, arg RenewalsAheadParams) ([]RenewalsAheadRow, error) {
-	rows, err := q.db.Query(ctx, renewalsAhead,
-		arg.Near,
-		arg.Now,
-		arg.Far,
-		arg.LiveStatuses,
-	)
+	rows, err := q.db.Query(ctx, renewalsAhead, arg.Near, arg.Now, arg.Far)
 	if err != nil {
 		return nil, err
 	}

@@ -1082,7 +1082,10 @@ export type RenewalsAhead = Message<"billing.payment.RenewalsAhead"> & {
 
   /**
    * Live recurring orders that renew and whose paid service ends in the
-   * horizon, and the sum of their renewal prices (one period each).
+   * horizon, and the sum of their renewal prices (one period each). Read
+   * from the renewal schedule, which keeps each paid end to the start of
+   * its UTC quarter hour: the horizon runs from now's quarter hour to its
+   * own, at most 15 minutes off at either end.
    *
    * @generated from field: uint64 renewals = 2;
    */
