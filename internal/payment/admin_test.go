@@ -101,6 +101,13 @@ func TestListRefundsFindsEveryPaymentsRefundsByStatusForAdmins(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r4.ID, all[1].ID)
 	require.NotEmpty(t, all[1].Error, "a pending refund says why it waits")
+	var admin string
+	require.NoError(t, f.pool.QueryRow(t.Context(), `SELECT username FROM admin_users WHERE id = $1`, f.adminID).Scan(&admin))
+	for _, r := range all {
+		require.Equal(t, admin, r.RequestedByName, "every refund names the admin who asked for it")
+	}
+	require.Equal(t, r3.ID, all[2].ID)
+	require.Equal(t, "failed at the gateway (checked by an admin)", all[2].Error, "an admin's failed resolution says so")
 
 	// What it refuses.
 	for _, c := range []struct {

@@ -148,4 +148,22 @@ func TestCallbackHeadersKeepExactlyTheirBounds(t *testing.T) {
 	got = payment.CallbackHeaders(full)
 	require.Len(t, got, 8, "eight of 4 KiB fill the 32 KiB exactly; the ninth is left out")
 	require.NotContains(t, got, "x-e8")
+
+	// 100 bytes left: a header of a 60-byte name and a 50-byte value does
+	// not fit, though its value alone would (the mutation run's survivor:
+	// the total counted with the name subtracted).
+	near := http.Header{}
+	for i := range 8 {
+		name := fmt.Sprintf("X-E%d", i)
+		n := 4<<10 - len(name)
+		if i == 7 {
+			n -= 100
+		}
+		near.Set(name, strings.Repeat("e", n))
+	}
+	long := "X-Z" + strings.Repeat("z", 57)
+	near.Set(long, strings.Repeat("v", 50))
+	got = payment.CallbackHeaders(near)
+	require.Len(t, got, 8)
+	require.NotContains(t, got, strings.ToLower(long), "110 bytes where 100 are left")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // refundsSeen records the refund outcomes and payment transitions a
@@ -65,5 +66,36 @@ func TestRefundMetricsCountEachOutcomeAndTheMoveToRefunded(t *testing.T) {
 		"refund epay:failed 1.00",
 		"refund epay:succeeded 6.00",
 		"transition epay:refunded 10.00",
+	}, rec.get())
+}
+
+// A refund an admin resolves is counted under its payment's gateway, as
+// one the gateway answered. Found by the mutation run: the gateway lookup
+// of ResolveRefund's count turned around (every resolution counted under
+// "unknown") passed every test.
+func TestAResolvedRefundIsCountedUnderItsGateway(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	rec := &refundsSeen{}
+	svc := payment.NewService(f.pool, slog.New(slog.DiscardHandler),
+		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now), payment.WithMetrics(rec))
+	p := f.paidAtTheGateway(t, "10.00")
+
+	for range 2 {
+		f.fake.InjectFault(epay.Fault{Path: "/api.php", Act: "refund", Status: http.StatusBadGateway, Times: 1})
+		_, err := svc.RefundPayment(f.admin, p.ID, "3.00", "", "")
+		require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	}
+	rs := f.refunds(t, p.ID)
+	require.Len(t, rs, 2)
+	_, err := svc.ResolveRefund(f.admin, rs[0].ID, store.RefundFailed, "", "not in the gateway's refund list")
+	require.NoError(t, err)
+	_, err = svc.ResolveRefund(f.admin, rs[1].ID, store.RefundSucceeded, "R-2", "in the gateway's refund list")
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"refund epay:unknown 3.00",
+		"refund epay:unknown 3.00",
+		"refund epay:failed 3.00",
+		"refund epay:succeeded 3.00",
 	}, rec.get())
 }

@@ -324,6 +324,7 @@ func TestConfirmBankTransferSettlesLikeACallback(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.RefundSucceeded, done.Refund.Status)
 	require.Equal(t, "SEPA-REF-9", done.Refund.GatewayRefundID)
+	require.Empty(t, done.Refund.Error, "a refund that succeeded has no error left")
 	require.Equal(t, "refunded", done.Payment.Status)
 	require.Equal(t, "75.00", done.Payment.RefundedAmount.String())
 	require.Equal(t, "refunded", f.orderStatus(t, orderID), "a paid order refunded in full is refunded")

@@ -1,0 +1,69 @@
+package payment_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/apperr"
+	"github.com/rustbill/paymentd/internal/payment"
+)
+
+// The callback's shape bounds are exact, and the pairs bound counts forms
+// only: a payload of exactly MaxCallbackBytes and a form of exactly
+// MaxCallbackPairs parts reach the plugin (which refuses them for their
+// signature), one byte or one part more is refused as malformed before
+// any plugin runs; a JSON body's '&'s are the plugin's to bound. Found by
+// the mutation run: both bounds moved by one, and the form test turned
+// around, passed every test.
+func TestCallbackShapeBoundsAreExact(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	pairs := func(n int) string { return strings.TrimSuffix(strings.Repeat("a=1&", n), "&") }
+	for _, c := range []struct {
+		name, method, contentType, payload string
+		malformed                          bool
+	}{
+		{"exactly the byte bound", http.MethodPost, "application/x-www-form-urlencoded", strings.Repeat("a", payment.MaxCallbackBytes), false},
+		{"a byte over", http.MethodPost, "application/x-www-form-urlencoded", strings.Repeat("a", payment.MaxCallbackBytes+1), true},
+		{"exactly the pairs bound, GET", http.MethodGet, "", pairs(payment.MaxCallbackPairs), false},
+		{"a pair over, GET", http.MethodGet, "", pairs(payment.MaxCallbackPairs + 1), true},
+		{"a pair over, POST without a content type (gRPC)", http.MethodPost, "", pairs(payment.MaxCallbackPairs + 1), true},
+		{"a pair over, POST form with a charset", http.MethodPost, "Application/X-WWW-Form-Urlencoded; charset=utf-8", pairs(payment.MaxCallbackPairs + 1), true},
+		{"a JSON body with as many '&'", http.MethodPost, "application/json", `{"a":"` + pairs(payment.MaxCallbackPairs+1) + `"}`, false},
+	} {
+		_, err := f.svc.HandleCallback(t.Context(), payment.Callback{
+			GatewayInterfaceID: f.epayGW, Method: c.method, ContentType: c.contentType, Payload: c.payload,
+		})
+		require.Error(t, err, c.name)
+		require.True(t, apperr.Is(err, apperr.InvalidArgument), "%s: %v", c.name, err)
+		require.Equal(t, c.malformed, strings.Contains(err.Error(), "malformed callback"), "%s: %v", c.name, err)
+	}
+	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE status <> 'pending'`))
+}
+
+// A success the plugin marks final settles like any success: final says
+// only that a failure is the gateway's last word (docs/plugins.md). Found
+// by the mutation run: the failure test turned around (any final report
+// not a failure went to the final-failure path) passed every test of the
+// package, whose plugins never mark a success final.
+func TestAFinalSuccessSettlesThePayment(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	orderID := f.order(t, "9.90")
+	p := f.pay(t, orderID)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	gw.Plugin = callerFunc(func(fn string) (string, error) {
+		require.Equal(t, "parse_callback", fn)
+		return `{"valid":true,"payment_id":"` + p.ID.String() + `","amount":"9.90","currency":"CNY","status":"success",` +
+			`"gateway_payment_id":"T-FINAL","gateway_tx_id":"T-FINAL","final":true,"ack":"success"}`, nil
+	})
+	f.gws.set(gw)
+	res, err := f.svc.HandleCallback(t.Context(), payment.Callback{GatewayInterfaceID: f.epayGW, Method: http.MethodGet, Payload: "x=1"})
+	require.NoError(t, err)
+	require.Equal(t, "success", res.Payment.Status)
+	require.Equal(t, "paid", f.orderStatus(t, orderID))
+}
