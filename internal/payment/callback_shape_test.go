@@ -67,3 +67,29 @@ func TestAFinalSuccessSettlesThePayment(t *testing.T) {
 	require.Equal(t, "success", res.Payment.Status)
 	require.Equal(t, "paid", f.orderStatus(t, orderID))
 }
+
+// A status query that answers success for another amount settles nothing:
+// the answer's amount is checked as a callback's is. Found by the mutation
+// run: the query's amount left unread (as when the gateway gives none)
+// passed every test of the package, and a 9.90 payment was settled by an
+// answer of 0.01.
+func TestAStatusQueryForAnotherAmountSettlesNothing(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	orderID := f.order(t, "9.90")
+	p := f.pay(t, orderID)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	gw.Plugin = callerFunc(func(fn string) (string, error) {
+		require.Equal(t, "query_payment", fn)
+		return `{"status":"success","amount":"0.01","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`, nil
+	})
+	f.gws.set(gw)
+	_, err = f.svc.QueryPaymentStatus(f.admin, p.ID)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "amount mismatch")
+	got, err := f.svc.Get(f.admin, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "pending", got.Status)
+	require.Equal(t, "pending", f.orderStatus(t, orderID))
+}
