@@ -7,9 +7,10 @@
 -- expansion). MRR now moves by records written when it moves:
 --
 --   service_periods (first period inserted: new or reactivation; a period
---   closed ended or refunded: churn), orders (a running service's renewal
---   price or cycle moved, by a plan change or by UpdateProduct's
---   apply_to_existing_orders: expansion or contraction)
+--   closed ended or refunded: churn), plan_changes (one applied: expansion
+--   or contraction at its effective time), orders (a running service's
+--   renewal price or cycle moved by UpdateProduct's
+--   apply_to_existing_orders, its product unchanged: the same)
 --   ──triggers──▶ mrr_changes ──mrr_fold()──▶ mrr_quarters, mrr_totals
 --
 -- as the payment trends' rollup does (migration 00005): the triggers only
@@ -42,11 +43,12 @@
 CREATE TABLE IF NOT EXISTS mrr_changes (
     -- start: the order's first service period; end: its service closed
     -- ended or refunded; price: its renewal price or cycle moved while it
-    -- ran. ref: the order.
+    -- ran (a plan change applied, or a repricing). ref: the order.
     source   text        NOT NULL,
     ref      uuid        NOT NULL,
     -- When MRR moved: the first period's start, the closed period's
-    -- updated_at, the order's updated_at (a plan change's effective time).
+    -- updated_at, a plan change's effective_at, a repricing's order
+    -- updated_at.
     at       timestamptz NOT NULL,
     currency text        NOT NULL,
     -- new | reactivation | churn | expansion | contraction
@@ -110,22 +112,27 @@ $$;
 
 -- +goose StatementBegin
 -- Whether order_id's service, starting at t, is the customer coming back:
--- a recurring service of theirs ended by t, and none other running then.
+-- a recurring service of theirs ended before t, and none other running at
+-- t (started before it, and live or ended at or after it). Strict at t:
+-- first periods start at the local midnight of their activation day, so
+-- services of one day share their start, and a billing pass ends and
+-- starts services at one instant; a tie is "not before" whichever runs
+-- first, so the trigger (at the start) and mrr_backfill (later) agree.
 CREATE OR REPLACE FUNCTION mrr_start_kind(customer uuid, order_id uuid, t timestamptz) RETURNS text
 LANGUAGE sql STABLE AS $$
     SELECT CASE WHEN EXISTS (
                SELECT 1 FROM orders o2
                JOIN service_periods e2 ON e2.order_id = o2.id AND e2.outcome IN ('ended', 'refunded')
                WHERE o2.customer_id = customer AND o2.status IN ('completed', 'terminated', 'refunded')
-                 AND o2.billing_cycle <> 'one_time' AND e2.updated_at <= t)
+                 AND o2.billing_cycle <> 'one_time' AND e2.updated_at < t)
            AND NOT EXISTS (
                SELECT 1 FROM orders o3
                JOIN service_periods f3 ON f3.order_id = o3.id AND f3.seq = 1
                WHERE o3.customer_id = customer AND o3.id <> order_id AND o3.billing_cycle <> 'one_time'
-                 AND f3.starts_at <= t
+                 AND f3.starts_at < t
                  AND (o3.status IN ('active', 'suspended') OR EXISTS (
                      SELECT 1 FROM service_periods e3
-                     WHERE e3.order_id = o3.id AND e3.outcome IN ('ended', 'refunded') AND e3.updated_at > t)))
+                     WHERE e3.order_id = o3.id AND e3.outcome IN ('ended', 'refunded') AND e3.updated_at >= t)))
            THEN 'reactivation' ELSE 'new' END
 $$;
 -- +goose StatementEnd
@@ -162,10 +169,12 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
--- A running service's renewal price or cycle moved (a plan change applied,
--- or UpdateProduct's apply_to_existing_orders): its monthly price moves by
--- the difference. A service not started yet starts at the new price; one
--- that ended is out of MRR.
+-- A running service's renewal price or cycle moved by UpdateProduct's
+-- apply_to_existing_orders (the trigger's WHEN leaves out an update that
+-- moves the product too: a plan change, recorded by the plan change's own
+-- trigger at its effective time): its monthly price moves by the
+-- difference. A service not started yet starts at the new price; one that
+-- ended is out of MRR.
 CREATE OR REPLACE FUNCTION mrr_order_price_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -177,6 +186,31 @@ BEGIN
        AND NOT EXISTS (SELECT FROM service_periods WHERE order_id = NEW.id AND outcome IN ('ended', 'refunded')) THEN
         INSERT INTO mrr_changes (source, ref, at, currency, kind, services, twelfths)
         VALUES ('price', NEW.id, NEW.updated_at, NEW.currency, CASE WHEN d > 0 THEN 'expansion' ELSE 'contraction' END, 0, d)
+        ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
+-- A plan change applied: the order's monthly price moves by the
+-- difference at the change's effective time (a period-end change applied
+-- by a pass that caught up takes effect at the start of its period, before
+-- the pass ran).
+CREATE OR REPLACE FUNCTION mrr_plan_change_applied() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    d bigint;
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = 'applied' THEN
+        RETURN NULL;
+    END IF;
+    d := mrr_twelfths(NEW.to_price, NEW.to_cycle) - mrr_twelfths(NEW.from_price, NEW.from_cycle);
+    IF d <> 0 AND NEW.effective_at IS NOT NULL
+       AND EXISTS (SELECT FROM service_periods WHERE order_id = NEW.order_id AND seq = 1) THEN
+        INSERT INTO mrr_changes (source, ref, at, currency, kind, services, twelfths)
+        VALUES ('price', NEW.order_id, NEW.effective_at, NEW.currency, CASE WHEN d > 0 THEN 'expansion' ELSE 'contraction' END, 0, d)
         ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
@@ -309,9 +343,16 @@ SELECT migration_lock_retry(
 SELECT migration_lock_retry(
     $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'orders'::regclass AND tgname = 'orders_mrr')$$,
     $$CREATE TRIGGER orders_mrr AFTER UPDATE OF renewal_price, billing_cycle ON orders
-        FOR EACH ROW WHEN (OLD.renewal_price IS DISTINCT FROM NEW.renewal_price OR OLD.billing_cycle IS DISTINCT FROM NEW.billing_cycle)
+        FOR EACH ROW WHEN ((OLD.renewal_price IS DISTINCT FROM NEW.renewal_price OR OLD.billing_cycle IS DISTINCT FROM NEW.billing_cycle)
+                           AND OLD.product_id IS NOT DISTINCT FROM NEW.product_id)
         EXECUTE FUNCTION mrr_order_price_change()$$,
     'migration 00015: the recurring revenue trigger on orders');
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'plan_changes'::regclass AND tgname = 'plan_changes_mrr')$$,
+    $$CREATE TRIGGER plan_changes_mrr AFTER INSERT OR UPDATE OF status ON plan_changes
+        FOR EACH ROW WHEN (NEW.status = 'applied')
+        EXECUTE FUNCTION mrr_plan_change_applied()$$,
+    'migration 00015: the recurring revenue trigger on plan_changes');
 
 -- The renewal schedule's triggers and backfill, under one lock of orders.
 SELECT migration_lock_retry(
@@ -373,9 +414,10 @@ SELECT mrr_backfill() WHERE NOT EXISTS (SELECT FROM mrr_totals);
 SELECT mrr_fold();
 
 -- +goose Down
+DROP TRIGGER IF EXISTS plan_changes_mrr ON plan_changes;
 DROP TRIGGER IF EXISTS orders_mrr ON orders;
 DROP TRIGGER IF EXISTS orders_renewal_schedule_update ON orders;
 DROP TRIGGER IF EXISTS orders_renewal_schedule_insert ON orders;
 DROP TRIGGER IF EXISTS service_periods_mrr ON service_periods;
-DROP FUNCTION IF EXISTS renewal_schedule_install, renewal_schedule_change, renewal_schedule_counts, mrr_backfill, mrr_fold, mrr_order_price_change, mrr_service_period_change, mrr_start_kind, mrr_twelfths;
+DROP FUNCTION IF EXISTS renewal_schedule_install, renewal_schedule_change, renewal_schedule_counts, mrr_backfill, mrr_fold, mrr_plan_change_applied, mrr_order_price_change, mrr_service_period_change, mrr_start_kind, mrr_twelfths;
 DROP TABLE IF EXISTS renewal_schedule_quarters, renewal_schedule_changes, mrr_totals, mrr_quarters, mrr_changes;

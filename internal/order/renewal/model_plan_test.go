@@ -530,4 +530,21 @@ func (s *modelSeq) checkMRR(orders []*modelOrder) {
 	}
 	require.Equal(tb, payment.Twelfths(others+mine), got, "MRR %s: this sequence's live orders at the model's prices (%s) and the others (%s)",
 		got, payment.Twelfths(mine), payment.Twelfths(others))
+
+	// The year up to the sequence's clock, day by day, and the renewals
+	// ahead of it, read from the rollup the triggers kept, are what the
+	// rollup rebuilt from the records says (migration 00015's backfills):
+	// every start, end and plan change of the sequence was recorded once,
+	// at its price. The model makes no repricing, which only a trigger
+	// can record.
+	now := s.clock.Now()
+	s.b.checkMRRRollup(tb, func() []payment.RecurringRevenue {
+		rr, err := s.w.pays.RecurringRevenue(s.w.admin, payment.RecurringQuery{
+			TrendQuery: payment.TrendQuery{From: now.AddDate(0, 0, -365).Format(time.DateOnly), To: now.Format(time.DateOnly), Zone: "Asia/Shanghai"},
+			Now:        now,
+		})
+		noInternal(s.rt, "RecurringRevenue", err)
+		require.NoError(tb, err)
+		return []payment.RecurringRevenue{rr}
+	})
 }

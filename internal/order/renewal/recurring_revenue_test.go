@@ -224,13 +224,12 @@ func TestRecurringRevenueIsWhatTheOrdersAndPeriodsSay(t *testing.T) {
 // rebuilt from the records by migration 00015's backfills (what an
 // upgraded database starts from): the triggers and the backfills write the
 // same changes.
-func (b *bundle) checkMRRRollup(t *testing.T, ask func() []payment.RecurringRevenue) {
+func (b *bundle) checkMRRRollup(t testing.TB, ask func() []payment.RecurringRevenue) {
 	t.Helper()
 	ctx := context.Background()
 	want := ask()
-	moved, err := store.Q(b.pool).FoldRecurringRevenue(ctx)
+	_, err := store.Q(b.pool).FoldRecurringRevenue(ctx)
 	require.NoError(t, err)
-	require.Positive(t, moved, "changes to fold")
 	require.Equal(t, want, ask(), "folded")
 	tx, err := b.pool.Begin(ctx)
 	require.NoError(t, err)
@@ -241,13 +240,11 @@ func (b *bundle) checkMRRRollup(t *testing.T, ask func() []payment.RecurringReve
 	require.NoError(t, err)
 	var added, scheduled int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT mrr_backfill()`).Scan(&added))
-	require.Positive(t, added)
 	require.NoError(t, tx.QueryRow(ctx, `SELECT renewal_schedule_install()`).Scan(&scheduled))
-	require.Positive(t, scheduled)
 	added += scheduled
 	require.NoError(t, tx.Commit(ctx))
 	require.Equal(t, want, ask(), "rebuilt by the backfill, not folded")
-	moved, err = store.Q(b.pool).FoldRecurringRevenue(ctx)
+	moved, err := store.Q(b.pool).FoldRecurringRevenue(ctx)
 	require.NoError(t, err)
 	require.Equal(t, added, moved)
 	require.Equal(t, want, ask(), "rebuilt and folded")
