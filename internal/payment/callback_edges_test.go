@@ -1,10 +1,12 @@
 package payment_test
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -92,4 +94,64 @@ func TestAStatusQueryForAnotherAmountSettlesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "pending", got.Status)
 	require.Equal(t, "pending", f.orderStatus(t, orderID))
+}
+
+// A settlement by a status query logs nothing at ERROR: the saved-card
+// attempt's answer is logged only when it fails. Found by the mutation
+// run: the test of that error turned around (an ERROR line for every
+// settlement by a status query, and none for a failure) passed every test.
+func TestAStatusQuerySettlementLogsNoError(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	var logged strings.Builder
+	svc := payment.NewService(f.pool, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelError})),
+		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
+	orderID := f.order(t, "9.90")
+	p := f.pay(t, orderID)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	gw.Plugin = callerFunc(func(string) (string, error) {
+		return `{"status":"success","amount":"9.90","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`, nil
+	})
+	f.gws.set(gw)
+	got, err := svc.QueryPaymentStatus(f.admin, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "success", got.Status)
+	require.Empty(t, logged.String())
+}
+
+// A bank transfer's statement reference is taken up to 128 bytes exactly.
+// Found by the mutation run: the bound moved by one passed every test.
+func TestABankTransferReferenceOf128BytesIsTaken(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	orderID := f.order(t, "15.00")
+	byBank, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.bankGW, ReturnURL: "https://x.example"})
+	require.NoError(t, err)
+	_, err = f.svc.ConfirmBankTransfer(f.admin, byBank.ID, strings.Repeat("R", 129))
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	confirmed, err := f.svc.ConfirmBankTransfer(f.admin, byBank.ID, strings.Repeat("R", 128))
+	require.NoError(t, err)
+	require.Equal(t, "success", confirmed.Status)
+	require.Equal(t, strings.Repeat("R", 128), confirmed.GatewayPaymentID)
+}
+
+// CallbackRefusal answers the body the interface's plugin declares, and
+// nil for an unknown interface or one whose plugin is not loaded. Found by
+// the mutation run: each of its three tests turned around passed every
+// test of the package (the refusal bodies are tested over the wire).
+func TestCallbackRefusalIsThePluginsDeclaredBody(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	declared := &payment.CallbackRefusal{ContentType: "application/json", Body: `{"code":"FAIL"}`}
+	gw.CallbackRefusal = declared
+	f.gws.set(gw)
+	require.Equal(t, declared, f.svc.CallbackRefusal(t.Context(), f.epayGW))
+	require.Nil(t, f.svc.CallbackRefusal(t.Context(), uuid.New()), "an unknown interface")
+	gw.Plugin = nil
+	f.gws.set(gw)
+	require.Nil(t, f.svc.CallbackRefusal(t.Context(), f.epayGW), "no plugin loaded")
+	require.Nil(t, payment.NewService(f.pool, slog.New(slog.DiscardHandler)).CallbackRefusal(t.Context(), f.epayGW), "no gateways")
 }
