@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/payment"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // The callback's shape bounds are exact, and the pairs bound counts forms
@@ -154,4 +155,47 @@ func TestCallbackRefusalIsThePluginsDeclaredBody(t *testing.T) {
 	f.gws.set(gw)
 	require.Nil(t, f.svc.CallbackRefusal(t.Context(), f.epayGW), "no plugin loaded")
 	require.Nil(t, payment.NewService(f.pool, slog.New(slog.DiscardHandler)).CallbackRefusal(t.Context(), f.epayGW), "no gateways")
+}
+
+// A final failure the plugin reports fails a pending payment with the
+// plugin's reason (or the service's own when it gives none), its amount
+// held to the payment's when it reports one. Not reached by the package's
+// tests before (the mutation run counted finalFailure not covered: only
+// the over-the-wire tests sent one).
+func TestAFinalFailureFailsThePendingPaymentWithItsReason(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	answer := func(body string) {
+		gw, err := f.gws.Get(t.Context(), f.epayGW)
+		require.NoError(t, err)
+		gw.Plugin = callerFunc(func(string) (string, error) { return body, nil })
+		f.gws.set(gw)
+	}
+	cb := payment.Callback{GatewayInterfaceID: f.epayGW, Method: http.MethodGet, Payload: "x=1"}
+	failed := func(p store.Payment, amount, reason string) string {
+		return `{"valid":true,"payment_id":"` + p.ID.String() + `","amount":"` + amount + `","currency":"CNY","status":"failed",` +
+			`"gateway_payment_id":"T-F","final":true,"reason":"` + reason + `","ack":"success"}`
+	}
+
+	p1, p2, p3 := f.pay(t, f.order(t, "9.90")), f.pay(t, f.order(t, "9.90")), f.pay(t, f.order(t, "9.90"))
+	answer(failed(p1, "9.90", "card declined"))
+	res, err := f.svc.HandleCallback(t.Context(), cb)
+	require.NoError(t, err)
+	require.Equal(t, "failed", res.Payment.Status)
+	require.Equal(t, "card declined", f.payment(t, p1.ID).FailureReason)
+
+	answer(failed(p2, "", " "))
+	_, err = f.svc.HandleCallback(t.Context(), cb)
+	require.NoError(t, err)
+	require.Equal(t, "the gateway reports the payment can no longer be paid", f.payment(t, p2.ID).FailureReason)
+
+	answer(failed(p3, "1.00", "card declined"))
+	_, err = f.svc.HandleCallback(t.Context(), cb)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "amount mismatch")
+	answer(failed(p3, "9,90", "card declined"))
+	_, err = f.svc.HandleCallback(t.Context(), cb)
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.Contains(t, err.Error(), "unreadable amount")
+	require.Equal(t, "pending", f.payment(t, p3.ID).Status)
 }
