@@ -334,12 +334,20 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- Two triggers on service_periods, so that each WHEN is exact: a renewal
+-- closing a period 'renewed' (every period's end) calls nothing.
 SELECT migration_lock_retry(
-    $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'service_periods'::regclass AND tgname = 'service_periods_mrr')$$,
-    $$CREATE TRIGGER service_periods_mrr AFTER INSERT OR UPDATE OF outcome ON service_periods
+    $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'service_periods'::regclass AND tgname = 'service_periods_mrr_insert')$$,
+    $$CREATE TRIGGER service_periods_mrr_insert AFTER INSERT ON service_periods
         FOR EACH ROW WHEN (NEW.seq = 1 OR NEW.outcome IN ('ended', 'refunded'))
         EXECUTE FUNCTION mrr_service_period_change()$$,
-    'migration 00015: the recurring revenue trigger on service_periods');
+    'migration 00015: the recurring revenue trigger on service_periods inserts');
+SELECT migration_lock_retry(
+    $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'service_periods'::regclass AND tgname = 'service_periods_mrr_update')$$,
+    $$CREATE TRIGGER service_periods_mrr_update AFTER UPDATE OF outcome ON service_periods
+        FOR EACH ROW WHEN (NEW.outcome IN ('ended', 'refunded') AND OLD.outcome IS DISTINCT FROM NEW.outcome)
+        EXECUTE FUNCTION mrr_service_period_change()$$,
+    'migration 00015: the recurring revenue trigger on service_periods updates');
 SELECT migration_lock_retry(
     $$SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = 'orders'::regclass AND tgname = 'orders_mrr')$$,
     $$CREATE TRIGGER orders_mrr AFTER UPDATE OF renewal_price, billing_cycle ON orders
@@ -418,6 +426,7 @@ DROP TRIGGER IF EXISTS plan_changes_mrr ON plan_changes;
 DROP TRIGGER IF EXISTS orders_mrr ON orders;
 DROP TRIGGER IF EXISTS orders_renewal_schedule_update ON orders;
 DROP TRIGGER IF EXISTS orders_renewal_schedule_insert ON orders;
-DROP TRIGGER IF EXISTS service_periods_mrr ON service_periods;
+DROP TRIGGER IF EXISTS service_periods_mrr_update ON service_periods;
+DROP TRIGGER IF EXISTS service_periods_mrr_insert ON service_periods;
 DROP FUNCTION IF EXISTS renewal_schedule_install, renewal_schedule_change, renewal_schedule_counts, mrr_backfill, mrr_fold, mrr_plan_change_applied, mrr_order_price_change, mrr_service_period_change, mrr_start_kind, mrr_twelfths;
 DROP TABLE IF EXISTS renewal_schedule_quarters, renewal_schedule_changes, mrr_totals, mrr_quarters, mrr_changes;
