@@ -57,14 +57,8 @@ func TestAFinalSuccessSettlesThePayment(t *testing.T) {
 	f := setupFlow(t)
 	orderID := f.order(t, "9.90")
 	p := f.pay(t, orderID)
-	gw, err := f.gws.Get(t.Context(), f.epayGW)
-	require.NoError(t, err)
-	gw.Plugin = callerFunc(func(fn string) (string, error) {
-		require.Equal(t, "parse_callback", fn)
-		return `{"valid":true,"payment_id":"` + p.ID.String() + `","amount":"9.90","currency":"CNY","status":"success",` +
-			`"gateway_payment_id":"T-FINAL","gateway_tx_id":"T-FINAL","final":true,"ack":"success"}`, nil
-	})
-	f.gws.set(gw)
+	f.epayAnswers(t, "parse_callback", `{"valid":true,"payment_id":"`+p.ID.String()+`","amount":"9.90","currency":"CNY","status":"success",`+
+		`"gateway_payment_id":"T-FINAL","gateway_tx_id":"T-FINAL","final":true,"ack":"success"}`)
 	res, err := f.svc.HandleCallback(t.Context(), payment.Callback{GatewayInterfaceID: f.epayGW, Method: http.MethodGet, Payload: "x=1"})
 	require.NoError(t, err)
 	require.Equal(t, "success", res.Payment.Status)
@@ -81,14 +75,8 @@ func TestAStatusQueryForAnotherAmountSettlesNothing(t *testing.T) {
 	f := setupFlow(t)
 	orderID := f.order(t, "9.90")
 	p := f.pay(t, orderID)
-	gw, err := f.gws.Get(t.Context(), f.epayGW)
-	require.NoError(t, err)
-	gw.Plugin = callerFunc(func(fn string) (string, error) {
-		require.Equal(t, "query_payment", fn)
-		return `{"status":"success","amount":"0.01","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`, nil
-	})
-	f.gws.set(gw)
-	_, err = f.svc.QueryPaymentStatus(f.admin, p.ID)
+	f.epayAnswers(t, "query_payment", `{"status":"success","amount":"0.01","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`)
+	_, err := f.svc.QueryPaymentStatus(f.admin, p.ID)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "amount mismatch")
 	got, err := f.svc.Get(f.admin, p.ID)
@@ -109,12 +97,7 @@ func TestAStatusQuerySettlementLogsNoError(t *testing.T) {
 		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
 	orderID := f.order(t, "9.90")
 	p := f.pay(t, orderID)
-	gw, err := f.gws.Get(t.Context(), f.epayGW)
-	require.NoError(t, err)
-	gw.Plugin = callerFunc(func(string) (string, error) {
-		return `{"status":"success","amount":"9.90","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`, nil
-	})
-	f.gws.set(gw)
+	f.epayAnswers(t, "query_payment", `{"status":"success","amount":"9.90","currency":"CNY","gateway_payment_id":"T-Q","gateway_tx_id":"T-Q"}`)
 	got, err := svc.QueryPaymentStatus(f.admin, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, "success", got.Status)
@@ -165,12 +148,7 @@ func TestCallbackRefusalIsThePluginsDeclaredBody(t *testing.T) {
 func TestAFinalFailureFailsThePendingPaymentWithItsReason(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
-	answer := func(body string) {
-		gw, err := f.gws.Get(t.Context(), f.epayGW)
-		require.NoError(t, err)
-		gw.Plugin = callerFunc(func(string) (string, error) { return body, nil })
-		f.gws.set(gw)
-	}
+	answer := func(body string) { f.epayAnswers(t, "parse_callback", body) }
 	cb := payment.Callback{GatewayInterfaceID: f.epayGW, Method: http.MethodGet, Payload: "x=1"}
 	failed := func(p store.Payment, amount, reason string) string {
 		return `{"valid":true,"payment_id":"` + p.ID.String() + `","amount":"` + amount + `","currency":"CNY","status":"failed",` +
@@ -198,4 +176,17 @@ func TestAFinalFailureFailsThePendingPaymentWithItsReason(t *testing.T) {
 	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
 	require.Contains(t, err.Error(), "unreadable amount")
 	require.Equal(t, "pending", f.payment(t, p3.ID).Status)
+}
+
+// epayAnswers replaces the epay interface's plugin by one that answers fn
+// with body (any other function fails the test).
+func (f *flowBundle) epayAnswers(t *testing.T, fn, body string) {
+	t.Helper()
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	gw.Plugin = callerFunc(func(called string) (string, error) {
+		require.Equal(t, fn, called)
+		return body, nil
+	})
+	f.gws.set(gw)
 }

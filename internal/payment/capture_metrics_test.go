@@ -2,7 +2,6 @@ package payment_test
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/order"
-	"github.com/rustbill/paymentd/internal/payment"
 )
 
 // transitionsSeen records the payment transitions a service counts.
@@ -43,8 +41,7 @@ func TestALateSuccessCapturedForAFailedPaymentCountsNoTransition(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	rec := &transitionsSeen{}
-	svc := payment.NewService(f.pool, slog.New(slog.DiscardHandler),
-		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now), payment.WithMetrics(rec))
+	svc := f.metered(rec)
 	orderID := f.order(t, "15.00")
 	p := f.pay(t, orderID)
 	orders := order.NewService(f.pool, []string{"CNY"}, nil, nil, nil)

@@ -49,8 +49,7 @@ func TestRefundMetricsCountEachOutcomeAndTheMoveToRefunded(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	rec := &refundsSeen{}
-	svc := payment.NewService(f.pool, slog.New(slog.DiscardHandler),
-		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now), payment.WithMetrics(rec))
+	svc := f.metered(rec)
 	p := f.paidAtTheGateway(t, "10.00")
 
 	_, err := svc.RefundPayment(f.admin, p.ID, "4.00", "", "")
@@ -77,8 +76,7 @@ func TestAResolvedRefundIsCountedUnderItsGateway(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	rec := &refundsSeen{}
-	svc := payment.NewService(f.pool, slog.New(slog.DiscardHandler),
-		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now), payment.WithMetrics(rec))
+	svc := f.metered(rec)
 	p := f.paidAtTheGateway(t, "10.00")
 
 	for range 2 {
@@ -98,4 +96,10 @@ func TestAResolvedRefundIsCountedUnderItsGateway(t *testing.T) {
 		"refund epay:failed 3.00",
 		"refund epay:succeeded 3.00",
 	}, rec.get())
+}
+
+// metered is a service over f's database and gateways that counts into m.
+func (f *flowBundle) metered(m payment.Metrics) *payment.Service {
+	return payment.NewService(f.pool, slog.New(slog.DiscardHandler),
+		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now), payment.WithMetrics(m))
 }
