@@ -190,3 +190,28 @@ func (f *flowBundle) epayAnswers(t *testing.T, fn, body string) {
 	})
 	f.gws.set(gw)
 }
+
+// A payment page is a URL, a QR code or instructions, any one of them; an
+// answer with none is the plugin's bug. Found by the mutation run: the QR
+// code's test turned around (a QR-only answer refused, an empty one taken)
+// passed every test of the package, whose epay plugin answers a URL.
+func TestCreatePaymentTakesAnyOneOfURLQRCodeOrInstructions(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	for _, c := range []struct{ answer, wantQR string }{
+		{`{"qr_code":"weixin://wxpay/bizpayurl?pr=abc","gateway_payment_id":"G-QR"}`, "weixin://wxpay/bizpayurl?pr=abc"},
+		{`{"instructions":"IBAN DE00 0000","gateway_payment_id":"G-I"}`, ""},
+	} {
+		f.epayAnswers(t, "create_payment", c.answer)
+		orderID := f.order(t, "9.90")
+		p, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+		require.NoError(t, err, c.answer)
+		require.Equal(t, c.wantQR, p.QrCode, c.answer)
+	}
+	f.epayAnswers(t, "create_payment", `{"gateway_payment_id":"G-NONE"}`)
+	orderID := f.order(t, "9.90")
+	_, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+	require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
+	require.Contains(t, err.Error(), "neither payment_url, qr_code nor instructions")
+	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
+}
