@@ -215,3 +215,36 @@ func TestCreatePaymentTakesAnyOneOfURLQRCodeOrInstructions(t *testing.T) {
 	require.Contains(t, err.Error(), "neither payment_url, qr_code nor instructions")
 	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
 }
+
+// A new payment goes through an interface that exists, is enabled, and
+// has a plugin loaded that no admin disabled; each refusal says which,
+// and writes nothing. (Reached only over the wire before: the mutation run
+// counted the plugin's refusals not covered.)
+func TestANewPaymentNeedsAnEnabledInterfaceWithALoadedPlugin(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	good, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	orderID := f.order(t, "9.90")
+	for _, c := range []struct {
+		name string
+		gw   func(payment.Gateway) payment.Gateway
+		want string
+	}{
+		{"disabled", func(g payment.Gateway) payment.Gateway { g.Enabled = false; return g }, "is disabled"},
+		{"plugin disabled", func(g payment.Gateway) payment.Gateway { g.PluginDisabled = true; return g }, `its plugin "epay" is disabled`},
+		{"no plugin", func(g payment.Gateway) payment.Gateway { g.Plugin = nil; return g }, "has no loaded plugin"},
+	} {
+		f.gws.set(c.gw(good))
+		_, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+		require.True(t, apperr.Is(err, apperr.InvalidArgument), "%s: %v", c.name, err)
+		require.Contains(t, err.Error(), c.want, c.name)
+	}
+	_, err = f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: uuid.New(), ReturnURL: "https://x.example"})
+	require.True(t, apperr.Is(err, apperr.InvalidArgument), "%v", err)
+	require.Contains(t, err.Error(), "does not exist")
+	_, err = payment.NewService(f.pool, slog.New(slog.DiscardHandler)).CreatePayment(f.asAlice,
+		payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+	require.True(t, apperr.Is(err, apperr.Unavailable), "no gateways: %v", err)
+	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
+}
