@@ -1,9 +1,12 @@
 package payment_test
 
 import (
+	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -247,4 +250,50 @@ func TestANewPaymentNeedsAnEnabledInterfaceWithALoadedPlugin(t *testing.T) {
 		payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
 	require.True(t, apperr.Is(err, apperr.Unavailable), "no gateways: %v", err)
 	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
+}
+
+// keepsInput is a gateway plugin that keeps the input of its last call and
+// answers a payment page.
+type keepsInput struct {
+	mu    sync.Mutex
+	input string
+}
+
+func (k *keepsInput) Call(_ context.Context, _, _, input string) (string, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.input = input
+	return `{"payment_url":"https://pay.example/1","gateway_payment_id":"G-S"}`, nil
+}
+
+// The payment's subject at the gateway is the order's description, or
+// "Order <id>" when it has none. Found by the mutation run: the empty test
+// turned around (the id for a described order, nothing for the others)
+// passed every test of the package.
+func TestThePaymentSubjectIsTheOrdersDescriptionOrItsID(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	k := &keepsInput{}
+	gw.Plugin = k
+	f.gws.set(gw)
+	subject := func(orderID uuid.UUID) string {
+		t.Helper()
+		_, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+		require.NoError(t, err)
+		var in struct {
+			Subject string `json:"subject"`
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		require.NoError(t, json.Unmarshal([]byte(k.input), &in))
+		return in.Subject
+	}
+	plain := f.order(t, "9.90")
+	require.Equal(t, "Order "+plain.String(), subject(plain))
+	described := f.order(t, "9.90")
+	_, err = f.pool.Exec(t.Context(), `UPDATE orders SET description = 'VPS 2 GB, one month' WHERE id = $1`, described)
+	require.NoError(t, err)
+	require.Equal(t, "VPS 2 GB, one month", subject(described))
 }
