@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -296,4 +297,37 @@ func TestThePaymentSubjectIsTheOrdersDescriptionOrItsID(t *testing.T) {
 	_, err = f.pool.Exec(t.Context(), `UPDATE orders SET description = 'VPS 2 GB, one month' WHERE id = $1`, described)
 	require.NoError(t, err)
 	require.Equal(t, "VPS 2 GB, one month", subject(described))
+}
+
+// Paying an invoice of an order locks the order before the invoice, as
+// every writer does (customer → order → invoice → payment): while another
+// transaction holds the order, the payment waits without holding the
+// invoice, so a writer that holds the invoice and waits for the order
+// cannot be in a deadlock with it. Found by the mutation run: skipping the
+// order's lock first passed every test (the payment still waited, holding
+// the invoice, at its key to the order).
+func TestPayingAnInvoiceLocksItsOrderFirst(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	ctx := t.Context()
+	orderID := f.order(t, "20.00")
+	inv := f.invoice(t, &orderID, "20.00")
+	holder, err := f.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(ctx) //nolint:errcheck // rolled back below
+	_, err = holder.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, orderID)
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{InvoiceID: &inv, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
+		done <- err
+	}()
+	require.Eventually(t, func() bool {
+		return f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	}, 20*time.Second, 10*time.Millisecond, "the payment waits for the order")
+	_, err = f.pool.Exec(ctx, `SELECT 1 FROM invoices WHERE id = $1 FOR UPDATE NOWAIT`, inv)
+	require.NoError(t, err, "the waiting payment holds no lock on the invoice")
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-done)
 }
