@@ -331,3 +331,42 @@ func TestPayingAnInvoiceLocksItsOrderFirst(t *testing.T) {
 	require.NoError(t, holder.Rollback(ctx))
 	require.NoError(t, <-done)
 }
+
+// What create_payment is asked beyond the amount: an invoice's payment is
+// named by the invoice's number, and a gateway that saves cards is asked
+// to save one for a renewing order only. Found by the mutation run: the
+// number's test and both of recurringOrder's cycle tests, turned around,
+// passed every test of the package.
+func TestCreatePaymentNamesTheInvoiceAndSavesTheCardOfARenewingOrder(t *testing.T) {
+	t.Parallel()
+	f := setupFlow(t)
+	gw, err := f.gws.Get(t.Context(), f.epayGW)
+	require.NoError(t, err)
+	k := &keepsInput{}
+	gw.Plugin, gw.SavesMethods = k, true
+	f.gws.set(gw)
+	type asked struct {
+		Subject    string `json:"subject"`
+		SaveMethod bool   `json:"save_method"`
+	}
+	ask := func(in payment.NewPayment) asked {
+		t.Helper()
+		in.GatewayInterfaceID, in.ReturnURL = f.epayGW, "https://x.example"
+		_, err := f.svc.CreatePayment(f.asAlice, in)
+		require.NoError(t, err)
+		var a asked
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		require.NoError(t, json.Unmarshal([]byte(k.input), &a))
+		return a
+	}
+	once := f.order(t, "9.90")
+	require.Equal(t, asked{Subject: "Order " + once.String()}, ask(payment.NewPayment{OrderID: &once}))
+	monthly := f.order(t, "9.90")
+	_, err = f.pool.Exec(t.Context(), `UPDATE orders SET billing_cycle = 'monthly', renewal_price = total_amount, renews = true WHERE id = $1`, monthly)
+	require.NoError(t, err)
+	require.Equal(t, asked{Subject: "Order " + monthly.String(), SaveMethod: true}, ask(payment.NewPayment{OrderID: &monthly}))
+
+	inv := f.invoice(t, nil, "5.00")
+	require.Equal(t, asked{Subject: "Invoice INV-" + inv.String()[:12]}, ask(payment.NewPayment{InvoiceID: &inv}))
+}
