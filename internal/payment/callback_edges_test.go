@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
@@ -323,8 +324,11 @@ func TestPayingAnInvoiceLocksItsOrderFirst(t *testing.T) {
 		_, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{InvoiceID: &inv, GatewayInterfaceID: f.epayGW, ReturnURL: "https://x.example"})
 		done <- err
 	}()
-	require.Eventually(t, func() bool {
-		return f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var waiting int
+		assert.NoError(c, f.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting))
+		assert.Positive(c, waiting)
 	}, 20*time.Second, 10*time.Millisecond, "the payment waits for the order")
 	_, err = f.pool.Exec(ctx, `SELECT 1 FROM invoices WHERE id = $1 FOR UPDATE NOWAIT`, inv)
 	require.NoError(t, err, "the waiting payment holds no lock on the invoice")
