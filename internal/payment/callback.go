@@ -395,7 +395,7 @@ func (s *Service) syncWithGateway(ctx context.Context, pay store.Payment, src st
 	if err != nil {
 		return store.Payment{}, err
 	}
-	if err := s.answerLostCharge(ctx, st.Payment); err != nil {
+	if err := s.answerLostCharge(ctx, gw, st.Payment); err != nil {
 		// The payment is settled all the same; the attempt's row stays
 		// unknown, for an admin (docs/operations.md, "Card renewals").
 		s.log.ErrorContext(ctx, "saved-method charge settled by a status query, but its attempt not answered", "payment_id", pay.ID, "err", err)

@@ -516,8 +516,13 @@ func (s *Service) answerAttempt(ctx context.Context, id uuid.UUID, inv store.Inv
 // leader killed mid-charge, the call cut off) the outcome a status query
 // settled its payment with, so that the attempt no longer reads unknown
 // and a decline is noticed to the customer. A payment that is no such
-// charge, or whose attempt was answered, is left alone.
-func (s *Service) answerLostCharge(ctx context.Context, pay store.Payment) error {
+// charge, or whose attempt was answered, is left alone; so, without a
+// read, is every payment of a gateway that does not save methods (the
+// status queries of the other gateways' invoice payments).
+func (s *Service) answerLostCharge(ctx context.Context, gw Gateway, pay store.Payment) error {
+	if !gw.SavesMethods {
+		return nil
+	}
 	outcome := ""
 	switch Status(pay.Status) {
 	case StatusSuccess:
