@@ -277,17 +277,25 @@ func keyDER(text string) (string, []byte, error) {
 		if m == nil || m[1] != m[3] {
 			return "", nil, errors.New("not a readable PEM block")
 		}
-		der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(m[2]), ""))
-		if err != nil || len(der) == 0 {
+		der, ok := base64DER(m[2])
+		if !ok {
 			return "", nil, errors.New("not a readable PEM block")
 		}
 		return m[1], der, nil
 	}
-	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
-	if err != nil || len(der) == 0 {
+	der, ok := base64DER(text)
+	if !ok {
 		return "", nil, errors.New("neither PEM nor base64 DER")
 	}
 	return "", der, nil
+}
+
+// base64DER is the DER of base64 text, its white space (line breaks or
+// the spaces that stand for them) dropped; false when it is no base64 or
+// empty.
+func base64DER(text string) ([]byte, bool) {
+	der, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(text), ""))
+	return der, err == nil && len(der) > 0
 }
 
 // parsePrivateKey reads an RSA private key: PEM "RSA PRIVATE KEY" (PKCS #1)
