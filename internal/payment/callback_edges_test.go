@@ -1,12 +1,10 @@
 package payment_test
 
 import (
-	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -254,20 +252,6 @@ func TestANewPaymentNeedsAnEnabledInterfaceWithALoadedPlugin(t *testing.T) {
 	require.Equal(t, 0, f.count(t, `SELECT count(*) FROM payments WHERE order_id = $1`, orderID))
 }
 
-// keepsInput is a gateway plugin that keeps the input of its last call and
-// answers a payment page.
-type keepsInput struct {
-	mu    sync.Mutex
-	input string
-}
-
-func (k *keepsInput) Call(_ context.Context, _, _, input string) (string, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.input = input
-	return `{"payment_url":"https://pay.example/1","gateway_payment_id":"G-S"}`, nil
-}
-
 // The payment's subject at the gateway is the order's description, or
 // "Order <id>" when it has none. Found by the mutation run: the empty test
 // turned around (the id for a described order, nothing for the others)
@@ -277,7 +261,7 @@ func TestThePaymentSubjectIsTheOrdersDescriptionOrItsID(t *testing.T) {
 	f := setupFlow(t)
 	gw, err := f.gws.Get(t.Context(), f.epayGW)
 	require.NoError(t, err)
-	k := &keepsInput{}
+	k := &recording{answer: `{"payment_url":"https://pay.example/1","gateway_payment_id":"G-S"}`}
 	gw.Plugin = k
 	f.gws.set(gw)
 	subject := func(orderID uuid.UUID) string {
@@ -346,7 +330,7 @@ func TestCreatePaymentNamesTheInvoiceAndSavesTheCardOfARenewingOrder(t *testing.
 	f := setupFlow(t)
 	gw, err := f.gws.Get(t.Context(), f.epayGW)
 	require.NoError(t, err)
-	k := &keepsInput{}
+	k := &recording{answer: `{"payment_url":"https://pay.example/1","gateway_payment_id":"G-S"}`}
 	gw.Plugin, gw.SavesMethods = k, true
 	f.gws.set(gw)
 	type asked struct {

@@ -59,17 +59,22 @@ func TestCallbackHeadersAreLowerCasedFirstValuedBoundedAndNeverCredentials(t *te
 	require.Greater(t, total, 28<<10)
 }
 
-// recording is a gateway plugin that keeps parse_callback's input and
-// answers a verified notification about nothing ("ignored").
+// recording is a gateway plugin that keeps the input of its last call and
+// answers it with answer, or, when that is empty, parse_callback's
+// verified notification about nothing ("ignored").
 type recording struct {
-	mu    sync.Mutex
-	input string
+	mu     sync.Mutex
+	input  string
+	answer string
 }
 
 func (r *recording) Call(_ context.Context, fn, _, input string) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.input = input
+	if r.answer != "" {
+		return r.answer, nil
+	}
 	return `{"valid":true,"status":"ignored","reason":"event type customer.created","ack":"{\"received\":true}"}`, nil
 }
 
