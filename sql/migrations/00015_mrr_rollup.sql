@@ -169,25 +169,33 @@ $$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
+-- A running service's monthly price moved by d twelfths at at: expansion
+-- or contraction. A service not started yet starts at its new price, and
+-- one that ended is out of MRR: neither moves it.
+CREATE OR REPLACE FUNCTION mrr_price_moved(order_id uuid, at timestamptz, currency text, d bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF d <> 0
+       AND EXISTS (SELECT FROM service_periods p WHERE p.order_id = mrr_price_moved.order_id AND p.seq = 1)
+       AND NOT EXISTS (SELECT FROM service_periods p WHERE p.order_id = mrr_price_moved.order_id AND p.outcome IN ('ended', 'refunded')) THEN
+        INSERT INTO mrr_changes (source, ref, at, currency, kind, services, twelfths)
+        VALUES ('price', order_id, at, currency, CASE WHEN d > 0 THEN 'expansion' ELSE 'contraction' END, 0, d)
+        ON CONFLICT DO NOTHING;
+    END IF;
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 -- A running service's renewal price or cycle moved by UpdateProduct's
 -- apply_to_existing_orders (the trigger's WHEN leaves out an update that
 -- moves the product too: a plan change, recorded by the plan change's own
--- trigger at its effective time): its monthly price moves by the
--- difference. A service not started yet starts at the new price; one that
--- ended is out of MRR.
+-- trigger at its effective time).
 CREATE OR REPLACE FUNCTION mrr_order_price_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    d bigint;
 BEGIN
-    d := mrr_twelfths(NEW.renewal_price, NEW.billing_cycle) - mrr_twelfths(OLD.renewal_price, OLD.billing_cycle);
-    IF d <> 0
-       AND EXISTS (SELECT FROM service_periods WHERE order_id = NEW.id AND seq = 1)
-       AND NOT EXISTS (SELECT FROM service_periods WHERE order_id = NEW.id AND outcome IN ('ended', 'refunded')) THEN
-        INSERT INTO mrr_changes (source, ref, at, currency, kind, services, twelfths)
-        VALUES ('price', NEW.id, NEW.updated_at, NEW.currency, CASE WHEN d > 0 THEN 'expansion' ELSE 'contraction' END, 0, d)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    PERFORM mrr_price_moved(NEW.id, NEW.updated_at, NEW.currency,
+        mrr_twelfths(NEW.renewal_price, NEW.billing_cycle) - mrr_twelfths(OLD.renewal_price, OLD.billing_cycle));
     RETURN NULL;
 END;
 $$;
@@ -200,19 +208,12 @@ $$;
 -- the pass ran).
 CREATE OR REPLACE FUNCTION mrr_plan_change_applied() RETURNS trigger
 LANGUAGE plpgsql AS $$
-DECLARE
-    d bigint;
 BEGIN
-    IF TG_OP = 'UPDATE' AND OLD.status = 'applied' THEN
+    IF (TG_OP = 'UPDATE' AND OLD.status = 'applied') OR NEW.effective_at IS NULL THEN
         RETURN NULL;
     END IF;
-    d := mrr_twelfths(NEW.to_price, NEW.to_cycle) - mrr_twelfths(NEW.from_price, NEW.from_cycle);
-    IF d <> 0 AND NEW.effective_at IS NOT NULL
-       AND EXISTS (SELECT FROM service_periods WHERE order_id = NEW.order_id AND seq = 1) THEN
-        INSERT INTO mrr_changes (source, ref, at, currency, kind, services, twelfths)
-        VALUES ('price', NEW.order_id, NEW.effective_at, NEW.currency, CASE WHEN d > 0 THEN 'expansion' ELSE 'contraction' END, 0, d)
-        ON CONFLICT DO NOTHING;
-    END IF;
+    PERFORM mrr_price_moved(NEW.order_id, NEW.effective_at, NEW.currency,
+        mrr_twelfths(NEW.to_price, NEW.to_cycle) - mrr_twelfths(NEW.from_price, NEW.from_cycle));
     RETURN NULL;
 END;
 $$;
@@ -428,5 +429,5 @@ DROP TRIGGER IF EXISTS orders_renewal_schedule_update ON orders;
 DROP TRIGGER IF EXISTS orders_renewal_schedule_insert ON orders;
 DROP TRIGGER IF EXISTS service_periods_mrr_update ON service_periods;
 DROP TRIGGER IF EXISTS service_periods_mrr_insert ON service_periods;
-DROP FUNCTION IF EXISTS renewal_schedule_install, renewal_schedule_change, renewal_schedule_counts, mrr_backfill, mrr_fold, mrr_plan_change_applied, mrr_order_price_change, mrr_service_period_change, mrr_start_kind, mrr_twelfths;
+DROP FUNCTION IF EXISTS renewal_schedule_install, renewal_schedule_change, renewal_schedule_counts, mrr_backfill, mrr_fold, mrr_plan_change_applied, mrr_order_price_change, mrr_price_moved, mrr_service_period_change, mrr_start_kind, mrr_twelfths;
 DROP TABLE IF EXISTS renewal_schedule_quarters, renewal_schedule_changes, mrr_totals, mrr_quarters, mrr_changes;
