@@ -16,7 +16,8 @@ import (
 // the service periods (issue 28; docs/decisions.md, "renewals") and the
 // invoice lines and number series (issue 38, migration 00010), the
 // disputes (00012), the plan changes (00013), the saved cards (00014) and
-// the recurring revenue's rollup and renewal schedule (00015).
+// the recurring revenue's rollup and renewal schedule (00015) and its
+// days (00016).
 var designTables = []string{
 	"admin_users", "customers", "sessions", "api_keys", "admin_api_keys", "products", "orders",
 	"invoices", "invoice_lines", "invoice_number_series", "service_periods", "plan_changes", "payments", "refunds", "disputes", "payment_trend_currency_quarters",
@@ -25,7 +26,7 @@ var designTables = []string{
 	"balance_transactions", "plugins", "gateway_interfaces", "events", "leader_leases", "nodes", "instances",
 	"notifications", "audit_log", "idempotency_keys", "admin_recovery_codes",
 	"gateway_customers", "saved_payment_methods", "order_auto_charge", "saved_charge_attempts",
-	"mrr_changes", "mrr_quarters", "mrr_totals", "renewal_schedule_changes", "renewal_schedule_quarters",
+	"mrr_changes", "mrr_quarters", "mrr_days", "mrr_totals", "renewal_schedule_changes", "renewal_schedule_quarters",
 }
 
 const gooseTable = "goose_db_version"

@@ -236,7 +236,7 @@ func (b *bundle) checkMRRRollup(t testing.TB, ask func() []payment.RecurringReve
 	defer tx.Rollback(ctx) //nolint:errcheck // committed below
 	_, err = tx.Exec(ctx, `LOCK TABLE orders IN SHARE ROW EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `TRUNCATE mrr_changes, mrr_quarters, mrr_totals, renewal_schedule_changes, renewal_schedule_quarters`)
+	_, err = tx.Exec(ctx, `TRUNCATE mrr_changes, mrr_quarters, mrr_days, mrr_totals, renewal_schedule_changes, renewal_schedule_quarters`)
 	require.NoError(t, err)
 	var added, scheduled int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT mrr_backfill()`).Scan(&added))

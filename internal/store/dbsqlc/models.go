@@ -261,6 +261,14 @@ type MrrChange struct {
 	Twelfths int64
 }
 
+type MrrDay struct {
+	Day      pgtype.Date
+	Currency string
+	Kind     string
+	Services []int64
+	Twelfths []int64
+}
+
 type MrrQuarter struct {
 	Quarter  time.Time
 	Currency string

@@ -27,11 +27,42 @@ func (q *Queries) FoldRecurringRevenue(ctx context.Context) (int64, error) {
 
 const recurringRevenueMovements = `-- name: RecurringRevenueMovements :many
 
-WITH bounds AS (
-    SELECT array_agg(d AT TIME ZONE $1::text ORDER BY d) AS starts,
-           ($2::date)::timestamp AT TIME ZONE $1::text AS lo,
-           ($3::date + 1)::timestamp AT TIME ZONE $1::text AS hi
-    FROM generate_series(($2::date)::timestamp, ($3::date)::timestamp, interval '1 day') d
+WITH b AS (
+    SELECT x.k, x.t, (x.t AT TIME ZONE 'UTC')::date AS d,
+           ceil(extract(epoch FROM x.t - ((x.t AT TIME ZONE 'UTC')::date::timestamp AT TIME ZONE 'UTC')) / 900)::int AS i
+    FROM (
+        SELECT k, ($2::date + k)::timestamp AT TIME ZONE $1::text AS t
+        FROM generate_series(0, $3::date - $2::date + 1) k
+    ) x
+), bounds AS (
+    SELECT array_agg(t ORDER BY k) FILTER (WHERE k < (SELECT max(k) FROM b)) AS starts,
+           max(k) AS n, min(t) AS lo, max(t) AS hi, min(d) AS first, max(d) AS last
+    FROM b
+), day_k AS (
+    -- The local day each UTC day of the range falls in: the boundaries
+    -- up to it, less one.
+    SELECT g.day::date AS day, (sum(count(b.k)) OVER (ORDER BY g.day))::int - 1 AS k
+    FROM bounds CROSS JOIN generate_series(bounds.first, bounds.last, interval '1 day') g(day)
+    LEFT JOIN b ON b.d = g.day::date
+    GROUP BY g.day
+), m AS (
+    SELECT m.day, m.currency, m.kind, m.services, m.twelfths
+    FROM mrr_days m WHERE m.day >= (SELECT min(d) FROM b)
+), parts AS (
+    -- A day after the range's last boundary is 'after' (k = n).
+    SELECT coalesce(day_k.k, bounds.n) AS k, m.currency, m.kind, m.services[96] AS services, m.twelfths[96] AS twelfths
+    FROM m CROSS JOIN bounds LEFT JOIN day_k ON day_k.day = m.day
+    UNION ALL
+    SELECT b.k - 1, m.currency, m.kind, coalesce(m.services[b.i], 0), coalesce(m.twelfths[b.i], 0)
+    FROM b JOIN m ON m.day = b.d WHERE b.k > 0
+    UNION ALL
+    SELECT b.k, m.currency, m.kind, -coalesce(m.services[b.i], 0), -coalesce(m.twelfths[b.i], 0)
+    FROM b JOIN m ON m.day = b.d
+    UNION ALL
+    -- What is not folded yet, by its quarter hour.
+    SELECT CASE WHEN trend_quarter(c.at) >= bounds.hi THEN bounds.n ELSE width_bucket(trend_quarter(c.at), bounds.starts) - 1 END,
+           c.currency, c.kind, c.services, c.twelfths
+    FROM mrr_changes c CROSS JOIN bounds WHERE trend_quarter(c.at) >= bounds.lo
 )
 SELECT 'total'::text AS kind, $2::date AS day, t.currency::text AS currency,
        sum(t.services)::bigint AS services, sum(t.twelfths)::bigint AS twelfths
@@ -42,16 +73,10 @@ FROM (
 ) t
 GROUP BY 3
 UNION ALL
-SELECT CASE WHEN s.quarter >= b.hi THEN 'after' ELSE s.kind END,
-       CASE WHEN s.quarter >= b.hi THEN $2::date
-            ELSE ($2::date + width_bucket(s.quarter, b.starts) - 1)::date END,
-       s.currency, sum(s.services)::bigint, sum(s.twelfths)::bigint
-FROM bounds b
-CROSS JOIN LATERAL (
-    SELECT q.quarter, q.currency, q.kind, q.services, q.twelfths FROM mrr_quarters q WHERE q.quarter >= b.lo
-    UNION ALL
-    SELECT trend_quarter(c.at), c.currency, c.kind, c.services, c.twelfths FROM mrr_changes c WHERE c.at >= b.lo
-) s
+SELECT CASE WHEN p.k >= bounds.n THEN 'after' ELSE p.kind END,
+       CASE WHEN p.k >= bounds.n THEN $2::date ELSE ($2::date + p.k)::date END,
+       p.currency, sum(p.services)::bigint, sum(p.twelfths)::bigint
+FROM parts p CROSS JOIN bounds
 GROUP BY 1, 2, 3
 ORDER BY 3, 1, 2
 `
@@ -84,8 +109,17 @@ type RecurringRevenueMovementsRow struct {
 // and per local day of the range (@zone, cut as the payment trends cut
 // them) the changes of each kind, their sums signed (churn and
 // contraction negative). The totals and corrections carry first_day.
-// The changes since the range began, folded or not, in one pass: those
-// from its end on as 'after', the others on their day.
+//
+// The folded changes come from mrr_days (migration 00016), a row per UTC
+// day holding its prefix sums by quarter hour. The range's boundaries b
+// (its local midnights, k = 0 .. n, b_n its end) each fall in a UTC day d
+// at quarter hour i (rounded up, so a quarter hour that starts before a
+// boundary counts before it, as in the quarters). A local day k is then
+// the whole UTC days from d_k to d_(k+1), less the part of d_k before b_k,
+// plus the part of d_(k+1) before b_(k+1): each day row adds its total to
+// the local day its date falls in (k = n and on: 'after'), and, for each
+// boundary in it, the sum before the boundary to the day ending there and
+// that sum's negative to the day starting there.
 func (q *Queries) RecurringRevenueMovements(ctx context.Context, arg RecurringRevenueMovementsParams) ([]RecurringRevenueMovementsRow, error) {
 	rows, err := q.db.Query(ctx, recurringRevenueMovements, arg.Zone, arg.FirstDay, arg.LastDay)
 	if err != nil {
