@@ -169,9 +169,18 @@ const failedByInvoiceBalancePay = "invoice paid from the balance"
 // store.LockBalanceAccount read it), then the invoice's order's, then the
 // invoice's (inv, issued or overdue).
 func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, inv store.Invoice, by audit.Actor, at time.Time) (bool, error) {
+	_, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: at})
+	return paid, err
+}
+
+// payInvoiceFromBalance is PayInvoiceFromBalance with the invoice move
+// given (its By, At and what the caller holds), answering what the move
+// did.
+func payInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAccount, inv store.Invoice, m InvoiceMove) (InvoiceMoved, bool, error) {
+	by, at := m.By, m.At
 	due, err := inv.Amount.Sub(inv.PaidAmount)
 	if err != nil || due.Sign() <= 0 || acct.Currency != inv.Currency || acct.DisabledAt != nil {
-		return false, err
+		return InvoiceMoved{}, false, err
 	}
 	// The credit-limit rule: balance.Covers is its one Go home. The billing
 	// run's scan that found this invoice (ListUnpaidPeriodsCoveredByBalance
@@ -179,7 +188,7 @@ func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 	// credit_test.go holds the two, and the schema's CHECK, to the same
 	// boundaries.
 	if !balance.Covers(acct, due) {
-		return false, nil
+		return InvoiceMoved{}, false, nil
 	}
 	// The payment carries the invoice's order, as a gateway payment of the
 	// invoice does (payment.CreatePayment): a refund of it then treats the
@@ -190,21 +199,23 @@ func PayInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 	}
 	pay, err := store.InsertBalancePayment(ctx, tx, np)
 	if err != nil {
-		return false, err
+		return InvoiceMoved{}, false, err
 	}
 	if _, err := balance.Post(ctx, tx, balance.Entry{
 		CustomerID: inv.CustomerID, Kind: balance.Payment, Amount: due.Neg(), Currency: inv.Currency,
 		PaymentID: &pay.ID, Description: "invoice " + inv.ID.String(), By: by, At: at,
 	}); err != nil {
-		return false, err
+		return InvoiceMoved{}, false, err
 	}
 	if err := audit.Write(ctx, tx, by, at, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, PaymentSnapshot(pay)); err != nil {
-		return false, err
+		return InvoiceMoved{}, false, err
 	}
-	if _, err := InvoiceTransition(ctx, tx, inv, InvoiceMove{By: by, At: at, Pay: due, FailReason: failedByInvoiceBalancePay}); err != nil {
-		return false, err
+	m.Pay, m.FailReason = due, failedByInvoiceBalancePay
+	moved, err := InvoiceTransition(ctx, tx, inv, m)
+	if err != nil {
+		return InvoiceMoved{}, false, err
 	}
-	return true, nil
+	return moved, true, nil
 }
 
 // lockOwnedForBalance locks the customer of order id, then the order (the

@@ -34,6 +34,29 @@ type InvoiceMove struct {
 	// FailReason is what the pending payments of an invoice that is paid or
 	// cancelled are failed with (payments.failure_reason).
 	FailReason string
+
+	// held is the plan change the invoice bills and its order, when the
+	// caller holds both locked as it wrote them (ChangeOrderPlan paying
+	// its own proration invoice from the balance): paying the invoice
+	// applies the change without reading them again.
+	held *heldPlanChange
+}
+
+// heldPlanChange is a pending plan change and its order, locked by the
+// transaction that made the change.
+type heldPlanChange struct {
+	change store.PlanChange
+	order  store.Order
+}
+
+// heldFor is the held plan change when it is the one invoice inv bills,
+// else nil.
+func (m InvoiceMove) heldFor(inv store.Invoice) *heldPlanChange {
+	h := m.held
+	if h == nil || h.change.InvoiceID == nil || *h.change.InvoiceID != inv.ID || h.order.ID != h.change.OrderID {
+		return nil
+	}
+	return h
 }
 
 // InvoiceMoved is what an invoice transition did: the invoice as it is now,
@@ -41,6 +64,11 @@ type InvoiceMove struct {
 type InvoiceMoved struct {
 	Invoice        store.Invoice
 	FailedPayments []store.Payment
+	// Order and PlanChange, when the payment completed an upgrade's
+	// proration invoice: the order as the change moved it, and the change
+	// applied.
+	Order      *store.Order
+	PlanChange *store.PlanChange
 }
 
 // invoiceActions name each invoice transition in the audit log, as
@@ -109,11 +137,15 @@ func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invo
 		return InvoiceMoved{}, err
 	}
 	if to == InvoicePaid && from != InvoicePaid {
-		if err := renewOnPaid(ctx, tx, out.Invoice, m); err != nil {
-			return InvoiceMoved{}, err
+		// A proration invoice made in the caller's transaction bills no
+		// period.
+		if m.heldFor(inv) == nil {
+			if err := renewOnPaid(ctx, tx, out.Invoice, m); err != nil {
+				return InvoiceMoved{}, err
+			}
 		}
 		// An upgrade's proration invoice: the plan change takes effect.
-		if err := planChangeOnPaid(ctx, tx, out.Invoice, m); err != nil {
+		if out.Order, out.PlanChange, err = planChangeOnPaid(ctx, tx, out.Invoice, m); err != nil {
 			return InvoiceMoved{}, err
 		}
 	}

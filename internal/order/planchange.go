@@ -285,20 +285,18 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		// The balance pays it when it covers it; paid, the change is
 		// applied in InvoiceTransition (planChangeOnPaid), at the billing
 		// clock's now (as the billing run's balance payments are).
-		paid, err := PayInvoiceFromBalance(ctx, tx, acct, inv, by, now)
+		// The change and the order are locked and as this transaction
+		// wrote them, so the payment applies the change from them, and
+		// hands back what it wrote.
+		moved, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: now, held: &heldPlanChange{change: ch, order: o}})
 		if err != nil {
 			return err
 		}
 		if paid {
-			if inv, err = store.Q(tx).GetInvoice(ctx, inv.ID); err != nil {
-				return err
+			if moved.PlanChange == nil || moved.Order == nil {
+				return store.Bug(nil, "plan change %s: its proration invoice %s was paid but the change was not applied", ch.ID, inv.ID)
 			}
-			if ch, err = store.Q(tx).GetPlanChangeForUpdate(ctx, ch.ID); err != nil {
-				return err
-			}
-			if o, err = store.Q(tx).GetOrder(ctx, o.ID); err != nil {
-				return err
-			}
+			inv, ch, o = moved.Invoice, *moved.PlanChange, *moved.Order
 		}
 		out = PlanChanged{Order: o, Change: ch, Invoice: &inv}
 		return nil
@@ -546,31 +544,42 @@ func appendPlanEvent(ctx context.Context, tx pgx.Tx, typ string, ch store.PlanCh
 // planChangeOnPaid is what paying an invoice in full does when it is an
 // upgrade's proration invoice (InvoiceTransition, in the payer's
 // transaction, which holds the order's lock, then the invoice's): the
-// change is applied at the time of payment on the billing clock.
-func planChangeOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) error {
+// change is applied at the time of payment on the billing clock. It
+// answers the order and the change as they moved, nil when the invoice
+// applies none.
+func planChangeOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) (*store.Order, *store.PlanChange, error) {
 	if inv.OrderID == nil {
-		return nil
+		return nil, nil, nil
 	}
-	ch, err := store.Q(tx).PlanChangeByInvoiceForUpdate(ctx, &inv.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // not a proration invoice, or one already done with
-	}
-	if err != nil {
-		return err
-	}
-	if ch.Timing != store.PlanChangeNow {
-		return nil // a renewal invoice of the new plan: the change waits for its period
-	}
-	o, err := store.Q(tx).GetOrderForUpdate(ctx, ch.OrderID)
-	if err != nil {
-		return store.BugIfNotFound(err, "lock the order of a plan change")
+	var ch store.PlanChange
+	var o store.Order
+	if h := m.heldFor(inv); h != nil {
+		ch, o = h.change, h.order
+	} else {
+		var err error
+		ch, err = store.Q(tx).PlanChangeByInvoiceForUpdate(ctx, &inv.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, nil // not a proration invoice, or one already done with
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if ch.Timing != store.PlanChangeNow {
+			return nil, nil, nil // a renewal invoice of the new plan: the change waits for its period
+		}
+		if o, err = store.Q(tx).GetOrderForUpdate(ctx, ch.OrderID); err != nil {
+			return nil, nil, store.BugIfNotFound(err, "lock the order of a plan change")
+		}
 	}
 	billingAt := m.At
 	if !m.BillingAt.IsZero() {
 		billingAt = m.BillingAt
 	}
-	_, _, err = applyPlanChange(ctx, tx, o, ch, money.Zero(), m.By, m.At, billingAt)
-	return err
+	moved, applied, err := applyPlanChange(ctx, tx, o, ch, money.Zero(), m.By, m.At, billingAt)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &moved, &applied, nil
 }
 
 // planChangeOnCancel is what cancelling invoice inv does to the pending

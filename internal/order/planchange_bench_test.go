@@ -88,7 +88,7 @@ func BenchmarkPlanChangeAgainstRenewal(b *testing.B) {
 
 // seedPlanServices makes n active monthly orders of product at 10.00, each
 // of its own customer with 100.00 of balance, paid from start to end.
-func seedPlanServices(b *testing.B, pool *pgxpool.Pool, n int, product uuid.UUID, start, end time.Time) []uuid.UUID {
+func seedPlanServices(b testing.TB, pool *pgxpool.Pool, n int, product uuid.UUID, start, end time.Time) []uuid.UUID {
 	b.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
