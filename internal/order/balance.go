@@ -201,10 +201,17 @@ func payInvoiceFromBalance(ctx context.Context, tx pgx.Tx, acct store.BalanceAcc
 	if err != nil {
 		return InvoiceMoved{}, false, err
 	}
-	if _, err := balance.Post(ctx, tx, balance.Entry{
+	// The customer is locked as acct (the caller's lock), so the ledger
+	// row is written from it, not after locking the customer again; the
+	// write itself refuses a balance that is no longer acct's.
+	posting, err := balance.PostLocked(ctx, tx, acct, balance.Entry{
 		CustomerID: inv.CustomerID, Kind: balance.Payment, Amount: due.Neg(), Currency: inv.Currency,
 		PaymentID: &pay.ID, Description: "invoice " + inv.ID.String(), By: by, At: at,
-	}); err != nil {
+	})
+	if err != nil {
+		return InvoiceMoved{}, false, err
+	}
+	if _, err := posting.Done(ctx); err != nil {
 		return InvoiceMoved{}, false, err
 	}
 	if err := audit.Write(ctx, tx, by, at, audit.ActionPaymentCreate, entityPayment, pay.ID.String(), nil, PaymentSnapshot(pay)); err != nil {

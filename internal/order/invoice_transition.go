@@ -137,16 +137,21 @@ func InvoiceTransition(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invo
 		return InvoiceMoved{}, err
 	}
 	if to == InvoicePaid && from != InvoicePaid {
-		// A proration invoice made in the caller's transaction bills no
-		// period.
+		// A renewal invoice: its period is paid. A proration invoice made
+		// in the caller's transaction bills no period.
+		renewal := false
 		if m.heldFor(inv) == nil {
-			if err := renewOnPaid(ctx, tx, out.Invoice, m); err != nil {
+			if renewal, err = renewOnPaid(ctx, tx, out.Invoice, m); err != nil {
 				return InvoiceMoved{}, err
 			}
 		}
-		// An upgrade's proration invoice: the plan change takes effect.
-		if out.Order, out.PlanChange, err = planChangeOnPaid(ctx, tx, out.Invoice, m); err != nil {
-			return InvoiceMoved{}, err
+		// An upgrade's proration invoice, which bills no period: the plan
+		// change takes effect. (A renewal invoice may bill a period-end
+		// change, which waits for its period: ApplyDuePlanChange.)
+		if !renewal {
+			if out.Order, out.PlanChange, err = planChangeOnPaid(ctx, tx, out.Invoice, m); err != nil {
+				return InvoiceMoved{}, err
+			}
 		}
 	}
 	if to == InvoiceCancelled {

@@ -150,15 +150,19 @@ func LastServedPeriod(ctx context.Context, db store.DB, id uuid.UUID) (store.Ser
 // paidAt on the writer's clock (the gateway's time of payment, or the
 // move's), moved onto the billing clock; the period before it ends
 // renewed, and the order's paid end and its instance's expiry move to
-// p's end.
-func payPeriod(ctx context.Context, tx pgx.Tx, p store.ServicePeriod, m InvoiceMove, paidAt time.Time) (store.ServicePeriod, error) {
+// p's end. It answers the period and the order as they are now.
+func payPeriod(ctx context.Context, tx pgx.Tx, p store.ServicePeriod, m InvoiceMove, paidAt time.Time) (store.ServicePeriod, store.Order, error) {
 	paidAt = store.Timestamp(paidAt.Add(billingShift(m.At, m.BillingAt)))
 	p, err := store.MarkServicePeriodPaid(ctx, tx, p.OrderID, p.Seq, paidAt, m.At)
 	if err != nil {
 		// Locked and unpaid (the caller checked): a miss is a bug.
-		return store.ServicePeriod{}, store.BugIfNotFound(err, "mark the renewed period paid")
+		return store.ServicePeriod{}, store.Order{}, store.BugIfNotFound(err, "mark the renewed period paid")
 	}
-	return p, store.SetPaidEnd(ctx, tx, p.OrderID, p.EndsAt, m.At)
+	o, err := store.SetPaidEndOf(ctx, tx, p.OrderID, p.EndsAt, m.At)
+	if err != nil {
+		return store.ServicePeriod{}, store.Order{}, store.BugIfNotFound(err, "set the renewed order's paid end")
+	}
+	return p, o, nil
 }
 
 // endPaidNow moves order id's paid end (and its instance's expiry) to now

@@ -19,20 +19,21 @@ import (
 // transaction, the period is paid, so the service runs until its end —
 // one cycle from the previous end, not from the day of payment — the
 // instance's expiry follows, service_renewed is queued, and an order
-// suspended for non-payment is resumed (an admin's suspension stays).
+// suspended for non-payment is resumed (an admin's suspension stays). It
+// reports whether inv bills a period (a renewal invoice).
 //
 // The caller holds the order's lock (the settlement locks an invoice's
 // order before the invoice) and the invoice's.
-func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) error {
+func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMove) (bool, error) {
 	if inv.OrderID == nil {
-		return nil
+		return false, nil
 	}
 	p, err := store.Q(tx).GetServicePeriodByInvoiceForUpdate(ctx, &inv.ID)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil // not a renewal invoice
+		return false, nil // not a renewal invoice
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	paidAt := m.At
 	if !m.PaidAt.IsZero() {
@@ -43,15 +44,14 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 		// open: a partly paid invoice, left for an admin. That is a
 		// verdict on the payment, not a bug: the payers check
 		// (payment's notPayable) and capture the money instead.
-		return apperr.Wrap(apperr.FailedPrecondition, ErrPeriodNotRenewable,
+		return true, apperr.Wrap(apperr.FailedPrecondition, ErrPeriodNotRenewable,
 			"invoice %s bills period %d of order %s, which is %s: it can no longer be renewed", inv.ID, p.Seq, p.OrderID, p.Status)
 	}
-	if p, err = payPeriod(ctx, tx, p, m, paidAt); err != nil {
-		return err
-	}
-	o, err := store.Q(tx).GetOrderForUpdate(ctx, p.OrderID)
+	// The order as its paid end's update left it (the caller holds its
+	// lock; the update answers it).
+	p, o, err := payPeriod(ctx, tx, p, m, paidAt)
 	if err != nil {
-		return store.BugIfNotFound(err, "lock the renewed order")
+		return true, err
 	}
 	resume := Status(o.Status) == StatusSuspended && o.SuspendReason == SuspendReasonOverdue
 	body, err := json.Marshal(ServiceRenewedPayload{
@@ -59,16 +59,16 @@ func renewOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m InvoiceMov
 		Amount: inv.Amount, Currency: inv.Currency, Resumed: resume,
 	})
 	if err != nil {
-		return err
+		return true, err
 	}
 	if err := store.AppendEvent(ctx, tx, EventServiceRenewed, o.ID, body); err != nil {
-		return err
+		return true, err
 	}
 	if !resume {
-		return nil
+		return true, nil
 	}
 	_, err = Transition(ctx, tx, o, Move{To: StatusActive, By: m.By, At: m.At})
-	return err
+	return true, err
 }
 
 // ErrPeriodNotRenewable marks a payment that would complete a renewal

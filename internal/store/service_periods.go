@@ -99,13 +99,21 @@ func MarkServicePeriodPaid(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, se
 // SetPaidEnd records that the order's service is paid until until: its
 // paid_until and its instance's expiry follow.
 func SetPaidEnd(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, until, at time.Time) error {
+	_, err := SetPaidEndOf(ctx, tx, orderID, until, at)
+	return err
+}
+
+// SetPaidEndOf is SetPaidEnd answering the order as the update left it
+// (locked by it). ErrNotFound when there is no such order.
+func SetPaidEndOf(ctx context.Context, tx pgx.Tx, orderID uuid.UUID, until, at time.Time) (Order, error) {
 	q := Q(tx)
-	if err := q.SetOrderPaidUntil(ctx, dbsqlc.SetOrderPaidUntilParams{
+	o, err := q.SetOrderPaidUntil(ctx, dbsqlc.SetOrderPaidUntilParams{
 		ID: orderID, PaidUntil: &until, UpdatedAt: at,
-	}); err != nil {
-		return err
+	})
+	if err != nil {
+		return Order{}, err
 	}
-	return q.SetInstanceExpiry(ctx, dbsqlc.SetInstanceExpiryParams{OrderID: orderID, ExpiresAt: &until, UpdatedAt: at})
+	return o, q.SetInstanceExpiry(ctx, dbsqlc.SetInstanceExpiryParams{OrderID: orderID, ExpiresAt: &until, UpdatedAt: at})
 }
 
 // CancelUnpaidServicePeriod cancels the unpaid period invoiceID bills (its

@@ -139,9 +139,11 @@ WHERE p.status = 'unpaid' AND p.starts_at <= @due_before
 ORDER BY p.starts_at, p.order_id
 LIMIT @max_rows;
 
--- name: SetOrderPaidUntil :exec
--- The end of the order's last paid period, kept on the order.
-UPDATE orders SET paid_until = @paid_until, updated_at = @updated_at WHERE id = @id;
+-- name: SetOrderPaidUntil :one
+-- The end of the order's last paid period, kept on the order: the order
+-- as it is now.
+UPDATE orders SET paid_until = @paid_until, updated_at = @updated_at WHERE id = @id
+RETURNING *;
 
 -- name: CancelUnpaidServicePeriod :one
 -- The invoice billing an unpaid period was cancelled: the period is

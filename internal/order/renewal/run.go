@@ -368,16 +368,11 @@ type locked struct {
 
 // lockOrder locks the order's customer, then the order, in tx.
 func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
-	o, err := store.Q(tx).GetOrder(ctx, id) // an order's customer never changes
+	// The customer found through the order, then the order, in one round
+	// trip: the lock order of every balance change.
+	acct, o, err := store.LockForBalancePayment(ctx, tx, id)
 	if err != nil {
-		return locked{}, store.BugIfNotFound(err, "read order")
-	}
-	acct, err := store.LockBalanceAccount(ctx, tx, o.CustomerID)
-	if err != nil {
-		return locked{}, store.BugIfNotFound(err, "lock customer")
-	}
-	if o, err = store.Q(tx).GetOrderForUpdate(ctx, id); err != nil {
-		return locked{}, store.BugIfNotFound(err, "lock order")
+		return locked{}, store.BugIfNotFound(err, "lock the customer, then the order")
 	}
 	return locked{acct: acct, o: o}, nil
 }

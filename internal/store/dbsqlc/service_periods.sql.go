@@ -1019,8 +1019,9 @@ func (q *Queries) SetInstanceExpiry(ctx context.Context, arg SetInstanceExpiryPa
 	return err
 }
 
-const setOrderPaidUntil = `-- name: SetOrderPaidUntil :exec
+const setOrderPaidUntil = `-- name: SetOrderPaidUntil :one
 UPDATE orders SET paid_until = $1, updated_at = $2 WHERE id = $3
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
 `
 
 type SetOrderPaidUntilParams struct {
@@ -1029,10 +1030,32 @@ type SetOrderPaidUntilParams struct {
 	ID        uuid.UUID
 }
 
-// The end of the order's last paid period, kept on the order.
-func (q *Queries) SetOrderPaidUntil(ctx context.Context, arg SetOrderPaidUntilParams) error {
-	_, err := q.db.Exec(ctx, setOrderPaidUntil, arg.PaidUntil, arg.UpdatedAt, arg.ID)
-	return err
+// The end of the order's last paid period, kept on the order: the order
+// as it is now.
+func (q *Queries) SetOrderPaidUntil(ctx context.Context, arg SetOrderPaidUntilParams) (Order, error) {
+	row := q.db.QueryRow(ctx, setOrderPaidUntil, arg.PaidUntil, arg.UpdatedAt, arg.ID)
+	var i Order
+	err := row.Scan(
+		&i.ID,
+		&i.CustomerID,
+		&i.ProductID,
+		&i.Status,
+		&i.TotalAmount,
+		&i.Currency,
+		&i.Description,
+		&i.Item,
+		&i.PaidAt,
+		&i.CancelledAt,
+		&i.CancelReason,
+		&i.BillingCycle,
+		&i.RenewalPrice,
+		&i.Renews,
+		&i.SuspendReason,
+		&i.PaidUntil,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
 }
 
 const setOrderRenews = `-- name: SetOrderRenews :one

@@ -1,0 +1,71 @@
+package order_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/rustbill/paymentd/internal/order/renewal"
+	"github.com/rustbill/paymentd/internal/ordertest"
+	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
+)
+
+// maxRenewalRoundTrips bounds the round trips of one service's renewal
+// paid from the balance by the billing run, BEGIN to COMMIT
+// (docs/performance.md, "The billing run"): 31 before issue 40's trims.
+const maxRenewalRoundTrips = 26
+
+// A renewal paid from the balance locks the customer and the order in one
+// round trip, writes the ledger row from the customer it holds, and takes
+// the renewed order from the update of its paid end; paying a renewal
+// invoice does not look for a plan change it would apply.
+func TestARenewalPaidFromTheBalanceTakesFewRoundTrips(t *testing.T) {
+	t.Parallel()
+	trips := &testdb.RoundTrips{}
+	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
+	require.NoError(t, err)
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	start := time.Date(2027, time.February, 1, 0, 0, 0, 0, time.UTC)
+	end := start.AddDate(0, 1, 0)
+	ob := ordertest.SetupWithPool(t, pool)
+	small := ob.Product(t, "10.00", "CNY")
+	_, err = pool.Exec(context.Background(), `UPDATE products SET billing_cycle = 'monthly' WHERE id = $1`, small.ID)
+	require.NoError(t, err)
+	seedPlanServices(t, pool, 3, small.ID, start, end)
+	clock := testkit.NewClockAt(end.Add(-24 * time.Hour))
+	run := renewal.New(pool, renewal.Options{Node: "bench", InvoiceDays: 7, AutoApplyBalance: true, Clock: clock.Now, BatchSize: 100})
+	trips.Reset()
+	r, err := run.RunOnce(context.Background())
+	require.NoError(t, err)
+	sent := trips.Reset()
+	require.Equal(t, 3, r.Issued)
+	require.Equal(t, 3, r.AutoPaid)
+	// The last service's transaction, BEGIN to COMMIT.
+	first := 0
+	for i, s := range sent {
+		if s == "begin" {
+			first = i
+		}
+	}
+	commit := first
+	for commit < len(sent) && sent[commit] != "commit" {
+		commit++
+	}
+	require.Less(t, commit, len(sent))
+	one := sent[first : commit+1]
+	for i, s := range one {
+		t.Logf("  %2d %s", i+1, s)
+	}
+	require.LessOrEqual(t, len(one), maxRenewalRoundTrips)
+	for _, name := range []string{"GetOrder", "LockOrderCustomerAccount", "GetOrderForUpdate", "PlanChangeByInvoiceForUpdate"} {
+		require.NotContains(t, one, name)
+	}
+}
