@@ -702,18 +702,29 @@ func (s *Service) PendingPlanChanges(ctx context.Context, orders ...store.Order)
 	return out, nil
 }
 
-// NextPeriodPlan is what the billing run's renewal of order o (locked)
-// bills for its next period: the pending period-end change, if any (its
-// price and cycle replace the order's), else nothing (ok false).
-func NextPeriodPlan(ctx context.Context, tx pgx.Tx, o store.Order) (store.PlanChange, bool, error) {
-	ch, err := store.Q(tx).PendingPlanChange(ctx, o.ID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && ch.Timing != store.PlanChangePeriodEnd) {
-		return store.PlanChange{}, false, nil
+// PendingPlanChange is order id's pending plan change (nil: none), read
+// once by a caller that holds the order's lock and hands it to the steps
+// below: an order has at most one.
+func PendingPlanChange(ctx context.Context, tx pgx.Tx, id uuid.UUID) (*store.PlanChange, error) {
+	ch, err := store.Q(tx).PendingPlanChange(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
 	}
 	if err != nil {
-		return store.PlanChange{}, false, err
+		return nil, err
 	}
-	return ch, true, nil
+	return &ch, nil
+}
+
+// NextPeriodPlan is what the billing run's renewal of an order bills for
+// its next period, given its pending change (PendingPlanChange): a
+// period-end change (its price and cycle replace the order's), else
+// nothing (ok false).
+func NextPeriodPlan(pending *store.PlanChange) (store.PlanChange, bool) {
+	if pending == nil || pending.Timing != store.PlanChangePeriodEnd {
+		return store.PlanChange{}, false
+	}
+	return *pending, true
 }
 
 // PlanChangeBilled records that the billing run issued next, the period
@@ -733,27 +744,36 @@ func PlanChangeBilled(ctx context.Context, tx pgx.Tx, ch store.PlanChange, next 
 // change the plan. An order whose service has ended has its change
 // cancelled instead. It reports whether it applied one.
 func ApplyDuePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error) {
-	ch, err := store.Q(tx).PendingPlanChange(ctx, o.ID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
+	pending, err := PendingPlanChange(ctx, tx, o.ID)
 	if err != nil {
 		return false, err
 	}
+	applied, _, err := ApplyDuePendingPlanChange(ctx, tx, o, pending, by, at, now)
+	return applied, err
+}
+
+// ApplyDuePendingPlanChange is ApplyDuePlanChange given the order's
+// pending change (PendingPlanChange; nil: none). It also reports whether
+// the change is still pending afterwards.
+func ApplyDuePendingPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, pending *store.PlanChange, by audit.Actor, at, now time.Time) (applied, stillPending bool, err error) {
+	if pending == nil {
+		return false, false, nil
+	}
+	ch := *pending
 	if ch.Timing != store.PlanChangePeriodEnd || ch.PeriodSeq == nil || ch.EffectiveAt == nil || ch.EffectiveAt.After(now) {
-		return false, nil
+		return false, true, nil
 	}
 	if !Status(o.Status).Live() {
 		after, err := store.Q(tx).SetPlanChangeStatus(ctx, store.SetPlanChangeStatusParams{
 			ID: ch.ID, Status: store.PlanChangeCancelled, Credited: ch.Credited, UpdatedAt: at,
 		})
 		if err != nil {
-			return false, err
+			return false, false, err
 		}
-		return false, audit.Write(ctx, tx, by, at, ActionPlanChangeCancel, entityPlanChange, ch.ID.String(), planChangeSnapshot(ch), planChangeSnapshot(after))
+		return false, false, audit.Write(ctx, tx, by, at, ActionPlanChangeCancel, entityPlanChange, ch.ID.String(), planChangeSnapshot(ch), planChangeSnapshot(after))
 	}
 	_, _, err = applyPlanChange(ctx, tx, o, ch, money.Zero(), by, at, *ch.EffectiveAt)
-	return err == nil, err
+	return err == nil, false, err
 }
 
 // LapsePlanChange lapses order o's (locked) pending upgrade whose
@@ -762,7 +782,11 @@ func ApplyDuePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.
 // and plan_change_lapsed tells the customer. A partly paid invoice is
 // left for an admin (false). It reports whether it lapsed one.
 func LapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error) {
-	return lapsePlanChange(ctx, tx, o, by, at, now, false)
+	pending, err := PendingPlanChange(ctx, tx, o.ID)
+	if err != nil {
+		return false, err
+	}
+	return lapsePlanChange(ctx, tx, pending, by, at, now, false)
 }
 
 // LapseUpgradeBeforeRenewal lapses order o's (locked) pending upgrade
@@ -771,19 +795,17 @@ func LapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Act
 // old plan, so an upgrade paid after it would serve the new plan through
 // a period billed at the old price. Its proration covers the current
 // period only. A partly paid invoice is left for an admin (false). It
-// reports whether it lapsed one.
-func LapseUpgradeBeforeRenewal(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time) (bool, error) {
-	return lapsePlanChange(ctx, tx, o, by, at, now, true)
+// reports whether it lapsed one. pending is the order's pending change
+// (PendingPlanChange; nil: none).
+func LapseUpgradeBeforeRenewal(ctx context.Context, tx pgx.Tx, pending *store.PlanChange, by audit.Actor, at, now time.Time) (bool, error) {
+	return lapsePlanChange(ctx, tx, pending, by, at, now, true)
 }
 
-func lapsePlanChange(ctx context.Context, tx pgx.Tx, o store.Order, by audit.Actor, at, now time.Time, renewing bool) (bool, error) {
-	ch, err := store.Q(tx).PendingPlanChange(ctx, o.ID)
-	if errors.Is(err, store.ErrNotFound) {
+func lapsePlanChange(ctx context.Context, tx pgx.Tx, pending *store.PlanChange, by audit.Actor, at, now time.Time, renewing bool) (bool, error) {
+	if pending == nil {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
+	ch := *pending
 	if ch.Timing != store.PlanChangeNow || ch.InvoiceID == nil || ch.LapseAt == nil || (!renewing && ch.LapseAt.After(now)) {
 		return false, nil
 	}

@@ -397,9 +397,20 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		// first (the plan change step does it too, later in the pass): a
 		// pass that catches up on more than a period must bill the next
 		// one at the plan the order now has, not bill the change again.
-		if applied, err := order.ApplyDuePlanChange(ctx, tx, l.o, by, now, now); err != nil {
+		// The order's pending change, read once for the three steps
+		// below (an order has at most one).
+		pending, err := order.PendingPlanChange(ctx, tx, id)
+		if err != nil {
 			return err
-		} else if applied {
+		}
+		applied, stillPending, err := order.ApplyDuePendingPlanChange(ctx, tx, l.o, pending, by, now, now)
+		if err != nil {
+			return err
+		}
+		if !stillPending {
+			pending = nil
+		}
+		if applied {
 			if l.o, err = store.Q(tx).GetOrder(ctx, id); err != nil {
 				return err
 			}
@@ -427,10 +438,7 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		price := l.o.RenewalPrice.Amount
 		// A pending period-end plan change: the next period bills the new
 		// product's price, and a new cycle counts from the period's start.
-		change, changing, err := order.NextPeriodPlan(ctx, tx, l.o)
-		if err != nil {
-			return err
-		}
+		change, changing := order.NextPeriodPlan(pending)
 		if changing {
 			price = change.ToPrice
 			if to := order.BillingCycle(change.ToCycle); to != cycle {
@@ -441,7 +449,7 @@ func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.A
 		// An upgrade still unpaid lapses now: the period billed here is
 		// billed at the plan the order has, and the upgrade's proration
 		// covers the current period only.
-		if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, l.o, by, now, now); err != nil {
+		if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, pending, by, now, now); err != nil {
 			return err
 		}
 		var inv store.Invoice
