@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/testdb"
@@ -25,14 +24,7 @@ func TestABalancePaymentTakesFewRoundTrips(t *testing.T) {
 	t.Parallel()
 	// A service of its own on one traced connection: every statement of a
 	// payment is seen, and after a first payment all are prepared.
-	trips := &testdb.RoundTrips{}
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	require.NoError(t, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, trips := testdb.TracedPool(t, testdb.URL(t))
 	b := setupWithPool(t, pool)
 	b.setAccount(t, b.alice, "100.00", "0.00")
 

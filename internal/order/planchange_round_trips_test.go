@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/order"
@@ -23,14 +22,7 @@ import (
 // (docs/performance.md, "A plan change against a renewal").
 func TestAnUpgradePaidFromTheBalanceReadsBackNothingItWrote(t *testing.T) {
 	t.Parallel()
-	trips := &testdb.RoundTrips{}
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	require.NoError(t, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, trips := testdb.TracedPool(t, testdb.URL(t))
 
 	start := time.Date(2027, time.February, 1, 0, 0, 0, 0, time.UTC)
 	ob := ordertest.SetupWithPool(t, pool)
@@ -38,7 +30,7 @@ func TestAnUpgradePaidFromTheBalanceReadsBackNothingItWrote(t *testing.T) {
 	svc := order.NewService(pool, ordertest.Currencies, nil, clock.Now, slog.New(slog.DiscardHandler)).
 		WithBillingClock(clock.Now).WithPlanChanges(7, order.CreditBalance)
 	small, big := ob.Product(t, "10.00", "CNY"), ob.Product(t, "30.00", "CNY")
-	_, err = pool.Exec(context.Background(), `UPDATE products SET billing_cycle = 'monthly' WHERE id = ANY($1)`, []any{small.ID, big.ID})
+	_, err := pool.Exec(context.Background(), `UPDATE products SET billing_cycle = 'monthly' WHERE id = ANY($1)`, []any{small.ID, big.ID})
 	require.NoError(t, err)
 	ids := seedPlanServices(t, pool, 2, small.ID, start, start.AddDate(0, 1, 0))
 

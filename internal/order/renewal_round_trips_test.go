@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/order/renewal"
@@ -26,19 +25,12 @@ const maxRenewalRoundTrips = 24
 // plan change it would apply.
 func TestARenewalPaidFromTheBalanceTakesFewRoundTrips(t *testing.T) {
 	t.Parallel()
-	trips := &testdb.RoundTrips{}
-	cfg, err := pgxpool.ParseConfig(testdb.URL(t))
-	require.NoError(t, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, trips := testdb.TracedPool(t, testdb.URL(t))
 	start := time.Date(2027, time.February, 1, 0, 0, 0, 0, time.UTC)
 	end := start.AddDate(0, 1, 0)
 	ob := ordertest.SetupWithPool(t, pool)
 	small := ob.Product(t, "10.00", "CNY")
-	_, err = pool.Exec(context.Background(), `UPDATE products SET billing_cycle = 'monthly' WHERE id = $1`, small.ID)
+	_, err := pool.Exec(context.Background(), `UPDATE products SET billing_cycle = 'monthly' WHERE id = $1`, small.ID)
 	require.NoError(t, err)
 	seedPlanServices(t, pool, 3, small.ID, start, end)
 	clock := testkit.NewClockAt(end.Add(-24 * time.Hour))

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/payment"
@@ -31,14 +30,7 @@ func TestASuccessfulCallbackSettlesInFewRoundTrips(t *testing.T) {
 
 	// A service of its own on one traced connection: every statement of a
 	// callback is seen, and after a first callback all are prepared.
-	trips := &testdb.RoundTrips{}
-	cfg, err := pgxpool.ParseConfig(f.pool.Config().ConnString())
-	require.NoError(t, err)
-	cfg.MaxConns, cfg.MinConns = 1, 1
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool, trips := testdb.TracedPool(t, f.pool.Config().ConnString())
 	svc := payment.NewService(pool, slog.New(slog.DiscardHandler), payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
 
 	// The statements prepared on the one connection.

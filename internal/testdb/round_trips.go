@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // RoundTrips is a pgx tracer that counts what a pool sends to PostgreSQL
@@ -73,4 +75,25 @@ func statementName(sql string) string {
 		first = first[:40]
 	}
 	return first
+}
+
+// TracedPool is a pool of one connection on the database at url, its round
+// trips counted by the RoundTrips it returns: every statement a call sends
+// is seen in order, and after a first call all are prepared. Closed when
+// the test ends.
+func TracedPool(t testing.TB, url string) (*pgxpool.Pool, *RoundTrips) {
+	t.Helper()
+	trips := &RoundTrips{}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatalf("testdb: traced pool: %v", err)
+	}
+	cfg.MaxConns, cfg.MinConns = 1, 1
+	cfg.ConnConfig.Tracer = trips
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("testdb: traced pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, trips
 }
