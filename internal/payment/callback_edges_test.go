@@ -322,9 +322,10 @@ func TestPayingAnInvoiceLocksItsOrderFirst(t *testing.T) {
 
 // What create_payment is asked beyond the amount: an invoice's payment is
 // named by the invoice's number, and a gateway that saves cards is asked
-// to save one for a renewing order only. Found by the mutation run: the
-// number's test and both of recurringOrder's cycle tests, turned around,
-// passed every test of the package.
+// to save one for a renewing order only, named by the gateway customer
+// it made before. Found by the mutation run: the number's test, both of
+// recurringOrder's cycle tests and saveMethodFields' error test, turned
+// around, passed every test of the package.
 func TestCreatePaymentNamesTheInvoiceAndSavesTheCardOfARenewingOrder(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
@@ -334,8 +335,10 @@ func TestCreatePaymentNamesTheInvoiceAndSavesTheCardOfARenewingOrder(t *testing.
 	gw.Plugin, gw.SavesMethods = k, true
 	f.gws.set(gw)
 	type asked struct {
-		Subject    string `json:"subject"`
-		SaveMethod bool   `json:"save_method"`
+		Subject           string `json:"subject"`
+		SaveMethod        bool   `json:"save_method"`
+		CustomerID        string `json:"customer_id"`
+		GatewayCustomerID string `json:"gateway_customer_id"`
 	}
 	ask := func(in payment.NewPayment) asked {
 		t.Helper()
@@ -353,7 +356,16 @@ func TestCreatePaymentNamesTheInvoiceAndSavesTheCardOfARenewingOrder(t *testing.
 	monthly := f.order(t, "9.90")
 	_, err = f.pool.Exec(t.Context(), `UPDATE orders SET billing_cycle = 'monthly', renewal_price = total_amount, renews = true WHERE id = $1`, monthly)
 	require.NoError(t, err)
-	require.Equal(t, asked{Subject: "Order " + monthly.String(), SaveMethod: true}, ask(payment.NewPayment{OrderID: &monthly}))
+	require.Equal(t, asked{Subject: "Order " + monthly.String(), SaveMethod: true, CustomerID: f.alice.String()}, ask(payment.NewPayment{OrderID: &monthly}))
+	// Once the gateway has made the customer, it is named to it again.
+	_, err = f.pool.Exec(t.Context(), `INSERT INTO gateway_customers (gateway_interface_id, customer_id, gateway_customer_id, created_at)
+		VALUES ($1, $2, 'cus_A', now())`, f.epayGW, f.alice)
+	require.NoError(t, err)
+	again := f.order(t, "9.90")
+	_, err = f.pool.Exec(t.Context(), `UPDATE orders SET billing_cycle = 'monthly', renewal_price = total_amount, renews = true WHERE id = $1`, again)
+	require.NoError(t, err)
+	require.Equal(t, asked{Subject: "Order " + again.String(), SaveMethod: true, CustomerID: f.alice.String(), GatewayCustomerID: "cus_A"},
+		ask(payment.NewPayment{OrderID: &again}))
 
 	inv := f.invoice(t, nil, "5.00")
 	require.Equal(t, asked{Subject: "Invoice INV-" + inv.String()[:12]}, ask(payment.NewPayment{InvoiceID: &inv}))
