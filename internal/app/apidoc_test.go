@@ -1124,7 +1124,10 @@ func runREADMEScript(t *testing.T, root, script, adminPassword string, replace .
 	body := strings.NewReplacer(replace...).Replace(script)
 	scriptFile := filepath.Join(t.TempDir(), "readme.sh")
 	require.NoError(t, os.WriteFile(scriptFile, []byte("set -euo pipefail\n"+body), 0o600))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// A bound against a script that hangs, not a speed target: on a loaded
+	// 2-core machine the block's tool calls (reflection, buf curl) took
+	// over a minute.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", scriptFile)
 	c.Dir = dir
