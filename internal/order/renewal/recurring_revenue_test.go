@@ -350,3 +350,69 @@ func TestRecurringRevenueCountsAServiceAtItsPriceBeforeAPlanChange(t *testing.T)
 	require.Equal(t, payment.Movement{Services: 2, Amount: month("58.00")}, repriced.End)
 	require.Equal(t, b.liveMRR(t), repriced.End.Amount.String())
 }
+
+// Two plan changes of one service at one instant each move MRR, and so do
+// two repricings then: an upgrade from 10.00 to 30.00 paid from the
+// balance and a downgrade to 20.00 credited back, at Jan 11 00:00; then the
+// 20.00 product repriced for its orders to 22.00 and to 21.00, at the same
+// instant. Every price move was keyed by the order and its time, so the
+// downgrade and the repricings were dropped (TestRenewalModel found it:
+// MRR 7.80 short, two changes of one order with the sequence's clock
+// standing still); migration 00017 keys a plan change's move by the
+// change and adds up a service's repricings of one instant.
+func TestPlanChangesAtOneInstantEachMoveRecurringRevenue(t *testing.T) {
+	t.Parallel()
+	b := setup(t, at(time.January, 1, 0), defaults())
+	ctx := context.Background()
+	admin := b.admin(t)
+	pays := payment.NewService(b.pool, slog.New(slog.DiscardHandler))
+	orders := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
+	month := func(price string) payment.Twelfths { return payment.Twelfths(money.MustParse(price).Cents() * 12) }
+	product := func(price string) uuid.UUID {
+		var id uuid.UUID
+		require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, billing_cycle)
+			VALUES ('VPS ' || $1::text, $1::numeric, 'CNY', 'monthly') RETURNING id`, price).Scan(&id))
+		return id
+	}
+	ask := func() payment.RecurringRevenue {
+		t.Helper()
+		rr, err := pays.RecurringRevenue(admin, payment.RecurringQuery{
+			TrendQuery: payment.TrendQuery{From: "2027-01-01", To: "2027-01-19", Zone: "UTC"}, Now: b.clock.Now(),
+		})
+		require.NoError(t, err)
+		require.Len(t, rr.Currencies, 1)
+		return rr
+	}
+	c := testfixture.Customer(t, b.pool)
+	a := b.activeOrder(t, c, "monthly", "10.00")
+	b.topUp(t, c, "100.00")
+
+	b.clock.Set(at(time.January, 11, 0))
+	res, err := orders.ChangeOrderPlan(asCustomer(c), a, product("30.00"), store.PlanChangeNow)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangeApplied, res.Change.Status, "the proration paid from the balance")
+	mid := product("20.00")
+	res, err = orders.ChangeOrderPlan(asCustomer(c), a, mid, store.PlanChangeNow)
+	require.NoError(t, err)
+	require.Equal(t, store.PlanChangeApplied, res.Change.Status, "a downgrade's credit")
+	got := ask().Currencies[0]
+	require.Equal(t, payment.Movement{Amount: month("20.00")}, got.Expansion)
+	require.Equal(t, payment.Movement{Amount: month("10.00")}, got.Contraction, "the second change of the instant")
+	require.Equal(t, payment.Movement{Services: 1, Amount: month("20.00")}, got.End)
+	require.Equal(t, b.liveMRR(t), got.End.Amount.String())
+	b.checkMRRRollup(t, func() []payment.RecurringRevenue { return []payment.RecurringRevenue{ask()} })
+
+	// The repricings (which the rollup's rebuild cannot know: a repricing
+	// has no record but the order's price), at the same instant.
+	for _, p := range []string{"22.00", "21.00"} {
+		price := money.MustParse(p)
+		_, err = orders.UpdateProduct(admin, mid, order.ProductUpdate{Price: &price, ApplyToExistingOrders: true})
+		require.NoError(t, err)
+	}
+	require.Equal(t, "21.00", b.order(t, a).RenewalPrice.Amount.String())
+	got = ask().Currencies[0]
+	require.Equal(t, payment.Movement{Amount: month("21.00")}, got.Expansion, "20.00 up, and 1.00 by the repricings")
+	require.Equal(t, payment.Movement{Amount: month("10.00")}, got.Contraction)
+	require.Equal(t, payment.Movement{Services: 1, Amount: month("21.00")}, got.End)
+	require.Equal(t, b.liveMRR(t), got.End.Amount.String())
+}
