@@ -196,7 +196,7 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		return PlanChanged{}, apperr.New(apperr.InvalidArgument, "when must be now or period_end, got %q", text.Clip(when, 20))
 	}
 	var out PlanChanged
-	err = store.WithTx(ctx, s.db, func(tx pgx.Tx) error {
+	err = store.WithPipelinedTx(ctx, s.db, func(tx pgx.Tx) error {
 		// The customer first, then the order: the lock order of every
 		// balance change (the balance pays the proration, or takes the
 		// downgrade's credit).

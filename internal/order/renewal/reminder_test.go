@@ -92,6 +92,13 @@ func (d *countingDB) Begin(ctx context.Context) (pgx.Tx, error) {
 	return d.Pool.Begin(ctx)
 }
 
+// Acquire is how a pipelined transaction (store.WithPipelinedTx) begins:
+// it takes a connection of its own and sends BEGIN with its first batch.
+func (d *countingDB) Acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	d.begins.Add(1)
+	return d.Pool.Acquire(ctx)
+}
+
 // A pass locks only the orders a step is due for: an unpaid renewal
 // invoice past due but before its suspension day, its reminder sent, costs
 // the pass no transaction of its own (each would lock the customer's

@@ -385,7 +385,7 @@ func live(o store.Order) bool { return order.Status(o.Status).Live() }
 // issue issues order id's next period and its invoice, and pays it from the
 // balance when it may and can.
 func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (issued, paid bool, err error) {
-	err = store.WithTx(ctx, r.db, func(tx pgx.Tx) error {
+	err = store.WithPipelinedTx(ctx, r.db, func(tx pgx.Tx) error {
 		l, err := lockOrder(ctx, tx, id)
 		if err != nil {
 			return err
