@@ -47,6 +47,11 @@ type InvoiceMove struct {
 type heldPlanChange struct {
 	change store.PlanChange
 	order  store.Order
+	// insert, when not nil, is the change as the caller would insert it
+	// pending: not written yet. Paying the invoice writes it applied (one
+	// row, not a pending row updated at once); unpaid, the caller writes
+	// it pending.
+	insert *store.InsertPlanChangeParams
 }
 
 // heldFor is the held plan change when it is the one invoice inv bills,

@@ -213,7 +213,7 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		in := store.InsertPlanChangeParams{
 			OrderID: o.ID, FromProduct: o.ProductID, ToProduct: prod.ID,
 			FromPrice: o.RenewalPrice.Amount, ToPrice: prod.Price, FromCycle: o.BillingCycle, ToCycle: prod.BillingCycle,
-			Currency: o.Currency, Timing: when, Status: store.PlanChangePending,
+			ID: uuid.New(), Currency: o.Currency, Timing: when, Status: store.PlanChangePending,
 			Amount: money.Zero(), Credited: money.Zero(), CreatedAt: at,
 		}
 		if when == store.PlanChangePeriodEnd {
@@ -278,17 +278,19 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 			return err
 		}
 		in.InvoiceID = &inv.ID
-		ch, err := s.insertPlanChange(ctx, tx, in, by, at)
-		if err != nil {
+		// The change as it is asked for, pending: audited now, written
+		// once its payment is known.
+		ch := quotedChange(in)
+		ch.ID, ch.InvoiceID = in.ID, in.InvoiceID
+		if err := audit.Write(ctx, tx, by, at, ActionPlanChangeRequest, entityPlanChange, ch.ID.String(), nil, planChangeSnapshot(ch)); err != nil {
 			return err
 		}
 		// The balance pays it when it covers it; paid, the change is
-		// applied in InvoiceTransition (planChangeOnPaid), at the billing
-		// clock's now (as the billing run's balance payments are).
-		// The change and the order are locked and as this transaction
-		// wrote them, so the payment applies the change from them, and
-		// hands back what it wrote.
-		moved, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: now, held: &heldPlanChange{change: ch, order: o}})
+		// written applied in InvoiceTransition (planChangeOnPaid), at the
+		// billing clock's now (as the billing run's balance payments are),
+		// from the order this transaction holds locked, and the payment
+		// hands back what it wrote. Unpaid, it is written pending.
+		moved, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: now, held: &heldPlanChange{change: ch, order: o, insert: &in}})
 		if err != nil {
 			return err
 		}
@@ -297,6 +299,8 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 				return store.Bug(nil, "plan change %s: its proration invoice %s was paid but the change was not applied", ch.ID, inv.ID)
 			}
 			inv, ch, o = moved.Invoice, *moved.PlanChange, *moved.Order
+		} else if ch, err = writePlanChange(ctx, tx, in); err != nil {
+			return err
 		}
 		out = PlanChanged{Order: o, Change: ch, Invoice: &inv}
 		return nil
@@ -377,14 +381,21 @@ func samePlugin(a, b *string) bool {
 // insertPlanChange writes the change and its audit row; a second pending
 // change of the order (a concurrent request) is FailedPrecondition.
 func (s *Service) insertPlanChange(ctx context.Context, tx pgx.Tx, in store.InsertPlanChangeParams, by audit.Actor, at time.Time) (store.PlanChange, error) {
-	ch, err := store.Q(tx).InsertPlanChange(ctx, in)
-	if errors.Is(err, store.ErrConflict) {
-		return store.PlanChange{}, apperr.New(apperr.FailedPrecondition, "order %s has a pending plan change: cancel it first (CancelPlanChange)", in.OrderID)
-	}
+	ch, err := writePlanChange(ctx, tx, in)
 	if err != nil {
 		return store.PlanChange{}, err
 	}
 	return ch, audit.Write(ctx, tx, by, at, ActionPlanChangeRequest, entityPlanChange, ch.ID.String(), nil, planChangeSnapshot(ch))
+}
+
+// writePlanChange writes plan change in; a second pending change of its
+// order is refused.
+func writePlanChange(ctx context.Context, tx pgx.Tx, in store.InsertPlanChangeParams) (store.PlanChange, error) {
+	ch, err := store.Q(tx).InsertPlanChange(ctx, in)
+	if errors.Is(err, store.ErrConflict) {
+		return store.PlanChange{}, apperr.New(apperr.FailedPrecondition, "order %s has a pending plan change: cancel it first (CancelPlanChange)", in.OrderID)
+	}
+	return ch, err
 }
 
 // issueProration issues an upgrade's proration invoice: in.Amount, due at
@@ -502,6 +513,32 @@ func (s *Service) creditDowngrade(ctx context.Context, tx pgx.Tx, acct store.Bal
 // plan), with the audit rows of the change and the order.
 func applyPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, ch store.PlanChange, credited money.Amount,
 	by audit.Actor, at, billingAt time.Time) (store.Order, store.PlanChange, error) {
+	return movePlan(ctx, tx, o, ch, by, at, func() (store.PlanChange, error) {
+		after, err := store.Q(tx).SetPlanChangeStatus(ctx, store.SetPlanChangeStatusParams{
+			ID: ch.ID, Status: store.PlanChangeApplied, Credited: credited, EffectiveAt: &billingAt, UpdatedAt: at,
+		})
+		if err != nil {
+			return store.PlanChange{}, store.BugIfNotFound(err, "apply the plan change")
+		}
+		return after, nil
+	})
+}
+
+// applyUnwrittenPlanChange is applyPlanChange of a change not written
+// yet (heldPlanChange.insert): it is written applied, effective at
+// billingAt, crediting nothing.
+func applyUnwrittenPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, ch store.PlanChange, in store.InsertPlanChangeParams,
+	by audit.Actor, at, billingAt time.Time) (store.Order, store.PlanChange, error) {
+	return movePlan(ctx, tx, o, ch, by, at, func() (store.PlanChange, error) {
+		in.Status, in.EffectiveAt, in.Credited = store.PlanChangeApplied, &billingAt, money.Zero()
+		return writePlanChange(ctx, tx, in)
+	})
+}
+
+// movePlan moves order o to the plan of change ch (pending), which apply
+// then records applied, and audits and queues both.
+func movePlan(ctx context.Context, tx pgx.Tx, o store.Order, ch store.PlanChange, by audit.Actor, at time.Time,
+	apply func() (store.PlanChange, error)) (store.Order, store.PlanChange, error) {
 	moved, err := store.Q(tx).SetOrderPlan(ctx, store.SetOrderPlanParams{
 		ID: o.ID, ProductID: &ch.ToProduct, RenewalPrice: money.NullAmount{Amount: ch.ToPrice, Valid: true},
 		BillingCycle: ch.ToCycle, UpdatedAt: at,
@@ -509,11 +546,9 @@ func applyPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, ch store.Pla
 	if err != nil {
 		return store.Order{}, store.PlanChange{}, store.BugIfNotFound(err, "set the order's plan")
 	}
-	after, err := store.Q(tx).SetPlanChangeStatus(ctx, store.SetPlanChangeStatusParams{
-		ID: ch.ID, Status: store.PlanChangeApplied, Credited: credited, EffectiveAt: &billingAt, UpdatedAt: at,
-	})
+	after, err := apply()
 	if err != nil {
-		return store.Order{}, store.PlanChange{}, store.BugIfNotFound(err, "apply the plan change")
+		return store.Order{}, store.PlanChange{}, err
 	}
 	if err := audit.Write(ctx, tx, by, at, ActionPlanChangeApply, entityPlanChange, ch.ID.String(), planChangeSnapshot(ch), planChangeSnapshot(after)); err != nil {
 		return store.Order{}, store.PlanChange{}, err
@@ -575,7 +610,14 @@ func planChangeOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invoi
 	if !m.BillingAt.IsZero() {
 		billingAt = m.BillingAt
 	}
-	moved, applied, err := applyPlanChange(ctx, tx, o, ch, money.Zero(), m.By, m.At, billingAt)
+	var moved store.Order
+	var applied store.PlanChange
+	var err error
+	if h := m.heldFor(inv); h != nil && h.insert != nil {
+		moved, applied, err = applyUnwrittenPlanChange(ctx, tx, o, ch, *h.insert, m.By, m.At, billingAt)
+	} else {
+		moved, applied, err = applyPlanChange(ctx, tx, o, ch, money.Zero(), m.By, m.At, billingAt)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,7 +17,7 @@ import (
 // maxRenewalRoundTrips bounds the round trips of one service's renewal
 // paid from the balance by the billing run, BEGIN to COMMIT
 // (docs/performance.md, "The billing run"): 31 before issue 40's trims.
-const maxRenewalRoundTrips = 18
+const maxRenewalRoundTrips = 17
 
 // A renewal paid from the balance locks the customer and the order in one
 // round trip, reads the order's pending plan change once, writes the

@@ -108,12 +108,15 @@ func InsertInvoice(ctx context.Context, tx pgx.Tx, in NewInvoice) (Invoice, erro
 	if err != nil {
 		return Invoice{}, MapError(err)
 	}
+	// The lines answer nothing: on a pipelined transaction they go with
+	// the next statement that does.
+	lines := dbsqlc.New(later(tx))
 	for i, l := range in.Lines {
 		amount, err := l.Amount()
 		if err != nil {
 			return Invoice{}, err
 		}
-		if err := q.InsertInvoiceLine(ctx, dbsqlc.InsertInvoiceLineParams{
+		if err := lines.InsertInvoiceLine(ctx, dbsqlc.InsertInvoiceLineParams{
 			InvoiceID: row.ID, Position: int32(i + 1), Description: l.Description,
 			PeriodStart: l.PeriodStart, PeriodEnd: l.PeriodEnd,
 			Quantity: l.Quantity, UnitAmount: l.UnitAmount, Amount: amount, CreatedAt: in.CreatedAt,

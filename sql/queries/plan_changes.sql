@@ -1,12 +1,13 @@
 -- name: InsertPlanChange :one
--- A plan change asked for. A second pending change of the same order is
--- plan_changes_pending_key's conflict.
+-- A plan change asked for (pending), or one applied as it is asked for (an
+-- upgrade whose proration the balance paid at once). A second pending
+-- change of the same order is plan_changes_pending_key's conflict.
 INSERT INTO plan_changes (
-    order_id, from_product, to_product, from_price, to_price, from_cycle, to_cycle, currency,
+    id, order_id, from_product, to_product, from_price, to_price, from_cycle, to_cycle, currency,
     timing, status, period_seq, period_start, period_end, amount, credited, invoice_id, lapse_at,
     effective_at, created_at, updated_at
 ) VALUES (
-    @order_id, sqlc.narg('from_product'), @to_product, @from_price, @to_price, @from_cycle, @to_cycle, @currency,
+    @id, @order_id, sqlc.narg('from_product'), @to_product, @from_price, @to_price, @from_cycle, @to_cycle, @currency,
     @timing, @status, sqlc.narg('period_seq'), sqlc.narg('period_start'), sqlc.narg('period_end'), @amount, @credited,
     sqlc.narg('invoice_id'), sqlc.narg('lapse_at'), sqlc.narg('effective_at'), @created_at, @created_at
 )

@@ -103,18 +103,19 @@ func (q *Queries) GetPlanChangeForUpdate(ctx context.Context, id uuid.UUID) (Pla
 
 const insertPlanChange = `-- name: InsertPlanChange :one
 INSERT INTO plan_changes (
-    order_id, from_product, to_product, from_price, to_price, from_cycle, to_cycle, currency,
+    id, order_id, from_product, to_product, from_price, to_price, from_cycle, to_cycle, currency,
     timing, status, period_seq, period_start, period_end, amount, credited, invoice_id, lapse_at,
     effective_at, created_at, updated_at
 ) VALUES (
-    $1, $2, $3, $4, $5, $6, $7, $8,
-    $9, $10, $11, $12, $13, $14, $15,
-    $16, $17, $18, $19, $19
+    $1, $2, $3, $4, $5, $6, $7, $8, $9,
+    $10, $11, $12, $13, $14, $15, $16,
+    $17, $18, $19, $20, $20
 )
 RETURNING id, order_id, from_product, to_product, from_price, to_price, from_cycle, to_cycle, currency, timing, status, period_seq, period_start, period_end, amount, credited, invoice_id, lapse_at, effective_at, created_at, updated_at
 `
 
 type InsertPlanChangeParams struct {
+	ID          uuid.UUID
 	OrderID     uuid.UUID
 	FromProduct *uuid.UUID
 	ToProduct   uuid.UUID
@@ -136,10 +137,12 @@ type InsertPlanChangeParams struct {
 	CreatedAt   time.Time
 }
 
-// A plan change asked for. A second pending change of the same order is
-// plan_changes_pending_key's conflict.
+// A plan change asked for (pending), or one applied as it is asked for (an
+// upgrade whose proration the balance paid at once). A second pending
+// change of the same order is plan_changes_pending_key's conflict.
 func (q *Queries) InsertPlanChange(ctx context.Context, arg InsertPlanChangeParams) (PlanChange, error) {
 	row := q.db.QueryRow(ctx, insertPlanChange,
+		arg.ID,
 		arg.OrderID,
 		arg.FromProduct,
 		arg.ToProduct,
