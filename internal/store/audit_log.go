@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/rustbill/paymentd/internal/logging"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
 )
@@ -39,7 +41,7 @@ func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
 	if r.RequestID == "" {
 		r.RequestID = logging.RequestID(ctx)
 	}
-	return MapError(dbsqlc.New(later(db)).InsertAuditLog(ctx, dbsqlc.InsertAuditLogParams{
+	row := dbsqlc.InsertAuditLogParams{
 		ActorKind:  r.ActorKind,
 		ActorID:    r.ActorID,
 		Action:     r.Action,
@@ -49,5 +51,36 @@ func AppendAudit(ctx context.Context, db DB, r AuditRecord) error {
 		After:      r.After,
 		RequestID:  r.RequestID,
 		CreatedAt:  r.At,
-	}))
+	}
+	if t, ok := db.(*pipelinedTx); ok {
+		// It waits for the next statement that answers, and goes with
+		// the other rows waiting beside it as one statement.
+		return t.laterAudit(row)
+	}
+	return MapError(dbsqlc.New(db).InsertAuditLog(ctx, row))
+}
+
+// auditStatements appends to b the audit rows rows as statements: one
+// InsertAuditLog for a single row, one InsertAuditLogs for several.
+func auditStatements(ctx context.Context, b *pgx.Batch, rows []dbsqlc.InsertAuditLogParams) {
+	rec := &batchDB{}
+	q := dbsqlc.New(rec)
+	if len(rows) == 1 {
+		_ = q.InsertAuditLog(ctx, rows[0]) // errQueued
+	} else {
+		var all dbsqlc.InsertAuditLogsParams
+		for _, r := range rows {
+			all.ActorKinds = append(all.ActorKinds, r.ActorKind)
+			all.ActorIds = append(all.ActorIds, r.ActorID)
+			all.Actions = append(all.Actions, r.Action)
+			all.EntityTypes = append(all.EntityTypes, r.EntityType)
+			all.EntityIds = append(all.EntityIds, r.EntityID)
+			all.Befores = append(all.Befores, r.Before)
+			all.Afters = append(all.Afters, r.After)
+			all.RequestIds = append(all.RequestIds, r.RequestID)
+			all.CreatedAts = append(all.CreatedAts, r.CreatedAt)
+		}
+		_ = q.InsertAuditLogs(ctx, all) // errQueued
+	}
+	b.QueuedQueries = append(b.QueuedQueries, rec.batch.QueuedQueries...)
 }

@@ -90,6 +90,16 @@ func later(db DB) dbsqlc.DBTX {
 	return db
 }
 
+// laterAudit queues audit row r to go with the next statement that
+// answers (AppendAudit).
+func (t *pipelinedTx) laterAudit(r dbsqlc.InsertAuditLogParams) error {
+	if t.done {
+		return pgx.ErrTxClosed
+	}
+	t.waiting = append(t.waiting, waitingStatement{audit: &r})
+	return nil
+}
+
 // deferred is a pipelinedTx whose Exec waits.
 type deferred struct{ *pipelinedTx }
 
@@ -104,6 +114,9 @@ func (d deferred) Exec(_ context.Context, sql string, args ...any) (pgconn.Comma
 type waitingStatement struct {
 	sql  string
 	args []any
+	// audit, when not nil, is an audit row (AppendAudit) instead of sql:
+	// the rows waiting for one batch go as one statement.
+	audit *dbsqlc.InsertAuditLogParams
 	// read takes the statement's row when it answers one that someone
 	// waits for (Later); nil when nobody reads its result.
 	read func(pgx.Row) error
@@ -162,9 +175,26 @@ func (t *pipelinedTx) sendBatch(ctx context.Context, last []*pgx.QueuedQuery) (p
 			})
 		}
 	}
+	// The waiting audit rows go as one statement, where the first of them
+	// waited: each writes an audit_log row alone, which no other
+	// statement reads or depends on, so the later ones may go ahead of
+	// the statements that waited between them.
+	var audits []dbsqlc.InsertAuditLogParams
 	for _, s := range t.waiting {
-		b.Queue(s.sql, s.args...)
-		reads = append(reads, s.read)
+		if s.audit != nil {
+			audits = append(audits, *s.audit)
+		}
+	}
+	for _, s := range t.waiting {
+		switch {
+		case s.audit == nil:
+			b.Queue(s.sql, s.args...)
+			reads = append(reads, s.read)
+		case audits != nil:
+			auditStatements(ctx, b, audits)
+			reads = append(reads, nil)
+			audits = nil
+		}
 	}
 	t.waiting = nil
 	b.QueuedQueries = append(b.QueuedQueries, last...)

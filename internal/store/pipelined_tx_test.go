@@ -2,7 +2,9 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/url"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/store/dbsqlc"
+	"github.com/rustbill/paymentd/internal/testdb"
 )
 
 // auditRow is an audit row of entity id, valid unless kind is not one
@@ -144,4 +147,85 @@ func TestLaterIsAnsweredByTheStatementItWentWith(t *testing.T) {
 		require.NoError(t, err)
 		return q.Status
 	}())
+}
+
+// The audit rows that wait for one batch of a pipelined transaction go as
+// one statement (InsertAuditLogs) where the first waited, written in the
+// order they were appended, each as given: its before (none, or JSON), its
+// after, its request and its time. A row alone goes as InsertAuditLog.
+func TestWaitingAuditRowsGoAsOneStatementInTheirOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, err := url.Parse(baseURL())
+	require.NoError(t, err)
+	u.Path = "/" + newDatabase(t, "db", templateDB(t))
+	pool, trips := testdb.TracedPool(t, u.String())
+	id := uuid.NewString()
+	at := time.Date(2027, time.March, 4, 5, 6, 7, 0, time.UTC)
+	rows := []store.AuditRecord{
+		{ActorKind: store.ActorAdmin, ActorID: "a1", Action: "test.one", EntityType: "test", EntityID: id, After: []byte(`{"n":1}`), RequestID: "r1", At: at},
+		{ActorKind: store.ActorCustomer, ActorID: "c2", Action: "test.two", EntityType: "test", EntityID: id, Before: []byte(`{"n":1}`), After: []byte(`{"n":2,"s":"é\"x"}`), RequestID: "r2", At: at.Add(time.Second)},
+		{ActorKind: store.ActorSystem, ActorID: "", Action: "test.three", EntityType: "test", EntityID: id, Before: []byte(`{"n":2}`), RequestID: "r3", At: at.Add(2 * time.Second)},
+	}
+	trips.Reset()
+	err = store.WithPipelinedTx(ctx, pool, func(tx pgx.Tx) error {
+		for i, r := range rows {
+			require.NoError(t, store.AppendAudit(ctx, tx, r))
+			if i == 0 { // a statement waits between the first two rows
+				_ = store.MarkPaymentSucceededLater(ctx, tx, uuid.New(), store.PaymentSuccess{At: at}) // no such payment: no row
+			}
+		}
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT 1`).Scan(&n); err != nil {
+			return err
+		}
+		return store.AppendAudit(ctx, tx, store.AuditRecord{ActorKind: store.ActorSystem, Action: "test.four", EntityType: "test", EntityID: id, RequestID: "r4", At: at})
+	})
+	require.NoError(t, err)
+	sent := trips.Reset()
+	require.Equal(t, []string{"batch[BEGIN, InsertAuditLogs, MarkPaymentSucceeded, SELECT 1]", "batch[InsertAuditLog, COMMIT]"}, sent)
+
+	got, err := pool.Query(ctx, `SELECT actor_kind, actor_id, action, before::text, after::text, request_id, created_at
+		FROM audit_log WHERE entity_id = $1 ORDER BY id`, id)
+	require.NoError(t, err)
+	type row struct {
+		kind, actor, action string
+		before, after       *string
+		request             string
+		at                  time.Time
+	}
+	all, err := pgx.CollectRows(got, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.kind, &x.actor, &x.action, &x.before, &x.after, &x.request, &x.at)
+		return x, err
+	})
+	require.NoError(t, err)
+	require.Len(t, all, 4)
+	text := func(b []byte) *string {
+		if b == nil {
+			return nil
+		}
+		var v any
+		require.NoError(t, json.Unmarshal(b, &v))
+		s, err := json.Marshal(v)
+		require.NoError(t, err)
+		out := string(s)
+		return &out
+	}
+	norm := func(s *string) *string {
+		if s == nil {
+			return nil
+		}
+		return text([]byte(*s))
+	}
+	for i, r := range rows {
+		require.Equal(t, r.ActorKind, all[i].kind, "row %d", i)
+		require.Equal(t, r.ActorID, all[i].actor, "row %d", i)
+		require.Equal(t, r.Action, all[i].action, "row %d", i)
+		require.Equal(t, text(r.Before), norm(all[i].before), "row %d", i)
+		require.Equal(t, text(r.After), norm(all[i].after), "row %d", i)
+		require.Equal(t, r.RequestID, all[i].request, "row %d", i)
+		require.True(t, r.At.Equal(all[i].at), "row %d at %s, not %s", i, all[i].at, r.At)
+	}
+	require.Equal(t, "test.four", all[3].action)
 }

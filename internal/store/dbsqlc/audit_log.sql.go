@@ -56,3 +56,43 @@ func (q *Queries) InsertAuditLog(ctx context.Context, arg InsertAuditLogParams) 
 	)
 	return err
 }
+
+const insertAuditLogs = `-- name: InsertAuditLogs :exec
+INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at)
+SELECT r.actor_kind, r.actor_id, r.action, r.entity_type, r.entity_id, r.before, r.after, r.request_id, r.created_at
+FROM (SELECT unnest($1::text[]) AS actor_kind, unnest($2::text[]) AS actor_id,
+             unnest($3::text[]) AS action, unnest($4::text[]) AS entity_type,
+             unnest($5::text[]) AS entity_id, unnest($6::jsonb[]) AS before,
+             unnest($7::jsonb[]) AS after, unnest($8::text[]) AS request_id,
+             unnest($9::timestamptz[]) AS created_at) AS r
+`
+
+type InsertAuditLogsParams struct {
+	ActorKinds  []string
+	ActorIds    []string
+	Actions     []string
+	EntityTypes []string
+	EntityIds   []string
+	Befores     [][]byte
+	Afters      [][]byte
+	RequestIds  []string
+	CreatedAts  []time.Time
+}
+
+// InsertAuditLog of several rows, in the order given (the arrays are read
+// in step, element by element): a pipelined transaction's audit rows that
+// wait for the same batch go as one statement (store.WithPipelinedTx).
+func (q *Queries) InsertAuditLogs(ctx context.Context, arg InsertAuditLogsParams) error {
+	_, err := q.db.Exec(ctx, insertAuditLogs,
+		arg.ActorKinds,
+		arg.ActorIds,
+		arg.Actions,
+		arg.EntityTypes,
+		arg.EntityIds,
+		arg.Befores,
+		arg.Afters,
+		arg.RequestIds,
+		arg.CreatedAts,
+	)
+	return err
+}
