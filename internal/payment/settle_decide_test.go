@@ -105,3 +105,46 @@ func TestDecideAnswersEveryReportOnTheLockedRows(t *testing.T) {
 		require.True(t, apperr.Is(err, apperr.Internal), "%v", err)
 	})
 }
+
+// A report about a settled payment is its repeat when it names the same
+// gateway order, and the same transaction when both sides know one: a
+// report without a transaction id is the repeat, one naming another
+// transaction of the same order is not (the mutation run's sixth part:
+// with the report's empty test negated, sameGatewayIDs took the first for
+// a mismatch and the second for the repeat).
+func TestARepeatNamesTheSameTransactionWhenBothKnowOne(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	gw, orderID := uuid.New(), uuid.New()
+	amount := money.MustParse("12.30")
+	for _, c := range []struct {
+		name         string
+		paidTx, repX string
+		want         verdict
+	}{
+		{"the same order and transaction", "X1", "X1", verdictDuplicate},
+		{"the same order, no transaction reported", "X1", "", verdictDuplicate},
+		{"the same order, no transaction recorded", "", "X2", verdictDuplicate},
+		{"the same order, another transaction", "X1", "X2", verdictReject},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, st := range []Status{StatusSuccess, StatusFailed} {
+				p := store.Payment{
+					ID: uuid.New(), OrderID: &orderID, Method: methodGateway, GatewayInterfaceID: &gw,
+					Amount: amount, Currency: "CNY", Status: string(st), GatewayPaymentID: "T1", GatewayTxID: c.paidTx,
+				}
+				if st == StatusFailed {
+					p.CapturedAmount = amount // a late success captured
+				}
+				rows := store.SettlementRows{Payment: p, Order: &store.Order{ID: orderID, Status: "paid"}}
+				rep := report{Status: gatewaySuccess, GatewayPaymentID: "T1", GatewayTxID: c.repX, Amount: &amount, RawAmount: "12.30"}
+				d, err := decide(rows, gw, rep, now)
+				require.NoError(t, err)
+				require.Equal(t, c.want, d.verdict, "a %s payment", st)
+				if c.want == verdictReject {
+					require.Equal(t, "order_number_mismatch", d.kind)
+				}
+			}
+		})
+	}
+}
