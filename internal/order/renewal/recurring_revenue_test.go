@@ -262,7 +262,6 @@ func (b *bundle) checkMRRRollup(t testing.TB, ask func() []payment.RecurringReve
 func TestRecurringRevenueCountsAServiceAtItsPriceBeforeAPlanChange(t *testing.T) {
 	t.Parallel()
 	b := setup(t, at(time.January, 1, 0), defaults())
-	ctx := context.Background()
 	admin := b.admin(t)
 	pays := payment.NewService(b.pool, slog.New(slog.DiscardHandler))
 	orders := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
@@ -282,13 +281,7 @@ func TestRecurringRevenueCountsAServiceAtItsPriceBeforeAPlanChange(t *testing.T)
 		}(), "the movements add up in %s to %s", from, to)
 		return c
 	}
-	month := func(price string) payment.Twelfths { return payment.Twelfths(money.MustParse(price).Cents() * 12) }
-	product := func(price string) uuid.UUID {
-		var id uuid.UUID
-		require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, billing_cycle)
-			VALUES ('VPS ' || $1::text, $1::numeric, 'CNY', 'monthly') RETURNING id`, price).Scan(&id))
-		return id
-	}
+	month, product := monthTwelfths, func(price string) uuid.UUID { return b.monthlyProduct(t, price) }
 	ca, cb := testfixture.Customer(t, b.pool), testfixture.Customer(t, b.pool)
 	a := b.activeOrder(t, ca, "monthly", "10.00")
 	b.clock.Set(at(time.January, 2, 0))
@@ -363,17 +356,10 @@ func TestRecurringRevenueCountsAServiceAtItsPriceBeforeAPlanChange(t *testing.T)
 func TestPlanChangesAtOneInstantEachMoveRecurringRevenue(t *testing.T) {
 	t.Parallel()
 	b := setup(t, at(time.January, 1, 0), defaults())
-	ctx := context.Background()
 	admin := b.admin(t)
 	pays := payment.NewService(b.pool, slog.New(slog.DiscardHandler))
 	orders := order.NewService(b.pool, []string{"CNY"}, nil, b.clock.Now, slog.New(slog.DiscardHandler))
-	month := func(price string) payment.Twelfths { return payment.Twelfths(money.MustParse(price).Cents() * 12) }
-	product := func(price string) uuid.UUID {
-		var id uuid.UUID
-		require.NoError(t, b.pool.QueryRow(ctx, `INSERT INTO products (name, price, currency, billing_cycle)
-			VALUES ('VPS ' || $1::text, $1::numeric, 'CNY', 'monthly') RETURNING id`, price).Scan(&id))
-		return id
-	}
+	month, product := monthTwelfths, func(price string) uuid.UUID { return b.monthlyProduct(t, price) }
 	ask := func() payment.RecurringRevenue {
 		t.Helper()
 		rr, err := pays.RecurringRevenue(admin, payment.RecurringQuery{
@@ -415,4 +401,18 @@ func TestPlanChangesAtOneInstantEachMoveRecurringRevenue(t *testing.T) {
 	require.Equal(t, payment.Movement{Amount: month("10.00")}, got.Contraction)
 	require.Equal(t, payment.Movement{Services: 1, Amount: month("21.00")}, got.End)
 	require.Equal(t, b.liveMRR(t), got.End.Amount.String())
+}
+
+// monthTwelfths is a monthly price in MRR's twelfths of a cent.
+func monthTwelfths(price string) payment.Twelfths {
+	return payment.Twelfths(money.MustParse(price).Cents() * 12)
+}
+
+// monthlyProduct is a new monthly CNY product at price.
+func (b *bundle) monthlyProduct(t *testing.T, price string) uuid.UUID {
+	t.Helper()
+	var id uuid.UUID
+	require.NoError(t, b.pool.QueryRow(context.Background(), `INSERT INTO products (name, price, currency, billing_cycle)
+		VALUES ('VPS ' || $1::text, $1::numeric, 'CNY', 'monthly') RETURNING id`, price).Scan(&id))
+	return id
 }
