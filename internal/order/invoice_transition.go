@@ -36,22 +36,20 @@ type InvoiceMove struct {
 	FailReason string
 
 	// held is the plan change the invoice bills and its order, when the
-	// caller holds both locked as it wrote them (ChangeOrderPlan paying
-	// its own proration invoice from the balance): paying the invoice
-	// applies the change without reading them again.
+	// caller holds the order locked and has not written the change yet
+	// (ChangeOrderPlan paying its own proration invoice from the
+	// balance): paying the invoice writes the change applied without
+	// reading either.
 	held *heldPlanChange
 }
 
-// heldPlanChange is a pending plan change and its order, locked by the
-// transaction that made the change.
+// heldPlanChange is a plan change as its caller asks for it (pending), not
+// written yet, and its order, locked by the caller's transaction. Paying
+// the invoice writes the change applied (one row, not a pending row
+// updated at once); unpaid, the caller writes it pending.
 type heldPlanChange struct {
-	change store.PlanChange
+	change store.InsertPlanChangeParams
 	order  store.Order
-	// insert, when not nil, is the change as the caller would insert it
-	// pending: not written yet. Paying the invoice writes it applied (one
-	// row, not a pending row updated at once); unpaid, the caller writes
-	// it pending.
-	insert *store.InsertPlanChangeParams
 }
 
 // heldFor is the held plan change when it is the one invoice inv bills,

@@ -280,8 +280,7 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		in.InvoiceID = &inv.ID
 		// The change as it is asked for, pending: audited now, written
 		// once its payment is known.
-		ch := quotedChange(in)
-		ch.ID, ch.InvoiceID = in.ID, in.InvoiceID
+		ch := requestedChange(in)
 		if err := audit.Write(ctx, tx, by, at, ActionPlanChangeRequest, entityPlanChange, ch.ID.String(), nil, planChangeSnapshot(ch)); err != nil {
 			return err
 		}
@@ -290,7 +289,7 @@ func (s *Service) changeOrderPlan(ctx context.Context, id, productID uuid.UUID, 
 		// billing clock's now (as the billing run's balance payments are),
 		// from the order this transaction holds locked, and the payment
 		// hands back what it wrote. Unpaid, it is written pending.
-		moved, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: now, held: &heldPlanChange{change: ch, order: o, insert: &in}})
+		moved, paid, err := payInvoiceFromBalance(ctx, tx, acct, inv, InvoiceMove{By: by, At: now, held: &heldPlanChange{change: in, order: o}})
 		if err != nil {
 			return err
 		}
@@ -458,6 +457,14 @@ func quotedChange(in store.InsertPlanChangeParams) store.PlanChange {
 	}
 }
 
+// requestedChange is change in as it is asked for, before it is written:
+// its quote, with the id and the invoice it will be written with.
+func requestedChange(in store.InsertPlanChangeParams) store.PlanChange {
+	ch := quotedChange(in)
+	ch.ID, ch.InvoiceID = in.ID, in.InvoiceID
+	return ch
+}
+
 // quoteDowngrade is what creditDowngrade would credit, refunding nothing:
 // credit split over the current period's payments as the credit is.
 func quoteDowngrade(ctx context.Context, tx pgx.Tx, o store.Order, last store.ServicePeriod, credit money.Amount, now time.Time) (money.Amount, error) {
@@ -524,12 +531,12 @@ func applyPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, ch store.Pla
 	})
 }
 
-// applyUnwrittenPlanChange is applyPlanChange of a change not written
-// yet (heldPlanChange.insert): it is written applied, effective at
+// applyUnwrittenPlanChange is applyPlanChange of change in, asked for but
+// not written yet (heldPlanChange): it is written applied, effective at
 // billingAt, crediting nothing.
-func applyUnwrittenPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, ch store.PlanChange, in store.InsertPlanChangeParams,
+func applyUnwrittenPlanChange(ctx context.Context, tx pgx.Tx, o store.Order, in store.InsertPlanChangeParams,
 	by audit.Actor, at, billingAt time.Time) (store.Order, store.PlanChange, error) {
-	return movePlan(ctx, tx, o, ch, by, at, func() (store.PlanChange, error) {
+	return movePlan(ctx, tx, o, requestedChange(in), by, at, func() (store.PlanChange, error) {
 		in.Status, in.EffectiveAt, in.Credited = store.PlanChangeApplied, &billingAt, money.Zero()
 		return writePlanChange(ctx, tx, in)
 	})
@@ -586,12 +593,17 @@ func planChangeOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invoi
 	if inv.OrderID == nil {
 		return nil, nil, nil
 	}
-	var ch store.PlanChange
-	var o store.Order
+	billingAt := m.At
+	if !m.BillingAt.IsZero() {
+		billingAt = m.BillingAt
+	}
+	var moved store.Order
+	var applied store.PlanChange
+	var err error
 	if h := m.heldFor(inv); h != nil {
-		ch, o = h.change, h.order
+		moved, applied, err = applyUnwrittenPlanChange(ctx, tx, h.order, h.change, m.By, m.At, billingAt)
 	} else {
-		var err error
+		var ch store.PlanChange
 		ch, err = store.Q(tx).PlanChangeByInvoiceForUpdate(ctx, &inv.ID)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil, nil, nil // not a proration invoice, or one already done with
@@ -602,20 +614,10 @@ func planChangeOnPaid(ctx context.Context, tx pgx.Tx, inv store.Invoice, m Invoi
 		if ch.Timing != store.PlanChangeNow {
 			return nil, nil, nil // a renewal invoice of the new plan: the change waits for its period
 		}
-		if o, err = store.Q(tx).GetOrderForUpdate(ctx, ch.OrderID); err != nil {
+		o, err := store.Q(tx).GetOrderForUpdate(ctx, ch.OrderID)
+		if err != nil {
 			return nil, nil, store.BugIfNotFound(err, "lock the order of a plan change")
 		}
-	}
-	billingAt := m.At
-	if !m.BillingAt.IsZero() {
-		billingAt = m.BillingAt
-	}
-	var moved store.Order
-	var applied store.PlanChange
-	var err error
-	if h := m.heldFor(inv); h != nil && h.insert != nil {
-		moved, applied, err = applyUnwrittenPlanChange(ctx, tx, o, ch, *h.insert, m.By, m.At, billingAt)
-	} else {
 		moved, applied, err = applyPlanChange(ctx, tx, o, ch, money.Zero(), m.By, m.At, billingAt)
 	}
 	if err != nil {

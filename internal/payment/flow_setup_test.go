@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -196,6 +197,13 @@ func notifyValues(v url.Values) string {
 	v.Set("sign", epay.Sign(v, epay.DefaultKey))
 	v.Set("sign_type", "MD5")
 	return v.Encode()
+}
+
+// loggedService is a service of the flow's pool, gateways and clock whose
+// log lines go to logs, as JSON.
+func (f *flowBundle) loggedService(logs io.Writer) *payment.Service {
+	return payment.NewService(f.pool, slog.New(slog.NewJSONHandler(logs, nil)),
+		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
 }
 
 func (f *flowBundle) callbackOf(payload string) payment.Callback {

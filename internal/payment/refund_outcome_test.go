@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/apperr"
-	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 )
 
@@ -82,8 +80,7 @@ func TestAnUnknownRefundOutcomeIsLoggedAsAWarning(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	logs := &lockedBuffer{}
-	svc := payment.NewService(f.pool, slog.New(slog.NewJSONHandler(logs, nil)),
-		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
+	svc := f.loggedService(logs)
 	p := f.paidAtTheGateway(t, "30.00")
 
 	_, err := svc.RefundPayment(f.admin, p.ID, "10.00", "", "")

@@ -1,7 +1,6 @@
 package payment_test
 
 import (
-	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,8 +17,7 @@ func TestThePaymentSettledLineSaysTheOrderWasPaidAndWhatItVoided(t *testing.T) {
 	t.Parallel()
 	f := setupFlow(t)
 	logs := &lockedBuffer{}
-	svc := payment.NewService(f.pool, slog.New(slog.NewJSONHandler(logs, nil)),
-		payment.WithGateways(f.gws), payment.WithClock(f.clock.Now))
+	svc := f.loggedService(logs)
 	orderID := f.order(t, "12.30")
 	p := f.pay(t, orderID)
 	other, err := f.svc.CreatePayment(f.asAlice, payment.NewPayment{OrderID: &orderID, GatewayInterfaceID: f.bankGW, ReturnURL: "https://x.example"})
