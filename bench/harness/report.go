@@ -46,6 +46,8 @@ type Measurement struct {
 	// Exhausted: the prepared requests ran out before the duration.
 	Exhausted bool   `json:"exhausted,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// Waits: where the requests waited (--waits).
+	Waits *Waits `json:"waits,omitempty"`
 }
 
 // Summary is the median over the rounds of one workload at one
@@ -203,6 +205,7 @@ func (r *Report) Markdown() string {
 	if len(r.Trends) > 0 {
 		fmt.Fprintf(&b, "\n%s\n", trendsText(r.Trends))
 	}
+	waitsSection(&b, r.Measurement)
 	b.WriteString("\n## Invariants\n\n")
 	for _, c := range r.Checks {
 		mark := "ok"
@@ -306,6 +309,29 @@ func printLine(w io.Writer, m Measurement) {
 	if m.Note != "" {
 		extra += " " + m.Note
 	}
+	if m.Waits != nil {
+		extra += "\n      waits: " + m.Waits.text()
+	}
 	fmt.Fprintf(w, "  round %d %-18s %3d in flight: %8.0f/s  p50 %6.2f ms  p99 %6.2f ms  server %5.0f µs  pg %5.0f µs  loadgen %4.0f µs (%4.1f%%)  other load %3.0f%%%s\n",
 		m.Round, m.Workload, m.InFlight, m.Throughput, m.P50ms, m.P99ms, m.ServerCPUus, m.PostgresCPUus, m.LoadCPUus, 100*m.LoadShare, 100*m.OtherCPU, extra)
+}
+
+// waitsSection lists, for every measurement sampled with --waits, where
+// its requests waited.
+func waitsSection(b *strings.Builder, ms []Measurement) {
+	head := false
+	for _, m := range ms {
+		if m.Waits == nil {
+			continue
+		}
+		if !head {
+			b.WriteString("\n## Where the requests waited (--waits)\n\n" +
+				"PostgreSQL's client backends of the service database, sampled every 10 ms from pg_stat_activity: how many were, on average, " +
+				"running (CPU), idle in a transaction (paymentd's turn), or waiting on an event (type:name); then paymentd's pool " +
+				"acquire wait per request, the share of acquires that found no idle connection, and the requests waiting for a " +
+				"[server].max_concurrency slot, on average.\n\n| workload | in flight | round | req/s | p99 ms | where |\n|---|---:|---:|---:|---:|---|\n")
+			head = true
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %.0f | %s | %s |\n", m.Workload, m.InFlight, m.Round, m.Throughput, msText(m.P99ms), m.Waits.text())
+	}
 }

@@ -45,6 +45,12 @@ type Options struct {
 	// PgStats loads pg_stat_statements into the private cluster and prints
 	// the statements that took the most time in every measurement.
 	PgStats bool
+	// Waits samples pg_stat_activity during every measurement of paymentd
+	// and reports where its backends spent the time (running, waiting for
+	// a lock, the WAL, the client), with the pool's and the concurrency
+	// queue's waits from paymentd's metrics. The sampler's own reads cost
+	// PostgreSQL some CPU: compare CPU figures of runs without it.
+	Waits bool
 	// Only limits the service workloads (comma-separated names); the
 	// ceilings always run.
 	Only string
@@ -655,6 +661,7 @@ func (b *bench) load(name string, round, inFlight int, server *Proc, baseURL str
 	runtime.GC()
 	rss := sampleRSS(server.PID())
 	b.resetPgStats(context.Background())
+	waits := b.sampleWaits(server)
 	before := b.snap(server)
 	res := l.Run(calls, inFlight, dur)
 	after := b.snap(server)
@@ -675,9 +682,31 @@ func (b *bench) load(name string, round, inFlight int, server *Proc, baseURL str
 		m.ErrorSamples = res.ErrorSamples
 	}
 	fill(&m, before, after, res.Requests, after.loadgen-before.loadgen)
+	if waits != nil {
+		w := waits.result(res.Requests)
+		m.Waits = &w
+	}
 	b.rep.add(m)
 	printLine(b.o.Log, m)
 	return m, res, nil
+}
+
+// sampleWaits starts the wait sampler (--waits) for a measurement of
+// paymentd; nil without --waits or for another server.
+func (b *bench) sampleWaits(server *Proc) *waitSampler {
+	if !b.o.Waits || server != b.svc || b.mainURL == "" {
+		return nil
+	}
+	metricsURL := ""
+	if b.metrics {
+		metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", b.pprofPort)
+	}
+	s, err := sampleWaits(b.mainURL, metricsURL)
+	if err != nil {
+		b.logf("wait sampler: %v", err)
+		return nil
+	}
+	return s
 }
 
 // profile starts a CPU profile of the profiled service covering a run of

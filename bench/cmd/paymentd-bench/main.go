@@ -75,6 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Conns, "conns", 2, "HTTP/2 connections of the load generator")
 	fs.BoolVar(&o.NoWrite, "no-write", false, "print the report without writing it to --out")
 	fs.BoolVar(&o.ExtraCeilings, "extra-ceilings", false, "also measure the callback's SQL pipelined into three round trips (what batching settle would give)")
+	fs.BoolVar(&o.Waits, "waits", false, "sample pg_stat_activity and paymentd's pool during every measurement: where the requests waited")
 	fs.BoolVar(&o.PgStats, "pg-stats", false, "load pg_stat_statements and print the costliest statements of every measurement")
 	fs.Func("set", "an extra PAYMENTD_<SECTION>__<KEY>=VALUE for paymentd (repeatable), to try a setting", func(v string) error {
 		if !strings.HasPrefix(v, "PAYMENTD_") || !strings.Contains(v, "=") {
