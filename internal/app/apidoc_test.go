@@ -1124,6 +1124,9 @@ func runREADMEScript(t *testing.T, root, script, adminPassword string, replace .
 	body := strings.NewReplacer(replace...).Replace(script)
 	scriptFile := filepath.Join(t.TempDir(), "readme.sh")
 	require.NoError(t, os.WriteFile(scriptFile, []byte("set -euo pipefail\n"+body), 0o600))
+	// The pinned tools are built first: on a cold build cache that alone
+	// takes minutes, which the script's bound must not count.
+	buf, grpcurl := pinnedTool(t, root, "buf"), pinnedTool(t, root, "grpcurl")
 	// A bound against a script that hangs, not a speed target: on a loaded
 	// 2-core machine the block's tool calls (reflection, buf curl) took
 	// over a minute.
@@ -1131,7 +1134,7 @@ func runREADMEScript(t *testing.T, root, script, adminPassword string, replace .
 	defer cancel()
 	c := exec.CommandContext(ctx, "bash", scriptFile)
 	c.Dir = dir
-	c.Env = append((&docBundle{}).environ(), "PAYMENTD_DOC_BUF="+pinnedTool(t, root, "buf"), "PAYMENTD_DOC_GRPCURL="+pinnedTool(t, root, "grpcurl"))
+	c.Env = append((&docBundle{}).environ(), "PAYMENTD_DOC_BUF="+buf, "PAYMENTD_DOC_GRPCURL="+grpcurl)
 	out, err := c.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	entries, err := os.ReadDir(dir)
