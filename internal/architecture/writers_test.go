@@ -35,9 +35,10 @@ var statusWriters = []struct {
 	},
 	{
 		table:   "orders",
-		queries: []string{"InsertOrder", "SetOrderStatus", "CancelOrder", "SuspendOrder"},
-		calls:   regexp.MustCompile(`\.(SetOrderStatus|SetOrderStatusFailingPayments|CancelOrderFailingPayments)\(|(\bq|\))\.CancelOrder\(|(\bstore|\))\.SuspendOrder\(`),
-		callers: []string{"internal/order/transition.go", "internal/store/orders.go"},
+		queries: []string{"InsertOrder", "SetOrderStatus", "CancelOrder", "SuspendOrder", "MoveOrders"},
+		calls:   regexp.MustCompile(`\.(SetOrderStatus|SetOrderStatusFailingPayments|CancelOrderFailingPayments|MoveOrders)\(|(\bq|\))\.CancelOrder\(|(\bstore|\))\.SuspendOrder\(`),
+		// transition_batch.go: TransitionAll, Transition for a batch.
+		callers: []string{"internal/order/transition.go", "internal/order/transition_batch.go", "internal/store/orders.go"},
 	},
 }
 

@@ -2,8 +2,11 @@ package fulfillment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -53,13 +56,17 @@ type provisioning struct {
 //     orders locked in one statement (in id order), their products and
 //     instances read in one statement each; every order that is paid, has
 //     a product with a provider plugin and no instance yet is moved to
-//     provisioning (order.Transition, the one writer of its status) and
-//     gets its instance row;
+//     provisioning and gets its instance row, the moves in one statement
+//     (order.TransitionAll, with order.Transition the one writer of an
+//     order's status) and the instance rows in one (createInstances);
 //  2. the provider is called for those, concurrently, outside any
 //     transaction;
-//  3. one transaction: the orders locked again, each answer recorded and
-//     its order activated (recordProvisioned, as HandleOrderPaid does),
-//     every event completed in one statement.
+//  3. one transaction: the orders locked again, the answers recorded in
+//     one statement and the orders activated in one, their
+//     order_provisioned events in one (recordProvisionedAll: what
+//     recordProvisioned writes for each in HandleOrderPaid), every event
+//     completed in one statement. The audit rows of both transactions wait
+//     for their batch's next answer and go as one statement.
 //
 // What the batch leaves aside — an order in any other state (a retry finds
 // it provisioning), a product without provider, a payload that does not
@@ -120,6 +127,10 @@ func (s *Service) HandleOrderPaidBatch(ctx context.Context, es []event.Event) []
 			}
 		}
 		now := s.now()
+		var movers []store.Order
+		var moves []order.Move
+		var picked []int
+		var prods []store.Product
 		for i, e := range es {
 			if !valid[i] {
 				continue
@@ -134,15 +145,22 @@ func (s *Service) HandleOrderPaidBatch(ctx context.Context, es []event.Event) []
 				alone = append(alone, i)
 				continue
 			}
-			moved, err := order.Transition(ctx, tx, o, order.Move{To: order.StatusProvisioning, By: s.actor(), At: now})
-			if err != nil {
-				return err
-			}
-			inst, err := s.createInstance(ctx, tx, moved.Order, product, now)
-			if err != nil {
-				return err
-			}
-			batch = append(batch, &provisioning{i: i, req: ProvisionRequest{Order: moved.Order, Product: product, Instance: inst}})
+			movers, picked, prods = append(movers, o), append(picked, i), append(prods, product)
+			moves = append(moves, order.Move{To: order.StatusProvisioning, By: s.actor(), At: now})
+		}
+		if len(movers) == 0 {
+			return nil
+		}
+		moved, err := order.TransitionAll(ctx, tx, movers, moves)
+		if err != nil {
+			return err
+		}
+		insts, err := s.createInstances(ctx, tx, moved, prods, now)
+		if err != nil {
+			return err
+		}
+		for j, o := range moved {
+			batch = append(batch, &provisioning{i: picked[j], req: ProvisionRequest{Order: o, Product: prods[j], Instance: insts[j]}})
 		}
 		return nil
 	})
@@ -201,20 +219,22 @@ func (s *Service) HandleOrderPaidBatch(ctx context.Context, es []event.Event) []
 		for _, o := range orders {
 			byID[o.ID] = o
 		}
-		for _, p := range ok {
+		os := make([]store.Order, len(ok))
+		reqs := make([]*ProvisionRequest, len(ok))
+		answers := make([]providerAnswer, len(ok))
+		for j, p := range ok {
 			e := es[p.i]
 			o, found := byID[e.OrderID]
 			if !found {
 				return fmt.Errorf("order %s vanished while its instance was provisioned", e.OrderID)
 			}
-			orphaned, err := s.recordProvisioned(ctx, tx, o, &p.req, p.externalID, p.details,
-				s.log.With("event_id", e.ID, "order_id", e.OrderID, "attempt", e.Attempt))
-			if err != nil {
-				return err
-			}
-			if orphaned {
-				orphans = append(orphans, p.req)
-			}
+			os[j], reqs[j], answers[j] = o, &p.req, providerAnswer{p.externalID, p.details}
+		}
+		if orphans, err = s.recordProvisionedAll(ctx, tx, os, reqs, answers, func(j int) *slog.Logger {
+			e := es[ok[j].i]
+			return s.log.With("event_id", e.ID, "order_id", e.OrderID, "attempt", e.Attempt)
+		}); err != nil {
+			return err
 		}
 		return event.CompleteAll(ctx, tx, done)
 	})
@@ -282,4 +302,104 @@ func pick(es []event.Event, keep []bool) []event.Event {
 		}
 	}
 	return out
+}
+
+// createInstances is createInstance for the orders os of a batch (each
+// locked in tx, without an instance), os[i] of product ps[i]: the rows in
+// one statement, an audit row each. The result's i-th instance is os[i]'s.
+func (s *Service) createInstances(ctx context.Context, tx pgx.Tx, os []store.Order, ps []store.Product, now time.Time) ([]store.Instance, error) {
+	p := store.EnsureOrderInstancesParams{At: now}
+	for i, o := range os {
+		p.CustomerIds = append(p.CustomerIds, o.CustomerID)
+		p.OrderIds = append(p.OrderIds, o.ID)
+		p.ProductIds = append(p.ProductIds, ps[i].ID)
+		p.ProviderPlugins = append(p.ProviderPlugins, *ps[i].ProviderPlugin)
+		p.Names = append(p.Names, ps[i].Name)
+	}
+	rows, err := store.Q(tx).EnsureOrderInstances(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(os) {
+		return nil, fmt.Errorf("%d instances written for %d orders", len(rows), len(os))
+	}
+	byOrder := make(map[uuid.UUID]store.Instance, len(rows))
+	for _, r := range rows {
+		byOrder[r.OrderID] = r
+	}
+	out := make([]store.Instance, len(os))
+	for i, o := range os {
+		inst, ok := byOrder[o.ID]
+		if !ok {
+			return nil, fmt.Errorf("no instance written for order %s", o.ID)
+		}
+		if err := s.auditInstanceCreated(ctx, tx, o, ps[i], inst, now); err != nil {
+			return nil, err
+		}
+		out[i] = inst
+	}
+	return out, nil
+}
+
+// providerAnswer is what the provider answered for one instance.
+type providerAnswer struct {
+	externalID string
+	details    json.RawMessage
+}
+
+// recordProvisionedAll is recordProvisioned for the orders os of a batch
+// (each locked in tx), os[i] provisioned as reqs[i] with answers[i]: the
+// instances recorded running in one statement, the orders still
+// provisioning activated together (order.TransitionAll). It returns the
+// requests whose order was refunded meanwhile, whose instances must be
+// ended once tx commits.
+func (s *Service) recordProvisionedAll(ctx context.Context, tx pgx.Tx, os []store.Order, reqs []*ProvisionRequest, answers []providerAnswer, log func(int) *slog.Logger) ([]ProvisionRequest, error) {
+	now := s.now()
+	p := store.MarkInstancesProvisionedParams{Status: store.InstanceRunning, At: now}
+	for i, req := range reqs {
+		p.Ids = append(p.Ids, req.Instance.ID)
+		p.ExternalIds = append(p.ExternalIds, answers[i].externalID)
+		p.Details = append(p.Details, answers[i].details)
+	}
+	rows, err := store.Q(tx).MarkInstancesProvisioned(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) != len(reqs) {
+		// As MarkInstanceProvisioned's: an instance no longer provisioning
+		// fails the transaction, and the events are retried.
+		return nil, fmt.Errorf("%d of %d instances still provisioning: %w", len(rows), len(reqs), store.ErrNotFound)
+	}
+	byID := make(map[uuid.UUID]store.Instance, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	var orphans []ProvisionRequest
+	var active []store.Order
+	var moves []order.Move
+	var activated []int
+	for i, req := range reqs {
+		inst := byID[req.Instance.ID]
+		if err := s.auditInstanceReady(ctx, tx, inst, now); err != nil {
+			return nil, err
+		}
+		req.Instance = inst
+		o := os[i]
+		if order.Status(o.Status) != order.StatusProvisioning {
+			log(i).InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
+			if order.Status(o.Status) == order.StatusRefunded {
+				orphans = append(orphans, *req)
+			}
+			continue
+		}
+		active, activated = append(active, o), append(activated, i)
+		moves = append(moves, s.activeMove(&inst.ID, now))
+	}
+	if _, err := order.TransitionAll(ctx, tx, active, moves); err != nil {
+		return nil, err
+	}
+	for _, i := range activated {
+		log(i).InfoContext(ctx, "order provisioned", "instance_id", reqs[i].Instance.ID, "external_id", answers[i].externalID)
+	}
+	return orphans, nil
 }

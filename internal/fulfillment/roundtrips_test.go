@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/fulfillment"
 	"github.com/rustbill/paymentd/internal/order"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // roundTrips records, in order, every round trip a pool makes: a statement
@@ -23,6 +25,15 @@ type roundTrips struct {
 	mu    sync.Mutex
 	trips []string
 	batch []string
+	// statements is every statement sent, by name, in or out of a batch.
+	statements map[string]int
+}
+
+func (r *roundTrips) sent(sql string) {
+	if r.statements == nil {
+		r.statements = map[string]int{}
+	}
+	r.statements[statementName(sql)]++
 }
 
 func statementName(sql string) string {
@@ -39,6 +50,7 @@ func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.Tra
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.trips = append(r.trips, statementName(d.SQL))
+	r.sent(d.SQL)
 	return ctx
 }
 
@@ -55,6 +67,7 @@ func (r *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.Trace
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.batch = append(r.batch, statementName(d.SQL))
+	r.sent(d.SQL)
 }
 
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
@@ -63,10 +76,28 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 	r.trips = append(r.trips, "["+strings.Join(r.batch, " + ")+"]")
 }
 
+// tracedPool is a rig's workerDB: a pool of one connection (every
+// statement prepared after a warm-up, so that counts repeat), traced by
+// trips, kept in *pool.
+func tracedPool(trips *roundTrips, pool **pgxpool.Pool) func(t *testing.T, url string) *pgxpool.Pool {
+	return func(t *testing.T, url string) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(url)
+		require.NoError(t, err)
+		cfg.MaxConns = 1
+		cfg.ConnConfig.Tracer = trips
+		p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		require.NoError(t, err)
+		t.Cleanup(p.Close)
+		*pool = p
+		return p
+	}
+}
+
 func (r *roundTrips) reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.trips = nil
+	r.statements = nil
 }
 
 // split returns the round trips of the worker's claim rounds (the claim's
@@ -164,17 +195,7 @@ func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 	r := setup(t, rigOptions{
 		wrapNotify:   wrap,
 		pollInterval: time.Hour, // no polling rounds: NOTIFY and finished handlers wake the worker
-		workerDB: func(t *testing.T, url string) *pgxpool.Pool {
-			cfg, err := pgxpool.ParseConfig(url)
-			require.NoError(t, err)
-			cfg.MaxConns = 1
-			cfg.ConnConfig.Tracer = trips
-			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-			require.NoError(t, err)
-			t.Cleanup(pool.Close)
-			workerPool = pool
-			return pool
-		},
+		workerDB:     tracedPool(trips, &workerPool),
 	})
 	cycle := func() {
 		id := r.order(t, &r.product, time.Time{})
@@ -213,3 +234,71 @@ func oneCycleRoundTrips(t *testing.T, channels bool, maxHandlers int) {
 		require.LessOrEqual(t, len(c), maxClaimRoundTrips, "round trips of one claim round: %v", c)
 	}
 }
+
+// A batch of paid orders costs the worker statements per batch, not per
+// order: a claim round of twelve order_paid events (committed together,
+// so one round claims them all) is moved to provisioning in one
+// statement, gets its instances in one, is recorded running and active in
+// one each with its order_provisioned events in one, and writes its audit
+// rows as two statements per transaction. No statement of the one-order
+// path (SetOrderStatus, EnsureOrderInstance, MarkInstanceProvisioned, an
+// event or audit row alone) is sent.
+func TestABatchOfPaidOrdersIsWrittenInStatementsPerBatch(t *testing.T) {
+	t.Parallel()
+	trips := &roundTrips{}
+	var workerPool *pgxpool.Pool
+	r := setup(t, rigOptions{
+		batchSize: 16, concurrency: 16,
+		wrapNotify:   func(n fulfillment.Notifier) fulfillment.Notifier { return silentNotifier{n} },
+		pollInterval: time.Hour, // no polling rounds: the commit's NOTIFY wakes the worker
+		workerDB:     tracedPool(trips, &workerPool),
+	})
+	const n = 12
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = r.order(t, &r.product, time.Time{})
+	}
+	trips.reset()
+	r.payAll(t, ids)
+	for _, id := range ids {
+		r.waitOrder(t, id, string(order.StatusActive))
+		r.waitEventsDone(t, id, 2)
+		require.Equal(t, store.InstanceRunning, r.instance(t, id).Status)
+	}
+	conn, err := workerPool.Acquire(context.Background()) // the last trace is in
+	require.NoError(t, err)
+	conn.Release()
+
+	trips.mu.Lock()
+	defer trips.mu.Unlock()
+	t.Logf("statements of %d orders: %v", n, trips.statements)
+	for _, one := range []string{"SetOrderStatus", "EnsureOrderInstance", "MarkInstanceProvisioned", "AppendEvent", "InsertAuditLog"} {
+		require.Zero(t, trips.statements[one], "%s, the one-order statement, sent in a batch", one)
+	}
+	require.Equal(t, 2, trips.statements["MoveOrders"], "paid → provisioning, then provisioning → active")
+	require.Equal(t, 1, trips.statements["EnsureOrderInstances"])
+	require.Equal(t, 1, trips.statements["MarkInstancesProvisioned"])
+	require.Equal(t, 1, trips.statements["AppendEvents"], "the order_provisioned events")
+	// The audit rows that wait for one answer go as one statement: the
+	// orders' before their instances are written, the instances' with
+	// COMMIT.
+	require.Equal(t, 4, trips.statements["InsertAuditLogs"], "two per transaction that writes audit rows")
+	total := 0
+	for name, c := range trips.statements {
+		switch name {
+		case "ClaimEvents", "SET LOCAL enable_sort = off", "ReclaimExpiredEvents", "ListPendingOrdersCreatedBefore":
+			// the claim rounds and the timeout scan: how many depends on
+			// how wake-ups fall
+		default:
+			total += c
+		}
+	}
+	require.LessOrEqual(t, total, maxBatchStatements, "statements of the handlers of a batch of %d orders", n)
+}
+
+// maxBatchStatements bounds the statements the handlers send for a batch
+// of paid orders, whatever its size (24 today): three transactions (step
+// 1, step 3, order_provisioned), each BEGIN, its fence and COMMIT, and the
+// statements above. Through the one-order statements, twelve orders took
+// 123.
+const maxBatchStatements = 26

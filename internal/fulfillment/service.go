@@ -277,8 +277,20 @@ func (s *Service) createInstance(ctx context.Context, tx pgx.Tx, o store.Order, 
 	if err != nil {
 		return store.Instance{}, err
 	}
-	return inst, s.audit(ctx, tx, now, ActionInstanceCreate, "instance", inst.ID.String(), nil,
+	return inst, s.auditInstanceCreated(ctx, tx, o, product, inst, now)
+}
+
+// auditInstanceCreated writes the audit row of inst, created for o.
+func (s *Service) auditInstanceCreated(ctx context.Context, tx pgx.Tx, o store.Order, product store.Product, inst store.Instance, now time.Time) error {
+	return s.audit(ctx, tx, now, ActionInstanceCreate, "instance", inst.ID.String(), nil,
 		map[string]any{"order_id": o.ID, "status": inst.Status, "provider_plugin": product.ProviderPlugin})
+}
+
+// auditInstanceReady writes the audit row of inst, provisioned.
+func (s *Service) auditInstanceReady(ctx context.Context, tx pgx.Tx, inst store.Instance, now time.Time) error {
+	return s.audit(ctx, tx, now, ActionInstanceReady, "instance", inst.ID.String(),
+		map[string]any{"status": store.InstanceProvisioning},
+		map[string]any{"status": inst.Status, "external_id": inst.ExternalID})
 }
 
 // recordProvisioned records in tx what the provider answered for
@@ -297,9 +309,7 @@ func (s *Service) recordProvisioned(ctx context.Context, tx pgx.Tx, o store.Orde
 	if err != nil {
 		return false, err
 	}
-	if err := s.audit(ctx, tx, now, ActionInstanceReady, "instance", inst.ID.String(),
-		map[string]any{"status": store.InstanceProvisioning},
-		map[string]any{"status": inst.Status, "external_id": inst.ExternalID}); err != nil {
+	if err := s.auditInstanceReady(ctx, tx, inst, now); err != nil {
 		return false, err
 	}
 	req.Instance = inst
@@ -369,12 +379,18 @@ func (s *Service) provisionFailed(ctx context.Context, e event.Event, req Provis
 // activate moves a provisioning order to active (queuing
 // order_provisioned), in tx.
 func (s *Service) activate(ctx context.Context, tx pgx.Tx, o store.Order, instanceID *uuid.UUID, now time.Time) error {
+	_, err := order.Transition(ctx, tx, o, s.activeMove(instanceID, now))
+	return err
+}
+
+// activeMove is the move provisioning → active of an order whose instance
+// (nil: nothing to provision) the provider made.
+func (s *Service) activeMove(instanceID *uuid.UUID, now time.Time) order.Move {
 	m := order.Move{To: order.StatusActive, By: s.actor(), At: now, InstanceID: instanceID, Location: s.opts.BillingLocation}
 	if s.opts.BillingClock != nil {
 		m.BillingAt = store.Timestamp(s.opts.BillingClock())
 	}
-	_, err := order.Transition(ctx, tx, o, m)
-	return err
+	return m
 }
 
 // cancel moves o to cancelled with reason, failing its pending payments

@@ -10,12 +10,14 @@ import (
 
 // The parameters of the queries run through Q.
 type (
-	EnsureOrderInstanceParams     = dbsqlc.EnsureOrderInstanceParams
-	MarkInstanceFailedParams      = dbsqlc.MarkInstanceFailedParams
-	MarkInstanceProvisionedParams = dbsqlc.MarkInstanceProvisionedParams
-	MarkInstanceTerminatedParams  = dbsqlc.MarkInstanceTerminatedParams
-	SetInstanceLastErrorParams    = dbsqlc.SetInstanceLastErrorParams
-	SetInstanceStatusParams       = dbsqlc.SetInstanceStatusParams
+	EnsureOrderInstanceParams      = dbsqlc.EnsureOrderInstanceParams
+	MarkInstanceFailedParams       = dbsqlc.MarkInstanceFailedParams
+	MarkInstanceProvisionedParams  = dbsqlc.MarkInstanceProvisionedParams
+	MarkInstancesProvisionedParams = dbsqlc.MarkInstancesProvisionedParams
+	EnsureOrderInstancesParams     = dbsqlc.EnsureOrderInstancesParams
+	MarkInstanceTerminatedParams   = dbsqlc.MarkInstanceTerminatedParams
+	SetInstanceLastErrorParams     = dbsqlc.SetInstanceLastErrorParams
+	SetInstanceStatusParams        = dbsqlc.SetInstanceStatusParams
 )
 
 // Instance is an instances row: the service an order provisioned.

@@ -16,6 +16,7 @@ type (
 	LockOrdersToRepriceParams = dbsqlc.LockOrdersToRepriceParams
 	SetOrderBillingParams     = dbsqlc.SetOrderBillingParams
 	SetOrderStatusParams      = dbsqlc.SetOrderStatusParams
+	MoveOrdersParams          = dbsqlc.MoveOrdersParams
 	SuspendOrderParams        = dbsqlc.SuspendOrderParams
 )
 

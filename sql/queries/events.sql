@@ -11,6 +11,14 @@ SELECT * FROM events
 WHERE order_id = @order_id
 ORDER BY created_at, id;
 
+-- name: AppendEvents :exec
+-- AppendEvent for a batch of events of one type, one per order, in one
+-- statement: order_ids and payloads are one row per event, inserted in
+-- their order (the arrays are read in step).
+INSERT INTO events (event_type, payload, order_id)
+SELECT @event_type::text, e.payload, e.order_id
+FROM (SELECT unnest(@order_ids::uuid[]) AS order_id, unnest(@payloads::jsonb[]) AS payload) AS e;
+
 -- name: AppendEvent :exec
 -- InsertEvent for a writer that does not read the row back: in a
 -- pipelined transaction (store.WithPipelinedTx) it goes with the next

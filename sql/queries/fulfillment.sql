@@ -91,3 +91,33 @@ WHERE id = @id
   AND status IN ('running', 'stopped', 'suspended')
   AND status <> @status
 RETURNING *;
+
+-- name: EnsureOrderInstances :many
+-- EnsureOrderInstance for the orders of one batch of the event worker, in
+-- one statement: the arrays are one row per order, in the order of
+-- order_ids (which must be distinct). Call it with the order rows locked.
+INSERT INTO instances (customer_id, order_id, product_id, provider_plugin, name, created_at, updated_at)
+SELECT i.customer_id, i.order_id, i.product_id, i.provider_plugin, i.name, @at, @at
+FROM (SELECT unnest(@customer_ids::uuid[]) AS customer_id, unnest(@order_ids::uuid[]) AS order_id,
+             unnest(@product_ids::uuid[]) AS product_id, unnest(@provider_plugins::text[]) AS provider_plugin,
+             unnest(@names::text[]) AS name) AS i
+ON CONFLICT (order_id) DO UPDATE
+    SET updated_at = instances.updated_at
+RETURNING *;
+
+-- name: MarkInstancesProvisioned :many
+-- MarkInstanceProvisioned for the instances of one batch of the event
+-- worker, in one statement: the arrays are one row per instance (ids
+-- distinct). An instance no longer provisioning is missing from the
+-- result.
+UPDATE instances
+SET external_id = a.external_id,
+    status = @status,
+    details = a.details,
+    last_error = '',
+    updated_at = @at
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@external_ids::text[]) AS external_id,
+             unnest(@details::jsonb[]) AS details) AS a
+WHERE instances.id = a.id
+  AND instances.status = 'provisioning'
+RETURNING instances.*;

@@ -45,6 +45,19 @@ SELECT count(*) FROM orders
 WHERE (sqlc.narg('customer_id')::uuid IS NULL OR customer_id = sqlc.narg('customer_id'))
   AND (sqlc.narg('status')::text IS NULL OR status = sqlc.narg('status'));
 
+-- name: MoveOrders :many
+-- SetOrderStatus for the orders of one batch of the event worker, all
+-- moving from from_status to to_status at updated_at, in one statement.
+-- An order no longer in from_status is missing from the result. Call it
+-- with the order rows locked (LockOrdersForUpdate). paid_at is kept.
+UPDATE orders
+SET status = @to_status,
+    suspend_reason = '',
+    updated_at = @updated_at
+WHERE id = ANY(@ids::uuid[])
+  AND status = @from_status
+RETURNING *;
+
 -- name: SetOrderStatus :one
 -- Moves the order from from_status to to_status; no row (store.ErrNotFound)
 -- when the order is no longer in from_status, so a transition decided on a

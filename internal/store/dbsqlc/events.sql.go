@@ -30,6 +30,26 @@ func (q *Queries) AppendEvent(ctx context.Context, arg AppendEventParams) error 
 	return err
 }
 
+const appendEvents = `-- name: AppendEvents :exec
+INSERT INTO events (event_type, payload, order_id)
+SELECT $1::text, e.payload, e.order_id
+FROM (SELECT unnest($2::uuid[]) AS order_id, unnest($3::jsonb[]) AS payload) AS e
+`
+
+type AppendEventsParams struct {
+	EventType string
+	OrderIds  []uuid.UUID
+	Payloads  [][]byte
+}
+
+// AppendEvent for a batch of events of one type, one per order, in one
+// statement: order_ids and payloads are one row per event, inserted in
+// their order (the arrays are read in step).
+func (q *Queries) AppendEvents(ctx context.Context, arg AppendEventsParams) error {
+	_, err := q.db.Exec(ctx, appendEvents, arg.EventType, arg.OrderIds, arg.Payloads)
+	return err
+}
+
 const insertEvent = `-- name: InsertEvent :one
 INSERT INTO events (event_type, payload, order_id)
 VALUES ($1, $2, $3)

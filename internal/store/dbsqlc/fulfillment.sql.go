@@ -97,6 +97,71 @@ func (q *Queries) EnsureOrderInstance(ctx context.Context, arg EnsureOrderInstan
 	return i, err
 }
 
+const ensureOrderInstances = `-- name: EnsureOrderInstances :many
+INSERT INTO instances (customer_id, order_id, product_id, provider_plugin, name, created_at, updated_at)
+SELECT i.customer_id, i.order_id, i.product_id, i.provider_plugin, i.name, $1, $1
+FROM (SELECT unnest($2::uuid[]) AS customer_id, unnest($3::uuid[]) AS order_id,
+             unnest($4::uuid[]) AS product_id, unnest($5::text[]) AS provider_plugin,
+             unnest($6::text[]) AS name) AS i
+ON CONFLICT (order_id) DO UPDATE
+    SET updated_at = instances.updated_at
+RETURNING id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at
+`
+
+type EnsureOrderInstancesParams struct {
+	At              time.Time
+	CustomerIds     []uuid.UUID
+	OrderIds        []uuid.UUID
+	ProductIds      []uuid.UUID
+	ProviderPlugins []string
+	Names           []string
+}
+
+// EnsureOrderInstance for the orders of one batch of the event worker, in
+// one statement: the arrays are one row per order, in the order of
+// order_ids (which must be distinct). Call it with the order rows locked.
+func (q *Queries) EnsureOrderInstances(ctx context.Context, arg EnsureOrderInstancesParams) ([]Instance, error) {
+	rows, err := q.db.Query(ctx, ensureOrderInstances,
+		arg.At,
+		arg.CustomerIds,
+		arg.OrderIds,
+		arg.ProductIds,
+		arg.ProviderPlugins,
+		arg.Names,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Instance
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.ProductID,
+			&i.ProviderPlugin,
+			&i.ExternalID,
+			&i.Status,
+			&i.Name,
+			&i.Details,
+			&i.LastError,
+			&i.ExpiresAt,
+			&i.TerminatedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getOrderInstance = `-- name: GetOrderInstance :one
 SELECT id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at FROM instances
 WHERE order_id = $1
@@ -294,6 +359,73 @@ func (q *Queries) MarkInstanceTerminated(ctx context.Context, arg MarkInstanceTe
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const markInstancesProvisioned = `-- name: MarkInstancesProvisioned :many
+UPDATE instances
+SET external_id = a.external_id,
+    status = $1,
+    details = a.details,
+    last_error = '',
+    updated_at = $2
+FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::text[]) AS external_id,
+             unnest($5::jsonb[]) AS details) AS a
+WHERE instances.id = a.id
+  AND instances.status = 'provisioning'
+RETURNING instances.id, instances.customer_id, instances.order_id, instances.product_id, instances.provider_plugin, instances.external_id, instances.status, instances.name, instances.details, instances.last_error, instances.expires_at, instances.terminated_at, instances.created_at, instances.updated_at
+`
+
+type MarkInstancesProvisionedParams struct {
+	Status      string
+	At          time.Time
+	Ids         []uuid.UUID
+	ExternalIds []string
+	Details     [][]byte
+}
+
+// MarkInstanceProvisioned for the instances of one batch of the event
+// worker, in one statement: the arrays are one row per instance (ids
+// distinct). An instance no longer provisioning is missing from the
+// result.
+func (q *Queries) MarkInstancesProvisioned(ctx context.Context, arg MarkInstancesProvisionedParams) ([]Instance, error) {
+	rows, err := q.db.Query(ctx, markInstancesProvisioned,
+		arg.Status,
+		arg.At,
+		arg.Ids,
+		arg.ExternalIds,
+		arg.Details,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Instance
+	for rows.Next() {
+		var i Instance
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.ProductID,
+			&i.ProviderPlugin,
+			&i.ExternalID,
+			&i.Status,
+			&i.Name,
+			&i.Details,
+			&i.LastError,
+			&i.ExpiresAt,
+			&i.TerminatedAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setInstanceLastError = `-- name: SetInstanceLastError :exec

@@ -384,6 +384,71 @@ func (q *Queries) LockOrdersToReprice(ctx context.Context, arg LockOrdersToRepri
 	return items, nil
 }
 
+const moveOrders = `-- name: MoveOrders :many
+UPDATE orders
+SET status = $1,
+    suspend_reason = '',
+    updated_at = $2
+WHERE id = ANY($3::uuid[])
+  AND status = $4
+RETURNING id, customer_id, product_id, status, total_amount, currency, description, item, paid_at, cancelled_at, cancel_reason, billing_cycle, renewal_price, renews, suspend_reason, paid_until, created_at, updated_at
+`
+
+type MoveOrdersParams struct {
+	ToStatus   string
+	UpdatedAt  time.Time
+	Ids        []uuid.UUID
+	FromStatus string
+}
+
+// SetOrderStatus for the orders of one batch of the event worker, all
+// moving from from_status to to_status at updated_at, in one statement.
+// An order no longer in from_status is missing from the result. Call it
+// with the order rows locked (LockOrdersForUpdate). paid_at is kept.
+func (q *Queries) MoveOrders(ctx context.Context, arg MoveOrdersParams) ([]Order, error) {
+	rows, err := q.db.Query(ctx, moveOrders,
+		arg.ToStatus,
+		arg.UpdatedAt,
+		arg.Ids,
+		arg.FromStatus,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Order
+	for rows.Next() {
+		var i Order
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.ProductID,
+			&i.Status,
+			&i.TotalAmount,
+			&i.Currency,
+			&i.Description,
+			&i.Item,
+			&i.PaidAt,
+			&i.CancelledAt,
+			&i.CancelReason,
+			&i.BillingCycle,
+			&i.RenewalPrice,
+			&i.Renews,
+			&i.SuspendReason,
+			&i.PaidUntil,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const setOrderBilling = `-- name: SetOrderBilling :one
 UPDATE orders
 SET billing_cycle = $1,
