@@ -21,6 +21,7 @@ import (
 	"github.com/rustbill/paymentd/internal/retention"
 	"github.com/rustbill/paymentd/internal/server"
 	"github.com/rustbill/paymentd/internal/startstop"
+	"github.com/rustbill/paymentd/internal/store"
 )
 
 // background is the cluster side of an instance: the LISTEN connection,
@@ -32,6 +33,7 @@ import (
 type background struct {
 	node      string
 	listener  *cluster.Listener
+	wake      *wakeAfterCommit
 	heartbeat *cluster.Heartbeat
 	billing   *cluster.Elector
 	eventLead *cluster.Elector
@@ -72,6 +74,7 @@ func (a *App) buildBackground(pay *payment.Service, testClock *billingTestClock)
 func (a *App) buildCluster(b *background) error {
 	c := a.cfg
 	b.listener = cluster.NewListener(cluster.ConnectLike(a.pool, "paymentd-"+b.node), cluster.ListenerOptions{Logger: a.log})
+	b.wake = &wakeAfterCommit{wakeup: cluster.NewWakeup(a.pool, 0, a.log), handles: []store.TxBeginner{a.pool, a.db}}
 	var err error
 	b.heartbeat, err = cluster.NewHeartbeat(a.pool, cluster.HeartbeatOptions{
 		Node:     cluster.NodeInfo{ID: b.node, Hostname: cluster.Hostname(), Version: buildVersion()},
@@ -181,9 +184,38 @@ func (a *App) buildBilling(b *background, pay *payment.Service) {
 // heartbeat stops last but the listener.
 func (b *background) services() []startstop.Service {
 	return []startstop.Service{
-		b.listener, b.heartbeat, b.billing, b.eventLead, b.notifier, b.worker,
+		b.listener, b.wake, b.heartbeat, b.billing, b.eventLead, b.notifier, b.worker,
 		b.trends, b.keys, b.retention, b.reconciler, b.renewals,
 	}
+}
+
+// wakeAfterCommit is the worker's wake-up of this instance's commits: while
+// it runs, an event appended in a transaction on one of handles is
+// inserted without the trigger's NOTIFY, and wakeup sends one once the
+// transaction has committed (store.WakeAfterCommit). Stopped, the trigger
+// notifies again.
+type wakeAfterCommit struct {
+	wakeup     *cluster.Wakeup
+	handles    []store.TxBeginner
+	unregister []func()
+}
+
+func (w *wakeAfterCommit) Start(ctx context.Context) error {
+	if err := w.wakeup.Start(ctx); err != nil {
+		return err
+	}
+	for _, h := range w.handles {
+		w.unregister = append(w.unregister, store.WakeAfterCommit(h, w.wakeup.Wake))
+	}
+	return nil
+}
+
+func (w *wakeAfterCommit) Stop() {
+	for _, u := range w.unregister {
+		u()
+	}
+	w.unregister = nil
+	w.wakeup.Stop()
 }
 
 // start brings the cluster side up; on an error what started is stopped.

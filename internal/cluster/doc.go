@@ -53,13 +53,18 @@
 // # Notifications
 //
 // A Listener holds one dedicated connection (outside the pool) with LISTEN
-// on paymentd_events (the events insert trigger), paymentd_leadership
+// on paymentd_events (a Wakeup after an event's commit, or the events
+// insert trigger), paymentd_leadership
 // (resignations) and paymentd_notifications (queued notifications), and
 // wakes subscribers of a channel. It reconnects with backoff when the
 // connection is lost, pings it when it has been quiet for HealthInterval (a
 // half-open TCP connection is noticed too), and wakes every subscriber after
 // each (re)connect, since notifications sent meanwhile were lost. A wake-up
 // is only a hint: every consumer also polls.
+//
+// A Wakeup sends NOTIFY paymentd_events for this instance's transactions
+// that queued events, once they have committed, several as one: a NOTIFY
+// sent inside them would hold a database-wide lock through their commits.
 //
 // Every service has the same shape: Start(ctx) error, Stop(), an injected
 // clock where time matters, and one log line per state change.

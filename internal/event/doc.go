@@ -2,8 +2,10 @@
 // and administers it (billing.event.EventAdminService).
 //
 // A business change and its event are written in one transaction
-// (store.InsertEvent); the insert trigger sends NOTIFY paymentd_events at
-// commit. The Worker consumes only while this instance holds the
+// (store.AppendEvent); once it has committed, the instance's
+// cluster.Wakeup sends NOTIFY paymentd_events (store.WakeAfterCommit; an
+// insert paymentd did not make is notified by the insert trigger at
+// commit). The Worker consumes only while this instance holds the
 // event_worker leader role (internal/cluster): it claims on every wake-up
 // (NOTIFY, a finished event, a free slot) and at least every
 // [events].poll_interval.

@@ -22,7 +22,7 @@ type Event = dbsqlc.Event
 // transaction it waits to go with the next statement (WithPipelinedTx).
 func AppendEvent(ctx context.Context, db DB, eventType string, orderID uuid.UUID, payload []byte) error {
 	return MapError(dbsqlc.New(later(db)).AppendEvent(ctx, dbsqlc.AppendEventParams{
-		EventType: eventType, OrderID: orderID, Payload: payload,
+		EventType: eventType, OrderID: orderID, Payload: payload, WakeAfterCommit: wakeAfterCommit(db),
 	}))
 }
 
@@ -37,6 +37,6 @@ func AppendEvents(ctx context.Context, db DB, eventType string, orderIDs []uuid.
 		return nil
 	}
 	return MapError(dbsqlc.New(later(db)).AppendEvents(ctx, dbsqlc.AppendEventsParams{
-		EventType: eventType, OrderIds: orderIDs, Payloads: payloads,
+		EventType: eventType, OrderIds: orderIDs, Payloads: payloads, WakeAfterCommit: wakeAfterCommit(db),
 	}))
 }

@@ -58,7 +58,7 @@ func withPipelinedTx(ctx context.Context, db TxBeginner, preludes []prelude, fn 
 		})
 	}
 	var t *pipelinedTx
-	err := withTx(ctx, func() (pgx.Tx, error) {
+	err := withTx(ctx, db, func() (pgx.Tx, error) {
 		c, err := pool.Acquire(ctx)
 		if err != nil {
 			return nil, err

@@ -51,15 +51,18 @@ const endTimeout = 15 * time.Second
 // fn's error is returned unchanged (store functions have mapped it already);
 // begin and commit errors go through MapError.
 func WithTx(ctx context.Context, db TxBeginner, fn func(tx pgx.Tx) error) error {
-	return withTx(ctx, func() (pgx.Tx, error) { return db.Begin(ctx) }, fn)
+	return withTx(ctx, db, func() (pgx.Tx, error) { return db.Begin(ctx) }, fn)
 }
 
 // withTx is WithTx on the transaction begin opens.
-func withTx(ctx context.Context, begin func() (pgx.Tx, error), fn func(tx pgx.Tx) error) error {
+func withTx(ctx context.Context, db any, begin func() (pgx.Tx, error), fn func(tx pgx.Tx) error) error {
 	tx, err := begin()
 	if err != nil {
 		return fmt.Errorf("store: begin transaction: %w", MapError(err))
 	}
+	endWake := trackWake(db, tx)
+	committed := false
+	defer func() { endWake(committed) }()
 
 	done := false
 	defer func() {
@@ -70,7 +73,9 @@ func withTx(ctx context.Context, begin func() (pgx.Tx, error), fn func(tx pgx.Tx
 
 	fnErr := fn(tx)
 	done = true
-	return finish(ctx, tx, fnErr)
+	err = finish(ctx, tx, fnErr)
+	committed = err == nil
+	return err
 }
 
 // finish ends tx once its function returned fnErr: a rollback when fnErr is

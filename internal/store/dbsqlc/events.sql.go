@@ -13,40 +13,58 @@ import (
 
 const appendEvent = `-- name: AppendEvent :exec
 INSERT INTO events (event_type, payload, order_id)
-VALUES ($1, $2, $3)
+SELECT $1::text, $2::jsonb, $3::uuid
+FROM (SELECT set_config('paymentd.wake_after_commit', $4::text, true)) AS w
 `
 
 type AppendEventParams struct {
-	EventType string
-	Payload   []byte
-	OrderID   uuid.UUID
+	EventType       string
+	Payload         []byte
+	OrderID         uuid.UUID
+	WakeAfterCommit string
 }
 
 // InsertEvent for a writer that does not read the row back: in a
 // pipelined transaction (store.WithPipelinedTx) it goes with the next
 // statement instead of waiting for a round trip of its own.
+// wake_after_commit 'on' says that paymentd wakes the worker once the
+// transaction has committed (store.WakeAfterCommit): the insert trigger
+// then sends no NOTIFY, whose lock would serialise the commits.
 func (q *Queries) AppendEvent(ctx context.Context, arg AppendEventParams) error {
-	_, err := q.db.Exec(ctx, appendEvent, arg.EventType, arg.Payload, arg.OrderID)
+	_, err := q.db.Exec(ctx, appendEvent,
+		arg.EventType,
+		arg.Payload,
+		arg.OrderID,
+		arg.WakeAfterCommit,
+	)
 	return err
 }
 
 const appendEvents = `-- name: AppendEvents :exec
 INSERT INTO events (event_type, payload, order_id)
 SELECT $1::text, e.payload, e.order_id
-FROM (SELECT unnest($2::uuid[]) AS order_id, unnest($3::jsonb[]) AS payload) AS e
+FROM (SELECT unnest($2::uuid[]) AS order_id, unnest($3::jsonb[]) AS payload) AS e,
+     (SELECT set_config('paymentd.wake_after_commit', $4::text, true)) AS w
 `
 
 type AppendEventsParams struct {
-	EventType string
-	OrderIds  []uuid.UUID
-	Payloads  [][]byte
+	EventType       string
+	OrderIds        []uuid.UUID
+	Payloads        [][]byte
+	WakeAfterCommit string
 }
 
 // AppendEvent for a batch of events of one type, one per order, in one
 // statement: order_ids and payloads are one row per event, inserted in
-// their order (the arrays are read in step).
+// their order (the arrays are read in step); wake_after_commit as
+// AppendEvent's.
 func (q *Queries) AppendEvents(ctx context.Context, arg AppendEventsParams) error {
-	_, err := q.db.Exec(ctx, appendEvents, arg.EventType, arg.OrderIds, arg.Payloads)
+	_, err := q.db.Exec(ctx, appendEvents,
+		arg.EventType,
+		arg.OrderIds,
+		arg.Payloads,
+		arg.WakeAfterCommit,
+	)
 	return err
 }
 
