@@ -22,7 +22,11 @@ import (
 // same columns). Each client settles its own pending payments: row n =
 // base + client_id + (k − 1)·nclients, the k-th transaction of the client.
 // Keep it in step with settle: a change of the callback's SQL is a change
-// of its ceiling (docs/performance.md).
+// of its ceiling (docs/performance.md). The event is inserted as paymentd
+// inserts it (store.AppendEvent): without the trigger's NOTIFY, whose lock
+// would serialise the ceiling's commits; the NOTIFY paymentd then sends
+// after the commit (cluster.Wakeup, several commits as one) is paymentd's
+// cost, not the ceiling's.
 var callbackScript = callbackSQL(false)
 
 // pipelinedCallbackScript is callbackScript in two round trips instead of
@@ -58,7 +62,7 @@ UPDATE orders SET status = 'paid', paid_at = coalesce(now(), paid_at), updated_a
 UPDATE payments SET status = 'failed', failure_reason = 'order paid by payment ' || {pid}::text, next_reconcile_at = NULL, updated_at = now() WHERE order_id = {oid} AND invoice_id IS NULL AND status = 'pending' RETURNING *;
 {cut}
 INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'order.paid', 'order', {oid}::text, :orderbefore, :orderafter, :reqid, now());
-INSERT INTO events (event_type, payload, order_id) VALUES ('order_paid', jsonb_build_object('amount', '12.30', 'method', 'gateway', 'currency', 'CNY', 'order_id', {oid}, 'payment_id', {pid}), {oid});
+INSERT INTO events (event_type, payload, order_id) SELECT 'order_paid', jsonb_build_object('amount', '12.30', 'method', 'gateway', 'currency', 'CNY', 'order_id', {oid}, 'payment_id', {pid}), {oid} FROM (SELECT set_config('paymentd.wake_after_commit', 'on', true)) AS w;
 INSERT INTO audit_log (actor_kind, actor_id, action, entity_type, entity_id, before, after, request_id, created_at) VALUES ('gateway', :gw, 'payment.success', 'payment', {pid}::text, :paybefore, :payafter, :reqid, now());
 END;
 \endpipeline
@@ -115,7 +119,7 @@ BEGIN;
 SELECT id, order_id, amount, currency FROM payments WHERE id = {pid} FOR UPDATE \gset p_
 UPDATE payments SET status = 'success', gateway_payment_id = 'PGM' || :n, gateway_tx_id = 'PGM' || :n, paid_at = now(), next_reconcile_at = NULL, updated_at = now() WHERE id = :p_id AND status = 'pending';
 UPDATE orders SET status = 'paid', paid_at = now(), updated_at = now() WHERE id = :p_order_id AND status = 'pending';
-INSERT INTO events (event_type, payload, order_id) VALUES ('order_paid', jsonb_build_object('amount', :p_amount::text, 'method', 'gateway', 'currency', :p_currency::text, 'order_id', :p_order_id::uuid, 'payment_id', :p_id::uuid), :p_order_id);
+INSERT INTO events (event_type, payload, order_id) SELECT 'order_paid', jsonb_build_object('amount', :p_amount::text, 'method', 'gateway', 'currency', :p_currency::text, 'order_id', :p_order_id::uuid, 'payment_id', :p_id::uuid), :p_order_id FROM (SELECT set_config('paymentd.wake_after_commit', 'on', true)) AS w;
 END;
 `)
 
