@@ -173,7 +173,13 @@ func TestStopDuringARenewalStillResignsOnASingleConnection(t *testing.T) {
 	conn, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	opts := cluster.WithStopGrace(cluster.ElectorOptions{TTL: time.Minute, RenewInterval: 50 * time.Millisecond}, 20*time.Second)
+	// A bid waits at most RenewInterval for its answer, and a query given
+	// up on a lone *pgx.Conn closes it for good: at 50 ms, a first bid
+	// that a loaded machine answered late (preparing its statement) left
+	// the elector without a connection, never elected (twice on a fresh
+	// clone's test command). A second is room; the renewal then comes
+	// within a second of the row's lock below.
+	opts := cluster.WithStopGrace(cluster.ElectorOptions{TTL: time.Minute, RenewInterval: time.Second}, 20*time.Second)
 	m := startMember(t, conn, "node-a", opts)
 	waitLeader(t, firstElection, m)
 
