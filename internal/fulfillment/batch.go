@@ -355,6 +355,8 @@ type providerAnswer struct {
 // ended once tx commits.
 func (s *Service) recordProvisionedAll(ctx context.Context, tx pgx.Tx, os []store.Order, reqs []*ProvisionRequest, answers []providerAnswer, log func(int) *slog.Logger) ([]ProvisionRequest, error) {
 	now := s.now()
+	// Recorded whatever became of the orders meanwhile: the provider has
+	// the instances, so they must be known to be ended.
 	p := store.MarkInstancesProvisionedParams{Status: store.InstanceRunning, At: now}
 	for i, req := range reqs {
 		p.Ids = append(p.Ids, req.Instance.ID)
@@ -366,8 +368,8 @@ func (s *Service) recordProvisionedAll(ctx context.Context, tx pgx.Tx, os []stor
 		return nil, err
 	}
 	if len(rows) != len(reqs) {
-		// As MarkInstanceProvisioned's: an instance no longer provisioning
-		// fails the transaction, and the events are retried.
+		// An instance no longer provisioning fails the transaction, and
+		// the events are retried.
 		return nil, fmt.Errorf("%d of %d instances still provisioning: %w", len(rows), len(reqs), store.ErrNotFound)
 	}
 	byID := make(map[uuid.UUID]store.Instance, len(rows))
@@ -386,6 +388,9 @@ func (s *Service) recordProvisionedAll(ctx context.Context, tx pgx.Tx, os []stor
 		req.Instance = inst
 		o := os[i]
 		if order.Status(o.Status) != order.StatusProvisioning {
+			// Refunded while the provider worked: the order never goes
+			// active; its instance is ended after the commit
+			// (order_refunded may have found it still provisioning).
 			log(i).InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
 			if order.Status(o.Status) == order.StatusRefunded {
 				orphans = append(orphans, *req)

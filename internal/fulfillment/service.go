@@ -294,37 +294,13 @@ func (s *Service) auditInstanceReady(ctx context.Context, tx pgx.Tx, inst store.
 }
 
 // recordProvisioned records in tx what the provider answered for
-// req.Instance (running, its external id and details, an audit row) and
-// moves o (locked in tx) to active, queuing order_provisioned. An order
-// that is no longer provisioning (refunded while the provider worked)
-// never goes active: orphaned says that its instance must be ended once
-// tx commits.
+// req.Instance and moves o (locked in tx) to active: recordProvisionedAll
+// for one order. orphaned says that o was refunded while the provider
+// worked, so its instance must be ended once tx commits.
 func (s *Service) recordProvisioned(ctx context.Context, tx pgx.Tx, o store.Order, req *ProvisionRequest, externalID string, details json.RawMessage, log *slog.Logger) (orphaned bool, err error) {
-	now := s.now()
-	// Recorded whatever became of the order meanwhile: the provider
-	// has the instance, so it must be known to be ended.
-	inst, err := store.Q(tx).MarkInstanceProvisioned(ctx, store.MarkInstanceProvisionedParams{
-		ID: req.Instance.ID, ExternalID: externalID, Status: store.InstanceRunning, Details: details, At: now,
-	})
-	if err != nil {
-		return false, err
-	}
-	if err := s.auditInstanceReady(ctx, tx, inst, now); err != nil {
-		return false, err
-	}
-	req.Instance = inst
-	if order.Status(o.Status) != order.StatusProvisioning {
-		// Refunded while the provider worked: the order never goes
-		// active; its instance is ended after the commit (order_refunded
-		// may have found it still provisioning).
-		log.InfoContext(ctx, "order_paid: order changed while provisioning; ending the instance", "order_status", o.Status)
-		return order.Status(o.Status) == order.StatusRefunded, nil
-	}
-	if err := s.activate(ctx, tx, o, &inst.ID, now); err != nil {
-		return false, err
-	}
-	log.InfoContext(ctx, "order provisioned", "instance_id", inst.ID, "external_id", externalID)
-	return false, nil
+	orphans, err := s.recordProvisionedAll(ctx, tx, []store.Order{o}, []*ProvisionRequest{req},
+		[]providerAnswer{{externalID, details}}, func(int) *slog.Logger { return log })
+	return len(orphans) > 0, err
 }
 
 // provisionFailed records that the provider failed to provision req for

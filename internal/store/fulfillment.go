@@ -12,7 +12,6 @@ import (
 type (
 	EnsureOrderInstanceParams      = dbsqlc.EnsureOrderInstanceParams
 	MarkInstanceFailedParams       = dbsqlc.MarkInstanceFailedParams
-	MarkInstanceProvisionedParams  = dbsqlc.MarkInstanceProvisionedParams
 	MarkInstancesProvisionedParams = dbsqlc.MarkInstancesProvisionedParams
 	EnsureOrderInstancesParams     = dbsqlc.EnsureOrderInstancesParams
 	MarkInstanceTerminatedParams   = dbsqlc.MarkInstanceTerminatedParams

@@ -23,19 +23,6 @@ WHERE order_id = @order_id;
 SELECT * FROM instances
 WHERE order_id = ANY(@order_ids::uuid[]);
 
--- name: MarkInstanceProvisioned :one
--- provisioning → status (running) with what the provider answered. No row
--- when the instance is no longer provisioning.
-UPDATE instances
-SET external_id = @external_id,
-    status = @status,
-    details = @details,
-    last_error = '',
-    updated_at = @at
-WHERE id = @id
-  AND status = 'provisioning'
-RETURNING *;
-
 -- name: MarkInstanceTerminated :one
 -- → terminated: the provider ended the instance (its order was refunded,
 -- terminated or completed). No row when it is already terminated.
@@ -106,10 +93,10 @@ ON CONFLICT (order_id) DO UPDATE
 RETURNING *;
 
 -- name: MarkInstancesProvisioned :many
--- MarkInstanceProvisioned for the instances of one batch of the event
--- worker, in one statement: the arrays are one row per instance (ids
--- distinct). An instance no longer provisioning is missing from the
--- result.
+-- provisioning → status (running) with what the provider answered, for
+-- the instances of the event worker (a batch, or one), in one statement:
+-- the arrays are one row per instance (ids distinct). An instance no
+-- longer provisioning is missing from the result.
 UPDATE instances
 SET external_id = a.external_id,
     status = @status,

@@ -272,56 +272,6 @@ func (q *Queries) MarkInstanceFailed(ctx context.Context, arg MarkInstanceFailed
 	return i, err
 }
 
-const markInstanceProvisioned = `-- name: MarkInstanceProvisioned :one
-UPDATE instances
-SET external_id = $1,
-    status = $2,
-    details = $3,
-    last_error = '',
-    updated_at = $4
-WHERE id = $5
-  AND status = 'provisioning'
-RETURNING id, customer_id, order_id, product_id, provider_plugin, external_id, status, name, details, last_error, expires_at, terminated_at, created_at, updated_at
-`
-
-type MarkInstanceProvisionedParams struct {
-	ExternalID string
-	Status     string
-	Details    []byte
-	At         time.Time
-	ID         uuid.UUID
-}
-
-// provisioning → status (running) with what the provider answered. No row
-// when the instance is no longer provisioning.
-func (q *Queries) MarkInstanceProvisioned(ctx context.Context, arg MarkInstanceProvisionedParams) (Instance, error) {
-	row := q.db.QueryRow(ctx, markInstanceProvisioned,
-		arg.ExternalID,
-		arg.Status,
-		arg.Details,
-		arg.At,
-		arg.ID,
-	)
-	var i Instance
-	err := row.Scan(
-		&i.ID,
-		&i.CustomerID,
-		&i.OrderID,
-		&i.ProductID,
-		&i.ProviderPlugin,
-		&i.ExternalID,
-		&i.Status,
-		&i.Name,
-		&i.Details,
-		&i.LastError,
-		&i.ExpiresAt,
-		&i.TerminatedAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-	)
-	return i, err
-}
-
 const markInstanceTerminated = `-- name: MarkInstanceTerminated :one
 UPDATE instances
 SET status = 'terminated',
@@ -383,10 +333,10 @@ type MarkInstancesProvisionedParams struct {
 	Details     [][]byte
 }
 
-// MarkInstanceProvisioned for the instances of one batch of the event
-// worker, in one statement: the arrays are one row per instance (ids
-// distinct). An instance no longer provisioning is missing from the
-// result.
+// provisioning → status (running) with what the provider answered, for
+// the instances of the event worker (a batch, or one), in one statement:
+// the arrays are one row per instance (ids distinct). An instance no
+// longer provisioning is missing from the result.
 func (q *Queries) MarkInstancesProvisioned(ctx context.Context, arg MarkInstancesProvisionedParams) ([]Instance, error) {
 	rows, err := q.db.Query(ctx, markInstancesProvisioned,
 		arg.Status,
