@@ -223,11 +223,16 @@ func TestARollingUpgradeFromTheReleaseAndBackLosesNothingAndFailsOnlyCallsCaught
 	swaps = append(swaps, replace(ctx, t, "rollback", back, release.Binary, release.Plugins))
 	logged, err := back.LogText()
 	require.NoError(t, err)
+	// The release's warning names the first five differences, the changed
+	// ones first (this code's changes to the release's objects, such as
+	// 00019's partial indexes), so the stand-in may be among "and N more";
+	// the migration it recorded is always there.
 	warned := false
 	for _, l := range strings.Split(logged, "\n") {
-		warned = warned || (strings.Contains(l, "schema check") && strings.Contains(l, "left alone") && strings.Contains(l, "rolling_stand_in"))
+		warned = warned || (strings.Contains(l, "schema check") && strings.Contains(l, "left alone") &&
+			strings.Contains(l, fmt.Sprintf(`"recorded_migration":%d`, curMigrations+1)))
 	}
-	require.True(t, warned, "the release names what it leaves alone at start")
+	require.True(t, warned, "the release says what it leaves alone at start, on a database of a newer migration")
 	serveAWhile()
 	stop()
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -30,6 +31,7 @@ type bundle struct {
 	active, balancePaid, zero, unpaid uuid.UUID // orders
 	invoiced                          uuid.UUID // order paid through invoice orderInvoice
 	gatewayPay, balancePay            uuid.UUID
+	balanceRefund                     uuid.UUID // of balancePay, credited to the balance
 	pendingPay, failedPay             uuid.UUID
 	capturedPay                       uuid.UUID // failed, its money captured, partly returned
 	invoicePay1, invoicePay2          uuid.UUID
@@ -103,8 +105,8 @@ func setup(t *testing.T) *bundle {
 	w.balancePaid = order("provisioning", "30.00", true)
 	w.balancePay = payment(&w.balancePaid, nil, "balance", "success", "30.00", "10.00")
 	ledgerRow("payment", "-30.00", "100.00", "70.00", &w.balancePay, nil)
-	r := refund(w.balancePay, "10.00", "succeeded")
-	ledgerRow("refund", "10.00", "70.00", "80.00", &w.balancePay, &r)
+	w.balanceRefund = refund(w.balancePay, "10.00", "succeeded")
+	ledgerRow("refund", "10.00", "70.00", "80.00", &w.balancePay, &w.balanceRefund)
 	exec(`UPDATE customers SET balance = 80.00 WHERE id = $1`, w.customer)
 	event(w.balancePaid, "order_paid", "pending", `{"order_id":"`+w.balancePaid.String()+`","payment_id":"`+w.balancePay.String()+`","amount":"30.00","currency":"CNY","method":"balance"}`)
 
@@ -174,6 +176,33 @@ func TestCleanWorldHasNoViolations(t *testing.T) {
 
 	// The same inside a transaction the caller owns.
 	require.True(t, w.broken(t).OK())
+}
+
+// A refund is credited to the balance once: the database refuses a second
+// ledger row naming it (balance_transactions_refund_id_key, partial since
+// migration 00019: the rows that name no refund are not in it, and any
+// number of them coexist).
+func TestTheLedgerCreditsARefundOnce(t *testing.T) {
+	t.Parallel()
+	w := setup(t)
+	ctx := context.Background()
+	insert := func(refund *uuid.UUID) error {
+		_, err := w.pool.Exec(ctx, `
+			INSERT INTO balance_transactions (customer_id, type, amount, balance_before, balance_after, payment_id, refund_id, created_at)
+			VALUES ($1, $2, 10.00, 80.00, 90.00, $3, $4, clock_timestamp())`,
+			w.customer, map[bool]string{true: "refund", false: "manual_adjust"}[refund != nil], w.balancePay, refund)
+		return err
+	}
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, insert(&w.balanceRefund), &pgErr)
+	require.Equal(t, "23505", pgErr.Code, "unique_violation")
+	require.Equal(t, "balance_transactions_refund_id_key", pgErr.ConstraintName)
+
+	require.NoError(t, insert(nil), "rows that name no refund do not collide")
+	var without int
+	require.NoError(t, w.pool.QueryRow(ctx, `SELECT count(*) FROM balance_transactions WHERE customer_id = $1 AND refund_id IS NULL`,
+		w.customer).Scan(&without))
+	require.Equal(t, 3, without)
 }
 
 func TestEveryBrokenRuleIsReportedWithItsIDs(t *testing.T) {
