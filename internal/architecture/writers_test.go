@@ -29,7 +29,7 @@ var statusWriters = []struct {
 }{
 	{
 		table:   "invoices",
-		queries: []string{"InsertInvoice", "SetInvoiceStatus"},
+		queries: []string{"InsertInvoice", "InsertRenewalInvoices", "SetInvoiceStatus"},
 		calls:   regexp.MustCompile(`\.SetInvoiceStatus\(`),
 		callers: []string{"internal/order/invoice_transition.go", "internal/store/invoices.go"},
 	},
@@ -170,7 +170,7 @@ var periodWriters = []struct {
 	queries []string
 }{
 	{"service_periods", writesServicePeriods, []string{
-		"InsertServicePeriod", "MarkServicePeriodPaid", "MarkServicePeriodFollowed", "CloseServicePeriods",
+		"InsertServicePeriod", "InsertRenewalPeriods", "MarkServicePeriodPaid", "MarkServicePeriodsFollowed", "CloseServicePeriods",
 		"ExtendServicePeriod", "CancelUnpaidServicePeriod", "AddServicePeriodNotices", "ReissueServicePeriod",
 	}},
 	{"orders.paid_until", func(sql string) bool { return writesOrdersColumn("paid_until", sql) }, []string{"SetOrderPaidUntil"}},

@@ -130,15 +130,29 @@ func (s *Service) invoiceTarget(ctx context.Context, tx pgx.Tx, in NewInvoice) (
 // until tx ends, so the numbers have no gap and no duplicate: a rollback
 // gives its number back (docs/decisions.md, "invoice numbers").
 func TakeInvoiceNumber(ctx context.Context, tx pgx.Tx, issued time.Time, loc *time.Location) (string, error) {
+	numbers, err := TakeInvoiceNumbers(ctx, tx, issued, loc, 1)
+	if err != nil {
+		return "", err
+	}
+	return numbers[0], nil
+}
+
+// TakeInvoiceNumbers is TakeInvoiceNumber for n invoices issued at once
+// (n ≥ 1): the next n numbers of the series, in order.
+func TakeInvoiceNumbers(ctx context.Context, tx pgx.Tx, issued time.Time, loc *time.Location, n int) ([]string, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
 	series := "INV-" + strconv.Itoa(issued.In(loc).Year())
-	n, err := store.Q(tx).TakeInvoiceNumber(ctx, store.TakeInvoiceNumberParams{Series: series, UpdatedAt: issued})
+	last, err := store.Q(tx).TakeInvoiceNumbers(ctx, store.TakeInvoiceNumbersParams{Series: series, Count: int64(n), UpdatedAt: issued})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return fmt.Sprintf("%s-%06d", series, n), nil
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%06d", series, last-int64(n-1-i))
+	}
+	return out, nil
 }
 
 // GetInvoice returns one invoice and its lines: admins any, customers
@@ -242,32 +256,14 @@ func (s *Service) CancelInvoice(ctx context.Context, id uuid.UUID) (store.Invoic
 	return out, nil
 }
 
-// IssueRenewalInvoice issues the invoice of period seq (start to end) of
-// the recurring order o, locked in tx by the caller: the renewal price,
-// due when the period starts (the previous one's end), numbered in its
-// year's series, with one line for the period; its description gives the
-// period's dates in the billing time zone loc. The billing run writes the
-// period row that names it in the same transaction.
-func IssueRenewalInvoice(ctx context.Context, tx pgx.Tx, o store.Order, seq int32, start, end time.Time, loc *time.Location, price money.Amount, by audit.Actor, now time.Time) (store.Invoice, error) {
-	id := uuid.New()
+// renewalDescription is the description and the one line of the renewal
+// invoice of period seq (start to end) of o: its dates in the billing time
+// zone loc (nil: UTC).
+func renewalDescription(o store.Order, seq int32, start, end time.Time, loc *time.Location) string {
 	if loc == nil {
 		loc = time.UTC
 	}
-	desc := fmt.Sprintf("%s: period %d, %s to %s", renewalSubject(o), seq, start.In(loc).Format(time.DateOnly), end.In(loc).Format(time.DateOnly))
-	number, err := TakeInvoiceNumber(ctx, tx, now, loc)
-	if err != nil {
-		return store.Invoice{}, err
-	}
-	inv, err := store.InsertInvoice(ctx, tx, store.NewInvoice{
-		ID: id, CustomerID: o.CustomerID, OrderID: &o.ID, Number: number,
-		Status: string(InvoiceIssued), Amount: price, Currency: o.Currency,
-		Description: desc, IssuedAt: &now, DueAt: &start, CreatedAt: now,
-		Lines: []store.NewInvoiceLine{{Description: desc, PeriodStart: &start, PeriodEnd: &end, Quantity: 1, UnitAmount: price}},
-	})
-	if err != nil {
-		return store.Invoice{}, err
-	}
-	return inv, audit.Write(ctx, tx, by, now, ActionInvoiceCreate, entityInvoice, inv.ID.String(), nil, InvoiceSnapshot(inv))
+	return fmt.Sprintf("%s: period %d, %s to %s", renewalSubject(o), seq, start.In(loc).Format(time.DateOnly), end.In(loc).Format(time.DateOnly))
 }
 
 // renewalSubject names what a renewal invoice renews: the order's

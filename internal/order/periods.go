@@ -11,6 +11,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/audit"
+	"github.com/rustbill/paymentd/internal/money"
 	"github.com/rustbill/paymentd/internal/store"
 )
 
@@ -59,42 +60,112 @@ func startFirstPeriod(ctx context.Context, tx pgx.Tx, o store.Order, m Move) err
 	return store.SetPaidEnd(ctx, tx, o.ID, end, m.At)
 }
 
-// IssuePeriod writes next, the period after last (the order's last
-// served period, paid and not followed, read under the order's lock, which
-// the caller holds: LastServedPeriod), and records last as followed: the
-// billing run's renewal, by by at at. A free period (next.PaidAt set) is
-// paid at once, so the order's paid end moves to its end. A second period
-// for the same time is store.ErrConflict (another run issued it; the
-// caller rolls back).
+// Renewal is one period the billing run issues for a recurring order,
+// decided under the order's lock.
+type Renewal struct {
+	// Order is the order, locked by the caller.
+	Order store.Order
+	// Latest is the order's latest period (LatestServicePeriod), Last its
+	// last served one (LastServedOf), which Next follows: paid, not
+	// followed.
+	Latest, Last store.ServicePeriod
+	// Next is the period issued; IssueRenewals completes it with its
+	// invoice, or its paid time when it is free.
+	Next store.NewServicePeriod
+	// Price bills Next; zero makes it free: paid at once, no invoice.
+	Price money.Amount
+}
+
+// IssueRenewals issues the periods rs in tx, by by at now (the billing
+// run's renewals of one batch), in statements per batch: the invoices of
+// the priced ones numbered at once in their year's series (in loc), written
+// with their one line each in two statements, each due when its period
+// starts, and audited; the unpaid periods in one statement (a free one, or
+// one reissued in its cancelled row, alone: reissuePeriod); the periods
+// they follow marked followed in one; a free period's order's paid end
+// moved. It answers each renewal's invoice (zero for a free period) and
+// completes each Next. A second period for the same time is
+// store.ErrConflict (another run issued it; the caller rolls back).
 //
-// When next's row is there, cancelled (its invoice was cancelled, and
+// When Next's row is there, cancelled (its invoice was cancelled, and
 // renewal has been turned back on since), the period is reissued in that
 // row (docs/decisions.md, "renewals": what a cancelled period keeps): the
 // keys (order_id, seq) and (order_id, starts_at) hold one row per period,
 // so the new invoice takes the cancelled one's place, with an
 // order.period_reissue audit row naming both.
-func IssuePeriod(ctx context.Context, tx pgx.Tx, last store.ServicePeriod, next store.NewServicePeriod, by audit.Actor, at time.Time) error {
-	latest, err := store.Q(tx).LatestServicePeriod(ctx, next.OrderID)
-	if err != nil {
-		return store.BugIfNotFound(err, "read the order's latest period") // last is one
+func IssueRenewals(ctx context.Context, tx pgx.Tx, rs []Renewal, loc *time.Location, by audit.Actor, now time.Time) ([]store.Invoice, error) {
+	invs := make([]store.Invoice, len(rs))
+	var priced []int
+	for i, r := range rs {
+		if r.Price.Sign() != 0 {
+			priced = append(priced, i)
+		}
 	}
-	if latest.Seq == next.Seq && latest.Status == store.PeriodCancelled {
-		err = reissuePeriod(ctx, tx, latest, next, by, at)
-	} else {
-		_, err = store.InsertServicePeriod(ctx, tx, next)
+	if len(priced) > 0 {
+		numbers, err := TakeInvoiceNumbers(ctx, tx, now, loc, len(priced))
+		if err != nil {
+			return nil, err
+		}
+		ins := make([]store.NewRenewalInvoice, len(priced))
+		for k, i := range priced {
+			r := rs[i]
+			ins[k] = store.NewRenewalInvoice{
+				ID: uuid.New(), CustomerID: r.Order.CustomerID, OrderID: r.Order.ID, Number: numbers[k],
+				Amount: r.Price, Currency: r.Order.Currency, Description: renewalDescription(r.Order, r.Next.Seq, r.Next.StartsAt, r.Next.EndsAt, loc),
+				DueAt: r.Next.StartsAt, PeriodStart: r.Next.StartsAt, PeriodEnd: r.Next.EndsAt,
+			}
+		}
+		rows, err := store.InsertRenewalInvoices(ctx, tx, now, ins)
+		if err != nil {
+			return nil, err
+		}
+		for k, i := range priced {
+			invs[i] = rows[k]
+			if err := audit.Write(ctx, tx, by, now, ActionInvoiceCreate, entityInvoice, rows[k].ID.String(), nil, InvoiceSnapshot(rows[k])); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if err != nil {
-		return err
+	var unpaid []store.NewServicePeriod
+	var free []int
+	followed := make([]store.ServicePeriod, len(rs))
+	for i := range rs {
+		r := &rs[i]
+		if r.Price.Sign() == 0 {
+			paid := now
+			r.Next.PaidAt, r.Next.InvoiceID = &paid, nil
+			free = append(free, i)
+		} else {
+			r.Next.InvoiceID = &invs[i].ID
+		}
+		var err error
+		switch {
+		case r.Latest.Seq == r.Next.Seq && r.Latest.Status == store.PeriodCancelled:
+			err = reissuePeriod(ctx, tx, r.Latest, r.Next, by, now)
+		case r.Next.PaidAt != nil:
+			_, err = store.InsertServicePeriod(ctx, tx, r.Next)
+		default:
+			unpaid = append(unpaid, r.Next)
+		}
+		if err != nil {
+			return nil, err
+		}
+		followed[i] = r.Last
 	}
-	if err := store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
-		OrderID: last.OrderID, Seq: last.Seq, UpdatedAt: at,
-	}); err != nil {
-		return err
+	if len(unpaid) > 0 {
+		if err := store.InsertRenewalPeriods(ctx, tx, now, unpaid); err != nil {
+			return nil, err
+		}
 	}
-	if next.PaidAt == nil {
-		return nil
+	if err := store.MarkServicePeriodsFollowed(ctx, tx, now, followed); err != nil {
+		return nil, err
 	}
-	return store.SetPaidEnd(ctx, tx, next.OrderID, next.EndsAt, at)
+	for _, i := range free {
+		if err := store.SetPaidEnd(ctx, tx, rs[i].Order.ID, rs[i].Next.EndsAt, now); err != nil {
+			return nil, err
+		}
+	}
+	return invs, nil
 }
 
 // periodState is the audit snapshot of a period reissued.
@@ -130,11 +201,21 @@ func reissuePeriod(ctx context.Context, tx pgx.Tx, was store.ServicePeriod, next
 // service, and the renewal step never issued the next period once renewal
 // was back on). ErrNotFound when the order has no period.
 func LastServedPeriod(ctx context.Context, db store.DB, id uuid.UUID) (store.ServicePeriod, error) {
-	last, err := store.Q(db).LatestServicePeriod(ctx, id)
-	if err != nil || last.Status != store.PeriodCancelled {
-		return last, err
+	latest, err := store.Q(db).LatestServicePeriod(ctx, id)
+	if err != nil {
+		return latest, err
 	}
-	ps, err := store.Q(db).ListServicePeriods(ctx, id)
+	return LastServedOf(ctx, db, latest)
+}
+
+// LastServedOf is LastServedPeriod given the order's latest period
+// (LatestServicePeriod): latest itself unless it is cancelled.
+func LastServedOf(ctx context.Context, db store.DB, latest store.ServicePeriod) (store.ServicePeriod, error) {
+	last := latest
+	if last.Status != store.PeriodCancelled {
+		return last, nil
+	}
+	ps, err := store.Q(db).ListServicePeriods(ctx, last.OrderID)
 	if err != nil {
 		return store.ServicePeriod{}, err
 	}

@@ -43,15 +43,13 @@ func (b *bundle) renewing(t *testing.T, price string) renewing {
 		first, err := store.Q(tx).LatestServicePeriod(ctx, id)
 		require.NoError(t, err)
 		end := order.AddMonths(first.AnchorAt, 2, time.UTC)
-		inv, err = order.IssueRenewalInvoice(ctx, tx, moved.Order, 2, first.EndsAt, end, time.UTC, money.MustParse(price), audit.System("test"), start)
+		invs, err := order.IssueRenewals(ctx, tx, []order.Renewal{{
+			Order: moved.Order, Latest: first, Last: first, Price: money.MustParse(price),
+			Next: store.NewServicePeriod{OrderID: id, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, CreatedAt: start},
+		}}, time.UTC, audit.System("test"), start)
 		require.NoError(t, err)
-		_, err = store.InsertServicePeriod(ctx, tx, store.NewServicePeriod{
-			OrderID: id, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, InvoiceID: &inv.ID, CreatedAt: start,
-		})
-		require.NoError(t, err)
-		return store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
-			OrderID: id, Seq: 1, UpdatedAt: start,
-		})
+		inv = invs[0]
+		return nil
 	}))
 	return renewing{order: id, invoice: inv, start: start}
 }
@@ -329,8 +327,14 @@ func TestARenewalInvoiceDescribesItsPeriodInTheBillingTimeZone(t *testing.T) {
 			o, err := store.Q(tx).GetOrderForUpdate(ctx, r.order)
 			require.NoError(t, err)
 			o.Description = c.description
-			inv, err := order.IssueRenewalInvoice(ctx, tx, o, 3, start, end, c.loc, money.MustParse("10.00"), audit.System("test"), r.start)
+			latest, err := store.Q(tx).LatestServicePeriod(ctx, r.order)
+			require.NoError(t, err)
+			invs, err := order.IssueRenewals(ctx, tx, []order.Renewal{{
+				Order: o, Latest: latest, Last: latest, Price: money.MustParse("10.00"),
+				Next: store.NewServicePeriod{OrderID: r.order, Seq: 3, StartsAt: start, EndsAt: end, AnchorAt: start, AnchorMonths: 1, CreatedAt: r.start},
+			}}, c.loc, audit.System("test"), r.start)
 			require.NoError(t, err, c.name)
+			inv := invs[0]
 			require.Equal(t, c.want, inv.Description, c.name)
 			require.Equal(t, start, inv.DueAt.UTC(), c.name)
 			lines, err := store.InvoiceLines(ctx, tx, []uuid.UUID{inv.ID})

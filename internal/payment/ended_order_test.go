@@ -54,17 +54,13 @@ func (f *flowBundle) renewalWorld(t *testing.T) renewalWorld {
 		first, err := store.Q(tx).LatestServicePeriod(ctx, w.order)
 		require.NoError(t, err)
 		end := order.AddMonths(first.AnchorAt, 2, time.UTC)
-		inv, err := order.IssueRenewalInvoice(ctx, tx, o, 2, first.EndsAt, end, time.UTC, money.MustParse(w.renewalPrice), audit.System("test"), now)
+		invs, err := order.IssueRenewals(ctx, tx, []order.Renewal{{
+			Order: o, Latest: first, Last: first, Price: money.MustParse(w.renewalPrice),
+			Next: store.NewServicePeriod{OrderID: w.order, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, CreatedAt: now},
+		}}, time.UTC, audit.System("test"), now)
 		require.NoError(t, err)
-		w.invoice = inv.ID
-		if _, err := store.InsertServicePeriod(ctx, tx, store.NewServicePeriod{
-			OrderID: w.order, Seq: 2, StartsAt: first.EndsAt, EndsAt: end, AnchorAt: first.AnchorAt, AnchorMonths: 2, InvoiceID: &inv.ID, CreatedAt: now,
-		}); err != nil {
-			return err
-		}
-		return store.Q(tx).MarkServicePeriodFollowed(ctx, store.MarkServicePeriodFollowedParams{
-			OrderID: w.order, Seq: 1, UpdatedAt: now,
-		})
+		w.invoice = invs[0].ID
+		return nil
 	}))
 	w.byEpay, err = f.svc.CreatePayment(f.asAlice, payment.NewPayment{InvoiceID: &w.invoice, GatewayInterfaceID: f.epayGW, ReturnURL: "https://shop.example/done"})
 	require.NoError(t, err)

@@ -14,9 +14,9 @@ import (
 
 // The parameters of the queries run through Q.
 type (
-	LockDueInvoicesParams   = dbsqlc.LockDueInvoicesParams
-	SetInvoiceStatusParams  = dbsqlc.SetInvoiceStatusParams
-	TakeInvoiceNumberParams = dbsqlc.TakeInvoiceNumberParams
+	LockDueInvoicesParams    = dbsqlc.LockDueInvoicesParams
+	SetInvoiceStatusParams   = dbsqlc.SetInvoiceStatusParams
+	TakeInvoiceNumbersParams = dbsqlc.TakeInvoiceNumbersParams
 )
 
 // Invoice is an invoices row.
@@ -125,6 +125,62 @@ func InsertInvoice(ctx context.Context, tx pgx.Tx, in NewInvoice) (Invoice, erro
 		}
 	}
 	return row, nil
+}
+
+// NewRenewalInvoice is one invoice of InsertRenewalInvoices: a recurring
+// order's, issued, numbered and due, with one line for the period it bills
+// at its amount.
+type NewRenewalInvoice struct {
+	ID, CustomerID, OrderID uuid.UUID
+	Number                  string
+	Amount                  money.Amount
+	Currency, Description   string
+	// DueAt is when the period starts.
+	DueAt, PeriodStart, PeriodEnd time.Time
+}
+
+// InsertRenewalInvoices writes the invoices ins, issued at issued, and
+// their lines in two statements (the lines go with the next statement that
+// answers, on a pipelined transaction), and answers the rows in the order
+// of ins.
+func InsertRenewalInvoices(ctx context.Context, tx pgx.Tx, issued time.Time, ins []NewRenewalInvoice) ([]Invoice, error) {
+	inv := dbsqlc.InsertRenewalInvoicesParams{Status: "issued", IssuedAt: issued}
+	lines := dbsqlc.InsertRenewalInvoiceLinesParams{CreatedAt: issued}
+	for _, in := range ins {
+		amount := in.Amount.String()
+		inv.Ids = append(inv.Ids, in.ID)
+		inv.CustomerIds = append(inv.CustomerIds, in.CustomerID)
+		inv.OrderIds = append(inv.OrderIds, in.OrderID)
+		inv.Numbers = append(inv.Numbers, in.Number)
+		inv.Amounts = append(inv.Amounts, amount)
+		inv.Currencies = append(inv.Currencies, in.Currency)
+		inv.Descriptions = append(inv.Descriptions, in.Description)
+		inv.DueAts = append(inv.DueAts, in.DueAt)
+		lines.InvoiceIds = append(lines.InvoiceIds, in.ID)
+		lines.Descriptions = append(lines.Descriptions, in.Description)
+		lines.PeriodStarts = append(lines.PeriodStarts, in.PeriodStart)
+		lines.PeriodEnds = append(lines.PeriodEnds, in.PeriodEnd)
+		lines.Amounts = append(lines.Amounts, amount)
+	}
+	rows, err := dbsqlc.New(tx).InsertRenewalInvoices(ctx, inv)
+	if err != nil {
+		return nil, MapError(err)
+	}
+	if len(rows) != len(ins) {
+		return nil, fmt.Errorf("store: %d renewal invoices written of %d", len(rows), len(ins))
+	}
+	byID := make(map[uuid.UUID]Invoice, len(rows))
+	for _, r := range rows {
+		byID[r.ID] = r
+	}
+	out := make([]Invoice, len(ins))
+	for i, in := range ins {
+		out[i] = byID[in.ID]
+	}
+	if err := dbsqlc.New(later(tx)).InsertRenewalInvoiceLines(ctx, lines); err != nil {
+		return nil, MapError(err)
+	}
+	return out, nil
 }
 
 // checkLinesSum refuses an invoice without lines or whose lines do not sum

@@ -49,17 +49,38 @@ func LockBalanceAccount(ctx context.Context, db DB, customerID uuid.UUID) (Balan
 // first. ErrNotFound when there is no such order. In a pipelined
 // transaction (WithPipelinedTx) BEGIN and whatever waits go with it.
 func LockForBalancePayment(ctx context.Context, tx pgx.Tx, orderID uuid.UUID) (BalanceAccount, Order, error) {
-	var acct dbsqlc.LockCustomerAccountOfOrderRow
-	var o Order
+	accts, os, err := LockForBalancePayments(ctx, tx, []uuid.UUID{orderID})
+	if err != nil {
+		return BalanceAccount{}, Order{}, err
+	}
+	if len(os) == 0 {
+		return BalanceAccount{}, Order{}, ErrNotFound
+	}
+	return accts[os[0].CustomerID], os[0], nil
+}
+
+// LockForBalancePayments is LockForBalancePayment for several orders (the
+// billing run's batch), in one round trip: their customers, each once, in
+// id order, then the orders, in id order, so that two batches, or a batch
+// and a single payment, cannot deadlock. It answers the accounts by
+// customer id and the orders found, in id order; an order that does not
+// exist is missing.
+func LockForBalancePayments(ctx context.Context, tx pgx.Tx, orderIDs []uuid.UUID) (map[uuid.UUID]BalanceAccount, []Order, error) {
+	var rows []dbsqlc.LockCustomerAccountsOfOrdersRow
+	var os []Order
 	var acctErr, oErr error
 	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
-		acct, acctErr = q.LockCustomerAccountOfOrder(ctx, orderID)
-		o, oErr = q.GetOrderForUpdate(ctx, orderID)
+		rows, acctErr = q.LockCustomerAccountsOfOrders(ctx, orderIDs)
+		os, oErr = q.LockOrdersForUpdate(ctx, orderIDs)
 	})
 	if err := firstError(acctErr, oErr, err); err != nil {
-		return BalanceAccount{}, Order{}, MapError(err)
+		return nil, nil, MapError(err)
 	}
-	return BalanceAccount{CustomerID: acct.ID, Currency: acct.Currency, Balance: acct.Balance, CreditLimit: acct.CreditLimit, DisabledAt: acct.DisabledAt}, o, nil
+	accts := make(map[uuid.UUID]BalanceAccount, len(rows))
+	for _, r := range rows {
+		accts[r.ID] = BalanceAccount{CustomerID: r.ID, Currency: r.Currency, Balance: r.Balance, CreditLimit: r.CreditLimit, DisabledAt: r.DisabledAt}
+	}
+	return accts, os, nil
 }
 
 // NewBalancePayment is a payment of an order from the customer's balance.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,7 +22,6 @@ type (
 	ListUnpaidPeriodsCoveredByBalanceParams = dbsqlc.ListUnpaidPeriodsCoveredByBalanceParams
 	ListUnpaidPeriodsDueParams              = dbsqlc.ListUnpaidPeriodsDueParams
 	ListUnpaidPeriodsForNoticesParams       = dbsqlc.ListUnpaidPeriodsForNoticesParams
-	MarkServicePeriodFollowedParams         = dbsqlc.MarkServicePeriodFollowedParams
 	RenewalsDueByCurrencyParams             = dbsqlc.RenewalsDueByCurrencyParams
 	SetInstanceExpiryParams                 = dbsqlc.SetInstanceExpiryParams
 	SetOrderPaidUntilParams                 = dbsqlc.SetOrderPaidUntilParams
@@ -69,6 +69,38 @@ func InsertServicePeriod(ctx context.Context, db DB, p NewServicePeriod) (Servic
 		AnchorMonths: p.AnchorMonths, InvoiceID: p.InvoiceID, Status: status, PaidAt: p.PaidAt, CreatedAt: p.CreatedAt,
 	})
 	return row, MapError(err)
+}
+
+// InsertRenewalPeriods writes the unpaid periods ps, each billed by its
+// invoice (InvoiceID set, PaidAt nil), in one statement; a second row for a
+// period is ErrConflict, for all of them.
+func InsertRenewalPeriods(ctx context.Context, tx pgx.Tx, created time.Time, ps []NewServicePeriod) error {
+	arg := dbsqlc.InsertRenewalPeriodsParams{CreatedAt: created}
+	for _, p := range ps {
+		if p.InvoiceID == nil || p.PaidAt != nil {
+			return fmt.Errorf("store: renewal period %s/%d is not unpaid with an invoice", p.OrderID, p.Seq)
+		}
+		arg.OrderIds = append(arg.OrderIds, p.OrderID)
+		arg.Seqs = append(arg.Seqs, p.Seq)
+		arg.StartsAts = append(arg.StartsAts, p.StartsAt)
+		arg.EndsAts = append(arg.EndsAts, p.EndsAt)
+		arg.AnchorAts = append(arg.AnchorAts, p.AnchorAt)
+		arg.AnchorMonths = append(arg.AnchorMonths, p.AnchorMonths)
+		arg.InvoiceIds = append(arg.InvoiceIds, *p.InvoiceID)
+	}
+	return MapError(dbsqlc.New(tx).InsertRenewalPeriods(ctx, arg))
+}
+
+// MarkServicePeriodsFollowed records that the periods ps (order and seq)
+// have their successors issued; it goes with the next statement that
+// answers, on a pipelined transaction.
+func MarkServicePeriodsFollowed(ctx context.Context, tx pgx.Tx, at time.Time, ps []ServicePeriod) error {
+	arg := dbsqlc.MarkServicePeriodsFollowedParams{UpdatedAt: at}
+	for _, p := range ps {
+		arg.OrderIds = append(arg.OrderIds, p.OrderID)
+		arg.Seqs = append(arg.Seqs, p.Seq)
+	}
+	return MapError(dbsqlc.New(later(tx)).MarkServicePeriodsFollowed(ctx, arg))
 }
 
 // ReissueServicePeriod bills the cancelled period (p.OrderID, p.Seq) again
@@ -163,4 +195,35 @@ func ListPartlyPaidPastTermination(ctx context.Context, db DB, dueBefore time.Ti
 	}
 	n, err := q.CountPartlyPaidPastTermination(ctx, dbsqlc.CountPartlyPaidPastTerminationParams{DueBefore: dueBefore, LiveStatuses: live})
 	return out, n, MapError(err)
+}
+
+// RenewalFacts are what the billing run reads of a batch of orders, locked
+// by the caller, before it renews them: each order's pending plan change
+// and its latest period (absent: none).
+type RenewalFacts struct {
+	Pending map[uuid.UUID]PlanChange
+	Latest  map[uuid.UUID]ServicePeriod
+}
+
+// ReadRenewalFacts reads the RenewalFacts of the orders given in one round
+// trip (PendingPlanChanges, LatestServicePeriods).
+func ReadRenewalFacts(ctx context.Context, tx pgx.Tx, orderIDs []uuid.UUID) (RenewalFacts, error) {
+	var pending []PlanChange
+	var latest []ServicePeriod
+	var pErr, lErr error
+	err := inOneBatch(ctx, tx, func(q *dbsqlc.Queries) {
+		pending, pErr = q.PendingPlanChanges(ctx, orderIDs)
+		latest, lErr = q.LatestServicePeriods(ctx, orderIDs)
+	})
+	if err := firstError(pErr, lErr, err); err != nil {
+		return RenewalFacts{}, MapError(err)
+	}
+	f := RenewalFacts{Pending: make(map[uuid.UUID]PlanChange, len(pending)), Latest: make(map[uuid.UUID]ServicePeriod, len(latest))}
+	for _, ch := range pending {
+		f.Pending[ch.OrderID] = ch
+	}
+	for _, p := range latest {
+		f.Latest[p.OrderID] = p
+	}
+	return f, nil
 }

@@ -32,6 +32,31 @@ INSERT INTO invoices (
 )
 RETURNING *;
 
+-- name: InsertRenewalInvoices :many
+-- The billing run's renewal invoices of one batch, in one statement
+-- (InsertInvoice's rows for orders' invoices that are issued, numbered
+-- and due). The amounts are decimal text: numeric as written.
+INSERT INTO invoices (
+    id, customer_id, order_id, number, status, amount, currency, description, issued_at, due_at, created_at, updated_at
+)
+SELECT r.id, r.customer_id, r.order_id, r.number, @status, r.amount::numeric, r.currency, r.description,
+       @issued_at::timestamptz, r.due_at, @issued_at::timestamptz, @issued_at::timestamptz
+FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@customer_ids::uuid[]) AS customer_id, unnest(@order_ids::uuid[]) AS order_id,
+             unnest(@numbers::text[]) AS number, unnest(@amounts::text[]) AS amount, unnest(@currencies::text[]) AS currency,
+             unnest(@descriptions::text[]) AS description, unnest(@due_ats::timestamptz[]) AS due_at) AS r
+RETURNING *;
+
+-- name: InsertRenewalInvoiceLines :exec
+-- The one line of each invoice of InsertRenewalInvoices: its period, once,
+-- at the invoice's amount.
+INSERT INTO invoice_lines (
+    invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount, created_at
+)
+SELECT r.invoice_id, 1, r.description, r.period_start, r.period_end, 1, r.amount::numeric, r.amount::numeric, @created_at::timestamptz
+FROM (SELECT unnest(@invoice_ids::uuid[]) AS invoice_id, unnest(@descriptions::text[]) AS description,
+             unnest(@period_starts::timestamptz[]) AS period_start, unnest(@period_ends::timestamptz[]) AS period_end,
+             unnest(@amounts::text[]) AS amount) AS r;
+
 -- name: GetInvoice :one
 SELECT * FROM invoices
 WHERE id = @id;
@@ -123,14 +148,15 @@ SELECT * FROM invoice_lines
 WHERE invoice_id = ANY(@invoice_ids::uuid[])
 ORDER BY invoice_id, position;
 
--- name: TakeInvoiceNumber :one
--- The next number of series, taken in the transaction that issues the
--- invoice: the series' row stays locked until it ends, so concurrent
--- issues take 1, 2, 3, ... one after the other, and a rollback gives the
--- number back (no gap).
+-- name: TakeInvoiceNumbers :one
+-- The next count numbers of series (count ≥ 1), taken in the transaction
+-- that issues their invoices: the last of them is answered, the first is
+-- last - count + 1. The series' row stays locked until the transaction
+-- ends, so concurrent issues take 1, 2, 3, ... one after the other, and a
+-- rollback gives the numbers back (no gap).
 INSERT INTO invoice_number_series (series, last_number, updated_at)
-VALUES (@series, 1, @updated_at)
+VALUES (@series, @count::bigint, @updated_at)
 ON CONFLICT (series) DO UPDATE
-SET last_number = invoice_number_series.last_number + 1,
+SET last_number = invoice_number_series.last_number + excluded.last_number,
     updated_at = excluded.updated_at
 RETURNING last_number;

@@ -23,15 +23,18 @@ FROM customers
 WHERE id = @id
 FOR NO KEY UPDATE;
 
--- name: LockCustomerAccountOfOrder :one
--- LockOrderCustomerAccount of the customer of an order, found through the
--- order (an order's customer never changes): the first lock of
--- PayWithBalance, sent in one round trip with the order's own lock after
--- it (store.LockForBalancePayment), keeping the lock order customer, then
--- order. No row when there is no such order.
+-- name: LockCustomerAccountsOfOrders :many
+-- LockOrderCustomerAccount of the customers of the orders given, each once,
+-- found through the orders (an order's customer never changes), locked in
+-- id order: the first lock of a balance payment (PayWithBalance, one
+-- order) and of the billing run's batch, sent in one round trip with the
+-- orders' own locks after it (store.LockForBalancePayments), keeping the
+-- lock order customers, then orders. No row for an order that does not
+-- exist.
 SELECT c.id, c.currency, c.balance, c.credit_limit, c.disabled_at
 FROM customers c
-WHERE c.id = (SELECT o.customer_id FROM orders o WHERE o.id = @order_id)
+WHERE c.id IN (SELECT o.customer_id FROM orders o WHERE o.id = ANY(@order_ids::uuid[]))
+ORDER BY c.id
 FOR NO KEY UPDATE OF c;
 
 -- name: InsertBalancePayment :one

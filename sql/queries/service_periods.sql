@@ -8,6 +8,25 @@ INSERT INTO service_periods (
 )
 RETURNING *;
 
+-- name: InsertRenewalPeriods :exec
+-- InsertServicePeriod for the unpaid periods of one batch of the billing
+-- run, each billed by its invoice.
+INSERT INTO service_periods (
+    order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, created_at, updated_at
+)
+SELECT r.order_id, r.seq, r.starts_at, r.ends_at, r.anchor_at, r.anchor_months, r.invoice_id, 'unpaid',
+       @created_at::timestamptz, @created_at::timestamptz
+FROM (SELECT unnest(@order_ids::uuid[]) AS order_id, unnest(@seqs::integer[]) AS seq,
+             unnest(@starts_ats::timestamptz[]) AS starts_at, unnest(@ends_ats::timestamptz[]) AS ends_at,
+             unnest(@anchor_ats::timestamptz[]) AS anchor_at, unnest(@anchor_months::integer[]) AS anchor_months,
+             unnest(@invoice_ids::uuid[]) AS invoice_id) AS r;
+
+-- name: MarkServicePeriodsFollowed :exec
+-- MarkServicePeriodFollowed for several periods, (order_ids[i], seqs[i]).
+UPDATE service_periods p SET followed = true, updated_at = @updated_at
+FROM (SELECT unnest(@order_ids::uuid[]) AS order_id, unnest(@seqs::integer[]) AS seq) AS r
+WHERE p.order_id = r.order_id AND p.seq = r.seq;
+
 -- name: GetServicePeriodByInvoiceForUpdate :one
 -- The period the invoice bills, locked; no row when it bills none (an
 -- invoice that is not a renewal).
@@ -18,6 +37,13 @@ SELECT * FROM service_periods WHERE invoice_id = @invoice_id FOR UPDATE;
 -- bills).
 -- No row when the order has none (one-time, or not active yet).
 SELECT * FROM service_periods WHERE order_id = @order_id ORDER BY seq DESC LIMIT 1;
+
+-- name: LatestServicePeriods :many
+-- LatestServicePeriod of each order given that has a period (the billing
+-- run's batch).
+SELECT DISTINCT ON (order_id) * FROM service_periods
+WHERE order_id = ANY(@order_ids::uuid[])
+ORDER BY order_id, seq DESC;
 
 -- name: ListServicePeriods :many
 -- The order's periods, first first.
@@ -38,11 +64,6 @@ WITH paid AS (
     WHERE b.order_id = paid.order_id AND b.seq = paid.seq - 1 AND b.outcome IS NULL
 )
 SELECT * FROM paid;
-
--- name: MarkServicePeriodFollowed :exec
--- Records that the period's successor was issued.
-UPDATE service_periods SET followed = true, updated_at = @updated_at
-WHERE order_id = @order_id AND seq = @seq;
 
 -- name: CloseServicePeriods :many
 -- The order's service ended: every period that has not ended does, with

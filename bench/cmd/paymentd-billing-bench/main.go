@@ -194,6 +194,28 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 	}
 
+	// Issue 40's targets for the pass (docs/performance.md, "The billing
+	// run"), against the run of 2026-11-28 at 100,000 services: 277
+	// services/s, 2.8 ms of PostgreSQL CPU per service, the callbacks'
+	// p99 during the pass 12.8 ms.
+	fmt.Fprintf(out, "\ntargets (issue 40, §4; measured at 100,000 services, this run: %d)\n", *services)
+	target := func(name string, ok bool, got string) {
+		verdict := "FAIL"
+		if ok {
+			verdict = "PASS"
+		}
+		fmt.Fprintf(out, "  %-52s %-14s %s\n", name, got, verdict)
+	}
+	rateGot := float64(*services) / res.took.Seconds()
+	target("services/s ≥ 1,000", rateGot >= passRateTarget, fmt.Sprintf("%.0f", rateGot))
+	if pm != 0 {
+		callbacksPG := time.Duration(float64(pgBaseline) / float64(*baseline) * res.took.Seconds())
+		got := perService(pgPass - callbacksPG)
+		target("PostgreSQL CPU per service ≤ 1.4 ms (half of 2.8)", got <= passPGTarget, fmt.Sprintf("%.2f ms", got))
+	}
+	p99 := harness.Percentile(during.Latencies, 99)
+	target("callbacks' p99 during the pass ≤ 12.8 ms", p99 <= passCallbackP99Target, ms(p99))
+
 	// What the pass and the callbacks did.
 	var invoices, balancePaid, settled int
 	if err := pool.QueryRow(ctx, `SELECT
@@ -209,5 +231,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	return nil
 }
+
+// The pass's targets (issue 40, §4).
+const (
+	passRateTarget        = 1000.0
+	passPGTarget          = 1.4 // ms of PostgreSQL CPU per service
+	passCallbackP99Target = 12800 * time.Microsecond
+)
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d.Microseconds())/1000) }

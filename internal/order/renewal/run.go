@@ -177,8 +177,10 @@ const day = 24 * time.Hour
 //     (order.ApplyDuePlanChange), and every upgrade whose proration
 //     invoice is unpaid at its lapse time lapses (order.LapsePlanChange).
 //
-// Each order is one transaction, locked customer → order → invoice, and
-// each step checks its condition again under the locks, so a pass that
+// Each order is one transaction (the renewal invoices: a batch of orders,
+// issueAll, retried one order at a time when the batch fails), locked
+// customer → order → invoice, and each step checks its condition again
+// under the locks, so a pass that
 // stops anywhere leaves nothing half done, a pass run twice (two leaders
 // for a moment, a restart) does nothing twice, and a pass after downtime
 // catches up on everything that fell due meanwhile. The database holds the
@@ -213,34 +215,40 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 		return round, fmt.Errorf("billing run: overdue invoices: %w", err)
 	}
 	round.Overdue = int(overdue)
-	steps := []struct {
+	type step struct {
 		name string
 		on   bool
 		scan func(ctx context.Context, limit int) ([]uuid.UUID, error)
 		act  func(ctx context.Context, id uuid.UUID) (bool, error)
 		done *int
-	}{
-		{"renewal invoice", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		// actAll, when set, acts on a scan's orders together (act is
+		// unused): what it did and its error, for each.
+		actAll func(ctx context.Context, ids []uuid.UUID) []outcome
+	}
+	steps := []step{
+		{name: "renewal invoice", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListRenewalsDue(ctx, store.ListRenewalsDueParams{
 				EndsBefore:   now.Add(time.Duration(r.opts.InvoiceDays) * day),
 				LiveStatuses: order.LiveStatuses(),
 				MaxRows:      int32(limit),
 			})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
-			issued, paid, err := r.issue(ctx, id, now, by)
-			if paid {
-				round.AutoPaid++
+		}, actAll: func(ctx context.Context, ids []uuid.UUID) []outcome {
+			out := r.issueAll(ctx, ids, now, by)
+			for _, o := range out {
+				if o.paid {
+					round.AutoPaid++
+				}
 			}
-			return issued, err
-		}, &round.Issued},
-		{"balance payment", r.opts.AutoApplyBalance, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+			return out
+		}, done: &round.Issued},
+		{name: "balance payment", on: r.opts.AutoApplyBalance, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
 				DueBefore: now.Add(366 * day), LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
 			})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.payFromBalance(ctx, id, now, by)
-		}, &round.AutoPaid},
-		{"reminder", r.opts.ReminderDaysBefore > 0 || len(r.opts.OverdueReminderDays) > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.AutoPaid},
+		{name: "reminder", on: r.opts.ReminderDaysBefore > 0 || len(r.opts.OverdueReminderDays) > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			// Unpaid periods are few (the invoices outstanding): the scan
 			// reads them all, page by page, and keeps those a reminder is
 			// due for.
@@ -265,44 +273,44 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 				}
 			}
 			return ids, nil
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.remind(ctx, id, now)
-		}, &round.Reminded},
-		{"end of service", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.Reminded},
+		{name: "end of service", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListServicesEnding(ctx, store.ListServicesEndingParams{
 				Now: now, LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
 			})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.end(ctx, id, now, by)
-		}, &round.Ended},
-		{"suspension", r.opts.SuspendAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.Ended},
+		{name: "suspension", on: r.opts.SuspendAfterDays > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
 				DueBefore: now.Add(-time.Duration(r.opts.SuspendAfterDays) * day),
 				Statuses:  []string{string(order.StatusActive)},
 				MaxRows:   int32(limit),
 			})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.suspend(ctx, id, now, by)
-		}, &round.Suspended},
-		{"termination", r.opts.TerminateAfterDays > 0, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.Suspended},
+		{name: "termination", on: r.opts.TerminateAfterDays > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
 				DueBefore: now.Add(-time.Duration(r.opts.TerminateAfterDays) * day),
 				Statuses:  order.LiveStatuses(),
 				MaxRows:   int32(limit),
 			})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.terminate(ctx, id, now, by)
-		}, &round.Terminated},
-		{"plan change", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.Terminated},
+		{name: "plan change", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListPlanChangesDue(ctx, store.ListPlanChangesDueParams{Now: &now, MaxRows: int32(limit)})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.planChange(ctx, id, now, by, order.ApplyDuePlanChange)
-		}, &round.PlanChanged},
-		{"plan change lapse", true, func(ctx context.Context, limit int) ([]uuid.UUID, error) {
+		}, done: &round.PlanChanged},
+		{name: "plan change lapse", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListPlanChangesLapsing(ctx, store.ListPlanChangesLapsingParams{Now: &now, MaxRows: int32(limit)})
-		}, func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.planChange(ctx, id, now, by, order.LapsePlanChange)
-		}, &round.PlanLapsed},
+		}, done: &round.PlanLapsed},
 	}
 	for _, s := range steps {
 		if !s.on {
@@ -317,24 +325,38 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 			if err != nil {
 				return round, fmt.Errorf("billing run: %s scan: %w", s.name, err)
 			}
-			fresh := 0
+			var fresh []uuid.UUID
 			for _, id := range ids {
-				if tried[id] {
-					continue
+				if !tried[id] {
+					tried[id], fresh = true, append(fresh, id)
 				}
-				tried[id], fresh = true, fresh+1
-				did, err := s.act(ctx, id)
-				switch {
-				case ctx.Err() != nil:
+			}
+			var out []outcome
+			if s.actAll != nil {
+				out = s.actAll(ctx, fresh)
+			} else {
+				out = make([]outcome, len(fresh))
+				for i, id := range fresh {
+					if out[i].did, out[i].err = s.act(ctx, id); ctx.Err() != nil {
+						break
+					}
+				}
+			}
+			for i, id := range fresh {
+				switch o := out[i]; {
+				case o.err != nil && ctx.Err() != nil:
 					return round, ctx.Err()
-				case err != nil:
+				case o.err != nil:
 					round.Errors++
-					r.log.ErrorContext(ctx, "billing run: "+s.name+" failed; tried again on the next pass", "order_id", id, "err", err)
-				case did:
+					r.log.ErrorContext(ctx, "billing run: "+s.name+" failed; tried again on the next pass", "order_id", id, "err", o.err)
+				case o.did:
 					*s.done++
 				}
 			}
-			if fresh == 0 || len(ids) < limit {
+			if ctx.Err() != nil {
+				return round, ctx.Err()
+			}
+			if len(fresh) == 0 || len(ids) < limit {
 				break
 			}
 		}
@@ -382,115 +404,252 @@ func lockOrder(ctx context.Context, tx pgx.Tx, id uuid.UUID) (locked, error) {
 // order's lock.
 func live(o store.Order) bool { return order.Status(o.Status).Live() }
 
-// issue issues order id's next period and its invoice, and pays it from the
-// balance when it may and can.
-func (r *Run) issue(ctx context.Context, id uuid.UUID, now time.Time, by audit.Actor) (issued, paid bool, err error) {
+// outcome is what a step did for one order, and its error; paid, for the
+// renewal step, that the invoice it issued was paid from the balance.
+type outcome struct {
+	did, paid bool
+	err       error
+}
+
+// issueBatchSize is how many orders the renewal step issues in one
+// transaction: their customers stay locked until it commits (a balance
+// payment or top-up of one of them waits for it), so a batch is kept to
+// what takes a fraction of a second.
+const issueBatchSize = 25
+
+// issueAll issues the next period and invoice of each order of ids, paid
+// from the balance when it may and can (issueLocked), issueBatchSize
+// orders to a transaction (issueBatch). A batch that fails (a period
+// another run issued meanwhile, any one order's error) is rolled back
+// whole and its orders issued again one transaction each, so that one
+// order's failure leaves the others issued, as a transaction per order
+// would; so is an order whose customer has another order ahead of it in
+// its batch, after the batch (its balance payment decides on the balance
+// the first one left).
+func (r *Run) issueAll(ctx context.Context, ids []uuid.UUID, now time.Time, by audit.Actor) []outcome {
+	out := make([]outcome, len(ids))
+	for start := 0; start < len(ids) && ctx.Err() == nil; start += issueBatchSize {
+		end := min(start+issueBatchSize, len(ids))
+		batch, res := ids[start:end], out[start:end]
+		alone, err := r.issueBatch(ctx, batch, now, by, res)
+		if err != nil {
+			if len(batch) == 1 || ctx.Err() != nil {
+				res[0] = outcome{err: err}
+				continue
+			}
+			r.log.WarnContext(ctx, "billing run: a batch of renewals failed; its orders are issued one at a time",
+				"orders", len(batch), "err", err)
+			alone = make([]int, len(batch))
+			for i := range alone {
+				alone[i] = i
+			}
+		}
+		for _, i := range alone {
+			if ctx.Err() != nil {
+				break
+			}
+			if _, err := r.issueBatch(ctx, batch[i:i+1], now, by, res[i:i+1]); err != nil {
+				res[i] = outcome{err: err}
+			}
+		}
+	}
+	return out
+}
+
+// issueBatch issues the orders of ids in one transaction, locked
+// customers, then orders, each in id order (store.LockForBalancePayments),
+// with their pending plan changes and latest periods read in one round
+// trip: out[i] is what it did for ids[i], once it has committed. alone
+// are the indexes of ids left for a transaction of their own: the orders
+// of a customer with another order in the batch, but the first. A period
+// another run issued is store.ErrConflict, and rolls the batch back: for
+// one order it is no error (the other run issued it).
+func (r *Run) issueBatch(ctx context.Context, ids []uuid.UUID, now time.Time, by audit.Actor, out []outcome) (alone []int, err error) {
+	index := make(map[uuid.UUID]int, len(ids))
+	for i, id := range ids {
+		index[id] = i
+	}
 	err = store.WithPipelinedTx(ctx, r.db, func(tx pgx.Tx) error {
-		l, err := lockOrder(ctx, tx, id)
+		alone = alone[:0]
+		clear(out)
+		accts, os, err := store.LockForBalancePayments(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		if !l.o.Renews || !live(l.o) {
-			return nil
+		if len(os) != len(ids) {
+			return store.BugIfNotFound(store.ErrNotFound, "lock the customer, then the order")
 		}
-		// A period-end change whose period has started takes effect
-		// first (the plan change step does it too, later in the pass): a
-		// pass that catches up on more than a period must bill the next
-		// one at the plan the order now has, not bill the change again.
-		// The order's pending change, read once for the three steps
-		// below (an order has at most one).
-		pending, err := order.PendingPlanChange(ctx, tx, id)
+		facts, err := store.ReadRenewalFacts(ctx, tx, ids)
 		if err != nil {
 			return err
 		}
-		applied, stillPending, err := order.ApplyDuePendingPlanChange(ctx, tx, l.o, pending, by, now, now)
-		if err != nil {
-			return err
-		}
-		if !stillPending {
-			pending = nil
-		}
-		if applied {
-			if l.o, err = store.Q(tx).GetOrder(ctx, id); err != nil {
+		first := make(map[uuid.UUID]bool, len(os))
+		var rns []*renewing
+		var at []int
+		for _, o := range os {
+			i := index[o.ID]
+			if first[o.CustomerID] {
+				alone = append(alone, i)
+				continue
+			}
+			first[o.CustomerID] = true
+			rn, err := r.prepare(ctx, tx, locked{acct: accts[o.CustomerID], o: o}, facts, now, by)
+			if err != nil {
 				return err
 			}
+			if rn != nil {
+				rns, at = append(rns, rn), append(at, i)
+			}
 		}
-		cycle := order.BillingCycle(l.o.BillingCycle)
-		if !cycle.Recurring() || !l.o.RenewalPrice.Valid {
+		if len(rns) == 0 {
 			return nil
 		}
-		// The last served period: a cancelled one after it (its invoice
-		// cancelled, renewal turned back on since) is reissued.
-		last, err := lastServed(ctx, tx, id)
+		rs := make([]order.Renewal, len(rns))
+		for k, rn := range rns {
+			rs[k] = rn.renewal
+		}
+		invs, err := order.IssueRenewals(ctx, tx, rs, r.opts.Location, by, now)
 		if err != nil {
-			return err
-		}
-		if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil ||
-			last.EndsAt.After(now.Add(time.Duration(r.opts.InvoiceDays)*day)) {
-			return nil // issued meanwhile, or no longer due
-		}
-		months := last.AnchorMonths + int32(cycle.Months())
-		next := store.NewServicePeriod{
-			OrderID: id, Seq: last.Seq + 1, StartsAt: last.EndsAt,
-			EndsAt: order.AddMonths(last.AnchorAt, int(months), r.opts.Location), AnchorAt: last.AnchorAt, AnchorMonths: months,
-			CreatedAt: now,
-		}
-		price := l.o.RenewalPrice.Amount
-		// A pending period-end plan change: the next period bills the new
-		// product's price, and a new cycle counts from the period's start.
-		change, changing := order.NextPeriodPlan(pending)
-		if changing {
-			price = change.ToPrice
-			if to := order.BillingCycle(change.ToCycle); to != cycle {
-				next.AnchorAt, next.AnchorMonths = last.EndsAt, int32(to.Months())
-				next.EndsAt = order.AddMonths(last.EndsAt, to.Months(), r.opts.Location)
-			}
-		}
-		// An upgrade still unpaid lapses now: the period billed here is
-		// billed at the plan the order has, and the upgrade's proration
-		// covers the current period only.
-		if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, pending, by, now, now); err != nil {
-			return err
-		}
-		var inv store.Invoice
-		if price.Sign() == 0 {
-			next.PaidAt = &now // a free period needs no invoice
-		} else {
-			if inv, err = order.IssueRenewalInvoice(ctx, tx, l.o, next.Seq, next.StartsAt, next.EndsAt, r.opts.Location, price, by, now); err != nil {
-				return err
-			}
-			next.InvoiceID = &inv.ID
-		}
-		if err := order.IssuePeriod(ctx, tx, last, next, by, now); err != nil {
 			return err // ErrConflict: issued by another run; this one rolls back
 		}
-		if changing {
-			if err := order.PlanChangeBilled(ctx, tx, change, next, now); err != nil {
+		for k, rn := range rns {
+			rn.renewal = rs[k]
+			paid, err := r.finish(ctx, tx, rn, invs[k], now, by)
+			if err != nil {
 				return err
 			}
+			out[at[k]] = outcome{did: true, paid: paid}
 		}
-		issued = true
-		if price.Sign() == 0 {
-			return nil // paid: the order's paid end moved
-		}
-		if r.opts.AutoApplyBalance {
-			if paid, err = order.PayInvoiceFromBalance(ctx, tx, l.acct, inv, by, now); err != nil || paid {
-				return err // paid: service_renewed tells the customer
-			}
-		}
-		// Issued and unpaid: the customer is told, and that stands for
-		// the reminder before the due day when it falls within it.
-		sent := []string{noticeIssued}
-		if r.opts.ReminderDaysBefore > 0 && !next.StartsAt.After(now.Add(time.Duration(r.opts.ReminderDaysBefore)*day)) {
-			sent = append(sent, noticeBefore)
-		}
-		days := int(next.StartsAt.Sub(now) / day)
-		return order.QueueRenewalReminder(ctx, tx, inv, next.Seq, order.ReminderIssued, days, sent, now)
+		return nil
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return false, false, nil
+	if err != nil {
+		clear(out)
+		if errors.Is(err, store.ErrConflict) && len(ids) == 1 {
+			return nil, nil
+		}
+		return nil, err
 	}
-	return issued, paid, err
+	return alone, nil
+}
+
+// renewing is an order the renewal step issues a period for, decided by
+// prepare: the period, its price, and the plan change it bills.
+type renewing struct {
+	acct     store.BalanceAccount
+	renewal  order.Renewal
+	change   store.PlanChange
+	changing bool
+}
+
+// prepare decides order l.o's next period under its locks, held by tx:
+// nil when there is none to issue (the order does not renew or is not
+// live, the period is issued or not due yet). A period-end plan change
+// whose period has started is applied first, and an unpaid upgrade
+// lapses; facts are the batch's reads.
+func (r *Run) prepare(ctx context.Context, tx pgx.Tx, l locked, facts store.RenewalFacts, now time.Time, by audit.Actor) (*renewing, error) {
+	id := l.o.ID
+	if !l.o.Renews || !live(l.o) {
+		return nil, nil
+	}
+	// A period-end change whose period has started takes effect
+	// first (the plan change step does it too, later in the pass): a
+	// pass that catches up on more than a period must bill the next
+	// one at the plan the order now has, not bill the change again.
+	// The order's pending change, read once for the three steps
+	// below (an order has at most one).
+	var pending *store.PlanChange
+	if ch, ok := facts.Pending[id]; ok {
+		pending = &ch
+	}
+	applied, stillPending, err := order.ApplyDuePendingPlanChange(ctx, tx, l.o, pending, by, now, now)
+	if err != nil {
+		return nil, err
+	}
+	if !stillPending {
+		pending = nil
+	}
+	if applied {
+		if l.o, err = store.Q(tx).GetOrder(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	cycle := order.BillingCycle(l.o.BillingCycle)
+	if !cycle.Recurring() || !l.o.RenewalPrice.Valid {
+		return nil, nil
+	}
+	// The last served period: a cancelled one after it (its invoice
+	// cancelled, renewal turned back on since) is reissued.
+	// The order's latest period, as the batch read it, unless a plan
+	// change took effect since.
+	latest, ok := facts.Latest[id]
+	if applied || !ok {
+		if latest, err = store.Q(tx).LatestServicePeriod(ctx, id); err != nil {
+			return nil, store.BugIfNotFound(err, "read the last period")
+		}
+	}
+	last, err := order.LastServedOf(ctx, tx, latest)
+	if err != nil {
+		return nil, err
+	}
+	if last.Status != store.PeriodPaid || last.Followed || last.Outcome != nil ||
+		last.EndsAt.After(now.Add(time.Duration(r.opts.InvoiceDays)*day)) {
+		return nil, nil // issued meanwhile, or no longer due
+	}
+	months := last.AnchorMonths + int32(cycle.Months())
+	next := store.NewServicePeriod{
+		OrderID: id, Seq: last.Seq + 1, StartsAt: last.EndsAt,
+		EndsAt: order.AddMonths(last.AnchorAt, int(months), r.opts.Location), AnchorAt: last.AnchorAt, AnchorMonths: months,
+		CreatedAt: now,
+	}
+	price := l.o.RenewalPrice.Amount
+	// A pending period-end plan change: the next period bills the new
+	// product's price, and a new cycle counts from the period's start.
+	change, changing := order.NextPeriodPlan(pending)
+	if changing {
+		price = change.ToPrice
+		if to := order.BillingCycle(change.ToCycle); to != cycle {
+			next.AnchorAt, next.AnchorMonths = last.EndsAt, int32(to.Months())
+			next.EndsAt = order.AddMonths(last.EndsAt, to.Months(), r.opts.Location)
+		}
+	}
+	// An upgrade still unpaid lapses now: the period billed here is
+	// billed at the plan the order has, and the upgrade's proration
+	// covers the current period only.
+	if _, err := order.LapseUpgradeBeforeRenewal(ctx, tx, pending, by, now, now); err != nil {
+		return nil, err
+	}
+	return &renewing{acct: l.acct, change: change, changing: changing, renewal: order.Renewal{
+		Order: l.o, Latest: latest, Last: last, Next: next, Price: price,
+	}}, nil
+}
+
+// finish follows a period issued (order.IssueRenewals) with inv, its
+// invoice (zero when free): the plan change it bills recorded, the
+// invoice paid from the balance when it may and can, else the customer
+// told. It reports whether the balance paid it.
+func (r *Run) finish(ctx context.Context, tx pgx.Tx, rn *renewing, inv store.Invoice, now time.Time, by audit.Actor) (paid bool, err error) {
+	next := rn.renewal.Next
+	if rn.changing {
+		if err := order.PlanChangeBilled(ctx, tx, rn.change, next, now); err != nil {
+			return false, err
+		}
+	}
+	if rn.renewal.Price.Sign() == 0 {
+		return false, nil // paid: the order's paid end moved
+	}
+	if r.opts.AutoApplyBalance {
+		if paid, err = order.PayInvoiceFromBalance(ctx, tx, rn.acct, inv, by, now); err != nil || paid {
+			return paid, err // paid: service_renewed tells the customer
+		}
+	}
+	// Issued and unpaid: the customer is told, and that stands for the
+	// reminder before the due day when it falls within it.
+	sent := []string{noticeIssued}
+	if r.opts.ReminderDaysBefore > 0 && !next.StartsAt.After(now.Add(time.Duration(r.opts.ReminderDaysBefore)*day)) {
+		sent = append(sent, noticeBefore)
+	}
+	days := int(next.StartsAt.Sub(now) / day)
+	return false, order.QueueRenewalReminder(ctx, tx, inv, next.Seq, order.ReminderIssued, days, sent, now)
 }
 
 // planChange locks order id (its customer, then it) and runs step on it:

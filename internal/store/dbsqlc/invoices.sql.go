@@ -228,6 +228,113 @@ func (q *Queries) InsertInvoiceLine(ctx context.Context, arg InsertInvoiceLinePa
 	return err
 }
 
+const insertRenewalInvoiceLines = `-- name: InsertRenewalInvoiceLines :exec
+INSERT INTO invoice_lines (
+    invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount, created_at
+)
+SELECT r.invoice_id, 1, r.description, r.period_start, r.period_end, 1, r.amount::numeric, r.amount::numeric, $1::timestamptz
+FROM (SELECT unnest($2::uuid[]) AS invoice_id, unnest($3::text[]) AS description,
+             unnest($4::timestamptz[]) AS period_start, unnest($5::timestamptz[]) AS period_end,
+             unnest($6::text[]) AS amount) AS r
+`
+
+type InsertRenewalInvoiceLinesParams struct {
+	CreatedAt    time.Time
+	InvoiceIds   []uuid.UUID
+	Descriptions []string
+	PeriodStarts []time.Time
+	PeriodEnds   []time.Time
+	Amounts      []string
+}
+
+// The one line of each invoice of InsertRenewalInvoices: its period, once,
+// at the invoice's amount.
+func (q *Queries) InsertRenewalInvoiceLines(ctx context.Context, arg InsertRenewalInvoiceLinesParams) error {
+	_, err := q.db.Exec(ctx, insertRenewalInvoiceLines,
+		arg.CreatedAt,
+		arg.InvoiceIds,
+		arg.Descriptions,
+		arg.PeriodStarts,
+		arg.PeriodEnds,
+		arg.Amounts,
+	)
+	return err
+}
+
+const insertRenewalInvoices = `-- name: InsertRenewalInvoices :many
+INSERT INTO invoices (
+    id, customer_id, order_id, number, status, amount, currency, description, issued_at, due_at, created_at, updated_at
+)
+SELECT r.id, r.customer_id, r.order_id, r.number, $1, r.amount::numeric, r.currency, r.description,
+       $2::timestamptz, r.due_at, $2::timestamptz, $2::timestamptz
+FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS customer_id, unnest($5::uuid[]) AS order_id,
+             unnest($6::text[]) AS number, unnest($7::text[]) AS amount, unnest($8::text[]) AS currency,
+             unnest($9::text[]) AS description, unnest($10::timestamptz[]) AS due_at) AS r
+RETURNING id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at
+`
+
+type InsertRenewalInvoicesParams struct {
+	Status       string
+	IssuedAt     time.Time
+	Ids          []uuid.UUID
+	CustomerIds  []uuid.UUID
+	OrderIds     []uuid.UUID
+	Numbers      []string
+	Amounts      []string
+	Currencies   []string
+	Descriptions []string
+	DueAts       []time.Time
+}
+
+// The billing run's renewal invoices of one batch, in one statement
+// (InsertInvoice's rows for orders' invoices that are issued, numbered
+// and due). The amounts are decimal text: numeric as written.
+func (q *Queries) InsertRenewalInvoices(ctx context.Context, arg InsertRenewalInvoicesParams) ([]Invoice, error) {
+	rows, err := q.db.Query(ctx, insertRenewalInvoices,
+		arg.Status,
+		arg.IssuedAt,
+		arg.Ids,
+		arg.CustomerIds,
+		arg.OrderIds,
+		arg.Numbers,
+		arg.Amounts,
+		arg.Currencies,
+		arg.Descriptions,
+		arg.DueAts,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Invoice
+	for rows.Next() {
+		var i Invoice
+		if err := rows.Scan(
+			&i.ID,
+			&i.CustomerID,
+			&i.OrderID,
+			&i.Number,
+			&i.Status,
+			&i.Amount,
+			&i.PaidAmount,
+			&i.Currency,
+			&i.Description,
+			&i.IssuedAt,
+			&i.DueAt,
+			&i.PaidAt,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listInvoiceLines = `-- name: ListInvoiceLines :many
 SELECT invoice_id, position, description, period_start, period_end, quantity, unit_amount, amount, created_at FROM invoice_lines
 WHERE invoice_id = ANY($1::uuid[])
@@ -436,26 +543,28 @@ func (q *Queries) SetInvoiceStatus(ctx context.Context, arg SetInvoiceStatusPara
 	return i, err
 }
 
-const takeInvoiceNumber = `-- name: TakeInvoiceNumber :one
+const takeInvoiceNumbers = `-- name: TakeInvoiceNumbers :one
 INSERT INTO invoice_number_series (series, last_number, updated_at)
-VALUES ($1, 1, $2)
+VALUES ($1, $2::bigint, $3)
 ON CONFLICT (series) DO UPDATE
-SET last_number = invoice_number_series.last_number + 1,
+SET last_number = invoice_number_series.last_number + excluded.last_number,
     updated_at = excluded.updated_at
 RETURNING last_number
 `
 
-type TakeInvoiceNumberParams struct {
+type TakeInvoiceNumbersParams struct {
 	Series    string
+	Count     int64
 	UpdatedAt time.Time
 }
 
-// The next number of series, taken in the transaction that issues the
-// invoice: the series' row stays locked until it ends, so concurrent
-// issues take 1, 2, 3, ... one after the other, and a rollback gives the
-// number back (no gap).
-func (q *Queries) TakeInvoiceNumber(ctx context.Context, arg TakeInvoiceNumberParams) (int64, error) {
-	row := q.db.QueryRow(ctx, takeInvoiceNumber, arg.Series, arg.UpdatedAt)
+// The next count numbers of series (count ≥ 1), taken in the transaction
+// that issues their invoices: the last of them is answered, the first is
+// last - count + 1. The series' row stays locked until the transaction
+// ends, so concurrent issues take 1, 2, 3, ... one after the other, and a
+// rollback gives the numbers back (no gap).
+func (q *Queries) TakeInvoiceNumbers(ctx context.Context, arg TakeInvoiceNumbersParams) (int64, error) {
+	row := q.db.QueryRow(ctx, takeInvoiceNumbers, arg.Series, arg.Count, arg.UpdatedAt)
 	var last_number int64
 	err := row.Scan(&last_number)
 	return last_number, err

@@ -229,14 +229,15 @@ func (q *Queries) InsertBalancePayment(ctx context.Context, arg InsertBalancePay
 	return i, err
 }
 
-const lockCustomerAccountOfOrder = `-- name: LockCustomerAccountOfOrder :one
+const lockCustomerAccountsOfOrders = `-- name: LockCustomerAccountsOfOrders :many
 SELECT c.id, c.currency, c.balance, c.credit_limit, c.disabled_at
 FROM customers c
-WHERE c.id = (SELECT o.customer_id FROM orders o WHERE o.id = $1)
+WHERE c.id IN (SELECT o.customer_id FROM orders o WHERE o.id = ANY($1::uuid[]))
+ORDER BY c.id
 FOR NO KEY UPDATE OF c
 `
 
-type LockCustomerAccountOfOrderRow struct {
+type LockCustomerAccountsOfOrdersRow struct {
 	ID          uuid.UUID
 	Currency    string
 	Balance     money.Amount
@@ -244,22 +245,37 @@ type LockCustomerAccountOfOrderRow struct {
 	DisabledAt  *time.Time
 }
 
-// LockOrderCustomerAccount of the customer of an order, found through the
-// order (an order's customer never changes): the first lock of
-// PayWithBalance, sent in one round trip with the order's own lock after
-// it (store.LockForBalancePayment), keeping the lock order customer, then
-// order. No row when there is no such order.
-func (q *Queries) LockCustomerAccountOfOrder(ctx context.Context, orderID uuid.UUID) (LockCustomerAccountOfOrderRow, error) {
-	row := q.db.QueryRow(ctx, lockCustomerAccountOfOrder, orderID)
-	var i LockCustomerAccountOfOrderRow
-	err := row.Scan(
-		&i.ID,
-		&i.Currency,
-		&i.Balance,
-		&i.CreditLimit,
-		&i.DisabledAt,
-	)
-	return i, err
+// LockOrderCustomerAccount of the customers of the orders given, each once,
+// found through the orders (an order's customer never changes), locked in
+// id order: the first lock of a balance payment (PayWithBalance, one
+// order) and of the billing run's batch, sent in one round trip with the
+// orders' own locks after it (store.LockForBalancePayments), keeping the
+// lock order customers, then orders. No row for an order that does not
+// exist.
+func (q *Queries) LockCustomerAccountsOfOrders(ctx context.Context, orderIds []uuid.UUID) ([]LockCustomerAccountsOfOrdersRow, error) {
+	rows, err := q.db.Query(ctx, lockCustomerAccountsOfOrders, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockCustomerAccountsOfOrdersRow
+	for rows.Next() {
+		var i LockCustomerAccountsOfOrdersRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Currency,
+			&i.Balance,
+			&i.CreditLimit,
+			&i.DisabledAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const lockOrderCustomerAccount = `-- name: LockOrderCustomerAccount :one

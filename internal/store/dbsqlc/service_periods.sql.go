@@ -270,6 +270,45 @@ func (q *Queries) GetServicePeriodByInvoiceForUpdate(ctx context.Context, invoic
 	return i, err
 }
 
+const insertRenewalPeriods = `-- name: InsertRenewalPeriods :exec
+INSERT INTO service_periods (
+    order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, created_at, updated_at
+)
+SELECT r.order_id, r.seq, r.starts_at, r.ends_at, r.anchor_at, r.anchor_months, r.invoice_id, 'unpaid',
+       $1::timestamptz, $1::timestamptz
+FROM (SELECT unnest($2::uuid[]) AS order_id, unnest($3::integer[]) AS seq,
+             unnest($4::timestamptz[]) AS starts_at, unnest($5::timestamptz[]) AS ends_at,
+             unnest($6::timestamptz[]) AS anchor_at, unnest($7::integer[]) AS anchor_months,
+             unnest($8::uuid[]) AS invoice_id) AS r
+`
+
+type InsertRenewalPeriodsParams struct {
+	CreatedAt    time.Time
+	OrderIds     []uuid.UUID
+	Seqs         []int32
+	StartsAts    []time.Time
+	EndsAts      []time.Time
+	AnchorAts    []time.Time
+	AnchorMonths []int32
+	InvoiceIds   []uuid.UUID
+}
+
+// InsertServicePeriod for the unpaid periods of one batch of the billing
+// run, each billed by its invoice.
+func (q *Queries) InsertRenewalPeriods(ctx context.Context, arg InsertRenewalPeriodsParams) error {
+	_, err := q.db.Exec(ctx, insertRenewalPeriods,
+		arg.CreatedAt,
+		arg.OrderIds,
+		arg.Seqs,
+		arg.StartsAts,
+		arg.EndsAts,
+		arg.AnchorAts,
+		arg.AnchorMonths,
+		arg.InvoiceIds,
+	)
+	return err
+}
+
 const insertServicePeriod = `-- name: InsertServicePeriod :one
 INSERT INTO service_periods (
     order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, created_at, updated_at
@@ -354,6 +393,49 @@ func (q *Queries) LatestServicePeriod(ctx context.Context, orderID uuid.UUID) (S
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const latestServicePeriods = `-- name: LatestServicePeriods :many
+SELECT DISTINCT ON (order_id) order_id, seq, starts_at, ends_at, anchor_at, anchor_months, invoice_id, status, paid_at, followed, notices, outcome, created_at, updated_at FROM service_periods
+WHERE order_id = ANY($1::uuid[])
+ORDER BY order_id, seq DESC
+`
+
+// LatestServicePeriod of each order given that has a period (the billing
+// run's batch).
+func (q *Queries) LatestServicePeriods(ctx context.Context, orderIds []uuid.UUID) ([]ServicePeriod, error) {
+	rows, err := q.db.Query(ctx, latestServicePeriods, orderIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ServicePeriod
+	for rows.Next() {
+		var i ServicePeriod
+		if err := rows.Scan(
+			&i.OrderID,
+			&i.Seq,
+			&i.StartsAt,
+			&i.EndsAt,
+			&i.AnchorAt,
+			&i.AnchorMonths,
+			&i.InvoiceID,
+			&i.Status,
+			&i.PaidAt,
+			&i.Followed,
+			&i.Notices,
+			&i.Outcome,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const listPartlyPaidPastTermination = `-- name: ListPartlyPaidPastTermination :many
@@ -811,23 +893,6 @@ func (q *Queries) LockOpenRenewalInvoices(ctx context.Context, orderID uuid.UUID
 	return items, nil
 }
 
-const markServicePeriodFollowed = `-- name: MarkServicePeriodFollowed :exec
-UPDATE service_periods SET followed = true, updated_at = $1
-WHERE order_id = $2 AND seq = $3
-`
-
-type MarkServicePeriodFollowedParams struct {
-	UpdatedAt time.Time
-	OrderID   uuid.UUID
-	Seq       int32
-}
-
-// Records that the period's successor was issued.
-func (q *Queries) MarkServicePeriodFollowed(ctx context.Context, arg MarkServicePeriodFollowedParams) error {
-	_, err := q.db.Exec(ctx, markServicePeriodFollowed, arg.UpdatedAt, arg.OrderID, arg.Seq)
-	return err
-}
-
 const markServicePeriodPaid = `-- name: MarkServicePeriodPaid :one
 WITH paid AS (
     UPDATE service_periods p
@@ -894,6 +959,24 @@ func (q *Queries) MarkServicePeriodPaid(ctx context.Context, arg MarkServicePeri
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const markServicePeriodsFollowed = `-- name: MarkServicePeriodsFollowed :exec
+UPDATE service_periods p SET followed = true, updated_at = $1
+FROM (SELECT unnest($2::uuid[]) AS order_id, unnest($3::integer[]) AS seq) AS r
+WHERE p.order_id = r.order_id AND p.seq = r.seq
+`
+
+type MarkServicePeriodsFollowedParams struct {
+	UpdatedAt time.Time
+	OrderIds  []uuid.UUID
+	Seqs      []int32
+}
+
+// MarkServicePeriodFollowed for several periods, (order_ids[i], seqs[i]).
+func (q *Queries) MarkServicePeriodsFollowed(ctx context.Context, arg MarkServicePeriodsFollowedParams) error {
+	_, err := q.db.Exec(ctx, markServicePeriodsFollowed, arg.UpdatedAt, arg.OrderIds, arg.Seqs)
+	return err
 }
 
 const reissueServicePeriod = `-- name: ReissueServicePeriod :one
