@@ -49,7 +49,9 @@ func startWechatPayments(t *testing.T, opts wechatpay.Options, mode string, muta
 	opts.Key = wxPlatformKey
 	opts.Merchants = []wechatpay.Merchant{{MchID: wechatpay.DefaultMchID, AppID: wechatpay.DefaultAppID,
 		SerialNo: wechatpay.DefaultSerialNo, PublicKey: &wxMerchantKey.PublicKey, APIv3Key: wechatpay.DefaultAPIv3Key}}
-	opts.NotifyScale = 1e-9
+	if opts.NotifyScale == 0 {
+		opts.NotifyScale = 1e-9 // the schedule at once, unless the test sets one
+	}
 	fake, err := wechatpay.New(opts)
 	require.NoError(t, err)
 	require.NoError(t, fake.Start())
