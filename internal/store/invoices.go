@@ -144,7 +144,7 @@ type NewRenewalInvoice struct {
 // answers, on a pipelined transaction), and answers the rows in the order
 // of ins.
 func InsertRenewalInvoices(ctx context.Context, tx pgx.Tx, issued time.Time, ins []NewRenewalInvoice) ([]Invoice, error) {
-	inv := dbsqlc.InsertRenewalInvoicesParams{Status: "issued", IssuedAt: issued}
+	inv := dbsqlc.InsertRenewalInvoicesParams{IssuedAt: issued}
 	lines := dbsqlc.InsertRenewalInvoiceLinesParams{CreatedAt: issued}
 	for _, in := range ins {
 		amount := in.Amount.String()

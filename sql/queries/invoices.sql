@@ -39,7 +39,7 @@ RETURNING *;
 INSERT INTO invoices (
     id, customer_id, order_id, number, status, amount, currency, description, issued_at, due_at, created_at, updated_at
 )
-SELECT r.id, r.customer_id, r.order_id, r.number, @status, r.amount::numeric, r.currency, r.description,
+SELECT r.id, r.customer_id, r.order_id, r.number, 'issued', r.amount::numeric, r.currency, r.description,
        @issued_at::timestamptz, r.due_at, @issued_at::timestamptz, @issued_at::timestamptz
 FROM (SELECT unnest(@ids::uuid[]) AS id, unnest(@customer_ids::uuid[]) AS customer_id, unnest(@order_ids::uuid[]) AS order_id,
              unnest(@numbers::text[]) AS number, unnest(@amounts::text[]) AS amount, unnest(@currencies::text[]) AS currency,

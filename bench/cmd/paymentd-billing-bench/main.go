@@ -169,14 +169,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	answered += during.Requests - during.Errors
 
 	perService := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(*services) }
+	// What the callbacks cost PostgreSQL per second at the baseline, taken
+	// off the pass's figure.
+	callbacksPG := time.Duration(float64(pgBaseline) / float64(*baseline) * res.took.Seconds())
+	passPG := perService(pgPass - callbacksPG)
 	fmt.Fprintf(out, "\nbilling pass: %d services in %s, %.0f services/s (issued %d, paid from the balance %d, errors %d)\n",
 		*services, res.took.Round(time.Millisecond), float64(*services)/res.took.Seconds(), res.round.Issued, res.round.AutoPaid, res.round.Errors)
 	if pm != 0 {
-		// What the callbacks cost PostgreSQL per second at the baseline,
-		// taken off the pass's figure.
-		callbacksPG := time.Duration(float64(pgBaseline) / float64(*baseline) * res.took.Seconds())
 		fmt.Fprintf(out, "PostgreSQL CPU: %.2f ms per service (%.2f ms with the callbacks' share; %s in all)\n",
-			perService(pgPass-callbacksPG), perService(pgPass), pgPass.Round(time.Millisecond))
+			passPG, perService(pgPass), pgPass.Round(time.Millisecond))
 	} else {
 		fmt.Fprintln(out, "PostgreSQL CPU: not measured (the server is not on this machine)")
 	}
@@ -209,9 +210,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	rateGot := float64(*services) / res.took.Seconds()
 	target("services/s ≥ 1,000", rateGot >= passRateTarget, fmt.Sprintf("%.0f", rateGot))
 	if pm != 0 {
-		callbacksPG := time.Duration(float64(pgBaseline) / float64(*baseline) * res.took.Seconds())
-		got := perService(pgPass - callbacksPG)
-		target("PostgreSQL CPU per service ≤ 1.4 ms (half of 2.8)", got <= passPGTarget, fmt.Sprintf("%.2f ms", got))
+		target("PostgreSQL CPU per service ≤ 1.4 ms (half of 2.8)", passPG <= passPGTarget, fmt.Sprintf("%.2f ms", passPG))
 	}
 	p99 := harness.Percentile(during.Latencies, 99)
 	target("callbacks' p99 during the pass ≤ 12.8 ms", p99 <= passCallbackP99Target, ms(p99))

@@ -219,11 +219,10 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 		name string
 		on   bool
 		scan func(ctx context.Context, limit int) ([]uuid.UUID, error)
-		act  func(ctx context.Context, id uuid.UUID) (bool, error)
+		// act acts on a scan's new orders: what it did and its error,
+		// for each (eachOrder for a step that takes them one at a time).
+		act  func(ctx context.Context, ids []uuid.UUID) []outcome
 		done *int
-		// actAll, when set, acts on a scan's orders together (act is
-		// unused): what it did and its error, for each.
-		actAll func(ctx context.Context, ids []uuid.UUID) []outcome
 	}
 	steps := []step{
 		{name: "renewal invoice", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
@@ -232,7 +231,7 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 				LiveStatuses: order.LiveStatuses(),
 				MaxRows:      int32(limit),
 			})
-		}, actAll: func(ctx context.Context, ids []uuid.UUID) []outcome {
+		}, act: func(ctx context.Context, ids []uuid.UUID) []outcome {
 			out := r.issueAll(ctx, ids, now, by)
 			for _, o := range out {
 				if o.paid {
@@ -245,9 +244,9 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 			return store.Q(r.db).ListUnpaidPeriodsCoveredByBalance(ctx, store.ListUnpaidPeriodsCoveredByBalanceParams{
 				DueBefore: now.Add(366 * day), LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
 			})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.payFromBalance(ctx, id, now, by)
-		}, done: &round.AutoPaid},
+		}), done: &round.AutoPaid},
 		{name: "reminder", on: r.opts.ReminderDaysBefore > 0 || len(r.opts.OverdueReminderDays) > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			// Unpaid periods are few (the invoices outstanding): the scan
 			// reads them all, page by page, and keeps those a reminder is
@@ -273,44 +272,44 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 				}
 			}
 			return ids, nil
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.remind(ctx, id, now)
-		}, done: &round.Reminded},
+		}), done: &round.Reminded},
 		{name: "end of service", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListServicesEnding(ctx, store.ListServicesEndingParams{
 				Now: now, LiveStatuses: order.LiveStatuses(), MaxRows: int32(limit),
 			})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.end(ctx, id, now, by)
-		}, done: &round.Ended},
+		}), done: &round.Ended},
 		{name: "suspension", on: r.opts.SuspendAfterDays > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
 				DueBefore: now.Add(-time.Duration(r.opts.SuspendAfterDays) * day),
 				Statuses:  []string{string(order.StatusActive)},
 				MaxRows:   int32(limit),
 			})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.suspend(ctx, id, now, by)
-		}, done: &round.Suspended},
+		}), done: &round.Suspended},
 		{name: "termination", on: r.opts.TerminateAfterDays > 0, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListUnpaidPeriodsDue(ctx, store.ListUnpaidPeriodsDueParams{
 				DueBefore: now.Add(-time.Duration(r.opts.TerminateAfterDays) * day),
 				Statuses:  order.LiveStatuses(),
 				MaxRows:   int32(limit),
 			})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.terminate(ctx, id, now, by)
-		}, done: &round.Terminated},
+		}), done: &round.Terminated},
 		{name: "plan change", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListPlanChangesDue(ctx, store.ListPlanChangesDueParams{Now: &now, MaxRows: int32(limit)})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.planChange(ctx, id, now, by, order.ApplyDuePlanChange)
-		}, done: &round.PlanChanged},
+		}), done: &round.PlanChanged},
 		{name: "plan change lapse", on: true, scan: func(ctx context.Context, limit int) ([]uuid.UUID, error) {
 			return store.Q(r.db).ListPlanChangesLapsing(ctx, store.ListPlanChangesLapsingParams{Now: &now, MaxRows: int32(limit)})
-		}, act: func(ctx context.Context, id uuid.UUID) (bool, error) {
+		}, act: eachOrder(func(ctx context.Context, id uuid.UUID) (bool, error) {
 			return r.planChange(ctx, id, now, by, order.LapsePlanChange)
-		}, done: &round.PlanLapsed},
+		}), done: &round.PlanLapsed},
 	}
 	for _, s := range steps {
 		if !s.on {
@@ -331,17 +330,7 @@ func (r *Run) pass(ctx context.Context) (Round, error) {
 					tried[id], fresh = true, append(fresh, id)
 				}
 			}
-			var out []outcome
-			if s.actAll != nil {
-				out = s.actAll(ctx, fresh)
-			} else {
-				out = make([]outcome, len(fresh))
-				for i, id := range fresh {
-					if out[i].did, out[i].err = s.act(ctx, id); ctx.Err() != nil {
-						break
-					}
-				}
-			}
+			out := s.act(ctx, fresh)
 			for i, id := range fresh {
 				switch o := out[i]; {
 				case o.err != nil && ctx.Err() != nil:
@@ -411,6 +400,20 @@ type outcome struct {
 	err       error
 }
 
+// eachOrder is a step's act that takes the orders one at a time, each in
+// a transaction of its own, until ctx ends.
+func eachOrder(act func(ctx context.Context, id uuid.UUID) (bool, error)) func(context.Context, []uuid.UUID) []outcome {
+	return func(ctx context.Context, ids []uuid.UUID) []outcome {
+		out := make([]outcome, len(ids))
+		for i, id := range ids {
+			if out[i].did, out[i].err = act(ctx, id); ctx.Err() != nil {
+				break
+			}
+		}
+		return out
+	}
+}
+
 // issueBatchSize is how many orders the renewal step issues in one
 // transaction: their customers stay locked until it commits (a balance
 // payment or top-up of one of them waits for it), so a batch is kept to
@@ -418,7 +421,8 @@ type outcome struct {
 const issueBatchSize = 25
 
 // issueAll issues the next period and invoice of each order of ids, paid
-// from the balance when it may and can (issueLocked), issueBatchSize
+// from the balance when it may and can (prepare, order.IssueRenewals,
+// finish), issueBatchSize
 // orders to a transaction (issueBatch). A batch that fails (a period
 // another run issued meanwhile, any one order's error) is rolled back
 // whole and its orders issued again one transaction each, so that one
@@ -470,8 +474,6 @@ func (r *Run) issueBatch(ctx context.Context, ids []uuid.UUID, now time.Time, by
 		index[id] = i
 	}
 	err = store.WithPipelinedTx(ctx, r.db, func(tx pgx.Tx) error {
-		alone = alone[:0]
-		clear(out)
 		accts, os, err := store.LockForBalancePayments(ctx, tx, ids)
 		if err != nil {
 			return err
@@ -513,8 +515,7 @@ func (r *Run) issueBatch(ctx context.Context, ids []uuid.UUID, now time.Time, by
 			return err // ErrConflict: issued by another run; this one rolls back
 		}
 		for k, rn := range rns {
-			rn.renewal = rs[k]
-			paid, err := r.finish(ctx, tx, rn, invs[k], now, by)
+			paid, err := r.finish(ctx, tx, rn, rs[k], invs[k], now, by)
 			if err != nil {
 				return err
 			}
@@ -577,10 +578,10 @@ func (r *Run) prepare(ctx context.Context, tx pgx.Tx, l locked, facts store.Rene
 	if !cycle.Recurring() || !l.o.RenewalPrice.Valid {
 		return nil, nil
 	}
-	// The last served period: a cancelled one after it (its invoice
-	// cancelled, renewal turned back on since) is reissued.
-	// The order's latest period, as the batch read it, unless a plan
-	// change took effect since.
+	// The order's latest period, as the batch read it unless a plan
+	// change took effect since, and the last served one: a cancelled one
+	// after it (its invoice cancelled, renewal turned back on since) is
+	// reissued.
 	latest, ok := facts.Latest[id]
 	if applied || !ok {
 		if latest, err = store.Q(tx).LatestServicePeriod(ctx, id); err != nil {
@@ -623,18 +624,18 @@ func (r *Run) prepare(ctx context.Context, tx pgx.Tx, l locked, facts store.Rene
 	}}, nil
 }
 
-// finish follows a period issued (order.IssueRenewals) with inv, its
-// invoice (zero when free): the plan change it bills recorded, the
-// invoice paid from the balance when it may and can, else the customer
-// told. It reports whether the balance paid it.
-func (r *Run) finish(ctx context.Context, tx pgx.Tx, rn *renewing, inv store.Invoice, now time.Time, by audit.Actor) (paid bool, err error) {
-	next := rn.renewal.Next
+// finish follows rn's period, issued as issued says (order.IssueRenewals
+// completed its Next) with inv, its invoice (zero when free): the plan
+// change it bills recorded, the invoice paid from the balance when it may
+// and can, else the customer told. It reports whether the balance paid it.
+func (r *Run) finish(ctx context.Context, tx pgx.Tx, rn *renewing, issued order.Renewal, inv store.Invoice, now time.Time, by audit.Actor) (paid bool, err error) {
+	next := issued.Next
 	if rn.changing {
 		if err := order.PlanChangeBilled(ctx, tx, rn.change, next, now); err != nil {
 			return false, err
 		}
 	}
-	if rn.renewal.Price.Sign() == 0 {
+	if issued.Price.Sign() == 0 {
 		return false, nil // paid: the order's paid end moved
 	}
 	if r.opts.AutoApplyBalance {

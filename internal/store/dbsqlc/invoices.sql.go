@@ -265,16 +265,15 @@ const insertRenewalInvoices = `-- name: InsertRenewalInvoices :many
 INSERT INTO invoices (
     id, customer_id, order_id, number, status, amount, currency, description, issued_at, due_at, created_at, updated_at
 )
-SELECT r.id, r.customer_id, r.order_id, r.number, $1, r.amount::numeric, r.currency, r.description,
-       $2::timestamptz, r.due_at, $2::timestamptz, $2::timestamptz
-FROM (SELECT unnest($3::uuid[]) AS id, unnest($4::uuid[]) AS customer_id, unnest($5::uuid[]) AS order_id,
-             unnest($6::text[]) AS number, unnest($7::text[]) AS amount, unnest($8::text[]) AS currency,
-             unnest($9::text[]) AS description, unnest($10::timestamptz[]) AS due_at) AS r
+SELECT r.id, r.customer_id, r.order_id, r.number, 'issued', r.amount::numeric, r.currency, r.description,
+       $1::timestamptz, r.due_at, $1::timestamptz, $1::timestamptz
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::uuid[]) AS customer_id, unnest($4::uuid[]) AS order_id,
+             unnest($5::text[]) AS number, unnest($6::text[]) AS amount, unnest($7::text[]) AS currency,
+             unnest($8::text[]) AS description, unnest($9::timestamptz[]) AS due_at) AS r
 RETURNING id, customer_id, order_id, number, status, amount, paid_amount, currency, description, issued_at, due_at, paid_at, created_at, updated_at
 `
 
 type InsertRenewalInvoicesParams struct {
-	Status       string
 	IssuedAt     time.Time
 	Ids          []uuid.UUID
 	CustomerIds  []uuid.UUID
@@ -291,7 +290,6 @@ type InsertRenewalInvoicesParams struct {
 // and due). The amounts are decimal text: numeric as written.
 func (q *Queries) InsertRenewalInvoices(ctx context.Context, arg InsertRenewalInvoicesParams) ([]Invoice, error) {
 	rows, err := q.db.Query(ctx, insertRenewalInvoices,
-		arg.Status,
 		arg.IssuedAt,
 		arg.Ids,
 		arg.CustomerIds,
