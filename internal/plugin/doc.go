@@ -16,7 +16,10 @@
 // function or the line. A Script is immutable.
 //
 // Runtime.Load makes a Plugin: a pool of sandboxed states, each built from
-// the script's prototype (never recompiled) when a call finds no idle one.
+// the script's prototype when a call finds no idle one. The prototype is
+// kept only while something runs it (the plugin, from its first call until
+// Close): a script nothing calls keeps its source, and its first call
+// compiles that again (a few milliseconds, once).
 // Plugin.Call borrows a state, so concurrent calls never share one:
 //
 //	Call ──▶ idle state? ──no──▶ new state: sandbox + run the prototype + snapshot _G

@@ -148,8 +148,10 @@ func NewRuntime(o Options) *Runtime {
 }
 
 // Load makes a Plugin of a compiled Script. States are created from the
-// script's compiled function prototype (never recompiled) when a call needs
-// one and no idle state is left; up to Limits.PoolSize idle states are kept.
+// script's compiled function prototype when a call needs one and no idle
+// state is left; up to Limits.PoolSize idle states are kept. The plugin
+// holds the prototype from its first call (compiled again then if nothing
+// held it since Compile) until Close.
 func (r *Runtime) Load(s *Script) *Plugin {
 	return &Plugin{env: r.env, script: s}
 }
@@ -163,6 +165,11 @@ type Plugin struct {
 	mu     sync.Mutex
 	idle   []*state
 	closed bool
+	// proto is the compiled script, held from the first state made until
+	// Close: a call that fails loses its state, and the next must not
+	// compile the script again (Script.prototype) because no idle state
+	// was left to hold it. A plugin never called holds none.
+	proto *lua.FunctionProto
 }
 
 // Script returns the compiled script the plugin runs.
@@ -235,6 +242,7 @@ func (p *Plugin) Close() {
 	idle := p.idle
 	p.idle = nil
 	p.closed = true
+	p.proto = nil
 	p.mu.Unlock()
 	for _, s := range idle {
 		s.close()
@@ -253,12 +261,22 @@ func (p *Plugin) get() (*state, error) {
 	}
 	if n := len(p.idle); n > 0 {
 		s := p.idle[n-1]
+		p.idle[n-1] = nil // the array must not keep a state the call may discard
 		p.idle = p.idle[:n-1]
 		p.mu.Unlock()
 		return s, nil
 	}
 	p.mu.Unlock()
-	return newState(p.env, p.script)
+	s, err := newState(p.env, p.script)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	if !p.closed {
+		p.proto = s.proto
+	}
+	p.mu.Unlock()
+	return s, nil
 }
 
 func (p *Plugin) put(s *state) {

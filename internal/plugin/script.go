@@ -3,7 +3,6 @@ package plugin
 import (
 	"github.com/rustbill/paymentd/internal/text"
 
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,7 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"weak"
 
 	lua "github.com/yuin/gopher-lua"
 	"github.com/yuin/gopher-lua/parse"
@@ -108,8 +109,17 @@ type Script struct {
 	version      string
 	sha256       string
 	hasAdminPage bool
-	proto        *lua.FunctionProto
 	params       map[string]bool // contract functions (and admin_page)
+
+	// source is the script's text, kept to compile it again. The compiled
+	// prototype lives only as long as a state holds it (state.proto): a
+	// plugin no call uses (a gateway without interfaces, most of the shipped
+	// ones on a given shop) holds its source and not its compiled code,
+	// which is several times larger (docs/performance.md, "Idle RSS, round
+	// three"). The first call after that compiles it again (prototype).
+	source  string
+	protoMu sync.Mutex
+	proto   weak.Pointer[lua.FunctionProto]
 }
 
 func (s *Script) Name() string       { return s.name }
@@ -170,7 +180,7 @@ func fit[T any](s []T) []T {
 	return append(make([]T, 0, len(s)), s...)
 }
 
-// Compile parses source once, runs it in a fresh sandboxed state to collect
+// Compile parses and compiles source, runs it in a fresh sandboxed state to collect
 // its globals and checks the contract of typ: every function exists and
 // declares exactly two parameters, admin_page (optional) none or two, and version()
 // (optional, "0.0.0" when missing) returns a semantic version. The error is a
@@ -182,22 +192,12 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 	if len(source) > MaxSourceBytes {
 		return nil, &CompileError{Plugin: name, Message: fmt.Sprintf("source is %d bytes, the limit is %d", len(source), MaxSourceBytes)}
 	}
-	chunk, err := parse.Parse(bytes.NewReader(source), name)
+	proto, err := compileSource(name, string(source))
 	if err != nil {
-		return nil, parseError(name, err)
+		return nil, err
 	}
-	chunk = rewriteChunk(chunk)
-	proto, err := lua.Compile(chunk, name)
-	if err != nil {
-		var ce *lua.CompileError
-		if errors.As(err, &ce) {
-			return nil, &CompileError{Plugin: name, Line: ce.Line, Message: ce.Message}
-		}
-		return nil, &CompileError{Plugin: name, Message: err.Error()}
-	}
-	trimProto(proto)
 	sum := sha256.Sum256(source)
-	sc := &Script{name: name, typ: typ, sha256: hex.EncodeToString(sum[:]), proto: proto}
+	sc := &Script{name: name, typ: typ, sha256: hex.EncodeToString(sum[:]), source: string(source), proto: weak.Make(proto)}
 
 	// Loading runs the script's top level, which may loop or build strings:
 	// it gets the same limits as a call.
@@ -247,6 +247,43 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 	}
 	sc.version = version
 	return sc, nil
+}
+
+// compileSource parses, rewrites and compiles a script's text into a
+// prototype of its own size (trimProto). The error is a *CompileError.
+func compileSource(name, source string) (*lua.FunctionProto, error) {
+	chunk, err := parse.Parse(strings.NewReader(source), name)
+	if err != nil {
+		return nil, parseError(name, err)
+	}
+	chunk = rewriteChunk(chunk)
+	proto, err := lua.Compile(chunk, name)
+	if err != nil {
+		var ce *lua.CompileError
+		if errors.As(err, &ce) {
+			return nil, &CompileError{Plugin: name, Line: ce.Line, Message: ce.Message}
+		}
+		return nil, &CompileError{Plugin: name, Message: err.Error()}
+	}
+	trimProto(proto)
+	return proto, nil
+}
+
+// prototype returns the script's compiled prototype: the one a live state
+// holds, or, when none does any more, the source compiled again (the same
+// text that compiled before, so the same code).
+func (s *Script) prototype() (*lua.FunctionProto, error) {
+	s.protoMu.Lock()
+	defer s.protoMu.Unlock()
+	if p := s.proto.Value(); p != nil {
+		return p, nil
+	}
+	p, err := compileSource(s.name, s.source)
+	if err != nil {
+		return nil, err
+	}
+	s.proto = weak.Make(p)
+	return p, nil
 }
 
 // checkFunction returns what is wrong with v as a contract function, or "":

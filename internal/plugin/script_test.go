@@ -5,8 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 	lua "github.com/yuin/gopher-lua"
@@ -208,6 +211,66 @@ func TestAdminPageTakesTheSpecsNoParameterFormAndTheTwoParameterForm(t *testing.
 	require.ErrorContains(t, err, `function "admin_page" takes 3 parameters, the contract says 2`)
 }
 
+// A script holds its compiled code only while something runs it: after the
+// check of Compile nothing does, and the code is collected; the first call
+// compiles it again, and the plugin keeps it, even when a failed call lost
+// the only state, until it is closed (docs/performance.md, "Idle RSS, round
+// three").
+func TestAScriptHoldsItsCompiledCodeOnlyWhileAPluginRunsIt(t *testing.T) {
+	t.Parallel()
+	src := gatewaySource(`function test_config(c, i)
+		if i == "fail" then error("refused") end
+		return json_encode({n = 42})
+	end`)
+	sc, err := Compile("test", Gateway, src)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { runtime.GC(); return sc.proto.Value() == nil }, 5*time.Second, time.Millisecond,
+		"the prototype outlived the check's state")
+
+	b := setup(t)
+	p := b.rt.Load(sc)
+	for range 3 {
+		out, err := p.Call(context.Background(), "test_config", "{}", "{}")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"n": 42}`, out)
+	}
+	runtime.GC()
+	require.True(t, sc.proto.Value() != nil, "the plugin does not keep the prototype it runs")
+	kept := sc.proto // weak: holding it keeps nothing alive
+	_, err = p.Call(context.Background(), "test_config", "{}", "fail")
+	require.Error(t, err) // its state is discarded; the pool is empty
+	for range 5 {         // what only the lost state held goes within a few cycles
+		runtime.GC()
+	}
+	require.True(t, sc.proto.Value() != nil, "the prototype was collected while the plugin was loaded")
+	require.True(t, kept == sc.proto, "compiled again while the plugin was loaded")
+
+	p.Close()
+	require.Eventually(t, func() bool { runtime.GC(); return sc.proto.Value() == nil }, 5*time.Second, time.Millisecond,
+		"the prototype outlived the plugin's states")
+}
+
+// A state a failed call discards is gone: the pool's array does not keep it
+// (a pooled state holds a whole Lua heap).
+func TestADiscardedStateIsNotKeptByThePool(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	p := b.load(t, gatewaySource(`function test_config(c, i)
+		if i == "fail" then error("refused") end
+		return "{}"
+	end`))
+	_, err := p.Call(context.Background(), "test_config", "{}", "{}")
+	require.NoError(t, err)
+	p.mu.Lock()
+	require.Len(t, p.idle, 1)
+	pooled := weak.Make(p.idle[0])
+	p.mu.Unlock()
+	_, err = p.Call(context.Background(), "test_config", "{}", "fail")
+	require.Error(t, err)
+	require.Eventually(t, func() bool { runtime.GC(); return pooled.Value() == nil }, 5*time.Second, time.Millisecond,
+		"the discarded state is still reachable")
+}
+
 // A compiled plugin holds code of its own size, not the compiler's
 // 1,024-instruction start (docs/performance.md, "Idle RSS"), and still runs.
 func TestCompiledPrototypesHoldNoSpareRoom(t *testing.T) {
@@ -233,7 +296,9 @@ func TestCompiledPrototypesHoldNoSpareRoom(t *testing.T) {
 		}
 		return n
 	}
-	require.Greater(t, walk(sc.proto), 2)
+	proto, err := sc.prototype()
+	require.NoError(t, err)
+	require.Greater(t, walk(proto), 2)
 
 	b := setup(t)
 	out, err := b.load(t, src).Call(context.Background(), "test_config", "{}", "{}")

@@ -73,6 +73,10 @@ func newEnv(o Options) *env {
 type state struct {
 	env    *env
 	script *Script
+	// proto is the script's prototype this state was loaded from: held here
+	// so that the script's weak reference to it stays good while any state
+	// lives, and every state of a plugin shares one compiled copy.
+	proto  *lua.FunctionProto
 	L      *lua.LState
 	budget budget
 
@@ -106,7 +110,11 @@ type globalEntry struct {
 // newState builds a sandboxed LState and runs the compiled chunk in it under
 // the limits of a call. A failure is a *CompileError.
 func newState(e *env, sc *Script) (*state, error) {
-	s := &state{env: e, script: sc}
+	proto, err := sc.prototype()
+	if err != nil {
+		return nil, err
+	}
+	s := &state{env: e, script: sc, proto: proto}
 	s.json.s = s
 	s.L = lua.NewState(lua.Options{
 		SkipOpenLibs:     true,
@@ -121,9 +129,9 @@ func newState(e *env, sc *Script) (*state, error) {
 		s.L.Close()
 		return nil, &CompileError{Plugin: sc.name, Message: "building the sandbox: " + err.Error()}
 	}
-	s.L.Push(s.L.NewFunctionFromProto(sc.proto))
+	s.L.Push(s.L.NewFunctionFromProto(proto))
 	s.L.Push(s.concat)
-	err := s.L.PCall(1, 0, nil)
+	err = s.L.PCall(1, 0, nil)
 	s.budget.end()
 	if err != nil {
 		s.L.Close()
