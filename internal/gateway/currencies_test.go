@@ -130,6 +130,30 @@ func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
 	require.Equal(t, []string{"USD"}, gw.Currencies, "unchanged")
 }
 
+// The currencies an interface takes are the loaded plugin's: a scan that
+// loads a version taking fewer narrows them at once, though Get had the
+// interface in its cache.
+func TestAnUpgradedPluginsCurrenciesHoldAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.write(t, "gateway/multi.lua", withCurrencies(`{ "USD", "CNY" }`, schemaWithCurrencies))
+	b.scan(t)
+	id := b.create(t, "multi", map[string]any{"pid": "1", "key": "k"})
+	_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
+	require.NoError(t, err)
+	gw, err := b.reg.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, []string{"CNY", "USD"}, gw.Currencies)
+
+	b.write(t, "gateway/multi.lua", strings.Replace(withCurrencies(`{ "USD" }`, schemaWithCurrencies), `"1.0.0"`, `"1.1.0"`, 1))
+	rep := b.scan(t)
+	require.Equal(t, gateway.ChangeUpgraded, rep.Changes[0].Kind)
+	gw, err = b.reg.Get(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, []string{"USD"}, gw.Currencies)
+	require.False(t, gw.Takes("CNY"))
+}
+
 // bank_transfer: the merchant account decides, so the interface names its
 // currencies; one that names none takes nothing.
 func TestPluginWhoseAccountDecidesTakesWhatItsInterfaceNames(t *testing.T) {
