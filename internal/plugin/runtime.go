@@ -37,7 +37,10 @@ type Limits struct {
 	// by more than this (or by more than its size when the call began, if
 	// that is larger) since. Negative turns the guard off. See doc.go.
 	HeapGrowthBytes int64
-	// PoolSize is how many idle states a plugin keeps for reuse.
+	// PoolSize is how many idle states a plugin keeps for reuse (about
+	// 120 KB each for the shipped plugins). It should cover the calls one
+	// plugin can have at once: a busier plugin discards states after every
+	// burst and builds them again at the next (sandbox, script, snapshot).
 	PoolSize int
 }
 
@@ -49,7 +52,9 @@ func DefaultLimits() Limits {
 		MemoryBytes:  64 << 20,
 		// HeapGrowthBytes: four times the strings' allowance.
 		HeapGrowthBytes: 256 << 20,
-		PoolSize:        8,
+		// [server].max_concurrency (30) requests, or the worker's
+		// provider calls ([events].concurrency, 16), each with a state.
+		PoolSize: 32,
 	}
 }
 
