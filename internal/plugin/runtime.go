@@ -170,10 +170,11 @@ type Plugin struct {
 	mu     sync.Mutex
 	idle   []*state
 	closed bool
-	// proto is the compiled script, held from the first state made until
-	// Close: a call that fails loses its state, and the next must not
-	// compile the script again (Script.prototype) because no idle state
-	// was left to hold it. A plugin never called holds none.
+	// proto is the compiled script its states run, held from the first
+	// state made until Close (Script.prototype): every state of the plugin
+	// shares it, and a call that fails and loses the last idle state does
+	// not make the next compile the script again. A plugin never called
+	// holds none.
 	proto *lua.FunctionProto
 }
 
@@ -271,17 +272,20 @@ func (p *Plugin) get() (*state, error) {
 		p.mu.Unlock()
 		return s, nil
 	}
+	proto := p.proto
 	p.mu.Unlock()
-	s, err := newState(p.env, p.script)
-	if err != nil {
-		return nil, err
+	if proto == nil {
+		var err error
+		if proto, err = p.script.prototype(); err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		if !p.closed {
+			p.proto = proto
+		}
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	if !p.closed {
-		p.proto = s.proto
-	}
-	p.mu.Unlock()
-	return s, nil
+	return newState(p.env, p.script, proto)
 }
 
 func (p *Plugin) put(s *state) {

@@ -112,11 +112,12 @@ type Script struct {
 	params       map[string]bool // contract functions (and admin_page)
 
 	// source is the script's text, kept to compile it again. The compiled
-	// prototype lives only as long as a state holds it (state.proto): a
-	// plugin no call uses (a gateway without interfaces, most of the shipped
-	// ones on a given shop) holds its source and not its compiled code,
-	// which is several times larger (docs/performance.md, "Idle RSS, round
-	// three"). The first call after that compiles it again (prototype).
+	// prototype lives only as long as a Plugin holds it (Plugin.proto, from
+	// its first call until Close): a plugin no call uses (a gateway without
+	// interfaces, most of the shipped ones on a given shop) holds its source
+	// and not its compiled code, which is several times larger
+	// (docs/performance.md, "Idle RSS, round three"). The first call after
+	// that compiles it again (prototype).
 	source  string
 	protoMu sync.Mutex
 	proto   weak.Pointer[lua.FunctionProto]
@@ -202,7 +203,7 @@ func Compile(name string, typ Type, source []byte) (*Script, error) {
 	// Loading runs the script's top level, which may loop or build strings:
 	// it gets the same limits as a call.
 	env := newEnv(Options{})
-	st, err := newState(env, sc)
+	st, err := newState(env, sc, proto)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func compileSource(name, source string) (*lua.FunctionProto, error) {
 	return proto, nil
 }
 
-// prototype returns the script's compiled prototype: the one a live state
+// prototype returns the script's compiled prototype: the one a Plugin
 // holds, or, when none does any more, the source compiled again (the same
 // text that compiled before, so the same code).
 func (s *Script) prototype() (*lua.FunctionProto, error) {

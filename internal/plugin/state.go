@@ -73,10 +73,6 @@ func newEnv(o Options) *env {
 type state struct {
 	env    *env
 	script *Script
-	// proto is the script's prototype this state was loaded from: held here
-	// so that the script's weak reference to it stays good while any state
-	// lives, and every state of a plugin shares one compiled copy.
-	proto  *lua.FunctionProto
 	L      *lua.LState
 	budget budget
 
@@ -107,14 +103,10 @@ type globalEntry struct {
 	val   lua.LValue
 }
 
-// newState builds a sandboxed LState and runs the compiled chunk in it under
-// the limits of a call. A failure is a *CompileError.
-func newState(e *env, sc *Script) (*state, error) {
-	proto, err := sc.prototype()
-	if err != nil {
-		return nil, err
-	}
-	s := &state{env: e, script: sc, proto: proto}
+// newState builds a sandboxed LState and runs proto, sc's compiled chunk,
+// in it under the limits of a call. A failure is a *CompileError.
+func newState(e *env, sc *Script, proto *lua.FunctionProto) (*state, error) {
+	s := &state{env: e, script: sc}
 	s.json.s = s
 	s.L = lua.NewState(lua.Options{
 		SkipOpenLibs:     true,
@@ -131,7 +123,7 @@ func newState(e *env, sc *Script) (*state, error) {
 	}
 	s.L.Push(s.L.NewFunctionFromProto(proto))
 	s.L.Push(s.concat)
-	err = s.L.PCall(1, 0, nil)
+	err := s.L.PCall(1, 0, nil)
 	s.budget.end()
 	if err != nil {
 		s.L.Close()
