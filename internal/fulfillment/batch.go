@@ -215,10 +215,7 @@ func (s *Service) HandleOrderPaidBatch(ctx context.Context, es []event.Event) []
 		if err != nil {
 			return err
 		}
-		byID := make(map[uuid.UUID]store.Order, len(orders))
-		for _, o := range orders {
-			byID[o.ID] = o
-		}
+		byID := store.ByKey(orders, func(o store.Order) uuid.UUID { return o.ID })
 		os := make([]store.Order, len(ok))
 		reqs := make([]*ProvisionRequest, len(ok))
 		answers := make([]providerAnswer, len(ok))
@@ -323,10 +320,7 @@ func (s *Service) createInstances(ctx context.Context, tx pgx.Tx, os []store.Ord
 	if len(rows) != len(os) {
 		return nil, fmt.Errorf("%d instances written for %d orders", len(rows), len(os))
 	}
-	byOrder := make(map[uuid.UUID]store.Instance, len(rows))
-	for _, r := range rows {
-		byOrder[r.OrderID] = r
-	}
+	byOrder := store.ByKey(rows, func(r store.Instance) uuid.UUID { return r.OrderID })
 	out := make([]store.Instance, len(os))
 	for i, o := range os {
 		inst, ok := byOrder[o.ID]
@@ -372,10 +366,7 @@ func (s *Service) recordProvisionedAll(ctx context.Context, tx pgx.Tx, os []stor
 		// the events are retried.
 		return nil, fmt.Errorf("%d of %d instances still provisioning: %w", len(rows), len(reqs), store.ErrNotFound)
 	}
-	byID := make(map[uuid.UUID]store.Instance, len(rows))
-	for _, r := range rows {
-		byID[r.ID] = r
-	}
+	byID := store.ByKey(rows, func(r store.Instance) uuid.UUID { return r.ID })
 	var orphans []ProvisionRequest
 	var active []store.Order
 	var moves []order.Move

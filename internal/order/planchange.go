@@ -739,11 +739,7 @@ func (s *Service) PendingPlanChanges(ctx context.Context, orders ...store.Order)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uuid.UUID]store.PlanChange, len(rows))
-	for _, r := range rows {
-		out[r.OrderID] = r
-	}
-	return out, nil
+	return store.ByKey(rows, func(r store.PlanChange) uuid.UUID { return r.OrderID }), nil
 }
 
 // PendingPlanChange is order id's pending plan change (nil: none), read

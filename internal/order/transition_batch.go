@@ -62,10 +62,7 @@ func TransitionAll(ctx context.Context, tx pgx.Tx, os []store.Order, ms []Move) 
 		// The rows are locked by the caller in status from: a miss is a bug.
 		return nil, store.Bug(errBatchShape, "%d of %d orders moved %s → %s", len(rows), len(ids), from, m.To)
 	}
-	byID := make(map[uuid.UUID]store.Order, len(rows))
-	for _, r := range rows {
-		byID[r.ID] = r
-	}
+	byID := store.ByKey(rows, func(r store.Order) uuid.UUID { return r.ID })
 	action := TransitionAction(from, m.To)
 	var payloads [][]byte
 	for _, i := range together {

@@ -169,10 +169,7 @@ func InsertRenewalInvoices(ctx context.Context, tx pgx.Tx, issued time.Time, ins
 	if len(rows) != len(ins) {
 		return nil, fmt.Errorf("store: %d renewal invoices written of %d", len(rows), len(ins))
 	}
-	byID := make(map[uuid.UUID]Invoice, len(rows))
-	for _, r := range rows {
-		byID[r.ID] = r
-	}
+	byID := ByKey(rows, func(r Invoice) uuid.UUID { return r.ID })
 	out := make([]Invoice, len(ins))
 	for i, in := range ins {
 		out[i] = byID[in.ID]

@@ -218,12 +218,8 @@ func ReadRenewalFacts(ctx context.Context, tx pgx.Tx, orderIDs []uuid.UUID) (Ren
 	if err := firstError(pErr, lErr, err); err != nil {
 		return RenewalFacts{}, MapError(err)
 	}
-	f := RenewalFacts{Pending: make(map[uuid.UUID]PlanChange, len(pending)), Latest: make(map[uuid.UUID]ServicePeriod, len(latest))}
-	for _, ch := range pending {
-		f.Pending[ch.OrderID] = ch
-	}
-	for _, p := range latest {
-		f.Latest[p.OrderID] = p
-	}
-	return f, nil
+	return RenewalFacts{
+		Pending: ByKey(pending, func(ch PlanChange) uuid.UUID { return ch.OrderID }),
+		Latest:  ByKey(latest, func(p ServicePeriod) uuid.UUID { return p.OrderID }),
+	}, nil
 }
