@@ -87,10 +87,7 @@ func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
 	b.scan(t)
 	both := b.create(t, "multi", map[string]any{"pid": "1", "key": "k"})
 	usd := b.create(t, "multi", map[string]any{"pid": "1", "key": "k", "currencies": []any{"USD"}})
-	for _, id := range []uuid.UUID{both, usd} {
-		_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
-		require.NoError(t, err)
-	}
+	b.enable(t, both, usd)
 
 	gw, err := b.reg.Get(context.Background(), both)
 	require.NoError(t, err)
@@ -139,8 +136,7 @@ func TestAnUpgradedPluginsCurrenciesHoldAtOnce(t *testing.T) {
 	b.write(t, "gateway/multi.lua", withCurrencies(`{ "USD", "CNY" }`, schemaWithCurrencies))
 	b.scan(t)
 	id := b.create(t, "multi", map[string]any{"pid": "1", "key": "k"})
-	_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
-	require.NoError(t, err)
+	b.enable(t, id)
 	gw, err := b.reg.Get(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, []string{"CNY", "USD"}, gw.Currencies)
@@ -165,8 +161,7 @@ func TestPluginWhoseAccountDecidesTakesWhatItsInterfaceNames(t *testing.T) {
 	b.scan(t)
 	cfg := map[string]any{"bank_name": "B", "account_name": "A", "account_number": "1", "currencies": []any{"EUR"}}
 	eur := b.create(t, "bank_transfer", cfg)
-	_, err = b.svc.SetInterfaceEnabled(b.asAdmin, eur, true)
-	require.NoError(t, err)
+	b.enable(t, eur)
 	gw, err := b.reg.Get(context.Background(), eur)
 	require.NoError(t, err)
 	require.Equal(t, []string{"EUR"}, gw.Currencies)

@@ -92,6 +92,15 @@ func (b *bundle) create(t *testing.T, plugin string, config map[string]any) uuid
 	return v.ID
 }
 
+// enable enables the interfaces ids as admin.
+func (b *bundle) enable(t *testing.T, ids ...uuid.UUID) {
+	t.Helper()
+	for _, id := range ids {
+		_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
+		require.NoError(t, err)
+	}
+}
+
 func changeOf(rep gateway.Report, name string) (gateway.Change, bool) {
 	for _, c := range rep.Changes {
 		if c.Name == name {

@@ -207,10 +207,7 @@ func TestBrokenFileDisablesOnlyItselfAndTheErrorIsVisible(t *testing.T) {
 	b.scan(t)
 	cfg := map[string]any{"pid": "1001", "key": "s3cret"}
 	alpha, beta := b.create(t, "alpha", cfg), b.create(t, "beta", cfg)
-	for _, id := range []uuid.UUID{alpha, beta} {
-		_, err := b.svc.SetInterfaceEnabled(b.asAdmin, id, true)
-		require.NoError(t, err)
-	}
+	b.enable(t, alpha, beta)
 
 	// A syntax error on line 3.
 	b.write(t, "gateway/beta.lua", "function version()\n  return \"1.1.0\"\nend end\n")
