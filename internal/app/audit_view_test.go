@@ -30,12 +30,16 @@ func TestAuditEntriesFilterByEntityActorAndAction(t *testing.T) {
 	require.NoError(t, err)
 	adminID := me.Msg.GetId()
 
-	// Two payments paid; one refunded 5.00 by the admin.
+	// Two payments paid, their orders provisioned (the worker's audit rows
+	// are written by then, not while the log is counted); one refunded 5.00
+	// by the admin.
 	var paid []string
 	for range 2 {
-		id := e.createPayment(t, e.order(t)).GetPayment().GetId()
+		orderID := e.order(t)
+		id := e.createPayment(t, orderID).GetPayment().GetId()
 		require.NoError(t, e.fake.Pay(id))
 		e.waitSettled(t, id)
+		e.waitOrderStatus(t, orderID, "active")
 		paid = append(paid, id)
 	}
 	_, err = e.payments.RefundPayment(ctx, with(&paymentpb.RefundPaymentRequest{PaymentId: paid[0], Amount: "5.00"}, e.c.admin))
