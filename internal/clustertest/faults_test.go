@@ -5,8 +5,8 @@ import (
 	"io"
 	"net"
 	"strconv"
-
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,6 +231,29 @@ func (m *mailbox) count() int {
 	return len(m.rcpts)
 }
 
+// gatedListener is a mail server's port that stays bound for the whole
+// test: while the server is down, each connection is answered with SMTP's
+// "421 service not available" and closed, as a real server does when it
+// cannot take mail. Closing the port instead and listening on it again
+// later lets another test's listener or connection take the free port in
+// between.
+type gatedListener struct {
+	net.Listener
+	up atomic.Bool
+}
+
+func (g *gatedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := g.Listener.Accept()
+		if err != nil || g.up.Load() {
+			return c, err
+		}
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = io.WriteString(c, "421 4.3.2 Service not available\r\n")
+		_ = c.Close()
+	}
+}
+
 // The SMTP server is down: notifications are retried with backoff while
 // the events that queued them complete and orders reach active; once the
 // server is back, every notification goes out, once.
@@ -238,8 +261,14 @@ func TestSMTPDownDelaysNotificationsButNotEvents(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	gate := &gatedListener{Listener: l} // down until gate.up is set
+	box := &mailbox{}
+	srv := smtp.NewServer(box)
+	srv.Domain = "localhost"
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(gate) }()
+	t.Cleanup(func() { _ = srv.Close(); <-served })
 	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close()) // nothing answers there until later
 	b := setup(t, 1, testdb.URL(t),
 		"PAYMENTD_NOTIFY__SMTP__HOST=127.0.0.1", "PAYMENTD_NOTIFY__SMTP__PORT="+strconv.Itoa(port),
 		"PAYMENTD_NOTIFY__SMTP__FROM=billing@example.com", "PAYMENTD_NOTIFY__SMTP__TLS_POLICY=none",
@@ -259,19 +288,13 @@ func TestSMTPDownDelaysNotificationsButNotEvents(t *testing.T) {
 		assert.Equal(c, queued, retried, "every e-mail is retried")
 	}, 20*time.Second, 200*time.Millisecond)
 	require.Zero(t, sent)
+	require.Zero(t, box.count(), "nothing delivered while the server is down")
 	var eventsOpen int
 	require.NoError(t, b.c.Pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE status <> 'done'`).Scan(&eventsOpen))
 	require.Zero(t, eventsOpen, "events completed without the mail server")
 
-	// The server comes back on the same port: everything goes out, once.
-	box := &mailbox{}
-	srv := smtp.NewServer(box)
-	srv.Domain = "localhost"
-	l, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	require.NoError(t, err)
-	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close(); <-served })
+	// The server comes back: everything goes out, once.
+	gate.up.Store(true)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, b.c.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent') FROM notifications WHERE channel = 'email'`).Scan(&sent))
 		assert.Equal(c, queued, sent, "e-mails sent of those queued")
