@@ -46,6 +46,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // The addresses the test's clients connect from: the operator network of
@@ -115,10 +116,9 @@ func selfSigned(t *testing.T, dir string) *x509.CertPool {
 // freePort is a port on 127.0.0.1 nobody listens on now.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localport.Free()
 	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // replaceN replaces old by new in s and fails unless old occurs n times:

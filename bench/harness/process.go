@@ -5,13 +5,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // Proc is a child process the harness started: paymentd, the fakes, the
@@ -160,15 +161,8 @@ func WaitReady(p *Proc, url string, since time.Time, timeout time.Duration) (tim
 	return 0, fmt.Errorf("%s not ready within %s", url, timeout)
 }
 
-// FreePort asks the kernel for a free TCP port on 127.0.0.1.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// FreePort picks a free TCP port on 127.0.0.1 (localport.Free).
+func FreePort() (int, error) { return localport.Free() }
 
 // releaseTags are the build tags of deploy/build.sh, which builds the
 // release (and ./run.sh's binary) and which the benchmark runs: the

@@ -38,6 +38,7 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
+	"github.com/rustbill/paymentd/internal/localport"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/secretpass"
@@ -622,12 +623,12 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	}
 }
 
+// closedPort is a port on 127.0.0.1 that nothing listens on: calls to it
+// are refused.
 func closedPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localport.Free()
 	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
 	return port
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // Passwords and secrets of a test cluster (never production values).
@@ -147,7 +149,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 }
 
 func (c *Cluster) newNode(i int) (*Node, error) {
-	port, err := freePort()
+	// A node keeps its port across Kill and Start: one from the kernel's
+	// ephemeral range could be lent to another connection meanwhile.
+	port, err := localport.Free()
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -59,16 +58,6 @@ type LeadershipChange struct {
 }
 
 const tailLines = 300
-
-// freePort asks the kernel for a free port on 127.0.0.1.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 // Start runs the process (again, after Kill or Stop: a new node id, the same
 // port). It returns once the process runs; WaitReady waits for /ready.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 const (
@@ -34,10 +35,6 @@ const (
 	readyTimeout = 30 * time.Second // an already running server must answer within this
 
 	clientsSettleTimeout = 5 * time.Second // StopUnlessInUse: how long disconnecting clients may linger
-
-	// Ports are picked below Linux's ephemeral range (32768 and up), so the
-	// kernel never lends our port to an outgoing connection while we are stopped.
-	portLow, portHigh = 15433, 32767
 
 	sqlstateDuplicateDatabase = "42P04"
 )
@@ -274,7 +271,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 		return fmt.Errorf("pgcluster: initdb failed: %w: %s", err, oneLine(lastLines(out, 5)))
 	}
 
-	port, err := freePort()
+	port, err := localport.Free()
 	if err != nil {
 		return err
 	}
@@ -316,7 +313,7 @@ func (c *Cluster) loadPort() error {
 	path := filepath.Join(c.Dir, portFileName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		port, err := freePort()
+		port, err := localport.Free()
 		if err != nil {
 			return err
 		}
@@ -376,7 +373,7 @@ func (c *Cluster) start(ctx context.Context, fresh bool) error {
 // initialised a moment ago can still move to another port; an older one must
 // keep its port, because its URL may be written down somewhere.
 func (c *Cluster) claimPort(fresh bool) error {
-	if portFree(c.Port) {
+	if localport.IsFree(c.Port) {
 		return nil
 	}
 	if !fresh {
@@ -384,7 +381,7 @@ func (c *Cluster) claimPort(fresh bool) error {
 			"stop it, or write a free port into that file (the database URL changes with it)",
 			c.Port, filepath.Join(c.Dir, portFileName))
 	}
-	port, err := freePort()
+	port, err := localport.Free()
 	if err != nil {
 		return err
 	}
@@ -630,24 +627,6 @@ func (c *Cluster) logTail() []byte {
 	}
 	b, _ := io.ReadAll(f)
 	return lastLines(b, 5)
-}
-
-func freePort() (int, error) {
-	for range 100 {
-		if p := portLow + rand.IntN(portHigh-portLow+1); portFree(p) {
-			return p, nil
-		}
-	}
-	return 0, fmt.Errorf("pgcluster: no free TCP port on 127.0.0.1 between %d and %d", portLow, portHigh)
-}
-
-func portFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	_ = l.Close()
-	return true
 }
 
 // confQuote quotes a postgresql.conf string value.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // StartCopy makes dir a copy of the stopped cluster in from (Copy) and
@@ -103,7 +105,7 @@ func copyTo(ctx context.Context, from, dir string, logf func(format string, args
 	if err := copyTree(from, tmp, skip); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := localport.Free()
 	if err != nil {
 		return nil, err
 	}

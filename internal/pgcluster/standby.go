@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // StartStandby makes dir a streaming standby of the running private cluster
@@ -62,7 +64,7 @@ func StartStandby(ctx context.Context, primaryDir, dir, name string, logf func(f
 	}
 	// The copy holds the primary's port file and log; the standby gets its
 	// own port and starts its own log.
-	port, err := freePort()
+	port, err := localport.Free()
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rustbill/paymentd/internal/localport"
 	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -103,10 +104,8 @@ func tail(b []byte) string {
 // FreePort returns a port nothing listens on right now.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := localport.Free()
 	require.NoError(t, err)
-	port := ln.Addr().(*net.TCPAddr).Port
-	require.NoError(t, ln.Close())
 	return port
 }
 
