@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -173,15 +172,6 @@ func freeTCPPort(t *testing.T) int {
 	return port
 }
 
-func portIsFree(port int) bool {
-	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	if err != nil {
-		return false
-	}
-	_ = l.Close()
-	return true
-}
-
 // requireAllStopped waits until the private PostgreSQL is gone and both
 // ports are free. When the wrapper was killed, paymentd notices its
 // parent's death and stops on its own, after the wrapper's exit: on a busy
@@ -190,7 +180,7 @@ func requireAllStopped(t *testing.T, d *devProcess, pgPid, pgPort int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return !alive(pgPid) }, 60*time.Second, 50*time.Millisecond,
 		"the private PostgreSQL (pid %d) is stopped:\n%s", pgPid, d.out)
-	require.Eventually(t, func() bool { return portIsFree(pgPort) && portIsFree(d.httpPort) }, 10*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return localport.IsFree(pgPort) && localport.IsFree(d.httpPort) }, 10*time.Second, 50*time.Millisecond,
 		"the database port %d and the service port %d are free", pgPort, d.httpPort)
 	require.Eventually(t, func() bool {
 		return strings.Contains(d.out.String(), "the private PostgreSQL in .data/postgres is stopped")
@@ -228,7 +218,7 @@ func TestDevKeepDBLeavesThePrivateDatabaseRunning(t *testing.T) {
 	require.NoError(t, d.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, d.waitExited(t))
 	require.True(t, alive(pgPid), "--keep-db: PostgreSQL (pid %d) still runs", pgPid)
-	require.False(t, portIsFree(pgPort))
+	require.False(t, localport.IsFree(pgPort))
 
 	// The next run reuses it, and (without --keep-db) stops it.
 	again := startDev(t, d.dir, false)
