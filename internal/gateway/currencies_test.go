@@ -80,21 +80,27 @@ func TestBrokenCurrencyDeclarationDisablesThePlugin(t *testing.T) {
 	}
 }
 
-func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
-	t.Parallel()
+// multiCurrency is a bundle with the plugin "multi" scanned: it takes USD
+// and CNY, and its config may narrow them (schemaWithCurrencies).
+func multiCurrency(t *testing.T) *bundle {
+	t.Helper()
 	b := setup(t)
 	b.write(t, "gateway/multi.lua", withCurrencies(`{ "USD", "CNY" }`, schemaWithCurrencies))
 	b.scan(t)
+	return b
+}
+
+func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
+	t.Parallel()
+	b := multiCurrency(t)
 	both := b.create(t, "multi", map[string]any{"pid": "1", "key": "k"})
 	usd := b.create(t, "multi", map[string]any{"pid": "1", "key": "k", "currencies": []any{"USD"}})
 	b.enable(t, both, usd)
 
-	gw, err := b.reg.Get(context.Background(), both)
-	require.NoError(t, err)
+	gw := b.get(t, both)
 	require.Equal(t, []string{"CNY", "USD"}, gw.Currencies, "sorted")
 	require.True(t, gw.Takes("USD"))
-	gw, err = b.reg.Get(context.Background(), usd)
-	require.NoError(t, err)
+	gw = b.get(t, usd)
 	require.Equal(t, []string{"USD"}, gw.Currencies)
 	require.False(t, gw.Takes("CNY"))
 
@@ -115,16 +121,14 @@ func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
 
 	// A config may only narrow: a currency the plugin does not take, or
 	// something that is no code, is refused when saved.
-	_, err = b.svc.CreateInterface(b.asAdmin, gateway.NewInterface{PluginName: "multi", DisplayName: "eur",
+	_, err := b.svc.CreateInterface(b.asAdmin, gateway.NewInterface{PluginName: "multi", DisplayName: "eur",
 		Config: map[string]any{"pid": "1", "key": "k", "currencies": []any{"EUR", "USD"}}})
 	requireKind(t, err, apperr.InvalidArgument)
 	require.ErrorContains(t, err, "currencies: the plugin does not take EUR (it takes CNY, USD)")
 	_, err = b.svc.UpdateInterface(b.asAdmin, usd, gateway.InterfaceUpdate{Config: map[string]any{"pid": "1", "currencies": []any{"usd"}}})
 	requireKind(t, err, apperr.InvalidArgument)
 	require.ErrorContains(t, err, `"usd" is not an ISO 4217 code`)
-	gw, err = b.reg.Get(context.Background(), usd)
-	require.NoError(t, err)
-	require.Equal(t, []string{"USD"}, gw.Currencies, "unchanged")
+	require.Equal(t, []string{"USD"}, b.get(t, usd).Currencies, "unchanged")
 }
 
 // The currencies an interface takes are the loaded plugin's: a scan that
@@ -132,20 +136,15 @@ func TestInterfaceTakesItsPluginsCurrenciesNarrowedByItsConfig(t *testing.T) {
 // interface in its cache.
 func TestAnUpgradedPluginsCurrenciesHoldAtOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	b.write(t, "gateway/multi.lua", withCurrencies(`{ "USD", "CNY" }`, schemaWithCurrencies))
-	b.scan(t)
+	b := multiCurrency(t)
 	id := b.create(t, "multi", map[string]any{"pid": "1", "key": "k"})
 	b.enable(t, id)
-	gw, err := b.reg.Get(context.Background(), id)
-	require.NoError(t, err)
-	require.Equal(t, []string{"CNY", "USD"}, gw.Currencies)
+	require.Equal(t, []string{"CNY", "USD"}, b.get(t, id).Currencies)
 
 	b.write(t, "gateway/multi.lua", strings.Replace(withCurrencies(`{ "USD" }`, schemaWithCurrencies), `"1.0.0"`, `"1.1.0"`, 1))
 	rep := b.scan(t)
 	require.Equal(t, gateway.ChangeUpgraded, rep.Changes[0].Kind)
-	gw, err = b.reg.Get(context.Background(), id)
-	require.NoError(t, err)
+	gw := b.get(t, id)
 	require.Equal(t, []string{"USD"}, gw.Currencies)
 	require.False(t, gw.Takes("CNY"))
 }
@@ -162,9 +161,7 @@ func TestPluginWhoseAccountDecidesTakesWhatItsInterfaceNames(t *testing.T) {
 	cfg := map[string]any{"bank_name": "B", "account_name": "A", "account_number": "1", "currencies": []any{"EUR"}}
 	eur := b.create(t, "bank_transfer", cfg)
 	b.enable(t, eur)
-	gw, err := b.reg.Get(context.Background(), eur)
-	require.NoError(t, err)
-	require.Equal(t, []string{"EUR"}, gw.Currencies)
+	require.Equal(t, []string{"EUR"}, b.get(t, eur).Currencies)
 
 	delete(cfg, "currencies")
 	_, err = b.svc.CreateInterface(b.asAdmin, gateway.NewInterface{PluginName: "bank_transfer", DisplayName: "x", Config: cfg})
@@ -175,9 +172,7 @@ func TestPluginWhoseAccountDecidesTakesWhatItsInterfaceNames(t *testing.T) {
 	_, err = b.pool.Exec(context.Background(), `UPDATE gateway_interfaces SET config = config - 'currencies' WHERE id = $1`, eur)
 	require.NoError(t, err)
 	b.reg.Invalidate()
-	gw, err = b.reg.Get(context.Background(), eur)
-	require.NoError(t, err)
-	require.Empty(t, gw.Currencies)
+	require.Empty(t, b.get(t, eur).Currencies)
 	methods, err := b.svc.PaymentMethods(b.asCustomer, "")
 	require.NoError(t, err)
 	require.Empty(t, methods, "an interface that takes nothing is no payment method")
@@ -204,8 +199,7 @@ func TestPluginThatDeclaresNoCurrencyLoadsButTakesNoNewPayment(t *testing.T) {
 	require.NoError(t, err)
 	b.reg.Invalidate()
 
-	gw, err := b.reg.Get(context.Background(), id)
-	require.NoError(t, err)
+	gw := b.get(t, id)
 	require.NotNil(t, gw.Plugin, "loaded: old payments settle and refund")
 	require.Empty(t, gw.Currencies)
 	methods, err := b.svc.PaymentMethods(b.asCustomer, "")

@@ -14,6 +14,7 @@ import (
 	"github.com/rustbill/paymentd/internal/apperr"
 	"github.com/rustbill/paymentd/internal/gateway"
 	"github.com/rustbill/paymentd/internal/gatewaytest"
+	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/secrets"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testkit"
@@ -90,6 +91,14 @@ func (b *bundle) create(t *testing.T, plugin string, config map[string]any) uuid
 	v, err := b.svc.CreateInterface(b.asAdmin, gateway.NewInterface{PluginName: plugin, DisplayName: plugin + " " + uuid.NewString()[:4], Config: config})
 	require.NoError(t, err)
 	return v.ID
+}
+
+// get is the registry's view of interface id (Get), which must answer.
+func (b *bundle) get(t *testing.T, id uuid.UUID) payment.Gateway {
+	t.Helper()
+	gw, err := b.reg.Get(context.Background(), id)
+	require.NoError(t, err)
+	return gw
 }
 
 // enable enables the interfaces ids as admin.
