@@ -46,7 +46,7 @@ import (
 	"github.com/rustbill/paymentd/internal/auth"
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
-	"github.com/rustbill/paymentd/internal/localport"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // The addresses the test's clients connect from: the operator network of
@@ -113,14 +113,6 @@ func selfSigned(t *testing.T, dir string) *x509.CertPool {
 	return pool
 }
 
-// freePort is a port on 127.0.0.1 nobody listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	port, err := localport.Free()
-	require.NoError(t, err)
-	return port
-}
-
 // replaceN replaces old by new in s and fails unless old occurs n times:
 // the example must still say what the test rewrites.
 func replaceN(t *testing.T, s, old, new string, n int) string {
@@ -141,7 +133,7 @@ func startProxied(t *testing.T) *proxied {
 	// the directory must be reachable when they run as another user.
 	require.NoError(t, os.Chmod(dir, 0o755))
 	ca := selfSigned(t, dir)
-	p443, p80 := freePort(t), freePort(t)
+	p443, p80 := testkit.FreePort(t), testkit.FreePort(t)
 	p := &proxied{ca: ca, dir: dir,
 		httpsURL: "https://127.0.0.1:" + strconv.Itoa(p443), httpURL: "http://127.0.0.1:" + strconv.Itoa(p80)}
 

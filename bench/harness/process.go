@@ -11,8 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/rustbill/paymentd/internal/localport"
 )
 
 // Proc is a child process the harness started: paymentd, the fakes, the
@@ -160,9 +158,6 @@ func WaitReady(p *Proc, url string, since time.Time, timeout time.Duration) (tim
 	}
 	return 0, fmt.Errorf("%s not ready within %s", url, timeout)
 }
-
-// FreePort picks a free TCP port on 127.0.0.1 (localport.Free).
-func FreePort() (int, error) { return localport.Free() }
 
 // releaseTags are the build tags of deploy/build.sh, which builds the
 // release (and ./run.sh's binary) and which the benchmark runs: the

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/rustbill/paymentd/internal/localport"
 	"github.com/rustbill/paymentd/internal/pgcluster"
 )
 
@@ -246,13 +247,13 @@ func (b *bench) setup(ctx context.Context) error {
 	b.jwtSecret = randomHex(24)
 	b.secretsKey = randomBase64(32)
 	b.adminPass = randomHex(12)
-	if b.svcPort, err = FreePort(); err != nil {
+	if b.svcPort, err = localport.Free(); err != nil {
 		return err
 	}
-	if b.emptyPort, err = FreePort(); err != nil {
+	if b.emptyPort, err = localport.Free(); err != nil {
 		return err
 	}
-	if b.pprofPort, err = FreePort(); err != nil {
+	if b.pprofPort, err = localport.Free(); err != nil {
 		return err
 	}
 	if ex, err := os.ReadFile(filepath.Join(b.root, "koanf.example.toml")); err == nil {

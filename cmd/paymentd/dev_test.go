@@ -71,7 +71,7 @@ func startDev(t *testing.T, dir string, wrapped bool, args ...string) *devProces
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	d := &devProcess{dir: dir, httpPort: freeTCPPort(t), exited: make(chan struct{}), out: &testkit.Logs{}}
+	d := &devProcess{dir: dir, httpPort: testkit.FreePort(t), exited: make(chan struct{}), out: &testkit.Logs{}}
 	argv := append([]string{exe, "dev"}, args...)
 	if wrapped {
 		// "; exit" keeps sh from exec'ing paymentd: sh stays the parent.
@@ -163,13 +163,6 @@ func alive(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(b), ") ")
 	return !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	port, err := localport.Free()
-	require.NoError(t, err)
-	return port
 }
 
 // requireAllStopped waits until the private PostgreSQL is gone and both

@@ -727,7 +727,7 @@ func (e *opsEnv) work(db string) *opsWork {
 	require.NoError(t, os.MkdirAll(filepath.Join(w.dir, "etc"), 0o755))
 	w.config = filepath.Join(w.dir, "etc", "paymentd.toml")
 	w.passwordFile = filepath.Join(w.dir, "etc", "admin-password")
-	w.port = freeTCPPort(t)
+	w.port = testkit.FreePort(t)
 	w.toml = fmt.Sprintf(`[server]
 host = "127.0.0.1"
 port = %d

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/rustbill/paymentd/internal/secrets"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // b64Key is a [secrets] key of 32 bytes of fill.
@@ -57,7 +58,7 @@ func lastLine(s string) string {
 func TestServeRefusesToStartWhenTheDatabaseHoldsSecretsAndNoKeyIsConfigured(t *testing.T) {
 	conn := migratedEnv(t)
 	t.Setenv("PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD", "bootstrap-password")
-	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(freeTCPPort(t)))
+	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(testkit.FreePort(t)))
 	t.Setenv("PAYMENTD_METRICS__PORT", "0")
 	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
 	ids := withInterfaces(t, conn, "clear-merchant-key")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // These tests set environment variables and change directory, so they do
@@ -114,7 +115,7 @@ func TestServeRefusesADriftedDatabaseInOneLineAndMigrateStatusSaysWhy(t *testing
 	conn := migratedEnv(t)
 	ctx := context.Background()
 	t.Setenv("PAYMENTD_BOOTSTRAP__ADMIN_PASSWORD", "bootstrap-password")
-	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(freeTCPPort(t)))
+	t.Setenv("PAYMENTD_SERVER__PORT", strconv.Itoa(testkit.FreePort(t)))
 	t.Setenv("PAYMENTD_METRICS__PORT", "0")
 	t.Setenv("PAYMENTD_PLUGINS__DIR", repoPlugins(t))
 

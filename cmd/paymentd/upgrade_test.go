@@ -25,6 +25,7 @@ import (
 	"github.com/rustbill/paymentd/internal/notify/notifytest"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // An operator's upgrade from the release. The release's binary makes an
@@ -65,9 +66,9 @@ func TestUpgradeFromTheReleaseKeepsEveryRow(t *testing.T) {
 	t.Cleanup(fake.Close)
 	hook := notifytest.StartWebhook(t, "upgrade-webhook-secret-0001")
 	dbURL := testdb.EmptyURL(t)
-	port := freeTCPPort(t)
-	conf := upgradeConfig(t, hook, freeTCPPort(t))
-	providerDown := fmt.Sprintf("http://127.0.0.1:%d/api", freeTCPPort(t))
+	port := testkit.FreePort(t)
+	conf := upgradeConfig(t, hook, testkit.FreePort(t))
+	providerDown := fmt.Sprintf("http://127.0.0.1:%d/api", testkit.FreePort(t))
 
 	// The release makes the database, fills it and reads it back.
 	rel := startPaymentd(t, "release", oldBin, upgradeEnv(dbURL, port, release.Plugins), "--config", conf)

@@ -17,6 +17,7 @@ import (
 	paymentpb "github.com/rustbill/paymentd/gen/billing/payment"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // Every row of the API contract's error table (docs/api.md, "Errors by
@@ -58,7 +59,7 @@ func TestSpecErrorTableOverTheWire(t *testing.T) {
 	// status query fails (Internal) until the host's breaker opens.
 	downGW, err := e.admin.CreateGatewayInterface(ctx, with(&gatewaypb.CreateGatewayInterfaceRequest{
 		PluginName: "epay", DisplayName: "Down",
-		Config: mustStruct(t, map[string]any{"api_url": fmt.Sprintf("http://127.0.0.1:%d/", closedPort(t)), "pid": epay.DefaultPID, "key": epay.DefaultKey}),
+		Config: mustStruct(t, map[string]any{"api_url": fmt.Sprintf("http://127.0.0.1:%d/", testkit.FreePort(t)), "pid": epay.DefaultPID, "key": epay.DefaultKey}),
 	}, e.c.admin))
 	require.NoError(t, err)
 	atDownGateway := testfixture.InsertPayment(t, pool, testfixture.Payment{

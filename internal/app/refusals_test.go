@@ -38,7 +38,6 @@ import (
 	"github.com/rustbill/paymentd/internal/config"
 	"github.com/rustbill/paymentd/internal/fakes/epay"
 	"github.com/rustbill/paymentd/internal/ledger"
-	"github.com/rustbill/paymentd/internal/localport"
 	"github.com/rustbill/paymentd/internal/payment"
 	"github.com/rustbill/paymentd/internal/plugin"
 	"github.com/rustbill/paymentd/internal/secretpass"
@@ -459,10 +458,10 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	addProviderPlugin(t, cfg.Plugins.Dir)
 	cfg.Server.PublicURL = "http://" + ln.Addr().String()
 	cfg.Log.Level = "debug"
-	cfg.Notify.SMTP = config.NotifySMTP{Host: "127.0.0.1", Port: closedPort(t), From: "billing@example.com", TLSPolicy: "none",
+	cfg.Notify.SMTP = config.NotifySMTP{Host: "127.0.0.1", Port: testkit.FreePort(t), From: "billing@example.com", TLSPolicy: "none",
 		Auth: "plain", Username: "billing", Password: smtpPassword, Timeout: time.Second}
 	cfg.Notify.RetryBase, cfg.Notify.RetryMax, cfg.Notify.PollInterval = 100*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: "http://127.0.0.1:" + fmt.Sprint(closedPort(t)) + "/hook", Secret: webhookSecret}}
+	cfg.Notify.Webhooks = []config.NotifyWebhook{{Name: "ops", URL: "http://127.0.0.1:" + fmt.Sprint(testkit.FreePort(t)) + "/hook", Secret: webhookSecret}}
 	cfg.Events.PollInterval = 100 * time.Millisecond
 	log := slog.New(slog.NewJSONHandler(io.MultiWriter(logs, t.Output()), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	a, err := app.New(context.Background(), cfg, log)
@@ -555,7 +554,7 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 	provider := func(name string) string {
 		res, err := e.orders.CreateProduct(ctx, with(&orderpb.CreateProductRequest{
 			Name: name, Price: "12.30", Currency: "CNY", ProviderPlugin: ptr("http_provider"),
-			ProviderConfig: mustStruct(t, map[string]any{"api_url": "http://127.0.0.1:" + fmt.Sprint(closedPort(t)) + "/", "token": providerToken}),
+			ProviderConfig: mustStruct(t, map[string]any{"api_url": "http://127.0.0.1:" + fmt.Sprint(testkit.FreePort(t)) + "/", "token": providerToken}),
 		}, c.admin))
 		require.NoError(t, err)
 		return res.Msg.GetProduct().GetId()
@@ -621,15 +620,6 @@ func TestSecretsNeverAppearInLogsOrErrors(t *testing.T) {
 		require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(*) FROM audit_log WHERE before::text LIKE '%'||$1||'%' OR after::text LIKE '%'||$1||'%'`, secret).Scan(&stored))
 		require.Zero(t, stored, "the %s is not in the audit log", name)
 	}
-}
-
-// closedPort is a port on 127.0.0.1 that nothing listens on: calls to it
-// are refused.
-func closedPort(t *testing.T) int {
-	t.Helper()
-	port, err := localport.Free()
-	require.NoError(t, err)
-	return port
 }
 
 func paymentClients(base string) (paymentpbconnect.PaymentServiceClient, orderpbconnect.OrderServiceClient, gatewaypbconnect.GatewayAdminServiceClient) {

@@ -41,7 +41,7 @@ func setup(t *testing.T, url string) *bundle {
 
 // deadURL points at a port nobody listens on: every dial is refused.
 func deadURL(t *testing.T) string {
-	return fmt.Sprintf("redis://127.0.0.1:%d/0", testredis.FreePort(t))
+	return fmt.Sprintf("redis://127.0.0.1:%d/0", testkit.FreePort(t))
 }
 
 func TestDisabledCacheIsNeverAvailable(t *testing.T) {

@@ -120,7 +120,7 @@ func TestFallbackWithRedisDownAtStartCountsInMemory(t *testing.T) {
 	t.Parallel()
 	clk := testkit.NewClock()
 	logs := &testkit.Logs{}
-	f := NewFallback(newCache(t, fmt.Sprintf("redis://127.0.0.1:%d/0", testredis.FreePort(t)), clk, logs), WithClock(clk.Now))
+	f := NewFallback(newCache(t, fmt.Sprintf("redis://127.0.0.1:%d/0", testkit.FreePort(t)), clk, logs), WithClock(clk.Now))
 	allowN(t, f, "k", 5, 5)
 	refused(t, f, "k", 5)
 	clk.Advance(time.Second)

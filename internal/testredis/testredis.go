@@ -18,9 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rustbill/paymentd/internal/localport"
 	"github.com/rustbill/paymentd/internal/testkit"
-	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -45,10 +43,10 @@ func Start(t testing.TB) *Server {
 		t.Fatal(err)
 	}
 	s := &Server{bin: bin, dir: t.TempDir()}
-	// A free port can be taken by another process between FreePort closing
-	// it and redis-server binding it; the first start then tries another.
+	// A free port can be taken by another process between testkit.FreePort's
+	// check and redis-server binding it; the first start then tries another.
 	for attempt := 1; ; attempt++ {
-		s.port = FreePort(t)
+		s.port = testkit.FreePort(t)
 		err := s.launch()
 		if err == nil {
 			break
@@ -99,14 +97,6 @@ func tail(b []byte) string {
 		b = b[len(b)-2000:]
 	}
 	return string(b)
-}
-
-// FreePort returns a port nothing listens on right now.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	port, err := localport.Free()
-	require.NoError(t, err)
-	return port
 }
 
 // URL is the server's redis:// URL.
