@@ -195,13 +195,22 @@ func codeOf(err error) connect.Code {
 }
 
 // mailbox is a plain SMTP server (no TLS, no auth) that counts what it
-// receives.
+// receives. While down, it answers every session with SMTP's "421 service
+// not available", as a real server does when it cannot take mail; its port
+// stays bound (closing it and listening again later lets another test's
+// listener or connection take the free port in between).
 type mailbox struct {
 	mu    sync.Mutex
 	rcpts []string
+	down  atomic.Bool
 }
 
-func (m *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &mailSession{m: m}, nil }
+func (m *mailbox) NewSession(*smtp.Conn) (smtp.Session, error) {
+	if m.down.Load() {
+		return nil, &smtp.SMTPError{Code: 421, EnhancedCode: smtp.EnhancedCode{4, 3, 2}, Message: "Service not available"}
+	}
+	return &mailSession{m: m}, nil
+}
 
 type mailSession struct {
 	m  *mailbox
@@ -231,29 +240,6 @@ func (m *mailbox) count() int {
 	return len(m.rcpts)
 }
 
-// gatedListener is a mail server's port that stays bound for the whole
-// test: while the server is down, each connection is answered with SMTP's
-// "421 service not available" and closed, as a real server does when it
-// cannot take mail. Closing the port instead and listening on it again
-// later lets another test's listener or connection take the free port in
-// between.
-type gatedListener struct {
-	net.Listener
-	up atomic.Bool
-}
-
-func (g *gatedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := g.Listener.Accept()
-		if err != nil || g.up.Load() {
-			return c, err
-		}
-		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = io.WriteString(c, "421 4.3.2 Service not available\r\n")
-		_ = c.Close()
-	}
-}
-
 // The SMTP server is down: notifications are retried with backoff while
 // the events that queued them complete and orders reach active; once the
 // server is back, every notification goes out, once.
@@ -261,12 +247,12 @@ func TestSMTPDownDelaysNotificationsButNotEvents(t *testing.T) {
 	t.Parallel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	gate := &gatedListener{Listener: l} // down until gate.up is set
 	box := &mailbox{}
+	box.down.Store(true)
 	srv := smtp.NewServer(box)
 	srv.Domain = "localhost"
 	served := make(chan struct{})
-	go func() { defer close(served); _ = srv.Serve(gate) }()
+	go func() { defer close(served); _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close(); <-served })
 	port := l.Addr().(*net.TCPAddr).Port
 	b := setup(t, 1, testdb.URL(t),
@@ -294,7 +280,7 @@ func TestSMTPDownDelaysNotificationsButNotEvents(t *testing.T) {
 	require.Zero(t, eventsOpen, "events completed without the mail server")
 
 	// The server comes back: everything goes out, once.
-	gate.up.Store(true)
+	box.down.Store(false)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		require.NoError(c, b.c.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'sent') FROM notifications WHERE channel = 'email'`).Scan(&sent))
 		assert.Equal(c, queued, sent, "e-mails sent of those queued")
