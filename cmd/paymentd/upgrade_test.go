@@ -280,9 +280,12 @@ func (p *paymentdProcess) output() string {
 	return string(b)
 }
 
+// logTail is the process's last 30 lines, after its race reports if it
+// made any (this build runs with the test binary's race detector).
 func (p *paymentdProcess) logTail() string {
-	lines := strings.Split(strings.TrimSpace(p.output()), "\n")
-	return strings.Join(lines[max(0, len(lines)-30):], "\n")
+	out := p.output()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return testkit.RaceReports(out) + strings.Join(lines[max(0, len(lines)-30):], "\n")
 }
 
 // errorLines are the JSON log lines at level ERROR.

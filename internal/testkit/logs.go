@@ -68,3 +68,28 @@ func (l *Logs) Lines(t T) []map[string]any {
 	}
 	return out
 }
+
+// RaceReports is every report of Go's race detector in a process's output
+// (each from its "WARNING: DATA RACE" to the line of = that ends it), ""
+// when there is none. A failure message that shows only the output's last
+// lines would lose the report: the process writes it when the race happens
+// and only "Found N data race(s)" when it exits.
+func RaceReports(output string) string {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(output) {
+		switch {
+		case strings.HasPrefix(line, "WARNING: DATA RACE"):
+			in = true
+			b.WriteString("==================\n")
+		case in && strings.HasPrefix(line, "=================="):
+			in = false
+			b.WriteString(line)
+			continue
+		}
+		if in {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}

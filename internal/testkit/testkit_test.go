@@ -33,6 +33,13 @@ func TestLogsCountAndDecode(t *testing.T) {
 	require.Equal(t, "ok", lines[0]["code"])
 }
 
+func TestRaceReportsAreCutFromTheOutputWhole(t *testing.T) {
+	report := "==================\nWARNING: DATA RACE\nWrite at 0x00c000 by goroutine 7:\n  main.f()\n==================\n"
+	out := "{\"msg\":\"started\"}\n" + report + "{\"msg\":\"stopped\"}\nFound 1 data race(s)\n"
+	require.Equal(t, report, RaceReports(out))
+	require.Empty(t, RaceReports("{\"msg\":\"stopped\"}\n"))
+}
+
 func TestWaitOrTimeoutReturnsWhatArrives(t *testing.T) {
 	ch := make(chan int, 1)
 	ch <- 7
