@@ -120,6 +120,13 @@ func newHostBreaker(host string, o Options, log *slog.Logger) *hostBreaker {
 	return hb
 }
 
+// stateChanged records and logs a change of hb's state. failsafe-go calls
+// it with the breaker's lock released while other calls go on recording
+// their results, so the failures are read through the breaker, which
+// locks, and never through e.Metrics(), which reads the counts unguarded
+// (a data race: TestCallsFailingTogetherOpenTheBreakerOnceWithoutARace).
+// They are the counts of the window after the change: the failures that
+// opened it, none in a half-open or closed breaker's new window.
 func (hb *hostBreaker) stateChanged(e circuitbreaker.StateChangedEvent, log *slog.Logger) {
 	hb.mu.Lock()
 	switch e.NewState {
@@ -138,7 +145,7 @@ func (hb *hostBreaker) stateChanged(e circuitbreaker.StateChangedEvent, log *slo
 		"host", hb.host,
 		"from", stateName(e.OldState),
 		"to", stateName(e.NewState),
-		"recent_failures", e.Metrics().Failures())
+		"recent_failures", hb.cb.Metrics().Failures())
 }
 
 func (hb *hostBreaker) openError() *CircuitOpenError {

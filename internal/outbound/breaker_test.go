@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -294,4 +295,55 @@ func TestCallsTheirCallersGaveUpOnDoNotOpenTheBreaker(t *testing.T) {
 	st := b.status(t, srv.host)
 	require.Equal(t, StateClosed, st.State)
 	require.Zero(t, st.RecentFailures)
+}
+
+// Calls to one host that fail together: one of them opens the breaker and
+// the others' failures are recorded while its state-change log line is
+// written. failsafe-go calls the listener with its lock released, so the
+// listener reads the breaker's counts only through the breaker (which
+// locks), never through the event's metrics, which it does not guard:
+// that read was a data race the race detector found in a paymentd whose
+// webhook host went down (go test -race fails this test on it). The log
+// writer here is slow, so the other failures land while the line is
+// written.
+func TestCallsFailingTogetherOpenTheBreakerOnceWithoutARace(t *testing.T) {
+	t.Parallel()
+	const calls = 4 * DefaultFailureThreshold
+	b := setup(t, Options{})
+	b.client.log = slog.New(slowOn{slog.NewTextHandler(b.logs, nil), "outbound circuit breaker state changed", 200 * time.Millisecond})
+	var inFlight sync.WaitGroup
+	inFlight.Add(calls)
+	srv := newServer(t, func(w http.ResponseWriter, _ *http.Request, _ int64) {
+		inFlight.Done()
+		inFlight.Wait() // all calls are at the host before any fails
+		w.WriteHeader(http.StatusInternalServerError)
+	})
+
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() { _, _ = b.do(t.Context(), http.MethodPost, srv.URL, "{}", false) })
+	}
+	wg.Wait()
+	require.EqualValues(t, calls, srv.hits.Load())
+	st := b.status(t, srv.host)
+	require.Equal(t, StateOpen, st.State)
+	require.Equal(t, DefaultFailureThreshold, st.RecentFailures, "the window holds the last FailureThreshold results")
+	logs := b.logs.String()
+	require.Equal(t, 1, strings.Count(logs, "from=closed to=open"), logs)
+	require.Regexp(t, `to=open recent_failures=\d+`, logs)
+}
+
+// slowOn is a slog handler that takes d to write a record whose message is
+// msg.
+type slowOn struct {
+	slog.Handler
+	msg string
+	d   time.Duration
+}
+
+func (h slowOn) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		time.Sleep(h.d)
+	}
+	return h.Handler.Handle(ctx, r)
 }
