@@ -16,8 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // Node is one paymentd process of a Cluster.
@@ -312,11 +310,7 @@ func (n *Node) Tail(lines int) string {
 	if len(t) > lines {
 		t = t[len(t)-lines:]
 	}
-	races := ""
-	if all, err := os.ReadFile(n.logPath); err == nil {
-		races = testkit.RaceReports(string(all))
-	}
-	return "--- " + n.Name + " (" + strconv.Itoa(len(t)) + " lines) ---\n" + races + strings.Join(t, "\n")
+	return "--- " + n.Name + " (" + strconv.Itoa(len(t)) + " lines) ---\n" + strings.Join(t, "\n")
 }
 
 // Leadership is what the node said about its roles so far.
