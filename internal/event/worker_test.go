@@ -334,12 +334,26 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	var unblock sync.Once
 	release := func() { unblock.Do(func() { close(block) }) }
 	t.Cleanup(release)
-	leader := waitLeader(t, 5*time.Second, nodes...)
+	waitLeader(t, 5*time.Second, nodes...)
 	order := w.order(t)
 	e := w.insert(t, "order_paid", order)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Equal(c, store.EventProcessing, w.event(c, e.ID).Status)
 	}, 5*time.Second, 5*time.Millisecond)
+	// The node to kill is the one whose worker claimed the event: the
+	// leader found above, unless a busy machine delayed its renewal past
+	// the 1 s TTL and the other node claimed it as the next leader. (Killing
+	// the first leader then left the claim's handler hanging in the node
+	// that lived, which kept the event's order to itself: pending for good.)
+	claimant := w.event(t, e.ID).LockedBy
+	require.NotNil(t, claimant)
+	var leader *node
+	for _, n := range nodes {
+		if n.name == *claimant {
+			leader = n
+		}
+	}
+	require.NotNil(t, leader, "the event is claimed by %s, not one of the nodes", *claimant)
 
 	// The hand-over is measured on the database clock, from just before
 	// the kill to the successor's election: the harness's polling is not
@@ -349,6 +363,7 @@ func TestKilledLeaderHandsOverAndItsEventsAreReclaimed(t *testing.T) {
 	require.NoError(t, w.pool.QueryRow(ctx, `SELECT now()`).Scan(&killedAt))
 	old, err := store.Q(w.pool).LeaderLeaseRemaining(ctx, cluster.RoleEventWorker)
 	require.NoError(t, err)
+	require.Equal(t, leader.name, old.Holder, "the node that claimed the event still leads when it is killed")
 	leader.kill()
 	var next *node
 	for _, n := range nodes {
