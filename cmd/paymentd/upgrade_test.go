@@ -284,8 +284,7 @@ func (p *paymentdProcess) output() string {
 // made any (this build runs with the test binary's race detector).
 func (p *paymentdProcess) logTail() string {
 	out := p.output()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	return testkit.RaceReports(out) + strings.Join(lines[max(0, len(lines)-30):], "\n")
+	return testkit.RaceReports(out) + tail(out, 30)
 }
 
 // errorLines are the JSON log lines at level ERROR.

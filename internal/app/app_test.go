@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,6 +26,7 @@ import (
 	"github.com/rustbill/paymentd/internal/identity"
 	"github.com/rustbill/paymentd/internal/migrate"
 	"github.com/rustbill/paymentd/internal/testdb"
+	"github.com/rustbill/paymentd/internal/testkit"
 	"github.com/rustbill/paymentd/internal/testredis"
 )
 
@@ -32,6 +34,12 @@ import (
 // for the Stripe tests (stripemock.Shared), both stopped at the end.
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(stripemock.Main(testdb.Main(m)), testredis.IgnoreRedial)
+}
+
+// unreachableDatabaseURL is a database URL whose port nothing listens on
+// (testkit.FreePort): every connection is refused, within 2 s.
+func unreachableDatabaseURL(t *testing.T) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/x?sslmode=disable&connect_timeout=2", testkit.FreePort(t))
 }
 
 func testConfig(dbURL string) config.Config {
@@ -238,13 +246,9 @@ func TestReadyAnswers503OnceTheDatabaseIsDroppedWhileHealthStays200(t *testing.T
 
 func TestUnreachableDatabaseFailsStartNamingTheKey(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close()) // nothing listens there now
-	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg := testConfig(unreachableDatabaseURL(t))
 	cfg.DB.AcquireTimeoutSecs = 2
-	_, err = app.New(context.Background(), cfg, logger(t))
+	_, err := app.New(context.Background(), cfg, logger(t))
 	require.ErrorContains(t, err, "[db].url")
 
 	cfg.DB.URL = ""

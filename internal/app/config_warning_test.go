@@ -3,7 +3,6 @@ package app_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,16 +15,12 @@ import (
 // fail (here the database, which nothing listens for).
 func TestStartLogsTheWarningOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg := testConfig(unreachableDatabaseURL(t))
 	cfg.DB.AcquireTimeoutSecs = 2
 	cfg.Server.PublicURL = "https://pay.example.com"
 	cfg.Session.CookieSecure = false
 	logs := &testkit.Logs{}
-	_, err = app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	_, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.ErrorContains(t, err, "[db].url")
 	require.Contains(t, logs.String(), "level=WARN")
 	require.Contains(t, logs.String(), "[server].public_url is https://pay.example.com but [session].cookie_secure = false")
@@ -35,16 +30,12 @@ func TestStartLogsTheWarningOfAnHTTPSPublicURLWithInsecureCookies(t *testing.T) 
 // at start, and the start says where gateways will post callbacks.
 func TestStartWarnsOfALoopbackPublicURLOnAnotherPortAndLogsTheCallbackBase(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	cfg := testConfig("postgres://postgres@" + addr + "/x?sslmode=disable&connect_timeout=2")
+	cfg := testConfig(unreachableDatabaseURL(t))
 	cfg.DB.AcquireTimeoutSecs = 2
 	cfg.Server.Port = 6000
 	cfg.Server.PublicURL = "http://127.0.0.1:50051"
 	logs := &testkit.Logs{}
-	_, err = app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
+	_, err := app.New(context.Background(), cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.ErrorContains(t, err, "[db].url")
 	require.Contains(t, logs.String(), "level=WARN")
 	require.Contains(t, logs.String(), "[server].public_url http://127.0.0.1:50051 is this host on port 50051 but [server].port is 6000")

@@ -2,7 +2,7 @@ package payment_test
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -20,16 +20,12 @@ import (
 	"github.com/rustbill/paymentd/internal/payment/reconcile"
 	"github.com/rustbill/paymentd/internal/store"
 	"github.com/rustbill/paymentd/internal/testfixture"
+	"github.com/rustbill/paymentd/internal/testkit"
 )
 
 // deadURL is the URL of a port nothing listens on.
 func deadURL(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return "http://" + addr
+	return fmt.Sprintf("http://127.0.0.1:%d", testkit.FreePort(t))
 }
 
 func TestQueryPaymentStatusSyncsWithTheGateway(t *testing.T) {
